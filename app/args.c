@@ -1,0 +1,426 @@
+/* args.c: table-driven parsing of Megatron-LM's flags (see args.h). One table lists every flag
+ * with its group, type, default and help; parsing, --help and the start-up dump all read it. */
+#include "args.h"
+#include "error.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { ARG_INT, ARG_INT64, ARG_U64, ARG_FLOAT, ARG_STRING, ARG_BOOL } arg_type;
+
+typedef struct flag_spec {
+    const char *name;      /* without the leading "--" */
+    const char *group;
+    arg_type type;
+    size_t offset;         /* into struct args */
+    size_t size;           /* for strings: buffer size */
+    const char *default_value; /* NULL: unset (0 / empty / derived later) */
+    const char *choices;   /* "a|b|c" for strings with fixed values */
+    const char *help;
+} flag_spec;
+
+#define F(name, group, type, field, def, choices, help) \
+    {name, group, type, offsetof(args, field), sizeof(((args *)0)->field), def, choices, help}
+
+static const flag_spec flags[] = {
+    F("num-layers", "network size", ARG_INT, num_layers, NULL, NULL, "number of transformer layers"),
+    F("hidden-size", "network size", ARG_INT, hidden_size, NULL, NULL, "transformer hidden size"),
+    F("num-attention-heads", "network size", ARG_INT, num_attention_heads, NULL, NULL, "number of attention heads"),
+    F("ffn-hidden-size", "network size", ARG_INT, ffn_hidden_size, NULL, NULL, "MLP hidden size (default 4 * hidden size)"),
+    F("kv-channels", "network size", ARG_INT, kv_channels, NULL, NULL, "projection size per head (default hidden size / heads)"),
+    F("seq-length", "network size", ARG_INT, seq_length, NULL, NULL, "sequence length in tokens"),
+    F("max-position-embeddings", "network size", ARG_INT, max_position_embeddings, NULL, NULL, "learned position embeddings (default seq length)"),
+    F("vocab-size", "network size", ARG_INT, vocab_size, NULL, NULL, "vocabulary size (mock data / NullTokenizer)"),
+    F("make-vocab-size-divisible-by", "network size", ARG_INT, make_vocab_size_divisible_by, "128", NULL, "pad the vocabulary to a multiple of this"),
+    F("layernorm-epsilon", "network size", ARG_FLOAT, layernorm_epsilon, "1e-5", NULL, "layer norm epsilon"),
+    F("untie-embeddings-and-output-weights", "network size", ARG_BOOL, untie_embeddings_and_output_weights, NULL, NULL, "separate output layer instead of the tied word embeddings"),
+
+    F("hidden-dropout", "regularization", ARG_FLOAT, hidden_dropout, "0.1", NULL, "dropout on the transformer hidden state"),
+    F("attention-dropout", "regularization", ARG_FLOAT, attention_dropout, "0.1", NULL, "dropout on the attention probabilities"),
+    F("weight-decay", "regularization", ARG_FLOAT, weight_decay, "0.01", NULL, "decoupled weight decay (not on biases and norms)"),
+    F("clip-grad", "regularization", ARG_FLOAT, clip_grad, "1.0", NULL, "clip gradients to this global L2 norm (0 disables)"),
+    F("adam-beta1", "regularization", ARG_FLOAT, adam_beta1, "0.9", NULL, "Adam beta1"),
+    F("adam-beta2", "regularization", ARG_FLOAT, adam_beta2, "0.999", NULL, "Adam beta2"),
+    F("adam-eps", "regularization", ARG_FLOAT, adam_eps, "1e-8", NULL, "Adam epsilon"),
+
+    F("micro-batch-size", "training", ARG_INT, micro_batch_size, NULL, NULL, "samples per micro-batch per data-parallel rank"),
+    F("global-batch-size", "training", ARG_INT, global_batch_size, NULL, NULL, "samples per iteration (default micro batch * data-parallel size)"),
+    F("train-iters", "training", ARG_INT64, train_iters, NULL, NULL, "iterations to train"),
+
+    F("seed", "initialization", ARG_U64, seed, "1234", NULL, "random seed (initialization, dropout, data order)"),
+    F("init-method-std", "initialization", ARG_FLOAT, init_method_std, "0.02", NULL, "standard deviation of the normal initialization"),
+
+    F("lr", "learning rate", ARG_FLOAT, lr, NULL, NULL, "peak learning rate"),
+    F("min-lr", "learning rate", ARG_FLOAT, min_lr, "0.0", NULL, "learning rate floor after decay"),
+    F("lr-decay-style", "learning rate", ARG_STRING, lr_decay_style, "linear", "constant|linear|cosine", "decay shape after warm-up"),
+    F("lr-warmup-iters", "learning rate", ARG_INT64, lr_warmup_iters, "0", NULL, "linear warm-up iterations"),
+    F("lr-warmup-fraction", "learning rate", ARG_FLOAT, lr_warmup_fraction, "-1", NULL, "warm-up as a fraction of --lr-decay-iters"),
+    F("lr-decay-iters", "learning rate", ARG_INT64, lr_decay_iters, NULL, NULL, "iterations to decay over (default train iters)"),
+
+    F("eval-interval", "validation", ARG_INT64, eval_interval, "1000", NULL, "evaluate on the validation split every N iterations"),
+    F("eval-iters", "validation", ARG_INT64, eval_iters, "100", NULL, "iterations (global batches) per evaluation"),
+
+    F("mock-data", "data and dataloader", ARG_BOOL, mock_data, NULL, NULL, "deterministic synthetic tokens from the seed"),
+
+    F("log-interval", "logging", ARG_INT64, log_interval, "100", NULL, "print the iteration line every N iterations"),
+    F("metrics-file", "logging", ARG_STRING, metrics_file, "", NULL, "also write each logged iteration as a JSON line here"),
+
+    F("deterministic-mode", "distributed and run time", ARG_BOOL, deterministic_mode, NULL, NULL, "bitwise reproducible: fixed-order reductions, no atomics"),
+    F("device", "distributed and run time", ARG_STRING, device, "cpu", "cpu|cuda", "kernel backend"),
+};
+#define NUM_FLAGS ((int)(sizeof(flags) / sizeof(flags[0])))
+
+typedef struct parse_state {
+    char *err;
+    int errlen;
+    unsigned char given[NUM_FLAGS]; /* set explicitly by file or command line */
+} parse_state;
+
+static int fail(parse_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(parse_state *st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(st->err, (size_t)st->errlen, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+static const flag_spec *find_flag(const char *name, int *index) {
+    for (int i = 0; i < NUM_FLAGS; i++)
+        if (strcmp(flags[i].name, name) == 0) { *index = i; return &flags[i]; }
+    return NULL;
+}
+
+static int in_choices(const char *value, const char *choices) {
+    size_t n = strlen(value);
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len == n && strncmp(c, value, n) == 0) return 1;
+        if (!bar) break;
+        c = bar + 1;
+    }
+    return 0;
+}
+
+/* store value (text) into the field of spec; `where` names the source for messages */
+static int set_value(parse_state *st, args *a, const flag_spec *spec, const char *value,
+                     const char *where) {
+    char *field = (char *)a + spec->offset, *end = NULL;
+    errno = 0;
+    switch (spec->type) {
+    case ARG_INT: {
+        long v = strtol(value, &end, 10);
+        if (*value == '\0' || *end != '\0' || errno || v < INT_MIN || v > INT_MAX)
+            return fail(st, "%s--%s expects an integer, got '%s'", where, spec->name, value);
+        *(int *)field = (int)v;
+        break;
+    }
+    case ARG_INT64: {
+        long long v = strtoll(value, &end, 10);
+        if (*value == '\0' || *end != '\0' || errno)
+            return fail(st, "%s--%s expects an integer, got '%s'", where, spec->name, value);
+        *(int64_t *)field = v;
+        break;
+    }
+    case ARG_U64: {
+        unsigned long long v = strtoull(value, &end, 10);
+        if (*value == '\0' || *value == '-' || *end != '\0' || errno)
+            return fail(st, "%s--%s expects a non-negative integer, got '%s'", where, spec->name, value);
+        *(uint64_t *)field = v;
+        break;
+    }
+    case ARG_FLOAT: {
+        double v = strtod(value, &end);
+        if (*value == '\0' || *end != '\0' || errno || !isfinite(v))
+            return fail(st, "%s--%s expects a number, got '%s'", where, spec->name, value);
+        *(float *)field = (float)v;
+        break;
+    }
+    case ARG_STRING:
+        if (spec->choices && !in_choices(value, spec->choices))
+            return fail(st, "%s--%s must be one of %s, got '%s'", where, spec->name, spec->choices, value);
+        if (strlen(value) >= spec->size)
+            return fail(st, "%s--%s value is too long (%zu characters, at most %zu)", where,
+                        spec->name, strlen(value), spec->size - 1);
+        strcpy(field, value);
+        break;
+    case ARG_BOOL:
+        *(int *)field = 1;
+        break;
+    }
+    return 0;
+}
+
+static void set_defaults(args *a) {
+    memset(a, 0, sizeof(*a));
+    parse_state st = {.err = NULL, .errlen = 0};
+    char dummy[8];
+    st.err = dummy;
+    st.errlen = sizeof dummy;
+    for (int i = 0; i < NUM_FLAGS; i++)
+        if (flags[i].default_value) set_value(&st, a, &flags[i], flags[i].default_value, "");
+}
+
+/* parse a token list (argv-like); `where_of(i)` describes token i's origin for messages */
+static int parse_tokens(parse_state *st, args *a, int count, char **tokens, const char *file,
+                        const int *lines, int only_args_file) {
+    for (int i = 0; i < count; i++) {
+        char where[ARGS_PATH_MAX + 32] = "";
+        if (file) snprintf(where, sizeof where, "%s:%d: ", file, lines[i]);
+        const char *tok = tokens[i];
+        if (strncmp(tok, "--", 2) != 0)
+            return fail(st, "%sunexpected argument '%s' (flags start with --)", where, tok);
+        char name[128];
+        const char *eq = strchr(tok + 2, '=');
+        size_t len = eq ? (size_t)(eq - tok - 2) : strlen(tok + 2);
+        if (len >= sizeof name) return fail(st, "%sunknown flag '%s'", where, tok);
+        memcpy(name, tok + 2, len);
+        name[len] = '\0';
+        if (strcmp(name, "args-file") == 0) {
+            if (file) return fail(st, "%s--args-file cannot appear inside an args file", where);
+            if (!eq) i++; /* the value was handled by the caller */
+            continue;
+        }
+        if (strcmp(name, "help") == 0) continue;
+        int index = -1;
+        const flag_spec *spec = find_flag(name, &index);
+        if (!spec) return fail(st, "%sunknown flag '--%s' (see --help)", where, name);
+        const char *value = NULL;
+        if (spec->type == ARG_BOOL) {
+            if (eq) return fail(st, "%s--%s takes no value", where, name);
+        } else if (eq) {
+            value = eq + 1;
+        } else {
+            if (i + 1 >= count || strncmp(tokens[i + 1], "--", 2) == 0 ||
+                (file && lines[i + 1] != lines[i]))
+                return fail(st, "%s--%s is missing its value", where, name);
+            value = tokens[++i];
+        }
+        if (only_args_file) continue;
+        if (set_value(st, a, spec, value, where)) return 1;
+        st->given[index] = 1;
+    }
+    return 0;
+}
+
+/* read an args file into tokens (split on whitespace; '#' starts a comment) */
+static int parse_args_file(parse_state *st, args *a, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return fail(st, "cannot open args file '%s': %s", path, strerror(errno));
+    int cap = 64, count = 0, line_no = 0, rc = 0;
+    char **tokens = malloc(sizeof(char *) * (size_t)cap);
+    int *lines = malloc(sizeof(int) * (size_t)cap);
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        line_no++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        for (char *save = NULL, *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+            if (count == cap) {
+                cap *= 2;
+                tokens = realloc(tokens, sizeof(char *) * (size_t)cap);
+                lines = realloc(lines, sizeof(int) * (size_t)cap);
+            }
+            tokens[count] = strdup(t);
+            lines[count++] = line_no;
+        }
+    }
+    fclose(f);
+    rc = parse_tokens(st, a, count, tokens, path, lines, 0);
+    for (int i = 0; i < count; i++) free(tokens[i]);
+    free(tokens);
+    free(lines);
+    return rc;
+}
+
+static int given(const parse_state *st, const char *name) {
+    int index = -1;
+    return find_flag(name, &index) && st->given[index];
+}
+
+/* fill derived values and check the combination; every message names the flags involved */
+static int validate(parse_state *st, args *a, int world_size) {
+    static const char *required[] = {"num-layers", "hidden-size", "num-attention-heads",
+                                     "seq-length", "micro-batch-size", "train-iters", "lr"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!given(st, required[i])) return fail(st, "--%s is required", required[i]);
+    if (!a->mock_data) return fail(st, "no data source: pass --mock-data (real corpora come with --data-path)");
+    if (!given(st, "vocab-size")) return fail(st, "--vocab-size is required with --mock-data");
+
+    struct { const char *name; long long value; } positive[] = {
+        {"num-layers", a->num_layers}, {"hidden-size", a->hidden_size},
+        {"num-attention-heads", a->num_attention_heads}, {"seq-length", a->seq_length},
+        {"micro-batch-size", a->micro_batch_size}, {"train-iters", a->train_iters},
+        {"vocab-size", a->vocab_size}, {"make-vocab-size-divisible-by", a->make_vocab_size_divisible_by},
+        {"log-interval", a->log_interval}, {"eval-interval", a->eval_interval},
+    };
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        if (positive[i].value <= 0)
+            return fail(st, "--%s must be positive, got %lld", positive[i].name, positive[i].value);
+    if (a->eval_iters < 0) return fail(st, "--eval-iters must not be negative, got %lld", (long long)a->eval_iters);
+
+    if (!given(st, "kv-channels")) {
+        if (a->hidden_size % a->num_attention_heads != 0)
+            return fail(st, "--hidden-size %d is not divisible by --num-attention-heads %d (or give --kv-channels)",
+                        a->hidden_size, a->num_attention_heads);
+        a->kv_channels = a->hidden_size / a->num_attention_heads;
+    } else if (a->kv_channels <= 0) {
+        return fail(st, "--kv-channels must be positive, got %d", a->kv_channels);
+    }
+    if (!given(st, "ffn-hidden-size")) a->ffn_hidden_size = 4 * a->hidden_size;
+    else if (a->ffn_hidden_size <= 0) return fail(st, "--ffn-hidden-size must be positive, got %d", a->ffn_hidden_size);
+    if (!given(st, "max-position-embeddings")) a->max_position_embeddings = a->seq_length;
+    if (a->seq_length > a->max_position_embeddings)
+        return fail(st, "--seq-length %d exceeds --max-position-embeddings %d", a->seq_length,
+                    a->max_position_embeddings);
+
+    int multiple = a->make_vocab_size_divisible_by;
+    a->padded_vocab_size = (a->vocab_size + multiple - 1) / multiple * multiple;
+
+    if (a->hidden_dropout < 0 || a->hidden_dropout >= 1)
+        return fail(st, "--hidden-dropout must be in [0, 1), got %g", a->hidden_dropout);
+    if (a->attention_dropout < 0 || a->attention_dropout >= 1)
+        return fail(st, "--attention-dropout must be in [0, 1), got %g", a->attention_dropout);
+    if (a->adam_beta1 < 0 || a->adam_beta1 >= 1) return fail(st, "--adam-beta1 must be in [0, 1), got %g", a->adam_beta1);
+    if (a->adam_beta2 < 0 || a->adam_beta2 >= 1) return fail(st, "--adam-beta2 must be in [0, 1), got %g", a->adam_beta2);
+    if (a->adam_eps <= 0) return fail(st, "--adam-eps must be positive, got %g", a->adam_eps);
+    if (a->weight_decay < 0) return fail(st, "--weight-decay must not be negative, got %g", a->weight_decay);
+    if (a->clip_grad < 0) return fail(st, "--clip-grad must not be negative, got %g", a->clip_grad);
+    if (a->init_method_std <= 0) return fail(st, "--init-method-std must be positive, got %g", a->init_method_std);
+    if (a->layernorm_epsilon <= 0) return fail(st, "--layernorm-epsilon must be positive, got %g", a->layernorm_epsilon);
+
+    if (a->lr < 0) return fail(st, "--lr must not be negative, got %g", a->lr);
+    if (a->min_lr < 0 || a->min_lr > a->lr)
+        return fail(st, "--min-lr %g must be between 0 and --lr %g", a->min_lr, a->lr);
+    if (!given(st, "lr-decay-iters")) a->lr_decay_iters = a->train_iters;
+    if (a->lr_decay_iters <= 0) return fail(st, "--lr-decay-iters must be positive, got %lld", (long long)a->lr_decay_iters);
+    if (given(st, "lr-warmup-fraction") && given(st, "lr-warmup-iters"))
+        return fail(st, "--lr-warmup-fraction and --lr-warmup-iters cannot both be given");
+    if (given(st, "lr-warmup-fraction")) {
+        if (a->lr_warmup_fraction < 0 || a->lr_warmup_fraction > 1)
+            return fail(st, "--lr-warmup-fraction must be in [0, 1], got %g", a->lr_warmup_fraction);
+        a->lr_warmup_iters = (int64_t)(a->lr_warmup_fraction * (double)a->lr_decay_iters);
+    }
+    if (a->lr_warmup_iters < 0) return fail(st, "--lr-warmup-iters must not be negative, got %lld", (long long)a->lr_warmup_iters);
+    if (a->lr_warmup_iters > a->lr_decay_iters)
+        return fail(st, "--lr-warmup-iters %lld exceeds --lr-decay-iters %lld",
+                    (long long)a->lr_warmup_iters, (long long)a->lr_decay_iters);
+
+    a->world_size = world_size;
+    a->data_parallel_size = world_size;
+    int per_step = a->micro_batch_size * a->data_parallel_size;
+    if (!given(st, "global-batch-size")) a->global_batch_size = per_step;
+    if (a->global_batch_size <= 0)
+        return fail(st, "--global-batch-size must be positive, got %d", a->global_batch_size);
+    if (a->global_batch_size % per_step != 0)
+        return fail(st, "--global-batch-size %d is not a multiple of --micro-batch-size %d x data-parallel size %d (= %d)",
+                    a->global_batch_size, a->micro_batch_size, a->data_parallel_size, per_step);
+    a->num_micro_batches = a->global_batch_size / per_step;
+
+    if (strcmp(a->device, "cuda") == 0) {
+#ifdef HAVE_CUDA
+        return fail(st, "--device cuda: the CUDA kernel backend is not available in this version yet; use --device cpu");
+#else
+        return fail(st, "--device cuda: this build has no CUDA backend (configure found no CUDA toolkit); use --device cpu");
+#endif
+    }
+    return 0;
+}
+
+int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err, int errlen) {
+    parse_state st;
+    memset(&st, 0, sizeof st);
+    st.err = err;
+    st.errlen = errlen;
+    set_defaults(a);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            args_print_help();
+            return -1;
+        }
+    }
+    /* first the args file(s), then the command line so that it overrides */
+    for (int i = 1; i < argc; i++) {
+        const char *path = NULL;
+        if (strcmp(argv[i], "--args-file") == 0) {
+            if (i + 1 >= argc) return fail(&st, "--args-file is missing its value");
+            path = argv[++i];
+        } else if (strncmp(argv[i], "--args-file=", 12) == 0) {
+            path = argv[i] + 12;
+        }
+        if (path && parse_args_file(&st, a, path)) return 1;
+    }
+    if (parse_tokens(&st, a, argc - 1, argv + 1, NULL, NULL, 0)) return 1;
+    return validate(&st, a, world_size);
+}
+
+void args_parse(args *a, int argc, char **argv, int world_size) {
+    char err[2048];
+    int rc = args_parse_checked(a, argc, argv, world_size, err, sizeof err);
+    if (rc < 0) {
+        MPI_Finalize();
+        exit(0);
+    }
+    if (rc > 0) user_error("%s", err);
+}
+
+static void format_value(const args *a, const flag_spec *spec, char *out, size_t len) {
+    const char *field = (const char *)a + spec->offset;
+    switch (spec->type) {
+    case ARG_INT: snprintf(out, len, "%d", *(const int *)field); break;
+    case ARG_INT64: snprintf(out, len, "%lld", (long long)*(const int64_t *)field); break;
+    case ARG_U64: snprintf(out, len, "%llu", (unsigned long long)*(const uint64_t *)field); break;
+    case ARG_FLOAT: snprintf(out, len, "%g", *(const float *)field); break;
+    case ARG_STRING: snprintf(out, len, "%s", field[0] ? field : "None"); break;
+    case ARG_BOOL: snprintf(out, len, "%s", *(const int *)field ? "True" : "False"); break;
+    }
+}
+
+void args_print(const args *a) {
+    printf("------------------------ arguments ------------------------\n");
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        char value[ARGS_PATH_MAX + 8];
+        format_value(a, &flags[i], value, sizeof value);
+        char name[64];
+        snprintf(name, sizeof name, "%s", flags[i].name);
+        for (char *c = name; *c; c++) if (*c == '-') *c = '_';
+        printf("  %s %.*s %s\n", name, (int)(48 - strlen(name)), "................................................", value);
+    }
+    printf("  %s %.*s %d\n", "data_parallel_size", 48 - 18, "................................................", a->data_parallel_size);
+    printf("  %s %.*s %d\n", "padded_vocab_size", 48 - 17, "................................................", a->padded_vocab_size);
+    printf("  %s %.*s %d\n", "num_micro_batches", 48 - 17, "................................................", a->num_micro_batches);
+    printf("-------------------- end of arguments ---------------------\n");
+}
+
+void args_print_help(void) {
+    printf("usage: %s [--args-file PATH] [--FLAG VALUE ...]\n\n"
+           "Trains a GPT model with Megatron-LM's flags. Flags may also come from an args file\n"
+           "(one flag per line, '#' starts a comment); the command line overrides the file.\n",
+           program_name);
+    const char *group = NULL;
+    for (int i = 0; i < NUM_FLAGS; i++) {
+        if (!group || strcmp(group, flags[i].group) != 0) {
+            group = flags[i].group;
+            printf("\n%s:\n", group);
+        }
+        char left[96];
+        if (flags[i].type == ARG_BOOL) snprintf(left, sizeof left, "--%s", flags[i].name);
+        else if (flags[i].choices) snprintf(left, sizeof left, "--%s {%s}", flags[i].name, flags[i].choices);
+        else snprintf(left, sizeof left, "--%s %s", flags[i].name,
+                      flags[i].type == ARG_STRING ? "PATH" : flags[i].type == ARG_FLOAT ? "X" : "N");
+        printf("  %-46s %s", left, flags[i].help);
+        if (flags[i].default_value && flags[i].type != ARG_BOOL && flags[i].default_value[0] &&
+            strcmp(flags[i].default_value, "-1") != 0)
+            printf(" (default %s)", flags[i].default_value);
+        printf("\n");
+    }
+    printf("\nother:\n  %-46s %s\n  %-46s %s\n", "--args-file PATH", "read flags from PATH first",
+           "--help", "show this help and exit");
+}

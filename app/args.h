@@ -1,0 +1,88 @@
+/* args.h: the run's arguments, with Megatron-LM's flag names and meanings.
+ * Flags come from the command line and optionally from a file (--args-file PATH, one flag per
+ * line, '#' comments); the command line overrides the file. Parsing and validation happen before
+ * any allocation; a bad flag stops the job with one message naming it. */
+#ifndef ARGS_H
+#define ARGS_H
+
+#include <stdint.h>
+
+#define ARGS_PATH_MAX 1024
+
+typedef struct args {
+    /* network size */
+    int num_layers;
+    int hidden_size;
+    int num_attention_heads;
+    int ffn_hidden_size;          /* default 4 * hidden_size */
+    int kv_channels;              /* default hidden_size / num_attention_heads */
+    int seq_length;
+    int max_position_embeddings;  /* default seq_length */
+    int vocab_size;               /* with --mock-data / NullTokenizer */
+    int make_vocab_size_divisible_by;
+    int padded_vocab_size;        /* derived: vocab_size rounded up */
+    float layernorm_epsilon;
+    int untie_embeddings_and_output_weights;
+
+    /* regularization */
+    float hidden_dropout;
+    float attention_dropout;
+    float weight_decay;
+    float clip_grad;
+    float adam_beta1;
+    float adam_beta2;
+    float adam_eps;
+
+    /* training */
+    int micro_batch_size;
+    int global_batch_size;        /* default micro_batch_size * data-parallel size */
+    int64_t train_iters;
+
+    /* initialization */
+    uint64_t seed;
+    float init_method_std;
+
+    /* learning rate */
+    float lr;
+    float min_lr;
+    char lr_decay_style[16];      /* constant | linear | cosine */
+    int64_t lr_warmup_iters;
+    float lr_warmup_fraction;     /* < 0 when not given */
+    int64_t lr_decay_iters;       /* default train_iters */
+
+    /* validation */
+    int64_t eval_interval;
+    int64_t eval_iters;
+
+    /* data */
+    int mock_data;
+
+    /* logging */
+    int64_t log_interval;
+    char metrics_file[ARGS_PATH_MAX];
+
+    /* distributed and run-time */
+    int deterministic_mode;
+    char device[8];               /* cpu | cuda */
+
+    /* derived from the world */
+    int world_size;
+    int data_parallel_size;
+    int num_micro_batches;        /* global / (micro * dp) */
+} args;
+
+/* Parse argv (and any --args-file) into a; validate against world_size. Calls user_error() on
+ * any problem; prints help and exits 0 on --help. */
+void args_parse(args *a, int argc, char **argv, int world_size);
+
+/* Parse without MPI side effects: returns 0 on success, or 1 with a message in err, or
+ * -1 when --help was asked for (help text printed to stdout). Used by args_parse and tests. */
+int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err, int errlen);
+
+/* Print "  name ..... value" for every argument (rank 0 at start-up, as Megatron does). */
+void args_print(const args *a);
+
+/* Print --help, flags grouped like Megatron's argument groups. */
+void args_print_help(void);
+
+#endif

@@ -1,0 +1,32 @@
+/* error.h: uniform error handling (PETSc style). Every library call is checked through one macro
+ * per library; a failure names the call, the rank, the file and line, and aborts the whole job
+ * with MPI_Abort so that no rank is left hanging. User mistakes (flags, configs, input files) go
+ * through user_error(), which prints one message (from rank 0 when all ranks see the same input). */
+#ifndef ERROR_H
+#define ERROR_H
+
+#include <mpi.h>
+
+/* abort the job: "[rank R] FATAL at file:line: message" on stderr, then MPI_Abort(…, 1) */
+void fatal_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+#define FATAL(...) fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* check an MPI call; on failure name it with MPI's error string */
+void mpi_check_at(int err, const char *call, const char *file, int line);
+#define CHECK_MPI(call) mpi_check_at((call), #call, __FILE__, __LINE__)
+
+/* a condition that must hold; names the failing expression */
+#define CHECK(cond, ...) do { if (!(cond)) fatal_at(__FILE__, __LINE__, __VA_ARGS__); } while (0)
+
+/* Bad user input seen identically by every rank (flags, config files): rank 0 prints
+ * "pretrain_gpt: error: message", every rank finalizes MPI and exits with status 2. */
+void user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Bad user input seen by this rank only (a file only it reads): print and abort the job. */
+void user_error_local(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* program name used in messages (set once by main) */
+extern const char *program_name;
+
+#endif

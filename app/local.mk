@@ -1,0 +1,18 @@
+# app/local.mk: the application library (everything but main) and pretrain_gpt.
+noinst_LIBRARIES += app/libapp.a
+app_libapp_a_SOURCES = \
+	app/error.c app/error.h \
+	app/args.c app/args.h \
+	app/comm.h app/comm_mpi.c \
+	app/gpt_model.c app/gpt_model.h \
+	app/optimizer.c app/optimizer.h \
+	app/lr_schedule.c app/lr_schedule.h \
+	app/mock_data.c app/mock_data.h \
+	app/train_log.c app/train_log.h \
+	app/training.c app/training.h
+
+APP_LIBS = app/libapp.a kernels/libkernels.a $(HDF5_LIBS) $(BLAS_LIBS) $(PAPI_LIBS) $(CUDA_LIBS) -lm
+
+bin_PROGRAMS += app/pretrain_gpt
+app_pretrain_gpt_SOURCES = app/pretrain_gpt.c
+app_pretrain_gpt_LDADD = $(APP_LIBS)

@@ -1,0 +1,33 @@
+/* train_log.h: Megatron's iteration log line and the same figures as JSON lines in
+ * --metrics-file. Only rank 0 writes. */
+#ifndef TRAIN_LOG_H
+#define TRAIN_LOG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct iteration_stats {
+    int64_t iteration, train_iters;
+    int64_t consumed_samples;
+    double elapsed_ms_per_iteration;   /* averaged over the log interval */
+    double tokens_per_second;
+    double tflops_per_gpu;
+    double learning_rate;
+    int global_batch_size;
+    double lm_loss;                    /* averaged over the log interval */
+    double grad_norm;
+    int64_t skipped_iterations, nan_iterations;
+} iteration_stats;
+
+typedef struct train_log {
+    FILE *metrics;   /* NULL when no --metrics-file */
+} train_log;
+
+/* open the metrics file (append, so nothing already written is lost); rank 0 only */
+void train_log_open(train_log *log, const char *metrics_path);
+void train_log_close(train_log *log);
+
+void train_log_iteration(train_log *log, const iteration_stats *s);
+void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss);
+
+#endif

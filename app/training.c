@@ -1,0 +1,183 @@
+/* training.c: see training.h. One iteration, as data:
+ *   sample indices (seed, consumed samples) -> micro-batches -> forward/backward each, gradients
+ *   accumulating in the flat buffer -> data-parallel all-reduce -> global norm and clipping ->
+ *   AdamW -> log line.
+ * Micro-batch m of data-parallel rank r holds global-batch samples
+ * [m*B*dp + r*B, m*B*dp + r*B + B) (Megatron's pretraining sampler), so a sample's place in the
+ * global batch, its tokens and its dropout masks do not depend on the data-parallel size. */
+#include "training.h"
+#include "error.h"
+#include "mock_data.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gpt_config config_from_args(const args *a) {
+    gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.num_layers = a->num_layers;
+    c.hidden_size = a->hidden_size;
+    c.num_attention_heads = a->num_attention_heads;
+    c.kv_channels = a->kv_channels;
+    c.ffn_hidden_size = a->ffn_hidden_size;
+    c.padded_vocab_size = a->padded_vocab_size;
+    c.max_position_embeddings = a->max_position_embeddings;
+    c.seq_length = a->seq_length;
+    c.micro_batch_size = a->micro_batch_size;
+    c.layernorm_epsilon = a->layernorm_epsilon;
+    c.init_method_std = a->init_method_std;
+    c.hidden_dropout = a->hidden_dropout;
+    c.attention_dropout = a->attention_dropout;
+    c.untie_embeddings_and_output_weights = a->untie_embeddings_and_output_weights;
+    c.seed = a->seed;
+    return c;
+}
+
+void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
+    memset(t, 0, sizeof *t);
+    t->args = a;
+    t->comm = comm_mpi();
+    comm_group_create(&t->world, "world", MPI_COMM_WORLD);
+    comm_group_create(&t->data_parallel, "data-parallel", MPI_COMM_WORLD);
+    gpt_config config = config_from_args(a);
+    gpt_model_create(&t->model, &config, ops);
+    optimizer_create(&t->opt, &t->model, a->adam_beta1, a->adam_beta2, a->adam_eps,
+                     a->weight_decay, a->clip_grad);
+    t->lr.max_lr = a->lr;
+    t->lr.min_lr = a->min_lr;
+    t->lr.warmup_iters = a->lr_warmup_iters;
+    t->lr.decay_iters = a->lr_decay_iters;
+    t->lr.style = (lr_decay_style)lr_decay_style_from_name(a->lr_decay_style);
+    size_t N = (size_t)a->micro_batch_size * (size_t)a->seq_length;
+    t->host_tokens = malloc(sizeof(int) * N);
+    t->host_targets = malloc(sizeof(int) * N);
+    t->sample_buffer = malloc(sizeof(int) * (size_t)(a->seq_length + 1));
+    CHECK(t->host_tokens && t->host_targets && t->sample_buffer, "out of host memory for batches");
+    if (t->world.rank == 0) train_log_open(&t->log, a->metrics_file);
+}
+
+void trainer_teardown(trainer *t) {
+    if (t->world.rank == 0) train_log_close(&t->log);
+    optimizer_free(&t->opt, &t->model);
+    gpt_model_free(&t->model);
+    comm_group_free(&t->data_parallel);
+    comm_group_free(&t->world);
+    free(t->host_tokens);
+    free(t->host_targets);
+    free(t->sample_buffer);
+}
+
+/* fill host_tokens/host_targets with samples [first, first + B) of a split */
+static void load_micro_batch(trainer *t, int split, int64_t first_sample) {
+    const args *a = t->args;
+    int T = a->seq_length;
+    for (int b = 0; b < a->micro_batch_size; b++) {
+        mock_data_sample(a->seed, split, first_sample + b, a->vocab_size, T + 1, t->sample_buffer);
+        memcpy(t->host_tokens + (size_t)b * T, t->sample_buffer, sizeof(int) * (size_t)T);
+        memcpy(t->host_targets + (size_t)b * T, t->sample_buffer + 1, sizeof(int) * (size_t)T);
+    }
+}
+
+/* first sample of micro-batch m of this data-parallel rank, within the global batch */
+static int64_t micro_batch_first_sample(const trainer *t, int m) {
+    const args *a = t->args;
+    return (int64_t)m * a->micro_batch_size * a->data_parallel_size +
+           (int64_t)t->data_parallel.rank * a->micro_batch_size;
+}
+
+/* forward (and backward when training) over this rank's micro-batches of one global batch;
+ * returns the mean per-token loss over the whole global batch (all data-parallel ranks) */
+static double run_global_batch(trainer *t, int split, int64_t batch_start, uint64_t rng_iteration,
+                               int training) {
+    const args *a = t->args;
+    double tokens_in_batch = (double)a->global_batch_size * (double)a->seq_length;
+    float grad_scale = (float)(1.0 / tokens_in_batch);
+    double loss_sum = 0.0;
+    for (int m = 0; m < a->num_micro_batches; m++) {
+        int64_t first = micro_batch_first_sample(t, m);
+        load_micro_batch(t, split, batch_start + first);
+        micro_batch_rng rng = {rng_iteration, first, training};
+        loss_sum += gpt_model_forward(&t->model, t->host_tokens, t->host_targets, rng, grad_scale);
+        if (training) gpt_model_backward(&t->model, rng);
+    }
+    t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->data_parallel);
+    return loss_sum / tokens_in_batch;
+}
+
+static double evaluate(trainer *t) {
+    const args *a = t->args;
+    double total = 0.0;
+    for (int64_t k = 0; k < a->eval_iters; k++)
+        total += run_global_batch(t, SPLIT_VALID, k * a->global_batch_size, 0, 0);
+    return total / (double)a->eval_iters;
+}
+
+/* Megatron's FLOPs per iteration without recomputation:
+ * 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) (forward + backward, GEMMs and attention) */
+static double flops_per_iteration(const args *a) {
+    double B = a->global_batch_size, s = a->seq_length, l = a->num_layers, h = a->hidden_size;
+    double V = a->padded_vocab_size;
+    return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
+double trainer_train(trainer *t) {
+    const args *a = t->args;
+    gpt_model *model = &t->model;
+    int is_logger = t->world.rank == 0;
+    double interval_loss = 0.0, interval_time = 0.0;
+    int64_t interval_iterations = 0;
+    double last_validation = NAN;
+
+    while (t->iteration < a->train_iters) {
+        double start = MPI_Wtime();
+        double lr = lr_at(&t->lr, t->iteration);
+        model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
+        double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1);
+        t->comm->allreduce_float(model->grad_buffer, model->num_elements, COMM_SUM, &t->data_parallel);
+        double grad_norm = optimizer_grad_norm(model);
+        if (optimizer_step(&t->opt, model, grad_norm, lr)) {
+            t->skipped_iterations++;
+            t->nan_iterations++;
+        }
+        model->ops->synchronize();
+        t->iteration++;
+        t->consumed_samples += a->global_batch_size;
+        interval_time += MPI_Wtime() - start;
+        interval_loss += loss;
+        interval_iterations++;
+
+        if (t->iteration % a->log_interval == 0 || t->iteration == a->train_iters) {
+            double seconds = interval_time / (double)interval_iterations;
+            iteration_stats s = {
+                .iteration = t->iteration,
+                .train_iters = a->train_iters,
+                .consumed_samples = t->consumed_samples,
+                .elapsed_ms_per_iteration = 1000.0 * seconds,
+                .tokens_per_second = (double)a->global_batch_size * a->seq_length / seconds,
+                .tflops_per_gpu = flops_per_iteration(a) / seconds / a->world_size / 1e12,
+                .learning_rate = lr,
+                .global_batch_size = a->global_batch_size,
+                .lm_loss = interval_loss / (double)interval_iterations,
+                .grad_norm = grad_norm,
+                .skipped_iterations = t->skipped_iterations,
+                .nan_iterations = t->nan_iterations,
+            };
+            if (is_logger) train_log_iteration(&t->log, &s);
+            interval_loss = interval_time = 0.0;
+            interval_iterations = 0;
+        }
+        if (a->eval_iters > 0 && t->iteration % a->eval_interval == 0 && t->iteration < a->train_iters) {
+            last_validation = evaluate(t);
+            char when[64];
+            snprintf(when, sizeof when, "at iteration %lld", (long long)t->iteration);
+            if (is_logger) train_log_validation(&t->log, t->iteration, when, last_validation);
+        }
+    }
+    if (a->eval_iters > 0) {
+        last_validation = evaluate(t);
+        if (is_logger) train_log_validation(&t->log, t->iteration, "at the end of training", last_validation);
+    }
+    return last_validation;
+}

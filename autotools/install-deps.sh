@@ -1,0 +1,15 @@
+#!/bin/sh
+# Install the Debian/Ubuntu packages this project builds and tests with (needs root or sudo).
+# MPICH, parallel HDF5 for MPICH, OpenBLAS (CPU backend), PAPI, the autotools,
+# and Slurm + munge for the job tests. The CUDA toolkit and NCCL are not Debian packages here:
+# ./configure finds them under /usr/local/cuda (or --with-cuda=DIR) when they are installed.
+set -e
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+    build-essential pkg-config autoconf automake libtool make gawk \
+    mpich libmpich-dev libhdf5-mpich-dev hdf5-tools \
+    libopenblas-dev libpapi-dev libpcre2-dev libutf8proc-dev libjansson-dev zlib1g-dev python3 >/dev/null
+echo "install-deps: packages installed"

@@ -1,0 +1,30 @@
+/* cpu_adamw.c: fused AdamW step (Loshchilov & Hutter; PyTorch/Megatron form) and the sum of
+ * squares used for the global gradient norm.
+ *   m = b1 m + (1-b1) g,  v = b2 v + (1-b2) g^2
+ *   m_hat = m / (1 - b1^step),  v_hat = v / (1 - b2^step)          (bias correction, step >= 1)
+ *   p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)              (decoupled weight decay) */
+#include <math.h>
+
+#include "cpu_kernels.h"
+
+void cpu_adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, int step) {
+    float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
+    float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i];
+        float mi = beta1 * m[i] + (1.0f - beta1) * g;
+        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float m_hat = mi / bc1;
+        float v_hat = vi / bc2;
+        params[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * params[i]);
+    }
+}
+
+double cpu_sum_squares(const float *x, size_t n) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    return sum;
+}

@@ -1,0 +1,148 @@
+/* cpu_attention.c: causal multi-head self-attention with dropout on the probabilities.
+ * qkv[B,T,H,3,D] holds per head its q, k, v vectors side by side; out[B,T,H,D].
+ *   preatt[t1,t2] = q[t1].k[t2] / sqrt(D)                       (t2 <= t1; later keys masked)
+ *   att[t1,:]     = softmax(preatt[t1,:])                        (kept in the workspace)
+ *   out[t1]       = sum_t2 drop(att)[t1,t2] v[t2],  drop(a) = a * keep / (1 - p)
+ * The keep bit of probability (b, head, t1, t2) is philox_keep at counter
+ * rng.offset + ((b*total_heads + head_start + h)*T + t1)*T + t2, i.e. indexed by the GLOBAL head,
+ * so the mask does not depend on how heads are split over tensor-parallel ranks.
+ * Backward (softmax Jacobian: d att_i / d preatt_j = att_i (delta_ij - att_j)):
+ *   dv[t2] += drop(att)[t1,t2] dout[t1];  datt[t1,t2] = keep/(1-p) * dout[t1].v[t2]
+ *   dpreatt = att * (datt - sum_t2 att*datt);  dq[t1] += dpreatt k[t2]/sqrt(D), dk[t2] += dpreatt q[t1]/sqrt(D) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu_kernels.h"
+#include "../philox.h"
+
+size_t cpu_attention_workspace_bytes(int B, int T, int H, int D) {
+    (void)D;
+    return (size_t)B * H * T * T * sizeof(float);
+}
+
+/* counter of probability (b, h, t1, t2) relative to rng.offset */
+static inline uint64_t att_index(int b, int h, int t1, int t2, int T, int head_start,
+                                 int total_heads) {
+    return (((uint64_t)b * total_heads + (uint64_t)(head_start + h)) * T + (uint64_t)t1) * T +
+           (uint64_t)t2;
+}
+
+void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B, int T, int H,
+                           int D, int head_start, int total_heads, dropout_rng rng) {
+    float *att = (float *)workspace;
+    size_t C3 = (size_t)H * 3 * D; /* qkv row length */
+    size_t HD = (size_t)H * D;     /* out row length */
+    float scale = 1.0f / sqrtf((float)D);
+    int use_dropout = rng.p > 0.0f;
+    float keep_scale = use_dropout ? 1.0f / (1.0f - rng.p) : 1.0f;
+
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < H; h++) {
+            for (int t1 = 0; t1 < T; t1++) {
+                const float *q = qkv + ((size_t)b * T + t1) * C3 + (size_t)h * 3 * D;
+                float *att_row = att + (((size_t)b * H + h) * T + t1) * T;
+
+                /* scores and their max (for a stable softmax) */
+                float maxval = -INFINITY;
+                for (int t2 = 0; t2 <= t1; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * C3 + (size_t)h * 3 * D + D;
+                    float dot = 0.0f;
+                    for (int d = 0; d < D; d++) dot += q[d] * k[d];
+                    dot *= scale;
+                    att_row[t2] = dot;
+                    if (dot > maxval) maxval = dot;
+                }
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t1; t2++) {
+                    float e = expf(att_row[t2] - maxval);
+                    att_row[t2] = e;
+                    sum += e;
+                }
+                float inv_sum = 1.0f / sum;
+                for (int t2 = 0; t2 < T; t2++) att_row[t2] = t2 <= t1 ? att_row[t2] * inv_sum : 0.0f;
+
+                /* weighted sum of values with the dropped-out probabilities */
+                float *out_bth = out + ((size_t)b * T + t1) * HD + (size_t)h * D;
+                for (int d = 0; d < D; d++) out_bth[d] = 0.0f;
+                for (int t2 = 0; t2 <= t1; t2++) {
+                    float a = att_row[t2];
+                    if (use_dropout) {
+                        uint64_t i = att_index(b, h, t1, t2, T, head_start, total_heads);
+                        a = philox_keep(rng.seed, rng.stream, rng.offset + i, rng.p)
+                                ? a * keep_scale : 0.0f;
+                    }
+                    const float *v = qkv + ((size_t)b * T + t2) * C3 + (size_t)h * 3 * D + 2 * D;
+                    for (int d = 0; d < D; d++) out_bth[d] += a * v[d];
+                }
+            }
+        }
+    }
+}
+
+void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                            const void *workspace, int B, int T, int H, int D, int head_start,
+                            int total_heads, dropout_rng rng) {
+    const float *att = (const float *)workspace;
+    size_t C3 = (size_t)H * 3 * D;
+    size_t HD = (size_t)H * D;
+    float scale = 1.0f / sqrtf((float)D);
+    int use_dropout = rng.p > 0.0f;
+    float keep_scale = use_dropout ? 1.0f / (1.0f - rng.p) : 1.0f;
+
+    /* overwrite semantics: start from zero, then accumulate over (t1, t2) pairs */
+    for (size_t i = 0; i < (size_t)B * T * C3; i++) dqkv[i] = 0.0f;
+
+    float *datt = malloc((size_t)(T > 0 ? T : 1) * sizeof(float)); /* d loss / d att, one row */
+    if (datt == NULL) {
+        fprintf(stderr, "cpu backend: out of memory allocating %zu bytes\n",
+                (size_t)T * sizeof(float));
+        abort();
+    }
+
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < H; h++) {
+            for (int t1 = 0; t1 < T; t1++) {
+                const float *att_row = att + (((size_t)b * H + h) * T + t1) * T;
+                const float *dout_bth = dout + ((size_t)b * T + t1) * HD + (size_t)h * D;
+                const float *q = qkv + ((size_t)b * T + t1) * C3 + (size_t)h * 3 * D;
+                float *dq = dqkv + ((size_t)b * T + t1) * C3 + (size_t)h * 3 * D;
+
+                /* backward through out = drop(att) v, then through the dropout */
+                float dot_sum = 0.0f; /* sum_t2 att * datt */
+                for (int t2 = 0; t2 <= t1; t2++) {
+                    size_t kv = ((size_t)b * T + t2) * C3 + (size_t)h * 3 * D;
+                    const float *v = qkv + kv + 2 * D;
+                    float *dv = dqkv + kv + 2 * D;
+                    float m = 1.0f; /* d drop(a) / d a */
+                    if (use_dropout) {
+                        uint64_t i = att_index(b, h, t1, t2, T, head_start, total_heads);
+                        m = philox_keep(rng.seed, rng.stream, rng.offset + i, rng.p)
+                                ? keep_scale : 0.0f;
+                    }
+                    float a = att_row[t2] * m;
+                    float dd = 0.0f;
+                    for (int d = 0; d < D; d++) {
+                        dv[d] += a * dout_bth[d];
+                        dd += dout_bth[d] * v[d];
+                    }
+                    datt[t2] = dd * m;
+                    dot_sum += att_row[t2] * datt[t2];
+                }
+
+                /* backward through the softmax and the scaled dot products */
+                for (int t2 = 0; t2 <= t1; t2++) {
+                    float dpre = att_row[t2] * (datt[t2] - dot_sum) * scale;
+                    size_t kv = ((size_t)b * T + t2) * C3 + (size_t)h * 3 * D;
+                    const float *k = qkv + kv + D;
+                    float *dk = dqkv + kv + D;
+                    for (int d = 0; d < D; d++) {
+                        dq[d] += dpre * k[d];
+                        dk[d] += dpre * q[d];
+                    }
+                }
+            }
+        }
+    }
+    free(datt);
+}

@@ -1,0 +1,73 @@
+/* cpu_kernels.h: the fp32 reference CPU backend's operations (internal; model code goes through
+ * the kernel_ops table from kernels_cpu()). Every function implements the kernels.h entry of the
+ * same name without the cpu_ prefix; the semantics are documented there. */
+#ifndef CPU_KERNELS_H
+#define CPU_KERNELS_H
+
+#include <stddef.h>
+#include "../kernels.h"
+
+/* cpu_memory.c */
+void *cpu_alloc(size_t bytes);
+void cpu_release(void *ptr);
+void cpu_zero(void *ptr, size_t bytes);
+void cpu_copy_to_host(void *host_dst, const void *src, size_t bytes);
+void cpu_copy_from_host(void *dst, const void *host_src, size_t bytes);
+void cpu_copy(void *dst, const void *src, size_t bytes);
+void cpu_synchronize(void);
+
+/* cpu_embedding.c */
+void cpu_embedding_forward(float *out, const int *tokens, const float *table, int N, int C,
+                           int vocab_start, int vocab_rows);
+void cpu_embedding_backward(float *dtable, const float *dout, const int *tokens, int N, int C,
+                            int vocab_start, int vocab_rows);
+void cpu_position_embedding_forward(float *out, const float *wpe, int B, int T, int C,
+                                    int position_start);
+void cpu_position_embedding_backward(float *dwpe, const float *dout, int B, int T, int C,
+                                     int position_start);
+
+/* cpu_layernorm.c */
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
+                           const float *weight, const float *bias, int N, int C, float eps);
+void cpu_layernorm_backward(float *dx, float *dweight, float *dbias, const float *dout,
+                            const float *x, const float *weight, const float *mean,
+                            const float *rstd, int N, int C);
+
+/* cpu_matmul.c */
+void cpu_matmul_forward(float *out, const float *x, const float *weight, const float *bias,
+                        int N, int IC, int OC);
+void cpu_matmul_backward(float *dx, float *dweight, float *dbias, const float *dout,
+                         const float *x, const float *weight, int N, int IC, int OC);
+
+/* cpu_attention.c */
+size_t cpu_attention_workspace_bytes(int B, int T, int H, int D);
+void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B, int T, int H,
+                           int D, int head_start, int total_heads, dropout_rng rng);
+void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                            const void *workspace, int B, int T, int H, int D, int head_start,
+                            int total_heads, dropout_rng rng);
+
+/* cpu_elementwise.c */
+void cpu_gelu_forward(float *out, const float *x, size_t n);
+void cpu_gelu_backward(float *dx, const float *x, const float *dout, size_t n);
+void cpu_dropout_forward(float *out, const float *x, size_t n, dropout_rng rng);
+void cpu_dropout_backward(float *dx, const float *dout, size_t n, dropout_rng rng);
+void cpu_add(float *out, const float *a, const float *b, size_t n);
+void cpu_scale(float *x, float s, size_t n);
+
+/* cpu_cross_entropy.c */
+void cpu_cross_entropy_max(float *row_max, const float *logits, int N, int V);
+void cpu_cross_entropy_sum_exp(float *sum_exp, float *target_logit, const float *logits,
+                               const float *row_max, const int *targets, int N, int V,
+                               int vocab_start);
+void cpu_cross_entropy_loss_grad(float *losses, float *logits, const float *row_max,
+                                 const float *sum_exp, const float *target_logit,
+                                 const int *targets, int N, int V, int vocab_start,
+                                 float grad_scale);
+
+/* cpu_adamw.c */
+void cpu_adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, int step);
+double cpu_sum_squares(const float *x, size_t n);
+
+#endif /* CPU_KERNELS_H */

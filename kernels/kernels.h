@@ -1,0 +1,140 @@
+/* kernels.h: the one interface between the model/optimizer code and a compute backend.
+ *
+ * A backend (kernels/cpu: fp32 reference C; kernels/cuda: later) fills a table of operations.
+ * Model code calls only through this table, never a backend directly, and never includes CUDA
+ * headers. Pointers passed to operations are backend memory (host memory for the CPU backend,
+ * device memory for CUDA), allocated with ops->alloc.
+ *
+ * Conventions shared by every operation:
+ *  - Row-major tensors. N = number of token rows (micro-batch B times sequence T).
+ *  - Linear weights are [out_features, in_features] as in PyTorch/Megatron: y = x W^T + b.
+ *  - Forward operations overwrite their outputs.
+ *  - Backward operations ACCUMULATE (+=) into parameter gradients (gradient accumulation over
+ *    micro-batches) and follow the per-operation comment for input gradients.
+ *  - Vocab-parallel operations take the global id of their first local vocabulary row
+ *    (vocab_start) so that tensor parallelism can split the vocabulary; with one rank it is 0.
+ *  - Dropout masks come from the counter-based generator (kernels/philox.h): element i of a
+ *    call draws from key (seed, stream) at counter (offset + i), so backward regenerates the
+ *    mask instead of storing it, and masks do not depend on the parallel layout.
+ */
+#ifndef KERNELS_H
+#define KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* where a dropout mask comes from: key (seed, stream), counter offset + element index */
+typedef struct dropout_rng {
+    float p;           /* drop probability; 0 disables dropout (the op is then a copy) */
+    uint64_t seed;     /* --seed */
+    uint64_t stream;   /* which dropout site: (iteration, micro-batch, layer, site) hashed */
+    uint64_t offset;   /* counter of the first element */
+} dropout_rng;
+
+typedef struct kernel_ops {
+    const char *name; /* "cpu" or "cuda" */
+
+    /* ---- memory ---- */
+    void *(*alloc)(size_t bytes);                 /* zero-filled; aborts on failure */
+    void (*release)(void *ptr);
+    void (*zero)(void *ptr, size_t bytes);
+    void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);
+    void (*copy_from_host)(void *dst, const void *host_src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    void (*synchronize)(void);
+
+    /* ---- embeddings ---- */
+    /* out[N,C] = table[tokens[n] - vocab_start] for tokens in [vocab_start, vocab_start+vocab_rows),
+     * 0 for tokens outside the local rows (vocab-parallel; the model sums over TP ranks). */
+    void (*embedding_forward)(float *out, const int *tokens, const float *table,
+                              int N, int C, int vocab_start, int vocab_rows);
+    /* dtable[tokens[n]-vocab_start] += dout[n] for local tokens; deterministic order. */
+    void (*embedding_backward)(float *dtable, const float *dout, const int *tokens,
+                               int N, int C, int vocab_start, int vocab_rows);
+    /* out[b,t,:] += wpe[position_start + t,:] for out [B,T,C]. */
+    void (*position_embedding_forward)(float *out, const float *wpe, int B, int T, int C,
+                                       int position_start);
+    /* dwpe[position_start + t,:] += sum_b dout[b,t,:]. */
+    void (*position_embedding_backward)(float *dwpe, const float *dout, int B, int T, int C,
+                                        int position_start);
+
+    /* ---- layer norm ---- */
+    /* out = (x - mean) * rstd * weight + bias per row of x[N,C]; saves mean[N], rstd[N]. */
+    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *x,
+                              const float *weight, const float *bias, int N, int C, float eps);
+    /* dx += dL/dx (accumulates: x is on the residual stream); dweight += ; dbias += . */
+    void (*layernorm_backward)(float *dx, float *dweight, float *dbias, const float *dout,
+                               const float *x, const float *weight, const float *mean,
+                               const float *rstd, int N, int C);
+
+    /* ---- linear layers ---- */
+    /* out[N,OC] = x[N,IC] W[OC,IC]^T + bias[OC] (bias may be NULL). */
+    void (*matmul_forward)(float *out, const float *x, const float *weight, const float *bias,
+                           int N, int IC, int OC);
+    /* dx[N,IC] = dout W (overwritten; skipped when dx is NULL);
+     * dweight[OC,IC] += dout^T x; dbias[OC] += column sums of dout (skipped when NULL). */
+    void (*matmul_backward)(float *dx, float *dweight, float *dbias, const float *dout,
+                            const float *x, const float *weight, int N, int IC, int OC);
+
+    /* ---- causal self-attention ---- */
+    /* qkv[B,T,H*3*D] holds, per head h, its query, key and value vectors side by side
+     * (Megatron's layout: [.., h, {q,k,v}, d]); out[B,T,H*D] = softmax(q k^T / sqrt(D) + causal
+     * mask) v with dropout on the probabilities. The workspace (attention_workspace_bytes) keeps
+     * what backward needs. head_start/total_heads place local heads among all heads so that the
+     * dropout mask does not depend on the tensor-parallel split. */
+    size_t (*attention_workspace_bytes)(int B, int T, int H, int D);
+    void (*attention_forward)(float *out, void *workspace, const float *qkv, int B, int T,
+                              int H, int D, int head_start, int total_heads, dropout_rng rng);
+    /* dqkv[B,T,H*3*D] is overwritten. */
+    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv,
+                               const void *workspace, int B, int T, int H, int D,
+                               int head_start, int total_heads, dropout_rng rng);
+
+    /* ---- elementwise ---- */
+    /* GeLU with the tanh approximation (Megatron's/GPT-2's). */
+    void (*gelu_forward)(float *out, const float *x, size_t n);
+    /* dx = dout * gelu'(x) (overwritten). */
+    void (*gelu_backward)(float *dx, const float *x, const float *dout, size_t n);
+    /* out = x * mask / (1 - p), mask drawn from rng (inverted dropout; out may alias x). */
+    void (*dropout_forward)(float *out, const float *x, size_t n, dropout_rng rng);
+    /* dx = dout * mask / (1 - p) with the same mask (dx may alias dout). */
+    void (*dropout_backward)(float *dx, const float *dout, size_t n, dropout_rng rng);
+    /* out = a + b (out may alias a or b). */
+    void (*add)(float *out, const float *a, const float *b, size_t n);
+    /* x *= s */
+    void (*scale)(float *x, float s, size_t n);
+
+    /* ---- vocab-parallel softmax cross-entropy over logits[N,V] (V local columns) ----
+     * Three passes so that tensor parallelism can reduce across ranks between them:
+     * 1. row_max[n] = max_v logits[n,v]                              (then all-reduce MAX)
+     * 2. sum_exp[n] = sum_v exp(logits - row_max); target_logit[n] = logits[n, target-vocab_start]
+     *    if the target is local, else 0                              (then all-reduce SUM both)
+     * 3. losses[n] = log(sum_exp) + row_max - target_logit; logits are overwritten IN PLACE by
+     *    dL/dlogits * grad_scale, i.e. (softmax - onehot(target)) * grad_scale. */
+    void (*cross_entropy_max)(float *row_max, const float *logits, int N, int V);
+    void (*cross_entropy_sum_exp)(float *sum_exp, float *target_logit, const float *logits,
+                                  const float *row_max, const int *targets, int N, int V,
+                                  int vocab_start);
+    void (*cross_entropy_loss_grad)(float *losses, float *logits, const float *row_max,
+                                    const float *sum_exp, const float *target_logit,
+                                    const int *targets, int N, int V, int vocab_start,
+                                    float grad_scale);
+
+    /* ---- optimizer ---- */
+    /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1):
+     * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (m_hat/(sqrt(v_hat)+eps) + wd p). */
+    void (*adamw_update)(float *params, const float *grads, float *m, float *v, size_t n,
+                         float lr, float beta1, float beta2, float eps, float weight_decay,
+                         int step);
+    /* returns sum of squares of x[0..n) accumulated in double in a fixed order (deterministic). */
+    double (*sum_squares)(const float *x, size_t n);
+} kernel_ops;
+
+/* The CPU reference backend (always built). */
+const kernel_ops *kernels_cpu(void);
+#ifdef HAVE_CUDA
+/* The CUDA backend (built when nvcc is found). */
+const kernel_ops *kernels_cuda(void);
+#endif
+
+#endif /* KERNELS_H */

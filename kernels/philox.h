@@ -1,0 +1,80 @@
+/* philox.h: the counter-based random generator (Philox4x32-10, Salmon et al., SC'11) behind
+ * initialization and dropout. A draw is a pure function of (seed, stream, counter): no state is
+ * carried between draws, so any rank and any backend computes the same value for the same
+ * global element, whatever the parallel layout. Header-only so CUDA kernels can use it too. */
+#ifndef PHILOX_H
+#define PHILOX_H
+
+#include <stdint.h>
+#include <math.h>
+
+#ifdef __CUDACC__
+#define PHILOX_FN static __host__ __device__ inline
+#else
+#define PHILOX_FN static inline
+#endif
+
+typedef struct philox_out { uint32_t v[4]; } philox_out;
+
+PHILOX_FN uint32_t philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi) {
+    uint64_t p = (uint64_t)a * (uint64_t)b;
+    *hi = (uint32_t)(p >> 32);
+    return (uint32_t)p;
+}
+
+/* 10 rounds of Philox4x32 on counter (counter_lo, counter_hi as 2x64) under key = seed. */
+PHILOX_FN philox_out philox4x32(uint64_t seed, uint64_t counter_lo, uint64_t counter_hi) {
+    uint32_t c0 = (uint32_t)counter_lo, c1 = (uint32_t)(counter_lo >> 32);
+    uint32_t c2 = (uint32_t)counter_hi, c3 = (uint32_t)(counter_hi >> 32);
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int round = 0; round < 10; round++) {
+        uint32_t hi0, hi1;
+        uint32_t lo0 = philox_mulhilo(0xD2511F53u, c0, &hi0);
+        uint32_t lo1 = philox_mulhilo(0xCD9E8D57u, c2, &hi1);
+        uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+        k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+    }
+    philox_out out = {{c0, c1, c2, c3}};
+    return out;
+}
+
+/* uniform in (0, 1]: never 0, so log() is safe */
+PHILOX_FN float philox_uint_to_unit(uint32_t x) { return ((float)(x >> 8) + 1.0f) * (1.0f / 16777216.0f); }
+
+/* uniform in (0, 1] for element `index` of stream `stream` */
+PHILOX_FN float philox_uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+    philox_out r = philox4x32(seed, index, stream);
+    return philox_uint_to_unit(r.v[0]);
+}
+
+/* standard normal for element `index` of stream `stream` (Box-Muller on two draws, in double
+ * so that the CPU and GPU agree to the last bit of the float result far more often). */
+PHILOX_FN float philox_normal(uint64_t seed, uint64_t stream, uint64_t index) {
+    philox_out r = philox4x32(seed, index, stream);
+    double u1 = ((double)r.v[0] + 1.0) * (1.0 / 4294967296.0);
+    double u2 = (double)r.v[1] * (1.0 / 4294967296.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* keep element `index` of a dropout site with probability 1 - p */
+PHILOX_FN int philox_keep(uint64_t seed, uint64_t stream, uint64_t index, float p) {
+    return philox_uniform(seed, stream, index) > p;
+}
+
+/* 64-bit FNV-1a of a string, then mixed: turns a parameter name into a stream id */
+PHILOX_FN uint64_t philox_stream_of_name(const char *name) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *name; name++) { h ^= (uint8_t)*name; h *= 1099511628211ull; }
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdull; h ^= h >> 33;
+    return h;
+}
+
+/* combine small integers (iteration, micro-batch, layer, site) into one stream id */
+PHILOX_FN uint64_t philox_stream_mix(uint64_t a, uint64_t b) {
+    uint64_t h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
+    h ^= h >> 31; h *= 0xbf58476d1ce4e5b9ull; h ^= h >> 27;
+    return h;
+}
+
+#endif /* PHILOX_H */
