@@ -10,3 +10,16 @@ check_PROGRAMS += tests/kernels_grad_test
 tests_kernels_grad_test_SOURCES = tests/kernels_grad_test.c tests/tap.h
 tests_kernels_grad_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/kernels_grad_test
+
+TESTS += tests/args_test.sh tests/train_test.sh
+EXTRA_DIST += tests/args_test.sh tests/train_test.sh
+
+check_PROGRAMS += tests/gpt_model_test
+tests_gpt_model_test_SOURCES = tests/gpt_model_test.c tests/tap.h
+tests_gpt_model_test_LDADD = $(APP_LIBS)
+TESTS += tests/gpt_model_test
+
+check_PROGRAMS += tests/lr_schedule_test
+tests_lr_schedule_test_SOURCES = tests/lr_schedule_test.c tests/tap.h
+tests_lr_schedule_test_LDADD = $(APP_LIBS)
+TESTS += tests/lr_schedule_test
