@@ -1,0 +1,1 @@
+# placeholder: the Slurm tooling lands here
