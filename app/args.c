@@ -71,8 +71,19 @@ static const flag_spec flags[] = {
     F("log-interval", "logging", ARG_INT64, log_interval, "100", NULL, "print the iteration line every N iterations"),
     F("metrics-file", "logging", ARG_STRING, metrics_file, "", NULL, "also write each logged iteration as a JSON line here"),
 
+    F("tensor-model-parallel-size", "distributed and run time", ARG_INT, tensor_model_parallel_size, "1", NULL, "tensor-parallel ranks"),
+    F("pipeline-model-parallel-size", "distributed and run time", ARG_INT, pipeline_model_parallel_size, "1", NULL, "pipeline stages"),
+    F("sequence-parallel", "distributed and run time", ARG_BOOL, sequence_parallel, NULL, NULL, "shard layer norms and dropout over the sequence inside the tensor-parallel group"),
+    F("num-layers-per-virtual-pipeline-stage", "distributed and run time", ARG_INT, num_layers_per_virtual_pipeline_stage, NULL, NULL, "layers per virtual stage (interleaved 1F1B schedule)"),
+    F("virtual-pipeline-model-parallel-size", "distributed and run time", ARG_INT, virtual_pipeline_model_parallel_size, NULL, NULL, "model chunks per pipeline stage (interleaved 1F1B schedule)"),
+    F("use-distributed-optimizer", "distributed and run time", ARG_BOOL, use_distributed_optimizer, NULL, NULL, "shard optimizer state over data-parallel ranks (ZeRO-1)"),
+    F("overlap-grad-reduce", "distributed and run time", ARG_BOOL, overlap_grad_reduce, NULL, NULL, "reduce a gradient bucket as soon as its gradients are complete"),
+    F("overlap-param-gather", "distributed and run time", ARG_BOOL, overlap_param_gather, NULL, NULL, "gather updated parameters while the next forward runs (distributed optimizer)"),
+    F("ddp-bucket-size", "distributed and run time", ARG_INT64, ddp_bucket_size, NULL, NULL, "gradient bucket size in elements (default max(40M, 1M x data-parallel size))"),
+    F("parallel-order", "distributed and run time", ARG_STRING, parallel_order, "tp-cp-ep-dp-pp", NULL, "order of the parallel dimensions over ranks, fastest first"),
     F("deterministic-mode", "distributed and run time", ARG_BOOL, deterministic_mode, NULL, NULL, "bitwise reproducible: fixed-order reductions, no atomics"),
     F("device", "distributed and run time", ARG_STRING, device, "cpu", "cpu|cuda", "kernel backend"),
+    F("dump-parameters", "logging", ARG_STRING, dump_parameters, "", NULL, "write every parameter in its global shape to PATH at the end (raw float32 with names)"),
 };
 #define NUM_FLAGS ((int)(sizeof(flags) / sizeof(flags[0])))
 
@@ -246,6 +257,78 @@ static int given(const parse_state *st, const char *name) {
 }
 
 /* fill derived values and check the combination; every message names the flags involved */
+/* check the parallel layout against the model shape; derive data-parallel size and virtual stages */
+static int validate_parallel(parse_state *st, args *a, int world_size) {
+    int tp = a->tensor_model_parallel_size, pp = a->pipeline_model_parallel_size;
+    if (tp <= 0) return fail(st, "--tensor-model-parallel-size must be positive, got %d", tp);
+    if (pp <= 0) return fail(st, "--pipeline-model-parallel-size must be positive, got %d", pp);
+    if (world_size % (tp * pp) != 0)
+        return fail(st, "world size %d is not divisible by --tensor-model-parallel-size %d x --pipeline-model-parallel-size %d (= %d)",
+                    world_size, tp, pp, tp * pp);
+    a->data_parallel_size = world_size / (tp * pp);
+    if (a->num_attention_heads % tp != 0)
+        return fail(st, "--num-attention-heads %d is not divisible by --tensor-model-parallel-size %d",
+                    a->num_attention_heads, tp);
+    if (a->ffn_hidden_size % tp != 0)
+        return fail(st, "--ffn-hidden-size %d is not divisible by --tensor-model-parallel-size %d",
+                    a->ffn_hidden_size, tp);
+    if (a->num_layers % pp != 0)
+        return fail(st, "--num-layers %d is not divisible by --pipeline-model-parallel-size %d",
+                    a->num_layers, pp);
+    int multiple = a->make_vocab_size_divisible_by * tp;
+    a->padded_vocab_size = (a->vocab_size + multiple - 1) / multiple * multiple;
+    if (tp == 1) a->sequence_parallel = 0; /* as Megatron: nothing to shard */
+    if (a->sequence_parallel && a->seq_length % tp != 0)
+        return fail(st, "--seq-length %d is not divisible by --tensor-model-parallel-size %d (needed by --sequence-parallel)",
+                    a->seq_length, tp);
+
+    int layers_per_stage = a->num_layers / pp;
+    if (given(st, "num-layers-per-virtual-pipeline-stage") && given(st, "virtual-pipeline-model-parallel-size"))
+        return fail(st, "--num-layers-per-virtual-pipeline-stage and --virtual-pipeline-model-parallel-size cannot both be given");
+    if (given(st, "num-layers-per-virtual-pipeline-stage")) {
+        int per = a->num_layers_per_virtual_pipeline_stage;
+        if (per <= 0 || layers_per_stage % per != 0)
+            return fail(st, "--num-layers-per-virtual-pipeline-stage %d does not divide the %d layers of each pipeline stage (--num-layers %d / --pipeline-model-parallel-size %d)",
+                        per, layers_per_stage, a->num_layers, pp);
+        a->virtual_pipeline_model_parallel_size = layers_per_stage / per;
+    } else if (given(st, "virtual-pipeline-model-parallel-size")) {
+        int vp = a->virtual_pipeline_model_parallel_size;
+        if (vp <= 0 || layers_per_stage % vp != 0)
+            return fail(st, "--virtual-pipeline-model-parallel-size %d does not divide the %d layers of each pipeline stage (--num-layers %d / --pipeline-model-parallel-size %d)",
+                        vp, layers_per_stage, a->num_layers, pp);
+        a->num_layers_per_virtual_pipeline_stage = layers_per_stage / vp;
+    } else {
+        a->virtual_pipeline_model_parallel_size = 1;
+        a->num_layers_per_virtual_pipeline_stage = layers_per_stage;
+    }
+    if (a->virtual_pipeline_model_parallel_size > 1 && pp == 1)
+        return fail(st, "the interleaved schedule (virtual pipeline stages) needs --pipeline-model-parallel-size > 1");
+
+    if (a->overlap_param_gather && !a->use_distributed_optimizer)
+        return fail(st, "--overlap-param-gather needs --use-distributed-optimizer");
+    if (!given(st, "ddp-bucket-size")) {
+        int64_t floor = (int64_t)1000000 * a->data_parallel_size;
+        a->ddp_bucket_size = floor > 40000000 ? floor : 40000000;
+    }
+    if (a->ddp_bucket_size <= 0)
+        return fail(st, "--ddp-bucket-size must be positive, got %lld", (long long)a->ddp_bucket_size);
+
+    /* the order must name each of tp, cp, ep, dp, pp once */
+    const char *dims[] = {"tp", "cp", "ep", "dp", "pp"};
+    char order[sizeof a->parallel_order];
+    snprintf(order, sizeof order, "%s", a->parallel_order);
+    int seen[5] = {0}, count = 0;
+    for (char *save = NULL, *tok = strtok_r(order, "-", &save); tok; tok = strtok_r(NULL, "-", &save), count++) {
+        int k = 0;
+        while (k < 5 && strcmp(tok, dims[k]) != 0) k++;
+        if (k == 5 || seen[k]++)
+            return fail(st, "--parallel-order '%s' must list tp, cp, ep, dp and pp once each, separated by '-'", a->parallel_order);
+    }
+    if (count != 5)
+        return fail(st, "--parallel-order '%s' must list tp, cp, ep, dp and pp once each, separated by '-'", a->parallel_order);
+    return 0;
+}
+
 static int validate(parse_state *st, args *a, int world_size) {
     static const char *required[] = {"num-layers", "hidden-size", "num-attention-heads",
                                      "seq-length", "micro-batch-size", "train-iters", "lr"};
@@ -281,9 +364,6 @@ static int validate(parse_state *st, args *a, int world_size) {
         return fail(st, "--seq-length %d exceeds --max-position-embeddings %d", a->seq_length,
                     a->max_position_embeddings);
 
-    int multiple = a->make_vocab_size_divisible_by;
-    a->padded_vocab_size = (a->vocab_size + multiple - 1) / multiple * multiple;
-
     if (a->hidden_dropout < 0 || a->hidden_dropout >= 1)
         return fail(st, "--hidden-dropout must be in [0, 1), got %g", a->hidden_dropout);
     if (a->attention_dropout < 0 || a->attention_dropout >= 1)
@@ -314,7 +394,7 @@ static int validate(parse_state *st, args *a, int world_size) {
                     (long long)a->lr_warmup_iters, (long long)a->lr_decay_iters);
 
     a->world_size = world_size;
-    a->data_parallel_size = world_size;
+    if (validate_parallel(st, a, world_size)) return 1;
     int per_step = a->micro_batch_size * a->data_parallel_size;
     if (!given(st, "global-batch-size")) a->global_batch_size = per_step;
     if (a->global_batch_size <= 0)
@@ -323,6 +403,10 @@ static int validate(parse_state *st, args *a, int world_size) {
         return fail(st, "--global-batch-size %d is not a multiple of --micro-batch-size %d x data-parallel size %d (= %d)",
                     a->global_batch_size, a->micro_batch_size, a->data_parallel_size, per_step);
     a->num_micro_batches = a->global_batch_size / per_step;
+    if (a->virtual_pipeline_model_parallel_size > 1 && a->num_micro_batches % a->pipeline_model_parallel_size != 0)
+        return fail(st, "the interleaved schedule needs the number of micro-batches (%d = --global-batch-size %d / (--micro-batch-size %d x data-parallel size %d)) to be a multiple of --pipeline-model-parallel-size %d",
+                    a->num_micro_batches, a->global_batch_size, a->micro_batch_size, a->data_parallel_size,
+                    a->pipeline_model_parallel_size);
 
     if (strcmp(a->device, "cuda") == 0) {
 #ifdef HAVE_CUDA

@@ -62,8 +62,19 @@ typedef struct args {
     char metrics_file[ARGS_PATH_MAX];
 
     /* distributed and run-time */
+    int tensor_model_parallel_size;
+    int pipeline_model_parallel_size;
+    int sequence_parallel;
+    int num_layers_per_virtual_pipeline_stage;
+    int virtual_pipeline_model_parallel_size; /* derived when per-stage layers are given; 1 = no interleaving */
+    int use_distributed_optimizer;
+    int overlap_grad_reduce;
+    int overlap_param_gather;
+    int64_t ddp_bucket_size;      /* elements; default max(40M, 1M x data-parallel size) */
+    char parallel_order[32];      /* e.g. tp-cp-ep-dp-pp, fastest first */
     int deterministic_mode;
     char device[8];               /* cpu | cuda */
+    char dump_parameters[ARGS_PATH_MAX]; /* write every global parameter here at the end */
 
     /* derived from the world */
     int world_size;

@@ -5,6 +5,8 @@
 #include "error.h"
 
 #include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* MPI counts are int: split large buffers into chunks */
 #define MAX_CHUNK ((size_t)INT_MAX / 2)
@@ -34,6 +36,78 @@ static void mpi_broadcast(void *buf, size_t bytes, int root, const comm_group *g
 
 static void mpi_barrier(const comm_group *group) { CHECK_MPI(MPI_Barrier(group->mpi)); }
 
+static int as_count(size_t count) {
+    CHECK(count <= (size_t)INT_MAX, "message of %zu elements exceeds MPI's int count", count);
+    return (int)count;
+}
+
+static void mpi_allgather(const float *send, float *recv, size_t count, const comm_group *group) {
+    const void *source = send == recv + (size_t)group->rank * count ? MPI_IN_PLACE : (const void *)send;
+    CHECK_MPI(MPI_Allgather(source, as_count(count), MPI_FLOAT, recv, as_count(count), MPI_FLOAT, group->mpi));
+}
+
+static void mpi_reduce_scatter(const float *send, float *recv, size_t count, const comm_group *group) {
+    CHECK_MPI(MPI_Reduce_scatter_block(send, recv, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi));
+}
+
+static void mpi_send(const float *buf, size_t count, int peer, int tag, const comm_group *group,
+                     comm_request *request) {
+    request->active = 1;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Isend(buf, as_count(count), MPI_FLOAT, peer, tag, group->mpi, &request->mpi));
+}
+
+static void mpi_recv(float *buf, size_t count, int peer, int tag, const comm_group *group) {
+    CHECK_MPI(MPI_Recv(buf, as_count(count), MPI_FLOAT, peer, tag, group->mpi, MPI_STATUS_IGNORE));
+}
+
+static void mpi_iallreduce(float *buf, size_t count, const comm_group *group, comm_request *request) {
+    request->active = 1;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi, &request->mpi));
+}
+
+static void mpi_ireduce_scatter(float *buf, size_t count, const comm_group *group, comm_request *request) {
+    request->active = 1;
+    request->scratch = malloc(sizeof(float) * (count ? count : 1));
+    CHECK(request->scratch, "out of host memory for a reduce-scatter of %zu elements", count);
+    request->destination = buf + (size_t)group->rank * count;
+    request->count = count;
+    CHECK_MPI(MPI_Ireduce_scatter_block(buf, request->scratch, as_count(count), MPI_FLOAT, MPI_SUM,
+                                        group->mpi, &request->mpi));
+}
+
+static void mpi_iallgather(float *buf, size_t count, const comm_group *group, comm_request *request) {
+    request->active = 1;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, buf, as_count(count), MPI_FLOAT, group->mpi,
+                             &request->mpi));
+}
+
+/* after MPI has completed the request: move a reduce-scatter result into place */
+static void finish_request(comm_request *request) {
+    if (request->scratch) {
+        memcpy(request->destination, request->scratch, sizeof(float) * request->count);
+        free(request->scratch);
+        request->scratch = NULL;
+    }
+    request->active = 0;
+}
+
+static void mpi_wait(comm_request *request) {
+    if (!request->active) return;
+    CHECK_MPI(MPI_Wait(&request->mpi, MPI_STATUS_IGNORE));
+    finish_request(request);
+}
+
+static int mpi_test(comm_request *request) {
+    if (!request->active) return 1;
+    int done = 0;
+    CHECK_MPI(MPI_Test(&request->mpi, &done, MPI_STATUS_IGNORE));
+    if (done) finish_request(request);
+    return done;
+}
+
 const comm_ops *comm_mpi(void) {
     static const comm_ops ops = {
         .name = "mpi",
@@ -41,6 +115,15 @@ const comm_ops *comm_mpi(void) {
         .allreduce_double_host = mpi_allreduce_double,
         .broadcast = mpi_broadcast,
         .barrier = mpi_barrier,
+        .allgather_float = mpi_allgather,
+        .reduce_scatter_float = mpi_reduce_scatter,
+        .send_float = mpi_send,
+        .recv_float = mpi_recv,
+        .iallreduce_float = mpi_iallreduce,
+        .ireduce_scatter_float = mpi_ireduce_scatter,
+        .iallgather_float = mpi_iallgather,
+        .wait = mpi_wait,
+        .test = mpi_test,
     };
     return &ops;
 }

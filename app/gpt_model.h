@@ -1,23 +1,30 @@
 /* gpt_model.h: the GPT model (pre-LN decoder, learned positions, tied or untied output layer)
- * over one flat parameter buffer and one flat gradient buffer. Every parameter has a
- * Megatron-style name, a global shape and an offset into the flat buffers; initialization draws
- * element i of parameter P from philox(seed, stream(P's name), i), so the model is the same
- * whatever the parallel layout or backend. Compute goes through kernel_ops only. */
+ * as this rank holds it: its tensor-parallel shard of its pipeline stage's model chunks, over one
+ * flat parameter buffer and one flat gradient buffer.
+ *
+ * Every parameter has a Megatron-style name, a global shape, the part of it this rank holds, and
+ * an offset into the flat buffers. Element i of the global tensor P is drawn from
+ * philox(seed, stream(P's name), i), so the model is the same whatever the parallel layout.
+ * Tensor parallelism splits QKV and fc1 by output rows (column-parallel), proj and fc2 by input
+ * columns (row-parallel, bias added after the reduction) and the vocabulary by rows; sequence
+ * parallelism keeps the residual stream, layer norms and dropout on 1/tp of the token rows.
+ * Compute goes through kernel_ops only; communication through comm_ops only. */
 #ifndef GPT_MODEL_H
 #define GPT_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm.h"
 #include "kernels.h"
 
 typedef struct gpt_config {
     int num_layers;
     int hidden_size;          /* C */
-    int num_attention_heads;  /* H */
+    int num_attention_heads;  /* H (all ranks) */
     int kv_channels;          /* D, per-head size */
-    int ffn_hidden_size;      /* F */
-    int padded_vocab_size;    /* V */
+    int ffn_hidden_size;      /* F (all ranks) */
+    int padded_vocab_size;    /* V (all ranks) */
     int max_position_embeddings;
     int seq_length;           /* T */
     int micro_batch_size;     /* B */
@@ -27,95 +34,178 @@ typedef struct gpt_config {
     float attention_dropout;
     int untie_embeddings_and_output_weights;
     uint64_t seed;
+    /* parallel layout */
+    int tp_size, tp_rank, sequence_parallel;
+    int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
+    int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */
+    int64_t bucket_size;      /* elements per gradient bucket (data parallelism) */
+    int bucket_alignment;     /* bucket lengths are padded to a multiple of this (data-parallel size) */
 } gpt_config;
 
 #define PARAM_NAME_MAX 96
 
+typedef enum { SHARD_NONE = -1, SHARD_ROWS = 0, SHARD_COLS = 1 } shard_dim;
+
 typedef struct param_tensor {
     char name[PARAM_NAME_MAX];
     size_t offset;       /* in elements, into the flat buffers */
-    size_t numel;
+    size_t numel;        /* elements held here */
     int rows, cols;      /* global shape; cols == 0 for vectors */
+    int local_rows, local_cols;
+    shard_dim split;     /* how tensor parallelism splits it */
+    int shard_start;     /* first global row (SHARD_ROWS) or column (SHARD_COLS) held here */
     int no_weight_decay; /* biases and layer-norm parameters (Megatron's rule) */
+    int tp_replicated;   /* every tensor-parallel rank holds the same values */
+    int sequence_parallel_grad; /* with --sequence-parallel its gradient is partial per rank */
+    int embedding_copy;  /* the last stage's copy of the tied word embeddings */
+    int chunk;           /* model chunk it belongs to */
+    int bucket;          /* gradient bucket */
 } param_tensor;
+
+typedef enum { INIT_NORMAL, INIT_SCALED_NORMAL, INIT_ONES, INIT_ZEROS } init_kind;
+
+/* one tensor of the whole model, in the global order (embedding, layers, final norm, output) */
+typedef struct global_parameter {
+    char name[PARAM_NAME_MAX];
+    int layer;           /* -1 embedding, num_layers for the final norm and output layer */
+    int rows, cols;
+    shard_dim split;
+    init_kind init;
+} global_parameter;
+
+/* the model's global tensors in order; returns their count (out may be NULL to count) */
+int gpt_global_parameters(const gpt_config *config, global_parameter *out);
+
+/* a contiguous range of the flat buffers reduced together over data-parallel ranks */
+typedef struct grad_bucket {
+    size_t start, length;    /* length padded to a multiple of bucket_alignment */
+    int first_param, num_params;
+} grad_bucket;
 
 /* pointers of one transformer layer into a flat buffer (parameters or gradients) */
 typedef struct layer_view {
     float *input_layernorm_weight, *input_layernorm_bias;
-    float *qkv_weight, *qkv_bias;                 /* [3*H*D, C], per head {q,k,v} */
-    float *proj_weight, *proj_bias;               /* [C, H*D] */
+    float *qkv_weight, *qkv_bias;                 /* [3*H*D/tp, C], per head {q,k,v} */
+    float *proj_weight, *proj_bias;               /* [C, H*D/tp], bias [C] */
     float *pre_mlp_layernorm_weight, *pre_mlp_layernorm_bias;
-    float *fc1_weight, *fc1_bias;                 /* [F, C] */
-    float *fc2_weight, *fc2_bias;                 /* [C, F] */
+    float *fc1_weight, *fc1_bias;                 /* [F/tp, C] */
+    float *fc2_weight, *fc2_bias;                 /* [C, F/tp], bias [C] */
 } layer_view;
 
-/* all parameters (or gradients) as pointers into one flat buffer */
+/* a chunk's parameters (or gradients) as pointers into one flat buffer; NULL where not held */
 typedef struct model_view {
-    float *word_embeddings;      /* [V, C] */
+    float *word_embeddings;      /* [V/tp, C] */
     float *position_embeddings;  /* [max_pos, C] */
-    layer_view *layers;          /* num_layers */
+    layer_view *layers;          /* the chunk's layers */
     float *final_layernorm_weight, *final_layernorm_bias;
-    float *output_layer;         /* [V, C]; = word_embeddings when tied */
+    float *output_layer;         /* [V/tp, C]; the word embeddings (or their copy) when tied */
 } model_view;
 
-/* what one micro-batch's forward keeps for its backward, plus scratch for the backward */
+/* what one micro-batch's forward keeps for its backward (rows: N = B*T; n = N/tp with SP) */
 typedef struct layer_activations {
-    float *input;                  /* residual stream entering the layer [N,C] */
-    float *ln1, *ln1_mean, *ln1_rstd;
-    float *qkv;                    /* [N,3HD] */
-    float *attention_out;          /* [N,HD] */
+    float *input;                  /* residual stream entering the layer [n,C] */
+    float *ln1, *ln1_mean, *ln1_rstd; /* ln1 gathered [N,C]; statistics [n] */
+    float *qkv;                    /* [N,3HD/tp] */
+    float *attention_out;          /* [N,HD/tp] */
     void *attention_workspace;
-    float *residual_mid;           /* input + dropout(proj) [N,C] */
+    float *residual_mid;           /* input + dropout(proj) [n,C] */
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fc1_out;                /* pre-GeLU [N,F] */
-    float *gelu_out;               /* [N,F] */
+    float *fc1_out;                /* pre-GeLU [N,F/tp] */
+    float *gelu_out;               /* [N,F/tp] */
 } layer_activations;
 
-typedef struct activations {
+typedef struct activation_slot {
     int *tokens, *targets;         /* [N] */
     layer_activations *layers;
-    float *final_input;            /* residual stream after the last layer [N,C] */
-    float *lnf, *lnf_mean, *lnf_rstd;
-    float *logits;                 /* [N,V], overwritten by dlogits in the loss pass */
-    float *losses, *row_max, *sum_exp, *target_logit; /* [N] */
-    /* backward scratch */
-    float *d_residual, *d_hidden, *d_ln, *d_attention, *d_qkv, *d_ffn_a, *d_ffn_b;
-    float *scratch_hidden;         /* [N,C] forward temporary */
-} activations;
+    float *output;                 /* residual stream after the chunk's last layer [n,C] */
+    float *lnf, *lnf_mean, *lnf_rstd;      /* post-process: lnf gathered [N,C] */
+    float *logits;                 /* [N,V/tp], overwritten by dlogits in the loss pass */
+    float *losses, *row_max, *sum_exp_and_target; /* [N], [N], [2N] */
+} activation_slot;
+
+typedef struct model_chunk {
+    int first_layer, num_layers;   /* global index of its first layer, and how many */
+    int pre_process, post_process; /* holds the embedding / the output layer and loss */
+    int first_param, num_params;   /* its range of the parameter table */
+    model_view weights, grads;
+    activation_slot *slots;        /* config.activation_slots of them */
+} model_chunk;
+
+/* hooks the data-parallel layer installs: parameters [first, first+count) are about to be
+ * read by a forward, or their gradients are complete for this micro-batch */
+typedef struct model_hooks {
+    void *context;
+    void (*params_needed)(void *context, int first_param, int count);
+    void (*grads_ready)(void *context, int first_param, int count);
+} model_hooks;
+
+/* backward scratch shared by all chunks and slots */
+typedef struct backward_scratch {
+    float *d_residual;     /* [n,C]: dL/d(residual stream); received from / sent to neighbours */
+    float *d_hidden;       /* [n,C] */
+    float *d_full;         /* [N,C] */
+    float *d_attention;    /* [N,HD/tp] */
+    float *d_qkv;          /* [N,3HD/tp] */
+    float *d_ffn_a, *d_ffn_b; /* [N,F/tp] */
+    float *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
+    float *forward_rows;   /* [n,C] forward temporary */
+} backward_scratch;
 
 typedef struct gpt_model {
     gpt_config config;
     const kernel_ops *ops;
+    const comm_ops *comm;
+    const comm_group *tp_group;
     param_tensor *params;
     int num_params;
-    size_t num_elements;       /* length of the flat buffers */
+    size_t num_elements;       /* length of the flat buffers, bucket padding included */
+    size_t num_parameters;     /* parameters held here (no padding) */
+    grad_bucket *buckets;
+    int num_buckets;
     float *param_buffer;       /* backend memory */
     float *grad_buffer;        /* backend memory */
-    model_view weights, grads;
-    activations act;
-    float *host_losses;        /* [N] host copy of per-token losses */
+    model_chunk *chunks;
+    int num_chunks;
+    backward_scratch scratch;
+    model_hooks hooks;
+    int local_rows;            /* n: token rows of the residual stream held here */
+    float *host_losses;        /* [N] */
 } gpt_model;
 
 /* where the dropout masks of one micro-batch come from */
 typedef struct micro_batch_rng {
-    uint64_t iteration;      /* training iteration (or an evaluation stream) */
+    uint64_t iteration;      /* training iteration (0 for evaluation) */
     int64_t first_sample;    /* index of the micro-batch's first sample within the global batch */
     int training;            /* 0: evaluation, no dropout */
 } micro_batch_rng;
 
-/* Lay out and allocate parameters, gradients and activations; initialize from the seed. */
-void gpt_model_create(gpt_model *model, const gpt_config *config, const kernel_ops *ops);
+/* Lay out this rank's parameters (chunks of its stage, its tensor-parallel shard), allocate
+ * them, the gradients and the activation slots; initialize from the seed. */
+void gpt_model_create(gpt_model *model, const gpt_config *config, const kernel_ops *ops,
+                      const comm_ops *comm, const comm_group *tp_group);
 void gpt_model_free(gpt_model *model);
 
-/* Forward one micro-batch (host tokens/targets [B*T]); returns the SUM of per-token losses.
- * When backward follows, grad_scale is dLoss/d(per-token loss) (1 / tokens in the global batch). */
-double gpt_model_forward(gpt_model *model, const int *tokens, const int *targets,
-                         micro_batch_rng rng, float grad_scale);
+/* Forward one micro-batch through one chunk into activation slot `slot`. The first chunk reads
+ * host tokens; other chunks read their input from gpt_chunk_input(). The last chunk computes
+ * the loss (targets on the host) and returns the SUM of per-token losses, leaving dL/dlogits
+ * scaled by grad_scale for the backward; others return 0 and leave their output in
+ * gpt_chunk_output(). */
+double gpt_chunk_forward(gpt_model *model, int chunk, int slot, const int *tokens,
+                         const int *targets, micro_batch_rng rng, float grad_scale);
 
-/* Backward of the last forward: accumulates into the gradient buffer. */
-void gpt_model_backward(gpt_model *model, micro_batch_rng rng);
+/* Backward of the forward held in `slot`. Chunks other than the last read dL/d(output) from
+ * gpt_grad_buffer(); on return, chunks other than the first leave dL/d(input) there. Parameter
+ * gradients accumulate into the gradient buffer. */
+void gpt_chunk_backward(gpt_model *model, int chunk, int slot, micro_batch_rng rng);
+
+float *gpt_chunk_input(gpt_model *model, int chunk, int slot);   /* [n,C] */
+float *gpt_chunk_output(gpt_model *model, int chunk, int slot);  /* [n,C] */
+float *gpt_grad_buffer(gpt_model *model);                        /* [n,C] */
 
 /* FNV-1a hash of the parameter bytes (bitwise-reproducibility checks in the log) */
 uint64_t gpt_model_parameter_hash(const gpt_model *model);
+
+/* global element index of local element e of parameter p (layout-independent numbering) */
+uint64_t param_global_index(const param_tensor *p, size_t e);
 
 #endif

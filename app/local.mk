@@ -9,7 +9,11 @@ app_libapp_a_SOURCES = \
 	app/lr_schedule.c app/lr_schedule.h \
 	app/mock_data.c app/mock_data.h \
 	app/train_log.c app/train_log.h \
-	app/training.c app/training.h
+	app/training.c app/training.h \
+	app/topology.c app/topology.h \
+	app/data_parallel.c app/data_parallel.h \
+	app/pipeline_schedule.c app/pipeline_schedule.h \
+	app/param_dump.c app/param_dump.h
 
 APP_LIBS = app/libapp.a kernels/libkernels.a $(HDF5_LIBS) $(BLAS_LIBS) $(PAPI_LIBS) $(CUDA_LIBS) -lm
 

@@ -38,22 +38,6 @@ static void set_blas_threads(int local_size) {
 #endif
 }
 
-/* every rank reports where it sits; rank 0 prints the table in rank order */
-static void print_layout(const args *a, int rank, int local_rank) {
-    char host[64] = "";
-    gethostname(host, sizeof host - 1);
-    char line[160];
-    snprintf(line, sizeof line, "  %5d  %-20s %6d  %-6s %7d", rank, host, local_rank, a->device, rank);
-    char *all = NULL;
-    if (rank == 0) all = malloc(sizeof line * (size_t)a->world_size);
-    CHECK_MPI(MPI_Gather(line, sizeof line, MPI_CHAR, all, sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD));
-    if (rank == 0) {
-        printf("> rank layout:\n   rank  host                  local  device dp-rank\n");
-        for (int r = 0; r < a->world_size; r++) printf("%s\n", all + (size_t)r * sizeof line);
-        free(all);
-    }
-}
-
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
     int rank = 0, world_size = 1, local_rank = 0, local_size = 1;
@@ -71,17 +55,19 @@ int main(int argc, char **argv) {
                world_size, ops->name);
         args_print(&a);
     }
-    print_layout(&a, rank, local_rank);
-
     trainer t;
     trainer_setup(&t, &a, ops);
-    if (rank == 0) {
-        printf("> number of parameters: %zu (%d tensors)\n", t.model.num_elements, t.model.num_params);
-        fflush(stdout);
-    }
     trainer_train(&t);
-    uint64_t hash = gpt_model_parameter_hash(&t.model);
-    if (rank == 0) printf("> final parameter hash: %016" PRIx64 "\n", hash);
+    /* one hash over every rank's parameters, in rank order */
+    uint64_t hash = gpt_model_parameter_hash(&t.model), *hashes = NULL;
+    if (rank == 0) hashes = malloc(sizeof(uint64_t) * (size_t)world_size);
+    CHECK_MPI(MPI_Gather(&hash, 1, MPI_UINT64_T, hashes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
+    if (rank == 0) {
+        uint64_t combined = 1469598103934665603ull;
+        for (int r = 0; r < world_size; r++) { combined ^= hashes[r]; combined *= 1099511628211ull; }
+        printf("> final parameter hash: %016" PRIx64 "\n", combined);
+        free(hashes);
+    }
     trainer_teardown(&t);
     CHECK_MPI(MPI_Finalize());
     return 0;

@@ -1,20 +1,23 @@
 /* training.c: see training.h. One iteration, as data:
- *   sample indices (seed, consumed samples) -> micro-batches -> forward/backward each, gradients
- *   accumulating in the flat buffer -> data-parallel all-reduce -> global norm and clipping ->
- *   AdamW -> log line.
+ *   sample indices (seed, consumed samples) -> micro-batches -> the pipeline schedule runs
+ *   forward/backward through this rank's chunks, gradients accumulating in the flat buffer ->
+ *   data-parallel reduction (buckets) -> global norm and clipping -> AdamW -> parameter gather
+ *   (distributed optimizer) -> log line.
  * Micro-batch m of data-parallel rank r holds global-batch samples
  * [m*B*dp + r*B, m*B*dp + r*B + B) (Megatron's pretraining sampler), so a sample's place in the
- * global batch, its tokens and its dropout masks do not depend on the data-parallel size. */
+ * global batch, its tokens and its dropout masks do not depend on the parallel layout. */
 #include "training.h"
 #include "error.h"
 #include "mock_data.h"
+#include "param_dump.h"
+#include "pipeline_schedule.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static gpt_config config_from_args(const args *a) {
+static gpt_config config_from_args(const args *a, const topology *topo) {
     gpt_config c;
     memset(&c, 0, sizeof c);
     c.num_layers = a->num_layers;
@@ -32,6 +35,15 @@ static gpt_config config_from_args(const args *a) {
     c.attention_dropout = a->attention_dropout;
     c.untie_embeddings_and_output_weights = a->untie_embeddings_and_output_weights;
     c.seed = a->seed;
+    c.tp_size = topo->tp_size;
+    c.tp_rank = topo->tp_rank;
+    c.sequence_parallel = a->sequence_parallel;
+    c.pp_size = topo->pp_size;
+    c.pp_rank = topo->pp_rank;
+    c.virtual_stages = a->virtual_pipeline_model_parallel_size;
+    c.activation_slots = pipeline_activation_slots(topo->pp_size, c.virtual_stages, a->num_micro_batches);
+    c.bucket_size = a->ddp_bucket_size;
+    c.bucket_alignment = topo->dp_size;
     return c;
 }
 
@@ -39,12 +51,16 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     memset(t, 0, sizeof *t);
     t->args = a;
     t->comm = comm_mpi();
-    comm_group_create(&t->world, "world", MPI_COMM_WORLD);
-    comm_group_create(&t->data_parallel, "data-parallel", MPI_COMM_WORLD);
-    gpt_config config = config_from_args(a);
-    gpt_model_create(&t->model, &config, ops);
-    optimizer_create(&t->opt, &t->model, a->adam_beta1, a->adam_beta2, a->adam_eps,
-                     a->weight_decay, a->clip_grad);
+    topology_create(&t->topo, a);
+    topology_print(&t->topo, a);
+    gpt_config config = config_from_args(a, &t->topo);
+    gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
+    data_parallel_create(&t->dp, &t->model, t->comm, &t->topo, a);
+    /* without the distributed optimizer data-parallel replicas hold identical gradients, so
+     * the norm adds over one replica's ranks; with it, over every shard of every replica */
+    const comm_group *norm_group = a->use_distributed_optimizer ? &t->topo.world : &t->topo.model_parallel;
+    optimizer_create(&t->opt, &t->model, &t->dp, norm_group, t->comm, a->adam_beta1, a->adam_beta2,
+                     a->adam_eps, a->weight_decay, a->clip_grad);
     t->lr.max_lr = a->lr;
     t->lr.min_lr = a->min_lr;
     t->lr.warmup_iters = a->lr_warmup_iters;
@@ -55,59 +71,99 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     t->host_targets = malloc(sizeof(int) * N);
     t->sample_buffer = malloc(sizeof(int) * (size_t)(a->seq_length + 1));
     CHECK(t->host_tokens && t->host_targets && t->sample_buffer, "out of host memory for batches");
-    if (t->world.rank == 0) train_log_open(&t->log, a->metrics_file);
+    if (t->topo.world_rank == 0) train_log_open(&t->log, a->metrics_file);
+
+    /* parameters and bytes per parameter, summed over one model replica */
+    double counts[2] = {(double)t->model.num_parameters,
+                        optimizer_bytes_per_parameter(&t->opt, &t->model) * (double)t->model.num_parameters};
+    if (t->topo.dp_rank == 0) {
+        /* each stage's tensor-parallel shards: replicated parameters counted on tp rank 0 */
+        double unique = 0;
+        for (int i = 0; i < t->model.num_params; i++) {
+            const param_tensor *p = &t->model.params[i];
+            if (!p->embedding_copy && !(p->tp_replicated && t->topo.tp_rank != 0)) unique += (double)p->numel;
+        }
+        counts[0] = unique;
+    } else {
+        counts[0] = 0;
+    }
+    t->comm->allreduce_double_host(counts, 1, COMM_SUM, &t->topo.world);
+    double bytes = optimizer_bytes_per_parameter(&t->opt, &t->model);
+    t->comm->allreduce_double_host(&bytes, 1, COMM_MAX, &t->topo.world);
+    if (t->topo.world_rank == 0) {
+        int d = t->topo.dp_size;
+        printf("> number of parameters: %.0f\n", counts[0]);
+        printf("> memory per parameter (fp32): %.2f bytes = params 4 + grads 4 + Adam state %.2f "
+               "(Megatron's table: 16 without the distributed optimizer, 8 + 8/d = %.2f with it, d = %d)\n",
+               bytes, bytes - 8.0, 8.0 + 8.0 / d, d);
+        fflush(stdout);
+    }
 }
 
 void trainer_teardown(trainer *t) {
-    if (t->world.rank == 0) train_log_close(&t->log);
+    if (t->topo.world_rank == 0) train_log_close(&t->log);
     optimizer_free(&t->opt, &t->model);
+    data_parallel_free(&t->dp);
     gpt_model_free(&t->model);
-    comm_group_free(&t->data_parallel);
-    comm_group_free(&t->world);
+    topology_free(&t->topo);
     free(t->host_tokens);
     free(t->host_targets);
     free(t->sample_buffer);
-}
-
-/* fill host_tokens/host_targets with samples [first, first + B) of a split */
-static void load_micro_batch(trainer *t, int split, int64_t first_sample) {
-    const args *a = t->args;
-    int T = a->seq_length;
-    for (int b = 0; b < a->micro_batch_size; b++) {
-        mock_data_sample(a->seed, split, first_sample + b, a->vocab_size, T + 1, t->sample_buffer);
-        memcpy(t->host_tokens + (size_t)b * T, t->sample_buffer, sizeof(int) * (size_t)T);
-        memcpy(t->host_targets + (size_t)b * T, t->sample_buffer + 1, sizeof(int) * (size_t)T);
-    }
 }
 
 /* first sample of micro-batch m of this data-parallel rank, within the global batch */
 static int64_t micro_batch_first_sample(const trainer *t, int m) {
     const args *a = t->args;
     return (int64_t)m * a->micro_batch_size * a->data_parallel_size +
-           (int64_t)t->data_parallel.rank * a->micro_batch_size;
+           (int64_t)t->topo.dp_rank * a->micro_batch_size;
 }
 
-/* forward (and backward when training) over this rank's micro-batches of one global batch;
- * returns the mean per-token loss over the whole global batch (all data-parallel ranks) */
+/* micro_batch_source: tokens and targets of micro-batch m of the current global batch */
+static void load_micro_batch(void *context, int m, const int **tokens, const int **targets,
+                             micro_batch_rng *rng) {
+    trainer *t = context;
+    const args *a = t->args;
+    int64_t first = micro_batch_first_sample(t, m);
+    int T = a->seq_length;
+    if (t->loaded_micro_batch != m) {
+        for (int b = 0; b < a->micro_batch_size; b++) {
+            mock_data_sample(a->seed, t->split, t->batch_start + first + b, a->vocab_size, T + 1, t->sample_buffer);
+            memcpy(t->host_tokens + (size_t)b * T, t->sample_buffer, sizeof(int) * (size_t)T);
+            memcpy(t->host_targets + (size_t)b * T, t->sample_buffer + 1, sizeof(int) * (size_t)T);
+        }
+        t->loaded_micro_batch = m;
+    }
+    *tokens = t->host_tokens;
+    *targets = t->host_targets;
+    rng->iteration = t->rng_iteration;
+    rng->first_sample = first;
+    rng->training = t->training;
+}
+
+/* forward (and backward when training) over one global batch; returns the mean per-token loss
+ * over the whole global batch (computed on the last stage, shared with every rank) */
 static double run_global_batch(trainer *t, int split, int64_t batch_start, uint64_t rng_iteration,
                                int training) {
     const args *a = t->args;
     double tokens_in_batch = (double)a->global_batch_size * (double)a->seq_length;
-    float grad_scale = (float)(1.0 / tokens_in_batch);
-    double loss_sum = 0.0;
-    for (int m = 0; m < a->num_micro_batches; m++) {
-        int64_t first = micro_batch_first_sample(t, m);
-        load_micro_batch(t, split, batch_start + first);
-        micro_batch_rng rng = {rng_iteration, first, training};
-        loss_sum += gpt_model_forward(&t->model, t->host_tokens, t->host_targets, rng, grad_scale);
-        if (training) gpt_model_backward(&t->model, rng);
-    }
-    t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->data_parallel);
+    t->split = split;
+    t->batch_start = batch_start;
+    t->rng_iteration = rng_iteration;
+    t->training = training;
+    t->loaded_micro_batch = -1;
+    micro_batch_source source = {t, load_micro_batch};
+    double loss_sum = pipeline_run(&t->model, training ? &t->dp : NULL, t->comm, &t->topo,
+                                   a->num_micro_batches, !training, &source,
+                                   (float)(1.0 / tokens_in_batch));
+    /* the last stage's tensor-parallel ranks all hold the same losses: count one of them */
+    if (t->topo.pp_rank != t->topo.pp_size - 1 || t->topo.tp_rank != 0) loss_sum = 0.0;
+    t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->topo.world);
     return loss_sum / tokens_in_batch;
 }
 
 static double evaluate(trainer *t) {
     const args *a = t->args;
+    data_parallel_finish_param_gather(&t->dp);
     double total = 0.0;
     for (int64_t k = 0; k < a->eval_iters; k++)
         total += run_global_batch(t, SPLIT_VALID, k * a->global_batch_size, 0, 0);
@@ -125,7 +181,7 @@ static double flops_per_iteration(const args *a) {
 double trainer_train(trainer *t) {
     const args *a = t->args;
     gpt_model *model = &t->model;
-    int is_logger = t->world.rank == 0;
+    int is_logger = t->topo.world_rank == 0;
     double interval_loss = 0.0, interval_time = 0.0;
     int64_t interval_iterations = 0;
     double last_validation = NAN;
@@ -134,13 +190,15 @@ double trainer_train(trainer *t) {
         double start = MPI_Wtime();
         double lr = lr_at(&t->lr, t->iteration);
         model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
+        data_parallel_start_iteration(&t->dp);
         double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1);
-        t->comm->allreduce_float(model->grad_buffer, model->num_elements, COMM_SUM, &t->data_parallel);
-        double grad_norm = optimizer_grad_norm(model);
+        data_parallel_finish_grad_sync(&t->dp);
+        double grad_norm = optimizer_grad_norm(&t->opt, model);
         if (optimizer_step(&t->opt, model, grad_norm, lr)) {
             t->skipped_iterations++;
             t->nan_iterations++;
         }
+        data_parallel_start_param_gather(&t->dp);
         model->ops->synchronize();
         t->iteration++;
         t->consumed_samples += a->global_batch_size;
@@ -175,9 +233,11 @@ double trainer_train(trainer *t) {
             if (is_logger) train_log_validation(&t->log, t->iteration, when, last_validation);
         }
     }
+    data_parallel_finish_param_gather(&t->dp);
     if (a->eval_iters > 0) {
         last_validation = evaluate(t);
         if (is_logger) train_log_validation(&t->log, t->iteration, "at the end of training", last_validation);
     }
+    if (a->dump_parameters[0]) param_dump_write(&t->model, &t->topo, a->dump_parameters);
     return last_validation;
 }

@@ -1,32 +1,41 @@
-/* training.h: the training loop (Megatron's train()): gradient accumulation over micro-batches,
- * data-parallel gradient reduction, clipping, AdamW, the LR schedule, logging and evaluation. */
+/* training.h: the training loop (Megatron's train()): the pipeline schedule over the global
+ * batch's micro-batches, gradient synchronization over data-parallel ranks, clipping, AdamW, the
+ * LR schedule, logging and evaluation. */
 #ifndef TRAINING_H
 #define TRAINING_H
 
 #include "args.h"
 #include "comm.h"
+#include "data_parallel.h"
 #include "gpt_model.h"
-#include "optimizer.h"
 #include "lr_schedule.h"
+#include "optimizer.h"
+#include "topology.h"
 #include "train_log.h"
 
 typedef struct trainer {
     const args *args;
     const comm_ops *comm;
-    comm_group world;
-    comm_group data_parallel;
+    topology topo;
     gpt_model model;
+    data_parallel dp;
     optimizer opt;
     lr_schedule lr;
     train_log log;
     int64_t iteration;
     int64_t consumed_samples;
     int64_t skipped_iterations, nan_iterations;
+    /* the micro-batch being loaded */
+    int split;
+    int64_t batch_start;
+    uint64_t rng_iteration;
+    int training;
     int *host_tokens, *host_targets; /* one micro-batch, [B*T] each */
     int *sample_buffer;              /* one sample, seq_length + 1 tokens */
+    int loaded_micro_batch;
 } trainer;
 
-/* build groups, model, optimizer from the parsed arguments */
+/* build groups, model, optimizer from the parsed arguments (collective) */
 void trainer_setup(trainer *t, const args *a, const kernel_ops *ops);
 /* run --train-iters iterations; returns the final validation loss (NaN when none) */
 double trainer_train(trainer *t);

@@ -103,6 +103,10 @@ typedef struct kernel_ops {
     void (*add)(float *out, const float *a, const float *b, size_t n);
     /* x *= s */
     void (*scale)(float *x, float s, size_t n);
+    /* out[N,C] += bias[C] per row (the bias of a row-parallel linear, added after the reduction) */
+    void (*bias_add)(float *out, const float *bias, int N, int C);
+    /* dbias[C] += column sums of dout[N,C] */
+    void (*bias_backward)(float *dbias, const float *dout, int N, int C);
 
     /* ---- vocab-parallel softmax cross-entropy over logits[N,V] (V local columns) ----
      * Three passes so that tensor parallelism can reduce across ranks between them:

@@ -3,12 +3,14 @@
  *    of elements of every parameter tensor (catches wiring mistakes between kernels).
  * 2. Initialization is layout-independent: element i of a tensor depends only on seed, name, i.
  * 3. A tiny GPT overfits one fixed batch: the loss falls below a bound with AdamW. */
+#include "comm.h"
 #include "gpt_model.h"
 #include "optimizer.h"
 #include "philox.h"
 #include "tap.h"
 
 #include <math.h>
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +33,16 @@ static gpt_config tiny_config(int untie) {
     return c;
 }
 
+static comm_group self_group;
+
+static void create(gpt_model *m, const gpt_config *c) {
+    gpt_model_create(m, c, kernels_cpu(), comm_mpi(), &self_group);
+}
+
+static double forward(gpt_model *m, const int *tokens, const int *targets, micro_batch_rng rng, float scale) {
+    return gpt_chunk_forward(m, 0, 0, tokens, targets, rng, scale);
+}
+
 static void fixed_batch(int *tokens, int *targets, int n, int vocab) {
     for (int i = 0; i < n; i++) {
         tokens[i] = (3 * i + 1) % (vocab - 1);
@@ -44,14 +56,14 @@ static void check_gradients(int untie, float dropout) {
     c.hidden_dropout = dropout;
     c.attention_dropout = dropout;
     gpt_model m;
-    gpt_model_create(&m, &c, kernels_cpu());
+    create(&m, &c);
     int N = c.micro_batch_size * c.seq_length;
     int tokens[64], targets[64];
     fixed_batch(tokens, targets, N, c.padded_vocab_size);
     micro_batch_rng rng = {1, 0, 1};
     m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
-    gpt_model_forward(&m, tokens, targets, rng, 1.0f / (float)N);
-    gpt_model_backward(&m, rng);
+    forward(&m, tokens, targets, rng, 1.0f / (float)N);
+    gpt_chunk_backward(&m, 0, 0, rng);
     int bad_tensors = 0, checked = 0;
     double worst = 0.0;
     for (int p = 0; p < m.num_params; p++) {
@@ -62,9 +74,9 @@ static void check_gradients(int untie, float dropout) {
             float saved = m.param_buffer[e];
             const float h = 1e-2f;
             m.param_buffer[e] = saved + h;
-            double plus = gpt_model_forward(&m, tokens, targets, rng, 0.0f) / N;
+            double plus = forward(&m, tokens, targets, rng, 0.0f) / N;
             m.param_buffer[e] = saved - h;
-            double minus = gpt_model_forward(&m, tokens, targets, rng, 0.0f) / N;
+            double minus = forward(&m, tokens, targets, rng, 0.0f) / N;
             m.param_buffer[e] = saved;
             double numeric = (plus - minus) / (2.0 * h);
             double analytic = m.grad_buffer[e];
@@ -88,7 +100,7 @@ static void check_gradients(int untie, float dropout) {
 static void check_layout_independent_init(void) {
     gpt_config c = tiny_config(0);
     gpt_model m;
-    gpt_model_create(&m, &c, kernels_cpu());
+    create(&m, &c);
     int mismatches = 0;
     const param_tensor *qkv = NULL;
     for (int p = 0; p < m.num_params; p++)
@@ -115,9 +127,9 @@ static void check_overfit(void) {
     c.max_position_embeddings = 16;
     c.micro_batch_size = 4;
     gpt_model m;
-    gpt_model_create(&m, &c, kernels_cpu());
+    create(&m, &c);
     optimizer opt;
-    optimizer_create(&opt, &m, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f);
+    optimizer_create(&opt, &m, NULL, &self_group, comm_mpi(), 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f);
     int N = c.micro_batch_size * c.seq_length;
     int *tokens = malloc(sizeof(int) * (size_t)N), *targets = malloc(sizeof(int) * (size_t)N);
     uint64_t state = 12345; /* random tokens: only memorization brings the loss down */
@@ -131,9 +143,9 @@ static void check_overfit(void) {
     for (int step = 0; step < 150; step++) {
         micro_batch_rng rng = {(uint64_t)step + 1, 0, 1};
         m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
-        double loss = gpt_model_forward(&m, tokens, targets, rng, 1.0f / (float)N) / N;
-        gpt_model_backward(&m, rng);
-        optimizer_step(&opt, &m, optimizer_grad_norm(&m), 1e-2);
+        double loss = forward(&m, tokens, targets, rng, 1.0f / (float)N) / N;
+        gpt_chunk_backward(&m, 0, 0, rng);
+        optimizer_step(&opt, &m, optimizer_grad_norm(&opt, &m), 1e-2);
         if (step == 0) first = loss;
         last = loss;
     }
@@ -144,11 +156,15 @@ static void check_overfit(void) {
     gpt_model_free(&m);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    comm_group_create(&self_group, "self", MPI_COMM_SELF);
     check_gradients(0, 0.0f);
     check_gradients(1, 0.0f);
     check_gradients(0, 0.2f);
     check_layout_independent_init();
     check_overfit();
+    comm_group_free(&self_group);
+    MPI_Finalize();
     return tap_done();
 }

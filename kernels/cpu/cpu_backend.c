@@ -34,6 +34,8 @@ static const kernel_ops cpu_ops = {
     .dropout_backward = cpu_dropout_backward,
     .add = cpu_add,
     .scale = cpu_scale,
+    .bias_add = cpu_bias_add,
+    .bias_backward = cpu_bias_backward,
 
     .cross_entropy_max = cpu_cross_entropy_max,
     .cross_entropy_sum_exp = cpu_cross_entropy_sum_exp,
