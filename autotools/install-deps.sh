@@ -11,5 +11,6 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential pkg-config autoconf automake libtool make gawk \
     mpich libmpich-dev libhdf5-mpich-dev hdf5-tools \
-    libopenblas-dev libpapi-dev libpcre2-dev libutf8proc-dev libjansson-dev zlib1g-dev python3 >/dev/null
+    libopenblas-dev libpapi-dev libpcre2-dev libutf8proc-dev libjansson-dev zlib1g-dev python3 \
+    slurm-wlm munge >/dev/null
 echo "install-deps: packages installed"

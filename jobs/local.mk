@@ -1,1 +1,14 @@
-# placeholder: the Slurm tooling lands here
+# jobs/local.mk: the Slurm job tooling: the renderer (jobs/mkjob), the local launcher, the sbatch
+# and local templates, the large-model presets, the example renders and the real-Slurm test.
+# Included from Makefile.am. mkjob finds its templates next to itself or, installed in $(bindir),
+# in $(pkgdatadir)/jobs/templates, and presets in configs/ or $(pkgdatadir).
+dist_bin_SCRIPTS = jobs/mkjob jobs/launch_local
+jobstemplatesdir = $(pkgdatadir)/jobs/templates
+dist_jobstemplates_DATA = jobs/templates/sbatch-baremetal.sh jobs/templates/sbatch-pyxis.sh \
+	jobs/templates/local.sh
+jobspresetsdir = $(pkgdatadir)
+dist_jobspresets_DATA = configs/gpt-1.3b.args configs/gpt3-175b.args
+EXTRA_DIST += jobs/README.md jobs/examples/gpt-1.3b-1x8.sbatch jobs/examples/gpt3-175b-128x8.sbatch
+
+TESTS += tests/slurm_test.sh
+EXTRA_DIST += tests/slurm_test.sh

@@ -1,6 +1,8 @@
 # tests/lib.sh: shared helpers for the shell tests (TAP output, running the app under MPI).
 # Sourced by tests/*.sh; make check sets top_srcdir, top_builddir and MPIEXEC.
 : "${top_srcdir:=.}" "${top_builddir:=.}" "${MPIEXEC:=mpiexec}"
+top_srcdir=$(cd "$top_srcdir" && pwd)      # absolute: tests may change directory
+top_builddir=$(cd "$top_builddir" && pwd)
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 PRETRAIN_GPT="$top_builddir/app/pretrain_gpt"
 TINY_ARGS="$top_srcdir/configs/gpt-tiny.args"

@@ -23,3 +23,9 @@ check_PROGRAMS += tests/lr_schedule_test
 tests_lr_schedule_test_SOURCES = tests/lr_schedule_test.c tests/tap.h
 tests_lr_schedule_test_LDADD = $(APP_LIBS)
 TESTS += tests/lr_schedule_test
+
+check_PROGRAMS += tests/compare_params
+tests_compare_params_SOURCES = tests/compare_params.c
+tests_compare_params_LDADD = -lm
+TESTS += tests/parallel_test.sh
+EXTRA_DIST += tests/parallel_test.sh

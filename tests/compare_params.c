@@ -1,0 +1,71 @@
+/* compare_params.c: compares two --dump-parameters files tensor by tensor.
+ * usage: compare_params A B TOLERANCE [HEADS KV_CHANNELS]
+ * For each tensor of A's index: relative difference max|a - b| / max|a| (max over the tensor);
+ * prints the worst tensor; exits 1 when any tensor differs by more than TOLERANCE, 2 on bad
+ * input (missing file, different index).
+ * With HEADS and KV_CHANNELS, the key part of each QKV bias is held apart: its gradient is zero
+ * analytically (adding b to every key adds q.b to a whole row of scores, which softmax ignores),
+ * so what it holds after Adam steps is normalized rounding noise that differs with any change
+ * of summation order. It must stay at noise level (|value| < 1e-4) instead of matching. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *read_all(const char *path, size_t *count) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "compare_params: cannot open %s\n", path); exit(2); }
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *data = malloc((size_t)bytes + 4);
+    if (!data || fread(data, 1, (size_t)bytes, f) != (size_t)bytes) { fprintf(stderr, "compare_params: cannot read %s\n", path); exit(2); }
+    fclose(f);
+    *count = (size_t)bytes / sizeof(float);
+    return data;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4 && argc != 6) { fprintf(stderr, "usage: compare_params A B TOLERANCE [HEADS KV_CHANNELS]\n"); return 2; }
+    double tolerance = atof(argv[3]);
+    int heads = argc == 6 ? atoi(argv[4]) : 0, kv_channels = argc == 6 ? atoi(argv[5]) : 0;
+    int noisy_key_bias = 0;
+    size_t na, nb;
+    float *a = read_all(argv[1], &na), *b = read_all(argv[2], &nb);
+    if (na != nb) { fprintf(stderr, "compare_params: %s has %zu values, %s has %zu\n", argv[1], na, argv[2], nb); return 2; }
+    char index_path[4096];
+    snprintf(index_path, sizeof index_path, "%s.index", argv[1]);
+    FILE *index = fopen(index_path, "r");
+    if (!index) { fprintf(stderr, "compare_params: cannot open %s\n", index_path); return 2; }
+    char name[256], worst_name[256] = "";
+    int rows, cols, tensors = 0, bad = 0;
+    size_t offset;
+    double worst = 0.0;
+    while (fscanf(index, "%255s %d %d %zu", name, &rows, &cols, &offset) == 4) {
+        size_t n = (size_t)rows * (size_t)(cols ? cols : 1);
+        if (offset + n > na) { fprintf(stderr, "compare_params: %s runs past the end of the data\n", name); return 2; }
+        double max_abs = 0.0, max_diff = 0.0;
+        int is_qkv_bias = heads > 0 && strstr(name, "linear_qkv.bias") != NULL;
+        for (size_t i = offset; i < offset + n; i++) {
+            if (is_qkv_bias && ((i - offset) / (size_t)kv_channels) % 3 == 1) { /* [head][q,k,v][d] */
+                if (fabs(a[i]) >= 1e-4 || fabs(b[i]) >= 1e-4) noisy_key_bias++;
+                continue;
+            }
+            double d = fabs((double)a[i] - (double)b[i]);
+            if (!(d <= max_diff)) max_diff = d; /* NaN counts as a difference */
+            if (fabs(a[i]) > max_abs) max_abs = fabs(a[i]);
+        }
+        double rel = max_diff / (max_abs > 1e-6 ? max_abs : 1e-6);
+        if (!(rel <= tolerance)) bad++;
+        if (!(rel <= worst)) { worst = rel; snprintf(worst_name, sizeof worst_name, "%s", name); }
+        tensors++;
+    }
+    fclose(index);
+    printf("%d tensors compared, %d over %g; worst relative difference %.3g (%s)%s\n", tensors, bad, tolerance,
+           worst, worst_name[0] ? worst_name : "none", heads ? "; key biases at noise level" : "");
+    if (noisy_key_bias) printf("%d key-bias values are not at noise level\n", noisy_key_bias);
+    bad += noisy_key_bias;
+    free(a);
+    free(b);
+    return tensors > 0 && bad == 0 ? 0 : 1;
+}
