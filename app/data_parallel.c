@@ -23,7 +23,10 @@ static void on_grads_ready(void *context, int first, int count) {
     for (int i = first; i < first + count; i++) {
         int b = dp->model->params[i].bucket;
         if (dp->ready_params[b] < 0) continue;
-        if (++dp->ready_params[b] == dp->model->buckets[b].num_params && !dp->deferred[b]) start_bucket(dp, b);
+        if (++dp->ready_params[b] == dp->model->buckets[b].num_params && !dp->deferred[b]) {
+            start_bucket(dp, b);
+            dp->buckets_started++;
+        }
     }
 }
 
@@ -81,6 +84,7 @@ void data_parallel_shard(const data_parallel *dp, int bucket, size_t *start, siz
 
 void data_parallel_start_iteration(data_parallel *dp) {
     for (int b = 0; b < dp->model->num_buckets; b++) dp->ready_params[b] = 0;
+    dp->buckets_started = 0;
     dp->last_micro_batch = 0;
 }
 

@@ -25,7 +25,7 @@ typedef struct data_parallel {
     int *deferred;               /* per bucket: holds tied embeddings (summed across stages first) */
     comm_request *grad_requests; /* per bucket */
     comm_request *gather_requests;
-    int buckets_started;
+    int buckets_started;         /* this iteration, during the backward (overlap) */
 } data_parallel;
 
 void data_parallel_create(data_parallel *dp, gpt_model *model, const comm_ops *comm,

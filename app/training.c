@@ -198,6 +198,12 @@ double trainer_train(trainer *t) {
             t->skipped_iterations++;
             t->nan_iterations++;
         }
+        if (t->iteration == 0) {
+            /* how much of the gradient reduction overlapped the backward (rank 0's buckets) */
+            if (is_logger)
+                printf("> gradient buckets: %d, reductions started during the backward: %d\n",
+                       model->num_buckets, t->dp.buckets_started);
+        }
         data_parallel_start_param_gather(&t->dp);
         model->ops->synchronize();
         t->iteration++;

@@ -45,11 +45,17 @@ layout "PP2 interleaved x2 virtual" 2 --pipeline-model-parallel-size 2 --num-lay
 layout "DP2 (overlapped bucketed reduction)" 2 --overlap-grad-reduce --ddp-bucket-size 20000
 layout "DP4 distributed optimizer" 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
 layout "TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
+grep -q "reductions started during the backward: 0" "$WORK/out"
+ok $? "without --overlap-grad-reduce nothing starts before the backward ends"
 reference untied --untie-embeddings-and-output-weights
 layout "TP2 PP2 untied embeddings" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --untie-embeddings-and-output-weights
 base=tied
 layout "TP2xPP2xDP2 SP + distributed optimizer" 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
     --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+
+# the overlapped reduction really starts buckets during the backward (rank 0 is a first stage)
+grep -q "reductions started during the backward: [1-9]" "$WORK/out"
+ok $? "--overlap-grad-reduce starts bucket reductions during the backward ($(grep -o 'gradient buckets: .*' "$WORK/out"))"
 
 # memory per parameter follows Megatron's table
 grep -q "memory per parameter (fp32): 12.00 bytes" "$WORK/out"

@@ -1,0 +1,62 @@
+/* dataset_index.h: the index arrays behind Megatron's GPTDataset (document index, sample index,
+ * shuffle index; megatron/core/datasets/gpt_dataset.py and helpers.cpp build_sample_idx), the
+ * seeded shuffle they use, and the on-disk cache that rank 0 writes and the others read.
+ *
+ * Randomness: Fisher-Yates shuffles driven by Philox4x32 (kernels/philox.h) keyed by the seed
+ * with one stream per array, so the indices are a pure function of (seed, documents,
+ * seq_length, samples). They are NOT numpy's RandomState shuffles: the same seed gives a
+ * different (equally valid) order than Megatron's Python. */
+#ifndef DATASET_INDEX_H
+#define DATASET_INDEX_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* in-place Fisher-Yates shuffle of a[0..n), a pure function of (seed, stream) */
+void index_shuffle(int64_t *a, int64_t n, uint64_t seed, uint64_t stream);
+
+/* FNV-1a 64-bit hash, chainable (start with FNV_OFFSET) */
+#define FNV_OFFSET 1469598103934665603ull
+uint64_t fnv1a64(uint64_t hash, const void *data, size_t n);
+
+typedef struct gpt_index {
+    int64_t num_documents_index;  /* = epochs x documents */
+    int64_t *document_index;      /* document ids, shuffled */
+    int64_t num_samples;          /* samples available (>= requested) */
+    int64_t *sample_index;        /* [2 (num_samples + 1)]: (document_index position, offset) */
+    int64_t *shuffle_index;       /* [num_samples] */
+    int num_epochs;
+} gpt_index;
+
+/* Megatron's _build_document_sample_shuffle_indices for documents [first, last) whose lengths
+ * are lengths[first..last), samples of seq_length + 1 tokens (add_extra_token_to_sequence),
+ * drop_last_partial_sequence, and the 80% rule for a separate final epoch.
+ * The caller guarantees the documents hold at least 2 tokens in total. */
+void gpt_index_build(const int64_t *lengths, int64_t first, int64_t last, int seq_length,
+                     int64_t num_samples_requested, uint64_t seed, gpt_index *out);
+void gpt_index_free(gpt_index *index);
+
+/* ---- cache ---------------------------------------------------------------------------------- */
+/* Arrays of int64 that are cached together under one description (the text of every parameter
+ * that defines them). The file is DIR/<hash of description>-<kind>.cache; it holds a magic, the
+ * description itself, the array lengths and a checksum of the payload, so a truncated,
+ * corrupted or mismatched file is detected (and rebuilt). */
+typedef struct index_arrays {
+    int count;
+    int64_t *data[4];
+    int64_t length[4];
+} index_arrays;
+
+typedef void (*index_build_fn)(void *context, index_arrays *out);
+
+typedef struct index_cache_stats { int loaded, built, rebuilt; } index_cache_stats;
+
+/* Collective over comm. Without a cache dir every rank builds. With one, rank 0 loads the file
+ * or (re)builds and writes it (tmp + rename), then the others read it after a barrier.
+ * `stats` counts what rank 0 did; verbose prints it from rank 0. */
+void index_cache_get(const char *cache_dir, const char *kind, const char *description,
+                     index_build_fn build, void *context, index_arrays *out, MPI_Comm comm,
+                     index_cache_stats *stats, int verbose);
+
+#endif
