@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { ARG_INT, ARG_INT64, ARG_U64, ARG_FLOAT, ARG_STRING, ARG_BOOL } arg_type;
+typedef enum { ARG_INT, ARG_INT64, ARG_U64, ARG_FLOAT, ARG_STRING, ARG_BOOL, ARG_LIST } arg_type;
 
 typedef struct flag_spec {
     const char *name;      /* without the leading "--" */
@@ -67,6 +67,12 @@ static const flag_spec flags[] = {
     F("eval-iters", "validation", ARG_INT64, eval_iters, "100", NULL, "iterations (global batches) per evaluation"),
 
     F("mock-data", "data and dataloader", ARG_BOOL, mock_data, NULL, NULL, "deterministic synthetic tokens from the seed"),
+    F("data-path", "data and dataloader", ARG_LIST, data_path, NULL, NULL, "corpus prefix(es), optionally weighted: PREFIX or W1 PREFIX1 W2 PREFIX2 ... (PREFIX.h5 or PREFIX.bin/.idx)"),
+    F("split", "data and dataloader", ARG_STRING, split, "969, 30, 1", NULL, "train, validation, test proportions of the documents"),
+    F("data-cache-path", "data and dataloader", ARG_STRING, data_cache_path, "", NULL, "directory for the built dataset indices"),
+    F("tokenizer-type", "data and dataloader", ARG_STRING, tokenizer_type, "", "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer", "tokenizer of the corpus (gives the vocabulary size)"),
+    F("vocab-file", "data and dataloader", ARG_STRING, vocab_file, "", NULL, "vocabulary (vocab.json for GPT-2, vocab.txt for WordPiece)"),
+    F("merge-file", "data and dataloader", ARG_STRING, merge_file, "", NULL, "BPE merges (merges.txt)"),
 
     F("log-interval", "logging", ARG_INT64, log_interval, "100", NULL, "print the iteration line every N iterations"),
     F("metrics-file", "logging", ARG_STRING, metrics_file, "", NULL, "also write each logged iteration as a JSON line here"),
@@ -165,6 +171,11 @@ static int set_value(parse_state *st, args *a, const flag_spec *spec, const char
     case ARG_BOOL:
         *(int *)field = 1;
         break;
+    case ARG_LIST:
+        if (strlen(value) >= spec->size)
+            return fail(st, "%s--%s value is too long", where, spec->name);
+        strcpy(field, value);
+        break;
     }
     return 0;
 }
@@ -204,8 +215,20 @@ static int parse_tokens(parse_state *st, args *a, int count, char **tokens, cons
         const flag_spec *spec = find_flag(name, &index);
         if (!spec) return fail(st, "%sunknown flag '--%s' (see --help)", where, name);
         const char *value = NULL;
+        char list[4096];
         if (spec->type == ARG_BOOL) {
             if (eq) return fail(st, "%s--%s takes no value", where, name);
+        } else if (spec->type == ARG_LIST && !eq) {
+            /* every following word up to the next flag */
+            list[0] = '\0';
+            while (i + 1 < count && strncmp(tokens[i + 1], "--", 2) != 0) {
+                size_t used = strlen(list);
+                if (used + strlen(tokens[i + 1]) + 2 > sizeof list)
+                    return fail(st, "%s--%s has too many values", where, name);
+                snprintf(list + used, sizeof list - used, "%s%s", used ? " " : "", tokens[++i]);
+            }
+            if (!list[0]) return fail(st, "%s--%s is missing its value", where, name);
+            value = list;
         } else if (eq) {
             value = eq + 1;
         } else {
@@ -275,8 +298,7 @@ static int validate_parallel(parse_state *st, args *a, int world_size) {
     if (a->num_layers % pp != 0)
         return fail(st, "--num-layers %d is not divisible by --pipeline-model-parallel-size %d",
                     a->num_layers, pp);
-    int multiple = a->make_vocab_size_divisible_by * tp;
-    a->padded_vocab_size = (a->vocab_size + multiple - 1) / multiple * multiple;
+    args_set_vocab_size(a, a->vocab_size);
     if (tp == 1) a->sequence_parallel = 0; /* as Megatron: nothing to shard */
     if (a->sequence_parallel && a->seq_length % tp != 0)
         return fail(st, "--seq-length %d is not divisible by --tensor-model-parallel-size %d (needed by --sequence-parallel)",
@@ -334,14 +356,22 @@ static int validate(parse_state *st, args *a, int world_size) {
                                      "seq-length", "micro-batch-size", "train-iters", "lr"};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         if (!given(st, required[i])) return fail(st, "--%s is required", required[i]);
-    if (!a->mock_data) return fail(st, "no data source: pass --mock-data (real corpora come with --data-path)");
-    if (!given(st, "vocab-size")) return fail(st, "--vocab-size is required with --mock-data");
+    if (!a->mock_data && !a->data_path[0]) return fail(st, "no data source: pass --data-path PREFIX (or --mock-data)");
+    if (a->mock_data && a->data_path[0]) return fail(st, "--mock-data and --data-path cannot both be given");
+    if (a->mock_data && !given(st, "vocab-size")) return fail(st, "--vocab-size is required with --mock-data");
+    if (a->data_path[0] && !a->tokenizer_type[0] && !given(st, "vocab-size"))
+        return fail(st, "--data-path needs --tokenizer-type (with --vocab-file/--merge-file) or --vocab-size");
+    if (!strcmp(a->tokenizer_type, "GPT2BPETokenizer") && (!a->vocab_file[0] || !a->merge_file[0]))
+        return fail(st, "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
+    if (!strncmp(a->tokenizer_type, "BertWordPiece", 13) && !a->vocab_file[0])
+        return fail(st, "--tokenizer-type %s needs --vocab-file", a->tokenizer_type);
 
     struct { const char *name; long long value; } positive[] = {
         {"num-layers", a->num_layers}, {"hidden-size", a->hidden_size},
         {"num-attention-heads", a->num_attention_heads}, {"seq-length", a->seq_length},
         {"micro-batch-size", a->micro_batch_size}, {"train-iters", a->train_iters},
-        {"vocab-size", a->vocab_size}, {"make-vocab-size-divisible-by", a->make_vocab_size_divisible_by},
+        {"vocab-size", given(st, "vocab-size") || a->mock_data ? a->vocab_size : 1},
+        {"make-vocab-size-divisible-by", a->make_vocab_size_divisible_by},
         {"log-interval", a->log_interval}, {"eval-interval", a->eval_interval},
     };
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
@@ -418,6 +448,12 @@ static int validate(parse_state *st, args *a, int world_size) {
     return 0;
 }
 
+void args_set_vocab_size(args *a, int vocab_size) {
+    int multiple = a->make_vocab_size_divisible_by * a->tensor_model_parallel_size;
+    a->vocab_size = vocab_size;
+    a->padded_vocab_size = (vocab_size + multiple - 1) / multiple * multiple;
+}
+
 int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err, int errlen) {
     parse_state st;
     memset(&st, 0, sizeof st);
@@ -462,7 +498,8 @@ static void format_value(const args *a, const flag_spec *spec, char *out, size_t
     case ARG_INT64: snprintf(out, len, "%lld", (long long)*(const int64_t *)field); break;
     case ARG_U64: snprintf(out, len, "%llu", (unsigned long long)*(const uint64_t *)field); break;
     case ARG_FLOAT: snprintf(out, len, "%g", *(const float *)field); break;
-    case ARG_STRING: snprintf(out, len, "%s", field[0] ? field : "None"); break;
+    case ARG_STRING:
+    case ARG_LIST: snprintf(out, len, "%s", field[0] ? field : "None"); break;
     case ARG_BOOL: snprintf(out, len, "%s", *(const int *)field ? "True" : "False"); break;
     }
 }
@@ -498,7 +535,8 @@ void args_print_help(void) {
         if (flags[i].type == ARG_BOOL) snprintf(left, sizeof left, "--%s", flags[i].name);
         else if (flags[i].choices) snprintf(left, sizeof left, "--%s {%s}", flags[i].name, flags[i].choices);
         else snprintf(left, sizeof left, "--%s %s", flags[i].name,
-                      flags[i].type == ARG_STRING ? "PATH" : flags[i].type == ARG_FLOAT ? "X" : "N");
+                      flags[i].type == ARG_LIST ? "[W] PREFIX ..." : flags[i].type == ARG_STRING ? "PATH"
+                      : flags[i].type == ARG_FLOAT ? "X" : "N");
         printf("  %-46s %s", left, flags[i].help);
         if (flags[i].default_value && flags[i].type != ARG_BOOL && flags[i].default_value[0] &&
             strcmp(flags[i].default_value, "-1") != 0)

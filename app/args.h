@@ -56,6 +56,12 @@ typedef struct args {
 
     /* data */
     int mock_data;
+    char data_path[4096];         /* "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ..." (Megatron's nargs) */
+    char split[64];
+    char data_cache_path[ARGS_PATH_MAX];
+    char tokenizer_type[32];
+    char vocab_file[ARGS_PATH_MAX];
+    char merge_file[ARGS_PATH_MAX];
 
     /* logging */
     int64_t log_interval;
@@ -89,6 +95,10 @@ void args_parse(args *a, int argc, char **argv, int world_size);
 /* Parse without MPI side effects: returns 0 on success, or 1 with a message in err, or
  * -1 when --help was asked for (help text printed to stdout). Used by args_parse and tests. */
 int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err, int errlen);
+
+/* Set the vocabulary size once known (from the tokenizer) and pad it as Megatron does:
+ * to a multiple of --make-vocab-size-divisible-by x tensor-parallel size. */
+void args_set_vocab_size(args *a, int vocab_size);
 
 /* Print "  name ..... value" for every argument (rank 0 at start-up, as Megatron does). */
 void args_print(const args *a);

@@ -5,6 +5,7 @@
 #include "philox.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +213,21 @@ done:
     return status;
 }
 
+/* mkdir -p (Megatron creates --data-cache-path too) */
+static int make_directories(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST) return -1;
+            *p = saved;
+            if (saved == '\0') return 0;
+        }
+    }
+}
+
 void index_cache_get(const char *cache_dir, const char *kind, const char *description,
                      index_build_fn build, void *context, index_arrays *out, MPI_Comm comm,
                      index_cache_stats *stats, int verbose) {
@@ -241,7 +257,7 @@ void index_cache_get(const char *cache_dir, const char *kind, const char *descri
                 stats->built++;
             }
             build(context, out);
-            if (save(path, description, out) != 0) status = errno ? errno : EIO;
+            if (make_directories(cache_dir) != 0 || save(path, description, out) != 0) status = errno ? errno : EIO;
             else if (verbose) printf(" > built %s and wrote %s\n", kind, path);
         }
     }

@@ -15,7 +15,8 @@ app_libapp_a_SOURCES = \
 	app/pipeline_schedule.c app/pipeline_schedule.h \
 	app/param_dump.c app/param_dump.h
 
-APP_LIBS = app/libapp.a kernels/libkernels.a $(HDF5_LIBS) $(BLAS_LIBS) $(PAPI_LIBS) $(CUDA_LIBS) -lm
+APP_LIBS = app/libapp.a app/libdata.a io/libio.a app/libapp.a app/libtokenizer.a kernels/libkernels.a \
+	$(HDF5_LIBS) $(JANSSON_LIBS) $(PCRE2_LIBS) $(UTF8PROC_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(PAPI_LIBS) $(CUDA_LIBS) -lm
 
 bin_PROGRAMS += app/pretrain_gpt
 app_pretrain_gpt_SOURCES = app/pretrain_gpt.c

@@ -5,6 +5,7 @@
 #include "args.h"
 #include "error.h"
 #include "kernels.h"
+#include "tokenizer.h"
 #include "training.h"
 
 #include <inttypes.h>
@@ -46,6 +47,14 @@ int main(int argc, char **argv) {
 
     args a;
     args_parse(&a, argc, argv, world_size);
+    if (a.tokenizer_type[0]) {
+        /* the vocabulary size comes from the tokenizer, as in Megatron */
+        char err[1024];
+        tokenizer *tok = tokenizer_create(a.tokenizer_type, a.vocab_file, a.merge_file, a.vocab_size, err, sizeof err);
+        if (!tok) user_error("%s", err);
+        args_set_vocab_size(&a, tokenizer_vocab_size(tok));
+        tokenizer_free(tok);
+    }
     node_placement(&local_rank, &local_size);
     set_blas_threads(local_size);
     const kernel_ops *ops = kernels_cpu();

@@ -47,12 +47,44 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     return c;
 }
 
+/* open --data-path: Megatron's GPT datasets over our HDF5 corpora or .bin/.idx files */
+static void open_datasets(trainer *t, const args *a) {
+    gpt_data_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    t->data_words = strdup(a->data_path);
+    char *words[2 * GPT_DATA_MAX_PATHS + 1];
+    int count = 0;
+    for (char *save = NULL, *w = strtok_r(t->data_words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        if (count == 2 * GPT_DATA_MAX_PATHS) user_error("--data-path lists more than %d corpora", GPT_DATA_MAX_PATHS);
+        words[count++] = w;
+    }
+    char err[1024];
+    if (gpt_data_config_set_paths(&cfg, count, words, err, sizeof err)) user_error("--data-path: %s", err);
+    cfg.split = a->split;
+    cfg.seq_length = a->seq_length;
+    cfg.seed = a->seed;
+    /* training and validation read their splits; nothing reads the test split yet */
+    for (int split = SPLIT_TRAIN; split <= SPLIT_VALID; split++)
+        cfg.num_samples[split] = gpt_data_samples_needed(split, a->train_iters, a->global_batch_size,
+                                                         a->eval_interval, a->eval_iters);
+    cfg.cache_path = a->data_cache_path[0] ? a->data_cache_path : NULL;
+    cfg.verbose = t->topo.world_rank == 0;
+    t->data = gpt_datasets_open(&cfg, MPI_COMM_WORLD);
+    int corpus_vocab = gpt_datasets_vocab_size(t->data);
+    if (corpus_vocab > a->padded_vocab_size)
+        user_error("the corpus in --data-path has a vocabulary of %d tokens but the model's is %d (padded %d): "
+                   "check --tokenizer-type / --vocab-size", corpus_vocab, a->vocab_size, a->padded_vocab_size);
+    t->sample32 = malloc(sizeof(int32_t) * (size_t)(a->seq_length + 1));
+    CHECK(t->sample32, "out of host memory for a sample");
+}
+
 void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     memset(t, 0, sizeof *t);
     t->args = a;
     t->comm = comm_mpi();
     topology_create(&t->topo, a);
     topology_print(&t->topo, a);
+    if (a->data_path[0]) open_datasets(t, a);
     gpt_config config = config_from_args(a, &t->topo);
     gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
     data_parallel_create(&t->dp, &t->model, t->comm, &t->topo, a);
@@ -109,6 +141,9 @@ void trainer_teardown(trainer *t) {
     free(t->host_tokens);
     free(t->host_targets);
     free(t->sample_buffer);
+    if (t->data) gpt_datasets_close(t->data);
+    free(t->data_words);
+    free(t->sample32);
 }
 
 /* first sample of micro-batch m of this data-parallel rank, within the global batch */
@@ -127,7 +162,13 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
     int T = a->seq_length;
     if (t->loaded_micro_batch != m) {
         for (int b = 0; b < a->micro_batch_size; b++) {
-            mock_data_sample(a->seed, t->split, t->batch_start + first + b, a->vocab_size, T + 1, t->sample_buffer);
+            int64_t index = t->batch_start + first + b;
+            if (t->data) {
+                gpt_dataset_sample(t->data, t->split, index, t->sample32);
+                for (int i = 0; i <= T; i++) t->sample_buffer[i] = t->sample32[i];
+            } else {
+                mock_data_sample(a->seed, t->split, index, a->vocab_size, T + 1, t->sample_buffer);
+            }
             memcpy(t->host_tokens + (size_t)b * T, t->sample_buffer, sizeof(int) * (size_t)T);
             memcpy(t->host_targets + (size_t)b * T, t->sample_buffer + 1, sizeof(int) * (size_t)T);
         }

@@ -5,6 +5,7 @@
 #define TRAINING_H
 
 #include "args.h"
+#include "gpt_dataset.h"
 #include "comm.h"
 #include "data_parallel.h"
 #include "gpt_model.h"
@@ -33,6 +34,9 @@ typedef struct trainer {
     int *host_tokens, *host_targets; /* one micro-batch, [B*T] each */
     int *sample_buffer;              /* one sample, seq_length + 1 tokens */
     int loaded_micro_batch;
+    gpt_datasets *data;              /* --data-path corpora; NULL with --mock-data */
+    char *data_words;                /* --data-path split into words (data's paths point here) */
+    int32_t *sample32;               /* one corpus sample */
 } trainer;
 
 /* build groups, model, optimizer from the parsed arguments (collective) */

@@ -29,3 +29,5 @@ tests_compare_params_SOURCES = tests/compare_params.c
 tests_compare_params_LDADD = -lm
 TESTS += tests/parallel_test.sh
 EXTRA_DIST += tests/parallel_test.sh
+TESTS += tests/train_data_test.sh
+EXTRA_DIST += tests/train_data_test.sh
