@@ -370,13 +370,14 @@ static int validate(parse_state *st, args *a, int world_size) {
         {"num-layers", a->num_layers}, {"hidden-size", a->hidden_size},
         {"num-attention-heads", a->num_attention_heads}, {"seq-length", a->seq_length},
         {"micro-batch-size", a->micro_batch_size}, {"train-iters", a->train_iters},
-        {"vocab-size", given(st, "vocab-size") || a->mock_data ? a->vocab_size : 1},
         {"make-vocab-size-divisible-by", a->make_vocab_size_divisible_by},
         {"log-interval", a->log_interval}, {"eval-interval", a->eval_interval},
     };
     for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
         if (positive[i].value <= 0)
             return fail(st, "--%s must be positive, got %lld", positive[i].name, positive[i].value);
+    if (given(st, "vocab-size") && a->vocab_size <= 0)
+        return fail(st, "--vocab-size must be positive, got %d", a->vocab_size);
     if (a->eval_iters < 0) return fail(st, "--eval-iters must not be negative, got %lld", (long long)a->eval_iters);
 
     if (!given(st, "kv-channels")) {

@@ -466,6 +466,7 @@ static void grads_ready(gpt_model *m, int first, int count) {
 
 static int layer_first_param(const model_chunk *ch, int l) { return ch->first_param + (ch->pre_process ? 2 : 0) + 12 * l; }
 static int output_first_param(const model_chunk *ch) { return layer_first_param(ch, ch->num_layers); }
+static int output_param_count(const model_chunk *ch) { return ch->first_param + ch->num_params - output_first_param(ch); }
 
 /* ------------------------------------------------------------------ forward */
 
@@ -521,7 +522,7 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     const kernel_ops *ops = m->ops;
     const model_view *w = &ch->weights;
     int vocab_start = c->tp_rank * s.Vl;
-    params_needed(m, output_first_param(ch), ch->first_param + ch->num_params - output_first_param(ch));
+    params_needed(m, output_first_param(ch), output_param_count(ch));
     norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
     ops->matmul_forward(slot->logits, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
     float *sum_exp = slot->sum_exp_and_target, *target_logit = slot->sum_exp_and_target + s.N;
@@ -565,8 +566,7 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     ops->zero(b->d_residual, sizeof(float) * (size_t)s.n * s.C);
     ops->layernorm_backward(b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
                             slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd, s.n, s.C);
-    int first = output_first_param(ch), count = ch->first_param + ch->num_params - first;
-    grads_ready(m, first, count);
+    grads_ready(m, output_first_param(ch), output_param_count(ch));
 }
 
 /* b->d_residual carries dL/d(residual stream) down through the layer */

@@ -4,7 +4,7 @@
 #include "philox.h"
 
 void mock_data_sample(uint64_t seed, int split, int64_t index, int vocab_size, int length,
-                      int *tokens) {
+                      int32_t *tokens) {
     uint64_t stream = philox_stream_mix(0x6d6f636bull /* "mock" */, (uint64_t)split);
     int eod = vocab_size - 1, symbols = vocab_size - 1;
     uint64_t counter = (uint64_t)index << 20; /* room for 2^20 draws per sample */

@@ -11,6 +11,6 @@ enum { SPLIT_TRAIN = 0, SPLIT_VALID = 1, SPLIT_TEST = 2 };
 
 /* tokens[0..length) of sample `index` (length = seq_length + 1: inputs and shifted targets) */
 void mock_data_sample(uint64_t seed, int split, int64_t index, int vocab_size, int length,
-                      int *tokens);
+                      int32_t *tokens);
 
 #endif

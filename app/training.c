@@ -74,8 +74,6 @@ static void open_datasets(trainer *t, const args *a) {
     if (corpus_vocab > a->padded_vocab_size)
         user_error("the corpus in --data-path has a vocabulary of %d tokens but the model's is %d (padded %d): "
                    "check --tokenizer-type / --vocab-size", corpus_vocab, a->vocab_size, a->padded_vocab_size);
-    t->sample32 = malloc(sizeof(int32_t) * (size_t)(a->seq_length + 1));
-    CHECK(t->sample32, "out of host memory for a sample");
 }
 
 void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
@@ -101,30 +99,23 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     size_t N = (size_t)a->micro_batch_size * (size_t)a->seq_length;
     t->host_tokens = malloc(sizeof(int) * N);
     t->host_targets = malloc(sizeof(int) * N);
-    t->sample_buffer = malloc(sizeof(int) * (size_t)(a->seq_length + 1));
+    t->sample_buffer = malloc(sizeof(int32_t) * (size_t)(a->seq_length + 1));
     CHECK(t->host_tokens && t->host_targets && t->sample_buffer, "out of host memory for batches");
     if (t->topo.world_rank == 0) train_log_open(&t->log, a->metrics_file);
 
-    /* parameters and bytes per parameter, summed over one model replica */
-    double counts[2] = {(double)t->model.num_parameters,
-                        optimizer_bytes_per_parameter(&t->opt, &t->model) * (double)t->model.num_parameters};
-    if (t->topo.dp_rank == 0) {
-        /* each stage's tensor-parallel shards: replicated parameters counted on tp rank 0 */
-        double unique = 0;
-        for (int i = 0; i < t->model.num_params; i++) {
-            const param_tensor *p = &t->model.params[i];
-            if (!p->embedding_copy && !(p->tp_replicated && t->topo.tp_rank != 0)) unique += (double)p->numel;
-        }
-        counts[0] = unique;
-    } else {
-        counts[0] = 0;
+    /* the model's parameters, counted once: one data-parallel replica, replicated tensors on
+     * tensor-parallel rank 0, the tied-embedding copy not at all */
+    double parameters = 0;
+    for (int i = 0; t->topo.dp_rank == 0 && i < t->model.num_params; i++) {
+        const param_tensor *p = &t->model.params[i];
+        if (!p->embedding_copy && !(p->tp_replicated && t->topo.tp_rank != 0)) parameters += (double)p->numel;
     }
-    t->comm->allreduce_double_host(counts, 1, COMM_SUM, &t->topo.world);
+    t->comm->allreduce_double_host(&parameters, 1, COMM_SUM, &t->topo.world);
     double bytes = optimizer_bytes_per_parameter(&t->opt, &t->model);
     t->comm->allreduce_double_host(&bytes, 1, COMM_MAX, &t->topo.world);
     if (t->topo.world_rank == 0) {
         int d = t->topo.dp_size;
-        printf("> number of parameters: %.0f\n", counts[0]);
+        printf("> number of parameters: %.0f\n", parameters);
         printf("> memory per parameter (fp32): %.2f bytes = params 4 + grads 4 + Adam state %.2f "
                "(Megatron's table: 16 without the distributed optimizer, 8 + 8/d = %.2f with it, d = %d)\n",
                bytes, bytes - 8.0, 8.0 + 8.0 / d, d);
@@ -143,7 +134,6 @@ void trainer_teardown(trainer *t) {
     free(t->sample_buffer);
     if (t->data) gpt_datasets_close(t->data);
     free(t->data_words);
-    free(t->sample32);
 }
 
 /* first sample of micro-batch m of this data-parallel rank, within the global batch */
@@ -163,14 +153,12 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
     if (t->loaded_micro_batch != m) {
         for (int b = 0; b < a->micro_batch_size; b++) {
             int64_t index = t->batch_start + first + b;
-            if (t->data) {
-                gpt_dataset_sample(t->data, t->split, index, t->sample32);
-                for (int i = 0; i <= T; i++) t->sample_buffer[i] = t->sample32[i];
-            } else {
-                mock_data_sample(a->seed, t->split, index, a->vocab_size, T + 1, t->sample_buffer);
+            if (t->data) gpt_dataset_sample(t->data, t->split, index, t->sample_buffer);
+            else mock_data_sample(a->seed, t->split, index, a->vocab_size, T + 1, t->sample_buffer);
+            for (int i = 0; i < T; i++) {
+                t->host_tokens[(size_t)b * T + i] = t->sample_buffer[i];
+                t->host_targets[(size_t)b * T + i] = t->sample_buffer[i + 1];
             }
-            memcpy(t->host_tokens + (size_t)b * T, t->sample_buffer, sizeof(int) * (size_t)T);
-            memcpy(t->host_targets + (size_t)b * T, t->sample_buffer + 1, sizeof(int) * (size_t)T);
         }
         t->loaded_micro_batch = m;
     }

@@ -32,11 +32,10 @@ typedef struct trainer {
     uint64_t rng_iteration;
     int training;
     int *host_tokens, *host_targets; /* one micro-batch, [B*T] each */
-    int *sample_buffer;              /* one sample, seq_length + 1 tokens */
+    int32_t *sample_buffer;          /* one sample, seq_length + 1 tokens */
     int loaded_micro_batch;
     gpt_datasets *data;              /* --data-path corpora; NULL with --mock-data */
     char *data_words;                /* --data-path split into words (data's paths point here) */
-    int32_t *sample32;               /* one corpus sample */
 } trainer;
 
 /* build groups, model, optimizer from the parsed arguments (collective) */

@@ -4,7 +4,7 @@
 # in $(pkgdatadir)/jobs/templates, and presets in configs/ or $(pkgdatadir).
 dist_bin_SCRIPTS = jobs/mkjob jobs/launch_local
 jobstemplatesdir = $(pkgdatadir)/jobs/templates
-dist_jobstemplates_DATA = jobs/templates/sbatch-baremetal.sh jobs/templates/sbatch-pyxis.sh \
+dist_jobstemplates_DATA = jobs/templates/sbatch.sh \
 	jobs/templates/local.sh
 jobspresetsdir = $(pkgdatadir)
 dist_jobspresets_DATA = configs/gpt-1.3b.args configs/gpt3-175b.args

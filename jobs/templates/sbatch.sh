@@ -1,7 +1,7 @@
 #!/bin/bash
-# {{JOB_NAME}}: trains a GPT with pretrain_gpt in a container (pyxis + enroot) under Slurm.
+# {{JOB_NAME}}: trains a GPT with pretrain_gpt {{VARIANT}} under Slurm.
 # {{LAYOUT}}
-# Rendered by jobs/mkjob from jobs/templates/sbatch-pyxis.sh; render again rather than edit:
+# Rendered by jobs/mkjob from jobs/templates/sbatch.sh; render again rather than edit:
 #   {{COMMAND}}
 # Submit: {{SUBMIT}}
 # Log: {{LOG}} (%x = job name, %j = job id)
@@ -24,7 +24,7 @@ TRAIN_ARGS=(
     {{TRAIN_ARGS}}
 )
 
-# --- launch: one task per GPU in the container image (pyxis flags on srun), bound by local rank ---
+# --- launch: {{LAUNCH_SHAPE}}, bound by local rank ---
 # Ranks start with {{LAUNCHER_NOTE}}. srun does not inherit --cpus-per-task
 # from sbatch since Slurm 22.05, so the step repeats the shape.
 LAUNCH=(
