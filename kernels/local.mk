@@ -6,15 +6,24 @@ kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h \
 	kernels/cpu/cpu_elementwise.c kernels/cpu/cpu_cross_entropy.c kernels/cpu/cpu_adamw.c \
 	kernels/cpu/cpu_kernels.h
 
+# the CUDA backend: one object per .cu file, compiled by nvcc and added to the library
+CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
+	kernels/cuda/cuda_elementwise.cu kernels/cuda/cuda_embedding.cu \
+	kernels/cuda/cuda_layernorm.cu kernels/cuda/cuda_matmul.cu kernels/cuda/cuda_adamw.cu \
+	kernels/cuda/cuda_attention.cu kernels/cuda/cuda_cross_entropy.cu
+CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
+	kernels/cuda/cuda_common.cuh
 if HAVE_CUDA
-kernels_libkernels_a_SOURCES += kernels/cuda/cuda_check.h
-kernels_libkernels_a_LIBADD = kernels/cuda/cuda_device.o
-EXTRA_kernels_libkernels_a_DEPENDENCIES = kernels/cuda/cuda_device.o
-CLEANFILES += kernels/cuda/cuda_device.o
+CUDA_OBJECT_FILES = $(CUDA_CU_FILES:.cu=.o)
+kernels_libkernels_a_SOURCES += $(CUDA_INCLUDE_FILES)
+kernels_libkernels_a_LIBADD = $(CUDA_OBJECT_FILES)
+EXTRA_kernels_libkernels_a_DEPENDENCIES = $(CUDA_OBJECT_FILES)
+CLEANFILES += $(CUDA_OBJECT_FILES)
 NVCCFLAGS = -O3 -std=c++17 $(NVCC_ARCH_FLAGS) -Xcompiler -Wall,-Wextra,-fPIC \
 	-I$(top_srcdir) -I$(top_srcdir)/kernels -I$(top_builddir) $(CUDA_CFLAGS)
-kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.h
+kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.h \
+		$(top_srcdir)/kernels/philox.h $(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%)
 	@$(MKDIR_P) kernels/cuda
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 endif
-EXTRA_DIST += kernels/cuda/cuda_device.cu kernels/cuda/cuda_check.h
+EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES)

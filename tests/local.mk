@@ -2,9 +2,10 @@
 LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/autotools/aux/tap-driver.sh
 TEST_EXTENSIONS = .sh
 SH_LOG_DRIVER = $(LOG_DRIVER)
+LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/exit77.sh
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)' top_builddir='$(top_builddir)' \
 	MPIEXEC='$(MPIEXEC)' OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 ; export top_srcdir top_builddir MPIEXEC OPENBLAS_NUM_THREADS OMP_NUM_THREADS ;
-EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh
+EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh
 
 check_PROGRAMS += tests/kernels_grad_test
 tests_kernels_grad_test_SOURCES = tests/kernels_grad_test.c tests/tap.h
@@ -31,3 +32,15 @@ TESTS += tests/parallel_test.sh
 EXTRA_DIST += tests/parallel_test.sh
 TESTS += tests/train_data_test.sh
 EXTRA_DIST += tests/train_data_test.sh
+
+# GPU kernel tests against the CPU reference (exit 77, skipped, where there is no GPU)
+if HAVE_CUDA
+check_PROGRAMS += tests/cuda_kernels_test tests/cuda_attention_test
+tests_cuda_kernels_test_SOURCES = tests/cuda_kernels_test.c tests/cuda_test_util.h tests/tap.h
+tests_cuda_kernels_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_cuda_kernels_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+tests_cuda_attention_test_SOURCES = tests/cuda_attention_test.c tests/cuda_test_util.h tests/tap.h
+tests_cuda_attention_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_cuda_attention_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/cuda_kernels_test tests/cuda_attention_test
+endif

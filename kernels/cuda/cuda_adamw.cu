@@ -1,0 +1,1 @@
+/* cuda_adamw.cu: (being written) */

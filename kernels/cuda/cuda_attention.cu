@@ -1,0 +1,1 @@
+/* cuda_attention.cu: (being written) */

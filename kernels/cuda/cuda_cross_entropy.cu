@@ -1,0 +1,1 @@
+/* cuda_cross_entropy.cu: (being written) */

@@ -1,0 +1,1 @@
+/* cuda_elementwise.cu: (being written) */

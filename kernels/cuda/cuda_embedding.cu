@@ -1,0 +1,1 @@
+/* cuda_embedding.cu: (being written) */

@@ -1,0 +1,113 @@
+/* cuda_kernels.h: the CUDA kernels of the bf16 backend, callable from C.
+ *
+ * These are the GPU counterparts of the operations in kernels/kernels.h, in the mixed precision
+ * Megatron trains with: parameters and activations (and activation gradients) in bf16,
+ * parameter gradients, master weights, Adam moments and per-row statistics in fp32, fp32
+ * accumulation everywhere. The backend table (kernels_cuda(), built on these) adapts them to the
+ * kernel interface; the tests in tests/cuda_*_test.c check each one against the CPU reference.
+ *
+ * Conventions are those of kernels/kernels.h (row-major, N = B*T rows, weights [out, in],
+ * forward overwrites, parameter gradients accumulate, vocab_start/vocab_rows for
+ * vocab-parallel tensors, dropout masks from kernels/philox.h indexed exactly as the CPU
+ * backend indexes them). Every pointer is device memory; every kernel runs on the backend's
+ * current stream (cuda_stream()); nothing synchronizes unless it says so. No floating-point
+ * atomics anywhere: every reduction has a fixed order, so results are bitwise reproducible. */
+#ifndef CUDA_KERNELS_H
+#define CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bf16 storage: the upper 16 bits of an IEEE fp32 (same bits as __nv_bfloat16) */
+typedef uint16_t bf16;
+
+/* ---- context (cuda_context.cu) ---- */
+void cuda_context_init(int device);   /* select the device, create stream and cuBLASLt handle */
+void *cuda_stream(void);              /* the compute stream, as a cudaStream_t */
+void cuda_synchronize(void);          /* wait for the compute stream */
+
+/* ---- conversions and elementwise (cuda_elementwise.cu) ---- */
+void cuda_float_to_bf16(bf16 *out, const float *x, size_t n);        /* round to nearest even */
+void cuda_bf16_to_float(float *out, const bf16 *x, size_t n);
+void cuda_gelu_forward(bf16 *out, const bf16 *x, size_t n);           /* tanh approximation */
+void cuda_gelu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, size_t n);
+void cuda_dropout_forward(bf16 *out, const bf16 *x, size_t n, dropout_rng rng);
+void cuda_dropout_backward(bf16 *dx, const bf16 *dout, size_t n, dropout_rng rng);
+void cuda_add(bf16 *out, const bf16 *a, const bf16 *b, size_t n);
+void cuda_scale(bf16 *x, float s, size_t n);
+void cuda_bias_add(bf16 *out, const bf16 *bias, int N, int C);
+void cuda_bias_backward(float *dbias, const bf16 *dout, int N, int C);  /* dbias += colsum */
+
+/* ---- embeddings (cuda_embedding.cu) ---- */
+void cuda_embedding_forward(bf16 *out, const int *tokens, const bf16 *table, int N, int C,
+                            int vocab_start, int vocab_rows);
+void cuda_embedding_backward(float *dtable, const bf16 *dout, const int *tokens, int N, int C,
+                             int vocab_start, int vocab_rows);
+void cuda_position_embedding_forward(bf16 *out, const bf16 *wpe, int B, int T, int C,
+                                     int position_start);
+void cuda_position_embedding_backward(float *dwpe, const bf16 *dout, int B, int T, int C,
+                                      int position_start);
+
+/* ---- layer norm (cuda_layernorm.cu) ---- */
+void cuda_layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *x,
+                            const bf16 *weight, const bf16 *bias, int N, int C, float eps);
+/* dx += (accumulates, bf16), dweight += and dbias += (fp32) */
+void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
+                             const bf16 *x, const bf16 *weight, const float *mean,
+                             const float *rstd, int N, int C);
+
+/* ---- linear layers through cuBLASLt (cuda_matmul.cu) ---- */
+/* out[N,OC] = x[N,IC] W[OC,IC]^T + bias (bias may be NULL). With gelu_out non-NULL the GeLU
+ * epilogue also writes gelu_out = gelu(out) (out keeps the pre-activation for the backward). */
+void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *weight,
+                         const bf16 *bias, int N, int IC, int OC);
+/* dx[N,IC] = dout W (overwritten, bf16; skipped when NULL); dweight[OC,IC] += dout^T x (fp32);
+ * dbias[OC] += colsum(dout) (fp32; skipped when NULL). */
+void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
+                          const bf16 *x, const bf16 *weight, int N, int IC, int OC);
+
+/* ---- causal flash attention (cuda_attention.cu) ---- */
+/* qkv[B,T,H,3,D] bf16 -> out[B,T,H,D] bf16; tiles in shared memory with an online softmax, the
+ * T x T scores never stored. The workspace holds the per-row log-sum-exp (fp32 [B,H,T]) the
+ * backward needs. Dropout on the probabilities uses the CPU backend's counters. */
+size_t cuda_attention_workspace_bytes(int B, int T, int H, int D);
+void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T, int H,
+                            int D, int head_start, int total_heads, dropout_rng rng);
+/* dqkv overwritten; deterministic (no atomics: dK/dV and dQ in separate passes) */
+void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+                             const void *workspace, int B, int T, int H, int D, int head_start,
+                             int total_heads, dropout_rng rng);
+
+/* ---- vocab-parallel cross entropy over bf16 logits (cuda_cross_entropy.cu) ----
+ * The three passes of kernels.h; the third computes the loss and overwrites the bf16 logits
+ * with (softmax - onehot) * grad_scale in the same pass. Statistics are fp32. */
+void cuda_cross_entropy_max(float *row_max, const bf16 *logits, int N, int V);
+void cuda_cross_entropy_sum_exp(float *sum_exp, float *target_logit, const bf16 *logits,
+                                const float *row_max, const int *targets, int N, int V,
+                                int vocab_start);
+void cuda_cross_entropy_loss_grad(float *losses, bf16 *logits, const float *row_max,
+                                  const float *sum_exp, const float *target_logit,
+                                  const int *targets, int N, int V, int vocab_start,
+                                  float grad_scale);
+
+/* ---- optimizer (cuda_adamw.cu) ---- */
+/* AdamW on fp32 masters (as kernels.h), then params_bf16 = bf16(master) in the same pass
+ * (params_bf16 may be NULL). */
+void cuda_adamw_update(float *master, bf16 *params_bf16, const float *grads, float *m, float *v,
+                       size_t n, float lr, float beta1, float beta2, float eps,
+                       float weight_decay, int step);
+/* sum of squares of fp32 x in a fixed order (block partials, then one ordered pass); blocks
+ * until the result is on the host */
+double cuda_sum_squares(const float *x, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUDA_KERNELS_H */

@@ -1,0 +1,1 @@
+/* cuda_layernorm.cu: (being written) */

@@ -1,0 +1,1 @@
+/* cuda_matmul.cu: (being written) */
