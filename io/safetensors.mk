@@ -1,0 +1,1 @@
+# io/safetensors.mk: safetensors reader/writer and the convert_checkpoint tool (being written).
