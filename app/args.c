@@ -74,6 +74,17 @@ static const flag_spec flags[] = {
     F("vocab-file", "data and dataloader", ARG_STRING, vocab_file, "", NULL, "vocabulary (vocab.json for GPT-2, vocab.txt for WordPiece)"),
     F("merge-file", "data and dataloader", ARG_STRING, merge_file, "", NULL, "BPE merges (merges.txt)"),
 
+    F("save", "checkpointing", ARG_STRING, save, "", NULL, "directory to save checkpoints in (one parallel-HDF5 file each)"),
+    F("load", "checkpointing", ARG_STRING, load, "", NULL, "directory to load the latest checkpoint from (resharded to this run's layout)"),
+    F("save-interval", "checkpointing", ARG_INT64, save_interval, "0", NULL, "save a checkpoint every N iterations (and always at the end)"),
+    F("exit-interval", "checkpointing", ARG_INT64, exit_interval, "0", NULL, "save (with --save) and exit when the iteration is a multiple of N"),
+    F("finetune", "checkpointing", ARG_BOOL, finetune, NULL, NULL, "load model weights only: iteration 0, fresh optimizer and RNG"),
+    F("no-load-optim", "checkpointing", ARG_BOOL, no_load_optim, NULL, NULL, "do not load the optimizer state"),
+    F("no-load-rng", "checkpointing", ARG_BOOL, no_load_rng, NULL, NULL, "do not load the RNG state (keep this run's --seed for dropout)"),
+    F("no-save-optim", "checkpointing", ARG_BOOL, no_save_optim, NULL, NULL, "do not save the optimizer state"),
+    F("ckpt-collective-io", "checkpointing", ARG_BOOL, ckpt_collective_io, NULL, NULL, "move tensor data with MPI-IO collective buffering (default: each rank writes its own pieces independently)"),
+    F("exit-signal-handler", "checkpointing", ARG_BOOL, exit_signal_handler, NULL, NULL, "on SIGTERM (or SIGUSR1/SIGUSR2) save a checkpoint and exit cleanly"),
+
     F("log-interval", "logging", ARG_INT64, log_interval, "100", NULL, "print the iteration line every N iterations"),
     F("metrics-file", "logging", ARG_STRING, metrics_file, "", NULL, "also write each logged iteration as a JSON line here"),
 
@@ -379,6 +390,13 @@ static int validate(parse_state *st, args *a, int world_size) {
     if (given(st, "vocab-size") && a->vocab_size <= 0)
         return fail(st, "--vocab-size must be positive, got %d", a->vocab_size);
     if (a->eval_iters < 0) return fail(st, "--eval-iters must not be negative, got %lld", (long long)a->eval_iters);
+    if (a->save_interval < 0) return fail(st, "--save-interval must not be negative, got %lld", (long long)a->save_interval);
+    if (a->exit_interval < 0) return fail(st, "--exit-interval must not be negative, got %lld", (long long)a->exit_interval);
+    if (a->save_interval > 0 && !a->save[0]) return fail(st, "--save-interval needs --save DIR");
+    if (a->exit_signal_handler && !a->save[0]) return fail(st, "--exit-signal-handler needs --save DIR (where to save on the signal)");
+    if ((a->finetune || a->no_load_optim || a->no_load_rng) && !a->load[0])
+        return fail(st, "--%s needs --load DIR", a->finetune ? "finetune" : a->no_load_optim ? "no-load-optim" : "no-load-rng");
+    if (a->no_save_optim && !a->save[0]) return fail(st, "--no-save-optim needs --save DIR");
 
     if (!given(st, "kv-channels")) {
         if (a->hidden_size % a->num_attention_heads != 0)

@@ -63,6 +63,16 @@ typedef struct args {
     char vocab_file[ARGS_PATH_MAX];
     char merge_file[ARGS_PATH_MAX];
 
+    /* checkpointing */
+    char save[ARGS_PATH_MAX];     /* directory to save checkpoints in */
+    char load[ARGS_PATH_MAX];     /* directory to load the latest checkpoint from */
+    int64_t save_interval;        /* save every N iterations (0: only at the end / on exit) */
+    int64_t exit_interval;        /* save and exit when the iteration is a multiple of N */
+    int finetune;                 /* load weights only; iteration, optimizer and RNG start fresh */
+    int no_load_optim, no_load_rng, no_save_optim;
+    int exit_signal_handler;      /* SIGTERM/SIGUSR1/SIGUSR2: save a checkpoint, then exit */
+    int ckpt_collective_io;       /* MPI-IO collective buffering for tensor data */
+
     /* logging */
     int64_t log_interval;
     char metrics_file[ARGS_PATH_MAX];

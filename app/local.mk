@@ -13,7 +13,9 @@ app_libapp_a_SOURCES = \
 	app/topology.c app/topology.h \
 	app/data_parallel.c app/data_parallel.h \
 	app/pipeline_schedule.c app/pipeline_schedule.h \
-	app/param_dump.c app/param_dump.h
+	app/param_dump.c app/param_dump.h \
+	app/checkpointing.c app/checkpointing.h \
+	app/exit_signal.c app/exit_signal.h
 
 APP_LIBS = app/libapp.a app/libdata.a io/libio.a app/libapp.a app/libtokenizer.a kernels/libkernels.a \
 	$(HDF5_LIBS) $(JANSSON_LIBS) $(PCRE2_LIBS) $(UTF8PROC_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) $(PAPI_LIBS) $(CUDA_LIBS) -lm

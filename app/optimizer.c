@@ -6,8 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-static void add_range(optimizer *opt, int *capacity, const param_tensor *p, size_t lo, size_t hi,
-                      int tp_rank) {
+static void add_range(optimizer *opt, int *capacity, const param_tensor *p, int param, size_t lo,
+                      size_t hi, int tp_rank) {
     if (opt->num_ranges == *capacity) {
         *capacity = *capacity ? 2 * *capacity : 64;
         opt->ranges = realloc(opt->ranges, sizeof(optimizer_range) * (size_t)*capacity);
@@ -19,6 +19,7 @@ static void add_range(optimizer *opt, int *capacity, const param_tensor *p, size
     r->state_offset = opt->state_elements;
     r->weight_decay = !p->no_weight_decay;
     r->norm_counted = !p->embedding_copy && !(p->tp_replicated && tp_rank != 0);
+    r->param = param;
     opt->state_elements += r->length;
 }
 
@@ -45,7 +46,7 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
             const param_tensor *p = &model->params[i];
             size_t lo = p->offset > start ? p->offset : start;
             size_t hi = p->offset + p->numel < start + length ? p->offset + p->numel : start + length;
-            if (lo < hi) add_range(opt, &capacity, p, lo, hi, model->config.tp_rank);
+            if (lo < hi) add_range(opt, &capacity, p, i, lo, hi, model->config.tp_rank);
         }
     }
     opt->exp_avg = model->ops->alloc(sizeof(float) * (opt->state_elements ? opt->state_elements : 1));

@@ -15,6 +15,7 @@ typedef struct optimizer_range {
     size_t state_offset; /* into exp_avg / exp_avg_sq */
     int weight_decay;    /* 1: decayed */
     int norm_counted;    /* 0 for copies held elsewhere too (tensor-parallel replicas, tied copy) */
+    int param;           /* index into the model's parameter table */
 } optimizer_range;
 
 typedef struct optimizer {

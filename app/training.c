@@ -7,7 +7,9 @@
  * [m*B*dp + r*B, m*B*dp + r*B + B) (Megatron's pretraining sampler), so a sample's place in the
  * global batch, its tokens and its dropout masks do not depend on the parallel layout. */
 #include "training.h"
+#include "checkpointing.h"
 #include "error.h"
+#include "exit_signal.h"
 #include "mock_data.h"
 #include "param_dump.h"
 #include "pipeline_schedule.h"
@@ -121,6 +123,9 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
                bytes, bytes - 8.0, 8.0 + 8.0 / d, d);
         fflush(stdout);
     }
+    t->last_saved_iteration = -1;
+    if (a->load[0]) checkpoint_load(t, a->load);
+    if (a->exit_signal_handler) exit_signal_install();
 }
 
 void trainer_teardown(trainer *t) {
@@ -207,6 +212,32 @@ static double flops_per_iteration(const args *a) {
     return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
 }
 
+/* after an iteration: --save-interval, the exit signal, --exit-interval (Megatron's order);
+ * returns 1 when training must stop here */
+static int checkpoint_or_exit(trainer *t) {
+    const args *a = t->args;
+    int is_logger = t->topo.world_rank == 0;
+    if (a->save[0] && a->save_interval > 0 && t->iteration % a->save_interval == 0)
+        checkpoint_save(t, a->save);
+    if (a->exit_signal_handler) {
+        int signal_number = exit_signal_received();
+        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &signal_number, 1, MPI_INT, MPI_MAX, t->topo.world.mpi));
+        if (signal_number) {
+            if (t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+            if (is_logger) printf("exiting program after receiving signal %d at iteration %lld\n", signal_number, (long long)t->iteration);
+            t->exited_early = 1;
+            return 1;
+        }
+    }
+    if (a->exit_interval > 0 && t->iteration % a->exit_interval == 0 && t->iteration < a->train_iters) {
+        if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+        if (is_logger) printf("exiting program at iteration %lld\n", (long long)t->iteration);
+        t->exited_early = 1;
+        return 1;
+    }
+    return 0;
+}
+
 double trainer_train(trainer *t) {
     const args *a = t->args;
     gpt_model *model = &t->model;
@@ -261,6 +292,7 @@ double trainer_train(trainer *t) {
             interval_loss = interval_time = 0.0;
             interval_iterations = 0;
         }
+        if (checkpoint_or_exit(t)) break;
         if (a->eval_iters > 0 && t->iteration % a->eval_interval == 0 && t->iteration < a->train_iters) {
             last_validation = evaluate(t);
             char when[64];
@@ -269,7 +301,8 @@ double trainer_train(trainer *t) {
         }
     }
     data_parallel_finish_param_gather(&t->dp);
-    if (a->eval_iters > 0) {
+    if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+    if (a->eval_iters > 0 && !t->exited_early) {
         last_validation = evaluate(t);
         if (is_logger) train_log_validation(&t->log, t->iteration, "at the end of training", last_validation);
     }

@@ -26,6 +26,8 @@ typedef struct trainer {
     int64_t iteration;
     int64_t consumed_samples;
     int64_t skipped_iterations, nan_iterations;
+    int64_t last_saved_iteration;    /* iteration of the last checkpoint saved or loaded (-1: none) */
+    int exited_early;                /* stopped by --exit-interval or the exit signal */
     /* the micro-batch being loaded */
     int split;
     int64_t batch_start;
@@ -38,7 +40,7 @@ typedef struct trainer {
     char *data_words;                /* --data-path split into words (data's paths point here) */
 } trainer;
 
-/* build groups, model, optimizer from the parsed arguments (collective) */
+/* build groups, model, optimizer from the parsed arguments, then load --load (collective) */
 void trainer_setup(trainer *t, const args *a, const kernel_ops *ops);
 /* run --train-iters iterations; returns the final validation loss (NaN when none) */
 double trainer_train(trainer *t);

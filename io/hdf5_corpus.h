@@ -11,12 +11,7 @@
 #include <stdint.h>
 
 #include "error.h"
-
-/* an HDF5 call returning a negative herr_t/hid_t is a bug or a system failure: abort the job
- * naming the call (HDF5 prints its own error stack just before) */
-#define CHECK_HDF5(call) do { \
-        if ((int64_t)(call) < 0) FATAL("HDF5 call failed: %s", #call); \
-    } while (0)
+#include "hdf5_check.h"
 
 enum { CORPUS_FORMAT_VERSION = 1 };
 

@@ -1,1 +1,141 @@
-/* cuda_adamw.cu: (being written) */
+/* cuda_adamw.cu: the fused AdamW step on fp32 master weights (writing the bf16 working copy of
+ * the parameters in the same pass) and the deterministic sum of squares behind the global
+ * gradient norm. The update is the CPU reference's (kernels/cpu/cpu_adamw.c):
+ *   m = b1 m + (1-b1) g,  v = b2 v + (1-b2) g^2
+ *   m_hat = m / (1 - b1^step),  v_hat = v / (1 - b2^step)          (bias correction, step >= 1)
+ *   p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)              (decoupled weight decay)
+ * evaluated with the same operations in the same order through the round-to-nearest intrinsics
+ * (no fused multiply-adds), so the fp32 results equal the CPU's bit for bit.
+ * sum_squares: a fixed grid of blocks (independent of the device) accumulates x^2 in double,
+ * each block reduces in a fixed order, and one block adds the block partials in order. */
+#include <math.h>
+
+#include "cuda_common.cuh"
+
+static const int adamw_threads = 256;
+
+static __device__ __forceinline__ float adamw_element(float *m, float *v, float p, float g,
+                                                      float lr, float beta1, float beta2,
+                                                      float one_minus_beta1,
+                                                      float one_minus_beta2, float eps,
+                                                      float weight_decay, float bc1, float bc2) {
+    float mi = __fadd_rn(__fmul_rn(beta1, *m), __fmul_rn(one_minus_beta1, g));
+    float vi = __fadd_rn(__fmul_rn(beta2, *v), __fmul_rn(__fmul_rn(one_minus_beta2, g), g));
+    *m = mi;
+    *v = vi;
+    float m_hat = __fdiv_rn(mi, bc1);
+    float v_hat = __fdiv_rn(vi, bc2);
+    float update = __fadd_rn(__fdiv_rn(m_hat, __fadd_rn(__fsqrt_rn(v_hat), eps)),
+                             __fmul_rn(weight_decay, p));
+    return __fsub_rn(p, __fmul_rn(lr, update));
+}
+
+static __global__ void adamw_kernel(float *master, __nv_bfloat16 *params, const float *grads,
+                                    float *m, float *v, size_t n, float lr, float beta1,
+                                    float beta2, float eps, float weight_decay, float bc1,
+                                    float bc2, bool vectorized) {
+    const float one_minus_beta1 = 1.0f - beta1, one_minus_beta2 = 1.0f - beta2;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t groups = vectorized ? n / 4 : 0;
+    for (size_t q = first; q < groups; q += stride) {
+        float4 p4 = reinterpret_cast<const float4 *>(master)[q];
+        float4 g4 = reinterpret_cast<const float4 *>(grads)[q];
+        float4 m4 = reinterpret_cast<const float4 *>(m)[q];
+        float4 v4 = reinterpret_cast<const float4 *>(v)[q];
+        p4.x = adamw_element(&m4.x, &v4.x, p4.x, g4.x, lr, beta1, beta2, one_minus_beta1,
+                             one_minus_beta2, eps, weight_decay, bc1, bc2);
+        p4.y = adamw_element(&m4.y, &v4.y, p4.y, g4.y, lr, beta1, beta2, one_minus_beta1,
+                             one_minus_beta2, eps, weight_decay, bc1, bc2);
+        p4.z = adamw_element(&m4.z, &v4.z, p4.z, g4.z, lr, beta1, beta2, one_minus_beta1,
+                             one_minus_beta2, eps, weight_decay, bc1, bc2);
+        p4.w = adamw_element(&m4.w, &v4.w, p4.w, g4.w, lr, beta1, beta2, one_minus_beta1,
+                             one_minus_beta2, eps, weight_decay, bc1, bc2);
+        reinterpret_cast<float4 *>(master)[q] = p4;
+        reinterpret_cast<float4 *>(m)[q] = m4;
+        reinterpret_cast<float4 *>(v)[q] = v4;
+        if (params != NULL) {
+            uint2 packed;
+            __nv_bfloat162 *pairs = reinterpret_cast<__nv_bfloat162 *>(&packed);
+            pairs[0] = __floats2bfloat162_rn(p4.x, p4.y);
+            pairs[1] = __floats2bfloat162_rn(p4.z, p4.w);
+            reinterpret_cast<uint2 *>(params)[q] = packed;
+        }
+    }
+    for (size_t i = 4 * groups + first; i < n; i += stride) {
+        float mi = m[i], vi = v[i];
+        float p = adamw_element(&mi, &vi, master[i], grads[i], lr, beta1, beta2, one_minus_beta1,
+                                one_minus_beta2, eps, weight_decay, bc1, bc2);
+        m[i] = mi;
+        v[i] = vi;
+        master[i] = p;
+        if (params != NULL) params[i] = __float2bfloat16_rn(p);
+    }
+}
+
+extern "C" void cuda_adamw_update(float *master, bf16 *params_bf16, const float *grads, float *m,
+                                  float *v, size_t n, float lr, float beta1, float beta2,
+                                  float eps, float weight_decay, int step) {
+    if (n == 0) return;
+    /* bias corrections exactly as the CPU computes them */
+    float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
+    float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
+    bool vectorized = aligned16(master) && aligned16(grads) && aligned16(m) && aligned16(v) &&
+                      ((uintptr_t)params_bf16 & 7u) == 0;
+    size_t work = vectorized ? n / 4 + n % 4 : n;
+    adamw_kernel<<<grid_stride_blocks(work, adamw_threads), adamw_threads, 0, compute_stream()>>>(
+        master, as_nv(params_bf16), grads, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2,
+        vectorized);
+    CHECK_LAUNCH();
+}
+
+/* ---- sum of squares ---- */
+
+#define SUM_SQUARES_BLOCKS 512
+#define SUM_SQUARES_THREADS 256
+
+static __global__ void sum_squares_partials_kernel(double *partials, const float *x, size_t n,
+                                                   bool vectorized) {
+    __shared__ double reduce_scratch[32];
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    double acc = 0.0;
+    size_t groups = vectorized ? n / 4 : 0;
+    for (size_t q = first; q < groups; q += stride) {
+        float4 x4 = reinterpret_cast<const float4 *>(x)[q];
+        acc += (double)x4.x * (double)x4.x;
+        acc += (double)x4.y * (double)x4.y;
+        acc += (double)x4.z * (double)x4.z;
+        acc += (double)x4.w * (double)x4.w;
+    }
+    for (size_t i = 4 * groups + first; i < n; i += stride) acc += (double)x[i] * (double)x[i];
+    double block_total = block_sum_f64(acc, reduce_scratch);
+    if (threadIdx.x == 0) partials[blockIdx.x] = block_total;
+}
+
+/* one block: thread t adds partials t, t + blockDim.x, ... then the block sum */
+static __global__ void sum_squares_final_kernel(double *result, const double *partials,
+                                                int count) {
+    __shared__ double reduce_scratch[32];
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
+    double total = block_sum_f64(acc, reduce_scratch);
+    if (threadIdx.x == 0) *result = total;
+}
+
+extern "C" double cuda_sum_squares(const float *x, size_t n) {
+    if (n == 0) return 0.0;
+    double *scratch = (double *)stream_scratch((SUM_SQUARES_BLOCKS + 1) * sizeof(double));
+    double *partials = scratch, *result = scratch + SUM_SQUARES_BLOCKS;
+    sum_squares_partials_kernel<<<SUM_SQUARES_BLOCKS, SUM_SQUARES_THREADS, 0, compute_stream()>>>(
+        partials, x, n, aligned16(x));
+    CHECK_LAUNCH();
+    sum_squares_final_kernel<<<1, SUM_SQUARES_THREADS, 0, compute_stream()>>>(result, partials,
+                                                                             SUM_SQUARES_BLOCKS);
+    CHECK_LAUNCH();
+    double host_result = 0.0;
+    CHECK_CUDA(cudaMemcpyAsync(&host_result, result, sizeof(double), cudaMemcpyDeviceToHost,
+                               compute_stream()));
+    CHECK_CUDA(cudaStreamSynchronize(compute_stream()));
+    return host_result;
+}

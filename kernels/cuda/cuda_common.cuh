@@ -23,4 +23,137 @@ static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)(
 /* after every launch: a bad configuration is reported at its call site, not at the next sync */
 #define CHECK_LAUNCH() CHECK_CUDA(cudaGetLastError())
 
+
+/* ---- shared by the elementwise, embedding, layer norm, matmul and AdamW kernels ---- */
+
+/* a failing cuBLASLt call is named with its file and line, then the job aborts (expand only in
+ * files that include <cublasLt.h>) */
+#define CHECK_CUBLAS(call)                                                                 \
+    do {                                                                                   \
+        cublasStatus_t cublas_status_ = (call);                                            \
+        if (cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                     \
+            fprintf(stderr, "FATAL at %s:%d: %s failed: %s (status %d)\n", __FILE__,       \
+                    __LINE__, #call, cublasLtGetStatusString(cublas_status_),              \
+                    (int)cublas_status_);                                                  \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+/* whether a pointer allows 128-bit (8 x bf16, 4 x fp32) loads and stores */
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* number of SMs of the current device (grid sizes of grid-stride loops; never used where it
+ * would change a reduction order) */
+static inline int device_sm_count(void) {
+    static int sm_count = 0;
+    if (sm_count == 0) {
+        int device = 0;
+        CHECK_CUDA(cudaGetDevice(&device));
+        CHECK_CUDA(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+        if (sm_count <= 0) sm_count = 1;
+    }
+    return sm_count;
+}
+
+/* blocks for a grid-stride loop over `work` items: enough to fill the GPU, not more */
+static inline unsigned int grid_stride_blocks(size_t work, int threads) {
+    size_t blocks = (work + (size_t)threads - 1) / (size_t)threads;
+    size_t cap = (size_t)device_sm_count() * 16;
+    if (blocks > cap) blocks = cap;
+    return blocks ? (unsigned int)blocks : 1u;
+}
+
+/* a grow-only device scratch buffer (one per .cu file), (re)allocated in stream order on the
+ * compute stream, so kernels still using the old buffer finish before it is released; its
+ * contents do not survive from one call to the next */
+static inline void *stream_scratch(size_t bytes) {
+    static void *scratch_buffer = NULL;
+    static size_t scratch_capacity = 0;
+    if (bytes > scratch_capacity) {
+        if (scratch_buffer != NULL) CHECK_CUDA(cudaFreeAsync(scratch_buffer, compute_stream()));
+        size_t grown = bytes + bytes / 4 + 256;
+        CHECK_CUDA(cudaMallocAsync(&scratch_buffer, grown, compute_stream()));
+        scratch_capacity = grown;
+    }
+    return scratch_buffer;
+}
+
+/* 8 bf16 <-> 8 floats through one 128-bit access (p must be 16-byte aligned) */
+static __device__ __forceinline__ void load_bf16x8(float out[8], const __nv_bfloat16 *p) {
+    uint4 raw = *reinterpret_cast<const uint4 *>(p);
+    const __nv_bfloat162 *pairs = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 f = __bfloat1622float2(pairs[i]);
+        out[2 * i] = f.x;
+        out[2 * i + 1] = f.y;
+    }
+}
+static __device__ __forceinline__ void store_bf16x8(__nv_bfloat16 *p, const float in[8]) {
+    uint4 raw;
+    __nv_bfloat162 *pairs = reinterpret_cast<__nv_bfloat162 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; i++) pairs[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+    *reinterpret_cast<uint4 *>(p) = raw;
+}
+
+/* butterfly sums over a full warp: every lane ends with the same, order-fixed value */
+static __device__ __forceinline__ float warp_sum_f32(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+static __device__ __forceinline__ double warp_sum_f64(double v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+/* sum over a 1-D block whose size is a multiple of 32 (at most 1024), returned to every thread
+ * in a fixed order (warps, then warp totals); shared32 is __shared__ scratch of 32 values that
+ * may be reused right after the call */
+static __device__ __forceinline__ float block_sum_f32(float v, float *shared32) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_f32(v);
+    __syncthreads(); /* an earlier call's readers are done with shared32 */
+    if (lane == 0) shared32[warp] = v;
+    __syncthreads();
+    return warp_sum_f32(lane < warps ? shared32[lane] : 0.0f);
+}
+static __device__ __forceinline__ double block_sum_f64(double v, double *shared32) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    v = warp_sum_f64(v);
+    __syncthreads();
+    if (lane == 0) shared32[warp] = v;
+    __syncthreads();
+    return warp_sum_f64(lane < warps ? shared32[lane] : 0.0);
+}
+
+
+/* out[c] += sum_r partials[r * C + c] for a fp32 matrix partials[rows, C] of per-block partial
+ * sums: the second, fixed-order pass of the column reductions (bias, layer-norm and embedding
+ * gradients). Launch with grid ceil(C/32), block (32, 32): thread (x, y) sums rows y, y+32, ...
+ * of column 32*blockIdx.x + x in order, then row y = 0 adds the 32 sums in order. */
+static __global__ void column_sum_accumulate_kernel(float *out, const float *partials, int rows,
+                                                    int C) {
+    __shared__ float sums[32][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (c < C)
+        for (int r = threadIdx.y; r < rows; r += 32) acc += partials[(size_t)r * C + c];
+    sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float total = 0.0f;
+        for (int y = 0; y < 32; y++) total += sums[y][threadIdx.x];
+        out[c] += total;
+    }
+}
+static inline void column_sum_accumulate(float *out, const float *partials, int rows, int C) {
+    if (C <= 0) return;
+    column_sum_accumulate_kernel<<<ceil_div((size_t)C, 32), dim3(32, 32), 0, compute_stream()>>>(
+        out, partials, rows, C);
+    CHECK_LAUNCH();
+}
+
 #endif /* CUDA_COMMON_CUH */

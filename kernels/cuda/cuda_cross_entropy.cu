@@ -1,1 +1,176 @@
-/* cuda_cross_entropy.cu: (being written) */
+/* cuda_cross_entropy.cu: vocab-parallel softmax cross-entropy over bf16 logits[N,V], the GPU
+ * counterpart of kernels/cpu/cpu_cross_entropy.c, in its three passes (the caller all-reduces
+ * across tensor-parallel ranks between them):
+ *   1. row_max = max_v logits
+ *   2. sum_exp = sum_v exp(logits - row_max); target_logit = logits[target - vocab_start] when the
+ *      target is a local column, else 0
+ *   3. loss = log(sum_exp) + row_max - target_logit; the logits are overwritten with
+ *      (softmax - onehot(target)) * grad_scale, softmax_v = exp(logits_v - row_max) / sum_exp.
+ * Targets are not special-cased (a negative or out-of-range id is simply not local), as on the CPU.
+ * One block per row. A row starts wherever n*V puts it (V may be odd), so each row is read as a
+ * scalar head up to the first 16-byte boundary, a body of 8-wide vectors and a scalar tail.
+ * Reductions are per-thread sums in a fixed order, then warp shuffles and a fixed pass over the
+ * warp partials: bitwise reproducible, no atomics. */
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_common.cuh"
+
+typedef __nv_bfloat16 nvbf16;
+
+#define CE_THREADS 256
+#define CE_WARPS (CE_THREADS / 32)
+
+/* elements before the first 16-byte boundary of a row (bf16 rows are 2-byte aligned) */
+static __device__ __forceinline__ int ce_head_length(const nvbf16 *row, int V) {
+    int head = (int)(((16u - (unsigned int)(reinterpret_cast<uintptr_t>(row) & 15u)) & 15u) / 2u);
+    return head < V ? head : V;
+}
+
+/* the 8 values of a 16-byte vector of bf16 (element 0 in the low half of .x) */
+static __device__ __forceinline__ void ce_unpack8(uint4 u, float *f) {
+    f[0] = __uint_as_float(u.x << 16); f[1] = __uint_as_float(u.x & 0xffff0000u);
+    f[2] = __uint_as_float(u.y << 16); f[3] = __uint_as_float(u.y & 0xffff0000u);
+    f[4] = __uint_as_float(u.z << 16); f[5] = __uint_as_float(u.z & 0xffff0000u);
+    f[6] = __uint_as_float(u.w << 16); f[7] = __uint_as_float(u.w & 0xffff0000u);
+}
+
+static __device__ __forceinline__ unsigned int ce_pack2(float lo, float hi) {
+    __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned int *>(&pair);
+}
+
+/* block-wide max / sum (all CE_THREADS threads call; every thread gets the result) */
+static __device__ float ce_block_max(float v) {
+    __shared__ float warp_part[CE_WARPS];
+    __shared__ float result;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) warp_part[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < CE_WARPS ? warp_part[lane] : -INFINITY;
+        for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+        if (lane == 0) result = v;
+    }
+    __syncthreads();
+    return result;
+}
+
+static __device__ float ce_block_sum(float v) {
+    __shared__ float warp_part[CE_WARPS];
+    __shared__ float result;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) warp_part[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < CE_WARPS ? warp_part[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) result = v;
+    }
+    __syncthreads();
+    return result;
+}
+
+static __global__ void __launch_bounds__(CE_THREADS)
+cross_entropy_max_kernel(float *row_max, const nvbf16 *logits, int V) {
+    const nvbf16 *row = logits + (size_t)blockIdx.x * V;
+    const int head = ce_head_length(row, V), num_vec = (V - head) / 8;
+    const uint4 *vec = reinterpret_cast<const uint4 *>(row + head);
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < head; i += CE_THREADS) m = fmaxf(m, __bfloat162float(row[i]));
+    for (int i = threadIdx.x; i < num_vec; i += CE_THREADS) {
+        float f[8];
+        ce_unpack8(vec[i], f);
+        for (int e = 0; e < 8; e++) m = fmaxf(m, f[e]);
+    }
+    for (int i = head + num_vec * 8 + threadIdx.x; i < V; i += CE_THREADS)
+        m = fmaxf(m, __bfloat162float(row[i]));
+    m = ce_block_max(m);
+    if (threadIdx.x == 0) row_max[blockIdx.x] = m;
+}
+
+static __global__ void __launch_bounds__(CE_THREADS)
+cross_entropy_sum_exp_kernel(float *sum_exp, float *target_logit, const nvbf16 *logits,
+                             const float *row_max, const int *targets, int V, int vocab_start) {
+    const int n = blockIdx.x;
+    const nvbf16 *row = logits + (size_t)n * V;
+    const int head = ce_head_length(row, V), num_vec = (V - head) / 8;
+    const uint4 *vec = reinterpret_cast<const uint4 *>(row + head);
+    const float m = row_max[n];
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < head; i += CE_THREADS) s += expf(__bfloat162float(row[i]) - m);
+    for (int i = threadIdx.x; i < num_vec; i += CE_THREADS) {
+        float f[8];
+        ce_unpack8(vec[i], f);
+        for (int e = 0; e < 8; e++) s += expf(f[e] - m);
+    }
+    for (int i = head + num_vec * 8 + threadIdx.x; i < V; i += CE_THREADS)
+        s += expf(__bfloat162float(row[i]) - m);
+    s = ce_block_sum(s);
+    if (threadIdx.x == 0) {
+        sum_exp[n] = s;
+        const int t = targets[n] - vocab_start;
+        target_logit[n] = (t >= 0 && t < V) ? __bfloat162float(row[t]) : 0.0f;
+    }
+}
+
+static __global__ void __launch_bounds__(CE_THREADS)
+cross_entropy_loss_grad_kernel(float *losses, nvbf16 *logits, const float *row_max,
+                               const float *sum_exp, const float *target_logit,
+                               const int *targets, int V, int vocab_start, float grad_scale) {
+    const int n = blockIdx.x;
+    nvbf16 *row = logits + (size_t)n * V;
+    const int head = ce_head_length(row, V), num_vec = (V - head) / 8;
+    uint4 *vec = reinterpret_cast<uint4 *>(row + head);
+    const float m = row_max[n], s = sum_exp[n], inv_sum = 1.0f / s;
+    const int t = targets[n] - vocab_start; /* local column of the target, if this rank has it */
+    if (threadIdx.x == 0) losses[n] = logf(s) + m - target_logit[n];
+    for (int i = threadIdx.x; i < head; i += CE_THREADS) {
+        float prob = expf(__bfloat162float(row[i]) - m) * inv_sum;
+        row[i] = __float2bfloat16((prob - (i == t ? 1.0f : 0.0f)) * grad_scale);
+    }
+    for (int i = threadIdx.x; i < num_vec; i += CE_THREADS) {
+        float f[8];
+        ce_unpack8(vec[i], f);
+        const int v0 = head + i * 8;
+        for (int e = 0; e < 8; e++) {
+            float prob = expf(f[e] - m) * inv_sum;
+            f[e] = (prob - (v0 + e == t ? 1.0f : 0.0f)) * grad_scale;
+        }
+        uint4 u;
+        u.x = ce_pack2(f[0], f[1]);
+        u.y = ce_pack2(f[2], f[3]);
+        u.z = ce_pack2(f[4], f[5]);
+        u.w = ce_pack2(f[6], f[7]);
+        vec[i] = u;
+    }
+    for (int i = head + num_vec * 8 + threadIdx.x; i < V; i += CE_THREADS) {
+        float prob = expf(__bfloat162float(row[i]) - m) * inv_sum;
+        row[i] = __float2bfloat16((prob - (i == t ? 1.0f : 0.0f)) * grad_scale);
+    }
+}
+
+extern "C" void cuda_cross_entropy_max(float *row_max, const bf16 *logits, int N, int V) {
+    if (N <= 0) return;
+    cross_entropy_max_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(row_max, as_nv(logits), V);
+    CHECK_LAUNCH();
+}
+
+extern "C" void cuda_cross_entropy_sum_exp(float *sum_exp, float *target_logit, const bf16 *logits,
+                                           const float *row_max, const int *targets, int N, int V,
+                                           int vocab_start) {
+    if (N <= 0) return;
+    cross_entropy_sum_exp_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(sum_exp, target_logit, as_nv(logits), row_max, targets, V, vocab_start);
+    CHECK_LAUNCH();
+}
+
+extern "C" void cuda_cross_entropy_loss_grad(float *losses, bf16 *logits, const float *row_max,
+                                             const float *sum_exp, const float *target_logit,
+                                             const int *targets, int N, int V, int vocab_start,
+                                             float grad_scale) {
+    if (N <= 0) return;
+    cross_entropy_loss_grad_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(losses, as_nv(logits), row_max, sum_exp, target_logit, targets, V, vocab_start, grad_scale);
+    CHECK_LAUNCH();
+}

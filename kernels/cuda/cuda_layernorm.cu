@@ -1,1 +1,266 @@
-/* cuda_layernorm.cu: (being written) */
+/* cuda_layernorm.cu: fused layer norm over rows of bf16 x[N,C] with fp32 statistics, as the CPU
+ * reference (kernels/cpu/cpu_layernorm.c):
+ *   norm = (x - mean) * rstd,  rstd = 1/sqrt(var + eps) (biased variance),  out = norm*w + b
+ *   backward, per row, with g = w*dout:  dx += rstd * (g - mean(g) - norm * mean(g*norm))
+ *   dweight += sum over rows of dout*norm,  dbias += sum over rows of dout.
+ *
+ * Forward: one block per row; the row is cached in shared memory as bf16 (2C bytes: 24 KiB at
+ * C = 12288), mean and variance are two block reductions (variance of x - mean, not E[x^2] -
+ * mean^2), then the normalized row is written. Each thread owns work units of 8 columns read
+ * with 128-bit accesses when C % 8 == 0 and the pointers are 16-byte aligned, else 1 column.
+ *
+ * Backward: a fixed number of blocks (a function of N and C only, never of the device), each
+ * taking rows blockIdx.x, blockIdx.x + gridDim.x, ...; a thread owns the same columns in every
+ * row, so it accumulates dweight/dbias for them in shared memory without synchronization. Each
+ * block writes its partial sums, and a second fixed-order pass (column_sum_accumulate) adds them
+ * into dweight and dbias: no atomics, bitwise reproducible. */
+#include "cuda_common.cuh"
+
+/* threads of a row's block: one per work unit, a multiple of 32, at most 512 */
+static int row_threads(int units) {
+    int threads = (units + 31) / 32 * 32;
+    if (threads < 32) threads = 32;
+    if (threads > 512) threads = 512;
+    return threads;
+}
+
+/* dynamic shared memory above the 48 KiB default needs an explicit opt-in per kernel */
+static void allow_shared_memory(const void *kernel, size_t bytes, const char *what) {
+    if (bytes <= 48 * 1024) return;
+    int device = 0, limit = 0;
+    CHECK_CUDA(cudaGetDevice(&device));
+    CHECK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (bytes > (size_t)limit) {
+        fprintf(stderr, "FATAL at %s:%d: %s needs %zu bytes of shared memory, the device allows %d\n",
+                __FILE__, __LINE__, what, bytes, limit);
+        abort();
+    }
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+}
+
+/* ---- forward ---- */
+
+static __global__ void layernorm_forward_kernel(__nv_bfloat16 *out, float *mean, float *rstd,
+                                                const __nv_bfloat16 *x,
+                                                const __nv_bfloat16 *weight,
+                                                const __nv_bfloat16 *bias, int C, float eps,
+                                                bool vectorized) {
+    extern __shared__ __align__(16) unsigned char layernorm_shared[];
+    __nv_bfloat16 *row_cache = reinterpret_cast<__nv_bfloat16 *>(layernorm_shared);
+    __shared__ float reduce_scratch[32];
+
+    const size_t n = blockIdx.x;
+    const __nv_bfloat16 *x_row = x + n * C;
+    __nv_bfloat16 *out_row = out + n * C;
+    const int width = vectorized ? 8 : 1;
+    const int units = C / width;
+
+    /* pass 1: cache the row, sum it */
+    float sum = 0.0f;
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
+        if (vectorized) {
+            uint4 raw = *reinterpret_cast<const uint4 *>(x_row + 8 * u);
+            *reinterpret_cast<uint4 *>(row_cache + 8 * u) = raw;
+            float v[8];
+            load_bf16x8(v, row_cache + 8 * u);
+#pragma unroll
+            for (int k = 0; k < 8; k++) sum += v[k];
+        } else {
+            __nv_bfloat16 raw = x_row[u];
+            row_cache[u] = raw;
+            sum += __bfloat162float(raw);
+        }
+    }
+    const float row_mean = block_sum_f32(sum, reduce_scratch) / (float)C;
+
+    /* pass 2: variance about the mean (each thread rereads only what it cached itself) */
+    float squares = 0.0f;
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
+        float v[8];
+        if (vectorized) load_bf16x8(v, row_cache + 8 * u);
+        else v[0] = __bfloat162float(row_cache[u]);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            if (k < width) {
+                float d = v[k] - row_mean;
+                squares += d * d;
+            }
+        }
+    }
+    const float variance = block_sum_f32(squares, reduce_scratch) / (float)C;
+    const float row_rstd = 1.0f / sqrtf(variance + eps);
+
+    /* pass 3: normalize, scale, shift */
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
+        if (vectorized) {
+            float v[8], w[8], b[8];
+            load_bf16x8(v, row_cache + 8 * u);
+            load_bf16x8(w, weight + 8 * u);
+            load_bf16x8(b, bias + 8 * u);
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = (v[k] - row_mean) * row_rstd * w[k] + b[k];
+            store_bf16x8(out_row + 8 * u, v);
+        } else {
+            float norm = (__bfloat162float(row_cache[u]) - row_mean) * row_rstd;
+            out_row[u] = __float2bfloat16_rn(norm * __bfloat162float(weight[u]) +
+                                             __bfloat162float(bias[u]));
+        }
+    }
+    if (threadIdx.x == 0) {
+        mean[n] = row_mean;
+        rstd[n] = row_rstd;
+    }
+}
+
+extern "C" void cuda_layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *x,
+                                       const bf16 *weight, const bf16 *bias, int N, int C,
+                                       float eps) {
+    if (N <= 0 || C <= 0) return;
+    bool vectorized = C % 8 == 0 && aligned16(out) && aligned16(x) && aligned16(weight) &&
+                      aligned16(bias);
+    int threads = row_threads(vectorized ? C / 8 : C);
+    size_t shared_bytes = ((size_t)C * sizeof(bf16) + 15) / 16 * 16;
+    allow_shared_memory((const void *)layernorm_forward_kernel, shared_bytes,
+                        "layernorm_forward");
+    layernorm_forward_kernel<<<(unsigned int)N, threads, shared_bytes, compute_stream()>>>(
+        as_nv(out), mean, rstd, as_nv(x), as_nv(weight), as_nv(bias), C, eps, vectorized);
+    CHECK_LAUNCH();
+}
+
+/* ---- backward ---- */
+
+/* blocks of the backward: at most 1024, at most one per row, and partial sums of at most
+ * 4M floats per gradient (16 MiB); a function of N and C only, so results do not depend on the
+ * device */
+static int layernorm_backward_blocks(int N, int C) {
+    int blocks = 1024;
+    int by_memory = (int)((4u << 20) / (unsigned int)C);
+    if (by_memory < 1) by_memory = 1;
+    if (blocks > by_memory) blocks = by_memory;
+    if (blocks > N) blocks = N;
+    return blocks;
+}
+
+static __global__ void layernorm_backward_kernel(__nv_bfloat16 *dx, float *dweight_partials,
+                                                 float *dbias_partials,
+                                                 const __nv_bfloat16 *dout,
+                                                 const __nv_bfloat16 *x,
+                                                 const __nv_bfloat16 *weight,
+                                                 const float *mean, const float *rstd, int N,
+                                                 int C, bool vectorized) {
+    /* column u * width + k of the accumulators lives at k * units + u: the threads of a warp
+     * touch consecutive words (no bank conflicts) */
+    extern __shared__ __align__(16) unsigned char layernorm_shared[];
+    float *dweight_acc = reinterpret_cast<float *>(layernorm_shared); /* [C] */
+    float *dbias_acc = dweight_acc + C;                                /* [C] */
+    __shared__ float reduce_scratch[32];
+
+    const int width = vectorized ? 8 : 1;
+    const int units = C / width;
+    /* a thread only ever touches its own columns: no synchronization around the accumulators */
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            if (k < width) {
+                dweight_acc[k * units + u] = 0.0f;
+                dbias_acc[k * units + u] = 0.0f;
+            }
+        }
+    }
+
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        const __nv_bfloat16 *x_row = x + (size_t)n * C;
+        const __nv_bfloat16 *dout_row = dout + (size_t)n * C;
+        __nv_bfloat16 *dx_row = dx + (size_t)n * C;
+        const float m = mean[n], s = rstd[n];
+
+        /* the two row reductions of the dx formula */
+        float g_sum = 0.0f, g_norm_sum = 0.0f;
+        for (int u = threadIdx.x; u < units; u += blockDim.x) {
+            float xv[8], dv[8], wv[8];
+            if (vectorized) {
+                load_bf16x8(xv, x_row + 8 * u);
+                load_bf16x8(dv, dout_row + 8 * u);
+                load_bf16x8(wv, weight + 8 * u);
+            } else {
+                xv[0] = __bfloat162float(x_row[u]);
+                dv[0] = __bfloat162float(dout_row[u]);
+                wv[0] = __bfloat162float(weight[u]);
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                if (k < width) {
+                    float norm = (xv[k] - m) * s;
+                    float g = wv[k] * dv[k];
+                    g_sum += g;
+                    g_norm_sum += g * norm;
+                }
+            }
+        }
+        const float g_mean = block_sum_f32(g_sum, reduce_scratch) / (float)C;
+        const float g_norm_mean = block_sum_f32(g_norm_sum, reduce_scratch) / (float)C;
+
+        /* dx += (g - mean(g) - norm * mean(g*norm)) * rstd; parameter gradients per column */
+        for (int u = threadIdx.x; u < units; u += blockDim.x) {
+            float xv[8], dv[8], wv[8], dxv[8];
+            if (vectorized) {
+                load_bf16x8(xv, x_row + 8 * u);
+                load_bf16x8(dv, dout_row + 8 * u);
+                load_bf16x8(wv, weight + 8 * u);
+                load_bf16x8(dxv, dx_row + 8 * u);
+            } else {
+                xv[0] = __bfloat162float(x_row[u]);
+                dv[0] = __bfloat162float(dout_row[u]);
+                wv[0] = __bfloat162float(weight[u]);
+                dxv[0] = __bfloat162float(dx_row[u]);
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                if (k < width) {
+                    float norm = (xv[k] - m) * s;
+                    float g = wv[k] * dv[k];
+                    dbias_acc[k * units + u] += dv[k];
+                    dweight_acc[k * units + u] += norm * dv[k];
+                    dxv[k] += (g - g_mean - norm * g_norm_mean) * s;
+                }
+            }
+            if (vectorized) store_bf16x8(dx_row + 8 * u, dxv);
+            else dx_row[u] = __float2bfloat16_rn(dxv[0]);
+        }
+    }
+
+    float *dweight_out = dweight_partials + (size_t)blockIdx.x * C;
+    float *dbias_out = dbias_partials + (size_t)blockIdx.x * C;
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            if (k < width) {
+                dweight_out[u * width + k] = dweight_acc[k * units + u];
+                dbias_out[u * width + k] = dbias_acc[k * units + u];
+            }
+        }
+    }
+}
+
+extern "C" void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
+                                        const bf16 *x, const bf16 *weight, const float *mean,
+                                        const float *rstd, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    bool vectorized = C % 8 == 0 && aligned16(dx) && aligned16(dout) && aligned16(x) &&
+                      aligned16(weight);
+    int threads = row_threads(vectorized ? C / 8 : C);
+    int blocks = layernorm_backward_blocks(N, C);
+    size_t shared_bytes = 2 * (size_t)C * sizeof(float);
+    allow_shared_memory((const void *)layernorm_backward_kernel, shared_bytes,
+                        "layernorm_backward");
+    float *partials = (float *)stream_scratch(2 * (size_t)blocks * C * sizeof(float));
+    float *dweight_partials = partials;
+    float *dbias_partials = partials + (size_t)blocks * C;
+    layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
+        as_nv(dx), dweight_partials, dbias_partials, as_nv(dout), as_nv(x), as_nv(weight), mean,
+        rstd, N, C, vectorized);
+    CHECK_LAUNCH();
+    column_sum_accumulate(dweight, dweight_partials, blocks, C);
+    column_sum_accumulate(dbias, dbias_partials, blocks, C);
+}

@@ -1,0 +1,498 @@
+/* convert_checkpoint.c: converts a GPT model between our HDF5 checkpoint (io/CHECKPOINT_FORMAT.md)
+ * and Hugging Face GPT-2 (model.safetensors + config.json), either way.
+ *   convert_checkpoint --to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16]
+ *                      [--overwrite]
+ *       writes HF_DIR/model.safetensors and HF_DIR/config.json (GPT2LMHeadModel; no lm_head
+ *       when the embeddings are tied, as transformers saves it). A folder is read through its
+ *       tracker; the file must be complete.
+ *   convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR
+ *                      [--make-vocab-size-divisible-by 128] [--overwrite]
+ *       writes CKPT_DIR/release.h5 and the tracker "release" (Megatron's name for a converted
+ *       model): iteration 0, no optimizer state. Reads model.safetensors or a sharded
+ *       model.safetensors.index.json, F32/F16/BF16/F64, names with or without "transformer.";
+ *       lm_head.weight different from wte becomes an untied output layer.
+ * The tensor mapping is in app/hf_gpt2_layout.h. Everything is validated (config against every
+ * tensor shape, dtypes, unknown tensors) before anything is written, and outputs appear only
+ * complete (write .tmp/.partial, fsync, rename). Runs as one process (directly or mpiexec -n 1). */
+#include "checkpoint_serial.h"
+#include "error.h"
+#include "hf_gpt2_config.h"
+#include "hf_gpt2_layout.h"
+#include "safetensors.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { path_max = CHECKPOINT_PATH_MAX + 64, error_max = 8192 };
+
+typedef struct options {
+    int to_hf, from_hf, overwrite, bfloat16;
+    const char *load, *output, *input, *save;
+    int64_t vocab_divisible_by;
+} options;
+
+static void print_help(void) {
+    printf("usage: convert_checkpoint --to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR\n"
+           "                          [--dtype float32|bfloat16] [--overwrite]\n"
+           "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
+           "                          [--make-vocab-size-divisible-by N] [--overwrite]\n"
+           "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2.\n"
+           "  --to-hf        write HF_DIR/model.safetensors and HF_DIR/config.json\n"
+           "                 (GPT2LMHeadModel) from the checkpoint a folder's tracker names, or\n"
+           "                 from one .h5 file\n"
+           "  --from-hf      write CKPT_DIR/release.h5 and set the tracker to \"release\"\n"
+           "  --dtype        tensor type of the safetensors file (default float32)\n"
+           "  --make-vocab-size-divisible-by N\n"
+           "                 pad the embedding table with zero rows to a multiple of N\n"
+           "                 (default 128, as Megatron)\n"
+           "  --overwrite    replace existing outputs\n");
+}
+
+static options parse_options(int argc, char **argv) {
+    options o = {0};
+    o.vocab_divisible_by = 128;
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
+            print_help();
+            MPI_Finalize();
+            exit(0);
+        }
+        if (!strcmp(flag, "--to-hf")) { o.to_hf = 1; continue; }
+        if (!strcmp(flag, "--from-hf")) { o.from_hf = 1; continue; }
+        if (!strcmp(flag, "--overwrite")) { o.overwrite = 1; continue; }
+        if (!value) user_error("%s is missing its value (try --help)", flag);
+        i++;
+        if (!strcmp(flag, "--load")) o.load = value;
+        else if (!strcmp(flag, "--output")) o.output = value;
+        else if (!strcmp(flag, "--input")) o.input = value;
+        else if (!strcmp(flag, "--save")) o.save = value;
+        else if (!strcmp(flag, "--dtype")) {
+            if (!strcmp(value, "bfloat16") || !strcmp(value, "bf16")) o.bfloat16 = 1;
+            else if (strcmp(value, "float32") && strcmp(value, "fp32"))
+                user_error("--dtype %s: expected float32 or bfloat16", value);
+        } else if (!strcmp(flag, "--make-vocab-size-divisible-by")) {
+            char *end;
+            o.vocab_divisible_by = strtoll(value, &end, 10);
+            if (*end || o.vocab_divisible_by <= 0)
+                user_error("--make-vocab-size-divisible-by %s: expected a positive integer", value);
+        } else {
+            user_error("unknown flag %s (try --help)", flag);
+        }
+    }
+    if (o.to_hf == o.from_hf) user_error("give exactly one of --to-hf and --from-hf (try --help)");
+    if (o.to_hf && (!o.load || !o.output)) user_error("--to-hf needs --load and --output");
+    if (o.from_hf && (!o.input || !o.save)) user_error("--from-hf needs --input and --save");
+    if (o.to_hf && (o.input || o.save)) user_error("--input and --save go with --from-hf");
+    if (o.from_hf && (o.load || o.output)) user_error("--load and --output go with --to-hf");
+    return o;
+}
+
+static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
+static int is_folder(const char *path) { struct stat st; return stat(path, &st) == 0 && S_ISDIR(st.st_mode); }
+
+static void refuse_existing(const char *path, int overwrite) {
+    if (!overwrite && exists(path)) user_error("%s already exists; pass --overwrite to replace it", path);
+}
+
+static const char *shape_text(int ndim, const int64_t *shape, char *buffer, size_t size) {
+    size_t used = (size_t)snprintf(buffer, size, "[");
+    for (int d = 0; d < ndim && used < size; d++)
+        used += (size_t)snprintf(buffer + used, size - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (used < size) snprintf(buffer + used, size - used, "]");
+    return buffer;
+}
+
+/* ---- ours -> Hugging Face ------------------------------------------------------------------ */
+static int64_t required_int(const checkpoint_reader *reader, const char *name) {
+    char err[error_max];
+    int64_t value;
+    if (checkpoint_read_int_arg(reader, name, &value, err, sizeof err)) user_error("%s", err);
+    if (value <= 0) user_error("%s: /args %s is %lld, expected a positive value", reader->path, name,
+                               (long long)value);
+    return value;
+}
+
+static void read_dims(const checkpoint_reader *reader, gpt2_dims *m, double *epsilon) {
+    char err[error_max];
+    m->num_layers = required_int(reader, "num_layers");
+    m->hidden = required_int(reader, "hidden_size");
+    m->heads = required_int(reader, "num_attention_heads");
+    m->head_dim = checkpoint_has_int_arg(reader, "kv_channels") ? required_int(reader, "kv_channels")
+                                                                 : m->hidden / m->heads;
+    m->ffn_hidden = required_int(reader, "ffn_hidden_size");
+    m->padded_vocab = required_int(reader, "padded_vocab_size");
+    m->positions = required_int(reader, "max_position_embeddings");
+    int64_t untie = 0, vocab = 0;
+    if (checkpoint_read_int_arg(reader, "untie_embeddings_and_output_weights", &untie, err, sizeof err))
+        user_error("%s", err);
+    m->untied = untie != 0;
+    if (checkpoint_has_int_arg(reader, "vocab_size"))
+        checkpoint_read_int_arg(reader, "vocab_size", &vocab, err, sizeof err);
+    if (vocab <= 0) {
+        fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld "
+                "embedding rows\n", program_name, reader->path, (long long)m->padded_vocab);
+        vocab = m->padded_vocab;
+    }
+    if (vocab > m->padded_vocab)
+        user_error("%s: /args vocab_size %lld exceeds padded_vocab_size %lld", reader->path,
+                   (long long)vocab, (long long)m->padded_vocab);
+    m->vocab = vocab;
+    if (m->heads * m->head_dim != m->hidden)
+        user_error("%s: kv_channels %lld x num_attention_heads %lld != hidden_size %lld; Hugging "
+                   "Face GPT-2 needs them equal", reader->path, (long long)m->head_dim,
+                   (long long)m->heads, (long long)m->hidden);
+    if (checkpoint_read_double_arg(reader, "layernorm_epsilon", epsilon, err, sizeof err))
+        user_error("%s", err);
+}
+
+/* writes path + ".tmp"; the caller renames it */
+static void write_config_tmp(const char *path, const gpt2_dims *m, double epsilon, int bfloat16) {
+    hf_gpt2_config config = {
+        .vocab_size = m->vocab, .n_positions = m->positions, .n_embd = m->hidden,
+        .n_layer = m->num_layers, .n_head = m->heads, .n_inner = m->ffn_hidden,
+        .layer_norm_epsilon = epsilon, .tie_word_embeddings = !m->untied,
+    };
+    snprintf(config.torch_dtype, sizeof config.torch_dtype, "%s", bfloat16 ? "bfloat16" : "float32");
+    char tmp[path_max + 8], err[error_max];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (hf_gpt2_config_write(tmp, &config, err, sizeof err)) {
+        unlink(tmp);
+        user_error("%s", err);
+    }
+}
+
+static void export_to_hf(const options *o) {
+    char path[path_max], err[error_max];
+    if (checkpoint_resolve(o->load, path, sizeof path, err, sizeof err)) user_error("%s", err);
+    checkpoint_reader reader;
+    if (checkpoint_reader_open(path, &reader, err, sizeof err)) user_error("%s", err);
+    gpt2_dims m = {0};
+    double epsilon;
+    read_dims(&reader, &m, &epsilon);
+    int count;
+    hf_gpt2_tensor *list = hf_gpt2_tensor_list(&m, &count);
+    for (int i = 0; i < count; i++)  /* every shape checked before anything is written */
+        if (checkpoint_check_tensor(&reader, list[i].ours, list[i].ndim, list[i].our_shape, err, sizeof err))
+            user_error("%s", err);
+
+    char model_path[path_max], config_path[path_max], config_tmp[path_max + 8];
+    if (!is_folder(o->output) && mkdir(o->output, 0777) != 0)
+        user_error("%s: cannot create the folder: %s", o->output, strerror(errno));
+    snprintf(model_path, sizeof model_path, "%s/model.safetensors", o->output);
+    snprintf(config_path, sizeof config_path, "%s/config.json", o->output);
+    snprintf(config_tmp, sizeof config_tmp, "%s.tmp", config_path);
+    refuse_existing(model_path, o->overwrite);
+    refuse_existing(config_path, o->overwrite);
+
+    /* the writer borrows every converted tensor until it writes them all */
+    safetensors_writer *writer = safetensors_writer_create();
+    safetensors_writer_set_metadata(writer, "format", "pt");
+    void **converted = calloc((size_t)count, sizeof *converted);
+    CHECK(converted, "out of memory");
+    for (int i = 0; i < count; i++) {
+        const hf_gpt2_tensor *t = &list[i];
+        float *ours = malloc(sizeof(float) * (size_t)hf_gpt2_our_elements(t));
+        float *hf = malloc(sizeof(float) * (size_t)hf_gpt2_hf_elements(t));
+        CHECK(ours && hf, "out of memory converting %s", t->ours);
+        if (checkpoint_read_tensor(&reader, t->ours, t->ndim, t->our_shape, ours, err, sizeof err))
+            user_error("%s", err);
+        hf_gpt2_to_hf(t, &m, ours, hf);
+        free(ours);
+        converted[i] = hf;
+        if (o->bfloat16) {
+            int64_t n = hf_gpt2_hf_elements(t);
+            uint16_t *narrow = malloc(sizeof(uint16_t) * (size_t)n);
+            CHECK(narrow, "out of memory");
+            for (int64_t e = 0; e < n; e++) narrow[e] = safetensors_float_to_bf16(hf[e]);
+            free(hf);
+            converted[i] = narrow;
+        }
+        if (safetensors_writer_add(writer, t->hf, o->bfloat16 ? SAFETENSORS_BF16 : SAFETENSORS_F32,
+                                   t->ndim, t->hf_shape, converted[i], err, sizeof err))
+            FATAL("%s", err);
+    }
+    checkpoint_reader_close(&reader);
+
+    /* config first to a .tmp, then the model (atomic), then the config into place */
+    write_config_tmp(config_path, &m, epsilon, o->bfloat16);
+    if (safetensors_writer_write(writer, model_path, err, sizeof err)) {
+        unlink(config_tmp);
+        user_error("%s", err);
+    }
+    if (rename(config_tmp, config_path) != 0) {
+        unlink(config_tmp);
+        user_error("cannot rename %s to %s: %s", config_tmp, config_path, strerror(errno));
+    }
+    printf("> %s: %s -> %s: %lld layers, hidden %lld, %lld heads, vocab %lld (%lld padding rows "
+           "dropped), %s, %s\n", program_name, path, o->output, (long long)m.num_layers,
+           (long long)m.hidden, (long long)m.heads, (long long)m.vocab,
+           (long long)(m.padded_vocab - m.vocab), m.untied ? "untied lm_head" : "tied embeddings",
+           o->bfloat16 ? "bfloat16" : "float32");
+    safetensors_writer_free(writer);
+    for (int i = 0; i < count; i++) free(converted[i]);
+    free(converted);
+    free(list);
+}
+
+/* ---- Hugging Face -> ours ------------------------------------------------------------------ */
+typedef struct hf_source {
+    char config_path[path_max];
+    int num_files;
+    safetensors_file *files;
+    char **used;               /* per file, per tensor: matched by a parameter */
+} hf_source;
+
+static void open_shard(hf_source *s, const char *path) {
+    char err[error_max];
+    s->files = realloc(s->files, sizeof *s->files * (size_t)(s->num_files + 1));
+    s->used = realloc(s->used, sizeof *s->used * (size_t)(s->num_files + 1));
+    CHECK(s->files && s->used, "out of memory");
+    if (safetensors_open(path, &s->files[s->num_files], err, sizeof err)) user_error("%s", err);
+    s->used[s->num_files] = calloc((size_t)s->files[s->num_files].num_tensors + 1, 1);
+    CHECK(s->used[s->num_files], "out of memory");
+    s->num_files++;
+}
+
+/* model.safetensors.index.json: {"weight_map": {"tensor": "file.safetensors", ...}} */
+static void open_sharded(hf_source *s, const char *folder, const char *index_path) {
+    json_error_t json_error;
+    json_t *root = json_load_file(index_path, 0, &json_error);
+    if (!root) user_error("%s:%d: not valid JSON: %s", index_path, json_error.line, json_error.text);
+    const json_t *map = json_object_get(root, "weight_map");
+    if (!json_is_object(map)) user_error("%s: no \"weight_map\" object", index_path);
+    const char *name;
+    const json_t *file;
+    char **opened = NULL;
+    int num_opened = 0;
+    json_object_foreach((json_t *)map, name, file) {
+        if (!json_is_string(file) || strchr(json_string_value(file), '/'))
+            user_error("%s: weight_map entry of '%s' is not a file name in the folder", index_path, name);
+        int seen = 0;
+        for (int i = 0; i < num_opened && !seen; i++) seen = !strcmp(opened[i], json_string_value(file));
+        if (seen) continue;
+        opened = realloc(opened, sizeof *opened * (size_t)(num_opened + 1));
+        CHECK(opened, "out of memory");
+        opened[num_opened++] = strdup(json_string_value(file));
+        char path[2 * path_max];
+        snprintf(path, sizeof path, "%s/%s", folder, json_string_value(file));
+        open_shard(s, path);
+    }
+    for (int i = 0; i < num_opened; i++) free(opened[i]);
+    free(opened);
+    json_decref(root);
+    if (!s->num_files) user_error("%s: the weight_map is empty", index_path);
+}
+
+static void open_hf_source(const char *input, hf_source *s) {
+    memset(s, 0, sizeof *s);
+    if (!exists(input)) user_error("%s: %s", input, strerror(errno));
+    char folder[path_max];
+    if (is_folder(input)) {
+        snprintf(folder, sizeof folder, "%s", input);
+    } else {  /* a .safetensors file: config.json sits next to it */
+        snprintf(folder, sizeof folder, "%s", input);
+        char *slash = strrchr(folder, '/');
+        if (slash) *slash = 0; else snprintf(folder, sizeof folder, ".");
+    }
+    snprintf(s->config_path, sizeof s->config_path, "%s/config.json", folder);
+    if (!is_folder(input)) {
+        open_shard(s, input);
+        return;
+    }
+    char single[path_max + 32], index[path_max + 32];
+    snprintf(single, sizeof single, "%s/model.safetensors", folder);
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", folder);
+    if (exists(single)) open_shard(s, single);
+    else if (exists(index)) open_sharded(s, folder, index);
+    else user_error("%s: no model.safetensors (or model.safetensors.index.json) in this folder", input);
+}
+
+static void close_hf_source(hf_source *s) {
+    for (int i = 0; i < s->num_files; i++) {
+        safetensors_close(&s->files[i]);
+        free(s->used[i]);
+    }
+    free(s->files);
+    free(s->used);
+}
+
+/* finds name, or name without its "transformer." prefix (GPT2Model exports), and marks it used */
+static const safetensors_tensor *find_hf(hf_source *s, const char *name, const safetensors_file **in) {
+    const char *prefix = "transformer.";
+    const char *bare = strncmp(name, prefix, strlen(prefix)) ? NULL : name + strlen(prefix);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *wanted = pass == 0 ? name : bare;
+        if (!wanted) continue;
+        for (int f = 0; f < s->num_files; f++) {
+            const safetensors_tensor *t = safetensors_find(&s->files[f], wanted);
+            if (t) {
+                s->used[f][t - s->files[f].tensors] = 1;
+                *in = &s->files[f];
+                return t;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* HF buffers that are not parameters: the causal mask and its fill value (older exports) */
+static int is_ignored_buffer(const char *name) {
+    size_t n = strlen(name);
+    return (n > 10 && !strcmp(name + n - 10, ".attn.bias")) ||
+           (n > 17 && !strcmp(name + n - 17, ".attn.masked_bias"));
+}
+
+static const char *config_summary(const hf_source *s, const hf_gpt2_config *c, char *buffer, size_t size) {
+    snprintf(buffer, size, "%s says n_layer %lld, n_embd %lld, n_head %lld, n_inner %lld, "
+             "vocab_size %lld, n_positions %lld", s->config_path, (long long)c->n_layer,
+             (long long)c->n_embd, (long long)c->n_head, (long long)c->n_inner,
+             (long long)c->vocab_size, (long long)c->n_positions);
+    return buffer;
+}
+
+/* finds one parameter's tensor and checks its shape and dtype against the config */
+static const safetensors_tensor *checked_hf_tensor(hf_source *s, const hf_gpt2_config *c,
+                                                   const char *name, int ndim, const int64_t *shape,
+                                                   const safetensors_file **in) {
+    char expected[128], found[128], summary[1024];
+    const safetensors_tensor *t = find_hf(s, name, in);
+    if (!t) user_error("%s: no tensor '%s' (nor without its \"transformer.\" prefix); %s",
+                       s->files[0].path, name, config_summary(s, c, summary, sizeof summary));
+    int same = t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+    if (!same)
+        user_error("%s: tensor '%s' has shape %s, expected %s (%s)", (*in)->path, t->name,
+                   shape_text(t->ndim, t->shape, found, sizeof found),
+                   shape_text(ndim, shape, expected, sizeof expected),
+                   config_summary(s, c, summary, sizeof summary));
+    if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16 &&
+        t->dtype != SAFETENSORS_F64)
+        user_error("%s: tensor '%s' is %s; expected F32, F16, BF16 or F64", (*in)->path, t->name,
+                   safetensors_dtype_name(t->dtype));
+    return t;
+}
+
+static float *read_hf_float32(const safetensors_file *file, const safetensors_tensor *t) {
+    char err[error_max];
+    float *values = malloc(sizeof(float) * (size_t)(t->num_elements ? t->num_elements : 1));
+    CHECK(values, "out of memory reading %s", t->name);
+    if (safetensors_read_float32(file, t, values, err, sizeof err)) user_error("%s", err);
+    return values;
+}
+
+/* lm_head.weight present and different from wte: an untied output layer */
+static int lm_head_is_untied(hf_source *s, const hf_gpt2_config *c, const safetensors_tensor *wte,
+                             const safetensors_file *wte_file) {
+    const safetensors_file *file;
+    int64_t shape[2] = {c->vocab_size, c->n_embd};
+    if (!find_hf(s, "lm_head.weight", &file)) return 0;
+    const safetensors_tensor *head = checked_hf_tensor(s, c, "lm_head.weight", 2, shape, &file);
+    float *a = read_hf_float32(wte_file, wte), *b = read_hf_float32(file, head);
+    int differ = memcmp(a, b, sizeof(float) * (size_t)wte->num_elements) != 0;
+    free(a);
+    free(b);
+    return differ;
+}
+
+static void import_from_hf(const options *o) {
+    char err[error_max];
+    hf_source s;
+    open_hf_source(o->input, &s);
+    hf_gpt2_config c;
+    if (hf_gpt2_config_read(s.config_path, &c, err, sizeof err)) user_error("%s", err);
+    gpt2_dims m = {
+        .num_layers = c.n_layer, .hidden = c.n_embd, .heads = c.n_head,
+        .head_dim = c.n_embd / c.n_head, .ffn_hidden = c.n_inner, .positions = c.n_positions,
+        .vocab = c.vocab_size,
+        .padded_vocab = (c.vocab_size + o->vocab_divisible_by - 1) / o->vocab_divisible_by *
+                        o->vocab_divisible_by,
+    };
+    /* validate everything before writing: shapes and dtypes of every parameter, no strangers */
+    const safetensors_file *wte_file;
+    int64_t wte_shape[2] = {m.vocab, m.hidden};
+    const safetensors_tensor *wte = checked_hf_tensor(&s, &c, "transformer.wte.weight", 2, wte_shape,
+                                                      &wte_file);
+    m.untied = lm_head_is_untied(&s, &c, wte, wte_file);
+    int count;
+    hf_gpt2_tensor *list = hf_gpt2_tensor_list(&m, &count);
+    const safetensors_tensor **sources = calloc((size_t)count, sizeof *sources);
+    const safetensors_file **source_files = calloc((size_t)count, sizeof *source_files);
+    CHECK(sources && source_files, "out of memory");
+    for (int i = 0; i < count; i++)
+        sources[i] = checked_hf_tensor(&s, &c, list[i].hf, list[i].ndim, list[i].hf_shape,
+                                       &source_files[i]);
+    for (int f = 0; f < s.num_files; f++)
+        for (int i = 0; i < s.files[f].num_tensors; i++)
+            if (!s.used[f][i] && !is_ignored_buffer(s.files[f].tensors[i].name))
+                user_error("%s: tensor '%s' is not a parameter of the GPT-2 that %s describes "
+                           "(n_layer %lld); is this a GPT2LMHeadModel or GPT2Model export?",
+                           s.files[f].path, s.files[f].tensors[i].name, s.config_path,
+                           (long long)c.n_layer);
+
+    char release_path[path_max], tracker_path[path_max];
+    snprintf(release_path, sizeof release_path, "%s/release.h5", o->save);
+    snprintf(tracker_path, sizeof tracker_path, "%s/%s", o->save, CHECKPOINT_TRACKER_NAME);
+    refuse_existing(release_path, o->overwrite);
+    refuse_existing(tracker_path, o->overwrite);
+
+    checkpoint_writer *w = checkpoint_writer_create(o->save, 0, 1, err, sizeof err);
+    if (!w) user_error("%s", err);
+    checkpoint_write_int_arg(w, "num_layers", m.num_layers);
+    checkpoint_write_int_arg(w, "hidden_size", m.hidden);
+    checkpoint_write_int_arg(w, "num_attention_heads", m.heads);
+    checkpoint_write_int_arg(w, "kv_channels", m.head_dim);
+    checkpoint_write_int_arg(w, "ffn_hidden_size", m.ffn_hidden);
+    checkpoint_write_int_arg(w, "padded_vocab_size", m.padded_vocab);
+    checkpoint_write_int_arg(w, "vocab_size", m.vocab);
+    checkpoint_write_int_arg(w, "make_vocab_size_divisible_by", o->vocab_divisible_by);
+    checkpoint_write_int_arg(w, "max_position_embeddings", m.positions);
+    checkpoint_write_int_arg(w, "seq_length", m.positions);
+    checkpoint_write_int_arg(w, "untie_embeddings_and_output_weights", m.untied);
+    checkpoint_write_double_arg(w, "layernorm_epsilon", c.layer_norm_epsilon);
+    checkpoint_write_string_arg(w, "tokenizer_type", "GPT2BPETokenizer");
+    checkpoint_write_int_arg(w, "tensor_model_parallel_size", 1);
+    checkpoint_write_int_arg(w, "pipeline_model_parallel_size", 1);
+    checkpoint_write_int_arg(w, "data_parallel_size", 1);
+    checkpoint_write_int_arg(w, "use_distributed_optimizer", 0);
+    for (int i = 0; i < count; i++) {
+        float *hf = read_hf_float32(source_files[i], sources[i]);
+        float *ours = malloc(sizeof(float) * (size_t)hf_gpt2_our_elements(&list[i]));
+        CHECK(ours, "out of memory converting %s", list[i].hf);
+        hf_gpt2_from_hf(&list[i], &m, hf, ours);
+        checkpoint_write_tensor(w, list[i].ours, list[i].ndim, list[i].our_shape, ours);
+        free(hf);
+        free(ours);
+    }
+    checkpoint_write_group_int(w, "rng", "seed", 1234);
+    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
+    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    printf("> %s: %s -> %s: %lld layers, hidden %lld, %lld heads, vocab %lld padded to %lld, %s "
+           "(%d tensors from %d file%s)\n", program_name, o->input, release_path,
+           (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.vocab,
+           (long long)m.padded_vocab, m.untied ? "untied output layer" : "tied embeddings", count,
+           s.num_files, s.num_files == 1 ? "" : "s");
+    free(sources);
+    free(source_files);
+    free(list);
+    close_hf_source(&s);
+}
+
+int main(int argc, char **argv) {
+    CHECK_MPI(MPI_Init(&argc, &argv));
+    program_name = "convert_checkpoint";
+    int world_size;
+    CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+    options o = parse_options(argc, argv);
+    if (world_size != 1) user_error("runs as one process, not %d (mpiexec -n 1 or directly)", world_size);
+    if (o.to_hf) export_to_hf(&o);
+    else import_from_hf(&o);
+    CHECK_MPI(MPI_Finalize());
+    return 0;
+}

@@ -1,0 +1,436 @@
+/* checkpoint_serial.c: single-process reader and crash-safe writer of our HDF5 checkpoint
+ * (see checkpoint_serial.h and io/CHECKPOINT_FORMAT.md). */
+#include "checkpoint_serial.h"
+
+#include "hdf5_corpus.h" /* CHECK_HDF5, the HDF5 error macro of io/ */
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* HDF5 prints its error stack on every failed call; while probing user files we report
+ * failures ourselves, so printing is off between quiet_begin and quiet_end */
+typedef struct quiet_hdf5 { H5E_auto2_t handler; void *data; } quiet_hdf5;
+static quiet_hdf5 quiet_begin(void) {
+    quiet_hdf5 saved;
+    H5Eget_auto2(H5E_DEFAULT, &saved.handler, &saved.data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    return saved;
+}
+static void quiet_end(quiet_hdf5 saved) { H5Eset_auto2(H5E_DEFAULT, saved.handler, saved.data); }
+
+/* ---- attributes --------------------------------------------------------------------------- */
+void checkpoint_write_int_attribute(hid_t object, const char *name, int64_t value) {
+    hid_t space = H5Screate(H5S_SCALAR);
+    CHECK_HDF5(space);
+    if (H5Aexists(object, name) > 0) CHECK_HDF5(H5Adelete(object, name));
+    hid_t attr = H5Acreate2(object, name, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK_HDF5(attr);
+    CHECK_HDF5(H5Awrite(attr, H5T_NATIVE_INT64, &value));
+    CHECK_HDF5(H5Aclose(attr));
+    CHECK_HDF5(H5Sclose(space));
+}
+
+static void write_double_attribute(hid_t object, const char *name, double value) {
+    hid_t space = H5Screate(H5S_SCALAR);
+    CHECK_HDF5(space);
+    hid_t attr = H5Acreate2(object, name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK_HDF5(attr);
+    CHECK_HDF5(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value));
+    CHECK_HDF5(H5Aclose(attr));
+    CHECK_HDF5(H5Sclose(space));
+}
+
+void checkpoint_write_string_attribute(hid_t object, const char *name, const char *value) {
+    hid_t type = H5Tcopy(H5T_C_S1);
+    CHECK_HDF5(type);
+    CHECK_HDF5(H5Tset_size(type, strlen(value) + 1));
+    CHECK_HDF5(H5Tset_strpad(type, H5T_STR_NULLTERM));
+    CHECK_HDF5(H5Tset_cset(type, H5T_CSET_UTF8));
+    hid_t space = H5Screate(H5S_SCALAR);
+    CHECK_HDF5(space);
+    hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK_HDF5(attr);
+    CHECK_HDF5(H5Awrite(attr, type, value));
+    CHECK_HDF5(H5Aclose(attr));
+    CHECK_HDF5(H5Sclose(space));
+    CHECK_HDF5(H5Tclose(type));
+}
+
+/* reads a scalar numeric attribute as memtype; class_ok says which stored classes are accepted */
+static int read_scalar(hid_t object, const char *name, hid_t memtype, int allow_float, void *out) {
+    if (H5Aexists(object, name) <= 0) return -1;
+    hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
+    if (attr < 0) return -1;
+    hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
+    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
+    int ok = (cls == H5T_INTEGER || (allow_float && cls == H5T_FLOAT)) && space >= 0 &&
+             H5Sget_simple_extent_npoints(space) == 1 && H5Aread(attr, memtype, out) >= 0;
+    if (type >= 0) H5Tclose(type);
+    if (space >= 0) H5Sclose(space);
+    H5Aclose(attr);
+    return ok ? 0 : -1;
+}
+
+/* malloc'd value of a string attribute (fixed or variable length), or NULL */
+static char *read_string(hid_t object, const char *name) {
+    if (H5Aexists(object, name) <= 0) return NULL;
+    hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
+    if (attr < 0) return NULL;
+    char *value = NULL;
+    hid_t type = H5Aget_type(attr);
+    if (type >= 0 && H5Tget_class(type) == H5T_STRING) {
+        hid_t memtype = H5Tcopy(H5T_C_S1);
+        if (H5Tis_variable_str(type) > 0) {
+            char *vlen = NULL;
+            H5Tset_size(memtype, H5T_VARIABLE);
+            if (H5Aread(attr, memtype, &vlen) >= 0 && vlen) {
+                value = strdup(vlen);
+                H5free_memory(vlen);
+            }
+        } else {
+            size_t size = H5Tget_size(type);
+            H5Tset_size(memtype, size + 1);
+            H5Tset_strpad(memtype, H5T_STR_NULLTERM);
+            value = calloc(size + 2, 1);
+            if (value && H5Aread(attr, memtype, value) < 0) { free(value); value = NULL; }
+        }
+        H5Tclose(memtype);
+    }
+    if (type >= 0) H5Tclose(type);
+    H5Aclose(attr);
+    return value;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+static int is_folder(const char *path) { struct stat st; return stat(path, &st) == 0 && S_ISDIR(st.st_mode); }
+
+int checkpoint_resolve(const char *dir_or_file, char *path, size_t path_size, char *err,
+                       size_t errlen) {
+    struct stat st;
+    if (stat(dir_or_file, &st) != 0)
+        return fail(err, errlen, "%s: %s", dir_or_file, strerror(errno));
+    if (!is_folder(dir_or_file)) {
+        snprintf(path, path_size, "%s", dir_or_file);
+        return 0;
+    }
+    char tracker[CHECKPOINT_PATH_MAX + 64], text[64] = {0};
+    snprintf(tracker, sizeof tracker, "%s/%s", dir_or_file, CHECKPOINT_TRACKER_NAME);
+    FILE *f = fopen(tracker, "r");
+    if (!f)
+        return fail(err, errlen, "%s: cannot read the tracker (%s): is %s a checkpoint folder?",
+                    tracker, strerror(errno), dir_or_file);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    char *start = text, *end = text + n;
+    while (*start && isspace((unsigned char)*start)) start++;
+    while (end > start && isspace((unsigned char)end[-1])) *--end = 0;
+    if (!strcmp(start, "release")) {
+        snprintf(path, path_size, "%s/release.h5", dir_or_file);
+        return 0;
+    }
+    char *rest;
+    errno = 0;
+    long long iteration = strtoll(start, &rest, 10);
+    if (!*start || *rest || errno || iteration < 0)
+        return fail(err, errlen, "%s: holds '%s', expected an iteration number or 'release'",
+                    tracker, start);
+    snprintf(path, path_size, "%s/iter_%07lld.h5", dir_or_file, iteration);
+    return 0;
+}
+
+int checkpoint_reader_open(const char *path, checkpoint_reader *reader, char *err, size_t errlen) {
+    memset(reader, 0, sizeof *reader);
+    reader->file = reader->args = reader->model = -1;
+    snprintf(reader->path, sizeof reader->path, "%s", path);
+    if (access(path, R_OK) != 0) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    quiet_hdf5 saved = quiet_begin();
+    int status = -1;
+    reader->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (reader->file < 0) {
+        fail(err, errlen, "%s: not an HDF5 file (or damaged)", path);
+        goto out;
+    }
+    char *format = read_string(reader->file, "format");
+    int is_checkpoint = format && !strcmp(format, CHECKPOINT_FORMAT_NAME);
+    free(format);
+    int64_t version = 0, complete = 0;
+    if (!is_checkpoint) {
+        fail(err, errlen, "%s: root attribute format is not \"%s\" (not a megatron-c checkpoint)",
+             path, CHECKPOINT_FORMAT_NAME);
+    } else if (read_scalar(reader->file, "format_version", H5T_NATIVE_INT64, 0, &version) ||
+               version != CHECKPOINT_FORMAT_VERSION) {
+        fail(err, errlen, "%s: format_version %lld, this program reads version %d", path,
+             (long long)version, CHECKPOINT_FORMAT_VERSION);
+    } else if (read_scalar(reader->file, "complete", H5T_NATIVE_INT64, 0, &complete) ||
+               complete != 1) {
+        fail(err, errlen, "%s: the checkpoint is not complete (root attribute complete is not 1): "
+             "its save was interrupted", path);
+    } else if ((reader->args = H5Gopen2(reader->file, "args", H5P_DEFAULT)) < 0) {
+        fail(err, errlen, "%s: no /args group", path);
+    } else if ((reader->model = H5Gopen2(reader->file, "model", H5P_DEFAULT)) < 0) {
+        fail(err, errlen, "%s: no /model group", path);
+    } else {
+        status = 0;
+    }
+out:
+    quiet_end(saved);
+    if (status) checkpoint_reader_close(reader);
+    return status;
+}
+
+void checkpoint_reader_close(checkpoint_reader *reader) {
+    if (reader->model >= 0) H5Gclose(reader->model);
+    if (reader->args >= 0) H5Gclose(reader->args);
+    if (reader->file >= 0) H5Fclose(reader->file);
+    reader->file = reader->args = reader->model = -1;
+}
+
+int checkpoint_read_int_arg(const checkpoint_reader *reader, const char *name, int64_t *value,
+                            char *err, size_t errlen) {
+    quiet_hdf5 saved = quiet_begin();
+    int status = read_scalar(reader->args, name, H5T_NATIVE_INT64, 0, value);
+    quiet_end(saved);
+    if (status) return fail(err, errlen, "%s: /args has no integer attribute %s", reader->path, name);
+    return 0;
+}
+
+int checkpoint_has_int_arg(const checkpoint_reader *reader, const char *name) {
+    int64_t value;
+    quiet_hdf5 saved = quiet_begin();
+    int status = read_scalar(reader->args, name, H5T_NATIVE_INT64, 0, &value);
+    quiet_end(saved);
+    return status == 0;
+}
+
+int checkpoint_read_double_arg(const checkpoint_reader *reader, const char *name, double *value,
+                               char *err, size_t errlen) {
+    quiet_hdf5 saved = quiet_begin();
+    int status = read_scalar(reader->args, name, H5T_NATIVE_DOUBLE, 1, value);
+    quiet_end(saved);
+    if (status) return fail(err, errlen, "%s: /args has no numeric attribute %s", reader->path, name);
+    return 0;
+}
+
+int checkpoint_has_tensor(const checkpoint_reader *reader, const char *name) {
+    quiet_hdf5 saved = quiet_begin();
+    int exists = H5Lexists(reader->model, name, H5P_DEFAULT) > 0;
+    quiet_end(saved);
+    return exists;
+}
+
+static void shape_text(char *buffer, size_t size, int ndim, const hsize_t *dims64,
+                       const int64_t *dims) {
+    size_t used = (size_t)snprintf(buffer, size, "[");
+    for (int d = 0; d < ndim && used < size; d++)
+        used += (size_t)snprintf(buffer + used, size - used, "%s%lld", d ? ", " : "",
+                                 dims64 ? (long long)dims64[d] : (long long)dims[d]);
+    if (used < size) snprintf(buffer + used, size - used, "]");
+}
+
+/* opens /model/<name> after checking its shape and type; -1 with a message otherwise */
+static hid_t open_checked(const checkpoint_reader *reader, const char *name, int ndim,
+                          const int64_t *shape, char *err, size_t errlen) {
+    if (!checkpoint_has_tensor(reader, name)) {
+        fail(err, errlen, "%s: no tensor /model/%s", reader->path, name);
+        return -1;
+    }
+    quiet_hdf5 saved = quiet_begin();
+    hid_t dataset = H5Dopen2(reader->model, name, H5P_DEFAULT);
+    hid_t space = dataset >= 0 ? H5Dget_space(dataset) : -1;
+    hid_t type = dataset >= 0 ? H5Dget_type(dataset) : -1;
+    int found_ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+    hsize_t dims[H5S_MAX_RANK] = {0};
+    if (found_ndim > 0) H5Sget_simple_extent_dims(space, dims, NULL);
+    int is_float = type >= 0 && H5Tget_class(type) == H5T_FLOAT;
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    quiet_end(saved);
+    int same = found_ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = (int64_t)dims[d] == shape[d];
+    if (dataset < 0 || !is_float || !same) {
+        char expected[128], found[128];
+        shape_text(expected, sizeof expected, ndim, NULL, shape);
+        shape_text(found, sizeof found, found_ndim > 0 ? found_ndim : 0, dims, NULL);
+        if (dataset < 0 || !is_float)
+            fail(err, errlen, "%s: /model/%s is not a floating-point dataset", reader->path, name);
+        else
+            fail(err, errlen, "%s: /model/%s has shape %s, expected %s from /args", reader->path,
+                 name, found, expected);
+        if (dataset >= 0) H5Dclose(dataset);
+        return -1;
+    }
+    return dataset;
+}
+
+int checkpoint_check_tensor(const checkpoint_reader *reader, const char *name, int ndim,
+                            const int64_t *shape, char *err, size_t errlen) {
+    hid_t dataset = open_checked(reader, name, ndim, shape, err, errlen);
+    if (dataset < 0) return -1;
+    H5Dclose(dataset);
+    return 0;
+}
+
+int checkpoint_read_tensor(const checkpoint_reader *reader, const char *name, int ndim,
+                           const int64_t *shape, float *out, char *err, size_t errlen) {
+    hid_t dataset = open_checked(reader, name, ndim, shape, err, errlen);
+    if (dataset < 0) return -1;
+    quiet_hdf5 saved = quiet_begin();
+    herr_t status = H5Dread(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
+    quiet_end(saved);
+    H5Dclose(dataset);
+    if (status < 0) return fail(err, errlen, "%s: cannot read /model/%s (damaged file?)",
+                                reader->path, name);
+    return 0;
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+struct checkpoint_writer {
+    char dir[CHECKPOINT_PATH_MAX], final_path[CHECKPOINT_PATH_MAX + 32];
+    char partial_path[CHECKPOINT_PATH_MAX + 48], tracker_text[32];
+    hid_t file, args, model;
+};
+
+checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, int release,
+                                            char *err, size_t errlen) {
+    if (!is_folder(dir) && mkdir(dir, 0777) != 0) {
+        fail(err, errlen, "%s: cannot create the folder: %s", dir, strerror(errno));
+        return NULL;
+    }
+    checkpoint_writer *w = calloc(1, sizeof *w);
+    CHECK(w, "out of memory");
+    snprintf(w->dir, sizeof w->dir, "%s", dir);
+    if (release) {
+        snprintf(w->final_path, sizeof w->final_path, "%s/release.h5", dir);
+        snprintf(w->tracker_text, sizeof w->tracker_text, "release");
+    } else {
+        snprintf(w->final_path, sizeof w->final_path, "%s/iter_%07lld.h5", dir, (long long)iteration);
+        snprintf(w->tracker_text, sizeof w->tracker_text, "%lld", (long long)iteration);
+    }
+    snprintf(w->partial_path, sizeof w->partial_path, "%s.partial", w->final_path);
+    quiet_hdf5 saved = quiet_begin();
+    w->file = H5Fcreate(w->partial_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    quiet_end(saved);
+    if (w->file < 0) {
+        fail(err, errlen, "%s: cannot create the HDF5 file (is the folder writable?)",
+             w->partial_path);
+        free(w);
+        return NULL;
+    }
+    hid_t root = w->file;
+    checkpoint_write_string_attribute(root, "format", CHECKPOINT_FORMAT_NAME);
+    checkpoint_write_int_attribute(root, "format_version", CHECKPOINT_FORMAT_VERSION);
+    checkpoint_write_int_attribute(root, "complete", 0);
+    checkpoint_write_int_attribute(root, "iteration", iteration);
+    checkpoint_write_int_attribute(root, "consumed_train_samples", 0);
+    checkpoint_write_int_attribute(root, "consumed_valid_samples", 0);
+    w->args = H5Gcreate2(w->file, "args", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK_HDF5(w->args);
+    w->model = H5Gcreate2(w->file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK_HDF5(w->model);
+    return w;
+}
+
+void checkpoint_write_int_arg(checkpoint_writer *w, const char *name, int64_t value) {
+    checkpoint_write_int_attribute(w->args, name, value);
+}
+void checkpoint_write_double_arg(checkpoint_writer *w, const char *name, double value) {
+    write_double_attribute(w->args, name, value);
+}
+void checkpoint_write_string_arg(checkpoint_writer *w, const char *name, const char *value) {
+    checkpoint_write_string_attribute(w->args, name, value);
+}
+
+void checkpoint_write_group_int(checkpoint_writer *w, const char *group, const char *name,
+                                int64_t value) {
+    hid_t g = H5Lexists(w->file, group, H5P_DEFAULT) > 0
+                  ? H5Gopen2(w->file, group, H5P_DEFAULT)
+                  : H5Gcreate2(w->file, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK_HDF5(g);
+    checkpoint_write_int_attribute(g, name, value);
+    CHECK_HDF5(H5Gclose(g));
+}
+
+void checkpoint_write_tensor(checkpoint_writer *w, const char *name, int ndim,
+                             const int64_t *shape, const float *data) {
+    hsize_t dims[H5S_MAX_RANK];
+    CHECK(ndim >= 1 && ndim <= H5S_MAX_RANK, "tensor %s: rank %d", name, ndim);
+    for (int d = 0; d < ndim; d++) dims[d] = (hsize_t)shape[d];
+    hid_t space = H5Screate_simple(ndim, dims, NULL);
+    CHECK_HDF5(space);
+    hid_t dataset = H5Dcreate2(w->model, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                               H5P_DEFAULT);
+    CHECK_HDF5(dataset);
+    CHECK_HDF5(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+    CHECK_HDF5(H5Dclose(dataset));
+    CHECK_HDF5(H5Sclose(space));
+}
+
+static int fsync_path(const char *path, int folder) {
+    int fd = open(path, folder ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return -1;
+    int status = fsync(fd);
+    close(fd);
+    return status;
+}
+
+int checkpoint_writer_commit(checkpoint_writer *w, char *err, size_t errlen) {
+    checkpoint_write_int_attribute(w->file, "complete", 1);
+    CHECK_HDF5(H5Gclose(w->model));
+    CHECK_HDF5(H5Gclose(w->args));
+    CHECK_HDF5(H5Fclose(w->file));
+    int status = -1;
+    char tracker[CHECKPOINT_PATH_MAX + 64], tracker_tmp[CHECKPOINT_PATH_MAX + 80];
+    snprintf(tracker, sizeof tracker, "%s/%s", w->dir, CHECKPOINT_TRACKER_NAME);
+    snprintf(tracker_tmp, sizeof tracker_tmp, "%s.tmp", tracker);
+    if (fsync_path(w->partial_path, 0) != 0) {
+        fail(err, errlen, "%s: fsync failed: %s", w->partial_path, strerror(errno));
+        unlink(w->partial_path);
+        goto out;
+    }
+    if (rename(w->partial_path, w->final_path) != 0) {
+        fail(err, errlen, "cannot rename %s to %s: %s", w->partial_path, w->final_path,
+             strerror(errno));
+        unlink(w->partial_path);
+        goto out;
+    }
+    fsync_path(w->dir, 1);
+    /* the tracker, as Megatron writes it: the bare iteration or "release", no newline */
+    FILE *f = fopen(tracker_tmp, "w");
+    int ok = f && fputs(w->tracker_text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok || rename(tracker_tmp, tracker) != 0) {
+        fail(err, errlen, "%s: cannot write the tracker: %s", tracker, strerror(errno));
+        unlink(tracker_tmp);
+        goto out;
+    }
+    fsync_path(w->dir, 1);
+    status = 0;
+out:
+    free(w);
+    return status;
+}
+
+void checkpoint_writer_abandon(checkpoint_writer *w) {
+    H5Gclose(w->model);
+    H5Gclose(w->args);
+    H5Fclose(w->file);
+    unlink(w->partial_path);
+    free(w);
+}
