@@ -379,7 +379,8 @@ int checkpoint_load(trainer *t, const char *dir) {
     CHECK_MPI(MPI_Bcast(&missing, 1, MPI_INT, 0, t->topo.world.mpi));
     if (missing) user_error("%s/%s names %s, which does not exist", dir, CHECKPOINT_TRACKER, path);
     checkpoint_file f;
-    if (checkpoint_file_open(&f, path, t->topo.world.mpi, a->ckpt_collective_io, err, sizeof err) != 0) user_error("%s", err);
+    if (checkpoint_file_open(&f, path, t->topo.world.mpi, a->ckpt_collective_io, err, sizeof err) != 0)
+        user_error("%s (a save that did not finish?): refusing to load it", err);
     char format[64] = "";
     int64_t version = 0, complete = 0;
     if (checkpoint_get_string(&f, "/", "format", format, sizeof format) != 0 || strcmp(format, CHECKPOINT_FORMAT_NAME) != 0)

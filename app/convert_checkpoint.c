@@ -243,7 +243,7 @@ static void export_to_hf(const options *o) {
 
 /* ---- Hugging Face -> ours ------------------------------------------------------------------ */
 typedef struct hf_source {
-    char config_path[path_max];
+    char config_path[path_max + 32];
     int num_files;
     safetensors_file *files;
     char **used;               /* per file, per tensor: matched by a parameter */
@@ -361,7 +361,7 @@ static const char *config_summary(const hf_source *s, const hf_gpt2_config *c, c
 static const safetensors_tensor *checked_hf_tensor(hf_source *s, const hf_gpt2_config *c,
                                                    const char *name, int ndim, const int64_t *shape,
                                                    const safetensors_file **in) {
-    char expected[128], found[128], summary[1024];
+    char expected[128], found[128], summary[path_max + 256];
     const safetensors_tensor *t = find_hf(s, name, in);
     if (!t) user_error("%s: no tensor '%s' (nor without its \"transformer.\" prefix); %s",
                        s->files[0].path, name, config_summary(s, c, summary, sizeof summary));
@@ -420,6 +420,12 @@ static void import_from_hf(const options *o) {
     const safetensors_tensor *wte = checked_hf_tensor(&s, &c, "transformer.wte.weight", 2, wte_shape,
                                                       &wte_file);
     m.untied = lm_head_is_untied(&s, &c, wte, wte_file);
+    if (m.untied && c.tie_word_embeddings)
+        fprintf(stderr, "%s: note: %s says tie_word_embeddings, but lm_head.weight differs from "
+                "wte.weight: importing it as an untied output layer\n", program_name, s.config_path);
+    if (!m.untied && !c.tie_word_embeddings)
+        fprintf(stderr, "%s: note: %s says the embeddings are untied, but there is no distinct "
+                "lm_head.weight: importing them tied\n", program_name, s.config_path);
     int count;
     hf_gpt2_tensor *list = hf_gpt2_tensor_list(&m, &count);
     const safetensors_tensor **sources = calloc((size_t)count, sizeof *sources);

@@ -72,7 +72,7 @@ void checkpoint_write_string_attribute(hid_t object, const char *name, const cha
     CHECK_HDF5(H5Tclose(type));
 }
 
-/* reads a scalar numeric attribute as memtype; class_ok says which stored classes are accepted */
+/* reads a scalar integer attribute (or, with allow_float, a floating-point one) as memtype */
 static int read_scalar(hid_t object, const char *name, hid_t memtype, int allow_float, void *out) {
     if (H5Aexists(object, name) <= 0) return -1;
     hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
@@ -96,6 +96,7 @@ static char *read_string(hid_t object, const char *name) {
     hid_t type = H5Aget_type(attr);
     if (type >= 0 && H5Tget_class(type) == H5T_STRING) {
         hid_t memtype = H5Tcopy(H5T_C_S1);
+        H5Tset_cset(memtype, H5Tget_cset(type));  /* HDF5 does not convert between charsets */
         if (H5Tis_variable_str(type) > 0) {
             char *vlen = NULL;
             H5Tset_size(memtype, H5T_VARIABLE);

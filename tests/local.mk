@@ -44,3 +44,12 @@ tests_cuda_attention_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_cuda_attention_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/cuda_kernels_test tests/cuda_attention_test
 endif
+
+# distributed checkpoints: save/load, resharding, bitwise resume, crash safety
+check_PROGRAMS += tests/checkpoint_vs_dump tests/h5_set_attribute
+tests_h5_set_attribute_SOURCES = tests/h5_set_attribute.c
+tests_h5_set_attribute_LDADD = $(HDF5_LIBS)
+tests_checkpoint_vs_dump_SOURCES = tests/checkpoint_vs_dump.c
+tests_checkpoint_vs_dump_LDADD = $(HDF5_LIBS)
+TESTS += tests/checkpoint_test.sh
+EXTRA_DIST += tests/checkpoint_test.sh
