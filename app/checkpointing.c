@@ -145,12 +145,14 @@ static void move_state(checkpoint_file *f, const checkpoint_plan *plan, state_ki
             const piece *pc = j < tp->num_pieces ? &tp->pieces[j] : NULL;
             const tensor_part *part = pc ? &pc->part : &none;
             size_t bytes = sizeof(float) * tensor_part_elements(part);
+            /* host-memory backends move tensors in place; others through the staging buffer */
+            float *host = pc && ops->host_memory ? pc->source : staging;
             if (saving) {
-                if (bytes) ops->copy_to_host(staging, pc->source, bytes);
-                checkpoint_write_tensor(f, path, part, staging);
+                if (bytes && host == staging) ops->copy_to_host(staging, pc->source, bytes);
+                checkpoint_write_tensor(f, path, part, host);
             } else {
-                checkpoint_read_tensor(f, path, part, staging);
-                if (bytes) ops->copy_from_host(pc->source, staging, bytes);
+                checkpoint_read_tensor(f, path, part, host);
+                if (bytes && host == staging) ops->copy_from_host(pc->source, staging, bytes);
             }
         }
     }
@@ -283,7 +285,7 @@ void checkpoint_save(trainer *t, const char *dir) {
 
     checkpoint_plan plan;
     plan_create(&plan, t, 1);
-    float *staging = malloc(sizeof(float) * (plan.staging_elements ? plan.staging_elements : 1));
+    float *staging = malloc(sizeof(float) * (plan.staging_elements && !t->model.ops->host_memory ? plan.staging_elements : 1));
     CHECK(staging, "out of host memory for checkpoint staging");
     move_state(&f, &plan, STATE_MODEL, t->model.ops, staging, 1);
     fault_pause(rank);
@@ -397,7 +399,7 @@ int checkpoint_load(trainer *t, const char *dir) {
     checkpoint_plan plan;
     plan_create(&plan, t, 0);
     check_compatible(&f, &plan, t, load_optim);
-    float *staging = malloc(sizeof(float) * (plan.staging_elements ? plan.staging_elements : 1));
+    float *staging = malloc(sizeof(float) * (plan.staging_elements && !t->model.ops->host_memory ? plan.staging_elements : 1));
     CHECK(staging, "out of host memory for checkpoint staging");
     move_state(&f, &plan, STATE_MODEL, t->model.ops, staging, 0);
     if (load_optim) {

@@ -183,8 +183,6 @@ static void export_to_hf(const options *o) {
             user_error("%s", err);
 
     char model_path[path_max], config_path[path_max], config_tmp[path_max + 8];
-    if (!is_folder(o->output) && mkdir(o->output, 0777) != 0)
-        user_error("%s: cannot create the folder: %s", o->output, strerror(errno));
     snprintf(model_path, sizeof model_path, "%s/model.safetensors", o->output);
     snprintf(config_path, sizeof config_path, "%s/config.json", o->output);
     snprintf(config_tmp, sizeof config_tmp, "%s.tmp", config_path);
@@ -220,6 +218,8 @@ static void export_to_hf(const options *o) {
     }
     checkpoint_reader_close(&reader);
 
+    if (!is_folder(o->output) && mkdir(o->output, 0777) != 0)
+        user_error("%s: cannot create the folder: %s", o->output, strerror(errno));
     /* config first to a .tmp, then the model (atomic), then the config into place */
     write_config_tmp(config_path, &m, epsilon, o->bfloat16);
     if (safetensors_writer_write(writer, model_path, err, sizeof err)) {

@@ -33,6 +33,7 @@ typedef struct dropout_rng {
 
 typedef struct kernel_ops {
     const char *name; /* "cpu" or "cuda" */
+    int host_memory;  /* 1 when backend memory is host memory (I/O may read and write it directly) */
 
     /* ---- memory ---- */
     void *(*alloc)(size_t bytes);                 /* zero-filled; aborts on failure */

@@ -4,6 +4,7 @@
 
 static const kernel_ops cpu_ops = {
     .name = "cpu",
+    .host_memory = 1,
 
     .alloc = cpu_alloc,
     .release = cpu_release,
