@@ -525,6 +525,7 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     params_needed(m, output_first_param(ch), output_param_count(ch));
     norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
     ops->matmul_forward(slot->logits, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
+    if (m->capture_logits) ops->copy_to_host(m->capture_logits, slot->logits, sizeof(float) * (size_t)s.N * (size_t)s.Vl);
     float *sum_exp = slot->sum_exp_and_target, *target_logit = slot->sum_exp_and_target + s.N;
     ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
     m->comm->allreduce_float(slot->row_max, (size_t)s.N, COMM_MAX, m->tp_group);

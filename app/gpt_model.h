@@ -170,6 +170,8 @@ typedef struct gpt_model {
     model_hooks hooks;
     int local_rows;            /* n: token rows of the residual stream held here */
     float *host_losses;        /* [N] */
+    float *capture_logits;     /* host [N,V/tp]: when set, the last chunk copies its logits here
+                                * before the loss (inspection tools); NULL in training */
 } gpt_model;
 
 /* where the dropout masks of one micro-batch come from */

@@ -172,6 +172,7 @@ int checkpoint_get_string(checkpoint_file *f, const char *group, const char *nam
     CHECK_HDF5(stored);
     int ok = H5Tget_class(stored) == H5T_STRING && !H5Tis_variable_str(stored);
     size_t length = ok ? H5Tget_size(stored) : 0;
+    H5T_cset_t charset = ok ? H5Tget_cset(stored) : H5T_CSET_ASCII; /* HDF5 converts no charsets */
     CHECK_HDF5(H5Tclose(stored));
     if (!ok || length == 0) {
         CHECK_HDF5(H5Aclose(attribute));
@@ -182,6 +183,7 @@ int checkpoint_get_string(checkpoint_file *f, const char *group, const char *nam
     hid_t type = H5Tcopy(H5T_C_S1);
     CHECK_HDF5(type);
     CHECK_HDF5(H5Tset_size(type, length));
+    CHECK_HDF5(H5Tset_cset(type, charset));
     CHECK_HDF5(H5Aread(attribute, type, buffer));
     snprintf(value, size, "%s", buffer);
     free(buffer);

@@ -53,3 +53,8 @@ tests_checkpoint_vs_dump_SOURCES = tests/checkpoint_vs_dump.c
 tests_checkpoint_vs_dump_LDADD = $(HDF5_LIBS)
 TESTS += tests/checkpoint_test.sh
 EXTRA_DIST += tests/checkpoint_test.sh
+
+# forward-pass logits for comparisons with other implementations (perf/hf_logits_check.py)
+check_PROGRAMS += tests/model_logits
+tests_model_logits_SOURCES = tests/model_logits.c
+tests_model_logits_LDADD = $(APP_LIBS)
