@@ -167,6 +167,40 @@ done
 ok $? "the srun job ran 4 ranks as TP2 x DP2"
 diag "both training jobs took $(( $(date +%s) - started )) s"
 
+# --- a job warned before its time limit: checkpoint, clean exit, requeue, resume ---
+# What Slurm does at --signal=B:USR1@SECONDS is sent by hand (scancel --batch --signal=USR1) once
+# training is under way; the batch shell forwards SIGTERM to the ranks, pretrain_gpt
+# (--exit-signal-handler) saves and exits 0, the script requeues the job, and the requeued run
+# (--load) resumes from that checkpoint and trains to the end.
+CKPT="$WORK/ckpt-requeue"
+$MKJOB --preset "$TINY_ARGS" $LAYOUT --launcher srun --mpi pmi2 --executable "$PRETRAIN_GPT_ABS" \
+    --job-name tiny-requeue --time 00:10:00 --save "$CKPT" --exit-warning 300 -o requeue.sbatch \
+    -- --train-iters 300 --eval-iters 1 --eval-interval 1000 --log-interval 10 2>>"$WORK/mkjob.err"
+grep -q "^#SBATCH --signal=B:USR1@300" requeue.sbatch && grep -q "^#SBATCH --requeue" requeue.sbatch &&
+    grep -q -- "--exit-signal-handler" requeue.sbatch
+ok $? "mkjob --save renders the warning signal, --requeue and the checkpoint flags"
+id=$(sbatch --parsable requeue.sbatch 2>"$WORK/sbatch.err")
+[ -n "$id" ] && job_ids="$job_ids $id"
+log="$S/jobs/tiny-requeue-$id.out"
+i=0; while [ $i -lt 240 ] && ! grep -q "iteration       20/" "$log" 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
+scancel --batch --signal=USR1 "$id"
+ok $? "job $id is warned (USR1 to the batch shell) while it trains"
+i=0; while [ $i -lt 240 ] && ! grep -q "restart 1" "$log" 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
+result=$(wait_job "$id")
+saved=$(sed -n 's/.*saved checkpoint at iteration \([0-9]*\) .*/\1/p' "$log" | head -1)
+grep -q "time limit warning" "$log" && grep -q "exiting program after receiving signal 15 at iteration $saved" "$log" &&
+    [ -n "$saved" ] && [ "$saved" -ge 20 ] && [ "$saved" -lt 300 ]
+ok $? "the ranks saved a checkpoint (iteration ${saved:-none}) and exited cleanly on the signal"
+grep -q "requeueing job $id" "$log" && grep -q "restart 1" "$log"
+ok $? "the job requeued itself and ran again (SLURM_RESTART_COUNT 1)"
+grep -q "loaded checkpoint .*iter_$(printf %07d "${saved:-0}").h5: iteration ${saved:-none}," "$log" &&
+    ! sed -n '/restart 1/,$p' "$log" | grep -q "iteration       10/"
+ok $? "the requeued run resumed from iteration ${saved:-none}, not from zero"
+[ "$result" = "COMPLETED 0:0" ] && grep -q "iteration      300/     300" "$log" &&
+    [ "$(cat "$CKPT/latest_checkpointed_iteration.txt" 2>/dev/null)" = 800 ]
+ok $? "the requeued job trained to iteration 300 and ended COMPLETED 0:0 (got '$result')"
+[ "$result" = "COMPLETED 0:0" ] || tail -n 8 "$log" 2>/dev/null | sed 's/^/#   /'
+
 # --- the pyxis variant: container flags on srun, accepted by the controller ---
 $MKJOB --preset "$top_srcdir/configs/gpt-1.3b.args" --nodes 1 --gpus-per-node 8 --cpus-per-task 1 \
     --container-image nvcr.io/nvidia/pytorch:24.01-py3 --container-mounts "/lustre/data:/data,$WORK:/work" \

@@ -41,8 +41,8 @@ CHECKPOINTING={{CHECKPOINTING}}
 warned=0
 on_warning() {
     warned=1
-    echo "time limit warning at $(date -Is): asking the ranks to checkpoint and exit (SIG{{EXIT_SIGNAL}})"
-    kill -{{EXIT_SIGNAL}} "$step_pid" 2>/dev/null
+    echo "time limit warning at $(date -Is): asking the ranks to checkpoint and exit"
+    {{FORWARD_SIGNAL}}
 }
 trap on_warning USR1
 
