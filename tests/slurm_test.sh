@@ -186,9 +186,14 @@ i=0; while [ $i -lt 240 ] && ! grep -q "iteration       20/" "$log" 2>/dev/null;
 scancel --batch --signal=USR1 "$id"
 ok $? "job $id is warned (USR1 to the batch shell) while it trains"
 # Slurm holds a requeued job for about two minutes (EligibleTime); release it at once
-pending_again() { scontrol show job "$id" 2>/dev/null | tr ' ' '\n' | grep -c "^JobState=PENDING$\|^Restarts=1$"; }
-i=0; while [ $i -lt 240 ] && [ "$(pending_again)" != 2 ]; do sleep 0.5; i=$((i + 1)); done
-scontrol update JobId="$id" StartTime=now 2>/dev/null
+job_field() { scontrol show job "$id" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
+i=0
+while [ $i -lt 180 ]; do
+    state=$(job_field JobState); restarts=$(job_field Restarts)
+    [ "${restarts:-0}" -ge 1 ] && case $state in RUNNING|COMPLETING|COMPLETED|FAILED|CANCELLED) true ;; *) false ;; esac && break
+    [ "$state" = PENDING ] && [ "${restarts:-0}" -ge 1 ] && scontrol update JobId="$id" StartTime=now 2>/dev/null
+    sleep 1; i=$((i + 1))
+done
 result=$(wait_job "$id")
 saved=$(sed -n 's/.*saved checkpoint at iteration \([0-9]*\) .*/\1/p' "$log" | head -1)
 grep -q "time limit warning" "$log" && grep -q "exiting program after receiving signal 15 at iteration $saved" "$log" &&
@@ -203,7 +208,7 @@ ok $? "the requeued run resumed from iteration ${saved:-none}, not from zero"
     [ "$(cat "$CKPT/latest_checkpointed_iteration.txt" 2>/dev/null)" = 300 ]
 status=$?
 ok $status "the requeued job trained to iteration 300 and ended COMPLETED 0:0 (got '$result')"
-[ $status -eq 0 ] || { diag "tracker: $(cat "$CKPT/latest_checkpointed_iteration.txt" 2>&1)"; tail -n 6 "$log" 2>/dev/null | cut -c1-160 | sed 's/^/#   /'; }
+[ $status -eq 0 ] || { diag "tracker: $(cat "$CKPT/latest_checkpointed_iteration.txt" 2>&1); job: $(job_field JobState) $(job_field Reason); node: $(sinfo -h -N -o '%T %E' 2>&1 | head -1)"; tail -n 6 "$log" 2>/dev/null | cut -c1-160 | sed 's/^/#   /'; }
 
 # --- the pyxis variant: container flags on srun, accepted by the controller ---
 $MKJOB --preset "$top_srcdir/configs/gpt-1.3b.args" --nodes 1 --gpus-per-node 8 --cpus-per-task 1 \
