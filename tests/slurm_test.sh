@@ -187,13 +187,12 @@ scancel --batch --signal=USR1 "$id"
 ok $? "job $id is warned (USR1 to the batch shell) while it trains"
 # Slurm holds a requeued job for about two minutes (EligibleTime); release it at once
 job_field() { scontrol show job "$id" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
+i=0   # the requeue shows as Restarts=1 while the first run is still ending: wait for PENDING
+while [ $i -lt 240 ] && ! { [ "$(job_field JobState)" = PENDING ] && [ "$(job_field Restarts)" = 1 ]; }; do
+    sleep 0.5; i=$((i + 1)); done
 i=0
-while [ $i -lt 180 ]; do
-    state=$(job_field JobState); restarts=$(job_field Restarts)
-    [ "${restarts:-0}" -ge 1 ] && case $state in RUNNING|COMPLETING|COMPLETED|FAILED|CANCELLED) true ;; *) false ;; esac && break
-    [ "$state" = PENDING ] && [ "${restarts:-0}" -ge 1 ] && scontrol update JobId="$id" StartTime=now 2>/dev/null
-    sleep 1; i=$((i + 1))
-done
+while [ $i -lt 60 ] && [ "$(job_field JobState)" = PENDING ]; do
+    scontrol update JobId="$id" StartTime=now 2>/dev/null; sleep 1; i=$((i + 1)); done
 result=$(wait_job "$id")
 saved=$(sed -n 's/.*saved checkpoint at iteration \([0-9]*\) .*/\1/p' "$log" | head -1)
 grep -q "time limit warning" "$log" && grep -q "exiting program after receiving signal 15 at iteration $saved" "$log" &&
