@@ -80,6 +80,12 @@ reshard "TP1 (one rank)" 1
 reshard "TP4" 4 --tensor-model-parallel-size 4
 reshard "PP4" 4 --pipeline-model-parallel-size 4
 reshard "TP2 x PP2 (DP1)" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+run_app 2 $MODEL --tensor-model-parallel-size 2 --train-iters 3 --load "$WORK/original" --save "$WORK/collective" \
+    --ckpt-collective-io
+status=$?
+h5diff -q "$SAVED" "$WORK/collective/iter_0000003.h5" /model /model &&
+    h5diff -q "$SAVED" "$WORK/collective/iter_0000003.h5" /optimizer /optimizer
+ok $(( status + $? )) "--ckpt-collective-io (MPI-IO collective buffering) loads and saves the same tensors"
 
 # ---- crash safety: SIGKILL in the middle of a save ----
 CRASH="$MODEL --tensor-model-parallel-size 2 --save $WORK/crash --load $WORK/crash"
