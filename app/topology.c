@@ -130,6 +130,7 @@ void topology_create(topology *t, const args *a) {
     t->embedding.name = "embedding";
     t->embedding.mpi = comm;
     t->embedding.rank = t->embedding.size = 0;
+    t->embedding.backend = NULL;
     if (comm != MPI_COMM_NULL) {
         CHECK_MPI(MPI_Comm_rank(comm, &t->embedding.rank));
         CHECK_MPI(MPI_Comm_size(comm, &t->embedding.size));
