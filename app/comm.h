@@ -24,6 +24,7 @@ typedef struct comm_group {
     int rank;
     int size;
     void *backend;     /* the implementation's state for this group (NCCL communicator) */
+    int point_to_point; /* carries send/recv between neighbours (the pipeline group) */
 } comm_group;
 
 /* a started non-blocking operation; comm_ops.wait completes it */

@@ -148,6 +148,7 @@ const comm_ops *comm_mpi(void) {
 void comm_group_create(comm_group *group, const char *name, MPI_Comm parent) {
     group->name = name;
     group->backend = NULL;
+    group->point_to_point = 0;
     CHECK_MPI(MPI_Comm_dup(parent, &group->mpi));
     CHECK_MPI(MPI_Comm_rank(group->mpi, &group->rank));
     CHECK_MPI(MPI_Comm_size(group->mpi, &group->size));

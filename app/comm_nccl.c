@@ -92,6 +92,25 @@ static void give_event(cudaEvent_t event) {
 
 /* ---- groups ---- */
 
+/* NCCL connects point-to-point peers lazily, inside the first ncclGroupEnd that uses them, and
+ * that handshake hangs or fails when the two sides' first groups ask for different connections
+ * (as the deferred pipeline sends do). So every rank exchanges a word with both ring neighbours
+ * at once at start-up, which sets up every connection the pipeline schedules use. */
+static void connect_neighbours(comm_group *group) {
+    nccl_group *g = group->backend;
+    int next = (group->rank + 1) % group->size, prev = (group->rank + group->size - 1) % group->size;
+    float *words = NULL;
+    CHECK_CUDA_CALL(cudaMalloc((void **)&words, 4 * sizeof(float)));
+    CHECK_NCCL(ncclGroupStart(), group);
+    CHECK_NCCL(ncclSend(words, 1, ncclFloat32, next, g->comm, compute()), group);
+    CHECK_NCCL(ncclRecv(words + 1, 1, ncclFloat32, prev, g->comm, compute()), group);
+    CHECK_NCCL(ncclSend(words + 2, 1, ncclFloat32, prev, g->comm, compute()), group);
+    CHECK_NCCL(ncclRecv(words + 3, 1, ncclFloat32, next, g->comm, compute()), group);
+    CHECK_NCCL(ncclGroupEnd(), group);
+    CHECK_CUDA_CALL(cudaStreamSynchronize(compute()));
+    CHECK_CUDA_CALL(cudaFree(words));
+}
+
 static void nccl_attach(comm_group *group) {
     nccl_group *g = calloc(1, sizeof *g);
     CHECK(g, "out of host memory for an NCCL group");
@@ -103,6 +122,7 @@ static void nccl_attach(comm_group *group) {
         CHECK_CUDA_CALL(cudaStreamCreateWithFlags(&g->side_stream, cudaStreamNonBlocking));
     }
     group->backend = g;
+    if (group->point_to_point && group->size > 1) connect_neighbours(group);
 }
 
 static void nccl_detach(comm_group *group) {
