@@ -199,7 +199,7 @@ static void export_to_hf(const options *o) {
         float *ours = malloc(sizeof(float) * (size_t)hf_gpt2_our_elements(t));
         float *hf = malloc(sizeof(float) * (size_t)hf_gpt2_hf_elements(t));
         CHECK(ours && hf, "out of memory converting %s", t->ours);
-        if (checkpoint_read_tensor(&reader, t->ours, t->ndim, t->our_shape, ours, err, sizeof err))
+        if (checkpoint_reader_read_tensor(&reader, t->ours, t->ndim, t->our_shape, ours, err, sizeof err))
             user_error("%s", err);
         hf_gpt2_to_hf(t, &m, ours, hf);
         free(ours);
@@ -472,7 +472,7 @@ static void import_from_hf(const options *o) {
         float *ours = malloc(sizeof(float) * (size_t)hf_gpt2_our_elements(&list[i]));
         CHECK(ours, "out of memory converting %s", list[i].hf);
         hf_gpt2_from_hf(&list[i], &m, hf, ours);
-        checkpoint_write_tensor(w, list[i].ours, list[i].ndim, list[i].our_shape, ours);
+        checkpoint_writer_write_tensor(w, list[i].ours, list[i].ndim, list[i].our_shape, ours);
         free(hf);
         free(ours);
     }

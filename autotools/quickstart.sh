@@ -29,6 +29,6 @@ with open("run/data/tinyshakespeare.jsonl", "w") as out:
         --vocab-file configs/tokenizers/gpt2/vocab.json --merge-file configs/tokenizers/gpt2/merges.txt \
         --append-eod --workers 2
 fi
-echo "quickstart: training configs/gpt-tiny-shakespeare.args with $np MPI ranks (metrics in run/metrics.jsonl)"
+echo "quickstart: training configs/gpt-tiny-shakespeare.args with $np MPI ranks (metrics in run/metrics.jsonl, checkpoint in run/checkpoints)"
 "$mpiexec" -n "$np" app/pretrain_gpt --args-file configs/gpt-tiny-shakespeare.args \
-    --metrics-file run/metrics.jsonl "$@"
+    --metrics-file run/metrics.jsonl --save run/checkpoints "$@"

@@ -288,7 +288,7 @@ int checkpoint_check_tensor(const checkpoint_reader *reader, const char *name, i
     return 0;
 }
 
-int checkpoint_read_tensor(const checkpoint_reader *reader, const char *name, int ndim,
+int checkpoint_reader_read_tensor(const checkpoint_reader *reader, const char *name, int ndim,
                            const int64_t *shape, float *out, char *err, size_t errlen) {
     hid_t dataset = open_checked(reader, name, ndim, shape, err, errlen);
     if (dataset < 0) return -1;
@@ -368,7 +368,7 @@ void checkpoint_write_group_int(checkpoint_writer *w, const char *group, const c
     CHECK_HDF5(H5Gclose(g));
 }
 
-void checkpoint_write_tensor(checkpoint_writer *w, const char *name, int ndim,
+void checkpoint_writer_write_tensor(checkpoint_writer *w, const char *name, int ndim,
                              const int64_t *shape, const float *data) {
     hsize_t dims[H5S_MAX_RANK];
     CHECK(ndim >= 1 && ndim <= H5S_MAX_RANK, "tensor %s: rank %d", name, ndim);

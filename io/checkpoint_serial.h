@@ -42,7 +42,7 @@ int checkpoint_has_tensor(const checkpoint_reader *reader, const char *name);
 int checkpoint_check_tensor(const checkpoint_reader *reader, const char *name, int ndim,
                             const int64_t *shape, char *err, size_t errlen);
 /* Reads /model/<name> (checked as above) as float32 into out. */
-int checkpoint_read_tensor(const checkpoint_reader *reader, const char *name, int ndim,
+int checkpoint_reader_read_tensor(const checkpoint_reader *reader, const char *name, int ndim,
                            const int64_t *shape, float *out, char *err, size_t errlen);
 
 /* ---- writing ------------------------------------------------------------------------------ */
@@ -60,7 +60,7 @@ void checkpoint_write_string_arg(checkpoint_writer *writer, const char *name, co
 void checkpoint_write_group_int(checkpoint_writer *writer, const char *group, const char *name,
                                 int64_t value);
 /* /model/<name>, float32, contiguous, in this global shape */
-void checkpoint_write_tensor(checkpoint_writer *writer, const char *name, int ndim,
+void checkpoint_writer_write_tensor(checkpoint_writer *writer, const char *name, int ndim,
                              const int64_t *shape, const float *data);
 /* Sets complete = 1, closes and fsyncs the file, renames it into place and points the tracker
  * at it (tmp + fsync + rename), as the commit protocol says. Frees the writer. */

@@ -80,6 +80,12 @@ reshard "TP1 (one rank)" 1
 reshard "TP4" 4 --tensor-model-parallel-size 4
 reshard "PP4" 4 --pipeline-model-parallel-size 4
 reshard "TP2 x PP2 (DP1)" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+run_app 2 $MODEL --tensor-model-parallel-size 2 --train-iters 3 --load "$WORK/original" --save "$WORK/collective" \
+    --ckpt-collective-io
+status=$?
+h5diff -q "$SAVED" "$WORK/collective/iter_0000003.h5" /model /model &&
+    h5diff -q "$SAVED" "$WORK/collective/iter_0000003.h5" /optimizer /optimizer
+ok $(( status + $? )) "--ckpt-collective-io (MPI-IO collective buffering) loads and saves the same tensors"
 
 # ---- crash safety: SIGKILL in the middle of a save ----
 CRASH="$MODEL --tensor-model-parallel-size 2 --save $WORK/crash --load $WORK/crash"
@@ -111,6 +117,20 @@ cp "$WORK/crash/iter_0000006.h5" "$WORK/crash/iter_0000004.h5" && "$top_builddir
 run_app 1 $MODEL --train-iters 6 --load "$WORK/crash"
 [ $? -ne 0 ] && grep -q "iter_0000004.h5 is incomplete (its save did not finish): refusing to load it" "$WORK/err"
 ok $? "crash: a file whose 'complete' attribute is 0 is refused"
+
+# ---- Hugging Face interchange, end to end: export, import, same forward pass ----
+CONVERT="$top_builddir/app/convert_checkpoint"
+LOGITS_ARGS="--args-file $TINY_ARGS --num-layers 4 --micro-batch-size 1 --global-batch-size 1 --hidden-dropout 0
+             --attention-dropout 0 --eval-iters 0 --lr-warmup-iters 0"
+"$CONVERT" --to-hf --load "$WORK/original" --output "$WORK/hf" >"$WORK/out" 2>"$WORK/err" &&
+    "$CONVERT" --from-hf --input "$WORK/hf" --save "$WORK/from-hf" >>"$WORK/out" 2>>"$WORK/err"
+ok $? "convert_checkpoint exports the TP2 x PP2 x DP2 checkpoint to Hugging Face GPT-2 and imports it back"
+timeout 120 "$MPIEXEC" -n 1 "$top_builddir/tests/model_logits" "$WORK/logits-original" $LOGITS_ARGS \
+    --load "$WORK/original" >"$WORK/out" 2>"$WORK/err" &&
+    timeout 120 "$MPIEXEC" -n 1 "$top_builddir/tests/model_logits" "$WORK/logits-imported" $LOGITS_ARGS \
+    --load "$WORK/from-hf" --finetune >>"$WORK/out" 2>>"$WORK/err" &&
+    cmp -s "$WORK/logits-original.logits" "$WORK/logits-imported.logits"
+ok $? "the model imported from the export gives bitwise the same logits as the original"
 
 # ---- options and errors ----
 run_app 1 $MODEL --train-iters 2 --load "$WORK/original" --finetune --metrics-file "$WORK/finetune.jsonl"

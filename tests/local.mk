@@ -61,3 +61,6 @@ EXTRA_DIST += tests/checkpoint_test.sh
 check_PROGRAMS += tests/model_logits
 tests_model_logits_SOURCES = tests/model_logits.c
 tests_model_logits_LDADD = $(APP_LIBS)
+EXTRA_DIST += perf/checkpoint_bench.sh perf/hf_logits_check.py \
+	perf/results/checkpoint-bandwidth-2026-11-22.md perf/results/cuda-kernels-2026-11-22.md \
+	perf/results/logs/cuda_kernels_test-2026-11-22.txt perf/results/logs/cuda_attention_test-2026-11-22.txt
