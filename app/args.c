@@ -1,5 +1,7 @@
 /* args.c: table-driven parsing of Megatron-LM's flags (see args.h). One table lists every flag
  * with its group, type, default and help; parsing, --help and the start-up dump all read it. */
+#include "config.h"
+
 #include "args.h"
 #include "error.h"
 
@@ -99,7 +101,8 @@ static const flag_spec flags[] = {
     F("ddp-bucket-size", "distributed and run time", ARG_INT64, ddp_bucket_size, NULL, NULL, "gradient bucket size in elements (default max(40M, 1M x data-parallel size))"),
     F("parallel-order", "distributed and run time", ARG_STRING, parallel_order, "tp-cp-ep-dp-pp", NULL, "order of the parallel dimensions over ranks, fastest first"),
     F("deterministic-mode", "distributed and run time", ARG_BOOL, deterministic_mode, NULL, NULL, "bitwise reproducible: fixed-order reductions, no atomics"),
-    F("device", "distributed and run time", ARG_STRING, device, "cpu", "cpu|cuda", "kernel backend"),
+    F("device", "distributed and run time", ARG_STRING, device, "auto", "auto|cpu|cuda", "kernel backend (auto: cuda when a GPU is present, else cpu)"),
+    F("peak-tflops", "logging", ARG_FLOAT, peak_tflops, "0", NULL, "peak dense TFLOP/s per device for MFU (default: recognized from the GPU name)"),
     F("dump-parameters", "logging", ARG_STRING, dump_parameters, "", NULL, "write every parameter in its global shape to PATH at the end (raw float32 with names)"),
 };
 #define NUM_FLAGS ((int)(sizeof(flags) / sizeof(flags[0])))
@@ -457,13 +460,11 @@ static int validate(parse_state *st, args *a, int world_size) {
                     a->num_micro_batches, a->global_batch_size, a->micro_batch_size, a->data_parallel_size,
                     a->pipeline_model_parallel_size);
 
-    if (strcmp(a->device, "cuda") == 0) {
-#ifdef HAVE_CUDA
-        return fail(st, "--device cuda: the CUDA kernel backend is not available in this version yet; use --device cpu");
-#else
+    if (a->peak_tflops < 0) return fail(st, "--peak-tflops must not be negative, got %g", a->peak_tflops);
+#ifndef HAVE_CUDA
+    if (strcmp(a->device, "cuda") == 0)
         return fail(st, "--device cuda: this build has no CUDA backend (configure found no CUDA toolkit); use --device cpu");
 #endif
-    }
     return 0;
 }
 

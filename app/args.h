@@ -89,7 +89,8 @@ typedef struct args {
     int64_t ddp_bucket_size;      /* elements; default max(40M, 1M x data-parallel size) */
     char parallel_order[32];      /* e.g. tp-cp-ep-dp-pp, fastest first */
     int deterministic_mode;
-    char device[8];               /* cpu | cuda */
+    char device[8];               /* auto | cpu | cuda (auto: cuda when a GPU is present) */
+    float peak_tflops;            /* per-GPU peak for MFU; 0: from the GPU's name (cuda only) */
     char dump_parameters[ARGS_PATH_MAX]; /* write every global parameter here at the end */
 
     /* derived from the world */

@@ -83,7 +83,9 @@ static void add_piece(checkpoint_plan *plan, state_kind kind, int global, tensor
     if (n > plan->staging_elements) plan->staging_elements = n;
 }
 
-/* Saving: every tensor once. Loading: every part this rank holds, copies included. */
+/* Saving: every tensor once. Loading: every part this rank holds, copies included.
+ * The model state is the fp32 weights: the parameters themselves on an fp32 backend, the
+ * optimizer's master weights (over its ranges, like the Adam moments) in mixed precision. */
 static void plan_create(checkpoint_plan *plan, const trainer *t, int saving) {
     const gpt_model *m = &t->model;
     const optimizer *opt = &t->opt;
@@ -98,12 +100,12 @@ static void plan_create(checkpoint_plan *plan, const trainer *t, int saving) {
         CHECK(plan->tensors[k] && plan->max_pieces[k], "out of host memory for the checkpoint plan");
     }
     int distributed = t->args->use_distributed_optimizer;
-    for (int i = 0; i < m->num_params; i++) {
+    for (int i = 0; !opt->master && i < m->num_params; i++) {
         const param_tensor *p = &m->params[i];
         int unique = !p->embedding_copy && !(p->tp_replicated && t->topo.tp_rank != 0);
         if (saving && !(unique && t->topo.dp_rank == 0)) continue;
         add_piece(plan, STATE_MODEL, global_index_of(plan, p->name), range_part(p, 0, p->numel),
-                  m->param_buffer + p->offset);
+                  (float *)m->param_buffer + p->offset);
     }
     for (int r = 0; r < opt->num_ranges; r++) {
         const optimizer_range *range = &opt->ranges[r];
@@ -113,6 +115,7 @@ static void plan_create(checkpoint_plan *plan, const trainer *t, int saving) {
         size_t lo = range->offset - p->offset;
         tensor_part part = range_part(p, lo, lo + range->length);
         int g = global_index_of(plan, p->name);
+        if (opt->master) add_piece(plan, STATE_MODEL, g, part, optimizer_master(opt, m, range));
         add_piece(plan, STATE_EXP_AVG, g, part, opt->exp_avg + range->state_offset);
         add_piece(plan, STATE_EXP_AVG_SQ, g, part, opt->exp_avg_sq + range->state_offset);
     }
@@ -411,6 +414,12 @@ int checkpoint_load(trainer *t, const char *dir) {
     }
     free(staging);
     plan_free(&plan);
+    if (t->opt.master) {
+        /* mixed precision: the compute-dtype parameters from the loaded masters */
+        optimizer_refresh_params(&t->opt, &t->model);
+        data_parallel_start_param_gather(&t->dp);
+        data_parallel_finish_param_gather(&t->dp);
+    }
     if (!finetune) {
         int64_t stored_iteration = 0, consumed = 0;
         if (checkpoint_get_int(&f, "/", "iteration", &stored_iteration) != 0 ||

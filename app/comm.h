@@ -1,7 +1,12 @@
 /* comm.h: the one communication interface the model, optimizer and training loop use.
- * Implementations: MPI (CPU backend, app/comm_mpi.c) and, with the CUDA backend, NCCL. MPI is
- * also always used for bootstrap and host control. A comm_group is one process group (world,
- * data-parallel, and later tensor-/pipeline-parallel) with this rank's place in it. */
+ * Implementations: MPI (CPU backend, app/comm_mpi.c) and NCCL (CUDA backend, app/comm_nccl.c).
+ * MPI is also always used for bootstrap and host control. A comm_group is one process group
+ * (world, data-parallel, tensor-/pipeline-parallel, ...) with this rank's place in it.
+ *
+ * Buffers are backend memory. Their element type is given per call (comm_dtype): the model's
+ * activations and parameters travel in the compute dtype (bf16 on CUDA), gradients, statistics
+ * and norms in fp32. Operations on the backend's compute stream are ordered with the kernels
+ * around them; "blocks" below means: later kernels and copies see the result. */
 #ifndef COMM_H
 #define COMM_H
 
@@ -9,57 +14,73 @@
 #include <stddef.h>
 
 typedef enum { COMM_SUM, COMM_MAX } comm_op;
+typedef enum { COMM_FLOAT, COMM_BF16 } comm_dtype;
+
+static inline size_t comm_dtype_bytes(comm_dtype dtype) { return dtype == COMM_BF16 ? 2 : 4; }
 
 typedef struct comm_group {
     const char *name;  /* "world", "data-parallel", ... for messages */
     MPI_Comm mpi;
     int rank;
     int size;
+    void *backend;     /* the implementation's state for this group (NCCL communicator) */
+    int point_to_point; /* carries send/recv between neighbours (the pipeline group) */
 } comm_group;
 
 /* a started non-blocking operation; comm_ops.wait completes it */
 typedef struct comm_request {
     MPI_Request mpi;
     int active;
-    float *scratch;      /* reduce-scatter result waiting to be copied into place */
-    float *destination;
-    size_t count;
+    void *scratch;       /* reduce-scatter result waiting to be copied into place */
+    void *destination;
+    size_t bytes;
+    void *backend;       /* the implementation's completion record (a CUDA event) */
 } comm_request;
 
 typedef struct comm_ops {
     const char *name;
+    /* set up / tear down the implementation's state for a group (collective over the group;
+     * called once per group after comm_group_create, before any other operation on it) */
+    void (*attach)(comm_group *group);
+    void (*detach)(comm_group *group);
+
     /* in-place all-reduce of backend memory */
-    void (*allreduce_float)(float *buf, size_t count, comm_op op, const comm_group *group);
+    void (*allreduce)(void *buf, size_t count, comm_dtype dtype, comm_op op, const comm_group *group);
     /* in-place all-reduce of host doubles (losses, norms, counters) */
     void (*allreduce_double_host)(double *buf, size_t count, comm_op op, const comm_group *group);
+    /* host memory */
     void (*broadcast)(void *buf, size_t bytes, int root, const comm_group *group);
     void (*barrier)(const comm_group *group);
 
     /* recv[size*count] = concatenation of every rank's send[count] (send may alias recv's block) */
-    void (*allgather_float)(const float *send, float *recv, size_t count, const comm_group *group);
+    void (*allgather)(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group);
     /* recv[count] = this rank's block of the sum over ranks of send[size*count] */
-    void (*reduce_scatter_float)(const float *send, float *recv, size_t count, const comm_group *group);
+    void (*reduce_scatter)(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group);
 
     /* point-to-point (pipeline stages): send does not block, recv blocks */
-    void (*send_float)(const float *buf, size_t count, int peer, int tag, const comm_group *group,
-                       comm_request *request);
-    void (*recv_float)(float *buf, size_t count, int peer, int tag, const comm_group *group);
+    void (*send)(const void *buf, size_t count, comm_dtype dtype, int peer, int tag,
+                 const comm_group *group, comm_request *request);
+    void (*recv)(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group);
 
     /* non-blocking collectives on buf in place (data-parallel buckets):
-     * iallreduce sums buf[count]; ireduce_scatter leaves this rank's block of the sum of
-     * buf[size*count] at buf + rank*count (other blocks unspecified); iallgather fills every
-     * block of buf[size*count] from its owner. */
+     * iallreduce sums fp32 buf[count]; ireduce_scatter leaves this rank's block of the sum of
+     * fp32 buf[size*count] at buf + rank*count (other blocks unspecified); iallgather fills every
+     * block of buf[size*count] from its owner (parameters, in the compute dtype). */
     void (*iallreduce_float)(float *buf, size_t count, const comm_group *group, comm_request *request);
     void (*ireduce_scatter_float)(float *buf, size_t count, const comm_group *group, comm_request *request);
-    void (*iallgather_float)(float *buf, size_t count, const comm_group *group, comm_request *request);
+    void (*iallgather)(void *buf, size_t count, comm_dtype dtype, const comm_group *group, comm_request *request);
     /* complete a request (no-op when it is not active) */
     void (*wait)(comm_request *request);
     /* 1 when the request is complete (or inactive), without blocking */
     int (*test)(comm_request *request);
 } comm_ops;
 
-/* the MPI implementation */
+/* the MPI implementation (fp32 only for reductions) */
 const comm_ops *comm_mpi(void);
+#ifdef HAVE_CUDA
+/* the NCCL implementation (device memory; host control through MPI) */
+const comm_ops *comm_nccl(void);
+#endif
 
 /* make a group from an MPI communicator (duplicated; freed by comm_group_free) */
 void comm_group_create(comm_group *group, const char *name, MPI_Comm parent);

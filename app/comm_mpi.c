@@ -13,11 +13,23 @@
 
 static MPI_Op mpi_op(comm_op op) { return op == COMM_MAX ? MPI_MAX : MPI_SUM; }
 
-static void mpi_allreduce_float(float *buf, size_t count, comm_op op, const comm_group *group) {
+/* MPI has no bf16: data movement sends its bits as 16-bit integers; reductions are fp32 only
+ * (the CPU backend computes in fp32 and never asks for a bf16 reduction) */
+static MPI_Datatype mpi_type(comm_dtype dtype) { return dtype == COMM_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+
+static void require_float(comm_dtype dtype, const char *what, const comm_group *group) {
+    if (dtype != COMM_FLOAT) FATAL("comm_mpi: %s of bf16 on group %s is not supported (use NCCL)", what, group->name);
+}
+
+static void mpi_attach(comm_group *group) { (void)group; }
+static void mpi_detach(comm_group *group) { (void)group; }
+
+static void mpi_allreduce(void *buf, size_t count, comm_dtype dtype, comm_op op, const comm_group *group) {
     if (group->size == 1) return;
+    require_float(dtype, "all-reduce", group);
     for (size_t done = 0; done < count; done += MAX_CHUNK) {
         size_t n = count - done < MAX_CHUNK ? count - done : MAX_CHUNK;
-        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf + done, (int)n, MPI_FLOAT, mpi_op(op), group->mpi));
+        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, (float *)buf + done, (int)n, MPI_FLOAT, mpi_op(op), group->mpi));
     }
 }
 
@@ -41,24 +53,26 @@ static int as_count(size_t count) {
     return (int)count;
 }
 
-static void mpi_allgather(const float *send, float *recv, size_t count, const comm_group *group) {
-    const void *source = send == recv + (size_t)group->rank * count ? MPI_IN_PLACE : (const void *)send;
-    CHECK_MPI(MPI_Allgather(source, as_count(count), MPI_FLOAT, recv, as_count(count), MPI_FLOAT, group->mpi));
+static void mpi_allgather(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
+    const void *source = (const char *)send == (char *)recv + (size_t)group->rank * count * comm_dtype_bytes(dtype)
+                             ? MPI_IN_PLACE : send;
+    CHECK_MPI(MPI_Allgather(source, as_count(count), mpi_type(dtype), recv, as_count(count), mpi_type(dtype), group->mpi));
 }
 
-static void mpi_reduce_scatter(const float *send, float *recv, size_t count, const comm_group *group) {
+static void mpi_reduce_scatter(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
+    require_float(dtype, "reduce-scatter", group);
     CHECK_MPI(MPI_Reduce_scatter_block(send, recv, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi));
 }
 
-static void mpi_send(const float *buf, size_t count, int peer, int tag, const comm_group *group,
-                     comm_request *request) {
+static void mpi_send(const void *buf, size_t count, comm_dtype dtype, int peer, int tag,
+                     const comm_group *group, comm_request *request) {
     request->active = 1;
     request->scratch = NULL;
-    CHECK_MPI(MPI_Isend(buf, as_count(count), MPI_FLOAT, peer, tag, group->mpi, &request->mpi));
+    CHECK_MPI(MPI_Isend(buf, as_count(count), mpi_type(dtype), peer, tag, group->mpi, &request->mpi));
 }
 
-static void mpi_recv(float *buf, size_t count, int peer, int tag, const comm_group *group) {
-    CHECK_MPI(MPI_Recv(buf, as_count(count), MPI_FLOAT, peer, tag, group->mpi, MPI_STATUS_IGNORE));
+static void mpi_recv(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group) {
+    CHECK_MPI(MPI_Recv(buf, as_count(count), mpi_type(dtype), peer, tag, group->mpi, MPI_STATUS_IGNORE));
 }
 
 static void mpi_iallreduce(float *buf, size_t count, const comm_group *group, comm_request *request) {
@@ -72,22 +86,23 @@ static void mpi_ireduce_scatter(float *buf, size_t count, const comm_group *grou
     request->scratch = malloc(sizeof(float) * (count ? count : 1));
     CHECK(request->scratch, "out of host memory for a reduce-scatter of %zu elements", count);
     request->destination = buf + (size_t)group->rank * count;
-    request->count = count;
+    request->bytes = sizeof(float) * count;
     CHECK_MPI(MPI_Ireduce_scatter_block(buf, request->scratch, as_count(count), MPI_FLOAT, MPI_SUM,
                                         group->mpi, &request->mpi));
 }
 
-static void mpi_iallgather(float *buf, size_t count, const comm_group *group, comm_request *request) {
+static void mpi_iallgather(void *buf, size_t count, comm_dtype dtype, const comm_group *group,
+                           comm_request *request) {
     request->active = 1;
     request->scratch = NULL;
-    CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, buf, as_count(count), MPI_FLOAT, group->mpi,
-                             &request->mpi));
+    CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(dtype), buf, as_count(count), mpi_type(dtype),
+                             group->mpi, &request->mpi));
 }
 
 /* after MPI has completed the request: move a reduce-scatter result into place */
 static void finish_request(comm_request *request) {
     if (request->scratch) {
-        memcpy(request->destination, request->scratch, sizeof(float) * request->count);
+        memcpy(request->destination, request->scratch, request->bytes);
         free(request->scratch);
         request->scratch = NULL;
     }
@@ -111,17 +126,19 @@ static int mpi_test(comm_request *request) {
 const comm_ops *comm_mpi(void) {
     static const comm_ops ops = {
         .name = "mpi",
-        .allreduce_float = mpi_allreduce_float,
+        .attach = mpi_attach,
+        .detach = mpi_detach,
+        .allreduce = mpi_allreduce,
         .allreduce_double_host = mpi_allreduce_double,
         .broadcast = mpi_broadcast,
         .barrier = mpi_barrier,
-        .allgather_float = mpi_allgather,
-        .reduce_scatter_float = mpi_reduce_scatter,
-        .send_float = mpi_send,
-        .recv_float = mpi_recv,
+        .allgather = mpi_allgather,
+        .reduce_scatter = mpi_reduce_scatter,
+        .send = mpi_send,
+        .recv = mpi_recv,
         .iallreduce_float = mpi_iallreduce,
         .ireduce_scatter_float = mpi_ireduce_scatter,
-        .iallgather_float = mpi_iallgather,
+        .iallgather = mpi_iallgather,
         .wait = mpi_wait,
         .test = mpi_test,
     };
@@ -130,6 +147,8 @@ const comm_ops *comm_mpi(void) {
 
 void comm_group_create(comm_group *group, const char *name, MPI_Comm parent) {
     group->name = name;
+    group->backend = NULL;
+    group->point_to_point = 0;
     CHECK_MPI(MPI_Comm_dup(parent, &group->mpi));
     CHECK_MPI(MPI_Comm_rank(group->mpi, &group->rank));
     CHECK_MPI(MPI_Comm_size(group->mpi, &group->size));

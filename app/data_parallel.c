@@ -95,7 +95,7 @@ static void sum_tied_embeddings(data_parallel *dp) {
     for (int i = 0; i < dp->model->num_params; i++) {
         const param_tensor *p = &dp->model->params[i];
         if (dp->deferred[p->bucket] && strcmp(p->name, "embedding.word_embeddings.weight") == 0)
-            dp->comm->allreduce_float(dp->model->grad_buffer + p->offset, p->numel, COMM_SUM, &t->embedding);
+            dp->comm->allreduce(dp->model->grad_buffer + p->offset, p->numel, COMM_FLOAT, COMM_SUM, &t->embedding);
     }
 }
 
@@ -111,7 +111,7 @@ static void sum_sequence_parallel_grads(data_parallel *dp) {
         data_parallel_shard(dp, p->bucket, &start, &length);
         size_t lo = p->offset > start ? p->offset : start;
         size_t hi = p->offset + p->numel < start + length ? p->offset + p->numel : start + length;
-        if (lo < hi) dp->comm->allreduce_float(m->grad_buffer + lo, hi - lo, COMM_SUM, &dp->topo->tp);
+        if (lo < hi) dp->comm->allreduce(m->grad_buffer + lo, hi - lo, COMM_FLOAT, COMM_SUM, &dp->topo->tp);
     }
 }
 
@@ -126,9 +126,9 @@ void data_parallel_start_param_gather(data_parallel *dp) {
     if (!dp->distributed) return;
     for (int b = 0; b < dp->model->num_buckets; b++) {
         const grad_bucket *bucket = &dp->model->buckets[b];
-        dp->comm->iallgather_float(dp->model->param_buffer + bucket->start,
-                                   bucket->length / (size_t)dp->topo->dp_size, &dp->topo->dp,
-                                   &dp->gather_requests[b]);
+        dp->comm->iallgather(act_at(dp->model->ops, dp->model->param_buffer, bucket->start),
+                             bucket->length / (size_t)dp->topo->dp_size, dp->model->act_dtype,
+                             &dp->topo->dp, &dp->gather_requests[b]);
     }
     if (!dp->overlap_param_gather) data_parallel_finish_param_gather(dp);
 }

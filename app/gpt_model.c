@@ -78,6 +78,7 @@ static void add_param(layout_builder *b, const char *name, int rows, int cols, s
     p->bucket = m->num_buckets - 1;
     p->offset = m->num_elements;
     b->init[m->num_params] = init;
+    p->init = (int)init;
     m->num_elements += p->numel;
     m->num_parameters += p->numel;
     m->num_params++;
@@ -185,58 +186,69 @@ uint64_t param_global_index(const param_tensor *p, size_t e) {
 }
 
 /* element i of every global parameter comes from philox(seed, stream(name), i) */
-static void initialize_parameters(gpt_model *m, const init_kind *init) {
+void gpt_param_initial_values(const gpt_model *m, int param, size_t lo, size_t hi, float *host) {
     const gpt_config *c = &m->config;
+    const param_tensor *p = &m->params[param];
     float scaled_std = c->init_method_std / sqrtf(2.0f * (float)c->num_layers);
+    uint64_t stream = philox_stream_of_name(p->name);
+    float std = p->init == INIT_SCALED_NORMAL ? scaled_std : c->init_method_std;
+    for (size_t e = lo; e < hi; e++) {
+        switch ((init_kind)p->init) {
+        case INIT_NORMAL:
+        case INIT_SCALED_NORMAL: host[e - lo] = std * philox_normal(c->seed, stream, param_global_index(p, e)); break;
+        case INIT_ONES: host[e - lo] = 1.0f; break;
+        case INIT_ZEROS: host[e - lo] = 0.0f; break;
+        }
+    }
+}
+
+/* the parameters in the compute dtype (bf16-rounded on CUDA; the fp32 masters of the optimizer
+ * start from the same values) */
+static void initialize_parameters(gpt_model *m) {
     size_t largest = 1;
     for (int i = 0; i < m->num_params; i++) if (m->params[i].numel > largest) largest = m->params[i].numel;
     float *host = malloc(sizeof(float) * largest);
     CHECK(host, "out of host memory initializing parameters");
     for (int i = 0; i < m->num_params; i++) {
         const param_tensor *p = &m->params[i];
-        uint64_t stream = philox_stream_of_name(p->name);
-        float std = init[i] == INIT_SCALED_NORMAL ? scaled_std : c->init_method_std;
-        for (size_t e = 0; e < p->numel; e++) {
-            switch (init[i]) {
-            case INIT_NORMAL:
-            case INIT_SCALED_NORMAL: host[e] = std * philox_normal(c->seed, stream, param_global_index(p, e)); break;
-            case INIT_ONES: host[e] = 1.0f; break;
-            case INIT_ZEROS: host[e] = 0.0f; break;
-            }
-        }
-        m->ops->copy_from_host(m->param_buffer + p->offset, host, sizeof(float) * p->numel);
+        gpt_param_initial_values(m, i, 0, p->numel, host);
+        m->ops->copy_from_host_float(act_at(m->ops, m->param_buffer, p->offset), host, p->numel);
     }
     free(host);
 }
 
 /* point a chunk's model_view at a flat buffer, following the table order of build_layout */
-static void bind_view(model_view *v, const gpt_model *m, const model_chunk *ch, float *base) {
+static void bind_view(model_view *v, const gpt_model *m, const model_chunk *ch, void *buffer,
+                      size_t element_bytes) {
+    char *base = buffer;
     const param_tensor *p = m->params;
     int i = ch->first_param;
     v->layers = calloc((size_t)ch->num_layers, sizeof(layer_view));
     CHECK(v->layers, "out of host memory for layer views");
     if (ch->pre_process) {
-        v->word_embeddings = base + p[i++].offset;
-        v->position_embeddings = base + p[i++].offset;
+        v->word_embeddings = base + element_bytes * p[i++].offset;
+        v->position_embeddings = base + element_bytes * p[i++].offset;
     }
     for (int l = 0; l < ch->num_layers; l++) {
         layer_view *lv = &v->layers[l];
-        float **fields[] = {&lv->input_layernorm_weight, &lv->input_layernorm_bias, &lv->qkv_weight,
+        void **fields[] = {&lv->input_layernorm_weight, &lv->input_layernorm_bias, &lv->qkv_weight,
                             &lv->qkv_bias, &lv->proj_weight, &lv->proj_bias,
                             &lv->pre_mlp_layernorm_weight, &lv->pre_mlp_layernorm_bias,
                             &lv->fc1_weight, &lv->fc1_bias, &lv->fc2_weight, &lv->fc2_bias};
-        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) *fields[f] = base + p[i++].offset;
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) *fields[f] = base + element_bytes * p[i++].offset;
     }
     if (ch->post_process) {
-        v->final_layernorm_weight = base + p[i++].offset;
-        v->final_layernorm_bias = base + p[i++].offset;
-        v->output_layer = i < ch->first_param + ch->num_params ? base + p[i++].offset : v->word_embeddings;
+        v->final_layernorm_weight = base + element_bytes * p[i++].offset;
+        v->final_layernorm_bias = base + element_bytes * p[i++].offset;
+        v->output_layer = i < ch->first_param + ch->num_params ? base + element_bytes * p[i++].offset
+                                                               : v->word_embeddings;
     }
 }
 
 /* ------------------------------------------------------------------ activations */
 
 static float *alloc_floats(const kernel_ops *ops, size_t n) { return ops->alloc(sizeof(float) * n); }
+static void *alloc_acts(const kernel_ops *ops, size_t n) { return ops->alloc(ops->act_bytes * n); }
 
 /* sizes every buffer below is made of */
 typedef struct shapes {
@@ -270,28 +282,28 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
     CHECK(slot->layers, "out of host memory for activation tables");
     for (int l = 0; l < ch->num_layers; l++) {
         layer_activations *la = &slot->layers[l];
-        la->input = alloc_floats(ops, n * C);
-        la->ln1 = alloc_floats(ops, N * C);
+        la->input = alloc_acts(ops, n * C);
+        la->ln1 = alloc_acts(ops, N * C);
         la->ln1_mean = alloc_floats(ops, n);
         la->ln1_rstd = alloc_floats(ops, n);
-        la->qkv = alloc_floats(ops, N * 3 * (size_t)s.HDl);
-        la->attention_out = alloc_floats(ops, N * (size_t)s.HDl);
+        la->qkv = alloc_acts(ops, N * 3 * (size_t)s.HDl);
+        la->attention_out = alloc_acts(ops, N * (size_t)s.HDl);
         la->attention_workspace = ops->alloc(workspace);
-        la->residual_mid = alloc_floats(ops, n * C);
-        la->ln2 = alloc_floats(ops, N * C);
+        la->residual_mid = alloc_acts(ops, n * C);
+        la->ln2 = alloc_acts(ops, N * C);
         la->ln2_mean = alloc_floats(ops, n);
         la->ln2_rstd = alloc_floats(ops, n);
-        la->fc1_out = alloc_floats(ops, N * (size_t)s.Fl);
-        la->gelu_out = alloc_floats(ops, N * (size_t)s.Fl);
+        la->fc1_out = alloc_acts(ops, N * (size_t)s.Fl);
+        la->gelu_out = alloc_acts(ops, N * (size_t)s.Fl);
     }
-    slot->output = alloc_floats(ops, n * C);
+    slot->output = alloc_acts(ops, n * C);
     if (ch->pre_process) slot->tokens = ops->alloc(sizeof(int) * N);
     if (ch->post_process) {
         slot->targets = ops->alloc(sizeof(int) * N);
-        slot->lnf = alloc_floats(ops, N * C);
+        slot->lnf = alloc_acts(ops, N * C);
         slot->lnf_mean = alloc_floats(ops, n);
         slot->lnf_rstd = alloc_floats(ops, n);
-        slot->logits = alloc_floats(ops, N * (size_t)s.Vl);
+        slot->logits = alloc_acts(ops, N * (size_t)s.Vl);
         slot->losses = alloc_floats(ops, N);
         slot->row_max = alloc_floats(ops, N);
         slot->sum_exp_and_target = alloc_floats(ops, 2 * N);
@@ -318,15 +330,15 @@ static void allocate_scratch(gpt_model *m) {
     shapes s = model_shapes(m);
     size_t N = (size_t)s.N, n = (size_t)s.n, C = (size_t)s.C;
     backward_scratch *b = &m->scratch;
-    b->d_residual = alloc_floats(ops, n * C);
-    b->d_hidden = alloc_floats(ops, n * C);
-    b->d_full = alloc_floats(ops, N * C);
-    b->d_attention = alloc_floats(ops, N * (size_t)s.HDl);
-    b->d_qkv = alloc_floats(ops, N * 3 * (size_t)s.HDl);
-    b->d_ffn_a = alloc_floats(ops, N * (size_t)s.Fl);
-    b->d_ffn_b = alloc_floats(ops, N * (size_t)s.Fl);
-    b->forward_full = alloc_floats(ops, N * C);
-    b->forward_rows = alloc_floats(ops, n * C);
+    b->d_residual = alloc_acts(ops, n * C);
+    b->d_hidden = alloc_acts(ops, n * C);
+    b->d_full = alloc_acts(ops, N * C);
+    b->d_attention = alloc_acts(ops, N * (size_t)s.HDl);
+    b->d_qkv = alloc_acts(ops, N * 3 * (size_t)s.HDl);
+    b->d_ffn_a = alloc_acts(ops, N * (size_t)s.Fl);
+    b->d_ffn_b = alloc_acts(ops, N * (size_t)s.Fl);
+    b->forward_full = alloc_acts(ops, N * C);
+    b->forward_rows = alloc_acts(ops, n * C);
     m->host_losses = malloc(sizeof(float) * N);
     CHECK(m->host_losses, "out of host memory for losses");
 }
@@ -348,17 +360,19 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     m->local_rows = m->config.sequence_parallel ? N / m->config.tp_size : N;
     plan_chunks(m);
     init_kind *init = build_layout(m);
-    m->param_buffer = alloc_floats(ops, m->num_elements);
+    m->mixed_precision = ops->act_bytes != sizeof(float);
+    m->act_dtype = ops->act_bytes == 2 ? COMM_BF16 : COMM_FLOAT;
+    m->param_buffer = alloc_acts(ops, m->num_elements);
     m->grad_buffer = alloc_floats(ops, m->num_elements);
     for (int k = 0; k < m->num_chunks; k++) {
         model_chunk *ch = &m->chunks[k];
-        bind_view(&ch->weights, m, ch, m->param_buffer);
-        bind_view(&ch->grads, m, ch, m->grad_buffer);
+        bind_view(&ch->weights, m, ch, m->param_buffer, ops->act_bytes);
+        bind_view(&ch->grads, m, ch, m->grad_buffer, sizeof(float));
         ch->slots = calloc((size_t)m->config.activation_slots, sizeof(activation_slot));
         CHECK(ch->slots, "out of host memory for activation slots");
         for (int s = 0; s < m->config.activation_slots; s++) allocate_slot(m, ch, &ch->slots[s]);
     }
-    initialize_parameters(m, init);
+    initialize_parameters(m);
     free(init);
     allocate_scratch(m);
 }
@@ -383,21 +397,21 @@ void gpt_model_free(gpt_model *m) {
     memset(m, 0, sizeof(*m));
 }
 
-float *gpt_chunk_input(gpt_model *m, int chunk, int slot) { return m->chunks[chunk].slots[slot].layers[0].input; }
-float *gpt_chunk_output(gpt_model *m, int chunk, int slot) { return m->chunks[chunk].slots[slot].output; }
-float *gpt_grad_buffer(gpt_model *m) { return m->scratch.d_residual; }
+void *gpt_chunk_input(gpt_model *m, int chunk, int slot) { return m->chunks[chunk].slots[slot].layers[0].input; }
+void *gpt_chunk_output(gpt_model *m, int chunk, int slot) { return m->chunks[chunk].slots[slot].output; }
+void *gpt_grad_buffer(gpt_model *m) { return m->scratch.d_residual; }
 
 /* ------------------------------------------------------------------ tensor-parallel regions */
 
 /* layer norm on this rank's rows, made whole for a column-parallel matmul: with sequence
  * parallelism the normalized rows are all-gathered into full_out, otherwise written there */
-static void norm_and_gather(gpt_model *m, float *full_out, float *mean, float *rstd, const float *x,
-                            const float *weight, const float *bias) {
+static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
+                            const void *weight, const void *bias) {
     const gpt_config *c = &m->config;
     int n = m->local_rows, C = c->hidden_size;
     if (c->sequence_parallel) {
         m->ops->layernorm_forward(m->scratch.forward_rows, mean, rstd, x, weight, bias, n, C, c->layernorm_epsilon);
-        m->comm->allgather_float(m->scratch.forward_rows, full_out, (size_t)n * C, m->tp_group);
+        m->comm->allgather(m->scratch.forward_rows, full_out, (size_t)n * C, m->act_dtype, m->tp_group);
     } else {
         m->ops->layernorm_forward(full_out, mean, rstd, x, weight, bias, n, C, c->layernorm_epsilon);
     }
@@ -405,22 +419,22 @@ static void norm_and_gather(gpt_model *m, float *full_out, float *mean, float *r
 
 /* sum row-parallel partial results [N,C] over tensor-parallel ranks; returns this rank's rows:
  * reduce-scatter into `rows` with sequence parallelism, all-reduce in place otherwise */
-static float *reduce_to_rows(gpt_model *m, float *partial_full, float *rows) {
+static void *reduce_to_rows(gpt_model *m, void *partial_full, void *rows) {
     const gpt_config *c = &m->config;
     size_t n = (size_t)m->local_rows, C = (size_t)c->hidden_size;
     if (c->sequence_parallel) {
-        m->comm->reduce_scatter_float(partial_full, rows, n * C, m->tp_group);
+        m->comm->reduce_scatter(partial_full, rows, n * C, m->act_dtype, m->tp_group);
         return rows;
     }
-    m->comm->allreduce_float(partial_full, n * C, COMM_SUM, m->tp_group);
+    m->comm->allreduce(partial_full, n * C, m->act_dtype, COMM_SUM, m->tp_group);
     return partial_full;
 }
 
 /* backward of reduce_to_rows: this rank's row gradients made whole [N,C] */
-static float *gather_rows(gpt_model *m, float *rows, float *full) {
+static void *gather_rows(gpt_model *m, void *rows, void *full) {
     const gpt_config *c = &m->config;
     if (!c->sequence_parallel) return rows;
-    m->comm->allgather_float(rows, full, (size_t)m->local_rows * c->hidden_size, m->tp_group);
+    m->comm->allgather(rows, full, (size_t)m->local_rows * c->hidden_size, m->act_dtype, m->tp_group);
     return full;
 }
 
@@ -475,10 +489,10 @@ static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *sl
     const gpt_config *c = &m->config;
     const model_view *w = &ch->weights;
     params_needed(m, ch->first_param, 2);
-    float *full = m->scratch.forward_full;
+    void *full = m->scratch.forward_full;
     m->ops->embedding_forward(full, slot->tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     if (c->tp_rank == 0) m->ops->position_embedding_forward(full, w->position_embeddings, s.B, s.T, s.C, 0);
-    float *rows = reduce_to_rows(m, full, m->scratch.forward_rows);
+    void *rows = reduce_to_rows(m, full, m->scratch.forward_rows);
     m->ops->dropout_forward(slot->layers[0].input, rows, (size_t)s.n * s.C, hidden_rng(m, rng, -1, SITE_EMBEDDING));
 }
 
@@ -489,26 +503,25 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l];
     int layer = ch->first_layer + l;
-    float *out = l + 1 < ch->num_layers ? slot->layers[l + 1].input : slot->output;
+    void *out = l + 1 < ch->num_layers ? slot->layers[l + 1].input : slot->output;
     size_t rows_size = (size_t)s.n * s.C;
     params_needed(m, layer_first_param(ch, l), 12);
 
     /* attention block */
     norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight, lw->input_layernorm_bias);
-    ops->matmul_forward(la->qkv, la->ln1, lw->qkv_weight, lw->qkv_bias, s.N, s.C, 3 * s.HDl);
+    ops->matmul_forward(la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.N, s.C, 3 * s.HDl);
     ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.D,
                            c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
-    ops->matmul_forward(m->scratch.forward_full, la->attention_out, lw->proj_weight, NULL, s.N, s.HDl, s.C);
-    float *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
+    ops->matmul_forward(m->scratch.forward_full, NULL, la->attention_out, lw->proj_weight, NULL, s.N, s.HDl, s.C);
+    void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
     ops->bias_add(rows, lw->proj_bias, s.n, s.C);
     ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
     ops->add(la->residual_mid, la->input, rows, rows_size);
 
     /* MLP block */
     norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
-    ops->matmul_forward(la->fc1_out, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.Fl);
-    ops->gelu_forward(la->gelu_out, la->fc1_out, (size_t)s.N * s.Fl);
-    ops->matmul_forward(m->scratch.forward_full, la->gelu_out, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
+    ops->matmul_forward(la->fc1_out, la->gelu_out, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.Fl);
+    ops->matmul_forward(m->scratch.forward_full, NULL, la->gelu_out, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
     rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
     ops->bias_add(rows, lw->fc2_bias, s.n, s.C);
     ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
@@ -524,13 +537,13 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     int vocab_start = c->tp_rank * s.Vl;
     params_needed(m, output_first_param(ch), output_param_count(ch));
     norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
-    ops->matmul_forward(slot->logits, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
-    if (m->capture_logits) ops->copy_to_host(m->capture_logits, slot->logits, sizeof(float) * (size_t)s.N * (size_t)s.Vl);
+    ops->matmul_forward(slot->logits, NULL, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
+    if (m->capture_logits) ops->copy_to_host_float(m->capture_logits, slot->logits, (size_t)s.N * (size_t)s.Vl);
     float *sum_exp = slot->sum_exp_and_target, *target_logit = slot->sum_exp_and_target + s.N;
     ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
-    m->comm->allreduce_float(slot->row_max, (size_t)s.N, COMM_MAX, m->tp_group);
+    m->comm->allreduce(slot->row_max, (size_t)s.N, COMM_FLOAT, COMM_MAX, m->tp_group);
     ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, slot->row_max, slot->targets, s.N, s.Vl, vocab_start);
-    m->comm->allreduce_float(slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_SUM, m->tp_group);
+    m->comm->allreduce(slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_FLOAT, COMM_SUM, m->tp_group);
     ops->cross_entropy_loss_grad(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit,
                                  slot->targets, s.N, s.Vl, vocab_start, grad_scale);
     ops->copy_to_host(m->host_losses, slot->losses, sizeof(float) * (size_t)s.N);
@@ -563,8 +576,8 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     backward_scratch *b = &m->scratch;
     /* slot->logits holds dL/dlogits */
     ops->matmul_backward(b->d_full, g->output_layer, NULL, slot->logits, slot->lnf, w->output_layer, s.N, s.C, s.Vl);
-    float *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
-    ops->zero(b->d_residual, sizeof(float) * (size_t)s.n * s.C);
+    void *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     ops->layernorm_backward(b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
                             slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd, s.n, s.C);
     grads_ready(m, output_first_param(ch), output_param_count(ch));
@@ -584,11 +597,11 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     /* MLP block: y = x' + dropout(reduce(gelu(fc1(gather(LN(x')))) W2^T) + b2) */
     ops->dropout_backward(b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
     ops->bias_backward(lg->fc2_bias, b->d_hidden, s.n, s.C);
-    float *d_full = gather_rows(m, b->d_hidden, b->d_full);
+    void *d_full = gather_rows(m, b->d_hidden, b->d_full);
     ops->matmul_backward(b->d_ffn_a, lg->fc2_weight, NULL, d_full, la->gelu_out, lw->fc2_weight, s.N, s.Fl, s.C);
     ops->gelu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, (size_t)s.N * s.Fl);
     ops->matmul_backward(b->d_full, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.N, s.C, s.Fl);
-    float *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    void *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
     ops->layernorm_backward(b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
                             la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd, s.n, s.C);
 
@@ -597,7 +610,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->bias_backward(lg->proj_bias, b->d_hidden, s.n, s.C);
     d_full = gather_rows(m, b->d_hidden, b->d_full);
     ops->matmul_backward(b->d_attention, lg->proj_weight, NULL, d_full, la->attention_out, lw->proj_weight, s.N, s.HDl, s.C);
-    ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_workspace, s.B, s.T, s.Hl, s.D,
+    ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl, s.D,
                             c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     ops->matmul_backward(b->d_full, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.N, s.C, 3 * s.HDl);
     d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
@@ -612,7 +625,7 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
     backward_scratch *b = &m->scratch;
     const model_view *g = &ch->grads;
     m->ops->dropout_backward(b->d_hidden, b->d_residual, (size_t)s.n * s.C, hidden_rng(m, rng, -1, SITE_EMBEDDING));
-    float *d_full = gather_rows(m, b->d_hidden, b->d_full);
+    void *d_full = gather_rows(m, b->d_hidden, b->d_full);
     m->ops->embedding_backward(g->word_embeddings, d_full, slot->tokens, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
     grads_ready(m, ch->first_param, 2);
@@ -627,7 +640,7 @@ void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng
 }
 
 uint64_t gpt_model_parameter_hash(const gpt_model *m) {
-    size_t bytes = sizeof(float) * m->num_elements;
+    size_t bytes = m->ops->act_bytes * m->num_elements;
     unsigned char *host = malloc(bytes);
     CHECK(host, "out of host memory hashing parameters");
     m->ops->copy_to_host(host, m->param_buffer, bytes);

@@ -60,6 +60,7 @@ typedef struct param_tensor {
     int embedding_copy;  /* the last stage's copy of the tied word embeddings */
     int chunk;           /* model chunk it belongs to */
     int bucket;          /* gradient bucket */
+    int init;            /* init_kind */
 } param_tensor;
 
 typedef enum { INIT_NORMAL, INIT_SCALED_NORMAL, INIT_ONES, INIT_ZEROS } init_kind;
@@ -82,45 +83,50 @@ typedef struct grad_bucket {
     int first_param, num_params;
 } grad_bucket;
 
-/* pointers of one transformer layer into a flat buffer (parameters or gradients) */
+/* pointers of one transformer layer into a flat buffer: the parameters (compute dtype) or the
+ * gradients (fp32; the same view type, its pointers passed where kernels take float *) */
 typedef struct layer_view {
-    float *input_layernorm_weight, *input_layernorm_bias;
-    float *qkv_weight, *qkv_bias;                 /* [3*H*D/tp, C], per head {q,k,v} */
-    float *proj_weight, *proj_bias;               /* [C, H*D/tp], bias [C] */
-    float *pre_mlp_layernorm_weight, *pre_mlp_layernorm_bias;
-    float *fc1_weight, *fc1_bias;                 /* [F/tp, C] */
-    float *fc2_weight, *fc2_bias;                 /* [C, F/tp], bias [C] */
+    void *input_layernorm_weight, *input_layernorm_bias;
+    void *qkv_weight, *qkv_bias;                 /* [3*H*D/tp, C], per head {q,k,v} */
+    void *proj_weight, *proj_bias;               /* [C, H*D/tp], bias [C] */
+    void *pre_mlp_layernorm_weight, *pre_mlp_layernorm_bias;
+    void *fc1_weight, *fc1_bias;                 /* [F/tp, C] */
+    void *fc2_weight, *fc2_bias;                 /* [C, F/tp], bias [C] */
 } layer_view;
 
 /* a chunk's parameters (or gradients) as pointers into one flat buffer; NULL where not held */
 typedef struct model_view {
-    float *word_embeddings;      /* [V/tp, C] */
-    float *position_embeddings;  /* [max_pos, C] */
+    void *word_embeddings;      /* [V/tp, C] */
+    void *position_embeddings;  /* [max_pos, C] */
     layer_view *layers;          /* the chunk's layers */
-    float *final_layernorm_weight, *final_layernorm_bias;
-    float *output_layer;         /* [V/tp, C]; the word embeddings (or their copy) when tied */
+    void *final_layernorm_weight, *final_layernorm_bias;
+    void *output_layer;         /* [V/tp, C]; the word embeddings (or their copy) when tied */
 } model_view;
 
-/* what one micro-batch's forward keeps for its backward (rows: N = B*T; n = N/tp with SP) */
+/* what one micro-batch's forward keeps for its backward (rows: N = B*T; n = N/tp with SP);
+ * `void *` buffers are in the compute dtype */
 typedef struct layer_activations {
-    float *input;                  /* residual stream entering the layer [n,C] */
-    float *ln1, *ln1_mean, *ln1_rstd; /* ln1 gathered [N,C]; statistics [n] */
-    float *qkv;                    /* [N,3HD/tp] */
-    float *attention_out;          /* [N,HD/tp] */
+    void *input;                  /* residual stream entering the layer [n,C] */
+    void *ln1;                     /* ln1 gathered [N,C] */
+    float *ln1_mean, *ln1_rstd;    /* fp32 statistics [n] */
+    void *qkv;                    /* [N,3HD/tp] */
+    void *attention_out;          /* [N,HD/tp] */
     void *attention_workspace;
-    float *residual_mid;           /* input + dropout(proj) [n,C] */
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *fc1_out;                /* pre-GeLU [N,F/tp] */
-    float *gelu_out;               /* [N,F/tp] */
+    void *residual_mid;           /* input + dropout(proj) [n,C] */
+    void *ln2;
+    float *ln2_mean, *ln2_rstd;
+    void *fc1_out;                /* pre-GeLU [N,F/tp] */
+    void *gelu_out;               /* [N,F/tp] */
 } layer_activations;
 
 typedef struct activation_slot {
     int *tokens, *targets;         /* [N] */
     layer_activations *layers;
-    float *output;                 /* residual stream after the chunk's last layer [n,C] */
-    float *lnf, *lnf_mean, *lnf_rstd;      /* post-process: lnf gathered [N,C] */
-    float *logits;                 /* [N,V/tp], overwritten by dlogits in the loss pass */
-    float *losses, *row_max, *sum_exp_and_target; /* [N], [N], [2N] */
+    void *output;                 /* residual stream after the chunk's last layer [n,C] */
+    void *lnf;                     /* post-process: lnf gathered [N,C] */
+    float *lnf_mean, *lnf_rstd;
+    void *logits;                 /* [N,V/tp], overwritten by dlogits in the loss pass */
+    float *losses, *row_max, *sum_exp_and_target; /* fp32 [N], [N], [2N] */
 } activation_slot;
 
 typedef struct model_chunk {
@@ -141,14 +147,14 @@ typedef struct model_hooks {
 
 /* backward scratch shared by all chunks and slots */
 typedef struct backward_scratch {
-    float *d_residual;     /* [n,C]: dL/d(residual stream); received from / sent to neighbours */
-    float *d_hidden;       /* [n,C] */
-    float *d_full;         /* [N,C] */
-    float *d_attention;    /* [N,HD/tp] */
-    float *d_qkv;          /* [N,3HD/tp] */
-    float *d_ffn_a, *d_ffn_b; /* [N,F/tp] */
-    float *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
-    float *forward_rows;   /* [n,C] forward temporary */
+    void *d_residual;     /* [n,C]: dL/d(residual stream); received from / sent to neighbours */
+    void *d_hidden;       /* [n,C] */
+    void *d_full;         /* [N,C] */
+    void *d_attention;    /* [N,HD/tp] */
+    void *d_qkv;          /* [N,3HD/tp] */
+    void *d_ffn_a, *d_ffn_b; /* [N,F/tp] */
+    void *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
+    void *forward_rows;   /* [n,C] forward temporary */
 } backward_scratch;
 
 typedef struct gpt_model {
@@ -162,8 +168,10 @@ typedef struct gpt_model {
     size_t num_parameters;     /* parameters held here (no padding) */
     grad_bucket *buckets;
     int num_buckets;
-    float *param_buffer;       /* backend memory */
-    float *grad_buffer;        /* backend memory */
+    void *param_buffer;        /* backend memory, compute dtype (bf16 on CUDA, fp32 on cpu) */
+    float *grad_buffer;        /* backend memory, fp32 (Megatron's main_grad) */
+    int mixed_precision;       /* compute dtype is not fp32: the optimizer keeps fp32 masters */
+    comm_dtype act_dtype;      /* the compute dtype, for communication */
     model_chunk *chunks;
     int num_chunks;
     backward_scratch scratch;
@@ -200,9 +208,13 @@ double gpt_chunk_forward(gpt_model *model, int chunk, int slot, const int *token
  * gradients accumulate into the gradient buffer. */
 void gpt_chunk_backward(gpt_model *model, int chunk, int slot, micro_batch_rng rng);
 
-float *gpt_chunk_input(gpt_model *model, int chunk, int slot);   /* [n,C] */
-float *gpt_chunk_output(gpt_model *model, int chunk, int slot);  /* [n,C] */
-float *gpt_grad_buffer(gpt_model *model);                        /* [n,C] */
+void *gpt_chunk_input(gpt_model *model, int chunk, int slot);   /* [n,C] compute dtype */
+void *gpt_chunk_output(gpt_model *model, int chunk, int slot);  /* [n,C] */
+void *gpt_grad_buffer(gpt_model *model);                        /* [n,C] */
+
+/* the initial (seed) values of local elements [lo, hi) of parameter `param`, into host fp32
+ * (the optimizer's master weights start from these) */
+void gpt_param_initial_values(const gpt_model *model, int param, size_t lo, size_t hi, float *host);
 
 /* FNV-1a hash of the parameter bytes (bitwise-reproducibility checks in the log) */
 uint64_t gpt_model_parameter_hash(const gpt_model *model);

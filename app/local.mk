@@ -23,3 +23,9 @@ APP_LIBS = app/libapp.a app/libdata.a io/libio.a app/libapp.a app/libtokenizer.a
 bin_PROGRAMS += app/pretrain_gpt
 app_pretrain_gpt_SOURCES = app/pretrain_gpt.c
 app_pretrain_gpt_LDADD = $(APP_LIBS)
+
+# the NCCL communication backend (with the CUDA kernel backend)
+if HAVE_CUDA
+app_libapp_a_SOURCES += app/comm_nccl.c
+app_libapp_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+endif

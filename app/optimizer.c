@@ -49,15 +49,46 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
             if (lo < hi) add_range(opt, &capacity, p, i, lo, hi, model->config.tp_rank);
         }
     }
-    opt->exp_avg = model->ops->alloc(sizeof(float) * (opt->state_elements ? opt->state_elements : 1));
-    opt->exp_avg_sq = model->ops->alloc(sizeof(float) * (opt->state_elements ? opt->state_elements : 1));
+    size_t state_bytes = sizeof(float) * (opt->state_elements ? opt->state_elements : 1);
+    opt->exp_avg = model->ops->alloc(state_bytes);
+    opt->exp_avg_sq = model->ops->alloc(state_bytes);
+    opt->master = NULL;
+    if (model->mixed_precision) {
+        /* masters start from the seed's fp32 values, not from their bf16 rounding */
+        opt->master = model->ops->alloc(state_bytes);
+        size_t largest = 1;
+        for (int i = 0; i < opt->num_ranges; i++) if (opt->ranges[i].length > largest) largest = opt->ranges[i].length;
+        float *host = malloc(sizeof(float) * largest);
+        CHECK(host, "out of host memory initializing master weights");
+        for (int i = 0; i < opt->num_ranges; i++) {
+            const optimizer_range *r = &opt->ranges[i];
+            size_t lo = r->offset - model->params[r->param].offset;
+            gpt_param_initial_values(model, r->param, lo, lo + r->length, host);
+            model->ops->copy_from_host(opt->master + r->state_offset, host, sizeof(float) * r->length);
+        }
+        free(host);
+    }
+}
+
+float *optimizer_master(const optimizer *opt, const gpt_model *model, const optimizer_range *r) {
+    if (opt->master) return opt->master + r->state_offset;
+    return (float *)model->param_buffer + r->offset;
+}
+
+void optimizer_refresh_params(const optimizer *opt, gpt_model *model) {
+    for (int i = 0; i < opt->num_ranges; i++) {
+        const optimizer_range *r = &opt->ranges[i];
+        model->ops->float_to_act(act_at(model->ops, model->param_buffer, r->offset),
+                                 optimizer_master(opt, model, r), r->length);
+    }
 }
 
 void optimizer_free(optimizer *opt, const gpt_model *model) {
     model->ops->release(opt->exp_avg);
     model->ops->release(opt->exp_avg_sq);
+    if (opt->master) model->ops->release(opt->master);
     free(opt->ranges);
-    opt->exp_avg = opt->exp_avg_sq = NULL;
+    opt->exp_avg = opt->exp_avg_sq = opt->master = NULL;
     opt->ranges = NULL;
 }
 
@@ -80,8 +111,9 @@ int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr
     for (int i = 0; i < opt->num_ranges; i++) {
         const optimizer_range *r = &opt->ranges[i];
         float *grads = model->grad_buffer + r->offset;
-        if (clip) ops->scale(grads, clip_scale, r->length);
-        ops->adamw_update(model->param_buffer + r->offset, grads, opt->exp_avg + r->state_offset,
+        if (clip) ops->scale_float(grads, clip_scale, r->length);
+        ops->adamw_update(optimizer_master(opt, model, r), act_at(ops, model->param_buffer, r->offset),
+                          grads, opt->exp_avg + r->state_offset,
                           opt->exp_avg_sq + r->state_offset, r->length, (float)lr, opt->beta1,
                           opt->beta2, opt->eps, r->weight_decay ? opt->weight_decay : 0.0f, opt->step);
     }
@@ -90,5 +122,7 @@ int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr
 
 double optimizer_bytes_per_parameter(const optimizer *opt, const gpt_model *model) {
     double params = (double)model->num_parameters;
-    return 4.0 + 4.0 + 8.0 * (double)opt->state_elements / params;
+    double state = (double)opt->state_elements / params;
+    if (opt->master) return 2.0 + 4.0 + 12.0 * state; /* bf16 params, fp32 grads, masters + moments */
+    return 4.0 + 4.0 + 8.0 * state;
 }

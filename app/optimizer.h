@@ -1,4 +1,8 @@
 /* optimizer.h: AdamW over the model's flat buffers with global-norm gradient clipping.
+ * Mixed precision (Megatron's): gradients are fp32 and the step runs on fp32 master weights;
+ * with a bf16 compute dtype the masters are a separate buffer over the optimizer's ranges (so
+ * the distributed optimizer shards them with the Adam moments) and the step writes the bf16
+ * parameters back; with fp32 parameters (CPU backend) the parameters are the masters.
  * The optimizer works on a list of ranges of the flat buffers: every parameter without the
  * distributed optimizer, or this data-parallel rank's shard of every bucket with it. Adam
  * moments exist only for those ranges. Weight decay skips biases and layer-norm parameters
@@ -26,6 +30,7 @@ typedef struct optimizer {
     size_t state_elements;
     float *exp_avg;          /* Adam first moment, backend memory */
     float *exp_avg_sq;       /* Adam second moment */
+    float *master;           /* fp32 master weights [state_elements], NULL when the params are */
     const comm_ops *comm;
     const comm_group *norm_group; /* ranks whose partial squared norms add up to the global one */
 } optimizer;
@@ -42,6 +47,13 @@ double optimizer_grad_norm(const optimizer *opt, const gpt_model *model);
 /* clip (if the norm exceeds --clip-grad) and take one AdamW step at learning rate lr on the
  * optimizer's ranges. Returns 0, or 1 when the norm is not finite and the step was skipped. */
 int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr);
+
+/* the fp32 master weights of range r (backend memory) */
+float *optimizer_master(const optimizer *opt, const gpt_model *model, const optimizer_range *r);
+
+/* params = masters over the optimizer's ranges (after loading masters from a checkpoint; the
+ * distributed optimizer then gathers the other shards) */
+void optimizer_refresh_params(const optimizer *opt, gpt_model *model);
 
 /* bytes of parameters, gradients and optimizer state per parameter held on this rank */
 double optimizer_bytes_per_parameter(const optimizer *opt, const gpt_model *model);

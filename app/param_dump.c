@@ -47,7 +47,7 @@ void param_dump_write(const gpt_model *m, const topology *topo, const char *path
             CHECK(host, "out of host memory for the parameter dump");
             host_size = p->numel;
         }
-        m->ops->copy_to_host(host, m->param_buffer + p->offset, sizeof(float) * p->numel);
+        m->ops->copy_to_host_float(host, act_at(m->ops, m->param_buffer, p->offset), p->numel);
         /* contiguous runs: whole shard for row splits and vectors, one row at a time otherwise */
         size_t run = p->split == SHARD_COLS ? (size_t)p->local_cols : p->numel;
         for (size_t e = 0; e < p->numel; e += run) {

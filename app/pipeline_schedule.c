@@ -15,7 +15,7 @@ int pipeline_activation_slots(int pp_size, int virtual_stages, int num_micro_bat
 }
 
 /* send buffers: a pool reused once their sends have completed */
-typedef struct send_buffer { float *data; comm_request request; } send_buffer;
+typedef struct send_buffer { void *data; comm_request request; } send_buffer;
 
 typedef struct schedule_state {
     gpt_model *model;
@@ -46,7 +46,7 @@ static int tag_of(const schedule_state *s, int micro_batch, int receiver_chunk, 
     return (micro_batch * s->vp + receiver_chunk) * 2 + backward;
 }
 
-static float *pool_take(schedule_state *s, size_t count, comm_request **request) {
+static void *pool_take(schedule_state *s, size_t count, comm_request **request) {
     for (int i = 0; i < s->pool_size; i++) {
         if (s->comm->test(&s->pool[i].request)) { *request = &s->pool[i].request; return s->pool[i].data; }
     }
@@ -56,18 +56,18 @@ static float *pool_take(schedule_state *s, size_t count, comm_request **request)
         CHECK(s->pool, "out of host memory for pipeline send buffers");
     }
     send_buffer *b = &s->pool[s->pool_size++];
-    b->data = s->model->ops->alloc(sizeof(float) * count);
+    b->data = s->model->ops->alloc(s->model->ops->act_bytes * count);
     memset(&b->request, 0, sizeof b->request);
     *request = &b->request;
     return b->data;
 }
 
-/* copy tensor[count] into a pool buffer and send it without blocking */
-static void send_tensor(schedule_state *s, const float *tensor, size_t count, int peer_stage, int tag) {
+/* copy tensor[count] (compute dtype) into a pool buffer and send it without blocking */
+static void send_tensor(schedule_state *s, const void *tensor, size_t count, int peer_stage, int tag) {
     comm_request *request;
-    float *buffer = pool_take(s, count, &request);
-    s->model->ops->copy(buffer, tensor, sizeof(float) * count);
-    s->comm->send_float(buffer, count, peer_stage, tag, &s->topo->pp, request);
+    void *buffer = pool_take(s, count, &request);
+    s->model->ops->copy(buffer, tensor, s->model->ops->act_bytes * count);
+    s->comm->send(buffer, count, s->model->act_dtype, peer_stage, tag, &s->topo->pp, request);
 }
 
 static int take_slot(schedule_state *s, int chunk, int micro_batch) {
@@ -95,7 +95,8 @@ static void forward_step(schedule_state *s, int k, int forward_only) {
     int slot = take_slot(s, chunk, mb);
     if (!first_virtual) {
         int from = s->stage > 0 ? s->stage - 1 : s->pp - 1;
-        s->comm->recv_float(gpt_chunk_input(s->model, chunk, slot), count, from, tag_of(s, mb, chunk, 0), &s->topo->pp);
+        s->comm->recv(gpt_chunk_input(s->model, chunk, slot), count, s->model->act_dtype, from,
+                      tag_of(s, mb, chunk, 0), &s->topo->pp);
     }
     const int *tokens = NULL, *targets = NULL;
     micro_batch_rng rng;
@@ -116,7 +117,8 @@ static void backward_step(schedule_state *s, int k) {
     int last_virtual = chunk == s->vp - 1 && s->stage == s->pp - 1;
     if (!last_virtual) {
         int from = s->stage < s->pp - 1 ? s->stage + 1 : 0;
-        s->comm->recv_float(gpt_grad_buffer(s->model), count, from, tag_of(s, mb, chunk, 1), &s->topo->pp);
+        s->comm->recv(gpt_grad_buffer(s->model), count, s->model->act_dtype, from, tag_of(s, mb, chunk, 1),
+                      &s->topo->pp);
     }
     const int *tokens = NULL, *targets = NULL;
     micro_batch_rng rng;

@@ -39,6 +39,33 @@ static void set_blas_threads(int local_size) {
 #endif
 }
 
+/* --device: cuda when asked for or (auto) when this rank sees a GPU; one GPU per rank, chosen
+ * by the node-local rank. Sets the MFU peak from the GPU's name unless --peak-tflops gave it. */
+static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
+#ifdef HAVE_CUDA
+    int devices = cuda_device_count();
+    if (strcmp(a->device, "auto") == 0) snprintf(a->device, sizeof a->device, "%s", devices > 0 ? "cuda" : "cpu");
+    if (strcmp(a->device, "cuda") != 0) return kernels_cpu();
+    if (devices == 0) user_error("--device cuda: no GPU is visible to this process (check CUDA_VISIBLE_DEVICES and the driver); use --device cpu");
+    /* fixed NCCL algorithm before any communicator exists: reductions in one order every run */
+    if (a->deterministic_mode) setenv("NCCL_ALGO", "Ring", 1);
+    int device = local_rank % devices;
+    cuda_context_init(device);
+    char name[256];
+    double peak = cuda_peak_bf16_tflops(device, name, (int)sizeof name);
+    if (a->peak_tflops == 0) a->peak_tflops = (float)peak;
+    if (rank == 0)
+        printf("> GPU %d of %d: %s, peak dense bf16 %.1f TFLOP/s%s\n", device, devices, name, a->peak_tflops,
+               peak == 0 && a->peak_tflops == 0 ? " (unknown: pass --peak-tflops for MFU)" : "");
+    return kernels_cuda();
+#else
+    (void)rank;
+    (void)local_rank;
+    if (strcmp(a->device, "auto") == 0) snprintf(a->device, sizeof a->device, "cpu");
+    return kernels_cpu();
+#endif
+}
+
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
     int rank = 0, world_size = 1, local_rank = 0, local_size = 1;
@@ -57,7 +84,7 @@ int main(int argc, char **argv) {
     }
     node_placement(&local_rank, &local_size);
     set_blas_threads(local_size);
-    const kernel_ops *ops = kernels_cpu();
+    const kernel_ops *ops = select_backend(&a, rank, local_rank);
 
     if (rank == 0) {
         printf("%s (%s %s): %d ranks, %s backend\n", program_name, PACKAGE_NAME, PACKAGE_VERSION,

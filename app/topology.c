@@ -120,6 +120,7 @@ void topology_create(topology *t, const args *a) {
     int tp_dims[] = {DIM_TP}, pp_dims[] = {DIM_PP}, dp_dims[] = {DIM_DP}, mp_dims[] = {DIM_TP, DIM_PP};
     make_group(t, &t->tp, "tensor-parallel", tp_dims, 1);
     make_group(t, &t->pp, "pipeline-parallel", pp_dims, 1);
+    t->pp.point_to_point = 1;
     make_group(t, &t->dp, "data-parallel", dp_dims, 1);
     make_group(t, &t->model_parallel, "model-parallel", mp_dims, 2);
 
@@ -130,6 +131,8 @@ void topology_create(topology *t, const args *a) {
     t->embedding.name = "embedding";
     t->embedding.mpi = comm;
     t->embedding.rank = t->embedding.size = 0;
+    t->embedding.backend = NULL;
+    t->embedding.point_to_point = 0;
     if (comm != MPI_COMM_NULL) {
         CHECK_MPI(MPI_Comm_rank(comm, &t->embedding.rank));
         CHECK_MPI(MPI_Comm_size(comm, &t->embedding.size));

@@ -12,6 +12,7 @@ typedef struct iteration_stats {
     double elapsed_ms_per_iteration;   /* averaged over the log interval */
     double tokens_per_second;
     double tflops_per_gpu;
+    double peak_tflops;                /* per device; 0 when unknown (no MFU then) */
     double learning_rate;
     int global_batch_size;
     double lm_loss;                    /* averaged over the log interval */

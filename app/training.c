@@ -6,6 +6,8 @@
  * Micro-batch m of data-parallel rank r holds global-batch samples
  * [m*B*dp + r*B, m*B*dp + r*B + B) (Megatron's pretraining sampler), so a sample's place in the
  * global batch, its tokens and its dropout masks do not depend on the parallel layout. */
+#include "config.h"
+
 #include "training.h"
 #include "checkpointing.h"
 #include "error.h"
@@ -78,12 +80,34 @@ static void open_datasets(trainer *t, const args *a) {
                    "check --tokenizer-type / --vocab-size", corpus_vocab, a->vocab_size, a->padded_vocab_size);
 }
 
+/* the topology's process groups, for attaching and detaching the communication backend */
+static int topology_groups(topology *topo, comm_group **groups) {
+    int count = 0;
+    comm_group *all[] = {&topo->world, &topo->tp, &topo->pp, &topo->dp, &topo->model_parallel, &topo->embedding};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->mpi != MPI_COMM_NULL) groups[count++] = all[i];
+    return count;
+}
+
+/* MPI for host-memory backends; NCCL for device memory */
+static const comm_ops *select_comm(const kernel_ops *ops) {
+    if (ops->host_memory) return comm_mpi();
+#ifdef HAVE_CUDA
+    return comm_nccl();
+#else
+    FATAL("backend %s needs a device communication library, and this build has none", ops->name);
+#endif
+}
+
 void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     memset(t, 0, sizeof *t);
     t->args = a;
-    t->comm = comm_mpi();
+    t->comm = select_comm(ops);
     topology_create(&t->topo, a);
     topology_print(&t->topo, a);
+    comm_group *groups[8];
+    int num_groups = topology_groups(&t->topo, groups);
+    for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
     if (a->data_path[0]) open_datasets(t, a);
     gpt_config config = config_from_args(a, &t->topo);
     gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
@@ -118,9 +142,14 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     if (t->topo.world_rank == 0) {
         int d = t->topo.dp_size;
         printf("> number of parameters: %.0f\n", parameters);
-        printf("> memory per parameter (fp32): %.2f bytes = params 4 + grads 4 + Adam state %.2f "
-               "(Megatron's table: 16 without the distributed optimizer, 8 + 8/d = %.2f with it, d = %d)\n",
-               bytes, bytes - 8.0, 8.0 + 8.0 / d, d);
+        if (t->model.mixed_precision)
+            printf("> memory per parameter (bf16 mixed precision): %.2f bytes = params 2 + grads 4 + fp32 master "
+                   "weights and Adam state %.2f (Megatron's table: 18 without the distributed optimizer, "
+                   "6 + 12/d = %.2f with it, d = %d)\n", bytes, bytes - 6.0, 6.0 + 12.0 / d, d);
+        else
+            printf("> memory per parameter (fp32): %.2f bytes = params 4 + grads 4 + Adam state %.2f "
+                   "(Megatron's table: 16 without the distributed optimizer, 8 + 8/d = %.2f with it, d = %d)\n",
+                   bytes, bytes - 8.0, 8.0 + 8.0 / d, d);
         fflush(stdout);
     }
     t->last_saved_iteration = -1;
@@ -133,6 +162,9 @@ void trainer_teardown(trainer *t) {
     optimizer_free(&t->opt, &t->model);
     data_parallel_free(&t->dp);
     gpt_model_free(&t->model);
+    comm_group *groups[8];
+    int num_groups = topology_groups(&t->topo, groups);
+    for (int i = 0; i < num_groups; i++) t->comm->detach(groups[i]);
     topology_free(&t->topo);
     free(t->host_tokens);
     free(t->host_targets);
@@ -281,6 +313,7 @@ double trainer_train(trainer *t) {
                 .elapsed_ms_per_iteration = 1000.0 * seconds,
                 .tokens_per_second = (double)a->global_batch_size * a->seq_length / seconds,
                 .tflops_per_gpu = flops_per_iteration(a) / seconds / a->world_size / 1e12,
+                .peak_tflops = a->peak_tflops,
                 .learning_rate = lr,
                 .global_batch_size = a->global_batch_size,
                 .lm_loss = interval_loss / (double)interval_iterations,

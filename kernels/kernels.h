@@ -1,9 +1,15 @@
 /* kernels.h: the one interface between the model/optimizer code and a compute backend.
  *
- * A backend (kernels/cpu: fp32 reference C; kernels/cuda: later) fills a table of operations.
- * Model code calls only through this table, never a backend directly, and never includes CUDA
- * headers. Pointers passed to operations are backend memory (host memory for the CPU backend,
- * device memory for CUDA), allocated with ops->alloc.
+ * A backend (kernels/cpu: fp32 reference C; kernels/cuda: bf16 mixed precision) fills a table of
+ * operations. Model code calls only through this table, never a backend directly, and never
+ * includes CUDA headers. Pointers passed to operations are backend memory (host memory for the
+ * CPU backend, device memory for CUDA), allocated with ops->alloc.
+ *
+ * Precision (Megatron's mixed precision): parameters, activations and activation gradients are
+ * in the backend's COMPUTE DTYPE, passed as `void *` (fp32 on the CPU backend, bf16 on CUDA;
+ * ops->act_bytes bytes per element; act_at() does element arithmetic on them). Parameter
+ * gradients (`float *`: Megatron's main_grad), fp32 master weights, Adam moments and per-row
+ * statistics (mean, rstd, row maxima, losses) are fp32 on every backend.
  *
  * Conventions shared by every operation:
  *  - Row-major tensors. N = number of token rows (micro-batch B times sequence T).
@@ -34,6 +40,7 @@ typedef struct dropout_rng {
 typedef struct kernel_ops {
     const char *name; /* "cpu" or "cuda" */
     int host_memory;  /* 1 when backend memory is host memory (I/O may read and write it directly) */
+    size_t act_bytes; /* bytes per element of the compute dtype: 4 (fp32) or 2 (bf16) */
 
     /* ---- memory ---- */
     void *(*alloc)(size_t bytes);                 /* zero-filled; aborts on failure */
@@ -43,39 +50,45 @@ typedef struct kernel_ops {
     void (*copy_from_host)(void *dst, const void *host_src, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);
     void (*synchronize)(void);
+    /* n compute-dtype elements <-> host fp32 (rounding to nearest even into bf16) */
+    void (*copy_to_host_float)(float *host_dst, const void *src, size_t n);
+    void (*copy_from_host_float)(void *dst, const float *host_src, size_t n);
+    /* dst[n] (compute dtype) = src[n] (fp32 backend memory); a no-op when they alias (cpu) */
+    void (*float_to_act)(void *dst, const float *src, size_t n);
 
     /* ---- embeddings ---- */
     /* out[N,C] = table[tokens[n] - vocab_start] for tokens in [vocab_start, vocab_start+vocab_rows),
      * 0 for tokens outside the local rows (vocab-parallel; the model sums over TP ranks). */
-    void (*embedding_forward)(float *out, const int *tokens, const float *table,
+    void (*embedding_forward)(void *out, const int *tokens, const void *table,
                               int N, int C, int vocab_start, int vocab_rows);
     /* dtable[tokens[n]-vocab_start] += dout[n] for local tokens; deterministic order. */
-    void (*embedding_backward)(float *dtable, const float *dout, const int *tokens,
+    void (*embedding_backward)(float *dtable, const void *dout, const int *tokens,
                                int N, int C, int vocab_start, int vocab_rows);
     /* out[b,t,:] += wpe[position_start + t,:] for out [B,T,C]. */
-    void (*position_embedding_forward)(float *out, const float *wpe, int B, int T, int C,
+    void (*position_embedding_forward)(void *out, const void *wpe, int B, int T, int C,
                                        int position_start);
     /* dwpe[position_start + t,:] += sum_b dout[b,t,:]. */
-    void (*position_embedding_backward)(float *dwpe, const float *dout, int B, int T, int C,
+    void (*position_embedding_backward)(float *dwpe, const void *dout, int B, int T, int C,
                                         int position_start);
 
     /* ---- layer norm ---- */
     /* out = (x - mean) * rstd * weight + bias per row of x[N,C]; saves mean[N], rstd[N]. */
-    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *x,
-                              const float *weight, const float *bias, int N, int C, float eps);
+    void (*layernorm_forward)(void *out, float *mean, float *rstd, const void *x,
+                              const void *weight, const void *bias, int N, int C, float eps);
     /* dx += dL/dx (accumulates: x is on the residual stream); dweight += ; dbias += . */
-    void (*layernorm_backward)(float *dx, float *dweight, float *dbias, const float *dout,
-                               const float *x, const float *weight, const float *mean,
+    void (*layernorm_backward)(void *dx, float *dweight, float *dbias, const void *dout,
+                               const void *x, const void *weight, const float *mean,
                                const float *rstd, int N, int C);
 
     /* ---- linear layers ---- */
-    /* out[N,OC] = x[N,IC] W[OC,IC]^T + bias[OC] (bias may be NULL). */
-    void (*matmul_forward)(float *out, const float *x, const float *weight, const float *bias,
-                           int N, int IC, int OC);
+    /* out[N,OC] = x[N,IC] W[OC,IC]^T + bias[OC] (bias may be NULL). With gelu_out non-NULL also
+     * gelu_out = gelu(out) (a fused epilogue on CUDA; out keeps the pre-activation). */
+    void (*matmul_forward)(void *out, void *gelu_out, const void *x, const void *weight,
+                           const void *bias, int N, int IC, int OC);
     /* dx[N,IC] = dout W (overwritten; skipped when dx is NULL);
      * dweight[OC,IC] += dout^T x; dbias[OC] += column sums of dout (skipped when NULL). */
-    void (*matmul_backward)(float *dx, float *dweight, float *dbias, const float *dout,
-                            const float *x, const float *weight, int N, int IC, int OC);
+    void (*matmul_backward)(void *dx, float *dweight, float *dbias, const void *dout,
+                            const void *x, const void *weight, int N, int IC, int OC);
 
     /* ---- causal self-attention ---- */
     /* qkv[B,T,H*3*D] holds, per head h, its query, key and value vectors side by side
@@ -84,30 +97,32 @@ typedef struct kernel_ops {
      * what backward needs. head_start/total_heads place local heads among all heads so that the
      * dropout mask does not depend on the tensor-parallel split. */
     size_t (*attention_workspace_bytes)(int B, int T, int H, int D);
-    void (*attention_forward)(float *out, void *workspace, const float *qkv, int B, int T,
+    void (*attention_forward)(void *out, void *workspace, const void *qkv, int B, int T,
                               int H, int D, int head_start, int total_heads, dropout_rng rng);
-    /* dqkv[B,T,H*3*D] is overwritten. */
-    void (*attention_backward)(float *dqkv, const float *dout, const float *qkv,
+    /* dqkv[B,T,H*3*D] is overwritten; out is the forward's output (flash attention needs it). */
+    void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out,
                                const void *workspace, int B, int T, int H, int D,
                                int head_start, int total_heads, dropout_rng rng);
 
     /* ---- elementwise ---- */
     /* GeLU with the tanh approximation (Megatron's/GPT-2's). */
-    void (*gelu_forward)(float *out, const float *x, size_t n);
+    void (*gelu_forward)(void *out, const void *x, size_t n);
     /* dx = dout * gelu'(x) (overwritten). */
-    void (*gelu_backward)(float *dx, const float *x, const float *dout, size_t n);
+    void (*gelu_backward)(void *dx, const void *x, const void *dout, size_t n);
     /* out = x * mask / (1 - p), mask drawn from rng (inverted dropout; out may alias x). */
-    void (*dropout_forward)(float *out, const float *x, size_t n, dropout_rng rng);
+    void (*dropout_forward)(void *out, const void *x, size_t n, dropout_rng rng);
     /* dx = dout * mask / (1 - p) with the same mask (dx may alias dout). */
-    void (*dropout_backward)(float *dx, const float *dout, size_t n, dropout_rng rng);
+    void (*dropout_backward)(void *dx, const void *dout, size_t n, dropout_rng rng);
     /* out = a + b (out may alias a or b). */
-    void (*add)(float *out, const float *a, const float *b, size_t n);
-    /* x *= s */
-    void (*scale)(float *x, float s, size_t n);
+    void (*add)(void *out, const void *a, const void *b, size_t n);
+    /* x *= s (compute dtype) */
+    void (*scale)(void *x, float s, size_t n);
+    /* x *= s on fp32 (gradient clipping) */
+    void (*scale_float)(float *x, float s, size_t n);
     /* out[N,C] += bias[C] per row (the bias of a row-parallel linear, added after the reduction) */
-    void (*bias_add)(float *out, const float *bias, int N, int C);
+    void (*bias_add)(void *out, const void *bias, int N, int C);
     /* dbias[C] += column sums of dout[N,C] */
-    void (*bias_backward)(float *dbias, const float *dout, int N, int C);
+    void (*bias_backward)(float *dbias, const void *dout, int N, int C);
 
     /* ---- vocab-parallel softmax cross-entropy over logits[N,V] (V local columns) ----
      * Three passes so that tensor parallelism can reduce across ranks between them:
@@ -116,21 +131,23 @@ typedef struct kernel_ops {
      *    if the target is local, else 0                              (then all-reduce SUM both)
      * 3. losses[n] = log(sum_exp) + row_max - target_logit; logits are overwritten IN PLACE by
      *    dL/dlogits * grad_scale, i.e. (softmax - onehot(target)) * grad_scale. */
-    void (*cross_entropy_max)(float *row_max, const float *logits, int N, int V);
-    void (*cross_entropy_sum_exp)(float *sum_exp, float *target_logit, const float *logits,
+    void (*cross_entropy_max)(float *row_max, const void *logits, int N, int V);
+    void (*cross_entropy_sum_exp)(float *sum_exp, float *target_logit, const void *logits,
                                   const float *row_max, const int *targets, int N, int V,
                                   int vocab_start);
-    void (*cross_entropy_loss_grad)(float *losses, float *logits, const float *row_max,
+    void (*cross_entropy_loss_grad)(float *losses, void *logits, const float *row_max,
                                     const float *sum_exp, const float *target_logit,
                                     const int *targets, int N, int V, int vocab_start,
                                     float grad_scale);
 
     /* ---- optimizer ---- */
-    /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1):
-     * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (m_hat/(sqrt(v_hat)+eps) + wd p). */
-    void (*adamw_update)(float *params, const float *grads, float *m, float *v, size_t n,
-                         float lr, float beta1, float beta2, float eps, float weight_decay,
-                         int step);
+    /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on
+     * the fp32 master weights:
+     * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; master -= lr (m_hat/(sqrt(v_hat)+eps) + wd master),
+     * then params (compute dtype) = master. On the CPU backend params aliases master. */
+    void (*adamw_update)(float *master, void *params, const float *grads, float *m, float *v,
+                         size_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int step);
     /* returns sum of squares of x[0..n) accumulated in double in a fixed order (deterministic). */
     double (*sum_squares)(const float *x, size_t n);
 } kernel_ops;
@@ -138,8 +155,18 @@ typedef struct kernel_ops {
 /* The CPU reference backend (always built). */
 const kernel_ops *kernels_cpu(void);
 #ifdef HAVE_CUDA
-/* The CUDA backend (built when nvcc is found). */
+/* The CUDA backend (built when nvcc is found): cuda_context_init selects the device (one per
+ * rank) before kernels_cuda() is used; cuda_device_count() is 0 without a GPU or driver. */
 const kernel_ops *kernels_cuda(void);
+int cuda_device_count(void);
+void cuda_context_init(int device);
+/* dense bf16 peak TFLOP/s recognized from the device's name (written to name); 0 if unknown */
+double cuda_peak_bf16_tflops(int device, char *name, int name_length);
 #endif
+
+/* element i of a compute-dtype buffer */
+static inline void *act_at(const kernel_ops *ops, void *base, size_t i) {
+    return (char *)base + i * ops->act_bytes;
+}
 
 #endif /* KERNELS_H */

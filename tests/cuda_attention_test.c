@@ -63,7 +63,7 @@ static void test_attention(int B, int T, int H, int D, int head_start, int total
     float *out_ref = host_alloc(n_out * sizeof(float)), *dqkv_ref = host_alloc(n_qkv * sizeof(float));
     void *ws_ref = host_alloc(cpu->attention_workspace_bytes(B, T, H, D));
     cpu->attention_forward(out_ref, ws_ref, qkv, B, T, H, D, head_start, total_heads, rng);
-    cpu->attention_backward(dqkv_ref, dout, qkv, ws_ref, B, T, H, D, head_start, total_heads, rng);
+    cpu->attention_backward(dqkv_ref, dout, qkv, out_ref, ws_ref, B, T, H, D, head_start, total_heads, rng);
 
     /* GPU forward */
     bf16 *d_qkv = upload_bf16(qkv, n_qkv), *d_dout = upload_bf16(dout, n_out);

@@ -394,7 +394,7 @@ static void test_matmul(int N, int IC, int OC, int with_bias, int with_gelu, int
     float *x = host_random(x_n, 900 + x_n, 1.0f), *w = host_random(w_n, 901 + w_n, 0.1f);
     float *bias = with_bias ? host_random((size_t)OC, 902 + OC, 0.5f) : NULL;
     float *want = host_alloc(out_n), *want_gelu = host_alloc(out_n);
-    cpu->matmul_forward(want, x, w, bias, N, IC, OC);
+    cpu->matmul_forward(want, NULL, x, w, bias, N, IC, OC);
     cpu->gelu_forward(want_gelu, want, out_n);
     const char *env = getenv("MEGATRON_C_MATMUL_FALLBACK");
     const char *path = env != NULL && env[0] == '1' ? "fallback" : "cublaslt";
@@ -474,7 +474,7 @@ static void test_adamw(size_t n, int shift, int with_params) {
     float *v = host_random_fp32(n, 1003 + n, 0.03f);
     for (size_t i = 0; i < n; i++) v[i] *= v[i];
     float *want = host_copy(master, n), *want_m = host_copy(m, n), *want_v = host_copy(v, n);
-    cpu->adamw_update(want, grads, want_m, want_v, n, lr, beta1, beta2, eps, wd, step);
+    cpu->adamw_update(want, want, grads, want_m, want_v, n, lr, beta1, beta2, eps, wd, step);
     void *b1, *b2, *b3, *b4, *b5 = NULL;
     float *d_master = upload_float_shifted(master, n, shift, &b1);
     float *d_grads = upload_float_shifted(grads, n, shift, &b2);

@@ -66,18 +66,19 @@ static void check_gradients(int untie, float dropout) {
     gpt_chunk_backward(&m, 0, 0, rng);
     int bad_tensors = 0, checked = 0;
     double worst = 0.0;
+    float *params = m.param_buffer; /* the CPU backend: fp32 parameters in host memory */
     for (int p = 0; p < m.num_params; p++) {
         const param_tensor *t = &m.params[p];
         double max_err = 0.0, max_grad = 0.0;
         for (size_t k = 0; k < 6 && k < t->numel; k++) {
             size_t e = t->offset + (k * 7919u) % t->numel;
-            float saved = m.param_buffer[e];
+            float saved = params[e];
             const float h = 1e-2f;
-            m.param_buffer[e] = saved + h;
+            params[e] = saved + h;
             double plus = forward(&m, tokens, targets, rng, 0.0f) / N;
-            m.param_buffer[e] = saved - h;
+            params[e] = saved - h;
             double minus = forward(&m, tokens, targets, rng, 0.0f) / N;
-            m.param_buffer[e] = saved;
+            params[e] = saved;
             double numeric = (plus - minus) / (2.0 * h);
             double analytic = m.grad_buffer[e];
             double err = fabs(numeric - analytic);
@@ -109,7 +110,7 @@ static void check_layout_independent_init(void) {
     if (qkv) {
         uint64_t stream = philox_stream_of_name(qkv->name);
         for (size_t e = 0; e < qkv->numel; e++)
-            if (m.param_buffer[qkv->offset + e] != c.init_method_std * philox_normal(c.seed, stream, e)) mismatches++;
+            if (((float *)m.param_buffer)[qkv->offset + e] != c.init_method_std * philox_normal(c.seed, stream, e)) mismatches++;
     }
     tap_ok(qkv && mismatches == 0, "element i of a parameter is std * normal(seed, name, i)");
     gpt_model_free(&m);

@@ -327,7 +327,7 @@ static void test_matmul(int with_bias) {
     mm_ctx c = {to_double(x, nx), to_double(w, nw), with_bias ? to_double(b, OC) : NULL,
                 dzeros(no), R, N, IC, OC};
 
-    K->matmul_forward(out, x, w, b, N, IC, OC);
+    K->matmul_forward(out, NULL, x, w, b, N, IC, OC);
     ref_matmul(&c);
     check_fwd(tag, out, c.out, no);
 
@@ -450,7 +450,7 @@ static void test_attention(float p) {
     double *g = dzeros(nqkv);
     fd_grad(obj_attention, &c, c.qkv, nqkv, g);
     float *dqkv = fill(nqkv, -9, 9); /* garbage: backward overwrites all of dqkv */
-    K->attention_backward(dqkv, R, qkv, ws, B, T, H, D, head_start, total_heads, rng);
+    K->attention_backward(dqkv, R, qkv, NULL, ws, B, T, H, D, head_start, total_heads, rng);
     snprintf(what, sizeof what, "%s dqkv (overwritten)", tag);
     check_grad(what, dqkv, g, nqkv);
 
@@ -689,7 +689,7 @@ static void test_adamw(void) {
     memcpy(p0, p, n * sizeof(float));
     for (int step = 1; step <= 3; step++) {
         float *g = fill(n, -1, 1);
-        K->adamw_update(p, g, m, v, n, lr, b1, b2, eps, wd, step);
+        K->adamw_update(p, p, g, m, v, n, lr, b1, b2, eps, wd, step);
         for (size_t i = 0; i < n; i++) {
             md[i] = (double)b1 * md[i] + (1.0 - (double)b1) * g[i];
             vd[i] = (double)b2 * vd[i] + (1.0 - (double)b2) * (double)g[i] * g[i];
@@ -708,7 +708,7 @@ static void test_adamw(void) {
 
     /* weight decay alone (g = 0, fresh state): p -= lr * wd * p exactly */
     float q = 0.5f, zg = 0.0f, zm = 0.0f, zv = 0.0f;
-    K->adamw_update(&q, &zg, &zm, &zv, 1, lr, b1, b2, eps, wd, 1);
+    K->adamw_update(&q, &q, &zg, &zm, &zv, 1, lr, b1, b2, eps, wd, 1);
     tap_ok(fabs(q - 0.5 * (1.0 - 1e-3)) < 1e-7, "adamw decoupled weight decay with zero gradient");
 
     free(p); free(m); free(v); free(pd); free(md); free(vd); free(p0);

@@ -44,6 +44,12 @@ tests_cuda_attention_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_cuda_attention_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/cuda_kernels_test tests/cuda_attention_test
 endif
+# GPT training on GPUs against the CPU backend, determinism, parallel layouts (skips without a GPU)
+TESTS += tests/gpu_train_test.sh
+EXTRA_DIST += tests/gpu_train_test.sh
+# checkpoints from GPU training: bitwise resume, GPU <-> CPU, resharding over GPUs (skips without a GPU)
+TESTS += tests/gpu_checkpoint_test.sh
+EXTRA_DIST += tests/gpu_checkpoint_test.sh
 
 # distributed checkpoints: save/load, resharding, bitwise resume, crash safety
 check_PROGRAMS += tests/checkpoint_vs_dump tests/h5_set_attribute

@@ -1,10 +1,116 @@
 /* cpu_backend.c: the CPU reference backend's operation table (fp32, single-threaded C plus
- * OpenBLAS sgemm). Each entry is defined in the cpu_*.c file of its group. */
+ * OpenBLAS sgemm). Each operation is defined with fp32 pointers in the cpu_*.c file of its
+ * group; the adapters here give them the table's compute-dtype (`void *`) signatures. On this
+ * backend the compute dtype is fp32, so parameters are their own master weights. */
+#include <string.h>
+
 #include "cpu_kernels.h"
+
+static void copy_to_host_float(float *host_dst, const void *src, size_t n) {
+    cpu_copy_to_host(host_dst, src, sizeof(float) * n);
+}
+static void copy_from_host_float(void *dst, const float *host_src, size_t n) {
+    cpu_copy_from_host(dst, host_src, sizeof(float) * n);
+}
+static void float_to_act(void *dst, const float *src, size_t n) {
+    if (dst != (const void *)src) cpu_copy(dst, src, sizeof(float) * n);
+}
+
+static void embedding_forward(void *out, const int *tokens, const void *table, int N, int C,
+                              int vocab_start, int vocab_rows) {
+    cpu_embedding_forward(out, tokens, table, N, C, vocab_start, vocab_rows);
+}
+static void embedding_backward(float *dtable, const void *dout, const int *tokens, int N, int C,
+                               int vocab_start, int vocab_rows) {
+    cpu_embedding_backward(dtable, dout, tokens, N, C, vocab_start, vocab_rows);
+}
+static void position_embedding_forward(void *out, const void *wpe, int B, int T, int C,
+                                       int position_start) {
+    cpu_position_embedding_forward(out, wpe, B, T, C, position_start);
+}
+static void position_embedding_backward(float *dwpe, const void *dout, int B, int T, int C,
+                                        int position_start) {
+    cpu_position_embedding_backward(dwpe, dout, B, T, C, position_start);
+}
+
+static void layernorm_forward(void *out, float *mean, float *rstd, const void *x,
+                              const void *weight, const void *bias, int N, int C, float eps) {
+    cpu_layernorm_forward(out, mean, rstd, x, weight, bias, N, C, eps);
+}
+static void layernorm_backward(void *dx, float *dweight, float *dbias, const void *dout,
+                               const void *x, const void *weight, const float *mean,
+                               const float *rstd, int N, int C) {
+    cpu_layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C);
+}
+
+/* the GeLU "epilogue" is a separate pass here */
+static void matmul_forward(void *out, void *gelu_out, const void *x, const void *weight,
+                           const void *bias, int N, int IC, int OC) {
+    cpu_matmul_forward(out, x, weight, bias, N, IC, OC);
+    if (gelu_out) cpu_gelu_forward(gelu_out, out, (size_t)N * (size_t)OC);
+}
+static void matmul_backward(void *dx, float *dweight, float *dbias, const void *dout,
+                            const void *x, const void *weight, int N, int IC, int OC) {
+    cpu_matmul_backward(dx, dweight, dbias, dout, x, weight, N, IC, OC);
+}
+
+static void attention_forward(void *out, void *workspace, const void *qkv, int B, int T, int H,
+                              int D, int head_start, int total_heads, dropout_rng rng) {
+    cpu_attention_forward(out, workspace, qkv, B, T, H, D, head_start, total_heads, rng);
+}
+/* the CPU backward keeps the probabilities in its workspace and does not need out */
+static void attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out,
+                               const void *workspace, int B, int T, int H, int D, int head_start,
+                               int total_heads, dropout_rng rng) {
+    (void)out;
+    cpu_attention_backward(dqkv, dout, qkv, workspace, B, T, H, D, head_start, total_heads, rng);
+}
+
+static void gelu_forward(void *out, const void *x, size_t n) { cpu_gelu_forward(out, x, n); }
+static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {
+    cpu_gelu_backward(dx, x, dout, n);
+}
+static void dropout_forward(void *out, const void *x, size_t n, dropout_rng rng) {
+    cpu_dropout_forward(out, x, n, rng);
+}
+static void dropout_backward(void *dx, const void *dout, size_t n, dropout_rng rng) {
+    cpu_dropout_backward(dx, dout, n, rng);
+}
+static void add(void *out, const void *a, const void *b, size_t n) { cpu_add(out, a, b, n); }
+static void scale(void *x, float s, size_t n) { cpu_scale(x, s, n); }
+static void bias_add(void *out, const void *bias, int N, int C) { cpu_bias_add(out, bias, N, C); }
+static void bias_backward(float *dbias, const void *dout, int N, int C) {
+    cpu_bias_backward(dbias, dout, N, C);
+}
+
+static void cross_entropy_max(float *row_max, const void *logits, int N, int V) {
+    cpu_cross_entropy_max(row_max, logits, N, V);
+}
+static void cross_entropy_sum_exp(float *sum_exp, float *target_logit, const void *logits,
+                                  const float *row_max, const int *targets, int N, int V,
+                                  int vocab_start) {
+    cpu_cross_entropy_sum_exp(sum_exp, target_logit, logits, row_max, targets, N, V, vocab_start);
+}
+static void cross_entropy_loss_grad(float *losses, void *logits, const float *row_max,
+                                    const float *sum_exp, const float *target_logit,
+                                    const int *targets, int N, int V, int vocab_start,
+                                    float grad_scale) {
+    cpu_cross_entropy_loss_grad(losses, logits, row_max, sum_exp, target_logit, targets, N, V,
+                                vocab_start, grad_scale);
+}
+
+/* params normally aliases master here; a separate fp32 copy is refreshed after the step */
+static void adamw_update(float *master, void *params, const float *grads, float *m, float *v,
+                         size_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, int step) {
+    cpu_adamw_update(master, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+    if (params && params != (void *)master) memcpy(params, master, sizeof(float) * n);
+}
 
 static const kernel_ops cpu_ops = {
     .name = "cpu",
     .host_memory = 1,
+    .act_bytes = sizeof(float),
 
     .alloc = cpu_alloc,
     .release = cpu_release,
@@ -13,36 +119,40 @@ static const kernel_ops cpu_ops = {
     .copy_from_host = cpu_copy_from_host,
     .copy = cpu_copy,
     .synchronize = cpu_synchronize,
+    .copy_to_host_float = copy_to_host_float,
+    .copy_from_host_float = copy_from_host_float,
+    .float_to_act = float_to_act,
 
-    .embedding_forward = cpu_embedding_forward,
-    .embedding_backward = cpu_embedding_backward,
-    .position_embedding_forward = cpu_position_embedding_forward,
-    .position_embedding_backward = cpu_position_embedding_backward,
+    .embedding_forward = embedding_forward,
+    .embedding_backward = embedding_backward,
+    .position_embedding_forward = position_embedding_forward,
+    .position_embedding_backward = position_embedding_backward,
 
-    .layernorm_forward = cpu_layernorm_forward,
-    .layernorm_backward = cpu_layernorm_backward,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_backward = layernorm_backward,
 
-    .matmul_forward = cpu_matmul_forward,
-    .matmul_backward = cpu_matmul_backward,
+    .matmul_forward = matmul_forward,
+    .matmul_backward = matmul_backward,
 
     .attention_workspace_bytes = cpu_attention_workspace_bytes,
-    .attention_forward = cpu_attention_forward,
-    .attention_backward = cpu_attention_backward,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
 
-    .gelu_forward = cpu_gelu_forward,
-    .gelu_backward = cpu_gelu_backward,
-    .dropout_forward = cpu_dropout_forward,
-    .dropout_backward = cpu_dropout_backward,
-    .add = cpu_add,
-    .scale = cpu_scale,
-    .bias_add = cpu_bias_add,
-    .bias_backward = cpu_bias_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward,
+    .dropout_forward = dropout_forward,
+    .dropout_backward = dropout_backward,
+    .add = add,
+    .scale = scale,
+    .scale_float = cpu_scale,
+    .bias_add = bias_add,
+    .bias_backward = bias_backward,
 
-    .cross_entropy_max = cpu_cross_entropy_max,
-    .cross_entropy_sum_exp = cpu_cross_entropy_sum_exp,
-    .cross_entropy_loss_grad = cpu_cross_entropy_loss_grad,
+    .cross_entropy_max = cross_entropy_max,
+    .cross_entropy_sum_exp = cross_entropy_sum_exp,
+    .cross_entropy_loss_grad = cross_entropy_loss_grad,
 
-    .adamw_update = cpu_adamw_update,
+    .adamw_update = adamw_update,
     .sum_squares = cpu_sum_squares,
 };
 

@@ -1,0 +1,98 @@
+#!/bin/sh
+# gpu_train_test.sh: the GPT model trains on GPUs (--device cuda: bf16 mixed precision, NCCL)
+# like the fp32 CPU reference. Skipped where no GPU is visible.
+#  - 20 iterations on one GPU: every loss within 1% (relative) of the CPU backend's, same seed,
+#    dropout off and on; the memory line reports 18 bytes/parameter; the log line carries MFU.
+#  - --deterministic-mode twice: bitwise-identical losses and parameters (--dump-parameters).
+#  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2xPP2, DP4 with the distributed
+#    optimizer: losses within 1e-2 (relative) of the 1-GPU run.
+# On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt with top_srcdir holding
+# tests/ and configs/ (see perf/results/gpu-training-2026-11-22.md).
+. "${top_srcdir:-.}/tests/lib.sh"
+PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "${gpus:-0}" -eq 0 ]; then
+    echo "1..0 # SKIP no GPU"
+    exit 0
+fi
+diag "$gpus GPU(s): $(nvidia-smi -L | head -1)"
+
+MODEL="--args-file $TINY_ARGS --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1 --eval-iters 0"
+losses() { json_field "$1" train lm_loss; }
+
+# compare_losses A B TOLERANCE COUNT DESCRIPTION: every loss of B within TOLERANCE of A's
+compare_losses() {
+    paste "$WORK/$1.loss" "$WORK/$2.loss" | awk -v tol="$3" -v count="$4" 'BEGIN { worst = 0; n = 0 }
+        { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > worst) worst = d }
+        END { printf "# losses: worst relative difference %g over %d iterations (first %s)\n", worst, n, $1;
+              exit !(n == count && worst < tol) }'
+    status=$?
+    [ $status -eq 0 ] || paste "$WORK/$1.loss" "$WORK/$2.loss" | sed -n '1,3p;$p' | sed 's/^/#   /'
+    ok $status "$5"
+}
+
+# train NAME NRANKS FLAGS...: one run, its losses in $WORK/NAME.loss
+train() {
+    name=$1; n=$2; shift 2
+    run_app "$n" $MODEL "$@" --metrics-file "$WORK/$name.jsonl" --dump-parameters "$WORK/$name.bin"
+    status=$?
+    cp "$WORK/out" "$WORK/$name.out"
+    [ $status -eq 0 ] || { sed 's/^/#   /' "$WORK/err" | tail -8; }
+    losses "$WORK/$name.jsonl" > "$WORK/$name.loss"
+    return $status
+}
+
+for dropout in 0.0 0.1; do
+    flags="--hidden-dropout $dropout --attention-dropout $dropout"
+    train "cpu_$dropout" 1 --device cpu $flags
+    ok $? "CPU reference run (dropout $dropout)"
+    train "gpu_$dropout" 1 --device cuda $flags
+    ok $? "one-GPU run (dropout $dropout)"
+    diag "$(grep 'iteration       20/' "$WORK/gpu_$dropout.out" | cut -c1-220)"
+    compare_losses "cpu_$dropout" "gpu_$dropout" 1e-2 20 "bf16 GPU losses over 20 iterations within 1% of the fp32 CPU backend (dropout $dropout)"
+done
+grep -q "memory per parameter (bf16 mixed precision): 18.00 bytes" "$WORK/gpu_0.1.out"
+ok $? "mixed precision memory: 18 bytes per parameter ($(grep -o 'memory per parameter.*bytes' "$WORK/gpu_0.1.out"))"
+grep -q "| MFU: [0-9.]*%" "$WORK/gpu_0.1.out" && grep -q '"mfu": ' "$WORK/gpu_0.1.jsonl"
+ok $? "the log line and the metrics carry MFU ($(grep -o 'GPU [0-9]* of.*' "$WORK/gpu_0.1.out" | head -1))"
+
+train det1 1 --device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1
+train det2 1 --device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1
+cmp -s "$WORK/det1.loss" "$WORK/det2.loss" && [ -s "$WORK/det1.loss" ]
+ok $? "--deterministic-mode: two runs give bitwise-identical losses"
+cmp -s "$WORK/det1.bin" "$WORK/det2.bin"
+ok $? "--deterministic-mode: two runs give bitwise-identical parameters"
+
+# parallel layouts against the one-GPU run (dropout on)
+MODEL="$MODEL --device cuda --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16"
+layout() {  # layout NAME NRANKS FLAGS... [--reference NAME, last]
+    name=$1; n=$2; shift 2
+    reference=one
+    case "$*" in *"--reference one4") reference=one4; set -- $(echo "$*" | sed 's/ --reference one4$//') ;; esac
+    if [ "$gpus" -lt "$n" ]; then diag "skipping $name: needs $n GPUs"; return; fi
+    tag=$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_')
+    train "$tag" "$n" "$@"
+    status=$?
+    [ $status -eq 0 ] || { ok 1 "$name: run failed ($status)"; return; }
+    compare_losses "$reference" "$tag" 1e-2 20 "$name on $n GPUs: losses within 1e-2 of one GPU"
+}
+if [ "$gpus" -ge 2 ]; then
+    train one 1
+    ok $? "one-GPU reference for the parallel layouts"
+    train one4 1 --num-layers 4
+    ok $? "one-GPU reference with 4 layers"
+fi
+layout "TP2" 2 --tensor-model-parallel-size 2
+layout "PP2" 2 --pipeline-model-parallel-size 2
+layout "DP2 overlapped reduction" 2 --overlap-grad-reduce --ddp-bucket-size 20000
+layout "TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
+layout "TP2xPP2" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+layout "PP4" 4 --pipeline-model-parallel-size 4 --num-layers 4 --reference one4
+layout "PP2 interleaved x2 virtual" 2 --pipeline-model-parallel-size 2 --num-layers 4 --num-layers-per-virtual-pipeline-stage 1 --reference one4
+layout "DP4 distributed optimizer" 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+if [ "$gpus" -ge 4 ]; then
+    grep -q "memory per parameter (bf16 mixed precision): 9.00 bytes" "$WORK/DP4_distributed_optimizer.out"
+    ok $? "distributed optimizer memory: 6 + 12/4 = 9 bytes per parameter"
+fi
+done_testing
