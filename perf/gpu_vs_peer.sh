@@ -9,7 +9,8 @@
 #
 # Environment: PRETRAIN_GPT (default: pretrain_gpt on PATH, else app/pretrain_gpt), PEER (path
 # of torch_gpt.py; default ../shared/peers/torch_gpt.py), STEPS (default 30), PYTHON (python3),
-# OURS_FLAGS (extra pretrain_gpt flags). Logs go to $LOGDIR (default a temporary directory).
+# OURS_FLAGS (extra pretrain_gpt flags), COMMIT (the commit to print where the tree has no .git).
+# Logs go to $LOGDIR (default a temporary directory).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 pretrain=${PRETRAIN_GPT:-$(command -v pretrain_gpt || echo "$top/app/pretrain_gpt")}
@@ -20,7 +21,7 @@ logdir=${LOGDIR:-$(mktemp -d /tmp/gpu-vs-peer.XXXXXX)}
 shapes=${*:-124M:12:768:12:32:1024 1.3B:24:2048:16:8:2048}
 mkdir -p "$logdir"
 
-echo "# gpu_vs_peer, $(date -Is), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-unknown}")"
+echo "# gpu_vs_peer, $(date -Is), commit ${COMMIT:-$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 echo "# GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
 echo "# ours: $pretrain; peer: $peer ($($python -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
 printf '| model | layers x hidden x heads | micro-batch x seq | ours ms/step | ours tokens/s | ours MFU | peer ms/step | peer tokens/s | peer MFU | ours / peer |\n'
