@@ -2,7 +2,13 @@
  * of the global index space (io/checkpoint_file.h): a parameter shard is one box; an optimizer
  * range of the distributed optimizer can start and end inside rows of a column-split tensor, so
  * it becomes up to three boxes (partial first row, full rows, partial last row), whose
- * elements in global row-major order are exactly the range's elements in local order. */
+ * elements in global row-major order are exactly the range's elements in local order.
+ *
+ * Every transfer goes through one host staging buffer of at most CHECKPOINT_PIECE_ELEMENTS
+ * floats: the parts are cut into pieces of whole rows of that size. So the host memory a save or
+ * load needs is bounded, and the kernel's file I/O only ever touches the staging buffer, which
+ * is warm after the first piece (copying to or from memory the kernel has not touched before is
+ * several times slower on virtual machines; measured in perf/results/checkpoint-bandwidth-*). */
 #include "checkpointing.h"
 #include "checkpoint_file.h"
 #include "error.h"
@@ -50,11 +56,19 @@ typedef struct piece {
     float *source; /* backend memory, tensor_part_elements(&part) floats */
 } piece;
 
-#define MAX_PIECES 2
+#define CHECKPOINT_PIECE_ELEMENTS ((size_t)8 << 20) /* 32 MiB of floats */
+
+/* the piece size: CHECKPOINT_PIECE_ELEMENTS, or MTC_CKPT_PIECE_ELEMENTS (tests cut tiny models
+ * into many pieces with it) */
+static size_t piece_elements(void) {
+    const char *text = getenv("MTC_CKPT_PIECE_ELEMENTS");
+    long long n = text ? atoll(text) : 0;
+    return n > 0 ? (size_t)n : CHECKPOINT_PIECE_ELEMENTS;
+}
 
 typedef struct tensor_plan {
-    int num_pieces;
-    piece pieces[MAX_PIECES];
+    int num_pieces, capacity;
+    piece *pieces;
 } tensor_plan;
 
 /* the state a checkpoint stores per tensor */
@@ -75,12 +89,38 @@ static int global_index_of(const checkpoint_plan *plan, const char *name) {
     FATAL("parameter %s is not in the model's global list", name);
 }
 
+static void append_piece(checkpoint_plan *plan, tensor_plan *tp, tensor_box box, float *source) {
+    if (tp->num_pieces == tp->capacity) {
+        tp->capacity = tp->capacity ? 2 * tp->capacity : 4;
+        tp->pieces = realloc(tp->pieces, sizeof(piece) * (size_t)tp->capacity);
+        CHECK(tp->pieces, "out of host memory for the checkpoint plan");
+    }
+    piece *pc = &tp->pieces[tp->num_pieces++];
+    memset(pc, 0, sizeof *pc);
+    pc->part.boxes[0] = box;
+    pc->part.num_boxes = 1;
+    pc->source = source;
+    size_t n = tensor_part_elements(&pc->part);
+    if (n > plan->staging_elements) plan->staging_elements = n;
+}
+
+/* the part's boxes in memory order, cut into pieces of whole rows of at most
+ * piece_elements() elements (at least one row each) */
 static void add_piece(checkpoint_plan *plan, state_kind kind, int global, tensor_part part, float *source) {
     tensor_plan *tp = &plan->tensors[kind][global];
-    CHECK(tp->num_pieces < MAX_PIECES, "more than %d pieces of %s on one rank", MAX_PIECES, plan->globals[global].name);
-    tp->pieces[tp->num_pieces++] = (piece){part, source};
-    size_t n = tensor_part_elements(&part);
-    if (n > plan->staging_elements) plan->staging_elements = n;
+    size_t limit = piece_elements();
+    for (int b = 0; b < part.num_boxes; b++) {
+        tensor_box box = part.boxes[b];
+        int64_t rows_per_piece = (int64_t)(limit / (size_t)(box.cols > 0 ? box.cols : 1));
+        if (rows_per_piece < 1) rows_per_piece = 1;
+        for (int64_t r = 0; r < box.rows; r += rows_per_piece) {
+            tensor_box cut = box;
+            cut.row = box.row + r;
+            cut.rows = box.rows - r < rows_per_piece ? box.rows - r : rows_per_piece;
+            append_piece(plan, tp, cut, source);
+            source += (size_t)cut.rows * (size_t)cut.cols;
+        }
+    }
 }
 
 /* Saving: every tensor once. Loading: every part this rank holds, copies included.
@@ -128,13 +168,14 @@ static void plan_create(checkpoint_plan *plan, const trainer *t, int saving) {
 
 static void plan_free(checkpoint_plan *plan) {
     for (int k = 0; k < NUM_STATES; k++) {
+        for (int g = 0; g < plan->num_globals; g++) free(plan->tensors[k][g].pieces);
         free(plan->tensors[k]);
         free(plan->max_pieces[k]);
     }
     free(plan->globals);
 }
 
-/* collective transfer of one state of every tensor; staging is host memory */
+/* collective transfer of one state of every tensor through the staging buffer (host memory) */
 static void move_state(checkpoint_file *f, const checkpoint_plan *plan, state_kind kind,
                        const kernel_ops *ops, float *staging, int saving) {
     char path[256];
@@ -148,14 +189,12 @@ static void move_state(checkpoint_file *f, const checkpoint_plan *plan, state_ki
             const piece *pc = j < tp->num_pieces ? &tp->pieces[j] : NULL;
             const tensor_part *part = pc ? &pc->part : &none;
             size_t bytes = sizeof(float) * tensor_part_elements(part);
-            /* host-memory backends move tensors in place; others through the staging buffer */
-            float *host = pc && ops->host_memory ? pc->source : staging;
             if (saving) {
-                if (bytes && host == staging) ops->copy_to_host(staging, pc->source, bytes);
-                checkpoint_write_tensor(f, path, part, host);
+                if (bytes) ops->copy_to_host(staging, pc->source, bytes);
+                checkpoint_write_tensor(f, path, part, staging);
             } else {
-                checkpoint_read_tensor(f, path, part, host);
-                if (bytes && host == staging) ops->copy_from_host(pc->source, staging, bytes);
+                checkpoint_read_tensor(f, path, part, staging);
+                if (bytes) ops->copy_from_host(pc->source, staging, bytes);
             }
         }
     }
@@ -288,7 +327,7 @@ void checkpoint_save(trainer *t, const char *dir) {
 
     checkpoint_plan plan;
     plan_create(&plan, t, 1);
-    float *staging = malloc(sizeof(float) * (plan.staging_elements && !t->model.ops->host_memory ? plan.staging_elements : 1));
+    float *staging = malloc(sizeof(float) * (plan.staging_elements ? plan.staging_elements : 1));
     CHECK(staging, "out of host memory for checkpoint staging");
     move_state(&f, &plan, STATE_MODEL, t->model.ops, staging, 1);
     fault_pause(rank);
@@ -402,7 +441,7 @@ int checkpoint_load(trainer *t, const char *dir) {
     checkpoint_plan plan;
     plan_create(&plan, t, 0);
     check_compatible(&f, &plan, t, load_optim);
-    float *staging = malloc(sizeof(float) * (plan.staging_elements && !t->model.ops->host_memory ? plan.staging_elements : 1));
+    float *staging = malloc(sizeof(float) * (plan.staging_elements ? plan.staging_elements : 1));
     CHECK(staging, "out of host memory for checkpoint staging");
     move_state(&f, &plan, STATE_MODEL, t->model.ops, staging, 0);
     if (load_optim) {

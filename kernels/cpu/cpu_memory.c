@@ -1,5 +1,9 @@
-/* cpu_memory.c: "device" memory of the CPU backend is plain host memory: calloc'd (zero-filled)
- * buffers, memcpy for every copy direction, and nothing to synchronize. */
+/* cpu_memory.c: "device" memory of the CPU backend is plain host memory: zero-filled buffers,
+ * memcpy for every copy direction, and nothing to synchronize.
+ * Buffers are written at allocation (not calloc's lazily mapped zero pages), so they are resident
+ * from the start, like device memory: a job that does not fit fails at start-up rather than at
+ * some page fault later, and the cost of first touching fresh pages is paid here, not inside
+ * the first iteration or a checkpoint load. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,12 +11,13 @@
 #include "cpu_kernels.h"
 
 void *cpu_alloc(size_t bytes) {
-    /* calloc(0) may return NULL; hand out a valid 1-byte block instead so NULL always means OOM */
-    void *ptr = calloc(1, bytes ? bytes : 1);
+    /* malloc(0) may return NULL; hand out a valid 1-byte block instead so NULL always means OOM */
+    void *ptr = malloc(bytes ? bytes : 1);
     if (ptr == NULL) {
         fprintf(stderr, "cpu backend: out of memory allocating %zu bytes\n", bytes);
         abort();
     }
+    memset(ptr, 0, bytes ? bytes : 1);
     return ptr;
 }
 
