@@ -83,13 +83,13 @@ typedef __nv_bfloat16 nvbf16;
 
 /* blocks per SM the compiler must fit (register budget) at DP = 64; 0 leaves it to ptxas */
 #ifndef ATTN_FWD_MIN_BLOCKS_64
-#define ATTN_FWD_MIN_BLOCKS_64 0
+#define ATTN_FWD_MIN_BLOCKS_64 2
 #endif
 #ifndef ATTN_DQ_MIN_BLOCKS_64
 #define ATTN_DQ_MIN_BLOCKS_64 0
 #endif
 #ifndef ATTN_DKDV_MIN_BLOCKS_64
-#define ATTN_DKDV_MIN_BLOCKS_64 0
+#define ATTN_DKDV_MIN_BLOCKS_64 3
 #endif
 
 #define ATTN_T_PAD 128 /* the backward's row statistics are padded to a multiple of this */
@@ -286,11 +286,22 @@ static __device__ __forceinline__ void warp_gemm_pv(float (&o)[DP / 8][4], const
     }
 }
 
-/* keep (true) or drop element (query, key) of this head's dropout mask, with the CPU's counter */
-static __device__ __forceinline__ bool attn_keep(const dropout_rng &rng, uint64_t head_index,
-                                                 int T, int query, int key) {
-    uint64_t counter = (head_index * (uint64_t)T + (uint64_t)query) * (uint64_t)T + (uint64_t)key;
-    return philox_keep(rng.seed, rng.stream, rng.offset + counter, rng.p);
+/* Dropout: element (i, j) of head `head_index` (= b*total_heads + head_start + h) is kept iff
+ * philox_keep(seed, stream, offset + (head_index*T + i)*T + j, p), the CPU backend's draw.
+ * philox_keep tests ((x >> 8) + 1) / 2^24 > p on the first Philox word x, which is exactly
+ * (x >> 8) >= floor(p 2^24) (every step is exact in fp32), the integer test below. The kernels
+ * hoist the row part of the counter out of their loops. */
+static __device__ __forceinline__ uint32_t attn_drop_threshold(float p) {
+    return (uint32_t)floorf(p * 16777216.0f);
+}
+static __device__ __forceinline__ bool attn_keep(const dropout_rng &rng, uint32_t threshold,
+                                                 uint64_t counter) {
+    return (philox4x32(rng.seed, counter, rng.stream).v[0] >> 8) >= threshold;
+}
+/* offset + (head_index*T + i)*T: the counter of element (i, 0) */
+static __device__ __forceinline__ uint64_t attn_row_counter(const dropout_rng &rng,
+                                                            uint64_t head_index, int T, int i) {
+    return rng.offset + (head_index * (uint64_t)T + (uint64_t)i) * (uint64_t)T;
 }
 
 /* the four lanes of a quad hold one row: combine their values */
@@ -308,7 +319,7 @@ static __device__ __forceinline__ float quad_sum(float v) {
  * walks key tiles of BN keys up to the diagonal. Grid y counts down the query tiles, so the
  * longest rows start first. */
 template <int DP, int WARPS, int BN, bool DROPOUT>
-static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 ? ATTN_FWD_MIN_BLOCKS_64 : 0)
+static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_FWD_MIN_BLOCKS_64 : 0)
 attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int H, int D,
                          int head_start, int total_heads, dropout_rng rng, int vec) {
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
@@ -325,6 +336,9 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
     const float scale_log2 = attn_log2e / sqrtf((float)D); /* scores in base-2 units */
     const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
     const int kt_last = min(q0 + BM - 1, T - 1) / BN;
+    const uint32_t drop_threshold = attn_drop_threshold(rng.p);
+    const uint64_t row_counter[2] = {attn_row_counter(rng, head_index, T, warp_row0 + g),
+                                     attn_row_counter(rng, head_index, T, warp_row0 + g + 8)};
 
     attn_load_tile<DP, BM, THREADS>(q_s, q_base, qkv_stride, q0, T, D, vec);
     attn_load_tile<DP, BN, THREADS>(kv_s, q_base + D, qkv_stride, 0, T, D, vec);
@@ -386,9 +400,9 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
                 for (int e = 0; e < 4; e++) {
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, neg_m[e >> 1]));
                     l_run[e >> 1] += p; /* the normalizer sums undropped probabilities */
-                    if (DROPOUT) {
-                        int row = warp_row0 + g + 8 * (e >> 1), col = k0 + 8 * n + 2 * t + (e & 1);
-                        if (p > 0.0f && row < T && !attn_keep(rng, head_index, T, row, col))
+                    if (DROPOUT && p > 0.0f && warp_row0 + g + 8 * (e >> 1) < T) {
+                        const int col = k0 + 8 * n + 2 * t + (e & 1);
+                        if (!attn_keep(rng, drop_threshold, row_counter[e >> 1] + (uint64_t)col))
                             p = 0.0f;
                     }
                     s[n][e] = p;
@@ -425,29 +439,45 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
 
 /* ---------------------------------------------------------------------------------------------- */
 /* backward, step 0: per row (b, h, t) of the padded [B*H, Tpad] layout, lse2 = lse * log2(e) and
- * Di = dO_t . O_t (zero for t >= T). One warp per row. */
+ * Di = dO_t . O_t (zero for t >= T). G = DP / 8 lanes per row, each taking 8 columns (16-byte
+ * loads with vec, else a strided walk), then a fixed-order xor-shuffle sum over the G lanes. */
+template <int DP>
 static __global__ void attention_backward_rows_kernel(float *lse2, float *di, const nvbf16 *dout,
                                                       const nvbf16 *out, const float *lse,
-                                                      int B, int T, int Tpad, int H, int D) {
-    const size_t row = (size_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    if (row >= (size_t)B * H * Tpad) return;
-    const size_t bh = row / Tpad;
-    const int t = (int)(row % Tpad), b = (int)(bh / H), h = (int)(bh % H);
-    float sum = 0.0f, l2 = 0.0f;
+                                                      int B, int T, int Tpad, int H, int D,
+                                                      int vec) {
+    constexpr int G = DP / 8;
+    const size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    const int part = threadIdx.x % G;
+    const bool valid = row < (size_t)B * H * Tpad; /* no early return: all lanes shuffle */
+    const size_t bh = valid ? row / Tpad : 0;
+    const int t = valid ? (int)(row % Tpad) : T, b = (int)(bh / H), h = (int)(bh % H);
+    float sum = 0.0f;
     if (t < T) {
         const size_t offset = ((size_t)b * T + t) * H * D + (size_t)h * D;
-        for (int d = lane; d < D; d += 32)
-            sum += __bfloat162float(dout[offset + d]) * __bfloat162float(out[offset + d]);
-        sum = warp_sum_f32(sum);
-        l2 = lse[bh * T + t] * attn_log2e;
+        if (vec) {
+            if (part * 8 < D) {
+                float x[8], y[8];
+                load_bf16x8(x, dout + offset + part * 8);
+                load_bf16x8(y, out + offset + part * 8);
+#pragma unroll
+                for (int i = 0; i < 8; i++) sum += x[i] * y[i];
+            }
+        } else {
+            for (int d = part; d < D; d += G)
+                sum += __bfloat162float(dout[offset + d]) * __bfloat162float(out[offset + d]);
+        }
     }
-    if (lane == 0) {
-        lse2[row] = l2;
+#pragma unroll
+    for (int offset = G / 2; offset > 0; offset >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (part == 0 && valid) {
+        lse2[row] = t < T ? lse[bh * T + t] * attn_log2e : 0.0f;
         di[row] = sum;
     }
 }
 
+/* ---------------------------------------------------------------------------------------------- */
 /* one stage of the dK/dV kernel: Q and dO rows [q0, q0 + BM) (BM x LD each), then their lse2 and
  * Di (BM floats each) */
 template <int DP, int BM, int THREADS>
@@ -469,7 +499,7 @@ static __device__ __forceinline__ void attn_load_query_stage(
  * dP^T = V dO^T in registers (keys as rows). Grid y counts up the key tiles: the longest walks
  * start first. */
 template <int DP, int WARPS, int BM, bool DROPOUT>
-static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 ? ATTN_DKDV_MIN_BLOCKS_64 : 0)
+static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DKDV_MIN_BLOCKS_64 : 0)
 attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
                                const float *lse2, const float *di, int T, int Tpad, int H, int D,
                                int head_start, int total_heads, dropout_rng rng, int vec) {
@@ -492,6 +522,10 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *q
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
     const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
     const int qt_first = k0 / BM, qt_last = (T - 1) / BM;
+    const uint32_t drop_threshold = attn_drop_threshold(rng.p);
+    /* counter of element (i, key) = offset + head_index*T*T + key + i*T */
+    const uint64_t key_counter[2] = {attn_row_counter(rng, head_index, T, 0) + warp_key0 + g,
+                                     attn_row_counter(rng, head_index, T, 0) + warp_key0 + g + 8};
 
     attn_load_tile<DP, BN, THREADS>(k_s, q_base + D, qkv_stride, k0, T, D, vec);
     attn_load_tile<DP, BN, THREADS>(v_s, q_base + 2 * D, qkv_stride, k0, T, D, vec);
@@ -534,7 +568,8 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *q
                     float dpv = dp[n][e];
                     float kept_p = p;
                     if (DROPOUT && p > 0.0f) {
-                        if (attn_keep(rng, head_index, T, query, key)) {
+                        const uint64_t counter = key_counter[e >> 1] + (uint64_t)query * (uint64_t)T;
+                        if (attn_keep(rng, drop_threshold, counter)) {
                             dpv *= keep_scale;
                         } else {
                             dpv = 0.0f;
@@ -566,7 +601,7 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *q
  * 16w..16w+15; walks key tiles of BN keys up to the diagonal, recomputing S = Q K^T and
  * dP = dO V^T in registers. Grid y counts down the query tiles. */
 template <int DP, int WARPS, int BN, bool DROPOUT>
-static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 ? ATTN_DQ_MIN_BLOCKS_64 : 0)
+static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DQ_MIN_BLOCKS_64 : 0)
 attention_backward_dq_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
                              const float *lse2, const float *di, int T, int Tpad, int H, int D,
                              int head_start, int total_heads, dropout_rng rng, int vec) {
@@ -586,6 +621,9 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
     const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
     const int kt_last = min(q0 + BM - 1, T - 1) / BN;
+    const uint32_t drop_threshold = attn_drop_threshold(rng.p);
+    const uint64_t row_counter[2] = {attn_row_counter(rng, head_index, T, warp_row0 + g),
+                                     attn_row_counter(rng, head_index, T, warp_row0 + g + 8)};
 
     /* rows g and g + 8 of the warp (padded statistics: no bounds check) */
     const float *lse2_rows = lse2 + (size_t)bh * Tpad, *di_rows = di + (size_t)bh * Tpad;
@@ -630,7 +668,8 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv
                     if (mask && key > row) p = 0.0f;
                     float dpv = dp[n][e];
                     if (DROPOUT && p > 0.0f)
-                        dpv = attn_keep(rng, head_index, T, row, key) ? dpv * keep_scale : 0.0f;
+                        dpv = attn_keep(rng, drop_threshold, row_counter[e >> 1] + (uint64_t)key)
+                                  ? dpv * keep_scale : 0.0f;
                     s[n][e] = p * (dpv - row_di[e >> 1]); /* dS */
                 }
             warp_gemm_pv<DP, NT>(dq, s, k_s, lane); /* dQ += dS K */
@@ -695,11 +734,11 @@ static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 
 
     /* lse2 and Di, padded, in this file's scratch buffer */
     float *lse2 = (float *)stream_scratch(2 * rows * sizeof(float)), *di = lse2 + rows;
-    attention_backward_rows_kernel<<<ceil_div(rows, 8), 256, 0, compute_stream()>>>(
-        lse2, di, dout, out, lse, B, T, Tpad, H, D);
+    const int vec = attn_vector_io(D, dqkv, qkv) && attn_vector_io(D, dout, out);
+    attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
+        lse2, di, dout, out, lse, B, T, Tpad, H, D, vec);
     CHECK_LAUNCH();
 
-    const int vec = attn_vector_io(D, dqkv, qkv) && attn_vector_io(D, dout, out);
     auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT>;
     const size_t dkdv_smem = attn_dkdv_smem(DP, KV_WARPS, KV_BM);
     CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize,
