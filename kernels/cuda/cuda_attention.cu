@@ -75,7 +75,7 @@ typedef __nv_bfloat16 nvbf16;
 #define ATTN_DKDV_WARPS 4
 #endif
 #ifndef ATTN_DKDV_BM_64
-#define ATTN_DKDV_BM_64 64
+#define ATTN_DKDV_BM_64 32
 #endif
 #ifndef ATTN_DKDV_BM_128
 #define ATTN_DKDV_BM_128 32
@@ -89,7 +89,7 @@ typedef __nv_bfloat16 nvbf16;
 #define ATTN_DQ_MIN_BLOCKS_64 0
 #endif
 #ifndef ATTN_DKDV_MIN_BLOCKS_64
-#define ATTN_DKDV_MIN_BLOCKS_64 3
+#define ATTN_DKDV_MIN_BLOCKS_64 4
 #endif
 
 #define ATTN_T_PAD 128 /* the backward's row statistics are padded to a multiple of this */
