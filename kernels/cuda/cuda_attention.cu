@@ -21,7 +21,10 @@
  * A small kernel first computes Di and lse*log2(e) per row (zero-padded to a multiple of 128
  * rows) into a scratch buffer; then one kernel owns a key tile and walks the query tiles at or
  * below the diagonal (dK, dV: the scores are computed transposed, keys as rows), and a second
- * owns a query tile and walks the key tiles left of it (dQ), recomputing P and dP.
+ * owns a query tile and walks the key tiles left of it (dQ), recomputing P and dP. With dropout
+ * the dK/dV kernel also leaves its keep decisions as bits in the scratch buffer (one
+ * __ballot_sync word per warp and fragment; B*H*T^2/8 bytes), so the dQ kernel reads them
+ * instead of drawing every element's Philox number a second time.
  *
  * Tensor cores: every product is mma.sync.m16n8k16 (bf16 in, fp32 accumulate) on one warp's 16
  * rows; a warp never shares its rows, so the score tile, P, dP and dS live in its registers.
@@ -304,6 +307,22 @@ static __device__ __forceinline__ uint64_t attn_row_counter(const dropout_rng &r
     return rng.offset + (head_index * (uint64_t)T + (uint64_t)i) * (uint64_t)T;
 }
 
+/* Keep bits handed from the dK/dV kernel to the dQ kernel (so the backward draws each element
+ * once), in the dK/dV kernel's fragment order: per (b*H + h, key block of 16, query block of 8)
+ * four 32-bit words, one __ballot_sync of the warp each. Element (key, query) of a block is
+ * word attn_keep_word(query & 1, (key >> 3) & 1), bit attn_keep_bit(key & 7, (query & 7) >> 1),
+ * i.e. the lane (g = key & 7, t = (query & 7) / 2) that held it in the dK/dV kernel. */
+static __device__ __forceinline__ size_t attn_keep_block(int bh, int key_block, int query_block,
+                                                         int Tpad) {
+    return ((size_t)bh * (Tpad / 16) + (size_t)key_block) * (size_t)(Tpad / 8) + (size_t)query_block;
+}
+static __device__ __forceinline__ int attn_keep_word(int query_odd, int key_high) {
+    return 2 * query_odd + key_high;
+}
+static __device__ __forceinline__ int attn_keep_bit(int key_low, int query_pair) {
+    return 4 * key_low + query_pair;
+}
+
 /* the four lanes of a quad hold one row: combine their values */
 static __device__ __forceinline__ float quad_max(float v) {
     v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -500,9 +519,10 @@ static __device__ __forceinline__ void attn_load_query_stage(
  * start first. */
 template <int DP, int WARPS, int BM, bool DROPOUT>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DKDV_MIN_BLOCKS_64 : 0)
-attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
-                               const float *lse2, const float *di, int T, int Tpad, int H, int D,
-                               int head_start, int total_heads, dropout_rng rng, int vec) {
+attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *dout,
+                               const nvbf16 *qkv, const float *lse2, const float *di, int T,
+                               int Tpad, int H, int D, int head_start, int total_heads,
+                               dropout_rng rng, int vec) {
     constexpr int BN = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BM / 8;
     constexpr int STAGE = 2 * BM * LD + 2 * BM * 2; /* bf16 elements: Q, dO, then lse2, Di */
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -553,6 +573,7 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *q
 
         if (q0 + BM - 1 >= warp_key0) { /* some query of the tile sees some key of the warp */
             float s[NT][4], dp[NT][4]; /* S^T, dP^T: row = key (g, g + 8), column = query */
+            uint32_t my_keep_word = 0;
             warp_gemm_abt<DP, NT>(s, k_s + 16 * warp * LD, q_s, lane);
             warp_gemm_abt<DP, NT>(dp, v_s + 16 * warp * LD, do_s, lane);
             const bool mask = warp_key0 + 15 > q0 || q0 + BM > T;
@@ -563,23 +584,30 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *q
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = warp_key0 + g + 8 * (e >> 1), query = q0 + 8 * n + 2 * t + (e & 1);
+                    const bool visible = !(mask && (key > query || query >= T));
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
-                    if (mask && (key > query || query >= T)) p = 0.0f;
+                    if (!visible) p = 0.0f;
                     float dpv = dp[n][e];
                     float kept_p = p;
-                    if (DROPOUT && p > 0.0f) {
-                        const uint64_t counter = key_counter[e >> 1] + (uint64_t)query * (uint64_t)T;
-                        if (attn_keep(rng, drop_threshold, counter)) {
-                            dpv *= keep_scale;
-                        } else {
-                            dpv = 0.0f;
-                            kept_p = 0.0f;
+                    if (DROPOUT) {
+                        bool keep = false;
+                        if (visible) {
+                            const uint64_t counter = key_counter[e >> 1] + (uint64_t)query * (uint64_t)T;
+                            keep = attn_keep(rng, drop_threshold, counter);
                         }
+                        dpv = keep ? dpv * keep_scale : 0.0f;
+                        kept_p = keep ? p : 0.0f;
+                        /* the warp's 32 draws of (n, e) form one word of the keep bits */
+                        const uint32_t word = __ballot_sync(0xffffffffu, keep);
+                        if (lane == 4 * n + attn_keep_word(e & 1, e >> 1)) my_keep_word = word;
                     }
                     s[n][e] = kept_p;                              /* P keep, for dV */
                     dp[n][e] = p * (dpv - ((e & 1) ? dd.y : dd.x)); /* dS, for dK */
                 }
             }
+            if (DROPOUT && lane < 4 * NT) /* words of query blocks q0/8 .. q0/8 + NT - 1 */
+                keep_bits[attn_keep_block(bh, warp_key0 >> 4, q0 >> 3, Tpad) * 4 + lane] =
+                    my_keep_word;
             warp_gemm_pv<DP, NT>(dv, s, do_s, lane); /* dV += (P keep)^T dO */
             warp_gemm_pv<DP, NT>(dk, dp, q_s, lane); /* dK += dS^T Q */
         }
@@ -602,9 +630,9 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *q
  * dP = dO V^T in registers. Grid y counts down the query tiles. */
 template <int DP, int WARPS, int BN, bool DROPOUT>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DQ_MIN_BLOCKS_64 : 0)
-attention_backward_dq_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
-                             const float *lse2, const float *di, int T, int Tpad, int H, int D,
-                             int head_start, int total_heads, dropout_rng rng, int vec) {
+attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf16 *dout,
+                             const nvbf16 *qkv, const float *lse2, const float *di, int T,
+                             int Tpad, int H, int D, dropout_rng rng, int vec) {
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
     nvbf16 *q_s = reinterpret_cast<nvbf16 *>(attn_smem); /* BM x LD */
@@ -619,11 +647,7 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv
     const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D;
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
-    const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
     const int kt_last = min(q0 + BM - 1, T - 1) / BN;
-    const uint32_t drop_threshold = attn_drop_threshold(rng.p);
-    const uint64_t row_counter[2] = {attn_row_counter(rng, head_index, T, warp_row0 + g),
-                                     attn_row_counter(rng, head_index, T, warp_row0 + g + 8)};
 
     /* rows g and g + 8 of the warp (padded statistics: no bounds check) */
     const float *lse2_rows = lse2 + (size_t)bh * Tpad, *di_rows = di + (size_t)bh * Tpad;
@@ -655,6 +679,18 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv
         __syncthreads();
 
         if (k0 <= warp_row0 + 15) {
+            /* keep bits of this lane's elements: for key block k0/16 + n/2 and query block
+             * warp_row0/8 + e/2, the words (g & 1)*2 + {0, 1} (the second for odd n) */
+            uint2 keep_words[DROPOUT ? NT / 2 : 1][2];
+            if (DROPOUT) {
+#pragma unroll
+                for (int kb = 0; kb < NT / 2; kb++)
+#pragma unroll
+                    for (int qb = 0; qb < 2; qb++)
+                        keep_words[kb][qb] = *reinterpret_cast<const uint2 *>(
+                            keep_bits + attn_keep_block(bh, (k0 >> 4) + kb, (warp_row0 >> 3) + qb, Tpad) * 4 +
+                            attn_keep_word(g & 1, 0));
+            }
             float s[NT][4], dp[NT][4];
             warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
             warp_gemm_abt<DP, NT>(dp, do_s + 16 * warp * LD, v_s, lane);
@@ -667,9 +703,12 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -row_lse2[e >> 1]));
                     if (mask && key > row) p = 0.0f;
                     float dpv = dp[n][e];
-                    if (DROPOUT && p > 0.0f)
-                        dpv = attn_keep(rng, drop_threshold, row_counter[e >> 1] + (uint64_t)key)
-                                  ? dpv * keep_scale : 0.0f;
+                    if (DROPOUT) {
+                        const uint2 words = keep_words[n >> 1][e >> 1];
+                        const uint32_t word = (n & 1) ? words.y : words.x;
+                        const bool keep = (word >> attn_keep_bit(2 * t + (e & 1), g >> 1)) & 1u;
+                        dpv = keep ? dpv * keep_scale : 0.0f;
+                    }
                     s[n][e] = p * (dpv - row_di[e >> 1]); /* dS */
                 }
             warp_gemm_pv<DP, NT>(dq, s, k_s, lane); /* dQ += dS K */
@@ -732,8 +771,11 @@ static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 
     const int Tpad = (int)(ceil_div((size_t)T, ATTN_T_PAD) * ATTN_T_PAD);
     const size_t rows = (size_t)B * H * Tpad;
 
-    /* lse2 and Di, padded, in this file's scratch buffer */
-    float *lse2 = (float *)stream_scratch(2 * rows * sizeof(float)), *di = lse2 + rows;
+    /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
+     * element of the padded T x T square of every head) */
+    const size_t bits_bytes = DROPOUT ? rows * (size_t)Tpad / 8 : 0;
+    float *lse2 = (float *)stream_scratch(2 * rows * sizeof(float) + bits_bytes), *di = lse2 + rows;
+    uint32_t *keep_bits = DROPOUT ? reinterpret_cast<uint32_t *>(di + rows) : NULL;
     const int vec = attn_vector_io(D, dqkv, qkv) && attn_vector_io(D, dout, out);
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
         lse2, di, dout, out, lse, B, T, Tpad, H, D, vec);
@@ -744,14 +786,14 @@ static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 
     CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)dkdv_smem));
     dkdv<<<attn_grid(B, H, T, 16 * KV_WARPS), 32 * KV_WARPS, dkdv_smem, compute_stream()>>>(
-        dqkv, dout, qkv, lse2, di, T, Tpad, H, D, head_start, total_heads, rng, vec);
+        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, D, head_start, total_heads, rng, vec);
     CHECK_LAUNCH();
 
     auto dq = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT>;
     const size_t dq_smem = attn_dq_smem(DP, DQ_WARPS, DQ_BN);
     CHECK_CUDA(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
     dq<<<attn_grid(B, H, T, 16 * DQ_WARPS), 32 * DQ_WARPS, dq_smem, compute_stream()>>>(
-        dqkv, dout, qkv, lse2, di, T, Tpad, H, D, head_start, total_heads, rng, vec);
+        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, D, rng, vec);
     CHECK_LAUNCH();
 }
 
