@@ -28,3 +28,15 @@ kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 endif
 EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES)
+
+# the attention benchmark (perf/attention_bench.cu includes cuda_attention.cu itself); built only
+# on request: make perf/attention_bench [ATTN_BENCH_FLAGS='-DATTN_FWD_WARPS=4 ...']
+if HAVE_CUDA
+perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu $(top_srcdir)/perf/attention_bench_old.cuh \
+		$(top_srcdir)/kernels/cuda/cuda_attention.cu $(top_srcdir)/kernels/philox.h \
+		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%)
+	@$(MKDIR_P) perf
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -I$(top_srcdir)/kernels/cuda $(ATTN_BENCH_FLAGS) $< -o $@
+CLEANFILES += perf/attention_bench
+endif
+EXTRA_DIST += perf/attention_bench.cu perf/attention_bench_old.cuh

@@ -203,11 +203,13 @@ static void test_cross_entropy(int N, int V, int vocab_start) {
 int main(void) {
     skip_without_gpu();
 
-    /* attention: T below, at and across the 64-row tile; D = 20 exercises the unvectorized,
-     * zero-padded path */
+    /* attention: T below, at and across the 64- and 128-row tiles; D = 20 exercises the
+     * unvectorized path, D = 32, 40, 80, 96 the zero padding to 64 or 128; T = 2048 at D = 128 is
+     * the GPT 1.3B head shape */
     static const int shapes[][4] = {
         {1, 1, 1, 32}, {2, 7, 3, 64}, {1, 100, 2, 80}, {1, 50, 2, 20},
-        {2, 257, 4, 64}, {1, 130, 2, 96}, {1, 1024, 2, 128},
+        {2, 257, 4, 64}, {1, 130, 2, 96}, {1, 1024, 2, 128}, {3, 333, 3, 40},
+        {1, 2048, 1, 128},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int *s = shapes[i];

@@ -66,4 +66,7 @@ tests_model_logits_SOURCES = tests/model_logits.c
 tests_model_logits_LDADD = $(APP_LIBS)
 EXTRA_DIST += perf/checkpoint_bench.sh perf/hf_logits_check.py \
 	perf/results/checkpoint-bandwidth-2026-11-22.md perf/results/cuda-kernels-2026-11-22.md \
-	perf/results/logs/cuda_kernels_test-2026-11-22.txt perf/results/logs/cuda_attention_test-2026-11-22.txt
+	perf/results/logs/cuda_kernels_test-2026-11-22.txt perf/results/logs/cuda_attention_test-2026-11-22.txt \
+	perf/results/attention-2026-11-22.md perf/results/logs/attention_bench-2026-11-22.txt \
+	perf/results/logs/attention_bench_variants-2026-11-22.txt \
+	perf/results/logs/cuda_attention_test-flash2-2026-11-22.txt

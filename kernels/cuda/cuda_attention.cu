@@ -1,5 +1,5 @@
-/* cuda_attention.cu: causal multi-head flash attention in bf16 (FlashAttention-2 scheme), the
- * GPU counterpart of kernels/cpu/cpu_attention.c.
+/* cuda_attention.cu: causal multi-head flash attention in bf16 (FlashAttention-2 scheme with the
+ * scores kept in registers), the GPU counterpart of kernels/cpu/cpu_attention.c.
  *
  * qkv[B,T,H,3,D] bf16 (per head its q, k, v side by side), out[B,T,H,D] bf16, fp32 accumulation.
  * The T x T scores are never stored: the forward keeps a running row max m and row sum l
@@ -10,26 +10,43 @@
  *
  * The normalizer l sums the UNDROPPED exponentials: dropout applies after the softmax, as on the
  * CPU. keep[i,j] is philox_keep at counter rng.offset + ((b*total_heads + head_start + h)*T + i)*T
- * + j, exactly the CPU backend's counter, so both backends drop the same probabilities.
+ * + j, exactly the CPU backend's counter, so both backends drop the same probabilities. With
+ * rng.p == 0 the kernels are instantiated without any dropout code (DROPOUT = false).
  *
  * Backward (no atomics, so bitwise reproducible): with Di = rowsum(dO_i o O_i), which equals
  * sum_j P[i,j] dP[i,j] (dP below) because O already carries the dropout mask,
  *   dV_j = sum_i P[i,j] keep/(1-p) dO_i          dP[i,j] = keep/(1-p) dO_i.v_j
  *   dS[i,j] = P[i,j] (dP[i,j] - Di)               (softmax Jacobian)
  *   dK_j = sum_i dS[i,j] q_i / sqrt(D)            dQ_i = sum_j dS[i,j] k_j / sqrt(D)
- * One kernel owns a key tile and walks the query tiles at or below the diagonal (dK, dV); a
- * second owns a query tile and walks the key tiles left of it (dQ), recomputing P and dP.
+ * A small kernel first computes Di and lse*log2(e) per row (zero-padded to a multiple of 128
+ * rows) into a scratch buffer; then one kernel owns a key tile and walks the query tiles at or
+ * below the diagonal (dK, dV: the scores are computed transposed, keys as rows), and a second
+ * owns a query tile and walks the key tiles left of it (dQ), recomputing P and dP. With dropout
+ * the dK/dV kernel also leaves its keep decisions as bits in the scratch buffer (one
+ * __ballot_sync word per warp and fragment; B*H*T^2/8 bytes), so the dQ kernel reads them
+ * instead of drawing every element's Philox number a second time.
  *
- * Tiles: 64 query rows x 64 keys, 4 warps per block, each warp owning 16 rows (the M of a wmma
- * 16x16x16 bf16 tensor-core tile). Products (QK^T, dO V^T, PV, P^T dO, dS K, dS^T Q) run on
- * wmma fragments from shared memory; the elementwise softmax work runs on fp32 copies of the
- * score tiles in shared memory, two lanes per row. Accumulators (O, dK, dV, dQ) stay in
- * fragments across the tile loop; a per-row factor (the online-softmax rescale) is applied by
- * loading a 16x16 matrix whose row r holds the factor of row r into a fragment of the same type,
- * whose elements then sit where the accumulator's do, and multiplying element by element.
- * The head dimension is padded with zeros to DP in {32, 64, 80, 96, 128} (any D <= 128). */
+ * Tensor cores: every product is mma.sync.m16n8k16 (bf16 in, fp32 accumulate) on one warp's 16
+ * rows; a warp never shares its rows, so the score tile, P, dP and dS live in its registers.
+ * With g = lane / 4 and t = lane % 4, the fragments hold (PTX ISA, "mma.m16n8k16"):
+ *   A 16x16 bf16, 4 regs of 2:  a0 = (g, 2t..2t+1)   a1 = (g+8, 2t..)   a2 = (g, 2t+8..)   a3 = (g+8, 2t+8..)
+ *   B 16x8 bf16 (k x n), 2 regs: b0 = (k 2t..2t+1, n g)   b1 = (k 2t+8..2t+9, n g)
+ *   C 16x8 fp32, 4 floats:       c0,c1 = (g, 2t..2t+1)   c2,c3 = (g+8, 2t..2t+1)
+ * so the C fragments of two neighbouring n8 tiles (columns 16k..16k+7 and 16k+8..16k+15),
+ * rounded to bf16 pairs, are exactly the A fragment of k-slice k: a score tile computed by one
+ * mma feeds the next mma (P V, dS K, P^T dO, dS^T Q) without leaving registers. Each row's
+ * values are spread over the 4 lanes of a quad (same g), so row max and row sum take two
+ * xor-shuffles (1, 2).
+ *
+ * Operands come from shared memory through ldmatrix (8x8 b16 matrices, each of 8 lanes giving
+ * one 16-byte row address): a row-major [rows][d] tile gives A fragments directly, B fragments
+ * of "A times tile^T" (Q K^T: tile rows are the n index) directly, and B fragments of "A times
+ * tile" (P V: tile rows are the k index) with .trans. Tiles are row-major with rows padded by 8
+ * bf16 (16 bytes), which keeps every ldmatrix phase free of bank conflicts; they are filled by
+ * cp.async 16-byte copies (zero-filled past T and past D), double-buffered so the next tile
+ * streams in while the current one is used. The head dimension is padded with zeros to DP = 64
+ * or 128 (any D <= 128); a D that is not a multiple of 8 takes a plain-load path. */
 #include <math.h>
-#include <mma.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,71 +56,130 @@
 
 typedef __nv_bfloat16 nvbf16;
 
-typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
-                               nvcuda::wmma::row_major> attn_frag_a;
-typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
-                               nvcuda::wmma::row_major> attn_frag_b_row;
-typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16,
-                               nvcuda::wmma::col_major> attn_frag_b_col;
-typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> attn_frag_acc;
+/* Tile shapes (rows per block are 16 per warp). The defaults can be overridden at compile time
+ * (perf/attention_bench.cu builds variants). BN: keys per step of the forward and dQ kernels;
+ * BM: queries per step of the dK/dV kernel. */
+#ifndef ATTN_FWD_WARPS
+#define ATTN_FWD_WARPS 8
+#endif
+#ifndef ATTN_FWD_BN
+#define ATTN_FWD_BN 64
+#endif
+#ifndef ATTN_DQ_WARPS_64
+#define ATTN_DQ_WARPS_64 8
+#endif
+#ifndef ATTN_DQ_WARPS_128
+#define ATTN_DQ_WARPS_128 4
+#endif
+#ifndef ATTN_DQ_BN
+#define ATTN_DQ_BN 64
+#endif
+#ifndef ATTN_DKDV_WARPS
+#define ATTN_DKDV_WARPS 4
+#endif
+#ifndef ATTN_DKDV_BM_64
+#define ATTN_DKDV_BM_64 32
+#endif
+#ifndef ATTN_DKDV_BM_128
+#define ATTN_DKDV_BM_128 32
+#endif
 
-#define ATTN_TILE 64                   /* query rows per tile = keys per tile */
-#define ATTN_WARPS 4
-#define ATTN_THREADS (ATTN_WARPS * 32)
-#define ATTN_WARP_ROWS 16              /* rows of a tile owned by one warp */
-#define ATTN_S_LD (ATTN_TILE + 4)      /* leading dimension of fp32 score tiles */
-#define ATTN_P_LD (ATTN_TILE + 8)      /* leading dimension of bf16 probability tiles */
+/* blocks per SM the compiler must fit (register budget) at DP = 64; 0 leaves it to ptxas */
+#ifndef ATTN_FWD_MIN_BLOCKS_64
+#define ATTN_FWD_MIN_BLOCKS_64 2
+#endif
+#ifndef ATTN_DQ_MIN_BLOCKS_64
+#define ATTN_DQ_MIN_BLOCKS_64 0
+#endif
+#ifndef ATTN_DKDV_MIN_BLOCKS_64
+#define ATTN_DKDV_MIN_BLOCKS_64 4
+#endif
 
-static_assert(ATTN_WARPS * ATTN_WARP_ROWS == ATTN_TILE, "each warp owns 16 rows of a tile");
-static_assert(ATTN_THREADS == 2 * ATTN_TILE, "row statistics use two threads per row");
+#define ATTN_T_PAD 128 /* the backward's row statistics are padded to a multiple of this */
+#define ATTN_LD(DP) ((DP) + 8) /* shared-memory row length (bf16) of a [rows][DP] tile */
 
 static const float attn_log2e = 1.4426950408889634f;
 static const float attn_ln2 = 0.6931471805599453f;
 
-/* shared-memory leading dimensions for head dimension DP: bf16 q/k/v/dO tiles, fp32 staging */
-#define ATTN_LD(DP) ((DP) + 8)
-#define ATTN_O_LD(DP) ((DP) + 4)
-#define ATTN_BF16_TILE_BYTES(DP) ((size_t)ATTN_TILE * ATTN_LD(DP) * sizeof(nvbf16))
-#define ATTN_S_TILE_BYTES ((size_t)ATTN_TILE * ATTN_S_LD * sizeof(float))
-#define ATTN_P_TILE_BYTES ((size_t)ATTN_TILE * ATTN_P_LD * sizeof(nvbf16))
-#define ATTN_BCAST_BYTES ((size_t)ATTN_WARPS * 256 * sizeof(float))
-#define ATTN_ROW_STAT_BYTES ((size_t)2 * ATTN_TILE * sizeof(float))
+/* ---------------------------------------------------------------------------------------------- */
+/* PTX primitives */
 
-/* forward: q, k, v tiles; scores; probabilities; per-warp 16x16 broadcast matrices */
-static constexpr size_t attn_forward_smem(int DP) {
-    return 3 * ATTN_BF16_TILE_BYTES(DP) + ATTN_S_TILE_BYTES + ATTN_P_TILE_BYTES + ATTN_BCAST_BYTES;
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
 }
-/* backward (both kernels): q, dO, k, v tiles; two fp32 tiles; two bf16 tiles; lse and Di */
-static constexpr size_t attn_backward_smem(int DP) {
-    return 4 * ATTN_BF16_TILE_BYTES(DP) + 2 * ATTN_S_TILE_BYTES + 2 * ATTN_P_TILE_BYTES +
-           ATTN_ROW_STAT_BYTES;
-}
-/* the fp32 output staging (TILE x O_LD) fits in two consecutive bf16 tiles */
-static_assert(ATTN_TILE * ATTN_O_LD(32) * 4 <= 2 * ATTN_TILE * ATTN_LD(32) * 2, "staging fits");
 
-static __device__ __forceinline__ unsigned int attn_pack_bf16x2(float lo, float hi) {
+/* four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, register i of lane
+ * l receives row l/4, elements 2(l%4), 2(l%4)+1 of matrix i (with .trans: of its transpose) */
+static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const nvbf16 *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const nvbf16 *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+}
+
+/* c (16x8 fp32) += a (16x16 bf16) b (16x8 bf16) */
+static __device__ __forceinline__ void mma_bf16_16816(float c[4], const uint32_t a[4],
+                                                      uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* 16 bytes global -> shared without passing through registers; with valid == false the 16
+ * bytes are zero-filled and nothing is read */
+static __device__ __forceinline__ void cp_async_16(void *smem, const void *gmem, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 16 : 0));
+}
+static __device__ __forceinline__ void cp_async_commit(void) {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+/* wait until at most N of this thread's committed groups are still in flight */
+template <int N>
+static __device__ __forceinline__ void cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+/* 2^x on the special-function unit (2^-inf = 0) */
+static __device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi); /* .x (lo) at the lower address */
-    return *reinterpret_cast<unsigned int *>(&pair);
+    return *reinterpret_cast<uint32_t *>(&pair);
 }
 
-/* rows [row0, row0 + TILE) of a row-major [T, row_stride] bf16 matrix, columns [0, D) from src,
- * into a TILE x LD shared tile: zero for rows >= T and for columns [D, DP). All threads. */
-template <int DP>
-static __device__ void attn_load_tile(nvbf16 *dst, const nvbf16 *src, size_t row_stride,
-                                      int row0, int T, int D) {
-    const int LD = ATTN_LD(DP);
-    if ((D & 7) == 0 && (row_stride & 7) == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-        const int chunks = DP / 8; /* 16-byte pieces per row */
-        for (int idx = threadIdx.x; idx < ATTN_TILE * chunks; idx += ATTN_THREADS) {
-            int r = idx / chunks, c = (idx - r * chunks) * 8;
-            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (row0 + r < T && c < D)
-                v = *reinterpret_cast<const uint4 *>(src + (size_t)(row0 + r) * row_stride + c);
-            *reinterpret_cast<uint4 *>(dst + r * LD + c) = v;
+/* ---------------------------------------------------------------------------------------------- */
+/* tiles: global <-> shared */
+
+/* rows [row0, row0 + ROWS) of a row-major [T, row_stride] bf16 matrix, columns [0, D), into a
+ * ROWS x LD shared tile, zero past T and in columns [D, DP). All THREADS threads of the block
+ * call it. With vec (D % 8 == 0, 16-byte aligned rows) the copies are asynchronous cp.async
+ * (the caller commits and waits); otherwise plain loads and stores. */
+template <int DP, int ROWS, int THREADS>
+static __device__ __forceinline__ void attn_load_tile(nvbf16 *dst, const nvbf16 *src,
+                                                      size_t row_stride, int row0, int T, int D,
+                                                      bool vec) {
+    constexpr int LD = ATTN_LD(DP), CHUNKS = DP / 8; /* 16-byte pieces per row */
+    if (vec) {
+#pragma unroll 1
+        for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += THREADS) {
+            int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
+            bool valid = row0 + r < T && c < D;
+            const nvbf16 *from = valid ? src + (size_t)(row0 + r) * row_stride + c : src;
+            cp_async_16(dst + r * LD + c, from, valid);
         }
     } else {
-        for (int idx = threadIdx.x; idx < ATTN_TILE * DP; idx += ATTN_THREADS) {
-            int r = idx / DP, c = idx - r * DP;
+        for (int idx = threadIdx.x; idx < ROWS * DP; idx += THREADS) {
+            int r = idx / DP, c = idx % DP;
             nvbf16 v = __float2bfloat16(0.0f);
             if (row0 + r < T && c < D) v = src[(size_t)(row0 + r) * row_stride + c];
             dst[r * LD + c] = v;
@@ -111,476 +187,623 @@ static __device__ void attn_load_tile(nvbf16 *dst, const nvbf16 *src, size_t row
     }
 }
 
-/* one warp: its 16 staged fp32 rows (stage, leading dimension O_LD) to bf16 rows
- * [row0, row0 + 16) of dst (rows >= T and columns >= D skipped). */
+/* N floats (a multiple of 4, 16-byte aligned, always in bounds) into shared memory */
+template <int N, int THREADS>
+static __device__ __forceinline__ void attn_load_floats(float *dst, const float *src) {
+    for (int idx = threadIdx.x; idx < N / 4; idx += THREADS)
+        cp_async_16(dst + 4 * idx, src + 4 * idx, true);
+}
+
+/* one warp: the fp32 accumulator fragments acc (16 x DP) times the per-row factors (f0 for row g,
+ * f1 for row g + 8), rounded to bf16, into the warp's own 16 shared rows `rows` (leading
+ * dimension LD) */
 template <int DP>
-static __device__ void attn_store_rows(nvbf16 *dst, size_t row_stride, const float *stage,
-                                       int row0, int T, int D, int lane) {
-    const int OLD = ATTN_O_LD(DP);
-    if ((D & 7) == 0 && (row_stride & 7) == 0 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-        const int chunks = DP / 8;
-        for (int idx = lane; idx < ATTN_WARP_ROWS * chunks; idx += 32) {
-            int r = idx / chunks, c = (idx - r * chunks) * 8;
-            if (row0 + r >= T || c >= D) continue;
-            const float *s = stage + r * OLD + c;
-            uint4 v;
-            v.x = attn_pack_bf16x2(s[0], s[1]);
-            v.y = attn_pack_bf16x2(s[2], s[3]);
-            v.z = attn_pack_bf16x2(s[4], s[5]);
-            v.w = attn_pack_bf16x2(s[6], s[7]);
-            *reinterpret_cast<uint4 *>(dst + (size_t)(row0 + r) * row_stride + c) = v;
+static __device__ __forceinline__ void attn_stage_rows(nvbf16 *rows, const float (&acc)[DP / 8][4],
+                                                       float f0, float f1, int lane) {
+    constexpr int LD = ATTN_LD(DP);
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < DP / 8; n++) {
+        *reinterpret_cast<uint32_t *>(rows + g * LD + 8 * n + 2 * t) =
+            pack_bf16x2(acc[n][0] * f0, acc[n][1] * f0);
+        *reinterpret_cast<uint32_t *>(rows + (g + 8) * LD + 8 * n + 2 * t) =
+            pack_bf16x2(acc[n][2] * f1, acc[n][3] * f1);
+    }
+}
+
+/* one warp: its 16 staged shared rows to rows [row0, row0 + 16) of a row-major global bf16
+ * matrix (row stride `row_stride`), skipping rows >= T and columns >= D */
+template <int DP>
+static __device__ __forceinline__ void attn_store_rows(nvbf16 *dst, size_t row_stride,
+                                                       const nvbf16 *rows, int row0, int T, int D,
+                                                       bool vec, int lane) {
+    constexpr int LD = ATTN_LD(DP), CHUNKS = DP / 8;
+    __syncwarp();
+    if (vec) {
+#pragma unroll
+        for (int idx = lane; idx < 16 * CHUNKS; idx += 32) {
+            int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
+            if (row0 + r < T && c < D)
+                *reinterpret_cast<uint4 *>(dst + (size_t)(row0 + r) * row_stride + c) =
+                    *reinterpret_cast<const uint4 *>(rows + r * LD + c);
         }
     } else {
-        for (int idx = lane; idx < ATTN_WARP_ROWS * DP; idx += 32) {
-            int r = idx / DP, c = idx - r * DP;
-            if (row0 + r >= T || c >= D) continue;
-            dst[(size_t)(row0 + r) * row_stride + c] = __float2bfloat16(stage[r * OLD + c]);
+        for (int idx = lane; idx < 16 * DP; idx += 32) {
+            int r = idx / DP, c = idx % DP;
+            if (row0 + r < T && c < D) dst[(size_t)(row0 + r) * row_stride + c] = rows[r * LD + c];
         }
-    }
-}
-
-/* one warp: scores[16 x TILE] (fp32, leading dimension S_LD) = a_rows[16 x DP] b_rows^T where
- * b_rows is a TILE x DP bf16 tile (row j holds the vector of column j) */
-template <int DP>
-static __device__ void attn_warp_abt(float *scores, const nvbf16 *a_rows, const nvbf16 *b_rows) {
-    const int LD = ATTN_LD(DP);
-#pragma unroll
-    for (int nn = 0; nn < ATTN_TILE / 16; nn++) {
-        attn_frag_acc acc;
-        nvcuda::wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-        for (int kk = 0; kk < DP / 16; kk++) {
-            attn_frag_a a;
-            attn_frag_b_col b;
-            nvcuda::wmma::load_matrix_sync(a, a_rows + kk * 16, LD);
-            nvcuda::wmma::load_matrix_sync(b, b_rows + nn * 16 * LD + kk * 16, LD);
-            nvcuda::wmma::mma_sync(acc, a, b, acc);
-        }
-        nvcuda::wmma::store_matrix_sync(scores + nn * 16, acc, ATTN_S_LD, nvcuda::wmma::mem_row_major);
-    }
-}
-
-/* one warp: acc[DP/16] (16 x DP) += a[16 x TILE] (bf16, leading dimension P_LD) b[TILE x DP] */
-template <int DP>
-static __device__ void attn_warp_ab(attn_frag_acc *acc, const nvbf16 *a, const nvbf16 *b) {
-    const int LD = ATTN_LD(DP);
-#pragma unroll
-    for (int kk = 0; kk < ATTN_TILE / 16; kk++) {
-        attn_frag_a fa;
-        nvcuda::wmma::load_matrix_sync(fa, a + kk * 16, ATTN_P_LD);
-#pragma unroll
-        for (int nn = 0; nn < DP / 16; nn++) {
-            attn_frag_b_row fb;
-            nvcuda::wmma::load_matrix_sync(fb, b + kk * 16 * LD + nn * 16, LD);
-            nvcuda::wmma::mma_sync(acc[nn], fa, fb, acc[nn]);
-        }
-    }
-}
-
-/* lse and Di = dO_i . O_i of query rows [row0, row0 + TILE), two threads per row, all threads;
- * do_tile is the staged dO tile, out_rows the global O rows (row stride out_stride) */
-template <int DP>
-static __device__ void attn_row_stats(float *lse_s, float *di_s, const nvbf16 *do_tile,
-                                      const nvbf16 *out_rows, size_t out_stride,
-                                      const float *lse_rows, int row0, int T, int D) {
-    const int LD = ATTN_LD(DP);
-    int r = threadIdx.x >> 1, half = threadIdx.x & 1, row = row0 + r;
-    float di = 0.0f;
-    if (row < T) {
-        const nvbf16 *o = out_rows + (size_t)row * out_stride;
-        for (int d = half; d < D; d += 2)
-            di += __bfloat162float(do_tile[r * LD + d]) * __bfloat162float(o[d]);
-    }
-    di += __shfl_xor_sync(0xffffffffu, di, 1);
-    if (half == 0) {
-        di_s[r] = di;
-        lse_s[r] = row < T ? lse_rows[row] : 0.0f;
     }
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* forward: block = (query tile, head, batch), 4 warps x 16 query rows */
-template <int DP>
-static __global__ void __launch_bounds__(ATTN_THREADS)
-attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int H, int D,
-                         int head_start, int total_heads, dropout_rng rng) {
-    const int LD = ATTN_LD(DP), OLD = ATTN_O_LD(DP), NF = DP / 16;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
-    nvbf16 *q_s = reinterpret_cast<nvbf16 *>(attn_smem);
-    nvbf16 *k_s = q_s + ATTN_TILE * LD;
-    nvbf16 *v_s = k_s + ATTN_TILE * LD;
-    float *s_s = reinterpret_cast<float *>(v_s + ATTN_TILE * LD);
-    nvbf16 *p_s = reinterpret_cast<nvbf16 *>(s_s + ATTN_TILE * ATTN_S_LD);
-    float *bcast_s = reinterpret_cast<float *>(p_s + ATTN_TILE * ATTN_P_LD);
-    float *stage_s = reinterpret_cast<float *>(k_s); /* after the loop: over k_s and v_s */
+/* warp-level products (one warp, 16 rows) */
 
-    const int qt = gridDim.x - 1 - blockIdx.x; /* longest rows first */
-    const int h = blockIdx.y, b = blockIdx.z;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int r = lane >> 1, half = lane & 1; /* this lane's row in the warp, column parity */
-    const int q0 = qt * ATTN_TILE;
-    const int row = q0 + warp * ATTN_WARP_ROWS + r; /* query position t1 of this lane */
-    const size_t qkv_stride = (size_t)H * 3 * D;
+/* s[16 x 8 NT] = A B^T: A is the warp's 16 rows a_rows[16][DP], B the tile b_rows[8 NT][DP], both
+ * row-major in shared memory (Q K^T, dO V^T, K Q^T, V dO^T) */
+template <int DP, int NT>
+static __device__ __forceinline__ void warp_gemm_abt(float (&s)[NT][4], const nvbf16 *a_rows,
+                                                     const nvbf16 *b_rows, int lane) {
+    constexpr int LD = ATTN_LD(DP);
+#pragma unroll
+    for (int n = 0; n < NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    /* A: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15); B: (rows 0-7, cols 0-7 | 8-15) then rows 8-15 */
+    const nvbf16 *a_lane = a_rows + (lane & 15) * LD + (lane >> 4) * 8;
+    const nvbf16 *b_lane = b_rows + ((lane & 7) + ((lane >> 4) << 3)) * LD + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; kk++) {
+        uint32_t a[4];
+        ldmatrix_x4(a, a_lane + 16 * kk);
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t b[4];
+            ldmatrix_x4(b, b_lane + 16 * np * LD + 16 * kk);
+            mma_bf16_16816(s[2 * np], a, b[0], b[1]);
+            mma_bf16_16816(s[2 * np + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* o[16 x DP] += P V: P is the 16 x 8 NT score-shaped accumulator p (C fragments, rounded to bf16
+ * A fragments in registers), V the tile v_rows[8 NT][DP], row-major in shared memory (P V, dS K,
+ * P^T dO, dS^T Q) */
+template <int DP, int NT>
+static __device__ __forceinline__ void warp_gemm_pv(float (&o)[DP / 8][4], const float (&p)[NT][4],
+                                                    const nvbf16 *v_rows, int lane) {
+    constexpr int LD = ATTN_LD(DP);
+    /* .trans matrices: (rows 0-7 | 8-15) x cols 0-7, then the same x cols 8-15 */
+    const nvbf16 *v_lane = v_rows + (lane & 15) * LD + (lane >> 4) * 8;
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) {
+        uint32_t a[4];
+        a[0] = pack_bf16x2(p[2 * kk][0], p[2 * kk][1]);
+        a[1] = pack_bf16x2(p[2 * kk][2], p[2 * kk][3]);
+        a[2] = pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        a[3] = pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+#pragma unroll
+        for (int dp = 0; dp < DP / 16; dp++) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, v_lane + 16 * kk * LD + 16 * dp);
+            mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
+            mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* Dropout: element (i, j) of head `head_index` (= b*total_heads + head_start + h) is kept iff
+ * philox_keep(seed, stream, offset + (head_index*T + i)*T + j, p), the CPU backend's draw.
+ * philox_keep tests ((x >> 8) + 1) / 2^24 > p on the first Philox word x, which is exactly
+ * (x >> 8) >= floor(p 2^24) (every step is exact in fp32), the integer test below. The kernels
+ * hoist the row part of the counter out of their loops. */
+static __device__ __forceinline__ uint32_t attn_drop_threshold(float p) {
+    return (uint32_t)floorf(p * 16777216.0f);
+}
+static __device__ __forceinline__ bool attn_keep(const dropout_rng &rng, uint32_t threshold,
+                                                 uint64_t counter) {
+    return (philox4x32(rng.seed, counter, rng.stream).v[0] >> 8) >= threshold;
+}
+/* offset + (head_index*T + i)*T: the counter of element (i, 0) */
+static __device__ __forceinline__ uint64_t attn_row_counter(const dropout_rng &rng,
+                                                            uint64_t head_index, int T, int i) {
+    return rng.offset + (head_index * (uint64_t)T + (uint64_t)i) * (uint64_t)T;
+}
+
+/* Keep bits handed from the dK/dV kernel to the dQ kernel (so the backward draws each element
+ * once), in the dK/dV kernel's fragment order: per (b*H + h, key block of 16, query block of 8)
+ * four 32-bit words, one __ballot_sync of the warp each. Element (key, query) of a block is
+ * word attn_keep_word(query & 1, (key >> 3) & 1), bit attn_keep_bit(key & 7, (query & 7) >> 1),
+ * i.e. the lane (g = key & 7, t = (query & 7) / 2) that held it in the dK/dV kernel. */
+static __device__ __forceinline__ size_t attn_keep_block(int bh, int key_block, int query_block,
+                                                         int Tpad) {
+    return ((size_t)bh * (Tpad / 16) + (size_t)key_block) * (size_t)(Tpad / 8) + (size_t)query_block;
+}
+static __device__ __forceinline__ int attn_keep_word(int query_odd, int key_high) {
+    return 2 * query_odd + key_high;
+}
+static __device__ __forceinline__ int attn_keep_bit(int key_low, int query_pair) {
+    return 4 * key_low + query_pair;
+}
+
+/* the four lanes of a quad hold one row: combine their values */
+static __device__ __forceinline__ float quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+static __device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* forward: block = (batch x head, query tile of 16 WARPS rows), warp w owns rows 16w..16w+15;
+ * walks key tiles of BN keys up to the diagonal. Grid y counts down the query tiles, so the
+ * longest rows start first. */
+template <int DP, int WARPS, int BN, bool DROPOUT>
+static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_FWD_MIN_BLOCKS_64 : 0)
+attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int H, int D,
+                         int head_start, int total_heads, dropout_rng rng, int vec) {
+    constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
+    extern __shared__ __align__(128) unsigned char attn_smem[];
+    nvbf16 *q_s = reinterpret_cast<nvbf16 *>(attn_smem); /* BM x LD */
+    nvbf16 *kv_s = q_s + BM * LD;                         /* [stage 0, 1][K, V] BN x LD */
+
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp_row0 = q0 + 16 * warp;
+    const size_t qkv_stride = (size_t)H * 3 * D, out_stride = (size_t)H * D;
     const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D;
     const float scale_log2 = attn_log2e / sqrtf((float)D); /* scores in base-2 units */
-    const bool use_dropout = rng.p > 0.0f;
-    const float keep_scale = use_dropout ? 1.0f / (1.0f - rng.p) : 1.0f;
     const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
+    const int kt_last = min(q0 + BM - 1, T - 1) / BN;
+    const uint32_t drop_threshold = attn_drop_threshold(rng.p);
+    const uint64_t row_counter[2] = {attn_row_counter(rng, head_index, T, warp_row0 + g),
+                                     attn_row_counter(rng, head_index, T, warp_row0 + g + 8)};
 
-    float *s_w = s_s + warp * ATTN_WARP_ROWS * ATTN_S_LD;
-    nvbf16 *p_w = p_s + warp * ATTN_WARP_ROWS * ATTN_P_LD;
-    float *bcast_w = bcast_s + warp * 256;
-    const nvbf16 *q_w = q_s + warp * ATTN_WARP_ROWS * LD;
+    attn_load_tile<DP, BM, THREADS>(q_s, q_base, qkv_stride, q0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s, q_base + D, qkv_stride, 0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, q_base + 2 * D, qkv_stride, 0, T, D, vec);
+    cp_async_commit();
 
-    attn_load_tile<DP>(q_s, q_base, qkv_stride, q0, T, D);
-
-    attn_frag_acc acc_o[NF];
+    float o[DP / 8][4];
 #pragma unroll
-    for (int n = 0; n < NF; n++) nvcuda::wmma::fill_fragment(acc_o[n], 0.0f);
-    float m_run = -INFINITY, l_run = 0.0f; /* both lanes of a row hold the same values */
+    for (int n = 0; n < DP / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}; /* rows g, g + 8 (raw scores), same in the quad */
+    float l_run[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
 
-    for (int kt = 0; kt <= qt; kt++) {
-        const int k0 = kt * ATTN_TILE;
-        __syncthreads(); /* every warp is done with the previous k/v tiles */
-        attn_load_tile<DP>(k_s, q_base + D, qkv_stride, k0, T, D);
-        attn_load_tile<DP>(v_s, q_base + 2 * D, qkv_stride, k0, T, D);
+    for (int kt = 0; kt <= kt_last; kt++) {
+        const int k0 = kt * BN;
+        const nvbf16 *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
+        if (kt < kt_last) { /* prefetch the next K, V tiles into the other stage */
+            nvbf16 *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
+            attn_load_tile<DP, BN, THREADS>(next, q_base + D, qkv_stride, k0 + BN, T, D, vec);
+            attn_load_tile<DP, BN, THREADS>(next + BN * LD, q_base + 2 * D, qkv_stride, k0 + BN, T,
+                                            D, vec);
+        }
+        cp_async_commit();
+        cp_async_wait<1>(); /* this stage (and Q) has landed */
         __syncthreads();
 
-        attn_warp_abt<DP>(s_w, q_w, k_s);
-        __syncwarp();
-
-        /* online softmax of row r over this tile; column k0 <= row is never masked, so the
-         * tile max is finite and m_run becomes finite on the first tile */
-        float *s_row = s_w + r * ATTN_S_LD;
-        float tile_max = -INFINITY;
-        for (int c = half; c < ATTN_TILE; c += 2) {
-            float s = k0 + c <= row ? s_row[c] * scale_log2 : -INFINITY;
-            s_row[c] = s;
-            tile_max = fmaxf(tile_max, s);
-        }
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        const float m_new = fmaxf(m_run, tile_max);
-        const float alpha = exp2f(m_run - m_new);
-        float row_sum = 0.0f;
-        nvbf16 *p_row = p_w + r * ATTN_P_LD;
-        for (int c = half; c < ATTN_TILE; c += 2) {
-            float p = exp2f(s_row[c] - m_new); /* 0 where masked */
-            row_sum += p;
-            if (use_dropout && p > 0.0f && row < T) {
-                uint64_t counter = (head_index * (uint64_t)T + (uint64_t)row) * (uint64_t)T +
-                                   (uint64_t)(k0 + c);
-                if (!philox_keep(rng.seed, rng.stream, rng.offset + counter, rng.p)) p = 0.0f;
+        /* keys k0.. are right of every row of this warp: nothing to do. Otherwise key k0 is at
+         * or left of every row (k0 and the warp's first row are multiples of 16), so each row
+         * has an unmasked score and the running max becomes finite on the first tile. */
+        if (k0 <= warp_row0 + 15) {
+            float s[NT][4];
+            warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
+            if (k0 + BN - 1 > warp_row0) { /* the diagonal crosses this tile: causal mask */
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (k0 + 8 * n + 2 * t + (e & 1) > warp_row0 + g + 8 * (e >> 1))
+                            s[n][e] = -INFINITY;
             }
-            p_row[c] = __float2bfloat16(p);
-        }
-        row_sum += __shfl_xor_sync(0xffffffffu, row_sum, 1);
-        l_run = l_run * alpha + row_sum;
-        m_run = m_new;
-        for (int c = half * 8; c < half * 8 + 8; c++) bcast_w[r * 16 + c] = alpha;
-        __syncwarp();
-
-        /* O = O * alpha (per row) + P V */
-        attn_frag_acc alpha_frag;
-        nvcuda::wmma::load_matrix_sync(alpha_frag, bcast_w, 16, nvcuda::wmma::mem_row_major);
+            /* online softmax: new row max, rescale factor of what was accumulated so far */
+            float m_new[2] = {m_run[0], m_run[1]};
 #pragma unroll
-        for (int n = 0; n < NF; n++)
+            for (int n = 0; n < NT; n++) {
+                m_new[0] = fmaxf(m_new[0], fmaxf(s[n][0], s[n][1]));
+                m_new[1] = fmaxf(m_new[1], fmaxf(s[n][2], s[n][3]));
+            }
+            float alpha[2], neg_m[2];
 #pragma unroll
-            for (int i = 0; i < alpha_frag.num_elements; i++) acc_o[n].x[i] *= alpha_frag.x[i];
-        attn_warp_ab<DP>(acc_o, p_w, v_s);
-    }
-
-    /* O = acc * keep_scale / l (dropout's rescale deferred to here) */
-    __syncwarp(); /* every lane has loaded the last alpha fragment */
-    const float out_factor = keep_scale / l_run;
-    for (int c = half * 8; c < half * 8 + 8; c++) bcast_w[r * 16 + c] = out_factor;
-    __syncwarp();
-    {
-        attn_frag_acc factor_frag;
-        nvcuda::wmma::load_matrix_sync(factor_frag, bcast_w, 16, nvcuda::wmma::mem_row_major);
+            for (int i = 0; i < 2; i++) {
+                m_new[i] = quad_max(m_new[i]);
+                alpha[i] = fast_exp2((m_run[i] - m_new[i]) * scale_log2);
+                m_run[i] = m_new[i];
+                neg_m[i] = -m_new[i] * scale_log2;
+                l_run[i] *= alpha[i];
+            }
 #pragma unroll
-        for (int n = 0; n < NF; n++)
+            for (int n = 0; n < NT; n++) {
 #pragma unroll
-            for (int i = 0; i < factor_frag.num_elements; i++) acc_o[n].x[i] *= factor_frag.x[i];
-    }
-    __syncthreads(); /* every warp is done with k_s and v_s: they become the staging area */
-    float *stage_w = stage_s + warp * ATTN_WARP_ROWS * OLD;
-#pragma unroll
-    for (int n = 0; n < NF; n++)
-        nvcuda::wmma::store_matrix_sync(stage_w + n * 16, acc_o[n], OLD, nvcuda::wmma::mem_row_major);
-    __syncwarp();
-    const size_t out_stride = (size_t)H * D;
-    attn_store_rows<DP>(out + (size_t)b * T * out_stride + (size_t)h * D, out_stride, stage_w,
-                        q0 + warp * ATTN_WARP_ROWS, T, D, lane);
-    if (half == 0 && row < T)
-        lse[((size_t)b * H + h) * T + row] = (m_run + log2f(l_run)) * attn_ln2;
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* backward, dK and dV: block = (key tile, head, batch), 4 warps x 16 keys; walks query tiles
- * from the diagonal down. Scores are computed transposed (keys as rows). */
-template <int DP>
-static __global__ void __launch_bounds__(ATTN_THREADS)
-attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
-                               const nvbf16 *out, const float *lse, int T, int H, int D,
-                               int head_start, int total_heads, dropout_rng rng) {
-    const int LD = ATTN_LD(DP), OLD = ATTN_O_LD(DP), NF = DP / 16;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
-    nvbf16 *q_s = reinterpret_cast<nvbf16 *>(attn_smem);
-    nvbf16 *do_s = q_s + ATTN_TILE * LD;
-    nvbf16 *k_s = do_s + ATTN_TILE * LD;
-    nvbf16 *v_s = k_s + ATTN_TILE * LD;
-    float *st_s = reinterpret_cast<float *>(v_s + ATTN_TILE * LD);   /* S^T: [key][query] */
-    float *dpt_s = st_s + ATTN_TILE * ATTN_S_LD;                     /* (dO V^T)^T */
-    nvbf16 *pt_s = reinterpret_cast<nvbf16 *>(dpt_s + ATTN_TILE * ATTN_S_LD); /* P^T * keep */
-    nvbf16 *dst_s = pt_s + ATTN_TILE * ATTN_P_LD;                    /* dS^T */
-    float *lse_s = reinterpret_cast<float *>(dst_s + ATTN_TILE * ATTN_P_LD);
-    float *di_s = lse_s + ATTN_TILE;
-    float *stage_s = reinterpret_cast<float *>(q_s); /* after the loop: over q_s and do_s */
-
-    const int kt = blockIdx.x; /* longest column walks first */
-    const int h = blockIdx.y, b = blockIdx.z;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int r = lane >> 1, half = lane & 1;
-    const int k0 = kt * ATTN_TILE;
-    const int key = k0 + warp * ATTN_WARP_ROWS + r; /* key position t2 of this lane */
-    const int num_tiles = (T + ATTN_TILE - 1) / ATTN_TILE;
-    const size_t qkv_stride = (size_t)H * 3 * D, out_stride = (size_t)H * D;
-    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D;
-    const nvbf16 *do_base = dout + (size_t)b * T * out_stride + (size_t)h * D;
-    const nvbf16 *o_base = out + (size_t)b * T * out_stride + (size_t)h * D;
-    const float *lse_rows = lse + ((size_t)b * H + h) * T;
-    const float scale = 1.0f / sqrtf((float)D);
-    const float scale_log2 = attn_log2e / sqrtf((float)D);
-    const bool use_dropout = rng.p > 0.0f;
-    const float keep_scale = use_dropout ? 1.0f / (1.0f - rng.p) : 1.0f;
-    const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
-
-    float *st_w = st_s + warp * ATTN_WARP_ROWS * ATTN_S_LD;
-    float *dpt_w = dpt_s + warp * ATTN_WARP_ROWS * ATTN_S_LD;
-    nvbf16 *pt_w = pt_s + warp * ATTN_WARP_ROWS * ATTN_P_LD;
-    nvbf16 *dst_w = dst_s + warp * ATTN_WARP_ROWS * ATTN_P_LD;
-
-    attn_load_tile<DP>(k_s, q_base + D, qkv_stride, k0, T, D);
-    attn_load_tile<DP>(v_s, q_base + 2 * D, qkv_stride, k0, T, D);
-
-    attn_frag_acc acc_dk[NF], acc_dv[NF];
-#pragma unroll
-    for (int n = 0; n < NF; n++) {
-        nvcuda::wmma::fill_fragment(acc_dk[n], 0.0f);
-        nvcuda::wmma::fill_fragment(acc_dv[n], 0.0f);
-    }
-
-    for (int qt = kt; qt < num_tiles; qt++) {
-        const int q0 = qt * ATTN_TILE;
-        __syncthreads(); /* every warp is done with the previous q/dO tiles and row stats */
-        attn_load_tile<DP>(q_s, q_base, qkv_stride, q0, T, D);
-        attn_load_tile<DP>(do_s, do_base, out_stride, q0, T, D);
-        __syncthreads();
-        attn_row_stats<DP>(lse_s, di_s, do_s, o_base, out_stride, lse_rows, q0, T, D);
-        __syncthreads();
-
-        attn_warp_abt<DP>(st_w, k_s + warp * ATTN_WARP_ROWS * LD, q_s);   /* K Q^T */
-        attn_warp_abt<DP>(dpt_w, v_s + warp * ATTN_WARP_ROWS * LD, do_s); /* V dO^T */
-        __syncwarp();
-
-        const float *st_row = st_w + r * ATTN_S_LD, *dpt_row = dpt_w + r * ATTN_S_LD;
-        nvbf16 *pt_row = pt_w + r * ATTN_P_LD, *dst_row = dst_w + r * ATTN_P_LD;
-        for (int c = half; c < ATTN_TILE; c += 2) {
-            const int query = q0 + c;
-            float kept_p = 0.0f, ds = 0.0f;
-            if (query < T && key <= query) {
-                float p = exp2f(st_row[c] * scale_log2 - lse_s[c] * attn_log2e);
-                float dp = dpt_row[c];
-                kept_p = p;
-                if (use_dropout) {
-                    uint64_t counter = (head_index * (uint64_t)T + (uint64_t)query) * (uint64_t)T +
-                                       (uint64_t)key;
-                    if (philox_keep(rng.seed, rng.stream, rng.offset + counter, rng.p)) {
-                        dp *= keep_scale;
-                    } else {
-                        dp = 0.0f;
-                        kept_p = 0.0f;
+                for (int e = 0; e < 4; e++) {
+                    float p = fast_exp2(fmaf(s[n][e], scale_log2, neg_m[e >> 1]));
+                    l_run[e >> 1] += p; /* the normalizer sums undropped probabilities */
+                    if (DROPOUT && p > 0.0f && warp_row0 + g + 8 * (e >> 1) < T) {
+                        const int col = k0 + 8 * n + 2 * t + (e & 1);
+                        if (!attn_keep(rng, drop_threshold, row_counter[e >> 1] + (uint64_t)col))
+                            p = 0.0f;
                     }
+                    s[n][e] = p;
                 }
-                ds = p * (dp - di_s[c]);
             }
-            pt_row[c] = __float2bfloat16(kept_p);
-            dst_row[c] = __float2bfloat16(ds);
+#pragma unroll
+            for (int n = 0; n < DP / 8; n++) {
+                o[n][0] *= alpha[0];
+                o[n][1] *= alpha[0];
+                o[n][2] *= alpha[1];
+                o[n][3] *= alpha[1];
+            }
+            warp_gemm_pv<DP, NT>(o, s, v_s, lane);
         }
-        __syncwarp();
-
-        attn_warp_ab<DP>(acc_dv, pt_w, do_s); /* dV += (P keep)^T dO */
-        attn_warp_ab<DP>(acc_dk, dst_w, q_s); /* dK += dS^T Q */
+        __syncthreads(); /* every warp is done with this stage before it is refilled */
     }
 
+    /* out = O keep_scale / l (dropout's 1/(1-p) deferred to here); lse in natural log */
+    const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
+    float factor[2];
 #pragma unroll
-    for (int n = 0; n < NF; n++)
-#pragma unroll
-        for (int i = 0; i < acc_dk[n].num_elements; i++) {
-            acc_dk[n].x[i] *= scale;
-            acc_dv[n].x[i] *= keep_scale;
-        }
-    __syncthreads(); /* every warp is done with q_s and do_s: they become the staging area */
-    float *stage_w = stage_s + warp * ATTN_WARP_ROWS * OLD;
-    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D + D;
-#pragma unroll
-    for (int n = 0; n < NF; n++)
-        nvcuda::wmma::store_matrix_sync(stage_w + n * 16, acc_dk[n], OLD, nvcuda::wmma::mem_row_major);
-    __syncwarp();
-    attn_store_rows<DP>(dk_base, qkv_stride, stage_w, k0 + warp * ATTN_WARP_ROWS, T, D, lane);
-    __syncwarp();
-#pragma unroll
-    for (int n = 0; n < NF; n++)
-        nvcuda::wmma::store_matrix_sync(stage_w + n * 16, acc_dv[n], OLD, nvcuda::wmma::mem_row_major);
-    __syncwarp();
-    attn_store_rows<DP>(dk_base + D, qkv_stride, stage_w, k0 + warp * ATTN_WARP_ROWS, T, D, lane);
+    for (int i = 0; i < 2; i++) {
+        float l = quad_sum(l_run[i]);
+        factor[i] = keep_scale / l;
+        int row = warp_row0 + g + 8 * i;
+        if (t == 0 && row < T)
+            lse[(size_t)bh * T + row] = (m_run[i] * scale_log2 + log2f(l)) * attn_ln2;
+    }
+    nvbf16 *stage = q_s + 16 * warp * LD; /* the warp's own Q rows, read only by this warp */
+    attn_stage_rows<DP>(stage, o, factor[0], factor[1], lane);
+    attn_store_rows<DP>(out + (size_t)b * T * out_stride + (size_t)h * D, out_stride, stage,
+                        warp_row0, T, D, vec, lane);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* backward, dQ: block = (query tile, head, batch), 4 warps x 16 query rows; walks key tiles up
- * to the diagonal, recomputing P and dP. */
+/* backward, step 0: per row (b, h, t) of the padded [B*H, Tpad] layout, lse2 = lse * log2(e) and
+ * Di = dO_t . O_t (zero for t >= T). G = DP / 8 lanes per row, each taking 8 columns (16-byte
+ * loads with vec, else a strided walk), then a fixed-order xor-shuffle sum over the G lanes. */
 template <int DP>
-static __global__ void __launch_bounds__(ATTN_THREADS)
-attention_backward_dq_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
-                             const nvbf16 *out, const float *lse, int T, int H, int D,
-                             int head_start, int total_heads, dropout_rng rng) {
-    const int LD = ATTN_LD(DP), OLD = ATTN_O_LD(DP), NF = DP / 16;
-    extern __shared__ __align__(128) unsigned char attn_smem[];
-    nvbf16 *q_s = reinterpret_cast<nvbf16 *>(attn_smem);
-    nvbf16 *do_s = q_s + ATTN_TILE * LD;
-    nvbf16 *k_s = do_s + ATTN_TILE * LD;
-    nvbf16 *v_s = k_s + ATTN_TILE * LD;
-    float *s_s = reinterpret_cast<float *>(v_s + ATTN_TILE * LD);
-    float *dp_s = s_s + ATTN_TILE * ATTN_S_LD;
-    nvbf16 *ds_s = reinterpret_cast<nvbf16 *>(dp_s + ATTN_TILE * ATTN_S_LD);
-    /* (a second bf16 tile is reserved after ds_s so both backward kernels share one layout) */
-    float *lse_s = reinterpret_cast<float *>(ds_s + 2 * ATTN_TILE * ATTN_P_LD);
-    float *di_s = lse_s + ATTN_TILE;
-    float *stage_s = reinterpret_cast<float *>(k_s); /* after the loop: over k_s and v_s */
+static __global__ void attention_backward_rows_kernel(float *lse2, float *di, const nvbf16 *dout,
+                                                      const nvbf16 *out, const float *lse,
+                                                      int B, int T, int Tpad, int H, int D,
+                                                      int vec) {
+    constexpr int G = DP / 8;
+    const size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    const int part = threadIdx.x % G;
+    const bool valid = row < (size_t)B * H * Tpad; /* no early return: all lanes shuffle */
+    const size_t bh = valid ? row / Tpad : 0;
+    const int t = valid ? (int)(row % Tpad) : T, b = (int)(bh / H), h = (int)(bh % H);
+    float sum = 0.0f;
+    if (t < T) {
+        const size_t offset = ((size_t)b * T + t) * H * D + (size_t)h * D;
+        if (vec) {
+            if (part * 8 < D) {
+                float x[8], y[8];
+                load_bf16x8(x, dout + offset + part * 8);
+                load_bf16x8(y, out + offset + part * 8);
+#pragma unroll
+                for (int i = 0; i < 8; i++) sum += x[i] * y[i];
+            }
+        } else {
+            for (int d = part; d < D; d += G)
+                sum += __bfloat162float(dout[offset + d]) * __bfloat162float(out[offset + d]);
+        }
+    }
+#pragma unroll
+    for (int offset = G / 2; offset > 0; offset >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (part == 0 && valid) {
+        lse2[row] = t < T ? lse[bh * T + t] * attn_log2e : 0.0f;
+        di[row] = sum;
+    }
+}
 
-    const int qt = gridDim.x - 1 - blockIdx.x; /* longest rows first */
-    const int h = blockIdx.y, b = blockIdx.z;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int r = lane >> 1, half = lane & 1;
-    const int q0 = qt * ATTN_TILE;
-    const int row = q0 + warp * ATTN_WARP_ROWS + r; /* query position t1 of this lane */
+/* ---------------------------------------------------------------------------------------------- */
+/* one stage of the dK/dV kernel: Q and dO rows [q0, q0 + BM) (BM x LD each), then their lse2 and
+ * Di (BM floats each) */
+template <int DP, int BM, int THREADS>
+static __device__ __forceinline__ void attn_load_query_stage(
+    nvbf16 *stage, const nvbf16 *q_base, size_t qkv_stride, const nvbf16 *do_base,
+    size_t out_stride, const float *lse2_rows, const float *di_rows, int q0, int T, int D,
+    bool vec) {
+    constexpr int LD = ATTN_LD(DP);
+    float *stats = reinterpret_cast<float *>(stage + 2 * BM * LD);
+    attn_load_tile<DP, BM, THREADS>(stage, q_base, qkv_stride, q0, T, D, vec);
+    attn_load_tile<DP, BM, THREADS>(stage + BM * LD, do_base, out_stride, q0, T, D, vec);
+    attn_load_floats<BM, THREADS>(stats, lse2_rows + q0);
+    attn_load_floats<BM, THREADS>(stats + BM, di_rows + q0);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* backward, dK and dV: block = (batch x head, key tile of 16 WARPS keys), warp w owns keys
+ * 16w..16w+15; walks query tiles of BM rows from the diagonal down, with S^T = K Q^T and
+ * dP^T = V dO^T in registers (keys as rows). Grid y counts up the key tiles: the longest walks
+ * start first. */
+template <int DP, int WARPS, int BM, bool DROPOUT>
+static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DKDV_MIN_BLOCKS_64 : 0)
+attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *dout,
+                               const nvbf16 *qkv, const float *lse2, const float *di, int T,
+                               int Tpad, int H, int D, int head_start, int total_heads,
+                               dropout_rng rng, int vec) {
+    constexpr int BN = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BM / 8;
+    constexpr int STAGE = 2 * BM * LD + 2 * BM * 2; /* bf16 elements: Q, dO, then lse2, Di */
+    extern __shared__ __align__(128) unsigned char attn_smem[];
+    nvbf16 *k_s = reinterpret_cast<nvbf16 *>(attn_smem); /* BN x LD */
+    nvbf16 *v_s = k_s + BN * LD;                         /* BN x LD */
+    nvbf16 *stages = v_s + BN * LD;                      /* [2][Q BM x LD, dO BM x LD, lse2, Di] */
+
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int k0 = blockIdx.y * BN;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp_key0 = k0 + 16 * warp;
     const size_t qkv_stride = (size_t)H * 3 * D, out_stride = (size_t)H * D;
     const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D;
     const nvbf16 *do_base = dout + (size_t)b * T * out_stride + (size_t)h * D;
-    const nvbf16 *o_base = out + (size_t)b * T * out_stride + (size_t)h * D;
-    const float *lse_rows = lse + ((size_t)b * H + h) * T;
-    const float scale = 1.0f / sqrtf((float)D);
+    const float *lse2_rows = lse2 + (size_t)bh * Tpad, *di_rows = di + (size_t)bh * Tpad;
     const float scale_log2 = attn_log2e / sqrtf((float)D);
-    const bool use_dropout = rng.p > 0.0f;
-    const float keep_scale = use_dropout ? 1.0f / (1.0f - rng.p) : 1.0f;
+    const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
     const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
+    const int qt_first = k0 / BM, qt_last = (T - 1) / BM;
+    const uint32_t drop_threshold = attn_drop_threshold(rng.p);
+    /* counter of element (i, key) = offset + head_index*T*T + key + i*T */
+    const uint64_t key_counter[2] = {attn_row_counter(rng, head_index, T, 0) + warp_key0 + g,
+                                     attn_row_counter(rng, head_index, T, 0) + warp_key0 + g + 8};
 
-    float *s_w = s_s + warp * ATTN_WARP_ROWS * ATTN_S_LD;
-    float *dp_w = dp_s + warp * ATTN_WARP_ROWS * ATTN_S_LD;
-    nvbf16 *ds_w = ds_s + warp * ATTN_WARP_ROWS * ATTN_P_LD;
-    const nvbf16 *q_w = q_s + warp * ATTN_WARP_ROWS * LD;
-    const nvbf16 *do_w = do_s + warp * ATTN_WARP_ROWS * LD;
+    attn_load_tile<DP, BN, THREADS>(k_s, q_base + D, qkv_stride, k0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(v_s, q_base + 2 * D, qkv_stride, k0, T, D, vec);
+    attn_load_query_stage<DP, BM, THREADS>(stages, q_base, qkv_stride, do_base, out_stride,
+                                           lse2_rows, di_rows, qt_first * BM, T, D, vec);
+    cp_async_commit();
 
-    attn_load_tile<DP>(q_s, q_base, qkv_stride, q0, T, D);
-    attn_load_tile<DP>(do_s, do_base, out_stride, q0, T, D);
-    __syncthreads();
-    attn_row_stats<DP>(lse_s, di_s, do_s, o_base, out_stride, lse_rows, q0, T, D);
-    __syncthreads();
-    const float lse_row = lse_s[warp * ATTN_WARP_ROWS + r] * attn_log2e;
-    const float di_row = di_s[warp * ATTN_WARP_ROWS + r];
-
-    attn_frag_acc acc_dq[NF];
+    float dk[DP / 8][4], dv[DP / 8][4];
 #pragma unroll
-    for (int n = 0; n < NF; n++) nvcuda::wmma::fill_fragment(acc_dq[n], 0.0f);
+    for (int n = 0; n < DP / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
 
-    for (int kt = 0; kt <= qt; kt++) {
-        const int k0 = kt * ATTN_TILE;
-        __syncthreads(); /* every warp is done with the previous k/v tiles */
-        attn_load_tile<DP>(k_s, q_base + D, qkv_stride, k0, T, D);
-        attn_load_tile<DP>(v_s, q_base + 2 * D, qkv_stride, k0, T, D);
+    for (int qt = qt_first; qt <= qt_last; qt++) {
+        const int q0 = qt * BM, i = (qt - qt_first) & 1;
+        const nvbf16 *q_s = stages + i * STAGE, *do_s = q_s + BM * LD;
+        const float *lse2_s = reinterpret_cast<const float *>(do_s + BM * LD), *di_s = lse2_s + BM;
+        if (qt < qt_last) /* prefetch the next query tile into the other stage */
+            attn_load_query_stage<DP, BM, THREADS>(stages + (i ^ 1) * STAGE, q_base, qkv_stride,
+                                                   do_base, out_stride, lse2_rows, di_rows,
+                                                   q0 + BM, T, D, vec);
+        cp_async_commit();
+        cp_async_wait<1>();
         __syncthreads();
 
-        attn_warp_abt<DP>(s_w, q_w, k_s);   /* Q K^T */
-        attn_warp_abt<DP>(dp_w, do_w, v_s); /* dO V^T */
-        __syncwarp();
-
-        const float *s_row = s_w + r * ATTN_S_LD, *dp_row = dp_w + r * ATTN_S_LD;
-        nvbf16 *ds_row = ds_w + r * ATTN_P_LD;
-        for (int c = half; c < ATTN_TILE; c += 2) {
-            const int key = k0 + c;
-            float ds = 0.0f;
-            if (row < T && key <= row) {
-                float p = exp2f(s_row[c] * scale_log2 - lse_row);
-                float dp = dp_row[c];
-                if (use_dropout) {
-                    uint64_t counter = (head_index * (uint64_t)T + (uint64_t)row) * (uint64_t)T +
-                                       (uint64_t)key;
-                    dp = philox_keep(rng.seed, rng.stream, rng.offset + counter, rng.p)
-                             ? dp * keep_scale : 0.0f;
+        if (q0 + BM - 1 >= warp_key0) { /* some query of the tile sees some key of the warp */
+            float s[NT][4], dp[NT][4]; /* S^T, dP^T: row = key (g, g + 8), column = query */
+            uint32_t my_keep_word = 0;
+            warp_gemm_abt<DP, NT>(s, k_s + 16 * warp * LD, q_s, lane);
+            warp_gemm_abt<DP, NT>(dp, v_s + 16 * warp * LD, do_s, lane);
+            const bool mask = warp_key0 + 15 > q0 || q0 + BM > T;
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                const float2 l2 = *reinterpret_cast<const float2 *>(lse2_s + 8 * n + 2 * t);
+                const float2 dd = *reinterpret_cast<const float2 *>(di_s + 8 * n + 2 * t);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = warp_key0 + g + 8 * (e >> 1), query = q0 + 8 * n + 2 * t + (e & 1);
+                    const bool visible = !(mask && (key > query || query >= T));
+                    float p = fast_exp2(fmaf(s[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+                    if (!visible) p = 0.0f;
+                    float dpv = dp[n][e];
+                    float kept_p = p;
+                    if (DROPOUT) {
+                        bool keep = false;
+                        if (visible) {
+                            const uint64_t counter = key_counter[e >> 1] + (uint64_t)query * (uint64_t)T;
+                            keep = attn_keep(rng, drop_threshold, counter);
+                        }
+                        dpv = keep ? dpv * keep_scale : 0.0f;
+                        kept_p = keep ? p : 0.0f;
+                        /* the warp's 32 draws of (n, e) form one word of the keep bits */
+                        const uint32_t word = __ballot_sync(0xffffffffu, keep);
+                        if (lane == 4 * n + attn_keep_word(e & 1, e >> 1)) my_keep_word = word;
+                    }
+                    s[n][e] = kept_p;                              /* P keep, for dV */
+                    dp[n][e] = p * (dpv - ((e & 1) ? dd.y : dd.x)); /* dS, for dK */
                 }
-                ds = p * (dp - di_row);
             }
-            ds_row[c] = __float2bfloat16(ds);
+            if (DROPOUT && lane < 4 * NT) /* words of query blocks q0/8 .. q0/8 + NT - 1 */
+                keep_bits[attn_keep_block(bh, warp_key0 >> 4, q0 >> 3, Tpad) * 4 + lane] =
+                    my_keep_word;
+            warp_gemm_pv<DP, NT>(dv, s, do_s, lane); /* dV += (P keep)^T dO */
+            warp_gemm_pv<DP, NT>(dk, dp, q_s, lane); /* dK += dS^T Q */
         }
-        __syncwarp();
-
-        attn_warp_ab<DP>(acc_dq, ds_w, k_s); /* dQ += dS K */
+        __syncthreads(); /* every warp is done with this stage before it is refilled */
     }
 
+    /* dK = scale dS^T Q, dV = keep_scale (P keep)^T dO, staged in the warp's own K and V rows */
+    const float scale = 1.0f / sqrtf((float)D);
+    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D + D;
+    nvbf16 *k_stage = k_s + 16 * warp * LD, *v_stage = v_s + 16 * warp * LD;
+    attn_stage_rows<DP>(k_stage, dk, scale, scale, lane);
+    attn_store_rows<DP>(dk_base, qkv_stride, k_stage, warp_key0, T, D, vec, lane);
+    attn_stage_rows<DP>(v_stage, dv, keep_scale, keep_scale, lane);
+    attn_store_rows<DP>(dk_base + D, qkv_stride, v_stage, warp_key0, T, D, vec, lane);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* backward, dQ: block = (batch x head, query tile of 16 WARPS rows), warp w owns rows
+ * 16w..16w+15; walks key tiles of BN keys up to the diagonal, recomputing S = Q K^T and
+ * dP = dO V^T in registers. Grid y counts down the query tiles. */
+template <int DP, int WARPS, int BN, bool DROPOUT>
+static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DQ_MIN_BLOCKS_64 : 0)
+attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf16 *dout,
+                             const nvbf16 *qkv, const float *lse2, const float *di, int T,
+                             int Tpad, int H, int D, dropout_rng rng, int vec) {
+    constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
+    extern __shared__ __align__(128) unsigned char attn_smem[];
+    nvbf16 *q_s = reinterpret_cast<nvbf16 *>(attn_smem); /* BM x LD */
+    nvbf16 *do_s = q_s + BM * LD;                         /* BM x LD */
+    nvbf16 *kv_s = do_s + BM * LD;                        /* [stage 0, 1][K, V] BN x LD */
+
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp_row0 = q0 + 16 * warp;
+    const size_t qkv_stride = (size_t)H * 3 * D, out_stride = (size_t)H * D;
+    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D;
+    const float scale_log2 = attn_log2e / sqrtf((float)D);
+    const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
+    const int kt_last = min(q0 + BM - 1, T - 1) / BN;
+
+    /* rows g and g + 8 of the warp (padded statistics: no bounds check) */
+    const float *lse2_rows = lse2 + (size_t)bh * Tpad, *di_rows = di + (size_t)bh * Tpad;
+    const float row_lse2[2] = {lse2_rows[warp_row0 + g], lse2_rows[warp_row0 + g + 8]};
+    const float row_di[2] = {di_rows[warp_row0 + g], di_rows[warp_row0 + g + 8]};
+
+    attn_load_tile<DP, BM, THREADS>(q_s, q_base, qkv_stride, q0, T, D, vec);
+    attn_load_tile<DP, BM, THREADS>(do_s, dout + (size_t)b * T * out_stride + (size_t)h * D,
+                                    out_stride, q0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s, q_base + D, qkv_stride, 0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, q_base + 2 * D, qkv_stride, 0, T, D, vec);
+    cp_async_commit();
+
+    float dq[DP / 8][4];
 #pragma unroll
-    for (int n = 0; n < NF; n++)
+    for (int n = 0; n < DP / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+
+    for (int kt = 0; kt <= kt_last; kt++) {
+        const int k0 = kt * BN;
+        const nvbf16 *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
+        if (kt < kt_last) {
+            nvbf16 *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
+            attn_load_tile<DP, BN, THREADS>(next, q_base + D, qkv_stride, k0 + BN, T, D, vec);
+            attn_load_tile<DP, BN, THREADS>(next + BN * LD, q_base + 2 * D, qkv_stride, k0 + BN, T,
+                                            D, vec);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+
+        if (k0 <= warp_row0 + 15) {
+            /* keep bits of this lane's elements: for key block k0/16 + n/2 and query block
+             * warp_row0/8 + e/2, the words (g & 1)*2 + {0, 1} (the second for odd n) */
+            uint2 keep_words[DROPOUT ? NT / 2 : 1][2];
+            if (DROPOUT) {
 #pragma unroll
-        for (int i = 0; i < acc_dq[n].num_elements; i++) acc_dq[n].x[i] *= scale;
-    __syncthreads(); /* every warp is done with k_s and v_s: they become the staging area */
-    float *stage_w = stage_s + warp * ATTN_WARP_ROWS * OLD;
+                for (int kb = 0; kb < NT / 2; kb++)
 #pragma unroll
-    for (int n = 0; n < NF; n++)
-        nvcuda::wmma::store_matrix_sync(stage_w + n * 16, acc_dq[n], OLD, nvcuda::wmma::mem_row_major);
-    __syncwarp();
-    attn_store_rows<DP>(dqkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D, qkv_stride,
-                        stage_w, q0 + warp * ATTN_WARP_ROWS, T, D, lane);
+                    for (int qb = 0; qb < 2; qb++)
+                        keep_words[kb][qb] = *reinterpret_cast<const uint2 *>(
+                            keep_bits + attn_keep_block(bh, (k0 >> 4) + kb, (warp_row0 >> 3) + qb, Tpad) * 4 +
+                            attn_keep_word(g & 1, 0));
+            }
+            float s[NT][4], dp[NT][4];
+            warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
+            warp_gemm_abt<DP, NT>(dp, do_s + 16 * warp * LD, v_s, lane);
+            const bool mask = k0 + BN - 1 > warp_row0;
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int row = warp_row0 + g + 8 * (e >> 1), key = k0 + 8 * n + 2 * t + (e & 1);
+                    float p = fast_exp2(fmaf(s[n][e], scale_log2, -row_lse2[e >> 1]));
+                    if (mask && key > row) p = 0.0f;
+                    float dpv = dp[n][e];
+                    if (DROPOUT) {
+                        const uint2 words = keep_words[n >> 1][e >> 1];
+                        const uint32_t word = (n & 1) ? words.y : words.x;
+                        const bool keep = (word >> attn_keep_bit(2 * t + (e & 1), g >> 1)) & 1u;
+                        dpv = keep ? dpv * keep_scale : 0.0f;
+                    }
+                    s[n][e] = p * (dpv - row_di[e >> 1]); /* dS */
+                }
+            warp_gemm_pv<DP, NT>(dq, s, k_s, lane); /* dQ += dS K */
+        }
+        __syncthreads();
+    }
+
+    const float scale = 1.0f / sqrtf((float)D);
+    nvbf16 *stage = q_s + 16 * warp * LD; /* the warp's own Q rows */
+    attn_stage_rows<DP>(stage, dq, scale, scale, lane);
+    attn_store_rows<DP>(dqkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D, qkv_stride, stage,
+                        warp_row0, T, D, vec, lane);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
 /* host side */
 
+static size_t attn_forward_smem(int DP, int warps, int bn) {
+    return ((size_t)16 * warps + 4 * (size_t)bn) * ATTN_LD(DP) * sizeof(nvbf16);
+}
+static size_t attn_dq_smem(int DP, int warps, int bn) {
+    return ((size_t)32 * warps + 4 * (size_t)bn) * ATTN_LD(DP) * sizeof(nvbf16);
+}
+static size_t attn_dkdv_smem(int DP, int warps, int bm) {
+    return ((size_t)32 * warps + 4 * (size_t)bm) * ATTN_LD(DP) * sizeof(nvbf16) +
+           4 * (size_t)bm * sizeof(float);
+}
+
+/* whether every row of every tensor starts 16-byte aligned (cp.async and 16-byte stores) */
+static int attn_vector_io(int D, const void *a, const void *b) {
+    return D % 8 == 0 && aligned16(a) && aligned16(b);
+}
+
+static dim3 attn_grid(int B, int H, int T, int tile) {
+    return dim3((unsigned int)B * (unsigned int)H, ceil_div((size_t)T, (size_t)tile));
+}
+
+template <int DP, bool DROPOUT>
+static void attn_forward_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H,
+                                int D, int head_start, int total_heads, dropout_rng rng) {
+    constexpr int WARPS = ATTN_FWD_WARPS, BN = ATTN_FWD_BN;
+    static_assert(ATTN_T_PAD % (16 * WARPS) == 0 && BN % 16 == 0, "forward tile shape");
+    auto kernel = attention_forward_kernel<DP, WARPS, BN, DROPOUT>;
+    const size_t smem = attn_forward_smem(DP, WARPS, BN);
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kernel<<<attn_grid(B, H, T, 16 * WARPS), 32 * WARPS, smem, compute_stream()>>>(
+        out, lse, qkv, T, H, D, head_start, total_heads, rng, attn_vector_io(D, out, qkv));
+    CHECK_LAUNCH();
+}
+
+template <int DP, bool DROPOUT>
+static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
+                                 const nvbf16 *out, const float *lse, int B, int T, int H, int D,
+                                 int head_start, int total_heads, dropout_rng rng) {
+    constexpr int DQ_WARPS = DP <= 64 ? ATTN_DQ_WARPS_64 : ATTN_DQ_WARPS_128, DQ_BN = ATTN_DQ_BN;
+    constexpr int KV_WARPS = ATTN_DKDV_WARPS;
+    constexpr int KV_BM = DP <= 64 ? ATTN_DKDV_BM_64 : ATTN_DKDV_BM_128;
+    static_assert(ATTN_T_PAD % (16 * DQ_WARPS) == 0 && ATTN_T_PAD % KV_BM == 0, "padding");
+    static_assert(DQ_BN % 16 == 0 && KV_BM % 16 == 0, "tiles of whole k-slices");
+    const int Tpad = (int)(ceil_div((size_t)T, ATTN_T_PAD) * ATTN_T_PAD);
+    const size_t rows = (size_t)B * H * Tpad;
+
+    /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
+     * element of the padded T x T square of every head) */
+    const size_t bits_bytes = DROPOUT ? rows * (size_t)Tpad / 8 : 0;
+    float *lse2 = (float *)stream_scratch(2 * rows * sizeof(float) + bits_bytes), *di = lse2 + rows;
+    uint32_t *keep_bits = DROPOUT ? reinterpret_cast<uint32_t *>(di + rows) : NULL;
+    const int vec = attn_vector_io(D, dqkv, qkv) && attn_vector_io(D, dout, out);
+    attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
+        lse2, di, dout, out, lse, B, T, Tpad, H, D, vec);
+    CHECK_LAUNCH();
+
+    auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT>;
+    const size_t dkdv_smem = attn_dkdv_smem(DP, KV_WARPS, KV_BM);
+    CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)dkdv_smem));
+    dkdv<<<attn_grid(B, H, T, 16 * KV_WARPS), 32 * KV_WARPS, dkdv_smem, compute_stream()>>>(
+        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, D, head_start, total_heads, rng, vec);
+    CHECK_LAUNCH();
+
+    auto dq = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT>;
+    const size_t dq_smem = attn_dq_smem(DP, DQ_WARPS, DQ_BN);
+    CHECK_CUDA(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
+    dq<<<attn_grid(B, H, T, 16 * DQ_WARPS), 32 * DQ_WARPS, dq_smem, compute_stream()>>>(
+        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, D, rng, vec);
+    CHECK_LAUNCH();
+}
+
 /* the padded head dimension the kernels are instantiated for */
 static int attn_padded_head_dim(int D) {
-    if (D >= 1 && D <= 32) return 32;
-    if (D <= 64) return 64;
-    if (D <= 80) return 80;
-    if (D <= 96) return 96;
+    if (D >= 1 && D <= 64) return 64;
     if (D <= 128) return 128;
     fprintf(stderr, "FATAL at %s:%d: cuda attention supports head dimensions 1..128, got %d\n",
             __FILE__, __LINE__, D);
     abort();
-}
-
-template <int DP>
-static void attn_forward_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H,
-                                int D, int head_start, int total_heads, dropout_rng rng) {
-    const size_t smem = attn_forward_smem(DP);
-    CHECK_CUDA(cudaFuncSetAttribute(attention_forward_kernel<DP>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid(ceil_div((size_t)T, ATTN_TILE), (unsigned int)H, (unsigned int)B);
-    attention_forward_kernel<DP><<<grid, ATTN_THREADS, smem, compute_stream()>>>(out, lse, qkv, T, H, D, head_start, total_heads, rng);
-    CHECK_LAUNCH();
-}
-
-template <int DP>
-static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
-                                 const nvbf16 *out, const float *lse, int B, int T, int H, int D,
-                                 int head_start, int total_heads, dropout_rng rng) {
-    const size_t smem = attn_backward_smem(DP);
-    CHECK_CUDA(cudaFuncSetAttribute(attention_backward_dkdv_kernel<DP>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    CHECK_CUDA(cudaFuncSetAttribute(attention_backward_dq_kernel<DP>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid(ceil_div((size_t)T, ATTN_TILE), (unsigned int)H, (unsigned int)B);
-    attention_backward_dkdv_kernel<DP><<<grid, ATTN_THREADS, smem, compute_stream()>>>(dqkv, dout, qkv, out, lse, T, H, D, head_start, total_heads, rng);
-    CHECK_LAUNCH();
-    attention_backward_dq_kernel<DP><<<grid, ATTN_THREADS, smem, compute_stream()>>>(dqkv, dout, qkv, out, lse, T, H, D, head_start, total_heads, rng);
-    CHECK_LAUNCH();
 }
 
 extern "C" size_t cuda_attention_workspace_bytes(int B, int T, int H, int D) {
@@ -595,12 +818,13 @@ extern "C" void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *q
     nvbf16 *o = as_nv(out);
     const nvbf16 *x = as_nv(qkv);
     float *lse = (float *)workspace;
-    switch (attn_padded_head_dim(D)) {
-    case 32: attn_forward_launch<32>(o, lse, x, B, T, H, D, head_start, total_heads, rng); break;
-    case 64: attn_forward_launch<64>(o, lse, x, B, T, H, D, head_start, total_heads, rng); break;
-    case 80: attn_forward_launch<80>(o, lse, x, B, T, H, D, head_start, total_heads, rng); break;
-    case 96: attn_forward_launch<96>(o, lse, x, B, T, H, D, head_start, total_heads, rng); break;
-    default: attn_forward_launch<128>(o, lse, x, B, T, H, D, head_start, total_heads, rng); break;
+    const bool drop = rng.p > 0.0f;
+    if (attn_padded_head_dim(D) == 64) {
+        if (drop) attn_forward_launch<64, true>(o, lse, x, B, T, H, D, head_start, total_heads, rng);
+        else attn_forward_launch<64, false>(o, lse, x, B, T, H, D, head_start, total_heads, rng);
+    } else {
+        if (drop) attn_forward_launch<128, true>(o, lse, x, B, T, H, D, head_start, total_heads, rng);
+        else attn_forward_launch<128, false>(o, lse, x, B, T, H, D, head_start, total_heads, rng);
     }
 }
 
@@ -612,11 +836,12 @@ extern "C" void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16
     nvbf16 *dx = as_nv(dqkv);
     const nvbf16 *dy = as_nv(dout), *x = as_nv(qkv), *y = as_nv(out);
     const float *lse = (const float *)workspace;
-    switch (attn_padded_head_dim(D)) {
-    case 32: attn_backward_launch<32>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng); break;
-    case 64: attn_backward_launch<64>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng); break;
-    case 80: attn_backward_launch<80>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng); break;
-    case 96: attn_backward_launch<96>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng); break;
-    default: attn_backward_launch<128>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng); break;
+    const bool drop = rng.p > 0.0f;
+    if (attn_padded_head_dim(D) == 64) {
+        if (drop) attn_backward_launch<64, true>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng);
+        else attn_backward_launch<64, false>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng);
+    } else {
+        if (drop) attn_backward_launch<128, true>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng);
+        else attn_backward_launch<128, false>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng);
     }
 }

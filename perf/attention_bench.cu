@@ -1,0 +1,200 @@
+/* attention_bench.cu: times the causal flash attention of kernels/cuda/cuda_attention.cu, forward
+ * and backward, with CUDA events, next to the previous kernel (perf/attention_bench_old.cuh), and
+ * checks that the two agree (max |new - old| / max |old| over out and dq, dk, dv).
+ *
+ * Default shapes: GPT-2 124M (B=32, T=1024, H=12, D=64) and GPT 1.3B (B=8, T=2048, H=16,
+ * D=128), without and with attention dropout. Causal FLOPs: forward 2*2*B*H*T*T*D/2 (two
+ * products over half the score matrix), backward 2.5 times that (five products; the
+ * recomputation our atomic-free backward does on top is not counted).
+ *
+ * Usage: attention_bench [--no-old] [--iters N] [--dropout P] [B T H D]...
+ * Build: make perf/attention_bench (kernels/local.mk); the tile shapes of cuda_attention.cu can
+ * be overridden with -D for variants (ATTN_FWD_WARPS, ...). Not a test: prints figures only. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mma.h>
+
+#include "kernels/cuda/cuda_attention.cu"
+
+/* the previous kernel, its entry points renamed */
+namespace old_attn {
+#define cuda_attention_workspace_bytes old_cuda_attention_workspace_bytes
+#define cuda_attention_forward old_cuda_attention_forward
+#define cuda_attention_backward old_cuda_attention_backward
+#include "perf/attention_bench_old.cuh"
+#undef cuda_attention_workspace_bytes
+#undef cuda_attention_forward
+#undef cuda_attention_backward
+} // namespace old_attn
+
+/* the bench owns the stream the kernels run on (compute_stream() asks cuda_stream()) */
+static cudaStream_t bench_stream;
+extern "C" void *cuda_stream(void) { return (void *)bench_stream; }
+
+/* uniform bf16 in [-scale, scale] from a hash of the index */
+static __global__ void bench_fill_kernel(nvbf16 *x, size_t n, uint32_t seed, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+        x[i] = __float2bfloat16(scale * ((float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f));
+    }
+}
+
+/* max |a - b| / max |b| over n bf16 values (host copies) */
+static double bench_rel_err(const uint16_t *a, const uint16_t *b, size_t n, size_t stride,
+                            size_t offset, size_t len) {
+    double max_diff = 0.0, max_ref = 0.0;
+    for (size_t base = 0; base < n; base += stride)
+        for (size_t i = base + offset; i < base + offset + len; i++) {
+            uint32_t ua = (uint32_t)a[i] << 16, ub = (uint32_t)b[i] << 16;
+            float fa, fb;
+            memcpy(&fa, &ua, 4);
+            memcpy(&fb, &ub, 4);
+            double diff = fabs((double)fa - (double)fb);
+            if (!(diff <= max_diff)) max_diff = diff; /* NaN propagates */
+            if (fabs((double)fb) > max_ref) max_ref = fabs((double)fb);
+        }
+    return max_ref > 0 ? max_diff / max_ref : max_diff;
+}
+
+typedef struct timing { double fwd_ms, bwd_ms; } timing;
+
+typedef void (*forward_fn)(bf16 *, void *, const bf16 *, int, int, int, int, int, int, dropout_rng);
+typedef void (*backward_fn)(bf16 *, const bf16 *, const bf16 *, const bf16 *, const void *, int,
+                            int, int, int, int, int, dropout_rng);
+
+static timing bench_time(forward_fn fwd, backward_fn bwd, bf16 *out, void *ws, bf16 *dqkv,
+                         const bf16 *qkv, const bf16 *dout, int B, int T, int H, int D,
+                         dropout_rng rng, int iters) {
+    cudaEvent_t start, stop;
+    CHECK_CUDA(cudaEventCreate(&start));
+    CHECK_CUDA(cudaEventCreate(&stop));
+    timing tm;
+    for (int warm = 0; warm < 2; warm++) {
+        fwd(out, ws, qkv, B, T, H, D, 0, H, rng);
+        bwd(dqkv, dout, qkv, out, ws, B, T, H, D, 0, H, rng);
+    }
+    CHECK_CUDA(cudaEventRecord(start, bench_stream));
+    for (int i = 0; i < iters; i++) fwd(out, ws, qkv, B, T, H, D, 0, H, rng);
+    CHECK_CUDA(cudaEventRecord(stop, bench_stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    tm.fwd_ms = ms / iters;
+    CHECK_CUDA(cudaEventRecord(start, bench_stream));
+    for (int i = 0; i < iters; i++) bwd(dqkv, dout, qkv, out, ws, B, T, H, D, 0, H, rng);
+    CHECK_CUDA(cudaEventRecord(stop, bench_stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    tm.bwd_ms = ms / iters;
+    CHECK_CUDA(cudaEventDestroy(start));
+    CHECK_CUDA(cudaEventDestroy(stop));
+    return tm;
+}
+
+static void bench_shape(int B, int T, int H, int D, float p, int iters, int with_old) {
+    const size_t n_qkv = (size_t)B * T * H * 3 * D, n_out = (size_t)B * T * H * D;
+    const double fwd_flop = 2.0 * B * H * (double)T * T * D, bwd_flop = 2.5 * fwd_flop;
+    dropout_rng rng = {p, 1234u, 77u, 0u};
+    bf16 *qkv, *dout, *out, *dqkv, *out_old = NULL, *dqkv_old = NULL;
+    void *ws;
+    CHECK_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&dqkv, n_qkv * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&dout, n_out * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&out, n_out * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&ws, cuda_attention_workspace_bytes(B, T, H, D)));
+    bench_fill_kernel<<<1024, 256, 0, bench_stream>>>(as_nv(qkv), n_qkv, 1u, 1.7f);
+    bench_fill_kernel<<<1024, 256, 0, bench_stream>>>(as_nv(dout), n_out, 2u, 1.0f);
+    CHECK_LAUNCH();
+
+    timing tn = bench_time(cuda_attention_forward, cuda_attention_backward, out, ws, dqkv, qkv,
+                           dout, B, T, H, D, rng, iters);
+    printf("new  B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms %6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s\n",
+           B, T, H, D, (double)p, tn.fwd_ms, fwd_flop / tn.fwd_ms * 1e-9, tn.bwd_ms,
+           bwd_flop / tn.bwd_ms * 1e-9);
+    fflush(stdout);
+    if (with_old) {
+        CHECK_CUDA(cudaMalloc(&out_old, n_out * sizeof(bf16)));
+        CHECK_CUDA(cudaMalloc(&dqkv_old, n_qkv * sizeof(bf16)));
+        void *ws_old;
+        CHECK_CUDA(cudaMalloc(&ws_old, old_attn::old_cuda_attention_workspace_bytes(B, T, H, D)));
+        timing to = bench_time(old_attn::old_cuda_attention_forward,
+                               old_attn::old_cuda_attention_backward, out_old, ws_old, dqkv_old,
+                               qkv, dout, B, T, H, D, rng, iters);
+        printf("old  B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms %6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s"
+               "  (speed-up fwd %.2fx bwd %.2fx)\n",
+               B, T, H, D, (double)p, to.fwd_ms, fwd_flop / to.fwd_ms * 1e-9, to.bwd_ms,
+               bwd_flop / to.bwd_ms * 1e-9, to.fwd_ms / tn.fwd_ms, to.bwd_ms / tn.bwd_ms);
+        /* agreement: both computed from the same inputs (the new backward from the new out) */
+        CHECK_CUDA(cudaStreamSynchronize(bench_stream));
+        uint16_t *h_new = (uint16_t *)malloc(n_qkv * 2), *h_old = (uint16_t *)malloc(n_qkv * 2);
+        CHECK_CUDA(cudaMemcpy(h_new, out, n_out * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(h_old, out_old, n_out * 2, cudaMemcpyDeviceToHost));
+        double e_out = bench_rel_err(h_new, h_old, n_out, n_out, 0, n_out);
+        CHECK_CUDA(cudaMemcpy(h_new, dqkv, n_qkv * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(h_old, dqkv_old, n_qkv * 2, cudaMemcpyDeviceToHost));
+        double e_dq = bench_rel_err(h_new, h_old, n_qkv, 3 * D, 0, D);
+        double e_dk = bench_rel_err(h_new, h_old, n_qkv, 3 * D, D, D);
+        double e_dv = bench_rel_err(h_new, h_old, n_qkv, 3 * D, 2 * D, D);
+        printf("     new vs old: out %.2e  dq %.2e  dk %.2e  dv %.2e  %s\n", e_out, e_dq, e_dk,
+               e_dv, e_out < 1e-2 && e_dq < 1e-2 && e_dk < 1e-2 && e_dv < 1e-2 ? "AGREE" : "DIFFER");
+        free(h_new);
+        free(h_old);
+        CHECK_CUDA(cudaFree(out_old));
+        CHECK_CUDA(cudaFree(dqkv_old));
+        CHECK_CUDA(cudaFree(ws_old));
+    }
+    fflush(stdout);
+    CHECK_CUDA(cudaFree(qkv));
+    CHECK_CUDA(cudaFree(dqkv));
+    CHECK_CUDA(cudaFree(dout));
+    CHECK_CUDA(cudaFree(out));
+    CHECK_CUDA(cudaFree(ws));
+}
+
+int main(int argc, char **argv) {
+    int with_old = 1, iters = 10, nshapes = 0;
+    float dropout = -1.0f; /* default: both 0 and 0.1 */
+    int shapes[16][4];
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--no-old") == 0) with_old = 0;
+        else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--dropout") == 0 && i + 1 < argc) dropout = (float)atof(argv[++i]);
+        else if (i + 3 < argc && nshapes < 16) {
+            for (int j = 0; j < 4; j++) shapes[nshapes][j] = atoi(argv[i + j]);
+            nshapes++;
+            i += 3;
+        } else {
+            fprintf(stderr, "usage: %s [--no-old] [--iters N] [--dropout P] [B T H D]...\n", argv[0]);
+            return 2;
+        }
+    }
+    if (nshapes == 0) {
+        const int defaults[2][4] = {{32, 1024, 12, 64}, {8, 2048, 16, 128}};
+        memcpy(shapes, defaults, sizeof defaults);
+        nshapes = 2;
+    }
+    if (iters < 1) iters = 1;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&bench_stream, cudaStreamNonBlocking));
+    cudaDeviceProp prop;
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    printf("# attention_bench on %s (%d SMs), fwd-warps %d fwd-bn %d dq-warps %d/%d dkdv-warps %d "
+           "dkdv-bm %d/%d, %d iterations\n", prop.name, prop.multiProcessorCount, ATTN_FWD_WARPS,
+           ATTN_FWD_BN, ATTN_DQ_WARPS_64, ATTN_DQ_WARPS_128, ATTN_DKDV_WARPS, ATTN_DKDV_BM_64,
+           ATTN_DKDV_BM_128, iters);
+    for (int s = 0; s < nshapes; s++) {
+        if (dropout < 0.0f) {
+            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.0f, iters, with_old);
+            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.1f, iters, with_old);
+        } else {
+            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], dropout, iters,
+                        with_old);
+        }
+    }
+    return 0;
+}
