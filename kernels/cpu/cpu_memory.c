@@ -10,6 +10,10 @@
 
 #include "cpu_kernels.h"
 
+/* memset through a volatile pointer: compilers turn malloc + memset(0) into calloc, whose pages
+ * stay unmapped until first written */
+static void *(*const volatile fill_memory)(void *, int, size_t) = memset;
+
 void *cpu_alloc(size_t bytes) {
     /* malloc(0) may return NULL; hand out a valid 1-byte block instead so NULL always means OOM */
     void *ptr = malloc(bytes ? bytes : 1);
@@ -17,7 +21,7 @@ void *cpu_alloc(size_t bytes) {
         fprintf(stderr, "cpu backend: out of memory allocating %zu bytes\n", bytes);
         abort();
     }
-    memset(ptr, 0, bytes ? bytes : 1);
+    fill_memory(ptr, 0, bytes ? bytes : 1);
     return ptr;
 }
 
