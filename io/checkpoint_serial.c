@@ -2,7 +2,8 @@
  * (see checkpoint_serial.h and io/CHECKPOINT_FORMAT.md). */
 #include "checkpoint_serial.h"
 
-#include "hdf5_corpus.h" /* CHECK_HDF5, the HDF5 error macro of io/ */
+#include "hdf5_attributes.h"
+#include "hdf5_check.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -33,90 +34,6 @@ static quiet_hdf5 quiet_begin(void) {
     return saved;
 }
 static void quiet_end(quiet_hdf5 saved) { H5Eset_auto2(H5E_DEFAULT, saved.handler, saved.data); }
-
-/* ---- attributes --------------------------------------------------------------------------- */
-void checkpoint_write_int_attribute(hid_t object, const char *name, int64_t value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    CHECK_HDF5(space);
-    if (H5Aexists(object, name) > 0) CHECK_HDF5(H5Adelete(object, name));
-    hid_t attr = H5Acreate2(object, name, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_HDF5(attr);
-    CHECK_HDF5(H5Awrite(attr, H5T_NATIVE_INT64, &value));
-    CHECK_HDF5(H5Aclose(attr));
-    CHECK_HDF5(H5Sclose(space));
-}
-
-static void write_double_attribute(hid_t object, const char *name, double value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    CHECK_HDF5(space);
-    hid_t attr = H5Acreate2(object, name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_HDF5(attr);
-    CHECK_HDF5(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value));
-    CHECK_HDF5(H5Aclose(attr));
-    CHECK_HDF5(H5Sclose(space));
-}
-
-void checkpoint_write_string_attribute(hid_t object, const char *name, const char *value) {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    CHECK_HDF5(type);
-    CHECK_HDF5(H5Tset_size(type, strlen(value) + 1));
-    CHECK_HDF5(H5Tset_strpad(type, H5T_STR_NULLTERM));
-    CHECK_HDF5(H5Tset_cset(type, H5T_CSET_UTF8));
-    hid_t space = H5Screate(H5S_SCALAR);
-    CHECK_HDF5(space);
-    hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_HDF5(attr);
-    CHECK_HDF5(H5Awrite(attr, type, value));
-    CHECK_HDF5(H5Aclose(attr));
-    CHECK_HDF5(H5Sclose(space));
-    CHECK_HDF5(H5Tclose(type));
-}
-
-/* reads a scalar integer attribute (or, with allow_float, a floating-point one) as memtype */
-static int read_scalar(hid_t object, const char *name, hid_t memtype, int allow_float, void *out) {
-    if (H5Aexists(object, name) <= 0) return -1;
-    hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
-    if (attr < 0) return -1;
-    hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
-    H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
-    int ok = (cls == H5T_INTEGER || (allow_float && cls == H5T_FLOAT)) && space >= 0 &&
-             H5Sget_simple_extent_npoints(space) == 1 && H5Aread(attr, memtype, out) >= 0;
-    if (type >= 0) H5Tclose(type);
-    if (space >= 0) H5Sclose(space);
-    H5Aclose(attr);
-    return ok ? 0 : -1;
-}
-
-/* malloc'd value of a string attribute (fixed or variable length), or NULL */
-static char *read_string(hid_t object, const char *name) {
-    if (H5Aexists(object, name) <= 0) return NULL;
-    hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
-    if (attr < 0) return NULL;
-    char *value = NULL;
-    hid_t type = H5Aget_type(attr);
-    if (type >= 0 && H5Tget_class(type) == H5T_STRING) {
-        hid_t memtype = H5Tcopy(H5T_C_S1);
-        H5Tset_cset(memtype, H5Tget_cset(type));  /* HDF5 does not convert between charsets */
-        if (H5Tis_variable_str(type) > 0) {
-            char *vlen = NULL;
-            H5Tset_size(memtype, H5T_VARIABLE);
-            if (H5Aread(attr, memtype, &vlen) >= 0 && vlen) {
-                value = strdup(vlen);
-                H5free_memory(vlen);
-            }
-        } else {
-            size_t size = H5Tget_size(type);
-            H5Tset_size(memtype, size + 1);
-            H5Tset_strpad(memtype, H5T_STR_NULLTERM);
-            value = calloc(size + 2, 1);
-            if (value && H5Aread(attr, memtype, value) < 0) { free(value); value = NULL; }
-        }
-        H5Tclose(memtype);
-    }
-    if (type >= 0) H5Tclose(type);
-    H5Aclose(attr);
-    return value;
-}
 
 /* ---- reading ------------------------------------------------------------------------------ */
 static int is_folder(const char *path) { struct stat st; return stat(path, &st) == 0 && S_ISDIR(st.st_mode); }
@@ -168,18 +85,18 @@ int checkpoint_reader_open(const char *path, checkpoint_reader *reader, char *er
         fail(err, errlen, "%s: not an HDF5 file (or damaged)", path);
         goto out;
     }
-    char *format = read_string(reader->file, "format");
+    char *format = hdf5_read_string_attribute(reader->file, "format");
     int is_checkpoint = format && !strcmp(format, CHECKPOINT_FORMAT_NAME);
     free(format);
     int64_t version = 0, complete = 0;
     if (!is_checkpoint) {
         fail(err, errlen, "%s: root attribute format is not \"%s\" (not a megatron-c checkpoint)",
              path, CHECKPOINT_FORMAT_NAME);
-    } else if (read_scalar(reader->file, "format_version", H5T_NATIVE_INT64, 0, &version) ||
+    } else if (hdf5_read_scalar_attribute(reader->file, "format_version", H5T_NATIVE_INT64, 0, &version) ||
                version != CHECKPOINT_FORMAT_VERSION) {
         fail(err, errlen, "%s: format_version %lld, this program reads version %d", path,
              (long long)version, CHECKPOINT_FORMAT_VERSION);
-    } else if (read_scalar(reader->file, "complete", H5T_NATIVE_INT64, 0, &complete) ||
+    } else if (hdf5_read_scalar_attribute(reader->file, "complete", H5T_NATIVE_INT64, 0, &complete) ||
                complete != 1) {
         fail(err, errlen, "%s: the checkpoint is not complete (root attribute complete is not 1): "
              "its save was interrupted", path);
@@ -206,7 +123,7 @@ void checkpoint_reader_close(checkpoint_reader *reader) {
 int checkpoint_read_int_arg(const checkpoint_reader *reader, const char *name, int64_t *value,
                             char *err, size_t errlen) {
     quiet_hdf5 saved = quiet_begin();
-    int status = read_scalar(reader->args, name, H5T_NATIVE_INT64, 0, value);
+    int status = hdf5_read_scalar_attribute(reader->args, name, H5T_NATIVE_INT64, 0, value);
     quiet_end(saved);
     if (status) return fail(err, errlen, "%s: /args has no integer attribute %s", reader->path, name);
     return 0;
@@ -215,7 +132,7 @@ int checkpoint_read_int_arg(const checkpoint_reader *reader, const char *name, i
 int checkpoint_has_int_arg(const checkpoint_reader *reader, const char *name) {
     int64_t value;
     quiet_hdf5 saved = quiet_begin();
-    int status = read_scalar(reader->args, name, H5T_NATIVE_INT64, 0, &value);
+    int status = hdf5_read_scalar_attribute(reader->args, name, H5T_NATIVE_INT64, 0, &value);
     quiet_end(saved);
     return status == 0;
 }
@@ -223,7 +140,7 @@ int checkpoint_has_int_arg(const checkpoint_reader *reader, const char *name) {
 int checkpoint_read_double_arg(const checkpoint_reader *reader, const char *name, double *value,
                                char *err, size_t errlen) {
     quiet_hdf5 saved = quiet_begin();
-    int status = read_scalar(reader->args, name, H5T_NATIVE_DOUBLE, 1, value);
+    int status = hdf5_read_scalar_attribute(reader->args, name, H5T_NATIVE_DOUBLE, 1, value);
     quiet_end(saved);
     if (status) return fail(err, errlen, "%s: /args has no numeric attribute %s", reader->path, name);
     return 0;
@@ -335,12 +252,12 @@ checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, 
         return NULL;
     }
     hid_t root = w->file;
-    checkpoint_write_string_attribute(root, "format", CHECKPOINT_FORMAT_NAME);
-    checkpoint_write_int_attribute(root, "format_version", CHECKPOINT_FORMAT_VERSION);
-    checkpoint_write_int_attribute(root, "complete", 0);
-    checkpoint_write_int_attribute(root, "iteration", iteration);
-    checkpoint_write_int_attribute(root, "consumed_train_samples", 0);
-    checkpoint_write_int_attribute(root, "consumed_valid_samples", 0);
+    hdf5_write_string_attribute(root, "format", CHECKPOINT_FORMAT_NAME);
+    hdf5_write_int_attribute(root, "format_version", CHECKPOINT_FORMAT_VERSION);
+    hdf5_write_int_attribute(root, "complete", 0);
+    hdf5_write_int_attribute(root, "iteration", iteration);
+    hdf5_write_int_attribute(root, "consumed_train_samples", 0);
+    hdf5_write_int_attribute(root, "consumed_valid_samples", 0);
     w->args = H5Gcreate2(w->file, "args", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     CHECK_HDF5(w->args);
     w->model = H5Gcreate2(w->file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -349,13 +266,13 @@ checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, 
 }
 
 void checkpoint_write_int_arg(checkpoint_writer *w, const char *name, int64_t value) {
-    checkpoint_write_int_attribute(w->args, name, value);
+    hdf5_write_int_attribute(w->args, name, value);
 }
 void checkpoint_write_double_arg(checkpoint_writer *w, const char *name, double value) {
-    write_double_attribute(w->args, name, value);
+    hdf5_write_double_attribute(w->args, name, value);
 }
 void checkpoint_write_string_arg(checkpoint_writer *w, const char *name, const char *value) {
-    checkpoint_write_string_attribute(w->args, name, value);
+    hdf5_write_string_attribute(w->args, name, value);
 }
 
 void checkpoint_write_group_int(checkpoint_writer *w, const char *group, const char *name,
@@ -364,7 +281,7 @@ void checkpoint_write_group_int(checkpoint_writer *w, const char *group, const c
                   ? H5Gopen2(w->file, group, H5P_DEFAULT)
                   : H5Gcreate2(w->file, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     CHECK_HDF5(g);
-    checkpoint_write_int_attribute(g, name, value);
+    hdf5_write_int_attribute(g, name, value);
     CHECK_HDF5(H5Gclose(g));
 }
 
@@ -392,7 +309,7 @@ static int fsync_path(const char *path, int folder) {
 }
 
 int checkpoint_writer_commit(checkpoint_writer *w, char *err, size_t errlen) {
-    checkpoint_write_int_attribute(w->file, "complete", 1);
+    hdf5_write_int_attribute(w->file, "complete", 1);
     CHECK_HDF5(H5Gclose(w->model));
     CHECK_HDF5(H5Gclose(w->args));
     CHECK_HDF5(H5Fclose(w->file));

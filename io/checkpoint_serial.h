@@ -68,8 +68,4 @@ int checkpoint_writer_commit(checkpoint_writer *writer, char *err, size_t errlen
 /* Closes and deletes the .partial file. Frees the writer. */
 void checkpoint_writer_abandon(checkpoint_writer *writer);
 
-/* HDF5 string attributes in our files: fixed-length, null-terminated, UTF-8 */
-void checkpoint_write_string_attribute(hid_t object, const char *name, const char *value);
-void checkpoint_write_int_attribute(hid_t object, const char *name, int64_t value);
-
 #endif

@@ -1,6 +1,7 @@
 /* hdf5_corpus.c: create/write (collective, MPI-IO) and open/read (serial) our HDF5 corpus.
  * Layout and attributes are documented in io/CORPUS_FORMAT.md. */
 #include "hdf5_corpus.h"
+#include "hdf5_attributes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,68 +11,6 @@ struct hdf5_corpus_writer {
     hid_t file, tokens, document_offsets, sentence_offsets, transfer;
     int tokens_uint16;
 };
-
-/* ---- attributes ------------------------------------------------------------------------- */
-static void write_int_attribute(hid_t object, const char *name, int64_t value) {
-    hid_t space = H5Screate(H5S_SCALAR);
-    CHECK_HDF5(space);
-    hid_t attr = H5Acreate2(object, name, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_HDF5(attr);
-    CHECK_HDF5(H5Awrite(attr, H5T_NATIVE_INT64, &value));
-    CHECK_HDF5(H5Aclose(attr));
-    CHECK_HDF5(H5Sclose(space));
-}
-
-static void write_string_attribute(hid_t object, const char *name, const char *value) {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    CHECK_HDF5(type);
-    CHECK_HDF5(H5Tset_size(type, strlen(value) + 1));
-    CHECK_HDF5(H5Tset_strpad(type, H5T_STR_NULLTERM));
-    CHECK_HDF5(H5Tset_cset(type, H5T_CSET_UTF8));
-    hid_t space = H5Screate(H5S_SCALAR);
-    CHECK_HDF5(space);
-    hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_HDF5(attr);
-    CHECK_HDF5(H5Awrite(attr, type, value));
-    CHECK_HDF5(H5Aclose(attr));
-    CHECK_HDF5(H5Sclose(space));
-    CHECK_HDF5(H5Tclose(type));
-}
-
-/* returns 0 and the value, or -1 when the attribute is missing or not an integer */
-static int read_int_attribute(hid_t object, const char *name, int64_t *value) {
-    if (H5Aexists(object, name) <= 0) return -1;
-    hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
-    if (attr < 0) return -1;
-    hid_t type = H5Aget_type(attr);
-    int ok = type >= 0 && H5Tget_class(type) == H5T_INTEGER &&
-             H5Aread(attr, H5T_NATIVE_INT64, value) >= 0;
-    if (type >= 0) H5Tclose(type);
-    H5Aclose(attr);
-    return ok ? 0 : -1;
-}
-
-/* malloc'd copy of a fixed-length string attribute, or NULL */
-static char *read_string_attribute(hid_t object, const char *name) {
-    if (H5Aexists(object, name) <= 0) return NULL;
-    hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
-    if (attr < 0) return NULL;
-    char *value = NULL;
-    hid_t type = H5Aget_type(attr);
-    if (type >= 0 && H5Tget_class(type) == H5T_STRING && !H5Tis_variable_str(type)) {
-        size_t size = H5Tget_size(type);
-        hid_t memtype = H5Tcopy(H5T_C_S1);
-        H5Tset_size(memtype, size + 1);
-        H5Tset_strpad(memtype, H5T_STR_NULLTERM);
-        H5Tset_cset(memtype, H5Tget_cset(type));
-        value = calloc(size + 2, 1);
-        if (value && H5Aread(attr, memtype, value) < 0) { free(value); value = NULL; }
-        H5Tclose(memtype);
-    }
-    if (type >= 0) H5Tclose(type);
-    H5Aclose(attr);
-    return value;
-}
 
 /* ---- writer ------------------------------------------------------------------------------ */
 static hid_t create_1d(hid_t file, const char *name, hid_t type, int64_t length) {
@@ -116,18 +55,18 @@ hdf5_corpus_writer *hdf5_corpus_create(const char *path, MPI_Comm comm, const co
 
     hid_t root = H5Gopen2(file, "/", H5P_DEFAULT);
     CHECK_HDF5(root);
-    write_int_attribute(root, "format_version", CORPUS_FORMAT_VERSION);
-    write_string_attribute(root, "format", "megatron-c tokenized corpus");
-    write_string_attribute(root, "tokenizer_type", meta->tokenizer_type);
-    write_int_attribute(root, "vocab_size", meta->vocab_size);
-    write_int_attribute(root, "eod_id", meta->eod_id);
-    write_int_attribute(root, "append_eod", meta->append_eod);
-    write_int_attribute(root, "split_sentences", meta->has_sentences);
-    write_string_attribute(root, "json_key", meta->json_key);
-    write_string_attribute(root, "sources", meta->sources ? meta->sources : "");
-    write_int_attribute(root, "num_tokens", num_tokens);
-    write_int_attribute(root, "num_documents", num_documents);
-    write_int_attribute(root, "num_sentences", meta->has_sentences ? num_sentences : num_documents);
+    hdf5_write_int_attribute(root, "format_version", CORPUS_FORMAT_VERSION);
+    hdf5_write_string_attribute(root, "format", "megatron-c tokenized corpus");
+    hdf5_write_string_attribute(root, "tokenizer_type", meta->tokenizer_type);
+    hdf5_write_int_attribute(root, "vocab_size", meta->vocab_size);
+    hdf5_write_int_attribute(root, "eod_id", meta->eod_id);
+    hdf5_write_int_attribute(root, "append_eod", meta->append_eod);
+    hdf5_write_int_attribute(root, "split_sentences", meta->has_sentences);
+    hdf5_write_string_attribute(root, "json_key", meta->json_key);
+    hdf5_write_string_attribute(root, "sources", meta->sources ? meta->sources : "");
+    hdf5_write_int_attribute(root, "num_tokens", num_tokens);
+    hdf5_write_int_attribute(root, "num_documents", num_documents);
+    hdf5_write_int_attribute(root, "num_sentences", meta->has_sentences ? num_sentences : num_documents);
     CHECK_HDF5(H5Gclose(root));
 
     /* independent MPI-IO: each rank writes one large contiguous block per call, where ROMIO's
@@ -286,7 +225,7 @@ hdf5_corpus *hdf5_corpus_open(const char *path, char *err, size_t errlen) {
     }
     hid_t root = H5Gopen2(c->file, "/", H5P_DEFAULT);
     int64_t version = 0;
-    if (root < 0 || read_int_attribute(root, "format_version", &version) < 0) {
+    if (root < 0 || hdf5_read_scalar_attribute(root, "format_version", H5T_NATIVE_INT64, 0, &version) < 0) {
         snprintf(err, errlen, "%s: no format_version attribute (an HDF5 file, but not a "
                  "megatron-c corpus)", path);
         if (root >= 0) H5Gclose(root);
@@ -299,16 +238,16 @@ hdf5_corpus *hdf5_corpus_open(const char *path, char *err, size_t errlen) {
         goto done;
     }
     int64_t value;
-    char *text = read_string_attribute(root, "tokenizer_type");
+    char *text = hdf5_read_string_attribute(root, "tokenizer_type");
     snprintf(c->meta.tokenizer_type, sizeof c->meta.tokenizer_type, "%s", text ? text : "unknown");
     free(text);
-    text = read_string_attribute(root, "json_key");
+    text = hdf5_read_string_attribute(root, "json_key");
     snprintf(c->meta.json_key, sizeof c->meta.json_key, "%s", text ? text : "");
     free(text);
-    c->meta.sources = read_string_attribute(root, "sources");
-    c->meta.vocab_size = read_int_attribute(root, "vocab_size", &value) == 0 ? value : 0;
-    c->meta.eod_id = read_int_attribute(root, "eod_id", &value) == 0 ? value : -1;
-    c->meta.append_eod = read_int_attribute(root, "append_eod", &value) == 0 ? (int)value : 0;
+    c->meta.sources = hdf5_read_string_attribute(root, "sources");
+    c->meta.vocab_size = hdf5_read_scalar_attribute(root, "vocab_size", H5T_NATIVE_INT64, 0, &value) == 0 ? value : 0;
+    c->meta.eod_id = hdf5_read_scalar_attribute(root, "eod_id", H5T_NATIVE_INT64, 0, &value) == 0 ? value : -1;
+    c->meta.append_eod = hdf5_read_scalar_attribute(root, "append_eod", H5T_NATIVE_INT64, 0, &value) == 0 ? (int)value : 0;
     H5Gclose(root);
 
     c->tokens = open_1d(c, "tokens", &c->num_tokens, err, errlen);

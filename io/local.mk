@@ -5,6 +5,7 @@ io_libio_a_SOURCES = \
 	io/hdf5_corpus.c io/hdf5_corpus.h \
 	io/mmap_indexed.c io/mmap_indexed.h \
 	io/jsonl_reader.c io/jsonl_reader.h \
-	io/hdf5_check.h io/checkpoint_file.c io/checkpoint_file.h
+	io/hdf5_check.h io/hdf5_attributes.c io/hdf5_attributes.h \
+	io/checkpoint_file.c io/checkpoint_file.h
 io_libio_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 EXTRA_DIST += io/CORPUS_FORMAT.md io/CHECKPOINT_FORMAT.md

@@ -4,8 +4,9 @@ noinst_LIBRARIES += io/libsafetensors.a
 io_libsafetensors_a_SOURCES = io/safetensors.c io/safetensors.h
 io_libsafetensors_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 
-# what convert_checkpoint links: error.c comes from app/libapp.a
-CONVERT_CHECKPOINT_LIBS = io/libsafetensors.a app/libapp.a $(HDF5_LIBS) $(JANSSON_LIBS) -lm
+# what convert_checkpoint links: error.c comes from app/libapp.a, the HDF5 attribute helpers from
+# io/libio.a
+CONVERT_CHECKPOINT_LIBS = io/libsafetensors.a io/libio.a app/libapp.a $(HDF5_LIBS) $(JANSSON_LIBS) -lm
 
 bin_PROGRAMS += app/convert_checkpoint
 app_convert_checkpoint_SOURCES = app/convert_checkpoint.c \
