@@ -39,7 +39,7 @@ typedef struct dropout_rng {
 
 typedef struct kernel_ops {
     const char *name; /* "cpu" or "cuda" */
-    int host_memory;  /* 1 when backend memory is host memory (I/O may read and write it directly) */
+    int host_memory;  /* 1 when backend memory is host memory (MPI then moves it; else NCCL) */
     size_t act_bytes; /* bytes per element of the compute dtype: 4 (fp32) or 2 (bf16) */
 
     /* ---- memory ---- */
