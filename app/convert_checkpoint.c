@@ -14,11 +14,11 @@
  * The tensor mapping is in app/hf_gpt2_layout.h. Everything is validated (config against every
  * tensor shape, dtypes, unknown tensors) before anything is written, and outputs appear only
  * complete (write .tmp/.partial, fsync, rename). Runs as one process (directly or mpiexec -n 1). */
-#include "checkpoint_serial.h"
-#include "error.h"
-#include "hf_gpt2_config.h"
-#include "hf_gpt2_layout.h"
-#include "safetensors.h"
+#include "io/checkpoint_serial.h"
+#include "app/core/error.h"
+#include "app/model/hf_gpt2_config.h"
+#include "app/model/hf_gpt2_layout.h"
+#include "io/safetensors.h"
 
 #include <errno.h>
 #include <jansson.h>

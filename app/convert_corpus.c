@@ -7,9 +7,9 @@
  * sequence per sentence when the corpus has sentences, else per document). A .bin/.idx pair
  * carries no tokenizer information: the three optional flags stamp it into the HDF5 attributes
  * (otherwise "unknown", vocab 0, eod -1). Runs as one process (mpiexec -n 1 or directly). */
-#include "error.h"
-#include "hdf5_corpus.h"
-#include "mmap_indexed.h"
+#include "app/core/error.h"
+#include "io/hdf5_corpus.h"
+#include "io/mmap_indexed.h"
 
 #include <errno.h>
 #include <mpi.h>

@@ -13,10 +13,10 @@
  *
  * The output is written as OUTPUT.tmp and renamed when complete; an existing output is kept
  * unless --overwrite is given. Progress lines are rank 0's own counts; totals are job-wide. */
-#include "error.h"
-#include "hdf5_corpus.h"
-#include "jsonl_reader.h"
-#include "tokenizer.h"
+#include "app/core/error.h"
+#include "io/hdf5_corpus.h"
+#include "io/jsonl_reader.h"
+#include "app/tokenizers/tokenizer.h"
 
 #include <ctype.h>
 #include <errno.h>

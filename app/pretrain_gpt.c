@@ -2,11 +2,11 @@
  * kernel backend, the model and optimizer. Solve: the training loop. Teardown: free, finalize. */
 #include "config.h"
 
-#include "args.h"
-#include "error.h"
-#include "kernels.h"
-#include "tokenizer.h"
-#include "training.h"
+#include "app/training/args.h"
+#include "app/core/error.h"
+#include "kernels/kernels.h"
+#include "app/tokenizers/tokenizer.h"
+#include "app/training/training.h"
 
 #include <inttypes.h>
 #include <stdio.h>

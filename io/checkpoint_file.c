@@ -4,8 +4,8 @@
  * 8 ranks on 2 cores a tiny model's save took 25 s collective and 1.2 s independent); datasets are contiguous, allocated at creation and
  * never filled (every element is written by some rank), and aligned to 1 MiB so that large
  * tensors start on file-system block boundaries. */
-#include "checkpoint_file.h"
-#include "hdf5_check.h"
+#include "io/checkpoint_file.h"
+#include "io/hdf5_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>

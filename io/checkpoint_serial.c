@@ -1,9 +1,9 @@
 /* checkpoint_serial.c: single-process reader and crash-safe writer of our HDF5 checkpoint
  * (see checkpoint_serial.h and io/CHECKPOINT_FORMAT.md). */
-#include "checkpoint_serial.h"
+#include "io/checkpoint_serial.h"
 
-#include "hdf5_attributes.h"
-#include "hdf5_check.h"
+#include "io/hdf5_attributes.h"
+#include "io/hdf5_check.h"
 
 #include <ctype.h>
 #include <errno.h>

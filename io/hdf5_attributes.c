@@ -1,6 +1,6 @@
 /* hdf5_attributes.c: see hdf5_attributes.h. */
-#include "hdf5_attributes.h"
-#include "hdf5_check.h"
+#include "io/hdf5_attributes.h"
+#include "io/hdf5_check.h"
 
 #include <stdlib.h>
 #include <string.h>

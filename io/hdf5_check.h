@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "error.h"
+#include "app/core/error.h"
 
 /* an HDF5 call returning a negative herr_t/hid_t is a bug or a system failure: abort the job
  * naming the call (HDF5 prints its own error stack just before) */

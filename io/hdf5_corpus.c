@@ -1,7 +1,7 @@
 /* hdf5_corpus.c: create/write (collective, MPI-IO) and open/read (serial) our HDF5 corpus.
  * Layout and attributes are documented in io/CORPUS_FORMAT.md. */
-#include "hdf5_corpus.h"
-#include "hdf5_attributes.h"
+#include "io/hdf5_corpus.h"
+#include "io/hdf5_attributes.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "hdf5_check.h"
+#include "app/core/error.h"
+#include "io/hdf5_check.h"
 
 enum { CORPUS_FORMAT_VERSION = 1 };
 

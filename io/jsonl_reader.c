@@ -1,6 +1,6 @@
 /* jsonl_reader.c: byte-range line reading over plain files (pread) and gzip files (zlib), and
  * JSON string-field extraction with a pass-through for invalid UTF-8 (see jsonl_reader.h). */
-#include "jsonl_reader.h"
+#include "io/jsonl_reader.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,11 +1,13 @@
-# io/local.mk: file formats: our parallel-HDF5 corpus, Megatron's .bin/.idx, streaming JSONL
-# (plain and gzip), distributed checkpoints. Included from the top Makefile.am.
+# io/local.mk: everything that touches files: our parallel-HDF5 corpus, Megatron's .bin/.idx,
+# streaming JSONL (plain and gzip), distributed and serial checkpoint files, safetensors.
 noinst_LIBRARIES += io/libio.a
 io_libio_a_SOURCES = \
 	io/hdf5_corpus.c io/hdf5_corpus.h \
 	io/mmap_indexed.c io/mmap_indexed.h \
 	io/jsonl_reader.c io/jsonl_reader.h \
 	io/hdf5_check.h io/hdf5_attributes.c io/hdf5_attributes.h \
-	io/checkpoint_file.c io/checkpoint_file.h
+	io/checkpoint_file.c io/checkpoint_file.h \
+	io/checkpoint_serial.c io/checkpoint_serial.h \
+	io/safetensors.c io/safetensors.h
 io_libio_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 EXTRA_DIST += io/CORPUS_FORMAT.md io/CHECKPOINT_FORMAT.md

@@ -1,7 +1,7 @@
 /* mmap_indexed.c: Megatron's MMIDIDX .bin/.idx pair: validated mmap reader and a writer that
  * produces byte-identical files to Megatron's IndexedDatasetBuilder (see mmap_indexed.h). */
-#include "mmap_indexed.h"
-#include "error.h"
+#include "io/mmap_indexed.h"
+#include "app/core/error.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,8 +1,8 @@
 /* safetensors.c: the safetensors reader (mmap + full validation) and writer (reference layout,
  * crash-safe rename) declared in safetensors.h. JSON goes through jansson. */
-#include "safetensors.h"
+#include "io/safetensors.h"
 
-#include "error.h"
+#include "app/core/error.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -21,7 +21,7 @@ kernels_libkernels_a_LIBADD = $(CUDA_OBJECT_FILES)
 EXTRA_kernels_libkernels_a_DEPENDENCIES = $(CUDA_OBJECT_FILES)
 CLEANFILES += $(CUDA_OBJECT_FILES)
 NVCCFLAGS = -O3 -std=c++17 $(NVCC_ARCH_FLAGS) -Xcompiler -Wall,-Wextra,-fPIC \
-	-I$(top_srcdir) -I$(top_srcdir)/kernels -I$(top_builddir) $(CUDA_CFLAGS)
+	-I$(top_srcdir) -I$(top_builddir) $(CUDA_CFLAGS)
 kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.h \
 		$(top_srcdir)/kernels/philox.h $(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%)
 	@$(MKDIR_P) kernels/cuda
@@ -36,7 +36,7 @@ perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu $(top_srcdir)/perf/a
 		$(top_srcdir)/kernels/cuda/cuda_attention.cu $(top_srcdir)/kernels/philox.h \
 		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%)
 	@$(MKDIR_P) perf
-	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -I$(top_srcdir)/kernels/cuda $(ATTN_BENCH_FLAGS) $< -o $@
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $(ATTN_BENCH_FLAGS) $< -o $@
 CLEANFILES += perf/attention_bench
 endif
 EXTRA_DIST += perf/attention_bench.cu perf/attention_bench_old.cuh

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cpu_kernels.h"
-#include "../philox.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/philox.h"
 
 size_t cpu_attention_workspace_bytes(int B, int T, int H, int D) {
     (void)D;

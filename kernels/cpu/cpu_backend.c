@@ -4,7 +4,7 @@
  * backend the compute dtype is fp32, so parameters are their own master weights. */
 #include <string.h>
 
-#include "cpu_kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 static void copy_to_host_float(float *host_dst, const void *src, size_t n) {
     cpu_copy_to_host(host_dst, src, sizeof(float) * n);

@@ -7,7 +7,7 @@
  *      written over the logits, times grad_scale. */
 #include <math.h>
 
-#include "cpu_kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 void cpu_cross_entropy_max(float *row_max, const float *logits, int N, int V) {
     for (int n = 0; n < N; n++) {

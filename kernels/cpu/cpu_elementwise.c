@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
-#include "../philox.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/philox.h"
 
 #define GELU_SCALING_FACTOR 0.7978845608028654f /* sqrt(2/pi) */
 

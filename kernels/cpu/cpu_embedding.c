@@ -4,7 +4,7 @@
  * scatters dout into the looked-up rows; each row's sum runs in token order (deterministic). */
 #include <string.h>
 
-#include "cpu_kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 void cpu_embedding_forward(float *out, const int *tokens, const float *table, int N, int C,
                            int vocab_start, int vocab_rows) {

@@ -5,7 +5,7 @@
 #define CPU_KERNELS_H
 
 #include <stddef.h>
-#include "../kernels.h"
+#include "kernels/kernels.h"
 
 /* cpu_memory.c */
 void *cpu_alloc(size_t bytes);

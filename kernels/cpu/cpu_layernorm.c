@@ -7,7 +7,7 @@
  * accumulators (more accurate than llm.c's float sums, same formulas). */
 #include <math.h>
 
-#include "cpu_kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
                            const float *weight, const float *bias, int N, int C, float eps) {

@@ -7,7 +7,7 @@
  * added after the tensor-parallel reduction. */
 #include <cblas.h>
 
-#include "cpu_kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 void cpu_matmul_forward(float *out, const float *x, const float *weight, const float *bias,
                         int N, int IC, int OC) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 /* memset through a volatile pointer: compilers turn malloc + memset(0) into calloc, whose pages
  * stay unmapped until first written */

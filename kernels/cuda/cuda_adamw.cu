@@ -10,7 +10,7 @@
  * each block reduces in a fixed order, and one block adds the block partials in order. */
 #include <math.h>
 
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 static const int adamw_threads = 256;
 

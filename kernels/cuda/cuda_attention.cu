@@ -51,8 +51,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_common.cuh"
-#include "../philox.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/philox.h"
 
 typedef __nv_bfloat16 nvbf16;
 

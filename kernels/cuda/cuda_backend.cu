@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 /* ---- memory ---- */
 

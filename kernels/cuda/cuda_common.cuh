@@ -7,8 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "cuda_check.h"
-#include "cuda_kernels.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 /* the C storage type and CUDA's bf16 have the same bits */
 static inline __nv_bfloat16 *as_nv(bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }

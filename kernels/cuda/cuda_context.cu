@@ -2,7 +2,7 @@
  * every kernel runs on, and the cuBLASLt handle with its workspace. One GPU per rank. */
 #include <cublasLt.h>
 
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 static cudaStream_t context_stream;
 static cublasLtHandle_t context_cublaslt;

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 typedef __nv_bfloat16 nvbf16;
 

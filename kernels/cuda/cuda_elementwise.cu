@@ -10,8 +10,8 @@
  * Dropout keeps element i of a call iff philox_keep(seed, stream, offset + i, p), as on the CPU.
  * bias_backward is a two-pass column sum (per-chunk partials, then a fixed-order pass): no
  * atomics, bitwise reproducible. */
-#include "cuda_common.cuh"
-#include "../philox.h"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/philox.h"
 
 #define GELU_SCALING_FACTOR 0.7978845608028654f /* sqrt(2/pi) */
 

@@ -12,7 +12,7 @@
  * The position-embedding backward sums over b in order for each (t, c), likewise exact. */
 #include <cub/device/device_radix_sort.cuh>
 
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 static const int embedding_threads = 256;
 

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../kernels.h"
+#include "kernels/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {

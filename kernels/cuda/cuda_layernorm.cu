@@ -14,7 +14,7 @@
  * row, so it accumulates dweight/dbias for them in shared memory without synchronization. Each
  * block writes its partial sums, and a second fixed-order pass (column_sum_accumulate) adds them
  * into dweight and dbias: no atomics, bitwise reproducible. */
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 /* threads of a row's block: one per work unit, a multiple of 32, at most 512 */
 static int row_threads(int units) {

@@ -24,7 +24,7 @@
 
 #include <cublasLt.h>
 
-#include "cuda_common.cuh"
+#include "kernels/cuda/cuda_common.cuh"
 
 /* from cuda_context.cu (C++ linkage) */
 cublasLtHandle_t cuda_cublaslt_handle(void);

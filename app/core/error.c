@@ -1,0 +1,75 @@
+/* error.c: the fatal-error and user-error paths described in error.h. */
+#include "app/core/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+const char *program_name = "pretrain_gpt";
+
+static int world_rank(void) {
+    int initialized = 0, finalized = 0, rank = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+static void abort_job(int code) __attribute__((noreturn));
+static void abort_job(int code) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+void fatal_at(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "[rank %d] %s: FATAL at %s:%d: ", world_rank(), program_name, file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+    abort_job(1);
+}
+
+void mpi_check_at(int err, const char *call, const char *file, int line) {
+    if (err == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    fatal_at(file, line, "%s failed: %s", call, msg);
+}
+
+void user_error(const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    if (world_rank() == 0) {
+        fprintf(stderr, "%s: error: ", program_name);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "\n");
+        fflush(stderr);
+    }
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) MPI_Finalize();
+    exit(2);
+}
+
+void user_error_local(const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "[rank %d] %s: error: ", world_rank(), program_name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n");
+    fflush(stderr);
+    abort_job(2);
+}

@@ -1,0 +1,5 @@
+# app/core/local.mk: what every layer may use: the error handler (PETSc-style: one path that
+# names the call, rank, file and line and aborts the job).
+noinst_LIBRARIES += app/core/libcore.a
+app_core_libcore_a_SOURCES = \
+	app/core/error.c app/core/error.h

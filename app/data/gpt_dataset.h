@@ -1,0 +1,76 @@
+/* gpt_dataset.h: the training data of pretrain_gpt, as Megatron's GPTDataset and
+ * BlendedDataset (megatron/core/datasets): corpora named by --data-path prefixes (our
+ * PREFIX.h5 or Megatron's PREFIX.bin/.idx), split into train/valid/test document ranges by
+ * --split, blended by weight, each split a sequence of samples of seq_length + 1 tokens.
+ *
+ * Sample i of a split is a pure function of (corpora, split, seq_length, seed, samples
+ * requested), whatever the number of ranks: any rank can read any sample, and reads only the
+ * token ranges of the samples it asks for. Index arrays are cached in --data-cache-path.
+ * Orders differ from Megatron's Python (own RNG, see dataset_index.h); the logic is the same.
+ *
+ * For a .bin/.idx corpus, GPT documents are its sequences (as in Megatron); for our HDF5
+ * corpus, they are the documents (sentence boundaries are ignored). */
+#ifndef GPT_DATASET_H
+#define GPT_DATASET_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app/data/mock_data.h" /* SPLIT_TRAIN, SPLIT_VALID, SPLIT_TEST */
+
+enum { GPT_DATA_MAX_PATHS = 64, GPT_DATA_SPLITS = 3 };
+
+typedef struct gpt_data_config {
+    int num_paths;
+    const char *paths[GPT_DATA_MAX_PATHS];  /* prefixes (or CORPUS.h5 paths) */
+    double weights[GPT_DATA_MAX_PATHS];     /* used when has_weights */
+    int has_weights;                        /* 0: weights proportional to corpus tokens */
+    const char *split;                      /* "949,50,1"; NULL: Megatron's "969, 30, 1" */
+    int seq_length;
+    uint64_t seed;
+    int64_t num_samples[GPT_DATA_SPLITS];   /* samples needed per split (0: split unused) */
+    const char *cache_path;                 /* --data-cache-path; NULL: build in memory */
+    int verbose;                            /* rank 0 prints what it builds or loads */
+} gpt_data_config;
+
+/* Fills paths (and weights) from Megatron's --data-path words: "PREFIX" or
+ * "W1 PREFIX1 W2 PREFIX2 ...". The pointers point into words. Returns 0, or -1 with err. */
+int gpt_data_config_set_paths(gpt_data_config *cfg, int count, char *const *words, char *err,
+                              size_t errlen);
+
+/* Megatron's sample counts: train = train_iters * global_batch; valid = (train_iters /
+ * eval_interval + 1) * eval_iters * global_batch; test = eval_iters * global_batch */
+int64_t gpt_data_samples_needed(int split, int64_t train_iters, int64_t global_batch,
+                                int64_t eval_interval, int64_t eval_iters);
+
+typedef struct gpt_datasets gpt_datasets;
+
+/* Collective over comm. Bad input (missing or damaged files, a split without documents, a bad
+ * --split or weight) ends the job through user_error() naming the file and the problem. */
+gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm);
+
+/* samples available in a split (>= the number requested; 0 when none were requested) */
+int64_t gpt_dataset_num_samples(gpt_datasets *ds, int split);
+
+/* tokens[0 .. seq_length] of sample `index` of `split` */
+void gpt_dataset_sample(gpt_datasets *ds, int split, int64_t index, int32_t *tokens);
+
+/* end-of-document id and unpadded vocabulary size recorded in the corpora; -1 / 0 when
+ * unknown (a .bin/.idx corpus carries neither: take them from the tokenizer flags) */
+int gpt_datasets_eod(const gpt_datasets *ds);
+int gpt_datasets_vocab_size(const gpt_datasets *ds);
+
+/* first and last+1 document of corpus `path_index` in `split` (for tests and logs) */
+void gpt_dataset_document_range(const gpt_datasets *ds, int path_index, int split,
+                                int64_t *first, int64_t *last);
+
+/* dataset (path index) of blended sample `index` of `split` (0 when not blended) */
+int gpt_dataset_sample_source(const gpt_datasets *ds, int split, int64_t index);
+
+/* what rank 0 did with the index cache: files loaded, built (no file) and rebuilt (bad file) */
+void gpt_datasets_cache_counts(const gpt_datasets *ds, int *loaded, int *built, int *rebuilt);
+
+void gpt_datasets_close(gpt_datasets *ds);
+
+#endif

@@ -1,0 +1,651 @@
+/* gpt_model.c: this rank's part of the GPT model, forward and backward, through kernel_ops and
+ * comm_ops (see gpt_model.h for the layout).
+ *
+ * One layer (pre-LN, as Megatron's GPT), with the tensor-parallel collectives:
+ *   ln1 = gather(LN(x)); qkv = ln1 Wqkv^T + b          (column-parallel: local heads)
+ *   a = attention(qkv); x' = x + dropout(reduce(a Wproj^T) + b)   (row-parallel)
+ *   ln2 = gather(LN(x')); h = gelu(ln2 W1^T + b1); y = x' + dropout(reduce(h W2^T) + b2)
+ * gather/reduce are all-gather/reduce-scatter over the token rows with sequence parallelism, and
+ * identity/all-reduce without it; in backward each becomes the other.
+ * Embedding: x0 = dropout(reduce(wte_local[token] + wpe[position] on tp rank 0)); head:
+ * logits_local = gather(LN(xL)) Wout_local^T and the vocab-parallel cross-entropy. */
+#include "app/model/gpt_model.h"
+#include "app/core/error.h"
+#include "kernels/philox.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ layout and initialization */
+
+typedef struct layout_builder {
+    gpt_model *model;
+    int capacity;
+    init_kind *init;
+    int bucket_open;          /* a bucket is being filled */
+    int chunk;
+} layout_builder;
+
+static void close_bucket(layout_builder *b) {
+    gpt_model *m = b->model;
+    if (!b->bucket_open) return;
+    grad_bucket *bucket = &m->buckets[m->num_buckets - 1];
+    size_t align = (size_t)m->config.bucket_alignment;
+    bucket->length = m->num_elements - bucket->start;
+    bucket->length = (bucket->length + align - 1) / align * align;
+    m->num_elements = bucket->start + bucket->length;
+    b->bucket_open = 0;
+}
+
+static void add_param(layout_builder *b, const char *name, int rows, int cols, shard_dim split,
+                      init_kind init) {
+    gpt_model *m = b->model;
+    const gpt_config *c = &m->config;
+    if (m->num_params == b->capacity) {
+        b->capacity = b->capacity ? 2 * b->capacity : 64;
+        m->params = realloc(m->params, sizeof(param_tensor) * (size_t)b->capacity);
+        b->init = realloc(b->init, sizeof(init_kind) * (size_t)b->capacity);
+        m->buckets = realloc(m->buckets, sizeof(grad_bucket) * (size_t)b->capacity);
+        CHECK(m->params && b->init && m->buckets, "out of host memory for the parameter table");
+    }
+    param_tensor *p = &m->params[m->num_params];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->rows = rows;
+    p->cols = cols;
+    p->split = split;
+    p->local_rows = split == SHARD_ROWS ? rows / c->tp_size : rows;
+    p->local_cols = split == SHARD_COLS ? cols / c->tp_size : cols;
+    p->shard_start = split == SHARD_ROWS ? c->tp_rank * p->local_rows
+                   : split == SHARD_COLS ? c->tp_rank * p->local_cols : 0;
+    p->numel = (size_t)p->local_rows * (size_t)(cols ? p->local_cols : 1);
+    p->no_weight_decay = (cols == 0); /* biases and layer-norm vectors */
+    p->tp_replicated = split == SHARD_NONE;
+    p->chunk = b->chunk;
+
+    size_t bucket_used = b->bucket_open ? m->num_elements - m->buckets[m->num_buckets - 1].start : 0;
+    if (b->bucket_open && bucket_used + p->numel > (size_t)c->bucket_size) close_bucket(b);
+    if (!b->bucket_open) {
+        grad_bucket *bucket = &m->buckets[m->num_buckets++];
+        bucket->start = m->num_elements;
+        bucket->first_param = m->num_params;
+        bucket->num_params = 0;
+        b->bucket_open = 1;
+    }
+    m->buckets[m->num_buckets - 1].num_params++;
+    p->bucket = m->num_buckets - 1;
+    p->offset = m->num_elements;
+    b->init[m->num_params] = init;
+    p->init = (int)init;
+    m->num_elements += p->numel;
+    m->num_parameters += p->numel;
+    m->num_params++;
+}
+
+/* Megatron's interleaved assignment: chunk k of stage s holds layers
+ * [k*L/vp + s*L/(vp*pp), +L/(vp*pp)); the embedding sits on chunk 0 of stage 0, the output
+ * layer on the last chunk of the last stage. */
+static void plan_chunks(gpt_model *m) {
+    const gpt_config *c = &m->config;
+    int per_chunk = c->num_layers / (c->virtual_stages * c->pp_size);
+    m->num_chunks = c->virtual_stages;
+    m->chunks = calloc((size_t)m->num_chunks, sizeof(model_chunk));
+    CHECK(m->chunks, "out of host memory for model chunks");
+    for (int k = 0; k < m->num_chunks; k++) {
+        model_chunk *ch = &m->chunks[k];
+        ch->first_layer = k * (c->num_layers / c->virtual_stages) + c->pp_rank * per_chunk;
+        ch->num_layers = per_chunk;
+        ch->pre_process = k == 0 && c->pp_rank == 0;
+        ch->post_process = k == m->num_chunks - 1 && c->pp_rank == c->pp_size - 1;
+    }
+}
+
+int gpt_global_parameters(const gpt_config *c, global_parameter *out) {
+    int C = c->hidden_size, HD = c->num_attention_heads * c->kv_channels, F = c->ffn_hidden_size;
+    int V = c->padded_vocab_size, count = 0;
+#define GLOBAL(layer_index, rows_, cols_, split_, init_, ...)                              \
+    do {                                                                                \
+        if (out) {                                                                      \
+            global_parameter *g = &out[count];                                          \
+            snprintf(g->name, sizeof g->name, __VA_ARGS__);                             \
+            g->layer = layer_index; g->rows = rows_; g->cols = cols_;                   \
+            g->split = split_; g->init = init_;                                         \
+        }                                                                               \
+        count++;                                                                        \
+    } while (0)
+    GLOBAL(-1, V, C, SHARD_ROWS, INIT_NORMAL, "embedding.word_embeddings.weight");
+    GLOBAL(-1, c->max_position_embeddings, C, SHARD_NONE, INIT_NORMAL, "embedding.position_embeddings.weight");
+    for (int l = 0; l < c->num_layers; l++) {
+        GLOBAL(l, C, 0, SHARD_NONE, INIT_ONES, "decoder.layers.%d.input_layernorm.weight", l);
+        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.input_layernorm.bias", l);
+        GLOBAL(l, 3 * HD, C, SHARD_ROWS, INIT_NORMAL, "decoder.layers.%d.self_attention.linear_qkv.weight", l);
+        GLOBAL(l, 3 * HD, 0, SHARD_ROWS, INIT_ZEROS, "decoder.layers.%d.self_attention.linear_qkv.bias", l);
+        GLOBAL(l, C, HD, SHARD_COLS, INIT_SCALED_NORMAL, "decoder.layers.%d.self_attention.linear_proj.weight", l);
+        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.self_attention.linear_proj.bias", l);
+        GLOBAL(l, C, 0, SHARD_NONE, INIT_ONES, "decoder.layers.%d.pre_mlp_layernorm.weight", l);
+        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.pre_mlp_layernorm.bias", l);
+        GLOBAL(l, F, C, SHARD_ROWS, INIT_NORMAL, "decoder.layers.%d.mlp.linear_fc1.weight", l);
+        GLOBAL(l, F, 0, SHARD_ROWS, INIT_ZEROS, "decoder.layers.%d.mlp.linear_fc1.bias", l);
+        GLOBAL(l, C, F, SHARD_COLS, INIT_SCALED_NORMAL, "decoder.layers.%d.mlp.linear_fc2.weight", l);
+        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.mlp.linear_fc2.bias", l);
+    }
+    GLOBAL(c->num_layers, C, 0, SHARD_NONE, INIT_ONES, "decoder.final_layernorm.weight");
+    GLOBAL(c->num_layers, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.final_layernorm.bias");
+    if (c->untie_embeddings_and_output_weights)
+        GLOBAL(c->num_layers, V, C, SHARD_ROWS, INIT_NORMAL, "output_layer.weight");
+#undef GLOBAL
+    return count;
+}
+
+/* this rank's parameter table: for each chunk, the global parameters it holds, in global
+ * order, sharded over tensor-parallel ranks; the last stage adds its tied-embedding copy */
+static init_kind *build_layout(gpt_model *m) {
+    const gpt_config *c = &m->config;
+    int total = gpt_global_parameters(c, NULL);
+    global_parameter *globals = malloc(sizeof(global_parameter) * (size_t)total);
+    CHECK(globals, "out of host memory for the parameter list");
+    gpt_global_parameters(c, globals);
+    layout_builder b = {m, 0, NULL, 0, 0};
+    for (int k = 0; k < m->num_chunks; k++) {
+        model_chunk *ch = &m->chunks[k];
+        b.chunk = k;
+        ch->first_param = m->num_params;
+        for (int i = 0; i < total; i++) {
+            const global_parameter *g = &globals[i];
+            int held = g->layer < 0 ? ch->pre_process
+                     : g->layer >= c->num_layers ? ch->post_process
+                     : g->layer >= ch->first_layer && g->layer < ch->first_layer + ch->num_layers;
+            if (held) add_param(&b, g->name, g->rows, g->cols, g->split, g->init);
+        }
+        if (ch->post_process && !ch->pre_process && !c->untie_embeddings_and_output_weights) {
+            /* the last stage's copy of the tied embeddings: same name, hence same values */
+            add_param(&b, globals[0].name, globals[0].rows, globals[0].cols, globals[0].split, globals[0].init);
+            m->params[m->num_params - 1].embedding_copy = 1;
+        }
+        ch->num_params = m->num_params - ch->first_param;
+        close_bucket(&b); /* buckets do not cross chunks */
+    }
+    free(globals);
+    /* layer norms and row-parallel biases see only their rows with sequence parallelism */
+    for (int i = 0; i < m->num_params; i++) {
+        param_tensor *p = &m->params[i];
+        p->sequence_parallel_grad = c->sequence_parallel && p->tp_replicated &&
+                                    strstr(p->name, "position_embeddings") == NULL;
+    }
+    return b.init;
+}
+
+uint64_t param_global_index(const param_tensor *p, size_t e) {
+    if (p->cols == 0) return (uint64_t)p->shard_start + e;
+    size_t r = e / (size_t)p->local_cols, col = e % (size_t)p->local_cols;
+    if (p->split == SHARD_ROWS) r += (size_t)p->shard_start;
+    if (p->split == SHARD_COLS) col += (size_t)p->shard_start;
+    return (uint64_t)r * (uint64_t)p->cols + col;
+}
+
+/* element i of every global parameter comes from philox(seed, stream(name), i) */
+void gpt_param_initial_values(const gpt_model *m, int param, size_t lo, size_t hi, float *host) {
+    const gpt_config *c = &m->config;
+    const param_tensor *p = &m->params[param];
+    float scaled_std = c->init_method_std / sqrtf(2.0f * (float)c->num_layers);
+    uint64_t stream = philox_stream_of_name(p->name);
+    float std = p->init == INIT_SCALED_NORMAL ? scaled_std : c->init_method_std;
+    for (size_t e = lo; e < hi; e++) {
+        switch ((init_kind)p->init) {
+        case INIT_NORMAL:
+        case INIT_SCALED_NORMAL: host[e - lo] = std * philox_normal(c->seed, stream, param_global_index(p, e)); break;
+        case INIT_ONES: host[e - lo] = 1.0f; break;
+        case INIT_ZEROS: host[e - lo] = 0.0f; break;
+        }
+    }
+}
+
+/* the parameters in the compute dtype (bf16-rounded on CUDA; the fp32 masters of the optimizer
+ * start from the same values) */
+static void initialize_parameters(gpt_model *m) {
+    size_t largest = 1;
+    for (int i = 0; i < m->num_params; i++) if (m->params[i].numel > largest) largest = m->params[i].numel;
+    float *host = malloc(sizeof(float) * largest);
+    CHECK(host, "out of host memory initializing parameters");
+    for (int i = 0; i < m->num_params; i++) {
+        const param_tensor *p = &m->params[i];
+        gpt_param_initial_values(m, i, 0, p->numel, host);
+        m->ops->copy_from_host_float(act_at(m->ops, m->param_buffer, p->offset), host, p->numel);
+    }
+    free(host);
+}
+
+/* point a chunk's model_view at a flat buffer, following the table order of build_layout */
+static void bind_view(model_view *v, const gpt_model *m, const model_chunk *ch, void *buffer,
+                      size_t element_bytes) {
+    char *base = buffer;
+    const param_tensor *p = m->params;
+    int i = ch->first_param;
+    v->layers = calloc((size_t)ch->num_layers, sizeof(layer_view));
+    CHECK(v->layers, "out of host memory for layer views");
+    if (ch->pre_process) {
+        v->word_embeddings = base + element_bytes * p[i++].offset;
+        v->position_embeddings = base + element_bytes * p[i++].offset;
+    }
+    for (int l = 0; l < ch->num_layers; l++) {
+        layer_view *lv = &v->layers[l];
+        void **fields[] = {&lv->input_layernorm_weight, &lv->input_layernorm_bias, &lv->qkv_weight,
+                            &lv->qkv_bias, &lv->proj_weight, &lv->proj_bias,
+                            &lv->pre_mlp_layernorm_weight, &lv->pre_mlp_layernorm_bias,
+                            &lv->fc1_weight, &lv->fc1_bias, &lv->fc2_weight, &lv->fc2_bias};
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) *fields[f] = base + element_bytes * p[i++].offset;
+    }
+    if (ch->post_process) {
+        v->final_layernorm_weight = base + element_bytes * p[i++].offset;
+        v->final_layernorm_bias = base + element_bytes * p[i++].offset;
+        v->output_layer = i < ch->first_param + ch->num_params ? base + element_bytes * p[i++].offset
+                                                               : v->word_embeddings;
+    }
+}
+
+/* ------------------------------------------------------------------ activations */
+
+static float *alloc_floats(const kernel_ops *ops, size_t n) { return ops->alloc(sizeof(float) * n); }
+static void *alloc_acts(const kernel_ops *ops, size_t n) { return ops->alloc(ops->act_bytes * n); }
+
+/* sizes every buffer below is made of */
+typedef struct shapes {
+    int B, T, C, H, Hl, D, HDl, Fl, V, Vl, N, n;
+} shapes;
+
+static shapes model_shapes(const gpt_model *m) {
+    const gpt_config *c = &m->config;
+    shapes s;
+    s.B = c->micro_batch_size;
+    s.T = c->seq_length;
+    s.C = c->hidden_size;
+    s.H = c->num_attention_heads;
+    s.Hl = s.H / c->tp_size;
+    s.D = c->kv_channels;
+    s.HDl = s.Hl * s.D;
+    s.Fl = c->ffn_hidden_size / c->tp_size;
+    s.V = c->padded_vocab_size;
+    s.Vl = s.V / c->tp_size;
+    s.N = s.B * s.T;
+    s.n = m->local_rows;
+    return s;
+}
+
+static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot) {
+    const kernel_ops *ops = m->ops;
+    shapes s = model_shapes(m);
+    size_t N = (size_t)s.N, n = (size_t)s.n, C = (size_t)s.C;
+    size_t workspace = ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D);
+    slot->layers = calloc((size_t)ch->num_layers, sizeof(layer_activations));
+    CHECK(slot->layers, "out of host memory for activation tables");
+    for (int l = 0; l < ch->num_layers; l++) {
+        layer_activations *la = &slot->layers[l];
+        la->input = alloc_acts(ops, n * C);
+        la->ln1 = alloc_acts(ops, N * C);
+        la->ln1_mean = alloc_floats(ops, n);
+        la->ln1_rstd = alloc_floats(ops, n);
+        la->qkv = alloc_acts(ops, N * 3 * (size_t)s.HDl);
+        la->attention_out = alloc_acts(ops, N * (size_t)s.HDl);
+        la->attention_workspace = ops->alloc(workspace);
+        la->residual_mid = alloc_acts(ops, n * C);
+        la->ln2 = alloc_acts(ops, N * C);
+        la->ln2_mean = alloc_floats(ops, n);
+        la->ln2_rstd = alloc_floats(ops, n);
+        la->fc1_out = alloc_acts(ops, N * (size_t)s.Fl);
+        la->gelu_out = alloc_acts(ops, N * (size_t)s.Fl);
+    }
+    slot->output = alloc_acts(ops, n * C);
+    if (ch->pre_process) slot->tokens = ops->alloc(sizeof(int) * N);
+    if (ch->post_process) {
+        slot->targets = ops->alloc(sizeof(int) * N);
+        slot->lnf = alloc_acts(ops, N * C);
+        slot->lnf_mean = alloc_floats(ops, n);
+        slot->lnf_rstd = alloc_floats(ops, n);
+        slot->logits = alloc_acts(ops, N * (size_t)s.Vl);
+        slot->losses = alloc_floats(ops, N);
+        slot->row_max = alloc_floats(ops, N);
+        slot->sum_exp_and_target = alloc_floats(ops, 2 * N);
+    }
+}
+
+static void free_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot) {
+    const kernel_ops *ops = m->ops;
+    for (int l = 0; l < ch->num_layers; l++) {
+        layer_activations *la = &slot->layers[l];
+        void *buffers[] = {la->input, la->ln1, la->ln1_mean, la->ln1_rstd, la->qkv,
+                           la->attention_out, la->attention_workspace, la->residual_mid, la->ln2,
+                           la->ln2_mean, la->ln2_rstd, la->fc1_out, la->gelu_out};
+        for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) ops->release(buffers[i]);
+    }
+    void *buffers[] = {slot->output, slot->tokens, slot->targets, slot->lnf, slot->lnf_mean,
+                       slot->lnf_rstd, slot->logits, slot->losses, slot->row_max, slot->sum_exp_and_target};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
+    free(slot->layers);
+}
+
+static void allocate_scratch(gpt_model *m) {
+    const kernel_ops *ops = m->ops;
+    shapes s = model_shapes(m);
+    size_t N = (size_t)s.N, n = (size_t)s.n, C = (size_t)s.C;
+    backward_scratch *b = &m->scratch;
+    b->d_residual = alloc_acts(ops, n * C);
+    b->d_hidden = alloc_acts(ops, n * C);
+    b->d_full = alloc_acts(ops, N * C);
+    b->d_attention = alloc_acts(ops, N * (size_t)s.HDl);
+    b->d_qkv = alloc_acts(ops, N * 3 * (size_t)s.HDl);
+    b->d_ffn_a = alloc_acts(ops, N * (size_t)s.Fl);
+    b->d_ffn_b = alloc_acts(ops, N * (size_t)s.Fl);
+    b->forward_full = alloc_acts(ops, N * C);
+    b->forward_rows = alloc_acts(ops, n * C);
+    m->host_losses = malloc(sizeof(float) * N);
+    CHECK(m->host_losses, "out of host memory for losses");
+}
+
+void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *ops,
+                      const comm_ops *comm, const comm_group *tp_group) {
+    memset(m, 0, sizeof(*m));
+    m->config = *config;
+    if (m->config.activation_slots < 1) m->config.activation_slots = 1;
+    if (m->config.bucket_alignment < 1) m->config.bucket_alignment = 1;
+    if (m->config.bucket_size < 1) m->config.bucket_size = INT64_MAX;
+    if (m->config.virtual_stages < 1) m->config.virtual_stages = 1;
+    if (m->config.tp_size < 1) m->config.tp_size = 1;
+    if (m->config.pp_size < 1) m->config.pp_size = 1;
+    m->ops = ops;
+    m->comm = comm;
+    m->tp_group = tp_group;
+    int N = config->micro_batch_size * config->seq_length;
+    m->local_rows = m->config.sequence_parallel ? N / m->config.tp_size : N;
+    plan_chunks(m);
+    init_kind *init = build_layout(m);
+    m->mixed_precision = ops->act_bytes != sizeof(float);
+    m->act_dtype = ops->act_bytes == 2 ? COMM_BF16 : COMM_FLOAT;
+    m->param_buffer = alloc_acts(ops, m->num_elements);
+    m->grad_buffer = alloc_floats(ops, m->num_elements);
+    for (int k = 0; k < m->num_chunks; k++) {
+        model_chunk *ch = &m->chunks[k];
+        bind_view(&ch->weights, m, ch, m->param_buffer, ops->act_bytes);
+        bind_view(&ch->grads, m, ch, m->grad_buffer, sizeof(float));
+        ch->slots = calloc((size_t)m->config.activation_slots, sizeof(activation_slot));
+        CHECK(ch->slots, "out of host memory for activation slots");
+        for (int s = 0; s < m->config.activation_slots; s++) allocate_slot(m, ch, &ch->slots[s]);
+    }
+    initialize_parameters(m);
+    free(init);
+    allocate_scratch(m);
+}
+
+void gpt_model_free(gpt_model *m) {
+    const kernel_ops *ops = m->ops;
+    for (int k = 0; k < m->num_chunks; k++) {
+        model_chunk *ch = &m->chunks[k];
+        for (int s = 0; s < m->config.activation_slots; s++) free_slot(m, ch, &ch->slots[s]);
+        free(ch->slots);
+        free(ch->weights.layers);
+        free(ch->grads.layers);
+    }
+    backward_scratch *b = &m->scratch;
+    void *buffers[] = {b->d_residual, b->d_hidden, b->d_full, b->d_attention, b->d_qkv, b->d_ffn_a,
+                       b->d_ffn_b, b->forward_full, b->forward_rows, m->param_buffer, m->grad_buffer};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) ops->release(buffers[i]);
+    free(m->chunks);
+    free(m->params);
+    free(m->buckets);
+    free(m->host_losses);
+    memset(m, 0, sizeof(*m));
+}
+
+void *gpt_chunk_input(gpt_model *m, int chunk, int slot) { return m->chunks[chunk].slots[slot].layers[0].input; }
+void *gpt_chunk_output(gpt_model *m, int chunk, int slot) { return m->chunks[chunk].slots[slot].output; }
+void *gpt_grad_buffer(gpt_model *m) { return m->scratch.d_residual; }
+
+/* ------------------------------------------------------------------ tensor-parallel regions */
+
+/* layer norm on this rank's rows, made whole for a column-parallel matmul: with sequence
+ * parallelism the normalized rows are all-gathered into full_out, otherwise written there */
+static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
+                            const void *weight, const void *bias) {
+    const gpt_config *c = &m->config;
+    int n = m->local_rows, C = c->hidden_size;
+    if (c->sequence_parallel) {
+        m->ops->layernorm_forward(m->scratch.forward_rows, mean, rstd, x, weight, bias, n, C, c->layernorm_epsilon);
+        m->comm->allgather(m->scratch.forward_rows, full_out, (size_t)n * C, m->act_dtype, m->tp_group);
+    } else {
+        m->ops->layernorm_forward(full_out, mean, rstd, x, weight, bias, n, C, c->layernorm_epsilon);
+    }
+}
+
+/* sum row-parallel partial results [N,C] over tensor-parallel ranks; returns this rank's rows:
+ * reduce-scatter into `rows` with sequence parallelism, all-reduce in place otherwise */
+static void *reduce_to_rows(gpt_model *m, void *partial_full, void *rows) {
+    const gpt_config *c = &m->config;
+    size_t n = (size_t)m->local_rows, C = (size_t)c->hidden_size;
+    if (c->sequence_parallel) {
+        m->comm->reduce_scatter(partial_full, rows, n * C, m->act_dtype, m->tp_group);
+        return rows;
+    }
+    m->comm->allreduce(partial_full, n * C, m->act_dtype, COMM_SUM, m->tp_group);
+    return partial_full;
+}
+
+/* backward of reduce_to_rows: this rank's row gradients made whole [N,C] */
+static void *gather_rows(gpt_model *m, void *rows, void *full) {
+    const gpt_config *c = &m->config;
+    if (!c->sequence_parallel) return rows;
+    m->comm->allgather(rows, full, (size_t)m->local_rows * c->hidden_size, m->act_dtype, m->tp_group);
+    return full;
+}
+
+/* ------------------------------------------------------------------ dropout streams */
+
+enum { SITE_EMBEDDING = 1, SITE_ATTENTION_PROBS, SITE_ATTENTION_OUT, SITE_MLP_OUT };
+
+/* Mask element index = (first sample, row, column) numbered over the whole micro-batch: the
+ * same element gets the same mask whatever the micro-batch size, data-parallel split or
+ * sequence-parallel shard. */
+static dropout_rng site_rng(const gpt_model *m, micro_batch_rng rng, int layer, int site, float p,
+                            uint64_t elements_per_sample, uint64_t local_offset) {
+    dropout_rng r;
+    r.p = rng.training ? p : 0.0f;
+    r.seed = m->config.seed;
+    r.stream = philox_stream_mix(philox_stream_mix(rng.iteration, (uint64_t)(layer + 1)), (uint64_t)site);
+    r.offset = (uint64_t)rng.first_sample * elements_per_sample + local_offset;
+    return r;
+}
+
+/* dropout on this rank's rows of the hidden state */
+static dropout_rng hidden_rng(const gpt_model *m, micro_batch_rng rng, int layer, int site) {
+    const gpt_config *c = &m->config;
+    uint64_t C = (uint64_t)c->hidden_size;
+    uint64_t row_start = c->sequence_parallel ? (uint64_t)c->tp_rank * (uint64_t)m->local_rows : 0;
+    return site_rng(m, rng, layer, site, c->hidden_dropout, (uint64_t)c->seq_length * C, row_start * C);
+}
+
+static dropout_rng attention_rng(const gpt_model *m, micro_batch_rng rng, int layer) {
+    const gpt_config *c = &m->config;
+    uint64_t T = (uint64_t)c->seq_length;
+    return site_rng(m, rng, layer, SITE_ATTENTION_PROBS, c->attention_dropout,
+                    (uint64_t)c->num_attention_heads * T * T, 0);
+}
+
+static void params_needed(gpt_model *m, int first, int count) {
+    if (m->hooks.params_needed) m->hooks.params_needed(m->hooks.context, first, count);
+}
+
+static void grads_ready(gpt_model *m, int first, int count) {
+    if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.context, first, count);
+}
+
+static int layer_first_param(const model_chunk *ch, int l) { return ch->first_param + (ch->pre_process ? 2 : 0) + 12 * l; }
+static int output_first_param(const model_chunk *ch) { return layer_first_param(ch, ch->num_layers); }
+static int output_param_count(const model_chunk *ch) { return ch->first_param + ch->num_params - output_first_param(ch); }
+
+/* ------------------------------------------------------------------ forward */
+
+static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    const model_view *w = &ch->weights;
+    params_needed(m, ch->first_param, 2);
+    void *full = m->scratch.forward_full;
+    m->ops->embedding_forward(full, slot->tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
+    if (c->tp_rank == 0) m->ops->position_embedding_forward(full, w->position_embeddings, s.B, s.T, s.C, 0);
+    void *rows = reduce_to_rows(m, full, m->scratch.forward_rows);
+    m->ops->dropout_forward(slot->layers[0].input, rows, (size_t)s.n * s.C, hidden_rng(m, rng, -1, SITE_EMBEDDING));
+}
+
+static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, micro_batch_rng rng) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    layer_activations *la = &slot->layers[l];
+    const layer_view *lw = &ch->weights.layers[l];
+    int layer = ch->first_layer + l;
+    void *out = l + 1 < ch->num_layers ? slot->layers[l + 1].input : slot->output;
+    size_t rows_size = (size_t)s.n * s.C;
+    params_needed(m, layer_first_param(ch, l), 12);
+
+    /* attention block */
+    norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight, lw->input_layernorm_bias);
+    ops->matmul_forward(la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.N, s.C, 3 * s.HDl);
+    ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.D,
+                           c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+    ops->matmul_forward(m->scratch.forward_full, NULL, la->attention_out, lw->proj_weight, NULL, s.N, s.HDl, s.C);
+    void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
+    ops->bias_add(rows, lw->proj_bias, s.n, s.C);
+    ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
+    ops->add(la->residual_mid, la->input, rows, rows_size);
+
+    /* MLP block */
+    norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
+    ops->matmul_forward(la->fc1_out, la->gelu_out, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.Fl);
+    ops->matmul_forward(m->scratch.forward_full, NULL, la->gelu_out, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
+    rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
+    ops->bias_add(rows, lw->fc2_bias, s.n, s.C);
+    ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
+    ops->add(out, la->residual_mid, rows, rows_size);
+}
+
+/* final layer norm, output layer and vocab-parallel cross-entropy; returns the loss sum */
+static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, float grad_scale) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    const model_view *w = &ch->weights;
+    int vocab_start = c->tp_rank * s.Vl;
+    params_needed(m, output_first_param(ch), output_param_count(ch));
+    norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
+    ops->matmul_forward(slot->logits, NULL, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
+    if (m->capture_logits) ops->copy_to_host_float(m->capture_logits, slot->logits, (size_t)s.N * (size_t)s.Vl);
+    float *sum_exp = slot->sum_exp_and_target, *target_logit = slot->sum_exp_and_target + s.N;
+    ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
+    m->comm->allreduce(slot->row_max, (size_t)s.N, COMM_FLOAT, COMM_MAX, m->tp_group);
+    ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, slot->row_max, slot->targets, s.N, s.Vl, vocab_start);
+    m->comm->allreduce(slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_FLOAT, COMM_SUM, m->tp_group);
+    ops->cross_entropy_loss_grad(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit,
+                                 slot->targets, s.N, s.Vl, vocab_start, grad_scale);
+    ops->copy_to_host(m->host_losses, slot->losses, sizeof(float) * (size_t)s.N);
+    double loss_sum = 0.0;
+    for (int i = 0; i < s.N; i++) loss_sum += m->host_losses[i];
+    return loss_sum;
+}
+
+double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tokens,
+                         const int *targets, micro_batch_rng rng, float grad_scale) {
+    model_chunk *ch = &m->chunks[chunk];
+    activation_slot *slot = &ch->slots[slot_index];
+    size_t N = (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length;
+    if (ch->pre_process) {
+        m->ops->copy_from_host(slot->tokens, tokens, sizeof(int) * N);
+        embedding_forward(m, ch, slot, rng);
+    }
+    for (int l = 0; l < ch->num_layers; l++) layer_forward(m, ch, slot, l, rng);
+    if (!ch->post_process) return 0.0;
+    m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);
+    return loss_forward(m, ch, slot, grad_scale);
+}
+
+/* ------------------------------------------------------------------ backward */
+
+static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) {
+    shapes s = model_shapes(m);
+    const kernel_ops *ops = m->ops;
+    const model_view *w = &ch->weights, *g = &ch->grads;
+    backward_scratch *b = &m->scratch;
+    /* slot->logits holds dL/dlogits */
+    ops->matmul_backward(b->d_full, g->output_layer, NULL, slot->logits, slot->lnf, w->output_layer, s.N, s.C, s.Vl);
+    void *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
+    ops->layernorm_backward(b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
+                            slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd, s.n, s.C);
+    grads_ready(m, output_first_param(ch), output_param_count(ch));
+}
+
+/* b->d_residual carries dL/d(residual stream) down through the layer */
+static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, micro_batch_rng rng) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    backward_scratch *b = &m->scratch;
+    layer_activations *la = &slot->layers[l];
+    const layer_view *lw = &ch->weights.layers[l], *lg = &ch->grads.layers[l];
+    int layer = ch->first_layer + l;
+    size_t rows_size = (size_t)s.n * s.C;
+
+    /* MLP block: y = x' + dropout(reduce(gelu(fc1(gather(LN(x')))) W2^T) + b2) */
+    ops->dropout_backward(b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
+    ops->bias_backward(lg->fc2_bias, b->d_hidden, s.n, s.C);
+    void *d_full = gather_rows(m, b->d_hidden, b->d_full);
+    ops->matmul_backward(b->d_ffn_a, lg->fc2_weight, NULL, d_full, la->gelu_out, lw->fc2_weight, s.N, s.Fl, s.C);
+    ops->gelu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, (size_t)s.N * s.Fl);
+    ops->matmul_backward(b->d_full, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.N, s.C, s.Fl);
+    void *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    ops->layernorm_backward(b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
+                            la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd, s.n, s.C);
+
+    /* attention block: x' = x + dropout(reduce(attention(gather(LN(x)) Wqkv^T) Wproj^T) + b) */
+    ops->dropout_backward(b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
+    ops->bias_backward(lg->proj_bias, b->d_hidden, s.n, s.C);
+    d_full = gather_rows(m, b->d_hidden, b->d_full);
+    ops->matmul_backward(b->d_attention, lg->proj_weight, NULL, d_full, la->attention_out, lw->proj_weight, s.N, s.HDl, s.C);
+    ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl, s.D,
+                            c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+    ops->matmul_backward(b->d_full, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.N, s.C, 3 * s.HDl);
+    d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    ops->layernorm_backward(b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
+                            la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd, s.n, s.C);
+    grads_ready(m, layer_first_param(ch, l), 12);
+}
+
+static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    backward_scratch *b = &m->scratch;
+    const model_view *g = &ch->grads;
+    m->ops->dropout_backward(b->d_hidden, b->d_residual, (size_t)s.n * s.C, hidden_rng(m, rng, -1, SITE_EMBEDDING));
+    void *d_full = gather_rows(m, b->d_hidden, b->d_full);
+    m->ops->embedding_backward(g->word_embeddings, d_full, slot->tokens, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
+    m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
+    grads_ready(m, ch->first_param, 2);
+}
+
+void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng rng) {
+    model_chunk *ch = &m->chunks[chunk];
+    activation_slot *slot = &ch->slots[slot_index];
+    if (ch->post_process) loss_backward(m, ch, slot);
+    for (int l = ch->num_layers - 1; l >= 0; l--) layer_backward(m, ch, slot, l, rng);
+    if (ch->pre_process) embedding_backward(m, ch, slot, rng);
+}
+
+uint64_t gpt_model_parameter_hash(const gpt_model *m) {
+    size_t bytes = m->ops->act_bytes * m->num_elements;
+    unsigned char *host = malloc(bytes);
+    CHECK(host, "out of host memory hashing parameters");
+    m->ops->copy_to_host(host, m->param_buffer, bytes);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < bytes; i++) { h ^= host[i]; h *= 1099511628211ull; }
+    free(host);
+    return h;
+}

@@ -1,0 +1,225 @@
+/* gpt_model.h: the GPT model (pre-LN decoder, learned positions, tied or untied output layer)
+ * as this rank holds it: its tensor-parallel shard of its pipeline stage's model chunks, over one
+ * flat parameter buffer and one flat gradient buffer.
+ *
+ * Every parameter has a Megatron-style name, a global shape, the part of it this rank holds, and
+ * an offset into the flat buffers. Element i of the global tensor P is drawn from
+ * philox(seed, stream(P's name), i), so the model is the same whatever the parallel layout.
+ * Tensor parallelism splits QKV and fc1 by output rows (column-parallel), proj and fc2 by input
+ * columns (row-parallel, bias added after the reduction) and the vocabulary by rows; sequence
+ * parallelism keeps the residual stream, layer norms and dropout on 1/tp of the token rows.
+ * Compute goes through kernel_ops only; communication through comm_ops only. */
+#ifndef GPT_MODEL_H
+#define GPT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app/parallel/comm.h"
+#include "kernels/kernels.h"
+
+typedef struct gpt_config {
+    int num_layers;
+    int hidden_size;          /* C */
+    int num_attention_heads;  /* H (all ranks) */
+    int kv_channels;          /* D, per-head size */
+    int ffn_hidden_size;      /* F (all ranks) */
+    int padded_vocab_size;    /* V (all ranks) */
+    int max_position_embeddings;
+    int seq_length;           /* T */
+    int micro_batch_size;     /* B */
+    float layernorm_epsilon;
+    float init_method_std;
+    float hidden_dropout;
+    float attention_dropout;
+    int untie_embeddings_and_output_weights;
+    uint64_t seed;
+    /* parallel layout */
+    int tp_size, tp_rank, sequence_parallel;
+    int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
+    int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */
+    int64_t bucket_size;      /* elements per gradient bucket (data parallelism) */
+    int bucket_alignment;     /* bucket lengths are padded to a multiple of this (data-parallel size) */
+} gpt_config;
+
+#define PARAM_NAME_MAX 96
+
+typedef enum { SHARD_NONE = -1, SHARD_ROWS = 0, SHARD_COLS = 1 } shard_dim;
+
+typedef struct param_tensor {
+    char name[PARAM_NAME_MAX];
+    size_t offset;       /* in elements, into the flat buffers */
+    size_t numel;        /* elements held here */
+    int rows, cols;      /* global shape; cols == 0 for vectors */
+    int local_rows, local_cols;
+    shard_dim split;     /* how tensor parallelism splits it */
+    int shard_start;     /* first global row (SHARD_ROWS) or column (SHARD_COLS) held here */
+    int no_weight_decay; /* biases and layer-norm parameters (Megatron's rule) */
+    int tp_replicated;   /* every tensor-parallel rank holds the same values */
+    int sequence_parallel_grad; /* with --sequence-parallel its gradient is partial per rank */
+    int embedding_copy;  /* the last stage's copy of the tied word embeddings */
+    int chunk;           /* model chunk it belongs to */
+    int bucket;          /* gradient bucket */
+    int init;            /* init_kind */
+} param_tensor;
+
+typedef enum { INIT_NORMAL, INIT_SCALED_NORMAL, INIT_ONES, INIT_ZEROS } init_kind;
+
+/* one tensor of the whole model, in the global order (embedding, layers, final norm, output) */
+typedef struct global_parameter {
+    char name[PARAM_NAME_MAX];
+    int layer;           /* -1 embedding, num_layers for the final norm and output layer */
+    int rows, cols;
+    shard_dim split;
+    init_kind init;
+} global_parameter;
+
+/* the model's global tensors in order; returns their count (out may be NULL to count) */
+int gpt_global_parameters(const gpt_config *config, global_parameter *out);
+
+/* a contiguous range of the flat buffers reduced together over data-parallel ranks */
+typedef struct grad_bucket {
+    size_t start, length;    /* length padded to a multiple of bucket_alignment */
+    int first_param, num_params;
+} grad_bucket;
+
+/* pointers of one transformer layer into a flat buffer: the parameters (compute dtype) or the
+ * gradients (fp32; the same view type, its pointers passed where kernels take float *) */
+typedef struct layer_view {
+    void *input_layernorm_weight, *input_layernorm_bias;
+    void *qkv_weight, *qkv_bias;                 /* [3*H*D/tp, C], per head {q,k,v} */
+    void *proj_weight, *proj_bias;               /* [C, H*D/tp], bias [C] */
+    void *pre_mlp_layernorm_weight, *pre_mlp_layernorm_bias;
+    void *fc1_weight, *fc1_bias;                 /* [F/tp, C] */
+    void *fc2_weight, *fc2_bias;                 /* [C, F/tp], bias [C] */
+} layer_view;
+
+/* a chunk's parameters (or gradients) as pointers into one flat buffer; NULL where not held */
+typedef struct model_view {
+    void *word_embeddings;      /* [V/tp, C] */
+    void *position_embeddings;  /* [max_pos, C] */
+    layer_view *layers;          /* the chunk's layers */
+    void *final_layernorm_weight, *final_layernorm_bias;
+    void *output_layer;         /* [V/tp, C]; the word embeddings (or their copy) when tied */
+} model_view;
+
+/* what one micro-batch's forward keeps for its backward (rows: N = B*T; n = N/tp with SP);
+ * `void *` buffers are in the compute dtype */
+typedef struct layer_activations {
+    void *input;                  /* residual stream entering the layer [n,C] */
+    void *ln1;                     /* ln1 gathered [N,C] */
+    float *ln1_mean, *ln1_rstd;    /* fp32 statistics [n] */
+    void *qkv;                    /* [N,3HD/tp] */
+    void *attention_out;          /* [N,HD/tp] */
+    void *attention_workspace;
+    void *residual_mid;           /* input + dropout(proj) [n,C] */
+    void *ln2;
+    float *ln2_mean, *ln2_rstd;
+    void *fc1_out;                /* pre-GeLU [N,F/tp] */
+    void *gelu_out;               /* [N,F/tp] */
+} layer_activations;
+
+typedef struct activation_slot {
+    int *tokens, *targets;         /* [N] */
+    layer_activations *layers;
+    void *output;                 /* residual stream after the chunk's last layer [n,C] */
+    void *lnf;                     /* post-process: lnf gathered [N,C] */
+    float *lnf_mean, *lnf_rstd;
+    void *logits;                 /* [N,V/tp], overwritten by dlogits in the loss pass */
+    float *losses, *row_max, *sum_exp_and_target; /* fp32 [N], [N], [2N] */
+} activation_slot;
+
+typedef struct model_chunk {
+    int first_layer, num_layers;   /* global index of its first layer, and how many */
+    int pre_process, post_process; /* holds the embedding / the output layer and loss */
+    int first_param, num_params;   /* its range of the parameter table */
+    model_view weights, grads;
+    activation_slot *slots;        /* config.activation_slots of them */
+} model_chunk;
+
+/* hooks the data-parallel layer installs: parameters [first, first+count) are about to be
+ * read by a forward, or their gradients are complete for this micro-batch */
+typedef struct model_hooks {
+    void *context;
+    void (*params_needed)(void *context, int first_param, int count);
+    void (*grads_ready)(void *context, int first_param, int count);
+} model_hooks;
+
+/* backward scratch shared by all chunks and slots */
+typedef struct backward_scratch {
+    void *d_residual;     /* [n,C]: dL/d(residual stream); received from / sent to neighbours */
+    void *d_hidden;       /* [n,C] */
+    void *d_full;         /* [N,C] */
+    void *d_attention;    /* [N,HD/tp] */
+    void *d_qkv;          /* [N,3HD/tp] */
+    void *d_ffn_a, *d_ffn_b; /* [N,F/tp] */
+    void *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
+    void *forward_rows;   /* [n,C] forward temporary */
+} backward_scratch;
+
+typedef struct gpt_model {
+    gpt_config config;
+    const kernel_ops *ops;
+    const comm_ops *comm;
+    const comm_group *tp_group;
+    param_tensor *params;
+    int num_params;
+    size_t num_elements;       /* length of the flat buffers, bucket padding included */
+    size_t num_parameters;     /* parameters held here (no padding) */
+    grad_bucket *buckets;
+    int num_buckets;
+    void *param_buffer;        /* backend memory, compute dtype (bf16 on CUDA, fp32 on cpu) */
+    float *grad_buffer;        /* backend memory, fp32 (Megatron's main_grad) */
+    int mixed_precision;       /* compute dtype is not fp32: the optimizer keeps fp32 masters */
+    comm_dtype act_dtype;      /* the compute dtype, for communication */
+    model_chunk *chunks;
+    int num_chunks;
+    backward_scratch scratch;
+    model_hooks hooks;
+    int local_rows;            /* n: token rows of the residual stream held here */
+    float *host_losses;        /* [N] */
+    float *capture_logits;     /* host [N,V/tp]: when set, the last chunk copies its logits here
+                                * before the loss (inspection tools); NULL in training */
+} gpt_model;
+
+/* where the dropout masks of one micro-batch come from */
+typedef struct micro_batch_rng {
+    uint64_t iteration;      /* training iteration (0 for evaluation) */
+    int64_t first_sample;    /* index of the micro-batch's first sample within the global batch */
+    int training;            /* 0: evaluation, no dropout */
+} micro_batch_rng;
+
+/* Lay out this rank's parameters (chunks of its stage, its tensor-parallel shard), allocate
+ * them, the gradients and the activation slots; initialize from the seed. */
+void gpt_model_create(gpt_model *model, const gpt_config *config, const kernel_ops *ops,
+                      const comm_ops *comm, const comm_group *tp_group);
+void gpt_model_free(gpt_model *model);
+
+/* Forward one micro-batch through one chunk into activation slot `slot`. The first chunk reads
+ * host tokens; other chunks read their input from gpt_chunk_input(). The last chunk computes
+ * the loss (targets on the host) and returns the SUM of per-token losses, leaving dL/dlogits
+ * scaled by grad_scale for the backward; others return 0 and leave their output in
+ * gpt_chunk_output(). */
+double gpt_chunk_forward(gpt_model *model, int chunk, int slot, const int *tokens,
+                         const int *targets, micro_batch_rng rng, float grad_scale);
+
+/* Backward of the forward held in `slot`. Chunks other than the last read dL/d(output) from
+ * gpt_grad_buffer(); on return, chunks other than the first leave dL/d(input) there. Parameter
+ * gradients accumulate into the gradient buffer. */
+void gpt_chunk_backward(gpt_model *model, int chunk, int slot, micro_batch_rng rng);
+
+void *gpt_chunk_input(gpt_model *model, int chunk, int slot);   /* [n,C] compute dtype */
+void *gpt_chunk_output(gpt_model *model, int chunk, int slot);  /* [n,C] */
+void *gpt_grad_buffer(gpt_model *model);                        /* [n,C] */
+
+/* the initial (seed) values of local elements [lo, hi) of parameter `param`, into host fp32
+ * (the optimizer's master weights start from these) */
+void gpt_param_initial_values(const gpt_model *model, int param, size_t lo, size_t hi, float *host);
+
+/* FNV-1a hash of the parameter bytes (bitwise-reproducibility checks in the log) */
+uint64_t gpt_model_parameter_hash(const gpt_model *model);
+
+/* global element index of local element e of parameter p (layout-independent numbering) */
+uint64_t param_global_index(const param_tensor *p, size_t e);
+
+#endif

@@ -1,0 +1,7 @@
+# app/optim/local.mk: AdamW over the flat buffers, the learning-rate schedule, and the
+# data-parallel gradient buckets with the distributed optimizer's shards.
+noinst_LIBRARIES += app/optim/liboptim.a
+app_optim_liboptim_a_SOURCES = \
+	app/optim/optimizer.c app/optim/optimizer.h \
+	app/optim/lr_schedule.c app/optim/lr_schedule.h \
+	app/optim/data_parallel.c app/optim/data_parallel.h

@@ -1,0 +1,61 @@
+/* optimizer.h: AdamW over the model's flat buffers with global-norm gradient clipping.
+ * Mixed precision (Megatron's): gradients are fp32 and the step runs on fp32 master weights;
+ * with a bf16 compute dtype the masters are a separate buffer over the optimizer's ranges (so
+ * the distributed optimizer shards them with the Adam moments) and the step writes the bf16
+ * parameters back; with fp32 parameters (CPU backend) the parameters are the masters.
+ * The optimizer works on a list of ranges of the flat buffers: every parameter without the
+ * distributed optimizer, or this data-parallel rank's shard of every bucket with it. Adam
+ * moments exist only for those ranges. Weight decay skips biases and layer-norm parameters
+ * (Megatron's default); the gradient norm counts every parameter of the model once. */
+#ifndef OPTIMIZER_H
+#define OPTIMIZER_H
+
+#include "app/optim/data_parallel.h"
+#include "app/model/gpt_model.h"
+
+typedef struct optimizer_range {
+    size_t offset;       /* into the flat parameter and gradient buffers */
+    size_t length;
+    size_t state_offset; /* into exp_avg / exp_avg_sq */
+    int weight_decay;    /* 1: decayed */
+    int norm_counted;    /* 0 for copies held elsewhere too (tensor-parallel replicas, tied copy) */
+    int param;           /* index into the model's parameter table */
+} optimizer_range;
+
+typedef struct optimizer {
+    float beta1, beta2, eps, weight_decay, clip_grad;
+    int step;                /* optimizer steps taken */
+    optimizer_range *ranges;
+    int num_ranges;
+    size_t state_elements;
+    float *exp_avg;          /* Adam first moment, backend memory */
+    float *exp_avg_sq;       /* Adam second moment */
+    float *master;           /* fp32 master weights [state_elements], NULL when the params are */
+    const comm_ops *comm;
+    const comm_group *norm_group; /* ranks whose partial squared norms add up to the global one */
+} optimizer;
+
+/* dp: the data-parallel layer whose shards to update, or NULL for every parameter */
+void optimizer_create(optimizer *opt, const gpt_model *model, const data_parallel *dp,
+                      const comm_group *norm_group, const comm_ops *comm, float beta1, float beta2,
+                      float eps, float weight_decay, float clip_grad);
+void optimizer_free(optimizer *opt, const gpt_model *model);
+
+/* L2 norm of the model's whole gradient, each parameter counted once (collective) */
+double optimizer_grad_norm(const optimizer *opt, const gpt_model *model);
+
+/* clip (if the norm exceeds --clip-grad) and take one AdamW step at learning rate lr on the
+ * optimizer's ranges. Returns 0, or 1 when the norm is not finite and the step was skipped. */
+int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr);
+
+/* the fp32 master weights of range r (backend memory) */
+float *optimizer_master(const optimizer *opt, const gpt_model *model, const optimizer_range *r);
+
+/* params = masters over the optimizer's ranges (after loading masters from a checkpoint; the
+ * distributed optimizer then gathers the other shards) */
+void optimizer_refresh_params(const optimizer *opt, gpt_model *model);
+
+/* bytes of parameters, gradients and optimizer state per parameter held on this rank */
+double optimizer_bytes_per_parameter(const optimizer *opt, const gpt_model *model);
+
+#endif

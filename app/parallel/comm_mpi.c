@@ -1,0 +1,160 @@
+/* comm_mpi.c: the comm interface over MPI, used with the CPU backend. Reductions use MPI's
+ * built-in algorithms, which for a fixed communicator size and message size always combine in
+ * the same order (MPICH), so results are reproducible from run to run. */
+#include "app/parallel/comm.h"
+#include "app/core/error.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* MPI counts are int: split large buffers into chunks */
+#define MAX_CHUNK ((size_t)INT_MAX / 2)
+
+static MPI_Op mpi_op(comm_op op) { return op == COMM_MAX ? MPI_MAX : MPI_SUM; }
+
+/* MPI has no bf16: data movement sends its bits as 16-bit integers; reductions are fp32 only
+ * (the CPU backend computes in fp32 and never asks for a bf16 reduction) */
+static MPI_Datatype mpi_type(comm_dtype dtype) { return dtype == COMM_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+
+static void require_float(comm_dtype dtype, const char *what, const comm_group *group) {
+    if (dtype != COMM_FLOAT) FATAL("comm_mpi: %s of bf16 on group %s is not supported (use NCCL)", what, group->name);
+}
+
+static void mpi_attach(comm_group *group) { (void)group; }
+static void mpi_detach(comm_group *group) { (void)group; }
+
+static void mpi_allreduce(void *buf, size_t count, comm_dtype dtype, comm_op op, const comm_group *group) {
+    if (group->size == 1) return;
+    require_float(dtype, "all-reduce", group);
+    for (size_t done = 0; done < count; done += MAX_CHUNK) {
+        size_t n = count - done < MAX_CHUNK ? count - done : MAX_CHUNK;
+        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, (float *)buf + done, (int)n, MPI_FLOAT, mpi_op(op), group->mpi));
+    }
+}
+
+static void mpi_allreduce_double(double *buf, size_t count, comm_op op, const comm_group *group) {
+    if (group->size == 1) return;
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE, mpi_op(op), group->mpi));
+}
+
+static void mpi_broadcast(void *buf, size_t bytes, int root, const comm_group *group) {
+    if (group->size == 1) return;
+    for (size_t done = 0; done < bytes; done += MAX_CHUNK) {
+        size_t n = bytes - done < MAX_CHUNK ? bytes - done : MAX_CHUNK;
+        CHECK_MPI(MPI_Bcast((char *)buf + done, (int)n, MPI_BYTE, root, group->mpi));
+    }
+}
+
+static void mpi_barrier(const comm_group *group) { CHECK_MPI(MPI_Barrier(group->mpi)); }
+
+static int as_count(size_t count) {
+    CHECK(count <= (size_t)INT_MAX, "message of %zu elements exceeds MPI's int count", count);
+    return (int)count;
+}
+
+static void mpi_allgather(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
+    const void *source = (const char *)send == (char *)recv + (size_t)group->rank * count * comm_dtype_bytes(dtype)
+                             ? MPI_IN_PLACE : send;
+    CHECK_MPI(MPI_Allgather(source, as_count(count), mpi_type(dtype), recv, as_count(count), mpi_type(dtype), group->mpi));
+}
+
+static void mpi_reduce_scatter(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
+    require_float(dtype, "reduce-scatter", group);
+    CHECK_MPI(MPI_Reduce_scatter_block(send, recv, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi));
+}
+
+static void mpi_send(const void *buf, size_t count, comm_dtype dtype, int peer, int tag,
+                     const comm_group *group, comm_request *request) {
+    request->active = 1;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Isend(buf, as_count(count), mpi_type(dtype), peer, tag, group->mpi, &request->mpi));
+}
+
+static void mpi_recv(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group) {
+    CHECK_MPI(MPI_Recv(buf, as_count(count), mpi_type(dtype), peer, tag, group->mpi, MPI_STATUS_IGNORE));
+}
+
+static void mpi_iallreduce(float *buf, size_t count, const comm_group *group, comm_request *request) {
+    request->active = 1;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi, &request->mpi));
+}
+
+static void mpi_ireduce_scatter(float *buf, size_t count, const comm_group *group, comm_request *request) {
+    request->active = 1;
+    request->scratch = malloc(sizeof(float) * (count ? count : 1));
+    CHECK(request->scratch, "out of host memory for a reduce-scatter of %zu elements", count);
+    request->destination = buf + (size_t)group->rank * count;
+    request->bytes = sizeof(float) * count;
+    CHECK_MPI(MPI_Ireduce_scatter_block(buf, request->scratch, as_count(count), MPI_FLOAT, MPI_SUM,
+                                        group->mpi, &request->mpi));
+}
+
+static void mpi_iallgather(void *buf, size_t count, comm_dtype dtype, const comm_group *group,
+                           comm_request *request) {
+    request->active = 1;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(dtype), buf, as_count(count), mpi_type(dtype),
+                             group->mpi, &request->mpi));
+}
+
+/* after MPI has completed the request: move a reduce-scatter result into place */
+static void finish_request(comm_request *request) {
+    if (request->scratch) {
+        memcpy(request->destination, request->scratch, request->bytes);
+        free(request->scratch);
+        request->scratch = NULL;
+    }
+    request->active = 0;
+}
+
+static void mpi_wait(comm_request *request) {
+    if (!request->active) return;
+    CHECK_MPI(MPI_Wait(&request->mpi, MPI_STATUS_IGNORE));
+    finish_request(request);
+}
+
+static int mpi_test(comm_request *request) {
+    if (!request->active) return 1;
+    int done = 0;
+    CHECK_MPI(MPI_Test(&request->mpi, &done, MPI_STATUS_IGNORE));
+    if (done) finish_request(request);
+    return done;
+}
+
+const comm_ops *comm_mpi(void) {
+    static const comm_ops ops = {
+        .name = "mpi",
+        .attach = mpi_attach,
+        .detach = mpi_detach,
+        .allreduce = mpi_allreduce,
+        .allreduce_double_host = mpi_allreduce_double,
+        .broadcast = mpi_broadcast,
+        .barrier = mpi_barrier,
+        .allgather = mpi_allgather,
+        .reduce_scatter = mpi_reduce_scatter,
+        .send = mpi_send,
+        .recv = mpi_recv,
+        .iallreduce_float = mpi_iallreduce,
+        .ireduce_scatter_float = mpi_ireduce_scatter,
+        .iallgather = mpi_iallgather,
+        .wait = mpi_wait,
+        .test = mpi_test,
+    };
+    return &ops;
+}
+
+void comm_group_create(comm_group *group, const char *name, MPI_Comm parent) {
+    group->name = name;
+    group->backend = NULL;
+    group->point_to_point = 0;
+    CHECK_MPI(MPI_Comm_dup(parent, &group->mpi));
+    CHECK_MPI(MPI_Comm_rank(group->mpi, &group->rank));
+    CHECK_MPI(MPI_Comm_size(group->mpi, &group->size));
+}
+
+void comm_group_free(comm_group *group) {
+    if (group->mpi != MPI_COMM_NULL) MPI_Comm_free(&group->mpi);
+    group->mpi = MPI_COMM_NULL;
+}

@@ -1,0 +1,315 @@
+/* comm_nccl.c: the comm interface over NCCL, used with the CUDA backend (device memory).
+ *
+ * Each process group gets one NCCL communicator, bootstrapped over the group's MPI communicator
+ * (rank 0 makes the unique id, MPI_Bcast shares it, ncclCommInitRank joins). Host data (losses,
+ * norms, barriers, broadcasts) still goes through MPI.
+ *
+ * Streams. Blocking collectives and point-to-point transfers run on the backend's compute
+ * stream, so they are ordered with the kernels around them and the host never waits for them.
+ * The non-blocking data-parallel operations (gradient buckets, parameter gathers) run on the
+ * group's side stream: it waits for an event recorded on the compute stream (the gradients are
+ * complete), runs the collective, and records the request's completion event; comm wait makes
+ * the compute stream wait for that event. So --overlap-grad-reduce really overlaps a bucket's
+ * reduction with the rest of the backward.
+ *
+ * Point-to-point. NCCL sends and receives complete only together, on streams that run in
+ * order, so an eager send could block the stream while the peer's stream waits on something
+ * else (MPI's isend never does). A send is therefore deferred and launched with this rank's next
+ * receive on the same group, in one ncclGroupStart/End (Megatron batches its pipeline sends and
+ * receives the same way), or alone when its request is waited on.
+ *
+ * Every NCCL and CUDA call is checked; a failure names the call, the group, the rank and the
+ * place, and aborts the job. */
+#include "app/parallel/comm.h"
+#include "app/core/error.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK_NCCL(call, group)                                                                  \
+    do {                                                                                         \
+        ncclResult_t nccl_result_ = (call);                                                      \
+        if (nccl_result_ != ncclSuccess)                                                         \
+            FATAL("%s failed on group %s (rank %d of %d): %s", #call, (group)->name,            \
+                  (group)->rank, (group)->size, ncclGetErrorString(nccl_result_));               \
+    } while (0)
+
+#define CHECK_CUDA_CALL(call)                                                                    \
+    do {                                                                                         \
+        cudaError_t cuda_err_ = (call);                                                          \
+        if (cuda_err_ != cudaSuccess) FATAL("%s failed: %s", #call, cudaGetErrorString(cuda_err_)); \
+    } while (0)
+
+typedef struct pending_send {
+    const void *buf;
+    size_t count;
+    comm_dtype dtype;
+    int peer;
+    cudaEvent_t done;  /* the request's completion event, recorded at launch (requests may move
+                        * in memory, their event handle goes with them) */
+} pending_send;
+
+typedef struct nccl_group {
+    ncclComm_t comm;          /* NULL for a group of one rank */
+    cudaStream_t side_stream; /* non-blocking data-parallel operations */
+    pending_send *pending;    /* sends not launched yet */
+    int num_pending, pending_capacity;
+} nccl_group;
+
+static cudaStream_t compute(void) { return (cudaStream_t)cuda_stream(); }
+
+static nccl_group *state(const comm_group *group) {
+    CHECK(group->backend != NULL, "comm_nccl: group %s was not attached", group->name);
+    return group->backend;
+}
+
+static ncclDataType_t nccl_type(comm_dtype dtype) { return dtype == COMM_BF16 ? ncclBfloat16 : ncclFloat32; }
+static ncclRedOp_t nccl_op(comm_op op) { return op == COMM_MAX ? ncclMax : ncclSum; }
+
+/* ---- completion events: a free list, an event per active request ---- */
+
+static cudaEvent_t *free_events;
+static int num_free_events, free_events_capacity;
+
+static cudaEvent_t take_event(void) {
+    if (num_free_events > 0) return free_events[--num_free_events];
+    cudaEvent_t event;
+    CHECK_CUDA_CALL(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+}
+
+static void give_event(cudaEvent_t event) {
+    if (num_free_events == free_events_capacity) {
+        free_events_capacity = free_events_capacity ? 2 * free_events_capacity : 64;
+        free_events = realloc(free_events, sizeof(cudaEvent_t) * (size_t)free_events_capacity);
+        CHECK(free_events, "out of host memory for CUDA events");
+    }
+    free_events[num_free_events++] = event;
+}
+
+/* ---- groups ---- */
+
+/* NCCL connects point-to-point peers lazily, inside the first ncclGroupEnd that uses them, and
+ * that handshake hangs or fails when the two sides' first groups ask for different connections
+ * (as the deferred pipeline sends do). So every rank exchanges a word with both ring neighbours
+ * at once at start-up, which sets up every connection the pipeline schedules use. */
+static void connect_neighbours(comm_group *group) {
+    nccl_group *g = group->backend;
+    int next = (group->rank + 1) % group->size, prev = (group->rank + group->size - 1) % group->size;
+    float *words = NULL;
+    CHECK_CUDA_CALL(cudaMalloc((void **)&words, 4 * sizeof(float)));
+    CHECK_NCCL(ncclGroupStart(), group);
+    CHECK_NCCL(ncclSend(words, 1, ncclFloat32, next, g->comm, compute()), group);
+    CHECK_NCCL(ncclRecv(words + 1, 1, ncclFloat32, prev, g->comm, compute()), group);
+    CHECK_NCCL(ncclSend(words + 2, 1, ncclFloat32, prev, g->comm, compute()), group);
+    CHECK_NCCL(ncclRecv(words + 3, 1, ncclFloat32, next, g->comm, compute()), group);
+    CHECK_NCCL(ncclGroupEnd(), group);
+    CHECK_CUDA_CALL(cudaStreamSynchronize(compute()));
+    CHECK_CUDA_CALL(cudaFree(words));
+}
+
+static void nccl_attach(comm_group *group) {
+    nccl_group *g = calloc(1, sizeof *g);
+    CHECK(g, "out of host memory for an NCCL group");
+    if (group->size > 1) {
+        ncclUniqueId id;
+        if (group->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id), group);
+        CHECK_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, group->mpi));
+        CHECK_NCCL(ncclCommInitRank(&g->comm, group->size, id, group->rank), group);
+        CHECK_CUDA_CALL(cudaStreamCreateWithFlags(&g->side_stream, cudaStreamNonBlocking));
+    }
+    group->backend = g;
+    if (group->point_to_point && group->size > 1) connect_neighbours(group);
+}
+
+static void nccl_detach(comm_group *group) {
+    nccl_group *g = group->backend;
+    if (!g) return;
+    CHECK(g->num_pending == 0, "comm_nccl: group %s detached with %d sends not launched", group->name, g->num_pending);
+    if (g->comm) {
+        CHECK_CUDA_CALL(cudaStreamSynchronize(g->side_stream));
+        CHECK_CUDA_CALL(cudaStreamSynchronize(compute()));
+        CHECK_NCCL(ncclCommDestroy(g->comm), group);
+        CHECK_CUDA_CALL(cudaStreamDestroy(g->side_stream));
+    }
+    free(g->pending);
+    free(g);
+    group->backend = NULL;
+}
+
+/* ---- blocking collectives on the compute stream ---- */
+
+static void nccl_allreduce(void *buf, size_t count, comm_dtype dtype, comm_op op, const comm_group *group) {
+    if (group->size == 1 || count == 0) return;
+    CHECK_NCCL(ncclAllReduce(buf, buf, count, nccl_type(dtype), nccl_op(op), state(group)->comm, compute()), group);
+}
+
+static void nccl_allgather(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
+    size_t bytes = count * comm_dtype_bytes(dtype);
+    if (group->size == 1) {
+        if (send != recv && bytes) CHECK_CUDA_CALL(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, compute()));
+        return;
+    }
+    CHECK_NCCL(ncclAllGather(send, recv, count, nccl_type(dtype), state(group)->comm, compute()), group);
+}
+
+static void nccl_reduce_scatter(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
+    size_t bytes = count * comm_dtype_bytes(dtype);
+    if (group->size == 1) {
+        if (send != recv && bytes) CHECK_CUDA_CALL(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, compute()));
+        return;
+    }
+    CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), ncclSum, state(group)->comm, compute()), group);
+}
+
+/* host memory: MPI */
+static void nccl_allreduce_double_host(double *buf, size_t count, comm_op op, const comm_group *group) {
+    comm_mpi()->allreduce_double_host(buf, count, op, group);
+}
+static void nccl_broadcast(void *buf, size_t bytes, int root, const comm_group *group) {
+    comm_mpi()->broadcast(buf, bytes, root, group);
+}
+static void nccl_barrier(const comm_group *group) { comm_mpi()->barrier(group); }
+
+/* ---- point-to-point: sends deferred to the next receive (see the top of the file) ---- */
+
+/* launch the group's pending sends and, when buf is not NULL, one receive, as one NCCL group */
+static void launch_p2p(const comm_group *group, void *recv_buf, size_t recv_count, comm_dtype recv_dtype,
+                       int recv_peer) {
+    nccl_group *g = state(group);
+    if (g->num_pending == 0 && recv_buf == NULL) return;
+    CHECK_NCCL(ncclGroupStart(), group);
+    for (int i = 0; i < g->num_pending; i++) {
+        const pending_send *p = &g->pending[i];
+        CHECK_NCCL(ncclSend(p->buf, p->count, nccl_type(p->dtype), p->peer, g->comm, compute()), group);
+    }
+    if (recv_buf) CHECK_NCCL(ncclRecv(recv_buf, recv_count, nccl_type(recv_dtype), recv_peer, g->comm, compute()), group);
+    CHECK_NCCL(ncclGroupEnd(), group);
+    for (int i = 0; i < g->num_pending; i++) CHECK_CUDA_CALL(cudaEventRecord(g->pending[i].done, compute()));
+    g->num_pending = 0;
+}
+
+/* 1 when the send completing with this event has not been launched yet */
+static int send_pending(const comm_group *group, cudaEvent_t done) {
+    const nccl_group *g = state(group);
+    for (int i = 0; i < g->num_pending; i++)
+        if (g->pending[i].done == done) return 1;
+    return 0;
+}
+
+static void nccl_send(const void *buf, size_t count, comm_dtype dtype, int peer, int tag,
+                      const comm_group *group, comm_request *request) {
+    (void)tag; /* NCCL matches sends and receives between two ranks in order */
+    nccl_group *g = state(group);
+    if (g->num_pending == g->pending_capacity) {
+        g->pending_capacity = g->pending_capacity ? 2 * g->pending_capacity : 8;
+        g->pending = realloc(g->pending, sizeof(pending_send) * (size_t)g->pending_capacity);
+        CHECK(g->pending, "out of host memory for pending sends");
+    }
+    cudaEvent_t done = take_event();
+    g->pending[g->num_pending++] = (pending_send){buf, count, dtype, peer, done};
+    request->active = 1;
+    request->backend = done;
+    request->destination = (void *)group; /* a send: the group whose pending sends it may be in */
+}
+
+static void nccl_recv(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group) {
+    (void)tag;
+    launch_p2p(group, buf, count, dtype, peer);
+}
+
+/* ---- non-blocking data-parallel collectives on the side stream ---- */
+
+/* the side stream waits for the compute stream's work so far (the operands are ready) */
+static cudaStream_t side_after_compute(const comm_group *group) {
+    nccl_group *g = state(group);
+    cudaEvent_t ready = take_event();
+    CHECK_CUDA_CALL(cudaEventRecord(ready, compute()));
+    CHECK_CUDA_CALL(cudaStreamWaitEvent(g->side_stream, ready, 0));
+    give_event(ready); /* the wait has captured it */
+    return g->side_stream;
+}
+
+static void side_done(const comm_group *group, comm_request *request) {
+    request->active = 1;
+    request->destination = NULL;
+    request->backend = take_event();
+    CHECK_CUDA_CALL(cudaEventRecord((cudaEvent_t)request->backend, state(group)->side_stream));
+}
+
+static void nccl_iallreduce(float *buf, size_t count, const comm_group *group, comm_request *request) {
+    if (group->size == 1 || count == 0) { request->active = 0; return; }
+    cudaStream_t stream = side_after_compute(group);
+    CHECK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, state(group)->comm, stream), group);
+    side_done(group, request);
+}
+
+static void nccl_ireduce_scatter(float *buf, size_t count, const comm_group *group, comm_request *request) {
+    if (group->size == 1 || count == 0) { request->active = 0; return; }
+    cudaStream_t stream = side_after_compute(group);
+    /* in place: this rank's block of the sum lands at buf + rank*count */
+    CHECK_NCCL(ncclReduceScatter(buf, buf + (size_t)group->rank * count, count, ncclFloat32, ncclSum,
+                                 state(group)->comm, stream), group);
+    side_done(group, request);
+}
+
+static void nccl_iallgather(void *buf, size_t count, comm_dtype dtype, const comm_group *group, comm_request *request) {
+    if (group->size == 1 || count == 0) { request->active = 0; return; }
+    cudaStream_t stream = side_after_compute(group);
+    const char *own_block = (const char *)buf + (size_t)group->rank * count * comm_dtype_bytes(dtype);
+    CHECK_NCCL(ncclAllGather(own_block, buf, count, nccl_type(dtype), state(group)->comm, stream), group);
+    side_done(group, request);
+}
+
+/* ---- completion ---- */
+
+static void complete(comm_request *request) {
+    cudaEvent_t event = (cudaEvent_t)request->backend;
+    CHECK_CUDA_CALL(cudaStreamWaitEvent(compute(), event, 0));
+    give_event(event);
+    request->backend = NULL;
+    request->active = 0;
+}
+
+static void nccl_wait(comm_request *request) {
+    if (!request->active) return;
+    const comm_group *group = request->destination;
+    if (group && send_pending(group, (cudaEvent_t)request->backend)) launch_p2p(group, NULL, 0, COMM_FLOAT, 0);
+    complete(request);
+}
+
+static int nccl_test(comm_request *request) {
+    if (!request->active) return 1;
+    const comm_group *group = request->destination;
+    if (group && send_pending(group, (cudaEvent_t)request->backend)) return 0; /* waits for the next receive */
+    cudaError_t status = cudaEventQuery((cudaEvent_t)request->backend);
+    if (status == cudaErrorNotReady) return 0;
+    CHECK_CUDA_CALL(status);
+    complete(request);
+    return 1;
+}
+
+const comm_ops *comm_nccl(void) {
+    static const comm_ops ops = {
+        .name = "nccl",
+        .attach = nccl_attach,
+        .detach = nccl_detach,
+        .allreduce = nccl_allreduce,
+        .allreduce_double_host = nccl_allreduce_double_host,
+        .broadcast = nccl_broadcast,
+        .barrier = nccl_barrier,
+        .allgather = nccl_allgather,
+        .reduce_scatter = nccl_reduce_scatter,
+        .send = nccl_send,
+        .recv = nccl_recv,
+        .iallreduce_float = nccl_iallreduce,
+        .ireduce_scatter_float = nccl_ireduce_scatter,
+        .iallgather = nccl_iallgather,
+        .wait = nccl_wait,
+        .test = nccl_test,
+    };
+    return &ops;
+}

@@ -1,0 +1,11 @@
+# app/parallel/local.mk: process groups (Megatron's parallel_state) and the comm interface
+# (MPI everywhere; NCCL with the CUDA backend).
+noinst_LIBRARIES += app/parallel/libparallel.a
+app_parallel_libparallel_a_SOURCES = \
+	app/parallel/comm.h app/parallel/comm_mpi.c \
+	app/parallel/topology.c app/parallel/topology.h
+if HAVE_CUDA
+app_parallel_libparallel_a_SOURCES += app/parallel/comm_nccl.c
+app_parallel_libparallel_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+endif
+EXTRA_DIST += app/parallel/comm_nccl.c

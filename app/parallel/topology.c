@@ -1,0 +1,170 @@
+/* topology.c: node discovery, the rank order, and the process groups (see topology.h). */
+#include "app/parallel/topology.h"
+#include "app/core/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct rank_place { int node_key, local_rank, world_rank; } rank_place;
+
+static int compare_places(const void *a, const void *b) {
+    const rank_place *x = a, *y = b;
+    if (x->node_key != y->node_key) return x->node_key < y->node_key ? -1 : 1;
+    return x->local_rank - y->local_rank;
+}
+
+/* this rank's node key (the smallest world rank on its node) and local rank */
+static void discover_node(topology *t, int *node_key) {
+    const char *pretend = getenv("MTC_PRETEND_RANKS_PER_NODE");
+    if (pretend && *pretend) {
+        int per_node = atoi(pretend);
+        int cyclic = strstr(pretend, ":cyclic") != NULL;
+        if (per_node <= 0 || t->world_size % per_node != 0)
+            user_error("MTC_PRETEND_RANKS_PER_NODE=%s must be a positive divisor of the world size %d", pretend, t->world_size);
+        int nodes = t->world_size / per_node;
+        /* block: ranks 0..n-1 on node 0; cyclic: rank r on node r % nodes (round-robin launch) */
+        int node = cyclic ? t->world_rank % nodes : t->world_rank / per_node;
+        *node_key = cyclic ? node : node * per_node;
+        t->local_rank = cyclic ? t->world_rank / nodes : t->world_rank % per_node;
+        t->local_size = per_node;
+        return;
+    }
+    MPI_Comm node_comm;
+    CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, t->world_rank, MPI_INFO_NULL, &node_comm));
+    CHECK_MPI(MPI_Comm_rank(node_comm, &t->local_rank));
+    CHECK_MPI(MPI_Comm_size(node_comm, &t->local_size));
+    *node_key = t->world_rank;
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, node_key, 1, MPI_INT, MPI_MIN, node_comm));
+    MPI_Comm_free(&node_comm);
+}
+
+/* parse "tp-cp-ep-dp-pp" into dimension ids, fastest first (validated by args) */
+static void parse_order(const char *text, int order[NUM_DIMS]) {
+    static const char *names[NUM_DIMS] = {"tp", "cp", "ep", "dp", "pp"};
+    char copy[32];
+    snprintf(copy, sizeof copy, "%s", text);
+    int k = 0;
+    for (char *save = NULL, *tok = strtok_r(copy, "-", &save); tok && k < NUM_DIMS; tok = strtok_r(NULL, "-", &save))
+        for (int d = 0; d < NUM_DIMS; d++) if (strcmp(tok, names[d]) == 0) order[k++] = d;
+}
+
+/* split the world into groups of ranks that agree on every coordinate outside `dims` */
+static void make_group(topology *t, comm_group *g, const char *name, const int *dims, int ndims) {
+    int color = 0, key = 0, stride = 1, key_stride = 1;
+    for (int d = NUM_DIMS - 1; d >= 0; d--) {
+        int inside = 0;
+        for (int i = 0; i < ndims; i++) inside |= dims[i] == d;
+        if (!inside) { color += t->coord[d] * stride; stride *= t->size[d]; }
+    }
+    for (int i = 0; i < ndims; i++) { key += t->coord[dims[i]] * key_stride; key_stride *= t->size[dims[i]]; }
+    MPI_Comm comm;
+    CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));
+    g->name = name;
+    g->mpi = comm;
+    CHECK_MPI(MPI_Comm_rank(comm, &g->rank));
+    CHECK_MPI(MPI_Comm_size(comm, &g->size));
+}
+
+void topology_create(topology *t, const args *a) {
+    memset(t, 0, sizeof *t);
+    CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &t->world_rank));
+    CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &t->world_size));
+    int node_key = 0;
+    discover_node(t, &node_key);
+
+    /* order ranks node by node, then by local rank */
+    rank_place mine = {node_key, t->local_rank, t->world_rank};
+    rank_place *all = malloc(sizeof(rank_place) * (size_t)t->world_size);
+    CHECK(all, "out of host memory for the rank table");
+    CHECK_MPI(MPI_Allgather(&mine, 3, MPI_INT, all, 3, MPI_INT, MPI_COMM_WORLD));
+    qsort(all, (size_t)t->world_size, sizeof(rank_place), compare_places);
+    int node = -1, last_key = -1;
+    int *node_of_ordered = malloc(sizeof(int) * (size_t)t->world_size);
+    CHECK(node_of_ordered, "out of host memory for the rank table");
+    for (int i = 0; i < t->world_size; i++) {
+        if (all[i].node_key != last_key) { node++; last_key = all[i].node_key; }
+        node_of_ordered[i] = node;
+        if (all[i].world_rank == t->world_rank) { t->ordered_rank = i; t->node = node; }
+    }
+    t->num_nodes = node + 1;
+
+    t->size[DIM_TP] = a->tensor_model_parallel_size;
+    t->size[DIM_CP] = 1;
+    t->size[DIM_EP] = 1;
+    t->size[DIM_DP] = a->data_parallel_size;
+    t->size[DIM_PP] = a->pipeline_model_parallel_size;
+    int order[NUM_DIMS];
+    parse_order(a->parallel_order, order);
+    int rest = t->ordered_rank;
+    for (int k = 0; k < NUM_DIMS; k++) { t->coord[order[k]] = rest % t->size[order[k]]; rest /= t->size[order[k]]; }
+
+    /* does any tensor-parallel group cross nodes? members of one group differ only in tp */
+    int tp_stride = 1;
+    for (int k = 0; k < NUM_DIMS && order[k] != DIM_TP; k++) tp_stride *= t->size[order[k]];
+    t->tp_group_spans_nodes = 0;
+    for (int i = 0; i < t->world_size; i++) {
+        int tp_coord = (i / tp_stride) % t->size[DIM_TP];
+        int first = i - tp_coord * tp_stride;
+        if (node_of_ordered[i] != node_of_ordered[first]) t->tp_group_spans_nodes = 1;
+    }
+    free(all);
+    free(node_of_ordered);
+
+    t->tp_rank = t->coord[DIM_TP]; t->tp_size = t->size[DIM_TP];
+    t->pp_rank = t->coord[DIM_PP]; t->pp_size = t->size[DIM_PP];
+    t->dp_rank = t->coord[DIM_DP]; t->dp_size = t->size[DIM_DP];
+
+    comm_group_create(&t->world, "world", MPI_COMM_WORLD);
+    int tp_dims[] = {DIM_TP}, pp_dims[] = {DIM_PP}, dp_dims[] = {DIM_DP}, mp_dims[] = {DIM_TP, DIM_PP};
+    make_group(t, &t->tp, "tensor-parallel", tp_dims, 1);
+    make_group(t, &t->pp, "pipeline-parallel", pp_dims, 1);
+    t->pp.point_to_point = 1;
+    make_group(t, &t->dp, "data-parallel", dp_dims, 1);
+    make_group(t, &t->model_parallel, "model-parallel", mp_dims, 2);
+
+    /* embedding group: first and last stage of one pipeline (tied word embeddings) */
+    int on_end = t->pp_rank == 0 || t->pp_rank == t->pp_size - 1;
+    MPI_Comm comm;
+    CHECK_MPI(MPI_Comm_split(t->pp.mpi, on_end ? 0 : MPI_UNDEFINED, t->pp_rank, &comm));
+    t->embedding.name = "embedding";
+    t->embedding.mpi = comm;
+    t->embedding.rank = t->embedding.size = 0;
+    t->embedding.backend = NULL;
+    t->embedding.point_to_point = 0;
+    if (comm != MPI_COMM_NULL) {
+        CHECK_MPI(MPI_Comm_rank(comm, &t->embedding.rank));
+        CHECK_MPI(MPI_Comm_size(comm, &t->embedding.size));
+    }
+}
+
+void topology_free(topology *t) {
+    comm_group *groups[] = {&t->world, &t->tp, &t->pp, &t->dp, &t->model_parallel, &t->embedding};
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) comm_group_free(groups[i]);
+}
+
+void topology_print(const topology *t, const args *a) {
+    char host[64] = "";
+    gethostname(host, sizeof host - 1);
+    char line[160];
+    snprintf(line, sizeof line, "  %5d  %-20.20s %4d  %5d  %-6s %4d %4d %4d", t->world_rank, host, t->node,
+             t->local_rank, a->device, t->tp_rank, t->pp_rank, t->dp_rank);
+    char *all = NULL;
+    if (t->world_rank == 0) {
+        all = malloc(sizeof line * (size_t)t->world_size);
+        CHECK(all, "out of host memory for the layout table");
+    }
+    CHECK_MPI(MPI_Gather(line, sizeof line, MPI_CHAR, all, sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD));
+    if (t->world_rank == 0) {
+        printf("> layout: %d nodes, tensor-parallel %d x pipeline-parallel %d x data-parallel %d (order %s)\n",
+               t->num_nodes, t->tp_size, t->pp_size, t->dp_size, a->parallel_order);
+        printf("   rank  host                 node  local  device   tp   pp   dp\n");
+        for (int r = 0; r < t->world_size; r++) printf("%s\n", all + (size_t)r * sizeof line);
+        if (t->tp_group_spans_nodes)
+            printf("WARNING: a tensor-parallel group of %d ranks spans nodes (%d ranks per node): "
+                   "tensor-parallel traffic will cross the network\n", t->tp_size, t->local_size);
+        fflush(stdout);
+        free(all);
+    }
+}

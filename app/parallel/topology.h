@@ -1,0 +1,33 @@
+/* topology.h: where this rank sits. Nodes are discovered with MPI_COMM_TYPE_SHARED (or pretended
+ * with MTC_PRETEND_RANKS_PER_NODE=N[:cyclic] for tests); ranks are ordered node by node, then
+ * the parallel dimensions are laid over that order, fastest first (Megatron's tp-cp-ep-dp-pp by
+ * default, --parallel-order), so a tensor-parallel group stays inside a node whenever it fits.
+ * Each dimension gets a process group, plus the model-parallel group (tp x pp: the ranks that
+ * hold one model replica) and the embedding group (first and last pipeline stage). */
+#ifndef TOPOLOGY_H
+#define TOPOLOGY_H
+
+#include "app/training/args.h"
+#include "app/parallel/comm.h"
+
+enum { DIM_TP, DIM_CP, DIM_EP, DIM_DP, DIM_PP, NUM_DIMS };
+
+typedef struct topology {
+    int world_rank, world_size;
+    int node, num_nodes, local_rank, local_size;
+    int ordered_rank;          /* position in the node-by-node order */
+    int size[NUM_DIMS];        /* tp, cp, ep, dp, pp sizes */
+    int coord[NUM_DIMS];       /* this rank's coordinate in each */
+    int tp_rank, pp_rank, dp_rank, tp_size, pp_size, dp_size;
+    int tp_group_spans_nodes;  /* 1 when some tensor-parallel group crosses a node boundary */
+    comm_group world, tp, pp, dp, model_parallel, embedding; /* embedding.mpi is MPI_COMM_NULL off stage 0/last */
+} topology;
+
+/* discover nodes and build the groups for the layout in a (collective over MPI_COMM_WORLD) */
+void topology_create(topology *topo, const args *a);
+void topology_free(topology *topo);
+
+/* rank 0 prints the layout table (rank, host, node, local rank, device, tp/pp/dp coordinates) */
+void topology_print(const topology *topo, const args *a);
+
+#endif

@@ -1,0 +1,175 @@
+/* pipeline_schedule.c: see pipeline_schedule.h.
+ * Virtual micro-batch k (0 <= k < nmb*vp) maps, as in Megatron's interleaved schedule, to
+ * chunk (k mod (pp*vp)) / pp (reversed for backward) and micro-batch
+ * (k / (pp*vp)) * pp + k mod pp. With vp = 1 this is simply micro-batch k on chunk 0.
+ * Warm-up forwards: pp - stage - 1 (1F1B), or 2(pp - stage - 1) + (vp - 1) pp (interleaved). */
+#include "app/training/pipeline_schedule.h"
+#include "app/core/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int pipeline_activation_slots(int pp_size, int virtual_stages, int num_micro_batches) {
+    int in_flight = virtual_stages > 1 ? 2 * (pp_size - 1) + (virtual_stages - 1) * pp_size + 1 : pp_size;
+    return in_flight < num_micro_batches ? in_flight : num_micro_batches;
+}
+
+/* send buffers: a pool reused once their sends have completed */
+typedef struct send_buffer { void *data; comm_request request; } send_buffer;
+
+typedef struct schedule_state {
+    gpt_model *model;
+    data_parallel *dp;
+    const comm_ops *comm;
+    const topology *topo;
+    const micro_batch_source *source;
+    int nmb, vp, pp, stage;
+    float grad_scale;
+    int *slot_of;          /* [chunk * nmb + micro_batch] -> activation slot */
+    int *slot_busy;        /* [chunk * slots + slot] */
+    send_buffer *pool;
+    int pool_size, pool_capacity;
+    double loss_sum;
+} schedule_state;
+
+static int chunk_of(const schedule_state *s, int k, int forward) {
+    int chunk = (k % (s->pp * s->vp)) / s->pp;
+    return forward ? chunk : s->vp - 1 - chunk;
+}
+
+static int micro_batch_of(const schedule_state *s, int k) {
+    return (k / (s->pp * s->vp)) * s->pp + k % s->pp;
+}
+
+/* message tag: which micro-batch, which receiving chunk, which direction */
+static int tag_of(const schedule_state *s, int micro_batch, int receiver_chunk, int backward) {
+    return (micro_batch * s->vp + receiver_chunk) * 2 + backward;
+}
+
+static void *pool_take(schedule_state *s, size_t count, comm_request **request) {
+    for (int i = 0; i < s->pool_size; i++) {
+        if (s->comm->test(&s->pool[i].request)) { *request = &s->pool[i].request; return s->pool[i].data; }
+    }
+    if (s->pool_size == s->pool_capacity) {
+        s->pool_capacity = s->pool_capacity ? 2 * s->pool_capacity : 8;
+        s->pool = realloc(s->pool, sizeof(send_buffer) * (size_t)s->pool_capacity);
+        CHECK(s->pool, "out of host memory for pipeline send buffers");
+    }
+    send_buffer *b = &s->pool[s->pool_size++];
+    b->data = s->model->ops->alloc(s->model->ops->act_bytes * count);
+    memset(&b->request, 0, sizeof b->request);
+    *request = &b->request;
+    return b->data;
+}
+
+/* copy tensor[count] (compute dtype) into a pool buffer and send it without blocking */
+static void send_tensor(schedule_state *s, const void *tensor, size_t count, int peer_stage, int tag) {
+    comm_request *request;
+    void *buffer = pool_take(s, count, &request);
+    s->model->ops->copy(buffer, tensor, s->model->ops->act_bytes * count);
+    s->comm->send(buffer, count, s->model->act_dtype, peer_stage, tag, &s->topo->pp, request);
+}
+
+static int take_slot(schedule_state *s, int chunk, int micro_batch) {
+    int slots = s->model->config.activation_slots;
+    for (int i = 0; i < slots; i++) {
+        if (!s->slot_busy[chunk * slots + i]) {
+            s->slot_busy[chunk * slots + i] = 1;
+            s->slot_of[chunk * s->nmb + micro_batch] = i;
+            return i;
+        }
+    }
+    FATAL("pipeline schedule: no free activation slot for chunk %d micro-batch %d (%d slots)", chunk, micro_batch, slots);
+}
+
+static void release_slot(schedule_state *s, int chunk, int micro_batch) {
+    int slots = s->model->config.activation_slots;
+    s->slot_busy[chunk * slots + s->slot_of[chunk * s->nmb + micro_batch]] = 0;
+}
+
+static void forward_step(schedule_state *s, int k, int forward_only) {
+    int chunk = chunk_of(s, k, 1), mb = micro_batch_of(s, k);
+    size_t count = (size_t)s->model->local_rows * (size_t)s->model->config.hidden_size;
+    int first_virtual = chunk == 0 && s->stage == 0;
+    int last_virtual = chunk == s->vp - 1 && s->stage == s->pp - 1;
+    int slot = take_slot(s, chunk, mb);
+    if (!first_virtual) {
+        int from = s->stage > 0 ? s->stage - 1 : s->pp - 1;
+        s->comm->recv(gpt_chunk_input(s->model, chunk, slot), count, s->model->act_dtype, from,
+                      tag_of(s, mb, chunk, 0), &s->topo->pp);
+    }
+    const int *tokens = NULL, *targets = NULL;
+    micro_batch_rng rng;
+    s->source->load(s->source->context, mb, &tokens, &targets, &rng);
+    s->loss_sum += gpt_chunk_forward(s->model, chunk, slot, tokens, targets, rng, s->grad_scale);
+    if (!last_virtual) {
+        int to = s->stage < s->pp - 1 ? s->stage + 1 : 0;
+        int to_chunk = s->stage < s->pp - 1 ? chunk : chunk + 1;
+        send_tensor(s, gpt_chunk_output(s->model, chunk, slot), count, to, tag_of(s, mb, to_chunk, 0));
+    }
+    if (forward_only) release_slot(s, chunk, mb);
+}
+
+static void backward_step(schedule_state *s, int k) {
+    int chunk = chunk_of(s, k, 0), mb = micro_batch_of(s, k);
+    size_t count = (size_t)s->model->local_rows * (size_t)s->model->config.hidden_size;
+    int first_virtual = chunk == 0 && s->stage == 0;
+    int last_virtual = chunk == s->vp - 1 && s->stage == s->pp - 1;
+    if (!last_virtual) {
+        int from = s->stage < s->pp - 1 ? s->stage + 1 : 0;
+        s->comm->recv(gpt_grad_buffer(s->model), count, s->model->act_dtype, from, tag_of(s, mb, chunk, 1),
+                      &s->topo->pp);
+    }
+    const int *tokens = NULL, *targets = NULL;
+    micro_batch_rng rng;
+    s->source->load(s->source->context, mb, &tokens, &targets, &rng);
+    if (s->dp) s->dp->last_micro_batch = mb == s->nmb - 1;
+    gpt_chunk_backward(s->model, chunk, s->slot_of[chunk * s->nmb + mb], rng);
+    release_slot(s, chunk, mb);
+    if (!first_virtual) {
+        int to = s->stage > 0 ? s->stage - 1 : s->pp - 1;
+        int to_chunk = s->stage > 0 ? chunk : chunk - 1;
+        send_tensor(s, gpt_grad_buffer(s->model), count, to, tag_of(s, mb, to_chunk, 1));
+    }
+}
+
+double pipeline_run(gpt_model *model, data_parallel *dp, const comm_ops *comm, const topology *topo,
+                    int num_micro_batches, int forward_only, const micro_batch_source *source,
+                    float grad_scale) {
+    schedule_state s;
+    memset(&s, 0, sizeof s);
+    s.model = model;
+    s.dp = dp;
+    s.comm = comm;
+    s.topo = topo;
+    s.source = source;
+    s.nmb = num_micro_batches;
+    s.vp = model->num_chunks;
+    s.pp = topo->pp_size;
+    s.stage = topo->pp_rank;
+    s.grad_scale = grad_scale;
+    int slots = model->config.activation_slots;
+    s.slot_of = calloc((size_t)(s.vp * s.nmb), sizeof(int));
+    s.slot_busy = calloc((size_t)(s.vp * slots), sizeof(int));
+    CHECK(s.slot_of && s.slot_busy, "out of host memory for the pipeline schedule");
+
+    int total = s.nmb * s.vp;
+    int warmup = s.vp > 1 ? 2 * (s.pp - s.stage - 1) + (s.vp - 1) * s.pp : s.pp - s.stage - 1;
+    if (forward_only || warmup > total) warmup = total;
+    for (int k = 0; k < warmup; k++) forward_step(&s, k, forward_only);
+    for (int i = 0; i < total - warmup; i++) {
+        forward_step(&s, warmup + i, forward_only);
+        backward_step(&s, i);
+    }
+    if (!forward_only)
+        for (int k = total - warmup; k < total; k++) backward_step(&s, k);
+
+    for (int i = 0; i < s.pool_size; i++) {
+        comm->wait(&s.pool[i].request);
+        model->ops->release(s.pool[i].data);
+    }
+    free(s.pool);
+    free(s.slot_of);
+    free(s.slot_busy);
+    return s.loss_sum;
+}

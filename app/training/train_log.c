@@ -1,0 +1,76 @@
+/* train_log.c: see train_log.h. The text line follows Megatron's training_log(); the JSON
+ * line carries full precision so that runs can be compared bit for bit. */
+#include "app/training/train_log.h"
+#include "app/core/error.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+void train_log_open(train_log *log, const char *metrics_path) {
+    log->metrics = NULL;
+    if (!metrics_path || !metrics_path[0]) return;
+    log->metrics = fopen(metrics_path, "a");
+    if (!log->metrics)
+        user_error_local("cannot open --metrics-file '%s' for appending: %s", metrics_path, strerror(errno));
+}
+
+void train_log_close(train_log *log) {
+    if (log->metrics) fclose(log->metrics);
+    log->metrics = NULL;
+}
+
+static void timestamp(char *buf, size_t len) {
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+void train_log_iteration(train_log *log, const iteration_stats *s) {
+    char when[32], mfu_field[64] = "", mfu_json[64] = "";
+    timestamp(when, sizeof when);
+    /* model FLOP utilization: achieved / peak dense TFLOP/s per device */
+    if (s->peak_tflops > 0) {
+        double mfu = 100.0 * s->tflops_per_gpu / s->peak_tflops;
+        snprintf(mfu_field, sizeof mfu_field, " | MFU: %.2f%%", mfu);
+        snprintf(mfu_json, sizeof mfu_json, "\"mfu\": %.6f, \"peak_tflops\": %.3f, ", mfu / 100.0, s->peak_tflops);
+    }
+    printf(" [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
+           " | throughput per GPU (TFLOP/s/GPU): %.3f%s | tokens per second: %.1f | learning rate: %.6E"
+           " | global batch size: %5d | lm loss: %.6E | loss scale: 1.0 | grad norm: %.3f"
+           " | number of skipped iterations: %3lld | number of nan iterations: %3lld |\n",
+           when, (long long)s->iteration, (long long)s->train_iters, (long long)s->consumed_samples,
+           s->elapsed_ms_per_iteration, s->tflops_per_gpu, mfu_field, s->tokens_per_second, s->learning_rate,
+           s->global_batch_size, s->lm_loss, s->grad_norm, (long long)s->skipped_iterations,
+           (long long)s->nan_iterations);
+    fflush(stdout);
+    if (log->metrics) {
+        fprintf(log->metrics,
+                "{\"split\": \"train\", \"iteration\": %lld, \"consumed_samples\": %lld, "
+                "\"elapsed_ms_per_iteration\": %.3f, \"tokens_per_second\": %.3f, "
+                "\"tflops_per_gpu\": %.6f, %s\"learning_rate\": %.17g, \"global_batch_size\": %d, "
+                "\"lm_loss\": %.17g, \"grad_norm\": %.17g, \"skipped_iterations\": %lld, "
+                "\"nan_iterations\": %lld}\n",
+                (long long)s->iteration, (long long)s->consumed_samples, s->elapsed_ms_per_iteration,
+                s->tokens_per_second, s->tflops_per_gpu, mfu_json, s->learning_rate, s->global_batch_size,
+                isfinite(s->lm_loss) ? s->lm_loss : -1.0, isfinite(s->grad_norm) ? s->grad_norm : -1.0,
+                (long long)s->skipped_iterations, (long long)s->nan_iterations);
+        fflush(log->metrics);
+    }
+}
+
+void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss) {
+    double ppl = exp(lm_loss < 20.0 ? lm_loss : 20.0);
+    printf("-----------------------------------------------------------------------------------------------\n"
+           " validation loss %s | lm loss value: %.6E | lm loss PPL: %.6E |\n"
+           "-----------------------------------------------------------------------------------------------\n",
+           when, lm_loss, ppl);
+    fflush(stdout);
+    if (log->metrics) {
+        fprintf(log->metrics, "{\"split\": \"validation\", \"iteration\": %lld, \"lm_loss\": %.17g, \"lm_loss_ppl\": %.17g}\n",
+                (long long)iteration, lm_loss, ppl);
+        fflush(log->metrics);
+    }
+}

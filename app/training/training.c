@@ -1,0 +1,344 @@
+/* training.c: see training.h. One iteration, as data:
+ *   sample indices (seed, consumed samples) -> micro-batches -> the pipeline schedule runs
+ *   forward/backward through this rank's chunks, gradients accumulating in the flat buffer ->
+ *   data-parallel reduction (buckets) -> global norm and clipping -> AdamW -> parameter gather
+ *   (distributed optimizer) -> log line.
+ * Micro-batch m of data-parallel rank r holds global-batch samples
+ * [m*B*dp + r*B, m*B*dp + r*B + B) (Megatron's pretraining sampler), so a sample's place in the
+ * global batch, its tokens and its dropout masks do not depend on the parallel layout. */
+#include "config.h"
+
+#include "app/training/training.h"
+#include "app/training/checkpointing.h"
+#include "app/core/error.h"
+#include "app/training/exit_signal.h"
+#include "app/data/mock_data.h"
+#include "app/training/param_dump.h"
+#include "app/training/pipeline_schedule.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gpt_config config_from_args(const args *a, const topology *topo) {
+    gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.num_layers = a->num_layers;
+    c.hidden_size = a->hidden_size;
+    c.num_attention_heads = a->num_attention_heads;
+    c.kv_channels = a->kv_channels;
+    c.ffn_hidden_size = a->ffn_hidden_size;
+    c.padded_vocab_size = a->padded_vocab_size;
+    c.max_position_embeddings = a->max_position_embeddings;
+    c.seq_length = a->seq_length;
+    c.micro_batch_size = a->micro_batch_size;
+    c.layernorm_epsilon = a->layernorm_epsilon;
+    c.init_method_std = a->init_method_std;
+    c.hidden_dropout = a->hidden_dropout;
+    c.attention_dropout = a->attention_dropout;
+    c.untie_embeddings_and_output_weights = a->untie_embeddings_and_output_weights;
+    c.seed = a->seed;
+    c.tp_size = topo->tp_size;
+    c.tp_rank = topo->tp_rank;
+    c.sequence_parallel = a->sequence_parallel;
+    c.pp_size = topo->pp_size;
+    c.pp_rank = topo->pp_rank;
+    c.virtual_stages = a->virtual_pipeline_model_parallel_size;
+    c.activation_slots = pipeline_activation_slots(topo->pp_size, c.virtual_stages, a->num_micro_batches);
+    c.bucket_size = a->ddp_bucket_size;
+    c.bucket_alignment = topo->dp_size;
+    return c;
+}
+
+/* open --data-path: Megatron's GPT datasets over our HDF5 corpora or .bin/.idx files */
+static void open_datasets(trainer *t, const args *a) {
+    gpt_data_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    t->data_words = strdup(a->data_path);
+    char *words[2 * GPT_DATA_MAX_PATHS + 1];
+    int count = 0;
+    for (char *save = NULL, *w = strtok_r(t->data_words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        if (count == 2 * GPT_DATA_MAX_PATHS) user_error("--data-path lists more than %d corpora", GPT_DATA_MAX_PATHS);
+        words[count++] = w;
+    }
+    char err[1024];
+    if (gpt_data_config_set_paths(&cfg, count, words, err, sizeof err)) user_error("--data-path: %s", err);
+    cfg.split = a->split;
+    cfg.seq_length = a->seq_length;
+    cfg.seed = a->seed;
+    /* training and validation read their splits; nothing reads the test split yet */
+    for (int split = SPLIT_TRAIN; split <= SPLIT_VALID; split++)
+        cfg.num_samples[split] = gpt_data_samples_needed(split, a->train_iters, a->global_batch_size,
+                                                         a->eval_interval, a->eval_iters);
+    cfg.cache_path = a->data_cache_path[0] ? a->data_cache_path : NULL;
+    cfg.verbose = t->topo.world_rank == 0;
+    t->data = gpt_datasets_open(&cfg, MPI_COMM_WORLD);
+    int corpus_vocab = gpt_datasets_vocab_size(t->data);
+    if (corpus_vocab > a->padded_vocab_size)
+        user_error("the corpus in --data-path has a vocabulary of %d tokens but the model's is %d (padded %d): "
+                   "check --tokenizer-type / --vocab-size", corpus_vocab, a->vocab_size, a->padded_vocab_size);
+}
+
+/* the topology's process groups, for attaching and detaching the communication backend */
+static int topology_groups(topology *topo, comm_group **groups) {
+    int count = 0;
+    comm_group *all[] = {&topo->world, &topo->tp, &topo->pp, &topo->dp, &topo->model_parallel, &topo->embedding};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->mpi != MPI_COMM_NULL) groups[count++] = all[i];
+    return count;
+}
+
+/* MPI for host-memory backends; NCCL for device memory */
+static const comm_ops *select_comm(const kernel_ops *ops) {
+    if (ops->host_memory) return comm_mpi();
+#ifdef HAVE_CUDA
+    return comm_nccl();
+#else
+    FATAL("backend %s needs a device communication library, and this build has none", ops->name);
+#endif
+}
+
+void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
+    memset(t, 0, sizeof *t);
+    t->args = a;
+    t->comm = select_comm(ops);
+    topology_create(&t->topo, a);
+    topology_print(&t->topo, a);
+    comm_group *groups[8];
+    int num_groups = topology_groups(&t->topo, groups);
+    for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
+    if (a->data_path[0]) open_datasets(t, a);
+    gpt_config config = config_from_args(a, &t->topo);
+    gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
+    data_parallel_create(&t->dp, &t->model, t->comm, &t->topo, a);
+    /* without the distributed optimizer data-parallel replicas hold identical gradients, so
+     * the norm adds over one replica's ranks; with it, over every shard of every replica */
+    const comm_group *norm_group = a->use_distributed_optimizer ? &t->topo.world : &t->topo.model_parallel;
+    optimizer_create(&t->opt, &t->model, &t->dp, norm_group, t->comm, a->adam_beta1, a->adam_beta2,
+                     a->adam_eps, a->weight_decay, a->clip_grad);
+    t->lr.max_lr = a->lr;
+    t->lr.min_lr = a->min_lr;
+    t->lr.warmup_iters = a->lr_warmup_iters;
+    t->lr.decay_iters = a->lr_decay_iters;
+    t->lr.style = (lr_decay_style)lr_decay_style_from_name(a->lr_decay_style);
+    size_t N = (size_t)a->micro_batch_size * (size_t)a->seq_length;
+    t->host_tokens = malloc(sizeof(int) * N);
+    t->host_targets = malloc(sizeof(int) * N);
+    t->sample_buffer = malloc(sizeof(int32_t) * (size_t)(a->seq_length + 1));
+    CHECK(t->host_tokens && t->host_targets && t->sample_buffer, "out of host memory for batches");
+    if (t->topo.world_rank == 0) train_log_open(&t->log, a->metrics_file);
+
+    /* the model's parameters, counted once: one data-parallel replica, replicated tensors on
+     * tensor-parallel rank 0, the tied-embedding copy not at all */
+    double parameters = 0;
+    for (int i = 0; t->topo.dp_rank == 0 && i < t->model.num_params; i++) {
+        const param_tensor *p = &t->model.params[i];
+        if (!p->embedding_copy && !(p->tp_replicated && t->topo.tp_rank != 0)) parameters += (double)p->numel;
+    }
+    t->comm->allreduce_double_host(&parameters, 1, COMM_SUM, &t->topo.world);
+    double bytes = optimizer_bytes_per_parameter(&t->opt, &t->model);
+    t->comm->allreduce_double_host(&bytes, 1, COMM_MAX, &t->topo.world);
+    if (t->topo.world_rank == 0) {
+        int d = t->topo.dp_size;
+        printf("> number of parameters: %.0f\n", parameters);
+        if (t->model.mixed_precision)
+            printf("> memory per parameter (bf16 mixed precision): %.2f bytes = params 2 + grads 4 + fp32 master "
+                   "weights and Adam state %.2f (Megatron's table: 18 without the distributed optimizer, "
+                   "6 + 12/d = %.2f with it, d = %d)\n", bytes, bytes - 6.0, 6.0 + 12.0 / d, d);
+        else
+            printf("> memory per parameter (fp32): %.2f bytes = params 4 + grads 4 + Adam state %.2f "
+                   "(Megatron's table: 16 without the distributed optimizer, 8 + 8/d = %.2f with it, d = %d)\n",
+                   bytes, bytes - 8.0, 8.0 + 8.0 / d, d);
+        fflush(stdout);
+    }
+    t->last_saved_iteration = -1;
+    if (a->load[0]) checkpoint_load(t, a->load);
+    if (a->exit_signal_handler) exit_signal_install();
+}
+
+void trainer_teardown(trainer *t) {
+    if (t->topo.world_rank == 0) train_log_close(&t->log);
+    optimizer_free(&t->opt, &t->model);
+    data_parallel_free(&t->dp);
+    gpt_model_free(&t->model);
+    comm_group *groups[8];
+    int num_groups = topology_groups(&t->topo, groups);
+    for (int i = 0; i < num_groups; i++) t->comm->detach(groups[i]);
+    topology_free(&t->topo);
+    free(t->host_tokens);
+    free(t->host_targets);
+    free(t->sample_buffer);
+    if (t->data) gpt_datasets_close(t->data);
+    free(t->data_words);
+}
+
+/* first sample of micro-batch m of this data-parallel rank, within the global batch */
+static int64_t micro_batch_first_sample(const trainer *t, int m) {
+    const args *a = t->args;
+    return (int64_t)m * a->micro_batch_size * a->data_parallel_size +
+           (int64_t)t->topo.dp_rank * a->micro_batch_size;
+}
+
+/* micro_batch_source: tokens and targets of micro-batch m of the current global batch */
+static void load_micro_batch(void *context, int m, const int **tokens, const int **targets,
+                             micro_batch_rng *rng) {
+    trainer *t = context;
+    const args *a = t->args;
+    int64_t first = micro_batch_first_sample(t, m);
+    int T = a->seq_length;
+    if (t->loaded_micro_batch != m) {
+        for (int b = 0; b < a->micro_batch_size; b++) {
+            int64_t index = t->batch_start + first + b;
+            if (t->data) gpt_dataset_sample(t->data, t->split, index, t->sample_buffer);
+            else mock_data_sample(a->seed, t->split, index, a->vocab_size, T + 1, t->sample_buffer);
+            for (int i = 0; i < T; i++) {
+                t->host_tokens[(size_t)b * T + i] = t->sample_buffer[i];
+                t->host_targets[(size_t)b * T + i] = t->sample_buffer[i + 1];
+            }
+        }
+        t->loaded_micro_batch = m;
+    }
+    *tokens = t->host_tokens;
+    *targets = t->host_targets;
+    rng->iteration = t->rng_iteration;
+    rng->first_sample = first;
+    rng->training = t->training;
+}
+
+/* forward (and backward when training) over one global batch; returns the mean per-token loss
+ * over the whole global batch (computed on the last stage, shared with every rank) */
+static double run_global_batch(trainer *t, int split, int64_t batch_start, uint64_t rng_iteration,
+                               int training) {
+    const args *a = t->args;
+    double tokens_in_batch = (double)a->global_batch_size * (double)a->seq_length;
+    t->split = split;
+    t->batch_start = batch_start;
+    t->rng_iteration = rng_iteration;
+    t->training = training;
+    t->loaded_micro_batch = -1;
+    micro_batch_source source = {t, load_micro_batch};
+    double loss_sum = pipeline_run(&t->model, training ? &t->dp : NULL, t->comm, &t->topo,
+                                   a->num_micro_batches, !training, &source,
+                                   (float)(1.0 / tokens_in_batch));
+    /* the last stage's tensor-parallel ranks all hold the same losses: count one of them */
+    if (t->topo.pp_rank != t->topo.pp_size - 1 || t->topo.tp_rank != 0) loss_sum = 0.0;
+    t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->topo.world);
+    return loss_sum / tokens_in_batch;
+}
+
+static double evaluate(trainer *t) {
+    const args *a = t->args;
+    data_parallel_finish_param_gather(&t->dp);
+    double total = 0.0;
+    for (int64_t k = 0; k < a->eval_iters; k++)
+        total += run_global_batch(t, SPLIT_VALID, k * a->global_batch_size, 0, 0);
+    return total / (double)a->eval_iters;
+}
+
+/* Megatron's FLOPs per iteration without recomputation:
+ * 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) (forward + backward, GEMMs and attention) */
+static double flops_per_iteration(const args *a) {
+    double B = a->global_batch_size, s = a->seq_length, l = a->num_layers, h = a->hidden_size;
+    double V = a->padded_vocab_size;
+    return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
+/* after an iteration: --save-interval, the exit signal, --exit-interval (Megatron's order);
+ * returns 1 when training must stop here */
+static int checkpoint_or_exit(trainer *t) {
+    const args *a = t->args;
+    int is_logger = t->topo.world_rank == 0;
+    if (a->save[0] && a->save_interval > 0 && t->iteration % a->save_interval == 0)
+        checkpoint_save(t, a->save);
+    if (a->exit_signal_handler) {
+        int signal_number = exit_signal_received();
+        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &signal_number, 1, MPI_INT, MPI_MAX, t->topo.world.mpi));
+        if (signal_number) {
+            if (t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+            if (is_logger) printf("exiting program after receiving signal %d at iteration %lld\n", signal_number, (long long)t->iteration);
+            t->exited_early = 1;
+            return 1;
+        }
+    }
+    if (a->exit_interval > 0 && t->iteration % a->exit_interval == 0 && t->iteration < a->train_iters) {
+        if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+        if (is_logger) printf("exiting program at iteration %lld\n", (long long)t->iteration);
+        t->exited_early = 1;
+        return 1;
+    }
+    return 0;
+}
+
+double trainer_train(trainer *t) {
+    const args *a = t->args;
+    gpt_model *model = &t->model;
+    int is_logger = t->topo.world_rank == 0;
+    double interval_loss = 0.0, interval_time = 0.0;
+    int64_t interval_iterations = 0;
+    double last_validation = NAN;
+
+    while (t->iteration < a->train_iters) {
+        double start = MPI_Wtime();
+        double lr = lr_at(&t->lr, t->iteration);
+        model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
+        data_parallel_start_iteration(&t->dp);
+        double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1);
+        data_parallel_finish_grad_sync(&t->dp);
+        double grad_norm = optimizer_grad_norm(&t->opt, model);
+        if (optimizer_step(&t->opt, model, grad_norm, lr)) {
+            t->skipped_iterations++;
+            t->nan_iterations++;
+        }
+        if (t->iteration == 0) {
+            /* how much of the gradient reduction overlapped the backward (rank 0's buckets) */
+            if (is_logger)
+                printf("> gradient buckets: %d, reductions started during the backward: %d\n",
+                       model->num_buckets, t->dp.buckets_started);
+        }
+        data_parallel_start_param_gather(&t->dp);
+        model->ops->synchronize();
+        t->iteration++;
+        t->consumed_samples += a->global_batch_size;
+        interval_time += MPI_Wtime() - start;
+        interval_loss += loss;
+        interval_iterations++;
+
+        if (t->iteration % a->log_interval == 0 || t->iteration == a->train_iters) {
+            double seconds = interval_time / (double)interval_iterations;
+            iteration_stats s = {
+                .iteration = t->iteration,
+                .train_iters = a->train_iters,
+                .consumed_samples = t->consumed_samples,
+                .elapsed_ms_per_iteration = 1000.0 * seconds,
+                .tokens_per_second = (double)a->global_batch_size * a->seq_length / seconds,
+                .tflops_per_gpu = flops_per_iteration(a) / seconds / a->world_size / 1e12,
+                .peak_tflops = a->peak_tflops,
+                .learning_rate = lr,
+                .global_batch_size = a->global_batch_size,
+                .lm_loss = interval_loss / (double)interval_iterations,
+                .grad_norm = grad_norm,
+                .skipped_iterations = t->skipped_iterations,
+                .nan_iterations = t->nan_iterations,
+            };
+            if (is_logger) train_log_iteration(&t->log, &s);
+            interval_loss = interval_time = 0.0;
+            interval_iterations = 0;
+        }
+        if (checkpoint_or_exit(t)) break;
+        if (a->eval_iters > 0 && t->iteration % a->eval_interval == 0 && t->iteration < a->train_iters) {
+            last_validation = evaluate(t);
+            char when[64];
+            snprintf(when, sizeof when, "at iteration %lld", (long long)t->iteration);
+            if (is_logger) train_log_validation(&t->log, t->iteration, when, last_validation);
+        }
+    }
+    data_parallel_finish_param_gather(&t->dp);
+    if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+    if (a->eval_iters > 0 && !t->exited_early) {
+        last_validation = evaluate(t);
+        if (is_logger) train_log_validation(&t->log, t->iteration, "at the end of training", last_validation);
+    }
+    if (a->dump_parameters[0]) param_dump_write(&t->model, &t->topo, a->dump_parameters);
+    return last_validation;
+}

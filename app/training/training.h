@@ -1,0 +1,49 @@
+/* training.h: the training loop (Megatron's train()): the pipeline schedule over the global
+ * batch's micro-batches, gradient synchronization over data-parallel ranks, clipping, AdamW, the
+ * LR schedule, logging and evaluation. */
+#ifndef TRAINING_H
+#define TRAINING_H
+
+#include "app/training/args.h"
+#include "app/data/gpt_dataset.h"
+#include "app/parallel/comm.h"
+#include "app/optim/data_parallel.h"
+#include "app/model/gpt_model.h"
+#include "app/optim/lr_schedule.h"
+#include "app/optim/optimizer.h"
+#include "app/parallel/topology.h"
+#include "app/training/train_log.h"
+
+typedef struct trainer {
+    const args *args;
+    const comm_ops *comm;
+    topology topo;
+    gpt_model model;
+    data_parallel dp;
+    optimizer opt;
+    lr_schedule lr;
+    train_log log;
+    int64_t iteration;
+    int64_t consumed_samples;
+    int64_t skipped_iterations, nan_iterations;
+    int64_t last_saved_iteration;    /* iteration of the last checkpoint saved or loaded (-1: none) */
+    int exited_early;                /* stopped by --exit-interval or the exit signal */
+    /* the micro-batch being loaded */
+    int split;
+    int64_t batch_start;
+    uint64_t rng_iteration;
+    int training;
+    int *host_tokens, *host_targets; /* one micro-batch, [B*T] each */
+    int32_t *sample_buffer;          /* one sample, seq_length + 1 tokens */
+    int loaded_micro_batch;
+    gpt_datasets *data;              /* --data-path corpora; NULL with --mock-data */
+    char *data_words;                /* --data-path split into words (data's paths point here) */
+} trainer;
+
+/* build groups, model, optimizer from the parsed arguments, then load --load (collective) */
+void trainer_setup(trainer *t, const args *a, const kernel_ops *ops);
+/* run --train-iters iterations; returns the final validation loss (NaN when none) */
+double trainer_train(trainer *t);
+void trainer_teardown(trainer *t);
+
+#endif

@@ -1,0 +1,232 @@
+/* cuda_attention_test.c: the bf16 CUDA flash attention (forward, backward) and vocab-parallel
+ * cross entropy (three passes) against the fp32 CPU reference (kernels_cpu()).
+ *
+ * Inputs are rounded to bf16 first, so the CPU sees exactly what the GPU sees; GPU outputs are
+ * poisoned with NaN before every run, so an element a kernel forgets to write fails the
+ * comparison. bf16 outputs must agree to a relative error (max|got - want| / max|want|) under
+ * 1e-2; fp32 statistics computed from identical inputs must agree to 1e-5 (row max and target
+ * logit exactly). The attention backward must be bitwise reproducible (it uses no atomics).
+ * Exits 77 (SKIP) where there is no CUDA device. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/gpu/cuda_test_util.h"
+#include "kernels/kernels.h"
+#include "tests/tap.h"
+
+static void *host_alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (p == NULL) {
+        fprintf(stderr, "out of memory allocating %zu bytes\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+/* the kernels run on a non-blocking stream, which does not wait for the default-stream memsets
+ * and copies of the helpers: finish those before launching */
+static void device_sync(void) { TEST_CUDA(cudaDeviceSynchronize()); }
+
+static void download_raw(void *host, const void *dev, size_t bytes) {
+    device_sync();
+    TEST_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* part (0 = q, 1 = k, 2 = v) of a [rows, H, 3, D] array, gathered into [rows, H, D] */
+static void gather_part(float *dst, const float *qkv, size_t rows, int H, int D, int part) {
+    for (size_t r = 0; r < rows; r++)
+        for (int h = 0; h < H; h++)
+            memcpy(dst + (r * H + h) * D, qkv + (r * H + h) * 3 * D + (size_t)part * D,
+                   (size_t)D * sizeof(float));
+}
+
+static void test_attention(int B, int T, int H, int D, int head_start, int total_heads, float p) {
+    const kernel_ops *cpu = kernels_cpu();
+    const size_t n_qkv = (size_t)B * T * H * 3 * D, n_out = (size_t)B * T * H * D;
+    const uint64_t seed = 1000u + 7u * B + 13u * T + 17u * H + 19u * D + (p > 0.0f ? 1u : 0u);
+    dropout_rng rng = {p, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
+    char shape[160];
+    snprintf(shape, sizeof shape, "B=%d T=%d H=%d D=%d heads %d+%d/%d p=%.2f", B, T, H, D,
+             head_start, H, total_heads, (double)p);
+
+    /* inputs, rounded to bf16 (scores of spread ~1.3 so the softmax is far from uniform) */
+    float *qkv = host_alloc(n_qkv * sizeof(float)), *dout = host_alloc(n_out * sizeof(float));
+    fill_random(qkv, n_qkv, seed, 2.0f);
+    round_to_bf16(qkv, n_qkv);
+    fill_random(dout, n_out, seed + 1, 1.0f);
+    round_to_bf16(dout, n_out);
+
+    /* CPU reference */
+    float *out_ref = host_alloc(n_out * sizeof(float)), *dqkv_ref = host_alloc(n_qkv * sizeof(float));
+    void *ws_ref = host_alloc(cpu->attention_workspace_bytes(B, T, H, D));
+    cpu->attention_forward(out_ref, ws_ref, qkv, B, T, H, D, head_start, total_heads, rng);
+    cpu->attention_backward(dqkv_ref, dout, qkv, out_ref, ws_ref, B, T, H, D, head_start, total_heads, rng);
+
+    /* GPU forward */
+    bf16 *d_qkv = upload_bf16(qkv, n_qkv), *d_dout = upload_bf16(dout, n_out);
+    bf16 *d_out = device_alloc(n_out * sizeof(bf16)), *d_dqkv = device_alloc(n_qkv * sizeof(bf16));
+    const size_t ws_bytes = cuda_attention_workspace_bytes(B, T, H, D);
+    void *d_ws = device_alloc(ws_bytes);
+    poison(d_out, n_out * sizeof(bf16));
+    poison(d_ws, ws_bytes);
+    device_sync();
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, D, head_start, total_heads, rng);
+    float *out = download_bf16(d_out, n_out);
+    double err = relative_error(out, out_ref, n_out);
+    tap_diag("attention forward %s: out relative error %.3e", shape, err);
+    tap_ok(err < 1e-2, "attention forward %s", shape);
+
+    bf16 *raw1 = host_alloc(n_qkv * sizeof(bf16)), *raw2 = host_alloc(n_qkv * sizeof(bf16));
+    download_raw(raw1, d_out, n_out * sizeof(bf16));
+    poison(d_out, n_out * sizeof(bf16));
+    device_sync();
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, D, head_start, total_heads, rng);
+    download_raw(raw2, d_out, n_out * sizeof(bf16));
+    tap_ok(memcmp(raw1, raw2, n_out * sizeof(bf16)) == 0,
+           "attention forward %s: rerun bitwise identical", shape);
+
+    /* GPU backward, checked part by part (dq and dk are much smaller than dv) */
+    poison(d_dqkv, n_qkv * sizeof(bf16));
+    device_sync();
+    cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, D, head_start,
+                            total_heads, rng);
+    float *dqkv = download_bf16(d_dqkv, n_qkv);
+    float *got = host_alloc(n_out * sizeof(float)), *want = host_alloc(n_out * sizeof(float));
+    const char *part_name[3] = {"dq", "dk", "dv"};
+    for (int part = 0; part < 3; part++) {
+        gather_part(got, dqkv, (size_t)B * T, H, D, part);
+        gather_part(want, dqkv_ref, (size_t)B * T, H, D, part);
+        err = relative_error(got, want, n_out);
+        tap_diag("attention backward %s: %s relative error %.3e", shape, part_name[part], err);
+        tap_ok(err < 1e-2, "attention backward %s: %s", shape, part_name[part]);
+    }
+
+    download_raw(raw1, d_dqkv, n_qkv * sizeof(bf16));
+    poison(d_dqkv, n_qkv * sizeof(bf16));
+    device_sync();
+    cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, D, head_start,
+                            total_heads, rng);
+    download_raw(raw2, d_dqkv, n_qkv * sizeof(bf16));
+    tap_ok(memcmp(raw1, raw2, n_qkv * sizeof(bf16)) == 0,
+           "attention backward %s: rerun bitwise identical", shape);
+
+    TEST_CUDA(cudaFree(d_qkv));
+    TEST_CUDA(cudaFree(d_dout));
+    TEST_CUDA(cudaFree(d_out));
+    TEST_CUDA(cudaFree(d_dqkv));
+    TEST_CUDA(cudaFree(d_ws));
+    free(qkv); free(dout); free(out_ref); free(dqkv_ref); free(ws_ref);
+    free(out); free(dqkv); free(got); free(want); free(raw1); free(raw2);
+}
+
+static void test_cross_entropy(int N, int V, int vocab_start) {
+    const kernel_ops *cpu = kernels_cpu();
+    const size_t n = (size_t)N * V;
+    const float grad_scale = 1.0f / (float)N;
+    char shape[96];
+    snprintf(shape, sizeof shape, "N=%d V=%d vocab_start=%d", N, V, vocab_start);
+
+    float *logits = host_alloc(n * sizeof(float));
+    fill_random(logits, n, 77u + (uint64_t)N * 31u + (uint64_t)V, 4.0f);
+    round_to_bf16(logits, n);
+    /* targets over a global vocabulary of vocab_start + V + vocab_start ids: with vocab_start > 0
+     * some lie before and some after this rank's columns; one is negative (never local) */
+    int *targets = host_alloc((size_t)N * sizeof(int));
+    uint64_t s = 12345u + (uint64_t)V;
+    for (int i = 0; i < N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        targets[i] = (int)((s >> 33) % (uint64_t)(V + 2 * vocab_start));
+    }
+    if (N >= 7) targets[N - 1] = -100;
+
+    /* CPU reference */
+    float *row_max_ref = host_alloc(N * sizeof(float)), *sum_exp_ref = host_alloc(N * sizeof(float));
+    float *target_ref = host_alloc(N * sizeof(float)), *losses_ref = host_alloc(N * sizeof(float));
+    float *grad_ref = host_alloc(n * sizeof(float));
+    memcpy(grad_ref, logits, n * sizeof(float));
+    cpu->cross_entropy_max(row_max_ref, grad_ref, N, V);
+    cpu->cross_entropy_sum_exp(sum_exp_ref, target_ref, grad_ref, row_max_ref, targets, N, V,
+                               vocab_start);
+    cpu->cross_entropy_loss_grad(losses_ref, grad_ref, row_max_ref, sum_exp_ref, target_ref,
+                                 targets, N, V, vocab_start, grad_scale);
+
+    /* GPU, each pass fed by the previous GPU pass */
+    bf16 *d_logits = upload_bf16(logits, n);
+    int *d_targets = upload_int(targets, N);
+    float *d_row_max = device_alloc(N * sizeof(float)), *d_sum_exp = device_alloc(N * sizeof(float));
+    float *d_target = device_alloc(N * sizeof(float)), *d_losses = device_alloc(N * sizeof(float));
+    poison(d_row_max, N * sizeof(float));
+    poison(d_sum_exp, N * sizeof(float));
+    poison(d_target, N * sizeof(float));
+    poison(d_losses, N * sizeof(float));
+    device_sync();
+
+    cuda_cross_entropy_max(d_row_max, d_logits, N, V);
+    float *row_max = download_float(d_row_max, N);
+    double err = relative_error(row_max, row_max_ref, N);
+    tap_diag("cross entropy %s: row_max relative error %.3e", shape, err);
+    tap_ok(err == 0.0, "cross entropy max %s: exact", shape);
+
+    cuda_cross_entropy_sum_exp(d_sum_exp, d_target, d_logits, d_row_max, d_targets, N, V,
+                               vocab_start);
+    float *sum_exp = download_float(d_sum_exp, N), *target = download_float(d_target, N);
+    err = relative_error(sum_exp, sum_exp_ref, N);
+    tap_diag("cross entropy %s: sum_exp relative error %.3e", shape, err);
+    tap_ok(err < 1e-5, "cross entropy sum_exp %s", shape);
+    err = relative_error(target, target_ref, N);
+    tap_ok(err == 0.0, "cross entropy target_logit %s: exact", shape);
+
+    cuda_cross_entropy_loss_grad(d_losses, d_logits, d_row_max, d_sum_exp, d_target, d_targets,
+                                 N, V, vocab_start, grad_scale);
+    float *losses = download_float(d_losses, N), *grad = download_bf16(d_logits, n);
+    err = relative_error(losses, losses_ref, N);
+    tap_diag("cross entropy %s: losses relative error %.3e", shape, err);
+    tap_ok(err < 1e-5, "cross entropy losses %s", shape);
+    err = relative_error(grad, grad_ref, n);
+    tap_diag("cross entropy %s: grad relative error %.3e", shape, err);
+    tap_ok(err < 1e-2, "cross entropy grad %s", shape);
+
+    TEST_CUDA(cudaFree(d_logits));
+    TEST_CUDA(cudaFree(d_targets));
+    TEST_CUDA(cudaFree(d_row_max));
+    TEST_CUDA(cudaFree(d_sum_exp));
+    TEST_CUDA(cudaFree(d_target));
+    TEST_CUDA(cudaFree(d_losses));
+    free(logits); free(targets); free(row_max_ref); free(sum_exp_ref); free(target_ref);
+    free(losses_ref); free(grad_ref); free(row_max); free(sum_exp); free(target); free(losses);
+    free(grad);
+}
+
+int main(void) {
+    skip_without_gpu();
+
+    /* attention: T below, at and across the 64- and 128-row tiles; D = 20 exercises the
+     * unvectorized path, D = 32, 40, 80, 96 the zero padding to 64 or 128; T = 2048 at D = 128 is
+     * the GPT 1.3B head shape */
+    static const int shapes[][4] = {
+        {1, 1, 1, 32}, {2, 7, 3, 64}, {1, 100, 2, 80}, {1, 50, 2, 20},
+        {2, 257, 4, 64}, {1, 130, 2, 96}, {1, 1024, 2, 128}, {3, 333, 3, 40},
+        {1, 2048, 1, 128},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int *s = shapes[i];
+        test_attention(s[0], s[1], s[2], s[3], 0, s[2], 0.0f);
+        test_attention(s[0], s[1], s[2], s[3], 0, s[2], 0.1f);
+    }
+    /* local heads 2..5 of 8 (tensor parallelism): the dropout mask follows the global head */
+    test_attention(2, 257, 4, 64, 2, 8, 0.1f);
+
+    static const int ce_rows[] = {1, 7, 64};
+    static const int ce_vocab[] = {37, 1000, 50304};
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) test_cross_entropy(ce_rows[i], ce_vocab[j], 0);
+    test_cross_entropy(7, 50257, 0);           /* odd V: rows start at odd element offsets */
+    test_cross_entropy(64, 1000, 500);         /* vocabulary split over two ranks */
+    test_cross_entropy(7, 50257, 50257 / 2);
+
+    tap_diag("%d passed, %d failed", tap_count - tap_failed, tap_failed);
+    return tap_done();
+}

@@ -1,0 +1,585 @@
+/* cuda_kernels_test.c: the bf16 CUDA kernels (conversions, elementwise, embeddings, layer norm,
+ * cuBLASLt matmul, AdamW, sum of squares) against the fp32 CPU reference backend.
+ *
+ * Every case draws inputs, rounds them to bf16 so that both backends see the same values, runs
+ * the CPU reference and the CUDA kernel, and compares with relative_error (max|got - want| /
+ * max|want|): bf16 outputs within 1e-2; fp32 parameter gradients accumulated from bf16 inputs
+ * within 1e-4 (embedding gradients add in the CPU's order, so they should match exactly); AdamW
+ * and the sum of squares within 1e-5. Overwritten outputs are poisoned with NaN first (an
+ * element a kernel fails to write shows up as an infinite error); accumulated outputs are
+ * prefilled with the same known values on both sides. Shapes include odd sizes (scalar paths),
+ * pointers shifted by one element (unaligned: the 128-bit paths must fall back), and large rows
+ * (layer norm at C = 12288 uses more than 48 KiB of shared memory). The reductions that must be
+ * deterministic (embedding, layer-norm and bias gradients, sum of squares, dweight) run twice and
+ * must agree bit for bit. Skips (exit 77) without a GPU. */
+#include <stdarg.h>
+
+#include "tests/gpu/cuda_test_util.h"
+#include "kernels/kernels.h"
+#include "tests/tap.h"
+
+static const kernel_ops *cpu;
+
+#define BF16_TOL 1e-2
+#define GRAD_TOL 1e-4
+#define EXACT_TOL 1e-5
+
+/* one TAP line with a diagnostic of the measured error */
+static void expect_below(double err, double tol, const char *fmt, ...) {
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    tap_diag("%s: relative error %.3g (tolerance %.0e)", what, err, tol);
+    tap_ok(err < tol, "%s", what);
+}
+
+static void expect_identical(const void *a, const void *b, size_t bytes, const char *fmt, ...) {
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    tap_ok(memcmp(a, b, bytes) == 0, "%s", what);
+}
+
+/* host array of bf16-representable values uniform in [-scale, scale) */
+static float *host_random(size_t n, uint64_t seed, float scale) {
+    float *x = (float *)malloc(n * sizeof(float) + 4);
+    fill_random(x, n, seed, scale);
+    round_to_bf16(x, n);
+    return x;
+}
+/* host array of fp32 values (not rounded) */
+static float *host_random_fp32(size_t n, uint64_t seed, float scale) {
+    float *x = (float *)malloc(n * sizeof(float) + 4);
+    fill_random(x, n, seed, scale);
+    return x;
+}
+static float *host_copy(const float *x, size_t n) {
+    float *y = (float *)malloc(n * sizeof(float) + 4);
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+static float *host_alloc(size_t n) { return (float *)calloc(n + 1, sizeof(float)); }
+
+/* device copies placed `shift` elements past an aligned allocation (shift 1: unaligned);
+ * *base receives the allocation to free */
+static bf16 *upload_bf16_shifted(const float *x, size_t n, int shift, void **base) {
+    float *padded = host_alloc(n + (size_t)shift);
+    memcpy(padded + shift, x, n * sizeof(float));
+    bf16 *d = upload_bf16(padded, n + (size_t)shift);
+    free(padded);
+    *base = d;
+    return d + shift;
+}
+static float *upload_float_shifted(const float *x, size_t n, int shift, void **base) {
+    float *d = (float *)device_alloc((n + (size_t)shift) * sizeof(float));
+    TEST_CUDA(cudaMemcpy(d + shift, x, n * sizeof(float), cudaMemcpyHostToDevice));
+    *base = d;
+    return d + shift;
+}
+static bf16 *alloc_bf16_shifted(size_t n, int shift, void **base) {
+    bf16 *d = (bf16 *)device_alloc((n + (size_t)shift) * sizeof(bf16));
+    *base = d;
+    return d + shift;
+}
+static void set_float(float *d, const float *x, size_t n) {
+    TEST_CUDA(cudaMemcpy(d, x, n * sizeof(float), cudaMemcpyHostToDevice));
+}
+static void set_bf16(bf16 *d, const float *x, size_t n) {
+    bf16 *h = (bf16 *)malloc(n * sizeof(bf16) + 2);
+    for (size_t i = 0; i < n; i++) h[i] = host_to_bf16(x[i]);
+    TEST_CUDA(cudaMemcpy(d, h, n * sizeof(bf16), cudaMemcpyHostToDevice));
+    free(h);
+}
+
+/* ---- conversions ---- */
+
+static void test_conversions(size_t n, int shift) {
+    float *x = host_random_fp32(n, 100 + n, 3.0f);
+    float *want = host_copy(x, n);
+    round_to_bf16(want, n); /* the host's round-to-nearest-even */
+    void *b1, *b2, *b3;
+    float *d_x = upload_float_shifted(x, n, shift, &b1);
+    bf16 *d_h = alloc_bf16_shifted(n, shift, &b2);
+    poison(d_h, n * sizeof(bf16));
+    cuda_float_to_bf16(d_h, d_x, n);
+    float *got = download_bf16(d_h, n);
+    expect_below(relative_error(got, want, n), 1e-30, "float_to_bf16 n=%zu shift=%d (exact)", n,
+                 shift);
+    float *d_back = upload_float_shifted(x, n, shift, &b3);
+    poison(d_back, n * sizeof(float));
+    cuda_bf16_to_float(d_back, d_h, n);
+    float *back = download_float(d_back, n);
+    expect_below(relative_error(back, want, n), 1e-30, "bf16_to_float n=%zu shift=%d (exact)", n,
+                 shift);
+    free(x); free(want); free(got); free(back);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3);
+}
+
+/* ---- elementwise ---- */
+
+static void test_gelu(size_t n, int shift) {
+    float *x = host_random(n, 200 + n, 4.0f), *dout = host_random(n, 201 + n, 1.0f);
+    float *want = host_alloc(n), *want_dx = host_alloc(n);
+    cpu->gelu_forward(want, x, n);
+    cpu->gelu_backward(want_dx, x, dout, n);
+    void *b1, *b2, *b3, *b4;
+    bf16 *d_x = upload_bf16_shifted(x, n, shift, &b1);
+    bf16 *d_dout = upload_bf16_shifted(dout, n, shift, &b2);
+    bf16 *d_out = alloc_bf16_shifted(n, shift, &b3);
+    bf16 *d_dx = alloc_bf16_shifted(n, shift, &b4);
+    poison(d_out, n * sizeof(bf16));
+    poison(d_dx, n * sizeof(bf16));
+    cuda_gelu_forward(d_out, d_x, n);
+    cuda_gelu_backward(d_dx, d_x, d_dout, n);
+    float *got = download_bf16(d_out, n), *got_dx = download_bf16(d_dx, n);
+    expect_below(relative_error(got, want, n), BF16_TOL, "gelu_forward n=%zu shift=%d", n, shift);
+    expect_below(relative_error(got_dx, want_dx, n), BF16_TOL, "gelu_backward n=%zu shift=%d", n,
+                 shift);
+    free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(b4);
+}
+
+static void test_dropout(size_t n, int shift, float p) {
+    dropout_rng rng = {p, 1234, 0x9e3779b97f4a7c15ull ^ n, 1000 + 17 * n};
+    float *x = host_random(n, 300 + n, 2.0f), *dout = host_random(n, 301 + n, 1.0f);
+    float *want = host_alloc(n), *want_dx = host_alloc(n);
+    cpu->dropout_forward(want, x, n, rng);
+    cpu->dropout_backward(want_dx, dout, n, rng);
+    void *b1, *b2, *b3;
+    bf16 *d_x = upload_bf16_shifted(x, n, shift, &b1);
+    bf16 *d_dout = upload_bf16_shifted(dout, n, shift, &b2);
+    bf16 *d_out = alloc_bf16_shifted(n, shift, &b3);
+    poison(d_out, n * sizeof(bf16));
+    cuda_dropout_forward(d_out, d_x, n, rng);
+    float *got = download_bf16(d_out, n);
+    expect_below(relative_error(got, want, n), BF16_TOL, "dropout_forward n=%zu shift=%d p=%.2f", n,
+                 shift, p);
+    size_t zeros_got = 0, zeros_want = 0, mismatched = 0;
+    for (size_t i = 0; i < n; i++) {
+        zeros_got += got[i] == 0.0f;
+        zeros_want += want[i] == 0.0f;
+        mismatched += (got[i] == 0.0f) != (want[i] == 0.0f);
+    }
+    tap_diag("dropout n=%zu: %zu dropped on the GPU, %zu on the CPU", n, zeros_got, zeros_want);
+    tap_ok(mismatched == 0, "dropout_forward n=%zu shift=%d p=%.2f: same mask as the CPU", n, shift,
+           p);
+    /* backward in place (dx aliases dout) */
+    cuda_dropout_backward(d_dout, d_dout, n, rng);
+    float *got_dx = download_bf16(d_dout, n);
+    expect_below(relative_error(got_dx, want_dx, n), BF16_TOL,
+                 "dropout_backward in place n=%zu shift=%d p=%.2f", n, shift, p);
+    free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3);
+}
+
+static void test_add_scale(size_t n, int shift) {
+    float *a = host_random(n, 400 + n, 1.0f), *b = host_random(n, 401 + n, 1.0f);
+    float *want = host_alloc(n);
+    cpu->add(want, a, b, n);
+    void *b1, *b2, *b3;
+    bf16 *d_a = upload_bf16_shifted(a, n, shift, &b1);
+    bf16 *d_b = upload_bf16_shifted(b, n, shift, &b2);
+    bf16 *d_out = alloc_bf16_shifted(n, shift, &b3);
+    poison(d_out, n * sizeof(bf16));
+    cuda_add(d_out, d_a, d_b, n);
+    float *got = download_bf16(d_out, n);
+    expect_below(relative_error(got, want, n), BF16_TOL, "add n=%zu shift=%d", n, shift);
+    cuda_add(d_a, d_a, d_b, n); /* out aliases a */
+    float *got_alias = download_bf16(d_a, n);
+    expect_below(relative_error(got_alias, want, n), BF16_TOL, "add in place n=%zu shift=%d", n,
+                 shift);
+    float *want_scaled = host_copy(b, n);
+    cpu->scale(want_scaled, -0.37f, n);
+    cuda_scale(d_b, -0.37f, n);
+    float *got_scaled = download_bf16(d_b, n);
+    expect_below(relative_error(got_scaled, want_scaled, n), BF16_TOL, "scale n=%zu shift=%d", n,
+                 shift);
+    free(a); free(b); free(want); free(got); free(got_alias); free(want_scaled); free(got_scaled);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3);
+}
+
+static void test_bias(int N, int C, int shift) {
+    size_t n = (size_t)N * C;
+    float *out = host_random(n, 500 + n, 1.0f), *bias = host_random((size_t)C, 501 + C, 1.0f);
+    float *dout = host_random(n, 502 + n, 1.0f);
+    float *dbias = host_random_fp32((size_t)C, 503 + C, 1.0f);
+    float *want = host_copy(out, n), *want_dbias = host_copy(dbias, (size_t)C);
+    cpu->bias_add(want, bias, N, C);
+    cpu->bias_backward(want_dbias, dout, N, C);
+    void *b1, *b2, *b3;
+    bf16 *d_out = upload_bf16_shifted(out, n, shift, &b1);
+    bf16 *d_bias = upload_bf16_shifted(bias, (size_t)C, shift, &b2);
+    bf16 *d_dout = upload_bf16_shifted(dout, n, shift, &b3);
+    float *d_dbias = upload_float(dbias, (size_t)C);
+    cuda_bias_add(d_out, d_bias, N, C);
+    float *got = download_bf16(d_out, n);
+    expect_below(relative_error(got, want, n), BF16_TOL, "bias_add N=%d C=%d shift=%d", N, C,
+                 shift);
+    cuda_bias_backward(d_dbias, d_dout, N, C);
+    float *got_dbias = download_float(d_dbias, (size_t)C);
+    expect_below(relative_error(got_dbias, want_dbias, (size_t)C), GRAD_TOL,
+                 "bias_backward accumulates N=%d C=%d shift=%d", N, C, shift);
+    set_float(d_dbias, dbias, (size_t)C);
+    cuda_bias_backward(d_dbias, d_dout, N, C);
+    float *again = download_float(d_dbias, (size_t)C);
+    expect_identical(again, got_dbias, (size_t)C * sizeof(float),
+                     "bias_backward N=%d C=%d is deterministic", N, C);
+    free(out); free(bias); free(dout); free(dbias); free(want); free(want_dbias); free(got);
+    free(got_dbias); free(again);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(d_dbias);
+}
+
+/* ---- embeddings ---- */
+
+static void test_embedding(int N, int C, int vocab_start, int vocab_rows, int token_range,
+                           int repeat_every, int shift) {
+    int *tokens = (int *)malloc((size_t)N * sizeof(int));
+    uint64_t s = 77 + (uint64_t)N * 31 + (uint64_t)C;
+    for (int n = 0; n < N; n++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tokens[n] = (int)((s >> 33) % (uint64_t)token_range);
+        if (repeat_every > 0 && n % repeat_every == 0) tokens[n] = vocab_start + vocab_rows / 2;
+    }
+    size_t table_n = (size_t)vocab_rows * C, out_n = (size_t)N * C;
+    float *table = host_random(table_n, 600 + table_n, 1.0f);
+    float *want = host_alloc(out_n);
+    cpu->embedding_forward(want, tokens, table, N, C, vocab_start, vocab_rows);
+    void *b1, *b2, *b3;
+    int *d_tokens = upload_int(tokens, (size_t)N);
+    bf16 *d_table = upload_bf16_shifted(table, table_n, shift, &b1);
+    bf16 *d_out = alloc_bf16_shifted(out_n, shift, &b2);
+    poison(d_out, out_n * sizeof(bf16));
+    cuda_embedding_forward(d_out, d_tokens, d_table, N, C, vocab_start, vocab_rows);
+    float *got = download_bf16(d_out, out_n);
+    expect_below(relative_error(got, want, out_n), BF16_TOL,
+                 "embedding_forward N=%d C=%d rows [%d,%d) shift=%d", N, C, vocab_start,
+                 vocab_start + vocab_rows, shift);
+
+    float *dout = host_random(out_n, 601 + out_n, 1.0f);
+    float *dtable = host_random_fp32(table_n, 602 + table_n, 1.0f);
+    float *want_dtable = host_copy(dtable, table_n);
+    cpu->embedding_backward(want_dtable, dout, tokens, N, C, vocab_start, vocab_rows);
+    bf16 *d_dout = upload_bf16_shifted(dout, out_n, shift, &b3);
+    float *d_dtable = upload_float(dtable, table_n);
+    cuda_embedding_backward(d_dtable, d_dout, d_tokens, N, C, vocab_start, vocab_rows);
+    float *got_dtable = download_float(d_dtable, table_n);
+    expect_below(relative_error(got_dtable, want_dtable, table_n), EXACT_TOL,
+                 "embedding_backward accumulates N=%d C=%d repeat_every=%d shift=%d", N, C,
+                 repeat_every, shift);
+    set_float(d_dtable, dtable, table_n);
+    cuda_embedding_backward(d_dtable, d_dout, d_tokens, N, C, vocab_start, vocab_rows);
+    float *again = download_float(d_dtable, table_n);
+    expect_identical(again, got_dtable, table_n * sizeof(float),
+                     "embedding_backward N=%d C=%d is deterministic", N, C);
+    expect_identical(got_dtable, want_dtable, table_n * sizeof(float),
+                     "embedding_backward N=%d C=%d equals the CPU bit for bit", N, C);
+    free(tokens); free(table); free(want); free(got); free(dout); free(dtable); free(want_dtable);
+    free(got_dtable); free(again);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(d_tokens); cudaFree(d_dtable);
+}
+
+static void test_position_embedding(int B, int T, int C, int position_start, int shift) {
+    size_t out_n = (size_t)B * T * C, wpe_n = (size_t)(position_start + T + 3) * C;
+    float *out = host_random(out_n, 700 + out_n, 1.0f), *wpe = host_random(wpe_n, 701, 1.0f);
+    float *want = host_copy(out, out_n);
+    cpu->position_embedding_forward(want, wpe, B, T, C, position_start);
+    void *b1, *b2, *b3;
+    bf16 *d_out = upload_bf16_shifted(out, out_n, shift, &b1);
+    bf16 *d_wpe = upload_bf16_shifted(wpe, wpe_n, shift, &b2);
+    cuda_position_embedding_forward(d_out, d_wpe, B, T, C, position_start);
+    float *got = download_bf16(d_out, out_n);
+    expect_below(relative_error(got, want, out_n), BF16_TOL,
+                 "position_embedding_forward B=%d T=%d C=%d start=%d shift=%d", B, T, C,
+                 position_start, shift);
+
+    float *dout = host_random(out_n, 702 + out_n, 1.0f);
+    float *dwpe = host_random_fp32(wpe_n, 703, 1.0f);
+    float *want_dwpe = host_copy(dwpe, wpe_n);
+    cpu->position_embedding_backward(want_dwpe, dout, B, T, C, position_start);
+    bf16 *d_dout = upload_bf16_shifted(dout, out_n, shift, &b3);
+    float *d_dwpe = upload_float(dwpe, wpe_n);
+    cuda_position_embedding_backward(d_dwpe, d_dout, B, T, C, position_start);
+    float *got_dwpe = download_float(d_dwpe, wpe_n);
+    expect_below(relative_error(got_dwpe, want_dwpe, wpe_n), EXACT_TOL,
+                 "position_embedding_backward accumulates B=%d T=%d C=%d shift=%d", B, T, C,
+                 shift);
+    free(out); free(wpe); free(want); free(got); free(dout); free(dwpe); free(want_dwpe);
+    free(got_dwpe);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(d_dwpe);
+}
+
+/* ---- layer norm ---- */
+
+static void test_layernorm(int N, int C, int shift) {
+    size_t n = (size_t)N * C;
+    float *x = host_random_fp32(n, 800 + n, 1.0f);
+    for (size_t i = 0; i < n; i++) x[i] = 2.0f * x[i] + 0.5f; /* rows with a nonzero mean */
+    round_to_bf16(x, n);
+    float *w = host_random((size_t)C, 801 + C, 0.5f), *b = host_random((size_t)C, 802 + C, 0.5f);
+    for (int c = 0; c < C; c++) w[c] += 1.0f;
+    round_to_bf16(w, (size_t)C);
+    float *want = host_alloc(n), *want_mean = host_alloc((size_t)N), *want_rstd = host_alloc((size_t)N);
+    cpu->layernorm_forward(want, want_mean, want_rstd, x, w, b, N, C, 1e-5f);
+
+    void *b1, *b2, *b3, *b4, *b5, *b6;
+    bf16 *d_x = upload_bf16_shifted(x, n, shift, &b1);
+    bf16 *d_w = upload_bf16_shifted(w, (size_t)C, shift, &b2);
+    bf16 *d_b = upload_bf16_shifted(b, (size_t)C, shift, &b3);
+    bf16 *d_out = alloc_bf16_shifted(n, shift, &b4);
+    float *d_mean = (float *)device_alloc((size_t)N * sizeof(float));
+    float *d_rstd = (float *)device_alloc((size_t)N * sizeof(float));
+    poison(d_out, n * sizeof(bf16));
+    poison(d_mean, (size_t)N * sizeof(float));
+    poison(d_rstd, (size_t)N * sizeof(float));
+    cuda_layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f);
+    float *got = download_bf16(d_out, n);
+    float *got_mean = download_float(d_mean, (size_t)N), *got_rstd = download_float(d_rstd, (size_t)N);
+    expect_below(relative_error(got, want, n), BF16_TOL, "layernorm_forward N=%d C=%d shift=%d", N,
+                 C, shift);
+    expect_below(relative_error(got_mean, want_mean, (size_t)N), GRAD_TOL,
+                 "layernorm_forward mean N=%d C=%d", N, C);
+    expect_below(relative_error(got_rstd, want_rstd, (size_t)N), GRAD_TOL,
+                 "layernorm_forward rstd N=%d C=%d", N, C);
+
+    /* backward from the CPU's statistics, onto prefilled gradients */
+    float *dout = host_random(n, 803 + n, 1.0f);
+    float *dx = host_random(n, 804 + n, 0.5f);
+    float *dw = host_random_fp32((size_t)C, 805 + C, 1.0f);
+    float *db = host_random_fp32((size_t)C, 806 + C, 1.0f);
+    float *want_dx = host_copy(dx, n), *want_dw = host_copy(dw, (size_t)C);
+    float *want_db = host_copy(db, (size_t)C);
+    cpu->layernorm_backward(want_dx, want_dw, want_db, dout, x, w, want_mean, want_rstd, N, C);
+    bf16 *d_dout = upload_bf16_shifted(dout, n, shift, &b5);
+    bf16 *d_dx = upload_bf16_shifted(dx, n, shift, &b6);
+    float *d_dw = upload_float(dw, (size_t)C), *d_db = upload_float(db, (size_t)C);
+    set_float(d_mean, want_mean, (size_t)N);
+    set_float(d_rstd, want_rstd, (size_t)N);
+    cuda_layernorm_backward(d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
+    float *got_dx = download_bf16(d_dx, n);
+    float *got_dw = download_float(d_dw, (size_t)C), *got_db = download_float(d_db, (size_t)C);
+    expect_below(relative_error(got_dx, want_dx, n), BF16_TOL,
+                 "layernorm_backward dx accumulates N=%d C=%d shift=%d", N, C, shift);
+    expect_below(relative_error(got_dw, want_dw, (size_t)C), GRAD_TOL,
+                 "layernorm_backward dweight accumulates N=%d C=%d", N, C);
+    expect_below(relative_error(got_db, want_db, (size_t)C), GRAD_TOL,
+                 "layernorm_backward dbias accumulates N=%d C=%d", N, C);
+
+    set_bf16(d_dx, dx, n);
+    set_float(d_dw, dw, (size_t)C);
+    set_float(d_db, db, (size_t)C);
+    cuda_layernorm_backward(d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
+    float *again_dx = download_bf16(d_dx, n);
+    float *again_dw = download_float(d_dw, (size_t)C), *again_db = download_float(d_db, (size_t)C);
+    tap_ok(memcmp(again_dx, got_dx, n * sizeof(float)) == 0 &&
+               memcmp(again_dw, got_dw, (size_t)C * sizeof(float)) == 0 &&
+               memcmp(again_db, got_db, (size_t)C * sizeof(float)) == 0,
+           "layernorm_backward N=%d C=%d is deterministic", N, C);
+
+    free(x); free(w); free(b); free(want); free(want_mean); free(want_rstd); free(got);
+    free(got_mean); free(got_rstd); free(dout); free(dx); free(dw); free(db); free(want_dx);
+    free(want_dw); free(want_db); free(got_dx); free(got_dw); free(got_db); free(again_dx);
+    free(again_dw); free(again_db);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(b4); cudaFree(b5); cudaFree(b6);
+    cudaFree(d_mean); cudaFree(d_rstd); cudaFree(d_dw); cudaFree(d_db);
+}
+
+/* ---- matmul ---- */
+
+static void test_matmul(int N, int IC, int OC, int with_bias, int with_gelu, int shift) {
+    size_t x_n = (size_t)N * IC, w_n = (size_t)OC * IC, out_n = (size_t)N * OC;
+    float *x = host_random(x_n, 900 + x_n, 1.0f), *w = host_random(w_n, 901 + w_n, 0.1f);
+    float *bias = with_bias ? host_random((size_t)OC, 902 + OC, 0.5f) : NULL;
+    float *want = host_alloc(out_n), *want_gelu = host_alloc(out_n);
+    cpu->matmul_forward(want, NULL, x, w, bias, N, IC, OC);
+    cpu->gelu_forward(want_gelu, want, out_n);
+    const char *env = getenv("MEGATRON_C_MATMUL_FALLBACK");
+    const char *path = env != NULL && env[0] == '1' ? "fallback" : "cublaslt";
+
+    void *b1, *b2, *b3 = NULL, *b4, *b5 = NULL, *b6, *b7;
+    bf16 *d_x = upload_bf16_shifted(x, x_n, shift, &b1);
+    bf16 *d_w = upload_bf16_shifted(w, w_n, shift, &b2);
+    bf16 *d_bias = with_bias ? upload_bf16_shifted(bias, (size_t)OC, shift, &b3) : NULL;
+    bf16 *d_out = alloc_bf16_shifted(out_n, shift, &b4);
+    bf16 *d_gelu = with_gelu ? alloc_bf16_shifted(out_n, shift, &b5) : NULL;
+    poison(d_out, out_n * sizeof(bf16));
+    if (with_gelu) poison(d_gelu, out_n * sizeof(bf16));
+    cuda_matmul_forward(d_out, d_gelu, d_x, d_w, d_bias, N, IC, OC);
+    float *got = download_bf16(d_out, out_n);
+    expect_below(relative_error(got, want, out_n), BF16_TOL,
+                 "matmul_forward %s N=%d IC=%d OC=%d bias=%d gelu=%d shift=%d", path, N, IC, OC,
+                 with_bias, with_gelu, shift);
+    if (with_gelu) {
+        float *got_gelu = download_bf16(d_gelu, out_n);
+        expect_below(relative_error(got_gelu, want_gelu, out_n), BF16_TOL,
+                     "matmul_forward %s gelu_out N=%d IC=%d OC=%d bias=%d shift=%d", path, N, IC,
+                     OC, with_bias, shift);
+        free(got_gelu);
+    }
+
+    /* backward onto prefilled dweight/dbias */
+    float *dout = host_random(out_n, 903 + out_n, 1.0f);
+    float *dw = host_random_fp32(w_n, 904 + w_n, 1.0f);
+    float *db = host_random_fp32((size_t)OC, 905 + OC, 1.0f);
+    float *want_dx = host_alloc(x_n), *want_dw = host_copy(dw, w_n);
+    float *want_db = host_copy(db, (size_t)OC);
+    cpu->matmul_backward(want_dx, want_dw, want_db, dout, x, w, N, IC, OC);
+    bf16 *d_dout = upload_bf16_shifted(dout, out_n, shift, &b6);
+    bf16 *d_dx = alloc_bf16_shifted(x_n, shift, &b7);
+    float *d_dw = upload_float(dw, w_n), *d_db = upload_float(db, (size_t)OC);
+    poison(d_dx, x_n * sizeof(bf16));
+    cuda_matmul_backward(d_dx, d_dw, d_db, d_dout, d_x, d_w, N, IC, OC);
+    float *got_dx = download_bf16(d_dx, x_n);
+    float *got_dw = download_float(d_dw, w_n), *got_db = download_float(d_db, (size_t)OC);
+    expect_below(relative_error(got_dx, want_dx, x_n), BF16_TOL,
+                 "matmul_backward %s dx N=%d IC=%d OC=%d shift=%d", path, N, IC, OC, shift);
+    expect_below(relative_error(got_dw, want_dw, w_n), GRAD_TOL,
+                 "matmul_backward %s dweight accumulates N=%d IC=%d OC=%d shift=%d", path, N, IC,
+                 OC, shift);
+    expect_below(relative_error(got_db, want_db, (size_t)OC), GRAD_TOL,
+                 "matmul_backward %s dbias accumulates N=%d IC=%d OC=%d", path, N, IC, OC);
+
+    /* again without dx and dbias: dweight accumulates once more, identically */
+    set_float(d_dw, dw, w_n);
+    cuda_matmul_backward(NULL, d_dw, NULL, d_dout, d_x, d_w, N, IC, OC);
+    float *again_dw = download_float(d_dw, w_n);
+    expect_identical(again_dw, got_dw, w_n * sizeof(float),
+                     "matmul_backward %s N=%d IC=%d OC=%d dweight deterministic (dx, dbias NULL)",
+                     path, N, IC, OC);
+    float *still_db = download_float(d_db, (size_t)OC);
+    expect_identical(still_db, got_db, (size_t)OC * sizeof(float),
+                     "matmul_backward %s N=%d IC=%d OC=%d leaves dbias alone when NULL", path, N,
+                     IC, OC);
+
+    free(x); free(w); free(bias); free(want); free(want_gelu); free(got); free(dout); free(dw);
+    free(db); free(want_dx); free(want_dw); free(want_db); free(got_dx); free(got_dw);
+    free(got_db); free(again_dw); free(still_db);
+    cudaFree(b1); cudaFree(b2); cudaFree(b4); cudaFree(b6); cudaFree(b7);
+    if (b3) cudaFree(b3);
+    if (b5) cudaFree(b5);
+    cudaFree(d_dw); cudaFree(d_db);
+}
+
+/* ---- optimizer ---- */
+
+static void test_adamw(size_t n, int shift, int with_params) {
+    const float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+    const int step = 3;
+    float *master = host_random_fp32(n, 1000 + n, 1.0f);
+    float *grads = host_random_fp32(n, 1001 + n, 0.01f);
+    float *m = host_random_fp32(n, 1002 + n, 0.001f);
+    float *v = host_random_fp32(n, 1003 + n, 0.03f);
+    for (size_t i = 0; i < n; i++) v[i] *= v[i];
+    float *want = host_copy(master, n), *want_m = host_copy(m, n), *want_v = host_copy(v, n);
+    cpu->adamw_update(want, want, grads, want_m, want_v, n, lr, beta1, beta2, eps, wd, step);
+    void *b1, *b2, *b3, *b4, *b5 = NULL;
+    float *d_master = upload_float_shifted(master, n, shift, &b1);
+    float *d_grads = upload_float_shifted(grads, n, shift, &b2);
+    float *d_m = upload_float_shifted(m, n, shift, &b3);
+    float *d_v = upload_float_shifted(v, n, shift, &b4);
+    bf16 *d_params = with_params ? alloc_bf16_shifted(n, shift, &b5) : NULL;
+    if (with_params) poison(d_params, n * sizeof(bf16));
+    cuda_adamw_update(d_master, d_params, d_grads, d_m, d_v, n, lr, beta1, beta2, eps, wd, step);
+    float *got = download_float(d_master, n), *got_m = download_float(d_m, n);
+    float *got_v = download_float(d_v, n);
+    expect_below(relative_error(got, want, n), EXACT_TOL, "adamw master n=%zu shift=%d", n, shift);
+    expect_below(relative_error(got_m, want_m, n), EXACT_TOL, "adamw m n=%zu shift=%d", n, shift);
+    expect_below(relative_error(got_v, want_v, n), EXACT_TOL, "adamw v n=%zu shift=%d", n, shift);
+    tap_diag("adamw n=%zu: masters %s the CPU's bit for bit", n,
+             memcmp(got, want, n * sizeof(float)) == 0 ? "equal" : "differ from");
+    if (with_params) {
+        float *got_params = download_bf16(d_params, n);
+        float *want_params = host_copy(want, n);
+        round_to_bf16(want_params, n);
+        expect_below(relative_error(got_params, want_params, n), BF16_TOL,
+                     "adamw bf16 params = bf16(master) n=%zu shift=%d", n, shift);
+        free(got_params);
+        free(want_params);
+    }
+    free(master); free(grads); free(m); free(v); free(want); free(want_m); free(want_v);
+    free(got); free(got_m); free(got_v);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(b4);
+    if (b5) cudaFree(b5);
+}
+
+static void test_sum_squares(size_t n, int shift) {
+    float *x = host_random_fp32(n, 1100 + n, 1.0f);
+    double want = cpu->sum_squares(x, n);
+    void *b1;
+    float *d_x = upload_float_shifted(x, n, shift, &b1);
+    double got = cuda_sum_squares(d_x, n), again = cuda_sum_squares(d_x, n);
+    double err = fabs(got - want) / (want > 0.0 ? want : 1.0);
+    expect_below(err, EXACT_TOL, "sum_squares n=%zu shift=%d (gpu %.17g cpu %.17g)", n, shift, got,
+                 want);
+    tap_ok(memcmp(&got, &again, sizeof got) == 0, "sum_squares n=%zu is deterministic", n);
+    free(x);
+    cudaFree(b1);
+}
+
+int main(void) {
+    skip_without_gpu();
+    cpu = kernels_cpu();
+
+    test_conversions(7, 0);
+    test_conversions(1000003, 0);
+    test_conversions(1000003, 1);
+
+    test_gelu(7, 0);
+    test_gelu(64 * 768, 0);
+    test_gelu(100003, 1);
+    test_dropout(7, 0, 0.1f);
+    test_dropout(64 * 768, 0, 0.1f);
+    test_dropout(100003, 1, 0.3f);
+    test_dropout(1000, 0, 0.0f);
+    test_add_scale(7 * 33, 0);
+    test_add_scale(64 * 768, 0);
+    test_add_scale(100003, 1);
+    test_bias(7, 33, 0);
+    test_bias(64, 768, 0);
+    test_bias(1000, 33, 0);
+    test_bias(4096, 768, 0);
+    test_bias(64, 768, 1);
+
+    test_embedding(7, 33, 5, 10, 20, 0, 0);
+    test_embedding(64, 768, 0, 50, 50, 0, 0);
+    test_embedding(4096, 768, 100, 300, 500, 3, 0);
+    test_embedding(256, 1600, 0, 64, 64, 2, 0);
+    test_embedding(64, 768, 0, 50, 50, 0, 1);
+    test_position_embedding(3, 5, 33, 2, 0);
+    test_position_embedding(4, 64, 768, 0, 0);
+    test_position_embedding(4, 64, 768, 7, 1);
+
+    test_layernorm(7, 33, 0);
+    test_layernorm(64, 768, 0);
+    test_layernorm(5, 1600, 0);
+    test_layernorm(64, 768, 1);
+    test_layernorm(2048, 768, 0);  /* several rows per backward block */
+    test_layernorm(700, 12288, 0); /* > 48 KiB of shared memory in the backward */
+
+    test_matmul(5, 17, 3, 1, 1, 0);
+    test_matmul(5, 17, 3, 0, 0, 0);
+    test_matmul(256, 768, 2304, 1, 0, 0);
+    test_matmul(256, 768, 3072, 1, 1, 0);
+    test_matmul(256, 768, 3072, 0, 1, 0);
+    test_matmul(64, 768, 100, 1, 1, 0); /* OC % 8 != 0: the GeLU epilogue cannot be used */
+    test_matmul(64, 768, 96, 1, 1, 1);  /* unaligned pointers */
+    test_matmul(33, 7, 5, 1, 0, 0);
+    setenv("MEGATRON_C_MATMUL_FALLBACK", "1", 1);
+    test_matmul(5, 17, 3, 1, 1, 0);
+    test_matmul(64, 768, 100, 1, 1, 0);
+    test_matmul(64, 96, 256, 0, 1, 1);
+    unsetenv("MEGATRON_C_MATMUL_FALLBACK");
+
+    test_adamw(7, 0, 1);
+    test_adamw(1000003, 0, 1);
+    test_adamw(1000003, 1, 1);
+    test_adamw(4099, 0, 0);
+    test_sum_squares(7, 0);
+    test_sum_squares(1000003, 0);
+    test_sum_squares(1000003, 1);
+
+    return tap_done();
+}

@@ -1,0 +1,769 @@
+/* kernels_grad_test.c: checks the CPU reference backend against straightforward double-precision
+ * references written here.
+ *  - Forward: float kernel output vs the double reference forward on the same inputs.
+ *  - Backward: float backward kernel vs central finite differences, in double, of the scalar
+ *    objective L = sum(out .* R) of the reference forward (R fixed random weights, which is also
+ *    the dout handed to the backward kernel).
+ *  - Plus: AdamW vs a hand-written double AdamW over 3 steps, sum_squares, dropout statistics and
+ *    mask agreement, attention causality, and that backward kernels accumulate into parameter
+ *    gradients (and overwrite input gradients) as kernels.h specifies.
+ * Shapes are small and odd (B=2, T=5, C=7, H=2, D=3, V=11) so that off-by-one layouts show up.
+ *
+ * Error measure: err(a, b) = max_i |a_i - b_i| / max(max_i |b_i|, 1e-6) with b the double
+ * reference. Bounds: the double finite differences (h = 1e-5 on O(1) inputs) are accurate to
+ * ~1e-9 (truncation h^2 f''' ~ 1e-10, rounding 1e-16 |L| / h ~ 1e-10), so the gradient error is
+ * the float kernel's own rounding, ~1e-6 for these short reductions; GRAD_TOL = 1e-4 leaves 100x
+ * margin. A sign error or a wrong scale factor gives err >= ~0.3, and every gradient check also
+ * requires the reference gradient to be non-trivial (max |b| > 1e-3), so it cannot pass vacuously.
+ * Forwards are compared at FWD_TOL = 1e-5 (float rounding of O(10)-term sums, ~1e-6). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/philox.h"
+#include "tests/tap.h"
+
+#define GRAD_TOL 1e-4
+#define FWD_TOL 1e-5
+#define FD_H 1e-5
+
+static const kernel_ops *K;
+
+/* ------------------------------------------------------------------ helpers */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t xorshift64(void) {
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+/* uniform in [lo, hi), rounded to float so that float and double copies are identical */
+static float frand(float lo, float hi) {
+    double u = (double)(xorshift64() >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(lo + (hi - lo) * u);
+}
+
+static float *fill(size_t n, float lo, float hi) {
+    float *a = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) a[i] = frand(lo, hi);
+    return a;
+}
+
+static float *fzeros(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+static double *dzeros(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+
+static double *to_double(const float *a, size_t n) {
+    double *d = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) d[i] = a[i];
+    return d;
+}
+
+/* max |a - b| / max(max |b|, 1e-6) */
+static double rel_err(const float *a, const double *b, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= num)) num = d; /* also catches NaN */
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return num / (den > 1e-6 ? den : 1e-6);
+}
+
+static double max_abs(const double *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fabs(b[i]) > m ? fabs(b[i]) : m;
+    return m;
+}
+
+static void check_fwd(const char *what, const float *a, const double *b, size_t n) {
+    double e = rel_err(a, b, n);
+    tap_ok(e < FWD_TOL, "%s: forward matches double reference (rel err %.2e)", what, e);
+}
+
+static void check_grad(const char *what, const float *a, const double *b, size_t n) {
+    double e = rel_err(a, b, n), m = max_abs(b, n);
+    tap_ok(e < GRAD_TOL && m > 1e-3,
+           "%s: gradient matches finite differences (rel err %.2e, max|g| %.2e)", what, e, m);
+}
+
+/* a2 (kernel called twice) == 2 * a1 (called once), up to float rounding of the second sum */
+static void check_accumulates(const char *what, const float *a1, const float *a2, size_t n) {
+    double *twice = dzeros(n);
+    for (size_t i = 0; i < n; i++) twice[i] = 2.0 * (double)a1[i];
+    double e = rel_err(a2, twice, n);
+    tap_ok(e < 1e-6 && max_abs(twice, n) > 0.0,
+           "%s: backward accumulates (two calls give 2x, rel err %.2e)", what, e);
+    free(twice);
+}
+
+static double dot(const double *a, const float *r, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += a[i] * (double)r[i];
+    return s;
+}
+
+/* central differences of f(ctx) w.r.t. every element of x (which f reads through ctx) */
+typedef double (*objective_fn)(void *ctx);
+static void fd_grad(objective_fn f, void *ctx, double *x, size_t n, double *grad) {
+    for (size_t i = 0; i < n; i++) {
+        double saved = x[i];
+        x[i] = saved + FD_H;
+        double lp = f(ctx);
+        x[i] = saved - FD_H;
+        double lm = f(ctx);
+        x[i] = saved;
+        grad[i] = (lp - lm) / (2.0 * FD_H);
+    }
+}
+
+static const int B = 2, T = 5, C = 7, H = 2, D = 3, V = 11;
+
+/* ------------------------------------------------------------------ embeddings */
+
+typedef struct {
+    const int *tokens;
+    double *table, *out;
+    const float *R;
+    int N, C, vocab_start, vocab_rows;
+} emb_ctx;
+
+static void ref_embedding(emb_ctx *c) {
+    for (int n = 0; n < c->N; n++) {
+        int row = c->tokens[n] - c->vocab_start;
+        for (int j = 0; j < c->C; j++)
+            c->out[n * c->C + j] = (row >= 0 && row < c->vocab_rows) ? c->table[row * c->C + j] : 0.0;
+    }
+}
+
+static double obj_embedding(void *p) {
+    emb_ctx *c = p;
+    ref_embedding(c);
+    return dot(c->out, c->R, (size_t)c->N * c->C);
+}
+
+/* The table buffers carry one guard row before and after the local rows (neighbouring ranks'
+ * rows): forward must not read them and backward must not write them, so tokens just outside
+ * the local range (2 and 14 here) catch off-by-one range checks. */
+static void test_embedding(void) {
+    int N = B * T, vocab_start = 3, rows = V;
+    int tokens[10] = {3, 7, 13, 0, 5, 14, 7, 2, 9, 3}; /* local rows: [3, 14) */
+    size_t nt = (size_t)(rows + 2) * C; /* with the guard rows */
+    float *table = fill(nt, -1, 1), *R = fill((size_t)N * C, -1, 1);
+    float *out = fill((size_t)N * C, -1, 1); /* garbage: forward must overwrite */
+    float *dtable = fzeros(nt);
+    double *out_ref = dzeros((size_t)N * C), *g_ref = dzeros(nt);
+    double *table_d = to_double(table, nt);
+    emb_ctx c = {tokens, table_d + C, out_ref, R, N, C, vocab_start, rows};
+
+    K->embedding_forward(out, tokens, table + C, N, C, vocab_start, rows);
+    ref_embedding(&c);
+    check_fwd("embedding (0 for non-local tokens)", out, out_ref, (size_t)N * C);
+
+    K->embedding_backward(dtable + C, R, tokens, N, C, vocab_start, rows);
+    fd_grad(obj_embedding, &c, table_d, nt, g_ref); /* guard rows: reference gradient 0 */
+    check_grad("embedding dtable (nothing outside the local rows)", dtable, g_ref, nt);
+
+    float *dtable2 = fzeros(nt);
+    K->embedding_backward(dtable2 + C, R, tokens, N, C, vocab_start, rows);
+    K->embedding_backward(dtable2 + C, R, tokens, N, C, vocab_start, rows);
+    check_accumulates("embedding dtable", dtable, dtable2, nt);
+
+    free(table); free(R); free(out); free(dtable); free(dtable2); free(out_ref); free(g_ref);
+    free(table_d);
+}
+
+typedef struct {
+    const float *base, *R;
+    double *wpe, *out;
+    int position_start;
+} pos_ctx;
+
+static void ref_position(pos_ctx *c) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < C; j++)
+                c->out[(b * T + t) * C + j] = (double)c->base[(b * T + t) * C + j] +
+                                              c->wpe[(c->position_start + t) * C + j];
+}
+
+static double obj_position(void *p) {
+    pos_ctx *c = p;
+    ref_position(c);
+    return dot(c->out, c->R, (size_t)B * T * C);
+}
+
+static void test_position_embedding(void) {
+    int pos_start = 2, maxT = pos_start + T + 2;
+    size_t n_out = (size_t)B * T * C, n_wpe = (size_t)maxT * C;
+    float *base = fill(n_out, -1, 1), *wpe = fill(n_wpe, -1, 1), *R = fill(n_out, -1, 1);
+    float *out = malloc(n_out * sizeof(float));
+    memcpy(out, base, n_out * sizeof(float));
+    double *out_ref = dzeros(n_out), *g_ref = dzeros(n_wpe);
+    pos_ctx c = {base, R, to_double(wpe, n_wpe), out_ref, pos_start};
+
+    K->position_embedding_forward(out, wpe, B, T, C, pos_start);
+    ref_position(&c);
+    check_fwd("position embedding (adds onto out)", out, out_ref, n_out);
+
+    float *dwpe = fzeros(n_wpe), *dwpe2 = fzeros(n_wpe);
+    K->position_embedding_backward(dwpe, R, B, T, C, pos_start);
+    fd_grad(obj_position, &c, c.wpe, n_wpe, g_ref);
+    check_grad("position embedding dwpe", dwpe, g_ref, n_wpe);
+    K->position_embedding_backward(dwpe2, R, B, T, C, pos_start);
+    K->position_embedding_backward(dwpe2, R, B, T, C, pos_start);
+    check_accumulates("position embedding dwpe", dwpe, dwpe2, n_wpe);
+
+    free(base); free(wpe); free(R); free(out); free(out_ref); free(g_ref); free(dwpe); free(dwpe2);
+    free(c.wpe);
+}
+
+/* ------------------------------------------------------------------ layer norm */
+
+typedef struct {
+    double *x, *w, *b, *out, *mean, *rstd;
+    const float *R;
+    int N;
+    double eps;
+} ln_ctx;
+
+static void ref_layernorm(ln_ctx *c) {
+    for (int n = 0; n < c->N; n++) {
+        const double *x = c->x + n * C;
+        double m = 0.0, var = 0.0;
+        for (int j = 0; j < C; j++) m += x[j];
+        m /= C;
+        for (int j = 0; j < C; j++) var += (x[j] - m) * (x[j] - m);
+        var /= C;
+        double s = 1.0 / sqrt(var + c->eps);
+        for (int j = 0; j < C; j++) c->out[n * C + j] = (x[j] - m) * s * c->w[j] + c->b[j];
+        c->mean[n] = m;
+        c->rstd[n] = s;
+    }
+}
+
+static double obj_layernorm(void *p) {
+    ln_ctx *c = p;
+    ref_layernorm(c);
+    return dot(c->out, c->R, (size_t)c->N * C);
+}
+
+static void test_layernorm(void) {
+    int N = B * T;
+    size_t n = (size_t)N * C;
+    float eps = 1e-5f;
+    float *x = fill(n, -2, 2), *w = fill(C, 0.5f, 1.5f), *b = fill(C, -0.5f, 0.5f);
+    float *R = fill(n, -1, 1), *out = fzeros(n), *mean = fzeros(N), *rstd = fzeros(N);
+    /* row 3 has variance ~1e-4, where eps = 1e-5 changes rstd by ~5%: eps must be honoured */
+    for (int j = 0; j < C; j++) x[3 * C + j] = 0.25f + 0.01f * x[3 * C + j];
+    ln_ctx c = {to_double(x, n), to_double(w, C), to_double(b, C), dzeros(n), dzeros(N),
+                dzeros(N), R, N, eps};
+
+    K->layernorm_forward(out, mean, rstd, x, w, b, N, C, eps);
+    ref_layernorm(&c);
+    check_fwd("layernorm out", out, c.out, n);
+    check_fwd("layernorm mean", mean, c.mean, N);
+    check_fwd("layernorm rstd", rstd, c.rstd, N);
+
+    double *gx = dzeros(n), *gw = dzeros(C), *gb = dzeros(C);
+    fd_grad(obj_layernorm, &c, c.x, n, gx);
+    fd_grad(obj_layernorm, &c, c.w, C, gw);
+    fd_grad(obj_layernorm, &c, c.b, C, gb);
+
+    float *dx = fzeros(n), *dw = fzeros(C), *db = fzeros(C);
+    K->layernorm_backward(dx, dw, db, R, x, w, mean, rstd, N, C);
+    check_grad("layernorm dx", dx, gx, n);
+    check_grad("layernorm dweight", dw, gw, C);
+    check_grad("layernorm dbias", db, gb, C);
+
+    float *dx2 = fzeros(n), *dw2 = fzeros(C), *db2 = fzeros(C);
+    K->layernorm_backward(dx2, dw2, db2, R, x, w, mean, rstd, N, C);
+    K->layernorm_backward(dx2, dw2, db2, R, x, w, mean, rstd, N, C);
+    check_accumulates("layernorm dx (residual stream)", dx, dx2, n);
+    check_accumulates("layernorm dweight", dw, dw2, C);
+    check_accumulates("layernorm dbias", db, db2, C);
+
+    free(x); free(w); free(b); free(R); free(out); free(mean); free(rstd);
+    free(c.x); free(c.w); free(c.b); free(c.out); free(c.mean); free(c.rstd);
+    free(gx); free(gw); free(gb); free(dx); free(dw); free(db); free(dx2); free(dw2); free(db2);
+}
+
+/* ------------------------------------------------------------------ matmul */
+
+typedef struct {
+    double *x, *w, *b, *out; /* b NULL: no bias */
+    const float *R;
+    int N, IC, OC;
+} mm_ctx;
+
+static void ref_matmul(mm_ctx *c) {
+    for (int n = 0; n < c->N; n++)
+        for (int o = 0; o < c->OC; o++) {
+            double s = c->b ? c->b[o] : 0.0;
+            for (int i = 0; i < c->IC; i++) s += c->x[n * c->IC + i] * c->w[o * c->IC + i];
+            c->out[n * c->OC + o] = s;
+        }
+}
+
+static double obj_matmul(void *p) {
+    mm_ctx *c = p;
+    ref_matmul(c);
+    return dot(c->out, c->R, (size_t)c->N * c->OC);
+}
+
+static void test_matmul(int with_bias) {
+    const char *tag = with_bias ? "matmul with bias" : "matmul without bias";
+    char what[128];
+    int N = B * T, IC = C, OC = 5;
+    size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, no = (size_t)N * OC;
+    float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *b = with_bias ? fill(OC, -1, 1) : NULL;
+    float *R = fill(no, -1, 1), *out = fill(no, -9, 9); /* garbage: forward overwrites */
+    mm_ctx c = {to_double(x, nx), to_double(w, nw), with_bias ? to_double(b, OC) : NULL,
+                dzeros(no), R, N, IC, OC};
+
+    K->matmul_forward(out, NULL, x, w, b, N, IC, OC);
+    ref_matmul(&c);
+    check_fwd(tag, out, c.out, no);
+
+    double *gx = dzeros(nx), *gw = dzeros(nw), *gb = dzeros(OC);
+    fd_grad(obj_matmul, &c, c.x, nx, gx);
+    fd_grad(obj_matmul, &c, c.w, nw, gw);
+    if (with_bias) fd_grad(obj_matmul, &c, c.b, OC, gb);
+
+    float *dx = fill(nx, -9, 9), *dw = fzeros(nw), *db = with_bias ? fzeros(OC) : NULL;
+    K->matmul_backward(dx, dw, db, R, x, w, N, IC, OC);
+    snprintf(what, sizeof what, "%s dx (overwritten)", tag);
+    check_grad(what, dx, gx, nx);
+    snprintf(what, sizeof what, "%s dweight", tag);
+    check_grad(what, dw, gw, nw);
+    if (with_bias) {
+        snprintf(what, sizeof what, "%s dbias", tag);
+        check_grad(what, db, gb, OC);
+    }
+
+    /* twice into the same buffers: dx still overwritten, dweight/dbias accumulate; dx NULL ok */
+    float *dx2 = fill(nx, -9, 9), *dw2 = fzeros(nw), *db2 = with_bias ? fzeros(OC) : NULL;
+    K->matmul_backward(NULL, dw2, db2, R, x, w, N, IC, OC);
+    K->matmul_backward(dx2, dw2, db2, R, x, w, N, IC, OC);
+    snprintf(what, sizeof what, "%s dweight", tag);
+    check_accumulates(what, dw, dw2, nw);
+    if (with_bias) {
+        snprintf(what, sizeof what, "%s dbias", tag);
+        check_accumulates(what, db, db2, OC);
+    }
+    snprintf(what, sizeof what, "%s dx is overwritten, not accumulated", tag);
+    tap_ok(memcmp(dx, dx2, nx * sizeof(float)) == 0, "%s", what);
+
+    free(x); free(w); free(b); free(R); free(out); free(c.x); free(c.w); free(c.b); free(c.out);
+    free(gx); free(gw); free(gb); free(dx); free(dw); free(db); free(dx2); free(dw2); free(db2);
+}
+
+/* ------------------------------------------------------------------ attention */
+
+typedef struct {
+    double *qkv, *out, *att; /* att [B,H,T,T] pre-dropout probabilities */
+    const float *R;
+    int head_start, total_heads;
+    dropout_rng rng;
+} att_ctx;
+
+static void ref_attention(att_ctx *c) {
+    int C3 = H * 3 * D, HD = H * D;
+    double scale = 1.0 / sqrt((double)D);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t1 = 0; t1 < T; t1++) {
+                const double *q = c->qkv + (b * T + t1) * C3 + h * 3 * D;
+                double *att = c->att + ((b * H + h) * T + t1) * T;
+                double mx = -INFINITY, sum = 0.0;
+                for (int t2 = 0; t2 < T; t2++) {
+                    const double *k = c->qkv + (b * T + t2) * C3 + h * 3 * D + D;
+                    double s = 0.0;
+                    for (int d = 0; d < D; d++) s += q[d] * k[d];
+                    att[t2] = s * scale;
+                    if (t2 <= t1 && att[t2] > mx) mx = att[t2];
+                }
+                for (int t2 = 0; t2 < T; t2++) {
+                    att[t2] = t2 <= t1 ? exp(att[t2] - mx) : 0.0;
+                    sum += att[t2];
+                }
+                for (int t2 = 0; t2 < T; t2++) att[t2] /= sum;
+                double *o = c->out + (b * T + t1) * HD + h * D;
+                for (int d = 0; d < D; d++) o[d] = 0.0;
+                for (int t2 = 0; t2 <= t1; t2++) {
+                    double a = att[t2];
+                    if (c->rng.p > 0.0f) {
+                        uint64_t idx = (((uint64_t)b * c->total_heads + c->head_start + h) * T + t1) * T + t2;
+                        a = philox_keep(c->rng.seed, c->rng.stream, c->rng.offset + idx, c->rng.p)
+                                ? a / (1.0 - (double)c->rng.p) : 0.0;
+                    }
+                    const double *v = c->qkv + (b * T + t2) * C3 + h * 3 * D + 2 * D;
+                    for (int d = 0; d < D; d++) o[d] += a * v[d];
+                }
+            }
+}
+
+static double obj_attention(void *p) {
+    att_ctx *c = p;
+    ref_attention(c);
+    return dot(c->out, c->R, (size_t)B * T * H * D);
+}
+
+static void test_attention(float p) {
+    char tag[64], what[160];
+    snprintf(tag, sizeof tag, "attention p=%.2f", p);
+    int head_start = 1, total_heads = 4; /* local heads 1..2 of 4: global mask index */
+    dropout_rng rng = {p, 1234, 0xABCDEF, 77};
+    size_t nqkv = (size_t)B * T * H * 3 * D, nout = (size_t)B * T * H * D, natt = (size_t)B * H * T * T;
+    float *qkv = fill(nqkv, -1.5f, 1.5f), *R = fill(nout, -1, 1), *out = fill(nout, -9, 9);
+    size_t wbytes = K->attention_workspace_bytes(B, T, H, D);
+    tap_ok(wbytes >= natt * sizeof(float), "%s: workspace holds [B,H,T,T] floats", tag);
+    float *ws = K->alloc(wbytes);
+    att_ctx c = {to_double(qkv, nqkv), dzeros(nout), dzeros(natt), R, head_start, total_heads, rng};
+
+    K->attention_forward(out, ws, qkv, B, T, H, D, head_start, total_heads, rng);
+    ref_attention(&c);
+    check_fwd(tag, out, c.out, nout);
+    snprintf(what, sizeof what, "%s workspace probabilities", tag);
+    check_fwd(what, ws, c.att, natt);
+
+    if (p > 0.0f) { /* the dropout must actually have dropped something, but not everything */
+        int dropped = 0, total = 0;
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int t1 = 0; t1 < T; t1++)
+                    for (int t2 = 0; t2 <= t1; t2++) {
+                        uint64_t idx = (((uint64_t)b * total_heads + head_start + h) * T + t1) * T + t2;
+                        dropped += !philox_keep(rng.seed, rng.stream, rng.offset + idx, p);
+                        total++;
+                    }
+        tap_ok(dropped > 0 && dropped < total, "%s: mask drops %d of %d probabilities", tag,
+               dropped, total);
+    }
+
+    double *g = dzeros(nqkv);
+    fd_grad(obj_attention, &c, c.qkv, nqkv, g);
+    float *dqkv = fill(nqkv, -9, 9); /* garbage: backward overwrites all of dqkv */
+    K->attention_backward(dqkv, R, qkv, NULL, ws, B, T, H, D, head_start, total_heads, rng);
+    snprintf(what, sizeof what, "%s dqkv (overwritten)", tag);
+    check_grad(what, dqkv, g, nqkv);
+
+    /* causality: changing token tf's q, k, v (batch 0) leaves outputs before tf untouched */
+    int tf = 3;
+    float *qkv2 = malloc(nqkv * sizeof(float)), *out2 = fzeros(nout);
+    memcpy(qkv2, qkv, nqkv * sizeof(float));
+    for (int j = 0; j < H * 3 * D; j++) qkv2[tf * H * 3 * D + j] += 0.7f;
+    K->attention_forward(out2, ws, qkv2, B, T, H, D, head_start, total_heads, rng);
+    size_t before = (size_t)tf * H * D;
+    int same_before = memcmp(out, out2, before * sizeof(float)) == 0;
+    int changed_at = memcmp(out + before, out2 + before, (size_t)H * D * sizeof(float)) != 0;
+    int other_batch = memcmp(out + (size_t)T * H * D, out2 + (size_t)T * H * D,
+                             (size_t)T * H * D * sizeof(float)) == 0;
+    tap_ok(same_before && changed_at && other_batch,
+           "%s: causal (a change at t=%d moves outputs at t>=%d only, batch 0 only)", tag, tf, tf);
+
+    K->release(ws);
+    free(qkv); free(R); free(out); free(c.qkv); free(c.out); free(c.att); free(g); free(dqkv);
+    free(qkv2); free(out2);
+}
+
+/* ------------------------------------------------------------------ gelu */
+
+typedef struct {
+    double *x, *out;
+    const float *R;
+    size_t n;
+} ew_ctx;
+
+static void ref_gelu(ew_ctx *c) {
+    for (size_t i = 0; i < c->n; i++) {
+        double x = c->x[i];
+        c->out[i] = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    }
+}
+
+static double obj_gelu(void *p) {
+    ew_ctx *c = p;
+    ref_gelu(c);
+    return dot(c->out, c->R, c->n);
+}
+
+static void test_gelu(void) {
+    size_t n = 37;
+    float *x = fill(n, -4, 4), *R = fill(n, -1, 1), *out = fzeros(n);
+    ew_ctx c = {to_double(x, n), dzeros(n), R, n};
+    K->gelu_forward(out, x, n);
+    ref_gelu(&c);
+    check_fwd("gelu", out, c.out, n);
+    double *g = dzeros(n);
+    fd_grad(obj_gelu, &c, c.x, n, g);
+    float *dx = fill(n, -9, 9); /* garbage: overwritten */
+    K->gelu_backward(dx, x, R, n);
+    check_grad("gelu dx (overwritten)", dx, g, n);
+    free(x); free(R); free(out); free(c.x); free(c.out); free(g); free(dx);
+}
+
+/* ------------------------------------------------------------------ dropout */
+
+typedef struct {
+    double *x, *out;
+    const float *R;
+    size_t n;
+    dropout_rng rng;
+} drop_ctx;
+
+static void ref_dropout(drop_ctx *c) {
+    for (size_t i = 0; i < c->n; i++)
+        c->out[i] = c->rng.p <= 0.0f ? c->x[i]
+                  : philox_keep(c->rng.seed, c->rng.stream, c->rng.offset + i, c->rng.p)
+                        ? c->x[i] / (1.0 - (double)c->rng.p) : 0.0;
+}
+
+static double obj_dropout(void *p) {
+    drop_ctx *c = p;
+    ref_dropout(c);
+    return dot(c->out, c->R, c->n);
+}
+
+static void test_dropout(void) {
+    dropout_rng rng = {0.3f, 42, 7, 1000};
+    size_t n = 41;
+    float *x = fill(n, -1, 1), *R = fill(n, -1, 1), *out = fzeros(n);
+    drop_ctx c = {to_double(x, n), dzeros(n), R, n, rng};
+    K->dropout_forward(out, x, n, rng);
+    ref_dropout(&c);
+    check_fwd("dropout p=0.3", out, c.out, n);
+    double *g = dzeros(n);
+    fd_grad(obj_dropout, &c, c.x, n, g);
+    float *dx = fzeros(n);
+    K->dropout_backward(dx, R, n, rng);
+    check_grad("dropout dx", dx, g, n);
+
+    /* in place (out aliases x; dx aliases dout) gives the same result */
+    float *inplace = malloc(n * sizeof(float));
+    memcpy(inplace, x, n * sizeof(float));
+    K->dropout_forward(inplace, inplace, n, rng);
+    int fwd_alias = memcmp(inplace, out, n * sizeof(float)) == 0;
+    memcpy(inplace, R, n * sizeof(float));
+    K->dropout_backward(inplace, inplace, n, rng);
+    tap_ok(fwd_alias && memcmp(inplace, dx, n * sizeof(float)) == 0,
+           "dropout forward and backward work in place");
+
+    /* p = 0 is a plain copy */
+    dropout_rng off = rng;
+    off.p = 0.0f;
+    float *copy = fzeros(n);
+    K->dropout_forward(copy, x, n, off);
+    tap_ok(memcmp(copy, x, n * sizeof(float)) == 0, "dropout p=0 is a copy");
+
+    /* statistics and mask agreement on a large array of nonzero values */
+    size_t big = 200000;
+    float *ones = malloc(big * sizeof(float)), *fo = fzeros(big), *bo = fzeros(big);
+    for (size_t i = 0; i < big; i++) ones[i] = 1.0f + (float)(i % 3);
+    K->dropout_forward(fo, ones, big, rng);
+    K->dropout_backward(bo, ones, big, rng);
+    size_t kept = 0, agree = 0, scaled = 0;
+    for (size_t i = 0; i < big; i++) {
+        kept += fo[i] != 0.0f;
+        agree += (fo[i] != 0.0f) == (bo[i] != 0.0f);
+        scaled += fo[i] == 0.0f || fabs(fo[i] - ones[i] / 0.7) < 1e-6 * ones[i];
+    }
+    double frac = (double)kept / big; /* sd sqrt(0.21/2e5) ~ 0.001; allow ~7 sd */
+    tap_ok(fabs(frac - 0.7) < 0.007, "dropout p=0.3 keeps %.4f of elements (expect 0.7)", frac);
+    tap_ok(agree == big, "dropout forward and backward masks agree (%zu of %zu)", agree, big);
+    tap_ok(scaled == big, "dropout scales kept values by 1/(1-p)");
+
+    /* masks are indexed by offset + i: a call on a suffix with a shifted offset matches */
+    dropout_rng shifted = rng;
+    shifted.offset += 1000;
+    float *tail = fzeros(big - 1000);
+    K->dropout_forward(tail, ones + 1000, big - 1000, shifted);
+    tap_ok(memcmp(tail, fo + 1000, (big - 1000) * sizeof(float)) == 0,
+           "dropout mask depends on offset + i only (layout independent)");
+
+    free(x); free(R); free(out); free(c.x); free(c.out); free(g); free(dx); free(inplace);
+    free(copy); free(ones); free(fo); free(bo); free(tail);
+}
+
+/* ------------------------------------------------------------------ add, scale */
+
+static void test_add_scale(void) {
+    size_t n = 13;
+    float *a = fill(n, -1, 1), *b = fill(n, -1, 1), *out = fzeros(n);
+    double *ref = dzeros(n);
+    for (size_t i = 0; i < n; i++) ref[i] = (double)a[i] + b[i];
+    K->add(out, a, b, n);
+    check_fwd("add", out, ref, n);
+    K->add(a, a, b, n); /* aliasing */
+    check_fwd("add in place", a, ref, n);
+    for (size_t i = 0; i < n; i++) ref[i] = (double)a[i] * -0.375;
+    K->scale(a, -0.375f, n);
+    check_fwd("scale", a, ref, n);
+    free(a); free(b); free(out); free(ref);
+}
+
+/* ------------------------------------------------------------------ cross-entropy */
+
+typedef struct {
+    double *logits;
+    const int *targets;
+    int N, V, vocab_start;
+    double grad_scale;
+    double *losses;
+} ce_ctx;
+
+/* single rank: the global softmax is over the V local columns; non-local targets contribute
+ * target_logit = 0, so their loss is just logsumexp (and no -1 in the gradient). */
+static void ref_ce(ce_ctx *c) {
+    for (int n = 0; n < c->N; n++) {
+        const double *l = c->logits + n * c->V;
+        double mx = -INFINITY, s = 0.0;
+        for (int v = 0; v < c->V; v++) mx = l[v] > mx ? l[v] : mx;
+        for (int v = 0; v < c->V; v++) s += exp(l[v] - mx);
+        int t = c->targets[n] - c->vocab_start;
+        c->losses[n] = log(s) + mx - ((t >= 0 && t < c->V) ? l[t] : 0.0);
+    }
+}
+
+static double obj_ce(void *p) { /* L = grad_scale * sum_n loss_n */
+    ce_ctx *c = p;
+    ref_ce(c);
+    double s = 0.0;
+    for (int n = 0; n < c->N; n++) s += c->losses[n];
+    return c->grad_scale * s;
+}
+
+static void test_cross_entropy(void) {
+    int N = 6, vocab_start = 4;
+    int targets[6] = {4, 9, 2, 14, 20, 10}; /* local: [4, 15); 2 and 20 are not local */
+    float grad_scale = 0.37f;
+    size_t nl = (size_t)N * V;
+    float *logits = fill(nl, -3, 3);
+    double *ld = to_double(logits, nl);
+    ce_ctx c = {ld, targets, N, V, vocab_start, grad_scale, dzeros(N)};
+    float *row_max = fzeros(N), *sum_exp = fzeros(N), *tl = fzeros(N), *losses = fzeros(N);
+
+    K->cross_entropy_max(row_max, logits, N, V);
+    K->cross_entropy_sum_exp(sum_exp, tl, logits, row_max, targets, N, V, vocab_start);
+    double *rm_ref = dzeros(N), *se_ref = dzeros(N), *tl_ref = dzeros(N);
+    for (int n = 0; n < N; n++) {
+        double mx = -INFINITY, s = 0.0;
+        for (int v = 0; v < V; v++) mx = ld[n * V + v] > mx ? ld[n * V + v] : mx;
+        for (int v = 0; v < V; v++) s += exp(ld[n * V + v] - mx);
+        int t = targets[n] - vocab_start;
+        rm_ref[n] = mx;
+        se_ref[n] = s;
+        tl_ref[n] = (t >= 0 && t < V) ? ld[n * V + t] : 0.0;
+    }
+    check_fwd("cross-entropy pass 1 row_max", row_max, rm_ref, N);
+    check_fwd("cross-entropy pass 2 sum_exp", sum_exp, se_ref, N);
+    check_fwd("cross-entropy pass 2 target_logit (0 where not local)", tl, tl_ref, N);
+
+    K->cross_entropy_loss_grad(losses, logits, row_max, sum_exp, tl, targets, N, V, vocab_start,
+                               grad_scale);
+    ref_ce(&c);
+    check_fwd("cross-entropy pass 3 losses", losses, c.losses, N);
+    double *g = dzeros(nl);
+    fd_grad(obj_ce, &c, c.logits, nl, g);
+    check_grad("cross-entropy dlogits (grad_scale 0.37, vocab_start 4, non-local targets)",
+               logits, g, nl);
+
+    free(logits); free(ld); free(c.losses); free(row_max); free(sum_exp); free(tl); free(losses);
+    free(rm_ref); free(se_ref); free(tl_ref); free(g);
+}
+
+/* ------------------------------------------------------------------ optimizer */
+
+static void test_adamw(void) {
+    size_t n = 9;
+    float lr = 1e-2f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.1f;
+    float *p = fill(n, -1, 1), *m = fzeros(n), *v = fzeros(n);
+    double *pd = to_double(p, n), *md = dzeros(n), *vd = dzeros(n);
+    float *p0 = malloc(n * sizeof(float));
+    memcpy(p0, p, n * sizeof(float));
+    for (int step = 1; step <= 3; step++) {
+        float *g = fill(n, -1, 1);
+        K->adamw_update(p, p, g, m, v, n, lr, b1, b2, eps, wd, step);
+        for (size_t i = 0; i < n; i++) {
+            md[i] = (double)b1 * md[i] + (1.0 - (double)b1) * g[i];
+            vd[i] = (double)b2 * vd[i] + (1.0 - (double)b2) * (double)g[i] * g[i];
+            double mh = md[i] / (1.0 - pow(b1, step)), vh = vd[i] / (1.0 - pow(b2, step));
+            pd[i] -= (double)lr * (mh / (sqrt(vh) + eps) + (double)wd * pd[i]);
+        }
+        free(g);
+    }
+    double moved = 0.0;
+    for (size_t i = 0; i < n; i++) moved = fmax(moved, fabs((double)p[i] - p0[i]));
+    /* |p| <= 1 and each step moves p by <= ~lr: float rounding ~1e-7 absolute */
+    double ep = rel_err(p, pd, n), em = rel_err(m, md, n), ev = rel_err(v, vd, n);
+    tap_ok(ep < 1e-6 && moved > 1e-3,
+           "adamw 3 steps with weight decay: params match double reference (rel err %.2e)", ep);
+    tap_ok(em < 1e-6 && ev < 1e-5, "adamw moments m, v match (rel err %.2e, %.2e)", em, ev);
+
+    /* weight decay alone (g = 0, fresh state): p -= lr * wd * p exactly */
+    float q = 0.5f, zg = 0.0f, zm = 0.0f, zv = 0.0f;
+    K->adamw_update(&q, &q, &zg, &zm, &zv, 1, lr, b1, b2, eps, wd, 1);
+    tap_ok(fabs(q - 0.5 * (1.0 - 1e-3)) < 1e-7, "adamw decoupled weight decay with zero gradient");
+
+    free(p); free(m); free(v); free(pd); free(md); free(vd); free(p0);
+}
+
+static void test_sum_squares(void) {
+    size_t n = 1001;
+    float *x = fill(n, -2, 2);
+    double ref = 0.0;
+    for (size_t i = 0; i < n; i++) ref += (double)x[i] * x[i];
+    double s = K->sum_squares(x, n);
+    tap_ok(fabs(s - ref) <= 1e-12 * ref, "sum_squares matches double sum (%.15g vs %.15g)", s, ref);
+    tap_ok(K->sum_squares(x, 0) == 0.0, "sum_squares of nothing is 0");
+    free(x);
+}
+
+/* ------------------------------------------------------------------ memory */
+
+static void test_memory(void) {
+    size_t n = 17;
+    float *a = K->alloc(n * sizeof(float));
+    int zero = 1;
+    for (size_t i = 0; i < n; i++) zero &= a[i] == 0.0f;
+    tap_ok(zero, "alloc returns zero-filled memory");
+    float *h = fill(n, -1, 1), *back = fzeros(n), *b = K->alloc(n * sizeof(float));
+    K->copy_from_host(a, h, n * sizeof(float));
+    K->copy(b, a, n * sizeof(float));
+    K->copy_to_host(back, b, n * sizeof(float));
+    K->synchronize();
+    int same = memcmp(back, h, n * sizeof(float)) == 0;
+    K->zero(b, n * sizeof(float));
+    K->copy_to_host(back, b, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) same &= back[i] == 0.0f;
+    tap_ok(same, "copy_from_host / copy / copy_to_host round-trip, zero clears");
+    K->release(a);
+    K->release(b);
+    free(h); free(back);
+}
+
+int main(void) {
+    K = kernels_cpu();
+    tap_ok(K != NULL && strcmp(K->name, "cpu") == 0, "kernels_cpu() returns the cpu table");
+    test_memory();
+    test_embedding();
+    test_position_embedding();
+    test_layernorm();
+    test_matmul(1);
+    test_matmul(0);
+    test_attention(0.0f);
+    test_attention(0.25f);
+    test_gelu();
+    test_dropout();
+    test_add_scale();
+    test_cross_entropy();
+    test_adamw();
+    test_sum_squares();
+    return tap_done();
+}
