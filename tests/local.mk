@@ -25,7 +25,8 @@ tests_unit_tokenizer_test_LDADD = $(APP_LIBS)
 tests_unit_safetensors_test_SOURCES = tests/unit/safetensors_test.c
 tests_unit_safetensors_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/lr_schedule_test \
-	tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh
+	tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh \
+	tests/unit/layering_test.sh
 
 # ---- tools the tests run ----
 check_PROGRAMS += tests/tools/compare_params tests/tools/corpus_tool tests/tools/checkpoint_vs_dump \
@@ -73,4 +74,5 @@ EXTRA_DIST += $(filter %.sh,$(TESTS)) tests/gpu/cuda_kernels_test.c tests/gpu/cu
 	tests/gpu/cuda_test_util.h tests/data/gpt2_encode_vectors.jsonl tests/data/wordpiece-vocab.txt \
 	configs/tokenizers/gpt2/vocab.json configs/tokenizers/gpt2/merges.txt \
 	configs/tokenizers/gpt2/LICENSE configs/data/tinyshakespeare.txt \
-	io/CORPUS_FORMAT.md perf/preprocess_bench.sh perf/checkpoint_bench.sh perf/hf_logits_check.py
+	io/CORPUS_FORMAT.md perf/preprocess_bench.sh perf/checkpoint_bench.sh perf/hf_logits_check.py \
+	tests/tools/check_layering.py

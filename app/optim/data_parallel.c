@@ -36,14 +36,14 @@ static void on_params_needed(void *context, int first, int count) {
 }
 
 void data_parallel_create(data_parallel *dp, gpt_model *model, const comm_ops *comm,
-                          const topology *topo, const args *a) {
+                          const topology *topo, const data_parallel_options *options) {
     memset(dp, 0, sizeof *dp);
     dp->model = model;
     dp->comm = comm;
     dp->topo = topo;
-    dp->distributed = a->use_distributed_optimizer;
-    dp->overlap_grad_reduce = a->overlap_grad_reduce;
-    dp->overlap_param_gather = a->overlap_param_gather;
+    dp->distributed = options->use_distributed_optimizer;
+    dp->overlap_grad_reduce = options->overlap_grad_reduce;
+    dp->overlap_param_gather = options->overlap_param_gather;
     int nb = model->num_buckets;
     dp->ready_params = calloc((size_t)nb, sizeof(int));
     dp->deferred = calloc((size_t)nb, sizeof(int));
@@ -52,7 +52,7 @@ void data_parallel_create(data_parallel *dp, gpt_model *model, const comm_ops *c
     CHECK(dp->ready_params && dp->deferred && dp->grad_requests && dp->gather_requests,
           "out of host memory for %d gradient buckets", nb);
     /* tied embeddings on two stages are summed across them before the data-parallel reduction */
-    int tied_across_stages = !a->untie_embeddings_and_output_weights && topo->pp_size > 1;
+    int tied_across_stages = !model->config.untie_embeddings_and_output_weights && topo->pp_size > 1;
     for (int i = 0; i < model->num_params; i++)
         if (tied_across_stages && strcmp(model->params[i].name, "embedding.word_embeddings.weight") == 0)
             dp->deferred[model->params[i].bucket] = 1;

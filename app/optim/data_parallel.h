@@ -11,7 +11,6 @@
 #ifndef DATA_PARALLEL_H
 #define DATA_PARALLEL_H
 
-#include "app/training/args.h"
 #include "app/model/gpt_model.h"
 #include "app/parallel/topology.h"
 
@@ -28,8 +27,13 @@ typedef struct data_parallel {
     int buckets_started;         /* this iteration, during the backward (overlap) */
 } data_parallel;
 
+/* Megatron's DDP options */
+typedef struct data_parallel_options {
+    int use_distributed_optimizer, overlap_grad_reduce, overlap_param_gather;
+} data_parallel_options;
+
 void data_parallel_create(data_parallel *dp, gpt_model *model, const comm_ops *comm,
-                          const topology *topo, const args *a);
+                          const topology *topo, const data_parallel_options *options);
 void data_parallel_free(data_parallel *dp);
 
 /* [start, start+length) of bucket b that this rank's optimizer updates */

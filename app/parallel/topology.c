@@ -67,7 +67,7 @@ static void make_group(topology *t, comm_group *g, const char *name, const int *
     CHECK_MPI(MPI_Comm_size(comm, &g->size));
 }
 
-void topology_create(topology *t, const args *a) {
+void topology_create(topology *t, const parallel_layout *layout) {
     memset(t, 0, sizeof *t);
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &t->world_rank));
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &t->world_size));
@@ -90,13 +90,14 @@ void topology_create(topology *t, const args *a) {
     }
     t->num_nodes = node + 1;
 
-    t->size[DIM_TP] = a->tensor_model_parallel_size;
+    snprintf(t->order, sizeof t->order, "%s", layout->order);
+    t->size[DIM_TP] = layout->tensor_model_parallel_size;
     t->size[DIM_CP] = 1;
     t->size[DIM_EP] = 1;
-    t->size[DIM_DP] = a->data_parallel_size;
-    t->size[DIM_PP] = a->pipeline_model_parallel_size;
+    t->size[DIM_DP] = layout->data_parallel_size;
+    t->size[DIM_PP] = layout->pipeline_model_parallel_size;
     int order[NUM_DIMS];
-    parse_order(a->parallel_order, order);
+    parse_order(layout->order, order);
     int rest = t->ordered_rank;
     for (int k = 0; k < NUM_DIMS; k++) { t->coord[order[k]] = rest % t->size[order[k]]; rest /= t->size[order[k]]; }
 
@@ -144,12 +145,12 @@ void topology_free(topology *t) {
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) comm_group_free(groups[i]);
 }
 
-void topology_print(const topology *t, const args *a) {
+void topology_print(const topology *t, const char *device) {
     char host[64] = "";
     gethostname(host, sizeof host - 1);
     char line[160];
     snprintf(line, sizeof line, "  %5d  %-20.20s %4d  %5d  %-6s %4d %4d %4d", t->world_rank, host, t->node,
-             t->local_rank, a->device, t->tp_rank, t->pp_rank, t->dp_rank);
+             t->local_rank, device, t->tp_rank, t->pp_rank, t->dp_rank);
     char *all = NULL;
     if (t->world_rank == 0) {
         all = malloc(sizeof line * (size_t)t->world_size);
@@ -158,7 +159,7 @@ void topology_print(const topology *t, const args *a) {
     CHECK_MPI(MPI_Gather(line, sizeof line, MPI_CHAR, all, sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD));
     if (t->world_rank == 0) {
         printf("> layout: %d nodes, tensor-parallel %d x pipeline-parallel %d x data-parallel %d (order %s)\n",
-               t->num_nodes, t->tp_size, t->pp_size, t->dp_size, a->parallel_order);
+               t->num_nodes, t->tp_size, t->pp_size, t->dp_size, t->order);
         printf("   rank  host                 node  local  device   tp   pp   dp\n");
         for (int r = 0; r < t->world_size; r++) printf("%s\n", all + (size_t)r * sizeof line);
         if (t->tp_group_spans_nodes)

@@ -7,10 +7,16 @@
 #ifndef TOPOLOGY_H
 #define TOPOLOGY_H
 
-#include "app/training/args.h"
 #include "app/parallel/comm.h"
 
 enum { DIM_TP, DIM_CP, DIM_EP, DIM_DP, DIM_PP, NUM_DIMS };
+
+/* the requested layout: sizes of the parallel dimensions and their order, fastest first
+ * (Megatron's --parallel-order, e.g. "tp-cp-ep-dp-pp") */
+typedef struct parallel_layout {
+    int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
+    char order[32];
+} parallel_layout;
 
 typedef struct topology {
     int world_rank, world_size;
@@ -21,13 +27,14 @@ typedef struct topology {
     int tp_rank, pp_rank, dp_rank, tp_size, pp_size, dp_size;
     int tp_group_spans_nodes;  /* 1 when some tensor-parallel group crosses a node boundary */
     comm_group world, tp, pp, dp, model_parallel, embedding; /* embedding.mpi is MPI_COMM_NULL off stage 0/last */
+    char order[32];            /* the layout's order, as given */
 } topology;
 
 /* discover nodes and build the groups for the layout in a (collective over MPI_COMM_WORLD) */
-void topology_create(topology *topo, const args *a);
+void topology_create(topology *topo, const parallel_layout *layout);
 void topology_free(topology *topo);
 
 /* rank 0 prints the layout table (rank, host, node, local rank, device, tp/pp/dp coordinates) */
-void topology_print(const topology *topo, const args *a);
+void topology_print(const topology *topo, const char *device);
 
 #endif

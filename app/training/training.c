@@ -103,15 +103,19 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     memset(t, 0, sizeof *t);
     t->args = a;
     t->comm = select_comm(ops);
-    topology_create(&t->topo, a);
-    topology_print(&t->topo, a);
+    parallel_layout layout = {a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
+                              a->data_parallel_size, ""};
+    snprintf(layout.order, sizeof layout.order, "%s", a->parallel_order);
+    topology_create(&t->topo, &layout);
+    topology_print(&t->topo, a->device);
     comm_group *groups[8];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
     if (a->data_path[0]) open_datasets(t, a);
     gpt_config config = config_from_args(a, &t->topo);
     gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
-    data_parallel_create(&t->dp, &t->model, t->comm, &t->topo, a);
+    data_parallel_options ddp = {a->use_distributed_optimizer, a->overlap_grad_reduce, a->overlap_param_gather};
+    data_parallel_create(&t->dp, &t->model, t->comm, &t->topo, &ddp);
     /* without the distributed optimizer data-parallel replicas hold identical gradients, so
      * the norm adds over one replica's ranks; with it, over every shard of every replica */
     const comm_group *norm_group = a->use_distributed_optimizer ? &t->topo.world : &t->topo.model_parallel;
