@@ -1,6 +1,7 @@
 /* pretrain_gpt.c: the entry point (Megatron's pretrain_gpt.py). Setup: MPI, arguments, the
  * kernel backend, the model and optimizer. Solve: the training loop. Teardown: free, finalize. */
 #include "config.h"
+#include "app/core/hash.h"
 
 #include "app/training/args.h"
 #include "app/core/error.h"
@@ -99,8 +100,8 @@ int main(int argc, char **argv) {
     if (rank == 0) hashes = malloc(sizeof(uint64_t) * (size_t)world_size);
     CHECK_MPI(MPI_Gather(&hash, 1, MPI_UINT64_T, hashes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD));
     if (rank == 0) {
-        uint64_t combined = 1469598103934665603ull;
-        for (int r = 0; r < world_size; r++) { combined ^= hashes[r]; combined *= 1099511628211ull; }
+        uint64_t combined = HASH_FNV1A_OFFSET;
+        for (int r = 0; r < world_size; r++) combined = hash_fnv1a_word(combined, hashes[r]);
         printf("> final parameter hash: %016" PRIx64 "\n", combined);
         free(hashes);
     }

@@ -1,6 +1,7 @@
 /* checkpoint_serial.c: single-process reader and crash-safe writer of our HDF5 checkpoint
  * (see checkpoint_serial.h and io/CHECKPOINT_FORMAT.md). */
 #include "io/checkpoint_serial.h"
+#include "app/core/error.h"
 
 #include "io/hdf5_attributes.h"
 #include "io/hdf5_check.h"
@@ -15,14 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* HDF5 prints its error stack on every failed call; while probing user files we report
  * failures ourselves, so printing is off between quiet_begin and quiet_end */
@@ -42,7 +35,7 @@ int checkpoint_resolve(const char *dir_or_file, char *path, size_t path_size, ch
                        size_t errlen) {
     struct stat st;
     if (stat(dir_or_file, &st) != 0)
-        return fail(err, errlen, "%s: %s", dir_or_file, strerror(errno));
+        return error_format(err, errlen, "%s: %s", dir_or_file, strerror(errno));
     if (!is_folder(dir_or_file)) {
         snprintf(path, path_size, "%s", dir_or_file);
         return 0;
@@ -51,7 +44,7 @@ int checkpoint_resolve(const char *dir_or_file, char *path, size_t path_size, ch
     snprintf(tracker, sizeof tracker, "%s/%s", dir_or_file, CHECKPOINT_TRACKER_NAME);
     FILE *f = fopen(tracker, "r");
     if (!f)
-        return fail(err, errlen, "%s: cannot read the tracker (%s): is %s a checkpoint folder?",
+        return error_format(err, errlen, "%s: cannot read the tracker (%s): is %s a checkpoint folder?",
                     tracker, strerror(errno), dir_or_file);
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
@@ -67,7 +60,7 @@ int checkpoint_resolve(const char *dir_or_file, char *path, size_t path_size, ch
     errno = 0;
     long long iteration = strtoll(start, &rest, 10);
     if (!*start || *rest || errno || iteration < 0)
-        return fail(err, errlen, "%s: holds '%s', expected an iteration number or 'release'",
+        return error_format(err, errlen, "%s: holds '%s', expected an iteration number or 'release'",
                     tracker, start);
     snprintf(path, path_size, "%s/iter_%07lld.h5", dir_or_file, iteration);
     return 0;
@@ -77,12 +70,12 @@ int checkpoint_reader_open(const char *path, checkpoint_reader *reader, char *er
     memset(reader, 0, sizeof *reader);
     reader->file = reader->args = reader->model = -1;
     snprintf(reader->path, sizeof reader->path, "%s", path);
-    if (access(path, R_OK) != 0) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (access(path, R_OK) != 0) return error_format(err, errlen, "%s: %s", path, strerror(errno));
     quiet_hdf5 saved = quiet_begin();
     int status = -1;
     reader->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (reader->file < 0) {
-        fail(err, errlen, "%s: not an HDF5 file (or damaged)", path);
+        error_format(err, errlen, "%s: not an HDF5 file (or damaged)", path);
         goto out;
     }
     char *format = hdf5_read_string_attribute(reader->file, "format");
@@ -90,20 +83,20 @@ int checkpoint_reader_open(const char *path, checkpoint_reader *reader, char *er
     free(format);
     int64_t version = 0, complete = 0;
     if (!is_checkpoint) {
-        fail(err, errlen, "%s: root attribute format is not \"%s\" (not a megatron-c checkpoint)",
+        error_format(err, errlen, "%s: root attribute format is not \"%s\" (not a megatron-c checkpoint)",
              path, CHECKPOINT_FORMAT_NAME);
     } else if (hdf5_read_scalar_attribute(reader->file, "format_version", H5T_NATIVE_INT64, 0, &version) ||
                version != CHECKPOINT_FORMAT_VERSION) {
-        fail(err, errlen, "%s: format_version %lld, this program reads version %d", path,
+        error_format(err, errlen, "%s: format_version %lld, this program reads version %d", path,
              (long long)version, CHECKPOINT_FORMAT_VERSION);
     } else if (hdf5_read_scalar_attribute(reader->file, "complete", H5T_NATIVE_INT64, 0, &complete) ||
                complete != 1) {
-        fail(err, errlen, "%s: the checkpoint is not complete (root attribute complete is not 1): "
+        error_format(err, errlen, "%s: the checkpoint is not complete (root attribute complete is not 1): "
              "its save was interrupted", path);
     } else if ((reader->args = H5Gopen2(reader->file, "args", H5P_DEFAULT)) < 0) {
-        fail(err, errlen, "%s: no /args group", path);
+        error_format(err, errlen, "%s: no /args group", path);
     } else if ((reader->model = H5Gopen2(reader->file, "model", H5P_DEFAULT)) < 0) {
-        fail(err, errlen, "%s: no /model group", path);
+        error_format(err, errlen, "%s: no /model group", path);
     } else {
         status = 0;
     }
@@ -125,7 +118,7 @@ int checkpoint_read_int_arg(const checkpoint_reader *reader, const char *name, i
     quiet_hdf5 saved = quiet_begin();
     int status = hdf5_read_scalar_attribute(reader->args, name, H5T_NATIVE_INT64, 0, value);
     quiet_end(saved);
-    if (status) return fail(err, errlen, "%s: /args has no integer attribute %s", reader->path, name);
+    if (status) return error_format(err, errlen, "%s: /args has no integer attribute %s", reader->path, name);
     return 0;
 }
 
@@ -142,7 +135,7 @@ int checkpoint_read_double_arg(const checkpoint_reader *reader, const char *name
     quiet_hdf5 saved = quiet_begin();
     int status = hdf5_read_scalar_attribute(reader->args, name, H5T_NATIVE_DOUBLE, 1, value);
     quiet_end(saved);
-    if (status) return fail(err, errlen, "%s: /args has no numeric attribute %s", reader->path, name);
+    if (status) return error_format(err, errlen, "%s: /args has no numeric attribute %s", reader->path, name);
     return 0;
 }
 
@@ -166,7 +159,7 @@ static void shape_text(char *buffer, size_t size, int ndim, const hsize_t *dims6
 static hid_t open_checked(const checkpoint_reader *reader, const char *name, int ndim,
                           const int64_t *shape, char *err, size_t errlen) {
     if (!checkpoint_has_tensor(reader, name)) {
-        fail(err, errlen, "%s: no tensor /model/%s", reader->path, name);
+        error_format(err, errlen, "%s: no tensor /model/%s", reader->path, name);
         return -1;
     }
     quiet_hdf5 saved = quiet_begin();
@@ -187,9 +180,9 @@ static hid_t open_checked(const checkpoint_reader *reader, const char *name, int
         shape_text(expected, sizeof expected, ndim, NULL, shape);
         shape_text(found, sizeof found, found_ndim > 0 ? found_ndim : 0, dims, NULL);
         if (dataset < 0 || !is_float)
-            fail(err, errlen, "%s: /model/%s is not a floating-point dataset", reader->path, name);
+            error_format(err, errlen, "%s: /model/%s is not a floating-point dataset", reader->path, name);
         else
-            fail(err, errlen, "%s: /model/%s has shape %s, expected %s from /args", reader->path,
+            error_format(err, errlen, "%s: /model/%s has shape %s, expected %s from /args", reader->path,
                  name, found, expected);
         if (dataset >= 0) H5Dclose(dataset);
         return -1;
@@ -213,7 +206,7 @@ int checkpoint_reader_read_tensor(const checkpoint_reader *reader, const char *n
     herr_t status = H5Dread(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
     quiet_end(saved);
     H5Dclose(dataset);
-    if (status < 0) return fail(err, errlen, "%s: cannot read /model/%s (damaged file?)",
+    if (status < 0) return error_format(err, errlen, "%s: cannot read /model/%s (damaged file?)",
                                 reader->path, name);
     return 0;
 }
@@ -228,7 +221,7 @@ struct checkpoint_writer {
 checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, int release,
                                             char *err, size_t errlen) {
     if (!is_folder(dir) && mkdir(dir, 0777) != 0) {
-        fail(err, errlen, "%s: cannot create the folder: %s", dir, strerror(errno));
+        error_format(err, errlen, "%s: cannot create the folder: %s", dir, strerror(errno));
         return NULL;
     }
     checkpoint_writer *w = calloc(1, sizeof *w);
@@ -246,7 +239,7 @@ checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, 
     w->file = H5Fcreate(w->partial_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     quiet_end(saved);
     if (w->file < 0) {
-        fail(err, errlen, "%s: cannot create the HDF5 file (is the folder writable?)",
+        error_format(err, errlen, "%s: cannot create the HDF5 file (is the folder writable?)",
              w->partial_path);
         free(w);
         return NULL;
@@ -318,12 +311,12 @@ int checkpoint_writer_commit(checkpoint_writer *w, char *err, size_t errlen) {
     snprintf(tracker, sizeof tracker, "%s/%s", w->dir, CHECKPOINT_TRACKER_NAME);
     snprintf(tracker_tmp, sizeof tracker_tmp, "%s.tmp", tracker);
     if (fsync_path(w->partial_path, 0) != 0) {
-        fail(err, errlen, "%s: fsync failed: %s", w->partial_path, strerror(errno));
+        error_format(err, errlen, "%s: fsync failed: %s", w->partial_path, strerror(errno));
         unlink(w->partial_path);
         goto out;
     }
     if (rename(w->partial_path, w->final_path) != 0) {
-        fail(err, errlen, "cannot rename %s to %s: %s", w->partial_path, w->final_path,
+        error_format(err, errlen, "cannot rename %s to %s: %s", w->partial_path, w->final_path,
              strerror(errno));
         unlink(w->partial_path);
         goto out;
@@ -334,7 +327,7 @@ int checkpoint_writer_commit(checkpoint_writer *w, char *err, size_t errlen) {
     int ok = f && fputs(w->tracker_text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (f && fclose(f) != 0) ok = 0;
     if (!ok || rename(tracker_tmp, tracker) != 0) {
-        fail(err, errlen, "%s: cannot write the tracker: %s", tracker, strerror(errno));
+        error_format(err, errlen, "%s: cannot write the tracker: %s", tracker, strerror(errno));
         unlink(tracker_tmp);
         goto out;
     }

@@ -78,14 +78,6 @@ uint16_t safetensors_float_to_bf16(float f) {
 }
 
 /* ---- reading ------------------------------------------------------------------------------ */
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static void free_contents(safetensors_file *file) {
     for (int i = 0; i < file->num_tensors; i++) {
@@ -127,17 +119,17 @@ static const char *shape_text(const safetensors_tensor *t, char *buffer, size_t 
 static int parse_tensor_entry(const char *path, const char *name, const json_t *entry,
                               safetensors_tensor *t, char *err, size_t errlen) {
     if (!json_is_object(entry))
-        return fail(err, errlen, "%s: tensor '%s': header entry is not a JSON object", path, name);
+        return error_format(err, errlen, "%s: tensor '%s': header entry is not a JSON object", path, name);
     const json_t *dtype = json_object_get(entry, "dtype"), *shape = json_object_get(entry, "shape"),
                  *offsets = json_object_get(entry, "data_offsets");
     if (!dtype || !shape || !offsets)
-        return fail(err, errlen, "%s: tensor '%s': header entry lacks \"%s\"", path, name,
+        return error_format(err, errlen, "%s: tensor '%s': header entry lacks \"%s\"", path, name,
                     !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
     if (!json_is_string(dtype) || safetensors_dtype_from_name(json_string_value(dtype), &t->dtype))
-        return fail(err, errlen, "%s: tensor '%s': unknown dtype %s", path, name,
+        return error_format(err, errlen, "%s: tensor '%s': unknown dtype %s", path, name,
                     json_is_string(dtype) ? json_string_value(dtype) : "(not a string)");
     if (!json_is_array(shape))
-        return fail(err, errlen, "%s: tensor '%s': \"shape\" is not an array", path, name);
+        return error_format(err, errlen, "%s: tensor '%s': \"shape\" is not an array", path, name);
     t->ndim = (int)json_array_size(shape);
     t->shape = malloc(sizeof(int64_t) * (size_t)(t->ndim ? t->ndim : 1));
     CHECK(t->shape, "out of memory");
@@ -146,26 +138,26 @@ static int parse_tensor_entry(const char *path, const char *name, const json_t *
     for (int d = 0; d < t->ndim; d++) {
         uint64_t extent;
         if (json_to_size(json_array_get(shape, (size_t)d), &extent))
-            return fail(err, errlen, "%s: tensor '%s': shape entry %d is not a non-negative integer",
+            return error_format(err, errlen, "%s: tensor '%s': shape entry %d is not a non-negative integer",
                         path, name, d);
         t->shape[d] = (int64_t)extent;
         if (extent && elements > limit / extent)
-            return fail(err, errlen, "%s: tensor '%s': shape overflows 64 bits", path, name);
+            return error_format(err, errlen, "%s: tensor '%s': shape overflows 64 bits", path, name);
         elements *= extent;
     }
     size_t element_size = safetensors_dtype_size(t->dtype);
     if (elements > limit / element_size)
-        return fail(err, errlen, "%s: tensor '%s': shape overflows 64 bits", path, name);
+        return error_format(err, errlen, "%s: tensor '%s': shape overflows 64 bits", path, name);
     t->num_elements = (int64_t)elements;
     if (!json_is_array(offsets) || json_array_size(offsets) != 2 ||
         json_to_size(json_array_get(offsets, 0), &t->begin) ||
         json_to_size(json_array_get(offsets, 1), &t->end) || t->end < t->begin)
-        return fail(err, errlen, "%s: tensor '%s': \"data_offsets\" is not [begin, end] with "
+        return error_format(err, errlen, "%s: tensor '%s': \"data_offsets\" is not [begin, end] with "
                     "0 <= begin <= end", path, name);
     uint64_t needed = elements * element_size;
     if (t->end - t->begin != needed) {
         char text[256];
-        return fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, but "
+        return error_format(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, but "
                     "%s %s needs %llu", path, name, (unsigned long long)t->begin,
                     (unsigned long long)t->end, (unsigned long long)(t->end - t->begin),
                     safetensors_dtype_name(t->dtype), shape_text(t, text, sizeof text),
@@ -186,7 +178,7 @@ static int check_layout(safetensors_file *file, uint64_t buffer_size, char *err,
     for (int i = 0; i < file->num_tensors; i++) {
         const safetensors_tensor *t = &file->tensors[i];
         if (t->end > buffer_size)
-            return fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] run past the end "
+            return error_format(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] run past the end "
                         "of the %llu-byte data buffer (truncated file?)", file->path, t->name,
                         (unsigned long long)t->begin, (unsigned long long)t->end,
                         (unsigned long long)buffer_size);
@@ -196,19 +188,19 @@ static int check_layout(safetensors_file *file, uint64_t buffer_size, char *err,
     for (int i = 0; i < file->num_tensors; i++) {
         const safetensors_tensor *t = &file->tensors[i];
         if (t->begin < covered)
-            return fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] overlap tensor "
+            return error_format(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] overlap tensor "
                         "'%s' [%llu, %llu]", file->path, t->name, (unsigned long long)t->begin,
                         (unsigned long long)t->end, file->tensors[i - 1].name,
                         (unsigned long long)file->tensors[i - 1].begin,
                         (unsigned long long)file->tensors[i - 1].end);
         if (t->begin > covered)
-            return fail(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] leave a gap of "
+            return error_format(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] leave a gap of "
                         "%llu bytes before it", file->path, t->name, (unsigned long long)t->begin,
                         (unsigned long long)t->end, (unsigned long long)(t->begin - covered));
         covered = t->end;
     }
     if (covered != buffer_size)
-        return fail(err, errlen, "%s: the tensors cover %llu bytes of the %llu-byte data buffer "
+        return error_format(err, errlen, "%s: the tensors cover %llu bytes of the %llu-byte data buffer "
                     "(extra bytes at the end of the file)", file->path,
                     (unsigned long long)covered, (unsigned long long)buffer_size);
     return 0;
@@ -219,16 +211,16 @@ static int parse_header(safetensors_file *file, const char *header, size_t lengt
                         size_t errlen) {
     const char *path = file->path;
     if (length == 0 || header[0] != '{')
-        return fail(err, errlen, "%s: the header does not start with '{' (not a safetensors file?)",
+        return error_format(err, errlen, "%s: the header does not start with '{' (not a safetensors file?)",
                     path);
     json_error_t json_error;
     json_t *root = json_loadb(header, length, JSON_REJECT_DUPLICATES, &json_error);
     if (!root)
-        return fail(err, errlen, "%s: the header is not valid JSON: %s (header line %d, column %d)",
+        return error_format(err, errlen, "%s: the header is not valid JSON: %s (header line %d, column %d)",
                     path, json_error.text, json_error.line, json_error.column);
     int status = 0;
     if (!json_is_object(root)) {
-        status = fail(err, errlen, "%s: the header is not a JSON object", path);
+        status = error_format(err, errlen, "%s: the header is not a JSON object", path);
         goto done;
     }
     size_t entries = json_object_size(root);
@@ -239,7 +231,7 @@ static int parse_header(safetensors_file *file, const char *header, size_t lengt
     json_object_foreach(root, key, value) {
         if (!strcmp(key, "__metadata__")) {
             if (!json_is_object(value)) {
-                status = fail(err, errlen, "%s: \"__metadata__\" is not a JSON object", path);
+                status = error_format(err, errlen, "%s: \"__metadata__\" is not a JSON object", path);
                 goto done;
             }
             size_t n = json_object_size(value);
@@ -250,7 +242,7 @@ static int parse_header(safetensors_file *file, const char *header, size_t lengt
             json_t *meta_value;
             json_object_foreach(value, meta_key, meta_value) {
                 if (!json_is_string(meta_value)) {
-                    status = fail(err, errlen, "%s: \"__metadata__\" value of \"%s\" is not a "
+                    status = error_format(err, errlen, "%s: \"__metadata__\" value of \"%s\" is not a "
                                   "string", path, meta_key);
                     goto done;
                 }
@@ -281,23 +273,23 @@ int safetensors_open(const char *path, safetensors_file *file, char *err, size_t
     int fd = open(path, O_RDONLY);
     struct stat st;
     if (fd < 0) {
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        error_format(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         goto out;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fail(err, errlen, "%s: not a regular file", path);
+        error_format(err, errlen, "%s: not a regular file", path);
         goto out;
     }
     uint64_t size = (uint64_t)st.st_size;
     if (size < 8) {
-        fail(err, errlen, "%s: %llu bytes, too short for the 8-byte header length (truncated or "
+        error_format(err, errlen, "%s: %llu bytes, too short for the 8-byte header length (truncated or "
              "not a safetensors file)", path, (unsigned long long)size);
         goto out;
     }
     file->map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (file->map == MAP_FAILED) {
         file->map = NULL;
-        fail(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+        error_format(err, errlen, "%s: cannot map: %s", path, strerror(errno));
         goto out;
     }
     file->map_size = (size_t)size;
@@ -305,12 +297,12 @@ int safetensors_open(const char *path, safetensors_file *file, char *err, size_t
     uint64_t header_length = 0;
     for (int b = 7; b >= 0; b--) header_length = header_length << 8 | bytes[b];
     if (header_length > max_header_bytes) {
-        fail(err, errlen, "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
+        error_format(err, errlen, "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
              "file?)", path, (unsigned long long)header_length);
         goto out;
     }
     if (8 + header_length > size) {
-        fail(err, errlen, "%s: header length %llu runs past the end of the %llu-byte file "
+        error_format(err, errlen, "%s: header length %llu runs past the end of the %llu-byte file "
              "(truncated or not a safetensors file)", path, (unsigned long long)header_length,
              (unsigned long long)size);
         goto out;
@@ -360,7 +352,7 @@ int safetensors_read_float32(const safetensors_file *file, const safetensors_ten
         }
         return 0;
     default:
-        return fail(err, errlen, "%s: tensor '%s' is %s, not a floating-point dtype (F32, F16, "
+        return error_format(err, errlen, "%s: tensor '%s' is %s, not a floating-point dtype (F32, F16, "
                     "BF16, F64)", file->path, tensor->name, safetensors_dtype_name(tensor->dtype));
     }
 }
@@ -408,18 +400,18 @@ int safetensors_writer_add(safetensors_writer *writer, const char *name, safeten
                            int ndim, const int64_t *shape, const void *data,
                            char *err, size_t errlen) {
     if (!strcmp(name, "__metadata__"))
-        return fail(err, errlen, "tensor name \"__metadata__\" is reserved");
+        return error_format(err, errlen, "tensor name \"__metadata__\" is reserved");
     if ((unsigned)dtype >= SAFETENSORS_NUM_DTYPES || ndim < 0)
-        return fail(err, errlen, "tensor '%s': bad dtype or rank", name);
+        return error_format(err, errlen, "tensor '%s': bad dtype or rank", name);
     for (int i = 0; i < writer->num_tensors; i++)
         if (!strcmp(writer->tensors[i].name, name))
-            return fail(err, errlen, "tensor '%s' added twice", name);
+            return error_format(err, errlen, "tensor '%s' added twice", name);
     json_t *probe = json_string(name);  /* NULL when the name is not valid UTF-8 */
-    if (!probe) return fail(err, errlen, "tensor name '%s' is not valid UTF-8", name);
+    if (!probe) return error_format(err, errlen, "tensor name '%s' is not valid UTF-8", name);
     json_decref(probe);
     uint64_t elements = 1;
     for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0) return fail(err, errlen, "tensor '%s': negative dimension", name);
+        if (shape[d] < 0) return error_format(err, errlen, "tensor '%s': negative dimension", name);
         elements *= (uint64_t)shape[d];
     }
     if (writer->num_tensors == writer->capacity) {
@@ -541,7 +533,7 @@ int safetensors_writer_write(safetensors_writer *writer, const char *path, char 
     int status = -1;
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        fail(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        error_format(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
         goto out;
     }
     unsigned char length_bytes[8];
@@ -553,12 +545,12 @@ int safetensors_writer_write(safetensors_writer *writer, const char *path, char 
     int saved_errno = errno;
     if (fclose(f) != 0 && ok) { ok = 0; saved_errno = errno; }
     if (!ok) {
-        fail(err, errlen, "%s: write failed: %s", tmp, strerror(saved_errno));
+        error_format(err, errlen, "%s: write failed: %s", tmp, strerror(saved_errno));
         unlink(tmp);
         goto out;
     }
     if (rename(tmp, path) != 0) {
-        fail(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        error_format(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
         unlink(tmp);
         goto out;
     }

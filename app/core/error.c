@@ -44,6 +44,14 @@ void mpi_check_at(int err, const char *call, const char *file, int line) {
     fatal_at(file, line, "%s failed: %s", call, msg);
 }
 
+int error_format(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 void user_error(const char *fmt, ...) {
     va_list ap;
     fflush(stdout);

@@ -6,6 +6,7 @@
 #define ERROR_H
 
 #include <mpi.h>
+#include <stddef.h>
 
 /* abort the job: "[rank R] FATAL at file:line: message" on stderr, then MPI_Abort(…, 1) */
 void fatal_at(const char *file, int line, const char *fmt, ...)
@@ -25,6 +26,12 @@ void user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noret
 
 /* Bad user input seen by this rank only (a file only it reads): print and abort the job. */
 void user_error_local(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Recoverable errors (bad input a caller may report its own way) travel as a message buffer
+ * passed down with its size, `char *err, size_t errlen`, in every layer; a function that fails
+ * writes one line there and returns -1. error_format is the one way to do that:
+ *     if (n < 0) return error_format(err, errlen, "%s: bad count %d", path, n); */
+int error_format(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* program name used in messages (set once by main) */
 extern const char *program_name;

@@ -1,6 +1,7 @@
 /* dataset_index.c: Megatron's GPT document/sample/shuffle indices, the Philox-driven shuffle
  * and the index cache (see dataset_index.h). */
 #include "app/data/dataset_index.h"
+#include "app/core/hash.h"
 #include "app/core/error.h"
 #include "kernels/philox.h"
 
@@ -11,11 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-uint64_t fnv1a64(uint64_t hash, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) hash = (hash ^ p[i]) * 1099511628211ull;
-    return hash;
-}
 
 void index_shuffle(int64_t *a, int64_t n, uint64_t seed, uint64_t stream) {
     for (int64_t i = n - 1; i > 0; i--) {
@@ -132,9 +128,9 @@ void gpt_index_free(gpt_index *index) {
 static const char cache_magic[8] = {'M', 'T', 'C', 'I', 'D', 'X', '0', '1'};
 
 static uint64_t payload_checksum(const index_arrays *a) {
-    uint64_t h = FNV_OFFSET;
+    uint64_t h = HASH_FNV1A_OFFSET;
     for (int i = 0; i < a->count; i++)
-        h = fnv1a64(h, a->data[i], sizeof(int64_t) * (size_t)a->length[i]);
+        h = hash_fnv1a(h, a->data[i], sizeof(int64_t) * (size_t)a->length[i]);
     return h;
 }
 
@@ -240,7 +236,7 @@ void index_cache_get(const char *cache_dir, const char *kind, const char *descri
         return;
     }
     char path[4300], why[256] = "";
-    uint64_t hash = fnv1a64(FNV_OFFSET, description, strlen(description));
+    uint64_t hash = hash_fnv1a(HASH_FNV1A_OFFSET, description, strlen(description));
     snprintf(path, sizeof path, "%s/%016llx-%s.cache", cache_dir, (unsigned long long)hash, kind);
     int status = 0;
     if (rank == 0) {

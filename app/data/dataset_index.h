@@ -16,9 +16,6 @@
 /* in-place Fisher-Yates shuffle of a[0..n), a pure function of (seed, stream) */
 void index_shuffle(int64_t *a, int64_t n, uint64_t seed, uint64_t stream);
 
-/* FNV-1a 64-bit hash, chainable (start with FNV_OFFSET) */
-#define FNV_OFFSET 1469598103934665603ull
-uint64_t fnv1a64(uint64_t hash, const void *data, size_t n);
 
 typedef struct gpt_index {
     int64_t num_documents_index;  /* = epochs x documents */

@@ -1,5 +1,6 @@
 /* gpt_dataset.c: corpora, --split ranges, per-split GPT indices and blends (see gpt_dataset.h). */
 #include "app/data/gpt_dataset.h"
+#include "app/core/hash.h"
 #include "app/data/blended_dataset.h"
 #include "app/data/dataset_index.h"
 #include "app/core/error.h"
@@ -150,7 +151,7 @@ static void open_corpus(corpus *c, const char *prefix) {
     } else {
         user_error("--data-path %s: neither %s nor %s/.idx exists", prefix, h5, bin);
     }
-    c->lengths_hash = fnv1a64(FNV_OFFSET, c->lengths, sizeof(int64_t) * (size_t)c->num_documents);
+    c->lengths_hash = hash_fnv1a(HASH_FNV1A_OFFSET, c->lengths, sizeof(int64_t) * (size_t)c->num_documents);
 }
 
 static void read_document(const corpus *c, int64_t document, int64_t offset, int64_t n,

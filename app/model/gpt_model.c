@@ -10,6 +10,7 @@
  * Embedding: x0 = dropout(reduce(wte_local[token] + wpe[position] on tp rank 0)); head:
  * logits_local = gather(LN(xL)) Wout_local^T and the vocab-parallel cross-entropy. */
 #include "app/model/gpt_model.h"
+#include "app/core/hash.h"
 #include "app/core/error.h"
 #include "kernels/philox.h"
 
@@ -644,8 +645,7 @@ uint64_t gpt_model_parameter_hash(const gpt_model *m) {
     unsigned char *host = malloc(bytes);
     CHECK(host, "out of host memory hashing parameters");
     m->ops->copy_to_host(host, m->param_buffer, bytes);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < bytes; i++) { h ^= host[i]; h *= 1099511628211ull; }
+    uint64_t h = hash_fnv1a(HASH_FNV1A_OFFSET, host, bytes);
     free(host);
     return h;
 }

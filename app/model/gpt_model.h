@@ -219,6 +219,13 @@ void gpt_param_initial_values(const gpt_model *model, int param, size_t lo, size
 /* FNV-1a hash of the parameter bytes (bitwise-reproducibility checks in the log) */
 uint64_t gpt_model_parameter_hash(const gpt_model *model);
 
+/* 1 when this rank's copy of p is the one that counts once (written to checkpoints and dumps,
+ * counted in norms and parameter totals): not the last stage's tied-embedding copy, and for
+ * tensors every tensor-parallel rank holds whole, only tensor-parallel rank 0's */
+static inline int param_is_primary_copy(const param_tensor *p, int tp_rank) {
+    return !p->embedding_copy && !(p->tp_replicated && tp_rank != 0);
+}
+
 /* global element index of local element e of parameter p (layout-independent numbering) */
 uint64_t param_global_index(const param_tensor *p, size_t e);
 

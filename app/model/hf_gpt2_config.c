@@ -1,5 +1,6 @@
 /* hf_gpt2_config.c: reading and writing Hugging Face GPT-2 config.json (see hf_gpt2_config.h). */
 #include "app/model/hf_gpt2_config.h"
+#include "app/core/error.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -8,14 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* a positive integer field; fallback (may be NULL) is tried when name is absent */
 static int positive_field(const json_t *root, const char *name, const char *fallback,
@@ -23,7 +16,7 @@ static int positive_field(const json_t *root, const char *name, const char *fall
     const json_t *v = json_object_get(root, name);
     if (!v && fallback) v = json_object_get(root, fallback);
     if (!v || !json_is_integer(v) || json_integer_value(v) <= 0)
-        return fail(err, errlen, "%s: \"%s\" is %s", path, name,
+        return error_format(err, errlen, "%s: \"%s\" is %s", path, name,
                     v ? "not a positive integer" : "missing");
     *value = json_integer_value(v);
     return 0;
@@ -34,16 +27,16 @@ static int required_flag(const json_t *root, const char *name, int required, con
                          char *err, size_t errlen) {
     const json_t *v = json_object_get(root, name);
     if (v && (!json_is_boolean(v) || json_is_true(v) != required))
-        return fail(err, errlen, "%s: \"%s\" must be %s for this model (our attention does not "
+        return error_format(err, errlen, "%s: \"%s\" must be %s for this model (our attention does not "
                     "implement the other setting)", path, name, required ? "true" : "false");
     return 0;
 }
 
 static int parse(const json_t *root, const char *path, hf_gpt2_config *c, char *err, size_t errlen) {
-    if (!json_is_object(root)) return fail(err, errlen, "%s: not a JSON object", path);
+    if (!json_is_object(root)) return error_format(err, errlen, "%s: not a JSON object", path);
     const json_t *model_type = json_object_get(root, "model_type");
     if (model_type && (!json_is_string(model_type) || strcmp(json_string_value(model_type), "gpt2")))
-        return fail(err, errlen, "%s: model_type is %s, this converter reads \"gpt2\"", path,
+        return error_format(err, errlen, "%s: model_type is %s, this converter reads \"gpt2\"", path,
                     json_is_string(model_type) ? json_string_value(model_type) : "not a string");
     if (positive_field(root, "n_embd", NULL, path, &c->n_embd, err, errlen) ||
         positive_field(root, "n_layer", NULL, path, &c->n_layer, err, errlen) ||
@@ -52,7 +45,7 @@ static int parse(const json_t *root, const char *path, hf_gpt2_config *c, char *
         positive_field(root, "vocab_size", NULL, path, &c->vocab_size, err, errlen))
         return -1;
     if (c->n_embd % c->n_head)
-        return fail(err, errlen, "%s: n_embd %lld is not a multiple of n_head %lld", path,
+        return error_format(err, errlen, "%s: n_embd %lld is not a multiple of n_head %lld", path,
                     (long long)c->n_embd, (long long)c->n_head);
     const json_t *inner = json_object_get(root, "n_inner");
     c->n_inner = 4 * c->n_embd;
@@ -63,7 +56,7 @@ static int parse(const json_t *root, const char *path, hf_gpt2_config *c, char *
     c->layer_norm_epsilon = 1e-5;
     if (epsilon) {
         if (!json_is_number(epsilon) || json_number_value(epsilon) <= 0)
-            return fail(err, errlen, "%s: \"layer_norm_epsilon\" is not a positive number", path);
+            return error_format(err, errlen, "%s: \"layer_norm_epsilon\" is not a positive number", path);
         c->layer_norm_epsilon = json_number_value(epsilon);
     }
     /* our GeLU is the tanh approximation, which these three names all compute */
@@ -71,7 +64,7 @@ static int parse(const json_t *root, const char *path, hf_gpt2_config *c, char *
     if (activation) {
         const char *name = json_is_string(activation) ? json_string_value(activation) : "";
         if (strcmp(name, "gelu_new") && strcmp(name, "gelu_pytorch_tanh") && strcmp(name, "gelu_fast"))
-            return fail(err, errlen, "%s: activation_function \"%s\" cannot be converted: our model "
+            return error_format(err, errlen, "%s: activation_function \"%s\" cannot be converted: our model "
                         "computes the tanh-approximated GeLU (gelu_new)", path, name);
     }
     if (required_flag(root, "scale_attn_weights", 1, path, err, errlen) ||
@@ -88,12 +81,12 @@ static int parse(const json_t *root, const char *path, hf_gpt2_config *c, char *
 int hf_gpt2_config_read(const char *path, hf_gpt2_config *config, char *err, size_t errlen) {
     memset(config, 0, sizeof *config);
     FILE *probe = fopen(path, "r");
-    if (!probe) return fail(err, errlen, "%s: %s", path, strerror(errno));
+    if (!probe) return error_format(err, errlen, "%s: %s", path, strerror(errno));
     fclose(probe);
     json_error_t json_error;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &json_error);
     if (!root)
-        return fail(err, errlen, "%s:%d: not valid JSON: %s", path, json_error.line, json_error.text);
+        return error_format(err, errlen, "%s:%d: not valid JSON: %s", path, json_error.line, json_error.text);
     int status = parse(root, path, config, err, errlen);
     json_decref(root);
     return status;
@@ -111,7 +104,7 @@ static void shortest_float_text(double value, char *text, size_t size) {
 
 int hf_gpt2_config_write(const char *path, const hf_gpt2_config *c, char *err, size_t errlen) {
     FILE *f = fopen(path, "w");
-    if (!f) return fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+    if (!f) return error_format(err, errlen, "%s: cannot create: %s", path, strerror(errno));
     char epsilon[64], n_inner[32];
     shortest_float_text(c->layer_norm_epsilon, epsilon, sizeof epsilon);
     if (c->n_inner == 4 * c->n_embd) snprintf(n_inner, sizeof n_inner, "null");
@@ -152,6 +145,6 @@ int hf_gpt2_config_write(const char *path, const hf_gpt2_config *c, char *err, s
     int ok = fflush(f) == 0;
     int saved_errno = errno;
     if (fclose(f) != 0 && ok) { ok = 0; saved_errno = errno; }
-    if (!ok) return fail(err, errlen, "%s: write failed: %s", path, strerror(saved_errno));
+    if (!ok) return error_format(err, errlen, "%s: write failed: %s", path, strerror(saved_errno));
     return 0;
 }

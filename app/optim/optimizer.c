@@ -18,7 +18,7 @@ static void add_range(optimizer *opt, int *capacity, const param_tensor *p, int 
     r->length = hi - lo;
     r->state_offset = opt->state_elements;
     r->weight_decay = !p->no_weight_decay;
-    r->norm_counted = !p->embedding_copy && !(p->tp_replicated && tp_rank != 0);
+    r->norm_counted = param_is_primary_copy(p, tp_rank);
     r->param = param;
     opt->state_elements += r->length;
 }

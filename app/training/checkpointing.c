@@ -142,7 +142,7 @@ static void plan_create(checkpoint_plan *plan, const trainer *t, int saving) {
     int distributed = t->args->use_distributed_optimizer;
     for (int i = 0; !opt->master && i < m->num_params; i++) {
         const param_tensor *p = &m->params[i];
-        int unique = !p->embedding_copy && !(p->tp_replicated && t->topo.tp_rank != 0);
+        int unique = param_is_primary_copy(p, t->topo.tp_rank);
         if (saving && !(unique && t->topo.dp_rank == 0)) continue;
         add_piece(plan, STATE_MODEL, global_index_of(plan, p->name), range_part(p, 0, p->numel),
                   (float *)m->param_buffer + p->offset);
@@ -150,7 +150,7 @@ static void plan_create(checkpoint_plan *plan, const trainer *t, int saving) {
     for (int r = 0; r < opt->num_ranges; r++) {
         const optimizer_range *range = &opt->ranges[r];
         const param_tensor *p = &m->params[range->param];
-        int unique = !p->embedding_copy && !(p->tp_replicated && t->topo.tp_rank != 0);
+        int unique = param_is_primary_copy(p, t->topo.tp_rank);
         if (saving && !(unique && (distributed || t->topo.dp_rank == 0))) continue;
         size_t lo = range->offset - p->offset;
         tensor_part part = range_part(p, lo, lo + range->length);

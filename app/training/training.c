@@ -138,7 +138,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     double parameters = 0;
     for (int i = 0; t->topo.dp_rank == 0 && i < t->model.num_params; i++) {
         const param_tensor *p = &t->model.params[i];
-        if (!p->embedding_copy && !(p->tp_replicated && t->topo.tp_rank != 0)) parameters += (double)p->numel;
+        if (param_is_primary_copy(p, t->topo.tp_rank)) parameters += (double)p->numel;
     }
     t->comm->allreduce_double_host(&parameters, 1, COMM_SUM, &t->topo.world);
     double bytes = optimizer_bytes_per_parameter(&t->opt, &t->model);

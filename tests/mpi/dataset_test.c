@@ -8,6 +8,7 @@
  *   dataset_test DIR          the checks
  *   dataset_test open PREFIX  just open one corpus (error-message tests) */
 #include "app/core/error.h"
+#include "app/core/hash.h"
 #include "app/data/gpt_dataset.h"
 #include "tests/tap.h"
 
@@ -21,8 +22,8 @@ enum { seq_length = 32 };
 static int rank, size;
 
 static uint64_t hash_tokens(const int32_t *t, int n) {
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < n; i++) h = (h ^ (uint32_t)t[i]) * 1099511628211ull;
+    uint64_t h = HASH_FNV1A_OFFSET;
+    for (int i = 0; i < n; i++) h = hash_fnv1a_word(h, (uint32_t)t[i]);
     return h;
 }
 

@@ -6,6 +6,7 @@
  *                                                 every document decoded (trailing EOD dropped),
  *                                                 concatenated into OUT */
 #include "app/core/error.h"
+#include "app/core/hash.h"
 #include "io/hdf5_corpus.h"
 #include "io/mmap_indexed.h"
 #include "app/tokenizers/tokenizer.h"
@@ -15,11 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t fnv(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
 
 static int make_jsonl(const char *text_path, const char *out_path, long chars) {
     FILE *in = fopen(text_path, "rb"), *out = fopen(out_path, "wb");
@@ -52,21 +48,21 @@ static int digest(const char *path) {
     if (n > 3 && strcmp(path + n - 3, ".h5") == 0) {
         hdf5_corpus *c = hdf5_corpus_open(path, err, sizeof err);
         if (!c) { fprintf(stderr, "%s\n", err); return 1; }
-        uint64_t h = 1469598103934665603ull;
+        uint64_t h = HASH_FNV1A_OFFSET;
         int32_t *buffer = malloc(sizeof(int32_t) << 20);
         for (int64_t at = 0; at < c->num_tokens; at += 1 << 20) {
             int64_t k = c->num_tokens - at < (1 << 20) ? c->num_tokens - at : (1 << 20);
             hdf5_corpus_read_tokens(c, at, k, buffer);
-            h = fnv(h, buffer, (size_t)k * 4);
+            h = hash_fnv1a(h, buffer, (size_t)k * 4);
         }
         free(buffer);
         printf("tokens %lld %016llx\n", (long long)c->num_tokens, (unsigned long long)h);
         printf("documents %lld %016llx\n", (long long)c->num_documents,
-               (unsigned long long)fnv(1469598103934665603ull, c->document_offsets,
+               (unsigned long long)hash_fnv1a(HASH_FNV1A_OFFSET, c->document_offsets,
                                        8 * (size_t)(c->num_documents + 1)));
         if (c->sentence_offsets)
             printf("sentences %lld %016llx\n", (long long)c->num_sentences,
-                   (unsigned long long)fnv(1469598103934665603ull, c->sentence_offsets,
+                   (unsigned long long)hash_fnv1a(HASH_FNV1A_OFFSET, c->sentence_offsets,
                                            8 * (size_t)(c->num_sentences + 1)));
         printf("type %s vocab %lld eod %lld uint16 %d\n", c->meta.tokenizer_type,
                (long long)c->meta.vocab_size, (long long)c->meta.eod_id, c->meta.tokens_uint16);
