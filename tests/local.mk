@@ -12,11 +12,14 @@ EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh
 
 # ---- unit ----
 check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \
-	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test
+	tests/unit/parameter_table_test tests/unit/lr_schedule_test tests/unit/tokenizer_test \
+	tests/unit/safetensors_test
 tests_unit_kernels_grad_test_SOURCES = tests/unit/kernels_grad_test.c
 tests_unit_kernels_grad_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
+tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
+tests_unit_parameter_table_test_LDADD = $(APP_LIBS)
 tests_unit_lr_schedule_test_SOURCES = tests/unit/lr_schedule_test.c
 tests_unit_lr_schedule_test_LDADD = $(APP_LIBS)
 tests_unit_tokenizer_test_SOURCES = tests/unit/tokenizer_test.c
@@ -24,8 +27,8 @@ tests_unit_tokenizer_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_tokenizer_test_LDADD = $(APP_LIBS)
 tests_unit_safetensors_test_SOURCES = tests/unit/safetensors_test.c
 tests_unit_safetensors_test_LDADD = $(APP_LIBS)
-TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/lr_schedule_test \
-	tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh \
+TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/parameter_table_test \
+	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh \
 	tests/unit/layering_test.sh
 
 # ---- tools the tests run ----

@@ -24,7 +24,6 @@
 typedef struct layout_builder {
     gpt_model *model;
     int capacity;
-    init_kind *init;
     int bucket_open;          /* a bucket is being filled */
     int chunk;
 } layout_builder;
@@ -40,31 +39,34 @@ static void close_bucket(layout_builder *b) {
     b->bucket_open = 0;
 }
 
-static void add_param(layout_builder *b, const char *name, int rows, int cols, shard_dim split,
-                      init_kind init) {
+/* append this rank's shard of a global parameter to the layout */
+static void add_param(layout_builder *b, const global_parameter *g) {
     gpt_model *m = b->model;
     const gpt_config *c = &m->config;
     if (m->num_params == b->capacity) {
         b->capacity = b->capacity ? 2 * b->capacity : 64;
         m->params = realloc(m->params, sizeof(param_tensor) * (size_t)b->capacity);
-        b->init = realloc(b->init, sizeof(init_kind) * (size_t)b->capacity);
         m->buckets = realloc(m->buckets, sizeof(grad_bucket) * (size_t)b->capacity);
-        CHECK(m->params && b->init && m->buckets, "out of host memory for the parameter table");
+        CHECK(m->params && m->buckets, "out of host memory for the parameter list");
     }
     param_tensor *p = &m->params[m->num_params];
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->rows = rows;
-    p->cols = cols;
-    p->split = split;
-    p->local_rows = split == SHARD_ROWS ? rows / c->tp_size : rows;
-    p->local_cols = split == SHARD_COLS ? cols / c->tp_size : cols;
-    p->shard_start = split == SHARD_ROWS ? c->tp_rank * p->local_rows
-                   : split == SHARD_COLS ? c->tp_rank * p->local_cols : 0;
-    p->numel = (size_t)p->local_rows * (size_t)(cols ? p->local_cols : 1);
-    p->no_weight_decay = (cols == 0); /* biases and layer-norm vectors */
-    p->tp_replicated = split == SHARD_NONE;
+    snprintf(p->name, sizeof p->name, "%s", g->name);
+    p->rows = g->rows;
+    p->cols = g->cols;
+    p->split = g->split;
+    p->local_rows = p->split == SHARD_ROWS ? p->rows / c->tp_size : p->rows;
+    p->local_cols = p->split == SHARD_COLS ? p->cols / c->tp_size : p->cols;
+    p->shard_start = p->split == SHARD_ROWS ? c->tp_rank * p->local_rows
+                   : p->split == SHARD_COLS ? c->tp_rank * p->local_cols : 0;
+    p->numel = (size_t)p->local_rows * (size_t)(p->cols ? p->local_cols : 1);
+    p->no_weight_decay = g->row->no_weight_decay;
+    p->tp_replicated = p->split == SHARD_NONE;
+    p->sequence_parallel_grad = c->sequence_parallel && g->row->sequence_parallel_grad;
     p->chunk = b->chunk;
+    p->init = (int)g->init;
+    p->layer = g->layer;
+    p->row = g->row;
 
     size_t bucket_used = b->bucket_open ? m->num_elements - m->buckets[m->num_buckets - 1].start : 0;
     if (b->bucket_open && bucket_used + p->numel > (size_t)c->bucket_size) close_bucket(b);
@@ -78,8 +80,6 @@ static void add_param(layout_builder *b, const char *name, int rows, int cols, s
     m->buckets[m->num_buckets - 1].num_params++;
     p->bucket = m->num_buckets - 1;
     p->offset = m->num_elements;
-    b->init[m->num_params] = init;
-    p->init = (int)init;
     m->num_elements += p->numel;
     m->num_parameters += p->numel;
     m->num_params++;
@@ -103,79 +103,45 @@ static void plan_chunks(gpt_model *m) {
     }
 }
 
-int gpt_global_parameters(const gpt_config *c, global_parameter *out) {
-    int C = c->hidden_size, HD = c->num_attention_heads * c->kv_channels, F = c->ffn_hidden_size;
-    int V = c->padded_vocab_size, count = 0;
-#define GLOBAL(layer_index, rows_, cols_, split_, init_, ...)                              \
-    do {                                                                                \
-        if (out) {                                                                      \
-            global_parameter *g = &out[count];                                          \
-            snprintf(g->name, sizeof g->name, __VA_ARGS__);                             \
-            g->layer = layer_index; g->rows = rows_; g->cols = cols_;                   \
-            g->split = split_; g->init = init_;                                         \
-        }                                                                               \
-        count++;                                                                        \
-    } while (0)
-    GLOBAL(-1, V, C, SHARD_ROWS, INIT_NORMAL, "embedding.word_embeddings.weight");
-    GLOBAL(-1, c->max_position_embeddings, C, SHARD_NONE, INIT_NORMAL, "embedding.position_embeddings.weight");
-    for (int l = 0; l < c->num_layers; l++) {
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ONES, "decoder.layers.%d.input_layernorm.weight", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.input_layernorm.bias", l);
-        GLOBAL(l, 3 * HD, C, SHARD_ROWS, INIT_NORMAL, "decoder.layers.%d.self_attention.linear_qkv.weight", l);
-        GLOBAL(l, 3 * HD, 0, SHARD_ROWS, INIT_ZEROS, "decoder.layers.%d.self_attention.linear_qkv.bias", l);
-        GLOBAL(l, C, HD, SHARD_COLS, INIT_SCALED_NORMAL, "decoder.layers.%d.self_attention.linear_proj.weight", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.self_attention.linear_proj.bias", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ONES, "decoder.layers.%d.pre_mlp_layernorm.weight", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.pre_mlp_layernorm.bias", l);
-        GLOBAL(l, F, C, SHARD_ROWS, INIT_NORMAL, "decoder.layers.%d.mlp.linear_fc1.weight", l);
-        GLOBAL(l, F, 0, SHARD_ROWS, INIT_ZEROS, "decoder.layers.%d.mlp.linear_fc1.bias", l);
-        GLOBAL(l, C, F, SHARD_COLS, INIT_SCALED_NORMAL, "decoder.layers.%d.mlp.linear_fc2.weight", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.mlp.linear_fc2.bias", l);
+/* 1 when the chunk holds the global parameter: the embedding on the first stage's first chunk,
+ * the final part on the last stage's last chunk, a layer on the chunk it is assigned to */
+static int chunk_holds(const model_chunk *ch, const global_parameter *g) {
+    switch (g->row->part) {
+    case PART_EMBEDDING: return ch->pre_process;
+    case PART_FINAL: return ch->post_process;
+    case PART_LAYER: return g->layer >= ch->first_layer && g->layer < ch->first_layer + ch->num_layers;
     }
-    GLOBAL(c->num_layers, C, 0, SHARD_NONE, INIT_ONES, "decoder.final_layernorm.weight");
-    GLOBAL(c->num_layers, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.final_layernorm.bias");
-    if (c->untie_embeddings_and_output_weights)
-        GLOBAL(c->num_layers, V, C, SHARD_ROWS, INIT_NORMAL, "output_layer.weight");
-#undef GLOBAL
-    return count;
+    return 0;
 }
 
-/* this rank's parameter table: for each chunk, the global parameters it holds, in global
+/* this rank's parameter list: for each chunk, the global parameters it holds, in global
  * order, sharded over tensor-parallel ranks; the last stage adds its tied-embedding copy */
-static init_kind *build_layout(gpt_model *m) {
+static void build_layout(gpt_model *m) {
     const gpt_config *c = &m->config;
-    int total = gpt_global_parameters(c, NULL);
+    const parameter_table *table = gpt_parameter_table();
+    int total = parameter_table_globals(table, c, NULL);
     global_parameter *globals = malloc(sizeof(global_parameter) * (size_t)total);
     CHECK(globals, "out of host memory for the parameter list");
-    gpt_global_parameters(c, globals);
-    layout_builder b = {m, 0, NULL, 0, 0};
+    parameter_table_globals(table, c, globals);
+    const global_parameter *tied_source = NULL;
+    for (int i = 0; i < total; i++)
+        if (globals[i].row == &table->rows[table->tied_output_row]) tied_source = &globals[i];
+    layout_builder b = {m, 0, 0, 0};
     for (int k = 0; k < m->num_chunks; k++) {
         model_chunk *ch = &m->chunks[k];
         b.chunk = k;
         ch->first_param = m->num_params;
-        for (int i = 0; i < total; i++) {
-            const global_parameter *g = &globals[i];
-            int held = g->layer < 0 ? ch->pre_process
-                     : g->layer >= c->num_layers ? ch->post_process
-                     : g->layer >= ch->first_layer && g->layer < ch->first_layer + ch->num_layers;
-            if (held) add_param(&b, g->name, g->rows, g->cols, g->split, g->init);
-        }
+        for (int i = 0; i < total; i++)
+            if (chunk_holds(ch, &globals[i])) add_param(&b, &globals[i]);
         if (ch->post_process && !ch->pre_process && !c->untie_embeddings_and_output_weights) {
             /* the last stage's copy of the tied embeddings: same name, hence same values */
-            add_param(&b, globals[0].name, globals[0].rows, globals[0].cols, globals[0].split, globals[0].init);
+            add_param(&b, tied_source);
             m->params[m->num_params - 1].embedding_copy = 1;
         }
         ch->num_params = m->num_params - ch->first_param;
         close_bucket(&b); /* buckets do not cross chunks */
     }
     free(globals);
-    /* layer norms and row-parallel biases see only their rows with sequence parallelism */
-    for (int i = 0; i < m->num_params; i++) {
-        param_tensor *p = &m->params[i];
-        p->sequence_parallel_grad = c->sequence_parallel && p->tp_replicated &&
-                                    strstr(p->name, "position_embeddings") == NULL;
-    }
-    return b.init;
 }
 
 uint64_t param_global_index(const param_tensor *p, size_t e) {
@@ -218,32 +184,21 @@ static void initialize_parameters(gpt_model *m) {
     free(host);
 }
 
-/* point a chunk's model_view at a flat buffer, following the table order of build_layout */
+/* point a chunk's model_view at a flat buffer: each parameter binds the view field its table
+ * row names (in the layer_view of its layer for layer rows); the last stage's tied-embedding copy
+ * binds the output layer, and a single stage's tied output layer is its word embeddings */
 static void bind_view(model_view *v, const gpt_model *m, const model_chunk *ch, void *buffer,
                       size_t element_bytes) {
     char *base = buffer;
-    const param_tensor *p = m->params;
-    int i = ch->first_param;
     v->layers = calloc((size_t)ch->num_layers, sizeof(layer_view));
     CHECK(v->layers, "out of host memory for layer views");
-    if (ch->pre_process) {
-        v->word_embeddings = base + element_bytes * p[i++].offset;
-        v->position_embeddings = base + element_bytes * p[i++].offset;
+    for (int i = ch->first_param; i < ch->first_param + ch->num_params; i++) {
+        const param_tensor *p = &m->params[i];
+        char *view = p->row->part == PART_LAYER ? (char *)&v->layers[p->layer - ch->first_layer] : (char *)v;
+        size_t field = p->embedding_copy ? offsetof(model_view, output_layer) : p->row->view_offset;
+        *(void **)(view + field) = base + element_bytes * p->offset;
     }
-    for (int l = 0; l < ch->num_layers; l++) {
-        layer_view *lv = &v->layers[l];
-        void **fields[] = {&lv->input_layernorm_weight, &lv->input_layernorm_bias, &lv->qkv_weight,
-                            &lv->qkv_bias, &lv->proj_weight, &lv->proj_bias,
-                            &lv->pre_mlp_layernorm_weight, &lv->pre_mlp_layernorm_bias,
-                            &lv->fc1_weight, &lv->fc1_bias, &lv->fc2_weight, &lv->fc2_bias};
-        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) *fields[f] = base + element_bytes * p[i++].offset;
-    }
-    if (ch->post_process) {
-        v->final_layernorm_weight = base + element_bytes * p[i++].offset;
-        v->final_layernorm_bias = base + element_bytes * p[i++].offset;
-        v->output_layer = i < ch->first_param + ch->num_params ? base + element_bytes * p[i++].offset
-                                                               : v->word_embeddings;
-    }
+    if (ch->post_process && !v->output_layer) v->output_layer = v->word_embeddings;
 }
 
 /* ------------------------------------------------------------------ activations */
@@ -360,7 +315,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     int N = config->micro_batch_size * config->seq_length;
     m->local_rows = m->config.sequence_parallel ? N / m->config.tp_size : N;
     plan_chunks(m);
-    init_kind *init = build_layout(m);
+    build_layout(m);
     m->mixed_precision = ops->act_bytes != sizeof(float);
     m->act_dtype = ops->act_bytes == 2 ? COMM_BF16 : COMM_FLOAT;
     m->param_buffer = alloc_acts(ops, m->num_elements);
@@ -374,7 +329,6 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
         for (int s = 0; s < m->config.activation_slots; s++) allocate_slot(m, ch, &ch->slots[s]);
     }
     initialize_parameters(m);
-    free(init);
     allocate_scratch(m);
 }
 
@@ -479,9 +433,18 @@ static void grads_ready(gpt_model *m, int first, int count) {
     if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.context, first, count);
 }
 
-static int layer_first_param(const model_chunk *ch, int l) { return ch->first_param + (ch->pre_process ? 2 : 0) + 12 * l; }
-static int output_first_param(const model_chunk *ch) { return layer_first_param(ch, ch->num_layers); }
-static int output_param_count(const model_chunk *ch) { return ch->first_param + ch->num_params - output_first_param(ch); }
+/* a chunk's parameters run: embedding (first chunk), each layer's, final part (last chunk) */
+static int part_param_count(const gpt_model *m, model_part part) {
+    return parameter_table_part_count(gpt_parameter_table(), part, &m->config);
+}
+static int layer_first_param(const gpt_model *m, const model_chunk *ch, int l) {
+    return ch->first_param + (ch->pre_process ? part_param_count(m, PART_EMBEDDING) : 0) +
+           part_param_count(m, PART_LAYER) * l;
+}
+static int output_first_param(const gpt_model *m, const model_chunk *ch) { return layer_first_param(m, ch, ch->num_layers); }
+static int output_param_count(const gpt_model *m, const model_chunk *ch) {
+    return ch->first_param + ch->num_params - output_first_param(m, ch);
+}
 
 /* ------------------------------------------------------------------ forward */
 
@@ -489,7 +452,7 @@ static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *sl
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
     const model_view *w = &ch->weights;
-    params_needed(m, ch->first_param, 2);
+    params_needed(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
     void *full = m->scratch.forward_full;
     m->ops->embedding_forward(full, slot->tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     if (c->tp_rank == 0) m->ops->position_embedding_forward(full, w->position_embeddings, s.B, s.T, s.C, 0);
@@ -506,7 +469,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     int layer = ch->first_layer + l;
     void *out = l + 1 < ch->num_layers ? slot->layers[l + 1].input : slot->output;
     size_t rows_size = (size_t)s.n * s.C;
-    params_needed(m, layer_first_param(ch, l), 12);
+    params_needed(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 
     /* attention block */
     norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight, lw->input_layernorm_bias);
@@ -536,7 +499,7 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     const kernel_ops *ops = m->ops;
     const model_view *w = &ch->weights;
     int vocab_start = c->tp_rank * s.Vl;
-    params_needed(m, output_first_param(ch), output_param_count(ch));
+    params_needed(m, output_first_param(m, ch), output_param_count(m, ch));
     norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
     ops->matmul_forward(slot->logits, NULL, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
     if (m->capture_logits) ops->copy_to_host_float(m->capture_logits, slot->logits, (size_t)s.N * (size_t)s.Vl);
@@ -581,7 +544,7 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     ops->layernorm_backward(b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
                             slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd, s.n, s.C);
-    grads_ready(m, output_first_param(ch), output_param_count(ch));
+    grads_ready(m, output_first_param(m, ch), output_param_count(m, ch));
 }
 
 /* b->d_residual carries dL/d(residual stream) down through the layer */
@@ -617,7 +580,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
     ops->layernorm_backward(b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
                             la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd, s.n, s.C);
-    grads_ready(m, layer_first_param(ch, l), 12);
+    grads_ready(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 }
 
 static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {
@@ -629,7 +592,7 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
     void *d_full = gather_rows(m, b->d_hidden, b->d_full);
     m->ops->embedding_backward(g->word_embeddings, d_full, slot->tokens, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
-    grads_ready(m, ch->first_param, 2);
+    grads_ready(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
 }
 
 void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng rng) {
