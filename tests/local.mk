@@ -49,12 +49,14 @@ tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
 
 # ---- MPI integration ----
-check_PROGRAMS += tests/mpi/dataset_test
+check_PROGRAMS += tests/mpi/dataset_test tests/mpi/tensor_parallel_test
 tests_mpi_dataset_test_SOURCES = tests/mpi/dataset_test.c
 tests_mpi_dataset_test_LDADD = $(APP_LIBS)
+tests_mpi_tensor_parallel_test_SOURCES = tests/mpi/tensor_parallel_test.c
+tests_mpi_tensor_parallel_test_LDADD = $(APP_LIBS)
 TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data_test.sh \
 	tests/mpi/checkpoint_test.sh tests/mpi/dataset_test.sh tests/mpi/preprocess_test.sh \
-	tests/mpi/convert_checkpoint_test.sh
+	tests/mpi/convert_checkpoint_test.sh tests/mpi/tensor_parallel_test.sh
 
 # ---- GPU (each skips with exit 77 where there is no GPU) ----
 if HAVE_CUDA

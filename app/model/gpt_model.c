@@ -6,12 +6,14 @@
  *   a = attention(qkv); x' = x + dropout(reduce(a Wproj^T) + b)   (row-parallel)
  *   ln2 = gather(LN(x')); h = gelu(ln2 W1^T + b1); y = x' + dropout(reduce(h W2^T) + b2)
  * gather/reduce are all-gather/reduce-scatter over the token rows with sequence parallelism, and
- * identity/all-reduce without it; in backward each becomes the other.
+ * identity/all-reduce without it; in backward each becomes the other (Megatron's mappings:
+ * app/parallel/tensor_parallel.h).
  * Embedding: x0 = dropout(reduce(wte_local[token] + wpe[position] on tp rank 0)); head:
  * logits_local = gather(LN(xL)) Wout_local^T and the vocab-parallel cross-entropy. */
 #include "app/model/gpt_model.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
+#include "app/parallel/tensor_parallel.h"
 #include "kernels/philox.h"
 
 #include <math.h>
@@ -358,39 +360,56 @@ void *gpt_grad_buffer(gpt_model *m) { return m->scratch.d_residual; }
 
 /* ------------------------------------------------------------------ tensor-parallel regions */
 
+/* The residual stream is this rank's token rows (all N rows without sequence parallelism). A
+ * column-parallel matmul enters the tensor-parallel region from it, and a row-parallel one
+ * leaves the region back to it, through the mappings of app/parallel/tensor_parallel.h. */
+
+static tensor_parallel_comm tensor_parallel_of(const gpt_model *m) {
+    tensor_parallel_comm tp = {m->comm, m->tp_group, m->ops};
+    return tp;
+}
+
 /* layer norm on this rank's rows, made whole for a column-parallel matmul: with sequence
  * parallelism the normalized rows are all-gathered into full_out, otherwise written there */
 static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
                             const void *weight, const void *bias) {
     const gpt_config *c = &m->config;
-    int n = m->local_rows, C = c->hidden_size;
-    if (c->sequence_parallel) {
-        m->ops->layernorm_forward(m->scratch.forward_rows, mean, rstd, x, weight, bias, n, C, c->layernorm_epsilon);
-        m->comm->allgather(m->scratch.forward_rows, full_out, (size_t)n * C, m->act_dtype, m->tp_group);
-    } else {
-        m->ops->layernorm_forward(full_out, mean, rstd, x, weight, bias, n, C, c->layernorm_epsilon);
-    }
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    shapes s = model_shapes(m);
+    void *normalized = c->sequence_parallel ? m->scratch.forward_rows : full_out;
+    m->ops->layernorm_forward(normalized, mean, rstd, x, weight, bias, s.n, s.C, c->layernorm_epsilon);
+    if (c->sequence_parallel) gather_from_sequence_parallel_region(&tp, normalized, full_out, s.N, s.C, m->act_dtype);
+    else copy_to_tensor_parallel_region(&tp, normalized);
+}
+
+/* backward of norm_and_gather's region entry: the gradient [N,C] of the whole normalized rows,
+ * summed over tensor-parallel ranks, for this rank's rows: reduce-scatter into `rows` with
+ * sequence parallelism, all-reduce in place otherwise; returns where it is */
+static void *reduce_gathered_grad(gpt_model *m, void *d_full, void *d_rows) {
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    shapes s = model_shapes(m);
+    if (m->config.sequence_parallel)
+        return gather_from_sequence_parallel_region_backward(&tp, d_full, d_rows, s.N, s.C, m->act_dtype);
+    return copy_to_tensor_parallel_region_backward(&tp, d_full, s.N, s.C, m->act_dtype);
 }
 
 /* sum row-parallel partial results [N,C] over tensor-parallel ranks; returns this rank's rows:
  * reduce-scatter into `rows` with sequence parallelism, all-reduce in place otherwise */
 static void *reduce_to_rows(gpt_model *m, void *partial_full, void *rows) {
-    const gpt_config *c = &m->config;
-    size_t n = (size_t)m->local_rows, C = (size_t)c->hidden_size;
-    if (c->sequence_parallel) {
-        m->comm->reduce_scatter(partial_full, rows, n * C, m->act_dtype, m->tp_group);
-        return rows;
-    }
-    m->comm->allreduce(partial_full, n * C, m->act_dtype, COMM_SUM, m->tp_group);
-    return partial_full;
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    shapes s = model_shapes(m);
+    if (m->config.sequence_parallel)
+        return reduce_scatter_to_sequence_parallel_region(&tp, partial_full, rows, s.N, s.C, m->act_dtype);
+    return reduce_from_tensor_parallel_region(&tp, partial_full, s.N, s.C, m->act_dtype);
 }
 
 /* backward of reduce_to_rows: this rank's row gradients made whole [N,C] */
 static void *gather_rows(gpt_model *m, void *rows, void *full) {
-    const gpt_config *c = &m->config;
-    if (!c->sequence_parallel) return rows;
-    m->comm->allgather(rows, full, (size_t)m->local_rows * c->hidden_size, m->act_dtype, m->tp_group);
-    return full;
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    shapes s = model_shapes(m);
+    if (m->config.sequence_parallel)
+        return reduce_scatter_to_sequence_parallel_region_backward(&tp, rows, full, s.N, s.C, m->act_dtype);
+    return reduce_from_tensor_parallel_region_backward(&tp, rows);
 }
 
 /* ------------------------------------------------------------------ dropout streams */
@@ -505,9 +524,10 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     if (m->capture_logits) ops->copy_to_host_float(m->capture_logits, slot->logits, (size_t)s.N * (size_t)s.Vl);
     float *sum_exp = slot->sum_exp_and_target, *target_logit = slot->sum_exp_and_target + s.N;
     ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
-    m->comm->allreduce(slot->row_max, (size_t)s.N, COMM_FLOAT, COMM_MAX, m->tp_group);
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    vocab_parallel_statistics_allreduce(&tp, slot->row_max, (size_t)s.N, COMM_MAX);
     ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, slot->row_max, slot->targets, s.N, s.Vl, vocab_start);
-    m->comm->allreduce(slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_FLOAT, COMM_SUM, m->tp_group);
+    vocab_parallel_statistics_allreduce(&tp, slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_SUM);
     ops->cross_entropy_loss_grad(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit,
                                  slot->targets, s.N, s.Vl, vocab_start, grad_scale);
     ops->copy_to_host(m->host_losses, slot->losses, sizeof(float) * (size_t)s.N);
@@ -540,7 +560,7 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     backward_scratch *b = &m->scratch;
     /* slot->logits holds dL/dlogits */
     ops->matmul_backward(b->d_full, g->output_layer, NULL, slot->logits, slot->lnf, w->output_layer, s.N, s.C, s.Vl);
-    void *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    void *d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     ops->layernorm_backward(b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
                             slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd, s.n, s.C);
@@ -565,7 +585,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->matmul_backward(b->d_ffn_a, lg->fc2_weight, NULL, d_full, la->gelu_out, lw->fc2_weight, s.N, s.Fl, s.C);
     ops->gelu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, (size_t)s.N * s.Fl);
     ops->matmul_backward(b->d_full, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.N, s.C, s.Fl);
-    void *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    void *d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
     ops->layernorm_backward(b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
                             la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd, s.n, s.C);
 
@@ -577,7 +597,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl, s.D,
                             c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     ops->matmul_backward(b->d_full, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.N, s.C, 3 * s.HDl);
-    d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
     ops->layernorm_backward(b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
                             la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd, s.n, s.C);
     grads_ready(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
