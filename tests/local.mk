@@ -12,11 +12,14 @@ EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh
 
 # ---- unit ----
 check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \
-	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test
+	tests/unit/parameter_table_test tests/unit/lr_schedule_test tests/unit/tokenizer_test \
+	tests/unit/safetensors_test
 tests_unit_kernels_grad_test_SOURCES = tests/unit/kernels_grad_test.c
 tests_unit_kernels_grad_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
+tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
+tests_unit_parameter_table_test_LDADD = $(APP_LIBS)
 tests_unit_lr_schedule_test_SOURCES = tests/unit/lr_schedule_test.c
 tests_unit_lr_schedule_test_LDADD = $(APP_LIBS)
 tests_unit_tokenizer_test_SOURCES = tests/unit/tokenizer_test.c
@@ -24,8 +27,8 @@ tests_unit_tokenizer_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_tokenizer_test_LDADD = $(APP_LIBS)
 tests_unit_safetensors_test_SOURCES = tests/unit/safetensors_test.c
 tests_unit_safetensors_test_LDADD = $(APP_LIBS)
-TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/lr_schedule_test \
-	tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh \
+TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/parameter_table_test \
+	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh \
 	tests/unit/layering_test.sh
 
 # ---- tools the tests run ----
@@ -46,12 +49,14 @@ tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
 
 # ---- MPI integration ----
-check_PROGRAMS += tests/mpi/dataset_test
+check_PROGRAMS += tests/mpi/dataset_test tests/mpi/tensor_parallel_test
 tests_mpi_dataset_test_SOURCES = tests/mpi/dataset_test.c
 tests_mpi_dataset_test_LDADD = $(APP_LIBS)
+tests_mpi_tensor_parallel_test_SOURCES = tests/mpi/tensor_parallel_test.c
+tests_mpi_tensor_parallel_test_LDADD = $(APP_LIBS)
 TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data_test.sh \
 	tests/mpi/checkpoint_test.sh tests/mpi/dataset_test.sh tests/mpi/preprocess_test.sh \
-	tests/mpi/convert_checkpoint_test.sh
+	tests/mpi/convert_checkpoint_test.sh tests/mpi/tensor_parallel_test.sh
 
 # ---- GPU (each skips with exit 77 where there is no GPU) ----
 if HAVE_CUDA

@@ -6,12 +6,14 @@
  *   a = attention(qkv); x' = x + dropout(reduce(a Wproj^T) + b)   (row-parallel)
  *   ln2 = gather(LN(x')); h = gelu(ln2 W1^T + b1); y = x' + dropout(reduce(h W2^T) + b2)
  * gather/reduce are all-gather/reduce-scatter over the token rows with sequence parallelism, and
- * identity/all-reduce without it; in backward each becomes the other.
+ * identity/all-reduce without it; in backward each becomes the other (Megatron's mappings:
+ * app/parallel/tensor_parallel.h).
  * Embedding: x0 = dropout(reduce(wte_local[token] + wpe[position] on tp rank 0)); head:
  * logits_local = gather(LN(xL)) Wout_local^T and the vocab-parallel cross-entropy. */
 #include "app/model/gpt_model.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
+#include "app/parallel/tensor_parallel.h"
 #include "kernels/philox.h"
 
 #include <math.h>
@@ -24,7 +26,6 @@
 typedef struct layout_builder {
     gpt_model *model;
     int capacity;
-    init_kind *init;
     int bucket_open;          /* a bucket is being filled */
     int chunk;
 } layout_builder;
@@ -40,31 +41,34 @@ static void close_bucket(layout_builder *b) {
     b->bucket_open = 0;
 }
 
-static void add_param(layout_builder *b, const char *name, int rows, int cols, shard_dim split,
-                      init_kind init) {
+/* append this rank's shard of a global parameter to the layout */
+static void add_param(layout_builder *b, const global_parameter *g) {
     gpt_model *m = b->model;
     const gpt_config *c = &m->config;
     if (m->num_params == b->capacity) {
         b->capacity = b->capacity ? 2 * b->capacity : 64;
         m->params = realloc(m->params, sizeof(param_tensor) * (size_t)b->capacity);
-        b->init = realloc(b->init, sizeof(init_kind) * (size_t)b->capacity);
         m->buckets = realloc(m->buckets, sizeof(grad_bucket) * (size_t)b->capacity);
-        CHECK(m->params && b->init && m->buckets, "out of host memory for the parameter table");
+        CHECK(m->params && m->buckets, "out of host memory for the parameter list");
     }
     param_tensor *p = &m->params[m->num_params];
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->rows = rows;
-    p->cols = cols;
-    p->split = split;
-    p->local_rows = split == SHARD_ROWS ? rows / c->tp_size : rows;
-    p->local_cols = split == SHARD_COLS ? cols / c->tp_size : cols;
-    p->shard_start = split == SHARD_ROWS ? c->tp_rank * p->local_rows
-                   : split == SHARD_COLS ? c->tp_rank * p->local_cols : 0;
-    p->numel = (size_t)p->local_rows * (size_t)(cols ? p->local_cols : 1);
-    p->no_weight_decay = (cols == 0); /* biases and layer-norm vectors */
-    p->tp_replicated = split == SHARD_NONE;
+    snprintf(p->name, sizeof p->name, "%s", g->name);
+    p->rows = g->rows;
+    p->cols = g->cols;
+    p->split = g->split;
+    p->local_rows = p->split == SHARD_ROWS ? p->rows / c->tp_size : p->rows;
+    p->local_cols = p->split == SHARD_COLS ? p->cols / c->tp_size : p->cols;
+    p->shard_start = p->split == SHARD_ROWS ? c->tp_rank * p->local_rows
+                   : p->split == SHARD_COLS ? c->tp_rank * p->local_cols : 0;
+    p->numel = (size_t)p->local_rows * (size_t)(p->cols ? p->local_cols : 1);
+    p->no_weight_decay = g->row->no_weight_decay;
+    p->tp_replicated = p->split == SHARD_NONE;
+    p->sequence_parallel_grad = c->sequence_parallel && g->row->sequence_parallel_grad;
     p->chunk = b->chunk;
+    p->init = (int)g->init;
+    p->layer = g->layer;
+    p->row = g->row;
 
     size_t bucket_used = b->bucket_open ? m->num_elements - m->buckets[m->num_buckets - 1].start : 0;
     if (b->bucket_open && bucket_used + p->numel > (size_t)c->bucket_size) close_bucket(b);
@@ -78,8 +82,6 @@ static void add_param(layout_builder *b, const char *name, int rows, int cols, s
     m->buckets[m->num_buckets - 1].num_params++;
     p->bucket = m->num_buckets - 1;
     p->offset = m->num_elements;
-    b->init[m->num_params] = init;
-    p->init = (int)init;
     m->num_elements += p->numel;
     m->num_parameters += p->numel;
     m->num_params++;
@@ -103,79 +105,45 @@ static void plan_chunks(gpt_model *m) {
     }
 }
 
-int gpt_global_parameters(const gpt_config *c, global_parameter *out) {
-    int C = c->hidden_size, HD = c->num_attention_heads * c->kv_channels, F = c->ffn_hidden_size;
-    int V = c->padded_vocab_size, count = 0;
-#define GLOBAL(layer_index, rows_, cols_, split_, init_, ...)                              \
-    do {                                                                                \
-        if (out) {                                                                      \
-            global_parameter *g = &out[count];                                          \
-            snprintf(g->name, sizeof g->name, __VA_ARGS__);                             \
-            g->layer = layer_index; g->rows = rows_; g->cols = cols_;                   \
-            g->split = split_; g->init = init_;                                         \
-        }                                                                               \
-        count++;                                                                        \
-    } while (0)
-    GLOBAL(-1, V, C, SHARD_ROWS, INIT_NORMAL, "embedding.word_embeddings.weight");
-    GLOBAL(-1, c->max_position_embeddings, C, SHARD_NONE, INIT_NORMAL, "embedding.position_embeddings.weight");
-    for (int l = 0; l < c->num_layers; l++) {
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ONES, "decoder.layers.%d.input_layernorm.weight", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.input_layernorm.bias", l);
-        GLOBAL(l, 3 * HD, C, SHARD_ROWS, INIT_NORMAL, "decoder.layers.%d.self_attention.linear_qkv.weight", l);
-        GLOBAL(l, 3 * HD, 0, SHARD_ROWS, INIT_ZEROS, "decoder.layers.%d.self_attention.linear_qkv.bias", l);
-        GLOBAL(l, C, HD, SHARD_COLS, INIT_SCALED_NORMAL, "decoder.layers.%d.self_attention.linear_proj.weight", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.self_attention.linear_proj.bias", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ONES, "decoder.layers.%d.pre_mlp_layernorm.weight", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.pre_mlp_layernorm.bias", l);
-        GLOBAL(l, F, C, SHARD_ROWS, INIT_NORMAL, "decoder.layers.%d.mlp.linear_fc1.weight", l);
-        GLOBAL(l, F, 0, SHARD_ROWS, INIT_ZEROS, "decoder.layers.%d.mlp.linear_fc1.bias", l);
-        GLOBAL(l, C, F, SHARD_COLS, INIT_SCALED_NORMAL, "decoder.layers.%d.mlp.linear_fc2.weight", l);
-        GLOBAL(l, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.layers.%d.mlp.linear_fc2.bias", l);
+/* 1 when the chunk holds the global parameter: the embedding on the first stage's first chunk,
+ * the final part on the last stage's last chunk, a layer on the chunk it is assigned to */
+static int chunk_holds(const model_chunk *ch, const global_parameter *g) {
+    switch (g->row->part) {
+    case PART_EMBEDDING: return ch->pre_process;
+    case PART_FINAL: return ch->post_process;
+    case PART_LAYER: return g->layer >= ch->first_layer && g->layer < ch->first_layer + ch->num_layers;
     }
-    GLOBAL(c->num_layers, C, 0, SHARD_NONE, INIT_ONES, "decoder.final_layernorm.weight");
-    GLOBAL(c->num_layers, C, 0, SHARD_NONE, INIT_ZEROS, "decoder.final_layernorm.bias");
-    if (c->untie_embeddings_and_output_weights)
-        GLOBAL(c->num_layers, V, C, SHARD_ROWS, INIT_NORMAL, "output_layer.weight");
-#undef GLOBAL
-    return count;
+    return 0;
 }
 
-/* this rank's parameter table: for each chunk, the global parameters it holds, in global
+/* this rank's parameter list: for each chunk, the global parameters it holds, in global
  * order, sharded over tensor-parallel ranks; the last stage adds its tied-embedding copy */
-static init_kind *build_layout(gpt_model *m) {
+static void build_layout(gpt_model *m) {
     const gpt_config *c = &m->config;
-    int total = gpt_global_parameters(c, NULL);
+    const parameter_table *table = gpt_parameter_table();
+    int total = parameter_table_globals(table, c, NULL);
     global_parameter *globals = malloc(sizeof(global_parameter) * (size_t)total);
     CHECK(globals, "out of host memory for the parameter list");
-    gpt_global_parameters(c, globals);
-    layout_builder b = {m, 0, NULL, 0, 0};
+    parameter_table_globals(table, c, globals);
+    const global_parameter *tied_source = NULL;
+    for (int i = 0; i < total; i++)
+        if (globals[i].row == &table->rows[table->tied_output_row]) tied_source = &globals[i];
+    layout_builder b = {m, 0, 0, 0};
     for (int k = 0; k < m->num_chunks; k++) {
         model_chunk *ch = &m->chunks[k];
         b.chunk = k;
         ch->first_param = m->num_params;
-        for (int i = 0; i < total; i++) {
-            const global_parameter *g = &globals[i];
-            int held = g->layer < 0 ? ch->pre_process
-                     : g->layer >= c->num_layers ? ch->post_process
-                     : g->layer >= ch->first_layer && g->layer < ch->first_layer + ch->num_layers;
-            if (held) add_param(&b, g->name, g->rows, g->cols, g->split, g->init);
-        }
+        for (int i = 0; i < total; i++)
+            if (chunk_holds(ch, &globals[i])) add_param(&b, &globals[i]);
         if (ch->post_process && !ch->pre_process && !c->untie_embeddings_and_output_weights) {
             /* the last stage's copy of the tied embeddings: same name, hence same values */
-            add_param(&b, globals[0].name, globals[0].rows, globals[0].cols, globals[0].split, globals[0].init);
+            add_param(&b, tied_source);
             m->params[m->num_params - 1].embedding_copy = 1;
         }
         ch->num_params = m->num_params - ch->first_param;
         close_bucket(&b); /* buckets do not cross chunks */
     }
     free(globals);
-    /* layer norms and row-parallel biases see only their rows with sequence parallelism */
-    for (int i = 0; i < m->num_params; i++) {
-        param_tensor *p = &m->params[i];
-        p->sequence_parallel_grad = c->sequence_parallel && p->tp_replicated &&
-                                    strstr(p->name, "position_embeddings") == NULL;
-    }
-    return b.init;
 }
 
 uint64_t param_global_index(const param_tensor *p, size_t e) {
@@ -218,32 +186,21 @@ static void initialize_parameters(gpt_model *m) {
     free(host);
 }
 
-/* point a chunk's model_view at a flat buffer, following the table order of build_layout */
+/* point a chunk's model_view at a flat buffer: each parameter binds the view field its table
+ * row names (in the layer_view of its layer for layer rows); the last stage's tied-embedding copy
+ * binds the output layer, and a single stage's tied output layer is its word embeddings */
 static void bind_view(model_view *v, const gpt_model *m, const model_chunk *ch, void *buffer,
                       size_t element_bytes) {
     char *base = buffer;
-    const param_tensor *p = m->params;
-    int i = ch->first_param;
     v->layers = calloc((size_t)ch->num_layers, sizeof(layer_view));
     CHECK(v->layers, "out of host memory for layer views");
-    if (ch->pre_process) {
-        v->word_embeddings = base + element_bytes * p[i++].offset;
-        v->position_embeddings = base + element_bytes * p[i++].offset;
+    for (int i = ch->first_param; i < ch->first_param + ch->num_params; i++) {
+        const param_tensor *p = &m->params[i];
+        char *view = p->row->part == PART_LAYER ? (char *)&v->layers[p->layer - ch->first_layer] : (char *)v;
+        size_t field = p->embedding_copy ? offsetof(model_view, output_layer) : p->row->view_offset;
+        *(void **)(view + field) = base + element_bytes * p->offset;
     }
-    for (int l = 0; l < ch->num_layers; l++) {
-        layer_view *lv = &v->layers[l];
-        void **fields[] = {&lv->input_layernorm_weight, &lv->input_layernorm_bias, &lv->qkv_weight,
-                            &lv->qkv_bias, &lv->proj_weight, &lv->proj_bias,
-                            &lv->pre_mlp_layernorm_weight, &lv->pre_mlp_layernorm_bias,
-                            &lv->fc1_weight, &lv->fc1_bias, &lv->fc2_weight, &lv->fc2_bias};
-        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) *fields[f] = base + element_bytes * p[i++].offset;
-    }
-    if (ch->post_process) {
-        v->final_layernorm_weight = base + element_bytes * p[i++].offset;
-        v->final_layernorm_bias = base + element_bytes * p[i++].offset;
-        v->output_layer = i < ch->first_param + ch->num_params ? base + element_bytes * p[i++].offset
-                                                               : v->word_embeddings;
-    }
+    if (ch->post_process && !v->output_layer) v->output_layer = v->word_embeddings;
 }
 
 /* ------------------------------------------------------------------ activations */
@@ -360,7 +317,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     int N = config->micro_batch_size * config->seq_length;
     m->local_rows = m->config.sequence_parallel ? N / m->config.tp_size : N;
     plan_chunks(m);
-    init_kind *init = build_layout(m);
+    build_layout(m);
     m->mixed_precision = ops->act_bytes != sizeof(float);
     m->act_dtype = ops->act_bytes == 2 ? COMM_BF16 : COMM_FLOAT;
     m->param_buffer = alloc_acts(ops, m->num_elements);
@@ -374,7 +331,6 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
         for (int s = 0; s < m->config.activation_slots; s++) allocate_slot(m, ch, &ch->slots[s]);
     }
     initialize_parameters(m);
-    free(init);
     allocate_scratch(m);
 }
 
@@ -404,39 +360,56 @@ void *gpt_grad_buffer(gpt_model *m) { return m->scratch.d_residual; }
 
 /* ------------------------------------------------------------------ tensor-parallel regions */
 
+/* The residual stream is this rank's token rows (all N rows without sequence parallelism). A
+ * column-parallel matmul enters the tensor-parallel region from it, and a row-parallel one
+ * leaves the region back to it, through the mappings of app/parallel/tensor_parallel.h. */
+
+static tensor_parallel_comm tensor_parallel_of(const gpt_model *m) {
+    tensor_parallel_comm tp = {m->comm, m->tp_group, m->ops};
+    return tp;
+}
+
 /* layer norm on this rank's rows, made whole for a column-parallel matmul: with sequence
  * parallelism the normalized rows are all-gathered into full_out, otherwise written there */
 static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
                             const void *weight, const void *bias) {
     const gpt_config *c = &m->config;
-    int n = m->local_rows, C = c->hidden_size;
-    if (c->sequence_parallel) {
-        m->ops->layernorm_forward(m->scratch.forward_rows, mean, rstd, x, weight, bias, n, C, c->layernorm_epsilon);
-        m->comm->allgather(m->scratch.forward_rows, full_out, (size_t)n * C, m->act_dtype, m->tp_group);
-    } else {
-        m->ops->layernorm_forward(full_out, mean, rstd, x, weight, bias, n, C, c->layernorm_epsilon);
-    }
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    shapes s = model_shapes(m);
+    void *normalized = c->sequence_parallel ? m->scratch.forward_rows : full_out;
+    m->ops->layernorm_forward(normalized, mean, rstd, x, weight, bias, s.n, s.C, c->layernorm_epsilon);
+    if (c->sequence_parallel) gather_from_sequence_parallel_region(&tp, normalized, full_out, s.N, s.C, m->act_dtype);
+    else copy_to_tensor_parallel_region(&tp, normalized);
+}
+
+/* backward of norm_and_gather's region entry: the gradient [N,C] of the whole normalized rows,
+ * summed over tensor-parallel ranks, for this rank's rows: reduce-scatter into `rows` with
+ * sequence parallelism, all-reduce in place otherwise; returns where it is */
+static void *reduce_gathered_grad(gpt_model *m, void *d_full, void *d_rows) {
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    shapes s = model_shapes(m);
+    if (m->config.sequence_parallel)
+        return gather_from_sequence_parallel_region_backward(&tp, d_full, d_rows, s.N, s.C, m->act_dtype);
+    return copy_to_tensor_parallel_region_backward(&tp, d_full, s.N, s.C, m->act_dtype);
 }
 
 /* sum row-parallel partial results [N,C] over tensor-parallel ranks; returns this rank's rows:
  * reduce-scatter into `rows` with sequence parallelism, all-reduce in place otherwise */
 static void *reduce_to_rows(gpt_model *m, void *partial_full, void *rows) {
-    const gpt_config *c = &m->config;
-    size_t n = (size_t)m->local_rows, C = (size_t)c->hidden_size;
-    if (c->sequence_parallel) {
-        m->comm->reduce_scatter(partial_full, rows, n * C, m->act_dtype, m->tp_group);
-        return rows;
-    }
-    m->comm->allreduce(partial_full, n * C, m->act_dtype, COMM_SUM, m->tp_group);
-    return partial_full;
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    shapes s = model_shapes(m);
+    if (m->config.sequence_parallel)
+        return reduce_scatter_to_sequence_parallel_region(&tp, partial_full, rows, s.N, s.C, m->act_dtype);
+    return reduce_from_tensor_parallel_region(&tp, partial_full, s.N, s.C, m->act_dtype);
 }
 
 /* backward of reduce_to_rows: this rank's row gradients made whole [N,C] */
 static void *gather_rows(gpt_model *m, void *rows, void *full) {
-    const gpt_config *c = &m->config;
-    if (!c->sequence_parallel) return rows;
-    m->comm->allgather(rows, full, (size_t)m->local_rows * c->hidden_size, m->act_dtype, m->tp_group);
-    return full;
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    shapes s = model_shapes(m);
+    if (m->config.sequence_parallel)
+        return reduce_scatter_to_sequence_parallel_region_backward(&tp, rows, full, s.N, s.C, m->act_dtype);
+    return reduce_from_tensor_parallel_region_backward(&tp, rows);
 }
 
 /* ------------------------------------------------------------------ dropout streams */
@@ -479,9 +452,18 @@ static void grads_ready(gpt_model *m, int first, int count) {
     if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.context, first, count);
 }
 
-static int layer_first_param(const model_chunk *ch, int l) { return ch->first_param + (ch->pre_process ? 2 : 0) + 12 * l; }
-static int output_first_param(const model_chunk *ch) { return layer_first_param(ch, ch->num_layers); }
-static int output_param_count(const model_chunk *ch) { return ch->first_param + ch->num_params - output_first_param(ch); }
+/* a chunk's parameters run: embedding (first chunk), each layer's, final part (last chunk) */
+static int part_param_count(const gpt_model *m, model_part part) {
+    return parameter_table_part_count(gpt_parameter_table(), part, &m->config);
+}
+static int layer_first_param(const gpt_model *m, const model_chunk *ch, int l) {
+    return ch->first_param + (ch->pre_process ? part_param_count(m, PART_EMBEDDING) : 0) +
+           part_param_count(m, PART_LAYER) * l;
+}
+static int output_first_param(const gpt_model *m, const model_chunk *ch) { return layer_first_param(m, ch, ch->num_layers); }
+static int output_param_count(const gpt_model *m, const model_chunk *ch) {
+    return ch->first_param + ch->num_params - output_first_param(m, ch);
+}
 
 /* ------------------------------------------------------------------ forward */
 
@@ -489,7 +471,7 @@ static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *sl
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
     const model_view *w = &ch->weights;
-    params_needed(m, ch->first_param, 2);
+    params_needed(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
     void *full = m->scratch.forward_full;
     m->ops->embedding_forward(full, slot->tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     if (c->tp_rank == 0) m->ops->position_embedding_forward(full, w->position_embeddings, s.B, s.T, s.C, 0);
@@ -506,7 +488,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     int layer = ch->first_layer + l;
     void *out = l + 1 < ch->num_layers ? slot->layers[l + 1].input : slot->output;
     size_t rows_size = (size_t)s.n * s.C;
-    params_needed(m, layer_first_param(ch, l), 12);
+    params_needed(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 
     /* attention block */
     norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight, lw->input_layernorm_bias);
@@ -536,15 +518,16 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     const kernel_ops *ops = m->ops;
     const model_view *w = &ch->weights;
     int vocab_start = c->tp_rank * s.Vl;
-    params_needed(m, output_first_param(ch), output_param_count(ch));
+    params_needed(m, output_first_param(m, ch), output_param_count(m, ch));
     norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
     ops->matmul_forward(slot->logits, NULL, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
     if (m->capture_logits) ops->copy_to_host_float(m->capture_logits, slot->logits, (size_t)s.N * (size_t)s.Vl);
     float *sum_exp = slot->sum_exp_and_target, *target_logit = slot->sum_exp_and_target + s.N;
     ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
-    m->comm->allreduce(slot->row_max, (size_t)s.N, COMM_FLOAT, COMM_MAX, m->tp_group);
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    vocab_parallel_statistics_allreduce(&tp, slot->row_max, (size_t)s.N, COMM_MAX);
     ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, slot->row_max, slot->targets, s.N, s.Vl, vocab_start);
-    m->comm->allreduce(slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_FLOAT, COMM_SUM, m->tp_group);
+    vocab_parallel_statistics_allreduce(&tp, slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_SUM);
     ops->cross_entropy_loss_grad(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit,
                                  slot->targets, s.N, s.Vl, vocab_start, grad_scale);
     ops->copy_to_host(m->host_losses, slot->losses, sizeof(float) * (size_t)s.N);
@@ -577,11 +560,11 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     backward_scratch *b = &m->scratch;
     /* slot->logits holds dL/dlogits */
     ops->matmul_backward(b->d_full, g->output_layer, NULL, slot->logits, slot->lnf, w->output_layer, s.N, s.C, s.Vl);
-    void *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    void *d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     ops->layernorm_backward(b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
                             slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd, s.n, s.C);
-    grads_ready(m, output_first_param(ch), output_param_count(ch));
+    grads_ready(m, output_first_param(m, ch), output_param_count(m, ch));
 }
 
 /* b->d_residual carries dL/d(residual stream) down through the layer */
@@ -602,7 +585,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->matmul_backward(b->d_ffn_a, lg->fc2_weight, NULL, d_full, la->gelu_out, lw->fc2_weight, s.N, s.Fl, s.C);
     ops->gelu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, (size_t)s.N * s.Fl);
     ops->matmul_backward(b->d_full, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.N, s.C, s.Fl);
-    void *d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    void *d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
     ops->layernorm_backward(b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
                             la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd, s.n, s.C);
 
@@ -614,10 +597,10 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl, s.D,
                             c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     ops->matmul_backward(b->d_full, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.N, s.C, 3 * s.HDl);
-    d_rows = reduce_to_rows(m, b->d_full, b->d_hidden);
+    d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
     ops->layernorm_backward(b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
                             la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd, s.n, s.C);
-    grads_ready(m, layer_first_param(ch, l), 12);
+    grads_ready(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 }
 
 static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {
@@ -629,7 +612,7 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
     void *d_full = gather_rows(m, b->d_hidden, b->d_full);
     m->ops->embedding_backward(g->word_embeddings, d_full, slot->tokens, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
-    grads_ready(m, ch->first_param, 2);
+    grads_ready(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
 }
 
 void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng rng) {

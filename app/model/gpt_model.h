@@ -3,7 +3,8 @@
  * flat parameter buffer and one flat gradient buffer.
  *
  * Every parameter has a Megatron-style name, a global shape, the part of it this rank holds, and
- * an offset into the flat buffers. Element i of the global tensor P is drawn from
+ * an offset into the flat buffers; names, shapes, splits and initialization come from the rows of
+ * the parameter table (gpt_parameter_table.h), in its order. Element i of the global tensor P is drawn from
  * philox(seed, stream(P's name), i), so the model is the same whatever the parallel layout.
  * Tensor parallelism splits QKV and fc1 by output rows (column-parallel), proj and fc2 by input
  * columns (row-parallel, bias added after the reduction) and the vocabulary by rows; sequence
@@ -15,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "app/model/gpt_parameter_table.h"
 #include "app/parallel/comm.h"
 #include "kernels/kernels.h"
 
@@ -42,10 +44,6 @@ typedef struct gpt_config {
     int bucket_alignment;     /* bucket lengths are padded to a multiple of this (data-parallel size) */
 } gpt_config;
 
-#define PARAM_NAME_MAX 96
-
-typedef enum { SHARD_NONE = -1, SHARD_ROWS = 0, SHARD_COLS = 1 } shard_dim;
-
 typedef struct param_tensor {
     char name[PARAM_NAME_MAX];
     size_t offset;       /* in elements, into the flat buffers */
@@ -61,21 +59,9 @@ typedef struct param_tensor {
     int chunk;           /* model chunk it belongs to */
     int bucket;          /* gradient bucket */
     int init;            /* init_kind */
+    int layer;           /* global layer; -1 embedding, num_layers for the final part */
+    const parameter_row *row; /* its row of the parameter table */
 } param_tensor;
-
-typedef enum { INIT_NORMAL, INIT_SCALED_NORMAL, INIT_ONES, INIT_ZEROS } init_kind;
-
-/* one tensor of the whole model, in the global order (embedding, layers, final norm, output) */
-typedef struct global_parameter {
-    char name[PARAM_NAME_MAX];
-    int layer;           /* -1 embedding, num_layers for the final norm and output layer */
-    int rows, cols;
-    shard_dim split;
-    init_kind init;
-} global_parameter;
-
-/* the model's global tensors in order; returns their count (out may be NULL to count) */
-int gpt_global_parameters(const gpt_config *config, global_parameter *out);
 
 /* a contiguous range of the flat buffers reduced together over data-parallel ranks */
 typedef struct grad_bucket {
@@ -84,7 +70,8 @@ typedef struct grad_bucket {
 } grad_bucket;
 
 /* pointers of one transformer layer into a flat buffer: the parameters (compute dtype) or the
- * gradients (fp32; the same view type, its pointers passed where kernels take float *) */
+ * gradients (fp32; the same view type, its pointers passed where kernels take float *). Each
+ * field is bound by the table row whose view_offset names it. */
 typedef struct layer_view {
     void *input_layernorm_weight, *input_layernorm_bias;
     void *qkv_weight, *qkv_bias;                 /* [3*H*D/tp, C], per head {q,k,v} */

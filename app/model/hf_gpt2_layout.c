@@ -1,9 +1,12 @@
-/* hf_gpt2_layout.c: the parameter table and the layout permutations of hf_gpt2_layout.h. */
+/* hf_gpt2_layout.c: the Hugging Face GPT-2 tensor list, derived from the GPT parameter table,
+ * and the layout permutations of hf_gpt2_layout.h. */
 #include "app/model/hf_gpt2_layout.h"
 
 #include "app/core/error.h"
+#include "app/model/gpt_model.h"
+#include "app/model/gpt_parameter_table.h"
 
-#include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,69 +16,54 @@ int64_t hf_gpt2_qkv_column(int64_t row, int64_t heads, int64_t head_dim) {
     return part * heads * head_dim + head * head_dim + d;
 }
 
-typedef struct table { hf_gpt2_tensor *tensors; int count; } table;
+/* a dimension as the int the model config holds; beyond `limit` is bad input */
+static int config_dim(int64_t value, int64_t limit, const char *what) {
+    if (value < 0 || value > limit) user_error("%s %lld is out of range (at most %lld)", what, (long long)value, (long long)limit);
+    return (int)value;
+}
 
-static void add(table *t, hf_transform transform, int64_t rows, int64_t cols, const char *hf,
-                const char *ours_format, ...) __attribute__((format(printf, 6, 7)));
-static void add(table *t, hf_transform transform, int64_t rows, int64_t cols, const char *hf,
-                const char *ours_format, ...) {
-    hf_gpt2_tensor *e = &t->tensors[t->count++];
-    memset(e, 0, sizeof *e);
-    va_list ap;
-    va_start(ap, ours_format);
-    vsnprintf(e->ours, sizeof e->ours, ours_format, ap);
-    va_end(ap);
-    snprintf(e->hf, sizeof e->hf, "%s", hf);
-    e->transform = transform;
-    e->ndim = cols ? 2 : 1;
-    e->our_shape[0] = rows;
-    e->our_shape[1] = cols;
-    e->hf_shape[0] = rows;
-    e->hf_shape[1] = cols;
-    if (transform == HF_TRANSPOSE || transform == HF_QKV_WEIGHT) {
-        e->hf_shape[0] = cols;
-        e->hf_shape[1] = rows;
-    }
+/* the model config the parameter table expands for these dimensions (every shape, and the
+ * tensor count, fits an int) */
+static gpt_config config_of(const gpt2_dims *m, const parameter_table *table) {
+    gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.num_layers = config_dim(m->num_layers, INT_MAX / table->count - 1, "num_layers");
+    c.hidden_size = config_dim(m->hidden, INT_MAX, "hidden_size");
+    c.num_attention_heads = config_dim(m->heads, INT_MAX / 3, "num_attention_heads");
+    c.kv_channels = config_dim(m->head_dim, INT_MAX / 3 / (m->heads ? m->heads : 1), "kv_channels");
+    c.ffn_hidden_size = config_dim(m->ffn_hidden, INT_MAX, "ffn_hidden_size");
+    c.padded_vocab_size = config_dim(m->padded_vocab, INT_MAX, "padded_vocab_size");
+    c.max_position_embeddings = config_dim(m->positions, INT_MAX, "max_position_embeddings");
+    c.untie_embeddings_and_output_weights = m->untied;
+    return c;
 }
 
 hf_gpt2_tensor *hf_gpt2_tensor_list(const gpt2_dims *m, int *count) {
-    table t = {calloc((size_t)(16 * m->num_layers + 8), sizeof(hf_gpt2_tensor)), 0};
-    CHECK(t.tensors, "out of memory");
-    const int64_t C = m->hidden, HD = m->heads * m->head_dim, F = m->ffn_hidden;
-    char hf[96];
-    add(&t, HF_VOCAB_ROWS, m->padded_vocab, C, "transformer.wte.weight",
-        "embedding.word_embeddings.weight");
-    t.tensors[t.count - 1].hf_shape[0] = m->vocab;
-    add(&t, HF_COPY, m->positions, C, "transformer.wpe.weight", "embedding.position_embeddings.weight");
-    for (int64_t l = 0; l < m->num_layers; l++) {
-        const char *p = "decoder.layers";
-        long long L = (long long)l;
-#define HF(suffix) (snprintf(hf, sizeof hf, "transformer.h.%lld.%s", L, suffix), hf)
-        add(&t, HF_COPY, C, 0, HF("ln_1.weight"), "%s.%lld.input_layernorm.weight", p, L);
-        add(&t, HF_COPY, C, 0, HF("ln_1.bias"), "%s.%lld.input_layernorm.bias", p, L);
-        add(&t, HF_QKV_WEIGHT, 3 * HD, C, HF("attn.c_attn.weight"),
-            "%s.%lld.self_attention.linear_qkv.weight", p, L);
-        add(&t, HF_QKV_BIAS, 3 * HD, 0, HF("attn.c_attn.bias"),
-            "%s.%lld.self_attention.linear_qkv.bias", p, L);
-        add(&t, HF_TRANSPOSE, C, HD, HF("attn.c_proj.weight"),
-            "%s.%lld.self_attention.linear_proj.weight", p, L);
-        add(&t, HF_COPY, C, 0, HF("attn.c_proj.bias"), "%s.%lld.self_attention.linear_proj.bias", p, L);
-        add(&t, HF_COPY, C, 0, HF("ln_2.weight"), "%s.%lld.pre_mlp_layernorm.weight", p, L);
-        add(&t, HF_COPY, C, 0, HF("ln_2.bias"), "%s.%lld.pre_mlp_layernorm.bias", p, L);
-        add(&t, HF_TRANSPOSE, F, C, HF("mlp.c_fc.weight"), "%s.%lld.mlp.linear_fc1.weight", p, L);
-        add(&t, HF_COPY, F, 0, HF("mlp.c_fc.bias"), "%s.%lld.mlp.linear_fc1.bias", p, L);
-        add(&t, HF_TRANSPOSE, C, F, HF("mlp.c_proj.weight"), "%s.%lld.mlp.linear_fc2.weight", p, L);
-        add(&t, HF_COPY, C, 0, HF("mlp.c_proj.bias"), "%s.%lld.mlp.linear_fc2.bias", p, L);
-#undef HF
+    const parameter_table *table = gpt_parameter_table();
+    gpt_config c = config_of(m, table);
+    int total = parameter_table_globals(table, &c, NULL);
+    global_parameter *globals = calloc((size_t)total, sizeof *globals);
+    hf_gpt2_tensor *list = calloc((size_t)total, sizeof *list);
+    CHECK(globals && list, "out of memory");
+    parameter_table_globals(table, &c, globals);
+    for (int i = 0; i < total; i++) {
+        const global_parameter *g = &globals[i];
+        hf_gpt2_tensor *e = &list[i];
+        snprintf(e->ours, sizeof e->ours, "%s", g->name);
+        parameter_row_hf_name(table, g->row, g->layer, e->hf, sizeof e->hf);
+        e->transform = g->row->hf_transform;
+        e->ndim = g->cols ? 2 : 1;
+        e->our_shape[0] = e->hf_shape[0] = g->rows;
+        e->our_shape[1] = e->hf_shape[1] = g->cols;
+        if (e->transform == HF_TRANSPOSE || e->transform == HF_QKV_WEIGHT) {
+            e->hf_shape[0] = g->cols;
+            e->hf_shape[1] = g->rows;
+        }
+        if (e->transform == HF_VOCAB_ROWS) e->hf_shape[0] = m->vocab;
     }
-    add(&t, HF_COPY, C, 0, "transformer.ln_f.weight", "decoder.final_layernorm.weight");
-    add(&t, HF_COPY, C, 0, "transformer.ln_f.bias", "decoder.final_layernorm.bias");
-    if (m->untied) {
-        add(&t, HF_VOCAB_ROWS, m->padded_vocab, C, "lm_head.weight", "output_layer.weight");
-        t.tensors[t.count - 1].hf_shape[0] = m->vocab;
-    }
-    *count = t.count;
-    return t.tensors;
+    free(globals);
+    *count = total;
+    return list;
 }
 
 int64_t hf_gpt2_our_elements(const hf_gpt2_tensor *t) {

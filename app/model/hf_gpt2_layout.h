@@ -1,17 +1,10 @@
 /* hf_gpt2_layout.h: how our GPT parameters (Megatron names and layouts, global shapes) map onto
- * Hugging Face GPT-2 tensors, and the element permutations between them. One table drives both
- * directions of convert_checkpoint:
- *   ours                                          Hugging Face (GPT2LMHeadModel)
+ * Hugging Face GPT-2 (GPT2LMHeadModel) tensors, and the element permutations between them. The
+ * names and transforms are columns of the GPT parameter table (gpt_parameter_table.c); the list
+ * below drives both directions of convert_checkpoint. For example:
  *   embedding.word_embeddings.weight  [Vp, C]     transformer.wte.weight  [V, C] (padding rows dropped)
- *   embedding.position_embeddings.weight [P, C]   transformer.wpe.weight  [P, C]
- *   decoder.layers.L.input_layernorm.*            transformer.h.L.ln_1.*
  *   ...self_attention.linear_qkv.weight [3HD, C]  transformer.h.L.attn.c_attn.weight [C, 3HD]
- *   ...self_attention.linear_qkv.bias [3HD]       transformer.h.L.attn.c_attn.bias [3HD]
- *   ...self_attention.linear_proj.weight [C, HD]  transformer.h.L.attn.c_proj.weight [HD, C]
- *   ...pre_mlp_layernorm.*                        transformer.h.L.ln_2.*
  *   ...mlp.linear_fc1.weight [F, C]               transformer.h.L.mlp.c_fc.weight [C, F]
- *   ...mlp.linear_fc2.weight [C, F]               transformer.h.L.mlp.c_proj.weight [F, C]
- *   decoder.final_layernorm.*                     transformer.ln_f.*
  *   output_layer.weight [Vp, C] (untied only)     lm_head.weight [V, C] (untied only)
  * HF's Conv1D stores weights as [in, out], ours (like torch.nn.Linear) as [out, in]: transposed.
  * Our qkv rows are grouped per head, [h][{q,k,v}][d] (Megatron); HF's c_attn output columns are
@@ -43,8 +36,8 @@ typedef struct hf_gpt2_tensor {
     int64_t our_shape[2], hf_shape[2];
 } hf_gpt2_tensor;
 
-/* The tensors of a model of these dimensions, in our parameter order; malloc'd list,
- * count in *count. */
+/* The tensors of a model of these dimensions, one per global parameter of the GPT table, in our
+ * parameter order; malloc'd list, count in *count. Dimensions beyond an int are a user error. */
 hf_gpt2_tensor *hf_gpt2_tensor_list(const gpt2_dims *dims, int *count);
 
 /* elements of one side of a tensor */

@@ -1,8 +1,9 @@
-# app/parallel/local.mk: process groups (Megatron's parallel_state) and the comm interface
-# (MPI everywhere; NCCL with the CUDA backend).
+# app/parallel/local.mk: process groups (Megatron's parallel_state), the comm interface (MPI
+# everywhere; NCCL with the CUDA backend) and the tensor-parallel region mappings over it.
 noinst_LIBRARIES += app/parallel/libparallel.a
 app_parallel_libparallel_a_SOURCES = \
 	app/parallel/comm.h app/parallel/comm_mpi.c \
+	app/parallel/tensor_parallel.c app/parallel/tensor_parallel.h \
 	app/parallel/topology.c app/parallel/topology.h
 if HAVE_CUDA
 app_parallel_libparallel_a_SOURCES += app/parallel/comm_nccl.c

@@ -1,0 +1,129 @@
+/* gpt_parameter_table.c: the GPT family's parameter table (see gpt_parameter_table.h) and the
+ * expansion of a table into the global parameter list of a config. */
+#include "app/model/gpt_parameter_table.h"
+
+#include "app/model/gpt_model.h"
+
+#include <stdio.h>
+
+#define MODEL_VIEW(field) offsetof(model_view, field)
+#define LAYER_VIEW(field) offsetof(layer_view, field)
+
+/* Megatron-Core's GPT (pre-LN, learned positions) and Hugging Face GPT2LMHeadModel.
+ * HF's Conv1D stores weights [in, out], ours (torch.nn.Linear) [out, in]: transposed; our qkv
+ * rows are grouped per head, HF's c_attn columns are q|k|v (hf_gpt2_layout.h). */
+static const parameter_row gpt_rows[] = {
+/*   part            name                                  rows           cols           split       init                no_wd sp_grad presence */
+    {PART_EMBEDDING, "embedding.word_embeddings.weight",     DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
+     MODEL_VIEW(word_embeddings),          "transformer.wte.weight",  HF_VOCAB_ROWS},
+    {PART_EMBEDDING, "embedding.position_embeddings.weight", DIM_POSITIONS, DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, ROW_ALWAYS,
+     MODEL_VIEW(position_embeddings),      "transformer.wpe.weight",  HF_COPY},
+
+    {PART_LAYER,     "input_layernorm.weight",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_ALWAYS,
+     LAYER_VIEW(input_layernorm_weight),   "ln_1.weight",             HF_COPY},
+    {PART_LAYER,     "input_layernorm.bias",                 DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+     LAYER_VIEW(input_layernorm_bias),     "ln_1.bias",               HF_COPY},
+    {PART_LAYER,     "self_attention.linear_qkv.weight",     DIM_QKV,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
+     LAYER_VIEW(qkv_weight),               "attn.c_attn.weight",      HF_QKV_WEIGHT},
+    {PART_LAYER,     "self_attention.linear_qkv.bias",       DIM_QKV,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, ROW_ALWAYS,
+     LAYER_VIEW(qkv_bias),                 "attn.c_attn.bias",        HF_QKV_BIAS},
+    {PART_LAYER,     "self_attention.linear_proj.weight",    DIM_HIDDEN,    DIM_ATTENTION, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, ROW_ALWAYS,
+     LAYER_VIEW(proj_weight),              "attn.c_proj.weight",      HF_TRANSPOSE},
+    {PART_LAYER,     "self_attention.linear_proj.bias",      DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+     LAYER_VIEW(proj_bias),                "attn.c_proj.bias",        HF_COPY},
+    {PART_LAYER,     "pre_mlp_layernorm.weight",             DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_ALWAYS,
+     LAYER_VIEW(pre_mlp_layernorm_weight), "ln_2.weight",             HF_COPY},
+    {PART_LAYER,     "pre_mlp_layernorm.bias",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+     LAYER_VIEW(pre_mlp_layernorm_bias),   "ln_2.bias",               HF_COPY},
+    {PART_LAYER,     "mlp.linear_fc1.weight",                DIM_FFN,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
+     LAYER_VIEW(fc1_weight),               "mlp.c_fc.weight",         HF_TRANSPOSE},
+    {PART_LAYER,     "mlp.linear_fc1.bias",                  DIM_FFN,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, ROW_ALWAYS,
+     LAYER_VIEW(fc1_bias),                 "mlp.c_fc.bias",           HF_COPY},
+    {PART_LAYER,     "mlp.linear_fc2.weight",                DIM_HIDDEN,    DIM_FFN,       SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, ROW_ALWAYS,
+     LAYER_VIEW(fc2_weight),               "mlp.c_proj.weight",       HF_TRANSPOSE},
+    {PART_LAYER,     "mlp.linear_fc2.bias",                  DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+     LAYER_VIEW(fc2_bias),                 "mlp.c_proj.bias",         HF_COPY},
+
+    {PART_FINAL,     "decoder.final_layernorm.weight",       DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_ALWAYS,
+     MODEL_VIEW(final_layernorm_weight),   "transformer.ln_f.weight", HF_COPY},
+    {PART_FINAL,     "decoder.final_layernorm.bias",         DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+     MODEL_VIEW(final_layernorm_bias),     "transformer.ln_f.bias",   HF_COPY},
+    {PART_FINAL,     "output_layer.weight",                  DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_UNTIED_ONLY,
+     MODEL_VIEW(output_layer),             "lm_head.weight",          HF_VOCAB_ROWS},
+};
+
+static const parameter_table gpt_table = {
+    gpt_rows, (int)(sizeof gpt_rows / sizeof gpt_rows[0]), "decoder.layers", "transformer.h", 0,
+};
+
+const parameter_table *gpt_parameter_table(void) { return &gpt_table; }
+
+int model_dim_size(model_dim dim, const gpt_config *c) {
+    switch (dim) {
+    case DIM_NONE: return 0;
+    case DIM_HIDDEN: return c->hidden_size;
+    case DIM_QKV: return 3 * c->num_attention_heads * c->kv_channels;
+    case DIM_ATTENTION: return c->num_attention_heads * c->kv_channels;
+    case DIM_FFN: return c->ffn_hidden_size;
+    case DIM_VOCAB: return c->padded_vocab_size;
+    case DIM_POSITIONS: return c->max_position_embeddings;
+    }
+    return 0;
+}
+
+int parameter_row_present(const parameter_row *row, const gpt_config *c) {
+    return row->presence == ROW_ALWAYS || c->untie_embeddings_and_output_weights;
+}
+
+int parameter_table_part_count(const parameter_table *t, model_part part, const gpt_config *c) {
+    int count = 0;
+    for (int r = 0; r < t->count; r++) count += t->rows[r].part == part && parameter_row_present(&t->rows[r], c);
+    return count;
+}
+
+/* "<prefix>.<layer>.<name>" for layer rows, the name itself for the others */
+static void full_name(char *out, size_t size, const parameter_row *row, const char *layer_prefix,
+                      const char *name, int layer) {
+    if (row->part == PART_LAYER) snprintf(out, size, "%s.%d.%s", layer_prefix, layer, name);
+    else snprintf(out, size, "%s", name);
+}
+
+void parameter_row_name(const parameter_table *t, const parameter_row *row, int layer, char *out, size_t size) {
+    full_name(out, size, row, t->layer_prefix, row->name, layer);
+}
+
+void parameter_row_hf_name(const parameter_table *t, const parameter_row *row, int layer, char *out, size_t size) {
+    full_name(out, size, row, t->hf_layer_prefix, row->hf_name, layer);
+}
+
+/* the rows of one part, each once (embedding, final) or once per layer, appended at out[count] */
+static int expand_part(const parameter_table *t, const gpt_config *c, model_part part, int first_layer,
+                       int layers, global_parameter *out, int count) {
+    for (int layer = first_layer; layer < first_layer + layers; layer++)
+        for (int r = 0; r < t->count; r++) {
+            const parameter_row *row = &t->rows[r];
+            if (row->part != part || !parameter_row_present(row, c)) continue;
+            if (out) {
+                global_parameter *g = &out[count];
+                parameter_row_name(t, row, layer, g->name, sizeof g->name);
+                g->layer = layer;
+                g->rows = model_dim_size(row->rows, c);
+                g->cols = model_dim_size(row->cols, c);
+                g->split = row->split;
+                g->init = row->init;
+                g->row = row;
+            }
+            count++;
+        }
+    return count;
+}
+
+int parameter_table_globals(const parameter_table *t, const gpt_config *c, global_parameter *out) {
+    int count = expand_part(t, c, PART_EMBEDDING, -1, 1, out, 0);
+    count = expand_part(t, c, PART_LAYER, 0, c->num_layers, out, count);
+    return expand_part(t, c, PART_FINAL, c->num_layers, 1, out, count);
+}
+
+int gpt_global_parameters(const gpt_config *c, global_parameter *out) {
+    return parameter_table_globals(&gpt_table, c, out);
+}

@@ -1,0 +1,108 @@
+/* gpt_parameter_table.h: a model family's parameters as rows of one table, and the GPT family's
+ * table. Everything that lists parameters derives from the rows: the global list
+ * (gpt_global_parameters, which checkpoints and parameter dumps read), this rank's layout, buckets
+ * and buffer views (gpt_model.c), and the Hugging Face GPT-2 layout (hf_gpt2_layout.c). A new
+ * model family (Llama: RMSNorm without bias, SwiGLU fc1 of 2F rows, grouped-query qkv, untied
+ * output) adds a table and the dimensions it needs, not edits in each of those places.
+ *
+ * A row is one tensor of the embedding, of every transformer layer, or of the final part. Its
+ * shape is written in the config's dimensions (model_dim), so the same row serves every size. */
+#ifndef GPT_PARAMETER_TABLE_H
+#define GPT_PARAMETER_TABLE_H
+
+#include <stddef.h>
+
+#include "app/model/hf_gpt2_layout.h"
+
+struct gpt_config;
+
+/* how tensor parallelism splits a tensor: by output rows (column-parallel), by input columns
+ * (row-parallel), or not at all (every tensor-parallel rank holds it whole) */
+typedef enum { SHARD_NONE = -1, SHARD_ROWS = 0, SHARD_COLS = 1 } shard_dim;
+
+/* INIT_SCALED_NORMAL: std / sqrt(2 * num_layers), Megatron's output_layer_init_method */
+typedef enum { INIT_NORMAL, INIT_SCALED_NORMAL, INIT_ONES, INIT_ZEROS } init_kind;
+
+/* the part of the model a row belongs to; a pipeline stage holds the embedding when it is the
+ * first, its layers, and the final part when it is the last */
+typedef enum { PART_EMBEDDING, PART_LAYER, PART_FINAL } model_part;
+
+/* one dimension of a global shape, in terms of the config */
+typedef enum {
+    DIM_NONE,       /* the columns of a vector */
+    DIM_HIDDEN,     /* C = hidden_size */
+    DIM_QKV,        /* 3*H*D: query, key and value of every head */
+    DIM_ATTENTION,  /* H*D = num_attention_heads * kv_channels */
+    DIM_FFN,        /* F = ffn_hidden_size */
+    DIM_VOCAB,      /* V = padded_vocab_size */
+    DIM_POSITIONS   /* max_position_embeddings */
+} model_dim;
+
+/* which models have the row */
+typedef enum { ROW_ALWAYS, ROW_UNTIED_ONLY } row_presence;
+
+typedef struct parameter_row {
+    model_part part;
+    const char *name;           /* Megatron name; layer rows: what follows "<layer_prefix>.N." */
+    model_dim rows, cols;       /* global shape; cols DIM_NONE for vectors */
+    shard_dim split;
+    init_kind init;
+    int no_weight_decay;        /* Megatron's rule: biases and norm parameters */
+    int sequence_parallel_grad; /* tensor-parallel replicated and applied to token rows: with
+                                 * --sequence-parallel each rank's gradient covers its rows only */
+    row_presence presence;
+    size_t view_offset;         /* offsetof the pointer it binds: in model_view (embedding and
+                                 * final rows) or in layer_view (layer rows) */
+    const char *hf_name;        /* Hugging Face GPT-2 name; layer rows: what follows
+                                 * "<hf_layer_prefix>.N." */
+    hf_transform hf_transform;  /* from our layout to the Hugging Face one */
+} parameter_row;
+
+typedef struct parameter_table {
+    const parameter_row *rows;  /* embedding rows, layer rows, final rows, in the global order */
+    int count;
+    const char *layer_prefix;     /* "decoder.layers" */
+    const char *hf_layer_prefix;  /* "transformer.h" */
+    int tied_output_row;          /* with tied embeddings, the row whose tensor the output layer
+                                   * reuses (the word embeddings) */
+} parameter_table;
+
+/* the GPT family: pre-LN layers with biases, learned positions, tied or untied output */
+const parameter_table *gpt_parameter_table(void);
+
+/* the size of a dimension for a config (0 for DIM_NONE) */
+int model_dim_size(model_dim dim, const struct gpt_config *config);
+
+/* 1 when models of this config have the row */
+int parameter_row_present(const parameter_row *row, const struct gpt_config *config);
+
+/* a row's full name in layer `layer` (ignored outside PART_LAYER): Megatron's, or Hugging Face's */
+void parameter_row_name(const parameter_table *table, const parameter_row *row, int layer, char *out,
+                        size_t size);
+void parameter_row_hf_name(const parameter_table *table, const parameter_row *row, int layer,
+                           char *out, size_t size);
+
+/* how many tensors of one part (of one layer, for PART_LAYER) a model of this config has */
+int parameter_table_part_count(const parameter_table *table, model_part part,
+                               const struct gpt_config *config);
+
+/* one tensor of the whole model, in the global order (embedding, layers, final part) */
+#define PARAM_NAME_MAX 96
+typedef struct global_parameter {
+    char name[PARAM_NAME_MAX];
+    int layer;           /* -1 embedding, num_layers for the final part */
+    int rows, cols;      /* cols == 0 for vectors */
+    shard_dim split;
+    init_kind init;
+    const parameter_row *row;  /* the table row it comes from */
+} global_parameter;
+
+/* the global tensors of a model of this config, one per present row and layer, in order;
+ * returns their count (out may be NULL to count) */
+int parameter_table_globals(const parameter_table *table, const struct gpt_config *config,
+                            global_parameter *out);
+
+/* the same from the GPT table */
+int gpt_global_parameters(const struct gpt_config *config, global_parameter *out);
+
+#endif
