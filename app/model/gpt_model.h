@@ -213,6 +213,13 @@ static inline int param_is_primary_copy(const param_tensor *p, int tp_rank) {
     return !p->embedding_copy && !(p->tp_replicated && tp_rank != 0);
 }
 
+/* 1 when p is the word-embedding tensor that the output layer reuses with tied embeddings
+ * (either stage's copy): its gradients are summed over the embedding group first */
+static inline int param_is_tied_embedding(const param_tensor *p) {
+    const parameter_table *table = gpt_parameter_table();
+    return p->row == &table->rows[table->tied_output_row];
+}
+
 /* global element index of local element e of parameter p (layout-independent numbering) */
 uint64_t param_global_index(const param_tensor *p, size_t e);
 

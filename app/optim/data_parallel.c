@@ -54,7 +54,7 @@ void data_parallel_create(data_parallel *dp, gpt_model *model, const comm_ops *c
     /* tied embeddings on two stages are summed across them before the data-parallel reduction */
     int tied_across_stages = !model->config.untie_embeddings_and_output_weights && topo->pp_size > 1;
     for (int i = 0; i < model->num_params; i++)
-        if (tied_across_stages && strcmp(model->params[i].name, "embedding.word_embeddings.weight") == 0)
+        if (tied_across_stages && param_is_tied_embedding(&model->params[i]))
             dp->deferred[model->params[i].bucket] = 1;
     model->hooks.context = dp;
     model->hooks.grads_ready = on_grads_ready;
@@ -94,7 +94,7 @@ static void sum_tied_embeddings(data_parallel *dp) {
     if (t->embedding.mpi == MPI_COMM_NULL || t->embedding.size < 2) return;
     for (int i = 0; i < dp->model->num_params; i++) {
         const param_tensor *p = &dp->model->params[i];
-        if (dp->deferred[p->bucket] && strcmp(p->name, "embedding.word_embeddings.weight") == 0)
+        if (dp->deferred[p->bucket] && param_is_tied_embedding(p))
             dp->comm->allreduce(dp->model->grad_buffer + p->offset, p->numel, COMM_FLOAT, COMM_SUM, &t->embedding);
     }
 }
