@@ -16,6 +16,7 @@
  * complete (write .tmp/.partial, fsync, rename). Runs as one process (directly or mpiexec -n 1). */
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
+#include "app/core/options.h"
 #include "app/model/hf_gpt2_config.h"
 #include "app/model/hf_gpt2_layout.h"
 #include "io/safetensors.h"
@@ -32,65 +33,50 @@
 enum { path_max = CHECKPOINT_PATH_MAX + 64, error_max = 8192 };
 
 typedef struct options {
-    int to_hf, from_hf, overwrite, bfloat16;
-    const char *load, *output, *input, *save;
+    int to_hf, from_hf, overwrite;
+    char load[CHECKPOINT_PATH_MAX], output[CHECKPOINT_PATH_MAX];
+    char input[CHECKPOINT_PATH_MAX], save[CHECKPOINT_PATH_MAX];
+    char dtype[16];
     int64_t vocab_divisible_by;
+    int bfloat16;  /* derived from --dtype */
 } options;
 
-static void print_help(void) {
-    printf("usage: convert_checkpoint --to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR\n"
-           "                          [--dtype float32|bfloat16] [--overwrite]\n"
-           "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
-           "                          [--make-vocab-size-divisible-by N] [--overwrite]\n"
-           "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2.\n"
-           "  --to-hf        write HF_DIR/model.safetensors and HF_DIR/config.json\n"
-           "                 (GPT2LMHeadModel) from the checkpoint a folder's tracker names, or\n"
-           "                 from one .h5 file\n"
-           "  --from-hf      write CKPT_DIR/release.h5 and set the tracker to \"release\"\n"
-           "  --dtype        tensor type of the safetensors file (default float32)\n"
-           "  --make-vocab-size-divisible-by N\n"
-           "                 pad the embedding table with zero rows to a multiple of N\n"
-           "                 (default 128, as Megatron)\n"
-           "  --overwrite    replace existing outputs\n");
-}
+#define AT(field) OPTION_AT(options, field)
+static const option_spec specs[] = {
+    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel (model.safetensors, config.json)"},
+    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2 -> CKPT_DIR/release.h5 and the tracker \"release\""},
+    {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
+    {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
+    {"dtype", "with --to-hf", OPTION_CHOICE, AT(dtype), "float32", .choices = "float32|bfloat16|fp32|bf16", .help = "tensor type of the safetensors file"},
+    {"input", "with --from-hf", OPTION_STRING, AT(input), .metavar = "HF_DIR|FILE.safetensors", .help = "model.safetensors, a sharded model.safetensors.index.json, or their folder"},
+    {"save", "with --from-hf", OPTION_STRING, AT(save), .metavar = "CKPT_DIR", .help = "write CKPT_DIR/release.h5 and set the tracker to \"release\""},
+    {"make-vocab-size-divisible-by", "with --from-hf", OPTION_INT64, AT(vocab_divisible_by), "128", .range = "[1, inf)", .help = "pad the embedding table with zero rows to a multiple of N (as Megatron)"},
+    {"overwrite", "output", OPTION_FLAG, AT(overwrite), .help = "replace existing outputs"},
+};
+
+static const option_table table = {
+    .usage = "--to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16] [--overwrite]\n"
+             "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
+             "                          [--make-vocab-size-divisible-by N] [--overwrite]",
+    .description =
+        "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, as one process.\n"
+        "Flags may also come from an args file (one flag per line, '#' starts a comment); the\n"
+        "command line overrides it.\n",
+    .specs = specs,
+    .count = (int)(sizeof specs / sizeof specs[0]),
+};
 
 static options parse_options(int argc, char **argv) {
-    options o = {0};
-    o.vocab_divisible_by = 128;
-    for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
-            print_help();
-            MPI_Finalize();
-            exit(0);
-        }
-        if (!strcmp(flag, "--to-hf")) { o.to_hf = 1; continue; }
-        if (!strcmp(flag, "--from-hf")) { o.from_hf = 1; continue; }
-        if (!strcmp(flag, "--overwrite")) { o.overwrite = 1; continue; }
-        if (!value) user_error("%s is missing its value (try --help)", flag);
-        i++;
-        if (!strcmp(flag, "--load")) o.load = value;
-        else if (!strcmp(flag, "--output")) o.output = value;
-        else if (!strcmp(flag, "--input")) o.input = value;
-        else if (!strcmp(flag, "--save")) o.save = value;
-        else if (!strcmp(flag, "--dtype")) {
-            if (!strcmp(value, "bfloat16") || !strcmp(value, "bf16")) o.bfloat16 = 1;
-            else if (strcmp(value, "float32") && strcmp(value, "fp32"))
-                user_error("--dtype %s: expected float32 or bfloat16", value);
-        } else if (!strcmp(flag, "--make-vocab-size-divisible-by")) {
-            char *end;
-            o.vocab_divisible_by = strtoll(value, &end, 10);
-            if (*end || o.vocab_divisible_by <= 0)
-                user_error("--make-vocab-size-divisible-by %s: expected a positive integer", value);
-        } else {
-            user_error("unknown flag %s (try --help)", flag);
-        }
-    }
+    options o;
+    unsigned char given[sizeof specs / sizeof specs[0]];
+    memset(&o, 0, sizeof o);
+    options_parse_or_exit(&table, &o, given, argc, argv);
+    o.bfloat16 = !strcmp(o.dtype, "bfloat16") || !strcmp(o.dtype, "bf16");
     if (o.to_hf == o.from_hf) user_error("give exactly one of --to-hf and --from-hf (try --help)");
-    if (o.to_hf && (!o.load || !o.output)) user_error("--to-hf needs --load and --output");
-    if (o.from_hf && (!o.input || !o.save)) user_error("--from-hf needs --input and --save");
-    if (o.to_hf && (o.input || o.save)) user_error("--input and --save go with --from-hf");
-    if (o.from_hf && (o.load || o.output)) user_error("--load and --output go with --to-hf");
+    if (o.to_hf && (!o.load[0] || !o.output[0])) user_error("--to-hf needs --load and --output");
+    if (o.from_hf && (!o.input[0] || !o.save[0])) user_error("--from-hf needs --input and --save");
+    if (o.to_hf && (o.input[0] || o.save[0])) user_error("--input and --save go with --from-hf");
+    if (o.from_hf && (o.load[0] || o.output[0])) user_error("--load and --output go with --to-hf");
     return o;
 }
 

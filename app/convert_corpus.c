@@ -8,6 +8,7 @@
  * carries no tokenizer information: the three optional flags stamp it into the HDF5 attributes
  * (otherwise "unknown", vocab 0, eod -1). Runs as one process (mpiexec -n 1 or directly). */
 #include "app/core/error.h"
+#include "app/core/options.h"
 #include "io/hdf5_corpus.h"
 #include "io/mmap_indexed.h"
 
@@ -18,7 +19,48 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { chunk_tokens = 1 << 22 };
+enum { chunk_tokens = 1 << 22, path_max = 4096 };
+
+typedef struct options {
+    char input[path_max], output_prefix[path_max], to[8], tokenizer_type[64];
+    int overwrite, vocab_size, eod_id;
+} options;
+
+#define AT(field) OPTION_AT(options, field)
+static const option_spec specs[] = {
+    {"input", "conversion", OPTION_STRING, AT(input), .flags = OPTION_REQUIRED, .metavar = "CORPUS.h5|PREFIX", .help = "our HDF5 corpus, or Megatron's PREFIX (PREFIX.bin / PREFIX.idx also accepted)"},
+    {"output-prefix", "conversion", OPTION_STRING, AT(output_prefix), .flags = OPTION_REQUIRED, .metavar = "PREFIX", .help = "write PREFIX.h5, or PREFIX.bin and PREFIX.idx"},
+    {"to", "conversion", OPTION_CHOICE, AT(to), .choices = "hdf5|mmap", .flags = OPTION_REQUIRED, .help = "the output format: our HDF5 corpus or Megatron's indexed dataset"},
+    {"overwrite", "conversion", OPTION_FLAG, AT(overwrite), .help = "replace existing outputs"},
+    {"tokenizer-type", "tokenizer (recorded when a .bin/.idx input becomes HDF5)", OPTION_STRING, AT(tokenizer_type), "unknown", .metavar = "TYPE", .help = "the tokenizer that made the corpus"},
+    {"vocab-size", "tokenizer (recorded when a .bin/.idx input becomes HDF5)", OPTION_INT, AT(vocab_size), .range = "[1, inf)", .help = "its vocabulary size (default: unknown)"},
+    {"eod-id", "tokenizer (recorded when a .bin/.idx input becomes HDF5)", OPTION_INT, AT(eod_id), .range = "[0, inf)", .help = "its end-of-document id (default: unknown)"},
+};
+
+static const option_table table = {
+    .usage = "--input CORPUS.h5|PREFIX --output-prefix OUT --to {hdf5|mmap} [--FLAG VALUE ...]",
+    .description =
+        "Converts a tokenized corpus between our HDF5 format (io/CORPUS_FORMAT.md) and Megatron's\n"
+        "indexed dataset (PREFIX.bin + PREFIX.idx), either way, as one process. Flags may also come\n"
+        "from an args file (one flag per line, '#' starts a comment); the command line overrides it.\n",
+    .specs = specs,
+    .count = (int)(sizeof specs / sizeof specs[0]),
+};
+
+/* the flags; the tokenizer flags become the metadata of a .bin/.idx input */
+static void parse_options(int argc, char **argv, options *o, corpus_meta *meta) {
+    unsigned char given[sizeof specs / sizeof specs[0]];
+    memset(o, 0, sizeof *o);
+    options_parse_or_exit(&table, o, given, argc, argv);
+    int has_vocab = options_given(&table, given, "vocab-size"), has_eod = options_given(&table, given, "eod-id");
+    if (has_vocab && has_eod && o->eod_id >= o->vocab_size)
+        user_error("--eod-id %d is not a token of --vocab-size %d (ids 0..%d)", o->eod_id, o->vocab_size,
+                   o->vocab_size - 1);
+    memset(meta, 0, sizeof *meta);
+    snprintf(meta->tokenizer_type, sizeof meta->tokenizer_type, "%s", o->tokenizer_type);
+    meta->vocab_size = has_vocab ? o->vocab_size : 0;
+    meta->eod_id = has_eod ? o->eod_id : -1;
+}
 
 /* the input, either kind, seen as documents made of sequences */
 typedef struct source {
@@ -144,35 +186,11 @@ static int exists(const char *path) { struct stat st; return stat(path, &st) == 
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
     program_name = "convert_corpus";
-    const char *input = NULL, *prefix = NULL, *to = NULL;
-    int overwrite = 0;
+    options o;
     corpus_meta meta;
-    memset(&meta, 0, sizeof meta);
-    snprintf(meta.tokenizer_type, sizeof meta.tokenizer_type, "unknown");
-    meta.eod_id = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(flag, "--overwrite")) { overwrite = 1; continue; }
-        if (!strcmp(flag, "--help")) {
-            printf("usage: convert_corpus --input CORPUS.h5|PREFIX --output-prefix OUT --to "
-                   "{hdf5,mmap} [--overwrite] [--tokenizer-type T] [--vocab-size N] [--eod-id E]\n");
-            MPI_Finalize();
-            return 0;
-        }
-        if (!value) user_error("%s is missing its value", flag);
-        i++;
-        if (!strcmp(flag, "--input")) input = value;
-        else if (!strcmp(flag, "--output-prefix")) prefix = value;
-        else if (!strcmp(flag, "--to")) to = value;
-        else if (!strcmp(flag, "--tokenizer-type"))
-            snprintf(meta.tokenizer_type, sizeof meta.tokenizer_type, "%s", value);
-        else if (!strcmp(flag, "--vocab-size")) meta.vocab_size = atoll(value);
-        else if (!strcmp(flag, "--eod-id")) meta.eod_id = atoll(value);
-        else user_error("unknown flag %s (try --help)", flag);
-    }
-    if (!input || !prefix || !to) user_error("--input, --output-prefix and --to are required");
-    if (strcmp(to, "hdf5") && strcmp(to, "mmap"))
-        user_error("--to %s: expected hdf5 or mmap", to);
+    parse_options(argc, argv, &o, &meta);
+    const char *input = o.input, *prefix = o.output_prefix;
+    int overwrite = o.overwrite;
 
     char err[8192], stem[4096];
     source s;
@@ -199,7 +217,7 @@ int main(int argc, char **argv) {
     }
 
     char out[4200], out_idx[4200];
-    int mmap_out = !strcmp(to, "mmap");
+    int mmap_out = !strcmp(o.to, "mmap");
     snprintf(out, sizeof out, mmap_out ? "%s.bin" : "%s.h5", prefix);
     snprintf(out_idx, sizeof out_idx, "%s.idx", prefix);
     if (!overwrite && (exists(out) || (mmap_out && exists(out_idx))))

@@ -14,6 +14,7 @@
  * The output is written as OUTPUT.tmp and renamed when complete; an existing output is kept
  * unless --overwrite is given. Progress lines are rank 0's own counts; totals are job-wide. */
 #include "app/core/error.h"
+#include "app/core/options.h"
 #include "io/hdf5_corpus.h"
 #include "io/jsonl_reader.h"
 #include "app/tokenizers/tokenizer.h"
@@ -28,13 +29,17 @@
 #include <unistd.h>
 
 enum { max_inputs = 4096, bad_examples = 5, copy_chunk = 1 << 22, gzip_cost_factor = 4 };
+enum { path_max = 4096 };
 
 typedef struct options {
+    char input[1 << 20];  /* --input: the files, separated by single spaces */
+    char json_key[64], output_prefix[path_max], tokenizer_type[32];
+    char vocab_file[path_max], merge_file[path_max];
+    int vocab_size, append_eod, split_sentences, keep_newlines, workers, partitions, strict, overwrite;
+    int64_t log_interval;
+    /* derived: --input split into file names */
     const char *inputs[max_inputs];
     int num_inputs;
-    const char *json_key, *output_prefix, *tokenizer_type, *vocab_file, *merge_file;
-    int vocab_size, append_eod, split_sentences, keep_newlines, workers, strict, overwrite;
-    long log_interval;
 } options;
 
 typedef struct input_file { int64_t size; int is_gzip; } input_file;
@@ -58,77 +63,51 @@ typedef struct counts {
 } counts;
 
 /* ---- arguments ---------------------------------------------------------------------------- */
-static void usage(void) {
-    printf("usage: mpiexec -n N preprocess_data --input FILE [FILE...] --output-prefix PREFIX\n"
-           "         --tokenizer-type {GPT2BPETokenizer,BertWordPieceLowerCase,BertWordPieceCase,"
-           "NullTokenizer}\n"
-           "         [--vocab-file F] [--merge-file F] [--vocab-size N] [--json-key text]\n"
-           "         [--append-eod] [--split-sentences] [--keep-newlines] [--workers N]\n"
-           "         [--log-interval 100] [--strict] [--overwrite]\n"
-           "Inputs are JSONL, plain or gzip-compressed. --workers is the MPI rank count (it must\n"
-           "equal the mpiexec -n count, or be omitted). Writes PREFIX_KEY_document.h5\n"
-           "(PREFIX_KEY_sentence.h5 with --split-sentences); see io/CORPUS_FORMAT.md.\n");
-}
+/* Megatron's tools/preprocess_data.py flags and groups */
+#define AT(field) OPTION_AT(options, field)
+static const option_spec specs[] = {
+    {"input", "input data", OPTION_LIST, AT(input), .flags = OPTION_REQUIRED, .metavar = "FILE [FILE ...]", .help = "JSON lines, plain or gzip-compressed (file names without spaces)"},
+    {"json-keys", "input data", OPTION_LIST, AT(json_key), "text", .metavar = "KEY", .help = "the key of the text in each JSON line (one key per run)"},
+    {"json-key", "input data", OPTION_STRING, AT(json_key), "text", .metavar = "KEY", .help = "same as --json-keys"},
+    {"split-sentences", "input data", OPTION_FLAG, AT(split_sentences), .help = "split documents into sentences (writes PREFIX_KEY_sentence.h5)"},
+    {"keep-newlines", "input data", OPTION_FLAG, AT(keep_newlines), .help = "with --split-sentences: keep a newline that ends a sentence"},
+    {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer", .flags = OPTION_REQUIRED, .help = "how to turn text into token ids"},
+    {"vocab-file", "tokenizer", OPTION_STRING, AT(vocab_file), .help = "vocabulary (vocab.json for GPT-2, vocab.txt for WordPiece)"},
+    {"merge-file", "tokenizer", OPTION_STRING, AT(merge_file), .help = "BPE merges (merges.txt for GPT-2)"},
+    {"vocab-size", "tokenizer", OPTION_INT, AT(vocab_size), .range = "[1, inf)", .help = "NullTokenizer: text ids are 0..N-1 and N is the EOD"},
+    {"append-eod", "tokenizer", OPTION_FLAG, AT(append_eod), .help = "end every document with the tokenizer's EOD token"},
+    {"output-prefix", "output data", OPTION_STRING, AT(output_prefix), .flags = OPTION_REQUIRED, .metavar = "PREFIX", .help = "write PREFIX_KEY_document.h5 (or _sentence.h5)"},
+    {"overwrite", "output data", OPTION_FLAG, AT(overwrite), .help = "replace an existing output"},
+    {"workers", "runtime", OPTION_INT, AT(workers), .range = "[1, inf)", .help = "the MPI ranks: must equal mpiexec's -n (or be omitted)"},
+    {"partitions", "runtime", OPTION_INT, AT(partitions), "1", .range = "[1, 1]", .help = "must be 1: the ranks already share the input"},
+    {"log-interval", "runtime", OPTION_INT64, AT(log_interval), "100", .range = "[1, inf)", .help = "print progress every N documents (rank 0's count)"},
+    {"strict", "runtime", OPTION_FLAG, AT(strict), .help = "stop at the first bad input line and write nothing"},
+};
 
-static long parse_long(const char *flag, const char *value) {
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || *end || end == value) user_error("%s expects an integer, got \"%s\"", flag, value);
-    return v;
-}
+static const option_table table = {
+    .usage = "--input FILE [FILE ...] --output-prefix PREFIX --tokenizer-type TYPE [--FLAG VALUE ...]",
+    .description =
+        "Tokenizes JSON lines (plain or gzip) with every MPI rank at once into one parallel-HDF5\n"
+        "corpus, PREFIX_KEY_document.h5 (PREFIX_KEY_sentence.h5 with --split-sentences); see\n"
+        "io/CORPUS_FORMAT.md. Run it as `mpiexec -n N preprocess_data ...`. Flags may also come\n"
+        "from an args file (one flag per line, '#' starts a comment); the command line overrides it.\n",
+    .specs = specs,
+    .count = (int)(sizeof specs / sizeof specs[0]),
+};
 
 static void parse_options(int argc, char **argv, options *o) {
+    unsigned char given[sizeof specs / sizeof specs[0]];
     memset(o, 0, sizeof *o);
-    o->json_key = "text";
-    o->log_interval = 100;
-    o->workers = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i];
-        int has_value = i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0;
-#define VALUE() (has_value ? argv[++i] : (user_error("%s is missing its value", flag), ""))
-        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
-            int rank;
-            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-            if (rank == 0) usage();
-            MPI_Finalize();
-            exit(0);
-        } else if (!strcmp(flag, "--input")) {
-            if (!has_value) user_error("--input is missing its value");
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
-                if (o->num_inputs == max_inputs) user_error("more than %d inputs", max_inputs);
-                o->inputs[o->num_inputs++] = argv[++i];
-            }
-        } else if (!strcmp(flag, "--json-key") || !strcmp(flag, "--json-keys")) {
-            o->json_key = VALUE();
-            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
-                user_error("%s: only one key per run is supported (got \"%s\" and \"%s\")", flag,
-                           o->json_key, argv[i + 1]);
-        } else if (!strcmp(flag, "--output-prefix")) o->output_prefix = VALUE();
-        else if (!strcmp(flag, "--tokenizer-type")) o->tokenizer_type = VALUE();
-        else if (!strcmp(flag, "--vocab-file")) o->vocab_file = VALUE();
-        else if (!strcmp(flag, "--merge-file")) o->merge_file = VALUE();
-        else if (!strcmp(flag, "--vocab-size")) o->vocab_size = (int)parse_long(flag, VALUE());
-        else if (!strcmp(flag, "--workers")) o->workers = (int)parse_long(flag, VALUE());
-        else if (!strcmp(flag, "--log-interval")) o->log_interval = parse_long(flag, VALUE());
-        else if (!strcmp(flag, "--partitions")) {
-            if (parse_long(flag, VALUE()) != 1)
-                user_error("--partitions: ranks already share the input; use 1 (or omit it)");
-        } else if (!strcmp(flag, "--append-eod")) o->append_eod = 1;
-        else if (!strcmp(flag, "--split-sentences")) o->split_sentences = 1;
-        else if (!strcmp(flag, "--keep-newlines")) o->keep_newlines = 1;
-        else if (!strcmp(flag, "--strict")) o->strict = 1;
-        else if (!strcmp(flag, "--overwrite")) o->overwrite = 1;
-        else user_error("unknown flag %s (try --help)", flag);
-#undef VALUE
+    options_parse_or_exit(&table, o, given, argc, argv);
+    if (strchr(o->json_key, ' '))
+        user_error("--json-keys: only one key per run is supported (got \"%s\")", o->json_key);
+    for (char *save = NULL, *name = strtok_r(o->input, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+        if (o->num_inputs == max_inputs) user_error("--input: more than %d inputs", max_inputs);
+        o->inputs[o->num_inputs++] = name;
     }
-    if (o->num_inputs == 0) user_error("--input is required");
-    if (!o->output_prefix) user_error("--output-prefix is required");
-    if (!o->tokenizer_type) user_error("--tokenizer-type is required");
-    if (o->log_interval <= 0) user_error("--log-interval must be positive");
     int size;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (o->workers >= 0 && o->workers != size)
+    CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (options_given(&table, given, "workers") && o->workers != size)
         user_error("--workers %d, but running on %d MPI rank%s: the workers are the MPI ranks; run "
                    "`mpiexec -n %d preprocess_data ...` or omit --workers", o->workers, size,
                    size == 1 ? "" : "s", o->workers);
@@ -450,13 +429,14 @@ int main(int argc, char **argv) {
     int rank, ranks;
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
-    options o;
+    static options o;  /* --input's buffer is large */
     parse_options(argc, argv, &o);
     double start_time = now();
 
     char err[4096 + 512] = "";
-    tokenizer *tok = tokenizer_create(o.tokenizer_type, o.vocab_file, o.merge_file, o.vocab_size,
-                                      err, sizeof err);
+    tokenizer *tok = tokenizer_create(o.tokenizer_type, o.vocab_file[0] ? o.vocab_file : NULL,
+                                      o.merge_file[0] ? o.merge_file : NULL, o.vocab_size, err,
+                                      sizeof err);
     if (!tok) user_error("%s", err);
 
     /* output name as Megatron: PREFIX_KEY_{document,sentence} */
@@ -503,7 +483,7 @@ int main(int argc, char **argv) {
 
     /* phase 1: tokenize this rank's share into the temporary streams */
     int stopped = 0;
-    long next_log = o.log_interval;
+    int64_t next_log = o.log_interval;
     for (int s = 0; s < num_segments && !stopped; s++) {
         if (segments[s].rank != rank) continue;
         const segment *seg = &segments[s];

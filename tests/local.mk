@@ -29,7 +29,7 @@ tests_unit_safetensors_test_SOURCES = tests/unit/safetensors_test.c
 tests_unit_safetensors_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/parameter_table_test \
 	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh \
-	tests/unit/layering_test.sh
+	tests/unit/tools_args_test.sh tests/unit/layering_test.sh
 
 # ---- tools the tests run ----
 check_PROGRAMS += tests/tools/compare_params tests/tools/corpus_tool tests/tools/checkpoint_vs_dump \

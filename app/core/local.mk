@@ -1,5 +1,6 @@
 # app/core/local.mk: what every layer may use: the error handler (PETSc-style: one path that
-# names the call, rank, file and line and aborts the job).
+# names the call, rank, file and line and aborts the job) and the option engine of every program.
 noinst_LIBRARIES += app/core/libcore.a
 app_core_libcore_a_SOURCES = \
-	app/core/error.c app/core/error.h
+	app/core/error.c app/core/error.h \
+	app/core/options.c app/core/options.h

@@ -1,10 +1,13 @@
 /* args.h: the run's arguments, with Megatron-LM's flag names and meanings.
  * Flags come from the command line and optionally from a file (--args-file PATH, one flag per
- * line, '#' comments); the command line overrides the file. Parsing and validation happen before
- * any allocation; a bad flag stops the job with one message naming it. */
+ * line, '#' comments); the command line overrides the file. The option engine
+ * (app/core/options.h) parses and checks each flag from args.c's table; args.c adds the derived
+ * defaults and the cross-flag checks. Everything happens before any allocation; a bad flag stops
+ * the job with one message naming it. */
 #ifndef ARGS_H
 #define ARGS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define ARGS_PATH_MAX 1024
@@ -100,12 +103,12 @@ typedef struct args {
 } args;
 
 /* Parse argv (and any --args-file) into a; validate against world_size. Calls user_error() on
- * any problem; prints help and exits 0 on --help. */
+ * any problem; on --help rank 0 prints the help and every rank exits 0. */
 void args_parse(args *a, int argc, char **argv, int world_size);
 
-/* Parse without MPI side effects: returns 0 on success, or 1 with a message in err, or
- * -1 when --help was asked for (help text printed to stdout). Used by args_parse and tests. */
-int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err, int errlen);
+/* Parse without MPI side effects: returns 0 on success, -1 with a message in err, or
+ * OPTIONS_HELP when --help was asked for (nothing printed). Used by args_parse and tests. */
+int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err, size_t errlen);
 
 /* Set the vocabulary size once known (from the tokenizer) and pad it as Megatron does:
  * to a multiple of --make-vocab-size-divisible-by x tensor-parallel size. */

@@ -1,0 +1,79 @@
+/* options.h: the one option engine of every program (pretrain_gpt, preprocess_data,
+ * convert_corpus, convert_checkpoint, ...). A program describes its flags in a table; the engine
+ * parses "--name value", "--name=value" and args files (--args-file PATH: one flag per line, '#'
+ * starts a comment, the command line overrides the file), checks every value strictly (the whole
+ * token must parse, numbers against the table's range, choices against the list), prints --help
+ * by group, and reports a mistake as one line naming the flag (and FILE:LINE inside an args file)
+ * through the err/errlen convention of app/core/error.h. The program keeps its cross-flag checks
+ * on top. */
+#ifndef OPTIONS_H
+#define OPTIONS_H
+
+#include <stddef.h>
+
+typedef enum option_kind {
+    OPTION_INT,     /* int */
+    OPTION_INT64,   /* int64_t */
+    OPTION_UINT64,  /* uint64_t (no range: any value of the type) */
+    OPTION_FLOAT,   /* float, finite */
+    OPTION_STRING,  /* char[size] */
+    OPTION_CHOICE,  /* char[size], one of `choices` */
+    OPTION_FLAG,    /* int, set to 1 by "--name" (takes no value) */
+    OPTION_LIST,    /* char[size]: the words up to the next flag (nargs+), joined by one space */
+} option_kind;
+
+enum { OPTION_REQUIRED = 1 };  /* option_spec.flags */
+
+typedef struct option_spec {
+    const char *name;          /* without the leading "--" */
+    const char *group;         /* the --help heading it is listed under */
+    option_kind kind;
+    size_t offset, size;       /* the destination inside the program's struct: OPTION_AT() */
+    const char *default_value; /* parsed like a command-line value (unchecked); NULL: zero */
+    const char *range;         /* int, int64, float: allowed values as an interval, "[1, inf)",
+                                * "(0, inf)", "[0, 1)"; NULL: any value of the type */
+    const char *choices;       /* OPTION_CHOICE: "a|b|c" */
+    int flags;                 /* OPTION_REQUIRED: "--name is required" when not given */
+    const char *metavar;       /* --help's placeholder for the value; NULL: from the kind */
+    const char *help;
+} option_spec;
+
+/* the destination of a flag inside an option_spec initializer: OPTION_AT(struct type, field).
+ * A table row reads {name, group, kind, OPTION_AT(...), default, .range = ..., .help = ...}:
+ * after the designated offset and size, a positional value initializes default_value. */
+#define OPTION_AT(type, field) .offset = offsetof(type, field), .size = sizeof(((type *)0)->field)
+
+/* a program's flags and the text of its --help */
+typedef struct option_table {
+    const char *usage;         /* printed after "usage: PROGRAM " */
+    const char *description;   /* printed under the usage line; ends with a newline */
+    const option_spec *specs;
+    int count;
+} option_table;
+
+enum { OPTIONS_HELP = 1 };
+
+/* Sets every flag's field to its default, reads the args files named by --args-file (in order),
+ * then the command line, into dest; checks required flags last. given (table->count entries)
+ * records which flags the user gave. Returns 0; OPTIONS_HELP when --help or -h appears (nothing
+ * is parsed; print it with options_print_help); or -1 with one line in err naming the flag. */
+int options_parse(const option_table *table, void *dest, unsigned char *given, int argc,
+                  char **argv, char *err, size_t errlen);
+
+/* options_parse for a program under MPI: on --help rank 0 prints the help and every rank
+ * finalizes MPI and exits 0; a mistake goes to user_error (rank 0 prints
+ * "PROGRAM: error: ...", every rank exits 2). */
+void options_parse_or_exit(const option_table *table, void *dest, unsigned char *given, int argc,
+                           char **argv);
+
+/* whether the user gave flag `name` (file or command line); a name not in the table is a bug */
+int options_given(const option_table *table, const unsigned char *given, const char *name);
+
+/* --help on stdout: usage, description, the flags grouped by heading in order of first
+ * appearance, then --args-file and --help */
+void options_print_help(const option_table *table);
+
+/* a flag's current value as text, Megatron's way: True/False, None for an empty string */
+void options_format_value(const option_spec *spec, const void *dest, char *out, size_t len);
+
+#endif
