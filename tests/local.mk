@@ -28,6 +28,10 @@ check_PROGRAMS += tests/unit/pipeline_schedule_test
 tests_unit_pipeline_schedule_test_SOURCES = tests/unit/pipeline_schedule_test.c
 tests_unit_pipeline_schedule_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/pipeline_schedule_test
+check_PROGRAMS += tests/unit/rank_layout_test
+tests_unit_rank_layout_test_SOURCES = tests/unit/rank_layout_test.c
+tests_unit_rank_layout_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/rank_layout_test
 TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/lr_schedule_test \
 	tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh \
 	tests/unit/layering_test.sh
