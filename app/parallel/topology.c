@@ -73,15 +73,14 @@ int parallel_layout_groups(const parallel_layout *layout, int dimension_mask, in
     for (int rank = 0; rank < world_size; rank++) {
         int coord[NUM_DIMS];
         parallel_layout_coords(layout, rank, coord);
-        /* group number: the other dimensions' coordinates, in the layout's order */
-        int group = 0, stride = 1;
-        for (int k = 0; k < NUM_DIMS; k++)
-            if (!(dimension_mask & DIM_BIT(order[k]))) { group += coord[order[k]] * stride; stride *= size[order[k]]; }
-        /* place in the group: the set's coordinates, tp fastest */
-        int place = 0;
-        stride = 1;
-        for (int d = 0; d < NUM_DIMS; d++)
-            if (dimension_mask & DIM_BIT(d)) { place += coord[d] * stride; stride *= size[d]; }
+        /* group number: the other dimensions' coordinates; place in the group: the set's; each
+         * counted in the layout's order, its first dimension fastest */
+        int group = 0, group_stride = 1, place = 0, place_stride = 1;
+        for (int k = 0; k < NUM_DIMS; k++) {
+            int d = order[k];
+            if (dimension_mask & DIM_BIT(d)) { place += coord[d] * place_stride; place_stride *= size[d]; }
+            else { group += coord[d] * group_stride; group_stride *= size[d]; }
+        }
         ranks_out[group * group_size + place] = rank;
     }
     return group_size;

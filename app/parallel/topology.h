@@ -28,9 +28,10 @@ void parallel_layout_coords(const parallel_layout *layout, int ordered_rank, int
 
 /* The groups of a set of dimensions (dimension_mask, DIM_BIT's): ranks that share their coordinates
  * in every other dimension. Writes every ordered rank into ranks_out, group after group, and
- * returns the group size. Groups are numbered as Megatron's RankGenerator.get_ranks lists them:
- * by the other dimensions' coordinates, the order's first dimension fastest. A rank's place in
- * its group, the rank it gets in that group, counts the set's coordinates with tp fastest. */
+ * returns the group size. As Megatron's RankGenerator.get_ranks: groups are numbered by the other
+ * dimensions' coordinates and a rank's place in its group (the rank it gets in that group) counts
+ * the set's coordinates, both in the layout's order, its first dimension fastest. A group's
+ * members thus ascend, so a rank's place is its rank in Megatron's process group too. */
 int parallel_layout_groups(const parallel_layout *layout, int dimension_mask, int *ranks_out);
 
 typedef struct topology {
