@@ -48,8 +48,24 @@ int pipeline_schedule_steps(int pp_size, int pp_stage, int virtual_stages, int n
 }
 
 int pipeline_activation_slots(int pp_size, int virtual_stages, int num_micro_batches) {
-    int in_flight = virtual_stages > 1 ? 2 * (pp_size - 1) + (virtual_stages - 1) * pp_size + 1 : pp_size;
-    return in_flight < num_micro_batches ? in_flight : num_micro_batches;
+    int count = pipeline_schedule_steps(pp_size, 0, virtual_stages, num_micro_batches, 0, NULL);
+    if (count <= 0) return 1;
+    pipeline_step *steps = malloc(sizeof(pipeline_step) * (size_t)count);
+    int *in_flight = malloc(sizeof(int) * (size_t)virtual_stages);
+    CHECK(steps && in_flight, "out of host memory for the pipeline schedule");
+    int most = 1;
+    for (int stage = 0; stage < pp_size; stage++) {
+        pipeline_schedule_steps(pp_size, stage, virtual_stages, num_micro_batches, 0, steps);
+        memset(in_flight, 0, sizeof(int) * (size_t)virtual_stages);
+        for (int i = 0; i < count; i++) {
+            int *held = &in_flight[steps[i].model_chunk];
+            *held += steps[i].kind == PIPELINE_FORWARD ? 1 : -1;
+            if (*held > most) most = *held;
+        }
+    }
+    free(steps);
+    free(in_flight);
+    return most;
 }
 
 /* send buffers: a pool reused once their sends have completed */

@@ -35,7 +35,8 @@ typedef struct pipeline_step {
 int pipeline_schedule_steps(int pp_size, int pp_stage, int virtual_stages, int num_micro_batches,
                             int forward_only, pipeline_step *out);
 
-/* micro-batches this rank keeps in flight per chunk (activation slots to allocate) */
+/* activation slots to allocate per chunk: the most micro-batches any stage's training steps hold
+ * on one chunk between their forward and their backward (forward-only steps hold one) */
 int pipeline_activation_slots(int pp_size, int virtual_stages, int num_micro_batches);
 
 /* Run this rank's steps of pipeline_schedule_steps, in that order, receiving each step's input

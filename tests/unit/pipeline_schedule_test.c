@@ -4,8 +4,9 @@
  * 1..16 micro-batches, fewer micro-batches than stages included) and the interleaved schedule
  * (pp 2..4, vp 2..4, micro-batches a multiple of pp), training and forward-only; then invariants
  * of the whole pipeline: every (micro-batch, chunk) forwarded once and backwarded once after its
- * forward, activations in flight within pipeline_activation_slots, and all stages together run
- * to the end when every receive blocks until its sender has computed. */
+ * forward, pipeline_activation_slots the most micro-batches a stage of Megatron's schedule holds
+ * on one chunk, and all stages together run to the end when every receive blocks until its
+ * sender has computed. */
 #include "app/training/pipeline_schedule.h"
 #include "tests/tap.h"
 
@@ -167,10 +168,9 @@ static void describe(const step_list *list, char *text, size_t size) {
 }
 
 /* one stage: every (micro-batch, chunk) forwarded once, backwarded once after its forward (none
- * when forward_only), and at most `slots` forwarded and not yet backwarded per chunk */
-static int stage_is_consistent(const step_list *list, int vp, int nmb, int forward_only, int slots) {
+ * when forward_only) */
+static int stage_is_consistent(const step_list *list, int vp, int nmb, int forward_only) {
     int forwarded[MAX_CHUNKS][MAX_MICRO_BATCHES] = {{0}}, backwarded[MAX_CHUNKS][MAX_MICRO_BATCHES] = {{0}};
-    int in_flight[MAX_CHUNKS] = {0};
     for (int i = 0; i < list->count; i++) {
         const pipeline_step *step = &list->steps[i];
         if (step->micro_batch < 0 || step->micro_batch >= nmb || step->model_chunk < 0 || step->model_chunk >= vp)
@@ -178,16 +178,26 @@ static int stage_is_consistent(const step_list *list, int vp, int nmb, int forwa
         int chunk = step->model_chunk, micro_batch = step->micro_batch;
         if (step->kind == PIPELINE_FORWARD) {
             if (forwarded[chunk][micro_batch]++) return 0;
-            if (!forward_only && ++in_flight[chunk] > slots) return 0;
         } else {
             if (forward_only || !forwarded[chunk][micro_batch] || backwarded[chunk][micro_batch]++) return 0;
-            in_flight[chunk]--;
         }
     }
     for (int chunk = 0; chunk < vp; chunk++)
         for (int micro_batch = 0; micro_batch < nmb; micro_batch++)
             if (!forwarded[chunk][micro_batch] || backwarded[chunk][micro_batch] != !forward_only) return 0;
     return 1;
+}
+
+/* the most micro-batches one stage's training steps hold on one chunk (forwarded, not yet
+ * backwarded): the activation slots that stage needs per chunk */
+static int most_held(const step_list *list) {
+    int held[MAX_CHUNKS] = {0}, most = 0;
+    for (int i = 0; i < list->count; i++) {
+        int *count = &held[list->steps[i].model_chunk];
+        *count += list->steps[i].kind == PIPELINE_FORWARD ? 1 : -1;
+        if (*count > most) most = *count;
+    }
+    return most;
 }
 
 /* All stages together, each receive blocking until the sender has computed what it sends (sends
@@ -222,15 +232,16 @@ static int pipeline_completes(const step_list *stages, int pp, int vp) {
 
 /* every stage and micro-batch count of one (pp, vp, forward_only) family; returns cases checked */
 static void check_family(int pp, int vp, int forward_only, int *cases_total) {
-    int cases = 0, mismatches = 0, inconsistent = 0, stuck = 0;
+    int cases = 0, mismatches = 0, inconsistent = 0, stuck = 0, slot_mismatches = 0;
     char where[160] = "", text_ours[2048], text_reference[2048];
     for (int nmb = 1; nmb <= MAX_MICRO_BATCHES; nmb++) {
         if (vp > 1 && nmb % pp != 0) continue;
         step_list stages[MAX_STAGES];
-        int slots = pipeline_activation_slots(pp, vp, nmb);
+        int most = 0;
         for (int stage = 0; stage < pp; stage++) {
             step_list reference;
             reference_schedule(pp, stage, vp, nmb, forward_only, &reference);
+            if (most_held(&reference) > most) most = most_held(&reference);
             cases++;
             if (!ours(pp, stage, vp, nmb, forward_only, &stages[stage]) || !same_steps(&stages[stage], &reference)) {
                 if (!mismatches++) {
@@ -240,9 +251,10 @@ static void check_family(int pp, int vp, int forward_only, int *cases_total) {
                 }
                 continue;
             }
-            if (!stage_is_consistent(&stages[stage], vp, nmb, forward_only, slots)) inconsistent++;
+            if (!stage_is_consistent(&stages[stage], vp, nmb, forward_only)) inconsistent++;
         }
         if (!mismatches && !pipeline_completes(stages, pp, vp)) stuck++;
+        if (!forward_only && pipeline_activation_slots(pp, vp, nmb) != most) slot_mismatches++;
     }
     const char *name = vp > 1 ? "interleaved" : pp > 1 ? "1F1B" : "no pipelining";
     const char *mode = forward_only ? "forward-only" : "training";
@@ -251,9 +263,11 @@ static void check_family(int pp, int vp, int forward_only, int *cases_total) {
         tap_diag("ours:      %s", text_ours);
         tap_diag("Megatron:  %s", text_reference);
     }
-    tap_ok(inconsistent == 0, "%s pp %d vp %d %s: each (micro-batch, chunk) forwarded once, backwarded once after it, "
-           "within %s activation slots (%d stages failed)", name, pp, vp, mode, forward_only ? "the" : "pipeline_activation_slots'",
-           inconsistent);
+    tap_ok(inconsistent == 0, "%s pp %d vp %d %s: each (micro-batch, chunk) forwarded once, backwarded once after it "
+           "(%d stages failed)", name, pp, vp, mode, inconsistent);
+    if (!forward_only)
+        tap_ok(slot_mismatches == 0, "%s pp %d vp %d: pipeline_activation_slots is the most micro-batches a stage of "
+               "Megatron's schedule holds on one chunk (%d counts differ)", name, pp, vp, slot_mismatches);
     tap_ok(stuck == 0, "%s pp %d vp %d %s: the stages together run to the end with blocking receives (%d counts stuck)",
            name, pp, vp, mode, stuck);
     *cases_total += cases;
@@ -286,6 +300,13 @@ int main(void) {
      * of pp micro-batches per chunk, backwards from the last chunk */
     check_example(2, 0, 2, 4, "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0");
     check_example(2, 1, 2, 4, "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0");
+
+    /* activation slots by hand: 1F1B's first stage holds min(pp, nmb); interleaved stage 0 of pp 4
+     * vp 2 forwards micro-batches 0-7 on chunk 0 (virtual k = 0-3, 8-11) before its first chunk-0
+     * backward (backward k = 4, which follows forward k = 14): 8, not all 11 it has in flight */
+    tap_ok(pipeline_activation_slots(4, 1, 16) == 4 && pipeline_activation_slots(4, 1, 2) == 2 &&
+           pipeline_activation_slots(1, 1, 8) == 1, "1F1B activation slots: min(pp, micro-batches)");
+    tap_ok(pipeline_activation_slots(4, 2, 16) == 8, "interleaved pp 4 vp 2, 16 micro-batches: 8 activation slots per chunk");
 
     /* what Megatron refuses */
     tap_ok(pipeline_schedule_steps(2, 0, 2, 3, 0, NULL) == -1 && pipeline_schedule_steps(4, 1, 2, 6, 1, NULL) == -1,
