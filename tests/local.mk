@@ -27,8 +27,14 @@ tests_unit_tokenizer_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_tokenizer_test_LDADD = $(APP_LIBS)
 tests_unit_safetensors_test_SOURCES = tests/unit/safetensors_test.c
 tests_unit_safetensors_test_LDADD = $(APP_LIBS)
+check_PROGRAMS += tests/unit/pipeline_schedule_test tests/unit/rank_layout_test
+tests_unit_pipeline_schedule_test_SOURCES = tests/unit/pipeline_schedule_test.c
+tests_unit_pipeline_schedule_test_LDADD = $(APP_LIBS)
+tests_unit_rank_layout_test_SOURCES = tests/unit/rank_layout_test.c
+tests_unit_rank_layout_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/parameter_table_test \
-	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh \
+	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test \
+	tests/unit/pipeline_schedule_test tests/unit/rank_layout_test tests/unit/args_test.sh \
 	tests/unit/tools_args_test.sh tests/unit/layering_test.sh
 
 # ---- tools the tests run ----

@@ -40,27 +40,60 @@ static void discover_node(topology *t, int *node_key) {
     MPI_Comm_free(&node_comm);
 }
 
-/* parse "tp-cp-ep-dp-pp" into dimension ids, fastest first (validated by args) */
-static void parse_order(const char *text, int order[NUM_DIMS]) {
+/* the layout's dimension sizes, and its order ("tp-cp-ep-dp-pp", validated by args) as dimension
+ * ids, fastest first; returns the world size */
+static int layout_shape(const parallel_layout *layout, int size[NUM_DIMS], int order[NUM_DIMS]) {
     static const char *names[NUM_DIMS] = {"tp", "cp", "ep", "dp", "pp"};
-    char copy[32];
-    snprintf(copy, sizeof copy, "%s", text);
+    size[DIM_TP] = layout->tensor_model_parallel_size;
+    size[DIM_CP] = 1;
+    size[DIM_EP] = 1;
+    size[DIM_DP] = layout->data_parallel_size;
+    size[DIM_PP] = layout->pipeline_model_parallel_size;
+    char copy[sizeof layout->order];
+    snprintf(copy, sizeof copy, "%s", layout->order);
     int k = 0;
     for (char *save = NULL, *tok = strtok_r(copy, "-", &save); tok && k < NUM_DIMS; tok = strtok_r(NULL, "-", &save))
         for (int d = 0; d < NUM_DIMS; d++) if (strcmp(tok, names[d]) == 0) order[k++] = d;
+    int world_size = 1;
+    for (int d = 0; d < NUM_DIMS; d++) world_size *= size[d];
+    return world_size;
 }
 
-/* split the world into groups of ranks that agree on every coordinate outside `dims` */
-static void make_group(topology *t, comm_group *g, const char *name, const int *dims, int ndims) {
-    int color = 0, key = 0, stride = 1, key_stride = 1;
-    for (int d = NUM_DIMS - 1; d >= 0; d--) {
-        int inside = 0;
-        for (int i = 0; i < ndims; i++) inside |= dims[i] == d;
-        if (!inside) { color += t->coord[d] * stride; stride *= t->size[d]; }
+void parallel_layout_coords(const parallel_layout *layout, int ordered_rank, int coord[NUM_DIMS]) {
+    int size[NUM_DIMS], order[NUM_DIMS];
+    layout_shape(layout, size, order);
+    for (int k = 0; k < NUM_DIMS; k++) { coord[order[k]] = ordered_rank % size[order[k]]; ordered_rank /= size[order[k]]; }
+}
+
+int parallel_layout_groups(const parallel_layout *layout, int dimension_mask, int *ranks_out) {
+    int size[NUM_DIMS], order[NUM_DIMS];
+    int world_size = layout_shape(layout, size, order);
+    int group_size = 1;
+    for (int d = 0; d < NUM_DIMS; d++) if (dimension_mask & DIM_BIT(d)) group_size *= size[d];
+    for (int rank = 0; rank < world_size; rank++) {
+        int coord[NUM_DIMS];
+        parallel_layout_coords(layout, rank, coord);
+        /* group number: the other dimensions' coordinates; place in the group: the set's; each
+         * counted in the layout's order, its first dimension fastest */
+        int group = 0, group_stride = 1, place = 0, place_stride = 1;
+        for (int k = 0; k < NUM_DIMS; k++) {
+            int d = order[k];
+            if (dimension_mask & DIM_BIT(d)) { place += coord[d] * place_stride; place_stride *= size[d]; }
+            else { group += coord[d] * group_stride; group_stride *= size[d]; }
+        }
+        ranks_out[group * group_size + place] = rank;
     }
-    for (int i = 0; i < ndims; i++) { key += t->coord[dims[i]] * key_stride; key_stride *= t->size[dims[i]]; }
+    return group_size;
+}
+
+/* the group of dimension_mask that holds this rank: MPI_Comm_split by group, ranked by place */
+static void make_group(topology *t, comm_group *g, const char *name, int dimension_mask, const parallel_layout *layout,
+                       int *ranks) {
+    int group_size = parallel_layout_groups(layout, dimension_mask, ranks);
+    int index = 0;
+    while (ranks[index] != t->ordered_rank) index++;
     MPI_Comm comm;
-    CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));
+    CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, index / group_size, index % group_size, &comm));
     g->name = name;
     g->mpi = comm;
     CHECK_MPI(MPI_Comm_rank(comm, &g->rank));
@@ -91,39 +124,32 @@ void topology_create(topology *t, const parallel_layout *layout) {
     t->num_nodes = node + 1;
 
     snprintf(t->order, sizeof t->order, "%s", layout->order);
-    t->size[DIM_TP] = layout->tensor_model_parallel_size;
-    t->size[DIM_CP] = 1;
-    t->size[DIM_EP] = 1;
-    t->size[DIM_DP] = layout->data_parallel_size;
-    t->size[DIM_PP] = layout->pipeline_model_parallel_size;
     int order[NUM_DIMS];
-    parse_order(layout->order, order);
-    int rest = t->ordered_rank;
-    for (int k = 0; k < NUM_DIMS; k++) { t->coord[order[k]] = rest % t->size[order[k]]; rest /= t->size[order[k]]; }
-
-    /* does any tensor-parallel group cross nodes? members of one group differ only in tp */
-    int tp_stride = 1;
-    for (int k = 0; k < NUM_DIMS && order[k] != DIM_TP; k++) tp_stride *= t->size[order[k]];
-    t->tp_group_spans_nodes = 0;
-    for (int i = 0; i < t->world_size; i++) {
-        int tp_coord = (i / tp_stride) % t->size[DIM_TP];
-        int first = i - tp_coord * tp_stride;
-        if (node_of_ordered[i] != node_of_ordered[first]) t->tp_group_spans_nodes = 1;
-    }
-    free(all);
-    free(node_of_ordered);
-
+    int layout_ranks = layout_shape(layout, t->size, order);
+    CHECK(layout_ranks == t->world_size, "the parallel layout covers %d ranks, not the world's %d", layout_ranks,
+          t->world_size);
+    parallel_layout_coords(layout, t->ordered_rank, t->coord);
     t->tp_rank = t->coord[DIM_TP]; t->tp_size = t->size[DIM_TP];
     t->pp_rank = t->coord[DIM_PP]; t->pp_size = t->size[DIM_PP];
     t->dp_rank = t->coord[DIM_DP]; t->dp_size = t->size[DIM_DP];
 
+    int *ranks = malloc(sizeof(int) * (size_t)t->world_size);
+    CHECK(ranks, "out of host memory for the rank table");
+    /* does any tensor-parallel group cross nodes? */
+    int tp_size = parallel_layout_groups(layout, DIM_BIT(DIM_TP), ranks);
+    t->tp_group_spans_nodes = 0;
+    for (int i = 0; i < t->world_size; i++)
+        if (node_of_ordered[ranks[i]] != node_of_ordered[ranks[i - i % tp_size]]) t->tp_group_spans_nodes = 1;
+    free(all);
+    free(node_of_ordered);
+
     comm_group_create(&t->world, "world", MPI_COMM_WORLD);
-    int tp_dims[] = {DIM_TP}, pp_dims[] = {DIM_PP}, dp_dims[] = {DIM_DP}, mp_dims[] = {DIM_TP, DIM_PP};
-    make_group(t, &t->tp, "tensor-parallel", tp_dims, 1);
-    make_group(t, &t->pp, "pipeline-parallel", pp_dims, 1);
+    make_group(t, &t->tp, "tensor-parallel", DIM_BIT(DIM_TP), layout, ranks);
+    make_group(t, &t->pp, "pipeline-parallel", DIM_BIT(DIM_PP), layout, ranks);
     t->pp.point_to_point = 1;
-    make_group(t, &t->dp, "data-parallel", dp_dims, 1);
-    make_group(t, &t->model_parallel, "model-parallel", mp_dims, 2);
+    make_group(t, &t->dp, "data-parallel", DIM_BIT(DIM_DP), layout, ranks);
+    make_group(t, &t->model_parallel, "model-parallel", DIM_BIT(DIM_TP) | DIM_BIT(DIM_PP), layout, ranks);
+    free(ranks);
 
     /* embedding group: first and last stage of one pipeline (tied word embeddings) */
     int on_end = t->pp_rank == 0 || t->pp_rank == t->pp_size - 1;

@@ -11,12 +11,28 @@
 
 enum { DIM_TP, DIM_CP, DIM_EP, DIM_DP, DIM_PP, NUM_DIMS };
 
+/* a set of dimensions, one bit each: DIM_BIT(DIM_TP) | DIM_BIT(DIM_PP) is the model-parallel set */
+#define DIM_BIT(dimension) (1 << (dimension))
+
 /* the requested layout: sizes of the parallel dimensions and their order, fastest first
  * (Megatron's --parallel-order, e.g. "tp-cp-ep-dp-pp") */
 typedef struct parallel_layout {
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
     char order[32];
 } parallel_layout;
+
+/* The layout's arithmetic, pure (no MPI), over ordered ranks (positions in the node-by-node order,
+ * 0 .. tp x dp x pp - 1; cp and ep are 1 for now).
+ * The coordinate of ordered_rank in each dimension, the order's first dimension varying fastest. */
+void parallel_layout_coords(const parallel_layout *layout, int ordered_rank, int coord[NUM_DIMS]);
+
+/* The groups of a set of dimensions (dimension_mask, DIM_BIT's): ranks that share their coordinates
+ * in every other dimension. Writes every ordered rank into ranks_out, group after group, and
+ * returns the group size. As Megatron's RankGenerator.get_ranks: groups are numbered by the other
+ * dimensions' coordinates and a rank's place in its group (the rank it gets in that group) counts
+ * the set's coordinates, both in the layout's order, its first dimension fastest. A group's
+ * members thus ascend, so a rank's place is its rank in Megatron's process group too. */
+int parallel_layout_groups(const parallel_layout *layout, int dimension_mask, int *ranks_out);
 
 typedef struct topology {
     int world_rank, world_size;

@@ -1,17 +1,71 @@
-/* pipeline_schedule.c: see pipeline_schedule.h.
- * Virtual micro-batch k (0 <= k < nmb*vp) maps, as in Megatron's interleaved schedule, to
- * chunk (k mod (pp*vp)) / pp (reversed for backward) and micro-batch
- * (k / (pp*vp)) * pp + k mod pp. With vp = 1 this is simply micro-batch k on chunk 0.
- * Warm-up forwards: pp - stage - 1 (1F1B), or 2(pp - stage - 1) + (vp - 1) pp (interleaved). */
+/* pipeline_schedule.c: see pipeline_schedule.h. The order of a stage's steps is computed first
+ * (pipeline_schedule_steps, pure), then pipeline_run executes it step by step with each step's
+ * receive and send. */
 #include "app/training/pipeline_schedule.h"
 #include "app/core/error.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* Append the forward or backward of virtual micro-batch k (0 <= k < nmb vp). As in Megatron's
+ * get_schedule_table (microbatch_group_size_per_vp_stage at its default, pp), groups of pp
+ * micro-batches go through chunk 0, then chunk 1, ...: k is micro-batch (k / (pp vp)) pp + k mod pp
+ * on chunk (k mod (pp vp)) / pp, chunks reversed for backwards (get_model_chunk_id). With vp = 1
+ * this is micro-batch k on chunk 0. */
+static int add_step(pipeline_step *out, int count, pipeline_step_kind kind, int pp_size,
+                    int virtual_stages, int virtual_micro_batch) {
+    if (out) {
+        int group_span = pp_size * virtual_stages;
+        int chunk = (virtual_micro_batch % group_span) / pp_size;
+        out[count].kind = kind;
+        out[count].micro_batch = (virtual_micro_batch / group_span) * pp_size + virtual_micro_batch % pp_size;
+        out[count].model_chunk = kind == PIPELINE_FORWARD ? chunk : virtual_stages - 1 - chunk;
+    }
+    return count + 1;
+}
+
+/* Warm-up forwards: pp - stage - 1 (1F1B) or 2 (pp - stage - 1) + (vp - 1) pp (interleaved), at most
+ * all of them (Megatron's get_pp_rank_microbatches); then one forward and one backward at a time;
+ * then the remaining backwards. */
+int pipeline_schedule_steps(int pp_size, int pp_stage, int virtual_stages, int num_micro_batches,
+                            int forward_only, pipeline_step *out) {
+    if (virtual_stages > 1 && (pp_size < 2 || num_micro_batches % pp_size != 0)) return -1;
+    int total = num_micro_batches * virtual_stages;
+    int warmup = virtual_stages > 1 ? 2 * (pp_size - pp_stage - 1) + (virtual_stages - 1) * pp_size
+                                    : pp_size - pp_stage - 1;
+    if (forward_only || warmup > total) warmup = total;
+    int count = 0;
+    for (int k = 0; k < warmup; k++)
+        count = add_step(out, count, PIPELINE_FORWARD, pp_size, virtual_stages, k);
+    for (int k = 0; k < total - warmup; k++) {
+        count = add_step(out, count, PIPELINE_FORWARD, pp_size, virtual_stages, warmup + k);
+        count = add_step(out, count, PIPELINE_BACKWARD, pp_size, virtual_stages, k);
+    }
+    if (!forward_only)
+        for (int k = total - warmup; k < total; k++)
+            count = add_step(out, count, PIPELINE_BACKWARD, pp_size, virtual_stages, k);
+    return count;
+}
+
 int pipeline_activation_slots(int pp_size, int virtual_stages, int num_micro_batches) {
-    int in_flight = virtual_stages > 1 ? 2 * (pp_size - 1) + (virtual_stages - 1) * pp_size + 1 : pp_size;
-    return in_flight < num_micro_batches ? in_flight : num_micro_batches;
+    int count = pipeline_schedule_steps(pp_size, 0, virtual_stages, num_micro_batches, 0, NULL);
+    if (count <= 0) return 1;
+    pipeline_step *steps = malloc(sizeof(pipeline_step) * (size_t)count);
+    int *in_flight = malloc(sizeof(int) * (size_t)virtual_stages);
+    CHECK(steps && in_flight, "out of host memory for the pipeline schedule");
+    int most = 1;
+    for (int stage = 0; stage < pp_size; stage++) {
+        pipeline_schedule_steps(pp_size, stage, virtual_stages, num_micro_batches, 0, steps);
+        memset(in_flight, 0, sizeof(int) * (size_t)virtual_stages);
+        for (int i = 0; i < count; i++) {
+            int *held = &in_flight[steps[i].model_chunk];
+            *held += steps[i].kind == PIPELINE_FORWARD ? 1 : -1;
+            if (*held > most) most = *held;
+        }
+    }
+    free(steps);
+    free(in_flight);
+    return most;
 }
 
 /* send buffers: a pool reused once their sends have completed */
@@ -31,15 +85,6 @@ typedef struct schedule_state {
     int pool_size, pool_capacity;
     double loss_sum;
 } schedule_state;
-
-static int chunk_of(const schedule_state *s, int k, int forward) {
-    int chunk = (k % (s->pp * s->vp)) / s->pp;
-    return forward ? chunk : s->vp - 1 - chunk;
-}
-
-static int micro_batch_of(const schedule_state *s, int k) {
-    return (k / (s->pp * s->vp)) * s->pp + k % s->pp;
-}
 
 /* message tag: which micro-batch, which receiving chunk, which direction */
 static int tag_of(const schedule_state *s, int micro_batch, int receiver_chunk, int backward) {
@@ -87,49 +132,47 @@ static void release_slot(schedule_state *s, int chunk, int micro_batch) {
     s->slot_busy[chunk * slots + s->slot_of[chunk * s->nmb + micro_batch]] = 0;
 }
 
-static void forward_step(schedule_state *s, int k, int forward_only) {
-    int chunk = chunk_of(s, k, 1), mb = micro_batch_of(s, k);
+static void forward_step(schedule_state *s, int micro_batch, int chunk, int forward_only) {
     size_t count = (size_t)s->model->local_rows * (size_t)s->model->config.hidden_size;
     int first_virtual = chunk == 0 && s->stage == 0;
     int last_virtual = chunk == s->vp - 1 && s->stage == s->pp - 1;
-    int slot = take_slot(s, chunk, mb);
+    int slot = take_slot(s, chunk, micro_batch);
     if (!first_virtual) {
         int from = s->stage > 0 ? s->stage - 1 : s->pp - 1;
         s->comm->recv(gpt_chunk_input(s->model, chunk, slot), count, s->model->act_dtype, from,
-                      tag_of(s, mb, chunk, 0), &s->topo->pp);
+                      tag_of(s, micro_batch, chunk, 0), &s->topo->pp);
     }
     const int *tokens = NULL, *targets = NULL;
     micro_batch_rng rng;
-    s->source->load(s->source->context, mb, &tokens, &targets, &rng);
+    s->source->load(s->source->context, micro_batch, &tokens, &targets, &rng);
     s->loss_sum += gpt_chunk_forward(s->model, chunk, slot, tokens, targets, rng, s->grad_scale);
     if (!last_virtual) {
         int to = s->stage < s->pp - 1 ? s->stage + 1 : 0;
         int to_chunk = s->stage < s->pp - 1 ? chunk : chunk + 1;
-        send_tensor(s, gpt_chunk_output(s->model, chunk, slot), count, to, tag_of(s, mb, to_chunk, 0));
+        send_tensor(s, gpt_chunk_output(s->model, chunk, slot), count, to, tag_of(s, micro_batch, to_chunk, 0));
     }
-    if (forward_only) release_slot(s, chunk, mb);
+    if (forward_only) release_slot(s, chunk, micro_batch);
 }
 
-static void backward_step(schedule_state *s, int k) {
-    int chunk = chunk_of(s, k, 0), mb = micro_batch_of(s, k);
+static void backward_step(schedule_state *s, int micro_batch, int chunk) {
     size_t count = (size_t)s->model->local_rows * (size_t)s->model->config.hidden_size;
     int first_virtual = chunk == 0 && s->stage == 0;
     int last_virtual = chunk == s->vp - 1 && s->stage == s->pp - 1;
     if (!last_virtual) {
         int from = s->stage < s->pp - 1 ? s->stage + 1 : 0;
-        s->comm->recv(gpt_grad_buffer(s->model), count, s->model->act_dtype, from, tag_of(s, mb, chunk, 1),
+        s->comm->recv(gpt_grad_buffer(s->model), count, s->model->act_dtype, from, tag_of(s, micro_batch, chunk, 1),
                       &s->topo->pp);
     }
     const int *tokens = NULL, *targets = NULL;
     micro_batch_rng rng;
-    s->source->load(s->source->context, mb, &tokens, &targets, &rng);
-    if (s->dp) s->dp->last_micro_batch = mb == s->nmb - 1;
-    gpt_chunk_backward(s->model, chunk, s->slot_of[chunk * s->nmb + mb], rng);
-    release_slot(s, chunk, mb);
+    s->source->load(s->source->context, micro_batch, &tokens, &targets, &rng);
+    if (s->dp) s->dp->last_micro_batch = micro_batch == s->nmb - 1;
+    gpt_chunk_backward(s->model, chunk, s->slot_of[chunk * s->nmb + micro_batch], rng);
+    release_slot(s, chunk, micro_batch);
     if (!first_virtual) {
         int to = s->stage > 0 ? s->stage - 1 : s->pp - 1;
         int to_chunk = s->stage > 0 ? chunk : chunk - 1;
-        send_tensor(s, gpt_grad_buffer(s->model), count, to, tag_of(s, mb, to_chunk, 1));
+        send_tensor(s, gpt_grad_buffer(s->model), count, to, tag_of(s, micro_batch, to_chunk, 1));
     }
 }
 
@@ -153,16 +196,16 @@ double pipeline_run(gpt_model *model, data_parallel *dp, const comm_ops *comm, c
     s.slot_busy = calloc((size_t)(s.vp * slots), sizeof(int));
     CHECK(s.slot_of && s.slot_busy, "out of host memory for the pipeline schedule");
 
-    int total = s.nmb * s.vp;
-    int warmup = s.vp > 1 ? 2 * (s.pp - s.stage - 1) + (s.vp - 1) * s.pp : s.pp - s.stage - 1;
-    if (forward_only || warmup > total) warmup = total;
-    for (int k = 0; k < warmup; k++) forward_step(&s, k, forward_only);
-    for (int i = 0; i < total - warmup; i++) {
-        forward_step(&s, warmup + i, forward_only);
-        backward_step(&s, i);
+    int count = pipeline_schedule_steps(s.pp, s.stage, s.vp, s.nmb, forward_only, NULL);
+    CHECK(count > 0, "pipeline schedule: %d micro-batches do not fit %d stages x %d virtual stages", s.nmb, s.pp, s.vp);
+    pipeline_step *steps = malloc(sizeof(pipeline_step) * (size_t)count);
+    CHECK(steps, "out of host memory for the pipeline schedule");
+    pipeline_schedule_steps(s.pp, s.stage, s.vp, s.nmb, forward_only, steps);
+    for (int i = 0; i < count; i++) {
+        if (steps[i].kind == PIPELINE_FORWARD) forward_step(&s, steps[i].micro_batch, steps[i].model_chunk, forward_only);
+        else backward_step(&s, steps[i].micro_batch, steps[i].model_chunk);
     }
-    if (!forward_only)
-        for (int k = total - warmup; k < total; k++) backward_step(&s, k);
+    free(steps);
 
     for (int i = 0; i < s.pool_size; i++) {
         comm->wait(&s.pool[i].request);

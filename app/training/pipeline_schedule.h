@@ -17,10 +17,30 @@ typedef struct micro_batch_source {
                  micro_batch_rng *rng);
 } micro_batch_source;
 
-/* micro-batches this rank keeps in flight per chunk (activation slots to allocate) */
+/* One step of a stage's schedule: the forward or the backward of one micro-batch on one of the
+ * stage's model chunks (virtual stages; chunk 0 when there is no interleaving). */
+typedef enum pipeline_step_kind { PIPELINE_FORWARD, PIPELINE_BACKWARD } pipeline_step_kind;
+typedef struct pipeline_step {
+    pipeline_step_kind kind;
+    int micro_batch, model_chunk;
+} pipeline_step;
+
+/* The order in which stage pp_stage of pp_size, holding virtual_stages model chunks, computes
+ * the num_micro_batches micro-batches of one global batch (forwards only when forward_only):
+ * Megatron-Core's forward_backward_no_pipelining (pp_size 1), _without_interleaving (1F1B) or
+ * _with_interleaving (virtual_stages > 1). Writes the steps to out unless out is NULL and returns
+ * their count (num_micro_batches * virtual_stages, twice that with backwards), or -1 for
+ * arguments Megatron rejects (the interleaved schedule needs pp_size > 1 and num_micro_batches a
+ * multiple of pp_size). Pure: no communication, no model. */
+int pipeline_schedule_steps(int pp_size, int pp_stage, int virtual_stages, int num_micro_batches,
+                            int forward_only, pipeline_step *out);
+
+/* activation slots to allocate per chunk: the most micro-batches any stage's training steps hold
+ * on one chunk between their forward and their backward (forward-only steps hold one) */
 int pipeline_activation_slots(int pp_size, int virtual_stages, int num_micro_batches);
 
-/* Run the schedule. forward_only: evaluation (no backward). Returns the sum of per-token losses
+/* Run this rank's steps of pipeline_schedule_steps, in that order, receiving each step's input
+ * and sending its output. forward_only: evaluation (no backward). Returns the sum of per-token losses
  * computed on this rank (non-zero only on the last stage). dp may be NULL for forward_only. */
 double pipeline_run(gpt_model *model, data_parallel *dp, const comm_ops *comm, const topology *topo,
                     int num_micro_batches, int forward_only, const micro_batch_source *source,
