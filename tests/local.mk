@@ -13,7 +13,7 @@ EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh
 # ---- unit ----
 check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \
 	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test \
-	tests/unit/checkpoint_format_test
+	tests/unit/checkpoint_boxes_test tests/unit/checkpoint_format_test
 tests_unit_kernels_grad_test_SOURCES = tests/unit/kernels_grad_test.c
 tests_unit_kernels_grad_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
@@ -25,11 +25,13 @@ tests_unit_tokenizer_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_tokenizer_test_LDADD = $(APP_LIBS)
 tests_unit_safetensors_test_SOURCES = tests/unit/safetensors_test.c
 tests_unit_safetensors_test_LDADD = $(APP_LIBS)
+tests_unit_checkpoint_boxes_test_SOURCES = tests/unit/checkpoint_boxes_test.c
+tests_unit_checkpoint_boxes_test_LDADD = $(APP_LIBS)
 tests_unit_checkpoint_format_test_SOURCES = tests/unit/checkpoint_format_test.c
 tests_unit_checkpoint_format_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/lr_schedule_test \
-	tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/checkpoint_format_test \
-	tests/unit/args_test.sh tests/unit/layering_test.sh
+	tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/checkpoint_boxes_test \
+	tests/unit/checkpoint_format_test tests/unit/args_test.sh tests/unit/layering_test.sh
 
 # ---- tools the tests run ----
 check_PROGRAMS += tests/tools/compare_params tests/tools/corpus_tool tests/tools/checkpoint_vs_dump \
