@@ -428,13 +428,12 @@ static void import_from_hf(const options *o) {
                            s.files[f].path, s.files[f].tensors[i].name, s.config_path,
                            (long long)c.n_layer);
 
-    char release_path[path_max], tracker_path[path_max];
-    snprintf(release_path, sizeof release_path, "%s/release.h5", o->save);
-    snprintf(tracker_path, sizeof tracker_path, "%s/%s", o->save, CHECKPOINT_TRACKER_NAME);
-    refuse_existing(release_path, o->overwrite);
-    refuse_existing(tracker_path, o->overwrite);
+    checkpoint_names release;
+    if (checkpoint_names_for(&release, o->save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
+    refuse_existing(release.file, o->overwrite);
+    refuse_existing(release.tracker, o->overwrite);
 
-    checkpoint_writer *w = checkpoint_writer_create(o->save, 0, 1, err, sizeof err);
+    checkpoint_writer *w = checkpoint_writer_create(o->save, CHECKPOINT_RELEASE, err, sizeof err);
     if (!w) user_error("%s", err);
     checkpoint_write_int_arg(w, "num_layers", m.num_layers);
     checkpoint_write_int_arg(w, "hidden_size", m.hidden);
@@ -466,7 +465,7 @@ static void import_from_hf(const options *o) {
     checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
     if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
     printf("> %s: %s -> %s: %lld layers, hidden %lld, %lld heads, vocab %lld padded to %lld, %s "
-           "(%d tensors from %d file%s)\n", program_name, o->input, release_path,
+           "(%d tensors from %d file%s)\n", program_name, o->input, release.file,
            (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.vocab,
            (long long)m.padded_vocab, m.untied ? "untied output layer" : "tied embeddings", count,
            s.num_files, s.num_files == 1 ? "" : "s");

@@ -5,6 +5,7 @@
  * never filled (every element is written by some rank), and aligned to 1 MiB so that large
  * tensors start on file-system block boundaries. */
 #include "io/checkpoint_file.h"
+#include "io/hdf5_attributes.h"
 #include "io/hdf5_check.h"
 
 #include <stdio.h>
@@ -99,97 +100,39 @@ void checkpoint_make_group(checkpoint_file *f, const char *group) {
 
 int checkpoint_has_group(checkpoint_file *f, const char *group) { return link_exists(f->file, group); }
 
-/* write (create or overwrite) attribute `name` of `group` */
-static void put_attribute(checkpoint_file *f, const char *group, const char *name, hid_t type,
-                          const void *value) {
-    checkpoint_make_group(f, group);
-    hid_t g = H5Gopen2(f->file, group, H5P_DEFAULT);
+/* the object at `group` (created on demand when writing; -1 when reading and missing) */
+static hid_t open_group(checkpoint_file *f, const char *group, int create) {
+    if (create) checkpoint_make_group(f, group);
+    else if (!link_exists(f->file, group)) return -1;
+    hid_t g = H5Oopen(f->file, group, H5P_DEFAULT);
     CHECK_HDF5(g);
-    htri_t exists = H5Aexists(g, name);
-    CHECK_HDF5(exists);
-    if (exists) CHECK_HDF5(H5Adelete(g, name));
-    hid_t space = H5Screate(H5S_SCALAR);
-    CHECK_HDF5(space);
-    hid_t attribute = H5Acreate2(g, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_HDF5(attribute);
-    CHECK_HDF5(H5Awrite(attribute, type, value));
-    CHECK_HDF5(H5Aclose(attribute));
-    CHECK_HDF5(H5Sclose(space));
-    CHECK_HDF5(H5Gclose(g));
+    return g;
 }
 
 void checkpoint_put_int(checkpoint_file *f, const char *group, const char *name, int64_t value) {
-    put_attribute(f, group, name, H5T_NATIVE_INT64, &value);
+    hid_t g = open_group(f, group, 1);
+    hdf5_write_int_attribute(g, name, value);
+    CHECK_HDF5(H5Oclose(g));
 }
 
 void checkpoint_put_double(checkpoint_file *f, const char *group, const char *name, double value) {
-    put_attribute(f, group, name, H5T_NATIVE_DOUBLE, &value);
-}
-
-/* strings are fixed-length, null-terminated C strings */
-void checkpoint_put_string(checkpoint_file *f, const char *group, const char *name, const char *value) {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    CHECK_HDF5(type);
-    CHECK_HDF5(H5Tset_size(type, strlen(value) + 1));
-    CHECK_HDF5(H5Tset_strpad(type, H5T_STR_NULLTERM));
-    put_attribute(f, group, name, type, value);
-    CHECK_HDF5(H5Tclose(type));
-}
-
-/* open attribute `name` of `group`, or -1 when either is missing */
-static hid_t open_attribute(checkpoint_file *f, const char *group, const char *name) {
-    if (!link_exists(f->file, group)) return -1;
-    hid_t g = H5Oopen(f->file, group, H5P_DEFAULT);
-    CHECK_HDF5(g);
-    htri_t exists = H5Aexists(g, name);
-    CHECK_HDF5(exists);
-    hid_t attribute = exists ? H5Aopen(g, name, H5P_DEFAULT) : -1;
-    if (exists) CHECK_HDF5(attribute);
+    hid_t g = open_group(f, group, 1);
+    hdf5_write_double_attribute(g, name, value);
     CHECK_HDF5(H5Oclose(g));
-    return attribute;
+}
+
+void checkpoint_put_string(checkpoint_file *f, const char *group, const char *name, const char *value) {
+    hid_t g = open_group(f, group, 1);
+    hdf5_write_string_attribute(g, name, value);
+    CHECK_HDF5(H5Oclose(g));
 }
 
 int checkpoint_get_int(checkpoint_file *f, const char *group, const char *name, int64_t *value) {
-    hid_t attribute = open_attribute(f, group, name);
-    if (attribute < 0) return -1;
-    CHECK_HDF5(H5Aread(attribute, H5T_NATIVE_INT64, value));
-    CHECK_HDF5(H5Aclose(attribute));
-    return 0;
-}
-
-int checkpoint_get_double(checkpoint_file *f, const char *group, const char *name, double *value) {
-    hid_t attribute = open_attribute(f, group, name);
-    if (attribute < 0) return -1;
-    CHECK_HDF5(H5Aread(attribute, H5T_NATIVE_DOUBLE, value));
-    CHECK_HDF5(H5Aclose(attribute));
-    return 0;
-}
-
-int checkpoint_get_string(checkpoint_file *f, const char *group, const char *name, char *value, size_t size) {
-    hid_t attribute = open_attribute(f, group, name);
-    if (attribute < 0) return -1;
-    hid_t stored = H5Aget_type(attribute);
-    CHECK_HDF5(stored);
-    int ok = H5Tget_class(stored) == H5T_STRING && !H5Tis_variable_str(stored);
-    size_t length = ok ? H5Tget_size(stored) : 0;
-    H5T_cset_t charset = ok ? H5Tget_cset(stored) : H5T_CSET_ASCII; /* HDF5 converts no charsets */
-    CHECK_HDF5(H5Tclose(stored));
-    if (!ok || length == 0) {
-        CHECK_HDF5(H5Aclose(attribute));
-        return -1;
-    }
-    char *buffer = calloc(length + 1, 1);
-    CHECK(buffer, "out of host memory for an attribute");
-    hid_t type = H5Tcopy(H5T_C_S1);
-    CHECK_HDF5(type);
-    CHECK_HDF5(H5Tset_size(type, length));
-    CHECK_HDF5(H5Tset_cset(type, charset));
-    CHECK_HDF5(H5Aread(attribute, type, buffer));
-    snprintf(value, size, "%s", buffer);
-    free(buffer);
-    CHECK_HDF5(H5Tclose(type));
-    CHECK_HDF5(H5Aclose(attribute));
-    return 0;
+    hid_t g = open_group(f, group, 0);
+    if (g < 0) return -1;
+    int status = hdf5_read_scalar_attribute(g, name, H5T_NATIVE_INT64, 0, value);
+    CHECK_HDF5(H5Oclose(g));
+    return status;
 }
 
 /* ---- tensors ---- */

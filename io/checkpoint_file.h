@@ -3,8 +3,9 @@
  * datasets in the same order, and every rank calls every tensor transfer, with an empty
  * selection when it has nothing to move. A rank's part of a global 2-D tensor is a list of boxes
  * (rectangles of the global index space) whose elements, in row-major order of the global tensor,
- * are contiguous in the rank's memory. This layer knows nothing about models: app/checkpointing.c
- * turns parameter shards and optimizer ranges into boxes. */
+ * are contiguous in the rank's memory. This layer knows nothing about models: app/checkpoint/
+ * turns the shards that models and optimizers describe into boxes. The format around the tensors
+ * (names, tracker, commit, root attributes) is io/checkpoint_format.h. */
 #ifndef CHECKPOINT_FILE_H
 #define CHECKPOINT_FILE_H
 
@@ -12,10 +13,6 @@
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#define CHECKPOINT_FORMAT_NAME "megatron-c checkpoint"
-#define CHECKPOINT_FORMAT_VERSION 1
-#define CHECKPOINT_TRACKER "latest_checkpointed_iteration.txt"
 
 typedef struct checkpoint_file {
     hid_t file;
@@ -45,16 +42,15 @@ int checkpoint_file_open(checkpoint_file *f, const char *path, MPI_Comm comm, in
                          size_t errlen);
 void checkpoint_file_close(checkpoint_file *f);
 
-/* groups and attributes ("group" is "/" or a path like "/args"; groups are created on demand) */
+/* groups and attributes ("group" is "/" or a path like "/args"; groups are created on demand),
+ * stored as io/hdf5_attributes.h stores them (int64, double, fixed-length UTF-8 strings) */
 void checkpoint_make_group(checkpoint_file *f, const char *group);
 int checkpoint_has_group(checkpoint_file *f, const char *group);
 void checkpoint_put_int(checkpoint_file *f, const char *group, const char *name, int64_t value);
 void checkpoint_put_double(checkpoint_file *f, const char *group, const char *name, double value);
 void checkpoint_put_string(checkpoint_file *f, const char *group, const char *name, const char *value);
-/* readers return 0, or -1 when the attribute is missing (value untouched) */
+/* returns 0, or -1 when the attribute is missing or not an integer (value untouched) */
 int checkpoint_get_int(checkpoint_file *f, const char *group, const char *name, int64_t *value);
-int checkpoint_get_double(checkpoint_file *f, const char *group, const char *name, double *value);
-int checkpoint_get_string(checkpoint_file *f, const char *group, const char *name, char *value, size_t size);
 
 /* float32 tensors of global shape [rows, cols] (cols == 0: a vector of rows elements) */
 void checkpoint_create_tensor(checkpoint_file *f, const char *path, int64_t rows, int64_t cols);

@@ -2,14 +2,10 @@
  * (see checkpoint_serial.h and io/CHECKPOINT_FORMAT.md). */
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
-
 #include "io/hdf5_attributes.h"
 #include "io/hdf5_check.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,40 +25,21 @@ static quiet_hdf5 quiet_begin(void) {
 static void quiet_end(quiet_hdf5 saved) { H5Eset_auto2(H5E_DEFAULT, saved.handler, saved.data); }
 
 /* ---- reading ------------------------------------------------------------------------------ */
-static int is_folder(const char *path) { struct stat st; return stat(path, &st) == 0 && S_ISDIR(st.st_mode); }
-
 int checkpoint_resolve(const char *dir_or_file, char *path, size_t path_size, char *err,
                        size_t errlen) {
     struct stat st;
     if (stat(dir_or_file, &st) != 0)
         return error_format(err, errlen, "%s: %s", dir_or_file, strerror(errno));
-    if (!is_folder(dir_or_file)) {
+    if (!S_ISDIR(st.st_mode)) {
         snprintf(path, path_size, "%s", dir_or_file);
         return 0;
     }
-    char tracker[CHECKPOINT_PATH_MAX + 64], text[64] = {0};
-    snprintf(tracker, sizeof tracker, "%s/%s", dir_or_file, CHECKPOINT_TRACKER_NAME);
-    FILE *f = fopen(tracker, "r");
-    if (!f)
-        return error_format(err, errlen, "%s: cannot read the tracker (%s): is %s a checkpoint folder?",
-                    tracker, strerror(errno), dir_or_file);
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = 0;
-    char *start = text, *end = text + n;
-    while (*start && isspace((unsigned char)*start)) start++;
-    while (end > start && isspace((unsigned char)end[-1])) *--end = 0;
-    if (!strcmp(start, "release")) {
-        snprintf(path, path_size, "%s/release.h5", dir_or_file);
-        return 0;
-    }
-    char *rest;
-    errno = 0;
-    long long iteration = strtoll(start, &rest, 10);
-    if (!*start || *rest || errno || iteration < 0)
-        return error_format(err, errlen, "%s: holds '%s', expected an iteration number or 'release'",
-                    tracker, start);
-    snprintf(path, path_size, "%s/iter_%07lld.h5", dir_or_file, iteration);
+    int64_t iteration;
+    checkpoint_names names;
+    if (checkpoint_tracker_read(dir_or_file, &iteration, err, errlen) != 0 ||
+        checkpoint_names_for(&names, dir_or_file, iteration, err, errlen) != 0)
+        return -1;
+    snprintf(path, path_size, "%s", names.file);
     return 0;
 }
 
@@ -78,22 +55,12 @@ int checkpoint_reader_open(const char *path, checkpoint_reader *reader, char *er
         error_format(err, errlen, "%s: not an HDF5 file (or damaged)", path);
         goto out;
     }
-    char *format = hdf5_read_string_attribute(reader->file, "format");
-    int is_checkpoint = format && !strcmp(format, CHECKPOINT_FORMAT_NAME);
-    free(format);
-    int64_t version = 0, complete = 0;
-    if (!is_checkpoint) {
-        error_format(err, errlen, "%s: root attribute format is not \"%s\" (not a megatron-c checkpoint)",
-             path, CHECKPOINT_FORMAT_NAME);
-    } else if (hdf5_read_scalar_attribute(reader->file, "format_version", H5T_NATIVE_INT64, 0, &version) ||
-               version != CHECKPOINT_FORMAT_VERSION) {
-        error_format(err, errlen, "%s: format_version %lld, this program reads version %d", path,
-             (long long)version, CHECKPOINT_FORMAT_VERSION);
-    } else if (hdf5_read_scalar_attribute(reader->file, "complete", H5T_NATIVE_INT64, 0, &complete) ||
-               complete != 1) {
+    checkpoint_header_status header = checkpoint_header_check(reader->file, path, err, errlen);
+    if (header == CHECKPOINT_INCOMPLETE) /* the converter's own wording of this one (its test expects it) */
         error_format(err, errlen, "%s: the checkpoint is not complete (root attribute complete is not 1): "
              "its save was interrupted", path);
-    } else if ((reader->args = H5Gopen2(reader->file, "args", H5P_DEFAULT)) < 0) {
+    if (header != CHECKPOINT_HEADER_OK) goto out;
+    if ((reader->args = H5Gopen2(reader->file, "args", H5P_DEFAULT)) < 0) {
         error_format(err, errlen, "%s: no /args group", path);
     } else if ((reader->model = H5Gopen2(reader->file, "model", H5P_DEFAULT)) < 0) {
         error_format(err, errlen, "%s: no /model group", path);
@@ -213,44 +180,28 @@ int checkpoint_reader_read_tensor(const checkpoint_reader *reader, const char *n
 
 /* ---- writing ------------------------------------------------------------------------------ */
 struct checkpoint_writer {
-    char dir[CHECKPOINT_PATH_MAX], final_path[CHECKPOINT_PATH_MAX + 32];
-    char partial_path[CHECKPOINT_PATH_MAX + 48], tracker_text[32];
+    checkpoint_names names;
     hid_t file, args, model;
 };
 
-checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, int release,
-                                            char *err, size_t errlen) {
-    if (!is_folder(dir) && mkdir(dir, 0777) != 0) {
-        error_format(err, errlen, "%s: cannot create the folder: %s", dir, strerror(errno));
-        return NULL;
-    }
+checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, char *err, size_t errlen) {
     checkpoint_writer *w = calloc(1, sizeof *w);
     CHECK(w, "out of memory");
-    snprintf(w->dir, sizeof w->dir, "%s", dir);
-    if (release) {
-        snprintf(w->final_path, sizeof w->final_path, "%s/release.h5", dir);
-        snprintf(w->tracker_text, sizeof w->tracker_text, "release");
-    } else {
-        snprintf(w->final_path, sizeof w->final_path, "%s/iter_%07lld.h5", dir, (long long)iteration);
-        snprintf(w->tracker_text, sizeof w->tracker_text, "%lld", (long long)iteration);
-    }
-    snprintf(w->partial_path, sizeof w->partial_path, "%s.partial", w->final_path);
-    quiet_hdf5 saved = quiet_begin();
-    w->file = H5Fcreate(w->partial_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    quiet_end(saved);
-    if (w->file < 0) {
-        error_format(err, errlen, "%s: cannot create the HDF5 file (is the folder writable?)",
-             w->partial_path);
+    if (checkpoint_names_for(&w->names, dir, iteration, err, errlen) != 0 ||
+        checkpoint_make_directory(dir, err, errlen) != 0) {
         free(w);
         return NULL;
     }
-    hid_t root = w->file;
-    hdf5_write_string_attribute(root, "format", CHECKPOINT_FORMAT_NAME);
-    hdf5_write_int_attribute(root, "format_version", CHECKPOINT_FORMAT_VERSION);
-    hdf5_write_int_attribute(root, "complete", 0);
-    hdf5_write_int_attribute(root, "iteration", iteration);
-    hdf5_write_int_attribute(root, "consumed_train_samples", 0);
-    hdf5_write_int_attribute(root, "consumed_valid_samples", 0);
+    quiet_hdf5 saved = quiet_begin();
+    w->file = H5Fcreate(w->names.partial, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    quiet_end(saved);
+    if (w->file < 0) {
+        error_format(err, errlen, "%s: cannot create the HDF5 file (is the folder writable?)",
+             w->names.partial);
+        free(w);
+        return NULL;
+    }
+    checkpoint_header_write(w->file, iteration, 0, 0);
     w->args = H5Gcreate2(w->file, "args", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     CHECK_HDF5(w->args);
     w->model = H5Gcreate2(w->file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -293,47 +244,12 @@ void checkpoint_writer_write_tensor(checkpoint_writer *w, const char *name, int 
     CHECK_HDF5(H5Sclose(space));
 }
 
-static int fsync_path(const char *path, int folder) {
-    int fd = open(path, folder ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return -1;
-    int status = fsync(fd);
-    close(fd);
-    return status;
-}
-
 int checkpoint_writer_commit(checkpoint_writer *w, char *err, size_t errlen) {
-    hdf5_write_int_attribute(w->file, "complete", 1);
+    checkpoint_header_set_complete(w->file);
     CHECK_HDF5(H5Gclose(w->model));
     CHECK_HDF5(H5Gclose(w->args));
     CHECK_HDF5(H5Fclose(w->file));
-    int status = -1;
-    char tracker[CHECKPOINT_PATH_MAX + 64], tracker_tmp[CHECKPOINT_PATH_MAX + 80];
-    snprintf(tracker, sizeof tracker, "%s/%s", w->dir, CHECKPOINT_TRACKER_NAME);
-    snprintf(tracker_tmp, sizeof tracker_tmp, "%s.tmp", tracker);
-    if (fsync_path(w->partial_path, 0) != 0) {
-        error_format(err, errlen, "%s: fsync failed: %s", w->partial_path, strerror(errno));
-        unlink(w->partial_path);
-        goto out;
-    }
-    if (rename(w->partial_path, w->final_path) != 0) {
-        error_format(err, errlen, "cannot rename %s to %s: %s", w->partial_path, w->final_path,
-             strerror(errno));
-        unlink(w->partial_path);
-        goto out;
-    }
-    fsync_path(w->dir, 1);
-    /* the tracker, as Megatron writes it: the bare iteration or "release", no newline */
-    FILE *f = fopen(tracker_tmp, "w");
-    int ok = f && fputs(w->tracker_text, f) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f) != 0) ok = 0;
-    if (!ok || rename(tracker_tmp, tracker) != 0) {
-        error_format(err, errlen, "%s: cannot write the tracker: %s", tracker, strerror(errno));
-        unlink(tracker_tmp);
-        goto out;
-    }
-    fsync_path(w->dir, 1);
-    status = 0;
-out:
+    int status = checkpoint_commit(&w->names, err, errlen);
     free(w);
     return status;
 }
@@ -342,6 +258,6 @@ void checkpoint_writer_abandon(checkpoint_writer *w) {
     H5Gclose(w->model);
     H5Gclose(w->args);
     H5Fclose(w->file);
-    unlink(w->partial_path);
+    unlink(w->names.partial);
     free(w);
 }

@@ -1,8 +1,9 @@
 /* checkpoint_serial.h: whole-tensor, single-process access to our HDF5 checkpoint
  * (io/CHECKPOINT_FORMAT.md) for offline tools such as convert_checkpoint. Training reads and
  * writes checkpoints collectively elsewhere; this side only needs /args, /model and the root
- * attributes, read or written with the default (serial) HDF5 driver. Bad input comes back as
- * -1 with one message naming the file; HDF5 failures on files we create abort (CHECK_HDF5). */
+ * attributes, read or written with the default (serial) HDF5 driver. File names, the tracker,
+ * the commit protocol and the root attributes are io/checkpoint_format.h's. Bad input comes back
+ * as -1 with one message naming the file; HDF5 failures on files we create abort (CHECK_HDF5). */
 #ifndef CHECKPOINT_SERIAL_H
 #define CHECKPOINT_SERIAL_H
 
@@ -10,9 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CHECKPOINT_FORMAT_NAME "megatron-c checkpoint"
-#define CHECKPOINT_TRACKER_NAME "latest_checkpointed_iteration.txt"
-enum { CHECKPOINT_FORMAT_VERSION = 1, CHECKPOINT_PATH_MAX = 4096 };
+#include "io/checkpoint_format.h"
 
 /* ---- reading ------------------------------------------------------------------------------ */
 /* Turns --load's argument into a checkpoint file: a .h5 file is itself; a folder is read
@@ -48,11 +47,10 @@ int checkpoint_reader_read_tensor(const checkpoint_reader *reader, const char *n
 /* ---- writing ------------------------------------------------------------------------------ */
 typedef struct checkpoint_writer checkpoint_writer;
 
-/* Creates DIR/release.h5.partial (release != 0) or DIR/iter_NNNNNNN.h5.partial with the root
- * attributes (complete = 0 until commit) and the groups /args, /model, /rng, /lr_scheduler.
- * Returns NULL with a message when the folder or file cannot be created. */
-checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, int release,
-                                            char *err, size_t errlen);
+/* Creates the folder dir and DIR/iter_NNNNNNN.h5.partial (DIR/release.h5.partial for
+ * CHECKPOINT_RELEASE) with the root attributes (complete = 0 until commit) and the groups /args
+ * and /model. Returns NULL with a message when the folder or file cannot be created. */
+checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, char *err, size_t errlen);
 void checkpoint_write_int_arg(checkpoint_writer *writer, const char *name, int64_t value);
 void checkpoint_write_double_arg(checkpoint_writer *writer, const char *name, double value);
 void checkpoint_write_string_arg(checkpoint_writer *writer, const char *name, const char *value);
@@ -62,8 +60,8 @@ void checkpoint_write_group_int(checkpoint_writer *writer, const char *group, co
 /* /model/<name>, float32, contiguous, in this global shape */
 void checkpoint_writer_write_tensor(checkpoint_writer *writer, const char *name, int ndim,
                              const int64_t *shape, const float *data);
-/* Sets complete = 1, closes and fsyncs the file, renames it into place and points the tracker
- * at it (tmp + fsync + rename), as the commit protocol says. Frees the writer. */
+/* Sets complete = 1, closes the file and commits it (checkpoint_commit: fsync, rename, tracker).
+ * Frees the writer. */
 int checkpoint_writer_commit(checkpoint_writer *writer, char *err, size_t errlen);
 /* Closes and deletes the .partial file. Frees the writer. */
 void checkpoint_writer_abandon(checkpoint_writer *writer);

@@ -6,6 +6,7 @@ io_libio_a_SOURCES = \
 	io/mmap_indexed.c io/mmap_indexed.h \
 	io/jsonl_reader.c io/jsonl_reader.h \
 	io/hdf5_check.h io/hdf5_attributes.c io/hdf5_attributes.h \
+	io/checkpoint_format.c io/checkpoint_format.h \
 	io/checkpoint_file.c io/checkpoint_file.h \
 	io/checkpoint_serial.c io/checkpoint_serial.h \
 	io/safetensors.c io/safetensors.h

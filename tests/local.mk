@@ -13,7 +13,7 @@ EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh
 # ---- unit ----
 check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \
 	tests/unit/parameter_table_test tests/unit/lr_schedule_test tests/unit/tokenizer_test \
-	tests/unit/safetensors_test
+	tests/unit/safetensors_test tests/unit/checkpoint_boxes_test tests/unit/checkpoint_format_test
 tests_unit_kernels_grad_test_SOURCES = tests/unit/kernels_grad_test.c
 tests_unit_kernels_grad_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
@@ -32,10 +32,15 @@ tests_unit_pipeline_schedule_test_SOURCES = tests/unit/pipeline_schedule_test.c
 tests_unit_pipeline_schedule_test_LDADD = $(APP_LIBS)
 tests_unit_rank_layout_test_SOURCES = tests/unit/rank_layout_test.c
 tests_unit_rank_layout_test_LDADD = $(APP_LIBS)
+tests_unit_checkpoint_boxes_test_SOURCES = tests/unit/checkpoint_boxes_test.c
+tests_unit_checkpoint_boxes_test_LDADD = $(APP_LIBS)
+tests_unit_checkpoint_format_test_SOURCES = tests/unit/checkpoint_format_test.c
+tests_unit_checkpoint_format_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/parameter_table_test \
 	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test \
-	tests/unit/pipeline_schedule_test tests/unit/rank_layout_test tests/unit/args_test.sh \
-	tests/unit/tools_args_test.sh tests/unit/layering_test.sh
+	tests/unit/pipeline_schedule_test tests/unit/rank_layout_test tests/unit/checkpoint_boxes_test \
+	tests/unit/checkpoint_format_test tests/unit/args_test.sh tests/unit/tools_args_test.sh \
+	tests/unit/layering_test.sh
 
 # ---- tools the tests run ----
 check_PROGRAMS += tests/tools/compare_params tests/tools/corpus_tool tests/tools/checkpoint_vs_dump \

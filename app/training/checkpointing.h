@@ -1,8 +1,12 @@
 /* checkpointing.h: saving and loading the whole training state (Megatron's --save/--load) as one
  * parallel-HDF5 file per checkpoint, every tensor in its global shape (io/CHECKPOINT_FORMAT.md).
- * Saving writes each tensor once (one data-parallel replica, one tensor-parallel rank for
- * replicated tensors, never the tied-embedding copy); loading lets every rank read exactly the
- * part its own layout holds, so any TP/PP/DP layout loads any checkpoint. */
+ * The glue of Megatron's training/checkpointing.py: the model and the optimizer describe their
+ * shards (app/model/gpt_sharded_state.h, app/optim/optimizer_sharded_state.h), this file adds
+ * the scalar state (arguments, iteration, consumed samples, RNG, scheduler, optimizer step),
+ * applies --finetune, --no-load-optim, --no-load-rng and --no-save-optim, and
+ * app/checkpoint/dist_checkpoint.h moves it all. Saving writes each tensor once; loading lets
+ * every rank read exactly the part its own layout holds, so any TP/PP/DP layout loads any
+ * checkpoint. */
 #ifndef CHECKPOINTING_H
 #define CHECKPOINTING_H
 
@@ -17,8 +21,5 @@ void checkpoint_save(trainer *t, const char *dir);
  * tracker (training then starts from scratch, as Megatron does). Bad or mismatched checkpoints
  * stop the job with a message naming the file, the tensor and both shapes. */
 int checkpoint_load(trainer *t, const char *dir);
-
-/* iteration of the newest complete checkpoint in dir: -1 when there is none */
-int64_t checkpoint_latest_iteration(const char *dir);
 
 #endif

@@ -1,0 +1,21 @@
+/* gpt_sharded_state.h: the GPT model's part of a checkpoint (Megatron's sharded_state_dict):
+ * every global parameter as the tensor /model/<name>, in global order, with the blocks of it
+ * this rank holds. A checkpoint stores fp32 weights: with fp32 parameters (the CPU backend) the
+ * parameters themselves; in mixed precision the optimizer's fp32 master weights, which
+ * app/optim/optimizer_sharded_state.h adds, so the model then only declares the tensors. */
+#ifndef GPT_SHARDED_STATE_H
+#define GPT_SHARDED_STATE_H
+
+#include "app/checkpoint/checkpoint_boxes.h"
+#include "app/checkpoint/sharded_state.h"
+#include "app/model/gpt_model.h"
+
+/* where parameter p's local block sits in its global tensor */
+shard_block gpt_param_block(const param_tensor *p);
+
+/* Declares every /model tensor and, with fp32 parameters, adds the ones this rank holds (the
+ * tied-embedding copy included: loading fills it too). Saving, the copy that counts once
+ * (param_is_primary_copy) of data-parallel rank 0 writes. */
+void gpt_sharded_state(const gpt_model *model, int dp_rank, sharded_state *state);
+
+#endif
