@@ -1,5 +1,6 @@
 # jobs/local.mk: the Slurm job tooling: the renderer (jobs/mkjob), the local launcher, the sbatch
-# and local templates, the large-model presets, the example renders and the real-Slurm test.
+# and local templates, the large-model presets and the example renders (its test,
+# tests/slurm/slurm_test.sh, is registered in tests/local.mk).
 # Included from Makefile.am. mkjob finds its templates next to itself or, installed in $(bindir),
 # in $(pkgdatadir)/jobs/templates, and presets in configs/ or $(pkgdatadir).
 dist_bin_SCRIPTS = jobs/mkjob jobs/launch_local
@@ -10,5 +11,3 @@ jobspresetsdir = $(pkgdatadir)
 dist_jobspresets_DATA = configs/gpt-1.3b.args configs/gpt3-175b.args
 EXTRA_DIST += jobs/README.md jobs/examples/gpt-1.3b-1x8.sbatch jobs/examples/gpt3-175b-128x8.sbatch
 
-TESTS += tests/slurm_test.sh
-EXTRA_DIST += tests/slurm_test.sh
