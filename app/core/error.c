@@ -24,16 +24,23 @@ static void abort_job(int code) {
     exit(code);
 }
 
+/* the message is formatted first and written with one call, so that the lines of ranks failing
+ * together do not interleave */
 void fatal_at(const char *file, int line, const char *fmt, ...) {
+    char message[2048];
     va_list ap;
-    fflush(stdout);
-    fprintf(stderr, "[rank %d] %s: FATAL at %s:%d: ", world_rank(), program_name, file, line);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n");
+    fflush(stdout);
+    fprintf(stderr, "[rank %d] %s: FATAL at %s:%d: %s\n", world_rank(), program_name, file, line,
+            message);
     fflush(stderr);
     abort_job(1);
+}
+
+void error_report_fatal(const char *file, int line, const char *message) {
+    fatal_at(file, line, "%s", message);
 }
 
 void mpi_check_at(int err, const char *call, const char *file, int line) {
@@ -71,13 +78,13 @@ void user_error(const char *fmt, ...) {
 }
 
 void user_error_local(const char *fmt, ...) {
+    char message[2048];
     va_list ap;
-    fflush(stdout);
-    fprintf(stderr, "[rank %d] %s: error: ", world_rank(), program_name);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n");
+    fflush(stdout);
+    fprintf(stderr, "[rank %d] %s: error: %s\n", world_rank(), program_name, message); /* one write */
     fflush(stderr);
     abort_job(2);
 }
