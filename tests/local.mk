@@ -12,12 +12,9 @@ EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh
 
 # ---- unit ----
 check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \
-	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test \
-	tests/unit/kernel_error_test
+	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test
 tests_unit_kernels_grad_test_SOURCES = tests/unit/kernels_grad_test.c
 tests_unit_kernels_grad_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
-tests_unit_kernel_error_test_SOURCES = tests/unit/kernel_error_test.c
-tests_unit_kernel_error_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_lr_schedule_test_SOURCES = tests/unit/lr_schedule_test.c
@@ -29,7 +26,13 @@ tests_unit_safetensors_test_SOURCES = tests/unit/safetensors_test.c
 tests_unit_safetensors_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/lr_schedule_test \
 	tests/unit/tokenizer_test tests/unit/safetensors_test tests/unit/args_test.sh \
-	tests/unit/layering_test.sh tests/unit/kernel_error_test
+	tests/unit/layering_test.sh
+
+# the kernels' error path (kernels_fatal and the handler an application installs)
+check_PROGRAMS += tests/unit/kernel_error_test
+tests_unit_kernel_error_test_SOURCES = tests/unit/kernel_error_test.c
+tests_unit_kernel_error_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/unit/kernel_error_test
 
 # ---- tools the tests run ----
 check_PROGRAMS += tests/tools/compare_params tests/tools/corpus_tool tests/tools/checkpoint_vs_dump \
@@ -54,7 +57,10 @@ tests_mpi_dataset_test_SOURCES = tests/mpi/dataset_test.c
 tests_mpi_dataset_test_LDADD = $(APP_LIBS)
 TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data_test.sh \
 	tests/mpi/checkpoint_test.sh tests/mpi/dataset_test.sh tests/mpi/preprocess_test.sh \
-	tests/mpi/convert_checkpoint_test.sh tests/mpi/fatal_error_test.sh
+	tests/mpi/convert_checkpoint_test.sh
+
+# a failure inside the kernels ends the whole job through the application's handler
+TESTS += tests/mpi/fatal_error_test.sh
 
 # ---- GPU (each skips with exit 77 where there is no GPU) ----
 if HAVE_CUDA
