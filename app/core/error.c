@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 const char *program_name = "pretrain_gpt";
 
@@ -15,12 +16,22 @@ static int world_rank(void) {
     return rank;
 }
 
+/* The launcher (Hydra, Slurm) forwards a rank's stderr asynchronously, and MPI_Abort can end the
+ * job before it has: the message just written would be lost. Pausing a moment before the abort
+ * lets it through; nothing is waiting on a rank that is about to end the job anyway. */
+static const struct timespec message_delivery_pause = {0, 500 * 1000 * 1000};
+
 static void abort_job(int code) __attribute__((noreturn));
 static void abort_job(int code) {
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
-    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+    if (initialized && !finalized) {
+        fflush(stdout);
+        fflush(stderr);
+        nanosleep(&message_delivery_pause, NULL);
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
     exit(code);
 }
 
