@@ -69,6 +69,7 @@ static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
 
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
+    kernels_set_error_handler(error_report_fatal);
     int rank = 0, world_size = 1, local_rank = 0, local_size = 1;
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));

@@ -152,6 +152,27 @@ typedef struct kernel_ops {
     double (*sum_squares)(const float *x, size_t n);
 } kernel_ops;
 
+/* ---- errors: one handler, installed by the application ----
+ * A backend never aborts on its own: every failed check (an allocation, a CUDA, cuBLAS or
+ * cuBLASLt call, an unsupported shape) calls kernels_fatal(), which formats the message and
+ * hands it, with the file and line of the check, to the installed handler. The application
+ * installs one that names the rank and ends the whole job with MPI_Abort (error_report_fatal in
+ * app/core/error.h); with none installed (the kernel unit tests) the default prints
+ * "FATAL at file:line: message" to stderr and calls abort(). A handler must not return (it may
+ * longjmp, as a test does); if it does, the default runs. kernels_set_error_handler returns the
+ * handler it replaces; NULL restores the default. Implemented in kernels/kernel_error.c. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef void (*kernel_error_handler)(const char *file, int line, const char *message);
+kernel_error_handler kernels_set_error_handler(kernel_error_handler handler);
+void kernels_fatal(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+#ifdef __cplusplus
+}
+#endif
+#define KERNELS_FATAL(...) kernels_fatal(__FILE__, __LINE__, __VA_ARGS__)
+
 /* The CPU reference backend (always built). */
 const kernel_ops *kernels_cpu(void);
 #ifdef HAVE_CUDA

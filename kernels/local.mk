@@ -1,6 +1,6 @@
 # kernels/local.mk: the compute backends behind kernels/kernels.h.
 noinst_LIBRARIES += kernels/libkernels.a
-kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h \
+kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/kernel_error.c \
 	kernels/cpu/cpu_backend.c kernels/cpu/cpu_memory.c kernels/cpu/cpu_embedding.c \
 	kernels/cpu/cpu_layernorm.c kernels/cpu/cpu_matmul.c kernels/cpu/cpu_attention.c \
 	kernels/cpu/cpu_elementwise.c kernels/cpu/cpu_cross_entropy.c kernels/cpu/cpu_adamw.c \
@@ -29,14 +29,15 @@ kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.
 endif
 EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES)
 
-# the attention benchmark (perf/attention_bench.cu includes cuda_attention.cu itself); built only
-# on request: make perf/attention_bench [ATTN_BENCH_FLAGS='-DATTN_FWD_WARPS=4 ...']
+# the attention benchmark (perf/attention_bench.cu includes cuda_attention.cu itself; the library
+# supplies only kernels_fatal); built only on request:
+# make perf/attention_bench [ATTN_BENCH_FLAGS='-DATTN_FWD_WARPS=4 ...']
 if HAVE_CUDA
 perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu $(top_srcdir)/perf/attention_bench_old.cuh \
 		$(top_srcdir)/kernels/cuda/cuda_attention.cu $(top_srcdir)/kernels/philox.h \
-		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%)
+		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) kernels/libkernels.a
 	@$(MKDIR_P) perf
-	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $(ATTN_BENCH_FLAGS) $< -o $@
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $(ATTN_BENCH_FLAGS) $< kernels/libkernels.a -o $@
 CLEANFILES += perf/attention_bench
 endif
 EXTRA_DIST += perf/attention_bench.cu perf/attention_bench_old.cuh

@@ -42,6 +42,12 @@ TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/param
 	tests/unit/checkpoint_format_test tests/unit/args_test.sh tests/unit/tools_args_test.sh \
 	tests/unit/layering_test.sh
 
+# the kernels' error path (kernels_fatal and the handler an application installs)
+check_PROGRAMS += tests/unit/kernel_error_test
+tests_unit_kernel_error_test_SOURCES = tests/unit/kernel_error_test.c
+tests_unit_kernel_error_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/unit/kernel_error_test
+
 # ---- tools the tests run ----
 check_PROGRAMS += tests/tools/compare_params tests/tools/corpus_tool tests/tools/checkpoint_vs_dump \
 	tests/tools/h5_set_attribute tests/tools/make_hf_fixture tests/tools/model_logits
@@ -68,6 +74,9 @@ tests_mpi_tensor_parallel_test_LDADD = $(APP_LIBS)
 TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data_test.sh \
 	tests/mpi/checkpoint_test.sh tests/mpi/dataset_test.sh tests/mpi/preprocess_test.sh \
 	tests/mpi/convert_checkpoint_test.sh tests/mpi/tensor_parallel_test.sh
+
+# a failure inside the kernels ends the whole job through the application's handler
+TESTS += tests/mpi/fatal_error_test.sh
 
 # ---- GPU (each skips with exit 77 where there is no GPU) ----
 if HAVE_CUDA

@@ -13,6 +13,12 @@ void fatal_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
 #define FATAL(...) fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 
+/* the same for a message already formatted: the handler a lower layer reports through. Programs
+ * that use the kernels install it right after MPI_Init, so a failed allocation or CUDA call
+ * names the rank and ends the job like any FATAL:
+ *     kernels_set_error_handler(error_report_fatal);   (kernels/kernels.h) */
+void error_report_fatal(const char *file, int line, const char *message) __attribute__((noreturn));
+
 /* check an MPI call; on failure name it with MPI's error string */
 void mpi_check_at(int err, const char *call, const char *file, int line);
 #define CHECK_MPI(call) mpi_check_at((call), #call, __FILE__, __LINE__)

@@ -10,7 +10,6 @@
  *   dv[t2] += drop(att)[t1,t2] dout[t1];  datt[t1,t2] = keep/(1-p) * dout[t1].v[t2]
  *   dpreatt = att * (datt - sum_t2 att*datt);  dq[t1] += dpreatt k[t2]/sqrt(D), dk[t2] += dpreatt q[t1]/sqrt(D) */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -94,11 +93,8 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
     for (size_t i = 0; i < (size_t)B * T * C3; i++) dqkv[i] = 0.0f;
 
     float *datt = malloc((size_t)(T > 0 ? T : 1) * sizeof(float)); /* d loss / d att, one row */
-    if (datt == NULL) {
-        fprintf(stderr, "cpu backend: out of memory allocating %zu bytes\n",
-                (size_t)T * sizeof(float));
-        abort();
-    }
+    if (datt == NULL)
+        KERNELS_FATAL("cpu backend: out of memory allocating %zu bytes", (size_t)T * sizeof(float));
 
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < H; h++) {

@@ -4,7 +4,6 @@
  * from the start, like device memory: a job that does not fit fails at start-up rather than at
  * some page fault later, and the cost of first touching fresh pages is paid here, not inside
  * the first iteration or a checkpoint load. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +16,7 @@ static void *(*const volatile fill_memory)(void *, int, size_t) = memset;
 void *cpu_alloc(size_t bytes) {
     /* malloc(0) may return NULL; hand out a valid 1-byte block instead so NULL always means OOM */
     void *ptr = malloc(bytes ? bytes : 1);
-    if (ptr == NULL) {
-        fprintf(stderr, "cpu backend: out of memory allocating %zu bytes\n", bytes);
-        abort();
-    }
+    if (ptr == NULL) KERNELS_FATAL("cpu backend: out of memory allocating %zu bytes", bytes);
     fill_memory(ptr, 0, bytes ? bytes : 1);
     return ptr;
 }

@@ -801,9 +801,7 @@ static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 
 static int attn_padded_head_dim(int D) {
     if (D >= 1 && D <= 64) return 64;
     if (D <= 128) return 128;
-    fprintf(stderr, "FATAL at %s:%d: cuda attention supports head dimensions 1..128, got %d\n",
-            __FILE__, __LINE__, D);
-    abort();
+    KERNELS_FATAL("cuda attention supports head dimensions 1..128, got %d", D);
 }
 
 extern "C" size_t cuda_attention_workspace_bytes(int B, int T, int H, int D) {

@@ -63,7 +63,7 @@ static bf16 host_float_to_bf16(float f) {
 static void backend_copy_to_host_float(float *host_dst, const void *src, size_t n) {
     if (!n) return;
     bf16 *staging = (bf16 *)malloc(sizeof(bf16) * n);
-    if (!staging) { fprintf(stderr, "FATAL: out of host memory (%zu bf16)\n", n); abort(); }
+    if (!staging) KERNELS_FATAL("out of host memory staging %zu bf16 values", n);
     backend_copy_to_host(staging, src, sizeof(bf16) * n);
     for (size_t i = 0; i < n; i++) host_dst[i] = host_bf16_to_float(staging[i]);
     free(staging);
@@ -72,7 +72,7 @@ static void backend_copy_to_host_float(float *host_dst, const void *src, size_t 
 static void backend_copy_from_host_float(void *dst, const float *host_src, size_t n) {
     if (!n) return;
     bf16 *staging = (bf16 *)malloc(sizeof(bf16) * n);
-    if (!staging) { fprintf(stderr, "FATAL: out of host memory (%zu bf16)\n", n); abort(); }
+    if (!staging) KERNELS_FATAL("out of host memory staging %zu bf16 values", n);
     for (size_t i = 0; i < n; i++) staging[i] = host_float_to_bf16(host_src[i]);
     backend_copy_from_host(dst, staging, sizeof(bf16) * n);
     free(staging);

@@ -26,17 +26,14 @@ static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)(
 
 /* ---- shared by the elementwise, embedding, layer norm, matmul and AdamW kernels ---- */
 
-/* a failing cuBLASLt call is named with its file and line, then the job aborts (expand only in
- * files that include <cublasLt.h>) */
+/* a failing cuBLASLt call is named with its status, file and line and reported through
+ * kernels_fatal, like CHECK_CUDA (expand only in files that include <cublasLt.h>) */
 #define CHECK_CUBLAS(call)                                                                 \
     do {                                                                                   \
         cublasStatus_t cublas_status_ = (call);                                            \
-        if (cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                     \
-            fprintf(stderr, "FATAL at %s:%d: %s failed: %s (status %d)\n", __FILE__,       \
-                    __LINE__, #call, cublasLtGetStatusString(cublas_status_),              \
-                    (int)cublas_status_);                                                  \
-            abort();                                                                       \
-        }                                                                                  \
+        if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                                       \
+            kernels_fatal(__FILE__, __LINE__, "%s failed: %s (status %d)", #call,          \
+                          cublasLtGetStatusString(cublas_status_), (int)cublas_status_);   \
     } while (0)
 
 /* whether a pointer allows 128-bit (8 x bf16, 4 x fp32) loads and stores */

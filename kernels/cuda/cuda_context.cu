@@ -16,12 +16,7 @@ extern "C" void cuda_context_init(int device) {
     if (context_ready) return;
     CHECK_CUDA(cudaSetDevice(device));
     CHECK_CUDA(cudaStreamCreateWithFlags(&context_stream, cudaStreamNonBlocking));
-    cublasStatus_t status = cublasLtCreate(&context_cublaslt);
-    if (status != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "FATAL at %s:%d: cublasLtCreate failed: status %d\n", __FILE__, __LINE__,
-                (int)status);
-        abort();
-    }
+    CHECK_CUBLAS(cublasLtCreate(&context_cublaslt));
     CHECK_CUDA(cudaMalloc(&context_cublaslt_workspace, cublaslt_workspace_bytes));
     context_ready = 1;
 }

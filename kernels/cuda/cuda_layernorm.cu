@@ -30,11 +30,9 @@ static void allow_shared_memory(const void *kernel, size_t bytes, const char *wh
     int device = 0, limit = 0;
     CHECK_CUDA(cudaGetDevice(&device));
     CHECK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (bytes > (size_t)limit) {
-        fprintf(stderr, "FATAL at %s:%d: %s needs %zu bytes of shared memory, the device allows %d\n",
-                __FILE__, __LINE__, what, bytes, limit);
-        abort();
-    }
+    if (bytes > (size_t)limit)
+        KERNELS_FATAL("%s needs %zu bytes of shared memory, the device allows %d", what, bytes,
+                      limit);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)bytes));
 }

@@ -178,7 +178,7 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
         cuda_cublaslt_handle(), plan->desc, plan->a_layout, plan->b_layout, plan->d_layout,
         plan->d_layout, preference, 1, &result, &returned);
     if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
-        CHECK_CUBLAS(status); /* a real error: report it and abort */
+        CHECK_CUBLAS(status); /* a real error: report it (the job ends) */
     plan->has_algo = status == CUBLAS_STATUS_SUCCESS && returned > 0 &&
                      result.state == CUBLAS_STATUS_SUCCESS;
     if (plan->has_algo) plan->algo = result.algo;

@@ -11,11 +11,13 @@
 #include "app/core/error.h"
 #include "app/data/mock_data.h"
 #include "app/training/training.h"
+#include "kernels/kernels.h"
 
 
 
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
+    kernels_set_error_handler(error_report_fatal);
     program_name = "model_logits";
     int world_size;
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));

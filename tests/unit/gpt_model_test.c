@@ -3,9 +3,11 @@
  *    of elements of every parameter tensor (catches wiring mistakes between kernels).
  * 2. Initialization is layout-independent: element i of a tensor depends only on seed, name, i.
  * 3. A tiny GPT overfits one fixed batch: the loss falls below a bound with AdamW. */
+#include "app/core/error.h"
 #include "app/parallel/comm.h"
 #include "app/model/gpt_model.h"
 #include "app/optim/optimizer.h"
+#include "kernels/kernels.h"
 #include "kernels/philox.h"
 #include "tests/tap.h"
 
@@ -159,6 +161,7 @@ static void check_overfit(void) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    kernels_set_error_handler(error_report_fatal);
     comm_group_create(&self_group, "self", MPI_COMM_SELF);
     check_gradients(0, 0.0f);
     check_gradients(1, 0.0f);
