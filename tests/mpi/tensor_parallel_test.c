@@ -122,6 +122,7 @@ static void check_vocab_statistics(const tensor_parallel_comm *tp, float *x) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    kernels_set_error_handler(error_report_fatal);
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
     const kernel_ops *ops = kernels_cpu();

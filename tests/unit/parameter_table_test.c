@@ -8,6 +8,7 @@
  * 4. Per-rank flags: no weight decay exactly for vectors; with --sequence-parallel a partial
  *    gradient exactly for replicated tensors other than the position embeddings.
  * 5. The Hugging Face list: one entry per global tensor, GPT-2 names, shapes and transforms. */
+#include "app/core/error.h"
 #include "app/model/gpt_model.h"
 #include "app/model/gpt_parameter_table.h"
 #include "app/model/hf_gpt2_layout.h"
@@ -291,6 +292,7 @@ static void check_hf_list(int untie) {
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
+    kernels_set_error_handler(error_report_fatal);
     comm_group_create(&self_group, "self", MPI_COMM_SELF);
     for (int untie = 0; untie <= 1; untie++) check_global_list(untie);
     check_part_counts();
