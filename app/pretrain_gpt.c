@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 #include "app/tokenizers/tokenizer.h"
 #include "app/training/training.h"
+#include "perf/metrics/peak_flops.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -41,7 +42,8 @@ static void set_blas_threads(int local_size) {
 }
 
 /* --device: cuda when asked for or (auto) when this rank sees a GPU; one GPU per rank, chosen
- * by the node-local rank. Sets the MFU peak from the GPU's name unless --peak-tflops gave it. */
+ * by the node-local rank. Sets the MFU peak from the GPU's name (perf's table) unless
+ * --peak-tflops gave it. */
 static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
 #ifdef HAVE_CUDA
     int devices = cuda_device_count();
@@ -53,7 +55,9 @@ static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
     int device = local_rank % devices;
     cuda_context_init(device);
     char name[256];
-    double peak = cuda_peak_bf16_tflops(device, name, (int)sizeof name);
+    cuda_device_name(device, name, (int)sizeof name);
+    /* the CUDA backend computes in bf16: MFU against the dense bf16 tensor-core peak */
+    double peak = peak_tflops_lookup(name, PEAK_BF16);
     if (a->peak_tflops == 0) a->peak_tflops = (float)peak;
     if (rank == 0)
         printf("> GPU %d of %d: %s, peak dense bf16 %.1f TFLOP/s%s\n", device, devices, name, a->peak_tflops,

@@ -181,8 +181,8 @@ const kernel_ops *kernels_cpu(void);
 const kernel_ops *kernels_cuda(void);
 int cuda_device_count(void);
 void cuda_context_init(int device);
-/* dense bf16 peak TFLOP/s recognized from the device's name (written to name); 0 if unknown */
-double cuda_peak_bf16_tflops(int device, char *name, int name_length);
+/* the device's name as the driver reports it (the peak table is the application's); 0 or -1 */
+int cuda_device_name(int device, char *name, int name_length);
 #endif
 
 /* element i of a compute-dtype buffer */

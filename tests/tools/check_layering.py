@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_layering.py: the include-direction rule of the tree (README, "Code map").
 
-Every quoted include in app/, io/ and kernels/ is written from the root of the tree
+Every quoted include in app/, io/, kernels/ and perf/metrics/ is written from the root of the tree
 ("app/model/gpt_model.h"; config.h is the one exception) and may only point to its own layer
 or to the layers below it, as LAYERS says. The link line (APP_LIBS in app/local.mk) must list
 each library once, in the same top-down order. Prints one line per violation and exits 1 when
@@ -17,6 +17,7 @@ import sys
 LAYERS = [
     ("kernels", "kernels/", []),
     ("core", "app/core/", []),
+    ("perf", "perf/metrics/", ["core"]),
     ("io", "io/", ["core"]),
     ("tokenizers", "app/tokenizers/", ["core"]),
     ("parallel", "app/parallel/", ["core", "kernels"]),
@@ -25,7 +26,7 @@ LAYERS = [
     ("model", "app/model/", ["core", "io", "kernels", "parallel", "checkpoint"]),
     ("optim", "app/optim/", ["core", "io", "kernels", "parallel", "checkpoint", "model"]),
     ("training", "app/training/", ["core", "io", "kernels", "parallel", "checkpoint", "model",
-                                   "optim", "data", "tokenizers"]),
+                                   "optim", "data", "tokenizers", "perf"]),
     ("programs", "app/", None),  # the entry points at the top of app/: anything
 ]
 # the libraries of the link line, top down (each may use only those after it)
@@ -33,6 +34,7 @@ LIBRARIES = {"training": "app/training/libtraining.a", "optim": "app/optim/libop
              "model": "app/model/libmodel.a", "checkpoint": "app/checkpoint/libcheckpoint.a",
              "data": "app/data/libdata.a", "parallel": "app/parallel/libparallel.a",
              "tokenizers": "app/tokenizers/libtokenizers.a", "io": "io/libio.a",
+             "perf": "perf/metrics/libperfmetrics.a",
              "core": "app/core/libcore.a", "kernels": "kernels/libkernels.a"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -55,7 +57,7 @@ def allowed(layer):
 
 def check_includes(root):
     problems = []
-    for top in ("app", "io", "kernels"):
+    for top in ("app", "io", "kernels", "perf/metrics"):
         for directory, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
                 if not name.endswith(SOURCE_SUFFIXES):

@@ -6,13 +6,13 @@
 CHECK="python3 $top_srcdir/tests/tools/check_layering.py"
 
 $CHECK "$top_srcdir" > "$WORK/tree.txt" 2>&1
-ok $? "every include in app/, io/ and kernels/ points down the layers; APP_LIBS lists each library once, top down"
+ok $? "every include in app/, io/, kernels/ and perf/metrics/ points down the layers; APP_LIBS lists each library once, top down"
 sed 's/^/#   /' "$WORK/tree.txt"
 
 # a copy of the sources to plant violations in
 copy_tree() {
     rm -rf "$WORK/tree" && mkdir -p "$WORK/tree"
-    (cd "$top_srcdir" && tar cf - app io kernels --exclude='*.o' --exclude='*.a') | (cd "$WORK/tree" && tar xf -)
+    (cd "$top_srcdir" && tar cf - app io kernels perf/metrics --exclude='*.o' --exclude='*.a') | (cd "$WORK/tree" && tar xf -)
 }
 
 copy_tree
@@ -27,6 +27,12 @@ printf '#include "app/model/gpt_model.h"\n' >> "$WORK/tree/kernels/cpu/cpu_matmu
 $CHECK "$WORK/tree" > "$WORK/planted.txt" 2>&1
 [ $? -ne 0 ] && grep -q '^kernels/cpu/cpu_matmul.c:' "$WORK/planted.txt"
 ok $? "kernels may include nothing from the application: $(head -1 "$WORK/planted.txt")"
+
+copy_tree
+printf '#include "app/training/args.h"\n' >> "$WORK/tree/perf/metrics/flops.c"
+$CHECK "$WORK/tree" > "$WORK/planted.txt" 2>&1
+[ $? -ne 0 ] && grep -q '^perf/metrics/flops.c:[0-9]*: perf includes app/training/args.h' "$WORK/planted.txt"
+ok $? "perf/metrics may include only app/core: $(head -1 "$WORK/planted.txt")"
 
 copy_tree
 printf '#include "gpt_model.h"\n' >> "$WORK/tree/app/optim/optimizer.c"
