@@ -79,6 +79,7 @@ typedef struct args {
     /* logging */
     int64_t log_interval;
     char metrics_file[ARGS_PATH_MAX];
+    char papi_events[ARGS_PATH_MAX]; /* PAPI events counted per phase; "": none, "default": a set */
 
     /* distributed and run-time */
     int tensor_model_parallel_size;

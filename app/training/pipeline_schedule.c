@@ -3,6 +3,7 @@
  * receive and send. */
 #include "app/training/pipeline_schedule.h"
 #include "app/core/error.h"
+#include "perf/metrics/papi_phases.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,7 @@ static void release_slot(schedule_state *s, int chunk, int micro_batch) {
 }
 
 static void forward_step(schedule_state *s, int micro_batch, int chunk, int forward_only) {
+    run_phase left = papi_phases_enter(forward_only ? PHASE_OTHER : PHASE_FORWARD);
     size_t count = (size_t)s->model->local_rows * (size_t)s->model->config.hidden_size;
     int first_virtual = chunk == 0 && s->stage == 0;
     int last_virtual = chunk == s->vp - 1 && s->stage == s->pp - 1;
@@ -152,9 +154,11 @@ static void forward_step(schedule_state *s, int micro_batch, int chunk, int forw
         send_tensor(s, gpt_chunk_output(s->model, chunk, slot), count, to, tag_of(s, micro_batch, to_chunk, 0));
     }
     if (forward_only) release_slot(s, chunk, micro_batch);
+    papi_phases_enter(left);
 }
 
 static void backward_step(schedule_state *s, int micro_batch, int chunk) {
+    run_phase left = papi_phases_enter(PHASE_BACKWARD);
     size_t count = (size_t)s->model->local_rows * (size_t)s->model->config.hidden_size;
     int first_virtual = chunk == 0 && s->stage == 0;
     int last_virtual = chunk == s->vp - 1 && s->stage == s->pp - 1;
@@ -174,6 +178,7 @@ static void backward_step(schedule_state *s, int micro_batch, int chunk) {
         int to_chunk = s->stage > 0 ? chunk : chunk - 1;
         send_tensor(s, gpt_grad_buffer(s->model), count, to, tag_of(s, micro_batch, to_chunk, 1));
     }
+    papi_phases_enter(left);
 }
 
 double pipeline_run(gpt_model *model, data_parallel *dp, const comm_ops *comm, const topology *topo,

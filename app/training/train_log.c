@@ -2,6 +2,7 @@
  * line carries full precision so that runs can be compared bit for bit. */
 #include "app/training/train_log.h"
 #include "app/core/error.h"
+#include "perf/metrics/flops.h"
 
 #include <errno.h>
 #include <math.h>
@@ -28,14 +29,30 @@ static void timestamp(char *buf, size_t len) {
     strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
+/* "papi": {"phase": {"event": count, ...}, ...}, "papi_ranks": N, */
+static void write_papi_json(FILE *out, const phase_counts *papi) {
+    if (!papi || papi->num_events == 0) return;
+    fprintf(out, "\"papi\": {");
+    for (int phase = 0; phase < PHASE_COUNT; phase++) {
+        fprintf(out, "%s\"%s\": {", phase ? ", " : "", run_phase_name((run_phase)phase));
+        for (int e = 0; e < papi->num_events; e++)
+            fprintf(out, "%s\"%s\": %lld", e ? ", " : "", papi->event_names[e],
+                    papi->counts[phase * PAPI_PHASES_MAX_EVENTS + e]);
+        fprintf(out, "}");
+    }
+    fprintf(out, "}, \"papi_ranks\": %d, ", papi->ranks);
+}
+
 void train_log_iteration(train_log *log, const iteration_stats *s) {
-    char when[32], mfu_field[64] = "", mfu_json[64] = "";
+    char when[32], mfu_field[64] = "", mfu_json[128] = "";
     timestamp(when, sizeof when);
-    /* model FLOP utilization: achieved / peak dense TFLOP/s per device */
+    /* model (hardware) FLOP utilization: achieved model (hardware) / peak dense TFLOP/s per device */
     if (s->peak_tflops > 0) {
-        double mfu = 100.0 * s->tflops_per_gpu / s->peak_tflops;
-        snprintf(mfu_field, sizeof mfu_field, " | MFU: %.2f%%", mfu);
-        snprintf(mfu_json, sizeof mfu_json, "\"mfu\": %.6f, \"peak_tflops\": %.3f, ", mfu / 100.0, s->peak_tflops);
+        double mfu = flops_utilization(s->tflops_per_gpu, s->peak_tflops);
+        double hfu = flops_utilization(s->hardware_tflops_per_gpu, s->peak_tflops);
+        snprintf(mfu_field, sizeof mfu_field, " | MFU: %.2f%%", 100.0 * mfu);
+        snprintf(mfu_json, sizeof mfu_json, "\"mfu\": %.6f, \"hfu\": %.6f, \"peak_tflops\": %.3f, ", mfu, hfu,
+                 s->peak_tflops);
     }
     printf(" [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
            " | throughput per GPU (TFLOP/s/GPU): %.3f%s | tokens per second: %.1f | learning rate: %.6E"
@@ -50,15 +67,34 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         fprintf(log->metrics,
                 "{\"split\": \"train\", \"iteration\": %lld, \"consumed_samples\": %lld, "
                 "\"elapsed_ms_per_iteration\": %.3f, \"tokens_per_second\": %.3f, "
-                "\"tflops_per_gpu\": %.6f, %s\"learning_rate\": %.17g, \"global_batch_size\": %d, "
+                "\"tflops_per_gpu\": %.6f, \"model_tflops_per_gpu\": %.6f, \"hardware_tflops_per_gpu\": %.6f, "
+                "%s",
+                (long long)s->iteration, (long long)s->consumed_samples, s->elapsed_ms_per_iteration,
+                s->tokens_per_second, s->tflops_per_gpu, s->tflops_per_gpu, s->hardware_tflops_per_gpu, mfu_json);
+        write_papi_json(log->metrics, s->papi);
+        fprintf(log->metrics,
+                "\"learning_rate\": %.17g, \"global_batch_size\": %d, "
                 "\"lm_loss\": %.17g, \"grad_norm\": %.17g, \"skipped_iterations\": %lld, "
                 "\"nan_iterations\": %lld}\n",
-                (long long)s->iteration, (long long)s->consumed_samples, s->elapsed_ms_per_iteration,
-                s->tokens_per_second, s->tflops_per_gpu, mfu_json, s->learning_rate, s->global_batch_size,
+                s->learning_rate, s->global_batch_size,
                 isfinite(s->lm_loss) ? s->lm_loss : -1.0, isfinite(s->grad_norm) ? s->grad_norm : -1.0,
                 (long long)s->skipped_iterations, (long long)s->nan_iterations);
         fflush(log->metrics);
     }
+}
+
+void train_log_papi_table(const phase_counts *totals) {
+    if (totals->num_events == 0) return;
+    printf("> PAPI counts per phase (whole run, summed over %d ranks):\n  %-12s", totals->ranks, "phase");
+    for (int e = 0; e < totals->num_events; e++) printf(" %16s", totals->event_names[e]);
+    printf("\n");
+    for (int phase = 0; phase < PHASE_COUNT; phase++) {
+        printf("  %-12s", run_phase_name((run_phase)phase));
+        for (int e = 0; e < totals->num_events; e++)
+            printf(" %16lld", totals->counts[phase * PAPI_PHASES_MAX_EVENTS + e]);
+        printf("\n");
+    }
+    fflush(stdout);
 }
 
 void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss) {

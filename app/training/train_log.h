@@ -3,21 +3,33 @@
 #ifndef TRAIN_LOG_H
 #define TRAIN_LOG_H
 
+#include "perf/metrics/papi_phases.h"
+
 #include <stdint.h>
 #include <stdio.h>
+
+/* PAPI counts per phase, summed over ranks */
+typedef struct phase_counts {
+    int num_events;                                    /* 0: no counters */
+    int ranks;                                         /* how many ranks the sums are over */
+    const char *event_names[PAPI_PHASES_MAX_EVENTS];
+    long long counts[PHASE_COUNT * PAPI_PHASES_MAX_EVENTS];   /* [phase][event] */
+} phase_counts;
 
 typedef struct iteration_stats {
     int64_t iteration, train_iters;
     int64_t consumed_samples;
     double elapsed_ms_per_iteration;   /* averaged over the log interval */
     double tokens_per_second;
-    double tflops_per_gpu;
-    double peak_tflops;                /* per device; 0 when unknown (no MFU then) */
+    double tflops_per_gpu;             /* model FLOPs (Megatron's throughput, MFU's numerator) */
+    double hardware_tflops_per_gpu;    /* with recomputed work (HFU's numerator) */
+    double peak_tflops;                /* per device; 0 when unknown (no MFU/HFU then) */
     double learning_rate;
     int global_batch_size;
     double lm_loss;                    /* averaged over the log interval */
     double grad_norm;
     int64_t skipped_iterations, nan_iterations;
+    const phase_counts *papi;          /* over the log interval; NULL when not counting */
 } iteration_stats;
 
 typedef struct train_log {
@@ -29,6 +41,8 @@ void train_log_open(train_log *log, const char *metrics_path);
 void train_log_close(train_log *log);
 
 void train_log_iteration(train_log *log, const iteration_stats *s);
+/* the whole run's PAPI counts per phase as a table on stdout */
+void train_log_papi_table(const phase_counts *totals);
 void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss);
 
 #endif

@@ -15,6 +15,8 @@
 #include "app/data/mock_data.h"
 #include "app/training/param_dump.h"
 #include "app/training/pipeline_schedule.h"
+#include "perf/metrics/flops.h"
+#include "perf/metrics/papi_phases.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -99,6 +101,39 @@ static const comm_ops *select_comm(const kernel_ops *ops) {
 #endif
 }
 
+/* --papi-events: resolve the names (a bad one ends the run with one message), count on every
+ * rank the events every rank can count, or go on without counters after one line */
+static void papi_setup(trainer *t, const args *a) {
+    char note[1024], err[1024];
+    unsigned available;
+    if (papi_phases_open(a->papi_events, &available, note, sizeof note, err, sizeof err)) user_error("%s", err);
+    if (t->topo.world_rank == 0 && note[0]) printf("> %s\n", note);
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &available, 1, MPI_UNSIGNED, MPI_BAND, MPI_COMM_WORLD));
+    int counted = papi_phases_start(available, note, sizeof note), everywhere = counted;
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (everywhere == 0 && available) {
+        if (t->topo.world_rank == 0)
+            printf("> %s\n", note[0] ? note : "PAPI cannot count on some rank: training goes on without counters");
+        papi_phases_close();
+        counted = 0;
+    }
+    phase_counts *totals = &t->papi_totals;
+    totals->num_events = counted;
+    totals->ranks = t->topo.world_size;
+    for (int e = 0; e < counted; e++) totals->event_names[e] = papi_phases_event_name(e);
+    fflush(stdout);
+}
+
+/* the PAPI counts since the last call, summed over ranks on rank 0, added to the run's totals */
+static void papi_collect(trainer *t, phase_counts *interval) {
+    *interval = t->papi_totals;
+    papi_phases_take(interval->counts);
+    int n = PHASE_COUNT * PAPI_PHASES_MAX_EVENTS;
+    CHECK_MPI(MPI_Reduce(t->topo.world_rank == 0 ? MPI_IN_PLACE : interval->counts, interval->counts, n,
+                         MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+    for (int i = 0; i < n; i++) t->papi_totals.counts[i] += interval->counts[i];
+}
+
 void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     memset(t, 0, sizeof *t);
     t->args = a;
@@ -108,6 +143,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     snprintf(layout.order, sizeof layout.order, "%s", a->parallel_order);
     topology_create(&t->topo, &layout);
     topology_print(&t->topo, a->device);
+    if (a->papi_events[0]) papi_setup(t, a);
     comm_group *groups[8];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
@@ -162,6 +198,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
 }
 
 void trainer_teardown(trainer *t) {
+    papi_phases_close();
     if (t->topo.world_rank == 0) train_log_close(&t->log);
     optimizer_free(&t->opt, &t->model);
     data_parallel_free(&t->dp);
@@ -192,6 +229,7 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
     int64_t first = micro_batch_first_sample(t, m);
     int T = a->seq_length;
     if (t->loaded_micro_batch != m) {
+        run_phase left = papi_phases_enter(t->training ? PHASE_DATA : PHASE_OTHER);
         for (int b = 0; b < a->micro_batch_size; b++) {
             int64_t index = t->batch_start + first + b;
             if (t->data) gpt_dataset_sample(t->data, t->split, index, t->sample_buffer);
@@ -202,6 +240,7 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
             }
         }
         t->loaded_micro_batch = m;
+        papi_phases_enter(left);
     }
     *tokens = t->host_tokens;
     *targets = t->host_targets;
@@ -240,12 +279,22 @@ static double evaluate(trainer *t) {
     return total / (double)a->eval_iters;
 }
 
-/* Megatron's FLOPs per iteration without recomputation:
- * 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) (forward + backward, GEMMs and attention) */
-static double flops_per_iteration(const args *a) {
-    double B = a->global_batch_size, s = a->seq_length, l = a->num_layers, h = a->hidden_size;
-    double V = a->padded_vocab_size;
-    return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+/* the model's FLOPs per iteration (perf/metrics/flops.h): GPT is multi-head attention, a GELU
+ * MLP, dense and causal; nothing is recomputed yet, so hardware FLOPs equal model FLOPs */
+static iteration_flops iteration_flops_of(const args *a) {
+    model_shape shape = {
+        .num_layers = a->num_layers,
+        .hidden_size = a->hidden_size,
+        .num_attention_heads = a->num_attention_heads,
+        .num_query_groups = a->num_attention_heads,
+        .kv_channels = a->kv_channels,
+        .ffn_hidden_size = a->ffn_hidden_size,
+        .padded_vocab_size = a->padded_vocab_size,
+        .seq_length = a->seq_length,
+        .causal = 1,
+    };
+    recompute_spec recompute = {RECOMPUTE_NONE, 0};
+    return flops_per_iteration(&shape, a->global_batch_size, &recompute);
 }
 
 /* after an iteration: --save-interval, the exit signal, --exit-interval (Megatron's order);
@@ -288,7 +337,9 @@ double trainer_train(trainer *t) {
         model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
         data_parallel_start_iteration(&t->dp);
         double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1);
+        papi_phases_enter(PHASE_GRAD_REDUCE);
         data_parallel_finish_grad_sync(&t->dp);
+        papi_phases_enter(PHASE_OPTIMIZER);
         double grad_norm = optimizer_grad_norm(&t->opt, model);
         if (optimizer_step(&t->opt, model, grad_norm, lr)) {
             t->skipped_iterations++;
@@ -302,6 +353,7 @@ double trainer_train(trainer *t) {
         }
         data_parallel_start_param_gather(&t->dp);
         model->ops->synchronize();
+        papi_phases_enter(PHASE_OTHER);
         t->iteration++;
         t->consumed_samples += a->global_batch_size;
         interval_time += MPI_Wtime() - start;
@@ -310,13 +362,18 @@ double trainer_train(trainer *t) {
 
         if (t->iteration % a->log_interval == 0 || t->iteration == a->train_iters) {
             double seconds = interval_time / (double)interval_iterations;
+            iteration_flops flops = iteration_flops_of(a);
+            double flops_to_tflops_per_gpu = 1.0 / (seconds * a->world_size * 1e12);
+            phase_counts papi;
+            if (t->papi_totals.num_events) papi_collect(t, &papi);
             iteration_stats s = {
                 .iteration = t->iteration,
                 .train_iters = a->train_iters,
                 .consumed_samples = t->consumed_samples,
                 .elapsed_ms_per_iteration = 1000.0 * seconds,
                 .tokens_per_second = (double)a->global_batch_size * a->seq_length / seconds,
-                .tflops_per_gpu = flops_per_iteration(a) / seconds / a->world_size / 1e12,
+                .tflops_per_gpu = flops.model * flops_to_tflops_per_gpu,
+                .hardware_tflops_per_gpu = flops.hardware * flops_to_tflops_per_gpu,
                 .peak_tflops = a->peak_tflops,
                 .learning_rate = lr,
                 .global_batch_size = a->global_batch_size,
@@ -324,12 +381,16 @@ double trainer_train(trainer *t) {
                 .grad_norm = grad_norm,
                 .skipped_iterations = t->skipped_iterations,
                 .nan_iterations = t->nan_iterations,
+                .papi = t->papi_totals.num_events ? &papi : NULL,
             };
             if (is_logger) train_log_iteration(&t->log, &s);
             interval_loss = interval_time = 0.0;
             interval_iterations = 0;
         }
-        if (checkpoint_or_exit(t)) break;
+        papi_phases_enter(PHASE_CHECKPOINT);
+        int stop = checkpoint_or_exit(t);
+        papi_phases_enter(PHASE_OTHER);
+        if (stop) break;
         if (a->eval_iters > 0 && t->iteration % a->eval_interval == 0 && t->iteration < a->train_iters) {
             last_validation = evaluate(t);
             char when[64];
@@ -338,7 +399,14 @@ double trainer_train(trainer *t) {
         }
     }
     data_parallel_finish_param_gather(&t->dp);
+    papi_phases_enter(PHASE_CHECKPOINT);
     if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+    papi_phases_enter(PHASE_OTHER);
+    if (t->papi_totals.num_events) {
+        phase_counts rest;
+        papi_collect(t, &rest);
+        if (is_logger) train_log_papi_table(&t->papi_totals);
+    }
     if (a->eval_iters > 0 && !t->exited_early) {
         last_validation = evaluate(t);
         if (is_logger) train_log_validation(&t->log, t->iteration, "at the end of training", last_validation);

@@ -38,6 +38,7 @@ typedef struct trainer {
     int loaded_micro_batch;
     gpt_datasets *data;              /* --data-path corpora; NULL with --mock-data */
     char *data_words;                /* --data-path split into words (data's paths point here) */
+    phase_counts papi_totals;        /* --papi-events over the whole run (sums on rank 0) */
 } trainer;
 
 /* build groups, model, optimizer from the parsed arguments, then load --load (collective) */
