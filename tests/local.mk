@@ -101,3 +101,9 @@ EXTRA_DIST += $(filter %.sh,$(TESTS)) tests/gpu/cuda_kernels_test.c tests/gpu/cu
 	configs/tokenizers/gpt2/LICENSE configs/data/tinyshakespeare.txt \
 	io/CORPUS_FORMAT.md perf/preprocess_bench.sh perf/checkpoint_bench.sh perf/hf_logits_check.py \
 	tests/tools/check_layering.py
+
+# FLOPs (MFU/HFU), the GPU peak table, PAPI counters per phase (perf/metrics)
+check_PROGRAMS += tests/unit/flops_test
+tests_unit_flops_test_SOURCES = tests/unit/flops_test.c
+tests_unit_flops_test_LDADD = perf/metrics/libperfmetrics.a app/core/libcore.a $(PAPI_LIBS) -lm
+TESTS += tests/unit/flops_test tests/mpi/papi_test.sh
