@@ -101,3 +101,7 @@ EXTRA_DIST += $(filter %.sh,$(TESTS)) tests/gpu/cuda_kernels_test.c tests/gpu/cu
 	configs/tokenizers/gpt2/LICENSE configs/data/tinyshakespeare.txt \
 	io/CORPUS_FORMAT.md perf/preprocess_bench.sh perf/checkpoint_bench.sh perf/hf_logits_check.py \
 	tests/tools/check_layering.py
+
+# the cluster acceptance suite's CPU variant (perf/accept/accept --machine cpu --quick)
+TESTS += tests/mpi/accept_test.sh
+EXTRA_DIST += tests/mpi/accept_test.sh
