@@ -6,6 +6,8 @@
 #ifndef ACCEPT_BENCH_COMMON_H
 #define ACCEPT_BENCH_COMMON_H
 
+#include "config.h"
+
 #include "app/core/error.h"
 #include "kernels/kernels.h"
 
