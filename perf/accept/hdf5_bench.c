@@ -126,8 +126,10 @@ int main(int argc, char **argv) {
         if (rank == 0 && !keep) unlink(path);
     }
     if (rank == 0) {
-        printf("# page cache before reads: %s\n", all_dropped ? "dropped (drop_caches and fadvise)"
-                                                              : "file pages dropped with fadvise only (not root: reads may partly come from cache)");
+        printf("# page cache before reads: %s\n",
+               all_dropped ? "dropped (drop_caches and fadvise)"
+               : drop_all ? "the file's pages dropped with fadvise only (not root: reads may partly come from cache)"
+                          : "the file's pages dropped with fadvise only (--no-drop-caches)");
         bench_result("hdf5_write_gbs", best_write);
         bench_result("hdf5_read_gbs", best_read);
         bench_result("hdf5_wrong", (double)wrong_total);
