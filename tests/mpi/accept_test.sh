@@ -3,7 +3,8 @@
 # --quick) with 2 MPI ranks: every check prints a measured number and passes the shipped cpu
 # thresholds, the collective table has no wrong element, the report is written, and the exit
 # status is 0; an impossible threshold (--set) turns its line into FAIL and the status into 1;
-# one rank skips the collective checks; a threshold for an unknown check is refused.
+# one rank skips the collective checks; a threshold for an unknown check is refused; the sbatch
+# template (jobs/templates/accept.sbatch) runs the suite through a stand-in srun.
 . "${top_srcdir:-.}/tests/lib.sh"
 ACCEPT="python3 $top_srcdir/perf/accept/accept"
 export top_builddir
@@ -65,5 +66,21 @@ ok $? "an unknown check in --set is refused (status $status: $(cat "$WORK/err"))
 $ACCEPT --machine tpu-v9 --no-report >"$WORK/out" 2>"$WORK/err"; status=$?
 [ $status -ne 0 ] && [ $status -ne 1 ] && grep -q "no section \[tpu-v9\]" "$WORK/err"
 ok $? "an unknown machine type is refused (status $status)"
+
+# --- the sbatch template, with a stand-in for srun (--ntasks=N becomes mpiexec -n N) ---
+mkdir -p "$WORK/bin"
+cat > "$WORK/bin/srun" <<SRUN
+#!/bin/sh
+n=1
+while [ \$# -gt 0 ]; do case "\$1" in --ntasks=*) n=\${1#--ntasks=};; -*) ;; *) break;; esac; shift; done
+exec $MPIEXEC -n "\$n" "\$@"
+SRUN
+chmod +x "$WORK/bin/srun"
+PATH="$WORK/bin:$PATH" SLURM_NTASKS=2 SLURM_JOB_NUM_NODES=1 SLURM_CPUS_PER_TASK=1 MTC_TOP="$top_srcdir" \
+    ACCEPT_DIR="$WORK" ACCEPT_FLAGS="--machine cpu --quick --only gemm,membw --no-report" \
+    timeout 120 bash "$top_srcdir/jobs/templates/accept.sbatch" >"$WORK/out" 2>"$WORK/err"; status=$?
+[ $status -eq 0 ] && grep -q "^PASS   membw_rank_gbs" "$WORK/out" && grep -q "acceptance ended with status 0" "$WORK/out" &&
+    grep -q "^# \$ srun --ntasks=2 " "$WORK/out"
+ok $? "jobs/templates/accept.sbatch runs the suite through srun and exits with its status ($status)"
 
 done_testing
