@@ -112,3 +112,6 @@ tests_unit_train_log_test_SOURCES = tests/unit/train_log_test.c
 tests_unit_train_log_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_train_log_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/train_log_test
+# the cluster acceptance suite's CPU variant (perf/accept/accept --machine cpu --quick)
+TESTS += tests/mpi/accept_test.sh
+EXTRA_DIST += tests/mpi/accept_test.sh

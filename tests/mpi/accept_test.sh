@@ -1,0 +1,86 @@
+#!/bin/sh
+# accept_test.sh: the cluster acceptance suite's CPU variant (perf/accept/accept --machine cpu
+# --quick) with 2 MPI ranks: every check prints a measured number and passes the shipped cpu
+# thresholds, the collective table has no wrong element, the report is written, and the exit
+# status is 0; an impossible threshold (--set) turns its line into FAIL and the status into 1;
+# one rank skips the collective checks; a threshold for an unknown check is refused; the sbatch
+# template (jobs/templates/accept.sbatch) runs the suite through a stand-in srun.
+. "${top_srcdir:-.}/tests/lib.sh"
+ACCEPT="python3 $top_srcdir/perf/accept/accept"
+export top_builddir
+
+# --- the whole CPU suite, quick sizes, 2 ranks ---
+timeout 300 $ACCEPT --machine cpu --quick --np 2 --dir "$WORK" --report "$WORK/report.md" \
+    >"$WORK/out" 2>"$WORK/err"; status=$?
+ok $status "perf/accept/accept --machine cpu --quick with 2 ranks exits 0 (status $status)"
+[ $status -eq 0 ] || { tail -20 "$WORK/out" | sed 's/^/# /'; sed 's/^/# /' "$WORK/err" | tail -5; }
+awk '$1 == "PASS" || $1 == "FAIL" || $1 == "SKIP"' "$WORK/out" > "$WORK/checks"
+diag "$(wc -l < "$WORK/checks") check lines:"
+sed 's/^/#   /' "$WORK/checks"
+[ "$(wc -l < "$WORK/checks")" -ge 15 ]
+ok $? "at least 15 check lines ($(wc -l < "$WORK/checks"))"
+awk '$1 != "PASS" { bad = 1 } END { exit bad }' "$WORK/checks"
+ok $? "every check passes the shipped cpu thresholds"
+awk '$3 !~ /^[0-9.eE+-]+$/ { bad = 1 } END { exit bad }' "$WORK/checks"
+ok $? "every check line carries a measured number"
+missing=""
+for check in gemm_tflops gemm_wrong allreduce_busbw_gbs allgather_busbw_gbs reducescatter_busbw_gbs \
+    alltoall_busbw_gbs sendrecv_busbw_gbs comm_wrong hdf5_write_gbs hdf5_read_gbs hdf5_wrong \
+    membw_rank_gbs membw_total_gbs train_tokens_per_s train_tflops_per_gpu train_loss_finite; do
+    awk -v c="$check" '$2 == c { found = 1 } END { exit !found }' "$WORK/checks" || missing="$missing $check"
+done
+[ -z "$missing" ]
+ok $? "GEMM, collectives, HDF5, memory and training are all checked (missing:${missing:- none})"
+grep -q "^# [0-9]* checks: [0-9]* PASS, 0 FAIL, 0 SKIP; acceptance PASS" "$WORK/out"
+ok $? "summary line says acceptance PASS"
+# nccl-tests' table: size count type redop time algbw busbw #wrong
+awk '$3 == "float" && NF == 8 { rows++; if ($8 != 0) bad = 1 } END { exit bad || rows < 50 }' "$WORK/out"
+ok $? "collective table: $(awk '$3 == "float" && NF == 8' "$WORK/out" | wc -l) rows over five collectives, #wrong 0 in each"
+for collective in all_reduce all_gather reduce_scatter alltoall sendrecv; do
+    grep -q "^# $collective: bus bandwidth at the largest size" "$WORK/out" || missing="$missing $collective"
+done
+[ -z "$missing" ]
+ok $? "all-reduce, all-gather, reduce-scatter, all-to-all and send/recv measured (missing:${missing:- none})"
+grep -q "^- commit: " "$WORK/report.md" && grep -q "^- machine type: cpu" "$WORK/report.md" &&
+    grep -q "^PASS   gemm_tflops" "$WORK/report.md" && grep -q "gemm_bench --device cpu" "$WORK/report.md"
+ok $? "report written with commit, machine, checks and commands"
+
+# --- an impossible threshold fails its line and the run ---
+timeout 120 $ACCEPT --machine cpu --quick --np 2 --only gemm --no-report --set gemm_tflops_min=1e9 \
+    >"$WORK/out" 2>"$WORK/err"; status=$?
+[ $status -eq 1 ]
+ok $? "--set gemm_tflops_min=1e9: exit status 1 ($status)"
+grep -q "^FAIL   gemm_tflops .* >= 1e+09" "$WORK/out" && grep -q "^PASS   gemm_wrong" "$WORK/out" &&
+    grep -q "acceptance FAIL" "$WORK/out"
+ok $? "the gemm_tflops line says FAIL with the threshold, the other line still PASS"
+
+# --- one rank: no collective to measure ---
+timeout 120 $ACCEPT --machine cpu --quick --np 1 --only comm --no-report >"$WORK/out" 2>"$WORK/err"; status=$?
+[ $status -eq 0 ] && grep -q "^SKIP   allreduce_busbw_gbs" "$WORK/out"
+ok $? "one rank: collective checks SKIP, exit 0 ($status)"
+
+# --- a threshold for an unknown check is refused before any benchmark runs ---
+$ACCEPT --machine cpu --quick --no-report --set gemm_tflopz_min=1 >"$WORK/out" 2>"$WORK/err"; status=$?
+[ $status -ne 0 ] && [ $status -ne 1 ] && grep -q "unknown check 'gemm_tflopz'" "$WORK/err"
+ok $? "an unknown check in --set is refused (status $status: $(cat "$WORK/err"))"
+$ACCEPT --machine tpu-v9 --no-report >"$WORK/out" 2>"$WORK/err"; status=$?
+[ $status -ne 0 ] && [ $status -ne 1 ] && grep -q "no section \[tpu-v9\]" "$WORK/err"
+ok $? "an unknown machine type is refused (status $status)"
+
+# --- the sbatch template, with a stand-in for srun (--ntasks=N becomes mpiexec -n N) ---
+mkdir -p "$WORK/bin"
+cat > "$WORK/bin/srun" <<SRUN
+#!/bin/sh
+n=1
+while [ \$# -gt 0 ]; do case "\$1" in --ntasks=*) n=\${1#--ntasks=};; -*) ;; *) break;; esac; shift; done
+exec $MPIEXEC -n "\$n" "\$@"
+SRUN
+chmod +x "$WORK/bin/srun"
+PATH="$WORK/bin:$PATH" SLURM_NTASKS=2 SLURM_JOB_NUM_NODES=1 SLURM_CPUS_PER_TASK=1 MTC_TOP="$top_srcdir" \
+    ACCEPT_DIR="$WORK" ACCEPT_FLAGS="--machine cpu --quick --only gemm,membw --no-report" \
+    timeout 120 bash "$top_srcdir/jobs/templates/accept.sbatch" >"$WORK/out" 2>"$WORK/err"; status=$?
+[ $status -eq 0 ] && grep -q "^PASS   membw_rank_gbs" "$WORK/out" && grep -q "acceptance ended with status 0" "$WORK/out" &&
+    grep -q "^# \$ srun --ntasks=2 " "$WORK/out"
+ok $? "jobs/templates/accept.sbatch runs the suite through srun and exits with its status ($status)"
+
+done_testing
