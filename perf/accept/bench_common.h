@@ -46,7 +46,7 @@ static inline const kernel_ops *bench_backend(const char *device, int local_rank
         int devices = cuda_device_count();
         if (devices == 0) return NULL;
         cuda_context_init(local_rank % devices);
-        cuda_peak_bf16_tflops(local_rank % devices, gpu_name, gpu_name_length);
+        cuda_device_name(local_rank % devices, gpu_name, gpu_name_length);
         return kernels_cuda();
     }
 #else
