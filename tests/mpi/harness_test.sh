@@ -116,6 +116,23 @@ $HARNESS collect "$top_srcdir/perf/studies/weak-cpu.study" "$WORK/render" > "$WO
     grep -q "^| 4r-tp2-pp2-dp1-l4-h96 | .* | [0-9.]*% | - |" "$WORK"/render/weak-cpu-*.md &&
     grep -q "sbatch .*4r-tp2-pp2-dp1-l4-h96.sbatch" "$WORK"/render/weak-cpu-*.md
 ok $? "collect builds the report from the jobs' metrics files, with the sbatch commands"
+# metrics with HFU and a PAPI object (the FLOP-accounting module's keys), and a requeued job that
+# appended a second run to its file: the report takes the last run and fills the HFU column
+mkdir -p "$WORK/hfu/metrics"
+python3 - "$WORK/hfu/metrics" <<'EOF'
+import json, sys
+for name, ranks in (("1r-tp1-pp1-dp1", 1), ("2r-tp1-pp1-dp2", 2), ("4r-tp1-pp1-dp4", 4)):
+    with open(f"{sys.argv[1]}/{name}.jsonl", "w") as f:
+        for run in (0, 1):
+            for i in range(1, 31):
+                f.write(json.dumps({"split": "train", "iteration": i, "elapsed_ms_per_iteration": 100.0 / ranks,
+                                    "tokens_per_second": (500.0 if run == 0 else 1000.0) * ranks, "tflops_per_gpu": 300.0,
+                                    "mfu": 0.42, "hfu": 0.55, "model_tflops_per_gpu": 300.0,
+                                    "hardware_tflops_per_gpu": 390.0, "papi": {"PAPI_TOT_INS": 1}}) + "\n")
+EOF
+$HARNESS collect "$top_srcdir/perf/studies/strong-cpu.study" "$WORK/hfu" > "$WORK/hfu.out" 2>&1 &&
+    [ "$(grep -c '^| [124]r-tp1-pp1-dp[124] | .* | 1,000 | 300.0 | 42.0% | 55.0% | 100.0% |$' "$WORK"/hfu/strong-cpu-*.md)" -eq 3 ]
+ok $? "HFU from the metrics fills its column; a requeued job's last run is the one measured"
 json=$(ls "$WORK"/results/strong-cpu-*.json)
 rm -f "${json%.json}.md" "${json%.json}"-*.png
 $HARNESS report "$json" > "$WORK/report.out" 2>&1 && [ -s "${json%.json}.md" ] && is_png "${json%.json}-efficiency.png"
