@@ -13,4 +13,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     mpich libmpich-dev libhdf5-mpich-dev hdf5-tools \
     libopenblas-dev libpapi-dev libpcre2-dev libutf8proc-dev libjansson-dev zlib1g-dev python3 \
     slurm-wlm munge >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null   # perf/harness plots (PNG)
 echo "install-deps: packages installed"

@@ -78,6 +78,11 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 # a failure inside the kernels ends the whole job through the application's handler
 TESTS += tests/mpi/fatal_error_test.sh
 
+# the scaling-study driver: small weak/strong studies on the CPU backend, render, collect, report
+TESTS += tests/mpi/harness_test.sh
+EXTRA_DIST += perf/harness perf/studies/strong-cpu.study perf/studies/weak-cpu.study \
+	perf/studies/strong-gpt-1.3b.study perf/studies/weak-gpt3.study
+
 # ---- GPU (each skips with exit 77 where there is no GPU) ----
 if HAVE_CUDA
 check_PROGRAMS += tests/gpu/cuda_kernels_test tests/gpu/cuda_attention_test

@@ -291,4 +291,26 @@ status=$?
 loss_falls "$WORK/local.out"
 ok $((status + $?)) "jobs/launch_local trains the tiny GPT with mpiexec -n 2 (exit $status, loss $(head -1 "$WORK/local.out.loss") -> $(tail -1 "$WORK/local.out.loss"))"
 
+# --- a scaling study under Slurm: perf/harness renders one job per case, collects their metrics ---
+H="$WORK/harness-study"
+python3 "$top_srcdir/perf/harness" render "$top_srcdir/perf/studies/strong-cpu.study" --cpu-only --ntasks-per-node 4 \
+    --out "$H" --mkjob-args "--launcher srun --mpi pmi2 --executable $PRETRAIN_GPT_ABS --time 00:05:00" \
+    > "$WORK/harness-render.out" 2>&1
+ok $? "perf/harness renders the strong-cpu study as $(grep -c '^sbatch ' "$WORK/harness-render.out") sbatch jobs"
+ids=
+for script in "$H"/*.sbatch; do
+    id=$(sbatch --parsable "$script" 2>"$WORK/sbatch.err") && { ids="$ids $id"; job_ids="$job_ids $id"; } ||
+        diag "sbatch $script failed: $(cat "$WORK/sbatch.err")"
+done
+status=0
+for id in $ids; do
+    result=$(wait_job "$id"); [ "$result" = "COMPLETED 0:0" ] || { status=1; diag "job $id: $result"; }
+done
+[ "$(echo $ids | wc -w)" -eq 3 ] && [ $status -eq 0 ]
+ok $? "the study's 3 jobs (1, 2 and 4 ranks) end COMPLETED 0:0"
+python3 "$top_srcdir/perf/harness" collect "$top_srcdir/perf/studies/strong-cpu.study" "$H" > "$WORK/harness-collect.out" 2>&1 &&
+    [ "$(grep -c '^| [124]r-tp1-pp1-dp[124] | [124] | 1 | 1 | [124] | 4 | 16 | [0-9.,]* | [0-9,]* |' "$H"/strong-cpu-*.md)" -eq 3 ] &&
+    grep -q "^- mode: slurm" "$H"/strong-cpu-*.md && [ -s "$H/machine/4r-tp1-pp1-dp4.txt" ]
+ok $? "perf/harness collect reports the 3 jobs' steady-state figures, and the node each ran on"
+
 done_testing

@@ -1,0 +1,151 @@
+#!/bin/sh
+# harness_test.sh: the scaling-study driver perf/harness on the CPU backend: runs the small
+# strong- and weak-scaling studies (tiny GPT, 1, 2 and 4 ranks) and checks the report (one table
+# row per case with numbers, the JSON record with date/commit/commands, PNG plots, 100%
+# efficiency for the 1-rank case), that a malformed study is refused naming file:line, that
+# `render` writes one sbatch script per case through jobs/mkjob with the case's layout flags,
+# that `collect` and `report` rebuild the report, and that the GPT-3 presets load in pretrain_gpt.
+. "${top_srcdir:-.}/tests/lib.sh"
+
+HARNESS="python3 $top_srcdir/perf/harness"
+export MPIEXEC PRETRAIN_GPT
+command -v gnuplot >/dev/null 2>&1 || diag "no gnuplot: the PNG checks fail (apt-get install gnuplot-nox)"
+
+is_png() { [ "$(head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; }
+
+# check_report STUDY KIND: the .md/.json/.png of a finished run in $WORK/results
+check_report() {
+    study=$1
+    md=$(ls "$WORK"/results/"$study"-*.md 2>/dev/null | head -1)
+    json=${md%.md}.json
+    # the main table: rows after the header whose ms/iteration column (10th for weak, 8th otherwise) is a number
+    rows=$(awk -F'|' -v col="$([ "$2" = weak ] && echo 11 || echo 9)" '
+        /^\| case \|/ { in_table = 1; next } in_table && /^\| ---/ { next }
+        in_table && /^\|/ { if ($col ~ /^ *[0-9][0-9,.]* *$/ && $4 ~ /[0-9]/) n++; next }
+        in_table { exit } END { print n + 0 }' "$md")
+    [ "$rows" -eq 3 ]
+    ok $? "$study: the table has one row with numbers per case ($rows of 3)"
+    python3 - "$json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["date"] and r["commit"] and r["machine"]["hostname"] and r["machine"]["cores"] and r["study_text"]
+assert len(r["cases"]) == 3 and all(c["status"] == "ok" and "-n" in c["command"] and "--metrics-file" in c["command_line"]
+                                    for c in r["cases"])
+assert all(c["stats"]["tokens_per_second"]["median"] > 0 and c["stats"]["elapsed_ms_per_iteration"]["iqr"] >= 0
+           for c in r["cases"])
+EOF
+    ok $? "$study: the JSON record parses and carries date, commit, machine, the study and each case's command and statistics"
+    for plot in throughput efficiency mfu; do
+        is_png "${md%.md}-$plot.png"
+        ok $? "$study: $(basename "${md%.md}")-$plot.png is a PNG file"
+    done
+}
+
+# --- strong scaling: the same model and batch on 1, 2 and 4 ranks ---
+$HARNESS run "$top_srcdir/perf/studies/strong-cpu.study" --out "$WORK/results" --logs "$WORK/strong" \
+    > "$WORK/strong.out" 2>&1
+status=$?
+ok $status "perf/harness run strong-cpu.study (exit $status)"
+[ $status -eq 0 ] || tail -20 "$WORK/strong.out" | sed 's/^/# /'
+check_report strong-cpu strong
+python3 - "$WORK"/results/strong-cpu-*.json <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+one = [c for c in r["cases"] if c["ranks"] == 1][0]
+print(f"# efficiencies: {[round(c['efficiency'], 3) for c in r['cases']]}")
+sys.exit(0 if abs(one["efficiency"] - 1.0) < 1e-12 else 1)
+EOF
+ok $? "strong scaling: the 1-rank case has 100% efficiency in the JSON"
+grep -q "^| 1r-tp1-pp1-dp1 | 1 | .* | 100.0% |$" "$WORK"/results/strong-cpu-*.md
+ok $? "strong scaling: the 1-rank row shows 100.0% efficiency"
+
+# --- weak scaling: the model grows with the ranks (PP 2, then TP 2 x PP 2) ---
+$HARNESS run "$top_srcdir/perf/studies/weak-cpu.study" --out "$WORK/results" --logs "$WORK/weak" > "$WORK/weak.out" 2>&1
+status=$?
+ok $status "perf/harness run weak-cpu.study (exit $status)"
+[ $status -eq 0 ] || tail -20 "$WORK/weak.out" | sed 's/^/# /'
+check_report weak-cpu weak
+grep -q "^| 4r-tp2-pp2-dp1-l4-h96 | .* | 4 | 96 | 4 | 2 | 2 | 4 | 16 | [0-9.,]* | [0-9.]* | [0-9.]*% | - |" "$WORK"/results/weak-cpu-*.md ||
+    { grep "^| 4r" "$WORK"/results/weak-cpu-*.md | sed 's/^/# /'; false; }
+ok $? "weak scaling: the Megatron-style row (heads, hidden, layers, TP, PP, GPUs, batch, TFLOP/s, MFU, HFU '-')"
+
+# --- a malformed study is refused with file:line ---
+printf 'kind = strong\nbase = gpt-tiny\ncase ranks=1\ncase ranks=3 tp=2\n' > "$WORK/bad-layout.study"
+$HARNESS run "$WORK/bad-layout.study" --out "$WORK/bad" > "$WORK/bad.out" 2>&1
+status=$?
+[ $status -eq 2 ] && grep -q "^harness: error: $WORK/bad-layout.study:4: ranks 3 is not divisible by TP x PP" "$WORK/bad.out"
+ok $? "a case whose ranks do not fit TP x PP is refused naming file:line ($(cat "$WORK/bad.out"))"
+printf 'kind = strong\nbase = gpt-tiny\n\ncase ranks=1 micro=four\n' > "$WORK/bad-value.study"
+$HARNESS run "$WORK/bad-value.study" > "$WORK/bad.out" 2>&1
+[ $? -eq 2 ] && grep -q "bad-value.study:4: micro must be a positive integer" "$WORK/bad.out"
+ok $? "a non-numeric case value is refused naming file:line ($(cat "$WORK/bad.out"))"
+printf 'kind = strong\nbase = gpt-tiny\nwarmpu = 3\ncase ranks=1\n' > "$WORK/bad-key.study"
+$HARNESS run "$WORK/bad-key.study" > "$WORK/bad.out" 2>&1
+[ $? -eq 2 ] && grep -q "bad-key.study:3: unknown setting 'warmpu'" "$WORK/bad.out"
+ok $? "a misspelt setting is refused naming file:line ($(cat "$WORK/bad.out"))"
+[ ! -d "$WORK/bad" ]
+ok $? "nothing is run or written for a malformed study"
+
+# --- render: one sbatch per case through jobs/mkjob, with the case's layout ---
+$HARNESS render "$top_srcdir/perf/studies/weak-cpu.study" --cpu-only --ntasks-per-node 4 --out "$WORK/render" \
+    --mkjob-args "--partition debug --time 00:10:00" > "$WORK/render.out" 2>&1
+status=$?
+ok $status "perf/harness render weak-cpu.study (exit $status)"
+[ "$(ls "$WORK"/render/*.sbatch 2>/dev/null | wc -l)" -eq 3 ] && [ "$(grep -c '^sbatch ' "$WORK/render.out")" -eq 3 ]
+ok $? "render writes one sbatch script per case and prints the sbatch commands"
+s="$WORK/render/4r-tp2-pp2-dp1-l4-h96.sbatch"
+grep -q "Rendered by jobs/mkjob" "$s" && grep -q -- "^    --tensor-model-parallel-size 2$" "$s" &&
+    grep -q -- "^    --pipeline-model-parallel-size 2$" "$s" && grep -q -- "--hidden-size 96" "$s" &&
+    grep -q -- "--metrics-file $WORK/render/metrics/4r-tp2-pp2-dp1-l4-h96.jsonl" "$s" &&
+    grep -q "^#SBATCH --partition=debug" "$s" && grep -q "^#SBATCH --ntasks-per-node=4" "$s" && bash -n "$s"
+ok $? "the TP2 x PP2 case's script comes from mkjob with its layout, model, metrics file and Slurm options"
+! grep -q -- "--tensor-model-parallel-size\|--pipeline-model-parallel-size" "$WORK/render/1r-tp1-pp1-dp1-l2-h64.sbatch"
+ok $? "the 1-rank case's script has no TP/PP flags"
+$HARNESS render "$top_srcdir/perf/studies/weak-gpt3.study" --gpus-per-node 8 --nodes 16 --out "$WORK/render-gpt3" \
+    > "$WORK/render-gpt3.out" 2>&1
+[ $? -eq 0 ] && [ "$(ls "$WORK"/render-gpt3/*.sbatch | wc -l)" -eq 3 ] &&
+    grep -q "^#SBATCH --nodes=16" "$WORK/render-gpt3/gpt3-7.5b.sbatch" &&
+    grep -q -- "^    --tensor-model-parallel-size 4$" "$WORK/render-gpt3/gpt3-7.5b.sbatch"
+ok $? "weak-gpt3 renders the cases that fit in 16 nodes of 8 GPUs (7.5B: 16 nodes, TP 4)"
+
+# --- collect reads the metrics files where the jobs write them; report re-renders ---
+for case in 1r-tp1-pp1-dp1-l2-h64 2r-tp1-pp2-dp1-l4-h64 4r-tp2-pp2-dp1-l4-h96; do
+    cp "$WORK/weak/$case.jsonl" "$WORK/render/metrics/$case.jsonl"
+done
+$HARNESS collect "$top_srcdir/perf/studies/weak-cpu.study" "$WORK/render" > "$WORK/collect.out" 2>&1 &&
+    grep -q "^| 4r-tp2-pp2-dp1-l4-h96 | .* | [0-9.]*% | - |" "$WORK"/render/weak-cpu-*.md &&
+    grep -q "sbatch .*4r-tp2-pp2-dp1-l4-h96.sbatch" "$WORK"/render/weak-cpu-*.md
+ok $? "collect builds the report from the jobs' metrics files, with the sbatch commands"
+# metrics with HFU and a PAPI object (the FLOP-accounting module's keys), and a requeued job that
+# appended a second run to its file: the report takes the last run and fills the HFU column
+mkdir -p "$WORK/hfu/metrics"
+python3 - "$WORK/hfu/metrics" <<'EOF'
+import json, sys
+for name, ranks in (("1r-tp1-pp1-dp1", 1), ("2r-tp1-pp1-dp2", 2), ("4r-tp1-pp1-dp4", 4)):
+    with open(f"{sys.argv[1]}/{name}.jsonl", "w") as f:
+        for run in (0, 1):
+            for i in range(1, 31):
+                f.write(json.dumps({"split": "train", "iteration": i, "elapsed_ms_per_iteration": 100.0 / ranks,
+                                    "tokens_per_second": (500.0 if run == 0 else 1000.0) * ranks, "tflops_per_gpu": 300.0,
+                                    "mfu": 0.42, "hfu": 0.55, "model_tflops_per_gpu": 300.0,
+                                    "hardware_tflops_per_gpu": 390.0, "papi": {"PAPI_TOT_INS": 1}}) + "\n")
+EOF
+$HARNESS collect "$top_srcdir/perf/studies/strong-cpu.study" "$WORK/hfu" > "$WORK/hfu.out" 2>&1 &&
+    [ "$(grep -c '^| [124]r-tp1-pp1-dp[124] | .* | 1,000 | 300.0 | 42.0% | 55.0% | 100.0% |$' "$WORK"/hfu/strong-cpu-*.md)" -eq 3 ]
+ok $? "HFU from the metrics fills its column; a requeued job's last run is the one measured"
+json=$(ls "$WORK"/results/strong-cpu-*.json)
+rm -f "${json%.json}.md" "${json%.json}"-*.png
+$HARNESS report "$json" > "$WORK/report.out" 2>&1 && [ -s "${json%.json}.md" ] && is_png "${json%.json}-efficiency.png"
+ok $? "report re-renders the .md and plots from the .json"
+
+# --- the presets of Megatron's table 1 load: every flag is known and the values pass the checks ---
+# (a batch that cannot divide is the last check pretrain_gpt makes: reaching it proves the rest)
+status=0
+for preset in "$top_srcdir"/configs/gpt3-*.args "$top_srcdir"/configs/gpt-1.3b.args; do
+    "$PRETRAIN_GPT" --args-file "$preset" --micro-batch-size 3 --global-batch-size 4 > "$WORK/preset.out" 2>&1
+    grep -q "error: --global-batch-size 4 is not a multiple of --micro-batch-size 3" "$WORK/preset.out" ||
+        { status=1; diag "$(basename "$preset"): $(tail -1 "$WORK/preset.out")"; }
+done
+ok $status "the gpt3-*.args and gpt-1.3b presets parse and validate in pretrain_gpt"
+
+done_testing
