@@ -65,9 +65,9 @@ status=$?
 ok $status "perf/harness run weak-cpu.study (exit $status)"
 [ $status -eq 0 ] || tail -20 "$WORK/weak.out" | sed 's/^/# /'
 check_report weak-cpu weak
-grep -q "^| 4r-tp2-pp2-dp1-l4-h96 | .* | 4 | 96 | 4 | 2 | 2 | 4 | 16 | [0-9.,]* | [0-9.]* | [0-9.]*% | - |" "$WORK"/results/weak-cpu-*.md ||
+grep -q "^| 4r-tp2-pp2-dp1-l4-h96 | .* | 4 | 96 | 4 | 2 | 2 | 4 | 16 | [0-9.,]* | [0-9.]* | \([0-9.]*%\) | \1 |" "$WORK"/results/weak-cpu-*.md ||
     { grep "^| 4r" "$WORK"/results/weak-cpu-*.md | sed 's/^/# /'; false; }
-ok $? "weak scaling: the Megatron-style row (heads, hidden, layers, TP, PP, GPUs, batch, TFLOP/s, MFU, HFU '-')"
+ok $? "weak scaling: the Megatron-style row (heads, hidden, layers, TP, PP, GPUs, batch, TFLOP/s, MFU, HFU = MFU without recomputation)"
 
 # --- a malformed study is refused with file:line ---
 printf 'kind = strong\nbase = gpt-tiny\ncase ranks=1\ncase ranks=3 tp=2\n' > "$WORK/bad-layout.study"
@@ -113,7 +113,7 @@ for case in 1r-tp1-pp1-dp1-l2-h64 2r-tp1-pp2-dp1-l4-h64 4r-tp2-pp2-dp1-l4-h96; d
     cp "$WORK/weak/$case.jsonl" "$WORK/render/metrics/$case.jsonl"
 done
 $HARNESS collect "$top_srcdir/perf/studies/weak-cpu.study" "$WORK/render" > "$WORK/collect.out" 2>&1 &&
-    grep -q "^| 4r-tp2-pp2-dp1-l4-h96 | .* | [0-9.]*% | - |" "$WORK"/render/weak-cpu-*.md &&
+    grep -q "^| 4r-tp2-pp2-dp1-l4-h96 | .* | \([0-9.]*%\) | \1 |" "$WORK"/render/weak-cpu-*.md &&
     grep -q "sbatch .*4r-tp2-pp2-dp1-l4-h96.sbatch" "$WORK"/render/weak-cpu-*.md
 ok $? "collect builds the report from the jobs' metrics files, with the sbatch commands"
 # metrics with HFU and a PAPI object (the FLOP-accounting module's keys), and a requeued job that
