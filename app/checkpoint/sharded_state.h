@@ -15,6 +15,7 @@
 
 #include <stdint.h>
 
+#include "app/core/hashmap.h"
 #include "io/checkpoint_file.h"
 
 #define CHECKPOINT_TENSOR_NAME_MAX 160
@@ -36,8 +37,7 @@ typedef struct sharded_state {
     int num_tensors, tensor_capacity;
     checkpoint_shard *shards;
     int num_shards, shard_capacity;
-    int *index;        /* open-addressing hash table of tensor names: tensor index or -1 */
-    int index_size;    /* a power of two, at least twice num_tensors */
+    strmap *index;     /* tensor name -> index into tensors (created by the first declaration) */
 } sharded_state;
 
 /* the index of tensor group/name, declared (appended) when new; the same name with another

@@ -66,7 +66,6 @@ static void add_param(layout_builder *b, const global_parameter *g) {
     p->tp_replicated = p->split == SHARD_NONE;
     p->sequence_parallel_grad = c->sequence_parallel && g->row->sequence_parallel_grad;
     p->chunk = b->chunk;
-    p->init = (int)g->init;
     p->layer = g->layer;
     p->row = g->row;
 
@@ -160,9 +159,9 @@ void gpt_param_initial_values(const gpt_model *m, int param, size_t lo, size_t h
     const param_tensor *p = &m->params[param];
     float scaled_std = c->init_method_std / sqrtf(2.0f * (float)c->num_layers);
     uint64_t stream = philox_stream_of_name(p->name);
-    float std = p->init == INIT_SCALED_NORMAL ? scaled_std : c->init_method_std;
+    float std = p->row->init == INIT_SCALED_NORMAL ? scaled_std : c->init_method_std;
     for (size_t e = lo; e < hi; e++) {
-        switch ((init_kind)p->init) {
+        switch (p->row->init) {
         case INIT_NORMAL:
         case INIT_SCALED_NORMAL: host[e - lo] = std * philox_normal(c->seed, stream, param_global_index(p, e)); break;
         case INIT_ONES: host[e - lo] = 1.0f; break;

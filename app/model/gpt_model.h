@@ -58,7 +58,6 @@ typedef struct param_tensor {
     int embedding_copy;  /* the last stage's copy of the tied word embeddings */
     int chunk;           /* model chunk it belongs to */
     int bucket;          /* gradient bucket */
-    int init;            /* init_kind */
     int layer;           /* global layer; -1 embedding, num_layers for the final part */
     const parameter_row *row; /* its row of the parameter table */
 } param_tensor;

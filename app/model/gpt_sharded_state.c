@@ -13,14 +13,18 @@ shard_block gpt_param_block(const param_tensor *p) {
     };
 }
 
-void gpt_sharded_state(const gpt_model *model, int dp_rank, sharded_state *state) {
+void gpt_declare_tensors(const gpt_model *model, const char *group, sharded_state *state) {
     int num_globals = gpt_global_parameters(&model->config, NULL);
     global_parameter *globals = malloc(sizeof(global_parameter) * (size_t)num_globals);
     CHECK(globals, "out of host memory for the parameter list");
     gpt_global_parameters(&model->config, globals);
     for (int g = 0; g < num_globals; g++)
-        sharded_state_tensor(state, CHECKPOINT_MODEL_GROUP, globals[g].name, globals[g].rows, globals[g].cols);
+        sharded_state_tensor(state, group, globals[g].name, globals[g].rows, globals[g].cols);
     free(globals);
+}
+
+void gpt_sharded_state(const gpt_model *model, int dp_rank, sharded_state *state) {
+    gpt_declare_tensors(model, CHECKPOINT_MODEL_GROUP, state);
     if (model->mixed_precision) return; /* the fp32 copy is the optimizer's */
     for (int i = 0; i < model->num_params; i++) {
         const param_tensor *p = &model->params[i];

@@ -13,6 +13,10 @@
 /* where parameter p's local block sits in its global tensor */
 shard_block gpt_param_block(const param_tensor *p);
 
+/* declares every global parameter as the tensor <group>/<name>, in global order (the optimizer
+ * declares its moments' groups with it) */
+void gpt_declare_tensors(const gpt_model *model, const char *group, sharded_state *state);
+
 /* Declares every /model tensor and, with fp32 parameters, adds the ones this rank holds (the
  * tied-embedding copy included: loading fills it too). Saving, the copy that counts once
  * (param_is_primary_copy) of data-parallel rank 0 writes. */

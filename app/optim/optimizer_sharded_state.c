@@ -1,31 +1,16 @@
 /* optimizer_sharded_state.c: see optimizer_sharded_state.h. */
 #include "app/optim/optimizer_sharded_state.h"
-#include "app/core/error.h"
 #include "app/model/gpt_sharded_state.h"
 #include "io/checkpoint_format.h"
-
-#include <stdlib.h>
 
 enum { NUM_MOMENTS = 2 };
 static const char *const moment_group[NUM_MOMENTS] = {CHECKPOINT_EXP_AVG_GROUP, CHECKPOINT_EXP_AVG_SQ_GROUP};
 
-/* every rank declares every tensor in the same order, whichever ranges it holds */
-static void declare_tensors(const gpt_model *model, int masters, int with_moments, sharded_state *state) {
-    int num_globals = gpt_global_parameters(&model->config, NULL);
-    global_parameter *globals = malloc(sizeof(global_parameter) * (size_t)num_globals);
-    CHECK(globals, "out of host memory for the parameter list");
-    gpt_global_parameters(&model->config, globals);
-    for (int g = 0; masters && g < num_globals; g++)
-        sharded_state_tensor(state, CHECKPOINT_MODEL_GROUP, globals[g].name, globals[g].rows, globals[g].cols);
-    for (int k = 0; with_moments && k < NUM_MOMENTS; k++)
-        for (int g = 0; g < num_globals; g++)
-            sharded_state_tensor(state, moment_group[k], globals[g].name, globals[g].rows, globals[g].cols);
-    free(globals);
-}
-
 void optimizer_sharded_state(const optimizer *opt, const gpt_model *model, int dp_rank, int distributed,
                              int with_moments, sharded_state *state) {
-    declare_tensors(model, opt->master != NULL, with_moments, state);
+    /* every rank declares every tensor in the same order, whichever ranges it holds */
+    if (opt->master) gpt_declare_tensors(model, CHECKPOINT_MODEL_GROUP, state);
+    for (int k = 0; with_moments && k < NUM_MOMENTS; k++) gpt_declare_tensors(model, moment_group[k], state);
     for (int r = 0; r < opt->num_ranges; r++) {
         const optimizer_range *range = &opt->ranges[r];
         const param_tensor *p = &model->params[range->param];

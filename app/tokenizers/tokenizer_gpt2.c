@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "app/tokenizers/hashmap.h"
+#include "app/core/hashmap.h"
 #include "app/tokenizers/tokenizer_internal.h"
 
 /* GPT-2's pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "app/tokenizers/hashmap.h"
+#include "app/core/hashmap.h"
 #include "app/tokenizers/tokenizer_internal.h"
 
 enum { max_input_chars_per_word = 200 };

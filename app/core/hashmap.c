@@ -1,5 +1,5 @@
 /* hashmap.c: open-addressing (linear probing) string -> int64 map; key bytes live in one arena. */
-#include "app/tokenizers/hashmap.h"
+#include "app/core/hashmap.h"
 
 #include <stdlib.h>
 #include <string.h>

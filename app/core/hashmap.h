@@ -1,5 +1,6 @@
 /* hashmap.h: a small open-addressing hash map from byte strings to int64 values, used by the
- * tokenizers for vocabularies, BPE merge ranks and the BPE word cache. Keys are copied. */
+ * tokenizers (vocabularies, BPE merge ranks, the BPE word cache) and by checkpoints (tensor
+ * names). Keys are copied. */
 #ifndef HASHMAP_H
 #define HASHMAP_H
 
