@@ -80,7 +80,7 @@ TESTS += tests/mpi/fatal_error_test.sh
 
 # the scaling-study driver: small weak/strong studies on the CPU backend, render, collect, report
 TESTS += tests/mpi/harness_test.sh
-EXTRA_DIST += perf/harness perf/studies/strong-cpu.study perf/studies/weak-cpu.study \
+EXTRA_DIST += perf/harness perf/perf_record.py perf/studies/strong-cpu.study perf/studies/weak-cpu.study \
 	perf/studies/strong-gpt-1.3b.study perf/studies/weak-gpt3.study
 
 # ---- GPU (each skips with exit 77 where there is no GPU) ----
