@@ -14,4 +14,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     libopenblas-dev libpapi-dev libpcre2-dev libutf8proc-dev libjansson-dev zlib1g-dev python3 \
     slurm-wlm munge >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null   # perf/harness plots (PNG)
+# the generation server (HTTP), SentencePiece tokenizers (Llama 2), and the fuzz targets (clang's libFuzzer)
+$SUDO apt-get install -y -qq --no-install-recommends libmicrohttpd-dev libsentencepiece-dev clang libfuzzer-14-dev >/dev/null
 echo "install-deps: packages installed"
