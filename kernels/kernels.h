@@ -152,6 +152,22 @@ typedef struct kernel_ops {
     double (*sum_squares)(const float *x, size_t n);
 } kernel_ops;
 
+/* ---- memory statistics ----
+ * Bytes held through ops->alloc (both backends record each allocation and release), now and
+ * the most at any time since the start: the peak memory of the training log and the metrics
+ * file. Host-side bookkeeping of one process; not thread-safe (allocation is single-threaded).
+ * Implemented in kernels/memory_stats.c. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+void kernels_memory_record_alloc(void *ptr, size_t bytes);
+void kernels_memory_record_release(void *ptr);
+size_t kernels_memory_allocated(void);
+size_t kernels_memory_peak(void);
+#ifdef __cplusplus
+}
+#endif
+
 /* ---- errors: one handler, installed by the application ----
  * A backend never aborts on its own: every failed check (an allocation, a CUDA, cuBLAS or
  * cuBLASLt call, an unsupported shape) calls kernels_fatal(), which formats the message and

@@ -1,6 +1,6 @@
 # kernels/local.mk: the compute backends behind kernels/kernels.h.
 noinst_LIBRARIES += kernels/libkernels.a
-kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/kernel_error.c \
+kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/kernel_error.c kernels/memory_stats.c \
 	kernels/cpu/cpu_backend.c kernels/cpu/cpu_memory.c kernels/cpu/cpu_embedding.c \
 	kernels/cpu/cpu_layernorm.c kernels/cpu/cpu_matmul.c kernels/cpu/cpu_attention.c \
 	kernels/cpu/cpu_elementwise.c kernels/cpu/cpu_cross_entropy.c kernels/cpu/cpu_adamw.c \

@@ -75,10 +75,10 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         fprintf(log->metrics,
                 "\"learning_rate\": %.17g, \"global_batch_size\": %d, "
                 "\"lm_loss\": %.17g, \"grad_norm\": %.17g, \"skipped_iterations\": %lld, "
-                "\"nan_iterations\": %lld}\n",
+                "\"nan_iterations\": %lld, \"peak_memory_gib\": %.4f}\n",
                 s->learning_rate, s->global_batch_size,
                 isfinite(s->lm_loss) ? s->lm_loss : -1.0, isfinite(s->grad_norm) ? s->grad_norm : -1.0,
-                (long long)s->skipped_iterations, (long long)s->nan_iterations);
+                (long long)s->skipped_iterations, (long long)s->nan_iterations, s->peak_memory_bytes / 1073741824.0);
         fflush(log->metrics);
     }
 }

@@ -30,6 +30,7 @@ typedef struct iteration_stats {
     double grad_norm;
     int64_t skipped_iterations, nan_iterations;
     const phase_counts *papi;          /* over the log interval; NULL when not counting */
+    double peak_memory_bytes;          /* most backend memory held so far, the largest over ranks */
 } iteration_stats;
 
 typedef struct train_log {

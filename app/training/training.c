@@ -366,6 +366,9 @@ double trainer_train(trainer *t) {
             double flops_to_tflops_per_gpu = 1.0 / (seconds * a->world_size * 1e12);
             phase_counts papi;
             if (t->papi_totals.num_events) papi_collect(t, &papi);
+            /* the largest peak of backend memory over ranks (every rank logs at the same iterations) */
+            unsigned long long peak_memory = kernels_memory_peak();
+            CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak_memory, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, t->topo.world.mpi));
             iteration_stats s = {
                 .iteration = t->iteration,
                 .train_iters = a->train_iters,
@@ -382,6 +385,7 @@ double trainer_train(trainer *t) {
                 .skipped_iterations = t->skipped_iterations,
                 .nan_iterations = t->nan_iterations,
                 .papi = t->papi_totals.num_events ? &papi : NULL,
+                .peak_memory_bytes = (double)peak_memory,
             };
             if (is_logger) train_log_iteration(&t->log, &s);
             interval_loss = interval_time = 0.0;

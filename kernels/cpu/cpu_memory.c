@@ -18,10 +18,14 @@ void *cpu_alloc(size_t bytes) {
     void *ptr = malloc(bytes ? bytes : 1);
     if (ptr == NULL) KERNELS_FATAL("cpu backend: out of memory allocating %zu bytes", bytes);
     fill_memory(ptr, 0, bytes ? bytes : 1);
+    kernels_memory_record_alloc(ptr, bytes);
     return ptr;
 }
 
-void cpu_release(void *ptr) { free(ptr); }
+void cpu_release(void *ptr) {
+    kernels_memory_record_release(ptr);
+    free(ptr);
+}
 
 void cpu_zero(void *ptr, size_t bytes) {
     if (bytes) memset(ptr, 0, bytes);

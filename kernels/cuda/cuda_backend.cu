@@ -15,6 +15,7 @@ static void *backend_alloc(size_t bytes) {
     void *ptr = NULL;
     CHECK_CUDA(cudaMalloc(&ptr, bytes ? bytes : 1));
     CHECK_CUDA(cudaMemsetAsync(ptr, 0, bytes ? bytes : 1, compute_stream()));
+    kernels_memory_record_alloc(ptr, bytes);
     return ptr;
 }
 
@@ -22,6 +23,7 @@ static void backend_release(void *ptr) {
     if (ptr == NULL) return;
     CHECK_CUDA(cudaStreamSynchronize(compute_stream())); /* no queued kernel still uses it */
     CHECK_CUDA(cudaFree(ptr));
+    kernels_memory_record_release(ptr);
 }
 
 static void backend_zero(void *ptr, size_t bytes) {

@@ -18,6 +18,7 @@ extern "C" void cuda_context_init(int device) {
     CHECK_CUDA(cudaStreamCreateWithFlags(&context_stream, cudaStreamNonBlocking));
     CHECK_CUBLAS(cublasLtCreate(&context_cublaslt));
     CHECK_CUDA(cudaMalloc(&context_cublaslt_workspace, cublaslt_workspace_bytes));
+    kernels_memory_record_alloc(context_cublaslt_workspace, cublaslt_workspace_bytes);
     context_ready = 1;
 }
 

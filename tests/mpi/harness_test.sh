@@ -138,6 +138,48 @@ rm -f "${json%.json}.md" "${json%.json}"-*.png
 $HARNESS report "$json" > "$WORK/report.out" 2>&1 && [ -s "${json%.json}.md" ] && is_png "${json%.json}-efficiency.png"
 ok $? "report re-renders the .md and plots from the .json"
 
+# --- a peer study: after each 1-rank case the harness runs the peer on the same shape and reports both ---
+# The stand-in follows the peer scripts' contract (shape on the command line, one torch-peer line);
+# it echoes the shape it was given so the test sees what the harness passed.
+mkdir -p "$WORK/peers"
+cat > "$WORK/peers/torch_gpt.py" <<'EOF'
+import sys
+l, h, heads, B, T, V, steps = (int(v) for v in sys.argv[1:8])
+print(f"torch-peer layers={l} hidden={h} heads={heads} B={B} T={T} V={V} steps={steps} params=1M "
+      f"step_ms=50.0 tok/s={B * T / 0.05:.0f} TFLOP/s=1 MFU=12.5% peak_mem_GiB=0.5")
+EOF
+cat > "$WORK/peer.study" <<EOF
+kind = throughput
+base = gpt-tiny
+flags = --device cpu --peak-tflops 0.16 --lr-warmup-iters 2
+iterations = 12
+warmup = 4
+peer = torch_gpt
+case ranks=1 micro=2 global=2 name=small
+case ranks=2 micro=2 global=4 name=two-ranks
+EOF
+PEER_DIR="$WORK/peers" $HARNESS run "$WORK/peer.study" --out "$WORK/peer" --logs "$WORK/peer-logs" > "$WORK/peer.out" 2>&1
+ok $? "perf/harness run with peer = torch_gpt"
+python3 - "$WORK"/peer/peer-*.json <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+small, two = r["cases"]
+p = small["peer"]
+assert r["peer"] == "torch_gpt" and "two-ranks" == two["name"] and "peer" not in two, "the peer runs on 1-rank cases only"
+assert p["status"] == "ok" and p["command"][-7:] == ["2", "64", "4", "2", "64", "256", "12"], p["command"]
+assert "layers=2 hidden=64 heads=4 B=2 T=64 V=256 steps=12" in p["line"], p["line"]
+assert p["tokens_per_second"] == 2560 and abs(p["mfu"] - 0.125) < 1e-12 and p["peak_memory_gib"] == 0.5
+assert small["stats"]["peak_memory_gib"]["median"] > 0
+EOF
+ok $? "the peer got the case's shape (layers hidden heads micro seq padded-vocab steps) and its figures are in the JSON"
+ratio=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("%.2f" % (r["cases"][0]["stats"]["tokens_per_second"]["median"] / 2560))' "$WORK"/peer/peer-*.json)
+grep -q "^| small | 2x64x4 | 2x64 | .* | 2,560 | 12.5% | 0.50 | $ratio |$" "$WORK"/peer/peer-*.md
+ok $? "the report's peer table shows ours / peer tokens/s ($ratio)"
+printf 'kind = throughput\nbase = gpt-tiny\niterations = 11\npeer = torch_gpt\ncase ranks=1\n' > "$WORK/bad-peer.study"
+$HARNESS run "$WORK/bad-peer.study" --out "$WORK/bad" > "$WORK/bad-peer.out" 2>&1
+[ $? -eq 2 ] && grep -q "bad-peer.study:1: with a peer, iterations must exceed 11" "$WORK/bad-peer.out"
+ok $? "a peer study too short for the peer's 10 warm-up steps is refused"
+
 # --- the presets of Megatron's table 1 load: every flag is known and the values pass the checks ---
 # (a batch that cannot divide is the last check pretrain_gpt makes: reaching it proves the rest)
 status=0
