@@ -1,0 +1,67 @@
+#!/bin/sh
+# llama_parallel_test.sh: the parallel-equivalence checks of parallel_test.sh for a tiny Llama
+# (configs/llama-tiny.args: RoPE, RMSNorm, SwiGLU, grouped-query attention with 2 query groups,
+# no linear biases, untied output layer), on every layout the GPT test covers, with the same
+# tolerances: losses of 5 iterations within 1e-5 relative of one rank, every parameter after
+# 5 steps within 1e-5, fp32 CPU, dropout on. TP4 needs 4 query groups (tensor parallelism
+# splits whole groups), so it runs against a reference with 8 heads in 4 groups; the tied
+# output layer (Llama 3.2's) is checked across pipeline stages too.
+. "${top_srcdir:-.}/tests/lib.sh"
+LLAMA_ARGS="$top_srcdir/configs/llama-tiny.args"
+MODEL="--args-file $LLAMA_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
+       --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16"
+. "$top_srcdir/tests/mpi/parallel_compare.sh"
+
+# the parameters really are Megatron-Core's Llama tensors (no biases, RMSNorm weights fused
+# into the following linear layer's name, [gate; up] fc1 of 2F rows, grouped qkv of (H+2G)*D rows)
+run_app 1 $MODEL --train-iters 1 --dump-parameters "$WORK/names.bin"
+index="$WORK/names.bin.index"
+expect_tensor() {  # NAME ROWS COLS: the dump's index lists the tensor with this global shape
+    grep -q "^$1 $2 $3 " "$index"
+    ok $? "tensor $1 is [$2, $3]"
+}
+expect_tensor decoder.layers.0.self_attention.linear_qkv.layer_norm_weight 64 0
+expect_tensor decoder.layers.0.self_attention.linear_qkv.weight 128 64
+expect_tensor decoder.layers.0.self_attention.linear_proj.weight 64 64
+expect_tensor decoder.layers.0.mlp.linear_fc1.layer_norm_weight 64 0
+expect_tensor decoder.layers.0.mlp.linear_fc1.weight 192 64
+expect_tensor decoder.layers.0.mlp.linear_fc2.weight 64 96
+expect_tensor decoder.final_layernorm.weight 64 0
+expect_tensor output_layer.weight 256 64
+! grep -q -E 'bias|position_embeddings|input_layernorm|pre_mlp_layernorm' "$index"
+ok $? "no biases, no position embedding table, no LayerNorm tensors ($(wc -l < "$index") tensors)"
+grep -q "number of parameters: 156224" "$WORK/out"
+ok $? "parameter count of 4 layers: qkv (4+2*2)*16 x 64, fc1 2*96 x 64, untied output ($(grep -o 'number of parameters: [0-9]*' "$WORK/out"))"
+
+reference llama
+layout "TP2" 2 --tensor-model-parallel-size 2
+layout "PP2" 2 --pipeline-model-parallel-size 2
+layout "PP4" 4 --pipeline-model-parallel-size 4
+layout "PP2 interleaved x2 virtual" 2 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
+layout "DP2 (overlapped bucketed reduction)" 2 --overlap-grad-reduce --ddp-bucket-size 20000
+layout "DP4 distributed optimizer" 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+layout "TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
+layout "TP2 PP2" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+layout "TP2xPP2xDP2 SP + distributed optimizer" 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+    --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+
+reference groups4 --num-attention-heads 8 --num-query-groups 4
+layout "TP4 (4 query groups)" 4 --num-attention-heads 8 --num-query-groups 4 --tensor-model-parallel-size 4
+
+# tied output layer: the same model without --untie-embeddings-and-output-weights
+grep -v untie-embeddings "$LLAMA_ARGS" > "$WORK/llama-tied.args"
+MODEL=$(echo "$MODEL" | sed "s|$LLAMA_ARGS|$WORK/llama-tied.args|")
+reference tied
+layout "TP2 PP2 tied embeddings" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+
+# the query groups must split over tensor parallelism, and the heads over the groups
+expect_error() {
+    desc=$1; pattern=$2; n=$3; shift 3
+    run_app "$n" $MODEL "$@"; status=$?
+    if [ "$status" -ne 0 ] && grep -q -- "$pattern" "$WORK/err"; then ok 0 "$desc"; else ok 1 "$desc"; sed 's/^/#   /' "$WORK/err" | head -3; fi
+}
+expect_error "query groups not divisible by TP" "\-\-num-query-groups 2 is not divisible by --tensor-model-parallel-size 4" 4 --tensor-model-parallel-size 4
+expect_error "heads not divisible by query groups" "\-\-num-attention-heads 4 is not divisible by --num-query-groups 3" 1 --num-query-groups 3
+expect_error "--no-position-embedding without rope" "\-\-no-position-embedding is deprecated" 1 --position-embedding-type learned_absolute
+
+done_testing
