@@ -5,7 +5,8 @@
 # tolerances: losses of 5 iterations within 1e-5 relative of one rank, every parameter after
 # 5 steps within 1e-5, fp32 CPU, dropout on. TP4 needs 4 query groups (tensor parallelism
 # splits whole groups), so it runs against a reference with 8 heads in 4 groups; the tied
-# output layer (Llama 3.2's) is checked across pipeline stages too.
+# output layer (Llama 3.2's) is checked across pipeline stages too, and a TP2 x DP2 checkpoint
+# reshards into one rank exactly.
 . "${top_srcdir:-.}/tests/lib.sh"
 LLAMA_ARGS="$top_srcdir/configs/llama-tiny.args"
 MODEL="--args-file $LLAMA_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
@@ -47,6 +48,22 @@ layout "TP2xPP2xDP2 SP + distributed optimizer" 8 --tensor-model-parallel-size 2
 
 reference groups4 --num-attention-heads 8 --num-query-groups 4
 layout "TP4 (4 query groups)" 4 --num-attention-heads 8 --num-query-groups 4 --tensor-model-parallel-size 4
+
+# checkpoints: saved with TP2 x DP2 and the distributed optimizer, the file holds the global
+# tensors (SwiGLU's fc1 gate and up shards of each rank in their global rows), and loading into
+# one rank and saving again gives the same tensors, optimizer state included
+run_app 4 $MODEL --tensor-model-parallel-size 2 --use-distributed-optimizer --train-iters 3 \
+    --save "$WORK/ckpt" --dump-parameters "$WORK/ckpt.bin"
+ok $? "checkpoint: TP2 x DP2 (distributed optimizer) saves iteration 3"
+SAVED="$WORK/ckpt/iter_0000003.h5"
+result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$SAVED" "$WORK/ckpt.bin"); status=$?
+diag "$result"
+ok $status "checkpoint: its tensors are the run's global parameters, bit for bit"
+run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --save "$WORK/resaved"
+status=$?
+h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /model /model &&
+    h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /optimizer /optimizer
+ok $((status + $?)) "checkpoint: loaded into one rank and saved again, every tensor (model and optimizer) is the same"
 
 # tied output layer: the same model without --untie-embeddings-and-output-weights
 grep -v untie-embeddings "$LLAMA_ARGS" > "$WORK/llama-tied.args"
