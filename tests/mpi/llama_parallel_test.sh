@@ -81,4 +81,23 @@ expect_error "query groups not divisible by TP" "\-\-num-query-groups 2 is not d
 expect_error "heads not divisible by query groups" "\-\-num-attention-heads 4 is not divisible by --num-query-groups 3" 1 --num-query-groups 3
 expect_error "--no-position-embedding without rope" "\-\-no-position-embedding is deprecated" 1 --position-embedding-type learned_absolute
 
+# the presets of Megatron's published Llama shapes load: every flag is known and the values pass
+# the checks (a batch that cannot divide is the last check pretrain_gpt makes: reaching it proves
+# the rest), and mkjob renders them with the query groups checked against TP
+status=0
+for preset in llama2-7b llama3-8b llama3.2-1b llama3-70b; do
+    "$PRETRAIN_GPT" --args-file "$top_srcdir/configs/$preset.args" --micro-batch-size 3 --global-batch-size 4 > "$WORK/preset.out" 2>&1
+    grep -q "error: --global-batch-size 4 is not a multiple of --micro-batch-size 3" "$WORK/preset.out" ||
+        { status=1; diag "$preset: $(tail -1 "$WORK/preset.out")"; }
+done
+ok $status "the llama2-7b, llama3-8b, llama3.2-1b and llama3-70b presets parse and validate in pretrain_gpt"
+"$top_srcdir/jobs/mkjob" --preset llama3-70b --nodes 8 --gpus-per-node 8 --tensor-model-parallel-size 4 \
+    --pipeline-model-parallel-size 8 --dry-run > "$WORK/job.sh" 2>&1 &&
+    grep -q -- "--num-query-groups 8" "$WORK/job.sh" && grep -q "TP 4 x PP 8 x DP 2" "$WORK/job.sh"
+ok $? "mkjob renders the llama3-70b preset on 8 nodes (TP 4 x PP 8 x DP 2)"
+"$top_srcdir/jobs/mkjob" --preset "$LLAMA_ARGS" --local --cpu-only --ntasks-per-node 4 --tensor-model-parallel-size 4 \
+    --dry-run > "$WORK/job.sh" 2>&1
+grep -q "num-query-groups 2 is not divisible by --tensor-model-parallel-size 4" "$WORK/job.sh"
+ok $? "mkjob refuses a TP that does not divide the query groups"
+
 done_testing
