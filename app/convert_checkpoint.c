@@ -115,6 +115,15 @@ static void read_dims(const checkpoint_reader *reader, gpt2_dims *m, double *eps
     m->ffn_hidden = required_int(reader, "ffn_hidden_size");
     m->padded_vocab = required_int(reader, "padded_vocab_size");
     m->positions = required_int(reader, "max_position_embeddings");
+    /* a Llama-family checkpoint (grouped-query attention, SwiGLU, no biases) has no GPT-2 layout */
+    int64_t groups = m->heads, swiglu = 0, bias = 1;
+    if (checkpoint_has_int_arg(reader, "num_query_groups")) checkpoint_read_int_arg(reader, "num_query_groups", &groups, err, sizeof err);
+    if (checkpoint_has_int_arg(reader, "swiglu")) checkpoint_read_int_arg(reader, "swiglu", &swiglu, err, sizeof err);
+    if (checkpoint_has_int_arg(reader, "add_bias_linear")) checkpoint_read_int_arg(reader, "add_bias_linear", &bias, err, sizeof err);
+    if (groups != m->heads || swiglu || !bias)
+        user_error("%s: a Llama-architecture checkpoint (num_query_groups %lld of %lld heads, swiglu %lld, "
+                   "add_bias_linear %lld) has no Hugging Face GPT-2 layout", reader->path, (long long)groups,
+                   (long long)m->heads, (long long)swiglu, (long long)bias);
     int64_t untie = 0, vocab = 0;
     if (checkpoint_read_int_arg(reader, "untie_embeddings_and_output_weights", &untie, err, sizeof err))
         user_error("%s", err);

@@ -9,6 +9,7 @@ dist_jobstemplates_DATA = jobs/templates/sbatch.sh \
 	jobs/templates/local.sh
 jobspresetsdir = $(pkgdatadir)
 dist_jobspresets_DATA = configs/gpt-1.3b.args configs/gpt3-175b.args
-EXTRA_DIST += jobs/README.md jobs/examples/gpt-1.3b-1x8.sbatch jobs/examples/gpt3-175b-128x8.sbatch
+EXTRA_DIST += jobs/README.md jobs/examples/gpt-1.3b-1x8.sbatch jobs/examples/gpt3-175b-128x8.sbatch \
+	jobs/examples/llama3-8b-1x8.sbatch
 
 dist_jobstemplates_DATA += jobs/templates/accept.sbatch

@@ -26,6 +26,7 @@
 #ifndef KERNELS_H
 #define KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,44 @@ typedef struct dropout_rng {
     uint64_t stream;   /* which dropout site: (iteration, micro-batch, layer, site) hashed */
     uint64_t offset;   /* counter of the first element */
 } dropout_rng;
+
+/* the small layout helpers below are shared with the CUDA kernels (device code too) */
+#ifdef __CUDACC__
+#define KERNELS_HOST_DEVICE __host__ __device__
+#else
+#define KERNELS_HOST_DEVICE
+#endif
+
+/* Rotary position embeddings (RoPE, Megatron-Core's RotaryEmbedding): in each query and key head,
+ * pair (a, b) of its first rotary_dim channels turns by angle pos * theta_i at token position pos:
+ *   a' = a cos - b sin,  b' = b cos + a sin,  theta_i = base^(-2i/rotary_dim), i < rotary_dim/2
+ * where the pairs are (i, i + rotary_dim/2) ("rotate half", Llama's) or (2i, 2i+1) when
+ * interleaved (RoFormer's); channels past rotary_dim pass through. pos = t * position_scale
+ * (1 / --rotary-seq-len-interpolation-factor). */
+typedef struct rope_spec {
+    int rotary_dim;        /* even, <= D: kv_channels * --rotary-percent */
+    int interleaved;       /* --rotary-interleaved */
+    float base;            /* --rotary-base */
+    float position_scale;  /* 1 / --rotary-seq-len-interpolation-factor (1 without) */
+} rope_spec;
+
+/* theta_i of pair i, computed in fp32 as Megatron does: 1 / base^(2i / rotary_dim) */
+static inline KERNELS_HOST_DEVICE float rope_inv_freq(rope_spec rope, int i) {
+    return 1.0f / powf(rope.base, (float)(2 * i) / (float)rope.rotary_dim);
+}
+
+/* The qkv row layout of grouped-query attention (Megatron-Core's linear_qkv): H query heads in
+ * G groups (G divides H; G == H is ordinary multi-head attention); per group its H/G query heads,
+ * then its key head, then its value head, each D wide. Offsets within one row of H*D + 2*G*D: */
+static inline KERNELS_HOST_DEVICE size_t qkv_query_offset(int h, int H, int G, int D) {
+    int per = H / G;
+    return ((size_t)(h / per) * (size_t)(per + 2) + (size_t)(h % per)) * (size_t)D;
+}
+static inline KERNELS_HOST_DEVICE size_t qkv_key_offset(int g, int H, int G, int D) {
+    int per = H / G;
+    return ((size_t)g * (size_t)(per + 2) + (size_t)per) * (size_t)D;
+}
+/* the value head of group g follows its key head: qkv_key_offset + D */
 
 typedef struct kernel_ops {
     const char *name; /* "cpu" or "cuda" */
@@ -80,6 +119,14 @@ typedef struct kernel_ops {
                                const void *x, const void *weight, const float *mean,
                                const float *rstd, int N, int C);
 
+    /* ---- RMSNorm (Megatron's --normalization RMSNorm) ---- */
+    /* out = x * rstd * weight per row of x[N,C], rstd = 1/sqrt(mean(x^2) + eps); saves rstd[N]. */
+    void (*rmsnorm_forward)(void *out, float *rstd, const void *x, const void *weight, int N,
+                            int C, float eps);
+    /* dx += dL/dx (accumulates, as layernorm_backward); dweight += . */
+    void (*rmsnorm_backward)(void *dx, float *dweight, const void *dout, const void *x,
+                             const void *weight, const float *rstd, int N, int C);
+
     /* ---- linear layers ---- */
     /* out[N,OC] = x[N,IC] W[OC,IC]^T + bias[OC] (bias may be NULL). With gelu_out non-NULL also
      * gelu_out = gelu(out) (a fused epilogue on CUDA; out keeps the pre-activation). */
@@ -90,18 +137,29 @@ typedef struct kernel_ops {
     void (*matmul_backward)(void *dx, float *dweight, float *dbias, const void *dout,
                             const void *x, const void *weight, int N, int IC, int OC);
 
+    /* ---- rotary position embeddings ---- */
+    /* rotate every query and key head of qkv[B,T,(H+2G)*D] (the layout above) IN PLACE by its
+     * token's angles; values are untouched */
+    void (*rope_forward)(void *qkv, int B, int T, int H, int G, int D, rope_spec rope);
+    /* the transpose (rotation by minus the angles) IN PLACE on dqkv: the gradient before RoPE */
+    void (*rope_backward)(void *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
+
     /* ---- causal self-attention ---- */
-    /* qkv[B,T,H*3*D] holds, per head h, its query, key and value vectors side by side
-     * (Megatron's layout: [.., h, {q,k,v}, d]); out[B,T,H*D] = softmax(q k^T / sqrt(D) + causal
-     * mask) v with dropout on the probabilities. The workspace (attention_workspace_bytes) keeps
-     * what backward needs. head_start/total_heads place local heads among all heads so that the
-     * dropout mask does not depend on the tensor-parallel split. */
+    /* qkv[B,T,(H+2G)*D] holds H query heads in G groups (qkv_query_offset, qkv_key_offset:
+     * Megatron-Core's layout; with G == H each head's q, k, v side by side); query head h attends
+     * with the key and value of its group h/(H/G), read in place (no copies of K/V).
+     * out[B,T,H*D] = softmax(q k^T / sqrt(D) + causal mask) v with dropout on the probabilities.
+     * The workspace (attention_workspace_bytes) keeps what backward needs. head_start/total_heads
+     * place local query heads among all heads so that the dropout mask does not depend on the
+     * tensor-parallel split. */
     size_t (*attention_workspace_bytes)(int B, int T, int H, int D);
     void (*attention_forward)(void *out, void *workspace, const void *qkv, int B, int T,
-                              int H, int D, int head_start, int total_heads, dropout_rng rng);
-    /* dqkv[B,T,H*3*D] is overwritten; out is the forward's output (flash attention needs it). */
+                              int H, int G, int D, int head_start, int total_heads,
+                              dropout_rng rng);
+    /* dqkv[B,T,(H+2G)*D] is overwritten (a group's dk, dv sum over its query heads); out is the
+     * forward's output (flash attention needs it). */
     void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out,
-                               const void *workspace, int B, int T, int H, int D,
+                               const void *workspace, int B, int T, int H, int G, int D,
                                int head_start, int total_heads, dropout_rng rng);
 
     /* ---- elementwise ---- */
@@ -109,6 +167,11 @@ typedef struct kernel_ops {
     void (*gelu_forward)(void *out, const void *x, size_t n);
     /* dx = dout * gelu'(x) (overwritten). */
     void (*gelu_backward)(void *dx, const void *x, const void *dout, size_t n);
+    /* SwiGLU (--swiglu): x[N,2F] holds per row the gate half then the up half (the fc1 output
+     * of this rank's [gate; up] shard); out[N,F] = silu(gate) * up, silu(a) = a sigmoid(a). */
+    void (*swiglu_forward)(void *out, const void *x, int N, int F);
+    /* dx[N,2F] (overwritten) = [dout * up * silu'(gate), dout * silu(gate)] */
+    void (*swiglu_backward)(void *dx, const void *x, const void *dout, int N, int F);
     /* out = x * mask / (1 - p), mask drawn from rng (inverted dropout; out may alias x). */
     void (*dropout_forward)(void *out, const void *x, size_t n, dropout_rng rng);
     /* dx = dout * mask / (1 - p) with the same mask (dx may alias dout). */

@@ -75,6 +75,10 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 	tests/mpi/checkpoint_test.sh tests/mpi/dataset_test.sh tests/mpi/preprocess_test.sh \
 	tests/mpi/convert_checkpoint_test.sh tests/mpi/tensor_parallel_test.sh
 
+# the Llama family (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases) on every layout
+TESTS += tests/mpi/llama_parallel_test.sh
+EXTRA_DIST += tests/mpi/parallel_compare.sh
+
 # a failure inside the kernels ends the whole job through the application's handler
 TESTS += tests/mpi/fatal_error_test.sh
 

@@ -2,9 +2,12 @@
  * comm_ops (see gpt_model.h for the layout).
  *
  * One layer (pre-LN, as Megatron's GPT), with the tensor-parallel collectives:
- *   ln1 = gather(LN(x)); qkv = ln1 Wqkv^T + b          (column-parallel: local heads)
- *   a = attention(qkv); x' = x + dropout(reduce(a Wproj^T) + b)   (row-parallel)
- *   ln2 = gather(LN(x')); h = gelu(ln2 W1^T + b1); y = x' + dropout(reduce(h W2^T) + b2)
+ *   ln1 = gather(LN(x)); qkv = ln1 Wqkv^T + b          (column-parallel: local query groups)
+ *   q, k = rope(q, k) with RoPE; a = attention(qkv); x' = x + dropout(reduce(a Wproj^T) + b)
+ *   ln2 = gather(LN(x')); h = act(ln2 W1^T + b1); y = x' + dropout(reduce(h W2^T) + b2)
+ * LN is LayerNorm or RMSNorm, act is GeLU or SwiGLU (fc1's local rows are [gate; up] shards),
+ * biases are absent with --disable-bias-linear, and grouped-query attention splits whole query
+ * groups (their query heads, key and value) over tensor-parallel ranks as Megatron-Core does.
  * gather/reduce are all-gather/reduce-scatter over the token rows with sequence parallelism, and
  * identity/all-reduce without it; in backward each becomes the other (Megatron's mappings:
  * app/parallel/tensor_parallel.h).
@@ -57,9 +60,10 @@ static void add_param(layout_builder *b, const global_parameter *g) {
     p->rows = g->rows;
     p->cols = g->cols;
     p->split = g->split;
+    p->row_blocks = p->split == SHARD_ROWS && g->row_blocks > 1 ? g->row_blocks : 1;
     p->local_rows = p->split == SHARD_ROWS ? p->rows / c->tp_size : p->rows;
     p->local_cols = p->split == SHARD_COLS ? p->cols / c->tp_size : p->cols;
-    p->shard_start = p->split == SHARD_ROWS ? c->tp_rank * p->local_rows
+    p->shard_start = p->split == SHARD_ROWS ? c->tp_rank * (p->local_rows / p->row_blocks)
                    : p->split == SHARD_COLS ? c->tp_rank * p->local_cols : 0;
     p->numel = (size_t)p->local_rows * (size_t)(p->cols ? p->local_cols : 1);
     p->no_weight_decay = g->row->no_weight_decay;
@@ -145,10 +149,17 @@ static void build_layout(gpt_model *m) {
     free(globals);
 }
 
+/* global row of local row r of a row-split tensor: block r / (rows per block held), then the
+ * held rows of that block start at shard_start */
+static size_t global_row(const param_tensor *p, size_t r) {
+    size_t held = (size_t)p->local_rows / (size_t)p->row_blocks, block = r / held;
+    return block * ((size_t)p->rows / (size_t)p->row_blocks) + (size_t)p->shard_start + r % held;
+}
+
 uint64_t param_global_index(const param_tensor *p, size_t e) {
-    if (p->cols == 0) return (uint64_t)p->shard_start + e;
+    if (p->cols == 0) return p->split == SHARD_ROWS ? global_row(p, e) : (uint64_t)p->shard_start + e;
     size_t r = e / (size_t)p->local_cols, col = e % (size_t)p->local_cols;
-    if (p->split == SHARD_ROWS) r += (size_t)p->shard_start;
+    if (p->split == SHARD_ROWS) r = global_row(p, r);
     if (p->split == SHARD_COLS) col += (size_t)p->shard_start;
     return (uint64_t)r * (uint64_t)p->cols + col;
 }
@@ -210,6 +221,9 @@ static void *alloc_acts(const kernel_ops *ops, size_t n) { return ops->alloc(ops
 /* sizes every buffer below is made of */
 typedef struct shapes {
     int B, T, C, H, Hl, D, HDl, Fl, V, Vl, N, n;
+    int Gl;     /* local query groups */
+    int QKVl;   /* local qkv rows: (Hl + 2 Gl) * D */
+    int FC1l;   /* local fc1 rows: Fl, or 2 Fl with SwiGLU */
 } shapes;
 
 static shapes model_shapes(const gpt_model *m) {
@@ -223,6 +237,9 @@ static shapes model_shapes(const gpt_model *m) {
     s.D = c->kv_channels;
     s.HDl = s.Hl * s.D;
     s.Fl = c->ffn_hidden_size / c->tp_size;
+    s.Gl = gpt_query_groups(c) / c->tp_size;
+    s.QKVl = (s.Hl + 2 * s.Gl) * s.D;
+    s.FC1l = (c->swiglu ? 2 : 1) * s.Fl;
     s.V = c->padded_vocab_size;
     s.Vl = s.V / c->tp_size;
     s.N = s.B * s.T;
@@ -243,14 +260,14 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
         la->ln1 = alloc_acts(ops, N * C);
         la->ln1_mean = alloc_floats(ops, n);
         la->ln1_rstd = alloc_floats(ops, n);
-        la->qkv = alloc_acts(ops, N * 3 * (size_t)s.HDl);
+        la->qkv = alloc_acts(ops, N * (size_t)s.QKVl);
         la->attention_out = alloc_acts(ops, N * (size_t)s.HDl);
         la->attention_workspace = ops->alloc(workspace);
         la->residual_mid = alloc_acts(ops, n * C);
         la->ln2 = alloc_acts(ops, N * C);
         la->ln2_mean = alloc_floats(ops, n);
         la->ln2_rstd = alloc_floats(ops, n);
-        la->fc1_out = alloc_acts(ops, N * (size_t)s.Fl);
+        la->fc1_out = alloc_acts(ops, N * (size_t)s.FC1l);
         la->gelu_out = alloc_acts(ops, N * (size_t)s.Fl);
     }
     slot->output = alloc_acts(ops, n * C);
@@ -291,9 +308,9 @@ static void allocate_scratch(gpt_model *m) {
     b->d_hidden = alloc_acts(ops, n * C);
     b->d_full = alloc_acts(ops, N * C);
     b->d_attention = alloc_acts(ops, N * (size_t)s.HDl);
-    b->d_qkv = alloc_acts(ops, N * 3 * (size_t)s.HDl);
+    b->d_qkv = alloc_acts(ops, N * (size_t)s.QKVl);
     b->d_ffn_a = alloc_acts(ops, N * (size_t)s.Fl);
-    b->d_ffn_b = alloc_acts(ops, N * (size_t)s.Fl);
+    b->d_ffn_b = alloc_acts(ops, N * (size_t)s.FC1l);
     b->forward_full = alloc_acts(ops, N * C);
     b->forward_rows = alloc_acts(ops, n * C);
     m->host_losses = malloc(sizeof(float) * N);
@@ -376,9 +393,30 @@ static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rs
     tensor_parallel_comm tp = tensor_parallel_of(m);
     shapes s = model_shapes(m);
     void *normalized = c->sequence_parallel ? m->scratch.forward_rows : full_out;
-    m->ops->layernorm_forward(normalized, mean, rstd, x, weight, bias, s.n, s.C, c->layernorm_epsilon);
+    if (c->rmsnorm) m->ops->rmsnorm_forward(normalized, rstd, x, weight, s.n, s.C, c->layernorm_epsilon);
+    else m->ops->layernorm_forward(normalized, mean, rstd, x, weight, bias, s.n, s.C, c->layernorm_epsilon);
     if (c->sequence_parallel) gather_from_sequence_parallel_region(&tp, normalized, full_out, s.N, s.C, m->act_dtype);
     else copy_to_tensor_parallel_region(&tp, normalized);
+}
+
+/* backward of the norm of norm_and_gather: dx += dL/dx, parameter gradients += */
+static void norm_backward(gpt_model *m, void *dx, float *dweight, float *dbias, const void *dout,
+                          const void *x, const void *weight, const float *mean, const float *rstd) {
+    shapes s = model_shapes(m);
+    if (m->config.rmsnorm) m->ops->rmsnorm_backward(dx, dweight, dout, x, weight, rstd, s.n, s.C);
+    else m->ops->layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, s.n, s.C);
+}
+
+/* Megatron-Core's RotaryEmbedding of this config: the first kv_channels * --rotary-percent
+ * channels of each head */
+static rope_spec rope_of(const gpt_config *c) {
+    rope_spec r;
+    float percent = c->rotary_percent > 0.0f ? c->rotary_percent : 1.0f;
+    r.rotary_dim = percent < 1.0f ? (int)((float)c->kv_channels * percent) : c->kv_channels;
+    r.interleaved = c->rotary_interleaved;
+    r.base = c->rotary_base > 0.0f ? c->rotary_base : 10000.0f;
+    r.position_scale = c->rotary_seq_len_interpolation_factor > 0.0f ? 1.0f / c->rotary_seq_len_interpolation_factor : 1.0f;
+    return r;
 }
 
 /* backward of norm_and_gather's region entry: the gradient [N,C] of the whole normalized rows,
@@ -473,7 +511,8 @@ static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *sl
     params_needed(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
     void *full = m->scratch.forward_full;
     m->ops->embedding_forward(full, slot->tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
-    if (c->tp_rank == 0) m->ops->position_embedding_forward(full, w->position_embeddings, s.B, s.T, s.C, 0);
+    if (c->tp_rank == 0 && w->position_embeddings)
+        m->ops->position_embedding_forward(full, w->position_embeddings, s.B, s.T, s.C, 0);
     void *rows = reduce_to_rows(m, full, m->scratch.forward_rows);
     m->ops->dropout_forward(slot->layers[0].input, rows, (size_t)s.n * s.C, hidden_rng(m, rng, -1, SITE_EMBEDDING));
 }
@@ -491,21 +530,27 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
 
     /* attention block */
     norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight, lw->input_layernorm_bias);
-    ops->matmul_forward(la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.N, s.C, 3 * s.HDl);
-    ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.D,
+    ops->matmul_forward(la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.N, s.C, s.QKVl);
+    if (c->position_embedding_type == POSITION_ROPE) ops->rope_forward(la->qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
+    ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
                            c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     ops->matmul_forward(m->scratch.forward_full, NULL, la->attention_out, lw->proj_weight, NULL, s.N, s.HDl, s.C);
     void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
-    ops->bias_add(rows, lw->proj_bias, s.n, s.C);
+    if (lw->proj_bias) ops->bias_add(rows, lw->proj_bias, s.n, s.C);
     ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
     ops->add(la->residual_mid, la->input, rows, rows_size);
 
     /* MLP block */
     norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
-    ops->matmul_forward(la->fc1_out, la->gelu_out, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.Fl);
+    if (c->swiglu) {
+        ops->matmul_forward(la->fc1_out, NULL, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.FC1l);
+        ops->swiglu_forward(la->gelu_out, la->fc1_out, s.N, s.Fl);
+    } else {
+        ops->matmul_forward(la->fc1_out, la->gelu_out, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.Fl);
+    }
     ops->matmul_forward(m->scratch.forward_full, NULL, la->gelu_out, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
     rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
-    ops->bias_add(rows, lw->fc2_bias, s.n, s.C);
+    if (lw->fc2_bias) ops->bias_add(rows, lw->fc2_bias, s.n, s.C);
     ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
     ops->add(out, la->residual_mid, rows, rows_size);
 }
@@ -561,8 +606,8 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     ops->matmul_backward(b->d_full, g->output_layer, NULL, slot->logits, slot->lnf, w->output_layer, s.N, s.C, s.Vl);
     void *d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
-    ops->layernorm_backward(b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
-                            slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd, s.n, s.C);
+    norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
+                  slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd);
     grads_ready(m, output_first_param(m, ch), output_param_count(m, ch));
 }
 
@@ -577,28 +622,30 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     int layer = ch->first_layer + l;
     size_t rows_size = (size_t)s.n * s.C;
 
-    /* MLP block: y = x' + dropout(reduce(gelu(fc1(gather(LN(x')))) W2^T) + b2) */
+    /* MLP block: y = x' + dropout(reduce(act(fc1(gather(LN(x')))) W2^T) + b2) */
     ops->dropout_backward(b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
-    ops->bias_backward(lg->fc2_bias, b->d_hidden, s.n, s.C);
+    if (lg->fc2_bias) ops->bias_backward(lg->fc2_bias, b->d_hidden, s.n, s.C);
     void *d_full = gather_rows(m, b->d_hidden, b->d_full);
     ops->matmul_backward(b->d_ffn_a, lg->fc2_weight, NULL, d_full, la->gelu_out, lw->fc2_weight, s.N, s.Fl, s.C);
-    ops->gelu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, (size_t)s.N * s.Fl);
-    ops->matmul_backward(b->d_full, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.N, s.C, s.Fl);
+    if (c->swiglu) ops->swiglu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
+    else ops->gelu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, (size_t)s.N * s.Fl);
+    ops->matmul_backward(b->d_full, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.N, s.C, s.FC1l);
     void *d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
-    ops->layernorm_backward(b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
-                            la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd, s.n, s.C);
+    norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
+                  la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd);
 
-    /* attention block: x' = x + dropout(reduce(attention(gather(LN(x)) Wqkv^T) Wproj^T) + b) */
+    /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
     ops->dropout_backward(b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
-    ops->bias_backward(lg->proj_bias, b->d_hidden, s.n, s.C);
+    if (lg->proj_bias) ops->bias_backward(lg->proj_bias, b->d_hidden, s.n, s.C);
     d_full = gather_rows(m, b->d_hidden, b->d_full);
     ops->matmul_backward(b->d_attention, lg->proj_weight, NULL, d_full, la->attention_out, lw->proj_weight, s.N, s.HDl, s.C);
-    ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl, s.D,
-                            c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
-    ops->matmul_backward(b->d_full, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.N, s.C, 3 * s.HDl);
+    ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl,
+                            s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+    if (c->position_embedding_type == POSITION_ROPE) ops->rope_backward(b->d_qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
+    ops->matmul_backward(b->d_full, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.N, s.C, s.QKVl);
     d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
-    ops->layernorm_backward(b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
-                            la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd, s.n, s.C);
+    norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
+                  la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd);
     grads_ready(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 }
 
@@ -610,7 +657,7 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
     m->ops->dropout_backward(b->d_hidden, b->d_residual, (size_t)s.n * s.C, hidden_rng(m, rng, -1, SITE_EMBEDDING));
     void *d_full = gather_rows(m, b->d_hidden, b->d_full);
     m->ops->embedding_backward(g->word_embeddings, d_full, slot->tokens, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
-    m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
+    if (g->position_embeddings) m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
     grads_ready(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
 }
 

@@ -1,5 +1,7 @@
-/* gpt_model.h: the GPT model (pre-LN decoder, learned positions, tied or untied output layer)
- * as this rank holds it: its tensor-parallel shard of its pipeline stage's model chunks, over one
+/* gpt_model.h: the GPT model (pre-LN decoder, tied or untied output layer) with Megatron-Core's
+ * options for the Llama family (learned, rotary or no position embeddings; LayerNorm or RMSNorm;
+ * GeLU or SwiGLU MLP; multi-head or grouped-query attention; linear biases or none), as this
+ * rank holds it: its tensor-parallel shard of its pipeline stage's model chunks, over one
  * flat parameter buffer and one flat gradient buffer.
  *
  * Every parameter has a Megatron-style name, a global shape, the part of it this rank holds, and
@@ -20,6 +22,9 @@
 #include "app/parallel/comm.h"
 #include "kernels/kernels.h"
 
+/* --position-embedding-type */
+typedef enum { POSITION_LEARNED_ABSOLUTE, POSITION_ROPE, POSITION_NONE } position_embedding_type;
+
 typedef struct gpt_config {
     int num_layers;
     int hidden_size;          /* C */
@@ -30,7 +35,16 @@ typedef struct gpt_config {
     int max_position_embeddings;
     int seq_length;           /* T */
     int micro_batch_size;     /* B */
-    float layernorm_epsilon;
+    float layernorm_epsilon;  /* --norm-epsilon, for LayerNorm and RMSNorm */
+    int num_query_groups;     /* G (all ranks) of grouped-query attention; 0 or H: multi-head */
+    position_embedding_type position_embedding_type;
+    float rotary_base;        /* RoPE: --rotary-base (10000 when 0) */
+    float rotary_percent;     /* RoPE: --rotary-percent (1 when 0) */
+    int rotary_interleaved;
+    float rotary_seq_len_interpolation_factor; /* 0 or 1: none */
+    int rmsnorm;              /* --normalization RMSNorm (else LayerNorm) */
+    int swiglu;               /* --swiglu: fc1 has 2F rows [gate; up] */
+    int disable_bias_linear;  /* --disable-bias-linear: no biases in the linear layers */
     float init_method_std;
     float hidden_dropout;
     float attention_dropout;
@@ -51,7 +65,10 @@ typedef struct param_tensor {
     int rows, cols;      /* global shape; cols == 0 for vectors */
     int local_rows, local_cols;
     shard_dim split;     /* how tensor parallelism splits it */
-    int shard_start;     /* first global row (SHARD_ROWS) or column (SHARD_COLS) held here */
+    int shard_start;     /* first global row (SHARD_ROWS) or column (SHARD_COLS) held here;
+                          * with row_blocks > 1, the first row held within each block */
+    int row_blocks;      /* SHARD_ROWS tensors made of equal blocks each split over tensor
+                          * parallelism (SwiGLU's fc1 [gate; up]: 2); else 1 */
     int no_weight_decay; /* biases and layer-norm parameters (Megatron's rule) */
     int tp_replicated;   /* every tensor-parallel rank holds the same values */
     int sequence_parallel_grad; /* with --sequence-parallel its gradient is partial per rank */
@@ -72,18 +89,19 @@ typedef struct grad_bucket {
  * gradients (fp32; the same view type, its pointers passed where kernels take float *). Each
  * field is bound by the table row whose view_offset names it. */
 typedef struct layer_view {
-    void *input_layernorm_weight, *input_layernorm_bias;
-    void *qkv_weight, *qkv_bias;                 /* [3*H*D/tp, C], per head {q,k,v} */
+    void *input_layernorm_weight, *input_layernorm_bias; /* biases NULL with RMSNorm, and the
+                                                          * linear ones with --disable-bias-linear */
+    void *qkv_weight, *qkv_bias;                 /* [(H+2G)*D/tp, C], per group {q..., k, v} */
     void *proj_weight, *proj_bias;               /* [C, H*D/tp], bias [C] */
     void *pre_mlp_layernorm_weight, *pre_mlp_layernorm_bias;
-    void *fc1_weight, *fc1_bias;                 /* [F/tp, C] */
+    void *fc1_weight, *fc1_bias;                 /* [F/tp, C]; SwiGLU [2F/tp, C]: [gate; up] shards */
     void *fc2_weight, *fc2_bias;                 /* [C, F/tp], bias [C] */
 } layer_view;
 
 /* a chunk's parameters (or gradients) as pointers into one flat buffer; NULL where not held */
 typedef struct model_view {
     void *word_embeddings;      /* [V/tp, C] */
-    void *position_embeddings;  /* [max_pos, C] */
+    void *position_embeddings;  /* [max_pos, C]; NULL unless learned_absolute */
     layer_view *layers;          /* the chunk's layers */
     void *final_layernorm_weight, *final_layernorm_bias;
     void *output_layer;         /* [V/tp, C]; the word embeddings (or their copy) when tied */
@@ -94,15 +112,15 @@ typedef struct model_view {
 typedef struct layer_activations {
     void *input;                  /* residual stream entering the layer [n,C] */
     void *ln1;                     /* ln1 gathered [N,C] */
-    float *ln1_mean, *ln1_rstd;    /* fp32 statistics [n] */
-    void *qkv;                    /* [N,3HD/tp] */
+    float *ln1_mean, *ln1_rstd;    /* fp32 statistics [n] (mean unused by RMSNorm) */
+    void *qkv;                    /* [N,(H+2G)D/tp], q and k rotated with RoPE */
     void *attention_out;          /* [N,HD/tp] */
     void *attention_workspace;
     void *residual_mid;           /* input + dropout(proj) [n,C] */
     void *ln2;
     float *ln2_mean, *ln2_rstd;
-    void *fc1_out;                /* pre-GeLU [N,F/tp] */
-    void *gelu_out;               /* [N,F/tp] */
+    void *fc1_out;                /* pre-activation [N,F/tp] ([N,2F/tp] with SwiGLU) */
+    void *gelu_out;               /* the activation (GeLU or SwiGLU) [N,F/tp] */
 } layer_activations;
 
 typedef struct activation_slot {
@@ -137,8 +155,8 @@ typedef struct backward_scratch {
     void *d_hidden;       /* [n,C] */
     void *d_full;         /* [N,C] */
     void *d_attention;    /* [N,HD/tp] */
-    void *d_qkv;          /* [N,3HD/tp] */
-    void *d_ffn_a, *d_ffn_b; /* [N,F/tp] */
+    void *d_qkv;          /* [N,(H+2G)D/tp] */
+    void *d_ffn_a, *d_ffn_b; /* [N,F/tp], [N,fc1 rows/tp] */
     void *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
     void *forward_rows;   /* [n,C] forward temporary */
 } backward_scratch;

@@ -1,5 +1,6 @@
-/* gpt_parameter_table.c: the GPT family's parameter table (see gpt_parameter_table.h) and the
- * expansion of a table into the global parameter list of a config. */
+/* gpt_parameter_table.c: the GPT family's parameter table, Llama's options included (see
+ * gpt_parameter_table.h), and the expansion of a table into the global parameter list of a
+ * config. */
 #include "app/model/gpt_parameter_table.h"
 
 #include "app/model/gpt_model.h"
@@ -9,48 +10,62 @@
 #define MODEL_VIEW(field) offsetof(model_view, field)
 #define LAYER_VIEW(field) offsetof(layer_view, field)
 
-/* Megatron-Core's GPT (pre-LN, learned positions) and Hugging Face GPT2LMHeadModel.
+/* Megatron-Core's GPT (pre-LN, learned positions) and Hugging Face GPT2LMHeadModel, with the
+ * Llama options: RMSNorm weights take Megatron-Core's names of norms fused into the following
+ * linear layer (linear_qkv.layer_norm_weight, linear_fc1.layer_norm_weight; no bias), RoPE has
+ * no parameters, --disable-bias-linear drops the linear biases, SwiGLU doubles fc1's rows.
  * HF's Conv1D stores weights [in, out], ours (torch.nn.Linear) [out, in]: transposed; our qkv
- * rows are grouped per head, HF's c_attn columns are q|k|v (hf_gpt2_layout.h). */
+ * rows are grouped per head, HF's c_attn columns are q|k|v (hf_gpt2_layout.h). Rows only Llama
+ * models have carry no GPT-2 name. */
+#define LN ROW_LAYERNORM
+#define RMS ROW_RMSNORM
+#define BIAS ROW_LINEAR_BIAS
 static const parameter_row gpt_rows[] = {
 /*   part            name                                  rows           cols           split       init                no_wd sp_grad presence */
     {PART_EMBEDDING, "embedding.word_embeddings.weight",     DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
      MODEL_VIEW(word_embeddings),          "transformer.wte.weight",  HF_VOCAB_ROWS},
-    {PART_EMBEDDING, "embedding.position_embeddings.weight", DIM_POSITIONS, DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, ROW_ALWAYS,
+    {PART_EMBEDDING, "embedding.position_embeddings.weight", DIM_POSITIONS, DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, ROW_LEARNED_POSITIONS,
      MODEL_VIEW(position_embeddings),      "transformer.wpe.weight",  HF_COPY},
 
-    {PART_LAYER,     "input_layernorm.weight",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_ALWAYS,
+    {PART_LAYER,     "input_layernorm.weight",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, LN,
      LAYER_VIEW(input_layernorm_weight),   "ln_1.weight",             HF_COPY},
-    {PART_LAYER,     "input_layernorm.bias",                 DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+    {PART_LAYER,     "input_layernorm.bias",                 DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, LN,
      LAYER_VIEW(input_layernorm_bias),     "ln_1.bias",               HF_COPY},
+    {PART_LAYER,     "self_attention.linear_qkv.layer_norm_weight", DIM_HIDDEN, DIM_NONE,  SHARD_NONE, INIT_ONES,          1, 1, RMS,
+     LAYER_VIEW(input_layernorm_weight),   NULL,                      HF_COPY},
     {PART_LAYER,     "self_attention.linear_qkv.weight",     DIM_QKV,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
      LAYER_VIEW(qkv_weight),               "attn.c_attn.weight",      HF_QKV_WEIGHT},
-    {PART_LAYER,     "self_attention.linear_qkv.bias",       DIM_QKV,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, ROW_ALWAYS,
+    {PART_LAYER,     "self_attention.linear_qkv.bias",       DIM_QKV,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BIAS,
      LAYER_VIEW(qkv_bias),                 "attn.c_attn.bias",        HF_QKV_BIAS},
     {PART_LAYER,     "self_attention.linear_proj.weight",    DIM_HIDDEN,    DIM_ATTENTION, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, ROW_ALWAYS,
      LAYER_VIEW(proj_weight),              "attn.c_proj.weight",      HF_TRANSPOSE},
-    {PART_LAYER,     "self_attention.linear_proj.bias",      DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+    {PART_LAYER,     "self_attention.linear_proj.bias",      DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, BIAS,
      LAYER_VIEW(proj_bias),                "attn.c_proj.bias",        HF_COPY},
-    {PART_LAYER,     "pre_mlp_layernorm.weight",             DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_ALWAYS,
+    {PART_LAYER,     "pre_mlp_layernorm.weight",             DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, LN,
      LAYER_VIEW(pre_mlp_layernorm_weight), "ln_2.weight",             HF_COPY},
-    {PART_LAYER,     "pre_mlp_layernorm.bias",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+    {PART_LAYER,     "pre_mlp_layernorm.bias",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, LN,
      LAYER_VIEW(pre_mlp_layernorm_bias),   "ln_2.bias",               HF_COPY},
-    {PART_LAYER,     "mlp.linear_fc1.weight",                DIM_FFN,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
+    {PART_LAYER,     "mlp.linear_fc1.layer_norm_weight",     DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, RMS,
+     LAYER_VIEW(pre_mlp_layernorm_weight), NULL,                      HF_COPY},
+    {PART_LAYER,     "mlp.linear_fc1.weight",                DIM_FC1,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
      LAYER_VIEW(fc1_weight),               "mlp.c_fc.weight",         HF_TRANSPOSE},
-    {PART_LAYER,     "mlp.linear_fc1.bias",                  DIM_FFN,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, ROW_ALWAYS,
+    {PART_LAYER,     "mlp.linear_fc1.bias",                  DIM_FC1,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BIAS,
      LAYER_VIEW(fc1_bias),                 "mlp.c_fc.bias",           HF_COPY},
     {PART_LAYER,     "mlp.linear_fc2.weight",                DIM_HIDDEN,    DIM_FFN,       SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, ROW_ALWAYS,
      LAYER_VIEW(fc2_weight),               "mlp.c_proj.weight",       HF_TRANSPOSE},
-    {PART_LAYER,     "mlp.linear_fc2.bias",                  DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+    {PART_LAYER,     "mlp.linear_fc2.bias",                  DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, BIAS,
      LAYER_VIEW(fc2_bias),                 "mlp.c_proj.bias",         HF_COPY},
 
     {PART_FINAL,     "decoder.final_layernorm.weight",       DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_ALWAYS,
      MODEL_VIEW(final_layernorm_weight),   "transformer.ln_f.weight", HF_COPY},
-    {PART_FINAL,     "decoder.final_layernorm.bias",         DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_ALWAYS,
+    {PART_FINAL,     "decoder.final_layernorm.bias",         DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, LN,
      MODEL_VIEW(final_layernorm_bias),     "transformer.ln_f.bias",   HF_COPY},
     {PART_FINAL,     "output_layer.weight",                  DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_UNTIED_ONLY,
      MODEL_VIEW(output_layer),             "lm_head.weight",          HF_VOCAB_ROWS},
 };
+#undef LN
+#undef RMS
+#undef BIAS
 
 static const parameter_table gpt_table = {
     gpt_rows, (int)(sizeof gpt_rows / sizeof gpt_rows[0]), "decoder.layers", "transformer.h", 0,
@@ -58,21 +73,35 @@ static const parameter_table gpt_table = {
 
 const parameter_table *gpt_parameter_table(void) { return &gpt_table; }
 
+int gpt_query_groups(const gpt_config *c) {
+    return c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads;
+}
+
 int model_dim_size(model_dim dim, const gpt_config *c) {
     switch (dim) {
     case DIM_NONE: return 0;
     case DIM_HIDDEN: return c->hidden_size;
-    case DIM_QKV: return 3 * c->num_attention_heads * c->kv_channels;
+    case DIM_QKV: return (c->num_attention_heads + 2 * gpt_query_groups(c)) * c->kv_channels;
     case DIM_ATTENTION: return c->num_attention_heads * c->kv_channels;
     case DIM_FFN: return c->ffn_hidden_size;
+    case DIM_FC1: return (c->swiglu ? 2 : 1) * c->ffn_hidden_size;
     case DIM_VOCAB: return c->padded_vocab_size;
     case DIM_POSITIONS: return c->max_position_embeddings;
     }
     return 0;
 }
 
+int model_dim_blocks(model_dim dim, const gpt_config *c) {
+    return dim == DIM_FC1 && c->swiglu ? 2 : 1;
+}
+
 int parameter_row_present(const parameter_row *row, const gpt_config *c) {
-    return row->presence == ROW_ALWAYS || c->untie_embeddings_and_output_weights;
+    unsigned held = ROW_ALWAYS;
+    if (c->untie_embeddings_and_output_weights) held |= ROW_UNTIED_ONLY;
+    if (c->position_embedding_type == POSITION_LEARNED_ABSOLUTE) held |= ROW_LEARNED_POSITIONS;
+    held |= c->rmsnorm ? ROW_RMSNORM : ROW_LAYERNORM;
+    if (!c->disable_bias_linear) held |= ROW_LINEAR_BIAS;
+    return (row->presence & ~held) == 0;
 }
 
 int parameter_table_part_count(const parameter_table *t, model_part part, const gpt_config *c) {
@@ -109,6 +138,7 @@ static int expand_part(const parameter_table *t, const gpt_config *c, model_part
                 g->layer = layer;
                 g->rows = model_dim_size(row->rows, c);
                 g->cols = model_dim_size(row->cols, c);
+                g->row_blocks = model_dim_blocks(row->rows, c);
                 g->split = row->split;
                 g->init = row->init;
                 g->row = row;

@@ -31,15 +31,24 @@ typedef enum { PART_EMBEDDING, PART_LAYER, PART_FINAL } model_part;
 typedef enum {
     DIM_NONE,       /* the columns of a vector */
     DIM_HIDDEN,     /* C = hidden_size */
-    DIM_QKV,        /* 3*H*D: query, key and value of every head */
+    DIM_QKV,        /* (H + 2G)*D: every query head, and a key and value head per query group */
     DIM_ATTENTION,  /* H*D = num_attention_heads * kv_channels */
     DIM_FFN,        /* F = ffn_hidden_size */
+    DIM_FC1,        /* fc1's outputs: F, or 2F with SwiGLU (blocks [gate; up], each split over TP) */
     DIM_VOCAB,      /* V = padded_vocab_size */
     DIM_POSITIONS   /* max_position_embeddings */
 } model_dim;
 
-/* which models have the row */
-typedef enum { ROW_ALWAYS, ROW_UNTIED_ONLY } row_presence;
+/* which models have the row: ROW_ALWAYS, or the bitwise OR of conditions that must all hold */
+enum {
+    ROW_ALWAYS = 0,
+    ROW_UNTIED_ONLY = 1,        /* --untie-embeddings-and-output-weights */
+    ROW_LEARNED_POSITIONS = 2,  /* --position-embedding-type learned_absolute */
+    ROW_LAYERNORM = 4,          /* --normalization LayerNorm */
+    ROW_RMSNORM = 8,            /* --normalization RMSNorm */
+    ROW_LINEAR_BIAS = 16        /* not --disable-bias-linear */
+};
+typedef unsigned row_presence;
 
 typedef struct parameter_row {
     model_part part;
@@ -67,11 +76,19 @@ typedef struct parameter_table {
                                    * reuses (the word embeddings) */
 } parameter_table;
 
-/* the GPT family: pre-LN layers with biases, learned positions, tied or untied output */
+/* the GPT family, Llama's options included: pre-LN layers with LayerNorm or RMSNorm, biases or
+ * none, learned positions or none (RoPE has no parameters), tied or untied output */
 const parameter_table *gpt_parameter_table(void);
 
 /* the size of a dimension for a config (0 for DIM_NONE) */
 int model_dim_size(model_dim dim, const struct gpt_config *config);
+
+/* how many equal blocks a dimension is made of, each split over tensor parallelism on its own
+ * (2 for SwiGLU's fc1 rows, else 1) */
+int model_dim_blocks(model_dim dim, const struct gpt_config *config);
+
+/* the query groups of a config: num_query_groups, or the heads when that is 0 */
+int gpt_query_groups(const struct gpt_config *config);
 
 /* 1 when models of this config have the row */
 int parameter_row_present(const parameter_row *row, const struct gpt_config *config);
@@ -92,6 +109,7 @@ typedef struct global_parameter {
     char name[PARAM_NAME_MAX];
     int layer;           /* -1 embedding, num_layers for the final part */
     int rows, cols;      /* cols == 0 for vectors */
+    int row_blocks;      /* model_dim_blocks of its rows */
     shard_dim split;
     init_kind init;
     const parameter_row *row;  /* the table row it comes from */

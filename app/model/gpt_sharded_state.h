@@ -10,8 +10,14 @@
 #include "app/checkpoint/sharded_state.h"
 #include "app/model/gpt_model.h"
 
-/* where parameter p's local block sits in its global tensor */
-shard_block gpt_param_block(const param_tensor *p);
+/* where block `block` (of p->row_blocks; 0 for most tensors) of parameter p's local shard sits in
+ * its global tensor: SwiGLU's fc1 holds a shard of the gate rows and one of the up rows */
+shard_block gpt_param_block(const param_tensor *p, int block);
+
+/* adds local elements [lo, hi) of parameter p (data: element lo) to tensor `tensor` of state,
+ * cut at its row blocks */
+void gpt_add_param_range(sharded_state *state, int tensor, const param_tensor *p, size_t lo, size_t hi,
+                         float *data, int write);
 
 /* declares every global parameter as the tensor <group>/<name>, in global order (the optimizer
  * declares its moments' groups with it) */

@@ -15,15 +15,13 @@ void optimizer_sharded_state(const optimizer *opt, const gpt_model *model, int d
         const optimizer_range *range = &opt->ranges[r];
         const param_tensor *p = &model->params[range->param];
         int write = param_is_primary_copy(p, model->config.tp_rank) && (distributed || dp_rank == 0);
-        shard_block block = gpt_param_block(p);
-        size_t lo = range->offset - p->offset;
-        tensor_part part = shard_range_part(&block, lo, lo + range->length);
+        size_t lo = range->offset - p->offset, hi = lo + range->length;
         if (opt->master)
-            sharded_state_add(state, sharded_state_tensor(state, CHECKPOINT_MODEL_GROUP, p->name, p->rows, p->cols),
-                              part, opt->master + range->state_offset, write);
+            gpt_add_param_range(state, sharded_state_tensor(state, CHECKPOINT_MODEL_GROUP, p->name, p->rows, p->cols),
+                                p, lo, hi, opt->master + range->state_offset, write);
         float *moments[NUM_MOMENTS] = {opt->exp_avg, opt->exp_avg_sq};
         for (int k = 0; with_moments && k < NUM_MOMENTS; k++)
-            sharded_state_add(state, sharded_state_tensor(state, moment_group[k], p->name, p->rows, p->cols),
-                              part, moments[k] + range->state_offset, write);
+            gpt_add_param_range(state, sharded_state_tensor(state, moment_group[k], p->name, p->rows, p->cols),
+                                p, lo, hi, moments[k] + range->state_offset, write);
     }
 }

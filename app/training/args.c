@@ -6,6 +6,7 @@
 #include "app/training/args.h"
 #include "app/core/error.h"
 #include "app/core/options.h"
+#include "app/model/gpt_model.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -24,8 +25,21 @@ static const option_spec specs[] = {
     {"max-position-embeddings", "network size", OPTION_INT, AT(max_position_embeddings), .range = "[1, inf)", .help = "learned position embeddings (default seq length)"},
     {"vocab-size", "network size", OPTION_INT, AT(vocab_size), .range = "[1, inf)", .help = "vocabulary size (mock data / NullTokenizer)"},
     {"make-vocab-size-divisible-by", "network size", OPTION_INT, AT(make_vocab_size_divisible_by), "128", .range = "[1, inf)", .help = "pad the vocabulary to a multiple of this"},
-    {"layernorm-epsilon", "network size", OPTION_FLOAT, AT(layernorm_epsilon), "1e-5", .range = "(0, inf)", .help = "layer norm epsilon"},
+    {"layernorm-epsilon", "network size", OPTION_FLOAT, AT(layernorm_epsilon), "1e-5", .range = "(0, inf)", .help = "layer norm epsilon (older name of --norm-epsilon)"},
     {"untie-embeddings-and-output-weights", "network size", OPTION_FLAG, AT(untie_embeddings_and_output_weights), .help = "separate output layer instead of the tied word embeddings"},
+    {"norm-epsilon", "network size", OPTION_FLOAT, AT(layernorm_epsilon), "1e-5", .range = "(0, inf)", .help = "epsilon of every LayerNorm/RMSNorm"},
+    {"normalization", "network size", OPTION_CHOICE, AT(normalization), "LayerNorm", .choices = "LayerNorm|RMSNorm", .help = "the norm of every layer and the final norm"},
+    {"position-embedding-type", "network size", OPTION_CHOICE, AT(position_embedding_type), "learned_absolute", .choices = "learned_absolute|rope|none", .help = "learned absolute positions, rotary embeddings of q and k, or none"},
+    {"use-rotary-position-embeddings", "network size", OPTION_FLAG, AT(use_rotary_position_embeddings), .help = "deprecated: same as --position-embedding-type rope"},
+    {"no-position-embedding", "network size", OPTION_FLAG, AT(no_position_embedding), .help = "deprecated (accepted with rope, which has no position embedding table): use --position-embedding-type"},
+    {"rotary-base", "network size", OPTION_INT, AT(rotary_base), "10000", .range = "[1, inf)", .help = "base of the rotary frequencies"},
+    {"rotary-percent", "network size", OPTION_FLOAT, AT(rotary_percent), "1.0", .range = "(0, 1]", .help = "fraction of each head's channels that rotate"},
+    {"rotary-interleaved", "network size", OPTION_FLAG, AT(rotary_interleaved), .help = "rotate pairs of even and odd channels (RoFormer) instead of the two halves (Llama)"},
+    {"rotary-seq-len-interpolation-factor", "network size", OPTION_INT, AT(rotary_seq_len_interpolation_factor), .range = "[1, inf)", .help = "divide rotary positions by this (position interpolation)"},
+    {"swiglu", "network size", OPTION_FLAG, AT(swiglu), .help = "SwiGLU MLP: fc1 gives gate and up halves, silu(gate) * up (default --ffn-hidden-size: 4h*2/3 rounded down to 64)"},
+    {"group-query-attention", "network size", OPTION_FLAG, AT(group_query_attention), .help = "grouped-query attention (with --num-query-groups)"},
+    {"num-query-groups", "network size", OPTION_INT, AT(num_query_groups), "1", .range = "[1, inf)", .help = "key/value heads with --group-query-attention; the query heads share them in groups"},
+    {"disable-bias-linear", "network size", OPTION_FLAG, AT(disable_bias_linear), .help = "no biases in the linear layers (QKV, projection, MLP)"},
 
     {"hidden-dropout", "regularization", OPTION_FLOAT, AT(hidden_dropout), "0.1", .range = "[0, 1)", .help = "dropout on the transformer hidden state"},
     {"attention-dropout", "regularization", OPTION_FLOAT, AT(attention_dropout), "0.1", .range = "[0, 1)", .help = "dropout on the attention probabilities"},
@@ -111,6 +125,29 @@ static int given(const check_state *st, const char *name) {
     return options_given(&table, st->given, name);
 }
 
+/* the Llama family's options: Megatron's legacy position flags, grouped-query attention, RoPE */
+static int validate_architecture(check_state *st, args *a) {
+    if (a->use_rotary_position_embeddings) snprintf(a->position_embedding_type, sizeof a->position_embedding_type, "rope");
+    int rope = strcmp(a->position_embedding_type, "rope") == 0;
+    if (a->no_position_embedding && !rope)
+        return error_format(st->err, st->errlen, "--no-position-embedding is deprecated, use --position-embedding-type (Megatron accepts it only with rope)");
+    if (!a->group_query_attention) {
+        if (given(st, "num-query-groups"))
+            return error_format(st->err, st->errlen, "--num-query-groups needs --group-query-attention");
+        a->num_query_groups = a->num_attention_heads;
+    }
+    if (a->num_query_groups > a->num_attention_heads || a->num_attention_heads % a->num_query_groups != 0)
+        return error_format(st->err, st->errlen, "--num-attention-heads %d is not divisible by --num-query-groups %d",
+                    a->num_attention_heads, a->num_query_groups);
+    if (rope) {
+        int rotary_dim = a->rotary_percent < 1.0f ? (int)((float)a->kv_channels * a->rotary_percent) : a->kv_channels;
+        if (rotary_dim < 2 || rotary_dim % 2 != 0)
+            return error_format(st->err, st->errlen, "rotary embeddings turn channel pairs: --kv-channels %d x --rotary-percent %g = %d channels is not an even number >= 2",
+                        a->kv_channels, a->rotary_percent, rotary_dim);
+    }
+    return 0;
+}
+
 /* check the parallel layout against the model shape; derive data-parallel size and virtual stages */
 static int validate_parallel(check_state *st, args *a, int world_size) {
     int tp = a->tensor_model_parallel_size, pp = a->pipeline_model_parallel_size;
@@ -121,6 +158,9 @@ static int validate_parallel(check_state *st, args *a, int world_size) {
     if (a->num_attention_heads % tp != 0)
         return error_format(st->err, st->errlen, "--num-attention-heads %d is not divisible by --tensor-model-parallel-size %d",
                     a->num_attention_heads, tp);
+    if (a->num_query_groups % tp != 0)
+        return error_format(st->err, st->errlen, "--num-query-groups %d is not divisible by --tensor-model-parallel-size %d (tensor parallelism splits whole query groups)",
+                    a->num_query_groups, tp);
     if (a->ffn_hidden_size % tp != 0)
         return error_format(st->err, st->errlen, "--ffn-hidden-size %d is not divisible by --tensor-model-parallel-size %d",
                     a->ffn_hidden_size, tp);
@@ -203,7 +243,12 @@ static int validate(check_state *st, args *a, int world_size) {
                         a->hidden_size, a->num_attention_heads);
         a->kv_channels = a->hidden_size / a->num_attention_heads;
     }
-    if (!given(st, "ffn-hidden-size")) a->ffn_hidden_size = 4 * a->hidden_size;
+    if (!given(st, "ffn-hidden-size"))  /* Megatron's: SwiGLU keeps about 8h^2 MLP weights */
+        a->ffn_hidden_size = a->swiglu ? (int)(4.0 * a->hidden_size * 2 / 3 / 64) * 64 : 4 * a->hidden_size;
+    if (a->ffn_hidden_size < 1)
+        return error_format(st->err, st->errlen, "--swiglu with --hidden-size %d gives no MLP (default --ffn-hidden-size rounds 8h/3 down to 64): give --ffn-hidden-size",
+                    a->hidden_size);
+    if (validate_architecture(st, a)) return -1;
     if (!given(st, "max-position-embeddings")) a->max_position_embeddings = a->seq_length;
     if (a->seq_length > a->max_position_embeddings)
         return error_format(st->err, st->errlen, "--seq-length %d exceeds --max-position-embeddings %d", a->seq_length,
@@ -240,6 +285,20 @@ static int validate(check_state *st, args *a, int world_size) {
         return error_format(st->err, st->errlen, "--device cuda: this build has no CUDA backend (configure found no CUDA toolkit); use --device cpu");
 #endif
     return 0;
+}
+
+void gpt_config_set_architecture(gpt_config *c, const args *a) {
+    c->position_embedding_type = !strcmp(a->position_embedding_type, "rope") ? POSITION_ROPE
+                               : !strcmp(a->position_embedding_type, "none") ? POSITION_NONE
+                               : POSITION_LEARNED_ABSOLUTE;
+    c->rotary_base = (float)a->rotary_base;
+    c->rotary_percent = a->rotary_percent;
+    c->rotary_interleaved = a->rotary_interleaved;
+    c->rotary_seq_len_interpolation_factor = (float)a->rotary_seq_len_interpolation_factor;
+    c->rmsnorm = !strcmp(a->normalization, "RMSNorm");
+    c->swiglu = a->swiglu;
+    c->num_query_groups = a->num_query_groups;
+    c->disable_bias_linear = a->disable_bias_linear;
 }
 
 void args_set_vocab_size(args *a, int vocab_size) {

@@ -24,8 +24,21 @@ typedef struct args {
     int vocab_size;               /* with --mock-data / NullTokenizer */
     int make_vocab_size_divisible_by;
     int padded_vocab_size;        /* derived: vocab_size rounded up */
-    float layernorm_epsilon;
+    float layernorm_epsilon;      /* --norm-epsilon (alias --layernorm-epsilon) */
     int untie_embeddings_and_output_weights;
+    /* the Llama family's options (Megatron-Core's TransformerConfig) */
+    char position_embedding_type[24];   /* learned_absolute | rope | none */
+    int use_rotary_position_embeddings; /* deprecated alias of --position-embedding-type rope */
+    int no_position_embedding;          /* deprecated; accepted with rope only, as Megatron */
+    int rotary_base;
+    float rotary_percent;
+    int rotary_interleaved;
+    int rotary_seq_len_interpolation_factor; /* 0: none */
+    char normalization[16];             /* LayerNorm | RMSNorm */
+    int swiglu;
+    int group_query_attention;
+    int num_query_groups;         /* derived: num_attention_heads without --group-query-attention */
+    int disable_bias_linear;
 
     /* regularization */
     float hidden_dropout;
@@ -114,6 +127,11 @@ int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err
 /* Set the vocabulary size once known (from the tokenizer) and pad it as Megatron does:
  * to a multiple of --make-vocab-size-divisible-by x tensor-parallel size. */
 void args_set_vocab_size(args *a, int vocab_size);
+
+/* Fill the architecture options of a model config (position embeddings, RoPE, norm, SwiGLU,
+ * query groups, linear biases) from the flags. */
+struct gpt_config;
+void gpt_config_set_architecture(struct gpt_config *config, const args *a);
 
 /* Print "  name ..... value" for every argument (rank 0 at start-up, as Megatron does). */
 void args_print(const args *a);

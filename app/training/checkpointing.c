@@ -29,9 +29,17 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         {"untie_embeddings_and_output_weights", a->untie_embeddings_and_output_weights},
         {"tensor_model_parallel_size", t->topo.tp_size}, {"pipeline_model_parallel_size", t->topo.pp_size},
         {"data_parallel_size", t->topo.dp_size}, {"use_distributed_optimizer", a->use_distributed_optimizer},
+        /* the Llama family's options, under Megatron's argument names */
+        {"num_query_groups", a->num_query_groups}, {"group_query_attention", a->group_query_attention},
+        {"swiglu", a->swiglu}, {"add_bias_linear", !a->disable_bias_linear},
+        {"rotary_interleaved", a->rotary_interleaved},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) checkpoint_put_int(f, "/args", ints[i].name, ints[i].value);
     checkpoint_put_double(f, "/args", "layernorm_epsilon", a->layernorm_epsilon);
+    checkpoint_put_string(f, "/args", "normalization", a->normalization);
+    checkpoint_put_string(f, "/args", "position_embedding_type", a->position_embedding_type);
+    checkpoint_put_double(f, "/args", "rotary_base", a->rotary_base);
+    checkpoint_put_double(f, "/args", "rotary_percent", a->rotary_percent);
     checkpoint_put_string(f, "/args", "tokenizer_type", a->tokenizer_type[0] ? a->tokenizer_type : "NullTokenizer");
 }
 
@@ -96,6 +104,19 @@ static void check_architecture(checkpoint_file *f, const args *a) {
         if (stored != arch[i].value)
             user_error("checkpoint %s was saved with %s = %lld, this run has %lld", f->path, arch[i].flag,
                        (long long)stored, (long long)arch[i].value);
+    }
+    /* the Llama options; a checkpoint from before them holds a GPT (multi-head, GeLU, biases) */
+    struct { const char *name, *flag; int64_t value, absent; } llama[] = {
+        {"num_query_groups", "--num-query-groups", a->num_query_groups, a->num_attention_heads},
+        {"swiglu", "--swiglu", a->swiglu, 0},
+        {"add_bias_linear", "--disable-bias-linear (add_bias_linear)", !a->disable_bias_linear, 1},
+    };
+    for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++) {
+        int64_t stored;
+        if (checkpoint_get_int(f, "/args", llama[i].name, &stored) != 0) stored = llama[i].absent;
+        if (stored != llama[i].value)
+            user_error("checkpoint %s was saved with %s = %lld, this run has %lld", f->path, llama[i].flag,
+                       (long long)stored, (long long)llama[i].value);
     }
 }
 

@@ -48,8 +48,9 @@ void param_dump_write(const gpt_model *m, const topology *topo, const char *path
             host_size = p->numel;
         }
         m->ops->copy_to_host_float(host, act_at(m->ops, m->param_buffer, p->offset), p->numel);
-        /* contiguous runs: whole shard for row splits and vectors, one row at a time otherwise */
-        size_t run = p->split == SHARD_COLS ? (size_t)p->local_cols : p->numel;
+        /* contiguous runs: whole shard (each row block of it) for row splits and vectors, one
+         * row at a time otherwise */
+        size_t run = p->split == SHARD_COLS ? (size_t)p->local_cols : p->numel / (size_t)p->row_blocks;
         for (size_t e = 0; e < p->numel; e += run) {
             MPI_Offset at = (MPI_Offset)((file_offset[g] + param_global_index(p, e)) * sizeof(float));
             CHECK_MPI(MPI_File_write_at(file, at, host + e, (int)run, MPI_FLOAT, MPI_STATUS_IGNORE));

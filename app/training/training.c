@@ -40,6 +40,7 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.hidden_dropout = a->hidden_dropout;
     c.attention_dropout = a->attention_dropout;
     c.untie_embeddings_and_output_weights = a->untie_embeddings_and_output_weights;
+    gpt_config_set_architecture(&c, a);
     c.seed = a->seed;
     c.tp_size = topo->tp_size;
     c.tp_rank = topo->tp_rank;
@@ -286,7 +287,8 @@ static iteration_flops iteration_flops_of(const args *a) {
         .num_layers = a->num_layers,
         .hidden_size = a->hidden_size,
         .num_attention_heads = a->num_attention_heads,
-        .num_query_groups = a->num_attention_heads,
+        .num_query_groups = a->num_query_groups,
+        .swiglu = a->swiglu,
         .kv_channels = a->kv_channels,
         .ffn_hidden_size = a->ffn_hidden_size,
         .padded_vocab_size = a->padded_vocab_size,

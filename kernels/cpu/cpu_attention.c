@@ -1,5 +1,7 @@
-/* cpu_attention.c: causal multi-head self-attention with dropout on the probabilities.
- * qkv[B,T,H,3,D] holds per head its q, k, v vectors side by side; out[B,T,H,D].
+/* cpu_attention.c: causal multi-head (or grouped-query) self-attention with dropout on the
+ * probabilities. qkv[B,T,(H+2G)*D] holds H query heads in G groups (kernels.h: per group its
+ * query heads, then its key and value head); query head h reads its group's k, v in place;
+ * out[B,T,H,D]. With G == H it is ordinary multi-head attention.
  *   preatt[t1,t2] = q[t1].k[t2] / sqrt(D)                       (t2 <= t1; later keys masked)
  *   att[t1,:]     = softmax(preatt[t1,:])                        (kept in the workspace)
  *   out[t1]       = sum_t2 drop(att)[t1,t2] v[t2],  drop(a) = a * keep / (1 - p)
@@ -8,7 +10,8 @@
  * so the mask does not depend on how heads are split over tensor-parallel ranks.
  * Backward (softmax Jacobian: d att_i / d preatt_j = att_i (delta_ij - att_j)):
  *   dv[t2] += drop(att)[t1,t2] dout[t1];  datt[t1,t2] = keep/(1-p) * dout[t1].v[t2]
- *   dpreatt = att * (datt - sum_t2 att*datt);  dq[t1] += dpreatt k[t2]/sqrt(D), dk[t2] += dpreatt q[t1]/sqrt(D) */
+ *   dpreatt = att * (datt - sum_t2 att*datt);  dq[t1] += dpreatt k[t2]/sqrt(D), dk[t2] += dpreatt q[t1]/sqrt(D)
+ * (a group's dk, dv accumulate over its query heads) */
 #include <math.h>
 #include <stdlib.h>
 
@@ -28,9 +31,10 @@ static inline uint64_t att_index(int b, int h, int t1, int t2, int T, int head_s
 }
 
 void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B, int T, int H,
-                           int D, int head_start, int total_heads, dropout_rng rng) {
+                           int G, int D, int head_start, int total_heads, dropout_rng rng) {
     float *att = (float *)workspace;
-    size_t C3 = (size_t)H * 3 * D; /* qkv row length */
+    size_t C3 = (size_t)(H + 2 * G) * D; /* qkv row length */
+    int per = H / G;
     size_t HD = (size_t)H * D;     /* out row length */
     float scale = 1.0f / sqrtf((float)D);
     int use_dropout = rng.p > 0.0f;
@@ -39,13 +43,14 @@ void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B,
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < H; h++) {
             for (int t1 = 0; t1 < T; t1++) {
-                const float *q = qkv + ((size_t)b * T + t1) * C3 + (size_t)h * 3 * D;
+                const float *q = qkv + ((size_t)b * T + t1) * C3 + qkv_query_offset(h, H, G, D);
+                size_t key_offset = qkv_key_offset(h / per, H, G, D);
                 float *att_row = att + (((size_t)b * H + h) * T + t1) * T;
 
                 /* scores and their max (for a stable softmax) */
                 float maxval = -INFINITY;
                 for (int t2 = 0; t2 <= t1; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * C3 + (size_t)h * 3 * D + D;
+                    const float *k = qkv + ((size_t)b * T + t2) * C3 + key_offset;
                     float dot = 0.0f;
                     for (int d = 0; d < D; d++) dot += q[d] * k[d];
                     dot *= scale;
@@ -71,7 +76,7 @@ void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B,
                         a = philox_keep(rng.seed, rng.stream, rng.offset + i, rng.p)
                                 ? a * keep_scale : 0.0f;
                     }
-                    const float *v = qkv + ((size_t)b * T + t2) * C3 + (size_t)h * 3 * D + 2 * D;
+                    const float *v = qkv + ((size_t)b * T + t2) * C3 + key_offset + D;
                     for (int d = 0; d < D; d++) out_bth[d] += a * v[d];
                 }
             }
@@ -80,10 +85,11 @@ void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B,
 }
 
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                            const void *workspace, int B, int T, int H, int D, int head_start,
-                            int total_heads, dropout_rng rng) {
+                            const void *workspace, int B, int T, int H, int G, int D,
+                            int head_start, int total_heads, dropout_rng rng) {
     const float *att = (const float *)workspace;
-    size_t C3 = (size_t)H * 3 * D;
+    size_t C3 = (size_t)(H + 2 * G) * D;
+    int per = H / G;
     size_t HD = (size_t)H * D;
     float scale = 1.0f / sqrtf((float)D);
     int use_dropout = rng.p > 0.0f;
@@ -101,15 +107,17 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
             for (int t1 = 0; t1 < T; t1++) {
                 const float *att_row = att + (((size_t)b * H + h) * T + t1) * T;
                 const float *dout_bth = dout + ((size_t)b * T + t1) * HD + (size_t)h * D;
-                const float *q = qkv + ((size_t)b * T + t1) * C3 + (size_t)h * 3 * D;
-                float *dq = dqkv + ((size_t)b * T + t1) * C3 + (size_t)h * 3 * D;
+                size_t q_offset = ((size_t)b * T + t1) * C3 + qkv_query_offset(h, H, G, D);
+                size_t key_offset = qkv_key_offset(h / per, H, G, D);
+                const float *q = qkv + q_offset;
+                float *dq = dqkv + q_offset;
 
                 /* backward through out = drop(att) v, then through the dropout */
                 float dot_sum = 0.0f; /* sum_t2 att * datt */
                 for (int t2 = 0; t2 <= t1; t2++) {
-                    size_t kv = ((size_t)b * T + t2) * C3 + (size_t)h * 3 * D;
-                    const float *v = qkv + kv + 2 * D;
-                    float *dv = dqkv + kv + 2 * D;
+                    size_t kv = ((size_t)b * T + t2) * C3 + key_offset;
+                    const float *v = qkv + kv + D;
+                    float *dv = dqkv + kv + D;
                     float m = 1.0f; /* d drop(a) / d a */
                     if (use_dropout) {
                         uint64_t i = att_index(b, h, t1, t2, T, head_start, total_heads);
@@ -129,9 +137,9 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                 /* backward through the softmax and the scaled dot products */
                 for (int t2 = 0; t2 <= t1; t2++) {
                     float dpre = att_row[t2] * (datt[t2] - dot_sum) * scale;
-                    size_t kv = ((size_t)b * T + t2) * C3 + (size_t)h * 3 * D;
-                    const float *k = qkv + kv + D;
-                    float *dk = dqkv + kv + D;
+                    size_t kv = ((size_t)b * T + t2) * C3 + key_offset;
+                    const float *k = qkv + kv;
+                    float *dk = dqkv + kv;
                     for (int d = 0; d < D; d++) {
                         dq[d] += dpre * k[d];
                         dk[d] += dpre * q[d];

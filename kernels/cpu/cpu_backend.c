@@ -54,16 +54,35 @@ static void matmul_backward(void *dx, float *dweight, float *dbias, const void *
     cpu_matmul_backward(dx, dweight, dbias, dout, x, weight, N, IC, OC);
 }
 
+static void rmsnorm_forward(void *out, float *rstd, const void *x, const void *weight, int N, int C,
+                            float eps) {
+    cpu_rmsnorm_forward(out, rstd, x, weight, N, C, eps);
+}
+static void rmsnorm_backward(void *dx, float *dweight, const void *dout, const void *x,
+                             const void *weight, const float *rstd, int N, int C) {
+    cpu_rmsnorm_backward(dx, dweight, dout, x, weight, rstd, N, C);
+}
+static void rope_forward(void *qkv, int B, int T, int H, int G, int D, rope_spec rope) {
+    cpu_rope_forward(qkv, B, T, H, G, D, rope);
+}
+static void rope_backward(void *dqkv, int B, int T, int H, int G, int D, rope_spec rope) {
+    cpu_rope_backward(dqkv, B, T, H, G, D, rope);
+}
+static void swiglu_forward(void *out, const void *x, int N, int F) { cpu_swiglu_forward(out, x, N, F); }
+static void swiglu_backward(void *dx, const void *x, const void *dout, int N, int F) {
+    cpu_swiglu_backward(dx, x, dout, N, F);
+}
+
 static void attention_forward(void *out, void *workspace, const void *qkv, int B, int T, int H,
-                              int D, int head_start, int total_heads, dropout_rng rng) {
-    cpu_attention_forward(out, workspace, qkv, B, T, H, D, head_start, total_heads, rng);
+                              int G, int D, int head_start, int total_heads, dropout_rng rng) {
+    cpu_attention_forward(out, workspace, qkv, B, T, H, G, D, head_start, total_heads, rng);
 }
 /* the CPU backward keeps the probabilities in its workspace and does not need out */
 static void attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out,
-                               const void *workspace, int B, int T, int H, int D, int head_start,
-                               int total_heads, dropout_rng rng) {
+                               const void *workspace, int B, int T, int H, int G, int D,
+                               int head_start, int total_heads, dropout_rng rng) {
     (void)out;
-    cpu_attention_backward(dqkv, dout, qkv, workspace, B, T, H, D, head_start, total_heads, rng);
+    cpu_attention_backward(dqkv, dout, qkv, workspace, B, T, H, G, D, head_start, total_heads, rng);
 }
 
 static void gelu_forward(void *out, const void *x, size_t n) { cpu_gelu_forward(out, x, n); }
@@ -131,8 +150,14 @@ static const kernel_ops cpu_ops = {
     .layernorm_forward = layernorm_forward,
     .layernorm_backward = layernorm_backward,
 
+    .rmsnorm_forward = rmsnorm_forward,
+    .rmsnorm_backward = rmsnorm_backward,
+
     .matmul_forward = matmul_forward,
     .matmul_backward = matmul_backward,
+
+    .rope_forward = rope_forward,
+    .rope_backward = rope_backward,
 
     .attention_workspace_bytes = cpu_attention_workspace_bytes,
     .attention_forward = attention_forward,
@@ -140,6 +165,8 @@ static const kernel_ops cpu_ops = {
 
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,
+    .swiglu_forward = swiglu_forward,
+    .swiglu_backward = swiglu_backward,
     .dropout_forward = dropout_forward,
     .dropout_backward = dropout_backward,
     .add = add,

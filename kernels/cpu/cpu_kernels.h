@@ -33,6 +33,20 @@ void cpu_layernorm_backward(float *dx, float *dweight, float *dbias, const float
                             const float *x, const float *weight, const float *mean,
                             const float *rstd, int N, int C);
 
+/* cpu_rmsnorm.c */
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *weight, int N, int C,
+                         float eps);
+void cpu_rmsnorm_backward(float *dx, float *dweight, const float *dout, const float *x,
+                          const float *weight, const float *rstd, int N, int C);
+
+/* cpu_rope.c */
+void cpu_rope_forward(float *qkv, int B, int T, int H, int G, int D, rope_spec rope);
+void cpu_rope_backward(float *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
+
+/* cpu_swiglu.c */
+void cpu_swiglu_forward(float *out, const float *x, int N, int F);
+void cpu_swiglu_backward(float *dx, const float *x, const float *dout, int N, int F);
+
 /* cpu_matmul.c */
 void cpu_matmul_forward(float *out, const float *x, const float *weight, const float *bias,
                         int N, int IC, int OC);
@@ -42,10 +56,10 @@ void cpu_matmul_backward(float *dx, float *dweight, float *dbias, const float *d
 /* cpu_attention.c */
 size_t cpu_attention_workspace_bytes(int B, int T, int H, int D);
 void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B, int T, int H,
-                           int D, int head_start, int total_heads, dropout_rng rng);
+                           int G, int D, int head_start, int total_heads, dropout_rng rng);
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
-                            const void *workspace, int B, int T, int H, int D, int head_start,
-                            int total_heads, dropout_rng rng);
+                            const void *workspace, int B, int T, int H, int G, int D,
+                            int head_start, int total_heads, dropout_rng rng);
 
 /* cpu_elementwise.c */
 void cpu_gelu_forward(float *out, const float *x, size_t n);

@@ -1,7 +1,11 @@
 /* cuda_attention.cu: causal multi-head flash attention in bf16 (FlashAttention-2 scheme with the
  * scores kept in registers), the GPU counterpart of kernels/cpu/cpu_attention.c.
  *
- * qkv[B,T,H,3,D] bf16 (per head its q, k, v side by side), out[B,T,H,D] bf16, fp32 accumulation.
+ * qkv[B,T,(H+2G)*D] bf16 (H query heads in G groups, kernels.h's layout: per group its query
+ * heads, then its key and value head), out[B,T,H,D] bf16, fp32 accumulation. Grouped-query
+ * attention reads the group's K and V tiles in place: the forward and dQ kernels of query head h
+ * load group h/(H/G)'s keys, and the dK/dV kernel of a group walks the query tiles of each of its
+ * heads in turn, summing their contributions in registers (no K/V copies, no atomics).
  * The T x T scores are never stored: the forward keeps a running row max m and row sum l
  * (online softmax) while it walks the key tiles left of the diagonal, and saves per query row
  * lse = m + log(l) (fp32 [B,H,T], natural log of the scaled scores) in the workspace.
@@ -339,7 +343,7 @@ static __device__ __forceinline__ float quad_sum(float v) {
  * longest rows start first. */
 template <int DP, int WARPS, int BN, bool DROPOUT>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_FWD_MIN_BLOCKS_64 : 0)
-attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int H, int D,
+attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int H, int G, int D,
                          int head_start, int total_heads, dropout_rng rng, int vec) {
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -350,8 +354,9 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
     const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp_row0 = q0 + 16 * warp;
-    const size_t qkv_stride = (size_t)H * 3 * D, out_stride = (size_t)H * D;
-    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D;
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
+    const nvbf16 *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D); /* scores in base-2 units */
     const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
     const int kt_last = min(q0 + BM - 1, T - 1) / BN;
@@ -360,8 +365,8 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
                                      attn_row_counter(rng, head_index, T, warp_row0 + g + 8)};
 
     attn_load_tile<DP, BM, THREADS>(q_s, q_base, qkv_stride, q0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s, q_base + D, qkv_stride, 0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, q_base + 2 * D, qkv_stride, 0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s, k_base, qkv_stride, 0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, qkv_stride, 0, T, D, vec);
     cp_async_commit();
 
     float o[DP / 8][4];
@@ -375,8 +380,8 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
         const nvbf16 *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (kt < kt_last) { /* prefetch the next K, V tiles into the other stage */
             nvbf16 *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
-            attn_load_tile<DP, BN, THREADS>(next, q_base + D, qkv_stride, k0 + BN, T, D, vec);
-            attn_load_tile<DP, BN, THREADS>(next + BN * LD, q_base + 2 * D, qkv_stride, k0 + BN, T,
+            attn_load_tile<DP, BN, THREADS>(next, k_base, qkv_stride, k0 + BN, T, D, vec);
+            attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, qkv_stride, k0 + BN, T,
                                             D, vec);
         }
         cp_async_commit();
@@ -513,15 +518,16 @@ static __device__ __forceinline__ void attn_load_query_stage(
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* backward, dK and dV: block = (batch x head, key tile of 16 WARPS keys), warp w owns keys
- * 16w..16w+15; walks query tiles of BM rows from the diagonal down, with S^T = K Q^T and
- * dP^T = V dO^T in registers (keys as rows). Grid y counts up the key tiles: the longest walks
+/* backward, dK and dV: block = (batch x query group, key tile of 16 WARPS keys), warp w owns keys
+ * 16w..16w+15; for each query head of the group in turn, walks its query tiles of BM rows from
+ * the diagonal down, with S^T = K Q^T and dP^T = V dO^T in registers (keys as rows), so dK and
+ * dV sum over the group's heads in registers. Grid y counts up the key tiles: the longest walks
  * start first. */
 template <int DP, int WARPS, int BM, bool DROPOUT>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DKDV_MIN_BLOCKS_64 : 0)
 attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *dout,
                                const nvbf16 *qkv, const float *lse2, const float *di, int T,
-                               int Tpad, int H, int D, int head_start, int total_heads,
+                               int Tpad, int H, int G, int D, int head_start, int total_heads,
                                dropout_rng rng, int vec) {
     constexpr int BN = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BM / 8;
     constexpr int STAGE = 2 * BM * LD + 2 * BM * 2; /* bf16 elements: Q, dO, then lse2, Di */
@@ -530,27 +536,32 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *
     nvbf16 *v_s = k_s + BN * LD;                         /* BN x LD */
     nvbf16 *stages = v_s + BN * LD;                      /* [2][Q BM x LD, dO BM x LD, lse2, Di] */
 
-    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int bg = blockIdx.x, b = bg / G, group = bg % G, per = H / G;
     const int k0 = blockIdx.y * BN;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp_key0 = k0 + 16 * warp;
-    const size_t qkv_stride = (size_t)H * 3 * D, out_stride = (size_t)H * D;
-    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D;
-    const nvbf16 *do_base = dout + (size_t)b * T * out_stride + (size_t)h * D;
-    const float *lse2_rows = lse2 + (size_t)bh * Tpad, *di_rows = di + (size_t)bh * Tpad;
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const nvbf16 *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
-    const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
-    const int qt_first = k0 / BM, qt_last = (T - 1) / BM;
+    const int qt_first = k0 / BM, qt_last = (T - 1) / BM, tiles = qt_last - qt_first + 1;
     const uint32_t drop_threshold = attn_drop_threshold(rng.p);
-    /* counter of element (i, key) = offset + head_index*T*T + key + i*T */
-    const uint64_t key_counter[2] = {attn_row_counter(rng, head_index, T, 0) + warp_key0 + g,
-                                     attn_row_counter(rng, head_index, T, 0) + warp_key0 + g + 8};
 
-    attn_load_tile<DP, BN, THREADS>(k_s, q_base + D, qkv_stride, k0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(v_s, q_base + 2 * D, qkv_stride, k0, T, D, vec);
-    attn_load_query_stage<DP, BM, THREADS>(stages, q_base, qkv_stride, do_base, out_stride,
-                                           lse2_rows, di_rows, qt_first * BM, T, D, vec);
+    /* step it of the walk: query head first_head + it / tiles, query tile qt_first + it % tiles */
+    const int first_head = group * per, steps = per * tiles;
+#define DKDV_HEAD_POINTERS(h)                                                                      \
+    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);       \
+    const nvbf16 *do_base = dout + (size_t)b * T * out_stride + (size_t)(h) * D;                   \
+    const size_t bh = (size_t)b * H + (size_t)(h);                                                 \
+    const float *lse2_rows = lse2 + bh * Tpad, *di_rows = di + bh * Tpad;
+
+    attn_load_tile<DP, BN, THREADS>(k_s, k_base, qkv_stride, k0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(v_s, k_base + D, qkv_stride, k0, T, D, vec);
+    {
+        DKDV_HEAD_POINTERS(first_head)
+        attn_load_query_stage<DP, BM, THREADS>(stages, q_base, qkv_stride, do_base, out_stride,
+                                               lse2_rows, di_rows, qt_first * BM, T, D, vec);
+    }
     cp_async_commit();
 
     float dk[DP / 8][4], dv[DP / 8][4];
@@ -559,14 +570,23 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
 
-    for (int qt = qt_first; qt <= qt_last; qt++) {
-        const int q0 = qt * BM, i = (qt - qt_first) & 1;
+    for (int it = 0; it < steps; it++) {
+        const int h = first_head + it / tiles, qt = qt_first + it % tiles;
+        const int q0 = qt * BM, i = it & 1;
+        const size_t bh = (size_t)b * H + (size_t)h;
+        const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
+        /* counter of element (i, key) = offset + head_index*T*T + key + i*T */
+        const uint64_t key_counter[2] = {attn_row_counter(rng, head_index, T, 0) + warp_key0 + g,
+                                         attn_row_counter(rng, head_index, T, 0) + warp_key0 + g + 8};
         const nvbf16 *q_s = stages + i * STAGE, *do_s = q_s + BM * LD;
         const float *lse2_s = reinterpret_cast<const float *>(do_s + BM * LD), *di_s = lse2_s + BM;
-        if (qt < qt_last) /* prefetch the next query tile into the other stage */
+        if (it + 1 < steps) { /* prefetch the next step's query tile into the other stage */
+            const int next_h = first_head + (it + 1) / tiles, next_qt = qt_first + (it + 1) % tiles;
+            DKDV_HEAD_POINTERS(next_h)
             attn_load_query_stage<DP, BM, THREADS>(stages + (i ^ 1) * STAGE, q_base, qkv_stride,
                                                    do_base, out_stride, lse2_rows, di_rows,
-                                                   q0 + BM, T, D, vec);
+                                                   next_qt * BM, T, D, vec);
+        }
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
@@ -614,9 +634,10 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *
         __syncthreads(); /* every warp is done with this stage before it is refilled */
     }
 
+#undef DKDV_HEAD_POINTERS
     /* dK = scale dS^T Q, dV = keep_scale (P keep)^T dO, staged in the warp's own K and V rows */
     const float scale = 1.0f / sqrtf((float)D);
-    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D + D;
+    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
     nvbf16 *k_stage = k_s + 16 * warp * LD, *v_stage = v_s + 16 * warp * LD;
     attn_stage_rows<DP>(k_stage, dk, scale, scale, lane);
     attn_store_rows<DP>(dk_base, qkv_stride, k_stage, warp_key0, T, D, vec, lane);
@@ -632,7 +653,7 @@ template <int DP, int WARPS, int BN, bool DROPOUT>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DQ_MIN_BLOCKS_64 : 0)
 attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf16 *dout,
                              const nvbf16 *qkv, const float *lse2, const float *di, int T,
-                             int Tpad, int H, int D, dropout_rng rng, int vec) {
+                             int Tpad, int H, int G, int D, dropout_rng rng, int vec) {
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
     nvbf16 *q_s = reinterpret_cast<nvbf16 *>(attn_smem); /* BM x LD */
@@ -643,8 +664,9 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf
     const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp_row0 = q0 + 16 * warp;
-    const size_t qkv_stride = (size_t)H * 3 * D, out_stride = (size_t)H * D;
-    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D;
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
+    const nvbf16 *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
     const int kt_last = min(q0 + BM - 1, T - 1) / BN;
@@ -657,8 +679,8 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf
     attn_load_tile<DP, BM, THREADS>(q_s, q_base, qkv_stride, q0, T, D, vec);
     attn_load_tile<DP, BM, THREADS>(do_s, dout + (size_t)b * T * out_stride + (size_t)h * D,
                                     out_stride, q0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s, q_base + D, qkv_stride, 0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, q_base + 2 * D, qkv_stride, 0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s, k_base, qkv_stride, 0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, qkv_stride, 0, T, D, vec);
     cp_async_commit();
 
     float dq[DP / 8][4];
@@ -670,8 +692,8 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf
         const nvbf16 *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (kt < kt_last) {
             nvbf16 *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
-            attn_load_tile<DP, BN, THREADS>(next, q_base + D, qkv_stride, k0 + BN, T, D, vec);
-            attn_load_tile<DP, BN, THREADS>(next + BN * LD, q_base + 2 * D, qkv_stride, k0 + BN, T,
+            attn_load_tile<DP, BN, THREADS>(next, k_base, qkv_stride, k0 + BN, T, D, vec);
+            attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, qkv_stride, k0 + BN, T,
                                             D, vec);
         }
         cp_async_commit();
@@ -719,7 +741,7 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf
     const float scale = 1.0f / sqrtf((float)D);
     nvbf16 *stage = q_s + 16 * warp * LD; /* the warp's own Q rows */
     attn_stage_rows<DP>(stage, dq, scale, scale, lane);
-    attn_store_rows<DP>(dqkv + (size_t)b * T * qkv_stride + (size_t)h * 3 * D, qkv_stride, stage,
+    attn_store_rows<DP>(dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D), qkv_stride, stage,
                         warp_row0, T, D, vec, lane);
 }
 
@@ -748,21 +770,21 @@ static dim3 attn_grid(int B, int H, int T, int tile) {
 
 template <int DP, bool DROPOUT>
 static void attn_forward_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H,
-                                int D, int head_start, int total_heads, dropout_rng rng) {
+                                int G, int D, int head_start, int total_heads, dropout_rng rng) {
     constexpr int WARPS = ATTN_FWD_WARPS, BN = ATTN_FWD_BN;
     static_assert(ATTN_T_PAD % (16 * WARPS) == 0 && BN % 16 == 0, "forward tile shape");
     auto kernel = attention_forward_kernel<DP, WARPS, BN, DROPOUT>;
     const size_t smem = attn_forward_smem(DP, WARPS, BN);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kernel<<<attn_grid(B, H, T, 16 * WARPS), 32 * WARPS, smem, compute_stream()>>>(
-        out, lse, qkv, T, H, D, head_start, total_heads, rng, attn_vector_io(D, out, qkv));
+        out, lse, qkv, T, H, G, D, head_start, total_heads, rng, attn_vector_io(D, out, qkv));
     CHECK_LAUNCH();
 }
 
 template <int DP, bool DROPOUT>
 static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
-                                 const nvbf16 *out, const float *lse, int B, int T, int H, int D,
-                                 int head_start, int total_heads, dropout_rng rng) {
+                                 const nvbf16 *out, const float *lse, int B, int T, int H, int G,
+                                 int D, int head_start, int total_heads, dropout_rng rng) {
     constexpr int DQ_WARPS = DP <= 64 ? ATTN_DQ_WARPS_64 : ATTN_DQ_WARPS_128, DQ_BN = ATTN_DQ_BN;
     constexpr int KV_WARPS = ATTN_DKDV_WARPS;
     constexpr int KV_BM = DP <= 64 ? ATTN_DKDV_BM_64 : ATTN_DKDV_BM_128;
@@ -785,15 +807,15 @@ static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 
     const size_t dkdv_smem = attn_dkdv_smem(DP, KV_WARPS, KV_BM);
     CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)dkdv_smem));
-    dkdv<<<attn_grid(B, H, T, 16 * KV_WARPS), 32 * KV_WARPS, dkdv_smem, compute_stream()>>>(
-        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, D, head_start, total_heads, rng, vec);
+    dkdv<<<attn_grid(B, G, T, 16 * KV_WARPS), 32 * KV_WARPS, dkdv_smem, compute_stream()>>>(
+        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, G, D, head_start, total_heads, rng, vec);
     CHECK_LAUNCH();
 
     auto dq = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT>;
     const size_t dq_smem = attn_dq_smem(DP, DQ_WARPS, DQ_BN);
     CHECK_CUDA(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
     dq<<<attn_grid(B, H, T, 16 * DQ_WARPS), 32 * DQ_WARPS, dq_smem, compute_stream()>>>(
-        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, D, rng, vec);
+        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, G, D, rng, vec);
     CHECK_LAUNCH();
 }
 
@@ -809,37 +831,45 @@ extern "C" size_t cuda_attention_workspace_bytes(int B, int T, int H, int D) {
     return (size_t)B * H * T * sizeof(float);
 }
 
+/* the query heads must fall into whole groups */
+static void attn_check_groups(int H, int G) {
+    if (G <= 0 || H % G != 0)
+        KERNELS_FATAL("cuda attention: %d query heads do not split into %d query groups", H, G);
+}
+
 extern "C" void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T,
-                                       int H, int D, int head_start, int total_heads,
+                                       int H, int G, int D, int head_start, int total_heads,
                                        dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
+    attn_check_groups(H, G);
     nvbf16 *o = as_nv(out);
     const nvbf16 *x = as_nv(qkv);
     float *lse = (float *)workspace;
     const bool drop = rng.p > 0.0f;
     if (attn_padded_head_dim(D) == 64) {
-        if (drop) attn_forward_launch<64, true>(o, lse, x, B, T, H, D, head_start, total_heads, rng);
-        else attn_forward_launch<64, false>(o, lse, x, B, T, H, D, head_start, total_heads, rng);
+        if (drop) attn_forward_launch<64, true>(o, lse, x, B, T, H, G, D, head_start, total_heads, rng);
+        else attn_forward_launch<64, false>(o, lse, x, B, T, H, G, D, head_start, total_heads, rng);
     } else {
-        if (drop) attn_forward_launch<128, true>(o, lse, x, B, T, H, D, head_start, total_heads, rng);
-        else attn_forward_launch<128, false>(o, lse, x, B, T, H, D, head_start, total_heads, rng);
+        if (drop) attn_forward_launch<128, true>(o, lse, x, B, T, H, G, D, head_start, total_heads, rng);
+        else attn_forward_launch<128, false>(o, lse, x, B, T, H, G, D, head_start, total_heads, rng);
     }
 }
 
 extern "C" void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
                                         const bf16 *out, const void *workspace, int B, int T,
-                                        int H, int D, int head_start, int total_heads,
+                                        int H, int G, int D, int head_start, int total_heads,
                                         dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
+    attn_check_groups(H, G);
     nvbf16 *dx = as_nv(dqkv);
     const nvbf16 *dy = as_nv(dout), *x = as_nv(qkv), *y = as_nv(out);
     const float *lse = (const float *)workspace;
     const bool drop = rng.p > 0.0f;
     if (attn_padded_head_dim(D) == 64) {
-        if (drop) attn_backward_launch<64, true>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng);
-        else attn_backward_launch<64, false>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng);
+        if (drop) attn_backward_launch<64, true>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
+        else attn_backward_launch<64, false>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
     } else {
-        if (drop) attn_backward_launch<128, true>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng);
-        else attn_backward_launch<128, false>(dx, dy, x, y, lse, B, T, H, D, head_start, total_heads, rng);
+        if (drop) attn_backward_launch<128, true>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
+        else attn_backward_launch<128, false>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
     }
 }

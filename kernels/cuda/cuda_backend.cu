@@ -117,14 +117,32 @@ static void matmul_backward(void *dx, float *dweight, float *dbias, const void *
                             const void *weight, int N, int IC, int OC) {
     cuda_matmul_backward(BF(dx), dweight, dbias, CBF(dout), CBF(x), CBF(weight), N, IC, OC);
 }
-static void attention_forward(void *out, void *workspace, const void *qkv, int B, int T, int H, int D,
-                              int head_start, int total_heads, dropout_rng rng) {
-    cuda_attention_forward(BF(out), workspace, CBF(qkv), B, T, H, D, head_start, total_heads, rng);
+static void rmsnorm_forward(void *out, float *rstd, const void *x, const void *weight, int N, int C,
+                            float eps) {
+    cuda_rmsnorm_forward(BF(out), rstd, CBF(x), CBF(weight), N, C, eps);
+}
+static void rmsnorm_backward(void *dx, float *dweight, const void *dout, const void *x,
+                             const void *weight, const float *rstd, int N, int C) {
+    cuda_rmsnorm_backward(BF(dx), dweight, CBF(dout), CBF(x), CBF(weight), rstd, N, C);
+}
+static void rope_forward(void *qkv, int B, int T, int H, int G, int D, rope_spec rope) {
+    cuda_rope_forward(BF(qkv), B, T, H, G, D, rope);
+}
+static void rope_backward(void *dqkv, int B, int T, int H, int G, int D, rope_spec rope) {
+    cuda_rope_backward(BF(dqkv), B, T, H, G, D, rope);
+}
+static void swiglu_forward(void *out, const void *x, int N, int F) { cuda_swiglu_forward(BF(out), CBF(x), N, F); }
+static void swiglu_backward(void *dx, const void *x, const void *dout, int N, int F) {
+    cuda_swiglu_backward(BF(dx), CBF(x), CBF(dout), N, F);
+}
+static void attention_forward(void *out, void *workspace, const void *qkv, int B, int T, int H, int G,
+                              int D, int head_start, int total_heads, dropout_rng rng) {
+    cuda_attention_forward(BF(out), workspace, CBF(qkv), B, T, H, G, D, head_start, total_heads, rng);
 }
 static void attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out,
-                               const void *workspace, int B, int T, int H, int D, int head_start,
+                               const void *workspace, int B, int T, int H, int G, int D, int head_start,
                                int total_heads, dropout_rng rng) {
-    cuda_attention_backward(BF(dqkv), CBF(dout), CBF(qkv), CBF(out), workspace, B, T, H, D, head_start,
+    cuda_attention_backward(BF(dqkv), CBF(dout), CBF(qkv), CBF(out), workspace, B, T, H, G, D, head_start,
                             total_heads, rng);
 }
 static void gelu_forward(void *out, const void *x, size_t n) { cuda_gelu_forward(BF(out), CBF(x), n); }
@@ -192,6 +210,12 @@ static kernel_ops make_cuda_ops(void) {
     ops.position_embedding_backward = position_embedding_backward;
     ops.layernorm_forward = layernorm_forward;
     ops.layernorm_backward = layernorm_backward;
+    ops.rmsnorm_forward = rmsnorm_forward;
+    ops.rmsnorm_backward = rmsnorm_backward;
+    ops.rope_forward = rope_forward;
+    ops.rope_backward = rope_backward;
+    ops.swiglu_forward = swiglu_forward;
+    ops.swiglu_backward = swiglu_backward;
     ops.matmul_forward = matmul_forward;
     ops.matmul_backward = matmul_backward;
     ops.attention_workspace_bytes = cuda_attention_workspace_bytes;

@@ -62,6 +62,21 @@ void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 
                              const bf16 *x, const bf16 *weight, const float *mean,
                              const float *rstd, int N, int C);
 
+/* ---- RMSNorm (cuda_rmsnorm.cu) ---- */
+void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *weight, int N, int C,
+                          float eps);
+/* dx += (accumulates, bf16), dweight += (fp32) */
+void cuda_rmsnorm_backward(bf16 *dx, float *dweight, const bf16 *dout, const bf16 *x,
+                           const bf16 *weight, const float *rstd, int N, int C);
+
+/* ---- rotary position embeddings, in place on q and k heads (cuda_rope.cu) ---- */
+void cuda_rope_forward(bf16 *qkv, int B, int T, int H, int G, int D, rope_spec rope);
+void cuda_rope_backward(bf16 *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
+
+/* ---- SwiGLU on [gate | up] rows (cuda_swiglu.cu) ---- */
+void cuda_swiglu_forward(bf16 *out, const bf16 *x, int N, int F);
+void cuda_swiglu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int F);
+
 /* ---- linear layers through cuBLASLt (cuda_matmul.cu) ---- */
 /* out[N,OC] = x[N,IC] W[OC,IC]^T + bias (bias may be NULL). With gelu_out non-NULL the GeLU
  * epilogue also writes gelu_out = gelu(out) (out keeps the pre-activation for the backward). */
@@ -73,16 +88,16 @@ void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *do
                           const bf16 *x, const bf16 *weight, int N, int IC, int OC);
 
 /* ---- causal flash attention (cuda_attention.cu) ---- */
-/* qkv[B,T,H,3,D] bf16 -> out[B,T,H,D] bf16; tiles in shared memory with an online softmax, the
- * T x T scores never stored. The workspace holds the per-row log-sum-exp (fp32 [B,H,T]) the
+/* qkv[B,T,(H+2G)*D] bf16 (G query groups, kernels.h's layout) -> out[B,T,H,D] bf16; tiles in
+ * shared memory with an online softmax, the T x T scores never stored; K/V read in place. The workspace holds the per-row log-sum-exp (fp32 [B,H,T]) the
  * backward needs. Dropout on the probabilities uses the CPU backend's counters. */
 size_t cuda_attention_workspace_bytes(int B, int T, int H, int D);
 void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T, int H,
-                            int D, int head_start, int total_heads, dropout_rng rng);
+                            int G, int D, int head_start, int total_heads, dropout_rng rng);
 /* dqkv overwritten; deterministic (no atomics: dK/dV and dQ in separate passes) */
 void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
-                             const void *workspace, int B, int T, int H, int D, int head_start,
-                             int total_heads, dropout_rng rng);
+                             const void *workspace, int B, int T, int H, int G, int D,
+                             int head_start, int total_heads, dropout_rng rng);
 
 /* ---- vocab-parallel cross entropy over bf16 logits (cuda_cross_entropy.cu) ----
  * The three passes of kernels.h; the third computes the loss and overwrites the bf16 logits

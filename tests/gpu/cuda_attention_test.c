@@ -1,4 +1,5 @@
-/* cuda_attention_test.c: the bf16 CUDA flash attention (forward, backward) and vocab-parallel
+/* cuda_attention_test.c: the bf16 CUDA flash attention (forward, backward; multi-head and
+ * grouped-query) and vocab-parallel
  * cross entropy (three passes) against the fp32 CPU reference (kernels_cpu()).
  *
  * Inputs are rounded to bf16 first, so the CPU sees exactly what the GPU sees; GPU outputs are
@@ -35,21 +36,27 @@ static void download_raw(void *host, const void *dev, size_t bytes) {
     TEST_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
-/* part (0 = q, 1 = k, 2 = v) of a [rows, H, 3, D] array, gathered into [rows, H, D] */
-static void gather_part(float *dst, const float *qkv, size_t rows, int H, int D, int part) {
+/* part (0 = q, 1 = k, 2 = v) of rows of H query heads in G groups (kernels.h's layout),
+ * gathered into [rows, H or G, D]; returns the element count */
+static size_t gather_part(float *dst, const float *qkv, size_t rows, int H, int G, int D, int part) {
+    size_t row = (size_t)(H + 2 * G) * D, count = 0;
     for (size_t r = 0; r < rows; r++)
-        for (int h = 0; h < H; h++)
-            memcpy(dst + (r * H + h) * D, qkv + (r * H + h) * 3 * D + (size_t)part * D,
-                   (size_t)D * sizeof(float));
+        for (int h = 0; h < (part == 0 ? H : G); h++) {
+            size_t at = part == 0 ? qkv_query_offset(h, H, G, D) : qkv_key_offset(h, H, G, D) + (part == 2 ? D : 0);
+            memcpy(dst + count, qkv + r * row + at, (size_t)D * sizeof(float));
+            count += (size_t)D;
+        }
+    return count;
 }
 
-static void test_attention(int B, int T, int H, int D, int head_start, int total_heads, float p) {
+/* H query heads in G groups (G == H: multi-head attention) */
+static void test_attention(int B, int T, int H, int G, int D, int head_start, int total_heads, float p) {
     const kernel_ops *cpu = kernels_cpu();
-    const size_t n_qkv = (size_t)B * T * H * 3 * D, n_out = (size_t)B * T * H * D;
-    const uint64_t seed = 1000u + 7u * B + 13u * T + 17u * H + 19u * D + (p > 0.0f ? 1u : 0u);
+    const size_t n_qkv = (size_t)B * T * (H + 2 * G) * D, n_out = (size_t)B * T * H * D;
+    const uint64_t seed = 1000u + 7u * B + 13u * T + 17u * H + 19u * D + 23u * G + (p > 0.0f ? 1u : 0u);
     dropout_rng rng = {p, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
     char shape[160];
-    snprintf(shape, sizeof shape, "B=%d T=%d H=%d D=%d heads %d+%d/%d p=%.2f", B, T, H, D,
+    snprintf(shape, sizeof shape, "B=%d T=%d H=%d G=%d D=%d heads %d+%d/%d p=%.2f", B, T, H, G, D,
              head_start, H, total_heads, (double)p);
 
     /* inputs, rounded to bf16 (scores of spread ~1.3 so the softmax is far from uniform) */
@@ -62,8 +69,8 @@ static void test_attention(int B, int T, int H, int D, int head_start, int total
     /* CPU reference */
     float *out_ref = host_alloc(n_out * sizeof(float)), *dqkv_ref = host_alloc(n_qkv * sizeof(float));
     void *ws_ref = host_alloc(cpu->attention_workspace_bytes(B, T, H, D));
-    cpu->attention_forward(out_ref, ws_ref, qkv, B, T, H, D, head_start, total_heads, rng);
-    cpu->attention_backward(dqkv_ref, dout, qkv, out_ref, ws_ref, B, T, H, D, head_start, total_heads, rng);
+    cpu->attention_forward(out_ref, ws_ref, qkv, B, T, H, G, D, head_start, total_heads, rng);
+    cpu->attention_backward(dqkv_ref, dout, qkv, out_ref, ws_ref, B, T, H, G, D, head_start, total_heads, rng);
 
     /* GPU forward */
     bf16 *d_qkv = upload_bf16(qkv, n_qkv), *d_dout = upload_bf16(dout, n_out);
@@ -73,7 +80,7 @@ static void test_attention(int B, int T, int H, int D, int head_start, int total
     poison(d_out, n_out * sizeof(bf16));
     poison(d_ws, ws_bytes);
     device_sync();
-    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, D, head_start, total_heads, rng);
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, rng);
     float *out = download_bf16(d_out, n_out);
     double err = relative_error(out, out_ref, n_out);
     tap_diag("attention forward %s: out relative error %.3e", shape, err);
@@ -83,7 +90,7 @@ static void test_attention(int B, int T, int H, int D, int head_start, int total
     download_raw(raw1, d_out, n_out * sizeof(bf16));
     poison(d_out, n_out * sizeof(bf16));
     device_sync();
-    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, D, head_start, total_heads, rng);
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, rng);
     download_raw(raw2, d_out, n_out * sizeof(bf16));
     tap_ok(memcmp(raw1, raw2, n_out * sizeof(bf16)) == 0,
            "attention forward %s: rerun bitwise identical", shape);
@@ -91,15 +98,15 @@ static void test_attention(int B, int T, int H, int D, int head_start, int total
     /* GPU backward, checked part by part (dq and dk are much smaller than dv) */
     poison(d_dqkv, n_qkv * sizeof(bf16));
     device_sync();
-    cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, D, head_start,
+    cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start,
                             total_heads, rng);
     float *dqkv = download_bf16(d_dqkv, n_qkv);
     float *got = host_alloc(n_out * sizeof(float)), *want = host_alloc(n_out * sizeof(float));
     const char *part_name[3] = {"dq", "dk", "dv"};
     for (int part = 0; part < 3; part++) {
-        gather_part(got, dqkv, (size_t)B * T, H, D, part);
-        gather_part(want, dqkv_ref, (size_t)B * T, H, D, part);
-        err = relative_error(got, want, n_out);
+        size_t n_part = gather_part(got, dqkv, (size_t)B * T, H, G, D, part);
+        gather_part(want, dqkv_ref, (size_t)B * T, H, G, D, part);
+        err = relative_error(got, want, n_part);
         tap_diag("attention backward %s: %s relative error %.3e", shape, part_name[part], err);
         tap_ok(err < 1e-2, "attention backward %s: %s", shape, part_name[part]);
     }
@@ -107,7 +114,7 @@ static void test_attention(int B, int T, int H, int D, int head_start, int total
     download_raw(raw1, d_dqkv, n_qkv * sizeof(bf16));
     poison(d_dqkv, n_qkv * sizeof(bf16));
     device_sync();
-    cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, D, head_start,
+    cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start,
                             total_heads, rng);
     download_raw(raw2, d_dqkv, n_qkv * sizeof(bf16));
     tap_ok(memcmp(raw1, raw2, n_qkv * sizeof(bf16)) == 0,
@@ -213,11 +220,18 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int *s = shapes[i];
-        test_attention(s[0], s[1], s[2], s[3], 0, s[2], 0.0f);
-        test_attention(s[0], s[1], s[2], s[3], 0, s[2], 0.1f);
+        test_attention(s[0], s[1], s[2], s[2], s[3], 0, s[2], 0.0f);
+        test_attention(s[0], s[1], s[2], s[2], s[3], 0, s[2], 0.1f);
     }
     /* local heads 2..5 of 8 (tensor parallelism): the dropout mask follows the global head */
-    test_attention(2, 257, 4, 64, 2, 8, 0.1f);
+    test_attention(2, 257, 4, 4, 64, 2, 8, 0.1f);
+    /* grouped-query attention: K/V read in place per group, dK/dV summed over the group's
+     * heads (Llama 3.2 1B's 32 heads in 8 groups at D = 64; Llama 3's D = 128; multi-query) */
+    test_attention(1, 300, 8, 2, 64, 0, 8, 0.0f);
+    test_attention(2, 257, 4, 2, 64, 4, 16, 0.1f);
+    test_attention(1, 1024, 8, 2, 128, 0, 8, 0.0f);
+    test_attention(1, 130, 3, 1, 40, 0, 3, 0.1f);
+    test_attention(1, 512, 32, 8, 64, 0, 32, 0.0f);
 
     static const int ce_rows[] = {1, 7, 64};
     static const int ce_vocab[] = {37, 1000, 50304};

@@ -1,5 +1,6 @@
 /* cuda_kernels_test.c: the bf16 CUDA kernels (conversions, elementwise, embeddings, layer norm,
- * cuBLASLt matmul, AdamW, sum of squares) against the fp32 CPU reference backend.
+ * RMSNorm, rotary embeddings, SwiGLU, cuBLASLt matmul, AdamW, sum of squares) against the fp32
+ * CPU reference backend.
  *
  * Every case draws inputs, rounds them to bf16 so that both backends see the same values, runs
  * the CPU reference and the CUDA kernel, and compares with relative_error (max|got - want| /
@@ -387,6 +388,88 @@ static void test_layernorm(int N, int C, int shift) {
     cudaFree(d_mean); cudaFree(d_rstd); cudaFree(d_dw); cudaFree(d_db);
 }
 
+/* ---- the Llama family: RMSNorm, rotary embeddings, SwiGLU ---- */
+
+static void test_rmsnorm(int N, int C) {
+    size_t n = (size_t)N * C;
+    float *x = host_random(n, 900 + n, 2.0f), *w = host_random((size_t)C, 901 + C, 0.5f);
+    for (int c = 0; c < C; c++) w[c] += 1.0f;
+    round_to_bf16(w, (size_t)C);
+    float *want = host_alloc(n), *want_rstd = host_alloc((size_t)N);
+    cpu->rmsnorm_forward(want, want_rstd, x, w, N, C, 1e-5f);
+    bf16 *d_x = upload_bf16(x, n), *d_w = upload_bf16(w, (size_t)C);
+    bf16 *d_out = (bf16 *)device_alloc(n * sizeof(bf16));
+    float *d_rstd = (float *)device_alloc((size_t)N * sizeof(float));
+    poison(d_out, n * sizeof(bf16));
+    poison(d_rstd, (size_t)N * sizeof(float));
+    cuda_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f);
+    float *got = download_bf16(d_out, n), *got_rstd = download_float(d_rstd, (size_t)N);
+    expect_below(relative_error(got, want, n), BF16_TOL, "rmsnorm_forward N=%d C=%d", N, C);
+    expect_below(relative_error(got_rstd, want_rstd, (size_t)N), GRAD_TOL, "rmsnorm_forward rstd N=%d C=%d", N, C);
+
+    /* backward from the CPU's statistic, onto prefilled gradients */
+    float *dout = host_random(n, 902 + n, 1.0f), *dx = host_random(n, 903 + n, 0.5f);
+    float *dw = host_random_fp32((size_t)C, 904 + C, 1.0f);
+    float *want_dx = host_copy(dx, n), *want_dw = host_copy(dw, (size_t)C);
+    cpu->rmsnorm_backward(want_dx, want_dw, dout, x, w, want_rstd, N, C);
+    bf16 *d_dout = upload_bf16(dout, n), *d_dx = upload_bf16(dx, n);
+    float *d_dw = upload_float(dw, (size_t)C);
+    set_float(d_rstd, want_rstd, (size_t)N);
+    cuda_rmsnorm_backward(d_dx, d_dw, d_dout, d_x, d_w, d_rstd, N, C);
+    float *got_dx = download_bf16(d_dx, n), *got_dw = download_float(d_dw, (size_t)C);
+    expect_below(relative_error(got_dx, want_dx, n), BF16_TOL, "rmsnorm_backward dx accumulates N=%d C=%d", N, C);
+    expect_below(relative_error(got_dw, want_dw, (size_t)C), GRAD_TOL, "rmsnorm_backward dweight accumulates N=%d C=%d", N, C);
+    set_bf16(d_dx, dx, n);
+    set_float(d_dw, dw, (size_t)C);
+    cuda_rmsnorm_backward(d_dx, d_dw, d_dout, d_x, d_w, d_rstd, N, C);
+    float *again_dx = download_bf16(d_dx, n), *again_dw = download_float(d_dw, (size_t)C);
+    tap_ok(memcmp(again_dx, got_dx, n * sizeof(float)) == 0 && memcmp(again_dw, got_dw, (size_t)C * sizeof(float)) == 0,
+           "rmsnorm_backward N=%d C=%d is deterministic", N, C);
+    free(x); free(w); free(want); free(want_rstd); free(got); free(got_rstd); free(dout); free(dx); free(dw);
+    free(want_dx); free(want_dw); free(got_dx); free(got_dw); free(again_dx); free(again_dw);
+    cudaFree(d_x); cudaFree(d_w); cudaFree(d_out); cudaFree(d_rstd); cudaFree(d_dout); cudaFree(d_dx); cudaFree(d_dw);
+}
+
+/* H query heads in G groups of dimension D at T positions; the CPU rotates the same bf16 values */
+static void test_rope(int B, int T, int H, int G, int D, int rotary_dim, int interleaved, float base) {
+    rope_spec rope = {rotary_dim, interleaved, base, 1.0f};
+    size_t n = (size_t)B * T * (H + 2 * G) * D;
+    float *x = host_random(n, 950 + n, 2.0f), *want = host_copy(x, n), *want_back = host_copy(x, n);
+    cpu->rope_forward(want, B, T, H, G, D, rope);
+    cpu->rope_backward(want_back, B, T, H, G, D, rope);
+    bf16 *d_x = upload_bf16(x, n);
+    cuda_rope_forward(d_x, B, T, H, G, D, rope);
+    float *got = download_bf16(d_x, n);
+    expect_below(relative_error(got, want, n), BF16_TOL, "rope_forward B=%d T=%d H=%d G=%d D=%d rot=%d %s base %g", B, T,
+                 H, G, D, rotary_dim, interleaved ? "interleaved" : "half", (double)base);
+    set_bf16(d_x, x, n);
+    cuda_rope_backward(d_x, B, T, H, G, D, rope);
+    float *got_back = download_bf16(d_x, n);
+    expect_below(relative_error(got_back, want_back, n), BF16_TOL, "rope_backward B=%d T=%d H=%d G=%d D=%d rot=%d %s", B,
+                 T, H, G, D, rotary_dim, interleaved ? "interleaved" : "half");
+    free(x); free(want); free(want_back); free(got); free(got_back);
+    cudaFree(d_x);
+}
+
+static void test_swiglu(int N, int F) {
+    size_t nx = (size_t)N * 2 * F, n = (size_t)N * F;
+    float *x = host_random(nx, 970 + nx, 4.0f), *dout = host_random(n, 971 + n, 1.0f);
+    float *want = host_alloc(n), *want_dx = host_alloc(nx);
+    cpu->swiglu_forward(want, x, N, F);
+    cpu->swiglu_backward(want_dx, x, dout, N, F);
+    bf16 *d_x = upload_bf16(x, nx), *d_dout = upload_bf16(dout, n);
+    bf16 *d_out = (bf16 *)device_alloc(n * sizeof(bf16)), *d_dx = (bf16 *)device_alloc(nx * sizeof(bf16));
+    poison(d_out, n * sizeof(bf16));
+    poison(d_dx, nx * sizeof(bf16));
+    cuda_swiglu_forward(d_out, d_x, N, F);
+    cuda_swiglu_backward(d_dx, d_x, d_dout, N, F);
+    float *got = download_bf16(d_out, n), *got_dx = download_bf16(d_dx, nx);
+    expect_below(relative_error(got, want, n), BF16_TOL, "swiglu_forward N=%d F=%d", N, F);
+    expect_below(relative_error(got_dx, want_dx, nx), BF16_TOL, "swiglu_backward N=%d F=%d", N, F);
+    free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx);
+    cudaFree(d_x); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dx);
+}
+
 /* ---- matmul ---- */
 
 static void test_matmul(int N, int IC, int OC, int with_bias, int with_gelu, int shift) {
@@ -558,6 +641,16 @@ int main(void) {
     test_layernorm(64, 768, 1);
     test_layernorm(2048, 768, 0);  /* several rows per backward block */
     test_layernorm(700, 12288, 0); /* > 48 KiB of shared memory in the backward */
+
+    test_rmsnorm(7, 33);
+    test_rmsnorm(64, 2048);
+    test_rmsnorm(700, 16384); /* > 48 KiB of shared memory in the backward (Llama 3 70B: 8192) */
+    test_rope(2, 7, 4, 2, 6, 6, 0, 10000.0f);
+    test_rope(2, 7, 4, 2, 6, 6, 1, 10000.0f);
+    test_rope(1, 33, 3, 1, 10, 4, 0, 3.0f);     /* partial rotation, multi-query */
+    test_rope(1, 4096, 32, 8, 64, 64, 0, 500000.0f); /* Llama 3.2 1B's heads and base */
+    test_swiglu(7, 33);
+    test_swiglu(256, 8192);
 
     test_matmul(5, 17, 3, 1, 1, 0);
     test_matmul(5, 17, 3, 0, 0, 0);

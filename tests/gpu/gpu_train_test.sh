@@ -6,6 +6,8 @@
 #  - --deterministic-mode twice: bitwise-identical losses and parameters (--dump-parameters).
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2xPP2, DP4 with the distributed
 #    optimizer: losses within 1e-2 (relative) of the 1-GPU run.
+#  - the tiny Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention): GPU losses within 1% of
+#    the CPU's, and TP2 + SP within 1e-2 of one GPU (2 GPUs).
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt with top_srcdir holding
 # tests/ and configs/ (see perf/results/gpu-training-2026-11-22.md).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -63,6 +65,22 @@ cmp -s "$WORK/det1.loss" "$WORK/det2.loss" && [ -s "$WORK/det1.loss" ]
 ok $? "--deterministic-mode: two runs give bitwise-identical losses"
 cmp -s "$WORK/det1.bin" "$WORK/det2.bin"
 ok $? "--deterministic-mode: two runs give bitwise-identical parameters"
+
+# the Llama family (configs/llama-tiny.args: RoPE, RMSNorm, SwiGLU, 4 heads in 2 query groups,
+# no biases, untied): the CUDA kernels train like the CPU backend, and over TP2 when 2 GPUs exist
+GPT_MODEL=$MODEL
+MODEL="--args-file $top_srcdir/configs/llama-tiny.args --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1 --eval-iters 0 --hidden-dropout 0.1 --attention-dropout 0.1"
+train llama_cpu 1 --device cpu
+ok $? "Llama: CPU reference run"
+train llama_gpu 1 --device cuda
+ok $? "Llama: one-GPU run"
+compare_losses llama_cpu llama_gpu 1e-2 20 "Llama: bf16 GPU losses over 20 iterations within 1% of the fp32 CPU backend"
+if [ "$gpus" -ge 2 ]; then
+    train llama_tp2 2 --device cuda --tensor-model-parallel-size 2 --sequence-parallel
+    ok $? "Llama: TP2 + sequence parallel on 2 GPUs"
+    compare_losses llama_gpu llama_tp2 1e-2 20 "Llama: TP2 + SP on 2 GPUs: losses within 1e-2 of one GPU"
+fi
+MODEL=$GPT_MODEL
 
 # parallel layouts against the one-GPU run (dropout on)
 MODEL="$MODEL --device cuda --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16"

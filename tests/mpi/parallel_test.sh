@@ -5,36 +5,9 @@
 # dropout on. Also: pretended multi-node layouts keep tensor-parallel groups inside a node,
 # and layout errors stop before any work.
 . "${top_srcdir:-.}/tests/lib.sh"
-COMPARE="$top_builddir/tests/tools/compare_params"
 MODEL="--args-file $TINY_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
        --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16"
-
-losses() { json_field "$1" train lm_loss; }
-
-# reference NAME FLAGS... : the single-rank run the layouts that follow are compared with
-reference() {
-    base=$1; shift
-    run_app 1 $MODEL "$@" --metrics-file "$WORK/$base.jsonl" --dump-parameters "$WORK/$base.bin"
-    ok $? "single-rank reference run ($base)"
-    losses "$WORK/$base.jsonl" > "$WORK/$base.loss"
-}
-
-# layout NAME NRANKS FLAGS... : train, then compare losses and parameters with the reference
-layout() {
-    name=$1; n=$2; shift 2
-    tag=$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_')
-    run_app "$n" $MODEL "$@" --metrics-file "$WORK/$tag.jsonl" --dump-parameters "$WORK/$tag.bin"
-    status=$?
-    [ $status -eq 0 ] || { ok 1 "$name: run failed ($status)"; sed 's/^/#   /' "$WORK/err" | tail -5; return; }
-    losses "$WORK/$tag.jsonl" > "$WORK/$tag.loss"
-    paste "$WORK/$base.loss" "$WORK/$tag.loss" | awk 'BEGIN { worst = 0; n = 0 }
-        { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > worst) worst = d }
-        END { printf "# losses: worst relative difference %g over %d iterations\n", worst, n; exit !(n == 5 && worst < 1e-5) }'
-    ok $? "$name: losses over 5 iterations match one rank within 1e-5"
-    result=$("$COMPARE" "$WORK/$base.bin" "$WORK/$tag.bin" 1e-5 4 16); status=$?
-    diag "$result"
-    ok $status "$name: every parameter after 5 steps matches one rank within 1e-5"
-}
+. "$top_srcdir/tests/mpi/parallel_compare.sh"
 
 reference tied
 layout "TP2" 2 --tensor-model-parallel-size 2

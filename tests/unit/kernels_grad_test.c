@@ -6,7 +6,9 @@
  *    the dout handed to the backward kernel).
  *  - Plus: AdamW vs a hand-written double AdamW over 3 steps, sum_squares, dropout statistics and
  *    mask agreement, attention causality, and that backward kernels accumulate into parameter
- *    gradients (and overwrite input gradients) as kernels.h specifies.
+ *    gradients (and overwrite input gradients) as kernels.h specifies. The Llama family's
+ *    kernels too: RMSNorm, rotary embeddings (both pairings, partial rotation), SwiGLU, and
+ *    grouped-/multi-query attention (a group's K/V gradients summed over its query heads).
  * Shapes are small and odd (B=2, T=5, C=7, H=2, D=3, V=11) so that off-by-one layouts show up.
  *
  * Error measure: err(a, b) = max_i |a_i - b_i| / max(max_i |b_i|, 1e-6) with b the double
@@ -366,24 +368,28 @@ static void test_matmul(int with_bias) {
 
 /* ------------------------------------------------------------------ attention */
 
+/* qkv rows of NH query heads in NG groups (kernels.h's layout; NG == NH: multi-head) */
 typedef struct {
-    double *qkv, *out, *att; /* att [B,H,T,T] pre-dropout probabilities */
+    double *qkv, *out, *att; /* att [B,NH,T,T] pre-dropout probabilities */
     const float *R;
-    int head_start, total_heads;
+    int NH, NG, head_start, total_heads;
     dropout_rng rng;
 } att_ctx;
 
 static void ref_attention(att_ctx *c) {
-    int C3 = H * 3 * D, HD = H * D;
+    int NH = c->NH, NG = c->NG, row = (NH + 2 * NG) * D, HD = NH * D;
     double scale = 1.0 / sqrt((double)D);
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
+        for (int h = 0; h < NH; h++)
             for (int t1 = 0; t1 < T; t1++) {
-                const double *q = c->qkv + (b * T + t1) * C3 + h * 3 * D;
-                double *att = c->att + ((b * H + h) * T + t1) * T;
+                /* written out here, not through qkv_query_offset: group g = h / (NH/NG) holds
+                 * its NH/NG query heads, then k, then v */
+                int per = NH / NG, g = h / per;
+                const double *q = c->qkv + (b * T + t1) * row + (g * (per + 2) + h % per) * D;
+                double *att = c->att + ((b * NH + h) * T + t1) * T;
                 double mx = -INFINITY, sum = 0.0;
                 for (int t2 = 0; t2 < T; t2++) {
-                    const double *k = c->qkv + (b * T + t2) * C3 + h * 3 * D + D;
+                    const double *k = c->qkv + (b * T + t2) * row + (g * (per + 2) + per) * D;
                     double s = 0.0;
                     for (int d = 0; d < D; d++) s += q[d] * k[d];
                     att[t2] = s * scale;
@@ -403,7 +409,7 @@ static void ref_attention(att_ctx *c) {
                         a = philox_keep(c->rng.seed, c->rng.stream, c->rng.offset + idx, c->rng.p)
                                 ? a / (1.0 - (double)c->rng.p) : 0.0;
                     }
-                    const double *v = c->qkv + (b * T + t2) * C3 + h * 3 * D + 2 * D;
+                    const double *v = c->qkv + (b * T + t2) * row + (g * (per + 2) + per + 1) * D;
                     for (int d = 0; d < D; d++) o[d] += a * v[d];
                 }
             }
@@ -412,22 +418,25 @@ static void ref_attention(att_ctx *c) {
 static double obj_attention(void *p) {
     att_ctx *c = p;
     ref_attention(c);
-    return dot(c->out, c->R, (size_t)B * T * H * D);
+    return dot(c->out, c->R, (size_t)B * T * c->NH * D);
 }
 
-static void test_attention(float p) {
+/* NH query heads in NG groups (NG == NH: multi-head attention; NG < NH: grouped-query, whose
+ * key and value gradients sum over the group's heads) */
+static void test_attention(float p, int NH, int NG) {
     char tag[64], what[160];
-    snprintf(tag, sizeof tag, "attention p=%.2f", p);
-    int head_start = 1, total_heads = 4; /* local heads 1..2 of 4: global mask index */
+    snprintf(tag, sizeof tag, "attention p=%.2f heads %d groups %d", p, NH, NG);
+    int head_start = 1, total_heads = NH + 2; /* local heads among more: global mask index */
     dropout_rng rng = {p, 1234, 0xABCDEF, 77};
-    size_t nqkv = (size_t)B * T * H * 3 * D, nout = (size_t)B * T * H * D, natt = (size_t)B * H * T * T;
+    int row = (NH + 2 * NG) * D;
+    size_t nqkv = (size_t)B * T * row, nout = (size_t)B * T * NH * D, natt = (size_t)B * NH * T * T;
     float *qkv = fill(nqkv, -1.5f, 1.5f), *R = fill(nout, -1, 1), *out = fill(nout, -9, 9);
-    size_t wbytes = K->attention_workspace_bytes(B, T, H, D);
+    size_t wbytes = K->attention_workspace_bytes(B, T, NH, D);
     tap_ok(wbytes >= natt * sizeof(float), "%s: workspace holds [B,H,T,T] floats", tag);
     float *ws = K->alloc(wbytes);
-    att_ctx c = {to_double(qkv, nqkv), dzeros(nout), dzeros(natt), R, head_start, total_heads, rng};
+    att_ctx c = {to_double(qkv, nqkv), dzeros(nout), dzeros(natt), R, NH, NG, head_start, total_heads, rng};
 
-    K->attention_forward(out, ws, qkv, B, T, H, D, head_start, total_heads, rng);
+    K->attention_forward(out, ws, qkv, B, T, NH, NG, D, head_start, total_heads, rng);
     ref_attention(&c);
     check_fwd(tag, out, c.out, nout);
     snprintf(what, sizeof what, "%s workspace probabilities", tag);
@@ -436,7 +445,7 @@ static void test_attention(float p) {
     if (p > 0.0f) { /* the dropout must actually have dropped something, but not everything */
         int dropped = 0, total = 0;
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < H; h++)
+            for (int h = 0; h < NH; h++)
                 for (int t1 = 0; t1 < T; t1++)
                     for (int t2 = 0; t2 <= t1; t2++) {
                         uint64_t idx = (((uint64_t)b * total_heads + head_start + h) * T + t1) * T + t2;
@@ -450,7 +459,7 @@ static void test_attention(float p) {
     double *g = dzeros(nqkv);
     fd_grad(obj_attention, &c, c.qkv, nqkv, g);
     float *dqkv = fill(nqkv, -9, 9); /* garbage: backward overwrites all of dqkv */
-    K->attention_backward(dqkv, R, qkv, NULL, ws, B, T, H, D, head_start, total_heads, rng);
+    K->attention_backward(dqkv, R, qkv, NULL, ws, B, T, NH, NG, D, head_start, total_heads, rng);
     snprintf(what, sizeof what, "%s dqkv (overwritten)", tag);
     check_grad(what, dqkv, g, nqkv);
 
@@ -458,19 +467,179 @@ static void test_attention(float p) {
     int tf = 3;
     float *qkv2 = malloc(nqkv * sizeof(float)), *out2 = fzeros(nout);
     memcpy(qkv2, qkv, nqkv * sizeof(float));
-    for (int j = 0; j < H * 3 * D; j++) qkv2[tf * H * 3 * D + j] += 0.7f;
-    K->attention_forward(out2, ws, qkv2, B, T, H, D, head_start, total_heads, rng);
-    size_t before = (size_t)tf * H * D;
+    for (int j = 0; j < row; j++) qkv2[tf * row + j] += 0.7f;
+    K->attention_forward(out2, ws, qkv2, B, T, NH, NG, D, head_start, total_heads, rng);
+    size_t before = (size_t)tf * NH * D;
     int same_before = memcmp(out, out2, before * sizeof(float)) == 0;
-    int changed_at = memcmp(out + before, out2 + before, (size_t)H * D * sizeof(float)) != 0;
-    int other_batch = memcmp(out + (size_t)T * H * D, out2 + (size_t)T * H * D,
-                             (size_t)T * H * D * sizeof(float)) == 0;
+    int changed_at = memcmp(out + before, out2 + before, (size_t)NH * D * sizeof(float)) != 0;
+    int other_batch = memcmp(out + (size_t)T * NH * D, out2 + (size_t)T * NH * D,
+                             (size_t)T * NH * D * sizeof(float)) == 0;
     tap_ok(same_before && changed_at && other_batch,
            "%s: causal (a change at t=%d moves outputs at t>=%d only, batch 0 only)", tag, tf, tf);
 
     K->release(ws);
     free(qkv); free(R); free(out); free(c.qkv); free(c.out); free(c.att); free(g); free(dqkv);
     free(qkv2); free(out2);
+}
+
+/* ------------------------------------------------------------------ RMSNorm */
+
+typedef struct {
+    double *x, *w, *out, *rstd;
+    const float *R;
+    int N;
+    double eps;
+} rms_ctx;
+
+static void ref_rmsnorm(rms_ctx *c) {
+    for (int n = 0; n < c->N; n++) {
+        const double *x = c->x + n * C;
+        double sq = 0.0;
+        for (int j = 0; j < C; j++) sq += x[j] * x[j];
+        double s = 1.0 / sqrt(sq / C + c->eps);
+        for (int j = 0; j < C; j++) c->out[n * C + j] = x[j] * s * c->w[j];
+        c->rstd[n] = s;
+    }
+}
+
+static double obj_rmsnorm(void *p) {
+    rms_ctx *c = p;
+    ref_rmsnorm(c);
+    return dot(c->out, c->R, (size_t)c->N * C);
+}
+
+static void test_rmsnorm(void) {
+    int N = B * T;
+    size_t n = (size_t)N * C;
+    float eps = 1e-5f;
+    float *x = fill(n, -2, 2), *w = fill(C, 0.5f, 1.5f);
+    float *R = fill(n, -1, 1), *out = fzeros(n), *rstd = fzeros(N);
+    /* row 3 has mean square ~1e-5, where eps = 1e-5 halves it: eps must be honoured */
+    for (int j = 0; j < C; j++) x[3 * C + j] = 0.003f * x[3 * C + j];
+    rms_ctx c = {to_double(x, n), to_double(w, C), dzeros(n), dzeros(N), R, N, eps};
+
+    K->rmsnorm_forward(out, rstd, x, w, N, C, eps);
+    ref_rmsnorm(&c);
+    check_fwd("rmsnorm out", out, c.out, n);
+    check_fwd("rmsnorm rstd", rstd, c.rstd, N);
+
+    double *gx = dzeros(n), *gw = dzeros(C);
+    fd_grad(obj_rmsnorm, &c, c.x, n, gx);
+    fd_grad(obj_rmsnorm, &c, c.w, C, gw);
+    float *dx = fzeros(n), *dw = fzeros(C);
+    K->rmsnorm_backward(dx, dw, R, x, w, rstd, N, C);
+    check_grad("rmsnorm dx", dx, gx, n);
+    check_grad("rmsnorm dweight", dw, gw, C);
+
+    float *dx2 = fzeros(n), *dw2 = fzeros(C);
+    K->rmsnorm_backward(dx2, dw2, R, x, w, rstd, N, C);
+    K->rmsnorm_backward(dx2, dw2, R, x, w, rstd, N, C);
+    check_accumulates("rmsnorm dx (residual stream)", dx, dx2, n);
+    check_accumulates("rmsnorm dweight", dw, dw2, C);
+
+    free(x); free(w); free(R); free(out); free(rstd); free(c.x); free(c.w); free(c.out); free(c.rstd);
+    free(gx); free(gw); free(dx); free(dw); free(dx2); free(dw2);
+}
+
+/* ------------------------------------------------------------------ rotary embeddings */
+
+typedef struct {
+    double *x, *out; /* qkv rows of NH query heads in NG groups, head size DR */
+    const float *R;
+    int NH, NG, DR;
+    rope_spec rope;
+} rope_ctx;
+
+/* Megatron-Core's apply_rotary_pos_emb written out: t * cos + rotate_half(t) * sin on the first
+ * rotary_dim channels, with emb = cat(freqs, freqs) (or freqs repeated pairwise, interleaved) */
+static void ref_rope(rope_ctx *c) {
+    int per = c->NH / c->NG, row = (c->NH + 2 * c->NG) * c->DR, rot = c->rope.rotary_dim;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < c->NG * (per + 2); j++) {
+                const double *x = c->x + (b * T + t) * row + j * c->DR;
+                double *o = c->out + (b * T + t) * row + j * c->DR;
+                int is_value = j % (per + 2) == per + 1;
+                for (int d = 0; d < c->DR; d++) {
+                    if (is_value || d >= rot) { o[d] = x[d]; continue; }
+                    int i = c->rope.interleaved ? d / 2 : d % (rot / 2);
+                    double theta = 1.0 / pow((double)c->rope.base, 2.0 * i / rot);
+                    double angle = t * (double)c->rope.position_scale * theta;
+                    double rotated; /* rotate_half: (-x2, x1) */
+                    if (c->rope.interleaved) rotated = d % 2 == 0 ? -x[d + 1] : x[d - 1];
+                    else rotated = d < rot / 2 ? -x[d + rot / 2] : x[d - rot / 2];
+                    o[d] = x[d] * cos(angle) + rotated * sin(angle);
+                }
+            }
+}
+
+static double obj_rope(void *p) {
+    rope_ctx *c = p;
+    ref_rope(c);
+    return dot(c->out, c->R, (size_t)B * T * (c->NH + 2 * c->NG) * c->DR);
+}
+
+static void test_rope(int interleaved, int rotary_dim) {
+    char tag[96], what[160];
+    rope_spec rope = {rotary_dim, interleaved, 10000.0f, 0.5f};
+    int NH = 4, NG = 2, DR = 6;
+    snprintf(tag, sizeof tag, "rope %s rotary_dim %d of %d", interleaved ? "interleaved" : "rotate-half",
+             rotary_dim, DR);
+    size_t n = (size_t)B * T * (NH + 2 * NG) * DR;
+    float *x = fill(n, -1.5f, 1.5f), *R = fill(n, -1, 1), *y = malloc(n * sizeof(float));
+    memcpy(y, x, n * sizeof(float));
+    rope.base = 3.0f; /* small base: the angles of every pair differ visibly over T = 5 */
+    rope_ctx c = {to_double(x, n), dzeros(n), R, NH, NG, DR, rope};
+    K->rope_forward(y, B, T, NH, NG, DR, rope);
+    ref_rope(&c);
+    check_fwd(tag, y, c.out, n);
+
+    double *g = dzeros(n);
+    fd_grad(obj_rope, &c, c.x, n, g);
+    float *d = malloc(n * sizeof(float));
+    memcpy(d, R, n * sizeof(float));
+    K->rope_backward(d, B, T, NH, NG, DR, rope);
+    snprintf(what, sizeof what, "%s backward (in place)", tag);
+    check_grad(what, d, g, n);
+    free(x); free(R); free(y); free(d); free(g); free(c.x); free(c.out);
+}
+
+/* ------------------------------------------------------------------ SwiGLU */
+
+typedef struct {
+    double *x, *out; /* x [N, 2F]: gate | up */
+    const float *R;
+    int N, F;
+} swiglu_ctx;
+
+static void ref_swiglu(swiglu_ctx *c) {
+    for (int n = 0; n < c->N; n++)
+        for (int f = 0; f < c->F; f++) {
+            double a = c->x[n * 2 * c->F + f], u = c->x[n * 2 * c->F + c->F + f];
+            c->out[n * c->F + f] = a / (1.0 + exp(-a)) * u;
+        }
+}
+
+static double obj_swiglu(void *p) {
+    swiglu_ctx *c = p;
+    ref_swiglu(c);
+    return dot(c->out, c->R, (size_t)c->N * c->F);
+}
+
+static void test_swiglu(void) {
+    int N = B * T, F = 5;
+    size_t nx = (size_t)N * 2 * F, nout = (size_t)N * F;
+    float *x = fill(nx, -4, 4), *R = fill(nout, -1, 1), *out = fzeros(nout);
+    swiglu_ctx c = {to_double(x, nx), dzeros(nout), R, N, F};
+    K->swiglu_forward(out, x, N, F);
+    ref_swiglu(&c);
+    check_fwd("swiglu", out, c.out, nout);
+    double *g = dzeros(nx);
+    fd_grad(obj_swiglu, &c, c.x, nx, g);
+    float *dx = fill(nx, -9, 9); /* garbage: overwritten */
+    K->swiglu_backward(dx, x, R, N, F);
+    check_grad("swiglu dx (gate and up halves, overwritten)", dx, g, nx);
+    free(x); free(R); free(out); free(dx); free(g); free(c.x); free(c.out);
 }
 
 /* ------------------------------------------------------------------ gelu */
@@ -757,8 +926,16 @@ int main(void) {
     test_layernorm();
     test_matmul(1);
     test_matmul(0);
-    test_attention(0.0f);
-    test_attention(0.25f);
+    test_attention(0.0f, H, H);
+    test_attention(0.25f, H, H);
+    test_attention(0.0f, 4, 2);   /* grouped-query */
+    test_attention(0.25f, 4, 2);
+    test_attention(0.0f, 3, 1);   /* multi-query */
+    test_rmsnorm();
+    test_rope(0, 6);
+    test_rope(1, 6);
+    test_rope(0, 4);              /* --rotary-percent < 1: the last channels pass through */
+    test_swiglu();
     test_gelu();
     test_dropout();
     test_add_scale();

@@ -1,0 +1,105 @@
+/* cuda_rmsnorm.cu: RMSNorm over rows of bf16 x[N,C] with an fp32 statistic, as the CPU reference
+ * (kernels/cpu/cpu_rmsnorm.c):
+ *   rstd = 1/sqrt(mean(x^2) + eps),  out = x * rstd * w
+ *   backward, per row, with g = w*dout:  dx += rstd * (g - norm * mean(g*norm)),  norm = x*rstd
+ *   dweight += sum over rows of dout*norm.
+ * Forward: one block per row, one block reduction. Backward: a fixed number of blocks (a
+ * function of N and C only), each taking rows blockIdx.x, blockIdx.x + gridDim.x, ...; a thread
+ * owns the same columns in every row and accumulates their dweight in shared memory; the
+ * per-block partials are then added in a fixed order (column_sum_accumulate): no atomics,
+ * bitwise reproducible. */
+#include "kernels/cuda/cuda_common.cuh"
+
+static int rms_threads(int C) {
+    int threads = (C + 31) / 32 * 32;
+    if (threads < 32) threads = 32;
+    if (threads > 512) threads = 512;
+    return threads;
+}
+
+static __global__ void rmsnorm_forward_kernel(__nv_bfloat16 *out, float *rstd,
+                                              const __nv_bfloat16 *x,
+                                              const __nv_bfloat16 *weight, int C, float eps) {
+    __shared__ float reduce_scratch[32];
+    const size_t n = blockIdx.x;
+    const __nv_bfloat16 *x_row = x + n * C;
+    __nv_bfloat16 *out_row = out + n * C;
+    float squares = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float v = __bfloat162float(x_row[c]);
+        squares += v * v;
+    }
+    const float s = rsqrtf(block_sum_f32(squares, reduce_scratch) / (float)C + eps);
+    for (int c = threadIdx.x; c < C; c += blockDim.x)
+        out_row[c] = __float2bfloat16_rn(__bfloat162float(x_row[c]) * s * __bfloat162float(weight[c]));
+    if (threadIdx.x == 0) rstd[n] = s;
+}
+
+extern "C" void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *weight,
+                                     int N, int C, float eps) {
+    if (N <= 0 || C <= 0) return;
+    rmsnorm_forward_kernel<<<(unsigned int)N, rms_threads(C), 0, compute_stream()>>>(
+        as_nv(out), rstd, as_nv(x), as_nv(weight), C, eps);
+    CHECK_LAUNCH();
+}
+
+/* blocks of the backward: at most 1024, at most one per row, partials of at most 4M floats */
+static int rmsnorm_backward_blocks(int N, int C) {
+    int blocks = 1024;
+    int by_memory = (int)((4u << 20) / (unsigned int)C);
+    if (by_memory < 1) by_memory = 1;
+    if (blocks > by_memory) blocks = by_memory;
+    if (blocks > N) blocks = N;
+    return blocks;
+}
+
+static __global__ void rmsnorm_backward_kernel(__nv_bfloat16 *dx, float *dweight_partials,
+                                               const __nv_bfloat16 *dout,
+                                               const __nv_bfloat16 *x,
+                                               const __nv_bfloat16 *weight, const float *rstd,
+                                               int N, int C) {
+    extern __shared__ __align__(16) unsigned char rmsnorm_shared[];
+    float *dweight_acc = reinterpret_cast<float *>(rmsnorm_shared); /* [C] */
+    __shared__ float reduce_scratch[32];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dweight_acc[c] = 0.0f;
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        const __nv_bfloat16 *x_row = x + (size_t)n * C, *dout_row = dout + (size_t)n * C;
+        __nv_bfloat16 *dx_row = dx + (size_t)n * C;
+        const float s = rstd[n];
+        float g_norm = 0.0f;
+        for (int c = threadIdx.x; c < C; c += blockDim.x)
+            g_norm += __bfloat162float(weight[c]) * __bfloat162float(dout_row[c]) *
+                      (__bfloat162float(x_row[c]) * s);
+        const float g_norm_mean = block_sum_f32(g_norm, reduce_scratch) / (float)C;
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            const float norm = __bfloat162float(x_row[c]) * s, d = __bfloat162float(dout_row[c]);
+            dweight_acc[c] += norm * d;
+            const float g = __bfloat162float(weight[c]) * d;
+            dx_row[c] = __float2bfloat16_rn(__bfloat162float(dx_row[c]) + (g - norm * g_norm_mean) * s);
+        }
+    }
+    float *dweight_out = dweight_partials + (size_t)blockIdx.x * C;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) dweight_out[c] = dweight_acc[c];
+}
+
+extern "C" void cuda_rmsnorm_backward(bf16 *dx, float *dweight, const bf16 *dout, const bf16 *x,
+                                      const bf16 *weight, const float *rstd, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    const int blocks = rmsnorm_backward_blocks(N, C);
+    const size_t shared_bytes = (size_t)C * sizeof(float);
+    if (shared_bytes > 48 * 1024) {
+        int device = 0, limit = 0;
+        CHECK_CUDA(cudaGetDevice(&device));
+        CHECK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+        if (shared_bytes > (size_t)limit)
+            KERNELS_FATAL("rmsnorm_backward needs %zu bytes of shared memory, the device allows %d",
+                          shared_bytes, limit);
+        CHECK_CUDA(cudaFuncSetAttribute((const void *)rmsnorm_backward_kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared_bytes));
+    }
+    float *partials = (float *)stream_scratch((size_t)blocks * C * sizeof(float));
+    rmsnorm_backward_kernel<<<blocks, rms_threads(C), shared_bytes, compute_stream()>>>(
+        as_nv(dx), partials, as_nv(dout), as_nv(x), as_nv(weight), rstd, N, C);
+    CHECK_LAUNCH();
+    column_sum_accumulate(dweight, partials, blocks, C);
+}

@@ -1,0 +1,34 @@
+# tests/mpi/parallel_compare.sh: the parallel-equivalence checks shared by parallel_test.sh (GPT)
+# and llama_parallel_test.sh (Llama), sourced after tests/lib.sh with $MODEL set to the flags of
+# the model under test. `reference NAME FLAGS...` runs one rank; `layout NAME NRANKS FLAGS...`
+# runs a parallel layout and checks that its losses over 5 iterations match the reference's
+# within 1e-5 relative and every parameter after 5 steps within 1e-5 (max |difference| / max
+# |value| per tensor). The reference compared with is $base (set by reference; may be reset).
+COMPARE="$top_builddir/tests/tools/compare_params"
+
+losses() { json_field "$1" train lm_loss; }
+
+# reference NAME FLAGS... : the single-rank run the layouts that follow are compared with
+reference() {
+    base=$1; shift
+    run_app 1 $MODEL "$@" --metrics-file "$WORK/$base.jsonl" --dump-parameters "$WORK/$base.bin"
+    ok $? "single-rank reference run ($base)"
+    losses "$WORK/$base.jsonl" > "$WORK/$base.loss"
+}
+
+# layout NAME NRANKS FLAGS... : train, then compare losses and parameters with the reference
+layout() {
+    name=$1; n=$2; shift 2
+    tag=$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_')
+    run_app "$n" $MODEL "$@" --metrics-file "$WORK/$tag.jsonl" --dump-parameters "$WORK/$tag.bin"
+    status=$?
+    [ $status -eq 0 ] || { ok 1 "$name: run failed ($status)"; sed 's/^/#   /' "$WORK/err" | tail -5; return; }
+    losses "$WORK/$tag.jsonl" > "$WORK/$tag.loss"
+    paste "$WORK/$base.loss" "$WORK/$tag.loss" | awk 'BEGIN { worst = 0; n = 0 }
+        { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > worst) worst = d }
+        END { printf "# losses: worst relative difference %g over %d iterations\n", worst, n; exit !(n == 5 && worst < 1e-5) }'
+    ok $? "$name: losses over 5 iterations match one rank within 1e-5"
+    result=$("$COMPARE" "$WORK/$base.bin" "$WORK/$tag.bin" 1e-5 4 16); status=$?
+    diag "$result"
+    ok $status "$name: every parameter after 5 steps matches one rank within 1e-5"
+}
