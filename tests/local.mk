@@ -120,3 +120,14 @@ TESTS += tests/unit/train_log_test
 # the cluster acceptance suite's CPU variant (perf/accept/accept --machine cpu --quick)
 TESTS += tests/mpi/accept_test.sh
 EXTRA_DIST += tests/mpi/accept_test.sh
+
+# ---- text generation, the REST server and zero-shot evaluation (app/inference) ----
+check_PROGRAMS += tests/tools/gpt_forward_reference tests/unit/detokenizer_test tests/unit/sampling_test
+tests_tools_gpt_forward_reference_SOURCES = tests/tools/gpt_forward_reference.c
+tests_tools_gpt_forward_reference_LDADD = $(APP_LIBS)
+tests_unit_detokenizer_test_SOURCES = tests/unit/detokenizer_test.c
+tests_unit_detokenizer_test_LDADD = $(APP_LIBS)
+tests_unit_sampling_test_SOURCES = tests/unit/sampling_test.c
+tests_unit_sampling_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/detokenizer_test tests/unit/sampling_test tests/mpi/generation_server_test.sh \
+	tests/mpi/evaluate_test.sh
