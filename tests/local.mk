@@ -129,5 +129,5 @@ tests_unit_detokenizer_test_SOURCES = tests/unit/detokenizer_test.c
 tests_unit_detokenizer_test_LDADD = $(APP_LIBS)
 tests_unit_sampling_test_SOURCES = tests/unit/sampling_test.c
 tests_unit_sampling_test_LDADD = $(APP_LIBS)
-TESTS += tests/unit/detokenizer_test tests/unit/sampling_test tests/mpi/generation_server_test.sh \
-	tests/mpi/evaluate_test.sh
+TESTS += tests/unit/detokenizer_test tests/unit/sampling_test tests/mpi/text_generation_test.sh
+EXTRA_DIST += tests/mpi/text_generation_test.sh

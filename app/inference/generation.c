@@ -8,6 +8,9 @@
 
 void generator_create(generator *g, inference_model *im, int max_batch, int max_len, int max_rows,
                       int vocab_size, int eod, uint64_t seed, int64_t max_tokens_to_oom) {
+    if (max_rows < max_batch)
+        user_error("--inference-max-rows %d is below --max-batch-size %d: a forward takes one row per prompt at least",
+                   max_rows, max_batch);
     memset(g, 0, sizeof *g);
     g->im = im;
     g->max_batch = max_batch;

@@ -3,8 +3,8 @@
  * one rank, its logits captured) run again on the whole growing sequence for every new token.
  * usage: gpt_forward_reference MODE INPUT PRETRAIN_GPT_FLAGS... (one rank; --load DIR,
  *        --micro-batch-size 1, --seq-length >= the longest sequence)
- *   MODE greedy:N  each line of INPUT (token ids separated by spaces) is extended by N tokens,
- *                  each the argmax over the tokenizer's ids (below --vocab-size) of the logits at
+ *   MODE greedy:L  each line of INPUT (token ids separated by spaces) is extended to L tokens,
+ *                  each new one the argmax over the tokenizer's ids (below --vocab-size) of the logits at
  *                  the last position; prints "tokens: ..." and "logprobs: ..." (the log-softmax
  *                  over the padded vocabulary of every token after the first) per line
  *   MODE score     prints "logprobs: ..." and "argmax: ..." (over the padded vocabulary) of every
@@ -44,8 +44,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: gpt_forward_reference greedy:N|score INPUT PRETRAIN_GPT_FLAGS... (one rank)\n");
         return 2;
     }
-    int generate = 0;
-    if (!strncmp(argv[1], "greedy:", 7)) generate = atoi(argv[1] + 7);
+    int total = 0;
+    if (!strncmp(argv[1], "greedy:", 7)) total = atoi(argv[1] + 7);
     else if (strcmp(argv[1], "score") != 0) user_error("MODE %s is neither greedy:N nor score", argv[1]);
     FILE *input = fopen(argv[2], "r");
     if (!input) user_error("cannot open %s", argv[2]);
@@ -68,7 +68,8 @@ int main(int argc, char **argv) {
             tokens[n++] = atoi(word);
         }
         if (n == 0) continue;
-        if (n + generate > T) user_error("%d + %d tokens exceed --seq-length %d", n, generate, T);
+        if (total > T) user_error("greedy:%d exceeds --seq-length %d", total, T);
+        int generate = total > n ? total - n : 0;
         for (int step = 0; step <= generate; step++) {
             for (int i = n; i < T; i++) tokens[i] = eod;
             gpt_chunk_forward(&t.model, 0, 0, tokens, targets, rng, 1.0f);
@@ -76,7 +77,7 @@ int main(int argc, char **argv) {
             tokens[n] = argmax(logits + (size_t)(n - 1) * V, a.vocab_size);
             n++;
         }
-        if (generate) {
+        if (total) {
             printf("tokens:");
             for (int i = 0; i < n; i++) printf(" %d", tokens[i]);
             printf("\n");
@@ -84,7 +85,7 @@ int main(int argc, char **argv) {
         printf("logprobs:");
         for (int i = 0; i + 1 < n; i++) printf(" %.9g", log_softmax_at(logits + (size_t)i * V, V, tokens[i + 1]));
         printf("\n");
-        if (!generate) {
+        if (!total) {
             printf("argmax:");
             for (int i = 0; i + 1 < n; i++) printf(" %d", argmax(logits + (size_t)i * V, V));
             printf("\n");
