@@ -131,3 +131,11 @@ tests_unit_sampling_test_SOURCES = tests/unit/sampling_test.c
 tests_unit_sampling_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/detokenizer_test tests/unit/sampling_test tests/mpi/text_generation_test.sh
 EXTRA_DIST += tests/mpi/text_generation_test.sh
+if HAVE_CUDA
+check_PROGRAMS += tests/gpu/cuda_decode_attention_test
+tests_gpu_cuda_decode_attention_test_SOURCES = tests/gpu/cuda_decode_attention_test.c tests/gpu/cuda_test_util.h
+tests_gpu_cuda_decode_attention_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_gpu_cuda_decode_attention_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/gpu/cuda_decode_attention_test
+endif
+EXTRA_DIST += tests/gpu/cuda_decode_attention_test.c
