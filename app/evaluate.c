@@ -112,7 +112,8 @@ static void wikitext(const eval_args *a, inference_model *im, tokenizer *tok, in
            detokenizer_name(kind), (long long)r.num_original_tokens, (long long)r.num_tokenized_tokens);
     gpt_inference inf;
     gpt_inference_create(&inf, &im->model, a->micro_batch_size, seq_length, a->micro_batch_size * seq_length);
-    wikitext_evaluate(&inf, ids, (int64_t)n, seq_length, a->overlapping_eval, a->micro_batch_size, tokenizer_eod(tok), &r);
+    wikitext_evaluate(&inf, ids, (int64_t)n, seq_length, a->overlapping_eval, a->micro_batch_size, tokenizer_eod(tok),
+                      tokenizer_vocab_size(tok), &r);
     wikitext_finish(&r);
     char line[512];
     snprintf(line, sizeof line, " validation results on WIKITEXT103 | avg loss: %.4E | ppl: %.4E | adjusted ppl: %.4E | token ratio: %.17g |",
@@ -186,7 +187,7 @@ static void lambada(const eval_args *a, inference_model *im, tokenizer *tok, int
         lambada_tokens(tok, json_string_value(text), a->strict_lambada, &context, &nc, &labels, &nl, where);
         if ((int)(nc + nl) > seq_length + 1)
             user_error("%s: %zu tokens, more than --seq-length + 1 = %d", where, nc + nl, seq_length + 1);
-        correct += lambada_correct(&inf, context, (int)nc, labels, (int)nl);
+        correct += lambada_correct(&inf, context, (int)nc, labels, (int)nl, tokenizer_vocab_size(tok));
         total++;
         if (total % a->log_interval == 0) { printf("> working on iteration: %lld\n", (long long)total); fflush(stdout); }
         free(context);

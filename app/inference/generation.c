@@ -60,7 +60,7 @@ static int forward_positions(generator *g, const generation_result *r, int from,
                 if (position + 1 >= L) continue;
                 const float *row = g->logits + ((size_t)b * count + t) * (size_t)V;
                 r->logprobs[(size_t)b * (L - 1) + position] =
-                    (float)token_log_prob(row, V, r->tokens[(size_t)b * L + position + 1]);
+                    (float)token_log_prob(row, g->vocab_size, r->tokens[(size_t)b * L + position + 1]);
             }
     }
     return count;
@@ -128,7 +128,8 @@ int generate(generator *g, int batch, int32_t *const *prompts, const int *prompt
                                      philox_stream_mix(0x67656eull /* "gen" */, (uint64_t)b), (uint64_t)context);
             int started = prompt_lengths[b] <= context;
             if (started) row_tokens[context] = token;
-            if (r->logprobs) r->logprobs[(size_t)b * (L - 1) + context - 1] = (float)token_log_prob(row, V, row_tokens[context]);
+            if (r->logprobs)
+                r->logprobs[(size_t)b * (L - 1) + context - 1] = (float)token_log_prob(row, g->vocab_size, row_tokens[context]);
             if (started && !done[b] && is_stop(g, p, token, row_tokens[context - 1])) {
                 done[b] = 1;
                 r->lengths[b] = context + 1;

@@ -7,7 +7,7 @@
  * token; the others take the sampled one. A sequence is done when it samples a stop token
  * (its length then ends after it); generation stops when every sequence is done or the length is
  * reached. Log-probabilities are those of each next token (prompt and generated) under the
- * model's distribution before sampling modifies it. tokens_to_generate == 0 only scores the
+ * model's distribution over the tokenizer's ids, before sampling modifies it. tokens_to_generate == 0 only scores the
  * prompts. */
 #ifndef GENERATION_H
 #define GENERATION_H

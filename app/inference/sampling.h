@@ -31,8 +31,10 @@ void sampling_scratch_free(sampling_scratch *s);
 int sample_token(const float *logits, int vocab_size, const sampling_params *p, sampling_scratch *s,
                  uint64_t seed, uint64_t stream, uint64_t counter);
 
-/* log-softmax of logits[0..V) at `token` (over the whole padded row, as Megatron's
- * log_softmax of the output layer), in double */
+/* log-softmax of logits[0..V) at `token`, in double. Callers pass the tokenizer's vocabulary
+ * size: the padded rows of the output layer are not tokens (Megatron normalizes over them too;
+ * trained, they are negligible, but a checkpoint imported from Hugging Face has them at zero,
+ * which would dominate GPT-2's large negative logits) */
 double token_log_prob(const float *logits, int V, int token);
 
 #endif

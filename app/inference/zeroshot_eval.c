@@ -19,7 +19,7 @@ int64_t wikitext_original_tokens(const char *text) {
 }
 
 void wikitext_evaluate(gpt_inference *inf, const int32_t *tokens, int64_t n, int seq_length, int overlapping_eval,
-                       int batch, int eod, wikitext_result *r) {
+                       int batch, int eod, int vocab_size, wikitext_result *r) {
     int V = inf->model->config.padded_vocab_size;
     int stride = overlapping_eval < 1 ? 1 : overlapping_eval;
     if (stride > seq_length) stride = seq_length;
@@ -52,7 +52,7 @@ void wikitext_evaluate(gpt_inference *inf, const int32_t *tokens, int64_t n, int
         }
         gpt_inference_forward(inf, input, B, seq_length, 0, logits);
         for (int i = 0; i < B * seq_length; i++)
-            if (mask[i]) r->total_loss -= token_log_prob(logits + (size_t)i * V, V, target[i]);
+            if (mask[i]) r->total_loss -= token_log_prob(logits + (size_t)i * V, vocab_size, target[i]);
     }
     free(input);
     free(target);
@@ -68,7 +68,7 @@ void wikitext_finish(wikitext_result *r) {
 }
 
 int lambada_correct(gpt_inference *inf, const int32_t *context, int num_context, const int32_t *labels,
-                    int num_labels) {
+                    int num_labels, int vocab_size) {
     int V = inf->model->config.padded_vocab_size, n = num_context + num_labels - 1;
     int *input = malloc(sizeof(int) * (size_t)n);
     float *logits = malloc(sizeof(float) * (size_t)n * (size_t)V);
@@ -79,7 +79,7 @@ int lambada_correct(gpt_inference *inf, const int32_t *context, int num_context,
     for (int k = 0; k < num_labels; k++) {
         const float *row = logits + (size_t)(num_context - 1 + k) * V;
         int best = 0;
-        for (int v = 1; v < V; v++) if (row[v] > row[best]) best = v;
+        for (int v = 1; v < vocab_size; v++) if (row[v] > row[best]) best = v;
         if (best != labels[k]) correct = 0;
     }
     free(input);

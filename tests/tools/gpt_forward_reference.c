@@ -6,8 +6,8 @@
  *   MODE greedy:L  each line of INPUT (token ids separated by spaces) is extended to L tokens,
  *                  each new one the argmax over the tokenizer's ids (below --vocab-size) of the logits at
  *                  the last position; prints "tokens: ..." and "logprobs: ..." (the log-softmax
- *                  over the padded vocabulary of every token after the first) per line
- *   MODE score     prints "logprobs: ..." and "argmax: ..." (over the padded vocabulary) of every
+ *                  over the tokenizer's ids of every token after the first) per line
+ *   MODE score     prints "logprobs: ..." and "argmax: ..." (over the tokenizer's ids) of every
  *                  position but the last of each line
  * The sequence is padded with the end-of-document id to --seq-length; causal attention keeps the
  * padding from changing earlier positions. */
@@ -83,11 +83,11 @@ int main(int argc, char **argv) {
             printf("\n");
         }
         printf("logprobs:");
-        for (int i = 0; i + 1 < n; i++) printf(" %.9g", log_softmax_at(logits + (size_t)i * V, V, tokens[i + 1]));
+        for (int i = 0; i + 1 < n; i++) printf(" %.9g", log_softmax_at(logits + (size_t)i * V, a.vocab_size, tokens[i + 1]));
         printf("\n");
         if (!total) {
             printf("argmax:");
-            for (int i = 0; i + 1 < n; i++) printf(" %d", argmax(logits + (size_t)i * V, V));
+            for (int i = 0; i + 1 < n; i++) printf(" %d", argmax(logits + (size_t)i * V, a.vocab_size));
             printf("\n");
         }
     }
