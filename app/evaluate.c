@@ -51,7 +51,7 @@ static const option_spec specs[] = {
     {"merge-file", "tokenizer", OPTION_STRING, AT(merge_file), .metavar = "PATH", .help = "BPE merges"},
 };
 static const option_table table = {
-    "evaluate --task WIKITEXT103|LAMBADA --valid-data PATH --load DIR [options]",
+    "--task WIKITEXT103|LAMBADA --valid-data PATH --load DIR [options]",
     "Zero-shot evaluation of a GPT checkpoint (Megatron's tasks/main.py).\n",
     specs, (int)(sizeof specs / sizeof specs[0]),
 };

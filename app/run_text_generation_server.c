@@ -44,7 +44,7 @@ static const option_spec specs[] = {
     {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer", .help = "default: the checkpoint's"},
     {"vocab-file", "tokenizer", OPTION_STRING, AT(vocab_file), .metavar = "PATH", .help = "tokenizer vocabulary"},
     {"merge-file", "tokenizer", OPTION_STRING, AT(merge_file), .metavar = "PATH", .help = "BPE merges (GPT2BPETokenizer)"},
-    {"host", "server", OPTION_STRING, AT(host), "127.0.0.1", .help = "IPv4 address to bind"},
+    {"host", "server", OPTION_STRING, AT(host), "127.0.0.1", .metavar = "ADDRESS", .help = "IPv4 address to bind"},
     {"port", "server", OPTION_INT, AT(port), "5000", .range = "[0, 65535]", .help = "TCP port (0: any free port)"},
     {"port-file", "server", OPTION_STRING, AT(port_file), .metavar = "PATH", .help = "write the bound port here once serving"},
     {"max-request-bytes", "server", OPTION_INT64, AT(max_request_bytes), "1048576", .range = "[1, inf)", .help = "larger request bodies get 413"},
@@ -56,7 +56,7 @@ static const option_spec specs[] = {
     {"seed", "generation", OPTION_UINT64, AT(seed), "1234", .help = "seed of requests without random_seed"},
 };
 static const option_table table = {
-    "run_text_generation_server --load DIR [--port N] [options]",
+    "--load DIR [--port N] [options]",
     "Serves text generation from a checkpoint: PUT /api with Megatron's JSON fields.\n",
     specs, (int)(sizeof specs / sizeof specs[0]),
 };

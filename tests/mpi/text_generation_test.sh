@@ -33,9 +33,10 @@ start_server() {
     name=$1; ckpt=$2; shift 2
     rm -f "$WORK/$name.port"
     "$SERVER" --load "$ckpt" --port 0 --port-file "$WORK/$name.port" --device cpu "$@" >"$WORK/$name.out" 2>&1 &
-    PIDS="$PIDS $!"
+    pid=$!
+    PIDS="$PIDS $pid"
     i=0
-    while [ ! -s "$WORK/$name.port" ] && [ $i -lt 300 ]; do sleep 0.2; i=$((i + 1)); done
+    while [ ! -s "$WORK/$name.port" ] && [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
     PORT=$(cat "$WORK/$name.port" 2>/dev/null)
 }
 put() {  # put PORT BODY OUT: the status code on stdout, the answer in OUT
@@ -335,6 +336,52 @@ ok $? "without --strict-lambada (one-token words here) the same samples are righ
 echo '{"txt": "1 2"}' > "$WORK/bad.jsonl"
 "$EVALUATE" --task LAMBADA --valid-data "$WORK/bad.jsonl" --load "$WORK/tp1" --device cpu > "$WORK/bad.out" 2>&1
 [ $? -ne 0 ] && grep -q "bad.jsonl:1" "$WORK/bad.out"; ok $? "a JSONL line without text is refused naming FILE:LINE"
+
+# --- the GPT-2 tokenizer: text in and out, padded output rows (50257 ids of 50304) never count ---
+GPT2="$top_srcdir/configs/tokenizers/gpt2"
+run_app 1 $TRAIN --train-iters 3 --lr-warmup-iters 1 --global-batch-size 4 --tokenizer-type GPT2BPETokenizer --vocab-file "$GPT2/vocab.json" \
+    --merge-file "$GPT2/merges.txt" --save "$WORK/gpt2"; ok $? "a tiny GPT with GPT-2's vocabulary trains and saves"
+start_server gpt2 "$WORK/gpt2" --vocab-file "$GPT2/vocab.json" --merge-file "$GPT2/merges.txt" --inference-max-rows 64
+python3 - "$PORT" "$WORK" <<'PY'
+import json, sys, urllib.request
+port, work = sys.argv[1], sys.argv[2]
+def put(body):
+    req = urllib.request.Request("http://127.0.0.1:%s/api" % port, data=json.dumps(body).encode(), method="PUT")
+    return json.load(urllib.request.urlopen(req))
+prompts = ["Hello, world: caf\u00e9 \u00fcber", "The quick brown fox"]
+r = put({"prompts": prompts, "tokens_to_generate": 6, "top_k": 1, "logprobs": True, "prevent_newline_after_colon": True})
+scored = put({"prompts": prompts, "tokens_to_generate": 0, "logprobs": True})
+bad = []
+for b, text in enumerate(prompts):
+    if not r["text"][b].startswith(text): bad.append("text %r does not start with the prompt" % r["text"][b])
+    if len(r["segments"][b]) != len(r["tokens"][b]): bad.append("not one segment per token")
+    if r["tokens"][b][:len(scored["tokens"][b])] != scored["tokens"][b]: bad.append("the prompt tokens differ")
+    if any(t >= 50257 for t in r["tokens"][b]): bad.append("a padded id was generated")
+if "".join(r["segments"][1]) != r["text"][1]: bad.append("ASCII segments do not join into the text")
+if "caf\u00e9 \u00fcber" not in r["text"][0]: bad.append("characters split over tokens are not whole in the text")
+with open(work + "/gpt2.lines", "w") as f:
+    for t in scored["tokens"]: f.write(" ".join(map(str, t)) + "\n")
+json.dump(r, open(work + "/gpt2.json", "w"))
+for line in bad: print("#", line)
+print("# GPT-2 text:", json.dumps(r["text"]))
+sys.exit(1 if bad else 0)
+PY
+ok $? "GPT-2 prompts come back as UTF-8 text (characters split over tokens whole) and one segment per token, no padded id generated"
+total=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['tokens'][0]))" "$WORK/gpt2.json")
+timeout 120 "$MPIEXEC" -n 1 "$REFERENCE" greedy:$total "$WORK/gpt2.lines" --args-file "$TINY_ARGS" --vocab-size 50257 \
+    --load "$WORK/gpt2" --no-load-optim --no-load-rng --micro-batch-size 1 --global-batch-size 1 < /dev/null > "$WORK/gpt2.ref" 2>&1
+python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+r = json.load(open(work + "/gpt2.json"))
+lines = open(work + "/gpt2.ref").read().split("\n")
+ref_tokens = [list(map(int, l.split()[1:])) for l in lines if l.startswith("tokens:")]
+ref_logprobs = [list(map(float, l.split()[1:])) for l in lines if l.startswith("logprobs:")]
+worst = max(abs(x - y) for a, b in zip(r["logprobs"], ref_logprobs) for x, y in zip(a, b))
+print("# worst log-probability difference over the 50257 GPT-2 ids: %.3g" % worst)
+sys.exit(0 if len(ref_tokens) == 2 and all(t == ref_tokens[b][:len(t)] for b, t in enumerate(r["tokens"])) and worst < 1e-4 else 1)
+PY
+ok $? "with the GPT-2 vocabulary too, greedy tokens and log-probabilities equal the no-cache forward's"
 
 for p in $PIDS; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 grep -q "stopped by signal" "$WORK/tp1.out"; ok $? "SIGTERM stops the server cleanly ($(grep -o 'after.*' "$WORK/tp1.out"))"
