@@ -1,6 +1,6 @@
 # app/local.mk: the programs (entry points at the top of app/) and the one link line they share.
 # Libraries are listed once, top down: each may use only those after it.
-APP_LIBS = app/training/libtraining.a app/optim/liboptim.a app/model/libmodel.a \
+APP_LIBS = app/training/libtraining.a app/inference/libinference.a app/optim/liboptim.a app/model/libmodel.a \
 	app/checkpoint/libcheckpoint.a app/data/libdata.a app/parallel/libparallel.a \
 	app/tokenizers/libtokenizers.a io/libio.a perf/metrics/libperfmetrics.a app/core/libcore.a kernels/libkernels.a \
 	$(HDF5_LIBS) $(JANSSON_LIBS) $(PCRE2_LIBS) $(UTF8PROC_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) \
@@ -16,3 +16,15 @@ app_convert_corpus_LDADD = $(APP_LIBS)
 app_convert_checkpoint_SOURCES = app/convert_checkpoint.c
 app_convert_checkpoint_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 app_convert_checkpoint_LDADD = $(APP_LIBS)
+
+# text generation (app/inference): the REST server, its command-line client, zero-shot evaluation
+bin_PROGRAMS += app/run_text_generation_server app/text_generation_cli app/evaluate
+app_run_text_generation_server_SOURCES = app/run_text_generation_server.c
+app_run_text_generation_server_CPPFLAGS = $(AM_CPPFLAGS) $(MHD_CFLAGS)
+app_run_text_generation_server_LDADD = $(APP_LIBS) $(MHD_LIBS) -lpthread
+app_text_generation_cli_SOURCES = app/text_generation_cli.c
+app_text_generation_cli_CPPFLAGS = $(AM_CPPFLAGS) $(CURL_CFLAGS) $(JANSSON_CFLAGS)
+app_text_generation_cli_LDADD = $(CURL_LIBS) $(JANSSON_LIBS)
+app_evaluate_SOURCES = app/evaluate.c
+app_evaluate_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+app_evaluate_LDADD = $(APP_LIBS)

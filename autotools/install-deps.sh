@@ -15,5 +15,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     slurm-wlm munge >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null   # perf/harness plots (PNG)
 # the generation server (HTTP), SentencePiece tokenizers (Llama 2), and the fuzz targets (clang's libFuzzer)
-$SUDO apt-get install -y -qq --no-install-recommends libmicrohttpd-dev libsentencepiece-dev clang libfuzzer-14-dev >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends libmicrohttpd-dev libcurl4-openssl-dev libsentencepiece-dev clang libfuzzer-14-dev >/dev/null
 echo "install-deps: packages installed"

@@ -162,6 +162,14 @@ typedef struct kernel_ops {
                                const void *workspace, int B, int T, int H, int G, int D,
                                int head_start, int total_heads, dropout_rng rng);
 
+    /* ---- attention over a key/value cache (generation: cpu_ and cuda_decode_attention) ----
+     * qkv[B,Tq,H*3*D] (the layout above) holds the new tokens at positions [past, past+Tq) of
+     * every sequence. Their keys and values are stored into k_cache and v_cache [B,max_len,H,D]
+     * (compute dtype) at those positions; then out[B,Tq,H*D] = softmax(q k^T / sqrt(D)) v over
+     * the keys at positions 0..past+t of new token t (causal; no dropout). */
+    void (*decode_attention)(void *out, void *k_cache, void *v_cache, const void *qkv, int B,
+                             int Tq, int H, int D, int past, int max_len);
+
     /* ---- elementwise ---- */
     /* GeLU with the tanh approximation (Megatron's/GPT-2's). */
     void (*gelu_forward)(void *out, const void *x, size_t n);

@@ -124,3 +124,22 @@ TESTS += tests/unit/train_log_test
 # the cluster acceptance suite's CPU variant (perf/accept/accept --machine cpu --quick)
 TESTS += tests/mpi/accept_test.sh
 EXTRA_DIST += tests/mpi/accept_test.sh
+
+# ---- text generation, the REST server and zero-shot evaluation (app/inference) ----
+check_PROGRAMS += tests/tools/gpt_forward_reference tests/unit/detokenizer_test tests/unit/sampling_test
+tests_tools_gpt_forward_reference_SOURCES = tests/tools/gpt_forward_reference.c
+tests_tools_gpt_forward_reference_LDADD = $(APP_LIBS)
+tests_unit_detokenizer_test_SOURCES = tests/unit/detokenizer_test.c
+tests_unit_detokenizer_test_LDADD = $(APP_LIBS)
+tests_unit_sampling_test_SOURCES = tests/unit/sampling_test.c
+tests_unit_sampling_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/detokenizer_test tests/unit/sampling_test tests/mpi/text_generation_test.sh
+EXTRA_DIST += perf/generation_vs_hf.sh perf/generation_vs_hf.py
+if HAVE_CUDA
+check_PROGRAMS += tests/gpu/cuda_decode_attention_test
+tests_gpu_cuda_decode_attention_test_SOURCES = tests/gpu/cuda_decode_attention_test.c tests/gpu/cuda_test_util.h
+tests_gpu_cuda_decode_attention_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_gpu_cuda_decode_attention_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/gpu/cuda_decode_attention_test
+endif
+EXTRA_DIST += tests/gpu/cuda_decode_attention_test.c

@@ -85,6 +85,11 @@ static void attention_backward(void *dqkv, const void *dout, const void *qkv, co
     cpu_attention_backward(dqkv, dout, qkv, workspace, B, T, H, G, D, head_start, total_heads, rng);
 }
 
+static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B,
+                             int Tq, int H, int D, int past, int max_len) {
+    cpu_decode_attention(out, k_cache, v_cache, qkv, B, Tq, H, D, past, max_len);
+}
+
 static void gelu_forward(void *out, const void *x, size_t n) { cpu_gelu_forward(out, x, n); }
 static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {
     cpu_gelu_backward(dx, x, dout, n);
@@ -162,6 +167,7 @@ static const kernel_ops cpu_ops = {
     .attention_workspace_bytes = cpu_attention_workspace_bytes,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
+    .decode_attention = decode_attention,
 
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,

@@ -61,6 +61,10 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                             const void *workspace, int B, int T, int H, int G, int D,
                             int head_start, int total_heads, dropout_rng rng);
 
+/* cpu_decode_attention.c */
+void cpu_decode_attention(float *out, float *k_cache, float *v_cache, const float *qkv, int B,
+                          int Tq, int H, int D, int past, int max_len);
+
 /* cpu_elementwise.c */
 void cpu_gelu_forward(float *out, const float *x, size_t n);
 void cpu_gelu_backward(float *dx, const float *x, const float *dout, size_t n);

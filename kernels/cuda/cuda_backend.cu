@@ -145,6 +145,10 @@ static void attention_backward(void *dqkv, const void *dout, const void *qkv, co
     cuda_attention_backward(BF(dqkv), CBF(dout), CBF(qkv), CBF(out), workspace, B, T, H, G, D, head_start,
                             total_heads, rng);
 }
+static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B, int Tq,
+                             int H, int D, int past, int max_len) {
+    cuda_decode_attention(BF(out), BF(k_cache), BF(v_cache), CBF(qkv), B, Tq, H, D, past, max_len);
+}
 static void gelu_forward(void *out, const void *x, size_t n) { cuda_gelu_forward(BF(out), CBF(x), n); }
 static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {
     cuda_gelu_backward(BF(dx), CBF(x), CBF(dout), n);
@@ -221,6 +225,7 @@ static kernel_ops make_cuda_ops(void) {
     ops.attention_workspace_bytes = cuda_attention_workspace_bytes;
     ops.attention_forward = attention_forward;
     ops.attention_backward = attention_backward;
+    ops.decode_attention = decode_attention;
     ops.gelu_forward = gelu_forward;
     ops.gelu_backward = gelu_backward;
     ops.dropout_forward = dropout_forward;

@@ -25,12 +25,15 @@ LAYERS = [
     ("checkpoint", "app/checkpoint/", ["core", "io", "kernels", "parallel"]),
     ("model", "app/model/", ["core", "io", "kernels", "parallel", "checkpoint"]),
     ("optim", "app/optim/", ["core", "io", "kernels", "parallel", "checkpoint", "model"]),
+    ("inference", "app/inference/", ["core", "io", "kernels", "parallel", "checkpoint", "model",
+                                     "tokenizers"]),
     ("training", "app/training/", ["core", "io", "kernels", "parallel", "checkpoint", "model",
-                                   "optim", "data", "tokenizers", "perf"]),
+                                   "optim", "data", "tokenizers", "perf", "inference"]),
     ("programs", "app/", None),  # the entry points at the top of app/: anything
 ]
 # the libraries of the link line, top down (each may use only those after it)
-LIBRARIES = {"training": "app/training/libtraining.a", "optim": "app/optim/liboptim.a",
+LIBRARIES = {"training": "app/training/libtraining.a", "inference": "app/inference/libinference.a",
+             "optim": "app/optim/liboptim.a",
              "model": "app/model/libmodel.a", "checkpoint": "app/checkpoint/libcheckpoint.a",
              "data": "app/data/libdata.a", "parallel": "app/parallel/libparallel.a",
              "tokenizers": "app/tokenizers/libtokenizers.a", "io": "io/libio.a",

@@ -1,0 +1,161 @@
+/* generation.c: see generation.h. */
+#include "app/inference/generation.h"
+#include "app/core/error.h"
+#include "kernels/philox.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void generator_create(generator *g, inference_model *im, int max_batch, int max_len, int max_rows,
+                      int vocab_size, int eod, uint64_t seed, int64_t max_tokens_to_oom) {
+    if (max_rows < max_batch)
+        user_error("--inference-max-rows %d is below --max-batch-size %d: a forward takes one row per prompt at least",
+                   max_rows, max_batch);
+    memset(g, 0, sizeof *g);
+    g->im = im;
+    g->max_batch = max_batch;
+    g->max_len = max_len;
+    g->max_rows = max_rows;
+    g->vocab_size = vocab_size;
+    g->eod = eod;
+    g->colon_id = g->newline_id = -1;
+    g->seed = seed;
+    g->max_tokens_to_oom = max_tokens_to_oom;
+    gpt_inference_create(&g->inference, &im->model, max_batch, max_len, max_rows);
+    g->logits = malloc(sizeof(float) * (size_t)max_rows * (size_t)im->model.config.padded_vocab_size);
+    CHECK(g->logits, "out of host memory for %d rows of logits", max_rows);
+    sampling_scratch_init(&g->scratch, vocab_size);
+}
+
+void generator_free(generator *g) {
+    gpt_inference_free(&g->inference);
+    sampling_scratch_free(&g->scratch);
+    free(g->logits);
+    memset(g, 0, sizeof *g);
+}
+
+void generation_result_free(generation_result *r) {
+    free(r->tokens);
+    free(r->lengths);
+    free(r->logprobs);
+    memset(r, 0, sizeof *r);
+}
+
+/* Runs positions [from, to) of every sequence through the model in pieces of at most max_rows
+ * rows, filling the log-probabilities of the tokens that follow them; leaves the logits of the
+ * last piece in g->logits and returns the number of positions in it. */
+static int forward_positions(generator *g, const generation_result *r, int from, int to, int *piece_tokens) {
+    int B = r->batch, L = r->total_length, V = g->im->model.config.padded_vocab_size;
+    int per_piece = g->max_rows / B, count = 0;
+    for (int start = from; start < to; start += count) {
+        count = to - start < per_piece ? to - start : per_piece;
+        for (int b = 0; b < B; b++)
+            memcpy(piece_tokens + (size_t)b * count, r->tokens + (size_t)b * L + start, sizeof(int) * (size_t)count);
+        gpt_inference_forward(&g->inference, piece_tokens, B, count, start, g->logits);
+        if (!r->logprobs) continue;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < count; t++) {
+                int position = start + t;
+                /* a generation step rewrites the last one once it has sampled tokens[to] */
+                if (position + 1 >= L) continue;
+                const float *row = g->logits + ((size_t)b * count + t) * (size_t)V;
+                r->logprobs[(size_t)b * (L - 1) + position] =
+                    (float)token_log_prob(row, g->vocab_size, r->tokens[(size_t)b * L + position + 1]);
+            }
+    }
+    return count;
+}
+
+static int is_stop(const generator *g, const generation_params *p, int token, int previous) {
+    if (p->stop_on_double_eol) return token == 628 || (token == 198 && previous == 198);
+    if (p->stop_on_eol) return token == 628 || token == 198;
+    if (p->num_stop_tokens == 0) return token == g->eod;
+    for (int i = 0; i < p->num_stop_tokens; i++) if (token == p->stop_tokens[i]) return 1;
+    return 0;
+}
+
+int generate(generator *g, int batch, int32_t *const *prompts, const int *prompt_lengths,
+             const generation_params *p, generation_result *r, char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    int max_prompt = 0, min_prompt = 0;
+    for (int b = 0; b < batch; b++) {
+        if (prompt_lengths[b] < 1) return error_format(err, errlen, "prompt %d has no tokens", b);
+        if (prompt_lengths[b] > max_prompt) max_prompt = prompt_lengths[b];
+        if (b == 0 || prompt_lengths[b] < min_prompt) min_prompt = prompt_lengths[b];
+    }
+    if (batch < 1 || batch > g->max_batch)
+        return error_format(err, errlen, "%d prompts: this server takes 1 to %d", batch, g->max_batch);
+    int L = max_prompt + p->tokens_to_generate;
+    if (L > g->max_len)
+        return error_format(err, errlen, "Length of prompt + tokens_to_generate longer than allowed (%d > %d)", L, g->max_len);
+    if ((int64_t)L * batch > g->max_tokens_to_oom)
+        return error_format(err, errlen, "Too many tokens.  %lld is greater than %lld", (long long)L * batch,
+                            (long long)g->max_tokens_to_oom);
+    int V = g->im->model.config.padded_vocab_size;
+    r->batch = batch;
+    r->total_length = L;
+    r->tokens = malloc(sizeof(int) * (size_t)batch * (size_t)L);
+    r->lengths = malloc(sizeof(int) * (size_t)batch);
+    int *done = calloc((size_t)batch, sizeof(int));
+    int *piece = malloc(sizeof(int) * (size_t)g->max_rows);
+    if (p->logprobs && L > 1) r->logprobs = calloc((size_t)batch * (size_t)(L - 1), sizeof(float));
+    CHECK(r->tokens && r->lengths && done && piece && (!p->logprobs || L <= 1 || r->logprobs),
+          "out of host memory for a batch of %d x %d tokens", batch, L);
+    for (int b = 0; b < batch; b++) {
+        for (int t = 0; t < L; t++) r->tokens[(size_t)b * L + t] = t < prompt_lengths[b] ? prompts[b][t] : g->eod;
+        r->lengths[b] = p->tokens_to_generate == 0 ? prompt_lengths[b] : L;
+    }
+    if (p->tokens_to_generate == 0) {
+        /* scoring only: every prompt position at once */
+        forward_positions(g, r, 0, L, piece);
+        free(done);
+        free(piece);
+        return 0;
+    }
+    uint64_t seed = p->random_seed >= 0 ? (uint64_t)p->random_seed : philox_stream_mix(g->seed, g->requests);
+    g->requests++;
+    sampling_params sampling = p->sampling;
+    int previous = 0, context = min_prompt;
+    for (context = min_prompt; context < L; context++) {
+        int count = forward_positions(g, r, previous, context, piece);
+        int all_done = 1;
+        for (int b = 0; b < batch; b++) {
+            int *row_tokens = r->tokens + (size_t)b * L;
+            float *row = g->logits + ((size_t)b * count + (size_t)(count - 1)) * (size_t)V;
+            if (p->prevent_newline_after_colon && g->colon_id >= 0 && row_tokens[context - 1] == g->colon_id)
+                row[g->newline_id] = -1e10f;
+            int token = sample_token(row, g->vocab_size, &sampling, &g->scratch, seed,
+                                     philox_stream_mix(0x67656eull /* "gen" */, (uint64_t)b), (uint64_t)context);
+            int started = prompt_lengths[b] <= context;
+            if (started) row_tokens[context] = token;
+            if (r->logprobs)
+                r->logprobs[(size_t)b * (L - 1) + context - 1] = (float)token_log_prob(row, g->vocab_size, row_tokens[context]);
+            if (started && !done[b] && is_stop(g, p, token, row_tokens[context - 1])) {
+                done[b] = 1;
+                r->lengths[b] = context + 1;
+            }
+            all_done &= done[b];
+        }
+        if (sampling.top_p > 0.0f && p->top_p_decay > 0.0f) {
+            sampling.top_p *= p->top_p_decay;
+            if (p->top_p_bound > 0.0f && sampling.top_p < p->top_p_bound) sampling.top_p = p->top_p_bound;
+        }
+        previous = context;
+        if (all_done) break;
+    }
+    if (context == L) context = L - 1;
+    /* Megatron keeps tokens up to the last step's position */
+    int kept = context + 1;
+    if (kept < L) {
+        for (int b = 0; b < batch; b++) {
+            memmove(r->tokens + (size_t)b * kept, r->tokens + (size_t)b * L, sizeof(int) * (size_t)kept);
+            if (r->logprobs && kept > 1)
+                memmove(r->logprobs + (size_t)b * (kept - 1), r->logprobs + (size_t)b * (L - 1), sizeof(float) * (size_t)(kept - 1));
+            if (r->lengths[b] > kept) r->lengths[b] = kept;
+        }
+        r->total_length = kept;
+    }
+    free(done);
+    free(piece);
+    return 0;
+}

@@ -1,0 +1,34 @@
+/* inference_setup.c: see inference_setup.h. */
+#include "config.h"
+#include "app/inference/inference_setup.h"
+#include "app/core/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const kernel_ops *inference_backend(const char *device) {
+#ifdef HAVE_CUDA
+    int devices = cuda_device_count();
+    int use_cuda = !strcmp(device, "cuda") || (!strcmp(device, "auto") && devices > 0);
+    if (!use_cuda) return kernels_cpu();
+    if (devices == 0) user_error("--device cuda: no GPU is visible to this process; use --device cpu");
+    cuda_context_init(0);
+    return kernels_cuda();
+#else
+    if (!strcmp(device, "cuda")) user_error("--device cuda: this build has no CUDA backend");
+    return kernels_cpu();
+#endif
+}
+
+tokenizer *inference_tokenizer(const inference_model *im, const char *type, const char *vocab_file,
+                               const char *merge_file) {
+    const char *name = type && type[0] ? type : im->tokenizer_type;
+    char err[1024];
+    /* Megatron's NullTokenizer has vocab_size + 1 ids, the last one its end of document */
+    tokenizer *tok = tokenizer_create(name, vocab_file, merge_file, im->vocab_size - 1, err, sizeof err);
+    if (!tok) user_error("tokenizer %s: %s", name, err);
+    if (tokenizer_vocab_size(tok) > im->model.config.padded_vocab_size)
+        user_error("tokenizer %s has %d ids, more than the model's %d output rows", name,
+                   tokenizer_vocab_size(tok), im->model.config.padded_vocab_size);
+    return tok;
+}

@@ -1,0 +1,18 @@
+/* inference_setup.h: what the generation server and the evaluation tool set up alike: the
+ * kernel backend from --device (auto: cuda when this process sees a GPU) and the tokenizer the
+ * checkpoint was trained with (its /args/tokenizer_type unless --tokenizer-type says otherwise;
+ * files from --vocab-file/--merge-file; a NullTokenizer gets the checkpoint's vocabulary). */
+#ifndef INFERENCE_SETUP_H
+#define INFERENCE_SETUP_H
+
+#include "app/inference/inference_model.h"
+#include "app/tokenizers/tokenizer.h"
+#include "kernels/kernels.h"
+
+const kernel_ops *inference_backend(const char *device);
+
+/* stops with user_error when the tokenizer cannot be built or does not fit the model */
+tokenizer *inference_tokenizer(const inference_model *im, const char *type, const char *vocab_file,
+                               const char *merge_file);
+
+#endif

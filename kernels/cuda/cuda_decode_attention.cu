@@ -1,0 +1,99 @@
+/* cuda_decode_attention.cu: causal attention of new tokens over a bf16 key/value cache
+ * (generation), the GPU counterpart of kernels/cpu/cpu_decode_attention.c. Two launches:
+ * store the new tokens' keys and values into the caches [B,max_len,H,D], then one block per
+ * (sequence, new token, head) computes its scores against keys 0..past+t into shared memory
+ * (fp32), the softmax with block reductions, and the weighted sum of values (fp32 accumulation,
+ * bf16 output). No atomics: the result does not depend on scheduling. */
+#include "kernels/cuda/cuda_common.cuh"
+
+static __global__ void store_kv_kernel(__nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
+                                       const __nv_bfloat16 *qkv, int Tq, int H, int D, int past,
+                                       int max_len, size_t total) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int d = (int)(i % (size_t)D);
+        size_t rest = i / (size_t)D;
+        int h = (int)(rest % (size_t)H);
+        rest /= (size_t)H;
+        int t = (int)(rest % (size_t)Tq);
+        size_t b = rest / (size_t)Tq;
+        const __nv_bfloat16 *src = qkv + (b * Tq + t) * (size_t)H * 3 * D + (size_t)h * 3 * D;
+        size_t dst = ((b * max_len + (size_t)(past + t)) * H + h) * D + d;
+        k_cache[dst] = src[D + d];
+        v_cache[dst] = src[2 * D + d];
+    }
+}
+
+enum { DECODE_THREADS = 128 };
+
+/* max (is_max) or sum of v over the block; every thread gets the result */
+static __device__ float block_reduce(float v, bool is_max, float *scratch) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float other = __shfl_xor_sync(0xffffffffu, v, offset);
+        v = is_max ? fmaxf(v, other) : v + other;
+    }
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float r = scratch[0];
+    for (int w = 1; w < DECODE_THREADS / 32; w++) r = is_max ? fmaxf(r, scratch[w]) : r + scratch[w];
+    return r;
+}
+
+static __global__ void decode_attention_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *k_cache,
+                                               const __nv_bfloat16 *v_cache,
+                                               const __nv_bfloat16 *qkv, int Tq, int H, int D,
+                                               int past, int max_len, float scale) {
+    extern __shared__ float scores[];
+    __shared__ float scratch[DECODE_THREADS / 32];
+    int h = blockIdx.x % H;
+    int t = (blockIdx.x / H) % Tq;
+    size_t b = blockIdx.x / ((unsigned)H * Tq);
+    int keys = past + t + 1;
+    const __nv_bfloat16 *q = qkv + (b * Tq + t) * (size_t)H * 3 * D + (size_t)h * 3 * D;
+    float local_max = -INFINITY;
+    for (int j = threadIdx.x; j < keys; j += blockDim.x) {
+        const __nv_bfloat16 *k = k_cache + ((b * max_len + j) * H + h) * D;
+        float dot = 0.0f;
+        for (int d = 0; d < D; d++) dot += __bfloat162float(q[d]) * __bfloat162float(k[d]);
+        scores[j] = dot * scale;
+        local_max = fmaxf(local_max, scores[j]);
+    }
+    float row_max = block_reduce(local_max, true, scratch);
+    float local_sum = 0.0f;
+    for (int j = threadIdx.x; j < keys; j += blockDim.x) {
+        float e = __expf(scores[j] - row_max);
+        scores[j] = e;
+        local_sum += e;
+    }
+    float inv_sum = 1.0f / block_reduce(local_sum, false, scratch);
+    __syncthreads(); /* every score is final before any thread reads them all */
+    __nv_bfloat16 *o = out + (b * Tq + t) * (size_t)H * D + (size_t)h * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < keys; j++)
+            acc += scores[j] * __bfloat162float(v_cache[((b * max_len + j) * H + h) * D + d]);
+        o[d] = __float2bfloat16_rn(acc * inv_sum);
+    }
+}
+
+extern "C" void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *qkv,
+                                      int B, int Tq, int H, int D, int past, int max_len) {
+    if (past + Tq > max_len)
+        KERNELS_FATAL("decode attention: positions up to %d exceed the cache length %d", past + Tq, max_len);
+    size_t total = (size_t)B * Tq * H * D;
+    if (total == 0) return;
+    store_kv_kernel<<<grid_stride_blocks(total, 256), 256, 0, compute_stream()>>>(
+        as_nv(k_cache), as_nv(v_cache), as_nv(qkv), Tq, H, D, past, max_len, total);
+    CHECK_LAUNCH();
+    size_t shared = sizeof(float) * (size_t)(past + Tq);
+    if (shared > 48 * 1024)
+        CHECK_CUDA(cudaFuncSetAttribute(decode_attention_kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    unsigned int blocks = (unsigned int)((size_t)B * Tq * H);
+    decode_attention_kernel<<<blocks, DECODE_THREADS, shared, compute_stream()>>>(
+        as_nv(out), as_nv(k_cache), as_nv(v_cache), as_nv(qkv), Tq, H, D, past, max_len,
+        1.0f / sqrtf((float)D));
+    CHECK_LAUNCH();
+}
