@@ -36,7 +36,23 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
     char *type = hdf5_read_string_attribute(args, "tokenizer_type");
     snprintf(im->tokenizer_type, sizeof im->tokenizer_type, "%s", type ? type : "NullTokenizer");
     free(type);
+    /* the architecture: generation runs GPT models (learned positions, LayerNorm, GeLU, biases,
+     * multi-head attention); checkpoints written before these attributes existed are GPT */
+    int64_t value;
+    char *normalization = hdf5_read_string_attribute(args, "normalization");
+    char *positions = hdf5_read_string_attribute(args, "position_embedding_type");
+    int gpt = (!normalization || !strcmp(normalization, "LayerNorm")) &&
+              (!positions || !strcmp(positions, "learned_absolute")) &&
+              (checkpoint_get_int(f, "/args", "swiglu", &value) != 0 || value == 0) &&
+              (checkpoint_get_int(f, "/args", "add_bias_linear", &value) != 0 || value == 1) &&
+              (checkpoint_get_int(f, "/args", "num_query_groups", &value) != 0 || value == 0 ||
+               value == c->num_attention_heads);
+    free(normalization);
+    free(positions);
     H5Oclose(args);
+    if (!gpt)
+        user_error("checkpoint %s is a Llama-style model (RoPE, RMSNorm, SwiGLU, grouped-query attention or no "
+                   "biases): generation supports GPT models only so far", f->path);
     c->layernorm_epsilon = (float)eps;
     c->seq_length = 1;          /* the training activations are not used: keep them small */
     c->micro_batch_size = 1;
@@ -69,9 +85,8 @@ void inference_model_load(inference_model *im, const char *dir, const kernel_ops
     gpt_declare_tensors(m, CHECKPOINT_MODEL_GROUP, &state);
     for (int i = 0; i < m->num_params; i++) {
         const param_tensor *p = &m->params[i];
-        shard_block block = gpt_param_block(p);
-        sharded_state_add(&state, sharded_state_tensor(&state, CHECKPOINT_MODEL_GROUP, p->name, p->rows, p->cols),
-                          shard_range_part(&block, 0, p->numel), weights + p->offset, 0);
+        gpt_add_param_range(&state, sharded_state_tensor(&state, CHECKPOINT_MODEL_GROUP, p->name, p->rows, p->cols),
+                            p, 0, p->numel, weights + p->offset, 0);
     }
     dist_checkpoint_check(&c, &state);
     dist_checkpoint_read(&c, &state, ops);
