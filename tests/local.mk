@@ -120,3 +120,11 @@ TESTS += tests/unit/train_log_test
 # the cluster acceptance suite's CPU variant (perf/accept/accept --machine cpu --quick)
 TESTS += tests/mpi/accept_test.sh
 EXTRA_DIST += tests/mpi/accept_test.sh
+
+# Megatron-LM launch-script compatibility: HuggingFaceTokenizer (tokenizer.json) and SentencePiece
+# tokenizers, the flags of Megatron's example scripts (works / no effect / refused), the README table
+check_PROGRAMS += tests/unit/tokenizer_hf_test
+tests_unit_tokenizer_hf_test_SOURCES = tests/unit/tokenizer_hf_test.c
+tests_unit_tokenizer_hf_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_tokenizer_hf_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/tokenizer_hf_test
