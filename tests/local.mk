@@ -128,3 +128,4 @@ tests_unit_tokenizer_hf_test_SOURCES = tests/unit/tokenizer_hf_test.c
 tests_unit_tokenizer_hf_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_tokenizer_hf_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/tokenizer_hf_test
+TESTS += tests/mpi/llama_tokenizer_test.sh
