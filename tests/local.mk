@@ -129,3 +129,4 @@ tests_unit_tokenizer_hf_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_unit_tokenizer_hf_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/tokenizer_hf_test
 TESTS += tests/mpi/llama_tokenizer_test.sh
+TESTS += tests/mpi/megatron_script_test.sh

@@ -56,7 +56,7 @@ static const option_spec specs[] = {
     {"data-path", "data and dataloader", OPTION_LIST, AT(data_path), .metavar = "[W] PREFIX ...", .help = "corpus prefix(es), optionally weighted: PREFIX or W1 PREFIX1 W2 PREFIX2 ... (PREFIX.h5 or PREFIX.bin/.idx)"},
     {"split", "data and dataloader", OPTION_STRING, AT(split), "969, 30, 1", .metavar = "A,B,C", .help = "train, validation, test proportions of the documents"},
     {"data-cache-path", "data and dataloader", OPTION_STRING, AT(data_cache_path), .help = "directory for the built dataset indices"},
-    {"tokenizer-type", "data and dataloader", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer|HuggingFaceTokenizer|Llama2Tokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer", .help = "tokenizer of the corpus (gives the vocabulary size)"},
+    {"tokenizer-type", "data and dataloader", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer|HuggingFaceTokenizer|Llama2Tokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer", .help = "tokenizer of the corpus (gives the vocabulary size; default GPT2BPETokenizer when --vocab-file and --merge-file are given)"},
     {"vocab-file", "data and dataloader", OPTION_STRING, AT(vocab_file), .help = "vocabulary (vocab.json for GPT-2, vocab.txt for WordPiece)"},
     {"merge-file", "data and dataloader", OPTION_STRING, AT(merge_file), .help = "BPE merges (merges.txt)"},
     {"tokenizer-model", "data and dataloader", OPTION_STRING, AT(tokenizer_model), .help = "HuggingFaceTokenizer: a directory with tokenizer.json (and tokenizer_config.json for the EOS) or the tokenizer.json file; Llama2Tokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer: the SentencePiece tokenizer.model"},
@@ -242,6 +242,10 @@ static int validate(check_state *st, args *a, int world_size) {
     if (!a->mock_data && !a->data_path[0]) return error_format(st->err, st->errlen, "no data source: pass --data-path PREFIX (or --mock-data)");
     if (a->mock_data && a->data_path[0]) return error_format(st->err, st->errlen, "--mock-data and --data-path cannot both be given");
     if (a->mock_data && !given(st, "vocab-size")) return error_format(st->err, st->errlen, "--vocab-size is required with --mock-data");
+    /* Megatron's GPT-3 example gives --vocab-file and --merge-file without a --tokenizer-type:
+     * they name GPT-2's BPE */
+    if (!a->tokenizer_type[0] && a->vocab_file[0] && a->merge_file[0])
+        snprintf(a->tokenizer_type, sizeof a->tokenizer_type, "GPT2BPETokenizer");
     if (a->data_path[0] && !a->tokenizer_type[0] && !given(st, "vocab-size"))
         return error_format(st->err, st->errlen, "--data-path needs --tokenizer-type (with --vocab-file/--merge-file) or --vocab-size");
     if (!strcmp(a->tokenizer_type, "GPT2BPETokenizer") && (!a->vocab_file[0] || !a->merge_file[0]))
