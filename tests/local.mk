@@ -130,3 +130,5 @@ tests_unit_tokenizer_hf_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/tokenizer_hf_test
 TESTS += tests/mpi/llama_tokenizer_test.sh
 TESTS += tests/mpi/megatron_script_test.sh
+TESTS += tests/unit/megatron_flags_doc_test.sh
+EXTRA_DIST += tests/data/megatron_example_flags.txt tests/tools/megatron_flag_table.py
