@@ -5,7 +5,9 @@
  * give the reference ids of tests/data/gpt2_encode_vectors.jsonl (OpenAI's encoder, independent
  * of this code). A tiny hand-written vocabulary checks what GPT-2 does not use: Llama 3's split
  * pattern (digits in threes), ignore_merges, added tokens found inside the text, the
- * TemplateProcessing BOS, tokenizer_config.json's EOS and len(tokenizer). Then the refusals. */
+ * TemplateProcessing BOS, tokenizer_config.json's EOS and len(tokenizer). A tokenizer.json that
+ * Hugging Face's tokenizers library trained (tests/data/hf-bpe-600) must give the ids that
+ * library gave. Then the refusals. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +260,44 @@ static void test_tiny(void) {
     tokenizer_free(tok);
 }
 
+/* tests/data/hf-bpe-600: a 600-token byte-level BPE that Hugging Face tokenizers 0.23.2 trained on
+ * the bundled text with Llama 3's split pattern, ignore_merges, its special tokens and BOS
+ * template, and the ids it gave for 409 texts (vectors.jsonl): edge cases, then the first 400
+ * lines of the text */
+static void test_hf_trained(void) {
+    char dir[4200], path[4300], err[1024];
+    snprintf(dir, sizeof dir, "%s/tests/data/hf-bpe-600", top_srcdir);
+    tokenizer *tok = tokenizer_create_with_model("HuggingFaceTokenizer", NULL, NULL, dir, 0, err, sizeof err);
+    tap_ok(tok != NULL, "Hugging Face's trained tokenizer.json loads (%s)", tok ? "ok" : err);
+    if (!tok) return;
+    tap_ok(tokenizer_vocab_size(tok) == 600 && tokenizer_eod(tok) == 1 && tokenizer_bos(tok) == 0,
+           "its vocabulary 600 (special tokens inside), EOD 1, BOS 0 (got %d, %d, %d)", tokenizer_vocab_size(tok),
+           tokenizer_eod(tok), tokenizer_bos(tok));
+    snprintf(path, sizeof path, "%s/vectors.jsonl", dir);
+    FILE *f = fopen(path, "rb");
+    char *line = NULL;
+    size_t cap = 0;
+    int vectors = 0, matched = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        json_error_t jerr;
+        json_t *vector = json_loads(line, JSON_ALLOW_NUL, &jerr);
+        json_t *text = json_object_get(vector, "text"), *expected = json_object_get(vector, "ids");
+        int32_t *ids;
+        size_t n = encode(tok, json_string_value(text), json_string_length(text), &ids);
+        int same = n == json_array_size(expected);
+        for (size_t i = 0; same && i < n; i++) same = ids[i] == json_integer_value(json_array_get(expected, i));
+        if (!same && vectors - matched < 3) tap_diag("vector %d differs: %.60s", vectors + 1, json_string_value(text));
+        vectors++;
+        matched += same;
+        free(ids);
+        json_decref(vector);
+    }
+    free(line);
+    if (f) fclose(f);
+    tap_ok(vectors == 409 && matched == vectors, "all %d texts give Hugging Face's ids (%d match)", vectors, matched);
+    tokenizer_free(tok);
+}
+
 /* tokenizer.json variants that must be refused with a message naming what is wrong */
 static void test_refusals(void) {
     char err[1024];
@@ -298,6 +338,7 @@ int main(void) {
     mkdir(work, 0755);
     test_gpt2();
     test_tiny();
+    test_hf_trained();
     test_refusals();
     char command[4200];
     snprintf(command, sizeof command, "rm -rf '%s'", work);
