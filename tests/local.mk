@@ -131,4 +131,6 @@ TESTS += tests/unit/tokenizer_hf_test
 TESTS += tests/mpi/llama_tokenizer_test.sh
 TESTS += tests/mpi/megatron_script_test.sh
 TESTS += tests/unit/megatron_flags_doc_test.sh
-EXTRA_DIST += tests/data/megatron_example_flags.txt tests/tools/megatron_flag_table.py
+EXTRA_DIST += tests/data/megatron_example_flags.txt tests/tools/megatron_flag_table.py \
+	tests/tools/tensorboard_scalars.py tests/data/hf-bpe-600/tokenizer.json \
+	tests/data/hf-bpe-600/tokenizer_config.json tests/data/hf-bpe-600/vectors.jsonl

@@ -97,7 +97,7 @@ static const option_spec specs[] = {
     {"device", "distributed and run time", OPTION_CHOICE, AT(device), "auto", .choices = "auto|cpu|cuda", .help = "kernel backend (auto: cuda when a GPU is present, else cpu)"},
     {"timing-log-level", "logging", OPTION_INT, AT(timing_log_level), "0", .range = "[0, 2]", .help = "0: the iteration time only, as Megatron's level 0 (the log line always has it); 1 and 2 (per-phase timers) are refused: use --papi-events for per-phase counts"},
     {"log-throughput", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "throughput (TFLOP/s per GPU, tokens per second) is always in the log line"},
-    {"tensorboard-dir", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "TensorBoard event files are not written; use --metrics-file PATH (every logged iteration as a JSON line)"},
+    {"tensorboard-dir", "logging", OPTION_STRING, AT(tensorboard_dir), .help = "write TensorBoard scalars here under Megatron's tags (learning-rate, batch-size, lm loss and their \"vs samples\", loss-scale, grad-norm, throughput, lm loss validation, lm loss validation ppl), at every --log-interval"},
     {"wandb-project", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
     {"wandb-exp-name", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
     {"profile", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "no profiler range is opened (no cudaProfilerStart/Stop): profile the whole run with nsys or ncu (see the README's Performance section)"},

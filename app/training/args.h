@@ -81,6 +81,7 @@ typedef struct args {
     /* logging */
     int64_t log_interval;
     char metrics_file[ARGS_PATH_MAX];
+    char tensorboard_dir[ARGS_PATH_MAX]; /* TensorBoard event file directory; "": none */
     char papi_events[ARGS_PATH_MAX]; /* PAPI events counted per phase; "": none, "default": a set */
     int timing_log_level;         /* 0 only (the iteration time) */
 

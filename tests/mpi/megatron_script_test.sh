@@ -2,9 +2,10 @@
 # megatron_script_test.sh: a launch script written the way Megatron-LM's examples are carries
 # over by changing the executable. Megatron's examples/gpt3/train_gpt3_175b_distributed.sh, its
 # flag arrays kept whole with the sizes shrunk to a tiny GPT, paths from its arguments and
-# torchrun replaced by mpiexec (2 ranks, CPU backend, pipeline-parallel 2), trains, saves and
-# logs the no-effect flags; the three upstream flags that are refused here each stop the run with
-# the message saying what to use. Then every row of `pretrain_gpt --help-megatron-flags`: each
+# torchrun replaced by mpiexec (2 ranks, CPU backend, pipeline-parallel 2), trains, saves, writes
+# TensorBoard scalars (read back by tests/tools/tensorboard_scalars.py, and by TensorBoard itself
+# where it is installed) and logs the no-effect flags; the two upstream flags that are refused
+# here each stop the run with the message saying what to use. Then every row of `pretrain_gpt --help-megatron-flags`: each
 # refused flag gives "flag --X of Megatron-LM is not supported here: REASON", each no-effect flag
 # is accepted, and all of them together leave training bitwise unchanged (the same parameter hash).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -18,9 +19,9 @@ awk 'BEGIN { RS = ""; n = 0 } n < 200 { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); g
 ok $? "the script's data: Shakespeare preprocessed with GPT-2's BPE"
 
 # Megatron-LM's GPT-3 175B example (d98e8a64), shrunk. Changed from upstream, besides sizes and
-# paths: --fp16 is --bf16 (fp16 is refused here), --step-batch-size-schedule is left out (refused
-# here; Megatron itself refuses it next to --global-batch-size), and --tensorboard-dir is
-# --metrics-file (refused here). EXTRA_ARGS puts the upstream lines back one at a time.
+# paths: --fp16 is --bf16 (fp16 is refused here) and --step-batch-size-schedule is left out
+# (refused here; Megatron itself refuses it next to --global-batch-size). EXTRA_ARGS puts the
+# upstream lines back one at a time.
 cat > "$WORK/train_gpt3_tiny.sh" <<'EOF'
 #!/bin/bash
 
@@ -33,7 +34,7 @@ NUM_NODES=1
 WORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES))
 
 CHECKPOINT_PATH=$1 #<Specify path>
-METRICS_PATH=$2 #<Specify path>
+TENSORBOARD_LOGS_PATH=$2 #<Specify path>
 VOCAB_FILE=$3 #<Specify path to file>/gpt2-vocab.json
 MERGE_FILE=$4 #<Specify path to file>/gpt2-merges.txt
 DATA_PATH=$5 #<Specify path and file prefix>_text_document
@@ -83,7 +84,7 @@ EVAL_AND_LOGGING_ARGS=(
     --save $CHECKPOINT_PATH 
     --load $CHECKPOINT_PATH 
     --eval-iters 1
-    --metrics-file $METRICS_PATH 
+    --tensorboard-dir $TENSORBOARD_LOGS_PATH 
 )
 
 "$MPIEXEC" -n $WORLD_SIZE "$PRETRAIN_GPT" --device cpu \
@@ -96,7 +97,7 @@ EVAL_AND_LOGGING_ARGS=(
 EOF
 export MPIEXEC PRETRAIN_GPT
 script() {  # script CHECKPOINT_DIR: run the launch script, output in $WORK/out and $WORK/err
-    timeout 300 bash "$WORK/train_gpt3_tiny.sh" "$1" "$WORK/metrics.jsonl" "$GPT2/vocab.json" "$GPT2/merges.txt" \
+    timeout 300 bash "$WORK/train_gpt3_tiny.sh" "$1" "$WORK/tensorboard" "$GPT2/vocab.json" "$GPT2/merges.txt" \
         "$WORK/corpus_text_document" > "$WORK/out" 2> "$WORK/err"
 }
 script "$WORK/checkpoints"
@@ -105,7 +106,16 @@ ok $status "the GPT-3 example script trains on 2 ranks (pipeline-parallel 2)"
 [ "$status" -eq 0 ] || sed 's/^/#   /' "$WORK/err" | head -5
 [ "$(grep -c '] iteration ' "$WORK/out")" -eq 2 ] && [ -f "$WORK/checkpoints/iter_0000005.h5" ] && [ -f "$WORK/checkpoints/iter_0000010.h5" ]
 ok $? "it logs every 5 iterations and saves iterations 5 and 10 in its CHECKPOINT_PATH"
-first=$(json_field "$WORK/metrics.jsonl" train lm_loss | head -1); last=$(json_field "$WORK/metrics.jsonl" train lm_loss | tail -1)
+python3 "$top_srcdir/tests/tools/tensorboard_scalars.py" "$WORK/tensorboard" > "$WORK/scalars" 2> "$WORK/scalars.err"
+ok $? "its TensorBoard event file reads back ($(wc -l < "$WORK/scalars") scalars$(grep -q tensorboard "$WORK/scalars.err" && echo ', TensorBoard agrees'))"
+# the "lm loss" scalars are the log line's, steps 5 and 10; validation at 5 and at the end
+grep -o 'iteration *[0-9]*/.*lm loss: [0-9.E+-]*' "$WORK/out" | sed 's/iteration *\([0-9]*\)\/.*lm loss: \(.*\)/\1 \2/' > "$WORK/logged"
+awk -F '\t' '$1 == "lm loss" { print $2, $3 }' "$WORK/scalars" > "$WORK/tb_loss"
+awk 'NR == FNR { want[$1] = $2; next } { n++; if (!($1 in want) || (want[$1] - $2) ^ 2 > 1e-10) bad++ } END { exit !(n == 2 && !bad) }' \
+    "$WORK/logged" "$WORK/tb_loss" && [ "$(grep -c '^lm loss validation	' "$WORK/scalars")" -eq 2 ] &&
+    grep -q '^learning-rate vs samples	80	' "$WORK/scalars"
+ok $? "the scalars are Megatron's tags with the logged values: lm loss at $(cut -d' ' -f1 "$WORK/tb_loss" | tr '\n' ' ')as printed, validation, learning-rate vs samples"
+first=$(head -1 "$WORK/tb_loss" | cut -d' ' -f2); last=$(tail -1 "$WORK/tb_loss" | cut -d' ' -f2)
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(f > 10.0 && l < f - 0.5) }'
 ok $? "the loss falls (from $first to $last)"
 grep -q "^> accepted with no effect here (see --help): --attention-backend$" "$WORK/out" &&
@@ -115,7 +125,6 @@ ok $? "start-up names the no-effect flag, what --bf16 means on the CPU, and the 
 
 # the upstream lines that are refused here, put back one at a time
 for upstream in "--fp16|fp16 training is not supported yet (the CUDA kernels compute in bf16); use --bf16" \
-    "--tensorboard-dir $WORK/tb|TensorBoard event files are not written; use --metrics-file PATH" \
     "--step-batch-size-schedule 0:16|step-wise batch-size schedules are not supported yet"; do
     EXTRA_ARGS=${upstream%%|*} script "$WORK/checkpoints-refused"
     status=$?
