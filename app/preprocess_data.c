@@ -34,7 +34,7 @@ enum { path_max = 4096 };
 typedef struct options {
     char input[1 << 20];  /* --input: the files, separated by single spaces */
     char json_key[64], output_prefix[path_max], tokenizer_type[32];
-    char vocab_file[path_max], merge_file[path_max];
+    char vocab_file[path_max], merge_file[path_max], tokenizer_model[path_max];
     int vocab_size, append_eod, split_sentences, keep_newlines, workers, partitions, strict, overwrite;
     int64_t log_interval;
     /* derived: --input split into file names */
@@ -71,9 +71,10 @@ static const option_spec specs[] = {
     {"json-key", "input data", OPTION_STRING, AT(json_key), "text", .metavar = "KEY", .help = "same as --json-keys"},
     {"split-sentences", "input data", OPTION_FLAG, AT(split_sentences), .help = "split documents into sentences (writes PREFIX_KEY_sentence.h5)"},
     {"keep-newlines", "input data", OPTION_FLAG, AT(keep_newlines), .help = "with --split-sentences: keep a newline that ends a sentence"},
-    {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer", .flags = OPTION_REQUIRED, .help = "how to turn text into token ids"},
+    {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer|HuggingFaceTokenizer|Llama2Tokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer", .flags = OPTION_REQUIRED, .help = "how to turn text into token ids"},
     {"vocab-file", "tokenizer", OPTION_STRING, AT(vocab_file), .help = "vocabulary (vocab.json for GPT-2, vocab.txt for WordPiece)"},
     {"merge-file", "tokenizer", OPTION_STRING, AT(merge_file), .help = "BPE merges (merges.txt for GPT-2)"},
+    {"tokenizer-model", "tokenizer", OPTION_STRING, AT(tokenizer_model), .help = "HuggingFaceTokenizer: a directory with tokenizer.json (and tokenizer_config.json for the EOS) or the file; Llama2Tokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer: the tokenizer.model"},
     {"vocab-size", "tokenizer", OPTION_INT, AT(vocab_size), .range = "[1, inf)", .help = "NullTokenizer: text ids are 0..N-1 and N is the EOD"},
     {"append-eod", "tokenizer", OPTION_FLAG, AT(append_eod), .help = "end every document with the tokenizer's EOD token"},
     {"output-prefix", "output data", OPTION_STRING, AT(output_prefix), .flags = OPTION_REQUIRED, .metavar = "PREFIX", .help = "write PREFIX_KEY_document.h5 (or _sentence.h5)"},
@@ -434,10 +435,14 @@ int main(int argc, char **argv) {
     double start_time = now();
 
     char err[4096 + 512] = "";
-    tokenizer *tok = tokenizer_create(o.tokenizer_type, o.vocab_file[0] ? o.vocab_file : NULL,
-                                      o.merge_file[0] ? o.merge_file : NULL, o.vocab_size, err,
-                                      sizeof err);
+    tokenizer *tok = tokenizer_create_with_model(o.tokenizer_type, o.vocab_file[0] ? o.vocab_file : NULL,
+                                                 o.merge_file[0] ? o.merge_file : NULL,
+                                                 o.tokenizer_model[0] ? o.tokenizer_model : NULL,
+                                                 o.vocab_size, err, sizeof err);
     if (!tok) user_error("%s", err);
+    if (o.append_eod && tokenizer_eod(tok) < 0)
+        user_error("--append-eod: tokenizer %s names no end-of-document token (HuggingFaceTokenizer: "
+                   "tokenizer_config.json's eos_token beside tokenizer.json)", tokenizer_type(tok));
 
     /* output name as Megatron: PREFIX_KEY_{document,sentence} */
     char output[4200], output_tmp[4300];

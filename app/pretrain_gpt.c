@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
     if (a.tokenizer_type[0]) {
         /* the vocabulary size comes from the tokenizer, as in Megatron */
         char err[1024];
-        tokenizer *tok = tokenizer_create(a.tokenizer_type, a.vocab_file, a.merge_file, a.vocab_size, err, sizeof err);
+        tokenizer *tok = tokenizer_create_with_model(a.tokenizer_type, a.vocab_file, a.merge_file,
+                                                     a.tokenizer_model, a.vocab_size, err, sizeof err);
         if (!tok) user_error("%s", err);
         args_set_vocab_size(&a, tokenizer_vocab_size(tok));
         tokenizer_free(tok);

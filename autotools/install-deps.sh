@@ -16,4 +16,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 $SUDO apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null   # perf/harness plots (PNG)
 # the generation server (HTTP), SentencePiece tokenizers (Llama 2), and the fuzz targets (clang's libFuzzer)
 $SUDO apt-get install -y -qq --no-install-recommends libmicrohttpd-dev libcurl4-openssl-dev libsentencepiece-dev clang libfuzzer-14-dev >/dev/null
+# spm_train / spm_encode: the tests train a small SentencePiece model and take its expected ids from the CLI
+$SUDO apt-get install -y -qq --no-install-recommends sentencepiece >/dev/null
 echo "install-deps: packages installed"

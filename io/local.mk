@@ -1,5 +1,6 @@
 # io/local.mk: everything that touches files: our parallel-HDF5 corpus, Megatron's .bin/.idx,
-# streaming JSONL (plain and gzip), distributed and serial checkpoint files, safetensors.
+# streaming JSONL (plain and gzip), distributed and serial checkpoint files, safetensors,
+# TensorBoard event files.
 noinst_LIBRARIES += io/libio.a
 io_libio_a_SOURCES = \
 	io/hdf5_corpus.c io/hdf5_corpus.h \
@@ -9,6 +10,7 @@ io_libio_a_SOURCES = \
 	io/checkpoint_format.c io/checkpoint_format.h \
 	io/checkpoint_file.c io/checkpoint_file.h \
 	io/checkpoint_serial.c io/checkpoint_serial.h \
-	io/safetensors.c io/safetensors.h
+	io/safetensors.c io/safetensors.h \
+	io/tensorboard_events.c io/tensorboard_events.h
 io_libio_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 EXTRA_DIST += io/CORPUS_FORMAT.md io/CHECKPOINT_FORMAT.md

@@ -143,3 +143,16 @@ tests_gpu_cuda_decode_attention_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $
 TESTS += tests/gpu/cuda_decode_attention_test
 endif
 EXTRA_DIST += tests/gpu/cuda_decode_attention_test.c
+# Megatron-LM launch-script compatibility: HuggingFaceTokenizer (tokenizer.json) and SentencePiece
+# tokenizers, the flags of Megatron's example scripts (works / no effect / refused), the README table
+check_PROGRAMS += tests/unit/tokenizer_hf_test
+tests_unit_tokenizer_hf_test_SOURCES = tests/unit/tokenizer_hf_test.c
+tests_unit_tokenizer_hf_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
+tests_unit_tokenizer_hf_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/tokenizer_hf_test
+TESTS += tests/mpi/llama_tokenizer_test.sh
+TESTS += tests/mpi/megatron_script_test.sh
+TESTS += tests/unit/megatron_flags_doc_test.sh
+EXTRA_DIST += tests/data/megatron_example_flags.txt tests/tools/megatron_flag_table.py \
+	tests/tools/tensorboard_scalars.py tests/data/hf-bpe-600/tokenizer.json \
+	tests/data/hf-bpe-600/tokenizer_config.json tests/data/hf-bpe-600/vectors.jsonl

@@ -148,8 +148,22 @@ static int set_text(parse_state *st, const option_spec *spec, const char *value,
     return 0;
 }
 
-/* store value (text) in spec's field; `where` ("FILE:LINE: " or "") prefixes messages */
+static int store_value(parse_state *st, const option_spec *spec, const char *value, const char *where);
+
+/* store value (text) in spec's field; `where` ("FILE:LINE: " or "") prefixes messages. A flag
+ * with no effect here has no field: its value is checked the same way into scratch space. */
 static int set_value(parse_state *st, const option_spec *spec, const char *value, const char *where) {
+    if (!(spec->flags & OPTION_NO_EFFECT)) return store_value(st, spec, value, where);
+    union { char text[4096]; int64_t number; } scratch;
+    parse_state scratch_state = *st;
+    option_spec scratch_spec = *spec;
+    scratch_state.dest = &scratch;
+    scratch_spec.offset = 0;
+    scratch_spec.size = sizeof scratch;
+    return store_value(&scratch_state, &scratch_spec, value, where);
+}
+
+static int store_value(parse_state *st, const option_spec *spec, const char *value, const char *where) {
     char *field = (char *)st->dest + spec->offset;
     long long v;
     switch (spec->kind) {
@@ -196,6 +210,7 @@ static int set_value(parse_state *st, const option_spec *spec, const char *value
 static void set_defaults(parse_state *st) {
     for (int i = 0; i < st->table->count; i++) {
         option_spec unchecked = st->table->specs[i];
+        if (unchecked.flags & (OPTION_NO_EFFECT | OPTION_REFUSED)) continue; /* no field */
         memset((char *)st->dest + unchecked.offset, 0, unchecked.size);
         if (!unchecked.default_value) continue;
         unchecked.range = NULL;
@@ -242,11 +257,14 @@ static int parse_tokens(parse_state *st, int count, char **tokens, const char *f
             if (!eq) i++;  /* read before the command line, by options_parse */
             continue;
         }
-        if (strcmp(name, "help") == 0) continue;
+        if (strcmp(name, "help") == 0 || strcmp(name, "help-megatron-flags") == 0) continue;
         int index = find_spec(st->table, name);
         if (index < 0)
             return error_format(st->err, st->errlen, "%sunknown flag '--%s' (see --help)", where, name);
         const option_spec *spec = &st->table->specs[index];
+        if (spec->flags & OPTION_REFUSED)
+            return error_format(st->err, st->errlen, "%sflag --%s of Megatron-LM is not supported here: %s",
+                                where, name, spec->help);
         const char *value = NULL;
         char *list = NULL;
         if (spec->kind == OPTION_FLAG) {
@@ -314,8 +332,10 @@ int options_parse(const option_table *table, void *dest, unsigned char *given, i
     parse_state st = {table, dest, given, err, errlen};
     memset(given, 0, (size_t)table->count);
     set_defaults(&st);
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return OPTIONS_HELP;
+        if (strcmp(argv[i], "--help-megatron-flags") == 0) return OPTIONS_HELP_FLAGS;
+    }
     /* first the args file(s), then the command line so that it overrides them */
     for (int i = 1; i < argc; i++) {
         const char *path = NULL;
@@ -339,11 +359,12 @@ void options_parse_or_exit(const option_table *table, void *dest, unsigned char 
                            char **argv) {
     char err[2048];
     int rc = options_parse(table, dest, given, argc, argv, err, sizeof err);
-    if (rc == OPTIONS_HELP) {
+    if (rc == OPTIONS_HELP || rc == OPTIONS_HELP_FLAGS) {
         int initialized = 0, rank = 0;
         MPI_Initialized(&initialized);
         if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        if (rank == 0) options_print_help(table);
+        if (rank == 0 && rc == OPTIONS_HELP) options_print_help(table);
+        if (rank == 0 && rc == OPTIONS_HELP_FLAGS) options_print_flag_table(table);
         if (initialized) MPI_Finalize();
         exit(0);
     }
@@ -360,12 +381,18 @@ static const char *metavar(const option_spec *spec) {
     }
 }
 
+/* "--name", "--name {a|b}" or "--name METAVAR" */
+static void flag_synopsis(const option_spec *spec, char *out, size_t len) {
+    if (spec->kind == OPTION_FLAG) snprintf(out, len, "--%s", spec->name);
+    else if (spec->kind == OPTION_CHOICE) snprintf(out, len, "--%s {%s}", spec->name, spec->choices);
+    else snprintf(out, len, "--%s %s", spec->name, metavar(spec));
+}
+
 static void print_flag_help(const option_spec *spec) {
     char left[128];
-    if (spec->kind == OPTION_FLAG) snprintf(left, sizeof left, "--%s", spec->name);
-    else if (spec->kind == OPTION_CHOICE) snprintf(left, sizeof left, "--%s {%s}", spec->name, spec->choices);
-    else snprintf(left, sizeof left, "--%s %s", spec->name, metavar(spec));
-    printf("  %-46s %s", left, spec->help);
+    if (spec->flags & OPTION_REFUSED) return; /* listed by --help-megatron-flags */
+    flag_synopsis(spec, left, sizeof left);
+    printf("  %-46s %s%s", left, spec->flags & OPTION_NO_EFFECT ? "accepted, no effect here: " : "", spec->help);
     if (spec->flags & OPTION_REQUIRED) printf(" (required)");
     else if (spec->default_value && spec->default_value[0] && spec->kind != OPTION_FLAG)
         printf(" (default %s)", spec->default_value);
@@ -383,9 +410,39 @@ void options_print_help(const option_table *table) {
         for (int j = i; j < table->count; j++)
             if (strcmp(table->specs[j].group, group) == 0) print_flag_help(&table->specs[j]);
     }
-    printf("\nother:\n  %-46s %s\n  %-46s %s\n", "--args-file PATH",
+    printf("\nother:\n  %-46s %s\n  %-46s %s\n  %-46s %s\n", "--args-file PATH",
            "read flags from PATH first (one per line, '#' comments; the command line overrides)",
-           "--help", "show this help and exit");
+           "--help", "show this help and exit", "--help-megatron-flags",
+           "list every flag with its status here (works, no effect, refused) as a Markdown table");
+}
+
+void options_print_flag_table(const option_table *table) {
+    printf("| flag | status here |\n| --- | --- |\n");
+    for (int i = 0; i < table->count; i++) {
+        const option_spec *spec = &table->specs[i];
+        char synopsis[128];
+        flag_synopsis(spec, synopsis, sizeof synopsis);
+        printf("| `");
+        for (const char *c = synopsis; *c; c++) fputs(*c == '|' ? "\\|" : (char[2]){*c, 0}, stdout);
+        printf("` | %s", spec->flags & OPTION_REFUSED ? "refused: " :
+                         spec->flags & OPTION_NO_EFFECT ? "accepted, no effect: " : "works: ");
+        for (const char *c = spec->help; *c; c++) fputs(*c == '|' ? "\\|" : (char[2]){*c, 0}, stdout);
+        printf(" |\n");
+    }
+}
+
+int options_no_effect_given(const option_table *table, const unsigned char *given, char *out,
+                            size_t len) {
+    int count = 0;
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < table->count; i++) {
+        if (!(table->specs[i].flags & OPTION_NO_EFFECT) || !given[i]) continue;
+        int n = snprintf(out + used, len - used, "%s--%s", count ? ", " : "", table->specs[i].name);
+        if (n > 0 && (size_t)n < len - used) used += (size_t)n;
+        count++;
+    }
+    return count;
 }
 
 void options_format_value(const option_spec *spec, const void *dest, char *out, size_t len) {

@@ -5,7 +5,15 @@
  * token must parse, numbers against the table's range, choices against the list), prints --help
  * by group, and reports a mistake as one line naming the flag (and FILE:LINE inside an args file)
  * through the err/errlen convention of app/core/error.h. The program keeps its cross-flag checks
- * on top. */
+ * on top.
+ *
+ * Megatron-LM flags that do not work here are still rows of the table, so that no flag of a
+ * Megatron launch script is "unknown" and none is silently ignored: OPTION_NO_EFFECT marks a
+ * flag accepted (its value checked, nothing stored) whose help text says why it changes nothing
+ * here; OPTION_REFUSED marks one that stops the program with "flag --X of Megatron-LM is not
+ * supported here: HELP", the help saying what to use instead. --help lists the first kind
+ * under its group and leaves out the second; --help-megatron-flags prints every flag with its
+ * status as a Markdown table (the README's). */
 #ifndef OPTIONS_H
 #define OPTIONS_H
 
@@ -22,7 +30,12 @@ typedef enum option_kind {
     OPTION_LIST,    /* char[size]: the words up to the next flag (nargs+), joined by one space */
 } option_kind;
 
-enum { OPTION_REQUIRED = 1 };  /* option_spec.flags */
+/* option_spec.flags */
+enum {
+    OPTION_REQUIRED = 1,   /* "--name is required" when not given */
+    OPTION_NO_EFFECT = 2,  /* accepted, no effect here: help says why (no destination: offset and size 0) */
+    OPTION_REFUSED = 4,    /* refused: help says why and what to use instead (no destination) */
+};
 
 typedef struct option_spec {
     const char *name;          /* without the leading "--" */
@@ -33,7 +46,7 @@ typedef struct option_spec {
     const char *range;         /* int, int64, float: allowed values as an interval, "[1, inf)",
                                 * "(0, inf)", "[0, 1)"; NULL: any value of the type */
     const char *choices;       /* OPTION_CHOICE: "a|b|c" */
-    int flags;                 /* OPTION_REQUIRED: "--name is required" when not given */
+    int flags;                 /* OPTION_REQUIRED, OPTION_NO_EFFECT, OPTION_REFUSED */
     const char *metavar;       /* --help's placeholder for the value; NULL: from the kind */
     const char *help;
 } option_spec;
@@ -51,12 +64,13 @@ typedef struct option_table {
     int count;
 } option_table;
 
-enum { OPTIONS_HELP = 1 };
+enum { OPTIONS_HELP = 1, OPTIONS_HELP_FLAGS = 2 };
 
 /* Sets every flag's field to its default, reads the args files named by --args-file (in order),
  * then the command line, into dest; checks required flags last. given (table->count entries)
  * records which flags the user gave. Returns 0; OPTIONS_HELP when --help or -h appears (nothing
- * is parsed; print it with options_print_help); or -1 with one line in err naming the flag. */
+ * is parsed; print it with options_print_help); OPTIONS_HELP_FLAGS for --help-megatron-flags
+ * (options_print_flag_table); or -1 with one line in err naming the flag. */
 int options_parse(const option_table *table, void *dest, unsigned char *given, int argc,
                   char **argv, char *err, size_t errlen);
 
@@ -72,6 +86,15 @@ int options_given(const option_table *table, const unsigned char *given, const c
 /* --help on stdout: usage, description, the flags grouped by heading in order of first
  * appearance, then --args-file and --help */
 void options_print_help(const option_table *table);
+
+/* --help-megatron-flags on stdout: a Markdown table, one row per flag in table order, with its
+ * status: "works", "accepted, no effect: WHY" or "refused: WHY" */
+void options_print_flag_table(const option_table *table);
+
+/* Writes into out the no-effect flags the user gave, as "--a, --b" ("" when none); returns
+ * their count. For the start-up line that names them. */
+int options_no_effect_given(const option_table *table, const unsigned char *given, char *out,
+                            size_t len);
 
 /* a flag's current value as text, Megatron's way: True/False, None for an empty string */
 void options_format_value(const option_spec *spec, const void *dest, char *out, size_t len);

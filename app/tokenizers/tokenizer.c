@@ -6,25 +6,35 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "app/tokenizers/sentencepiece_shim.h"
 #include "app/tokenizers/tokenizer_internal.h"
 
-enum tokenizer_kind { kind_gpt2, kind_wordpiece, kind_null };
+enum tokenizer_kind { kind_gpt2, kind_wordpiece, kind_null, kind_hf, kind_sentencepiece };
 
 struct tokenizer {
     enum tokenizer_kind kind;
     const char *type_name;
     gpt2_bpe *gpt2;
     wordpiece *wordpiece;
+    hf_tokenizer *hf;
+    spm_model *sentencepiece;
     int vocab_size, eod;
     wordpiece_special_ids special;
     char last_error[256];
 };
 
 static const char valid_types[] =
-    "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, NullTokenizer";
+    "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, NullTokenizer, "
+    "HuggingFaceTokenizer, Llama2Tokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer";
 
 tokenizer *tokenizer_create(const char *type, const char *vocab_file, const char *merge_file,
                             int null_vocab_size, char *err, size_t errlen) {
+    return tokenizer_create_with_model(type, vocab_file, merge_file, NULL, null_vocab_size, err, errlen);
+}
+
+tokenizer *tokenizer_create_with_model(const char *type, const char *vocab_file,
+                                       const char *merge_file, const char *tokenizer_model,
+                                       int null_vocab_size, char *err, size_t errlen) {
     tokenizer *tok = calloc(1, sizeof *tok);
     if (!tok) {
         snprintf(err, errlen, "tokenizer: out of memory");
@@ -69,6 +79,33 @@ tokenizer *tokenizer_create(const char *type, const char *vocab_file, const char
         /* Megatron: ids 0..N-1 are text, N is EOD, so the vocabulary holds N + 1 ids */
         tok->vocab_size = null_vocab_size + 1;
         tok->eod = null_vocab_size;
+    } else if (strcmp(type, "HuggingFaceTokenizer") == 0) {
+        tok->kind = kind_hf;
+        tok->type_name = "HuggingFaceTokenizer";
+        tok->hf = hf_tokenizer_load(tokenizer_model, err, errlen);
+        if (!tok->hf) goto fail;
+        tok->vocab_size = hf_tokenizer_vocab_size(tok->hf);
+        tok->eod = hf_tokenizer_eod(tok->hf);
+        tok->special.bos = hf_tokenizer_bos(tok->hf);
+        tok->special.eos = tok->eod;
+    } else if (strcmp(type, "Llama2Tokenizer") == 0 || strcmp(type, "SentencePieceTokenizer") == 0 ||
+               strcmp(type, "GPTSentencePieceTokenizer") == 0) {
+        /* Megatron builds all three from the SentencePiece library: ids as the model encodes
+         * them (no BOS added), EOD = the model's EOS */
+        tok->kind = kind_sentencepiece;
+        tok->type_name = strcmp(type, "Llama2Tokenizer") == 0 ? "Llama2Tokenizer"
+                         : strcmp(type, "SentencePieceTokenizer") == 0 ? "SentencePieceTokenizer"
+                                                                         : "GPTSentencePieceTokenizer";
+        if (!tokenizer_model || !tokenizer_model[0]) {
+            snprintf(err, errlen, "%s needs --tokenizer-model (a SentencePiece tokenizer.model)", tok->type_name);
+            goto fail;
+        }
+        tok->sentencepiece = spm_model_load(tokenizer_model, err, errlen);
+        if (!tok->sentencepiece) goto fail;
+        tok->vocab_size = spm_model_piece_size(tok->sentencepiece);
+        tok->eod = spm_model_eos(tok->sentencepiece);
+        tok->special.bos = spm_model_bos(tok->sentencepiece);
+        tok->special.eos = tok->eod;
     } else {
         snprintf(err, errlen, "unknown tokenizer type \"%s\"; valid types: %s", type, valid_types);
         goto fail;
@@ -83,6 +120,8 @@ void tokenizer_free(tokenizer *tok) {
     if (!tok) return;
     gpt2_bpe_free(tok->gpt2);
     wordpiece_free(tok->wordpiece);
+    hf_tokenizer_free(tok->hf);
+    spm_model_free(tok->sentencepiece);
     free(tok);
 }
 
@@ -140,6 +179,10 @@ int tokenizer_encode(tokenizer *tok, const char *text, size_t len, int32_t **ids
     switch (tok->kind) {
     case kind_gpt2: rc = gpt2_bpe_encode(tok->gpt2, text, len, ids, n_ids, cap); break;
     case kind_wordpiece: rc = wordpiece_encode(tok->wordpiece, text, len, ids, n_ids, cap); break;
+    case kind_hf: rc = hf_tokenizer_encode(tok->hf, text, len, ids, n_ids, cap); break;
+    case kind_sentencepiece:
+        return spm_model_encode(tok->sentencepiece, text, len, ids, n_ids, cap, tok->last_error,
+                                sizeof tok->last_error);
     default: return null_encode(tok, text, len, ids, n_ids, cap);
     }
     if (rc != 0)
@@ -154,6 +197,8 @@ char *tokenizer_decode_bytes(tokenizer *tok, const int32_t *ids, size_t n, size_
     switch (tok->kind) {
     case kind_gpt2: text = gpt2_bpe_decode(tok->gpt2, ids, n, out_len); break;
     case kind_wordpiece: text = wordpiece_decode(tok->wordpiece, ids, n, out_len); break;
+    case kind_hf: text = hf_tokenizer_decode(tok->hf, ids, n, out_len); break;
+    case kind_sentencepiece: text = spm_model_decode(tok->sentencepiece, ids, n, out_len); break;
     default: text = null_decode(tok, ids, n, out_len); break;
     }
     if (!text)

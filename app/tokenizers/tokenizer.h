@@ -1,5 +1,7 @@
 /* tokenizer.h: Megatron-LM compatible tokenizers (GPT2BPETokenizer, BertWordPieceLowerCase,
- * BertWordPieceCase, NullTokenizer) behind one opaque handle.
+ * BertWordPieceCase, NullTokenizer, HuggingFaceTokenizer for byte-level BPE tokenizer.json,
+ * Llama2Tokenizer / SentencePieceTokenizer / GPTSentencePieceTokenizer through libsentencepiece)
+ * behind one opaque handle.
  *
  * A tokenizer keeps scratch buffers and a BPE cache, so use one handle per thread. */
 #ifndef TOKENIZER_H
@@ -18,6 +20,16 @@ typedef struct tokenizer tokenizer;
  * Returns NULL and writes a message naming the file and the problem into err. */
 tokenizer *tokenizer_create(const char *type, const char *vocab_file, const char *merge_file,
                             int null_vocab_size, char *err, size_t errlen);
+/* The same with Megatron's --tokenizer-model, which these types read:
+ *   HuggingFaceTokenizer   a directory with tokenizer.json (and tokenizer_config.json, whose
+ *                          eos_token is the EOD), or the tokenizer.json file; encode adds the
+ *                          post-processor's tokens (Llama 3's BOS) as tokenizer(text) does
+ *   Llama2Tokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer
+ *                          a SentencePiece tokenizer.model; no BOS added, EOD = the model's EOS
+ * tokenizer_eod is -1 when the tokenizer names no end of document. */
+tokenizer *tokenizer_create_with_model(const char *type, const char *vocab_file,
+                                       const char *merge_file, const char *tokenizer_model,
+                                       int null_vocab_size, char *err, size_t errlen);
 void tokenizer_free(tokenizer *tok);
 
 /* Appends the ids of text[0..len) to the growable buffer *ids (n_ids used, cap allocated;

@@ -1,5 +1,6 @@
 /* tokenizer_gpt2.c: GPT-2 byte-level BPE (Megatron's GPT2BPETokenizer) from vocab.json and
- * merges.txt. Text is split by GPT-2's regex (PCRE2, Unicode properties); each piece's bytes are
+ * merges.txt, or from the vocabulary, merges and split pattern of a Hugging Face tokenizer.json
+ * (tokenizer_hf.c). Text is split by GPT-2's regex (PCRE2, Unicode properties); each piece's bytes are
  * mapped through bytes_to_unicode and merged by rank, exactly as OpenAI's encoder.py (short
  * pieces by rescanning, long ones through a heap, both in encoder.py's order). Bytes the
  * regex cannot match (invalid UTF-8) become pieces of their own, so no byte is ever lost. */
@@ -20,7 +21,7 @@
 #define WHITE_SPACE                                                                          \
     "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}"  \
     "\\x{3000}"
-static const char gpt2_pattern[] =
+const char gpt2_bpe_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WHITE_SPACE "\\p{L}\\p{N}]+"
     "|[" WHITE_SPACE "]+(?![^" WHITE_SPACE "])|[" WHITE_SPACE "]+";
 
@@ -38,8 +39,11 @@ struct gpt2_bpe {
     int id_limit;           /* 1 + largest id */
     size_t *decoded_offset; /* id -> bytes in decoded_bytes; id_limit + 1 entries */
     char *decoded_bytes;
-    pcre2_code *regex;
+    pcre2_code *regex;      /* NULL: the whole text is one piece */
     pcre2_match_data *match;
+    int ignore_merges;      /* a piece that is a whole vocabulary token is that token (Llama 3) */
+    char *piece_chars;      /* scratch: a piece in byte-level characters, for ignore_merges */
+    size_t piece_chars_cap;
     strmap *cache;          /* piece bytes -> offset << 16 | id count in cache_ids */
     int32_t *cache_ids;
     size_t cache_ids_len, cache_ids_cap;
@@ -120,26 +124,14 @@ void gpt2_bpe_free(gpt2_bpe *bpe) {
     free(bpe->prev);
     free(bpe->merged_at);
     free(bpe->heap);
+    free(bpe->piece_chars);
     free(bpe);
 }
 
-static int load_vocab_json(gpt2_bpe *bpe, const char *path, char *err, size_t errlen) {
-    FILE *probe = fopen(path, "rb");
-    if (!probe) {
-        snprintf(err, errlen, "GPT-2 vocab file %s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    fclose(probe);
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        snprintf(err, errlen, "GPT-2 vocab file %s: malformed JSON at line %d, column %d: %s",
-                 path, jerr.line, jerr.column, jerr.text);
-        return -1;
-    }
+/* the vocabulary from a JSON object {token: id, ...}; `what` names it in messages */
+static int load_vocab_object(gpt2_bpe *bpe, json_t *root, const char *what, char *err, size_t errlen) {
     if (!json_is_object(root)) {
-        snprintf(err, errlen, "GPT-2 vocab file %s: expected a JSON object {token: id, ...}", path);
-        json_decref(root);
+        snprintf(err, errlen, "%s: expected a JSON object {token: id, ...}", what);
         return -1;
     }
     bpe->vocab = strmap_create(json_object_size(root));
@@ -150,9 +142,8 @@ static int load_vocab_json(gpt2_bpe *bpe, const char *path, char *err, size_t er
     json_object_foreach(root, token, value) {
         json_int_t id = json_is_integer(value) ? json_integer_value(value) : -1;
         if (id < 0 || id >= INT32_MAX / 2) {
-            snprintf(err, errlen, "GPT-2 vocab file %s: token \"%s\" has no valid id "
-                     "(expected a non-negative integer)", path, token);
-            json_decref(root);
+            snprintf(err, errlen, "%s: token \"%s\" has no valid id "
+                     "(expected a non-negative integer)", what, token);
             return -1;
         }
         if (strmap_put(bpe->vocab, token, strlen(token), id) != 0) goto out_of_memory;
@@ -203,20 +194,68 @@ static int load_vocab_json(gpt2_bpe *bpe, const char *path, char *err, size_t er
         size_t n = utf8_put(byte_to_char[b], utf8);
         int64_t id;
         if (!strmap_get(bpe->vocab, utf8, n, &id)) {
-            snprintf(err, errlen, "GPT-2 vocab file %s: no token for byte 0x%02x (character "
-                     "U+%04X); not a byte-level BPE vocabulary", path, b, byte_to_char[b]);
-            json_decref(root);
+            snprintf(err, errlen, "%s: no token for byte 0x%02x (character "
+                     "U+%04X); not a byte-level BPE vocabulary", what, b, byte_to_char[b]);
             return -1;
         }
         bpe->byte_token[b] = (int32_t)id;
     }
-    json_decref(root);
     return 0;
 
 out_of_memory:
-    snprintf(err, errlen, "GPT-2 vocab file %s: out of memory", path);
-    json_decref(root);
+    snprintf(err, errlen, "%s: out of memory", what);
     return -1;
+}
+
+static int load_vocab_json(gpt2_bpe *bpe, const char *path, char *err, size_t errlen) {
+    FILE *probe = fopen(path, "rb");
+    if (!probe) {
+        snprintf(err, errlen, "GPT-2 vocab file %s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    fclose(probe);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        snprintf(err, errlen, "GPT-2 vocab file %s: malformed JSON at line %d, column %d: %s",
+                 path, jerr.line, jerr.column, jerr.text);
+        return -1;
+    }
+    char what[1100];
+    snprintf(what, sizeof what, "GPT-2 vocab file %.1024s", path);
+    int rc = load_vocab_object(bpe, root, what, err, errlen);
+    json_decref(root);
+    return rc;
+}
+
+/* records merge number `rank`: left + right -> their concatenation, all three in the vocabulary.
+ * `where` ("GPT-2 merges file F: bad merges line N") and `shown` place a bad one in messages. */
+static int add_merge(gpt2_bpe *bpe, const char *left, size_t left_len, const char *right,
+                     size_t right_len, int64_t rank, const char *where, const char *shown,
+                     char *err, size_t errlen) {
+    char *joined = malloc(left_len + right_len + 1);
+    if (!joined) {
+        snprintf(err, errlen, "%s: out of memory", where);
+        return -1;
+    }
+    memcpy(joined, left, left_len);
+    memcpy(joined + left_len, right, right_len);
+    int64_t left_id, right_id, merged_id;
+    int known = strmap_get(bpe->vocab, left, left_len, &left_id) &&
+                strmap_get(bpe->vocab, right, right_len, &right_id) &&
+                strmap_get(bpe->vocab, joined, left_len + right_len, &merged_id);
+    free(joined);
+    if (!known) {
+        snprintf(err, errlen, "%s: \"%.80s\" uses or makes a token that is not in the vocabulary",
+                 where, shown);
+        return -1;
+    }
+    int32_t pair[2] = {(int32_t)left_id, (int32_t)right_id};
+    if (strmap_put(bpe->merges, pair, sizeof pair, rank << 32 | merged_id) != 0) {
+        snprintf(err, errlen, "%s: out of memory", where);
+        return -1;
+    }
+    return 0;
 }
 
 static int load_merges(gpt2_bpe *bpe, const char *path, char *err, size_t errlen) {
@@ -226,8 +265,8 @@ static int load_merges(gpt2_bpe *bpe, const char *path, char *err, size_t errlen
         return -1;
     }
     bpe->merges = strmap_create(bpe->vocab_size);
-    char *line = NULL, *joined = NULL;
-    size_t line_cap = 0, joined_cap = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
     ssize_t line_len;
     long line_no = 0;
     int64_t rank = 0;
@@ -252,30 +291,9 @@ static int load_merges(gpt2_bpe *bpe, const char *path, char *err, size_t errlen
             rc = -1;
             break;
         }
-        if (left_len + right_len + 1 > joined_cap) {
-            joined_cap = 2 * (left_len + right_len + 1);
-            char *grown = realloc(joined, joined_cap);
-            if (!grown) {
-                snprintf(err, errlen, "GPT-2 merges file %s: out of memory", path);
-                rc = -1;
-                break;
-            }
-            joined = grown;
-        }
-        memcpy(joined, left, left_len);
-        memcpy(joined + left_len, right, right_len);
-        int64_t left_id, right_id, merged_id;
-        if (!strmap_get(bpe->vocab, left, left_len, &left_id) ||
-            !strmap_get(bpe->vocab, right, right_len, &right_id) ||
-            !strmap_get(bpe->vocab, joined, left_len + right_len, &merged_id)) {
-            snprintf(err, errlen, "GPT-2 merges file %s: bad merges line %ld: \"%.80s\" uses or "
-                     "makes a token that is not in the vocab file", path, line_no, line);
-            rc = -1;
-            break;
-        }
-        int32_t pair[2] = {(int32_t)left_id, (int32_t)right_id};
-        if (strmap_put(bpe->merges, pair, sizeof pair, rank << 32 | merged_id) != 0) {
-            snprintf(err, errlen, "GPT-2 merges file %s: out of memory", path);
+        char where[1200];
+        snprintf(where, sizeof where, "GPT-2 merges file %.1024s: bad merges line %ld", path, line_no);
+        if (add_merge(bpe, left, left_len, right, right_len, rank, where, line, err, errlen) != 0) {
             rc = -1;
             break;
         }
@@ -286,9 +304,75 @@ static int load_merges(gpt2_bpe *bpe, const char *path, char *err, size_t errlen
         rc = -1;
     }
     free(line);
-    free(joined);
     fclose(f);
     return rc;
+}
+
+/* A pattern written for Python's regex or Rust's regex crate, for PCRE2: \s and \S spelled out
+ * as Unicode White_Space (see WHITE_SPACE), inside and outside character classes. malloc'd. */
+static char *pattern_for_pcre2(const char *pattern) {
+    size_t cap = strlen(pattern) * 8 + 256, used = 0;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    int in_class = 0;
+    for (const char *p = pattern; *p; p++) {
+        if (used + sizeof WHITE_SPACE + 8 >= cap) {
+            cap *= 2;
+            char *grown = realloc(out, cap);
+            if (!grown) {
+                free(out);
+                return NULL;
+            }
+            out = grown;
+        }
+        if (p[0] == '\\' && (p[1] == 's' || p[1] == 'S') && !(p[1] == 'S' && in_class)) {
+            used += (size_t)sprintf(out + used, in_class ? "%s" : p[1] == 's' ? "[%s]" : "[^%s]",
+                                    WHITE_SPACE);
+            p++;
+        } else if (p[0] == '\\' && p[1]) {
+            out[used++] = *p++;
+            out[used++] = *p;
+        } else {
+            if (*p == '[' && !in_class) in_class = 1;
+            else if (*p == ']' && in_class) in_class = 0;
+            out[used++] = *p;
+        }
+    }
+    out[used] = '\0';
+    return out;
+}
+
+/* the split pattern (NULL: none) and the scratch space every tokenizer needs */
+static int finish_load(gpt2_bpe *bpe, const char *pattern, const char *who, char *err, size_t errlen) {
+    if (pattern) {
+        char *translated = pattern_for_pcre2(pattern);
+        if (!translated) {
+            snprintf(err, errlen, "%s: out of memory", who);
+            return -1;
+        }
+        int code;
+        PCRE2_SIZE offset;
+        bpe->regex = pcre2_compile((PCRE2_SPTR)translated, PCRE2_ZERO_TERMINATED,
+                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &offset,
+                                   NULL);
+        free(translated);
+        if (!bpe->regex) {
+            PCRE2_UCHAR message[256];
+            pcre2_get_error_message(code, message, sizeof message);
+            snprintf(err, errlen, "%s: PCRE2 cannot compile the split pattern \"%.200s\": %s",
+                     who, pattern, (const char *)message);
+            return -1;
+        }
+        pcre2_jit_compile(bpe->regex, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
+        bpe->match = pcre2_match_data_create_from_pattern(bpe->regex, NULL);
+        if (!bpe->match) goto out_of_memory;
+    }
+    bpe->cache = strmap_create(1 << 16);
+    if (!bpe->cache) goto out_of_memory;
+    return 0;
+out_of_memory:
+    snprintf(err, errlen, "%s: out of memory", who);
+    return -1;
 }
 
 gpt2_bpe *gpt2_bpe_load(const char *vocab_file, const char *merge_file, char *err, size_t errlen) {
@@ -303,32 +387,73 @@ gpt2_bpe *gpt2_bpe_load(const char *vocab_file, const char *merge_file, char *er
         return NULL;
     }
     if (load_vocab_json(bpe, vocab_file, err, errlen) != 0 ||
-        load_merges(bpe, merge_file, err, errlen) != 0) {
-        gpt2_bpe_free(bpe);
-        return NULL;
-    }
-    int code;
-    PCRE2_SIZE offset;
-    bpe->regex = pcre2_compile((PCRE2_SPTR)gpt2_pattern, PCRE2_ZERO_TERMINATED,
-                               PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &offset,
-                               NULL);
-    if (!bpe->regex) {
-        PCRE2_UCHAR message[256];
-        pcre2_get_error_message(code, message, sizeof message);
-        snprintf(err, errlen, "GPT2BPETokenizer: PCRE2 cannot compile the GPT-2 pattern at "
-                 "offset %zu: %s", (size_t)offset, (const char *)message);
-        gpt2_bpe_free(bpe);
-        return NULL;
-    }
-    pcre2_jit_compile(bpe->regex, PCRE2_JIT_COMPLETE); /* optional: falls back to the interpreter */
-    bpe->match = pcre2_match_data_create_from_pattern(bpe->regex, NULL);
-    bpe->cache = strmap_create(1 << 16);
-    if (!bpe->match || !bpe->cache) {
-        snprintf(err, errlen, "GPT2BPETokenizer: out of memory");
+        load_merges(bpe, merge_file, err, errlen) != 0 ||
+        finish_load(bpe, gpt2_bpe_pattern, "GPT2BPETokenizer", err, errlen) != 0) {
         gpt2_bpe_free(bpe);
         return NULL;
     }
     return bpe;
+}
+
+gpt2_bpe *gpt2_bpe_from_json(json_t *vocab, json_t *merges, const char *pattern, int ignore_merges,
+                             const char *what, char *err, size_t errlen) {
+    gpt2_bpe *bpe = calloc(1, sizeof *bpe);
+    if (!bpe) {
+        snprintf(err, errlen, "%s: out of memory", what);
+        return NULL;
+    }
+    bpe->ignore_merges = ignore_merges;
+    char where[1200];
+    snprintf(where, sizeof where, "%.1024s: model.vocab", what);
+    if (load_vocab_object(bpe, vocab, where, err, errlen) != 0) goto fail;
+    snprintf(where, sizeof where, "%.1024s: model.merges", what);
+    if (!json_is_array(merges)) {
+        snprintf(err, errlen, "%s: expected a list of merges", where);
+        goto fail;
+    }
+    bpe->merges = strmap_create(json_array_size(merges) + 1);
+    if (!bpe->merges) {
+        snprintf(err, errlen, "%s: out of memory", what);
+        goto fail;
+    }
+    size_t index;
+    json_t *merge;
+    json_array_foreach(merges, index, merge) {
+        /* "left right" (older files) or ["left", "right"] (tokenizers >= 0.20) */
+        const char *left, *right;
+        size_t left_len, right_len;
+        const char *text = json_string_value(merge);
+        if (text) {
+            const char *space = strchr(text, ' ');
+            if (!space || strchr(space + 1, ' ') || space == text || !space[1]) {
+                snprintf(err, errlen, "%s[%zu]: expected \"left right\", got \"%.80s\"", where, index, text);
+                goto fail;
+            }
+            left = text;
+            left_len = (size_t)(space - text);
+            right = space + 1;
+            right_len = strlen(right);
+        } else if (json_is_array(merge) && json_array_size(merge) == 2 &&
+                   json_is_string(json_array_get(merge, 0)) && json_is_string(json_array_get(merge, 1))) {
+            left = json_string_value(json_array_get(merge, 0));
+            right = json_string_value(json_array_get(merge, 1));
+            left_len = strlen(left);
+            right_len = strlen(right);
+            text = left;
+        } else {
+            snprintf(err, errlen, "%s[%zu]: expected \"left right\" or [\"left\", \"right\"]", where, index);
+            goto fail;
+        }
+        char at[1300];
+        snprintf(at, sizeof at, "%s[%zu]", where, index);
+        if (add_merge(bpe, left, left_len, right, right_len, (int64_t)index, at, text, err, errlen) != 0)
+            goto fail;
+    }
+    if (finish_load(bpe, pattern, what, err, errlen) != 0) goto fail;
+    return bpe;
+fail:
+    gpt2_bpe_free(bpe);
+    return NULL;
 }
 
 /* Rank and result of merging the pair (left, right); 0 when they do not merge. */
@@ -473,6 +598,26 @@ static size_t bpe_merge_long_piece(gpt2_bpe *bpe, const unsigned char *piece, si
     return count;
 }
 
+/* Hugging Face's ignore_merges: a piece whose byte-level spelling is a vocabulary token is
+ * that token, merges or not. Returns 1 when it handled the piece (*rc: 0, or -1 out of memory). */
+static int ignore_merges_token(gpt2_bpe *bpe, const unsigned char *piece, size_t len, int32_t **ids,
+                               size_t *n_ids, size_t *cap, int64_t *rc) {
+    if (len * 2 > bpe->piece_chars_cap) {
+        char *grown = realloc(bpe->piece_chars, len * 2 + 64);
+        if (!grown) return 0;
+        bpe->piece_chars = grown;
+        bpe->piece_chars_cap = len * 2 + 64;
+    }
+    uint32_t byte_to_char[256];
+    bytes_to_unicode(byte_to_char);
+    size_t used = 0;
+    for (size_t i = 0; i < len; i++) used += utf8_put(byte_to_char[piece[i]], bpe->piece_chars + used);
+    int64_t id;
+    if (!strmap_get(bpe->vocab, bpe->piece_chars, used, &id)) return 0;
+    *rc = token_ids_push(ids, n_ids, cap, (int32_t)id);
+    return 1;
+}
+
 static int encode_piece(gpt2_bpe *bpe, const unsigned char *piece, size_t len, int32_t **ids,
                         size_t *n_ids, size_t *cap) {
     int cacheable = len <= cache_max_piece_bytes;
@@ -483,6 +628,8 @@ static int encode_piece(gpt2_bpe *bpe, const unsigned char *piece, size_t len, i
             if (token_ids_push(ids, n_ids, cap, bpe->cache_ids[offset + i]) != 0) return -1;
         return 0;
     }
+    if (bpe->ignore_merges && ignore_merges_token(bpe, piece, len, ids, n_ids, cap, &cached))
+        return (int)cached;
     if (len > bpe->symbols_cap) {
         size_t new_cap = len < 256 ? 256 : len;
         int32_t *grown = realloc(bpe->symbols, new_cap * sizeof *grown);
@@ -517,6 +664,7 @@ int gpt2_bpe_encode(gpt2_bpe *bpe, const char *text, size_t len, int32_t **ids, 
                     size_t *cap) {
     const unsigned char *subject = (const unsigned char *)text;
     size_t offset = 0;
+    if (!bpe->regex) return len ? encode_piece(bpe, subject, len, ids, n_ids, cap) : 0;
     while (offset < len) {
         int rc = pcre2_match(bpe->regex, subject, len, offset, 0, bpe->match, NULL);
         size_t start = len, end = len;

@@ -70,9 +70,15 @@ static const option_spec specs[] = {
     {"data-path", "data and dataloader", OPTION_LIST, AT(data_path), .metavar = "[W] PREFIX ...", .help = "corpus prefix(es), optionally weighted: PREFIX or W1 PREFIX1 W2 PREFIX2 ... (PREFIX.h5 or PREFIX.bin/.idx)"},
     {"split", "data and dataloader", OPTION_STRING, AT(split), "969, 30, 1", .metavar = "A,B,C", .help = "train, validation, test proportions of the documents"},
     {"data-cache-path", "data and dataloader", OPTION_STRING, AT(data_cache_path), .help = "directory for the built dataset indices"},
-    {"tokenizer-type", "data and dataloader", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer", .help = "tokenizer of the corpus (gives the vocabulary size)"},
+    {"tokenizer-type", "data and dataloader", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer|HuggingFaceTokenizer|Llama2Tokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer", .help = "tokenizer of the corpus (gives the vocabulary size; default GPT2BPETokenizer when --vocab-file and --merge-file are given)"},
     {"vocab-file", "data and dataloader", OPTION_STRING, AT(vocab_file), .help = "vocabulary (vocab.json for GPT-2, vocab.txt for WordPiece)"},
     {"merge-file", "data and dataloader", OPTION_STRING, AT(merge_file), .help = "BPE merges (merges.txt)"},
+    {"tokenizer-model", "data and dataloader", OPTION_STRING, AT(tokenizer_model), .help = "HuggingFaceTokenizer: a directory with tokenizer.json (and tokenizer_config.json for the EOS) or the tokenizer.json file; Llama2Tokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer: the SentencePiece tokenizer.model"},
+    {"tiktoken-pattern", "data and dataloader", OPTION_CHOICE, .choices = "v1|v2", .flags = OPTION_NO_EFFECT, .help = "read only by --tokenizer-type TikTokenizer, which is not offered here (HuggingFaceTokenizer takes the pattern from tokenizer.json)"},
+    {"num-workers", "data and dataloader", OPTION_INT, .range = "[0, inf)", .flags = OPTION_NO_EFFECT, .help = "there are no dataloader worker processes: each rank reads its own samples (HDF5 hyperslabs or mmapped .bin)"},
+    {"no-mmap-bin-files", "data and dataloader", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "Megatron .bin files are always mmapped here; the tokens read are the same either way"},
+    {"no-create-attention-mask-in-dataloader", "data and dataloader", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "no attention mask is ever built: attention is causal by construction"},
+    {"step-batch-size-schedule", "data and dataloader", OPTION_STRING, .metavar = "\"T:BS ...\"", .flags = OPTION_REFUSED, .help = "step-wise batch-size schedules are not supported yet; use a constant --global-batch-size (or --rampup-batch-size START INCR SAMPLES)"},
 
     {"save", "checkpointing", OPTION_STRING, AT(save), .help = "directory to save checkpoints in (one parallel-HDF5 file each)"},
     {"load", "checkpointing", OPTION_STRING, AT(load), .help = "directory to load the latest checkpoint from (resharded to this run's layout)"},
@@ -84,6 +90,8 @@ static const option_spec specs[] = {
     {"no-save-optim", "checkpointing", OPTION_FLAG, AT(no_save_optim), .help = "do not save the optimizer state"},
     {"ckpt-collective-io", "checkpointing", OPTION_FLAG, AT(ckpt_collective_io), .help = "move tensor data with MPI-IO collective buffering (default: each rank writes its own pieces independently)"},
     {"exit-signal-handler", "checkpointing", OPTION_FLAG, AT(exit_signal_handler), .help = "on SIGTERM (or SIGUSR1/SIGUSR2) save a checkpoint and exit cleanly"},
+
+    {"ckpt-format", "checkpointing", OPTION_CHOICE, AT(ckpt_format), "torch_dist", .choices = "torch|torch_dist|torch_dcp|fsdp_dtensor", .help = "torch_dist: a distributed checkpoint that loads into any parallel layout, which is what the parallel-HDF5 format here is (io/CHECKPOINT_FORMAT.md); torch, torch_dcp and fsdp_dtensor are refused"},
 
     {"log-interval", "logging", OPTION_INT64, AT(log_interval), "100", .range = "[1, inf)", .help = "print the iteration line every N iterations"},
     {"metrics-file", "logging", OPTION_STRING, AT(metrics_file), .help = "also write each logged iteration as a JSON line here"},
@@ -101,8 +109,58 @@ static const option_spec specs[] = {
     {"parallel-order", "distributed and run time", OPTION_STRING, AT(parallel_order), "tp-cp-ep-dp-pp", .metavar = "ORDER", .help = "order of the parallel dimensions over ranks, fastest first"},
     {"deterministic-mode", "distributed and run time", OPTION_FLAG, AT(deterministic_mode), .help = "bitwise reproducible: fixed-order reductions, no atomics"},
     {"device", "distributed and run time", OPTION_CHOICE, AT(device), "auto", .choices = "auto|cpu|cuda", .help = "kernel backend (auto: cuda when a GPU is present, else cpu)"},
+    {"timing-log-level", "logging", OPTION_INT, AT(timing_log_level), "0", .range = "[0, 2]", .help = "0: the iteration time only, as Megatron's level 0 (the log line always has it); 1 and 2 (per-phase timers) are refused: use --papi-events for per-phase counts"},
+    {"log-throughput", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "throughput (TFLOP/s per GPU, tokens per second) is always in the log line"},
+    {"tensorboard-dir", "logging", OPTION_STRING, AT(tensorboard_dir), .help = "write TensorBoard scalars here under Megatron's tags (learning-rate, batch-size, lm loss and their \"vs samples\", loss-scale, grad-norm, throughput, lm loss validation, lm loss validation ppl), at every --log-interval"},
+    {"wandb-project", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
+    {"wandb-exp-name", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
+    {"profile", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "no profiler range is opened (no cudaProfilerStart/Stop): profile the whole run with nsys or ncu (see the README's Performance section)"},
+    {"profile-step-start", "logging", OPTION_INT, .range = "[0, inf)", .flags = OPTION_NO_EFFECT, .help = "goes with --profile, which opens no profiler range here"},
+    {"profile-step-end", "logging", OPTION_INT, .range = "[0, inf)", .flags = OPTION_NO_EFFECT, .help = "goes with --profile, which opens no profiler range here"},
+    {"use-pytorch-profiler", "logging", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "there is no PyTorch profiler here; profile with nsys or ncu"},
     {"peak-tflops", "logging", OPTION_FLOAT, AT(peak_tflops), .range = "[0, inf)", .help = "peak dense TFLOP/s per device for MFU (default: recognized from the GPU name)"},
+    {"context-parallel-size", "distributed and run time", OPTION_INT, AT(context_parallel_size), "1", .range = "[1, inf)", .help = "context-parallel ranks: 1 (no context parallelism); more is refused, as context parallelism is not supported yet"},
+    {"expert-model-parallel-size", "distributed and run time", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "expert-parallel ranks: 1 (dense models); more is refused, as mixture of experts is not supported yet"},
+    {"distributed-backend", "distributed and run time", OPTION_CHOICE, .choices = "nccl|gloo", .flags = OPTION_NO_EFFECT, .help = "the collectives follow --device: NCCL on cuda, MPI on cpu (MPI also bootstraps and carries host control everywhere)"},
+    {"use-cpu-initialization", "distributed and run time", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "parameters are always initialized on the host from the counter-based generator (seed, name, element), the same on every backend and layout"},
     {"dump-parameters", "logging", OPTION_STRING, AT(dump_parameters), .help = "write every parameter in its global shape to PATH at the end (raw float32 with names)"},
+
+    {"bf16", "mixed precision", OPTION_FLAG, AT(bf16), .help = "bf16 mixed precision: on --device cuda the kernels compute in bf16 with fp32 master weights, gradient accumulation and reductions (the CUDA backend always does); the CPU backend is the fp32 reference and computes in fp32 either way"},
+    {"fp16", "mixed precision", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "fp16 training is not supported yet (the CUDA kernels compute in bf16); use --bf16"},
+    {"loss-scale", "mixed precision", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
+    {"initial-loss-scale", "mixed precision", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
+    {"min-loss-scale", "mixed precision", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
+    {"loss-scale-window", "mixed precision", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
+    {"hysteresis", "mixed precision", OPTION_INT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
+    {"fp8-format", "mixed precision", OPTION_STRING, .metavar = "FORMAT", .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
+    {"fp8-amax-history-len", "mixed precision", OPTION_INT, .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
+    {"fp8-amax-compute-algo", "mixed precision", OPTION_STRING, .metavar = "ALGO", .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
+    {"fp8-param-gather", "mixed precision", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
+    {"attention-softmax-in-fp32", "mixed precision", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the attention softmax is always computed in fp32 (flash attention's running max and sum are fp32)"},
+    {"accumulate-allreduce-grads-in-fp32", "mixed precision", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "gradients are always accumulated and reduced in fp32"},
+    {"grad-reduce-in-bf16", "mixed precision", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "gradients are reduced in fp32 here, which is more precise and moves twice the bytes of a bf16 reduction"},
+
+    {"use-mcore-models", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the model is Megatron-Core's GPTModel already (its parameter names and layout)"},
+    {"transformer-impl", "Megatron-LM implementation switches", OPTION_CHOICE, .choices = "local|transformer_engine|inference_optimized", .flags = OPTION_NO_EFFECT, .help = "one implementation of the layers here, the same math as both"},
+    {"attention-backend", "Megatron-LM implementation switches", OPTION_CHOICE, .choices = "flash|fused|unfused|local|auto", .flags = OPTION_NO_EFFECT, .help = "attention is the CPU reference on --device cpu and flash attention on cuda, whatever this says (the same softmax(QK^T/sqrt(d))V)"},
+    {"use-flash-attn", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the CUDA backend always uses flash attention"},
+    {"no-masked-softmax-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
+    {"no-bias-gelu-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
+    {"no-bias-dropout-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
+    {"no-gradient-accumulation-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "weight gradients always accumulate into the fp32 gradient buffer; fusing that changes speed, not results"},
+    {"cross-entropy-loss-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the vocab-parallel cross-entropy is always one fused pass that never gathers the logits"},
+    {"calculate-per-token-loss", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "every sample has --seq-length tokens with loss (no loss mask), so the per-token average over the global batch equals the average of micro-batch means used here"},
+    {"manual-gc", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "there is no Python garbage collector to schedule"},
+    {"empty-unused-memory-level", "Megatron-LM implementation switches", OPTION_INT, .range = "[0, 2]", .flags = OPTION_NO_EFFECT, .help = "there is no caching allocator to empty: buffers are allocated once at start-up"},
+    {"apply-layernorm-1p", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "zero-centred norm weights (stored as w - 1) are not implemented; drop the flag (norm weights are stored as w; without weight decay on them, Adam trains both the same up to rounding, but checkpoints differ)"},
+    {"decoupled-lr", "Megatron-LM implementation switches", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "a separate learning rate for the embedding and output layer is not supported yet; drop it (every parameter follows --lr)"},
+    {"decoupled-min-lr", "Megatron-LM implementation switches", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "a separate learning rate for the embedding and output layer is not supported yet; drop it (every parameter follows --min-lr)"},
+    {"num-experts", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-topk", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-load-balancing-type", "Megatron-LM implementation switches", OPTION_STRING, .metavar = "TYPE", .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-aux-loss-coeff", "Megatron-LM implementation switches", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-grouped-gemm", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-token-dispatcher-type", "Megatron-LM implementation switches", OPTION_STRING, .metavar = "TYPE", .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
 };
 #define NUM_FLAGS ((int)(sizeof specs / sizeof specs[0]))
 
@@ -224,12 +282,29 @@ static int validate(check_state *st, args *a, int world_size) {
     if (!a->mock_data && !a->data_path[0]) return error_format(st->err, st->errlen, "no data source: pass --data-path PREFIX (or --mock-data)");
     if (a->mock_data && a->data_path[0]) return error_format(st->err, st->errlen, "--mock-data and --data-path cannot both be given");
     if (a->mock_data && !given(st, "vocab-size")) return error_format(st->err, st->errlen, "--vocab-size is required with --mock-data");
+    /* Megatron's GPT-3 example gives --vocab-file and --merge-file without a --tokenizer-type:
+     * they name GPT-2's BPE */
+    if (!a->tokenizer_type[0] && a->vocab_file[0] && a->merge_file[0])
+        snprintf(a->tokenizer_type, sizeof a->tokenizer_type, "GPT2BPETokenizer");
     if (a->data_path[0] && !a->tokenizer_type[0] && !given(st, "vocab-size"))
         return error_format(st->err, st->errlen, "--data-path needs --tokenizer-type (with --vocab-file/--merge-file) or --vocab-size");
     if (!strcmp(a->tokenizer_type, "GPT2BPETokenizer") && (!a->vocab_file[0] || !a->merge_file[0]))
         return error_format(st->err, st->errlen, "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
     if (!strncmp(a->tokenizer_type, "BertWordPiece", 13) && !a->vocab_file[0])
         return error_format(st->err, st->errlen, "--tokenizer-type %s needs --vocab-file", a->tokenizer_type);
+    if ((!strcmp(a->tokenizer_type, "HuggingFaceTokenizer") || strstr(a->tokenizer_type, "SentencePiece") ||
+         !strcmp(a->tokenizer_type, "Llama2Tokenizer")) && !a->tokenizer_model[0])
+        return error_format(st->err, st->errlen, "--tokenizer-type %s needs --tokenizer-model", a->tokenizer_type);
+
+    /* flags whose other values are not supported: one message saying what works */
+    if (strcmp(a->ckpt_format, "torch_dist") != 0)
+        return error_format(st->err, st->errlen, "--ckpt-format %s is not supported here: checkpoints are parallel-HDF5 files that load into any layout (Megatron's torch_dist); use --ckpt-format torch_dist or leave it out, and app/convert_checkpoint for Hugging Face weights", a->ckpt_format);
+    if (a->timing_log_level > 0)
+        return error_format(st->err, st->errlen, "--timing-log-level %d is not supported here: per-phase timers are not printed (level 0, the iteration time, always is); use --papi-events for per-phase counts", a->timing_log_level);
+    if (a->context_parallel_size > 1)
+        return error_format(st->err, st->errlen, "--context-parallel-size %d is not supported here: context parallelism is not supported yet (use 1, or --sequence-parallel with tensor parallelism)", a->context_parallel_size);
+    if (a->expert_model_parallel_size > 1)
+        return error_format(st->err, st->errlen, "--expert-model-parallel-size %d is not supported here: mixture of experts is not supported yet (use 1)", a->expert_model_parallel_size);
 
     if (a->save_interval > 0 && !a->save[0]) return error_format(st->err, st->errlen, "--save-interval needs --save DIR");
     if (a->exit_signal_handler && !a->save[0]) return error_format(st->err, st->errlen, "--exit-signal-handler needs --save DIR (where to save on the signal)");
@@ -313,16 +388,18 @@ int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err
     int rc = options_parse(&table, a, flags_given, argc, argv, err, errlen);
     if (rc) return rc;
     check_state st = {flags_given, err, errlen};
+    options_no_effect_given(&table, flags_given, a->no_effect_flags, sizeof a->no_effect_flags);
     return validate(&st, a, world_size);
 }
 
 void args_parse(args *a, int argc, char **argv, int world_size) {
     char err[2048];
     int rc = args_parse_checked(a, argc, argv, world_size, err, sizeof err);
-    if (rc == OPTIONS_HELP) {
+    if (rc == OPTIONS_HELP || rc == OPTIONS_HELP_FLAGS) {
         int rank;
         CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-        if (rank == 0) args_print_help();
+        if (rank == 0 && rc == OPTIONS_HELP) args_print_help();
+        if (rank == 0 && rc == OPTIONS_HELP_FLAGS) options_print_flag_table(&table);
         MPI_Finalize();
         exit(0);
     }
@@ -332,6 +409,7 @@ void args_parse(args *a, int argc, char **argv, int world_size) {
 void args_print(const args *a) {
     printf("------------------------ arguments ------------------------\n");
     for (int i = 0; i < NUM_FLAGS; i++) {
+        if (specs[i].flags & (OPTION_NO_EFFECT | OPTION_REFUSED)) continue; /* no value kept */
         char value[ARGS_PATH_MAX + 8];
         options_format_value(&specs[i], a, value, sizeof value);
         char name[64];
@@ -343,6 +421,10 @@ void args_print(const args *a) {
     printf("  %s %.*s %d\n", "padded_vocab_size", 48 - 17, "................................................", a->padded_vocab_size);
     printf("  %s %.*s %d\n", "num_micro_batches", 48 - 17, "................................................", a->num_micro_batches);
     printf("-------------------- end of arguments ---------------------\n");
+    if (a->no_effect_flags[0])
+        printf("> accepted with no effect here (see --help): %s\n", a->no_effect_flags);
+    if (a->bf16 && strcmp(a->device, "cpu") == 0)
+        printf("> --bf16: the CPU backend computes in fp32 (the reference); bf16 runs on --device cuda\n");
 }
 
 void args_print_help(void) { options_print_help(&table); }

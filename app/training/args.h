@@ -78,6 +78,7 @@ typedef struct args {
     char tokenizer_type[32];
     char vocab_file[ARGS_PATH_MAX];
     char merge_file[ARGS_PATH_MAX];
+    char tokenizer_model[ARGS_PATH_MAX]; /* tokenizer.json (or its directory), or a SentencePiece model */
 
     /* checkpointing */
     char save[ARGS_PATH_MAX];     /* directory to save checkpoints in */
@@ -88,11 +89,17 @@ typedef struct args {
     int no_load_optim, no_load_rng, no_save_optim;
     int exit_signal_handler;      /* SIGTERM/SIGUSR1/SIGUSR2: save a checkpoint, then exit */
     int ckpt_collective_io;       /* MPI-IO collective buffering for tensor data */
+    char ckpt_format[16];         /* torch_dist (the only one accepted: parallel HDF5 here) */
 
     /* logging */
     int64_t log_interval;
     char metrics_file[ARGS_PATH_MAX];
+    char tensorboard_dir[ARGS_PATH_MAX]; /* TensorBoard event file directory; "": none */
     char papi_events[ARGS_PATH_MAX]; /* PAPI events counted per phase; "": none, "default": a set */
+    int timing_log_level;         /* 0 only (the iteration time) */
+
+    /* mixed precision */
+    int bf16;                     /* the CUDA backend computes in bf16 always; the CPU in fp32 */
 
     /* distributed and run-time */
     int tensor_model_parallel_size;
@@ -107,8 +114,13 @@ typedef struct args {
     char parallel_order[32];      /* e.g. tp-cp-ep-dp-pp, fastest first */
     int deterministic_mode;
     char device[8];               /* auto | cpu | cuda (auto: cuda when a GPU is present) */
+    int context_parallel_size;    /* 1 only */
+    int expert_model_parallel_size; /* 1 only */
     float peak_tflops;            /* per-GPU peak for MFU; 0: from the GPU's name (cuda only) */
     char dump_parameters[ARGS_PATH_MAX]; /* write every global parameter here at the end */
+
+    /* Megatron-LM flags given that have no effect here ("--a, --b"), for the start-up log */
+    char no_effect_flags[1024];
 
     /* derived from the world */
     int world_size;

@@ -11,6 +11,7 @@
 
 void train_log_open(train_log *log, const char *metrics_path) {
     log->metrics = NULL;
+    log->tensorboard.file = NULL;
     if (!metrics_path || !metrics_path[0]) return;
     log->metrics = fopen(metrics_path, "a");
     if (!log->metrics)
@@ -20,6 +21,28 @@ void train_log_open(train_log *log, const char *metrics_path) {
 void train_log_close(train_log *log) {
     if (log->metrics) fclose(log->metrics);
     log->metrics = NULL;
+    tensorboard_events_close(&log->tensorboard);
+}
+
+void train_log_open_tensorboard(train_log *log, const char *dir) {
+    char err[4400];
+    if (tensorboard_events_open(&log->tensorboard, dir, err, sizeof err) != 0) user_error_local("%s", err);
+}
+
+/* Megatron's training_log() scalars: against the iteration, and "vs samples" against the
+ * consumed samples */
+static void tensorboard_iteration(tensorboard_events *tb, const iteration_stats *s) {
+    const struct { const char *tag; double value; } scalars[] = {
+        {"learning-rate", s->learning_rate}, {"batch-size", s->global_batch_size}, {"lm loss", s->lm_loss},
+        {"loss-scale", 1.0}, {"grad-norm", s->grad_norm}, {"throughput", s->tflops_per_gpu},
+    };
+    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {
+        char vs_samples[64];
+        tensorboard_events_scalar(tb, scalars[i].tag, scalars[i].value, s->iteration);
+        if (i >= 3) continue; /* Megatron plots these three against samples too */
+        snprintf(vs_samples, sizeof vs_samples, "%s vs samples", scalars[i].tag);
+        tensorboard_events_scalar(tb, vs_samples, scalars[i].value, s->consumed_samples);
+    }
 }
 
 static void timestamp(char *buf, size_t len) {
@@ -63,6 +86,7 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
            s->global_batch_size, s->lm_loss, s->grad_norm, (long long)s->skipped_iterations,
            (long long)s->nan_iterations);
     fflush(stdout);
+    tensorboard_iteration(&log->tensorboard, s);
     if (log->metrics) {
         fprintf(log->metrics,
                 "{\"split\": \"train\", \"iteration\": %lld, \"consumed_samples\": %lld, "
@@ -104,6 +128,8 @@ void train_log_validation(train_log *log, int64_t iteration, const char *when, d
            "-----------------------------------------------------------------------------------------------\n",
            when, lm_loss, ppl);
     fflush(stdout);
+    tensorboard_events_scalar(&log->tensorboard, "lm loss validation", lm_loss, iteration);
+    tensorboard_events_scalar(&log->tensorboard, "lm loss validation ppl", ppl, iteration);
     if (log->metrics) {
         fprintf(log->metrics, "{\"split\": \"validation\", \"iteration\": %lld, \"lm_loss\": %.17g, \"lm_loss_ppl\": %.17g}\n",
                 (long long)iteration, lm_loss, ppl);

@@ -3,6 +3,7 @@
 #ifndef TRAIN_LOG_H
 #define TRAIN_LOG_H
 
+#include "io/tensorboard_events.h"
 #include "perf/metrics/papi_phases.h"
 
 #include <stdint.h>
@@ -35,11 +36,14 @@ typedef struct iteration_stats {
 
 typedef struct train_log {
     FILE *metrics;   /* NULL when no --metrics-file */
+    tensorboard_events tensorboard; /* its file is NULL when no --tensorboard-dir */
 } train_log;
 
 /* open the metrics file (append, so nothing already written is lost); rank 0 only */
 void train_log_open(train_log *log, const char *metrics_path);
 void train_log_close(train_log *log);
+/* also write the logged figures as TensorBoard scalars under Megatron's tags (--tensorboard-dir) */
+void train_log_open_tensorboard(train_log *log, const char *dir);
 
 void train_log_iteration(train_log *log, const iteration_stats *s);
 /* the whole run's PAPI counts per phase as a table on stdout */

@@ -169,6 +169,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     t->sample_buffer = malloc(sizeof(int32_t) * (size_t)(a->seq_length + 1));
     CHECK(t->host_tokens && t->host_targets && t->sample_buffer, "out of host memory for batches");
     if (t->topo.world_rank == 0) train_log_open(&t->log, a->metrics_file);
+    if (t->topo.world_rank == 0 && a->tensorboard_dir[0]) train_log_open_tensorboard(&t->log, a->tensorboard_dir);
 
     /* the model's parameters, counted once: one data-parallel replica, replicated tensors on
      * tensor-parallel rank 0, the tied-embedding copy not at all */

@@ -84,7 +84,7 @@ refused "preprocess_data: a missing value is named" "--vocab-size is missing its
 refused "convert_corpus: a missing value is named" "--eod-id is missing its value" "$CONVERT_CORPUS" --eod-id --overwrite
 refused "convert_checkpoint: a flag takes no value" "--overwrite takes no value" "$CONVERT_CHECKPOINT" --overwrite=1
 refused "preprocess_data: a choice lists the valid ones" \
-    "--tokenizer-type must be one of GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer, got 'gpt2'" \
+    "--tokenizer-type must be one of GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer|HuggingFaceTokenizer|Llama2Tokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer, got 'gpt2'" \
     "$PREPROCESS" --tokenizer-type gpt2
 refused "convert_corpus: a choice lists the valid ones" "--to must be one of hdf5|mmap, got 'bin'" "$CONVERT_CORPUS" --to bin
 refused "convert_checkpoint: a choice lists the valid ones" "--dtype must be one of float32|bfloat16|fp32|bf16, got 'fp16'" \
