@@ -120,3 +120,13 @@ TESTS += tests/unit/train_log_test
 # the cluster acceptance suite's CPU variant (perf/accept/accept --machine cpu --quick)
 TESTS += tests/mpi/accept_test.sh
 EXTRA_DIST += tests/mpi/accept_test.sh
+
+# the data pipeline against an independent Megatron-Core reference (tests/tools/megatron_gpt_samples.py,
+# numpy RandomState): samples token for token, split boundaries, numpy's MT19937 stream
+check_PROGRAMS += tests/unit/numpy_random_test tests/unit/split_bounds_test
+tests_unit_numpy_random_test_SOURCES = tests/unit/numpy_random_test.c
+tests_unit_numpy_random_test_LDADD = $(APP_LIBS)
+tests_unit_split_bounds_test_SOURCES = tests/unit/split_bounds_test.c
+tests_unit_split_bounds_test_LDADD = $(APP_LIBS)
+TESTS += tests/mpi/megatron_samples_test.sh tests/unit/split_bounds_test.sh tests/unit/numpy_random_test.sh
+EXTRA_DIST += tests/tools/megatron_gpt_samples.py
