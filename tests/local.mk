@@ -128,5 +128,6 @@ tests_unit_numpy_random_test_SOURCES = tests/unit/numpy_random_test.c
 tests_unit_numpy_random_test_LDADD = $(APP_LIBS)
 tests_unit_split_bounds_test_SOURCES = tests/unit/split_bounds_test.c
 tests_unit_split_bounds_test_LDADD = $(APP_LIBS)
-TESTS += tests/mpi/megatron_samples_test.sh tests/unit/split_bounds_test.sh tests/unit/numpy_random_test.sh
+TESTS += tests/mpi/megatron_samples_test.sh tests/unit/split_bounds_test.sh tests/unit/numpy_random_test.sh \
+	tests/mpi/eval_iterator_test.sh tests/mpi/sample_training_test.sh
 EXTRA_DIST += tests/tools/megatron_gpt_samples.py

@@ -61,6 +61,8 @@ static void open_datasets(trainer *t, const args *a) {
     if (corpus_vocab > a->padded_vocab_size)
         user_error("the corpus in --data-path has a vocabulary of %d tokens but the model's is %d (padded %d): "
                    "check --tokenizer-type / --vocab-size", corpus_vocab, a->vocab_size, a->padded_vocab_size);
+    if (a->eval_iters > 0 && gpt_dataset_num_samples(t->data, SPLIT_VALID) == 0 && t->topo.world_rank == 0)
+        printf("> no validation dataset (--split gives it no weight): no evaluation\n");
     int64_t needed[GPT_DATA_SPLITS];
     data_setup_num_samples(a, needed);
     if (gpt_dataset_num_samples(t->data, SPLIT_TRAIN) < needed[SPLIT_TRAIN])
@@ -258,13 +260,26 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     return loss_sum / tokens_in_batch;
 }
 
+/* Megatron's evaluate(): --eval-iters global batches from the one validation iterator, which
+ * goes on where the previous evaluation stopped (consumed_valid_samples, kept in checkpoints) */
 static double evaluate(trainer *t) {
     const args *a = t->args;
     data_parallel_finish_param_gather(&t->dp);
     double total = 0.0;
-    for (int64_t k = 0; k < a->eval_iters; k++)
-        total += run_global_batch(t, SPLIT_VALID, k * a->global_batch_size, 0, 0);
+    for (int64_t k = 0; k < a->eval_iters; k++) {
+        if (t->data && t->consumed_valid_samples + a->global_batch_size > gpt_dataset_num_samples(t->data, SPLIT_VALID))
+            user_error("the validation split is exhausted: %lld samples, %lld consumed, %d more needed (an unweighted "
+                       "blend holds one epoch of each corpus)", (long long)gpt_dataset_num_samples(t->data, SPLIT_VALID),
+                       (long long)t->consumed_valid_samples, a->global_batch_size);
+        total += run_global_batch(t, SPLIT_VALID, t->consumed_valid_samples, 0, 0);
+        t->consumed_valid_samples += a->global_batch_size;
+    }
     return total / (double)a->eval_iters;
+}
+
+/* Megatron's do_valid: --eval-iters > 0 and a validation dataset (--split may give it none) */
+static int do_valid(const trainer *t) {
+    return t->args->eval_iters > 0 && (!t->data || gpt_dataset_num_samples(t->data, SPLIT_VALID) > 0);
 }
 
 /* the model's FLOPs per iteration (perf/metrics/flops.h): GPT is multi-head attention, a GELU
@@ -375,16 +390,18 @@ double trainer_train(trainer *t) {
             interval_loss = interval_time = 0.0;
             interval_iterations = 0;
         }
-        papi_phases_enter(PHASE_CHECKPOINT);
-        int stop = checkpoint_or_exit(t);
-        papi_phases_enter(PHASE_OTHER);
-        if (stop) break;
-        if (a->eval_iters > 0 && t->iteration % a->eval_interval == 0 && t->iteration < a->train_iters) {
+        /* evaluation, then checkpoint and exit (Megatron's order: a checkpoint counts this
+         * evaluation's validation samples as consumed) */
+        if (do_valid(t) && t->iteration % a->eval_interval == 0) {
             last_validation = evaluate(t);
             char when[64];
             snprintf(when, sizeof when, "at iteration %lld", (long long)t->iteration);
             if (is_logger) train_log_validation(&t->log, t->iteration, when, last_validation);
         }
+        papi_phases_enter(PHASE_CHECKPOINT);
+        int stop = checkpoint_or_exit(t);
+        papi_phases_enter(PHASE_OTHER);
+        if (stop) break;
     }
     data_parallel_finish_param_gather(&t->dp);
     papi_phases_enter(PHASE_CHECKPOINT);
@@ -395,7 +412,7 @@ double trainer_train(trainer *t) {
         papi_collect(t, &rest);
         if (is_logger) train_log_papi_table(&t->papi_totals);
     }
-    if (a->eval_iters > 0 && !t->exited_early) {
+    if (do_valid(t) && !t->exited_early) {
         last_validation = evaluate(t);
         if (is_logger) train_log_validation(&t->log, t->iteration, "at the end of training", last_validation);
     }

@@ -98,4 +98,13 @@ compare "per-split data paths, train" 2 "train:0-99" 100 40 0 \
 compare "per-split data paths, valid" 2 "valid:0-39" 100 40 0 \
     --train-data-path 0.5 "$WORK/a" 0.5 "$WORK/c" --valid-data-path "$WORK/b" --train-samples 100 \
     --eval-interval 25 --eval-iters 5
+printf '{"train": ["0.5", "%s", 0.5, "%s"], "valid": "%s", "test": null}\n' "$WORK/a" "$WORK/c" "$WORK/b" \
+    > "$WORK/per_split.json"
+timeout 300 "$MPIEXEC" -n 1 "$PRETRAIN_GPT" $MODEL --print-sample train:0-99 --per-split-data-args-path "$WORK/per_split.json" \
+    --train-samples 100 --eval-interval 25 --eval-iters 5 > "$WORK/json.txt" 2>&1
+grep -E '^train ' "$WORK/json.txt" > "$WORK/json.samples"
+"$PYTHON" "$REFERENCE" --seq-length $SEQ --seed 1234 --samples 100 40 0 --print train:0-99 \
+    --train-data-path 0.5 "$WORK/a" 0.5 "$WORK/c" --valid-data-path "$WORK/b" > "$WORK/reference.txt"
+[ -s "$WORK/json.samples" ] && cmp -s "$WORK/json.samples" "$WORK/reference.txt"
+ok $? "--per-split-data-args-path (JSON lists and strings): the same 100 train samples as Megatron's"
 done_testing
