@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 #include "app/tokenizers/tokenizer.h"
 #include "app/training/training.h"
+#include "app/training/data_setup.h"
 #include "perf/metrics/peak_flops.h"
 
 #include <inttypes.h>
@@ -88,6 +89,11 @@ int main(int argc, char **argv) {
         if (!tok) user_error("%s", err);
         args_set_vocab_size(&a, tokenizer_vocab_size(tok));
         tokenizer_free(tok);
+    }
+    if (a.print_sample[0]) {  /* a data question: no model, no backend */
+        data_setup_print_samples(&a, MPI_COMM_WORLD);
+        CHECK_MPI(MPI_Finalize());
+        return 0;
     }
     node_placement(&local_rank, &local_size);
     set_blas_threads(local_size);

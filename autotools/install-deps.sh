@@ -18,4 +18,6 @@ $SUDO apt-get install -y -qq --no-install-recommends gnuplot-nox >/dev/null   # 
 $SUDO apt-get install -y -qq --no-install-recommends libmicrohttpd-dev libcurl4-openssl-dev libsentencepiece-dev clang libfuzzer-14-dev >/dev/null
 # spm_train / spm_encode: the tests train a small SentencePiece model and take its expected ids from the CLI
 $SUDO apt-get install -y -qq --no-install-recommends sentencepiece >/dev/null
+# numpy: the independent Megatron-Core reference of the data tests (RandomState shuffles)
+$SUDO apt-get install -y -qq --no-install-recommends python3-numpy >/dev/null
 echo "install-deps: packages installed"

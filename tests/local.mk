@@ -156,3 +156,13 @@ TESTS += tests/unit/megatron_flags_doc_test.sh
 EXTRA_DIST += tests/data/megatron_example_flags.txt tests/tools/megatron_flag_table.py \
 	tests/tools/tensorboard_scalars.py tests/data/hf-bpe-600/tokenizer.json \
 	tests/data/hf-bpe-600/tokenizer_config.json tests/data/hf-bpe-600/vectors.jsonl
+# the data pipeline against an independent Megatron-Core reference (tests/tools/megatron_gpt_samples.py,
+# numpy RandomState): samples token for token, split boundaries, numpy's MT19937 stream
+check_PROGRAMS += tests/unit/numpy_random_test tests/unit/split_bounds_test
+tests_unit_numpy_random_test_SOURCES = tests/unit/numpy_random_test.c
+tests_unit_numpy_random_test_LDADD = $(APP_LIBS)
+tests_unit_split_bounds_test_SOURCES = tests/unit/split_bounds_test.c
+tests_unit_split_bounds_test_LDADD = $(APP_LIBS)
+TESTS += tests/mpi/megatron_samples_test.sh tests/unit/split_bounds_test.sh tests/unit/numpy_random_test.sh \
+	tests/mpi/eval_iterator_test.sh tests/mpi/sample_training_test.sh
+EXTRA_DIST += tests/tools/megatron_gpt_samples.py

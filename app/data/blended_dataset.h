@@ -7,11 +7,16 @@
 
 #include <stdint.h>
 
-/* scales weights to sum to 1; returns -1 when one is negative or all are zero */
+/* Megatron's normalize: w / numpy.sum(w) (numpy's pairwise summation, bit for bit); returns
+ * -1 when one is negative or all are zero */
 int blend_normalize_weights(double *weights, int count);
 
-/* samples to build of a component of weight w for a blend of `target` samples: Megatron's
- * ceil(ceil(target * w) * 1.005) (0.5% surplus so the greedy rule never runs a dataset dry) */
+/* samples a blend of `target` plans from a component of weight w: ceil(target * w); the blend
+ * holds the sum of these over its components */
+int64_t blend_component_target(double weight, int64_t target);
+
+/* samples to build of that component: ceil(ceil(target * w) * (1 + 0.005)) (Megatron's
+ * mid_level_dataset_surplus, so the greedy rule never runs a dataset dry) */
 int64_t blend_component_samples(double weight, int64_t target);
 
 /* fills dataset_index[size], dataset_sample_index[size] (weights normalized) */

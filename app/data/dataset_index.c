@@ -1,9 +1,9 @@
-/* dataset_index.c: Megatron's GPT document/sample/shuffle indices, the Philox-driven shuffle
- * and the index cache (see dataset_index.h). */
+/* dataset_index.c: Megatron's GPT document/sample/shuffle indices, drawn from numpy's
+ * RandomState (numpy_random.h), and the index cache (see dataset_index.h). */
 #include "app/data/dataset_index.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
-#include "kernels/philox.h"
+#include "app/data/numpy_random.h"
 
 #include <errno.h>
 #include <sys/stat.h>
@@ -13,32 +13,20 @@
 #include <unistd.h>
 
 
-void index_shuffle(int64_t *a, int64_t n, uint64_t seed, uint64_t stream) {
-    for (int64_t i = n - 1; i > 0; i--) {
-        philox_out r = philox4x32(seed, (uint64_t)i, stream);
-        uint64_t draw = (uint64_t)r.v[0] | (uint64_t)r.v[1] << 32;
-        int64_t j = (int64_t)(draw % (uint64_t)(i + 1));
-        int64_t t = a[i]; a[i] = a[j]; a[j] = t;
-    }
-}
-
-/* Philox streams, one per shuffled array */
-enum { stream_documents = 0x646f63, stream_documents_final = 0x646f6366,
-       stream_shuffle = 0x736866, stream_shuffle_final = 0x73686666 };
-
 static int64_t *alloc_int64(int64_t n) {
     int64_t *p = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
     CHECK(p, "out of memory for an index of %lld entries", (long long)n);
     return p;
 }
 
-/* documents [first, last) repeated `epochs` times, shuffled as one array */
+/* _build_document_index without a separate final epoch: documents [first, last) repeated
+ * `epochs` times, shuffled as one array */
 static void fill_document_index(int64_t *out, int64_t first, int64_t last, int epochs,
-                                uint64_t seed, uint64_t stream) {
+                                numpy_random_state *random) {
     int64_t n = last - first, k = 0;
     for (int e = 0; e < epochs; e++)
         for (int64_t d = first; d < last; d++) out[k++] = d;
-    index_shuffle(out, (int64_t)epochs * n, seed, stream);
+    numpy_random_shuffle(random, out, (int64_t)epochs * n);
 }
 
 void gpt_index_build(const int64_t *lengths, int64_t first, int64_t last, int seq_length,
@@ -47,13 +35,17 @@ void gpt_index_build(const int64_t *lengths, int64_t first, int64_t last, int se
     int64_t documents = last - first, tokens_per_epoch = 0;
     for (int64_t d = first; d < last; d++) tokens_per_epoch += lengths[d];
     CHECK(tokens_per_epoch >= 2, "gpt_index_build needs at least 2 tokens");
+    CHECK(seed <= 0xffffffffull, "the dataset seed %llu is outside numpy's [0, 2^32)",
+          (unsigned long long)seed);
 
-    /* _get_num_epochs */
+    /* _get_num_epochs (num_samples None: one epoch) */
     int epochs = 1;
-    int64_t tokens = tokens_per_epoch, requested = num_samples_requested * seq_length + extra;
-    while (tokens < requested) { tokens += tokens_per_epoch; epochs++; }
+    if (num_samples_requested >= 0) {
+        int64_t tokens = tokens_per_epoch, requested = num_samples_requested * seq_length + extra;
+        while (tokens < requested) { tokens += tokens_per_epoch; epochs++; }
+    }
 
-    /* separate the final epoch when it would be used for less than 80% */
+    /* separate the final epoch when less than int(0.80 * samples per epoch) come from it */
     int separate_final_epoch = 0;
     int64_t samples_sans_final = 0;
     if (epochs > 1) {
@@ -63,16 +55,21 @@ void gpt_index_build(const int64_t *lengths, int64_t first, int64_t last, int se
         separate_final_epoch = from_final < (int64_t)(0.80 * (double)per_epoch);
     }
 
+    /* one RandomState(seed) per dataset, drawn in Megatron's order: the document index (the
+     * first epochs, then the final one), then the shuffle index */
+    numpy_random_state random;
+    numpy_random_seed(&random, (uint32_t)seed);
+
     /* _build_document_index */
     out->num_epochs = epochs;
     out->num_documents_index = (int64_t)epochs * documents;
     out->document_index = alloc_int64(out->num_documents_index);
     if (!separate_final_epoch) {
-        fill_document_index(out->document_index, first, last, epochs, seed, stream_documents);
+        fill_document_index(out->document_index, first, last, epochs, &random);
     } else {
-        fill_document_index(out->document_index, first, last, epochs - 1, seed, stream_documents);
+        fill_document_index(out->document_index, first, last, epochs - 1, &random);
         fill_document_index(out->document_index + (int64_t)(epochs - 1) * documents, first, last,
-                            1, seed, stream_documents_final);
+                            1, &random);
     }
 
     /* helpers.cpp build_sample_idx with drop_last_partial_sequence */
@@ -105,16 +102,13 @@ void gpt_index_build(const int64_t *lengths, int64_t first, int64_t last, int se
     out->num_samples = samples;
     out->sample_index = sample;
 
-    /* _build_shuffle_index */
+    /* _build_shuffle_index: [0, sans_final) and [sans_final, samples) shuffled apart */
     out->shuffle_index = alloc_int64(samples);
     for (int64_t i = 0; i < samples; i++) out->shuffle_index[i] = i;
-    if (separate_final_epoch) {
-        index_shuffle(out->shuffle_index, samples_sans_final, seed, stream_shuffle);
-        index_shuffle(out->shuffle_index + samples_sans_final, samples - samples_sans_final, seed,
-                      stream_shuffle_final);
-    } else {
-        index_shuffle(out->shuffle_index, samples, seed, stream_shuffle);
-    }
+    int64_t first_range = separate_final_epoch ? samples_sans_final : samples;
+    numpy_random_shuffle(&random, out->shuffle_index, first_range);
+    if (first_range < samples)
+        numpy_random_shuffle(&random, out->shuffle_index + first_range, samples - first_range);
 }
 
 void gpt_index_free(gpt_index *index) {

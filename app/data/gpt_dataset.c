@@ -16,6 +16,7 @@
 static const char *const split_names[GPT_DATA_SPLITS] = {"train", "valid", "test"};
 
 typedef struct corpus {
+    char name[4200];           /* as named in the flags (the key when several splits share it) */
     char path[4200];
     hdf5_corpus *h5;
     mmap_indexed *mm;
@@ -32,48 +33,58 @@ typedef struct split_part {   /* one corpus's document range in one split, with 
 } split_part;
 
 typedef struct split_view {
-    int count;
+    int count;                /* datasets in this split (0: none) */
+    int blended;              /* a BlendedDataset over parts (else parts[0] alone) */
     split_part parts[GPT_DATA_MAX_PATHS];
     int64_t size;
-    index_arrays blend;       /* dataset index, dataset sample index (when count > 1) */
+    index_arrays blend;       /* dataset index, dataset sample index (when blended) */
 } split_view;
+
+enum { MAX_CORPORA = GPT_DATA_MAX_PATHS * GPT_DATA_SPLITS };
 
 struct gpt_datasets {
     int num_corpora, seq_length;
-    corpus corpora[GPT_DATA_MAX_PATHS];
+    corpus corpora[MAX_CORPORA];
     split_view splits[GPT_DATA_SPLITS];
     int eod, vocab_size;
     index_cache_stats stats;
-    int32_t *scratch;
 };
 
 /* ---- configuration helpers ------------------------------------------------------------------ */
-int gpt_data_config_set_paths(gpt_data_config *cfg, int count, char *const *words, char *err,
-                              size_t errlen) {
-    cfg->num_paths = 0;
-    cfg->has_weights = 0;
-    if (count == 1) {
-        cfg->paths[0] = words[0];
-        cfg->num_paths = 1;
-        return 0;
-    }
-    if (count == 0 || count % 2 != 0 || count / 2 > GPT_DATA_MAX_PATHS) {
-        snprintf(err, errlen, "--data-path expects PREFIX or pairs \"WEIGHT PREFIX ...\" (at most "
-                 "%d), got %d words", GPT_DATA_MAX_PATHS, count);
+int gpt_blend_set_paths(gpt_blend *blend, int count, char *const *words, char *err,
+                        size_t errlen) {
+    memset(blend, 0, sizeof *blend);
+    if (count < 1) {
+        snprintf(err, errlen, "expects PREFIX ... or WEIGHT PREFIX ... pairs, got nothing");
         return -1;
     }
-    for (int i = 0; i < count; i += 2) {
+    /* get_blend_from_list: pairs when the count is even and every weight reads as a float */
+    int pairs = count % 2 == 0;
+    for (int i = 0; pairs && i < count; i += 2) {
         char *end;
         double w = strtod(words[i], &end);
-        if (*end || end == words[i] || !(w >= 0) || isinf(w)) {
-            snprintf(err, errlen, "--data-path: \"%s\" is not a weight (expected WEIGHT PREFIX "
-                     "pairs)", words[i]);
-            return -1;
-        }
-        cfg->weights[cfg->num_paths] = w;
-        cfg->paths[cfg->num_paths++] = words[i + 1];
+        (void)w;
+        if (*end || end == words[i]) pairs = 0;
     }
-    cfg->has_weights = 1;
+    int n = pairs ? count / 2 : count;
+    if (n > GPT_DATA_MAX_PATHS) {
+        snprintf(err, errlen, "at most %d corpora, got %d", GPT_DATA_MAX_PATHS, n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (pairs) {
+            double w = strtod(words[2 * i], NULL);
+            if (!(w > 0) || isinf(w)) {
+                snprintf(err, errlen, "the weight \"%s\" of %s must be positive and finite "
+                         "(Megatron's BlendedDataset)", words[2 * i], words[2 * i + 1]);
+                return -1;
+            }
+            blend->weights[i] = w;
+        }
+        blend->paths[i] = pairs ? words[2 * i + 1] : words[i];
+    }
+    blend->num_paths = n;
+    blend->has_weights = pairs;
     return 0;
 }
 
@@ -87,33 +98,42 @@ int64_t gpt_data_samples_needed(int split, int64_t train_iters, int64_t global_b
     }
 }
 
-/* Megatron's parse_and_normalize_split + _get_split_indices (round half to even, as Python) */
-static void split_ranges(const char *split, int64_t documents, int64_t bounds[GPT_DATA_SPLITS + 1]) {
+void gpt_split_bounds(const char *split, int64_t documents, int64_t bounds[GPT_DATA_SPLITS + 1],
+                      int present[GPT_DATA_SPLITS]) {
+    /* parse_and_normalize_split: the numbers matching [.0-9]+, padded with zeros */
     double w[GPT_DATA_SPLITS] = {0, 0, 0};
     int n = 0;
     for (const char *p = split; *p;) {
         if ((*p >= '0' && *p <= '9') || *p == '.') {
-            char *end;
-            double v = strtod(p, &end);
-            if (end == p) user_error("--split %s: cannot read a number at \"%s\"", split, p);
+            size_t len = strspn(p, "0123456789.");
+            char number[64], *end;
+            if (len >= sizeof number) user_error("--split %s: a number is too long", split);
+            memcpy(number, p, len);
+            number[len] = '\0';
+            double v = strtod(number, &end);
+            if (*end) user_error("--split %s: \"%s\" is not a number", split, number);
             if (n == GPT_DATA_SPLITS)
                 user_error("--split %s: at most %d weights (train, valid, test)", split,
                            GPT_DATA_SPLITS);
             w[n++] = v;
-            p = end;
+            p += len;
         } else if (*p == '-') {
             user_error("--split %s: weights must not be negative", split);
         } else {
             p++;
         }
     }
-    if (blend_normalize_weights(w, GPT_DATA_SPLITS) != 0)
-        user_error("--split %s: needs at least one positive weight", split);
-    bounds[0] = 0;
-    for (int i = 0; i < GPT_DATA_SPLITS; i++)
-        bounds[i + 1] = bounds[i] + (int64_t)nearbyint(w[i] * (double)documents);
-    int64_t excess = bounds[GPT_DATA_SPLITS] - documents;
-    for (int i = 1; i <= GPT_DATA_SPLITS; i++) bounds[i] -= excess;
+    double sum = 0;
+    for (int i = 0; i < GPT_DATA_SPLITS; i++) sum += w[i];
+    if (!(sum > 0)) user_error("--split %s: needs at least one positive weight", split);
+    /* normalize, then the cumulative book-ends [0, w0, w0+w1, w0+w1+w2] in Python's order */
+    double ends[GPT_DATA_SPLITS + 1];
+    ends[0] = 0;
+    for (int i = 0; i < GPT_DATA_SPLITS; i++) ends[i + 1] = ends[i] + w[i] / sum;
+    for (int i = 0; i < GPT_DATA_SPLITS; i++) present[i] = ends[i + 1] > ends[i];
+    /* int(round(x)): Python rounds half to even, as nearbyint in the default rounding mode */
+    for (int i = 0; i <= GPT_DATA_SPLITS; i++)
+        bounds[i] = (int64_t)nearbyint(ends[i] * (double)documents);
 }
 
 /* ---- corpora --------------------------------------------------------------------------------- */
@@ -190,20 +210,24 @@ static void build_blend_arrays(void *context, index_arrays *out) {
     blend_index_build(b->weights, b->count, b->size, out->data[0], out->data[1]);
 }
 
+/* one GPTDataset: `samples` < 0 is Megatron's num_samples None (one epoch) */
 static void build_split_part(gpt_datasets *ds, const gpt_data_config *cfg, split_part *part,
                              int split, const char *split_string, int64_t samples, MPI_Comm comm) {
     int64_t tokens = 0;
     for (int64_t d = part->first; d < part->last; d++) tokens += part->c->lengths[d];
     if (part->last <= part->first || tokens < 2)
-        user_error("%s: the %s split (--split %s) gets documents [%lld, %lld) of %lld, holding %lld "
-                   "tokens: too few for %lld samples", part->c->path, split_names[split],
-                   split_string, (long long)part->first, (long long)part->last,
-                   (long long)part->c->num_documents, (long long)tokens, (long long)samples);
+        user_error("%s: the %s split (%s) gets documents [%lld, %lld) of %lld, holding %lld "
+                   "tokens: too few to build samples of %d tokens", part->c->path,
+                   split_names[split], split_string, (long long)part->first,
+                   (long long)part->last, (long long)part->c->num_documents, (long long)tokens,
+                   cfg->seq_length + 1);
     char description[9000];
+    /* v2: numpy RandomState (MT19937) shuffles; v1 files (Philox order) never match */
     snprintf(description, sizeof description,
-             "GPTDataset indices v1\ncorpus=%s\ndocuments=%lld\ntokens=%lld\nlengths_hash=%016llx\n"
-             "split=%s\nrange=[%lld,%lld)\nseq_length=%d\nseed=%llu\nnum_samples=%lld\n"
-             "add_extra_token=1\ndrop_last_partial_sequence=1\n",
+             "GPTDataset indices v2 (numpy RandomState)\ncorpus=%s\ndocuments=%lld\ntokens=%lld\n"
+             "lengths_hash=%016llx\nindex_split=%s\nrange=[%lld,%lld)\nsequence_length=%d\n"
+             "random_seed=%llu\nnum_samples=%lld\nadd_extra_token_to_sequence=1\n"
+             "drop_last_partial_sequence=1\n",
              part->c->path, (long long)part->c->num_documents, (long long)part->c->num_tokens,
              (unsigned long long)part->c->lengths_hash, split_names[split], (long long)part->first,
              (long long)part->last, cfg->seq_length, (unsigned long long)cfg->seed,
@@ -217,81 +241,158 @@ static void build_split_part(gpt_datasets *ds, const gpt_data_config *cfg, split
           (long long)part->num_samples, (long long)samples);
 }
 
+/* the corpus at `path`, opened once however many splits and blends name it */
+static corpus *corpus_of(gpt_datasets *ds, const char *path) {
+    for (int i = 0; i < ds->num_corpora; i++)
+        if (!strcmp(ds->corpora[i].name, path)) return &ds->corpora[i];
+    CHECK(ds->num_corpora < MAX_CORPORA, "too many corpora");
+    corpus *c = &ds->corpora[ds->num_corpora++];
+    open_corpus(c, path);
+    snprintf(c->name, sizeof c->name, "%s", path);
+    int eod = c->h5 ? (int)c->h5->meta.eod_id : -1;
+    int vocab = c->h5 ? (int)c->h5->meta.vocab_size : 0;
+    if ((eod >= 0 && ds->eod >= 0 && eod != ds->eod) ||
+        (vocab > 0 && ds->vocab_size > 0 && vocab != ds->vocab_size))
+        user_error("--data-path: %s has eod %d and vocabulary %d, but another corpus has %d and %d "
+                   "(corpora from different tokenizers cannot be blended)", c->path, eod, vocab,
+                   ds->eod, ds->vocab_size);
+    if (eod >= 0) ds->eod = eod;
+    if (vocab > 0) ds->vocab_size = vocab;
+    return c;
+}
+
+/* the BlendedDataset of a split over its built parts: Megatron's build_blending_indices with
+ * `weights` (normalized as BlendedDataset does) and `size` samples */
+static void build_blend(gpt_datasets *ds, const gpt_data_config *cfg, split_view *view, int split,
+                        const double *raw_weights, int64_t size, MPI_Comm comm) {
+    double weights[GPT_DATA_MAX_PATHS];
+    memcpy(weights, raw_weights, sizeof(double) * (size_t)view->count);
+    if (blend_normalize_weights(weights, view->count) != 0)
+        user_error("the %s blend needs positive weights", split_names[split]);
+    view->blended = 1;
+    view->size = size;
+    char description[4096 + 160 * GPT_DATA_MAX_PATHS];
+    int at = snprintf(description, sizeof description,
+                      "BlendedDataset v2\nsplit=%s\nsize=%lld\nseq_length=%d\nseed=%llu\n",
+                      split_names[split], (long long)size, cfg->seq_length,
+                      (unsigned long long)cfg->seed);
+    for (int i = 0; i < view->count && at < (int)sizeof description - 160; i++)
+        at += snprintf(description + at, sizeof description - (size_t)at,
+                       "weight=%.17g corpus=%016llx range=[%lld,%lld) samples=%lld\n", weights[i],
+                       (unsigned long long)view->parts[i].c->lengths_hash,
+                       (long long)view->parts[i].first, (long long)view->parts[i].last,
+                       (long long)view->parts[i].num_samples);
+    blend_build b = {weights, view->count, size};
+    index_cache_get(cfg->cache_path, "blend_indices", description, build_blend_arrays, &b,
+                    &view->blend, comm, &ds->stats, cfg->verbose);
+    int64_t drawn[GPT_DATA_MAX_PATHS] = {0};
+    for (int64_t k = 0; k < size; k++) {
+        int64_t d = view->blend.data[0][k];
+        CHECK(d >= 0 && d < view->count, "blend index %lld names dataset %lld", (long long)k,
+              (long long)d);
+        drawn[d]++;
+    }
+    for (int d = 0; d < view->count; d++)
+        if (drawn[d] > view->parts[d].num_samples)
+            user_error("the %s blend draws %lld samples from %s, which has %lld (Megatron's "
+                       "mid_level_dataset_surplus is too small for this blend)",
+                       split_names[split], (long long)drawn[d], view->parts[d].c->path,
+                       (long long)view->parts[d].num_samples);
+}
+
+/* one split from one blend (BlendedMegatronDatasetBuilder): `ranges[i]` are the documents
+ * of blend path i for this split; `single_dataset` is Megatron's "a single prefix without
+ * weights" case (a lone GPTDataset of target samples) */
+static void build_split(gpt_datasets *ds, const gpt_data_config *cfg, const gpt_blend *blend,
+                        int split, int64_t ranges[][2], int single_dataset, const char *origin,
+                        MPI_Comm comm) {
+    split_view *view = &ds->splits[split];
+    int64_t target = cfg->num_samples[split];
+    view->count = blend->num_paths;
+    for (int i = 0; i < blend->num_paths; i++) {
+        view->parts[i].c = corpus_of(ds, blend->paths[i]);
+        view->parts[i].first = ranges[i][0];
+        view->parts[i].last = ranges[i][1];
+    }
+    if (single_dataset) {
+        build_split_part(ds, cfg, &view->parts[0], split, origin, target, comm);
+        view->size = view->parts[0].num_samples;  /* a lone GPTDataset: all its samples */
+        return;
+    }
+    if (blend->has_weights) {
+        /* _get_size_per_split_per_dataset: plan ceil(target w) samples of each dataset, build
+         * ceil(ceil(target w) (1 + 0.005)); the blend holds the sum of the planned counts */
+        double weights[GPT_DATA_MAX_PATHS];
+        memcpy(weights, blend->weights, sizeof(double) * (size_t)blend->num_paths);
+        if (blend_normalize_weights(weights, blend->num_paths) != 0)
+            user_error("%s: the weights must be positive", origin);
+        int64_t size = 0;
+        for (int i = 0; i < blend->num_paths; i++) {
+            size += blend_component_target(weights[i], target);
+            build_split_part(ds, cfg, &view->parts[i], split, origin,
+                             blend_component_samples(weights[i], target), comm);
+        }
+        build_blend(ds, cfg, view, split, weights, size, comm);
+    } else {
+        /* one epoch of each; weights are their lengths; size min(target, their sum) */
+        double weights[GPT_DATA_MAX_PATHS];
+        int64_t total = 0;
+        for (int i = 0; i < blend->num_paths; i++) {
+            build_split_part(ds, cfg, &view->parts[i], split, origin, -1, comm);
+            weights[i] = (double)view->parts[i].num_samples;
+            total += view->parts[i].num_samples;
+        }
+        build_blend(ds, cfg, view, split, weights, target < total ? target : total, comm);
+    }
+}
+
 gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm) {
-    if (cfg->num_paths < 1 || cfg->num_paths > GPT_DATA_MAX_PATHS)
-        user_error("--data-path: between 1 and %d corpora expected", GPT_DATA_MAX_PATHS);
     if (cfg->seq_length < 1) user_error("--seq-length must be positive for the GPT dataset");
+    if (cfg->seed > 0xffffffffull)
+        user_error("--seed %llu: the dataset's numpy RandomState takes seeds in [0, 2^32)",
+                   (unsigned long long)cfg->seed);
     gpt_datasets *ds = calloc(1, sizeof *ds);
     CHECK(ds, "out of memory");
-    ds->num_corpora = cfg->num_paths;
     ds->seq_length = cfg->seq_length;
     ds->eod = -1;
-    for (int i = 0; i < cfg->num_paths; i++) {
-        corpus *c = &ds->corpora[i];
-        open_corpus(c, cfg->paths[i]);
-        int eod = c->h5 ? (int)c->h5->meta.eod_id : -1;
-        int vocab = c->h5 ? (int)c->h5->meta.vocab_size : 0;
-        if (i > 0 && ((eod >= 0 && ds->eod >= 0 && eod != ds->eod) ||
-                      (vocab > 0 && ds->vocab_size > 0 && vocab != ds->vocab_size)))
-            user_error("--data-path: %s has eod %d and vocabulary %d, but %s has %d and %d "
-                       "(corpora from different tokenizers cannot be blended)", c->path, eod,
-                       vocab, ds->corpora[0].path, ds->eod, ds->vocab_size);
-        if (eod >= 0) ds->eod = eod;
-        if (vocab > 0) ds->vocab_size = vocab;
+    int64_t ranges[GPT_DATA_MAX_PATHS][2];
+
+    if (cfg->per_split) {
+        /* each split from its own blend, over all of each corpus's documents */
+        static const char *const flags[GPT_DATA_SPLITS] = {"--train-data-path", "--valid-data-path",
+                                                           "--test-data-path"};
+        for (int split = 0; split < GPT_DATA_SPLITS; split++) {
+            const gpt_blend *blend = &cfg->split_blends[split];
+            if (blend->num_paths == 0 || cfg->num_samples[split] <= 0) continue;
+            for (int i = 0; i < blend->num_paths; i++) {
+                ranges[i][0] = 0;
+                ranges[i][1] = corpus_of(ds, blend->paths[i])->num_documents;
+            }
+            build_split(ds, cfg, blend, split, ranges, blend->num_paths == 1, flags[split], comm);
+        }
+        return ds;
     }
 
-    double weights[GPT_DATA_MAX_PATHS];
-    for (int i = 0; i < cfg->num_paths; i++)
-        weights[i] = cfg->has_weights ? cfg->weights[i] : (double)ds->corpora[i].num_tokens;
-    if (blend_normalize_weights(weights, cfg->num_paths) != 0)
-        user_error("--data-path: the weights must be non-negative with a positive sum");
-
+    const gpt_blend *blend = &cfg->blend;
+    if (blend->num_paths < 1 || blend->num_paths > GPT_DATA_MAX_PATHS)
+        user_error("--data-path: between 1 and %d corpora expected", GPT_DATA_MAX_PATHS);
     const char *split_string = cfg->split ? cfg->split : "969, 30, 1";
     int64_t bounds[GPT_DATA_MAX_PATHS][GPT_DATA_SPLITS + 1];
-    for (int i = 0; i < cfg->num_paths; i++)
-        split_ranges(split_string, ds->corpora[i].num_documents, bounds[i]);
-
+    int present[GPT_DATA_SPLITS];
+    for (int i = 0; i < blend->num_paths; i++)
+        gpt_split_bounds(split_string, corpus_of(ds, blend->paths[i])->num_documents, bounds[i],
+                         present);
+    char origin[600];
+    snprintf(origin, sizeof origin, "--split %s", split_string);
     for (int split = 0; split < GPT_DATA_SPLITS; split++) {
-        split_view *view = &ds->splits[split];
-        int64_t target = cfg->num_samples[split];
-        for (int i = 0; i < cfg->num_paths; i++) {
-            view->parts[i].c = &ds->corpora[i];
-            view->parts[i].first = bounds[i][split];
-            view->parts[i].last = bounds[i][split + 1];
+        for (int i = 0; i < blend->num_paths; i++) {
+            ranges[i][0] = ds->splits[split].parts[i].first = bounds[i][split];
+            ranges[i][1] = ds->splits[split].parts[i].last = bounds[i][split + 1];
         }
-        if (target <= 0) continue;
-        view->count = cfg->num_paths;
-        for (int i = 0; i < cfg->num_paths; i++) {
-            split_part *part = &view->parts[i];
-            if (cfg->num_paths > 1 && weights[i] == 0) continue;
-            int64_t samples = cfg->num_paths == 1 ? target
-                                                  : blend_component_samples(weights[i], target);
-            build_split_part(ds, cfg, part, split, split_string, samples, comm);
-        }
-        if (cfg->num_paths == 1) {
-            view->size = view->parts[0].num_samples;  /* a lone GPTDataset: all its samples */
-            continue;
-        }
-        view->size = target;
-        char description[4096 + 64 * GPT_DATA_MAX_PATHS * 2];
-        int at = snprintf(description, sizeof description, "BlendedDataset v1\nsplit=%s\nsize=%lld\n",
-                          split_names[split], (long long)target);
-        for (int i = 0; i < cfg->num_paths && at < (int)sizeof description - 128; i++)
-            at += snprintf(description + at, sizeof description - (size_t)at,
-                           "weight=%.17g corpus=%016llx range=[%lld,%lld)\n", weights[i],
-                           (unsigned long long)ds->corpora[i].lengths_hash,
-                           (long long)view->parts[i].first, (long long)view->parts[i].last);
-        blend_build b = {weights, cfg->num_paths, target};
-        index_cache_get(cfg->cache_path, "blend_indices", description, build_blend_arrays, &b,
-                        &view->blend, comm, &ds->stats, cfg->verbose);
-        for (int64_t k = 0; k < target; k++) {
-            int64_t d = view->blend.data[0][k];
-            CHECK(d >= 0 && d < cfg->num_paths &&
-                  view->blend.data[1][k] < view->parts[d].num_samples,
-                  "blend index %lld points past dataset %lld", (long long)k, (long long)d);
-        }
+        if (!present[split] || cfg->num_samples[split] <= 0) continue;
+        build_split(ds, cfg, blend, split, ranges, blend->num_paths == 1 && !blend->has_weights,
+                    origin, comm);
     }
-    ds->scratch = NULL;
     return ds;
 }
 
@@ -328,7 +429,7 @@ void gpt_dataset_sample(gpt_datasets *ds, int split, int64_t index, int32_t *tok
     const split_view *view = &ds->splits[split];
     CHECK(index >= 0 && index < view->size, "%s sample %lld out of [0, %lld)", split_names[split],
           (long long)index, (long long)view->size);
-    if (view->count == 1) {
+    if (!view->blended) {
         read_part_sample(&view->parts[0], ds->seq_length, index, tokens);
         return;
     }
@@ -338,7 +439,7 @@ void gpt_dataset_sample(gpt_datasets *ds, int split, int64_t index, int32_t *tok
 
 int gpt_dataset_sample_source(const gpt_datasets *ds, int split, int64_t index) {
     const split_view *view = &ds->splits[split];
-    return view->count > 1 ? (int)view->blend.data[0][index] : 0;
+    return view->blended ? (int)view->blend.data[0][index] : 0;
 }
 
 void gpt_dataset_document_range(const gpt_datasets *ds, int path_index, int split,

@@ -6,7 +6,8 @@
  * Sample i of a split is a pure function of (corpora, split, seq_length, seed, samples
  * requested), whatever the number of ranks: any rank can read any sample, and reads only the
  * token ranges of the samples it asks for. Index arrays are cached in --data-cache-path.
- * Orders differ from Megatron's Python (own RNG, see dataset_index.h); the logic is the same.
+ * Sample i equals Megatron-Core's (BlendedMegatronDatasetBuilder, GPTDataset, BlendedDataset)
+ * for the same corpora, flags and seed: numpy's RandomState is reproduced (numpy_random.h).
  *
  * For a .bin/.idx corpus, GPT documents are its sequences (as in Megatron); for our HDF5
  * corpus, they are the documents (sentence boundaries are ignored). */
@@ -21,11 +22,18 @@
 
 enum { GPT_DATA_MAX_PATHS = 64, GPT_DATA_SPLITS = 3 };
 
-typedef struct gpt_data_config {
+/* one blend: prefixes with optional weights (Megatron's (prefixes, weights) tuple) */
+typedef struct gpt_blend {
     int num_paths;
     const char *paths[GPT_DATA_MAX_PATHS];  /* prefixes (or CORPUS.h5 paths) */
     double weights[GPT_DATA_MAX_PATHS];     /* used when has_weights */
-    int has_weights;                        /* 0: weights proportional to corpus tokens */
+    int has_weights;                        /* 0: each corpus weighs its number of samples */
+} gpt_blend;
+
+typedef struct gpt_data_config {
+    gpt_blend blend;                        /* --data-path, split by --split */
+    int per_split;                          /* 1: split_blends instead (blend_per_split) */
+    gpt_blend split_blends[GPT_DATA_SPLITS];/* --train/valid/test-data-path (num_paths 0: none) */
     const char *split;                      /* "949,50,1"; NULL: Megatron's "969, 30, 1" */
     int seq_length;
     uint64_t seed;
@@ -34,10 +42,19 @@ typedef struct gpt_data_config {
     int verbose;                            /* rank 0 prints what it builds or loads */
 } gpt_data_config;
 
-/* Fills paths (and weights) from Megatron's --data-path words: "PREFIX" or
- * "W1 PREFIX1 W2 PREFIX2 ...". The pointers point into words. Returns 0, or -1 with err. */
-int gpt_data_config_set_paths(gpt_data_config *cfg, int count, char *const *words, char *err,
-                              size_t errlen);
+/* Fills a blend from Megatron's --data-path words as get_blend_from_list reads them:
+ * "W1 PREFIX1 W2 PREFIX2 ..." when the count is even and every other word is a number,
+ * otherwise "PREFIX1 PREFIX2 ..." without weights. The pointers point into words.
+ * Returns 0, or -1 with err. */
+int gpt_blend_set_paths(gpt_blend *blend, int count, char *const *words, char *err,
+                        size_t errlen);
+
+/* Megatron's split boundaries (parse_and_normalize_split, convert_split_vector_to_split_matrix,
+ * int(round(bookend * documents))): bounds[s] .. bounds[s + 1] for split s; present[s] = 0
+ * when the split has no weight (Megatron builds no dataset for it). Ends the job through
+ * user_error on a malformed --split. */
+void gpt_split_bounds(const char *split, int64_t documents, int64_t bounds[GPT_DATA_SPLITS + 1],
+                      int present[GPT_DATA_SPLITS]);
 
 /* Megatron's sample counts: train = train_iters * global_batch; valid = (train_iters /
  * eval_interval + 1) * eval_iters * global_batch; test = eval_iters * global_batch */
@@ -50,7 +67,9 @@ typedef struct gpt_datasets gpt_datasets;
  * --split or weight) ends the job through user_error() naming the file and the problem. */
 gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm);
 
-/* samples available in a split (>= the number requested; 0 when none were requested) */
+/* samples available in a split (>= the number requested, except for an unweighted blend,
+ * which holds one epoch of each corpus at most; 0 when none were requested or the split has no
+ * dataset) */
 int64_t gpt_dataset_num_samples(gpt_datasets *ds, int split);
 
 /* tokens[0 .. seq_length] of sample `index` of `split` */
@@ -61,7 +80,7 @@ void gpt_dataset_sample(gpt_datasets *ds, int split, int64_t index, int32_t *tok
 int gpt_datasets_eod(const gpt_datasets *ds);
 int gpt_datasets_vocab_size(const gpt_datasets *ds);
 
-/* first and last+1 document of corpus `path_index` in `split` (for tests and logs) */
+/* first and last+1 document of corpus `path_index` of the split's blend (tests and logs) */
 void gpt_dataset_document_range(const gpt_datasets *ds, int path_index, int split,
                                 int64_t *first, int64_t *last);
 

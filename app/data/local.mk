@@ -5,4 +5,5 @@ app_data_libdata_a_SOURCES = \
 	app/data/gpt_dataset.c app/data/gpt_dataset.h \
 	app/data/blended_dataset.c app/data/blended_dataset.h \
 	app/data/dataset_index.c app/data/dataset_index.h \
+	app/data/numpy_random.c app/data/numpy_random.h \
 	app/data/mock_data.c app/data/mock_data.h

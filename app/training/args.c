@@ -51,7 +51,8 @@ static const option_spec specs[] = {
 
     {"micro-batch-size", "training", OPTION_INT, AT(micro_batch_size), .range = "[1, inf)", .flags = OPTION_REQUIRED, .help = "samples per micro-batch per data-parallel rank"},
     {"global-batch-size", "training", OPTION_INT, AT(global_batch_size), .range = "[1, inf)", .help = "samples per iteration (default micro batch * data-parallel size)"},
-    {"train-iters", "training", OPTION_INT64, AT(train_iters), .range = "[1, inf)", .flags = OPTION_REQUIRED, .help = "iterations to train"},
+    {"train-iters", "training", OPTION_INT64, AT(train_iters), .range = "[1, inf)", .help = "iterations to train (or --train-samples)"},
+    {"train-samples", "training", OPTION_INT64, AT(train_samples), .range = "[1, inf)", .help = "samples to train on (sample-based training: iterations = samples / global batch)"},
 
     {"seed", "initialization", OPTION_UINT64, AT(seed), "1234", .help = "random seed (initialization, dropout, data order)"},
     {"init-method-std", "initialization", OPTION_FLOAT, AT(init_method_std), "0.02", .range = "(0, inf)", .help = "standard deviation of the normal initialization"},
@@ -62,12 +63,19 @@ static const option_spec specs[] = {
     {"lr-warmup-iters", "learning rate", OPTION_INT64, AT(lr_warmup_iters), "0", .range = "[0, inf)", .help = "linear warm-up iterations"},
     {"lr-warmup-fraction", "learning rate", OPTION_FLOAT, AT(lr_warmup_fraction), .range = "[0, 1]", .help = "warm-up as a fraction of --lr-decay-iters"},
     {"lr-decay-iters", "learning rate", OPTION_INT64, AT(lr_decay_iters), .range = "[1, inf)", .help = "iterations to decay over (default train iters)"},
+    {"lr-warmup-samples", "learning rate", OPTION_INT64, AT(lr_warmup_samples), "0", .range = "[0, inf)", .help = "linear warm-up samples (with --train-samples)"},
+    {"lr-decay-samples", "learning rate", OPTION_INT64, AT(lr_decay_samples), .range = "[1, inf)", .help = "samples to decay over (with --train-samples; default train samples)"},
 
     {"eval-interval", "validation", OPTION_INT64, AT(eval_interval), "1000", .range = "[1, inf)", .help = "evaluate on the validation split every N iterations"},
     {"eval-iters", "validation", OPTION_INT64, AT(eval_iters), "100", .range = "[0, inf)", .help = "iterations (global batches) per evaluation"},
 
     {"mock-data", "data and dataloader", OPTION_FLAG, AT(mock_data), .help = "deterministic synthetic tokens from the seed"},
     {"data-path", "data and dataloader", OPTION_LIST, AT(data_path), .metavar = "[W] PREFIX ...", .help = "corpus prefix(es), optionally weighted: PREFIX or W1 PREFIX1 W2 PREFIX2 ... (PREFIX.h5 or PREFIX.bin/.idx)"},
+    {"train-data-path", "data and dataloader", OPTION_LIST, AT(train_data_path), .metavar = "[W] PREFIX ...", .help = "the training split's own corpora (instead of --data-path and --split)"},
+    {"valid-data-path", "data and dataloader", OPTION_LIST, AT(valid_data_path), .metavar = "[W] PREFIX ...", .help = "the validation split's own corpora"},
+    {"test-data-path", "data and dataloader", OPTION_LIST, AT(test_data_path), .metavar = "[W] PREFIX ...", .help = "the test split's own corpora"},
+    {"per-split-data-args-path", "data and dataloader", OPTION_STRING, AT(per_split_data_args_path), .help = "JSON file {\"train\": [...], \"valid\": [...], \"test\": [...]} of per-split --data-path lists"},
+    {"print-sample", "data and dataloader", OPTION_STRING, AT(print_sample), .metavar = "SPLIT:I[-J]", .help = "print the token ids of samples I..J of SPLIT (train, valid, test), global indices as Megatron's GPTDataset/BlendedDataset number them, and exit"},
     {"split", "data and dataloader", OPTION_STRING, AT(split), "969, 30, 1", .metavar = "A,B,C", .help = "train, validation, test proportions of the documents"},
     {"data-cache-path", "data and dataloader", OPTION_STRING, AT(data_cache_path), .help = "directory for the built dataset indices"},
     {"tokenizer-type", "data and dataloader", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer|HuggingFaceTokenizer|Llama2Tokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer", .help = "tokenizer of the corpus (gives the vocabulary size; default GPT2BPETokenizer when --vocab-file and --merge-file are given)"},
@@ -78,7 +86,8 @@ static const option_spec specs[] = {
     {"num-workers", "data and dataloader", OPTION_INT, .range = "[0, inf)", .flags = OPTION_NO_EFFECT, .help = "there are no dataloader worker processes: each rank reads its own samples (HDF5 hyperslabs or mmapped .bin)"},
     {"no-mmap-bin-files", "data and dataloader", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "Megatron .bin files are always mmapped here; the tokens read are the same either way"},
     {"no-create-attention-mask-in-dataloader", "data and dataloader", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "no attention mask is ever built: attention is causal by construction"},
-    {"step-batch-size-schedule", "data and dataloader", OPTION_STRING, .metavar = "\"T:BS ...\"", .flags = OPTION_REFUSED, .help = "step-wise batch-size schedules are not supported yet; use a constant --global-batch-size (or --rampup-batch-size START INCR SAMPLES)"},
+    {"step-batch-size-schedule", "data and dataloader", OPTION_STRING, .metavar = "\"T:BS ...\"", .flags = OPTION_REFUSED, .help = "step-wise batch-size schedules are not supported yet; use a constant --global-batch-size"},
+    {"rampup-batch-size", "data and dataloader", OPTION_STRING, .metavar = "START INCR SAMPLES", .flags = OPTION_REFUSED, .help = "batch-size ramp-up is not supported yet (current Megatron-LM replaced it with --step-batch-size-schedule); use a constant --global-batch-size"},
 
     {"save", "checkpointing", OPTION_STRING, AT(save), .help = "directory to save checkpoints in (one parallel-HDF5 file each)"},
     {"load", "checkpointing", OPTION_STRING, AT(load), .help = "directory to load the latest checkpoint from (resharded to this run's layout)"},
@@ -279,14 +288,29 @@ static int validate_parallel(check_state *st, args *a, int world_size) {
 /* fill derived values and check the combinations (each value alone was checked against the
  * table); every message names the flags involved */
 static int validate(check_state *st, args *a, int world_size) {
-    if (!a->mock_data && !a->data_path[0]) return error_format(st->err, st->errlen, "no data source: pass --data-path PREFIX (or --mock-data)");
-    if (a->mock_data && a->data_path[0]) return error_format(st->err, st->errlen, "--mock-data and --data-path cannot both be given");
+    int per_split = a->train_data_path[0] || a->valid_data_path[0] || a->test_data_path[0] || a->per_split_data_args_path[0];
+    if (a->data_path[0] && per_split)
+        return error_format(st->err, st->errlen, "--data-path cannot be combined with --train-data-path/--valid-data-path/--test-data-path/--per-split-data-args-path");
+    if (a->per_split_data_args_path[0] && (a->train_data_path[0] || a->valid_data_path[0] || a->test_data_path[0]))
+        return error_format(st->err, st->errlen, "--per-split-data-args-path cannot be combined with --train-data-path/--valid-data-path/--test-data-path");
+    int real_data = a->data_path[0] || per_split;
+    if (!a->mock_data && !real_data) return error_format(st->err, st->errlen, "no data source: pass --data-path PREFIX (or --mock-data)");
+    if (a->mock_data && real_data) return error_format(st->err, st->errlen, "--mock-data and --data-path cannot both be given");
+    if (a->print_sample[0] && !real_data) return error_format(st->err, st->errlen, "--print-sample needs --data-path (or the per-split data paths)");
+    if (!given(st, "train-iters") && !given(st, "train-samples"))
+        return error_format(st->err, st->errlen, "--train-iters is required (or --train-samples for sample-based training)");
+    if (given(st, "train-iters") && given(st, "train-samples"))
+        return error_format(st->err, st->errlen, "--train-iters and --train-samples cannot both be given");
+    if (!a->train_samples && (given(st, "lr-warmup-samples") || given(st, "lr-decay-samples")))
+        return error_format(st->err, st->errlen, "--lr-warmup-samples and --lr-decay-samples need --train-samples (sample-based training)");
+    if (a->train_samples && (given(st, "lr-warmup-iters") || given(st, "lr-decay-iters")))
+        return error_format(st->err, st->errlen, "--lr-warmup-iters and --lr-decay-iters need --train-iters; with --train-samples use --lr-warmup-samples and --lr-decay-samples");
     if (a->mock_data && !given(st, "vocab-size")) return error_format(st->err, st->errlen, "--vocab-size is required with --mock-data");
     /* Megatron's GPT-3 example gives --vocab-file and --merge-file without a --tokenizer-type:
      * they name GPT-2's BPE */
     if (!a->tokenizer_type[0] && a->vocab_file[0] && a->merge_file[0])
         snprintf(a->tokenizer_type, sizeof a->tokenizer_type, "GPT2BPETokenizer");
-    if (a->data_path[0] && !a->tokenizer_type[0] && !given(st, "vocab-size"))
+    if (real_data && !a->tokenizer_type[0] && !given(st, "vocab-size"))
         return error_format(st->err, st->errlen, "--data-path needs --tokenizer-type (with --vocab-file/--merge-file) or --vocab-size");
     if (!strcmp(a->tokenizer_type, "GPT2BPETokenizer") && (!a->vocab_file[0] || !a->merge_file[0]))
         return error_format(st->err, st->errlen, "--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
@@ -331,14 +355,26 @@ static int validate(check_state *st, args *a, int world_size) {
 
     if (a->min_lr < 0 || a->min_lr > a->lr)
         return error_format(st->err, st->errlen, "--min-lr %g must be between 0 and --lr %g", a->min_lr, a->lr);
-    if (!given(st, "lr-decay-iters")) a->lr_decay_iters = a->train_iters;
+    if (a->train_samples) {
+        /* update_train_iters needs the global batch: the lr fields are filled after it */
+    } else if (!given(st, "lr-decay-iters")) {
+        a->lr_decay_iters = a->train_iters;
+    }
     if (given(st, "lr-warmup-fraction") && given(st, "lr-warmup-iters"))
         return error_format(st->err, st->errlen, "--lr-warmup-fraction and --lr-warmup-iters cannot both be given");
-    if (given(st, "lr-warmup-fraction"))
+    if (given(st, "lr-warmup-fraction") && given(st, "lr-warmup-samples"))
+        return error_format(st->err, st->errlen, "--lr-warmup-fraction and --lr-warmup-samples cannot both be given");
+    if (a->train_samples) {
+        if (!given(st, "lr-decay-samples")) a->lr_decay_samples = a->train_samples;
+        if (given(st, "lr-warmup-fraction"))
+            a->lr_warmup_samples = (int64_t)(a->lr_warmup_fraction * (double)a->lr_decay_samples);
+        if (a->lr_warmup_samples > a->lr_decay_samples)
+            return error_format(st->err, st->errlen, "--lr-warmup-samples %lld exceeds --lr-decay-samples %lld",
+                                (long long)a->lr_warmup_samples, (long long)a->lr_decay_samples);
+    } else if (given(st, "lr-warmup-fraction"))
         a->lr_warmup_iters = (int64_t)(a->lr_warmup_fraction * (double)a->lr_decay_iters);
-    else
-        a->lr_warmup_fraction = -1;
-    if (a->lr_warmup_iters > a->lr_decay_iters)
+    if (!given(st, "lr-warmup-fraction")) a->lr_warmup_fraction = -1;
+    if (!a->train_samples && a->lr_warmup_iters > a->lr_decay_iters)
         return error_format(st->err, st->errlen, "--lr-warmup-iters %lld exceeds --lr-decay-iters %lld",
                     (long long)a->lr_warmup_iters, (long long)a->lr_decay_iters);
 
@@ -350,6 +386,13 @@ static int validate(check_state *st, args *a, int world_size) {
         return error_format(st->err, st->errlen, "--global-batch-size %d is not a multiple of --micro-batch-size %d x data-parallel size %d (= %d)",
                     a->global_batch_size, a->micro_batch_size, a->data_parallel_size, per_step);
     a->num_micro_batches = a->global_batch_size / per_step;
+    if (a->train_samples) {
+        /* Megatron's update_train_iters (constant batch size) */
+        a->train_iters = a->train_samples / a->global_batch_size;
+        if (a->train_iters < 1)
+            return error_format(st->err, st->errlen, "--train-samples %lld is less than one global batch (%d)",
+                                (long long)a->train_samples, a->global_batch_size);
+    }
     if (a->virtual_pipeline_model_parallel_size > 1 && a->num_micro_batches % a->pipeline_model_parallel_size != 0)
         return error_format(st->err, st->errlen, "the interleaved schedule needs the number of micro-batches (%d = --global-batch-size %d / (--micro-batch-size %d x data-parallel size %d)) to be a multiple of --pipeline-model-parallel-size %d",
                     a->num_micro_batches, a->global_batch_size, a->micro_batch_size, a->data_parallel_size,

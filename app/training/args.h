@@ -52,7 +52,8 @@ typedef struct args {
     /* training */
     int micro_batch_size;
     int global_batch_size;        /* default micro_batch_size * data-parallel size */
-    int64_t train_iters;
+    int64_t train_iters;          /* derived from --train-samples when that is given */
+    int64_t train_samples;        /* 0: iteration-based (--train-iters) */
 
     /* initialization */
     uint64_t seed;
@@ -65,6 +66,8 @@ typedef struct args {
     int64_t lr_warmup_iters;
     float lr_warmup_fraction;     /* < 0 when not given */
     int64_t lr_decay_iters;       /* default train_iters */
+    int64_t lr_warmup_samples;    /* sample-based schedule (with --train-samples) */
+    int64_t lr_decay_samples;     /* default train_samples */
 
     /* validation */
     int64_t eval_interval;
@@ -73,6 +76,11 @@ typedef struct args {
     /* data */
     int mock_data;
     char data_path[4096];         /* "PREFIX" or "W1 PREFIX1 W2 PREFIX2 ..." (Megatron's nargs) */
+    char train_data_path[4096];   /* per-split blends (Megatron's blend_per_split) */
+    char valid_data_path[4096];
+    char test_data_path[4096];
+    char per_split_data_args_path[ARGS_PATH_MAX]; /* JSON {"train": ..., "valid": ..., "test": ...} */
+    char print_sample[64];        /* SPLIT:I[-J]: print those samples' token ids and exit */
     char split[64];
     char data_cache_path[ARGS_PATH_MAX];
     char tokenizer_type[32];

@@ -46,6 +46,7 @@ static void put_args(checkpoint_file *f, const trainer *t) {
 static void put_scalar_state(checkpoint_file *f, const trainer *t) {
     const args *a = t->args;
     put_args(f, t);
+    checkpoint_put_int(f, "/", "consumed_valid_samples", t->consumed_valid_samples);
     checkpoint_put_int(f, "/rng", "seed", (int64_t)t->model.config.seed);
     checkpoint_put_int(f, "/lr_scheduler", "num_steps", t->iteration);
     checkpoint_put_double(f, "/lr_scheduler", "max_lr", t->lr.max_lr);
@@ -128,6 +129,14 @@ static void load_progress(checkpoint_file *f, trainer *t) {
         user_error("%s lacks the iteration or consumed_train_samples attribute", f->path);
     t->iteration = stored_iteration;
     t->consumed_samples = consumed;
+    /* a checkpoint without it (older ones) loads 0; then Megatron's backward compatibility:
+     * the evaluations an unbroken iteration-based run would have made so far */
+    int64_t consumed_valid = 0;
+    if (checkpoint_get_int(f, "/", "consumed_valid_samples", &consumed_valid) != 0) consumed_valid = 0;
+    const args *a = t->args;
+    if (stored_iteration > 0 && consumed_valid == 0 && !a->train_samples && a->eval_interval > 0)
+        consumed_valid = stored_iteration / a->eval_interval * a->eval_iters * a->global_batch_size;
+    t->consumed_valid_samples = consumed_valid;
     if (!t->args->no_load_rng) {
         int64_t seed;
         if (checkpoint_get_int(f, "/rng", "seed", &seed) != 0) user_error("%s lacks /rng/seed (pass --no-load-rng)", f->path);

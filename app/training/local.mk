@@ -4,8 +4,10 @@ noinst_LIBRARIES += app/training/libtraining.a
 app_training_libtraining_a_SOURCES = \
 	app/training/args.c app/training/args.h \
 	app/training/training.c app/training/training.h \
+	app/training/data_setup.c app/training/data_setup.h \
 	app/training/train_log.c app/training/train_log.h \
 	app/training/pipeline_schedule.c app/training/pipeline_schedule.h \
 	app/training/exit_signal.c app/training/exit_signal.h \
 	app/training/param_dump.c app/training/param_dump.h \
 	app/training/checkpointing.c app/training/checkpointing.h
+app_training_libtraining_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)

@@ -10,6 +10,7 @@
 
 #include "app/training/training.h"
 #include "app/training/checkpointing.h"
+#include "app/training/data_setup.h"
 #include "app/core/error.h"
 #include "app/training/exit_signal.h"
 #include "app/data/mock_data.h"
@@ -54,33 +55,21 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     return c;
 }
 
-/* open --data-path: Megatron's GPT datasets over our HDF5 corpora or .bin/.idx files */
+/* open the corpora: Megatron's GPT datasets over our HDF5 corpora or .bin/.idx files */
 static void open_datasets(trainer *t, const args *a) {
-    gpt_data_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    t->data_words = strdup(a->data_path);
-    char *words[2 * GPT_DATA_MAX_PATHS + 1];
-    int count = 0;
-    for (char *save = NULL, *w = strtok_r(t->data_words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
-        if (count == 2 * GPT_DATA_MAX_PATHS) user_error("--data-path lists more than %d corpora", GPT_DATA_MAX_PATHS);
-        words[count++] = w;
-    }
-    char err[1024];
-    if (gpt_data_config_set_paths(&cfg, count, words, err, sizeof err)) user_error("--data-path: %s", err);
-    cfg.split = a->split;
-    cfg.seq_length = a->seq_length;
-    cfg.seed = a->seed;
-    /* training and validation read their splits; nothing reads the test split yet */
-    for (int split = SPLIT_TRAIN; split <= SPLIT_VALID; split++)
-        cfg.num_samples[split] = gpt_data_samples_needed(split, a->train_iters, a->global_batch_size,
-                                                         a->eval_interval, a->eval_iters);
-    cfg.cache_path = a->data_cache_path[0] ? a->data_cache_path : NULL;
-    cfg.verbose = t->topo.world_rank == 0;
-    t->data = gpt_datasets_open(&cfg, MPI_COMM_WORLD);
+    t->data = data_setup_open(a, t->topo.world_rank == 0, 0, MPI_COMM_WORLD, &t->data_words);
     int corpus_vocab = gpt_datasets_vocab_size(t->data);
     if (corpus_vocab > a->padded_vocab_size)
         user_error("the corpus in --data-path has a vocabulary of %d tokens but the model's is %d (padded %d): "
                    "check --tokenizer-type / --vocab-size", corpus_vocab, a->vocab_size, a->padded_vocab_size);
+    if (a->eval_iters > 0 && gpt_dataset_num_samples(t->data, SPLIT_VALID) == 0 && t->topo.world_rank == 0)
+        printf("> no validation dataset (--split gives it no weight): no evaluation\n");
+    int64_t needed[GPT_DATA_SPLITS];
+    data_setup_num_samples(a, needed);
+    if (gpt_dataset_num_samples(t->data, SPLIT_TRAIN) < needed[SPLIT_TRAIN])
+        user_error("the train split holds %lld samples, fewer than the %lld this run trains on (an unweighted "
+                   "blend holds one epoch of each corpus: give weights, or train on fewer samples)",
+                   (long long)gpt_dataset_num_samples(t->data, SPLIT_TRAIN), (long long)needed[SPLIT_TRAIN]);
 }
 
 /* the topology's process groups, for attaching and detaching the communication backend */
@@ -148,7 +137,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     comm_group *groups[8];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
-    if (a->data_path[0]) open_datasets(t, a);
+    if (!a->mock_data) open_datasets(t, a);
     gpt_config config = config_from_args(a, &t->topo);
     gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
     data_parallel_options ddp = {a->use_distributed_optimizer, a->overlap_grad_reduce, a->overlap_param_gather};
@@ -160,8 +149,9 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
                      a->adam_eps, a->weight_decay, a->clip_grad);
     t->lr.max_lr = a->lr;
     t->lr.min_lr = a->min_lr;
-    t->lr.warmup_iters = a->lr_warmup_iters;
-    t->lr.decay_iters = a->lr_decay_iters;
+    /* Megatron's OptimizerParamScheduler: steps are iterations, or samples with --train-samples */
+    t->lr.warmup_iters = a->train_samples ? a->lr_warmup_samples : a->lr_warmup_iters;
+    t->lr.decay_iters = a->train_samples ? a->lr_decay_samples : a->lr_decay_iters;
     t->lr.style = (lr_decay_style)lr_decay_style_from_name(a->lr_decay_style);
     size_t N = (size_t)a->micro_batch_size * (size_t)a->seq_length;
     t->host_tokens = malloc(sizeof(int) * N);
@@ -272,13 +262,26 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     return loss_sum / tokens_in_batch;
 }
 
+/* Megatron's evaluate(): --eval-iters global batches from the one validation iterator, which
+ * goes on where the previous evaluation stopped (consumed_valid_samples, kept in checkpoints) */
 static double evaluate(trainer *t) {
     const args *a = t->args;
     data_parallel_finish_param_gather(&t->dp);
     double total = 0.0;
-    for (int64_t k = 0; k < a->eval_iters; k++)
-        total += run_global_batch(t, SPLIT_VALID, k * a->global_batch_size, 0, 0);
+    for (int64_t k = 0; k < a->eval_iters; k++) {
+        if (t->data && t->consumed_valid_samples + a->global_batch_size > gpt_dataset_num_samples(t->data, SPLIT_VALID))
+            user_error("the validation split is exhausted: %lld samples, %lld consumed, %d more needed (an unweighted "
+                       "blend holds one epoch of each corpus)", (long long)gpt_dataset_num_samples(t->data, SPLIT_VALID),
+                       (long long)t->consumed_valid_samples, a->global_batch_size);
+        total += run_global_batch(t, SPLIT_VALID, t->consumed_valid_samples, 0, 0);
+        t->consumed_valid_samples += a->global_batch_size;
+    }
     return total / (double)a->eval_iters;
+}
+
+/* Megatron's do_valid: --eval-iters > 0 and a validation dataset (--split may give it none) */
+static int do_valid(const trainer *t) {
+    return t->args->eval_iters > 0 && (!t->data || gpt_dataset_num_samples(t->data, SPLIT_VALID) > 0);
 }
 
 /* the model's FLOPs per iteration (perf/metrics/flops.h): GPT is multi-head attention, a GELU
@@ -336,7 +339,7 @@ double trainer_train(trainer *t) {
 
     while (t->iteration < a->train_iters) {
         double start = MPI_Wtime();
-        double lr = lr_at(&t->lr, t->iteration);
+        double lr = lr_at(&t->lr, a->train_samples ? t->consumed_samples : t->iteration);
         model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
         data_parallel_start_iteration(&t->dp);
         double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1);
@@ -394,16 +397,18 @@ double trainer_train(trainer *t) {
             interval_loss = interval_time = 0.0;
             interval_iterations = 0;
         }
-        papi_phases_enter(PHASE_CHECKPOINT);
-        int stop = checkpoint_or_exit(t);
-        papi_phases_enter(PHASE_OTHER);
-        if (stop) break;
-        if (a->eval_iters > 0 && t->iteration % a->eval_interval == 0 && t->iteration < a->train_iters) {
+        /* evaluation, then checkpoint and exit (Megatron's order: a checkpoint counts this
+         * evaluation's validation samples as consumed) */
+        if (do_valid(t) && t->iteration % a->eval_interval == 0) {
             last_validation = evaluate(t);
             char when[64];
             snprintf(when, sizeof when, "at iteration %lld", (long long)t->iteration);
             if (is_logger) train_log_validation(&t->log, t->iteration, when, last_validation);
         }
+        papi_phases_enter(PHASE_CHECKPOINT);
+        int stop = checkpoint_or_exit(t);
+        papi_phases_enter(PHASE_OTHER);
+        if (stop) break;
     }
     data_parallel_finish_param_gather(&t->dp);
     papi_phases_enter(PHASE_CHECKPOINT);
@@ -414,7 +419,7 @@ double trainer_train(trainer *t) {
         papi_collect(t, &rest);
         if (is_logger) train_log_papi_table(&t->papi_totals);
     }
-    if (a->eval_iters > 0 && !t->exited_early) {
+    if (do_valid(t) && !t->exited_early) {
         last_validation = evaluate(t);
         if (is_logger) train_log_validation(&t->log, t->iteration, "at the end of training", last_validation);
     }

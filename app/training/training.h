@@ -25,6 +25,7 @@ typedef struct trainer {
     train_log log;
     int64_t iteration;
     int64_t consumed_samples;
+    int64_t consumed_valid_samples;  /* where the validation iterator stands (Megatron's args) */
     int64_t skipped_iterations, nan_iterations;
     int64_t last_saved_iteration;    /* iteration of the last checkpoint saved or loaded (-1: none) */
     int exited_early;                /* stopped by --exit-interval or the exit signal */

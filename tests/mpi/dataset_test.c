@@ -30,8 +30,8 @@ static uint64_t hash_tokens(const int32_t *t, int n) {
 static gpt_data_config config(const char *path, const char *cache, const char *split) {
     gpt_data_config cfg;
     memset(&cfg, 0, sizeof cfg);
-    cfg.num_paths = 1;
-    cfg.paths[0] = path;
+    cfg.blend.num_paths = 1;
+    cfg.blend.paths[0] = path;
     cfg.split = split;
     cfg.seq_length = seq_length;
     cfg.seed = 1234;
@@ -183,7 +183,7 @@ int main(int argc, char **argv) {
     char *words[4] = {"0.3", a_mmap, "0.7", b_h5};
     gpt_data_config bcfg = config(NULL, cache, "98,2,0");
     char err[256];
-    CHECK(gpt_data_config_set_paths(&bcfg, 4, words, err, sizeof err) == 0, "%s", err);
+    CHECK(gpt_blend_set_paths(&bcfg.blend, 4, words, err, sizeof err) == 0, "%s", err);
     bcfg.num_samples[SPLIT_TRAIN] = 1000;
     bcfg.num_samples[SPLIT_VALID] = 20;
     bcfg.num_samples[SPLIT_TEST] = 0;

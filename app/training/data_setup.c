@@ -1,0 +1,155 @@
+/* data_setup.c: see data_setup.h. */
+#include "app/training/data_setup.h"
+#include "app/core/error.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { STORAGE_BYTES = 1 << 16 };
+
+typedef struct word_store { char *text; size_t used; } word_store;
+
+static char *store(word_store *s, const char *word) {
+    size_t n = strlen(word) + 1;
+    if (s->used + n > STORAGE_BYTES) user_error("the data path lists are too long (over %d bytes)", STORAGE_BYTES);
+    char *at = s->text + s->used;
+    memcpy(at, word, n);
+    s->used += n;
+    return at;
+}
+
+/* a blend from a space-separated flag value (Megatron's nargs='*') */
+static void blend_from_words(gpt_blend *blend, const char *value, const char *flag, word_store *s) {
+    char *words[2 * GPT_DATA_MAX_PATHS + 1], *copy = store(s, value), *save = NULL;
+    int count = 0;
+    for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+        if (count == 2 * GPT_DATA_MAX_PATHS) user_error("%s lists more than %d corpora", flag, GPT_DATA_MAX_PATHS);
+        words[count++] = w;
+    }
+    char err[1024];
+    if (gpt_blend_set_paths(blend, count, words, err, sizeof err)) user_error("%s: %s", flag, err);
+}
+
+/* --per-split-data-args-path: {"train": LIST or STRING, "valid": ..., "test": ...} */
+static void blends_from_json(gpt_blend blends[GPT_DATA_SPLITS], const char *path, word_store *s) {
+    static const char *const keys[GPT_DATA_SPLITS] = {"train", "valid", "test"};
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) user_error("--per-split-data-args-path %s: line %d: %s", path, jerr.line, jerr.text);
+    if (!json_is_object(root)) user_error("--per-split-data-args-path %s: expected a JSON object with train, valid and test", path);
+    for (int split = 0; split < GPT_DATA_SPLITS; split++) {
+        json_t *value = json_object_get(root, keys[split]);
+        if (!value) user_error("--per-split-data-args-path %s: no \"%s\" entry", path, keys[split]);
+        char flag[1200];
+        snprintf(flag, sizeof flag, "--per-split-data-args-path %s (\"%s\")", path, keys[split]);
+        if (json_is_null(value)) continue;
+        if (json_is_string(value)) {
+            blend_from_words(&blends[split], json_string_value(value), flag, s);
+            continue;
+        }
+        if (!json_is_array(value)) user_error("%s: expected a list or a string", flag);
+        char *words[2 * GPT_DATA_MAX_PATHS + 1];
+        int count = 0;
+        size_t i;
+        json_t *item;
+        json_array_foreach(value, i, item) {
+            char number[64];
+            const char *word;
+            if (json_is_string(item)) word = json_string_value(item);
+            else if (json_is_number(item)) { snprintf(number, sizeof number, "%.17g", json_number_value(item)); word = number; }
+            else user_error("%s: item %zu is neither a string nor a number", flag, i);
+            if (count == 2 * GPT_DATA_MAX_PATHS) user_error("%s lists more than %d corpora", flag, GPT_DATA_MAX_PATHS);
+            /* prefixes are stripped (get_blend_from_list) */
+            while (*word == ' ' || *word == '\t' || *word == '\n') word++;
+            char *w = store(s, word);
+            for (size_t n = strlen(w); n > 0 && (w[n - 1] == ' ' || w[n - 1] == '\t' || w[n - 1] == '\n'); n--) w[n - 1] = '\0';
+            words[count++] = w;
+        }
+        char err[1024];
+        if (gpt_blend_set_paths(&blends[split], count, words, err, sizeof err)) user_error("%s: %s", flag, err);
+    }
+    json_decref(root);
+}
+
+void data_setup_num_samples(const args *a, int64_t samples[GPT_DATA_SPLITS]) {
+    samples[SPLIT_TRAIN] = a->train_samples ? a->train_samples : a->train_iters * a->global_batch_size;
+    samples[SPLIT_VALID] = gpt_data_samples_needed(SPLIT_VALID, a->train_iters, a->global_batch_size,
+                                                   a->eval_interval, a->eval_iters);
+    samples[SPLIT_TEST] = gpt_data_samples_needed(SPLIT_TEST, a->train_iters, a->global_batch_size,
+                                                  a->eval_interval, a->eval_iters);
+}
+
+gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Comm comm, char **storage) {
+    gpt_data_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    word_store s = {calloc(1, STORAGE_BYTES), 0};
+    CHECK(s.text, "out of memory");
+    *storage = s.text;
+    if (a->data_path[0]) {
+        blend_from_words(&cfg.blend, a->data_path, "--data-path", &s);
+    } else {
+        cfg.per_split = 1;
+        if (a->per_split_data_args_path[0]) {
+            blends_from_json(cfg.split_blends, a->per_split_data_args_path, &s);
+        } else {
+            const char *values[GPT_DATA_SPLITS] = {a->train_data_path, a->valid_data_path, a->test_data_path};
+            const char *flags[GPT_DATA_SPLITS] = {"--train-data-path", "--valid-data-path", "--test-data-path"};
+            for (int split = 0; split < GPT_DATA_SPLITS; split++)
+                if (values[split][0]) blend_from_words(&cfg.split_blends[split], values[split], flags[split], &s);
+        }
+    }
+    cfg.split = a->split;
+    cfg.seq_length = a->seq_length;
+    cfg.seed = a->seed;
+    data_setup_num_samples(a, cfg.num_samples);
+    /* training evaluates on the validation split only: build the test split when asked */
+    if (!with_test) cfg.num_samples[SPLIT_TEST] = 0;
+    if (a->eval_iters == 0) cfg.num_samples[SPLIT_VALID] = 0;
+    cfg.cache_path = a->data_cache_path[0] ? a->data_cache_path : NULL;
+    cfg.verbose = verbose;
+    return gpt_datasets_open(&cfg, comm);
+}
+
+void data_setup_print_samples(const args *a, MPI_Comm comm) {
+    static const char *const names[GPT_DATA_SPLITS] = {"train", "valid", "test"};
+    char name[16] = "";
+    long long first = -1, last = -1;
+    int fields = sscanf(a->print_sample, "%15[a-z]:%lld-%lld", name, &first, &last);
+    if (fields == 2) last = first;
+    int split = -1;
+    for (int i = 0; i < GPT_DATA_SPLITS; i++)
+        if (!strcmp(name, names[i])) split = i;
+    if (fields < 2 || split < 0 || first < 0 || last < first)
+        user_error("--print-sample %s: expected SPLIT:I or SPLIT:I-J with SPLIT train, valid or test", a->print_sample);
+    int rank;
+    CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    char *storage = NULL;
+    gpt_datasets *ds = data_setup_open(a, 0, split == SPLIT_TEST, comm, &storage);
+    int64_t available = gpt_dataset_num_samples(ds, split);
+    if (last >= available)
+        user_error("--print-sample %s: the %s split has %lld samples for this run's flags", a->print_sample,
+                   names[split], (long long)available);
+    /* every rank reads its share (sample i on rank i mod size), rank 0 prints them in order */
+    int size;
+    CHECK_MPI(MPI_Comm_size(comm, &size));
+    int width = a->seq_length + 1;
+    int32_t *rows = calloc((size_t)size * (size_t)width, sizeof(int32_t));
+    CHECK(rows, "out of memory");
+    for (long long round = first; round <= last; round += size) {
+        long long i = round + rank;
+        int32_t *mine = rows + (size_t)rank * (size_t)width;
+        if (i <= last) gpt_dataset_sample(ds, split, i, mine);
+        CHECK_MPI(MPI_Gather(rank == 0 ? MPI_IN_PLACE : mine, width, MPI_INT32_T, rows, width, MPI_INT32_T, 0, comm));
+        for (int r = 0; rank == 0 && r < size && round + r <= last; r++) {
+            printf("%s %lld:", names[split], round + r);
+            for (int k = 0; k < width; k++) printf(" %d", rows[(size_t)r * (size_t)width + (size_t)k]);
+            printf("\n");
+        }
+    }
+    fflush(stdout);
+    free(rows);
+    gpt_datasets_close(ds);
+    free(storage);
+}

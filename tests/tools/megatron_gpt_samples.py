@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""megatron_gpt_samples.py: an independent reference for the training samples of
+Megatron-Core's GPT datasets, written step by step after megatron/core/datasets
+(blended_megatron_dataset_builder.py, blended_megatron_dataset_config.py, gpt_dataset.py,
+blended_dataset.py, helpers.cpp, utils.py) with numpy.random.RandomState, over Megatron
+.bin/.idx corpora. It prints samples in the format of `pretrain_gpt --print-sample`:
+    SPLIT I: t0 t1 ... tS
+Usage:
+  megatron_gpt_samples.py --seq-length S --seed N --samples TRAIN VALID TEST --split 969,30,1
+      --print SPLIT:I-J (--data-path WORDS... | --train-data-path ... --valid-data-path ...)
+  megatron_gpt_samples.py --split-bounds SPLIT N   (for 1..N documents, one line each:
+      "DOCS: BEG-END BEG-END BEG-END", None for a split Megatron does not build)
+"""
+import argparse
+import functools
+import math
+import re
+import struct
+import sys
+
+import numpy
+
+SPLITS = ["train", "valid", "test"]
+DTYPES = {1: numpy.uint8, 2: numpy.int8, 3: numpy.int16, 4: numpy.int32, 5: numpy.int64,
+          6: numpy.float64, 7: numpy.float32, 8: numpy.uint16}
+
+
+class IndexedDataset:
+    """Megatron's MMIDIDX .idx/.bin pair: sequence lengths and tokens."""
+
+    def __init__(self, prefix):
+        with open(prefix + ".idx", "rb") as f:
+            assert f.read(9) == b"MMIDIDX\x00\x00", prefix
+            (version,) = struct.unpack("<Q", f.read(8))
+            assert version == 1
+            (code,) = struct.unpack("<B", f.read(1))
+            (sequence_count,) = struct.unpack("<Q", f.read(8))
+            (document_count,) = struct.unpack("<Q", f.read(8))
+            self.dtype = DTYPES[code]
+            self.sequence_lengths = numpy.frombuffer(f.read(4 * sequence_count), dtype=numpy.int32)
+            self.sequence_pointers = numpy.frombuffer(f.read(8 * sequence_count), dtype=numpy.int64)
+        self.bin = numpy.memmap(prefix + ".bin", dtype=numpy.uint8, mode="r")
+
+    def get(self, idx, offset=0, length=None):
+        if length is None:
+            length = self.sequence_lengths[idx] - offset
+        size = numpy.dtype(self.dtype).itemsize
+        start = int(self.sequence_pointers[idx]) + int(offset) * size
+        return numpy.frombuffer(self.bin[start:start + int(length) * size].tobytes(), dtype=self.dtype)
+
+
+# ---- utils.py ----------------------------------------------------------------------------
+def normalize(weights):
+    w = numpy.array(weights, dtype=numpy.float64)
+    return (w / numpy.sum(w)).tolist()
+
+
+def get_blend_from_list(blend):
+    if blend is None:
+        return None
+    if len(blend) % 2 == 1:
+        return [b.strip() for b in blend], None
+    weights = []
+    for raw in blend[0::2]:
+        try:
+            weights.append(float(raw))
+        except ValueError:
+            return [b.strip() for b in blend], None
+    return [b.strip() for b in blend[1::2]], weights
+
+
+# ---- blended_megatron_dataset_config.py -------------------------------------------------------
+def parse_and_normalize_split(split):
+    split = list(map(float, re.findall(r"[.0-9]+", split)))
+    split = split + [0.0 for _ in range(3 - len(split))]
+    assert len(split) == 3 and all(s >= 0.0 for s in split)
+    return normalize(split)
+
+
+def convert_split_vector_to_split_matrix(vector):
+    expansion = functools.reduce(lambda a, b: a + [a[len(a) - 1] + b], [[0], *vector])
+    matrix = []
+    for lo, hi in zip(expansion[:-1], expansion[1:]):
+        matrix.append(None if hi <= lo else (lo, hi))
+    return matrix
+
+
+# ---- gpt_dataset.py + helpers.cpp --------------------------------------------------------------
+def build_sample_idx(sizes, document_index, seq_length, num_epochs, tokens_per_epoch, extra=1):
+    num_samples = (num_epochs * tokens_per_epoch - extra) // seq_length
+    sample_idx = numpy.zeros((num_samples + 1, 2), dtype=numpy.int64)
+    index, offset = 0, 0
+    sample_idx[0] = (0, 0)
+    s = 1
+    while s <= num_samples:
+        remaining = seq_length + extra
+        while remaining != 0:
+            length = int(sizes[document_index[index]]) - offset
+            remaining -= length
+            if remaining <= 0:
+                offset += remaining + length - extra
+                remaining = 0
+            else:
+                if index == len(document_index) - 1:
+                    assert s == num_samples
+                    offset = int(sizes[document_index[index]]) - extra
+                    break
+                index += 1
+                offset = 0
+        sample_idx[s] = (index, offset)
+        s += 1
+    return sample_idx
+
+
+def build_document_index(documents, num_epochs, random_state, separate_final_epoch):
+    if not separate_final_epoch or num_epochs == 1:
+        document_index = numpy.mgrid[0:num_epochs, 0:len(documents)][1]
+        document_index[:] = documents
+        document_index = document_index.reshape(-1).astype(numpy.int32)
+        random_state.shuffle(document_index)
+        return document_index
+    first = build_document_index(documents, num_epochs - 1, random_state, False)
+    last = build_document_index(documents, 1, random_state, False)
+    return numpy.concatenate((first, last))
+
+
+def build_shuffle_index(num_samples, total_size, random_state):
+    dtype = numpy.uint32 if total_size < numpy.iinfo(numpy.uint32).max - 1 else numpy.int64
+    first = numpy.arange(0, num_samples, 1, dtype=dtype)
+    random_state.shuffle(first)
+    if num_samples == total_size:
+        return first
+    last = numpy.arange(num_samples, total_size, 1, dtype=dtype)
+    random_state.shuffle(last)
+    return numpy.concatenate((first, last))
+
+
+class GPTDataset:
+    def __init__(self, dataset, indices, num_samples, seq_length, seed):
+        self.dataset, self.indices, self.num_samples = dataset, indices, num_samples
+        self.seq_length = seq_length
+        tokens_per_epoch = int(numpy.sum(dataset.sequence_lengths[indices]))
+        assert tokens_per_epoch > 1, "Megatron would loop forever on a split without tokens"
+        num_epochs = 1
+        if num_samples is not None:
+            tokens, requested = tokens_per_epoch, num_samples * seq_length + 1
+            while tokens < requested:
+                num_epochs += 1
+                tokens += tokens_per_epoch
+        if num_epochs == 1:
+            separate_final_epoch = False
+        else:
+            sans_final = ((num_epochs - 1) * tokens_per_epoch - 1) // seq_length
+            from_final = num_samples - sans_final
+            per_epoch = (tokens_per_epoch - 1) // seq_length
+            assert 0 <= from_final <= per_epoch + 1
+            separate_final_epoch = from_final < int(0.80 * per_epoch)
+        random_state = numpy.random.RandomState(seed)
+        self.document_index = build_document_index(indices, num_epochs, random_state,
+                                                   separate_final_epoch)
+        self.sample_index = build_sample_idx(dataset.sequence_lengths, self.document_index,
+                                             seq_length, num_epochs, tokens_per_epoch)
+        total = self.sample_index.shape[0] - 1
+        first = sans_final if separate_final_epoch else total
+        self.shuffle_index = build_shuffle_index(first, total, random_state)
+
+    def __len__(self):
+        return self.sample_index.shape[0] - 1
+
+    def __getitem__(self, idx):
+        idx = self.shuffle_index[idx]
+        beg, beg_offset = self.sample_index[idx]
+        end, end_offset = self.sample_index[idx + 1]
+        if beg == end:
+            parts = [self.dataset.get(self.document_index[beg], offset=int(beg_offset),
+                                      length=end_offset - beg_offset + 1)]
+        else:
+            parts = []
+            for i in range(beg, end + 1):
+                offset = 0 if i > beg else beg_offset
+                length = None if i < end else end_offset + 1
+                parts.append(self.dataset.get(self.document_index[i], offset=int(offset),
+                                              length=length))
+        text = numpy.concatenate(parts).astype(numpy.int64)
+        assert len(text) == self.seq_length + 1
+        return text
+
+
+# ---- blended_dataset.py + helpers.cpp build_blending_indices -------------------------------------
+class BlendedDataset:
+    def __init__(self, datasets, weights, size):
+        weights = normalize(weights)
+        assert all(w > 0 for w in weights)
+        self.datasets = datasets
+        self.dataset_index = numpy.zeros(size, dtype=numpy.int16)
+        self.dataset_sample_index = numpy.zeros(size, dtype=numpy.int64)
+        current = [0] * len(datasets)
+        for i in range(size):
+            position = max(float(i), 1.0)
+            best, best_error = 0, weights[0] * position - float(current[0])
+            for d in range(1, len(datasets)):
+                error = weights[d] * position - float(current[d])
+                if error > best_error:
+                    best, best_error = d, error
+            self.dataset_index[i] = best
+            self.dataset_sample_index[i] = current[best]
+            current[best] += 1
+        for d, count in enumerate(current):
+            if count > len(datasets[d]):
+                raise IndexError("blend oversamples dataset %d" % d)
+
+    def __len__(self):
+        return len(self.dataset_index)
+
+    def __getitem__(self, idx):
+        return self.datasets[self.dataset_index[idx]][self.dataset_sample_index[idx]]
+
+
+# ---- blended_megatron_dataset_builder.py ----------------------------------------------------------
+def sizes_per_dataset(weights, targets, surplus=0.0):
+    return [[int(math.ceil(math.ceil(t * w) * (1 + surplus))) for t in targets] for w in weights]
+
+
+class Builder:
+    def __init__(self, seq_length, seed, sizes, only):
+        # only: the split to build (each GPTDataset has its own RandomState, so the others
+        # cannot change it; Megatron builds them too, and loops forever on an empty one)
+        self.seq_length, self.seed, self.sizes, self.only = seq_length, seed, sizes, only
+        self.low_level = {}
+
+    def megatron_splits(self, prefix, split, sizes):
+        if prefix not in self.low_level:
+            self.low_level[prefix] = IndexedDataset(prefix)
+        dataset = self.low_level[prefix]
+        n = dataset.sequence_lengths.shape[0]
+        out = []
+        for i in range(3):
+            if split[i] is None or i != self.only:
+                out.append(None)
+                continue
+            beg = int(round(split[i][0] * float(n)))
+            end = int(round(split[i][1] * float(n)))
+            indices = numpy.arange(start=beg, stop=end, step=1, dtype=numpy.int32)
+            out.append(GPTDataset(dataset, indices, sizes[i], self.seq_length, self.seed))
+        return out
+
+    def blend_splits(self, prefixes, weights, split, sizes):
+        if weights is not None:
+            weights = normalize(weights)
+            target = sizes_per_dataset(weights, sizes)
+            buffer = sizes_per_dataset(weights, sizes, surplus=0.005)
+        else:
+            buffer = [[None, None, None] for _ in prefixes]
+        mid = [[], [], []]
+        for p, prefix in enumerate(prefixes):
+            built = self.megatron_splits(prefix, split, buffer[p])
+            for i in range(3):
+                mid[i].append(built[i])
+        out = [None, None, None]
+        for i in range(3):
+            if split[i] is None or i != self.only:
+                continue
+            if weights is not None:
+                size = sum(list(zip(*target))[i])
+                out[i] = BlendedDataset(mid[i], weights, size)
+            else:
+                lengths = [len(d) for d in mid[i]]
+                out[i] = BlendedDataset(mid[i], lengths, min(sizes[i], sum(lengths)))
+        return out
+
+    def build(self, blend, split_string, blend_per_split):
+        if blend is not None:
+            prefixes, weights = blend
+            split = convert_split_vector_to_split_matrix(parse_and_normalize_split(split_string))
+            if len(prefixes) == 1 and weights is None:
+                return self.megatron_splits(prefixes[0], split, self.sizes)
+            return self.blend_splits(prefixes, weights, split, self.sizes)
+        out = [None, None, None]
+        for i in range(3):
+            if blend_per_split[i] is None:
+                continue
+            prefixes, weights = blend_per_split[i]
+            spoof = [None, None, None]
+            spoof[i] = (0.0, 1.0)
+            sizes = [0, 0, 0]
+            sizes[i] = self.sizes[i]
+            if len(prefixes) == 1:
+                out[i] = self.megatron_splits(prefixes[0], spoof, sizes)[i]
+            else:
+                out[i] = self.blend_splits(prefixes, weights, spoof, sizes)[i]
+        return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--split-bounds", nargs=2)
+    parser.add_argument("--seq-length", type=int)
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--samples", type=int, nargs=3)
+    parser.add_argument("--split", default="969, 30, 1")
+    parser.add_argument("--data-path", nargs="*")
+    parser.add_argument("--train-data-path", nargs="*")
+    parser.add_argument("--valid-data-path", nargs="*")
+    parser.add_argument("--test-data-path", nargs="*")
+    parser.add_argument("--print")
+    parser.add_argument("--length", action="store_true", help="print the split's length only")
+    args, _ = parser.parse_known_args()  # the training flags pretrain_gpt also takes
+    if args.split_bounds:
+        split_string, count = args.split_bounds[0], int(args.split_bounds[1])
+        matrix = convert_split_vector_to_split_matrix(parse_and_normalize_split(split_string))
+        for documents in range(1, count + 1):
+            words = []
+            for bookend in matrix:  # _build_megatron_dataset_splits
+                if bookend is None:
+                    words.append("None")
+                else:
+                    words.append("%d-%d" % (int(round(bookend[0] * float(documents))),
+                                            int(round(bookend[1] * float(documents)))))
+            print("%d: %s" % (documents, " ".join(words)))
+        return 0
+    name, span = args.print.split(":")
+    split = SPLITS.index(name)
+    builder = Builder(args.seq_length, args.seed, args.samples, split)
+    if args.data_path:
+        datasets = builder.build(get_blend_from_list(args.data_path), args.split, None)
+    else:
+        datasets = builder.build(None, None, [get_blend_from_list(args.train_data_path),
+                                              get_blend_from_list(args.valid_data_path),
+                                              get_blend_from_list(args.test_data_path)])
+    dataset = datasets[split]
+    if args.length:
+        print(len(dataset))
+        return 0
+    first, _, last = span.partition("-")
+    first, last = int(first), int(last or first)
+    out = sys.stdout
+    for i in range(first, last + 1):
+        out.write("%s %d: %s\n" % (name, i, " ".join(str(int(t)) for t in dataset[i])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
