@@ -37,7 +37,7 @@ EOF2
         mpiexec -n 1 "$bin/pretrain_gpt" --device cuda --num-layers "$layers" --hidden-size "$hidden" \
             --num-attention-heads "$heads" --seq-length 1024 --max-position-embeddings 1024 \
             --tokenizer-type GPT2BPETokenizer --vocab-file "$gpt2/vocab.json" --merge-file "$gpt2/merges.txt" \
-            --mock-data --micro-batch-size 4 --global-batch-size 8 --train-iters "${TRAIN_ITERS:-50}" --lr 3e-4 \
+            --mock-data --vocab-size 50257 --micro-batch-size 4 --global-batch-size 8 --train-iters "${TRAIN_ITERS:-50}" --lr 3e-4 \
             --lr-warmup-iters 5 --eval-iters 0 --log-interval 10 --save "$ck" > "$logdir/train-$name.out" 2>&1
         "$bin/convert_checkpoint" --to-hf --load "$ck" --output "$hf" > "$logdir/export-$name.out" 2>&1
         echo "## $name: trained here for ${TRAIN_ITERS:-50} iterations on mock data, exported to Hugging Face"
