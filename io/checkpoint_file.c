@@ -135,6 +135,22 @@ int checkpoint_get_int(checkpoint_file *f, const char *group, const char *name, 
     return status;
 }
 
+int checkpoint_get_double(checkpoint_file *f, const char *group, const char *name, double *value) {
+    hid_t g = open_group(f, group, 0);
+    if (g < 0) return -1;
+    int status = hdf5_read_scalar_attribute(g, name, H5T_NATIVE_DOUBLE, 1, value);
+    CHECK_HDF5(H5Oclose(g));
+    return status;
+}
+
+char *checkpoint_get_string(checkpoint_file *f, const char *group, const char *name) {
+    hid_t g = open_group(f, group, 0);
+    if (g < 0) return NULL;
+    char *value = hdf5_read_string_attribute(g, name);
+    CHECK_HDF5(H5Oclose(g));
+    return value;
+}
+
 /* ---- tensors ---- */
 
 size_t tensor_part_elements(const tensor_part *part) {

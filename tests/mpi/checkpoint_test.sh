@@ -14,8 +14,10 @@
 #    tensor and both shapes, a corrupt tracker, a missing tracker (start from scratch).
 . "${top_srcdir:-.}/tests/lib.sh"
 VS_DUMP="$top_builddir/tests/tools/checkpoint_vs_dump"
+# (runs that go on from a checkpoint to more --train-iters change the LR decay: they say so)
 MODEL="--args-file $TINY_ARGS --num-layers 4 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1 --eval-iters 0
-       --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16"
+       --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16
+       --override-opt-param-scheduler"
 
 losses() { json_field "$1" train lm_loss; }
 fail_details() { sed 's/^/#   /' "$WORK/err" | tail -5; sed 's/^/#   /' "$WORK/out" | tail -3; }
