@@ -120,3 +120,7 @@ TESTS += tests/unit/train_log_test
 # the cluster acceptance suite's CPU variant (perf/accept/accept --machine cpu --quick)
 TESTS += tests/mpi/accept_test.sh
 EXTRA_DIST += tests/mpi/accept_test.sh
+# robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
+# fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
+TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh
+EXTRA_DIST += tests/tools/fault_table.sh

@@ -95,8 +95,10 @@ static void report_timeout(const char *operation, const char *group_name, MPI_Co
 
     /* probe the others, then poll their answers for a grace period */
     static const int empty = 0;
-    double grace = 0.025 * timeout_seconds;
-    grace = grace < 0.2 ? 0.2 : grace > 5.0 ? 5.0 : grace;
+    /* waiting ranks answer within 10 ms; the grace covers a loaded machine and stays a small
+     * part of the timeout */
+    double grace = 0.01 * timeout_seconds;
+    grace = grace < 0.1 ? 0.1 : grace > 2.0 ? 2.0 : grace;
     for (int m = 0; m < size; m++) {
         requests[m] = requests[size + m] = MPI_REQUEST_NULL;
         if (m == rank || probe_comm == MPI_COMM_NULL) continue;

@@ -5,9 +5,11 @@
 #include "app/model/gpt_sharded_state.h"
 #include "app/optim/optimizer_sharded_state.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* the tensors of the training state: the model's fp32 weights (the parameters, or the
  * optimizer's masters in mixed precision) and, with_moments, Adam's moments */
@@ -51,6 +53,27 @@ static void put_scalar_state(checkpoint_file *f, const trainer *t) {
         /* /model holds the fp32 weights the optimizer steps on, in mixed precision too */
         checkpoint_put_int(f, "/optimizer", "master_weights_in_model", 1);
     }
+}
+
+void checkpoint_check_save_dir(const trainer *t, const char *dir) {
+    char err[CHECKPOINT_PATH_MAX + 256] = "";
+    int failed = 0;
+    if (t->topo.world_rank == 0) {
+        failed = checkpoint_make_directory(dir, err, sizeof err) != 0;
+        if (!failed) {
+            /* create and remove a file: a read-only or full file system shows here, not at the
+             * first save after hours of training */
+            char probe[CHECKPOINT_PATH_MAX + 64];
+            snprintf(probe, sizeof probe, "%s/.write_test.%ld", dir, (long)getpid());
+            FILE *f = fopen(probe, "w");
+            if (!f || fclose(f) != 0)
+                failed = error_format(err, sizeof err, "cannot write in %s: %s", dir, strerror(errno)) != 0;
+            if (f) unlink(probe);
+        }
+    }
+    CHECK_MPI(MPI_Bcast(&failed, 1, MPI_INT, 0, t->topo.world.mpi));
+    CHECK_MPI(MPI_Bcast(err, sizeof err, MPI_CHAR, 0, t->topo.world.mpi));
+    if (failed) user_error("--save %s: %s", dir, err);
 }
 
 void checkpoint_save(trainer *t, const char *dir) {

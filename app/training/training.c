@@ -213,6 +213,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
         fflush(stdout);
     }
     t->last_saved_iteration = -1;
+    if (a->save[0]) checkpoint_check_save_dir(t, a->save);
     if (a->load[0]) checkpoint_load(t, a->load);
     if (a->exit_signal_handler) exit_signal_install();
 }
