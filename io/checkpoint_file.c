@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 static hid_t file_access(MPI_Comm comm) {
@@ -135,6 +136,22 @@ int checkpoint_get_int(checkpoint_file *f, const char *group, const char *name, 
     return status;
 }
 
+int checkpoint_get_double(checkpoint_file *f, const char *group, const char *name, double *value) {
+    hid_t g = open_group(f, group, 0);
+    if (g < 0) return -1;
+    int status = hdf5_read_scalar_attribute(g, name, H5T_NATIVE_DOUBLE, 1, value);
+    CHECK_HDF5(H5Oclose(g));
+    return status;
+}
+
+char *checkpoint_get_string(checkpoint_file *f, const char *group, const char *name) {
+    hid_t g = open_group(f, group, 0);
+    if (g < 0) return NULL;
+    char *value = hdf5_read_string_attribute(g, name);
+    CHECK_HDF5(H5Oclose(g));
+    return value;
+}
+
 /* ---- tensors ---- */
 
 size_t tensor_part_elements(const tensor_part *part) {
@@ -211,8 +228,13 @@ static void transfer(checkpoint_file *f, const char *path, const tensor_part *pa
     select_part(dataset, part, &file_space, &memory_space);
     float dummy = 0.0f;
     float *buffer = tensor_part_elements(part) ? data : &dummy;
-    if (write) CHECK_HDF5(H5Dwrite(dataset, H5T_NATIVE_FLOAT, memory_space, file_space, f->transfer, buffer));
-    else CHECK_HDF5(H5Dread(dataset, H5T_NATIVE_FLOAT, memory_space, file_space, f->transfer, buffer));
+    errno = 0;
+    herr_t moved = write ? H5Dwrite(dataset, H5T_NATIVE_FLOAT, memory_space, file_space, f->transfer, buffer)
+                         : H5Dread(dataset, H5T_NATIVE_FLOAT, memory_space, file_space, f->transfer, buffer);
+    /* name the file, the tensor and the system's reason (a full disk: ENOSPC) in one line */
+    if (moved < 0)
+        FATAL("cannot %s tensor %s %s %s: %s (HDF5's error stack above has the details)", write ? "write" : "read",
+              path, write ? "to" : "from", f->path, errno ? strerror(errno) : "HDF5 error");
     f->bytes += sizeof(float) * tensor_part_elements(part);
     CHECK_HDF5(H5Sclose(memory_space));
     CHECK_HDF5(H5Sclose(file_space));

@@ -51,6 +51,9 @@ void checkpoint_put_double(checkpoint_file *f, const char *group, const char *na
 void checkpoint_put_string(checkpoint_file *f, const char *group, const char *name, const char *value);
 /* returns 0, or -1 when the attribute is missing or not an integer (value untouched) */
 int checkpoint_get_int(checkpoint_file *f, const char *group, const char *name, int64_t *value);
+/* the same for a double (an integer attribute converts); a string comes back malloc'd, or NULL */
+int checkpoint_get_double(checkpoint_file *f, const char *group, const char *name, double *value);
+char *checkpoint_get_string(checkpoint_file *f, const char *group, const char *name);
 
 /* float32 tensors of global shape [rows, cols] (cols == 0: a vector of rows elements) */
 void checkpoint_create_tensor(checkpoint_file *f, const char *path, int64_t rows, int64_t cols);

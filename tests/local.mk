@@ -166,3 +166,7 @@ tests_unit_split_bounds_test_LDADD = $(APP_LIBS)
 TESTS += tests/mpi/megatron_samples_test.sh tests/unit/split_bounds_test.sh tests/unit/numpy_random_test.sh \
 	tests/mpi/eval_iterator_test.sh tests/mpi/sample_training_test.sh
 EXTRA_DIST += tests/tools/megatron_gpt_samples.py
+# robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
+# fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
+TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh
+EXTRA_DIST += tests/tools/fault_table.sh

@@ -35,6 +35,8 @@ typedef struct comm_request {
     void *destination;
     size_t bytes;
     void *backend;       /* the implementation's completion record (a CUDA event) */
+    const char *operation; /* what it is and where, for a timeout's message */
+    const comm_group *group;
 } comm_request;
 
 typedef struct comm_ops {

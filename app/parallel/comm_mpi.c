@@ -1,10 +1,14 @@
 /* comm_mpi.c: the comm interface over MPI, used with the CPU backend. Reductions use MPI's
  * built-in algorithms, which for a fixed communicator size and message size always combine in
- * the same order (MPICH), so results are reproducible from run to run. */
+ * the same order (MPICH), so results are reproducible from run to run. Every operation is
+ * started non-blocking and completed by comm_timed_wait (app/parallel/timeout.h), so a rank that
+ * never arrives ends the job after --distributed-timeout-minutes with a message naming it. */
 #include "app/parallel/comm.h"
 #include "app/core/error.h"
+#include "app/parallel/timeout.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,24 +33,34 @@ static void mpi_allreduce(void *buf, size_t count, comm_dtype dtype, comm_op op,
     require_float(dtype, "all-reduce", group);
     for (size_t done = 0; done < count; done += MAX_CHUNK) {
         size_t n = count - done < MAX_CHUNK ? count - done : MAX_CHUNK;
-        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, (float *)buf + done, (int)n, MPI_FLOAT, mpi_op(op), group->mpi));
+        MPI_Request request;
+        CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, (float *)buf + done, (int)n, MPI_FLOAT, mpi_op(op), group->mpi, &request));
+        comm_timed_wait(&request, "all-reduce", group->name, group->mpi);
     }
 }
 
 static void mpi_allreduce_double(double *buf, size_t count, comm_op op, const comm_group *group) {
     if (group->size == 1) return;
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE, mpi_op(op), group->mpi));
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, MPI_DOUBLE, mpi_op(op), group->mpi, &request));
+    comm_timed_wait(&request, "all-reduce (host)", group->name, group->mpi);
 }
 
 static void mpi_broadcast(void *buf, size_t bytes, int root, const comm_group *group) {
     if (group->size == 1) return;
     for (size_t done = 0; done < bytes; done += MAX_CHUNK) {
         size_t n = bytes - done < MAX_CHUNK ? bytes - done : MAX_CHUNK;
-        CHECK_MPI(MPI_Bcast((char *)buf + done, (int)n, MPI_BYTE, root, group->mpi));
+        MPI_Request request;
+        CHECK_MPI(MPI_Ibcast((char *)buf + done, (int)n, MPI_BYTE, root, group->mpi, &request));
+        comm_timed_wait(&request, "broadcast", group->name, group->mpi);
     }
 }
 
-static void mpi_barrier(const comm_group *group) { CHECK_MPI(MPI_Barrier(group->mpi)); }
+static void mpi_barrier(const comm_group *group) {
+    MPI_Request request;
+    CHECK_MPI(MPI_Ibarrier(group->mpi, &request));
+    comm_timed_wait(&request, "barrier", group->name, group->mpi);
+}
 
 static int as_count(size_t count) {
     CHECK(count <= (size_t)INT_MAX, "message of %zu elements exceeds MPI's int count", count);
@@ -56,33 +70,48 @@ static int as_count(size_t count) {
 static void mpi_allgather(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
     const void *source = (const char *)send == (char *)recv + (size_t)group->rank * count * comm_dtype_bytes(dtype)
                              ? MPI_IN_PLACE : send;
-    CHECK_MPI(MPI_Allgather(source, as_count(count), mpi_type(dtype), recv, as_count(count), mpi_type(dtype), group->mpi));
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallgather(source, as_count(count), mpi_type(dtype), recv, as_count(count), mpi_type(dtype),
+                             group->mpi, &request));
+    comm_timed_wait(&request, "all-gather", group->name, group->mpi);
 }
 
 static void mpi_reduce_scatter(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
     require_float(dtype, "reduce-scatter", group);
-    CHECK_MPI(MPI_Reduce_scatter_block(send, recv, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi));
+    MPI_Request request;
+    CHECK_MPI(MPI_Ireduce_scatter_block(send, recv, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi, &request));
+    comm_timed_wait(&request, "reduce-scatter", group->name, group->mpi);
 }
 
 static void mpi_send(const void *buf, size_t count, comm_dtype dtype, int peer, int tag,
                      const comm_group *group, comm_request *request) {
     request->active = 1;
+    request->operation = "send (waiting for its completion)";
+    request->group = group;
     request->scratch = NULL;
     CHECK_MPI(MPI_Isend(buf, as_count(count), mpi_type(dtype), peer, tag, group->mpi, &request->mpi));
 }
 
 static void mpi_recv(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group) {
-    CHECK_MPI(MPI_Recv(buf, as_count(count), mpi_type(dtype), peer, tag, group->mpi, MPI_STATUS_IGNORE));
+    MPI_Request request;
+    CHECK_MPI(MPI_Irecv(buf, as_count(count), mpi_type(dtype), peer, tag, group->mpi, &request));
+    char operation[64];
+    snprintf(operation, sizeof operation, "receive from rank %d of the group", peer);
+    comm_timed_wait(&request, operation, group->name, group->mpi);
 }
 
 static void mpi_iallreduce(float *buf, size_t count, const comm_group *group, comm_request *request) {
     request->active = 1;
+    request->operation = "all-reduce (bucket)";
+    request->group = group;
     request->scratch = NULL;
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi, &request->mpi));
 }
 
 static void mpi_ireduce_scatter(float *buf, size_t count, const comm_group *group, comm_request *request) {
     request->active = 1;
+    request->operation = "reduce-scatter (bucket)";
+    request->group = group;
     request->scratch = malloc(sizeof(float) * (count ? count : 1));
     CHECK(request->scratch, "out of host memory for a reduce-scatter of %zu elements", count);
     request->destination = buf + (size_t)group->rank * count;
@@ -94,6 +123,8 @@ static void mpi_ireduce_scatter(float *buf, size_t count, const comm_group *grou
 static void mpi_iallgather(void *buf, size_t count, comm_dtype dtype, const comm_group *group,
                            comm_request *request) {
     request->active = 1;
+    request->operation = "all-gather (parameters)";
+    request->group = group;
     request->scratch = NULL;
     CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, mpi_type(dtype), buf, as_count(count), mpi_type(dtype),
                              group->mpi, &request->mpi));
@@ -111,7 +142,7 @@ static void finish_request(comm_request *request) {
 
 static void mpi_wait(comm_request *request) {
     if (!request->active) return;
-    CHECK_MPI(MPI_Wait(&request->mpi, MPI_STATUS_IGNORE));
+    comm_timed_wait(&request->mpi, request->operation, request->group->name, request->group->mpi);
     finish_request(request);
 }
 

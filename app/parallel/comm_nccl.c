@@ -19,9 +19,12 @@
  * receives the same way), or alone when its request is waited on.
  *
  * Every NCCL and CUDA call is checked; a failure names the call, the group, the rank and the
- * place, and aborts the job. */
+ * place, and aborts the job. Every operation is tracked by the NCCL watchdog
+ * (app/parallel/nccl_watchdog.h), which aborts the communicators and the job when one does not
+ * complete within --distributed-timeout-minutes. */
 #include "app/parallel/comm.h"
 #include "app/core/error.h"
+#include "app/parallel/nccl_watchdog.h"
 #include "kernels/cuda/cuda_kernels.h"
 
 #include <cuda_runtime_api.h>
@@ -119,6 +122,7 @@ static void nccl_attach(comm_group *group) {
         if (group->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id), group);
         CHECK_MPI(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, group->mpi));
         CHECK_NCCL(ncclCommInitRank(&g->comm, group->size, id, group->rank), group);
+        nccl_watchdog_add_comm(g->comm, group->name);
         CHECK_CUDA_CALL(cudaStreamCreateWithFlags(&g->side_stream, cudaStreamNonBlocking));
     }
     group->backend = g;
@@ -132,6 +136,7 @@ static void nccl_detach(comm_group *group) {
     if (g->comm) {
         CHECK_CUDA_CALL(cudaStreamSynchronize(g->side_stream));
         CHECK_CUDA_CALL(cudaStreamSynchronize(compute()));
+        nccl_watchdog_remove_comm(g->comm);
         CHECK_NCCL(ncclCommDestroy(g->comm), group);
         CHECK_CUDA_CALL(cudaStreamDestroy(g->side_stream));
     }
@@ -145,6 +150,7 @@ static void nccl_detach(comm_group *group) {
 static void nccl_allreduce(void *buf, size_t count, comm_dtype dtype, comm_op op, const comm_group *group) {
     if (group->size == 1 || count == 0) return;
     CHECK_NCCL(ncclAllReduce(buf, buf, count, nccl_type(dtype), nccl_op(op), state(group)->comm, compute()), group);
+    nccl_watchdog_track(compute(), "all-reduce", group->name);
 }
 
 static void nccl_allgather(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
@@ -154,6 +160,7 @@ static void nccl_allgather(const void *send, void *recv, size_t count, comm_dtyp
         return;
     }
     CHECK_NCCL(ncclAllGather(send, recv, count, nccl_type(dtype), state(group)->comm, compute()), group);
+    nccl_watchdog_track(compute(), "all-gather", group->name);
 }
 
 static void nccl_reduce_scatter(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
@@ -163,6 +170,7 @@ static void nccl_reduce_scatter(const void *send, void *recv, size_t count, comm
         return;
     }
     CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), ncclSum, state(group)->comm, compute()), group);
+    nccl_watchdog_track(compute(), "reduce-scatter", group->name);
 }
 
 /* host memory: MPI */
@@ -188,6 +196,7 @@ static void launch_p2p(const comm_group *group, void *recv_buf, size_t recv_coun
     }
     if (recv_buf) CHECK_NCCL(ncclRecv(recv_buf, recv_count, nccl_type(recv_dtype), recv_peer, g->comm, compute()), group);
     CHECK_NCCL(ncclGroupEnd(), group);
+    nccl_watchdog_track(compute(), recv_buf ? "send/receive (pipeline)" : "send (pipeline)", group->name);
     for (int i = 0; i < g->num_pending; i++) CHECK_CUDA_CALL(cudaEventRecord(g->pending[i].done, compute()));
     g->num_pending = 0;
 }
@@ -233,7 +242,8 @@ static cudaStream_t side_after_compute(const comm_group *group) {
     return g->side_stream;
 }
 
-static void side_done(const comm_group *group, comm_request *request) {
+static void side_done(const comm_group *group, comm_request *request, const char *operation) {
+    nccl_watchdog_track(state(group)->side_stream, operation, group->name);
     request->active = 1;
     request->destination = NULL;
     request->backend = take_event();
@@ -244,7 +254,7 @@ static void nccl_iallreduce(float *buf, size_t count, const comm_group *group, c
     if (group->size == 1 || count == 0) { request->active = 0; return; }
     cudaStream_t stream = side_after_compute(group);
     CHECK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, state(group)->comm, stream), group);
-    side_done(group, request);
+    side_done(group, request, "all-reduce (bucket)");
 }
 
 static void nccl_ireduce_scatter(float *buf, size_t count, const comm_group *group, comm_request *request) {
@@ -253,7 +263,7 @@ static void nccl_ireduce_scatter(float *buf, size_t count, const comm_group *gro
     /* in place: this rank's block of the sum lands at buf + rank*count */
     CHECK_NCCL(ncclReduceScatter(buf, buf + (size_t)group->rank * count, count, ncclFloat32, ncclSum,
                                  state(group)->comm, stream), group);
-    side_done(group, request);
+    side_done(group, request, "reduce-scatter (bucket)");
 }
 
 static void nccl_iallgather(void *buf, size_t count, comm_dtype dtype, const comm_group *group, comm_request *request) {
@@ -261,7 +271,7 @@ static void nccl_iallgather(void *buf, size_t count, comm_dtype dtype, const com
     cudaStream_t stream = side_after_compute(group);
     const char *own_block = (const char *)buf + (size_t)group->rank * count * comm_dtype_bytes(dtype);
     CHECK_NCCL(ncclAllGather(own_block, buf, count, nccl_type(dtype), state(group)->comm, stream), group);
-    side_done(group, request);
+    side_done(group, request, "all-gather (parameters)");
 }
 
 /* ---- completion ---- */

@@ -3,10 +3,11 @@
 noinst_LIBRARIES += app/parallel/libparallel.a
 app_parallel_libparallel_a_SOURCES = \
 	app/parallel/comm.h app/parallel/comm_mpi.c \
+	app/parallel/timeout.c app/parallel/timeout.h \
 	app/parallel/tensor_parallel.c app/parallel/tensor_parallel.h \
 	app/parallel/topology.c app/parallel/topology.h
 if HAVE_CUDA
-app_parallel_libparallel_a_SOURCES += app/parallel/comm_nccl.c
+app_parallel_libparallel_a_SOURCES += app/parallel/comm_nccl.c app/parallel/nccl_watchdog.c app/parallel/nccl_watchdog.h
 app_parallel_libparallel_a_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 endif
-EXTRA_DIST += app/parallel/comm_nccl.c
+EXTRA_DIST += app/parallel/comm_nccl.c app/parallel/nccl_watchdog.c app/parallel/nccl_watchdog.h

@@ -99,6 +99,15 @@ static const option_spec specs[] = {
     {"no-save-optim", "checkpointing", OPTION_FLAG, AT(no_save_optim), .help = "do not save the optimizer state"},
     {"ckpt-collective-io", "checkpointing", OPTION_FLAG, AT(ckpt_collective_io), .help = "move tensor data with MPI-IO collective buffering (default: each rank writes its own pieces independently)"},
     {"exit-signal-handler", "checkpointing", OPTION_FLAG, AT(exit_signal_handler), .help = "on SIGTERM (or SIGUSR1/SIGUSR2) save a checkpoint and exit cleanly"},
+    {"override-opt-param-scheduler", "checkpointing", OPTION_FLAG, AT(override_opt_param_scheduler), .help = "the learning-rate schedule comes from this run's flags, ignoring the checkpoint's"},
+    {"use-checkpoint-opt_param-scheduler", "checkpointing", OPTION_FLAG, AT(use_checkpoint_opt_param_scheduler), .help = "the learning-rate schedule comes from the checkpoint, ignoring this run's flags"},
+
+    {"check-for-nan-in-loss-and-grad", "robustness", OPTION_FLAG, AT(check_for_nan_in_loss_and_grad), .help = "stop with a message naming the iteration, the rank and the tensor when the loss or the gradient norm is NaN or infinite (the default)"},
+    {"no-check-for-nan-in-loss-and-grad", "robustness", OPTION_FLAG, AT(no_check_for_nan_in_loss_and_grad), .help = "go on after a non-finite loss or gradient norm (the step is skipped and counted)"},
+    {"check-for-spiky-loss", "robustness", OPTION_FLAG, AT(check_for_spiky_loss), .help = "warn when an iteration's loss exceeds 10x the largest loss of the 100 iterations before it"},
+    {"exit-duration-in-mins", "robustness", OPTION_FLOAT, AT(exit_duration_in_mins), "0", .range = "[0, inf)", .help = "save (with --save) and exit once this many minutes have passed since the job started (SLURM_JOB_START_TIME, else the process start); fractions allowed; 0: no limit"},
+    {"distributed-timeout-minutes", "robustness", OPTION_FLOAT, AT(distributed_timeout_minutes), "10", .range = "[0, inf)", .help = "a collective or point-to-point wait longer than this ends the job with a message naming the operation and the ranks that did not arrive; fractions allowed; 0: wait forever"},
+    {"heartbeat-interval", "robustness", OPTION_FLOAT, AT(heartbeat_interval), "300", .range = "[0, inf)", .help = "seconds between heartbeat lines: from rank 0 in the training loop and from any rank waiting that long in a collective; 0: none"},
 
     {"ckpt-format", "checkpointing", OPTION_CHOICE, AT(ckpt_format), "torch_dist", .choices = "torch|torch_dist|torch_dcp|fsdp_dtensor", .help = "torch_dist: a distributed checkpoint that loads into any parallel layout, which is what the parallel-HDF5 format here is (io/CHECKPOINT_FORMAT.md); torch, torch_dcp and fsdp_dtensor are refused"},
 
@@ -335,6 +344,13 @@ static int validate(check_state *st, args *a, int world_size) {
     if ((a->finetune || a->no_load_optim || a->no_load_rng) && !a->load[0])
         return error_format(st->err, st->errlen, "--%s needs --load DIR", a->finetune ? "finetune" : a->no_load_optim ? "no-load-optim" : "no-load-rng");
     if (a->no_save_optim && !a->save[0]) return error_format(st->err, st->errlen, "--no-save-optim needs --save DIR");
+    if (a->check_for_nan_in_loss_and_grad && a->no_check_for_nan_in_loss_and_grad)
+        return error_format(st->err, st->errlen, "--check-for-nan-in-loss-and-grad and --no-check-for-nan-in-loss-and-grad cannot both be given");
+    a->check_for_nan_in_loss_and_grad = !a->no_check_for_nan_in_loss_and_grad;
+    if (a->override_opt_param_scheduler && a->use_checkpoint_opt_param_scheduler)
+        return error_format(st->err, st->errlen, "--override-opt-param-scheduler and --use-checkpoint-opt_param-scheduler cannot both be given");
+    if (a->use_checkpoint_opt_param_scheduler && !a->load[0])
+        return error_format(st->err, st->errlen, "--use-checkpoint-opt_param-scheduler needs --load DIR");
 
     if (!given(st, "kv-channels")) {
         if (a->hidden_size % a->num_attention_heads != 0)

@@ -98,6 +98,16 @@ typedef struct args {
     int exit_signal_handler;      /* SIGTERM/SIGUSR1/SIGUSR2: save a checkpoint, then exit */
     int ckpt_collective_io;       /* MPI-IO collective buffering for tensor data */
     char ckpt_format[16];         /* torch_dist (the only one accepted: parallel HDF5 here) */
+    int override_opt_param_scheduler;       /* the scheduler from this run's flags, not the checkpoint */
+    int use_checkpoint_opt_param_scheduler; /* the scheduler from the checkpoint, not the flags */
+
+    /* robustness: NaN policy, time and hang limits */
+    int check_for_nan_in_loss_and_grad; /* stop on a non-finite loss or gradient norm (default) */
+    int no_check_for_nan_in_loss_and_grad;
+    int check_for_spiky_loss;     /* warn when the loss jumps above 10x the recent largest */
+    float exit_duration_in_mins;  /* save and exit after this many minutes since the job started (0: no limit) */
+    float distributed_timeout_minutes; /* a collective wait longer than this ends the job */
+    float heartbeat_interval;     /* seconds between heartbeat lines (0: none) */
 
     /* logging */
     int64_t log_interval;

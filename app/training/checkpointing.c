@@ -5,8 +5,11 @@
 #include "app/model/gpt_sharded_state.h"
 #include "app/optim/optimizer_sharded_state.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* the tensors of the training state: the model's fp32 weights (the parameters, or the
  * optimizer's masters in mixed precision) and, with_moments, Adam's moments */
@@ -61,6 +64,27 @@ static void put_scalar_state(checkpoint_file *f, const trainer *t) {
     }
 }
 
+void checkpoint_check_save_dir(const trainer *t, const char *dir) {
+    char err[CHECKPOINT_PATH_MAX + 256] = "";
+    int failed = 0;
+    if (t->topo.world_rank == 0) {
+        failed = checkpoint_make_directory(dir, err, sizeof err) != 0;
+        if (!failed) {
+            /* create and remove a file: a read-only or full file system shows here, not at the
+             * first save after hours of training */
+            char probe[CHECKPOINT_PATH_MAX + 64];
+            snprintf(probe, sizeof probe, "%s/.write_test.%ld", dir, (long)getpid());
+            FILE *f = fopen(probe, "w");
+            if (!f || fclose(f) != 0)
+                failed = error_format(err, sizeof err, "cannot write in %s: %s", dir, strerror(errno)) != 0;
+            if (f) unlink(probe);
+        }
+    }
+    CHECK_MPI(MPI_Bcast(&failed, 1, MPI_INT, 0, t->topo.world.mpi));
+    CHECK_MPI(MPI_Bcast(err, sizeof err, MPI_CHAR, 0, t->topo.world.mpi));
+    if (failed) user_error("--save %s: %s", dir, err);
+}
+
 void checkpoint_save(trainer *t, const char *dir) {
     const args *a = t->args;
     int rank = t->topo.world_rank;
@@ -91,20 +115,30 @@ void checkpoint_save(trainer *t, const char *dir) {
 
 /* ---- load ---- */
 
-/* the architecture matches (tensor shapes cannot tell these apart) */
-static void check_architecture(checkpoint_file *f, const args *a) {
-    struct { const char *name, *flag; int64_t value; } arch[] = {
+/* Megatron's check_checkpoint_args: the model the checkpoint was saved from is this run's,
+ * every conflicting flag named at once (shapes alone cannot tell some apart: the layer count
+ * with pipeline stages, the heads). Skipped with --finetune, as in Megatron. */
+static void check_checkpoint_args(checkpoint_file *f, const args *a) {
+    struct { const char *name, *flag; int64_t value; } model[] = {
         {"num_layers", "--num-layers", a->num_layers},
+        {"hidden_size", "--hidden-size", a->hidden_size},
         {"num_attention_heads", "--num-attention-heads", a->num_attention_heads},
+        {"kv_channels", "--kv-channels", a->kv_channels},
+        {"ffn_hidden_size", "--ffn-hidden-size", a->ffn_hidden_size},
+        {"max_position_embeddings", "--max-position-embeddings", a->max_position_embeddings},
+        {"padded_vocab_size", "the padded vocabulary size (--vocab-size, --make-vocab-size-divisible-by)", a->padded_vocab_size},
         {"untie_embeddings_and_output_weights", "--untie-embeddings-and-output-weights", a->untie_embeddings_and_output_weights},
     };
-    for (size_t i = 0; i < sizeof arch / sizeof arch[0]; i++) {
+    char conflicts[2048] = "";
+    size_t used = 0;
+    int count = 0;
+    for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) {
         int64_t stored;
-        if (checkpoint_get_int(f, "/args", arch[i].name, &stored) != 0)
-            user_error("checkpoint %s lacks the attribute /args/%s", f->path, arch[i].name);
-        if (stored != arch[i].value)
-            user_error("checkpoint %s was saved with %s = %lld, this run has %lld", f->path, arch[i].flag,
-                       (long long)stored, (long long)arch[i].value);
+        if (checkpoint_get_int(f, "/args", model[i].name, &stored) != 0)
+            user_error("checkpoint %s lacks the attribute /args/%s", f->path, model[i].name);
+        if (stored == model[i].value || used >= sizeof conflicts) continue;
+        used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s%s = %lld (this run: %lld)",
+                                 count++ ? ", " : "", model[i].flag, (long long)stored, (long long)model[i].value);
     }
     /* the Llama options; a checkpoint from before them holds a GPT (multi-head, GeLU, biases) */
     struct { const char *name, *flag; int64_t value, absent; } llama[] = {
@@ -115,10 +149,77 @@ static void check_architecture(checkpoint_file *f, const args *a) {
     for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++) {
         int64_t stored;
         if (checkpoint_get_int(f, "/args", llama[i].name, &stored) != 0) stored = llama[i].absent;
-        if (stored != llama[i].value)
-            user_error("checkpoint %s was saved with %s = %lld, this run has %lld", f->path, llama[i].flag,
-                       (long long)stored, (long long)llama[i].value);
+        if (stored == llama[i].value || used >= sizeof conflicts) continue;
+        used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s%s = %lld (this run: %lld)",
+                                 count++ ? ", " : "", llama[i].flag, (long long)stored, (long long)llama[i].value);
     }
+    struct { const char *name, *flag, *value, *absent; } strings[] = {
+        {"normalization", "--normalization", a->normalization, "LayerNorm"},
+        {"position_embedding_type", "--position-embedding-type", a->position_embedding_type, "learned_absolute"},
+    };
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
+        char *stored = checkpoint_get_string(f, "/args", strings[i].name);
+        const char *was = stored ? stored : strings[i].absent;
+        if (strcmp(was, strings[i].value) != 0 && used < sizeof conflicts)
+            used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s%s = %s (this run: %s)",
+                                     count++ ? ", " : "", strings[i].flag, was, strings[i].value);
+        free(stored);
+    }
+    char *tokenizer = checkpoint_get_string(f, "/args", "tokenizer_type");
+    const char *ours = a->tokenizer_type[0] ? a->tokenizer_type : "NullTokenizer";
+    if (tokenizer && strcmp(tokenizer, ours) != 0 && used < sizeof conflicts)
+        used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s--tokenizer-type = %s (this run: %s)",
+                                 count++ ? ", " : "", tokenizer, ours);
+    free(tokenizer);
+    if (count)
+        user_error("checkpoint %s was saved with arguments that conflict with this run's: %s; "
+                   "pass matching flags, or --finetune to load only the weights", f->path, conflicts);
+}
+
+/* Megatron's OptimizerParamScheduler.load_state_dict: the learning-rate schedule stored with
+ * the optimizer state must equal this run's, unless --override-opt-param-scheduler (this run's
+ * flags win) or --use-checkpoint-opt_param-scheduler (the checkpoint's values are taken) */
+static void load_scheduler(checkpoint_file *f, trainer *t) {
+    const args *a = t->args;
+    if (a->override_opt_param_scheduler) return;
+    lr_schedule stored = t->lr;
+    char *style = checkpoint_get_string(f, "/lr_scheduler", "decay_style");
+    int64_t warmup, decay;
+    if (!style || checkpoint_get_double(f, "/lr_scheduler", "max_lr", &stored.max_lr) != 0 ||
+        checkpoint_get_double(f, "/lr_scheduler", "min_lr", &stored.min_lr) != 0 ||
+        checkpoint_get_int(f, "/lr_scheduler", "warmup_iters", &warmup) != 0 ||
+        checkpoint_get_int(f, "/lr_scheduler", "decay_iters", &decay) != 0 || lr_decay_style_from_name(style) < 0)
+        user_error("checkpoint %s lacks a readable /lr_scheduler (max_lr, min_lr, warmup_iters, decay_iters, "
+                   "decay_style): pass --override-opt-param-scheduler", f->path);
+    stored.warmup_iters = warmup;
+    stored.decay_iters = decay;
+    stored.style = (lr_decay_style)lr_decay_style_from_name(style);
+    if (a->use_checkpoint_opt_param_scheduler) {
+        t->lr = stored;
+        free(style);
+        return;
+    }
+    char conflicts[1024] = "";
+    size_t used = 0;
+    int count = 0;
+#define SCHEDULER_CONFLICT(cond, ...)                                                                       \
+    if ((cond) && used < sizeof conflicts) {                                                               \
+        used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s", count++ ? ", " : "");     \
+        if (used < sizeof conflicts) used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, __VA_ARGS__); \
+    }
+    SCHEDULER_CONFLICT(stored.max_lr != t->lr.max_lr, "--lr = %g (this run: %g)", stored.max_lr, t->lr.max_lr)
+    SCHEDULER_CONFLICT(stored.min_lr != t->lr.min_lr, "--min-lr = %g (this run: %g)", stored.min_lr, t->lr.min_lr)
+    SCHEDULER_CONFLICT(stored.warmup_iters != t->lr.warmup_iters, "--lr-warmup-iters = %lld (this run: %lld)",
+                       (long long)stored.warmup_iters, (long long)t->lr.warmup_iters)
+    SCHEDULER_CONFLICT(stored.decay_iters != t->lr.decay_iters, "--lr-decay-iters = %lld (this run: %lld)",
+                       (long long)stored.decay_iters, (long long)t->lr.decay_iters)
+    SCHEDULER_CONFLICT(stored.style != t->lr.style, "--lr-decay-style = %s (this run: %s)", style, a->lr_decay_style)
+#undef SCHEDULER_CONFLICT
+    free(style);
+    if (count)
+        user_error("checkpoint %s holds a learning-rate schedule that conflicts with this run's: %s; pass "
+                   "--override-opt-param-scheduler to use this run's flags or --use-checkpoint-opt_param-scheduler "
+                   "to use the checkpoint's", f->path, conflicts);
 }
 
 /* iteration, consumed samples and (unless --no-load-rng) the seed */
@@ -165,7 +266,8 @@ int checkpoint_load(trainer *t, const char *dir) {
     sharded_state state = {0};
     training_sharded_state(t, load_optim, &state);
     dist_checkpoint_check(&c, &state);
-    check_architecture(&c.file, a);
+    if (!finetune) check_checkpoint_args(&c.file, a);
+    if (load_optim) load_scheduler(&c.file, t);
     dist_checkpoint_read(&c, &state, t->model.ops);
     sharded_state_free(&state);
     if (load_optim) {

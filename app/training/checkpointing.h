@@ -12,6 +12,10 @@
 
 #include "app/training/training.h"
 
+/* Stop the job (collective, one message) when --save's dir cannot be created or written in,
+ * before any training is spent. */
+void checkpoint_check_save_dir(const trainer *t, const char *dir);
+
 /* Save iteration t->iteration under dir (collective). The file becomes visible, and the
  * tracker names it, only once it is complete and on disk. */
 void checkpoint_save(trainer *t, const char *dir);

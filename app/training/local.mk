@@ -8,6 +8,7 @@ app_training_libtraining_a_SOURCES = \
 	app/training/train_log.c app/training/train_log.h \
 	app/training/pipeline_schedule.c app/training/pipeline_schedule.h \
 	app/training/exit_signal.c app/training/exit_signal.h \
+	app/training/nan_check.c app/training/nan_check.h \
 	app/training/param_dump.c app/training/param_dump.h \
 	app/training/checkpointing.c app/training/checkpointing.h
 app_training_libtraining_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)

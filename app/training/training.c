@@ -13,6 +13,8 @@
 #include "app/training/data_setup.h"
 #include "app/core/error.h"
 #include "app/training/exit_signal.h"
+#include "app/training/nan_check.h"
+#include "app/parallel/timeout.h"
 #include "app/data/mock_data.h"
 #include "app/training/param_dump.h"
 #include "app/training/pipeline_schedule.h"
@@ -23,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 
 static gpt_config config_from_args(const args *a, const topology *topo) {
     gpt_config c;
@@ -124,9 +128,25 @@ static void papi_collect(trainer *t, phase_counts *interval) {
     for (int i = 0; i < n; i++) t->papi_totals.counts[i] += interval->counts[i];
 }
 
+/* when the job started, for --exit-duration-in-mins: Slurm's SLURM_JOB_START_TIME (a requeued
+ * job's own start) where it is set, else this process's start-up; the earliest over ranks */
+static double job_start_time(void) {
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    double start = (double)now.tv_sec + 1e-6 * (double)now.tv_usec;
+    const char *slurm = getenv("SLURM_JOB_START_TIME");
+    char *end;
+    double slurm_start = slurm ? strtod(slurm, &end) : 0;
+    if (slurm && end != slurm && !*end && slurm_start > 0 && slurm_start <= start) start = slurm_start;
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &start, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+    return start;
+}
+
 void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     memset(t, 0, sizeof *t);
     t->args = a;
+    t->job_start = job_start_time();
+    comm_timeout_init(60.0 * a->distributed_timeout_minutes, a->heartbeat_interval);
     t->comm = select_comm(ops);
     parallel_layout layout = {a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
                               a->data_parallel_size, ""};
@@ -185,11 +205,13 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
         fflush(stdout);
     }
     t->last_saved_iteration = -1;
+    if (a->save[0]) checkpoint_check_save_dir(t, a->save);
     if (a->load[0]) checkpoint_load(t, a->load);
     if (a->exit_signal_handler) exit_signal_install();
 }
 
 void trainer_teardown(trainer *t) {
+    comm_timeout_finalize();
     papi_phases_close();
     if (t->topo.world_rank == 0) train_log_close(&t->log);
     optimizer_free(&t->opt, &t->model);
@@ -258,6 +280,7 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
                                    (float)(1.0 / tokens_in_batch));
     /* the last stage's tensor-parallel ranks all hold the same losses: count one of them */
     if (t->topo.pp_rank != t->topo.pp_size - 1 || t->topo.tp_rank != 0) loss_sum = 0.0;
+    t->local_loss_sum = loss_sum;
     t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->topo.world);
     return loss_sum / tokens_in_batch;
 }
@@ -311,11 +334,27 @@ static int checkpoint_or_exit(trainer *t) {
     if (a->save[0] && a->save_interval > 0 && t->iteration % a->save_interval == 0)
         checkpoint_save(t, a->save);
     if (a->exit_signal_handler) {
-        int signal_number = exit_signal_received();
-        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &signal_number, 1, MPI_INT, MPI_MAX, t->topo.world.mpi));
+        double signal_number = exit_signal_received();
+        t->comm->allreduce_double_host(&signal_number, 1, COMM_MAX, &t->topo.world);
         if (signal_number) {
             if (t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
-            if (is_logger) printf("exiting program after receiving signal %d at iteration %lld\n", signal_number, (long long)t->iteration);
+            if (is_logger) printf("exiting program after receiving signal %d at iteration %lld\n", (int)signal_number, (long long)t->iteration);
+            t->exited_early = 1;
+            return 1;
+        }
+    }
+    if (a->exit_duration_in_mins > 0) {
+        /* Megatron's: every rank measures, the decision is the MAX over ranks */
+        struct timeval now;
+        gettimeofday(&now, NULL);
+        double minutes = ((double)now.tv_sec + 1e-6 * (double)now.tv_usec - t->job_start) / 60.0;
+        double done = minutes > a->exit_duration_in_mins;
+        t->comm->allreduce_double_host(&done, 1, COMM_MAX, &t->topo.world);
+        if (done) {
+            if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+            if (is_logger)
+                printf("exiting program after %.4f minutes (--exit-duration-in-mins %g) at iteration %lld\n", minutes,
+                       a->exit_duration_in_mins, (long long)t->iteration);
             t->exited_early = 1;
             return 1;
         }
@@ -336,6 +375,9 @@ double trainer_train(trainer *t) {
     double interval_loss = 0.0, interval_time = 0.0;
     int64_t interval_iterations = 0;
     double last_validation = NAN;
+    spiky_loss_history spiky;
+    memset(&spiky, 0, sizeof spiky);
+    t->last_heartbeat = MPI_Wtime();
 
     while (t->iteration < a->train_iters) {
         double start = MPI_Wtime();
@@ -345,8 +387,11 @@ double trainer_train(trainer *t) {
         double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1);
         papi_phases_enter(PHASE_GRAD_REDUCE);
         data_parallel_finish_grad_sync(&t->dp);
+        nan_check_loss(t, t->iteration + 1, loss, t->local_loss_sum);
+        spiky_loss_check(&spiky, t, t->iteration + 1, loss);
         papi_phases_enter(PHASE_OPTIMIZER);
         double grad_norm = optimizer_grad_norm(&t->opt, model);
+        nan_check_grad_norm(t, t->iteration + 1, grad_norm);
         if (optimizer_step(&t->opt, model, grad_norm, lr)) {
             t->skipped_iterations++;
             t->nan_iterations++;
@@ -396,6 +441,16 @@ double trainer_train(trainer *t) {
             if (is_logger) train_log_iteration(&t->log, &s);
             interval_loss = interval_time = 0.0;
             interval_iterations = 0;
+            t->last_heartbeat = MPI_Wtime();
+        } else if (is_logger && a->heartbeat_interval > 0 && MPI_Wtime() - t->last_heartbeat >= a->heartbeat_interval) {
+            /* a long --log-interval: a line now and then shows the job is alive */
+            time_t now = time(NULL);
+            char stamp[32];
+            strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", localtime(&now));
+            printf("[%s] heartbeat: iteration %lld/%lld, consumed samples %lld\n", stamp, (long long)t->iteration,
+                   (long long)a->train_iters, (long long)t->consumed_samples);
+            fflush(stdout);
+            t->last_heartbeat = MPI_Wtime();
         }
         /* evaluation, then checkpoint and exit (Megatron's order: a checkpoint counts this
          * evaluation's validation samples as consumed) */

@@ -28,7 +28,10 @@ typedef struct trainer {
     int64_t consumed_valid_samples;  /* where the validation iterator stands (Megatron's args) */
     int64_t skipped_iterations, nan_iterations;
     int64_t last_saved_iteration;    /* iteration of the last checkpoint saved or loaded (-1: none) */
-    int exited_early;                /* stopped by --exit-interval or the exit signal */
+    int exited_early;                /* stopped by --exit-interval, --exit-duration-in-mins or the exit signal */
+    double job_start;                /* seconds since the epoch when the job started (earliest rank) */
+    double last_heartbeat;           /* MPI_Wtime of rank 0's last log or heartbeat line */
+    double local_loss_sum;           /* this rank's share of the last global batch's loss sum */
     /* the micro-batch being loaded */
     int split;
     int64_t batch_start;

@@ -14,8 +14,10 @@
 #    tensor and both shapes, a corrupt tracker, a missing tracker (start from scratch).
 . "${top_srcdir:-.}/tests/lib.sh"
 VS_DUMP="$top_builddir/tests/tools/checkpoint_vs_dump"
+# (runs that go on from a checkpoint to more --train-iters change the LR decay: they say so)
 MODEL="--args-file $TINY_ARGS --num-layers 4 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1 --eval-iters 0
-       --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16"
+       --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16
+       --override-opt-param-scheduler"
 
 losses() { json_field "$1" train lm_loss; }
 fail_details() { sed 's/^/#   /' "$WORK/err" | tail -5; sed 's/^/#   /' "$WORK/out" | tail -3; }
@@ -134,7 +136,7 @@ ok $? "crash: a file whose 'complete' attribute is 0 is refused"
 # ---- Hugging Face interchange, end to end: export, import, same forward pass ----
 CONVERT="$top_builddir/app/convert_checkpoint"
 LOGITS_ARGS="--args-file $TINY_ARGS --num-layers 4 --micro-batch-size 1 --global-batch-size 1 --hidden-dropout 0
-             --attention-dropout 0 --eval-iters 0 --lr-warmup-iters 0"
+             --attention-dropout 0 --eval-iters 0 --lr-warmup-iters 0 --override-opt-param-scheduler"
 "$CONVERT" --to-hf --load "$WORK/original" --output "$WORK/hf" >"$WORK/out" 2>"$WORK/err" &&
     "$CONVERT" --from-hf --input "$WORK/hf" --save "$WORK/from-hf" >>"$WORK/out" 2>>"$WORK/err"
 ok $? "convert_checkpoint exports the TP2 x PP2 x DP2 checkpoint to Hugging Face GPT-2 and imports it back"
