@@ -8,6 +8,7 @@ io_libio_a_SOURCES = \
 	io/hdf5_check.h io/hdf5_attributes.c io/hdf5_attributes.h \
 	io/checkpoint_format.c io/checkpoint_format.h \
 	io/checkpoint_file.c io/checkpoint_file.h \
+	io/checkpoint_checksum.c io/checkpoint_checksum.h \
 	io/checkpoint_serial.c io/checkpoint_serial.h \
 	io/safetensors.c io/safetensors.h
 io_libio_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)

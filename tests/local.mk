@@ -120,3 +120,9 @@ TESTS += tests/unit/train_log_test
 # the cluster acceptance suite's CPU variant (perf/accept/accept --machine cpu --quick)
 TESTS += tests/mpi/accept_test.sh
 EXTRA_DIST += tests/mpi/accept_test.sh
+
+# ---- untrusted bytes (issue 22): checksums, validation at the door, I/O failures ----
+check_PROGRAMS += tests/tools/h5_poke
+tests_tools_h5_poke_SOURCES = tests/tools/h5_poke.c
+tests_tools_h5_poke_LDADD = $(HDF5_LIBS)
+TESTS += tests/mpi/checksum_test.sh

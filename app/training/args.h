@@ -75,6 +75,7 @@ typedef struct args {
     int no_load_optim, no_load_rng, no_save_optim;
     int exit_signal_handler;      /* SIGTERM/SIGUSR1/SIGUSR2: save a checkpoint, then exit */
     int ckpt_collective_io;       /* MPI-IO collective buffering for tensor data */
+    int no_verify_checksums;      /* load without checking tensor checksums */
 
     /* logging */
     int64_t log_interval;
