@@ -3,6 +3,7 @@
 noinst_LIBRARIES += io/libio.a
 io_libio_a_SOURCES = \
 	io/hdf5_corpus.c io/hdf5_corpus.h \
+	io/corpus_check.c io/corpus_check.h \
 	io/mmap_indexed.c io/mmap_indexed.h \
 	io/jsonl_reader.c io/jsonl_reader.h \
 	io/hdf5_check.h io/hdf5_attributes.c io/hdf5_attributes.h \

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include "app/training/training.h"
+#include "io/corpus_check.h"
 #include "app/training/checkpointing.h"
 #include "app/core/error.h"
 #include "app/training/exit_signal.h"
@@ -75,6 +76,8 @@ static void open_datasets(trainer *t, const args *a) {
                                                          a->eval_interval, a->eval_iters);
     cfg.cache_path = a->data_cache_path[0] ? a->data_cache_path : NULL;
     cfg.verbose = t->topo.world_rank == 0;
+    corpus_check_all(cfg.paths, cfg.num_paths, a->vocab_size > 0 ? a->vocab_size : a->padded_vocab_size,
+                     !a->no_verify_checksums, MPI_COMM_WORLD);
     t->data = gpt_datasets_open(&cfg, MPI_COMM_WORLD);
     int corpus_vocab = gpt_datasets_vocab_size(t->data);
     if (corpus_vocab > a->padded_vocab_size)
