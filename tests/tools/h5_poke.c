@@ -1,6 +1,7 @@
 /* h5_poke.c: overwrite one float32 element of a contiguous HDF5 dataset in place, behind HDF5's
  * back (bit rot, a stray write): tests use it to damage one tensor of a checkpoint.
- * usage: h5_poke FILE DATASET INDEX VALUE   (INDEX in row-major order; VALUE a float or "nan")
+ * usage: h5_poke FILE DATASET INDEX VALUE   (INDEX in row-major order; VALUE a float or "nan",
+ *                                            or u16:N for a uint16 element such as a token id)
  *        h5_poke FILE --strip-checksums      (the file as saved before checksums existed) */
 #include <fcntl.h>
 #include <hdf5.h>
@@ -27,9 +28,12 @@ int main(int argc, char **argv) {
     H5Fclose(file);
     if (offset == HADDR_UNDEF) { fprintf(stderr, "h5_poke: %s: no contiguous dataset %s\n", argv[1], argv[2]); return 2; }
     float value = strtof(argv[4], NULL);
+    unsigned short token = (unsigned short)strtoul(argv[4] + 4, NULL, 10);
+    int is_u16 = !strncmp(argv[4], "u16:", 4);
+    size_t size = is_u16 ? sizeof token : sizeof value;
     int fd = open(argv[1], O_WRONLY);
-    off_t at = (off_t)offset + (off_t)sizeof(float) * strtoll(argv[3], NULL, 10);
-    int status = fd < 0 || pwrite(fd, &value, sizeof value, at) != (ssize_t)sizeof value;
+    off_t at = (off_t)offset + (off_t)size * strtoll(argv[3], NULL, 10);
+    int status = fd < 0 || pwrite(fd, is_u16 ? (void *)&token : (void *)&value, size, at) != (ssize_t)size;
     if (fd >= 0 && close(fd) != 0) status = 1;
     return status;
 }
