@@ -17,6 +17,7 @@
  * The tensor mapping is in app/hf_gpt2_layout.h. Everything is validated (config against every
  * tensor shape, dtypes, unknown tensors) before anything is written, and outputs appear only
  * complete (write .tmp/.partial, fsync, rename). Runs as one process (directly or mpiexec -n 1). */
+#include "io/io_error.h"
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
 #include "io/checkpoint_checksum.h"
@@ -517,6 +518,7 @@ static void import_from_hf(const options *o) {
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
     program_name = "convert_checkpoint";
+    hdf5_errors_setup(0); /* MTC_HDF5_DEBUG=1 prints HDF5's error stacks */
     int world_size;
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
     options o = parse_options(argc, argv);

@@ -13,6 +13,7 @@
  *
  * The output is written as OUTPUT.tmp and renamed when complete; an existing output is kept
  * unless --overwrite is given. Progress lines are rank 0's own counts; totals are job-wide. */
+#include "io/io_error.h"
 #include "app/core/error.h"
 #include "app/core/options.h"
 #include "io/hdf5_corpus.h"
@@ -428,6 +429,7 @@ static void report_bad_lines(const options *o, const worker *w, const segment *s
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
     program_name = "preprocess_data";
+    hdf5_errors_setup(0); /* MTC_HDF5_DEBUG=1 prints HDF5's error stacks */
     int rank, ranks;
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &ranks));

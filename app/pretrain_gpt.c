@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 #include "app/tokenizers/tokenizer.h"
 #include "app/training/training.h"
+#include "io/io_error.h"
 #include "perf/metrics/peak_flops.h"
 
 #include <inttypes.h>
@@ -80,6 +81,7 @@ int main(int argc, char **argv) {
 
     args a;
     args_parse(&a, argc, argv, world_size);
+    hdf5_errors_setup(a.hdf5_debug);
     if (a.tokenizer_type[0]) {
         /* the vocabulary size comes from the tokenizer, as in Megatron */
         char err[1024];

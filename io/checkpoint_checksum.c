@@ -40,8 +40,8 @@ void checkpoint_write_checksums(checkpoint_file *f, const char *tensor, const bo
     hid_t links = H5Pcreate(H5P_LINK_CREATE);
     CHECK_HDF5(links);
     CHECK_HDF5(H5Pset_create_intermediate_group(links, 1));
-    hid_t dataset = H5Dcreate2(f->file, path, H5T_STD_U64LE, space, links, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_HDF5(dataset);
+    hid_t dataset = HDF5_IO(H5Dcreate2(f->file, path, H5T_STD_U64LE, space, links, H5P_DEFAULT, H5P_DEFAULT));
+    if (dataset < 0) hdf5_fail("H5Dcreate2", __FILE__, __LINE__);
     hsize_t n = count ? (hsize_t)count : 1;
     hsize_t memory_dims[2] = {n, 5};
     hid_t memory_space = H5Screate_simple(2, memory_dims, NULL);
@@ -54,7 +54,7 @@ void checkpoint_write_checksums(checkpoint_file *f, const char *tensor, const bo
         CHECK_HDF5(H5Sselect_none(space));
         CHECK_HDF5(H5Sselect_none(memory_space));
     }
-    CHECK_HDF5(H5Dwrite(dataset, H5T_NATIVE_UINT64, memory_space, space, f->transfer, count ? (const void *)mine : &dummy));
+    CHECK_HDF5(HDF5_IO(H5Dwrite(dataset, H5T_NATIVE_UINT64, memory_space, space, f->transfer, count ? (const void *)mine : &dummy)));
     CHECK_HDF5(H5Sclose(memory_space));
     CHECK_HDF5(H5Dclose(dataset));
     CHECK_HDF5(H5Pclose(links));

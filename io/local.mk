@@ -7,6 +7,7 @@ io_libio_a_SOURCES = \
 	io/mmap_indexed.c io/mmap_indexed.h \
 	io/jsonl_reader.c io/jsonl_reader.h \
 	io/hdf5_check.h io/hdf5_attributes.c io/hdf5_attributes.h \
+	io/io_error.c io/io_error.h io/io_fault.c io/io_fault.h \
 	io/checkpoint_format.c io/checkpoint_format.h \
 	io/checkpoint_file.c io/checkpoint_file.h \
 	io/checkpoint_checksum.c io/checkpoint_checksum.h \

@@ -125,4 +125,5 @@ EXTRA_DIST += tests/mpi/accept_test.sh
 check_PROGRAMS += tests/tools/h5_poke
 tests_tools_h5_poke_SOURCES = tests/tools/h5_poke.c
 tests_tools_h5_poke_LDADD = $(HDF5_LIBS)
-TESTS += tests/mpi/checksum_test.sh tests/mpi/corpus_check_test.sh
+TESTS += tests/mpi/checksum_test.sh tests/mpi/corpus_check_test.sh tests/mpi/io_fault_test.sh
+EXTRA_DIST += tests/tools/fault_table.sh

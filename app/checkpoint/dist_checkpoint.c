@@ -3,6 +3,8 @@
 #include "app/checkpoint/checkpoint_transfer.h"
 #include "app/core/error.h"
 #include "io/checkpoint_checksum.h"
+#include "io/io_error.h"
+#include "io/io_fault.h"
 
 #include <stdio.h>
 #include <sys/stat.h>
@@ -37,7 +39,13 @@ uint64_t dist_checkpoint_commit(dist_checkpoint *c) {
     checkpoint_file_close(&c->file);
     CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_SUM, c->comm));
     char err[error_max];
-    if (rank_of(c->comm) == 0 && checkpoint_commit(&c->names, err, sizeof err) != 0) FATAL("%s", err);
+    if (rank_of(c->comm) == 0 && checkpoint_commit(&c->names, err, sizeof err) != 0) {
+        char line[error_max + 32];
+        snprintf(line, sizeof line, "saving checkpoint: %s", err);
+        io_fail_line(line);
+    }
+    io_fault_save_end();
+    io_error_set_file(NULL, NULL);
     CHECK_MPI(MPI_Barrier(c->comm));
     return bytes;
 }

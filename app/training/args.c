@@ -68,6 +68,7 @@ static const option_spec specs[] = {
     {"no-load-optim", "checkpointing", OPTION_FLAG, AT(no_load_optim), .help = "do not load the optimizer state"},
     {"no-load-rng", "checkpointing", OPTION_FLAG, AT(no_load_rng), .help = "do not load the RNG state (keep this run's --seed for dropout)"},
     {"no-save-optim", "checkpointing", OPTION_FLAG, AT(no_save_optim), .help = "do not save the optimizer state"},
+    {"hdf5-debug", "checkpointing", OPTION_FLAG, AT(hdf5_debug), .help = "print HDF5's own error stack when an HDF5 call fails (default: one line naming the file, the call and the reason; not a Megatron flag)"},
     {"no-verify-checksums", "checkpointing", OPTION_FLAG, AT(no_verify_checksums), .help = "skip checking checkpoint tensors and corpus token ranges against their checksums (not a Megatron flag)"},
     {"ckpt-collective-io", "checkpointing", OPTION_FLAG, AT(ckpt_collective_io), .help = "move tensor data with MPI-IO collective buffering (default: each rank writes its own pieces independently)"},
     {"exit-signal-handler", "checkpointing", OPTION_FLAG, AT(exit_signal_handler), .help = "on SIGTERM (or SIGUSR1/SIGUSR2) save a checkpoint and exit cleanly"},

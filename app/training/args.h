@@ -76,6 +76,7 @@ typedef struct args {
     int exit_signal_handler;      /* SIGTERM/SIGUSR1/SIGUSR2: save a checkpoint, then exit */
     int ckpt_collective_io;       /* MPI-IO collective buffering for tensor data */
     int no_verify_checksums;      /* load without checking tensor checksums */
+    int hdf5_debug;               /* print HDF5 error stacks */
 
     /* logging */
     int64_t log_interval;
