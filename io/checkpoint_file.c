@@ -50,6 +50,7 @@ void checkpoint_file_create(checkpoint_file *f, const char *path, MPI_Comm comm,
     io_error_set_file(path, "saving checkpoint");
     f->file = io_fault_hit() ? -1 : H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, access);
     int errnum = f->file < 0 ? hdf5_failure_errno() : 0;
+    if (f->file < 0 && hdf5_errors_debug()) H5Eprint2(H5E_DEFAULT, stderr);
     H5Eset_auto2(H5E_DEFAULT, handler, handler_data);
     CHECK_HDF5(H5Pclose(access));
     if (f->file < 0) io_fail(path, "H5Fcreate (is --save a writable folder?)", errnum);

@@ -28,11 +28,20 @@ void io_error_set_file(const char *path, const char *activity) {
 }
 
 /* ---- the errno behind an HDF5 failure ---- */
-static const int known_errors[] = {ENOSPC, EDQUOT, EROFS, EIO, EACCES, EFBIG, ENOENT, EBADF, EPERM};
+static const int known_errors[] = {ENOSPC, EDQUOT, EROFS, EIO, EACCES, EFBIG, ENOENT, EBADF, EPERM, EISDIR, ENOTDIR};
+
+typedef struct failure { int errnum; char mpi_text[128]; } failure;
 
 static herr_t find_errno(unsigned n, const H5E_error2_t *e, void *data) {
     (void)n;
-    int *found = data;
+    failure *f = data;
+    int *found = &f->errnum;
+    const char *mpi = e->desc ? strstr(e->desc, "MPI error string is '") : NULL;
+    if (mpi && !f->mpi_text[0]) {
+        mpi += strlen("MPI error string is '");
+        size_t len = strcspn(mpi, ",'\n");
+        snprintf(f->mpi_text, sizeof f->mpi_text, "%.*s", (int)len, mpi);
+    }
     if (*found || !e->desc) return 0;
     const char *at = strstr(e->desc, "errno = ");
     if (at && atoi(at + 8) > 0) {
@@ -47,11 +56,13 @@ static herr_t find_errno(unsigned n, const H5E_error2_t *e, void *data) {
     return 0;
 }
 
+static failure last_failure;
+
 int hdf5_failure_errno(void) {
+    memset(&last_failure, 0, sizeof last_failure);
     if (io_fault_errno()) return io_fault_errno();
-    int found = 0;
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, find_errno, &found);
-    return found ? found : EIO;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, find_errno, &last_failure);
+    return last_failure.errnum ? last_failure.errnum : EIO;
 }
 
 /* ---- one line per job ---- */
@@ -87,8 +98,11 @@ static void report_once(const char *message) {
 
 void io_fail(const char *file, const char *operation, int errnum) {
     char message[8192];
+    /* no errno on HDF5's stack but an MPI-IO message ("Invalid file name"): that one */
+    const char *reason = errnum == EIO && !last_failure.errnum && last_failure.mpi_text[0] ? last_failure.mpi_text
+                                                                                         : strerror(errnum);
     snprintf(message, sizeof message, "%s%s%s: %s failed: %s", current_activity, current_activity[0] ? " " : "",
-             file, operation, strerror(errnum));
+             file, operation, reason);
     report_once(message);
 }
 

@@ -8,4 +8,5 @@ app_training_libtraining_a_SOURCES = \
 	app/training/pipeline_schedule.c app/training/pipeline_schedule.h \
 	app/training/exit_signal.c app/training/exit_signal.h \
 	app/training/param_dump.c app/training/param_dump.h \
-	app/training/checkpointing.c app/training/checkpointing.h
+	app/training/checkpointing.c app/training/checkpointing.h \
+	app/training/memory_estimate.c app/training/memory_estimate.h

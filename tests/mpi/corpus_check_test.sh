@@ -7,7 +7,8 @@
 #  - an HDF5 corpus whose tokens changed after writing fails its checksum (--no-verify-checksums
 #    trusts the metadata); an empty corpus gets its own message;
 #  - preprocess_data exits non-zero when it writes no document (a binary file, JSONL without the
-#    key) or when bad lines pass --max-bad-fraction; --args-file naming a folder is refused.
+#    key) or when bad lines pass --max-bad-fraction; --args-file naming a folder is refused;
+#  - a model that cannot fit in memory stops before allocating (app/training/memory_estimate.h).
 . "${top_srcdir:-.}/tests/lib.sh"
 PREPROCESS="$top_builddir/app/preprocess_data"
 CONVERT="$top_builddir/app/convert_corpus"
@@ -93,6 +94,16 @@ preprocess 255 "$WORK/some_bad.jsonl" "$WORK/some_bad" --max-bad-fraction 0.05
 ok $? "10% bad lines pass --max-bad-fraction 0.05: exit non-zero"
 preprocess 255 "$WORK/some_bad.jsonl" "$WORK/some_bad" --max-bad-fraction 0.2
 ok $? "... and are accepted under --max-bad-fraction 0.2"
+
+# an impossible model stops before allocating, with the estimate and what is available
+run_app 2 --args-file "$TINY_ARGS" --seq-length 999999999 --max-position-embeddings 999999999 --train-iters 1
+status=$?; diag "$(grep error "$WORK/err" | cut -c1-200)"
+[ $status -ne 0 ] && grep -q "this run needs about .* GiB per rank (parameters and gradients .*) but .* GiB of host memory is available per rank" "$WORK/err" &&
+    ! grep -q "out of memory" "$WORK/err"
+ok $? "--seq-length 999999999 stops before allocating, giving both figures"
+run_app 2 --args-file "$TINY_ARGS" --hidden-size 1000000 --train-iters 1
+[ $? -ne 0 ] && grep -q "this run needs about [0-9.]* GiB per rank (parameters and gradients [0-9.]* GiB" "$WORK/err"
+ok $? "--hidden-size 1000000 too"
 
 run_app 1 --args-file "$WORK" --mock-data
 [ $? -ne 0 ] && grep -q "args file '$WORK' is a directory" "$WORK/err"
