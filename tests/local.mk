@@ -125,5 +125,7 @@ EXTRA_DIST += tests/mpi/accept_test.sh
 check_PROGRAMS += tests/tools/h5_poke
 tests_tools_h5_poke_SOURCES = tests/tools/h5_poke.c
 tests_tools_h5_poke_LDADD = $(HDF5_LIBS)
-TESTS += tests/mpi/checksum_test.sh tests/mpi/corpus_check_test.sh tests/mpi/io_fault_test.sh
+TESTS += tests/mpi/checksum_test.sh tests/mpi/corpus_check_test.sh tests/mpi/io_fault_test.sh \
+	tests/unit/sanitizer_build_test.sh tests/fuzz/fuzz_test.sh
+EXTRA_DIST += tests/fuzz/README.md tests/fuzz/fuzz_util.h tests/fuzz/corpus $(wildcard $(srcdir)/tests/fuzz/fuzz_*.c)
 EXTRA_DIST += tests/tools/fault_table.sh

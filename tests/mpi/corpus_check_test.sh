@@ -96,12 +96,12 @@ preprocess 255 "$WORK/some_bad.jsonl" "$WORK/some_bad" --max-bad-fraction 0.2
 ok $? "... and are accepted under --max-bad-fraction 0.2"
 
 # an impossible model stops before allocating, with the estimate and what is available
-run_app 2 --args-file "$TINY_ARGS" --seq-length 999999999 --max-position-embeddings 999999999 --train-iters 1
+run_app 2 --args-file "$TINY_ARGS" --seq-length 999999999 --max-position-embeddings 999999999 --train-iters 1 --lr-warmup-iters 0
 status=$?; diag "$(grep error "$WORK/err" | cut -c1-200)"
 [ $status -ne 0 ] && grep -q "this run needs about .* GiB per rank (parameters and gradients .*) but .* GiB of host memory is available per rank" "$WORK/err" &&
     ! grep -q "out of memory" "$WORK/err"
 ok $? "--seq-length 999999999 stops before allocating, giving both figures"
-run_app 2 --args-file "$TINY_ARGS" --hidden-size 1000000 --train-iters 1
+run_app 2 --args-file "$TINY_ARGS" --hidden-size 1000000 --train-iters 1 --lr-warmup-iters 0
 [ $? -ne 0 ] && grep -q "this run needs about [0-9.]* GiB per rank (parameters and gradients [0-9.]* GiB" "$WORK/err"
 ok $? "--hidden-size 1000000 too"
 

@@ -2,7 +2,7 @@
 # io_fault_test.sh: I/O error injection at every call of a checkpoint save (SQLite's method,
 # io/io_fault.h). A 2-rank run loads iteration 1 and saves iteration 2; the k-th write, fsync,
 # rename or writing HDF5 call of rank 0 fails with ENOSPC, for every k of the save (and every
-# 16th call of rank 1 with EIO, every 40th of rank 0 with EDQUOT). After each: the job exits non-zero with one line naming the file and "No
+# 32nd call of rank 1 with EIO, every 70th of rank 0 with EDQUOT). After each: the job exits non-zero with one line naming the file and "No
 # space left on device", the tracker still names iteration 1 and its file is unchanged, byte for
 # byte (so it loads bit-exactly: checked by loading it at the end). Prints the table of
 # tests/tools/fault_table.sh.
@@ -80,13 +80,13 @@ inject() {
 inject 0 1 1 "$calls0" ENOSPC "rank 0, every call, ENOSPC" > "$WORK/table0"
 status=$?; cat "$WORK/table0"
 ok $status "every one of rank 0's $calls0 save calls failed in turn (ENOSPC): each reported in one line, no checkpoint lost"
-inject 1 1 16 "$calls1" EIO "rank 1, every 16th call, EIO" > "$WORK/table1"
+inject 1 1 32 "$calls1" EIO "rank 1, every 32nd call, EIO" > "$WORK/table1"
 status=$?; cat "$WORK/table1"
-ok $status "every 16th of rank 1's $calls1 calls failed (EIO): the same"
-inject 0 5 40 "$calls0" EDQUOT "rank 0, every 40th call, EDQUOT" > "$WORK/table2"
+ok $status "every 32nd of rank 1's $calls1 calls failed (EIO): the same"
+inject 0 5 70 "$calls0" EDQUOT "rank 0, every 70th call, EDQUOT" > "$WORK/table2"
 status=$?; cat "$WORK/table2"
 ok $status "EDQUOT is named too"
-failed=$(( calls0 + (calls1 + 15) / 16 + (calls0 - 5) / 40 + 1 ))
+failed=$(( calls0 + (calls1 + 31) / 32 + (calls0 - 5) / 70 + 1 ))
 diag "io_fault_test: failed $failed I/O calls in all"
 
 # the newest complete checkpoint still loads bit-exactly after a failed save
