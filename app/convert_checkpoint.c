@@ -81,7 +81,7 @@ static options parse_options(int argc, char **argv) {
     options_parse_or_exit(&table, &o, given, argc, argv);
     o.bfloat16 = !strcmp(o.dtype, "bfloat16") || !strcmp(o.dtype, "bf16");
     if (o.to_hf + o.from_hf + (o.verify[0] != 0) != 1)
-        user_error("give exactly one of --to-hf, --from-hf and --verify (try --help)");
+        user_error("give exactly one of --to-hf and --from-hf, or --verify alone (try --help)");
     if (o.to_hf && (!o.load[0] || !o.output[0])) user_error("--to-hf needs --load and --output");
     if (o.from_hf && (!o.input[0] || !o.save[0])) user_error("--from-hf needs --input and --save");
     if (o.to_hf && (o.input[0] || o.save[0])) user_error("--input and --save go with --from-hf");

@@ -27,7 +27,8 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
  * unknown */
 double memory_available_host(MPI_Comm world);
 
-/* collective: stops the job (user_error) when the estimate exceeds what is available */
+/* collective: stops the job (user_error) when the estimate exceeds what is available;
+ * MTC_SKIP_MEMORY_ESTIMATE=1 skips the check (tests of the allocation-failure path) */
 void memory_estimate_check(const args *a, const topology *topo, const kernel_ops *ops);
 
 #endif
