@@ -27,7 +27,10 @@ sources() {
 }
 TARGETS="jsonl args_file gpt2_vocab wordpiece_vocab idx_header tracker safetensors"
 export ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1"
-[ -d /dev/shm ] && [ -w /dev/shm ] && export TMPDIR=/dev/shm  # the targets write their input to a file per run
+# the targets write their input to a file per run: in memory when /dev/shm is there, removed at exit
+FUZZ_TMP=$(mktemp -d /dev/shm/mtc-fuzz-test.XXXXXX 2>/dev/null || mktemp -d "$WORK/tmp.XXXXXX")
+trap 'rm -rf "$WORK" "$FUZZ_TMP"' EXIT
+export TMPDIR="$FUZZ_TMP"
 TABLE="$top_srcdir/tests/tools/fault_table.sh"
 diag "target | seconds | executions"
 for t in $TARGETS; do
