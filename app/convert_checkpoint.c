@@ -7,6 +7,9 @@
  *       tracker; the file must be complete.
  *   convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR
  *                      [--make-vocab-size-divisible-by 128] [--overwrite]
+ *   convert_checkpoint --verify CKPT_DIR|FILE.h5
+ *       checks every tensor of a complete checkpoint against its checksums (exit 1 naming the
+ *       first damaged tensor and box); --to-hf checks them too before converting.
  *       writes CKPT_DIR/release.h5 and the tracker "release" (Megatron's name for a converted
  *       model): iteration 0, no optimizer state. Reads model.safetensors or a sharded
  *       model.safetensors.index.json, F32/F16/BF16/F64, names with or without "transformer.";
@@ -14,8 +17,10 @@
  * The tensor mapping is in app/hf_gpt2_layout.h. Everything is validated (config against every
  * tensor shape, dtypes, unknown tensors) before anything is written, and outputs appear only
  * complete (write .tmp/.partial, fsync, rename). Runs as one process (directly or mpiexec -n 1). */
+#include "io/io_error.h"
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
+#include "io/checkpoint_checksum.h"
 #include "app/core/options.h"
 #include "app/model/hf_gpt2_config.h"
 #include "app/model/hf_gpt2_layout.h"
@@ -36,6 +41,7 @@ typedef struct options {
     int to_hf, from_hf, overwrite;
     char load[CHECKPOINT_PATH_MAX], output[CHECKPOINT_PATH_MAX];
     char input[CHECKPOINT_PATH_MAX], save[CHECKPOINT_PATH_MAX];
+    char verify[CHECKPOINT_PATH_MAX];
     char dtype[16];
     int64_t vocab_divisible_by;
     int bfloat16;  /* derived from --dtype */
@@ -45,6 +51,7 @@ typedef struct options {
 static const option_spec specs[] = {
     {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel (model.safetensors, config.json)"},
     {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2 -> CKPT_DIR/release.h5 and the tracker \"release\""},
+    {"verify", "direction (give one)", OPTION_STRING, AT(verify), .metavar = "CKPT_DIR|FILE.h5", .help = "check every tensor of a checkpoint against its checksums, without converting"},
     {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
     {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
     {"dtype", "with --to-hf", OPTION_CHOICE, AT(dtype), "float32", .choices = "float32|bfloat16|fp32|bf16", .help = "tensor type of the safetensors file"},
@@ -57,7 +64,8 @@ static const option_spec specs[] = {
 static const option_table table = {
     .usage = "--to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16] [--overwrite]\n"
              "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
-             "                          [--make-vocab-size-divisible-by N] [--overwrite]",
+             "                          [--make-vocab-size-divisible-by N] [--overwrite]\n"
+             "       convert_checkpoint --verify CKPT_DIR|FILE.h5",
     .description =
         "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, as one process.\n"
         "Flags may also come from an args file (one flag per line, '#' starts a comment); the\n"
@@ -72,7 +80,8 @@ static options parse_options(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     options_parse_or_exit(&table, &o, given, argc, argv);
     o.bfloat16 = !strcmp(o.dtype, "bfloat16") || !strcmp(o.dtype, "bf16");
-    if (o.to_hf == o.from_hf) user_error("give exactly one of --to-hf and --from-hf (try --help)");
+    if (o.to_hf + o.from_hf + (o.verify[0] != 0) != 1)
+        user_error("give exactly one of --to-hf and --from-hf, or --verify alone (try --help)");
     if (o.to_hf && (!o.load[0] || !o.output[0])) user_error("--to-hf needs --load and --output");
     if (o.from_hf && (!o.input[0] || !o.save[0])) user_error("--from-hf needs --input and --save");
     if (o.to_hf && (o.input[0] || o.save[0])) user_error("--input and --save go with --from-hf");
@@ -163,11 +172,42 @@ static void write_config_tmp(const char *path, const gpt2_dims *m, double epsilo
     }
 }
 
+/* checks the checksums of an open checkpoint; exits 1 naming the first damaged box */
+static void verify_checksums(const checkpoint_reader *reader, int verbose) {
+    char err[error_max] = "";
+    int64_t tensors, boxes, unchecked;
+    int64_t bad = checkpoint_verify_file(reader->file, reader->path, &tensors, &boxes, &unchecked, err, sizeof err);
+    if (bad) {
+        fprintf(stderr, "%s: error: %s (%lld damaged box%s in all)\n", program_name, err, (long long)bad,
+                bad == 1 ? "" : "es");
+        MPI_Finalize();
+        exit(1);
+    }
+    if (!checkpoint_is_checksummed(reader->file))
+        printf("note: %s has no checksums (saved before they existed): not verified\n", reader->path);
+    else if (unchecked)
+        user_error("%s: %lld tensor%s without checksums in a checksummed file: the file is damaged", reader->path,
+                   (long long)unchecked, unchecked == 1 ? "" : "s");
+    else if (verbose)
+        printf("> %s: %s: %lld tensors, %lld boxes: every checksum matches\n", program_name, reader->path,
+               (long long)tensors, (long long)boxes);
+}
+
+static void verify_only(const options *o) {
+    char path[path_max], err[error_max];
+    if (checkpoint_resolve(o->verify, path, sizeof path, err, sizeof err)) user_error("%s", err);
+    checkpoint_reader reader;
+    if (checkpoint_reader_open(path, &reader, err, sizeof err)) user_error("%s", err);
+    verify_checksums(&reader, 1);
+    checkpoint_reader_close(&reader);
+}
+
 static void export_to_hf(const options *o) {
     char path[path_max], err[error_max];
     if (checkpoint_resolve(o->load, path, sizeof path, err, sizeof err)) user_error("%s", err);
     checkpoint_reader reader;
     if (checkpoint_reader_open(path, &reader, err, sizeof err)) user_error("%s", err);
+    verify_checksums(&reader, 0);
     gpt2_dims m = {0};
     double epsilon;
     read_dims(&reader, &m, &epsilon);
@@ -487,11 +527,13 @@ static void import_from_hf(const options *o) {
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
     program_name = "convert_checkpoint";
+    hdf5_errors_setup(0); /* MTC_HDF5_DEBUG=1 prints HDF5's error stacks */
     int world_size;
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
     options o = parse_options(argc, argv);
     if (world_size != 1) user_error("runs as one process, not %d (mpiexec -n 1 or directly)", world_size);
-    if (o.to_hf) export_to_hf(&o);
+    if (o.verify[0]) verify_only(&o);
+    else if (o.to_hf) export_to_hf(&o);
     else import_from_hf(&o);
     CHECK_MPI(MPI_Finalize());
     return 0;

@@ -7,6 +7,7 @@
  * sequence per sentence when the corpus has sentences, else per document). A .bin/.idx pair
  * carries no tokenizer information: the three optional flags stamp it into the HDF5 attributes
  * (otherwise "unknown", vocab 0, eod -1). Runs as one process (mpiexec -n 1 or directly). */
+#include "io/io_error.h"
 #include "app/core/error.h"
 #include "app/core/options.h"
 #include "io/hdf5_corpus.h"
@@ -186,6 +187,7 @@ static int exists(const char *path) { struct stat st; return stat(path, &st) == 
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
     program_name = "convert_corpus";
+    hdf5_errors_setup(0); /* MTC_HDF5_DEBUG=1 prints HDF5's error stacks */
     options o;
     corpus_meta meta;
     parse_options(argc, argv, &o, &meta);

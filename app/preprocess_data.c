@@ -13,6 +13,7 @@
  *
  * The output is written as OUTPUT.tmp and renamed when complete; an existing output is kept
  * unless --overwrite is given. Progress lines are rank 0's own counts; totals are job-wide. */
+#include "io/io_error.h"
 #include "app/core/error.h"
 #include "app/core/options.h"
 #include "io/hdf5_corpus.h"
@@ -37,6 +38,7 @@ typedef struct options {
     char vocab_file[path_max], merge_file[path_max], tokenizer_model[path_max];
     int vocab_size, append_eod, split_sentences, keep_newlines, workers, partitions, strict, overwrite;
     int64_t log_interval;
+    float max_bad_fraction;  /* --max-bad-fraction */
     /* derived: --input split into file names */
     const char *inputs[max_inputs];
     int num_inputs;
@@ -83,6 +85,7 @@ static const option_spec specs[] = {
     {"partitions", "runtime", OPTION_INT, AT(partitions), "1", .range = "[1, 1]", .help = "must be 1: the ranks already share the input"},
     {"log-interval", "runtime", OPTION_INT64, AT(log_interval), "100", .range = "[1, inf)", .help = "print progress every N documents (rank 0's count)"},
     {"strict", "runtime", OPTION_FLAG, AT(strict), .help = "stop at the first bad input line and write nothing"},
+    {"max-bad-fraction", "runtime", OPTION_FLOAT, AT(max_bad_fraction), "1", .range = "[0, 1]", .help = "write nothing and exit 1 when more than this fraction of the non-blank input lines is bad (malformed JSON, missing key, ...); not a Megatron flag"},
 };
 
 static const option_table table = {
@@ -427,6 +430,7 @@ static void report_bad_lines(const options *o, const worker *w, const segment *s
 int main(int argc, char **argv) {
     CHECK_MPI(MPI_Init(&argc, &argv));
     program_name = "preprocess_data";
+    hdf5_errors_setup(0); /* MTC_HDF5_DEBUG=1 prints HDF5's error stacks */
     int rank, ranks;
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
@@ -535,6 +539,16 @@ int main(int argc, char **argv) {
     if (o.strict && bad_total > 0)
         user_error("--strict: %lld bad input line%s (listed above); no output written",
                    (long long)bad_total, bad_total == 1 ? "" : "s");
+    int64_t considered = total.documents + total.empty_documents + bad_total;
+    if (total.documents == 0)
+        user_error("no document to write: of %lld non-blank input line%s, %lld %s bad and %lld empty (is the input "
+                   "JSON lines with the key \"%s\"?); no output written", (long long)considered,
+                   considered == 1 ? "" : "s", (long long)bad_total, bad_total == 1 ? "is" : "are",
+                   (long long)total.empty_documents, o.json_key);
+    if (bad_total > o.max_bad_fraction * (double)considered)
+        user_error("%lld of %lld non-blank input lines are bad (%.2f%%), more than --max-bad-fraction %g; no output "
+                   "written", (long long)bad_total, (long long)considered, 100.0 * (double)bad_total / (double)considered,
+                   o.max_bad_fraction);
 
     int64_t local[3] = {w.tokens.count, w.document_ends.count, w.sentence_ends.count}, base[3];
     CHECK_MPI(MPI_Exscan(local, base, 3, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD));

@@ -9,6 +9,7 @@
 #include "app/tokenizers/tokenizer.h"
 #include "app/training/training.h"
 #include "app/training/data_setup.h"
+#include "io/io_error.h"
 #include "perf/metrics/peak_flops.h"
 
 #include <inttypes.h>
@@ -81,6 +82,7 @@ int main(int argc, char **argv) {
 
     args a;
     args_parse(&a, argc, argv, world_size);
+    hdf5_errors_setup(a.hdf5_debug);
     if (a.tokenizer_type[0]) {
         /* the vocabulary size comes from the tokenizer, as in Megatron */
         char err[1024];

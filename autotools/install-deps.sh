@@ -20,4 +20,6 @@ $SUDO apt-get install -y -qq --no-install-recommends libmicrohttpd-dev libcurl4-
 $SUDO apt-get install -y -qq --no-install-recommends sentencepiece >/dev/null
 # numpy: the independent Megatron-Core reference of the data tests (RandomState shuffles)
 $SUDO apt-get install -y -qq --no-install-recommends python3-numpy >/dev/null
+# checkpoint and corpus checksums (XXH3)
+$SUDO apt-get install -y -qq --no-install-recommends libxxhash-dev >/dev/null
 echo "install-deps: packages installed"

@@ -45,10 +45,16 @@ void checkpoint_file_create(checkpoint_file *f, const char *path, MPI_Comm comm,
     void *handler_data;
     H5Eget_auto2(H5E_DEFAULT, &handler, &handler_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    f->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, access);
+    int rank;
+    CHECK_MPI(MPI_Comm_rank(comm, &rank));
+    io_fault_save_begin(rank);
+    io_error_set_file(path, "saving checkpoint");
+    f->file = io_fault_hit() ? -1 : H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, access);
+    int errnum = f->file < 0 ? hdf5_failure_errno() : 0;
+    if (f->file < 0 && hdf5_errors_debug()) H5Eprint2(H5E_DEFAULT, stderr);
     H5Eset_auto2(H5E_DEFAULT, handler, handler_data);
     CHECK_HDF5(H5Pclose(access));
-    if (f->file < 0) user_error("cannot create checkpoint file %s (check that --save names a writable directory)", path);
+    if (f->file < 0) io_fail(path, "H5Fcreate (is --save a writable folder?)", errnum);
 }
 
 int checkpoint_file_open(checkpoint_file *f, const char *path, MPI_Comm comm, int collective_io, char *err,
@@ -72,7 +78,7 @@ int checkpoint_file_open(checkpoint_file *f, const char *path, MPI_Comm comm, in
 
 void checkpoint_file_close(checkpoint_file *f) {
     CHECK_HDF5(H5Pclose(f->transfer));
-    CHECK_HDF5(H5Fclose(f->file));
+    CHECK_HDF5(HDF5_IO(H5Fclose(f->file)));
     f->file = f->transfer = -1;
 }
 
@@ -94,8 +100,8 @@ static int link_exists(hid_t file, const char *path) {
 
 void checkpoint_make_group(checkpoint_file *f, const char *group) {
     if (link_exists(f->file, group)) return;
-    hid_t g = H5Gcreate2(f->file, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_HDF5(g);
+    hid_t g = HDF5_IO(H5Gcreate2(f->file, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    if (g < 0) hdf5_fail("H5Gcreate2", __FILE__, __LINE__);
     CHECK_HDF5(H5Gclose(g));
 }
 
@@ -171,8 +177,8 @@ void checkpoint_create_tensor(checkpoint_file *f, const char *path, int64_t rows
     hid_t links = H5Pcreate(H5P_LINK_CREATE);
     CHECK_HDF5(links);
     CHECK_HDF5(H5Pset_create_intermediate_group(links, 1));
-    hid_t dataset = H5Dcreate2(f->file, path, H5T_IEEE_F32LE, space, links, create, H5P_DEFAULT);
-    CHECK_HDF5(dataset);
+    hid_t dataset = HDF5_IO(H5Dcreate2(f->file, path, H5T_IEEE_F32LE, space, links, create, H5P_DEFAULT));
+    if (dataset < 0) hdf5_fail("H5Dcreate2", __FILE__, __LINE__);
     CHECK_HDF5(H5Dclose(dataset));
     CHECK_HDF5(H5Pclose(links));
     CHECK_HDF5(H5Pclose(create));
@@ -228,13 +234,8 @@ static void transfer(checkpoint_file *f, const char *path, const tensor_part *pa
     select_part(dataset, part, &file_space, &memory_space);
     float dummy = 0.0f;
     float *buffer = tensor_part_elements(part) ? data : &dummy;
-    errno = 0;
-    herr_t moved = write ? H5Dwrite(dataset, H5T_NATIVE_FLOAT, memory_space, file_space, f->transfer, buffer)
-                         : H5Dread(dataset, H5T_NATIVE_FLOAT, memory_space, file_space, f->transfer, buffer);
-    /* name the file, the tensor and the system's reason (a full disk: ENOSPC) in one line */
-    if (moved < 0)
-        FATAL("cannot %s tensor %s %s %s: %s (HDF5's error stack above has the details)", write ? "write" : "read",
-              path, write ? "to" : "from", f->path, errno ? strerror(errno) : "HDF5 error");
+    if (write) CHECK_HDF5(HDF5_IO(H5Dwrite(dataset, H5T_NATIVE_FLOAT, memory_space, file_space, f->transfer, buffer)));
+    else CHECK_HDF5(H5Dread(dataset, H5T_NATIVE_FLOAT, memory_space, file_space, f->transfer, buffer));
     f->bytes += sizeof(float) * tensor_part_elements(part);
     CHECK_HDF5(H5Sclose(memory_space));
     CHECK_HDF5(H5Sclose(file_space));

@@ -2,6 +2,7 @@
 #include "io/checkpoint_format.h"
 #include "app/core/error.h"
 #include "io/hdf5_attributes.h"
+#include "io/io_fault.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -70,9 +71,10 @@ int checkpoint_tracker_read(const char *dir, int64_t *iteration, char *err, size
 
 /* fsync a file or a folder; EINVAL (nothing to flush on this file system) counts as done */
 static int fsync_path(const char *path) {
+    if (io_fault_hit()) return -1;
     int fd = open(path, O_RDONLY);
     if (fd < 0) return -1;
-    int status = fsync(fd) != 0 && errno != EINVAL ? -1 : 0;
+    int status = io_fault_hit() || (fsync(fd) != 0 && errno != EINVAL) ? -1 : 0;
     int saved = errno;
     close(fd);
     errno = saved;
@@ -83,9 +85,10 @@ int checkpoint_tracker_write(const checkpoint_names *names, char *err, size_t er
     char text[32];
     if (names->iteration == CHECKPOINT_RELEASE) snprintf(text, sizeof text, "release");
     else snprintf(text, sizeof text, "%lld", (long long)names->iteration);
-    FILE *f = fopen(names->tracker_tmp, "w");
+    FILE *f = io_fault_hit() ? NULL : fopen(names->tracker_tmp, "w");
     if (!f) return error_format(err, errlen, "%s: cannot write the tracker: %s", names->tracker_tmp, strerror(errno));
-    int ok = fputs(text, f) >= 0 && fflush(f) == 0 && (fsync(fileno(f)) == 0 || errno == EINVAL);
+    int ok = !io_fault_hit() && fputs(text, f) >= 0 && !io_fault_hit() && fflush(f) == 0 && !io_fault_hit() &&
+             (fsync(fileno(f)) == 0 || errno == EINVAL);
     int saved = errno;
     if (fclose(f) != 0 && ok) {
         ok = 0;
@@ -95,7 +98,7 @@ int checkpoint_tracker_write(const checkpoint_names *names, char *err, size_t er
         unlink(names->tracker_tmp);
         return error_format(err, errlen, "%s: cannot write the tracker: %s", names->tracker_tmp, strerror(saved));
     }
-    if (rename(names->tracker_tmp, names->tracker) != 0) {
+    if (io_fault_hit() || rename(names->tracker_tmp, names->tracker) != 0) {
         saved = errno;
         unlink(names->tracker_tmp);
         return error_format(err, errlen, "cannot rename %s to %s: %s", names->tracker_tmp, names->tracker,
@@ -131,7 +134,7 @@ int checkpoint_commit(const checkpoint_names *names, char *err, size_t errlen) {
         unlink(names->partial);
         return error_format(err, errlen, "%s: cannot flush it to disk: %s", names->partial, strerror(saved));
     }
-    if (rename(names->partial, names->file) != 0) {
+    if (io_fault_hit() || rename(names->partial, names->file) != 0) {
         int saved = errno;
         unlink(names->partial);
         return error_format(err, errlen, "cannot rename %s to %s: %s", names->partial, names->file,

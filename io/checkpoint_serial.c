@@ -2,6 +2,7 @@
  * (see checkpoint_serial.h and io/CHECKPOINT_FORMAT.md). */
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
+#include "io/checkpoint_checksum.h"
 #include "io/hdf5_attributes.h"
 #include "io/hdf5_check.h"
 
@@ -202,6 +203,7 @@ checkpoint_writer *checkpoint_writer_create(const char *dir, int64_t iteration, 
         return NULL;
     }
     checkpoint_header_write(w->file, iteration, 0, 0);
+    checkpoint_mark_checksummed(w->file);
     w->args = H5Gcreate2(w->file, "args", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     CHECK_HDF5(w->args);
     w->model = H5Gcreate2(w->file, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -242,6 +244,14 @@ void checkpoint_writer_write_tensor(checkpoint_writer *w, const char *name, int 
     CHECK_HDF5(H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
     CHECK_HDF5(H5Dclose(dataset));
     CHECK_HDF5(H5Sclose(space));
+    /* the whole tensor is one box (io/checkpoint_checksum.h) */
+    CHECK(ndim <= 2, "tensor %s: rank %d (checkpoints hold vectors and matrices)", name, ndim);
+    uint64_t rows = (uint64_t)shape[0], cols = ndim == 2 ? (uint64_t)shape[1] : 1;
+    box_checksum record = {0, 0, rows, cols, checksum_floats(data, (size_t)(rows * cols))};
+    char path[1024];
+    snprintf(path, sizeof path, "/model/%s", name);
+    checkpoint_file serial = {.file = w->file, .transfer = H5P_DEFAULT};
+    checkpoint_write_checksums(&serial, path, &record, 1, 0, 1);
 }
 
 int checkpoint_writer_commit(checkpoint_writer *w, char *err, size_t errlen) {

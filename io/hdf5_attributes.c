@@ -10,9 +10,9 @@ static void write_scalar(hid_t object, const char *name, hid_t ftype, hid_t memt
     hid_t space = H5Screate(H5S_SCALAR);
     CHECK_HDF5(space);
     if (H5Aexists(object, name) > 0) CHECK_HDF5(H5Adelete(object, name));
-    hid_t attr = H5Acreate2(object, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
-    CHECK_HDF5(attr);
-    CHECK_HDF5(H5Awrite(attr, memtype, value));
+    hid_t attr = HDF5_IO(H5Acreate2(object, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT));
+    if (attr < 0) hdf5_fail("H5Acreate2", __FILE__, __LINE__);
+    if (HDF5_IO(H5Awrite(attr, memtype, value)) < 0) hdf5_fail("H5Awrite", __FILE__, __LINE__);
     CHECK_HDF5(H5Aclose(attr));
     CHECK_HDF5(H5Sclose(space));
 }

@@ -58,11 +58,17 @@ typedef struct hdf5_corpus {
     int64_t num_tokens, num_documents, num_sentences;
     int64_t *document_offsets;  /* [num_documents + 1], loaded at open */
     int64_t *sentence_offsets;  /* [num_sentences + 1] or NULL */
+    int64_t max_token_id;       /* the writer's record of the largest id; -1 when absent (older file) */
+    int checksummed;            /* the file has /checksums (root attribute checksum = "xxh3_64/range") */
 } hdf5_corpus;
 
-/* Opens and validates (datasets present, offsets monotone and ending at num_tokens,
- * attributes readable). Returns NULL with "PATH: what is wrong" in err. */
+/* Opens and validates (datasets present, offsets monotone and ending at num_tokens and matching
+ * their checksums, attributes readable). Returns NULL with "PATH: what is wrong" in err. */
 hdf5_corpus *hdf5_corpus_open(const char *path, char *err, size_t errlen);
+
+/* Reads every token once: checks each written range against its checksum (when the file has
+ * them) and finds the largest id. 0, or -1 with "PATH: /tokens [a, b) ..." in err. */
+int hdf5_corpus_scan_tokens(hdf5_corpus *c, int64_t *max_token_id, char *err, size_t errlen);
 
 /* tokens[first .. first+n) converted to int32 */
 void hdf5_corpus_read_tokens(hdf5_corpus *c, int64_t first, int64_t n, int32_t *out);

@@ -169,4 +169,11 @@ EXTRA_DIST += tests/tools/megatron_gpt_samples.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh
+# ---- untrusted bytes (issue 22): checksums, validation at the door, I/O failures ----
+check_PROGRAMS += tests/tools/h5_poke
+tests_tools_h5_poke_SOURCES = tests/tools/h5_poke.c
+tests_tools_h5_poke_LDADD = $(HDF5_LIBS)
+TESTS += tests/mpi/checksum_test.sh tests/mpi/corpus_check_test.sh tests/mpi/io_fault_test.sh \
+	tests/unit/sanitizer_build_test.sh tests/fuzz/fuzz_test.sh
+EXTRA_DIST += tests/fuzz/README.md tests/fuzz/fuzz_util.h tests/fuzz/corpus $(wildcard $(srcdir)/tests/fuzz/fuzz_*.c)
 EXTRA_DIST += tests/tools/fault_table.sh

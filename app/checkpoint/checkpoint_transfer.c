@@ -1,6 +1,7 @@
 /* checkpoint_transfer.c: see checkpoint_transfer.h. */
 #include "app/checkpoint/checkpoint_transfer.h"
 #include "app/checkpoint/checkpoint_boxes.h"
+#include "app/checkpoint/checkpoint_verify.h"
 #include "app/core/error.h"
 #include "app/core/hash.h"
 
@@ -20,6 +21,7 @@ typedef struct tensor_pieces {
     piece *pieces;
     int count, capacity;
     int calls;   /* the most pieces any rank has of this tensor */
+    int64_t checksum_offset, checksum_total; /* saving: this rank's first record, all ranks' records */
 } tensor_pieces;
 
 static size_t piece_elements(void) {
@@ -75,6 +77,22 @@ static tensor_pieces *plan_pieces(const sharded_state *s, int saving, MPI_Comm c
     CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, calls, s->num_tensors, MPI_INT, MPI_MAX, comm));
     for (int t = 0; t < s->num_tensors; t++) plan[t].calls = calls[t];
     free(calls);
+    if (saving) {
+        /* one checksum record per piece written: this rank's rows of each tensor's table */
+        int64_t *counts = calloc((size_t)s->num_tensors * 3 + 1, sizeof *counts);
+        CHECK(counts, "out of host memory for the checkpoint plan");
+        int64_t *offsets = counts + s->num_tensors, *totals = offsets + s->num_tensors;
+        for (int t = 0; t < s->num_tensors; t++) counts[t] = plan[t].count;
+        CHECK_MPI(MPI_Exscan(counts, offsets, s->num_tensors, MPI_INT64_T, MPI_SUM, comm));
+        CHECK_MPI(MPI_Allreduce(counts, totals, s->num_tensors, MPI_INT64_T, MPI_SUM, comm));
+        int rank;
+        CHECK_MPI(MPI_Comm_rank(comm, &rank));
+        for (int t = 0; t < s->num_tensors; t++) {
+            plan[t].checksum_offset = rank == 0 ? 0 : offsets[t]; /* Exscan leaves rank 0's undefined */
+            plan[t].checksum_total = totals[t];
+        }
+        free(counts);
+    }
     return plan;
 }
 
@@ -90,32 +108,54 @@ static void fault_pause(MPI_Comm comm) {
     sleep((unsigned)atoi(pause));
 }
 
-void checkpoint_transfer(checkpoint_file *f, const sharded_state *s, const kernel_ops *ops, MPI_Comm comm,
-                         int saving) {
+int64_t checkpoint_transfer(checkpoint_file *f, const sharded_state *s, const kernel_ops *ops, MPI_Comm comm,
+                            int saving, int verify) {
     size_t staging_elements;
     tensor_pieces *plan = plan_pieces(s, saving, comm, &staging_elements);
     float *staging = malloc(sizeof(float) * staging_elements);
     CHECK(staging, "out of host memory for checkpoint staging");
+    int checksummed = !saving && verify && checkpoint_is_checksummed(f->file);
+    int64_t boxes_checked = 0;
+    box_checksum *records = NULL;
     for (int t = 0; t < s->num_tensors; t++) {
         const checkpoint_tensor *tensor = &s->tensors[t];
         if (saving && t == s->num_tensors / 2) fault_pause(comm);
         if (saving) checkpoint_create_tensor(f, tensor->name, tensor->rows, tensor->cols);
         const tensor_pieces *tp = &plan[t];
+        tensor_verifier verifier = {.count = -1};
+        if (checksummed) tensor_verifier_begin(&verifier, f, tensor->name, 1);
+        if (saving) {
+            records = realloc(records, sizeof *records * (size_t)(tp->count ? tp->count : 1));
+            CHECK(records, "out of host memory for checksums");
+        }
         for (int j = 0; j < tp->calls; j++) {
             tensor_part part = {0};
             const piece *pc = j < tp->count ? &tp->pieces[j] : NULL;
             if (pc) part = (tensor_part){.num_boxes = 1, .boxes = {pc->box}};
             size_t bytes = sizeof(float) * tensor_part_elements(&part);
             if (saving) {
-                if (bytes) ops->copy_to_host(staging, pc->data, bytes);
+                if (bytes) {
+                    ops->copy_to_host(staging, pc->data, bytes);
+                    records[j] = (box_checksum){(uint64_t)pc->box.row, (uint64_t)pc->box.col, (uint64_t)pc->box.rows,
+                                                (uint64_t)pc->box.cols, checksum_floats(staging, bytes / sizeof(float))};
+                }
                 checkpoint_write_tensor(f, tensor->name, &part, staging);
             } else {
                 checkpoint_read_tensor(f, tensor->name, &part, staging);
+                if (bytes) tensor_verifier_piece(&verifier, f, &pc->box, staging);
                 if (bytes) ops->copy_from_host(pc->data, staging, bytes);
             }
         }
+        if (saving) checkpoint_write_checksums(f, tensor->name, records, tp->count, tp->checksum_offset, tp->checksum_total);
+        if (checksummed) {
+            tensor_verifier_finish(&verifier, f, comm);
+            boxes_checked += verifier.boxes_checked;
+        }
     }
+    free(records);
     free(staging);
     for (int t = 0; t < s->num_tensors; t++) free(plan[t].pieces);
     free(plan);
+    if (!saving && verify && !checksummed) return -1;
+    return boxes_checked;
 }

@@ -20,11 +20,14 @@
 #define CHECKPOINT_PIECE_ELEMENTS ((size_t)8 << 20) /* 32 MiB of floats */
 
 /* Saving: create every tensor of the state in its order and write the shards this rank writes.
- * Loading: read every shard this rank holds. Environment (tests):
+ * Saving also stores one XXH3 checksum record per piece written (io/checkpoint_checksum.h).
+ * Loading: read every shard this rank holds; with verify, check the checksums of what was read
+ * (app/checkpoint/checkpoint_verify.h). Returns the boxes this rank verified, or -1 when verify
+ * was asked but the file has no checksums (an older checkpoint). Environment (tests):
  *   MTC_CKPT_PIECE_ELEMENTS=N    pieces of at most N elements instead of CHECKPOINT_PIECE_ELEMENTS;
  *   MTC_FAULT_PAUSE_IN_SAVE=S    every rank pauses S seconds halfway through writing the tensors,
  *                                so that a rank can be killed mid-save. */
-void checkpoint_transfer(checkpoint_file *f, const sharded_state *state, const kernel_ops *ops, MPI_Comm comm,
-                         int saving);
+int64_t checkpoint_transfer(checkpoint_file *f, const sharded_state *state, const kernel_ops *ops, MPI_Comm comm,
+                            int saving, int verify);
 
 #endif

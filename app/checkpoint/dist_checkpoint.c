@@ -2,6 +2,9 @@
 #include "app/checkpoint/dist_checkpoint.h"
 #include "app/checkpoint/checkpoint_transfer.h"
 #include "app/core/error.h"
+#include "io/checkpoint_checksum.h"
+#include "io/io_error.h"
+#include "io/io_fault.h"
 
 #include <stdio.h>
 #include <sys/stat.h>
@@ -23,10 +26,11 @@ void dist_checkpoint_create(dist_checkpoint *c, const char *dir, int64_t iterati
     if (checkpoint_names_for(&c->names, dir, iteration, err, sizeof err) != 0) user_error("--save %s", err);
     checkpoint_file_create(&c->file, c->names.partial, comm, collective_io);
     checkpoint_header_write(c->file.file, iteration, consumed_train_samples, 0);
+    checkpoint_mark_checksummed(c->file.file);
 }
 
 void dist_checkpoint_write(dist_checkpoint *c, const sharded_state *state, const kernel_ops *ops) {
-    checkpoint_transfer(&c->file, state, ops, c->comm, 1);
+    checkpoint_transfer(&c->file, state, ops, c->comm, 1, 0);
 }
 
 uint64_t dist_checkpoint_commit(dist_checkpoint *c) {
@@ -35,7 +39,13 @@ uint64_t dist_checkpoint_commit(dist_checkpoint *c) {
     checkpoint_file_close(&c->file);
     CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_SUM, c->comm));
     char err[error_max];
-    if (rank_of(c->comm) == 0 && checkpoint_commit(&c->names, err, sizeof err) != 0) FATAL("%s", err);
+    if (rank_of(c->comm) == 0 && checkpoint_commit(&c->names, err, sizeof err) != 0) {
+        char line[error_max + 32];
+        snprintf(line, sizeof line, "saving checkpoint: %s", err);
+        io_fail_line(line);
+    }
+    io_fault_save_end();
+    io_error_set_file(NULL, NULL);
     CHECK_MPI(MPI_Barrier(c->comm));
     return bytes;
 }
@@ -46,6 +56,8 @@ int dist_checkpoint_open(dist_checkpoint *c, const char *dir, MPI_Comm comm, int
     char err[error_max];
     int rank = rank_of(comm);
     c->comm = comm;
+    c->verify_checksums = 1;
+    c->boxes_verified = 0;
     int64_t tracker[2] = {0, 0}; /* checkpoint_tracker_read's status, the iteration */
     if (rank == 0) {
         int status = checkpoint_tracker_read(dir, &tracker[1], err, sizeof err);
@@ -89,7 +101,16 @@ void dist_checkpoint_check(dist_checkpoint *c, const sharded_state *state) {
 }
 
 void dist_checkpoint_read(dist_checkpoint *c, const sharded_state *state, const kernel_ops *ops) {
-    checkpoint_transfer(&c->file, state, ops, c->comm, 0);
+    int64_t boxes = checkpoint_transfer(&c->file, state, ops, c->comm, 0, c->verify_checksums);
+    if (boxes < 0 && rank_of(c->comm) == 0) {
+        printf("note: checkpoint %s has no checksums (saved before they existed): loading it unverified\n",
+               c->file.path);
+        fflush(stdout);
+    }
+    if (boxes >= 0) {
+        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &boxes, 1, MPI_INT64_T, MPI_SUM, c->comm));
+        c->boxes_verified = boxes;
+    }
 }
 
 uint64_t dist_checkpoint_close(dist_checkpoint *c) {

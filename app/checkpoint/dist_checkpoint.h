@@ -6,7 +6,9 @@
  *   saving:  dist_checkpoint_create, attributes, dist_checkpoint_write, dist_checkpoint_commit
  *   loading: dist_checkpoint_open, dist_checkpoint_check, attributes, dist_checkpoint_read,
  *            dist_checkpoint_close
- * Bad checkpoints (a corrupt tracker, a missing or incomplete file, a tensor of another shape)
+ * Every tensor carries XXH3 checksums of the boxes written (io/checkpoint_checksum.h), verified
+ * on load unless verify_checksums is cleared; a file saved before checksums loads with a note.
+ * Bad checkpoints (a corrupt tracker, a tensor whose bytes do not match its checksum, a missing or incomplete file, a tensor of another shape)
  * stop the job with user_error naming the file, the tensor and both shapes; failures of the
  * file system while saving abort it (FATAL). */
 #ifndef DIST_CHECKPOINT_H
@@ -24,6 +26,8 @@ typedef struct dist_checkpoint {
     checkpoint_file file;
     checkpoint_names names;
     MPI_Comm comm;
+    int verify_checksums;    /* loading: check each tensor's checksums (set by open; 0 skips) */
+    int64_t boxes_verified;  /* loading: checksum records verified, all ranks */
 } dist_checkpoint;
 
 /* Creates names.partial for iteration `iteration` in dir, which must exist on every rank

@@ -77,8 +77,10 @@ static strmap_slot *find_slot(const strmap *map, const void *key, size_t key_len
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
         strmap_slot *slot = &map->slots[i];
         if (slot->hash == 0) return slot;
+        /* an empty key has no bytes in the arena, which may still be NULL (found by the
+         * wordpiece_vocab fuzz target: an empty line in vocab.txt) */
         if (slot->hash == hash && slot->key_len == key_len &&
-            memcmp(map->arena + slot->key_offset, key, key_len) == 0)
+            (key_len == 0 || memcmp(map->arena + slot->key_offset, key, key_len) == 0))
             return slot;
     }
 }

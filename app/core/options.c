@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct parse_state {
     const option_table *table;
@@ -296,6 +297,14 @@ static int parse_tokens(parse_state *st, int count, char **tokens, const char *f
 static int parse_args_file(parse_state *st, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return error_format(st->err, st->errlen, "cannot open args file '%s': %s", path, strerror(errno));
+    /* a regular file (or a pipe, as from `--args-file <(...)`); a folder would read as empty */
+    struct stat st_file;
+    if (fstat(fileno(f), &st_file) != 0 || !(S_ISREG(st_file.st_mode) || S_ISFIFO(st_file.st_mode))) {
+        int folder = S_ISDIR(st_file.st_mode);
+        fclose(f);
+        return error_format(st->err, st->errlen, "args file '%s' is %s, not a file of flags", path,
+                            folder ? "a directory" : "not a regular file");
+    }
     int cap = 64, count = 0, line_number = 0;
     char **tokens = malloc(sizeof(char *) * (size_t)cap);
     int *lines = malloc(sizeof(int) * (size_t)cap);
@@ -319,8 +328,10 @@ static int parse_args_file(parse_state *st, const char *path) {
         }
     }
     free(line);
+    int read_error = ferror(f) ? errno : 0;
     fclose(f);
-    int rc = parse_tokens(st, count, tokens, path, lines);
+    int rc = read_error ? error_format(st->err, st->errlen, "cannot read args file '%s': %s", path, strerror(read_error))
+                        : parse_tokens(st, count, tokens, path, lines);
     for (int i = 0; i < count; i++) free(tokens[i]);
     free(tokens);
     free(lines);

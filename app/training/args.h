@@ -108,6 +108,8 @@ typedef struct args {
     float exit_duration_in_mins;  /* save and exit after this many minutes since the job started (0: no limit) */
     float distributed_timeout_minutes; /* a collective wait longer than this ends the job */
     float heartbeat_interval;     /* seconds between heartbeat lines (0: none) */
+    int no_verify_checksums;      /* load without checking tensor checksums */
+    int hdf5_debug;               /* print HDF5 error stacks */
 
     /* logging */
     int64_t log_interval;

@@ -258,6 +258,7 @@ int checkpoint_load(trainer *t, const char *dir) {
         }
         return 0;
     }
+    c.verify_checksums = !a->no_verify_checksums;
     const char *path = c.names.file;
     int finetune = a->finetune;
     int load_optim = !finetune && !a->no_load_optim;

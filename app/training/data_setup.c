@@ -1,6 +1,7 @@
 /* data_setup.c: see data_setup.h. */
 #include "app/training/data_setup.h"
 #include "app/core/error.h"
+#include "io/corpus_check.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -109,6 +110,13 @@ gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Com
     if (a->eval_iters == 0) cfg.num_samples[SPLIT_VALID] = 0;
     cfg.cache_path = a->data_cache_path[0] ? a->data_cache_path : NULL;
     cfg.verbose = verbose;
+    /* validation at the door: every corpus holds documents, its token ids fit the vocabulary and
+     * its checksums hold (io/corpus_check.h) */
+    const gpt_blend *blends[1 + GPT_DATA_SPLITS] = {&cfg.blend, &cfg.split_blends[0], &cfg.split_blends[1], &cfg.split_blends[2]};
+    for (int b = 0; b < 1 + GPT_DATA_SPLITS; b++)
+        if (blends[b]->num_paths > 0)
+            corpus_check_all(blends[b]->paths, blends[b]->num_paths,
+                             a->vocab_size > 0 ? a->vocab_size : a->padded_vocab_size, !a->no_verify_checksums, comm);
     return gpt_datasets_open(&cfg, comm);
 }
 

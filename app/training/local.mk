@@ -10,5 +10,6 @@ app_training_libtraining_a_SOURCES = \
 	app/training/exit_signal.c app/training/exit_signal.h \
 	app/training/nan_check.c app/training/nan_check.h \
 	app/training/param_dump.c app/training/param_dump.h \
-	app/training/checkpointing.c app/training/checkpointing.h
+	app/training/checkpointing.c app/training/checkpointing.h \
+	app/training/memory_estimate.c app/training/memory_estimate.h
 app_training_libtraining_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)

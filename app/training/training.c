@@ -9,6 +9,8 @@
 #include "config.h"
 
 #include "app/training/training.h"
+#include "io/corpus_check.h"
+#include "app/training/memory_estimate.h"
 #include "app/training/checkpointing.h"
 #include "app/training/data_setup.h"
 #include "app/core/error.h"
@@ -153,6 +155,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     snprintf(layout.order, sizeof layout.order, "%s", a->parallel_order);
     topology_create(&t->topo, &layout);
     topology_print(&t->topo, a->device);
+    memory_estimate_check(a, &t->topo, ops);
     if (a->papi_events[0]) papi_setup(t, a);
     comm_group *groups[8];
     int num_groups = topology_groups(&t->topo, groups);

@@ -11,7 +11,8 @@ LIMIT_KB=4194304
 
 # run_limited ARGS... : pretrain_gpt on 2 ranks under the address-space limit, at most 120 s
 run_limited() {
-    (ulimit -v "$LIMIT_KB" && timeout 120 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" "$@") >"$WORK/out" 2>"$WORK/err"
+    # the allocation itself must fail here, not the memory estimate that runs before it
+    (ulimit -v "$LIMIT_KB" && MTC_SKIP_MEMORY_ESTIMATE=1 timeout 120 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" "$@") >"$WORK/out" 2>"$WORK/err"
 }
 
 # control: the limit alone does not stop gpt-tiny

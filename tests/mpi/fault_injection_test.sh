@@ -206,7 +206,7 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=${size}k tmpfs "$dir/ckpt" 2>/de
     run_app 2 $MODEL $TP2 --save "$dir/ckpt" --save-interval 2 --metrics-file "$dir/first.jsonl"
     status=$?
     grep FATAL "$WORK/err" | head -1 | cut -c1-240 | sed 's/^/# /'
-    if [ $status -ne 0 ] && grep -q "iter_0000004.h5.partial: No space left on device" "$WORK/err" &&
+    if [ $status -ne 0 ] && grep -q "iter_0000004.h5.partial: .*No space left on device" "$WORK/err" &&
         [ "$(tracker_of "$dir/ckpt")" = 2 ]; then
         cp -r "$dir/ckpt" "$dir/copy"
         umount "$dir/ckpt"

@@ -1,0 +1,105 @@
+/* memory_estimate.c: see memory_estimate.h. */
+#include "app/training/memory_estimate.h"
+#include "app/core/error.h"
+#include "app/training/pipeline_schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+
+enum { workspace_bytes = 256 << 20 };  /* staging buffers, kernels' scratch, MPI: a flat allowance */
+
+memory_estimate memory_estimate_compute(const args *a, const topology *topo, const kernel_ops *ops) {
+    memory_estimate m = {0};
+    double h = a->hidden_size, s = a->seq_length, b = a->micro_batch_size, heads = a->num_attention_heads;
+    double kv = a->kv_channels > 0 ? a->kv_channels : h / heads;
+    double ffn = a->ffn_hidden_size > 0 ? a->ffn_hidden_size : 4 * h;
+    double vocab = a->padded_vocab_size > 0 ? a->padded_vocab_size : a->vocab_size;
+    double positions = a->max_position_embeddings > 0 ? a->max_position_embeddings : s;
+    double tp = topo->tp_size, pp = topo->pp_size, dp = topo->dp_size;
+    /* one layer: qkv, projection, fc1, fc2 with biases, two layer norms */
+    double layer = 3 * heads * kv * (h + 1) + heads * kv * h + h + ffn * (h + 1) + ffn * h + h + 4 * h;
+    double layers_here = (double)((a->num_layers + topo->pp_size - 1) / topo->pp_size);
+    double params = layers_here * layer / tp + vocab * h / tp + positions * h + 2 * h;
+    if (a->untie_embeddings_and_output_weights && pp == 1) params += vocab * h / tp;
+    int mixed = ops->act_bytes == 2;
+    double per_param = mixed ? (a->use_distributed_optimizer ? 6 + 12 / dp : 18)
+                             : (a->use_distributed_optimizer ? 8 + 8 / dp : 16);
+    double weights_and_grads = mixed ? 6 : 8;
+    m.parameters = params * weights_and_grads;
+    m.optimizer = params * (per_param - weights_and_grads);
+    double act16 = s * b * h * (34 + 5 * heads * s / h) / tp;  /* one layer, 16-bit activations */
+    double slots = pipeline_activation_slots(topo->pp_size, a->virtual_pipeline_model_parallel_size > 0
+                                                                ? a->virtual_pipeline_model_parallel_size : 1,
+                                             a->num_micro_batches > 0 ? a->num_micro_batches : 1);
+    if (slots < 1) slots = 1;
+    double logits = 2 * s * b * vocab / tp * 4;  /* fp32 logits and their gradient */
+    m.activations = slots * layers_here * act16 * (ops->act_bytes / 2.0) + logits;
+    m.workspace = workspace_bytes;
+    m.total = m.parameters + m.optimizer + m.activations + m.workspace;
+    return m;
+}
+
+/* a cgroup's memory limit in bytes (v2 memory.max, v1 memory.limit_in_bytes), 0 when none */
+static double cgroup_limit(void) {
+    const char *files[] = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        FILE *f = fopen(files[i], "r");
+        if (!f) continue;
+        char text[64] = "";
+        int got = fgets(text, sizeof text, f) != NULL;
+        fclose(f);
+        if (got && strncmp(text, "max", 3)) {
+            double limit = strtod(text, NULL);
+            if (limit > 0 && limit < 1e18) return limit;  /* v1 says "no limit" with a huge number */
+        }
+    }
+    return 0;
+}
+
+/* MemAvailable from /proc/meminfo (free memory plus what the kernel can reclaim) */
+static double mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    double kib = 0;
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+        fclose(f);
+    }
+    if (kib > 0) return kib * 1024;
+    struct sysinfo info;
+    return sysinfo(&info) == 0 ? ((double)info.freeram + (double)info.bufferram) * info.mem_unit : 0;
+}
+
+double memory_available_host(MPI_Comm world) {
+    MPI_Comm node;
+    int ranks_here = 1;
+    CHECK_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    CHECK_MPI(MPI_Comm_size(node, &ranks_here));
+    CHECK_MPI(MPI_Comm_free(&node));
+    double available = mem_available(), limit = cgroup_limit();
+    if (limit > 0 && (available == 0 || limit < available)) available = limit;
+    return available / ranks_here;
+}
+
+static const char *gib(char *out, size_t size, double bytes) {
+    snprintf(out, size, bytes >= 1e15 ? "%.3g GiB" : "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+    return out;
+}
+
+void memory_estimate_check(const args *a, const topology *topo, const kernel_ops *ops) {
+    const char *skip = getenv("MTC_SKIP_MEMORY_ESTIMATE"); /* tests that exercise a failed allocation */
+    if (skip && atoi(skip) > 0) return;
+    memory_estimate m = memory_estimate_compute(a, topo, ops);
+    double available = ops->host_memory ? memory_available_host(MPI_COMM_WORLD) : 0;
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &available, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+    if (available <= 0 || m.total <= available) return;
+    char need[32], have[32], p[32], o[32], act[32];
+    user_error("this run needs about %s per rank (parameters and gradients %s, optimizer state %s, activations %s "
+               "for %d-token micro-batches, workspace) but %s of host memory is available per rank: use smaller "
+               "--seq-length, --hidden-size, --num-layers or --micro-batch-size, or more ranks",
+               gib(need, sizeof need, m.total), gib(p, sizeof p, m.parameters), gib(o, sizeof o, m.optimizer),
+               gib(act, sizeof act, m.activations), a->seq_length, gib(have, sizeof have, available));
+}
