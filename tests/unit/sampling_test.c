@@ -80,7 +80,7 @@ static void test_decode_attention(int B, int T, int H, int D, int prefill) {
     void *workspace = ops->alloc(ops->attention_workspace_bytes(B, T, H, D));
     for (size_t i = 0; i < (size_t)B * T * C3; i++) qkv[i] = philox_normal(3, 5, i);
     dropout_rng none = {0.0f, 0, 0, 0};
-    ops->attention_forward(full, workspace, qkv, B, T, H, D, 0, H, none);
+    ops->attention_forward(full, workspace, qkv, B, T, H, H, D, 0, H, none);
     /* positions [0, prefill) at once, then one at a time */
     for (int past = 0; past < T; past = past == 0 ? prefill : past + 1) {
         int Tq = past == 0 ? prefill : 1;
