@@ -149,6 +149,11 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
     for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++) {
         int64_t stored;
         if (checkpoint_get_int(f, "/args", llama[i].name, &stored) != 0) stored = llama[i].absent;
+        /* query groups: multi-head attention on both sides is no conflict, whatever the head count */
+        int64_t stored_heads;
+        if (i == 0 && checkpoint_get_int(f, "/args", "num_attention_heads", &stored_heads) == 0 &&
+            (stored == 0 || stored == stored_heads) && a->num_query_groups == a->num_attention_heads)
+            continue;
         if (stored == llama[i].value || used >= sizeof conflicts) continue;
         used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s%s = %lld (this run: %lld)",
                                  count++ ? ", " : "", llama[i].flag, (long long)stored, (long long)llama[i].value);

@@ -14,12 +14,16 @@ SECONDS_EACH=${MTC_FUZZ_SECONDS:-5}
 CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined
         -fno-sanitize-recover=undefined -I$top_srcdir -I$top_builddir $(mkvar HDF5_CFLAGS) $(mkvar UTF8PROC_CFLAGS)"
 LIBS="$(mkvar HDF5_LIBS) $(mkvar JANSSON_LIBS) $(mkvar PCRE2_LIBS) $(mkvar UTF8PROC_LIBS) $(mkvar ZLIB_LIBS) $(mkvar XXHASH_LIBS) -lm"
+# the SentencePiece shim is the tree's one C++ file: the tokenizer targets link the build's object
+# of it (not instrumented) with libsentencepiece and the C++ runtime
+SPM_OBJECT="$top_builddir/app/tokenizers/libtokenizers_a-sentencepiece_shim.o"
+SPM_LIBS="$SPM_OBJECT $(mkvar SENTENCEPIECE_LIBS)"
 CORE="app/core/error.c"
 sources() {
     case "$1" in
         jsonl) echo "io/jsonl_reader.c $CORE" ;;
         args_file) echo "app/core/options.c $CORE" ;;
-        gpt2_vocab|wordpiece_vocab) echo "app/tokenizers/tokenizer.c app/tokenizers/tokenizer_gpt2.c app/tokenizers/tokenizer_wordpiece.c app/core/hashmap.c $CORE" ;;
+        gpt2_vocab|wordpiece_vocab) echo "app/tokenizers/tokenizer.c app/tokenizers/tokenizer_gpt2.c app/tokenizers/tokenizer_wordpiece.c app/tokenizers/tokenizer_hf.c app/core/hashmap.c $CORE" ;;
         idx_header) echo "io/mmap_indexed.c $CORE" ;;
         tracker) echo "io/checkpoint_format.c io/hdf5_attributes.c io/io_error.c io/io_fault.c $CORE" ;;
         safetensors) echo "io/safetensors.c $CORE" ;;
@@ -38,7 +42,9 @@ for t in $TARGETS; do
     srcs=""
     for s in tests/fuzz/fuzz_$t.c $(sources "$t"); do srcs="$srcs $top_srcdir/$s"; done
     # shellcheck disable=SC2086
-    $FUZZ_CC $CFLAGS -o "$bin" $srcs $LIBS > "$WORK/cc_$t.log" 2>&1
+    extra=""
+    case "$t" in gpt2_vocab|wordpiece_vocab) extra=$SPM_LIBS ;; esac
+    $FUZZ_CC $CFLAGS -o "$bin" $srcs $LIBS $extra > "$WORK/cc_$t.log" 2>&1
     status=$?
     [ $status -eq 0 ] || sed 's/^/# /' "$WORK/cc_$t.log" | head -10
     ok $status "fuzz target $t builds with clang -fsanitize=fuzzer,address,undefined"

@@ -108,11 +108,12 @@ ok $status "the GPT-3 example script trains on 2 ranks (pipeline-parallel 2)"
 ok $? "it logs every 5 iterations and saves iterations 5 and 10 in its CHECKPOINT_PATH"
 python3 "$top_srcdir/tests/tools/tensorboard_scalars.py" "$WORK/tensorboard" > "$WORK/scalars" 2> "$WORK/scalars.err"
 ok $? "its TensorBoard event file reads back ($(wc -l < "$WORK/scalars") scalars$(grep -q tensorboard "$WORK/scalars.err" && echo ', TensorBoard agrees'))"
-# the "lm loss" scalars are the log line's, steps 5 and 10; validation at 5 and at the end
+# the "lm loss" scalars are the log line's, steps 5 and 10; validation at 5, at 10 and at the end
+# of training (Megatron evaluates at the last iteration and again after the loop)
 grep -o 'iteration *[0-9]*/.*lm loss: [0-9.E+-]*' "$WORK/out" | sed 's/iteration *\([0-9]*\)\/.*lm loss: \(.*\)/\1 \2/' > "$WORK/logged"
 awk -F '\t' '$1 == "lm loss" { print $2, $3 }' "$WORK/scalars" > "$WORK/tb_loss"
 awk 'NR == FNR { want[$1] = $2; next } { n++; if (!($1 in want) || (want[$1] - $2) ^ 2 > 1e-10) bad++ } END { exit !(n == 2 && !bad) }' \
-    "$WORK/logged" "$WORK/tb_loss" && [ "$(grep -c '^lm loss validation	' "$WORK/scalars")" -eq 2 ] &&
+    "$WORK/logged" "$WORK/tb_loss" && [ "$(grep -c '^lm loss validation	' "$WORK/scalars")" -eq 3 ] &&
     grep -q '^learning-rate vs samples	80	' "$WORK/scalars"
 ok $? "the scalars are Megatron's tags with the logged values: lm loss at $(cut -d' ' -f1 "$WORK/tb_loss" | tr '\n' ' ')as printed, validation, learning-rate vs samples"
 first=$(head -1 "$WORK/tb_loss" | cut -d' ' -f2); last=$(tail -1 "$WORK/tb_loss" | cut -d' ' -f2)

@@ -24,8 +24,8 @@ trap 'for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
 # --- the model: 100 iterations on one rank, then 4 more on one rank and, as TP2xPP2, on four ---
 TRAIN="--args-file $TINY_ARGS --eval-iters 0 --log-interval 10"
 run_app 1 $TRAIN --train-iters 100 --save "$WORK/base"; ok $? "the tiny GPT trains on one rank and saves"
-run_app 1 $TRAIN --train-iters 104 --load "$WORK/base" --save "$WORK/tp1"; ok $? "4 more iterations on 1 rank"
-run_app 4 $TRAIN --train-iters 104 --load "$WORK/base" --save "$WORK/tp2pp2" --tensor-model-parallel-size 2 \
+run_app 1 $TRAIN --train-iters 104 --override-opt-param-scheduler --load "$WORK/base" --save "$WORK/tp1"; ok $? "4 more iterations on 1 rank"
+run_app 4 $TRAIN --train-iters 104 --override-opt-param-scheduler --load "$WORK/base" --save "$WORK/tp2pp2" --tensor-model-parallel-size 2 \
     --pipeline-model-parallel-size 2; ok $? "the same 4 iterations as TP2xPP2 on 4 ranks, saved in that layout"
 
 # start_server NAME CHECKPOINT [FLAGS...]: serve on a free port; sets PORT
@@ -369,6 +369,7 @@ PY
 ok $? "GPT-2 prompts come back as UTF-8 text (characters split over tokens whole) and one segment per token, no padded id generated"
 total=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['tokens'][0]))" "$WORK/gpt2.json")
 timeout 120 "$MPIEXEC" -n 1 "$REFERENCE" greedy:$total "$WORK/gpt2.lines" --args-file "$TINY_ARGS" --vocab-size 50257 \
+    --tokenizer-type GPT2BPETokenizer --vocab-file "$GPT2/vocab.json" --merge-file "$GPT2/merges.txt" \
     --load "$WORK/gpt2" --no-load-optim --no-load-rng --micro-batch-size 1 --global-batch-size 1 < /dev/null > "$WORK/gpt2.ref" 2>&1
 python3 - "$WORK" <<'PY'
 import json, sys
