@@ -36,7 +36,7 @@ MODEL="--args-file $SRC/configs/gpt-tiny.args --lr-warmup-iters 1 --eval-iters 0
 run_app 2 $MODEL --train-iters 2 --use-distributed-optimizer --save "$WORK/ckpt"
 status=$?; sanitized; ok $(( status + $? )) "2-rank training and save, clean under the sanitizers"
 [ $status -eq 0 ] || grep -m3 "Sanitizer\|runtime error\|error" "$WORK/err" | sed 's/^/# /'
-run_app 2 $MODEL --train-iters 3 --load "$WORK/ckpt" --tensor-model-parallel-size 2
+run_app 2 $MODEL --train-iters 3 --override-opt-param-scheduler --load "$WORK/ckpt" --tensor-model-parallel-size 2
 status=$?; sanitized; ok $(( status + $? )) "resume with TP2 (checksums verified), clean"
 "$SRC/app/convert_checkpoint" --verify "$WORK/ckpt" > "$WORK/out" 2> "$WORK/err"
 status=$?; sanitized; ok $(( status + $? )) "convert_checkpoint --verify, clean"
