@@ -13,6 +13,9 @@ mkdir -p "$SRC"
 (cd "$top_srcdir" && git ls-files -co --exclude-standard -z | xargs -0 tar cf - 2>/dev/null) | (cd "$SRC" && tar xf -)
 cd "$SRC" || exit 1
 log="$WORK/build.log"
+# the copy's own make, not the outer `make check`'s: its command-line variables (TESTS=...) reach a
+# sub-make through MAKEFLAGS and would replace the TESTS given below
+unset MAKEFLAGS MFLAGS MAKELEVEL
 { sh autotools/bootstrap && env -u CUDA_HOME ./configure --enable-sanitizers --without-cuda && make -j2; } > "$log" 2>&1
 status=$?
 [ $status -eq 0 ] || tail -20 "$log" | sed 's/^/# /'
