@@ -76,6 +76,38 @@ static inline KERNELS_HOST_DEVICE size_t qkv_key_offset(int g, int H, int G, int
 }
 /* the value head of group g follows its key head: qkv_key_offset + D */
 
+/* Where element e of a tensor-parallel shard sits in its global tensor, so that an initial value
+ * depends only on its global position (any layout, any backend). Row-split tensors may be made of
+ * row_blocks equal blocks each split over the ranks (SwiGLU's [gate; up]): local row r is row
+ * shard_start + r % rows_held of block r / rows_held. Vectors (cols == 0) index like rows. */
+typedef struct shard_map {
+    int64_t cols, local_cols;  /* global and held columns; 0 for vectors */
+    int64_t rows_held;         /* rows held per block (row-split tensors) */
+    int64_t rows_per_block;    /* global rows per block (row-split tensors) */
+    int64_t shard_start;       /* first global row within each block, or first global column */
+    int split_rows, split_cols;
+} shard_map;
+
+static inline KERNELS_HOST_DEVICE uint64_t shard_global_row(const shard_map *m, uint64_t r) {
+    uint64_t held = (uint64_t)m->rows_held, block = r / held;
+    return block * (uint64_t)m->rows_per_block + (uint64_t)m->shard_start + r % held;
+}
+static inline KERNELS_HOST_DEVICE uint64_t shard_global_index(const shard_map *m, uint64_t e) {
+    if (m->cols == 0) return m->split_rows ? shard_global_row(m, e) : (uint64_t)m->shard_start + e;
+    uint64_t r = e / (uint64_t)m->local_cols, col = e % (uint64_t)m->local_cols;
+    if (m->split_rows) r = shard_global_row(m, r);
+    if (m->split_cols) col += (uint64_t)m->shard_start;
+    return r * (uint64_t)m->cols + col;
+}
+
+/* one range of the flat buffers that a multi-tensor operation covers (the optimizer's shards) */
+typedef struct tensor_range {
+    size_t offset;        /* elements into the parameter and gradient buffers */
+    size_t state_offset;  /* elements into the optimizer-state buffers (masters, moments) */
+    size_t length;
+    float weight_decay;   /* AdamW's decoupled weight decay for this range */
+} tensor_range;
+
 typedef struct kernel_ops {
     const char *name; /* "cpu" or "cuda" */
     int host_memory;  /* 1 when backend memory is host memory (MPI then moves it; else NCCL) */
@@ -94,6 +126,19 @@ typedef struct kernel_ops {
     void (*copy_from_host_float)(void *dst, const float *host_src, size_t n);
     /* dst[n] (compute dtype) = src[n] (fp32 backend memory); a no-op when they alias (cpu) */
     void (*float_to_act)(void *dst, const float *src, size_t n);
+
+    /* ---- parameter initialization (on the device: no host pass over the weights) ---- */
+    /* dst[i] = std * philox_normal(seed, stream, shard_global_index(map, first + i)), i < n,
+     * in the compute dtype (fp32_dst 0: rounded to nearest even as copy_from_host_float does)
+     * or fp32 (fp32_dst 1: master weights). */
+    void (*init_normal)(void *dst, int fp32_dst, shard_map map, uint64_t seed, uint64_t stream,
+                        float std, uint64_t first, size_t n);
+    /* dst[i] = value, i < n, in the compute dtype (fp32_dst 0) or fp32 (fp32_dst 1) */
+    void (*fill)(void *dst, int fp32_dst, float value, size_t n);
+    /* open (on 1) or close (on 0) the profiler's capture range (cudaProfilerStart/Stop: what
+     * ncu --profile-from-start off and nsys --capture-range=cudaProfilerApi record); NULL on a
+     * backend without one */
+    void (*profiler_range)(int on);
 
     /* ---- embeddings ---- */
     /* out[N,C] = table[tokens[n] - vocab_start] for tokens in [vocab_start, vocab_start+vocab_rows),
@@ -221,6 +266,16 @@ typedef struct kernel_ops {
                          float weight_decay, int step);
     /* returns sum of squares of x[0..n) accumulated in double in a fixed order (deterministic). */
     double (*sum_squares)(const float *x, size_t n);
+    /* Multi-tensor forms (one pass over every range, no host round trip per tensor):
+     * AdamW as adamw_update on each range, with g = grads[offset + i] * grad_scale (gradient
+     * clipping, applied as the product in fp32; grads are not written), masters, m and v at
+     * state_offset; master NULL: params are the fp32 masters themselves (at offset, cpu). */
+    void (*adamw_update_ranges)(float *master, void *params, const float *grads, float *m, float *v,
+                                const tensor_range *ranges, int count, float grad_scale, float lr,
+                                float beta1, float beta2, float eps, int step);
+    /* sum over the ranges of the sums of squares of x[offset .. offset + length), in double,
+     * in a fixed order (deterministic) */
+    double (*sum_squares_ranges)(const float *x, const tensor_range *ranges, int count);
 } kernel_ops;
 
 /* ---- memory statistics ----

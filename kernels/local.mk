@@ -1,7 +1,7 @@
 # kernels/local.mk: the compute backends behind kernels/kernels.h.
 noinst_LIBRARIES += kernels/libkernels.a
 kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/kernel_error.c kernels/memory_stats.c \
-	kernels/cpu/cpu_backend.c kernels/cpu/cpu_memory.c kernels/cpu/cpu_embedding.c \
+	kernels/cpu/cpu_backend.c kernels/cpu/cpu_memory.c kernels/cpu/cpu_init.c kernels/cpu/cpu_embedding.c \
 	kernels/cpu/cpu_layernorm.c kernels/cpu/cpu_matmul.c kernels/cpu/cpu_attention.c kernels/cpu/cpu_decode_attention.c \
 	kernels/cpu/cpu_elementwise.c kernels/cpu/cpu_cross_entropy.c kernels/cpu/cpu_adamw.c \
 	kernels/cpu/cpu_rmsnorm.c kernels/cpu/cpu_rope.c kernels/cpu/cpu_swiglu.c \
@@ -13,7 +13,7 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 	kernels/cuda/cuda_layernorm.cu kernels/cuda/cuda_matmul.cu kernels/cuda/cuda_adamw.cu \
 	kernels/cuda/cuda_attention.cu kernels/cuda/cuda_decode_attention.cu kernels/cuda/cuda_cross_entropy.cu \
 	kernels/cuda/cuda_backend.cu kernels/cuda/cuda_rmsnorm.cu kernels/cuda/cuda_rope.cu \
-	kernels/cuda/cuda_swiglu.cu
+	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
 	kernels/cuda/cuda_common.cuh
 if HAVE_CUDA

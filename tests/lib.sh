@@ -9,6 +9,7 @@ TINY_ARGS="$top_srcdir/configs/gpt-tiny.args"
 tap_n=0
 tap_failed=0
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mtc-test.XXXXXX")
+tap_started=$(date +%s)
 trap 'rm -rf "$WORK"' EXIT
 
 ok() {  # ok CONDITION_EXIT_STATUS DESCRIPTION
@@ -16,7 +17,8 @@ ok() {  # ok CONDITION_EXIT_STATUS DESCRIPTION
     if [ "$1" -eq 0 ]; then echo "ok $tap_n - $2"; else echo "not ok $tap_n - $2"; tap_failed=$((tap_failed + 1)); fi
 }
 diag() { echo "# $*"; }
-done_testing() { echo "1..$tap_n"; [ "$tap_failed" -eq 0 ]; }
+# the plan line, then the test's wall time (tests/tools/slowest_tests.sh ranks the suite by it)
+done_testing() { echo "1..$tap_n"; echo "# elapsed: $(( $(date +%s) - tap_started )) s"; [ "$tap_failed" -eq 0 ]; }
 
 # run_app NRANKS ARGS... : run pretrain_gpt under MPI with a time limit; output in $WORK/out, $WORK/err
 run_app() {

@@ -149,51 +149,46 @@ static void build_layout(gpt_model *m) {
     free(globals);
 }
 
-/* global row of local row r of a row-split tensor: block r / (rows per block held), then the
- * held rows of that block start at shard_start */
-static size_t global_row(const param_tensor *p, size_t r) {
-    size_t held = (size_t)p->local_rows / (size_t)p->row_blocks, block = r / held;
-    return block * ((size_t)p->rows / (size_t)p->row_blocks) + (size_t)p->shard_start + r % held;
+/* where the shard's elements sit in the global tensor (kernels/kernels.h: shard_global_index) */
+shard_map param_shard_map(const param_tensor *p) {
+    shard_map map = {
+        .cols = p->cols, .local_cols = p->local_cols,
+        .rows_held = p->row_blocks > 0 ? p->local_rows / p->row_blocks : p->local_rows,
+        .rows_per_block = p->row_blocks > 0 ? p->rows / p->row_blocks : p->rows,
+        .shard_start = p->shard_start,
+        .split_rows = p->split == SHARD_ROWS, .split_cols = p->split == SHARD_COLS,
+    };
+    return map;
 }
 
 uint64_t param_global_index(const param_tensor *p, size_t e) {
-    if (p->cols == 0) return p->split == SHARD_ROWS ? global_row(p, e) : (uint64_t)p->shard_start + e;
-    size_t r = e / (size_t)p->local_cols, col = e % (size_t)p->local_cols;
-    if (p->split == SHARD_ROWS) r = global_row(p, r);
-    if (p->split == SHARD_COLS) col += (size_t)p->shard_start;
-    return (uint64_t)r * (uint64_t)p->cols + col;
+    shard_map map = param_shard_map(p);
+    return shard_global_index(&map, e);
 }
 
 /* element i of every global parameter comes from philox(seed, stream(name), i) */
-void gpt_param_initial_values(const gpt_model *m, int param, size_t lo, size_t hi, float *host) {
+void gpt_param_initialize(const gpt_model *m, int param, size_t lo, size_t hi, void *dst, int fp32_dst) {
     const gpt_config *c = &m->config;
     const param_tensor *p = &m->params[param];
     float scaled_std = c->init_method_std / sqrtf(2.0f * (float)c->num_layers);
-    uint64_t stream = philox_stream_of_name(p->name);
-    float std = p->row->init == INIT_SCALED_NORMAL ? scaled_std : c->init_method_std;
-    for (size_t e = lo; e < hi; e++) {
-        switch (p->row->init) {
-        case INIT_NORMAL:
-        case INIT_SCALED_NORMAL: host[e - lo] = std * philox_normal(c->seed, stream, param_global_index(p, e)); break;
-        case INIT_ONES: host[e - lo] = 1.0f; break;
-        case INIT_ZEROS: host[e - lo] = 0.0f; break;
-        }
+    switch (p->row->init) {
+    case INIT_NORMAL:
+    case INIT_SCALED_NORMAL:
+        m->ops->init_normal(dst, fp32_dst, param_shard_map(p), c->seed, philox_stream_of_name(p->name),
+                            p->row->init == INIT_SCALED_NORMAL ? scaled_std : c->init_method_std, lo, hi - lo);
+        break;
+    case INIT_ONES: m->ops->fill(dst, fp32_dst, 1.0f, hi - lo); break;
+    case INIT_ZEROS: m->ops->fill(dst, fp32_dst, 0.0f, hi - lo); break;
     }
 }
 
 /* the parameters in the compute dtype (bf16-rounded on CUDA; the fp32 masters of the optimizer
- * start from the same values) */
+ * start from the same values), computed by the backend where they live */
 static void initialize_parameters(gpt_model *m) {
-    size_t largest = 1;
-    for (int i = 0; i < m->num_params; i++) if (m->params[i].numel > largest) largest = m->params[i].numel;
-    float *host = malloc(sizeof(float) * largest);
-    CHECK(host, "out of host memory initializing parameters");
     for (int i = 0; i < m->num_params; i++) {
         const param_tensor *p = &m->params[i];
-        gpt_param_initial_values(m, i, 0, p->numel, host);
-        m->ops->copy_from_host_float(act_at(m->ops, m->param_buffer, p->offset), host, p->numel);
+        gpt_param_initialize(m, i, 0, p->numel, act_at(m->ops, m->param_buffer, p->offset), 0);
     }
-    free(host);
 }
 
 /* point a chunk's model_view at a flat buffer: each parameter binds the view field its table

@@ -216,9 +216,10 @@ void *gpt_chunk_input(gpt_model *model, int chunk, int slot);   /* [n,C] compute
 void *gpt_chunk_output(gpt_model *model, int chunk, int slot);  /* [n,C] */
 void *gpt_grad_buffer(gpt_model *model);                        /* [n,C] */
 
-/* the initial (seed) values of local elements [lo, hi) of parameter `param`, into host fp32
- * (the optimizer's master weights start from these) */
-void gpt_param_initial_values(const gpt_model *model, int param, size_t lo, size_t hi, float *host);
+/* the initial (seed) values of local elements [lo, hi) of parameter `param`, computed by the
+ * backend straight into backend memory dst: the compute dtype (fp32_dst 0) or fp32 (fp32_dst 1:
+ * the optimizer's master weights start from the unrounded values) */
+void gpt_param_initialize(const gpt_model *model, int param, size_t lo, size_t hi, void *dst, int fp32_dst);
 
 /* FNV-1a hash of the parameter bytes (bitwise-reproducibility checks in the log) */
 uint64_t gpt_model_parameter_hash(const gpt_model *model);
@@ -238,6 +239,7 @@ static inline int param_is_tied_embedding(const param_tensor *p) {
 }
 
 /* global element index of local element e of parameter p (layout-independent numbering) */
+shard_map param_shard_map(const param_tensor *p);
 uint64_t param_global_index(const param_tensor *p, size_t e);
 
 #endif

@@ -23,6 +23,32 @@ static void add_range(optimizer *opt, int *capacity, const param_tensor *p, int 
     opt->state_elements += r->length;
 }
 
+/* append range r to a multi-tensor table, merged into the last entry when it continues it in
+ * both the parameter and the state buffers with the same decay */
+static void append_table(tensor_range *table, int *count, const optimizer_range *r, float weight_decay) {
+    tensor_range *last = *count ? &table[*count - 1] : NULL;
+    if (last && last->offset + last->length == r->offset && last->state_offset + last->length == r->state_offset &&
+        last->weight_decay == weight_decay) {
+        last->length += r->length;
+        return;
+    }
+    table[(*count)++] = (tensor_range){.offset = r->offset, .state_offset = r->state_offset, .length = r->length,
+                                       .weight_decay = weight_decay};
+}
+
+static void build_tables(optimizer *opt) {
+    size_t bytes = sizeof(tensor_range) * (size_t)(opt->num_ranges ? opt->num_ranges : 1);
+    opt->update_ranges = malloc(bytes);
+    opt->norm_ranges = malloc(bytes);
+    CHECK(opt->update_ranges && opt->norm_ranges, "out of host memory for optimizer tables");
+    opt->num_update_ranges = opt->num_norm_ranges = 0;
+    for (int i = 0; i < opt->num_ranges; i++) {
+        const optimizer_range *r = &opt->ranges[i];
+        append_table(opt->update_ranges, &opt->num_update_ranges, r, r->weight_decay ? opt->weight_decay : 0.0f);
+        if (r->norm_counted) append_table(opt->norm_ranges, &opt->num_norm_ranges, r, 0.0f);
+    }
+}
+
 void optimizer_create(optimizer *opt, const gpt_model *model, const data_parallel *dp,
                       const comm_group *norm_group, const comm_ops *comm, float beta1, float beta2,
                       float eps, float weight_decay, float clip_grad) {
@@ -49,6 +75,7 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
             if (lo < hi) add_range(opt, &capacity, p, i, lo, hi, model->config.tp_rank);
         }
     }
+    build_tables(opt);
     size_t state_bytes = sizeof(float) * (opt->state_elements ? opt->state_elements : 1);
     opt->exp_avg = model->ops->alloc(state_bytes);
     opt->exp_avg_sq = model->ops->alloc(state_bytes);
@@ -56,17 +83,11 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
     if (model->mixed_precision) {
         /* masters start from the seed's fp32 values, not from their bf16 rounding */
         opt->master = model->ops->alloc(state_bytes);
-        size_t largest = 1;
-        for (int i = 0; i < opt->num_ranges; i++) if (opt->ranges[i].length > largest) largest = opt->ranges[i].length;
-        float *host = malloc(sizeof(float) * largest);
-        CHECK(host, "out of host memory initializing master weights");
         for (int i = 0; i < opt->num_ranges; i++) {
             const optimizer_range *r = &opt->ranges[i];
             size_t lo = r->offset - model->params[r->param].offset;
-            gpt_param_initial_values(model, r->param, lo, lo + r->length, host);
-            model->ops->copy_from_host(opt->master + r->state_offset, host, sizeof(float) * r->length);
+            gpt_param_initialize(model, r->param, lo, lo + r->length, opt->master + r->state_offset, 1);
         }
-        free(host);
     }
 }
 
@@ -88,35 +109,28 @@ void optimizer_free(optimizer *opt, const gpt_model *model) {
     model->ops->release(opt->exp_avg_sq);
     if (opt->master) model->ops->release(opt->master);
     free(opt->ranges);
+    free(opt->update_ranges);
+    free(opt->norm_ranges);
+    opt->update_ranges = opt->norm_ranges = NULL;
     opt->exp_avg = opt->exp_avg_sq = opt->master = NULL;
     opt->ranges = NULL;
 }
 
 double optimizer_grad_norm(const optimizer *opt, const gpt_model *model) {
-    double sum = 0.0;
-    for (int i = 0; i < opt->num_ranges; i++) {
-        const optimizer_range *r = &opt->ranges[i];
-        if (r->norm_counted) sum += model->ops->sum_squares(model->grad_buffer + r->offset, r->length);
-    }
+    double sum = model->ops->sum_squares_ranges(model->grad_buffer, opt->norm_ranges, opt->num_norm_ranges);
     opt->comm->allreduce_double_host(&sum, 1, COMM_SUM, opt->norm_group);
     return sqrt(sum);
 }
 
+/* one multi-tensor AdamW launch over every range, the clipping factor applied on the way */
 int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr) {
-    const kernel_ops *ops = model->ops;
     if (!isfinite(grad_norm)) return 1;
     int clip = opt->clip_grad > 0 && grad_norm > opt->clip_grad;
-    float clip_scale = (float)(opt->clip_grad / (grad_norm + 1e-6));
+    float clip_scale = clip ? (float)(opt->clip_grad / (grad_norm + 1e-6)) : 1.0f;
     opt->step++;
-    for (int i = 0; i < opt->num_ranges; i++) {
-        const optimizer_range *r = &opt->ranges[i];
-        float *grads = model->grad_buffer + r->offset;
-        if (clip) ops->scale_float(grads, clip_scale, r->length);
-        ops->adamw_update(optimizer_master(opt, model, r), act_at(ops, model->param_buffer, r->offset),
-                          grads, opt->exp_avg + r->state_offset,
-                          opt->exp_avg_sq + r->state_offset, r->length, (float)lr, opt->beta1,
-                          opt->beta2, opt->eps, r->weight_decay ? opt->weight_decay : 0.0f, opt->step);
-    }
+    model->ops->adamw_update_ranges(opt->master, model->param_buffer, model->grad_buffer, opt->exp_avg,
+                                    opt->exp_avg_sq, opt->update_ranges, opt->num_update_ranges, clip_scale,
+                                    (float)lr, opt->beta1, opt->beta2, opt->eps, opt->step);
     return 0;
 }
 

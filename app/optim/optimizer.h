@@ -31,6 +31,10 @@ typedef struct optimizer {
     float *exp_avg;          /* Adam first moment, backend memory */
     float *exp_avg_sq;       /* Adam second moment */
     float *master;           /* fp32 master weights [state_elements], NULL when the params are */
+    tensor_range *update_ranges; /* the ranges as one multi-tensor table (adjacent ones merged) */
+    int num_update_ranges;
+    tensor_range *norm_ranges;   /* the ranges counted in the gradient norm, merged likewise */
+    int num_norm_ranges;
     const comm_ops *comm;
     const comm_group *norm_group; /* ranks whose partial squared norms add up to the global one */
 } optimizer;

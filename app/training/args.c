@@ -134,9 +134,10 @@ static const option_spec specs[] = {
     {"tensorboard-dir", "logging", OPTION_STRING, AT(tensorboard_dir), .help = "write TensorBoard scalars here under Megatron's tags (learning-rate, batch-size, lm loss and their \"vs samples\", loss-scale, grad-norm, throughput, lm loss validation, lm loss validation ppl), at every --log-interval"},
     {"wandb-project", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
     {"wandb-exp-name", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
-    {"profile", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "no profiler range is opened (no cudaProfilerStart/Stop): profile the whole run with nsys or ncu (see the README's Performance section)"},
-    {"profile-step-start", "logging", OPTION_INT, .range = "[0, inf)", .flags = OPTION_NO_EFFECT, .help = "goes with --profile, which opens no profiler range here"},
-    {"profile-step-end", "logging", OPTION_INT, .range = "[0, inf)", .flags = OPTION_NO_EFFECT, .help = "goes with --profile, which opens no profiler range here"},
+    {"profile", "logging", OPTION_FLAG, AT(profile), .help = "open the CUDA profiler's capture range (cudaProfilerStart/Stop) around iterations [--profile-step-start, --profile-step-end) on the --profile-ranks: run under ncu --profile-from-start off or nsys --capture-range=cudaProfilerApi (the CPU backend has no such range)"},
+    {"profile-step-start", "logging", OPTION_INT, AT(profile_step_start), "10", .range = "[0, inf)", .help = "the iteration count at which --profile starts capturing (Megatron's default 10)"},
+    {"profile-step-end", "logging", OPTION_INT, AT(profile_step_end), "12", .range = "[0, inf)", .help = "the iteration count at which --profile stops capturing (Megatron's default 12)"},
+    {"profile-ranks", "logging", OPTION_LIST, AT(profile_ranks), "0", .metavar = "RANK ...", .help = "global ranks that --profile captures on (default: 0)"},
     {"use-pytorch-profiler", "logging", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "there is no PyTorch profiler here; profile with nsys or ncu"},
     {"peak-tflops", "logging", OPTION_FLOAT, AT(peak_tflops), .range = "[0, inf)", .help = "peak dense TFLOP/s per device for MFU (default: recognized from the GPU name)"},
     {"context-parallel-size", "distributed and run time", OPTION_INT, AT(context_parallel_size), "1", .range = "[1, inf)", .help = "context-parallel ranks: 1 (no context parallelism); more is refused, as context parallelism is not supported yet"},
@@ -336,6 +337,15 @@ static int validate(check_state *st, args *a, int world_size) {
         return error_format(st->err, st->errlen, "--ckpt-format %s is not supported here: checkpoints are parallel-HDF5 files that load into any layout (Megatron's torch_dist); use --ckpt-format torch_dist or leave it out, and app/convert_checkpoint for Hugging Face weights", a->ckpt_format);
     if (a->timing_log_level > 0)
         return error_format(st->err, st->errlen, "--timing-log-level %d is not supported here: per-phase timers are not printed (level 0, the iteration time, always is); use --papi-events for per-phase counts", a->timing_log_level);
+    if (a->profile && a->profile_step_end <= a->profile_step_start)
+        return error_format(st->err, st->errlen, "--profile-step-end %d must be greater than --profile-step-start %d", a->profile_step_end, a->profile_step_start);
+    for (const char *r = a->profile_ranks; *r;) {
+        char *end;
+        long rank = strtol(r, &end, 10);
+        if (end == r || rank < 0 || (*end && *end != ' '))
+            return error_format(st->err, st->errlen, "--profile-ranks: '%s' is not a list of non-negative ranks", a->profile_ranks);
+        r = *end ? end + 1 : end;
+    }
     if (a->context_parallel_size > 1)
         return error_format(st->err, st->errlen, "--context-parallel-size %d is not supported here: context parallelism is not supported yet (use 1, or --sequence-parallel with tensor parallelism)", a->context_parallel_size);
     if (a->expert_model_parallel_size > 1)

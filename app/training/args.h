@@ -117,6 +117,9 @@ typedef struct args {
     char tensorboard_dir[ARGS_PATH_MAX]; /* TensorBoard event file directory; "": none */
     char papi_events[ARGS_PATH_MAX]; /* PAPI events counted per phase; "": none, "default": a set */
     int timing_log_level;         /* 0 only (the iteration time) */
+    int profile;                  /* --profile: cudaProfilerStart/Stop around a step range */
+    int profile_step_start, profile_step_end;
+    char profile_ranks[256];      /* global ranks, space separated */
 
     /* mixed precision */
     int bf16;                     /* the CUDA backend computes in bf16 always; the CPU in fp32 */

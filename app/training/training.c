@@ -144,6 +144,26 @@ static double job_start_time(void) {
     return start;
 }
 
+/* Megatron's set-up timers, as it prints them before training: "(min, max) time across ranks (ms)"
+ * of building the model and optimizer (initialization included) and opening the datasets */
+static void report_setup_times(const trainer *t, double model_seconds, double data_seconds) {
+    double mins[2] = {model_seconds, data_seconds}, maxs[2] = {model_seconds, data_seconds};
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, mins, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, maxs, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    if (t->topo.world_rank != 0) return;
+    const char *names[2] = {"model-and-optimizer-setup", "train/valid/test-data-iterators-setup"};
+    printf("(min, max) time across ranks (ms):\n");
+    for (int i = 0; i < 2; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "%s ", names[i]);
+        size_t used = strlen(label);
+        while (used < 48) label[used++] = '.';
+        label[used] = '\0';
+        printf("    %s: (%.2f, %.2f)\n", label, 1000.0 * mins[i], 1000.0 * maxs[i]);
+    }
+    fflush(stdout);
+}
+
 void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     memset(t, 0, sizeof *t);
     t->args = a;
@@ -160,7 +180,9 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     comm_group *groups[8];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
+    double data_start = MPI_Wtime();
     if (!a->mock_data) open_datasets(t, a);
+    double data_seconds = MPI_Wtime() - data_start, model_start = MPI_Wtime();
     gpt_config config = config_from_args(a, &t->topo);
     gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
     data_parallel_options ddp = {a->use_distributed_optimizer, a->overlap_grad_reduce, a->overlap_param_gather};
@@ -170,6 +192,9 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     const comm_group *norm_group = a->use_distributed_optimizer ? &t->topo.world : &t->topo.model_parallel;
     optimizer_create(&t->opt, &t->model, &t->dp, norm_group, t->comm, a->adam_beta1, a->adam_beta2,
                      a->adam_eps, a->weight_decay, a->clip_grad);
+    ops->synchronize();
+    double model_seconds = MPI_Wtime() - model_start;
+    report_setup_times(t, model_seconds, data_seconds);
     t->lr.max_lr = a->lr;
     t->lr.min_lr = a->min_lr;
     /* Megatron's OptimizerParamScheduler: steps are iterations, or samples with --train-samples */
@@ -329,6 +354,17 @@ static iteration_flops iteration_flops_of(const args *a) {
     return flops_per_iteration(&shape, a->global_batch_size, &recompute);
 }
 
+/* --profile-ranks lists this global rank */
+static int profile_this_rank(const char *ranks, int rank) {
+    for (const char *r = ranks; *r;) {
+        char *end;
+        if (strtol(r, &end, 10) == rank) return 1;
+        if (end == r) return 0;
+        r = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 /* after an iteration: --save-interval, the exit signal, --exit-interval (Megatron's order);
  * returns 1 when training must stop here */
 static int checkpoint_or_exit(trainer *t) {
@@ -382,7 +418,9 @@ double trainer_train(trainer *t) {
     memset(&spiky, 0, sizeof spiky);
     t->last_heartbeat = MPI_Wtime();
 
+    int profiling = a->profile && profile_this_rank(a->profile_ranks, t->topo.world_rank) && model->ops->profiler_range;
     while (t->iteration < a->train_iters) {
+        if (profiling && t->iteration == a->profile_step_start) model->ops->profiler_range(1);
         double start = MPI_Wtime();
         double lr = lr_at(&t->lr, a->train_samples ? t->consumed_samples : t->iteration);
         model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
@@ -409,6 +447,7 @@ double trainer_train(trainer *t) {
         model->ops->synchronize();
         papi_phases_enter(PHASE_OTHER);
         t->iteration++;
+        if (profiling && t->iteration == a->profile_step_end) model->ops->profiler_range(0);
         t->consumed_samples += a->global_batch_size;
         interval_time += MPI_Wtime() - start;
         interval_loss += loss;

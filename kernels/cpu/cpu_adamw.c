@@ -4,15 +4,17 @@
  *   m_hat = m / (1 - b1^step),  v_hat = v / (1 - b2^step)          (bias correction, step >= 1)
  *   p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)              (decoupled weight decay) */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 
-void cpu_adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
-                      float beta1, float beta2, float eps, float weight_decay, int step) {
+/* grad_scale multiplies each gradient first (clipping); 1 leaves it as it is */
+static void adamw_scaled(float *params, const float *grads, float grad_scale, float *m, float *v, size_t n,
+                         float lr, float beta1, float beta2, float eps, float weight_decay, int step) {
     float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
     float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
     for (size_t i = 0; i < n; i++) {
-        float g = grads[i];
+        float g = grad_scale == 1.0f ? grads[i] : grads[i] * grad_scale;
         float mi = beta1 * m[i] + (1.0f - beta1) * g;
         float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
         m[i] = mi;
@@ -21,6 +23,30 @@ void cpu_adamw_update(float *params, const float *grads, float *m, float *v, siz
         float v_hat = vi / bc2;
         params[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * params[i]);
     }
+}
+
+void cpu_adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, int step) {
+    adamw_scaled(params, grads, 1.0f, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+}
+
+/* the masters are the fp32 params (master NULL) or their own buffer; params then get a copy */
+void cpu_adamw_update_ranges(float *master, void *params, const float *grads, float *m, float *v,
+                             const tensor_range *ranges, int count, float grad_scale, float lr, float beta1,
+                             float beta2, float eps, int step) {
+    for (int r = 0; r < count; r++) {
+        const tensor_range *t = &ranges[r];
+        float *p = master ? master + t->state_offset : (float *)params + t->offset;
+        adamw_scaled(p, grads + t->offset, grad_scale, m + t->state_offset, v + t->state_offset, t->length, lr,
+                     beta1, beta2, eps, t->weight_decay, step);
+        if (master) memcpy((float *)params + t->offset, p, sizeof(float) * t->length);
+    }
+}
+
+double cpu_sum_squares_ranges(const float *x, const tensor_range *ranges, int count) {
+    double sum = 0.0;
+    for (int r = 0; r < count; r++) sum += cpu_sum_squares(x + ranges[r].offset, ranges[r].length);
+    return sum;
 }
 
 double cpu_sum_squares(const float *x, size_t n) {

@@ -146,6 +146,8 @@ static const kernel_ops cpu_ops = {
     .copy_to_host_float = copy_to_host_float,
     .copy_from_host_float = copy_from_host_float,
     .float_to_act = float_to_act,
+    .init_normal = cpu_init_normal,
+    .fill = cpu_fill,
 
     .embedding_forward = embedding_forward,
     .embedding_backward = embedding_backward,
@@ -187,6 +189,8 @@ static const kernel_ops cpu_ops = {
 
     .adamw_update = adamw_update,
     .sum_squares = cpu_sum_squares,
+    .adamw_update_ranges = cpu_adamw_update_ranges,
+    .sum_squares_ranges = cpu_sum_squares_ranges,
 };
 
 const kernel_ops *kernels_cpu(void) { return &cpu_ops; }

@@ -11,6 +11,9 @@
 void *cpu_alloc(size_t bytes);
 void cpu_release(void *ptr);
 void cpu_zero(void *ptr, size_t bytes);
+void cpu_init_normal(void *dst, int fp32_dst, shard_map map, uint64_t seed, uint64_t stream, float std,
+                     uint64_t first, size_t n);
+void cpu_fill(void *dst, int fp32_dst, float value, size_t n);
 void cpu_copy_to_host(void *host_dst, const void *src, size_t bytes);
 void cpu_copy_from_host(void *dst, const void *host_src, size_t bytes);
 void cpu_copy(void *dst, const void *src, size_t bytes);
@@ -89,5 +92,9 @@ void cpu_cross_entropy_loss_grad(float *losses, float *logits, const float *row_
 void cpu_adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, int step);
 double cpu_sum_squares(const float *x, size_t n);
+void cpu_adamw_update_ranges(float *master, void *params, const float *grads, float *m, float *v,
+                             const tensor_range *ranges, int count, float grad_scale, float lr, float beta1,
+                             float beta2, float eps, int step);
+double cpu_sum_squares_ranges(const float *x, const tensor_range *ranges, int count);
 
 #endif /* CPU_KERNELS_H */

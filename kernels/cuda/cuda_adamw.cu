@@ -30,17 +30,28 @@ static __device__ __forceinline__ float adamw_element(float *m, float *v, float 
     return __fsub_rn(p, __fmul_rn(lr, update));
 }
 
-static __global__ void adamw_kernel(float *master, __nv_bfloat16 *params, const float *grads,
-                                    float *m, float *v, size_t n, float lr, float beta1,
-                                    float beta2, float eps, float weight_decay, float bc1,
-                                    float bc2, bool vectorized) {
+/* gradient clipping's factor, applied as the CPU applies it (one fp32 product) */
+static __device__ __forceinline__ float scaled(float g, float grad_scale) {
+    return grad_scale == 1.0f ? g : __fmul_rn(g, grad_scale);
+}
+
+/* the update of elements first, first + stride, ... of one tensor (float4 at a time when
+ * vectorized) */
+static __device__ __forceinline__ void adamw_tensor(float *master, __nv_bfloat16 *params,
+                                                    const float *grads, float *m, float *v,
+                                                    size_t n, float grad_scale, float lr,
+                                                    float beta1, float beta2, float eps,
+                                                    float weight_decay, float bc1, float bc2,
+                                                    bool vectorized, size_t first, size_t stride) {
     const float one_minus_beta1 = 1.0f - beta1, one_minus_beta2 = 1.0f - beta2;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t groups = vectorized ? n / 4 : 0;
     for (size_t q = first; q < groups; q += stride) {
         float4 p4 = reinterpret_cast<const float4 *>(master)[q];
         float4 g4 = reinterpret_cast<const float4 *>(grads)[q];
+        g4.x = scaled(g4.x, grad_scale);
+        g4.y = scaled(g4.y, grad_scale);
+        g4.z = scaled(g4.z, grad_scale);
+        g4.w = scaled(g4.w, grad_scale);
         float4 m4 = reinterpret_cast<const float4 *>(m)[q];
         float4 v4 = reinterpret_cast<const float4 *>(v)[q];
         p4.x = adamw_element(&m4.x, &v4.x, p4.x, g4.x, lr, beta1, beta2, one_minus_beta1,
@@ -64,12 +75,74 @@ static __global__ void adamw_kernel(float *master, __nv_bfloat16 *params, const 
     }
     for (size_t i = 4 * groups + first; i < n; i += stride) {
         float mi = m[i], vi = v[i];
-        float p = adamw_element(&mi, &vi, master[i], grads[i], lr, beta1, beta2, one_minus_beta1,
+        float p = adamw_element(&mi, &vi, master[i], scaled(grads[i], grad_scale), lr, beta1, beta2, one_minus_beta1,
                                 one_minus_beta2, eps, weight_decay, bc1, bc2);
         m[i] = mi;
         v[i] = vi;
         master[i] = p;
         if (params != NULL) params[i] = __float2bfloat16_rn(p);
+    }
+}
+
+static __global__ void adamw_kernel(float *master, __nv_bfloat16 *params, const float *grads,
+                                    float *m, float *v, size_t n, float lr, float beta1,
+                                    float beta2, float eps, float weight_decay, float bc1,
+                                    float bc2, bool vectorized) {
+    adamw_tensor(master, params, grads, m, v, n, 1.0f, lr, beta1, beta2, eps, weight_decay, bc1, bc2,
+                 vectorized, (size_t)blockIdx.x * blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+}
+
+/* one launch for every range: blockIdx.y picks the range, the x blocks stride over it */
+static __global__ void adamw_ranges_kernel(float *master, __nv_bfloat16 *params, const float *grads,
+                                           float *m, float *v, const tensor_range *ranges,
+                                           float grad_scale, float lr, float beta1, float beta2,
+                                           float eps, float bc1, float bc2, bool bases_aligned) {
+    const tensor_range t = ranges[blockIdx.y];
+    float *tm = master + t.state_offset, *tm1 = m + t.state_offset, *tv = v + t.state_offset;
+    const float *tg = grads + t.offset;
+    __nv_bfloat16 *tp = params + t.offset;
+    const bool vectorized = bases_aligned && ((t.state_offset | t.offset) & 3) == 0;
+    adamw_tensor(tm, tp, tg, tm1, tv, t.length, grad_scale, lr, beta1, beta2, eps, t.weight_decay, bc1, bc2,
+                 vectorized, (size_t)blockIdx.x * blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+}
+
+/* the ranges in device memory (grow-only, in stream order; the host table is staged by the copy) */
+static tensor_range *device_ranges(const tensor_range *ranges, int count) {
+    static tensor_range *table = NULL;
+    static int capacity = 0;
+    if (count > capacity) {
+        if (table != NULL) CHECK_CUDA(cudaFreeAsync(table, compute_stream()));
+        capacity = count + count / 2 + 16;
+        CHECK_CUDA(cudaMallocAsync((void **)&table, sizeof(tensor_range) * (size_t)capacity, compute_stream()));
+    }
+    CHECK_CUDA(cudaMemcpyAsync(table, ranges, sizeof(tensor_range) * (size_t)count, cudaMemcpyHostToDevice,
+                               compute_stream()));
+    return table;
+}
+
+/* grid.y is at most 65535: larger tables go in slices */
+#define MAX_RANGES_PER_LAUNCH 65535
+
+extern "C" void cuda_adamw_update_ranges(float *master, bf16 *params_bf16, const float *grads, float *m,
+                                         float *v, const tensor_range *ranges, int count, float grad_scale,
+                                         float lr, float beta1, float beta2, float eps, int step) {
+    if (count == 0) return;
+    if (master == NULL) KERNELS_FATAL("cuda backend: adamw_update_ranges needs fp32 master weights");
+    float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
+    float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
+    size_t longest = 0;
+    for (int r = 0; r < count; r++) if (ranges[r].length > longest) longest = ranges[r].length;
+    unsigned int blocks = grid_stride_blocks(longest / 4 + 1, adamw_threads);
+    if (blocks > 256) blocks = 256;
+    const bool bases_aligned = aligned16(master) && aligned16(m) && aligned16(v) && aligned16(grads) &&
+                               ((uintptr_t)params_bf16 & 7u) == 0;
+    const tensor_range *table = device_ranges(ranges, count);
+    for (int first = 0; first < count; first += MAX_RANGES_PER_LAUNCH) {
+        int slice = count - first < MAX_RANGES_PER_LAUNCH ? count - first : MAX_RANGES_PER_LAUNCH;
+        adamw_ranges_kernel<<<dim3(blocks, (unsigned int)slice), adamw_threads, 0, compute_stream()>>>(
+            master, as_nv(params_bf16), grads, m, v, table + first, grad_scale, lr, beta1, beta2, eps, bc1, bc2,
+            bases_aligned);
+        CHECK_LAUNCH();
     }
 }
 
@@ -136,6 +209,44 @@ extern "C" double cuda_sum_squares(const float *x, size_t n) {
     double host_result = 0.0;
     CHECK_CUDA(cudaMemcpyAsync(&host_result, result, sizeof(double), cudaMemcpyDeviceToHost,
                                compute_stream()));
+    CHECK_CUDA(cudaStreamSynchronize(compute_stream()));
+    return host_result;
+}
+
+/* ---- sum of squares over many ranges ---- */
+
+#define SUM_SQUARES_RANGE_BLOCKS 32
+
+/* partials[y * gridDim.x + x]: block x of range y strides over the range */
+static __global__ void sum_squares_ranges_kernel(double *partials, const float *x, const tensor_range *ranges) {
+    __shared__ double reduce_scratch[32];
+    const tensor_range t = ranges[blockIdx.y];
+    const float *xs = x + t.offset;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    double acc = 0.0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.length; i += stride)
+        acc += (double)xs[i] * (double)xs[i];
+    double block_total = block_sum_f64(acc, reduce_scratch);
+    if (threadIdx.x == 0) partials[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = block_total;
+}
+
+extern "C" double cuda_sum_squares_ranges(const float *x, const tensor_range *ranges, int count) {
+    if (count == 0) return 0.0;
+    const tensor_range *table = device_ranges(ranges, count);
+    const int partial_count = count * SUM_SQUARES_RANGE_BLOCKS;
+    double *scratch = (double *)stream_scratch(((size_t)partial_count + 1) * sizeof(double));
+    double *partials = scratch, *result = scratch + partial_count;
+    for (int first = 0; first < count; first += MAX_RANGES_PER_LAUNCH) {
+        int slice = count - first < MAX_RANGES_PER_LAUNCH ? count - first : MAX_RANGES_PER_LAUNCH;
+        sum_squares_ranges_kernel<<<dim3(SUM_SQUARES_RANGE_BLOCKS, (unsigned int)slice), SUM_SQUARES_THREADS, 0,
+                                    compute_stream()>>>(partials + (size_t)first * SUM_SQUARES_RANGE_BLOCKS, x,
+                                                        table + first);
+        CHECK_LAUNCH();
+    }
+    sum_squares_final_kernel<<<1, SUM_SQUARES_THREADS, 0, compute_stream()>>>(result, partials, partial_count);
+    CHECK_LAUNCH();
+    double host_result = 0.0;
+    CHECK_CUDA(cudaMemcpyAsync(&host_result, result, sizeof(double), cudaMemcpyDeviceToHost, compute_stream()));
     CHECK_CUDA(cudaStreamSynchronize(compute_stream()));
     return host_result;
 }

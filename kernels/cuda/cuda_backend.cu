@@ -176,6 +176,12 @@ static void cross_entropy_loss_grad(float *losses, void *logits, const float *ro
     cuda_cross_entropy_loss_grad(losses, BF(logits), row_max, sum_exp, target_logit, targets, N, V,
                                  vocab_start, grad_scale);
 }
+static void adamw_update_ranges(float *master, void *params, const float *grads, float *m, float *v,
+                                const tensor_range *ranges, int count, float grad_scale, float lr, float beta1,
+                                float beta2, float eps, int step) {
+    cuda_adamw_update_ranges(master, BF(params), grads, m, v, ranges, count, grad_scale, lr, beta1, beta2, eps, step);
+}
+
 static void adamw_update(float *master, void *params, const float *grads, float *m, float *v, size_t n,
                          float lr, float beta1, float beta2, float eps, float weight_decay, int step) {
     cuda_adamw_update(master, BF(params), grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
@@ -208,6 +214,9 @@ static kernel_ops make_cuda_ops(void) {
     ops.copy_to_host_float = backend_copy_to_host_float;
     ops.copy_from_host_float = backend_copy_from_host_float;
     ops.float_to_act = backend_float_to_act;
+    ops.init_normal = cuda_init_normal;
+    ops.fill = cuda_fill;
+    ops.profiler_range = cuda_profiler_range;
     ops.embedding_forward = embedding_forward;
     ops.embedding_backward = embedding_backward;
     ops.position_embedding_forward = position_embedding_forward;
@@ -240,6 +249,8 @@ static kernel_ops make_cuda_ops(void) {
     ops.cross_entropy_loss_grad = cross_entropy_loss_grad;
     ops.adamw_update = adamw_update;
     ops.sum_squares = cuda_sum_squares;
+    ops.adamw_update_ranges = adamw_update_ranges;
+    ops.sum_squares_ranges = cuda_sum_squares_ranges;
     return ops;
 }
 

@@ -34,6 +34,12 @@ void cuda_synchronize(void);          /* wait for the compute stream */
 
 /* ---- conversions and elementwise (cuda_elementwise.cu) ---- */
 void cuda_float_to_bf16(bf16 *out, const float *x, size_t n);        /* round to nearest even */
+
+/* ---- initialization and profiling (cuda_init.cu) ---- */
+void cuda_init_normal(void *dst, int fp32_dst, shard_map map, uint64_t seed, uint64_t stream,
+                      float std, uint64_t first, size_t n);
+void cuda_fill(void *dst, int fp32_dst, float value, size_t n);
+void cuda_profiler_range(int on); /* cudaProfilerStart (1) / cudaProfilerStop (0) */
 void cuda_bf16_to_float(float *out, const bf16 *x, size_t n);
 void cuda_gelu_forward(bf16 *out, const bf16 *x, size_t n);           /* tanh approximation */
 void cuda_gelu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, size_t n);
@@ -124,6 +130,10 @@ void cuda_adamw_update(float *master, bf16 *params_bf16, const float *grads, flo
 /* sum of squares of fp32 x in a fixed order (block partials, then one ordered pass); blocks
  * until the result is on the host */
 double cuda_sum_squares(const float *x, size_t n);
+void cuda_adamw_update_ranges(float *master, bf16 *params, const float *grads, float *m, float *v,
+                              const tensor_range *ranges, int count, float grad_scale, float lr,
+                              float beta1, float beta2, float eps, int step);
+double cuda_sum_squares_ranges(const float *x, const tensor_range *ranges, int count);
 
 #ifdef __cplusplus
 }

@@ -120,6 +120,35 @@ static void test_conversions(size_t n, int shift) {
     cudaFree(b1); cudaFree(b2); cudaFree(b3);
 }
 
+/* ---- parameter initialization ---- */
+
+/* the device's normal initial values against the CPU backend's, for one shard layout: fp32
+ * (master weights) agree to float rounding (both compute Box-Muller in double; the device's
+ * log/cos may differ from glibc's in the last bit of a double), the bf16 copy is exactly the
+ * device's fp32 value rounded to nearest even */
+static void test_init_normal(const char *what, shard_map map, size_t n, uint64_t first) {
+    float *want = malloc(n * sizeof(float));
+    cpu->init_normal(want, 1, map, 1234, 0x9e3779b97f4a7c15ull, 0.02f, first, n);
+    float *d_f = NULL;
+    bf16 *d_h = NULL;
+    TEST_CUDA(cudaMalloc((void **)&d_f, n * sizeof(float)));
+    TEST_CUDA(cudaMalloc((void **)&d_h, n * sizeof(bf16)));
+    cuda_init_normal(d_f, 1, map, 1234, 0x9e3779b97f4a7c15ull, 0.02f, first, n);
+    cuda_init_normal(d_h, 0, map, 1234, 0x9e3779b97f4a7c15ull, 0.02f, first, n);
+    float *got = download_float(d_f, n), *got_h = download_bf16(d_h, n);
+    size_t exact = 0;
+    for (size_t i = 0; i < n; i++) exact += got[i] == want[i];
+    expect_below(relative_error(got, want, n), 1e-6, "init_normal %s n=%zu fp32 (%zu of %zu bitwise equal)", what, n, exact, n);
+    round_to_bf16(got, n);
+    expect_below(relative_error(got_h, got, n), 1e-30, "init_normal %s n=%zu bf16 is the fp32 value rounded (exact)", what, n);
+    float ones[5] = {1, 1, 1, 1, 1};
+    cuda_fill(d_h, 0, 1.0f, 5);
+    float *got_ones = download_bf16(d_h, 5);
+    expect_below(relative_error(got_ones, ones, 5), 1e-30, "fill %s bf16 ones", what);
+    free(want); free(got); free(got_h); free(got_ones);
+    cudaFree(d_f); cudaFree(d_h);
+}
+
 /* ---- elementwise ---- */
 
 static void test_gelu(size_t n, int shift) {
@@ -588,6 +617,51 @@ static void test_adamw(size_t n, int shift, int with_params) {
     if (b5) cudaFree(b5);
 }
 
+/* the multi-tensor AdamW and norm over ranges of different decay, alignment and size (masters
+ * in their own state buffer, as the optimizer lays them out), against the CPU bit for bit */
+static void test_ranges(float grad_scale) {
+    const tensor_range ranges[] = {
+        {.offset = 0, .state_offset = 0, .length = 4096 * 3 + 1, .weight_decay = 0.1f},
+        {.offset = 4096 * 3 + 1, .state_offset = 4096 * 3 + 1, .length = 7, .weight_decay = 0.0f},
+        {.offset = 4096 * 3 + 9, .state_offset = 4096 * 3 + 8, .length = 100003, .weight_decay = 0.1f},
+        {.offset = 200000, .state_offset = 120000, .length = 768, .weight_decay = 0.0f},
+    };
+    const int count = 4;
+    const size_t n = 200768, states = 120768;
+    const float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+    float *grads = host_random_fp32(n, 77, 0.01f), *params = host_random_fp32(n, 78, 1.0f);
+    float *master = host_random_fp32(states, 79, 1.0f), *m = host_random_fp32(states, 80, 0.001f);
+    float *v = host_random_fp32(states, 81, 0.03f);
+    for (size_t i = 0; i < states; i++) v[i] *= v[i];
+    float *want = host_copy(master, states), *want_m = host_copy(m, states), *want_v = host_copy(v, states);
+    float *want_params = host_copy(params, n);
+    cpu->adamw_update_ranges(want, want_params, grads, want_m, want_v, ranges, count, grad_scale, lr, beta1, beta2,
+                             eps, 4);
+    float *d_grads = upload_float(grads, n), *d_master = upload_float(master, states);
+    float *d_m = upload_float(m, states), *d_v = upload_float(v, states);
+    bf16 *d_params = upload_bf16(params, n);
+    cuda_adamw_update_ranges(d_master, d_params, d_grads, d_m, d_v, ranges, count, grad_scale, lr, beta1, beta2,
+                             eps, 4);
+    float *got = download_float(d_master, states), *got_m = download_float(d_m, states);
+    float *got_v = download_float(d_v, states), *got_params = download_bf16(d_params, n);
+    tap_ok(memcmp(got, want, states * sizeof(float)) == 0 && memcmp(got_m, want_m, states * sizeof(float)) == 0 &&
+           memcmp(got_v, want_v, states * sizeof(float)) == 0,
+           "adamw_update_ranges grad_scale=%g: masters and moments equal the CPU's bit for bit", grad_scale);
+    round_to_bf16(want_params, n);
+    for (size_t i = 0; i < n; i++) /* untouched elements keep their bf16 upload */
+        if (i >= 200000 + 768 || (i >= 4096 * 3 + 8 && i < 4096 * 3 + 9) || (i >= 4096 * 3 + 9 + 100003 && i < 200000))
+            want_params[i] = got_params[i];
+    expect_below(relative_error(got_params, want_params, n), 1e-30, "adamw_update_ranges bf16 params = bf16(master)");
+    double want_sum = cpu->sum_squares_ranges(grads, ranges, count);
+    double got_sum = cuda_sum_squares_ranges(d_grads, ranges, count), again = cuda_sum_squares_ranges(d_grads, ranges, count);
+    expect_below(fabs(got_sum - want_sum) / want_sum, EXACT_TOL, "sum_squares_ranges (gpu %.17g cpu %.17g)", got_sum,
+                 want_sum);
+    tap_ok(memcmp(&got_sum, &again, sizeof got_sum) == 0, "sum_squares_ranges is deterministic");
+    free(grads); free(params); free(master); free(m); free(v); free(want); free(want_m); free(want_v);
+    free(want_params); free(got); free(got_m); free(got_v); free(got_params);
+    cudaFree(d_grads); cudaFree(d_master); cudaFree(d_m); cudaFree(d_v); cudaFree(d_params);
+}
+
 static void test_sum_squares(size_t n, int shift) {
     float *x = host_random_fp32(n, 1100 + n, 1.0f);
     double want = cpu->sum_squares(x, n);
@@ -609,6 +683,11 @@ int main(void) {
     test_conversions(7, 0);
     test_conversions(1000003, 0);
     test_conversions(1000003, 1);
+    test_init_normal("vector", (shard_map){.cols = 0, .shard_start = 5}, 1001, 0);
+    test_init_normal("row-split [gate; up] rows", (shard_map){.cols = 768, .local_cols = 768, .rows_held = 512,
+                     .rows_per_block = 1024, .shard_start = 512, .split_rows = 1}, 1024 * 768, 0);
+    test_init_normal("column-split, offset range", (shard_map){.cols = 3072, .local_cols = 1536,
+                     .shard_start = 1536, .split_cols = 1}, 300007, 4099);
 
     test_gelu(7, 0);
     test_gelu(64 * 768, 0);
@@ -670,6 +749,8 @@ int main(void) {
     test_adamw(1000003, 0, 1);
     test_adamw(1000003, 1, 1);
     test_adamw(4099, 0, 0);
+    test_ranges(1.0f);
+    test_ranges(0.37f);
     test_sum_squares(7, 0);
     test_sum_squares(1000003, 0);
     test_sum_squares(1000003, 1);
