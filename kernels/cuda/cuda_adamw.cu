@@ -92,36 +92,77 @@ static __global__ void adamw_kernel(float *master, __nv_bfloat16 *params, const 
                  vectorized, (size_t)blockIdx.x * blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
 }
 
-/* one launch for every range: blockIdx.y picks the range, the x blocks stride over it */
-static __global__ void adamw_ranges_kernel(float *master, __nv_bfloat16 *params, const float *grads,
-                                           float *m, float *v, const tensor_range *ranges,
+/* Multi-tensor launches cut every range into chunks of at most RANGE_CHUNK elements (a multiple of
+ * 4, so a range's float4 alignment holds in each of its chunks) and give each chunk one block:
+ * the work is spread evenly whatever the mix of a 100M-element embedding and 2048-element
+ * biases, and the chunking (hence the norm's summation order) depends only on the ranges. */
+#define RANGE_CHUNK 65536
+
+/* one block per chunk: the update of that chunk's elements */
+static __global__ void adamw_chunks_kernel(float *master, __nv_bfloat16 *params, const float *grads,
+                                           float *m, float *v, const tensor_range *chunks,
                                            float grad_scale, float lr, float beta1, float beta2,
                                            float eps, float bc1, float bc2, bool bases_aligned) {
-    const tensor_range t = ranges[blockIdx.y];
-    float *tm = master + t.state_offset, *tm1 = m + t.state_offset, *tv = v + t.state_offset;
-    const float *tg = grads + t.offset;
-    __nv_bfloat16 *tp = params + t.offset;
+    const tensor_range t = chunks[blockIdx.x];
     const bool vectorized = bases_aligned && ((t.state_offset | t.offset) & 3) == 0;
-    adamw_tensor(tm, tp, tg, tm1, tv, t.length, grad_scale, lr, beta1, beta2, eps, t.weight_decay, bc1, bc2,
-                 vectorized, (size_t)blockIdx.x * blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+    adamw_tensor(master + t.state_offset, params + t.offset, grads + t.offset, m + t.state_offset,
+                 v + t.state_offset, t.length, grad_scale, lr, beta1, beta2, eps, t.weight_decay, bc1, bc2,
+                 vectorized, threadIdx.x, blockDim.x);
 }
 
-/* the ranges in device memory (grow-only, in stream order; the host table is staged by the copy) */
-static tensor_range *device_ranges(const tensor_range *ranges, int count) {
-    static tensor_range *table = NULL;
-    static int capacity = 0;
-    if (count > capacity) {
-        if (table != NULL) CHECK_CUDA(cudaFreeAsync(table, compute_stream()));
-        capacity = count + count / 2 + 16;
-        CHECK_CUDA(cudaMallocAsync((void **)&table, sizeof(tensor_range) * (size_t)capacity, compute_stream()));
+/* the chunks of a range table in device memory, rebuilt only when the table changes: the
+ * optimizer passes the same two tables (update and norm) every step, one cache slot each */
+typedef struct chunk_table {
+    const tensor_range *ranges; /* the host table it was built from, and its signature */
+    int count, chunks;
+    size_t signature, capacity;
+    tensor_range *device;
+} chunk_table;
+
+static const tensor_range *device_chunks(const tensor_range *ranges, int count, int *chunk_count) {
+    static chunk_table slots[4];
+    static int next_victim;
+    size_t signature = 0, chunks = 0;
+    for (int r = 0; r < count; r++) {
+        signature = signature * 31 + ranges[r].offset * 7 + ranges[r].state_offset * 13 + ranges[r].length;
+        chunks += (ranges[r].length + RANGE_CHUNK - 1) / RANGE_CHUNK;
     }
-    CHECK_CUDA(cudaMemcpyAsync(table, ranges, sizeof(tensor_range) * (size_t)count, cudaMemcpyHostToDevice,
+    chunk_table *slot = NULL;
+    for (int i = 0; i < 4 && !slot; i++)
+        if (slots[i].device && slots[i].ranges == ranges && slots[i].count == count && slots[i].signature == signature)
+            slot = &slots[i];
+    if (slot) {
+        *chunk_count = slot->chunks;
+        return slot->device;
+    }
+    if (chunks > (size_t)INT32_MAX) KERNELS_FATAL("cuda backend: %zu optimizer chunks are too many", chunks);
+    slot = &slots[next_victim];
+    next_victim = (next_victim + 1) % 4;
+    if (chunks > slot->capacity) {
+        if (slot->device != NULL) CHECK_CUDA(cudaFreeAsync(slot->device, compute_stream()));
+        slot->capacity = chunks + chunks / 4 + 16;
+        CHECK_CUDA(cudaMallocAsync((void **)&slot->device, sizeof(tensor_range) * slot->capacity, compute_stream()));
+    }
+    tensor_range *host = (tensor_range *)malloc(sizeof(tensor_range) * (chunks ? chunks : 1));
+    if (host == NULL) KERNELS_FATAL("cuda backend: out of host memory for %zu optimizer chunks", chunks);
+    size_t k = 0;
+    for (int r = 0; r < count; r++)
+        for (size_t done = 0; done < ranges[r].length; done += RANGE_CHUNK) {
+            size_t length = ranges[r].length - done < RANGE_CHUNK ? ranges[r].length - done : RANGE_CHUNK;
+            host[k++] = (tensor_range){ranges[r].offset + done, ranges[r].state_offset + done, length,
+                                       ranges[r].weight_decay};
+        }
+    CHECK_CUDA(cudaMemcpyAsync(slot->device, host, sizeof(tensor_range) * chunks, cudaMemcpyHostToDevice,
                                compute_stream()));
-    return table;
+    CHECK_CUDA(cudaStreamSynchronize(compute_stream())); /* once per new table, then host is freed */
+    free(host);
+    slot->ranges = ranges;
+    slot->count = count;
+    slot->signature = signature;
+    slot->chunks = (int)chunks;
+    *chunk_count = (int)chunks;
+    return slot->device;
 }
-
-/* grid.y is at most 65535: larger tables go in slices */
-#define MAX_RANGES_PER_LAUNCH 65535
 
 extern "C" void cuda_adamw_update_ranges(float *master, bf16 *params_bf16, const float *grads, float *m,
                                          float *v, const tensor_range *ranges, int count, float grad_scale,
@@ -130,20 +171,14 @@ extern "C" void cuda_adamw_update_ranges(float *master, bf16 *params_bf16, const
     if (master == NULL) KERNELS_FATAL("cuda backend: adamw_update_ranges needs fp32 master weights");
     float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
     float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
-    size_t longest = 0;
-    for (int r = 0; r < count; r++) if (ranges[r].length > longest) longest = ranges[r].length;
-    unsigned int blocks = grid_stride_blocks(longest / 4 + 1, adamw_threads);
-    if (blocks > 256) blocks = 256;
     const bool bases_aligned = aligned16(master) && aligned16(m) && aligned16(v) && aligned16(grads) &&
                                ((uintptr_t)params_bf16 & 7u) == 0;
-    const tensor_range *table = device_ranges(ranges, count);
-    for (int first = 0; first < count; first += MAX_RANGES_PER_LAUNCH) {
-        int slice = count - first < MAX_RANGES_PER_LAUNCH ? count - first : MAX_RANGES_PER_LAUNCH;
-        adamw_ranges_kernel<<<dim3(blocks, (unsigned int)slice), adamw_threads, 0, compute_stream()>>>(
-            master, as_nv(params_bf16), grads, m, v, table + first, grad_scale, lr, beta1, beta2, eps, bc1, bc2,
-            bases_aligned);
-        CHECK_LAUNCH();
-    }
+    int chunks = 0;
+    const tensor_range *table = device_chunks(ranges, count, &chunks);
+    if (chunks == 0) return;
+    adamw_chunks_kernel<<<(unsigned int)chunks, adamw_threads, 0, compute_stream()>>>(
+        master, as_nv(params_bf16), grads, m, v, table, grad_scale, lr, beta1, beta2, eps, bc1, bc2, bases_aligned);
+    CHECK_LAUNCH();
 }
 
 extern "C" void cuda_adamw_update(float *master, bf16 *params_bf16, const float *grads, float *m,
@@ -215,35 +250,34 @@ extern "C" double cuda_sum_squares(const float *x, size_t n) {
 
 /* ---- sum of squares over many ranges ---- */
 
-#define SUM_SQUARES_RANGE_BLOCKS 32
-
-/* partials[y * gridDim.x + x]: block x of range y strides over the range */
-static __global__ void sum_squares_ranges_kernel(double *partials, const float *x, const tensor_range *ranges) {
+/* partials[chunk]: one block per chunk (float4 loads where aligned), summed in a fixed order */
+static __global__ void sum_squares_chunks_kernel(double *partials, const float *x, const tensor_range *chunks) {
     __shared__ double reduce_scratch[32];
-    const tensor_range t = ranges[blockIdx.y];
+    const tensor_range t = chunks[blockIdx.x];
     const float *xs = x + t.offset;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
     double acc = 0.0;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < t.length; i += stride)
-        acc += (double)xs[i] * (double)xs[i];
+    size_t groups = (t.offset & 3) == 0 && ((uintptr_t)x & 15u) == 0 ? t.length / 4 : 0;
+    for (size_t q = threadIdx.x; q < groups; q += blockDim.x) {
+        float4 x4 = reinterpret_cast<const float4 *>(xs)[q];
+        acc += (double)x4.x * (double)x4.x;
+        acc += (double)x4.y * (double)x4.y;
+        acc += (double)x4.z * (double)x4.z;
+        acc += (double)x4.w * (double)x4.w;
+    }
+    for (size_t i = 4 * groups + threadIdx.x; i < t.length; i += blockDim.x) acc += (double)xs[i] * (double)xs[i];
     double block_total = block_sum_f64(acc, reduce_scratch);
-    if (threadIdx.x == 0) partials[(size_t)blockIdx.y * gridDim.x + blockIdx.x] = block_total;
+    if (threadIdx.x == 0) partials[blockIdx.x] = block_total;
 }
 
 extern "C" double cuda_sum_squares_ranges(const float *x, const tensor_range *ranges, int count) {
-    if (count == 0) return 0.0;
-    const tensor_range *table = device_ranges(ranges, count);
-    const int partial_count = count * SUM_SQUARES_RANGE_BLOCKS;
-    double *scratch = (double *)stream_scratch(((size_t)partial_count + 1) * sizeof(double));
-    double *partials = scratch, *result = scratch + partial_count;
-    for (int first = 0; first < count; first += MAX_RANGES_PER_LAUNCH) {
-        int slice = count - first < MAX_RANGES_PER_LAUNCH ? count - first : MAX_RANGES_PER_LAUNCH;
-        sum_squares_ranges_kernel<<<dim3(SUM_SQUARES_RANGE_BLOCKS, (unsigned int)slice), SUM_SQUARES_THREADS, 0,
-                                    compute_stream()>>>(partials + (size_t)first * SUM_SQUARES_RANGE_BLOCKS, x,
-                                                        table + first);
-        CHECK_LAUNCH();
-    }
-    sum_squares_final_kernel<<<1, SUM_SQUARES_THREADS, 0, compute_stream()>>>(result, partials, partial_count);
+    int chunks = 0;
+    const tensor_range *table = count ? device_chunks(ranges, count, &chunks) : NULL;
+    if (chunks == 0) return 0.0;
+    double *scratch = (double *)stream_scratch(((size_t)chunks + 1) * sizeof(double));
+    double *partials = scratch, *result = scratch + chunks;
+    sum_squares_chunks_kernel<<<(unsigned int)chunks, SUM_SQUARES_THREADS, 0, compute_stream()>>>(partials, x, table);
+    CHECK_LAUNCH();
+    sum_squares_final_kernel<<<1, 1024, 0, compute_stream()>>>(result, partials, chunks);
     CHECK_LAUNCH();
     double host_result = 0.0;
     CHECK_CUDA(cudaMemcpyAsync(&host_result, result, sizeof(double), cudaMemcpyDeviceToHost, compute_stream()));
