@@ -21,7 +21,7 @@ void generator_create(generator *g, inference_model *im, int max_batch, int max_
     g->colon_id = g->newline_id = -1;
     g->seed = seed;
     g->max_tokens_to_oom = max_tokens_to_oom;
-    gpt_inference_create(&g->inference, &im->model, max_batch, max_len, max_rows);
+    gpt_inference_create(&g->inference, &im->model, inference_model_pp_group(im), max_batch, max_len, max_rows);
     g->logits = malloc(sizeof(float) * (size_t)max_rows * (size_t)im->model.config.padded_vocab_size);
     CHECK(g->logits, "out of host memory for %d rows of logits", max_rows);
     sampling_scratch_init(&g->scratch, vocab_size);
