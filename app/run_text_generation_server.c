@@ -21,6 +21,8 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,18 +167,37 @@ static void request_done(void *cls, struct MHD_Connection *connection, void **co
     *con_cls = NULL;
 }
 
-/* waits for SIGINT or SIGTERM (blocked in every thread) and tells the main thread to stop */
+/* SIGINT and SIGTERM: a handler (whichever thread the signal lands on: libraries start threads
+ * of their own, some before main) writes the signal number into a pipe that one thread reads */
+static int signal_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int signal_number) {
+    unsigned char byte = (unsigned char)signal_number;
+    int saved = errno;
+    if (write(signal_pipe[1], &byte, 1) < 0) { /* full: a stop is already on its way */ }
+    errno = saved;
+}
+
+static void install_stop_handler(void) {
+    if (pipe(signal_pipe) != 0) FATAL("cannot create the signal pipe");
+    fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    if (sigaction(SIGINT, &action, NULL) != 0 || sigaction(SIGTERM, &action, NULL) != 0)
+        FATAL("cannot install the SIGINT/SIGTERM handler");
+}
+
+/* waits for the stop signal and tells the main thread to stop */
 static void *signal_waiter(void *arg) {
     server *s = arg;
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    int signal_number = 0;
-    sigwait(&stop, &signal_number);
+    unsigned char byte = 0;
+    while (read(signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {}
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
-    s->signal_number = signal_number;
+    s->signal_number = byte;
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -202,6 +223,9 @@ static void serve(server *s) {
 }
 
 int main(int argc, char **argv) {
+    /* on rank 0 a thread waits for the stop signals; the other ranks note them and stop when
+     * rank 0 says so (before MPI_Init, so that no thread of any library dies of them) */
+    install_stop_handler();
     int provided;
     CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     kernels_set_error_handler(error_report_fatal);
@@ -217,12 +241,6 @@ int main(int argc, char **argv) {
     address.sin_port = htons((uint16_t)a.port);
     if (inet_pton(AF_INET, a.host, &address.sin_addr) != 1) user_error("--host %s is not an IPv4 address", a.host);
 
-    /* block the stop signals in every thread; on rank 0 one thread waits for them */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     const kernel_ops *ops = inference_backend(a.device);
     static inference_model im;

@@ -9,6 +9,7 @@
 #    and the others following in lockstep, gives the 1-rank server's tokens (greedy and seeded
 #    sampling; log-probabilities within 1e-4) for Llama and GPT checkpoints; SIGTERM to rank 0
 #    stops every rank cleanly; rank 0 killed ends the job instead of leaving followers waiting;
+#    stop_token -1 (Megatron takes any integer) generates all tokens_to_generate past the EOD;
 #  - evaluate --task WIKITEXT103 on TP2 and PP2 ranks gives the 1-rank numbers.
 . "${top_srcdir:-.}/tests/lib.sh"
 SERVER="$top_builddir/app/run_text_generation_server"
@@ -113,6 +114,19 @@ PY
 ok $? "Llama: greedy tokens and log-probabilities (prompt and output) and scoring equal the no-cache training forward's"
 python3 -c "import json,sys; t=json.load(open(sys.argv[1]))[0]['tokens'][0]; sys.exit(0 if t[:10]==list(range(10,20)) else 1)" "$WORK/llama1.json"
 ok $? "the Llama model continues the count"
+python3 - "$PORT" <<'PY'
+import json, sys, urllib.request
+port = sys.argv[1]
+def put(body):
+    req = urllib.request.Request("http://127.0.0.1:%s/api" % port, data=json.dumps(body).encode(), method="PUT")
+    return json.load(urllib.request.urlopen(req))["tokens"][0]
+body = {"prompts": ["245 246 247"], "tokens_to_generate": 30, "top_k": 1}
+stopped, full = put(dict(body, stop_token=5)), put(dict(body, stop_token=-1))
+print("# stop_token 5:", stopped)
+print("# stop_token -1:", full)
+sys.exit(0 if len(full) == 33 and full[:len(stopped)] == stopped and stopped[-1] == 5 and len(stopped) < 33 else 1)
+PY
+ok $? "stop_token -1 (no token matches it) generates every one of tokens_to_generate"
 stop llama1 1; ok $? "SIGTERM stops the 1-rank server"
 
 # --- the same requests on several ranks in lockstep ---
