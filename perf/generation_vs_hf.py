@@ -118,12 +118,15 @@ def compare(label, port, model, new_tokens, tie, logprob_tolerance):
 
 def parity(hf_dir, fp32_port, bf16_port, new_tokens):
     if torch is None:
+        failed = False
         for port in (fp32_port, bf16_port):
             if port != "none":
-                r = put(port, {"prompts": PROMPTS, "tokens_to_generate": new_tokens, "top_k": 1, "stop_token": -1})
-                full = all(len(t) == len(prompt_tokens(port, p)) + new_tokens for t, p in zip(r["tokens"], PROMPTS))
+                full = all(len(put(port, {"prompts": [p], "tokens_to_generate": new_tokens, "top_k": 1,
+                                          "stop_token": -1})["tokens"][0]) == len(prompt_tokens(port, p)) + new_tokens
+                           for p in PROMPTS)
                 print(f"{'PASS' if full else 'FAIL'} ours on port {port}: every prompt continued by {new_tokens} tokens")
-        return False
+                failed |= not full
+        return failed
     failed = False
     fp32 = GPT2LMHeadModel.from_pretrained(hf_dir, torch_dtype=torch.float32).to(device()).eval()
     torch.backends.cuda.matmul.allow_tf32 = False

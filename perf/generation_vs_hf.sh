@@ -56,13 +56,15 @@ serve() {
     PORT=$(cat "$logdir/port-$1")
 }
 
-# train NAME ITERS LAYERS HIDDEN HEADS SEQ LR DATA_FLAGS...: pretrain_gpt, then --to-hf
+# train NAME ITERS LAYERS HIDDEN HEADS SEQ LR BATCH DATA_FLAGS...: pretrain_gpt (micro-batch BATCH,
+# global 4 x BATCH), then --to-hf
 train() {
-    name=$1 iters=$2 layers=$3 hidden=$4 heads=$5 seq=$6 lr=$7; shift 7
+    name=$1 iters=$2 layers=$3 hidden=$4 heads=$5 seq=$6 lr=$7 batch=$8; shift 8
+    rm -rf "$logdir/ck-$name" "$logdir/hf-$name"
     # shellcheck disable=SC2086
     mpiexec -n 1 "$bin/pretrain_gpt" --device "$device" --num-layers "$layers" --hidden-size "$hidden" \
         --num-attention-heads "$heads" --seq-length "$seq" --max-position-embeddings 1024 $gpt2_flags \
-        --vocab-size 50257 --micro-batch-size 8 --global-batch-size 32 --train-iters "$iters" --lr "$lr" \
+        --vocab-size 50257 --micro-batch-size "$batch" --global-batch-size "$((4 * batch))" --train-iters "$iters" --lr "$lr" \
         --min-lr 0 --lr-decay-style cosine --lr-warmup-iters "$((iters / 10))" --weight-decay 0.1 --clip-grad 1.0 \
         --hidden-dropout 0 --attention-dropout 0 --eval-iters 0 --log-interval 50 --save "$logdir/ck-$name" "$@" \
         > "$logdir/train-$name.out" 2>&1 || { echo "FAIL training $name:"; tail -5 "$logdir/train-$name.out"; exit 1; }
@@ -88,9 +90,9 @@ with open(sys.argv[2], "w") as out:
             mpiexec -n 2 "$bin/preprocess_data" --input "$logdir/data/shakespeare.jsonl" --output-prefix "$logdir/data/shakespeare" \
                 $gpt2_flags --append-eod --workers 2 > "$logdir/preprocess.out" 2>&1
         fi
-        if [ "$device" = cuda ]; then set -- 300 12 768 12 256; else set -- 20 2 64 4 64; fi
+        if [ "$device" = cuda ]; then set -- 300 12 768 12 256 8; else set -- 20 2 64 4 64 2; fi
         iters=${PARITY_ITERS:-$1}
-        train parity "$iters" "$2" "$3" "$4" "$5" 6e-4 --data-path "$data" --split 949,50,1 \
+        train parity "$iters" "$2" "$3" "$4" "$5" 6e-4 "$6" --data-path "$data" --split 949,50,1 \
             --data-cache-path "$logdir/data/cache"
         echo "## parity: shape $2 layers, hidden $3, $4 heads, trained $iters iterations on the Shakespeare corpus"
         echo "   ($(grep -o 'lm loss: [0-9.E+-]*' "$logdir/train-parity.out" | tail -1)), exported to Hugging Face"
@@ -106,7 +108,7 @@ with open(sys.argv[2], "w") as out:
 $shape
 EOF2
             # random weights: one iteration at learning rate 0 saves the initialization
-            train "$name" 1 "$layers" "$hidden" "$heads" 1024 0 --mock-data
+            train "$name" 1 "$layers" "$hidden" "$heads" 1024 0 1 --mock-data
             echo "## speed: $name ($layers layers, hidden $hidden, $heads heads), randomly initialized weights"
             serve "$name" "$device" "$logdir/ck-$name"
             "$python" "$top/perf/generation_vs_hf.py" speed "$logdir/hf-$name" "$PORT" "$new_tokens" || failed=1
