@@ -119,7 +119,9 @@ static void gather_logits(gpt_inference *inf, int N, float *host_logits) {
                    sizeof(float) * (size_t)Vl);
 }
 
-void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
+/* the forward of gpt_inference_forward; with last_only the output layer runs on each sequence's
+ * last new row only */
+static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, int last_only, float *host_logits) {
     gpt_model *m = inf->model;
     const gpt_config *c = &m->config;
     const kernel_ops *ops = m->ops;
@@ -166,10 +168,20 @@ void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq,
         if (lw->fc2_bias) ops->bias_add(inf->out_rows, lw->fc2_bias, N, C);
         ops->add(inf->x, inf->x_mid, inf->out_rows, rows_size);
     }
+    int out_rows = last_only ? B : N;
     if (ch->post_process) {
-        norm(inf, inf->ln, inf->x, w->final_layernorm_weight, w->final_layernorm_bias, N);
-        ops->matmul_forward(inf->logits, NULL, inf->ln, w->output_layer, NULL, N, C, Vl);
-        gather_logits(inf, N, host_logits);
+        const void *final = inf->x;
+        if (last_only && Tq > 1) {
+            /* row Tq-1 of each sequence, side by side (x_mid is free by now) */
+            for (int b = 0; b < B; b++)
+                ops->copy((char *)inf->x_mid + (size_t)b * C * ops->act_bytes,
+                          (const char *)inf->x + ((size_t)b * Tq + (size_t)(Tq - 1)) * C * ops->act_bytes,
+                          (size_t)C * ops->act_bytes);
+            final = inf->x_mid;
+        }
+        norm(inf, inf->ln, final, w->final_layernorm_weight, w->final_layernorm_bias, out_rows);
+        ops->matmul_forward(inf->logits, NULL, inf->ln, w->output_layer, NULL, out_rows, C, Vl);
+        gather_logits(inf, out_rows, host_logits);
     } else {
         comm_request request;
         m->comm->send(inf->x, rows_size, m->act_dtype, inf->pp_group->rank + 1, PIPELINE_TAG, inf->pp_group, &request);
@@ -177,10 +189,18 @@ void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq,
     }
     if (inf->pp_group) {
         /* the last stage's logits to every stage, in pieces MPI's int count can carry */
-        size_t total = (size_t)N * (size_t)V, piece = (size_t)INT_MAX / 2;
+        size_t total = (size_t)out_rows * (size_t)V, piece = (size_t)INT_MAX / 2;
         for (size_t start = 0; start < total; start += piece) {
             size_t n = total - start < piece ? total - start : piece;
             CHECK_MPI(MPI_Bcast(host_logits + start, (int)n, MPI_FLOAT, inf->pp_group->size - 1, inf->pp_group->mpi));
         }
     }
+}
+
+void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
+    forward(inf, tokens, B, Tq, past, 0, host_logits);
+}
+
+void gpt_inference_forward_last(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
+    forward(inf, tokens, B, Tq, past, 1, host_logits);
 }

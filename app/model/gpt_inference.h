@@ -42,4 +42,8 @@ void gpt_inference_free(gpt_inference *inf);
  * every rank of the model-parallel group, all of which call it with the same arguments). */
 void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits);
 
+/* The same, with logits for each sequence's last new position only: host_logits [B, padded
+ * vocab] (generation without log-probabilities: the output layer on B rows, not B*Tq) */
+void gpt_inference_forward_last(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits);
+
 #endif
