@@ -23,6 +23,9 @@
 # directory), DEVICE (cuda; cpu runs the whole flow on the CPU backend with tiny settings, a check
 # of the script itself: the peers then need torch on the CPU), NEW_TOKENS (128), PARITY_ITERS.
 # Needs torch and transformers. Prints markdown tables and PASS/FAIL lines; exit status 1 on FAIL.
+# Under a 10-minute limit per command, run the parts one by one (same LOGDIR):
+#   perf/generation_vs_hf.sh parity; perf/generation_vs_hf.sh speed 124M:12:768:12;
+#   perf/generation_vs_hf.sh speed 1.3B:24:2048:16
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=${BIN:-$top/app}

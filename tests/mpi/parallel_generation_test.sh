@@ -10,7 +10,8 @@
 #    sampling; log-probabilities within 1e-4) for Llama and GPT checkpoints; SIGTERM to rank 0
 #    stops every rank cleanly; rank 0 killed ends the job instead of leaving followers waiting;
 #    stop_token -1 (Megatron takes any integer) generates all tokens_to_generate past the EOD;
-#  - evaluate --task WIKITEXT103 on TP2 and PP2 ranks gives the 1-rank numbers.
+#  - evaluate --task WIKITEXT103 on TP2 and PP2 ranks and --task LAMBADA on TP2xPP2 give the
+#    1-rank numbers.
 . "${top_srcdir:-.}/tests/lib.sh"
 SERVER="$top_builddir/app/run_text_generation_server"
 EVALUATE="$top_builddir/app/evaluate"
@@ -145,6 +146,10 @@ done
 start_server gpt1 1 "$WORK/gpt"
 requests gpt1
 stop gpt1 1; ok $? "the GPT checkpoint on one rank"
+start_server gpt_pp2 2 "$WORK/gpt" --pipeline-model-parallel-size 2
+requests gpt_pp2
+same gpt_pp2 gpt1; ok $? "GPT with tied embeddings (the last stage's copy) on PP2: the 1-rank server's tokens"
+stop gpt_pp2 2; ok $? "SIGTERM to rank 0 stops both GPT PP2 ranks"
 start_server gpt_tp2 2 "$WORK/gpt" --tensor-model-parallel-size 2
 requests gpt_tp2
 same gpt_tp2 gpt1; ok $? "GPT (learned positions, LayerNorm, biases) on TP2: the 1-rank server's tokens"
@@ -183,4 +188,24 @@ print("# ppl: 1 rank %.9g, TP2 %.9g, PP2 %.9g" % (one["ppl"], tp2["ppl"], pp2["p
 sys.exit(0 if all(abs(m["avg_loss"] - one["avg_loss"]) < 1e-5 and m["num_windows"] == one["num_windows"] for m in (tp2, pp2)) else 1)
 PY
 ok $? "TP2 and PP2 give the 1-rank loss and perplexity"
+python3 -c "
+import json
+for start in (20, 40, 100, 245, 5, 130):
+    print(json.dumps({'text': ' '.join(str((start + i) % 255) for i in range(8))}))
+" > "$WORK/lambada.jsonl"
+for layout in "1 1" "tp2pp2 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"; do
+    # shellcheck disable=SC2086
+    set -- $layout
+    name=$1; ranks=$2; shift 2
+    timeout 120 "$MPIEXEC" -n $ranks "$EVALUATE" --task LAMBADA --strict-lambada --valid-data "$WORK/lambada.jsonl" \
+        --load "$WORK/llama" --device cpu --metrics-file "$WORK/lambada_$name.jsonl" "$@" > "$WORK/lambada_$name.out" 2>&1
+done
+python3 - "$WORK" <<'PY'
+import json, sys
+one, four = (json.load(open("%s/lambada_%s.jsonl" % (sys.argv[1], n))) for n in ("1", "tp2pp2"))
+print("# LAMBADA: 1 rank %d of %d, TP2xPP2 %d of %d" % (one["number_correct"], one["total_examples"],
+      four["number_correct"], four["total_examples"]))
+sys.exit(0 if (one["number_correct"], one["total_examples"]) == (four["number_correct"], four["total_examples"]) == (one["number_correct"], 6) and one["number_correct"] > 0 else 1)
+PY
+ok $? "evaluate LAMBADA on TP2xPP2 (4 ranks): the 1-rank accuracy"
 done_testing
