@@ -1,5 +1,7 @@
 /* evaluate.c: Megatron's zero-shot GPT evaluation (tasks/main.py --task WIKITEXT103 | LAMBADA)
- * on a checkpoint (--load, any parallel layout) on one rank:
+ * on a checkpoint (--load, any parallel layout) on one rank, or on tp x pp ranks
+ * (--tensor-model-parallel-size, --pipeline-model-parallel-size) that run the model in lockstep
+ * (every rank reads the same file and runs the same windows; rank 0 reports):
  *   --task WIKITEXT103 --valid-data FILE [--overlapping-eval N]: perplexity of the detokenized
  *     text (Megatron's detokenizer chosen by the file name) over windows of --seq-length tokens,
  *     with Megatron's avg loss, ppl, adjusted ppl and token ratio;
@@ -32,6 +34,8 @@ typedef struct eval_args {
     int strict_lambada;
     int micro_batch_size;
     int log_interval;
+    int tensor_model_parallel_size;
+    int pipeline_model_parallel_size;
 } eval_args;
 
 #define AT(field) OPTION_AT(eval_args, field)
@@ -46,6 +50,8 @@ static const option_spec specs[] = {
     {"metrics-file", "task", OPTION_STRING, AT(metrics_file), .metavar = "PATH", .help = "append the result as a JSON line"},
     {"load", "checkpoint", OPTION_STRING, AT(load), .flags = OPTION_REQUIRED, .metavar = "DIR", .help = "checkpoint directory"},
     {"device", "checkpoint", OPTION_CHOICE, AT(device), "auto", .choices = "auto|cpu|cuda", .help = "kernel backend"},
+    {"tensor-model-parallel-size", "checkpoint", OPTION_INT, AT(tensor_model_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split each layer (the ranks started are tp x pp)"},
+    {"pipeline-model-parallel-size", "checkpoint", OPTION_INT, AT(pipeline_model_parallel_size), "1", .range = "[1, inf)", .help = "pipeline stages"},
     {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer", .help = "default: the checkpoint's"},
     {"vocab-file", "tokenizer", OPTION_STRING, AT(vocab_file), .metavar = "PATH", .help = "tokenizer vocabulary"},
     {"merge-file", "tokenizer", OPTION_STRING, AT(merge_file), .metavar = "PATH", .help = "BPE merges"},
@@ -80,8 +86,11 @@ static int32_t *encode(tokenizer *tok, const char *text, size_t len, size_t *n, 
     return ids;
 }
 
+/* rank 0 reports; the other ranks of the model-parallel group only compute */
+static int reporting = 1;
+
 static void append_metrics(const char *path, json_t *o) {
-    if (!path[0]) { json_decref(o); return; }
+    if (!path[0] || !reporting) { json_decref(o); return; }
     FILE *f = fopen(path, "a");
     if (!f || json_dumpf(o, f, JSON_COMPACT | JSON_REAL_PRECISION(17)) != 0 || fputc('\n', f) == EOF || fclose(f) != 0)
         user_error("--metrics-file %s: cannot write it", path);
@@ -89,6 +98,7 @@ static void append_metrics(const char *path, json_t *o) {
 }
 
 static void print_boxed(const char *line) {
+    if (!reporting) return;
     size_t n = strlen(line) + 1;
     for (size_t i = 0; i < n; i++) putchar('-');
     printf("\n%s\n", line);
@@ -108,10 +118,12 @@ static void wikitext(const eval_args *a, inference_model *im, tokenizer *tok, in
     int32_t *ids = encode(tok, text, strlen(text), &n, a->valid_data);
     r.num_tokenized_tokens = (int64_t)n;
     if (n < 2 || r.num_original_tokens < 2) user_error("--valid-data %s: fewer than 2 tokens", a->valid_data);
-    printf(" > detokenizer: %s; number of original tokens: %lld, number of detokenized tokens: %lld\n",
+    if (reporting)
+        printf(" > detokenizer: %s; number of original tokens: %lld, number of detokenized tokens: %lld\n",
            detokenizer_name(kind), (long long)r.num_original_tokens, (long long)r.num_tokenized_tokens);
     gpt_inference inf;
-    gpt_inference_create(&inf, &im->model, a->micro_batch_size, seq_length, a->micro_batch_size * seq_length);
+    gpt_inference_create(&inf, &im->model, inference_model_pp_group(im), a->micro_batch_size, seq_length,
+                         a->micro_batch_size * seq_length);
     wikitext_evaluate(&inf, ids, (int64_t)n, seq_length, a->overlapping_eval, a->micro_batch_size, tokenizer_eod(tok),
                       tokenizer_vocab_size(tok), &r);
     wikitext_finish(&r);
@@ -171,7 +183,7 @@ static void lambada_tokens(tokenizer *tok, const char *text, int strict, int32_t
 static void lambada(const eval_args *a, inference_model *im, tokenizer *tok, int seq_length) {
     char *data = read_file(a->valid_data);
     gpt_inference inf;
-    gpt_inference_create(&inf, &im->model, 1, seq_length, seq_length);
+    gpt_inference_create(&inf, &im->model, inference_model_pp_group(im), 1, seq_length, seq_length);
     int64_t correct = 0, total = 0;
     int line_number = 0;
     for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
@@ -189,7 +201,7 @@ static void lambada(const eval_args *a, inference_model *im, tokenizer *tok, int
             user_error("%s: %zu tokens, more than --seq-length + 1 = %d", where, nc + nl, seq_length + 1);
         correct += lambada_correct(&inf, context, (int)nc, labels, (int)nl, tokenizer_vocab_size(tok));
         total++;
-        if (total % a->log_interval == 0) { printf("> working on iteration: %lld\n", (long long)total); fflush(stdout); }
+        if (total % a->log_interval == 0 && reporting) { printf("> working on iteration: %lld\n", (long long)total); fflush(stdout); }
         free(context);
         free(labels);
         json_decref(o);
@@ -215,20 +227,22 @@ int main(int argc, char **argv) {
     eval_args a;
     unsigned char given[sizeof specs / sizeof specs[0]];
     options_parse_or_exit(&table, &a, given, argc, argv);
-    if (world_size != 1) user_error("evaluate runs on one rank (%d started): checkpoints of any layout load into it", world_size);
     const kernel_ops *ops = inference_backend(a.device);
     static inference_model im;
-    inference_model_load(&im, a.load, ops, 1234);
+    inference_model_load(&im, a.load, ops, 1234, a.tensor_model_parallel_size, a.pipeline_model_parallel_size);
+    reporting = inference_model_rank(&im) == 0;
     tokenizer *tok = inference_tokenizer(&im, a.tokenizer_type, a.vocab_file, a.merge_file);
     int seq_length = a.seq_length ? a.seq_length : im.seq_length;
     if (seq_length > im.model.config.max_position_embeddings)
         user_error("--seq-length %d exceeds the checkpoint's --max-position-embeddings %d", seq_length,
                    im.model.config.max_position_embeddings);
-    printf("> evaluating %s on %s: checkpoint %s, sequence length %d, %s backend\n", a.task, a.valid_data, im.path,
-           seq_length, ops->name);
+    if (reporting)
+        printf("> evaluating %s on %s: checkpoint %s, sequence length %d, %s backend, %d ranks (tp %d, pp %d)\n", a.task,
+               a.valid_data, im.path, seq_length, ops->name, world_size, a.tensor_model_parallel_size,
+               a.pipeline_model_parallel_size);
     if (!strcmp(a.task, "WIKITEXT103")) wikitext(&a, &im, tok, seq_length);
     else lambada(&a, &im, tok, seq_length);
-    printf("done :-)\n");
+    if (reporting) printf("done :-)\n");
     tokenizer_free(tok);
     inference_model_free(&im);
     CHECK_MPI(MPI_Finalize());

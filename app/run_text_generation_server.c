@@ -1,25 +1,33 @@
 /* run_text_generation_server.c: Megatron's tools/run_text_generation_server.py: loads a
- * checkpoint (--load, any parallel layout) on one rank and answers PUT /api with generated text
- * (app/inference/generate_api.h: Megatron's request fields, checks and response). HTTP is
- * libmicrohttpd's, one thread per connection; generation is serialized by one mutex, so
- * concurrent requests are answered one after another, never mixed. Binds 127.0.0.1 by default
- * (--host, --port; --port 0 picks a free port, printed and written to --port-file). Bodies over
- * --max-request-bytes get 413, other methods 405, other paths 404, bad requests 400 with
- * {"message": ...}; the server keeps serving. SIGINT or SIGTERM stops it. */
+ * checkpoint (--load, any parallel layout) on one rank, or split over tp x pp ranks
+ * (--tensor-model-parallel-size, --pipeline-model-parallel-size), and answers PUT /api with
+ * generated text (app/inference/generate_api.h: Megatron's request fields, checks and response).
+ * Rank 0 serves HTTP (libmicrohttpd, one thread per connection); the connection threads hand
+ * each request to the main thread, which runs them one after another (never mixed) and, with
+ * several ranks, broadcasts each generation to the others, which follow it in lockstep
+ * (generation_lockstep.h). Binds 127.0.0.1 by default (--host, --port; --port 0 picks a free
+ * port, printed and written to --port-file). Bodies over --max-request-bytes get 413, other
+ * methods 405, other paths 404, bad requests 400 with {"message": ...}; the server keeps
+ * serving. SIGINT or SIGTERM to rank 0 stops every rank cleanly; a rank that fails ends the job
+ * (MPI_Abort), so no rank waits forever. */
 #include "config.h"
 
 #include "app/core/error.h"
 #include "app/core/options.h"
 #include "app/inference/generate_api.h"
+#include "app/inference/generation_lockstep.h"
 #include "app/inference/inference_setup.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct server_args {
     char load[1024];
@@ -36,6 +44,8 @@ typedef struct server_args {
     int64_t max_request_bytes;
     int max_rows;
     uint64_t seed;
+    int tensor_model_parallel_size;
+    int pipeline_model_parallel_size;
 } server_args;
 
 #define AT(field) OPTION_AT(server_args, field)
@@ -54,6 +64,8 @@ static const option_spec specs[] = {
     {"max-tokens-to-oom", "generation", OPTION_INT64, AT(max_tokens_to_oom), "12000", .range = "[1, inf)", .help = "refuse requests of more prompts x length (Megatron's)"},
     {"inference-max-rows", "generation", OPTION_INT, AT(max_rows), "4096", .range = "[1, inf)", .help = "token rows per forward (longer prefills run in pieces)"},
     {"seed", "generation", OPTION_UINT64, AT(seed), "1234", .help = "seed of requests without random_seed"},
+    {"tensor-model-parallel-size", "generation", OPTION_INT, AT(tensor_model_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split each layer (the ranks started are tp x pp; rank 0 serves)"},
+    {"pipeline-model-parallel-size", "generation", OPTION_INT, AT(pipeline_model_parallel_size), "1", .range = "[1, inf)", .help = "pipeline stages"},
 };
 static const option_table table = {
     "--load DIR [--port N] [options]",
@@ -61,10 +73,23 @@ static const option_table table = {
     specs, (int)(sizeof specs / sizeof specs[0]),
 };
 
+/* one request handed from a connection thread to the main thread */
+typedef struct job {
+    const char *body;
+    size_t size;
+    char *answer;
+    int status;
+    int done;
+} job;
+
 typedef struct server {
     generator gen;
     tokenizer *tok;
     pthread_mutex_t lock;
+    pthread_cond_t changed;  /* a job was posted or finished, or the server is stopping */
+    job *pending;            /* the job the main thread runs next (one at a time) */
+    int stopping;
+    int signal_number;
     int64_t max_request_bytes;
     uint64_t served, refused;
 } server;
@@ -120,13 +145,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *connection, cons
         snprintf(message, sizeof message, "request body larger than %lld bytes (--max-request-bytes)", (long long)s->max_request_bytes);
         return respond(connection, 413, generate_api_message(message));
     }
-    int status;
+    /* the main thread runs it: one at a time, with every rank's MPI calls on one thread */
+    job j = {u->data ? u->data : "", u->size, NULL, 0, 0};
     pthread_mutex_lock(&s->lock);
-    char *answer = generate_api_handle(&s->gen, s->tok, u->data ? u->data : "", u->size, &status);
-    if (status == 200) s->served++;
-    else s->refused++;
+    while (s->pending && !s->stopping) pthread_cond_wait(&s->changed, &s->lock);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->lock);
+        return respond(connection, 503, generate_api_message("the server is stopping"));
+    }
+    s->pending = &j;
+    pthread_cond_broadcast(&s->changed);
+    while (!j.done) pthread_cond_wait(&s->changed, &s->lock);
     pthread_mutex_unlock(&s->lock);
-    return respond(connection, status, answer);
+    return respond(connection, j.status, j.answer);
 }
 
 static void request_done(void *cls, struct MHD_Connection *connection, void **con_cls, enum MHD_RequestTerminationCode code) {
@@ -136,8 +167,67 @@ static void request_done(void *cls, struct MHD_Connection *connection, void **co
     *con_cls = NULL;
 }
 
+/* SIGINT and SIGTERM: a handler (whichever thread the signal lands on: libraries start threads
+ * of their own, some before main) writes the signal number into a pipe that one thread reads */
+static int signal_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int signal_number) {
+    unsigned char byte = (unsigned char)signal_number;
+    int saved = errno;
+    if (write(signal_pipe[1], &byte, 1) < 0) { /* full: a stop is already on its way */ }
+    errno = saved;
+}
+
+static void install_stop_handler(void) {
+    if (pipe(signal_pipe) != 0) FATAL("cannot create the signal pipe");
+    fcntl(signal_pipe[1], F_SETFL, O_NONBLOCK);
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    if (sigaction(SIGINT, &action, NULL) != 0 || sigaction(SIGTERM, &action, NULL) != 0)
+        FATAL("cannot install the SIGINT/SIGTERM handler");
+}
+
+/* waits for the stop signal and tells the main thread to stop */
+static void *signal_waiter(void *arg) {
+    server *s = arg;
+    unsigned char byte = 0;
+    while (read(signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {}
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    s->signal_number = byte;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* the main thread of rank 0: runs the posted requests until a stop signal */
+static void serve(server *s) {
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->pending && !s->stopping) pthread_cond_wait(&s->changed, &s->lock);
+        if (!s->pending) break;
+        job *j = s->pending;
+        pthread_mutex_unlock(&s->lock);
+        j->answer = generate_api_handle(&s->gen, s->tok, j->body, j->size, &j->status);
+        pthread_mutex_lock(&s->lock);
+        if (j->status == 200) s->served++;
+        else s->refused++;
+        j->done = 1;
+        s->pending = NULL;
+        pthread_cond_broadcast(&s->changed);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
 int main(int argc, char **argv) {
-    CHECK_MPI(MPI_Init(&argc, &argv));
+    /* on rank 0 a thread waits for the stop signals; the other ranks note them and stop when
+     * rank 0 says so (before MPI_Init, so that no thread of any library dies of them) */
+    install_stop_handler();
+    int provided;
+    CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     kernels_set_error_handler(error_report_fatal);
     program_name = "run_text_generation_server";
     int world_size;
@@ -145,25 +235,18 @@ int main(int argc, char **argv) {
     server_args a;
     unsigned char given[sizeof specs / sizeof specs[0]];
     options_parse_or_exit(&table, &a, given, argc, argv);
-    if (world_size != 1)
-        user_error("the server runs on one rank (%d started): checkpoints of any tensor/pipeline layout load into it", world_size);
     struct sockaddr_in address;
     memset(&address, 0, sizeof address);
     address.sin_family = AF_INET;
     address.sin_port = htons((uint16_t)a.port);
     if (inet_pton(AF_INET, a.host, &address.sin_addr) != 1) user_error("--host %s is not an IPv4 address", a.host);
 
-    /* block the stop signals in every thread; the main thread waits for them */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
 
     const kernel_ops *ops = inference_backend(a.device);
     static inference_model im;
     static server s;
-    inference_model_load(&im, a.load, ops, a.seed);
+    inference_model_load(&im, a.load, ops, a.seed, a.tensor_model_parallel_size, a.pipeline_model_parallel_size);
+    int rank = inference_model_rank(&im);
     s.tok = inference_tokenizer(&im, a.tokenizer_type, a.vocab_file, a.merge_file);
     int max_len = a.inference_max_seq_length ? a.inference_max_seq_length : im.model.config.max_position_embeddings;
     generator_create(&s.gen, &im, a.max_batch_size, max_len, a.max_rows, tokenizer_vocab_size(s.tok),
@@ -177,31 +260,47 @@ int main(int argc, char **argv) {
         free(ids);
     }
     s.max_request_bytes = a.max_request_bytes;
+    if (rank != 0) {
+        /* follow rank 0's generations until it stops */
+        long followed = generation_follow(&s.gen);
+        printf("> rank %d stopped after following %ld generations\n", rank, followed);
+        generator_free(&s.gen);
+        tokenizer_free(s.tok);
+        inference_model_free(&im);
+        CHECK_MPI(MPI_Finalize());
+        return 0;
+    }
     pthread_mutex_init(&s.lock, NULL);
+    pthread_cond_init(&s.changed, NULL);
 
     struct MHD_Daemon *daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG, (uint16_t)a.port, NULL,
         NULL, handle, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address, MHD_OPTION_NOTIFY_COMPLETED, request_done,
         NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_END);
-    if (!daemon) user_error("cannot serve on %s:%d (address in use or not permitted)", a.host, a.port);
+    if (!daemon) user_error_local("cannot serve on %s:%d (address in use or not permitted)", a.host, a.port);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     int port = info ? (int)info->port : a.port;
-    printf("> loaded %s (iteration %lld): %d layers, hidden %d, %d heads, vocabulary %d (%s), %s backend\n", im.path,
-           (long long)im.iteration, im.model.config.num_layers, im.model.config.hidden_size,
-           im.model.config.num_attention_heads, tokenizer_vocab_size(s.tok), tokenizer_type(s.tok), ops->name);
-    printf("> serving on http://%s:%d/api (PUT; up to %d prompts, %d tokens each)\n", a.host, port, a.max_batch_size, max_len);
+    printf("> loaded %s (iteration %lld): %d layers, hidden %d, %d heads, vocabulary %d (%s), %s backend, "
+           "%d ranks (tp %d, pp %d)\n", im.path, (long long)im.iteration, im.model.config.num_layers,
+           im.model.config.hidden_size, im.model.config.num_attention_heads, tokenizer_vocab_size(s.tok),
+           tokenizer_type(s.tok), ops->name, world_size, a.tensor_model_parallel_size, a.pipeline_model_parallel_size);
+    printf("> serving on http://%s:%d/api (PUT; up to %d prompts, %d tokens each; process %ld stops on SIGINT or SIGTERM)\n",
+           a.host, port, a.max_batch_size, max_len, (long)getpid());
     fflush(stdout);
     if (a.port_file[0]) {
         char tmp[1100];
         snprintf(tmp, sizeof tmp, "%s.tmp", a.port_file);
         FILE *f = fopen(tmp, "w");
         if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0 || rename(tmp, a.port_file) != 0)
-            user_error("--port-file %s: cannot write it", a.port_file);
+            user_error_local("--port-file %s: cannot write it", a.port_file);
     }
-    int signal_number = 0;
-    sigwait(&stop, &signal_number);
+    pthread_t waiter;
+    if (pthread_create(&waiter, NULL, signal_waiter, &s) != 0) FATAL("cannot start the signal-waiting thread");
+    serve(&s);
+    pthread_join(waiter, NULL);
     MHD_stop_daemon(daemon);
-    printf("> stopped by signal %d after %llu answered and %llu refused requests\n", signal_number,
+    generation_lockstep_stop(&s.gen);
+    printf("> stopped by signal %d after %llu answered and %llu refused requests\n", s.signal_number,
            (unsigned long long)s.served, (unsigned long long)s.refused);
     generator_free(&s.gen);
     tokenizer_free(s.tok);

@@ -49,13 +49,15 @@ typedef struct dropout_rng {
  * pair (a, b) of its first rotary_dim channels turns by angle pos * theta_i at token position pos:
  *   a' = a cos - b sin,  b' = b cos + a sin,  theta_i = base^(-2i/rotary_dim), i < rotary_dim/2
  * where the pairs are (i, i + rotary_dim/2) ("rotate half", Llama's) or (2i, 2i+1) when
- * interleaved (RoFormer's); channels past rotary_dim pass through. pos = t * position_scale
- * (1 / --rotary-seq-len-interpolation-factor). */
+ * interleaved (RoFormer's); channels past rotary_dim pass through. pos = (position_start + t) *
+ * position_scale (1 / --rotary-seq-len-interpolation-factor); position_start is 0 in training and
+ * the key/value cache position of the first new token in generation. */
 typedef struct rope_spec {
     int rotary_dim;        /* even, <= D: kv_channels * --rotary-percent */
     int interleaved;       /* --rotary-interleaved */
     float base;            /* --rotary-base */
     float position_scale;  /* 1 / --rotary-seq-len-interpolation-factor (1 without) */
+    int position_start;    /* position of token t = 0 (generation: the cache position) */
 } rope_spec;
 
 /* theta_i of pair i, computed in fp32 as Megatron does: 1 / base^(2i / rotary_dim) */
@@ -208,12 +210,13 @@ typedef struct kernel_ops {
                                int head_start, int total_heads, dropout_rng rng);
 
     /* ---- attention over a key/value cache (generation: cpu_ and cuda_decode_attention) ----
-     * qkv[B,Tq,H*3*D] (the layout above) holds the new tokens at positions [past, past+Tq) of
-     * every sequence. Their keys and values are stored into k_cache and v_cache [B,max_len,H,D]
-     * (compute dtype) at those positions; then out[B,Tq,H*D] = softmax(q k^T / sqrt(D)) v over
-     * the keys at positions 0..past+t of new token t (causal; no dropout). */
+     * qkv[B,Tq,(H+2G)*D] (the grouped layout above) holds the new tokens at positions
+     * [past, past+Tq) of every sequence. Their keys and values (one head per group) are stored
+     * into k_cache and v_cache [B,max_len,G,D] (compute dtype) at those positions; then
+     * out[B,Tq,H*D] = softmax(q k^T / sqrt(D)) v over the keys at positions 0..past+t of new
+     * token t (causal; no dropout), query head h reading its group h/(H/G) in place. */
     void (*decode_attention)(void *out, void *k_cache, void *v_cache, const void *qkv, int B,
-                             int Tq, int H, int D, int past, int max_len);
+                             int Tq, int H, int G, int D, int past, int max_len);
 
     /* ---- elementwise ---- */
     /* GeLU with the tanh approximation (Megatron's/GPT-2's). */

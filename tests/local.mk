@@ -143,6 +143,10 @@ tests_gpu_cuda_decode_attention_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $
 TESTS += tests/gpu/cuda_decode_attention_test
 endif
 EXTRA_DIST += tests/gpu/cuda_decode_attention_test.c
+
+# ---- Llama generation and model-parallel serving/evaluation in lockstep (app/inference) ----
+TESTS += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh
+EXTRA_DIST += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh tests/fuzz/corpus/generate_request
 # Megatron-LM launch-script compatibility: HuggingFaceTokenizer (tokenizer.json) and SentencePiece
 # tokenizers, the flags of Megatron's example scripts (works / no effect / refused), the README table
 check_PROGRAMS += tests/unit/tokenizer_hf_test

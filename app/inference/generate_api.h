@@ -11,9 +11,8 @@
 #include <stddef.h>
 
 #include "app/inference/generation.h"
+#include "app/inference/generate_request.h"
 #include "app/tokenizers/tokenizer.h"
-
-#define API_MAX_PROMPTS 128
 
 /* Handles one request body (len bytes, not NUL-terminated). Returns the malloc'd JSON answer
  * and sets *status to the HTTP status (200, or 400 with {"message": ...}). Not thread-safe:

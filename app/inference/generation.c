@@ -21,7 +21,7 @@ void generator_create(generator *g, inference_model *im, int max_batch, int max_
     g->colon_id = g->newline_id = -1;
     g->seed = seed;
     g->max_tokens_to_oom = max_tokens_to_oom;
-    gpt_inference_create(&g->inference, &im->model, max_batch, max_len, max_rows);
+    gpt_inference_create(&g->inference, &im->model, inference_model_pp_group(im), max_batch, max_len, max_rows);
     g->logits = malloc(sizeof(float) * (size_t)max_rows * (size_t)im->model.config.padded_vocab_size);
     CHECK(g->logits, "out of host memory for %d rows of logits", max_rows);
     sampling_scratch_init(&g->scratch, vocab_size);
@@ -43,7 +43,8 @@ void generation_result_free(generation_result *r) {
 
 /* Runs positions [from, to) of every sequence through the model in pieces of at most max_rows
  * rows, filling the log-probabilities of the tokens that follow them; leaves the logits of the
- * last piece in g->logits and returns the number of positions in it. */
+ * last piece in g->logits and returns the number of positions per sequence there (without
+ * log-probabilities only the last position's logits are computed: 1). */
 static int forward_positions(generator *g, const generation_result *r, int from, int to, int *piece_tokens) {
     int B = r->batch, L = r->total_length, V = g->im->model.config.padded_vocab_size;
     int per_piece = g->max_rows / B, count = 0;
@@ -51,8 +52,11 @@ static int forward_positions(generator *g, const generation_result *r, int from,
         count = to - start < per_piece ? to - start : per_piece;
         for (int b = 0; b < B; b++)
             memcpy(piece_tokens + (size_t)b * count, r->tokens + (size_t)b * L + start, sizeof(int) * (size_t)count);
+        if (!r->logprobs) {
+            gpt_inference_forward_last(&g->inference, piece_tokens, B, count, start, g->logits);
+            continue;
+        }
         gpt_inference_forward(&g->inference, piece_tokens, B, count, start, g->logits);
-        if (!r->logprobs) continue;
         for (int b = 0; b < B; b++)
             for (int t = 0; t < count; t++) {
                 int position = start + t;
@@ -63,7 +67,7 @@ static int forward_positions(generator *g, const generation_result *r, int from,
                     (float)token_log_prob(row, g->vocab_size, r->tokens[(size_t)b * L + position + 1]);
             }
     }
-    return count;
+    return r->logprobs ? count : 1;
 }
 
 static int is_stop(const generator *g, const generation_params *p, int token, int previous) {

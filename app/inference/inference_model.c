@@ -1,4 +1,5 @@
 /* inference_model.c: see inference_model.h. */
+#include "config.h"
 #include "app/inference/inference_model.h"
 #include "app/checkpoint/dist_checkpoint.h"
 #include "app/core/error.h"
@@ -36,23 +37,37 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
     char *type = hdf5_read_string_attribute(args, "tokenizer_type");
     snprintf(im->tokenizer_type, sizeof im->tokenizer_type, "%s", type ? type : "NullTokenizer");
     free(type);
-    /* the architecture: generation runs GPT models (learned positions, LayerNorm, GeLU, biases,
-     * multi-head attention); checkpoints written before these attributes existed are GPT */
+    /* the architecture, under Megatron's argument names; checkpoints written before these
+     * attributes existed are GPT (learned positions, LayerNorm, GeLU, biases, multi-head) */
     int64_t value;
     char *normalization = hdf5_read_string_attribute(args, "normalization");
     char *positions = hdf5_read_string_attribute(args, "position_embedding_type");
-    int gpt = (!normalization || !strcmp(normalization, "LayerNorm")) &&
-              (!positions || !strcmp(positions, "learned_absolute")) &&
-              (checkpoint_get_int(f, "/args", "swiglu", &value) != 0 || value == 0) &&
-              (checkpoint_get_int(f, "/args", "add_bias_linear", &value) != 0 || value == 1) &&
-              (checkpoint_get_int(f, "/args", "num_query_groups", &value) != 0 || value == 0 ||
-               value == c->num_attention_heads);
+    int known_norm = !normalization || !strcmp(normalization, "LayerNorm") || !strcmp(normalization, "RMSNorm");
+    int known_positions = !positions || !strcmp(positions, "learned_absolute") || !strcmp(positions, "rope") ||
+                          !strcmp(positions, "none");
+    if (!known_norm || !known_positions)
+        user_error("checkpoint %s: unknown /args/normalization '%s' or position_embedding_type '%s'", f->path,
+                   normalization ? normalization : "", positions ? positions : "");
+    c->rmsnorm = normalization && !strcmp(normalization, "RMSNorm");
+    c->position_embedding_type = !positions || !strcmp(positions, "learned_absolute") ? POSITION_LEARNED_ABSOLUTE
+                                 : !strcmp(positions, "rope")                         ? POSITION_ROPE
+                                                                                      : POSITION_NONE;
     free(normalization);
     free(positions);
+    c->swiglu = checkpoint_get_int(f, "/args", "swiglu", &value) == 0 && value != 0;
+    c->disable_bias_linear = checkpoint_get_int(f, "/args", "add_bias_linear", &value) == 0 && value == 0;
+    c->num_query_groups = checkpoint_get_int(f, "/args", "num_query_groups", &value) == 0 && value > 0
+                              ? (int)value : c->num_attention_heads;
+    c->rotary_interleaved = checkpoint_get_int(f, "/args", "rotary_interleaved", &value) == 0 && value != 0;
+    if (checkpoint_get_int(f, "/args", "rotary_seq_len_interpolation_factor", &value) == 0 && value > 1)
+        c->rotary_seq_len_interpolation_factor = (float)value;
+    double rotary = 0.0;
+    if (hdf5_read_scalar_attribute(args, "rotary_base", H5T_NATIVE_DOUBLE, 1, &rotary) == 0) c->rotary_base = (float)rotary;
+    if (hdf5_read_scalar_attribute(args, "rotary_percent", H5T_NATIVE_DOUBLE, 1, &rotary) == 0) c->rotary_percent = (float)rotary;
     H5Oclose(args);
-    if (!gpt)
-        user_error("checkpoint %s is a Llama-style model (RoPE, RMSNorm, SwiGLU, grouped-query attention or no "
-                   "biases): generation supports GPT models only so far", f->path);
+    if (c->num_query_groups > c->num_attention_heads || c->num_attention_heads % c->num_query_groups != 0)
+        user_error("checkpoint %s: %d attention heads do not split into %d query groups", f->path,
+                   c->num_attention_heads, c->num_query_groups);
     c->layernorm_epsilon = (float)eps;
     c->seq_length = 1;          /* the training activations are not used: keep them small */
     c->micro_batch_size = 1;
@@ -66,18 +81,69 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
                    f->path, c->num_layers, c->hidden_size, c->num_attention_heads, im->vocab_size, c->padded_vocab_size);
 }
 
-void inference_model_load(inference_model *im, const char *dir, const kernel_ops *ops, uint64_t seed) {
+/* MPI for host-memory backends; NCCL for device memory */
+static const comm_ops *select_comm(const kernel_ops *ops) {
+    if (ops->host_memory) return comm_mpi();
+#ifdef HAVE_CUDA
+    return comm_nccl();
+#else
+    FATAL("backend %s needs a device communication library, and this build has none", ops->name);
+#endif
+}
+
+/* the groups the forward uses, for attaching and detaching the communication backend */
+static int model_groups(inference_model *im, comm_group **groups) {
+    int count = 0;
+    comm_group *all[] = {&im->topo.world, &im->topo.tp, &im->topo.pp};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->mpi != MPI_COMM_NULL) groups[count++] = all[i];
+    return count;
+}
+
+/* the tp x pp layout over MPI_COMM_WORLD, checked against the model */
+static void parallel_setup(inference_model *im, gpt_config *c, const kernel_ops *ops, int tp_size, int pp_size) {
+    int world_size;
+    CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+    if (world_size != tp_size * pp_size)
+        user_error("%d ranks started for --tensor-model-parallel-size %d x --pipeline-model-parallel-size %d: "
+                   "generation runs one model replica on exactly tp x pp ranks", world_size, tp_size, pp_size);
+    int groups = c->num_query_groups;
+    if (c->num_attention_heads % tp_size || groups % tp_size || c->ffn_hidden_size % tp_size ||
+        c->padded_vocab_size % tp_size)
+        user_error("--tensor-model-parallel-size %d does not divide the model (%d heads, %d query groups, ffn %d, "
+                   "padded vocabulary %d)", tp_size, c->num_attention_heads, groups, c->ffn_hidden_size,
+                   c->padded_vocab_size);
+    if (c->num_layers % pp_size)
+        user_error("--pipeline-model-parallel-size %d does not divide the %d layers", pp_size, c->num_layers);
+    if (tp_size * pp_size == 1) return;
+    parallel_layout layout = {tp_size, pp_size, 1, "tp-cp-ep-dp-pp"};
+    topology_create(&im->topo, &layout);
+    im->parallel = 1;
+    im->comm = select_comm(ops);
+    comm_group *list[4];
+    int n = model_groups(im, list);
+    for (int i = 0; i < n; i++) im->comm->attach(list[i]);
+    c->tp_size = im->topo.tp_size;
+    c->tp_rank = im->topo.tp_rank;
+    c->pp_size = im->topo.pp_size;
+    c->pp_rank = im->topo.pp_rank;
+}
+
+void inference_model_load(inference_model *im, const char *dir, const kernel_ops *ops, uint64_t seed, int tp_size,
+                          int pp_size) {
     memset(im, 0, sizeof *im);
     im->self = (comm_group){.name = "tensor-parallel", .mpi = MPI_COMM_SELF, .rank = 0, .size = 1};
     dist_checkpoint c;
+    /* every rank reads its own shards of the file alone */
     if (!dist_checkpoint_open(&c, dir, MPI_COMM_SELF, 0))
         user_error("--load %s: no checkpoint there (no %s)", dir, CHECKPOINT_TRACKER_NAME);
     snprintf(im->path, sizeof im->path, "%s", c.names.file);
     gpt_config config;
     config_from_checkpoint(&c.file, im, &config, seed);
     if (checkpoint_get_int(&c.file, "/", "iteration", &im->iteration) != 0) im->iteration = 0;
+    parallel_setup(im, &config, ops, tp_size, pp_size);
     gpt_model *m = &im->model;
-    gpt_model_create(m, &config, ops, NULL, &im->self);
+    gpt_model_create(m, &config, ops, im->comm, im->parallel ? &im->topo.tp : &im->self);
     /* the fp32 weights: the parameters themselves on the CPU backend, a staging copy to round
      * into the compute dtype otherwise */
     float *weights = m->mixed_precision ? ops->alloc(sizeof(float) * m->num_elements) : (float *)m->param_buffer;
@@ -99,7 +165,19 @@ void inference_model_load(inference_model *im, const char *dir, const kernel_ops
     ops->synchronize();
 }
 
+const comm_group *inference_model_pp_group(const inference_model *im) {
+    return im->parallel && im->topo.pp_size > 1 ? &im->topo.pp : NULL;
+}
+
+int inference_model_rank(const inference_model *im) { return im->parallel ? im->topo.world_rank : 0; }
+
 void inference_model_free(inference_model *im) {
     gpt_model_free(&im->model);
+    if (im->parallel) {
+        comm_group *list[4];
+        int n = model_groups(im, list);
+        for (int i = 0; i < n; i++) im->comm->detach(list[i]);
+        topology_free(&im->topo);
+    }
     memset(im, 0, sizeof *im);
 }

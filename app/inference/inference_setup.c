@@ -3,6 +3,7 @@
 #include "app/inference/inference_setup.h"
 #include "app/core/error.h"
 
+#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +13,13 @@ const kernel_ops *inference_backend(const char *device) {
     int use_cuda = !strcmp(device, "cuda") || (!strcmp(device, "auto") && devices > 0);
     if (!use_cuda) return kernels_cpu();
     if (devices == 0) user_error("--device cuda: no GPU is visible to this process; use --device cpu");
-    cuda_context_init(0);
+    /* one GPU per rank, by the node-local rank (model-parallel serving on one node) */
+    MPI_Comm node;
+    int local_rank = 0;
+    CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    CHECK_MPI(MPI_Comm_rank(node, &local_rank));
+    CHECK_MPI(MPI_Comm_free(&node));
+    cuda_context_init(local_rank % devices);
     return kernels_cuda();
 #else
     if (!strcmp(device, "cuda")) user_error("--device cuda: this build has no CUDA backend");

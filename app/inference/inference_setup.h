@@ -1,5 +1,6 @@
 /* inference_setup.h: what the generation server and the evaluation tool set up alike: the
- * kernel backend from --device (auto: cuda when this process sees a GPU) and the tokenizer the
+ * kernel backend from --device (auto: cuda when this process sees a GPU; the GPU of the node-local
+ * rank, collective over MPI_COMM_WORLD) and the tokenizer the
  * checkpoint was trained with (its /args/tokenizer_type unless --tokenizer-type says otherwise;
  * files from --vocab-file/--merge-file; a NullTokenizer gets the checkpoint's vocabulary). */
 #ifndef INFERENCE_SETUP_H

@@ -6,6 +6,8 @@ app_inference_libinference_a_SOURCES = \
 	app/inference/inference_model.c app/inference/inference_model.h \
 	app/inference/sampling.c app/inference/sampling.h \
 	app/inference/generation.c app/inference/generation.h \
+	app/inference/generation_lockstep.c app/inference/generation_lockstep.h \
+	app/inference/generate_request.c app/inference/generate_request.h \
 	app/inference/generate_api.c app/inference/generate_api.h \
 	app/inference/wikitext_detokenizer.c app/inference/wikitext_detokenizer.h \
 	app/inference/zeroshot_eval.c app/inference/zeroshot_eval.h \

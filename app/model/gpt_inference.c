@@ -1,38 +1,54 @@
-/* gpt_inference.c: see gpt_inference.h. The layer is training's (gpt_model.c) with tensor
- * parallelism of size 1 and no dropout, row for row:
- *   x0 = wte[token] + wpe[position]
- *   x' = x + (attention(LN1(x) Wqkv^T + bqkv) Wproj^T + bproj)      (keys/values from the cache)
- *   y  = x' + (gelu(LN2(x') W1^T + b1) W2^T + b2)
- *   logits = LNf(xL) Wout^T
- * with the row-parallel biases added after the matmul as training adds them, so the cached
- * forward computes each row the way the full forward does. */
+/* gpt_inference.c: see gpt_inference.h. The layer is training's (gpt_model.c) without dropout,
+ * row for row, on this rank's heads and MLP columns:
+ *   x0 = wte[token] (+ wpe[position] with learned positions)         (all-reduced over tp)
+ *   q, k = rope(q, k) at the cache positions with RoPE
+ *   x' = x + (reduce(attention(N1(x) Wqkv^T + bqkv) Wproj^T) + bproj)  (keys/values from the cache)
+ *   y  = x' + (reduce(act(N2(x') W1^T + b1) W2^T) + b2)               (act: GeLU or SwiGLU)
+ *   logits = Nf(xL) Wout^T                                            (gathered over tp)
+ * N is LayerNorm or RMSNorm; the row-parallel biases (when the model has them) are added after
+ * the reduction as training adds them, so the cached forward computes each row the way the full
+ * forward does. */
 #include "app/model/gpt_inference.h"
 #include "app/core/error.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+enum { PIPELINE_TAG = 7301 };
+
 static void *acts(const kernel_ops *ops, size_t n) { return ops->alloc(ops->act_bytes * n); }
 
-void gpt_inference_create(gpt_inference *inf, gpt_model *model, int max_batch, int max_len, int max_rows) {
+static int query_groups(const gpt_config *c) {
+    return c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads;
+}
+
+void gpt_inference_create(gpt_inference *inf, gpt_model *model, const comm_group *pp_group, int max_batch,
+                          int max_len, int max_rows) {
     const gpt_config *c = &model->config;
     const kernel_ops *ops = model->ops;
-    if (c->tp_size != 1 || c->pp_size != 1 || model->num_chunks != 1)
-        user_error("generation runs the whole model on one rank (tensor and pipeline parallel size 1)");
+    if (model->num_chunks != 1 || c->sequence_parallel)
+        user_error("generation runs one model chunk per rank without sequence parallelism");
+    if ((c->pp_size > 1) != (pp_group != NULL) || (c->tp_size > 1 && !model->comm))
+        FATAL("gpt_inference_create: a model of %d stages and %d tensor-parallel ranks needs its groups", c->pp_size, c->tp_size);
     if (max_len > c->max_position_embeddings)
         user_error("generation length %d exceeds --max-position-embeddings %d", max_len, c->max_position_embeddings);
     if (max_batch < 1 || max_len < 1 || max_rows < 1) user_error("generation needs a batch, a length and rows of at least 1");
     memset(inf, 0, sizeof *inf);
     inf->model = model;
+    inf->pp_group = pp_group;
     inf->max_batch = max_batch;
     inf->max_len = max_len;
     inf->max_rows = max_rows;
-    size_t rows = (size_t)max_rows, C = (size_t)c->hidden_size, HD = (size_t)c->num_attention_heads * c->kv_channels;
-    size_t cache = (size_t)max_batch * (size_t)max_len * HD;
-    inf->k_cache = calloc((size_t)c->num_layers, sizeof(void *));
-    inf->v_cache = calloc((size_t)c->num_layers, sizeof(void *));
+    int tp = c->tp_size, layers = model->chunks[0].num_layers;
+    size_t rows = (size_t)max_rows, C = (size_t)c->hidden_size, D = (size_t)c->kv_channels;
+    size_t Hl = (size_t)c->num_attention_heads / tp, Gl = (size_t)query_groups(c) / tp;
+    size_t Fl = (size_t)c->ffn_hidden_size / tp, Vl = (size_t)c->padded_vocab_size / tp;
+    size_t cache = (size_t)max_batch * (size_t)max_len * Gl * D;
+    inf->k_cache = calloc((size_t)layers + 1, sizeof(void *));
+    inf->v_cache = calloc((size_t)layers + 1, sizeof(void *));
     CHECK(inf->k_cache && inf->v_cache, "out of host memory for the key/value cache table");
-    for (int l = 0; l < c->num_layers; l++) {
+    for (int l = 0; l < layers; l++) {
         inf->k_cache[l] = acts(ops, cache);
         inf->v_cache[l] = acts(ops, cache);
     }
@@ -40,20 +56,25 @@ void gpt_inference_create(gpt_inference *inf, gpt_model *model, int max_batch, i
     inf->x = acts(ops, rows * C);
     inf->x_mid = acts(ops, rows * C);
     inf->ln = acts(ops, rows * C);
-    inf->qkv = acts(ops, rows * 3 * HD);
-    inf->attention = acts(ops, rows * HD);
-    inf->fc1 = acts(ops, rows * (size_t)c->ffn_hidden_size);
-    inf->gelu = acts(ops, rows * (size_t)c->ffn_hidden_size);
+    inf->qkv = acts(ops, rows * (Hl + 2 * Gl) * D);
+    inf->attention = acts(ops, rows * Hl * D);
+    inf->fc1 = acts(ops, rows * (c->swiglu ? 2 : 1) * Fl);
+    inf->gelu = acts(ops, rows * Fl);
     inf->out_rows = acts(ops, rows * C);
-    inf->logits = acts(ops, rows * (size_t)c->padded_vocab_size);
+    inf->logits = acts(ops, rows * Vl);
     inf->mean = ops->alloc(sizeof(float) * rows);
     inf->rstd = ops->alloc(sizeof(float) * rows);
+    if (tp > 1) {
+        inf->local_logits = malloc(sizeof(float) * rows * Vl);
+        inf->gathered_logits = malloc(sizeof(float) * rows * Vl * (size_t)tp);
+        CHECK(inf->local_logits && inf->gathered_logits, "out of host memory for %d rows of logits", max_rows);
+    }
 }
 
 void gpt_inference_free(gpt_inference *inf) {
     if (!inf->model) return;
     const kernel_ops *ops = inf->model->ops;
-    for (int l = 0; l < inf->model->config.num_layers; l++) {
+    for (int l = 0; l < inf->model->chunks[0].num_layers; l++) {
         ops->release(inf->k_cache[l]);
         ops->release(inf->v_cache[l]);
     }
@@ -62,42 +83,124 @@ void gpt_inference_free(gpt_inference *inf) {
     void *buffers[] = {inf->tokens, inf->x, inf->x_mid, inf->ln, inf->qkv, inf->attention, inf->fc1,
                        inf->gelu, inf->out_rows, inf->logits, inf->mean, inf->rstd};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) ops->release(buffers[i]);
+    free(inf->local_logits);
+    free(inf->gathered_logits);
     memset(inf, 0, sizeof *inf);
 }
 
-void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
+static void norm(gpt_inference *inf, void *out, const void *x, const void *weight, const void *bias, int N) {
+    const gpt_config *c = &inf->model->config;
+    if (c->rmsnorm) inf->model->ops->rmsnorm_forward(out, inf->rstd, x, weight, N, c->hidden_size, c->layernorm_epsilon);
+    else inf->model->ops->layernorm_forward(out, inf->mean, inf->rstd, x, weight, bias, N, c->hidden_size, c->layernorm_epsilon);
+}
+
+/* the sum over tensor-parallel ranks of partial rows (Megatron's reduce_from_tensor_parallel_region) */
+static void tp_reduce(gpt_inference *inf, void *x, size_t n) {
+    gpt_model *m = inf->model;
+    if (m->config.tp_size > 1) m->comm->allreduce(x, n, m->act_dtype, COMM_SUM, m->tp_group);
+}
+
+/* this rank's logits [N, V/tp] into host_logits [N, V] on every rank of the tensor-parallel group */
+static void gather_logits(gpt_inference *inf, int N, float *host_logits) {
+    gpt_model *m = inf->model;
+    int tp = m->config.tp_size, V = m->config.padded_vocab_size, Vl = V / tp;
+    if (tp == 1) {
+        m->ops->copy_to_host_float(host_logits, inf->logits, (size_t)N * (size_t)V);
+        return;
+    }
+    size_t block = (size_t)N * (size_t)Vl;
+    CHECK(block <= INT_MAX, "%d rows of %d logits exceed MPI's int count", N, Vl);
+    m->ops->copy_to_host_float(inf->local_logits, inf->logits, block);
+    CHECK_MPI(MPI_Allgather(inf->local_logits, (int)block, MPI_FLOAT, inf->gathered_logits, (int)block, MPI_FLOAT,
+                            m->tp_group->mpi));
+    for (int r = 0; r < tp; r++)
+        for (int n = 0; n < N; n++)
+            memcpy(host_logits + (size_t)n * V + (size_t)r * Vl, inf->gathered_logits + (size_t)r * block + (size_t)n * Vl,
+                   sizeof(float) * (size_t)Vl);
+}
+
+/* the forward of gpt_inference_forward; with last_only the output layer runs on each sequence's
+ * last new row only */
+static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, int last_only, float *host_logits) {
     gpt_model *m = inf->model;
     const gpt_config *c = &m->config;
     const kernel_ops *ops = m->ops;
     const model_chunk *ch = &m->chunks[0];
     const model_view *w = &ch->weights;
-    int N = B * Tq, C = c->hidden_size, H = c->num_attention_heads, D = c->kv_channels;
-    int HD = H * D, F = c->ffn_hidden_size, V = c->padded_vocab_size;
+    int tp = c->tp_size, N = B * Tq, C = c->hidden_size, D = c->kv_channels;
+    int Hl = c->num_attention_heads / tp, Gl = query_groups(c) / tp, Fl = c->ffn_hidden_size / tp;
+    int V = c->padded_vocab_size, Vl = V / tp, HDl = Hl * D, QKVl = (Hl + 2 * Gl) * D;
     if (B < 1 || Tq < 1 || B > inf->max_batch || N > inf->max_rows || past < 0 || past + Tq > inf->max_len)
         FATAL("gpt_inference_forward: %d sequences of %d tokens at position %d exceed the buffers "
               "(%d sequences, %d rows, %d positions)", B, Tq, past, inf->max_batch, inf->max_rows, inf->max_len);
     size_t rows_size = (size_t)N * (size_t)C;
-    ops->copy_from_host(inf->tokens, tokens, sizeof(int) * (size_t)N);
-    ops->embedding_forward(inf->x, inf->tokens, w->word_embeddings, N, C, 0, V);
-    ops->position_embedding_forward(inf->x, w->position_embeddings, B, Tq, C, past);
+    if (ch->pre_process) {
+        ops->copy_from_host(inf->tokens, tokens, sizeof(int) * (size_t)N);
+        ops->embedding_forward(inf->x, inf->tokens, w->word_embeddings, N, C, c->tp_rank * Vl, Vl);
+        if (c->tp_rank == 0 && w->position_embeddings)
+            ops->position_embedding_forward(inf->x, w->position_embeddings, B, Tq, C, past);
+        tp_reduce(inf, inf->x, rows_size);
+    } else {
+        m->comm->recv(inf->x, rows_size, m->act_dtype, inf->pp_group->rank - 1, PIPELINE_TAG, inf->pp_group);
+    }
+    rope_spec rope = gpt_rope_spec(c);
+    rope.position_start = past;
     for (int l = 0; l < ch->num_layers; l++) {
         const layer_view *lw = &w->layers[l];
-        ops->layernorm_forward(inf->ln, inf->mean, inf->rstd, inf->x, lw->input_layernorm_weight,
-                               lw->input_layernorm_bias, N, C, c->layernorm_epsilon);
-        ops->matmul_forward(inf->qkv, NULL, inf->ln, lw->qkv_weight, lw->qkv_bias, N, C, 3 * HD);
-        ops->decode_attention(inf->attention, inf->k_cache[l], inf->v_cache[l], inf->qkv, B, Tq, H, D, past, inf->max_len);
-        ops->matmul_forward(inf->out_rows, NULL, inf->attention, lw->proj_weight, NULL, N, HD, C);
-        ops->bias_add(inf->out_rows, lw->proj_bias, N, C);
+        norm(inf, inf->ln, inf->x, lw->input_layernorm_weight, lw->input_layernorm_bias, N);
+        ops->matmul_forward(inf->qkv, NULL, inf->ln, lw->qkv_weight, lw->qkv_bias, N, C, QKVl);
+        if (c->position_embedding_type == POSITION_ROPE) ops->rope_forward(inf->qkv, B, Tq, Hl, Gl, D, rope);
+        ops->decode_attention(inf->attention, inf->k_cache[l], inf->v_cache[l], inf->qkv, B, Tq, Hl, Gl, D, past,
+                              inf->max_len);
+        ops->matmul_forward(inf->out_rows, NULL, inf->attention, lw->proj_weight, NULL, N, HDl, C);
+        tp_reduce(inf, inf->out_rows, rows_size);
+        if (lw->proj_bias) ops->bias_add(inf->out_rows, lw->proj_bias, N, C);
         ops->add(inf->x_mid, inf->x, inf->out_rows, rows_size);
-        ops->layernorm_forward(inf->ln, inf->mean, inf->rstd, inf->x_mid, lw->pre_mlp_layernorm_weight,
-                               lw->pre_mlp_layernorm_bias, N, C, c->layernorm_epsilon);
-        ops->matmul_forward(inf->fc1, inf->gelu, inf->ln, lw->fc1_weight, lw->fc1_bias, N, C, F);
-        ops->matmul_forward(inf->out_rows, NULL, inf->gelu, lw->fc2_weight, NULL, N, F, C);
-        ops->bias_add(inf->out_rows, lw->fc2_bias, N, C);
+        norm(inf, inf->ln, inf->x_mid, lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias, N);
+        if (c->swiglu) {
+            ops->matmul_forward(inf->fc1, NULL, inf->ln, lw->fc1_weight, lw->fc1_bias, N, C, 2 * Fl);
+            ops->swiglu_forward(inf->gelu, inf->fc1, N, Fl);
+        } else {
+            ops->matmul_forward(inf->fc1, inf->gelu, inf->ln, lw->fc1_weight, lw->fc1_bias, N, C, Fl);
+        }
+        ops->matmul_forward(inf->out_rows, NULL, inf->gelu, lw->fc2_weight, NULL, N, Fl, C);
+        tp_reduce(inf, inf->out_rows, rows_size);
+        if (lw->fc2_bias) ops->bias_add(inf->out_rows, lw->fc2_bias, N, C);
         ops->add(inf->x, inf->x_mid, inf->out_rows, rows_size);
     }
-    ops->layernorm_forward(inf->ln, inf->mean, inf->rstd, inf->x, w->final_layernorm_weight,
-                           w->final_layernorm_bias, N, C, c->layernorm_epsilon);
-    ops->matmul_forward(inf->logits, NULL, inf->ln, w->output_layer, NULL, N, C, V);
-    ops->copy_to_host_float(host_logits, inf->logits, (size_t)N * (size_t)V);
+    int out_rows = last_only ? B : N;
+    if (ch->post_process) {
+        const void *final = inf->x;
+        if (last_only && Tq > 1) {
+            /* row Tq-1 of each sequence, side by side (x_mid is free by now) */
+            for (int b = 0; b < B; b++)
+                ops->copy((char *)inf->x_mid + (size_t)b * C * ops->act_bytes,
+                          (const char *)inf->x + ((size_t)b * Tq + (size_t)(Tq - 1)) * C * ops->act_bytes,
+                          (size_t)C * ops->act_bytes);
+            final = inf->x_mid;
+        }
+        norm(inf, inf->ln, final, w->final_layernorm_weight, w->final_layernorm_bias, out_rows);
+        ops->matmul_forward(inf->logits, NULL, inf->ln, w->output_layer, NULL, out_rows, C, Vl);
+        gather_logits(inf, out_rows, host_logits);
+    } else {
+        comm_request request;
+        m->comm->send(inf->x, rows_size, m->act_dtype, inf->pp_group->rank + 1, PIPELINE_TAG, inf->pp_group, &request);
+        m->comm->wait(&request);
+    }
+    if (inf->pp_group) {
+        /* the last stage's logits to every stage, in pieces MPI's int count can carry */
+        size_t total = (size_t)out_rows * (size_t)V, piece = (size_t)INT_MAX / 2;
+        for (size_t start = 0; start < total; start += piece) {
+            size_t n = total - start < piece ? total - start : piece;
+            CHECK_MPI(MPI_Bcast(host_logits + start, (int)n, MPI_FLOAT, inf->pp_group->size - 1, inf->pp_group->mpi));
+        }
+    }
+}
+
+void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
+    forward(inf, tokens, B, Tq, past, 0, host_logits);
+}
+
+void gpt_inference_forward_last(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
+    forward(inf, tokens, B, Tq, past, 1, host_logits);
 }

@@ -1,8 +1,15 @@
 /* gpt_inference.h: the GPT model's forward for generation: a batch of new tokens at positions
  * [past, past+Tq) of B sequences, through the same parameters (gpt_model.h's views) and
  * kernel_ops as training, with a key/value cache per layer so that earlier positions are not
- * recomputed. Dropout is off. One rank holds the whole model (tensor and pipeline size 1; any
- * checkpoint layout loads into it, the checkpoint code reshards). */
+ * recomputed. Dropout is off. Both families of gpt_model.h: GPT (learned positions, LayerNorm,
+ * GeLU, biases, multi-head) and Llama (RoPE at the cache position, RMSNorm, SwiGLU,
+ * grouped-query attention with one cached key/value head per group, no biases, untied output).
+ *
+ * Model parallelism as in training, every rank of the model-parallel group calling the forward
+ * with the same tokens (lockstep): tensor parallelism splits heads, groups, the MLP and the
+ * vocabulary (all-reduce after the embedding and each row-parallel matmul, logits gathered);
+ * pipeline parallelism passes the residual stream from stage to stage, and the last stage
+ * broadcasts the logits to every stage, so every rank ends with the same full logits. */
 #ifndef GPT_INFERENCE_H
 #define GPT_INFERENCE_H
 
@@ -10,23 +17,33 @@
 
 typedef struct gpt_inference {
     gpt_model *model;
+    const comm_group *pp_group; /* the pipeline group (NULL: one stage) */
     int max_batch;       /* sequences the cache holds */
     int max_len;         /* positions per sequence (<= --max-position-embeddings) */
     int max_rows;        /* token rows (B*Tq) one forward takes */
-    void **k_cache, **v_cache; /* per layer [max_batch, max_len, H, D], compute dtype */
+    void **k_cache, **v_cache; /* per local layer [max_batch, max_len, G/tp, D], compute dtype */
     int *tokens;         /* backend [max_rows] */
     void *x, *x_mid, *ln, *qkv, *attention, *fc1, *gelu, *out_rows, *logits;
     float *mean, *rstd;
+    float *local_logits, *gathered_logits; /* host [max_rows, V/tp] and [tp, max_rows, V/tp] (tp > 1) */
 } gpt_inference;
 
 /* Buffers for batches of up to max_batch sequences of up to max_len positions, at most
- * max_rows new tokens per forward. The model must be one chunk on one rank (tp = pp = 1). */
-void gpt_inference_create(gpt_inference *inf, gpt_model *model, int max_batch, int max_len, int max_rows);
+ * max_rows new tokens per forward. The model is one chunk per rank (no virtual stages); with
+ * pipeline parallelism pp_group is the model's pipeline group (and its tensor-parallel group
+ * and comm_ops those of gpt_model_create), else NULL. */
+void gpt_inference_create(gpt_inference *inf, gpt_model *model, const comm_group *pp_group, int max_batch,
+                          int max_len, int max_rows);
 void gpt_inference_free(gpt_inference *inf);
 
 /* Runs tokens[B*Tq] (host, row-major [B,Tq]) at positions [past, past+Tq) of sequences 0..B-1,
  * storing their keys and values in the cache (positions < past must hold the same sequences'
- * earlier tokens), and writes the output layer's logits [B*Tq, padded vocab] to host fp32. */
+ * earlier tokens), and writes the output layer's logits [B*Tq, padded vocab] to host fp32 (on
+ * every rank of the model-parallel group, all of which call it with the same arguments). */
 void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits);
+
+/* The same, with logits for each sequence's last new position only: host_logits [B, padded
+ * vocab] (generation without log-probabilities: the output layer on B rows, not B*Tq) */
+void gpt_inference_forward_last(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits);
 
 #endif

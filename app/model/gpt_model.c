@@ -409,10 +409,13 @@ static rope_spec rope_of(const gpt_config *c) {
     float percent = c->rotary_percent > 0.0f ? c->rotary_percent : 1.0f;
     r.rotary_dim = percent < 1.0f ? (int)((float)c->kv_channels * percent) : c->kv_channels;
     r.interleaved = c->rotary_interleaved;
+    r.position_start = 0;
     r.base = c->rotary_base > 0.0f ? c->rotary_base : 10000.0f;
     r.position_scale = c->rotary_seq_len_interpolation_factor > 0.0f ? 1.0f / c->rotary_seq_len_interpolation_factor : 1.0f;
     return r;
 }
+
+rope_spec gpt_rope_spec(const gpt_config *config) { return rope_of(config); }
 
 /* backward of norm_and_gather's region entry: the gradient [N,C] of the whole normalized rows,
  * summed over tensor-parallel ranks, for this rank's rows: reduce-scatter into `rows` with

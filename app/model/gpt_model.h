@@ -221,6 +221,9 @@ void *gpt_grad_buffer(gpt_model *model);                        /* [n,C] */
  * the optimizer's master weights start from the unrounded values) */
 void gpt_param_initialize(const gpt_model *model, int param, size_t lo, size_t hi, void *dst, int fp32_dst);
 
+/* the rotary embedding of the config (--rotary-percent, --rotary-base, ...), from position 0 */
+rope_spec gpt_rope_spec(const gpt_config *config);
+
 /* FNV-1a hash of the parameter bytes (bitwise-reproducibility checks in the log) */
 uint64_t gpt_model_parameter_hash(const gpt_model *model);
 

@@ -43,6 +43,8 @@ static void put_args(checkpoint_file *f, const trainer *t) {
     checkpoint_put_string(f, "/args", "position_embedding_type", a->position_embedding_type);
     checkpoint_put_double(f, "/args", "rotary_base", a->rotary_base);
     checkpoint_put_double(f, "/args", "rotary_percent", a->rotary_percent);
+    /* generation reads it back (app/inference/inference_model.c) */
+    checkpoint_put_int(f, "/args", "rotary_seq_len_interpolation_factor", a->rotary_seq_len_interpolation_factor);
     checkpoint_put_string(f, "/args", "tokenizer_type", a->tokenizer_type[0] ? a->tokenizer_type : "NullTokenizer");
 }
 

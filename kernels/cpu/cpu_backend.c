@@ -86,8 +86,8 @@ static void attention_backward(void *dqkv, const void *dout, const void *qkv, co
 }
 
 static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B,
-                             int Tq, int H, int D, int past, int max_len) {
-    cpu_decode_attention(out, k_cache, v_cache, qkv, B, Tq, H, D, past, max_len);
+                             int Tq, int H, int G, int D, int past, int max_len) {
+    cpu_decode_attention(out, k_cache, v_cache, qkv, B, Tq, H, G, D, past, max_len);
 }
 
 static void gelu_forward(void *out, const void *x, size_t n) { cpu_gelu_forward(out, x, n); }

@@ -66,7 +66,7 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
 
 /* cpu_decode_attention.c */
 void cpu_decode_attention(float *out, float *k_cache, float *v_cache, const float *qkv, int B,
-                          int Tq, int H, int D, int past, int max_len);
+                          int Tq, int H, int G, int D, int past, int max_len);
 
 /* cpu_elementwise.c */
 void cpu_gelu_forward(float *out, const float *x, size_t n);

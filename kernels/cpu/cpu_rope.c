@@ -10,7 +10,7 @@ static void rotate(float *qkv, int B, int T, int H, int G, int D, rope_spec rope
     size_t row = (size_t)(H + 2 * G) * (size_t)D;
     int half = rope.rotary_dim / 2, per = H / G;
     for (int t = 0; t < T; t++) {
-        float pos = (float)t * rope.position_scale;
+        float pos = (float)(rope.position_start + t) * rope.position_scale;
         for (int i = 0; i < half; i++) {
             float angle = pos * rope_inv_freq(rope, i);
             float c = cosf(angle), s = sign * sinf(angle);

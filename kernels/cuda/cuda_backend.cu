@@ -146,8 +146,8 @@ static void attention_backward(void *dqkv, const void *dout, const void *qkv, co
                             total_heads, rng);
 }
 static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B, int Tq,
-                             int H, int D, int past, int max_len) {
-    cuda_decode_attention(BF(out), BF(k_cache), BF(v_cache), CBF(qkv), B, Tq, H, D, past, max_len);
+                             int H, int G, int D, int past, int max_len) {
+    cuda_decode_attention(BF(out), BF(k_cache), BF(v_cache), CBF(qkv), B, Tq, H, G, D, past, max_len);
 }
 static void gelu_forward(void *out, const void *x, size_t n) { cuda_gelu_forward(BF(out), CBF(x), n); }
 static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {

@@ -1,26 +1,27 @@
 /* cuda_decode_attention.cu: causal attention of new tokens over a bf16 key/value cache
  * (generation), the GPU counterpart of kernels/cpu/cpu_decode_attention.c. Two launches:
- * store the new tokens' keys and values into the caches [B,max_len,H,D], then one block per
- * (sequence, new token, head) computes its scores against keys 0..past+t into shared memory
+ * store the new tokens' keys and values (one head per query group) into the caches
+ * [B,max_len,G,D], then one block per (sequence, new token, query head), reading its group's
+ * cache in place, computes its scores against keys 0..past+t into shared memory
  * (fp32), the softmax with block reductions, and the weighted sum of values (fp32 accumulation,
  * bf16 output). No atomics: the result does not depend on scheduling. */
 #include "kernels/cuda/cuda_common.cuh"
 
 static __global__ void store_kv_kernel(__nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
-                                       const __nv_bfloat16 *qkv, int Tq, int H, int D, int past,
-                                       int max_len, size_t total) {
+                                       const __nv_bfloat16 *qkv, int Tq, int H, int G, int D,
+                                       int past, int max_len, size_t total) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
         int d = (int)(i % (size_t)D);
         size_t rest = i / (size_t)D;
-        int h = (int)(rest % (size_t)H);
-        rest /= (size_t)H;
+        int g = (int)(rest % (size_t)G);
+        rest /= (size_t)G;
         int t = (int)(rest % (size_t)Tq);
         size_t b = rest / (size_t)Tq;
-        const __nv_bfloat16 *src = qkv + (b * Tq + t) * (size_t)H * 3 * D + (size_t)h * 3 * D;
-        size_t dst = ((b * max_len + (size_t)(past + t)) * H + h) * D + d;
-        k_cache[dst] = src[D + d];
-        v_cache[dst] = src[2 * D + d];
+        const __nv_bfloat16 *src = qkv + (b * Tq + t) * (size_t)(H + 2 * G) * D + qkv_key_offset(g, H, G, D);
+        size_t dst = ((b * max_len + (size_t)(past + t)) * G + g) * D + d;
+        k_cache[dst] = src[d];
+        v_cache[dst] = src[D + d];
     }
 }
 
@@ -43,18 +44,18 @@ static __device__ float block_reduce(float v, bool is_max, float *scratch) {
 
 static __global__ void decode_attention_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *k_cache,
                                                const __nv_bfloat16 *v_cache,
-                                               const __nv_bfloat16 *qkv, int Tq, int H, int D,
-                                               int past, int max_len, float scale) {
+                                               const __nv_bfloat16 *qkv, int Tq, int H, int G,
+                                               int D, int past, int max_len, float scale) {
     extern __shared__ float scores[];
     __shared__ float scratch[DECODE_THREADS / 32];
     int h = blockIdx.x % H;
     int t = (blockIdx.x / H) % Tq;
     size_t b = blockIdx.x / ((unsigned)H * Tq);
-    int keys = past + t + 1;
-    const __nv_bfloat16 *q = qkv + (b * Tq + t) * (size_t)H * 3 * D + (size_t)h * 3 * D;
+    int keys = past + t + 1, g = h / (H / G);
+    const __nv_bfloat16 *q = qkv + (b * Tq + t) * (size_t)(H + 2 * G) * D + qkv_query_offset(h, H, G, D);
     float local_max = -INFINITY;
     for (int j = threadIdx.x; j < keys; j += blockDim.x) {
-        const __nv_bfloat16 *k = k_cache + ((b * max_len + j) * H + h) * D;
+        const __nv_bfloat16 *k = k_cache + ((b * max_len + j) * G + g) * D;
         float dot = 0.0f;
         for (int d = 0; d < D; d++) dot += __bfloat162float(q[d]) * __bfloat162float(k[d]);
         scores[j] = dot * scale;
@@ -73,19 +74,21 @@ static __global__ void decode_attention_kernel(__nv_bfloat16 *out, const __nv_bf
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float acc = 0.0f;
         for (int j = 0; j < keys; j++)
-            acc += scores[j] * __bfloat162float(v_cache[((b * max_len + j) * H + h) * D + d]);
+            acc += scores[j] * __bfloat162float(v_cache[((b * max_len + j) * G + g) * D + d]);
         o[d] = __float2bfloat16_rn(acc * inv_sum);
     }
 }
 
 extern "C" void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *qkv,
-                                      int B, int Tq, int H, int D, int past, int max_len) {
+                                      int B, int Tq, int H, int G, int D, int past, int max_len) {
     if (past + Tq > max_len)
         KERNELS_FATAL("decode attention: positions up to %d exceed the cache length %d", past + Tq, max_len);
-    size_t total = (size_t)B * Tq * H * D;
+    if (G <= 0 || H % G != 0)
+        KERNELS_FATAL("decode attention: %d query heads do not split into %d groups", H, G);
+    size_t total = (size_t)B * Tq * G * D;
     if (total == 0) return;
     store_kv_kernel<<<grid_stride_blocks(total, 256), 256, 0, compute_stream()>>>(
-        as_nv(k_cache), as_nv(v_cache), as_nv(qkv), Tq, H, D, past, max_len, total);
+        as_nv(k_cache), as_nv(v_cache), as_nv(qkv), Tq, H, G, D, past, max_len, total);
     CHECK_LAUNCH();
     size_t shared = sizeof(float) * (size_t)(past + Tq);
     if (shared > 48 * 1024)
@@ -93,7 +96,7 @@ extern "C" void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, c
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
     unsigned int blocks = (unsigned int)((size_t)B * Tq * H);
     decode_attention_kernel<<<blocks, DECODE_THREADS, shared, compute_stream()>>>(
-        as_nv(out), as_nv(k_cache), as_nv(v_cache), as_nv(qkv), Tq, H, D, past, max_len,
+        as_nv(out), as_nv(k_cache), as_nv(v_cache), as_nv(qkv), Tq, H, G, D, past, max_len,
         1.0f / sqrtf((float)D));
     CHECK_LAUNCH();
 }

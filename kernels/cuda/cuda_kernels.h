@@ -107,7 +107,7 @@ void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, cons
 
 /* ---- attention over a key/value cache (cuda_decode_attention.cu) ---- */
 void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *qkv, int B, int Tq,
-                           int H, int D, int past, int max_len);
+                           int H, int G, int D, int past, int max_len);
 
 /* ---- vocab-parallel cross entropy over bf16 logits (cuda_cross_entropy.cu) ----
  * The three passes of kernels.h; the third computes the loss and overwrites the bf16 logits

@@ -1,9 +1,9 @@
 /* cuda_rope.cu: rotary position embeddings on the query and key heads of bf16
  * qkv[B,T,(H+2G)*D] in place, as the CPU reference (kernels/cpu/cpu_rope.c; rope_spec and the
  * grouped qkv layout in kernels/kernels.h). One thread per (token row, rotated head, pair): it
- * reads the pair, turns it by angle = pos * theta_i (by -angle for the backward, the transpose)
- * in fp32 and writes it back rounded to bf16. The angle is formed in fp32 exactly as on the CPU
- * (rope_inv_freq), with accurate sinf/cosf. */
+ * reads the pair, turns it by angle = pos * theta_i, pos = (position_start + t) * position_scale
+ * (by -angle for the backward, the transpose) in fp32 and writes it back rounded to bf16. The
+ * angle is formed in fp32 exactly as on the CPU (rope_inv_freq), with accurate sinf/cosf. */
 #include "kernels/cuda/cuda_common.cuh"
 
 static __global__ void rope_kernel(__nv_bfloat16 *qkv, int T, int H, int G, int D,
@@ -19,7 +19,7 @@ static __global__ void rope_kernel(__nv_bfloat16 *qkv, int T, int H, int G, int 
         const int t = (int)(n % T);
         const int group = j / (per + 1), within = j % (per + 1); /* within == per: the key */
         __nv_bfloat16 *head = qkv + n * row + ((size_t)group * (per + 2) + within) * D;
-        const float angle = ((float)t * rope.position_scale) * rope_inv_freq(rope, i);
+        const float angle = ((float)(rope.position_start + t) * rope.position_scale) * rope_inv_freq(rope, i);
         float s, c;
         sincosf(angle, &s, &c);
         s *= sign;

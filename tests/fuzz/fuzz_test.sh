@@ -27,9 +27,10 @@ sources() {
         idx_header) echo "io/mmap_indexed.c $CORE" ;;
         tracker) echo "io/checkpoint_format.c io/hdf5_attributes.c io/io_error.c io/io_fault.c $CORE" ;;
         safetensors) echo "io/safetensors.c $CORE" ;;
+        generate_request) echo "app/inference/generate_request.c $CORE" ;;
     esac
 }
-TARGETS="jsonl args_file gpt2_vocab wordpiece_vocab idx_header tracker safetensors"
+TARGETS="jsonl args_file gpt2_vocab wordpiece_vocab idx_header tracker safetensors generate_request"
 export ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1"
 # the targets write their input to a file per run: in memory when /dev/shm is there, removed at exit
 FUZZ_TMP=$(mktemp -d /dev/shm/mtc-fuzz-test.XXXXXX 2>/dev/null || mktemp -d "$WORK/tmp.XXXXXX")

@@ -459,9 +459,11 @@ static void test_rmsnorm(int N, int C) {
     cudaFree(d_x); cudaFree(d_w); cudaFree(d_out); cudaFree(d_rstd); cudaFree(d_dout); cudaFree(d_dx); cudaFree(d_dw);
 }
 
-/* H query heads in G groups of dimension D at T positions; the CPU rotates the same bf16 values */
-static void test_rope(int B, int T, int H, int G, int D, int rotary_dim, int interleaved, float base) {
-    rope_spec rope = {rotary_dim, interleaved, base, 1.0f};
+/* H query heads in G groups of dimension D at T positions from position_start (generation: the
+ * key/value cache position); the CPU rotates the same bf16 values */
+static void test_rope_at(int B, int T, int H, int G, int D, int rotary_dim, int interleaved, float base,
+                         int position_start) {
+    rope_spec rope = {rotary_dim, interleaved, base, 1.0f, position_start};
     size_t n = (size_t)B * T * (H + 2 * G) * D;
     float *x = host_random(n, 950 + n, 2.0f), *want = host_copy(x, n), *want_back = host_copy(x, n);
     cpu->rope_forward(want, B, T, H, G, D, rope);
@@ -469,8 +471,8 @@ static void test_rope(int B, int T, int H, int G, int D, int rotary_dim, int int
     bf16 *d_x = upload_bf16(x, n);
     cuda_rope_forward(d_x, B, T, H, G, D, rope);
     float *got = download_bf16(d_x, n);
-    expect_below(relative_error(got, want, n), BF16_TOL, "rope_forward B=%d T=%d H=%d G=%d D=%d rot=%d %s base %g", B, T,
-                 H, G, D, rotary_dim, interleaved ? "interleaved" : "half", (double)base);
+    expect_below(relative_error(got, want, n), BF16_TOL, "rope_forward B=%d T=%d H=%d G=%d D=%d rot=%d %s base %g from %d", B,
+                 T, H, G, D, rotary_dim, interleaved ? "interleaved" : "half", (double)base, position_start);
     set_bf16(d_x, x, n);
     cuda_rope_backward(d_x, B, T, H, G, D, rope);
     float *got_back = download_bf16(d_x, n);
@@ -478,6 +480,10 @@ static void test_rope(int B, int T, int H, int G, int D, int rotary_dim, int int
                  T, H, G, D, rotary_dim, interleaved ? "interleaved" : "half");
     free(x); free(want); free(want_back); free(got); free(got_back);
     cudaFree(d_x);
+}
+
+static void test_rope(int B, int T, int H, int G, int D, int rotary_dim, int interleaved, float base) {
+    test_rope_at(B, T, H, G, D, rotary_dim, interleaved, base, 0);
 }
 
 static void test_swiglu(int N, int F) {
@@ -728,6 +734,8 @@ int main(void) {
     test_rope(2, 7, 4, 2, 6, 6, 1, 10000.0f);
     test_rope(1, 33, 3, 1, 10, 4, 0, 3.0f);     /* partial rotation, multi-query */
     test_rope(1, 4096, 32, 8, 64, 64, 0, 500000.0f); /* Llama 3.2 1B's heads and base */
+    test_rope_at(3, 1, 32, 8, 64, 64, 0, 500000.0f, 4000); /* one decoding step at cache position 4000 */
+    test_rope_at(2, 5, 4, 2, 6, 6, 1, 10000.0f, 17);
     test_swiglu(7, 33);
     test_swiglu(256, 8192);
 
