@@ -183,6 +183,11 @@ typedef struct kernel_ops {
      * dweight[OC,IC] += dout^T x; dbias[OC] += column sums of dout (skipped when NULL). */
     void (*matmul_backward)(void *dx, float *dweight, float *dbias, const void *dout,
                             const void *x, const void *weight, int N, int IC, int OC);
+    /* matmul_backward of a layer whose input is x = gelu(pre) (the MLP's fc2), the GeLU's
+     * backward fused in: dpre[N,IC] = (dout W) * gelu'(pre) (overwritten; a cuBLASLt DGELU
+     * epilogue on CUDA, so the product is rounded once); dweight[OC,IC] += dout^T x. */
+    void (*matmul_backward_gelu)(void *dpre, float *dweight, const void *dout, const void *x,
+                                 const void *pre, const void *weight, int N, int IC, int OC);
 
     /* ---- rotary position embeddings ---- */
     /* rotate every query and key head of qkv[B,T,(H+2G)*D] (the layout above) IN PLACE by its

@@ -624,9 +624,13 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->dropout_backward(b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
     if (lg->fc2_bias) ops->bias_backward(lg->fc2_bias, b->d_hidden, s.n, s.C);
     void *d_full = gather_rows(m, b->d_hidden, b->d_full);
-    ops->matmul_backward(b->d_ffn_a, lg->fc2_weight, NULL, d_full, la->gelu_out, lw->fc2_weight, s.N, s.Fl, s.C);
-    if (c->swiglu) ops->swiglu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
-    else ops->gelu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, (size_t)s.N * s.Fl);
+    if (c->swiglu) {
+        ops->matmul_backward(b->d_ffn_a, lg->fc2_weight, NULL, d_full, la->gelu_out, lw->fc2_weight, s.N, s.Fl, s.C);
+        ops->swiglu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
+    } else {
+        ops->matmul_backward_gelu(b->d_ffn_b, lg->fc2_weight, d_full, la->gelu_out, la->fc1_out, lw->fc2_weight, s.N,
+                                  s.Fl, s.C);
+    }
     ops->matmul_backward(b->d_full, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.N, s.C, s.FC1l);
     void *d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
     norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,

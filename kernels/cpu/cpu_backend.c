@@ -91,6 +91,11 @@ static void decode_attention(void *out, void *k_cache, void *v_cache, const void
 }
 
 static void gelu_forward(void *out, const void *x, size_t n) { cpu_gelu_forward(out, x, n); }
+static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, const void *x, const void *pre,
+                                 const void *weight, int N, int IC, int OC) {
+    cpu_matmul_backward(dpre, dweight, NULL, dout, x, weight, N, IC, OC);
+    cpu_gelu_backward(dpre, pre, dpre, (size_t)N * (size_t)IC);
+}
 static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {
     cpu_gelu_backward(dx, x, dout, n);
 }
@@ -162,6 +167,7 @@ static const kernel_ops cpu_ops = {
 
     .matmul_forward = matmul_forward,
     .matmul_backward = matmul_backward,
+    .matmul_backward_gelu = matmul_backward_gelu,
 
     .rope_forward = rope_forward,
     .rope_backward = rope_backward,

@@ -92,6 +92,8 @@ void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *w
  * dbias[OC] += colsum(dout) (fp32; skipped when NULL). */
 void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                           const bf16 *x, const bf16 *weight, int N, int IC, int OC);
+void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, const bf16 *x,
+                               const bf16 *pre, const bf16 *weight, int N, int IC, int OC);
 
 /* ---- causal flash attention (cuda_attention.cu) ---- */
 /* qkv[B,T,(H+2G)*D] bf16 (G query groups, kernels.h's layout) -> out[B,T,H,D] bf16; tiles in

@@ -44,7 +44,8 @@ typedef struct gemm_problem {
     bool accumulate;       /* beta = 1 (D += ...) instead of 0 */
     cublasLtEpilogue_t epilogue;
     const bf16 *bias;      /* BIAS epilogues */
-    bf16 *aux;             /* GELU_AUX epilogues: the pre-activation, leading dimension ldd */
+    bf16 *aux;             /* GELU_AUX epilogues (written) and DGELU (read): the pre-activation,
+                            * leading dimension ldd */
 } gemm_problem;
 
 /* ---- the plan cache ---- */
@@ -102,7 +103,7 @@ static bool epilogue_has_bias(cublasLtEpilogue_t e) {
     return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
 static bool epilogue_has_aux(cublasLtEpilogue_t e) {
-    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
 }
 
 /* the epilogue pointers are attributes of the descriptor (and the heuristic reads their
@@ -339,51 +340,80 @@ extern "C" void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, co
     if (gelu_out != NULL) cuda_gelu_forward(gelu_out, out, (size_t)N * OC);
 }
 
+/* dx^T [IC,N] = W . dout^T with an optional epilogue (DGELU: times gelu'(aux)); false when
+ * cuBLASLt has no algorithm for it (the plain product always runs, on the fallback if needed) */
+static bool input_gradient(bf16 *dx, const bf16 *dout, const bf16 *weight, int N, int IC, int OC,
+                           cublasLtEpilogue_t epilogue, const bf16 *aux, bool forced) {
+    gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.m = IC;
+    p.n = N;
+    p.k = OC;
+    p.transa = CUBLAS_OP_N;
+    p.a = weight;
+    p.lda = IC;
+    p.transb = CUBLAS_OP_N;
+    p.b = dout;
+    p.ldb = OC;
+    p.d = dx;
+    p.d_type = CUDA_R_16BF;
+    p.ldd = IC;
+    p.accumulate = false;
+    p.epilogue = epilogue;
+    p.aux = (bf16 *)aux;
+    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) return !forced && gemm_cublaslt(&p);
+    if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
+    return true;
+}
+
+/* dW^T [IC,OC] += x^T . dout, fp32 */
+static void weight_gradient(float *dweight, const bf16 *dout, const bf16 *x, int N, int IC, int OC, bool forced) {
+    gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.m = IC;
+    p.n = OC;
+    p.k = N;
+    p.transa = CUBLAS_OP_N;
+    p.a = x;
+    p.lda = IC;
+    p.transb = CUBLAS_OP_T;
+    p.b = dout;
+    p.ldb = OC;
+    p.d = dweight;
+    p.d_type = CUDA_R_32F;
+    p.ldd = IC;
+    p.accumulate = true;
+    p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
+}
+
 extern "C" void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                                      const bf16 *x, const bf16 *weight, int N, int IC, int OC) {
     if (N <= 0) return;
     const bool forced = fallback_forced();
     if (dx != NULL && IC > 0) {
-        if (OC <= 0) {
-            CHECK_CUDA(cudaMemsetAsync(dx, 0, (size_t)N * IC * sizeof(bf16), compute_stream()));
-        } else {
-            gemm_problem p;
-            memset(&p, 0, sizeof p);
-            p.m = IC;
-            p.n = N;
-            p.k = OC;
-            p.transa = CUBLAS_OP_N;
-            p.a = weight;
-            p.lda = IC;
-            p.transb = CUBLAS_OP_N;
-            p.b = dout;
-            p.ldb = OC;
-            p.d = dx;
-            p.d_type = CUDA_R_16BF;
-            p.ldd = IC;
-            p.accumulate = false;
-            p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-            if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
-        }
+        if (OC <= 0) CHECK_CUDA(cudaMemsetAsync(dx, 0, (size_t)N * IC * sizeof(bf16), compute_stream()));
+        else input_gradient(dx, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DEFAULT, NULL, forced);
     }
-    if (OC > 0 && IC > 0) {
-        gemm_problem p;
-        memset(&p, 0, sizeof p);
-        p.m = IC;
-        p.n = OC;
-        p.k = N;
-        p.transa = CUBLAS_OP_N;
-        p.a = x;
-        p.lda = IC;
-        p.transb = CUBLAS_OP_T;
-        p.b = dout;
-        p.ldb = OC;
-        p.d = dweight;
-        p.d_type = CUDA_R_32F;
-        p.ldd = IC;
-        p.accumulate = true;
-        p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-        if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
-    }
+    if (OC > 0 && IC > 0) weight_gradient(dweight, dout, x, N, IC, OC, forced);
     if (dbias != NULL && OC > 0) cuda_bias_backward(dbias, dout, N, OC);
+}
+
+/* fc2's backward with the GeLU's: the input-gradient GEMM's DGELU epilogue multiplies by
+ * gelu'(pre) before the one rounding to bf16 (aux needs IC % 8 == 0 and 16-byte alignment);
+ * otherwise the product, then the GeLU backward in place */
+extern "C" void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, const bf16 *x,
+                                          const bf16 *pre, const bf16 *weight, int N, int IC, int OC) {
+    if (N <= 0 || IC <= 0) return;
+    const bool forced = fallback_forced();
+    if (OC <= 0) {
+        CHECK_CUDA(cudaMemsetAsync(dpre, 0, (size_t)N * IC * sizeof(bf16), compute_stream()));
+        return;
+    }
+    const bool fusable = IC % 8 == 0 && aligned16(dpre) && aligned16(pre);
+    if (!(fusable && input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DGELU, pre, forced))) {
+        input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DEFAULT, NULL, forced);
+        cuda_gelu_backward(dpre, pre, dpre, (size_t)N * IC);
+    }
+    weight_gradient(dweight, dout, x, N, IC, OC, forced);
 }
