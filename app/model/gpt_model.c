@@ -416,6 +416,7 @@ static rope_spec rope_of(const gpt_config *c) {
     r.interleaved = c->rotary_interleaved;
     r.base = c->rotary_base > 0.0f ? c->rotary_base : 10000.0f;
     r.position_scale = c->rotary_seq_len_interpolation_factor > 0.0f ? 1.0f / c->rotary_seq_len_interpolation_factor : 1.0f;
+    r.scaling_factor = c->rope_scaling_factor;
     return r;
 }
 

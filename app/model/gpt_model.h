@@ -42,6 +42,7 @@ typedef struct gpt_config {
     float rotary_percent;     /* RoPE: --rotary-percent (1 when 0) */
     int rotary_interleaved;
     float rotary_seq_len_interpolation_factor; /* 0 or 1: none */
+    float rope_scaling_factor; /* Llama 3's rope scaling (--use-rope-scaling): its factor; 0: none */
     int rmsnorm;              /* --normalization RMSNorm (else LayerNorm) */
     int swiglu;               /* --swiglu: fc1 has 2F rows [gate; up] */
     int disable_bias_linear;  /* --disable-bias-linear: no biases in the linear layers */

@@ -36,6 +36,8 @@ static const option_spec specs[] = {
     {"rotary-percent", "network size", OPTION_FLOAT, AT(rotary_percent), "1.0", .range = "(0, 1]", .help = "fraction of each head's channels that rotate"},
     {"rotary-interleaved", "network size", OPTION_FLAG, AT(rotary_interleaved), .help = "rotate pairs of even and odd channels (RoFormer) instead of the two halves (Llama)"},
     {"rotary-seq-len-interpolation-factor", "network size", OPTION_INT, AT(rotary_seq_len_interpolation_factor), .range = "[1, inf)", .help = "divide rotary positions by this (position interpolation)"},
+    {"use-rope-scaling", "network size", OPTION_FLAG, AT(use_rope_scaling), .help = "Llama 3.x's rope scaling: slow the low rotary frequencies by --rope-scaling-factor (low/high frequency factors 1 and 4, original context 8192, as Megatron-Core)"},
+    {"rope-scaling-factor", "network size", OPTION_FLOAT, AT(rope_scaling_factor), "8.0", .range = "(0, inf)", .help = "the factor of --use-rope-scaling"},
     {"swiglu", "network size", OPTION_FLAG, AT(swiglu), .help = "SwiGLU MLP: fc1 gives gate and up halves, silu(gate) * up (default --ffn-hidden-size: 4h*2/3 rounded down to 64)"},
     {"group-query-attention", "network size", OPTION_FLAG, AT(group_query_attention), .help = "grouped-query attention (with --num-query-groups)"},
     {"num-query-groups", "network size", OPTION_INT, AT(num_query_groups), "1", .range = "[1, inf)", .help = "key/value heads with --group-query-attention; the query heads share them in groups"},
@@ -223,6 +225,10 @@ static int validate_architecture(check_state *st, args *a) {
             return error_format(st->err, st->errlen, "rotary embeddings turn channel pairs: --kv-channels %d x --rotary-percent %g = %d channels is not an even number >= 2",
                         a->kv_channels, a->rotary_percent, rotary_dim);
     }
+    if (!rope && (a->use_rope_scaling || given(st, "rope-scaling-factor")))
+        return error_format(st->err, st->errlen, "--use-rope-scaling and --rope-scaling-factor scale rotary frequencies: they need --position-embedding-type rope");
+    if (given(st, "rope-scaling-factor") && !a->use_rope_scaling)
+        return error_format(st->err, st->errlen, "--rope-scaling-factor needs --use-rope-scaling");
     return 0;
 }
 
@@ -431,6 +437,7 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->rotary_percent = a->rotary_percent;
     c->rotary_interleaved = a->rotary_interleaved;
     c->rotary_seq_len_interpolation_factor = (float)a->rotary_seq_len_interpolation_factor;
+    c->rope_scaling_factor = a->use_rope_scaling ? a->rope_scaling_factor : 0.0f;
     c->rmsnorm = !strcmp(a->normalization, "RMSNorm");
     c->swiglu = a->swiglu;
     c->num_query_groups = a->num_query_groups;

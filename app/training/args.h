@@ -34,6 +34,8 @@ typedef struct args {
     float rotary_percent;
     int rotary_interleaved;
     int rotary_seq_len_interpolation_factor; /* 0: none */
+    int use_rope_scaling;               /* Llama 3's frequency scaling of RoPE */
+    float rope_scaling_factor;
     char normalization[16];             /* LayerNorm | RMSNorm */
     int swiglu;
     int group_query_attention;

@@ -35,7 +35,7 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         /* the Llama family's options, under Megatron's argument names */
         {"num_query_groups", a->num_query_groups}, {"group_query_attention", a->group_query_attention},
         {"swiglu", a->swiglu}, {"add_bias_linear", !a->disable_bias_linear},
-        {"rotary_interleaved", a->rotary_interleaved},
+        {"rotary_interleaved", a->rotary_interleaved}, {"use_rope_scaling", a->use_rope_scaling},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) checkpoint_put_int(f, "/args", ints[i].name, ints[i].value);
     checkpoint_put_double(f, "/args", "layernorm_epsilon", a->layernorm_epsilon);
@@ -43,6 +43,7 @@ static void put_args(checkpoint_file *f, const trainer *t) {
     checkpoint_put_string(f, "/args", "position_embedding_type", a->position_embedding_type);
     checkpoint_put_double(f, "/args", "rotary_base", a->rotary_base);
     checkpoint_put_double(f, "/args", "rotary_percent", a->rotary_percent);
+    checkpoint_put_double(f, "/args", "rope_scaling_factor", a->rope_scaling_factor);
     checkpoint_put_string(f, "/args", "tokenizer_type", a->tokenizer_type[0] ? a->tokenizer_type : "NullTokenizer");
 }
 

@@ -431,8 +431,9 @@ static void test_rmsnorm(int N, int C) {
 }
 
 /* H query heads in G groups of dimension D at T positions; the CPU rotates the same bf16 values */
-static void test_rope(int B, int T, int H, int G, int D, int rotary_dim, int interleaved, float base) {
-    rope_spec rope = {rotary_dim, interleaved, base, 1.0f};
+static void test_rope(int B, int T, int H, int G, int D, int rotary_dim, int interleaved, float base,
+                      float scaling_factor) {
+    rope_spec rope = {rotary_dim, interleaved, base, 1.0f, scaling_factor};
     size_t n = (size_t)B * T * (H + 2 * G) * D;
     float *x = host_random(n, 950 + n, 2.0f), *want = host_copy(x, n), *want_back = host_copy(x, n);
     cpu->rope_forward(want, B, T, H, G, D, rope);
@@ -645,10 +646,11 @@ int main(void) {
     test_rmsnorm(7, 33);
     test_rmsnorm(64, 2048);
     test_rmsnorm(700, 16384); /* > 48 KiB of shared memory in the backward (Llama 3 70B: 8192) */
-    test_rope(2, 7, 4, 2, 6, 6, 0, 10000.0f);
-    test_rope(2, 7, 4, 2, 6, 6, 1, 10000.0f);
-    test_rope(1, 33, 3, 1, 10, 4, 0, 3.0f);     /* partial rotation, multi-query */
-    test_rope(1, 4096, 32, 8, 64, 64, 0, 500000.0f); /* Llama 3.2 1B's heads and base */
+    test_rope(2, 7, 4, 2, 6, 6, 0, 10000.0f, 0.0f);
+    test_rope(2, 7, 4, 2, 6, 6, 1, 10000.0f, 0.0f);
+    test_rope(1, 33, 3, 1, 10, 4, 0, 3.0f, 0.0f);     /* partial rotation, multi-query */
+    test_rope(1, 4096, 32, 8, 64, 64, 0, 500000.0f, 0.0f); /* Llama 3.2 1B's heads and base */
+    test_rope(1, 4096, 32, 8, 64, 64, 0, 500000.0f, 32.0f); /* ... with its rope scaling */
     test_swiglu(7, 33);
     test_swiglu(256, 8192);
 
