@@ -179,4 +179,4 @@ EXTRA_DIST += tests/fuzz/README.md tests/fuzz/fuzz_util.h tests/fuzz/corpus $(wi
 EXTRA_DIST += tests/tools/fault_table.sh
 # issue 17: Hugging Face LlamaForCausalLM export and import (convert_checkpoint), and a Llama
 # training script written as Megatron-LM's examples/llama
-TESTS += tests/mpi/llama_hf_test.sh
+TESTS += tests/mpi/llama_hf_test.sh tests/mpi/llama_script_test.sh

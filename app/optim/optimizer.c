@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void add_range(optimizer *opt, int *capacity, const param_tensor *p, int param, size_t lo,
                       size_t hi, int tp_rank) {
@@ -20,6 +21,8 @@ static void add_range(optimizer *opt, int *capacity, const param_tensor *p, int 
     r->weight_decay = !p->no_weight_decay;
     r->norm_counted = param_is_primary_copy(p, tp_rank);
     r->param = param;
+    r->embedding_or_output = p->embedding_copy || !strcmp(p->name, "embedding.word_embeddings.weight") ||
+                             !strcmp(p->name, "output_layer.weight");
     opt->state_elements += r->length;
 }
 
@@ -103,6 +106,10 @@ double optimizer_grad_norm(const optimizer *opt, const gpt_model *model) {
 }
 
 int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr) {
+    return optimizer_step_decoupled(opt, model, grad_norm, lr, lr);
+}
+
+int optimizer_step_decoupled(optimizer *opt, gpt_model *model, double grad_norm, double lr, double embedding_lr) {
     const kernel_ops *ops = model->ops;
     if (!isfinite(grad_norm)) return 1;
     int clip = opt->clip_grad > 0 && grad_norm > opt->clip_grad;
@@ -114,7 +121,7 @@ int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr
         if (clip) ops->scale_float(grads, clip_scale, r->length);
         ops->adamw_update(optimizer_master(opt, model, r), act_at(ops, model->param_buffer, r->offset),
                           grads, opt->exp_avg + r->state_offset,
-                          opt->exp_avg_sq + r->state_offset, r->length, (float)lr, opt->beta1,
+                          opt->exp_avg_sq + r->state_offset, r->length, (float)(r->embedding_or_output ? embedding_lr : lr), opt->beta1,
                           opt->beta2, opt->eps, r->weight_decay ? opt->weight_decay : 0.0f, opt->step);
     }
     return 0;

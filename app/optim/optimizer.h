@@ -20,6 +20,8 @@ typedef struct optimizer_range {
     int weight_decay;    /* 1: decayed */
     int norm_counted;    /* 0 for copies held elsewhere too (tensor-parallel replicas, tied copy) */
     int param;           /* index into the model's parameter table */
+    int embedding_or_output; /* the word embeddings or the output layer (Megatron's
+                              * is_embedding_or_output_parameter): --decoupled-lr applies */
 } optimizer_range;
 
 typedef struct optimizer {
@@ -47,6 +49,9 @@ double optimizer_grad_norm(const optimizer *opt, const gpt_model *model);
 /* clip (if the norm exceeds --clip-grad) and take one AdamW step at learning rate lr on the
  * optimizer's ranges. Returns 0, or 1 when the norm is not finite and the step was skipped. */
 int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr);
+/* the same with Megatron's --decoupled-lr: the embedding and output layer ranges step at
+ * embedding_lr, the others at lr */
+int optimizer_step_decoupled(optimizer *opt, gpt_model *model, double grad_norm, double lr, double embedding_lr);
 
 /* the fp32 master weights of range r (backend memory) */
 float *optimizer_master(const optimizer *opt, const gpt_model *model, const optimizer_range *r);

@@ -61,6 +61,8 @@ static const option_spec specs[] = {
 
     {"lr", "learning rate", OPTION_FLOAT, AT(lr), .range = "[0, inf)", .flags = OPTION_REQUIRED, .help = "peak learning rate"},
     {"min-lr", "learning rate", OPTION_FLOAT, AT(min_lr), "0.0", .help = "learning rate floor after decay"},
+    {"decoupled-lr", "learning rate", OPTION_FLOAT, AT(decoupled_lr), "-1", .help = "a separate peak learning rate for the input embedding and the output layer (Megatron's is_embedding_or_output_parameter), on the same schedule"},
+    {"decoupled-min-lr", "learning rate", OPTION_FLOAT, AT(decoupled_min_lr), "-1", .help = "the floor of --decoupled-lr (default --min-lr)"},
     {"lr-decay-style", "learning rate", OPTION_CHOICE, AT(lr_decay_style), "linear", .choices = "constant|linear|cosine", .help = "decay shape after warm-up"},
     {"lr-warmup-iters", "learning rate", OPTION_INT64, AT(lr_warmup_iters), "0", .range = "[0, inf)", .help = "linear warm-up iterations"},
     {"lr-warmup-fraction", "learning rate", OPTION_FLOAT, AT(lr_warmup_fraction), .range = "[0, 1]", .help = "warm-up as a fraction of --lr-decay-iters"},
@@ -175,8 +177,6 @@ static const option_spec specs[] = {
     {"manual-gc", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "there is no Python garbage collector to schedule"},
     {"empty-unused-memory-level", "Megatron-LM implementation switches", OPTION_INT, .range = "[0, 2]", .flags = OPTION_NO_EFFECT, .help = "there is no caching allocator to empty: buffers are allocated once at start-up"},
     {"apply-layernorm-1p", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "zero-centred norm weights (stored as w - 1) are not implemented; drop the flag (norm weights are stored as w; without weight decay on them, Adam trains both the same up to rounding, but checkpoints differ)"},
-    {"decoupled-lr", "Megatron-LM implementation switches", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "a separate learning rate for the embedding and output layer is not supported yet; drop it (every parameter follows --lr)"},
-    {"decoupled-min-lr", "Megatron-LM implementation switches", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "a separate learning rate for the embedding and output layer is not supported yet; drop it (every parameter follows --min-lr)"},
     {"num-experts", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
     {"moe-router-topk", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
     {"moe-router-load-balancing-type", "Megatron-LM implementation switches", OPTION_STRING, .metavar = "TYPE", .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
@@ -322,6 +322,11 @@ static int validate(check_state *st, args *a, int world_size) {
         return error_format(st->err, st->errlen, "--lr-warmup-samples and --lr-decay-samples need --train-samples (sample-based training)");
     if (a->train_samples && (given(st, "lr-warmup-iters") || given(st, "lr-decay-iters")))
         return error_format(st->err, st->errlen, "--lr-warmup-iters and --lr-decay-iters need --train-iters; with --train-samples use --lr-warmup-samples and --lr-decay-samples");
+    if (given(st, "decoupled-lr") && a->decoupled_lr < 0)
+        return error_format(st->err, st->errlen, "--decoupled-lr %g is negative", a->decoupled_lr);
+    if (given(st, "decoupled-min-lr") && (a->decoupled_min_lr < 0 || !given(st, "decoupled-lr")))
+        return error_format(st->err, st->errlen, a->decoupled_min_lr < 0 ? "--decoupled-min-lr is negative"
+                            : "--decoupled-min-lr needs --decoupled-lr (Megatron ignores it alone)");
     if (a->mock_data && !given(st, "vocab-size")) return error_format(st->err, st->errlen, "--vocab-size is required with --mock-data");
     /* Megatron's GPT-3 example gives --vocab-file and --merge-file without a --tokenizer-type:
      * they name GPT-2's BPE */

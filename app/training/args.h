@@ -64,6 +64,8 @@ typedef struct args {
     /* learning rate */
     float lr;
     float min_lr;
+    float decoupled_lr;           /* --decoupled-lr: the embedding and output layer's peak; < 0: none */
+    float decoupled_min_lr;       /* --decoupled-min-lr; < 0: --min-lr */
     char lr_decay_style[16];      /* constant | linear | cosine */
     int64_t lr_warmup_iters;
     float lr_warmup_fraction;     /* < 0 when not given */
