@@ -131,6 +131,12 @@ static void read_dims(const checkpoint_reader *reader, gpt2_dims *m, double *eps
         user_error("%s: a Llama-architecture checkpoint (num_query_groups %lld of %lld heads, swiglu %lld, "
                    "add_bias_linear %lld) has no Hugging Face GPT-2 layout", reader->path, (long long)groups,
                    (long long)m->heads, (long long)swiglu, (long long)bias);
+    int64_t layernorm_1p = 0;
+    if (checkpoint_has_int_arg(reader, "apply_layernorm_1p"))
+        checkpoint_read_int_arg(reader, "apply_layernorm_1p", &layernorm_1p, err, sizeof err);
+    if (layernorm_1p)
+        user_error("%s: saved with --apply-layernorm-1p (norm weights stored as w - 1): the Hugging Face GPT-2 "
+                   "export does not convert them", reader->path);
     int64_t untie = 0, vocab = 0;
     if (checkpoint_read_int_arg(reader, "untie_embeddings_and_output_weights", &untie, err, sizeof err))
         user_error("%s", err);

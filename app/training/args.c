@@ -29,6 +29,7 @@ static const option_spec specs[] = {
     {"untie-embeddings-and-output-weights", "network size", OPTION_FLAG, AT(untie_embeddings_and_output_weights), .help = "separate output layer instead of the tied word embeddings"},
     {"norm-epsilon", "network size", OPTION_FLOAT, AT(layernorm_epsilon), "1e-5", .range = "(0, inf)", .help = "epsilon of every LayerNorm/RMSNorm"},
     {"normalization", "network size", OPTION_CHOICE, AT(normalization), "LayerNorm", .choices = "LayerNorm|RMSNorm", .help = "the norm of every layer and the final norm"},
+    {"apply-layernorm-1p", "network size", OPTION_FLAG, AT(apply_layernorm_1p), .help = "zero-centred norm weights: stored as w - 1 (zero at initialization) and applied as 1 + w, for LayerNorm and RMSNorm (Megatron-Core's layernorm_zero_centered_gamma, as Transformer Engine computes it)"},
     {"position-embedding-type", "network size", OPTION_CHOICE, AT(position_embedding_type), "learned_absolute", .choices = "learned_absolute|rope|none", .help = "learned absolute positions, rotary embeddings of q and k, or none"},
     {"use-rotary-position-embeddings", "network size", OPTION_FLAG, AT(use_rotary_position_embeddings), .help = "deprecated: same as --position-embedding-type rope"},
     {"no-position-embedding", "network size", OPTION_FLAG, AT(no_position_embedding), .help = "deprecated (accepted with rope, which has no position embedding table): use --position-embedding-type"},
@@ -176,7 +177,6 @@ static const option_spec specs[] = {
     {"calculate-per-token-loss", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "every sample has --seq-length tokens with loss (no loss mask), so the per-token average over the global batch equals the average of micro-batch means used here"},
     {"manual-gc", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "there is no Python garbage collector to schedule"},
     {"empty-unused-memory-level", "Megatron-LM implementation switches", OPTION_INT, .range = "[0, 2]", .flags = OPTION_NO_EFFECT, .help = "there is no caching allocator to empty: buffers are allocated once at start-up"},
-    {"apply-layernorm-1p", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "zero-centred norm weights (stored as w - 1) are not implemented; drop the flag (norm weights are stored as w; without weight decay on them, Adam trains both the same up to rounding, but checkpoints differ)"},
     {"num-experts", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
     {"moe-router-topk", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
     {"moe-router-load-balancing-type", "Megatron-LM implementation switches", OPTION_STRING, .metavar = "TYPE", .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
@@ -443,6 +443,7 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->rotary_interleaved = a->rotary_interleaved;
     c->rotary_seq_len_interpolation_factor = (float)a->rotary_seq_len_interpolation_factor;
     c->rope_scaling_factor = a->use_rope_scaling ? a->rope_scaling_factor : 0.0f;
+    c->apply_layernorm_1p = a->apply_layernorm_1p;
     c->rmsnorm = !strcmp(a->normalization, "RMSNorm");
     c->swiglu = a->swiglu;
     c->num_query_groups = a->num_query_groups;

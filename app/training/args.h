@@ -37,6 +37,7 @@ typedef struct args {
     int use_rope_scaling;               /* Llama 3's frequency scaling of RoPE */
     float rope_scaling_factor;
     char normalization[16];             /* LayerNorm | RMSNorm */
+    int apply_layernorm_1p;             /* norm weights stored as w - 1 */
     int swiglu;
     int group_query_attention;
     int num_query_groups;         /* derived: num_attention_heads without --group-query-attention */

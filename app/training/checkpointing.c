@@ -36,6 +36,7 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         {"num_query_groups", a->num_query_groups}, {"group_query_attention", a->group_query_attention},
         {"swiglu", a->swiglu}, {"add_bias_linear", !a->disable_bias_linear},
         {"rotary_interleaved", a->rotary_interleaved}, {"use_rope_scaling", a->use_rope_scaling},
+        {"apply_layernorm_1p", a->apply_layernorm_1p},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) checkpoint_put_int(f, "/args", ints[i].name, ints[i].value);
     checkpoint_put_double(f, "/args", "layernorm_epsilon", a->layernorm_epsilon);
@@ -146,6 +147,7 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
         {"num_query_groups", "--num-query-groups", a->num_query_groups, a->num_attention_heads},
         {"swiglu", "--swiglu", a->swiglu, 0},
         {"add_bias_linear", "--disable-bias-linear (add_bias_linear)", !a->disable_bias_linear, 1},
+        {"apply_layernorm_1p", "--apply-layernorm-1p", a->apply_layernorm_1p, 0},
     };
     for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++) {
         int64_t stored;
