@@ -181,4 +181,4 @@ EXTRA_DIST += tests/tools/fault_table.sh
 # training script written as Megatron-LM's examples/llama
 TESTS += tests/mpi/llama_hf_test.sh tests/mpi/llama_script_test.sh
 TESTS += tests/gpu/gpu_llama_script_test.sh
-EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh
+EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh perf/llama_hf_parity.sh perf/llama_hf_parity.py
