@@ -46,6 +46,8 @@ typedef struct options {
     char input[CHECKPOINT_PATH_MAX], save[CHECKPOINT_PATH_MAX];
     char verify[CHECKPOINT_PATH_MAX];
     char dtype[16];
+    char max_shard_size[32];
+    int64_t max_shard_bytes;  /* derived from --max-shard-size */
     int64_t vocab_divisible_by;
     int bfloat16;  /* derived from --dtype */
 } options;
@@ -58,6 +60,7 @@ static const option_spec specs[] = {
     {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
     {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
     {"dtype", "with --to-hf", OPTION_CHOICE, AT(dtype), "float32", .choices = "float32|bfloat16|fp32|bf16", .help = "tensor type of the safetensors file"},
+    {"max-shard-size", "with --to-hf", OPTION_STRING, AT(max_shard_size), "5GB", .metavar = "SIZE", .help = "Llama export: past this size (bytes, or with KB/MB/GB, as save_pretrained's max_shard_size) write model-0000K-of-0000N.safetensors shards and model.safetensors.index.json"},
     {"input", "with --from-hf", OPTION_STRING, AT(input), .metavar = "HF_DIR|FILE.safetensors", .help = "model.safetensors, a sharded model.safetensors.index.json, or their folder"},
     {"save", "with --from-hf", OPTION_STRING, AT(save), .metavar = "CKPT_DIR", .help = "write CKPT_DIR/release.h5 and set the tracker to \"release\""},
     {"make-vocab-size-divisible-by", "with --from-hf", OPTION_INT64, AT(vocab_divisible_by), "128", .range = "[1, inf)", .help = "pad the embedding table with zero rows to a multiple of N (as Megatron)"},
@@ -65,7 +68,8 @@ static const option_spec specs[] = {
 };
 
 static const option_table table = {
-    .usage = "--to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16] [--overwrite]\n"
+    .usage = "--to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16] [--max-shard-size SIZE]\n"
+             "                          [--overwrite]\n"
              "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
              "                          [--make-vocab-size-divisible-by N] [--overwrite]\n"
              "       convert_checkpoint --verify CKPT_DIR|FILE.h5",
@@ -84,6 +88,13 @@ static options parse_options(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     options_parse_or_exit(&table, &o, given, argc, argv);
     o.bfloat16 = !strcmp(o.dtype, "bfloat16") || !strcmp(o.dtype, "bf16");
+    /* SIZE[KB|MB|GB] (decimal, as transformers' convert_file_size_to_int) */
+    char *unit;
+    double size = strtod(o.max_shard_size, &unit);
+    double scale = !*unit ? 1 : !strcmp(unit, "KB") ? 1e3 : !strcmp(unit, "MB") ? 1e6 : !strcmp(unit, "GB") ? 1e9 : 0;
+    if (!(size > 0) || scale == 0 || size * scale > 9e18)
+        user_error("--max-shard-size '%s' is not a size (for example 5GB, 500MB, 1000000)", o.max_shard_size);
+    o.max_shard_bytes = (int64_t)(size * scale);
     if (o.to_hf + o.from_hf + (o.verify[0] != 0) != 1)
         user_error("give exactly one of --to-hf and --from-hf, or --verify alone (try --help)");
     if (o.to_hf && (!o.load[0] || !o.output[0])) user_error("--to-hf needs --load and --output");
@@ -213,10 +224,12 @@ static void export_to_hf(const options *o) {
     if (checkpoint_reader_open(path, &reader, err, sizeof err)) user_error("%s", err);
     verify_checksums(&reader, 0);
     if (llama_checkpoint(&reader)) {
-        llama_export_to_hf(&reader, o->output, o->bfloat16, o->overwrite);
+        llama_export_to_hf(&reader, o->output, o->bfloat16, o->max_shard_bytes, o->overwrite);
         checkpoint_reader_close(&reader);
         return;
     }
+    if (strcmp(o->max_shard_size, "5GB"))
+        user_error("--max-shard-size applies to the Llama export; a GPT-2 export is one model.safetensors");
     gpt2_dims m = {0};
     double epsilon;
     read_dims(&reader, &m, &epsilon);

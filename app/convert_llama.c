@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,69 @@ static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_confi
     c->rope_scaling_factor = optional_double(r, "rope_scaling_factor", 8.0);
 }
 
-void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int bfloat16, int overwrite) {
+/* the shard of every HF part, filled in order up to max_shard_bytes each (a part larger than
+ * that gets a shard of its own); returns the number of shards */
+static int plan_shards(const hf_llama_tensor *list, int count, int64_t element_bytes, int64_t max_shard_bytes,
+                       int *shard_of) {
+    int shards = 1;
+    int64_t used = 0;
+    for (int i = 0; i < count; i++)
+        for (int p = 0; p < list[i].parts; p++) {
+            int64_t bytes = hf_llama_hf_elements(&list[i], p) * element_bytes;
+            if (used > 0 && used + bytes > max_shard_bytes) {
+                shards++;
+                used = 0;
+            }
+            shard_of[i * HF_LLAMA_MAX_PARTS + p] = shards - 1;
+            used += bytes;
+        }
+    return shards;
+}
+
+/* HF's names: model.safetensors alone, model-00001-of-00003.safetensors when sharded */
+static void shard_name(char *out, size_t size, int shard, int shards) {
+    if (shards == 1) snprintf(out, size, "model.safetensors");
+    else snprintf(out, size, "model-%05d-of-%05d.safetensors", shard + 1, shards);
+}
+
+/* writes shard `shard` (atomically), frees the writer and the tensors it borrowed; a failure
+ * removes the config's .tmp too */
+static void write_shard(safetensors_writer *writer, const char *output, int shard, int shards, const char *config_tmp,
+                        void **buffers, int num_buffers) {
+    char file[64], path[path_max], err[error_max];
+    shard_name(file, sizeof file, shard, shards);
+    snprintf(path, sizeof path, "%s/%s", output, file);
+    if (safetensors_writer_write(writer, path, err, sizeof err)) {
+        unlink(config_tmp);
+        user_error("%s", err);
+    }
+    safetensors_writer_free(writer);
+    for (int b = 0; b < num_buffers; b++) free(buffers[b]);
+}
+
+/* model.safetensors.index.json as transformers writes it */
+static void write_index_tmp(const char *path, const hf_llama_tensor *list, int count, const int *shard_of, int shards,
+                            int64_t total_bytes) {
+    json_t *root = json_object(), *metadata = json_object(), *map = json_object();
+    json_object_set_new(metadata, "total_size", json_integer(total_bytes));
+    json_object_set_new(root, "metadata", metadata);
+    for (int i = 0; i < count; i++)
+        for (int p = 0; p < list[i].parts; p++) {
+            char file[64];
+            shard_name(file, sizeof file, shard_of[i * HF_LLAMA_MAX_PARTS + p], shards);
+            json_object_set_new(map, list[i].hf[p], json_string(file));
+        }
+    json_object_set_new(root, "weight_map", map);
+    int failed = json_dump_file(root, path, JSON_INDENT(2) | JSON_SORT_KEYS) != 0;
+    json_decref(root);
+    if (failed) {
+        unlink(path);
+        user_error("%s: cannot write", path);
+    }
+}
+
+void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int bfloat16, int64_t max_shard_bytes,
+                        int overwrite) {
     char err[error_max];
     llama_dims m;
     hf_llama_config config;
@@ -114,27 +177,46 @@ void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int
     for (int i = 0; i < count; i++)  /* every shape checked before anything is written */
         if (checkpoint_check_tensor(reader, list[i].ours, list[i].ndim, list[i].our_shape, err, sizeof err))
             user_error("%s", err);
+    const int64_t element_bytes = bfloat16 ? 2 : 4;
+    int *shard_of = malloc(sizeof(int) * (size_t)count * HF_LLAMA_MAX_PARTS);
+    CHECK(shard_of, "out of memory");
+    const int shards = plan_shards(list, count, element_bytes, max_shard_bytes, shard_of);
 
-    char model_path[path_max], config_path[path_max], config_tmp[path_max + 8];
-    snprintf(model_path, sizeof model_path, "%s/model.safetensors", output);
+    char config_path[path_max], config_tmp[path_max + 8], index_path[path_max], index_tmp[path_max + 8], path[path_max];
     snprintf(config_path, sizeof config_path, "%s/config.json", output);
     snprintf(config_tmp, sizeof config_tmp, "%s.tmp", config_path);
-    convert_refuse_existing(model_path, overwrite);
+    snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", output);
+    snprintf(index_tmp, sizeof index_tmp, "%s.tmp", index_path);
     convert_refuse_existing(config_path, overwrite);
+    for (int s = 0; s < shards; s++) {
+        char file[64];
+        shard_name(file, sizeof file, s, shards);
+        snprintf(path, sizeof path, "%s/%s", output, file);
+        convert_refuse_existing(path, overwrite);
+    }
+    /* the other layout's entry file would be read first (or instead): it goes */
+    snprintf(path, sizeof path, "%s/model.safetensors", output);
+    convert_refuse_existing(shards == 1 ? index_path : path, overwrite);
+    if (!convert_is_folder(output) && mkdir(output, 0777) != 0)
+        user_error("%s: cannot create the folder: %s", output, strerror(errno));
+    if (hf_llama_config_write(config_tmp, &config, err, sizeof err)) {
+        unlink(config_tmp);
+        user_error("%s", err);
+    }
 
-    /* the writer borrows every converted tensor until it writes them all */
-    safetensors_writer *writer = safetensors_writer_create();
-    safetensors_writer_set_metadata(writer, "format", "pt");
-    int num_buffers = 0;
+    /* one shard at a time: the writer borrows its converted tensors until it writes them */
     void **buffers = calloc((size_t)count * HF_LLAMA_MAX_PARTS, sizeof *buffers);
     CHECK(buffers, "out of memory");
+    int num_buffers = 0, current = 0;
+    int64_t total_bytes = 0;
+    safetensors_writer *writer = NULL;
     for (int i = 0; i < count; i++) {
         const hf_llama_tensor *t = &list[i];
         float *ours = malloc(sizeof(float) * (size_t)hf_llama_our_elements(t));
         float *hf[HF_LLAMA_MAX_PARTS] = {0};
         CHECK(ours, "out of memory converting %s", t->ours);
         for (int p = 0; p < t->parts; p++) {
-            hf[p] = malloc(sizeof(float) * (size_t)hf_llama_hf_elements(t, p));
+            hf[p] = malloc(sizeof(float) * (size_t)(hf_llama_hf_elements(t, p) ? hf_llama_hf_elements(t, p) : 1));
             CHECK(hf[p], "out of memory converting %s", t->ours);
         }
         if (checkpoint_reader_read_tensor(reader, t->ours, t->ndim, t->our_shape, ours, err, sizeof err))
@@ -142,46 +224,56 @@ void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int
         hf_llama_to_hf(t, &m, ours, hf);
         free(ours);
         for (int p = 0; p < t->parts; p++) {
+            int64_t n = hf_llama_hf_elements(t, p);
             void *data = hf[p];
             if (bfloat16) {
-                int64_t n = hf_llama_hf_elements(t, p);
                 uint16_t *narrow = malloc(sizeof(uint16_t) * (size_t)(n ? n : 1));
                 CHECK(narrow, "out of memory");
                 for (int64_t e = 0; e < n; e++) narrow[e] = safetensors_float_to_bf16(hf[p][e]);
                 free(hf[p]);
                 data = narrow;
             }
+            /* this part starts the next shard: the current one is complete */
+            if (writer && current < shard_of[i * HF_LLAMA_MAX_PARTS + p]) {
+                write_shard(writer, output, current, shards, config_tmp, buffers, num_buffers);
+                writer = NULL;
+                num_buffers = 0;
+            }
+            if (!writer) {
+                writer = safetensors_writer_create();
+                safetensors_writer_set_metadata(writer, "format", "pt");
+                current = shard_of[i * HF_LLAMA_MAX_PARTS + p];
+            }
             buffers[num_buffers++] = data;
+            total_bytes += n * element_bytes;
             if (safetensors_writer_add(writer, t->hf[p], bfloat16 ? SAFETENSORS_BF16 : SAFETENSORS_F32, t->ndim,
                                        t->hf_shape[p], data, err, sizeof err))
                 FATAL("%s", err);
         }
     }
-
-    if (!convert_is_folder(output) && mkdir(output, 0777) != 0)
-        user_error("%s: cannot create the folder: %s", output, strerror(errno));
-    /* config first to a .tmp, then the model (atomic), then the config into place */
-    if (hf_llama_config_write(config_tmp, &config, err, sizeof err)) {
-        unlink(config_tmp);
-        user_error("%s", err);
-    }
-    if (safetensors_writer_write(writer, model_path, err, sizeof err)) {
-        unlink(config_tmp);
-        user_error("%s", err);
+    write_shard(writer, output, current, shards, config_tmp, buffers, num_buffers);
+    if (shards > 1) {
+        write_index_tmp(index_tmp, list, count, shard_of, shards, total_bytes);
+        if (rename(index_tmp, index_path) != 0) user_error("cannot rename %s: %s", index_tmp, strerror(errno));
+        snprintf(path, sizeof path, "%s/model.safetensors", output);
+        unlink(path);
+    } else {
+        unlink(index_path);
     }
     if (rename(config_tmp, config_path) != 0) {
         unlink(config_tmp);
         user_error("cannot rename %s to %s: %s", config_tmp, config_path, strerror(errno));
     }
+    char shard_text[64] = "";
+    if (shards > 1) snprintf(shard_text, sizeof shard_text, " in %d shards", shards);
     printf("> %s: %s -> %s: LlamaForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, ffn %lld, "
-           "vocab %lld (%lld padding rows dropped), %s%s, %s\n", program_name, reader->path, output,
+           "vocab %lld (%lld padding rows dropped), %s%s, %s%s\n", program_name, reader->path, output,
            (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.groups,
            (long long)m.ffn_hidden, (long long)m.vocab, (long long)(m.padded_vocab - m.vocab),
            m.untied ? "untied lm_head" : "tied embeddings", config.rope_scaling ? ", Llama 3 rope scaling" : "",
-           bfloat16 ? "bfloat16" : "float32");
-    safetensors_writer_free(writer);
-    for (int i = 0; i < num_buffers; i++) free(buffers[i]);
+           bfloat16 ? "bfloat16" : "float32", shard_text);
     free(buffers);
+    free(shard_of);
     free(list);
 }
 

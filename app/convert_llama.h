@@ -14,9 +14,12 @@
  * embeddings), which has no GPT-2 layout */
 int llama_checkpoint(const checkpoint_reader *reader);
 
-/* writes OUTPUT/model.safetensors and OUTPUT/config.json from an open, verified checkpoint;
- * everything is checked before anything is written */
-void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int bfloat16, int overwrite);
+/* writes OUTPUT/config.json and OUTPUT/model.safetensors from an open, verified checkpoint, or,
+ * past max_shard_bytes, OUTPUT/model-0000K-of-0000N.safetensors and model.safetensors.index.json
+ * as transformers' save_pretrained shards; everything is checked before anything is written,
+ * and one shard's tensors are in memory at a time */
+void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int bfloat16, int64_t max_shard_bytes,
+                        int overwrite);
 
 /* writes SAVE/release.h5 and the tracker "release" from an open Hugging Face Llama source */
 void llama_import_from_hf(hf_source *s, const char *input, const char *save, int64_t vocab_divisible_by,

@@ -2,12 +2,12 @@
 # llama_hf_test.sh: convert_checkpoint between our checkpoint of a Llama-architecture model and
 # Hugging Face LlamaForCausalLM. A tiny Llama (RoPE, RMSNorm, SwiGLU, 4 heads in 2 query groups,
 # no biases, untied) trained 3 iterations on TP2 goes ours -> HF -> ours -> HF: every tensor comes
-# back bitwise (h5diff) and the second export is the first byte for byte; the safetensors header
+# back bitwise (h5diff) and the second export is the first byte for byte, sharded too; the safetensors header
 # and config.json are what transformers' LlamaForCausalLM loads (names, shapes, dtypes, GQA
 # fields), and the q/k/v and gate/up split is checked element by element against our fused
 # tensors. The imported checkpoint trains on TP2 x PP2 with exactly the losses of the original
 # one. A tied variant with linear biases and Llama 3 rope scaling, BF16 export, and the refusals
-# (a GPT checkpoint keeps the GPT-2 path, interleaved rotary, unknown rope scaling) follow.
+# (interleaved rotary, unknown rope scaling, mismatched biases, a missing layer) follow.
 . "${top_srcdir:-.}/tests/lib.sh"
 CONVERT="$top_builddir/app/convert_checkpoint"
 FIXTURE="$top_builddir/tests/tools/make_hf_fixture"
@@ -139,6 +139,37 @@ ok $? "/args: 2 query groups, swiglu, no biases, RMSNorm, rope, untied"
 convert --to-hf --load "$WORK/imported" --output "$WORK/hf2" && cmp -s "$WORK/hf/model.safetensors" "$WORK/hf2/model.safetensors" &&
     cmp -s "$WORK/hf/config.json" "$WORK/hf2/config.json"
 ok $? "HF -> ours -> HF: model.safetensors and config.json byte for byte the same"
+
+# sharded: save_pretrained's layout past --max-shard-size, and back
+convert --to-hf --load "$WORK/trained" --output "$WORK/hf_sharded" --max-shard-size 40KB
+ok $? "--max-shard-size 40KB exports shards" || sed 's/^/# /' "$WORK/err"
+shards=$(ls "$WORK/hf_sharded" | grep -c '^model-000[0-9][0-9]-of-000[0-9][0-9]\.safetensors$')
+python3 - "$WORK/hf_sharded" <<'EOF' > "$WORK/index_check"
+import json, os, struct, sys
+folder = sys.argv[1]
+index = json.load(open(folder + "/model.safetensors.index.json"))
+files = sorted(set(index["weight_map"].values()))
+total = 0
+for f in files:
+    data = open(os.path.join(folder, f), "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    for name, v in header.items():
+        if name != "__metadata__":
+            assert index["weight_map"][name] == f, name
+            total += v["data_offsets"][1] - v["data_offsets"][0]
+    assert 8 + n + max(v["data_offsets"][1] for k, v in header.items() if k != "__metadata__") == len(data)
+print(len(index["weight_map"]), len(files), total == index["metadata"]["total_size"],
+      all(f.endswith("-of-%05d.safetensors" % len(files)) for f in files))
+EOF
+[ "$shards" -ge 3 ] && [ ! -e "$WORK/hf_sharded/model.safetensors" ] && [ "$(cat "$WORK/index_check")" = "21 $shards True True" ]
+ok $? "$shards shards and model.safetensors.index.json: every tensor in the file the weight_map names, total_size right ($(cat "$WORK/index_check"))"
+convert --from-hf --input "$WORK/hf_sharded" --save "$WORK/imported_sharded" --make-vocab-size-divisible-by 64 &&
+    same_model "$A" "$WORK/imported_sharded/release.h5"
+ok $? "the sharded export imports bitwise ($(grep -o '[0-9]* tensors from [0-9]* files' "$WORK/out"))"
+convert --to-hf --load "$WORK/trained" --output "$WORK/hf_bad" --max-shard-size 5XB
+[ $? -ne 0 ] && grep -q "max-shard-size '5XB' is not a size" "$WORK/err" && [ ! -e "$WORK/hf_bad" ]
+ok $? "a malformed --max-shard-size is refused"
 
 # the import trains in another layout exactly as the original checkpoint does
 losses() { grep -o 'lm loss: [0-9.E+-]*' "$WORK/out"; }
