@@ -1,5 +1,7 @@
 /* convert_checkpoint.c: converts a GPT model between our HDF5 checkpoint (io/CHECKPOINT_FORMAT.md)
- * and Hugging Face GPT-2 (model.safetensors + config.json), either way.
+ * and Hugging Face GPT-2 (model.safetensors + config.json), either way; a Llama-architecture
+ * model (RMSNorm, SwiGLU, RoPE, grouped-query attention) to and from LlamaForCausalLM instead
+ * (app/convert_llama.c: chosen by the checkpoint's /args, or by config.json's model_type).
  *   convert_checkpoint --to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16]
  *                      [--overwrite]
  *       writes HF_DIR/model.safetensors and HF_DIR/config.json (GPT2LMHeadModel; no lm_head
@@ -14,10 +16,13 @@
  *       model): iteration 0, no optimizer state. Reads model.safetensors or a sharded
  *       model.safetensors.index.json, F32/F16/BF16/F64, names with or without "transformer.";
  *       lm_head.weight different from wte becomes an untied output layer.
- * The tensor mapping is in app/hf_gpt2_layout.h. Everything is validated (config against every
+ * The tensor mappings are in app/model/hf_gpt2_layout.h and app/model/hf_llama_layout.h. Everything is validated (config against every
  * tensor shape, dtypes, unknown tensors) before anything is written, and outputs appear only
  * complete (write .tmp/.partial, fsync, rename). Runs as one process (directly or mpiexec -n 1). */
 #include "io/io_error.h"
+#include "app/convert_hf_source.h"
+#include "app/convert_llama.h"
+#include "app/model/hf_llama_config.h"
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
 #include "io/checkpoint_checksum.h"
@@ -35,26 +40,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { path_max = CHECKPOINT_PATH_MAX + 64, error_max = 8192 };
-
 typedef struct options {
     int to_hf, from_hf, overwrite;
     char load[CHECKPOINT_PATH_MAX], output[CHECKPOINT_PATH_MAX];
     char input[CHECKPOINT_PATH_MAX], save[CHECKPOINT_PATH_MAX];
     char verify[CHECKPOINT_PATH_MAX];
     char dtype[16];
+    char max_shard_size[32];
+    int64_t max_shard_bytes;  /* derived from --max-shard-size */
     int64_t vocab_divisible_by;
     int bfloat16;  /* derived from --dtype */
 } options;
 
 #define AT(field) OPTION_AT(options, field)
 static const option_spec specs[] = {
-    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel (model.safetensors, config.json)"},
-    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2 -> CKPT_DIR/release.h5 and the tracker \"release\""},
+    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model (model.safetensors, config.json)"},
+    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2 or Llama (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
     {"verify", "direction (give one)", OPTION_STRING, AT(verify), .metavar = "CKPT_DIR|FILE.h5", .help = "check every tensor of a checkpoint against its checksums, without converting"},
     {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
     {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
     {"dtype", "with --to-hf", OPTION_CHOICE, AT(dtype), "float32", .choices = "float32|bfloat16|fp32|bf16", .help = "tensor type of the safetensors file"},
+    {"max-shard-size", "with --to-hf", OPTION_STRING, AT(max_shard_size), "5GB", .metavar = "SIZE", .help = "Llama export: past this size (bytes, or with KB/MB/GB, as save_pretrained's max_shard_size) write model-0000K-of-0000N.safetensors shards and model.safetensors.index.json"},
     {"input", "with --from-hf", OPTION_STRING, AT(input), .metavar = "HF_DIR|FILE.safetensors", .help = "model.safetensors, a sharded model.safetensors.index.json, or their folder"},
     {"save", "with --from-hf", OPTION_STRING, AT(save), .metavar = "CKPT_DIR", .help = "write CKPT_DIR/release.h5 and set the tracker to \"release\""},
     {"make-vocab-size-divisible-by", "with --from-hf", OPTION_INT64, AT(vocab_divisible_by), "128", .range = "[1, inf)", .help = "pad the embedding table with zero rows to a multiple of N (as Megatron)"},
@@ -62,12 +68,14 @@ static const option_spec specs[] = {
 };
 
 static const option_table table = {
-    .usage = "--to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16] [--overwrite]\n"
+    .usage = "--to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16] [--max-shard-size SIZE]\n"
+             "                          [--overwrite]\n"
              "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
              "                          [--make-vocab-size-divisible-by N] [--overwrite]\n"
              "       convert_checkpoint --verify CKPT_DIR|FILE.h5",
     .description =
-        "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, as one process.\n"
+        "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, or a Llama-architecture\n"
+        "model and Hugging Face LlamaForCausalLM, as one process.\n"
         "Flags may also come from an args file (one flag per line, '#' starts a comment); the\n"
         "command line overrides it.\n",
     .specs = specs,
@@ -80,6 +88,13 @@ static options parse_options(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     options_parse_or_exit(&table, &o, given, argc, argv);
     o.bfloat16 = !strcmp(o.dtype, "bfloat16") || !strcmp(o.dtype, "bf16");
+    /* SIZE[KB|MB|GB] (decimal, as transformers' convert_file_size_to_int) */
+    char *unit;
+    double size = strtod(o.max_shard_size, &unit);
+    double scale = !*unit ? 1 : !strcmp(unit, "KB") ? 1e3 : !strcmp(unit, "MB") ? 1e6 : !strcmp(unit, "GB") ? 1e9 : 0;
+    if (!(size > 0) || scale == 0 || size * scale > 9e18)
+        user_error("--max-shard-size '%s' is not a size (for example 5GB, 500MB, 1000000)", o.max_shard_size);
+    o.max_shard_bytes = (int64_t)(size * scale);
     if (o.to_hf + o.from_hf + (o.verify[0] != 0) != 1)
         user_error("give exactly one of --to-hf and --from-hf, or --verify alone (try --help)");
     if (o.to_hf && (!o.load[0] || !o.output[0])) user_error("--to-hf needs --load and --output");
@@ -89,12 +104,6 @@ static options parse_options(int argc, char **argv) {
     return o;
 }
 
-static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
-static int is_folder(const char *path) { struct stat st; return stat(path, &st) == 0 && S_ISDIR(st.st_mode); }
-
-static void refuse_existing(const char *path, int overwrite) {
-    if (!overwrite && exists(path)) user_error("%s already exists; pass --overwrite to replace it", path);
-}
 
 static const char *shape_text(int ndim, const int64_t *shape, char *buffer, size_t size) {
     size_t used = (size_t)snprintf(buffer, size, "[");
@@ -133,6 +142,12 @@ static void read_dims(const checkpoint_reader *reader, gpt2_dims *m, double *eps
         user_error("%s: a Llama-architecture checkpoint (num_query_groups %lld of %lld heads, swiglu %lld, "
                    "add_bias_linear %lld) has no Hugging Face GPT-2 layout", reader->path, (long long)groups,
                    (long long)m->heads, (long long)swiglu, (long long)bias);
+    int64_t layernorm_1p = 0;
+    if (checkpoint_has_int_arg(reader, "apply_layernorm_1p"))
+        checkpoint_read_int_arg(reader, "apply_layernorm_1p", &layernorm_1p, err, sizeof err);
+    if (layernorm_1p)
+        user_error("%s: saved with --apply-layernorm-1p (norm weights stored as w - 1): the Hugging Face GPT-2 "
+                   "export does not convert them", reader->path);
     int64_t untie = 0, vocab = 0;
     if (checkpoint_read_int_arg(reader, "untie_embeddings_and_output_weights", &untie, err, sizeof err))
         user_error("%s", err);
@@ -208,6 +223,13 @@ static void export_to_hf(const options *o) {
     checkpoint_reader reader;
     if (checkpoint_reader_open(path, &reader, err, sizeof err)) user_error("%s", err);
     verify_checksums(&reader, 0);
+    if (llama_checkpoint(&reader)) {
+        llama_export_to_hf(&reader, o->output, o->bfloat16, o->max_shard_bytes, o->overwrite);
+        checkpoint_reader_close(&reader);
+        return;
+    }
+    if (strcmp(o->max_shard_size, "5GB"))
+        user_error("--max-shard-size applies to the Llama export; a GPT-2 export is one model.safetensors");
     gpt2_dims m = {0};
     double epsilon;
     read_dims(&reader, &m, &epsilon);
@@ -221,8 +243,8 @@ static void export_to_hf(const options *o) {
     snprintf(model_path, sizeof model_path, "%s/model.safetensors", o->output);
     snprintf(config_path, sizeof config_path, "%s/config.json", o->output);
     snprintf(config_tmp, sizeof config_tmp, "%s.tmp", config_path);
-    refuse_existing(model_path, o->overwrite);
-    refuse_existing(config_path, o->overwrite);
+    convert_refuse_existing(model_path, o->overwrite);
+    convert_refuse_existing(config_path, o->overwrite);
 
     /* the writer borrows every converted tensor until it writes them all */
     safetensors_writer *writer = safetensors_writer_create();
@@ -253,7 +275,7 @@ static void export_to_hf(const options *o) {
     }
     checkpoint_reader_close(&reader);
 
-    if (!is_folder(o->output) && mkdir(o->output, 0777) != 0)
+    if (!convert_is_folder(o->output) && mkdir(o->output, 0777) != 0)
         user_error("%s: cannot create the folder: %s", o->output, strerror(errno));
     /* config first to a .tmp, then the model (atomic), then the config into place */
     write_config_tmp(config_path, &m, epsilon, o->bfloat16);
@@ -277,106 +299,6 @@ static void export_to_hf(const options *o) {
 }
 
 /* ---- Hugging Face -> ours ------------------------------------------------------------------ */
-typedef struct hf_source {
-    char config_path[path_max + 32];
-    int num_files;
-    safetensors_file *files;
-    char **used;               /* per file, per tensor: matched by a parameter */
-} hf_source;
-
-static void open_shard(hf_source *s, const char *path) {
-    char err[error_max];
-    s->files = realloc(s->files, sizeof *s->files * (size_t)(s->num_files + 1));
-    s->used = realloc(s->used, sizeof *s->used * (size_t)(s->num_files + 1));
-    CHECK(s->files && s->used, "out of memory");
-    if (safetensors_open(path, &s->files[s->num_files], err, sizeof err)) user_error("%s", err);
-    s->used[s->num_files] = calloc((size_t)s->files[s->num_files].num_tensors + 1, 1);
-    CHECK(s->used[s->num_files], "out of memory");
-    s->num_files++;
-}
-
-/* model.safetensors.index.json: {"weight_map": {"tensor": "file.safetensors", ...}} */
-static void open_sharded(hf_source *s, const char *folder, const char *index_path) {
-    json_error_t json_error;
-    json_t *root = json_load_file(index_path, 0, &json_error);
-    if (!root) user_error("%s:%d: not valid JSON: %s", index_path, json_error.line, json_error.text);
-    const json_t *map = json_object_get(root, "weight_map");
-    if (!json_is_object(map)) user_error("%s: no \"weight_map\" object", index_path);
-    const char *name;
-    const json_t *file;
-    char **opened = NULL;
-    int num_opened = 0;
-    json_object_foreach((json_t *)map, name, file) {
-        if (!json_is_string(file) || strchr(json_string_value(file), '/'))
-            user_error("%s: weight_map entry of '%s' is not a file name in the folder", index_path, name);
-        int seen = 0;
-        for (int i = 0; i < num_opened && !seen; i++) seen = !strcmp(opened[i], json_string_value(file));
-        if (seen) continue;
-        opened = realloc(opened, sizeof *opened * (size_t)(num_opened + 1));
-        CHECK(opened, "out of memory");
-        opened[num_opened++] = strdup(json_string_value(file));
-        char path[2 * path_max];
-        snprintf(path, sizeof path, "%s/%s", folder, json_string_value(file));
-        open_shard(s, path);
-    }
-    for (int i = 0; i < num_opened; i++) free(opened[i]);
-    free(opened);
-    json_decref(root);
-    if (!s->num_files) user_error("%s: the weight_map is empty", index_path);
-}
-
-static void open_hf_source(const char *input, hf_source *s) {
-    memset(s, 0, sizeof *s);
-    if (!exists(input)) user_error("%s: %s", input, strerror(errno));
-    char folder[path_max];
-    if (is_folder(input)) {
-        snprintf(folder, sizeof folder, "%s", input);
-    } else {  /* a .safetensors file: config.json sits next to it */
-        snprintf(folder, sizeof folder, "%s", input);
-        char *slash = strrchr(folder, '/');
-        if (slash) *slash = 0; else snprintf(folder, sizeof folder, ".");
-    }
-    snprintf(s->config_path, sizeof s->config_path, "%s/config.json", folder);
-    if (!is_folder(input)) {
-        open_shard(s, input);
-        return;
-    }
-    char single[path_max + 32], index[path_max + 32];
-    snprintf(single, sizeof single, "%s/model.safetensors", folder);
-    snprintf(index, sizeof index, "%s/model.safetensors.index.json", folder);
-    if (exists(single)) open_shard(s, single);
-    else if (exists(index)) open_sharded(s, folder, index);
-    else user_error("%s: no model.safetensors (or model.safetensors.index.json) in this folder", input);
-}
-
-static void close_hf_source(hf_source *s) {
-    for (int i = 0; i < s->num_files; i++) {
-        safetensors_close(&s->files[i]);
-        free(s->used[i]);
-    }
-    free(s->files);
-    free(s->used);
-}
-
-/* finds name, or name without its "transformer." prefix (GPT2Model exports), and marks it used */
-static const safetensors_tensor *find_hf(hf_source *s, const char *name, const safetensors_file **in) {
-    const char *prefix = "transformer.";
-    const char *bare = strncmp(name, prefix, strlen(prefix)) ? NULL : name + strlen(prefix);
-    for (int pass = 0; pass < 2; pass++) {
-        const char *wanted = pass == 0 ? name : bare;
-        if (!wanted) continue;
-        for (int f = 0; f < s->num_files; f++) {
-            const safetensors_tensor *t = safetensors_find(&s->files[f], wanted);
-            if (t) {
-                s->used[f][t - s->files[f].tensors] = 1;
-                *in = &s->files[f];
-                return t;
-            }
-        }
-    }
-    return NULL;
-}
-
 /* HF buffers that are not parameters: the causal mask and its fill value (older exports) */
 static int is_ignored_buffer(const char *name) {
     size_t n = strlen(name);
@@ -397,7 +319,7 @@ static const safetensors_tensor *checked_hf_tensor(hf_source *s, const hf_gpt2_c
                                                    const char *name, int ndim, const int64_t *shape,
                                                    const safetensors_file **in) {
     char expected[128], found[128], summary[path_max + 256];
-    const safetensors_tensor *t = find_hf(s, name, in);
+    const safetensors_tensor *t = hf_source_find(s, name, in);
     if (!t) user_error("%s: no tensor '%s' (nor without its \"transformer.\" prefix); %s",
                        s->files[0].path, name, config_summary(s, c, summary, sizeof summary));
     int same = t->ndim == ndim;
@@ -414,22 +336,14 @@ static const safetensors_tensor *checked_hf_tensor(hf_source *s, const hf_gpt2_c
     return t;
 }
 
-static float *read_hf_float32(const safetensors_file *file, const safetensors_tensor *t) {
-    char err[error_max];
-    float *values = malloc(sizeof(float) * (size_t)(t->num_elements ? t->num_elements : 1));
-    CHECK(values, "out of memory reading %s", t->name);
-    if (safetensors_read_float32(file, t, values, err, sizeof err)) user_error("%s", err);
-    return values;
-}
-
 /* lm_head.weight present and different from wte: an untied output layer */
 static int lm_head_is_untied(hf_source *s, const hf_gpt2_config *c, const safetensors_tensor *wte,
                              const safetensors_file *wte_file) {
     const safetensors_file *file;
     int64_t shape[2] = {c->vocab_size, c->n_embd};
-    if (!find_hf(s, "lm_head.weight", &file)) return 0;
+    if (!hf_source_find(s, "lm_head.weight", &file)) return 0;
     const safetensors_tensor *head = checked_hf_tensor(s, c, "lm_head.weight", 2, shape, &file);
-    float *a = read_hf_float32(wte_file, wte), *b = read_hf_float32(file, head);
+    float *a = hf_source_read_float32(wte_file, wte), *b = hf_source_read_float32(file, head);
     int differ = memcmp(a, b, sizeof(float) * (size_t)wte->num_elements) != 0;
     free(a);
     free(b);
@@ -439,7 +353,12 @@ static int lm_head_is_untied(hf_source *s, const hf_gpt2_config *c, const safete
 static void import_from_hf(const options *o) {
     char err[error_max];
     hf_source s;
-    open_hf_source(o->input, &s);
+    hf_source_open(o->input, &s);
+    if (hf_config_is_llama(s.config_path)) {
+        llama_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
+        hf_source_close(&s);
+        return;
+    }
     hf_gpt2_config c;
     if (hf_gpt2_config_read(s.config_path, &c, err, sizeof err)) user_error("%s", err);
     gpt2_dims m = {
@@ -479,8 +398,8 @@ static void import_from_hf(const options *o) {
 
     checkpoint_names release;
     if (checkpoint_names_for(&release, o->save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    refuse_existing(release.file, o->overwrite);
-    refuse_existing(release.tracker, o->overwrite);
+    convert_refuse_existing(release.file, o->overwrite);
+    convert_refuse_existing(release.tracker, o->overwrite);
 
     checkpoint_writer *w = checkpoint_writer_create(o->save, CHECKPOINT_RELEASE, err, sizeof err);
     if (!w) user_error("%s", err);
@@ -502,7 +421,7 @@ static void import_from_hf(const options *o) {
     checkpoint_write_int_arg(w, "data_parallel_size", 1);
     checkpoint_write_int_arg(w, "use_distributed_optimizer", 0);
     for (int i = 0; i < count; i++) {
-        float *hf = read_hf_float32(source_files[i], sources[i]);
+        float *hf = hf_source_read_float32(source_files[i], sources[i]);
         float *ours = malloc(sizeof(float) * (size_t)hf_gpt2_our_elements(&list[i]));
         CHECK(ours, "out of memory converting %s", list[i].hf);
         hf_gpt2_from_hf(&list[i], &m, hf, ours);
@@ -521,7 +440,7 @@ static void import_from_hf(const options *o) {
     free(sources);
     free(source_files);
     free(list);
-    close_hf_source(&s);
+    hf_source_close(&s);
 }
 
 int main(int argc, char **argv) {

@@ -107,6 +107,13 @@ int checkpoint_read_double_arg(const checkpoint_reader *reader, const char *name
     return 0;
 }
 
+char *checkpoint_read_string_arg(const checkpoint_reader *reader, const char *name) {
+    quiet_hdf5 saved = quiet_begin();
+    char *value = hdf5_read_string_attribute(reader->args, name);
+    quiet_end(saved);
+    return value;
+}
+
 int checkpoint_has_tensor(const checkpoint_reader *reader, const char *name) {
     quiet_hdf5 saved = quiet_begin();
     int exists = H5Lexists(reader->model, name, H5P_DEFAULT) > 0;

@@ -34,6 +34,8 @@ int checkpoint_read_int_arg(const checkpoint_reader *reader, const char *name, i
 int checkpoint_read_double_arg(const checkpoint_reader *reader, const char *name, double *value,
                                char *err, size_t errlen);
 int checkpoint_has_int_arg(const checkpoint_reader *reader, const char *name);
+/* a string attribute of /args, malloc'd, or NULL when it is missing */
+char *checkpoint_read_string_arg(const checkpoint_reader *reader, const char *name);
 
 /* Does /model/<name> exist? */
 int checkpoint_has_tensor(const checkpoint_reader *reader, const char *name);

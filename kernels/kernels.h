@@ -58,11 +58,27 @@ typedef struct rope_spec {
     float base;            /* --rotary-base */
     float position_scale;  /* 1 / --rotary-seq-len-interpolation-factor (1 without) */
     int position_start;    /* position of token t = 0 (generation: the cache position) */
+    float scaling_factor;  /* --use-rope-scaling: --rope-scaling-factor; 0 without */
 } rope_spec;
 
-/* theta_i of pair i, computed in fp32 as Megatron does: 1 / base^(2i / rotary_dim) */
+/* theta_i of pair i, computed in fp32 as Megatron does: 1 / base^(2i / rotary_dim); with Llama
+ * 3's rope scaling (Megatron-Core's RotaryEmbedding._apply_scaling: low and high frequency
+ * factors 1 and 4, original context 8192) a pair whose wavelength 2 pi / theta exceeds 8192
+ * turns factor times slower, one shorter than 8192 / 4 is kept, and those between interpolate:
+ * theta' = (1 - s) theta / factor + s theta, s = (8192 / wavelength - 1) / (4 - 1). */
 static inline KERNELS_HOST_DEVICE float rope_inv_freq(rope_spec rope, int i) {
-    return 1.0f / powf(rope.base, (float)(2 * i) / (float)rope.rotary_dim);
+    float theta = 1.0f / powf(rope.base, (float)(2 * i) / (float)rope.rotary_dim);
+    if (rope.scaling_factor > 0.0f) {
+        const float old_context = 8192.0f, low_freq_factor = 1.0f, high_freq_factor = 4.0f;
+        const float wavelength = 2.0f * 3.14159265358979f / theta;
+        if (wavelength > old_context / low_freq_factor) {
+            theta = theta / rope.scaling_factor;
+        } else if (!(wavelength < old_context / high_freq_factor)) {
+            float smooth = (old_context / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor);
+            theta = (1.0f - smooth) * theta / rope.scaling_factor + smooth * theta;
+        }
+    }
+    return theta;
 }
 
 /* The qkv row layout of grouped-query attention (Megatron-Core's linear_qkv): H query heads in

@@ -181,3 +181,8 @@ TESTS += tests/mpi/checksum_test.sh tests/mpi/corpus_check_test.sh tests/mpi/io_
 	tests/unit/sanitizer_build_test.sh tests/fuzz/fuzz_test.sh
 EXTRA_DIST += tests/fuzz/README.md tests/fuzz/fuzz_util.h tests/fuzz/corpus $(wildcard $(srcdir)/tests/fuzz/fuzz_*.c)
 EXTRA_DIST += tests/tools/fault_table.sh
+# issue 17: Hugging Face LlamaForCausalLM export and import (convert_checkpoint), and a Llama
+# training script written as Megatron-LM's examples/llama
+TESTS += tests/mpi/llama_hf_test.sh tests/mpi/llama_script_test.sh
+TESTS += tests/gpu/gpu_llama_script_test.sh
+EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh perf/llama_hf_parity.sh perf/llama_hf_parity.py

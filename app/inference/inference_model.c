@@ -64,7 +64,15 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
     double rotary = 0.0;
     if (hdf5_read_scalar_attribute(args, "rotary_base", H5T_NATIVE_DOUBLE, 1, &rotary) == 0) c->rotary_base = (float)rotary;
     if (hdf5_read_scalar_attribute(args, "rotary_percent", H5T_NATIVE_DOUBLE, 1, &rotary) == 0) c->rotary_percent = (float)rotary;
+    double scaling = 0.0;
+    int layernorm_1p = checkpoint_get_int(f, "/args", "apply_layernorm_1p", &value) == 0 && value != 0;
+    int rope_scaling = checkpoint_get_int(f, "/args", "use_rope_scaling", &value) == 0 && value != 0 &&
+                       hdf5_read_scalar_attribute(args, "rope_scaling_factor", H5T_NATIVE_DOUBLE, 1, &scaling) == 0 &&
+                       scaling > 0.0;
     H5Oclose(args);
+    if (layernorm_1p || rope_scaling)
+        user_error("checkpoint %s: trained with %s, which generation and evaluation do not support yet", f->path,
+                   layernorm_1p ? "--apply-layernorm-1p" : "--use-rope-scaling");
     if (c->num_query_groups > c->num_attention_heads || c->num_attention_heads % c->num_query_groups != 0)
         user_error("checkpoint %s: %d attention heads do not split into %d query groups", f->path,
                    c->num_attention_heads, c->num_query_groups);

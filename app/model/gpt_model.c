@@ -177,7 +177,7 @@ void gpt_param_initialize(const gpt_model *m, int param, size_t lo, size_t hi, v
         m->ops->init_normal(dst, fp32_dst, param_shard_map(p), c->seed, philox_stream_of_name(p->name),
                             p->row->init == INIT_SCALED_NORMAL ? scaled_std : c->init_method_std, lo, hi - lo);
         break;
-    case INIT_ONES: m->ops->fill(dst, fp32_dst, 1.0f, hi - lo); break;
+    case INIT_ONES: m->ops->fill(dst, fp32_dst, c->apply_layernorm_1p ? 0.0f : 1.0f, hi - lo); break; /* stored as w - 1 */
     case INIT_ZEROS: m->ops->fill(dst, fp32_dst, 0.0f, hi - lo); break;
     }
 }
@@ -308,6 +308,15 @@ static void allocate_scratch(gpt_model *m) {
     b->d_ffn_b = alloc_acts(ops, N * (size_t)s.FC1l);
     b->forward_full = alloc_acts(ops, N * C);
     b->forward_rows = alloc_acts(ops, n * C);
+    if (m->config.apply_layernorm_1p) {
+        float *ones = malloc(sizeof(float) * C);
+        CHECK(ones, "out of host memory");
+        for (size_t i = 0; i < C; i++) ones[i] = 1.0f;
+        b->norm_ones = alloc_acts(ops, C);
+        b->norm_weight = alloc_acts(ops, C);
+        ops->copy_from_host_float(b->norm_ones, ones, C);
+        free(ones);
+    }
     m->host_losses = malloc(sizeof(float) * N);
     CHECK(m->host_losses, "out of host memory for losses");
 }
@@ -358,6 +367,8 @@ void gpt_model_free(gpt_model *m) {
     void *buffers[] = {b->d_residual, b->d_hidden, b->d_full, b->d_attention, b->d_qkv, b->d_ffn_a,
                        b->d_ffn_b, b->forward_full, b->forward_rows, m->param_buffer, m->grad_buffer};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) ops->release(buffers[i]);
+    if (b->norm_ones) ops->release(b->norm_ones);
+    if (b->norm_weight) ops->release(b->norm_weight);
     free(m->chunks);
     free(m->params);
     free(m->buckets);
@@ -380,6 +391,15 @@ static tensor_parallel_comm tensor_parallel_of(const gpt_model *m) {
     return tp;
 }
 
+/* the weight a norm multiplies by: its parameter, or 1 + the parameter with
+ * --apply-layernorm-1p (Megatron-Core's zero-centered gamma; the gradient of the stored w - 1 is
+ * that of the effective weight, so the backward takes the same 1 + w) */
+static const void *norm_weight(gpt_model *m, const void *weight) {
+    if (!m->config.apply_layernorm_1p) return weight;
+    m->ops->add(m->scratch.norm_weight, weight, m->scratch.norm_ones, (size_t)m->config.hidden_size);
+    return m->scratch.norm_weight;
+}
+
 /* layer norm on this rank's rows, made whole for a column-parallel matmul: with sequence
  * parallelism the normalized rows are all-gathered into full_out, otherwise written there */
 static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
@@ -388,6 +408,7 @@ static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rs
     tensor_parallel_comm tp = tensor_parallel_of(m);
     shapes s = model_shapes(m);
     void *normalized = c->sequence_parallel ? m->scratch.forward_rows : full_out;
+    weight = norm_weight(m, weight);
     if (c->rmsnorm) m->ops->rmsnorm_forward(normalized, rstd, x, weight, s.n, s.C, c->layernorm_epsilon);
     else m->ops->layernorm_forward(normalized, mean, rstd, x, weight, bias, s.n, s.C, c->layernorm_epsilon);
     if (c->sequence_parallel) gather_from_sequence_parallel_region(&tp, normalized, full_out, s.N, s.C, m->act_dtype);
@@ -398,6 +419,7 @@ static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rs
 static void norm_backward(gpt_model *m, void *dx, float *dweight, float *dbias, const void *dout,
                           const void *x, const void *weight, const float *mean, const float *rstd) {
     shapes s = model_shapes(m);
+    weight = norm_weight(m, weight);
     if (m->config.rmsnorm) m->ops->rmsnorm_backward(dx, dweight, dout, x, weight, rstd, s.n, s.C);
     else m->ops->layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, s.n, s.C);
 }
@@ -412,6 +434,7 @@ static rope_spec rope_of(const gpt_config *c) {
     r.position_start = 0;
     r.base = c->rotary_base > 0.0f ? c->rotary_base : 10000.0f;
     r.position_scale = c->rotary_seq_len_interpolation_factor > 0.0f ? 1.0f / c->rotary_seq_len_interpolation_factor : 1.0f;
+    r.scaling_factor = c->rope_scaling_factor;
     return r;
 }
 

@@ -42,7 +42,9 @@ typedef struct gpt_config {
     float rotary_percent;     /* RoPE: --rotary-percent (1 when 0) */
     int rotary_interleaved;
     float rotary_seq_len_interpolation_factor; /* 0 or 1: none */
+    float rope_scaling_factor; /* Llama 3's rope scaling (--use-rope-scaling): its factor; 0: none */
     int rmsnorm;              /* --normalization RMSNorm (else LayerNorm) */
+    int apply_layernorm_1p;   /* --apply-layernorm-1p: norm weights stored as w - 1 (zero at start) */
     int swiglu;               /* --swiglu: fc1 has 2F rows [gate; up] */
     int disable_bias_linear;  /* --disable-bias-linear: no biases in the linear layers */
     float init_method_std;
@@ -159,6 +161,7 @@ typedef struct backward_scratch {
     void *d_ffn_a, *d_ffn_b; /* [N,F/tp], [N,fc1 rows/tp] */
     void *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
     void *forward_rows;   /* [n,C] forward temporary */
+    void *norm_ones, *norm_weight; /* [C], --apply-layernorm-1p only: ones, and a norm's 1 + w */
 } backward_scratch;
 
 typedef struct gpt_model {

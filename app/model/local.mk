@@ -1,10 +1,12 @@
 # app/model/local.mk: the GPT model over flat buffers, its parameter table, and its Hugging Face
-# GPT-2 layout.
+# GPT-2 and Llama layouts.
 noinst_LIBRARIES += app/model/libmodel.a
 app_model_libmodel_a_SOURCES = \
 	app/model/gpt_model.c app/model/gpt_model.h \
 	app/model/gpt_parameter_table.c app/model/gpt_parameter_table.h \
 	app/model/gpt_sharded_state.c app/model/gpt_sharded_state.h \
 	app/model/hf_gpt2_layout.c app/model/hf_gpt2_layout.h \
-	app/model/hf_gpt2_config.c app/model/hf_gpt2_config.h
+	app/model/hf_gpt2_config.c app/model/hf_gpt2_config.h \
+	app/model/hf_llama_layout.c app/model/hf_llama_layout.h \
+	app/model/hf_llama_config.c app/model/hf_llama_config.h
 app_model_libmodel_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void add_range(optimizer *opt, int *capacity, const param_tensor *p, int param, size_t lo,
                       size_t hi, int tp_rank) {
@@ -20,6 +21,8 @@ static void add_range(optimizer *opt, int *capacity, const param_tensor *p, int 
     r->weight_decay = !p->no_weight_decay;
     r->norm_counted = param_is_primary_copy(p, tp_rank);
     r->param = param;
+    r->embedding_or_output = p->embedding_copy || !strcmp(p->name, "embedding.word_embeddings.weight") ||
+                             !strcmp(p->name, "output_layer.weight");
     opt->state_elements += r->length;
 }
 
@@ -39,12 +42,16 @@ static void append_table(tensor_range *table, int *count, const optimizer_range 
 static void build_tables(optimizer *opt) {
     size_t bytes = sizeof(tensor_range) * (size_t)(opt->num_ranges ? opt->num_ranges : 1);
     opt->update_ranges = malloc(bytes);
+    opt->embedding_ranges = malloc(bytes);
     opt->norm_ranges = malloc(bytes);
-    CHECK(opt->update_ranges && opt->norm_ranges, "out of host memory for optimizer tables");
-    opt->num_update_ranges = opt->num_norm_ranges = 0;
+    CHECK(opt->update_ranges && opt->embedding_ranges && opt->norm_ranges, "out of host memory for optimizer tables");
+    opt->num_update_ranges = opt->num_embedding_ranges = opt->num_norm_ranges = 0;
     for (int i = 0; i < opt->num_ranges; i++) {
         const optimizer_range *r = &opt->ranges[i];
-        append_table(opt->update_ranges, &opt->num_update_ranges, r, r->weight_decay ? opt->weight_decay : 0.0f);
+        if (r->embedding_or_output)
+            append_table(opt->embedding_ranges, &opt->num_embedding_ranges, r, r->weight_decay ? opt->weight_decay : 0.0f);
+        else
+            append_table(opt->update_ranges, &opt->num_update_ranges, r, r->weight_decay ? opt->weight_decay : 0.0f);
         if (r->norm_counted) append_table(opt->norm_ranges, &opt->num_norm_ranges, r, 0.0f);
     }
 }
@@ -110,8 +117,9 @@ void optimizer_free(optimizer *opt, const gpt_model *model) {
     if (opt->master) model->ops->release(opt->master);
     free(opt->ranges);
     free(opt->update_ranges);
+    free(opt->embedding_ranges);
     free(opt->norm_ranges);
-    opt->update_ranges = opt->norm_ranges = NULL;
+    opt->update_ranges = opt->embedding_ranges = opt->norm_ranges = NULL;
     opt->exp_avg = opt->exp_avg_sq = opt->master = NULL;
     opt->ranges = NULL;
 }
@@ -122,8 +130,13 @@ double optimizer_grad_norm(const optimizer *opt, const gpt_model *model) {
     return sqrt(sum);
 }
 
-/* one multi-tensor AdamW launch over every range, the clipping factor applied on the way */
 int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr) {
+    return optimizer_step_decoupled(opt, model, grad_norm, lr, lr);
+}
+
+/* one multi-tensor AdamW launch per learning rate (--decoupled-lr: the embedding and output
+ * layer ranges have their own table), the clipping factor applied on the way */
+int optimizer_step_decoupled(optimizer *opt, gpt_model *model, double grad_norm, double lr, double embedding_lr) {
     if (!isfinite(grad_norm)) return 1;
     int clip = opt->clip_grad > 0 && grad_norm > opt->clip_grad;
     float clip_scale = clip ? (float)(opt->clip_grad / (grad_norm + 1e-6)) : 1.0f;
@@ -131,6 +144,9 @@ int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr
     model->ops->adamw_update_ranges(opt->master, model->param_buffer, model->grad_buffer, opt->exp_avg,
                                     opt->exp_avg_sq, opt->update_ranges, opt->num_update_ranges, clip_scale,
                                     (float)lr, opt->beta1, opt->beta2, opt->eps, opt->step);
+    model->ops->adamw_update_ranges(opt->master, model->param_buffer, model->grad_buffer, opt->exp_avg,
+                                    opt->exp_avg_sq, opt->embedding_ranges, opt->num_embedding_ranges, clip_scale,
+                                    (float)embedding_lr, opt->beta1, opt->beta2, opt->eps, opt->step);
     return 0;
 }
 

@@ -20,6 +20,8 @@ typedef struct optimizer_range {
     int weight_decay;    /* 1: decayed */
     int norm_counted;    /* 0 for copies held elsewhere too (tensor-parallel replicas, tied copy) */
     int param;           /* index into the model's parameter table */
+    int embedding_or_output; /* the word embeddings or the output layer (Megatron's
+                              * is_embedding_or_output_parameter): --decoupled-lr applies */
 } optimizer_range;
 
 typedef struct optimizer {
@@ -31,8 +33,10 @@ typedef struct optimizer {
     float *exp_avg;          /* Adam first moment, backend memory */
     float *exp_avg_sq;       /* Adam second moment */
     float *master;           /* fp32 master weights [state_elements], NULL when the params are */
-    tensor_range *update_ranges; /* the ranges as one multi-tensor table (adjacent ones merged) */
-    int num_update_ranges;
+    tensor_range *update_ranges; /* the ranges as multi-tensor tables (adjacent ones merged): */
+    int num_update_ranges;       /* those at the learning rate, */
+    tensor_range *embedding_ranges; /* the embedding and output layer's (--decoupled-lr) */
+    int num_embedding_ranges;
     tensor_range *norm_ranges;   /* the ranges counted in the gradient norm, merged likewise */
     int num_norm_ranges;
     const comm_ops *comm;
@@ -51,6 +55,9 @@ double optimizer_grad_norm(const optimizer *opt, const gpt_model *model);
 /* clip (if the norm exceeds --clip-grad) and take one AdamW step at learning rate lr on the
  * optimizer's ranges. Returns 0, or 1 when the norm is not finite and the step was skipped. */
 int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr);
+/* the same with Megatron's --decoupled-lr: the embedding and output layer ranges step at
+ * embedding_lr, the others at lr */
+int optimizer_step_decoupled(optimizer *opt, gpt_model *model, double grad_norm, double lr, double embedding_lr);
 
 /* the fp32 master weights of range r (backend memory) */
 float *optimizer_master(const optimizer *opt, const gpt_model *model, const optimizer_range *r);

@@ -29,6 +29,7 @@ static const option_spec specs[] = {
     {"untie-embeddings-and-output-weights", "network size", OPTION_FLAG, AT(untie_embeddings_and_output_weights), .help = "separate output layer instead of the tied word embeddings"},
     {"norm-epsilon", "network size", OPTION_FLOAT, AT(layernorm_epsilon), "1e-5", .range = "(0, inf)", .help = "epsilon of every LayerNorm/RMSNorm"},
     {"normalization", "network size", OPTION_CHOICE, AT(normalization), "LayerNorm", .choices = "LayerNorm|RMSNorm", .help = "the norm of every layer and the final norm"},
+    {"apply-layernorm-1p", "network size", OPTION_FLAG, AT(apply_layernorm_1p), .help = "zero-centred norm weights: stored as w - 1 (zero at initialization) and applied as 1 + w, for LayerNorm and RMSNorm (Megatron-Core's layernorm_zero_centered_gamma, as Transformer Engine computes it)"},
     {"position-embedding-type", "network size", OPTION_CHOICE, AT(position_embedding_type), "learned_absolute", .choices = "learned_absolute|rope|none", .help = "learned absolute positions, rotary embeddings of q and k, or none"},
     {"use-rotary-position-embeddings", "network size", OPTION_FLAG, AT(use_rotary_position_embeddings), .help = "deprecated: same as --position-embedding-type rope"},
     {"no-position-embedding", "network size", OPTION_FLAG, AT(no_position_embedding), .help = "deprecated (accepted with rope, which has no position embedding table): use --position-embedding-type"},
@@ -36,6 +37,8 @@ static const option_spec specs[] = {
     {"rotary-percent", "network size", OPTION_FLOAT, AT(rotary_percent), "1.0", .range = "(0, 1]", .help = "fraction of each head's channels that rotate"},
     {"rotary-interleaved", "network size", OPTION_FLAG, AT(rotary_interleaved), .help = "rotate pairs of even and odd channels (RoFormer) instead of the two halves (Llama)"},
     {"rotary-seq-len-interpolation-factor", "network size", OPTION_INT, AT(rotary_seq_len_interpolation_factor), .range = "[1, inf)", .help = "divide rotary positions by this (position interpolation)"},
+    {"use-rope-scaling", "network size", OPTION_FLAG, AT(use_rope_scaling), .help = "Llama 3.x's rope scaling: slow the low rotary frequencies by --rope-scaling-factor (low/high frequency factors 1 and 4, original context 8192, as Megatron-Core)"},
+    {"rope-scaling-factor", "network size", OPTION_FLOAT, AT(rope_scaling_factor), "8.0", .range = "(0, inf)", .help = "the factor of --use-rope-scaling"},
     {"swiglu", "network size", OPTION_FLAG, AT(swiglu), .help = "SwiGLU MLP: fc1 gives gate and up halves, silu(gate) * up (default --ffn-hidden-size: 4h*2/3 rounded down to 64)"},
     {"group-query-attention", "network size", OPTION_FLAG, AT(group_query_attention), .help = "grouped-query attention (with --num-query-groups)"},
     {"num-query-groups", "network size", OPTION_INT, AT(num_query_groups), "1", .range = "[1, inf)", .help = "key/value heads with --group-query-attention; the query heads share them in groups"},
@@ -59,6 +62,8 @@ static const option_spec specs[] = {
 
     {"lr", "learning rate", OPTION_FLOAT, AT(lr), .range = "[0, inf)", .flags = OPTION_REQUIRED, .help = "peak learning rate"},
     {"min-lr", "learning rate", OPTION_FLOAT, AT(min_lr), "0.0", .help = "learning rate floor after decay"},
+    {"decoupled-lr", "learning rate", OPTION_FLOAT, AT(decoupled_lr), "-1", .help = "a separate peak learning rate for the input embedding and the output layer (Megatron's is_embedding_or_output_parameter), on the same schedule"},
+    {"decoupled-min-lr", "learning rate", OPTION_FLOAT, AT(decoupled_min_lr), "-1", .help = "the floor of --decoupled-lr (default --min-lr)"},
     {"lr-decay-style", "learning rate", OPTION_CHOICE, AT(lr_decay_style), "linear", .choices = "constant|linear|cosine", .help = "decay shape after warm-up"},
     {"lr-warmup-iters", "learning rate", OPTION_INT64, AT(lr_warmup_iters), "0", .range = "[0, inf)", .help = "linear warm-up iterations"},
     {"lr-warmup-fraction", "learning rate", OPTION_FLOAT, AT(lr_warmup_fraction), .range = "[0, 1]", .help = "warm-up as a fraction of --lr-decay-iters"},
@@ -173,9 +178,6 @@ static const option_spec specs[] = {
     {"calculate-per-token-loss", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "every sample has --seq-length tokens with loss (no loss mask), so the per-token average over the global batch equals the average of micro-batch means used here"},
     {"manual-gc", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "there is no Python garbage collector to schedule"},
     {"empty-unused-memory-level", "Megatron-LM implementation switches", OPTION_INT, .range = "[0, 2]", .flags = OPTION_NO_EFFECT, .help = "there is no caching allocator to empty: buffers are allocated once at start-up"},
-    {"apply-layernorm-1p", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "zero-centred norm weights (stored as w - 1) are not implemented; drop the flag (norm weights are stored as w; without weight decay on them, Adam trains both the same up to rounding, but checkpoints differ)"},
-    {"decoupled-lr", "Megatron-LM implementation switches", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "a separate learning rate for the embedding and output layer is not supported yet; drop it (every parameter follows --lr)"},
-    {"decoupled-min-lr", "Megatron-LM implementation switches", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "a separate learning rate for the embedding and output layer is not supported yet; drop it (every parameter follows --min-lr)"},
     {"num-experts", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
     {"moe-router-topk", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
     {"moe-router-load-balancing-type", "Megatron-LM implementation switches", OPTION_STRING, .metavar = "TYPE", .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
@@ -224,6 +226,10 @@ static int validate_architecture(check_state *st, args *a) {
             return error_format(st->err, st->errlen, "rotary embeddings turn channel pairs: --kv-channels %d x --rotary-percent %g = %d channels is not an even number >= 2",
                         a->kv_channels, a->rotary_percent, rotary_dim);
     }
+    if (!rope && (a->use_rope_scaling || given(st, "rope-scaling-factor")))
+        return error_format(st->err, st->errlen, "--use-rope-scaling and --rope-scaling-factor scale rotary frequencies: they need --position-embedding-type rope");
+    if (given(st, "rope-scaling-factor") && !a->use_rope_scaling)
+        return error_format(st->err, st->errlen, "--rope-scaling-factor needs --use-rope-scaling");
     return 0;
 }
 
@@ -317,6 +323,11 @@ static int validate(check_state *st, args *a, int world_size) {
         return error_format(st->err, st->errlen, "--lr-warmup-samples and --lr-decay-samples need --train-samples (sample-based training)");
     if (a->train_samples && (given(st, "lr-warmup-iters") || given(st, "lr-decay-iters")))
         return error_format(st->err, st->errlen, "--lr-warmup-iters and --lr-decay-iters need --train-iters; with --train-samples use --lr-warmup-samples and --lr-decay-samples");
+    if (given(st, "decoupled-lr") && a->decoupled_lr < 0)
+        return error_format(st->err, st->errlen, "--decoupled-lr %g is negative", a->decoupled_lr);
+    if (given(st, "decoupled-min-lr") && (a->decoupled_min_lr < 0 || !given(st, "decoupled-lr")))
+        return error_format(st->err, st->errlen, a->decoupled_min_lr < 0 ? "--decoupled-min-lr is negative"
+                            : "--decoupled-min-lr needs --decoupled-lr (Megatron ignores it alone)");
     if (a->mock_data && !given(st, "vocab-size")) return error_format(st->err, st->errlen, "--vocab-size is required with --mock-data");
     /* Megatron's GPT-3 example gives --vocab-file and --merge-file without a --tokenizer-type:
      * they name GPT-2's BPE */
@@ -441,6 +452,8 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->rotary_percent = a->rotary_percent;
     c->rotary_interleaved = a->rotary_interleaved;
     c->rotary_seq_len_interpolation_factor = (float)a->rotary_seq_len_interpolation_factor;
+    c->rope_scaling_factor = a->use_rope_scaling ? a->rope_scaling_factor : 0.0f;
+    c->apply_layernorm_1p = a->apply_layernorm_1p;
     c->rmsnorm = !strcmp(a->normalization, "RMSNorm");
     c->swiglu = a->swiglu;
     c->num_query_groups = a->num_query_groups;

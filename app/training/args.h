@@ -34,7 +34,10 @@ typedef struct args {
     float rotary_percent;
     int rotary_interleaved;
     int rotary_seq_len_interpolation_factor; /* 0: none */
+    int use_rope_scaling;               /* Llama 3's frequency scaling of RoPE */
+    float rope_scaling_factor;
     char normalization[16];             /* LayerNorm | RMSNorm */
+    int apply_layernorm_1p;             /* norm weights stored as w - 1 */
     int swiglu;
     int group_query_attention;
     int num_query_groups;         /* derived: num_attention_heads without --group-query-attention */
@@ -62,6 +65,8 @@ typedef struct args {
     /* learning rate */
     float lr;
     float min_lr;
+    float decoupled_lr;           /* --decoupled-lr: the embedding and output layer's peak; < 0: none */
+    float decoupled_min_lr;       /* --decoupled-min-lr; < 0: --min-lr */
     char lr_decay_style[16];      /* constant | linear | cosine */
     int64_t lr_warmup_iters;
     float lr_warmup_fraction;     /* < 0 when not given */

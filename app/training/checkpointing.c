@@ -35,7 +35,8 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         /* the Llama family's options, under Megatron's argument names */
         {"num_query_groups", a->num_query_groups}, {"group_query_attention", a->group_query_attention},
         {"swiglu", a->swiglu}, {"add_bias_linear", !a->disable_bias_linear},
-        {"rotary_interleaved", a->rotary_interleaved},
+        {"rotary_interleaved", a->rotary_interleaved}, {"use_rope_scaling", a->use_rope_scaling},
+        {"apply_layernorm_1p", a->apply_layernorm_1p},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) checkpoint_put_int(f, "/args", ints[i].name, ints[i].value);
     checkpoint_put_double(f, "/args", "layernorm_epsilon", a->layernorm_epsilon);
@@ -45,6 +46,7 @@ static void put_args(checkpoint_file *f, const trainer *t) {
     checkpoint_put_double(f, "/args", "rotary_percent", a->rotary_percent);
     /* generation reads it back (app/inference/inference_model.c) */
     checkpoint_put_int(f, "/args", "rotary_seq_len_interpolation_factor", a->rotary_seq_len_interpolation_factor);
+    checkpoint_put_double(f, "/args", "rope_scaling_factor", a->rope_scaling_factor);
     checkpoint_put_string(f, "/args", "tokenizer_type", a->tokenizer_type[0] ? a->tokenizer_type : "NullTokenizer");
 }
 
@@ -147,6 +149,7 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
         {"num_query_groups", "--num-query-groups", a->num_query_groups, a->num_attention_heads},
         {"swiglu", "--swiglu", a->swiglu, 0},
         {"add_bias_linear", "--disable-bias-linear (add_bias_linear)", !a->disable_bias_linear, 1},
+        {"apply_layernorm_1p", "--apply-layernorm-1p", a->apply_layernorm_1p, 0},
     };
     for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++) {
         int64_t stored;

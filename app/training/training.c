@@ -201,6 +201,11 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     t->lr.warmup_iters = a->train_samples ? a->lr_warmup_samples : a->lr_warmup_iters;
     t->lr.decay_iters = a->train_samples ? a->lr_decay_samples : a->lr_decay_iters;
     t->lr.style = (lr_decay_style)lr_decay_style_from_name(a->lr_decay_style);
+    /* Megatron's decoupled_lr param-group override: the same schedule with its own peak and
+     * floor (the floor stays --min-lr without --decoupled-min-lr) */
+    t->decoupled_lr = t->lr;
+    t->decoupled_lr.max_lr = a->decoupled_lr;
+    if (a->decoupled_min_lr >= 0) t->decoupled_lr.min_lr = a->decoupled_min_lr;
     size_t N = (size_t)a->micro_batch_size * (size_t)a->seq_length;
     t->host_tokens = malloc(sizeof(int) * N);
     t->host_targets = malloc(sizeof(int) * N);
@@ -433,7 +438,9 @@ double trainer_train(trainer *t) {
         papi_phases_enter(PHASE_OPTIMIZER);
         double grad_norm = optimizer_grad_norm(&t->opt, model);
         nan_check_grad_norm(t, t->iteration + 1, grad_norm);
-        if (optimizer_step(&t->opt, model, grad_norm, lr)) {
+        double embedding_lr = t->decoupled_lr.max_lr < 0 ? lr
+                              : lr_at(&t->decoupled_lr, a->train_samples ? t->consumed_samples : t->iteration);
+        if (optimizer_step_decoupled(&t->opt, model, grad_norm, lr, embedding_lr)) {
             t->skipped_iterations++;
             t->nan_iterations++;
         }

@@ -22,6 +22,7 @@ typedef struct trainer {
     data_parallel dp;
     optimizer opt;
     lr_schedule lr;
+    lr_schedule decoupled_lr;  /* the embedding and output layer's (--decoupled-lr); max_lr < 0: none */
     train_log log;
     int64_t iteration;
     int64_t consumed_samples;

@@ -28,9 +28,10 @@ sources() {
         tracker) echo "io/checkpoint_format.c io/hdf5_attributes.c io/io_error.c io/io_fault.c $CORE" ;;
         safetensors) echo "io/safetensors.c $CORE" ;;
         generate_request) echo "app/inference/generate_request.c $CORE" ;;
+        hf_tokenizer) sources gpt2_vocab ;;
     esac
 }
-TARGETS="jsonl args_file gpt2_vocab wordpiece_vocab idx_header tracker safetensors generate_request"
+TARGETS="jsonl args_file gpt2_vocab wordpiece_vocab idx_header tracker safetensors generate_request hf_tokenizer"
 export ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1"
 # the targets write their input to a file per run: in memory when /dev/shm is there, removed at exit
 FUZZ_TMP=$(mktemp -d /dev/shm/mtc-fuzz-test.XXXXXX 2>/dev/null || mktemp -d "$WORK/tmp.XXXXXX")
@@ -44,7 +45,7 @@ for t in $TARGETS; do
     for s in tests/fuzz/fuzz_$t.c $(sources "$t"); do srcs="$srcs $top_srcdir/$s"; done
     # shellcheck disable=SC2086
     extra=""
-    case "$t" in gpt2_vocab|wordpiece_vocab) extra=$SPM_LIBS ;; esac
+    case "$t" in gpt2_vocab|wordpiece_vocab|hf_tokenizer) extra=$SPM_LIBS ;; esac
     $FUZZ_CC $CFLAGS -o "$bin" $srcs $LIBS $extra > "$WORK/cc_$t.log" 2>&1
     status=$?
     [ $status -eq 0 ] || sed 's/^/# /' "$WORK/cc_$t.log" | head -10

@@ -460,10 +460,11 @@ static void test_rmsnorm(int N, int C) {
 }
 
 /* H query heads in G groups of dimension D at T positions from position_start (generation: the
- * key/value cache position); the CPU rotates the same bf16 values */
+ * key/value cache position), with Llama 3's rope scaling when scaling_factor > 0; the CPU rotates
+ * the same bf16 values */
 static void test_rope_at(int B, int T, int H, int G, int D, int rotary_dim, int interleaved, float base,
-                         int position_start) {
-    rope_spec rope = {rotary_dim, interleaved, base, 1.0f, position_start};
+                         int position_start, float scaling_factor) {
+    rope_spec rope = {rotary_dim, interleaved, base, 1.0f, position_start, scaling_factor};
     size_t n = (size_t)B * T * (H + 2 * G) * D;
     float *x = host_random(n, 950 + n, 2.0f), *want = host_copy(x, n), *want_back = host_copy(x, n);
     cpu->rope_forward(want, B, T, H, G, D, rope);
@@ -471,8 +472,9 @@ static void test_rope_at(int B, int T, int H, int G, int D, int rotary_dim, int 
     bf16 *d_x = upload_bf16(x, n);
     cuda_rope_forward(d_x, B, T, H, G, D, rope);
     float *got = download_bf16(d_x, n);
-    expect_below(relative_error(got, want, n), BF16_TOL, "rope_forward B=%d T=%d H=%d G=%d D=%d rot=%d %s base %g from %d", B,
-                 T, H, G, D, rotary_dim, interleaved ? "interleaved" : "half", (double)base, position_start);
+    expect_below(relative_error(got, want, n), BF16_TOL, "rope_forward B=%d T=%d H=%d G=%d D=%d rot=%d %s base %g from %d scaling %g", B,
+                 T, H, G, D, rotary_dim, interleaved ? "interleaved" : "half", (double)base, position_start,
+                 (double)scaling_factor);
     set_bf16(d_x, x, n);
     cuda_rope_backward(d_x, B, T, H, G, D, rope);
     float *got_back = download_bf16(d_x, n);
@@ -483,7 +485,7 @@ static void test_rope_at(int B, int T, int H, int G, int D, int rotary_dim, int 
 }
 
 static void test_rope(int B, int T, int H, int G, int D, int rotary_dim, int interleaved, float base) {
-    test_rope_at(B, T, H, G, D, rotary_dim, interleaved, base, 0);
+    test_rope_at(B, T, H, G, D, rotary_dim, interleaved, base, 0, 0.0f);
 }
 
 static void test_swiglu(int N, int F) {
@@ -760,8 +762,9 @@ int main(void) {
     test_rope(2, 7, 4, 2, 6, 6, 1, 10000.0f);
     test_rope(1, 33, 3, 1, 10, 4, 0, 3.0f);     /* partial rotation, multi-query */
     test_rope(1, 4096, 32, 8, 64, 64, 0, 500000.0f); /* Llama 3.2 1B's heads and base */
-    test_rope_at(3, 1, 32, 8, 64, 64, 0, 500000.0f, 4000); /* one decoding step at cache position 4000 */
-    test_rope_at(2, 5, 4, 2, 6, 6, 1, 10000.0f, 17);
+    test_rope_at(3, 1, 32, 8, 64, 64, 0, 500000.0f, 4000, 0.0f); /* one decoding step at cache position 4000 */
+    test_rope_at(2, 5, 4, 2, 6, 6, 1, 10000.0f, 17, 0.0f);
+    test_rope_at(1, 4096, 32, 8, 64, 64, 0, 500000.0f, 0, 32.0f); /* ... with its rope scaling */
     test_swiglu(7, 33);
     test_swiglu(256, 8192);
 

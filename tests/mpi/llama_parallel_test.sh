@@ -69,8 +69,8 @@ run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --num-query-groups 4
 grep -q "linear_qkv.weight has shape \[128, 64\], but this model's is \[192, 64\]" "$WORK/err"
 ok $? "checkpoint: loading into another number of query groups is refused, naming the tensor and both shapes"
 "$top_builddir/app/convert_checkpoint" --to-hf --load "$WORK/ckpt" --output "$WORK/hf" > "$WORK/convert.out" 2>&1
-grep -q "a Llama-architecture checkpoint .* has no Hugging Face GPT-2 layout" "$WORK/convert.out"
-ok $? "convert_checkpoint refuses to write a Llama checkpoint as GPT-2"
+grep -q "LlamaForCausalLM, 4 layers" "$WORK/convert.out" && [ -f "$WORK/hf/model.safetensors" ] && grep -q '"model_type": "llama"' "$WORK/hf/config.json"
+ok $? "convert_checkpoint exports a Llama checkpoint as LlamaForCausalLM, not GPT-2 (tests/mpi/llama_hf_test.sh checks the layout)"
 
 # tied output layer: the same model without --untie-embeddings-and-output-weights
 grep -v untie-embeddings "$LLAMA_ARGS" > "$WORK/llama-tied.args"

@@ -550,6 +550,21 @@ typedef struct {
     rope_spec rope;
 } rope_ctx;
 
+/* Megatron-Core's inv_freq in double, with RotaryEmbedding._apply_scaling (Llama 3) written
+ * out as in its source: where(wavelen > 8192 / 1, f / factor, f), then the medium band
+ * (not < 8192 / 4 and not > 8192) smoothed */
+static double ref_rope_theta(rope_spec rope, int i) {
+    double f = 1.0 / pow((double)rope.base, 2.0 * i / rope.rotary_dim);
+    if (rope.scaling_factor <= 0) return f;
+    double factor = rope.scaling_factor, old_context = 8192, low = 1, high = 4;
+    double wavelen = 2 * M_PI / f;
+    double llama = wavelen > old_context / low ? f / factor : f;
+    double smooth = (old_context / wavelen - low) / (high - low);
+    double smoothed = (1 - smooth) * llama / factor + smooth * llama;
+    int medium = !(wavelen < old_context / high) && !(wavelen > old_context / low);
+    return medium ? smoothed : llama;
+}
+
 /* Megatron-Core's apply_rotary_pos_emb written out: t * cos + rotate_half(t) * sin on the first
  * rotary_dim channels, with emb = cat(freqs, freqs) (or freqs repeated pairwise, interleaved) */
 static void ref_rope(rope_ctx *c) {
@@ -563,7 +578,7 @@ static void ref_rope(rope_ctx *c) {
                 for (int d = 0; d < c->DR; d++) {
                     if (is_value || d >= rot) { o[d] = x[d]; continue; }
                     int i = c->rope.interleaved ? d / 2 : d % (rot / 2);
-                    double theta = 1.0 / pow((double)c->rope.base, 2.0 * i / rot);
+                    double theta = ref_rope_theta(c->rope, i);
                     double angle = t * (double)c->rope.position_scale * theta;
                     double rotated; /* rotate_half: (-x2, x1) */
                     if (c->rope.interleaved) rotated = d % 2 == 0 ? -x[d + 1] : x[d - 1];
@@ -579,16 +594,23 @@ static double obj_rope(void *p) {
     return dot(c->out, c->R, (size_t)B * T * (c->NH + 2 * c->NG) * c->DR);
 }
 
-static void test_rope(int interleaved, int rotary_dim) {
-    char tag[96], what[160];
-    rope_spec rope = {rotary_dim, interleaved, 10000.0f, 0.5f};
-    int NH = 4, NG = 2, DR = 6;
-    snprintf(tag, sizeof tag, "rope %s rotary_dim %d of %d", interleaved ? "interleaved" : "rotate-half",
-             rotary_dim, DR);
+/* scaling_factor 0: base 3 (the angles of every pair differ visibly over T = 5); else Llama 3's
+ * rope scaling with base 500000 and 8 channels: pair 0 (wavelength 6) is kept, pair 2
+ * (wavelength 4443) is in the smoothed band, pair 3 (wavelength 118000) turns 1/factor as fast;
+ * positions scaled by 100 so that every pair turns visibly */
+static void test_rope(int interleaved, int rotary_dim, float scaling_factor) {
+    char tag[128], what[200];
+    int NH = 4, NG = 2, DR = scaling_factor > 0 ? 8 : 6;
+    rope_spec rope = {.rotary_dim = rotary_dim, .interleaved = interleaved, .base = 3.0f, .position_scale = 0.5f, .scaling_factor = scaling_factor};
+    if (scaling_factor > 0) {
+        rope.base = 500000.0f;
+        rope.position_scale = 100.0f;
+    }
+    snprintf(tag, sizeof tag, "rope %s rotary_dim %d of %d%s", interleaved ? "interleaved" : "rotate-half",
+             rotary_dim, DR, scaling_factor > 0 ? ", Llama 3 rope scaling" : "");
     size_t n = (size_t)B * T * (NH + 2 * NG) * DR;
     float *x = fill(n, -1.5f, 1.5f), *R = fill(n, -1, 1), *y = malloc(n * sizeof(float));
     memcpy(y, x, n * sizeof(float));
-    rope.base = 3.0f; /* small base: the angles of every pair differ visibly over T = 5 */
     rope_ctx c = {to_double(x, n), dzeros(n), R, NH, NG, DR, rope};
     K->rope_forward(y, B, T, NH, NG, DR, rope);
     ref_rope(&c);
@@ -932,9 +954,21 @@ int main(void) {
     test_attention(0.25f, 4, 2);
     test_attention(0.0f, 3, 1);   /* multi-query */
     test_rmsnorm();
-    test_rope(0, 6);
-    test_rope(1, 6);
-    test_rope(0, 4);              /* --rotary-percent < 1: the last channels pass through */
+    test_rope(0, 6, 0);
+    test_rope(1, 6, 0);
+    test_rope(0, 4, 0);           /* --rotary-percent < 1: the last channels pass through */
+    test_rope(0, 8, 8.0f);        /* --use-rope-scaling --rope-scaling-factor 8 */
+    test_rope(1, 8, 32.0f);
+    {   /* the scaled frequencies themselves: kept, smoothed, slowed by the factor */
+        rope_spec plain = {.rotary_dim = 8, .base = 500000.0f, .position_scale = 1.0f}, scaled = plain;
+        scaled.scaling_factor = 8.0f;
+        int kept = rope_inv_freq(scaled, 0) == rope_inv_freq(plain, 0);
+        double slowed = rope_inv_freq(plain, 3) / rope_inv_freq(scaled, 3);
+        double smoothed = rope_inv_freq(plain, 2) / rope_inv_freq(scaled, 2);
+        tap_ok(kept && fabs(slowed - 8.0) < 1e-5 && smoothed > 1.5 && smoothed < 8.0 &&
+                   fabs(rope_inv_freq(scaled, 2) / ref_rope_theta(scaled, 2) - 1.0) < 1e-6,
+               "rope scaling: pair 0 kept, pair 3 slowed %.4fx, pair 2 %.4fx (between 1 and 8)", slowed, smoothed);
+    }
     test_swiglu();
     test_gelu();
     test_dropout();

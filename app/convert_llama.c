@@ -1,0 +1,424 @@
+/* convert_llama.c: convert_checkpoint between our checkpoint of a Llama-architecture model and
+ * Hugging Face LlamaForCausalLM, either way (see convert_llama.h). As for GPT-2, everything is
+ * validated before anything is written, and outputs appear only complete (.tmp/.partial, fsync,
+ * rename). */
+#include "app/convert_llama.h"
+
+#include "app/core/error.h"
+#include "app/model/hf_llama_config.h"
+#include "app/model/hf_llama_layout.h"
+#include "io/safetensors.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int64_t optional_int(const checkpoint_reader *r, const char *name, int64_t fallback) {
+    char err[error_max];
+    int64_t value;
+    return checkpoint_read_int_arg(r, name, &value, err, sizeof err) ? fallback : value;
+}
+
+static double optional_double(const checkpoint_reader *r, const char *name, double fallback) {
+    char err[error_max];
+    double value;
+    return checkpoint_read_double_arg(r, name, &value, err, sizeof err) ? fallback : value;
+}
+
+static int64_t required_int(const checkpoint_reader *r, const char *name) {
+    char err[error_max];
+    int64_t value;
+    if (checkpoint_read_int_arg(r, name, &value, err, sizeof err)) user_error("%s", err);
+    if (value <= 0) user_error("%s: /args %s is %lld, expected a positive value", r->path, name, (long long)value);
+    return value;
+}
+
+/* 1 when the string argument `name` is `value` */
+static int string_arg_is(const checkpoint_reader *r, const char *name, const char *value) {
+    char *stored = checkpoint_read_string_arg(r, name);
+    int same = stored && !strcmp(stored, value);
+    free(stored);
+    return same;
+}
+
+int llama_checkpoint(const checkpoint_reader *r) {
+    return string_arg_is(r, "normalization", "RMSNorm") || string_arg_is(r, "position_embedding_type", "rope") ||
+           optional_int(r, "swiglu", 0) != 0;
+}
+
+/* ---- ours -> Hugging Face ------------------------------------------------------------------ */
+
+/* the dimensions and config of a Llama checkpoint; refuses what HF Llama does not compute */
+static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_config *c) {
+    const char *why = NULL;
+    if (!string_arg_is(r, "normalization", "RMSNorm")) why = "its norms are not RMSNorm (--normalization RMSNorm)";
+    else if (!string_arg_is(r, "position_embedding_type", "rope"))
+        why = "it has no rotary position embeddings (--position-embedding-type rope)";
+    else if (!optional_int(r, "swiglu", 0)) why = "its MLP is not SwiGLU (--swiglu)";
+    else if (optional_double(r, "rotary_percent", 1.0) != 1.0)
+        why = "it rotates part of each head (--rotary-percent below 1), HF Llama all of it";
+    else if (optional_int(r, "rotary_interleaved", 0))
+        why = "its rotary embedding is interleaved (pairs 2i, 2i+1), HF Llama's rotate_half pairs i, i + D/2";
+    if (why) user_error("%s: this checkpoint has no Hugging Face Llama layout: %s", r->path, why);
+    memset(m, 0, sizeof *m);
+    memset(c, 0, sizeof *c);
+    m->num_layers = required_int(r, "num_layers");
+    m->hidden = required_int(r, "hidden_size");
+    m->heads = required_int(r, "num_attention_heads");
+    m->head_dim = optional_int(r, "kv_channels", m->hidden / m->heads);
+    m->groups = optional_int(r, "num_query_groups", m->heads);
+    if (m->groups <= 0) m->groups = m->heads;
+    m->ffn_hidden = required_int(r, "ffn_hidden_size");
+    m->padded_vocab = required_int(r, "padded_vocab_size");
+    m->positions = required_int(r, "max_position_embeddings");
+    m->untied = optional_int(r, "untie_embeddings_and_output_weights", 0) != 0;
+    m->bias = optional_int(r, "add_bias_linear", 1) != 0;
+    m->layernorm_1p = optional_int(r, "apply_layernorm_1p", 0) != 0;
+    m->vocab = optional_int(r, "vocab_size", 0);
+    if (m->vocab <= 0) {
+        fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
+                program_name, r->path, (long long)m->padded_vocab);
+        m->vocab = m->padded_vocab;
+    }
+    if (m->vocab > m->padded_vocab)
+        user_error("%s: /args vocab_size %lld exceeds padded_vocab_size %lld", r->path, (long long)m->vocab,
+                   (long long)m->padded_vocab);
+    char err[error_max];
+    if (checkpoint_read_double_arg(r, "layernorm_epsilon", &c->rms_norm_eps, err, sizeof err)) user_error("%s", err);
+    c->vocab_size = m->vocab;
+    c->hidden_size = m->hidden;
+    c->intermediate_size = m->ffn_hidden;
+    c->num_hidden_layers = m->num_layers;
+    c->num_attention_heads = m->heads;
+    c->num_key_value_heads = m->groups;
+    c->head_dim = m->head_dim;
+    c->max_position_embeddings = m->positions;
+    c->rope_theta = optional_double(r, "rotary_base", 10000.0);
+    c->tie_word_embeddings = !m->untied;
+    c->bias = m->bias;
+    c->rope_scaling = optional_int(r, "use_rope_scaling", 0) != 0;
+    c->rope_scaling_factor = optional_double(r, "rope_scaling_factor", 8.0);
+}
+
+/* the shard of every HF part, filled in order up to max_shard_bytes each (a part larger than
+ * that gets a shard of its own); returns the number of shards */
+static int plan_shards(const hf_llama_tensor *list, int count, int64_t element_bytes, int64_t max_shard_bytes,
+                       int *shard_of) {
+    int shards = 1;
+    int64_t used = 0;
+    for (int i = 0; i < count; i++)
+        for (int p = 0; p < list[i].parts; p++) {
+            int64_t bytes = hf_llama_hf_elements(&list[i], p) * element_bytes;
+            if (used > 0 && used + bytes > max_shard_bytes) {
+                shards++;
+                used = 0;
+            }
+            shard_of[i * HF_LLAMA_MAX_PARTS + p] = shards - 1;
+            used += bytes;
+        }
+    return shards;
+}
+
+/* HF's names: model.safetensors alone, model-00001-of-00003.safetensors when sharded */
+static void shard_name(char *out, size_t size, int shard, int shards) {
+    if (shards == 1) snprintf(out, size, "model.safetensors");
+    else snprintf(out, size, "model-%05d-of-%05d.safetensors", shard + 1, shards);
+}
+
+/* writes shard `shard` (atomically), frees the writer and the tensors it borrowed; a failure
+ * removes the config's .tmp too */
+static void write_shard(safetensors_writer *writer, const char *output, int shard, int shards, const char *config_tmp,
+                        void **buffers, int num_buffers) {
+    char file[64], path[path_max], err[error_max];
+    shard_name(file, sizeof file, shard, shards);
+    snprintf(path, sizeof path, "%s/%s", output, file);
+    if (safetensors_writer_write(writer, path, err, sizeof err)) {
+        unlink(config_tmp);
+        user_error("%s", err);
+    }
+    safetensors_writer_free(writer);
+    for (int b = 0; b < num_buffers; b++) free(buffers[b]);
+}
+
+/* model.safetensors.index.json as transformers writes it */
+static void write_index_tmp(const char *path, const hf_llama_tensor *list, int count, const int *shard_of, int shards,
+                            int64_t total_bytes) {
+    json_t *root = json_object(), *metadata = json_object(), *map = json_object();
+    json_object_set_new(metadata, "total_size", json_integer(total_bytes));
+    json_object_set_new(root, "metadata", metadata);
+    for (int i = 0; i < count; i++)
+        for (int p = 0; p < list[i].parts; p++) {
+            char file[64];
+            shard_name(file, sizeof file, shard_of[i * HF_LLAMA_MAX_PARTS + p], shards);
+            json_object_set_new(map, list[i].hf[p], json_string(file));
+        }
+    json_object_set_new(root, "weight_map", map);
+    int failed = json_dump_file(root, path, JSON_INDENT(2) | JSON_SORT_KEYS) != 0;
+    json_decref(root);
+    if (failed) {
+        unlink(path);
+        user_error("%s: cannot write", path);
+    }
+}
+
+void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int bfloat16, int64_t max_shard_bytes,
+                        int overwrite) {
+    char err[error_max];
+    llama_dims m;
+    hf_llama_config config;
+    read_llama(reader, &m, &config);
+    snprintf(config.torch_dtype, sizeof config.torch_dtype, "%s", bfloat16 ? "bfloat16" : "float32");
+    int count;
+    hf_llama_tensor *list = hf_llama_tensor_list(&m, &count);
+    for (int i = 0; i < count; i++)  /* every shape checked before anything is written */
+        if (checkpoint_check_tensor(reader, list[i].ours, list[i].ndim, list[i].our_shape, err, sizeof err))
+            user_error("%s", err);
+    const int64_t element_bytes = bfloat16 ? 2 : 4;
+    int *shard_of = malloc(sizeof(int) * (size_t)count * HF_LLAMA_MAX_PARTS);
+    CHECK(shard_of, "out of memory");
+    const int shards = plan_shards(list, count, element_bytes, max_shard_bytes, shard_of);
+
+    char config_path[path_max], config_tmp[path_max + 8], index_path[path_max], index_tmp[path_max + 8], path[path_max];
+    snprintf(config_path, sizeof config_path, "%s/config.json", output);
+    snprintf(config_tmp, sizeof config_tmp, "%s.tmp", config_path);
+    snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", output);
+    snprintf(index_tmp, sizeof index_tmp, "%s.tmp", index_path);
+    convert_refuse_existing(config_path, overwrite);
+    for (int s = 0; s < shards; s++) {
+        char file[64];
+        shard_name(file, sizeof file, s, shards);
+        snprintf(path, sizeof path, "%s/%s", output, file);
+        convert_refuse_existing(path, overwrite);
+    }
+    /* the other layout's entry file would be read first (or instead): it goes */
+    snprintf(path, sizeof path, "%s/model.safetensors", output);
+    convert_refuse_existing(shards == 1 ? index_path : path, overwrite);
+    if (!convert_is_folder(output) && mkdir(output, 0777) != 0)
+        user_error("%s: cannot create the folder: %s", output, strerror(errno));
+    if (hf_llama_config_write(config_tmp, &config, err, sizeof err)) {
+        unlink(config_tmp);
+        user_error("%s", err);
+    }
+
+    /* one shard at a time: the writer borrows its converted tensors until it writes them */
+    void **buffers = calloc((size_t)count * HF_LLAMA_MAX_PARTS, sizeof *buffers);
+    CHECK(buffers, "out of memory");
+    int num_buffers = 0, current = 0;
+    int64_t total_bytes = 0;
+    safetensors_writer *writer = NULL;
+    for (int i = 0; i < count; i++) {
+        const hf_llama_tensor *t = &list[i];
+        float *ours = malloc(sizeof(float) * (size_t)hf_llama_our_elements(t));
+        float *hf[HF_LLAMA_MAX_PARTS] = {0};
+        CHECK(ours, "out of memory converting %s", t->ours);
+        for (int p = 0; p < t->parts; p++) {
+            hf[p] = malloc(sizeof(float) * (size_t)(hf_llama_hf_elements(t, p) ? hf_llama_hf_elements(t, p) : 1));
+            CHECK(hf[p], "out of memory converting %s", t->ours);
+        }
+        if (checkpoint_reader_read_tensor(reader, t->ours, t->ndim, t->our_shape, ours, err, sizeof err))
+            user_error("%s", err);
+        hf_llama_to_hf(t, &m, ours, hf);
+        free(ours);
+        for (int p = 0; p < t->parts; p++) {
+            int64_t n = hf_llama_hf_elements(t, p);
+            void *data = hf[p];
+            if (bfloat16) {
+                uint16_t *narrow = malloc(sizeof(uint16_t) * (size_t)(n ? n : 1));
+                CHECK(narrow, "out of memory");
+                for (int64_t e = 0; e < n; e++) narrow[e] = safetensors_float_to_bf16(hf[p][e]);
+                free(hf[p]);
+                data = narrow;
+            }
+            /* this part starts the next shard: the current one is complete */
+            if (writer && current < shard_of[i * HF_LLAMA_MAX_PARTS + p]) {
+                write_shard(writer, output, current, shards, config_tmp, buffers, num_buffers);
+                writer = NULL;
+                num_buffers = 0;
+            }
+            if (!writer) {
+                writer = safetensors_writer_create();
+                safetensors_writer_set_metadata(writer, "format", "pt");
+                current = shard_of[i * HF_LLAMA_MAX_PARTS + p];
+            }
+            buffers[num_buffers++] = data;
+            total_bytes += n * element_bytes;
+            if (safetensors_writer_add(writer, t->hf[p], bfloat16 ? SAFETENSORS_BF16 : SAFETENSORS_F32, t->ndim,
+                                       t->hf_shape[p], data, err, sizeof err))
+                FATAL("%s", err);
+        }
+    }
+    write_shard(writer, output, current, shards, config_tmp, buffers, num_buffers);
+    if (shards > 1) {
+        write_index_tmp(index_tmp, list, count, shard_of, shards, total_bytes);
+        if (rename(index_tmp, index_path) != 0) user_error("cannot rename %s: %s", index_tmp, strerror(errno));
+        snprintf(path, sizeof path, "%s/model.safetensors", output);
+        unlink(path);
+    } else {
+        unlink(index_path);
+    }
+    if (rename(config_tmp, config_path) != 0) {
+        unlink(config_tmp);
+        user_error("cannot rename %s to %s: %s", config_tmp, config_path, strerror(errno));
+    }
+    char shard_text[64] = "";
+    if (shards > 1) snprintf(shard_text, sizeof shard_text, " in %d shards", shards);
+    printf("> %s: %s -> %s: LlamaForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, ffn %lld, "
+           "vocab %lld (%lld padding rows dropped), %s%s, %s%s\n", program_name, reader->path, output,
+           (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.groups,
+           (long long)m.ffn_hidden, (long long)m.vocab, (long long)(m.padded_vocab - m.vocab),
+           m.untied ? "untied lm_head" : "tied embeddings", config.rope_scaling ? ", Llama 3 rope scaling" : "",
+           bfloat16 ? "bfloat16" : "float32", shard_text);
+    free(buffers);
+    free(shard_of);
+    free(list);
+}
+
+/* ---- Hugging Face -> ours ------------------------------------------------------------------ */
+
+static const char *shape_text(int ndim, const int64_t *shape, char *buffer, size_t size) {
+    size_t used = (size_t)snprintf(buffer, size, "[");
+    for (int d = 0; d < ndim && used < size; d++)
+        used += (size_t)snprintf(buffer + used, size - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (used < size) snprintf(buffer + used, size - used, "]");
+    return buffer;
+}
+
+/* finds one HF tensor and checks its shape and dtype against the config */
+static const safetensors_tensor *checked_tensor(hf_source *s, const hf_llama_config *c, const char *name, int ndim,
+                                                const int64_t *shape, const safetensors_file **in) {
+    char expected[128], found[128];
+    const safetensors_tensor *t = hf_source_find(s, name, in);
+    if (!t)
+        user_error("%s: no tensor '%s' (%s says %lld layers, hidden_size %lld, %lld heads, %lld key/value heads, "
+                   "intermediate_size %lld, vocab_size %lld, attention_bias %s)", s->files[0].path, name,
+                   s->config_path, (long long)c->num_hidden_layers, (long long)c->hidden_size,
+                   (long long)c->num_attention_heads, (long long)c->num_key_value_heads,
+                   (long long)c->intermediate_size, (long long)c->vocab_size, c->bias ? "true" : "false");
+    int same = t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+    if (!same)
+        user_error("%s: tensor '%s' has shape %s, expected %s from %s", (*in)->path, t->name,
+                   shape_text(t->ndim, t->shape, found, sizeof found), shape_text(ndim, shape, expected, sizeof expected),
+                   s->config_path);
+    if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16 &&
+        t->dtype != SAFETENSORS_F64)
+        user_error("%s: tensor '%s' is %s; expected F32, F16, BF16 or F64", (*in)->path, t->name,
+                   safetensors_dtype_name(t->dtype));
+    return t;
+}
+
+/* lm_head.weight present and different from embed_tokens: an untied output layer */
+static int lm_head_is_untied(hf_source *s, const hf_llama_config *c, const safetensors_tensor *embed,
+                             const safetensors_file *embed_file) {
+    const safetensors_file *file;
+    int64_t shape[2] = {c->vocab_size, c->hidden_size};
+    if (!hf_source_find(s, "lm_head.weight", &file)) return 0;
+    const safetensors_tensor *head = checked_tensor(s, c, "lm_head.weight", 2, shape, &file);
+    float *a = hf_source_read_float32(embed_file, embed), *b = hf_source_read_float32(file, head);
+    int differ = memcmp(a, b, sizeof(float) * (size_t)embed->num_elements) != 0;
+    free(a);
+    free(b);
+    return differ;
+}
+
+/* non-parameter buffers of older exports: the rotary inverse frequencies */
+static int is_ignored_buffer(const char *name) {
+    const char *suffix = ".rotary_emb.inv_freq";
+    size_t n = strlen(name), k = strlen(suffix);
+    return n > k && !strcmp(name + n - k, suffix);
+}
+
+static void write_args(checkpoint_writer *w, const llama_dims *m, const hf_llama_config *c, int64_t divisible_by) {
+    struct { const char *name; int64_t value; } ints[] = {
+        {"num_layers", m->num_layers}, {"hidden_size", m->hidden}, {"num_attention_heads", m->heads},
+        {"kv_channels", m->head_dim}, {"ffn_hidden_size", m->ffn_hidden}, {"padded_vocab_size", m->padded_vocab},
+        {"vocab_size", m->vocab}, {"make_vocab_size_divisible_by", divisible_by},
+        {"max_position_embeddings", m->positions}, {"seq_length", m->positions},
+        {"untie_embeddings_and_output_weights", m->untied}, {"num_query_groups", m->groups},
+        {"group_query_attention", m->groups != m->heads}, {"swiglu", 1}, {"add_bias_linear", m->bias},
+        {"rotary_interleaved", 0}, {"use_rope_scaling", c->rope_scaling}, {"apply_layernorm_1p", 0},
+        {"tensor_model_parallel_size", 1}, {"pipeline_model_parallel_size", 1}, {"data_parallel_size", 1},
+        {"use_distributed_optimizer", 0},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) checkpoint_write_int_arg(w, ints[i].name, ints[i].value);
+    checkpoint_write_double_arg(w, "layernorm_epsilon", c->rms_norm_eps);
+    checkpoint_write_double_arg(w, "rotary_base", c->rope_theta);
+    checkpoint_write_double_arg(w, "rotary_percent", 1.0);
+    checkpoint_write_double_arg(w, "rope_scaling_factor", c->rope_scaling ? c->rope_scaling_factor : 8.0);
+    checkpoint_write_string_arg(w, "normalization", "RMSNorm");
+    checkpoint_write_string_arg(w, "position_embedding_type", "rope");
+    checkpoint_write_string_arg(w, "tokenizer_type", "HuggingFaceTokenizer");
+}
+
+void llama_import_from_hf(hf_source *s, const char *input, const char *save, int64_t divisible_by, int overwrite) {
+    char err[error_max];
+    hf_llama_config c;
+    if (hf_llama_config_read(s->config_path, &c, err, sizeof err)) user_error("%s", err);
+    llama_dims m = {
+        .num_layers = c.num_hidden_layers, .hidden = c.hidden_size, .heads = c.num_attention_heads,
+        .groups = c.num_key_value_heads, .head_dim = c.head_dim, .ffn_hidden = c.intermediate_size,
+        .positions = c.max_position_embeddings, .vocab = c.vocab_size,
+        .padded_vocab = (c.vocab_size + divisible_by - 1) / divisible_by * divisible_by, .bias = c.bias,
+    };
+    /* validate everything before writing: shapes and dtypes of every parameter, no strangers */
+    const safetensors_file *embed_file;
+    int64_t embed_shape[2] = {m.vocab, m.hidden};
+    const safetensors_tensor *embed = checked_tensor(s, &c, "model.embed_tokens.weight", 2, embed_shape, &embed_file);
+    m.untied = lm_head_is_untied(s, &c, embed, embed_file);
+    if (m.untied && c.tie_word_embeddings)
+        fprintf(stderr, "%s: note: %s says tie_word_embeddings, but lm_head.weight differs from embed_tokens: "
+                "importing it as an untied output layer\n", program_name, s->config_path);
+    if (!m.untied && !c.tie_word_embeddings)
+        fprintf(stderr, "%s: note: %s says the embeddings are untied, but there is no distinct lm_head.weight: "
+                "importing them tied\n", program_name, s->config_path);
+    int count;
+    hf_llama_tensor *list = hf_llama_tensor_list(&m, &count);
+    const safetensors_tensor **sources = calloc((size_t)count * HF_LLAMA_MAX_PARTS, sizeof *sources);
+    const safetensors_file **source_files = calloc((size_t)count * HF_LLAMA_MAX_PARTS, sizeof *source_files);
+    CHECK(sources && source_files, "out of memory");
+    for (int i = 0; i < count; i++)
+        for (int p = 0; p < list[i].parts; p++)
+            sources[i * HF_LLAMA_MAX_PARTS + p] = checked_tensor(s, &c, list[i].hf[p], list[i].ndim, list[i].hf_shape[p],
+                                                                 &source_files[i * HF_LLAMA_MAX_PARTS + p]);
+    for (int f = 0; f < s->num_files; f++)
+        for (int i = 0; i < s->files[f].num_tensors; i++)
+            if (!s->used[f][i] && !is_ignored_buffer(s->files[f].tensors[i].name))
+                user_error("%s: tensor '%s' is not a parameter of the Llama that %s describes (%lld layers, "
+                           "attention_bias %s)", s->files[f].path, s->files[f].tensors[i].name, s->config_path,
+                           (long long)c.num_hidden_layers, c.bias ? "true" : "false");
+
+    checkpoint_names release;
+    if (checkpoint_names_for(&release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
+    convert_refuse_existing(release.file, overwrite);
+    convert_refuse_existing(release.tracker, overwrite);
+    checkpoint_writer *w = checkpoint_writer_create(save, CHECKPOINT_RELEASE, err, sizeof err);
+    if (!w) user_error("%s", err);
+    write_args(w, &m, &c, divisible_by);
+    for (int i = 0; i < count; i++) {
+        float *hf[HF_LLAMA_MAX_PARTS] = {0};
+        for (int p = 0; p < list[i].parts; p++)
+            hf[p] = hf_source_read_float32(source_files[i * HF_LLAMA_MAX_PARTS + p], sources[i * HF_LLAMA_MAX_PARTS + p]);
+        float *ours = malloc(sizeof(float) * (size_t)hf_llama_our_elements(&list[i]));
+        CHECK(ours, "out of memory converting %s", list[i].ours);
+        hf_llama_from_hf(&list[i], &m, (const float *const *)hf, ours);
+        checkpoint_writer_write_tensor(w, list[i].ours, list[i].ndim, list[i].our_shape, ours);
+        for (int p = 0; p < list[i].parts; p++) free(hf[p]);
+        free(ours);
+    }
+    checkpoint_write_group_int(w, "rng", "seed", 1234);
+    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
+    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    printf("> %s: %s -> %s: LlamaForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, ffn %lld, "
+           "vocab %lld padded to %lld, %s%s (%d tensors from %d file%s)\n", program_name, input, release.file,
+           (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.groups,
+           (long long)m.ffn_hidden, (long long)m.vocab, (long long)m.padded_vocab,
+           m.untied ? "untied output layer" : "tied embeddings", c.rope_scaling ? ", Llama 3 rope scaling" : "", count,
+           s->num_files, s->num_files == 1 ? "" : "s");
+    free(sources);
+    free(source_files);
+    free(list);
+}

@@ -1,0 +1,180 @@
+/* hf_llama_layout.c: the Hugging Face LlamaForCausalLM tensor list, derived from the GPT
+ * parameter table for a Llama config, and the row permutations of hf_llama_layout.h. */
+#include "app/model/hf_llama_layout.h"
+
+#include "app/core/error.h"
+#include "app/model/gpt_model.h"
+#include "app/model/gpt_parameter_table.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* our row name (what follows "decoder.layers.N." for layer rows) -> HF name(s) and transform;
+ * HF layer names follow "model.layers.N." */
+static const struct {
+    const char *ours;
+    llama_transform transform;
+    const char *hf[HF_LLAMA_MAX_PARTS];
+} llama_names[] = {
+    {"embedding.word_embeddings.weight", LLAMA_VOCAB_ROWS, {"model.embed_tokens.weight"}},
+    {"self_attention.linear_qkv.layer_norm_weight", LLAMA_NORM, {"input_layernorm.weight"}},
+    {"self_attention.linear_qkv.weight", LLAMA_QKV,
+     {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
+    {"self_attention.linear_qkv.bias", LLAMA_QKV,
+     {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}},
+    {"self_attention.linear_proj.weight", LLAMA_COPY, {"self_attn.o_proj.weight"}},
+    {"self_attention.linear_proj.bias", LLAMA_COPY, {"self_attn.o_proj.bias"}},
+    {"mlp.linear_fc1.layer_norm_weight", LLAMA_NORM, {"post_attention_layernorm.weight"}},
+    {"mlp.linear_fc1.weight", LLAMA_GATE_UP, {"mlp.gate_proj.weight", "mlp.up_proj.weight"}},
+    {"mlp.linear_fc1.bias", LLAMA_GATE_UP, {"mlp.gate_proj.bias", "mlp.up_proj.bias"}},
+    {"mlp.linear_fc2.weight", LLAMA_COPY, {"mlp.down_proj.weight"}},
+    {"mlp.linear_fc2.bias", LLAMA_COPY, {"mlp.down_proj.bias"}},
+    {"decoder.final_layernorm.weight", LLAMA_NORM, {"model.norm.weight"}},
+    {"output_layer.weight", LLAMA_VOCAB_ROWS, {"lm_head.weight"}},
+};
+
+static int config_dim(int64_t value, int64_t limit, const char *what) {
+    if (value <= 0 || value > limit)
+        user_error("%s %lld is out of range (1 to %lld)", what, (long long)value, (long long)limit);
+    return (int)value;
+}
+
+/* the model config the parameter table expands for these dimensions */
+static gpt_config config_of(const llama_dims *m, const parameter_table *table) {
+    gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.num_layers = config_dim(m->num_layers, INT_MAX / table->count - 1, "num_layers");
+    c.hidden_size = config_dim(m->hidden, INT_MAX, "hidden_size");
+    c.num_attention_heads = config_dim(m->heads, INT_MAX / 3, "num_attention_heads");
+    c.num_query_groups = config_dim(m->groups, c.num_attention_heads, "num_query_groups");
+    if (m->heads % m->groups)
+        user_error("num_attention_heads %lld is not a multiple of num_query_groups %lld", (long long)m->heads,
+                   (long long)m->groups);
+    c.kv_channels = config_dim(m->head_dim, INT_MAX / 3 / m->heads, "kv_channels");
+    c.ffn_hidden_size = config_dim(m->ffn_hidden, INT_MAX / 2, "ffn_hidden_size");
+    c.padded_vocab_size = config_dim(m->padded_vocab, INT_MAX, "padded_vocab_size");
+    c.max_position_embeddings = config_dim(m->positions, INT_MAX, "max_position_embeddings");
+    c.untie_embeddings_and_output_weights = m->untied;
+    c.position_embedding_type = POSITION_ROPE;
+    c.rmsnorm = 1;
+    c.swiglu = 1;
+    c.disable_bias_linear = !m->bias;
+    return c;
+}
+
+hf_llama_tensor *hf_llama_tensor_list(const llama_dims *m, int *count) {
+    const parameter_table *table = gpt_parameter_table();
+    gpt_config c = config_of(m, table);
+    int total = parameter_table_globals(table, &c, NULL);
+    global_parameter *globals = calloc((size_t)total, sizeof *globals);
+    hf_llama_tensor *list = calloc((size_t)total, sizeof *list);
+    CHECK(globals && list, "out of memory");
+    parameter_table_globals(table, &c, globals);
+    const size_t names = sizeof llama_names / sizeof llama_names[0];
+    for (int i = 0; i < total; i++) {
+        const global_parameter *g = &globals[i];
+        hf_llama_tensor *e = &list[i];
+        size_t n = 0;
+        while (n < names && strcmp(llama_names[n].ours, g->row->name)) n++;
+        CHECK(n < names, "parameter %s has no Hugging Face Llama name", g->name);
+        snprintf(e->ours, sizeof e->ours, "%s", g->name);
+        e->transform = llama_names[n].transform;
+        e->ndim = g->cols ? 2 : 1;
+        e->our_shape[0] = g->rows;
+        e->our_shape[1] = g->cols;
+        e->parts = e->transform == LLAMA_QKV ? 3 : e->transform == LLAMA_GATE_UP ? 2 : 1;
+        for (int p = 0; p < e->parts; p++) {
+            if (g->row->part == PART_LAYER)
+                snprintf(e->hf[p], sizeof e->hf[p], "model.layers.%d.%s", g->layer, llama_names[n].hf[p]);
+            else
+                snprintf(e->hf[p], sizeof e->hf[p], "%s", llama_names[n].hf[p]);
+            e->hf_shape[p][0] = g->rows;
+            e->hf_shape[p][1] = g->cols;
+        }
+        if (e->transform == LLAMA_VOCAB_ROWS) e->hf_shape[0][0] = m->vocab;
+        if (e->transform == LLAMA_GATE_UP) e->hf_shape[0][0] = e->hf_shape[1][0] = m->ffn_hidden;
+        if (e->transform == LLAMA_QKV) {
+            e->hf_shape[0][0] = m->heads * m->head_dim;
+            e->hf_shape[1][0] = e->hf_shape[2][0] = m->groups * m->head_dim;
+        }
+    }
+    free(globals);
+    *count = total;
+    return list;
+}
+
+int64_t hf_llama_our_elements(const hf_llama_tensor *t) {
+    return t->ndim == 2 ? t->our_shape[0] * t->our_shape[1] : t->our_shape[0];
+}
+int64_t hf_llama_hf_elements(const hf_llama_tensor *t, int part) {
+    return t->ndim == 2 ? t->hf_shape[part][0] * t->hf_shape[part][1] : t->hf_shape[part][0];
+}
+
+void hf_llama_qkv_row(int64_t row, const llama_dims *m, int *part, int64_t *hf_row) {
+    const int64_t D = m->head_dim, per = m->heads / m->groups;
+    const int64_t group = row / ((per + 2) * D), slot = row / D % (per + 2), d = row % D;
+    if (slot < per) {
+        *part = 0;
+        *hf_row = (group * per + slot) * D + d;
+    } else {
+        *part = slot == per ? 1 : 2;
+        *hf_row = group * D + d;
+    }
+}
+
+/* to_hf 1: ours -> hf; 0: hf -> ours. Every transform moves whole rows of `width` elements. */
+static void convert(const hf_llama_tensor *t, const llama_dims *m, float *ours, float *const *hf, int to_hf) {
+    const int64_t rows = t->our_shape[0], width = t->ndim == 2 ? t->our_shape[1] : 1;
+    const size_t row_bytes = sizeof(float) * (size_t)width;
+    switch (t->transform) {
+    case LLAMA_COPY:
+        if (to_hf) memcpy(hf[0], ours, row_bytes * (size_t)rows);
+        else memcpy(ours, hf[0], row_bytes * (size_t)rows);
+        break;
+    case LLAMA_NORM: {
+        const float shift = m->layernorm_1p ? 1.0f : 0.0f;  /* w = stored + 1 */
+        for (int64_t i = 0; i < rows * width; i++) {
+            if (to_hf) hf[0][i] = ours[i] + shift;
+            else ours[i] = hf[0][i] - shift;
+        }
+        break;
+    }
+    case LLAMA_VOCAB_ROWS: {
+        const size_t kept = row_bytes * (size_t)t->hf_shape[0][0];
+        if (to_hf) {
+            memcpy(hf[0], ours, kept);
+        } else {
+            memcpy(ours, hf[0], kept);
+            memset((char *)ours + kept, 0, row_bytes * (size_t)rows - kept);
+        }
+        break;
+    }
+    case LLAMA_QKV:
+        for (int64_t r = 0; r < rows; r++) {
+            int part;
+            int64_t hf_row;
+            hf_llama_qkv_row(r, m, &part, &hf_row);
+            if (to_hf) memcpy(hf[part] + hf_row * width, ours + r * width, row_bytes);
+            else memcpy(ours + r * width, hf[part] + hf_row * width, row_bytes);
+        }
+        break;
+    case LLAMA_GATE_UP: {
+        const size_t half = row_bytes * (size_t)m->ffn_hidden;
+        for (int p = 0; p < 2; p++) {
+            if (to_hf) memcpy(hf[p], (char *)ours + (size_t)p * half, half);
+            else memcpy((char *)ours + (size_t)p * half, hf[p], half);
+        }
+        break;
+    }
+    }
+}
+
+void hf_llama_to_hf(const hf_llama_tensor *t, const llama_dims *m, const float *ours, float *const *hf) {
+    convert(t, m, (float *)ours, hf, 1);
+}
+
+void hf_llama_from_hf(const hf_llama_tensor *t, const llama_dims *m, const float *const *hf, float *ours) {
+    convert(t, m, ours, (float *const *)hf, 0);
+}

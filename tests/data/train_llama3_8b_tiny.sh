@@ -1,0 +1,201 @@
+#!/bin/bash
+# train_llama3_8b_tiny.sh: Megatron-LM's examples/llama/train_llama3_8b_h100_fp8.sh (d98e8a64)
+# with every flag kept, for tests/mpi/llama_script_test.sh and tests/gpu/gpu_llama_script_test.sh.
+# Changed from upstream: the sizes (a tiny Llama: 2 layers, hidden 64, 4 heads in 2 query groups,
+# sequence 64, 2 ranks, TP 2 so that its --sequence-parallel applies), the sample counts (96
+# samples of 8 per batch: 12 iterations), learning rates x20 (so that 12 iterations show the loss falling),
+# DTYPE bf16 instead of fp8 (the script's own switch; fp8 is refused here with a message),
+# --vocab-size the tokenizer's (600) instead of 128256, torchrun replaced by mpiexec (MPIEXEC,
+# PRETRAIN_GPT and DEVICE come from the environment) and the check for pretrain_gpt.py by one
+# for the executable. The "--split '99,1,0'" quoting is upstream's: the quotes reach the program.
+
+# Environment variables for performance tuning
+export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-1}
+#export LOG_LEVEL=${LOG_LEVEL:-INFO}
+#export NCCL_IB_TIMEOUT=${NCCL_IB_TIMEOUT:-19}
+#export NVTE_FWD_LAYERNORM_SM_MARGIN=${NVTE_FWD_LAYERNORM_SM_MARGIN:-16}
+#export NVTE_BWD_LAYERNORM_SM_MARGIN=${NVTE_BWD_LAYERNORM_SM_MARGIN:-16}
+#export NCCL_P2P_NET_CHUNKSIZE=${NCCL_P2P_NET_CHUNKSIZE:-2097152}
+#export NCCL_AVOID_RECORD_STREAMS=${NCCL_AVOID_RECORD_STREAMS:-1}
+
+CHECKPOINT_PATH=${1:-"checkpoints/llama3_8b_fp8"}
+TENSORBOARD_LOGS_PATH=${2:-"tensorboard_logs/llama3_8b_fp8"}
+TOKENIZER_ARG=${3:-"MOCK"} # Path to tokenizer model, or "MOCK"
+DATA_ARG=${4:-"MOCK"}     # Data prefix, or "MOCK"
+
+# Create directories if they don't exist
+mkdir -p "$(dirname "$CHECKPOINT_PATH")"
+mkdir -p "$(dirname "$TENSORBOARD_LOGS_PATH")"
+
+# Distributed training setup
+GPUS_PER_NODE=2
+NUM_NODES=1
+MASTER_ADDR=${MASTER_ADDR:-localhost}
+MASTER_PORT=${MASTER_PORT:-29500}
+NODE_RANK=${NODE_RANK:-0}
+WORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES))
+
+# Path to the pretrain_gpt executable (upstream: pretrain_gpt.py in the Megatron-LM checkout)
+PRETRAIN_SCRIPT_PATH="${PRETRAIN_GPT:-pretrain_gpt}"
+
+# Fixed model and training parameters
+TP_SIZE=2
+CP_SIZE=1
+PP_SIZE=1
+MICRO_BATCH_SIZE=1
+GLOBAL_BATCH_SIZE=8
+NUM_LAYERS=2
+DTYPE="bf16"
+SEQ_LENGTH=64
+MAX_POSITION_EMBEDDINGS=64
+
+# Data cache path (useful for both mock and real data)
+DATA_CACHE_PATH="${DATA_CACHE_PATH:-${PWD}/benchmark_cache_llama3_8b_fp8}"
+mkdir -p "$DATA_CACHE_PATH"
+
+DISTRIBUTED_ARGS=(
+    -n $WORLD_SIZE
+)
+
+MODEL_ARGS=(
+    --use-mcore-models
+    --num-layers $NUM_LAYERS
+    --hidden-size 64
+    --ffn-hidden-size 224
+    --num-attention-heads 4
+    --group-query-attention
+    --num-query-groups 2
+    --kv-channels 16
+    --seq-length $SEQ_LENGTH
+    --max-position-embeddings $MAX_POSITION_EMBEDDINGS
+    --position-embedding-type rope
+    --rotary-base 1000000 
+    --rotary-percent 1.0
+    --attention-dropout 0.0
+    --hidden-dropout 0.0
+    --swiglu
+    --normalization RMSNorm
+    --init-method-std 0.0134
+    --attention-backend fused
+    --apply-layernorm-1p 
+    --untie-embeddings-and-output-weights
+    --disable-bias-linear 
+)
+
+TRAINING_ARGS=(
+    --micro-batch-size $MICRO_BATCH_SIZE
+    --global-batch-size $GLOBAL_BATCH_SIZE
+    --train-samples 96
+    --lr-decay-samples 88
+    --lr-warmup-samples 16
+    --lr 0.003
+    --min-lr 0.0002
+    --decoupled-lr 1.0e-2      # Specific to decoupled AdamW, ensure optimizer is compatible
+    --decoupled-min-lr 9.0e-4  # Specific to decoupled AdamW
+    --lr-decay-style cosine
+    --clip-grad 1.0
+    --weight-decay 0.1
+    --adam-beta1 0.9
+    --adam-beta2 0.95
+    --bf16
+    --grad-reduce-in-bf16
+    --cross-entropy-loss-fusion
+    --calculate-per-token-loss 
+    --manual-gc 
+    --empty-unused-memory-level 1 
+    --exit-duration-in-mins 235 
+)
+
+# Conditional arguments based on DTYPE (FP8)
+DTYPE_ARGS=()
+if [[ "$DTYPE" == "fp8" ]]; then
+    DTYPE_ARGS+=(
+        "--fp8-format hybrid"
+        "--fp8-amax-history-len 1024"
+        "--fp8-amax-compute-algo max"
+        "--fp8-param-gather"
+    )
+fi
+
+# Model parallelism arguments
+MODEL_PARALLEL_ARGS=(
+    --tensor-model-parallel-size $TP_SIZE
+    --context-parallel-size $CP_SIZE
+    # --pipeline-model-parallel-size $PP_SIZE # Not explicitly set in llama script options, assume 1 if not multi-node PP
+    --sequence-parallel  # Always enable sequence parallelism with TP_SIZE=2
+)
+
+# Distributed Data Parallel (DDP) arguments
+# From original script's ddp_args
+DDP_ARGS=(
+    --use-distributed-optimizer
+    --overlap-grad-reduce
+    --overlap-param-gather
+)
+TRAINING_ARGS+=("${DDP_ARGS[@]}")
+
+
+# Data arguments (conditional for mock vs real data)
+DATA_ARGS_LIST=()
+if [[ "$TOKENIZER_ARG" == "MOCK" ]] || [[ "$DATA_ARG" == "MOCK" ]] || [[ -z "$TOKENIZER_ARG" ]]; then
+    DATA_ARGS_LIST+=(
+        "--mock-data"
+        "--tokenizer-type NullTokenizer"
+        "--vocab-size 600" 
+        "--data-cache-path ${DATA_CACHE_PATH}"
+        "--tiktoken-pattern v2" 
+        "--split '99,1,0'"
+        "--no-create-attention-mask-in-dataloader"
+        "--no-mmap-bin-files"
+        "--num-workers 1"
+    )
+else
+    # Settings for real data
+    DATA_ARGS_LIST+=(
+        "--data-path $DATA_ARG"
+        "--tokenizer-type HuggingFaceTokenizer" 
+        "--tokenizer-model $TOKENIZER_ARG"
+        "--data-cache-path ${DATA_CACHE_PATH}"
+        "--split '99,1,0'"
+        "--no-create-attention-mask-in-dataloader"
+        "--no-mmap-bin-files"
+        "--num-workers 1"
+        # Note: --vocab-size might be inferred by HuggingFaceTokenizer or might need to be explicit.
+        "--vocab-size 600"
+    )
+fi
+
+EVAL_AND_LOGGING_ARGS=(
+    --log-interval 1
+    --eval-iters 2
+    --eval-interval 6
+    --save-interval 12
+    --log-throughput
+    --profile
+    --profile-step-start 4
+    --profile-step-end 6
+    --ckpt-format torch_dist 
+    --distributed-timeout-minutes 60
+    --save "$CHECKPOINT_PATH"
+    --load "$CHECKPOINT_PATH" 
+    --tensorboard-dir "$TENSORBOARD_LOGS_PATH"
+)
+
+# Ensure pretrain_gpt is found
+if [ ! -x "$PRETRAIN_SCRIPT_PATH" ]; then
+    echo "Error: pretrain_gpt not found at $PRETRAIN_SCRIPT_PATH"
+    echo "Please set PRETRAIN_GPT to the pretrain_gpt executable."
+    exit 1
+fi
+
+# Run the training command
+"${MPIEXEC:-mpiexec}" ${DISTRIBUTED_ARGS[@]} \
+    "$PRETRAIN_SCRIPT_PATH" --device "${DEVICE:-cpu}" \
+    ${MODEL_ARGS[@]} \
+    ${TRAINING_ARGS[@]} \
+    ${DTYPE_ARGS[@]} \
+    ${MODEL_PARALLEL_ARGS[@]} \
+    ${DATA_ARGS_LIST[@]} \
+    ${EVAL_AND_LOGGING_ARGS[@]}
+
+set +x
