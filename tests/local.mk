@@ -177,3 +177,6 @@ TESTS += tests/mpi/checksum_test.sh tests/mpi/corpus_check_test.sh tests/mpi/io_
 	tests/unit/sanitizer_build_test.sh tests/fuzz/fuzz_test.sh
 EXTRA_DIST += tests/fuzz/README.md tests/fuzz/fuzz_util.h tests/fuzz/corpus $(wildcard $(srcdir)/tests/fuzz/fuzz_*.c)
 EXTRA_DIST += tests/tools/fault_table.sh
+
+# ---- activation recomputation (issue 21) ----
+TESTS += tests/mpi/recompute_test.sh

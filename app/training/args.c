@@ -53,6 +53,11 @@ static const option_spec specs[] = {
     {"global-batch-size", "training", OPTION_INT, AT(global_batch_size), .range = "[1, inf)", .help = "samples per iteration (default micro batch * data-parallel size)"},
     {"train-iters", "training", OPTION_INT64, AT(train_iters), .range = "[1, inf)", .help = "iterations to train (or --train-samples)"},
     {"train-samples", "training", OPTION_INT64, AT(train_samples), .range = "[1, inf)", .help = "samples to train on (sample-based training: iterations = samples / global batch)"},
+    {"recompute-activations", "training", OPTION_FLAG, AT(recompute_activations), .help = "recompute the attention core in the backward instead of keeping its state (same as --recompute-granularity selective)"},
+    {"recompute-granularity", "training", OPTION_CHOICE, AT(recompute_granularity), .choices = "full|selective", .help = "selective: recompute the attention core (softmax, dropout) in the backward; full: keep only the inputs of checkpointed transformer layers and run their forward again (with --recompute-method and --recompute-num-layers)"},
+    {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole"},
+    {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block)"},
+    {"distribute-saved-activations", "training", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "splitting the kept layer inputs over tensor-parallel ranks is not supported; use --sequence-parallel, which keeps 1/tp of them on each rank"},
 
     {"seed", "initialization", OPTION_UINT64, AT(seed), "1234", .help = "random seed (initialization, dropout, data order)"},
     {"init-method-std", "initialization", OPTION_FLOAT, AT(init_method_std), "0.02", .range = "(0, inf)", .help = "standard deviation of the normal initialization"},
@@ -296,6 +301,28 @@ static int validate_parallel(check_state *st, args *a, int world_size) {
     return 0;
 }
 
+/* Megatron's rules (arguments.py, TransformerConfig): --recompute-activations means selective;
+ * selective takes no method and no layer count; full needs both */
+static int validate_recompute(check_state *st, args *a) {
+    if (a->recompute_activations) snprintf(a->recompute_granularity, sizeof a->recompute_granularity, "selective");
+    int layers_per_stage = a->num_layers / a->pipeline_model_parallel_size;
+    if (!strcmp(a->recompute_granularity, "selective")) {
+        if (a->recompute_method[0])
+            return error_format(st->err, st->errlen, "--recompute-method %s is not supported with --recompute-granularity selective%s (Megatron: recompute method is not yet supported for selective recomputing granularity)",
+                                a->recompute_method, a->recompute_activations ? " (which --recompute-activations sets)" : "");
+        if (given(st, "recompute-num-layers"))
+            return error_format(st->err, st->errlen, "--recompute-num-layers must not be given with --recompute-granularity selective%s",
+                                a->recompute_activations ? " (which --recompute-activations sets)" : "");
+    } else if (!strcmp(a->recompute_granularity, "full")) {
+        if (!a->recompute_method[0])
+            return error_format(st->err, st->errlen, "--recompute-granularity full needs --recompute-method uniform or block");
+        if (!given(st, "recompute-num-layers"))
+            return error_format(st->err, st->errlen, "--recompute-granularity full needs --recompute-num-layers between 1 and the layers per pipeline stage (%d)",
+                                layers_per_stage);
+    }
+    return 0;
+}
+
 /* fill derived values and check the combinations (each value alone was checked against the
  * table); every message names the flags involved */
 static int validate(check_state *st, args *a, int world_size) {
@@ -398,6 +425,7 @@ static int validate(check_state *st, args *a, int world_size) {
 
     a->world_size = world_size;
     if (validate_parallel(st, a, world_size)) return -1;
+    if (validate_recompute(st, a)) return -1;
     int per_step = a->micro_batch_size * a->data_parallel_size;
     if (!given(st, "global-batch-size")) a->global_batch_size = per_step;
     if (a->global_batch_size % per_step != 0)

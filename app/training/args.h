@@ -54,6 +54,11 @@ typedef struct args {
     int global_batch_size;        /* default micro_batch_size * data-parallel size */
     int64_t train_iters;          /* derived from --train-samples when that is given */
     int64_t train_samples;        /* 0: iteration-based (--train-iters) */
+    /* activation recomputation (Megatron's meanings; validated in args.c) */
+    int recompute_activations;    /* = --recompute-granularity selective */
+    char recompute_granularity[16]; /* "" (none) | full | selective */
+    char recompute_method[16];    /* "" | uniform | block (full only) */
+    int recompute_num_layers;     /* full: layers per group (uniform) or per stage (block) */
 
     /* initialization */
     uint64_t seed;
