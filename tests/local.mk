@@ -180,3 +180,4 @@ EXTRA_DIST += tests/tools/fault_table.sh
 
 # ---- activation recomputation (issue 21) ----
 TESTS += tests/mpi/recompute_test.sh
+TESTS += tests/mpi/checkpoint_args_test.sh

@@ -6,6 +6,7 @@
 #include "app/training/args.h"
 #include "app/core/error.h"
 #include "app/core/options.h"
+#include "app/training/checkpoint_args.h"
 #include "app/model/gpt_model.h"
 
 #include <stddef.h>
@@ -107,6 +108,7 @@ static const option_spec specs[] = {
     {"ckpt-collective-io", "checkpointing", OPTION_FLAG, AT(ckpt_collective_io), .help = "move tensor data with MPI-IO collective buffering (default: each rank writes its own pieces independently)"},
     {"exit-signal-handler", "checkpointing", OPTION_FLAG, AT(exit_signal_handler), .help = "on SIGTERM (or SIGUSR1/SIGUSR2) save a checkpoint and exit cleanly"},
     {"override-opt-param-scheduler", "checkpointing", OPTION_FLAG, AT(override_opt_param_scheduler), .help = "the learning-rate schedule comes from this run's flags, ignoring the checkpoint's"},
+    {"use-checkpoint-args", "checkpointing", OPTION_FLAG, AT(use_checkpoint_args), .help = "take the model's shape and architecture from the checkpoint in --load: the shape flags fill what the command line leaves out, the architecture flags (query groups, position embeddings, RoPE, biases, SwiGLU, untied output, normalization) override it"},
     {"use-checkpoint-opt_param-scheduler", "checkpointing", OPTION_FLAG, AT(use_checkpoint_opt_param_scheduler), .help = "the learning-rate schedule comes from the checkpoint, ignoring this run's flags"},
 
     {"check-for-nan-in-loss-and-grad", "robustness", OPTION_FLAG, AT(check_for_nan_in_loss_and_grad), .help = "stop with a message naming the iteration, the rank and the tensor when the loss or the gradient norm is NaN or infinite (the default)"},
@@ -471,11 +473,21 @@ void args_set_vocab_size(args *a, int vocab_size) {
     a->padded_vocab_size = (vocab_size + multiple - 1) / multiple * multiple;
 }
 
+/* --use-checkpoint-args reads and marks the flags given, by name */
+static int flag_given(void *given, const char *flag) { return options_given(&table, given, flag); }
+static void mark_given(void *given, const char *flag) {
+    for (int i = 0; i < NUM_FLAGS; i++)
+        if (!strcmp(specs[i].name, flag)) ((unsigned char *)given)[i] = 1;
+}
+
 int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err, size_t errlen) {
     unsigned char flags_given[NUM_FLAGS];
     memset(a, 0, sizeof *a);
-    int rc = options_parse(&table, a, flags_given, argc, argv, err, errlen);
+    int rc = options_parse_flags(&table, a, flags_given, argc, argv, err, errlen);
     if (rc) return rc;
+    flag_marks marks = {flags_given, flag_given, mark_given};
+    if (a->use_checkpoint_args && checkpoint_args_apply(a, &marks, err, errlen)) return -1;
+    if (options_check_required(&table, flags_given, err, errlen)) return -1;
     check_state st = {flags_given, err, errlen};
     options_no_effect_given(&table, flags_given, a->no_effect_flags, sizeof a->no_effect_flags);
     return validate(&st, a, world_size);
@@ -510,6 +522,9 @@ void args_print(const args *a) {
     printf("  %s %.*s %d\n", "padded_vocab_size", 48 - 17, "................................................", a->padded_vocab_size);
     printf("  %s %.*s %d\n", "num_micro_batches", 48 - 17, "................................................", a->num_micro_batches);
     printf("-------------------- end of arguments ---------------------\n");
+    if (a->from_checkpoint[0])
+        printf("> --use-checkpoint-args: %s%s\n", strncmp(a->from_checkpoint, "no checkpoint", 13) ? "from the checkpoint: " : "",
+               a->from_checkpoint);
     if (a->no_effect_flags[0])
         printf("> accepted with no effect here (see --help): %s\n", a->no_effect_flags);
     if (a->bf16 && strcmp(a->device, "cpu") == 0)

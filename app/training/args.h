@@ -105,6 +105,8 @@ typedef struct args {
     char ckpt_format[16];         /* torch_dist (the only one accepted: parallel HDF5 here) */
     int override_opt_param_scheduler;       /* the scheduler from this run's flags, not the checkpoint */
     int use_checkpoint_opt_param_scheduler; /* the scheduler from the checkpoint, not the flags */
+    int use_checkpoint_args;      /* the model's shape from the checkpoint in --load (checkpoint_args.h) */
+    char from_checkpoint[1024];   /* what --use-checkpoint-args took, for the start-up log */
 
     /* robustness: NaN policy, time and hang limits */
     int check_for_nan_in_loss_and_grad; /* stop on a non-finite loss or gradient norm (default) */

@@ -43,6 +43,8 @@ static void put_args(checkpoint_file *f, const trainer *t) {
     checkpoint_put_string(f, "/args", "position_embedding_type", a->position_embedding_type);
     checkpoint_put_double(f, "/args", "rotary_base", a->rotary_base);
     checkpoint_put_double(f, "/args", "rotary_percent", a->rotary_percent);
+    checkpoint_put_double(f, "/args", "hidden_dropout", a->hidden_dropout);
+    checkpoint_put_double(f, "/args", "attention_dropout", a->attention_dropout);
     checkpoint_put_string(f, "/args", "tokenizer_type", a->tokenizer_type[0] ? a->tokenizer_type : "NullTokenizer");
 }
 
