@@ -186,3 +186,7 @@ EXTRA_DIST += tests/tools/fault_table.sh
 TESTS += tests/mpi/llama_hf_test.sh tests/mpi/llama_script_test.sh
 TESTS += tests/gpu/gpu_llama_script_test.sh
 EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh perf/llama_hf_parity.sh perf/llama_hf_parity.py
+
+# ---- activation recomputation (issue 21) ----
+TESTS += tests/mpi/recompute_test.sh
+TESTS += tests/mpi/checkpoint_args_test.sh

@@ -340,6 +340,19 @@ static int parse_args_file(parse_state *st, const char *path) {
 
 int options_parse(const option_table *table, void *dest, unsigned char *given, int argc,
                   char **argv, char *err, size_t errlen) {
+    int rc = options_parse_flags(table, dest, given, argc, argv, err, errlen);
+    return rc ? rc : options_check_required(table, given, err, errlen);
+}
+
+int options_check_required(const option_table *table, const unsigned char *given, char *err, size_t errlen) {
+    for (int i = 0; i < table->count; i++)
+        if ((table->specs[i].flags & OPTION_REQUIRED) && !given[i])
+            return error_format(err, errlen, "--%s is required", table->specs[i].name);
+    return 0;
+}
+
+int options_parse_flags(const option_table *table, void *dest, unsigned char *given, int argc,
+                        char **argv, char *err, size_t errlen) {
     parse_state st = {table, dest, given, err, errlen};
     memset(given, 0, (size_t)table->count);
     set_defaults(&st);
@@ -360,9 +373,6 @@ int options_parse(const option_table *table, void *dest, unsigned char *given, i
         if (path && parse_args_file(&st, path)) return -1;
     }
     if (parse_tokens(&st, argc - 1, argv + 1, NULL, NULL)) return -1;
-    for (int i = 0; i < table->count; i++)
-        if ((table->specs[i].flags & OPTION_REQUIRED) && !given[i])
-            return error_format(err, errlen, "--%s is required", table->specs[i].name);
     return 0;
 }
 

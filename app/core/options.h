@@ -74,6 +74,12 @@ enum { OPTIONS_HELP = 1, OPTIONS_HELP_FLAGS = 2 };
 int options_parse(const option_table *table, void *dest, unsigned char *given, int argc,
                   char **argv, char *err, size_t errlen);
 
+/* options_parse in two steps, for a program that fills some flags itself in between (pretrain_gpt's
+ * --use-checkpoint-args): every flag but the required check, then the required check alone */
+int options_parse_flags(const option_table *table, void *dest, unsigned char *given, int argc,
+                        char **argv, char *err, size_t errlen);
+int options_check_required(const option_table *table, const unsigned char *given, char *err, size_t errlen);
+
 /* options_parse for a program under MPI: on --help rank 0 prints the help and every rank
  * finalizes MPI and exits 0; a mistake goes to user_error (rank 0 prints
  * "PROGRAM: error: ...", every rank exits 2). */

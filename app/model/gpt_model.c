@@ -105,6 +105,18 @@ static void plan_chunks(gpt_model *m) {
         ch->num_layers = per_chunk;
         ch->pre_process = k == 0 && c->pp_rank == 0;
         ch->post_process = k == m->num_chunks - 1 && c->pp_rank == c->pp_size - 1;
+        /* Megatron's TransformerBlock._checkpointed_forward over the chunk's layers: uniform
+         * checkpoints every layer in groups of N (the last group may be shorter), block the
+         * first N layers one by one and stores the rest whole */
+        int n = c->recompute_num_layers > 0 ? c->recompute_num_layers : 1;
+        if (n > per_chunk) n = per_chunk;
+        if (c->recompute_method == RECOMPUTE_METHOD_UNIFORM) {
+            ch->recomputed_layers = per_chunk;
+            ch->recompute_group = n;
+        } else if (c->recompute_method == RECOMPUTE_METHOD_BLOCK) {
+            ch->recomputed_layers = n;
+            ch->recompute_group = 1;
+        }
     }
 }
 
@@ -242,28 +254,57 @@ static shapes model_shapes(const gpt_model *m) {
     return s;
 }
 
+/* the buffers of one layer's activations except its input; the attention workspace only when
+ * own_workspace (selective recompute shares one) */
+static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspace) {
+    const kernel_ops *ops = m->ops;
+    shapes s = model_shapes(m);
+    size_t N = (size_t)s.N, n = (size_t)s.n, C = (size_t)s.C;
+    la->ln1 = alloc_acts(ops, N * C);
+    la->ln1_mean = alloc_floats(ops, n);
+    la->ln1_rstd = alloc_floats(ops, n);
+    la->qkv = alloc_acts(ops, N * (size_t)s.QKVl);
+    la->attention_out = alloc_acts(ops, N * (size_t)s.HDl);
+    la->attention_workspace = own_workspace ? ops->alloc(ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D))
+                                            : m->scratch.attention_workspace;
+    la->residual_mid = alloc_acts(ops, n * C);
+    la->ln2 = alloc_acts(ops, N * C);
+    la->ln2_mean = alloc_floats(ops, n);
+    la->ln2_rstd = alloc_floats(ops, n);
+    la->fc1_out = alloc_acts(ops, N * (size_t)s.FC1l);
+    la->gelu_out = alloc_acts(ops, N * (size_t)s.Fl);
+}
+
+static void release_layer(gpt_model *m, layer_activations *la, int own_workspace) {
+    void *buffers[] = {la->ln1, la->ln1_mean, la->ln1_rstd, la->qkv, la->attention_out,
+                       own_workspace ? la->attention_workspace : NULL, la->residual_mid, la->ln2,
+                       la->ln2_mean, la->ln2_rstd, la->fc1_out, la->gelu_out};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) m->ops->release(buffers[i]);
+}
+
+/* 1 when layer l of the chunk is recomputed (full), and then its index within its group */
+static int layer_recomputed(const model_chunk *ch, int l) { return l < ch->recomputed_layers; }
+static int index_in_group(const model_chunk *ch, int l) { return l % ch->recompute_group; }
+
+/* A slot keeps every activation of the layers it stores. Of a recomputed group it keeps only the
+ * first layer's input: the other buffers are the model's one set of recompute buffers, which the
+ * forward overwrites (micro-batch after micro-batch) and the backward refills by running the
+ * group's forward again. */
 static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot) {
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);
     size_t N = (size_t)s.N, n = (size_t)s.n, C = (size_t)s.C;
-    size_t workspace = ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D);
     slot->layers = calloc((size_t)ch->num_layers, sizeof(layer_activations));
     CHECK(slot->layers, "out of host memory for activation tables");
     for (int l = 0; l < ch->num_layers; l++) {
         layer_activations *la = &slot->layers[l];
+        if (layer_recomputed(ch, l)) {
+            *la = m->scratch.recompute_layers[index_in_group(ch, l)];
+            if (index_in_group(ch, l) == 0) la->input = alloc_acts(ops, n * C);
+            continue;
+        }
         la->input = alloc_acts(ops, n * C);
-        la->ln1 = alloc_acts(ops, N * C);
-        la->ln1_mean = alloc_floats(ops, n);
-        la->ln1_rstd = alloc_floats(ops, n);
-        la->qkv = alloc_acts(ops, N * (size_t)s.QKVl);
-        la->attention_out = alloc_acts(ops, N * (size_t)s.HDl);
-        la->attention_workspace = ops->alloc(workspace);
-        la->residual_mid = alloc_acts(ops, n * C);
-        la->ln2 = alloc_acts(ops, N * C);
-        la->ln2_mean = alloc_floats(ops, n);
-        la->ln2_rstd = alloc_floats(ops, n);
-        la->fc1_out = alloc_acts(ops, N * (size_t)s.FC1l);
-        la->gelu_out = alloc_acts(ops, N * (size_t)s.Fl);
+        allocate_layer(m, la, !m->config.recompute_selective);
     }
     slot->output = alloc_acts(ops, n * C);
     if (ch->pre_process) slot->tokens = ops->alloc(sizeof(int) * N);
@@ -283,10 +324,12 @@ static void free_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot
     const kernel_ops *ops = m->ops;
     for (int l = 0; l < ch->num_layers; l++) {
         layer_activations *la = &slot->layers[l];
-        void *buffers[] = {la->input, la->ln1, la->ln1_mean, la->ln1_rstd, la->qkv,
-                           la->attention_out, la->attention_workspace, la->residual_mid, la->ln2,
-                           la->ln2_mean, la->ln2_rstd, la->fc1_out, la->gelu_out};
-        for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) ops->release(buffers[i]);
+        if (layer_recomputed(ch, l)) {
+            if (index_in_group(ch, l) == 0) ops->release(la->input);
+            continue;
+        }
+        ops->release(la->input);
+        release_layer(m, la, !m->config.recompute_selective);
     }
     void *buffers[] = {slot->output, slot->tokens, slot->targets, slot->lnf, slot->lnf_mean,
                        slot->lnf_rstd, slot->logits, slot->losses, slot->row_max, slot->sum_exp_and_target};
@@ -321,6 +364,37 @@ static void allocate_scratch(gpt_model *m) {
     CHECK(m->host_losses, "out of host memory for losses");
 }
 
+/* the buffers recomputation shares, before the slots that point into them: one group of layer
+ * activations (inputs of all but its first layer included), and with selective recompute the
+ * attention workspace */
+static void allocate_recompute_scratch(gpt_model *m) {
+    backward_scratch *b = &m->scratch;
+    shapes s = model_shapes(m);
+    if (m->config.recompute_selective)
+        b->attention_workspace = m->ops->alloc(m->ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D));
+    for (int k = 0; k < m->num_chunks; k++)
+        if (m->chunks[k].recomputed_layers > 0 && m->chunks[k].recompute_group > b->num_recompute_layers)
+            b->num_recompute_layers = m->chunks[k].recompute_group;
+    if (b->num_recompute_layers == 0) return;
+    b->recompute_layers = calloc((size_t)b->num_recompute_layers, sizeof(layer_activations));
+    CHECK(b->recompute_layers, "out of host memory for the recompute buffers");
+    for (int j = 0; j < b->num_recompute_layers; j++) {
+        layer_activations *la = &b->recompute_layers[j];
+        if (j > 0) la->input = alloc_acts(m->ops, (size_t)s.n * s.C);
+        allocate_layer(m, la, 1);
+    }
+}
+
+static void free_recompute_scratch(gpt_model *m) {
+    backward_scratch *b = &m->scratch;
+    for (int j = 0; j < b->num_recompute_layers; j++) {
+        if (j > 0) m->ops->release(b->recompute_layers[j].input);
+        release_layer(m, &b->recompute_layers[j], 1);
+    }
+    free(b->recompute_layers);
+    if (b->attention_workspace) m->ops->release(b->attention_workspace);
+}
+
 void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *ops,
                       const comm_ops *comm, const comm_group *tp_group) {
     memset(m, 0, sizeof(*m));
@@ -346,6 +420,10 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
         model_chunk *ch = &m->chunks[k];
         bind_view(&ch->weights, m, ch, m->param_buffer, ops->act_bytes);
         bind_view(&ch->grads, m, ch, m->grad_buffer, sizeof(float));
+    }
+    allocate_recompute_scratch(m);
+    for (int k = 0; k < m->num_chunks; k++) {
+        model_chunk *ch = &m->chunks[k];
         ch->slots = calloc((size_t)m->config.activation_slots, sizeof(activation_slot));
         CHECK(ch->slots, "out of host memory for activation slots");
         for (int s = 0; s < m->config.activation_slots; s++) allocate_slot(m, ch, &ch->slots[s]);
@@ -363,6 +441,7 @@ void gpt_model_free(gpt_model *m) {
         free(ch->weights.layers);
         free(ch->grads.layers);
     }
+    free_recompute_scratch(m);
     backward_scratch *b = &m->scratch;
     void *buffers[] = {b->d_residual, b->d_hidden, b->d_full, b->d_attention, b->d_qkv, b->d_ffn_a,
                        b->d_ffn_b, b->forward_full, b->forward_rows, m->param_buffer, m->grad_buffer};
@@ -538,14 +617,19 @@ static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *sl
     m->ops->dropout_forward(slot->layers[0].input, rows, (size_t)s.n * s.C, hidden_rng(m, rng, -1, SITE_EMBEDDING));
 }
 
-static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, micro_batch_rng rng) {
+/* where layer l writes the residual stream it produces: the next layer's input, or the chunk's */
+static void *layer_output(model_chunk *ch, activation_slot *slot, int l) {
+    return l + 1 < ch->num_layers ? slot->layers[l + 1].input : slot->output;
+}
+
+static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, micro_batch_rng rng,
+                          void *out) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
     const kernel_ops *ops = m->ops;
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l];
     int layer = ch->first_layer + l;
-    void *out = l + 1 < ch->num_layers ? slot->layers[l + 1].input : slot->output;
     size_t rows_size = (size_t)s.n * s.C;
     params_needed(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 
@@ -610,7 +694,7 @@ double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tok
         m->ops->copy_from_host(slot->tokens, tokens, sizeof(int) * N);
         embedding_forward(m, ch, slot, rng);
     }
-    for (int l = 0; l < ch->num_layers; l++) layer_forward(m, ch, slot, l, rng);
+    for (int l = 0; l < ch->num_layers; l++) layer_forward(m, ch, slot, l, rng, layer_output(ch, slot, l));
     if (!ch->post_process) return 0.0;
     m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);
     return loss_forward(m, ch, slot, grad_scale);
@@ -664,6 +748,9 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     if (lg->proj_bias) ops->bias_backward(lg->proj_bias, b->d_hidden, s.n, s.C);
     d_full = gather_rows(m, b->d_hidden, b->d_full);
     ops->matmul_backward(b->d_attention, lg->proj_weight, NULL, d_full, la->attention_out, lw->proj_weight, s.N, s.HDl, s.C);
+    if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
+        ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
+                               c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl,
                             s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     if (c->position_embedding_type == POSITION_ROPE) ops->rope_backward(b->d_qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
@@ -686,11 +773,26 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
     grads_ready(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
 }
 
+/* full recompute: before the backward of the last layer of a recomputed group, run the group's
+ * forward again from its kept input with the same dropout streams (hence the same activations,
+ * bit for bit); its last layer's output is not needed and goes to d_hidden, free between the
+ * backward of two layers (d_residual carries the gradient) */
+static void recompute_group_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, int last,
+                                    micro_batch_rng rng) {
+    for (int l = last - index_in_group(ch, last); l <= last; l++)
+        layer_forward(m, ch, slot, l, rng, l < last ? layer_output(ch, slot, l) : m->scratch.d_hidden);
+}
+
 void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng rng) {
     model_chunk *ch = &m->chunks[chunk];
     activation_slot *slot = &ch->slots[slot_index];
     if (ch->post_process) loss_backward(m, ch, slot);
-    for (int l = ch->num_layers - 1; l >= 0; l--) layer_backward(m, ch, slot, l, rng);
+    for (int l = ch->num_layers - 1; l >= 0; l--) {
+        int group_last = layer_recomputed(ch, l) &&
+                         (l == ch->recomputed_layers - 1 || index_in_group(ch, l) == ch->recompute_group - 1);
+        if (group_last) recompute_group_forward(m, ch, slot, l, rng);
+        layer_backward(m, ch, slot, l, rng);
+    }
     if (ch->pre_process) embedding_backward(m, ch, slot, rng);
 }
 

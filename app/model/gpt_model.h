@@ -22,6 +22,9 @@
 #include "app/parallel/comm.h"
 #include "kernels/kernels.h"
 
+/* which transformer layers --recompute-granularity full recomputes (--recompute-method) */
+typedef enum { RECOMPUTE_METHOD_NONE, RECOMPUTE_METHOD_UNIFORM, RECOMPUTE_METHOD_BLOCK } recompute_method;
+
 /* --position-embedding-type */
 typedef enum { POSITION_LEARNED_ABSOLUTE, POSITION_ROPE, POSITION_NONE } position_embedding_type;
 
@@ -52,6 +55,14 @@ typedef struct gpt_config {
     float attention_dropout;
     int untie_embeddings_and_output_weights;
     uint64_t seed;
+    /* activation recomputation (Megatron's --recompute-*): selective keeps no attention-core
+     * state (softmax statistics or probabilities) per micro-batch and recomputes it in the
+     * backward; full keeps only the input of each group of recompute_num_layers layers
+     * (uniform) or of each of a chunk's first recompute_num_layers layers (block) and runs the
+     * group's forward again before its backward */
+    int recompute_selective;
+    recompute_method recompute_method;
+    int recompute_num_layers;
     /* parallel layout */
     int tp_size, tp_rank, sequence_parallel;
     int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
@@ -137,6 +148,8 @@ typedef struct activation_slot {
 
 typedef struct model_chunk {
     int first_layer, num_layers;   /* global index of its first layer, and how many */
+    int recomputed_layers;         /* its first layers whose activations are recomputed (full) */
+    int recompute_group;           /* in groups of this many layers (uniform: N, block: 1) */
     int pre_process, post_process; /* holds the embedding / the output layer and loss */
     int first_param, num_params;   /* its range of the parameter table */
     model_view weights, grads;
@@ -162,6 +175,12 @@ typedef struct backward_scratch {
     void *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
     void *forward_rows;   /* [n,C] forward temporary */
     void *norm_ones, *norm_weight; /* [C], --apply-layernorm-1p only: ones, and a norm's 1 + w */
+    /* activation recomputation: the activations of one group of recomputed layers (shared by
+     * every chunk and slot; a group's first layer keeps its own input in the slot), and with
+     * selective recompute the one attention workspace of every layer */
+    layer_activations *recompute_layers; /* [recompute_group] */
+    int num_recompute_layers;
+    void *attention_workspace;
 } backward_scratch;
 
 typedef struct gpt_model {

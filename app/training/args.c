@@ -6,6 +6,7 @@
 #include "app/training/args.h"
 #include "app/core/error.h"
 #include "app/core/options.h"
+#include "app/training/checkpoint_args.h"
 #include "app/model/gpt_model.h"
 
 #include <stddef.h>
@@ -56,6 +57,11 @@ static const option_spec specs[] = {
     {"global-batch-size", "training", OPTION_INT, AT(global_batch_size), .range = "[1, inf)", .help = "samples per iteration (default micro batch * data-parallel size)"},
     {"train-iters", "training", OPTION_INT64, AT(train_iters), .range = "[1, inf)", .help = "iterations to train (or --train-samples)"},
     {"train-samples", "training", OPTION_INT64, AT(train_samples), .range = "[1, inf)", .help = "samples to train on (sample-based training: iterations = samples / global batch)"},
+    {"recompute-activations", "training", OPTION_FLAG, AT(recompute_activations), .help = "recompute the attention core in the backward instead of keeping its state (same as --recompute-granularity selective)"},
+    {"recompute-granularity", "training", OPTION_CHOICE, AT(recompute_granularity), .choices = "full|selective", .help = "selective: recompute the attention core (softmax, dropout) in the backward; full: keep only the inputs of checkpointed transformer layers and run their forward again (with --recompute-method and --recompute-num-layers)"},
+    {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole"},
+    {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block)"},
+    {"distribute-saved-activations", "training", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "splitting the kept layer inputs over tensor-parallel ranks is not supported; use --sequence-parallel, which keeps 1/tp of them on each rank"},
 
     {"seed", "initialization", OPTION_UINT64, AT(seed), "1234", .help = "random seed (initialization, dropout, data order)"},
     {"init-method-std", "initialization", OPTION_FLOAT, AT(init_method_std), "0.02", .range = "(0, inf)", .help = "standard deviation of the normal initialization"},
@@ -107,6 +113,7 @@ static const option_spec specs[] = {
     {"ckpt-collective-io", "checkpointing", OPTION_FLAG, AT(ckpt_collective_io), .help = "move tensor data with MPI-IO collective buffering (default: each rank writes its own pieces independently)"},
     {"exit-signal-handler", "checkpointing", OPTION_FLAG, AT(exit_signal_handler), .help = "on SIGTERM (or SIGUSR1/SIGUSR2) save a checkpoint and exit cleanly"},
     {"override-opt-param-scheduler", "checkpointing", OPTION_FLAG, AT(override_opt_param_scheduler), .help = "the learning-rate schedule comes from this run's flags, ignoring the checkpoint's"},
+    {"use-checkpoint-args", "checkpointing", OPTION_FLAG, AT(use_checkpoint_args), .help = "take the model's shape and architecture from the checkpoint in --load: the shape flags fill what the command line leaves out, the architecture flags (query groups, position embeddings, RoPE, biases, SwiGLU, untied output, normalization) override it"},
     {"use-checkpoint-opt_param-scheduler", "checkpointing", OPTION_FLAG, AT(use_checkpoint_opt_param_scheduler), .help = "the learning-rate schedule comes from the checkpoint, ignoring this run's flags"},
 
     {"check-for-nan-in-loss-and-grad", "robustness", OPTION_FLAG, AT(check_for_nan_in_loss_and_grad), .help = "stop with a message naming the iteration, the rank and the tensor when the loss or the gradient norm is NaN or infinite (the default)"},
@@ -303,6 +310,28 @@ static int validate_parallel(check_state *st, args *a, int world_size) {
     return 0;
 }
 
+/* Megatron's rules (arguments.py, TransformerConfig): --recompute-activations means selective;
+ * selective takes no method and no layer count; full needs both */
+static int validate_recompute(check_state *st, args *a) {
+    if (a->recompute_activations) snprintf(a->recompute_granularity, sizeof a->recompute_granularity, "selective");
+    int layers_per_stage = a->num_layers / a->pipeline_model_parallel_size;
+    if (!strcmp(a->recompute_granularity, "selective")) {
+        if (a->recompute_method[0])
+            return error_format(st->err, st->errlen, "--recompute-method %s is not supported with --recompute-granularity selective%s (Megatron: recompute method is not yet supported for selective recomputing granularity)",
+                                a->recompute_method, a->recompute_activations ? " (which --recompute-activations sets)" : "");
+        if (given(st, "recompute-num-layers"))
+            return error_format(st->err, st->errlen, "--recompute-num-layers must not be given with --recompute-granularity selective%s",
+                                a->recompute_activations ? " (which --recompute-activations sets)" : "");
+    } else if (!strcmp(a->recompute_granularity, "full")) {
+        if (!a->recompute_method[0])
+            return error_format(st->err, st->errlen, "--recompute-granularity full needs --recompute-method uniform or block");
+        if (!given(st, "recompute-num-layers"))
+            return error_format(st->err, st->errlen, "--recompute-granularity full needs --recompute-num-layers between 1 and the layers per pipeline stage (%d)",
+                                layers_per_stage);
+    }
+    return 0;
+}
+
 /* fill derived values and check the combinations (each value alone was checked against the
  * table); every message names the flags involved */
 static int validate(check_state *st, args *a, int world_size) {
@@ -419,6 +448,7 @@ static int validate(check_state *st, args *a, int world_size) {
 
     a->world_size = world_size;
     if (validate_parallel(st, a, world_size)) return -1;
+    if (validate_recompute(st, a)) return -1;
     int per_step = a->micro_batch_size * a->data_parallel_size;
     if (!given(st, "global-batch-size")) a->global_batch_size = per_step;
     if (a->global_batch_size % per_step != 0)
@@ -466,11 +496,21 @@ void args_set_vocab_size(args *a, int vocab_size) {
     a->padded_vocab_size = (vocab_size + multiple - 1) / multiple * multiple;
 }
 
+/* --use-checkpoint-args reads and marks the flags given, by name */
+static int flag_given(void *given, const char *flag) { return options_given(&table, given, flag); }
+static void mark_given(void *given, const char *flag) {
+    for (int i = 0; i < NUM_FLAGS; i++)
+        if (!strcmp(specs[i].name, flag)) ((unsigned char *)given)[i] = 1;
+}
+
 int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err, size_t errlen) {
     unsigned char flags_given[NUM_FLAGS];
     memset(a, 0, sizeof *a);
-    int rc = options_parse(&table, a, flags_given, argc, argv, err, errlen);
+    int rc = options_parse_flags(&table, a, flags_given, argc, argv, err, errlen);
     if (rc) return rc;
+    flag_marks marks = {flags_given, flag_given, mark_given};
+    if (a->use_checkpoint_args && checkpoint_args_apply(a, &marks, err, errlen)) return -1;
+    if (options_check_required(&table, flags_given, err, errlen)) return -1;
     check_state st = {flags_given, err, errlen};
     options_no_effect_given(&table, flags_given, a->no_effect_flags, sizeof a->no_effect_flags);
     return validate(&st, a, world_size);
@@ -505,6 +545,9 @@ void args_print(const args *a) {
     printf("  %s %.*s %d\n", "padded_vocab_size", 48 - 17, "................................................", a->padded_vocab_size);
     printf("  %s %.*s %d\n", "num_micro_batches", 48 - 17, "................................................", a->num_micro_batches);
     printf("-------------------- end of arguments ---------------------\n");
+    if (a->from_checkpoint[0])
+        printf("> --use-checkpoint-args: %s%s\n", strncmp(a->from_checkpoint, "no checkpoint", 13) ? "from the checkpoint: " : "",
+               a->from_checkpoint);
     if (a->no_effect_flags[0])
         printf("> accepted with no effect here (see --help): %s\n", a->no_effect_flags);
     if (a->bf16 && strcmp(a->device, "cpu") == 0)

@@ -57,6 +57,11 @@ typedef struct args {
     int global_batch_size;        /* default micro_batch_size * data-parallel size */
     int64_t train_iters;          /* derived from --train-samples when that is given */
     int64_t train_samples;        /* 0: iteration-based (--train-iters) */
+    /* activation recomputation (Megatron's meanings; validated in args.c) */
+    int recompute_activations;    /* = --recompute-granularity selective */
+    char recompute_granularity[16]; /* "" (none) | full | selective */
+    char recompute_method[16];    /* "" | uniform | block (full only) */
+    int recompute_num_layers;     /* full: layers per group (uniform) or per stage (block) */
 
     /* initialization */
     uint64_t seed;
@@ -105,6 +110,8 @@ typedef struct args {
     char ckpt_format[16];         /* torch_dist (the only one accepted: parallel HDF5 here) */
     int override_opt_param_scheduler;       /* the scheduler from this run's flags, not the checkpoint */
     int use_checkpoint_opt_param_scheduler; /* the scheduler from the checkpoint, not the flags */
+    int use_checkpoint_args;      /* the model's shape from the checkpoint in --load (checkpoint_args.h) */
+    char from_checkpoint[1024];   /* what --use-checkpoint-args took, for the start-up log */
 
     /* robustness: NaN policy, time and hang limits */
     int check_for_nan_in_loss_and_grad; /* stop on a non-finite loss or gradient norm (default) */

@@ -47,6 +47,8 @@ static void put_args(checkpoint_file *f, const trainer *t) {
     /* generation reads it back (app/inference/inference_model.c) */
     checkpoint_put_int(f, "/args", "rotary_seq_len_interpolation_factor", a->rotary_seq_len_interpolation_factor);
     checkpoint_put_double(f, "/args", "rope_scaling_factor", a->rope_scaling_factor);
+    checkpoint_put_double(f, "/args", "hidden_dropout", a->hidden_dropout);
+    checkpoint_put_double(f, "/args", "attention_dropout", a->attention_dropout);
     checkpoint_put_string(f, "/args", "tokenizer_type", a->tokenizer_type[0] ? a->tokenizer_type : "NullTokenizer");
 }
 

@@ -3,6 +3,7 @@
 #include "app/core/error.h"
 #include "app/training/pipeline_schedule.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +30,28 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
     double weights_and_grads = mixed ? 6 : 8;
     m.parameters = params * weights_and_grads;
     m.optimizer = params * (per_param - weights_and_grads);
-    double act16 = s * b * h * (34 + 5 * heads * s / h) / tp;  /* one layer, 16-bit activations */
+    /* one layer, 16-bit activations (Korthikanti et al.); selective recompute drops the 5as/h
+     * of the attention core */
+    int selective = !strcmp(a->recompute_granularity, "selective"), full = !strcmp(a->recompute_granularity, "full");
+    double act16 = s * b * h * (34 + (selective ? 0 : 5 * heads * s / h)) / tp;
     double slots = pipeline_activation_slots(topo->pp_size, a->virtual_pipeline_model_parallel_size > 0
                                                                 ? a->virtual_pipeline_model_parallel_size : 1,
                                              a->num_micro_batches > 0 ? a->num_micro_batches : 1);
     if (slots < 1) slots = 1;
     double logits = 2 * s * b * vocab / tp * 4;  /* fp32 logits and their gradient */
-    m.activations = slots * layers_here * act16 * (ops->act_bytes / 2.0) + logits;
+    /* full recompute keeps each checkpointed group's input (2sbh bytes) per slot, and one group's
+     * activations for the backward */
+    double vp = a->virtual_pipeline_model_parallel_size > 0 ? a->virtual_pipeline_model_parallel_size : 1;
+    double per_chunk = layers_here / vp, kept = layers_here, inputs = 0, group = 0;
+    if (full) {
+        double n = a->recompute_num_layers < per_chunk ? a->recompute_num_layers : per_chunk;
+        int uniform = strcmp(a->recompute_method, "block") != 0;
+        double groups = uniform ? ceil(per_chunk / n) : n;
+        kept = vp * (per_chunk - (uniform ? per_chunk : n));
+        inputs = vp * groups * 2 * s * b * h / tp;
+        group = uniform ? n : 1;
+    }
+    m.activations = (slots * (kept * act16 + inputs) + group * act16) * (ops->act_bytes / 2.0) + logits;
     m.workspace = workspace_bytes;
     m.total = m.parameters + m.optimizer + m.activations + m.workspace;
     return m;
@@ -99,7 +115,7 @@ void memory_estimate_check(const args *a, const topology *topo, const kernel_ops
     char need[32], have[32], p[32], o[32], act[32];
     user_error("this run needs about %s per rank (parameters and gradients %s, optimizer state %s, activations %s "
                "for %d-token micro-batches, workspace) but %s of host memory is available per rank: use smaller "
-               "--seq-length, --hidden-size, --num-layers or --micro-batch-size, or more ranks",
+               "--seq-length, --hidden-size, --num-layers or --micro-batch-size, activation recomputation (--recompute-granularity full), or more ranks",
                gib(need, sizeof need, m.total), gib(p, sizeof p, m.parameters), gib(o, sizeof o, m.optimizer),
                gib(act, sizeof act, m.activations), a->seq_length, gib(have, sizeof have, available));
 }

@@ -73,7 +73,7 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
     if (s->peak_tflops > 0) {
         double mfu = flops_utilization(s->tflops_per_gpu, s->peak_tflops);
         double hfu = flops_utilization(s->hardware_tflops_per_gpu, s->peak_tflops);
-        snprintf(mfu_field, sizeof mfu_field, " | MFU: %.2f%%", 100.0 * mfu);
+        snprintf(mfu_field, sizeof mfu_field, " | MFU: %.2f%% | HFU: %.2f%%", 100.0 * mfu, 100.0 * hfu);
         snprintf(mfu_json, sizeof mfu_json, "\"mfu\": %.6f, \"hfu\": %.6f, \"peak_tflops\": %.3f, ", mfu, hfu,
                  s->peak_tflops);
     }
@@ -91,7 +91,7 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         fprintf(log->metrics,
                 "{\"split\": \"train\", \"iteration\": %lld, \"consumed_samples\": %lld, "
                 "\"elapsed_ms_per_iteration\": %.3f, \"tokens_per_second\": %.3f, "
-                "\"tflops_per_gpu\": %.6f, \"model_tflops_per_gpu\": %.6f, \"hardware_tflops_per_gpu\": %.6f, "
+                "\"tflops_per_gpu\": %.9e, \"model_tflops_per_gpu\": %.9e, \"hardware_tflops_per_gpu\": %.9e, "
                 "%s",
                 (long long)s->iteration, (long long)s->consumed_samples, s->elapsed_ms_per_iteration,
                 s->tokens_per_second, s->tflops_per_gpu, s->tflops_per_gpu, s->hardware_tflops_per_gpu, mfu_json);

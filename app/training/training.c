@@ -58,6 +58,10 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.activation_slots = pipeline_activation_slots(topo->pp_size, c.virtual_stages, a->num_micro_batches);
     c.bucket_size = a->ddp_bucket_size;
     c.bucket_alignment = topo->dp_size;
+    c.recompute_selective = !strcmp(a->recompute_granularity, "selective");
+    if (!strcmp(a->recompute_granularity, "full"))
+        c.recompute_method = !strcmp(a->recompute_method, "block") ? RECOMPUTE_METHOD_BLOCK : RECOMPUTE_METHOD_UNIFORM;
+    c.recompute_num_layers = a->recompute_num_layers;
     return c;
 }
 
@@ -340,8 +344,25 @@ static int do_valid(const trainer *t) {
     return t->args->eval_iters > 0 && (!t->data || gpt_dataset_num_samples(t->data, SPLIT_VALID) > 0);
 }
 
-/* the model's FLOPs per iteration (perf/metrics/flops.h): GPT is multi-head attention, a GELU
- * MLP, dense and causal; nothing is recomputed yet, so hardware FLOPs equal model FLOPs */
+/* what activation recomputation runs again, for HFU: selective the attention core of every
+ * layer; full uniform every layer's forward; full block the first --recompute-num-layers layers
+ * of each model chunk (pipeline stage, or virtual stage) */
+static recompute_spec recompute_spec_of(const args *a) {
+    recompute_spec r = {RECOMPUTE_NONE, 0};
+    if (!strcmp(a->recompute_granularity, "selective")) r.granularity = RECOMPUTE_SELECTIVE;
+    if (strcmp(a->recompute_granularity, "full") != 0) return r;
+    r.granularity = RECOMPUTE_FULL;
+    r.num_layers = a->num_layers;
+    if (!strcmp(a->recompute_method, "block")) {
+        int chunks = a->pipeline_model_parallel_size * a->virtual_pipeline_model_parallel_size;
+        int per_chunk = a->num_layers / chunks;
+        r.num_layers = chunks * (a->recompute_num_layers < per_chunk ? a->recompute_num_layers : per_chunk);
+    }
+    return r;
+}
+
+/* the model's FLOPs per iteration (perf/metrics/flops.h): dense, causal attention; hardware
+ * FLOPs add the forward work that activation recomputation repeats */
 static iteration_flops iteration_flops_of(const args *a) {
     model_shape shape = {
         .num_layers = a->num_layers,
@@ -355,7 +376,7 @@ static iteration_flops iteration_flops_of(const args *a) {
         .seq_length = a->seq_length,
         .causal = 1,
     };
-    recompute_spec recompute = {RECOMPUTE_NONE, 0};
+    recompute_spec recompute = recompute_spec_of(a);
     return flops_per_iteration(&shape, a->global_batch_size, &recompute);
 }
 

@@ -3,7 +3,8 @@
 # like the fp32 CPU reference. Skipped where no GPU is visible.
 #  - 20 iterations on one GPU: every loss within 1% (relative) of the CPU backend's, same seed,
 #    dropout off and on; the memory line reports 18 bytes/parameter; the log line carries MFU.
-#  - --deterministic-mode twice: bitwise-identical losses and parameters (--dump-parameters).
+#  - --deterministic-mode twice: bitwise-identical losses and parameters (--dump-parameters);
+#    with selective, full-uniform and full-block recomputation: the same bits, less memory (full).
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2xPP2, DP4 with the distributed
 #    optimizer: losses within 1e-2 (relative) of the 1-GPU run.
 #  - the tiny Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention): GPU losses within 1% of
@@ -65,6 +66,24 @@ cmp -s "$WORK/det1.loss" "$WORK/det2.loss" && [ -s "$WORK/det1.loss" ]
 ok $? "--deterministic-mode: two runs give bitwise-identical losses"
 cmp -s "$WORK/det1.bin" "$WORK/det2.bin"
 ok $? "--deterministic-mode: two runs give bitwise-identical parameters"
+
+# activation recomputation on the GPU (4 layers, --deterministic-mode, dropout on): losses and
+# parameters bitwise those without, and less peak memory with full recompute
+RECOMPUTE="--device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1 --num-layers 4 --train-iters 5"
+train rc_none 1 $RECOMPUTE
+for mode in "selective --recompute-activations" "uniform --recompute-granularity full --recompute-method uniform --recompute-num-layers 1" \
+            "block --recompute-granularity full --recompute-method block --recompute-num-layers 2"; do
+    set -- $mode; name=$1; shift
+    train "rc_$name" 1 $RECOMPUTE "$@"
+    cmp -s "$WORK/rc_none.loss" "$WORK/rc_$name.loss" && [ -s "$WORK/rc_none.loss" ] && cmp -s "$WORK/rc_none.bin" "$WORK/rc_$name.bin"
+    ok $? "recompute $name on the GPU: losses and parameters bitwise those without recomputation"
+    mem_none=$(json_field "$WORK/rc_none.jsonl" train peak_memory_gib | tail -1)
+    mem=$(json_field "$WORK/rc_$name.jsonl" train peak_memory_gib | tail -1)
+    diag "peak memory: none $mem_none GiB, $name $mem GiB"
+    [ "$name" = selective ] && continue  # flash attention keeps only [B,H,T] fp32 statistics
+    awk -v a="$mem" -v b="$mem_none" 'BEGIN { exit !(a + 0 < b + 0) }'
+    ok $? "recompute $name on the GPU: peak memory lower than without"
+done
 
 # the Llama family (configs/llama-tiny.args: RoPE, RMSNorm, SwiGLU, 4 heads in 2 query groups,
 # no biases, untied): the CUDA kernels train like the CPU backend, and over TP2 when 2 GPUs exist

@@ -15,8 +15,9 @@
 #  - A read-only checkpoint folder: refused before training with a message naming it.
 #  - Truncated checkpoint, corpus (.bin) and index (.idx) files, and bit flips in a checkpoint's
 #    HDF5 metadata and in an index: refused with a message naming the file (an exit status of 1
-#    or 2, not a crash), never a hang. Bit flips in tensor data and corpus tokens are skipped
-#    with the reason: nothing detects them yet (checksums and token-id checks: issue 22).
+#    or 2, not a crash), never a hang. A byte flipped at random in a random tensor's data is
+#    refused by its checksum, naming the tensor; a flipped token by the corpus's checksum (HDF5)
+#    or, in a .bin, by the vocabulary check (issue 22).
 # FAULT_SEED=N repeats a run's random choices (the seed is printed).
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/tools/fault_table.sh"
@@ -276,7 +277,28 @@ for offset in 0 9; do
     refused "$CASE_CKPT_FLIP" "$newest" "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL $TP2 --load "$dir/ckpt"
 done
 fault_case_ok "$CASE_CKPT_FLIP" "refused, naming the file"
-fault_skip_case "bit-flipped checkpoint tensor data" "needs per-tensor checksums (issue 22)"
+# a byte of one tensor's data, chosen at random (a model weight or an Adam moment), inverted where
+# HDF5 stores it: the per-tensor XXH3 checksums refuse the load, naming the file and the tensor
+CASE_TENSOR_FLIP="bit-flipped checkpoint tensor data (random tensor, byte)"
+h5ls -r "$WORK/trial1/ckpt/iter_$(printf %07d "$(tracker_of "$WORK/trial1/ckpt")").h5" |
+    awk '$2 == "Dataset" && $1 ~ /^\/(model|optimizer)\// { print $1 }' > "$WORK/tensors"
+tensors=$(wc -l < "$WORK/tensors")
+for trial in 1 2 3; do
+    rm -rf "$dir/ckpt"; cp -r "$WORK/trial1/ckpt" "$dir/ckpt"
+    newest="$dir/ckpt/iter_$(printf %07d "$(tracker_of "$dir/ckpt")").h5"
+    random "$tensors"; tensor=$(sed -n "$((R + 1))p" "$WORK/tensors")
+    layout=$(h5dump -p -H -d "$tensor" "$newest")
+    size=$(echo "$layout" | awk '$1 == "SIZE" { print $2; exit }')
+    offset=$(echo "$layout" | awk '$1 == "OFFSET" { print $2; exit }')
+    if [ -z "$size" ] || [ -z "$offset" ]; then fault_trial "$CASE_TENSOR_FLIP" 1 "no contiguous storage for $tensor"; continue; fi
+    random "$size"
+    diag "trial $trial: byte $R of $tensor ($size bytes at file offset $offset)"
+    flip_byte "$newest" $((offset + R))
+    refused "$CASE_TENSOR_FLIP" "$newest" "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL $TP2 --load "$dir/ckpt"
+    grep -q "tensor $tensor: .*do not match their checksum" "$WORK/err" ||
+        fault_trial "$CASE_TENSOR_FLIP" 1 "the message does not name $tensor: $(head -1 "$WORK/err" | cut -c1-200)"
+done
+fault_case_ok "$CASE_TENSOR_FLIP" "refused, naming the file and the tensor"
 
 # corpus and index: a small WordPiece corpus in Megatron's .bin/.idx
 CORPUS_ARGS="--num-layers 2 --hidden-size 32 --num-attention-heads 2 --seq-length 32 --micro-batch-size 2
@@ -310,7 +332,28 @@ CASE_CORPUS_FLIP="bit-flipped index (.idx header, sizes)"
 damaged_corpus "$CASE_CORPUS_FLIP" idx header
 damaged_corpus "$CASE_CORPUS_FLIP" idx sizes
 fault_case_ok "$CASE_CORPUS_FLIP" "refused, naming the file"
-fault_skip_case "bit-flipped corpus tokens (.bin)" "token ids are not yet checked against the vocabulary when a sample is read (app/data)"
+# a flipped token: in the HDF5 corpus any byte of /tokens (chosen at random) fails the dataset's
+# XXH3 checksum; in a .bin, whose format has no checksum, a flipped high byte makes an id outside
+# the vocabulary, which the scan at the door refuses (a flip that stays inside the vocabulary
+# cannot be told from data, in Megatron's format as here)
+CASE_TOKEN_FLIP="bit-flipped corpus tokens (.h5 any byte, .bin high byte)"
+for trial in 1 2; do
+    rm -rf "$WORK/dc"; mkdir -p "$WORK/dc"; cp "$WORK/corpus_text_document.h5" "$WORK/dc/"
+    f="$WORK/dc/corpus_text_document.h5"
+    layout=$(h5dump -p -H -d /tokens "$f")
+    size=$(echo "$layout" | awk '$1 == "SIZE" { print $2; exit }')
+    offset=$(echo "$layout" | awk '$1 == "OFFSET" { print $2; exit }')
+    random "${size:-1}"
+    diag "trial $trial: byte $R of /tokens ($size bytes at file offset $offset)"
+    flip_byte "$f" $((offset + R))
+    refused "$CASE_TOKEN_FLIP" "$f" "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $CORPUS_ARGS --data-path "$WORK/dc/corpus_text_document"
+done
+rm -rf "$WORK/dc"; mkdir -p "$WORK/dc"; cp "$WORK/mmap.bin" "$WORK/mmap.idx" "$WORK/dc/"
+random $(( $(stat -c %s "$WORK/dc/mmap.bin") / 2 ))
+diag ".bin: the high byte of token $R"
+flip_byte "$WORK/dc/mmap.bin" $((2 * R + 1))
+refused "$CASE_TOKEN_FLIP" "$WORK/dc/mmap.bin" "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $CORPUS_ARGS --data-path "$WORK/dc/mmap"
+fault_case_ok "$CASE_TOKEN_FLIP" "refused, naming the file"
 
 fault_print_table
 done_testing
