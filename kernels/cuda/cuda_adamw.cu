@@ -6,8 +6,9 @@
  *   p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)              (decoupled weight decay)
  * evaluated with the same operations in the same order through the round-to-nearest intrinsics
  * (no fused multiply-adds), so the fp32 results equal the CPU's bit for bit.
- * sum_squares: a fixed grid of blocks (independent of the device) accumulates x^2 in double,
- * each block reduces in a fixed order, and one block adds the block partials in order. */
+ * sum_squares: the ranges are cut into fixed 64K-element chunks (independent of the device),
+ * one block accumulates each chunk's x^2 in double in a fixed order, and one block adds the chunk
+ * partials in order. The multi-tensor forms run one launch over every optimizer range. */
 #include <math.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -199,27 +200,7 @@ extern "C" void cuda_adamw_update(float *master, bf16 *params_bf16, const float 
 
 /* ---- sum of squares ---- */
 
-#define SUM_SQUARES_BLOCKS 512
 #define SUM_SQUARES_THREADS 256
-
-static __global__ void sum_squares_partials_kernel(double *partials, const float *x, size_t n,
-                                                   bool vectorized) {
-    __shared__ double reduce_scratch[32];
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    double acc = 0.0;
-    size_t groups = vectorized ? n / 4 : 0;
-    for (size_t q = first; q < groups; q += stride) {
-        float4 x4 = reinterpret_cast<const float4 *>(x)[q];
-        acc += (double)x4.x * (double)x4.x;
-        acc += (double)x4.y * (double)x4.y;
-        acc += (double)x4.z * (double)x4.z;
-        acc += (double)x4.w * (double)x4.w;
-    }
-    for (size_t i = 4 * groups + first; i < n; i += stride) acc += (double)x[i] * (double)x[i];
-    double block_total = block_sum_f64(acc, reduce_scratch);
-    if (threadIdx.x == 0) partials[blockIdx.x] = block_total;
-}
 
 /* one block: thread t adds partials t, t + blockDim.x, ... then the block sum */
 static __global__ void sum_squares_final_kernel(double *result, const double *partials,
@@ -229,23 +210,6 @@ static __global__ void sum_squares_final_kernel(double *result, const double *pa
     for (int i = threadIdx.x; i < count; i += blockDim.x) acc += partials[i];
     double total = block_sum_f64(acc, reduce_scratch);
     if (threadIdx.x == 0) *result = total;
-}
-
-extern "C" double cuda_sum_squares(const float *x, size_t n) {
-    if (n == 0) return 0.0;
-    double *scratch = (double *)stream_scratch((SUM_SQUARES_BLOCKS + 1) * sizeof(double));
-    double *partials = scratch, *result = scratch + SUM_SQUARES_BLOCKS;
-    sum_squares_partials_kernel<<<SUM_SQUARES_BLOCKS, SUM_SQUARES_THREADS, 0, compute_stream()>>>(
-        partials, x, n, aligned16(x));
-    CHECK_LAUNCH();
-    sum_squares_final_kernel<<<1, SUM_SQUARES_THREADS, 0, compute_stream()>>>(result, partials,
-                                                                             SUM_SQUARES_BLOCKS);
-    CHECK_LAUNCH();
-    double host_result = 0.0;
-    CHECK_CUDA(cudaMemcpyAsync(&host_result, result, sizeof(double), cudaMemcpyDeviceToHost,
-                               compute_stream()));
-    CHECK_CUDA(cudaStreamSynchronize(compute_stream()));
-    return host_result;
 }
 
 /* ---- sum of squares over many ranges ---- */
@@ -283,4 +247,10 @@ extern "C" double cuda_sum_squares_ranges(const float *x, const tensor_range *ra
     CHECK_CUDA(cudaMemcpyAsync(&host_result, result, sizeof(double), cudaMemcpyDeviceToHost, compute_stream()));
     CHECK_CUDA(cudaStreamSynchronize(compute_stream()));
     return host_result;
+}
+
+/* one tensor: the same chunked reduction over a one-range table */
+extern "C" double cuda_sum_squares(const float *x, size_t n) {
+    tensor_range whole = {0, 0, n, 0.0f};
+    return cuda_sum_squares_ranges(x, &whole, 1);
 }
