@@ -177,3 +177,6 @@ TESTS += tests/mpi/checksum_test.sh tests/mpi/corpus_check_test.sh tests/mpi/io_
 	tests/unit/sanitizer_build_test.sh tests/fuzz/fuzz_test.sh
 EXTRA_DIST += tests/fuzz/README.md tests/fuzz/fuzz_util.h tests/fuzz/corpus $(wildcard $(srcdir)/tests/fuzz/fuzz_*.c)
 EXTRA_DIST += tests/tools/fault_table.sh
+# Megatron's index cache files (issue 18 item 4, issue 22 item 1): names, descriptions and .npy
+# bytes against numpy, XXH3 checksums, a cache written by Megatron, the default directory
+TESTS += tests/mpi/index_cache_test.sh

@@ -11,5 +11,6 @@ app_training_libtraining_a_SOURCES = \
 	app/training/nan_check.c app/training/nan_check.h \
 	app/training/param_dump.c app/training/param_dump.h \
 	app/training/checkpointing.c app/training/checkpointing.h \
-	app/training/memory_estimate.c app/training/memory_estimate.h
+	app/training/memory_estimate.c app/training/memory_estimate.h \
+	app/training/microbatches.c app/training/microbatches.h
 app_training_libtraining_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
