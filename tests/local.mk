@@ -180,3 +180,10 @@ EXTRA_DIST += tests/tools/fault_table.sh
 # Megatron's index cache files (issue 18 item 4, issue 22 item 1): names, descriptions and .npy
 # bytes against numpy, XXH3 checksums, a cache written by Megatron, the default directory
 TESTS += tests/mpi/index_cache_test.sh
+# --rampup-batch-size (issue 18): Megatron's calculator by hand, a ramped 2-rank run with resume
+check_PROGRAMS += tests/unit/microbatches_test
+tests_unit_microbatches_test_SOURCES = tests/unit/microbatches_test.c
+tests_unit_microbatches_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/microbatches_test tests/mpi/rampup_test.sh
+# the test set evaluated after training (issue 18), as Megatron's pretrain() does
+TESTS += tests/mpi/test_split_test.sh
