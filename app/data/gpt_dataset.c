@@ -348,7 +348,10 @@ static const char *gpt_cache_dir(const gpt_data_config *cfg, const corpus *c, ch
     if (cfg->cache_path) return cfg->cache_path;
     if (!cfg->default_cache) return NULL;
     *is_default = 1;
-    snprintf(buffer, size, "%s/cache/GPTDataset_indices", c->name);
+    /* our CORPUS.h5 names: the prefix without ".h5" (a file cannot hold the directory) */
+    size_t n = strlen(c->name);
+    int h5 = n > 3 && !strcmp(c->name + n - 3, ".h5");
+    snprintf(buffer, size, "%.*s/cache/GPTDataset_indices", (int)(h5 ? n - 3 : n), c->name);
     return buffer;
 }
 
