@@ -3,7 +3,7 @@
 APP_LIBS = app/training/libtraining.a app/inference/libinference.a app/optim/liboptim.a app/model/libmodel.a \
 	app/checkpoint/libcheckpoint.a app/data/libdata.a app/parallel/libparallel.a \
 	app/tokenizers/libtokenizers.a io/libio.a perf/metrics/libperfmetrics.a app/core/libcore.a kernels/libkernels.a \
-	$(HDF5_LIBS) $(JANSSON_LIBS) $(PCRE2_LIBS) $(UTF8PROC_LIBS) $(SENTENCEPIECE_LIBS) $(ZLIB_LIBS) $(XXHASH_LIBS) $(BLAS_LIBS) \
+	$(HDF5_LIBS) $(JANSSON_LIBS) $(PCRE2_LIBS) $(UTF8PROC_LIBS) $(SENTENCEPIECE_LIBS) $(ZLIB_LIBS) $(XXHASH_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) \
 	$(PAPI_LIBS) $(CUDA_LIBS) -lm
 
 bin_PROGRAMS += app/pretrain_gpt app/preprocess_data app/convert_corpus app/convert_checkpoint

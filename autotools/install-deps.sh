@@ -22,4 +22,6 @@ $SUDO apt-get install -y -qq --no-install-recommends sentencepiece >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends python3-numpy >/dev/null
 # checkpoint and corpus checksums (XXH3)
 $SUDO apt-get install -y -qq --no-install-recommends libxxhash-dev >/dev/null
+# MD5 of dataset descriptions (Megatron's index cache file names): OpenSSL's libcrypto
+$SUDO apt-get install -y -qq --no-install-recommends libssl-dev >/dev/null
 echo "install-deps: packages installed"

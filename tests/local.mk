@@ -190,3 +190,13 @@ EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh perf/llama_hf_parity.sh perf/ll
 # ---- activation recomputation (issue 21) ----
 TESTS += tests/mpi/recompute_test.sh
 TESTS += tests/mpi/checkpoint_args_test.sh
+# Megatron's index cache files (issue 18 item 4, issue 22 item 1): names, descriptions and .npy
+# bytes against numpy, XXH3 checksums, a cache written by Megatron, the default directory
+TESTS += tests/mpi/index_cache_test.sh
+# --rampup-batch-size (issue 18): Megatron's calculator by hand, a ramped 2-rank run with resume
+check_PROGRAMS += tests/unit/microbatches_test
+tests_unit_microbatches_test_SOURCES = tests/unit/microbatches_test.c
+tests_unit_microbatches_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/microbatches_test tests/mpi/rampup_test.sh
+# the test set evaluated after training (issue 18), as Megatron's pretrain() does
+TESTS += tests/mpi/test_split_test.sh

@@ -8,7 +8,6 @@
 #ifndef DATASET_INDEX_H
 #define DATASET_INDEX_H
 
-#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,27 +28,5 @@ typedef struct gpt_index {
 void gpt_index_build(const int64_t *lengths, int64_t first, int64_t last, int seq_length,
                      int64_t num_samples_requested, uint64_t seed, gpt_index *out);
 void gpt_index_free(gpt_index *index);
-
-/* ---- cache ---------------------------------------------------------------------------------- */
-/* Arrays of int64 that are cached together under one description (the text of every parameter
- * that defines them). The file is DIR/<hash of description>-<kind>.cache; it holds a magic, the
- * description itself, the array lengths and a checksum of the payload, so a truncated,
- * corrupted or mismatched file is detected (and rebuilt). */
-typedef struct index_arrays {
-    int count;
-    int64_t *data[4];
-    int64_t length[4];
-} index_arrays;
-
-typedef void (*index_build_fn)(void *context, index_arrays *out);
-
-typedef struct index_cache_stats { int loaded, built, rebuilt; } index_cache_stats;
-
-/* Collective over comm. Without a cache dir every rank builds. With one, rank 0 loads the file
- * or (re)builds and writes it (tmp + rename), then the others read it after a barrier.
- * `stats` counts what rank 0 did; verbose prints it from rank 0. */
-void index_cache_get(const char *cache_dir, const char *kind, const char *description,
-                     index_build_fn build, void *context, index_arrays *out, MPI_Comm comm,
-                     index_cache_stats *stats, int verbose);
 
 #endif

@@ -3,6 +3,8 @@
 #include "app/core/hash.h"
 #include "app/data/blended_dataset.h"
 #include "app/data/dataset_index.h"
+#include "app/data/index_cache.h"
+#include "app/data/py_json.h"
 #include "app/core/error.h"
 #include "io/hdf5_corpus.h"
 #include "io/mmap_indexed.h"
@@ -22,13 +24,15 @@ typedef struct corpus {
     mmap_indexed *mm;
     int64_t num_documents, num_tokens;
     int64_t *lengths;          /* tokens per GPT document */
-    uint64_t lengths_hash;     /* identifies the content in cache descriptions */
+    int64_t max_length;        /* of any document (Megatron's sample-index dtype) */
+    uint64_t lengths_hash;     /* identifies the content (checked with the index cache) */
 } corpus;
 
 typedef struct split_part {   /* one corpus's document range in one split, with its indices */
     corpus *c;
     int64_t first, last;
     index_arrays arrays;      /* document index, sample index, shuffle index */
+    int64_t requested;        /* Megatron's num_samples (-1: None) */
     int64_t num_samples;
 } split_part;
 
@@ -43,6 +47,10 @@ typedef struct split_view {
 enum { MAX_CORPORA = GPT_DATA_MAX_PATHS * GPT_DATA_SPLITS };
 
 struct gpt_datasets {
+    const gpt_data_config *cfg;   /* while opening */
+    const char *split_string;     /* Megatron's config.split (NULL with per-split paths) */
+    double split_ends[GPT_DATA_SPLITS + 1];
+    int split_present[GPT_DATA_SPLITS];
     int num_corpora, seq_length;
     corpus corpora[MAX_CORPORA];
     split_view splits[GPT_DATA_SPLITS];
@@ -98,8 +106,8 @@ int64_t gpt_data_samples_needed(int split, int64_t train_iters, int64_t global_b
     }
 }
 
-void gpt_split_bounds(const char *split, int64_t documents, int64_t bounds[GPT_DATA_SPLITS + 1],
-                      int present[GPT_DATA_SPLITS]) {
+/* parse_and_normalize_split + convert_split_vector_to_split_matrix: the book-ends */
+static void split_ends(const char *split, double ends[GPT_DATA_SPLITS + 1], int present[GPT_DATA_SPLITS]) {
     /* parse_and_normalize_split: the numbers matching [.0-9]+, padded with zeros */
     double w[GPT_DATA_SPLITS] = {0, 0, 0};
     int n = 0;
@@ -127,10 +135,15 @@ void gpt_split_bounds(const char *split, int64_t documents, int64_t bounds[GPT_D
     for (int i = 0; i < GPT_DATA_SPLITS; i++) sum += w[i];
     if (!(sum > 0)) user_error("--split %s: needs at least one positive weight", split);
     /* normalize, then the cumulative book-ends [0, w0, w0+w1, w0+w1+w2] in Python's order */
-    double ends[GPT_DATA_SPLITS + 1];
     ends[0] = 0;
     for (int i = 0; i < GPT_DATA_SPLITS; i++) ends[i + 1] = ends[i] + w[i] / sum;
     for (int i = 0; i < GPT_DATA_SPLITS; i++) present[i] = ends[i + 1] > ends[i];
+}
+
+void gpt_split_bounds(const char *split, int64_t documents, int64_t bounds[GPT_DATA_SPLITS + 1],
+                      int present[GPT_DATA_SPLITS]) {
+    double ends[GPT_DATA_SPLITS + 1];
+    split_ends(split, ends, present);
     /* int(round(x)): Python rounds half to even, as nearbyint in the default rounding mode */
     for (int i = 0; i <= GPT_DATA_SPLITS; i++)
         bounds[i] = (int64_t)nearbyint(ends[i] * (double)documents);
@@ -171,6 +184,8 @@ static void open_corpus(corpus *c, const char *prefix) {
     } else {
         user_error("--data-path %s: neither %s nor %s/.idx exists", prefix, h5, bin);
     }
+    for (int64_t d = 0; d < c->num_documents; d++)
+        if (c->lengths[d] > c->max_length) c->max_length = c->lengths[d];
     c->lengths_hash = hash_fnv1a(HASH_FNV1A_OFFSET, c->lengths, sizeof(int64_t) * (size_t)c->num_documents);
 }
 
@@ -182,7 +197,12 @@ static void read_document(const corpus *c, int64_t document, int64_t offset, int
 }
 
 /* ---- index building ----------------------------------------------------------------------- */
-typedef struct gpt_build { const split_part *part; int seq_length; int64_t samples; uint64_t seed; } gpt_build;
+typedef struct gpt_build {
+    const split_part *part;
+    int seq_length;
+    int64_t samples;
+    uint64_t seed;
+} gpt_build;
 
 static void build_gpt_arrays(void *context, index_arrays *out) {
     const gpt_build *b = context;
@@ -194,11 +214,56 @@ static void build_gpt_arrays(void *context, index_arrays *out) {
     out->length[0] = index.num_documents_index;
     out->data[1] = index.sample_index;
     out->length[1] = 2 * (index.num_samples + 1);
+    out->columns[1] = 2;
     out->data[2] = index.shuffle_index;
     out->length[2] = index.num_samples;
+    /* Megatron's dtypes: the document index int32; the sample index int32 unless a document
+     * index position or a document length passes INT32_MAX (helpers.build_sample_idx); the
+     * shuffle index uint32 below UINT32_MAX - 1 samples (_build_shuffle_index) */
+    CHECK(b->part->last <= INT32_MAX, "%s: more than 2^31 documents", b->part->c->path);
+    out->dtype[0] = NPY_INT32;
+    int64_t widest = index.num_documents_index > b->part->c->max_length ? index.num_documents_index
+                                                                        : b->part->c->max_length;
+    out->dtype[1] = widest <= INT32_MAX ? NPY_INT32 : NPY_INT64;
+    out->dtype[2] = index.num_samples < (int64_t)UINT32_MAX - 1 ? NPY_UINT32 : NPY_INT64;
 }
 
-typedef struct blend_build { const double *weights; int count; int64_t size; } blend_build;
+/* loaded GPT indices are safe to read samples with: shapes and every value in range */
+static int check_gpt_arrays(void *context, const index_arrays *a, char *why, size_t whylen) {
+    const gpt_build *b = context;
+    const split_part *p = b->part;
+    if (a->count != 3 || a->columns[0] != 0 || a->columns[1] != 2 || a->columns[2] != 0)
+        return error_format(why, whylen, "the arrays have the wrong shapes");
+    int64_t documents = a->length[0], samples = a->length[2];
+    for (int64_t i = 0; i < documents; i++)
+        if (a->data[0][i] < p->first || a->data[0][i] >= p->last)
+            return error_format(why, whylen, "document_index[%lld] = %lld is outside the split's documents "
+                                "[%lld, %lld)", (long long)i, (long long)a->data[0][i], (long long)p->first,
+                                (long long)p->last);
+    if (a->length[1] != 2 * (samples + 1) || samples < (b->samples > 0 ? b->samples : 1))
+        return error_format(why, whylen, "%lld samples where %lld are needed", (long long)samples,
+                            (long long)b->samples);
+    const int64_t *sample = a->data[1];
+    for (int64_t s = 0; s <= samples; s++) {
+        int64_t position = sample[2 * s], offset = sample[2 * s + 1];
+        if (position < 0 || position >= documents || offset < 0 ||
+            offset > p->c->lengths[a->data[0][position]] || (s > 0 && position < sample[2 * s - 2]))
+            return error_format(why, whylen, "sample_index[%lld] = (%lld, %lld) is out of range",
+                                (long long)s, (long long)position, (long long)offset);
+    }
+    for (int64_t i = 0; i < samples; i++)
+        if (a->data[2][i] < 0 || a->data[2][i] >= samples)
+            return error_format(why, whylen, "shuffle_index[%lld] = %lld is outside [0, %lld)", (long long)i,
+                                (long long)a->data[2][i], (long long)samples);
+    return 0;
+}
+
+typedef struct blend_build {
+    const double *weights;
+    int count;
+    int64_t size;
+    const split_view *view;
+} blend_build;
 
 static void build_blend_arrays(void *context, index_arrays *out) {
     const blend_build *b = context;
@@ -208,6 +273,86 @@ static void build_blend_arrays(void *context, index_arrays *out) {
     out->data[1] = malloc(sizeof(int64_t) * (size_t)(b->size + 1));
     CHECK(out->data[0] && out->data[1], "out of memory");
     blend_index_build(b->weights, b->count, b->size, out->data[0], out->data[1]);
+    out->dtype[0] = NPY_INT16;  /* Megatron's dataset_index */
+    out->dtype[1] = NPY_INT64;
+}
+
+static int check_blend_arrays(void *context, const index_arrays *a, char *why, size_t whylen) {
+    const blend_build *b = context;
+    if (a->count != 2 || a->columns[0] || a->columns[1] || a->length[0] != b->size || a->length[1] != b->size)
+        return error_format(why, whylen, "the arrays do not hold %lld samples", (long long)b->size);
+    for (int64_t k = 0; k < b->size; k++) {
+        int64_t d = a->data[0][k], i = a->data[1][k];
+        if (d < 0 || d >= b->count || i < 0 || i >= b->view->parts[d].num_samples)
+            return error_format(why, whylen, "blend sample %lld names sample %lld of dataset %lld", (long long)k,
+                                (long long)i, (long long)d);
+    }
+    return 0;
+}
+
+/* MegatronDataset.unique_identifiers of one GPTDataset (the JSON object Megatron hashes) */
+static void gpt_identifiers(py_json *j, const gpt_datasets *ds, const split_part *part, int split,
+                            int64_t samples) {
+    const gpt_data_config *cfg = ds->cfg;
+    py_json_begin_object(j);
+    py_json_key(j, "class");
+    py_json_string(j, "GPTDataset");
+    py_json_key(j, "dataset_path");
+    py_json_string(j, part->c->name);
+    py_json_key(j, "num_samples");
+    if (samples >= 0) py_json_int(j, samples);
+    else py_json_null(j);
+    py_json_key(j, "index_split");
+    py_json_string(j, split_names[split]);
+    py_json_key(j, "random_seed");
+    py_json_int(j, (int64_t)cfg->seed);
+    py_json_key(j, "sequence_length");
+    py_json_int(j, cfg->seq_length);
+    py_json_key(j, "split");
+    py_json_string(j, ds->split_string);
+    py_json_key(j, "split_matrix");
+    if (!ds->split_string) {
+        py_json_null(j);
+    } else {
+        /* [(0, e1), (e1, e2), (e2, e3)], None where a split has no weight; the first 0 is an int */
+        py_json_begin_array(j);
+        for (int s = 0; s < GPT_DATA_SPLITS; s++) {
+            if (!ds->split_present[s]) { py_json_null(j); continue; }
+            py_json_begin_array(j);
+            if (s == 0) py_json_int(j, 0);
+            else py_json_float(j, ds->split_ends[s]);
+            py_json_float(j, ds->split_ends[s + 1]);
+            py_json_end_array(j);
+        }
+        py_json_end_array(j);
+    }
+    py_json_key(j, "tokenizer");
+    if (cfg->tokenizer_fields <= 0) {
+        py_json_null(j);
+    } else {
+        py_json_begin_object(j);
+        for (int i = 0; i < cfg->tokenizer_fields; i++) {
+            py_json_key(j, cfg->tokenizer_keys[i]);
+            py_json_string(j, cfg->tokenizer_values[i]);
+        }
+        py_json_end_object(j);
+    }
+    py_json_end_object(j);
+}
+
+/* the cache directory of a corpus's GPTDataset: --data-cache-path, or Megatron's default
+ * os.path.join(path_prefix, "cache", "GPTDataset_indices") */
+static const char *gpt_cache_dir(const gpt_data_config *cfg, const corpus *c, char *buffer, size_t size,
+                                 int *is_default) {
+    *is_default = 0;
+    if (cfg->cache_path) return cfg->cache_path;
+    if (!cfg->default_cache) return NULL;
+    *is_default = 1;
+    /* our CORPUS.h5 names: the prefix without ".h5" (a file cannot hold the directory) */
+    size_t n = strlen(c->name);
+    int h5 = n > 3 && !strcmp(c->name + n - 3, ".h5");
+    snprintf(buffer, size, "%.*s/cache/GPTDataset_indices", (int)(h5 ? n - 3 : n), c->name);
+    return buffer;
 }
 
 /* one GPTDataset: `samples` < 0 is Megatron's num_samples None (one epoch) */
@@ -221,20 +366,20 @@ static void build_split_part(gpt_datasets *ds, const gpt_data_config *cfg, split
                    split_names[split], split_string, (long long)part->first,
                    (long long)part->last, (long long)part->c->num_documents, (long long)tokens,
                    cfg->seq_length + 1);
-    char description[9000];
-    /* v2: numpy RandomState (MT19937) shuffles; v1 files (Philox order) never match */
-    snprintf(description, sizeof description,
-             "GPTDataset indices v2 (numpy RandomState)\ncorpus=%s\ndocuments=%lld\ntokens=%lld\n"
-             "lengths_hash=%016llx\nindex_split=%s\nrange=[%lld,%lld)\nsequence_length=%d\n"
-             "random_seed=%llu\nnum_samples=%lld\nadd_extra_token_to_sequence=1\n"
-             "drop_last_partial_sequence=1\n",
-             part->c->path, (long long)part->c->num_documents, (long long)part->c->num_tokens,
-             (unsigned long long)part->c->lengths_hash, split_names[split], (long long)part->first,
-             (long long)part->last, cfg->seq_length, (unsigned long long)cfg->seed,
-             (long long)samples);
+    py_json description;
+    py_json_init(&description);
+    gpt_identifiers(&description, ds, part, split, samples);
     gpt_build b = {part, cfg->seq_length, samples, cfg->seed};
-    index_cache_get(cfg->cache_path, "gpt_indices", description, build_gpt_arrays, &b,
-                    &part->arrays, comm, &ds->stats, cfg->verbose);
+    char dir[4300];
+    index_cache_request request = {
+        .class_name = "GPTDataset", .split = split_names[split], .description = description.text,
+        .content_hash = part->c->lengths_hash, .count = 3,
+        .names = {"document_index", "sample_index", "shuffle_index"},
+        .build = build_gpt_arrays, .check = check_gpt_arrays, .context = &b};
+    request.dir = gpt_cache_dir(cfg, part->c, dir, sizeof dir, &request.dir_is_default);
+    index_cache_get(&request, &part->arrays, comm, &ds->stats, cfg->verbose);
+    py_json_free(&description);
+    part->requested = samples;
     CHECK(part->arrays.count == 3, "bad index arrays");
     part->num_samples = part->arrays.length[2];
     CHECK(part->num_samples >= samples, "%s: built %lld samples, %lld needed", part->c->path,
@@ -271,20 +416,38 @@ static void build_blend(gpt_datasets *ds, const gpt_data_config *cfg, split_view
         user_error("the %s blend needs positive weights", split_names[split]);
     view->blended = 1;
     view->size = size;
-    char description[4096 + 160 * GPT_DATA_MAX_PATHS];
-    int at = snprintf(description, sizeof description,
-                      "BlendedDataset v2\nsplit=%s\nsize=%lld\nseq_length=%d\nseed=%llu\n",
-                      split_names[split], (long long)size, cfg->seq_length,
-                      (unsigned long long)cfg->seed);
-    for (int i = 0; i < view->count && at < (int)sizeof description - 160; i++)
-        at += snprintf(description + at, sizeof description - (size_t)at,
-                       "weight=%.17g corpus=%016llx range=[%lld,%lld) samples=%lld\n", weights[i],
-                       (unsigned long long)view->parts[i].c->lengths_hash,
-                       (long long)view->parts[i].first, (long long)view->parts[i].last,
-                       (long long)view->parts[i].num_samples);
-    blend_build b = {weights, view->count, size};
-    index_cache_get(cfg->cache_path, "blend_indices", description, build_blend_arrays, &b,
-                    &view->blend, comm, &ds->stats, cfg->verbose);
+    /* BlendedDataset.unique_identifiers: its datasets', the split, the weights, the size */
+    py_json description;
+    py_json_init(&description);
+    py_json_begin_object(&description);
+    py_json_key(&description, "class");
+    py_json_string(&description, "BlendedDataset");
+    py_json_key(&description, "datasets");
+    py_json_begin_array(&description);
+    uint64_t content = HASH_FNV1A_OFFSET;
+    for (int i = 0; i < view->count; i++) {
+        gpt_identifiers(&description, ds, &view->parts[i], split, view->parts[i].requested);
+        content = hash_fnv1a_word(content, view->parts[i].c->lengths_hash);
+    }
+    py_json_end_array(&description);
+    py_json_key(&description, "split");
+    py_json_string(&description, split_names[split]);
+    py_json_key(&description, "weights");
+    py_json_begin_array(&description);
+    for (int i = 0; i < view->count; i++) py_json_float(&description, weights[i]);
+    py_json_end_array(&description);
+    py_json_key(&description, "size");
+    py_json_int(&description, size);
+    py_json_end_object(&description);
+    blend_build b = {weights, view->count, size, view};
+    /* Megatron caches a BlendedDataset only in --data-cache-path (no default directory) */
+    index_cache_request request = {
+        .dir = cfg->cache_path, .class_name = "BlendedDataset", .split = split_names[split],
+        .description = description.text, .content_hash = content, .count = 2,
+        .names = {"dataset_index", "dataset_sample_index"},
+        .build = build_blend_arrays, .check = check_blend_arrays, .context = &b};
+    index_cache_get(&request, &view->blend, comm, &ds->stats, cfg->verbose);
+    py_json_free(&description);
     int64_t drawn[GPT_DATA_MAX_PATHS] = {0};
     for (int64_t k = 0; k < size; k++) {
         int64_t d = view->blend.data[0][k];
@@ -353,6 +516,7 @@ gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm) {
                    (unsigned long long)cfg->seed);
     gpt_datasets *ds = calloc(1, sizeof *ds);
     CHECK(ds, "out of memory");
+    ds->cfg = cfg;
     ds->seq_length = cfg->seq_length;
     ds->eod = -1;
     int64_t ranges[GPT_DATA_MAX_PATHS][2];
@@ -370,6 +534,7 @@ gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm) {
             }
             build_split(ds, cfg, blend, split, ranges, blend->num_paths == 1, flags[split], comm);
         }
+        ds->cfg = NULL;
         return ds;
     }
 
@@ -377,6 +542,8 @@ gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm) {
     if (blend->num_paths < 1 || blend->num_paths > GPT_DATA_MAX_PATHS)
         user_error("--data-path: between 1 and %d corpora expected", GPT_DATA_MAX_PATHS);
     const char *split_string = cfg->split ? cfg->split : "969, 30, 1";
+    ds->split_string = split_string;
+    split_ends(split_string, ds->split_ends, ds->split_present);
     int64_t bounds[GPT_DATA_MAX_PATHS][GPT_DATA_SPLITS + 1];
     int present[GPT_DATA_SPLITS];
     for (int i = 0; i < blend->num_paths; i++)
@@ -390,9 +557,20 @@ gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm) {
             ranges[i][1] = ds->splits[split].parts[i].last = bounds[i][split + 1];
         }
         if (!present[split] || cfg->num_samples[split] <= 0) continue;
+        if (split == SPLIT_TEST && cfg->test_optional) {
+            int usable = 1;
+            for (int i = 0; i < blend->num_paths; i++) {
+                const int64_t *lengths = corpus_of(ds, blend->paths[i])->lengths;
+                int64_t tokens = 0;
+                for (int64_t d = ranges[i][0]; d < ranges[i][1]; d++) tokens += lengths[d];
+                usable &= tokens >= 2;
+            }
+            if (!usable) continue;
+        }
         build_split(ds, cfg, blend, split, ranges, blend->num_paths == 1 && !blend->has_weights,
                     origin, comm);
     }
+    ds->cfg = NULL;
     return ds;
 }
 
@@ -458,16 +636,11 @@ void gpt_datasets_cache_counts(const gpt_datasets *ds, int *loaded, int *built, 
     *rebuilt = ds->stats.rebuilt;
 }
 
-static void free_arrays(index_arrays *a) {
-    for (int i = 0; i < a->count; i++) free(a->data[i]);
-    memset(a, 0, sizeof *a);
-}
-
 void gpt_datasets_close(gpt_datasets *ds) {
     if (!ds) return;
     for (int s = 0; s < GPT_DATA_SPLITS; s++) {
-        for (int i = 0; i < ds->splits[s].count; i++) free_arrays(&ds->splits[s].parts[i].arrays);
-        free_arrays(&ds->splits[s].blend);
+        for (int i = 0; i < ds->splits[s].count; i++) index_arrays_free(&ds->splits[s].parts[i].arrays);
+        index_arrays_free(&ds->splits[s].blend);
     }
     for (int i = 0; i < ds->num_corpora; i++) {
         hdf5_corpus_close(ds->corpora[i].h5);

@@ -5,7 +5,8 @@
  *
  * Sample i of a split is a pure function of (corpora, split, seq_length, seed, samples
  * requested), whatever the number of ranks: any rank can read any sample, and reads only the
- * token ranges of the samples it asks for. Index arrays are cached in --data-cache-path.
+ * token ranges of the samples it asks for. Index arrays are cached in --data-cache-path as
+ * Megatron-Core caches them (index_cache.h: the same file names, descriptions and .npy bytes).
  * Sample i equals Megatron-Core's (BlendedMegatronDatasetBuilder, GPTDataset, BlendedDataset)
  * for the same corpora, flags and seed: numpy's RandomState is reproduced (numpy_random.h).
  *
@@ -20,7 +21,7 @@
 
 #include "app/data/mock_data.h" /* SPLIT_TRAIN, SPLIT_VALID, SPLIT_TEST */
 
-enum { GPT_DATA_MAX_PATHS = 64, GPT_DATA_SPLITS = 3 };
+enum { GPT_DATA_MAX_PATHS = 64, GPT_DATA_SPLITS = 3, GPT_DATA_TOKENIZER_FIELDS = 16 };
 
 /* one blend: prefixes with optional weights (Megatron's (prefixes, weights) tuple) */
 typedef struct gpt_blend {
@@ -38,8 +39,18 @@ typedef struct gpt_data_config {
     int seq_length;
     uint64_t seed;
     int64_t num_samples[GPT_DATA_SPLITS];   /* samples needed per split (0: split unused) */
-    const char *cache_path;                 /* --data-cache-path; NULL: build in memory */
+    const char *cache_path;                 /* --data-cache-path; NULL: see default_cache */
+    int default_cache;                      /* no cache_path: 1: Megatron's default directory
+                                             * <prefix>/cache/GPTDataset_indices per corpus
+                                             * (blends uncached); 0: build in memory */
+    /* the tokenizer's unique_identifiers, part of Megatron's cache descriptions (and so of the
+     * file names): key / value pairs (a NULL value is null); none: "tokenizer": null */
+    int tokenizer_fields;
+    const char *tokenizer_keys[GPT_DATA_TOKENIZER_FIELDS];
+    const char *tokenizer_values[GPT_DATA_TOKENIZER_FIELDS];
     int verbose;                            /* rank 0 prints what it builds or loads */
+    int test_optional;                      /* a test split without documents (or with fewer
+                                             * than 2 tokens) is left out instead of refused */
 } gpt_data_config;
 
 /* Fills a blend from Megatron's --data-path words as get_blend_from_list reads them:

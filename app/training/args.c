@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "app/training/args.h"
+#include "app/training/microbatches.h"
 #include "app/core/error.h"
 #include "app/core/options.h"
 #include "app/training/checkpoint_args.h"
@@ -98,7 +99,7 @@ static const option_spec specs[] = {
     {"no-mmap-bin-files", "data and dataloader", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "Megatron .bin files are always mmapped here; the tokens read are the same either way"},
     {"no-create-attention-mask-in-dataloader", "data and dataloader", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "no attention mask is ever built: attention is causal by construction"},
     {"step-batch-size-schedule", "data and dataloader", OPTION_STRING, .metavar = "\"T:BS ...\"", .flags = OPTION_REFUSED, .help = "step-wise batch-size schedules are not supported yet; use a constant --global-batch-size"},
-    {"rampup-batch-size", "data and dataloader", OPTION_STRING, .metavar = "START INCR SAMPLES", .flags = OPTION_REFUSED, .help = "batch-size ramp-up is not supported yet (current Megatron-LM replaced it with --step-batch-size-schedule); use a constant --global-batch-size"},
+    {"rampup-batch-size", "training", OPTION_LIST, AT(rampup_batch_size), .metavar = "START INCR SAMPLES", .help = "grow the global batch from START by INCR over SAMPLES consumed samples (Megatron's RampupBatchsizeNumMicroBatchesCalculator; needs --train-samples)"},
 
     {"save", "checkpointing", OPTION_STRING, AT(save), .help = "directory to save checkpoints in (one parallel-HDF5 file each)"},
     {"load", "checkpointing", OPTION_STRING, AT(load), .help = "directory to load the latest checkpoint from (resharded to this run's layout)"},
@@ -455,9 +456,27 @@ static int validate(check_state *st, args *a, int world_size) {
         return error_format(st->err, st->errlen, "--global-batch-size %d is not a multiple of --micro-batch-size %d x data-parallel size %d (= %d)",
                     a->global_batch_size, a->micro_batch_size, a->data_parallel_size, per_step);
     a->num_micro_batches = a->global_batch_size / per_step;
+    if (a->rampup_batch_size[0]) {
+        long long v[3];
+        char extra;
+        if (sscanf(a->rampup_batch_size, "%lld %lld %lld %c", &v[0], &v[1], &v[2], &extra) != 3)
+            return error_format(st->err, st->errlen, "--rampup-batch-size %s: expected the following format: "
+                                "--rampup-batch-size <start batch size> <batch size incerement> <ramp-up samples>",
+                                a->rampup_batch_size);
+        if (!a->train_samples)
+            return error_format(st->err, st->errlen, "--rampup-batch-size: expected no batch-size rampup for "
+                                "iteration-based training (give --train-samples instead of --train-iters)");
+        for (int i = 0; i < 3; i++) a->rampup[i] = v[i];
+        a->has_rampup = 1;
+    }
+    microbatch_calculator calculator;
+    char why[512];
+    if (microbatches_init(&calculator, a->global_batch_size, a->micro_batch_size, a->data_parallel_size,
+                          a->has_rampup ? a->rampup : NULL, why, sizeof why) != 0)
+        return error_format(st->err, st->errlen, "--rampup-batch-size %s: %s", a->rampup_batch_size, why);
     if (a->train_samples) {
-        /* Megatron's update_train_iters (constant batch size) */
-        a->train_iters = a->train_samples / a->global_batch_size;
+        /* Megatron's update_train_iters (with the ramp-up: its iterations, then constant batches) */
+        a->train_iters = microbatches_train_iters(&calculator, a->train_samples);
         if (a->train_iters < 1)
             return error_format(st->err, st->errlen, "--train-samples %lld is less than one global batch (%d)",
                                 (long long)a->train_samples, a->global_batch_size);
@@ -511,6 +530,7 @@ int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err
     flag_marks marks = {flags_given, flag_given, mark_given};
     if (a->use_checkpoint_args && checkpoint_args_apply(a, &marks, err, errlen)) return -1;
     if (options_check_required(&table, flags_given, err, errlen)) return -1;
+    a->vocab_size_flag = a->vocab_size;
     check_state st = {flags_given, err, errlen};
     options_no_effect_given(&table, flags_given, a->no_effect_flags, sizeof a->no_effect_flags);
     return validate(&st, a, world_size);

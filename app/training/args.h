@@ -22,6 +22,7 @@ typedef struct args {
     int seq_length;
     int max_position_embeddings;  /* default seq_length */
     int vocab_size;               /* with --mock-data / NullTokenizer */
+    int vocab_size_flag;          /* --vocab-size as given (vocab_size may come from the tokenizer) */
     int make_vocab_size_divisible_by;
     int padded_vocab_size;        /* derived: vocab_size rounded up */
     float layernorm_epsilon;      /* --norm-epsilon (alias --layernorm-epsilon) */
@@ -62,6 +63,9 @@ typedef struct args {
     char recompute_granularity[16]; /* "" (none) | full | selective */
     char recompute_method[16];    /* "" | uniform | block (full only) */
     int recompute_num_layers;     /* full: layers per group (uniform) or per stage (block) */
+    char rampup_batch_size[96];   /* --rampup-batch-size START INCREMENT SAMPLES ("": none) */
+    int has_rampup;
+    int64_t rampup[3];            /* parsed: start batch, increment, ramp-up samples */
 
     /* initialization */
     uint64_t seed;
@@ -160,7 +164,7 @@ typedef struct args {
     /* derived from the world */
     int world_size;
     int data_parallel_size;
-    int num_micro_batches;        /* global / (micro * dp) */
+    int num_micro_batches;        /* global / (micro * dp) (after any --rampup-batch-size) */
 } args;
 
 /* Parse argv (and any --args-file) into a; validate against world_size. Calls user_error() on

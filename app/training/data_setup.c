@@ -74,6 +74,63 @@ static void blends_from_json(gpt_blend blends[GPT_DATA_SPLITS], const char *path
     json_decref(root);
 }
 
+/* Megatron's tokenizer identity in the index cache descriptions: the unique_identifiers of the
+ * MegatronTokenizerText that megatron/core/tokenizers/utils/build_tokenizer.py makes from these
+ * flags (its keyword arguments as str(); Megatron's defaults for the flags we do not have) */
+static void tokenizer_identity(const args *a, gpt_data_config *cfg, word_store *s) {
+    int n = 0;
+#define FIELD(k, v) do { cfg->tokenizer_keys[n] = (k); cfg->tokenizer_values[n] = (v); n++; } while (0)
+    const char *type = a->tokenizer_type;
+    const char *vocab = a->vocab_file[0] ? a->vocab_file : "None";
+    const char *merges = a->merge_file[0] ? a->merge_file : "None";
+    const char *model = a->tokenizer_model[0] ? a->tokenizer_model : NULL;
+    FIELD("class", "megatron.core.tokenizers.text.text_tokenizer.MegatronTokenizerText");
+    if (!strcmp(type, "GPT2BPETokenizer") || !strcmp(type, "BertWordPieceLowerCase") ||
+        !strcmp(type, "BertWordPieceCase")) {
+        FIELD("tokenizer_path", type);
+        if (!strcmp(type, "BertWordPieceCase")) {
+            char list[2048];
+            int at = snprintf(list, sizeof list, "[");
+            for (int i = 0; i < 100; i++)
+                at += snprintf(list + at, sizeof list - (size_t)at, "%s'<extra_id_%d>'", i ? ", " : "", i);
+            snprintf(list + at, sizeof list - (size_t)at, "]");
+            FIELD("additional_special_tokens", store(s, list));
+        } else {
+            FIELD("additional_special_tokens", "[]");
+        }
+        FIELD("vocab_file", vocab);
+        FIELD("merges_file", merges);
+        FIELD("use_fast", "True");
+        FIELD("trust_remote_code", "False");
+        FIELD("include_special_tokens", "True");
+        FIELD("use_gigatoken", "False");
+    } else if (!strcmp(type, "NullTokenizer") || !type[0]) {
+        FIELD("tokenizer_path", NULL);
+        char number[32];
+        snprintf(number, sizeof number, "%d", a->vocab_size_flag);
+        if (a->vocab_size_flag > 0) FIELD("vocab_size", store(s, number));
+        FIELD("pad_id", "-1");
+    } else if (!strcmp(type, "HuggingFaceTokenizer")) {
+        FIELD("tokenizer_path", model);
+        FIELD("chat_template", "None");
+        FIELD("vocab_file", vocab);
+        FIELD("merges_file", merges);
+        FIELD("additional_special_tokens", "[]");
+        FIELD("use_fast", "True");
+        FIELD("trust_remote_code", "False");
+        FIELD("include_special_tokens", "True");
+        FIELD("use_gigatoken", "False");
+    } else {  /* SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer */
+        FIELD("tokenizer_path", model);
+        FIELD("chat_template", "None");
+        FIELD("ignore_extra_whitespaces", "True");
+        FIELD("legacy", "False");
+        FIELD("special_tokens", "None");
+    }
+#undef FIELD
+    cfg->tokenizer_fields = n;
+}
+
 void data_setup_num_samples(const args *a, int64_t samples[GPT_DATA_SPLITS]) {
     samples[SPLIT_TRAIN] = a->train_samples ? a->train_samples : a->train_iters * a->global_batch_size;
     samples[SPLIT_VALID] = gpt_data_samples_needed(SPLIT_VALID, a->train_iters, a->global_batch_size,
@@ -107,8 +164,11 @@ gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Com
     data_setup_num_samples(a, cfg.num_samples);
     /* training evaluates on the validation split only: build the test split when asked */
     if (!with_test) cfg.num_samples[SPLIT_TEST] = 0;
+    cfg.test_optional = 1;  /* training skips a test split without documents, with a note */
     if (a->eval_iters == 0) cfg.num_samples[SPLIT_VALID] = 0;
     cfg.cache_path = a->data_cache_path[0] ? a->data_cache_path : NULL;
+    cfg.default_cache = 1;  /* Megatron's <prefix>/cache/GPTDataset_indices */
+    tokenizer_identity(a, &cfg, &s);
     cfg.verbose = verbose;
     /* validation at the door: every corpus holds documents, its token ids fit the vocabulary and
      * its checksums hold (io/corpus_check.h) */

@@ -121,18 +121,24 @@ void train_log_papi_table(const phase_counts *totals) {
     fflush(stdout);
 }
 
-void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss) {
+void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss) {
     double ppl = exp(lm_loss < 20.0 ? lm_loss : 20.0);
+    int test = !strcmp(split, "test");
     printf("-----------------------------------------------------------------------------------------------\n"
            " validation loss %s | lm loss value: %.6E | lm loss PPL: %.6E |\n"
            "-----------------------------------------------------------------------------------------------\n",
            when, lm_loss, ppl);
     fflush(stdout);
-    tensorboard_events_scalar(&log->tensorboard, "lm loss validation", lm_loss, iteration);
-    tensorboard_events_scalar(&log->tensorboard, "lm loss validation ppl", ppl, iteration);
+    /* Megatron writes the test loss under the validation tags too; ours get their own */
+    tensorboard_events_scalar(&log->tensorboard, test ? "lm loss test" : "lm loss validation", lm_loss, iteration);
+    tensorboard_events_scalar(&log->tensorboard, test ? "lm loss test ppl" : "lm loss validation ppl", ppl, iteration);
     if (log->metrics) {
-        fprintf(log->metrics, "{\"split\": \"validation\", \"iteration\": %lld, \"lm_loss\": %.17g, \"lm_loss_ppl\": %.17g}\n",
-                (long long)iteration, lm_loss, ppl);
+        fprintf(log->metrics, "{\"split\": \"%s\", \"iteration\": %lld, \"lm_loss\": %.17g, \"lm_loss_ppl\": %.17g}\n",
+                split, (long long)iteration, lm_loss, ppl);
         fflush(log->metrics);
     }
+}
+
+void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss) {
+    train_log_evaluation(log, "validation", iteration, when, lm_loss);
 }

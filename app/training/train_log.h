@@ -49,5 +49,8 @@ void train_log_iteration(train_log *log, const iteration_stats *s);
 /* the whole run's PAPI counts per phase as a table on stdout */
 void train_log_papi_table(const phase_counts *totals);
 void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss);
+/* the same for any split ("validation" or "test"): Megatron's " validation loss WHEN | ..." line
+ * (its words for the test set too) and a metrics line {"split": SPLIT, ...} */
+void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss);
 
 #endif

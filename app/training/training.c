@@ -67,13 +67,15 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
 
 /* open the corpora: Megatron's GPT datasets over our HDF5 corpora or .bin/.idx files */
 static void open_datasets(trainer *t, const args *a) {
-    t->data = data_setup_open(a, t->topo.world_rank == 0, 0, MPI_COMM_WORLD, &t->data_words);
+    t->data = data_setup_open(a, t->topo.world_rank == 0, 1, MPI_COMM_WORLD, &t->data_words);
     int corpus_vocab = gpt_datasets_vocab_size(t->data);
     if (corpus_vocab > a->padded_vocab_size)
         user_error("the corpus in --data-path has a vocabulary of %d tokens but the model's is %d (padded %d): "
                    "check --tokenizer-type / --vocab-size", corpus_vocab, a->vocab_size, a->padded_vocab_size);
     if (a->eval_iters > 0 && gpt_dataset_num_samples(t->data, SPLIT_VALID) == 0 && t->topo.world_rank == 0)
         printf("> no validation dataset (--split gives it no weight): no evaluation\n");
+    if (a->eval_iters > 0 && gpt_dataset_num_samples(t->data, SPLIT_TEST) == 0 && t->topo.world_rank == 0)
+        printf("> no test dataset (--split gives it no weight or no documents): no test evaluation\n");
     int64_t needed[GPT_DATA_SPLITS];
     data_setup_num_samples(a, needed);
     if (gpt_dataset_num_samples(t->data, SPLIT_TRAIN) < needed[SPLIT_TRAIN])
@@ -199,6 +201,14 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     ops->synchronize();
     double model_seconds = MPI_Wtime() - model_start;
     report_setup_times(t, model_seconds, data_seconds);
+    char why[512];
+    if (microbatches_init(&t->batches, a->global_batch_size, a->micro_batch_size, a->data_parallel_size,
+                          a->has_rampup ? a->rampup : NULL, why, sizeof why) != 0)
+        user_error("--rampup-batch-size %s: %s", a->rampup_batch_size, why);
+    if (a->has_rampup && t->topo.world_rank == 0)
+        printf("> will use batch size rampup starting from global batch size %lld to global batch size %d with batch "
+               "size increments %lld over %lld samples.\n", (long long)a->rampup[0], a->global_batch_size,
+               (long long)a->rampup[1], (long long)a->rampup[2]);
     t->lr.max_lr = a->lr;
     t->lr.min_lr = a->min_lr;
     /* Megatron's OptimizerParamScheduler: steps are iterations, or samples with --train-samples */
@@ -303,9 +313,9 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
 /* forward (and backward when training) over one global batch; returns the mean per-token loss
  * over the whole global batch (computed on the last stage, shared with every rank) */
 static double run_global_batch(trainer *t, int split, int64_t batch_start, uint64_t rng_iteration,
-                               int training) {
+                               int training, int num_micro_batches) {
     const args *a = t->args;
-    double tokens_in_batch = (double)a->global_batch_size * (double)a->seq_length;
+    double tokens_in_batch = (double)num_micro_batches * a->micro_batch_size * a->data_parallel_size * (double)a->seq_length;
     t->split = split;
     t->batch_start = batch_start;
     t->rng_iteration = rng_iteration;
@@ -313,7 +323,7 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     t->loaded_micro_batch = -1;
     micro_batch_source source = {t, load_micro_batch};
     double loss_sum = pipeline_run(&t->model, training ? &t->dp : NULL, t->comm, &t->topo,
-                                   a->num_micro_batches, !training, &source,
+                                   num_micro_batches, !training, &source,
                                    (float)(1.0 / tokens_in_batch));
     /* the last stage's tensor-parallel ranks all hold the same losses: count one of them */
     if (t->topo.pp_rank != t->topo.pp_size - 1 || t->topo.tp_rank != 0) loss_sum = 0.0;
@@ -322,21 +332,31 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     return loss_sum / tokens_in_batch;
 }
 
-/* Megatron's evaluate(): --eval-iters global batches from the one validation iterator, which
- * goes on where the previous evaluation stopped (consumed_valid_samples, kept in checkpoints) */
-static double evaluate(trainer *t) {
+/* Megatron's evaluate(): --eval-iters global batches from an evaluation iterator: the one
+ * validation iterator, which goes on where the previous evaluation stopped
+ * (consumed_valid_samples, kept in checkpoints), or the test iterator (from its start, once) */
+static double evaluate_split(trainer *t, int split, int64_t *consumed) {
     const args *a = t->args;
+    static const char *const names[GPT_DATA_SPLITS] = {"train", "validation", "test"};
     data_parallel_finish_param_gather(&t->dp);
     double total = 0.0;
     for (int64_t k = 0; k < a->eval_iters; k++) {
-        if (t->data && t->consumed_valid_samples + a->global_batch_size > gpt_dataset_num_samples(t->data, SPLIT_VALID))
-            user_error("the validation split is exhausted: %lld samples, %lld consumed, %d more needed (an unweighted "
-                       "blend holds one epoch of each corpus)", (long long)gpt_dataset_num_samples(t->data, SPLIT_VALID),
-                       (long long)t->consumed_valid_samples, a->global_batch_size);
-        total += run_global_batch(t, SPLIT_VALID, t->consumed_valid_samples, 0, 0);
-        t->consumed_valid_samples += a->global_batch_size;
+        if (t->data && *consumed + a->global_batch_size > gpt_dataset_num_samples(t->data, split))
+            user_error("the %s split is exhausted: %lld samples, %lld consumed, %d more needed (an unweighted "
+                       "blend holds one epoch of each corpus)", names[split], (long long)gpt_dataset_num_samples(t->data, split),
+                       (long long)*consumed, a->global_batch_size);
+        /* evaluation always takes whole global batches (Megatron's eval_global_batch_size) */
+        total += run_global_batch(t, split, *consumed, 0, 0, a->num_micro_batches);
+        *consumed += a->global_batch_size;
     }
     return total / (double)a->eval_iters;
+}
+
+static double evaluate(trainer *t) { return evaluate_split(t, SPLIT_VALID, &t->consumed_valid_samples); }
+
+/* Megatron's do_test: --eval-iters > 0 and a test dataset */
+static int do_test(const trainer *t) {
+    return t->args->eval_iters > 0 && (!t->data || gpt_dataset_num_samples(t->data, SPLIT_TEST) > 0);
 }
 
 /* Megatron's do_valid: --eval-iters > 0 and a validation dataset (--split may give it none) */
@@ -363,7 +383,7 @@ static recompute_spec recompute_spec_of(const args *a) {
 
 /* the model's FLOPs per iteration (perf/metrics/flops.h): dense, causal attention; hardware
  * FLOPs add the forward work that activation recomputation repeats */
-static iteration_flops iteration_flops_of(const args *a) {
+static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_size) {
     model_shape shape = {
         .num_layers = a->num_layers,
         .hidden_size = a->hidden_size,
@@ -377,7 +397,7 @@ static iteration_flops iteration_flops_of(const args *a) {
         .causal = 1,
     };
     recompute_spec recompute = recompute_spec_of(a);
-    return flops_per_iteration(&shape, a->global_batch_size, &recompute);
+    return flops_per_iteration(&shape, global_batch_size, &recompute);
 }
 
 /* --profile-ranks lists this global rank */
@@ -445,13 +465,41 @@ double trainer_train(trainer *t) {
     t->last_heartbeat = MPI_Wtime();
 
     int profiling = a->profile && profile_this_rank(a->profile_ranks, t->topo.world_rank) && model->ops->profiler_range;
+    /* the ramp-up continues from the consumed samples (a resumed run too) */
+    char why[512];
+    microbatches_update(&t->batches, t->consumed_samples, 0, why, sizeof why);
+    int64_t num_micro_batches = t->batches.num_micro_batches;
     while (t->iteration < a->train_iters) {
         if (profiling && t->iteration == a->profile_step_start) model->ops->profiler_range(1);
+        /* Megatron's train loop: update without the check, save a checkpoint when the number of
+         * micro-batches changed (and --save is given), then update with the consistency check */
+        microbatches_update(&t->batches, t->consumed_samples, 0, why, sizeof why);
+        if (t->batches.num_micro_batches != num_micro_batches && t->iteration != 0) {
+            if (is_logger)
+                printf("> ramping up batch size from %lld to %lld\n",
+                       (long long)(num_micro_batches * a->micro_batch_size * a->data_parallel_size),
+                       (long long)t->batches.current_global_batch_size);
+            CHECK(t->batches.num_micro_batches > num_micro_batches,
+                  "Number of microbatches should be increasing due to batch size rampup; instead going from %lld to %lld",
+                  (long long)num_micro_batches, (long long)t->batches.num_micro_batches);
+            if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+        }
+        num_micro_batches = t->batches.num_micro_batches;
+        if (microbatches_update(&t->batches, t->consumed_samples, 1, why, sizeof why) != 0)
+            user_error("--rampup-batch-size %s at %lld consumed samples: %s", a->rampup_batch_size,
+                       (long long)t->consumed_samples, why);
+        if (a->virtual_pipeline_model_parallel_size > 1 && num_micro_batches % a->pipeline_model_parallel_size != 0)
+            user_error("--rampup-batch-size %s: the global batch %lld makes %lld micro-batches, not a multiple of "
+                       "--pipeline-model-parallel-size %d (the interleaved schedule needs one)", a->rampup_batch_size,
+                       (long long)t->batches.current_global_batch_size, (long long)num_micro_batches,
+                       a->pipeline_model_parallel_size);
+        int64_t batch = num_micro_batches * a->micro_batch_size * a->data_parallel_size;
         double start = MPI_Wtime();
         double lr = lr_at(&t->lr, a->train_samples ? t->consumed_samples : t->iteration);
         model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
         data_parallel_start_iteration(&t->dp);
-        double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1);
+        double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1,
+                                       (int)num_micro_batches);
         papi_phases_enter(PHASE_GRAD_REDUCE);
         data_parallel_finish_grad_sync(&t->dp);
         nan_check_loss(t, t->iteration + 1, loss, t->local_loss_sum);
@@ -476,14 +524,14 @@ double trainer_train(trainer *t) {
         papi_phases_enter(PHASE_OTHER);
         t->iteration++;
         if (profiling && t->iteration == a->profile_step_end) model->ops->profiler_range(0);
-        t->consumed_samples += a->global_batch_size;
+        t->consumed_samples += batch;
         interval_time += MPI_Wtime() - start;
         interval_loss += loss;
         interval_iterations++;
 
         if (t->iteration % a->log_interval == 0 || t->iteration == a->train_iters) {
             double seconds = interval_time / (double)interval_iterations;
-            iteration_flops flops = iteration_flops_of(a);
+            iteration_flops flops = iteration_flops_of(a, batch);
             double flops_to_tflops_per_gpu = 1.0 / (seconds * a->world_size * 1e12);
             phase_counts papi;
             if (t->papi_totals.num_events) papi_collect(t, &papi);
@@ -495,12 +543,12 @@ double trainer_train(trainer *t) {
                 .train_iters = a->train_iters,
                 .consumed_samples = t->consumed_samples,
                 .elapsed_ms_per_iteration = 1000.0 * seconds,
-                .tokens_per_second = (double)a->global_batch_size * a->seq_length / seconds,
+                .tokens_per_second = (double)batch * a->seq_length / seconds,
                 .tflops_per_gpu = flops.model * flops_to_tflops_per_gpu,
                 .hardware_tflops_per_gpu = flops.hardware * flops_to_tflops_per_gpu,
                 .peak_tflops = a->peak_tflops,
                 .learning_rate = lr,
-                .global_batch_size = a->global_batch_size,
+                .global_batch_size = (int)batch,
                 .lm_loss = interval_loss / (double)interval_iterations,
                 .grad_norm = grad_norm,
                 .skipped_iterations = t->skipped_iterations,
@@ -544,9 +592,18 @@ double trainer_train(trainer *t) {
         papi_collect(t, &rest);
         if (is_logger) train_log_papi_table(&t->papi_totals);
     }
+    /* pretrain() after train(): the validation set, then the test set (a fresh iterator) */
+    char when[96];
     if (do_valid(t) && !t->exited_early) {
         last_validation = evaluate(t);
-        if (is_logger) train_log_validation(&t->log, t->iteration, "at the end of training", last_validation);
+        snprintf(when, sizeof when, "at iteration %lld on validation set", (long long)t->iteration);
+        if (is_logger) train_log_evaluation(&t->log, "validation", t->iteration, when, last_validation);
+    }
+    if (do_test(t) && !t->exited_early) {
+        int64_t consumed_test_samples = 0;
+        double test_loss = evaluate_split(t, SPLIT_TEST, &consumed_test_samples);
+        snprintf(when, sizeof when, "at iteration %lld on test set", (long long)t->iteration);
+        if (is_logger) train_log_evaluation(&t->log, "test", t->iteration, when, test_loss);
     }
     if (a->dump_parameters[0]) param_dump_write(&t->model, &t->topo, a->dump_parameters);
     return last_validation;

@@ -13,6 +13,7 @@
 #include "app/optim/optimizer.h"
 #include "app/parallel/topology.h"
 #include "app/training/train_log.h"
+#include "app/training/microbatches.h"
 
 typedef struct trainer {
     const args *args;
@@ -27,6 +28,7 @@ typedef struct trainer {
     int64_t iteration;
     int64_t consumed_samples;
     int64_t consumed_valid_samples;  /* where the validation iterator stands (Megatron's args) */
+    microbatch_calculator batches;   /* the global batch of each iteration (--rampup-batch-size) */
     int64_t skipped_iterations, nan_iterations;
     int64_t last_saved_iteration;    /* iteration of the last checkpoint saved or loaded (-1: none) */
     int exited_early;                /* stopped by --exit-interval, --exit-duration-in-mins or the exit signal */

@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         char command[8400];
         snprintf(command, sizeof command,
-                 "f=$(ls %s/*gpt_indices.cache | head -1); printf 'XXXXXXXX' | dd of=\"$f\" bs=1 seek=400 conv=notrunc 2>/dev/null", cache);
+                 "f=$(ls %s/*-GPTDataset-train-sample_index.npy | head -1); printf 'XXXXXXXX' | dd of=\"$f\" bs=1 seek=400 conv=notrunc 2>/dev/null", cache);
         tap_ok(system(command) == 0, "corrupted one cache file");
     }
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));

@@ -30,7 +30,7 @@ ok $? "the same losses from either format"
 first=$(head -1 "$WORK/h5.loss"); last=$(tail -1 "$WORK/h5.loss")
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(f > 10.0 && l < f - 1.0) }'
 ok $? "the loss falls on Shakespeare (from $first to $last over 30 iterations)"
-ls "$WORK/cache"/*gpt_indices.cache >/dev/null 2>&1
+ls "$WORK/cache"/*-GPTDataset-train-shuffle_index.npy >/dev/null 2>&1
 ok $? "--data-cache-path holds the built indices"
 
 run_app 2 $DATA --data-path "$WORK/nothing_here"

@@ -5,6 +5,13 @@ Megatron-Core's GPT datasets, written step by step after megatron/core/datasets
 blended_dataset.py, helpers.cpp, utils.py) with numpy.random.RandomState, over Megatron
 .bin/.idx corpora. It prints samples in the format of `pretrain_gpt --print-sample`:
     SPLIT I: t0 t1 ... tS
+With --write-cache DIR it also saves the index cache of the printed split as Megatron-Core
+does (megatron_dataset.py unique_description and its MD5, gpt_dataset.py
+_build_document_sample_shuffle_indices, blended_dataset.py _build_indices, helpers.py dtypes):
+<md5>-GPTDataset-<split>-{description.txt,document_index.npy,sample_index.npy,shuffle_index.npy}
+and <md5>-BlendedDataset-<split>-{description.txt,dataset_index.npy,dataset_sample_index.npy},
+the tokenizer identifiers being those of megatron.core.tokenizers' MegatronTokenizerText as
+build_tokenizer makes it from --tokenizer-type, --vocab-size, --vocab-file, --merge-file.
 Usage:
   megatron_gpt_samples.py --seq-length S --seed N --samples TRAIN VALID TEST --split 969,30,1
       --print SPLIT:I-J (--data-path WORDS... | --train-data-path ... --valid-data-path ...)
@@ -12,7 +19,11 @@ Usage:
       "DOCS: BEG-END BEG-END BEG-END", None for a split Megatron does not build)
 """
 import argparse
+import collections
 import functools
+import hashlib
+import json
+import os
 import math
 import re
 import struct
@@ -135,8 +146,79 @@ def build_shuffle_index(num_samples, total_size, random_state):
     return numpy.concatenate((first, last))
 
 
+def unique_description(identifiers):
+    text = json.dumps(identifiers, indent=4, default=lambda obj: obj.unique_identifiers)
+    return text, hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def save_cache(directory, identifiers, class_name, split_name, arrays):
+    text, digest = unique_description(identifiers)
+    base = os.path.join(directory, "%s-%s-%s" % (digest, class_name, split_name))
+    os.makedirs(directory, exist_ok=True)
+    with open(base + "-description.txt", "wt") as writer:
+        writer.write(text)
+    for name, array in arrays:
+        numpy.save(base + "-" + name + ".npy", array, allow_pickle=True)
+
+
+class Tokenizer:
+    """unique_identifiers of MegatronTokenizerText as build_tokenizer makes it"""
+
+    def __init__(self, args):
+        ids = collections.OrderedDict()
+        ids["class"] = "megatron.core.tokenizers.text.text_tokenizer.MegatronTokenizerText"
+        kind = args.tokenizer_type
+        kwargs = collections.OrderedDict()
+        if kind in ("BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer"):
+            path = kind
+            kwargs["additional_special_tokens"] = []
+            if kind == "BertWordPieceCase":
+                kwargs = collections.OrderedDict(
+                    additional_special_tokens=["<extra_id_%d>" % i for i in range(100)])
+            kwargs["vocab_file"] = args.vocab_file
+            kwargs["merges_file"] = args.merge_file
+            kwargs["use_fast"] = True
+            kwargs["trust_remote_code"] = False
+            kwargs["include_special_tokens"] = True
+            kwargs["use_gigatoken"] = False
+        elif kind == "NullTokenizer":
+            path = None
+            if args.vocab_size:
+                kwargs["vocab_size"] = args.vocab_size
+            kwargs["pad_id"] = -1
+        else:
+            raise SystemExit("--write-cache: tokenizer %s is not modelled" % kind)
+        ids["tokenizer_path"] = path
+        for key, value in kwargs.items():
+            ids[key] = str(value)
+        self.unique_identifiers = ids
+
+
 class GPTDataset:
-    def __init__(self, dataset, indices, num_samples, seq_length, seed):
+    def identifiers(self, index_split):
+        ids = collections.OrderedDict()
+        ids["class"] = "GPTDataset"
+        ids["dataset_path"] = self.path
+        ids["num_samples"] = self.num_samples
+        ids["index_split"] = index_split
+        ids["random_seed"] = self.seed
+        ids["sequence_length"] = self.seq_length
+        ids["split"] = self.config["split"]
+        ids["split_matrix"] = self.config["split_matrix"]
+        ids["tokenizer"] = self.config["tokenizer"]
+        return ids
+
+    def save(self, directory, index_split):
+        # helpers.py build_sample_idx: int32 unless a position or a length passes INT32_MAX
+        widest = max(self.document_index.shape[0], self.dataset.sequence_lengths.max())
+        dtype = numpy.int32 if widest <= numpy.iinfo(numpy.int32).max else numpy.int64
+        save_cache(directory, self.identifiers(index_split), "GPTDataset", index_split,
+                   [("document_index", self.document_index),
+                    ("sample_index", self.sample_index.astype(dtype)),
+                    ("shuffle_index", self.shuffle_index)])
+
+    def __init__(self, dataset, indices, num_samples, seq_length, seed, path=None, config=None):
+        self.path, self.seed, self.config = path, seed, config
         self.dataset, self.indices, self.num_samples = dataset, indices, num_samples
         self.seq_length = seq_length
         tokens_per_epoch = int(numpy.sum(dataset.sequence_lengths[indices]))
@@ -188,8 +270,20 @@ class GPTDataset:
 
 # ---- blended_dataset.py + helpers.cpp build_blending_indices -------------------------------------
 class BlendedDataset:
+    def save(self, directory, index_split):
+        ids = collections.OrderedDict()
+        ids["class"] = "BlendedDataset"
+        ids["datasets"] = [d.identifiers(index_split) for d in self.datasets]
+        ids["split"] = index_split
+        ids["weights"] = self.weights
+        ids["size"] = len(self.dataset_index)
+        save_cache(directory, ids, "BlendedDataset", index_split,
+                   [("dataset_index", self.dataset_index),
+                    ("dataset_sample_index", self.dataset_sample_index)])
+
     def __init__(self, datasets, weights, size):
         weights = normalize(weights)
+        self.weights = weights
         assert all(w > 0 for w in weights)
         self.datasets = datasets
         self.dataset_index = numpy.zeros(size, dtype=numpy.int16)
@@ -222,11 +316,12 @@ def sizes_per_dataset(weights, targets, surplus=0.0):
 
 
 class Builder:
-    def __init__(self, seq_length, seed, sizes, only):
+    def __init__(self, seq_length, seed, sizes, only, tokenizer=None):
         # only: the split to build (each GPTDataset has its own RandomState, so the others
         # cannot change it; Megatron builds them too, and loops forever on an empty one)
         self.seq_length, self.seed, self.sizes, self.only = seq_length, seed, sizes, only
         self.low_level = {}
+        self.config = {"split": None, "split_matrix": None, "tokenizer": tokenizer}
 
     def megatron_splits(self, prefix, split, sizes):
         if prefix not in self.low_level:
@@ -241,7 +336,8 @@ class Builder:
             beg = int(round(split[i][0] * float(n)))
             end = int(round(split[i][1] * float(n)))
             indices = numpy.arange(start=beg, stop=end, step=1, dtype=numpy.int32)
-            out.append(GPTDataset(dataset, indices, sizes[i], self.seq_length, self.seed))
+            out.append(GPTDataset(dataset, indices, sizes[i], self.seq_length, self.seed, prefix,
+                                  self.config))
         return out
 
     def blend_splits(self, prefixes, weights, split, sizes):
@@ -272,6 +368,7 @@ class Builder:
         if blend is not None:
             prefixes, weights = blend
             split = convert_split_vector_to_split_matrix(parse_and_normalize_split(split_string))
+            self.config["split"], self.config["split_matrix"] = split_string, split
             if len(prefixes) == 1 and weights is None:
                 return self.megatron_splits(prefixes[0], split, self.sizes)
             return self.blend_splits(prefixes, weights, split, self.sizes)
@@ -304,6 +401,11 @@ def main():
     parser.add_argument("--test-data-path", nargs="*")
     parser.add_argument("--print")
     parser.add_argument("--length", action="store_true", help="print the split's length only")
+    parser.add_argument("--write-cache", help="save the split's index cache here, as Megatron does")
+    parser.add_argument("--tokenizer-type", default="NullTokenizer")
+    parser.add_argument("--vocab-size", type=int)
+    parser.add_argument("--vocab-file")
+    parser.add_argument("--merge-file")
     args, _ = parser.parse_known_args()  # the training flags pretrain_gpt also takes
     if args.split_bounds:
         split_string, count = args.split_bounds[0], int(args.split_bounds[1])
@@ -320,7 +422,7 @@ def main():
         return 0
     name, span = args.print.split(":")
     split = SPLITS.index(name)
-    builder = Builder(args.seq_length, args.seed, args.samples, split)
+    builder = Builder(args.seq_length, args.seed, args.samples, split, Tokenizer(args))
     if args.data_path:
         datasets = builder.build(get_blend_from_list(args.data_path), args.split, None)
     else:
@@ -328,6 +430,11 @@ def main():
                                               get_blend_from_list(args.valid_data_path),
                                               get_blend_from_list(args.test_data_path)])
     dataset = datasets[split]
+    if args.write_cache:
+        if isinstance(dataset, BlendedDataset):
+            for component in dataset.datasets:
+                component.save(args.write_cache, name)
+        dataset.save(args.write_cache, name)
     if args.length:
         print(len(dataset))
         return 0
