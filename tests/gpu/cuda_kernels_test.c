@@ -78,6 +78,7 @@ static bf16 *upload_bf16_shifted(const float *x, size_t n, int shift, void **bas
 static float *upload_float_shifted(const float *x, size_t n, int shift, void **base) {
     float *d = (float *)device_alloc((n + (size_t)shift) * sizeof(float));
     TEST_CUDA(cudaMemcpy(d + shift, x, n * sizeof(float), cudaMemcpyHostToDevice));
+    TEST_CUDA(cudaDeviceSynchronize()); /* a pageable upload may still be in flight: the kernels run on a non-blocking stream */
     *base = d;
     return d + shift;
 }
@@ -88,11 +89,13 @@ static bf16 *alloc_bf16_shifted(size_t n, int shift, void **base) {
 }
 static void set_float(float *d, const float *x, size_t n) {
     TEST_CUDA(cudaMemcpy(d, x, n * sizeof(float), cudaMemcpyHostToDevice));
+    TEST_CUDA(cudaDeviceSynchronize()); /* a pageable upload may still be in flight: the kernels run on a non-blocking stream */
 }
 static void set_bf16(bf16 *d, const float *x, size_t n) {
     bf16 *h = (bf16 *)malloc(n * sizeof(bf16) + 2);
     for (size_t i = 0; i < n; i++) h[i] = host_to_bf16(x[i]);
     TEST_CUDA(cudaMemcpy(d, h, n * sizeof(bf16), cudaMemcpyHostToDevice));
+    TEST_CUDA(cudaDeviceSynchronize()); /* a pageable upload may still be in flight: the kernels run on a non-blocking stream */
     free(h);
 }
 

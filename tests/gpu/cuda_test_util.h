@@ -75,17 +75,20 @@ static inline bf16 *upload_bf16(const float *x, size_t n) {
     bf16 *h = (bf16 *)malloc(n * sizeof(bf16) + 1), *d = (bf16 *)device_alloc(n * sizeof(bf16));
     for (size_t i = 0; i < n; i++) h[i] = host_to_bf16(x[i]);
     TEST_CUDA(cudaMemcpy(d, h, n * sizeof(bf16), cudaMemcpyHostToDevice));
+    TEST_CUDA(cudaDeviceSynchronize()); /* a pageable upload may still be in flight: the kernels run on a non-blocking stream */
     free(h);
     return d;
 }
 static inline float *upload_float(const float *x, size_t n) {
     float *d = (float *)device_alloc(n * sizeof(float));
     TEST_CUDA(cudaMemcpy(d, x, n * sizeof(float), cudaMemcpyHostToDevice));
+    TEST_CUDA(cudaDeviceSynchronize()); /* a pageable upload may still be in flight: the kernels run on a non-blocking stream */
     return d;
 }
 static inline int *upload_int(const int *x, size_t n) {
     int *d = (int *)device_alloc(n * sizeof(int));
     TEST_CUDA(cudaMemcpy(d, x, n * sizeof(int), cudaMemcpyHostToDevice));
+    TEST_CUDA(cudaDeviceSynchronize()); /* a pageable upload may still be in flight: the kernels run on a non-blocking stream */
     return d;
 }
 /* host float copy of a device bf16 array (malloc'ed; caller frees) */
