@@ -37,6 +37,13 @@ typedef struct tensor_part {
 /* create (truncate) path for writing; aborts naming the path if it cannot be created.
  * collective_io: tensor transfers through MPI-IO collective buffering (1) or independent (0). */
 void checkpoint_file_create(checkpoint_file *f, const char *path, MPI_Comm comm, int collective_io);
+/* make sure the file system has room for about `bytes` more (collective; rank 0 asks). Space
+ * that runs out in the middle of a parallel-HDF5 save can leave the ranks in different HDF5
+ * collectives at H5Fclose, a hang; so rank 0 allocates a sidecar file of that size
+ * (fallocate(2), which also meets quotas; free blocks from statvfs where the file system cannot
+ * allocate ahead) and deletes it again. When the space is not there it deletes the file being
+ * created and ends the job with one line naming it and the reason. */
+void checkpoint_file_reserve(checkpoint_file *f, uint64_t bytes);
 /* open for reading; returns 0, or -1 with a message in err when the file is not an HDF5 file */
 int checkpoint_file_open(checkpoint_file *f, const char *path, MPI_Comm comm, int collective_io, char *err,
                          size_t errlen);

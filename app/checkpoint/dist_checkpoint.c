@@ -29,7 +29,21 @@ void dist_checkpoint_create(dist_checkpoint *c, const char *dir, int64_t iterati
     checkpoint_mark_checksummed(c->file.file);
 }
 
+/* the file's size, from above: fp32 data, the gap before each dataset of 64 KiB or more that
+ * starts it on a 1 MiB boundary (io/checkpoint_file.c; MPI-IO's data sieving may write the gaps,
+ * so they count), a per-tensor checksum dataset and HDF5's metadata */
+static uint64_t estimated_file_bytes(const sharded_state *state) {
+    uint64_t bytes = 1 << 20;
+    for (int i = 0; i < state->num_tensors; i++) {
+        const checkpoint_tensor *t = &state->tensors[i];
+        uint64_t data = (uint64_t)t->rows * (uint64_t)(t->cols ? t->cols : 1) * sizeof(float);
+        bytes += data + (data >= (1 << 16) ? 1 << 20 : 0) + 8192;
+    }
+    return bytes;
+}
+
 void dist_checkpoint_write(dist_checkpoint *c, const sharded_state *state, const kernel_ops *ops) {
+    checkpoint_file_reserve(&c->file, estimated_file_bytes(state));
     checkpoint_transfer(&c->file, state, ops, c->comm, 1, 0);
 }
 
