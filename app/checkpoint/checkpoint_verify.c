@@ -2,6 +2,7 @@
 #include "app/checkpoint/checkpoint_verify.h"
 #include "app/core/error.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,13 +33,28 @@ void tensor_verifier_begin(tensor_verifier *v, checkpoint_file *f, const char *t
     CHECK(v->covered, "out of host memory for checksum records");
 }
 
-static void mismatch(checkpoint_file *f, const char *tensor, const box_checksum *r, uint64_t computed) {
-    user_error_local("checkpoint %s: tensor %s: rows [%llu, %llu) columns [%llu, %llu) do not match their checksum "
-                     "(xxh3 stored %016llx, read %016llx; found by rank %d): the file is damaged "
-                     "(--no-verify-checksums loads it anyway)", f->path, tensor, (unsigned long long)r->row,
-                     (unsigned long long)(r->row + r->rows), (unsigned long long)r->col,
-                     (unsigned long long)(r->col + r->cols), (unsigned long long)r->hash,
-                     (unsigned long long)computed, rank_of(f->comm));
+/* note the first mismatch; tensor_verifier_finish reports it */
+static void mismatch(tensor_verifier *v, checkpoint_file *f, const box_checksum *r, uint64_t computed) {
+    if (v->mismatch[0]) return;
+    snprintf(v->mismatch, sizeof v->mismatch,
+             "checkpoint %s: tensor %s: rows [%llu, %llu) columns [%llu, %llu) do not match their checksum "
+             "(xxh3 stored %016llx, read %016llx; found by rank %d): the file is damaged "
+             "(--no-verify-checksums loads it anyway)", f->path, v->tensor, (unsigned long long)r->row,
+             (unsigned long long)(r->row + r->rows), (unsigned long long)r->col,
+             (unsigned long long)(r->col + r->cols), (unsigned long long)r->hash,
+             (unsigned long long)computed, rank_of(f->comm));
+}
+
+/* collective: the lowest rank that found a mismatch gives its message to all, and the job stops
+ * with it once */
+static void agree_on_mismatch(tensor_verifier *v, MPI_Comm comm) {
+    int rank = rank_of(comm), size, finder;
+    CHECK_MPI(MPI_Comm_size(comm, &size));
+    finder = v->mismatch[0] ? rank : size;
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &finder, 1, MPI_INT, MPI_MIN, comm));
+    if (finder == size) return;
+    CHECK_MPI(MPI_Bcast(v->mismatch, sizeof v->mismatch, MPI_CHAR, finder, comm));
+    user_error("%s", v->mismatch);
 }
 
 void tensor_verifier_piece(tensor_verifier *v, checkpoint_file *f, const tensor_box *box, const float *data) {
@@ -47,7 +63,7 @@ void tensor_verifier_piece(tensor_verifier *v, checkpoint_file *f, const tensor_
     box_checksum *r = bsearch(&key, v->records, (size_t)v->count, sizeof key, compare_boxes);
     if (!r) return;
     uint64_t computed = checksum_floats(data, (size_t)(box->rows * box->cols));
-    if (computed != r->hash) mismatch(f, v->tensor, r, computed);
+    if (computed != r->hash) mismatch(v, f, r, computed);
     v->covered[r - v->records] = 1;
     v->boxes_checked++;
 }
@@ -87,11 +103,12 @@ void tensor_verifier_finish(tensor_verifier *v, checkpoint_file *f, MPI_Comm com
             f->bytes -= sizeof(float) * tensor_part_elements(&part); /* verification, not loading */
             if (mine) {
                 uint64_t computed = checksum_floats(buffer, (size_t)(mine->rows * mine->cols));
-                if (computed != mine->hash) mismatch(f, v->tensor, mine, computed);
+                if (computed != mine->hash) mismatch(v, f, mine, computed);
                 v->boxes_checked++;
             }
         }
         free(buffer);
+        agree_on_mismatch(v, comm);
     }
     free(v->records);
     free(v->covered);

@@ -3,7 +3,9 @@
  * Each box a rank reads that is also a box some rank wrote is hashed from the staging buffer as
  * it arrives (a load in the saving layout costs no extra I/O); the written boxes no rank read
  * whole (another layout) are then read once more, spread over the ranks, and hashed. A mismatch
- * stops the job naming the file, the tensor, the box and the rank that found it. */
+ * stops the job naming the file, the tensor, the box and the rank that found it, in one line for
+ * the job however many ranks read the damaged box (data-parallel replicas all read it): the ranks
+ * agree at the end of the tensor and the first finder's message is printed once. */
 #ifndef CHECKPOINT_VERIFY_H
 #define CHECKPOINT_VERIFY_H
 
@@ -19,6 +21,7 @@ typedef struct tensor_verifier {
     int64_t count;           /* -1: nothing to verify */
     unsigned char *covered;  /* record verified by some rank */
     int64_t boxes_checked;   /* by this rank */
+    char mismatch[5120];     /* the first mismatch this rank found ("" when none) */
 } tensor_verifier;
 
 /* reads the tensor's records; `checksummed` is checkpoint_is_checksummed of the file (a
@@ -26,7 +29,8 @@ typedef struct tensor_verifier {
 void tensor_verifier_begin(tensor_verifier *v, checkpoint_file *f, const char *tensor, int checksummed);
 /* a box just read into data (row-major within the box) */
 void tensor_verifier_piece(tensor_verifier *v, checkpoint_file *f, const tensor_box *box, const float *data);
-/* collective: verifies the records no rank covered, then frees */
+/* collective: verifies the records no rank covered, stops the job (one line) when any rank found
+ * a mismatch, then frees */
 void tensor_verifier_finish(tensor_verifier *v, checkpoint_file *f, MPI_Comm comm);
 
 #endif

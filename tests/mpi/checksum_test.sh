@@ -4,7 +4,8 @@
 #  - a 2-rank save verifies on load in the same layout, in another (TP2: the written boxes are
 #    read again), and with convert_checkpoint --verify;
 #  - one float changed behind HDF5's back (a NaN in an Adam moment, a weight) is refused by the
-#    load and by --verify, naming the file and the tensor; --no-verify-checksums loads it anyway;
+#    load and by --verify, naming the file and the tensor, in one line however many ranks read it;
+#    --no-verify-checksums loads it anyway;
 #  - saved in small pieces (many boxes per tensor) and loaded whole, it verifies too;
 #  - a checkpoint without checksums (saved before they existed) loads with a note.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -45,8 +46,11 @@ ok $? "--no-verify-checksums loads it anyway"
 cp -r "$WORK/good" "$WORK/bad2"
 "$POKE" "$WORK/bad2/iter_0000002.h5" /model/embedding.word_embeddings.weight 7 0.5
 run_app 2 $MODEL --train-iters 3 --override-opt-param-scheduler --load "$WORK/bad2" --no-load-optim
-[ $? -ne 0 ] && grep -q "tensor /model/embedding.word_embeddings.weight" "$WORK/err"
+status=$?; diag "$(grep error "$WORK/err")"
+[ $status -ne 0 ] && grep -q "tensor /model/embedding.word_embeddings.weight" "$WORK/err"
 ok $? "a changed weight is refused naming /model/embedding.word_embeddings.weight"
+[ "$(grep -c "error" "$WORK/err")" -eq 1 ]
+ok $? "... in one line, although both data-parallel replicas read the damaged box"
 
 MTC_CKPT_PIECE_ELEMENTS=1000 run_app 2 $MODEL --train-iters 2 --save "$WORK/pieces"
 ok $? "a save in pieces of 1000 elements"
