@@ -139,6 +139,9 @@ typedef struct kernel_ops {
     void (*copy_from_host)(void *dst, const void *host_src, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);
     void (*synchronize)(void);
+    /* bytes of backend memory free now (cudaMemGetInfo); NULL on a host-memory backend, where the
+     * host's available memory counts (app/training/memory_estimate.h) */
+    size_t (*memory_free)(void);
     /* n compute-dtype elements <-> host fp32 (rounding to nearest even into bf16) */
     void (*copy_to_host_float)(float *host_dst, const void *src, size_t n);
     void (*copy_from_host_float)(void *dst, const float *host_src, size_t n);

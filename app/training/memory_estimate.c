@@ -30,10 +30,14 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
     double weights_and_grads = mixed ? 6 : 8;
     m.parameters = params * weights_and_grads;
     m.optimizer = params * (per_param - weights_and_grads);
-    /* one layer, 16-bit activations (Korthikanti et al.); selective recompute drops the 5as/h
-     * of the attention core */
+    /* one layer, 16-bit activations (Korthikanti et al.'s 34sbh) and what the backend's attention
+     * keeps for its backward (its workspace: the T x T probabilities on the CPU, the softmax
+     * statistics of flash attention on CUDA; Korthikanti's 5as^2b). Selective recompute keeps
+     * no workspace per layer (one is shared). */
     int selective = !strcmp(a->recompute_granularity, "selective"), full = !strcmp(a->recompute_granularity, "full");
-    double act16 = s * b * h * (34 + (selective ? 0 : 5 * heads * s / h)) / tp;
+    int local_heads = a->num_attention_heads / topo->tp_size;
+    double attention = (double)ops->attention_workspace_bytes(a->micro_batch_size, a->seq_length, local_heads, (int)kv);
+    double act16 = s * b * h * 34 / tp + (selective ? 0 : attention * 2.0 / ops->act_bytes);
     double slots = pipeline_activation_slots(topo->pp_size, a->virtual_pipeline_model_parallel_size > 0
                                                                 ? a->virtual_pipeline_model_parallel_size : 1,
                                              a->num_micro_batches > 0 ? a->num_micro_batches : 1);
@@ -52,7 +56,7 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
         group = uniform ? n : 1;
     }
     m.activations = (slots * (kept * act16 + inputs) + group * act16) * (ops->act_bytes / 2.0) + logits;
-    m.workspace = workspace_bytes;
+    m.workspace = workspace_bytes + (selective ? attention : 0);
     m.total = m.parameters + m.optimizer + m.activations + m.workspace;
     return m;
 }
@@ -106,16 +110,26 @@ static const char *gib(char *out, size_t size, double bytes) {
 }
 
 void memory_estimate_check(const args *a, const topology *topo, const kernel_ops *ops) {
+    memory_estimate m = memory_estimate_compute(a, topo, ops);
+    const double mib = 1024.0 * 1024.0;
+    if (topo->world_rank == 0) {
+        printf("> theoretical memory footprints: weight and optimizer=%.2f MB, activation=%.2f MB, total=%.2f MB "
+               "(the busiest rank, with %.0f MB of workspace)\n", (m.parameters + m.optimizer) / mib,
+               m.activations / mib, m.total / mib, m.workspace / mib);
+        fflush(stdout);
+    }
     const char *skip = getenv("MTC_SKIP_MEMORY_ESTIMATE"); /* tests that exercise a failed allocation */
     if (skip && atoi(skip) > 0) return;
-    memory_estimate m = memory_estimate_compute(a, topo, ops);
-    double available = ops->host_memory ? memory_available_host(MPI_COMM_WORLD) : 0;
+    double available = ops->host_memory ? memory_available_host(MPI_COMM_WORLD)
+                                        : ops->memory_free ? (double)ops->memory_free() : 0;
     CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &available, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
     if (available <= 0 || m.total <= available) return;
     char need[32], have[32], p[32], o[32], act[32];
     user_error("this run needs about %s per rank (parameters and gradients %s, optimizer state %s, activations %s "
-               "for %d-token micro-batches, workspace) but %s of host memory is available per rank: use smaller "
-               "--seq-length, --hidden-size, --num-layers or --micro-batch-size, activation recomputation (--recompute-granularity full), or more ranks",
+               "for %d-token micro-batches, workspace) but %s of %s is available per rank: use smaller "
+               "--seq-length, --hidden-size, --num-layers or --micro-batch-size, activation recomputation "
+               "(--recompute-granularity full), or more ranks",
                gib(need, sizeof need, m.total), gib(p, sizeof p, m.parameters), gib(o, sizeof o, m.optimizer),
-               gib(act, sizeof act, m.activations), a->seq_length, gib(have, sizeof have, available));
+               gib(act, sizeof act, m.activations), a->seq_length, gib(have, sizeof have, available),
+               ops->host_memory ? "host memory" : "GPU memory");
 }

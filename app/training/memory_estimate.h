@@ -3,10 +3,13 @@
  * instead of failing an allocation later. Parameters, gradients and optimizer state follow
  * Megatron's bytes-per-parameter table (16 in fp32, 18 in bf16 mixed precision; 8 + 8/d and
  * 6 + 12/d with the distributed optimizer); activations per micro-batch follow Korthikanti et
- * al. (Megatron's "Reducing Activation Recomputation": s·b·h·(34 + 5·a·s/h) bytes per layer in
- * 16-bit, doubled in fp32) times the micro-batches a pipeline stage holds, plus the logits and a
+ * al. (Megatron's "Reducing Activation Recomputation": 34·s·b·h bytes per layer in 16-bit,
+ * doubled in fp32) plus what the backend's attention keeps for its backward (its workspace, in
+ * place of Korthikanti's 5·a·s²·b: the T x T probabilities on the CPU, flash attention's softmax
+ * statistics on CUDA), times the micro-batches a pipeline stage holds, plus the logits and a
  * fixed workspace. Available memory is the host's (the cgroup limit or MemAvailable, shared by
- * the ranks of a node) on the CPU backend; device memory is not checked here yet. */
+ * the ranks of a node) on the CPU backend and the device's free memory (cudaMemGetInfo) on
+ * CUDA. Rank 0 prints the estimate as Megatron's "theoretical memory footprints" line. */
 #ifndef MEMORY_ESTIMATE_H
 #define MEMORY_ESTIMATE_H
 

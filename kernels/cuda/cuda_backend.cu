@@ -202,6 +202,12 @@ static void scale_float(float *x, float s, size_t n) {
     CHECK_LAUNCH();
 }
 
+static size_t backend_memory_free(void) {
+    size_t free_bytes = 0, total_bytes = 0;
+    CHECK_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return free_bytes;
+}
+
 static kernel_ops make_cuda_ops(void) {
     kernel_ops ops;
     memset(&ops, 0, sizeof ops);
@@ -215,6 +221,7 @@ static kernel_ops make_cuda_ops(void) {
     ops.copy_from_host = backend_copy_from_host;
     ops.copy = backend_copy;
     ops.synchronize = cuda_synchronize;
+    ops.memory_free = backend_memory_free;
     ops.copy_to_host_float = backend_copy_to_host_float;
     ops.copy_from_host_float = backend_copy_from_host_float;
     ops.float_to_act = backend_float_to_act;

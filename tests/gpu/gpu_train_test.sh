@@ -7,6 +7,7 @@
 #    with selective, full-uniform and full-block recomputation: the same bits, less memory (full).
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2xPP2, DP4 with the distributed
 #    optimizer: losses within 1e-2 (relative) of the 1-GPU run.
+#  - a model larger than the GPU's free memory stops before allocating, with both figures.
 #  - the tiny Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention): GPU losses within 1% of
 #    the CPU's, and TP2 + SP within 1e-2 of one GPU (2 GPUs).
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt with top_srcdir holding
@@ -59,6 +60,16 @@ grep -q "memory per parameter (bf16 mixed precision): 18.00 bytes" "$WORK/gpu_0.
 ok $? "mixed precision memory: 18 bytes per parameter ($(grep -o 'memory per parameter.*bytes' "$WORK/gpu_0.1.out"))"
 grep -q "| MFU: [0-9.]*%" "$WORK/gpu_0.1.out" && grep -q '"mfu": ' "$WORK/gpu_0.1.jsonl"
 ok $? "the log line and the metrics carry MFU ($(grep -o 'GPU [0-9]* of.*' "$WORK/gpu_0.1.out" | head -1))"
+
+# a model that cannot fit in GPU memory stops before allocating, with the estimate and the
+# device's free memory (app/training/memory_estimate.h)
+run_app 1 $MODEL --device cuda --hidden-size 32768 --num-attention-heads 64 --num-layers 64
+status=$?; diag "$(grep error "$WORK/err")"
+[ $status -ne 0 ] && grep -q "this run needs about .* GiB per rank .* but .* GiB of GPU memory is available per rank" "$WORK/err" &&
+    ! grep -qi "out of memory" "$WORK/err"
+ok $? "an impossible model stops before allocating, naming the estimate and the GPU's free memory"
+grep -q "theoretical memory footprints: weight and optimizer=" "$WORK/gpu_0.1.out"
+ok $? "the estimate is printed as Megatron's theoretical memory footprints line"
 
 train det1 1 --device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1
 train det2 1 --device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1
