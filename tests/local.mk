@@ -184,7 +184,7 @@ EXTRA_DIST += tests/tools/fault_table.sh
 # issue 17: Hugging Face LlamaForCausalLM export and import (convert_checkpoint), and a Llama
 # training script written as Megatron-LM's examples/llama
 TESTS += tests/mpi/llama_hf_test.sh tests/mpi/llama_script_test.sh
-TESTS += tests/gpu/gpu_llama_script_test.sh
+TESTS += tests/gpu/gpu_llama_script_test.sh tests/gpu/gpu_hang_test.sh
 EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh perf/llama_hf_parity.sh perf/llama_hf_parity.py
 
 # ---- activation recomputation (issue 21) ----

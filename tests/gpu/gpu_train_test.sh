@@ -84,16 +84,16 @@ RECOMPUTE="--device cuda --deterministic-mode --hidden-dropout 0.1 --attention-d
 train rc_none 1 $RECOMPUTE
 for mode in "selective --recompute-activations" "uniform --recompute-granularity full --recompute-method uniform --recompute-num-layers 1" \
             "block --recompute-granularity full --recompute-method block --recompute-num-layers 2"; do
-    set -- $mode; name=$1; shift
-    train "rc_$name" 1 $RECOMPUTE "$@"
-    cmp -s "$WORK/rc_none.loss" "$WORK/rc_$name.loss" && [ -s "$WORK/rc_none.loss" ] && cmp -s "$WORK/rc_none.bin" "$WORK/rc_$name.bin"
-    ok $? "recompute $name on the GPU: losses and parameters bitwise those without recomputation"
+    set -- $mode; mode_name=$1; shift  # not `name`: train() sets that one
+    train "rc_$mode_name" 1 $RECOMPUTE "$@"
+    cmp -s "$WORK/rc_none.loss" "$WORK/rc_$mode_name.loss" && [ -s "$WORK/rc_none.loss" ] && cmp -s "$WORK/rc_none.bin" "$WORK/rc_$mode_name.bin"
+    ok $? "recompute $mode_name on the GPU: losses and parameters bitwise those without recomputation"
     mem_none=$(json_field "$WORK/rc_none.jsonl" train peak_memory_gib | tail -1)
-    mem=$(json_field "$WORK/rc_$name.jsonl" train peak_memory_gib | tail -1)
-    diag "peak memory: none $mem_none GiB, $name $mem GiB"
-    [ "$name" = selective ] && continue  # flash attention keeps only [B,H,T] fp32 statistics
-    awk -v a="$mem" -v b="$mem_none" 'BEGIN { exit !(a + 0 < b + 0) }'
-    ok $? "recompute $name on the GPU: peak memory lower than without"
+    mem=$(json_field "$WORK/rc_$mode_name.jsonl" train peak_memory_gib | tail -1)
+    diag "peak memory: none $mem_none GiB, $mode_name $mem GiB"
+    [ "$mode_name" = selective ] && continue  # flash attention keeps only [B,H,T] fp32 statistics
+    awk -v a="$mem" -v b="$mem_none" 'BEGIN { exit !(a != "" && a + 0 < b + 0) }'
+    ok $? "recompute $mode_name on the GPU: peak memory lower than without"
 done
 
 # the Llama family (configs/llama-tiny.args: RoPE, RMSNorm, SwiGLU, 4 heads in 2 query groups,
@@ -115,15 +115,15 @@ MODEL=$GPT_MODEL
 # parallel layouts against the one-GPU run (dropout on)
 MODEL="$MODEL --device cuda --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16"
 layout() {  # layout NAME NRANKS FLAGS... [--reference NAME, last]
-    name=$1; n=$2; shift 2
+    layout_name=$1; n=$2; shift 2  # not `name`: train() sets that one
     reference=one
     case "$*" in *"--reference one4") reference=one4; set -- $(echo "$*" | sed 's/ --reference one4$//') ;; esac
-    if [ "$gpus" -lt "$n" ]; then diag "skipping $name: needs $n GPUs"; return; fi
-    tag=$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_')
+    if [ "$gpus" -lt "$n" ]; then diag "skipping $layout_name: needs $n GPUs"; return; fi
+    tag=$(echo "$layout_name" | tr -c 'a-zA-Z0-9\n' '_')
     train "$tag" "$n" "$@"
     status=$?
-    [ $status -eq 0 ] || { ok 1 "$name: run failed ($status)"; return; }
-    compare_losses "$reference" "$tag" 1e-2 20 "$name on $n GPUs: losses within 1e-2 of one GPU"
+    [ $status -eq 0 ] || { ok 1 "$layout_name: run failed ($status)"; return; }
+    compare_losses "$reference" "$tag" 1e-2 20 "$layout_name on $n GPUs: losses within 1e-2 of one GPU"
 }
 if [ "$gpus" -ge 2 ]; then
     train one 1

@@ -1,0 +1,59 @@
+#!/bin/sh
+# gpu_hang_test.sh: a rank of a 2-GPU job that hangs (SIGSTOP) makes the job abort within
+# --distributed-timeout-minutes + 10%, with a line naming the operation that did not complete:
+# the NCCL watchdog (app/parallel/nccl_watchdog.h) or the MPI deadline (app/parallel/timeout.h),
+# whichever waits first. Data-parallel (gradient all-reduce) and tensor-parallel (all-reduces
+# inside the forward) jobs; the stopped rank is rank 1 in one and rank 0 in the other. Skipped
+# with fewer than 2 GPUs.
+. "${top_srcdir:-.}/tests/lib.sh"
+PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "${gpus:-0}" -lt 2 ]; then
+    echo "1..0 # SKIP needs 2 GPUs ($gpus visible)"
+    exit 0
+fi
+MODEL="--args-file $TINY_ARGS --device cuda --lr-warmup-iters 1 --eval-iters 0 --log-interval 1 --train-iters 100000"
+
+ranks_of() { pgrep -f "^$PRETRAIN_GPT .*$1" ; }
+lines_at_least() { [ -f "$1" ] && [ "$(grep -c "$2" "$1")" -ge "$3" ]; }
+wait_for() {  # poll (20 ms) until the command succeeds, at most 120 s
+    n=0
+    until "$@"; do
+        n=$((n + 1)); [ $n -lt 6000 ] || return 1
+        sleep 0.02
+    done
+}
+
+# hang NAME VICTIM FLAGS...: SIGSTOP world rank VICTIM after 3 iterations
+hang() {
+    case_name=$1; victim_rank=$2; shift 2
+    dir="$WORK/$(echo "$case_name" | tr -c 'a-zA-Z0-9\n' '_')"; mkdir -p "$dir"
+    timeout 180 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL "$@" --distributed-timeout-minutes 0.25 \
+        --metrics-file "$dir/run.jsonl" >"$dir/out" 2>"$dir/err" &
+    launcher=$!
+    if ! wait_for lines_at_least "$dir/run.jsonl" '"split": "train"' 3; then
+        kill $launcher 2>/dev/null; wait $launcher
+        ok 1 "$case_name: the job did not reach iteration 3 ($(tail -2 "$dir/err"))"
+        return
+    fi
+    victim=""
+    for pid in $(ranks_of "$dir/run.jsonl"); do
+        [ "$(tr '\0' '\n' < "/proc/$pid/environ" | sed -n 's/^PMI_RANK=//p')" = "$victim_rank" ] && victim=$pid
+    done
+    start=$(date +%s.%N)
+    kill -STOP "$victim"
+    wait $launcher
+    status=$?
+    seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    kill -KILL "$victim" 2>/dev/null
+    diag "$case_name: the job ended $seconds s after the SIGSTOP of rank $victim_rank (status $status)"
+    diag "$(grep -m1 "did not complete within" "$dir/err" | cut -c1-300)"
+    [ $status -ne 0 ] && [ $status -ne 124 ] && awk -v s="$seconds" 'BEGIN { exit !(s <= 16.5) }' &&
+        grep -q "did not complete within --distributed-timeout-minutes 0.25" "$dir/err"
+    ok $? "$case_name: rank $victim_rank stopped; the job aborts within 15 s + 10%, naming the operation"
+}
+
+hang "DP2 on 2 GPUs" 1
+hang "TP2 on 2 GPUs" 0 --tensor-model-parallel-size 2
+done_testing
