@@ -105,14 +105,6 @@ static options parse_options(int argc, char **argv) {
 }
 
 
-static const char *shape_text(int ndim, const int64_t *shape, char *buffer, size_t size) {
-    size_t used = (size_t)snprintf(buffer, size, "[");
-    for (int d = 0; d < ndim && used < size; d++)
-        used += (size_t)snprintf(buffer + used, size - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
-    if (used < size) snprintf(buffer + used, size - used, "]");
-    return buffer;
-}
-
 /* ---- ours -> Hugging Face ------------------------------------------------------------------ */
 static int64_t required_int(const checkpoint_reader *reader, const char *name) {
     char err[error_max];
@@ -314,42 +306,6 @@ static const char *config_summary(const hf_source *s, const hf_gpt2_config *c, c
     return buffer;
 }
 
-/* finds one parameter's tensor and checks its shape and dtype against the config */
-static const safetensors_tensor *checked_hf_tensor(hf_source *s, const hf_gpt2_config *c,
-                                                   const char *name, int ndim, const int64_t *shape,
-                                                   const safetensors_file **in) {
-    char expected[128], found[128], summary[path_max + 256];
-    const safetensors_tensor *t = hf_source_find(s, name, in);
-    if (!t) user_error("%s: no tensor '%s' (nor without its \"transformer.\" prefix); %s",
-                       s->files[0].path, name, config_summary(s, c, summary, sizeof summary));
-    int same = t->ndim == ndim;
-    for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
-    if (!same)
-        user_error("%s: tensor '%s' has shape %s, expected %s (%s)", (*in)->path, t->name,
-                   shape_text(t->ndim, t->shape, found, sizeof found),
-                   shape_text(ndim, shape, expected, sizeof expected),
-                   config_summary(s, c, summary, sizeof summary));
-    if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16 &&
-        t->dtype != SAFETENSORS_F64)
-        user_error("%s: tensor '%s' is %s; expected F32, F16, BF16 or F64", (*in)->path, t->name,
-                   safetensors_dtype_name(t->dtype));
-    return t;
-}
-
-/* lm_head.weight present and different from wte: an untied output layer */
-static int lm_head_is_untied(hf_source *s, const hf_gpt2_config *c, const safetensors_tensor *wte,
-                             const safetensors_file *wte_file) {
-    const safetensors_file *file;
-    int64_t shape[2] = {c->vocab_size, c->n_embd};
-    if (!hf_source_find(s, "lm_head.weight", &file)) return 0;
-    const safetensors_tensor *head = checked_hf_tensor(s, c, "lm_head.weight", 2, shape, &file);
-    float *a = hf_source_read_float32(wte_file, wte), *b = hf_source_read_float32(file, head);
-    int differ = memcmp(a, b, sizeof(float) * (size_t)wte->num_elements) != 0;
-    free(a);
-    free(b);
-    return differ;
-}
-
 static void import_from_hf(const options *o) {
     char err[error_max];
     hf_source s;
@@ -371,9 +327,10 @@ static void import_from_hf(const options *o) {
     /* validate everything before writing: shapes and dtypes of every parameter, no strangers */
     const safetensors_file *wte_file;
     int64_t wte_shape[2] = {m.vocab, m.hidden};
-    const safetensors_tensor *wte = checked_hf_tensor(&s, &c, "transformer.wte.weight", 2, wte_shape,
-                                                      &wte_file);
-    m.untied = lm_head_is_untied(&s, &c, wte, wte_file);
+    char summary[path_max + 256];
+    config_summary(&s, &c, summary, sizeof summary);
+    const safetensors_tensor *wte = hf_source_checked(&s, "transformer.wte.weight", 2, wte_shape, summary, &wte_file);
+    m.untied = hf_source_lm_head_untied(&s, m.vocab, m.hidden, wte, wte_file, summary);
     if (m.untied && c.tie_word_embeddings)
         fprintf(stderr, "%s: note: %s says tie_word_embeddings, but lm_head.weight differs from "
                 "wte.weight: importing it as an untied output layer\n", program_name, s.config_path);
@@ -386,8 +343,7 @@ static void import_from_hf(const options *o) {
     const safetensors_file **source_files = calloc((size_t)count, sizeof *source_files);
     CHECK(sources && source_files, "out of memory");
     for (int i = 0; i < count; i++)
-        sources[i] = checked_hf_tensor(&s, &c, list[i].hf, list[i].ndim, list[i].hf_shape,
-                                       &source_files[i]);
+        sources[i] = hf_source_checked(&s, list[i].hf, list[i].ndim, list[i].hf_shape, summary, &source_files[i]);
     for (int f = 0; f < s.num_files; f++)
         for (int i = 0; i < s.files[f].num_tensors; i++)
             if (!s.used[f][i] && !is_ignored_buffer(s.files[f].tensors[i].name))

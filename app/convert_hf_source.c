@@ -112,6 +112,46 @@ const safetensors_tensor *hf_source_find(hf_source *s, const char *name, const s
     return NULL;
 }
 
+static const char *shape_text(int ndim, const int64_t *shape, char *buffer, size_t size) {
+    size_t used = (size_t)snprintf(buffer, size, "[");
+    for (int d = 0; d < ndim && used < size; d++)
+        used += (size_t)snprintf(buffer + used, size - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (used < size) snprintf(buffer + used, size - used, "]");
+    return buffer;
+}
+
+const safetensors_tensor *hf_source_checked(hf_source *s, const char *name, int ndim, const int64_t *shape,
+                                            const char *config_summary, const safetensors_file **in) {
+    char expected[128], found[128];
+    const safetensors_tensor *t = hf_source_find(s, name, in);
+    if (!t) user_error("%s: no tensor '%s' (nor without a \"transformer.\" prefix); %s", s->files[0].path, name,
+                       config_summary);
+    int same = t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+    if (!same)
+        user_error("%s: tensor '%s' has shape %s, expected %s (%s)", (*in)->path, t->name,
+                   shape_text(t->ndim, t->shape, found, sizeof found), shape_text(ndim, shape, expected, sizeof expected),
+                   config_summary);
+    if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16 &&
+        t->dtype != SAFETENSORS_F64)
+        user_error("%s: tensor '%s' is %s; expected F32, F16, BF16 or F64", (*in)->path, t->name,
+                   safetensors_dtype_name(t->dtype));
+    return t;
+}
+
+int hf_source_lm_head_untied(hf_source *s, int64_t vocab, int64_t hidden, const safetensors_tensor *embed,
+                             const safetensors_file *embed_file, const char *config_summary) {
+    const safetensors_file *file;
+    int64_t shape[2] = {vocab, hidden};
+    if (!hf_source_find(s, "lm_head.weight", &file)) return 0;
+    const safetensors_tensor *head = hf_source_checked(s, "lm_head.weight", 2, shape, config_summary, &file);
+    float *a = hf_source_read_float32(embed_file, embed), *b = hf_source_read_float32(file, head);
+    int differ = memcmp(a, b, sizeof(float) * (size_t)embed->num_elements) != 0;
+    free(a);
+    free(b);
+    return differ;
+}
+
 float *hf_source_read_float32(const safetensors_file *file, const safetensors_tensor *t) {
     char err[error_max];
     float *values = malloc(sizeof(float) * (size_t)(t->num_elements ? t->num_elements : 1));

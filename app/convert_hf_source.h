@@ -26,6 +26,17 @@ void hf_source_close(hf_source *s);
  * NULL when absent */
 const safetensors_tensor *hf_source_find(hf_source *s, const char *name, const safetensors_file **in);
 
+/* finds one parameter's tensor and checks its shape and dtype (F32, F16, BF16 or F64); a missing
+ * or misshapen tensor is a user error whose line ends with `config_summary` (what config.json
+ * says) */
+const safetensors_tensor *hf_source_checked(hf_source *s, const char *name, int ndim, const int64_t *shape,
+                                            const char *config_summary, const safetensors_file **in);
+
+/* 1 when lm_head.weight exists ([vocab, hidden]) and differs from the embedding `embed`: an untied
+ * output layer */
+int hf_source_lm_head_untied(hf_source *s, int64_t vocab, int64_t hidden, const safetensors_tensor *embed,
+                             const safetensors_file *embed_file, const char *config_summary);
+
 /* a floating-point tensor as float32, malloc'd */
 float *hf_source_read_float32(const safetensors_file *file, const safetensors_tensor *t);
 

@@ -279,50 +279,14 @@ void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int
 
 /* ---- Hugging Face -> ours ------------------------------------------------------------------ */
 
-static const char *shape_text(int ndim, const int64_t *shape, char *buffer, size_t size) {
-    size_t used = (size_t)snprintf(buffer, size, "[");
-    for (int d = 0; d < ndim && used < size; d++)
-        used += (size_t)snprintf(buffer + used, size - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
-    if (used < size) snprintf(buffer + used, size - used, "]");
+/* what config.json says, for the messages about missing or misshapen tensors */
+static const char *config_summary(const hf_source *s, const hf_llama_config *c, char *buffer, size_t size) {
+    snprintf(buffer, size, "%s says %lld layers, hidden_size %lld, %lld heads, %lld key/value heads, "
+             "intermediate_size %lld, vocab_size %lld, attention_bias %s", s->config_path,
+             (long long)c->num_hidden_layers, (long long)c->hidden_size, (long long)c->num_attention_heads,
+             (long long)c->num_key_value_heads, (long long)c->intermediate_size, (long long)c->vocab_size,
+             c->bias ? "true" : "false");
     return buffer;
-}
-
-/* finds one HF tensor and checks its shape and dtype against the config */
-static const safetensors_tensor *checked_tensor(hf_source *s, const hf_llama_config *c, const char *name, int ndim,
-                                                const int64_t *shape, const safetensors_file **in) {
-    char expected[128], found[128];
-    const safetensors_tensor *t = hf_source_find(s, name, in);
-    if (!t)
-        user_error("%s: no tensor '%s' (%s says %lld layers, hidden_size %lld, %lld heads, %lld key/value heads, "
-                   "intermediate_size %lld, vocab_size %lld, attention_bias %s)", s->files[0].path, name,
-                   s->config_path, (long long)c->num_hidden_layers, (long long)c->hidden_size,
-                   (long long)c->num_attention_heads, (long long)c->num_key_value_heads,
-                   (long long)c->intermediate_size, (long long)c->vocab_size, c->bias ? "true" : "false");
-    int same = t->ndim == ndim;
-    for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
-    if (!same)
-        user_error("%s: tensor '%s' has shape %s, expected %s from %s", (*in)->path, t->name,
-                   shape_text(t->ndim, t->shape, found, sizeof found), shape_text(ndim, shape, expected, sizeof expected),
-                   s->config_path);
-    if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16 &&
-        t->dtype != SAFETENSORS_F64)
-        user_error("%s: tensor '%s' is %s; expected F32, F16, BF16 or F64", (*in)->path, t->name,
-                   safetensors_dtype_name(t->dtype));
-    return t;
-}
-
-/* lm_head.weight present and different from embed_tokens: an untied output layer */
-static int lm_head_is_untied(hf_source *s, const hf_llama_config *c, const safetensors_tensor *embed,
-                             const safetensors_file *embed_file) {
-    const safetensors_file *file;
-    int64_t shape[2] = {c->vocab_size, c->hidden_size};
-    if (!hf_source_find(s, "lm_head.weight", &file)) return 0;
-    const safetensors_tensor *head = checked_tensor(s, c, "lm_head.weight", 2, shape, &file);
-    float *a = hf_source_read_float32(embed_file, embed), *b = hf_source_read_float32(file, head);
-    int differ = memcmp(a, b, sizeof(float) * (size_t)embed->num_elements) != 0;
-    free(a);
-    free(b);
-    return differ;
 }
 
 /* non-parameter buffers of older exports: the rotary inverse frequencies */
@@ -367,8 +331,11 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
     /* validate everything before writing: shapes and dtypes of every parameter, no strangers */
     const safetensors_file *embed_file;
     int64_t embed_shape[2] = {m.vocab, m.hidden};
-    const safetensors_tensor *embed = checked_tensor(s, &c, "model.embed_tokens.weight", 2, embed_shape, &embed_file);
-    m.untied = lm_head_is_untied(s, &c, embed, embed_file);
+    char summary[path_max + 256];
+    config_summary(s, &c, summary, sizeof summary);
+    const safetensors_tensor *embed = hf_source_checked(s, "model.embed_tokens.weight", 2, embed_shape, summary,
+                                                        &embed_file);
+    m.untied = hf_source_lm_head_untied(s, m.vocab, m.hidden, embed, embed_file, summary);
     if (m.untied && c.tie_word_embeddings)
         fprintf(stderr, "%s: note: %s says tie_word_embeddings, but lm_head.weight differs from embed_tokens: "
                 "importing it as an untied output layer\n", program_name, s->config_path);
@@ -382,8 +349,8 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
     CHECK(sources && source_files, "out of memory");
     for (int i = 0; i < count; i++)
         for (int p = 0; p < list[i].parts; p++)
-            sources[i * HF_LLAMA_MAX_PARTS + p] = checked_tensor(s, &c, list[i].hf[p], list[i].ndim, list[i].hf_shape[p],
-                                                                 &source_files[i * HF_LLAMA_MAX_PARTS + p]);
+            sources[i * HF_LLAMA_MAX_PARTS + p] = hf_source_checked(s, list[i].hf[p], list[i].ndim, list[i].hf_shape[p],
+                                                                    summary, &source_files[i * HF_LLAMA_MAX_PARTS + p]);
     for (int f = 0; f < s->num_files; f++)
         for (int i = 0; i < s->files[f].num_tensors; i++)
             if (!s->used[f][i] && !is_ignored_buffer(s->files[f].tensors[i].name))
