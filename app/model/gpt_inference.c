@@ -6,9 +6,9 @@
  *   y  = x' + (reduce(act(N2(x') W1^T + b1) W2^T) + b2)               (act: GeLU or SwiGLU)
  *   logits = Nf(xL) Wout^T                                            (gathered over tp)
  * N is LayerNorm or RMSNorm (with --apply-layernorm-1p its weight is 1 + the stored one, as
- * training's norm_weight computes it); the row-parallel biases (when the model has them) are added after
- * the reduction as training adds them, so the cached forward computes each row the way the full
- * forward does. */
+ * training's norm_weight computes it); the row-parallel biases (when the model has them) are
+ * added after the reduction as training adds them, so the cached forward computes each row the
+ * way the full forward does (RoPE, Llama 3 scaling included, through gpt_rope_spec). */
 #include "app/model/gpt_inference.h"
 #include "app/core/error.h"
 
