@@ -106,6 +106,13 @@ static void print_boxed(const char *line) {
     putchar('\n');
 }
 
+/* with several pipeline stages, what the last one sent the others (results, not logits) */
+static void report_shared(const gpt_inference *inf, const inference_model *im) {
+    if (inf->pp_group && gpt_inference_last_stage(inf))
+        printf("> rank %d, last pipeline stage: %llu bytes of results sent to the other stages\n",
+               inference_model_rank(im), (unsigned long long)inf->shared_bytes);
+}
+
 static void wikitext(const eval_args *a, inference_model *im, tokenizer *tok, int seq_length) {
     char *raw = read_file(a->valid_data);
     char err[512];
@@ -136,6 +143,7 @@ static void wikitext(const eval_args *a, inference_model *im, tokenizer *tok, in
         "num_original_tokens", (json_int_t)r.num_original_tokens, "num_tokenized_tokens", (json_int_t)r.num_tokenized_tokens,
         "num_windows", (json_int_t)r.num_windows, "total_loss", r.total_loss, "avg_loss", r.avg_loss, "ppl", r.ppl,
         "adjusted_ppl", r.adjusted_ppl, "token_ratio", r.token_ratio));
+    report_shared(&inf, im);
     gpt_inference_free(&inf);
     free(ids);
     free(text);
@@ -214,6 +222,7 @@ static void lambada(const eval_args *a, inference_model *im, tokenizer *tok, int
     print_boxed(out);
     append_metrics(a->metrics_file, json_pack("{s:s,s:b,s:I,s:I,s:f}", "task", "LAMBADA", "strict_lambada", a->strict_lambada,
         "number_correct", (json_int_t)correct, "total_examples", (json_int_t)total, "avg_accuracy", accuracy));
+    report_shared(&inf, im);
     gpt_inference_free(&inf);
     free(data);
 }

@@ -264,6 +264,9 @@ int main(int argc, char **argv) {
         /* follow rank 0's generations until it stops */
         long followed = generation_follow(&s.gen);
         printf("> rank %d stopped after following %ld generations\n", rank, followed);
+        if (s.gen.inference.pp_group && gpt_inference_last_stage(&s.gen.inference))
+            printf("> rank %d, last pipeline stage: %llu bytes of results sent to the other stages\n", rank,
+                   (unsigned long long)s.gen.inference.shared_bytes);
         generator_free(&s.gen);
         tokenizer_free(s.tok);
         inference_model_free(&im);

@@ -147,6 +147,9 @@ EXTRA_DIST += tests/gpu/cuda_decode_attention_test.c
 # ---- Llama generation and model-parallel serving/evaluation in lockstep (app/inference) ----
 TESTS += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh
 EXTRA_DIST += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh tests/fuzz/corpus/generate_request
+# --apply-layernorm-1p and --use-rope-scaling checkpoints in generation; what pipeline stages send
+TESTS += tests/mpi/generation_variants_test.sh
+EXTRA_DIST += tests/mpi/generation_variants_test.sh
 # Megatron-LM launch-script compatibility: HuggingFaceTokenizer (tokenizer.json) and SentencePiece
 # tokenizers, the flags of Megatron's example scripts (works / no effect / refused), the README table
 check_PROGRAMS += tests/unit/tokenizer_hf_test

@@ -23,7 +23,8 @@ void generator_create(generator *g, inference_model *im, int max_batch, int max_
     g->max_tokens_to_oom = max_tokens_to_oom;
     gpt_inference_create(&g->inference, &im->model, inference_model_pp_group(im), max_batch, max_len, max_rows);
     g->logits = malloc(sizeof(float) * (size_t)max_rows * (size_t)im->model.config.padded_vocab_size);
-    CHECK(g->logits, "out of host memory for %d rows of logits", max_rows);
+    g->piece_logprobs = malloc(sizeof(float) * (size_t)max_rows);
+    CHECK(g->logits && g->piece_logprobs, "out of host memory for %d rows of logits", max_rows);
     sampling_scratch_init(&g->scratch, vocab_size);
 }
 
@@ -31,6 +32,7 @@ void generator_free(generator *g) {
     gpt_inference_free(&g->inference);
     sampling_scratch_free(&g->scratch);
     free(g->logits);
+    free(g->piece_logprobs);
     memset(g, 0, sizeof *g);
 }
 
@@ -42,12 +44,14 @@ void generation_result_free(generation_result *r) {
 }
 
 /* Runs positions [from, to) of every sequence through the model in pieces of at most max_rows
- * rows, filling the log-probabilities of the tokens that follow them; leaves the logits of the
- * last piece in g->logits and returns the number of positions per sequence there (without
- * log-probabilities only the last position's logits are computed: 1). */
-static int forward_positions(generator *g, const generation_result *r, int from, int to, int *piece_tokens) {
+ * rows, filling the log-probabilities of the tokens that follow them, and leaves each
+ * sequence's logits at position to - 1 in g->logits [B, padded vocab], on every rank. With
+ * several pipeline stages the last one computes the log-probabilities and sends them with those
+ * B rows of logits, not the [B*count, vocab] logits of a prefill. */
+static void forward_positions(generator *g, const generation_result *r, int from, int to, int *piece_tokens) {
     int B = r->batch, L = r->total_length, V = g->im->model.config.padded_vocab_size;
     int per_piece = g->max_rows / B, count = 0;
+    int last_stage = gpt_inference_last_stage(&g->inference);
     for (int start = from; start < to; start += count) {
         count = to - start < per_piece ? to - start : per_piece;
         for (int b = 0; b < B; b++)
@@ -57,17 +61,28 @@ static int forward_positions(generator *g, const generation_result *r, int from,
             continue;
         }
         gpt_inference_forward(&g->inference, piece_tokens, B, count, start, g->logits);
+        if (last_stage) {
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < count; t++) {
+                    int position = start + t;
+                    const float *row = g->logits + ((size_t)b * count + t) * (size_t)V;
+                    /* a generation step rewrites the last one once it has sampled tokens[to] */
+                    g->piece_logprobs[(size_t)b * count + t] =
+                        position + 1 < L ? (float)token_log_prob(row, g->vocab_size, r->tokens[(size_t)b * L + position + 1])
+                                         : 0.0f;
+                }
+            /* row count-1 of each sequence to row b (ascending b never overwrites a later source) */
+            if (count > 1)
+                for (int b = 0; b < B; b++)
+                    memmove(g->logits + (size_t)b * V, g->logits + ((size_t)b * count + (size_t)(count - 1)) * (size_t)V,
+                            sizeof(float) * (size_t)V);
+        }
+        gpt_inference_share(&g->inference, g->piece_logprobs, (size_t)B * (size_t)count, MPI_FLOAT);
         for (int b = 0; b < B; b++)
-            for (int t = 0; t < count; t++) {
-                int position = start + t;
-                /* a generation step rewrites the last one once it has sampled tokens[to] */
-                if (position + 1 >= L) continue;
-                const float *row = g->logits + ((size_t)b * count + t) * (size_t)V;
-                r->logprobs[(size_t)b * (L - 1) + position] =
-                    (float)token_log_prob(row, g->vocab_size, r->tokens[(size_t)b * L + position + 1]);
-            }
+            for (int t = 0; t < count; t++)
+                if (start + t + 1 < L) r->logprobs[(size_t)b * (L - 1) + start + t] = g->piece_logprobs[(size_t)b * count + t];
     }
-    return r->logprobs ? count : 1;
+    gpt_inference_share(&g->inference, g->logits, (size_t)B * (size_t)V, MPI_FLOAT);
 }
 
 static int is_stop(const generator *g, const generation_params *p, int token, int previous) {
@@ -121,11 +136,11 @@ int generate(generator *g, int batch, int32_t *const *prompts, const int *prompt
     sampling_params sampling = p->sampling;
     int previous = 0, context = min_prompt;
     for (context = min_prompt; context < L; context++) {
-        int count = forward_positions(g, r, previous, context, piece);
+        forward_positions(g, r, previous, context, piece);
         int all_done = 1;
         for (int b = 0; b < batch; b++) {
             int *row_tokens = r->tokens + (size_t)b * L;
-            float *row = g->logits + ((size_t)b * count + (size_t)(count - 1)) * (size_t)V;
+            float *row = g->logits + (size_t)b * (size_t)V;
             if (p->prevent_newline_after_colon && g->colon_id >= 0 && row_tokens[context - 1] == g->colon_id)
                 row[g->newline_id] = -1e10f;
             int token = sample_token(row, g->vocab_size, &sampling, &g->scratch, seed,

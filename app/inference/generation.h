@@ -49,6 +49,7 @@ typedef struct generator {
     int64_t max_tokens_to_oom;  /* batch * length above this is refused (Megatron's) */
     uint64_t seed, requests;    /* seeds of requests without random_seed: (seed, request count) */
     float *logits;              /* host [max_rows, padded vocab] */
+    float *piece_logprobs;      /* host [max_rows]: one forward's log-probabilities */
     sampling_scratch scratch;
 } generator;
 

@@ -70,9 +70,8 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
                        hdf5_read_scalar_attribute(args, "rope_scaling_factor", H5T_NATIVE_DOUBLE, 1, &scaling) == 0 &&
                        scaling > 0.0;
     H5Oclose(args);
-    if (layernorm_1p || rope_scaling)
-        user_error("checkpoint %s: trained with %s, which generation and evaluation do not support yet", f->path,
-                   layernorm_1p ? "--apply-layernorm-1p" : "--use-rope-scaling");
+    c->apply_layernorm_1p = layernorm_1p;                       /* norm weights stored as w - 1 */
+    c->rope_scaling_factor = rope_scaling ? (float)scaling : 0.0f; /* Llama 3's frequency scaling */
     if (c->num_query_groups > c->num_attention_heads || c->num_attention_heads % c->num_query_groups != 0)
         user_error("checkpoint %s: %d attention heads do not split into %d query groups", f->path,
                    c->num_attention_heads, c->num_query_groups);

@@ -1,8 +1,9 @@
 /* inference_model.h: a GPT or Llama model for generation and evaluation, read from a checkpoint
  * (--load). The architecture (layers, hidden size, heads, query groups, kv channels, ffn size,
- * vocabulary, positions: learned or rotary with their base, percent and interpolation, LayerNorm
- * or RMSNorm, GeLU or SwiGLU, biases or none, tied or untied output layer, norm epsilon) comes
- * from the checkpoint's /args, so a user passes only the directory. The model is built in the
+ * vocabulary, positions: learned or rotary with their base, percent, interpolation and Llama 3
+ * scaling (--use-rope-scaling), LayerNorm or RMSNorm (zero-centred with --apply-layernorm-1p),
+ * GeLU or SwiGLU, biases or none, tied or untied output layer, norm epsilon) comes from the
+ * checkpoint's /args, so a user passes only the directory. The model is built in the
  * layout asked for (--tensor-model-parallel-size x --pipeline-model-parallel-size ranks, all of
  * MPI_COMM_WORLD; 1 x 1 on one rank by default) and every rank reads its shard from the file,
  * whatever layout saved it (every tensor is stored in its global shape). On the CUDA backend the

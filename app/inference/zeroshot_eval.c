@@ -31,8 +31,11 @@ void wikitext_evaluate(gpt_inference *inf, const int32_t *tokens, int64_t n, int
     int *input = malloc(sizeof(int) * (size_t)batch * (size_t)seq_length);
     int *target = malloc(sizeof(int) * (size_t)batch * (size_t)seq_length);
     unsigned char *mask = malloc((size_t)batch * (size_t)seq_length);
-    float *logits = malloc(sizeof(float) * (size_t)batch * (size_t)seq_length * (size_t)V);
-    CHECK(input && target && mask && logits, "out of host memory for %d evaluation windows", batch);
+    /* logits only where the output layer runs (the last pipeline stage) */
+    int last_stage = gpt_inference_last_stage(inf);
+    float *logits = last_stage ? malloc(sizeof(float) * (size_t)batch * (size_t)seq_length * (size_t)V) : NULL;
+    double *logprobs = malloc(sizeof(double) * (size_t)batch * (size_t)seq_length);
+    CHECK(input && target && mask && (logits || !last_stage) && logprobs, "out of host memory for %d evaluation windows", batch);
     for (int64_t first = 0; first < windows; first += batch) {
         int B = windows - first < batch ? (int)(windows - first) : batch;
         for (int b = 0; b < B; b++) {
@@ -51,9 +54,15 @@ void wikitext_evaluate(gpt_inference *inf, const int32_t *tokens, int64_t n, int
             }
         }
         gpt_inference_forward(inf, input, B, seq_length, 0, logits);
+        /* the last pipeline stage's log-probabilities of the targets travel, not its logits */
+        if (last_stage)
+            for (int i = 0; i < B * seq_length; i++)
+                logprobs[i] = mask[i] ? token_log_prob(logits + (size_t)i * V, vocab_size, target[i]) : 0.0;
+        gpt_inference_share(inf, logprobs, (size_t)B * (size_t)seq_length, MPI_DOUBLE);
         for (int i = 0; i < B * seq_length; i++)
-            if (mask[i]) r->total_loss -= token_log_prob(logits + (size_t)i * V, vocab_size, target[i]);
+            if (mask[i]) r->total_loss -= logprobs[i];
     }
+    free(logprobs);
     free(input);
     free(target);
     free(mask);
@@ -71,17 +80,21 @@ int lambada_correct(gpt_inference *inf, const int32_t *context, int num_context,
                     int num_labels, int vocab_size) {
     int V = inf->model->config.padded_vocab_size, n = num_context + num_labels - 1;
     int *input = malloc(sizeof(int) * (size_t)n);
-    float *logits = malloc(sizeof(float) * (size_t)n * (size_t)V);
-    CHECK(input && logits, "out of host memory for a LAMBADA sample");
+    int last_stage = gpt_inference_last_stage(inf);
+    float *logits = last_stage ? malloc(sizeof(float) * (size_t)n * (size_t)V) : NULL;
+    CHECK(input && (logits || !last_stage), "out of host memory for a LAMBADA sample");
     for (int t = 0; t < n; t++) input[t] = t < num_context ? context[t] : labels[t - num_context];
     gpt_inference_forward(inf, input, 1, n, 0, logits);
     int correct = 1;
-    for (int k = 0; k < num_labels; k++) {
-        const float *row = logits + (size_t)(num_context - 1 + k) * V;
-        int best = 0;
-        for (int v = 1; v < vocab_size; v++) if (row[v] > row[best]) best = v;
-        if (best != labels[k]) correct = 0;
-    }
+    if (last_stage)
+        for (int k = 0; k < num_labels; k++) {
+            const float *row = logits + (size_t)(num_context - 1 + k) * V;
+            int best = 0;
+            for (int v = 1; v < vocab_size; v++) if (row[v] > row[best]) best = v;
+            if (best != labels[k]) correct = 0;
+        }
+    /* the last pipeline stage's verdict, not its logits */
+    gpt_inference_share(inf, &correct, 1, MPI_INT);
     free(input);
     free(logits);
     return correct;

@@ -4,7 +4,8 @@
  * cloze accuracy (a sample is right when the model's argmax equals every token of the last
  * word, teacher-forced). The forwards are the generation forward (app/model/gpt_inference.h)
  * started at position 0 for each window, without dropout. Losses and argmax are over the
- * tokenizer's vocab_size ids (the padded rows of the output layer are not tokens: see sampling.h). */
+ * tokenizer's vocab_size ids (the padded rows of the output layer are not tokens: see sampling.h).
+ * With pipeline parallelism the last stage computes them and sends only the results. */
 #ifndef ZEROSHOT_EVAL_H
 #define ZEROSHOT_EVAL_H
 

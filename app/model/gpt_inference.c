@@ -5,9 +5,10 @@
  *   x' = x + (reduce(attention(N1(x) Wqkv^T + bqkv) Wproj^T) + bproj)  (keys/values from the cache)
  *   y  = x' + (reduce(act(N2(x') W1^T + b1) W2^T) + b2)               (act: GeLU or SwiGLU)
  *   logits = Nf(xL) Wout^T                                            (gathered over tp)
- * N is LayerNorm or RMSNorm; the row-parallel biases (when the model has them) are added after
- * the reduction as training adds them, so the cached forward computes each row the way the full
- * forward does. */
+ * N is LayerNorm or RMSNorm (with --apply-layernorm-1p its weight is 1 + the stored one, as
+ * training's norm_weight computes it); the row-parallel biases (when the model has them) are
+ * added after the reduction as training adds them, so the cached forward computes each row the
+ * way the full forward does (RoPE, Llama 3 scaling included, through gpt_rope_spec). */
 #include "app/model/gpt_inference.h"
 #include "app/core/error.h"
 
@@ -64,6 +65,15 @@ void gpt_inference_create(gpt_inference *inf, gpt_model *model, const comm_group
     inf->logits = acts(ops, rows * Vl);
     inf->mean = ops->alloc(sizeof(float) * rows);
     inf->rstd = ops->alloc(sizeof(float) * rows);
+    if (c->apply_layernorm_1p) {
+        float *ones = malloc(sizeof(float) * C);
+        CHECK(ones, "out of host memory");
+        for (size_t i = 0; i < C; i++) ones[i] = 1.0f;
+        inf->norm_ones = acts(ops, C);
+        inf->norm_weight = acts(ops, C);
+        ops->copy_from_host_float(inf->norm_ones, ones, C);
+        free(ones);
+    }
     if (tp > 1) {
         inf->local_logits = malloc(sizeof(float) * rows * Vl);
         inf->gathered_logits = malloc(sizeof(float) * rows * Vl * (size_t)tp);
@@ -81,8 +91,8 @@ void gpt_inference_free(gpt_inference *inf) {
     free(inf->k_cache);
     free(inf->v_cache);
     void *buffers[] = {inf->tokens, inf->x, inf->x_mid, inf->ln, inf->qkv, inf->attention, inf->fc1,
-                       inf->gelu, inf->out_rows, inf->logits, inf->mean, inf->rstd};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) ops->release(buffers[i]);
+                       inf->gelu, inf->out_rows, inf->logits, inf->mean, inf->rstd, inf->norm_ones, inf->norm_weight};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
     free(inf->local_logits);
     free(inf->gathered_logits);
     memset(inf, 0, sizeof *inf);
@@ -90,6 +100,11 @@ void gpt_inference_free(gpt_inference *inf) {
 
 static void norm(gpt_inference *inf, void *out, const void *x, const void *weight, const void *bias, int N) {
     const gpt_config *c = &inf->model->config;
+    if (c->apply_layernorm_1p) {
+        /* zero-centred weights: the norm multiplies by 1 + w, as training's forward */
+        inf->model->ops->add(inf->norm_weight, weight, inf->norm_ones, (size_t)c->hidden_size);
+        weight = inf->norm_weight;
+    }
     if (c->rmsnorm) inf->model->ops->rmsnorm_forward(out, inf->rstd, x, weight, N, c->hidden_size, c->layernorm_epsilon);
     else inf->model->ops->layernorm_forward(out, inf->mean, inf->rstd, x, weight, bias, N, c->hidden_size, c->layernorm_epsilon);
 }
@@ -187,14 +202,6 @@ static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int pa
         m->comm->send(inf->x, rows_size, m->act_dtype, inf->pp_group->rank + 1, PIPELINE_TAG, inf->pp_group, &request);
         m->comm->wait(&request);
     }
-    if (inf->pp_group) {
-        /* the last stage's logits to every stage, in pieces MPI's int count can carry */
-        size_t total = (size_t)out_rows * (size_t)V, piece = (size_t)INT_MAX / 2;
-        for (size_t start = 0; start < total; start += piece) {
-            size_t n = total - start < piece ? total - start : piece;
-            CHECK_MPI(MPI_Bcast(host_logits + start, (int)n, MPI_FLOAT, inf->pp_group->size - 1, inf->pp_group->mpi));
-        }
-    }
 }
 
 void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
@@ -203,4 +210,20 @@ void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq,
 
 void gpt_inference_forward_last(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
     forward(inf, tokens, B, Tq, past, 1, host_logits);
+}
+
+int gpt_inference_last_stage(const gpt_inference *inf) { return inf->model->chunks[0].post_process; }
+
+void gpt_inference_share(gpt_inference *inf, void *buffer, size_t count, MPI_Datatype type) {
+    if (!inf->pp_group) return;
+    int size;
+    CHECK_MPI(MPI_Type_size(type, &size));
+    /* in pieces MPI's int count can carry */
+    size_t piece = (size_t)INT_MAX / 2;
+    for (size_t start = 0; start < count; start += piece) {
+        size_t n = count - start < piece ? count - start : piece;
+        CHECK_MPI(MPI_Bcast((char *)buffer + start * (size_t)size, (int)n, type, inf->pp_group->size - 1,
+                            inf->pp_group->mpi));
+    }
+    if (gpt_inference_last_stage(inf)) inf->shared_bytes += (uint64_t)count * (uint64_t)size;
 }

@@ -8,10 +8,17 @@
  * Model parallelism as in training, every rank of the model-parallel group calling the forward
  * with the same tokens (lockstep): tensor parallelism splits heads, groups, the MLP and the
  * vocabulary (all-reduce after the embedding and each row-parallel matmul, logits gathered);
- * pipeline parallelism passes the residual stream from stage to stage, and the last stage
- * broadcasts the logits to every stage, so every rank ends with the same full logits. */
+ * pipeline parallelism passes the residual stream from stage to stage, and only the last stage
+ * (every rank of its tensor-parallel group) has the logits. What the callers need of them
+ * travels to the other stages through gpt_inference_share, computed first on the last stage (a
+ * sequence's next-token logits, the log-probabilities of the prompt's tokens), never the full
+ * [B*Tq, vocabulary] logits of a prefill: Megatron's forward_step/communication likewise
+ * broadcast only what sampling needs from the last stage. */
 #ifndef GPT_INFERENCE_H
 #define GPT_INFERENCE_H
+
+#include <mpi.h>
+#include <stdint.h>
 
 #include "app/model/gpt_model.h"
 
@@ -25,6 +32,8 @@ typedef struct gpt_inference {
     int *tokens;         /* backend [max_rows] */
     void *x, *x_mid, *ln, *qkv, *attention, *fc1, *gelu, *out_rows, *logits;
     float *mean, *rstd;
+    void *norm_ones, *norm_weight; /* --apply-layernorm-1p: ones and 1 + w [hidden], else NULL */
+    uint64_t shared_bytes; /* bytes the last stage broadcast through gpt_inference_share (its ranks count) */
     float *local_logits, *gathered_logits; /* host [max_rows, V/tp] and [tp, max_rows, V/tp] (tp > 1) */
 } gpt_inference;
 
@@ -38,12 +47,20 @@ void gpt_inference_free(gpt_inference *inf);
 
 /* Runs tokens[B*Tq] (host, row-major [B,Tq]) at positions [past, past+Tq) of sequences 0..B-1,
  * storing their keys and values in the cache (positions < past must hold the same sequences'
- * earlier tokens), and writes the output layer's logits [B*Tq, padded vocab] to host fp32 (on
- * every rank of the model-parallel group, all of which call it with the same arguments). */
+ * earlier tokens), and writes the output layer's logits [B*Tq, padded vocab] to host fp32 on the
+ * last pipeline stage (every rank of the model-parallel group calls it with the same arguments;
+ * on the other stages host_logits is left as it was). */
 void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits);
 
 /* The same, with logits for each sequence's last new position only: host_logits [B, padded
  * vocab] (generation without log-probabilities: the output layer on B rows, not B*Tq) */
 void gpt_inference_forward_last(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits);
+
+/* 1 on the ranks of the last pipeline stage (those that have the logits) */
+int gpt_inference_last_stage(const gpt_inference *inf);
+
+/* buffer[count] of type from the last pipeline stage to every stage (collective over the
+ * pipeline group; nothing with one stage); the bytes add to shared_bytes on the last stage */
+void gpt_inference_share(gpt_inference *inf, void *buffer, size_t count, MPI_Datatype type);
 
 #endif

@@ -5,7 +5,8 @@
 #  - a tiny GPT and the tiny Llama (configs/llama-tiny.args: RoPE at the cache position, RMSNorm,
 #    SwiGLU, grouped-query attention, no biases, untied output), trained on the CPU on mock data
 #    (documents that count upward): the server on one GPU gives the CPU server's greedy tokens
-#    for prompts of different lengths, log-probabilities within 0.05;
+#    for prompts of different lengths, log-probabilities within 0.05; so does a Llama trained
+#    with --apply-layernorm-1p and --use-rope-scaling (1 + w norm weights, Llama 3 frequencies);
 #  - on 2 GPUs (when present): the Llama server as TP2 and as PP2 (rank 0 serving, the other
 #    following in lockstep over NCCL) gives the 1-GPU tokens and stops cleanly on SIGTERM;
 #  - evaluate --task WIKITEXT103 on one GPU: the CPU's perplexity within 1%.
@@ -31,6 +32,9 @@ run_app 1 --args-file "$LLAMA_ARGS" --device cpu --eval-iters 0 --train-iters 60
 ok $? "llama-tiny trains on the CPU and saves"
 run_app 1 --args-file "$TINY_ARGS" --device cpu --eval-iters 0 --train-iters 60 --save "$WORK/gpt"
 ok $? "gpt-tiny trains on the CPU and saves"
+run_app 1 --args-file "$LLAMA_ARGS" --apply-layernorm-1p --use-rope-scaling --rotary-base 500000 --device cpu \
+    --eval-iters 0 --train-iters 60 --save "$WORK/variants"
+ok $? "llama-tiny with --apply-layernorm-1p and --use-rope-scaling trains on the CPU and saves"
 
 # serve NAME RANKS DEVICE CHECKPOINT [FLAGS...]: sets PORT, MPIEXEC_PID, RANK0_PID
 serve() {
@@ -79,7 +83,7 @@ stop() {  # stop NAME RANKS: SIGTERM to rank 0 ends every rank cleanly
         [ "$(grep -c 'stopped after following' "$WORK/$1.out")" -eq $(($2 - 1)) ]
 }
 
-for model in gpt llama; do
+for model in gpt llama variants; do
     serve ${model}_cpu 1 cpu "$WORK/$model"; greedy ${model}_cpu; stop ${model}_cpu 1
     serve ${model}_gpu 1 cuda "$WORK/$model"
     grep -q "cuda backend" "$WORK/${model}_gpu.out"; ok $? "$model: the server runs on the CUDA backend"
