@@ -90,8 +90,9 @@ int64_t checkpoint_read_checksums(checkpoint_file *f, const char *tensor, box_ch
     void *data;
     H5Eget_auto2(H5E_DEFAULT, &handler, &data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    htri_t group = H5Lexists(f->file, CHECKPOINT_CHECKSUM_GROUP, H5P_DEFAULT);
-    hid_t dataset = group > 0 && H5Lexists(f->file, path, H5P_DEFAULT) > 0 ? H5Dopen2(f->file, path, H5P_DEFAULT) : -1;
+    /* one open, without asking whether the links exist first (each question is a collective
+     * metadata operation): a missing table fails the open, quietly */
+    hid_t dataset = H5Dopen2(f->file, path, H5P_DEFAULT);
     int64_t n = dataset >= 0 ? read_records(dataset, f->transfer, records) : -1;
     if (dataset >= 0) H5Dclose(dataset);
     H5Eset_auto2(H5E_DEFAULT, handler, data);

@@ -29,7 +29,7 @@ void tensor_verifier_begin(tensor_verifier *v, checkpoint_file *f, const char *t
                          "damaged (--no-verify-checksums loads it anyway)", f->path, tensor);
     if (v->count <= 0) return;
     qsort(v->records, (size_t)v->count, sizeof *v->records, compare_boxes);
-    v->covered = calloc((size_t)v->count, 1);
+    v->covered = calloc((size_t)v->count + 1, 1); /* the last byte: a mismatch found (agreed with coverage) */
     CHECK(v->covered, "out of host memory for checksum records");
 }
 
@@ -71,7 +71,8 @@ void tensor_verifier_piece(tensor_verifier *v, checkpoint_file *f, const tensor_
 void tensor_verifier_finish(tensor_verifier *v, checkpoint_file *f, MPI_Comm comm) {
     if (v->count > 0) {
         CHECK(v->count < (int64_t)1 << 30, "tensor %s has %lld checksum records", v->tensor, (long long)v->count);
-        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v->covered, (int)v->count, MPI_UNSIGNED_CHAR, MPI_MAX, comm));
+        v->covered[v->count] = v->mismatch[0] != 0;
+        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v->covered, (int)v->count + 1, MPI_UNSIGNED_CHAR, MPI_MAX, comm));
         int rank = rank_of(comm), size;
         CHECK_MPI(MPI_Comm_size(comm, &size));
         int64_t uncovered = 0;
@@ -108,7 +109,8 @@ void tensor_verifier_finish(tensor_verifier *v, checkpoint_file *f, MPI_Comm com
             }
         }
         free(buffer);
-        agree_on_mismatch(v, comm);
+        /* one collective more only when a rank found a mismatch or boxes were read again */
+        if (v->covered[v->count] || uncovered) agree_on_mismatch(v, comm);
     }
     free(v->records);
     free(v->covered);
