@@ -33,11 +33,11 @@ void dist_checkpoint_create(dist_checkpoint *c, const char *dir, int64_t iterati
  * starts it on a 1 MiB boundary (io/checkpoint_file.c; MPI-IO's data sieving may write the gaps,
  * so they count), a per-tensor checksum dataset and HDF5's metadata */
 static uint64_t estimated_file_bytes(const sharded_state *state) {
-    uint64_t bytes = 1 << 20;
+    uint64_t bytes = 64 << 10;  /* superblock, root group, attributes */
     for (int i = 0; i < state->num_tensors; i++) {
         const checkpoint_tensor *t = &state->tensors[i];
         uint64_t data = (uint64_t)t->rows * (uint64_t)(t->cols ? t->cols : 1) * sizeof(float);
-        bytes += data + (data >= (1 << 16) ? 1 << 20 : 0) + 8192;
+        bytes += data + (data >= (1 << 16) ? 1 << 20 : 0) + 2048;  /* header, links, checksum table */
     }
     return bytes;
 }

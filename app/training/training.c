@@ -469,7 +469,12 @@ double trainer_train(trainer *t) {
     char why[512];
     microbatches_update(&t->batches, t->consumed_samples, 0, why, sizeof why);
     int64_t num_micro_batches = t->batches.num_micro_batches;
+    /* test hook: MTC_FAULT_ITERATION_PAUSE_MS=N sleeps N ms before every iteration, so that a
+     * fault-injection test's kill lands while the job still runs (tests/mpi/fault_injection_test.sh) */
+    const char *iteration_pause = getenv("MTC_FAULT_ITERATION_PAUSE_MS");
+    long pause_ms = iteration_pause ? atol(iteration_pause) : 0;
     while (t->iteration < a->train_iters) {
+        if (pause_ms > 0) nanosleep(&(struct timespec){pause_ms / 1000, pause_ms % 1000 * 1000000L}, NULL);
         if (profiling && t->iteration == a->profile_step_start) model->ops->profiler_range(1);
         /* Megatron's train loop: update without the check, save a checkpoint when the number of
          * micro-batches changed (and --save is given), then update with the consistency check */

@@ -106,11 +106,11 @@ kill_trial() {
     case_name=$1; layout=$2; mode=$3
     trial=$((trial + 1)); dir="$WORK/trial$trial"; mkdir -p "$dir"
     eval flags=\$$layout
-    if [ "$mode" = save ]; then export MTC_FAULT_PAUSE_IN_SAVE=1; fi
+    if [ "$mode" = save ]; then export MTC_FAULT_PAUSE_IN_SAVE=1; else export MTC_FAULT_ITERATION_PAUSE_MS=60; fi
     timeout 120 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL $flags --save "$dir/ckpt" --load "$dir/ckpt" --save-interval 2 \
         --metrics-file "$dir/first.jsonl" >"$dir/first.out" 2>"$dir/first.err" &
     launcher=$!
-    unset MTC_FAULT_PAUSE_IN_SAVE
+    unset MTC_FAULT_PAUSE_IN_SAVE MTC_FAULT_ITERATION_PAUSE_MS
     if [ "$mode" = save ]; then
         random $((ITERS / 2)); k=$((R + 1))
         wait_for lines_at_least "$dir/first.err" "pausing" $k
