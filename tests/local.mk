@@ -206,3 +206,5 @@ check_PROGRAMS += tests/unit/timers_test
 tests_unit_timers_test_SOURCES = tests/unit/timers_test.c
 tests_unit_timers_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/timers_test tests/mpi/timers_test.sh
+TESTS += tests/gpu/gpu_timers_test.sh
+EXTRA_DIST += perf/phase_timers.py
