@@ -203,3 +203,11 @@ tests_unit_microbatches_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/microbatches_test tests/mpi/rampup_test.sh
 # the test set evaluated after training (issue 18), as Megatron's pretrain() does
 TESTS += tests/mpi/test_split_test.sh
+# Megatron's phase timers (issue 19): levels, synchronization, Megatron's max/minmax/all text,
+# the metrics JSON; then --timing-log-level 1/2 in 2-rank PP2 and DP2 runs
+check_PROGRAMS += tests/unit/timers_test
+tests_unit_timers_test_SOURCES = tests/unit/timers_test.c
+tests_unit_timers_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/timers_test tests/mpi/timers_test.sh
+TESTS += tests/gpu/gpu_timers_test.sh
+EXTRA_DIST += perf/phase_timers.py

@@ -2,6 +2,7 @@
  * batch), so data-parallel reductions are plain sums. */
 #include "app/optim/data_parallel.h"
 #include "app/core/error.h"
+#include "app/core/timers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -115,22 +116,34 @@ static void sum_sequence_parallel_grads(data_parallel *dp) {
     }
 }
 
+/* Megatron's finalize_model_grads timers (level 1: every rank starts each, with or without work) */
 void data_parallel_finish_grad_sync(data_parallel *dp) {
+    timers_start("embedding-grads-all-reduce", 1);
     sum_tied_embeddings(dp);
+    timers_stop("embedding-grads-all-reduce");
+    timers_start("all-grads-sync", 1);
     for (int b = 0; b < dp->model->num_buckets; b++) start_bucket(dp, b);
     for (int b = 0; b < dp->model->num_buckets; b++) dp->comm->wait(&dp->grad_requests[b]);
+    timers_stop("all-grads-sync");
+    timers_start("layernorm-grads-all-reduce", 1);
     sum_sequence_parallel_grads(dp);
+    timers_stop("layernorm-grads-all-reduce");
 }
 
 void data_parallel_start_param_gather(data_parallel *dp) {
     if (!dp->distributed) return;
+    /* Megatron times the gather where the optimizer step waits for it (no --overlap-param-gather) */
+    if (!dp->overlap_param_gather) timers_start("params-all-gather", 1);
     for (int b = 0; b < dp->model->num_buckets; b++) {
         const grad_bucket *bucket = &dp->model->buckets[b];
         dp->comm->iallgather(act_at(dp->model->ops, dp->model->param_buffer, bucket->start),
                              bucket->length / (size_t)dp->topo->dp_size, dp->model->act_dtype,
                              &dp->topo->dp, &dp->gather_requests[b]);
     }
-    if (!dp->overlap_param_gather) data_parallel_finish_param_gather(dp);
+    if (!dp->overlap_param_gather) {
+        data_parallel_finish_param_gather(dp);
+        timers_stop("params-all-gather");
+    }
 }
 
 void data_parallel_finish_param_gather(data_parallel *dp) {

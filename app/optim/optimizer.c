@@ -2,6 +2,7 @@
  * exceeds clip, as Megatron's clip_grad_norm_fp32 does. */
 #include "app/optim/optimizer.h"
 #include "app/core/error.h"
+#include "app/core/timers.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -124,9 +125,12 @@ void optimizer_free(optimizer *opt, const gpt_model *model) {
     opt->ranges = NULL;
 }
 
+/* Megatron's optimizer-clip-main-grad timer: the norm (clipping itself is fused into the step) */
 double optimizer_grad_norm(const optimizer *opt, const gpt_model *model) {
+    timers_start("optimizer-clip-main-grad", 1);
     double sum = model->ops->sum_squares_ranges(model->grad_buffer, opt->norm_ranges, opt->num_norm_ranges);
     opt->comm->allreduce_double_host(&sum, 1, COMM_SUM, opt->norm_group);
+    timers_stop("optimizer-clip-main-grad");
     return sqrt(sum);
 }
 
@@ -141,12 +145,14 @@ int optimizer_step_decoupled(optimizer *opt, gpt_model *model, double grad_norm,
     int clip = opt->clip_grad > 0 && grad_norm > opt->clip_grad;
     float clip_scale = clip ? (float)(opt->clip_grad / (grad_norm + 1e-6)) : 1.0f;
     opt->step++;
+    timers_start("optimizer-inner-step", 1);
     model->ops->adamw_update_ranges(opt->master, model->param_buffer, model->grad_buffer, opt->exp_avg,
                                     opt->exp_avg_sq, opt->update_ranges, opt->num_update_ranges, clip_scale,
                                     (float)lr, opt->beta1, opt->beta2, opt->eps, opt->step);
     model->ops->adamw_update_ranges(opt->master, model->param_buffer, model->grad_buffer, opt->exp_avg,
                                     opt->exp_avg_sq, opt->embedding_ranges, opt->num_embedding_ranges, clip_scale,
                                     (float)embedding_lr, opt->beta1, opt->beta2, opt->eps, opt->step);
+    timers_stop("optimizer-inner-step");
     return 0;
 }
 

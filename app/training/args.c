@@ -142,7 +142,10 @@ static const option_spec specs[] = {
     {"parallel-order", "distributed and run time", OPTION_STRING, AT(parallel_order), "tp-cp-ep-dp-pp", .metavar = "ORDER", .help = "order of the parallel dimensions over ranks, fastest first"},
     {"deterministic-mode", "distributed and run time", OPTION_FLAG, AT(deterministic_mode), .help = "bitwise reproducible: fixed-order reductions, no atomics"},
     {"device", "distributed and run time", OPTION_CHOICE, AT(device), "auto", .choices = "auto|cpu|cuda", .help = "kernel backend (auto: cuda when a GPU is present, else cpu)"},
-    {"timing-log-level", "logging", OPTION_INT, AT(timing_log_level), "0", .range = "[0, 2]", .help = "0: the iteration time only, as Megatron's level 0 (the log line always has it); 1 and 2 (per-phase timers) are refused: use --papi-events for per-phase counts"},
+    {"timing-log-level", "logging", OPTION_INT, AT(timing_log_level), "0", .range = "[0, 2]", .help = "per-phase timers, as Megatron's: 0 the iteration time only (the log line); 1 also the phases of a step (forward-backward, all-grads-sync, embedding- and layernorm-grads-all-reduce, optimizer-clip-main-grad, optimizer-inner-step, params-all-gather, optimizer); 2 also the pipeline's (forward-compute, backward-compute, batch-generator, forward/backward send and recv). Printed after each logged iteration line, averaged over the interval, and in --metrics-file as timers_ms; a timer synchronizes the device at its start and stop"},
+    {"timing-log-option", "logging", OPTION_CHOICE, AT(timing_log_option), "minmax", .choices = "max|minmax|all", .help = "how the timers are reported over ranks: the maximum, the minimum and maximum, or every rank's time"},
+    {"log-timers-to-tensorboard", "logging", OPTION_FLAG, AT(log_timers_to_tensorboard), .help = "also write the timers (NAME-time, the maximum over ranks in seconds per iteration) and iteration-time to --tensorboard-dir"},
+    {"no-barrier-with-level-1-timing", "logging", OPTION_FLAG, AT(no_barrier_with_level_1_timing), .help = "start level-1 timers without a barrier over all ranks first (the barrier is Megatron's default: it lines the ranks up, so a timer measures the phase and not the wait for the slowest rank)"},
     {"log-throughput", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "throughput (TFLOP/s per GPU, tokens per second) is always in the log line"},
     {"tensorboard-dir", "logging", OPTION_STRING, AT(tensorboard_dir), .help = "write TensorBoard scalars here under Megatron's tags (learning-rate, batch-size, lm loss and their \"vs samples\", loss-scale, grad-norm, throughput, lm loss validation, lm loss validation ppl), at every --log-interval"},
     {"wandb-project", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
@@ -376,8 +379,6 @@ static int validate(check_state *st, args *a, int world_size) {
     /* flags whose other values are not supported: one message saying what works */
     if (strcmp(a->ckpt_format, "torch_dist") != 0)
         return error_format(st->err, st->errlen, "--ckpt-format %s is not supported here: checkpoints are parallel-HDF5 files that load into any layout (Megatron's torch_dist); use --ckpt-format torch_dist or leave it out, and app/convert_checkpoint for Hugging Face weights", a->ckpt_format);
-    if (a->timing_log_level > 0)
-        return error_format(st->err, st->errlen, "--timing-log-level %d is not supported here: per-phase timers are not printed (level 0, the iteration time, always is); use --papi-events for per-phase counts", a->timing_log_level);
     if (a->profile && a->profile_step_end <= a->profile_step_start)
         return error_format(st->err, st->errlen, "--profile-step-end %d must be greater than --profile-step-start %d", a->profile_step_end, a->profile_step_start);
     for (const char *r = a->profile_ranks; *r;) {

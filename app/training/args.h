@@ -132,7 +132,10 @@ typedef struct args {
     char metrics_file[ARGS_PATH_MAX];
     char tensorboard_dir[ARGS_PATH_MAX]; /* TensorBoard event file directory; "": none */
     char papi_events[ARGS_PATH_MAX]; /* PAPI events counted per phase; "": none, "default": a set */
-    int timing_log_level;         /* 0 only (the iteration time) */
+    int timing_log_level;         /* 0: the iteration time; 1, 2: Megatron's phase timers */
+    char timing_log_option[16];   /* max | minmax | all */
+    int log_timers_to_tensorboard;
+    int no_barrier_with_level_1_timing;
     int profile;                  /* --profile: cudaProfilerStart/Stop around a step range */
     int profile_step_start, profile_step_end;
     char profile_ranks[256];      /* global ranks, space separated */

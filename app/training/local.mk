@@ -6,6 +6,7 @@ app_training_libtraining_a_SOURCES = \
 	app/training/training.c app/training/training.h \
 	app/training/data_setup.c app/training/data_setup.h \
 	app/training/train_log.c app/training/train_log.h \
+	app/training/train_timers.c app/training/train_timers.h \
 	app/training/pipeline_schedule.c app/training/pipeline_schedule.h \
 	app/training/exit_signal.c app/training/exit_signal.h \
 	app/training/nan_check.c app/training/nan_check.h \

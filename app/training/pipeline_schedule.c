@@ -3,6 +3,7 @@
  * receive and send. */
 #include "app/training/pipeline_schedule.h"
 #include "app/core/error.h"
+#include "app/core/timers.h"
 #include "perf/metrics/papi_phases.h"
 
 #include <stdlib.h>
@@ -85,7 +86,40 @@ typedef struct schedule_state {
     send_buffer *pool;
     int pool_size, pool_capacity;
     double loss_sum;
+    int timed;              /* --timing-log-level 2 and a training batch */
+    int combine_next;       /* this step's send and the next step's receive are one timer */
+    const char *comm_timer; /* the send/receive timer running, NULL when none */
 } schedule_state;
+
+/* Megatron's level-2 timers (p2p_communication.py) around this stage's sends and receives. A
+ * send followed directly by the next step's receive in the other direction is one timer, as
+ * Megatron's combined calls of the 1F1B steady state: forward-send-backward-recv,
+ * backward-send-forward-recv. Elsewhere: forward-recv, forward-send, backward-recv,
+ * backward-send. A receive that continues a running combined timer stops it. */
+static void comm_timer_begin(schedule_state *s, const char *name) {
+    if (s->comm_timer) return;
+    s->comm_timer = name;
+    if (s->timed) timers_start(name, 2);
+}
+
+static void comm_timer_end(schedule_state *s) {
+    if (s->timed && s->comm_timer) timers_stop(s->comm_timer);
+    s->comm_timer = NULL;
+}
+
+static void compute_timer(const schedule_state *s, const char *name, int start) {
+    if (!s->timed) return;
+    if (start) timers_start(name, 2);
+    else timers_stop(name);
+}
+
+/* load micro-batch m: Megatron's batch-generator timer */
+static void load_timed(schedule_state *s, int micro_batch, const int **tokens, const int **targets,
+                       micro_batch_rng *rng) {
+    compute_timer(s, "batch-generator", 1);
+    s->source->load(s->source->context, micro_batch, tokens, targets, rng);
+    compute_timer(s, "batch-generator", 0);
+}
 
 /* message tag: which micro-batch, which receiving chunk, which direction */
 static int tag_of(const schedule_state *s, int micro_batch, int receiver_chunk, int backward) {
@@ -141,17 +175,23 @@ static void forward_step(schedule_state *s, int micro_batch, int chunk, int forw
     int slot = take_slot(s, chunk, micro_batch);
     if (!first_virtual) {
         int from = s->stage > 0 ? s->stage - 1 : s->pp - 1;
+        comm_timer_begin(s, "forward-recv");
         s->comm->recv(gpt_chunk_input(s->model, chunk, slot), count, s->model->act_dtype, from,
                       tag_of(s, micro_batch, chunk, 0), &s->topo->pp);
+        comm_timer_end(s);
     }
     const int *tokens = NULL, *targets = NULL;
     micro_batch_rng rng;
-    s->source->load(s->source->context, micro_batch, &tokens, &targets, &rng);
+    compute_timer(s, "forward-compute", 1);
+    load_timed(s, micro_batch, &tokens, &targets, &rng);
     s->loss_sum += gpt_chunk_forward(s->model, chunk, slot, tokens, targets, rng, s->grad_scale);
+    compute_timer(s, "forward-compute", 0);
     if (!last_virtual) {
         int to = s->stage < s->pp - 1 ? s->stage + 1 : 0;
         int to_chunk = s->stage < s->pp - 1 ? chunk : chunk + 1;
+        comm_timer_begin(s, s->combine_next ? "forward-send-backward-recv" : "forward-send");
         send_tensor(s, gpt_chunk_output(s->model, chunk, slot), count, to, tag_of(s, micro_batch, to_chunk, 0));
+        if (!s->combine_next) comm_timer_end(s);
     }
     if (forward_only) release_slot(s, chunk, micro_batch);
     papi_phases_enter(left);
@@ -164,21 +204,34 @@ static void backward_step(schedule_state *s, int micro_batch, int chunk) {
     int last_virtual = chunk == s->vp - 1 && s->stage == s->pp - 1;
     if (!last_virtual) {
         int from = s->stage < s->pp - 1 ? s->stage + 1 : 0;
+        comm_timer_begin(s, "backward-recv");
         s->comm->recv(gpt_grad_buffer(s->model), count, s->model->act_dtype, from, tag_of(s, micro_batch, chunk, 1),
                       &s->topo->pp);
+        comm_timer_end(s);
     }
     const int *tokens = NULL, *targets = NULL;
     micro_batch_rng rng;
-    s->source->load(s->source->context, micro_batch, &tokens, &targets, &rng);
+    compute_timer(s, "backward-compute", 1);
+    load_timed(s, micro_batch, &tokens, &targets, &rng);
     if (s->dp) s->dp->last_micro_batch = micro_batch == s->nmb - 1;
     gpt_chunk_backward(s->model, chunk, s->slot_of[chunk * s->nmb + micro_batch], rng);
+    compute_timer(s, "backward-compute", 0);
     release_slot(s, chunk, micro_batch);
     if (!first_virtual) {
         int to = s->stage > 0 ? s->stage - 1 : s->pp - 1;
         int to_chunk = s->stage > 0 ? chunk : chunk - 1;
+        comm_timer_begin(s, s->combine_next ? "backward-send-forward-recv" : "backward-send");
         send_tensor(s, gpt_grad_buffer(s->model), count, to, tag_of(s, micro_batch, to_chunk, 1));
+        if (!s->combine_next) comm_timer_end(s);
     }
     papi_phases_enter(left);
+}
+
+/* whether a step receives its input (a forward not on the first virtual stage) or its output's
+ * gradient (a backward not on the last) */
+static int step_receives(const schedule_state *s, const pipeline_step *step) {
+    if (step->kind == PIPELINE_FORWARD) return !(step->model_chunk == 0 && s->stage == 0);
+    return !(step->model_chunk == s->vp - 1 && s->stage == s->pp - 1);
 }
 
 double pipeline_run(gpt_model *model, data_parallel *dp, const comm_ops *comm, const topology *topo,
@@ -196,6 +249,7 @@ double pipeline_run(gpt_model *model, data_parallel *dp, const comm_ops *comm, c
     s.pp = topo->pp_size;
     s.stage = topo->pp_rank;
     s.grad_scale = grad_scale;
+    s.timed = !forward_only && timers_log_level() >= 2;
     int slots = model->config.activation_slots;
     s.slot_of = calloc((size_t)(s.vp * s.nmb), sizeof(int));
     s.slot_busy = calloc((size_t)(s.vp * slots), sizeof(int));
@@ -207,6 +261,7 @@ double pipeline_run(gpt_model *model, data_parallel *dp, const comm_ops *comm, c
     CHECK(steps, "out of host memory for the pipeline schedule");
     pipeline_schedule_steps(s.pp, s.stage, s.vp, s.nmb, forward_only, steps);
     for (int i = 0; i < count; i++) {
+        s.combine_next = i + 1 < count && steps[i + 1].kind != steps[i].kind && step_receives(&s, &steps[i + 1]);
         if (steps[i].kind == PIPELINE_FORWARD) forward_step(&s, steps[i].micro_batch, steps[i].model_chunk, forward_only);
         else backward_step(&s, steps[i].micro_batch, steps[i].model_chunk);
     }

@@ -96,6 +96,7 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
                 (long long)s->iteration, (long long)s->consumed_samples, s->elapsed_ms_per_iteration,
                 s->tokens_per_second, s->tflops_per_gpu, s->tflops_per_gpu, s->hardware_tflops_per_gpu, mfu_json);
         write_papi_json(log->metrics, s->papi);
+        if (s->timers) timers_table_write_json(log->metrics, s->timers, s->timer_iterations, s->timers_per_rank);
         fprintf(log->metrics,
                 "\"learning_rate\": %.17g, \"global_batch_size\": %d, "
                 "\"lm_loss\": %.17g, \"grad_norm\": %.17g, \"skipped_iterations\": %lld, "

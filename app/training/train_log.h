@@ -3,6 +3,7 @@
 #ifndef TRAIN_LOG_H
 #define TRAIN_LOG_H
 
+#include "app/core/timers_report.h"
 #include "io/tensorboard_events.h"
 #include "perf/metrics/papi_phases.h"
 
@@ -32,6 +33,9 @@ typedef struct iteration_stats {
     int64_t skipped_iterations, nan_iterations;
     const phase_counts *papi;          /* over the log interval; NULL when not counting */
     double peak_memory_bytes;          /* most backend memory held so far, the largest over ranks */
+    const timers_table *timers;        /* --timing-log-level timers of the interval; NULL: none */
+    double timer_iterations;           /* what they are averaged over */
+    int timers_per_rank;               /* --timing-log-option all: every rank's time too */
 } iteration_stats;
 
 typedef struct train_log {

@@ -20,6 +20,7 @@
 #include "app/data/mock_data.h"
 #include "app/training/param_dump.h"
 #include "app/training/pipeline_schedule.h"
+#include "app/training/train_timers.h"
 #include "perf/metrics/flops.h"
 #include "perf/metrics/papi_phases.h"
 
@@ -255,6 +256,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     if (a->save[0]) checkpoint_check_save_dir(t, a->save);
     if (a->load[0]) checkpoint_load(t, a->load);
     if (a->exit_signal_handler) exit_signal_install();
+    train_timers_setup(a, ops);
 }
 
 void trainer_teardown(trainer *t) {
@@ -503,13 +505,16 @@ double trainer_train(trainer *t) {
         double lr = lr_at(&t->lr, a->train_samples ? t->consumed_samples : t->iteration);
         model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
         data_parallel_start_iteration(&t->dp);
+        timers_start("forward-backward", 1);
         double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1,
                                        (int)num_micro_batches);
         papi_phases_enter(PHASE_GRAD_REDUCE);
         data_parallel_finish_grad_sync(&t->dp);
+        timers_stop("forward-backward");
         nan_check_loss(t, t->iteration + 1, loss, t->local_loss_sum);
         spiky_loss_check(&spiky, t, t->iteration + 1, loss);
         papi_phases_enter(PHASE_OPTIMIZER);
+        timers_start("optimizer", 1);
         double grad_norm = optimizer_grad_norm(&t->opt, model);
         nan_check_grad_norm(t, t->iteration + 1, grad_norm);
         double embedding_lr = t->decoupled_lr.max_lr < 0 ? lr
@@ -525,6 +530,7 @@ double trainer_train(trainer *t) {
                        model->num_buckets, t->dp.buckets_started);
         }
         data_parallel_start_param_gather(&t->dp);
+        timers_stop("optimizer");
         model->ops->synchronize();
         papi_phases_enter(PHASE_OTHER);
         t->iteration++;
@@ -543,6 +549,8 @@ double trainer_train(trainer *t) {
             /* the largest peak of backend memory over ranks (every rank logs at the same iterations) */
             unsigned long long peak_memory = kernels_memory_peak();
             CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak_memory, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, t->topo.world.mpi));
+            timers_table timers;
+            train_timers_collect(&timers, a);
             iteration_stats s = {
                 .iteration = t->iteration,
                 .train_iters = a->train_iters,
@@ -560,8 +568,13 @@ double trainer_train(trainer *t) {
                 .nan_iterations = t->nan_iterations,
                 .papi = t->papi_totals.num_events ? &papi : NULL,
                 .peak_memory_bytes = (double)peak_memory,
+                .timers = &timers,
+                .timer_iterations = (double)interval_iterations,
+                .timers_per_rank = !strcmp(a->timing_log_option, "all"),
             };
             if (is_logger) train_log_iteration(&t->log, &s);
+            if (is_logger) train_timers_log(&t->log, &timers, a, t->iteration, (double)interval_iterations, seconds);
+            timers_table_free(&timers);
             interval_loss = interval_time = 0.0;
             interval_iterations = 0;
             t->last_heartbeat = MPI_Wtime();

@@ -166,7 +166,7 @@ ok $? "each of the $refused refused flags stops with its own message ($refused_o
 # values of accepted flags that are refused, with what to use instead
 for case in "--ckpt-format torch|--ckpt-format torch is not supported here: checkpoints are parallel-HDF5" \
     "--ckpt-format zarr|--ckpt-format must be one of torch|torch_dist|torch_dcp|fsdp_dtensor, got 'zarr'" \
-    "--timing-log-level 2|--timing-log-level 2 is not supported here: per-phase timers" \
+    "--timing-log-level 3|--timing-log-level must be in [0, 2], got 3" \
     "--context-parallel-size 2|--context-parallel-size 2 is not supported here: context parallelism is not supported yet" \
     "--expert-model-parallel-size 2|--expert-model-parallel-size 2 is not supported here: mixture of experts"; do
     run_app 1 --args-file "$TINY_ARGS" ${case%%|*}
