@@ -200,3 +200,9 @@ tests_unit_microbatches_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/microbatches_test tests/mpi/rampup_test.sh
 # the test set evaluated after training (issue 18), as Megatron's pretrain() does
 TESTS += tests/mpi/test_split_test.sh
+# --fp16 with Megatron's loss scaling (issue 17 item 2, issue 21 item 2): the scaler's state
+# machine by hand, then 2-rank runs: overflow skips, constant scales bitwise, resume, errors
+check_PROGRAMS += tests/unit/grad_scaler_test
+tests_unit_grad_scaler_test_SOURCES = tests/unit/grad_scaler_test.c
+tests_unit_grad_scaler_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/grad_scaler_test tests/mpi/fp16_test.sh
