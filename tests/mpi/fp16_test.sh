@@ -15,8 +15,8 @@
 #  e) refusals, one line each: --fp16 with --bf16, --min-loss-scale 0 or negative or above the
 #     initial scale, --loss-scale-window 0, --hysteresis 0, --fp16 --device cuda; a constant
 #     scale keeps the NaN check: an overflow stops the run;
-#  f) TP2 and PP2 skip the same iterations with the same scales as DP2 (found_inf is agreed
-#     over the model-parallel group).
+#  f) TP2, PP2 and DP2 with the distributed optimizer skip the same iterations with the same
+#     scales as DP2 (found_inf is agreed over the model-parallel group, or every rank).
 . "${top_srcdir:-.}/tests/lib.sh"
 
 MODEL="--args-file $TINY_ARGS --log-interval 1 --eval-iters 0 --train-iters 10 --lr-warmup-iters 0"
@@ -153,16 +153,19 @@ ok $? "a constant scale keeps --check-for-nan-in-loss-and-grad: an overflow stop
 
 # ---- f) model parallelism agrees on found_inf ----
 dp=$(field "$WORK/straight.jsonl" skipped_iterations)$(field "$WORK/straight.jsonl" loss_scale)
-for layout in "--tensor-model-parallel-size 2" "--pipeline-model-parallel-size 2"; do
+# (PP2 and the distributed optimizer: most overflows are seen by rank 0 alone; TP2's losses drift
+# most, the model being chaotic with weights of std 1)
+for case in "--tensor-model-parallel-size 2|1e-2" "--pipeline-model-parallel-size 2|1e-5" "--use-distributed-optimizer|1e-5"; do
+    layout=${case%|*} tolerance=${case#*|}
     rm -f "$WORK/layout.jsonl"
     run_app 2 $RESUME $layout --metrics-file "$WORK/layout.jsonl"
     status=$?
     json_field "$WORK/layout.jsonl" train lm_loss > "$WORK/layout.loss"
     json_field "$WORK/straight.jsonl" train lm_loss > "$WORK/straight.loss"
     [ $status -eq 0 ] && [ "$(field "$WORK/layout.jsonl" skipped_iterations)$(field "$WORK/layout.jsonl" loss_scale)" = "$dp" ] &&
-        awk 'NR == FNR { a[NR] = $1; next } { d = $1 - a[FNR]; if (d < 0) d = -d; if (d > 1e-2 * a[FNR]) bad++ } END { exit bad > 0 }' \
-            "$WORK/straight.loss" "$WORK/layout.loss"
-    ok $? "${layout% 2} 2: the same skipped iterations and scales as DP2, losses within 1e-2 (a chaotic model: weights of std 1)"
+        awk -v t="$tolerance" 'NR == FNR { a[NR] = $1; next } { d = $1 - a[FNR]; if (d < 0) d = -d; if (d > t * a[FNR]) bad++ }
+            END { exit bad > 0 || FNR != 10 }' "$WORK/straight.loss" "$WORK/layout.loss"
+    ok $? "$layout: the same skipped iterations and scales as DP2 without it, losses within $tolerance"
 done
 
 done_testing
