@@ -503,7 +503,7 @@ double trainer_train(trainer *t) {
                        a->pipeline_model_parallel_size);
         int64_t batch = num_micro_batches * a->micro_batch_size * a->data_parallel_size;
         double start = MPI_Wtime();
-        /* Megatron steps the schedule only after a successful update */
+        /* the schedule's position: iterations (samples) less those an overflow skipped */
         int64_t schedule_steps = (a->train_samples ? t->consumed_samples : t->iteration) - t->lr_skipped_steps;
         double lr = lr_at(&t->lr, schedule_steps);
         model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
@@ -523,12 +523,13 @@ double trainer_train(trainer *t) {
         nan_check_grad_norm(t, t->iteration + 1, grad_norm);
         double embedding_lr = t->decoupled_lr.max_lr < 0 ? lr : lr_at(&t->decoupled_lr, schedule_steps);
         int skipped = found_inf || optimizer_step_decoupled(&t->opt, model, grad_norm, lr, embedding_lr);
+        /* Megatron steps the schedule only when the update succeeded (an overflow skipped none) */
+        if (found_inf) t->lr_skipped_steps += a->train_samples ? batch : 1;
         if (skipped) {
             /* Megatron's training_log: a skipped iteration's loss is left out of the average and
              * counts as a nan iteration when it is not finite */
             t->skipped_iterations++;
             if (!isfinite(loss)) t->nan_iterations++;
-            t->lr_skipped_steps += a->train_samples ? batch : 1;
         } else {
             interval_loss += loss;
             interval_advanced++;

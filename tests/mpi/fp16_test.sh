@@ -11,7 +11,8 @@
 #     (the scaling really runs) but stays within 1e-6; --bf16 --loss-scale on the CPU is
 #     Megatron's constant scaler too;
 #  d) a save in the middle and resumes (twice) give the unbroken run bit for bit: the scale, the
-#     growth and the hysteresis trackers travel in /optimizer/grad_scaler;
+#     growth and the hysteresis trackers travel in /optimizer/grad_scaler; Megatron's warnings
+#     where the checkpoint and the run disagree about having a scaler;
 #  e) refusals, one line each: --fp16 with --bf16, --min-loss-scale 0 or negative or above the
 #     initial scale, --loss-scale-window 0, --hysteresis 0, --fp16 --device cuda; a constant
 #     scale keeps the NaN check: an overflow stops the run;
@@ -124,6 +125,13 @@ diag "iteration 5: scale $(attr 5 scale), growth_tracker $(attr 5 growth_tracker
     awk -v a="$(attr 5 scale)" -v b="$(json_field "$WORK/straight.jsonl" train loss_scale | sed -n 5p)" \
         'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d < 1e-5 * b) }'
 ok $? "the checkpoints hold the scaler mid-window: growth tracker 2 at iteration 5, hysteresis tracker 1 at 7, the logged scale"
+
+run_app 2 $MODEL --init-method-std 1.0 --train-iters 11 --lr-decay-iters 10 --load "$WORK/ckpt" --save "$WORK/ckpt32" &&
+    grep -q "^\*\*\*WARNING\*\*\* found the grad scaler in the checkpoint but this run's is None (no --fp16). Skipping loading grad scaler" "$WORK/out" &&
+    run_app 2 $RESUME --train-iters 12 --load "$WORK/ckpt32" &&
+    grep -q "^\*\*\*WARNING\*\*\* found a checkpoint without a dynamic grad scaler state, will not load grad scaler" "$WORK/out" &&
+    grep -q "iteration *12/ *12 .* loss scale: $SCALE_2_127.0 |" "$WORK/out"
+ok $? "Megatron's warnings: an fp32 run skips the checkpoint's scaler; an --fp16 run from an fp32 checkpoint starts at --initial-loss-scale"
 
 # ---- e) refusals ----
 refused() {  # refused MESSAGE_PATTERN ARGS...: exit 2 and one error line matching
