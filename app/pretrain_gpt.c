@@ -51,6 +51,9 @@ static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
     int devices = cuda_device_count();
     if (strcmp(a->device, "auto") == 0) snprintf(a->device, sizeof a->device, "%s", devices > 0 ? "cuda" : "cpu");
     if (strcmp(a->device, "cuda") != 0) return kernels_cpu();
+    if (a->fp16)
+        user_error_local("--fp16: this rank sees a GPU, so --device auto chose cuda, whose kernels compute in bf16 and have "
+                   "no fp16 path; use --bf16 (or --device cpu, the fp32 reference with the loss scaler active)");
     if (devices == 0) user_error("--device cuda: no GPU is visible to this process (check CUDA_VISIBLE_DEVICES and the driver); use --device cpu");
     /* fixed NCCL algorithm before any communicator exists: reductions in one order every run */
     if (a->deterministic_mode) setenv("NCCL_ALGO", "Ring", 1);

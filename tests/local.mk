@@ -211,3 +211,9 @@ tests_unit_timers_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/timers_test tests/mpi/timers_test.sh
 TESTS += tests/gpu/gpu_timers_test.sh
 EXTRA_DIST += perf/phase_timers.py
+# --fp16 with Megatron's loss scaling (issue 17 item 2, issue 21 item 2): the scaler's state
+# machine by hand, then 2-rank runs: overflow skips, constant scales bitwise, resume, errors
+check_PROGRAMS += tests/unit/grad_scaler_test
+tests_unit_grad_scaler_test_SOURCES = tests/unit/grad_scaler_test.c
+tests_unit_grad_scaler_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/grad_scaler_test tests/mpi/fp16_test.sh

@@ -71,6 +71,7 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
     opt->state_elements = 0;
     opt->comm = comm;
     opt->norm_group = norm_group;
+    grad_scaler_init_none(&opt->scaler);
     int capacity = 0;
     for (int b = 0; b < model->num_buckets; b++) {
         const grad_bucket *bucket = &model->buckets[b];
@@ -123,6 +124,29 @@ void optimizer_free(optimizer *opt, const gpt_model *model) {
     opt->update_ranges = opt->embedding_ranges = opt->norm_ranges = NULL;
     opt->exp_avg = opt->exp_avg_sq = opt->master = NULL;
     opt->ranges = NULL;
+}
+
+/* the non-finite check reads sums of squares (accumulated in double, where a finite fp32
+ * gradient cannot overflow): NaN or Inf exactly when some element is */
+int optimizer_prepare_grads(optimizer *opt, gpt_model *model) {
+    if (!opt->scaler.enabled) return 0;
+    timers_start("optimizer-unscale-and-check-inf", 1);
+    const kernel_ops *ops = model->ops;
+    double sum = ops->sum_squares_ranges(model->grad_buffer, opt->update_ranges, opt->num_update_ranges) +
+                 ops->sum_squares_ranges(model->grad_buffer, opt->embedding_ranges, opt->num_embedding_ranges);
+    double found_inf = isfinite(sum) ? 0.0 : 1.0;
+    opt->comm->allreduce_double_host(&found_inf, 1, COMM_MAX, opt->norm_group);
+    float inv_scale = grad_scaler_inv_scale(&opt->scaler);
+    if (found_inf == 0.0 && inv_scale != 1.0f) {
+        const tensor_range *tables[2] = {opt->update_ranges, opt->embedding_ranges};
+        int counts[2] = {opt->num_update_ranges, opt->num_embedding_ranges};
+        for (int t = 0; t < 2; t++)
+            for (int i = 0; i < counts[t]; i++)
+                ops->scale_float(model->grad_buffer + tables[t][i].offset, inv_scale, tables[t][i].length);
+    }
+    grad_scaler_update(&opt->scaler, found_inf != 0.0);
+    timers_stop("optimizer-unscale-and-check-inf");
+    return found_inf != 0.0;
 }
 
 /* Megatron's optimizer-clip-main-grad timer: the norm (clipping itself is fused into the step) */

@@ -6,11 +6,15 @@
  * The optimizer works on a list of ranges of the flat buffers: every parameter without the
  * distributed optimizer, or this data-parallel rank's shard of every bucket with it. Adam
  * moments exist only for those ranges. Weight decay skips biases and layer-norm parameters
- * (Megatron's default); the gradient norm counts every parameter of the model once. */
+ * (Megatron's default); the gradient norm counts every parameter of the model once.
+ * With a loss scaler (--fp16, --loss-scale) the gradients arrive multiplied by the loss scale:
+ * optimizer_prepare_grads unscales them and decides, for every rank at once, whether the step
+ * is skipped (Megatron's MixedPrecisionOptimizer.prepare_grads). */
 #ifndef OPTIMIZER_H
 #define OPTIMIZER_H
 
 #include "app/optim/data_parallel.h"
+#include "app/optim/grad_scaler.h"
 #include "app/model/gpt_model.h"
 
 typedef struct optimizer_range {
@@ -40,7 +44,10 @@ typedef struct optimizer {
     tensor_range *norm_ranges;   /* the ranges counted in the gradient norm, merged likewise */
     int num_norm_ranges;
     const comm_ops *comm;
-    const comm_group *norm_group; /* ranks whose partial squared norms add up to the global one */
+    const comm_group *norm_group; /* ranks whose partial squared norms add up to the global one;
+                                   * also the group that agrees on found_inf (Megatron's
+                                   * grad_stats_parallel_group) */
+    grad_scaler scaler;          /* none unless the caller sets one after optimizer_create */
 } optimizer;
 
 /* dp: the data-parallel layer whose shards to update, or NULL for every parameter */
@@ -48,6 +55,12 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
                       const comm_group *norm_group, const comm_ops *comm, float beta1, float beta2,
                       float eps, float weight_decay, float clip_grad);
 void optimizer_free(optimizer *opt, const gpt_model *model);
+
+/* with a loss scaler: check this rank's gradients over the optimizer's ranges for NaN/Inf, take
+ * the MAX of that flag over norm_group, multiply the gradients by the scaler's inv_scale (when
+ * none overflowed) and update the scaler. Returns found_inf: 1 when the step must be skipped
+ * (the same answer on every rank). Without a scaler: 0, nothing touched. Collective. */
+int optimizer_prepare_grads(optimizer *opt, gpt_model *model);
 
 /* L2 norm of the model's whole gradient, each parameter counted once (collective) */
 double optimizer_grad_norm(const optimizer *opt, const gpt_model *model);

@@ -163,12 +163,12 @@ static const option_spec specs[] = {
     {"dump-parameters", "logging", OPTION_STRING, AT(dump_parameters), .help = "write every parameter in its global shape to PATH at the end (raw float32 with names)"},
 
     {"bf16", "mixed precision", OPTION_FLAG, AT(bf16), .help = "bf16 mixed precision: on --device cuda the kernels compute in bf16 with fp32 master weights, gradient accumulation and reductions (the CUDA backend always does); the CPU backend is the fp32 reference and computes in fp32 either way"},
-    {"fp16", "mixed precision", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "fp16 training is not supported yet (the CUDA kernels compute in bf16); use --bf16"},
-    {"loss-scale", "mixed precision", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
-    {"initial-loss-scale", "mixed precision", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
-    {"min-loss-scale", "mixed precision", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
-    {"loss-scale-window", "mixed precision", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
-    {"hysteresis", "mixed precision", OPTION_INT, .flags = OPTION_REFUSED, .help = "loss scaling belongs to --fp16, which is not supported yet; --bf16 needs no loss scaling"},
+    {"fp16", "mixed precision", OPTION_FLAG, AT(fp16), .help = "fp16 mixed precision with Megatron's loss scaling (dynamic unless --loss-scale): the CPU backend computes in fp32 with the loss scaler fully active (overflowed steps are skipped and lower the scale); the CUDA kernels have no fp16 path, so --fp16 is refused there (use --bf16)"},
+    {"loss-scale", "mixed precision", OPTION_FLOAT, AT(loss_scale), .range = "(0, inf)", .help = "a constant loss scale (Megatron's ConstantGradScaler; positive powers of 2 are exact) with --fp16, --bf16 or --use-distributed-optimizer; without --loss-scale, --fp16 scales dynamically"},
+    {"initial-loss-scale", "mixed precision", OPTION_FLOAT, AT(initial_loss_scale), "4294967296", .range = "(0, inf)", .help = "the dynamic loss scale's start (--fp16; default 2^32)"},
+    {"min-loss-scale", "mixed precision", OPTION_FLOAT, AT(min_loss_scale), "1.0", .range = "(0, inf)", .help = "the dynamic loss scale never backs off below this"},
+    {"loss-scale-window", "mixed precision", OPTION_FLOAT, AT(loss_scale_window), "1000", .range = "(0, inf)", .help = "the dynamic loss scale doubles after this many consecutive steps without overflow"},
+    {"hysteresis", "mixed precision", OPTION_INT, AT(hysteresis), "2", .range = "[1, inf)", .help = "the dynamic loss scale halves at the hysteresis-th overflow since the last growth (then at every further one)"},
     {"fp8-format", "mixed precision", OPTION_STRING, .metavar = "FORMAT", .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
     {"fp8-amax-history-len", "mixed precision", OPTION_INT, .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
     {"fp8-amax-compute-algo", "mixed precision", OPTION_STRING, .metavar = "ALGO", .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
@@ -316,6 +316,18 @@ static int validate_parallel(check_state *st, args *a, int world_size) {
 
 /* Megatron's rules (arguments.py, TransformerConfig): --recompute-activations means selective;
  * selective takes no method and no layer count; full needs both */
+/* Megatron's: --fp16 and --bf16 exclude each other; the dynamic scaler's asserts; with dynamic
+ * loss scaling a NaN/Inf gradient is the scaler's signal, so the NaN check is turned off */
+static int validate_fp16(check_state *st, args *a) {
+    if (a->fp16 && a->bf16) return error_format(st->err, st->errlen, "--fp16 and --bf16 cannot both be given (Megatron's: one params dtype)");
+    if (a->fp16 && !strcmp(a->device, "cuda"))
+        return error_format(st->err, st->errlen, "--fp16 --device cuda: the CUDA kernels compute in bf16 and have no fp16 path; use --bf16 (or --device cpu, the fp32 reference with the loss scaler active)");
+    if (a->fp16 && a->loss_scale == 0 && a->min_loss_scale > a->initial_loss_scale)
+        return error_format(st->err, st->errlen, "--min-loss-scale %g exceeds --initial-loss-scale %g", a->min_loss_scale, a->initial_loss_scale);
+    if (a->fp16 && a->loss_scale == 0) a->check_for_nan_in_loss_and_grad = 0;
+    return 0;
+}
+
 static int validate_recompute(check_state *st, args *a) {
     if (a->recompute_activations) snprintf(a->recompute_granularity, sizeof a->recompute_granularity, "selective");
     int layers_per_stage = a->num_layers / a->pipeline_model_parallel_size;
@@ -401,6 +413,7 @@ static int validate(check_state *st, args *a, int world_size) {
     if (a->check_for_nan_in_loss_and_grad && a->no_check_for_nan_in_loss_and_grad)
         return error_format(st->err, st->errlen, "--check-for-nan-in-loss-and-grad and --no-check-for-nan-in-loss-and-grad cannot both be given");
     a->check_for_nan_in_loss_and_grad = !a->no_check_for_nan_in_loss_and_grad;
+    if (validate_fp16(st, a)) return -1;
     if (a->override_opt_param_scheduler && a->use_checkpoint_opt_param_scheduler)
         return error_format(st->err, st->errlen, "--override-opt-param-scheduler and --use-checkpoint-opt_param-scheduler cannot both be given");
     if (a->use_checkpoint_opt_param_scheduler && !a->load[0])
@@ -573,6 +586,13 @@ void args_print(const args *a) {
         printf("> accepted with no effect here (see --help): %s\n", a->no_effect_flags);
     if (a->bf16 && strcmp(a->device, "cpu") == 0)
         printf("> --bf16: the CPU backend computes in fp32 (the reference); bf16 runs on --device cuda\n");
+    if (a->fp16)
+        printf("> --fp16: the CPU backend computes in fp32 (the reference) with Megatron's %s loss scaler\n",
+               a->loss_scale > 0 ? "constant" : "dynamic");
+    if (a->fp16 && a->loss_scale == 0)
+        printf("WARNING: Setting args.check_for_nan_in_loss_and_grad to False since dynamic loss scaling is being used\n");
+    if (a->loss_scale > 0 && !a->fp16 && !a->bf16 && !a->use_distributed_optimizer)
+        printf("> --loss-scale has no effect in fp32 without --use-distributed-optimizer (Megatron's FP32Optimizer has no grad scaler)\n");
 }
 
 void args_print_help(void) { options_print_help(&table); }

@@ -142,6 +142,11 @@ typedef struct args {
 
     /* mixed precision */
     int bf16;                     /* the CUDA backend computes in bf16 always; the CPU in fp32 */
+    int fp16;                     /* Megatron's fp16 with loss scaling; the CPU backend only (fp32 compute) */
+    float loss_scale;             /* --loss-scale: a constant scaler; 0: not given (Megatron's None) */
+    float initial_loss_scale, min_loss_scale; /* the dynamic scaler's (--fp16 without --loss-scale) */
+    float loss_scale_window;      /* finite steps before the scale doubles */
+    int hysteresis;               /* overflows before the scale halves */
 
     /* distributed and run-time */
     int tensor_model_parallel_size;

@@ -63,10 +63,19 @@ static void put_scalar_state(checkpoint_file *f, const trainer *t) {
     checkpoint_put_string(f, "/lr_scheduler", "decay_style", a->lr_decay_style);
     checkpoint_put_int(f, "/lr_scheduler", "warmup_iters", t->lr.warmup_iters);
     checkpoint_put_int(f, "/lr_scheduler", "decay_iters", t->lr.decay_iters);
+    checkpoint_put_int(f, "/lr_scheduler", "skipped_steps", t->lr_skipped_steps);
     if (!a->no_save_optim) {
         checkpoint_put_int(f, "/optimizer", "step", t->opt.step);
         /* /model holds the fp32 weights the optimizer steps on, in mixed precision too */
         checkpoint_put_int(f, "/optimizer", "master_weights_in_model", 1);
+        /* Megatron's optimizer state_dict()['grad_scaler']: the dynamic scaler's state (the
+         * constant one's is empty) */
+        const grad_scaler *scaler = &t->opt.scaler;
+        if (scaler->enabled && scaler->dynamic) {
+            checkpoint_put_double(f, "/optimizer/grad_scaler", "scale", scaler->scale);
+            checkpoint_put_int(f, "/optimizer/grad_scaler", "growth_tracker", scaler->growth_tracker);
+            checkpoint_put_int(f, "/optimizer/grad_scaler", "hysteresis_tracker", scaler->hysteresis_tracker);
+        }
     }
 }
 
@@ -234,6 +243,35 @@ static void load_scheduler(checkpoint_file *f, trainer *t) {
                    "to use the checkpoint's", f->path, conflicts);
 }
 
+/* Megatron's load_state_dict for the grad scaler, with its warnings where the checkpoint and
+ * the run disagree about having one */
+static void load_grad_scaler(checkpoint_file *f, trainer *t) {
+    grad_scaler *scaler = &t->opt.scaler;
+    int stored = checkpoint_has_group(f, "/optimizer/grad_scaler");
+    int rank0 = t->topo.world_rank == 0;
+    if (!stored) {
+        if (scaler->enabled && scaler->dynamic && rank0)
+            printf("***WARNING*** found a checkpoint without a dynamic grad scaler state, will not load grad scaler "
+                   "(the loss scale starts at --initial-loss-scale %g) ...\n", (double)scaler->scale);
+        return;
+    }
+    if (!scaler->enabled || !scaler->dynamic) {
+        if (rank0)
+            printf("***WARNING*** found the grad scaler in the checkpoint but this run's is %s. Skipping loading "
+                   "grad scaler ...\n", scaler->enabled ? "constant (--loss-scale)" : "None (no --fp16)");
+        return;
+    }
+    double scale;
+    int64_t growth, hysteresis;
+    if (checkpoint_get_double(f, "/optimizer/grad_scaler", "scale", &scale) != 0 ||
+        checkpoint_get_int(f, "/optimizer/grad_scaler", "growth_tracker", &growth) != 0 ||
+        checkpoint_get_int(f, "/optimizer/grad_scaler", "hysteresis_tracker", &hysteresis) != 0)
+        user_error("%s: /optimizer/grad_scaler lacks scale, growth_tracker or hysteresis_tracker", f->path);
+    scaler->scale = (float)scale;
+    scaler->growth_tracker = growth;
+    scaler->hysteresis_tracker = hysteresis;
+}
+
 /* iteration, consumed samples and (unless --no-load-rng) the seed */
 static void load_progress(checkpoint_file *f, trainer *t) {
     int64_t stored_iteration = 0, consumed = 0;
@@ -242,6 +280,8 @@ static void load_progress(checkpoint_file *f, trainer *t) {
         user_error("%s lacks the iteration or consumed_train_samples attribute", f->path);
     t->iteration = stored_iteration;
     t->consumed_samples = consumed;
+    /* older checkpoints: no skipped steps */
+    if (checkpoint_get_int(f, "/lr_scheduler", "skipped_steps", &t->lr_skipped_steps) != 0) t->lr_skipped_steps = 0;
     /* a checkpoint without it (older ones) loads 0; then Megatron's backward compatibility:
      * the evaluations an unbroken iteration-based run would have made so far */
     int64_t consumed_valid = 0;
@@ -287,6 +327,7 @@ int checkpoint_load(trainer *t, const char *dir) {
         int64_t step = 0;
         if (checkpoint_get_int(&c.file, "/optimizer", "step", &step) != 0) user_error("%s lacks /optimizer/step", path);
         t->opt.step = (int)step;
+        load_grad_scaler(&c.file, t);
     }
     if (t->opt.master) {
         /* mixed precision: the compute-dtype parameters from the loaded masters */

@@ -32,14 +32,15 @@ void train_log_open_tensorboard(train_log *log, const char *dir) {
 /* Megatron's training_log() scalars: against the iteration, and "vs samples" against the
  * consumed samples */
 static void tensorboard_iteration(tensorboard_events *tb, const iteration_stats *s) {
-    const struct { const char *tag; double value; } scalars[] = {
-        {"learning-rate", s->learning_rate}, {"batch-size", s->global_batch_size}, {"lm loss", s->lm_loss},
-        {"loss-scale", 1.0}, {"grad-norm", s->grad_norm}, {"throughput", s->tflops_per_gpu},
+    const struct { const char *tag; double value; int vs_samples; } scalars[] = {
+        {"learning-rate", s->learning_rate, 1}, {"batch-size", s->global_batch_size, 1}, {"lm loss", s->lm_loss, 1},
+        {"loss-scale", s->loss_scale, 1}, {"grad-norm", s->grad_norm, 0}, {"throughput", s->tflops_per_gpu, 0},
     };
     for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {
         char vs_samples[64];
+        if (i == 4 && !s->has_grad_norm) continue; /* Megatron's grad_norm is None then */
         tensorboard_events_scalar(tb, scalars[i].tag, scalars[i].value, s->iteration);
-        if (i >= 3) continue; /* Megatron plots these three against samples too */
+        if (!scalars[i].vs_samples) continue; /* Megatron plots these against samples too */
         snprintf(vs_samples, sizeof vs_samples, "%s vs samples", scalars[i].tag);
         tensorboard_events_scalar(tb, vs_samples, scalars[i].value, s->consumed_samples);
     }
@@ -77,13 +78,15 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         snprintf(mfu_json, sizeof mfu_json, "\"mfu\": %.6f, \"hfu\": %.6f, \"peak_tflops\": %.3f, ", mfu, hfu,
                  s->peak_tflops);
     }
+    char grad_norm_field[64] = "";
+    if (s->has_grad_norm) snprintf(grad_norm_field, sizeof grad_norm_field, " grad norm: %.3f |", s->grad_norm);
     printf(" [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
            " | throughput per GPU (TFLOP/s/GPU): %.3f%s | tokens per second: %.1f | learning rate: %.6E"
-           " | global batch size: %5d | lm loss: %.6E | loss scale: 1.0 | grad norm: %.3f"
-           " | number of skipped iterations: %3lld | number of nan iterations: %3lld |\n",
+           " | global batch size: %5d | lm loss: %.6E | loss scale: %.1f |%s"
+           " number of skipped iterations: %3lld | number of nan iterations: %3lld |\n",
            when, (long long)s->iteration, (long long)s->train_iters, (long long)s->consumed_samples,
            s->elapsed_ms_per_iteration, s->tflops_per_gpu, mfu_field, s->tokens_per_second, s->learning_rate,
-           s->global_batch_size, s->lm_loss, s->grad_norm, (long long)s->skipped_iterations,
+           s->global_batch_size, s->lm_loss, s->loss_scale, grad_norm_field, (long long)s->skipped_iterations,
            (long long)s->nan_iterations);
     fflush(stdout);
     tensorboard_iteration(&log->tensorboard, s);
@@ -99,10 +102,11 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         if (s->timers) timers_table_write_json(log->metrics, s->timers, s->timer_iterations, s->timers_per_rank);
         fprintf(log->metrics,
                 "\"learning_rate\": %.17g, \"global_batch_size\": %d, "
-                "\"lm_loss\": %.17g, \"grad_norm\": %.17g, \"skipped_iterations\": %lld, "
+                "\"lm_loss\": %.17g, \"loss_scale\": %.17g, \"grad_norm\": %.17g, \"skipped_iterations\": %lld, "
                 "\"nan_iterations\": %lld, \"peak_memory_gib\": %.4f}\n",
                 s->learning_rate, s->global_batch_size,
-                isfinite(s->lm_loss) ? s->lm_loss : -1.0, isfinite(s->grad_norm) ? s->grad_norm : -1.0,
+                isfinite(s->lm_loss) ? s->lm_loss : -1.0, isfinite(s->loss_scale) ? s->loss_scale : -1.0,
+                s->has_grad_norm && isfinite(s->grad_norm) ? s->grad_norm : -1.0,
                 (long long)s->skipped_iterations, (long long)s->nan_iterations, s->peak_memory_bytes / 1073741824.0);
         fflush(log->metrics);
     }

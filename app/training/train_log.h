@@ -29,8 +29,10 @@ typedef struct iteration_stats {
     double learning_rate;
     int global_batch_size;
     double lm_loss;                    /* averaged over the log interval */
+    double loss_scale;                 /* after this iteration's update (1 without a scaler) */
     double grad_norm;
-    int64_t skipped_iterations, nan_iterations;
+    int has_grad_norm;                 /* 0 when an overflow skipped the step (Megatron's None) */
+    int64_t skipped_iterations, nan_iterations; /* in the log interval */
     const phase_counts *papi;          /* over the log interval; NULL when not counting */
     double peak_memory_bytes;          /* most backend memory held so far, the largest over ranks */
     const timers_table *timers;        /* --timing-log-level timers of the interval; NULL: none */

@@ -199,6 +199,13 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     const comm_group *norm_group = a->use_distributed_optimizer ? &t->topo.world : &t->topo.model_parallel;
     optimizer_create(&t->opt, &t->model, &t->dp, norm_group, t->comm, a->adam_beta1, a->adam_beta2,
                      a->adam_eps, a->weight_decay, a->clip_grad);
+    /* Megatron's get_megatron_optimizer: a constant scaler for --loss-scale with fp16, bf16 or the
+     * distributed optimizer; a dynamic one for --fp16 without it */
+    if (a->loss_scale > 0 && (a->fp16 || a->bf16 || a->use_distributed_optimizer))
+        grad_scaler_init_constant(&t->opt.scaler, a->loss_scale);
+    else if (a->fp16)
+        grad_scaler_init_dynamic(&t->opt.scaler, a->initial_loss_scale, a->min_loss_scale, a->loss_scale_window,
+                                 a->hysteresis);
     ops->synchronize();
     double model_seconds = MPI_Wtime() - model_start;
     report_setup_times(t, model_seconds, data_seconds);
@@ -324,9 +331,10 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     t->training = training;
     t->loaded_micro_batch = -1;
     micro_batch_source source = {t, load_micro_batch};
+    /* the backward's seed: d(mean loss)/d(loss_i), times the loss scale (fp32, as Megatron's scaled loss) */
+    float grad_scale = (float)(1.0 / tokens_in_batch) * (training ? grad_scaler_scale(&t->opt.scaler) : 1.0f);
     double loss_sum = pipeline_run(&t->model, training ? &t->dp : NULL, t->comm, &t->topo,
-                                   num_micro_batches, !training, &source,
-                                   (float)(1.0 / tokens_in_batch));
+                                   num_micro_batches, !training, &source, grad_scale);
     /* the last stage's tensor-parallel ranks all hold the same losses: count one of them */
     if (t->topo.pp_rank != t->topo.pp_size - 1 || t->topo.tp_rank != 0) loss_sum = 0.0;
     t->local_loss_sum = loss_sum;
@@ -460,7 +468,7 @@ double trainer_train(trainer *t) {
     gpt_model *model = &t->model;
     int is_logger = t->topo.world_rank == 0;
     double interval_loss = 0.0, interval_time = 0.0;
-    int64_t interval_iterations = 0;
+    int64_t interval_iterations = 0, interval_advanced = 0;
     double last_validation = NAN;
     spiky_loss_history spiky;
     memset(&spiky, 0, sizeof spiky);
@@ -502,7 +510,9 @@ double trainer_train(trainer *t) {
                        a->pipeline_model_parallel_size);
         int64_t batch = num_micro_batches * a->micro_batch_size * a->data_parallel_size;
         double start = MPI_Wtime();
-        double lr = lr_at(&t->lr, a->train_samples ? t->consumed_samples : t->iteration);
+        /* the schedule's position: iterations (samples) less those an overflow skipped */
+        int64_t schedule_steps = (a->train_samples ? t->consumed_samples : t->iteration) - t->lr_skipped_steps;
+        double lr = lr_at(&t->lr, schedule_steps);
         model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
         data_parallel_start_iteration(&t->dp);
         timers_start("forward-backward", 1);
@@ -515,13 +525,24 @@ double trainer_train(trainer *t) {
         spiky_loss_check(&spiky, t, t->iteration + 1, loss);
         papi_phases_enter(PHASE_OPTIMIZER);
         timers_start("optimizer", 1);
-        double grad_norm = optimizer_grad_norm(&t->opt, model);
+        /* with a loss scaler: unscale, agree on found_inf, update the scale; an overflow skips
+         * the step (Megatron's MixedPrecisionOptimizer.step: no grad norm then) */
+        int found_inf = optimizer_prepare_grads(&t->opt, model);
+        double grad_norm = NAN;
+        if (!found_inf || a->check_for_nan_in_loss_and_grad) grad_norm = optimizer_grad_norm(&t->opt, model);
         nan_check_grad_norm(t, t->iteration + 1, grad_norm);
-        double embedding_lr = t->decoupled_lr.max_lr < 0 ? lr
-                              : lr_at(&t->decoupled_lr, a->train_samples ? t->consumed_samples : t->iteration);
-        if (optimizer_step_decoupled(&t->opt, model, grad_norm, lr, embedding_lr)) {
+        double embedding_lr = t->decoupled_lr.max_lr < 0 ? lr : lr_at(&t->decoupled_lr, schedule_steps);
+        int skipped = found_inf || optimizer_step_decoupled(&t->opt, model, grad_norm, lr, embedding_lr);
+        /* Megatron steps the schedule only when the update succeeded (an overflow skipped none) */
+        if (found_inf) t->lr_skipped_steps += a->train_samples ? batch : 1;
+        if (skipped) {
+            /* Megatron's training_log: a skipped iteration's loss is left out of the average and
+             * counts as a nan iteration when it is not finite */
             t->skipped_iterations++;
-            t->nan_iterations++;
+            if (!isfinite(loss)) t->nan_iterations++;
+        } else {
+            interval_loss += loss;
+            interval_advanced++;
         }
         if (t->iteration == 0) {
             /* how much of the gradient reduction overlapped the backward (rank 0's buckets) */
@@ -537,7 +558,6 @@ double trainer_train(trainer *t) {
         if (profiling && t->iteration == a->profile_step_end) model->ops->profiler_range(0);
         t->consumed_samples += batch;
         interval_time += MPI_Wtime() - start;
-        interval_loss += loss;
         interval_iterations++;
 
         if (t->iteration % a->log_interval == 0 || t->iteration == a->train_iters) {
@@ -562,8 +582,10 @@ double trainer_train(trainer *t) {
                 .peak_tflops = a->peak_tflops,
                 .learning_rate = lr,
                 .global_batch_size = (int)batch,
-                .lm_loss = interval_loss / (double)interval_iterations,
+                .lm_loss = interval_loss / (double)(interval_advanced > 0 ? interval_advanced : 1),
+                .loss_scale = grad_scaler_scale(&t->opt.scaler),
                 .grad_norm = grad_norm,
+                .has_grad_norm = !found_inf,
                 .skipped_iterations = t->skipped_iterations,
                 .nan_iterations = t->nan_iterations,
                 .papi = t->papi_totals.num_events ? &papi : NULL,
@@ -576,7 +598,8 @@ double trainer_train(trainer *t) {
             if (is_logger) train_timers_log(&t->log, &timers, a, t->iteration, (double)interval_iterations, seconds);
             timers_table_free(&timers);
             interval_loss = interval_time = 0.0;
-            interval_iterations = 0;
+            interval_iterations = interval_advanced = 0;
+            t->skipped_iterations = t->nan_iterations = 0;
             t->last_heartbeat = MPI_Wtime();
         } else if (is_logger && a->heartbeat_interval > 0 && MPI_Wtime() - t->last_heartbeat >= a->heartbeat_interval) {
             /* a long --log-interval: a line now and then shows the job is alive */

@@ -29,7 +29,9 @@ typedef struct trainer {
     int64_t consumed_samples;
     int64_t consumed_valid_samples;  /* where the validation iterator stands (Megatron's args) */
     microbatch_calculator batches;   /* the global batch of each iteration (--rampup-batch-size) */
-    int64_t skipped_iterations, nan_iterations;
+    int64_t skipped_iterations, nan_iterations; /* in the current log interval (Megatron resets them) */
+    int64_t lr_skipped_steps;        /* schedule steps not taken: iterations an overflow skipped (or their samples
+                                      * with --train-samples); the schedule stands that far behind */
     int64_t last_saved_iteration;    /* iteration of the last checkpoint saved or loaded (-1: none) */
     int exited_early;                /* stopped by --exit-interval, --exit-duration-in-mins or the exit signal */
     double job_start;                /* seconds since the epoch when the job started (earliest rank) */
