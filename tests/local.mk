@@ -200,3 +200,6 @@ tests_unit_microbatches_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/microbatches_test tests/mpi/rampup_test.sh
 # the test set evaluated after training (issue 18), as Megatron's pretrain() does
 TESTS += tests/mpi/test_split_test.sh
+# resume with --decoupled-lr and --use-rope-scaling (issue 17); index-cache names of the Hugging
+# Face and SentencePiece tokenizers (issue 18)
+TESTS += tests/mpi/resume_schedule_test.sh tests/mpi/tokenizer_cache_name_test.sh
