@@ -29,10 +29,14 @@ description() {
 }
 # check NAME EXPECTED_FILE FLAGS... : pretrain_gpt --print-sample writes the cache under
 # $WORK/NAME; the description named md5(EXPECTED) holds EXPECTED
-check() {
-    name=$1 expected=$2; shift 2
+ours() {  # ours NAME FLAGS... : pretrain_gpt --print-sample with --data-cache-path $WORK/NAME
+    name=$1; shift
     timeout 300 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL --print-sample train:0 --data-cache-path "$WORK/$name" "$@" \
         > "$WORK/out" 2> "$WORK/err" || { sed 's/^/#   /' "$WORK/err" | tail -3; return 1; }
+}
+check() {
+    name=$1 expected=$2; shift 2
+    ours "$name" "$@" || return 1
     hash=$(md5sum < "$expected" | cut -d' ' -f1)
     file="$WORK/$name/$hash-GPTDataset-train-description.txt"
     [ -f "$file" ] && cmp -s "$file" "$expected" && return 0
@@ -68,6 +72,24 @@ description "$WORK/hf_text_document" "\"tokenizer_path\": \"$HF/tokenizer.json\"
 check hf_file "$WORK/hf_file.want" --data-path "$WORK/hf_text_document" --tokenizer-type HuggingFaceTokenizer \
     --tokenizer-model "$HF/tokenizer.json"
 ok $? "... --tokenizer-model DIR/tokenizer.json: the path as given, another name ($hash)"
+# the same through tests/tools/megatron_gpt_samples.py (Megatron's algorithm in numpy) on the
+# corpus as Megatron .bin/.idx: the same file names and bytes as ours for that prefix
+PYTHON=""
+for p in python3 /usr/bin/python3; do "$p" -c 'import numpy' 2>/dev/null && { PYTHON=$p; break; }; done
+if [ -n "$PYTHON" ]; then
+    "$top_builddir/app/convert_corpus" --input "$WORK/hf_text_document.h5" --output-prefix "$WORK/hfmm" --to mmap \
+        > "$WORK/conv.out" 2>&1 &&
+    "$PYTHON" "$top_srcdir/tests/tools/megatron_gpt_samples.py" --seq-length 16 --seed 1234 --samples 12 0 0 \
+        --print train:0 --split 100,0,0 --data-path "$WORK/hfmm" --tokenizer-type HuggingFaceTokenizer \
+        --tokenizer-model "$HF" --write-cache "$WORK/hfmm_ref" > "$WORK/ref.out" 2>&1 &&
+    ours hfmm --data-path "$WORK/hfmm" --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$HF"
+    for f in $(ls "$WORK/hfmm_ref"); do cmp "$WORK/hfmm/$f" "$WORK/hfmm_ref/$f" || break; done > "$WORK/cmp.out" 2>&1
+    [ -s "$WORK/cmp.out" ] && sed 's/^/#   /' "$WORK/cmp.out"
+    [ "$(ls "$WORK/hfmm_ref" | wc -l)" -eq 4 ] && [ ! -s "$WORK/cmp.out" ]
+    ok $? "... and megatron_gpt_samples.py --write-cache names and writes the same 4 files"
+else
+    ok 0 "megatron_gpt_samples.py # SKIP python3-numpy is missing"
+fi
 
 # ---- SentencePiece (Llama2Tokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer) ----
 if command -v spm_train >/dev/null; then
