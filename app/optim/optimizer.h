@@ -48,6 +48,9 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
                       const comm_group *norm_group, const comm_ops *comm, float beta1, float beta2,
                       float eps, float weight_decay, float clip_grad);
 void optimizer_free(optimizer *opt, const gpt_model *model);
+/* another weight decay for the decayed ranges (--use-checkpoint-opt_param-scheduler takes the
+ * checkpoint's) */
+void optimizer_set_weight_decay(optimizer *opt, float weight_decay);
 
 /* L2 norm of the model's whole gradient, each parameter counted once (collective) */
 double optimizer_grad_norm(const optimizer *opt, const gpt_model *model);

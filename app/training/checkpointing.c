@@ -66,6 +66,10 @@ static void put_scalar_state(checkpoint_file *f, const trainer *t) {
     checkpoint_put_int(f, "/lr_scheduler", "decay_iters", t->lr.decay_iters);
     /* --decoupled-lr: the embedding and output layer's group, Megatron's param-group max_lr and
      * min_lr saved with the optimizer state (the rest of its schedule is the one above) */
+    /* Megatron's weight-decay schedule: constant here (start_wd = end_wd = --weight-decay) */
+    checkpoint_put_double(f, "/lr_scheduler", "start_wd", t->opt.weight_decay);
+    checkpoint_put_double(f, "/lr_scheduler", "end_wd", t->opt.weight_decay);
+    checkpoint_put_string(f, "/lr_scheduler", "wd_incr_style", "constant");
     if (t->decoupled_lr.max_lr >= 0) {
         checkpoint_put_double(f, "/lr_scheduler", "decoupled_max_lr", t->decoupled_lr.max_lr);
         checkpoint_put_double(f, "/lr_scheduler", "decoupled_min_lr", t->decoupled_lr.min_lr);
@@ -240,7 +244,8 @@ static const char *decoupled_text(double value, char *out, size_t cap) {
  * the optimizer state must equal this run's, unless --override-opt-param-scheduler (this run's
  * flags win) or --use-checkpoint-opt_param-scheduler (the checkpoint's values are taken). The
  * --decoupled-lr group's peak and floor (Megatron keeps them as the max_lr and min_lr of its
- * optimizer param group) follow the same rule. Megatron-Core itself matches saved param groups
+ * optimizer param group) and the weight decay (start_wd, end_wd) follow the same rule; Megatron's
+ * wd_incr_steps (--train-iters times the batch) is not compared, as a constant decay ignores it. Megatron-Core itself matches saved param groups
  * to this run's by max_lr and min_lr before either flag is read, so it refuses any change of
  * --decoupled-lr/--decoupled-min-lr (or of --lr/--min-lr) even with them; here the flags have
  * the meaning Megatron's checkpointing.py gives them. */
@@ -265,9 +270,16 @@ static void load_scheduler(checkpoint_file *f, trainer *t) {
     if (checkpoint_get_double(f, "/lr_scheduler", "decoupled_max_lr", &stored_decoupled.max_lr) == 0 &&
         checkpoint_get_double(f, "/lr_scheduler", "decoupled_min_lr", &stored_decoupled.min_lr) != 0)
         user_error("checkpoint %s holds /lr_scheduler/decoupled_max_lr without decoupled_min_lr", f->path);
+    /* the weight decay, where the checkpoint has it (Megatron: 'start_wd' in state_dict) */
+    double start_wd = t->opt.weight_decay, end_wd = t->opt.weight_decay;
+    int has_wd = checkpoint_get_double(f, "/lr_scheduler", "start_wd", &start_wd) == 0;
+    if (has_wd && (checkpoint_get_double(f, "/lr_scheduler", "end_wd", &end_wd) != 0 || end_wd != start_wd))
+        user_error("checkpoint %s holds a weight-decay schedule (/lr_scheduler start_wd, end_wd) other than a constant "
+                   "one: pass --override-opt-param-scheduler", f->path);
     if (a->use_checkpoint_opt_param_scheduler) {
         t->lr = stored;
         t->decoupled_lr = stored_decoupled;
+        if (start_wd != (double)t->opt.weight_decay) optimizer_set_weight_decay(&t->opt, (float)start_wd);
         free(style);
         return;
     }
@@ -281,6 +293,8 @@ static void load_scheduler(checkpoint_file *f, trainer *t) {
         conflict_add(&c, "--lr-decay-iters = %lld (this run: %lld)", (long long)stored.decay_iters,
                      (long long)t->lr.decay_iters);
     if (stored.style != t->lr.style) conflict_add(&c, "--lr-decay-style = %s (this run: %s)", style, a->lr_decay_style);
+    if (start_wd != (double)t->opt.weight_decay)
+        conflict_add(&c, "--weight-decay = %g (this run: %g)", start_wd, (double)t->opt.weight_decay);
     char was[32], now[32];
     if (stored_decoupled.max_lr != t->decoupled_lr.max_lr)
         conflict_add(&c, "--decoupled-lr = %s (this run: %s)", decoupled_text(stored_decoupled.max_lr, was, sizeof was),

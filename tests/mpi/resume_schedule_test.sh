@@ -2,7 +2,7 @@
 # resume_schedule_test.sh: interrupted-and-resumed runs with --decoupled-lr/--decoupled-min-lr
 # and with --use-rope-scaling/--rope-scaling-factor are bitwise equal to unbroken ones (2 ranks,
 # llama-tiny), and a resume with other values is refused or overridden as Megatron's flags say:
-# the decoupled group's peak and floor are part of the saved learning-rate schedule (refused,
+# the decoupled group's peak and floor, like the weight decay, are part of the saved schedule (refused,
 # --override-opt-param-scheduler takes this run's, --use-checkpoint-opt_param-scheduler the
 # checkpoint's); the rotary flags are part of the model check (refused, --use-checkpoint-args
 # takes the checkpoint's, --finetune loads only the weights).
@@ -54,9 +54,13 @@ ok $? "another --decoupled-min-lr is refused: $(why)"
 run_app 2 $R --load "$WORK/dec"
 [ $? -ne 0 ] && grep -q -- "--decoupled-lr = 0.01 (this run: none)" "$WORK/err"
 ok $? "dropping --decoupled-lr is refused: $(why)"
-run_app 2 $R --decoupled-lr 5e-3 --load "$WORK/dec" --use-checkpoint-opt_param-scheduler --dump-parameters "$WORK/dec.ckpt.bin"
+run_app 2 $R $D --weight-decay 0.05 --load "$WORK/dec"
+[ $? -ne 0 ] && grep -q -- "--weight-decay = 0.1 (this run: 0.05)" "$WORK/err"
+ok $? "another --weight-decay is refused (Megatron's start_wd/end_wd): $(why)"
+run_app 2 $R --decoupled-lr 5e-3 --weight-decay 0.05 --load "$WORK/dec" --use-checkpoint-opt_param-scheduler \
+    --dump-parameters "$WORK/dec.ckpt.bin"
 [ $? -eq 0 ] && cmp -s "$WORK/dec.straight.bin" "$WORK/dec.ckpt.bin"
-ok $? "--use-checkpoint-opt_param-scheduler: the checkpoint's 1e-2 and 1e-4, bitwise the unbroken run"
+ok $? "--use-checkpoint-opt_param-scheduler: the checkpoint's 1e-2, 1e-4 and weight decay 0.1, bitwise the unbroken run"
 run_app 2 $R --load "$WORK/dec" --use-checkpoint-opt_param-scheduler --dump-parameters "$WORK/dec.ckpt2.bin"
 [ $? -eq 0 ] && cmp -s "$WORK/dec.straight.bin" "$WORK/dec.ckpt2.bin"
 ok $? "... also when this run gives no --decoupled-lr at all"
