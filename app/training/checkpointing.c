@@ -64,12 +64,12 @@ static void put_scalar_state(checkpoint_file *f, const trainer *t) {
     checkpoint_put_string(f, "/lr_scheduler", "decay_style", a->lr_decay_style);
     checkpoint_put_int(f, "/lr_scheduler", "warmup_iters", t->lr.warmup_iters);
     checkpoint_put_int(f, "/lr_scheduler", "decay_iters", t->lr.decay_iters);
-    /* --decoupled-lr: the embedding and output layer's group, Megatron's param-group max_lr and
-     * min_lr saved with the optimizer state (the rest of its schedule is the one above) */
     /* Megatron's weight-decay schedule: constant here (start_wd = end_wd = --weight-decay) */
     checkpoint_put_double(f, "/lr_scheduler", "start_wd", t->opt.weight_decay);
     checkpoint_put_double(f, "/lr_scheduler", "end_wd", t->opt.weight_decay);
     checkpoint_put_string(f, "/lr_scheduler", "wd_incr_style", "constant");
+    /* --decoupled-lr: the embedding and output layer's group, Megatron's param-group max_lr and
+     * min_lr saved with the optimizer state (the rest of its schedule is the one above) */
     if (t->decoupled_lr.max_lr >= 0) {
         checkpoint_put_double(f, "/lr_scheduler", "decoupled_max_lr", t->decoupled_lr.max_lr);
         checkpoint_put_double(f, "/lr_scheduler", "decoupled_min_lr", t->decoupled_lr.min_lr);
@@ -245,8 +245,9 @@ static const char *decoupled_text(double value, char *out, size_t cap) {
  * flags win) or --use-checkpoint-opt_param-scheduler (the checkpoint's values are taken). The
  * --decoupled-lr group's peak and floor (Megatron keeps them as the max_lr and min_lr of its
  * optimizer param group) and the weight decay (start_wd, end_wd) follow the same rule; Megatron's
- * wd_incr_steps (--train-iters times the batch) is not compared, as a constant decay ignores it. Megatron-Core itself matches saved param groups
- * to this run's by max_lr and min_lr before either flag is read, so it refuses any change of
+ * wd_incr_steps (--train-iters times the batch) is not compared, as a constant decay ignores it.
+ * Megatron-Core itself matches saved param groups to this run's by max_lr and min_lr before
+ * either flag is read, so it refuses any change of
  * --decoupled-lr/--decoupled-min-lr (or of --lr/--min-lr) even with them; here the flags have
  * the meaning Megatron's checkpointing.py gives them. */
 static void load_scheduler(checkpoint_file *f, trainer *t) {
