@@ -217,3 +217,6 @@ check_PROGRAMS += tests/unit/grad_scaler_test
 tests_unit_grad_scaler_test_SOURCES = tests/unit/grad_scaler_test.c
 tests_unit_grad_scaler_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/grad_scaler_test tests/mpi/fp16_test.sh
+# resume with --decoupled-lr and --use-rope-scaling (issue 17); index-cache names of the Hugging
+# Face and SentencePiece tokenizers (issue 18)
+TESTS += tests/mpi/resume_schedule_test.sh tests/mpi/tokenizer_cache_name_test.sh

@@ -113,6 +113,14 @@ void optimizer_refresh_params(const optimizer *opt, gpt_model *model) {
     }
 }
 
+void optimizer_set_weight_decay(optimizer *opt, float weight_decay) {
+    free(opt->update_ranges);
+    free(opt->embedding_ranges);
+    free(opt->norm_ranges);
+    opt->weight_decay = weight_decay;
+    build_tables(opt);
+}
+
 void optimizer_free(optimizer *opt, const gpt_model *model) {
     model->ops->release(opt->exp_avg);
     model->ops->release(opt->exp_avg_sq);

@@ -55,6 +55,9 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
                       const comm_group *norm_group, const comm_ops *comm, float beta1, float beta2,
                       float eps, float weight_decay, float clip_grad);
 void optimizer_free(optimizer *opt, const gpt_model *model);
+/* another weight decay for the decayed ranges (--use-checkpoint-opt_param-scheduler takes the
+ * checkpoint's) */
+void optimizer_set_weight_decay(optimizer *opt, float weight_decay);
 
 /* with a loss scaler: check this rank's gradients over the optimizer's ranges for NaN/Inf, take
  * the MAX of that flag over norm_group, multiply the gradients by the scaler's inv_scale (when

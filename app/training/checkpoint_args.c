@@ -107,6 +107,10 @@ int checkpoint_args_apply(args *a, const flag_marks *flags, char *err, size_t er
     set_float(&f, flags, &t, "hidden_dropout", "hidden-dropout", &a->hidden_dropout);
     set_float(&f, flags, &t, "attention_dropout", "attention-dropout", &a->attention_dropout);
     set_int(&f, flags, &t, "rotary_interleaved", "rotary-interleaved", 1, &a->rotary_interleaved);
+    /* Llama 3.x's rope scaling (Megatron's load_args_from_checkpoint leaves it to the command
+     * line; here the resume check compares it with the other rotary flags, so it comes along) */
+    set_int(&f, flags, &t, "use_rope_scaling", "use-rope-scaling", 1, &a->use_rope_scaling);
+    if (a->use_rope_scaling) set_float(&f, flags, &t, "rope_scaling_factor", "rope-scaling-factor", &a->rope_scaling_factor);
     int add_bias_linear = !a->disable_bias_linear;
     set_int(&f, flags, &t, "add_bias_linear", "disable-bias-linear", 1, &add_bias_linear);
     a->disable_bias_linear = !add_bias_linear;

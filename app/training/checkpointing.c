@@ -6,6 +6,7 @@
 #include "app/optim/optimizer_sharded_state.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,16 @@ static void put_scalar_state(checkpoint_file *f, const trainer *t) {
     checkpoint_put_int(f, "/lr_scheduler", "warmup_iters", t->lr.warmup_iters);
     checkpoint_put_int(f, "/lr_scheduler", "decay_iters", t->lr.decay_iters);
     checkpoint_put_int(f, "/lr_scheduler", "skipped_steps", t->lr_skipped_steps);
+    /* Megatron's weight-decay schedule: constant here (start_wd = end_wd = --weight-decay) */
+    checkpoint_put_double(f, "/lr_scheduler", "start_wd", t->opt.weight_decay);
+    checkpoint_put_double(f, "/lr_scheduler", "end_wd", t->opt.weight_decay);
+    checkpoint_put_string(f, "/lr_scheduler", "wd_incr_style", "constant");
+    /* --decoupled-lr: the embedding and output layer's group, Megatron's param-group max_lr and
+     * min_lr saved with the optimizer state (the rest of its schedule is the one above) */
+    if (t->decoupled_lr.max_lr >= 0) {
+        checkpoint_put_double(f, "/lr_scheduler", "decoupled_max_lr", t->decoupled_lr.max_lr);
+        checkpoint_put_double(f, "/lr_scheduler", "decoupled_min_lr", t->decoupled_lr.min_lr);
+    }
     if (!a->no_save_optim) {
         checkpoint_put_int(f, "/optimizer", "step", t->opt.step);
         /* /model holds the fp32 weights the optimizer steps on, in mixed precision too */
@@ -130,6 +141,25 @@ void checkpoint_save(trainer *t, const char *dir) {
 
 /* ---- load ---- */
 
+/* the conflicts between a checkpoint and this run, "what = stored (this run: value)" joined by
+ * ", " into one message (what does not fit is left out; count still tells that there are some) */
+typedef struct conflict_list {
+    char text[2048];
+    size_t used;
+    int count;
+} conflict_list;
+
+static void conflict_add(conflict_list *c, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void conflict_add(conflict_list *c, const char *format, ...) {
+    if (c->count++ && c->used < sizeof c->text)
+        c->used += (size_t)snprintf(c->text + c->used, sizeof c->text - c->used, ", ");
+    if (c->used >= sizeof c->text) return;
+    va_list ap;
+    va_start(ap, format);
+    c->used += (size_t)vsnprintf(c->text + c->used, sizeof c->text - c->used, format, ap);
+    va_end(ap);
+}
+
 /* Megatron's check_checkpoint_args: the model the checkpoint was saved from is this run's,
  * every conflicting flag named at once (shapes alone cannot tell some apart: the layer count
  * with pipeline stages, the heads). Skipped with --finetune, as in Megatron. */
@@ -144,16 +174,13 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
         {"padded_vocab_size", "the padded vocabulary size (--vocab-size, --make-vocab-size-divisible-by)", a->padded_vocab_size},
         {"untie_embeddings_and_output_weights", "--untie-embeddings-and-output-weights", a->untie_embeddings_and_output_weights},
     };
-    char conflicts[2048] = "";
-    size_t used = 0;
-    int count = 0;
+    conflict_list c = {0};
     for (size_t i = 0; i < sizeof model / sizeof model[0]; i++) {
         int64_t stored;
         if (checkpoint_get_int(f, "/args", model[i].name, &stored) != 0)
             user_error("checkpoint %s lacks the attribute /args/%s", f->path, model[i].name);
-        if (stored == model[i].value || used >= sizeof conflicts) continue;
-        used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s%s = %lld (this run: %lld)",
-                                 count++ ? ", " : "", model[i].flag, (long long)stored, (long long)model[i].value);
+        if (stored != model[i].value)
+            conflict_add(&c, "%s = %lld (this run: %lld)", model[i].flag, (long long)stored, (long long)model[i].value);
     }
     /* the Llama options; a checkpoint from before them holds a GPT (multi-head, GeLU, biases) */
     struct { const char *name, *flag; int64_t value, absent; } llama[] = {
@@ -170,36 +197,68 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
         if (i == 0 && checkpoint_get_int(f, "/args", "num_attention_heads", &stored_heads) == 0 &&
             (stored == 0 || stored == stored_heads) && a->num_query_groups == a->num_attention_heads)
             continue;
-        if (stored == llama[i].value || used >= sizeof conflicts) continue;
-        used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s%s = %lld (this run: %lld)",
-                                 count++ ? ", " : "", llama[i].flag, (long long)stored, (long long)llama[i].value);
+        if (stored != llama[i].value)
+            conflict_add(&c, "%s = %lld (this run: %lld)", llama[i].flag, (long long)stored, (long long)llama[i].value);
     }
     struct { const char *name, *flag, *value, *absent; } strings[] = {
         {"normalization", "--normalization", a->normalization, "LayerNorm"},
         {"position_embedding_type", "--position-embedding-type", a->position_embedding_type, "learned_absolute"},
     };
+    int stored_rope = 0;
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {
         char *stored = checkpoint_get_string(f, "/args", strings[i].name);
         const char *was = stored ? stored : strings[i].absent;
-        if (strcmp(was, strings[i].value) != 0 && used < sizeof conflicts)
-            used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s%s = %s (this run: %s)",
-                                     count++ ? ", " : "", strings[i].flag, was, strings[i].value);
+        if (strcmp(was, strings[i].value) != 0) conflict_add(&c, "%s = %s (this run: %s)", strings[i].flag, was, strings[i].value);
+        if (i == 1) stored_rope = !strcmp(was, "rope");
         free(stored);
+    }
+    /* rotary embeddings on both sides: the same frequencies (the rope scaling of Llama 3.x
+     * included; Megatron's own check does not look at these, its --use-checkpoint-args takes all
+     * but the scaling), as the model computes another function with others */
+    if (stored_rope && !strcmp(a->position_embedding_type, "rope")) {
+        int64_t interleaved = 0, scaling = 0;
+        double base = 10000, percent = 1.0, factor = 8.0;
+        checkpoint_get_int(f, "/args", "rotary_interleaved", &interleaved);
+        checkpoint_get_int(f, "/args", "use_rope_scaling", &scaling);
+        checkpoint_get_double(f, "/args", "rotary_base", &base);
+        checkpoint_get_double(f, "/args", "rotary_percent", &percent);
+        checkpoint_get_double(f, "/args", "rope_scaling_factor", &factor);
+        if (base != (double)a->rotary_base) conflict_add(&c, "--rotary-base = %.17g (this run: %d)", base, a->rotary_base);
+        if (percent != (double)a->rotary_percent)
+            conflict_add(&c, "--rotary-percent = %.9g (this run: %.9g)", percent, (double)a->rotary_percent);
+        if (interleaved != a->rotary_interleaved)
+            conflict_add(&c, "--rotary-interleaved = %lld (this run: %d)", (long long)interleaved, a->rotary_interleaved);
+        if (scaling != a->use_rope_scaling)
+            conflict_add(&c, "--use-rope-scaling = %lld (this run: %d)", (long long)scaling, a->use_rope_scaling);
+        else if (scaling && factor != (double)a->rope_scaling_factor)
+            conflict_add(&c, "--rope-scaling-factor = %.9g (this run: %.9g)", factor, (double)a->rope_scaling_factor);
     }
     char *tokenizer = checkpoint_get_string(f, "/args", "tokenizer_type");
     const char *ours = a->tokenizer_type[0] ? a->tokenizer_type : "NullTokenizer";
-    if (tokenizer && strcmp(tokenizer, ours) != 0 && used < sizeof conflicts)
-        used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s--tokenizer-type = %s (this run: %s)",
-                                 count++ ? ", " : "", tokenizer, ours);
+    if (tokenizer && strcmp(tokenizer, ours) != 0) conflict_add(&c, "--tokenizer-type = %s (this run: %s)", tokenizer, ours);
     free(tokenizer);
-    if (count)
+    if (c.count)
         user_error("checkpoint %s was saved with arguments that conflict with this run's: %s; "
-                   "pass matching flags, or --finetune to load only the weights", f->path, conflicts);
+                   "pass matching flags, or --finetune to load only the weights", f->path, c.text);
+}
+
+/* a decoupled learning rate for a message: "none" without --decoupled-lr */
+static const char *decoupled_text(double value, char *out, size_t cap) {
+    if (value < 0) snprintf(out, cap, "none");
+    else snprintf(out, cap, "%g", value);
+    return out;
 }
 
 /* Megatron's OptimizerParamScheduler.load_state_dict: the learning-rate schedule stored with
  * the optimizer state must equal this run's, unless --override-opt-param-scheduler (this run's
- * flags win) or --use-checkpoint-opt_param-scheduler (the checkpoint's values are taken) */
+ * flags win) or --use-checkpoint-opt_param-scheduler (the checkpoint's values are taken). The
+ * --decoupled-lr group's peak and floor (Megatron keeps them as the max_lr and min_lr of its
+ * optimizer param group) and the weight decay (start_wd, end_wd) follow the same rule; Megatron's
+ * wd_incr_steps (--train-iters times the batch) is not compared, as a constant decay ignores it.
+ * Megatron-Core itself matches saved param groups to this run's by max_lr and min_lr before
+ * either flag is read, so it refuses any change of
+ * --decoupled-lr/--decoupled-min-lr (or of --lr/--min-lr) even with them; here the flags have
+ * the meaning Megatron's checkpointing.py gives them. */
 static void load_scheduler(checkpoint_file *f, trainer *t) {
     const args *a = t->args;
     if (a->override_opt_param_scheduler) return;
@@ -215,32 +274,50 @@ static void load_scheduler(checkpoint_file *f, trainer *t) {
     stored.warmup_iters = warmup;
     stored.decay_iters = decay;
     stored.style = (lr_decay_style)lr_decay_style_from_name(style);
+    /* the decoupled group: the same schedule with its own peak and floor; none when absent */
+    lr_schedule stored_decoupled = stored;
+    stored_decoupled.max_lr = -1;
+    if (checkpoint_get_double(f, "/lr_scheduler", "decoupled_max_lr", &stored_decoupled.max_lr) == 0 &&
+        checkpoint_get_double(f, "/lr_scheduler", "decoupled_min_lr", &stored_decoupled.min_lr) != 0)
+        user_error("checkpoint %s holds /lr_scheduler/decoupled_max_lr without decoupled_min_lr", f->path);
+    /* the weight decay, where the checkpoint has it (Megatron: 'start_wd' in state_dict) */
+    double start_wd = t->opt.weight_decay, end_wd = t->opt.weight_decay;
+    int has_wd = checkpoint_get_double(f, "/lr_scheduler", "start_wd", &start_wd) == 0;
+    if (has_wd && (checkpoint_get_double(f, "/lr_scheduler", "end_wd", &end_wd) != 0 || end_wd != start_wd))
+        user_error("checkpoint %s holds a weight-decay schedule (/lr_scheduler start_wd, end_wd) other than a constant "
+                   "one: pass --override-opt-param-scheduler", f->path);
     if (a->use_checkpoint_opt_param_scheduler) {
         t->lr = stored;
+        t->decoupled_lr = stored_decoupled;
+        if (start_wd != (double)t->opt.weight_decay) optimizer_set_weight_decay(&t->opt, (float)start_wd);
         free(style);
         return;
     }
-    char conflicts[1024] = "";
-    size_t used = 0;
-    int count = 0;
-#define SCHEDULER_CONFLICT(cond, ...)                                                                       \
-    if ((cond) && used < sizeof conflicts) {                                                               \
-        used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, "%s", count++ ? ", " : "");     \
-        if (used < sizeof conflicts) used += (size_t)snprintf(conflicts + used, sizeof conflicts - used, __VA_ARGS__); \
-    }
-    SCHEDULER_CONFLICT(stored.max_lr != t->lr.max_lr, "--lr = %g (this run: %g)", stored.max_lr, t->lr.max_lr)
-    SCHEDULER_CONFLICT(stored.min_lr != t->lr.min_lr, "--min-lr = %g (this run: %g)", stored.min_lr, t->lr.min_lr)
-    SCHEDULER_CONFLICT(stored.warmup_iters != t->lr.warmup_iters, "--lr-warmup-iters = %lld (this run: %lld)",
-                       (long long)stored.warmup_iters, (long long)t->lr.warmup_iters)
-    SCHEDULER_CONFLICT(stored.decay_iters != t->lr.decay_iters, "--lr-decay-iters = %lld (this run: %lld)",
-                       (long long)stored.decay_iters, (long long)t->lr.decay_iters)
-    SCHEDULER_CONFLICT(stored.style != t->lr.style, "--lr-decay-style = %s (this run: %s)", style, a->lr_decay_style)
-#undef SCHEDULER_CONFLICT
+    conflict_list c = {0};
+    if (stored.max_lr != t->lr.max_lr) conflict_add(&c, "--lr = %g (this run: %g)", stored.max_lr, t->lr.max_lr);
+    if (stored.min_lr != t->lr.min_lr) conflict_add(&c, "--min-lr = %g (this run: %g)", stored.min_lr, t->lr.min_lr);
+    if (stored.warmup_iters != t->lr.warmup_iters)
+        conflict_add(&c, "--lr-warmup-iters = %lld (this run: %lld)", (long long)stored.warmup_iters,
+                     (long long)t->lr.warmup_iters);
+    if (stored.decay_iters != t->lr.decay_iters)
+        conflict_add(&c, "--lr-decay-iters = %lld (this run: %lld)", (long long)stored.decay_iters,
+                     (long long)t->lr.decay_iters);
+    if (stored.style != t->lr.style) conflict_add(&c, "--lr-decay-style = %s (this run: %s)", style, a->lr_decay_style);
+    if (start_wd != (double)t->opt.weight_decay)
+        conflict_add(&c, "--weight-decay = %g (this run: %g)", start_wd, (double)t->opt.weight_decay);
+    char was[32], now[32];
+    if (stored_decoupled.max_lr != t->decoupled_lr.max_lr)
+        conflict_add(&c, "--decoupled-lr = %s (this run: %s)", decoupled_text(stored_decoupled.max_lr, was, sizeof was),
+                     decoupled_text(t->decoupled_lr.max_lr, now, sizeof now));
+    else if (stored_decoupled.max_lr >= 0 && stored_decoupled.min_lr != t->decoupled_lr.min_lr &&
+             /* a floor that is --min-lr on both sides is reported as --min-lr */
+             !(stored_decoupled.min_lr == stored.min_lr && t->decoupled_lr.min_lr == t->lr.min_lr))
+        conflict_add(&c, "--decoupled-min-lr = %g (this run: %g)", stored_decoupled.min_lr, t->decoupled_lr.min_lr);
     free(style);
-    if (count)
+    if (c.count)
         user_error("checkpoint %s holds a learning-rate schedule that conflicts with this run's: %s; pass "
                    "--override-opt-param-scheduler to use this run's flags or --use-checkpoint-opt_param-scheduler "
-                   "to use the checkpoint's", f->path, conflicts);
+                   "to use the checkpoint's", f->path, c.text);
 }
 
 /* Megatron's load_state_dict for the grad scaler, with its warnings where the checkpoint and

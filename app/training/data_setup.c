@@ -76,7 +76,15 @@ static void blends_from_json(gpt_blend blends[GPT_DATA_SPLITS], const char *path
 
 /* Megatron's tokenizer identity in the index cache descriptions: the unique_identifiers of the
  * MegatronTokenizerText that megatron/core/tokenizers/utils/build_tokenizer.py makes from these
- * flags (its keyword arguments as str(); Megatron's defaults for the flags we do not have) */
+ * flags (its keyword arguments as str(); Megatron's defaults for the flags we do not have).
+ * Best effort where Megatron reads what this project has no flag for: --tokenizer-special-tokens,
+ * --chat-template, --trust-remote-code, --tokenizer-hf-no-use-fast,
+ * --tokenizer-hf-no-include-special-tokens, --use-gigatoken, --tokenizer-sentencepiece-legacy and
+ * --tokenizer-sentencepiece-ignore-extra-whitespaces enter at their defaults, and a
+ * --tokenizer-metadata file naming another tokenizer class changes Megatron's "class" (not
+ * modelled). --tokenizer-model enters as given, not resolved (a directory and its tokenizer.json
+ * name different caches, as in Megatron). tests/mpi/tokenizer_cache_name_test.sh checks these
+ * descriptions against ones written by hand from Megatron's code. */
 static void tokenizer_identity(const args *a, gpt_data_config *cfg, word_store *s) {
     int n = 0;
 #define FIELD(k, v) do { cfg->tokenizer_keys[n] = (k); cfg->tokenizer_values[n] = (v); n++; } while (0)

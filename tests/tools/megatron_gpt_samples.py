@@ -11,7 +11,8 @@ _build_document_sample_shuffle_indices, blended_dataset.py _build_indices, helpe
 <md5>-GPTDataset-<split>-{description.txt,document_index.npy,sample_index.npy,shuffle_index.npy}
 and <md5>-BlendedDataset-<split>-{description.txt,dataset_index.npy,dataset_sample_index.npy},
 the tokenizer identifiers being those of megatron.core.tokenizers' MegatronTokenizerText as
-build_tokenizer makes it from --tokenizer-type, --vocab-size, --vocab-file, --merge-file.
+build_tokenizer makes it from --tokenizer-type, --vocab-size, --vocab-file, --merge-file,
+--tokenizer-model.
 Usage:
   megatron_gpt_samples.py --seq-length S --seed N --samples TRAIN VALID TEST --split 969,30,1
       --print SPLIT:I-J (--data-path WORDS... | --train-data-path ... --valid-data-path ...)
@@ -186,6 +187,22 @@ class Tokenizer:
             if args.vocab_size:
                 kwargs["vocab_size"] = args.vocab_size
             kwargs["pad_id"] = -1
+        elif kind == "HuggingFaceTokenizer":
+            path = args.tokenizer_model
+            kwargs["chat_template"] = None
+            kwargs["vocab_file"] = args.vocab_file
+            kwargs["merges_file"] = args.merge_file
+            kwargs["additional_special_tokens"] = []
+            kwargs["use_fast"] = True
+            kwargs["trust_remote_code"] = False
+            kwargs["include_special_tokens"] = True
+            kwargs["use_gigatoken"] = False
+        elif kind in ("SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer"):
+            path = args.tokenizer_model
+            kwargs["chat_template"] = None
+            kwargs["ignore_extra_whitespaces"] = True
+            kwargs["legacy"] = False
+            kwargs["special_tokens"] = None
         else:
             raise SystemExit("--write-cache: tokenizer %s is not modelled" % kind)
         ids["tokenizer_path"] = path
@@ -406,6 +423,7 @@ def main():
     parser.add_argument("--vocab-size", type=int)
     parser.add_argument("--vocab-file")
     parser.add_argument("--merge-file")
+    parser.add_argument("--tokenizer-model")
     args, _ = parser.parse_known_args()  # the training flags pretrain_gpt also takes
     if args.split_bounds:
         split_string, count = args.split_bounds[0], int(args.split_bounds[1])
