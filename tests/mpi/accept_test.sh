@@ -54,6 +54,27 @@ grep -q "^FAIL   gemm_tflops .* >= 1e+09" "$WORK/out" && grep -q "^PASS   gemm_w
     grep -q "acceptance FAIL" "$WORK/out"
 ok $? "the gemm_tflops line says FAIL with the threshold, the other line still PASS"
 
+# --- a [TYPE.Ngpus] section applies to N ranks on one node, and only to them ---
+{ sed -n '/^\[cpu\]/,/^\[/p' "$top_srcdir/perf/accept/thresholds.conf" | sed '$d'
+  printf '[cpu.2gpus]\ngemm_tflops_min = 1e9\n'; } > "$WORK/pair.conf"
+timeout 120 $ACCEPT --machine cpu --quick --np 2 --only gemm --no-report --thresholds "$WORK/pair.conf" \
+    >"$WORK/out" 2>"$WORK/err"; s2=$?
+timeout 120 $ACCEPT --machine cpu --quick --np 1 --only gemm --no-report --thresholds "$WORK/pair.conf" \
+    >"$WORK/out1" 2>"$WORK/err1"; s1=$?
+[ $s2 -eq 1 ] && grep -q "^FAIL   gemm_tflops .* >= 1e+09" "$WORK/out" && [ $s1 -eq 0 ]
+ok $? "[cpu.2gpus] thresholds apply with 2 ranks (status $s2) and not with 1 (status $s1)"
+
+# --- a benchmark that fails says its own error line; --dir is created when missing ---
+timeout 120 $ACCEPT --machine cpu --quick --np 2 --only hdf5 --no-report --dir "$WORK/new/dir" \
+    >"$WORK/out" 2>"$WORK/err"; status=$?
+[ $status -eq 0 ] && [ -d "$WORK/new/dir" ]
+ok $? "--dir that does not exist yet is created (status $status)"
+: > "$WORK/file"
+timeout 120 $ACCEPT --machine cpu --quick --np 2 --only hdf5 --no-report --dir "$WORK/file/sub" \
+    >"$WORK/out" 2>"$WORK/err"; status=$?
+[ $status -eq 2 ] && grep -q "cannot create it" "$WORK/err"
+ok $? "--dir that cannot be created is refused with one line (status $status: $(head -1 "$WORK/err"))"
+
 # --- one rank: no collective to measure ---
 timeout 120 $ACCEPT --machine cpu --quick --np 1 --only comm --no-report >"$WORK/out" 2>"$WORK/err"; status=$?
 [ $status -eq 0 ] && grep -q "^SKIP   allreduce_busbw_gbs" "$WORK/out"
