@@ -4,7 +4,8 @@
 # --apply-layernorm-1p, SwiGLU, 8 query heads in 2 groups, no biases, untied output layer),
 # exports it with convert_checkpoint --to-hf (LlamaForCausalLM, float32), computes our logits
 # on PROMPTS mock-token prompts (tests/tools/model_logits, fp32), and compares them with
-# transformers' LlamaForCausalLM in float32 on the CPU and bfloat16 on the GPU
+# transformers' LlamaForCausalLM in float32 on the CPU and bfloat16 on the GPU; on a machine with a
+# GPU also our bf16 CUDA forward against transformers in float32
 # (perf/llama_hf_parity.py: max |d logit|, max |d log-prob|, PASS/FAIL with stated tolerances).
 #
 #   perf/llama_hf_parity.sh            (from the built tree; LOGDIR keeps the files)
@@ -41,6 +42,11 @@ while [ "$p" -lt "$prompts" ]; do  # prompt p: the mock tokens of seed 1000 + p
     mpiexec -n 1 "$bin/tests/tools/model_logits" "$logdir/ours.$p" --device cpu $MODEL --micro-batch-size 1 \
         --global-batch-size 1 --train-iters 1 --lr 0 --seed $((1000 + p)) --load "$logdir/ck" --finetune > "$logdir/logits.$p.out" 2>&1
     sed 's/^/# prompt '"$p"': /' "$logdir/logits.$p.out" | grep model_logits
+    if nvidia-smi -L > /dev/null 2>&1; then  # our bf16 CUDA forward of the same checkpoint and prompt
+        mpiexec -n 1 "$bin/tests/tools/model_logits" "$logdir/ours_cuda.$p" --device cuda $MODEL --micro-batch-size 1 \
+            --global-batch-size 1 --train-iters 1 --lr 0 --seed $((1000 + p)) --load "$logdir/ck" --finetune > "$logdir/logits_cuda.$p.out" 2>&1
+        sed 's/^/# prompt '"$p"' (cuda): /' "$logdir/logits_cuda.$p.out" | grep model_logits
+    fi
     p=$((p + 1))
 done
 if ! "$python" -c 'import torch, transformers, numpy' 2>/dev/null; then
