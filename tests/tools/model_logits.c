@@ -1,11 +1,14 @@
-/* model_logits.c: runs the GPT model's forward pass on one rank (CPU backend, fp32) for one
- * micro-batch of mock tokens and writes the tokens and the output layer's logits, so that another
+/* model_logits.c: runs the GPT model's forward pass on one rank (CPU backend, fp32; with
+ * --device cuda the CUDA backend, bf16, on GPU 0) for one micro-batch of mock tokens and writes the tokens and the output layer's logits, so that another
  * implementation (Hugging Face's GPT2LMHeadModel on a converted checkpoint, perf/hf_logits_check.py)
  * can be compared with ours.
  * usage: model_logits OUT_PREFIX PRETRAIN_GPT_FLAGS... (with --load DIR, --micro-batch-size 1)
  * writes OUT_PREFIX.tokens (int32 [T]) and OUT_PREFIX.logits (float32 [T, padded vocab]) */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "app/training/args.h"
 #include "app/core/error.h"
@@ -28,8 +31,18 @@ int main(int argc, char **argv) {
     args a;
     args_parse(&a, argc - 1, argv + 1, world_size);
     if (a.micro_batch_size != 1) user_error("model_logits needs --micro-batch-size 1");
+    const kernel_ops *ops = kernels_cpu();
+    if (strcmp(a.device, "cuda") == 0) {
+#ifdef HAVE_CUDA
+        if (cuda_device_count() == 0) user_error("--device cuda: no GPU is visible to this process");
+        cuda_context_init(0);
+        ops = kernels_cuda();
+#else
+        user_error("--device cuda: this build has no CUDA backend (./configure found no nvcc)");
+#endif
+    }
     trainer t;
-    trainer_setup(&t, &a, kernels_cpu());
+    trainer_setup(&t, &a, ops);
     int T = a.seq_length, V = a.padded_vocab_size;
     int32_t *sample = malloc(sizeof(int32_t) * (size_t)(T + 1));
     int *tokens = malloc(sizeof(int) * (size_t)T), *targets = malloc(sizeof(int) * (size_t)T);
