@@ -199,7 +199,9 @@ typedef struct kernel_ops {
     void (*matmul_forward)(void *out, void *gelu_out, const void *x, const void *weight,
                            const void *bias, int N, int IC, int OC);
     /* dx[N,IC] = dout W (overwritten; skipped when dx is NULL);
-     * dweight[OC,IC] += dout^T x; dbias[OC] += column sums of dout (skipped when NULL). */
+     * dweight[OC,IC] += dout^T x (skipped when dweight is NULL); dbias[OC] += column sums of
+     * dout (skipped when NULL). The parts are independent: one call with dx alone and one with
+     * dweight and dbias give the bits of one call with all three. */
     void (*matmul_backward)(void *dx, float *dweight, float *dbias, const void *dout,
                             const void *x, const void *weight, int N, int IC, int OC);
     /* matmul_backward of a layer whose input is x = gelu(pre) (the MLP's fc2), the GeLU's

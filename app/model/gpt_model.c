@@ -530,6 +530,32 @@ static void *reduce_gathered_grad(gpt_model *m, void *d_full, void *d_rows) {
     return copy_to_tensor_parallel_region_backward(&tp, d_full, s.N, s.C, m->act_dtype);
 }
 
+/* the backward of a column-parallel linear whose input [N,C] was gathered (norm_and_gather): the
+ * input gradient first, then its reduction over tensor-parallel ranks (reduce_gathered_grad's) on
+ * the group's side stream while the weight and bias gradients are computed, as Megatron's
+ * LinearWithGradAccumulationAndAsyncCommunication does; the same operations as one
+ * matmul_backward and a blocking reduction, so the same bits. Returns this rank's rows. */
+static void *column_parallel_backward(gpt_model *m, float *dweight, float *dbias, const void *dout, const void *x,
+                                      const void *weight, int OC) {
+    shapes s = model_shapes(m);
+    backward_scratch *b = &m->scratch;
+    if (m->config.tp_size == 1) {
+        m->ops->matmul_backward(b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC);
+        return reduce_gathered_grad(m, b->d_full, b->d_hidden);
+    }
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    comm_request request;
+    memset(&request, 0, sizeof request);
+    m->ops->matmul_backward(b->d_full, NULL, NULL, dout, x, weight, s.N, s.C, OC);
+    void *rows = m->config.sequence_parallel
+                     ? gather_from_sequence_parallel_region_backward_start(&tp, b->d_full, b->d_hidden, s.N, s.C,
+                                                                           m->act_dtype, &request)
+                     : copy_to_tensor_parallel_region_backward_start(&tp, b->d_full, s.N, s.C, m->act_dtype, &request);
+    m->ops->matmul_backward(NULL, dweight, dbias, dout, x, weight, s.N, s.C, OC);
+    tp.comm->wait(&request);
+    return rows;
+}
+
 /* sum row-parallel partial results [N,C] over tensor-parallel ranks; returns this rank's rows:
  * reduce-scatter into `rows` with sequence parallelism, all-reduce in place otherwise */
 static void *reduce_to_rows(gpt_model *m, void *partial_full, void *rows) {
@@ -708,8 +734,7 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     const model_view *w = &ch->weights, *g = &ch->grads;
     backward_scratch *b = &m->scratch;
     /* slot->logits holds dL/dlogits */
-    ops->matmul_backward(b->d_full, g->output_layer, NULL, slot->logits, slot->lnf, w->output_layer, s.N, s.C, s.Vl);
-    void *d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
+    void *d_rows = column_parallel_backward(m, g->output_layer, NULL, slot->logits, slot->lnf, w->output_layer, s.Vl);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
                   slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd);
@@ -738,8 +763,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
         ops->matmul_backward_gelu(b->d_ffn_b, lg->fc2_weight, d_full, la->gelu_out, la->fc1_out, lw->fc2_weight, s.N,
                                   s.Fl, s.C);
     }
-    ops->matmul_backward(b->d_full, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.N, s.C, s.FC1l);
-    void *d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
+    void *d_rows = column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.FC1l);
     norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
                   la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd);
 
@@ -754,8 +778,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl,
                             s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     if (c->position_embedding_type == POSITION_ROPE) ops->rope_backward(b->d_qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
-    ops->matmul_backward(b->d_full, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.N, s.C, s.QKVl);
-    d_rows = reduce_gathered_grad(m, b->d_full, b->d_hidden);
+    d_rows = column_parallel_backward(m, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl);
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
                   la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd);
     grads_ready(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));

@@ -71,6 +71,14 @@ typedef struct comm_ops {
     void (*iallreduce_float)(float *buf, size_t count, const comm_group *group, comm_request *request);
     void (*ireduce_scatter_float)(float *buf, size_t count, const comm_group *group, comm_request *request);
     void (*iallgather)(void *buf, size_t count, comm_dtype dtype, const comm_group *group, comm_request *request);
+    /* non-blocking reductions of activation gradients in the compute dtype (tensor parallelism's
+     * input gradients, overlapped with the weight gradient): ireduce_scatter_into leaves this
+     * rank's block of the sum of send[size*count] in recv[count]; iallreduce_into sums buf[count]
+     * in place. Neither buffer may be touched before wait. */
+    void (*ireduce_scatter_into)(const void *send, void *recv, size_t count, comm_dtype dtype,
+                                 const comm_group *group, comm_request *request);
+    void (*iallreduce_into)(void *buf, size_t count, comm_dtype dtype, const comm_group *group,
+                            comm_request *request);
     /* complete a request (no-op when it is not active) */
     void (*wait)(comm_request *request);
     /* 1 when the request is complete (or inactive), without blocking */

@@ -130,6 +130,26 @@ static void mpi_iallgather(void *buf, size_t count, comm_dtype dtype, const comm
                              group->mpi, &request->mpi));
 }
 
+static void mpi_ireduce_scatter_into(const void *send, void *recv, size_t count, comm_dtype dtype,
+                                     const comm_group *group, comm_request *request) {
+    require_float(dtype, "reduce-scatter", group);
+    request->active = 1;
+    request->operation = "reduce-scatter (input gradient)";
+    request->group = group;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Ireduce_scatter_block(send, recv, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi, &request->mpi));
+}
+
+static void mpi_iallreduce_into(void *buf, size_t count, comm_dtype dtype, const comm_group *group,
+                                comm_request *request) {
+    require_float(dtype, "all-reduce", group);
+    request->active = 1;
+    request->operation = "all-reduce (input gradient)";
+    request->group = group;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi, &request->mpi));
+}
+
 /* after MPI has completed the request: move a reduce-scatter result into place */
 static void finish_request(comm_request *request) {
     if (request->scratch) {
@@ -170,6 +190,8 @@ const comm_ops *comm_mpi(void) {
         .iallreduce_float = mpi_iallreduce,
         .ireduce_scatter_float = mpi_ireduce_scatter,
         .iallgather = mpi_iallgather,
+        .ireduce_scatter_into = mpi_ireduce_scatter_into,
+        .iallreduce_into = mpi_iallreduce_into,
         .wait = mpi_wait,
         .test = mpi_test,
     };

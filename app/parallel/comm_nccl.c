@@ -57,7 +57,7 @@ typedef struct pending_send {
 
 typedef struct nccl_group {
     ncclComm_t comm;          /* NULL for a group of one rank */
-    cudaStream_t side_stream; /* non-blocking data-parallel operations */
+    cudaStream_t side_stream; /* non-blocking operations (data-parallel buckets, tensor-parallel input gradients) */
     pending_send *pending;    /* sends not launched yet */
     int num_pending, pending_capacity;
 } nccl_group;
@@ -274,6 +274,28 @@ static void nccl_iallgather(void *buf, size_t count, comm_dtype dtype, const com
     side_done(group, request, "all-gather (parameters)");
 }
 
+/* tensor-parallel input gradients: the side stream runs the reduction while the compute stream
+ * goes on with the weight gradient; a group of one rank copies (reduce-scatter) or does nothing */
+static void nccl_ireduce_scatter_into(const void *send, void *recv, size_t count, comm_dtype dtype,
+                                      const comm_group *group, comm_request *request) {
+    if (group->size == 1 || count == 0) {
+        nccl_reduce_scatter(send, recv, count, dtype, group);
+        request->active = 0;
+        return;
+    }
+    cudaStream_t stream = side_after_compute(group);
+    CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), ncclSum, state(group)->comm, stream), group);
+    side_done(group, request, "reduce-scatter (input gradient)");
+}
+
+static void nccl_iallreduce_into(void *buf, size_t count, comm_dtype dtype, const comm_group *group,
+                                 comm_request *request) {
+    if (group->size == 1 || count == 0) { request->active = 0; return; }
+    cudaStream_t stream = side_after_compute(group);
+    CHECK_NCCL(ncclAllReduce(buf, buf, count, nccl_type(dtype), ncclSum, state(group)->comm, stream), group);
+    side_done(group, request, "all-reduce (input gradient)");
+}
+
 /* ---- completion ---- */
 
 static void complete(comm_request *request) {
@@ -318,6 +340,8 @@ const comm_ops *comm_nccl(void) {
         .iallreduce_float = nccl_iallreduce,
         .ireduce_scatter_float = nccl_ireduce_scatter,
         .iallgather = nccl_iallgather,
+        .ireduce_scatter_into = nccl_ireduce_scatter_into,
+        .iallreduce_into = nccl_iallreduce_into,
         .wait = nccl_wait,
         .test = nccl_test,
     };

@@ -81,6 +81,19 @@ void *gather_from_sequence_parallel_region_backward(const tensor_parallel_comm *
     return reduce_scatter_to_sequence_parallel_region(tp, grad, out, rows, cols, dtype);
 }
 
+void *gather_from_sequence_parallel_region_backward_start(const tensor_parallel_comm *tp, const void *grad,
+                                                          void *out, size_t rows, size_t cols, comm_dtype dtype,
+                                                          comm_request *request) {
+    tp->comm->ireduce_scatter_into(grad, out, rows / (size_t)tp->group->size * cols, dtype, tp->group, request);
+    return out;
+}
+
+void *copy_to_tensor_parallel_region_backward_start(const tensor_parallel_comm *tp, void *grad, size_t rows,
+                                                    size_t cols, comm_dtype dtype, comm_request *request) {
+    tp->comm->iallreduce_into(grad, rows * cols, dtype, tp->group, request);
+    return grad;
+}
+
 void *reduce_scatter_to_sequence_parallel_region_backward(const tensor_parallel_comm *tp, const void *grad,
                                                           void *out, size_t rows, size_t cols, comm_dtype dtype) {
     return gather_from_sequence_parallel_region(tp, grad, out, rows, cols, dtype);

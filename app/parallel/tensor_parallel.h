@@ -63,6 +63,15 @@ void *gather_from_sequence_parallel_region(const tensor_parallel_comm *tp, const
 void *gather_from_sequence_parallel_region_backward(const tensor_parallel_comm *tp, const void *grad,
                                                     void *out, size_t rows, size_t cols, comm_dtype dtype);
 
+/* The two backward mappings above started without waiting (a column-parallel linear's input
+ * gradient, reduced while the weight gradient is computed): the result is ready after
+ * tp->comm->wait(request); until then neither buffer may be touched. */
+void *gather_from_sequence_parallel_region_backward_start(const tensor_parallel_comm *tp, const void *grad,
+                                                          void *out, size_t rows, size_t cols, comm_dtype dtype,
+                                                          comm_request *request);
+void *copy_to_tensor_parallel_region_backward_start(const tensor_parallel_comm *tp, void *grad, size_t rows,
+                                                    size_t cols, comm_dtype dtype, comm_request *request);
+
 /* x [rows, cols] partial sums -> out [rows/tp, cols], this rank's row block of the sum */
 void *reduce_scatter_to_sequence_parallel_region(const tensor_parallel_comm *tp, const void *x, void *out,
                                                  size_t rows, size_t cols, comm_dtype dtype);

@@ -32,7 +32,7 @@ void cpu_matmul_backward(float *dx, float *dweight, float *dbias, const float *d
             for (size_t i = 0; i < (size_t)N * IC; i++) dx[i] = 0.0f;
         }
     }
-    if (OC > 0 && IC > 0) {
+    if (dweight != NULL && OC > 0 && IC > 0) {
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, x, IC,
                     1.0f, dweight, IC);
     }

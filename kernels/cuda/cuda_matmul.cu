@@ -395,7 +395,7 @@ extern "C" void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, con
         if (OC <= 0) CHECK_CUDA(cudaMemsetAsync(dx, 0, (size_t)N * IC * sizeof(bf16), compute_stream()));
         else input_gradient(dx, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DEFAULT, NULL, forced);
     }
-    if (OC > 0 && IC > 0) weight_gradient(dweight, dout, x, N, IC, OC, forced);
+    if (dweight != NULL && OC > 0 && IC > 0) weight_gradient(dweight, dout, x, N, IC, OC, forced);
     if (dbias != NULL && OC > 0) cuda_bias_backward(dbias, dout, N, OC);
 }
 
