@@ -206,8 +206,10 @@ typedef struct kernel_ops {
                             const void *x, const void *weight, int N, int IC, int OC);
     /* matmul_backward of a layer whose input is x = gelu(pre) (the MLP's fc2), the GeLU's
      * backward fused in: dpre[N,IC] = (dout W) * gelu'(pre) (overwritten; a cuBLASLt DGELU
-     * epilogue on CUDA, so the product is rounded once); dweight[OC,IC] += dout^T x. */
-    void (*matmul_backward_gelu)(void *dpre, float *dweight, const void *dout, const void *x,
+     * epilogue on CUDA where it has an algorithm, so the product is rounded once). The layer's
+     * input is not kept from the forward: x[N,IC] is scratch that receives gelu(pre) again (in
+     * the pass that reads pre for the derivative), then dweight[OC,IC] += dout^T x. */
+    void (*matmul_backward_gelu)(void *dpre, float *dweight, const void *dout, void *x,
                                  const void *pre, const void *weight, int N, int IC, int OC);
 
     /* ---- rotary position embeddings ---- */

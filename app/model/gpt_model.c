@@ -272,13 +272,12 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     la->ln2_mean = alloc_floats(ops, n);
     la->ln2_rstd = alloc_floats(ops, n);
     la->fc1_out = alloc_acts(ops, N * (size_t)s.FC1l);
-    la->gelu_out = alloc_acts(ops, N * (size_t)s.Fl);
 }
 
 static void release_layer(gpt_model *m, layer_activations *la, int own_workspace) {
     void *buffers[] = {la->ln1, la->ln1_mean, la->ln1_rstd, la->qkv, la->attention_out,
                        own_workspace ? la->attention_workspace : NULL, la->residual_mid, la->ln2,
-                       la->ln2_mean, la->ln2_rstd, la->fc1_out, la->gelu_out};
+                       la->ln2_mean, la->ln2_rstd, la->fc1_out};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) m->ops->release(buffers[i]);
 }
 
@@ -671,15 +670,17 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
     ops->add(la->residual_mid, la->input, rows, rows_size);
 
-    /* MLP block */
+    /* MLP block; the activation lives in scratch until fc2 has read it (the backward recomputes
+     * it from fc1_out, the pre-activation, which saves [N,F/tp] per layer) */
     norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
+    void *activation = m->scratch.d_ffn_a;
     if (c->swiglu) {
         ops->matmul_forward(la->fc1_out, NULL, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.FC1l);
-        ops->swiglu_forward(la->gelu_out, la->fc1_out, s.N, s.Fl);
+        ops->swiglu_forward(activation, la->fc1_out, s.N, s.Fl);
     } else {
-        ops->matmul_forward(la->fc1_out, la->gelu_out, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.Fl);
+        ops->matmul_forward(la->fc1_out, activation, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.Fl);
     }
-    ops->matmul_forward(m->scratch.forward_full, NULL, la->gelu_out, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
+    ops->matmul_forward(m->scratch.forward_full, NULL, activation, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
     rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
     if (lw->fc2_bias) ops->bias_add(rows, lw->fc2_bias, s.n, s.C);
     ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
@@ -756,11 +757,13 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->dropout_backward(b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
     if (lg->fc2_bias) ops->bias_backward(lg->fc2_bias, b->d_hidden, s.n, s.C);
     void *d_full = gather_rows(m, b->d_hidden, b->d_full);
-    if (c->swiglu) {
-        ops->matmul_backward(b->d_ffn_a, lg->fc2_weight, NULL, d_full, la->gelu_out, lw->fc2_weight, s.N, s.Fl, s.C);
+    if (c->swiglu) {  /* fc2's input gradient, the SwiGLU's backward, then its output again for fc2's weight */
+        ops->matmul_backward(b->d_ffn_a, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
         ops->swiglu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
-    } else {
-        ops->matmul_backward_gelu(b->d_ffn_b, lg->fc2_weight, d_full, la->gelu_out, la->fc1_out, lw->fc2_weight, s.N,
+        ops->swiglu_forward(b->d_ffn_a, la->fc1_out, s.N, s.Fl);
+        ops->matmul_backward(NULL, lg->fc2_weight, NULL, d_full, b->d_ffn_a, lw->fc2_weight, s.N, s.Fl, s.C);
+    } else {  /* d_ffn_a receives gelu(fc1_out), fc2's input */
+        ops->matmul_backward_gelu(b->d_ffn_b, lg->fc2_weight, d_full, b->d_ffn_a, la->fc1_out, lw->fc2_weight, s.N,
                                   s.Fl, s.C);
     }
     void *d_rows = column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.FC1l);

@@ -132,8 +132,8 @@ typedef struct layer_activations {
     void *residual_mid;           /* input + dropout(proj) [n,C] */
     void *ln2;
     float *ln2_mean, *ln2_rstd;
-    void *fc1_out;                /* pre-activation [N,F/tp] ([N,2F/tp] with SwiGLU) */
-    void *gelu_out;               /* the activation (GeLU or SwiGLU) [N,F/tp] */
+    void *fc1_out;                /* pre-activation [N,F/tp] ([N,2F/tp] with SwiGLU); the activation
+                                   * (GeLU or SwiGLU) is not kept: the backward computes it again */
 } layer_activations;
 
 typedef struct activation_slot {
@@ -171,7 +171,8 @@ typedef struct backward_scratch {
     void *d_full;         /* [N,C] */
     void *d_attention;    /* [N,HD/tp] */
     void *d_qkv;          /* [N,(H+2G)D/tp] */
-    void *d_ffn_a, *d_ffn_b; /* [N,F/tp], [N,fc1 rows/tp] */
+    void *d_ffn_a, *d_ffn_b; /* [N,F/tp], [N,fc1 rows/tp]; d_ffn_a also holds the forward's
+                              * activation (fc2's input) and the backward's recomputed one */
     void *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
     void *forward_rows;   /* [n,C] forward temporary */
     void *norm_ones, *norm_weight; /* [C], --apply-layernorm-1p only: ones, and a norm's 1 + w */

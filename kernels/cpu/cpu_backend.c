@@ -91,10 +91,12 @@ static void decode_attention(void *out, void *k_cache, void *v_cache, const void
 }
 
 static void gelu_forward(void *out, const void *x, size_t n) { cpu_gelu_forward(out, x, n); }
-static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, const void *x, const void *pre,
+static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, void *x, const void *pre,
                                  const void *weight, int N, int IC, int OC) {
-    cpu_matmul_backward(dpre, dweight, NULL, dout, x, weight, N, IC, OC);
+    cpu_matmul_backward(dpre, NULL, NULL, dout, NULL, weight, N, IC, OC);
     cpu_gelu_backward(dpre, pre, dpre, (size_t)N * (size_t)IC);
+    cpu_gelu_forward(x, pre, (size_t)N * (size_t)IC);  /* the forward's value, bit for bit */
+    cpu_matmul_backward(NULL, dweight, NULL, dout, x, weight, N, IC, OC);
 }
 static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {
     cpu_gelu_backward(dx, x, dout, n);

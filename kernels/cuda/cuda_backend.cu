@@ -150,9 +150,9 @@ static void decode_attention(void *out, void *k_cache, void *v_cache, const void
     cuda_decode_attention(BF(out), BF(k_cache), BF(v_cache), CBF(qkv), B, Tq, H, G, D, past, max_len);
 }
 static void gelu_forward(void *out, const void *x, size_t n) { cuda_gelu_forward(BF(out), CBF(x), n); }
-static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, const void *x, const void *pre,
+static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, void *x, const void *pre,
                                  const void *weight, int N, int IC, int OC) {
-    cuda_matmul_backward_gelu(BF(dpre), dweight, CBF(dout), CBF(x), CBF(pre), CBF(weight), N, IC, OC);
+    cuda_matmul_backward_gelu(BF(dpre), dweight, CBF(dout), BF(x), CBF(pre), CBF(weight), N, IC, OC);
 }
 static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {
     cuda_gelu_backward(BF(dx), CBF(x), CBF(dout), n);

@@ -124,6 +124,38 @@ static __global__ void gelu_backward_kernel(__nv_bfloat16 *dx, const __nv_bfloat
     }
 }
 
+/* the backward that also gives the forward's value again (fc2's input, not kept from the forward) */
+static __global__ void gelu_backward_recompute_kernel(__nv_bfloat16 *dx, __nv_bfloat16 *y, const __nv_bfloat16 *x,
+                                                      const __nv_bfloat16 *dout, size_t n, bool vectorized) {
+    size_t groups = vectorized ? n / 8 : 0;
+    GRID_STRIDE_LOOP(g, groups) {
+        float xv[8], dv[8], yv[8];
+        load_bf16x8(xv, x + 8 * g);
+        load_bf16x8(dv, dout + 8 * g);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            yv[k] = gelu_value(xv[k]);
+            xv[k] = gelu_grad(xv[k]) * dv[k];
+        }
+        store_bf16x8(dx + 8 * g, xv);
+        store_bf16x8(y + 8 * g, yv);
+    }
+    GRID_STRIDE_LOOP(j, n - 8 * groups) {
+        size_t i = 8 * groups + j;
+        float xi = __bfloat162float(x[i]);
+        y[i] = __float2bfloat16_rn(gelu_value(xi));
+        dx[i] = __float2bfloat16_rn(gelu_grad(xi) * __bfloat162float(dout[i]));
+    }
+}
+
+extern "C" void cuda_gelu_backward_recompute(bf16 *dx, bf16 *y, const bf16 *x, const bf16 *dout, size_t n) {
+    if (n == 0) return;
+    bool vectorized = aligned16(dx) && aligned16(y) && aligned16(x) && aligned16(dout);
+    gelu_backward_recompute_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
+        as_nv(dx), as_nv(y), as_nv(x), as_nv(dout), n, vectorized);
+    CHECK_LAUNCH();
+}
+
 extern "C" void cuda_gelu_forward(bf16 *out, const bf16 *x, size_t n) {
     if (n == 0) return;
     bool vectorized = aligned16(out) && aligned16(x);

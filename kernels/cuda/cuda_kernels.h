@@ -43,6 +43,8 @@ void cuda_profiler_range(int on); /* cudaProfilerStart (1) / cudaProfilerStop (0
 void cuda_bf16_to_float(float *out, const bf16 *x, size_t n);
 void cuda_gelu_forward(bf16 *out, const bf16 *x, size_t n);           /* tanh approximation */
 void cuda_gelu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, size_t n);
+/* dx = gelu'(x) dout and y = gelu(x) in one pass (dx may be dout) */
+void cuda_gelu_backward_recompute(bf16 *dx, bf16 *y, const bf16 *x, const bf16 *dout, size_t n);
 void cuda_dropout_forward(bf16 *out, const bf16 *x, size_t n, dropout_rng rng);
 void cuda_dropout_backward(bf16 *dx, const bf16 *dout, size_t n, dropout_rng rng);
 void cuda_add(bf16 *out, const bf16 *a, const bf16 *b, size_t n);
@@ -88,11 +90,13 @@ void cuda_swiglu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int 
  * epilogue also writes gelu_out = gelu(out) (out keeps the pre-activation for the backward). */
 void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *weight,
                          const bf16 *bias, int N, int IC, int OC);
-/* dx[N,IC] = dout W (overwritten, bf16; skipped when NULL); dweight[OC,IC] += dout^T x (fp32);
- * dbias[OC] += colsum(dout) (fp32; skipped when NULL). */
+/* dx[N,IC] = dout W (overwritten, bf16; skipped when NULL); dweight[OC,IC] += dout^T x (fp32;
+ * skipped when NULL); dbias[OC] += colsum(dout) (fp32; skipped when NULL). */
 void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                           const bf16 *x, const bf16 *weight, int N, int IC, int OC);
-void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, const bf16 *x,
+/* fc2's backward (kernels.h): dpre = (dout W) gelu'(pre), x = gelu(pre) recomputed into the
+ * scratch x, then dweight += dout^T x */
+void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, bf16 *x,
                                const bf16 *pre, const bf16 *weight, int N, int IC, int OC);
 
 /* ---- causal flash attention (cuda_attention.cu) ---- */

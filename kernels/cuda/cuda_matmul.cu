@@ -400,9 +400,11 @@ extern "C" void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, con
 }
 
 /* fc2's backward with the GeLU's: the input-gradient GEMM's DGELU epilogue multiplies by
- * gelu'(pre) before the one rounding to bf16 (aux needs IC % 8 == 0 and 16-byte alignment);
- * otherwise the product, then the GeLU backward in place */
-extern "C" void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, const bf16 *x,
+ * gelu'(pre) before the one rounding to bf16 (aux needs IC % 8 == 0 and 16-byte alignment), then
+ * x = gelu(pre) again; otherwise the product, then one pass for the GeLU backward in place and
+ * x. The forward's gelu_out (from the GEMM's fp32 result) is not kept: x is gelu of the rounded
+ * pre-activation, within a bf16 rounding of it, which saves [N,IC] of activations per layer. */
+extern "C" void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, bf16 *x,
                                           const bf16 *pre, const bf16 *weight, int N, int IC, int OC) {
     if (N <= 0 || IC <= 0) return;
     const bool forced = fallback_forced();
@@ -410,10 +412,13 @@ extern "C" void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16
         CHECK_CUDA(cudaMemsetAsync(dpre, 0, (size_t)N * IC * sizeof(bf16), compute_stream()));
         return;
     }
+    const size_t n = (size_t)N * IC;
     const bool fusable = IC % 8 == 0 && aligned16(dpre) && aligned16(pre);
-    if (!(fusable && input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DGELU, pre, forced))) {
+    if (fusable && input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DGELU, pre, forced)) {
+        cuda_gelu_forward(x, pre, n);
+    } else {
         input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DEFAULT, NULL, forced);
-        cuda_gelu_backward(dpre, pre, dpre, (size_t)N * IC);
+        cuda_gelu_backward_recompute(dpre, x, pre, dpre, n);
     }
     weight_gradient(dweight, dout, x, N, IC, OC, forced);
 }

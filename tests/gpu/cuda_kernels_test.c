@@ -513,28 +513,32 @@ static void test_swiglu(int N, int F) {
 /* ---- matmul ---- */
 
 /* fc2's backward with the GeLU's fused (the DGELU epilogue where IC % 8 == 0, else two passes)
- * against the CPU's two steps; dweight accumulates as matmul_backward's */
+ * against the CPU's steps; dweight accumulates as matmul_backward's; x, fc2's input, is recomputed
+ * as gelu(pre) (poisoned before the call) and the weight gradient uses it */
 static void test_matmul_backward_gelu(int N, int IC, int OC) {
     size_t x_n = (size_t)N * IC, w_n = (size_t)OC * IC, out_n = (size_t)N * OC;
     float *pre = host_random(x_n, 910 + x_n, 2.0f), *w = host_random(w_n, 911 + w_n, 0.1f);
     float *dout = host_random(out_n, 912 + out_n, 1.0f), *x = host_alloc(x_n);
-    cpu->gelu_forward(x, pre, x_n);
-    round_to_bf16(x, x_n); /* the GPU's gelu_out is stored in bf16 */
+    round_to_bf16(pre, x_n); /* the GPU's pre-activation is stored in bf16 */
     float *dw = host_random_fp32(w_n, 913 + w_n, 1.0f);
     float *want_dpre = host_alloc(x_n), *want_dw = host_copy(dw, w_n);
-    cpu->matmul_backward_gelu(want_dpre, want_dw, dout, x, pre, w, N, IC, OC);
+    cpu->matmul_backward_gelu(want_dpre, want_dw, dout, x, pre, w, N, IC, OC);  /* x = gelu(pre) */
     bf16 *d_pre = upload_bf16(pre, x_n), *d_w = upload_bf16(w, w_n), *d_dout = upload_bf16(dout, out_n);
     bf16 *d_x = upload_bf16(x, x_n), *d_dpre = upload_bf16(x, x_n);
     float *d_dw = upload_float(dw, w_n);
     poison(d_dpre, x_n * sizeof(bf16));
+    poison(d_x, x_n * sizeof(bf16));
     cuda_matmul_backward_gelu(d_dpre, d_dw, d_dout, d_x, d_pre, d_w, N, IC, OC);
-    float *got_dpre = download_bf16(d_dpre, x_n), *got_dw = download_float(d_dw, w_n);
+    float *got_dpre = download_bf16(d_dpre, x_n), *got_dw = download_float(d_dw, w_n), *got_x = download_bf16(d_x, x_n);
     expect_below(relative_error(got_dpre, want_dpre, x_n), BF16_TOL,
                  "matmul_backward_gelu dpre = (dout W) gelu'(pre) N=%d IC=%d OC=%d%s", N, IC, OC,
                  IC % 8 == 0 ? " (DGELU epilogue)" : " (two passes)");
+    expect_below(relative_error(got_x, x, x_n), BF16_TOL, "matmul_backward_gelu recomputes x = gelu(pre) N=%d IC=%d OC=%d",
+                 N, IC, OC);
     expect_below(relative_error(got_dw, want_dw, w_n), GRAD_TOL, "matmul_backward_gelu dweight accumulates N=%d IC=%d OC=%d",
                  N, IC, OC);
     free(pre); free(w); free(dout); free(x); free(dw); free(want_dpre); free(want_dw); free(got_dpre); free(got_dw);
+    free(got_x);
     cudaFree(d_pre); cudaFree(d_w); cudaFree(d_dout); cudaFree(d_x); cudaFree(d_dpre); cudaFree(d_dw);
 }
 
