@@ -534,11 +534,22 @@ static void *reduce_gathered_grad(gpt_model *m, void *d_full, void *d_rows) {
  * the group's side stream while the weight and bias gradients are computed, as Megatron's
  * LinearWithGradAccumulationAndAsyncCommunication does; the same operations as one
  * matmul_backward and a blocking reduction, so the same bits. Returns this rank's rows. */
+/* MTC_TP_COMM_OVERLAP=0 keeps the reduction after the weight gradient, on the compute stream (a
+ * performance switch for measurements: the results are the same bits either way) */
+static int tp_comm_overlap(void) {
+    static int value = -1;
+    if (value < 0) {
+        const char *text = getenv("MTC_TP_COMM_OVERLAP");
+        value = !(text && strcmp(text, "0") == 0);
+    }
+    return value;
+}
+
 static void *column_parallel_backward(gpt_model *m, float *dweight, float *dbias, const void *dout, const void *x,
                                       const void *weight, int OC) {
     shapes s = model_shapes(m);
     backward_scratch *b = &m->scratch;
-    if (m->config.tp_size == 1) {
+    if (m->config.tp_size == 1 || !tp_comm_overlap()) {
         m->ops->matmul_backward(b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC);
         return reduce_gathered_grad(m, b->d_full, b->d_hidden);
     }

@@ -523,6 +523,11 @@ static void test_matmul_backward_gelu(int N, int IC, int OC) {
     float *dw = host_random_fp32(w_n, 913 + w_n, 1.0f);
     float *want_dpre = host_alloc(x_n), *want_dw = host_copy(dw, w_n);
     cpu->matmul_backward_gelu(want_dpre, want_dw, dout, x, pre, w, N, IC, OC);  /* x = gelu(pre) */
+    /* the GPU's recomputed x is bf16: the weight gradient of that x, in fp32 */
+    float *x16 = host_copy(x, x_n);
+    round_to_bf16(x16, x_n);
+    memcpy(want_dw, dw, sizeof(float) * w_n);
+    cpu->matmul_backward(NULL, want_dw, NULL, dout, x16, w, N, IC, OC);
     bf16 *d_pre = upload_bf16(pre, x_n), *d_w = upload_bf16(w, w_n), *d_dout = upload_bf16(dout, out_n);
     bf16 *d_x = upload_bf16(x, x_n), *d_dpre = upload_bf16(x, x_n);
     float *d_dw = upload_float(dw, w_n);
@@ -538,7 +543,7 @@ static void test_matmul_backward_gelu(int N, int IC, int OC) {
     expect_below(relative_error(got_dw, want_dw, w_n), GRAD_TOL, "matmul_backward_gelu dweight accumulates N=%d IC=%d OC=%d",
                  N, IC, OC);
     free(pre); free(w); free(dout); free(x); free(dw); free(want_dpre); free(want_dw); free(got_dpre); free(got_dw);
-    free(got_x);
+    free(got_x); free(x16);
     cudaFree(d_pre); cudaFree(d_w); cudaFree(d_dout); cudaFree(d_x); cudaFree(d_dpre); cudaFree(d_dw);
 }
 
