@@ -529,18 +529,20 @@ static void *reduce_gathered_grad(gpt_model *m, void *d_full, void *d_rows) {
     return copy_to_tensor_parallel_region_backward(&tp, d_full, s.N, s.C, m->act_dtype);
 }
 
-/* the backward of a column-parallel linear whose input [N,C] was gathered (norm_and_gather): the
- * input gradient first, then its reduction over tensor-parallel ranks (reduce_gathered_grad's) on
- * the group's side stream while the weight and bias gradients are computed, as Megatron's
- * LinearWithGradAccumulationAndAsyncCommunication does; the same operations as one
- * matmul_backward and a blocking reduction, so the same bits. Returns this rank's rows. */
-/* MTC_TP_COMM_OVERLAP=0 keeps the reduction after the weight gradient, on the compute stream (a
- * performance switch for measurements: the results are the same bits either way) */
+/* the backward of a column-parallel linear whose input [N,C] was gathered (norm_and_gather):
+ * the input and weight gradients, then the input gradient's reduction over tensor-parallel
+ * ranks (reduce_gathered_grad). With MTC_TP_COMM_OVERLAP=1 the reduction runs on the group's side
+ * stream while the weight and bias gradients are computed, as Megatron's
+ * LinearWithGradAccumulationAndAsyncCommunication does: the same operations, so the same bits.
+ * Returns this rank's rows. */
+/* Off unless MTC_TP_COMM_OVERLAP=1: on two H200s (NVLink) the overlapped reduction made the TP2
+ * step of GPT 1.3B 1.3% slower (the NCCL kernel and the weight-gradient GEMM share the SMs;
+ * perf/results/tp-overlap-h200x2-2026-11-23.md). Same bits either way. */
 static int tp_comm_overlap(void) {
     static int value = -1;
     if (value < 0) {
         const char *text = getenv("MTC_TP_COMM_OVERLAP");
-        value = !(text && strcmp(text, "0") == 0);
+        value = text && strcmp(text, "1") == 0;
     }
     return value;
 }

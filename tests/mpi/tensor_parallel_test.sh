@@ -2,8 +2,8 @@
 # tests/mpi/tensor_parallel_test.sh: runs tests/mpi/tensor_parallel_test (every tensor- and
 # sequence-parallel region mapping, forward and backward) on 1, 2 and 4 MPI ranks; then trains a
 # tiny GPT with TP2 (with and without sequence parallelism) with the column-parallel input
-# gradient reduced while the weight gradient is computed (the default) and after it
-# (MTC_TP_COMM_OVERLAP=0): the same final parameters, bit for bit.
+# gradient reduced while the weight gradient is computed (MTC_TP_COMM_OVERLAP=1) and after it
+# (the default): the same final parameters, bit for bit.
 . "${top_srcdir:-.}/tests/lib.sh"
 TEST="$top_builddir/tests/mpi/tensor_parallel_test"
 
@@ -16,8 +16,8 @@ done
 
 SHORT="--args-file $TINY_ARGS --train-iters 4 --lr-warmup-iters 1 --log-interval 2 --eval-iters 0 --tensor-model-parallel-size 2"
 for sp in "" "--sequence-parallel"; do
-    run_app 2 $SHORT $sp; s1=$?; h1=$(grep -o 'final parameter hash: [0-9a-f]*' "$WORK/out")
-    MTC_TP_COMM_OVERLAP=0 run_app 2 $SHORT $sp; s0=$?; h0=$(grep -o 'final parameter hash: [0-9a-f]*' "$WORK/out")
+    MTC_TP_COMM_OVERLAP=1 run_app 2 $SHORT $sp; s1=$?; h1=$(grep -o 'final parameter hash: [0-9a-f]*' "$WORK/out")
+    run_app 2 $SHORT $sp; s0=$?; h0=$(grep -o 'final parameter hash: [0-9a-f]*' "$WORK/out")
     [ $s1 -eq 0 ] && [ $s0 -eq 0 ] && [ -n "$h1" ] && [ "$h1" = "$h0" ]
     ok $? "TP2 ${sp:-without sequence parallelism}: overlapped and serial input-gradient reduction train the same bits ($h1 / $h0)"
 done
