@@ -13,8 +13,12 @@
  * runs them at S = 4, or 16 with --quick in the driver). The output is checked at 64 sampled
  * elements against a double-precision dot product of the same (rounded) inputs.
  * RESULT lines: gemm_tflops (the first shape, minimum over ranks), gemm_tflops_best (best shape,
- * minimum over ranks), gemm_wrong (sampled elements out of tolerance, all ranks and shapes). */
+ * minimum over ranks), gemm_wrong (sampled elements out of tolerance, all ranks and shapes).
+ * On a GPU with fp8 tensor cores (compute capability 8.9 and later) the same shapes again as fp8
+ * (e4m3) GEMMs through cuBLASLt (gemm_fp8.c): gemm_fp8_tflops, gemm_fp8_tflops_best,
+ * gemm_fp8_wrong; elsewhere one line says why not. */
 #include "perf/accept/bench_common.h"
+#include "perf/accept/gemm_fp8.h"
 
 #include <math.h>
 
@@ -143,8 +147,52 @@ int main(int argc, char **argv) {
         free(host_x);
         free(host_w);
     }
+    /* fp8: every rank must have it, or none measures */
+    char note[256] = "";
+    int fp8 = strcmp(device, "cuda") == 0 ? gemm_fp8_available(note, sizeof note)
+                                          : (snprintf(note, sizeof note, "the CPU backend has no fp8"), 0);
+    int fp8_all = 0;
+    CHECK_MPI(MPI_Allreduce(&fp8, &fp8_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    double fp8_first = 0, fp8_best = 0;
+    long long fp8_wrong_total = 0;
+    int fp8_measured = fp8_all;
+    if (fp8_all && rank == 0)
+        printf("# fp8 (e4m3) GEMM through cuBLASLt: A^T B, per-tensor scales 1, fp32 fast accumulation, bf16 out\n");
+    for (int s = 0; fp8_all && s < NUM_SHAPES; s++) {
+        int m = shapes[s].m / scale, n = shapes[s].n / scale, k = shapes[s].k / scale;
+        if (m < 16) m = 16;  /* cuBLASLt's fp8 GEMMs want dimensions in multiples of 16 */
+        if (n < 16) n = 16;
+        if (k < 16) k = 16;
+        m -= m % 16, n -= n % 16, k -= k % 16;
+        double seconds = 0;
+        long long wrong = 0;
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        int ok = gemm_fp8_measure(m, n, k, warmup, repeat, &seconds, &wrong, note, sizeof note), ok_all = 0;
+        CHECK_MPI(MPI_Allreduce(&ok, &ok_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+        if (!ok_all) {
+            if (rank == 0) printf("  %-26s fp8 not measured: %s\n", shapes[s].name, ok ? "failed on another rank" : note);
+            fp8_measured = 0;
+            continue;
+        }
+        double flops = 2.0 * m * n * (double)k, tflops = flops / seconds / 1e12, tflops_min, tflops_sum;
+        long long wrong_all = 0;
+        CHECK_MPI(MPI_Allreduce(&tflops, &tflops_min, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+        CHECK_MPI(MPI_Allreduce(&tflops, &tflops_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        CHECK_MPI(MPI_Allreduce(&wrong, &wrong_all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+        fp8_wrong_total += wrong_all;
+        if (s == 0) fp8_first = tflops_min;
+        if (tflops_min > fp8_best) fp8_best = tflops_min;
+        if (rank == 0)
+            printf("  %-26s %7d %7d %7d %10.2f %12.3f %12.4g %12.4g %7lld  fp8\n", shapes[s].name, m, n, k, flops / 1e9,
+                   1e3 * seconds, tflops_min, tflops_sum / size, wrong_all);
+    }
     if (rank == 0) {
-        printf("# fp8: not measured (the kernel interface has no fp8 matmul)\n");
+        if (!fp8_all) printf("# fp8: not measured (%s)\n", note);
+        if (fp8_measured) {
+            bench_result("gemm_fp8_tflops", fp8_first);
+            bench_result("gemm_fp8_tflops_best", fp8_best);
+            bench_result("gemm_fp8_wrong", (double)fp8_wrong_total);
+        }
         bench_result("gemm_tflops", first_min);
         bench_result("gemm_tflops_best", best_min);
         bench_result("gemm_wrong", (double)wrong_total);

@@ -45,6 +45,9 @@ grep -q "^- commit: " "$WORK/report.md" && grep -q "^- machine type: cpu" "$WORK
     grep -q "^PASS   gemm_tflops" "$WORK/report.md" && grep -q "gemm_bench --device cpu" "$WORK/report.md"
 ok $? "report written with commit, machine, checks and commands"
 
+grep -q "^# fp8: not measured (the CPU backend has no fp8)" "$WORK/out" && ! grep -q "gemm_fp8" "$WORK/checks"
+ok $? "the fp8 GEMM is reported as not measured on the CPU, with the reason, and not checked"
+
 # --- an impossible threshold fails its line and the run ---
 timeout 120 $ACCEPT --machine cpu --quick --np 2 --only gemm --no-report --set gemm_tflops_min=1e9 \
     >"$WORK/out" 2>"$WORK/err"; status=$?
