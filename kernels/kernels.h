@@ -287,6 +287,12 @@ typedef struct kernel_ops {
                                     const int *targets, int N, int V, int vocab_start,
                                     float grad_scale);
 
+    /* greedy decoding without copying logits to the host: per row of logits[N,V] (V local
+     * columns) the largest of the first `valid` columns (the real vocabulary, not its padding)
+     * and its column, the lowest one on ties (the host's greedy rule); row_max and argmax are
+     * backend memory [N]. */
+    void (*logits_argmax)(float *row_max, int *argmax, const void *logits, int N, int V, int valid);
+
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on
      * the fp32 master weights:

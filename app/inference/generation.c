@@ -85,6 +85,21 @@ static void forward_positions(generator *g, const generation_result *r, int from
     gpt_inference_share(&g->inference, g->logits, (size_t)B * (size_t)V, MPI_FLOAT);
 }
 
+/* forward_positions for greedy decoding without log-probabilities: the next token of every
+ * sequence is chosen on the device (gpt_inference_forward_greedy), so per step only B token ids
+ * leave it and travel to the other pipeline stages, not B rows of logits */
+static void forward_positions_greedy(generator *g, const generation_result *r, int from, int to, int *piece_tokens,
+                                     int *next_tokens) {
+    int B = r->batch, L = r->total_length, per_piece = g->max_rows / B, count = 0;
+    for (int start = from; start < to; start += count) {
+        count = to - start < per_piece ? to - start : per_piece;
+        for (int b = 0; b < B; b++)
+            memcpy(piece_tokens + (size_t)b * count, r->tokens + (size_t)b * L + start, sizeof(int) * (size_t)count);
+        gpt_inference_forward_greedy(&g->inference, piece_tokens, B, count, start, g->vocab_size, next_tokens);
+    }
+    gpt_inference_share(&g->inference, next_tokens, (size_t)B, MPI_INT);
+}
+
 static int is_stop(const generator *g, const generation_params *p, int token, int previous) {
     if (p->stop_on_double_eol) return token == 628 || (token == 198 && previous == 198);
     if (p->stop_on_eol) return token == 628 || token == 198;
@@ -134,17 +149,28 @@ int generate(generator *g, int batch, int32_t *const *prompts, const int *prompt
     uint64_t seed = p->random_seed >= 0 ? (uint64_t)p->random_seed : philox_stream_mix(g->seed, g->requests);
     g->requests++;
     sampling_params sampling = p->sampling;
+    /* greedy without log-probabilities or logit edits: the device picks the tokens (the same ids
+     * sample_token's top_k 1 rule picks from the same logits) */
+    int device_greedy = sampling.top_k == 1 && !r->logprobs && !(p->prevent_newline_after_colon && g->colon_id >= 0);
+    int *next_tokens = device_greedy ? malloc(sizeof(int) * (size_t)batch) : NULL;
+    CHECK(!device_greedy || next_tokens, "out of host memory");
     int previous = 0, context = min_prompt;
     for (context = min_prompt; context < L; context++) {
-        forward_positions(g, r, previous, context, piece);
+        if (device_greedy) forward_positions_greedy(g, r, previous, context, piece, next_tokens);
+        else forward_positions(g, r, previous, context, piece);
         int all_done = 1;
         for (int b = 0; b < batch; b++) {
             int *row_tokens = r->tokens + (size_t)b * L;
             float *row = g->logits + (size_t)b * (size_t)V;
-            if (p->prevent_newline_after_colon && g->colon_id >= 0 && row_tokens[context - 1] == g->colon_id)
-                row[g->newline_id] = -1e10f;
-            int token = sample_token(row, g->vocab_size, &sampling, &g->scratch, seed,
+            int token;
+            if (device_greedy) {
+                token = next_tokens[b];
+            } else {
+                if (p->prevent_newline_after_colon && g->colon_id >= 0 && row_tokens[context - 1] == g->colon_id)
+                    row[g->newline_id] = -1e10f;
+                token = sample_token(row, g->vocab_size, &sampling, &g->scratch, seed,
                                      philox_stream_mix(0x67656eull /* "gen" */, (uint64_t)b), (uint64_t)context);
+            }
             int started = prompt_lengths[b] <= context;
             if (started) row_tokens[context] = token;
             if (r->logprobs)
@@ -162,6 +188,7 @@ int generate(generator *g, int batch, int32_t *const *prompts, const int *prompt
         previous = context;
         if (all_done) break;
     }
+    free(next_tokens);
     if (context == L) context = L - 1;
     /* Megatron keeps tokens up to the last step's position */
     int kept = context + 1;

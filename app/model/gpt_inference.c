@@ -13,6 +13,7 @@
 #include "app/core/error.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,9 +135,37 @@ static void gather_logits(gpt_inference *inf, int N, float *host_logits) {
                    sizeof(float) * (size_t)Vl);
 }
 
+/* greedy decoding on the device: this rank's shard of the logits [N, V/tp] reduced to each row's
+ * (largest logit, its vocabulary id) among the real vocabulary's ids, then combined over the
+ * tensor-parallel ranks by MPI_MAXLOC, whose ties go to the lowest id: the host's greedy rule. The
+ * device buffers of the token ids and the norm's means are free by now and hold the reduction. */
+static void greedy_tokens(gpt_inference *inf, int N, int vocab_size, int *next_tokens) {
+    gpt_model *m = inf->model;
+    int tp = m->config.tp_size, Vl = m->config.padded_vocab_size / tp, start = m->config.tp_rank * Vl;
+    int valid = vocab_size - start < 0 ? 0 : vocab_size - start < Vl ? vocab_size - start : Vl;
+    m->ops->logits_argmax(inf->mean, inf->tokens, inf->logits, N, Vl, valid);
+    float *row_max = malloc(sizeof(float) * (size_t)N);
+    int *argmax = malloc(sizeof(int) * (size_t)N);
+    struct { float value; int id; } *best = malloc(sizeof *best * (size_t)N);
+    CHECK(row_max && argmax && best, "out of host memory for %d rows", N);
+    m->ops->copy_to_host(row_max, inf->mean, sizeof(float) * (size_t)N);
+    m->ops->copy_to_host(argmax, inf->tokens, sizeof(int) * (size_t)N);
+    for (int n = 0; n < N; n++) {
+        best[n].value = valid > 0 ? row_max[n] : -INFINITY;
+        best[n].id = valid > 0 ? start + argmax[n] : INT_MAX;
+    }
+    if (tp > 1) CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, best, N, MPI_FLOAT_INT, MPI_MAXLOC, m->tp_group->mpi));
+    for (int n = 0; n < N; n++) next_tokens[n] = best[n].id;
+    free(row_max);
+    free(argmax);
+    free(best);
+}
+
 /* the forward of gpt_inference_forward; with last_only the output layer runs on each sequence's
- * last new row only */
-static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, int last_only, float *host_logits) {
+ * last new row only; with next_tokens its logits are reduced to greedy tokens on the device
+ * instead of copied to host_logits */
+static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, int last_only, float *host_logits,
+                    int *next_tokens, int vocab_size) {
     gpt_model *m = inf->model;
     const gpt_config *c = &m->config;
     const kernel_ops *ops = m->ops;
@@ -196,7 +225,8 @@ static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int pa
         }
         norm(inf, inf->ln, final, w->final_layernorm_weight, w->final_layernorm_bias, out_rows);
         ops->matmul_forward(inf->logits, NULL, inf->ln, w->output_layer, NULL, out_rows, C, Vl);
-        gather_logits(inf, out_rows, host_logits);
+        if (next_tokens) greedy_tokens(inf, out_rows, vocab_size, next_tokens);
+        else gather_logits(inf, out_rows, host_logits);
     } else {
         comm_request request;
         m->comm->send(inf->x, rows_size, m->act_dtype, inf->pp_group->rank + 1, PIPELINE_TAG, inf->pp_group, &request);
@@ -205,11 +235,16 @@ static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int pa
 }
 
 void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
-    forward(inf, tokens, B, Tq, past, 0, host_logits);
+    forward(inf, tokens, B, Tq, past, 0, host_logits, NULL, 0);
 }
 
 void gpt_inference_forward_last(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits) {
-    forward(inf, tokens, B, Tq, past, 1, host_logits);
+    forward(inf, tokens, B, Tq, past, 1, host_logits, NULL, 0);
+}
+
+void gpt_inference_forward_greedy(gpt_inference *inf, const int *tokens, int B, int Tq, int past, int vocab_size,
+                                  int *next_tokens) {
+    forward(inf, tokens, B, Tq, past, 1, NULL, next_tokens, vocab_size);
 }
 
 int gpt_inference_last_stage(const gpt_inference *inf) { return inf->model->chunks[0].post_process; }

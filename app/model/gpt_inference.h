@@ -56,6 +56,13 @@ void gpt_inference_forward(gpt_inference *inf, const int *tokens, int B, int Tq,
  * vocab] (generation without log-probabilities: the output layer on B rows, not B*Tq) */
 void gpt_inference_forward_last(gpt_inference *inf, const int *tokens, int B, int Tq, int past, float *host_logits);
 
+/* The same with greedy decoding on the device: next_tokens[B] (host) = each sequence's
+ * highest-scoring next token among ids [0, vocab_size), the lowest id on ties (sample_token's
+ * top_k 1 rule), on the last pipeline stage. Only B (max, id) pairs leave the device and cross
+ * tensor-parallel ranks, not [B, vocabulary] logits. */
+void gpt_inference_forward_greedy(gpt_inference *inf, const int *tokens, int B, int Tq, int past, int vocab_size,
+                                  int *next_tokens);
+
 /* 1 on the ranks of the last pipeline stage (those that have the logits) */
 int gpt_inference_last_stage(const gpt_inference *inf);
 

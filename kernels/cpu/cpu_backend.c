@@ -117,6 +117,9 @@ static void bias_backward(float *dbias, const void *dout, int N, int C) {
 static void cross_entropy_max(float *row_max, const void *logits, int N, int V) {
     cpu_cross_entropy_max(row_max, logits, N, V);
 }
+static void logits_argmax(float *row_max, int *argmax, const void *logits, int N, int V, int valid) {
+    cpu_logits_argmax(row_max, argmax, logits, N, V, valid);
+}
 static void cross_entropy_sum_exp(float *sum_exp, float *target_logit, const void *logits,
                                   const float *row_max, const int *targets, int N, int V,
                                   int vocab_start) {
@@ -192,6 +195,7 @@ static const kernel_ops cpu_ops = {
     .bias_backward = bias_backward,
 
     .cross_entropy_max = cross_entropy_max,
+    .logits_argmax = logits_argmax,
     .cross_entropy_sum_exp = cross_entropy_sum_exp,
     .cross_entropy_loss_grad = cross_entropy_loss_grad,
 

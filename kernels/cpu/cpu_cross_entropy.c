@@ -4,7 +4,8 @@
  *   2. sum_exp = sum_v exp(logits - row_max), target_logit = logits[target] if local else 0
  *   3. loss = log(sum_exp) + row_max - target_logit   (= logsumexp(logits) - logits[target])
  *      dloss/dlogits_v = softmax_v - [v == target] = exp(logits_v - row_max)/sum_exp - onehot,
- *      written over the logits, times grad_scale. */
+ *      written over the logits, times grad_scale.
+ * Also the greedy decoder's row argmax over the same logits (cpu_logits_argmax). */
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -15,6 +16,16 @@ void cpu_cross_entropy_max(float *row_max, const float *logits, int N, int V) {
         float m = -INFINITY;
         for (int v = 0; v < V; v++) m = l[v] > m ? l[v] : m;
         row_max[n] = m;
+    }
+}
+
+void cpu_logits_argmax(float *row_max, int *argmax, const float *logits, int N, int V, int valid) {
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * V;
+        int best = 0;
+        for (int v = 1; v < valid; v++) if (l[v] > l[best]) best = v;
+        row_max[n] = valid > 0 ? l[best] : -INFINITY;
+        argmax[n] = valid > 0 ? best : -1;
     }
 }
 

@@ -78,7 +78,8 @@ void cpu_scale(float *x, float s, size_t n);
 void cpu_bias_add(float *out, const float *bias, int N, int C);
 void cpu_bias_backward(float *dbias, const float *dout, int N, int C);
 
-/* cpu_cross_entropy.c */
+/* cpu_cross_entropy.c (and the greedy decoder's row argmax) */
+void cpu_logits_argmax(float *row_max, int *argmax, const float *logits, int N, int V, int valid);
 void cpu_cross_entropy_max(float *row_max, const float *logits, int N, int V);
 void cpu_cross_entropy_sum_exp(float *sum_exp, float *target_logit, const float *logits,
                                const float *row_max, const int *targets, int N, int V,

@@ -167,6 +167,9 @@ static void add(void *out, const void *a, const void *b, size_t n) { cuda_add(BF
 static void scale(void *x, float s, size_t n) { cuda_scale(BF(x), s, n); }
 static void bias_add(void *out, const void *bias, int N, int C) { cuda_bias_add(BF(out), CBF(bias), N, C); }
 static void bias_backward(float *dbias, const void *dout, int N, int C) { cuda_bias_backward(dbias, CBF(dout), N, C); }
+static void logits_argmax(float *row_max, int *argmax, const void *logits, int N, int V, int valid) {
+    cuda_logits_argmax(row_max, argmax, CBF(logits), N, V, valid);
+}
 static void cross_entropy_max(float *row_max, const void *logits, int N, int V) {
     cuda_cross_entropy_max(row_max, CBF(logits), N, V);
 }
@@ -257,6 +260,7 @@ static kernel_ops make_cuda_ops(void) {
     ops.bias_add = bias_add;
     ops.bias_backward = bias_backward;
     ops.cross_entropy_max = cross_entropy_max;
+    ops.logits_argmax = logits_argmax;
     ops.cross_entropy_sum_exp = cross_entropy_sum_exp;
     ops.cross_entropy_loss_grad = cross_entropy_loss_grad;
     ops.adamw_update = adamw_update;

@@ -152,6 +152,46 @@ cross_entropy_loss_grad_kernel(float *losses, nvbf16 *logits, const float *row_m
     }
 }
 
+/* one block per row: each thread keeps its best (value, column), lowest column on ties, then a
+ * block reduction with the same rule; NaN never wins a comparison, as on the host */
+static __device__ __forceinline__ void better(float &value, int &column, float v, int c) {
+    if (v > value || (v == value && c < column)) { value = v; column = c; }
+}
+
+static __global__ void __launch_bounds__(CE_THREADS)
+logits_argmax_kernel(float *row_max, int *argmax, const nvbf16 *logits, int V, int valid) {
+    const nvbf16 *row = logits + (size_t)blockIdx.x * V;
+    float value = -INFINITY;
+    int column = valid > 0 ? 0 : -1;
+    if (valid > 0) value = __bfloat162float(row[0]);
+    for (int i = threadIdx.x; i < valid; i += CE_THREADS) better(value, column, __bfloat162float(row[i]), i);
+    __shared__ float values[CE_THREADS];
+    __shared__ int columns[CE_THREADS];
+    values[threadIdx.x] = value;
+    columns[threadIdx.x] = column;
+    __syncthreads();
+    for (int stride = CE_THREADS / 2; stride > 0; stride >>= 1) {
+        if (threadIdx.x < stride) {
+            float v = values[threadIdx.x];
+            int c = columns[threadIdx.x];
+            better(v, c, values[threadIdx.x + stride], columns[threadIdx.x + stride]);
+            values[threadIdx.x] = v;
+            columns[threadIdx.x] = c;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        row_max[blockIdx.x] = values[0];
+        argmax[blockIdx.x] = columns[0];
+    }
+}
+
+extern "C" void cuda_logits_argmax(float *row_max, int *argmax, const bf16 *logits, int N, int V, int valid) {
+    if (N <= 0) return;
+    logits_argmax_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(row_max, argmax, as_nv(logits), V, valid);
+    CHECK_LAUNCH();
+}
+
 extern "C" void cuda_cross_entropy_max(float *row_max, const bf16 *logits, int N, int V) {
     if (N <= 0) return;
     cross_entropy_max_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(row_max, as_nv(logits), V);

@@ -510,6 +510,33 @@ static void test_swiglu(int N, int F) {
     cudaFree(d_x); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dx);
 }
 
+/* the greedy decoder's row argmax against the CPU's on the same bf16 values: the same ids (the
+ * lowest on ties: each row repeats its maximum at a later column), only the first `valid` columns */
+static void test_logits_argmax(int N, int V, int valid) {
+    size_t n = (size_t)N * V;
+    float *logits = host_random(n, 990 + n, 8.0f);
+    for (int r = 0; r < N; r++) {  /* a tie: the row's first column's value again further on */
+        logits[(size_t)r * V + (size_t)(r % valid)] = 20.0f;
+        if (r % valid + 3 < valid) logits[(size_t)r * V + (size_t)(r % valid + 3)] = 20.0f;
+        if (valid < V) logits[(size_t)r * V + (size_t)valid] = 99.0f;  /* padding: never chosen */
+    }
+    round_to_bf16(logits, n);
+    float *want_max = host_alloc((size_t)N);
+    int *want = malloc(sizeof(int) * (size_t)N), *got = malloc(sizeof(int) * (size_t)N);
+    cpu->logits_argmax(want_max, want, logits, N, V, valid);
+    bf16 *d_logits = upload_bf16(logits, n);
+    float *d_max = (float *)device_alloc(sizeof(float) * (size_t)N);
+    int *d_arg = (int *)device_alloc(sizeof(int) * (size_t)N);
+    cuda_logits_argmax(d_max, d_arg, d_logits, N, V, valid);
+    TEST_CUDA(cudaMemcpy(got, d_arg, sizeof(int) * (size_t)N, cudaMemcpyDeviceToHost));
+    float *got_max = download_float(d_max, (size_t)N);
+    int same = 0;
+    for (int r = 0; r < N; r++) same += got[r] == want[r] && got_max[r] == want_max[r];
+    tap_ok(same == N, "logits_argmax N=%d V=%d valid=%d: %d of %d rows give the CPU's id and maximum", N, V, valid, same, N);
+    free(logits); free(want_max); free(want); free(got); free(got_max);
+    cudaFree(d_logits); cudaFree(d_max); cudaFree(d_arg);
+}
+
 /* ---- matmul ---- */
 
 /* fc2's backward with the GeLU's fused (the DGELU epilogue where IC % 8 == 0, else two passes)
@@ -779,6 +806,10 @@ int main(void) {
     test_rope_at(1, 4096, 32, 8, 64, 64, 0, 500000.0f, 0, 32.0f); /* ... with its rope scaling */
     test_swiglu(7, 33);
     test_swiglu(256, 8192);
+
+    test_logits_argmax(32, 50304, 50257);
+    test_logits_argmax(3, 1000, 1000);
+    test_logits_argmax(5, 25152, 100);
 
     test_matmul(5, 17, 3, 1, 1, 0);
     test_matmul_backward_gelu(64, 3072, 768);

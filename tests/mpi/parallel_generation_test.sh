@@ -52,23 +52,29 @@ answers = [
     put({"prompts": ["30 31 32 33 34 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104"], "tokens_to_generate": 0, "logprobs": True}),
     put({"prompts": ["10 11 12", "100 101"], "tokens_to_generate": 16, "temperature": 2.0, "random_seed": 1234, "logprobs": True}),
     put({"prompts": ["40 41"], "tokens_to_generate": 10, "top_p": 0.9, "random_seed": 7}),
+    # greedy without log-probabilities: the device picks the tokens (no logits to the host)
+    put({"prompts": ["10 11 12", "200 201 202 203 204", "7", "50 51 52 53"], "tokens_to_generate": 12, "top_k": 1}),
 ]
 json.dump(answers, open(out, "w"))
 PY
 }
-# same NAME REFERENCE: identical tokens, log-probabilities within 1e-4
+# same NAME REFERENCE: identical tokens, log-probabilities within 1e-4; in both, greedy decoding on
+# the device (request 4) gives the tokens of greedy decoding on the host (request 0)
 same() {
     python3 - "$WORK/$1.json" "$WORK/$2.json" <<'PY'
 import json, sys
 a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 worst, bad = 0.0, []
+for name, answers in (("this layout", a), ("1 rank", b)):
+    if answers[4]["tokens"] != answers[0]["tokens"]:
+        bad.append("%s: device greedy %s, host greedy %s" % (name, answers[4]["tokens"], answers[0]["tokens"]))
 for i, (x, y) in enumerate(zip(a, b)):
     if x["tokens"] != y["tokens"]: bad.append("request %d: tokens %s, 1 rank %s" % (i, x["tokens"], y["tokens"]))
     for p, q in zip(x.get("logprobs", []), y.get("logprobs", [])):
         worst = max([worst] + [abs(u - v) for u, v in zip(p, q)])
 print("# worst log-probability difference from one rank: %.3g" % worst)
 for line in bad: print("#", line)
-sys.exit(1 if bad or worst > 1e-4 or len(a) != 4 else 0)
+sys.exit(1 if bad or worst > 1e-4 or len(a) != 5 else 0)
 PY
 }
 # stop NAME RANKS: SIGTERM to rank 0; every rank ends cleanly
