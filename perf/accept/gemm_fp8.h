@@ -9,11 +9,11 @@
 int gemm_fp8_available(char *note, size_t note_len);
 
 /* D[m,n] = A^T B with e4m3 A [k,m] and B [k,n] (the "TN" layout cuBLASLt's fp8 GEMMs want), bf16
- * D, fp32 accumulation in fast-accumulation mode: the median time in seconds of `repeat` timed
- * calls after `warmup`, and the number of 64 sampled output elements off the exact product.
- * Returns 1, or 0 with the reason in note (an allocation or cuBLASLt call that failed, no
- * algorithm for the shape). */
-int gemm_fp8_measure(int m, int n, int k, int warmup, int repeat, double *seconds, long long *wrong,
+ * D, fp32 accumulation (*fast = 1 when in cuBLASLt's fast-accumulation mode): the median time in
+ * seconds of `repeat` timed calls after `warmup`, and the number of 64 sampled output elements
+ * off the exact product. Returns 1, or 0 with the reason in note (an allocation or cuBLASLt call
+ * that failed, no algorithm that runs for the shape). */
+int gemm_fp8_measure(int m, int n, int k, int warmup, int repeat, double *seconds, long long *wrong, int *fast,
                      char *note, size_t note_len);
 
 #endif
