@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
                    1e3 * seconds, tflops_min, tflops_sum / size, wrong_all, fast ? " fast-accumulation" : "");
     }
     if (rank == 0) {
-        if (!fp8_all) printf("# fp8: not measured (%s)\n", note);
+        if (!fp8_measured) printf("# fp8: not measured (%s)\n", note);
         if (fp8_measured) {
             bench_result("gemm_fp8_tflops", fp8_first);
             bench_result("gemm_fp8_tflops_best", fp8_best);
