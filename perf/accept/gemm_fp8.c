@@ -85,6 +85,7 @@ int gemm_fp8_measure(int m, int n, int k, int warmup, int repeat, double *second
     void *a = NULL, *b = NULL, *d = NULL, *workspace = NULL;
     float *scales = NULL;
     cudaEvent_t start = NULL, stop = NULL;
+    cudaStream_t stream = NULL;
     cublasLtHandle_t handle = NULL;
     cublasLtMatmulDesc_t desc = NULL;
     cublasLtMatrixLayout_t a_layout = NULL, b_layout = NULL, d_layout = NULL;
@@ -107,6 +108,7 @@ int gemm_fp8_measure(int m, int n, int k, int warmup, int repeat, double *second
     TRY_CUDA(cudaMemcpy(b, host_b, b_bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
     TRY_CUDA(cudaMemcpy(scales, ones, sizeof ones, cudaMemcpyHostToDevice), "cudaMemcpy");
 
+    TRY_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     TRY_LT(cublasLtCreate(&handle), "cublasLtCreate");
     TRY_LT(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
@@ -140,8 +142,8 @@ int gemm_fp8_measure(int m, int n, int k, int warmup, int repeat, double *second
         for (int i = 0; i < returned && !result; i++) {
             if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
             last = cublasLtMatmul(handle, desc, &alpha, a, a_layout, b, b_layout, &beta, d, d_layout, d, d_layout,
-                                  &results[i].algo, workspace, workspace_bytes, 0);
-            if (last == CUBLAS_STATUS_SUCCESS && cudaDeviceSynchronize() == cudaSuccess) {
+                                  &results[i].algo, workspace, workspace_bytes, stream);
+            if (last == CUBLAS_STATUS_SUCCESS && cudaStreamSynchronize(stream) == cudaSuccess) {
                 result = &results[i];
                 *fast = fast_accum;
             }
@@ -155,10 +157,10 @@ int gemm_fp8_measure(int m, int n, int k, int warmup, int repeat, double *second
     TRY_CUDA(cudaEventCreate(&start), "cudaEventCreate");
     TRY_CUDA(cudaEventCreate(&stop), "cudaEventCreate");
     for (int r = -warmup; r < repeat; r++) {
-        TRY_CUDA(cudaEventRecord(start, 0), "cudaEventRecord");
+        TRY_CUDA(cudaEventRecord(start, stream), "cudaEventRecord");
         TRY_LT(cublasLtMatmul(handle, desc, &alpha, a, a_layout, b, b_layout, &beta, d, d_layout, d, d_layout,
-                              &result->algo, workspace, workspace_bytes, 0), "cublasLtMatmul");
-        TRY_CUDA(cudaEventRecord(stop, 0), "cudaEventRecord");
+                              &result->algo, workspace, workspace_bytes, stream), "cublasLtMatmul");
+        TRY_CUDA(cudaEventRecord(stop, stream), "cudaEventRecord");
         TRY_CUDA(cudaEventSynchronize(stop), "cudaEventSynchronize");
         if (r >= 0) TRY_CUDA(cudaEventElapsedTime(&times[r], start, stop), "cudaEventElapsedTime");
     }
@@ -195,6 +197,7 @@ done:
     if (d_layout) cublasLtMatrixLayoutDestroy(d_layout);
     if (desc) cublasLtMatmulDescDestroy(desc);
     if (handle) cublasLtDestroy(handle);
+    if (stream) cudaStreamDestroy(stream);
     cudaFree(a);
     cudaFree(b);
     cudaFree(d);
