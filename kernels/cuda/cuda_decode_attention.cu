@@ -4,8 +4,15 @@
  * [B,max_len,G,D], then one block per (sequence, new token, query head), reading its group's
  * cache in place, computes its scores against keys 0..past+t into shared memory
  * (fp32), the softmax with block reductions, and the weighted sum of values (fp32 accumulation,
- * bf16 output). No atomics: the result does not depend on scheduling. */
+ * bf16 output). No atomics: the result does not depend on scheduling.
+ * A prefill from an empty cache (past 0) of PREFILL_FLASH_MIN tokens or more instead runs the
+ * training's causal flash attention (cuda_attention.cu, tensor cores) over the new tokens, whose
+ * keys and values are the whole context: a 32 x 131-token prefill otherwise launches 50,304
+ * one-query blocks without tensor cores. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+enum { PREFILL_FLASH_MIN = 16 };
 
 static __global__ void store_kv_kernel(__nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
                                        const __nv_bfloat16 *qkv, int Tq, int H, int G, int D,
@@ -90,6 +97,12 @@ extern "C" void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, c
     store_kv_kernel<<<grid_stride_blocks(total, 256), 256, 0, compute_stream()>>>(
         as_nv(k_cache), as_nv(v_cache), as_nv(qkv), Tq, H, G, D, past, max_len, total);
     CHECK_LAUNCH();
+    if (past == 0 && Tq >= PREFILL_FLASH_MIN && D <= 128) {
+        dropout_rng none = {0.0f, 0, 0, 0};
+        void *lse = stream_scratch(cuda_attention_workspace_bytes(B, Tq, H, D));
+        cuda_attention_forward(out, lse, qkv, B, Tq, H, G, D, 0, H, none);
+        return;
+    }
     size_t shared = sizeof(float) * (size_t)(past + Tq);
     if (shared > 48 * 1024)
         CHECK_CUDA(cudaFuncSetAttribute(decode_attention_kernel,

@@ -65,6 +65,8 @@ int main(void) {
     test_decode(2, 40, 4, 4, 64, 17);
     test_decode(3, 33, 2, 2, 128, 1);
     test_decode(2, 29, 8, 2, 64, 5);  /* grouped-query: 4 query heads per key/value head */
+    test_decode(3, 70, 8, 2, 128, 40); /* a prefill long enough for the flash-attention path, D 128, GQA */
+    test_decode(2, 50, 3, 3, 80, 49);  /* ... and a head dimension the flash kernel pads (80 -> 128) */
     test_decode(1, 12300, 1, 1, 64, 12290); /* 12300 fp32 scores: beyond the default 48 KB of shared memory */
     return tap_done();
 }
