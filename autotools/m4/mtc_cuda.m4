@@ -42,7 +42,10 @@ AC_DEFUN([MTC_CHECK_CUDA], [
     NVCC_ARCH_FLAGS=""
     mtc_first_arch=""
     for a in $with_cuda_arch; do
-      NVCC_ARCH_FLAGS="$NVCC_ARCH_FLAGS -gencode arch=compute_$a,code=sm_$a"
+      dnl Hopper's code is built as sm_90a, the architecture-specific target with wgmma
+      dnl (kernels/cuda/cuda_attention_sm90.cu); it runs on sm_90 GPUs only
+      AS_IF([test "x$a" = x90], [mtc_sass=90a], [mtc_sass=$a])
+      NVCC_ARCH_FLAGS="$NVCC_ARCH_FLAGS -gencode arch=compute_$mtc_sass,code=sm_$mtc_sass"
       AS_IF([test -z "$mtc_first_arch"], [mtc_first_arch=$a])
     done
     NVCC_ARCH_FLAGS="$NVCC_ARCH_FLAGS -gencode arch=compute_$mtc_first_arch,code=compute_$mtc_first_arch"

@@ -845,6 +845,10 @@ extern "C" void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *q
     nvbf16 *o = as_nv(out);
     const nvbf16 *x = as_nv(qkv);
     float *lse = (float *)workspace;
+    if (cuda_attention_sm90_applies(out, qkv, D, rng.p)) { /* Hopper: cuda_attention_sm90.cu */
+        cuda_attention_sm90_forward(out, lse, qkv, B, T, H, G, D);
+        return;
+    }
     const bool drop = rng.p > 0.0f;
     if (attn_padded_head_dim(D) == 64) {
         if (drop) attn_forward_launch<64, true>(o, lse, x, B, T, H, G, D, head_start, total_heads, rng);

@@ -111,6 +111,16 @@ void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, cons
                              const void *workspace, int B, int T, int H, int G, int D,
                              int head_start, int total_heads, dropout_rng rng);
 
+/* ---- the forward on Hopper's wgmma (cuda_attention_sm90.cu), taken by cuda_attention_forward
+ * where it applies: D 64 or 128, no dropout, 16-byte aligned, an sm_90 GPU running sm_90a code,
+ * and MTC_ATTENTION_SM90 is not "0". lse is the workspace's fp32 [B,H,T]. */
+int cuda_attention_sm90_available(void);
+int cuda_attention_sm90_applies(const void *out, const void *qkv, int D, float dropout_p);
+void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G, int D);
+/* the two products of one block alone against double references (tests); -1 without sm_90a */
+int cuda_attention_sm90_selftest(int D, int swap_offsets, const float *q, const float *k, const float *v,
+                                 double *s_error, double *o_error);
+
 /* ---- attention over a key/value cache (cuda_decode_attention.cu) ---- */
 void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *qkv, int B, int Tq,
                            int H, int G, int D, int past, int max_len);

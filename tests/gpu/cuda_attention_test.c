@@ -49,6 +49,10 @@ static size_t gather_part(float *dst, const float *qkv, size_t rows, int H, int 
     return count;
 }
 
+/* which forward the shapes run: "" the default (Hopper's wgmma forward where it applies), or
+ * "mma.sync " with MTC_ATTENTION_SM90=0 */
+static const char *path_label = "";
+
 /* H query heads in G groups (G == H: multi-head attention) */
 static void test_attention(int B, int T, int H, int G, int D, int head_start, int total_heads, float p) {
     const kernel_ops *cpu = kernels_cpu();
@@ -56,7 +60,7 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     const uint64_t seed = 1000u + 7u * B + 13u * T + 17u * H + 19u * D + 23u * G + (p > 0.0f ? 1u : 0u);
     dropout_rng rng = {p, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
     char shape[160];
-    snprintf(shape, sizeof shape, "B=%d T=%d H=%d G=%d D=%d heads %d+%d/%d p=%.2f", B, T, H, G, D,
+    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d heads %d+%d/%d p=%.2f", path_label, B, T, H, G, D,
              head_start, H, total_heads, (double)p);
 
     /* inputs, rounded to bf16 (scores of spread ~1.3 so the softmax is far from uniform) */
@@ -207,8 +211,41 @@ static void test_cross_entropy(int N, int V, int vocab_start) {
     free(grad);
 }
 
+/* the Hopper forward's two products alone (cuda_attention_sm90.cu's self-test): a wrong shared
+ * memory layout or descriptor shows here as "scores" or "P V" before it breaks attention */
+static void test_sm90_products(int D) {
+    float *q = host_alloc(128 * (size_t)D * sizeof(float)), *k = host_alloc(128 * (size_t)D * sizeof(float));
+    float *v = host_alloc(128 * (size_t)D * sizeof(float));
+    fill_random(q, 128 * (size_t)D, 31u + (uint64_t)D, 1.0f);
+    fill_random(k, 128 * (size_t)D, 37u + (uint64_t)D, 1.0f);
+    fill_random(v, 128 * (size_t)D, 41u + (uint64_t)D, 1.0f);
+    double s_err = 0, o_err = 0, s_swapped = 0, o_swapped = 0;
+    if (cuda_attention_sm90_selftest(D, 0, q, k, v, &s_err, &o_err) < 0) {
+        tap_skip("sm90 products D=%d: this GPU does not run the sm_90a code", D);
+        tap_skip("sm90 products D=%d: P V", D);
+    } else {
+        cuda_attention_sm90_selftest(D, 1, q, k, v, &s_swapped, &o_swapped);
+        tap_diag("sm90 products D=%d: max |error| scores %.3e, P V %.3e (V's LBO and SBO swapped: %.3e)", D, s_err,
+                 o_err, o_swapped);
+        tap_ok(s_err < 1e-3, "sm90 products D=%d: scores Q K^T", D);
+        tap_ok(o_err < 1e-2, "sm90 products D=%d: P V", D);
+    }
+    free(q); free(k); free(v);
+}
+
 int main(void) {
     skip_without_gpu();
+
+    test_sm90_products(64);
+    test_sm90_products(128);
+    tap_diag("the Hopper wgmma forward %s on this GPU",
+             cuda_attention_sm90_available() ? "runs" : "does not run (shapes below test the mma.sync forward)");
+
+    /* every attention shape twice: the mma.sync forward, then the default (wgmma on Hopper for
+     * D 64 and 128 without dropout) */
+    for (int pass = 0; pass < 2; pass++) {
+    if (pass == 0) setenv("MTC_ATTENTION_SM90", "0", 1), path_label = "mma.sync ";
+    else unsetenv("MTC_ATTENTION_SM90"), path_label = "";
 
     /* attention: T below, at and across the 64- and 128-row tiles; D = 20 exercises the
      * unvectorized path, D = 32, 40, 80, 96 the zero padding to 64 or 128; T = 2048 at D = 128 is
@@ -232,6 +269,7 @@ int main(void) {
     test_attention(1, 1024, 8, 2, 128, 0, 8, 0.0f);
     test_attention(1, 130, 3, 1, 40, 0, 3, 0.1f);
     test_attention(1, 512, 32, 8, 64, 0, 32, 0.0f);
+    }
 
     static const int ce_rows[] = {1, 7, 64};
     static const int ce_vocab[] = {37, 1000, 50304};

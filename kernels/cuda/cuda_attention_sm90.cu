@@ -1,0 +1,482 @@
+/* cuda_attention_sm90.cu: the causal flash attention forward on Hopper's warpgroup tensor cores
+ * (wgmma, sm_90a), used by cuda_attention.cu's forward where it applies (head dimension 64 or
+ * 128, no attention dropout, 16-byte aligned rows, an sm_90 GPU running this file's sm_90a
+ * code); the same contract as that forward: qkv[B,T,(H+2G)*D] bf16 in kernels.h's grouped
+ * layout, out[B,T,H,D] bf16, lse = m + log(l) (fp32 [B,H,T], natural log of the scaled scores),
+ * so cuda_attention.cu's backward runs on its output unchanged.
+ *
+ * Block: 128 query rows, two warpgroups of 4 warps (64 rows each); it walks key tiles of 128
+ * up to the diagonal. Per tile a warpgroup computes its 64 x 128 scores S = Q K^T with 8 (D/16)
+ * wgmma.m64n128k16 (both operands from shared memory), runs the online softmax on them in
+ * registers, turns P into bf16 A fragments without leaving registers (an accumulator's n8
+ * blocks 2k and 2k+1 are exactly the A fragment of k-slice k, as for mma.sync), and adds
+ * P V with 8 wgmma.m64nDk16 (A from registers, V from shared memory, transposed).
+ *
+ * Shared memory tiles (Q, and K and V double-buffered, filled with cp.async while the previous
+ * tile is used) use the 128-byte swizzle wgmma reads: a [rows][D] tile is stored as D/64 column
+ * blocks of 64 bf16 (128 bytes per row); in a block row r starts at r * 128 and its 16-byte
+ * chunk c sits at chunk position c ^ (r % 8); blocks are 1024-byte aligned. As wgmma operands:
+ *  - Q and K are "K-major" (the reduction dimension d is contiguous): descriptor stride (SBO)
+ *    1024 bytes between 8-row groups; k-slice kk starts 32 bytes further inside its block.
+ *  - V in P V is "MN-major" (its n dimension d is contiguous): SBO 1024 bytes between groups
+ *    of 8 keys, LBO (rows x 128 bytes) between 64-wide column blocks; k-slice kk (16 keys)
+ *    starts kk * 2048 bytes in.
+ * A matrix descriptor (PTX ISA "Matrix Descriptor Format"): bits 0-13 start address >> 4,
+ * 16-29 LBO >> 4, 32-45 SBO >> 4, 62-63 swizzle mode (1 = 128 bytes).
+ *
+ * cuda_attention_sm90_selftest runs the two products alone on one block, so that a wrong
+ * layout shows up as "scores wrong" or "P V wrong" in tests/gpu/cuda_attention_test.c. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+typedef __nv_bfloat16 nvbf16;
+
+#define SM90_BM 128      /* query rows per block */
+#define SM90_BN 128      /* keys per tile */
+#define SM90_THREADS 256 /* two warpgroups */
+
+/* the wgmma code exists only in the sm_90a image; elsewhere the kernels are empty and the
+ * probe reports 0, so the host never launches them */
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SM90_WGMMA 1
+#endif
+
+#define SM90_LOG2E 1.4426950408889634f
+#define SM90_LN2 0.6931471805599453f
+
+/* ---------------------------------------------------------------------------------------------- */
+/* PTX primitives (compiled for sm_90a only) */
+#ifdef SM90_WGMMA
+
+static __device__ __forceinline__ uint32_t sm90_smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* a 128-byte-swizzled operand starting at shared address addr */
+static __device__ __forceinline__ uint64_t sm90_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | ((uint64_t)1 << 62);
+}
+
+static __device__ __forceinline__ void wgmma_fence(void) {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wgmma_commit(void) {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wgmma_wait_all(void) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+/* shared-memory writes of the generic proxy (cp.async, st.shared) made visible to wgmma */
+static __device__ __forceinline__ void fence_proxy_async(void) {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* tells the compiler that the registers may change here (around asynchronous wgmma) */
+template <int N>
+static __device__ __forceinline__ void fence_registers(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+/* d[64 x 128] (+)= A[64 x 16] B[16 x 128], A and B from shared memory through descriptors, both
+ * K-major (no transpose); scale_d 0 overwrites d */
+static __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                          int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+/* d[64 x 64] += A[64 x 16] B[16 x 64], A from registers (mma.m16n8k16's A fragments, one warp per
+ * 16 rows), B from shared memory MN-major (transposed: its 64 columns are contiguous) */
+static __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                          int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+/* d[64 x 128] += A[64 x 16] B[16 x 128], A from registers (mma.m16n8k16's A fragments, one warp per
+ * 16 rows), B from shared memory MN-major (transposed: its 128 columns are contiguous) */
+static __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                          int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+static __device__ __forceinline__ void sm90_cp_async_16(uint32_t dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+static __device__ __forceinline__ void sm90_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+static __device__ __forceinline__ void sm90_cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+static __device__ __forceinline__ float sm90_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+static __device__ __forceinline__ uint32_t sm90_pack_bf16x2(float lo, float hi) {
+    __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&pair);
+}
+static __device__ __forceinline__ float sm90_quad_max(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+static __device__ __forceinline__ float sm90_quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* tiles and products */
+
+/* rows [row0, row0 + ROWS) of a row-major bf16 matrix (row stride `stride` elements), columns
+ * [0, D), into the swizzled tile at shared address dst (zero past T); asynchronous: the caller
+ * commits and waits */
+template <int ROWS, int D>
+static __device__ __forceinline__ void sm90_load_tile(uint32_t dst, const nvbf16 *base, size_t stride, int row0,
+                                                      int T) {
+    constexpr int CHUNKS = D / 8; /* 16-byte chunks per row */
+    static_assert(ROWS * CHUNKS % SM90_THREADS == 0, "whole rounds of copies");
+#pragma unroll
+    for (int k = 0; k < ROWS * CHUNKS / SM90_THREADS; k++) {
+        const int i = k * SM90_THREADS + (int)threadIdx.x, r = i / CHUNKS, c = i % CHUNKS;
+        const bool valid = row0 + r < T;
+        const nvbf16 *src = base + (size_t)(valid ? row0 + r : 0) * stride + (size_t)c * 8;
+        sm90_cp_async_16(dst + (uint32_t)((c / 8) * ROWS * 128 + r * 128 + (((c % 8) ^ (r & 7)) << 4)), src, valid);
+    }
+}
+
+/* s[64 x 128] = Q[64 rows of warpgroup wg] K^T (all 128 keys of the tile): D/16 k-slices */
+template <int D>
+static __device__ __forceinline__ void sm90_scores(float (&s)[64], uint32_t q_tile, uint32_t k_tile, int wg) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint32_t in_block = (uint32_t)((kk / 4) * 128 * 128 + (kk % 4) * 32);
+        wgmma_m64n128k16_ss(s, sm90_desc(q_tile + in_block + (uint32_t)wg * 64 * 128, 16, 1024),
+                            sm90_desc(k_tile + in_block, 16, 1024), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_registers(s);
+}
+
+/* o[64 x D] += P[64 x 128] V[128 keys x D] with P as 8 k-slices of A fragments; swap_offsets
+ * exchanges LBO and SBO of V's descriptor (only the self-test asks for it) */
+template <int D>
+static __device__ __forceinline__ void sm90_add_pv(float (&o)[D / 2], const uint32_t (&p)[8][4], uint32_t v_tile,
+                                                   bool swap_offsets) {
+    const uint32_t lbo = swap_offsets ? 1024u : (uint32_t)SM90_BN * 128u, sbo = swap_offsets ? (uint32_t)SM90_BN * 128u : 1024u;
+    fence_registers(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) {
+        const uint64_t desc = sm90_desc(v_tile + (uint32_t)kk * 16 * 128, lbo, sbo);
+        if constexpr (D == 128) wgmma_m64n128k16_rs(o, p[kk], desc, 1);
+        else wgmma_m64n64k16_rs(o, p[kk], desc, 1);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_registers(o);
+}
+
+/* P (fp32 accumulator layout) -> bf16 A fragments of its 8 k-slices of 16 keys */
+static __device__ __forceinline__ void sm90_pack_p(uint32_t (&p)[8][4], const float (&s)[64]) {
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) {
+        p[kk][0] = sm90_pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
+        p[kk][1] = sm90_pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+        p[kk][2] = sm90_pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+        p[kk][3] = sm90_pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+}
+/* the block's shared memory, rounded up to a 1024-byte boundary */
+static __device__ __forceinline__ unsigned char *sm90_smem_base(unsigned char *raw) {
+    const uint32_t addr = sm90_smem_addr(raw);
+    return raw + ((1024u - (addr & 1023u)) & 1023u);
+}
+#endif /* SM90_WGMMA */
+
+/* ---------------------------------------------------------------------------------------------- */
+/* the forward: block = (batch x head, 128 query rows); grid y counts down so the longest rows
+ * start first. Thread (warpgroup wg, warp w in it, lane = 4g + t) holds, per n8 block n of a
+ * 64 x N accumulator, rows 64wg + 16w + g (elements 4n, 4n+1) and + 8 (4n+2, 4n+3), columns
+ * 8n + 2t, 8n + 2t + 1. */
+template <int D>
+static __global__ void __launch_bounds__(SM90_THREADS, 1)
+attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int H, int G) {
+#ifdef SM90_WGMMA
+    constexpr int TILE = SM90_BM * D * 2; /* bytes of one 128-row tile (BM == BN) */
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    const uint32_t q_tile = sm90_smem_addr(smem), kv_tiles = q_tile + TILE; /* stage s: K, V */
+
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * SM90_BM;
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int row0 = q0 + 64 * wg + 16 * warp; /* this warp's first row */
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
+    const nvbf16 *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
+    const int kt_last = min(q0 + SM90_BM - 1, T - 1) / SM90_BN;
+
+    sm90_load_tile<SM90_BM, D>(q_tile, q_base, qkv_stride, q0, T);
+    sm90_load_tile<SM90_BN, D>(kv_tiles, k_base, qkv_stride, 0, T);
+    sm90_load_tile<SM90_BN, D>(kv_tiles + TILE, k_base + D, qkv_stride, 0, T);
+    sm90_cp_async_commit();
+
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+
+    for (int kt = 0; kt <= kt_last; kt++) {
+        const int k0 = kt * SM90_BN;
+        const uint32_t k_tile = kv_tiles + (uint32_t)(kt & 1) * 2 * TILE, v_tile = k_tile + TILE;
+        if (kt < kt_last) {
+            const uint32_t next = kv_tiles + (uint32_t)((kt + 1) & 1) * 2 * TILE;
+            sm90_load_tile<SM90_BN, D>(next, k_base, qkv_stride, k0 + SM90_BN, T);
+            sm90_load_tile<SM90_BN, D>(next + TILE, k_base + D, qkv_stride, k0 + SM90_BN, T);
+        }
+        sm90_cp_async_commit();
+        sm90_cp_async_wait<1>();
+        fence_proxy_async();
+        __syncthreads();
+
+        float s[64];
+        sm90_scores<D>(s, q_tile, k_tile, wg);
+        if (k0 + SM90_BN - 1 > row0) { /* the diagonal crosses this warp's rows: causal mask */
+#pragma unroll
+            for (int n = 0; n < 16; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (k0 + 8 * n + 2 * t + (e & 1) > row0 + g + 8 * (e >> 1)) s[4 * n + e] = -INFINITY;
+        }
+        float m_new[2] = {m_run[0], m_run[1]};
+#pragma unroll
+        for (int n = 0; n < 16; n++) {
+            m_new[0] = fmaxf(m_new[0], fmaxf(s[4 * n], s[4 * n + 1]));
+            m_new[1] = fmaxf(m_new[1], fmaxf(s[4 * n + 2], s[4 * n + 3]));
+        }
+        float alpha[2], neg_m[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            m_new[i] = sm90_quad_max(m_new[i]);
+            alpha[i] = sm90_exp2((m_run[i] - m_new[i]) * scale_log2);
+            m_run[i] = m_new[i];
+            neg_m[i] = -m_new[i] * scale_log2;
+            l_run[i] *= alpha[i];
+        }
+#pragma unroll
+        for (int n = 0; n < 16; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float p = sm90_exp2(fmaf(s[4 * n + e], scale_log2, neg_m[e >> 1]));
+                l_run[e >> 1] += p;
+                s[4 * n + e] = p;
+            }
+        uint32_t p[8][4];
+        sm90_pack_p(p, s);
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            o[4 * n] *= alpha[0];
+            o[4 * n + 1] *= alpha[0];
+            o[4 * n + 2] *= alpha[1];
+            o[4 * n + 3] *= alpha[1];
+        }
+        sm90_add_pv<D>(o, p, v_tile, false);
+        __syncthreads(); /* both warpgroups are done with this stage before it is refilled */
+    }
+
+    nvbf16 *out_base = out + (size_t)b * T * out_stride + (size_t)h * D;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float l = sm90_quad_sum(l_run[i]), factor = 1.0f / l;
+        const int row = row0 + g + 8 * i;
+        if (row >= T) continue;
+        if (t == 0) lse[(size_t)bh * T + row] = (m_run[i] * scale_log2 + log2f(l)) * SM90_LN2;
+        nvbf16 *dst = out_base + (size_t)row * out_stride + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
+                __floats2bfloat162_rn(o[4 * n + 2 * i] * factor, o[4 * n + 2 * i + 1] * factor);
+    }
+#else
+    (void)out; (void)lse; (void)qkv; (void)T; (void)H; (void)G;
+#endif
+}
+
+/* the self-test's block: q, k [128][D] and v [128][D] bf16 (row-major); s_out [128][128] = Q K^T
+ * and o_out [128][D] = bf16(Q K^T) V, fp32 */
+template <int D>
+static __global__ void __launch_bounds__(SM90_THREADS, 1)
+attention_sm90_selftest_kernel(float *s_out, float *o_out, const nvbf16 *q, const nvbf16 *k, const nvbf16 *v,
+                               int swap_offsets) {
+#ifdef SM90_WGMMA
+    constexpr int TILE = SM90_BM * D * 2;
+    extern __shared__ unsigned char sm90_smem_raw[];
+    const uint32_t q_tile = sm90_smem_addr(sm90_smem_base(sm90_smem_raw)), k_tile = q_tile + TILE,
+                   v_tile = k_tile + TILE;
+    sm90_load_tile<SM90_BM, D>(q_tile, q, D, 0, SM90_BM);
+    sm90_load_tile<SM90_BN, D>(k_tile, k, D, 0, SM90_BN);
+    sm90_load_tile<SM90_BN, D>(v_tile, v, D, 0, SM90_BN);
+    sm90_cp_async_commit();
+    sm90_cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4, row0 = 64 * wg + 16 * warp;
+    float s[64], o[D / 2];
+    sm90_scores<D>(s, q_tile, k_tile, wg);
+    uint32_t p[8][4];
+    sm90_pack_p(p, s);
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
+    sm90_add_pv<D>(o, p, v_tile, swap_offsets != 0);
+#pragma unroll
+    for (int n = 0; n < 16; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            s_out[(size_t)(row0 + g + 8 * (e >> 1)) * SM90_BN + 8 * n + 2 * t + (e & 1)] = s[4 * n + e];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            o_out[(size_t)(row0 + g + 8 * (e >> 1)) * D + 8 * n + 2 * t + (e & 1)] = o[4 * n + e];
+#else
+    (void)s_out; (void)o_out; (void)q; (void)k; (void)v; (void)swap_offsets;
+#endif
+}
+
+static __global__ void attention_sm90_probe_kernel(int *has_wgmma) {
+#ifdef SM90_WGMMA
+    *has_wgmma = 1;
+#else
+    *has_wgmma = 0;
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* host side */
+
+static size_t sm90_smem_bytes(int D) { return (size_t)5 * SM90_BM * D * 2 + 1024; }
+
+/* 1 when the current device is an sm_90 GPU and runs this file's sm_90a code (asked once) */
+extern "C" int cuda_attention_sm90_available(void) {
+    static int available = -1;
+    if (available >= 0) return available;
+    int device = 0, major = 0, minor = 0;
+    CHECK_CUDA(cudaGetDevice(&device));
+    CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CHECK_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    available = 0;
+    if (major == 9 && minor == 0) {
+        int *flag = NULL, host_flag = 0;
+        CHECK_CUDA(cudaMalloc(&flag, sizeof(int)));
+        attention_sm90_probe_kernel<<<1, 1>>>(flag);
+        CHECK_LAUNCH();
+        CHECK_CUDA(cudaMemcpy(&host_flag, flag, sizeof(int), cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaFree(flag));
+        available = host_flag;
+    }
+    return available;
+}
+
+/* whether the forward of this call runs here: MTC_ATTENTION_SM90=0 turns the path off */
+extern "C" int cuda_attention_sm90_applies(const void *out, const void *qkv, int D, float dropout_p) {
+    const char *env = getenv("MTC_ATTENTION_SM90");
+    if (env != NULL && strcmp(env, "0") == 0) return 0;
+    return (D == 64 || D == 128) && dropout_p == 0.0f && aligned16(out) && aligned16(qkv) &&
+           cuda_attention_sm90_available();
+}
+
+template <int D>
+static void sm90_forward_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H, int G) {
+    auto kernel = attention_forward_sm90_kernel<D>;
+    const size_t smem = sm90_smem_bytes(D);
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((unsigned int)(B * H), (unsigned int)ceil_div((size_t)T, SM90_BM));
+    kernel<<<grid, SM90_THREADS, smem, compute_stream()>>>(out, lse, qkv, T, H, G);
+    CHECK_LAUNCH();
+}
+
+extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G,
+                                            int D) {
+    if (D == 128) sm90_forward_launch<128>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
+    else sm90_forward_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
+}
+
+/* runs the two products on device copies of q, k, v (host [128][D] floats, rounded to bf16
+ * here) and returns the largest |error| of S = Q K^T and of O = bf16(S) V against double
+ * references on the host; -1 when the GPU has no sm_90a code */
+extern "C" int cuda_attention_sm90_selftest(int D, int swap_offsets, const float *q, const float *k,
+                                            const float *v, double *s_error, double *o_error) {
+    if (!cuda_attention_sm90_available() || (D != 64 && D != 128)) return -1;
+    const size_t n = (size_t)SM90_BM * D;
+    nvbf16 *host = (nvbf16 *)malloc(3 * n * sizeof(nvbf16));
+    float *s = (float *)malloc((size_t)SM90_BM * SM90_BN * sizeof(float)), *o = (float *)malloc(n * sizeof(float));
+    if (!host || !s || !o) KERNELS_FATAL("cuda_attention_sm90_selftest: out of host memory");
+    for (size_t i = 0; i < n; i++) {
+        host[i] = __float2bfloat16_rn(q[i]);
+        host[n + i] = __float2bfloat16_rn(k[i]);
+        host[2 * n + i] = __float2bfloat16_rn(v[i]);
+    }
+    nvbf16 *d_in = NULL;
+    float *d_s = NULL, *d_o = NULL;
+    CHECK_CUDA(cudaMalloc(&d_in, 3 * n * sizeof(nvbf16)));
+    CHECK_CUDA(cudaMalloc(&d_s, (size_t)SM90_BM * SM90_BN * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&d_o, n * sizeof(float)));
+    CHECK_CUDA(cudaMemcpy(d_in, host, 3 * n * sizeof(nvbf16), cudaMemcpyHostToDevice));
+    auto kernel = D == 128 ? attention_sm90_selftest_kernel<128> : attention_sm90_selftest_kernel<64>;
+    const size_t smem = sm90_smem_bytes(D);
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kernel<<<1, SM90_THREADS, smem>>>(d_s, d_o, d_in, d_in + n, d_in + 2 * n, swap_offsets);
+    CHECK_LAUNCH();
+    CHECK_CUDA(cudaMemcpy(s, d_s, (size_t)SM90_BM * SM90_BN * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(o, d_o, n * sizeof(float), cudaMemcpyDeviceToHost));
+    double s_err = 0.0, o_err = 0.0;
+    for (int i = 0; i < SM90_BM; i++) {
+        for (int j = 0; j < SM90_BN; j++) {
+            double want = 0.0;
+            for (int c = 0; c < D; c++)
+                want += (double)__bfloat162float(host[(size_t)i * D + c]) * (double)__bfloat162float(host[n + (size_t)j * D + c]);
+            s_err = fmax(s_err, fabs(want - (double)s[(size_t)i * SM90_BN + j]));
+        }
+        for (int c = 0; c < D; c++) {
+            double want = 0.0;
+            for (int j = 0; j < SM90_BN; j++) /* P is the GPU's own scores rounded to bf16 */
+                want += (double)__bfloat162float(__float2bfloat16_rn(s[(size_t)i * SM90_BN + j])) *
+                        (double)__bfloat162float(host[2 * n + (size_t)j * D + c]);
+            o_err = fmax(o_err, fabs(want - (double)o[(size_t)i * D + c]));
+        }
+    }
+    *s_error = s_err;
+    *o_error = o_err;
+    CHECK_CUDA(cudaFree(d_in));
+    CHECK_CUDA(cudaFree(d_s));
+    CHECK_CUDA(cudaFree(d_o));
+    free(host);
+    free(s);
+    free(o);
+    return 0;
+}
