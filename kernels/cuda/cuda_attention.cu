@@ -802,6 +802,11 @@ static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
         lse2, di, dout, out, lse, B, T, Tpad, H, D, vec);
     CHECK_LAUNCH();
+    if (!DROPOUT && vec && cuda_attention_sm90_applies(dqkv, qkv, D, rng.p)) { /* Hopper */
+        cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dqkv), reinterpret_cast<const bf16 *>(dout),
+                                     reinterpret_cast<const bf16 *>(qkv), lse2, di, B, T, Tpad, H, G, D);
+        return;
+    }
 
     auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT>;
     const size_t dkdv_smem = attn_dkdv_smem(DP, KV_WARPS, KV_BM);

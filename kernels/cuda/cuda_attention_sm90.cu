@@ -75,11 +75,30 @@ static __device__ __forceinline__ void wgmma_wait_all(void) {
 static __device__ __forceinline__ void fence_proxy_async(void) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-/* tells the compiler that the registers may change here (around asynchronous wgmma) */
+/* tells the compiler that the registers may change here (around asynchronous wgmma: an
+ * accumulator is not read before its wait, an A fragment's registers are not reused before) */
 template <int N>
 static __device__ __forceinline__ void fence_registers(float (&r)[N]) {
 #pragma unroll
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int KS>
+static __device__ __forceinline__ void fence_fragments(uint32_t (&a)[KS][4]) {
+#pragma unroll
+    for (int i = 0; i < KS; i++)
+        asm volatile("" : "+r"(a[i][0]), "+r"(a[i][1]), "+r"(a[i][2]), "+r"(a[i][3])::"memory");
+}
+
+/* d[64 x 64] (+)= A[64 x 16] B[16 x 64], A and B from shared memory through descriptors, both
+ * K-major (no transpose); scale_d 0 overwrites d */
+static __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                          int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
 /* d[64 x 128] (+)= A[64 x 16] B[16 x 128], A and B from shared memory through descriptors, both
@@ -117,6 +136,7 @@ static __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
 }
+
 static __device__ __forceinline__ void sm90_cp_async_16(uint32_t dst, const void *src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
@@ -164,50 +184,68 @@ static __device__ __forceinline__ void sm90_load_tile(uint32_t dst, const nvbf16
     }
 }
 
-/* s[64 x 128] = Q[64 rows of warpgroup wg] K^T (all 128 keys of the tile): D/16 k-slices */
+/* Issue (the caller fences, commits and waits) acc[64 x N] (+)= A B^T over D: A is rows
+ * [a_row0, a_row0 + 64) of a swizzled A_ROWS x D tile, B all N rows of a swizzled N x D tile,
+ * both K-major; scale_d 0 on the first k-slice when overwrite. */
+template <int N, int D, int A_ROWS>
+static __device__ __forceinline__ void sm90_issue_abt(float (&acc)[N / 2], uint32_t a_tile, int a_row0,
+                                                      uint32_t b_tile, bool overwrite) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const uint64_t da = sm90_desc(a_tile + (uint32_t)((kk / 4) * A_ROWS * 128 + a_row0 * 128 + (kk % 4) * 32), 16, 1024);
+        const uint64_t db = sm90_desc(b_tile + (uint32_t)((kk / 4) * N * 128 + (kk % 4) * 32), 16, 1024);
+        if constexpr (N == 128) wgmma_m64n128k16_ss(acc, da, db, overwrite && kk == 0 ? 0 : 1);
+        else wgmma_m64n64k16_ss(acc, da, db, overwrite && kk == 0 ? 0 : 1);
+    }
+}
+
+/* Issue acc[64 x D] += A B: A as KS k-slices of 16 in registers (A fragments), B the first
+ * 16 KS rows of a swizzled B_ROWS x D tile, MN-major (transposed) */
+template <int D, int KS, int B_ROWS>
+static __device__ __forceinline__ void sm90_issue_ab(float (&acc)[D / 2], const uint32_t (&a)[KS][4], uint32_t b_tile) {
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
+        const uint64_t db = sm90_desc(b_tile + (uint32_t)kk * 16 * 128, (uint32_t)B_ROWS * 128, 1024);
+        if constexpr (D == 128) wgmma_m64n128k16_rs(acc, a[kk], db, 1);
+        else wgmma_m64n64k16_rs(acc, a[kk], db, 1);
+    }
+}
+
+/* an fp32 accumulator (64 x 16 KS) -> bf16 A fragments of its KS k-slices: n8 blocks 2kk and
+ * 2kk + 1 hold exactly the A fragment of slice kk */
+template <int KS>
+static __device__ __forceinline__ void sm90_pack_a(uint32_t (&a)[KS][4], const float (&acc)[KS * 8]) {
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
+        a[kk][0] = sm90_pack_bf16x2(acc[8 * kk + 0], acc[8 * kk + 1]);
+        a[kk][1] = sm90_pack_bf16x2(acc[8 * kk + 2], acc[8 * kk + 3]);
+        a[kk][2] = sm90_pack_bf16x2(acc[8 * kk + 4], acc[8 * kk + 5]);
+        a[kk][3] = sm90_pack_bf16x2(acc[8 * kk + 6], acc[8 * kk + 7]);
+    }
+}
+
+/* s[64 x 128] = Q[64 rows of warpgroup wg] K^T (all 128 keys of the tile) */
 template <int D>
 static __device__ __forceinline__ void sm90_scores(float (&s)[64], uint32_t q_tile, uint32_t k_tile, int wg) {
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-        const uint32_t in_block = (uint32_t)((kk / 4) * 128 * 128 + (kk % 4) * 32);
-        wgmma_m64n128k16_ss(s, sm90_desc(q_tile + in_block + (uint32_t)wg * 64 * 128, 16, 1024),
-                            sm90_desc(k_tile + in_block, 16, 1024), kk > 0);
-    }
+    sm90_issue_abt<128, D, SM90_BM>(s, q_tile, 64 * wg, k_tile, true);
     wgmma_commit();
     wgmma_wait_all();
     fence_registers(s);
 }
 
-/* o[64 x D] += P[64 x 128] V[128 keys x D] with P as 8 k-slices of A fragments; swap_offsets
- * exchanges LBO and SBO of V's descriptor (only the self-test asks for it) */
+/* o[64 x D] += P[64 x 128] V[128 keys x D] */
 template <int D>
-static __device__ __forceinline__ void sm90_add_pv(float (&o)[D / 2], const uint32_t (&p)[8][4], uint32_t v_tile,
-                                                   bool swap_offsets) {
-    const uint32_t lbo = swap_offsets ? 1024u : (uint32_t)SM90_BN * 128u, sbo = swap_offsets ? (uint32_t)SM90_BN * 128u : 1024u;
+static __device__ __forceinline__ void sm90_add_pv(float (&o)[D / 2], uint32_t (&p)[8][4], uint32_t v_tile) {
     fence_registers(o);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 8; kk++) {
-        const uint64_t desc = sm90_desc(v_tile + (uint32_t)kk * 16 * 128, lbo, sbo);
-        if constexpr (D == 128) wgmma_m64n128k16_rs(o, p[kk], desc, 1);
-        else wgmma_m64n64k16_rs(o, p[kk], desc, 1);
-    }
+    sm90_issue_ab<D, 8, SM90_BN>(o, p, v_tile);
     wgmma_commit();
     wgmma_wait_all();
     fence_registers(o);
+    fence_fragments(p);
 }
 
-/* P (fp32 accumulator layout) -> bf16 A fragments of its 8 k-slices of 16 keys */
-static __device__ __forceinline__ void sm90_pack_p(uint32_t (&p)[8][4], const float (&s)[64]) {
-#pragma unroll
-    for (int kk = 0; kk < 8; kk++) {
-        p[kk][0] = sm90_pack_bf16x2(s[8 * kk + 0], s[8 * kk + 1]);
-        p[kk][1] = sm90_pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
-        p[kk][2] = sm90_pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
-        p[kk][3] = sm90_pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-}
 /* the block's shared memory, rounded up to a 1024-byte boundary */
 static __device__ __forceinline__ unsigned char *sm90_smem_base(unsigned char *raw) {
     const uint32_t addr = sm90_smem_addr(raw);
@@ -296,7 +334,7 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
                 s[4 * n + e] = p;
             }
         uint32_t p[8][4];
-        sm90_pack_p(p, s);
+        sm90_pack_a<8>(p, s);
 #pragma unroll
         for (int n = 0; n < D / 8; n++) {
             o[4 * n] *= alpha[0];
@@ -304,7 +342,7 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
             o[4 * n + 2] *= alpha[1];
             o[4 * n + 3] *= alpha[1];
         }
-        sm90_add_pv<D>(o, p, v_tile, false);
+        sm90_add_pv<D>(o, p, v_tile);
         __syncthreads(); /* both warpgroups are done with this stage before it is refilled */
     }
 
@@ -326,12 +364,243 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
 #endif
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* the backward (cuda_attention.cu's scheme, no atomics): lse2 = lse log2(e) and Di = dO.O per
+ * row come from cuda_attention.cu's row kernel ([B*H, Tpad], zero past T);
+ *   P = exp2(s scale_log2 - lse2),  dS = P (dP - Di),  dP = dO V^T
+ * One kernel owns 128 keys (two warpgroups of 64) and walks the query tiles of 64 at or below
+ * the diagonal, of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as
+ * rows), then dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments. A second
+ * owns 128 queries and walks the key tiles of 64 left of the diagonal: S = Q K^T, dP = dO V^T,
+ * dQ += dS K. A warpgroup whose 64 rows are all masked in a tile skips it (wgmma is issued by
+ * whole warpgroups, so the test is per warpgroup). */
+#define SM90_BWD_STEP 64 /* query rows (dK/dV) or keys (dQ) per step */
+/* bytes of one stage of the dK/dV kernel: Q and dO tiles, then lse2 and Di (64 fp32 each),
+ * padded so that the next stage's tiles stay 1024-byte aligned (the swizzle needs it) */
+#define SM90_DKDV_STAGE(D) (2 * SM90_BWD_STEP * (D) * 2 + 1024)
+
+#ifdef SM90_WGMMA
+/* 64 fp32 of a [., Tpad] statistics row into shared memory (threads 0..15 of the block) */
+static __device__ __forceinline__ void sm90_load_stats(uint32_t dst, const float *src) {
+    if (threadIdx.x < 16) sm90_cp_async_16(dst + 16 * threadIdx.x, src + 4 * threadIdx.x, true);
+}
+#endif
+
+template <int D>
+static __global__ void __launch_bounds__(SM90_THREADS, 1)
+attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
+                                    const float *di, int T, int Tpad, int H, int G) {
+#ifdef SM90_WGMMA
+    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
+    constexpr int STAGE = SM90_DKDV_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
+    const float *stats_smem = reinterpret_cast<const float *>(smem + 2 * KV_TILE);
+
+    const int bg = blockIdx.x, b = bg / G, grp = bg % G, per = H / G;
+    const int k0 = blockIdx.y * 128; /* the first key tiles see the most queries: they start first */
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const nvbf16 *batch = qkv + (size_t)b * T * qkv_stride;
+    const nvbf16 *k_base = batch + qkv_key_offset(grp, H, G, D);
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
+    const int qt_first = k0 / SM90_BWD_STEP, qt_count = (T + SM90_BWD_STEP - 1) / SM90_BWD_STEP - qt_first;
+    const int steps = per * qt_count;
+
+    /* step i: head grp * per + i / qt_count, query tile qt_first + i % qt_count */
+    auto load_step = [&](int i) {
+        const int h = grp * per + i / qt_count, q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
+        const uint32_t stage = stages + (uint32_t)(i & 1) * STAGE;
+        sm90_load_tile<SM90_BWD_STEP, D>(stage, batch + qkv_query_offset(h, H, G, D), qkv_stride, q0, T);
+        sm90_load_tile<SM90_BWD_STEP, D>(stage + Q_TILE, dout + (size_t)b * T * out_stride + (size_t)h * D,
+                                         out_stride, q0, T);
+        const size_t row = ((size_t)b * H + (size_t)h) * (size_t)Tpad + (size_t)q0;
+        sm90_load_stats(stage + 2 * Q_TILE, lse2 + row);
+        sm90_load_stats(stage + 2 * Q_TILE + SM90_BWD_STEP * 4, di + row);
+    };
+    sm90_load_tile<128, D>(k_tile, k_base, qkv_stride, k0, T);
+    sm90_load_tile<128, D>(v_tile, k_base + D, qkv_stride, k0, T);
+    load_step(0);
+    sm90_cp_async_commit();
+
+    float dk[D / 2], dv[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
+
+    for (int i = 0; i < steps; i++) {
+        const int q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
+        const uint32_t q_tile = stages + (uint32_t)(i & 1) * STAGE, do_tile = q_tile + Q_TILE;
+        const float *stage_stats = stats_smem + (size_t)(i & 1) * (STAGE / 4) + 2 * Q_TILE / 4;
+        if (i + 1 < steps) load_step(i + 1);
+        sm90_cp_async_commit();
+        sm90_cp_async_wait<1>();
+        fence_proxy_async();
+        __syncthreads();
+
+        if (q0 + SM90_BWD_STEP - 1 >= k0 + 64 * wg) { /* some query of the tile sees a key of this warpgroup */
+            float st[32], dpt[32];
+            wgmma_fence();
+            sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+            sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(st);
+            fence_registers(dpt);
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
+                const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
+                    const float p = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+                    st[4 * n + e] = p;
+                    dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
+                }
+            }
+            uint32_t frag[4][4];
+            sm90_pack_a<4>(frag, st);
+            fence_registers(dv);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag, do_tile);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(dv);
+            fence_fragments(frag);
+            sm90_pack_a<4>(frag, dpt);
+            fence_registers(dk);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(dk);
+            fence_fragments(frag);
+        }
+        __syncthreads(); /* every warpgroup is done with this stage before it is refilled */
+    }
+
+    const float scale = 1.0f / sqrtf((float)D);
+    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(grp, H, G, D);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int k = krow0 + g + 8 * r;
+        if (k >= T) continue;
+        nvbf16 *dst = dk_base + (size_t)k * qkv_stride + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
+                __floats2bfloat162_rn(dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
+            *reinterpret_cast<__nv_bfloat162 *>(dst + D + 8 * n) =
+                __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
+        }
+    }
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad; (void)H; (void)G;
+#endif
+}
+
+template <int D>
+static __global__ void __launch_bounds__(SM90_THREADS, 1)
+attention_backward_dq_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
+                                  const float *di, int T, int Tpad, int H, int G) {
+#ifdef SM90_WGMMA
+    constexpr int Q_TILE = SM90_BM * D * 2, K_TILE = SM90_BWD_STEP * D * 2;
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    const uint32_t q_tile = sm90_smem_addr(smem), do_tile = q_tile + Q_TILE, stages = do_tile + Q_TILE;
+
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * SM90_BM;
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int row0 = q0 + 64 * wg + 16 * warp;
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const nvbf16 *batch = qkv + (size_t)b * T * qkv_stride;
+    const nvbf16 *k_base = batch + qkv_key_offset(h / (H / G), H, G, D);
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
+    const float *lse2_rows = lse2 + (size_t)bh * Tpad, *di_rows = di + (size_t)bh * Tpad;
+    const float row_lse2[2] = {lse2_rows[row0 + g], lse2_rows[row0 + g + 8]};
+    const float row_di[2] = {di_rows[row0 + g], di_rows[row0 + g + 8]};
+    const int kt_last = min(q0 + SM90_BM - 1, T - 1) / SM90_BWD_STEP;
+
+    sm90_load_tile<SM90_BM, D>(q_tile, batch + qkv_query_offset(h, H, G, D), qkv_stride, q0, T);
+    sm90_load_tile<SM90_BM, D>(do_tile, dout + (size_t)b * T * out_stride + (size_t)h * D, out_stride, q0, T);
+    sm90_load_tile<SM90_BWD_STEP, D>(stages, k_base, qkv_stride, 0, T);
+    sm90_load_tile<SM90_BWD_STEP, D>(stages + K_TILE, k_base + D, qkv_stride, 0, T);
+    sm90_cp_async_commit();
+
+    float dq[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) dq[i] = 0.0f;
+
+    for (int kt = 0; kt <= kt_last; kt++) {
+        const int k0 = kt * SM90_BWD_STEP;
+        const uint32_t k_tile = stages + (uint32_t)(kt & 1) * 2 * K_TILE, v_tile = k_tile + K_TILE;
+        if (kt < kt_last) {
+            const uint32_t next = stages + (uint32_t)((kt + 1) & 1) * 2 * K_TILE;
+            sm90_load_tile<SM90_BWD_STEP, D>(next, k_base, qkv_stride, k0 + SM90_BWD_STEP, T);
+            sm90_load_tile<SM90_BWD_STEP, D>(next + K_TILE, k_base + D, qkv_stride, k0 + SM90_BWD_STEP, T);
+        }
+        sm90_cp_async_commit();
+        sm90_cp_async_wait<1>();
+        fence_proxy_async();
+        __syncthreads();
+
+        if (k0 <= q0 + 64 * wg + 63) { /* some key of the tile is left of a row of this warpgroup */
+            float sc[32], dp[32];
+            wgmma_fence();
+            sm90_issue_abt<SM90_BWD_STEP, D, SM90_BM>(sc, q_tile, 64 * wg, k_tile, true);
+            sm90_issue_abt<SM90_BWD_STEP, D, SM90_BM>(dp, do_tile, 64 * wg, v_tile, true);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(sc);
+            fence_registers(dp);
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int k = k0 + 8 * n + 2 * t + (e & 1), q = row0 + g + 8 * (e >> 1);
+                    const float p = k > q ? 0.0f : sm90_exp2(fmaf(sc[4 * n + e], scale_log2, -row_lse2[e >> 1]));
+                    dp[4 * n + e] = p * (dp[4 * n + e] - row_di[e >> 1]);
+                }
+            uint32_t frag[4][4];
+            sm90_pack_a<4>(frag, dp);
+            fence_registers(dq);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dq, frag, k_tile);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(dq);
+            fence_fragments(frag);
+        }
+        __syncthreads();
+    }
+
+    const float scale = 1.0f / sqrtf((float)D);
+    nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int q = row0 + g + 8 * r;
+        if (q >= T) continue;
+        nvbf16 *dst = dq_base + (size_t)q * qkv_stride + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
+                __floats2bfloat162_rn(dq[4 * n + 2 * r] * scale, dq[4 * n + 2 * r + 1] * scale);
+    }
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad; (void)H; (void)G;
+#endif
+}
+
 /* the self-test's block: q, k [128][D] and v [128][D] bf16 (row-major); s_out [128][128] = Q K^T
  * and o_out [128][D] = bf16(Q K^T) V, fp32 */
 template <int D>
 static __global__ void __launch_bounds__(SM90_THREADS, 1)
-attention_sm90_selftest_kernel(float *s_out, float *o_out, const nvbf16 *q, const nvbf16 *k, const nvbf16 *v,
-                               int swap_offsets) {
+attention_sm90_selftest_kernel(float *s_out, float *o_out, const nvbf16 *q, const nvbf16 *k, const nvbf16 *v) {
 #ifdef SM90_WGMMA
     constexpr int TILE = SM90_BM * D * 2;
     extern __shared__ unsigned char sm90_smem_raw[];
@@ -349,10 +618,10 @@ attention_sm90_selftest_kernel(float *s_out, float *o_out, const nvbf16 *q, cons
     float s[64], o[D / 2];
     sm90_scores<D>(s, q_tile, k_tile, wg);
     uint32_t p[8][4];
-    sm90_pack_p(p, s);
+    sm90_pack_a<8>(p, s);
 #pragma unroll
     for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
-    sm90_add_pv<D>(o, p, v_tile, swap_offsets != 0);
+    sm90_add_pv<D>(o, p, v_tile);
 #pragma unroll
     for (int n = 0; n < 16; n++)
 #pragma unroll
@@ -364,7 +633,7 @@ attention_sm90_selftest_kernel(float *s_out, float *o_out, const nvbf16 *q, cons
         for (int e = 0; e < 4; e++)
             o_out[(size_t)(row0 + g + 8 * (e >> 1)) * D + 8 * n + 2 * t + (e & 1)] = o[4 * n + e];
 #else
-    (void)s_out; (void)o_out; (void)q; (void)k; (void)v; (void)swap_offsets;
+    (void)s_out; (void)o_out; (void)q; (void)k; (void)v;
 #endif
 }
 
@@ -426,10 +695,35 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
     else sm90_forward_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
 }
 
+template <int D>
+static void sm90_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
+                                 const float *di, int B, int T, int Tpad, int H, int G) {
+    auto dkdv = attention_backward_dkdv_sm90_kernel<D>;
+    const size_t dkdv_smem = (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_DKDV_STAGE(D) + 1024;
+    CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
+    dkdv<<<dim3((unsigned int)(B * G), ceil_div((size_t)T, 128)), SM90_THREADS, dkdv_smem, compute_stream()>>>(
+        dqkv, dout, qkv, lse2, di, T, Tpad, H, G);
+    CHECK_LAUNCH();
+    auto dq = attention_backward_dq_sm90_kernel<D>;
+    const size_t dq_smem = (size_t)2 * SM90_BM * D * 2 + (size_t)4 * SM90_BWD_STEP * D * 2 + 1024;
+    CHECK_CUDA(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
+    dq<<<dim3((unsigned int)(B * H), ceil_div((size_t)T, SM90_BM)), SM90_THREADS, dq_smem, compute_stream()>>>(
+        dqkv, dout, qkv, lse2, di, T, Tpad, H, G);
+    CHECK_LAUNCH();
+}
+
+/* the dK/dV and dQ passes after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a
+ * multiple of 128) */
+extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
+                                             const float *di, int B, int T, int Tpad, int H, int G, int D) {
+    if (D == 128) sm90_backward_launch<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    else sm90_backward_launch<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+}
+
 /* runs the two products on device copies of q, k, v (host [128][D] floats, rounded to bf16
  * here) and returns the largest |error| of S = Q K^T and of O = bf16(S) V against double
  * references on the host; -1 when the GPU has no sm_90a code */
-extern "C" int cuda_attention_sm90_selftest(int D, int swap_offsets, const float *q, const float *k,
+extern "C" int cuda_attention_sm90_selftest(int D, const float *q, const float *k,
                                             const float *v, double *s_error, double *o_error) {
     if (!cuda_attention_sm90_available() || (D != 64 && D != 128)) return -1;
     const size_t n = (size_t)SM90_BM * D;
@@ -450,7 +744,7 @@ extern "C" int cuda_attention_sm90_selftest(int D, int swap_offsets, const float
     auto kernel = D == 128 ? attention_sm90_selftest_kernel<128> : attention_sm90_selftest_kernel<64>;
     const size_t smem = sm90_smem_bytes(D);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kernel<<<1, SM90_THREADS, smem>>>(d_s, d_o, d_in, d_in + n, d_in + 2 * n, swap_offsets);
+    kernel<<<1, SM90_THREADS, smem>>>(d_s, d_o, d_in, d_in + n, d_in + 2 * n);
     CHECK_LAUNCH();
     CHECK_CUDA(cudaMemcpy(s, d_s, (size_t)SM90_BM * SM90_BN * sizeof(float), cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(o, d_o, n * sizeof(float), cudaMemcpyDeviceToHost));

@@ -117,8 +117,12 @@ void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, cons
 int cuda_attention_sm90_available(void);
 int cuda_attention_sm90_applies(const void *out, const void *qkv, int D, float dropout_p);
 void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G, int D);
+/* the backward's dK/dV and dQ passes (where the forward applies and dout is 16-byte aligned),
+ * after cuda_attention.cu's row kernel wrote lse2 = lse log2(e) and Di ([B*H, Tpad]) */
+void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
+                                  const float *di, int B, int T, int Tpad, int H, int G, int D);
 /* the two products of one block alone against double references (tests); -1 without sm_90a */
-int cuda_attention_sm90_selftest(int D, int swap_offsets, const float *q, const float *k, const float *v,
+int cuda_attention_sm90_selftest(int D, const float *q, const float *k, const float *v,
                                  double *s_error, double *o_error);
 
 /* ---- attention over a key/value cache (cuda_decode_attention.cu) ---- */
