@@ -75,6 +75,22 @@ static __device__ __forceinline__ void wgmma_wait_all(void) {
 static __device__ __forceinline__ void fence_proxy_async(void) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+/* Named barrier 1 staggers the forward's two warpgroups (FlashAttention-3's ping-pong): warpgroup
+ * 1 starts a tile's scores only when warpgroup 0's are done, so one warpgroup's softmax runs while
+ * the other's products use the tensor cores, instead of both at once (343 -> 363 TFLOP/s at the
+ * 1.3B shape; the backward passes measured no gain from it and do not stagger). */
+#ifndef SM90_NO_STAGGER /* (perf/attention_bench compares with -DSM90_NO_STAGGER) */
+static __device__ __forceinline__ void sm90_stagger_wait(int wg) {
+    if (wg == 1) asm volatile("bar.sync 1, 256;\n" ::: "memory");
+}
+static __device__ __forceinline__ void sm90_stagger_release(int wg) {
+    if (wg == 0) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+}
+#else
+static __device__ __forceinline__ void sm90_stagger_wait(int) {}
+static __device__ __forceinline__ void sm90_stagger_release(int) {}
+#endif
+
 /* tells the compiler that the registers may change here (around asynchronous wgmma: an
  * accumulator is not read before its wait, an A fragment's registers are not reused before) */
 template <int N>
@@ -224,22 +240,22 @@ static __device__ __forceinline__ void sm90_pack_a(uint32_t (&a)[KS][4], const f
     }
 }
 
-/* s[64 x 128] = Q[64 rows of warpgroup wg] K^T (all 128 keys of the tile) */
-template <int D>
-static __device__ __forceinline__ void sm90_scores(float (&s)[64], uint32_t q_tile, uint32_t k_tile, int wg) {
+/* s[64 x BN] = Q[64 rows of warpgroup wg] K^T (all BN keys of the tile) */
+template <int D, int BN>
+static __device__ __forceinline__ void sm90_scores(float (&s)[BN / 2], uint32_t q_tile, uint32_t k_tile, int wg) {
     wgmma_fence();
-    sm90_issue_abt<128, D, SM90_BM>(s, q_tile, 64 * wg, k_tile, true);
+    sm90_issue_abt<BN, D, SM90_BM>(s, q_tile, 64 * wg, k_tile, true);
     wgmma_commit();
     wgmma_wait_all();
     fence_registers(s);
 }
 
-/* o[64 x D] += P[64 x 128] V[128 keys x D] */
-template <int D>
-static __device__ __forceinline__ void sm90_add_pv(float (&o)[D / 2], uint32_t (&p)[8][4], uint32_t v_tile) {
+/* o[64 x D] += P[64 x BN] V[BN keys x D] */
+template <int D, int BN>
+static __device__ __forceinline__ void sm90_add_pv(float (&o)[D / 2], uint32_t (&p)[BN / 16][4], uint32_t v_tile) {
     fence_registers(o);
     wgmma_fence();
-    sm90_issue_ab<D, 8, SM90_BN>(o, p, v_tile);
+    sm90_issue_ab<D, BN / 16, BN>(o, p, v_tile);
     wgmma_commit();
     wgmma_wait_all();
     fence_registers(o);
@@ -258,14 +274,14 @@ static __device__ __forceinline__ unsigned char *sm90_smem_base(unsigned char *r
  * start first. Thread (warpgroup wg, warp w in it, lane = 4g + t) holds, per n8 block n of a
  * 64 x N accumulator, rows 64wg + 16w + g (elements 4n, 4n+1) and + 8 (4n+2, 4n+3), columns
  * 8n + 2t, 8n + 2t + 1. */
-template <int D>
-static __global__ void __launch_bounds__(SM90_THREADS, 1)
+template <int D, int BN>
+static __global__ void __launch_bounds__(SM90_THREADS, BN == 64 ? 2 : 1)
 attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int H, int G) {
 #ifdef SM90_WGMMA
-    constexpr int TILE = SM90_BM * D * 2; /* bytes of one 128-row tile (BM == BN) */
+    constexpr int Q_TILE = SM90_BM * D * 2, TILE = BN * D * 2; /* bytes of the Q tile, of a K or V tile */
     extern __shared__ unsigned char sm90_smem_raw[];
     unsigned char *smem = sm90_smem_base(sm90_smem_raw);
-    const uint32_t q_tile = sm90_smem_addr(smem), kv_tiles = q_tile + TILE; /* stage s: K, V */
+    const uint32_t q_tile = sm90_smem_addr(smem), kv_tiles = q_tile + Q_TILE; /* stage s: K, V */
 
     const int bh = blockIdx.x, b = bh / H, h = bh % H;
     const int q0 = (gridDim.y - 1 - blockIdx.y) * SM90_BM;
@@ -276,11 +292,11 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
     const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
     const nvbf16 *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
     const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
-    const int kt_last = min(q0 + SM90_BM - 1, T - 1) / SM90_BN;
+    const int kt_last = min(q0 + SM90_BM - 1, T - 1) / BN;
 
     sm90_load_tile<SM90_BM, D>(q_tile, q_base, qkv_stride, q0, T);
-    sm90_load_tile<SM90_BN, D>(kv_tiles, k_base, qkv_stride, 0, T);
-    sm90_load_tile<SM90_BN, D>(kv_tiles + TILE, k_base + D, qkv_stride, 0, T);
+    sm90_load_tile<BN, D>(kv_tiles, k_base, qkv_stride, 0, T);
+    sm90_load_tile<BN, D>(kv_tiles + TILE, k_base + D, qkv_stride, 0, T);
     sm90_cp_async_commit();
 
     float o[D / 2];
@@ -289,30 +305,32 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 
     for (int kt = 0; kt <= kt_last; kt++) {
-        const int k0 = kt * SM90_BN;
+        const int k0 = kt * BN;
         const uint32_t k_tile = kv_tiles + (uint32_t)(kt & 1) * 2 * TILE, v_tile = k_tile + TILE;
         if (kt < kt_last) {
             const uint32_t next = kv_tiles + (uint32_t)((kt + 1) & 1) * 2 * TILE;
-            sm90_load_tile<SM90_BN, D>(next, k_base, qkv_stride, k0 + SM90_BN, T);
-            sm90_load_tile<SM90_BN, D>(next + TILE, k_base + D, qkv_stride, k0 + SM90_BN, T);
+            sm90_load_tile<BN, D>(next, k_base, qkv_stride, k0 + BN, T);
+            sm90_load_tile<BN, D>(next + TILE, k_base + D, qkv_stride, k0 + BN, T);
         }
         sm90_cp_async_commit();
         sm90_cp_async_wait<1>();
         fence_proxy_async();
         __syncthreads();
 
-        float s[64];
-        sm90_scores<D>(s, q_tile, k_tile, wg);
-        if (k0 + SM90_BN - 1 > row0) { /* the diagonal crosses this warp's rows: causal mask */
+        float s[BN / 2];
+        sm90_stagger_wait(wg);
+        sm90_scores<D, BN>(s, q_tile, k_tile, wg);
+        sm90_stagger_release(wg);
+        if (k0 + BN - 1 > row0) { /* the diagonal crosses this warp's rows: causal mask */
 #pragma unroll
-            for (int n = 0; n < 16; n++)
+            for (int n = 0; n < BN / 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     if (k0 + 8 * n + 2 * t + (e & 1) > row0 + g + 8 * (e >> 1)) s[4 * n + e] = -INFINITY;
         }
         float m_new[2] = {m_run[0], m_run[1]};
 #pragma unroll
-        for (int n = 0; n < 16; n++) {
+        for (int n = 0; n < BN / 8; n++) {
             m_new[0] = fmaxf(m_new[0], fmaxf(s[4 * n], s[4 * n + 1]));
             m_new[1] = fmaxf(m_new[1], fmaxf(s[4 * n + 2], s[4 * n + 3]));
         }
@@ -326,15 +344,15 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
             l_run[i] *= alpha[i];
         }
 #pragma unroll
-        for (int n = 0; n < 16; n++)
+        for (int n = 0; n < BN / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const float p = sm90_exp2(fmaf(s[4 * n + e], scale_log2, neg_m[e >> 1]));
                 l_run[e >> 1] += p;
                 s[4 * n + e] = p;
             }
-        uint32_t p[8][4];
-        sm90_pack_a<8>(p, s);
+        uint32_t p[BN / 16][4];
+        sm90_pack_a<BN / 16>(p, s);
 #pragma unroll
         for (int n = 0; n < D / 8; n++) {
             o[4 * n] *= alpha[0];
@@ -342,7 +360,7 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
             o[4 * n + 2] *= alpha[1];
             o[4 * n + 3] *= alpha[1];
         }
-        sm90_add_pv<D>(o, p, v_tile);
+        sm90_add_pv<D, BN>(o, p, v_tile);
         __syncthreads(); /* both warpgroups are done with this stage before it is refilled */
     }
 
@@ -440,8 +458,9 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
         fence_proxy_async();
         __syncthreads();
 
-        if (q0 + SM90_BWD_STEP - 1 >= k0 + 64 * wg) { /* some query of the tile sees a key of this warpgroup */
-            float st[32], dpt[32];
+        const bool active = q0 + SM90_BWD_STEP - 1 >= k0 + 64 * wg; /* a query of the tile sees a key here */
+        float st[32], dpt[32];
+        if (active) {
             wgmma_fence();
             sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
             sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
@@ -449,6 +468,8 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
             wgmma_wait_all();
             fence_registers(st);
             fence_registers(dpt);
+        }
+        if (active) {
 #pragma unroll
             for (int n = 0; n < 8; n++) {
                 const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
@@ -549,8 +570,9 @@ attention_backward_dq_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16
         fence_proxy_async();
         __syncthreads();
 
-        if (k0 <= q0 + 64 * wg + 63) { /* some key of the tile is left of a row of this warpgroup */
-            float sc[32], dp[32];
+        const bool active = k0 <= q0 + 64 * wg + 63; /* a key of the tile is left of a row here */
+        float sc[32], dp[32];
+        if (active) {
             wgmma_fence();
             sm90_issue_abt<SM90_BWD_STEP, D, SM90_BM>(sc, q_tile, 64 * wg, k_tile, true);
             sm90_issue_abt<SM90_BWD_STEP, D, SM90_BM>(dp, do_tile, 64 * wg, v_tile, true);
@@ -558,6 +580,8 @@ attention_backward_dq_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16
             wgmma_wait_all();
             fence_registers(sc);
             fence_registers(dp);
+        }
+        if (active) {
 #pragma unroll
             for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -616,12 +640,12 @@ attention_sm90_selftest_kernel(float *s_out, float *o_out, const nvbf16 *q, cons
     const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4, row0 = 64 * wg + 16 * warp;
     float s[64], o[D / 2];
-    sm90_scores<D>(s, q_tile, k_tile, wg);
+    sm90_scores<D, 128>(s, q_tile, k_tile, wg);
     uint32_t p[8][4];
     sm90_pack_a<8>(p, s);
 #pragma unroll
     for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
-    sm90_add_pv<D>(o, p, v_tile);
+    sm90_add_pv<D, 128>(o, p, v_tile);
 #pragma unroll
     for (int n = 0; n < 16; n++)
 #pragma unroll
@@ -679,10 +703,16 @@ extern "C" int cuda_attention_sm90_applies(const void *out, const void *qkv, int
            cuda_attention_sm90_available();
 }
 
+/* keys per tile of the forward: 128, or 64 at D 64 (two blocks per SM, in smaller steps) */
+#ifndef SM90_FWD_BN_64
+#define SM90_FWD_BN_64 64
+#endif
+
 template <int D>
 static void sm90_forward_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H, int G) {
-    auto kernel = attention_forward_sm90_kernel<D>;
-    const size_t smem = sm90_smem_bytes(D);
+    constexpr int BN = D == 64 ? SM90_FWD_BN_64 : 128;
+    auto kernel = attention_forward_sm90_kernel<D, BN>;
+    const size_t smem = (size_t)SM90_BM * D * 2 + (size_t)4 * BN * D * 2 + 1024;
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned int)(B * H), (unsigned int)ceil_div((size_t)T, SM90_BM));
     kernel<<<grid, SM90_THREADS, smem, compute_stream()>>>(out, lse, qkv, T, H, G);
