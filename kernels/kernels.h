@@ -1,14 +1,14 @@
 /* kernels.h: the one interface between the model/optimizer code and a compute backend.
  *
- * A backend (kernels/cpu: fp32 reference C; kernels/cuda: bf16 mixed precision) fills a table of
- * operations. Model code calls only through this table, never a backend directly, and never
+ * A backend (kernels/cpu: fp32 reference C; kernels/cuda: bf16 or fp16 mixed precision) fills a
+ * table of operations. Model code calls only through this table, never a backend directly, and never
  * includes CUDA headers. Pointers passed to operations are backend memory (host memory for the
  * CPU backend, device memory for CUDA), allocated with ops->alloc.
  *
  * Precision (Megatron's mixed precision): parameters, activations and activation gradients are
- * in the backend's COMPUTE DTYPE, passed as `void *` (fp32 on the CPU backend, bf16 on CUDA;
- * ops->act_bytes bytes per element; act_at() does element arithmetic on them). Parameter
- * gradients (`float *`: Megatron's main_grad), fp32 master weights, Adam moments and per-row
+ * in the backend's COMPUTE DTYPE, passed as `void *` (fp32 on the CPU backend, bf16 on CUDA, fp16
+ * on CUDA with --fp16; ops->act_dtype says which, ops->act_bytes bytes per element; act_at()
+ * does element arithmetic on them). Parameter gradients (`float *`: Megatron's main_grad), fp32 master weights, Adam moments and per-row
  * statistics (mean, rstd, row maxima, losses) are fp32 on every backend.
  *
  * Conventions shared by every operation:
@@ -126,10 +126,15 @@ typedef struct tensor_range {
     float weight_decay;   /* AdamW's decoupled weight decay for this range */
 } tensor_range;
 
+/* the compute dtype of a backend (kernel_ops.act_dtype) */
+typedef enum kernel_dtype { KERNEL_FP32 = 0, KERNEL_BF16 = 1, KERNEL_FP16 = 2 } kernel_dtype;
+
 typedef struct kernel_ops {
     const char *name; /* "cpu" or "cuda" */
     int host_memory;  /* 1 when backend memory is host memory (MPI then moves it; else NCCL) */
-    size_t act_bytes; /* bytes per element of the compute dtype: 4 (fp32) or 2 (bf16) */
+    size_t act_bytes; /* bytes per element of the compute dtype: 4 (fp32) or 2 (bf16, fp16) */
+    int act_dtype;    /* the compute dtype itself (kernel_dtype): KERNEL_FP32 on the CPU backend,
+                       * KERNEL_BF16 on kernels_cuda(), KERNEL_FP16 on kernels_cuda_fp16() */
 
     /* ---- memory ---- */
     void *(*alloc)(size_t bytes);                 /* zero-filled; aborts on failure */
@@ -358,6 +363,9 @@ const kernel_ops *kernels_cpu(void);
 /* The CUDA backend (built when nvcc is found): cuda_context_init selects the device (one per
  * rank) before kernels_cuda() is used; cuda_device_count() is 0 without a GPU or driver. */
 const kernel_ops *kernels_cuda(void);
+/* the same backend with fp16 (IEEE half) as the compute dtype (--fp16): parameters, activations
+ * and activation gradients in fp16, everything else as kernels_cuda() */
+const kernel_ops *kernels_cuda_fp16(void);
 int cuda_device_count(void);
 void cuda_context_init(int device);
 /* the device's name as the driver reports it (the peak table is the application's); 0 or -1 */

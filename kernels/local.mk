@@ -15,7 +15,7 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 	kernels/cuda/cuda_backend.cu kernels/cuda/cuda_rmsnorm.cu kernels/cuda/cuda_rope.cu \
 	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
-	kernels/cuda/cuda_common.cuh
+	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh
 if HAVE_CUDA
 CUDA_OBJECT_FILES = $(CUDA_CU_FILES:.cu=.o)
 kernels_libkernels_a_SOURCES += $(CUDA_INCLUDE_FILES)

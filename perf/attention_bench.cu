@@ -20,6 +20,8 @@
 
 #include "kernels/cuda/cuda_attention.cu"
 
+typedef __nv_bfloat16 nvbf16; /* the bench times the bf16 kernels */
+
 /* the previous kernel, its entry points renamed */
 namespace old_attn {
 #define cuda_attention_workspace_bytes old_cuda_attention_workspace_bytes

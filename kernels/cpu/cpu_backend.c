@@ -145,6 +145,7 @@ static const kernel_ops cpu_ops = {
     .name = "cpu",
     .host_memory = 1,
     .act_bytes = sizeof(float),
+    .act_dtype = KERNEL_FP32,
 
     .alloc = cpu_alloc,
     .release = cpu_release,

@@ -1,5 +1,5 @@
-/* cuda_adamw.cu: the fused AdamW step on fp32 master weights (writing the bf16 working copy of
- * the parameters in the same pass) and the deterministic sum of squares behind the global
+/* cuda_adamw.cu: the fused AdamW step on fp32 master weights (writing the bf16 or fp16 working
+ * copy of the parameters in the same pass) and the deterministic sum of squares behind the global
  * gradient norm. The update is the CPU reference's (kernels/cpu/cpu_adamw.c):
  *   m = b1 m + (1-b1) g,  v = b2 v + (1-b2) g^2
  *   m_hat = m / (1 - b1^step),  v_hat = v / (1 - b2^step)          (bias correction, step >= 1)
@@ -38,7 +38,8 @@ static __device__ __forceinline__ float scaled(float g, float grad_scale) {
 
 /* the update of elements first, first + stride, ... of one tensor (float4 at a time when
  * vectorized) */
-static __device__ __forceinline__ void adamw_tensor(float *master, __nv_bfloat16 *params,
+template <typename E>
+static __device__ __forceinline__ void adamw_tensor(float *master, E *params,
                                                     const float *grads, float *m, float *v,
                                                     size_t n, float grad_scale, float lr,
                                                     float beta1, float beta2, float eps,
@@ -68,9 +69,8 @@ static __device__ __forceinline__ void adamw_tensor(float *master, __nv_bfloat16
         reinterpret_cast<float4 *>(v)[q] = v4;
         if (params != NULL) {
             uint2 packed;
-            __nv_bfloat162 *pairs = reinterpret_cast<__nv_bfloat162 *>(&packed);
-            pairs[0] = __floats2bfloat162_rn(p4.x, p4.y);
-            pairs[1] = __floats2bfloat162_rn(p4.z, p4.w);
+            packed.x = pack_x2<E>(p4.x, p4.y);
+            packed.y = pack_x2<E>(p4.z, p4.w);
             reinterpret_cast<uint2 *>(params)[q] = packed;
         }
     }
@@ -81,11 +81,12 @@ static __device__ __forceinline__ void adamw_tensor(float *master, __nv_bfloat16
         m[i] = mi;
         v[i] = vi;
         master[i] = p;
-        if (params != NULL) params[i] = __float2bfloat16_rn(p);
+        if (params != NULL) params[i] = from_float<E>(p);
     }
 }
 
-static __global__ void adamw_kernel(float *master, __nv_bfloat16 *params, const float *grads,
+template <typename E>
+static __global__ void adamw_kernel(float *master, E *params, const float *grads,
                                     float *m, float *v, size_t n, float lr, float beta1,
                                     float beta2, float eps, float weight_decay, float bc1,
                                     float bc2, bool vectorized) {
@@ -100,7 +101,8 @@ static __global__ void adamw_kernel(float *master, __nv_bfloat16 *params, const 
 #define RANGE_CHUNK 65536
 
 /* one block per chunk: the update of that chunk's elements */
-static __global__ void adamw_chunks_kernel(float *master, __nv_bfloat16 *params, const float *grads,
+template <typename E>
+static __global__ void adamw_chunks_kernel(float *master, E *params, const float *grads,
                                            float *m, float *v, const tensor_range *chunks,
                                            float grad_scale, float lr, float beta1, float beta2,
                                            float eps, float bc1, float bc2, bool bases_aligned) {
@@ -165,7 +167,8 @@ static const tensor_range *device_chunks(const tensor_range *ranges, int count, 
     return slot->device;
 }
 
-extern "C" void cuda_adamw_update_ranges(float *master, bf16 *params_bf16, const float *grads, float *m,
+template <typename E>
+static void adamw_update_ranges_t(float *master, E *params, const float *grads, float *m,
                                          float *v, const tensor_range *ranges, int count, float grad_scale,
                                          float lr, float beta1, float beta2, float eps, int step) {
     if (count == 0) return;
@@ -173,16 +176,17 @@ extern "C" void cuda_adamw_update_ranges(float *master, bf16 *params_bf16, const
     float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
     float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
     const bool bases_aligned = aligned16(master) && aligned16(m) && aligned16(v) && aligned16(grads) &&
-                               ((uintptr_t)params_bf16 & 7u) == 0;
+                               ((uintptr_t)params & 7u) == 0;
     int chunks = 0;
     const tensor_range *table = device_chunks(ranges, count, &chunks);
     if (chunks == 0) return;
     adamw_chunks_kernel<<<(unsigned int)chunks, adamw_threads, 0, compute_stream()>>>(
-        master, as_nv(params_bf16), grads, m, v, table, grad_scale, lr, beta1, beta2, eps, bc1, bc2, bases_aligned);
+        master, params, grads, m, v, table, grad_scale, lr, beta1, beta2, eps, bc1, bc2, bases_aligned);
     CHECK_LAUNCH();
 }
 
-extern "C" void cuda_adamw_update(float *master, bf16 *params_bf16, const float *grads, float *m,
+template <typename E>
+static void adamw_update_t(float *master, E *params, const float *grads, float *m,
                                   float *v, size_t n, float lr, float beta1, float beta2,
                                   float eps, float weight_decay, int step) {
     if (n == 0) return;
@@ -190,10 +194,10 @@ extern "C" void cuda_adamw_update(float *master, bf16 *params_bf16, const float 
     float bc1 = (float)(1.0 - pow((double)beta1, (double)step));
     float bc2 = (float)(1.0 - pow((double)beta2, (double)step));
     bool vectorized = aligned16(master) && aligned16(grads) && aligned16(m) && aligned16(v) &&
-                      ((uintptr_t)params_bf16 & 7u) == 0;
+                      ((uintptr_t)params & 7u) == 0;
     size_t work = vectorized ? n / 4 + n % 4 : n;
     adamw_kernel<<<grid_stride_blocks(work, adamw_threads), adamw_threads, 0, compute_stream()>>>(
-        master, as_nv(params_bf16), grads, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2,
+        master, params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2,
         vectorized);
     CHECK_LAUNCH();
 }
@@ -253,4 +257,30 @@ extern "C" double cuda_sum_squares_ranges(const float *x, const tensor_range *ra
 extern "C" double cuda_sum_squares(const float *x, size_t n) {
     tensor_range whole = {0, 0, n, 0.0f};
     return cuda_sum_squares_ranges(x, &whole, 1);
+}
+
+/* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_adamw_update_ranges(float *master, bf16 *params, const float *grads, float *m,
+                                         float *v, const tensor_range *ranges, int count, float grad_scale,
+                                         float lr, float beta1, float beta2, float eps, int step) {
+    adamw_update_ranges_t(master, as_nv(params), grads, m, v, ranges, count, grad_scale, lr, beta1, beta2, eps, step);
+}
+
+extern "C" void cuda_adamw_update_ranges_fp16(float *master, fp16 *params, const float *grads, float *m,
+                                         float *v, const tensor_range *ranges, int count, float grad_scale,
+                                         float lr, float beta1, float beta2, float eps, int step) {
+    adamw_update_ranges_t(master, as_half(params), grads, m, v, ranges, count, grad_scale, lr, beta1, beta2, eps, step);
+}
+
+extern "C" void cuda_adamw_update(float *master, bf16 *params, const float *grads, float *m,
+                                  float *v, size_t n, float lr, float beta1, float beta2,
+                                  float eps, float weight_decay, int step) {
+    adamw_update_t(master, as_nv(params), grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+}
+
+extern "C" void cuda_adamw_update_fp16(float *master, fp16 *params, const float *grads, float *m,
+                                  float *v, size_t n, float lr, float beta1, float beta2,
+                                  float eps, float weight_decay, int step) {
+    adamw_update_t(master, as_half(params), grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
 }

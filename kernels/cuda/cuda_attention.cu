@@ -58,7 +58,6 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/philox.h"
 
-typedef __nv_bfloat16 nvbf16;
 
 /* Tile shapes (rows per block are 16 per warp). The defaults can be overridden at compile time
  * (perf/attention_bench.cu builds variants). BN: keys per step of the forward and dQ kernels;
@@ -114,24 +113,32 @@ static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
 
 /* four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, register i of lane
  * l receives row l/4, elements 2(l%4), 2(l%4)+1 of matrix i (with .trans: of its transpose) */
-static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const nvbf16 *p) {
+template <typename E>
+static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const E *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_u32(p)));
 }
-static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const nvbf16 *p) {
+template <typename E>
+static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const E *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_u32(p)));
 }
 
-/* c (16x8 fp32) += a (16x16 bf16) b (16x8 bf16) */
-static __device__ __forceinline__ void mma_bf16_16816(float c[4], const uint32_t a[4],
-                                                      uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+/* c (16x8 fp32) += a (16x16 E) b (16x8 E), E bf16 or fp16 (the instruction's operand type) */
+template <typename E>
+static __device__ __forceinline__ void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    if constexpr (is_fp16<E>::value)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 /* 16 bytes global -> shared without passing through registers; with valid == false the 16
@@ -156,11 +163,6 @@ static __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
-static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-    __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi); /* .x (lo) at the lower address */
-    return *reinterpret_cast<uint32_t *>(&pair);
-}
-
 /* ---------------------------------------------------------------------------------------------- */
 /* tiles: global <-> shared */
 
@@ -168,8 +170,8 @@ static __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
  * ROWS x LD shared tile, zero past T and in columns [D, DP). All THREADS threads of the block
  * call it. With vec (D % 8 == 0, 16-byte aligned rows) the copies are asynchronous cp.async
  * (the caller commits and waits); otherwise plain loads and stores. */
-template <int DP, int ROWS, int THREADS>
-static __device__ __forceinline__ void attn_load_tile(nvbf16 *dst, const nvbf16 *src,
+template <int DP, int ROWS, int THREADS, typename E>
+static __device__ __forceinline__ void attn_load_tile(E *dst, const E *src,
                                                       size_t row_stride, int row0, int T, int D,
                                                       bool vec) {
     constexpr int LD = ATTN_LD(DP), CHUNKS = DP / 8; /* 16-byte pieces per row */
@@ -178,13 +180,13 @@ static __device__ __forceinline__ void attn_load_tile(nvbf16 *dst, const nvbf16 
         for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += THREADS) {
             int r = idx / CHUNKS, c = (idx % CHUNKS) * 8;
             bool valid = row0 + r < T && c < D;
-            const nvbf16 *from = valid ? src + (size_t)(row0 + r) * row_stride + c : src;
+            const E *from = valid ? src + (size_t)(row0 + r) * row_stride + c : src;
             cp_async_16(dst + r * LD + c, from, valid);
         }
     } else {
         for (int idx = threadIdx.x; idx < ROWS * DP; idx += THREADS) {
             int r = idx / DP, c = idx % DP;
-            nvbf16 v = __float2bfloat16(0.0f);
+            E v = from_float<E>(0.0f);
             if (row0 + r < T && c < D) v = src[(size_t)(row0 + r) * row_stride + c];
             dst[r * LD + c] = v;
         }
@@ -201,25 +203,25 @@ static __device__ __forceinline__ void attn_load_floats(float *dst, const float 
 /* one warp: the fp32 accumulator fragments acc (16 x DP) times the per-row factors (f0 for row g,
  * f1 for row g + 8), rounded to bf16, into the warp's own 16 shared rows `rows` (leading
  * dimension LD) */
-template <int DP>
-static __device__ __forceinline__ void attn_stage_rows(nvbf16 *rows, const float (&acc)[DP / 8][4],
+template <int DP, typename E>
+static __device__ __forceinline__ void attn_stage_rows(E *rows, const float (&acc)[DP / 8][4],
                                                        float f0, float f1, int lane) {
     constexpr int LD = ATTN_LD(DP);
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int n = 0; n < DP / 8; n++) {
         *reinterpret_cast<uint32_t *>(rows + g * LD + 8 * n + 2 * t) =
-            pack_bf16x2(acc[n][0] * f0, acc[n][1] * f0);
+            pack_x2<E>(acc[n][0] * f0, acc[n][1] * f0);
         *reinterpret_cast<uint32_t *>(rows + (g + 8) * LD + 8 * n + 2 * t) =
-            pack_bf16x2(acc[n][2] * f1, acc[n][3] * f1);
+            pack_x2<E>(acc[n][2] * f1, acc[n][3] * f1);
     }
 }
 
 /* one warp: its 16 staged shared rows to rows [row0, row0 + 16) of a row-major global bf16
  * matrix (row stride `row_stride`), skipping rows >= T and columns >= D */
-template <int DP>
-static __device__ __forceinline__ void attn_store_rows(nvbf16 *dst, size_t row_stride,
-                                                       const nvbf16 *rows, int row0, int T, int D,
+template <int DP, typename E>
+static __device__ __forceinline__ void attn_store_rows(E *dst, size_t row_stride,
+                                                       const E *rows, int row0, int T, int D,
                                                        bool vec, int lane) {
     constexpr int LD = ATTN_LD(DP), CHUNKS = DP / 8;
     __syncwarp();
@@ -244,15 +246,15 @@ static __device__ __forceinline__ void attn_store_rows(nvbf16 *dst, size_t row_s
 
 /* s[16 x 8 NT] = A B^T: A is the warp's 16 rows a_rows[16][DP], B the tile b_rows[8 NT][DP], both
  * row-major in shared memory (Q K^T, dO V^T, K Q^T, V dO^T) */
-template <int DP, int NT>
-static __device__ __forceinline__ void warp_gemm_abt(float (&s)[NT][4], const nvbf16 *a_rows,
-                                                     const nvbf16 *b_rows, int lane) {
+template <int DP, int NT, typename E>
+static __device__ __forceinline__ void warp_gemm_abt(float (&s)[NT][4], const E *a_rows,
+                                                     const E *b_rows, int lane) {
     constexpr int LD = ATTN_LD(DP);
 #pragma unroll
     for (int n = 0; n < NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
     /* A: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15); B: (rows 0-7, cols 0-7 | 8-15) then rows 8-15 */
-    const nvbf16 *a_lane = a_rows + (lane & 15) * LD + (lane >> 4) * 8;
-    const nvbf16 *b_lane = b_rows + ((lane & 7) + ((lane >> 4) << 3)) * LD + ((lane >> 3) & 1) * 8;
+    const E *a_lane = a_rows + (lane & 15) * LD + (lane >> 4) * 8;
+    const E *b_lane = b_rows + ((lane & 7) + ((lane >> 4) << 3)) * LD + ((lane >> 3) & 1) * 8;
 #pragma unroll
     for (int kk = 0; kk < DP / 16; kk++) {
         uint32_t a[4];
@@ -261,8 +263,8 @@ static __device__ __forceinline__ void warp_gemm_abt(float (&s)[NT][4], const nv
         for (int np = 0; np < NT / 2; np++) {
             uint32_t b[4];
             ldmatrix_x4(b, b_lane + 16 * np * LD + 16 * kk);
-            mma_bf16_16816(s[2 * np], a, b[0], b[1]);
-            mma_bf16_16816(s[2 * np + 1], a, b[2], b[3]);
+            mma_16816<E>(s[2 * np], a, b[0], b[1]);
+            mma_16816<E>(s[2 * np + 1], a, b[2], b[3]);
         }
     }
 }
@@ -270,25 +272,25 @@ static __device__ __forceinline__ void warp_gemm_abt(float (&s)[NT][4], const nv
 /* o[16 x DP] += P V: P is the 16 x 8 NT score-shaped accumulator p (C fragments, rounded to bf16
  * A fragments in registers), V the tile v_rows[8 NT][DP], row-major in shared memory (P V, dS K,
  * P^T dO, dS^T Q) */
-template <int DP, int NT>
+template <int DP, int NT, typename E>
 static __device__ __forceinline__ void warp_gemm_pv(float (&o)[DP / 8][4], const float (&p)[NT][4],
-                                                    const nvbf16 *v_rows, int lane) {
+                                                    const E *v_rows, int lane) {
     constexpr int LD = ATTN_LD(DP);
     /* .trans matrices: (rows 0-7 | 8-15) x cols 0-7, then the same x cols 8-15 */
-    const nvbf16 *v_lane = v_rows + (lane & 15) * LD + (lane >> 4) * 8;
+    const E *v_lane = v_rows + (lane & 15) * LD + (lane >> 4) * 8;
 #pragma unroll
     for (int kk = 0; kk < NT / 2; kk++) {
         uint32_t a[4];
-        a[0] = pack_bf16x2(p[2 * kk][0], p[2 * kk][1]);
-        a[1] = pack_bf16x2(p[2 * kk][2], p[2 * kk][3]);
-        a[2] = pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]);
-        a[3] = pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+        a[0] = pack_x2<E>(p[2 * kk][0], p[2 * kk][1]);
+        a[1] = pack_x2<E>(p[2 * kk][2], p[2 * kk][3]);
+        a[2] = pack_x2<E>(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        a[3] = pack_x2<E>(p[2 * kk + 1][2], p[2 * kk + 1][3]);
 #pragma unroll
         for (int dp = 0; dp < DP / 16; dp++) {
             uint32_t b[4];
             ldmatrix_x4_trans(b, v_lane + 16 * kk * LD + 16 * dp);
-            mma_bf16_16816(o[2 * dp], a, b[0], b[1]);
-            mma_bf16_16816(o[2 * dp + 1], a, b[2], b[3]);
+            mma_16816<E>(o[2 * dp], a, b[0], b[1]);
+            mma_16816<E>(o[2 * dp + 1], a, b[2], b[3]);
         }
     }
 }
@@ -341,22 +343,22 @@ static __device__ __forceinline__ float quad_sum(float v) {
 /* forward: block = (batch x head, query tile of 16 WARPS rows), warp w owns rows 16w..16w+15;
  * walks key tiles of BN keys up to the diagonal. Grid y counts down the query tiles, so the
  * longest rows start first. */
-template <int DP, int WARPS, int BN, bool DROPOUT>
+template <int DP, int WARPS, int BN, bool DROPOUT, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_FWD_MIN_BLOCKS_64 : 0)
-attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int H, int G, int D,
+attention_forward_kernel(E *out, float *lse, const E *qkv, int T, int H, int G, int D,
                          int head_start, int total_heads, dropout_rng rng, int vec) {
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    nvbf16 *q_s = reinterpret_cast<nvbf16 *>(attn_smem); /* BM x LD */
-    nvbf16 *kv_s = q_s + BM * LD;                         /* [stage 0, 1][K, V] BN x LD */
+    E *q_s = reinterpret_cast<E *>(attn_smem); /* BM x LD */
+    E *kv_s = q_s + BM * LD;                         /* [stage 0, 1][K, V] BN x LD */
 
     const int bh = blockIdx.x, b = bh / H, h = bh % H;
     const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp_row0 = q0 + 16 * warp;
     const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
-    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
-    const nvbf16 *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
+    const E *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
+    const E *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D); /* scores in base-2 units */
     const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
     const int kt_last = min(q0 + BM - 1, T - 1) / BN;
@@ -377,9 +379,9 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
 
     for (int kt = 0; kt <= kt_last; kt++) {
         const int k0 = kt * BN;
-        const nvbf16 *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
+        const E *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (kt < kt_last) { /* prefetch the next K, V tiles into the other stage */
-            nvbf16 *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
+            E *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
             attn_load_tile<DP, BN, THREADS>(next, k_base, qkv_stride, k0 + BN, T, D, vec);
             attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, qkv_stride, k0 + BN, T,
                                             D, vec);
@@ -455,7 +457,7 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
         if (t == 0 && row < T)
             lse[(size_t)bh * T + row] = (m_run[i] * scale_log2 + log2f(l)) * attn_ln2;
     }
-    nvbf16 *stage = q_s + 16 * warp * LD; /* the warp's own Q rows, read only by this warp */
+    E *stage = q_s + 16 * warp * LD; /* the warp's own Q rows, read only by this warp */
     attn_stage_rows<DP>(stage, o, factor[0], factor[1], lane);
     attn_store_rows<DP>(out + (size_t)b * T * out_stride + (size_t)h * D, out_stride, stage,
                         warp_row0, T, D, vec, lane);
@@ -465,9 +467,9 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
 /* backward, step 0: per row (b, h, t) of the padded [B*H, Tpad] layout, lse2 = lse * log2(e) and
  * Di = dO_t . O_t (zero for t >= T). G = DP / 8 lanes per row, each taking 8 columns (16-byte
  * loads with vec, else a strided walk), then a fixed-order xor-shuffle sum over the G lanes. */
-template <int DP>
-static __global__ void attention_backward_rows_kernel(float *lse2, float *di, const nvbf16 *dout,
-                                                      const nvbf16 *out, const float *lse,
+template <int DP, typename E>
+static __global__ void attention_backward_rows_kernel(float *lse2, float *di, const E *dout,
+                                                      const E *out, const float *lse,
                                                       int B, int T, int Tpad, int H, int D,
                                                       int vec) {
     constexpr int G = DP / 8;
@@ -482,14 +484,14 @@ static __global__ void attention_backward_rows_kernel(float *lse2, float *di, co
         if (vec) {
             if (part * 8 < D) {
                 float x[8], y[8];
-                load_bf16x8(x, dout + offset + part * 8);
-                load_bf16x8(y, out + offset + part * 8);
+                load_x8(x, dout + offset + part * 8);
+                load_x8(y, out + offset + part * 8);
 #pragma unroll
                 for (int i = 0; i < 8; i++) sum += x[i] * y[i];
             }
         } else {
             for (int d = part; d < D; d += G)
-                sum += __bfloat162float(dout[offset + d]) * __bfloat162float(out[offset + d]);
+                sum += to_float(dout[offset + d]) * to_float(out[offset + d]);
         }
     }
 #pragma unroll
@@ -504,9 +506,9 @@ static __global__ void attention_backward_rows_kernel(float *lse2, float *di, co
 /* ---------------------------------------------------------------------------------------------- */
 /* one stage of the dK/dV kernel: Q and dO rows [q0, q0 + BM) (BM x LD each), then their lse2 and
  * Di (BM floats each) */
-template <int DP, int BM, int THREADS>
+template <int DP, int BM, int THREADS, typename E>
 static __device__ __forceinline__ void attn_load_query_stage(
-    nvbf16 *stage, const nvbf16 *q_base, size_t qkv_stride, const nvbf16 *do_base,
+    E *stage, const E *q_base, size_t qkv_stride, const E *do_base,
     size_t out_stride, const float *lse2_rows, const float *di_rows, int q0, int T, int D,
     bool vec) {
     constexpr int LD = ATTN_LD(DP);
@@ -523,25 +525,25 @@ static __device__ __forceinline__ void attn_load_query_stage(
  * the diagonal down, with S^T = K Q^T and dP^T = V dO^T in registers (keys as rows), so dK and
  * dV sum over the group's heads in registers. Grid y counts up the key tiles: the longest walks
  * start first. */
-template <int DP, int WARPS, int BM, bool DROPOUT>
+template <int DP, int WARPS, int BM, bool DROPOUT, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DKDV_MIN_BLOCKS_64 : 0)
-attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *dout,
-                               const nvbf16 *qkv, const float *lse2, const float *di, int T,
+attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
+                               const E *qkv, const float *lse2, const float *di, int T,
                                int Tpad, int H, int G, int D, int head_start, int total_heads,
                                dropout_rng rng, int vec) {
     constexpr int BN = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BM / 8;
     constexpr int STAGE = 2 * BM * LD + 2 * BM * 2; /* bf16 elements: Q, dO, then lse2, Di */
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    nvbf16 *k_s = reinterpret_cast<nvbf16 *>(attn_smem); /* BN x LD */
-    nvbf16 *v_s = k_s + BN * LD;                         /* BN x LD */
-    nvbf16 *stages = v_s + BN * LD;                      /* [2][Q BM x LD, dO BM x LD, lse2, Di] */
+    E *k_s = reinterpret_cast<E *>(attn_smem); /* BN x LD */
+    E *v_s = k_s + BN * LD;                         /* BN x LD */
+    E *stages = v_s + BN * LD;                      /* [2][Q BM x LD, dO BM x LD, lse2, Di] */
 
     const int bg = blockIdx.x, b = bg / G, group = bg % G, per = H / G;
     const int k0 = blockIdx.y * BN;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp_key0 = k0 + 16 * warp;
     const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
-    const nvbf16 *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
+    const E *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
     const int qt_first = k0 / BM, qt_last = (T - 1) / BM, tiles = qt_last - qt_first + 1;
@@ -550,8 +552,8 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *
     /* step it of the walk: query head first_head + it / tiles, query tile qt_first + it % tiles */
     const int first_head = group * per, steps = per * tiles;
 #define DKDV_HEAD_POINTERS(h)                                                                      \
-    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);       \
-    const nvbf16 *do_base = dout + (size_t)b * T * out_stride + (size_t)(h) * D;                   \
+    const E *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);       \
+    const E *do_base = dout + (size_t)b * T * out_stride + (size_t)(h) * D;                   \
     const size_t bh = (size_t)b * H + (size_t)(h);                                                 \
     const float *lse2_rows = lse2 + bh * Tpad, *di_rows = di + bh * Tpad;
 
@@ -578,7 +580,7 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *
         /* counter of element (i, key) = offset + head_index*T*T + key + i*T */
         const uint64_t key_counter[2] = {attn_row_counter(rng, head_index, T, 0) + warp_key0 + g,
                                          attn_row_counter(rng, head_index, T, 0) + warp_key0 + g + 8};
-        const nvbf16 *q_s = stages + i * STAGE, *do_s = q_s + BM * LD;
+        const E *q_s = stages + i * STAGE, *do_s = q_s + BM * LD;
         const float *lse2_s = reinterpret_cast<const float *>(do_s + BM * LD), *di_s = lse2_s + BM;
         if (it + 1 < steps) { /* prefetch the next step's query tile into the other stage */
             const int next_h = first_head + (it + 1) / tiles, next_qt = qt_first + (it + 1) % tiles;
@@ -637,8 +639,8 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *
 #undef DKDV_HEAD_POINTERS
     /* dK = scale dS^T Q, dV = keep_scale (P keep)^T dO, staged in the warp's own K and V rows */
     const float scale = 1.0f / sqrtf((float)D);
-    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
-    nvbf16 *k_stage = k_s + 16 * warp * LD, *v_stage = v_s + 16 * warp * LD;
+    E *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
+    E *k_stage = k_s + 16 * warp * LD, *v_stage = v_s + 16 * warp * LD;
     attn_stage_rows<DP>(k_stage, dk, scale, scale, lane);
     attn_store_rows<DP>(dk_base, qkv_stride, k_stage, warp_key0, T, D, vec, lane);
     attn_stage_rows<DP>(v_stage, dv, keep_scale, keep_scale, lane);
@@ -649,24 +651,24 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, uint32_t *keep_bits, const nvbf16 *
 /* backward, dQ: block = (batch x head, query tile of 16 WARPS rows), warp w owns rows
  * 16w..16w+15; walks key tiles of BN keys up to the diagonal, recomputing S = Q K^T and
  * dP = dO V^T in registers. Grid y counts down the query tiles. */
-template <int DP, int WARPS, int BN, bool DROPOUT>
+template <int DP, int WARPS, int BN, bool DROPOUT, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DQ_MIN_BLOCKS_64 : 0)
-attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf16 *dout,
-                             const nvbf16 *qkv, const float *lse2, const float *di, int T,
+attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
+                             const E *qkv, const float *lse2, const float *di, int T,
                              int Tpad, int H, int G, int D, dropout_rng rng, int vec) {
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
-    nvbf16 *q_s = reinterpret_cast<nvbf16 *>(attn_smem); /* BM x LD */
-    nvbf16 *do_s = q_s + BM * LD;                         /* BM x LD */
-    nvbf16 *kv_s = do_s + BM * LD;                        /* [stage 0, 1][K, V] BN x LD */
+    E *q_s = reinterpret_cast<E *>(attn_smem); /* BM x LD */
+    E *do_s = q_s + BM * LD;                         /* BM x LD */
+    E *kv_s = do_s + BM * LD;                        /* [stage 0, 1][K, V] BN x LD */
 
     const int bh = blockIdx.x, b = bh / H, h = bh % H;
     const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp_row0 = q0 + 16 * warp;
     const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
-    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
-    const nvbf16 *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
+    const E *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
+    const E *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
     const int kt_last = min(q0 + BM - 1, T - 1) / BN;
@@ -689,9 +691,9 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf
 
     for (int kt = 0; kt <= kt_last; kt++) {
         const int k0 = kt * BN;
-        const nvbf16 *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
+        const E *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (kt < kt_last) {
-            nvbf16 *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
+            E *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
             attn_load_tile<DP, BN, THREADS>(next, k_base, qkv_stride, k0 + BN, T, D, vec);
             attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, qkv_stride, k0 + BN, T,
                                             D, vec);
@@ -739,7 +741,7 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf
     }
 
     const float scale = 1.0f / sqrtf((float)D);
-    nvbf16 *stage = q_s + 16 * warp * LD; /* the warp's own Q rows */
+    E *stage = q_s + 16 * warp * LD; /* the warp's own Q rows */
     attn_stage_rows<DP>(stage, dq, scale, scale, lane);
     attn_store_rows<DP>(dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D), qkv_stride, stage,
                         warp_row0, T, D, vec, lane);
@@ -748,14 +750,15 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const uint32_t *keep_bits, const nvbf
 /* ---------------------------------------------------------------------------------------------- */
 /* host side */
 
+/* (tiles of 16-bit elements, bf16 or fp16) */
 static size_t attn_forward_smem(int DP, int warps, int bn) {
-    return ((size_t)16 * warps + 4 * (size_t)bn) * ATTN_LD(DP) * sizeof(nvbf16);
+    return ((size_t)16 * warps + 4 * (size_t)bn) * ATTN_LD(DP) * sizeof(uint16_t);
 }
 static size_t attn_dq_smem(int DP, int warps, int bn) {
-    return ((size_t)32 * warps + 4 * (size_t)bn) * ATTN_LD(DP) * sizeof(nvbf16);
+    return ((size_t)32 * warps + 4 * (size_t)bn) * ATTN_LD(DP) * sizeof(uint16_t);
 }
 static size_t attn_dkdv_smem(int DP, int warps, int bm) {
-    return ((size_t)32 * warps + 4 * (size_t)bm) * ATTN_LD(DP) * sizeof(nvbf16) +
+    return ((size_t)32 * warps + 4 * (size_t)bm) * ATTN_LD(DP) * sizeof(uint16_t) +
            4 * (size_t)bm * sizeof(float);
 }
 
@@ -768,12 +771,12 @@ static dim3 attn_grid(int B, int H, int T, int tile) {
     return dim3((unsigned int)B * (unsigned int)H, ceil_div((size_t)T, (size_t)tile));
 }
 
-template <int DP, bool DROPOUT>
-static void attn_forward_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H,
+template <int DP, bool DROPOUT, typename E>
+static void attn_forward_launch(E *out, float *lse, const E *qkv, int B, int T, int H,
                                 int G, int D, int head_start, int total_heads, dropout_rng rng) {
     constexpr int WARPS = ATTN_FWD_WARPS, BN = ATTN_FWD_BN;
     static_assert(ATTN_T_PAD % (16 * WARPS) == 0 && BN % 16 == 0, "forward tile shape");
-    auto kernel = attention_forward_kernel<DP, WARPS, BN, DROPOUT>;
+    auto kernel = attention_forward_kernel<DP, WARPS, BN, DROPOUT, E>;
     const size_t smem = attn_forward_smem(DP, WARPS, BN);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kernel<<<attn_grid(B, H, T, 16 * WARPS), 32 * WARPS, smem, compute_stream()>>>(
@@ -781,9 +784,9 @@ static void attn_forward_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int 
     CHECK_LAUNCH();
 }
 
-template <int DP, bool DROPOUT>
-static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv,
-                                 const nvbf16 *out, const float *lse, int B, int T, int H, int G,
+template <int DP, bool DROPOUT, typename E>
+static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
+                                 const E *out, const float *lse, int B, int T, int H, int G,
                                  int D, int head_start, int total_heads, dropout_rng rng) {
     constexpr int DQ_WARPS = DP <= 64 ? ATTN_DQ_WARPS_64 : ATTN_DQ_WARPS_128, DQ_BN = ATTN_DQ_BN;
     constexpr int KV_WARPS = ATTN_DKDV_WARPS;
@@ -802,13 +805,15 @@ static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
         lse2, di, dout, out, lse, B, T, Tpad, H, D, vec);
     CHECK_LAUNCH();
-    if (!DROPOUT && vec && cuda_attention_sm90_applies(dqkv, qkv, D, rng.p)) { /* Hopper */
-        cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dqkv), reinterpret_cast<const bf16 *>(dout),
-                                     reinterpret_cast<const bf16 *>(qkv), lse2, di, B, T, Tpad, H, G, D);
-        return;
+    if constexpr (!is_fp16<E>::value) { /* Hopper's wgmma kernels are bf16 only */
+        if (!DROPOUT && vec && cuda_attention_sm90_applies(dqkv, qkv, D, rng.p)) {
+            cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dqkv), reinterpret_cast<const bf16 *>(dout),
+                                         reinterpret_cast<const bf16 *>(qkv), lse2, di, B, T, Tpad, H, G, D);
+            return;
+        }
     }
 
-    auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT>;
+    auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT, E>;
     const size_t dkdv_smem = attn_dkdv_smem(DP, KV_WARPS, KV_BM);
     CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)dkdv_smem));
@@ -816,7 +821,7 @@ static void attn_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 
         dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, G, D, head_start, total_heads, rng, vec);
     CHECK_LAUNCH();
 
-    auto dq = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT>;
+    auto dq = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT, E>;
     const size_t dq_smem = attn_dq_smem(DP, DQ_WARPS, DQ_BN);
     CHECK_CUDA(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
     dq<<<attn_grid(B, H, T, 16 * DQ_WARPS), 32 * DQ_WARPS, dq_smem, compute_stream()>>>(
@@ -842,17 +847,21 @@ static void attn_check_groups(int H, int G) {
         KERNELS_FATAL("cuda attention: %d query heads do not split into %d query groups", H, G);
 }
 
-extern "C" void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T,
+template <typename E>
+static void attention_forward_t(E *out, void *workspace, const E *qkv, int B, int T,
                                        int H, int G, int D, int head_start, int total_heads,
                                        dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
     attn_check_groups(H, G);
-    nvbf16 *o = as_nv(out);
-    const nvbf16 *x = as_nv(qkv);
+    E *o = out;
+    const E *x = qkv;
     float *lse = (float *)workspace;
-    if (cuda_attention_sm90_applies(out, qkv, D, rng.p)) { /* Hopper: cuda_attention_sm90.cu */
-        cuda_attention_sm90_forward(out, lse, qkv, B, T, H, G, D);
-        return;
+    if constexpr (!is_fp16<E>::value) { /* Hopper (cuda_attention_sm90.cu), bf16 only */
+        if (cuda_attention_sm90_applies(out, qkv, D, rng.p)) {
+            cuda_attention_sm90_forward(reinterpret_cast<bf16 *>(out), lse, reinterpret_cast<const bf16 *>(qkv), B, T,
+                                        H, G, D);
+            return;
+        }
     }
     const bool drop = rng.p > 0.0f;
     if (attn_padded_head_dim(D) == 64) {
@@ -864,14 +873,15 @@ extern "C" void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *q
     }
 }
 
-extern "C" void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
-                                        const bf16 *out, const void *workspace, int B, int T,
+template <typename E>
+static void attention_backward_t(E *dqkv, const E *dout, const E *qkv,
+                                        const E *out, const void *workspace, int B, int T,
                                         int H, int G, int D, int head_start, int total_heads,
                                         dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
     attn_check_groups(H, G);
-    nvbf16 *dx = as_nv(dqkv);
-    const nvbf16 *dy = as_nv(dout), *x = as_nv(qkv), *y = as_nv(out);
+    E *dx = dqkv;
+    const E *dy = dout, *x = qkv, *y = out;
     const float *lse = (const float *)workspace;
     const bool drop = rng.p > 0.0f;
     if (attn_padded_head_dim(D) == 64) {
@@ -881,4 +891,32 @@ extern "C" void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16
         if (drop) attn_backward_launch<128, true>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
         else attn_backward_launch<128, false>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
     }
+}
+
+/* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T,
+                                       int H, int G, int D, int head_start, int total_heads,
+                                       dropout_rng rng) {
+    attention_forward_t(as_nv(out), workspace, as_nv(qkv), B, T, H, G, D, head_start, total_heads, rng);
+}
+
+extern "C" void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, int B, int T,
+                                       int H, int G, int D, int head_start, int total_heads,
+                                       dropout_rng rng) {
+    attention_forward_t(as_half(out), workspace, as_half(qkv), B, T, H, G, D, head_start, total_heads, rng);
+}
+
+extern "C" void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+                                        const bf16 *out, const void *workspace, int B, int T,
+                                        int H, int G, int D, int head_start, int total_heads,
+                                        dropout_rng rng) {
+    attention_backward_t(as_nv(dqkv), as_nv(dout), as_nv(qkv), as_nv(out), workspace, B, T, H, G, D, head_start, total_heads, rng);
+}
+
+extern "C" void cuda_attention_backward_fp16(fp16 *dqkv, const fp16 *dout, const fp16 *qkv,
+                                        const fp16 *out, const void *workspace, int B, int T,
+                                        int H, int G, int D, int head_start, int total_heads,
+                                        dropout_rng rng) {
+    attention_backward_t(as_half(dqkv), as_half(dout), as_half(qkv), as_half(out), workspace, B, T, H, G, D, head_start, total_heads, rng);
 }

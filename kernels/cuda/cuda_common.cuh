@@ -1,5 +1,6 @@
-/* cuda_common.cuh: what every CUDA kernel file shares: bf16 views of the C storage type, the
- * compute stream, launch-size arithmetic and the checks after a launch. Device code only; C code
+/* cuda_common.cuh: what every CUDA kernel file shares: bf16 views of the C storage type (fp16
+ * views and the 16-bit element templates are in cuda_kernels_t.cuh, included here), the compute
+ * stream, launch-size arithmetic and the checks after a launch. Device code only; C code
  * includes cuda_kernels.h instead. */
 #ifndef CUDA_COMMON_CUH
 #define CUDA_COMMON_CUH
@@ -9,6 +10,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_kernels_t.cuh"
 
 /* the C storage type and CUDA's bf16 have the same bits */
 static inline __nv_bfloat16 *as_nv(bf16 *p) { return reinterpret_cast<__nv_bfloat16 *>(p); }
@@ -36,7 +38,7 @@ static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)(
                           cublasLtGetStatusString(cublas_status_), (int)cublas_status_);   \
     } while (0)
 
-/* whether a pointer allows 128-bit (8 x bf16, 4 x fp32) loads and stores */
+/* whether a pointer allows 128-bit (8 x bf16 or fp16, 4 x fp32) loads and stores */
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* number of SMs of the current device (grid sizes of grid-stride loops; never used where it
@@ -73,25 +75,6 @@ static inline void *stream_scratch(size_t bytes) {
         scratch_capacity = grown;
     }
     return scratch_buffer;
-}
-
-/* 8 bf16 <-> 8 floats through one 128-bit access (p must be 16-byte aligned) */
-static __device__ __forceinline__ void load_bf16x8(float out[8], const __nv_bfloat16 *p) {
-    uint4 raw = *reinterpret_cast<const uint4 *>(p);
-    const __nv_bfloat162 *pairs = reinterpret_cast<const __nv_bfloat162 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 f = __bfloat1622float2(pairs[i]);
-        out[2 * i] = f.x;
-        out[2 * i + 1] = f.y;
-    }
-}
-static __device__ __forceinline__ void store_bf16x8(__nv_bfloat16 *p, const float in[8]) {
-    uint4 raw;
-    __nv_bfloat162 *pairs = reinterpret_cast<__nv_bfloat162 *>(&raw);
-#pragma unroll
-    for (int i = 0; i < 4; i++) pairs[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
-    *reinterpret_cast<uint4 *>(p) = raw;
 }
 
 /* butterfly sums over a full warp: every lane ends with the same, order-fixed value */

@@ -16,28 +16,14 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-typedef __nv_bfloat16 nvbf16;
-
 #define CE_THREADS 256
 #define CE_WARPS (CE_THREADS / 32)
 
-/* elements before the first 16-byte boundary of a row (bf16 rows are 2-byte aligned) */
-static __device__ __forceinline__ int ce_head_length(const nvbf16 *row, int V) {
+/* elements before the first 16-byte boundary of a row (16-bit rows are 2-byte aligned) */
+template <typename E>
+static __device__ __forceinline__ int ce_head_length(const E *row, int V) {
     int head = (int)(((16u - (unsigned int)(reinterpret_cast<uintptr_t>(row) & 15u)) & 15u) / 2u);
     return head < V ? head : V;
-}
-
-/* the 8 values of a 16-byte vector of bf16 (element 0 in the low half of .x) */
-static __device__ __forceinline__ void ce_unpack8(uint4 u, float *f) {
-    f[0] = __uint_as_float(u.x << 16); f[1] = __uint_as_float(u.x & 0xffff0000u);
-    f[2] = __uint_as_float(u.y << 16); f[3] = __uint_as_float(u.y & 0xffff0000u);
-    f[4] = __uint_as_float(u.z << 16); f[5] = __uint_as_float(u.z & 0xffff0000u);
-    f[6] = __uint_as_float(u.w << 16); f[7] = __uint_as_float(u.w & 0xffff0000u);
-}
-
-static __device__ __forceinline__ unsigned int ce_pack2(float lo, float hi) {
-    __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<unsigned int *>(&pair);
 }
 
 /* block-wide max / sum (all CE_THREADS threads call; every thread gets the result) */
@@ -73,82 +59,85 @@ static __device__ float ce_block_sum(float v) {
     return result;
 }
 
+template <typename E>
 static __global__ void __launch_bounds__(CE_THREADS)
-cross_entropy_max_kernel(float *row_max, const nvbf16 *logits, int V) {
-    const nvbf16 *row = logits + (size_t)blockIdx.x * V;
+cross_entropy_max_kernel(float *row_max, const E *logits, int V) {
+    const E *row = logits + (size_t)blockIdx.x * V;
     const int head = ce_head_length(row, V), num_vec = (V - head) / 8;
     const uint4 *vec = reinterpret_cast<const uint4 *>(row + head);
     float m = -INFINITY;
-    for (int i = threadIdx.x; i < head; i += CE_THREADS) m = fmaxf(m, __bfloat162float(row[i]));
+    for (int i = threadIdx.x; i < head; i += CE_THREADS) m = fmaxf(m, to_float(row[i]));
     for (int i = threadIdx.x; i < num_vec; i += CE_THREADS) {
         float f[8];
-        ce_unpack8(vec[i], f);
+        load_x8(f, reinterpret_cast<const E *>(&vec[i]));
         for (int e = 0; e < 8; e++) m = fmaxf(m, f[e]);
     }
     for (int i = head + num_vec * 8 + threadIdx.x; i < V; i += CE_THREADS)
-        m = fmaxf(m, __bfloat162float(row[i]));
+        m = fmaxf(m, to_float(row[i]));
     m = ce_block_max(m);
     if (threadIdx.x == 0) row_max[blockIdx.x] = m;
 }
 
+template <typename E>
 static __global__ void __launch_bounds__(CE_THREADS)
-cross_entropy_sum_exp_kernel(float *sum_exp, float *target_logit, const nvbf16 *logits,
+cross_entropy_sum_exp_kernel(float *sum_exp, float *target_logit, const E *logits,
                              const float *row_max, const int *targets, int V, int vocab_start) {
     const int n = blockIdx.x;
-    const nvbf16 *row = logits + (size_t)n * V;
+    const E *row = logits + (size_t)n * V;
     const int head = ce_head_length(row, V), num_vec = (V - head) / 8;
     const uint4 *vec = reinterpret_cast<const uint4 *>(row + head);
     const float m = row_max[n];
     float s = 0.0f;
-    for (int i = threadIdx.x; i < head; i += CE_THREADS) s += expf(__bfloat162float(row[i]) - m);
+    for (int i = threadIdx.x; i < head; i += CE_THREADS) s += expf(to_float(row[i]) - m);
     for (int i = threadIdx.x; i < num_vec; i += CE_THREADS) {
         float f[8];
-        ce_unpack8(vec[i], f);
+        load_x8(f, reinterpret_cast<const E *>(&vec[i]));
         for (int e = 0; e < 8; e++) s += expf(f[e] - m);
     }
     for (int i = head + num_vec * 8 + threadIdx.x; i < V; i += CE_THREADS)
-        s += expf(__bfloat162float(row[i]) - m);
+        s += expf(to_float(row[i]) - m);
     s = ce_block_sum(s);
     if (threadIdx.x == 0) {
         sum_exp[n] = s;
         const int t = targets[n] - vocab_start;
-        target_logit[n] = (t >= 0 && t < V) ? __bfloat162float(row[t]) : 0.0f;
+        target_logit[n] = (t >= 0 && t < V) ? to_float(row[t]) : 0.0f;
     }
 }
 
+template <typename E>
 static __global__ void __launch_bounds__(CE_THREADS)
-cross_entropy_loss_grad_kernel(float *losses, nvbf16 *logits, const float *row_max,
+cross_entropy_loss_grad_kernel(float *losses, E *logits, const float *row_max,
                                const float *sum_exp, const float *target_logit,
                                const int *targets, int V, int vocab_start, float grad_scale) {
     const int n = blockIdx.x;
-    nvbf16 *row = logits + (size_t)n * V;
+    E *row = logits + (size_t)n * V;
     const int head = ce_head_length(row, V), num_vec = (V - head) / 8;
     uint4 *vec = reinterpret_cast<uint4 *>(row + head);
     const float m = row_max[n], s = sum_exp[n], inv_sum = 1.0f / s;
     const int t = targets[n] - vocab_start; /* local column of the target, if this rank has it */
     if (threadIdx.x == 0) losses[n] = logf(s) + m - target_logit[n];
     for (int i = threadIdx.x; i < head; i += CE_THREADS) {
-        float prob = expf(__bfloat162float(row[i]) - m) * inv_sum;
-        row[i] = __float2bfloat16((prob - (i == t ? 1.0f : 0.0f)) * grad_scale);
+        float prob = expf(to_float(row[i]) - m) * inv_sum;
+        row[i] = from_float<E>((prob - (i == t ? 1.0f : 0.0f)) * grad_scale);
     }
     for (int i = threadIdx.x; i < num_vec; i += CE_THREADS) {
         float f[8];
-        ce_unpack8(vec[i], f);
+        load_x8(f, reinterpret_cast<const E *>(&vec[i]));
         const int v0 = head + i * 8;
         for (int e = 0; e < 8; e++) {
             float prob = expf(f[e] - m) * inv_sum;
             f[e] = (prob - (v0 + e == t ? 1.0f : 0.0f)) * grad_scale;
         }
         uint4 u;
-        u.x = ce_pack2(f[0], f[1]);
-        u.y = ce_pack2(f[2], f[3]);
-        u.z = ce_pack2(f[4], f[5]);
-        u.w = ce_pack2(f[6], f[7]);
+        u.x = pack_x2<E>(f[0], f[1]);
+        u.y = pack_x2<E>(f[2], f[3]);
+        u.z = pack_x2<E>(f[4], f[5]);
+        u.w = pack_x2<E>(f[6], f[7]);
         vec[i] = u;
     }
     for (int i = head + num_vec * 8 + threadIdx.x; i < V; i += CE_THREADS) {
-        float prob = expf(__bfloat162float(row[i]) - m) * inv_sum;
-        row[i] = __float2bfloat16((prob - (i == t ? 1.0f : 0.0f)) * grad_scale);
+        float prob = expf(to_float(row[i]) - m) * inv_sum;
+        row[i] = from_float<E>((prob - (i == t ? 1.0f : 0.0f)) * grad_scale);
     }
 }
 
@@ -158,13 +147,14 @@ static __device__ __forceinline__ void better(float &value, int &column, float v
     if (v > value || (v == value && c < column)) { value = v; column = c; }
 }
 
+template <typename E>
 static __global__ void __launch_bounds__(CE_THREADS)
-logits_argmax_kernel(float *row_max, int *argmax, const nvbf16 *logits, int V, int valid) {
-    const nvbf16 *row = logits + (size_t)blockIdx.x * V;
+logits_argmax_kernel(float *row_max, int *argmax, const E *logits, int V, int valid) {
+    const E *row = logits + (size_t)blockIdx.x * V;
     float value = -INFINITY;
     int column = valid > 0 ? 0 : -1;
-    if (valid > 0) value = __bfloat162float(row[0]);
-    for (int i = threadIdx.x; i < valid; i += CE_THREADS) better(value, column, __bfloat162float(row[i]), i);
+    if (valid > 0) value = to_float(row[0]);
+    for (int i = threadIdx.x; i < valid; i += CE_THREADS) better(value, column, to_float(row[i]), i);
     __shared__ float values[CE_THREADS];
     __shared__ int columns[CE_THREADS];
     values[threadIdx.x] = value;
@@ -186,31 +176,79 @@ logits_argmax_kernel(float *row_max, int *argmax, const nvbf16 *logits, int V, i
     }
 }
 
-extern "C" void cuda_logits_argmax(float *row_max, int *argmax, const bf16 *logits, int N, int V, int valid) {
+template <typename E>
+static void logits_argmax_t(float *row_max, int *argmax, const E *logits, int N, int V, int valid) {
     if (N <= 0) return;
-    logits_argmax_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(row_max, argmax, as_nv(logits), V, valid);
+    logits_argmax_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(row_max, argmax, logits, V, valid);
     CHECK_LAUNCH();
 }
 
-extern "C" void cuda_cross_entropy_max(float *row_max, const bf16 *logits, int N, int V) {
+template <typename E>
+static void cross_entropy_max_t(float *row_max, const E *logits, int N, int V) {
     if (N <= 0) return;
-    cross_entropy_max_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(row_max, as_nv(logits), V);
+    cross_entropy_max_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(row_max, logits, V);
     CHECK_LAUNCH();
+}
+
+template <typename E>
+static void cross_entropy_sum_exp_t(float *sum_exp, float *target_logit, const E *logits,
+                                           const float *row_max, const int *targets, int N, int V,
+                                           int vocab_start) {
+    if (N <= 0) return;
+    cross_entropy_sum_exp_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(sum_exp, target_logit, logits, row_max, targets, V, vocab_start);
+    CHECK_LAUNCH();
+}
+
+template <typename E>
+static void cross_entropy_loss_grad_t(float *losses, E *logits, const float *row_max,
+                                             const float *sum_exp, const float *target_logit,
+                                             const int *targets, int N, int V, int vocab_start,
+                                             float grad_scale) {
+    if (N <= 0) return;
+    cross_entropy_loss_grad_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(losses, logits, row_max, sum_exp, target_logit, targets, V, vocab_start, grad_scale);
+    CHECK_LAUNCH();
+}
+
+/* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_logits_argmax(float *row_max, int *argmax, const bf16 *logits, int N, int V, int valid) {
+    logits_argmax_t(row_max, argmax, as_nv(logits), N, V, valid);
+}
+
+extern "C" void cuda_logits_argmax_fp16(float *row_max, int *argmax, const fp16 *logits, int N, int V, int valid) {
+    logits_argmax_t(row_max, argmax, as_half(logits), N, V, valid);
+}
+
+extern "C" void cuda_cross_entropy_max(float *row_max, const bf16 *logits, int N, int V) {
+    cross_entropy_max_t(row_max, as_nv(logits), N, V);
+}
+
+extern "C" void cuda_cross_entropy_max_fp16(float *row_max, const fp16 *logits, int N, int V) {
+    cross_entropy_max_t(row_max, as_half(logits), N, V);
 }
 
 extern "C" void cuda_cross_entropy_sum_exp(float *sum_exp, float *target_logit, const bf16 *logits,
                                            const float *row_max, const int *targets, int N, int V,
                                            int vocab_start) {
-    if (N <= 0) return;
-    cross_entropy_sum_exp_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(sum_exp, target_logit, as_nv(logits), row_max, targets, V, vocab_start);
-    CHECK_LAUNCH();
+    cross_entropy_sum_exp_t(sum_exp, target_logit, as_nv(logits), row_max, targets, N, V, vocab_start);
+}
+
+extern "C" void cuda_cross_entropy_sum_exp_fp16(float *sum_exp, float *target_logit, const fp16 *logits,
+                                           const float *row_max, const int *targets, int N, int V,
+                                           int vocab_start) {
+    cross_entropy_sum_exp_t(sum_exp, target_logit, as_half(logits), row_max, targets, N, V, vocab_start);
 }
 
 extern "C" void cuda_cross_entropy_loss_grad(float *losses, bf16 *logits, const float *row_max,
                                              const float *sum_exp, const float *target_logit,
                                              const int *targets, int N, int V, int vocab_start,
                                              float grad_scale) {
-    if (N <= 0) return;
-    cross_entropy_loss_grad_kernel<<<N, CE_THREADS, 0, compute_stream()>>>(losses, as_nv(logits), row_max, sum_exp, target_logit, targets, V, vocab_start, grad_scale);
-    CHECK_LAUNCH();
+    cross_entropy_loss_grad_t(losses, as_nv(logits), row_max, sum_exp, target_logit, targets, N, V, vocab_start, grad_scale);
+}
+
+extern "C" void cuda_cross_entropy_loss_grad_fp16(float *losses, fp16 *logits, const float *row_max,
+                                             const float *sum_exp, const float *target_logit,
+                                             const int *targets, int N, int V, int vocab_start,
+                                             float grad_scale) {
+    cross_entropy_loss_grad_t(losses, as_half(logits), row_max, sum_exp, target_logit, targets, N, V, vocab_start, grad_scale);
 }

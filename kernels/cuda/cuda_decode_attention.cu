@@ -14,8 +14,9 @@
 
 enum { PREFILL_FLASH_MIN = 16 };
 
-static __global__ void store_kv_kernel(__nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
-                                       const __nv_bfloat16 *qkv, int Tq, int H, int G, int D,
+template <typename E>
+static __global__ void store_kv_kernel(E *k_cache, E *v_cache,
+                                       const E *qkv, int Tq, int H, int G, int D,
                                        int past, int max_len, size_t total) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -25,7 +26,7 @@ static __global__ void store_kv_kernel(__nv_bfloat16 *k_cache, __nv_bfloat16 *v_
         rest /= (size_t)G;
         int t = (int)(rest % (size_t)Tq);
         size_t b = rest / (size_t)Tq;
-        const __nv_bfloat16 *src = qkv + (b * Tq + t) * (size_t)(H + 2 * G) * D + qkv_key_offset(g, H, G, D);
+        const E *src = qkv + (b * Tq + t) * (size_t)(H + 2 * G) * D + qkv_key_offset(g, H, G, D);
         size_t dst = ((b * max_len + (size_t)(past + t)) * G + g) * D + d;
         k_cache[dst] = src[d];
         v_cache[dst] = src[D + d];
@@ -49,9 +50,10 @@ static __device__ float block_reduce(float v, bool is_max, float *scratch) {
     return r;
 }
 
-static __global__ void decode_attention_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *k_cache,
-                                               const __nv_bfloat16 *v_cache,
-                                               const __nv_bfloat16 *qkv, int Tq, int H, int G,
+template <typename E>
+static __global__ void decode_attention_kernel(E *out, const E *k_cache,
+                                               const E *v_cache,
+                                               const E *qkv, int Tq, int H, int G,
                                                int D, int past, int max_len, float scale) {
     extern __shared__ float scores[];
     __shared__ float scratch[DECODE_THREADS / 32];
@@ -59,12 +61,12 @@ static __global__ void decode_attention_kernel(__nv_bfloat16 *out, const __nv_bf
     int t = (blockIdx.x / H) % Tq;
     size_t b = blockIdx.x / ((unsigned)H * Tq);
     int keys = past + t + 1, g = h / (H / G);
-    const __nv_bfloat16 *q = qkv + (b * Tq + t) * (size_t)(H + 2 * G) * D + qkv_query_offset(h, H, G, D);
+    const E *q = qkv + (b * Tq + t) * (size_t)(H + 2 * G) * D + qkv_query_offset(h, H, G, D);
     float local_max = -INFINITY;
     for (int j = threadIdx.x; j < keys; j += blockDim.x) {
-        const __nv_bfloat16 *k = k_cache + ((b * max_len + j) * G + g) * D;
+        const E *k = k_cache + ((b * max_len + j) * G + g) * D;
         float dot = 0.0f;
-        for (int d = 0; d < D; d++) dot += __bfloat162float(q[d]) * __bfloat162float(k[d]);
+        for (int d = 0; d < D; d++) dot += to_float(q[d]) * to_float(k[d]);
         scores[j] = dot * scale;
         local_max = fmaxf(local_max, scores[j]);
     }
@@ -77,17 +79,17 @@ static __global__ void decode_attention_kernel(__nv_bfloat16 *out, const __nv_bf
     }
     float inv_sum = 1.0f / block_reduce(local_sum, false, scratch);
     __syncthreads(); /* every score is final before any thread reads them all */
-    __nv_bfloat16 *o = out + (b * Tq + t) * (size_t)H * D + (size_t)h * D;
+    E *o = out + (b * Tq + t) * (size_t)H * D + (size_t)h * D;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float acc = 0.0f;
         for (int j = 0; j < keys; j++)
-            acc += scores[j] * __bfloat162float(v_cache[((b * max_len + j) * G + g) * D + d]);
-        o[d] = __float2bfloat16_rn(acc * inv_sum);
+            acc += scores[j] * to_float(v_cache[((b * max_len + j) * G + g) * D + d]);
+        o[d] = from_float<E>(acc * inv_sum);
     }
 }
 
-extern "C" void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *qkv,
-                                      int B, int Tq, int H, int G, int D, int past, int max_len) {
+template <typename E>
+static void decode_attention_t(E *out, E *k_cache, E *v_cache, const E *qkv, int B, int Tq, int H, int G, int D, int past, int max_len) {
     if (past + Tq > max_len)
         KERNELS_FATAL("decode attention: positions up to %d exceed the cache length %d", past + Tq, max_len);
     if (G <= 0 || H % G != 0)
@@ -95,21 +97,40 @@ extern "C" void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, c
     size_t total = (size_t)B * Tq * G * D;
     if (total == 0) return;
     store_kv_kernel<<<grid_stride_blocks(total, 256), 256, 0, compute_stream()>>>(
-        as_nv(k_cache), as_nv(v_cache), as_nv(qkv), Tq, H, G, D, past, max_len, total);
+        k_cache, v_cache, qkv, Tq, H, G, D, past, max_len, total);
     CHECK_LAUNCH();
     if (past == 0 && Tq >= PREFILL_FLASH_MIN && D <= 128) {
         dropout_rng none = {0.0f, 0, 0, 0};
         void *lse = stream_scratch(cuda_attention_workspace_bytes(B, Tq, H, D));
-        cuda_attention_forward(out, lse, qkv, B, Tq, H, G, D, 0, H, none);
+        /* the flash kernels of the same element type (the Hopper path is bf16 only: fp16 takes
+         * the mma.sync kernels) */
+        if constexpr (is_fp16<E>::value)
+            cuda_attention_forward_fp16(reinterpret_cast<fp16 *>(out), lse, reinterpret_cast<const fp16 *>(qkv),
+                                        B, Tq, H, G, D, 0, H, none);
+        else
+            cuda_attention_forward(reinterpret_cast<bf16 *>(out), lse, reinterpret_cast<const bf16 *>(qkv), B,
+                                   Tq, H, G, D, 0, H, none);
         return;
     }
     size_t shared = sizeof(float) * (size_t)(past + Tq);
     if (shared > 48 * 1024)
-        CHECK_CUDA(cudaFuncSetAttribute(decode_attention_kernel,
+        CHECK_CUDA(cudaFuncSetAttribute(decode_attention_kernel<E>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
     unsigned int blocks = (unsigned int)((size_t)B * Tq * H);
     decode_attention_kernel<<<blocks, DECODE_THREADS, shared, compute_stream()>>>(
-        as_nv(out), as_nv(k_cache), as_nv(v_cache), as_nv(qkv), Tq, H, G, D, past, max_len,
+        out, k_cache, v_cache, qkv, Tq, H, G, D, past, max_len,
         1.0f / sqrtf((float)D));
     CHECK_LAUNCH();
+}
+
+/* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *qkv,
+                                      int B, int Tq, int H, int G, int D, int past, int max_len) {
+    decode_attention_t(as_nv(out), as_nv(k_cache), as_nv(v_cache), as_nv(qkv), B, Tq, H, G, D, past, max_len);
+}
+
+extern "C" void cuda_decode_attention_fp16(fp16 *out, fp16 *k_cache, fp16 *v_cache, const fp16 *qkv,
+                                      int B, int Tq, int H, int G, int D, int past, int max_len) {
+    decode_attention_t(as_half(out), as_half(k_cache), as_half(v_cache), as_half(qkv), B, Tq, H, G, D, past, max_len);
 }

@@ -1,5 +1,6 @@
-/* cuda_elementwise.cu: bf16 <-> fp32 conversion, GeLU (tanh approximation), inverted dropout,
- * add, scale, and the bias halves of a linear layer (bias_add, bias_backward), on bf16 tensors.
+/* cuda_elementwise.cu: 16-bit <-> fp32 conversion, GeLU (tanh approximation), inverted dropout,
+ * add, scale, and the bias halves of a linear layer (bias_add, bias_backward), on bf16 or fp16
+ * tensors (templates on the element type E, cuda_kernels_t.cuh).
  *
  * Every map is a grid-stride loop over 8-element groups loaded and stored as one 128-bit access
  * when all pointers are 16-byte aligned, followed by a scalar tail (and a scalar loop when they
@@ -41,263 +42,286 @@ static unsigned int map_blocks(size_t n, bool vectorized) {
 
 /* ---- conversions ---- */
 
-static __global__ void float_to_bf16_kernel(__nv_bfloat16 *out, const float *x, size_t n,
+template <typename E>
+static __global__ void float_to_e_kernel(E *out, const float *x, size_t n,
                                             bool vectorized) {
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float4 lo = reinterpret_cast<const float4 *>(x)[2 * g];
         float4 hi = reinterpret_cast<const float4 *>(x)[2 * g + 1];
         float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        store_bf16x8(out + 8 * g, v);
+        store_x8(out + 8 * g, v);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
-        out[i] = __float2bfloat16_rn(x[i]);
+        out[i] = from_float<E>(x[i]);
     }
 }
 
-static __global__ void bf16_to_float_kernel(float *out, const __nv_bfloat16 *x, size_t n,
+template <typename E>
+static __global__ void e_to_float_kernel(float *out, const E *x, size_t n,
                                             bool vectorized) {
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float v[8];
-        load_bf16x8(v, x + 8 * g);
+        load_x8(v, x + 8 * g);
         reinterpret_cast<float4 *>(out)[2 * g] = make_float4(v[0], v[1], v[2], v[3]);
         reinterpret_cast<float4 *>(out)[2 * g + 1] = make_float4(v[4], v[5], v[6], v[7]);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
-        out[i] = __bfloat162float(x[i]);
+        out[i] = to_float(x[i]);
     }
 }
 
-extern "C" void cuda_float_to_bf16(bf16 *out, const float *x, size_t n) {
+template <typename E>
+static void float_to_e(E *out, const float *x, size_t n) {
     if (n == 0) return;
     bool vectorized = aligned16(out) && aligned16(x);
-    float_to_bf16_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
-        as_nv(out), x, n, vectorized);
+    float_to_e_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(out, x, n, vectorized);
     CHECK_LAUNCH();
 }
 
-extern "C" void cuda_bf16_to_float(float *out, const bf16 *x, size_t n) {
+template <typename E>
+static void e_to_float(float *out, const E *x, size_t n) {
     if (n == 0) return;
     bool vectorized = aligned16(out) && aligned16(x);
-    bf16_to_float_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
-        out, as_nv(x), n, vectorized);
+    e_to_float_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(out, x, n, vectorized);
     CHECK_LAUNCH();
 }
+
+extern "C" void cuda_float_to_bf16(bf16 *out, const float *x, size_t n) { float_to_e(as_nv(out), x, n); }
+extern "C" void cuda_bf16_to_float(float *out, const bf16 *x, size_t n) { e_to_float(out, as_nv(x), n); }
+extern "C" void cuda_float_to_fp16(fp16 *out, const float *x, size_t n) { float_to_e(as_half(out), x, n); }
+extern "C" void cuda_fp16_to_float(float *out, const fp16 *x, size_t n) { e_to_float(out, as_half(x), n); }
 
 /* ---- GeLU ---- */
 
-static __global__ void gelu_forward_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *x, size_t n,
+template <typename E>
+static __global__ void gelu_forward_kernel(E *out, const E *x, size_t n,
                                            bool vectorized) {
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float v[8];
-        load_bf16x8(v, x + 8 * g);
+        load_x8(v, x + 8 * g);
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = gelu_value(v[k]);
-        store_bf16x8(out + 8 * g, v);
+        store_x8(out + 8 * g, v);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
-        out[i] = __float2bfloat16_rn(gelu_value(__bfloat162float(x[i])));
+        out[i] = from_float<E>(gelu_value(to_float(x[i])));
     }
 }
 
-static __global__ void gelu_backward_kernel(__nv_bfloat16 *dx, const __nv_bfloat16 *x,
-                                            const __nv_bfloat16 *dout, size_t n,
+template <typename E>
+static __global__ void gelu_backward_kernel(E *dx, const E *x,
+                                            const E *dout, size_t n,
                                             bool vectorized) {
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float xv[8], dv[8];
-        load_bf16x8(xv, x + 8 * g);
-        load_bf16x8(dv, dout + 8 * g);
+        load_x8(xv, x + 8 * g);
+        load_x8(dv, dout + 8 * g);
 #pragma unroll
         for (int k = 0; k < 8; k++) xv[k] = gelu_grad(xv[k]) * dv[k];
-        store_bf16x8(dx + 8 * g, xv);
+        store_x8(dx + 8 * g, xv);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
-        float local_grad = gelu_grad(__bfloat162float(x[i]));
-        dx[i] = __float2bfloat16_rn(local_grad * __bfloat162float(dout[i]));
+        float local_grad = gelu_grad(to_float(x[i]));
+        dx[i] = from_float<E>(local_grad * to_float(dout[i]));
     }
 }
 
 /* the backward that also gives the forward's value again (fc2's input, not kept from the forward) */
-static __global__ void gelu_backward_recompute_kernel(__nv_bfloat16 *dx, __nv_bfloat16 *y, const __nv_bfloat16 *x,
-                                                      const __nv_bfloat16 *dout, size_t n, bool vectorized) {
+template <typename E>
+static __global__ void gelu_backward_recompute_kernel(E *dx, E *y, const E *x,
+                                                      const E *dout, size_t n, bool vectorized) {
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float xv[8], dv[8], yv[8];
-        load_bf16x8(xv, x + 8 * g);
-        load_bf16x8(dv, dout + 8 * g);
+        load_x8(xv, x + 8 * g);
+        load_x8(dv, dout + 8 * g);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             yv[k] = gelu_value(xv[k]);
             xv[k] = gelu_grad(xv[k]) * dv[k];
         }
-        store_bf16x8(dx + 8 * g, xv);
-        store_bf16x8(y + 8 * g, yv);
+        store_x8(dx + 8 * g, xv);
+        store_x8(y + 8 * g, yv);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
-        float xi = __bfloat162float(x[i]);
-        y[i] = __float2bfloat16_rn(gelu_value(xi));
-        dx[i] = __float2bfloat16_rn(gelu_grad(xi) * __bfloat162float(dout[i]));
+        float xi = to_float(x[i]);
+        y[i] = from_float<E>(gelu_value(xi));
+        dx[i] = from_float<E>(gelu_grad(xi) * to_float(dout[i]));
     }
 }
 
-extern "C" void cuda_gelu_backward_recompute(bf16 *dx, bf16 *y, const bf16 *x, const bf16 *dout, size_t n) {
+template <typename E>
+static void gelu_backward_recompute_t(E *dx, E *y, const E *x, const E *dout, size_t n) {
     if (n == 0) return;
     bool vectorized = aligned16(dx) && aligned16(y) && aligned16(x) && aligned16(dout);
     gelu_backward_recompute_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
-        as_nv(dx), as_nv(y), as_nv(x), as_nv(dout), n, vectorized);
+        dx, y, x, dout, n, vectorized);
     CHECK_LAUNCH();
 }
 
-extern "C" void cuda_gelu_forward(bf16 *out, const bf16 *x, size_t n) {
+template <typename E>
+static void gelu_forward_t(E *out, const E *x, size_t n) {
     if (n == 0) return;
     bool vectorized = aligned16(out) && aligned16(x);
     gelu_forward_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
-        as_nv(out), as_nv(x), n, vectorized);
+        out, x, n, vectorized);
     CHECK_LAUNCH();
 }
 
-extern "C" void cuda_gelu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, size_t n) {
+template <typename E>
+static void gelu_backward_t(E *dx, const E *x, const E *dout, size_t n) {
     if (n == 0) return;
     bool vectorized = aligned16(dx) && aligned16(x) && aligned16(dout);
     gelu_backward_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
-        as_nv(dx), as_nv(x), as_nv(dout), n, vectorized);
+        dx, x, dout, n, vectorized);
     CHECK_LAUNCH();
 }
 
 /* ---- dropout: out = in * keep / (1 - p), keep drawn at counter offset + i ---- */
 
-static __global__ void dropout_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *in, size_t n,
+template <typename E>
+static __global__ void dropout_kernel(E *out, const E *in, size_t n,
                                       uint64_t seed, uint64_t stream, uint64_t offset, float p,
                                       float keep_scale, bool vectorized) {
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float v[8];
-        load_bf16x8(v, in + 8 * g);
+        load_x8(v, in + 8 * g);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             int keep = philox_keep(seed, stream, offset + 8 * g + k, p);
             v[k] = keep ? v[k] * keep_scale : 0.0f;
         }
-        store_bf16x8(out + 8 * g, v);
+        store_x8(out + 8 * g, v);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
         int keep = philox_keep(seed, stream, offset + i, p);
-        out[i] = __float2bfloat16_rn(keep ? __bfloat162float(in[i]) * keep_scale : 0.0f);
+        out[i] = from_float<E>(keep ? to_float(in[i]) * keep_scale : 0.0f);
     }
 }
 
-static void dropout_apply(bf16 *out, const bf16 *in, size_t n, dropout_rng rng) {
+template <typename E>
+static void dropout_apply(E *out, const E *in, size_t n, dropout_rng rng) {
     if (n == 0) return;
     if (rng.p <= 0.0f) { /* no dropout: a copy (nothing to do in place) */
         if (out != in)
-            CHECK_CUDA(cudaMemcpyAsync(out, in, n * sizeof(bf16), cudaMemcpyDeviceToDevice,
+            CHECK_CUDA(cudaMemcpyAsync(out, in, n * sizeof(E), cudaMemcpyDeviceToDevice,
                                        compute_stream()));
         return;
     }
     float keep_scale = 1.0f / (1.0f - rng.p);
     bool vectorized = aligned16(out) && aligned16(in);
     dropout_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
-        as_nv(out), as_nv(in), n, rng.seed, rng.stream, rng.offset, rng.p, keep_scale,
+        out, in, n, rng.seed, rng.stream, rng.offset, rng.p, keep_scale,
         vectorized);
     CHECK_LAUNCH();
 }
 
-extern "C" void cuda_dropout_forward(bf16 *out, const bf16 *x, size_t n, dropout_rng rng) {
+template <typename E>
+static void dropout_forward_t(E *out, const E *x, size_t n, dropout_rng rng) {
     dropout_apply(out, x, n, rng);
 }
 
-extern "C" void cuda_dropout_backward(bf16 *dx, const bf16 *dout, size_t n, dropout_rng rng) {
+template <typename E>
+static void dropout_backward_t(E *dx, const E *dout, size_t n, dropout_rng rng) {
     dropout_apply(dx, dout, n, rng);
 }
 
 /* ---- add, scale ---- */
 
-static __global__ void add_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *a,
-                                  const __nv_bfloat16 *b, size_t n, bool vectorized) {
+template <typename E>
+static __global__ void add_kernel(E *out, const E *a,
+                                  const E *b, size_t n, bool vectorized) {
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float av[8], bv[8];
-        load_bf16x8(av, a + 8 * g);
-        load_bf16x8(bv, b + 8 * g);
+        load_x8(av, a + 8 * g);
+        load_x8(bv, b + 8 * g);
 #pragma unroll
         for (int k = 0; k < 8; k++) av[k] += bv[k];
-        store_bf16x8(out + 8 * g, av);
+        store_x8(out + 8 * g, av);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
-        out[i] = __float2bfloat16_rn(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+        out[i] = from_float<E>(to_float(a[i]) + to_float(b[i]));
     }
 }
 
-static __global__ void scale_kernel(__nv_bfloat16 *x, float s, size_t n, bool vectorized) {
+template <typename E>
+static __global__ void scale_kernel(E *x, float s, size_t n, bool vectorized) {
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float v[8];
-        load_bf16x8(v, x + 8 * g);
+        load_x8(v, x + 8 * g);
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] *= s;
-        store_bf16x8(x + 8 * g, v);
+        store_x8(x + 8 * g, v);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
-        x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * s);
+        x[i] = from_float<E>(to_float(x[i]) * s);
     }
 }
 
-extern "C" void cuda_add(bf16 *out, const bf16 *a, const bf16 *b, size_t n) {
+template <typename E>
+static void add_t(E *out, const E *a, const E *b, size_t n) {
     if (n == 0) return;
     bool vectorized = aligned16(out) && aligned16(a) && aligned16(b);
     add_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
-        as_nv(out), as_nv(a), as_nv(b), n, vectorized);
+        out, a, b, n, vectorized);
     CHECK_LAUNCH();
 }
 
-extern "C" void cuda_scale(bf16 *x, float s, size_t n) {
+template <typename E>
+static void scale_t(E *x, float s, size_t n) {
     if (n == 0) return;
     bool vectorized = aligned16(x);
-    scale_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(as_nv(x), s, n,
+    scale_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(x, s, n,
                                                                                  vectorized);
     CHECK_LAUNCH();
 }
 
 /* ---- bias_add: out[N,C] += bias[C] per row ---- */
 
-static __global__ void bias_add_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *bias, size_t N,
+template <typename E>
+static __global__ void bias_add_kernel(E *out, const E *bias, size_t N,
                                        int C, bool vectorized) {
     size_t n = N * (size_t)C;
     if (vectorized) { /* C % 8 == 0: a group never straddles two rows */
         GRID_STRIDE_LOOP(g, n / 8) {
             int c = (int)((8 * g) % (size_t)C);
             float v[8], b[8];
-            load_bf16x8(v, out + 8 * g);
-            load_bf16x8(b, bias + c);
+            load_x8(v, out + 8 * g);
+            load_x8(b, bias + c);
 #pragma unroll
             for (int k = 0; k < 8; k++) v[k] += b[k];
-            store_bf16x8(out + 8 * g, v);
+            store_x8(out + 8 * g, v);
         }
     } else {
         GRID_STRIDE_LOOP(i, n) {
             int c = (int)(i % (size_t)C);
-            out[i] = __float2bfloat16_rn(__bfloat162float(out[i]) + __bfloat162float(bias[c]));
+            out[i] = from_float<E>(to_float(out[i]) + to_float(bias[c]));
         }
     }
 }
 
-extern "C" void cuda_bias_add(bf16 *out, const bf16 *bias, int N, int C) {
+template <typename E>
+static void bias_add_t(E *out, const E *bias, int N, int C) {
     if (N <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(out) && aligned16(bias);
     size_t n = (size_t)N * C;
     bias_add_kernel<<<grid_stride_blocks(vectorized ? n / 8 : n, map_threads), map_threads, 0,
-                      compute_stream()>>>(as_nv(out), as_nv(bias), (size_t)N, C, vectorized);
+                      compute_stream()>>>(out, bias, (size_t)N, C, vectorized);
     CHECK_LAUNCH();
 }
 
@@ -311,8 +335,9 @@ extern "C" void cuda_bias_add(bf16 *out, const bf16 *bias, int N, int C) {
 #define BIAS_MAX_CHUNKS 256
 #define BIAS_THREADS_Y 8
 
+template <typename E>
 static __global__ void bias_backward_partials_kernel(float *partials,
-                                                     const __nv_bfloat16 *dout, int N, int C,
+                                                     const E *dout, int N, int C,
                                                      int rows_per_chunk, bool vectorized) {
     __shared__ float sums[BIAS_THREADS_Y][32 * 8];
     const int per_thread = vectorized ? 8 : 1;
@@ -322,14 +347,14 @@ static __global__ void bias_backward_partials_kernel(float *partials,
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (c0 < C) {
         for (int r = row_begin + threadIdx.y; r < row_end; r += BIAS_THREADS_Y) {
-            const __nv_bfloat16 *row = dout + (size_t)r * C;
+            const E *row = dout + (size_t)r * C;
             if (vectorized) {
                 float v[8];
-                load_bf16x8(v, row + c0);
+                load_x8(v, row + c0);
 #pragma unroll
                 for (int k = 0; k < 8; k++) acc[k] += v[k];
             } else {
-                acc[0] += __bfloat162float(row[c0]);
+                acc[0] += to_float(row[c0]);
             }
         }
     }
@@ -344,7 +369,8 @@ static __global__ void bias_backward_partials_kernel(float *partials,
     }
 }
 
-extern "C" void cuda_bias_backward(float *dbias, const bf16 *dout, int N, int C) {
+template <typename E>
+static void bias_backward_t(float *dbias, const E *dout, int N, int C) {
     if (N <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(dout);
     int chunks = (int)ceil_div((size_t)N, BIAS_ROWS_PER_CHUNK);
@@ -355,7 +381,81 @@ extern "C" void cuda_bias_backward(float *dbias, const bf16 *dout, int N, int C)
     int columns_per_block = 32 * (vectorized ? 8 : 1);
     dim3 grid(ceil_div((size_t)C, (size_t)columns_per_block), (unsigned int)chunks);
     bias_backward_partials_kernel<<<grid, dim3(32, BIAS_THREADS_Y), 0, compute_stream()>>>(
-        partials, as_nv(dout), N, C, rows_per_chunk, vectorized);
+        partials, dout, N, C, rows_per_chunk, vectorized);
     CHECK_LAUNCH();
     column_sum_accumulate(dbias, partials, chunks, C);
+}
+
+/* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_gelu_backward_recompute(bf16 *dx, bf16 *y, const bf16 *x, const bf16 *dout, size_t n) {
+    gelu_backward_recompute_t(as_nv(dx), as_nv(y), as_nv(x), as_nv(dout), n);
+}
+
+extern "C" void cuda_gelu_backward_recompute_fp16(fp16 *dx, fp16 *y, const fp16 *x, const fp16 *dout, size_t n) {
+    gelu_backward_recompute_t(as_half(dx), as_half(y), as_half(x), as_half(dout), n);
+}
+
+extern "C" void cuda_gelu_forward(bf16 *out, const bf16 *x, size_t n) {
+    gelu_forward_t(as_nv(out), as_nv(x), n);
+}
+
+extern "C" void cuda_gelu_forward_fp16(fp16 *out, const fp16 *x, size_t n) {
+    gelu_forward_t(as_half(out), as_half(x), n);
+}
+
+extern "C" void cuda_gelu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, size_t n) {
+    gelu_backward_t(as_nv(dx), as_nv(x), as_nv(dout), n);
+}
+
+extern "C" void cuda_gelu_backward_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, size_t n) {
+    gelu_backward_t(as_half(dx), as_half(x), as_half(dout), n);
+}
+
+extern "C" void cuda_dropout_forward(bf16 *out, const bf16 *x, size_t n, dropout_rng rng) {
+    dropout_forward_t(as_nv(out), as_nv(x), n, rng);
+}
+
+extern "C" void cuda_dropout_forward_fp16(fp16 *out, const fp16 *x, size_t n, dropout_rng rng) {
+    dropout_forward_t(as_half(out), as_half(x), n, rng);
+}
+
+extern "C" void cuda_dropout_backward(bf16 *dx, const bf16 *dout, size_t n, dropout_rng rng) {
+    dropout_backward_t(as_nv(dx), as_nv(dout), n, rng);
+}
+
+extern "C" void cuda_dropout_backward_fp16(fp16 *dx, const fp16 *dout, size_t n, dropout_rng rng) {
+    dropout_backward_t(as_half(dx), as_half(dout), n, rng);
+}
+
+extern "C" void cuda_add(bf16 *out, const bf16 *a, const bf16 *b, size_t n) {
+    add_t(as_nv(out), as_nv(a), as_nv(b), n);
+}
+
+extern "C" void cuda_add_fp16(fp16 *out, const fp16 *a, const fp16 *b, size_t n) {
+    add_t(as_half(out), as_half(a), as_half(b), n);
+}
+
+extern "C" void cuda_scale(bf16 *x, float s, size_t n) {
+    scale_t(as_nv(x), s, n);
+}
+
+extern "C" void cuda_scale_fp16(fp16 *x, float s, size_t n) {
+    scale_t(as_half(x), s, n);
+}
+
+extern "C" void cuda_bias_add(bf16 *out, const bf16 *bias, int N, int C) {
+    bias_add_t(as_nv(out), as_nv(bias), N, C);
+}
+
+extern "C" void cuda_bias_add_fp16(fp16 *out, const fp16 *bias, int N, int C) {
+    bias_add_t(as_half(out), as_half(bias), N, C);
+}
+
+extern "C" void cuda_bias_backward(float *dbias, const bf16 *dout, int N, int C) {
+    bias_backward_t(dbias, as_nv(dout), N, C);
+}
+
+extern "C" void cuda_bias_backward_fp16(float *dbias, const fp16 *dout, int N, int C) {
+    bias_backward_t(dbias, as_half(dout), N, C);
 }

@@ -22,8 +22,9 @@ static const int embedding_threads = 256;
 
 /* ---- token embedding forward ---- */
 
-static __global__ void embedding_forward_kernel(__nv_bfloat16 *out, const int *tokens,
-                                                const __nv_bfloat16 *table, int N, int C,
+template <typename E>
+static __global__ void embedding_forward_kernel(E *out, const int *tokens,
+                                                const E *table, int N, int C,
                                                 int vocab_start, int vocab_rows,
                                                 bool vectorized) {
     const int width = vectorized ? 8 : 1; /* elements per work item */
@@ -33,24 +34,25 @@ static __global__ void embedding_forward_kernel(__nv_bfloat16 *out, const int *t
         int c = (int)(item % items_per_row) * width;
         int row = tokens[n] - vocab_start;
         bool local = row >= 0 && row < vocab_rows;
-        __nv_bfloat16 *dst = out + n * C + c;
+        E *dst = out + n * C + c;
         if (vectorized) {
             uint4 v = make_uint4(0u, 0u, 0u, 0u); /* bf16 zero is all-zero bits */
             if (local) v = *reinterpret_cast<const uint4 *>(table + (size_t)row * C + c);
             *reinterpret_cast<uint4 *>(dst) = v;
         } else {
-            *dst = local ? table[(size_t)row * C + c] : __float2bfloat16_rn(0.0f);
+            *dst = local ? table[(size_t)row * C + c] : from_float<E>(0.0f);
         }
     }
 }
 
-extern "C" void cuda_embedding_forward(bf16 *out, const int *tokens, const bf16 *table, int N,
+template <typename E>
+static void embedding_forward_t(E *out, const int *tokens, const E *table, int N,
                                        int C, int vocab_start, int vocab_rows) {
     if (N <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(out) && aligned16(table);
     size_t items = (size_t)N * C / (vectorized ? 8 : 1);
     embedding_forward_kernel<<<grid_stride_blocks(items, embedding_threads), embedding_threads, 0,
-                               compute_stream()>>>(as_nv(out), tokens, as_nv(table), N, C,
+                               compute_stream()>>>(out, tokens, table, N, C,
                                                    vocab_start, vocab_rows, vectorized);
     CHECK_LAUNCH();
 }
@@ -72,7 +74,8 @@ static __global__ void embedding_sort_keys_kernel(unsigned int *keys, int *posit
 
 /* block (slot, tile): if sorted slot `slot` starts a run of equal rows, add the run's dout rows,
  * in ascending position order, to columns of tile `tile` of that dtable row */
-static __global__ void embedding_backward_runs_kernel(float *dtable, const __nv_bfloat16 *dout,
+template <typename E>
+static __global__ void embedding_backward_runs_kernel(float *dtable, const E *dout,
                                                       const unsigned int *sorted_rows,
                                                       const int *sorted_positions, int N, int C,
                                                       int vocab_rows, bool vectorized) {
@@ -90,7 +93,7 @@ static __global__ void embedding_backward_runs_kernel(float *dtable, const __nv_
         float acc[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
         for (int j = slot; j < N && sorted_rows[j] == row; j++) {
             float v[8];
-            load_bf16x8(v, dout + (size_t)sorted_positions[j] * C + c);
+            load_x8(v, dout + (size_t)sorted_positions[j] * C + c);
 #pragma unroll
             for (int k = 0; k < 8; k++) acc[k] += v[k];
         }
@@ -99,14 +102,15 @@ static __global__ void embedding_backward_runs_kernel(float *dtable, const __nv_
     } else {
         float acc = *drow;
         for (int j = slot; j < N && sorted_rows[j] == row; j++)
-            acc += __bfloat162float(dout[(size_t)sorted_positions[j] * C + c]);
+            acc += to_float(dout[(size_t)sorted_positions[j] * C + c]);
         *drow = acc;
     }
 }
 
 static size_t align_up_256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
-extern "C" void cuda_embedding_backward(float *dtable, const bf16 *dout, const int *tokens,
+template <typename E>
+static void embedding_backward_t(float *dtable, const E *dout, const int *tokens,
                                         int N, int C, int vocab_start, int vocab_rows) {
     if (N <= 0 || C <= 0 || vocab_rows <= 0) return;
     /* radix-sort only the bits a key can have (keys are at most vocab_rows) */
@@ -137,13 +141,14 @@ extern "C" void cuda_embedding_backward(float *dtable, const bf16 *dout, const i
     int columns_per_block = EMBEDDING_RUN_THREADS * (vectorized ? 8 : 1);
     dim3 grid((unsigned int)N, ceil_div((size_t)C, (size_t)columns_per_block));
     embedding_backward_runs_kernel<<<grid, EMBEDDING_RUN_THREADS, 0, compute_stream()>>>(
-        dtable, as_nv(dout), sorted_rows, sorted_positions, N, C, vocab_rows, vectorized);
+        dtable, dout, sorted_rows, sorted_positions, N, C, vocab_rows, vectorized);
     CHECK_LAUNCH();
 }
 
 /* ---- position embedding: out[b,t,:] += wpe[position_start + t,:] ---- */
 
-static __global__ void position_forward_kernel(__nv_bfloat16 *out, const __nv_bfloat16 *wpe,
+template <typename E>
+static __global__ void position_forward_kernel(E *out, const E *wpe,
                                                int B, int T, int C, int position_start,
                                                bool vectorized) {
     const int width = vectorized ? 8 : 1;
@@ -152,34 +157,36 @@ static __global__ void position_forward_kernel(__nv_bfloat16 *out, const __nv_bf
         size_t bt = item / items_per_row;
         int c = (int)(item % items_per_row) * width;
         int t = (int)(bt % (size_t)T);
-        __nv_bfloat16 *dst = out + bt * C + c;
-        const __nv_bfloat16 *src = wpe + ((size_t)position_start + t) * C + c;
+        E *dst = out + bt * C + c;
+        const E *src = wpe + ((size_t)position_start + t) * C + c;
         if (vectorized) {
             float v[8], w[8];
-            load_bf16x8(v, dst);
-            load_bf16x8(w, src);
+            load_x8(v, dst);
+            load_x8(w, src);
 #pragma unroll
             for (int k = 0; k < 8; k++) v[k] += w[k];
-            store_bf16x8(dst, v);
+            store_x8(dst, v);
         } else {
-            *dst = __float2bfloat16_rn(__bfloat162float(*dst) + __bfloat162float(*src));
+            *dst = from_float<E>(to_float(*dst) + to_float(*src));
         }
     }
 }
 
-extern "C" void cuda_position_embedding_forward(bf16 *out, const bf16 *wpe, int B, int T, int C,
+template <typename E>
+static void position_embedding_forward_t(E *out, const E *wpe, int B, int T, int C,
                                                 int position_start) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(out) && aligned16(wpe);
     size_t items = (size_t)B * T * C / (vectorized ? 8 : 1);
     position_forward_kernel<<<grid_stride_blocks(items, embedding_threads), embedding_threads, 0,
-                              compute_stream()>>>(as_nv(out), as_nv(wpe), B, T, C,
+                              compute_stream()>>>(out, wpe, B, T, C,
                                                   position_start, vectorized);
     CHECK_LAUNCH();
 }
 
 /* dwpe[position_start + t, c] += sum_b dout[b,t,c]: one thread per (t, column group), b in order */
-static __global__ void position_backward_kernel(float *dwpe, const __nv_bfloat16 *dout, int B,
+template <typename E>
+static __global__ void position_backward_kernel(float *dwpe, const E *dout, int B,
                                                 int T, int C, int position_start,
                                                 bool vectorized) {
     const int width = vectorized ? 8 : 1;
@@ -194,7 +201,7 @@ static __global__ void position_backward_kernel(float *dwpe, const __nv_bfloat16
             float acc[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             for (int b = 0; b < B; b++) {
                 float v[8];
-                load_bf16x8(v, dout + ((size_t)b * T + t) * C + c);
+                load_x8(v, dout + ((size_t)b * T + t) * C + c);
 #pragma unroll
                 for (int k = 0; k < 8; k++) acc[k] += v[k];
             }
@@ -202,19 +209,62 @@ static __global__ void position_backward_kernel(float *dwpe, const __nv_bfloat16
             reinterpret_cast<float4 *>(drow)[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
         } else {
             float acc = *drow;
-            for (int b = 0; b < B; b++) acc += __bfloat162float(dout[((size_t)b * T + t) * C + c]);
+            for (int b = 0; b < B; b++) acc += to_float(dout[((size_t)b * T + t) * C + c]);
             *drow = acc;
         }
     }
 }
 
-extern "C" void cuda_position_embedding_backward(float *dwpe, const bf16 *dout, int B, int T,
+template <typename E>
+static void position_embedding_backward_t(float *dwpe, const E *dout, int B, int T,
                                                  int C, int position_start) {
     if (B <= 0 || T <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(dwpe) && aligned16(dout);
     size_t items = (size_t)T * C / (vectorized ? 8 : 1);
     position_backward_kernel<<<grid_stride_blocks(items, embedding_threads), embedding_threads, 0,
-                               compute_stream()>>>(dwpe, as_nv(dout), B, T, C, position_start,
+                               compute_stream()>>>(dwpe, dout, B, T, C, position_start,
                                                    vectorized);
     CHECK_LAUNCH();
+}
+
+/* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_embedding_forward(bf16 *out, const int *tokens, const bf16 *table, int N,
+                                       int C, int vocab_start, int vocab_rows) {
+    embedding_forward_t(as_nv(out), tokens, as_nv(table), N, C, vocab_start, vocab_rows);
+}
+
+extern "C" void cuda_embedding_forward_fp16(fp16 *out, const int *tokens, const fp16 *table, int N,
+                                       int C, int vocab_start, int vocab_rows) {
+    embedding_forward_t(as_half(out), tokens, as_half(table), N, C, vocab_start, vocab_rows);
+}
+
+extern "C" void cuda_embedding_backward(float *dtable, const bf16 *dout, const int *tokens,
+                                        int N, int C, int vocab_start, int vocab_rows) {
+    embedding_backward_t(dtable, as_nv(dout), tokens, N, C, vocab_start, vocab_rows);
+}
+
+extern "C" void cuda_embedding_backward_fp16(float *dtable, const fp16 *dout, const int *tokens,
+                                        int N, int C, int vocab_start, int vocab_rows) {
+    embedding_backward_t(dtable, as_half(dout), tokens, N, C, vocab_start, vocab_rows);
+}
+
+extern "C" void cuda_position_embedding_forward(bf16 *out, const bf16 *wpe, int B, int T, int C,
+                                                int position_start) {
+    position_embedding_forward_t(as_nv(out), as_nv(wpe), B, T, C, position_start);
+}
+
+extern "C" void cuda_position_embedding_forward_fp16(fp16 *out, const fp16 *wpe, int B, int T, int C,
+                                                int position_start) {
+    position_embedding_forward_t(as_half(out), as_half(wpe), B, T, C, position_start);
+}
+
+extern "C" void cuda_position_embedding_backward(float *dwpe, const bf16 *dout, int B, int T,
+                                                 int C, int position_start) {
+    position_embedding_backward_t(dwpe, as_nv(dout), B, T, C, position_start);
+}
+
+extern "C" void cuda_position_embedding_backward_fp16(float *dwpe, const fp16 *dout, int B, int T,
+                                                 int C, int position_start) {
+    position_embedding_backward_t(dwpe, as_half(dout), B, T, C, position_start);
 }

@@ -1,7 +1,8 @@
-/* cuda_kernels.h: the CUDA kernels of the bf16 backend, callable from C.
+/* cuda_kernels.h: the CUDA kernels of the bf16 and fp16 backends, callable from C.
  *
  * These are the GPU counterparts of the operations in kernels/kernels.h, in the mixed precision
- * Megatron trains with: parameters and activations (and activation gradients) in bf16,
+ * Megatron trains with: parameters and activations (and activation gradients) in bf16 (or fp16:
+ * the cuda_X_fp16 forms at the end),
  * parameter gradients, master weights, Adam moments and per-row statistics in fp32, fp32
  * accumulation everywhere. The backend table (kernels_cuda(), built on these) adapts them to the
  * kernel interface; the tests in tests/cuda_*_test.c check each one against the CPU reference.
@@ -26,6 +27,8 @@ extern "C" {
 
 /* bf16 storage: the upper 16 bits of an IEEE fp32 (same bits as __nv_bfloat16) */
 typedef uint16_t bf16;
+/* fp16 storage: IEEE binary16 (same bits as __half), the compute dtype of --fp16 */
+typedef uint16_t fp16;
 
 /* ---- context (cuda_context.cu) ---- */
 void cuda_context_init(int device);   /* select the device, create stream and cuBLASLt handle */
@@ -156,6 +159,77 @@ void cuda_adamw_update_ranges(float *master, bf16 *params, const float *grads, f
                               const tensor_range *ranges, int count, float grad_scale, float lr,
                               float beta1, float beta2, float eps, int step);
 double cuda_sum_squares_ranges(const float *x, const tensor_range *ranges, int count);
+
+/* ---- the same kernels on fp16 (IEEE half) tensors: the fp16 backend (kernels_cuda_fp16(),
+ * --fp16). Each cuda_X_fp16 is cuda_X instantiated for __half instead of __nv_bfloat16 (one
+ * template per kernel, cuda_kernels_t.cuh); fp32 parts (gradients, masters, statistics) are the
+ * same. The Hopper wgmma attention is bf16 only: the fp16 attention always runs the mma.sync
+ * kernels. ---- */
+void cuda_float_to_fp16(fp16 *out, const float *x, size_t n);        /* round to nearest even */
+void cuda_fp16_to_float(float *out, const fp16 *x, size_t n);
+void cuda_init_normal_fp16(void *dst, int fp32_dst, shard_map map, uint64_t seed, uint64_t stream,
+                           float std, uint64_t first, size_t n);
+void cuda_fill_fp16(void *dst, int fp32_dst, float value, size_t n);
+void cuda_gelu_forward_fp16(fp16 *out, const fp16 *x, size_t n);
+void cuda_gelu_backward_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, size_t n);
+void cuda_gelu_backward_recompute_fp16(fp16 *dx, fp16 *y, const fp16 *x, const fp16 *dout, size_t n);
+void cuda_dropout_forward_fp16(fp16 *out, const fp16 *x, size_t n, dropout_rng rng);
+void cuda_dropout_backward_fp16(fp16 *dx, const fp16 *dout, size_t n, dropout_rng rng);
+void cuda_add_fp16(fp16 *out, const fp16 *a, const fp16 *b, size_t n);
+void cuda_scale_fp16(fp16 *x, float s, size_t n);
+void cuda_bias_add_fp16(fp16 *out, const fp16 *bias, int N, int C);
+void cuda_bias_backward_fp16(float *dbias, const fp16 *dout, int N, int C);
+void cuda_embedding_forward_fp16(fp16 *out, const int *tokens, const fp16 *table, int N, int C,
+                                 int vocab_start, int vocab_rows);
+void cuda_embedding_backward_fp16(float *dtable, const fp16 *dout, const int *tokens, int N, int C,
+                                  int vocab_start, int vocab_rows);
+void cuda_position_embedding_forward_fp16(fp16 *out, const fp16 *wpe, int B, int T, int C,
+                                          int position_start);
+void cuda_position_embedding_backward_fp16(float *dwpe, const fp16 *dout, int B, int T, int C,
+                                           int position_start);
+void cuda_layernorm_forward_fp16(fp16 *out, float *mean, float *rstd, const fp16 *x,
+                                 const fp16 *weight, const fp16 *bias, int N, int C, float eps);
+void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
+                                  const fp16 *x, const fp16 *weight, const float *mean,
+                                  const float *rstd, int N, int C);
+void cuda_rmsnorm_forward_fp16(fp16 *out, float *rstd, const fp16 *x, const fp16 *weight, int N,
+                               int C, float eps);
+void cuda_rmsnorm_backward_fp16(fp16 *dx, float *dweight, const fp16 *dout, const fp16 *x,
+                                const fp16 *weight, const float *rstd, int N, int C);
+void cuda_rope_forward_fp16(fp16 *qkv, int B, int T, int H, int G, int D, rope_spec rope);
+void cuda_rope_backward_fp16(fp16 *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
+void cuda_swiglu_forward_fp16(fp16 *out, const fp16 *x, int N, int F);
+void cuda_swiglu_backward_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, int N, int F);
+void cuda_matmul_forward_fp16(fp16 *out, fp16 *gelu_out, const fp16 *x, const fp16 *weight,
+                              const fp16 *bias, int N, int IC, int OC);
+void cuda_matmul_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
+                               const fp16 *x, const fp16 *weight, int N, int IC, int OC);
+void cuda_matmul_backward_gelu_fp16(fp16 *dpre, float *dweight, const fp16 *dout, fp16 *x,
+                                    const fp16 *pre, const fp16 *weight, int N, int IC, int OC);
+void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, int B, int T, int H,
+                                 int G, int D, int head_start, int total_heads, dropout_rng rng);
+void cuda_attention_backward_fp16(fp16 *dqkv, const fp16 *dout, const fp16 *qkv, const fp16 *out,
+                                  const void *workspace, int B, int T, int H, int G, int D,
+                                  int head_start, int total_heads, dropout_rng rng);
+void cuda_decode_attention_fp16(fp16 *out, fp16 *k_cache, fp16 *v_cache, const fp16 *qkv, int B,
+                                int Tq, int H, int G, int D, int past, int max_len);
+void cuda_cross_entropy_max_fp16(float *row_max, const fp16 *logits, int N, int V);
+void cuda_logits_argmax_fp16(float *row_max, int *argmax, const fp16 *logits, int N, int V,
+                             int valid);
+void cuda_cross_entropy_sum_exp_fp16(float *sum_exp, float *target_logit, const fp16 *logits,
+                                     const float *row_max, const int *targets, int N, int V,
+                                     int vocab_start);
+void cuda_cross_entropy_loss_grad_fp16(float *losses, fp16 *logits, const float *row_max,
+                                       const float *sum_exp, const float *target_logit,
+                                       const int *targets, int N, int V, int vocab_start,
+                                       float grad_scale);
+void cuda_adamw_update_fp16(float *master, fp16 *params, const float *grads, float *m, float *v,
+                            size_t n, float lr, float beta1, float beta2, float eps,
+                            float weight_decay, int step);
+void cuda_adamw_update_ranges_fp16(float *master, fp16 *params, const float *grads, float *m,
+                                   float *v, const tensor_range *ranges, int count,
+                                   float grad_scale, float lr, float beta1, float beta2, float eps,
+                                   int step);
 
 #ifdef __cplusplus
 }

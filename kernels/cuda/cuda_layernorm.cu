@@ -39,18 +39,19 @@ static void allow_shared_memory(const void *kernel, size_t bytes, const char *wh
 
 /* ---- forward ---- */
 
-static __global__ void layernorm_forward_kernel(__nv_bfloat16 *out, float *mean, float *rstd,
-                                                const __nv_bfloat16 *x,
-                                                const __nv_bfloat16 *weight,
-                                                const __nv_bfloat16 *bias, int C, float eps,
+template <typename E>
+static __global__ void layernorm_forward_kernel(E *out, float *mean, float *rstd,
+                                                const E *x,
+                                                const E *weight,
+                                                const E *bias, int C, float eps,
                                                 bool vectorized) {
     extern __shared__ __align__(16) unsigned char layernorm_shared[];
-    __nv_bfloat16 *row_cache = reinterpret_cast<__nv_bfloat16 *>(layernorm_shared);
+    E *row_cache = reinterpret_cast<E *>(layernorm_shared);
     __shared__ float reduce_scratch[32];
 
     const size_t n = blockIdx.x;
-    const __nv_bfloat16 *x_row = x + n * C;
-    __nv_bfloat16 *out_row = out + n * C;
+    const E *x_row = x + n * C;
+    E *out_row = out + n * C;
     const int width = vectorized ? 8 : 1;
     const int units = C / width;
 
@@ -61,13 +62,13 @@ static __global__ void layernorm_forward_kernel(__nv_bfloat16 *out, float *mean,
             uint4 raw = *reinterpret_cast<const uint4 *>(x_row + 8 * u);
             *reinterpret_cast<uint4 *>(row_cache + 8 * u) = raw;
             float v[8];
-            load_bf16x8(v, row_cache + 8 * u);
+            load_x8(v, row_cache + 8 * u);
 #pragma unroll
             for (int k = 0; k < 8; k++) sum += v[k];
         } else {
-            __nv_bfloat16 raw = x_row[u];
+            E raw = x_row[u];
             row_cache[u] = raw;
-            sum += __bfloat162float(raw);
+            sum += to_float(raw);
         }
     }
     const float row_mean = block_sum_f32(sum, reduce_scratch) / (float)C;
@@ -76,8 +77,8 @@ static __global__ void layernorm_forward_kernel(__nv_bfloat16 *out, float *mean,
     float squares = 0.0f;
     for (int u = threadIdx.x; u < units; u += blockDim.x) {
         float v[8];
-        if (vectorized) load_bf16x8(v, row_cache + 8 * u);
-        else v[0] = __bfloat162float(row_cache[u]);
+        if (vectorized) load_x8(v, row_cache + 8 * u);
+        else v[0] = to_float(row_cache[u]);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             if (k < width) {
@@ -93,16 +94,16 @@ static __global__ void layernorm_forward_kernel(__nv_bfloat16 *out, float *mean,
     for (int u = threadIdx.x; u < units; u += blockDim.x) {
         if (vectorized) {
             float v[8], w[8], b[8];
-            load_bf16x8(v, row_cache + 8 * u);
-            load_bf16x8(w, weight + 8 * u);
-            load_bf16x8(b, bias + 8 * u);
+            load_x8(v, row_cache + 8 * u);
+            load_x8(w, weight + 8 * u);
+            load_x8(b, bias + 8 * u);
 #pragma unroll
             for (int k = 0; k < 8; k++) v[k] = (v[k] - row_mean) * row_rstd * w[k] + b[k];
-            store_bf16x8(out_row + 8 * u, v);
+            store_x8(out_row + 8 * u, v);
         } else {
-            float norm = (__bfloat162float(row_cache[u]) - row_mean) * row_rstd;
-            out_row[u] = __float2bfloat16_rn(norm * __bfloat162float(weight[u]) +
-                                             __bfloat162float(bias[u]));
+            float norm = (to_float(row_cache[u]) - row_mean) * row_rstd;
+            out_row[u] = from_float<E>(norm * to_float(weight[u]) +
+                                             to_float(bias[u]));
         }
     }
     if (threadIdx.x == 0) {
@@ -111,18 +112,19 @@ static __global__ void layernorm_forward_kernel(__nv_bfloat16 *out, float *mean,
     }
 }
 
-extern "C" void cuda_layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *x,
-                                       const bf16 *weight, const bf16 *bias, int N, int C,
+template <typename E>
+static void layernorm_forward_t(E *out, float *mean, float *rstd, const E *x,
+                                       const E *weight, const E *bias, int N, int C,
                                        float eps) {
     if (N <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(out) && aligned16(x) && aligned16(weight) &&
                       aligned16(bias);
     int threads = row_threads(vectorized ? C / 8 : C);
-    size_t shared_bytes = ((size_t)C * sizeof(bf16) + 15) / 16 * 16;
-    allow_shared_memory((const void *)layernorm_forward_kernel, shared_bytes,
+    size_t shared_bytes = ((size_t)C * sizeof(E) + 15) / 16 * 16;
+    allow_shared_memory((const void *)layernorm_forward_kernel<E>, shared_bytes,
                         "layernorm_forward");
     layernorm_forward_kernel<<<(unsigned int)N, threads, shared_bytes, compute_stream()>>>(
-        as_nv(out), mean, rstd, as_nv(x), as_nv(weight), as_nv(bias), C, eps, vectorized);
+        out, mean, rstd, x, weight, bias, C, eps, vectorized);
     CHECK_LAUNCH();
 }
 
@@ -140,11 +142,12 @@ static int layernorm_backward_blocks(int N, int C) {
     return blocks;
 }
 
-static __global__ void layernorm_backward_kernel(__nv_bfloat16 *dx, float *dweight_partials,
+template <typename E>
+static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
                                                  float *dbias_partials,
-                                                 const __nv_bfloat16 *dout,
-                                                 const __nv_bfloat16 *x,
-                                                 const __nv_bfloat16 *weight,
+                                                 const E *dout,
+                                                 const E *x,
+                                                 const E *weight,
                                                  const float *mean, const float *rstd, int N,
                                                  int C, bool vectorized) {
     /* column u * width + k of the accumulators lives at k * units + u: the threads of a warp
@@ -168,9 +171,9 @@ static __global__ void layernorm_backward_kernel(__nv_bfloat16 *dx, float *dweig
     }
 
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const __nv_bfloat16 *x_row = x + (size_t)n * C;
-        const __nv_bfloat16 *dout_row = dout + (size_t)n * C;
-        __nv_bfloat16 *dx_row = dx + (size_t)n * C;
+        const E *x_row = x + (size_t)n * C;
+        const E *dout_row = dout + (size_t)n * C;
+        E *dx_row = dx + (size_t)n * C;
         const float m = mean[n], s = rstd[n];
 
         /* the two row reductions of the dx formula */
@@ -178,13 +181,13 @@ static __global__ void layernorm_backward_kernel(__nv_bfloat16 *dx, float *dweig
         for (int u = threadIdx.x; u < units; u += blockDim.x) {
             float xv[8], dv[8], wv[8];
             if (vectorized) {
-                load_bf16x8(xv, x_row + 8 * u);
-                load_bf16x8(dv, dout_row + 8 * u);
-                load_bf16x8(wv, weight + 8 * u);
+                load_x8(xv, x_row + 8 * u);
+                load_x8(dv, dout_row + 8 * u);
+                load_x8(wv, weight + 8 * u);
             } else {
-                xv[0] = __bfloat162float(x_row[u]);
-                dv[0] = __bfloat162float(dout_row[u]);
-                wv[0] = __bfloat162float(weight[u]);
+                xv[0] = to_float(x_row[u]);
+                dv[0] = to_float(dout_row[u]);
+                wv[0] = to_float(weight[u]);
             }
 #pragma unroll
             for (int k = 0; k < 8; k++) {
@@ -203,15 +206,15 @@ static __global__ void layernorm_backward_kernel(__nv_bfloat16 *dx, float *dweig
         for (int u = threadIdx.x; u < units; u += blockDim.x) {
             float xv[8], dv[8], wv[8], dxv[8];
             if (vectorized) {
-                load_bf16x8(xv, x_row + 8 * u);
-                load_bf16x8(dv, dout_row + 8 * u);
-                load_bf16x8(wv, weight + 8 * u);
-                load_bf16x8(dxv, dx_row + 8 * u);
+                load_x8(xv, x_row + 8 * u);
+                load_x8(dv, dout_row + 8 * u);
+                load_x8(wv, weight + 8 * u);
+                load_x8(dxv, dx_row + 8 * u);
             } else {
-                xv[0] = __bfloat162float(x_row[u]);
-                dv[0] = __bfloat162float(dout_row[u]);
-                wv[0] = __bfloat162float(weight[u]);
-                dxv[0] = __bfloat162float(dx_row[u]);
+                xv[0] = to_float(x_row[u]);
+                dv[0] = to_float(dout_row[u]);
+                wv[0] = to_float(weight[u]);
+                dxv[0] = to_float(dx_row[u]);
             }
 #pragma unroll
             for (int k = 0; k < 8; k++) {
@@ -223,8 +226,8 @@ static __global__ void layernorm_backward_kernel(__nv_bfloat16 *dx, float *dweig
                     dxv[k] += (g - g_mean - norm * g_norm_mean) * s;
                 }
             }
-            if (vectorized) store_bf16x8(dx_row + 8 * u, dxv);
-            else dx_row[u] = __float2bfloat16_rn(dxv[0]);
+            if (vectorized) store_x8(dx_row + 8 * u, dxv);
+            else dx_row[u] = from_float<E>(dxv[0]);
         }
     }
 
@@ -241,8 +244,9 @@ static __global__ void layernorm_backward_kernel(__nv_bfloat16 *dx, float *dweig
     }
 }
 
-extern "C" void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
-                                        const bf16 *x, const bf16 *weight, const float *mean,
+template <typename E>
+static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *dout,
+                                        const E *x, const E *weight, const float *mean,
                                         const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(dx) && aligned16(dout) && aligned16(x) &&
@@ -250,15 +254,41 @@ extern "C" void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, 
     int threads = row_threads(vectorized ? C / 8 : C);
     int blocks = layernorm_backward_blocks(N, C);
     size_t shared_bytes = 2 * (size_t)C * sizeof(float);
-    allow_shared_memory((const void *)layernorm_backward_kernel, shared_bytes,
+    allow_shared_memory((const void *)layernorm_backward_kernel<E>, shared_bytes,
                         "layernorm_backward");
     float *partials = (float *)stream_scratch(2 * (size_t)blocks * C * sizeof(float));
     float *dweight_partials = partials;
     float *dbias_partials = partials + (size_t)blocks * C;
     layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
-        as_nv(dx), dweight_partials, dbias_partials, as_nv(dout), as_nv(x), as_nv(weight), mean,
+        dx, dweight_partials, dbias_partials, dout, x, weight, mean,
         rstd, N, C, vectorized);
     CHECK_LAUNCH();
     column_sum_accumulate(dweight, dweight_partials, blocks, C);
     column_sum_accumulate(dbias, dbias_partials, blocks, C);
+}
+
+/* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *x,
+                                       const bf16 *weight, const bf16 *bias, int N, int C,
+                                       float eps) {
+    layernorm_forward_t(as_nv(out), mean, rstd, as_nv(x), as_nv(weight), as_nv(bias), N, C, eps);
+}
+
+extern "C" void cuda_layernorm_forward_fp16(fp16 *out, float *mean, float *rstd, const fp16 *x,
+                                       const fp16 *weight, const fp16 *bias, int N, int C,
+                                       float eps) {
+    layernorm_forward_t(as_half(out), mean, rstd, as_half(x), as_half(weight), as_half(bias), N, C, eps);
+}
+
+extern "C" void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
+                                        const bf16 *x, const bf16 *weight, const float *mean,
+                                        const float *rstd, int N, int C) {
+    layernorm_backward_t(as_nv(dx), dweight, dbias, as_nv(dout), as_nv(x), as_nv(weight), mean, rstd, N, C);
+}
+
+extern "C" void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
+                                        const fp16 *x, const fp16 *weight, const float *mean,
+                                        const float *rstd, int N, int C) {
+    layernorm_backward_t(as_half(dx), dweight, dbias, as_half(dout), as_half(x), as_half(weight), mean, rstd, N, C);
 }

@@ -1,9 +1,11 @@
-/* cuda_matmul.cu: the linear layer y = x W^T + b through cuBLASLt, bf16 operands, fp32 compute.
+/* cuda_matmul.cu: the linear layer y = x W^T + b through cuBLASLt, bf16 or fp16 operands (A, B,
+ * bias and aux CUDA_R_16BF or CUDA_R_16F; the weight gradient's C = D fp32, a combination cuBLASLt
+ * supports for both), fp32 compute.
  *
  * cuBLASLt is column-major; a row-major [R, C] matrix is the column-major [C, R] matrix with
  * leading dimension C. So, with W [OC, IC], x [N, IC], dout [N, OC]:
- *   forward   out^T [OC,N]  = W (op T, lda IC) . x^T (op N, ldb IC)      m=OC n=N  k=IC, bf16 D
- *   backward  dx^T  [IC,N]  = W (op N, lda IC) . dout^T (op N, ldb OC)   m=IC n=N  k=OC, bf16 D
+ *   forward   out^T [OC,N]  = W (op T, lda IC) . x^T (op N, ldb IC)      m=OC n=N  k=IC, 16-bit D
+ *   backward  dx^T  [IC,N]  = W (op N, lda IC) . dout^T (op N, ldb OC)   m=IC n=N  k=OC, 16-bit D
  *             dW^T  [IC,OC] += x^T (op N, lda IC) . dout (op T, ldb OC)  m=IC n=OC k=N,
  *                                                   fp32 C = D, beta = 1
  * The forward fuses the bias (CUBLASLT_EPILOGUE_BIAS) and, when gelu_out is requested, the GeLU
@@ -34,24 +36,25 @@ void *cuda_cublaslt_workspace(size_t *bytes);
 typedef struct gemm_problem {
     int m, n, k;
     cublasOperation_t transa, transb;
-    const bf16 *a;
+    cudaDataType_t ab_type; /* A, B, bias and aux: CUDA_R_16BF or CUDA_R_16F */
+    const void *a;
     int lda;
-    const bf16 *b;
+    const void *b;
     int ldb;
     void *d;
-    cudaDataType_t d_type; /* CUDA_R_16BF or CUDA_R_32F */
+    cudaDataType_t d_type; /* ab_type or CUDA_R_32F */
     int ldd;
     bool accumulate;       /* beta = 1 (D += ...) instead of 0 */
     cublasLtEpilogue_t epilogue;
-    const bf16 *bias;      /* BIAS epilogues */
-    bf16 *aux;             /* GELU_AUX epilogues (written) and DGELU (read): the pre-activation,
+    const void *bias;      /* BIAS epilogues */
+    void *aux;             /* GELU_AUX epilogues (written) and DGELU (read): the pre-activation,
                             * leading dimension ldd */
 } gemm_problem;
 
 /* ---- the plan cache ---- */
 
 typedef struct gemm_plan_key {
-    int m, n, k, transa, transb, lda, ldb, ldd, d_type, accumulate, epilogue;
+    int m, n, k, transa, transb, lda, ldb, ldd, ab_type, d_type, accumulate, epilogue;
     unsigned int align_a, align_b, align_d, align_bias, align_aux;
 } gemm_plan_key;
 
@@ -88,6 +91,7 @@ static gemm_plan_key plan_key_of(const gemm_problem *p) {
     key.lda = p->lda;
     key.ldb = p->ldb;
     key.ldd = p->ldd;
+    key.ab_type = (int)p->ab_type;
     key.d_type = (int)p->d_type;
     key.accumulate = p->accumulate ? 1 : 0;
     key.epilogue = (int)p->epilogue;
@@ -135,7 +139,7 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                 &epilogue, sizeof epilogue));
     if (epilogue_has_bias(p->epilogue)) {
-        int32_t bias_type = (int32_t)CUDA_R_16BF;
+        int32_t bias_type = (int32_t)p->ab_type;
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(
             plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     }
@@ -151,8 +155,8 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     int a_cols = p->transa == CUBLAS_OP_N ? p->k : p->m;
     int b_rows = p->transb == CUBLAS_OP_N ? p->k : p->n;
     int b_cols = p->transb == CUBLAS_OP_N ? p->n : p->k;
-    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a_layout, CUDA_R_16BF, a_rows, a_cols, p->lda));
-    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->b_layout, CUDA_R_16BF, b_rows, b_cols, p->ldb));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a_layout, p->ab_type, a_rows, a_cols, p->lda));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->b_layout, p->ab_type, b_rows, b_cols, p->ldb));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->d_layout, p->d_type, p->m, p->n, p->ldd));
 
     cublasLtMatmulPreference_t preference;
@@ -231,15 +235,17 @@ static bool gemm_cublaslt(const gemm_problem *p) {
 
 #define FALLBACK_TILE 16
 
-static __device__ __forceinline__ float operand_at(const __nv_bfloat16 *x, int ld, bool trans,
+template <typename E>
+static __device__ __forceinline__ float operand_at(const E *x, int ld, bool trans,
                                                    int row, int col) {
     /* element (row, col) of op(X), X column-major with leading dimension ld */
-    return __bfloat162float(trans ? x[(size_t)row * ld + col] : x[(size_t)col * ld + row]);
+    return to_float(trans ? x[(size_t)row * ld + col] : x[(size_t)col * ld + row]);
 }
 
+template <typename E>
 static __global__ void fallback_gemm_kernel(void *d, bool d_is_float, int ldd, bool accumulate,
-                                            const __nv_bfloat16 *a, int lda, bool transa,
-                                            const __nv_bfloat16 *b, int ldb, bool transb, int m,
+                                            const E *a, int lda, bool transa,
+                                            const E *b, int ldb, bool transb, int m,
                                             int n, int k) {
     __shared__ float a_tile[FALLBACK_TILE][FALLBACK_TILE + 1]; /* [l][i] */
     __shared__ float b_tile[FALLBACK_TILE][FALLBACK_TILE + 1]; /* [j][l] */
@@ -263,9 +269,9 @@ static __global__ void fallback_gemm_kernel(void *d, bool d_is_float, int ldd, b
             float *df = (float *)d;
             df[index] = accumulate ? df[index] + acc : acc;
         } else {
-            __nv_bfloat16 *db = (__nv_bfloat16 *)d;
-            float prior = accumulate ? __bfloat162float(db[index]) : 0.0f;
-            db[index] = __float2bfloat16_rn(prior + acc);
+            E *db = (E *)d;
+            float prior = accumulate ? to_float(db[index]) : 0.0f;
+            db[index] = from_float<E>(prior + acc);
         }
     }
 }
@@ -276,24 +282,59 @@ static bool fallback_forced(void) {
 }
 
 /* runs the problem, epilogue ignored (callers apply bias and GeLU themselves on this path) */
-static void gemm_fallback(const gemm_problem *p) {
+template <typename E>
+static void gemm_fallback_t(const gemm_problem *p) {
     dim3 grid(ceil_div((size_t)p->m, FALLBACK_TILE), ceil_div((size_t)p->n, FALLBACK_TILE));
     fallback_gemm_kernel<<<grid, dim3(FALLBACK_TILE, FALLBACK_TILE), 0, compute_stream()>>>(
-        p->d, p->d_type == CUDA_R_32F, p->ldd, p->accumulate, as_nv(p->a), p->lda,
-        p->transa == CUBLAS_OP_T, as_nv(p->b), p->ldb, p->transb == CUBLAS_OP_T, p->m, p->n,
+        p->d, p->d_type == CUDA_R_32F, p->ldd, p->accumulate, static_cast<const E *>(p->a), p->lda,
+        p->transa == CUBLAS_OP_T, static_cast<const E *>(p->b), p->ldb, p->transb == CUBLAS_OP_T, p->m, p->n,
         p->k);
     CHECK_LAUNCH();
+}
+static void gemm_fallback(const gemm_problem *p) {
+    if (p->ab_type == CUDA_R_16F) gemm_fallback_t<__half>(p);
+    else gemm_fallback_t<__nv_bfloat16>(p);
+}
+
+/* the elementwise kernels (cuda_elementwise.cu) the linear layer falls back on, per element type */
+static void bias_add_e(__nv_bfloat16 *out, const __nv_bfloat16 *bias, int N, int C) {
+    cuda_bias_add(reinterpret_cast<bf16 *>(out), reinterpret_cast<const bf16 *>(bias), N, C);
+}
+static void bias_add_e(__half *out, const __half *bias, int N, int C) {
+    cuda_bias_add_fp16(reinterpret_cast<fp16 *>(out), reinterpret_cast<const fp16 *>(bias), N, C);
+}
+static void bias_backward_e(float *dbias, const __nv_bfloat16 *dout, int N, int C) {
+    cuda_bias_backward(dbias, reinterpret_cast<const bf16 *>(dout), N, C);
+}
+static void bias_backward_e(float *dbias, const __half *dout, int N, int C) {
+    cuda_bias_backward_fp16(dbias, reinterpret_cast<const fp16 *>(dout), N, C);
+}
+static void gelu_forward_e(__nv_bfloat16 *out, const __nv_bfloat16 *x, size_t n) {
+    cuda_gelu_forward(reinterpret_cast<bf16 *>(out), reinterpret_cast<const bf16 *>(x), n);
+}
+static void gelu_forward_e(__half *out, const __half *x, size_t n) {
+    cuda_gelu_forward_fp16(reinterpret_cast<fp16 *>(out), reinterpret_cast<const fp16 *>(x), n);
+}
+static void gelu_backward_recompute_e(__nv_bfloat16 *dx, __nv_bfloat16 *y, const __nv_bfloat16 *x,
+                                      const __nv_bfloat16 *dout, size_t n) {
+    cuda_gelu_backward_recompute(reinterpret_cast<bf16 *>(dx), reinterpret_cast<bf16 *>(y),
+                                 reinterpret_cast<const bf16 *>(x), reinterpret_cast<const bf16 *>(dout), n);
+}
+static void gelu_backward_recompute_e(__half *dx, __half *y, const __half *x, const __half *dout, size_t n) {
+    cuda_gelu_backward_recompute_fp16(reinterpret_cast<fp16 *>(dx), reinterpret_cast<fp16 *>(y),
+                                      reinterpret_cast<const fp16 *>(x), reinterpret_cast<const fp16 *>(dout), n);
 }
 
 /* ---- the linear layer ---- */
 
-extern "C" void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *weight,
-                                    const bf16 *bias, int N, int IC, int OC) {
+template <typename E>
+static void matmul_forward_t(E *out, E *gelu_out, const E *x, const E *weight,
+                                    const E *bias, int N, int IC, int OC) {
     if (N <= 0 || OC <= 0) return;
     if (IC <= 0) { /* empty product: out = bias (or 0) */
-        CHECK_CUDA(cudaMemsetAsync(out, 0, (size_t)N * OC * sizeof(bf16), compute_stream()));
-        if (bias != NULL) cuda_bias_add(out, bias, N, OC);
-        if (gelu_out != NULL) cuda_gelu_forward(gelu_out, out, (size_t)N * OC);
+        CHECK_CUDA(cudaMemsetAsync(out, 0, (size_t)N * OC * sizeof(E), compute_stream()));
+        if (bias != NULL) bias_add_e(out, bias, N, OC);
+        if (gelu_out != NULL) gelu_forward_e(gelu_out, out, (size_t)N * OC);
         return;
     }
     gemm_problem p;
@@ -307,7 +348,8 @@ extern "C" void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, co
     p.transb = CUBLAS_OP_N;
     p.b = x;
     p.ldb = IC;
-    p.d_type = CUDA_R_16BF;
+    p.ab_type = cuda_data_type<E>();
+    p.d_type = p.ab_type;
     p.ldd = OC;
     p.accumulate = false;
 
@@ -335,15 +377,16 @@ extern "C" void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, co
         p.bias = NULL;
         p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
         if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
-        if (bias != NULL) cuda_bias_add(out, bias, N, OC);
+        if (bias != NULL) bias_add_e(out, bias, N, OC);
     }
-    if (gelu_out != NULL) cuda_gelu_forward(gelu_out, out, (size_t)N * OC);
+    if (gelu_out != NULL) gelu_forward_e(gelu_out, out, (size_t)N * OC);
 }
 
 /* dx^T [IC,N] = W . dout^T with an optional epilogue (DGELU: times gelu'(aux)); false when
  * cuBLASLt has no algorithm for it (the plain product always runs, on the fallback if needed) */
-static bool input_gradient(bf16 *dx, const bf16 *dout, const bf16 *weight, int N, int IC, int OC,
-                           cublasLtEpilogue_t epilogue, const bf16 *aux, bool forced) {
+template <typename E>
+static bool input_gradient(E *dx, const E *dout, const E *weight, int N, int IC, int OC,
+                           cublasLtEpilogue_t epilogue, const E *aux, bool forced) {
     gemm_problem p;
     memset(&p, 0, sizeof p);
     p.m = IC;
@@ -356,18 +399,20 @@ static bool input_gradient(bf16 *dx, const bf16 *dout, const bf16 *weight, int N
     p.b = dout;
     p.ldb = OC;
     p.d = dx;
-    p.d_type = CUDA_R_16BF;
+    p.ab_type = cuda_data_type<E>();
+    p.d_type = p.ab_type;
     p.ldd = IC;
     p.accumulate = false;
     p.epilogue = epilogue;
-    p.aux = (bf16 *)aux;
+    p.aux = const_cast<E *>(aux);
     if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) return !forced && gemm_cublaslt(&p);
     if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
     return true;
 }
 
 /* dW^T [IC,OC] += x^T . dout, fp32 */
-static void weight_gradient(float *dweight, const bf16 *dout, const bf16 *x, int N, int IC, int OC, bool forced) {
+template <typename E>
+static void weight_gradient(float *dweight, const E *dout, const E *x, int N, int IC, int OC, bool forced) {
     gemm_problem p;
     memset(&p, 0, sizeof p);
     p.m = IC;
@@ -380,6 +425,7 @@ static void weight_gradient(float *dweight, const bf16 *dout, const bf16 *x, int
     p.b = dout;
     p.ldb = OC;
     p.d = dweight;
+    p.ab_type = cuda_data_type<E>();
     p.d_type = CUDA_R_32F;
     p.ldd = IC;
     p.accumulate = true;
@@ -387,16 +433,17 @@ static void weight_gradient(float *dweight, const bf16 *dout, const bf16 *x, int
     if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
 }
 
-extern "C" void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
-                                     const bf16 *x, const bf16 *weight, int N, int IC, int OC) {
+template <typename E>
+static void matmul_backward_t(E *dx, float *dweight, float *dbias, const E *dout,
+                                     const E *x, const E *weight, int N, int IC, int OC) {
     if (N <= 0) return;
     const bool forced = fallback_forced();
     if (dx != NULL && IC > 0) {
-        if (OC <= 0) CHECK_CUDA(cudaMemsetAsync(dx, 0, (size_t)N * IC * sizeof(bf16), compute_stream()));
-        else input_gradient(dx, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DEFAULT, NULL, forced);
+        if (OC <= 0) CHECK_CUDA(cudaMemsetAsync(dx, 0, (size_t)N * IC * sizeof(E), compute_stream()));
+        else input_gradient(dx, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DEFAULT, (const E *)NULL, forced);
     }
     if (dweight != NULL && OC > 0 && IC > 0) weight_gradient(dweight, dout, x, N, IC, OC, forced);
-    if (dbias != NULL && OC > 0) cuda_bias_backward(dbias, dout, N, OC);
+    if (dbias != NULL && OC > 0) bias_backward_e(dbias, dout, N, OC);
 }
 
 /* fc2's backward with the GeLU's: the input-gradient GEMM's DGELU epilogue multiplies by
@@ -404,21 +451,54 @@ extern "C" void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, con
  * x = gelu(pre) again; otherwise the product, then one pass for the GeLU backward in place and
  * x. The forward's gelu_out (from the GEMM's fp32 result) is not kept: x is gelu of the rounded
  * pre-activation, within a bf16 rounding of it, which saves [N,IC] of activations per layer. */
-extern "C" void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, bf16 *x,
-                                          const bf16 *pre, const bf16 *weight, int N, int IC, int OC) {
+template <typename E>
+static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
+                                          const E *pre, const E *weight, int N, int IC, int OC) {
     if (N <= 0 || IC <= 0) return;
     const bool forced = fallback_forced();
     if (OC <= 0) {
-        CHECK_CUDA(cudaMemsetAsync(dpre, 0, (size_t)N * IC * sizeof(bf16), compute_stream()));
+        CHECK_CUDA(cudaMemsetAsync(dpre, 0, (size_t)N * IC * sizeof(E), compute_stream()));
         return;
     }
     const size_t n = (size_t)N * IC;
     const bool fusable = IC % 8 == 0 && aligned16(dpre) && aligned16(pre);
     if (fusable && input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DGELU, pre, forced)) {
-        cuda_gelu_forward(x, pre, n);
+        gelu_forward_e(x, pre, n);
     } else {
-        input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DEFAULT, NULL, forced);
-        cuda_gelu_backward_recompute(dpre, x, pre, dpre, n);
+        input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DEFAULT, (const E *)NULL, forced);
+        gelu_backward_recompute_e(dpre, x, pre, dpre, n);
     }
     weight_gradient(dweight, dout, x, N, IC, OC, forced);
+}
+
+/* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *weight,
+                                    const bf16 *bias, int N, int IC, int OC) {
+    matmul_forward_t(as_nv(out), as_nv(gelu_out), as_nv(x), as_nv(weight), as_nv(bias), N, IC, OC);
+}
+
+extern "C" void cuda_matmul_forward_fp16(fp16 *out, fp16 *gelu_out, const fp16 *x, const fp16 *weight,
+                                    const fp16 *bias, int N, int IC, int OC) {
+    matmul_forward_t(as_half(out), as_half(gelu_out), as_half(x), as_half(weight), as_half(bias), N, IC, OC);
+}
+
+extern "C" void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
+                                     const bf16 *x, const bf16 *weight, int N, int IC, int OC) {
+    matmul_backward_t(as_nv(dx), dweight, dbias, as_nv(dout), as_nv(x), as_nv(weight), N, IC, OC);
+}
+
+extern "C" void cuda_matmul_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
+                                     const fp16 *x, const fp16 *weight, int N, int IC, int OC) {
+    matmul_backward_t(as_half(dx), dweight, dbias, as_half(dout), as_half(x), as_half(weight), N, IC, OC);
+}
+
+extern "C" void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, bf16 *x,
+                                          const bf16 *pre, const bf16 *weight, int N, int IC, int OC) {
+    matmul_backward_gelu_t(as_nv(dpre), dweight, as_nv(dout), as_nv(x), as_nv(pre), as_nv(weight), N, IC, OC);
+}
+
+extern "C" void cuda_matmul_backward_gelu_fp16(fp16 *dpre, float *dweight, const fp16 *dout, fp16 *x,
+                                          const fp16 *pre, const fp16 *weight, int N, int IC, int OC) {
+    matmul_backward_gelu_t(as_half(dpre), dweight, as_half(dout), as_half(x), as_half(pre), as_half(weight), N, IC, OC);
 }

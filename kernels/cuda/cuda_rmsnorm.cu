@@ -17,29 +17,31 @@ static int rms_threads(int C) {
     return threads;
 }
 
-static __global__ void rmsnorm_forward_kernel(__nv_bfloat16 *out, float *rstd,
-                                              const __nv_bfloat16 *x,
-                                              const __nv_bfloat16 *weight, int C, float eps) {
+template <typename E>
+static __global__ void rmsnorm_forward_kernel(E *out, float *rstd,
+                                              const E *x,
+                                              const E *weight, int C, float eps) {
     __shared__ float reduce_scratch[32];
     const size_t n = blockIdx.x;
-    const __nv_bfloat16 *x_row = x + n * C;
-    __nv_bfloat16 *out_row = out + n * C;
+    const E *x_row = x + n * C;
+    E *out_row = out + n * C;
     float squares = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float v = __bfloat162float(x_row[c]);
+        float v = to_float(x_row[c]);
         squares += v * v;
     }
     const float s = rsqrtf(block_sum_f32(squares, reduce_scratch) / (float)C + eps);
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-        out_row[c] = __float2bfloat16_rn(__bfloat162float(x_row[c]) * s * __bfloat162float(weight[c]));
+        out_row[c] = from_float<E>(to_float(x_row[c]) * s * to_float(weight[c]));
     if (threadIdx.x == 0) rstd[n] = s;
 }
 
-extern "C" void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *weight,
+template <typename E>
+static void rmsnorm_forward_t(E *out, float *rstd, const E *x, const E *weight,
                                      int N, int C, float eps) {
     if (N <= 0 || C <= 0) return;
     rmsnorm_forward_kernel<<<(unsigned int)N, rms_threads(C), 0, compute_stream()>>>(
-        as_nv(out), rstd, as_nv(x), as_nv(weight), C, eps);
+        out, rstd, x, weight, C, eps);
     CHECK_LAUNCH();
 }
 
@@ -53,37 +55,39 @@ static int rmsnorm_backward_blocks(int N, int C) {
     return blocks;
 }
 
-static __global__ void rmsnorm_backward_kernel(__nv_bfloat16 *dx, float *dweight_partials,
-                                               const __nv_bfloat16 *dout,
-                                               const __nv_bfloat16 *x,
-                                               const __nv_bfloat16 *weight, const float *rstd,
+template <typename E>
+static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight_partials,
+                                               const E *dout,
+                                               const E *x,
+                                               const E *weight, const float *rstd,
                                                int N, int C) {
     extern __shared__ __align__(16) unsigned char rmsnorm_shared[];
     float *dweight_acc = reinterpret_cast<float *>(rmsnorm_shared); /* [C] */
     __shared__ float reduce_scratch[32];
     for (int c = threadIdx.x; c < C; c += blockDim.x) dweight_acc[c] = 0.0f;
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const __nv_bfloat16 *x_row = x + (size_t)n * C, *dout_row = dout + (size_t)n * C;
-        __nv_bfloat16 *dx_row = dx + (size_t)n * C;
+        const E *x_row = x + (size_t)n * C, *dout_row = dout + (size_t)n * C;
+        E *dx_row = dx + (size_t)n * C;
         const float s = rstd[n];
         float g_norm = 0.0f;
         for (int c = threadIdx.x; c < C; c += blockDim.x)
-            g_norm += __bfloat162float(weight[c]) * __bfloat162float(dout_row[c]) *
-                      (__bfloat162float(x_row[c]) * s);
+            g_norm += to_float(weight[c]) * to_float(dout_row[c]) *
+                      (to_float(x_row[c]) * s);
         const float g_norm_mean = block_sum_f32(g_norm, reduce_scratch) / (float)C;
         for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            const float norm = __bfloat162float(x_row[c]) * s, d = __bfloat162float(dout_row[c]);
+            const float norm = to_float(x_row[c]) * s, d = to_float(dout_row[c]);
             dweight_acc[c] += norm * d;
-            const float g = __bfloat162float(weight[c]) * d;
-            dx_row[c] = __float2bfloat16_rn(__bfloat162float(dx_row[c]) + (g - norm * g_norm_mean) * s);
+            const float g = to_float(weight[c]) * d;
+            dx_row[c] = from_float<E>(to_float(dx_row[c]) + (g - norm * g_norm_mean) * s);
         }
     }
     float *dweight_out = dweight_partials + (size_t)blockIdx.x * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) dweight_out[c] = dweight_acc[c];
 }
 
-extern "C" void cuda_rmsnorm_backward(bf16 *dx, float *dweight, const bf16 *dout, const bf16 *x,
-                                      const bf16 *weight, const float *rstd, int N, int C) {
+template <typename E>
+static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
+                                      const E *weight, const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
     const int blocks = rmsnorm_backward_blocks(N, C);
     const size_t shared_bytes = (size_t)C * sizeof(float);
@@ -94,12 +98,34 @@ extern "C" void cuda_rmsnorm_backward(bf16 *dx, float *dweight, const bf16 *dout
         if (shared_bytes > (size_t)limit)
             KERNELS_FATAL("rmsnorm_backward needs %zu bytes of shared memory, the device allows %d",
                           shared_bytes, limit);
-        CHECK_CUDA(cudaFuncSetAttribute((const void *)rmsnorm_backward_kernel,
+        CHECK_CUDA(cudaFuncSetAttribute((const void *)rmsnorm_backward_kernel<E>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared_bytes));
     }
     float *partials = (float *)stream_scratch((size_t)blocks * C * sizeof(float));
     rmsnorm_backward_kernel<<<blocks, rms_threads(C), shared_bytes, compute_stream()>>>(
-        as_nv(dx), partials, as_nv(dout), as_nv(x), as_nv(weight), rstd, N, C);
+        dx, partials, dout, x, weight, rstd, N, C);
     CHECK_LAUNCH();
     column_sum_accumulate(dweight, partials, blocks, C);
+}
+
+/* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *weight,
+                                     int N, int C, float eps) {
+    rmsnorm_forward_t(as_nv(out), rstd, as_nv(x), as_nv(weight), N, C, eps);
+}
+
+extern "C" void cuda_rmsnorm_forward_fp16(fp16 *out, float *rstd, const fp16 *x, const fp16 *weight,
+                                     int N, int C, float eps) {
+    rmsnorm_forward_t(as_half(out), rstd, as_half(x), as_half(weight), N, C, eps);
+}
+
+extern "C" void cuda_rmsnorm_backward(bf16 *dx, float *dweight, const bf16 *dout, const bf16 *x,
+                                      const bf16 *weight, const float *rstd, int N, int C) {
+    rmsnorm_backward_t(as_nv(dx), dweight, as_nv(dout), as_nv(x), as_nv(weight), rstd, N, C);
+}
+
+extern "C" void cuda_rmsnorm_backward_fp16(fp16 *dx, float *dweight, const fp16 *dout, const fp16 *x,
+                                      const fp16 *weight, const float *rstd, int N, int C) {
+    rmsnorm_backward_t(as_half(dx), dweight, as_half(dout), as_half(x), as_half(weight), rstd, N, C);
 }
