@@ -44,16 +44,14 @@ static void set_blas_threads(int local_size) {
 }
 
 /* --device: cuda when asked for or (auto) when this rank sees a GPU; one GPU per rank, chosen
- * by the node-local rank. Sets the MFU peak from the GPU's name (perf's table) unless
- * --peak-tflops gave it. */
+ * by the node-local rank; on cuda the kernels compute in fp16 with --fp16 (kernels_cuda_fp16)
+ * and in bf16 otherwise. Sets the MFU peak from the GPU's name (perf's table, the dense peak of
+ * that dtype) unless --peak-tflops gave it. */
 static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
 #ifdef HAVE_CUDA
     int devices = cuda_device_count();
     if (strcmp(a->device, "auto") == 0) snprintf(a->device, sizeof a->device, "%s", devices > 0 ? "cuda" : "cpu");
     if (strcmp(a->device, "cuda") != 0) return kernels_cpu();
-    if (a->fp16)
-        user_error_local("--fp16: this rank sees a GPU, so --device auto chose cuda, whose kernels compute in bf16 and have "
-                   "no fp16 path; use --bf16 (or --device cpu, the fp32 reference with the loss scaler active)");
     if (devices == 0) user_error("--device cuda: no GPU is visible to this process (check CUDA_VISIBLE_DEVICES and the driver); use --device cpu");
     /* fixed NCCL algorithm before any communicator exists: reductions in one order every run */
     if (a->deterministic_mode) setenv("NCCL_ALGO", "Ring", 1);
@@ -61,13 +59,14 @@ static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
     cuda_context_init(device);
     char name[256];
     cuda_device_name(device, name, (int)sizeof name);
-    /* the CUDA backend computes in bf16: MFU against the dense bf16 tensor-core peak */
-    double peak = peak_tflops_lookup(name, PEAK_BF16);
+    /* MFU against the dense tensor-core peak of the compute dtype */
+    double peak = peak_tflops_lookup(name, a->fp16 ? PEAK_FP16 : PEAK_BF16);
     if (a->peak_tflops == 0) a->peak_tflops = (float)peak;
     if (rank == 0)
-        printf("> GPU %d of %d: %s, peak dense bf16 %.1f TFLOP/s%s\n", device, devices, name, a->peak_tflops,
+        printf("> GPU %d of %d: %s, computing in %s, peak dense %s %.1f TFLOP/s%s\n", device, devices, name,
+               a->fp16 ? "fp16 (--fp16)" : "bf16", a->fp16 ? "fp16" : "bf16", a->peak_tflops,
                peak == 0 && a->peak_tflops == 0 ? " (unknown: pass --peak-tflops for MFU)" : "");
-    return kernels_cuda();
+    return a->fp16 ? kernels_cuda_fp16() : kernels_cuda();
 #else
     (void)rank;
     (void)local_rank;

@@ -412,7 +412,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     plan_chunks(m);
     build_layout(m);
     m->mixed_precision = ops->act_bytes != sizeof(float);
-    m->act_dtype = ops->act_bytes == 2 ? COMM_BF16 : COMM_FLOAT;
+    m->act_dtype = ops->act_dtype == KERNEL_FP16 ? COMM_FP16 : ops->act_dtype == KERNEL_BF16 ? COMM_BF16 : COMM_FLOAT;
     m->param_buffer = alloc_acts(ops, m->num_elements);
     m->grad_buffer = alloc_floats(ops, m->num_elements);
     for (int k = 0; k < m->num_chunks; k++) {

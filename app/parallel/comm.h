@@ -4,7 +4,8 @@
  * (world, data-parallel, tensor-/pipeline-parallel, ...) with this rank's place in it.
  *
  * Buffers are backend memory. Their element type is given per call (comm_dtype): the model's
- * activations and parameters travel in the compute dtype (bf16 on CUDA), gradients, statistics
+ * activations and parameters travel in the compute dtype (bf16 on CUDA, fp16 with --fp16),
+ * gradients, statistics
  * and norms in fp32. Operations on the backend's compute stream are ordered with the kernels
  * around them; "blocks" below means: later kernels and copies see the result. */
 #ifndef COMM_H
@@ -14,9 +15,9 @@
 #include <stddef.h>
 
 typedef enum { COMM_SUM, COMM_MAX } comm_op;
-typedef enum { COMM_FLOAT, COMM_BF16 } comm_dtype;
+typedef enum { COMM_FLOAT, COMM_BF16, COMM_FP16 } comm_dtype;
 
-static inline size_t comm_dtype_bytes(comm_dtype dtype) { return dtype == COMM_BF16 ? 2 : 4; }
+static inline size_t comm_dtype_bytes(comm_dtype dtype) { return dtype == COMM_FLOAT ? 4 : 2; }
 
 typedef struct comm_group {
     const char *name;  /* "world", "data-parallel", ... for messages */

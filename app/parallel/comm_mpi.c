@@ -17,12 +17,12 @@
 
 static MPI_Op mpi_op(comm_op op) { return op == COMM_MAX ? MPI_MAX : MPI_SUM; }
 
-/* MPI has no bf16: data movement sends its bits as 16-bit integers; reductions are fp32 only
- * (the CPU backend computes in fp32 and never asks for a bf16 reduction) */
-static MPI_Datatype mpi_type(comm_dtype dtype) { return dtype == COMM_BF16 ? MPI_UINT16_T : MPI_FLOAT; }
+/* MPI has no bf16 or fp16: data movement sends their bits as 16-bit integers; reductions are fp32
+ * only (the CPU backend computes in fp32 and never asks for a 16-bit reduction) */
+static MPI_Datatype mpi_type(comm_dtype dtype) { return dtype == COMM_FLOAT ? MPI_FLOAT : MPI_UINT16_T; }
 
 static void require_float(comm_dtype dtype, const char *what, const comm_group *group) {
-    if (dtype != COMM_FLOAT) FATAL("comm_mpi: %s of bf16 on group %s is not supported (use NCCL)", what, group->name);
+    if (dtype != COMM_FLOAT) FATAL("comm_mpi: %s of a 16-bit dtype on group %s is not supported (use NCCL)", what, group->name);
 }
 
 static void mpi_attach(comm_group *group) { (void)group; }

@@ -69,7 +69,9 @@ static nccl_group *state(const comm_group *group) {
     return group->backend;
 }
 
-static ncclDataType_t nccl_type(comm_dtype dtype) { return dtype == COMM_BF16 ? ncclBfloat16 : ncclFloat32; }
+static ncclDataType_t nccl_type(comm_dtype dtype) {
+    return dtype == COMM_BF16 ? ncclBfloat16 : dtype == COMM_FP16 ? ncclFloat16 : ncclFloat32;
+}
 static ncclRedOp_t nccl_op(comm_op op) { return op == COMM_MAX ? ncclMax : ncclSum; }
 
 /* ---- completion events: a free list, an event per active request ---- */

@@ -163,7 +163,7 @@ static const option_spec specs[] = {
     {"dump-parameters", "logging", OPTION_STRING, AT(dump_parameters), .help = "write every parameter in its global shape to PATH at the end (raw float32 with names)"},
 
     {"bf16", "mixed precision", OPTION_FLAG, AT(bf16), .help = "bf16 mixed precision: on --device cuda the kernels compute in bf16 with fp32 master weights, gradient accumulation and reductions (the CUDA backend always does); the CPU backend is the fp32 reference and computes in fp32 either way"},
-    {"fp16", "mixed precision", OPTION_FLAG, AT(fp16), .help = "fp16 mixed precision with Megatron's loss scaling (dynamic unless --loss-scale): the CPU backend computes in fp32 with the loss scaler fully active (overflowed steps are skipped and lower the scale); the CUDA kernels have no fp16 path, so --fp16 is refused there (use --bf16)"},
+    {"fp16", "mixed precision", OPTION_FLAG, AT(fp16), .help = "fp16 mixed precision with Megatron's loss scaling (dynamic unless --loss-scale): on --device cuda the kernels compute in fp16 (parameters, activations and their gradients) with fp32 master weights, gradient accumulation and reductions; the CPU backend computes in fp32 with the loss scaler fully active either way (overflowed steps are skipped and lower the scale)"},
     {"loss-scale", "mixed precision", OPTION_FLOAT, AT(loss_scale), .range = "(0, inf)", .help = "a constant loss scale (Megatron's ConstantGradScaler; positive powers of 2 are exact) with --fp16, --bf16 or --use-distributed-optimizer; without --loss-scale, --fp16 scales dynamically"},
     {"initial-loss-scale", "mixed precision", OPTION_FLOAT, AT(initial_loss_scale), "4294967296", .range = "(0, inf)", .help = "the dynamic loss scale's start (--fp16; default 2^32)"},
     {"min-loss-scale", "mixed precision", OPTION_FLOAT, AT(min_loss_scale), "1.0", .range = "(0, inf)", .help = "the dynamic loss scale never backs off below this"},
@@ -320,8 +320,6 @@ static int validate_parallel(check_state *st, args *a, int world_size) {
  * loss scaling a NaN/Inf gradient is the scaler's signal, so the NaN check is turned off */
 static int validate_fp16(check_state *st, args *a) {
     if (a->fp16 && a->bf16) return error_format(st->err, st->errlen, "--fp16 and --bf16 cannot both be given (Megatron's: one params dtype)");
-    if (a->fp16 && !strcmp(a->device, "cuda"))
-        return error_format(st->err, st->errlen, "--fp16 --device cuda: the CUDA kernels compute in bf16 and have no fp16 path; use --bf16 (or --device cpu, the fp32 reference with the loss scaler active)");
     if (a->fp16 && a->loss_scale == 0 && a->min_loss_scale > a->initial_loss_scale)
         return error_format(st->err, st->errlen, "--min-loss-scale %g exceeds --initial-loss-scale %g", a->min_loss_scale, a->initial_loss_scale);
     if (a->fp16 && a->loss_scale == 0) a->check_for_nan_in_loss_and_grad = 0;
@@ -586,7 +584,10 @@ void args_print(const args *a) {
         printf("> accepted with no effect here (see --help): %s\n", a->no_effect_flags);
     if (a->bf16 && strcmp(a->device, "cpu") == 0)
         printf("> --bf16: the CPU backend computes in fp32 (the reference); bf16 runs on --device cuda\n");
-    if (a->fp16)
+    if (a->fp16 && strcmp(a->device, "cuda") == 0)
+        printf("> --fp16: the CUDA kernels compute in fp16 with fp32 master weights and Megatron's %s loss scaler\n",
+               a->loss_scale > 0 ? "constant" : "dynamic");
+    else if (a->fp16)
         printf("> --fp16: the CPU backend computes in fp32 (the reference) with Megatron's %s loss scaler\n",
                a->loss_scale > 0 ? "constant" : "dynamic");
     if (a->fp16 && a->loss_scale == 0)
