@@ -144,6 +144,30 @@ TESTS += tests/gpu/cuda_decode_attention_test
 endif
 EXTRA_DIST += tests/gpu/cuda_decode_attention_test.c
 
+# ---- fp16 on the CUDA backend (--fp16): the three kernel tests above built again with
+# -DTEST_FP16 (tests/gpu/cuda_fp16_map.h maps every bf16 entry point to its fp16 twin and the
+# host rounding to IEEE half), and training with --fp16 on one and two GPUs ----
+if HAVE_CUDA
+check_PROGRAMS += tests/gpu/cuda_kernels_fp16_test tests/gpu/cuda_attention_fp16_test \
+	tests/gpu/cuda_decode_attention_fp16_test
+tests_gpu_cuda_kernels_fp16_test_SOURCES = tests/gpu/cuda_kernels_test.c tests/gpu/cuda_test_util.h \
+	tests/gpu/cuda_fp16_map.h
+tests_gpu_cuda_kernels_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
+tests_gpu_cuda_kernels_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+tests_gpu_cuda_attention_fp16_test_SOURCES = tests/gpu/cuda_attention_test.c tests/gpu/cuda_test_util.h \
+	tests/gpu/cuda_fp16_map.h
+tests_gpu_cuda_attention_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
+tests_gpu_cuda_attention_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+tests_gpu_cuda_decode_attention_fp16_test_SOURCES = tests/gpu/cuda_decode_attention_test.c \
+	tests/gpu/cuda_test_util.h tests/gpu/cuda_fp16_map.h
+tests_gpu_cuda_decode_attention_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
+tests_gpu_cuda_decode_attention_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/gpu/cuda_kernels_fp16_test tests/gpu/cuda_attention_fp16_test \
+	tests/gpu/cuda_decode_attention_fp16_test
+endif
+TESTS += tests/gpu/gpu_fp16_test.sh
+EXTRA_DIST += tests/gpu/cuda_fp16_map.h
+
 # ---- Llama generation and model-parallel serving/evaluation in lockstep (app/inference) ----
 TESTS += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh
 EXTRA_DIST += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh tests/fuzz/corpus/generate_request

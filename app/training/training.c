@@ -250,9 +250,10 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
         int d = t->topo.dp_size;
         printf("> number of parameters: %.0f\n", parameters);
         if (t->model.mixed_precision)
-            printf("> memory per parameter (bf16 mixed precision): %.2f bytes = params 2 + grads 4 + fp32 master "
+            printf("> memory per parameter (%s mixed precision): %.2f bytes = params 2 + grads 4 + fp32 master "
                    "weights and Adam state %.2f (Megatron's table: 18 without the distributed optimizer, "
-                   "6 + 12/d = %.2f with it, d = %d)\n", bytes, bytes - 6.0, 6.0 + 12.0 / d, d);
+                   "6 + 12/d = %.2f with it, d = %d)\n", t->model.ops->act_dtype == KERNEL_FP16 ? "fp16" : "bf16",
+                   bytes, bytes - 6.0, 6.0 + 12.0 / d, d);
         else
             printf("> memory per parameter (fp32): %.2f bytes = params 4 + grads 4 + Adam state %.2f "
                    "(Megatron's table: 16 without the distributed optimizer, 8 + 8/d = %.2f with it, d = %d)\n",

@@ -1,6 +1,7 @@
 /* cuda_kernels_test.c: the bf16 CUDA kernels (conversions, elementwise, embeddings, layer norm,
  * RMSNorm, rotary embeddings, SwiGLU, cuBLASLt matmul, AdamW, sum of squares) against the fp32
- * CPU reference backend.
+ * CPU reference backend; built with -DTEST_FP16 (cuda_kernels_fp16_test) the same cases test
+ * their fp16 instantiations (tests/gpu/cuda_fp16_map.h: fp16 rounding, tolerance 2e-3).
  *
  * Every case draws inputs, rounds them to bf16 so that both backends see the same values, runs
  * the CPU reference and the CUDA kernel, and compares with relative_error (max|got - want| /
@@ -21,7 +22,6 @@
 
 static const kernel_ops *cpu;
 
-#define BF16_TOL 1e-2
 #define GRAD_TOL 1e-4
 #define EXACT_TOL 1e-5
 
@@ -99,6 +99,30 @@ static void set_bf16(bf16 *d, const float *x, size_t n) {
     free(h);
 }
 
+/* ---- the backend table (kernels_cuda(), or kernels_cuda_fp16() with TEST_FP16) ---- */
+
+/* its compute dtype, and its host copies: fp32 in, rounded to the compute dtype on the device,
+ * fp32 out, exactly the host's rounding */
+static void test_backend_table(size_t n) {
+    const kernel_ops *ops = kernels_cuda();
+    tap_ok(ops->act_dtype == TEST_ACT_DTYPE && ops->act_bytes == 2, "backend table: compute dtype %s (act_dtype %d)",
+           TEST_DTYPE_NAME, ops->act_dtype);
+    float *x = host_random_fp32(n, 300 + n, 3.0f), *want = host_copy(x, n);
+    x[0] = 1e6f; /* out of fp16's range: infinity there, a bf16 number */
+    want[0] = x[0];
+    round_to_bf16(want, n);
+    void *d = ops->alloc(n * ops->act_bytes);
+    ops->copy_from_host_float(d, x, n);
+    float *got = (float *)malloc(n * sizeof(float));
+    ops->copy_to_host_float(got, d, n);
+    size_t equal = 0;
+    for (size_t i = 0; i < n; i++) equal += memcmp(&got[i], &want[i], sizeof(float)) == 0;
+    tap_ok(equal == n, "backend table: copy_from_host_float / copy_to_host_float round to %s exactly (%zu of %zu)",
+           TEST_DTYPE_NAME, equal, n);
+    ops->release(d);
+    free(x); free(want); free(got);
+}
+
 /* ---- conversions ---- */
 
 static void test_conversions(size_t n, int shift) {
@@ -169,8 +193,8 @@ static void test_gelu(size_t n, int shift) {
     cuda_gelu_forward(d_out, d_x, n);
     cuda_gelu_backward(d_dx, d_x, d_dout, n);
     float *got = download_bf16(d_out, n), *got_dx = download_bf16(d_dx, n);
-    expect_below(relative_error(got, want, n), BF16_TOL, "gelu_forward n=%zu shift=%d", n, shift);
-    expect_below(relative_error(got_dx, want_dx, n), BF16_TOL, "gelu_backward n=%zu shift=%d", n,
+    expect_below(relative_error(got, want, n), ACT_TOL, "gelu_forward n=%zu shift=%d", n, shift);
+    expect_below(relative_error(got_dx, want_dx, n), ACT_TOL, "gelu_backward n=%zu shift=%d", n,
                  shift);
     free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx);
     cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(b4);
@@ -189,7 +213,7 @@ static void test_dropout(size_t n, int shift, float p) {
     poison(d_out, n * sizeof(bf16));
     cuda_dropout_forward(d_out, d_x, n, rng);
     float *got = download_bf16(d_out, n);
-    expect_below(relative_error(got, want, n), BF16_TOL, "dropout_forward n=%zu shift=%d p=%.2f", n,
+    expect_below(relative_error(got, want, n), ACT_TOL, "dropout_forward n=%zu shift=%d p=%.2f", n,
                  shift, p);
     size_t zeros_got = 0, zeros_want = 0, mismatched = 0;
     for (size_t i = 0; i < n; i++) {
@@ -203,7 +227,7 @@ static void test_dropout(size_t n, int shift, float p) {
     /* backward in place (dx aliases dout) */
     cuda_dropout_backward(d_dout, d_dout, n, rng);
     float *got_dx = download_bf16(d_dout, n);
-    expect_below(relative_error(got_dx, want_dx, n), BF16_TOL,
+    expect_below(relative_error(got_dx, want_dx, n), ACT_TOL,
                  "dropout_backward in place n=%zu shift=%d p=%.2f", n, shift, p);
     free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx);
     cudaFree(b1); cudaFree(b2); cudaFree(b3);
@@ -220,16 +244,16 @@ static void test_add_scale(size_t n, int shift) {
     poison(d_out, n * sizeof(bf16));
     cuda_add(d_out, d_a, d_b, n);
     float *got = download_bf16(d_out, n);
-    expect_below(relative_error(got, want, n), BF16_TOL, "add n=%zu shift=%d", n, shift);
+    expect_below(relative_error(got, want, n), ACT_TOL, "add n=%zu shift=%d", n, shift);
     cuda_add(d_a, d_a, d_b, n); /* out aliases a */
     float *got_alias = download_bf16(d_a, n);
-    expect_below(relative_error(got_alias, want, n), BF16_TOL, "add in place n=%zu shift=%d", n,
+    expect_below(relative_error(got_alias, want, n), ACT_TOL, "add in place n=%zu shift=%d", n,
                  shift);
     float *want_scaled = host_copy(b, n);
     cpu->scale(want_scaled, -0.37f, n);
     cuda_scale(d_b, -0.37f, n);
     float *got_scaled = download_bf16(d_b, n);
-    expect_below(relative_error(got_scaled, want_scaled, n), BF16_TOL, "scale n=%zu shift=%d", n,
+    expect_below(relative_error(got_scaled, want_scaled, n), ACT_TOL, "scale n=%zu shift=%d", n,
                  shift);
     free(a); free(b); free(want); free(got); free(got_alias); free(want_scaled); free(got_scaled);
     cudaFree(b1); cudaFree(b2); cudaFree(b3);
@@ -250,7 +274,7 @@ static void test_bias(int N, int C, int shift) {
     float *d_dbias = upload_float(dbias, (size_t)C);
     cuda_bias_add(d_out, d_bias, N, C);
     float *got = download_bf16(d_out, n);
-    expect_below(relative_error(got, want, n), BF16_TOL, "bias_add N=%d C=%d shift=%d", N, C,
+    expect_below(relative_error(got, want, n), ACT_TOL, "bias_add N=%d C=%d shift=%d", N, C,
                  shift);
     cuda_bias_backward(d_dbias, d_dout, N, C);
     float *got_dbias = download_float(d_dbias, (size_t)C);
@@ -288,7 +312,7 @@ static void test_embedding(int N, int C, int vocab_start, int vocab_rows, int to
     poison(d_out, out_n * sizeof(bf16));
     cuda_embedding_forward(d_out, d_tokens, d_table, N, C, vocab_start, vocab_rows);
     float *got = download_bf16(d_out, out_n);
-    expect_below(relative_error(got, want, out_n), BF16_TOL,
+    expect_below(relative_error(got, want, out_n), ACT_TOL,
                  "embedding_forward N=%d C=%d rows [%d,%d) shift=%d", N, C, vocab_start,
                  vocab_start + vocab_rows, shift);
 
@@ -325,7 +349,7 @@ static void test_position_embedding(int B, int T, int C, int position_start, int
     bf16 *d_wpe = upload_bf16_shifted(wpe, wpe_n, shift, &b2);
     cuda_position_embedding_forward(d_out, d_wpe, B, T, C, position_start);
     float *got = download_bf16(d_out, out_n);
-    expect_below(relative_error(got, want, out_n), BF16_TOL,
+    expect_below(relative_error(got, want, out_n), ACT_TOL,
                  "position_embedding_forward B=%d T=%d C=%d start=%d shift=%d", B, T, C,
                  position_start, shift);
 
@@ -371,7 +395,7 @@ static void test_layernorm(int N, int C, int shift) {
     cuda_layernorm_forward(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f);
     float *got = download_bf16(d_out, n);
     float *got_mean = download_float(d_mean, (size_t)N), *got_rstd = download_float(d_rstd, (size_t)N);
-    expect_below(relative_error(got, want, n), BF16_TOL, "layernorm_forward N=%d C=%d shift=%d", N,
+    expect_below(relative_error(got, want, n), ACT_TOL, "layernorm_forward N=%d C=%d shift=%d", N,
                  C, shift);
     expect_below(relative_error(got_mean, want_mean, (size_t)N), GRAD_TOL,
                  "layernorm_forward mean N=%d C=%d", N, C);
@@ -394,7 +418,7 @@ static void test_layernorm(int N, int C, int shift) {
     cuda_layernorm_backward(d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
     float *got_dx = download_bf16(d_dx, n);
     float *got_dw = download_float(d_dw, (size_t)C), *got_db = download_float(d_db, (size_t)C);
-    expect_below(relative_error(got_dx, want_dx, n), BF16_TOL,
+    expect_below(relative_error(got_dx, want_dx, n), ACT_TOL,
                  "layernorm_backward dx accumulates N=%d C=%d shift=%d", N, C, shift);
     expect_below(relative_error(got_dw, want_dw, (size_t)C), GRAD_TOL,
                  "layernorm_backward dweight accumulates N=%d C=%d", N, C);
@@ -436,7 +460,7 @@ static void test_rmsnorm(int N, int C) {
     poison(d_rstd, (size_t)N * sizeof(float));
     cuda_rmsnorm_forward(d_out, d_rstd, d_x, d_w, N, C, 1e-5f);
     float *got = download_bf16(d_out, n), *got_rstd = download_float(d_rstd, (size_t)N);
-    expect_below(relative_error(got, want, n), BF16_TOL, "rmsnorm_forward N=%d C=%d", N, C);
+    expect_below(relative_error(got, want, n), ACT_TOL, "rmsnorm_forward N=%d C=%d", N, C);
     expect_below(relative_error(got_rstd, want_rstd, (size_t)N), GRAD_TOL, "rmsnorm_forward rstd N=%d C=%d", N, C);
 
     /* backward from the CPU's statistic, onto prefilled gradients */
@@ -449,7 +473,7 @@ static void test_rmsnorm(int N, int C) {
     set_float(d_rstd, want_rstd, (size_t)N);
     cuda_rmsnorm_backward(d_dx, d_dw, d_dout, d_x, d_w, d_rstd, N, C);
     float *got_dx = download_bf16(d_dx, n), *got_dw = download_float(d_dw, (size_t)C);
-    expect_below(relative_error(got_dx, want_dx, n), BF16_TOL, "rmsnorm_backward dx accumulates N=%d C=%d", N, C);
+    expect_below(relative_error(got_dx, want_dx, n), ACT_TOL, "rmsnorm_backward dx accumulates N=%d C=%d", N, C);
     expect_below(relative_error(got_dw, want_dw, (size_t)C), GRAD_TOL, "rmsnorm_backward dweight accumulates N=%d C=%d", N, C);
     set_bf16(d_dx, dx, n);
     set_float(d_dw, dw, (size_t)C);
@@ -475,13 +499,13 @@ static void test_rope_at(int B, int T, int H, int G, int D, int rotary_dim, int 
     bf16 *d_x = upload_bf16(x, n);
     cuda_rope_forward(d_x, B, T, H, G, D, rope);
     float *got = download_bf16(d_x, n);
-    expect_below(relative_error(got, want, n), BF16_TOL, "rope_forward B=%d T=%d H=%d G=%d D=%d rot=%d %s base %g from %d scaling %g", B,
+    expect_below(relative_error(got, want, n), ACT_TOL, "rope_forward B=%d T=%d H=%d G=%d D=%d rot=%d %s base %g from %d scaling %g", B,
                  T, H, G, D, rotary_dim, interleaved ? "interleaved" : "half", (double)base, position_start,
                  (double)scaling_factor);
     set_bf16(d_x, x, n);
     cuda_rope_backward(d_x, B, T, H, G, D, rope);
     float *got_back = download_bf16(d_x, n);
-    expect_below(relative_error(got_back, want_back, n), BF16_TOL, "rope_backward B=%d T=%d H=%d G=%d D=%d rot=%d %s", B,
+    expect_below(relative_error(got_back, want_back, n), ACT_TOL, "rope_backward B=%d T=%d H=%d G=%d D=%d rot=%d %s", B,
                  T, H, G, D, rotary_dim, interleaved ? "interleaved" : "half");
     free(x); free(want); free(want_back); free(got); free(got_back);
     cudaFree(d_x);
@@ -504,8 +528,8 @@ static void test_swiglu(int N, int F) {
     cuda_swiglu_forward(d_out, d_x, N, F);
     cuda_swiglu_backward(d_dx, d_x, d_dout, N, F);
     float *got = download_bf16(d_out, n), *got_dx = download_bf16(d_dx, nx);
-    expect_below(relative_error(got, want, n), BF16_TOL, "swiglu_forward N=%d F=%d", N, F);
-    expect_below(relative_error(got_dx, want_dx, nx), BF16_TOL, "swiglu_backward N=%d F=%d", N, F);
+    expect_below(relative_error(got, want, n), ACT_TOL, "swiglu_forward N=%d F=%d", N, F);
+    expect_below(relative_error(got_dx, want_dx, nx), ACT_TOL, "swiglu_backward N=%d F=%d", N, F);
     free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx);
     cudaFree(d_x); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dx);
 }
@@ -562,10 +586,10 @@ static void test_matmul_backward_gelu(int N, int IC, int OC) {
     poison(d_x, x_n * sizeof(bf16));
     cuda_matmul_backward_gelu(d_dpre, d_dw, d_dout, d_x, d_pre, d_w, N, IC, OC);
     float *got_dpre = download_bf16(d_dpre, x_n), *got_dw = download_float(d_dw, w_n), *got_x = download_bf16(d_x, x_n);
-    expect_below(relative_error(got_dpre, want_dpre, x_n), BF16_TOL,
+    expect_below(relative_error(got_dpre, want_dpre, x_n), ACT_TOL,
                  "matmul_backward_gelu dpre = (dout W) gelu'(pre) N=%d IC=%d OC=%d%s", N, IC, OC,
                  IC % 8 == 0 ? " (DGELU epilogue)" : " (two passes)");
-    expect_below(relative_error(got_x, x, x_n), BF16_TOL, "matmul_backward_gelu recomputes x = gelu(pre) N=%d IC=%d OC=%d",
+    expect_below(relative_error(got_x, x, x_n), ACT_TOL, "matmul_backward_gelu recomputes x = gelu(pre) N=%d IC=%d OC=%d",
                  N, IC, OC);
     expect_below(relative_error(got_dw, want_dw, w_n), GRAD_TOL, "matmul_backward_gelu dweight accumulates N=%d IC=%d OC=%d",
                  N, IC, OC);
@@ -594,12 +618,12 @@ static void test_matmul(int N, int IC, int OC, int with_bias, int with_gelu, int
     if (with_gelu) poison(d_gelu, out_n * sizeof(bf16));
     cuda_matmul_forward(d_out, d_gelu, d_x, d_w, d_bias, N, IC, OC);
     float *got = download_bf16(d_out, out_n);
-    expect_below(relative_error(got, want, out_n), BF16_TOL,
+    expect_below(relative_error(got, want, out_n), ACT_TOL,
                  "matmul_forward %s N=%d IC=%d OC=%d bias=%d gelu=%d shift=%d", path, N, IC, OC,
                  with_bias, with_gelu, shift);
     if (with_gelu) {
         float *got_gelu = download_bf16(d_gelu, out_n);
-        expect_below(relative_error(got_gelu, want_gelu, out_n), BF16_TOL,
+        expect_below(relative_error(got_gelu, want_gelu, out_n), ACT_TOL,
                      "matmul_forward %s gelu_out N=%d IC=%d OC=%d bias=%d shift=%d", path, N, IC,
                      OC, with_bias, shift);
         free(got_gelu);
@@ -619,7 +643,7 @@ static void test_matmul(int N, int IC, int OC, int with_bias, int with_gelu, int
     cuda_matmul_backward(d_dx, d_dw, d_db, d_dout, d_x, d_w, N, IC, OC);
     float *got_dx = download_bf16(d_dx, x_n);
     float *got_dw = download_float(d_dw, w_n), *got_db = download_float(d_db, (size_t)OC);
-    expect_below(relative_error(got_dx, want_dx, x_n), BF16_TOL,
+    expect_below(relative_error(got_dx, want_dx, x_n), ACT_TOL,
                  "matmul_backward %s dx N=%d IC=%d OC=%d shift=%d", path, N, IC, OC, shift);
     expect_below(relative_error(got_dw, want_dw, w_n), GRAD_TOL,
                  "matmul_backward %s dweight accumulates N=%d IC=%d OC=%d shift=%d", path, N, IC,
@@ -679,7 +703,7 @@ static void test_adamw(size_t n, int shift, int with_params) {
         float *got_params = download_bf16(d_params, n);
         float *want_params = host_copy(want, n);
         round_to_bf16(want_params, n);
-        expect_below(relative_error(got_params, want_params, n), BF16_TOL,
+        expect_below(relative_error(got_params, want_params, n), ACT_TOL,
                      "adamw bf16 params = bf16(master) n=%zu shift=%d", n, shift);
         free(got_params);
         free(want_params);
@@ -752,6 +776,9 @@ static void test_sum_squares(size_t n, int shift) {
 int main(void) {
     skip_without_gpu();
     cpu = kernels_cpu();
+    tap_diag("testing the %s kernels", TEST_DTYPE_NAME);
+
+    test_backend_table(1000);
 
     test_conversions(7, 0);
     test_conversions(1000003, 0);

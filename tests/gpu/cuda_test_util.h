@@ -1,7 +1,8 @@
 /* cuda_test_util.h: what the GPU kernel tests share: skip (exit 77) without a GPU, device buffers
  * filled from host arrays, outputs poisoned with NaN before each run (so an element a kernel
- * fails to write is caught), host bf16 rounding identical to the device's, and the relative
- * error max|got - want| / max|want| used against the CPU reference. */
+ * fails to write is caught), host bf16 and fp16 rounding identical to the device's, and the
+ * relative error max|got - want| / max|want| used against the CPU reference. Built with
+ * -DTEST_FP16, the bf16 names mean fp16 (cuda_fp16_map.h). */
 #ifndef CUDA_TEST_UTIL_H
 #define CUDA_TEST_UTIL_H
 
@@ -15,6 +16,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 
 int cuda_device_count(void);
+const kernel_ops *kernels_cuda(void);      /* kernels.h declares them under HAVE_CUDA */
+const kernel_ops *kernels_cuda_fp16(void);
 
 #define TEST_CUDA(call)                                                                    \
     do {                                                                                   \
@@ -49,6 +52,44 @@ static inline float host_from_bf16(bf16 b) {
     return x;
 }
 
+/* host float -> fp16 (IEEE binary16), round to nearest even as __float2half_rn: NaN stays NaN,
+ * from 65520 up infinity, below 2^-14 the subnormals (multiples of 2^-24) */
+static inline uint16_t host_to_fp16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t magnitude = u & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+    if (magnitude >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    if (magnitude < 0x38800000u) { /* |x| * 2^24, rounded to an integer (nearest even) */
+        float scaled;
+        memcpy(&scaled, &magnitude, 4);
+        return (uint16_t)(sign | (uint16_t)rintf(scaled * 16777216.0f));
+    }
+    magnitude += 0xfffu + ((magnitude >> 13) & 1u); /* round the 13 dropped bits */
+    return (uint16_t)(sign | (uint16_t)((magnitude - 0x38000000u) >> 13)); /* exponent 127 -> 15 */
+}
+static inline float host_from_fp16(uint16_t h) {
+    uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu, u;
+    float x;
+    if (exponent == 0) {
+        x = ldexpf((float)mantissa, -24);
+    } else {
+        u = (exponent == 31 ? 0x7f800000u : (exponent + 112u) << 23) | (mantissa << 13);
+        memcpy(&x, &u, 4);
+    }
+    return (h & 0x8000u) ? -x : x;
+}
+
+/* the -DTEST_FP16 builds test the fp16 kernels: every name below then means its fp16 twin */
+#ifdef TEST_FP16
+#include "tests/gpu/cuda_fp16_map.h"
+#else
+#define TEST_DTYPE_NAME "bf16"
+#define TEST_ACT_DTYPE KERNEL_BF16
+#define ACT_TOL 1e-2
+#endif
+
 /* deterministic uniform values in [-scale, scale) */
 static inline void fill_random(float *x, size_t n, uint64_t seed, float scale) {
     uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -57,7 +98,7 @@ static inline void fill_random(float *x, size_t n, uint64_t seed, float scale) {
         x[i] = scale * (2.0f * (float)((s >> 40) & 0xffffff) / 16777216.0f - 1.0f);
     }
 }
-/* round a host array to bf16 precision in place (so the CPU reference sees the GPU's inputs) */
+/* round a host array to bf16 (fp16 with TEST_FP16) precision in place (so the CPU reference sees the GPU's inputs) */
 static inline void round_to_bf16(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = host_from_bf16(host_to_bf16(x[i]));
 }

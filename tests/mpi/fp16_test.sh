@@ -14,8 +14,9 @@
 #     growth and the hysteresis trackers travel in /optimizer/grad_scaler; Megatron's warnings
 #     where the checkpoint and the run disagree about having a scaler;
 #  e) refusals, one line each: --fp16 with --bf16, --min-loss-scale 0 or negative or above the
-#     initial scale, --loss-scale-window 0, --hysteresis 0, --fp16 --device cuda; a constant
-#     scale keeps the NaN check: an overflow stops the run;
+#     initial scale, --loss-scale-window 0, --hysteresis 0; --fp16 --device cuda is accepted
+#     (without a GPU only the generic no-GPU error stops it); a constant scale keeps the NaN
+#     check: an overflow stops the run;
 #  f) TP2, PP2 and DP2 with the distributed optimizer skip the same iterations with the same
 #     scales as DP2 (found_inf is agreed over the model-parallel group, or every rank).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -153,8 +154,17 @@ refused "hysteresis" --fp16 --hysteresis 0
 ok $? "--hysteresis 0 is refused"
 refused "loss-scale" --fp16 --loss-scale -2
 ok $? "--loss-scale -2 is refused"
-refused "--fp16 --device cuda: the CUDA kernels compute in bf16 and have no fp16 path; use --bf16" --fp16 --device cuda
-ok $? "--fp16 --device cuda is refused, pointing to --bf16"
+# --fp16 --device cuda is no longer refused (the fp16 CUDA kernels; tests/gpu/gpu_fp16_test.sh
+# trains with it): where a GPU is visible it trains, elsewhere the one error is the generic one
+# of --device cuda without a GPU, never about fp16
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -gt 0 ]; then
+    run_app 1 $MODEL --train-iters 1 --fp16 --device cuda
+    [ $? -eq 0 ] && grep -q -- "--fp16: the CUDA kernels compute in fp16" "$WORK/out"
+    ok $? "--fp16 --device cuda trains on this machine's GPU"
+else
+    refused "--device cuda: no GPU is visible to this process" --fp16 --device cuda && ! grep -q "fp16" "$WORK/err"
+    ok $? "--fp16 --device cuda passes validation; without a GPU it stops with the generic no-GPU error"
+fi
 run_app 2 $MODEL --init-method-std 1.0 --fp16 --loss-scale $SCALE_2_127 --train-iters 2
 [ $? -eq 1 ] && grep -q "error: the gradient norm of iteration 1 is \(inf\|-\?nan\)" "$WORK/err"
 ok $? "a constant scale keeps --check-for-nan-in-loss-and-grad: an overflow stops the run"
