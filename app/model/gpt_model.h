@@ -195,7 +195,7 @@ typedef struct gpt_model {
     size_t num_parameters;     /* parameters held here (no padding) */
     grad_bucket *buckets;
     int num_buckets;
-    void *param_buffer;        /* backend memory, compute dtype (bf16 on CUDA, fp32 on cpu) */
+    void *param_buffer;        /* backend memory, compute dtype (bf16 or fp16 on CUDA, fp32 on cpu) */
     float *grad_buffer;        /* backend memory, fp32 (Megatron's main_grad) */
     int mixed_precision;       /* compute dtype is not fp32: the optimizer keeps fp32 masters */
     comm_dtype act_dtype;      /* the compute dtype, for communication */

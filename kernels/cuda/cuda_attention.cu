@@ -1,5 +1,8 @@
 /* cuda_attention.cu: causal multi-head flash attention in bf16 (FlashAttention-2 scheme with the
- * scores kept in registers), the GPU counterpart of kernels/cpu/cpu_attention.c.
+ * scores kept in registers), the GPU counterpart of kernels/cpu/cpu_attention.c. Every kernel
+ * is a template on the 16-bit element type (cuda_kernels_t.cuh): bf16, or fp16 for --fp16, whose
+ * products use mma.sync.m16n8k16.f32.f16.f16.f32 (below, "bf16" reads as either); the Hopper
+ * wgmma path (cuda_attention_sm90.cu) is bf16 only, so fp16 always runs the kernels here.
  *
  * qkv[B,T,(H+2G)*D] bf16 (H query heads in G groups, kernels.h's layout: per group its query
  * heads, then its key and value head), out[B,T,H,D] bf16, fp32 accumulation. Grouped-query

@@ -1,4 +1,5 @@
-/* cuda_cross_entropy.cu: vocab-parallel softmax cross-entropy over bf16 logits[N,V], the GPU
+/* cuda_cross_entropy.cu: vocab-parallel softmax cross-entropy over bf16 or fp16 logits[N,V]
+ * (templates on the element type, cuda_kernels_t.cuh), the GPU
  * counterpart of kernels/cpu/cpu_cross_entropy.c, in its three passes (the caller all-reduces
  * across tensor-parallel ranks between them):
  *   1. row_max = max_v logits

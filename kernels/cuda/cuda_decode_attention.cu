@@ -1,4 +1,5 @@
-/* cuda_decode_attention.cu: causal attention of new tokens over a bf16 key/value cache
+/* cuda_decode_attention.cu: causal attention of new tokens over a bf16 or fp16 (templates on
+ * the element type, cuda_kernels_t.cuh) key/value cache
  * (generation), the GPU counterpart of kernels/cpu/cpu_decode_attention.c. Two launches:
  * store the new tokens' keys and values (one head per query group) into the caches
  * [B,max_len,G,D], then one block per (sequence, new token, query head), reading its group's

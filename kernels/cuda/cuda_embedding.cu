@@ -1,4 +1,5 @@
-/* cuda_embedding.cu: token and position embeddings on bf16 activations with fp32 gradients.
+/* cuda_embedding.cu: token and position embeddings on bf16 or fp16 activations (templates on
+ * the element type, cuda_kernels_t.cuh) with fp32 gradients.
  *
  * Forward copies table rows (vocab-parallel: tokens outside [vocab_start, vocab_start +
  * vocab_rows) embed to 0 on this rank) and adds position rows, 8 bf16 per 128-bit access where

@@ -1,4 +1,5 @@
-/* cuda_layernorm.cu: fused layer norm over rows of bf16 x[N,C] with fp32 statistics, as the CPU
+/* cuda_layernorm.cu: fused layer norm over rows of bf16 or fp16 x[N,C] (templates on the
+ * element type, cuda_kernels_t.cuh) with fp32 statistics, as the CPU
  * reference (kernels/cpu/cpu_layernorm.c):
  *   norm = (x - mean) * rstd,  rstd = 1/sqrt(var + eps) (biased variance),  out = norm*w + b
  *   backward, per row, with g = w*dout:  dx += rstd * (g - mean(g) - norm * mean(g*norm))

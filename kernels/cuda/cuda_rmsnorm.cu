@@ -1,4 +1,5 @@
-/* cuda_rmsnorm.cu: RMSNorm over rows of bf16 x[N,C] with an fp32 statistic, as the CPU reference
+/* cuda_rmsnorm.cu: RMSNorm over rows of bf16 or fp16 x[N,C] (templates on the element type,
+ * cuda_kernels_t.cuh) with an fp32 statistic, as the CPU reference
  * (kernels/cpu/cpu_rmsnorm.c):
  *   rstd = 1/sqrt(mean(x^2) + eps),  out = x * rstd * w
  *   backward, per row, with g = w*dout:  dx += rstd * (g - norm * mean(g*norm)),  norm = x*rstd

@@ -1,4 +1,5 @@
-/* cuda_rope.cu: rotary position embeddings on the query and key heads of bf16
+/* cuda_rope.cu: rotary position embeddings on the query and key heads of bf16 or fp16
+ * (templates on the element type, cuda_kernels_t.cuh)
  * qkv[B,T,(H+2G)*D] in place, as the CPU reference (kernels/cpu/cpu_rope.c; rope_spec and the
  * grouped qkv layout in kernels/kernels.h). One thread per (token row, rotated head, pair): it
  * reads the pair, turns it by angle = pos * theta_i, pos = (position_start + t) * position_scale

@@ -1,4 +1,5 @@
-/* cuda_swiglu.cu: SwiGLU on bf16 x[N,2F] rows [gate | up], as the CPU reference
+/* cuda_swiglu.cu: SwiGLU on bf16 or fp16 x[N,2F] rows [gate | up] (templates on the element
+ * type, cuda_kernels_t.cuh), as the CPU reference
  * (kernels/cpu/cpu_swiglu.c): out = silu(a) * u; backward da = dout * u * s (1 + a (1 - s)),
  * du = dout * a s with s = sigmoid(a), computed in fp32 from the bf16 inputs. */
 #include "kernels/cuda/cuda_common.cuh"
