@@ -2,7 +2,8 @@
  * Mixed precision (Megatron's): gradients are fp32 and the step runs on fp32 master weights;
  * with a 16-bit compute dtype (bf16, or fp16 with --fp16) the masters are a separate buffer over
  * the optimizer's ranges (so the distributed optimizer shards them with the Adam moments) and the
- * step writes the 16-bit parameters back; with fp32 parameters (CPU backend) the parameters are the masters.
+ * step writes the 16-bit parameters back; with fp32 parameters (CPU backend) the parameters are
+ * the masters.
  * The optimizer works on a list of ranges of the flat buffers: every parameter without the
  * distributed optimizer, or this data-parallel rank's shard of every bucket with it. Adam
  * moments exist only for those ranges. Weight decay skips biases and layer-norm parameters

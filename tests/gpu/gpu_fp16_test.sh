@@ -13,8 +13,9 @@
 #    the --bf16 GPU run's within 1% (relative) over 20 iterations (dropout on);
 #  - a --fp16 GPU checkpoint continues under --bf16 and on the CPU, and a --bf16 one under
 #    --fp16, each within 1% of the unbroken run;
-#  - on 2 GPUs (TAP skips with one): TP2 and DP2 with --fp16 train, losses within 1e-2 of one
-#    GPU's.
+#  - on 2 GPUs (TAP skips with one): TP2 (with and without sequence parallelism), DP2 (with and
+#    without the distributed optimizer, whose parameter all-gather moves fp16) and PP2 (fp16
+#    activations between stages) with --fp16 train, losses within 1e-2 of one GPU's.
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt with top_srcdir holding
 # tests/ and configs/.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -116,9 +117,10 @@ train bf16_to_fp16 1 --device cuda --fp16 $SAFE $DROPOUT --load "$WORK/ck_bf16"
 ok $? "a --fp16 GPU run loads the --bf16 checkpoint"
 compare_losses bf16_tail bf16_to_fp16 1e-2 10 "--fp16 continuation of the --bf16 checkpoint: within 1% of the bf16 run"
 
-# ---- 2 GPUs: TP2 (fp16 activations through NCCL all-reduces) and DP2 ----
+# ---- 2 GPUs: TP2 (fp16 activations through NCCL all-reduces), DP2, PP2 (fp16 send/recv) ----
 for layout in "TP2|--tensor-model-parallel-size 2" "TP2 + sequence parallel|--tensor-model-parallel-size 2 --sequence-parallel" \
-              "DP2|"; do
+              "DP2|" "DP2 distributed optimizer|--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather" \
+              "PP2|--pipeline-model-parallel-size 2"; do
     layout_name=${layout%%|*} flags=${layout#*|}
     if [ "$gpus" -lt 2 ]; then
         tap_n=$((tap_n + 1)); echo "ok $tap_n - # SKIP $layout_name with --fp16: needs 2 GPUs"
