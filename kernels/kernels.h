@@ -198,6 +198,13 @@ typedef struct kernel_ops {
      * gelu_out = gelu(out) (a fused epilogue on CUDA; out keeps the pre-activation). */
     void (*matmul_forward)(void *out, void *gelu_out, const void *x, const void *weight,
                            const void *bias, int N, int IC, int OC);
+    /* out[N,OC] = residual[N,OC] + (x W^T + bias) (bias may be NULL; out must not alias x or
+     * residual): a linear layer whose output joins the residual stream without dropout and
+     * without a tensor-parallel reduction in between (Megatron's bias-dropout-add at p = 0). On
+     * CUDA one GEMM (beta 1 with C = residual, BIAS epilogue: rounded once); on the CPU the
+     * unfused order, bit for bit: the product, + bias, then residual + that. */
+    void (*matmul_forward_residual)(void *out, const void *x, const void *weight, const void *bias,
+                                    const void *residual, int N, int IC, int OC);
     /* dx[N,IC] = dout W (overwritten; skipped when dx is NULL);
      * dweight[OC,IC] += dout^T x (skipped when dweight is NULL); dbias[OC] += column sums of
      * dout (skipped when NULL). The parts are independent: one call with dx alone and one with

@@ -49,6 +49,12 @@ static void matmul_forward(void *out, void *gelu_out, const void *x, const void 
     cpu_matmul_forward(out, x, weight, bias, N, IC, OC);
     if (gelu_out) cpu_gelu_forward(gelu_out, out, (size_t)N * (size_t)OC);
 }
+static void matmul_forward_residual(void *out, const void *x, const void *weight, const void *bias,
+                                    const void *residual, int N, int IC, int OC) {
+    cpu_matmul_forward(out, x, weight, NULL, N, IC, OC);
+    if (bias) cpu_bias_add(out, bias, N, OC);
+    cpu_add(out, residual, out, (size_t)N * (size_t)OC);
+}
 static void matmul_backward(void *dx, float *dweight, float *dbias, const void *dout,
                             const void *x, const void *weight, int N, int IC, int OC) {
     cpu_matmul_backward(dx, dweight, dbias, dout, x, weight, N, IC, OC);
@@ -171,6 +177,7 @@ static const kernel_ops cpu_ops = {
     .rmsnorm_backward = rmsnorm_backward,
 
     .matmul_forward = matmul_forward,
+    .matmul_forward_residual = matmul_forward_residual,
     .matmul_backward = matmul_backward,
     .matmul_backward_gelu = matmul_backward_gelu,
 

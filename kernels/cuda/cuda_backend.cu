@@ -113,6 +113,10 @@ static void matmul_forward(void *out, void *gelu_out, const void *x, const void 
                            int N, int IC, int OC) {
     cuda_matmul_forward(BF(out), BF(gelu_out), CBF(x), CBF(weight), CBF(bias), N, IC, OC);
 }
+static void matmul_forward_residual(void *out, const void *x, const void *weight, const void *bias,
+                                    const void *residual, int N, int IC, int OC) {
+    cuda_matmul_forward_residual(BF(out), CBF(x), CBF(weight), CBF(bias), CBF(residual), N, IC, OC);
+}
 static void matmul_backward(void *dx, float *dweight, float *dbias, const void *dout, const void *x,
                             const void *weight, int N, int IC, int OC) {
     cuda_matmul_backward(BF(dx), dweight, dbias, CBF(dout), CBF(x), CBF(weight), N, IC, OC);
@@ -244,6 +248,7 @@ static kernel_ops make_cuda_ops(void) {
     ops.swiglu_forward = swiglu_forward;
     ops.swiglu_backward = swiglu_backward;
     ops.matmul_forward = matmul_forward;
+    ops.matmul_forward_residual = matmul_forward_residual;
     ops.matmul_backward = matmul_backward;
     ops.attention_workspace_bytes = cuda_attention_workspace_bytes;
     ops.attention_forward = attention_forward;

@@ -90,6 +90,9 @@ void cuda_swiglu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int 
  * epilogue also writes gelu_out = gelu(out) (out keeps the pre-activation for the backward). */
 void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *weight,
                          const bf16 *bias, int N, int IC, int OC);
+/* out[N,OC] = residual + x W^T + bias (bias may be NULL; out aliases neither x nor residual) */
+void cuda_matmul_forward_residual(bf16 *out, const bf16 *x, const bf16 *weight, const bf16 *bias,
+                                  const bf16 *residual, int N, int IC, int OC);
 /* dx[N,IC] = dout W (overwritten, bf16; skipped when NULL); dweight[OC,IC] += dout^T x (fp32;
  * skipped when NULL); dbias[OC] += colsum(dout) (fp32; skipped when NULL). */
 void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,

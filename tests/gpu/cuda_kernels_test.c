@@ -604,6 +604,22 @@ static void test_matmul(int N, int IC, int OC, int with_bias, int with_gelu, int
                      OC, with_bias, shift);
         free(got_gelu);
     }
+    if (!with_gelu) { /* the residual join: out = residual + x W^T + bias, one GEMM (beta 1, C = residual) */
+        float *residual = host_random(out_n, 906 + out_n, 2.0f), *want_res = host_alloc(out_n);
+        cpu->matmul_forward_residual(want_res, x, w, bias, residual, N, IC, OC);
+        void *b8, *b9;
+        bf16 *d_residual = upload_bf16_shifted(residual, out_n, shift, &b8);
+        bf16 *d_res_out = alloc_bf16_shifted(out_n, shift, &b9);
+        poison(d_res_out, out_n * sizeof(bf16));
+        cuda_matmul_forward_residual(d_res_out, d_x, d_w, d_bias, d_residual, N, IC, OC);
+        float *got_res = download_bf16(d_res_out, out_n), *got_residual = download_bf16(d_residual, out_n);
+        expect_below(relative_error(got_res, want_res, out_n), BF16_TOL,
+                     "matmul_forward_residual %s N=%d IC=%d OC=%d bias=%d shift=%d", path, N, IC, OC, with_bias, shift);
+        expect_below(relative_error(got_residual, residual, out_n), BF16_TOL,
+                     "matmul_forward_residual leaves the residual as it was N=%d IC=%d OC=%d", N, IC, OC);
+        free(residual); free(want_res); free(got_res); free(got_residual);
+        cudaFree(b8); cudaFree(b9);
+    }
 
     /* backward onto prefilled dweight/dbias */
     float *dout = host_random(out_n, 903 + out_n, 1.0f);
