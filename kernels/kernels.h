@@ -293,6 +293,12 @@ typedef struct kernel_ops {
                                     const float *sum_exp, const float *target_logit,
                                     const int *targets, int N, int V, int vocab_start,
                                     float grad_scale);
+    /* the three passes in one where the vocabulary is not split (vocab_start 0, no reduction in
+     * between): the same losses, gradient, row_max, sum_exp and target_logit, bit for bit (CUDA:
+     * each row read from memory once) */
+    void (*cross_entropy_fused)(float *losses, void *logits, float *row_max, float *sum_exp,
+                                float *target_logit, const int *targets, int N, int V,
+                                float grad_scale);
 
     /* greedy decoding without copying logits to the host: per row of logits[N,V] (V local
      * columns) the largest of the first `valid` columns (the real vocabulary, not its padding)

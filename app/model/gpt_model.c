@@ -737,13 +737,19 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->matmul_forward(slot->logits, NULL, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
     if (m->capture_logits) ops->copy_to_host_float(m->capture_logits, slot->logits, (size_t)s.N * (size_t)s.Vl);
     float *sum_exp = slot->sum_exp_and_target, *target_logit = slot->sum_exp_and_target + s.N;
-    ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
-    tensor_parallel_comm tp = tensor_parallel_of(m);
-    vocab_parallel_statistics_allreduce(&tp, slot->row_max, (size_t)s.N, COMM_MAX);
-    ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, slot->row_max, slot->targets, s.N, s.Vl, vocab_start);
-    vocab_parallel_statistics_allreduce(&tp, slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_SUM);
-    ops->cross_entropy_loss_grad(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit,
-                                 slot->targets, s.N, s.Vl, vocab_start, grad_scale);
+    if (c->tp_size == 1 && ops->cross_entropy_fused) {  /* the whole vocabulary here: one pass */
+        ops->cross_entropy_fused(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit, slot->targets,
+                                 s.N, s.Vl, grad_scale);
+    } else {
+        ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
+        tensor_parallel_comm tp = tensor_parallel_of(m);
+        vocab_parallel_statistics_allreduce(&tp, slot->row_max, (size_t)s.N, COMM_MAX);
+        ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, slot->row_max, slot->targets, s.N, s.Vl,
+                                   vocab_start);
+        vocab_parallel_statistics_allreduce(&tp, slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_SUM);
+        ops->cross_entropy_loss_grad(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit,
+                                     slot->targets, s.N, s.Vl, vocab_start, grad_scale);
+    }
     ops->copy_to_host(m->host_losses, slot->losses, sizeof(float) * (size_t)s.N);
     double loss_sum = 0.0;
     for (int i = 0; i < s.N; i++) loss_sum += m->host_losses[i];

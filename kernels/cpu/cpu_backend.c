@@ -120,6 +120,12 @@ static void bias_backward(float *dbias, const void *dout, int N, int C) {
     cpu_bias_backward(dbias, dout, N, C);
 }
 
+static void cross_entropy_fused(float *losses, void *logits, float *row_max, float *sum_exp, float *target_logit,
+                                const int *targets, int N, int V, float grad_scale) {
+    cpu_cross_entropy_max(row_max, logits, N, V);
+    cpu_cross_entropy_sum_exp(sum_exp, target_logit, logits, row_max, targets, N, V, 0);
+    cpu_cross_entropy_loss_grad(losses, logits, row_max, sum_exp, target_logit, targets, N, V, 0, grad_scale);
+}
 static void cross_entropy_max(float *row_max, const void *logits, int N, int V) {
     cpu_cross_entropy_max(row_max, logits, N, V);
 }
@@ -205,6 +211,7 @@ static const kernel_ops cpu_ops = {
     .logits_argmax = logits_argmax,
     .cross_entropy_sum_exp = cross_entropy_sum_exp,
     .cross_entropy_loss_grad = cross_entropy_loss_grad,
+    .cross_entropy_fused = cross_entropy_fused,
 
     .adamw_update = adamw_update,
     .sum_squares = cpu_sum_squares,

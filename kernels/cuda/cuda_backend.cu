@@ -174,6 +174,10 @@ static void bias_backward(float *dbias, const void *dout, int N, int C) { cuda_b
 static void logits_argmax(float *row_max, int *argmax, const void *logits, int N, int V, int valid) {
     cuda_logits_argmax(row_max, argmax, CBF(logits), N, V, valid);
 }
+static void cross_entropy_fused(float *losses, void *logits, float *row_max, float *sum_exp, float *target_logit,
+                                const int *targets, int N, int V, float grad_scale) {
+    cuda_cross_entropy_fused(losses, BF(logits), row_max, sum_exp, target_logit, targets, N, V, grad_scale);
+}
 static void cross_entropy_max(float *row_max, const void *logits, int N, int V) {
     cuda_cross_entropy_max(row_max, CBF(logits), N, V);
 }
@@ -268,6 +272,7 @@ static kernel_ops make_cuda_ops(void) {
     ops.logits_argmax = logits_argmax;
     ops.cross_entropy_sum_exp = cross_entropy_sum_exp;
     ops.cross_entropy_loss_grad = cross_entropy_loss_grad;
+    ops.cross_entropy_fused = cross_entropy_fused;
     ops.adamw_update = adamw_update;
     ops.sum_squares = cuda_sum_squares;
     ops.adamw_update_ranges = adamw_update_ranges;

@@ -136,6 +136,9 @@ void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *
  * The three passes of kernels.h; the third computes the loss and overwrites the bf16 logits
  * with (softmax - onehot) * grad_scale in the same pass. Statistics are fp32. */
 void cuda_cross_entropy_max(float *row_max, const bf16 *logits, int N, int V);
+/* the three passes at once for an unsplit vocabulary (vocab_start 0), each row read once */
+void cuda_cross_entropy_fused(float *losses, bf16 *logits, float *row_max, float *sum_exp,
+                              float *target_logit, const int *targets, int N, int V, float grad_scale);
 /* greedy decoding: per row the largest of the first `valid` columns and its column (lowest on ties) */
 void cuda_logits_argmax(float *row_max, int *argmax, const bf16 *logits, int N, int V, int valid);
 void cuda_cross_entropy_sum_exp(float *sum_exp, float *target_logit, const bf16 *logits,
