@@ -275,6 +275,11 @@ typedef struct kernel_ops {
     void (*scale_float)(float *x, float s, size_t n);
     /* out[N,C] += bias[C] per row (the bias of a row-parallel linear, added after the reduction) */
     void (*bias_add)(void *out, const void *bias, int N, int C);
+    /* out[N,C] = residual + dropout(x + bias) (bias may be NULL; mask as dropout_forward over the
+     * N*C elements): Megatron's bias-dropout-add in one pass; out may alias residual, not x. The
+     * CPU gives the bits of bias_add, dropout_forward and add in turn. */
+    void (*bias_dropout_add)(void *out, const void *residual, const void *x, const void *bias, int N, int C,
+                             dropout_rng rng);
     /* dbias[C] += column sums of dout[N,C] */
     void (*bias_backward)(float *dbias, const void *dout, int N, int C);
 

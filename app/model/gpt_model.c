@@ -625,6 +625,22 @@ static int residual_fused(const gpt_model *m, dropout_rng out_rng) {
     return out_rng.p == 0.0f && m->config.tp_size == 1 && m->ops->matmul_forward_residual != NULL;
 }
 
+/* out = residual + dropout(rows + bias) over this rank's rows, in one pass where the backend has
+ * it (rows is scratch and may be overwritten) */
+static void bias_dropout_add(gpt_model *m, void *out, const void *residual, void *rows, const void *bias,
+                             dropout_rng rng) {
+    shapes s = model_shapes(m);
+    const kernel_ops *ops = m->ops;
+    size_t rows_size = (size_t)s.n * s.C;
+    if (ops->bias_dropout_add) {
+        ops->bias_dropout_add(out, residual, rows, bias, s.n, s.C, rng);
+        return;
+    }
+    if (bias) ops->bias_add(rows, bias, s.n, s.C);
+    ops->dropout_forward(rows, rows, rows_size, rng);
+    ops->add(out, residual, rows, rows_size);
+}
+
 /* dropout's backward into scratch; at p = 0 it is the identity, and the gradient is used where
  * it is (read-only until the next norm_backward accumulates into it) */
 static void *dropout_backward_rows(gpt_model *m, void *scratch, void *dout, size_t n, dropout_rng rng) {
@@ -682,7 +698,6 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l];
     int layer = ch->first_layer + l;
-    size_t rows_size = (size_t)s.n * s.C;
     params_needed(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 
     /* attention block */
@@ -698,9 +713,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     } else {
         ops->matmul_forward(m->scratch.forward_full, NULL, la->attention_out, lw->proj_weight, NULL, s.N, s.HDl, s.C);
         void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
-        if (lw->proj_bias) ops->bias_add(rows, lw->proj_bias, s.n, s.C);
-        ops->dropout_forward(rows, rows, rows_size, out_rng);
-        ops->add(la->residual_mid, la->input, rows, rows_size);
+        bias_dropout_add(m, la->residual_mid, la->input, rows, lw->proj_bias, out_rng);
     }
 
     /* MLP block; the activation lives in scratch until fc2 has read it (the backward recomputes
@@ -719,9 +732,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     } else {
         ops->matmul_forward(m->scratch.forward_full, NULL, activation, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
         void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
-        if (lw->fc2_bias) ops->bias_add(rows, lw->fc2_bias, s.n, s.C);
-        ops->dropout_forward(rows, rows, rows_size, out_rng);
-        ops->add(out, la->residual_mid, rows, rows_size);
+        bias_dropout_add(m, out, la->residual_mid, rows, lw->fc2_bias, out_rng);
     }
 }
 

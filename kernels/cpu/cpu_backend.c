@@ -116,6 +116,10 @@ static void dropout_backward(void *dx, const void *dout, size_t n, dropout_rng r
 static void add(void *out, const void *a, const void *b, size_t n) { cpu_add(out, a, b, n); }
 static void scale(void *x, float s, size_t n) { cpu_scale(x, s, n); }
 static void bias_add(void *out, const void *bias, int N, int C) { cpu_bias_add(out, bias, N, C); }
+static void bias_dropout_add(void *out, const void *residual, const void *x, const void *bias, int N, int C,
+                             dropout_rng rng) {
+    cpu_bias_dropout_add(out, residual, x, bias, N, C, rng);
+}
 static void bias_backward(float *dbias, const void *dout, int N, int C) {
     cpu_bias_backward(dbias, dout, N, C);
 }
@@ -205,6 +209,7 @@ static const kernel_ops cpu_ops = {
     .scale = scale,
     .scale_float = cpu_scale,
     .bias_add = bias_add,
+    .bias_dropout_add = bias_dropout_add,
     .bias_backward = bias_backward,
 
     .cross_entropy_max = cross_entropy_max,

@@ -170,6 +170,10 @@ static void dropout_backward(void *dx, const void *dout, size_t n, dropout_rng r
 static void add(void *out, const void *a, const void *b, size_t n) { cuda_add(BF(out), CBF(a), CBF(b), n); }
 static void scale(void *x, float s, size_t n) { cuda_scale(BF(x), s, n); }
 static void bias_add(void *out, const void *bias, int N, int C) { cuda_bias_add(BF(out), CBF(bias), N, C); }
+static void bias_dropout_add(void *out, const void *residual, const void *x, const void *bias, int N, int C,
+                             dropout_rng rng) {
+    cuda_bias_dropout_add(BF(out), CBF(residual), CBF(x), CBF(bias), N, C, rng);
+}
 static void bias_backward(float *dbias, const void *dout, int N, int C) { cuda_bias_backward(dbias, CBF(dout), N, C); }
 static void logits_argmax(float *row_max, int *argmax, const void *logits, int N, int V, int valid) {
     cuda_logits_argmax(row_max, argmax, CBF(logits), N, V, valid);
@@ -267,6 +271,7 @@ static kernel_ops make_cuda_ops(void) {
     ops.scale = scale;
     ops.scale_float = scale_float;
     ops.bias_add = bias_add;
+    ops.bias_dropout_add = bias_dropout_add;
     ops.bias_backward = bias_backward;
     ops.cross_entropy_max = cross_entropy_max;
     ops.logits_argmax = logits_argmax;

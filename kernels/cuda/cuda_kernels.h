@@ -48,6 +48,9 @@ void cuda_gelu_backward_recompute(bf16 *dx, bf16 *y, const bf16 *x, const bf16 *
 void cuda_dropout_forward(bf16 *out, const bf16 *x, size_t n, dropout_rng rng);
 void cuda_dropout_backward(bf16 *dx, const bf16 *dout, size_t n, dropout_rng rng);
 void cuda_add(bf16 *out, const bf16 *a, const bf16 *b, size_t n);
+/* out[N,C] = residual + dropout(x + bias) in one pass (cuda_bias_dropout_add.cu; bias may be NULL) */
+void cuda_bias_dropout_add(bf16 *out, const bf16 *residual, const bf16 *x, const bf16 *bias, int N, int C,
+                           dropout_rng rng);
 void cuda_scale(bf16 *x, float s, size_t n);
 void cuda_bias_add(bf16 *out, const bf16 *bias, int N, int C);
 void cuda_bias_backward(float *dbias, const bf16 *dout, int N, int C);  /* dbias += colsum */

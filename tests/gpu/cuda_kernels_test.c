@@ -17,6 +17,7 @@
 
 #include "tests/gpu/cuda_test_util.h"
 #include "kernels/kernels.h"
+#include "kernels/philox.h"
 #include "tests/tap.h"
 
 static const kernel_ops *cpu;
@@ -173,6 +174,43 @@ static void test_gelu(size_t n, int shift) {
     expect_below(relative_error(got_dx, want_dx, n), BF16_TOL, "gelu_backward n=%zu shift=%d", n,
                  shift);
     free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(b4);
+}
+
+/* bias-dropout-add against the CPU's (the unfused order): the same mask, values within bf16 */
+static void test_bias_dropout_add(int N, int C, int with_bias, int shift, float p) {
+    size_t n = (size_t)N * C;
+    dropout_rng rng = {p, 4321, 0x51ed27ull ^ n, 77 + 5 * n};
+    float *x = host_random(n, 310 + n, 2.0f), *residual = host_random(n, 311 + n, 3.0f);
+    float *bias = with_bias ? host_random((size_t)C, 312 + C, 1.0f) : NULL;
+    float *want = host_alloc(n);
+    cpu->bias_dropout_add(want, residual, x, bias, N, C, rng);
+    void *b1, *b2, *b3 = NULL, *b4;
+    bf16 *d_x = upload_bf16_shifted(x, n, shift, &b1);
+    bf16 *d_residual = upload_bf16_shifted(residual, n, shift, &b2);
+    bf16 *d_bias = with_bias ? upload_bf16_shifted(bias, (size_t)C, shift, &b3) : NULL;
+    bf16 *d_out = alloc_bf16_shifted(n, shift, &b4);
+    poison(d_out, n * sizeof(bf16));
+    cuda_bias_dropout_add(d_out, d_residual, d_x, d_bias, N, C, rng);
+    float *got = download_bf16(d_out, n);
+    expect_below(relative_error(got, want, n), BF16_TOL, "bias_dropout_add N=%d C=%d bias=%d shift=%d p=%.2f", N, C,
+                 with_bias, shift, p);
+    float *r16 = download_bf16(d_residual, n);
+    size_t mismatched = 0, dropped = 0; /* a dropped element is the residual, exactly */
+    for (size_t i = 0; p > 0.0f && i < n; i++) {
+        if (philox_keep(rng.seed, rng.stream, rng.offset + i, p)) continue;
+        dropped++;
+        mismatched += got[i] != r16[i];
+    }
+    tap_ok(mismatched == 0 && (p == 0.0f || dropped > 0),
+           "bias_dropout_add N=%d C=%d p=%.2f: the CPU's mask (%zu dropped, %zu not the residual)", N, C, p, dropped,
+           mismatched);
+    free(r16);
+    cuda_bias_dropout_add(d_residual, d_residual, d_x, d_bias, N, C, rng); /* out aliasing the residual */
+    float *got_alias = download_bf16(d_residual, n);
+    tap_ok(memcmp(got_alias, got, n * sizeof(float)) == 0, "bias_dropout_add N=%d C=%d p=%.2f in place on the residual",
+           N, C, p);
+    free(x); free(residual); free(bias); free(want); free(got); free(got_alias);
     cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(b4);
 }
 
@@ -785,6 +823,10 @@ int main(void) {
     test_dropout(64 * 768, 0, 0.1f);
     test_dropout(100003, 1, 0.3f);
     test_dropout(1000, 0, 0.0f);
+    test_bias_dropout_add(64, 768, 1, 0, 0.1f);
+    test_bias_dropout_add(33, 768, 0, 0, 0.1f);
+    test_bias_dropout_add(17, 100, 1, 1, 0.3f);   /* unaligned, C % 8 != 0: the scalar loop */
+    test_bias_dropout_add(64, 2048, 1, 0, 0.0f);
     test_add_scale(7 * 33, 0);
     test_add_scale(64 * 768, 0);
     test_add_scale(100003, 1);
