@@ -203,6 +203,13 @@ typedef struct kernel_ops {
      * gelu_out = gelu(out) (a fused epilogue on CUDA; out keeps the pre-activation). */
     void (*matmul_forward)(void *out, void *gelu_out, const void *x, const void *weight,
                            const void *bias, int N, int IC, int OC);
+    /* out[N,OC] = residual[N,OC] + (x W^T + bias) (bias may be NULL; out must not alias x or
+     * residual): a linear layer whose output joins the residual stream without dropout and
+     * without a tensor-parallel reduction in between (Megatron's bias-dropout-add at p = 0). On
+     * CUDA one GEMM (beta 1 with C = residual, BIAS epilogue: rounded once); on the CPU the
+     * unfused order, bit for bit: the product, + bias, then residual + that. */
+    void (*matmul_forward_residual)(void *out, const void *x, const void *weight, const void *bias,
+                                    const void *residual, int N, int IC, int OC);
     /* dx[N,IC] = dout W (overwritten; skipped when dx is NULL);
      * dweight[OC,IC] += dout^T x (skipped when dweight is NULL); dbias[OC] += column sums of
      * dout (skipped when NULL). The parts are independent: one call with dx alone and one with
@@ -273,6 +280,11 @@ typedef struct kernel_ops {
     void (*scale_float)(float *x, float s, size_t n);
     /* out[N,C] += bias[C] per row (the bias of a row-parallel linear, added after the reduction) */
     void (*bias_add)(void *out, const void *bias, int N, int C);
+    /* out[N,C] = residual + dropout(x + bias) (bias may be NULL; mask as dropout_forward over the
+     * N*C elements): Megatron's bias-dropout-add in one pass; out may alias residual, not x. The
+     * CPU gives the bits of bias_add, dropout_forward and add in turn. */
+    void (*bias_dropout_add)(void *out, const void *residual, const void *x, const void *bias, int N, int C,
+                             dropout_rng rng);
     /* dbias[C] += column sums of dout[N,C] */
     void (*bias_backward)(float *dbias, const void *dout, int N, int C);
 
@@ -291,6 +303,12 @@ typedef struct kernel_ops {
                                     const float *sum_exp, const float *target_logit,
                                     const int *targets, int N, int V, int vocab_start,
                                     float grad_scale);
+    /* the three passes in one where the vocabulary is not split (vocab_start 0, no reduction in
+     * between): the same losses, gradient, row_max, sum_exp and target_logit, bit for bit (CUDA:
+     * each row read from memory once) */
+    void (*cross_entropy_fused)(float *losses, void *logits, float *row_max, float *sum_exp,
+                                float *target_logit, const int *targets, int N, int V,
+                                float grad_scale);
 
     /* greedy decoding without copying logits to the host: per row of logits[N,V] (V local
      * columns) the largest of the first `valid` columns (the real vocabulary, not its padding)

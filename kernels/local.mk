@@ -9,7 +9,7 @@ kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/kernel
 
 # the CUDA backend: one object per .cu file, compiled by nvcc and added to the library
 CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
-	kernels/cuda/cuda_elementwise.cu kernels/cuda/cuda_embedding.cu \
+	kernels/cuda/cuda_elementwise.cu kernels/cuda/cuda_bias_dropout_add.cu kernels/cuda/cuda_embedding.cu \
 	kernels/cuda/cuda_layernorm.cu kernels/cuda/cuda_matmul.cu kernels/cuda/cuda_adamw.cu \
 	kernels/cuda/cuda_attention.cu kernels/cuda/cuda_attention_sm90.cu kernels/cuda/cuda_decode_attention.cu kernels/cuda/cuda_cross_entropy.cu \
 	kernels/cuda/cuda_backend.cu kernels/cuda/cuda_rmsnorm.cu kernels/cuda/cuda_rope.cu \

@@ -619,6 +619,36 @@ static dropout_rng attention_rng(const gpt_model *m, micro_batch_rng rng, int la
                     (uint64_t)c->num_attention_heads * T * T, 0);
 }
 
+/* the residual join (bias, dropout, add) fuses into the output GEMM when nothing stands between
+ * them: no dropout and no tensor-parallel reduction (Megatron's bias-dropout-add at p = 0, TP 1) */
+static int residual_fused(const gpt_model *m, dropout_rng out_rng) {
+    return out_rng.p == 0.0f && m->config.tp_size == 1 && m->ops->matmul_forward_residual != NULL;
+}
+
+/* out = residual + dropout(rows + bias) over this rank's rows, in one pass where the backend has
+ * it (rows is scratch and may be overwritten) */
+static void bias_dropout_add(gpt_model *m, void *out, const void *residual, void *rows, const void *bias,
+                             dropout_rng rng) {
+    shapes s = model_shapes(m);
+    const kernel_ops *ops = m->ops;
+    size_t rows_size = (size_t)s.n * s.C;
+    if (ops->bias_dropout_add) {
+        ops->bias_dropout_add(out, residual, rows, bias, s.n, s.C, rng);
+        return;
+    }
+    if (bias) ops->bias_add(rows, bias, s.n, s.C);
+    ops->dropout_forward(rows, rows, rows_size, rng);
+    ops->add(out, residual, rows, rows_size);
+}
+
+/* dropout's backward into scratch; at p = 0 it is the identity, and the gradient is used where
+ * it is (read-only until the next norm_backward accumulates into it) */
+static void *dropout_backward_rows(gpt_model *m, void *scratch, void *dout, size_t n, dropout_rng rng) {
+    if (rng.p == 0.0f) return dout;
+    m->ops->dropout_backward(scratch, dout, n, rng);
+    return scratch;
+}
+
 static void params_needed(gpt_model *m, int first, int count) {
     if (m->hooks.params_needed) m->hooks.params_needed(m->hooks.context, first, count);
 }
@@ -668,7 +698,6 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l];
     int layer = ch->first_layer + l;
-    size_t rows_size = (size_t)s.n * s.C;
     params_needed(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 
     /* attention block */
@@ -677,11 +706,15 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     if (c->position_embedding_type == POSITION_ROPE) ops->rope_forward(la->qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
     ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
                            c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
-    ops->matmul_forward(m->scratch.forward_full, NULL, la->attention_out, lw->proj_weight, NULL, s.N, s.HDl, s.C);
-    void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
-    if (lw->proj_bias) ops->bias_add(rows, lw->proj_bias, s.n, s.C);
-    ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
-    ops->add(la->residual_mid, la->input, rows, rows_size);
+    dropout_rng out_rng = hidden_rng(m, rng, layer, SITE_ATTENTION_OUT);
+    if (residual_fused(m, out_rng)) {
+        ops->matmul_forward_residual(la->residual_mid, la->attention_out, lw->proj_weight, lw->proj_bias, la->input,
+                                     s.N, s.HDl, s.C);
+    } else {
+        ops->matmul_forward(m->scratch.forward_full, NULL, la->attention_out, lw->proj_weight, NULL, s.N, s.HDl, s.C);
+        void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
+        bias_dropout_add(m, la->residual_mid, la->input, rows, lw->proj_bias, out_rng);
+    }
 
     /* MLP block; the activation lives in scratch until fc2 has read it (the backward recomputes
      * it from fc1_out, the pre-activation, which saves [N,F/tp] per layer) */
@@ -693,11 +726,14 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     } else {
         ops->matmul_forward(la->fc1_out, activation, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.Fl);
     }
-    ops->matmul_forward(m->scratch.forward_full, NULL, activation, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
-    rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
-    if (lw->fc2_bias) ops->bias_add(rows, lw->fc2_bias, s.n, s.C);
-    ops->dropout_forward(rows, rows, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
-    ops->add(out, la->residual_mid, rows, rows_size);
+    out_rng = hidden_rng(m, rng, layer, SITE_MLP_OUT);
+    if (residual_fused(m, out_rng)) {
+        ops->matmul_forward_residual(out, activation, lw->fc2_weight, lw->fc2_bias, la->residual_mid, s.N, s.Fl, s.C);
+    } else {
+        ops->matmul_forward(m->scratch.forward_full, NULL, activation, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
+        void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
+        bias_dropout_add(m, out, la->residual_mid, rows, lw->fc2_bias, out_rng);
+    }
 }
 
 /* final layer norm, output layer and vocab-parallel cross-entropy; returns the loss sum */
@@ -712,13 +748,19 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->matmul_forward(slot->logits, NULL, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
     if (m->capture_logits) ops->copy_to_host_float(m->capture_logits, slot->logits, (size_t)s.N * (size_t)s.Vl);
     float *sum_exp = slot->sum_exp_and_target, *target_logit = slot->sum_exp_and_target + s.N;
-    ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
-    tensor_parallel_comm tp = tensor_parallel_of(m);
-    vocab_parallel_statistics_allreduce(&tp, slot->row_max, (size_t)s.N, COMM_MAX);
-    ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, slot->row_max, slot->targets, s.N, s.Vl, vocab_start);
-    vocab_parallel_statistics_allreduce(&tp, slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_SUM);
-    ops->cross_entropy_loss_grad(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit,
-                                 slot->targets, s.N, s.Vl, vocab_start, grad_scale);
+    if (c->tp_size == 1 && ops->cross_entropy_fused) {  /* the whole vocabulary here: one pass */
+        ops->cross_entropy_fused(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit, slot->targets,
+                                 s.N, s.Vl, grad_scale);
+    } else {
+        ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
+        tensor_parallel_comm tp = tensor_parallel_of(m);
+        vocab_parallel_statistics_allreduce(&tp, slot->row_max, (size_t)s.N, COMM_MAX);
+        ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, slot->row_max, slot->targets, s.N, s.Vl,
+                                   vocab_start);
+        vocab_parallel_statistics_allreduce(&tp, slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_SUM);
+        ops->cross_entropy_loss_grad(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit,
+                                     slot->targets, s.N, s.Vl, vocab_start, grad_scale);
+    }
     ops->copy_to_host(m->host_losses, slot->losses, sizeof(float) * (size_t)s.N);
     double loss_sum = 0.0;
     for (int i = 0; i < s.N; i++) loss_sum += m->host_losses[i];
@@ -767,9 +809,9 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     size_t rows_size = (size_t)s.n * s.C;
 
     /* MLP block: y = x' + dropout(reduce(act(fc1(gather(LN(x')))) W2^T) + b2) */
-    ops->dropout_backward(b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
-    if (lg->fc2_bias) ops->bias_backward(lg->fc2_bias, b->d_hidden, s.n, s.C);
-    void *d_full = gather_rows(m, b->d_hidden, b->d_full);
+    void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
+    if (lg->fc2_bias) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
+    void *d_full = gather_rows(m, d_hidden, b->d_full);
     if (c->swiglu) {  /* fc2's input gradient, the SwiGLU's backward, then its output again for fc2's weight */
         ops->matmul_backward(b->d_ffn_a, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
         ops->swiglu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
@@ -784,9 +826,9 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
                   la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd);
 
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
-    ops->dropout_backward(b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
-    if (lg->proj_bias) ops->bias_backward(lg->proj_bias, b->d_hidden, s.n, s.C);
-    d_full = gather_rows(m, b->d_hidden, b->d_full);
+    d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
+    if (lg->proj_bias) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
+    d_full = gather_rows(m, d_hidden, b->d_full);
     ops->matmul_backward(b->d_attention, lg->proj_weight, NULL, d_full, la->attention_out, lw->proj_weight, s.N, s.HDl, s.C);
     if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
         ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,

@@ -106,6 +106,29 @@ static const comm_ops *select_comm(const kernel_ops *ops) {
 
 /* --papi-events: resolve the names (a bad one ends the run with one message), count on every
  * rank the events every rank can count, or go on without counters after one line */
+/* test hook: MTC_FAULT_GRAD_INF="ITER@RANK,..." writes +inf into one gradient element that
+ * RANK's optimizer updates, after the gradient reduction of iteration ITER (1-based), so that a
+ * test makes an overflow happen where it chooses, whatever the arithmetic of the machine, and
+ * checks that every rank skips that step (tests/mpi/fp16_test.sh) */
+static void fault_inject_grad_overflow(const trainer *t, gpt_model *model, int64_t iteration) {
+    const char *spec = getenv("MTC_FAULT_GRAD_INF");
+    if (!spec) return;
+    for (const char *p = spec; *p;) {
+        long long it = 0;
+        int rank = -1, used = 0;
+        if (sscanf(p, "%lld@%d%n", &it, &rank, &used) != 2)
+            user_error("MTC_FAULT_GRAD_INF=%s: expected ITER@RANK[,ITER@RANK...] at \"%s\"", spec, p);
+        p += used;
+        if (*p == ',') p++;
+        if (it != iteration || rank != t->topo.world_rank) continue;
+        const tensor_range *r = t->opt.num_update_ranges ? &t->opt.update_ranges[0]
+                                : t->opt.num_embedding_ranges ? &t->opt.embedding_ranges[0] : NULL;
+        if (!r) return;
+        float inf = INFINITY;
+        model->ops->copy_from_host(model->grad_buffer + r->offset, &inf, sizeof inf);
+    }
+}
+
 static void papi_setup(trainer *t, const args *a) {
     char note[1024], err[1024];
     unsigned available;
@@ -521,6 +544,7 @@ double trainer_train(trainer *t) {
                                        (int)num_micro_batches);
         papi_phases_enter(PHASE_GRAD_REDUCE);
         data_parallel_finish_grad_sync(&t->dp);
+        fault_inject_grad_overflow(t, model, t->iteration + 1);
         timers_stop("forward-backward");
         nan_check_loss(t, t->iteration + 1, loss, t->local_loss_sum);
         spiky_loss_check(&spiky, t, t->iteration + 1, loss);

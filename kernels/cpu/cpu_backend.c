@@ -49,6 +49,12 @@ static void matmul_forward(void *out, void *gelu_out, const void *x, const void 
     cpu_matmul_forward(out, x, weight, bias, N, IC, OC);
     if (gelu_out) cpu_gelu_forward(gelu_out, out, (size_t)N * (size_t)OC);
 }
+static void matmul_forward_residual(void *out, const void *x, const void *weight, const void *bias,
+                                    const void *residual, int N, int IC, int OC) {
+    cpu_matmul_forward(out, x, weight, NULL, N, IC, OC);
+    if (bias) cpu_bias_add(out, bias, N, OC);
+    cpu_add(out, residual, out, (size_t)N * (size_t)OC);
+}
 static void matmul_backward(void *dx, float *dweight, float *dbias, const void *dout,
                             const void *x, const void *weight, int N, int IC, int OC) {
     cpu_matmul_backward(dx, dweight, dbias, dout, x, weight, N, IC, OC);
@@ -110,10 +116,20 @@ static void dropout_backward(void *dx, const void *dout, size_t n, dropout_rng r
 static void add(void *out, const void *a, const void *b, size_t n) { cpu_add(out, a, b, n); }
 static void scale(void *x, float s, size_t n) { cpu_scale(x, s, n); }
 static void bias_add(void *out, const void *bias, int N, int C) { cpu_bias_add(out, bias, N, C); }
+static void bias_dropout_add(void *out, const void *residual, const void *x, const void *bias, int N, int C,
+                             dropout_rng rng) {
+    cpu_bias_dropout_add(out, residual, x, bias, N, C, rng);
+}
 static void bias_backward(float *dbias, const void *dout, int N, int C) {
     cpu_bias_backward(dbias, dout, N, C);
 }
 
+static void cross_entropy_fused(float *losses, void *logits, float *row_max, float *sum_exp, float *target_logit,
+                                const int *targets, int N, int V, float grad_scale) {
+    cpu_cross_entropy_max(row_max, logits, N, V);
+    cpu_cross_entropy_sum_exp(sum_exp, target_logit, logits, row_max, targets, N, V, 0);
+    cpu_cross_entropy_loss_grad(losses, logits, row_max, sum_exp, target_logit, targets, N, V, 0, grad_scale);
+}
 static void cross_entropy_max(float *row_max, const void *logits, int N, int V) {
     cpu_cross_entropy_max(row_max, logits, N, V);
 }
@@ -172,6 +188,7 @@ static const kernel_ops cpu_ops = {
     .rmsnorm_backward = rmsnorm_backward,
 
     .matmul_forward = matmul_forward,
+    .matmul_forward_residual = matmul_forward_residual,
     .matmul_backward = matmul_backward,
     .matmul_backward_gelu = matmul_backward_gelu,
 
@@ -193,12 +210,14 @@ static const kernel_ops cpu_ops = {
     .scale = scale,
     .scale_float = cpu_scale,
     .bias_add = bias_add,
+    .bias_dropout_add = bias_dropout_add,
     .bias_backward = bias_backward,
 
     .cross_entropy_max = cross_entropy_max,
     .logits_argmax = logits_argmax,
     .cross_entropy_sum_exp = cross_entropy_sum_exp,
     .cross_entropy_loss_grad = cross_entropy_loss_grad,
+    .cross_entropy_fused = cross_entropy_fused,
 
     .adamw_update = adamw_update,
     .sum_squares = cpu_sum_squares,

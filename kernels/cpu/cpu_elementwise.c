@@ -52,6 +52,22 @@ void cpu_dropout_backward(float *dx, const float *dout, size_t n, dropout_rng rn
     dropout_apply(dx, dout, n, rng);
 }
 
+/* out = residual + dropout(x + bias), element by element in the unfused order (bias_add, then
+ * dropout_forward, then add): the same bits as the three passes */
+void cpu_bias_dropout_add(float *out, const float *residual, const float *x, const float *bias, int N, int C,
+                          dropout_rng rng) {
+    float keep_scale = rng.p > 0.0f ? 1.0f / (1.0f - rng.p) : 1.0f;
+    for (int n = 0; n < N; n++) {
+        for (int c = 0; c < C; c++) {
+            size_t i = (size_t)n * (size_t)C + (size_t)c;
+            float v = x[i];
+            if (bias) v += bias[c];
+            if (rng.p > 0.0f) v = philox_keep(rng.seed, rng.stream, rng.offset + i, rng.p) ? v * keep_scale : 0.0f;
+            out[i] = residual[i] + v;
+        }
+    }
+}
+
 void cpu_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }

@@ -220,6 +220,19 @@ static void adamw_update_ranges(float *master, void *params, const float *grads,
     cuda_adamw_update_ranges##S(master, (T *)params, grads, m, v, ranges, count, grad_scale, lr, beta1, beta2,   \
                                 eps, step);                                                                      \
 }                                                                                                                \
+static void matmul_forward_residual(void *out, const void *x, const void *weight, const void *bias,              \
+                                    const void *residual, int N, int IC, int OC) {                               \
+    cuda_matmul_forward_residual##S((T *)out, (const T *)x, (const T *)weight, (const T *)bias,                  \
+                                    (const T *)residual, N, IC, OC);                                             \
+}                                                                                                                \
+static void bias_dropout_add(void *out, const void *residual, const void *x, const void *bias, int N, int C,     \
+                             dropout_rng rng) {                                                                  \
+    cuda_bias_dropout_add##S((T *)out, (const T *)residual, (const T *)x, (const T *)bias, N, C, rng);           \
+}                                                                                                                \
+static void cross_entropy_fused(float *losses, void *logits, float *row_max, float *sum_exp,                    \
+                                float *target_logit, const int *targets, int N, int V, float grad_scale) {       \
+    cuda_cross_entropy_fused##S(losses, (T *)logits, row_max, sum_exp, target_logit, targets, N, V, grad_scale); \
+}                                                                                                                \
 static void adamw_update(float *master, void *params, const float *grads, float *m, float *v, size_t n,         \
                          float lr, float beta1, float beta2, float eps, float weight_decay, int step) {           \
     cuda_adamw_update##S(master, (T *)params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);         \
@@ -295,6 +308,9 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.add = A::add;
     ops.scale = A::scale;
     ops.scale_float = scale_float;
+    ops.matmul_forward_residual = A::matmul_forward_residual;
+    ops.bias_dropout_add = A::bias_dropout_add;
+    ops.cross_entropy_fused = A::cross_entropy_fused;
     ops.bias_add = A::bias_add;
     ops.bias_backward = A::bias_backward;
     ops.cross_entropy_max = A::cross_entropy_max;

@@ -51,6 +51,9 @@ void cuda_gelu_backward_recompute(bf16 *dx, bf16 *y, const bf16 *x, const bf16 *
 void cuda_dropout_forward(bf16 *out, const bf16 *x, size_t n, dropout_rng rng);
 void cuda_dropout_backward(bf16 *dx, const bf16 *dout, size_t n, dropout_rng rng);
 void cuda_add(bf16 *out, const bf16 *a, const bf16 *b, size_t n);
+/* out[N,C] = residual + dropout(x + bias) in one pass (cuda_bias_dropout_add.cu; bias may be NULL) */
+void cuda_bias_dropout_add(bf16 *out, const bf16 *residual, const bf16 *x, const bf16 *bias, int N, int C,
+                           dropout_rng rng);
 void cuda_scale(bf16 *x, float s, size_t n);
 void cuda_bias_add(bf16 *out, const bf16 *bias, int N, int C);
 void cuda_bias_backward(float *dbias, const bf16 *dout, int N, int C);  /* dbias += colsum */
@@ -93,6 +96,9 @@ void cuda_swiglu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int 
  * epilogue also writes gelu_out = gelu(out) (out keeps the pre-activation for the backward). */
 void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *weight,
                          const bf16 *bias, int N, int IC, int OC);
+/* out[N,OC] = residual + x W^T + bias (bias may be NULL; out aliases neither x nor residual) */
+void cuda_matmul_forward_residual(bf16 *out, const bf16 *x, const bf16 *weight, const bf16 *bias,
+                                  const bf16 *residual, int N, int IC, int OC);
 /* dx[N,IC] = dout W (overwritten, bf16; skipped when NULL); dweight[OC,IC] += dout^T x (fp32;
  * skipped when NULL); dbias[OC] += colsum(dout) (fp32; skipped when NULL). */
 void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
@@ -136,6 +142,9 @@ void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *
  * The three passes of kernels.h; the third computes the loss and overwrites the bf16 logits
  * with (softmax - onehot) * grad_scale in the same pass. Statistics are fp32. */
 void cuda_cross_entropy_max(float *row_max, const bf16 *logits, int N, int V);
+/* the three passes at once for an unsplit vocabulary (vocab_start 0), each row read once */
+void cuda_cross_entropy_fused(float *losses, bf16 *logits, float *row_max, float *sum_exp,
+                              float *target_logit, const int *targets, int N, int V, float grad_scale);
 /* greedy decoding: per row the largest of the first `valid` columns and its column (lowest on ties) */
 void cuda_logits_argmax(float *row_max, int *argmax, const bf16 *logits, int N, int V, int valid);
 void cuda_cross_entropy_sum_exp(float *sum_exp, float *target_logit, const bf16 *logits,
@@ -223,6 +232,13 @@ void cuda_cross_entropy_loss_grad_fp16(float *losses, fp16 *logits, const float 
                                        const float *sum_exp, const float *target_logit,
                                        const int *targets, int N, int V, int vocab_start,
                                        float grad_scale);
+void cuda_bias_dropout_add_fp16(fp16 *out, const fp16 *residual, const fp16 *x, const fp16 *bias, int N,
+                                int C, dropout_rng rng);
+void cuda_matmul_forward_residual_fp16(fp16 *out, const fp16 *x, const fp16 *weight, const fp16 *bias,
+                                       const fp16 *residual, int N, int IC, int OC);
+void cuda_cross_entropy_fused_fp16(float *losses, fp16 *logits, float *row_max, float *sum_exp,
+                                   float *target_logit, const int *targets, int N, int V,
+                                   float grad_scale);
 void cuda_adamw_update_fp16(float *master, fp16 *params, const float *grads, float *m, float *v,
                             size_t n, float lr, float beta1, float beta2, float eps,
                             float weight_decay, int step);

@@ -32,7 +32,8 @@
 cublasLtHandle_t cuda_cublaslt_handle(void);
 void *cuda_cublaslt_workspace(size_t *bytes);
 
-/* one column-major GEMM D[m,n] = op(A)[m,k] op(B)[k,n] (+ D when accumulate), with C = D */
+/* one column-major GEMM D[m,n] = op(A)[m,k] op(B)[k,n] (+ C when accumulate; C is D unless c
+ * is given: the residual of matmul_forward_residual) */
 typedef struct gemm_problem {
     int m, n, k;
     cublasOperation_t transa, transb;
@@ -44,7 +45,8 @@ typedef struct gemm_problem {
     void *d;
     cudaDataType_t d_type; /* ab_type or CUDA_R_32F */
     int ldd;
-    bool accumulate;       /* beta = 1 (D += ...) instead of 0 */
+    bool accumulate;       /* beta = 1 (D = ... + C) instead of 0 */
+    const void *c;         /* C when it is not D (same type and layout as D); NULL: C = D */
     cublasLtEpilogue_t epilogue;
     const void *bias;      /* BIAS epilogues */
     void *aux;             /* GELU_AUX epilogues (written) and DGELU (read): the pre-activation,
@@ -55,7 +57,7 @@ typedef struct gemm_problem {
 
 typedef struct gemm_plan_key {
     int m, n, k, transa, transb, lda, ldb, ldd, ab_type, d_type, accumulate, epilogue;
-    unsigned int align_a, align_b, align_d, align_bias, align_aux;
+    unsigned int align_a, align_b, align_c, align_d, align_bias, align_aux;
 } gemm_plan_key;
 
 typedef struct gemm_plan {
@@ -97,6 +99,7 @@ static gemm_plan_key plan_key_of(const gemm_problem *p) {
     key.epilogue = (int)p->epilogue;
     key.align_a = pointer_alignment(p->a);
     key.align_b = pointer_alignment(p->b);
+    key.align_c = pointer_alignment(p->c != NULL ? p->c : p->d);
     key.align_d = pointer_alignment(p->d);
     key.align_bias = pointer_alignment(p->bias);
     key.align_aux = pointer_alignment(p->aux);
@@ -166,13 +169,13 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     uint64_t max_workspace = workspace_bytes;
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace));
-    uint32_t align_a = key->align_a, align_b = key->align_b, align_d = key->align_d;
+    uint32_t align_a = key->align_a, align_b = key->align_b, align_c = key->align_c, align_d = key->align_d;
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d));
+        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d));
 
@@ -225,7 +228,7 @@ static bool gemm_cublaslt(const gemm_problem *p) {
     size_t workspace_bytes = 0;
     void *workspace = cuda_cublaslt_workspace(&workspace_bytes);
     CHECK_CUBLAS(cublasLtMatmul(cuda_cublaslt_handle(), plan->desc, &alpha, p->a, plan->a_layout,
-                                p->b, plan->b_layout, &beta, p->d, plan->d_layout, p->d,
+                                p->b, plan->b_layout, &beta, p->c != NULL ? p->c : p->d, plan->d_layout, p->d,
                                 plan->d_layout, &plan->algo, workspace, workspace_bytes,
                                 compute_stream()));
     return true;
@@ -382,6 +385,47 @@ static void matmul_forward_t(E *out, E *gelu_out, const E *x, const E *weight,
     if (gelu_out != NULL) gelu_forward_e(gelu_out, out, (size_t)N * OC);
 }
 
+/* the adds the residual GEMM falls back on, per element type */
+static void add_e(__nv_bfloat16 *out, const __nv_bfloat16 *a, const __nv_bfloat16 *b, size_t n) {
+    cuda_add(reinterpret_cast<bf16 *>(out), reinterpret_cast<const bf16 *>(a), reinterpret_cast<const bf16 *>(b), n);
+}
+static void add_e(__half *out, const __half *a, const __half *b, size_t n) {
+    cuda_add_fp16(reinterpret_cast<fp16 *>(out), reinterpret_cast<const fp16 *>(a), reinterpret_cast<const fp16 *>(b), n);
+}
+
+/* out = residual + x W^T + bias in one GEMM: beta 1 with C = residual, the bias as the BIAS
+ * epilogue; where cuBLASLt offers no algorithm (or a pointer is not 16-byte aligned), the product
+ * and the adds run as separate kernels */
+template <typename E>
+static void matmul_forward_residual_t(E *out, const E *x, const E *weight, const E *bias, const E *residual, int N,
+                                      int IC, int OC) {
+    if (N <= 0 || OC <= 0) return;
+    if (IC > 0 && !fallback_forced() && aligned16(out) && aligned16(residual) && (bias == NULL || aligned16(bias))) {
+        gemm_problem p;
+        memset(&p, 0, sizeof p);
+        p.m = OC;
+        p.n = N;
+        p.k = IC;
+        p.transa = CUBLAS_OP_T;
+        p.a = weight;
+        p.lda = IC;
+        p.transb = CUBLAS_OP_N;
+        p.b = x;
+        p.ldb = IC;
+        p.d = out;
+        p.ab_type = cuda_data_type<E>();
+        p.d_type = p.ab_type;
+        p.ldd = OC;
+        p.accumulate = true;
+        p.c = residual;
+        p.bias = bias;
+        p.epilogue = bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+        if (gemm_cublaslt(&p)) return;
+    }
+    matmul_forward_t(out, (E *)NULL, x, weight, bias, N, IC, OC);
+    add_e(out, residual, out, (size_t)N * OC);
+}
+
 /* dx^T [IC,N] = W . dout^T with an optional epilogue (DGELU: times gelu'(aux)); false when
  * cuBLASLt has no algorithm for it (the plain product always runs, on the fallback if needed) */
 template <typename E>
@@ -472,6 +516,17 @@ static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_matmul_forward_residual(bf16 *out, const bf16 *x, const bf16 *weight, const bf16 *bias,
+                                             const bf16 *residual, int N, int IC, int OC) {
+    matmul_forward_residual_t(as_nv(out), as_nv(x), as_nv(weight), as_nv(bias), as_nv(residual), N, IC, OC);
+}
+
+extern "C" void cuda_matmul_forward_residual_fp16(fp16 *out, const fp16 *x, const fp16 *weight, const fp16 *bias,
+                                                  const fp16 *residual, int N, int IC, int OC) {
+    matmul_forward_residual_t(as_half(out), as_half(x), as_half(weight), as_half(bias), as_half(residual), N, IC,
+                              OC);
+}
 
 extern "C" void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *weight,
                                     const bf16 *bias, int N, int IC, int OC) {

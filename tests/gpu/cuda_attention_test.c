@@ -203,6 +203,30 @@ static void test_cross_entropy(int N, int V, int vocab_start) {
     tap_diag("cross entropy %s: grad relative error %.3e", shape, err);
     tap_ok(err < ACT_TOL, "cross entropy grad %s", shape);
 
+    if (vocab_start == 0) { /* the fused pass (rows staged in shared memory): the three passes' bits */
+        bf16 *d_fused = upload_bf16(logits, n);
+        float *d_f_max = device_alloc(N * sizeof(float)), *d_f_sum = device_alloc(N * sizeof(float));
+        float *d_f_target = device_alloc(N * sizeof(float)), *d_f_losses = device_alloc(N * sizeof(float));
+        poison(d_f_max, N * sizeof(float));
+        poison(d_f_sum, N * sizeof(float));
+        poison(d_f_target, N * sizeof(float));
+        poison(d_f_losses, N * sizeof(float));
+        cuda_cross_entropy_fused(d_f_losses, d_fused, d_f_max, d_f_sum, d_f_target, d_targets, N, V, grad_scale);
+        float *f_max = download_float(d_f_max, N), *f_sum = download_float(d_f_sum, N);
+        float *f_target = download_float(d_f_target, N), *f_losses = download_float(d_f_losses, N);
+        float *f_grad = download_bf16(d_fused, n);
+        int same = !memcmp(f_max, row_max, N * sizeof(float)) && !memcmp(f_sum, sum_exp, N * sizeof(float)) &&
+                   !memcmp(f_target, target, N * sizeof(float)) && !memcmp(f_losses, losses, N * sizeof(float)) &&
+                   !memcmp(f_grad, grad, n * sizeof(float));
+        tap_ok(same, "cross entropy fused %s: the three passes' losses, gradient and statistics, bit for bit", shape);
+        TEST_CUDA(cudaFree(d_fused));
+        TEST_CUDA(cudaFree(d_f_max));
+        TEST_CUDA(cudaFree(d_f_sum));
+        TEST_CUDA(cudaFree(d_f_target));
+        TEST_CUDA(cudaFree(d_f_losses));
+        free(f_max); free(f_sum); free(f_target); free(f_losses); free(f_grad);
+    }
+
     TEST_CUDA(cudaFree(d_logits));
     TEST_CUDA(cudaFree(d_targets));
     TEST_CUDA(cudaFree(d_row_max));
@@ -282,6 +306,7 @@ int main(void) {
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) test_cross_entropy(ce_rows[i], ce_vocab[j], 0);
     test_cross_entropy(7, 50257, 0);           /* odd V: rows start at odd element offsets */
+    test_cross_entropy(5, 128257, 0);          /* a row too wide to stage: the fused call runs three passes */
     test_cross_entropy(64, 1000, 500);         /* vocabulary split over two ranks */
     test_cross_entropy(7, 50257, 50257 / 2);
 

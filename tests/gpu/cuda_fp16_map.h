@@ -52,6 +52,9 @@
 #define cuda_logits_argmax cuda_logits_argmax_fp16
 #define cuda_cross_entropy_sum_exp cuda_cross_entropy_sum_exp_fp16
 #define cuda_cross_entropy_loss_grad cuda_cross_entropy_loss_grad_fp16
+#define cuda_bias_dropout_add cuda_bias_dropout_add_fp16
+#define cuda_matmul_forward_residual cuda_matmul_forward_residual_fp16
+#define cuda_cross_entropy_fused cuda_cross_entropy_fused_fp16
 #define cuda_adamw_update cuda_adamw_update_fp16
 #define cuda_adamw_update_ranges cuda_adamw_update_ranges_fp16
 

@@ -18,6 +18,7 @@
 
 #include "tests/gpu/cuda_test_util.h"
 #include "kernels/kernels.h"
+#include "kernels/philox.h"
 #include "tests/tap.h"
 
 static const kernel_ops *cpu;
@@ -197,6 +198,43 @@ static void test_gelu(size_t n, int shift) {
     expect_below(relative_error(got_dx, want_dx, n), ACT_TOL, "gelu_backward n=%zu shift=%d", n,
                  shift);
     free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(b4);
+}
+
+/* bias-dropout-add against the CPU's (the unfused order): the same mask, values within bf16 */
+static void test_bias_dropout_add(int N, int C, int with_bias, int shift, float p) {
+    size_t n = (size_t)N * C;
+    dropout_rng rng = {p, 4321, 0x51ed27ull ^ n, 77 + 5 * n};
+    float *x = host_random(n, 310 + n, 2.0f), *residual = host_random(n, 311 + n, 3.0f);
+    float *bias = with_bias ? host_random((size_t)C, 312 + C, 1.0f) : NULL;
+    float *want = host_alloc(n);
+    cpu->bias_dropout_add(want, residual, x, bias, N, C, rng);
+    void *b1, *b2, *b3 = NULL, *b4;
+    bf16 *d_x = upload_bf16_shifted(x, n, shift, &b1);
+    bf16 *d_residual = upload_bf16_shifted(residual, n, shift, &b2);
+    bf16 *d_bias = with_bias ? upload_bf16_shifted(bias, (size_t)C, shift, &b3) : NULL;
+    bf16 *d_out = alloc_bf16_shifted(n, shift, &b4);
+    poison(d_out, n * sizeof(bf16));
+    cuda_bias_dropout_add(d_out, d_residual, d_x, d_bias, N, C, rng);
+    float *got = download_bf16(d_out, n);
+    expect_below(relative_error(got, want, n), ACT_TOL, "bias_dropout_add N=%d C=%d bias=%d shift=%d p=%.2f", N, C,
+                 with_bias, shift, p);
+    float *r16 = download_bf16(d_residual, n);
+    size_t mismatched = 0, dropped = 0; /* a dropped element is the residual, exactly */
+    for (size_t i = 0; p > 0.0f && i < n; i++) {
+        if (philox_keep(rng.seed, rng.stream, rng.offset + i, p)) continue;
+        dropped++;
+        mismatched += got[i] != r16[i];
+    }
+    tap_ok(mismatched == 0 && (p == 0.0f || dropped > 0),
+           "bias_dropout_add N=%d C=%d p=%.2f: the CPU's mask (%zu dropped, %zu not the residual)", N, C, p, dropped,
+           mismatched);
+    free(r16);
+    cuda_bias_dropout_add(d_residual, d_residual, d_x, d_bias, N, C, rng); /* out aliasing the residual */
+    float *got_alias = download_bf16(d_residual, n);
+    tap_ok(memcmp(got_alias, got, n * sizeof(float)) == 0, "bias_dropout_add N=%d C=%d p=%.2f in place on the residual",
+           N, C, p);
+    free(x); free(residual); free(bias); free(want); free(got); free(got_alias);
     cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(b4);
 }
 
@@ -628,6 +666,22 @@ static void test_matmul(int N, int IC, int OC, int with_bias, int with_gelu, int
                      OC, with_bias, shift);
         free(got_gelu);
     }
+    if (!with_gelu) { /* the residual join: out = residual + x W^T + bias, one GEMM (beta 1, C = residual) */
+        float *residual = host_random(out_n, 906 + out_n, 2.0f), *want_res = host_alloc(out_n);
+        cpu->matmul_forward_residual(want_res, x, w, bias, residual, N, IC, OC);
+        void *b8, *b9;
+        bf16 *d_residual = upload_bf16_shifted(residual, out_n, shift, &b8);
+        bf16 *d_res_out = alloc_bf16_shifted(out_n, shift, &b9);
+        poison(d_res_out, out_n * sizeof(bf16));
+        cuda_matmul_forward_residual(d_res_out, d_x, d_w, d_bias, d_residual, N, IC, OC);
+        float *got_res = download_bf16(d_res_out, out_n), *got_residual = download_bf16(d_residual, out_n);
+        expect_below(relative_error(got_res, want_res, out_n), ACT_TOL,
+                     "matmul_forward_residual %s N=%d IC=%d OC=%d bias=%d shift=%d", path, N, IC, OC, with_bias, shift);
+        expect_below(relative_error(got_residual, residual, out_n), ACT_TOL,
+                     "matmul_forward_residual leaves the residual as it was N=%d IC=%d OC=%d", N, IC, OC);
+        free(residual); free(want_res); free(got_res); free(got_residual);
+        cudaFree(b8); cudaFree(b9);
+    }
 
     /* backward onto prefilled dweight/dbias */
     float *dout = host_random(out_n, 903 + out_n, 1.0f);
@@ -796,6 +850,10 @@ int main(void) {
     test_dropout(64 * 768, 0, 0.1f);
     test_dropout(100003, 1, 0.3f);
     test_dropout(1000, 0, 0.0f);
+    test_bias_dropout_add(64, 768, 1, 0, 0.1f);
+    test_bias_dropout_add(33, 768, 0, 0, 0.1f);
+    test_bias_dropout_add(17, 100, 1, 1, 0.3f);   /* unaligned, C % 8 != 0: the scalar loop */
+    test_bias_dropout_add(64, 2048, 1, 0, 0.0f);
     test_add_scale(7 * 33, 0);
     test_add_scale(64 * 768, 0);
     test_add_scale(100003, 1);
