@@ -57,9 +57,42 @@ PHILOX_FN float philox_normal(uint64_t seed, uint64_t stream, uint64_t index) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* keep element `index` of a dropout site with probability 1 - p */
+/* Dropout draws share Philox calls: one call gives four 32-bit words, and four elements use
+ * them. Element `index` of a dropout site (hidden dropout: flat indices) takes word index % 4 of
+ * the call at counter index / 4. It is kept with probability 1 - p. */
 PHILOX_FN int philox_keep(uint64_t seed, uint64_t stream, uint64_t index, float p) {
-    return philox_uniform(seed, stream, index) > p;
+    philox_out r = philox4x32(seed, index >> 2, stream);
+    return philox_uint_to_unit(r.v[index & 3]) > p;
+}
+
+/* consecutive draws of one site, one Philox call per group of four (the same bits as
+ * philox_keep): start with group = UINT64_MAX */
+typedef struct philox_keep_run {
+    uint64_t group;
+    philox_out words;
+} philox_keep_run;
+
+PHILOX_FN int philox_keep_next(philox_keep_run *run, uint64_t seed, uint64_t stream, uint64_t index, float p) {
+    if ((index >> 2) != run->group) {
+        run->group = index >> 2;
+        run->words = philox4x32(seed, run->group, stream);
+    }
+    return philox_uint_to_unit(run->words.v[index & 3]) > p;
+}
+
+/* Attention probabilities: element (i, j) of a head whose element (0, 0) is number `head_base`
+ * (element (i, j) is number head_base + i*T + j) shares its call with its 2 x 2 block: the call at
+ * the number of the block's top-left element, word (i % 2) * 2 + j % 2. So a GPU thread holding
+ * two neighbouring keys of a query (forward) or two neighbouring queries of a key (backward)
+ * draws once for both. */
+PHILOX_FN uint64_t philox_attention_counter(uint64_t head_base, int T, int i, int j) {
+    return head_base + (uint64_t)(i & ~1) * (uint64_t)T + (uint64_t)(j & ~1);
+}
+PHILOX_FN int philox_attention_word(int i, int j) { return (i & 1) * 2 + (j & 1); }
+PHILOX_FN int philox_keep_attention(uint64_t seed, uint64_t stream, uint64_t head_base, int T, int i, int j,
+                                    float p) {
+    philox_out r = philox4x32(seed, philox_attention_counter(head_base, T, i, j), stream);
+    return philox_uint_to_unit(r.v[philox_attention_word(i, j)]) > p;
 }
 
 /* 64-bit FNV-1a of a string, then mixed: turns a parameter name into a stream id */

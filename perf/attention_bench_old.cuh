@@ -271,9 +271,10 @@ attention_forward_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int 
             float p = exp2f(s_row[c] - m_new); /* 0 where masked */
             row_sum += p;
             if (use_dropout && p > 0.0f && row < T) {
-                uint64_t counter = (head_index * (uint64_t)T + (uint64_t)row) * (uint64_t)T +
-                                   (uint64_t)(k0 + c);
-                if (!philox_keep(rng.seed, rng.stream, rng.offset + counter, rng.p)) p = 0.0f;
+                /* (the mask as it is drawn since 2026-11-26: 2 x 2 blocks share a Philox call) */
+                if (!philox_keep_attention(rng.seed, rng.stream, rng.offset + head_index * (uint64_t)T * (uint64_t)T, T,
+                                           row, k0 + c, rng.p))
+                    p = 0.0f;
             }
             p_row[c] = __float2bfloat16(p);
         }
@@ -397,9 +398,8 @@ attention_backward_dkdv_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *q
                 float dp = dpt_row[c];
                 kept_p = p;
                 if (use_dropout) {
-                    uint64_t counter = (head_index * (uint64_t)T + (uint64_t)query) * (uint64_t)T +
-                                       (uint64_t)key;
-                    if (philox_keep(rng.seed, rng.stream, rng.offset + counter, rng.p)) {
+                    if (philox_keep_attention(rng.seed, rng.stream, rng.offset + head_index * (uint64_t)T * (uint64_t)T,
+                                              T, query, key, rng.p)) {
                         dp *= keep_scale;
                     } else {
                         dp = 0.0f;

@@ -5,9 +5,10 @@
  *   preatt[t1,t2] = q[t1].k[t2] / sqrt(D)                       (t2 <= t1; later keys masked)
  *   att[t1,:]     = softmax(preatt[t1,:])                        (kept in the workspace)
  *   out[t1]       = sum_t2 drop(att)[t1,t2] v[t2],  drop(a) = a * keep / (1 - p)
- * The keep bit of probability (b, head, t1, t2) is philox_keep at counter
- * rng.offset + ((b*total_heads + head_start + h)*T + t1)*T + t2, i.e. indexed by the GLOBAL head,
- * so the mask does not depend on how heads are split over tensor-parallel ranks.
+ * The keep bit of probability (b, head, t1, t2) is philox_keep_attention of element number
+ * rng.offset + ((b*total_heads + head_start + h)*T + t1)*T + t2 (2 x 2 blocks of (t1, t2) share a
+ * Philox call, kernels/philox.h), i.e. indexed by the GLOBAL head, so the mask does not depend on
+ * how heads are split over tensor-parallel ranks.
  * Backward (softmax Jacobian: d att_i / d preatt_j = att_i (delta_ij - att_j)):
  *   dv[t2] += drop(att)[t1,t2] dout[t1];  datt[t1,t2] = keep/(1-p) * dout[t1].v[t2]
  *   dpreatt = att * (datt - sum_t2 att*datt);  dq[t1] += dpreatt k[t2]/sqrt(D), dk[t2] += dpreatt q[t1]/sqrt(D)
@@ -72,8 +73,8 @@ void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B,
                 for (int t2 = 0; t2 <= t1; t2++) {
                     float a = att_row[t2];
                     if (use_dropout) {
-                        uint64_t i = att_index(b, h, t1, t2, T, head_start, total_heads);
-                        a = philox_keep(rng.seed, rng.stream, rng.offset + i, rng.p)
+                        uint64_t head_base = rng.offset + att_index(b, h, 0, 0, T, head_start, total_heads);
+                        a = philox_keep_attention(rng.seed, rng.stream, head_base, T, t1, t2, rng.p)
                                 ? a * keep_scale : 0.0f;
                     }
                     const float *v = qkv + ((size_t)b * T + t2) * C3 + key_offset + D;
@@ -120,8 +121,8 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                     float *dv = dqkv + kv + D;
                     float m = 1.0f; /* d drop(a) / d a */
                     if (use_dropout) {
-                        uint64_t i = att_index(b, h, t1, t2, T, head_start, total_heads);
-                        m = philox_keep(rng.seed, rng.stream, rng.offset + i, rng.p)
+                        uint64_t head_base = rng.offset + att_index(b, h, 0, 0, T, head_start, total_heads);
+                        m = philox_keep_attention(rng.seed, rng.stream, head_base, T, t1, t2, rng.p)
                                 ? keep_scale : 0.0f;
                     }
                     float a = att_row[t2] * m;

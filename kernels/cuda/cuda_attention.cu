@@ -299,16 +299,17 @@ static __device__ __forceinline__ void warp_gemm_pv(float (&o)[DP / 8][4], const
 }
 
 /* Dropout: element (i, j) of head `head_index` (= b*total_heads + head_start + h) is kept iff
- * philox_keep(seed, stream, offset + (head_index*T + i)*T + j, p), the CPU backend's draw.
- * philox_keep tests ((x >> 8) + 1) / 2^24 > p on the first Philox word x, which is exactly
- * (x >> 8) >= floor(p 2^24) (every step is exact in fp32), the integer test below. The kernels
- * hoist the row part of the counter out of their loops. */
+ * philox_keep_attention(seed, stream, offset + head_index*T*T, T, i, j, p), the CPU backend's
+ * draw: word (i % 2) * 2 + j % 2 of the Philox call at the number of the 2 x 2 block's top-left
+ * element. It tests ((x >> 8) + 1) / 2^24 > p on that word x, which is exactly
+ * (x >> 8) >= floor(p 2^24) (every step is exact in fp32), the integer test below. A thread's
+ * two neighbouring columns (forward: keys j, j+1; backward: queries i, i+1) share one call. The
+ * kernels hoist the row part of the counter out of their loops. */
 static __device__ __forceinline__ uint32_t attn_drop_threshold(float p) {
     return (uint32_t)floorf(p * 16777216.0f);
 }
-static __device__ __forceinline__ bool attn_keep(const dropout_rng &rng, uint32_t threshold,
-                                                 uint64_t counter) {
-    return (philox4x32(rng.seed, counter, rng.stream).v[0] >> 8) >= threshold;
+static __device__ __forceinline__ bool attn_word_keeps(uint32_t word, uint32_t threshold) {
+    return (word >> 8) >= threshold;
 }
 /* offset + (head_index*T + i)*T: the counter of element (i, 0) */
 static __device__ __forceinline__ uint64_t attn_row_counter(const dropout_rng &rng,
@@ -425,14 +426,22 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, int T, int H, int G, 
             }
 #pragma unroll
             for (int n = 0; n < NT; n++) {
+                philox_out words = {{0, 0, 0, 0}};
+                bool drawn = false;
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, neg_m[e >> 1]));
                     l_run[e >> 1] += p; /* the normalizer sums undropped probabilities */
-                    if (DROPOUT && p > 0.0f && warp_row0 + g + 8 * (e >> 1) < T) {
+                    if ((e & 1) == 0) drawn = false; /* keys col, col + 1 of a row share a call */
+                    const int row = warp_row0 + g + 8 * (e >> 1);
+                    if (DROPOUT && p > 0.0f && row < T) {
                         const int col = k0 + 8 * n + 2 * t + (e & 1);
-                        if (!attn_keep(rng, drop_threshold, row_counter[e >> 1] + (uint64_t)col))
-                            p = 0.0f;
+                        if (!drawn) {
+                            words = philox4x32(rng.seed, row_counter[e >> 1] - (uint64_t)(row & 1) * (uint64_t)T +
+                                                             (uint64_t)(col & ~1), rng.stream);
+                            drawn = true;
+                        }
+                        if (!attn_word_keeps(words.v[philox_attention_word(row, col)], drop_threshold)) p = 0.0f;
                     }
                     s[n][e] = p;
                 }
@@ -606,8 +615,11 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
             for (int n = 0; n < NT; n++) {
                 const float2 l2 = *reinterpret_cast<const float2 *>(lse2_s + 8 * n + 2 * t);
                 const float2 dd = *reinterpret_cast<const float2 *>(di_s + 8 * n + 2 * t);
+                philox_out words = {{0, 0, 0, 0}};
+                bool drawn = false;
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
+                    if ((e & 1) == 0) drawn = false; /* queries query, query + 1 of a key share a call */
                     const int key = warp_key0 + g + 8 * (e >> 1), query = q0 + 8 * n + 2 * t + (e & 1);
                     const bool visible = !(mask && (key > query || query >= T));
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
@@ -617,8 +629,12 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
                     if (DROPOUT) {
                         bool keep = false;
                         if (visible) {
-                            const uint64_t counter = key_counter[e >> 1] + (uint64_t)query * (uint64_t)T;
-                            keep = attn_keep(rng, drop_threshold, counter);
+                            if (!drawn) {
+                                words = philox4x32(rng.seed, key_counter[e >> 1] - (uint64_t)(key & 1) +
+                                                                 (uint64_t)(query & ~1) * (uint64_t)T, rng.stream);
+                                drawn = true;
+                            }
+                            keep = attn_word_keeps(words.v[philox_attention_word(query, key)], drop_threshold);
                         }
                         dpv = keep ? dpv * keep_scale : 0.0f;
                         kept_p = keep ? p : 0.0f;

@@ -13,10 +13,10 @@
 #define BDA_THREADS 256
 
 static __device__ __forceinline__ float bda_value(float x, float bias, float residual, bool dropout,
-                                                  uint64_t seed, uint64_t stream, uint64_t counter, float p,
-                                                  float keep_scale) {
+                                                  philox_keep_run *run, uint64_t seed, uint64_t stream,
+                                                  uint64_t counter, float p, float keep_scale) {
     float v = x + bias;
-    if (dropout) v = philox_keep(seed, stream, counter, p) ? v * keep_scale : 0.0f;
+    if (dropout) v = philox_keep_next(run, seed, stream, counter, p) ? v * keep_scale : 0.0f;
     return residual + v;
 }
 
@@ -33,15 +33,17 @@ static __global__ void bias_dropout_add_kernel(E *out, const E *residual,
         load_x8(xv, x + 8 * g);
         load_x8(rv, residual + 8 * g);
         if (bias != NULL) load_x8(bv, bias + (8 * g) % (size_t)C);
+        philox_keep_run run = {UINT64_MAX, {{0, 0, 0, 0}}}; /* two or three Philox calls for the eight */
 #pragma unroll
         for (int k = 0; k < 8; k++)
-            ov[k] = bda_value(xv[k], bv[k], rv[k], dropout, seed, stream, offset + 8 * g + k, p, keep_scale);
+            ov[k] = bda_value(xv[k], bv[k], rv[k], dropout, &run, seed, stream, offset + 8 * g + k, p, keep_scale);
         store_x8(out + 8 * g, ov);
     }
     for (size_t i = 8 * groups + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float b = bias != NULL ? to_float(bias[i % (size_t)C]) : 0.0f;
-        out[i] = from_float<E>(bda_value(to_float(x[i]), b, to_float(residual[i]), dropout,
-                                               seed, stream, offset + i, p, keep_scale));
+        philox_keep_run run = {UINT64_MAX, {{0, 0, 0, 0}}};
+        out[i] = from_float<E>(bda_value(to_float(x[i]), b, to_float(residual[i]), dropout, &run,
+                                         seed, stream, offset + i, p, keep_scale));
     }
 }
 

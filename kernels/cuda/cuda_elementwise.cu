@@ -196,9 +196,10 @@ static __global__ void dropout_kernel(E *out, const E *in, size_t n,
     GRID_STRIDE_LOOP(g, groups) {
         float v[8];
         load_x8(v, in + 8 * g);
+        philox_keep_run run = {UINT64_MAX, {{0, 0, 0, 0}}}; /* two or three calls for the eight */
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            int keep = philox_keep(seed, stream, offset + 8 * g + k, p);
+            int keep = philox_keep_next(&run, seed, stream, offset + 8 * g + k, p);
             v[k] = keep ? v[k] * keep_scale : 0.0f;
         }
         store_x8(out + 8 * g, v);

@@ -405,8 +405,8 @@ static void ref_attention(att_ctx *c) {
                 for (int t2 = 0; t2 <= t1; t2++) {
                     double a = att[t2];
                     if (c->rng.p > 0.0f) {
-                        uint64_t idx = (((uint64_t)b * c->total_heads + c->head_start + h) * T + t1) * T + t2;
-                        a = philox_keep(c->rng.seed, c->rng.stream, c->rng.offset + idx, c->rng.p)
+                        uint64_t head_base = c->rng.offset + ((uint64_t)b * c->total_heads + c->head_start + h) * T * T;
+                        a = philox_keep_attention(c->rng.seed, c->rng.stream, head_base, T, t1, t2, c->rng.p)
                                 ? a / (1.0 - (double)c->rng.p) : 0.0;
                     }
                     const double *v = c->qkv + (b * T + t2) * row + (g * (per + 2) + per + 1) * D;
@@ -448,8 +448,8 @@ static void test_attention(float p, int NH, int NG) {
             for (int h = 0; h < NH; h++)
                 for (int t1 = 0; t1 < T; t1++)
                     for (int t2 = 0; t2 <= t1; t2++) {
-                        uint64_t idx = (((uint64_t)b * total_heads + head_start + h) * T + t1) * T + t2;
-                        dropped += !philox_keep(rng.seed, rng.stream, rng.offset + idx, p);
+                        uint64_t head_base = rng.offset + ((uint64_t)b * total_heads + head_start + h) * T * T;
+                        dropped += !philox_keep_attention(rng.seed, rng.stream, head_base, T, t1, t2, p);
                         total++;
                     }
         tap_ok(dropped > 0 && dropped < total, "%s: mask drops %d of %d probabilities", tag,
