@@ -13,7 +13,7 @@
  *   s[i,j] = q_i.k_j / sqrt(D) (j <= i),  P = exp(s - lse),  out_i = sum_j P[i,j] keep[i,j]/(1-p) v_j
  *
  * The normalizer l sums the UNDROPPED exponentials: dropout applies after the softmax, as on the
- * CPU. keep[i,j] is philox_keep at counter rng.offset + ((b*total_heads + head_start + h)*T + i)*T
+ * CPU. keep[i,j] is philox_keep_attention of element rng.offset + ((b*total_heads + head_start + h)*T + i)*T
  * + j, exactly the CPU backend's counter, so both backends drop the same probabilities.
  *
  * Backward (no atomics, so bitwise reproducible): with Di = rowsum(dO_i o O_i), which equals
@@ -517,9 +517,8 @@ attention_backward_dq_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv
                 float p = exp2f(s_row[c] * scale_log2 - lse_row);
                 float dp = dp_row[c];
                 if (use_dropout) {
-                    uint64_t counter = (head_index * (uint64_t)T + (uint64_t)row) * (uint64_t)T +
-                                       (uint64_t)key;
-                    dp = philox_keep(rng.seed, rng.stream, rng.offset + counter, rng.p)
+                    dp = philox_keep_attention(rng.seed, rng.stream, rng.offset + head_index * (uint64_t)T * (uint64_t)T,
+                                               T, row, key, rng.p)
                              ? dp * keep_scale : 0.0f;
                 }
                 ds = p * (dp - di_row);

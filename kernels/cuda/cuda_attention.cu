@@ -16,7 +16,7 @@
  *   s[i,j] = q_i.k_j / sqrt(D) (j <= i),  P = exp(s - lse),  out_i = sum_j P[i,j] keep[i,j]/(1-p) v_j
  *
  * The normalizer l sums the UNDROPPED exponentials: dropout applies after the softmax, as on the
- * CPU. keep[i,j] is philox_keep at counter rng.offset + ((b*total_heads + head_start + h)*T + i)*T
+ * CPU. keep[i,j] is philox_keep_attention of element rng.offset + ((b*total_heads + head_start + h)*T + i)*T
  * + j, exactly the CPU backend's counter, so both backends drop the same probabilities. With
  * rng.p == 0 the kernels are instantiated without any dropout code (DROPOUT = false).
  *
