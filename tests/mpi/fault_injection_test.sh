@@ -228,12 +228,14 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=${size}k tmpfs "$dir/ckpt" 2>/de
     if [ $status -ne 0 ] && grep -q "iter_0000004.h5.partial: .*No space left on device" "$WORK/err" &&
         [ "$(tracker_of "$dir/ckpt")" = 2 ]; then
         cp -r "$dir/ckpt" "$dir/copy"
-        umount "$dir/ckpt"
+        # a rank of the aborted job may still hold a file there for a moment (seen under load:
+        # "target is busy", and the copy then went inside the old folder)
+        wait_for umount "$dir/ckpt" 2>/dev/null || umount "$dir/ckpt"
         rm -rf "$dir/ckpt" && mv "$dir/copy" "$dir/ckpt"
         restart_and_check "$CASE_FULL" TP2 "$dir" 2 "$dir/first.jsonl"
     else
         fault_trial "$CASE_FULL" 1 "status $status, tracker $(tracker_of "$dir/ckpt"): $(grep -m1 FATAL "$WORK/err")"
-        umount "$dir/ckpt"
+        wait_for umount "$dir/ckpt" 2>/dev/null || umount "$dir/ckpt"
     fi
     fault_case_ok "$CASE_FULL" "the message names ENOSPC and the file; the previous checkpoint loads"
 else
@@ -257,7 +259,7 @@ if [ $status -eq 2 ] && grep -q "\-\-save $dir/ckpt: cannot write in $dir/ckpt: 
 else
     fault_trial "$CASE_RO" 1 "status $status: $(head -c 300 "$WORK/err")"
 fi
-if [ "$(id -u)" = 0 ]; then umount "$dir/ckpt"; else chmod u+w "$dir/ckpt"; fi
+if [ "$(id -u)" = 0 ]; then wait_for umount "$dir/ckpt" 2>/dev/null || umount "$dir/ckpt"; else chmod u+w "$dir/ckpt"; fi
 fault_case_ok "$CASE_RO" "refused before training, naming the folder"
 
 # ---- damaged files: refused with a message naming them (exit 1 or 2: no crash, no hang) ----
