@@ -245,69 +245,6 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
     }
 }
 
-/* The same backward when every thread owns exactly one 8-column unit (vectorized, C <= 8 *
- * 512): x, dout, weight and dx are read once into registers, the row reductions run on them, and
- * the per-column sums stay in registers. Same blocks, same rows per block, same order of every
- * addition as layernorm_backward_kernel: the same bits, one trip to memory per row instead of two. */
-template <typename E>
-static __global__ void layernorm_backward_registers_kernel(E *dx, float *dweight_partials, float *dbias_partials,
-                                                           const E *dout, const E *x, const E *weight,
-                                                           const float *mean, const float *rstd, int N, int C) {
-    __shared__ float reduce_scratch[32];
-    const int u = threadIdx.x, units = C / 8;
-    const bool active = u < units;
-    float wv[8], dweight_acc[8], dbias_acc[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        wv[k] = 0.0f;
-        dweight_acc[k] = 0.0f;
-        dbias_acc[k] = 0.0f;
-    }
-    if (active) load_x8(wv, weight + 8 * u);
-    for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const size_t at = (size_t)n * C + 8 * (size_t)u;
-        const float m = mean[n], s = rstd[n];
-        float xv[8], dv[8], dxv[8];
-        if (active) {
-            load_x8(xv, x + at);
-            load_x8(dv, dout + at);
-            load_x8(dxv, dx + at);
-        }
-        float g_sum = 0.0f, g_norm_sum = 0.0f;
-        if (active) {
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                float norm = (xv[k] - m) * s;
-                float g = wv[k] * dv[k];
-                g_sum += g;
-                g_norm_sum += g * norm;
-            }
-        }
-        const float g_mean = block_sum_f32(g_sum, reduce_scratch) / (float)C;
-        const float g_norm_mean = block_sum_f32(g_norm_sum, reduce_scratch) / (float)C;
-        if (active) {
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                float norm = (xv[k] - m) * s;
-                float g = wv[k] * dv[k];
-                dbias_acc[k] += dv[k];
-                dweight_acc[k] += norm * dv[k];
-                dxv[k] += (g - g_mean - norm * g_norm_mean) * s;
-            }
-            store_x8(dx + at, dxv);
-        }
-    }
-    if (active) {
-        float *dweight_out = dweight_partials + (size_t)blockIdx.x * C + 8 * (size_t)u;
-        float *dbias_out = dbias_partials + (size_t)blockIdx.x * C + 8 * (size_t)u;
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            dweight_out[k] = dweight_acc[k];
-            dbias_out[k] = dbias_acc[k];
-        }
-    }
-}
-
 template <typename E>
 static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *dout,
                                         const E *x, const E *weight, const float *mean,
@@ -323,14 +260,9 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *d
     float *partials = (float *)stream_scratch(2 * (size_t)blocks * C * sizeof(float));
     float *dweight_partials = partials;
     float *dbias_partials = partials + (size_t)blocks * C;
-    if (vectorized && C / 8 <= threads) {
-        layernorm_backward_registers_kernel<<<blocks, threads, 0, compute_stream()>>>(
-            dx, dweight_partials, dbias_partials, dout, x, weight, mean, rstd, N, C);
-    } else {
-        layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
-            dx, dweight_partials, dbias_partials, dout, x, weight, mean,
-            rstd, N, C, vectorized);
-    }
+    layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
+        dx, dweight_partials, dbias_partials, dout, x, weight, mean,
+        rstd, N, C, vectorized);
     CHECK_LAUNCH();
     column_sum_accumulate(dweight, dweight_partials, blocks, C);
     column_sum_accumulate(dbias, dbias_partials, blocks, C);

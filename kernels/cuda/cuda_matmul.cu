@@ -330,16 +330,9 @@ static void gelu_backward_recompute_e(__half *dx, __half *y, const __half *x, co
 
 /* ---- the linear layer ---- */
 
+/* the forward product out^T [OC,N] = W (op T) . x^T, D in the operands' type, no epilogue yet */
 template <typename E>
-static void matmul_forward_t(E *out, E *gelu_out, const E *x, const E *weight,
-                                    const E *bias, int N, int IC, int OC) {
-    if (N <= 0 || OC <= 0) return;
-    if (IC <= 0) { /* empty product: out = bias (or 0) */
-        CHECK_CUDA(cudaMemsetAsync(out, 0, (size_t)N * OC * sizeof(E), compute_stream()));
-        if (bias != NULL) bias_add_e(out, bias, N, OC);
-        if (gelu_out != NULL) gelu_forward_e(gelu_out, out, (size_t)N * OC);
-        return;
-    }
+static gemm_problem forward_problem(const E *x, const E *weight, int N, int IC, int OC) {
     gemm_problem p;
     memset(&p, 0, sizeof p);
     p.m = OC;
@@ -355,6 +348,20 @@ static void matmul_forward_t(E *out, E *gelu_out, const E *x, const E *weight,
     p.d_type = p.ab_type;
     p.ldd = OC;
     p.accumulate = false;
+    return p;
+}
+
+template <typename E>
+static void matmul_forward_t(E *out, E *gelu_out, const E *x, const E *weight,
+                                    const E *bias, int N, int IC, int OC) {
+    if (N <= 0 || OC <= 0) return;
+    if (IC <= 0) { /* empty product: out = bias (or 0) */
+        CHECK_CUDA(cudaMemsetAsync(out, 0, (size_t)N * OC * sizeof(E), compute_stream()));
+        if (bias != NULL) bias_add_e(out, bias, N, OC);
+        if (gelu_out != NULL) gelu_forward_e(gelu_out, out, (size_t)N * OC);
+        return;
+    }
+    gemm_problem p = forward_problem(x, weight, N, IC, OC);
 
     const bool forced = fallback_forced();
     const bool bias_fusable = bias != NULL && aligned16(bias);
@@ -401,21 +408,8 @@ static void matmul_forward_residual_t(E *out, const E *x, const E *weight, const
                                       int IC, int OC) {
     if (N <= 0 || OC <= 0) return;
     if (IC > 0 && !fallback_forced() && aligned16(out) && aligned16(residual) && (bias == NULL || aligned16(bias))) {
-        gemm_problem p;
-        memset(&p, 0, sizeof p);
-        p.m = OC;
-        p.n = N;
-        p.k = IC;
-        p.transa = CUBLAS_OP_T;
-        p.a = weight;
-        p.lda = IC;
-        p.transb = CUBLAS_OP_N;
-        p.b = x;
-        p.ldb = IC;
+        gemm_problem p = forward_problem(x, weight, N, IC, OC);
         p.d = out;
-        p.ab_type = cuda_data_type<E>();
-        p.d_type = p.ab_type;
-        p.ldd = OC;
         p.accumulate = true;
         p.c = residual;
         p.bias = bias;
