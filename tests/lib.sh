@@ -30,3 +30,26 @@ run_app() {
 json_field() {
     grep "\"split\": \"$2\"" "$1" | sed -e "s/.*\"$3\": \([^,}]*\).*/\1/"
 }
+
+# require_gpus N: the start of a GPU test: the number of visible GPUs in $gpus, and the whole test
+# a TAP skip (exit 0) when fewer than N are visible
+require_gpus() {
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    if [ "${gpus:-0}" -lt "$1" ]; then
+        if [ "$1" -le 1 ]; then echo "1..0 # SKIP no GPU"; else echo "1..0 # SKIP needs $1 GPUs (${gpus:-0} visible)"; fi
+        exit 0
+    fi
+    diag "$gpus GPU(s): $(nvidia-smi -L | head -1)"
+}
+
+# compare_losses A B TOLERANCE COUNT DESCRIPTION: every loss of $WORK/B.loss within TOLERANCE
+# (relative) of $WORK/A.loss's, COUNT of them; one TAP line
+compare_losses() {
+    paste "$WORK/$1.loss" "$WORK/$2.loss" | awk -v tol="$3" -v count="$4" 'BEGIN { worst = 0; n = 0 }
+        { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > worst) worst = d }
+        END { printf "# losses: worst relative difference %g over %d iterations (first %s)\n", worst, n, $1;
+              exit !(n == count && worst < tol) }'
+    status=$?
+    [ $status -eq 0 ] || paste "$WORK/$1.loss" "$WORK/$2.loss" | sed -n '1,3p;$p' | sed 's/^/#   /'
+    ok $status "$5"
+}

@@ -12,12 +12,7 @@
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
 
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -eq 0 ]; then
-    echo "1..0 # SKIP no GPU"
-    exit 0
-fi
-diag "$gpus GPU(s): $(nvidia-smi -L | head -1)"
+require_gpus 1
 
 MODEL="--args-file $TINY_ARGS --train-iters 10 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1 --eval-iters 0
        --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 8 --deterministic-mode"

@@ -21,28 +21,12 @@
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
 
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -eq 0 ]; then
-    echo "1..0 # SKIP no GPU"
-    exit 0
-fi
-diag "$gpus GPU(s): $(nvidia-smi -L | head -1)"
+require_gpus 1
 
 MODEL="--args-file $TINY_ARGS --train-iters 20 --lr 1e-3 --lr-warmup-iters 2 --log-interval 1 --eval-iters 0"
 DROPOUT="--hidden-dropout 0.1 --attention-dropout 0.1"
 SCALE_2_127=170141183460469231731687303715884105728
 field() { json_field "$WORK/$1.jsonl" train "$2"; }
-
-# compare_losses A B TOLERANCE COUNT DESCRIPTION: every loss of B within TOLERANCE of A's
-compare_losses() {
-    paste "$WORK/$1.loss" "$WORK/$2.loss" | awk -v tol="$3" -v count="$4" 'BEGIN { worst = 0; n = 0 }
-        { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > worst) worst = d }
-        END { printf "# losses: worst relative difference %g over %d iterations (first %s)\n", worst, n, $1;
-              exit !(n == count && worst < tol) }'
-    status=$?
-    [ $status -eq 0 ] || paste "$WORK/$1.loss" "$WORK/$2.loss" | sed -n '1,3p;$p' | sed 's/^/#   /'
-    ok $status "$5"
-}
 
 # train NAME NRANKS FLAGS...: one run, its losses in $WORK/NAME.loss
 train() {

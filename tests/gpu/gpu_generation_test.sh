@@ -21,12 +21,7 @@ LLAMA_ARGS="$top_srcdir/configs/llama-tiny.args"
 PIDS=""
 trap 'for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
 
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -eq 0 ]; then
-    echo "1..0 # SKIP no GPU"
-    exit 0
-fi
-diag "$gpus GPU(s): $(nvidia-smi -L | head -1)"
+require_gpus 1
 
 run_app 1 --args-file "$LLAMA_ARGS" --device cpu --eval-iters 0 --train-iters 60 --save "$WORK/llama"
 ok $? "llama-tiny trains on the CPU and saves"

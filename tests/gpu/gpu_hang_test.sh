@@ -8,11 +8,7 @@
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
 
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -lt 2 ]; then
-    echo "1..0 # SKIP needs 2 GPUs ($gpus visible)"
-    exit 0
-fi
+require_gpus 2
 MODEL="--args-file $TINY_ARGS --device cuda --lr-warmup-iters 1 --eval-iters 0 --log-interval 1 --train-iters 100000"
 
 ranks_of() { pgrep -f "^$PRETRAIN_GPT .*$1" ; }

@@ -7,12 +7,7 @@
 # (a TAP skip plan) with fewer than 2 GPUs. On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt.
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -lt 2 ]; then
-    echo "1..0 # SKIP needs 2 GPUs (found ${gpus:-0})"
-    exit 0
-fi
-diag "$gpus GPU(s): $(nvidia-smi -L | head -1)"
+require_gpus 2
 awk 'BEGIN { RS = ""; n = 0 } n < 150 { gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\n/, "\\n"); printf "{\"text\": \"%s\\n\"}\n", $0; n++ }' \
     "$top_srcdir/configs/data/tinyshakespeare.txt" > "$WORK/docs.jsonl"
 HF_TOKENIZER="$top_srcdir/tests/data/hf-bpe-600"

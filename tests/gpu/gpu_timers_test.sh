@@ -12,12 +12,7 @@
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
 
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -eq 0 ]; then
-    echo "1..0 # SKIP no GPU"
-    exit 0
-fi
-diag "$gpus GPU(s): $(nvidia-smi -L | head -1)"
+require_gpus 1
 
 BIG="--args-file $TINY_ARGS --device cuda --num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 1024
      --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 16 --train-iters 6 --lr-warmup-iters 1
