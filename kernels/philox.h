@@ -66,11 +66,12 @@ PHILOX_FN int philox_keep(uint64_t seed, uint64_t stream, uint64_t index, float 
 }
 
 /* consecutive draws of one site, one Philox call per group of four (the same bits as
- * philox_keep): start with group = UINT64_MAX */
+ * philox_keep): start from PHILOX_KEEP_RUN_START */
 typedef struct philox_keep_run {
     uint64_t group;
     philox_out words;
 } philox_keep_run;
+#define PHILOX_KEEP_RUN_START {UINT64_MAX, {{0, 0, 0, 0}}}
 
 PHILOX_FN int philox_keep_next(philox_keep_run *run, uint64_t seed, uint64_t stream, uint64_t index, float p) {
     if ((index >> 2) != run->group) {

@@ -104,8 +104,6 @@ static const comm_ops *select_comm(const kernel_ops *ops) {
 #endif
 }
 
-/* --papi-events: resolve the names (a bad one ends the run with one message), count on every
- * rank the events every rank can count, or go on without counters after one line */
 /* test hook: MTC_FAULT_GRAD_INF="ITER@RANK,..." writes +inf into one gradient element that
  * RANK's optimizer updates, after the gradient reduction of iteration ITER (1-based), so that a
  * test makes an overflow happen where it chooses, whatever the arithmetic of the machine, and
@@ -129,6 +127,8 @@ static void fault_inject_grad_overflow(const trainer *t, gpt_model *model, int64
     }
 }
 
+/* --papi-events: resolve the names (a bad one ends the run with one message), count on every
+ * rank the events every rank can count, or go on without counters after one line */
 static void papi_setup(trainer *t, const args *a) {
     char note[1024], err[1024];
     unsigned available;

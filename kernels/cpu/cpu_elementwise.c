@@ -38,7 +38,7 @@ static void dropout_apply(float *out, const float *in, size_t n, dropout_rng rng
         return;
     }
     float keep_scale = 1.0f / (1.0f - rng.p);
-    philox_keep_run run = {UINT64_MAX, {{0, 0, 0, 0}}};
+    philox_keep_run run = PHILOX_KEEP_RUN_START;
     for (size_t i = 0; i < n; i++) {
         int keep = philox_keep_next(&run, rng.seed, rng.stream, rng.offset + i, rng.p);
         out[i] = keep ? in[i] * keep_scale : 0.0f;
@@ -58,7 +58,7 @@ void cpu_dropout_backward(float *dx, const float *dout, size_t n, dropout_rng rn
 void cpu_bias_dropout_add(float *out, const float *residual, const float *x, const float *bias, int N, int C,
                           dropout_rng rng) {
     float keep_scale = rng.p > 0.0f ? 1.0f / (1.0f - rng.p) : 1.0f;
-    philox_keep_run run = {UINT64_MAX, {{0, 0, 0, 0}}};
+    philox_keep_run run = PHILOX_KEEP_RUN_START;
     for (int n = 0; n < N; n++) {
         for (int c = 0; c < C; c++) {
             size_t i = (size_t)n * (size_t)C + (size_t)c;

@@ -33,7 +33,7 @@ static __global__ void bias_dropout_add_kernel(E *out, const E *residual,
         load_x8(xv, x + 8 * g);
         load_x8(rv, residual + 8 * g);
         if (bias != NULL) load_x8(bv, bias + (8 * g) % (size_t)C);
-        philox_keep_run run = {UINT64_MAX, {{0, 0, 0, 0}}}; /* two or three Philox calls for the eight */
+        philox_keep_run run = PHILOX_KEEP_RUN_START; /* two or three Philox calls for the eight */
 #pragma unroll
         for (int k = 0; k < 8; k++)
             ov[k] = bda_value(xv[k], bv[k], rv[k], dropout, &run, seed, stream, offset + 8 * g + k, p, keep_scale);
@@ -41,7 +41,7 @@ static __global__ void bias_dropout_add_kernel(E *out, const E *residual,
     }
     for (size_t i = 8 * groups + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float b = bias != NULL ? to_float(bias[i % (size_t)C]) : 0.0f;
-        philox_keep_run run = {UINT64_MAX, {{0, 0, 0, 0}}};
+        philox_keep_run run = PHILOX_KEEP_RUN_START;
         out[i] = from_float<E>(bda_value(to_float(x[i]), b, to_float(residual[i]), dropout, &run,
                                          seed, stream, offset + i, p, keep_scale));
     }

@@ -196,7 +196,7 @@ static __global__ void dropout_kernel(E *out, const E *in, size_t n,
     GRID_STRIDE_LOOP(g, groups) {
         float v[8];
         load_x8(v, in + 8 * g);
-        philox_keep_run run = {UINT64_MAX, {{0, 0, 0, 0}}}; /* two or three calls for the eight */
+        philox_keep_run run = PHILOX_KEEP_RUN_START; /* two or three calls for the eight */
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             int keep = philox_keep_next(&run, seed, stream, offset + 8 * g + k, p);
