@@ -128,6 +128,9 @@ void gpt2_bpe_free(gpt2_bpe *bpe) {
     free(bpe);
 }
 
+/* ids at or above this are refused: the decoding tables take 16 bytes per id up to the largest */
+#define VOCAB_MAX_ID (1 << 24)
+
 /* the vocabulary from a JSON object {token: id, ...}; `what` names it in messages */
 static int load_vocab_object(gpt2_bpe *bpe, json_t *root, const char *what, char *err, size_t errlen) {
     if (!json_is_object(root)) {
@@ -141,9 +144,15 @@ static int load_vocab_object(gpt2_bpe *bpe, json_t *root, const char *what, char
     int max_id = -1;
     json_object_foreach(root, token, value) {
         json_int_t id = json_is_integer(value) ? json_integer_value(value) : -1;
-        if (id < 0 || id >= INT32_MAX / 2) {
+        if (id < 0) {
             snprintf(err, errlen, "%s: token \"%s\" has no valid id "
                      "(expected a non-negative integer)", what, token);
+            return -1;
+        }
+        if (id >= VOCAB_MAX_ID) { /* the id tables below are sized by the largest id */
+            snprintf(err, errlen, "%s: token \"%s\" has id %lld; ids from %d up are not supported "
+                     "(the largest vocabularies in use hold about 256K tokens)", what, token, (long long)id,
+                     VOCAB_MAX_ID);
             return -1;
         }
         if (strmap_put(bpe->vocab, token, strlen(token), id) != 0) goto out_of_memory;
