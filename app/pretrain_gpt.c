@@ -57,6 +57,8 @@ static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
     if (a->deterministic_mode) setenv("NCCL_ALGO", "Ring", 1);
     int device = local_rank % devices;
     cuda_context_init(device);
+    /* timing the GEMM algorithms can choose differently between runs, so not when reproducing */
+    cuda_matmul_set_tuning(!a->deterministic_mode && !a->no_gemm_tuning);
     char name[256];
     cuda_device_name(device, name, (int)sizeof name);
     /* MFU against the dense tensor-core peak of the compute dtype */

@@ -389,6 +389,10 @@ int cuda_device_count(void);
 void cuda_context_init(int device);
 /* the device's name as the driver reports it (the peak table is the application's); 0 or -1 */
 int cuda_device_name(int device, char *name, int name_length);
+/* GEMM algorithm tuning, off until turned on: each GEMM problem is timed on first use with the
+ * cuBLASLt heuristic's first few algorithms and runs the fastest from then on (not bitwise
+ * reproducible across runs: the timing can choose another algorithm, which rounds differently) */
+void cuda_matmul_set_tuning(int on);
 #endif
 
 /* element i of a compute-dtype buffer */

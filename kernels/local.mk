@@ -43,3 +43,14 @@ perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu $(top_srcdir)/perf/a
 CLEANFILES += perf/attention_bench
 endif
 EXTRA_DIST += perf/attention_bench.cu perf/attention_bench_old.cuh
+
+# the GEMM algorithm survey (perf/gemm_algos.cu includes cuda_matmul.cu itself); on request:
+# make perf/gemm_algos
+if HAVE_CUDA
+perf/gemm_algos: $(top_srcdir)/perf/gemm_algos.cu $(top_srcdir)/kernels/cuda/cuda_matmul.cu \
+		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) kernels/libkernels.a
+	@$(MKDIR_P) perf
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $< kernels/libkernels.a -lcublasLt -o $@
+CLEANFILES += perf/gemm_algos
+endif
+EXTRA_DIST += perf/gemm_algos.cu

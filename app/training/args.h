@@ -160,6 +160,7 @@ typedef struct args {
     int64_t ddp_bucket_size;      /* elements; default max(40M, 1M x data-parallel size) */
     char parallel_order[32];      /* e.g. tp-cp-ep-dp-pp, fastest first */
     int deterministic_mode;
+    int no_gemm_tuning; /* cuda: the heuristic's first algorithm, untimed (also under deterministic_mode) */
     char device[8];               /* auto | cpu | cuda (auto: cuda when a GPU is present) */
     int context_parallel_size;    /* 1 only */
     int expert_model_parallel_size; /* 1 only */

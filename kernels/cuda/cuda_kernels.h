@@ -92,6 +92,8 @@ void cuda_swiglu_forward(bf16 *out, const bf16 *x, int N, int F);
 void cuda_swiglu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int F);
 
 /* ---- linear layers through cuBLASLt (cuda_matmul.cu) ---- */
+void cuda_matmul_set_tuning(int on);  /* GEMM algorithm tuning on first use (kernels.h) */
+int cuda_matmul_tuned_problems(void); /* problems whose algorithms tuning has timed so far */
 /* out[N,OC] = x[N,IC] W[OC,IC]^T + bias (bias may be NULL). With gelu_out non-NULL the GeLU
  * epilogue also writes gelu_out = gelu(out) (out keeps the pre-activation for the backward). */
 void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *weight,

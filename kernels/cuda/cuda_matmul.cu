@@ -13,7 +13,9 @@
  * aux matrix, so D = gelu_out and aux = out). The aux leading dimension must be a multiple of 8:
  * for OC % 8 != 0, or when a pointer is not 16-byte aligned, or when cuBLASLt has no algorithm
  * for an epilogue, the bias and the GeLU run as separate kernels instead. dbias is a separate
- * deterministic column sum (cuda_bias_backward).
+ * deterministic column sum (cuda_bias_backward): cuBLASLt's BGRADB epilogue on the weight
+ * gradient was measured slower at GPT-2 124M's shapes than the GEMM plus this pass
+ * (perf/results/gemm-algos-h100-2026-11-26.md).
  *
  * Descriptors, layouts and the heuristic's algorithm are cached per problem (shape, transposes,
  * types, epilogue, pointer alignments), so each shape is planned once, always runs the same
@@ -128,6 +130,118 @@ static void set_epilogue_pointers(cublasLtMatmulDesc_t desc, const gemm_problem 
     }
 }
 
+/* the heuristic's constraints for a problem: the workspace we have and the operands' alignments */
+static cublasLtMatmulPreference_t plan_preference(const gemm_plan_key *key) {
+    cublasLtMatmulPreference_t preference;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&preference));
+    size_t workspace_bytes = 0;
+    (void)cuda_cublaslt_workspace(&workspace_bytes);
+    uint64_t max_workspace = workspace_bytes;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace));
+    uint32_t align_a = key->align_a, align_b = key->align_b, align_c = key->align_c, align_d = key->align_d;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
+        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d));
+    return preference;
+}
+
+/* ---- tuning ----
+ * With tuning on (cuda_matmul_set_tuning: training turns it on unless --deterministic-mode or
+ * --no-gemm-tuning), a problem of at least GEMM_TUNE_MIN_FLOP asks the heuristic for up to
+ * GEMM_TUNE_CANDIDATES algorithms when it is first planned, runs each on the problem's own
+ * operands (one warm-up call, then GEMM_TUNE_CALLS timed ones) and keeps the fastest for the rest
+ * of the process. Over the GEMMs of a training step the heuristic's first was 7.3% (GPT-2 124M)
+ * and 4.7% (GPT 1.3B) slower than the best of its first 16 on an H100
+ * (perf/results/gemm-algos-h100-2026-11-26.md, perf/gemm_algos.cu). Timing can choose differently
+ * from one run to the next, and another algorithm rounds differently, so a tuned run is not
+ * bitwise reproducible across runs (within a run a problem always runs the same algorithm). A
+ * problem that adds into its output (C = D) is timed into scratch of D's size, since each call
+ * would add again; above GEMM_TUNE_MAX_SCRATCH bytes it keeps the heuristic's first. */
+#define GEMM_TUNE_CANDIDATES 8
+#define GEMM_TUNE_CALLS 5
+#define GEMM_TUNE_MIN_FLOP 1e9
+#define GEMM_TUNE_MAX_SCRATCH ((size_t)256 << 20)
+
+static bool gemm_tuning_on;
+static int gemm_tuned_problems; /* problems whose candidates were timed, for tests */
+
+extern "C" void cuda_matmul_set_tuning(int on) { gemm_tuning_on = on != 0; }
+extern "C" int cuda_matmul_tuned_problems(void) { return gemm_tuned_problems; }
+
+static size_t output_bytes(const gemm_problem *p) {
+    return (size_t)p->ldd * (size_t)p->n * (p->d_type == CUDA_R_32F ? 4 : 2);
+}
+
+/* calls repeat into D itself unless they would add into it again (C = D) */
+static bool output_needs_scratch(const gemm_problem *p) {
+    return p->accumulate && (p->c == NULL || p->c == p->d);
+}
+
+static bool tuning_applies(const gemm_problem *p) {
+    if (!gemm_tuning_on || 2.0 * p->m * (double)p->n * p->k < GEMM_TUNE_MIN_FLOP) return false;
+    if (p->aux != NULL && p->aux == p->d) return false; /* DGELU in place: a call changes its input */
+    return !output_needs_scratch(p) || output_bytes(p) <= GEMM_TUNE_MAX_SCRATCH;
+}
+
+/* microseconds per call of one algorithm on the problem (into d), or -1 when it does not run */
+static float time_algorithm(const gemm_plan *plan, const gemm_problem *p, void *d, const cublasLtMatmulAlgo_t *algo,
+                            cudaEvent_t start, cudaEvent_t stop) {
+    float alpha = 1.0f, beta = p->accumulate ? 1.0f : 0.0f;
+    size_t workspace_bytes = 0;
+    void *workspace = cuda_cublaslt_workspace(&workspace_bytes);
+    const void *c = p->c != NULL && p->c != p->d ? p->c : d;
+    for (int call = -1; call < GEMM_TUNE_CALLS; call++) {
+        if (call == 0) CHECK_CUDA(cudaEventRecord(start, compute_stream()));
+        cublasStatus_t status = cublasLtMatmul(cuda_cublaslt_handle(), plan->desc, &alpha, p->a, plan->a_layout, p->b,
+                                               plan->b_layout, &beta, c, plan->d_layout, d, plan->d_layout, algo,
+                                               workspace, workspace_bytes, compute_stream());
+        if (status != CUBLAS_STATUS_SUCCESS) return -1.0f;
+    }
+    CHECK_CUDA(cudaEventRecord(stop, compute_stream()));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    return 1000.0f * ms / GEMM_TUNE_CALLS;
+}
+
+/* times the heuristic's candidates and keeps the fastest in plan->algo (the first on ties) */
+static void plan_tune(gemm_plan *plan, const gemm_problem *p, const cublasLtMatmulHeuristicResult_t *results,
+                      int count) {
+    void *d = p->d;
+    size_t scratch_bytes = output_needs_scratch(p) ? output_bytes(p) : 0;
+    if (scratch_bytes > 0) {
+        CHECK_CUDA(cudaMallocAsync(&d, scratch_bytes, compute_stream()));
+        kernels_memory_record_alloc(d, scratch_bytes);
+        CHECK_CUDA(cudaMemsetAsync(d, 0, scratch_bytes, compute_stream()));
+    }
+    set_epilogue_pointers(plan->desc, p);
+    cudaEvent_t start, stop;
+    CHECK_CUDA(cudaEventCreate(&start));
+    CHECK_CUDA(cudaEventCreate(&stop));
+    float best = -1.0f;
+    for (int i = 0; i < count; i++) {
+        if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        float us = time_algorithm(plan, p, d, &results[i].algo, start, stop);
+        if (us > 0.0f && (best < 0.0f || us < best)) {
+            best = us;
+            plan->algo = results[i].algo;
+        }
+    }
+    CHECK_CUDA(cudaEventDestroy(start));
+    CHECK_CUDA(cudaEventDestroy(stop));
+    gemm_tuned_problems++;
+    if (scratch_bytes > 0) {
+        kernels_memory_record_release(d);
+        CHECK_CUDA(cudaFreeAsync(d, compute_stream()));
+    }
+}
+
 static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_key *key) {
     plan->used = true;
     plan->key = *key;
@@ -162,34 +276,19 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->b_layout, p->ab_type, b_rows, b_cols, p->ldb));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->d_layout, p->d_type, p->m, p->n, p->ldd));
 
-    cublasLtMatmulPreference_t preference;
-    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&preference));
-    size_t workspace_bytes = 0;
-    (void)cuda_cublaslt_workspace(&workspace_bytes);
-    uint64_t max_workspace = workspace_bytes;
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace));
-    uint32_t align_a = key->align_a, align_b = key->align_b, align_c = key->align_c, align_d = key->align_d;
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d));
-
-    cublasLtMatmulHeuristicResult_t result;
-    memset(&result, 0, sizeof result);
+    cublasLtMatmulPreference_t preference = plan_preference(key);
+    cublasLtMatmulHeuristicResult_t results[GEMM_TUNE_CANDIDATES];
+    memset(results, 0, sizeof results);
     int returned = 0;
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
         cuda_cublaslt_handle(), plan->desc, plan->a_layout, plan->b_layout, plan->d_layout,
-        plan->d_layout, preference, 1, &result, &returned);
+        plan->d_layout, preference, tuning_applies(p) ? GEMM_TUNE_CANDIDATES : 1, results, &returned);
     if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
         CHECK_CUBLAS(status); /* a real error: report it (the job ends) */
     plan->has_algo = status == CUBLAS_STATUS_SUCCESS && returned > 0 &&
-                     result.state == CUBLAS_STATUS_SUCCESS;
-    if (plan->has_algo) plan->algo = result.algo;
+                     results[0].state == CUBLAS_STATUS_SUCCESS;
+    if (plan->has_algo) plan->algo = results[0].algo;
+    if (plan->has_algo && returned > 1) plan_tune(plan, p, results, returned);
     CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
 }
 
@@ -348,6 +447,7 @@ static gemm_problem forward_problem(const E *x, const E *weight, int N, int IC, 
     p.d_type = p.ab_type;
     p.ldd = OC;
     p.accumulate = false;
+    p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     return p;
 }
 
@@ -420,11 +520,9 @@ static void matmul_forward_residual_t(E *out, const E *x, const E *weight, const
     add_e(out, residual, out, (size_t)N * OC);
 }
 
-/* dx^T [IC,N] = W . dout^T with an optional epilogue (DGELU: times gelu'(aux)); false when
- * cuBLASLt has no algorithm for it (the plain product always runs, on the fallback if needed) */
+/* the input-gradient product dx^T [IC,N] = W (op N) . dout^T, no epilogue yet */
 template <typename E>
-static bool input_gradient(E *dx, const E *dout, const E *weight, int N, int IC, int OC,
-                           cublasLtEpilogue_t epilogue, const E *aux, bool forced) {
+static gemm_problem input_gradient_problem(E *dx, const E *dout, const E *weight, int N, int IC, int OC) {
     gemm_problem p;
     memset(&p, 0, sizeof p);
     p.m = IC;
@@ -441,16 +539,13 @@ static bool input_gradient(E *dx, const E *dout, const E *weight, int N, int IC,
     p.d_type = p.ab_type;
     p.ldd = IC;
     p.accumulate = false;
-    p.epilogue = epilogue;
-    p.aux = const_cast<E *>(aux);
-    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) return !forced && gemm_cublaslt(&p);
-    if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
-    return true;
+    p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    return p;
 }
 
-/* dW^T [IC,OC] += x^T . dout, fp32 */
+/* the weight-gradient product dW^T [IC,OC] += x^T (op N) . dout (op T), fp32 C = D, no epilogue yet */
 template <typename E>
-static void weight_gradient(float *dweight, const E *dout, const E *x, int N, int IC, int OC, bool forced) {
+static gemm_problem weight_gradient_problem(float *dweight, const E *dout, const E *x, int N, int IC, int OC) {
     gemm_problem p;
     memset(&p, 0, sizeof p);
     p.m = IC;
@@ -468,6 +563,26 @@ static void weight_gradient(float *dweight, const E *dout, const E *x, int N, in
     p.ldd = IC;
     p.accumulate = true;
     p.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    return p;
+}
+
+/* dx^T [IC,N] = W . dout^T with an optional epilogue (DGELU: times gelu'(aux)); false when
+ * cuBLASLt has no algorithm for it (the plain product always runs, on the fallback if needed) */
+template <typename E>
+static bool input_gradient(E *dx, const E *dout, const E *weight, int N, int IC, int OC,
+                           cublasLtEpilogue_t epilogue, const E *aux, bool forced) {
+    gemm_problem p = input_gradient_problem(dx, dout, weight, N, IC, OC);
+    p.epilogue = epilogue;
+    p.aux = const_cast<E *>(aux);
+    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) return !forced && gemm_cublaslt(&p);
+    if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
+    return true;
+}
+
+/* dW^T [IC,OC] += x^T . dout, fp32 */
+template <typename E>
+static void weight_gradient(float *dweight, const E *dout, const E *x, int N, int IC, int OC, bool forced) {
+    gemm_problem p = weight_gradient_problem(dweight, dout, x, N, IC, OC);
     if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
 }
 

@@ -913,6 +913,19 @@ int main(void) {
     test_matmul(64, 768, 100, 1, 1, 0);
     test_matmul(64, 96, 256, 0, 1, 1);
     unsetenv("MEGATRON_C_MATMUL_FALLBACK");
+    /* GEMM algorithm tuning: every problem of these shapes (over 1 GFLOP) is timed on first use;
+     * the results stay within the tolerances, the accumulating weight gradients add once (their
+     * candidates ran into scratch), and test_matmul's second weight gradient, on the tuned plan,
+     * gives the first's bits */
+    cuda_matmul_set_tuning(1);
+    int tuned_before = cuda_matmul_tuned_problems();
+    test_matmul(1024, 768, 2304, 1, 0, 0);
+    test_matmul(1024, 768, 3072, 1, 1, 0);
+    test_matmul_backward_gelu(1024, 3072, 768);
+    int tuned = cuda_matmul_tuned_problems() - tuned_before;
+    tap_ok(tuned >= 8, "GEMM tuning timed the candidates of %d problems (forward, residual, GeLU, input and weight gradients)",
+           tuned);
+    cuda_matmul_set_tuning(0);
 
     test_adamw(7, 0, 1);
     test_adamw(1000003, 0, 1);
