@@ -328,7 +328,8 @@ static void bias_add_t(E *out, const E *bias, int N, int C) {
 
 /* ---- bias_backward: dbias[C] += column sums of dout[N,C] ----
  * Pass 1: block (32, 8) owns a tile of columns (8 per thread when vectorized, else 1) and a
- * chunk of rows; thread row y sums rows y, y+8, ... of the chunk in order, the 8 sums are added
+ * chunk of rows; thread row y sums rows y, y+8, ... of the chunk in order (loading four rows
+ * ahead, so that four loads are in flight, then adding them in that order), the 8 sums are added
  * in order, and the block writes partials[chunk, columns]. Pass 2: column_sum_accumulate. The
  * split depends only on N and C, never on the device, so the result is reproducible. */
 
@@ -347,7 +348,19 @@ static __global__ void bias_backward_partials_kernel(float *partials,
     int row_end = min(N, row_begin + rows_per_chunk);
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (c0 < C) {
-        for (int r = row_begin + threadIdx.y; r < row_end; r += BIAS_THREADS_Y) {
+        int r = row_begin + threadIdx.y;
+        if (vectorized) {
+            for (; r + 3 * BIAS_THREADS_Y < row_end; r += 4 * BIAS_THREADS_Y) {
+                float v[4][8];
+#pragma unroll
+                for (int j = 0; j < 4; j++) load_x8(v[j], dout + (size_t)(r + j * BIAS_THREADS_Y) * C + c0);
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int k = 0; k < 8; k++) acc[k] += v[j][k];
+            }
+        }
+        for (; r < row_end; r += BIAS_THREADS_Y) {
             const E *row = dout + (size_t)r * C;
             if (vectorized) {
                 float v[8];
