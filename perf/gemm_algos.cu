@@ -121,6 +121,8 @@ static void bench_shape(int N, int C, int F, int V, int layers, int iters) {
     ADD("logits dx", 1, p);
     p = input_gradient_problem(y, x, w, N, F, C); p.aux = aux; p.epilogue = CUBLASLT_EPILOGUE_DGELU;
     ADD("fc2 dx (dgelu)", layers, p);
+    p.bias = bias; p.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    ADD("fc2 dx (dgelu, fc1's bias gradient)", 0, p);
     p = input_gradient_problem(y, x, w, N, C, F);
     ADD("fc1 dx", layers, p);
     p = input_gradient_problem(y, x, w, N, C, C);

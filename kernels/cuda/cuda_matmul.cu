@@ -108,11 +108,13 @@ static gemm_plan_key plan_key_of(const gemm_problem *p) {
     return key;
 }
 
+/* the bias pointer: read by BIAS epilogues, written (a bias gradient, in D's type) by BGRAD ones */
 static bool epilogue_has_bias(cublasLtEpilogue_t e) {
-    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
 static bool epilogue_has_aux(cublasLtEpilogue_t e) {
-    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
+           e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
 
 /* the epilogue pointers are attributes of the descriptor (and the heuristic reads their
@@ -256,7 +258,7 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                 &epilogue, sizeof epilogue));
     if (epilogue_has_bias(p->epilogue)) {
-        int32_t bias_type = (int32_t)p->ab_type;
+        int32_t bias_type = (int32_t)(p->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD ? p->d_type : p->ab_type);
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(
             plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     }
