@@ -878,6 +878,8 @@ int main(void) {
     test_layernorm(64, 768, 1);
     test_layernorm(2048, 768, 0);  /* several rows per backward block */
     test_layernorm(300, 2048, 0);  /* the 1.3B width */
+    test_layernorm(8192, 768, 0);  /* eight rows per backward block */
+    test_layernorm(100, 4096, 0);
     test_layernorm(700, 12288, 0); /* > 48 KiB of shared memory in the backward */
 
     test_rmsnorm(7, 33);
