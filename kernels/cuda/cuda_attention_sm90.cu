@@ -400,10 +400,9 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
  * "MN-major" (transposed: its 64 query rows are contiguous), B = the K tile read MN-major as V is
  * in the forward's P V. At D 128 warpgroup w computes columns [64w, 64w + 64) over all 128 keys;
  * at D 64 each warpgroup takes its own 64 keys and the two halves are summed through shared
- * memory (each thread keeps D / 4 values either way). A warpgroup whose 64 keys are all masked in
- * a tile (the upper half of a diagonal tile) skips its products but dQ's and leaves zeros as its
- * dS^T rows (wgmma is issued by whole warpgroups, so the test is per warpgroup; the dQ product is
- * issued without a branch, which ptxas would answer by serializing every wgmma of the kernel).
+ * memory (each thread keeps D / 4 values either way). Every product is issued without a branch
+ * (ptxas answers wgmma in divergent paths by serializing every wgmma of the kernel): in a
+ * diagonal tile the upper warpgroup's keys are all masked and its P and dS come out zero.
  *
  * Deterministic dQ (FlashAttention-3's scheme, no floating-point atomics in a free order): the
  * partials of query tile m are summed in an fp32 workspace dq_accum (one 64 x D tile per (b*H+h,
@@ -412,22 +411,25 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
  * tile that counts the partials already added. The first (the diagonal's block) writes its tile
  * with a bulk copy, the following ones wait for their turn and add theirs with a bulk reduce
  * (cp.reduce.async.bulk .add.f32), the last (key tile 0) reads the sum, adds its own partial and
- * writes dQ as bf16 (scaled) into dqkv: no zeroing of dq_accum and no conversion pass. One
- * thread issues the bulk operation; its completion and the semaphore's increment wait for the
- * next step, so the copy overlaps that step's products. The grid runs the key tiles of one
- * (batch, group) next to each other, largest first in blockIdx order, so a block only ever waits
- * for blocks dispatched before it (no deadlock) and the (b, h) rows of dq_accum in flight stay in
- * L2; with the skew of two query tiles between neighbouring key tiles the waits are short. */
+ * writes dQ as bf16 (scaled) into dqkv: no zeroing of dq_accum and no conversion pass. A step
+ * stages its partial in shared memory (two buffers) and the next step sends it out while its S
+ * and dP products run: one thread issues the bulk operation there, after releasing the tile of
+ * the one before (complete by then), so the semaphores' round trips overlap the tensor cores.
+ * The grid runs the key tiles of one (batch, group) next to each other, largest first in
+ * blockIdx order, so a block only ever waits for blocks dispatched before it (no deadlock) and
+ * the (b, h) rows of dq_accum in flight stay in L2; key tile n reaches a query tile two steps
+ * after key tile n + 1 did, which covers the two steps a partial takes to go out and be
+ * released, so in the steady state the turns are already there. */
 #define SM90_BWD_STEP 64 /* query rows per step */
 /* bytes of one stage: Q and dO tiles, then lse2 and Di (64 fp32 each), padded so that the next
  * stage's tiles stay 1024-byte aligned (the swizzle needs it) */
 #define SM90_BWD_STAGE(D) (2 * SM90_BWD_STEP * (D) * 2 + 1024)
 #define SM90_DQ_TILE(D) (SM90_BWD_STEP * (D)) /* fp32 values of one dq_accum tile */
 
-/* shared memory of the backward: K, V (128 x D each), two stages, dS^T (128 x 64 bf16), the dQ
- * tile staged for the bulk copy (fp32), and at D 64 the exchange of the warpgroups' halves */
+/* shared memory of the backward: K, V (128 x D each), two stages, dS^T (128 x 64 bf16), two dQ
+ * tiles staged for the bulk copy (fp32), and at D 64 the exchange of the warpgroups' halves */
 static size_t sm90_backward_smem_bytes(int D) {
-    return (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_BWD_STAGE(D) + 128 * 64 * 2 + (size_t)SM90_DQ_TILE(D) * 4 +
+    return (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_BWD_STAGE(D) + 128 * 64 * 2 + (size_t)SM90_DQ_TILE(D) * 8 +
            (D == 64 ? (size_t)SM90_DQ_TILE(D) * 4 : 0) + 1024;
 }
 
@@ -475,7 +477,6 @@ static __device__ __forceinline__ void sm90_sem_wait(const int *sem, int want) {
 static __device__ __forceinline__ void sm90_sem_release(int *sem) {
     asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
     asm volatile("fence.proxy.async.global;\n" ::: "memory");
-    __threadfence();
     asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
 }
 static __device__ __forceinline__ void sm90_bulk_store(float *dst, uint32_t src, uint32_t bytes) {
@@ -501,14 +502,13 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
     constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
     constexpr int STAGE = SM90_BWD_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
     constexpr int DQ_TILE = SM90_DQ_TILE(D), DQ_VALUES = DQ_TILE / SM90_THREADS; /* D / 4 per thread */
-    constexpr int DQ_BLOCKS = D / 16; /* n8 column blocks of a thread's dQ values */
     extern __shared__ unsigned char sm90_smem_raw[];
     unsigned char *smem = sm90_smem_base(sm90_smem_raw);
     const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
     const uint32_t ds_tile = stages + 2 * STAGE, dq_stage = ds_tile + 128 * 64 * 2;
     const float *stats_smem = reinterpret_cast<const float *>(smem + 2 * KV_TILE);
     float *dq_stage_ptr = reinterpret_cast<float *>(smem + (dq_stage - k_tile));
-    float *exchange = dq_stage_ptr + DQ_TILE; /* D 64 only */
+    float *exchange = dq_stage_ptr + 2 * DQ_TILE; /* D 64 only */
 
     const int bg = blockIdx.y, b = bg / G, grp = bg % G, per = H / G;
     const int kt = gridDim.x - 1 - blockIdx.x, k0 = kt * 128;
@@ -541,92 +541,131 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
     float dk[D / 2], dv[D / 2];
 #pragma unroll
     for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
-    int *pending_sem = NULL; /* thread 0: the semaphore to release once its bulk operation is done */
+    int *pending_sem = NULL; /* thread 0 (key tiles > 0): the tile of the bulk operation in flight */
+
+    /* dQ's partial of step j (staged thread-major in buffer j & 1) goes out. Key tiles > 0: thread
+     * 0 releases the tile of its previous bulk operation (now complete), waits for this tile's
+     * turn and issues the bulk copy (the diagonal's) or reduce-add. Key tile 0: each thread adds
+     * its own staged values to the sum of the others (each warp waits for the turn) and writes
+     * them as bf16 into dqkv. */
+    auto flush_dq = [&](int j) {
+        const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt / 2;
+        const size_t tile = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
+        float *acc = dq_accum + tile * DQ_TILE;
+        int *sem = dq_sems + tile;
+        if (kt > 0) {
+            if (threadIdx.x == 0) {
+                if (pending_sem != NULL) sm90_sem_release(pending_sem);
+                const uint32_t src = dq_stage + (uint32_t)(j & 1) * DQ_TILE * 4;
+                if (kt == kt_first) {
+                    sm90_bulk_store(acc, src, DQ_TILE * 4);
+                } else {
+                    sm90_sem_wait(sem, kt_first - kt);
+                    sm90_bulk_reduce_add(acc, src, DQ_TILE * 4);
+                }
+                sm90_bulk_commit();
+                pending_sem = sem;
+            }
+            __syncwarp(); /* warp 0 converged again for the .aligned wgmma that follow */
+        } else {
+            if (kt_first > 0) {
+                if (lane == 0) sm90_sem_wait(sem, kt_first);
+                __syncwarp();
+            }
+            const float *own = dq_stage_ptr + (j & 1) * DQ_TILE + threadIdx.x;
+            nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D) + wg * (D / 2) + 2 * t;
+            const int q0 = qt * SM90_BWD_STEP;
+#pragma unroll
+            for (int half = 0; half < DQ_VALUES / 16; half++) { /* 16 values in flight at a time */
+                float sum[16];
+#pragma unroll
+                for (int e = 0; e < 16; e++) {
+                    const int at = (16 * half + e) * SM90_THREADS;
+                    sum[e] = kt_first > 0 ? __ldcg(acc + at + threadIdx.x) + own[at] : own[at];
+                }
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const int q = q0 + 16 * warp + g + 8 * r;
+                    if (q >= T) continue;
+#pragma unroll
+                    for (int n = 0; n < 4; n++)
+                        *reinterpret_cast<__nv_bfloat162 *>(dq_base + (size_t)q * qkv_stride + 8 * (4 * half + n)) =
+                            __floats2bfloat162_rn(sum[4 * n + 2 * r] * scale, sum[4 * n + 2 * r + 1] * scale);
+                }
+            }
+        }
+    };
 
     for (int i = 0; i < steps; i++) {
-        const int h = grp * per + i / qt_count, qt = qt_first + i % qt_count, q0 = qt * SM90_BWD_STEP;
+        const int qt = qt_first + i % qt_count, q0 = qt * SM90_BWD_STEP;
         const uint32_t q_tile = stages + (uint32_t)(i & 1) * STAGE, do_tile = q_tile + Q_TILE;
         const float *stage_stats = stats_smem + (size_t)(i & 1) * (STAGE / 4) + 2 * Q_TILE / 4;
         if (i + 1 < steps) load_step(i + 1);
         sm90_cp_async_commit();
         sm90_cp_async_wait<1>();
-        fence_proxy_async();
+        fence_proxy_async(); /* (also the previous step's dQ staging, read by the bulk copy) */
         __syncthreads();
 
-        const bool active = q0 + SM90_BWD_STEP - 1 >= k0 + 64 * wg; /* a query of the tile sees a key here */
+        /* S^T and dP^T, and meanwhile the previous step's dQ out. Both warpgroups always compute:
+         * in a diagonal tile the upper one's keys are all masked, its P and dS come out zero (and
+         * its dS^T rows, which the dQ product reads, too); it would only wait for the lower one. */
         float st[32], dpt[32];
-        if (active) {
-            wgmma_fence();
-            sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
-            sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
-            wgmma_commit();
-            wgmma_wait_all();
-            fence_registers(st);
-            fence_registers(dpt);
-        }
-        /* the previous step's bulk operation has had S and dP's time: release its tile */
-        if (threadIdx.x == 0 && pending_sem != NULL) {
-            sm90_sem_release(pending_sem);
-            pending_sem = NULL;
-        }
-        __syncwarp(); /* warp 0 converged again for the .aligned wgmma below */
-        if (active) {
+        wgmma_fence();
+        sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+        sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+        wgmma_commit();
+        if (i > 0) flush_dq(i - 1);
+        wgmma_wait_all();
+        fence_registers(st);
+        fence_registers(dpt);
 #pragma unroll
-            for (int n = 0; n < 8; n++) {
-                const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
-                const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
+        for (int n = 0; n < 8; n++) {
+            const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
+            const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
-                    const float p = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
-                    st[4 * n + e] = p;
-                    dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
-                }
+            for (int e = 0; e < 4; e++) {
+                const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
+                const float p = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+                st[4 * n + e] = p;
+                dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
             }
-            uint32_t frag[4][4];
-            sm90_pack_a<4>(frag, st);
-            fence_registers(dv);
-            wgmma_fence();
-            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag, do_tile);
-            wgmma_commit();
-            wgmma_wait_all();
-            fence_registers(dv);
-            fence_fragments(frag);
-            sm90_pack_a<4>(frag, dpt);
-            /* dS^T into its tile: fragment register j of slice kk is (key row g + 8 (j & 1), queries
-             * 16 kk + 8 (j >> 1) + 2t, +1); chunk c of key row r sits at c ^ (r % 8) = c ^ g */
-            unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    *reinterpret_cast<uint32_t *>(ds_rows + (j & 1) * 8 * 128 + (((2 * kk + (j >> 1)) ^ g) << 4) + 4 * t) =
-                        frag[kk][j];
-            fence_registers(dk);
-            wgmma_fence();
-            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
-            wgmma_commit();
-            wgmma_wait_all();
-            fence_registers(dk);
-            fence_fragments(frag);
         }
-        if (!active) { /* its dS^T rows are zero (read by the dQ product, issued without branches) */
-            unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp) * 128;
+        uint32_t frag[4][4];
+        sm90_pack_a<4>(frag, st);
+        fence_registers(dv);
+        wgmma_fence();
+        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag, do_tile);
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_registers(dv);
+        fence_fragments(frag);
+        sm90_pack_a<4>(frag, dpt);
+        /* dS^T into its tile: fragment register j of slice kk is (key row g + 8 (j & 1), queries
+         * 16 kk + 8 (j >> 1) + 2t, +1); chunk c of key row r sits at c ^ (r % 8) = c ^ g */
+        unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
-                *reinterpret_cast<uint4 *>(ds_rows + (size_t)(j * 512 + lane * 16)) = make_uint4(0u, 0u, 0u, 0u);
-        }
+                *reinterpret_cast<uint32_t *>(ds_rows + (j & 1) * 8 * 128 + (((2 * kk + (j >> 1)) ^ g) << 4) + 4 * t) =
+                    frag[kk][j];
+        fence_registers(dk);
+        wgmma_fence();
+        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
+        wgmma_commit();
         fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
         __syncthreads();
 
-        /* the partial dQ of this pair: thread value 4n + 2r + c is query row 16 warp + g + 8r,
-         * column wg D/2 + 8n + 2t + c (n < D/16) */
+        /* the partial dQ of this pair (while dK's product runs): thread value 4n + 2r + c is query
+         * row 16 warp + g + 8r, column wg D/2 + 8n + 2t + c (n < D/16) */
         float dq[32];
         wgmma_fence();
         if constexpr (D == 128) sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
         else sm90_issue_dq<4>(dq, ds_tile, k_tile, 4 * wg, 0);
         wgmma_commit();
         wgmma_wait_all();
+        fence_registers(dk);
+        fence_fragments(frag);
         fence_registers(dq);
         if constexpr (D == 64) {
             /* each warpgroup has all 64 columns over its own keys: warpgroup w keeps columns
@@ -641,46 +680,14 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
                 dq[j] = (wg == 0 ? dq[j] : dq[16 + j]) + other;
             }
         }
-
-        const int kt_first = qt / 2; /* the diagonal's key tile adds first; key tile 0 last */
-        const size_t tile = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
-        float *acc = dq_accum + tile * DQ_TILE;
-        int *sem = dq_sems + tile;
-        if (kt > 0) { /* stage the partial (thread-major) and let one thread add it */
+        /* staged thread-major; flushed during the next step's S and dP */
+        float *stage_out = dq_stage_ptr + (i & 1) * DQ_TILE + threadIdx.x;
 #pragma unroll
-            for (int e = 0; e < DQ_VALUES; e++) dq_stage_ptr[e * SM90_THREADS + threadIdx.x] = dq[e];
-            fence_proxy_async();
-            __syncthreads();
-            if (threadIdx.x == 0) {
-                if (kt == kt_first) {
-                    sm90_bulk_store(acc, dq_stage, DQ_TILE * 4);
-                } else {
-                    sm90_sem_wait(sem, kt_first - kt);
-                    sm90_bulk_reduce_add(acc, dq_stage, DQ_TILE * 4);
-                }
-                sm90_bulk_commit();
-                pending_sem = sem;
-            }
-            __syncwarp();
-        } else { /* the last partial: the sum so far plus this one, as bf16 into dqkv */
-            if (kt_first > 0) {
-                if (threadIdx.x == 0) sm90_sem_wait(sem, kt_first);
-                __syncthreads();
-#pragma unroll
-                for (int e = 0; e < DQ_VALUES; e++) dq[e] = __ldcg(acc + e * SM90_THREADS + threadIdx.x) + dq[e];
-            }
-            nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D) + wg * (D / 2) + 2 * t;
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int q = q0 + 16 * warp + g + 8 * r;
-                if (q >= T) continue;
-#pragma unroll
-                for (int n = 0; n < DQ_BLOCKS; n++)
-                    *reinterpret_cast<__nv_bfloat162 *>(dq_base + (size_t)q * qkv_stride + 8 * n) =
-                        __floats2bfloat162_rn(dq[4 * n + 2 * r] * scale, dq[4 * n + 2 * r + 1] * scale);
-            }
-        }
+        for (int e = 0; e < DQ_VALUES; e++) stage_out[e * SM90_THREADS] = dq[e];
     }
+    fence_proxy_async();
+    __syncthreads();
+    flush_dq(steps - 1);
     if (threadIdx.x == 0 && pending_sem != NULL) sm90_sem_release(pending_sem);
 
     nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(grp, H, G, D);
