@@ -809,6 +809,20 @@ static void attn_forward_launch(E *out, float *lse, const E *qkv, int B, int T, 
 
 static size_t attn_align_256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
+/* the Hopper backward's fp32 dQ accumulator: a grow-only device buffer of exactly the size asked
+ * (stream_scratch's 25% headroom would add a quarter of its 100 to 134 MB to the peak), like
+ * stream_scratch reallocated in stream order on the compute stream; contents not kept */
+static float *attn_dq_accum(size_t bytes) {
+    static void *accum_buffer = NULL;
+    static size_t accum_capacity = 0;
+    if (bytes > accum_capacity) {
+        if (accum_buffer != NULL) CHECK_CUDA(cudaFreeAsync(accum_buffer, compute_stream()));
+        CHECK_CUDA(cudaMallocAsync(&accum_buffer, bytes, compute_stream()));
+        accum_capacity = bytes;
+    }
+    return (float *)accum_buffer;
+}
+
 template <int DP, bool DROPOUT, typename E>
 static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
                                  const E *out, const float *lse, int B, int T, int H, int G,
@@ -827,17 +841,16 @@ static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
      * element of the padded T x T square of every head); for the Hopper backward its dQ
-     * semaphores (one int per 64 rows) and its fp32 dQ accumulator [B*H, Tpad, D], 256-byte
-     * aligned (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape, 134 MB at GPT 1.3B's) */
+     * semaphores (one int per 64 rows). Its fp32 dQ accumulator [B*H, Tpad, D] has a buffer of
+     * its own (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape, 134 MB at GPT 1.3B's). */
     const size_t bits_bytes = DROPOUT ? rows * (size_t)Tpad / 8 : 0;
-    const size_t sems_bytes = sm90 ? attn_align_256(rows / 64 * sizeof(int)) : 0;
-    const size_t accum_bytes = sm90 ? rows * (size_t)D * sizeof(float) : 0;
+    const size_t sems_bytes = sm90 ? rows / 64 * sizeof(int) : 0;
     const size_t stats_bytes = attn_align_256(2 * rows * sizeof(float));
-    char *scratch = (char *)stream_scratch(stats_bytes + bits_bytes + sems_bytes + accum_bytes);
+    char *scratch = (char *)stream_scratch(stats_bytes + bits_bytes + sems_bytes);
     float *lse2 = (float *)scratch, *di = lse2 + rows;
     uint32_t *keep_bits = DROPOUT ? reinterpret_cast<uint32_t *>(scratch + stats_bytes) : NULL;
     int *dq_sems = sm90 ? reinterpret_cast<int *>(scratch + stats_bytes + bits_bytes) : NULL;
-    float *dq_accum = sm90 ? reinterpret_cast<float *>(scratch + stats_bytes + bits_bytes + sems_bytes) : NULL;
+    float *dq_accum = sm90 ? attn_dq_accum(rows * (size_t)D * sizeof(float)) : NULL;
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
         lse2, di, dq_sems, dout, out, lse, B, T, Tpad, H, D, vec);
     CHECK_LAUNCH();
