@@ -838,19 +838,20 @@ static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
     const int vec = attn_vector_io(D, dqkv, qkv) && attn_vector_io(D, dout, out);
     bool sm90 = false; /* Hopper's wgmma kernels are bf16 only */
     if constexpr (!is_fp16<E>::value) sm90 = !DROPOUT && vec && cuda_attention_sm90_applies(dqkv, qkv, D, rng.p);
+    const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
      * element of the padded T x T square of every head); for the Hopper backward its dQ
      * semaphores (one int per 64 rows). Its fp32 dQ accumulator [B*H, Tpad, D] has a buffer of
      * its own (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape, 134 MB at GPT 1.3B's). */
     const size_t bits_bytes = DROPOUT ? rows * (size_t)Tpad / 8 : 0;
-    const size_t sems_bytes = sm90 ? rows / 64 * sizeof(int) : 0;
+    const size_t sems_bytes = fused ? rows / 64 * sizeof(int) : 0;
     const size_t stats_bytes = attn_align_256(2 * rows * sizeof(float));
     char *scratch = (char *)stream_scratch(stats_bytes + bits_bytes + sems_bytes);
     float *lse2 = (float *)scratch, *di = lse2 + rows;
     uint32_t *keep_bits = DROPOUT ? reinterpret_cast<uint32_t *>(scratch + stats_bytes) : NULL;
-    int *dq_sems = sm90 ? reinterpret_cast<int *>(scratch + stats_bytes + bits_bytes) : NULL;
-    float *dq_accum = sm90 ? attn_dq_accum(rows * (size_t)D * sizeof(float)) : NULL;
+    int *dq_sems = fused ? reinterpret_cast<int *>(scratch + stats_bytes + bits_bytes) : NULL;
+    float *dq_accum = fused ? attn_dq_accum(rows * (size_t)D * sizeof(float)) : NULL;
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
         lse2, di, dq_sems, dout, out, lse, B, T, Tpad, H, D, vec);
     CHECK_LAUNCH();

@@ -3,8 +3,10 @@
  * 128, no attention dropout, 16-byte aligned rows, an sm_90 GPU running this file's sm_90a
  * code); the same contract as its mma.sync kernels: qkv[B,T,(H+2G)*D] bf16 in kernels.h's
  * grouped layout, out[B,T,H,D] bf16, lse = m + log(l) (fp32 [B,H,T], natural log of the scaled
- * scores). The backward is one pass (dK, dV and dQ from one computation of P and dS per tile
- * pair, five products), with dQ's partials summed in a fixed order: see "the backward" below.
+ * scores). The backward at head dimension 128 is one pass (dK, dV and dQ from one computation
+ * of P and dS per tile pair, five products), with dQ's partials summed in a fixed order: see "the
+ * backward" below; at 64 it is two passes (dK/dV, then dQ, recomputing P and dS), which measured
+ * faster there: see "the two-pass backward".
  *
  * Block: 128 query rows, two warpgroups of 4 warps (64 rows each); it walks key tiles of 128
  * up to the diagonal. Per tile a warpgroup computes its 64 x 128 scores S = Q K^T with 8 (D/16)
@@ -710,6 +712,241 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
 #endif
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* the two-pass backward, kept for head dimension 64, where it measured faster than the fused
+ * kernel above (GPT-2 124M's shape on an H100: 0.671 against 0.717 ms with the row kernel; at
+ * D 64 the fused kernel's fixed costs per step outweigh the recomputation it saves). One kernel
+ * owns 128 keys (two warpgroups of 64) and walks the query tiles of 64 at or below the diagonal,
+ * of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then
+ * dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments. A second owns 128
+ * queries and walks the key tiles of 64 left of the diagonal: S = Q K^T, dP = dO V^T, dQ += dS K,
+ * no atomics. A warpgroup whose 64 rows are all masked in a tile skips it. */
+/* blocks per SM the backward kernels are compiled for at head dimension 64 (2 caps registers at
+ * 128 per thread): the dQ kernel fits without spilling and gains (124M shape's backward 0.715 ->
+ * 0.640 ms on an H200); the dK/dV kernel would spill and serialize its wgmma (0.830 ms) */
+#ifndef SM90_DKDV_MIN_BLOCKS_64
+#define SM90_DKDV_MIN_BLOCKS_64 1
+#endif
+#ifndef SM90_DQ_MIN_BLOCKS_64
+#define SM90_DQ_MIN_BLOCKS_64 2
+#endif
+
+template <int D>
+static __global__ void __launch_bounds__(SM90_THREADS, D == 64 ? SM90_DKDV_MIN_BLOCKS_64 : 1)
+attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
+                                    const float *di, int T, int Tpad, int H, int G) {
+#ifdef SM90_WGMMA
+    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
+    constexpr int STAGE = SM90_BWD_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
+    const float *stats_smem = reinterpret_cast<const float *>(smem + 2 * KV_TILE);
+
+    const int bg = blockIdx.x, b = bg / G, grp = bg % G, per = H / G;
+    const int k0 = blockIdx.y * 128; /* the first key tiles see the most queries: they start first */
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const nvbf16 *batch = qkv + (size_t)b * T * qkv_stride;
+    const nvbf16 *k_base = batch + qkv_key_offset(grp, H, G, D);
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
+    const int qt_first = k0 / SM90_BWD_STEP, qt_count = (T + SM90_BWD_STEP - 1) / SM90_BWD_STEP - qt_first;
+    const int steps = per * qt_count;
+
+    /* step i: head grp * per + i / qt_count, query tile qt_first + i % qt_count */
+    auto load_step = [&](int i) {
+        const int h = grp * per + i / qt_count, q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
+        const uint32_t stage = stages + (uint32_t)(i & 1) * STAGE;
+        sm90_load_tile<SM90_BWD_STEP, D>(stage, batch + qkv_query_offset(h, H, G, D), qkv_stride, q0, T);
+        sm90_load_tile<SM90_BWD_STEP, D>(stage + Q_TILE, dout + (size_t)b * T * out_stride + (size_t)h * D,
+                                         out_stride, q0, T);
+        const size_t row = ((size_t)b * H + (size_t)h) * (size_t)Tpad + (size_t)q0;
+        sm90_load_stats(stage + 2 * Q_TILE, lse2 + row);
+        sm90_load_stats(stage + 2 * Q_TILE + SM90_BWD_STEP * 4, di + row);
+    };
+    sm90_load_tile<128, D>(k_tile, k_base, qkv_stride, k0, T);
+    sm90_load_tile<128, D>(v_tile, k_base + D, qkv_stride, k0, T);
+    load_step(0);
+    sm90_cp_async_commit();
+
+    float dk[D / 2], dv[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
+
+    for (int i = 0; i < steps; i++) {
+        const int q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
+        const uint32_t q_tile = stages + (uint32_t)(i & 1) * STAGE, do_tile = q_tile + Q_TILE;
+        const float *stage_stats = stats_smem + (size_t)(i & 1) * (STAGE / 4) + 2 * Q_TILE / 4;
+        if (i + 1 < steps) load_step(i + 1);
+        sm90_cp_async_commit();
+        sm90_cp_async_wait<1>();
+        fence_proxy_async();
+        __syncthreads();
+
+        const bool active = q0 + SM90_BWD_STEP - 1 >= k0 + 64 * wg; /* a query of the tile sees a key here */
+        float st[32], dpt[32];
+        if (active) {
+            wgmma_fence();
+            sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+            sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(st);
+            fence_registers(dpt);
+        }
+        if (active) {
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
+                const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
+                    const float p = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+                    st[4 * n + e] = p;
+                    dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
+                }
+            }
+            uint32_t frag[4][4];
+            sm90_pack_a<4>(frag, st);
+            fence_registers(dv);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag, do_tile);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(dv);
+            fence_fragments(frag);
+            sm90_pack_a<4>(frag, dpt);
+            fence_registers(dk);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(dk);
+            fence_fragments(frag);
+        }
+        __syncthreads(); /* every warpgroup is done with this stage before it is refilled */
+    }
+
+    const float scale = 1.0f / sqrtf((float)D);
+    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(grp, H, G, D);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int k = krow0 + g + 8 * r;
+        if (k >= T) continue;
+        nvbf16 *dst = dk_base + (size_t)k * qkv_stride + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
+                __floats2bfloat162_rn(dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
+            *reinterpret_cast<__nv_bfloat162 *>(dst + D + 8 * n) =
+                __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
+        }
+    }
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad; (void)H; (void)G;
+#endif
+}
+
+template <int D>
+static __global__ void __launch_bounds__(SM90_THREADS, D == 64 ? SM90_DQ_MIN_BLOCKS_64 : 1)
+attention_backward_dq_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
+                                  const float *di, int T, int Tpad, int H, int G) {
+#ifdef SM90_WGMMA
+    constexpr int Q_TILE = SM90_BM * D * 2, K_TILE = SM90_BWD_STEP * D * 2;
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    const uint32_t q_tile = sm90_smem_addr(smem), do_tile = q_tile + Q_TILE, stages = do_tile + Q_TILE;
+
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * SM90_BM;
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int row0 = q0 + 64 * wg + 16 * warp;
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const nvbf16 *batch = qkv + (size_t)b * T * qkv_stride;
+    const nvbf16 *k_base = batch + qkv_key_offset(h / (H / G), H, G, D);
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
+    const float *lse2_rows = lse2 + (size_t)bh * Tpad, *di_rows = di + (size_t)bh * Tpad;
+    const float row_lse2[2] = {lse2_rows[row0 + g], lse2_rows[row0 + g + 8]};
+    const float row_di[2] = {di_rows[row0 + g], di_rows[row0 + g + 8]};
+    const int kt_last = min(q0 + SM90_BM - 1, T - 1) / SM90_BWD_STEP;
+
+    sm90_load_tile<SM90_BM, D>(q_tile, batch + qkv_query_offset(h, H, G, D), qkv_stride, q0, T);
+    sm90_load_tile<SM90_BM, D>(do_tile, dout + (size_t)b * T * out_stride + (size_t)h * D, out_stride, q0, T);
+    sm90_load_tile<SM90_BWD_STEP, D>(stages, k_base, qkv_stride, 0, T);
+    sm90_load_tile<SM90_BWD_STEP, D>(stages + K_TILE, k_base + D, qkv_stride, 0, T);
+    sm90_cp_async_commit();
+
+    float dq[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) dq[i] = 0.0f;
+
+    for (int kt = 0; kt <= kt_last; kt++) {
+        const int k0 = kt * SM90_BWD_STEP;
+        const uint32_t k_tile = stages + (uint32_t)(kt & 1) * 2 * K_TILE, v_tile = k_tile + K_TILE;
+        if (kt < kt_last) {
+            const uint32_t next = stages + (uint32_t)((kt + 1) & 1) * 2 * K_TILE;
+            sm90_load_tile<SM90_BWD_STEP, D>(next, k_base, qkv_stride, k0 + SM90_BWD_STEP, T);
+            sm90_load_tile<SM90_BWD_STEP, D>(next + K_TILE, k_base + D, qkv_stride, k0 + SM90_BWD_STEP, T);
+        }
+        sm90_cp_async_commit();
+        sm90_cp_async_wait<1>();
+        fence_proxy_async();
+        __syncthreads();
+
+        const bool active = k0 <= q0 + 64 * wg + 63; /* a key of the tile is left of a row here */
+        float sc[32], dp[32];
+        if (active) {
+            wgmma_fence();
+            sm90_issue_abt<SM90_BWD_STEP, D, SM90_BM>(sc, q_tile, 64 * wg, k_tile, true);
+            sm90_issue_abt<SM90_BWD_STEP, D, SM90_BM>(dp, do_tile, 64 * wg, v_tile, true);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(sc);
+            fence_registers(dp);
+        }
+        if (active) {
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int k = k0 + 8 * n + 2 * t + (e & 1), q = row0 + g + 8 * (e >> 1);
+                    const float p = k > q ? 0.0f : sm90_exp2(fmaf(sc[4 * n + e], scale_log2, -row_lse2[e >> 1]));
+                    dp[4 * n + e] = p * (dp[4 * n + e] - row_di[e >> 1]);
+                }
+            uint32_t frag[4][4];
+            sm90_pack_a<4>(frag, dp);
+            fence_registers(dq);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dq, frag, k_tile);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_registers(dq);
+            fence_fragments(frag);
+        }
+        __syncthreads();
+    }
+
+    const float scale = 1.0f / sqrtf((float)D);
+    nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int q = row0 + g + 8 * r;
+        if (q >= T) continue;
+        nvbf16 *dst = dq_base + (size_t)q * qkv_stride + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
+                __floats2bfloat162_rn(dq[4 * n + 2 * r] * scale, dq[4 * n + 2 * r + 1] * scale);
+    }
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad; (void)H; (void)G;
+#endif
+}
+
 /* the self-test's block: q, k [128][D] and v [128][D] bf16 (row-major); s_out [128][128] = Q K^T
  * and o_out [128][D] = bf16(Q K^T) V, fp32 */
 template <int D>
@@ -829,12 +1066,33 @@ static void sm90_backward_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, co
 /* the fused dK/dV/dQ pass after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a
  * multiple of 128; dq_sems [B*H, Tpad/64] zeroed by it; dq_accum [B*H, Tpad, D] fp32, any
  * contents, 16-byte aligned) */
+/* the dK/dV and dQ passes of head dimension 64 (the same inputs, no dQ accumulator) */
+static void sm90_backward_two_pass_64(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
+                                      const float *di, int B, int T, int Tpad, int H, int G) {
+    constexpr int D = 64;
+    auto dkdv = attention_backward_dkdv_sm90_kernel<D>;
+    const size_t dkdv_smem = (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_BWD_STAGE(D) + 1024;
+    CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
+    dkdv<<<dim3((unsigned int)(B * G), ceil_div((size_t)T, 128)), SM90_THREADS, dkdv_smem, compute_stream()>>>(
+        dqkv, dout, qkv, lse2, di, T, Tpad, H, G);
+    CHECK_LAUNCH();
+    auto dq = attention_backward_dq_sm90_kernel<D>;
+    const size_t dq_smem = (size_t)2 * SM90_BM * D * 2 + (size_t)4 * SM90_BWD_STEP * D * 2 + 1024;
+    CHECK_CUDA(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
+    dq<<<dim3((unsigned int)(B * H), ceil_div((size_t)T, SM90_BM)), SM90_THREADS, dq_smem, compute_stream()>>>(
+        dqkv, dout, qkv, lse2, di, T, Tpad, H, G);
+    CHECK_LAUNCH();
+}
+
+/* whether the backward of head dimension D is the fused pass (it needs dq_accum and dq_sems) */
+extern "C" int cuda_attention_sm90_backward_fused(int D) { return D == 128; }
+
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                              const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad,
                                              int H, int G, int D) {
-    if (D == 128)
+    if (cuda_attention_sm90_backward_fused(D))
         sm90_backward_launch<128>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    else sm90_backward_launch<64>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    else sm90_backward_two_pass_64(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
 }
 
 /* runs the two products on device copies of q, k, v (host [128][D] floats, rounded to bf16
