@@ -4,8 +4,9 @@
  *
  * Default shapes: GPT-2 124M (B=32, T=1024, H=12, D=64) and GPT 1.3B (B=8, T=2048, H=16,
  * D=128), without and with attention dropout. Causal FLOPs: forward 2*2*B*H*T*T*D/2 (two
- * products over half the score matrix), backward 2.5 times that (five products; the
- * recomputation our atomic-free backward does on top is not counted).
+ * products over half the score matrix), backward 2.5 times that (five products: the Hopper
+ * backward computes exactly these; the mma.sync backward of cuda_attention.cu, taken with dropout,
+ * recomputes S, P, dP and dS in its separate dQ pass, two products more, which are not counted).
  *
  * Usage: attention_bench [--no-old] [--iters N] [--dropout P] [B T H D]...
  * Build: make perf/attention_bench (kernels/local.mk); the tile shapes of cuda_attention.cu can
@@ -66,8 +67,7 @@ static double bench_rel_err(const uint16_t *a, const uint16_t *b, size_t n, size
 
 typedef struct timing { double fwd_ms, bwd_ms; } timing;
 
-/* the current kernels with multi-head attention (one query head per group), in the old kernels'
- * signature */
+/* the current and the previous kernels with multi-head attention (one query head per group) */
 static void mha_forward(bf16 *out, void *ws, const bf16 *qkv, int B, int T, int H, int D,
                         int head_start, int total_heads, dropout_rng rng) {
     cuda_attention_forward(out, ws, qkv, B, T, H, H, D, head_start, total_heads, rng);
@@ -76,6 +76,16 @@ static void mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf
                          const void *ws, int B, int T, int H, int D, int head_start,
                          int total_heads, dropout_rng rng) {
     cuda_attention_backward(dqkv, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+}
+static void old_mha_forward(bf16 *out, void *ws, const bf16 *qkv, int B, int T, int H, int D,
+                            int head_start, int total_heads, dropout_rng rng) {
+    old_attn::old_cuda_attention_forward(out, ws, qkv, B, T, H, H, D, head_start, total_heads, rng);
+}
+static void old_mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+                             const void *ws, int B, int T, int H, int D, int head_start,
+                             int total_heads, dropout_rng rng) {
+    old_attn::old_cuda_attention_backward(dqkv, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads,
+                                          rng);
 }
 
 typedef void (*forward_fn)(bf16 *, void *, const bf16 *, int, int, int, int, int, int, dropout_rng);
@@ -137,8 +147,7 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
         CHECK_CUDA(cudaMalloc(&dqkv_old, n_qkv * sizeof(bf16)));
         void *ws_old;
         CHECK_CUDA(cudaMalloc(&ws_old, old_attn::old_cuda_attention_workspace_bytes(B, T, H, D)));
-        timing to = bench_time(old_attn::old_cuda_attention_forward,
-                               old_attn::old_cuda_attention_backward, out_old, ws_old, dqkv_old,
+        timing to = bench_time(old_mha_forward, old_mha_backward, out_old, ws_old, dqkv_old,
                                qkv, dout, B, T, H, D, rng, iters);
         printf("old  B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms %6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s"
                "  (speed-up fwd %.2fx bwd %.2fx)\n",

@@ -31,7 +31,9 @@
  * owns a query tile and walks the key tiles left of it (dQ), recomputing P and dP. With dropout
  * the dK/dV kernel also leaves its keep decisions as bits in the scratch buffer (one
  * __ballot_sync word per warp and fragment; B*H*T^2/8 bytes), so the dQ kernel reads them
- * instead of drawing every element's Philox number a second time.
+ * instead of drawing every element's Philox number a second time. (Hopper without dropout runs
+ * cuda_attention_sm90.cu's one-pass backward instead, after the same row kernel: dQ's partials
+ * of the key tiles go through an fp32 accumulator in the scratch buffer, added in a fixed order.)
  *
  * Tensor cores: every product is mma.sync.m16n8k16 (bf16 in, fp32 accumulate) on one warp's 16
  * rows; a warp never shares its rows, so the score tile, P, dP and dS live in its registers.
@@ -477,11 +479,12 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, int T, int H, int G, 
 
 /* ---------------------------------------------------------------------------------------------- */
 /* backward, step 0: per row (b, h, t) of the padded [B*H, Tpad] layout, lse2 = lse * log2(e) and
- * Di = dO_t . O_t (zero for t >= T). G = DP / 8 lanes per row, each taking 8 columns (16-byte
+ * Di = dO_t . O_t (zero for t >= T); for the Hopper backward it also zeroes the dQ semaphore of
+ * each 64-row tile (dq_sems [B*H, Tpad/64], NULL otherwise). G = DP / 8 lanes per row, each taking 8 columns (16-byte
  * loads with vec, else a strided walk), then a fixed-order xor-shuffle sum over the G lanes. */
 template <int DP, typename E>
-static __global__ void attention_backward_rows_kernel(float *lse2, float *di, const E *dout,
-                                                      const E *out, const float *lse,
+static __global__ void attention_backward_rows_kernel(float *lse2, float *di, int *dq_sems,
+                                                      const E *dout, const E *out, const float *lse,
                                                       int B, int T, int Tpad, int H, int D,
                                                       int vec) {
     constexpr int G = DP / 8;
@@ -512,6 +515,7 @@ static __global__ void attention_backward_rows_kernel(float *lse2, float *di, co
     if (part == 0 && valid) {
         lse2[row] = t < T ? lse[bh * T + t] * attn_log2e : 0.0f;
         di[row] = sum;
+        if (dq_sems != NULL && t % 64 == 0) dq_sems[row / 64] = 0; /* Tpad is a multiple of 64 */
     }
 }
 
@@ -803,6 +807,22 @@ static void attn_forward_launch(E *out, float *lse, const E *qkv, int B, int T, 
     CHECK_LAUNCH();
 }
 
+static size_t attn_align_256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+
+/* the Hopper backward's fp32 dQ accumulator: a grow-only device buffer of exactly the size asked
+ * (stream_scratch's 25% headroom would add a quarter of its 100 to 134 MB to the peak), like
+ * stream_scratch reallocated in stream order on the compute stream; contents not kept */
+static float *attn_dq_accum(size_t bytes) {
+    static void *accum_buffer = NULL;
+    static size_t accum_capacity = 0;
+    if (bytes > accum_capacity) {
+        if (accum_buffer != NULL) CHECK_CUDA(cudaFreeAsync(accum_buffer, compute_stream()));
+        CHECK_CUDA(cudaMallocAsync(&accum_buffer, bytes, compute_stream()));
+        accum_capacity = bytes;
+    }
+    return (float *)accum_buffer;
+}
+
 template <int DP, bool DROPOUT, typename E>
 static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
                                  const E *out, const float *lse, int B, int T, int H, int G,
@@ -815,21 +835,31 @@ static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
     const int Tpad = (int)(ceil_div((size_t)T, ATTN_T_PAD) * ATTN_T_PAD);
     const size_t rows = (size_t)B * H * Tpad;
 
-    /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
-     * element of the padded T x T square of every head) */
-    const size_t bits_bytes = DROPOUT ? rows * (size_t)Tpad / 8 : 0;
-    float *lse2 = (float *)stream_scratch(2 * rows * sizeof(float) + bits_bytes), *di = lse2 + rows;
-    uint32_t *keep_bits = DROPOUT ? reinterpret_cast<uint32_t *>(di + rows) : NULL;
     const int vec = attn_vector_io(D, dqkv, qkv) && attn_vector_io(D, dout, out);
+    bool sm90 = false; /* Hopper's wgmma kernels are bf16 only */
+    if constexpr (!is_fp16<E>::value) sm90 = !DROPOUT && vec && cuda_attention_sm90_applies(dqkv, qkv, D, rng.p);
+    const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
+
+    /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
+     * element of the padded T x T square of every head); for the Hopper backward its dQ
+     * semaphores (one int per 64 rows). Its fp32 dQ accumulator [B*H, Tpad, D] has a buffer of
+     * its own (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape, 134 MB at GPT 1.3B's). */
+    const size_t bits_bytes = DROPOUT ? rows * (size_t)Tpad / 8 : 0;
+    const size_t sems_bytes = fused ? rows / 64 * sizeof(int) : 0;
+    const size_t stats_bytes = attn_align_256(2 * rows * sizeof(float));
+    char *scratch = (char *)stream_scratch(stats_bytes + bits_bytes + sems_bytes);
+    float *lse2 = (float *)scratch, *di = lse2 + rows;
+    uint32_t *keep_bits = DROPOUT ? reinterpret_cast<uint32_t *>(scratch + stats_bytes) : NULL;
+    int *dq_sems = fused ? reinterpret_cast<int *>(scratch + stats_bytes + bits_bytes) : NULL;
+    float *dq_accum = fused ? attn_dq_accum(rows * (size_t)D * sizeof(float)) : NULL;
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
-        lse2, di, dout, out, lse, B, T, Tpad, H, D, vec);
+        lse2, di, dq_sems, dout, out, lse, B, T, Tpad, H, D, vec);
     CHECK_LAUNCH();
-    if constexpr (!is_fp16<E>::value) { /* Hopper's wgmma kernels are bf16 only */
-        if (!DROPOUT && vec && cuda_attention_sm90_applies(dqkv, qkv, D, rng.p)) {
-            cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dqkv), reinterpret_cast<const bf16 *>(dout),
-                                         reinterpret_cast<const bf16 *>(qkv), lse2, di, B, T, Tpad, H, G, D);
-            return;
-        }
+    if (sm90) {
+        cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dqkv), reinterpret_cast<const bf16 *>(dout),
+                                     reinterpret_cast<const bf16 *>(qkv), lse2, di, dq_accum, dq_sems, B, T, Tpad, H,
+                                     G, D);
+        return;
     }
 
     auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT, E>;

@@ -1,9 +1,12 @@
-/* cuda_attention_sm90.cu: the causal flash attention forward on Hopper's warpgroup tensor cores
- * (wgmma, sm_90a), used by cuda_attention.cu's forward where it applies (head dimension 64 or
+/* cuda_attention_sm90.cu: the causal flash attention forward and backward on Hopper's warpgroup
+ * tensor cores (wgmma, sm_90a), used by cuda_attention.cu where they apply (head dimension 64 or
  * 128, no attention dropout, 16-byte aligned rows, an sm_90 GPU running this file's sm_90a
- * code); the same contract as that forward: qkv[B,T,(H+2G)*D] bf16 in kernels.h's grouped
- * layout, out[B,T,H,D] bf16, lse = m + log(l) (fp32 [B,H,T], natural log of the scaled scores),
- * so cuda_attention.cu's backward runs on its output unchanged.
+ * code); the same contract as its mma.sync kernels: qkv[B,T,(H+2G)*D] bf16 in kernels.h's
+ * grouped layout, out[B,T,H,D] bf16, lse = m + log(l) (fp32 [B,H,T], natural log of the scaled
+ * scores). The backward at head dimension 128 is one pass (dK, dV and dQ from one computation
+ * of P and dS per tile pair, five products), with dQ's partials summed in a fixed order: see "the
+ * backward" below; at 64 it is two passes (dK/dV, then dQ, recomputing P and dS), which measured
+ * faster there: see "the two-pass backward".
  *
  * Block: 128 query rows, two warpgroups of 4 warps (64 rows each); it walks key tiles of 128
  * up to the diagonal. Per tile a warpgroup computes its 64 x 128 scores S = Q K^T with 8 (D/16)
@@ -23,6 +26,10 @@
  *    starts kk * 2048 bytes in.
  * A matrix descriptor (PTX ISA "Matrix Descriptor Format"): bits 0-13 start address >> 4,
  * 16-29 LBO >> 4, 32-45 SBO >> 4, 62-63 swizzle mode (1 = 128 bytes).
+ *
+ * The backward's dQ = dS K reads both operands MN-major from shared memory: dS^T stored as
+ * [128 keys][64 queries] (one 64-wide block, k-slices of 16 keys 2048 bytes apart) and K as V
+ * above (A transposed, B transposed: the instruction's trans-a and trans-b set).
  *
  * cuda_attention_sm90_selftest runs the two products alone on one block, so that a wrong
  * layout shows up as "scores wrong" or "P V wrong" in tests/gpu/cuda_attention_test.c. */
@@ -78,7 +85,7 @@ static __device__ __forceinline__ void fence_proxy_async(void) {
 /* Named barrier 1 staggers the forward's two warpgroups (FlashAttention-3's ping-pong): warpgroup
  * 1 starts a tile's scores only when warpgroup 0's are done, so one warpgroup's softmax runs while
  * the other's products use the tensor cores, instead of both at once (343 -> 363 TFLOP/s at the
- * 1.3B shape; the backward passes measured no gain from it and do not stagger). */
+ * 1.3B shape; the two-pass backward measured no gain from it, the fused one does not stagger). */
 #ifndef SM90_NO_STAGGER /* (perf/attention_bench compares with -DSM90_NO_STAGGER) */
 static __device__ __forceinline__ void sm90_stagger_wait(int wg) {
     if (wg == 1) asm volatile("bar.sync 1, 256;\n" ::: "memory");
@@ -383,27 +390,337 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* the backward (cuda_attention.cu's scheme, no atomics): lse2 = lse log2(e) and Di = dO.O per
- * row come from cuda_attention.cu's row kernel ([B*H, Tpad], zero past T);
+/* the backward: lse2 = lse log2(e) and Di = dO.O per row come from cuda_attention.cu's row kernel
+ * ([B*H, Tpad], zero past T; it also zeroes the dQ semaphores below);
  *   P = exp2(s scale_log2 - lse2),  dS = P (dP - Di),  dP = dO V^T
- * One kernel owns 128 keys (two warpgroups of 64) and walks the query tiles of 64 at or below
- * the diagonal, of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as
- * rows), then dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments. A second
- * owns 128 queries and walks the key tiles of 64 left of the diagonal: S = Q K^T, dP = dO V^T,
- * dQ += dS K. A warpgroup whose 64 rows are all masked in a tile skips it (wgmma is issued by
- * whole warpgroups, so the test is per warpgroup). */
-#define SM90_BWD_STEP 64 /* query rows (dK/dV) or keys (dQ) per step */
-/* bytes of one stage of the dK/dV kernel: Q and dO tiles, then lse2 and Di (64 fp32 each),
- * padded so that the next stage's tiles stay 1024-byte aligned (the swizzle needs it) */
-#define SM90_DKDV_STAGE(D) (2 * SM90_BWD_STEP * (D) * 2 + 1024)
+ * One kernel (FlashAttention-2/3's single pass, five products) owns 128 keys (two warpgroups of
+ * 64) and walks the query tiles of 64 at or below the diagonal, of every head of the key's group
+ * in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then dV += P^T dO and dK += dS^T Q with
+ * P^T and dS^T as register A fragments (dK and dV stay in registers to the end). dS^T also goes
+ * to shared memory as bf16 ([128 keys][64 queries], 128-byte swizzle), from where the partial
+ * dQ_mn = dS K of this (query tile m, key tile n) pair is one more product: A = dS read
+ * "MN-major" (transposed: its 64 query rows are contiguous), B = the K tile read MN-major as V is
+ * in the forward's P V. At D 128 warpgroup w computes columns [64w, 64w + 64) over all 128 keys;
+ * at D 64 each warpgroup takes its own 64 keys and the two halves are summed through shared
+ * memory (each thread keeps D / 4 values either way). Every product is issued without a branch
+ * (ptxas answers wgmma in divergent paths by serializing every wgmma of the kernel): in a
+ * diagonal tile the upper warpgroup's keys are all masked and its P and dS come out zero.
+ *
+ * Deterministic dQ (FlashAttention-3's scheme, no floating-point atomics in a free order): the
+ * partials of query tile m are summed in an fp32 workspace dq_accum (one 64 x D tile per (b*H+h,
+ * m), stored thread-major: value e of thread i at e*256 + i, so that every access is coalesced),
+ * in a fixed order, descending key tile n = m/2, m/2 - 1, ..., 0, kept by an int semaphore per
+ * tile that counts the partials already added. The first (the diagonal's block) writes its tile
+ * with a bulk copy, the following ones wait for their turn and add theirs with a bulk reduce
+ * (cp.reduce.async.bulk .add.f32), the last (key tile 0) reads the sum, adds its own partial and
+ * writes dQ as bf16 (scaled) into dqkv: no zeroing of dq_accum and no conversion pass. A step
+ * stages its partial in shared memory (two buffers) and the next step sends it out while its S
+ * and dP products run: one thread issues the bulk operation there, after releasing the tile of
+ * the one before (complete by then), so the semaphores' round trips overlap the tensor cores.
+ * The grid runs the key tiles of one (batch, group) next to each other, largest first in
+ * blockIdx order, so a block only ever waits for blocks dispatched before it (no deadlock) and
+ * the (b, h) rows of dq_accum in flight stay in L2; key tile n reaches a query tile two steps
+ * after key tile n + 1 did, which covers the two steps a partial takes to go out and be
+ * released, so in the steady state the turns are already there. */
+#define SM90_BWD_STEP 64 /* query rows per step */
+/* bytes of one stage: Q and dO tiles, then lse2 and Di (64 fp32 each), padded so that the next
+ * stage's tiles stay 1024-byte aligned (the swizzle needs it) */
+#define SM90_BWD_STAGE(D) (2 * SM90_BWD_STEP * (D) * 2 + 1024)
+#define SM90_DQ_TILE(D) (SM90_BWD_STEP * (D)) /* fp32 values of one dq_accum tile */
+
+/* shared memory of the backward: K, V (128 x D each), two stages, dS^T (128 x 64 bf16), two dQ
+ * tiles staged for the bulk copy (fp32), and at D 64 the exchange of the warpgroups' halves */
+static size_t sm90_backward_smem_bytes(int D) {
+    return (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_BWD_STAGE(D) + 128 * 64 * 2 + (size_t)SM90_DQ_TILE(D) * 8 +
+           (D == 64 ? (size_t)SM90_DQ_TILE(D) * 4 : 0) + 1024;
+}
 
 #ifdef SM90_WGMMA
 /* 64 fp32 of a [., Tpad] statistics row into shared memory (threads 0..15 of the block) */
 static __device__ __forceinline__ void sm90_load_stats(uint32_t dst, const float *src) {
     if (threadIdx.x < 16) sm90_cp_async_16(dst + 16 * threadIdx.x, src + 4 * threadIdx.x, true);
 }
+
+/* d[64 x 64] (+)= A[64 x 16] B[16 x 64], both from shared memory MN-major (transposed: A's 64
+ * rows, B's 64 columns contiguous); scale_d 0 overwrites d */
+static __device__ __forceinline__ void wgmma_m64n64k16_ss_tt(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                             int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+/* Issue acc[64 queries x 64] = dS[64 x KS*16 keys from key 16 ks0] K[those keys, columns
+ * [64 cb, 64 cb + 64)]: dS^T from its [128][64] swizzled tile, K from the 128 x D tile */
+template <int KS>
+static __device__ __forceinline__ void sm90_issue_dq(float (&acc)[32], uint32_t ds_tile, uint32_t k_tile, int ks0,
+                                                     int cb) {
+    const uint32_t a0 = ds_tile + (uint32_t)ks0 * 2048, b0 = k_tile + (uint32_t)cb * 128 * 128 + (uint32_t)ks0 * 2048;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+        wgmma_m64n64k16_ss_tt(acc, sm90_desc(a0 + ks * 2048, 128 * 128, 1024), sm90_desc(b0 + ks * 2048, 128 * 128, 1024),
+                              ks == 0 ? 0 : 1);
+}
+
+/* the dQ semaphores: spin (one thread) until the count reaches want; release one more */
+static __device__ __forceinline__ void sm90_sem_wait(const int *sem, int want) {
+    int seen;
+    for (;;) {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(sem) : "memory");
+        if (seen >= want) break;
+        __nanosleep(64);
+    }
+    asm volatile("fence.proxy.async.global;\n" ::: "memory"); /* the bulk reduce comes after */
+}
+/* the bulk operation of the previous step is complete: its writes are visible, then the count */
+static __device__ __forceinline__ void sm90_sem_release(int *sem) {
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+    asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+}
+static __device__ __forceinline__ void sm90_bulk_store(float *dst, uint32_t src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void sm90_bulk_reduce_add(float *dst, uint32_t src, uint32_t bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void sm90_bulk_commit(void) {
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
 #endif
 
+/* grid: x = key tile, the last first (blockIdx.x 0 is key tile gridDim.x - 1), y = batch x group */
+template <int D>
+static __global__ void __launch_bounds__(SM90_THREADS, 1)
+attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
+                               const float *lse2, const float *di, int T, int Tpad, int H, int G) {
+#ifdef SM90_WGMMA
+    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
+    constexpr int STAGE = SM90_BWD_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
+    constexpr int DQ_TILE = SM90_DQ_TILE(D), DQ_VALUES = DQ_TILE / SM90_THREADS; /* D / 4 per thread */
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
+    const uint32_t ds_tile = stages + 2 * STAGE, dq_stage = ds_tile + 128 * 64 * 2;
+    const float *stats_smem = reinterpret_cast<const float *>(smem + 2 * KV_TILE);
+    float *dq_stage_ptr = reinterpret_cast<float *>(smem + (dq_stage - k_tile));
+    float *exchange = dq_stage_ptr + 2 * DQ_TILE; /* D 64 only */
+
+    const int bg = blockIdx.y, b = bg / G, grp = bg % G, per = H / G;
+    const int kt = gridDim.x - 1 - blockIdx.x, k0 = kt * 128;
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const nvbf16 *batch = qkv + (size_t)b * T * qkv_stride;
+    const nvbf16 *k_base = batch + qkv_key_offset(grp, H, G, D);
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D), scale = 1.0f / sqrtf((float)D);
+    const int qt_first = k0 / SM90_BWD_STEP, qt_count = (T + SM90_BWD_STEP - 1) / SM90_BWD_STEP - qt_first;
+    const int steps = per * qt_count, tiles_per_row = Tpad / SM90_BWD_STEP;
+
+    /* step i: head grp * per + i / qt_count, query tile qt_first + i % qt_count */
+    auto load_step = [&](int i) {
+        const int h = grp * per + i / qt_count, q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
+        const uint32_t stage = stages + (uint32_t)(i & 1) * STAGE;
+        sm90_load_tile<SM90_BWD_STEP, D>(stage, batch + qkv_query_offset(h, H, G, D), qkv_stride, q0, T);
+        sm90_load_tile<SM90_BWD_STEP, D>(stage + Q_TILE, dout + (size_t)b * T * out_stride + (size_t)h * D,
+                                         out_stride, q0, T);
+        const size_t row = ((size_t)b * H + (size_t)h) * (size_t)Tpad + (size_t)q0;
+        sm90_load_stats(stage + 2 * Q_TILE, lse2 + row);
+        sm90_load_stats(stage + 2 * Q_TILE + SM90_BWD_STEP * 4, di + row);
+    };
+    sm90_load_tile<128, D>(k_tile, k_base, qkv_stride, k0, T);
+    sm90_load_tile<128, D>(v_tile, k_base + D, qkv_stride, k0, T);
+    load_step(0);
+    sm90_cp_async_commit();
+
+    float dk[D / 2], dv[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
+    int *pending_sem = NULL; /* thread 0 (key tiles > 0): the tile of the bulk operation in flight */
+
+    /* dQ's partial of step j (staged thread-major in buffer j & 1) goes out. Key tiles > 0: thread
+     * 0 releases the tile of its previous bulk operation (now complete), waits for this tile's
+     * turn and issues the bulk copy (the diagonal's) or reduce-add. Key tile 0: each thread adds
+     * its own staged values to the sum of the others (each warp waits for the turn) and writes
+     * them as bf16 into dqkv. */
+    auto flush_dq = [&](int j) {
+        const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt / 2;
+        const size_t tile = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
+        float *acc = dq_accum + tile * DQ_TILE;
+        int *sem = dq_sems + tile;
+        if (kt > 0) {
+            if (threadIdx.x == 0) {
+                if (pending_sem != NULL) sm90_sem_release(pending_sem);
+                const uint32_t src = dq_stage + (uint32_t)(j & 1) * DQ_TILE * 4;
+                if (kt == kt_first) {
+                    sm90_bulk_store(acc, src, DQ_TILE * 4);
+                } else {
+                    sm90_sem_wait(sem, kt_first - kt);
+                    sm90_bulk_reduce_add(acc, src, DQ_TILE * 4);
+                }
+                sm90_bulk_commit();
+                pending_sem = sem;
+            }
+            __syncwarp(); /* warp 0 converged again for the .aligned wgmma that follow */
+        } else {
+            if (kt_first > 0) {
+                if (lane == 0) sm90_sem_wait(sem, kt_first);
+                __syncwarp();
+            }
+            const float *own = dq_stage_ptr + (j & 1) * DQ_TILE + threadIdx.x;
+            nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D) + wg * (D / 2) + 2 * t;
+            const int q0 = qt * SM90_BWD_STEP;
+#pragma unroll
+            for (int half = 0; half < DQ_VALUES / 16; half++) { /* 16 values in flight at a time */
+                float sum[16];
+#pragma unroll
+                for (int e = 0; e < 16; e++) {
+                    const int at = (16 * half + e) * SM90_THREADS;
+                    sum[e] = kt_first > 0 ? __ldcg(acc + at + threadIdx.x) + own[at] : own[at];
+                }
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const int q = q0 + 16 * warp + g + 8 * r;
+                    if (q >= T) continue;
+#pragma unroll
+                    for (int n = 0; n < 4; n++)
+                        *reinterpret_cast<__nv_bfloat162 *>(dq_base + (size_t)q * qkv_stride + 8 * (4 * half + n)) =
+                            __floats2bfloat162_rn(sum[4 * n + 2 * r] * scale, sum[4 * n + 2 * r + 1] * scale);
+                }
+            }
+        }
+    };
+
+    for (int i = 0; i < steps; i++) {
+        const int qt = qt_first + i % qt_count, q0 = qt * SM90_BWD_STEP;
+        const uint32_t q_tile = stages + (uint32_t)(i & 1) * STAGE, do_tile = q_tile + Q_TILE;
+        const float *stage_stats = stats_smem + (size_t)(i & 1) * (STAGE / 4) + 2 * Q_TILE / 4;
+        if (i + 1 < steps) load_step(i + 1);
+        sm90_cp_async_commit();
+        sm90_cp_async_wait<1>();
+        fence_proxy_async(); /* (also the previous step's dQ staging, read by the bulk copy) */
+        __syncthreads();
+
+        /* S^T and dP^T, and meanwhile the previous step's dQ out. Both warpgroups always compute:
+         * in a diagonal tile the upper one's keys are all masked, its P and dS come out zero (and
+         * its dS^T rows, which the dQ product reads, too); it would only wait for the lower one. */
+        float st[32], dpt[32];
+        wgmma_fence();
+        sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+        sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+        wgmma_commit();
+        if (i > 0) flush_dq(i - 1);
+        wgmma_wait_all();
+        fence_registers(st);
+        fence_registers(dpt);
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
+            const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
+                const float p = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+                st[4 * n + e] = p;
+                dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
+            }
+        }
+        uint32_t frag[4][4];
+        sm90_pack_a<4>(frag, st);
+        fence_registers(dv);
+        wgmma_fence();
+        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag, do_tile);
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_registers(dv);
+        fence_fragments(frag);
+        sm90_pack_a<4>(frag, dpt);
+        /* dS^T into its tile: fragment register j of slice kk is (key row g + 8 (j & 1), queries
+         * 16 kk + 8 (j >> 1) + 2t, +1); chunk c of key row r sits at c ^ (r % 8) = c ^ g */
+        unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                *reinterpret_cast<uint32_t *>(ds_rows + (j & 1) * 8 * 128 + (((2 * kk + (j >> 1)) ^ g) << 4) + 4 * t) =
+                    frag[kk][j];
+        fence_registers(dk);
+        wgmma_fence();
+        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
+        wgmma_commit();
+        fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
+        __syncthreads();
+
+        /* the partial dQ of this pair (while dK's product runs): thread value 4n + 2r + c is query
+         * row 16 warp + g + 8r, column wg D/2 + 8n + 2t + c (n < D/16) */
+        float dq[32];
+        wgmma_fence();
+        if constexpr (D == 128) sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
+        else sm90_issue_dq<4>(dq, ds_tile, k_tile, 4 * wg, 0);
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_registers(dk);
+        fence_fragments(frag);
+        fence_registers(dq);
+        if constexpr (D == 64) {
+            /* each warpgroup has all 64 columns over its own keys: warpgroup w keeps columns
+             * [32w, 32w + 32) (its n8 blocks 4w..4w+3) and adds the other's */
+            const int tw = threadIdx.x % 128;
+#pragma unroll
+            for (int j = 0; j < 16; j++) exchange[(wg * 16 + j) * 128 + tw] = wg == 0 ? dq[16 + j] : dq[j];
+            __syncthreads();
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                const float other = exchange[((1 - wg) * 16 + j) * 128 + tw];
+                dq[j] = (wg == 0 ? dq[j] : dq[16 + j]) + other;
+            }
+        }
+        /* staged thread-major; flushed during the next step's S and dP */
+        float *stage_out = dq_stage_ptr + (i & 1) * DQ_TILE + threadIdx.x;
+#pragma unroll
+        for (int e = 0; e < DQ_VALUES; e++) stage_out[e * SM90_THREADS] = dq[e];
+    }
+    fence_proxy_async();
+    __syncthreads();
+    flush_dq(steps - 1);
+    if (threadIdx.x == 0 && pending_sem != NULL) sm90_sem_release(pending_sem);
+
+    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(grp, H, G, D);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int k = krow0 + g + 8 * r;
+        if (k >= T) continue;
+        nvbf16 *dst = dk_base + (size_t)k * qkv_stride + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
+                __floats2bfloat162_rn(dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
+            *reinterpret_cast<__nv_bfloat162 *>(dst + D + 8 * n) =
+                __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
+        }
+    }
+#else
+    (void)dqkv; (void)dq_accum; (void)dq_sems; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad;
+    (void)H; (void)G;
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* the two-pass backward, kept for head dimension 64, where it measured faster than the fused
+ * kernel above (GPT-2 124M's shape on an H100: 0.671 against 0.717 ms with the row kernel; at
+ * D 64 the fused kernel's fixed costs per step outweigh the recomputation it saves). One kernel
+ * owns 128 keys (two warpgroups of 64) and walks the query tiles of 64 at or below the diagonal,
+ * of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then
+ * dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments. A second owns 128
+ * queries and walks the key tiles of 64 left of the diagonal: S = Q K^T, dP = dO V^T, dQ += dS K,
+ * no atomics. A warpgroup whose 64 rows are all masked in a tile skips it. */
 /* blocks per SM the backward kernels are compiled for at head dimension 64 (2 caps registers at
  * 128 per thread): the dQ kernel fits without spilling and gains (124M shape's backward 0.715 ->
  * 0.640 ms on an H200); the dK/dV kernel would spill and serialize its wgmma (0.830 ms) */
@@ -420,7 +737,7 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
                                     const float *di, int T, int Tpad, int H, int G) {
 #ifdef SM90_WGMMA
     constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
-    constexpr int STAGE = SM90_DKDV_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
+    constexpr int STAGE = SM90_BWD_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
     extern __shared__ unsigned char sm90_smem_raw[];
     unsigned char *smem = sm90_smem_base(sm90_smem_raw);
     const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
@@ -736,10 +1053,25 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
 }
 
 template <int D>
-static void sm90_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
-                                 const float *di, int B, int T, int Tpad, int H, int G) {
+static void sm90_backward_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
+                                 const float *lse2, const float *di, int B, int T, int Tpad, int H, int G) {
+    auto kernel = attention_backward_sm90_kernel<D>;
+    const size_t smem = sm90_backward_smem_bytes(D);
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kernel<<<dim3((unsigned int)ceil_div((size_t)T, 128), (unsigned int)(B * G)), SM90_THREADS, smem, compute_stream()>>>(
+        dqkv, dq_accum, dq_sems, dout, qkv, lse2, di, T, Tpad, H, G);
+    CHECK_LAUNCH();
+}
+
+/* the fused dK/dV/dQ pass after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a
+ * multiple of 128; dq_sems [B*H, Tpad/64] zeroed by it; dq_accum [B*H, Tpad, D] fp32, any
+ * contents, 16-byte aligned) */
+/* the dK/dV and dQ passes of head dimension 64 (the same inputs, no dQ accumulator) */
+static void sm90_backward_two_pass_64(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
+                                      const float *di, int B, int T, int Tpad, int H, int G) {
+    constexpr int D = 64;
     auto dkdv = attention_backward_dkdv_sm90_kernel<D>;
-    const size_t dkdv_smem = (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_DKDV_STAGE(D) + 1024;
+    const size_t dkdv_smem = (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_BWD_STAGE(D) + 1024;
     CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
     dkdv<<<dim3((unsigned int)(B * G), ceil_div((size_t)T, 128)), SM90_THREADS, dkdv_smem, compute_stream()>>>(
         dqkv, dout, qkv, lse2, di, T, Tpad, H, G);
@@ -752,12 +1084,15 @@ static void sm90_backward_launch(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 
     CHECK_LAUNCH();
 }
 
-/* the dK/dV and dQ passes after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a
- * multiple of 128) */
+/* whether the backward of head dimension D is the fused pass (it needs dq_accum and dq_sems) */
+extern "C" int cuda_attention_sm90_backward_fused(int D) { return D == 128; }
+
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
-                                             const float *di, int B, int T, int Tpad, int H, int G, int D) {
-    if (D == 128) sm90_backward_launch<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    else sm90_backward_launch<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+                                             const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad,
+                                             int H, int G, int D) {
+    if (cuda_attention_sm90_backward_fused(D))
+        sm90_backward_launch<128>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    else sm90_backward_two_pass_64(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
 }
 
 /* runs the two products on device copies of q, k, v (host [128][D] floats, rounded to bf16

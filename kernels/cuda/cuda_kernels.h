@@ -117,7 +117,8 @@ void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, bf1
 size_t cuda_attention_workspace_bytes(int B, int T, int H, int D);
 void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T, int H,
                             int G, int D, int head_start, int total_heads, dropout_rng rng);
-/* dqkv overwritten; deterministic (no atomics: dK/dV and dQ in separate passes) */
+/* dqkv overwritten; deterministic (bitwise: mma.sync without atomics, dK/dV and dQ in separate
+ * passes; Hopper in one pass, dQ's partials added in an order semaphores fix) */
 void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                              const void *workspace, int B, int T, int H, int G, int D,
                              int head_start, int total_heads, dropout_rng rng);
@@ -128,10 +129,15 @@ void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, cons
 int cuda_attention_sm90_available(void);
 int cuda_attention_sm90_applies(const void *out, const void *qkv, int D, float dropout_p);
 void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G, int D);
-/* the backward's dK/dV and dQ passes (where the forward applies and dout is 16-byte aligned),
- * after cuda_attention.cu's row kernel wrote lse2 = lse log2(e) and Di ([B*H, Tpad]) */
+/* the backward in one pass, dK, dV and dQ (where the forward applies and dout is 16-byte
+ * aligned), after cuda_attention.cu's row kernel wrote lse2 = lse log2(e) and Di ([B*H, Tpad])
+ * and zeroed dq_sems ([B*H, Tpad/64] ints); dq_accum is fp32 [B*H, Tpad, D] scratch */
 void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
-                                  const float *di, int B, int T, int Tpad, int H, int G, int D);
+                                  const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad, int H,
+                                  int G, int D);
+/* 1 where that backward is the fused pass (D 128), which needs dq_accum and dq_sems; D 64 runs
+ * the two-pass dK/dV and dQ kernels (faster there) and takes NULL for both */
+int cuda_attention_sm90_backward_fused(int D);
 /* the two products of one block alone against double references (tests); -1 without sm_90a */
 int cuda_attention_sm90_selftest(int D, const float *q, const float *k, const float *v,
                                  double *s_error, double *o_error);

@@ -9,7 +9,9 @@
  * poisoned with NaN before every run, so an element a kernel forgets to write fails the
  * comparison. bf16 outputs must agree to a relative error (max|got - want| / max|want|) under
  * 1e-2; fp32 statistics computed from identical inputs must agree to 1e-5 (row max and target
- * logit exactly). The attention backward must be bitwise reproducible (it uses no atomics).
+ * logit exactly). The attention backward must be bitwise reproducible: the mma.sync one has no
+ * atomics; the Hopper one sums dQ's partials of the key tiles in an order its semaphores fix,
+ * which test_backward_reruns checks at shapes where a free order would show.
  * Exits 77 (SKIP) where there is no CUDA device. */
 #include <math.h>
 #include <stdint.h>
@@ -134,6 +136,47 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     TEST_CUDA(cudaFree(d_ws));
     free(qkv); free(dout); free(out_ref); free(dqkv_ref); free(ws_ref);
     free(out); free(dqkv); free(got); free(want); free(raw1); free(raw2);
+}
+
+/* The backward run RUNS times on the same inputs must give the same dqkv bits. On Hopper dQ_i is
+ * the sum over key tiles of the partials dS K, added into fp32 one tile after another in the
+ * order the semaphores fix (descending key tile). In another order the fp32 sums differ in their
+ * last bits for most of the B*T*H*D values (each has T/128 partials: 16 here), and such a change
+ * reaches the bf16 result when the sum lies near a bf16 rounding boundary, about 2^-16 of the
+ * values per fp32 ulp of difference: hundreds of the 8 to 17 million here. So a backward whose adds raced (say an atomicAdd
+ * per partial, or a semaphore that let two key tiles add at once) would differ between runs; the
+ * shapes have many key tiles per query tile, GQA (the dK/dV blocks walk 4 heads each) and more
+ * blocks than SMs, so the blocks of one (batch, group) run concurrently with others'. */
+static void test_backward_reruns(int B, int T, int H, int G, int D) {
+    enum { RUNS = 4 };
+    const size_t n_qkv = (size_t)B * T * (H + 2 * G) * D, n_out = (size_t)B * T * H * D;
+    dropout_rng rng = {0.0f, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
+    char shape[128];
+    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d", path_label, B, T, H, G, D);
+    float *qkv = host_alloc(n_qkv * sizeof(float)), *dout = host_alloc(n_out * sizeof(float));
+    fill_random(qkv, n_qkv, 4242u + (uint64_t)D, 2.0f);
+    fill_random(dout, n_out, 4343u + (uint64_t)D, 1.0f);
+    bf16 *d_qkv = upload_bf16(qkv, n_qkv), *d_dout = upload_bf16(dout, n_out);
+    bf16 *d_out = device_alloc(n_out * sizeof(bf16)), *d_dqkv = device_alloc(n_qkv * sizeof(bf16));
+    void *d_ws = device_alloc(cuda_attention_workspace_bytes(B, T, H, D));
+    device_sync();
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, 0, H, rng);
+    bf16 *first = host_alloc(n_qkv * sizeof(bf16)), *again = host_alloc(n_qkv * sizeof(bf16));
+    int same = 1;
+    for (int run = 0; run < RUNS; run++) {
+        poison(d_dqkv, n_qkv * sizeof(bf16));
+        device_sync();
+        cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, 0, H, rng);
+        download_raw(run == 0 ? first : again, d_dqkv, n_qkv * sizeof(bf16));
+        if (run > 0 && memcmp(first, again, n_qkv * sizeof(bf16)) != 0) same = 0;
+    }
+    tap_ok(same, "attention backward %s: %d runs bitwise identical", shape, RUNS);
+    TEST_CUDA(cudaFree(d_qkv));
+    TEST_CUDA(cudaFree(d_dout));
+    TEST_CUDA(cudaFree(d_out));
+    TEST_CUDA(cudaFree(d_dqkv));
+    TEST_CUDA(cudaFree(d_ws));
+    free(qkv); free(dout); free(first); free(again);
 }
 
 static void test_cross_entropy(int N, int V, int vocab_start) {
@@ -300,6 +343,10 @@ int main(void) {
     test_attention(1, 130, 3, 1, 40, 0, 3, 0.1f);
     test_attention(1, 512, 32, 8, 64, 0, 32, 0.0f);
     }
+    /* bitwise reruns of the default backward (Hopper: at D 128 dQ summed over 16 key tiles in a
+     * fixed order; at D 64 the two-pass kernels, without atomics) */
+    test_backward_reruns(8, 2048, 8, 2, 64);
+    test_backward_reruns(8, 2048, 8, 2, 128);
 
     static const int ce_rows[] = {1, 7, 64};
     static const int ce_vocab[] = {37, 1000, 50304};
