@@ -35,14 +35,14 @@ EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES)
 # supplies only kernels_fatal); built only on request:
 # make perf/attention_bench [ATTN_BENCH_FLAGS='-DATTN_FWD_WARPS=4 ...']
 if HAVE_CUDA
-perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu $(top_srcdir)/perf/attention_bench_old.cuh \
+perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu \
 		$(top_srcdir)/kernels/cuda/cuda_attention.cu $(top_srcdir)/kernels/philox.h \
 		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) kernels/libkernels.a
 	@$(MKDIR_P) perf
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $(ATTN_BENCH_FLAGS) $< kernels/libkernels.a -o $@
 CLEANFILES += perf/attention_bench
 endif
-EXTRA_DIST += perf/attention_bench.cu perf/attention_bench_old.cuh
+EXTRA_DIST += perf/attention_bench.cu
 
 # the GEMM algorithm survey (perf/gemm_algos.cu includes cuda_matmul.cu itself); on request:
 # make perf/gemm_algos

@@ -1,12 +1,14 @@
 /* attention_bench.cu: times the causal flash attention of kernels/cuda/cuda_attention.cu, forward
- * and backward, with CUDA events, next to the previous kernel (perf/attention_bench_old.cuh), and
- * checks that the two agree (max |new - old| / max |old| over out and dq, dk, dv).
+ * and backward, with CUDA events. Where the Hopper backward is the fused one-pass kernel (head
+ * dimension 128), it also times the two-pass dK/dV and dQ kernels on the same inputs
+ * (MTC_ATTENTION_FUSED_BACKWARD=0, as "old") and checks that the two agree (max |new - old| /
+ * max |old| over out and dq, dk, dv); elsewhere both lines run the same code.
  *
  * Default shapes: GPT-2 124M (B=32, T=1024, H=12, D=64) and GPT 1.3B (B=8, T=2048, H=16,
  * D=128), without and with attention dropout. Causal FLOPs: forward 2*2*B*H*T*T*D/2 (two
- * products over half the score matrix), backward 2.5 times that (five products: the Hopper
- * backward computes exactly these; the mma.sync backward of cuda_attention.cu, taken with dropout,
- * recomputes S, P, dP and dS in its separate dQ pass, two products more, which are not counted).
+ * products over half the score matrix), backward 2.5 times that (five products: the fused
+ * backward computes exactly these; the two-pass ones recompute S, P, dP and dS in their dQ pass,
+ * two products more, which are not counted).
  *
  * Usage: attention_bench [--no-old] [--iters N] [--dropout P] [B T H D]...
  * Build: make perf/attention_bench (kernels/local.mk); the tile shapes of cuda_attention.cu can
@@ -22,17 +24,6 @@
 #include "kernels/cuda/cuda_attention.cu"
 
 typedef __nv_bfloat16 nvbf16; /* the bench times the bf16 kernels */
-
-/* the previous kernel, its entry points renamed */
-namespace old_attn {
-#define cuda_attention_workspace_bytes old_cuda_attention_workspace_bytes
-#define cuda_attention_forward old_cuda_attention_forward
-#define cuda_attention_backward old_cuda_attention_backward
-#include "perf/attention_bench_old.cuh"
-#undef cuda_attention_workspace_bytes
-#undef cuda_attention_forward
-#undef cuda_attention_backward
-} // namespace old_attn
 
 /* the bench owns the stream the kernels run on (compute_stream() asks cuda_stream()) */
 static cudaStream_t bench_stream;
@@ -67,7 +58,7 @@ static double bench_rel_err(const uint16_t *a, const uint16_t *b, size_t n, size
 
 typedef struct timing { double fwd_ms, bwd_ms; } timing;
 
-/* the current and the previous kernels with multi-head attention (one query head per group) */
+/* the kernels with multi-head attention (one query head per group) */
 static void mha_forward(bf16 *out, void *ws, const bf16 *qkv, int B, int T, int H, int D,
                         int head_start, int total_heads, dropout_rng rng) {
     cuda_attention_forward(out, ws, qkv, B, T, H, H, D, head_start, total_heads, rng);
@@ -77,15 +68,13 @@ static void mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf
                          int total_heads, dropout_rng rng) {
     cuda_attention_backward(dqkv, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
 }
-static void old_mha_forward(bf16 *out, void *ws, const bf16 *qkv, int B, int T, int H, int D,
-                            int head_start, int total_heads, dropout_rng rng) {
-    old_attn::old_cuda_attention_forward(out, ws, qkv, B, T, H, H, D, head_start, total_heads, rng);
-}
+/* "old": the two-pass Hopper backward where the fused one would run */
 static void old_mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                              const void *ws, int B, int T, int H, int D, int head_start,
                              int total_heads, dropout_rng rng) {
-    old_attn::old_cuda_attention_backward(dqkv, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads,
-                                          rng);
+    setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
+    cuda_attention_backward(dqkv, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+    unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
 }
 
 typedef void (*forward_fn)(bf16 *, void *, const bf16 *, int, int, int, int, int, int, dropout_rng);
@@ -146,8 +135,8 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
         CHECK_CUDA(cudaMalloc(&out_old, n_out * sizeof(bf16)));
         CHECK_CUDA(cudaMalloc(&dqkv_old, n_qkv * sizeof(bf16)));
         void *ws_old;
-        CHECK_CUDA(cudaMalloc(&ws_old, old_attn::old_cuda_attention_workspace_bytes(B, T, H, D)));
-        timing to = bench_time(old_mha_forward, old_mha_backward, out_old, ws_old, dqkv_old,
+        CHECK_CUDA(cudaMalloc(&ws_old, cuda_attention_workspace_bytes(B, T, H, D)));
+        timing to = bench_time(mha_forward, old_mha_backward, out_old, ws_old, dqkv_old,
                                qkv, dout, B, T, H, D, rng, iters);
         printf("old  B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms %6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s"
                "  (speed-up fwd %.2fx bwd %.2fx)\n",

@@ -715,7 +715,8 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
 /* ---------------------------------------------------------------------------------------------- */
 /* the two-pass backward, kept for head dimension 64, where it measured faster than the fused
  * kernel above (GPT-2 124M's shape on an H100: 0.671 against 0.717 ms with the row kernel; at
- * D 64 the fused kernel's fixed costs per step outweigh the recomputation it saves). One kernel
+ * D 64 the fused kernel's fixed costs per step outweigh the recomputation it saves), and at 128
+ * under MTC_ATTENTION_FUSED_BACKWARD=0, for comparison. One kernel
  * owns 128 keys (two warpgroups of 64) and walks the query tiles of 64 at or below the diagonal,
  * of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then
  * dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments. A second owns 128
@@ -1052,6 +1053,9 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
     else sm90_forward_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
 }
 
+/* the fused dK/dV/dQ pass after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a
+ * multiple of 128; dq_sems [B*H, Tpad/64] zeroed by it; dq_accum [B*H, Tpad, D] fp32, any
+ * contents, 16-byte aligned) */
 template <int D>
 static void sm90_backward_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
                                  const float *lse2, const float *di, int B, int T, int Tpad, int H, int G) {
@@ -1063,13 +1067,10 @@ static void sm90_backward_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, co
     CHECK_LAUNCH();
 }
 
-/* the fused dK/dV/dQ pass after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a
- * multiple of 128; dq_sems [B*H, Tpad/64] zeroed by it; dq_accum [B*H, Tpad, D] fp32, any
- * contents, 16-byte aligned) */
-/* the dK/dV and dQ passes of head dimension 64 (the same inputs, no dQ accumulator) */
-static void sm90_backward_two_pass_64(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
-                                      const float *di, int B, int T, int Tpad, int H, int G) {
-    constexpr int D = 64;
+/* the dK/dV and dQ passes (the same inputs, no dQ accumulator) */
+template <int D>
+static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
+                                   const float *di, int B, int T, int Tpad, int H, int G) {
     auto dkdv = attention_backward_dkdv_sm90_kernel<D>;
     const size_t dkdv_smem = (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_BWD_STAGE(D) + 1024;
     CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
@@ -1084,15 +1085,21 @@ static void sm90_backward_two_pass_64(nvbf16 *dqkv, const nvbf16 *dout, const nv
     CHECK_LAUNCH();
 }
 
-/* whether the backward of head dimension D is the fused pass (it needs dq_accum and dq_sems) */
-extern "C" int cuda_attention_sm90_backward_fused(int D) { return D == 128; }
+/* whether the backward of head dimension D is the fused pass (it needs dq_accum and dq_sems):
+ * at D 128; MTC_ATTENTION_FUSED_BACKWARD=0 takes the two passes there too (perf/attention_bench
+ * times the two against each other so) */
+extern "C" int cuda_attention_sm90_backward_fused(int D) {
+    const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
+    return D == 128 && !(env != NULL && strcmp(env, "0") == 0);
+}
 
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                              const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad,
                                              int H, int G, int D) {
     if (cuda_attention_sm90_backward_fused(D))
         sm90_backward_launch<128>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    else sm90_backward_two_pass_64(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
 }
 
 /* runs the two products on device copies of q, k, v (host [128][D] floats, rounded to bf16

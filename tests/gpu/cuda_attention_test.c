@@ -347,6 +347,14 @@ int main(void) {
      * fixed order; at D 64 the two-pass kernels, without atomics) */
     test_backward_reruns(8, 2048, 8, 2, 64);
     test_backward_reruns(8, 2048, 8, 2, 128);
+    /* the two-pass Hopper backward at D 128 too, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
+     * perf/attention_bench compares the two so) */
+    setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
+    path_label = "two-pass ";
+    test_attention(1, 2048, 1, 1, 128, 0, 1, 0.0f);
+    test_attention(1, 1024, 8, 2, 128, 0, 8, 0.0f);
+    unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
+    path_label = "";
 
     static const int ce_rows[] = {1, 7, 64};
     static const int ce_vocab[] = {37, 1000, 50304};
