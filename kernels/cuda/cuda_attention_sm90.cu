@@ -453,6 +453,26 @@ static __device__ __forceinline__ void wgmma_m64n64k16_ss_tt(float (&d)[32], uin
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+/* The dK/dV step's softmax gradient, in place on a warp's fragments of S^T and dP^T (keys as
+ * rows): P^T = exp2(S^T scale log2(e) - lse2) (0 above the diagonal and past T) into st, dS^T =
+ * P^T (dP^T - Di) into dpt, with the step's lse2 and Di (64 each) from shared memory; the lane
+ * holds keys krow0 + g (+8) and queries q0 + 8n + 2t (+1) */
+static __device__ __forceinline__ void sm90_probs_and_ds(float (&st)[32], float (&dpt)[32], const float *stage_stats,
+                                                         int q0, int krow0, int g, int t, int T, float scale_log2) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
+        const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
+            const float p = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+            st[4 * n + e] = p;
+            dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
+        }
+    }
+}
+
 /* Issue acc[64 queries x 64] = dS[64 x KS*16 keys from key 16 ks0] K[those keys, columns
  * [64 cb, 64 cb + 64)]: dS^T from its [128][64] swizzled tile, K from the 128 x D tile */
 template <int KS>
@@ -620,18 +640,7 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
         wgmma_wait_all();
         fence_registers(st);
         fence_registers(dpt);
-#pragma unroll
-        for (int n = 0; n < 8; n++) {
-            const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
-            const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
-                const float p = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
-                st[4 * n + e] = p;
-                dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
-            }
-        }
+        sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
         uint32_t frag[4][4];
         sm90_pack_a<4>(frag, st);
         fence_registers(dv);
@@ -798,18 +807,7 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
             fence_registers(dpt);
         }
         if (active) {
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-                const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
-                const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
-                    const float p = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
-                    st[4 * n + e] = p;
-                    dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
-                }
-            }
+            sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
             uint32_t frag[4][4];
             sm90_pack_a<4>(frag, st);
             fence_registers(dv);
