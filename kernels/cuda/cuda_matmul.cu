@@ -164,7 +164,8 @@ static cublasLtMatmulPreference_t plan_preference(const gemm_plan_key *key) {
  * from one run to the next, and another algorithm rounds differently, so a tuned run is not
  * bitwise reproducible across runs (within a run a problem always runs the same algorithm). A
  * problem that adds into its output (C = D) is timed into scratch of D's size, since each call
- * would add again; above GEMM_TUNE_MAX_SCRATCH bytes it keeps the heuristic's first. */
+ * would add again; above GEMM_TUNE_MAX_SCRATCH bytes, or when the device has no room for the
+ * scratch, it keeps the heuristic's first. */
 #define GEMM_TUNE_CANDIDATES 8
 #define GEMM_TUNE_CALLS 5
 #define GEMM_TUNE_MIN_FLOP 1e9
@@ -218,7 +219,10 @@ static void plan_tune(gemm_plan *plan, const gemm_problem *p, const cublasLtMatm
     void *d = p->d;
     size_t scratch_bytes = output_needs_scratch(p) ? output_bytes(p) : 0;
     if (scratch_bytes > 0) {
-        CHECK_CUDA(cudaMallocAsync(&d, scratch_bytes, compute_stream()));
+        if (cudaMallocAsync(&d, scratch_bytes, compute_stream()) != cudaSuccess) {
+            (void)cudaGetLastError(); /* no room for the scratch: keep the heuristic's first */
+            return;
+        }
         kernels_memory_record_alloc(d, scratch_bytes);
         CHECK_CUDA(cudaMemsetAsync(d, 0, scratch_bytes, compute_stream()));
     }
