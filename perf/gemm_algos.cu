@@ -2,7 +2,8 @@
  * one GPT training step, next to the one kernels/cuda/cuda_matmul.cu runs (the heuristic's first),
  * so that a per-shape choice can be judged before it is built. Each problem is set up by
  * cuda_matmul.cu's own builders (forward_problem, input_gradient_problem,
- * weight_gradient_problem) with the epilogues training uses, on buffers of small random values.
+ * weight_gradient_problem) with the epilogues training uses, on buffers of small random values,
+ * and timed by its tuning's time_algorithm (one warm-up call, then --iters calls, default 20).
  *
  * Usage: gemm_algos [--iters N] [N C F V LAYERS]... (tokens per micro-batch, hidden size, FFN
  * size, padded vocabulary, layers)
@@ -32,33 +33,6 @@ static void *bench_alloc(size_t bytes, unsigned int seed) {
     return p;
 }
 
-/* mean time of one algorithm on the problem's plan, in microseconds; -1 when it fails to run */
-static double time_algo(gemm_plan *plan, const gemm_problem *p, const cublasLtMatmulAlgo_t *algo, int iters) {
-    float alpha = 1.0f, beta = p->accumulate ? 1.0f : 0.0f;
-    size_t workspace_bytes = 0;
-    void *workspace = cuda_cublaslt_workspace(&workspace_bytes);
-    cudaEvent_t start, stop;
-    CHECK_CUDA(cudaEventCreate(&start));
-    CHECK_CUDA(cudaEventCreate(&stop));
-    double us = -1.0;
-    for (int i = -3; i < iters; i++) {
-        if (i == 0) CHECK_CUDA(cudaEventRecord(start, compute_stream()));
-        cublasStatus_t status = cublasLtMatmul(cuda_cublaslt_handle(), plan->desc, &alpha, p->a, plan->a_layout, p->b,
-                                               plan->b_layout, &beta, p->c != NULL ? p->c : p->d, plan->d_layout, p->d,
-                                               plan->d_layout, algo, workspace, workspace_bytes, compute_stream());
-        if (status != CUBLAS_STATUS_SUCCESS) goto done;
-    }
-    CHECK_CUDA(cudaEventRecord(stop, compute_stream()));
-    CHECK_CUDA(cudaEventSynchronize(stop));
-    float ms;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    us = 1000.0 * ms / iters;
-done:
-    CHECK_CUDA(cudaEventDestroy(start));
-    CHECK_CUDA(cudaEventDestroy(stop));
-    return us;
-}
-
 typedef struct step_gemm {
     const char *name;
     int calls; /* per step, for the weighted total */
@@ -81,12 +55,19 @@ static void survey(const step_gemm *g, int iters, double *first_us, double *best
                                                 plan->d_layout, plan->d_layout, preference, MAX_ALGOS, results,
                                                 &returned));
     CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
+    cudaEvent_t start, stop;
+    CHECK_CUDA(cudaEventCreate(&start));
+    CHECK_CUDA(cudaEventCreate(&stop));
     int best = 0;
     double times[MAX_ALGOS];
     for (int i = 0; i < returned; i++) {
-        times[i] = results[i].state == CUBLAS_STATUS_SUCCESS ? time_algo(plan, &g->p, &results[i].algo, iters) : -1.0;
+        times[i] = results[i].state == CUBLAS_STATUS_SUCCESS
+                       ? time_algorithm(plan, &g->p, g->p.d, &results[i].algo, iters, start, stop)
+                       : -1.0;
         if (times[i] > 0 && (times[best] <= 0 || times[i] < times[best])) best = i;
     }
+    CHECK_CUDA(cudaEventDestroy(start));
+    CHECK_CUDA(cudaEventDestroy(stop));
     double flops = 2.0 * g->p.m * (double)g->p.n * g->p.k;
     *first_us = times[0];
     *best_us = times[best];

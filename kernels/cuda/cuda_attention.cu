@@ -810,17 +810,11 @@ static void attn_forward_launch(E *out, float *lse, const E *qkv, int B, int T, 
 static size_t attn_align_256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 /* the Hopper backward's fp32 dQ accumulator: a grow-only device buffer of exactly the size asked
- * (stream_scratch's 25% headroom would add a quarter of its 100 to 134 MB to the peak), like
- * stream_scratch reallocated in stream order on the compute stream; contents not kept */
+ * (stream_scratch's 25% headroom would add a quarter of its 100 to 134 MB to the peak) */
 static float *attn_dq_accum(size_t bytes) {
     static void *accum_buffer = NULL;
     static size_t accum_capacity = 0;
-    if (bytes > accum_capacity) {
-        if (accum_buffer != NULL) CHECK_CUDA(cudaFreeAsync(accum_buffer, compute_stream()));
-        CHECK_CUDA(cudaMallocAsync(&accum_buffer, bytes, compute_stream()));
-        accum_capacity = bytes;
-    }
-    return (float *)accum_buffer;
+    return (float *)grow_device_buffer(&accum_buffer, &accum_capacity, bytes, 0);
 }
 
 template <int DP, bool DROPOUT, typename E>

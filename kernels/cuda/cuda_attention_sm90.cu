@@ -473,6 +473,46 @@ static __device__ __forceinline__ void sm90_probs_and_ds(float (&st)[32], float 
     }
 }
 
+/* the Q, dO, lse2 and Di of one dK/dV step (query head h, 64 queries from q0) into a stage:
+ * the two [64][D] tiles, then 64 lse2 and 64 Di (cp.async, committed by the caller) */
+template <int D>
+static __device__ __forceinline__ void sm90_load_bwd_step(uint32_t stage, const nvbf16 *qkv, const nvbf16 *dout,
+                                                          const float *lse2, const float *di, int b, int h, int q0,
+                                                          int T, int Tpad, int H, int G) {
+    constexpr uint32_t Q_TILE = SM90_BWD_STEP * D * 2;
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    sm90_load_tile<SM90_BWD_STEP, D>(stage, qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D),
+                                     qkv_stride, q0, T);
+    sm90_load_tile<SM90_BWD_STEP, D>(stage + Q_TILE, dout + (size_t)b * T * out_stride + (size_t)h * D, out_stride,
+                                     q0, T);
+    const size_t row = ((size_t)b * H + (size_t)h) * (size_t)Tpad + (size_t)q0;
+    sm90_load_stats(stage + 2 * Q_TILE, lse2 + row);
+    sm90_load_stats(stage + 2 * Q_TILE + SM90_BWD_STEP * 4, di + row);
+}
+
+/* a lane's dK (times scale) and dV rows into dqkv as bf16: keys key and key + 8 of group grp,
+ * columns 8n + 2t (+1) of its accumulator fragments; keys from T on are not written */
+template <int D>
+static __device__ __forceinline__ void sm90_store_dkdv(nvbf16 *dqkv, const float (&dk)[D / 2], const float (&dv)[D / 2],
+                                                       float scale, int b, int grp, int key, int t, int T, int H,
+                                                       int G) {
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D;
+    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(grp, H, G, D);
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int k = key + 8 * r;
+        if (k >= T) continue;
+        nvbf16 *dst = dk_base + (size_t)k * qkv_stride + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
+                __floats2bfloat162_rn(dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
+            *reinterpret_cast<__nv_bfloat162 *>(dst + D + 8 * n) =
+                __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
+        }
+    }
+}
+
 /* Issue acc[64 queries x 64] = dS[64 x KS*16 keys from key 16 ks0] K[those keys, columns
  * [64 cb, 64 cb + 64)]: dS^T from its [128][64] swizzled tile, K from the 128 x D tile */
 template <int KS>
@@ -537,7 +577,7 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
     const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
     const int krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
-    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D;
     const nvbf16 *batch = qkv + (size_t)b * T * qkv_stride;
     const nvbf16 *k_base = batch + qkv_key_offset(grp, H, G, D);
     const float scale_log2 = SM90_LOG2E / sqrtf((float)D), scale = 1.0f / sqrtf((float)D);
@@ -547,13 +587,7 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
     /* step i: head grp * per + i / qt_count, query tile qt_first + i % qt_count */
     auto load_step = [&](int i) {
         const int h = grp * per + i / qt_count, q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
-        const uint32_t stage = stages + (uint32_t)(i & 1) * STAGE;
-        sm90_load_tile<SM90_BWD_STEP, D>(stage, batch + qkv_query_offset(h, H, G, D), qkv_stride, q0, T);
-        sm90_load_tile<SM90_BWD_STEP, D>(stage + Q_TILE, dout + (size_t)b * T * out_stride + (size_t)h * D,
-                                         out_stride, q0, T);
-        const size_t row = ((size_t)b * H + (size_t)h) * (size_t)Tpad + (size_t)q0;
-        sm90_load_stats(stage + 2 * Q_TILE, lse2 + row);
-        sm90_load_stats(stage + 2 * Q_TILE + SM90_BWD_STEP * 4, di + row);
+        sm90_load_bwd_step<D>(stages + (uint32_t)(i & 1) * STAGE, qkv, dout, lse2, di, b, h, q0, T, Tpad, H, G);
     };
     sm90_load_tile<128, D>(k_tile, k_base, qkv_stride, k0, T);
     sm90_load_tile<128, D>(v_tile, k_base + D, qkv_stride, k0, T);
@@ -701,20 +735,7 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
     flush_dq(steps - 1);
     if (threadIdx.x == 0 && pending_sem != NULL) sm90_sem_release(pending_sem);
 
-    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(grp, H, G, D);
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int k = krow0 + g + 8 * r;
-        if (k >= T) continue;
-        nvbf16 *dst = dk_base + (size_t)k * qkv_stride + 2 * t;
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
-                __floats2bfloat162_rn(dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
-            *reinterpret_cast<__nv_bfloat162 *>(dst + D + 8 * n) =
-                __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
-        }
-    }
+    sm90_store_dkdv<D>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G);
 #else
     (void)dqkv; (void)dq_accum; (void)dq_sems; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad;
     (void)H; (void)G;
@@ -758,7 +779,7 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
     const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
     const int krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
-    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D;
     const nvbf16 *batch = qkv + (size_t)b * T * qkv_stride;
     const nvbf16 *k_base = batch + qkv_key_offset(grp, H, G, D);
     const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
@@ -768,13 +789,7 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
     /* step i: head grp * per + i / qt_count, query tile qt_first + i % qt_count */
     auto load_step = [&](int i) {
         const int h = grp * per + i / qt_count, q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
-        const uint32_t stage = stages + (uint32_t)(i & 1) * STAGE;
-        sm90_load_tile<SM90_BWD_STEP, D>(stage, batch + qkv_query_offset(h, H, G, D), qkv_stride, q0, T);
-        sm90_load_tile<SM90_BWD_STEP, D>(stage + Q_TILE, dout + (size_t)b * T * out_stride + (size_t)h * D,
-                                         out_stride, q0, T);
-        const size_t row = ((size_t)b * H + (size_t)h) * (size_t)Tpad + (size_t)q0;
-        sm90_load_stats(stage + 2 * Q_TILE, lse2 + row);
-        sm90_load_stats(stage + 2 * Q_TILE + SM90_BWD_STEP * 4, di + row);
+        sm90_load_bwd_step<D>(stages + (uint32_t)(i & 1) * STAGE, qkv, dout, lse2, di, b, h, q0, T, Tpad, H, G);
     };
     sm90_load_tile<128, D>(k_tile, k_base, qkv_stride, k0, T);
     sm90_load_tile<128, D>(v_tile, k_base + D, qkv_stride, k0, T);
@@ -830,20 +845,7 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
     }
 
     const float scale = 1.0f / sqrtf((float)D);
-    nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(grp, H, G, D);
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int k = krow0 + g + 8 * r;
-        if (k >= T) continue;
-        nvbf16 *dst = dk_base + (size_t)k * qkv_stride + 2 * t;
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
-                __floats2bfloat162_rn(dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
-            *reinterpret_cast<__nv_bfloat162 *>(dst + D + 8 * n) =
-                __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
-        }
-    }
+    sm90_store_dkdv<D>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G);
 #else
     (void)dqkv; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad; (void)H; (void)G;
 #endif

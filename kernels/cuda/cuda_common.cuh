@@ -62,19 +62,24 @@ static inline unsigned int grid_stride_blocks(size_t work, int threads) {
     return blocks ? (unsigned int)blocks : 1u;
 }
 
-/* a grow-only device scratch buffer (one per .cu file), (re)allocated in stream order on the
- * compute stream, so kernels still using the old buffer finish before it is released; its
- * contents do not survive from one call to the next */
+/* a grow-only device buffer (*buffer, *capacity bytes) holding at least `bytes`: when it grows
+ * it is (re)allocated with `extra` bytes more, in stream order on the compute stream, so kernels
+ * still using the old buffer finish before it is released; its contents do not survive growth */
+static inline void *grow_device_buffer(void **buffer, size_t *capacity, size_t bytes, size_t extra) {
+    if (bytes > *capacity) {
+        if (*buffer != NULL) CHECK_CUDA(cudaFreeAsync(*buffer, compute_stream()));
+        CHECK_CUDA(cudaMallocAsync(buffer, bytes + extra, compute_stream()));
+        *capacity = bytes + extra;
+    }
+    return *buffer;
+}
+
+/* a grow-only device scratch buffer (one per .cu file), with a quarter of headroom; its contents
+ * do not survive from one call to the next */
 static inline void *stream_scratch(size_t bytes) {
     static void *scratch_buffer = NULL;
     static size_t scratch_capacity = 0;
-    if (bytes > scratch_capacity) {
-        if (scratch_buffer != NULL) CHECK_CUDA(cudaFreeAsync(scratch_buffer, compute_stream()));
-        size_t grown = bytes + bytes / 4 + 256;
-        CHECK_CUDA(cudaMallocAsync(&scratch_buffer, grown, compute_stream()));
-        scratch_capacity = grown;
-    }
-    return scratch_buffer;
+    return grow_device_buffer(&scratch_buffer, &scratch_capacity, bytes, bytes / 4 + 256);
 }
 
 /* butterfly sums over a full warp: every lane ends with the same, order-fixed value */

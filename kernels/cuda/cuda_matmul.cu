@@ -192,14 +192,15 @@ static bool tuning_applies(const gemm_problem *p) {
     return !output_needs_scratch(p) || output_bytes(p) <= GEMM_TUNE_MAX_SCRATCH;
 }
 
-/* microseconds per call of one algorithm on the problem (into d), or -1 when it does not run */
+/* microseconds per call of one algorithm on the problem (into d; one warm-up call, then `calls`
+ * timed ones), or -1 when it does not run (perf/gemm_algos times its survey with it too) */
 static float time_algorithm(const gemm_plan *plan, const gemm_problem *p, void *d, const cublasLtMatmulAlgo_t *algo,
-                            cudaEvent_t start, cudaEvent_t stop) {
+                            int calls, cudaEvent_t start, cudaEvent_t stop) {
     float alpha = 1.0f, beta = p->accumulate ? 1.0f : 0.0f;
     size_t workspace_bytes = 0;
     void *workspace = cuda_cublaslt_workspace(&workspace_bytes);
     const void *c = p->c != NULL && p->c != p->d ? p->c : d;
-    for (int call = -1; call < GEMM_TUNE_CALLS; call++) {
+    for (int call = -1; call < calls; call++) {
         if (call == 0) CHECK_CUDA(cudaEventRecord(start, compute_stream()));
         cublasStatus_t status = cublasLtMatmul(cuda_cublaslt_handle(), plan->desc, &alpha, p->a, plan->a_layout, p->b,
                                                plan->b_layout, &beta, c, plan->d_layout, d, plan->d_layout, algo,
@@ -210,7 +211,7 @@ static float time_algorithm(const gemm_plan *plan, const gemm_problem *p, void *
     CHECK_CUDA(cudaEventSynchronize(stop));
     float ms = 0.0f;
     CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    return 1000.0f * ms / GEMM_TUNE_CALLS;
+    return 1000.0f * ms / calls;
 }
 
 /* times the heuristic's candidates and keeps the fastest in plan->algo (the first on ties) */
@@ -233,7 +234,7 @@ static void plan_tune(gemm_plan *plan, const gemm_problem *p, const cublasLtMatm
     float best = -1.0f;
     for (int i = 0; i < count; i++) {
         if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        float us = time_algorithm(plan, p, d, &results[i].algo, start, stop);
+        float us = time_algorithm(plan, p, d, &results[i].algo, GEMM_TUNE_CALLS, start, stop);
         if (us > 0.0f && (best < 0.0f || us < best)) {
             best = us;
             plan->algo = results[i].algo;
