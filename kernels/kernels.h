@@ -219,11 +219,13 @@ typedef struct kernel_ops {
                             const void *x, const void *weight, int N, int IC, int OC);
     /* matmul_backward of a layer whose input is x = gelu(pre) (the MLP's fc2), the GeLU's
      * backward fused in: dpre[N,IC] = (dout W) * gelu'(pre) (overwritten; a cuBLASLt DGELU
-     * epilogue on CUDA where it has an algorithm, so the product is rounded once). The layer's
-     * input is not kept from the forward: x[N,IC] is scratch that receives gelu(pre) again (in
-     * the pass that reads pre for the derivative), then dweight[OC,IC] += dout^T x. */
+     * epilogue on CUDA where it has an algorithm, so the product is rounded once), and
+     * dweight[OC,IC] += dout^T x. With x_kept 0 the layer's input was not kept from the forward:
+     * x[N,IC] is scratch that receives gelu(pre) again (in the pass that reads pre for the
+     * derivative). With x_kept 1 x holds the forward's gelu(pre) and is only read, before dpre
+     * is written, so dpre may be x itself. */
     void (*matmul_backward_gelu)(void *dpre, float *dweight, const void *dout, void *x,
-                                 const void *pre, const void *weight, int N, int IC, int OC);
+                                 const void *pre, const void *weight, int N, int IC, int OC, int x_kept);
 
     /* ---- rotary position embeddings ---- */
     /* rotate every query and key head of qkv[B,T,(H+2G)*D] (the layout above) IN PLACE by its

@@ -272,12 +272,13 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     la->ln2_mean = alloc_floats(ops, n);
     la->ln2_rstd = alloc_floats(ops, n);
     la->fc1_out = alloc_acts(ops, N * (size_t)s.FC1l);
+    la->activation = m->config.keep_mlp_activation ? alloc_acts(ops, N * (size_t)s.Fl) : NULL;
 }
 
 static void release_layer(gpt_model *m, layer_activations *la, int own_workspace) {
     void *buffers[] = {la->ln1, la->ln1_mean, la->ln1_rstd, la->qkv, la->attention_out,
                        own_workspace ? la->attention_workspace : NULL, la->residual_mid, la->ln2,
-                       la->ln2_mean, la->ln2_rstd, la->fc1_out};
+                       la->ln2_mean, la->ln2_rstd, la->fc1_out, la->activation};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) m->ops->release(buffers[i]);
 }
 
@@ -346,8 +347,9 @@ static void allocate_scratch(gpt_model *m) {
     b->d_full = alloc_acts(ops, N * C);
     b->d_attention = alloc_acts(ops, N * (size_t)s.HDl);
     b->d_qkv = alloc_acts(ops, N * (size_t)s.QKVl);
-    b->d_ffn_a = alloc_acts(ops, N * (size_t)s.Fl);
-    b->d_ffn_b = alloc_acts(ops, N * (size_t)s.FC1l);
+    int keep = m->config.keep_mlp_activation;
+    b->d_ffn_a = keep ? NULL : alloc_acts(ops, N * (size_t)s.Fl);
+    b->d_ffn_b = keep && !m->config.swiglu ? NULL : alloc_acts(ops, N * (size_t)s.FC1l);
     b->forward_full = alloc_acts(ops, N * C);
     b->forward_rows = alloc_acts(ops, n * C);
     if (m->config.apply_layernorm_1p) {
@@ -444,7 +446,7 @@ void gpt_model_free(gpt_model *m) {
     backward_scratch *b = &m->scratch;
     void *buffers[] = {b->d_residual, b->d_hidden, b->d_full, b->d_attention, b->d_qkv, b->d_ffn_a,
                        b->d_ffn_b, b->forward_full, b->forward_rows, m->param_buffer, m->grad_buffer};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) ops->release(buffers[i]);
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
     if (b->norm_ones) ops->release(b->norm_ones);
     if (b->norm_weight) ops->release(b->norm_weight);
     free(m->chunks);
@@ -716,10 +718,11 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
         bias_dropout_add(m, la->residual_mid, la->input, rows, lw->proj_bias, out_rng);
     }
 
-    /* MLP block; the activation lives in scratch until fc2 has read it (the backward recomputes
-     * it from fc1_out, the pre-activation, which saves [N,F/tp] per layer) */
+    /* MLP block; unless kept (--keep-mlp-activation) the activation lives in scratch until fc2
+     * has read it (the backward recomputes it from fc1_out, the pre-activation, which saves
+     * [N,F/tp] per layer) */
     norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
-    void *activation = m->scratch.d_ffn_a;
+    void *activation = la->activation ? la->activation : m->scratch.d_ffn_a;
     if (c->swiglu) {
         ops->matmul_forward(la->fc1_out, NULL, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.FC1l);
         ops->swiglu_forward(activation, la->fc1_out, s.N, s.Fl);
@@ -812,16 +815,26 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
     if (lg->fc2_bias) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
     void *d_full = gather_rows(m, d_hidden, b->d_full);
-    if (c->swiglu) {  /* fc2's input gradient, the SwiGLU's backward, then its output again for fc2's weight */
+    void *d_pre = b->d_ffn_b;  /* dL/d(fc1_out) */
+    if (c->swiglu && la->activation) {  /* fc2's weight gradient from the kept activation, which
+                                         * then receives fc2's input gradient */
+        ops->matmul_backward(NULL, lg->fc2_weight, NULL, d_full, la->activation, lw->fc2_weight, s.N, s.Fl, s.C);
+        ops->matmul_backward(la->activation, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
+        ops->swiglu_backward(d_pre, la->fc1_out, la->activation, s.N, s.Fl);
+    } else if (c->swiglu) {  /* fc2's input gradient, the SwiGLU's backward, then its output again for fc2's weight */
         ops->matmul_backward(b->d_ffn_a, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
-        ops->swiglu_backward(b->d_ffn_b, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
+        ops->swiglu_backward(d_pre, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
         ops->swiglu_forward(b->d_ffn_a, la->fc1_out, s.N, s.Fl);
         ops->matmul_backward(NULL, lg->fc2_weight, NULL, d_full, b->d_ffn_a, lw->fc2_weight, s.N, s.Fl, s.C);
+    } else if (la->activation) {  /* the kept gelu(fc1_out) receives dL/d(fc1_out) once fc2's weight gradient has read it */
+        d_pre = la->activation;
+        ops->matmul_backward_gelu(d_pre, lg->fc2_weight, d_full, la->activation, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
+                                  s.C, 1);
     } else {  /* d_ffn_a receives gelu(fc1_out), fc2's input */
-        ops->matmul_backward_gelu(b->d_ffn_b, lg->fc2_weight, d_full, b->d_ffn_a, la->fc1_out, lw->fc2_weight, s.N,
-                                  s.Fl, s.C);
+        ops->matmul_backward_gelu(d_pre, lg->fc2_weight, d_full, b->d_ffn_a, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
+                                  s.C, 0);
     }
-    void *d_rows = column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, b->d_ffn_b, la->ln2, lw->fc1_weight, s.FC1l);
+    void *d_rows = column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2, lw->fc1_weight, s.FC1l);
     norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
                   la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd);
 

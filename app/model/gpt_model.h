@@ -63,6 +63,9 @@ typedef struct gpt_config {
     int recompute_selective;
     recompute_method recompute_method;
     int recompute_num_layers;
+    /* --keep-mlp-activation: keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for
+     * the backward instead of computing it again there ([N,F/tp] more per layer) */
+    int keep_mlp_activation;
     /* parallel layout */
     int tp_size, tp_rank, sequence_parallel;
     int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
@@ -132,8 +135,10 @@ typedef struct layer_activations {
     void *residual_mid;           /* input + dropout(proj) [n,C] */
     void *ln2;
     float *ln2_mean, *ln2_rstd;
-    void *fc1_out;                /* pre-activation [N,F/tp] ([N,2F/tp] with SwiGLU); the activation
-                                   * (GeLU or SwiGLU) is not kept: the backward computes it again */
+    void *fc1_out;                /* pre-activation [N,F/tp] ([N,2F/tp] with SwiGLU) */
+    void *activation;             /* its GeLU or SwiGLU [N,F/tp], fc2's input: only with
+                                   * keep_mlp_activation (else the backward computes it again);
+                                   * the backward then reuses it for the activation's gradient */
 } layer_activations;
 
 typedef struct activation_slot {
@@ -172,7 +177,9 @@ typedef struct backward_scratch {
     void *d_attention;    /* [N,HD/tp] */
     void *d_qkv;          /* [N,(H+2G)D/tp] */
     void *d_ffn_a, *d_ffn_b; /* [N,F/tp], [N,fc1 rows/tp]; d_ffn_a also holds the forward's
-                              * activation (fc2's input) and the backward's recomputed one */
+                              * activation (fc2's input) and the backward's recomputed one.
+                              * With keep_mlp_activation the layer's kept activation takes
+                              * d_ffn_a's place (NULL), and with GeLU d_ffn_b's too */
     void *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
     void *forward_rows;   /* [n,C] forward temporary */
     void *norm_ones, *norm_weight; /* [C], --apply-layernorm-1p only: ones, and a norm's 1 + w */

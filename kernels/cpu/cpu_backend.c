@@ -98,9 +98,11 @@ static void decode_attention(void *out, void *k_cache, void *v_cache, const void
 
 static void gelu_forward(void *out, const void *x, size_t n) { cpu_gelu_forward(out, x, n); }
 static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, void *x, const void *pre,
-                                 const void *weight, int N, int IC, int OC) {
+                                 const void *weight, int N, int IC, int OC, int x_kept) {
+    if (x_kept) cpu_matmul_backward(NULL, dweight, NULL, dout, x, weight, N, IC, OC);  /* before dpre overwrites x */
     cpu_matmul_backward(dpre, NULL, NULL, dout, NULL, weight, N, IC, OC);
     cpu_gelu_backward(dpre, pre, dpre, (size_t)N * (size_t)IC);
+    if (x_kept) return;
     cpu_gelu_forward(x, pre, (size_t)N * (size_t)IC);  /* the forward's value, bit for bit */
     cpu_matmul_backward(NULL, dweight, NULL, dout, x, weight, N, IC, OC);
 }

@@ -140,9 +140,9 @@ static void matmul_backward(void *dx, float *dweight, float *dbias, const void *
     cuda_matmul_backward##S((T *)dx, dweight, dbias, (const T *)dout, (const T *)x, (const T *)weight, N, IC, OC); \
 }                                                                                                                \
 static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, void *x, const void *pre,         \
-                                 const void *weight, int N, int IC, int OC) {                                    \
+                                 const void *weight, int N, int IC, int OC, int x_kept) {                        \
     cuda_matmul_backward_gelu##S((T *)dpre, dweight, (const T *)dout, (T *)x, (const T *)pre, (const T *)weight,  \
-                                 N, IC, OC);                                                                     \
+                                 N, IC, OC, x_kept);                                                             \
 }                                                                                                                \
 static void rmsnorm_forward(void *out, float *rstd, const void *x, const void *weight, int N, int C, float eps) { \
     cuda_rmsnorm_forward##S((T *)out, rstd, (const T *)x, (const T *)weight, N, C, eps);                          \

@@ -105,10 +105,11 @@ void cuda_matmul_forward_residual(bf16 *out, const bf16 *x, const bf16 *weight, 
  * skipped when NULL); dbias[OC] += colsum(dout) (fp32; skipped when NULL). */
 void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                           const bf16 *x, const bf16 *weight, int N, int IC, int OC);
-/* fc2's backward (kernels.h): dpre = (dout W) gelu'(pre), x = gelu(pre) recomputed into the
- * scratch x, then dweight += dout^T x */
+/* fc2's backward (kernels.h): dpre = (dout W) gelu'(pre) and dweight += dout^T x, where x is
+ * scratch that receives gelu(pre) again (x_kept 0) or the kept gelu(pre), read before dpre (which
+ * may be x) is written (x_kept 1) */
 void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, bf16 *x,
-                               const bf16 *pre, const bf16 *weight, int N, int IC, int OC);
+                               const bf16 *pre, const bf16 *weight, int N, int IC, int OC, int x_kept);
 
 /* ---- causal flash attention (cuda_attention.cu) ---- */
 /* qkv[B,T,(H+2G)*D] bf16 (G query groups, kernels.h's layout) -> out[B,T,H,D] bf16; tiles in
@@ -223,7 +224,7 @@ void cuda_matmul_forward_fp16(fp16 *out, fp16 *gelu_out, const fp16 *x, const fp
 void cuda_matmul_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
                                const fp16 *x, const fp16 *weight, int N, int IC, int OC);
 void cuda_matmul_backward_gelu_fp16(fp16 *dpre, float *dweight, const fp16 *dout, fp16 *x,
-                                    const fp16 *pre, const fp16 *weight, int N, int IC, int OC);
+                                    const fp16 *pre, const fp16 *weight, int N, int IC, int OC, int x_kept);
 void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, int B, int T, int H,
                                  int G, int D, int head_start, int total_heads, dropout_rng rng);
 void cuda_attention_backward_fp16(fp16 *dqkv, const fp16 *dout, const fp16 *qkv, const fp16 *out,

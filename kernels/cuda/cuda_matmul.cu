@@ -424,6 +424,14 @@ static void gelu_forward_e(__nv_bfloat16 *out, const __nv_bfloat16 *x, size_t n)
 static void gelu_forward_e(__half *out, const __half *x, size_t n) {
     cuda_gelu_forward_fp16(reinterpret_cast<fp16 *>(out), reinterpret_cast<const fp16 *>(x), n);
 }
+static void gelu_backward_e(__nv_bfloat16 *dx, const __nv_bfloat16 *x, const __nv_bfloat16 *dout, size_t n) {
+    cuda_gelu_backward(reinterpret_cast<bf16 *>(dx), reinterpret_cast<const bf16 *>(x),
+                       reinterpret_cast<const bf16 *>(dout), n);
+}
+static void gelu_backward_e(__half *dx, const __half *x, const __half *dout, size_t n) {
+    cuda_gelu_backward_fp16(reinterpret_cast<fp16 *>(dx), reinterpret_cast<const fp16 *>(x),
+                            reinterpret_cast<const fp16 *>(dout), n);
+}
 static void gelu_backward_recompute_e(__nv_bfloat16 *dx, __nv_bfloat16 *y, const __nv_bfloat16 *x,
                                       const __nv_bfloat16 *dout, size_t n) {
     cuda_gelu_backward_recompute(reinterpret_cast<bf16 *>(dx), reinterpret_cast<bf16 *>(y),
@@ -613,7 +621,7 @@ static void matmul_backward_t(E *dx, float *dweight, float *dbias, const E *dout
  * pre-activation, within a bf16 rounding of it, which saves [N,IC] of activations per layer. */
 template <typename E>
 static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
-                                          const E *pre, const E *weight, int N, int IC, int OC) {
+                                          const E *pre, const E *weight, int N, int IC, int OC, bool x_kept) {
     if (N <= 0 || IC <= 0) return;
     const bool forced = fallback_forced();
     if (OC <= 0) {
@@ -621,14 +629,16 @@ static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
         return;
     }
     const size_t n = (size_t)N * IC;
+    if (x_kept) weight_gradient(dweight, dout, x, N, IC, OC, forced); /* before dpre (maybe x) is written */
     const bool fusable = IC % 8 == 0 && aligned16(dpre) && aligned16(pre);
     if (fusable && input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DGELU, pre, forced)) {
-        gelu_forward_e(x, pre, n);
+        if (!x_kept) gelu_forward_e(x, pre, n);
     } else {
         input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DEFAULT, (const E *)NULL, forced);
-        gelu_backward_recompute_e(dpre, x, pre, dpre, n);
+        if (x_kept) gelu_backward_e(dpre, pre, dpre, n);
+        else gelu_backward_recompute_e(dpre, x, pre, dpre, n);
     }
-    weight_gradient(dweight, dout, x, N, IC, OC, forced);
+    if (!x_kept) weight_gradient(dweight, dout, x, N, IC, OC, forced);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
@@ -665,11 +675,13 @@ extern "C" void cuda_matmul_backward_fp16(fp16 *dx, float *dweight, float *dbias
 }
 
 extern "C" void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, bf16 *x,
-                                          const bf16 *pre, const bf16 *weight, int N, int IC, int OC) {
-    matmul_backward_gelu_t(as_nv(dpre), dweight, as_nv(dout), as_nv(x), as_nv(pre), as_nv(weight), N, IC, OC);
+                                          const bf16 *pre, const bf16 *weight, int N, int IC, int OC, int x_kept) {
+    matmul_backward_gelu_t(as_nv(dpre), dweight, as_nv(dout), as_nv(x), as_nv(pre), as_nv(weight), N, IC, OC,
+                           x_kept != 0);
 }
 
 extern "C" void cuda_matmul_backward_gelu_fp16(fp16 *dpre, float *dweight, const fp16 *dout, fp16 *x,
-                                          const fp16 *pre, const fp16 *weight, int N, int IC, int OC) {
-    matmul_backward_gelu_t(as_half(dpre), dweight, as_half(dout), as_half(x), as_half(pre), as_half(weight), N, IC, OC);
+                                          const fp16 *pre, const fp16 *weight, int N, int IC, int OC, int x_kept) {
+    matmul_backward_gelu_t(as_half(dpre), dweight, as_half(dout), as_half(x), as_half(pre), as_half(weight), N, IC,
+                           OC, x_kept != 0);
 }

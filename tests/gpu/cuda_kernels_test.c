@@ -611,7 +611,7 @@ static void test_matmul_backward_gelu(int N, int IC, int OC) {
     round_to_bf16(pre, x_n); /* the GPU's pre-activation is stored in bf16 */
     float *dw = host_random_fp32(w_n, 913 + w_n, 1.0f);
     float *want_dpre = host_alloc(x_n), *want_dw = host_copy(dw, w_n);
-    cpu->matmul_backward_gelu(want_dpre, want_dw, dout, x, pre, w, N, IC, OC);  /* x = gelu(pre) */
+    cpu->matmul_backward_gelu(want_dpre, want_dw, dout, x, pre, w, N, IC, OC, 0);  /* x = gelu(pre) */
     /* the GPU's recomputed x is bf16: the weight gradient of that x, in fp32 */
     float *x16 = host_copy(x, x_n);
     round_to_bf16(x16, x_n);
@@ -622,7 +622,7 @@ static void test_matmul_backward_gelu(int N, int IC, int OC) {
     float *d_dw = upload_float(dw, w_n);
     poison(d_dpre, x_n * sizeof(bf16));
     poison(d_x, x_n * sizeof(bf16));
-    cuda_matmul_backward_gelu(d_dpre, d_dw, d_dout, d_x, d_pre, d_w, N, IC, OC);
+    cuda_matmul_backward_gelu(d_dpre, d_dw, d_dout, d_x, d_pre, d_w, N, IC, OC, 0);
     float *got_dpre = download_bf16(d_dpre, x_n), *got_dw = download_float(d_dw, w_n), *got_x = download_bf16(d_x, x_n);
     expect_below(relative_error(got_dpre, want_dpre, x_n), ACT_TOL,
                  "matmul_backward_gelu dpre = (dout W) gelu'(pre) N=%d IC=%d OC=%d%s", N, IC, OC,
@@ -634,6 +634,36 @@ static void test_matmul_backward_gelu(int N, int IC, int OC) {
     free(pre); free(w); free(dout); free(x); free(dw); free(want_dpre); free(want_dw); free(got_dpre); free(got_dw);
     free(got_x); free(x16);
     cudaFree(d_pre); cudaFree(d_w); cudaFree(d_dout); cudaFree(d_x); cudaFree(d_dpre); cudaFree(d_dw);
+}
+
+/* the same with x kept from the forward (--keep-mlp-activation): x holds gelu(pre) and dpre is x
+ * itself, so the weight gradient must read x before the input gradient overwrites it; a weight
+ * gradient of the overwritten x, or a dpre of a stale x, fails one of the two checks */
+static void test_matmul_backward_gelu_kept(int N, int IC, int OC) {
+    size_t x_n = (size_t)N * IC, w_n = (size_t)OC * IC, out_n = (size_t)N * OC;
+    float *pre = host_random(x_n, 920 + x_n, 2.0f), *w = host_random(w_n, 921 + w_n, 0.1f);
+    float *dout = host_random(out_n, 922 + out_n, 1.0f), *x = host_alloc(x_n);
+    round_to_bf16(pre, x_n);
+    float *dw = host_random_fp32(w_n, 923 + w_n, 1.0f);
+    float *want_dpre = host_alloc(x_n), *want_dw = host_copy(dw, w_n);
+    cpu->gelu_forward(x, pre, x_n);
+    round_to_bf16(x, x_n); /* the kept activation is bf16 */
+    float *x_kept = host_copy(x, x_n);
+    cpu->matmul_backward_gelu(x_kept, want_dw, dout, x_kept, pre, w, N, IC, OC, 1); /* dpre over x, as the model */
+    memcpy(want_dpre, x_kept, sizeof(float) * x_n);
+    bf16 *d_pre = upload_bf16(pre, x_n), *d_w = upload_bf16(w, w_n), *d_dout = upload_bf16(dout, out_n);
+    bf16 *d_x = upload_bf16(x, x_n);
+    float *d_dw = upload_float(dw, w_n);
+    cuda_matmul_backward_gelu(d_x, d_dw, d_dout, d_x, d_pre, d_w, N, IC, OC, 1);
+    float *got_dpre = download_bf16(d_x, x_n), *got_dw = download_float(d_dw, w_n);
+    expect_below(relative_error(got_dpre, want_dpre, x_n), ACT_TOL,
+                 "matmul_backward_gelu, x kept: dpre = (dout W) gelu'(pre) over x N=%d IC=%d OC=%d%s", N, IC, OC,
+                 IC % 8 == 0 ? " (DGELU epilogue)" : " (two passes)");
+    expect_below(relative_error(got_dw, want_dw, w_n), GRAD_TOL,
+                 "matmul_backward_gelu, x kept: dweight from the kept x N=%d IC=%d OC=%d", N, IC, OC);
+    free(pre); free(w); free(dout); free(x); free(dw); free(want_dpre); free(want_dw); free(x_kept); free(got_dpre);
+    free(got_dw);
+    cudaFree(d_pre); cudaFree(d_w); cudaFree(d_dout); cudaFree(d_x); cudaFree(d_dw);
 }
 
 static void test_matmul(int N, int IC, int OC, int with_bias, int with_gelu, int shift) {
@@ -903,6 +933,8 @@ int main(void) {
     test_matmul_backward_gelu(64, 3072, 768);
     test_matmul_backward_gelu(33, 100, 48);
     test_matmul_backward_gelu(5, 17, 3);
+    test_matmul_backward_gelu_kept(64, 3072, 768);
+    test_matmul_backward_gelu_kept(33, 100, 48);
     test_matmul(5, 17, 3, 0, 0, 0);
     test_matmul(256, 768, 2304, 1, 0, 0);
     test_matmul(256, 768, 3072, 1, 1, 0);

@@ -4,7 +4,8 @@
 #  - 20 iterations on one GPU: every loss within 1% (relative) of the CPU backend's, same seed,
 #    dropout off and on; the memory line reports 18 bytes/parameter; the log line carries MFU.
 #  - --deterministic-mode twice: bitwise-identical losses and parameters (--dump-parameters);
-#    with selective, full-uniform and full-block recomputation: the same bits, less memory (full).
+#    with selective, full-uniform and full-block recomputation: the same bits, less memory (full);
+#    with --keep-mlp-activation: losses within 1e-3, reruns bitwise, more memory.
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2xPP2, DP4 with the distributed
 #    optimizer: losses within 1e-2 (relative) of the 1-GPU run.
 #  - a model larger than the GPU's free memory stops before allocating, with both figures.
@@ -79,6 +80,18 @@ for mode in "selective --recompute-activations" "uniform --recompute-granularity
     awk -v a="$mem" -v b="$mem_none" 'BEGIN { exit !(a != "" && a + 0 < b + 0) }'
     ok $? "recompute $mode_name on the GPU: peak memory lower than without"
 done
+# --keep-mlp-activation: fc2's input is the forward's GeLU (the GEMM epilogue's, from the fp32 sum)
+# instead of one computed again from the bf16 pre-activation, so close to, not bitwise, the above;
+# reruns are bitwise; more peak memory (4 layers' activations against the two scratch buffers)
+train rc_keep 1 $RECOMPUTE --keep-mlp-activation
+compare_losses rc_none rc_keep 1e-3 5 "--keep-mlp-activation on the GPU: losses within 1e-3 of recomputing the activation"
+train rc_keep2 1 $RECOMPUTE --keep-mlp-activation
+cmp -s "$WORK/rc_keep.loss" "$WORK/rc_keep2.loss" && [ -s "$WORK/rc_keep.loss" ] && cmp -s "$WORK/rc_keep.bin" "$WORK/rc_keep2.bin"
+ok $? "--keep-mlp-activation on the GPU: two --deterministic-mode runs bitwise identical"
+mem_keep=$(json_field "$WORK/rc_keep.jsonl" train peak_memory_gib | tail -1)
+diag "peak memory: none $mem_none GiB, keep $mem_keep GiB"
+awk -v a="$mem_keep" -v b="$mem_none" 'BEGIN { exit !(a != "" && a + 0 > b + 0) }'
+ok $? "--keep-mlp-activation on the GPU: peak memory higher than recomputing the activation"
 
 # the Llama family (configs/llama-tiny.args: RoPE, RMSNorm, SwiGLU, 4 heads in 2 query groups,
 # no biases, untied): the CUDA kernels train like the CPU backend, and over TP2 when 2 GPUs exist
@@ -89,6 +102,8 @@ ok $? "Llama: CPU reference run"
 train llama_gpu 1 --device cuda
 ok $? "Llama: one-GPU run"
 compare_losses llama_cpu llama_gpu 1e-2 20 "Llama: bf16 GPU losses over 20 iterations within 1% of the fp32 CPU backend"
+train llama_gpu_keep 1 --device cuda --keep-mlp-activation
+compare_losses llama_cpu llama_gpu_keep 1e-2 20 "Llama: with --keep-mlp-activation (SwiGLU output kept) GPU losses within 1% of the CPU backend"
 if [ "$gpus" -ge 2 ]; then
     train llama_tp2 2 --device cuda --tensor-model-parallel-size 2 --sequence-parallel
     ok $? "Llama: TP2 + sequence parallel on 2 GPUs"
