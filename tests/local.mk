@@ -216,6 +216,8 @@ EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh perf/llama_hf_parity.sh perf/ll
 
 # ---- activation recomputation (issue 21) ----
 TESTS += tests/mpi/recompute_test.sh
+# the loss in chunks of token rows (issue 19: the logits of one chunk at a time)
+TESTS += tests/mpi/loss_chunk_test.sh
 TESTS += tests/mpi/checkpoint_args_test.sh
 # Megatron's index cache files (issue 18 item 4, issue 22 item 1): names, descriptions and .npy
 # bytes against numpy, XXH3 checksums, a cache written by Megatron, the default directory

@@ -290,6 +290,19 @@ static int index_in_group(const model_chunk *ch, int l) { return l % ch->recompu
  * first layer's input: the other buffers are the model's one set of recompute buffers, which the
  * forward overwrites (micro-batch after micro-batch) and the backward refills by running the
  * group's forward again. */
+/* token rows per pass of the loss (gpt_config.loss_chunk_rows; automatic: the fewest equal
+ * chunks of at most 1 GiB of logits) */
+static int loss_chunk_rows(const gpt_model *m) {
+    shapes s = model_shapes(m);
+    int rows = m->config.loss_chunk_rows;
+    if (rows <= 0) {
+        double bytes = (double)s.N * s.Vl * m->ops->act_bytes, limit = 1024.0 * 1024.0 * 1024.0;
+        int chunks = (int)ceil(bytes / limit);
+        rows = (s.N + chunks - 1) / chunks;
+    }
+    return rows < s.N ? rows : s.N;
+}
+
 static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot) {
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);
@@ -313,7 +326,9 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
         slot->lnf = alloc_acts(ops, N * C);
         slot->lnf_mean = alloc_floats(ops, n);
         slot->lnf_rstd = alloc_floats(ops, n);
-        slot->logits = alloc_acts(ops, N * (size_t)s.Vl);
+        size_t rows = (size_t)loss_chunk_rows(m);
+        slot->logits = alloc_acts(ops, rows * (size_t)s.Vl);
+        slot->d_lnf = rows < N ? alloc_acts(ops, N * C) : NULL;
         slot->losses = alloc_floats(ops, N);
         slot->row_max = alloc_floats(ops, N);
         slot->sum_exp_and_target = alloc_floats(ops, 2 * N);
@@ -332,7 +347,8 @@ static void free_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot
         release_layer(m, la, !m->config.recompute_selective);
     }
     void *buffers[] = {slot->output, slot->tokens, slot->targets, slot->lnf, slot->lnf_mean,
-                       slot->lnf_rstd, slot->logits, slot->losses, slot->row_max, slot->sum_exp_and_target};
+                       slot->lnf_rstd, slot->logits, slot->d_lnf, slot->losses, slot->row_max,
+                       slot->sum_exp_and_target};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
     free(slot->layers);
 }
@@ -739,30 +755,54 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     }
 }
 
-/* final layer norm, output layer and vocab-parallel cross-entropy; returns the loss sum */
-static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, float grad_scale) {
+/* vocab-parallel cross entropy of rows [r0, r0 + rows) whose logits are in slot->logits: losses,
+ * and dL/dlogits (times grad_scale) in place of the logits. The statistics of the rows sit
+ * together in slot->row_max and slot->sum_exp_and_target (sum_exp then target logit, 2 x rows
+ * from 2 r0), so each all-reduce is one call. */
+static void cross_entropy_rows(gpt_model *m, activation_slot *slot, int r0, int rows, float grad_scale) {
     shapes s = model_shapes(m);
-    const gpt_config *c = &m->config;
     const kernel_ops *ops = m->ops;
-    const model_view *w = &ch->weights;
-    int vocab_start = c->tp_rank * s.Vl;
+    int vocab_start = m->config.tp_rank * s.Vl;
+    float *losses = slot->losses + r0, *row_max = slot->row_max + r0;
+    float *sum_exp = slot->sum_exp_and_target + 2 * (size_t)r0, *target_logit = sum_exp + rows;
+    const int *targets = slot->targets + r0;
+    if (m->config.tp_size == 1 && ops->cross_entropy_fused) {  /* the whole vocabulary here: one pass */
+        ops->cross_entropy_fused(losses, slot->logits, row_max, sum_exp, target_logit, targets, rows, s.Vl, grad_scale);
+        return;
+    }
+    ops->cross_entropy_max(row_max, slot->logits, rows, s.Vl);
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    vocab_parallel_statistics_allreduce(&tp, row_max, (size_t)rows, COMM_MAX);
+    ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, row_max, targets, rows, s.Vl, vocab_start);
+    vocab_parallel_statistics_allreduce(&tp, sum_exp, 2 * (size_t)rows, COMM_SUM);
+    ops->cross_entropy_loss_grad(losses, slot->logits, row_max, sum_exp, target_logit, targets, rows, s.Vl,
+                                 vocab_start, grad_scale);
+}
+
+/* final layer norm, output layer and vocab-parallel cross-entropy; returns the loss sum. Unless
+ * all rows fit one chunk (loss_chunk_rows), each chunk's logits are made, turned into dlogits
+ * and (with_backward) used at once: dL/d(lnf) of its rows into slot->d_lnf, and the output
+ * layer's weight gradient accumulated, so the logits of one chunk exist at a time. */
+static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, float grad_scale, int with_backward) {
+    shapes s = model_shapes(m);
+    const kernel_ops *ops = m->ops;
+    const model_view *w = &ch->weights, *g = &ch->grads;
     params_needed(m, output_first_param(m, ch), output_param_count(m, ch));
     norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
-    ops->matmul_forward(slot->logits, NULL, slot->lnf, w->output_layer, NULL, s.N, s.C, s.Vl);
-    if (m->capture_logits) ops->copy_to_host_float(m->capture_logits, slot->logits, (size_t)s.N * (size_t)s.Vl);
-    float *sum_exp = slot->sum_exp_and_target, *target_logit = slot->sum_exp_and_target + s.N;
-    if (c->tp_size == 1 && ops->cross_entropy_fused) {  /* the whole vocabulary here: one pass */
-        ops->cross_entropy_fused(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit, slot->targets,
-                                 s.N, s.Vl, grad_scale);
-    } else {
-        ops->cross_entropy_max(slot->row_max, slot->logits, s.N, s.Vl);
-        tensor_parallel_comm tp = tensor_parallel_of(m);
-        vocab_parallel_statistics_allreduce(&tp, slot->row_max, (size_t)s.N, COMM_MAX);
-        ops->cross_entropy_sum_exp(sum_exp, target_logit, slot->logits, slot->row_max, slot->targets, s.N, s.Vl,
-                                   vocab_start);
-        vocab_parallel_statistics_allreduce(&tp, slot->sum_exp_and_target, 2 * (size_t)s.N, COMM_SUM);
-        ops->cross_entropy_loss_grad(slot->losses, slot->logits, slot->row_max, sum_exp, target_logit,
-                                     slot->targets, s.N, s.Vl, vocab_start, grad_scale);
+    int chunk_rows = loss_chunk_rows(m);
+    size_t row_bytes = ops->act_bytes * (size_t)s.C;
+    for (int r0 = 0; r0 < s.N; r0 += chunk_rows) {
+        int rows = s.N - r0 < chunk_rows ? s.N - r0 : chunk_rows;
+        const void *lnf_rows = (const char *)slot->lnf + (size_t)r0 * row_bytes;
+        ops->matmul_forward(slot->logits, NULL, lnf_rows, w->output_layer, NULL, rows, s.C, s.Vl);
+        if (m->capture_logits)
+            ops->copy_to_host_float(m->capture_logits + (size_t)r0 * s.Vl, slot->logits, (size_t)rows * (size_t)s.Vl);
+        cross_entropy_rows(m, slot, r0, rows, grad_scale);
+        if (slot->d_lnf && with_backward) {
+            ops->matmul_backward((char *)slot->d_lnf + (size_t)r0 * row_bytes, NULL, NULL, slot->logits, NULL,
+                                 w->output_layer, rows, s.C, s.Vl);
+            ops->matmul_backward(NULL, g->output_layer, NULL, slot->logits, lnf_rows, w->output_layer, rows, s.C, s.Vl);
+        }
     }
     ops->copy_to_host(m->host_losses, slot->losses, sizeof(float) * (size_t)s.N);
     double loss_sum = 0.0;
@@ -771,7 +811,7 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
 }
 
 double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tokens,
-                         const int *targets, micro_batch_rng rng, float grad_scale) {
+                         const int *targets, micro_batch_rng rng, float grad_scale, int with_backward) {
     model_chunk *ch = &m->chunks[chunk];
     activation_slot *slot = &ch->slots[slot_index];
     size_t N = (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length;
@@ -782,7 +822,7 @@ double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tok
     for (int l = 0; l < ch->num_layers; l++) layer_forward(m, ch, slot, l, rng, layer_output(ch, slot, l));
     if (!ch->post_process) return 0.0;
     m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);
-    return loss_forward(m, ch, slot, grad_scale);
+    return loss_forward(m, ch, slot, grad_scale, with_backward);
 }
 
 /* ------------------------------------------------------------------ backward */
@@ -792,8 +832,10 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     const kernel_ops *ops = m->ops;
     const model_view *w = &ch->weights, *g = &ch->grads;
     backward_scratch *b = &m->scratch;
-    /* slot->logits holds dL/dlogits */
-    void *d_rows = column_parallel_backward(m, g->output_layer, NULL, slot->logits, slot->lnf, w->output_layer, s.Vl);
+    /* slot->logits holds dL/dlogits; a chunked loss made dL/d(lnf) and the weight gradient already */
+    void *d_rows = slot->d_lnf ? reduce_gathered_grad(m, slot->d_lnf, b->d_hidden)
+                               : column_parallel_backward(m, g->output_layer, NULL, slot->logits, slot->lnf,
+                                                          w->output_layer, s.Vl);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
                   slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd);

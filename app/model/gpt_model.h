@@ -66,6 +66,10 @@ typedef struct gpt_config {
     /* --keep-mlp-activation: keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for
      * the backward instead of computing it again there ([N,F/tp] more per layer) */
     int keep_mlp_activation;
+    /* --cross-entropy-chunk-rows: token rows per pass of the output layer and the cross entropy
+     * (their backward runs in the same pass, so only one chunk's logits exist at a time); 0:
+     * the fewest chunks of at most 1 GiB of logits each */
+    int loss_chunk_rows;
     /* parallel layout */
     int tp_size, tp_rank, sequence_parallel;
     int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
@@ -147,7 +151,10 @@ typedef struct activation_slot {
     void *output;                 /* residual stream after the chunk's last layer [n,C] */
     void *lnf;                     /* post-process: lnf gathered [N,C] */
     float *lnf_mean, *lnf_rstd;
-    void *logits;                 /* [N,V/tp], overwritten by dlogits in the loss pass */
+    void *logits;                 /* [R,V/tp] for R rows of the loss (all N unless chunked),
+                                   * overwritten by dlogits in the loss pass */
+    void *d_lnf;                  /* chunked loss only: dL/d(lnf gathered) [N,C], this rank's
+                                   * partial sum, made in the forward for the backward */
     float *losses, *row_max, *sum_exp_and_target; /* fp32 [N], [N], [2N] */
 } activation_slot;
 
@@ -233,9 +240,11 @@ void gpt_model_free(gpt_model *model);
  * host tokens; other chunks read their input from gpt_chunk_input(). The last chunk computes
  * the loss (targets on the host) and returns the SUM of per-token losses, leaving dL/dlogits
  * scaled by grad_scale for the backward; others return 0 and leave their output in
- * gpt_chunk_output(). */
+ * gpt_chunk_output(). with_backward: gpt_chunk_backward follows (a chunked loss then
+ * accumulates the output layer's weight gradient here, one chunk of logits at a time); 0 for
+ * forward-only passes (evaluation, inspection), which leave the gradients alone. */
 double gpt_chunk_forward(gpt_model *model, int chunk, int slot, const int *tokens,
-                         const int *targets, micro_batch_rng rng, float grad_scale);
+                         const int *targets, micro_batch_rng rng, float grad_scale, int with_backward);
 
 /* Backward of the forward held in `slot`. Chunks other than the last read dL/d(output) from
  * gpt_grad_buffer(); on return, chunks other than the first leave dL/d(input) there. Parameter

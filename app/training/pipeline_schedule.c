@@ -184,7 +184,7 @@ static void forward_step(schedule_state *s, int micro_batch, int chunk, int forw
     micro_batch_rng rng;
     compute_timer(s, "forward-compute", 1);
     load_timed(s, micro_batch, &tokens, &targets, &rng);
-    s->loss_sum += gpt_chunk_forward(s->model, chunk, slot, tokens, targets, rng, s->grad_scale);
+    s->loss_sum += gpt_chunk_forward(s->model, chunk, slot, tokens, targets, rng, s->grad_scale, !forward_only);
     compute_timer(s, "forward-compute", 0);
     if (!last_virtual) {
         int to = s->stage < s->pp - 1 ? s->stage + 1 : 0;

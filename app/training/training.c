@@ -64,6 +64,7 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
         c.recompute_method = !strcmp(a->recompute_method, "block") ? RECOMPUTE_METHOD_BLOCK : RECOMPUTE_METHOD_UNIFORM;
     c.recompute_num_layers = a->recompute_num_layers;
     c.keep_mlp_activation = a->keep_mlp_activation;
+    c.loss_chunk_rows = a->cross_entropy_chunk_rows;
     return c;
 }
 

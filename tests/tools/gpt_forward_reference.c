@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
         int generate = total > n ? total - n : 0;
         for (int step = 0; step <= generate; step++) {
             for (int i = n; i < T; i++) tokens[i] = eod;
-            gpt_chunk_forward(&t.model, 0, 0, tokens, targets, rng, 1.0f);
+            gpt_chunk_forward(&t.model, 0, 0, tokens, targets, rng, 1.0f, 0);
             if (step == generate) break;
             tokens[n] = argmax(logits + (size_t)(n - 1) * V, a.vocab_size);
             n++;

@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < T; i++) { tokens[i] = sample[i]; targets[i] = sample[i + 1]; }
     t.model.capture_logits = logits;
     micro_batch_rng rng = {0, 0, 0};
-    double loss = gpt_chunk_forward(&t.model, 0, 0, tokens, targets, rng, 1.0f) / T;
+    double loss = gpt_chunk_forward(&t.model, 0, 0, tokens, targets, rng, 1.0f, 0) / T;
     char path[4096];
     snprintf(path, sizeof path, "%s.tokens", argv[1]);
     FILE *f = fopen(path, "wb");

@@ -1,6 +1,7 @@
 /* gpt_model_test.c: the GPT model through its real path (gpt_model.c over the CPU backend).
  * 1. Gradients of the whole model against central finite differences of the loss, for a sample
- *    of elements of every parameter tensor (catches wiring mistakes between kernels).
+ *    of elements of every parameter tensor (catches wiring mistakes between kernels), with the
+ *    loss in one pass and in chunks of rows (--cross-entropy-chunk-rows).
  * 2. Initialization is layout-independent: element i of a tensor depends only on seed, name, i.
  * 3. A tiny GPT overfits one fixed batch: the loss falls below a bound with AdamW. */
 #include "app/core/error.h"
@@ -42,7 +43,12 @@ static void create(gpt_model *m, const gpt_config *c) {
 }
 
 static double forward(gpt_model *m, const int *tokens, const int *targets, micro_batch_rng rng, float scale) {
-    return gpt_chunk_forward(m, 0, 0, tokens, targets, rng, scale);
+    return gpt_chunk_forward(m, 0, 0, tokens, targets, rng, scale, 1);
+}
+
+/* a forward without backward (finite differences): a chunked loss leaves the gradients alone */
+static double forward_only(gpt_model *m, const int *tokens, const int *targets, micro_batch_rng rng) {
+    return gpt_chunk_forward(m, 0, 0, tokens, targets, rng, 0.0f, 0);
 }
 
 static void fixed_batch(int *tokens, int *targets, int n, int vocab) {
@@ -53,8 +59,9 @@ static void fixed_batch(int *tokens, int *targets, int n, int vocab) {
 }
 
 /* finite-difference check of d(mean loss)/d(param) on a sample of elements of each tensor */
-static void check_gradients(int untie, float dropout) {
+static void check_gradients(int untie, float dropout, int loss_chunk_rows) {
     gpt_config c = tiny_config(untie);
+    c.loss_chunk_rows = loss_chunk_rows;
     c.hidden_dropout = dropout;
     c.attention_dropout = dropout;
     gpt_model m;
@@ -77,9 +84,9 @@ static void check_gradients(int untie, float dropout) {
             float saved = params[e];
             const float h = 1e-2f;
             params[e] = saved + h;
-            double plus = forward(&m, tokens, targets, rng, 0.0f) / N;
+            double plus = forward_only(&m, tokens, targets, rng) / N;
             params[e] = saved - h;
-            double minus = forward(&m, tokens, targets, rng, 0.0f) / N;
+            double minus = forward_only(&m, tokens, targets, rng) / N;
             params[e] = saved;
             double numeric = (plus - minus) / (2.0 * h);
             double analytic = m.grad_buffer[e];
@@ -95,8 +102,9 @@ static void check_gradients(int untie, float dropout) {
             tap_diag("%s: finite-difference mismatch, relative %.3g", t->name, rel);
         }
     }
-    tap_ok(bad_tensors == 0, "model gradients match finite differences (%s embeddings, dropout %.1f): %d elements of %d tensors, worst relative error %.2g",
-           untie ? "untied" : "tied", dropout, checked, m.num_params, worst);
+    tap_ok(bad_tensors == 0, "model gradients match finite differences (%s embeddings, dropout %.1f, loss in %s): %d elements of %d tensors, worst relative error %.2g",
+           untie ? "untied" : "tied", dropout, loss_chunk_rows ? "chunks of 3 of the 10 rows" : "one pass", checked,
+           m.num_params, worst);
     gpt_model_free(&m);
 }
 
@@ -163,9 +171,11 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     kernels_set_error_handler(error_report_fatal);
     comm_group_create(&self_group, "self", MPI_COMM_SELF);
-    check_gradients(0, 0.0f);
-    check_gradients(1, 0.0f);
-    check_gradients(0, 0.2f);
+    check_gradients(0, 0.0f, 0);
+    check_gradients(1, 0.0f, 0);
+    check_gradients(0, 0.2f, 0);
+    check_gradients(0, 0.0f, 3); /* the chunked loss: output layer, cross entropy and their backward 3 rows at a time */
+    check_gradients(1, 0.2f, 3);
     check_layout_independent_init();
     check_overfit();
     comm_group_free(&self_group);
