@@ -5,7 +5,8 @@
 #    dropout off and on; the memory line reports 18 bytes/parameter; the log line carries MFU.
 #  - --deterministic-mode twice: bitwise-identical losses and parameters (--dump-parameters);
 #    with selective, full-uniform and full-block recomputation: the same bits, less memory (full);
-#    with --keep-mlp-activation: losses within 1e-3, reruns bitwise, more memory.
+#    with --keep-mlp-activation: losses within 1e-3, reruns bitwise, more memory; with the loss
+#    in chunks (--cross-entropy-chunk-rows): losses within 1e-3.
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2xPP2, DP4 with the distributed
 #    optimizer: losses within 1e-2 (relative) of the 1-GPU run.
 #  - a model larger than the GPU's free memory stops before allocating, with both figures.
@@ -92,6 +93,9 @@ mem_keep=$(json_field "$WORK/rc_keep.jsonl" train peak_memory_gib | tail -1)
 diag "peak memory: none $mem_none GiB, keep $mem_keep GiB"
 awk -v a="$mem_keep" -v b="$mem_none" 'BEGIN { exit !(a != "" && a + 0 > b + 0) }'
 ok $? "--keep-mlp-activation on the GPU: peak memory higher than recomputing the activation"
+# --cross-entropy-chunk-rows: the loss in chunks of 100 of the 256 rows, its backward in the same pass
+train rc_chunk 1 $RECOMPUTE --cross-entropy-chunk-rows 100
+compare_losses rc_none rc_chunk 1e-3 5 "--cross-entropy-chunk-rows 100 on the GPU: losses within 1e-3 of one pass"
 
 # the Llama family (configs/llama-tiny.args: RoPE, RMSNorm, SwiGLU, 4 heads in 2 query groups,
 # no biases, untied): the CUDA kernels train like the CPU backend, and over TP2 when 2 GPUs exist
