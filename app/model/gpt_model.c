@@ -291,12 +291,14 @@ static int index_in_group(const model_chunk *ch, int l) { return l % ch->recompu
  * forward overwrites (micro-batch after micro-batch) and the backward refills by running the
  * group's forward again. */
 /* token rows per pass of the loss (gpt_config.loss_chunk_rows; automatic: the fewest equal
- * chunks of at most 1 GiB of logits) */
+ * chunks of at most 2 GiB of logits: GPT-2 124M at micro-batch 32 x 1024 in 2, GPT 1.3B at
+ * 8 x 2048 in one pass, where 2 chunks measured 0.6% slower,
+ * perf/results/mlp-activation-and-loss-chunks-h100-2026-11-26.md) */
 static int loss_chunk_rows(const gpt_model *m) {
     shapes s = model_shapes(m);
     int rows = m->config.loss_chunk_rows;
     if (rows <= 0) {
-        double bytes = (double)s.N * s.Vl * m->ops->act_bytes, limit = 1024.0 * 1024.0 * 1024.0;
+        double bytes = (double)s.N * s.Vl * m->ops->act_bytes, limit = 2048.0 * 1024.0 * 1024.0;
         int chunks = (int)ceil(bytes / limit);
         rows = (s.N + chunks - 1) / chunks;
     }

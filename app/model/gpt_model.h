@@ -68,7 +68,7 @@ typedef struct gpt_config {
     int keep_mlp_activation;
     /* --cross-entropy-chunk-rows: token rows per pass of the output layer and the cross entropy
      * (their backward runs in the same pass, so only one chunk's logits exist at a time); 0:
-     * the fewest chunks of at most 1 GiB of logits each */
+     * the fewest chunks of at most 2 GiB of logits each */
     int loss_chunk_rows;
     /* parallel layout */
     int tp_size, tp_rank, sequence_parallel;
