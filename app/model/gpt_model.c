@@ -255,8 +255,8 @@ static shapes model_shapes(const gpt_model *m) {
 }
 
 /* the buffers of one layer's activations except its input; the attention workspace only when
- * own_workspace (selective recompute shares one) */
-static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspace) {
+ * own_workspace (selective recompute shares one), the MLP's activation only when keep */
+static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspace, int keep) {
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);
     size_t N = (size_t)s.N, n = (size_t)s.n, C = (size_t)s.C;
@@ -272,7 +272,7 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     la->ln2_mean = alloc_floats(ops, n);
     la->ln2_rstd = alloc_floats(ops, n);
     la->fc1_out = alloc_acts(ops, N * (size_t)s.FC1l);
-    la->activation = m->config.keep_mlp_activation ? alloc_acts(ops, N * (size_t)s.Fl) : NULL;
+    la->activation = keep ? alloc_acts(ops, N * (size_t)s.Fl) : NULL;
 }
 
 static void release_layer(gpt_model *m, layer_activations *la, int own_workspace) {
@@ -319,7 +319,7 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
             continue;
         }
         la->input = alloc_acts(ops, n * C);
-        allocate_layer(m, la, !m->config.recompute_selective);
+        allocate_layer(m, la, !m->config.recompute_selective, l < m->config.keep_mlp_activation_layers);
     }
     slot->output = alloc_acts(ops, n * C);
     if (ch->pre_process) slot->tokens = ops->alloc(sizeof(int) * N);
@@ -365,9 +365,11 @@ static void allocate_scratch(gpt_model *m) {
     b->d_full = alloc_acts(ops, N * C);
     b->d_attention = alloc_acts(ops, N * (size_t)s.HDl);
     b->d_qkv = alloc_acts(ops, N * (size_t)s.QKVl);
-    int keep = m->config.keep_mlp_activation;
-    b->d_ffn_a = keep ? NULL : alloc_acts(ops, N * (size_t)s.Fl);
-    b->d_ffn_b = keep && !m->config.swiglu ? NULL : alloc_acts(ops, N * (size_t)s.FC1l);
+    int keep_all = 1; /* every layer keeps its MLP activation: no layer needs the scratch */
+    for (int k = 0; k < m->num_chunks; k++)
+        if (m->chunks[k].num_layers > m->config.keep_mlp_activation_layers) keep_all = 0;
+    b->d_ffn_a = keep_all ? NULL : alloc_acts(ops, N * (size_t)s.Fl);
+    b->d_ffn_b = keep_all && !m->config.swiglu ? NULL : alloc_acts(ops, N * (size_t)s.FC1l);
     b->forward_full = alloc_acts(ops, N * C);
     b->forward_rows = alloc_acts(ops, n * C);
     if (m->config.apply_layernorm_1p) {
@@ -400,7 +402,7 @@ static void allocate_recompute_scratch(gpt_model *m) {
     for (int j = 0; j < b->num_recompute_layers; j++) {
         layer_activations *la = &b->recompute_layers[j];
         if (j > 0) la->input = alloc_acts(m->ops, (size_t)s.n * s.C);
-        allocate_layer(m, la, 1);
+        allocate_layer(m, la, 1, m->config.keep_mlp_activation_layers > 0);
     }
 }
 

@@ -63,9 +63,10 @@ typedef struct gpt_config {
     int recompute_selective;
     recompute_method recompute_method;
     int recompute_num_layers;
-    /* --keep-mlp-activation: keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for
-     * the backward instead of computing it again there ([N,F/tp] more per layer) */
-    int keep_mlp_activation;
+    /* --keep-mlp-activation(-num-layers): in the first keep_mlp_activation_layers layers of each
+     * model chunk (0: none; INT_MAX: all), keep the MLP's activation (GeLU or SwiGLU output,
+     * fc2's input) for the backward instead of computing it again there ([N,F/tp] per layer) */
+    int keep_mlp_activation_layers;
     /* --cross-entropy-chunk-rows: token rows per pass of the output layer and the cross entropy
      * (their backward runs in the same pass, so only one chunk's logits exist at a time); 0:
      * the fewest chunks of at most 2 GiB of logits each */
@@ -140,8 +141,8 @@ typedef struct layer_activations {
     void *ln2;
     float *ln2_mean, *ln2_rstd;
     void *fc1_out;                /* pre-activation [N,F/tp] ([N,2F/tp] with SwiGLU) */
-    void *activation;             /* its GeLU or SwiGLU [N,F/tp], fc2's input: only with
-                                   * keep_mlp_activation (else the backward computes it again);
+    void *activation;             /* its GeLU or SwiGLU [N,F/tp], fc2's input: only in layers
+                                   * that keep it (else the backward computes it again);
                                    * the backward then reuses it for the activation's gradient */
 } layer_activations;
 
@@ -185,8 +186,8 @@ typedef struct backward_scratch {
     void *d_qkv;          /* [N,(H+2G)D/tp] */
     void *d_ffn_a, *d_ffn_b; /* [N,F/tp], [N,fc1 rows/tp]; d_ffn_a also holds the forward's
                               * activation (fc2's input) and the backward's recomputed one.
-                              * With keep_mlp_activation the layer's kept activation takes
-                              * d_ffn_a's place (NULL), and with GeLU d_ffn_b's too */
+                              * When every layer keeps its activation it takes d_ffn_a's
+                              * place (NULL), and with GeLU d_ffn_b's too */
     void *forward_full;   /* [N,C] forward temporary (row-parallel partial sums) */
     void *forward_rows;   /* [n,C] forward temporary */
     void *norm_ones, *norm_weight; /* [C], --apply-layernorm-1p only: ones, and a norm's 1 + w */

@@ -61,6 +61,7 @@ typedef struct args {
     /* activation recomputation (Megatron's meanings; validated in args.c) */
     int recompute_activations;    /* = --recompute-granularity selective */
     int keep_mlp_activation;      /* keep the MLP's GeLU/SwiGLU output for the backward */
+    int keep_mlp_activation_num_layers; /* ... in the first N layers of each stage (0: as above) */
     int cross_entropy_chunk_rows; /* token rows per pass of the output layer + loss (0: automatic) */
     char recompute_granularity[16]; /* "" (none) | full | selective */
     char recompute_method[16];    /* "" | uniform | block (full only) */

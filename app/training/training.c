@@ -24,6 +24,7 @@
 #include "perf/metrics/flops.h"
 #include "perf/metrics/papi_phases.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +64,9 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     if (!strcmp(a->recompute_granularity, "full"))
         c.recompute_method = !strcmp(a->recompute_method, "block") ? RECOMPUTE_METHOD_BLOCK : RECOMPUTE_METHOD_UNIFORM;
     c.recompute_num_layers = a->recompute_num_layers;
-    c.keep_mlp_activation = a->keep_mlp_activation;
+    c.keep_mlp_activation_layers = a->keep_mlp_activation_num_layers > 0 ? a->keep_mlp_activation_num_layers
+                                   : a->keep_mlp_activation            ? INT_MAX
+                                                                        : 0;
     c.loss_chunk_rows = a->cross_entropy_chunk_rows;
     return c;
 }

@@ -8,7 +8,8 @@
 # with selective and with full recompute; HFU counts the recomputed forward work (hardware /
 # model TFLOP/s of the JSON against figures computed by hand) and the log line shows it; and
 # Megatron's validation rules refuse the inconsistent combinations. --keep-mlp-activation (the MLP's
-# activation kept for the backward instead of computed again), alone and with full recompute, gives
+# activation kept for the backward instead of computed again), alone, in the first 2 layers of a
+# stage (--keep-mlp-activation-num-layers) and with full recompute, gives
 # the same bits too (the CPU's recomputed activation is the forward's, bit for bit), with more
 # peak memory where a stage has more layers than the two scratch buffers it frees.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -20,6 +21,7 @@ SELECTIVE="--recompute-activations"
 UNIFORM="--recompute-granularity full --recompute-method uniform --recompute-num-layers 2"
 BLOCK="--recompute-granularity full --recompute-method block --recompute-num-layers 2"
 KEEP="--keep-mlp-activation"
+KEEP_PART="--keep-mlp-activation-num-layers 2"
 
 last() { json_field "$1" train "$2" | tail -1; }
 
@@ -46,9 +48,9 @@ check_layout() {
     run_mode "$tag.none" || { ok 1 "$name: run without recomputation"; return; }
     json_field "$WORK/$tag.none.jsonl" train lm_loss > "$WORK/$tag.none.loss"
     mem="none $(last "$WORK/$tag.none.jsonl" peak_memory_gib)"
-    for mode in selective uniform block keep keep_uniform; do
+    for mode in selective uniform block keep keep_uniform keep_part; do
         case $mode in selective) flags=$SELECTIVE ;; uniform) flags=$UNIFORM ;; block) flags=$BLOCK ;;
-                      keep) flags=$KEEP ;; keep_uniform) flags="$KEEP $UNIFORM" ;; esac
+                      keep) flags=$KEEP ;; keep_uniform) flags="$KEEP $UNIFORM" ;; keep_part) flags=$KEEP_PART ;; esac
         run_mode "$tag.$mode" $flags || { ok 1 "$name, $mode: run failed"; continue; }
         json_field "$WORK/$tag.$mode.jsonl" train lm_loss > "$WORK/$tag.$mode.loss"
         [ "$(wc -l < "$WORK/$tag.$mode.loss")" -eq 3 ] && cmp -s "$WORK/$tag.none.loss" "$WORK/$tag.$mode.loss" &&
@@ -58,6 +60,8 @@ check_layout() {
         keep) if [ "$KEEP_GROWS" = 1 ]; then lower "$tag.none" "$tag.keep"
                   ok $? "$name, keep: peak memory higher than recomputing the activation"; fi ;;
         keep_uniform) ;;
+        keep_part) if [ "$KEEP_GROWS" = 1 ]; then lower "$tag.none" "$tag.keep_part"
+                       ok $? "$name, keep in the first 2 layers: peak memory higher than recomputing the activation"; fi ;;
         *) lower "$tag.$mode" "$tag.none"
            ok $? "$name, $mode: peak memory lower than without recomputation" ;;
         esac
