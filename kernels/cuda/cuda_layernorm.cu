@@ -143,53 +143,7 @@ static int layernorm_backward_blocks(int N, int C) {
     return blocks;
 }
 
-/* the second pass over one unit (8 columns, or 1 without vectorization) of a row: dx += (g -
- * mean(g) - norm * mean(g*norm)) * rstd, and the column accumulators (a unit's element k at
- * acc[k * stride]: registers, or the shared arrays below) += dout, norm * dout, and the stored dx */
 template <typename E>
-static __device__ __forceinline__ void layernorm_backward_unit(E *dx_row, const E *x_row, const E *dout_row,
-                                                               const E *weight, int u, bool vectorized, float m,
-                                                               float s, float g_mean, float g_norm_mean,
-                                                               float *acc_w, float *acc_b, float *acc_dx, int stride,
-                                                               bool dx_sum) {
-    const int width = vectorized ? 8 : 1;
-    float xv[8], dv[8], wv[8], dxv[8];
-    if (vectorized) {
-        load_x8(xv, x_row + 8 * u);
-        load_x8(dv, dout_row + 8 * u);
-        load_x8(wv, weight + 8 * u);
-        load_x8(dxv, dx_row + 8 * u);
-    } else {
-        xv[0] = to_float(x_row[u]);
-        dv[0] = to_float(dout_row[u]);
-        wv[0] = to_float(weight[u]);
-        dxv[0] = to_float(dx_row[u]);
-    }
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        if (k < width) {
-            float norm = (xv[k] - m) * s;
-            float g = wv[k] * dv[k];
-            acc_b[k * stride] += dv[k];
-            acc_w[k * stride] += norm * dv[k];
-            dxv[k] += (g - g_mean - norm * g_norm_mean) * s;
-        }
-    }
-    if (vectorized) store_x8(dx_row + 8 * u, dxv);
-    else dx_row[u] = from_float<E>(dxv[0]);
-    if (dx_sum) /* the stored (rounded) values, as a later column sum of dx would read */
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            if (k < width) acc_dx[k * stride] += to_float(from_float<E>(dxv[k]));
-}
-
-/* Block b takes rows b, b + gridDim.x, ...; a thread only ever touches its own units (8 columns,
- * or 1 without vectorization: u = threadIdx.x + i * blockDim.x), so the column accumulators need
- * no synchronization. With R > 0 every thread has at most R units (units <= R * blockDim.x) and
- * keeps their accumulators in registers; with R == 0 they live in shared memory, column
- * u * width + k at k * units + u (the threads of a warp touch consecutive words). Either way a
- * column's sum runs over the block's rows in the same order: the same bits. */
-template <typename E, int R>
 static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
                                                  float *dbias_partials,
                                                  float *dx_sum_partials,
@@ -198,31 +152,25 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
                                                  const E *weight,
                                                  const float *mean, const float *rstd, int N,
                                                  int C, bool vectorized) {
+    /* column u * width + k of the accumulators lives at k * units + u: the threads of a warp
+     * touch consecutive words (no bank conflicts) */
     extern __shared__ __align__(16) unsigned char layernorm_shared[];
-    float *dweight_acc = reinterpret_cast<float *>(layernorm_shared); /* [C] (R == 0) */
+    float *dweight_acc = reinterpret_cast<float *>(layernorm_shared); /* [C] */
     float *dbias_acc = dweight_acc + C;                                /* [C] */
     float *dx_sum_acc = dbias_acc + C;         /* [C], with dx_sum_partials only */
-    constexpr int RR = R > 0 ? R : 1;
-    float reg_w[RR][8], reg_b[RR][8], reg_dx[RR][8];
     const bool dx_sum = dx_sum_partials != nullptr;
     __shared__ float reduce_scratch[32];
 
     const int width = vectorized ? 8 : 1;
     const int units = C / width;
-    if constexpr (R > 0) {
+    /* a thread only ever touches its own columns: no synchronization around the accumulators */
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
 #pragma unroll
-        for (int i = 0; i < RR; i++)
-#pragma unroll
-            for (int k = 0; k < 8; k++) reg_w[i][k] = reg_b[i][k] = reg_dx[i][k] = 0.0f;
-    } else {
-        for (int u = threadIdx.x; u < units; u += blockDim.x) {
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                if (k < width) {
-                    dweight_acc[k * units + u] = 0.0f;
-                    dbias_acc[k * units + u] = 0.0f;
-                    if (dx_sum) dx_sum_acc[k * units + u] = 0.0f;
-                }
+        for (int k = 0; k < 8; k++) {
+            if (k < width) {
+                dweight_acc[k * units + u] = 0.0f;
+                dbias_acc[k * units + u] = 0.0f;
+                if (dx_sum) dx_sum_acc[k * units + u] = 0.0f;
             }
         }
     }
@@ -259,47 +207,48 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
         const float g_mean = block_sum_f32(g_sum, reduce_scratch) / (float)C;
         const float g_norm_mean = block_sum_f32(g_norm_sum, reduce_scratch) / (float)C;
 
-        if constexpr (R > 0) {
-#pragma unroll
-            for (int i = 0; i < RR; i++) {
-                const int u = threadIdx.x + i * blockDim.x;
-                if (u < units)
-                    layernorm_backward_unit(dx_row, x_row, dout_row, weight, u, vectorized, m, s, g_mean, g_norm_mean,
-                                            reg_w[i], reg_b[i], reg_dx[i], 1, dx_sum);
+        /* dx += (g - mean(g) - norm * mean(g*norm)) * rstd; parameter gradients per column */
+        for (int u = threadIdx.x; u < units; u += blockDim.x) {
+            float xv[8], dv[8], wv[8], dxv[8];
+            if (vectorized) {
+                load_x8(xv, x_row + 8 * u);
+                load_x8(dv, dout_row + 8 * u);
+                load_x8(wv, weight + 8 * u);
+                load_x8(dxv, dx_row + 8 * u);
+            } else {
+                xv[0] = to_float(x_row[u]);
+                dv[0] = to_float(dout_row[u]);
+                wv[0] = to_float(weight[u]);
+                dxv[0] = to_float(dx_row[u]);
             }
-        } else {
-            for (int u = threadIdx.x; u < units; u += blockDim.x)
-                layernorm_backward_unit(dx_row, x_row, dout_row, weight, u, vectorized, m, s, g_mean, g_norm_mean,
-                                        dweight_acc + u, dbias_acc + u, dx_sum_acc + u, units, dx_sum);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                if (k < width) {
+                    float norm = (xv[k] - m) * s;
+                    float g = wv[k] * dv[k];
+                    dbias_acc[k * units + u] += dv[k];
+                    dweight_acc[k * units + u] += norm * dv[k];
+                    dxv[k] += (g - g_mean - norm * g_norm_mean) * s;
+                }
+            }
+            if (vectorized) store_x8(dx_row + 8 * u, dxv);
+            else dx_row[u] = from_float<E>(dxv[0]);
+            if (dx_sum) /* the stored (rounded) values, as a later column sum of dx would read */
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    if (k < width) dx_sum_acc[k * units + u] += to_float(from_float<E>(dxv[k]));
         }
     }
 
     float *dweight_out = dweight_partials + (size_t)blockIdx.x * C;
     float *dbias_out = dbias_partials + (size_t)blockIdx.x * C;
-    float *dx_sum_out = dx_sum ? dx_sum_partials + (size_t)blockIdx.x * C : nullptr;
-    if constexpr (R > 0) {
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
 #pragma unroll
-        for (int i = 0; i < RR; i++) {
-            const int u = threadIdx.x + i * blockDim.x;
-            if (u >= units) continue;
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                if (k < width) {
-                    dweight_out[u * width + k] = reg_w[i][k];
-                    dbias_out[u * width + k] = reg_b[i][k];
-                    if (dx_sum) dx_sum_out[u * width + k] = reg_dx[i][k];
-                }
-            }
-        }
-    } else {
-        for (int u = threadIdx.x; u < units; u += blockDim.x) {
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                if (k < width) {
-                    dweight_out[u * width + k] = dweight_acc[k * units + u];
-                    dbias_out[u * width + k] = dbias_acc[k * units + u];
-                    if (dx_sum) dx_sum_out[u * width + k] = dx_sum_acc[k * units + u];
-                }
+        for (int k = 0; k < 8; k++) {
+            if (k < width) {
+                dweight_out[u * width + k] = dweight_acc[k * units + u];
+                dbias_out[u * width + k] = dbias_acc[k * units + u];
+                if (dx_sum) dx_sum_partials[(size_t)blockIdx.x * C + u * width + k] = dx_sum_acc[k * units + u];
             }
         }
     }
@@ -312,21 +261,17 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, float *dx_
     if (N <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(dx) && aligned16(dout) && aligned16(x) &&
                       aligned16(weight);
-    const int units = vectorized ? C / 8 : C;
-    int threads = row_threads(units);
+    int threads = row_threads(vectorized ? C / 8 : C);
     int blocks = layernorm_backward_blocks(N, C);
     const int accumulators = dx_colsum ? 3 : 2;
-    const int per_thread = (units + threads - 1) / threads; /* units a thread owns */
-    auto kernel = per_thread <= 1 ? layernorm_backward_kernel<E, 1>
-                : per_thread <= 2 ? layernorm_backward_kernel<E, 2>
-                                  : layernorm_backward_kernel<E, 0>;
-    size_t shared_bytes = per_thread <= 2 ? 0 : accumulators * (size_t)C * sizeof(float);
-    allow_shared_memory((const void *)kernel, shared_bytes + 32 * sizeof(float), "layernorm_backward");
+    size_t shared_bytes = accumulators * (size_t)C * sizeof(float);
+    allow_shared_memory((const void *)layernorm_backward_kernel<E>, shared_bytes,
+                        "layernorm_backward");
     float *partials = (float *)stream_scratch(accumulators * (size_t)blocks * C * sizeof(float));
     float *dweight_partials = partials;
     float *dbias_partials = partials + (size_t)blocks * C;
     float *dx_sum_partials = dx_colsum ? partials + 2 * (size_t)blocks * C : nullptr;
-    kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
+    layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
         dx, dweight_partials, dbias_partials, dx_sum_partials, dout, x, weight, mean,
         rstd, N, C, vectorized);
     CHECK_LAUNCH();
