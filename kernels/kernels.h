@@ -186,11 +186,8 @@ typedef struct kernel_ops {
     /* out = (x - mean) * rstd * weight + bias per row of x[N,C]; saves mean[N], rstd[N]. */
     void (*layernorm_forward)(void *out, float *mean, float *rstd, const void *x,
                               const void *weight, const void *bias, int N, int C, float eps);
-    /* dx += dL/dx (accumulates: x is on the residual stream); dweight += ; dbias += ;
-     * dx_colsum[C] += the column sums of the accumulated dx as stored (skipped when NULL): the
-     * bias gradient of a linear layer whose output joins the residual stream here unscaled, in
-     * the pass that writes dx instead of a pass of its own. */
-    void (*layernorm_backward)(void *dx, float *dweight, float *dbias, float *dx_colsum, const void *dout,
+    /* dx += dL/dx (accumulates: x is on the residual stream); dweight += ; dbias += . */
+    void (*layernorm_backward)(void *dx, float *dweight, float *dbias, const void *dout,
                                const void *x, const void *weight, const float *mean,
                                const float *rstd, int N, int C);
 

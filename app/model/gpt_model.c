@@ -516,17 +516,13 @@ static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rs
 }
 
 /* backward of the norm of norm_and_gather: dx += dL/dx, parameter gradients += */
-/* dx (dL/d(residual stream)) += the norm's input gradient; with LayerNorm, dx_colsum (NULL or
- * the bias gradient of the row-parallel linear whose output joins the stream above, see
- * bias_grad_in_norm) += the column sums of the result, in the same pass */
-static void norm_backward(gpt_model *m, void *dx, float *dweight, float *dbias, float *dx_colsum, const void *dout,
+static void norm_backward(gpt_model *m, void *dx, float *dweight, float *dbias, const void *dout,
                           const void *x, const void *weight, const float *mean, const float *rstd) {
     shapes s = model_shapes(m);
     weight = norm_weight(m, weight);
     if (m->config.rmsnorm) m->ops->rmsnorm_backward(dx, dweight, dout, x, weight, rstd, s.n, s.C);
-    else m->ops->layernorm_backward(dx, dweight, dbias, dx_colsum, dout, x, weight, mean, rstd, s.n, s.C);
+    else m->ops->layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, s.n, s.C);
 }
-
 
 /* Megatron-Core's RotaryEmbedding of this config: the first kv_channels * --rotary-percent
  * channels of each head */
@@ -835,21 +831,7 @@ double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tok
 
 /* ------------------------------------------------------------------ backward */
 
-/* The bias gradient of a row-parallel linear (the attention projection, fc2) is the column sum
- * of dL/d(its output) = dL/d(residual stream) where no dropout stands in between. That gradient
- * is complete when the LayerNorm backward above it (the MLP's norm for the projection, the next
- * layer's input norm or the final norm for fc2) has added its part, so that pass sums the columns
- * too instead of a pass of its own. Returns the bias gradient to pass to that norm_backward, or
- * NULL where the layer sums it itself (RMSNorm, dropout, no bias, or fc2 of a chunk's last layer
- * whose gradient arrives from the next pipeline stage). */
-static float *bias_grad_in_norm(const gpt_model *m, const model_chunk *ch, micro_batch_rng rng, int l, int site) {
-    if (l < 0 || m->config.rmsnorm || hidden_rng(m, rng, ch->first_layer + l, site).p != 0.0f) return NULL;
-    const layer_view *lg = &ch->grads.layers[l];
-    if (site == SITE_ATTENTION_OUT) return lg->proj_bias;
-    return l + 1 < ch->num_layers || ch->post_process ? lg->fc2_bias : NULL;
-}
-
-static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {
+static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) {
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
     const model_view *w = &ch->weights, *g = &ch->grads;
@@ -859,9 +841,8 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
                                : column_parallel_backward(m, g->output_layer, NULL, slot->logits, slot->lnf,
                                                           w->output_layer, s.Vl);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
-    norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias,
-                  bias_grad_in_norm(m, ch, rng, ch->num_layers - 1, SITE_MLP_OUT), d_rows, slot->output,
-                  w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd);
+    norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
+                  slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd);
     grads_ready(m, output_first_param(m, ch), output_param_count(m, ch));
 }
 
@@ -878,7 +859,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
 
     /* MLP block: y = x' + dropout(reduce(act(fc1(gather(LN(x')))) W2^T) + b2) */
     void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
-    if (lg->fc2_bias && !bias_grad_in_norm(m, ch, rng, l, SITE_MLP_OUT)) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
+    if (lg->fc2_bias) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
     void *d_full = gather_rows(m, d_hidden, b->d_full);
     void *d_pre = b->d_ffn_b;  /* dL/d(fc1_out) */
     if (c->swiglu && la->activation) {  /* fc2's weight gradient from the kept activation, which
@@ -900,13 +881,12 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
                                   s.C, 0);
     }
     void *d_rows = column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2, lw->fc1_weight, s.FC1l);
-    norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias,
-                  bias_grad_in_norm(m, ch, rng, l, SITE_ATTENTION_OUT), d_rows, la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd);
+    norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
+                  la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd);
 
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
     d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
-    if (lg->proj_bias && !bias_grad_in_norm(m, ch, rng, l, SITE_ATTENTION_OUT))
-        ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
+    if (lg->proj_bias) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
     d_full = gather_rows(m, d_hidden, b->d_full);
     ops->matmul_backward(b->d_attention, lg->proj_weight, NULL, d_full, la->attention_out, lw->proj_weight, s.N, s.HDl, s.C);
     if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
@@ -916,8 +896,8 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
                             s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     if (c->position_embedding_type == POSITION_ROPE) ops->rope_backward(b->d_qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
     d_rows = column_parallel_backward(m, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl);
-    norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,
-                  bias_grad_in_norm(m, ch, rng, l - 1, SITE_MLP_OUT), d_rows, la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd);
+    norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
+                  la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd);
     grads_ready(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 }
 
@@ -946,7 +926,7 @@ static void recompute_group_forward(gpt_model *m, model_chunk *ch, activation_sl
 void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng rng) {
     model_chunk *ch = &m->chunks[chunk];
     activation_slot *slot = &ch->slots[slot_index];
-    if (ch->post_process) loss_backward(m, ch, slot, rng);
+    if (ch->post_process) loss_backward(m, ch, slot);
     for (int l = ch->num_layers - 1; l >= 0; l--) {
         int group_last = layer_recomputed(ch, l) &&
                          (l == ch->recomputed_layers - 1 || index_in_group(ch, l) == ch->recompute_group - 1);

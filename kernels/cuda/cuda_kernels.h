@@ -71,9 +71,8 @@ void cuda_position_embedding_backward(float *dwpe, const bf16 *dout, int B, int 
 /* ---- layer norm (cuda_layernorm.cu) ---- */
 void cuda_layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *x,
                             const bf16 *weight, const bf16 *bias, int N, int C, float eps);
-/* dx += (accumulates, bf16), dweight += and dbias += (fp32), dx_colsum += column sums of the
- * accumulated dx (fp32; skipped when NULL) */
-void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, float *dx_colsum, const bf16 *dout,
+/* dx += (accumulates, bf16), dweight += and dbias += (fp32) */
+void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                              const bf16 *x, const bf16 *weight, const float *mean,
                              const float *rstd, int N, int C);
 
@@ -209,7 +208,7 @@ void cuda_position_embedding_backward_fp16(float *dwpe, const fp16 *dout, int B,
                                            int position_start);
 void cuda_layernorm_forward_fp16(fp16 *out, float *mean, float *rstd, const fp16 *x,
                                  const fp16 *weight, const fp16 *bias, int N, int C, float eps);
-void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, float *dx_colsum, const fp16 *dout,
+void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
                                   const fp16 *x, const fp16 *weight, const float *mean,
                                   const float *rstd, int N, int C);
 void cuda_rmsnorm_forward_fp16(fp16 *out, float *rstd, const fp16 *x, const fp16 *weight, int N,

@@ -146,7 +146,6 @@ static int layernorm_backward_blocks(int N, int C) {
 template <typename E>
 static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
                                                  float *dbias_partials,
-                                                 float *dx_sum_partials,
                                                  const E *dout,
                                                  const E *x,
                                                  const E *weight,
@@ -157,8 +156,6 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
     extern __shared__ __align__(16) unsigned char layernorm_shared[];
     float *dweight_acc = reinterpret_cast<float *>(layernorm_shared); /* [C] */
     float *dbias_acc = dweight_acc + C;                                /* [C] */
-    float *dx_sum_acc = dbias_acc + C;         /* [C], with dx_sum_partials only */
-    const bool dx_sum = dx_sum_partials != nullptr;
     __shared__ float reduce_scratch[32];
 
     const int width = vectorized ? 8 : 1;
@@ -170,7 +167,6 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
             if (k < width) {
                 dweight_acc[k * units + u] = 0.0f;
                 dbias_acc[k * units + u] = 0.0f;
-                if (dx_sum) dx_sum_acc[k * units + u] = 0.0f;
             }
         }
     }
@@ -233,10 +229,6 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
             }
             if (vectorized) store_x8(dx_row + 8 * u, dxv);
             else dx_row[u] = from_float<E>(dxv[0]);
-            if (dx_sum) /* the stored (rounded) values, as a later column sum of dx would read */
-#pragma unroll
-                for (int k = 0; k < 8; k++)
-                    if (k < width) dx_sum_acc[k * units + u] += to_float(from_float<E>(dxv[k]));
         }
     }
 
@@ -248,14 +240,13 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
             if (k < width) {
                 dweight_out[u * width + k] = dweight_acc[k * units + u];
                 dbias_out[u * width + k] = dbias_acc[k * units + u];
-                if (dx_sum) dx_sum_partials[(size_t)blockIdx.x * C + u * width + k] = dx_sum_acc[k * units + u];
             }
         }
     }
 }
 
 template <typename E>
-static void layernorm_backward_t(E *dx, float *dweight, float *dbias, float *dx_colsum, const E *dout,
+static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *dout,
                                         const E *x, const E *weight, const float *mean,
                                         const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
@@ -263,21 +254,18 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, float *dx_
                       aligned16(weight);
     int threads = row_threads(vectorized ? C / 8 : C);
     int blocks = layernorm_backward_blocks(N, C);
-    const int accumulators = dx_colsum ? 3 : 2;
-    size_t shared_bytes = accumulators * (size_t)C * sizeof(float);
+    size_t shared_bytes = 2 * (size_t)C * sizeof(float);
     allow_shared_memory((const void *)layernorm_backward_kernel<E>, shared_bytes,
                         "layernorm_backward");
-    float *partials = (float *)stream_scratch(accumulators * (size_t)blocks * C * sizeof(float));
+    float *partials = (float *)stream_scratch(2 * (size_t)blocks * C * sizeof(float));
     float *dweight_partials = partials;
     float *dbias_partials = partials + (size_t)blocks * C;
-    float *dx_sum_partials = dx_colsum ? partials + 2 * (size_t)blocks * C : nullptr;
     layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
-        dx, dweight_partials, dbias_partials, dx_sum_partials, dout, x, weight, mean,
+        dx, dweight_partials, dbias_partials, dout, x, weight, mean,
         rstd, N, C, vectorized);
     CHECK_LAUNCH();
     column_sum_accumulate(dweight, dweight_partials, blocks, C);
     column_sum_accumulate(dbias, dbias_partials, blocks, C);
-    if (dx_colsum) column_sum_accumulate(dx_colsum, dx_sum_partials, blocks, C);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
@@ -294,16 +282,14 @@ extern "C" void cuda_layernorm_forward_fp16(fp16 *out, float *mean, float *rstd,
     layernorm_forward_t(as_half(out), mean, rstd, as_half(x), as_half(weight), as_half(bias), N, C, eps);
 }
 
-extern "C" void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, float *dx_colsum, const bf16 *dout,
+extern "C" void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                                         const bf16 *x, const bf16 *weight, const float *mean,
                                         const float *rstd, int N, int C) {
-    layernorm_backward_t(as_nv(dx), dweight, dbias, dx_colsum, as_nv(dout), as_nv(x), as_nv(weight), mean, rstd, N,
-                         C);
+    layernorm_backward_t(as_nv(dx), dweight, dbias, as_nv(dout), as_nv(x), as_nv(weight), mean, rstd, N, C);
 }
 
-extern "C" void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, float *dx_colsum,
-                                             const fp16 *dout, const fp16 *x, const fp16 *weight,
-                                             const float *mean, const float *rstd, int N, int C) {
-    layernorm_backward_t(as_half(dx), dweight, dbias, dx_colsum, as_half(dout), as_half(x), as_half(weight), mean,
-                         rstd, N, C);
+extern "C" void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
+                                        const fp16 *x, const fp16 *weight, const float *mean,
+                                        const float *rstd, int N, int C) {
+    layernorm_backward_t(as_half(dx), dweight, dbias, as_half(dout), as_half(x), as_half(weight), mean, rstd, N, C);
 }
