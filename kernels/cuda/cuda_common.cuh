@@ -105,6 +105,21 @@ static __device__ __forceinline__ float block_sum_f32(float v, float *shared32) 
     __syncthreads();
     return warp_sum_f32(lane < warps ? shared32[lane] : 0.0f);
 }
+/* two block sums at once, each with block_sum_f32's order and bits, through one pair of barriers
+ * (shared64: 64 floats) */
+static __device__ __forceinline__ void block_sum2_f32(float &a, float &b, float *shared64) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    a = warp_sum_f32(a);
+    b = warp_sum_f32(b);
+    __syncthreads(); /* an earlier call's readers are done with shared64 */
+    if (lane == 0) {
+        shared64[warp] = a;
+        shared64[32 + warp] = b;
+    }
+    __syncthreads();
+    a = warp_sum_f32(lane < warps ? shared64[lane] : 0.0f);
+    b = warp_sum_f32(lane < warps ? shared64[32 + lane] : 0.0f);
+}
 static __device__ __forceinline__ double block_sum_f64(double v, double *shared32) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     v = warp_sum_f64(v);

@@ -156,7 +156,7 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
     extern __shared__ __align__(16) unsigned char layernorm_shared[];
     float *dweight_acc = reinterpret_cast<float *>(layernorm_shared); /* [C] */
     float *dbias_acc = dweight_acc + C;                                /* [C] */
-    __shared__ float reduce_scratch[32];
+    __shared__ float reduce_scratch[64];
 
     const int width = vectorized ? 8 : 1;
     const int units = C / width;
@@ -200,8 +200,9 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
                 }
             }
         }
-        const float g_mean = block_sum_f32(g_sum, reduce_scratch) / (float)C;
-        const float g_norm_mean = block_sum_f32(g_norm_sum, reduce_scratch) / (float)C;
+        block_sum2_f32(g_sum, g_norm_sum, reduce_scratch); /* the two sums through one pair of barriers */
+        const float g_mean = g_sum / (float)C;
+        const float g_norm_mean = g_norm_sum / (float)C;
 
         /* dx += (g - mean(g) - norm * mean(g*norm)) * rstd; parameter gradients per column */
         for (int u = threadIdx.x; u < units; u += blockDim.x) {
@@ -255,7 +256,8 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *d
     int threads = row_threads(vectorized ? C / 8 : C);
     int blocks = layernorm_backward_blocks(N, C);
     size_t shared_bytes = 2 * (size_t)C * sizeof(float);
-    allow_shared_memory((const void *)layernorm_backward_kernel<E>, shared_bytes,
+    /* the opt-in counts the static reduce_scratch too: 2C floats of exactly 48 KiB need it */
+    allow_shared_memory((const void *)layernorm_backward_kernel<E>, shared_bytes + 64 * sizeof(float),
                         "layernorm_backward");
     float *partials = (float *)stream_scratch(2 * (size_t)blocks * C * sizeof(float));
     float *dweight_partials = partials;
