@@ -38,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h> /* CUtensorMap (types only: the encoder comes through the runtime) */
+
 #include "kernels/cuda/cuda_common.cuh"
 
 typedef __nv_bfloat16 nvbf16;
@@ -269,10 +271,121 @@ static __device__ __forceinline__ void sm90_add_pv(float (&o)[D / 2], uint32_t (
     fence_fragments(p);
 }
 
+/* One step of the online softmax over a 64 x BN score tile in registers (keys k0 ...; this
+ * warp's rows start at row0; lane = 4g + t): mask keys past the row where the diagonal crosses
+ * the warp's rows, raise the running row max m_run, return the factor alpha = exp2((m_old -
+ * m_new) scale_log2) by which l_run (already scaled here) and O must shrink, and turn s into
+ * P = exp2(s scale_log2 - m_new scale_log2), adding its row sums to this thread's l_run. */
+template <int BN>
+static __device__ __forceinline__ void sm90_online_softmax(float (&s)[BN / 2], float (&m_run)[2], float (&l_run)[2],
+                                                           float (&alpha)[2], int k0, int row0, int g, int t,
+                                                           float scale_log2) {
+    if (k0 + BN - 1 > row0) { /* the diagonal crosses this warp's rows: causal mask */
+#pragma unroll
+        for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (k0 + 8 * n + 2 * t + (e & 1) > row0 + g + 8 * (e >> 1)) s[4 * n + e] = -INFINITY;
+    }
+    float m_new[2] = {m_run[0], m_run[1]};
+#pragma unroll
+    for (int n = 0; n < BN / 8; n++) {
+        m_new[0] = fmaxf(m_new[0], fmaxf(s[4 * n], s[4 * n + 1]));
+        m_new[1] = fmaxf(m_new[1], fmaxf(s[4 * n + 2], s[4 * n + 3]));
+    }
+    float neg_m[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        m_new[i] = sm90_quad_max(m_new[i]);
+        alpha[i] = sm90_exp2((m_run[i] - m_new[i]) * scale_log2);
+        m_run[i] = m_new[i];
+        neg_m[i] = -m_new[i] * scale_log2;
+        l_run[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float p = sm90_exp2(fmaf(s[4 * n + e], scale_log2, neg_m[e >> 1]));
+            l_run[e >> 1] += p;
+            s[4 * n + e] = p;
+        }
+}
+
 /* the block's shared memory, rounded up to a 1024-byte boundary */
 static __device__ __forceinline__ unsigned char *sm90_smem_base(unsigned char *raw) {
     const uint32_t addr = sm90_smem_addr(raw);
     return raw + ((1024u - (addr & 1023u)) & 1023u);
+}
+
+/* the forward's end for this thread's two rows (row0 + g, + 8): out = O / l in bf16 (out_base:
+ * the head's column 0 of row 0, rows out_stride apart) and lse = m + log(l) (lse_base: the
+ * head's row 0), l summed over the quad first; rows past T are not written */
+template <int D>
+static __device__ __forceinline__ void sm90_store_forward(nvbf16 *out_base, float *lse_base, const float (&o)[D / 2],
+                                                          const float (&m_run)[2], const float (&l_run)[2], int row0,
+                                                          int g, int t, int T, size_t out_stride, float scale_log2) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float l = sm90_quad_sum(l_run[i]), factor = 1.0f / l;
+        const int row = row0 + g + 8 * i;
+        if (row >= T) continue;
+        if (t == 0) lse_base[row] = (m_run[i] * scale_log2 + log2f(l)) * SM90_LN2;
+        nvbf16 *dst = out_base + (size_t)row * out_stride + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
+                __floats2bfloat162_rn(o[4 * n + 2 * i] * factor, o[4 * n + 2 * i + 1] * factor);
+    }
+}
+
+/* mbarriers (PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier") and the
+ * tensor memory accelerator, for the warp-specialized forward: a barrier completes a phase when
+ * its count of arrivals and its expected transaction bytes are both in; a waiter names the parity
+ * of the phase it waits for (0 for the first completion, 1 for the second, ...) */
+static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+/* one arrival that also expects `bytes` more transaction bytes in this phase */
+static __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* a box of 64 columns x 64 rows at (col, row, batch) of the tensor map (128-byte swizzle) into
+ * shared memory at dst (1024-byte aligned); rows past the tensor's end arrive as zeros, and all
+ * 8192 bytes count on bar */
+static __device__ __forceinline__ void sm90_tma_box(uint32_t dst, const CUtensorMap *map, int col, int row, int batch,
+                                                    uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+        ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(batch), "r"(bar)
+        : "memory");
+}
+/* rows [row0, row0 + ROWS) x columns [col0, col0 + D) of batch b into the swizzled tile at dst:
+ * ROWS / 64 x D / 64 boxes, column block cb at dst + cb ROWS 128 as sm90_load_tile lays it */
+template <int ROWS, int D>
+static __device__ __forceinline__ void sm90_tma_tile(uint32_t dst, const CUtensorMap *map, int col0, int row0, int b,
+                                                     uint32_t bar) {
+#pragma unroll
+    for (int cb = 0; cb < D / 64; cb++)
+#pragma unroll
+        for (int rb = 0; rb < ROWS / 64; rb++)
+            sm90_tma_box(dst + (uint32_t)(cb * ROWS * 128 + rb * 64 * 128), map, col0 + 64 * cb, row0 + 64 * rb, b, bar);
+}
+template <int N>
+static __device__ __forceinline__ void wgmma_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 #endif /* SM90_WGMMA */
 
@@ -328,36 +441,8 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
         sm90_stagger_wait(wg);
         sm90_scores<D, BN>(s, q_tile, k_tile, wg);
         sm90_stagger_release(wg);
-        if (k0 + BN - 1 > row0) { /* the diagonal crosses this warp's rows: causal mask */
-#pragma unroll
-            for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (k0 + 8 * n + 2 * t + (e & 1) > row0 + g + 8 * (e >> 1)) s[4 * n + e] = -INFINITY;
-        }
-        float m_new[2] = {m_run[0], m_run[1]};
-#pragma unroll
-        for (int n = 0; n < BN / 8; n++) {
-            m_new[0] = fmaxf(m_new[0], fmaxf(s[4 * n], s[4 * n + 1]));
-            m_new[1] = fmaxf(m_new[1], fmaxf(s[4 * n + 2], s[4 * n + 3]));
-        }
-        float alpha[2], neg_m[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            m_new[i] = sm90_quad_max(m_new[i]);
-            alpha[i] = sm90_exp2((m_run[i] - m_new[i]) * scale_log2);
-            m_run[i] = m_new[i];
-            neg_m[i] = -m_new[i] * scale_log2;
-            l_run[i] *= alpha[i];
-        }
-#pragma unroll
-        for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = sm90_exp2(fmaf(s[4 * n + e], scale_log2, neg_m[e >> 1]));
-                l_run[e >> 1] += p;
-                s[4 * n + e] = p;
-            }
+        float alpha[2];
+        sm90_online_softmax<BN>(s, m_run, l_run, alpha, k0, row0, g, t, scale_log2);
         uint32_t p[BN / 16][4];
         sm90_pack_a<BN / 16>(p, s);
 #pragma unroll
@@ -371,21 +456,182 @@ attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T,
         __syncthreads(); /* both warpgroups are done with this stage before it is refilled */
     }
 
-    nvbf16 *out_base = out + (size_t)b * T * out_stride + (size_t)h * D;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const float l = sm90_quad_sum(l_run[i]), factor = 1.0f / l;
-        const int row = row0 + g + 8 * i;
-        if (row >= T) continue;
-        if (t == 0) lse[(size_t)bh * T + row] = (m_run[i] * scale_log2 + log2f(l)) * SM90_LN2;
-        nvbf16 *dst = out_base + (size_t)row * out_stride + 2 * t;
-#pragma unroll
-        for (int n = 0; n < D / 8; n++)
-            *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
-                __floats2bfloat162_rn(o[4 * n + 2 * i] * factor, o[4 * n + 2 * i + 1] * factor);
-    }
+    sm90_store_forward<D>(out + (size_t)b * T * out_stride + (size_t)h * D, lse + (size_t)bh * T, o, m_run, l_run,
+                          row0, g, t, T, out_stride, scale_log2);
 #else
     (void)out; (void)lse; (void)qkv; (void)T; (void)H; (void)G;
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The warp-specialized forward (FlashAttention-3's structure). Block = (batch x head, BM = 64 NC
+ * query rows), NC + 1 warpgroups: warpgroups 0 .. NC-1 compute 64 rows each, warpgroup NC only
+ * loads. One thread of it brings Q and then, for every key tile, K and V with the tensor memory
+ * accelerator (one tensor map over qkv [B][T][(H+2G)D], boxes of 64 x 64 in the 128-byte swizzle
+ * above; rows past T arrive as zeros) into a ring of STAGES (K, V) buffers: k_full[s] / v_full[s]
+ * complete when the bytes have landed, k_empty[s] / v_empty[s] when every consumer warp is done
+ * with them (K after its scores, V after its P V), and the producer refills a buffer only then.
+ * setmaxnreg moves registers from the producer (40, or 32 with three consumers) to the consumers
+ * (232, or 160).
+ *
+ * A consumer warpgroup pipelines its two products (FlashAttention-3's intra-warpgroup overlap):
+ * with P of tile j-1 in registers it issues S_j = Q K_j^T, then O += P_{j-1} V_{j-1}, both
+ * asynchronously; waits for S_j alone and runs its softmax while P V runs on the tensor cores;
+ * then waits for P V, scales O by the new alpha and keeps P_j for the next round. The arithmetic
+ * is the same as the two-warpgroup kernel's, in the same order: there O_j = alpha_j O_{j-1} +
+ * P_j V_j with the product added onto the scaled O; here O is scaled by alpha_j at the end of round j
+ * and P_j V_j added in round j + 1 onto that, so at BN 128 the two give the same bits.
+ * With PINGPONG the consumers take turns issuing (named barriers 1 .. NC, round robin: warpgroup
+ * w waits on barrier 1 + w before issuing its products and then opens 1 + (w+1) % NC), so that one
+ * warpgroup's softmax overlaps the others' products instead of all competing at once. */
+#ifdef SM90_WGMMA
+template <int NC>
+static __device__ __forceinline__ void sm90_turn_wait(int wg) {
+    asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
+}
+template <int NC>
+static __device__ __forceinline__ void sm90_turn_pass(int wg) {
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (wg + 1) % NC) : "memory");
+}
+#endif
+
+/* shared memory of the warp-specialized forward: the Q tile, STAGES (K, V) tile pairs, then the
+ * mbarriers (q_full, then per stage k_full, v_full, k_empty, v_empty), plus the 1024-byte
+ * alignment slack */
+#define SM90_WS_SMEM(D, BN, NC, STAGES) \
+    ((size_t)64 * (NC) * (D) * 2 + (size_t)(STAGES) * 2 * (BN) * (D) * 2 + 8 * (1 + 4 * (STAGES)) + 1024)
+
+template <int D, int BN, int NC, int STAGES, bool PINGPONG>
+static __global__ void __launch_bounds__(128 * (NC + 1), 1)
+attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nvbf16 *out, float *lse, int T, int H,
+                                 int G) {
+#ifdef SM90_WGMMA
+    constexpr int BM = 64 * NC, Q_TILE = BM * D * 2, TILE = BN * D * 2; /* bytes */
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    const uint32_t q_tile = sm90_smem_addr(smem), kv_tiles = q_tile + Q_TILE; /* stage s: K, V */
+    const uint32_t q_full = kv_tiles + STAGES * 2 * TILE, stage_bars = q_full + 8;
+#define SM90_K_FULL(s) (stage_bars + 32 * (uint32_t)(s))
+#define SM90_V_FULL(s) (stage_bars + 32 * (uint32_t)(s) + 8)
+#define SM90_K_EMPTY(s) (stage_bars + 32 * (uint32_t)(s) + 16)
+#define SM90_V_EMPTY(s) (stage_bars + 32 * (uint32_t)(s) + 24)
+
+    const int q_blocks = (T + BM - 1) / BM, bh = blockIdx.x / q_blocks, b = bh / H, h = bh % H;
+    const int q0 = (q_blocks - 1 - (int)(blockIdx.x % q_blocks)) * BM;
+    const int kt_last = min(q0 + BM - 1, T - 1) / BN;
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(SM90_K_FULL(s), 1);
+            mbar_init(SM90_V_FULL(s), 1);
+            mbar_init(SM90_K_EMPTY(s), 4 * NC); /* one arrival per consumer warp */
+            mbar_init(SM90_V_EMPTY(s), 4 * NC);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == NC) { /* the producer */
+        if constexpr (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        else asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n" ::: "memory");
+        if (threadIdx.x == 128 * NC) {
+            const int q_col = (int)qkv_query_offset(h, H, G, D), k_col = (int)qkv_key_offset(h / (H / G), H, G, D);
+            mbar_arrive_expect_tx(q_full, Q_TILE);
+            sm90_tma_tile<BM, D>(q_tile, &qkv_map, q_col, q0, b, q_full);
+            for (int kt = 0; kt <= kt_last; kt++) {
+                const int s = kt % STAGES;
+                const uint32_t k_tile = kv_tiles + (uint32_t)s * 2 * TILE, refill = ((kt / STAGES) & 1) ^ 1;
+                if (kt >= STAGES) mbar_wait(SM90_K_EMPTY(s), refill);
+                mbar_arrive_expect_tx(SM90_K_FULL(s), TILE);
+                sm90_tma_tile<BN, D>(k_tile, &qkv_map, k_col, kt * BN, b, SM90_K_FULL(s));
+                if (kt >= STAGES) mbar_wait(SM90_V_EMPTY(s), refill);
+                mbar_arrive_expect_tx(SM90_V_FULL(s), TILE);
+                sm90_tma_tile<BN, D>(k_tile + TILE, &qkv_map, k_col + D, kt * BN, b, SM90_V_FULL(s));
+            }
+        }
+        return;
+    }
+
+    /* a consumer */
+    if constexpr (NC == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int row0 = q0 + 64 * wg + 16 * warp; /* this warp's first row */
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}, alpha[2];
+    if (PINGPONG && wg == NC - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory"); /* warpgroup 0 first */
+
+    /* round 0: S_0 and its softmax */
+    float s[BN / 2];
+    uint32_t p[BN / 16][4];
+    mbar_wait(q_full, 0);
+    mbar_wait(SM90_K_FULL(0), 0);
+    if (PINGPONG) sm90_turn_wait<NC>(wg);
+    wgmma_fence();
+    sm90_issue_abt<BN, D, BM>(s, q_tile, 64 * wg, kv_tiles, true);
+    wgmma_commit();
+    if (PINGPONG) sm90_turn_pass<NC>(wg);
+    wgmma_wait<0>();
+    fence_registers(s);
+    if (lane == 0) mbar_arrive(SM90_K_EMPTY(0));
+    sm90_online_softmax<BN>(s, m_run, l_run, alpha, 0, row0, g, t, scale_log2);
+    sm90_pack_a<BN / 16>(p, s);
+
+    /* round kt: S_kt, and P_{kt-1} V_{kt-1} under S_kt's softmax */
+    for (int kt = 1; kt <= kt_last; kt++) {
+        const int s_now = kt % STAGES, s_prev = (kt - 1) % STAGES;
+        mbar_wait(SM90_K_FULL(s_now), (uint32_t)(kt / STAGES) & 1);
+        mbar_wait(SM90_V_FULL(s_prev), (uint32_t)((kt - 1) / STAGES) & 1);
+        if (PINGPONG) sm90_turn_wait<NC>(wg);
+        wgmma_fence();
+        sm90_issue_abt<BN, D, BM>(s, q_tile, 64 * wg, kv_tiles + (uint32_t)s_now * 2 * TILE, true);
+        wgmma_commit();
+        sm90_issue_ab<D, BN / 16, BN>(o, p, kv_tiles + (uint32_t)s_prev * 2 * TILE + TILE);
+        wgmma_commit();
+        if (PINGPONG) sm90_turn_pass<NC>(wg);
+        wgmma_wait<1>(); /* S_kt */
+        fence_registers(s);
+        if (lane == 0) mbar_arrive(SM90_K_EMPTY(s_now));
+        sm90_online_softmax<BN>(s, m_run, l_run, alpha, kt * BN, row0, g, t, scale_log2);
+        wgmma_wait<0>(); /* P V */
+        fence_registers(o);
+        fence_fragments(p);
+        if (lane == 0) mbar_arrive(SM90_V_EMPTY(s_prev));
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            o[4 * n] *= alpha[0];
+            o[4 * n + 1] *= alpha[0];
+            o[4 * n + 2] *= alpha[1];
+            o[4 * n + 3] *= alpha[1];
+        }
+        sm90_pack_a<BN / 16>(p, s);
+    }
+
+    /* the last P V */
+    mbar_wait(SM90_V_FULL(kt_last % STAGES), (uint32_t)(kt_last / STAGES) & 1);
+    if (PINGPONG) sm90_turn_wait<NC>(wg);
+    wgmma_fence();
+    sm90_issue_ab<D, BN / 16, BN>(o, p, kv_tiles + (uint32_t)(kt_last % STAGES) * 2 * TILE + TILE);
+    wgmma_commit();
+    if (PINGPONG && wg != NC - 1) sm90_turn_pass<NC>(wg); /* the last pass of the round robin is not waited for */
+    wgmma_wait<0>();
+    fence_registers(o);
+    fence_fragments(p);
+#undef SM90_K_FULL
+#undef SM90_V_FULL
+#undef SM90_K_EMPTY
+#undef SM90_V_EMPTY
+
+    const size_t out_stride = (size_t)H * D;
+    sm90_store_forward<D>(out + (size_t)b * T * out_stride + (size_t)h * D, lse + (size_t)bh * T, o, m_run, l_run,
+                          row0, g, t, T, out_stride, scale_log2);
+#else
+    (void)qkv_map; (void)out; (void)lse; (void)T; (void)H; (void)G;
 #endif
 }
 
@@ -1047,10 +1293,69 @@ static void sm90_forward_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int 
     CHECK_LAUNCH();
 }
 
+/* the tensor map the warp-specialized forward loads Q, K and V through: qkv as [B][T][(H+2G)D]
+ * bf16, boxes of 64 columns x 64 rows, 128-byte swizzle, zeros past T. cuTensorMapEncodeTiled
+ * comes from the driver through the runtime (no -lcuda). */
+typedef CUresult (*sm90_encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                         const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                         CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                         CUtensorMapFloatOOBfill);
+static CUtensorMap sm90_qkv_tensor_map(const nvbf16 *qkv, int B, int T, int H, int G, int D) {
+    static sm90_encode_tiled_fn encode = NULL;
+    if (encode == NULL) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+        if (found != cudaDriverEntryPointSuccess || fn == NULL)
+            KERNELS_FATAL("cuTensorMapEncodeTiled: the driver does not provide it");
+        encode = (sm90_encode_tiled_fn)fn;
+    }
+    const cuuint64_t columns = (cuuint64_t)(H + 2 * G) * (cuuint64_t)D;
+    const cuuint64_t dims[3] = {columns, (cuuint64_t)T, (cuuint64_t)B};
+    const cuuint64_t strides[2] = {columns * 2, columns * 2 * (cuuint64_t)T}; /* bytes, of dims 1 and 2 */
+    const cuuint32_t box[3] = {64, 64, 1}, element_strides[3] = {1, 1, 1};
+    CUtensorMap map;
+    const CUresult result = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)qkv, dims, strides, box,
+                                   element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (result != CUDA_SUCCESS)
+        KERNELS_FATAL("cuTensorMapEncodeTiled: error %d (B=%d T=%d H=%d G=%d D=%d)", (int)result, B, T, H, G, D);
+    return map;
+}
+
+template <int D, int BN, int NC, int STAGES, bool PINGPONG>
+static void sm90_forward_ws_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H, int G) {
+    auto kernel = attention_forward_ws_sm90_kernel<D, BN, NC, STAGES, PINGPONG>;
+    const size_t smem = SM90_WS_SMEM(D, BN, NC, STAGES);
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const CUtensorMap map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
+    const size_t blocks = (size_t)B * H * ceil_div((size_t)T, (size_t)64 * NC);
+    kernel<<<(unsigned int)blocks, 128 * (NC + 1), smem, compute_stream()>>>(map, out, lse, T, H, G);
+    CHECK_LAUNCH();
+}
+
+/* MTC_ATTENTION_SM90_FWD (for perf/attention_bench): "old" the two-warpgroup kernel, "b", "c",
+ * "d" variants of the warp-specialized one, else its default */
 extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G,
                                             int D) {
-    if (D == 128) sm90_forward_launch<128>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
-    else sm90_forward_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
+    const char *env = getenv("MTC_ATTENTION_SM90_FWD");
+    const char variant = env != NULL ? env[0] : 'a';
+    nvbf16 *o = as_nv(out);
+    const nvbf16 *x = as_nv(qkv);
+    if (variant == 'o') {
+        if (D == 128) sm90_forward_launch<128>(o, lse, x, B, T, H, G);
+        else sm90_forward_launch<64>(o, lse, x, B, T, H, G);
+    } else if (D == 128) {
+        if (variant == 'b') sm90_forward_ws_launch<128, 128, 2, 3, true>(o, lse, x, B, T, H, G);
+        else if (variant == 'c') sm90_forward_ws_launch<128, 128, 2, 2, false>(o, lse, x, B, T, H, G);
+        else sm90_forward_ws_launch<128, 128, 2, 2, true>(o, lse, x, B, T, H, G);
+    } else {
+        if (variant == 'b') sm90_forward_ws_launch<64, 128, 3, 2, true>(o, lse, x, B, T, H, G);
+        else if (variant == 'c') sm90_forward_ws_launch<64, 64, 3, 3, true>(o, lse, x, B, T, H, G);
+        else if (variant == 'd') sm90_forward_ws_launch<64, 128, 2, 2, false>(o, lse, x, B, T, H, G);
+        else if (variant == 'e') sm90_forward_ws_launch<64, 64, 2, 3, true>(o, lse, x, B, T, H, G);
+        else sm90_forward_ws_launch<64, 128, 2, 2, true>(o, lse, x, B, T, H, G);
+    }
 }
 
 /* the fused dK/dV/dQ pass after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a
