@@ -8,15 +8,19 @@
  * backward" below; at 64 it is two passes (dK/dV, then dQ, recomputing P and dS), which measured
  * faster there: see "the two-pass backward".
  *
- * Block: 128 query rows, two warpgroups of 4 warps (64 rows each); it walks key tiles of 128
- * up to the diagonal. Per tile a warpgroup computes its 64 x 128 scores S = Q K^T with 8 (D/16)
+ * The forward (FlashAttention-3's structure: "the warp-specialized forward" below) works on
+ * tiles of 128 query rows with two consumer warpgroups of 4 warps (64 rows each) and a producer
+ * warpgroup that loads Q, K and V with the tensor memory accelerator into a ring of buffers
+ * guarded by mbarriers; the grid is persistent. It walks key tiles of 128 up to the diagonal.
+ * Per tile a consumer warpgroup computes its 64 x 128 scores S = Q K^T with D/16
  * wgmma.m64n128k16 (both operands from shared memory), runs the online softmax on them in
  * registers, turns P into bf16 A fragments without leaving registers (an accumulator's n8
  * blocks 2k and 2k+1 are exactly the A fragment of k-slice k, as for mma.sync), and adds
- * P V with 8 wgmma.m64nDk16 (A from registers, V from shared memory, transposed).
+ * P V with 8 wgmma.m64nDk16 (A from registers, V from shared memory, transposed), the P V of
+ * one tile running under the softmax of the next.
  *
- * Shared memory tiles (Q, and K and V double-buffered, filled with cp.async while the previous
- * tile is used) use the 128-byte swizzle wgmma reads: a [rows][D] tile is stored as D/64 column
+ * Shared memory tiles (the forward's written by the tensor memory accelerator, the backward's
+ * with cp.async) use the 128-byte swizzle wgmma reads: a [rows][D] tile is stored as D/64 column
  * blocks of 64 bf16 (128 bytes per row); in a block row r starts at r * 128 and its 16-byte
  * chunk c sits at chunk position c ^ (r % 8); blocks are 1024-byte aligned. As wgmma operands:
  *  - Q and K are "K-major" (the reduction dimension d is contiguous): descriptor stride (SBO)
@@ -37,6 +41,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cuda.h> /* CUtensorMap (types only: the encoder comes through the runtime) */
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -82,21 +88,6 @@ static __device__ __forceinline__ void wgmma_wait_all(void) {
 static __device__ __forceinline__ void fence_proxy_async(void) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-/* Named barrier 1 staggers the forward's two warpgroups (FlashAttention-3's ping-pong): warpgroup
- * 1 starts a tile's scores only when warpgroup 0's are done, so one warpgroup's softmax runs while
- * the other's products use the tensor cores, instead of both at once (343 -> 363 TFLOP/s at the
- * 1.3B shape; the two-pass backward measured no gain from it, the fused one does not stagger). */
-#ifndef SM90_NO_STAGGER /* (perf/attention_bench compares with -DSM90_NO_STAGGER) */
-static __device__ __forceinline__ void sm90_stagger_wait(int wg) {
-    if (wg == 1) asm volatile("bar.sync 1, 256;\n" ::: "memory");
-}
-static __device__ __forceinline__ void sm90_stagger_release(int wg) {
-    if (wg == 0) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-}
-#else
-static __device__ __forceinline__ void sm90_stagger_wait(int) {}
-static __device__ __forceinline__ void sm90_stagger_release(int) {}
-#endif
 
 /* tells the compiler that the registers may change here (around asynchronous wgmma: an
  * accumulator is not read before its wait, an A fragment's registers are not reused before) */
@@ -247,7 +238,8 @@ static __device__ __forceinline__ void sm90_pack_a(uint32_t (&a)[KS][4], const f
     }
 }
 
-/* s[64 x BN] = Q[64 rows of warpgroup wg] K^T (all BN keys of the tile) */
+/* (the self-test's products, synchronous) s[64 x BN] = Q[64 rows of warpgroup wg] K^T (all BN
+ * keys of the tile) */
 template <int D, int BN>
 static __device__ __forceinline__ void sm90_scores(float (&s)[BN / 2], uint32_t q_tile, uint32_t k_tile, int wg) {
     wgmma_fence();
@@ -269,123 +261,337 @@ static __device__ __forceinline__ void sm90_add_pv(float (&o)[D / 2], uint32_t (
     fence_fragments(p);
 }
 
+/* One step of the online softmax over a 64 x BN score tile in registers (keys k0 ...; this
+ * warp's rows start at row0; lane = 4g + t): mask keys past the row where the diagonal crosses
+ * the warp's rows, raise the running row max m_run, return the factor alpha = exp2((m_old -
+ * m_new) scale_log2) by which l_run (already scaled here) and O must shrink, and turn s into
+ * P = exp2(s scale_log2 - m_new scale_log2), adding its row sums to this thread's l_run. */
+template <int BN>
+static __device__ __forceinline__ void sm90_online_softmax(float (&s)[BN / 2], float (&m_run)[2], float (&l_run)[2],
+                                                           float (&alpha)[2], int k0, int row0, int g, int t,
+                                                           float scale_log2) {
+    if (k0 + BN - 1 > row0) { /* the diagonal crosses this warp's rows: causal mask */
+#pragma unroll
+        for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (k0 + 8 * n + 2 * t + (e & 1) > row0 + g + 8 * (e >> 1)) s[4 * n + e] = -INFINITY;
+    }
+    float m_new[2] = {m_run[0], m_run[1]};
+#pragma unroll
+    for (int n = 0; n < BN / 8; n++) {
+        m_new[0] = fmaxf(m_new[0], fmaxf(s[4 * n], s[4 * n + 1]));
+        m_new[1] = fmaxf(m_new[1], fmaxf(s[4 * n + 2], s[4 * n + 3]));
+    }
+    float neg_m[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        m_new[i] = sm90_quad_max(m_new[i]);
+        alpha[i] = sm90_exp2((m_run[i] - m_new[i]) * scale_log2);
+        m_run[i] = m_new[i];
+        neg_m[i] = -m_new[i] * scale_log2;
+        l_run[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float p = sm90_exp2(fmaf(s[4 * n + e], scale_log2, neg_m[e >> 1]));
+            l_run[e >> 1] += p;
+            s[4 * n + e] = p;
+        }
+}
+
 /* the block's shared memory, rounded up to a 1024-byte boundary */
 static __device__ __forceinline__ unsigned char *sm90_smem_base(unsigned char *raw) {
     const uint32_t addr = sm90_smem_addr(raw);
     return raw + ((1024u - (addr & 1023u)) & 1023u);
 }
-#endif /* SM90_WGMMA */
 
-/* ---------------------------------------------------------------------------------------------- */
-/* the forward: block = (batch x head, 128 query rows); grid y counts down so the longest rows
- * start first. Thread (warpgroup wg, warp w in it, lane = 4g + t) holds, per n8 block n of a
- * 64 x N accumulator, rows 64wg + 16w + g (elements 4n, 4n+1) and + 8 (4n+2, 4n+3), columns
- * 8n + 2t, 8n + 2t + 1. */
-template <int D, int BN>
-static __global__ void __launch_bounds__(SM90_THREADS, BN == 64 ? 2 : 1)
-attention_forward_sm90_kernel(nvbf16 *out, float *lse, const nvbf16 *qkv, int T, int H, int G) {
-#ifdef SM90_WGMMA
-    constexpr int Q_TILE = SM90_BM * D * 2, TILE = BN * D * 2; /* bytes of the Q tile, of a K or V tile */
-    extern __shared__ unsigned char sm90_smem_raw[];
-    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
-    const uint32_t q_tile = sm90_smem_addr(smem), kv_tiles = q_tile + Q_TILE; /* stage s: K, V */
-
-    const int bh = blockIdx.x, b = bh / H, h = bh % H;
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * SM90_BM;
-    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    const int g = lane / 4, t = lane % 4;
-    const int row0 = q0 + 64 * wg + 16 * warp; /* this warp's first row */
-    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
-    const nvbf16 *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
-    const nvbf16 *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
-    const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
-    const int kt_last = min(q0 + SM90_BM - 1, T - 1) / BN;
-
-    sm90_load_tile<SM90_BM, D>(q_tile, q_base, qkv_stride, q0, T);
-    sm90_load_tile<BN, D>(kv_tiles, k_base, qkv_stride, 0, T);
-    sm90_load_tile<BN, D>(kv_tiles + TILE, k_base + D, qkv_stride, 0, T);
-    sm90_cp_async_commit();
-
-    float o[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-
-    for (int kt = 0; kt <= kt_last; kt++) {
-        const int k0 = kt * BN;
-        const uint32_t k_tile = kv_tiles + (uint32_t)(kt & 1) * 2 * TILE, v_tile = k_tile + TILE;
-        if (kt < kt_last) {
-            const uint32_t next = kv_tiles + (uint32_t)((kt + 1) & 1) * 2 * TILE;
-            sm90_load_tile<BN, D>(next, k_base, qkv_stride, k0 + BN, T);
-            sm90_load_tile<BN, D>(next + TILE, k_base + D, qkv_stride, k0 + BN, T);
-        }
-        sm90_cp_async_commit();
-        sm90_cp_async_wait<1>();
-        fence_proxy_async();
-        __syncthreads();
-
-        float s[BN / 2];
-        sm90_stagger_wait(wg);
-        sm90_scores<D, BN>(s, q_tile, k_tile, wg);
-        sm90_stagger_release(wg);
-        if (k0 + BN - 1 > row0) { /* the diagonal crosses this warp's rows: causal mask */
-#pragma unroll
-            for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (k0 + 8 * n + 2 * t + (e & 1) > row0 + g + 8 * (e >> 1)) s[4 * n + e] = -INFINITY;
-        }
-        float m_new[2] = {m_run[0], m_run[1]};
-#pragma unroll
-        for (int n = 0; n < BN / 8; n++) {
-            m_new[0] = fmaxf(m_new[0], fmaxf(s[4 * n], s[4 * n + 1]));
-            m_new[1] = fmaxf(m_new[1], fmaxf(s[4 * n + 2], s[4 * n + 3]));
-        }
-        float alpha[2], neg_m[2];
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            m_new[i] = sm90_quad_max(m_new[i]);
-            alpha[i] = sm90_exp2((m_run[i] - m_new[i]) * scale_log2);
-            m_run[i] = m_new[i];
-            neg_m[i] = -m_new[i] * scale_log2;
-            l_run[i] *= alpha[i];
-        }
-#pragma unroll
-        for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = sm90_exp2(fmaf(s[4 * n + e], scale_log2, neg_m[e >> 1]));
-                l_run[e >> 1] += p;
-                s[4 * n + e] = p;
-            }
-        uint32_t p[BN / 16][4];
-        sm90_pack_a<BN / 16>(p, s);
-#pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            o[4 * n] *= alpha[0];
-            o[4 * n + 1] *= alpha[0];
-            o[4 * n + 2] *= alpha[1];
-            o[4 * n + 3] *= alpha[1];
-        }
-        sm90_add_pv<D, BN>(o, p, v_tile);
-        __syncthreads(); /* both warpgroups are done with this stage before it is refilled */
-    }
-
-    nvbf16 *out_base = out + (size_t)b * T * out_stride + (size_t)h * D;
+/* the forward's end for this thread's two rows (row0 + g, + 8): out = O / l in bf16 (out_base:
+ * the head's column 0 of row 0, rows out_stride apart) and lse = m + log(l) (lse_base: the
+ * head's row 0), l summed over the quad first; rows past T are not written */
+template <int D>
+static __device__ __forceinline__ void sm90_store_forward(nvbf16 *out_base, float *lse_base, const float (&o)[D / 2],
+                                                          const float (&m_run)[2], const float (&l_run)[2], int row0,
+                                                          int g, int t, int T, size_t out_stride, float scale_log2) {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const float l = sm90_quad_sum(l_run[i]), factor = 1.0f / l;
         const int row = row0 + g + 8 * i;
         if (row >= T) continue;
-        if (t == 0) lse[(size_t)bh * T + row] = (m_run[i] * scale_log2 + log2f(l)) * SM90_LN2;
+        /* m scale_log2 rounded before the add, as the kernels before computed it */
+        if (t == 0) lse_base[row] = (__fmul_rn(m_run[i], scale_log2) + log2f(l)) * SM90_LN2;
         nvbf16 *dst = out_base + (size_t)row * out_stride + 2 * t;
 #pragma unroll
         for (int n = 0; n < D / 8; n++)
             *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
                 __floats2bfloat162_rn(o[4 * n + 2 * i] * factor, o[4 * n + 2 * i + 1] * factor);
     }
+}
+
+/* mbarriers (PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier") and the
+ * tensor memory accelerator, for the warp-specialized forward: a barrier completes a phase when
+ * its count of arrivals and its expected transaction bytes are both in; a waiter names the parity
+ * of the phase it waits for (0 for the first completion, 1 for the second, ...) */
+static __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+/* one arrival that also expects `bytes` more transaction bytes in this phase */
+static __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* a box of 64 columns x 64 rows at (col, row, batch) of the tensor map (128-byte swizzle) into
+ * shared memory at dst (1024-byte aligned); rows past the tensor's end arrive as zeros, and all
+ * 8192 bytes count on bar */
+static __device__ __forceinline__ void sm90_tma_box(uint32_t dst, const CUtensorMap *map, int col, int row, int batch,
+                                                    uint32_t bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+        ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(batch), "r"(bar)
+        : "memory");
+}
+/* rows [row0, row0 + ROWS) x columns [col0, col0 + D) of batch b into the swizzled tile at dst:
+ * ROWS / 64 x D / 64 boxes, column block cb at dst + cb ROWS 128 as sm90_load_tile lays it */
+template <int ROWS, int D>
+static __device__ __forceinline__ void sm90_tma_tile(uint32_t dst, const CUtensorMap *map, int col0, int row0, int b,
+                                                     uint32_t bar) {
+#pragma unroll
+    for (int cb = 0; cb < D / 64; cb++)
+#pragma unroll
+        for (int rb = 0; rb < ROWS / 64; rb++)
+            sm90_tma_box(dst + (uint32_t)(cb * ROWS * 128 + rb * 64 * 128), map, col0 + 64 * cb, row0 + 64 * rb, b, bar);
+}
+template <int N>
+static __device__ __forceinline__ void wgmma_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+#endif /* SM90_WGMMA */
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The warp-specialized forward (FlashAttention-3's structure). A work tile is (batch x head, BM =
+ * 64 NC query rows); the grid is persistent (one block per SM, sm90_forward_ws_launch) and block
+ * k takes tiles k, then 2 grid - 1 - k, 2 grid + k, ... (a snake over rounds of `grid` tiles).
+ * Tiles are numbered head by head, longest query block first within a head: the blocks at work
+ * at one time share few heads' K and V, which then stay in L2 (numbered query block first across
+ * heads, each round read a K/V for every head and the forward ran from DRAM: 0.43 against 0.30
+ * ms at the 1.3B shape), and the snake gives each block about the same number of key tiles.
+ *
+ * NC + 1 warpgroups: warpgroups 0 .. NC-1 compute 64 rows each, warpgroup NC only loads. One
+ * thread of it brings, tile after tile, Q and then for every key tile K and V with the tensor
+ * memory accelerator (one tensor map over qkv [B][T][(H+2G)D], boxes of 64 x 64 in the 128-byte
+ * swizzle above; rows past T arrive as zeros) into a ring of STAGES (K, V) buffers: k_full[s] /
+ * v_full[s] complete when the bytes have landed, k_empty[s] / v_empty[s] when every consumer warp
+ * is done with them (K after its scores, V after its P V), and the producer refills a buffer only
+ * then; likewise q_full / q_empty for Q, so the next tile's Q and first K/V load while the
+ * consumers finish a tile. setmaxnreg moves registers from the producer (40, or 32 with three
+ * consumers) to the consumers (232, or 160).
+ *
+ * A consumer warpgroup pipelines its two products (FlashAttention-3's intra-warpgroup overlap):
+ * with P of tile j-1 in registers it issues S_j = Q K_j^T, then O += P_{j-1} V_{j-1}, both
+ * asynchronously; waits for S_j alone and runs its softmax while P V runs on the tensor cores;
+ * then waits for P V, scales O by the new alpha and packs P_j for the next round. The arithmetic
+ * is that of the synchronous order (O_j = alpha_j O_{j-1} + P_j V_j, the product added onto the
+ * scaled O) in the same order: O is scaled by alpha_j at the end of round j and P_j V_j added in
+ * round j + 1 onto that.
+ * The consumers take turns issuing (FlashAttention-3's ping-pong; named barriers 1 .. NC, round
+ * robin: warpgroup w waits on barrier 1 + w before issuing its products and then opens
+ * 1 + (w+1) % NC), so that one warpgroup's softmax overlaps the others' products instead of all
+ * competing at once (0.276 -> 0.260 ms at the 1.3B shape on an H100).
+ *
+ * On an H100 (perf/attention_bench) this forward takes 0.169 ms at B=32 T=1024 H=12 D=64 and
+ * 0.260 ms at B=8 T=2048 H=16 D=128 (305 and 528 TFLOP/s), against 0.217 and 0.439 ms for the
+ * two-warpgroup cp.async kernel it replaced. Of that, the tile order gave most at D=128 (the
+ * same kernel with a block per tile in (head, query block) order: 0.295 ms), the persistent grid
+ * the rest. At D=128 out and lse are bit for bit those of that kernel; at D=64 (which had tiles
+ * of 64 keys) the summation order differs. Tried and left out: doing only the first half of the
+ * diagonal tile's products where a warpgroup's rows end before its middle (branches around the
+ * products: 0.349 instead of 0.264 ms). */
+#ifdef SM90_WGMMA
+template <int NC>
+static __device__ __forceinline__ void sm90_turn_wait(int wg) {
+    asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
+}
+template <int NC>
+static __device__ __forceinline__ void sm90_turn_pass(int wg) {
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (wg + 1) % NC) : "memory");
+}
+/* the tile block `block` of `grid` works on in round r (snake order; may be past the last) */
+static __device__ __forceinline__ int sm90_ws_tile(int r, int block, int grid) {
+    return r * grid + ((r & 1) ? grid - 1 - block : block);
+}
+#endif
+
+/* shared memory of the warp-specialized forward: the Q tile, STAGES (K, V) tile pairs, then the
+ * mbarriers (q_full, q_empty, then per stage k_full, v_full, k_empty, v_empty), plus the
+ * 1024-byte alignment slack */
+#define SM90_WS_SMEM(D, BN, NC, STAGES) \
+    ((size_t)64 * (NC) * (D) * 2 + (size_t)(STAGES) * 2 * (BN) * (D) * 2 + 8 * (2 + 4 * (STAGES)) + 1024)
+
+template <int D, int BN, int NC, int STAGES>
+static __global__ void __launch_bounds__(128 * (NC + 1), 1)
+attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nvbf16 *out, float *lse, int B, int T,
+                                 int H, int G) {
+#ifdef SM90_WGMMA
+    constexpr int BM = 64 * NC, Q_TILE = BM * D * 2, TILE = BN * D * 2; /* bytes */
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    const uint32_t q_tile = sm90_smem_addr(smem), kv_tiles = q_tile + Q_TILE; /* stage s: K, V */
+    const uint32_t q_full = kv_tiles + STAGES * 2 * TILE, q_empty = q_full + 8, stage_bars = q_full + 16;
+#define SM90_K_FULL(s) (stage_bars + 32 * (uint32_t)(s))
+#define SM90_V_FULL(s) (stage_bars + 32 * (uint32_t)(s) + 8)
+#define SM90_K_EMPTY(s) (stage_bars + 32 * (uint32_t)(s) + 16)
+#define SM90_V_EMPTY(s) (stage_bars + 32 * (uint32_t)(s) + 24)
+
+    const int q_blocks = (T + BM - 1) / BM, tiles = B * H * q_blocks;
+    const int block = (int)blockIdx.x, grid = (int)gridDim.x;
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+        mbar_init(q_empty, 4 * NC); /* one arrival per consumer warp */
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(SM90_K_FULL(s), 1);
+            mbar_init(SM90_V_FULL(s), 1);
+            mbar_init(SM90_K_EMPTY(s), 4 * NC);
+            mbar_init(SM90_V_EMPTY(s), 4 * NC);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == NC) { /* the producer */
+        if constexpr (NC == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        else asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n" ::: "memory");
+        if (threadIdx.x == 128 * NC) {
+            int loaded = 0; /* K/V tiles loaded so far: ring stage loaded % STAGES, round loaded / STAGES */
+            for (int r = 0, tile; (tile = sm90_ws_tile(r, block, grid)) < tiles; r++) {
+                const int bh = tile / q_blocks, b = bh / H, h = bh % H;
+                const int q0 = (q_blocks - 1 - tile % q_blocks) * BM, kt_last = min(q0 + BM - 1, T - 1) / BN;
+                const int q_col = (int)qkv_query_offset(h, H, G, D), k_col = (int)qkv_key_offset(h / (H / G), H, G, D);
+                if (r > 0) mbar_wait(q_empty, (uint32_t)(r - 1) & 1);
+                mbar_arrive_expect_tx(q_full, Q_TILE);
+                sm90_tma_tile<BM, D>(q_tile, &qkv_map, q_col, q0, b, q_full);
+                for (int kt = 0; kt <= kt_last; kt++, loaded++) {
+                    const int s = loaded % STAGES;
+                    const uint32_t k_tile = kv_tiles + (uint32_t)s * 2 * TILE, refill = ((loaded / STAGES) & 1) ^ 1;
+                    if (loaded >= STAGES) mbar_wait(SM90_K_EMPTY(s), refill);
+                    mbar_arrive_expect_tx(SM90_K_FULL(s), TILE);
+                    sm90_tma_tile<BN, D>(k_tile, &qkv_map, k_col, kt * BN, b, SM90_K_FULL(s));
+                    if (loaded >= STAGES) mbar_wait(SM90_V_EMPTY(s), refill);
+                    mbar_arrive_expect_tx(SM90_V_FULL(s), TILE);
+                    sm90_tma_tile<BN, D>(k_tile + TILE, &qkv_map, k_col + D, kt * BN, b, SM90_V_FULL(s));
+                }
+            }
+        }
+        return;
+    }
+
+    /* a consumer */
+    if constexpr (NC == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n" ::: "memory");
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
+    const size_t out_stride = (size_t)H * D;
+    if (wg == NC - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory"); /* warpgroup 0 first */
+    int used = 0; /* K/V tiles consumed so far (as `loaded` above) */
+    for (int r = 0, tile; (tile = sm90_ws_tile(r, block, grid)) < tiles; r++) {
+        const int bh = tile / q_blocks, b = bh / H, h = bh % H;
+        const int q0 = (q_blocks - 1 - tile % q_blocks) * BM, kt_last = min(q0 + BM - 1, T - 1) / BN;
+        const int row0 = q0 + 64 * wg + 16 * warp; /* this warp's first row */
+        const bool last_tile = sm90_ws_tile(r + 1, block, grid) >= tiles;
+        float o[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
+        float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}, alpha[2];
+
+        /* round 0: S_0 and its softmax */
+        float s[BN / 2];
+        uint32_t p[BN / 16][4];
+        mbar_wait(q_full, (uint32_t)r & 1);
+        mbar_wait(SM90_K_FULL(used % STAGES), (uint32_t)(used / STAGES) & 1);
+        sm90_turn_wait<NC>(wg);
+        wgmma_fence();
+        sm90_issue_abt<BN, D, BM>(s, q_tile, 64 * wg, kv_tiles + (uint32_t)(used % STAGES) * 2 * TILE, true);
+        wgmma_commit();
+        sm90_turn_pass<NC>(wg);
+        wgmma_wait<0>();
+        fence_registers(s);
+        if (lane == 0) {
+            mbar_arrive(SM90_K_EMPTY(used % STAGES));
+            if (kt_last == 0) mbar_arrive(q_empty);
+        }
+        sm90_online_softmax<BN>(s, m_run, l_run, alpha, 0, row0, g, t, scale_log2);
+        sm90_pack_a<BN / 16>(p, s);
+
+        /* round kt: S_kt, and P_{kt-1} V_{kt-1} under S_kt's softmax */
+        for (int kt = 1; kt <= kt_last; kt++) {
+            const int s_now = (used + 1) % STAGES, s_prev = used % STAGES;
+            mbar_wait(SM90_K_FULL(s_now), (uint32_t)((used + 1) / STAGES) & 1);
+            mbar_wait(SM90_V_FULL(s_prev), (uint32_t)(used / STAGES) & 1);
+            sm90_turn_wait<NC>(wg);
+            wgmma_fence();
+            sm90_issue_abt<BN, D, BM>(s, q_tile, 64 * wg, kv_tiles + (uint32_t)s_now * 2 * TILE, true);
+            wgmma_commit();
+            sm90_issue_ab<D, BN / 16, BN>(o, p, kv_tiles + (uint32_t)s_prev * 2 * TILE + TILE);
+            wgmma_commit();
+            sm90_turn_pass<NC>(wg);
+            wgmma_wait<1>(); /* S_kt */
+            fence_registers(s);
+            if (lane == 0) {
+                mbar_arrive(SM90_K_EMPTY(s_now));
+                if (kt == kt_last) mbar_arrive(q_empty);
+            }
+            sm90_online_softmax<BN>(s, m_run, l_run, alpha, kt * BN, row0, g, t, scale_log2);
+            wgmma_wait<0>(); /* P V */
+            fence_registers(o);
+            fence_fragments(p);
+            if (lane == 0) mbar_arrive(SM90_V_EMPTY(s_prev));
+            used++;
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                o[4 * n] *= alpha[0];
+                o[4 * n + 1] *= alpha[0];
+                o[4 * n + 2] *= alpha[1];
+                o[4 * n + 3] *= alpha[1];
+            }
+            sm90_pack_a<BN / 16>(p, s);
+        }
+
+        /* the last P V */
+        mbar_wait(SM90_V_FULL(used % STAGES), (uint32_t)(used / STAGES) & 1);
+        sm90_turn_wait<NC>(wg);
+        wgmma_fence();
+        sm90_issue_ab<D, BN / 16, BN>(o, p, kv_tiles + (uint32_t)(used % STAGES) * 2 * TILE + TILE);
+        wgmma_commit();
+        /* the round robin's very last pass would never be waited for */
+        if (!(last_tile && wg == NC - 1)) sm90_turn_pass<NC>(wg);
+        wgmma_wait<0>();
+        fence_registers(o);
+        fence_fragments(p);
+        if (lane == 0) mbar_arrive(SM90_V_EMPTY(used % STAGES));
+        used++;
+        sm90_store_forward<D>(out + (size_t)b * T * out_stride + (size_t)h * D, lse + (size_t)bh * T, o, m_run,
+                              l_run, row0, g, t, T, out_stride, scale_log2);
+    }
+#undef SM90_K_FULL
+#undef SM90_V_FULL
+#undef SM90_K_EMPTY
+#undef SM90_V_EMPTY
 #else
-    (void)out; (void)lse; (void)qkv; (void)T; (void)H; (void)G;
+    (void)qkv_map; (void)out; (void)lse; (void)B; (void)T; (void)H; (void)G;
 #endif
 }
 
@@ -1031,26 +1237,72 @@ extern "C" int cuda_attention_sm90_applies(const void *out, const void *qkv, int
            cuda_attention_sm90_available();
 }
 
-/* keys per tile of the forward: 128, or 64 at D 64 (two blocks per SM, in smaller steps) */
-#ifndef SM90_FWD_BN_64
-#define SM90_FWD_BN_64 64
-#endif
+/* the tensor map the warp-specialized forward loads Q, K and V through: qkv as [B][T][(H+2G)D]
+ * bf16, boxes of 64 columns x 64 rows, 128-byte swizzle, zeros past T. cuTensorMapEncodeTiled
+ * comes from the driver through the runtime (no -lcuda). */
+typedef CUresult (*sm90_encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                         const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                         CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                         CUtensorMapFloatOOBfill);
+static CUtensorMap sm90_qkv_tensor_map(const nvbf16 *qkv, int B, int T, int H, int G, int D) {
+    static sm90_encode_tiled_fn encode = NULL;
+    if (encode == NULL) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+        if (found != cudaDriverEntryPointSuccess || fn == NULL)
+            KERNELS_FATAL("cuTensorMapEncodeTiled: the driver does not provide it");
+        encode = (sm90_encode_tiled_fn)fn;
+    }
+    const cuuint64_t columns = (cuuint64_t)(H + 2 * G) * (cuuint64_t)D;
+    const cuuint64_t dims[3] = {columns, (cuuint64_t)T, (cuuint64_t)B};
+    const cuuint64_t strides[2] = {columns * 2, columns * 2 * (cuuint64_t)T}; /* bytes, of dims 1 and 2 */
+    const cuuint32_t box[3] = {64, 64, 1}, element_strides[3] = {1, 1, 1};
+    CUtensorMap map;
+    const CUresult result = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)qkv, dims, strides, box,
+                                   element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (result != CUDA_SUCCESS)
+        KERNELS_FATAL("cuTensorMapEncodeTiled: error %d (B=%d T=%d H=%d G=%d D=%d)", (int)result, B, T, H, G, D);
+    return map;
+}
 
+/* the number of SMs of the current device (asked once) */
+static int sm90_sm_count(void) {
+    static int count = 0;
+    if (count == 0) {
+        int device = 0;
+        CHECK_CUDA(cudaGetDevice(&device));
+        CHECK_CUDA(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    }
+    return count;
+}
+
+/* the warp-specialized forward's shape: 128 keys per tile, two consumer warpgroups (128 query
+ * rows per tile), two (K, V) stages. Measured on an H100 against these (ms at B=32 T=1024 H=12
+ * D=64 / B=8 T=2048 H=16 D=128): three consumers (192 rows, 160 registers) 0.189 / -, three
+ * stages - / 0.266, no ping-pong 0.171 / 0.276, 64 keys per tile 0.197 / -, this 0.169 / 0.260 */
+#define SM90_WS_BN 128
+#define SM90_WS_CONSUMERS 2
+#define SM90_WS_STAGES 2
+
+/* persistent: one block per SM, or per tile where there are fewer tiles */
 template <int D>
-static void sm90_forward_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H, int G) {
-    constexpr int BN = D == 64 ? SM90_FWD_BN_64 : 128;
-    auto kernel = attention_forward_sm90_kernel<D, BN>;
-    const size_t smem = (size_t)SM90_BM * D * 2 + (size_t)4 * BN * D * 2 + 1024;
+static void sm90_forward_ws_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H, int G) {
+    auto kernel = attention_forward_ws_sm90_kernel<D, SM90_WS_BN, SM90_WS_CONSUMERS, SM90_WS_STAGES>;
+    const size_t smem = SM90_WS_SMEM(D, SM90_WS_BN, SM90_WS_CONSUMERS, SM90_WS_STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((unsigned int)(B * H), (unsigned int)ceil_div((size_t)T, SM90_BM));
-    kernel<<<grid, SM90_THREADS, smem, compute_stream()>>>(out, lse, qkv, T, H, G);
+    const CUtensorMap map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
+    const size_t tiles = (size_t)B * H * ceil_div((size_t)T, (size_t)64 * SM90_WS_CONSUMERS);
+    const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
+    kernel<<<(unsigned int)grid, 128 * (SM90_WS_CONSUMERS + 1), smem, compute_stream()>>>(map, out, lse, B, T, H, G);
     CHECK_LAUNCH();
 }
 
 extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G,
                                             int D) {
-    if (D == 128) sm90_forward_launch<128>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
-    else sm90_forward_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
+    if (D == 128) sm90_forward_ws_launch<128>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
+    else sm90_forward_ws_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
 }
 
 /* the fused dK/dV/dQ pass after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a

@@ -342,6 +342,11 @@ int main(void) {
     test_attention(1, 1024, 8, 2, 128, 0, 8, 0.0f);
     test_attention(1, 130, 3, 1, 40, 0, 3, 0.1f);
     test_attention(1, 512, 32, 8, 64, 0, 32, 0.0f);
+    /* the Hopper forward's key-tile loop: query blocks with 1, 2, 3 and 5 key tiles of 128 */
+    test_attention(1, 128, 2, 2, 64, 0, 2, 0.0f);
+    test_attention(1, 256, 2, 2, 128, 0, 2, 0.0f);
+    test_attention(1, 384, 2, 2, 64, 0, 2, 0.0f);
+    test_attention(2, 640, 1, 1, 128, 0, 1, 0.0f);
     }
     /* bitwise reruns of the default backward (Hopper: at D 128 dQ summed over 16 key tiles in a
      * fixed order; at D 64 the two-pass kernels, without atomics) */
