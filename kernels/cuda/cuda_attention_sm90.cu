@@ -115,6 +115,17 @@ static __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+/* d[64 x 64] = A[64 x 16] B[16 x 64] as above, d only written (its old values are not inputs, so
+ * that no register moves for them land between asynchronous products in flight) */
+static __device__ __forceinline__ void wgmma_m64n64k16_ss_first(float (&d)[32], uint64_t desc_a, uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(0));
+}
+
 /* d[64 x 128] (+)= A[64 x 16] B[16 x 128], A and B from shared memory through descriptors, both
  * K-major (no transpose); scale_d 0 overwrites d */
 static __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
@@ -209,19 +220,21 @@ static __device__ __forceinline__ void sm90_issue_abt(float (&acc)[N / 2], uint3
         const uint64_t da = sm90_desc(a_tile + (uint32_t)((kk / 4) * A_ROWS * 128 + a_row0 * 128 + (kk % 4) * 32), 16, 1024);
         const uint64_t db = sm90_desc(b_tile + (uint32_t)((kk / 4) * N * 128 + (kk % 4) * 32), 16, 1024);
         if constexpr (N == 128) wgmma_m64n128k16_ss(acc, da, db, overwrite && kk == 0 ? 0 : 1);
-        else wgmma_m64n64k16_ss(acc, da, db, overwrite && kk == 0 ? 0 : 1);
+        else if (overwrite && kk == 0) wgmma_m64n64k16_ss_first(acc, da, db);
+        else wgmma_m64n64k16_ss(acc, da, db, 1);
     }
 }
 
 /* Issue acc[64 x D] += A B: A as KS k-slices of 16 in registers (A fragments), B the first
  * 16 KS rows of a swizzled B_ROWS x D tile, MN-major (transposed) */
 template <int D, int KS, int B_ROWS>
-static __device__ __forceinline__ void sm90_issue_ab(float (&acc)[D / 2], const uint32_t (&a)[KS][4], uint32_t b_tile) {
+static __device__ __forceinline__ void sm90_issue_ab(float (&acc)[D / 2], const uint32_t (&a)[KS][4], uint32_t b_tile,
+                                                     bool overwrite = false) {
 #pragma unroll
     for (int kk = 0; kk < KS; kk++) {
         const uint64_t db = sm90_desc(b_tile + (uint32_t)kk * 16 * 128, (uint32_t)B_ROWS * 128, 1024);
-        if constexpr (D == 128) wgmma_m64n128k16_rs(acc, a[kk], db, 1);
-        else wgmma_m64n64k16_rs(acc, a[kk], db, 1);
+        if constexpr (D == 128) wgmma_m64n128k16_rs(acc, a[kk], db, overwrite && kk == 0 ? 0 : 1);
+        else wgmma_m64n64k16_rs(acc, a[kk], db, overwrite && kk == 0 ? 0 : 1);
     }
 }
 
@@ -881,15 +894,14 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
         fence_registers(st);
         fence_registers(dpt);
         sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
-        uint32_t frag[4][4];
-        sm90_pack_a<4>(frag, st);
+        /* dV's product runs on while dS^T is packed, stored and multiplied (one wait below; 1.141
+         * -> 1.128 ms at the 1.3B shape on an H100) */
+        uint32_t frag_p[4][4], frag[4][4];
+        sm90_pack_a<4>(frag_p, st);
         fence_registers(dv);
         wgmma_fence();
-        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag, do_tile);
+        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile);
         wgmma_commit();
-        wgmma_wait_all();
-        fence_registers(dv);
-        fence_fragments(frag);
         sm90_pack_a<4>(frag, dpt);
         /* dS^T into its tile: fragment register j of slice kk is (key row g + 8 (j & 1), queries
          * 16 kk + 8 (j >> 1) + 2t, +1); chunk c of key row r sits at c ^ (r % 8) = c ^ g */
@@ -915,6 +927,8 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
         else sm90_issue_dq<4>(dq, ds_tile, k_tile, 4 * wg, 0);
         wgmma_commit();
         wgmma_wait_all();
+        fence_registers(dv);
+        fence_fragments(frag_p);
         fence_registers(dk);
         fence_fragments(frag);
         fence_registers(dq);
@@ -957,7 +971,10 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then
  * dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments. A second owns 128
  * queries and walks the key tiles of 64 left of the diagonal: S = Q K^T, dP = dO V^T, dQ += dS K,
- * no atomics. A warpgroup whose 64 rows are all masked in a tile skips it. */
+ * no atomics. In the dQ kernel a warpgroup whose 64 rows are all masked in a tile skips it; the
+ * dK/dV kernel issues every product without a branch and lets a step's dV and dK products run
+ * under the next step's barrier and S^T, dP^T (three Q/dO stages): 124M's backward 0.677 ->
+ * 0.669 ms, and at D 128 (two passes) 1.27 -> 1.21 ms on an H100. */
 /* blocks per SM the backward kernels are compiled for at head dimension 64 (2 caps registers at
  * 128 per thread): the dQ kernel fits without spilling and gains (124M shape's backward 0.715 ->
  * 0.640 ms on an H200); the dK/dV kernel would spill and serialize its wgmma (0.830 ms) */
@@ -967,6 +984,9 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
 #ifndef SM90_DQ_MIN_BLOCKS_64
 #define SM90_DQ_MIN_BLOCKS_64 2
 #endif
+/* stages of the dK/dV kernel's Q/dO ring: three, so that a step's dV and dK products can run
+ * on under the next step's barrier and first products */
+#define SM90_BWD_PIPE_STAGES 3
 
 template <int D>
 static __global__ void __launch_bounds__(SM90_THREADS, D == 64 ? SM90_DKDV_MIN_BLOCKS_64 : 1)
@@ -975,6 +995,7 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
 #ifdef SM90_WGMMA
     constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
     constexpr int STAGE = SM90_BWD_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
+    constexpr int STAGES = SM90_BWD_PIPE_STAGES;
     extern __shared__ unsigned char sm90_smem_raw[];
     unsigned char *smem = sm90_smem_base(sm90_smem_raw);
     const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
@@ -992,63 +1013,65 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
     const int qt_first = k0 / SM90_BWD_STEP, qt_count = (T + SM90_BWD_STEP - 1) / SM90_BWD_STEP - qt_first;
     const int steps = per * qt_count;
 
-    /* step i: head grp * per + i / qt_count, query tile qt_first + i % qt_count */
+    /* step i: head grp * per + i / qt_count, query tile qt_first + i % qt_count, stage i % STAGES */
     auto load_step = [&](int i) {
         const int h = grp * per + i / qt_count, q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
-        sm90_load_bwd_step<D>(stages + (uint32_t)(i & 1) * STAGE, qkv, dout, lse2, di, b, h, q0, T, Tpad, H, G);
+        sm90_load_bwd_step<D>(stages + (uint32_t)(i % STAGES) * STAGE, qkv, dout, lse2, di, b, h, q0, T, Tpad, H, G);
     };
     sm90_load_tile<128, D>(k_tile, k_base, qkv_stride, k0, T);
     sm90_load_tile<128, D>(v_tile, k_base + D, qkv_stride, k0, T);
     load_step(0);
     sm90_cp_async_commit();
 
+    /* dK and dV are overwritten by step 0's products (scale-d 0): no zeroing instructions, which
+     * ptxas would count inside the products' pipeline stage and serialize them for */
     float dk[D / 2], dv[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
+    uint32_t frag_p[4][4], frag_ds[4][4]; /* A operands of the step's dV and dK products, in flight */
 
+    /* Step i's dV and dK products run on while the warpgroups meet at the next step's barrier and
+     * issue its S^T and dP^T (the wait after those covers them too). Stage i % STAGES is then
+     * still read after step i: the load of step i + 1 is issued after the barrier of step i, by
+     * which both warpgroups have waited for the products of step i - 1, the last readers of
+     * stage (i + 1) % STAGES when STAGES is 3. */
     for (int i = 0; i < steps; i++) {
         const int q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
-        const uint32_t q_tile = stages + (uint32_t)(i & 1) * STAGE, do_tile = q_tile + Q_TILE;
-        const float *stage_stats = stats_smem + (size_t)(i & 1) * (STAGE / 4) + 2 * Q_TILE / 4;
-        if (i + 1 < steps) load_step(i + 1);
-        sm90_cp_async_commit();
-        sm90_cp_async_wait<1>();
+        const uint32_t q_tile = stages + (uint32_t)(i % STAGES) * STAGE, do_tile = q_tile + Q_TILE;
+        const float *stage_stats = stats_smem + (size_t)(i % STAGES) * (STAGE / 4) + 2 * Q_TILE / 4;
+        sm90_cp_async_wait<0>();
         fence_proxy_async();
         __syncthreads();
+        if (i + 1 < steps) load_step(i + 1);
+        sm90_cp_async_commit();
 
-        const bool active = q0 + SM90_BWD_STEP - 1 >= k0 + 64 * wg; /* a query of the tile sees a key here */
+        /* no branch around the products (ptxas serializes wgmma in a pipeline stage that spans
+         * divergent paths): a warpgroup whose keys are all right of the tile's queries (the first
+         * tile of a head, upper warpgroup) computes zeros, P and dS being masked */
         float st[32], dpt[32];
-        if (active) {
-            wgmma_fence();
-            sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
-            sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
-            wgmma_commit();
-            wgmma_wait_all();
-            fence_registers(st);
-            fence_registers(dpt);
-        }
-        if (active) {
-            sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
-            uint32_t frag[4][4];
-            sm90_pack_a<4>(frag, st);
-            fence_registers(dv);
-            wgmma_fence();
-            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag, do_tile);
-            wgmma_commit();
-            wgmma_wait_all();
-            fence_registers(dv);
-            fence_fragments(frag);
-            sm90_pack_a<4>(frag, dpt);
-            fence_registers(dk);
-            wgmma_fence();
-            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
-            wgmma_commit();
-            wgmma_wait_all();
-            fence_registers(dk);
-            fence_fragments(frag);
-        }
-        __syncthreads(); /* every warpgroup is done with this stage before it is refilled */
+        wgmma_fence();
+        sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+        sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+        wgmma_commit();
+        wgmma_wait_all(); /* (and the previous step's dV and dK) */
+        fence_registers(dv);
+        fence_registers(dk);
+        fence_fragments(frag_p);
+        fence_fragments(frag_ds);
+        fence_registers(st);
+        fence_registers(dpt);
+        sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
+        sm90_pack_a<4>(frag_p, st);
+        wgmma_fence();
+        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile, i == 0);
+        sm90_pack_a<4>(frag_ds, dpt);
+        wgmma_fence();
+        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag_ds, q_tile, i == 0);
+        wgmma_commit();
     }
+    wgmma_wait_all();
+    fence_registers(dv);
+    fence_registers(dk);
+    fence_fragments(frag_p);
+    fence_fragments(frag_ds);
 
     const float scale = 1.0f / sqrtf((float)D);
     sm90_store_dkdv<D>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G);
@@ -1324,7 +1347,7 @@ template <int D>
 static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
                                    const float *di, int B, int T, int Tpad, int H, int G) {
     auto dkdv = attention_backward_dkdv_sm90_kernel<D>;
-    const size_t dkdv_smem = (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_BWD_STAGE(D) + 1024;
+    const size_t dkdv_smem = (size_t)2 * 128 * D * 2 + SM90_BWD_PIPE_STAGES * (size_t)SM90_BWD_STAGE(D) + 1024;
     CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
     dkdv<<<dim3((unsigned int)(B * G), ceil_div((size_t)T, 128)), SM90_THREADS, dkdv_smem, compute_stream()>>>(
         dqkv, dout, qkv, lse2, di, T, Tpad, H, G);
@@ -1339,16 +1362,20 @@ static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf1
 
 /* whether the backward of head dimension D is the fused pass (it needs dq_accum and dq_sems):
  * at D 128; MTC_ATTENTION_FUSED_BACKWARD=0 takes the two passes there too (perf/attention_bench
- * times the two against each other so) */
+ * times the two against each other so), =1 the fused pass at D 64 too (0.717 against 0.669 ms
+ * for the two passes at 124M's shape on an H100) */
 extern "C" int cuda_attention_sm90_backward_fused(int D) {
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
+    if (env != NULL && strcmp(env, "1") == 0) return 1;
     return D == 128 && !(env != NULL && strcmp(env, "0") == 0);
 }
 
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                              const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad,
                                              int H, int G, int D) {
-    if (cuda_attention_sm90_backward_fused(D))
+    if (cuda_attention_sm90_backward_fused(D) && D == 64)
+        sm90_backward_launch<64>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    else if (cuda_attention_sm90_backward_fused(D))
         sm90_backward_launch<128>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
