@@ -126,6 +126,28 @@ static __device__ __forceinline__ void wgmma_m64n64k16_ss_first(float (&d)[32], 
         : "l"(desc_a), "l"(desc_b), "r"(0));
 }
 
+/* d[64 x 64] (+)= A[64 x 16] B[16 x 64], A from registers (A fragments, one warp per 16 rows), B
+ * from shared memory K-major (as K in Q K^T: no transpose); the _first form overwrites d and
+ * only writes it (no register moves for old values between products in flight) */
+static __device__ __forceinline__ void wgmma_m64n64k16_rs_kmajor(float (&d)[32], const uint32_t (&a)[4],
+                                                                 uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+static __device__ __forceinline__ void wgmma_m64n64k16_rs_kmajor_first(float (&d)[32], const uint32_t (&a)[4],
+                                                                       uint64_t desc_b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(0));
+}
+
 /* d[64 x 128] (+)= A[64 x 16] B[16 x 128], A and B from shared memory through descriptors, both
  * K-major (no transpose); scale_d 0 overwrites d */
 static __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
@@ -236,6 +258,33 @@ static __device__ __forceinline__ void sm90_issue_ab(float (&acc)[D / 2], const 
         if constexpr (D == 128) wgmma_m64n128k16_rs(acc, a[kk], db, overwrite && kk == 0 ? 0 : 1);
         else wgmma_m64n64k16_rs(acc, a[kk], db, overwrite && kk == 0 ? 0 : 1);
     }
+}
+
+/* Issue acc[64 x 64] = A B^T over D = 16 KS: A in registers (KS A fragments), B the 64 rows of a
+ * swizzled 64 x D tile, K-major */
+template <int KS>
+static __device__ __forceinline__ void sm90_issue_rbt(float (&acc)[32], const uint32_t (&a)[KS][4], uint32_t b_tile) {
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) {
+        const uint64_t db = sm90_desc(b_tile + (uint32_t)((kk / 4) * 64 * 128 + (kk % 4) * 32), 16, 1024);
+        if (kk == 0) wgmma_m64n64k16_rs_kmajor_first(acc, a[kk], db);
+        else wgmma_m64n64k16_rs_kmajor(acc, a[kk], db);
+    }
+}
+
+/* a warp's A fragments of rows [row0, row0 + 16) of a swizzled ROWS x 16 KS tile (generic
+ * pointer): register j of slice kk is row row0 + g + 8 (j & 1), columns 16 kk + 8 (j >> 1) + 2t, +1 */
+template <int KS, int ROWS>
+static __device__ __forceinline__ void sm90_read_a(uint32_t (&a)[KS][4], const unsigned char *tile, int row0, int g,
+                                                   int t) {
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int r = row0 + g + 8 * (j & 1), c = 16 * kk + 8 * (j >> 1) + 2 * t;
+            a[kk][j] = *reinterpret_cast<const uint32_t *>(tile + (c / 64) * ROWS * 128 + r * 128 +
+                                                           ((((c % 64) / 8) ^ (r & 7)) << 4) + (c % 8) * 2);
+        }
 }
 
 /* an fp32 accumulator (64 x 16 KS) -> bf16 A fragments of its KS k-slices: n8 blocks 2kk and
@@ -973,8 +1022,14 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * queries and walks the key tiles of 64 left of the diagonal: S = Q K^T, dP = dO V^T, dQ += dS K,
  * no atomics. In the dQ kernel a warpgroup whose 64 rows are all masked in a tile skips it; the
  * dK/dV kernel issues every product without a branch and lets a step's dV and dK products run
- * under the next step's barrier and S^T, dP^T (three Q/dO stages): 124M's backward 0.677 ->
- * 0.669 ms, and at D 128 (two passes) 1.27 -> 1.21 ms on an H100. */
+ * under the next step's barrier and S^T, dP^T (three Q/dO stages), and at D 64 keeps its K and
+ * V rows in registers (A fragments of S^T and dP^T): 124M's backward 0.671 -> 0.665 ms, and at
+ * D 128 (two passes) 1.27 -> 1.21 ms on an H100. Tried and left out (same H100, 124M shape): the
+ * warpgroups taking turns issuing (the forward's ping-pong) in the dK/dV kernel 0.668, in the
+ * dQ kernel (then without branches) 0.685, in the fused kernel at D 128 1.158 against 1.139; Q
+ * and dO rows of the dQ kernel in registers (one block per SM, else it spills) 0.740; the dQ
+ * kernel's dQ product issued with the next tile's S and dP (three K/V stages): spills at two
+ * blocks per SM. */
 /* blocks per SM the backward kernels are compiled for at head dimension 64 (2 caps registers at
  * 128 per thread): the dQ kernel fits without spilling and gains (124M shape's backward 0.715 ->
  * 0.640 ms on an H200); the dK/dV kernel would spill and serialize its wgmma (0.830 ms) */
@@ -1027,6 +1082,16 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
      * ptxas would count inside the products' pipeline stage and serialize them for */
     float dk[D / 2], dv[D / 2];
     uint32_t frag_p[4][4], frag_ds[4][4]; /* A operands of the step's dV and dK products, in flight */
+    /* At D 64 the warp's K and V rows stay in registers as A fragments (32 registers), so that
+     * S^T = K Q^T and dP^T = V dO^T read only Q and dO from shared memory: with both operands
+     * there, these m64n64 products need the whole shared-memory bandwidth. */
+    uint32_t k_frag[D == 64 ? 4 : 1][4], v_frag[D == 64 ? 4 : 1][4];
+    if constexpr (D == 64) {
+        sm90_cp_async_wait<0>();
+        __syncthreads();
+        sm90_read_a<4, 128>(k_frag, smem, 64 * wg + 16 * warp, g, t);
+        sm90_read_a<4, 128>(v_frag, smem + KV_TILE, 64 * wg + 16 * warp, g, t);
+    }
 
     /* Step i's dV and dK products run on while the warpgroups meet at the next step's barrier and
      * issue its S^T and dP^T (the wait after those covers them too). Stage i % STAGES is then
@@ -1048,8 +1113,13 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
          * tile of a head, upper warpgroup) computes zeros, P and dS being masked */
         float st[32], dpt[32];
         wgmma_fence();
-        sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
-        sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+        if constexpr (D == 64) {
+            sm90_issue_rbt<4>(st, k_frag, q_tile);
+            sm90_issue_rbt<4>(dpt, v_frag, do_tile);
+        } else {
+            sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+            sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+        }
         wgmma_commit();
         wgmma_wait_all(); /* (and the previous step's dV and dK) */
         fence_registers(dv);
