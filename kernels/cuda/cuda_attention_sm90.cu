@@ -1021,15 +1021,19 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments. A second owns 128
  * queries and walks the key tiles of 64 left of the diagonal: S = Q K^T, dP = dO V^T, dQ += dS K,
  * no atomics. In the dQ kernel a warpgroup whose 64 rows are all masked in a tile skips it; the
- * dK/dV kernel issues every product without a branch and lets a step's dV and dK products run
- * under the next step's barrier and S^T, dP^T (three Q/dO stages), and at D 64 keeps its K and
- * V rows in registers (A fragments of S^T and dP^T): 124M's backward 0.671 -> 0.665 ms, and at
- * D 128 (two passes) 1.27 -> 1.21 ms on an H100. Tried and left out (same H100, 124M shape): the
- * warpgroups taking turns issuing (the forward's ping-pong) in the dK/dV kernel 0.668, in the
- * dQ kernel (then without branches) 0.685, in the fused kernel at D 128 1.158 against 1.139; Q
- * and dO rows of the dQ kernel in registers (one block per SM, else it spills) 0.740; the dQ
- * kernel's dQ product issued with the next tile's S and dP (three K/V stages): spills at two
- * blocks per SM. */
+ * dK/dV kernels issue every product without a branch and let a step's dV and dK products run
+ * under the next step's barrier and S^T, dP^T (three Q/dO stages). At D 64 the dK/dV kernel is
+ * persistent (attention_backward_dkdv_persistent_sm90_kernel: the next tile's K, V and first
+ * step load during a tile's last step) and keeps its K and V rows in registers (A fragments of
+ * S^T and dP^T, which then read only Q and dO from shared memory). Measured on an H100 at
+ * 124M's shape (B=32 T=1024 H=12 D=64, attention_bench, main's kernels in the same run):
+ * 0.670 -> 0.669 ms (dV/dK under the next step), -> 0.665 (K, V in registers), -> 0.633
+ * (persistent); at D 128 the two passes 1.27 -> 1.21 ms. Tried and left out (same H100, 124M
+ * shape): the warpgroups taking turns issuing (the forward's ping-pong) in the dK/dV kernel
+ * 0.668 against 0.669, in the dQ kernel (then without branches) 0.685, in the fused kernel at
+ * D 128 1.158 against 1.139; Q and dO rows of the dQ kernel in registers (one block per SM,
+ * else it spills) 0.740 against 0.665; the dQ kernel's dQ product issued with the next tile's
+ * S and dP (three K/V stages): spills at two blocks per SM. */
 /* blocks per SM the backward kernels are compiled for at head dimension 64 (2 caps registers at
  * 128 per thread): the dQ kernel fits without spilling and gains (124M shape's backward 0.715 ->
  * 0.640 ms on an H200); the dK/dV kernel would spill and serialize its wgmma (0.830 ms) */
@@ -1082,16 +1086,6 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
      * ptxas would count inside the products' pipeline stage and serialize them for */
     float dk[D / 2], dv[D / 2];
     uint32_t frag_p[4][4], frag_ds[4][4]; /* A operands of the step's dV and dK products, in flight */
-    /* At D 64 the warp's K and V rows stay in registers as A fragments (32 registers), so that
-     * S^T = K Q^T and dP^T = V dO^T read only Q and dO from shared memory: with both operands
-     * there, these m64n64 products need the whole shared-memory bandwidth. */
-    uint32_t k_frag[D == 64 ? 4 : 1][4], v_frag[D == 64 ? 4 : 1][4];
-    if constexpr (D == 64) {
-        sm90_cp_async_wait<0>();
-        __syncthreads();
-        sm90_read_a<4, 128>(k_frag, smem, 64 * wg + 16 * warp, g, t);
-        sm90_read_a<4, 128>(v_frag, smem + KV_TILE, 64 * wg + 16 * warp, g, t);
-    }
 
     /* Step i's dV and dK products run on while the warpgroups meet at the next step's barrier and
      * issue its S^T and dP^T (the wait after those covers them too). Stage i % STAGES is then
@@ -1113,13 +1107,8 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
          * tile of a head, upper warpgroup) computes zeros, P and dS being masked */
         float st[32], dpt[32];
         wgmma_fence();
-        if constexpr (D == 64) {
-            sm90_issue_rbt<4>(st, k_frag, q_tile);
-            sm90_issue_rbt<4>(dpt, v_frag, do_tile);
-        } else {
-            sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
-            sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
-        }
+        sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+        sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
         wgmma_commit();
         wgmma_wait_all(); /* (and the previous step's dV and dK) */
         fence_registers(dv);
@@ -1147,6 +1136,127 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
     sm90_store_dkdv<D>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G);
 #else
     (void)dqkv; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad; (void)H; (void)G;
+#endif
+}
+
+/* The dK/dV kernel with a persistent grid (one block per SM; block k takes tiles k, 2 grid - 1 -
+ * k, ... as the forward, tile = key tile x (B G) + batch x group, the longest first): the next
+ * tile's K and V (two buffers) and first Q/dO step load during the last step of the one before,
+ * so no block starts from an empty pipeline; at D 64 (where it is used: at 128 the two K/V
+ * buffers would not fit beside the stages) the warp's K and V rows are read into registers at a
+ * tile's first step. Otherwise the kernel above (124M's shape on an H100: 0.665 -> 0.633 ms). */
+template <int D>
+static __global__ void __launch_bounds__(SM90_THREADS, 1)
+attention_backward_dkdv_persistent_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
+                                               const float *di, int B, int T, int Tpad, int H, int G) {
+#ifdef SM90_WGMMA
+    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
+    constexpr int STAGE = SM90_BWD_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
+    constexpr int STAGES = SM90_BWD_PIPE_STAGES;
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    /* K/V buffer j: K at kv0 + 2 j KV_TILE, V after it; then the stages */
+    const uint32_t kv0 = sm90_smem_addr(smem), stages = kv0 + 4 * KV_TILE;
+    const float *stats_smem = reinterpret_cast<const float *>(smem + 4 * KV_TILE);
+
+    const int per = H / G, bgs = B * G, key_tiles = (T + 127) / 128, tiles = bgs * key_tiles;
+    const int block = (int)blockIdx.x, grid = (int)gridDim.x;
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D;
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
+    const int q_tiles = (T + SM90_BWD_STEP - 1) / SM90_BWD_STEP;
+
+    /* tile -> (b, grp, k0, first query tile, query tiles per head) */
+    auto tile_b = [&](int tile) { return (tile % bgs) / G; };
+    auto tile_grp = [&](int tile) { return (tile % bgs) % G; };
+    auto tile_k0 = [&](int tile) { return (tile / bgs) * 128; };
+    auto load_kv = [&](int tile, int buf) {
+        const nvbf16 *k_base = qkv + (size_t)tile_b(tile) * T * qkv_stride + qkv_key_offset(tile_grp(tile), H, G, D);
+        const uint32_t k_dst = kv0 + (uint32_t)buf * 2 * KV_TILE;
+        sm90_load_tile<128, D>(k_dst, k_base, qkv_stride, tile_k0(tile), T);
+        sm90_load_tile<128, D>(k_dst + KV_TILE, k_base + D, qkv_stride, tile_k0(tile), T);
+    };
+    auto load_step = [&](int tile, int i, int gstep) {
+        const int qt_first = tile_k0(tile) / SM90_BWD_STEP, qt_count = q_tiles - qt_first;
+        const int h = tile_grp(tile) * per + i / qt_count, q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
+        sm90_load_bwd_step<D>(stages + (uint32_t)(gstep % STAGES) * STAGE, qkv, dout, lse2, di, tile_b(tile), h, q0,
+                              T, Tpad, H, G);
+    };
+
+    int tile = sm90_ws_tile(0, block, grid); /* < tiles: grid <= tiles */
+    load_kv(tile, 0);
+    load_step(tile, 0, 0);
+    sm90_cp_async_commit();
+
+    float dk[D / 2], dv[D / 2];
+    uint32_t frag_p[4][4], frag_ds[4][4];
+    uint32_t k_frag[D == 64 ? 4 : 1][4], v_frag[D == 64 ? 4 : 1][4];
+    int gstep = 0;
+    for (int r = 0; tile < tiles; r++) {
+        const int b = tile_b(tile), grp = tile_grp(tile), k0 = tile_k0(tile);
+        const int qt_first = k0 / SM90_BWD_STEP, qt_count = q_tiles - qt_first, steps = per * qt_count;
+        const int krow0 = k0 + 64 * wg + 16 * warp;
+        const uint32_t k_tile = kv0 + (uint32_t)(r & 1) * 2 * KV_TILE, v_tile = k_tile + KV_TILE;
+        const int next_tile = sm90_ws_tile(r + 1, block, grid);
+        for (int i = 0; i < steps; i++, gstep++) {
+            const int q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
+            const uint32_t q_tile = stages + (uint32_t)(gstep % STAGES) * STAGE, do_tile = q_tile + Q_TILE;
+            const float *stage_stats = stats_smem + (size_t)(gstep % STAGES) * (STAGE / 4) + 2 * Q_TILE / 4;
+            sm90_cp_async_wait<0>();
+            fence_proxy_async();
+            __syncthreads();
+            if constexpr (D == 64) {
+                if (i == 0) {
+                    const unsigned char *kv = smem + (size_t)(r & 1) * 2 * KV_TILE;
+                    sm90_read_a<4, 128>(k_frag, kv, 64 * wg + 16 * warp, g, t);
+                    sm90_read_a<4, 128>(v_frag, kv + KV_TILE, 64 * wg + 16 * warp, g, t);
+                }
+            }
+            if (i + 1 < steps) {
+                load_step(tile, i + 1, gstep + 1);
+            } else if (next_tile < tiles) {
+                load_kv(next_tile, (r + 1) & 1);
+                load_step(next_tile, 0, gstep + 1);
+            }
+            sm90_cp_async_commit();
+
+            float st[32], dpt[32];
+            wgmma_fence();
+            if constexpr (D == 64) {
+                sm90_issue_rbt<4>(st, k_frag, q_tile);
+                sm90_issue_rbt<4>(dpt, v_frag, do_tile);
+            } else {
+                sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+                sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+            }
+            wgmma_commit();
+            wgmma_wait_all(); /* (and the previous step's dV and dK) */
+            fence_registers(dv);
+            fence_registers(dk);
+            fence_fragments(frag_p);
+            fence_fragments(frag_ds);
+            fence_registers(st);
+            fence_registers(dpt);
+            sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
+            sm90_pack_a<4>(frag_p, st);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile, i == 0);
+            sm90_pack_a<4>(frag_ds, dpt);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag_ds, q_tile, i == 0);
+            wgmma_commit();
+        }
+        wgmma_wait_all();
+        fence_registers(dv);
+        fence_registers(dk);
+        fence_fragments(frag_p);
+        fence_fragments(frag_ds);
+        sm90_store_dkdv<D>(dqkv, dk, dv, 1.0f / sqrtf((float)D), b, grp, krow0 + g, t, T, H, G);
+        tile = next_tile;
+    }
+#else
+    (void)dqkv; (void)dout; (void)qkv; (void)lse2; (void)di; (void)B; (void)T; (void)Tpad; (void)H; (void)G;
 #endif
 }
 
@@ -1416,11 +1526,21 @@ static void sm90_backward_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, co
 template <int D>
 static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
                                    const float *di, int B, int T, int Tpad, int H, int G) {
-    auto dkdv = attention_backward_dkdv_sm90_kernel<D>;
-    const size_t dkdv_smem = (size_t)2 * 128 * D * 2 + SM90_BWD_PIPE_STAGES * (size_t)SM90_BWD_STAGE(D) + 1024;
-    CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
-    dkdv<<<dim3((unsigned int)(B * G), ceil_div((size_t)T, 128)), SM90_THREADS, dkdv_smem, compute_stream()>>>(
-        dqkv, dout, qkv, lse2, di, T, Tpad, H, G);
+    if constexpr (D == 64) { /* persistent (at D 128 its two K/V buffers would not fit) */
+        auto dkdv = attention_backward_dkdv_persistent_sm90_kernel<D>;
+        const size_t dkdv_smem = (size_t)4 * 128 * D * 2 + SM90_BWD_PIPE_STAGES * (size_t)SM90_BWD_STAGE(D) + 1024;
+        CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
+        const size_t tiles = (size_t)B * G * ceil_div((size_t)T, 128);
+        const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
+        dkdv<<<(unsigned int)grid, SM90_THREADS, dkdv_smem, compute_stream()>>>(dqkv, dout, qkv, lse2, di, B, T, Tpad,
+                                                                               H, G);
+    } else {
+        auto dkdv = attention_backward_dkdv_sm90_kernel<D>;
+        const size_t dkdv_smem = (size_t)2 * 128 * D * 2 + SM90_BWD_PIPE_STAGES * (size_t)SM90_BWD_STAGE(D) + 1024;
+        CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dkdv_smem));
+        dkdv<<<dim3((unsigned int)(B * G), ceil_div((size_t)T, 128)), SM90_THREADS, dkdv_smem, compute_stream()>>>(
+            dqkv, dout, qkv, lse2, di, T, Tpad, H, G);
+    }
     CHECK_LAUNCH();
     auto dq = attention_backward_dq_sm90_kernel<D>;
     const size_t dq_smem = (size_t)2 * SM90_BM * D * 2 + (size_t)4 * SM90_BWD_STEP * D * 2 + 1024;
