@@ -1047,6 +1047,47 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * on under the next step's barrier and first products */
 #define SM90_BWD_PIPE_STAGES 3
 
+#ifdef SM90_WGMMA
+/* The rest of a dK/dV step once its S^T and dP^T products are issued (by the caller, after
+ * wgmma_fence): commit and wait (which also covers the previous step's dV and dK), P^T and dS^T
+ * from them, then dV += P^T dO and dK += dS^T Q issued (overwriting at the first step) and left
+ * running into the next step. Shared by the two dK/dV kernels. */
+template <int D>
+static __device__ __forceinline__ void sm90_dkdv_step_products(float (&st)[32], float (&dpt)[32], float (&dv)[D / 2],
+                                                               float (&dk)[D / 2], uint32_t (&frag_p)[4][4],
+                                                               uint32_t (&frag_ds)[4][4], const float *stage_stats,
+                                                               uint32_t q_tile, uint32_t do_tile, int q0, int krow0,
+                                                               int g, int t, int T, float scale_log2, bool first) {
+    wgmma_commit();
+    wgmma_wait_all(); /* (and the previous step's dV and dK) */
+    fence_registers(dv);
+    fence_registers(dk);
+    fence_fragments(frag_p);
+    fence_fragments(frag_ds);
+    fence_registers(st);
+    fence_registers(dpt);
+    sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
+    sm90_pack_a<4>(frag_p, st);
+    wgmma_fence();
+    sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile, first);
+    sm90_pack_a<4>(frag_ds, dpt);
+    wgmma_fence();
+    sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag_ds, q_tile, first);
+    wgmma_commit();
+}
+
+/* the last step's dV and dK products are complete */
+template <int D>
+static __device__ __forceinline__ void sm90_dkdv_drain(float (&dv)[D / 2], float (&dk)[D / 2], uint32_t (&frag_p)[4][4],
+                                                       uint32_t (&frag_ds)[4][4]) {
+    wgmma_wait_all();
+    fence_registers(dv);
+    fence_registers(dk);
+    fence_fragments(frag_p);
+    fence_fragments(frag_ds);
+}
+#endif /* SM90_WGMMA */
+
 template <int D>
 static __global__ void __launch_bounds__(SM90_THREADS, D == 64 ? SM90_DKDV_MIN_BLOCKS_64 : 1)
 attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf16 *qkv, const float *lse2,
@@ -1109,28 +1150,10 @@ attention_backward_dkdv_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout, const nvbf
         wgmma_fence();
         sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
         sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
-        wgmma_commit();
-        wgmma_wait_all(); /* (and the previous step's dV and dK) */
-        fence_registers(dv);
-        fence_registers(dk);
-        fence_fragments(frag_p);
-        fence_fragments(frag_ds);
-        fence_registers(st);
-        fence_registers(dpt);
-        sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
-        sm90_pack_a<4>(frag_p, st);
-        wgmma_fence();
-        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile, i == 0);
-        sm90_pack_a<4>(frag_ds, dpt);
-        wgmma_fence();
-        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag_ds, q_tile, i == 0);
-        wgmma_commit();
+        sm90_dkdv_step_products<D>(st, dpt, dv, dk, frag_p, frag_ds, stage_stats, q_tile, do_tile, q0, krow0, g, t, T,
+                                scale_log2, i == 0);
     }
-    wgmma_wait_all();
-    fence_registers(dv);
-    fence_registers(dk);
-    fence_fragments(frag_p);
-    fence_fragments(frag_ds);
+    sm90_dkdv_drain<D>(dv, dk, frag_p, frag_ds);
 
     const float scale = 1.0f / sqrtf((float)D);
     sm90_store_dkdv<D>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G);
@@ -1230,28 +1253,10 @@ attention_backward_dkdv_persistent_sm90_kernel(nvbf16 *dqkv, const nvbf16 *dout,
                 sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
                 sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
             }
-            wgmma_commit();
-            wgmma_wait_all(); /* (and the previous step's dV and dK) */
-            fence_registers(dv);
-            fence_registers(dk);
-            fence_fragments(frag_p);
-            fence_fragments(frag_ds);
-            fence_registers(st);
-            fence_registers(dpt);
-            sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
-            sm90_pack_a<4>(frag_p, st);
-            wgmma_fence();
-            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile, i == 0);
-            sm90_pack_a<4>(frag_ds, dpt);
-            wgmma_fence();
-            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag_ds, q_tile, i == 0);
-            wgmma_commit();
+            sm90_dkdv_step_products<D>(st, dpt, dv, dk, frag_p, frag_ds, stage_stats, q_tile, do_tile, q0, krow0, g, t,
+                                    T, scale_log2, i == 0);
         }
-        wgmma_wait_all();
-        fence_registers(dv);
-        fence_registers(dk);
-        fence_fragments(frag_p);
-        fence_fragments(frag_ds);
+        sm90_dkdv_drain<D>(dv, dk, frag_p, frag_ds);
         sm90_store_dkdv<D>(dqkv, dk, dv, 1.0f / sqrtf((float)D), b, grp, krow0 + g, t, T, H, G);
         tile = next_tile;
     }
