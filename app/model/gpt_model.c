@@ -286,10 +286,6 @@ static void release_layer(gpt_model *m, layer_activations *la, int own_workspace
 static int layer_recomputed(const model_chunk *ch, int l) { return l < ch->recomputed_layers; }
 static int index_in_group(const model_chunk *ch, int l) { return l % ch->recompute_group; }
 
-/* A slot keeps every activation of the layers it stores. Of a recomputed group it keeps only the
- * first layer's input: the other buffers are the model's one set of recompute buffers, which the
- * forward overwrites (micro-batch after micro-batch) and the backward refills by running the
- * group's forward again. */
 /* token rows per pass of the loss (gpt_config.loss_chunk_rows; automatic: the fewest equal
  * chunks of at most 2 GiB of logits: GPT-2 124M at micro-batch 32 x 1024 in 2, GPT 1.3B at
  * 8 x 2048 in one pass, where 2 chunks measured 0.6% slower,
@@ -305,6 +301,10 @@ static int loss_chunk_rows(const gpt_model *m) {
     return rows < s.N ? rows : s.N;
 }
 
+/* A slot keeps every activation of the layers it stores. Of a recomputed group it keeps only the
+ * first layer's input: the other buffers are the model's one set of recompute buffers, which the
+ * forward overwrites (micro-batch after micro-batch) and the backward refills by running the
+ * group's forward again. */
 static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot) {
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);

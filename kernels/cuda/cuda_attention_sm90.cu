@@ -1568,9 +1568,10 @@ extern "C" int cuda_attention_sm90_backward_fused(int D) {
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                              const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad,
                                              int H, int G, int D) {
-    if (cuda_attention_sm90_backward_fused(D) && D == 64)
+    const int fused = cuda_attention_sm90_backward_fused(D);
+    if (fused && D == 64)
         sm90_backward_launch<64>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    else if (cuda_attention_sm90_backward_fused(D))
+    else if (fused)
         sm90_backward_launch<128>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);

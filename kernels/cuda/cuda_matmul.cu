@@ -617,8 +617,10 @@ static void matmul_backward_t(E *dx, float *dweight, float *dbias, const E *dout
 /* fc2's backward with the GeLU's: the input-gradient GEMM's DGELU epilogue multiplies by
  * gelu'(pre) before the one rounding to bf16 (aux needs IC % 8 == 0 and 16-byte alignment), then
  * x = gelu(pre) again; otherwise the product, then one pass for the GeLU backward in place and
- * x. The forward's gelu_out (from the GEMM's fp32 result) is not kept: x is gelu of the rounded
- * pre-activation, within a bf16 rounding of it, which saves [N,IC] of activations per layer. */
+ * x. Unless x_kept, the forward's gelu_out (from the GEMM's fp32 result) was not kept: x is gelu
+ * of the rounded pre-activation, within a bf16 rounding of it, which saves [N,IC] of activations
+ * per layer. With x_kept, x is that gelu_out: the weight gradient reads it first (dpre may be x),
+ * and nothing is computed again. */
 template <typename E>
 static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
                                           const E *pre, const E *weight, int N, int IC, int OC, bool x_kept) {

@@ -358,6 +358,11 @@ int main(void) {
     path_label = "two-pass ";
     test_attention(1, 2048, 1, 1, 128, 0, 1, 0.0f);
     test_attention(1, 1024, 8, 2, 128, 0, 8, 0.0f);
+    /* and the one-pass backward at D 64 (MTC_ATTENTION_FUSED_BACKWARD=1: compared in the bench) */
+    setenv("MTC_ATTENTION_FUSED_BACKWARD", "1", 1);
+    path_label = "one-pass ";
+    test_attention(1, 2048, 1, 1, 64, 0, 1, 0.0f);
+    test_attention(1, 1024, 8, 2, 64, 0, 8, 0.0f);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
     path_label = "";
 
