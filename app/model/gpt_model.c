@@ -255,12 +255,14 @@ static shapes model_shapes(const gpt_model *m) {
 }
 
 /* the buffers of one layer's activations except its input; the attention workspace only when
- * own_workspace (selective recompute shares one), the MLP's activation only when keep */
+ * own_workspace (selective recompute shares one), the MLP's activation only when keep; with
+ * recompute_layernorm both norm outputs are the one shared scratch.norm_out */
 static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspace, int keep) {
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);
     size_t N = (size_t)s.N, n = (size_t)s.n, C = (size_t)s.C;
-    la->ln1 = alloc_acts(ops, N * C);
+    int norms_kept = !m->config.recompute_layernorm;
+    la->ln1 = norms_kept ? alloc_acts(ops, N * C) : m->scratch.norm_out;
     la->ln1_mean = alloc_floats(ops, n);
     la->ln1_rstd = alloc_floats(ops, n);
     la->qkv = alloc_acts(ops, N * (size_t)s.QKVl);
@@ -268,7 +270,7 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     la->attention_workspace = own_workspace ? ops->alloc(ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D))
                                             : m->scratch.attention_workspace;
     la->residual_mid = alloc_acts(ops, n * C);
-    la->ln2 = alloc_acts(ops, N * C);
+    la->ln2 = norms_kept ? alloc_acts(ops, N * C) : m->scratch.norm_out;
     la->ln2_mean = alloc_floats(ops, n);
     la->ln2_rstd = alloc_floats(ops, n);
     la->fc1_out = alloc_acts(ops, N * (size_t)s.FC1l);
@@ -276,9 +278,10 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
 }
 
 static void release_layer(gpt_model *m, layer_activations *la, int own_workspace) {
-    void *buffers[] = {la->ln1, la->ln1_mean, la->ln1_rstd, la->qkv, la->attention_out,
-                       own_workspace ? la->attention_workspace : NULL, la->residual_mid, la->ln2,
-                       la->ln2_mean, la->ln2_rstd, la->fc1_out, la->activation};
+    int norms_kept = !m->config.recompute_layernorm;
+    void *buffers[] = {norms_kept ? la->ln1 : NULL, la->ln1_mean, la->ln1_rstd, la->qkv, la->attention_out,
+                       own_workspace ? la->attention_workspace : NULL, la->residual_mid,
+                       norms_kept ? la->ln2 : NULL, la->ln2_mean, la->ln2_rstd, la->fc1_out, la->activation};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) m->ops->release(buffers[i]);
 }
 
@@ -386,13 +389,14 @@ static void allocate_scratch(gpt_model *m) {
 }
 
 /* the buffers recomputation shares, before the slots that point into them: one group of layer
- * activations (inputs of all but its first layer included), and with selective recompute the
- * attention workspace */
+ * activations (inputs of all but its first layer included), with selective recompute the
+ * attention workspace, and with recompute_layernorm the norms' output */
 static void allocate_recompute_scratch(gpt_model *m) {
     backward_scratch *b = &m->scratch;
     shapes s = model_shapes(m);
     if (m->config.recompute_selective)
         b->attention_workspace = m->ops->alloc(m->ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D));
+    if (m->config.recompute_layernorm) b->norm_out = alloc_acts(m->ops, (size_t)s.N * s.C);
     for (int k = 0; k < m->num_chunks; k++)
         if (m->chunks[k].recomputed_layers > 0 && m->chunks[k].recompute_group > b->num_recompute_layers)
             b->num_recompute_layers = m->chunks[k].recompute_group;
@@ -414,6 +418,7 @@ static void free_recompute_scratch(gpt_model *m) {
     }
     free(b->recompute_layers);
     if (b->attention_workspace) m->ops->release(b->attention_workspace);
+    if (b->norm_out) m->ops->release(b->norm_out);
 }
 
 void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *ops,
@@ -880,6 +885,9 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
         ops->matmul_backward_gelu(d_pre, lg->fc2_weight, d_full, b->d_ffn_a, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
                                   s.C, 0);
     }
+    if (c->recompute_layernorm)  /* fc1's input, again */
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+                        lw->pre_mlp_layernorm_bias);
     void *d_rows = column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2, lw->fc1_weight, s.FC1l);
     norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
                   la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd);
@@ -895,6 +903,9 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl,
                             s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     if (c->position_embedding_type == POSITION_ROPE) ops->rope_backward(b->d_qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
+    if (c->recompute_layernorm)  /* the qkv GEMM's input, again */
+        norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
+                        lw->input_layernorm_bias);
     d_rows = column_parallel_backward(m, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl);
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
                   la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd);

@@ -61,6 +61,10 @@ typedef struct gpt_config {
      * (uniform) or of each of a chunk's first recompute_num_layers layers (block) and runs the
      * group's forward again before its backward */
     int recompute_selective;
+    /* --recompute-modules layernorm (selective): the two norms' outputs (the qkv and fc1 GEMMs'
+     * inputs, [N,C] each per layer) are not kept; the backward runs the norm (and, with
+     * sequence parallelism, its gather) again from the kept input and statistics, bit for bit */
+    int recompute_layernorm;
     recompute_method recompute_method;
     int recompute_num_layers;
     /* --keep-mlp-activation(-num-layers): in the first keep_mlp_activation_layers layers of each
@@ -197,6 +201,7 @@ typedef struct backward_scratch {
     layer_activations *recompute_layers; /* [recompute_group] */
     int num_recompute_layers;
     void *attention_workspace;
+    void *norm_out;       /* [N,C], recompute_layernorm only: every layer's ln1 and ln2 */
 } backward_scratch;
 
 typedef struct gpt_model {

@@ -60,6 +60,7 @@ static const option_spec specs[] = {
     {"train-samples", "training", OPTION_INT64, AT(train_samples), .range = "[1, inf)", .help = "samples to train on (sample-based training: iterations = samples / global batch)"},
     {"recompute-activations", "training", OPTION_FLAG, AT(recompute_activations), .help = "recompute the attention core in the backward instead of keeping its state (same as --recompute-granularity selective)"},
     {"recompute-granularity", "training", OPTION_CHOICE, AT(recompute_granularity), .choices = "full|selective", .help = "selective: recompute the attention core (softmax, dropout) in the backward; full: keep only the inputs of checkpointed transformer layers and run their forward again (with --recompute-method and --recompute-num-layers)"},
+    {"recompute-modules", "training", OPTION_LIST, AT(recompute_modules), "core_attn", .metavar = "MODULE ...", .help = "selective recompute: what it recomputes in the backward instead of keeping: core_attn (the attention core's state), layernorm (the outputs of both layer norms of each layer, the qkv and fc1 inputs: [micro-batch x sequence, hidden] twice per layer less, for one more norm pass each); Megatron's MoE/MLA modules and mlp are refused"},
     {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole"},
     {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block)"},
     {"keep-mlp-activation", "training", OPTION_FLAG, AT(keep_mlp_activation), .help = "keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for the backward instead of computing it again there, as Megatron does: one pass less per layer, [micro-batch x sequence, ffn-hidden-size / tp] more activation memory per layer"},
@@ -330,8 +331,46 @@ static int validate_fp16(check_state *st, args *a) {
     return 0;
 }
 
+/* --recompute-modules: each word one Megatron knows; the ones this program builds */
+static int validate_recompute_modules(check_state *st, const args *a) {
+    static const char *const absent[][2] = {
+        {"moe_act", "mixture-of-experts layers"}, {"moe", "mixture-of-experts layers"},
+        {"shared_experts", "mixture-of-experts layers"}, {"mla_up_proj", "multi-latent attention"},
+        {"gdn_norm_out", "GatedDeltaNet layers"}, {"gdp_in_proj", "GatedDeltaProduct layers"},
+        {"gdp_qkv", "GatedDeltaProduct layers"}, {"mhc", "hyper-connections"}};
+    char words[sizeof a->recompute_modules];
+    snprintf(words, sizeof words, "%s", a->recompute_modules);
+    for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        if (!strcmp(w, "core_attn") || !strcmp(w, "layernorm")) continue;
+        if (!strcmp(w, "mlp"))
+            return error_format(st->err, st->errlen, "--recompute-modules mlp (the whole dense MLP) is not supported: "
+                                "--recompute-granularity full recomputes whole layers (and the MLP's activation is "
+                                "computed again in the backward unless --keep-mlp-activation)");
+        for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
+            if (!strcmp(w, absent[i][0]))
+                return error_format(st->err, st->errlen, "--recompute-modules %s needs %s, which this program does not build "
+                                    "(supported: core_attn layernorm)", w, absent[i][1]);
+        return error_format(st->err, st->errlen, "--recompute-modules: unknown module '%s' (Megatron's choices: core_attn "
+                            "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm)", w);
+    }
+    if (given(st, "recompute-modules") && strcmp(a->recompute_granularity, "selective") != 0)
+        return error_format(st->err, st->errlen, "--recompute-modules %s needs --recompute-granularity selective (Megatron "
+                            "reads the modules only then)", a->recompute_modules);
+    return 0;
+}
+
+int args_recompute_module(const args *a, const char *module) {
+    if (strcmp(a->recompute_granularity, "selective") != 0) return 0;
+    char words[sizeof a->recompute_modules];
+    snprintf(words, sizeof words, "%s", a->recompute_modules);
+    for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save))
+        if (!strcmp(w, module)) return 1;
+    return 0;
+}
+
 static int validate_recompute(check_state *st, args *a) {
     if (a->recompute_activations) snprintf(a->recompute_granularity, sizeof a->recompute_granularity, "selective");
+    if (validate_recompute_modules(st, a)) return -1;
     int layers_per_stage = a->num_layers / a->pipeline_model_parallel_size;
     if (!strcmp(a->recompute_granularity, "selective")) {
         if (a->recompute_method[0])

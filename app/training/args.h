@@ -64,6 +64,7 @@ typedef struct args {
     int keep_mlp_activation_num_layers; /* ... in the first N layers of each stage (0: as above) */
     int cross_entropy_chunk_rows; /* token rows per pass of the output layer + loss (0: automatic) */
     char recompute_granularity[16]; /* "" (none) | full | selective */
+    char recompute_modules[128];  /* selective: what it recomputes, space separated (core_attn, layernorm) */
     char recompute_method[16];    /* "" | uniform | block (full only) */
     int recompute_num_layers;     /* full: layers per group (uniform) or per stage (block) */
     char rampup_batch_size[96];   /* --rampup-batch-size START INCREMENT SAMPLES ("": none) */
@@ -190,6 +191,10 @@ int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err
 /* Set the vocabulary size once known (from the tokenizer) and pad it as Megatron does:
  * to a multiple of --make-vocab-size-divisible-by x tensor-parallel size. */
 void args_set_vocab_size(args *a, int vocab_size);
+
+/* 1 when selective recompute (--recompute-granularity selective) recomputes MODULE, one of
+ * --recompute-modules' words (core_attn, layernorm) */
+int args_recompute_module(const args *a, const char *module);
 
 /* Fill the architecture options of a model config (position embeddings, RoPE, norm, SwiGLU,
  * query groups, linear biases) from the flags. */

@@ -34,10 +34,11 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
      * keeps for its backward (its workspace: the T x T probabilities on the CPU, the softmax
      * statistics of flash attention on CUDA; Korthikanti's 5as^2b). Selective recompute keeps
      * no workspace per layer (one is shared). */
-    int selective = !strcmp(a->recompute_granularity, "selective"), full = !strcmp(a->recompute_granularity, "full");
+    int selective = args_recompute_module(a, "core_attn"), full = !strcmp(a->recompute_granularity, "full");
+    int norms = args_recompute_module(a, "layernorm") ? 0 : 4; /* the two norm outputs, 2sbh each */
     int local_heads = a->num_attention_heads / topo->tp_size;
     double attention = (double)ops->attention_workspace_bytes(a->micro_batch_size, a->seq_length, local_heads, (int)kv);
-    double act16 = s * b * h * 34 / tp + (selective ? 0 : attention * 2.0 / ops->act_bytes);
+    double act16 = s * b * h * (30 + norms) / tp + (selective ? 0 : attention * 2.0 / ops->act_bytes);
     double slots = pipeline_activation_slots(topo->pp_size, a->virtual_pipeline_model_parallel_size > 0
                                                                 ? a->virtual_pipeline_model_parallel_size : 1,
                                              a->num_micro_batches > 0 ? a->num_micro_batches : 1);

@@ -60,7 +60,8 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.activation_slots = pipeline_activation_slots(topo->pp_size, c.virtual_stages, a->num_micro_batches);
     c.bucket_size = a->ddp_bucket_size;
     c.bucket_alignment = topo->dp_size;
-    c.recompute_selective = !strcmp(a->recompute_granularity, "selective");
+    c.recompute_selective = args_recompute_module(a, "core_attn");
+    c.recompute_layernorm = args_recompute_module(a, "layernorm");
     if (!strcmp(a->recompute_granularity, "full"))
         c.recompute_method = !strcmp(a->recompute_method, "block") ? RECOMPUTE_METHOD_BLOCK : RECOMPUTE_METHOD_UNIFORM;
     c.recompute_num_layers = a->recompute_num_layers;
@@ -403,12 +404,13 @@ static int do_valid(const trainer *t) {
     return t->args->eval_iters > 0 && (!t->data || gpt_dataset_num_samples(t->data, SPLIT_VALID) > 0);
 }
 
-/* what activation recomputation runs again, for HFU: selective the attention core of every
- * layer; full uniform every layer's forward; full block the first --recompute-num-layers layers
- * of each model chunk (pipeline stage, or virtual stage) */
+/* what activation recomputation runs again, for HFU: selective with core_attn the attention core
+ * of every layer (the recomputed norms are no matrix products); full uniform every layer's
+ * forward; full block the first --recompute-num-layers layers of each model chunk (pipeline
+ * stage, or virtual stage) */
 static recompute_spec recompute_spec_of(const args *a) {
     recompute_spec r = {RECOMPUTE_NONE, 0};
-    if (!strcmp(a->recompute_granularity, "selective")) r.granularity = RECOMPUTE_SELECTIVE;
+    if (args_recompute_module(a, "core_attn")) r.granularity = RECOMPUTE_SELECTIVE;
     if (strcmp(a->recompute_granularity, "full") != 0) return r;
     r.granularity = RECOMPUTE_FULL;
     r.num_layers = a->num_layers;

@@ -4,8 +4,10 @@
 #  - 20 iterations on one GPU: every loss within 1% (relative) of the CPU backend's, same seed,
 #    dropout off and on; the memory line reports 18 bytes/parameter; the log line carries MFU.
 #  - --deterministic-mode twice: bitwise-identical losses and parameters (--dump-parameters);
-#    with selective, full-uniform and full-block recomputation: the same bits, less memory (full);
-#    with --keep-mlp-activation: losses within 1e-3, reruns bitwise, more memory; with the loss
+#    with selective, full-uniform and full-block recomputation and the norms recomputed
+#    (--recompute-modules layernorm): the same bits, less memory (full, norms);
+#    with --keep-mlp-activation: losses within 1e-3, reruns bitwise, more memory, the same bits
+#    with the norms recomputed; with the loss
 #    in chunks (--cross-entropy-chunk-rows): losses within 1e-3.
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2xPP2, DP4 with the distributed
 #    optimizer: losses within 1e-2 (relative) of the 1-GPU run.
@@ -69,7 +71,8 @@ ok $? "--deterministic-mode: two runs give bitwise-identical parameters"
 RECOMPUTE="--device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1 --num-layers 4 --train-iters 5"
 train rc_none 1 $RECOMPUTE
 for mode in "selective --recompute-activations" "uniform --recompute-granularity full --recompute-method uniform --recompute-num-layers 1" \
-            "block --recompute-granularity full --recompute-method block --recompute-num-layers 2"; do
+            "block --recompute-granularity full --recompute-method block --recompute-num-layers 2" \
+            "norms --recompute-granularity selective --recompute-modules layernorm"; do
     set -- $mode; mode_name=$1; shift  # not `name`: train() sets that one
     train "rc_$mode_name" 1 $RECOMPUTE "$@"
     cmp -s "$WORK/rc_none.loss" "$WORK/rc_$mode_name.loss" && [ -s "$WORK/rc_none.loss" ] && cmp -s "$WORK/rc_none.bin" "$WORK/rc_$mode_name.bin"
@@ -89,6 +92,9 @@ compare_losses rc_none rc_keep 1e-3 5 "--keep-mlp-activation on the GPU: losses 
 train rc_keep2 1 $RECOMPUTE --keep-mlp-activation
 cmp -s "$WORK/rc_keep.loss" "$WORK/rc_keep2.loss" && [ -s "$WORK/rc_keep.loss" ] && cmp -s "$WORK/rc_keep.bin" "$WORK/rc_keep2.bin"
 ok $? "--keep-mlp-activation on the GPU: two --deterministic-mode runs bitwise identical"
+train rc_keep_norms 1 $RECOMPUTE --keep-mlp-activation --recompute-granularity selective --recompute-modules layernorm
+cmp -s "$WORK/rc_keep.loss" "$WORK/rc_keep_norms.loss" && cmp -s "$WORK/rc_keep.bin" "$WORK/rc_keep_norms.bin"
+ok $? "--keep-mlp-activation with --recompute-modules layernorm on the GPU: bitwise the kept norms' run"
 mem_keep=$(json_field "$WORK/rc_keep.jsonl" train peak_memory_gib | tail -1)
 diag "peak memory: none $mem_none GiB, keep $mem_keep GiB"
 awk -v a="$mem_keep" -v b="$mem_none" 'BEGIN { exit !(a != "" && a + 0 > b + 0) }'

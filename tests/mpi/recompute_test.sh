@@ -12,6 +12,9 @@
 # stage (--keep-mlp-activation-num-layers) and with full recompute, gives
 # the same bits too (the CPU's recomputed activation is the forward's, bit for bit), with more
 # peak memory where a stage has more layers than the two scratch buffers it frees.
+# --recompute-granularity selective --recompute-modules layernorm (the two norm outputs of each
+# layer run again in the backward from the kept input and statistics), alone, with core_attn and
+# with --keep-mlp-activation, gives the same bits with less peak memory.
 . "${top_srcdir:-.}/tests/lib.sh"
 COMMON="--num-layers 4 --train-iters 3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
         --hidden-dropout 0.1 --attention-dropout 0.1 --device cpu --peak-tflops 1"
@@ -22,6 +25,7 @@ UNIFORM="--recompute-granularity full --recompute-method uniform --recompute-num
 BLOCK="--recompute-granularity full --recompute-method block --recompute-num-layers 2"
 KEEP="--keep-mlp-activation"
 KEEP_PART="--keep-mlp-activation-num-layers 2"
+NORMS="--recompute-granularity selective --recompute-modules layernorm"
 
 last() { json_field "$1" train "$2" | tail -1; }
 
@@ -48,9 +52,10 @@ check_layout() {
     run_mode "$tag.none" || { ok 1 "$name: run without recomputation"; return; }
     json_field "$WORK/$tag.none.jsonl" train lm_loss > "$WORK/$tag.none.loss"
     mem="none $(last "$WORK/$tag.none.jsonl" peak_memory_gib)"
-    for mode in selective uniform block keep keep_uniform keep_part; do
+    for mode in selective uniform block keep keep_uniform keep_part norms norms_attn norms_keep; do
         case $mode in selective) flags=$SELECTIVE ;; uniform) flags=$UNIFORM ;; block) flags=$BLOCK ;;
-                      keep) flags=$KEEP ;; keep_uniform) flags="$KEEP $UNIFORM" ;; keep_part) flags=$KEEP_PART ;; esac
+                      keep) flags=$KEEP ;; keep_uniform) flags="$KEEP $UNIFORM" ;; keep_part) flags=$KEEP_PART ;;
+                      norms) flags=$NORMS ;; norms_attn) flags="$NORMS core_attn" ;; norms_keep) flags="$NORMS $KEEP" ;; esac
         run_mode "$tag.$mode" $flags || { ok 1 "$name, $mode: run failed"; continue; }
         json_field "$WORK/$tag.$mode.jsonl" train lm_loss > "$WORK/$tag.$mode.loss"
         [ "$(wc -l < "$WORK/$tag.$mode.loss")" -eq 3 ] && cmp -s "$WORK/$tag.none.loss" "$WORK/$tag.$mode.loss" &&
@@ -59,7 +64,7 @@ check_layout() {
         case $mode in
         keep) if [ "$KEEP_GROWS" = 1 ]; then lower "$tag.none" "$tag.keep"
                   ok $? "$name, keep: peak memory higher than recomputing the activation"; fi ;;
-        keep_uniform) ;;
+        keep_uniform|norms_keep) ;;
         keep_part) if [ "$KEEP_GROWS" = 1 ]; then lower "$tag.none" "$tag.keep_part"
                        ok $? "$name, keep in the first 2 layers: peak memory higher than recomputing the activation"; fi ;;
         *) lower "$tag.$mode" "$tag.none"
@@ -89,7 +94,7 @@ hfu_ratio() {  # TAG EXPECTED_EXTRA: hardware/model TFLOP/s of the last iteratio
         -v want="$2" 'BEGIN { r = model > 0 ? hw / model : 0; e = 1 + want / 1376256;
                               printf "# hardware/model %.9f, by hand %.9f\n", r, e; d = r - e; if (d < 0) d = -d; exit !(d < 1e-7) }'
 }
-for case in "none 0" "selective 32768" "uniform 425984" "block 212992"; do
+for case in "none 0" "selective 32768" "uniform 425984" "block 212992" "norms 0" "norms_attn 32768"; do
     set -- $case
     hfu_ratio "GPT_DP2_distributed_optimizer.$1" "$2"
     ok $? "HFU, $1 (DP2): hardware FLOPs = model + $2 per token, by hand"
@@ -117,5 +122,15 @@ expect_error "selective with a method is refused" "recompute-method uniform is n
 expect_error "--recompute-activations (selective) with a layer count is refused" "recompute-num-layers must not be given with --recompute-granularity selective (which --recompute-activations sets)" \
     --recompute-activations --recompute-num-layers 2
 expect_error "an unknown granularity is refused" "recompute-granularity" --recompute-granularity partial
+expect_error "--recompute-modules without selective is refused" "recompute-modules layernorm needs --recompute-granularity selective" \
+    --recompute-modules layernorm
+expect_error "--recompute-modules with full is refused" "recompute-modules core_attn needs --recompute-granularity selective" \
+    --recompute-granularity full --recompute-method block --recompute-num-layers 1 --recompute-modules core_attn
+expect_error "an unknown module is refused by name" "unknown module 'layer_norm'" \
+    --recompute-granularity selective --recompute-modules core_attn layer_norm
+expect_error "a mixture-of-experts module is refused" "recompute-modules moe_act needs mixture-of-experts layers" \
+    --recompute-granularity selective --recompute-modules moe_act
+expect_error "the dense MLP module is refused" "recompute-modules mlp (the whole dense MLP) is not supported" \
+    --recompute-activations --recompute-modules mlp
 
 done_testing
