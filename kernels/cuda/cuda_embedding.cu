@@ -7,11 +7,14 @@
  *
  * The token-embedding backward must add many dout rows into the same table row without atomics
  * and in a fixed order. It sorts the token positions by local row (a stable radix sort keeps
- * positions of one row in ascending order), then one block per run of equal rows and column tile
- * starts from dtable, adds the run's dout rows in token order and writes the row back once. That
- * is exactly the CPU reference's order of additions, so the fp32 result matches it bit for bit.
+ * positions of one row in ascending order) and run-length encodes the sorted rows; for each run
+ * of equal rows and column tile, one block starts from dtable, adds the run's dout rows in token
+ * order and writes the row back once. That is exactly the CPU reference's order of additions, so
+ * the fp32 result matches it bit for bit.
  * The position-embedding backward sums over b in order for each (t, c), likewise exact. */
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_run_length_encode.cuh>
+#include <cub/device/device_scan.cuh>
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -72,39 +75,54 @@ static __global__ void embedding_sort_keys_kernel(unsigned int *keys, int *posit
 }
 
 #define EMBEDDING_RUN_THREADS 128
+#define EMBEDDING_RUN_BATCH 16 /* rows of a run loaded together (vectorized path) */
 
-/* block (slot, tile): if sorted slot `slot` starts a run of equal rows, add the run's dout rows,
- * in ascending position order, to columns of tile `tile` of that dtable row */
+/* The runs of equal rows (after the sort, run-length encoded: row, start, length) are shared
+ * round-robin by a persistent grid of blocks; block (b, tile) adds each of its runs' dout rows, in
+ * ascending position order, to columns of tile `tile` of that dtable row, which it reads and
+ * writes once. The vectorized path loads EMBEDDING_RUN_BATCH rows of a run at once and then adds
+ * them in order: a frequent token's run (thousands of rows at micro-batch 32 x 1024) takes one
+ * memory latency per batch instead of one per row, with the same additions in the same order. */
 template <typename E>
-static __global__ void embedding_backward_runs_kernel(float *dtable, const E *dout,
-                                                      const unsigned int *sorted_rows,
-                                                      const int *sorted_positions, int N, int C,
-                                                      int vocab_rows, bool vectorized) {
-    int slot = blockIdx.x;
-    unsigned int row = sorted_rows[slot];
-    if (row == (unsigned int)vocab_rows) return;              /* not a local token */
-    if (slot > 0 && sorted_rows[slot - 1] == row) return;     /* not the start of its run */
+static __global__ void __launch_bounds__(EMBEDDING_RUN_THREADS, 3)
+embedding_backward_runs_kernel(float *dtable, const E *dout, const unsigned int *run_rows,
+                               const int *run_starts, const int *run_lengths, const int *num_runs,
+                               const int *sorted_positions, int C, int vocab_rows, bool vectorized) {
     const int width = vectorized ? 8 : 1;
     int c = (blockIdx.y * EMBEDDING_RUN_THREADS + threadIdx.x) * width;
     if (c >= C) return;
-    float *drow = dtable + (size_t)row * C + c;
-    if (vectorized) {
+    const int runs = *num_runs;
+    for (int r = blockIdx.x; r < runs; r += gridDim.x) {
+        unsigned int row = run_rows[r];
+        if (row == (unsigned int)vocab_rows) continue;  /* tokens of other ranks */
+        const int *positions = sorted_positions + run_starts[r];
+        const int length = run_lengths[r];
+        float *drow = dtable + (size_t)row * C + c;
+        if (!vectorized) {
+            float acc = *drow;
+            for (int j = 0; j < length; j++) acc += to_float(dout[(size_t)positions[j] * C + c]);
+            *drow = acc;
+            continue;
+        }
         float4 lo = reinterpret_cast<const float4 *>(drow)[0];
         float4 hi = reinterpret_cast<const float4 *>(drow)[1];
         float acc[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        for (int j = slot; j < N && sorted_rows[j] == row; j++) {
-            float v[8];
-            load_x8(v, dout + (size_t)sorted_positions[j] * C + c);
+        for (int j = 0; j < length; j += EMBEDDING_RUN_BATCH) {
+            uint4 raw[EMBEDDING_RUN_BATCH];
 #pragma unroll
-            for (int k = 0; k < 8; k++) acc[k] += v[k];
+            for (int u = 0; u < EMBEDDING_RUN_BATCH; u++)
+                if (j + u < length) raw[u] = *reinterpret_cast<const uint4 *>(dout + (size_t)positions[j + u] * C + c);
+#pragma unroll
+            for (int u = 0; u < EMBEDDING_RUN_BATCH; u++) {
+                if (j + u >= length) break;
+                float v[8];
+                load_x8(v, reinterpret_cast<const E *>(&raw[u]));
+#pragma unroll
+                for (int k = 0; k < 8; k++) acc[k] += v[k];
+            }
         }
         reinterpret_cast<float4 *>(drow)[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
         reinterpret_cast<float4 *>(drow)[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-    } else {
-        float acc = *drow;
-        for (int j = slot; j < N && sorted_rows[j] == row; j++)
-            acc += to_float(dout[(size_t)sorted_positions[j] * C + c]);
-        *drow = acc;
     }
 }
 
@@ -118,31 +136,49 @@ static void embedding_backward_t(float *dtable, const E *dout, const int *tokens
     int end_bit = 1;
     while (end_bit < 32 && ((unsigned long long)vocab_rows >> end_bit) != 0) end_bit++;
 
-    size_t sort_bytes = 0;
+    size_t sort_bytes = 0, encode_bytes = 0, scan_bytes = 0;
     CHECK_CUDA(cub::DeviceRadixSort::SortPairs(NULL, sort_bytes, (const unsigned int *)NULL,
                                                (unsigned int *)NULL, (const int *)NULL,
                                                (int *)NULL, N, 0, end_bit, compute_stream()));
+    CHECK_CUDA(cub::DeviceRunLengthEncode::Encode(NULL, encode_bytes, (const unsigned int *)NULL,
+                                                  (unsigned int *)NULL, (int *)NULL, (int *)NULL, N,
+                                                  compute_stream()));
+    CHECK_CUDA(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, (const int *)NULL, (int *)NULL, N,
+                                             compute_stream()));
+    size_t temp_bytes = align_up_256(sort_bytes > encode_bytes ? sort_bytes : encode_bytes);
+    if (align_up_256(scan_bytes) > temp_bytes) temp_bytes = align_up_256(scan_bytes);
     size_t array_bytes = align_up_256((size_t)N * sizeof(int));
-    char *scratch = (char *)stream_scratch(4 * array_bytes + align_up_256(sort_bytes));
+    char *scratch = (char *)stream_scratch(7 * array_bytes + 256 + temp_bytes);
     unsigned int *keys = (unsigned int *)scratch;
     int *positions = (int *)(scratch + array_bytes);
     unsigned int *sorted_rows = (unsigned int *)(scratch + 2 * array_bytes);
     int *sorted_positions = (int *)(scratch + 3 * array_bytes);
-    void *sort_temp = scratch + 4 * array_bytes;
+    unsigned int *run_rows = (unsigned int *)(scratch + 4 * array_bytes);
+    int *run_lengths = (int *)(scratch + 5 * array_bytes);
+    int *run_starts = (int *)(scratch + 6 * array_bytes);
+    int *num_runs = (int *)(scratch + 7 * array_bytes);
+    void *temp = scratch + 7 * array_bytes + 256;
 
     embedding_sort_keys_kernel<<<grid_stride_blocks((size_t)N, embedding_threads),
                                  embedding_threads, 0, compute_stream()>>>(
         keys, positions, tokens, N, vocab_start, vocab_rows);
     CHECK_LAUNCH();
-    CHECK_CUDA(cub::DeviceRadixSort::SortPairs(sort_temp, sort_bytes, keys, sorted_rows,
-                                               positions, sorted_positions, N, 0, end_bit,
-                                               compute_stream()));
+    CHECK_CUDA(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, keys, sorted_rows, positions,
+                                               sorted_positions, N, 0, end_bit, compute_stream()));
+    /* the scan runs over N lengths; those past the last run are zero (and never read) */
+    CHECK_CUDA(cudaMemsetAsync(run_lengths, 0, (size_t)N * sizeof(int), compute_stream()));
+    CHECK_CUDA(cub::DeviceRunLengthEncode::Encode(temp, encode_bytes, sorted_rows, run_rows,
+                                                  run_lengths, num_runs, N, compute_stream()));
+    CHECK_CUDA(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, run_lengths, run_starts, N, compute_stream()));
 
     bool vectorized = C % 8 == 0 && aligned16(dtable) && aligned16(dout);
     int columns_per_block = EMBEDDING_RUN_THREADS * (vectorized ? 8 : 1);
-    dim3 grid((unsigned int)N, ceil_div((size_t)C, (size_t)columns_per_block));
+    int blocks = 3 * device_sm_count();
+    if (blocks > N) blocks = N;
+    dim3 grid((unsigned int)blocks, ceil_div((size_t)C, (size_t)columns_per_block));
     embedding_backward_runs_kernel<<<grid, EMBEDDING_RUN_THREADS, 0, compute_stream()>>>(
-        dtable, dout, sorted_rows, sorted_positions, N, C, vocab_rows, vectorized);
+        dtable, dout, run_rows, run_starts, run_lengths, num_runs, sorted_positions, C, vocab_rows,
+        vectorized);
     CHECK_LAUNCH();
 }
 

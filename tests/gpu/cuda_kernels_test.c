@@ -898,6 +898,9 @@ int main(void) {
     test_embedding(4096, 768, 100, 300, 500, 3, 0);
     test_embedding(256, 1600, 0, 64, 64, 2, 0);
     test_embedding(64, 768, 0, 50, 50, 0, 1);
+    test_embedding(96, 64, 0, 8, 8, 1, 0);       /* one run of 96 rows: whole batches of 16 */
+    test_embedding(97, 64, 0, 8, 8, 1, 0);       /* ... and one row more */
+    test_embedding(8192, 64, 0, 2000, 2000, 0, 0); /* more runs than the persistent grid's blocks */
     test_position_embedding(3, 5, 33, 2, 0);
     test_position_embedding(4, 64, 768, 0, 0);
     test_position_embedding(4, 64, 768, 7, 1);
