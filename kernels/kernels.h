@@ -141,6 +141,13 @@ typedef struct kernel_ops {
     void *(*alloc)(size_t bytes);                 /* zero-filled; aborts on failure */
     void (*release)(void *ptr);
     void (*zero)(void *ptr, size_t bytes);
+    /* a zero-fill that runs beside the work queued after it (CUDA: on a side stream, once the
+     * work queued before it is done); zero_join() makes the work queued after the join wait for
+     * the fill. NULL on the CPU backend, where zero() serves. The training step clears the
+     * gradients this way, so the fill overlaps the forward (nothing reads them before the
+     * backward, which joins first). */
+    void (*zero_beside)(void *ptr, size_t bytes);
+    void (*zero_join)(void);
     void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);
     void (*copy_from_host)(void *dst, const void *host_src, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);

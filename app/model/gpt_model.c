@@ -684,6 +684,12 @@ static void grads_ready(gpt_model *m, int first, int count) {
     if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.context, first, count);
 }
 
+/* before the first write to the parameter gradients: a clearing queued beside the forward
+ * (kernel_ops.zero_beside) is done */
+static void grads_writable(gpt_model *m) {
+    if (m->ops->zero_join) m->ops->zero_join();
+}
+
 /* a chunk's parameters run: embedding (first chunk), each layer's, final part (last chunk) */
 static int part_param_count(const gpt_model *m, model_part part) {
     return parameter_table_part_count(gpt_parameter_table(), part, &m->config);
@@ -808,6 +814,7 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
             ops->copy_to_host_float(m->capture_logits + (size_t)r0 * s.Vl, slot->logits, (size_t)rows * (size_t)s.Vl);
         cross_entropy_rows(m, slot, r0, rows, grad_scale);
         if (slot->d_lnf && with_backward) {
+            grads_writable(m);
             ops->matmul_backward((char *)slot->d_lnf + (size_t)r0 * row_bytes, NULL, NULL, slot->logits, NULL,
                                  w->output_layer, rows, s.C, s.Vl);
             ops->matmul_backward(NULL, g->output_layer, NULL, slot->logits, lnf_rows, w->output_layer, rows, s.C, s.Vl);
@@ -937,6 +944,7 @@ static void recompute_group_forward(gpt_model *m, model_chunk *ch, activation_sl
 void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng rng) {
     model_chunk *ch = &m->chunks[chunk];
     activation_slot *slot = &ch->slots[slot_index];
+    grads_writable(m);
     if (ch->post_process) loss_backward(m, ch, slot);
     for (int l = ch->num_layers - 1; l >= 0; l--) {
         int group_last = layer_recomputed(ch, l) &&

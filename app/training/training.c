@@ -544,7 +544,9 @@ double trainer_train(trainer *t) {
         /* the schedule's position: iterations (samples) less those an overflow skipped */
         int64_t schedule_steps = (a->train_samples ? t->consumed_samples : t->iteration) - t->lr_skipped_steps;
         double lr = lr_at(&t->lr, schedule_steps);
-        model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
+        /* the gradients clear beside the forward; the model joins before its first gradient write */
+        if (model->ops->zero_beside) model->ops->zero_beside(model->grad_buffer, sizeof(float) * model->num_elements);
+        else model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
         data_parallel_start_iteration(&t->dp);
         timers_start("forward-backward", 1);
         double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1,

@@ -31,6 +31,31 @@ static void backend_zero(void *ptr, size_t bytes) {
     if (bytes) CHECK_CUDA(cudaMemsetAsync(ptr, 0, bytes, compute_stream()));
 }
 
+/* the side stream and events of zero_beside/zero_join, made on first use */
+static cudaStream_t zero_stream;
+static cudaEvent_t zero_queued, zero_done;
+static int zero_pending;
+
+static void backend_zero_beside(void *ptr, size_t bytes) {
+    if (!zero_stream) {
+        CHECK_CUDA(cudaStreamCreateWithFlags(&zero_stream, cudaStreamNonBlocking));
+        CHECK_CUDA(cudaEventCreateWithFlags(&zero_queued, cudaEventDisableTiming));
+        CHECK_CUDA(cudaEventCreateWithFlags(&zero_done, cudaEventDisableTiming));
+    }
+    if (!bytes) return;
+    CHECK_CUDA(cudaEventRecord(zero_queued, compute_stream()));  /* after every reader so far */
+    CHECK_CUDA(cudaStreamWaitEvent(zero_stream, zero_queued, 0));
+    CHECK_CUDA(cudaMemsetAsync(ptr, 0, bytes, zero_stream));
+    CHECK_CUDA(cudaEventRecord(zero_done, zero_stream));
+    zero_pending = 1;
+}
+
+static void backend_zero_join(void) {
+    if (!zero_pending) return;
+    CHECK_CUDA(cudaStreamWaitEvent(compute_stream(), zero_done, 0));
+    zero_pending = 0;
+}
+
 static void backend_copy_to_host(void *host_dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CHECK_CUDA(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, compute_stream()));
@@ -271,6 +296,8 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.alloc = backend_alloc;
     ops.release = backend_release;
     ops.zero = backend_zero;
+    ops.zero_beside = backend_zero_beside;
+    ops.zero_join = backend_zero_join;
     ops.copy_to_host = backend_copy_to_host;
     ops.copy_from_host = backend_copy_from_host;
     ops.copy = backend_copy;
