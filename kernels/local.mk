@@ -15,7 +15,7 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 	kernels/cuda/cuda_backend.cu kernels/cuda/cuda_rmsnorm.cu kernels/cuda/cuda_rope.cu \
 	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
-	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh
+	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh
 if HAVE_CUDA
 CUDA_OBJECT_FILES = $(CUDA_CU_FILES:.cu=.o)
 kernels_libkernels_a_SOURCES += $(CUDA_INCLUDE_FILES)
@@ -43,6 +43,17 @@ perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu \
 CLEANFILES += perf/attention_bench
 endif
 EXTRA_DIST += perf/attention_bench.cu
+
+# the norm and bias-gradient benchmark (perf/norm_bench.cu calls the library's entry points and
+# supplies cuda_stream itself); built only on request: make perf/norm_bench
+if HAVE_CUDA
+perf/norm_bench: $(top_srcdir)/perf/norm_bench.cu $(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) \
+		kernels/libkernels.a
+	@$(MKDIR_P) perf
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $< kernels/libkernels.a -o $@
+CLEANFILES += perf/norm_bench
+endif
+EXTRA_DIST += perf/norm_bench.cu
 
 # the GEMM algorithm survey (perf/gemm_algos.cu includes cuda_matmul.cu itself); on request:
 # make perf/gemm_algos

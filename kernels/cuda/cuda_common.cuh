@@ -1,6 +1,7 @@
 /* cuda_common.cuh: what every CUDA kernel file shares: bf16 views of the C storage type (fp16
  * views and the 16-bit element templates are in cuda_kernels_t.cuh, included here), the compute
- * stream, launch-size arithmetic and the checks after a launch. Device code only; C code
+ * stream, launch-size arithmetic, the checks after a launch, block sums and the fixed-order
+ * column sums that finish the row reductions. Device code only; C code
  * includes cuda_kernels.h instead. */
 #ifndef CUDA_COMMON_CUH
 #define CUDA_COMMON_CUH
@@ -130,30 +131,145 @@ static __device__ __forceinline__ double block_sum_f64(double v, double *shared3
 }
 
 
-/* out[c] += sum_r partials[r * C + c] for a fp32 matrix partials[rows, C] of per-block partial
- * sums: the second, fixed-order pass of the column reductions (bias, layer-norm and embedding
- * gradients). Launch with grid ceil(C/32), block (32, 32): thread (x, y) sums rows y, y+32, ...
- * of column 32*blockIdx.x + x in order, then row y = 0 adds the 32 sums in order. */
-static __global__ void column_sum_accumulate_kernel(float *out, const float *partials, int rows,
-                                                    int C) {
-    __shared__ float sums[32][33];
-    int c = blockIdx.x * 32 + threadIdx.x;
-    float acc = 0.0f;
-    if (c < C)
-        for (int r = threadIdx.y; r < rows; r += 32) acc += partials[(size_t)r * C + c];
-    sums[threadIdx.y][threadIdx.x] = acc;
+/* ---- fixed-order column sums of per-block partials, finished by the last blocks ----
+ * A reduction over rows (bias, layer-norm and RMSNorm parameter gradients) has its blocks write
+ * partial sums partials[rows, width] (row = the block's share of the rows); the sum over rows is
+ * then finished inside the same kernel, in the order the separate column_sum_accumulate pass used
+ * to take (a 32 x 32 block per 32 columns: thread y summed rows y, y+32, ... in order, then the
+ * 32 sums were added in order y = 0..31), so the bits are the same:
+ *   level 1: the last block to finish among the rows r = y (mod 32) (an atomic counter per y,
+ *            bookkeeping only) adds those rows in order into group_sums[y, columns];
+ *   level 2: the last of the (at most 32) level-1 blocks adds group_sums[0..31] in order into
+ *            out (out0 for columns below split, out1 = out0's companion from split on).
+ * Counters: 33 per column range (zero between launches: each is reset by its last user); the
+ * partials are read with __ldcg, past the (incoherent) L1. Call with every thread of the block
+ * (thread tid of nthreads) after the block's partial row is written; no barrier may follow. */
+static __device__ __forceinline__ void finish_one_column(float *out0, float *out1, int split,
+                                                         int c, float total) {
+    if (c < split) out0[c] += total;
+    else out1[c - split] += total;
+}
+
+static __device__ void column_sums_by_last_blocks(float *out0, float *out1, int split,
+                                                  const float *partials, float *group_sums,
+                                                  unsigned int *counters, int row, int rows,
+                                                  int col_begin, int col_end, int width,
+                                                  bool vectorized, int tid, int nthreads) {
+    __shared__ int last_block;
+    const int y = row & 31;
+    const int groups = rows < 32 ? rows : 32;
+    __threadfence(); /* this block's partial row is visible before the counter says so */
     __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float total = 0.0f;
-        for (int y = 0; y < 32; y++) total += sums[y][threadIdx.x];
-        out[c] += total;
+    if (tid == 0) {
+        const unsigned int members = (unsigned int)((rows - y + 31) / 32);
+        const bool last = atomicAdd(&counters[y], 1u) == members - 1;
+        if (last) counters[y] = 0;
+        last_block = last;
+    }
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+
+    /* level 1: group_sums[y, c] = rows y, y+32, ... in order, 8 (float4) or 16 loads in flight */
+    if (vectorized) { /* col_begin, col_end and width multiples of 4 */
+        for (int c = col_begin + 4 * tid; c < col_end; c += 4 * nthreads) {
+            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            int r = y;
+            for (; r + 7 * 32 < rows; r += 8 * 32) {
+                float4 v[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    v[j] = __ldcg(reinterpret_cast<const float4 *>(partials + (size_t)(r + 32 * j) * width + c));
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    acc.x += v[j].x; acc.y += v[j].y; acc.z += v[j].z; acc.w += v[j].w;
+                }
+            }
+            for (; r < rows; r += 32) {
+                float4 v = __ldcg(reinterpret_cast<const float4 *>(partials + (size_t)r * width + c));
+                acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
+            }
+            __stcg(reinterpret_cast<float4 *>(group_sums + (size_t)y * width + c), acc);
+        }
+    } else {
+        for (int c = col_begin + tid; c < col_end; c += nthreads) {
+            float acc = 0.0f;
+            int r = y;
+            for (; r + 15 * 32 < rows; r += 16 * 32) {
+                float v[16];
+#pragma unroll
+                for (int j = 0; j < 16; j++) v[j] = __ldcg(partials + (size_t)(r + 32 * j) * width + c);
+#pragma unroll
+                for (int j = 0; j < 16; j++) acc += v[j];
+            }
+            for (; r < rows; r += 32) acc += __ldcg(partials + (size_t)r * width + c);
+            __stcg(group_sums + (size_t)y * width + c, acc);
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        const bool last = atomicAdd(&counters[32], 1u) == (unsigned int)groups - 1;
+        if (last) counters[32] = 0;
+        last_block = last;
+    }
+    __syncthreads();
+    if (!last_block) return;
+    __threadfence();
+
+    /* level 2: out += group_sums[0..groups-1] in order (the empty groups of rows < 32 added
+     * +0.0f in the old pass, which changes no sum that starts from +0.0f) */
+    if (vectorized) {
+        for (int c = col_begin + 4 * tid; c < col_end; c += 4 * nthreads) {
+            float4 total = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            int g = 0;
+            for (; g + 7 < groups; g += 8) {
+                float4 v[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    v[j] = __ldcg(reinterpret_cast<const float4 *>(group_sums + (size_t)(g + j) * width + c));
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    total.x += v[j].x; total.y += v[j].y; total.z += v[j].z; total.w += v[j].w;
+                }
+            }
+            for (; g < groups; g++) {
+                float4 v = __ldcg(reinterpret_cast<const float4 *>(group_sums + (size_t)g * width + c));
+                total.x += v.x; total.y += v.y; total.z += v.z; total.w += v.w;
+            }
+            finish_one_column(out0, out1, split, c, total.x);
+            finish_one_column(out0, out1, split, c + 1, total.y);
+            finish_one_column(out0, out1, split, c + 2, total.z);
+            finish_one_column(out0, out1, split, c + 3, total.w);
+        }
+    } else {
+        for (int c = col_begin + tid; c < col_end; c += nthreads) {
+            float total = 0.0f;
+            int g = 0;
+            for (; g + 15 < groups; g += 16) {
+                float v[16];
+#pragma unroll
+                for (int j = 0; j < 16; j++) v[j] = __ldcg(group_sums + (size_t)(g + j) * width + c);
+#pragma unroll
+                for (int j = 0; j < 16; j++) total += v[j];
+            }
+            for (; g < groups; g++) total += __ldcg(group_sums + (size_t)g * width + c);
+            finish_one_column(out0, out1, split, c, total);
+        }
     }
 }
-static inline void column_sum_accumulate(float *out, const float *partials, int rows, int C) {
-    if (C <= 0) return;
-    column_sum_accumulate_kernel<<<ceil_div((size_t)C, 32), dim3(32, 32), 0, compute_stream()>>>(
-        out, partials, rows, C);
-    CHECK_LAUNCH();
+
+/* zeroed unsigned counters for column_sums_by_last_blocks, grow-only, one array per .cu file
+ * (every launch leaves them zero again); zeroed in stream order when (re)allocated */
+static inline unsigned int *stream_counters(size_t count) {
+    static void *counter_buffer = NULL;
+    static size_t counter_capacity = 0;
+    size_t bytes = count * sizeof(unsigned int);
+    if (bytes > counter_capacity) {
+        grow_device_buffer(&counter_buffer, &counter_capacity, bytes, 0);
+        CHECK_CUDA(cudaMemsetAsync(counter_buffer, 0, counter_capacity, compute_stream()));
+    }
+    return (unsigned int *)counter_buffer;
 }
 
 #endif /* CUDA_COMMON_CUH */

@@ -12,10 +12,17 @@
  *
  * Backward: a fixed number of blocks (a function of N and C only, never of the device), each
  * taking rows blockIdx.x, blockIdx.x + gridDim.x, ...; a thread owns the same columns in every
- * row, so it accumulates dweight/dbias for them in shared memory without synchronization. Each
- * block writes its partial sums, and a second fixed-order pass (column_sum_accumulate) adds them
- * into dweight and dbias: no atomics, bitwise reproducible. */
+ * row, so it accumulates dweight/dbias for them without synchronization. Where rows are read with
+ * 128-bit accesses and a thread owns at most 4 work units (C <= 16384), the row-cached kernel
+ * keeps its units of x and dout in registers between the two passes over the row, loads the next
+ * row (1 or 2 units) and the dx row while the current row's sums go through the block, and keeps
+ * the dweight/dbias accumulators and the weight in registers; otherwise the row is read twice and
+ * the accumulators live in shared memory. Each block writes its partial sums [dweight | dbias],
+ * and the last blocks to finish add them in a fixed order (column_sums_by_last_blocks,
+ * cuda_common.cuh): no atomics on the sums, bitwise reproducible, no second launch. The per-row
+ * and per-column summation orders are the same in both kernels. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_norm_backward.cuh"
 
 /* threads of a row's block: one per work unit, a multiple of 32, at most 512 */
 static int row_threads(int units) {
@@ -144,8 +151,9 @@ static int layernorm_backward_blocks(int N, int C) {
 }
 
 template <typename E>
-static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
-                                                 float *dbias_partials,
+static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *dbias,
+                                                 float *partials, float *group_sums,
+                                                 unsigned int *counters,
                                                  const E *dout,
                                                  const E *x,
                                                  const E *weight,
@@ -233,8 +241,8 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
         }
     }
 
-    float *dweight_out = dweight_partials + (size_t)blockIdx.x * C;
-    float *dbias_out = dbias_partials + (size_t)blockIdx.x * C;
+    float *dweight_out = partials + (size_t)blockIdx.x * 2 * C;
+    float *dbias_out = dweight_out + C;
     for (int u = threadIdx.x; u < units; u += blockDim.x) {
 #pragma unroll
         for (int k = 0; k < 8; k++) {
@@ -244,6 +252,8 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight_partials,
             }
         }
     }
+    column_sums_by_last_blocks(dweight, dbias, C, partials, group_sums, counters, blockIdx.x,
+                               gridDim.x, 0, 2 * C, 2 * C, C % 2 == 0, threadIdx.x, blockDim.x);
 }
 
 template <typename E>
@@ -255,19 +265,29 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *d
                       aligned16(weight);
     int threads = row_threads(vectorized ? C / 8 : C);
     int blocks = layernorm_backward_blocks(N, C);
-    size_t shared_bytes = 2 * (size_t)C * sizeof(float);
-    /* the opt-in counts the static reduce_scratch too: 2C floats of exactly 48 KiB need it */
-    allow_shared_memory((const void *)layernorm_backward_kernel<E>, shared_bytes + 64 * sizeof(float),
-                        "layernorm_backward");
-    float *partials = (float *)stream_scratch(2 * (size_t)blocks * C * sizeof(float));
-    float *dweight_partials = partials;
-    float *dbias_partials = partials + (size_t)blocks * C;
-    layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
-        dx, dweight_partials, dbias_partials, dout, x, weight, mean,
-        rstd, N, C, vectorized);
+    /* partials[blocks, 2C] ([dweight | dbias] per block), then group_sums[32, 2C] */
+    float *partials = (float *)stream_scratch(((size_t)blocks + 32) * 2 * C * sizeof(float));
+    float *group_sums = partials + (size_t)blocks * 2 * C;
+    unsigned int *counters = stream_counters(33);
+    int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
+#define LAYERNORM_CACHED(U, P)                                                                  \
+    norm_backward_cached_kernel<E, U, P, true><<<blocks, threads, 0, compute_stream()>>>(        \
+        dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C)
+    if (units_per_thread == 1) LAYERNORM_CACHED(1, true);
+    else if (units_per_thread == 2) LAYERNORM_CACHED(2, true);
+    else if (units_per_thread == 3) LAYERNORM_CACHED(3, false);
+    else if (units_per_thread == 4) LAYERNORM_CACHED(4, false);
+#undef LAYERNORM_CACHED
+    else {
+        size_t shared_bytes = 2 * (size_t)C * sizeof(float);
+        /* the opt-in counts the static shared memory too: 2C floats of exactly 48 KiB need it */
+        allow_shared_memory((const void *)layernorm_backward_kernel<E>,
+                            shared_bytes + 64 * sizeof(float) + 16, "layernorm_backward");
+        layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
+            dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C,
+            vectorized);
+    }
     CHECK_LAUNCH();
-    column_sum_accumulate(dweight, dweight_partials, blocks, C);
-    column_sum_accumulate(dbias, dbias_partials, blocks, C);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */

@@ -6,10 +6,14 @@
  *   dweight += sum over rows of dout*norm.
  * Forward: one block per row, one block reduction. Backward: a fixed number of blocks (a
  * function of N and C only), each taking rows blockIdx.x, blockIdx.x + gridDim.x, ...; a thread
- * owns the same columns in every row and accumulates their dweight in shared memory; the
- * per-block partials are then added in a fixed order (column_sum_accumulate): no atomics,
- * bitwise reproducible. */
+ * owns the same columns in every row and accumulates their dweight. Where C % 8 == 0, the
+ * pointers are 16-byte aligned and a thread owns at most 4 units of 8 columns, the row-cached
+ * kernel of cuda_norm_backward.cuh runs (128-bit accesses, the row kept in registers between its
+ * two passes, the next row loaded ahead); otherwise a scalar kernel with the accumulators in
+ * shared memory. The per-block partials are added in a fixed order by the last blocks to finish
+ * (column_sums_by_last_blocks, cuda_common.cuh): no atomics on the sums, bitwise reproducible. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_norm_backward.cuh"
 
 static int rms_threads(int C) {
     int threads = (C + 31) / 32 * 32;
@@ -57,7 +61,8 @@ static int rmsnorm_backward_blocks(int N, int C) {
 }
 
 template <typename E>
-static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight_partials,
+static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *partials,
+                                               float *group_sums, unsigned int *counters,
                                                const E *dout,
                                                const E *x,
                                                const E *weight, const float *rstd,
@@ -82,8 +87,10 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight_partials,
             dx_row[c] = from_float<E>(to_float(dx_row[c]) + (g - norm * g_norm_mean) * s);
         }
     }
-    float *dweight_out = dweight_partials + (size_t)blockIdx.x * C;
+    float *dweight_out = partials + (size_t)blockIdx.x * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) dweight_out[c] = dweight_acc[c];
+    column_sums_by_last_blocks(dweight, NULL, C, partials, group_sums, counters, blockIdx.x,
+                               gridDim.x, 0, C, C, C % 4 == 0, threadIdx.x, blockDim.x);
 }
 
 template <typename E>
@@ -91,22 +98,40 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
                                       const E *weight, const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
     const int blocks = rmsnorm_backward_blocks(N, C);
-    const size_t shared_bytes = (size_t)C * sizeof(float);
-    if (shared_bytes > 48 * 1024) {
-        int device = 0, limit = 0;
-        CHECK_CUDA(cudaGetDevice(&device));
-        CHECK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-        if (shared_bytes > (size_t)limit)
-            KERNELS_FATAL("rmsnorm_backward needs %zu bytes of shared memory, the device allows %d",
-                          shared_bytes, limit);
-        CHECK_CUDA(cudaFuncSetAttribute((const void *)rmsnorm_backward_kernel<E>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared_bytes));
+    /* partials[blocks, C], then group_sums[32, C] */
+    float *partials = (float *)stream_scratch(((size_t)blocks + 32) * C * sizeof(float));
+    float *group_sums = partials + (size_t)blocks * C;
+    unsigned int *counters = stream_counters(33);
+    const bool vectorized = C % 8 == 0 && aligned16(dx) && aligned16(dout) && aligned16(x) &&
+                            aligned16(weight);
+    const int threads = vectorized ? rms_threads(C / 8) : rms_threads(C);
+    const int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
+#define RMSNORM_CACHED(U, P)                                                                    \
+    norm_backward_cached_kernel<E, U, P, false><<<blocks, threads, 0, compute_stream()>>>(      \
+        dx, dweight, NULL, partials, group_sums, counters, dout, x, weight, NULL, rstd, N, C)
+    if (units_per_thread == 1) RMSNORM_CACHED(1, true);
+    else if (units_per_thread == 2) RMSNORM_CACHED(2, true);
+    else if (units_per_thread == 3) RMSNORM_CACHED(3, false);
+    else if (units_per_thread == 4) RMSNORM_CACHED(4, false);
+#undef RMSNORM_CACHED
+    else {
+        const size_t shared_bytes = (size_t)C * sizeof(float);
+        const size_t static_bytes = 32 * sizeof(float) + 16; /* reduce_scratch, the last-block flag */
+        if (shared_bytes + static_bytes > 48 * 1024) {
+            int device = 0, limit = 0;
+            CHECK_CUDA(cudaGetDevice(&device));
+            CHECK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+            if (shared_bytes + static_bytes > (size_t)limit)
+                KERNELS_FATAL("rmsnorm_backward needs %zu bytes of shared memory, the device allows %d",
+                              shared_bytes + static_bytes, limit);
+            CHECK_CUDA(cudaFuncSetAttribute((const void *)rmsnorm_backward_kernel<E>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)shared_bytes));
+        }
+        rmsnorm_backward_kernel<<<blocks, rms_threads(C), shared_bytes, compute_stream()>>>(
+            dx, dweight, partials, group_sums, counters, dout, x, weight, rstd, N, C);
     }
-    float *partials = (float *)stream_scratch((size_t)blocks * C * sizeof(float));
-    rmsnorm_backward_kernel<<<blocks, rms_threads(C), shared_bytes, compute_stream()>>>(
-        dx, partials, dout, x, weight, rstd, N, C);
     CHECK_LAUNCH();
-    column_sum_accumulate(dweight, partials, blocks, C);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */

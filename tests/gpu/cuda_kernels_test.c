@@ -892,6 +892,9 @@ int main(void) {
     test_bias(1000, 33, 0);
     test_bias(4096, 768, 0);
     test_bias(64, 768, 1);
+    test_bias(4096, 3072, 0);  /* 256 chunks of 16 rows, 12 column tiles finished by their last blocks */
+    test_bias(20000, 768, 0);  /* 254 chunks of 79 rows: a partial batch of eight rows ahead */
+    test_bias(2000, 100, 1);   /* unaligned, C % 8 != 0: the scalar tiles */
 
     test_embedding(7, 33, 5, 10, 20, 0, 0);
     test_embedding(64, 768, 0, 50, 50, 0, 0);
@@ -914,10 +917,20 @@ int main(void) {
     test_layernorm(8192, 768, 0);  /* eight rows per backward block */
     test_layernorm(100, 4096, 0);
     test_layernorm(700, 12288, 0); /* > 48 KiB of shared memory in the backward */
+    test_layernorm(300, 8192, 0);  /* two units of 8 columns per thread in the row-cached backward */
+    test_layernorm(64, 16384, 0);  /* four units per thread */
+    test_layernorm(40, 20480, 0);  /* above the row-cached kernel: 128-bit loads, shared accumulators */
+    test_layernorm(1500, 770, 0);  /* C % 8 != 0: the scalar backward, 1024 blocks of one or two rows */
+    test_layernorm(2048, 2048, 1); /* unaligned at the 1.3B width */
 
     test_rmsnorm(7, 33);
     test_rmsnorm(64, 2048);
     test_rmsnorm(700, 16384); /* > 48 KiB of shared memory in the backward (Llama 3 70B: 8192) */
+    test_rmsnorm(2048, 768);   /* the row-cached backward, several rows per block */
+    test_rmsnorm(300, 4096);   /* one unit of 8 columns per thread, 512 threads (Llama 2 7B) */
+    test_rmsnorm(100, 8192);   /* two units per thread */
+    test_rmsnorm(20, 20480);   /* above the row-cached kernel: the scalar backward */
+    test_rmsnorm(1500, 770);   /* C % 8 != 0: the scalar backward */
     test_rope(2, 7, 4, 2, 6, 6, 0, 10000.0f);
     test_rope(2, 7, 4, 2, 6, 6, 1, 10000.0f);
     test_rope(1, 33, 3, 1, 10, 4, 0, 3.0f);     /* partial rotation, multi-query */

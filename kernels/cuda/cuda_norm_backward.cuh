@@ -1,0 +1,143 @@
+/* cuda_norm_backward.cuh: the row-cached backward shared by the layer norm (LAYERNORM true,
+ * cuda_layernorm.cu) and RMSNorm (false, cuda_rmsnorm.cu), for rows of C % 8 == 0 columns read
+ * with 128-bit accesses (16-byte aligned pointers). Per row n, with g = w*dout:
+ *   layer norm: norm = (x - mean) * rstd, dx += rstd * (g - mean(g) - norm * mean(g*norm)),
+ *               dweight += dout*norm, dbias += dout;
+ *   RMSNorm:    norm = x * rstd,          dx += rstd * (g - norm * mean(g*norm)), dweight += dout*norm.
+ * Blocks take rows blockIdx.x, blockIdx.x + gridDim.x, ... (gridDim.x a function of N and C
+ * only); a thread owns UNITS = ceil(C / 8 / blockDim.x) <= 4 units of 8 columns (unit
+ * u = threadIdx.x + i * blockDim.x) in every row and keeps them in registers between the row's
+ * two passes, as it keeps the weight and its dweight/dbias accumulators. PREFETCH: the next row's
+ * units are loaded before the current row's block sum (so a block has two rows in flight); the
+ * dx row is loaded before it too. Each block writes partials[blockIdx.x, width] (width = 2C:
+ * [dweight | dbias], or C: [dweight]) and the last blocks add them in a fixed order into dweight
+ * and dbias (column_sums_by_last_blocks); partials holds gridDim.x rows, group_sums 32 rows of
+ * width floats, counters 33 zeroed words. */
+#ifndef CUDA_NORM_BACKWARD_CUH
+#define CUDA_NORM_BACKWARD_CUH
+
+#include "kernels/cuda/cuda_common.cuh"
+
+template <typename E, int UNITS, bool PREFETCH, bool LAYERNORM>
+static __global__ void __launch_bounds__(512, UNITS == 1 ? 2 : 1) /* UNITS 1: <= 64 registers */
+norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *partials,
+                                 float *group_sums, unsigned int *counters, const E *dout,
+                                 const E *x, const E *weight, const float *mean,
+                                 const float *rstd, int N, int C) {
+    __shared__ float reduce_scratch[64];
+    const int units = C / 8;
+    /* 16-bit values stay packed in registers and are widened where used */
+    float dweight_acc[UNITS][8], dbias_acc[UNITS][8];
+    uint4 w_raw[UNITS], x_raw[UNITS], dout_raw[UNITS], next_x[UNITS], next_dout[UNITS], dx_raw[UNITS];
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+    for (int i = 0; i < UNITS; i++) {
+        const int u = threadIdx.x + i * blockDim.x;
+#pragma unroll
+        for (int k = 0; k < 8; k++) dweight_acc[i][k] = dbias_acc[i][k] = 0.0f;
+        w_raw[i] = x_raw[i] = dout_raw[i] = next_x[i] = next_dout[i] = dx_raw[i] = zero;
+        if (u < units) w_raw[i] = *reinterpret_cast<const uint4 *>(weight + 8 * u);
+    }
+    int n = blockIdx.x;
+    if (PREFETCH && n < N) {
+#pragma unroll
+        for (int i = 0; i < UNITS; i++) {
+            const int u = threadIdx.x + i * blockDim.x;
+            if (u < units) {
+                next_x[i] = *reinterpret_cast<const uint4 *>(x + (size_t)n * C + 8 * u);
+                next_dout[i] = *reinterpret_cast<const uint4 *>(dout + (size_t)n * C + 8 * u);
+            }
+        }
+    }
+    for (; n < N; n += gridDim.x) {
+        const size_t row = (size_t)n * C;
+        const int following = n + gridDim.x;
+#pragma unroll
+        for (int i = 0; i < UNITS; i++) {
+            const int u = threadIdx.x + i * blockDim.x;
+            if (PREFETCH) {
+                x_raw[i] = next_x[i];
+                dout_raw[i] = next_dout[i];
+                if (u < units && following < N) {
+                    next_x[i] = *reinterpret_cast<const uint4 *>(x + (size_t)following * C + 8 * u);
+                    next_dout[i] = *reinterpret_cast<const uint4 *>(dout + (size_t)following * C + 8 * u);
+                }
+            } else if (u < units) {
+                x_raw[i] = *reinterpret_cast<const uint4 *>(x + row + 8 * u);
+                dout_raw[i] = *reinterpret_cast<const uint4 *>(dout + row + 8 * u);
+            }
+            if (u < units) dx_raw[i] = *reinterpret_cast<const uint4 *>(dx + row + 8 * u);
+        }
+        const float m = LAYERNORM ? mean[n] : 0.0f, s = rstd[n];
+
+        /* the two row reductions of the dx formula */
+        float g_sum = 0.0f, g_norm_sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < UNITS; i++) {
+            if (threadIdx.x + i * blockDim.x < units) {
+                float xv[8], dv[8], wv[8];
+                load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
+                load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
+                load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    float norm = LAYERNORM ? (xv[k] - m) * s : xv[k] * s;
+                    float g = wv[k] * dv[k];
+                    if (LAYERNORM) g_sum += g;
+                    g_norm_sum += g * norm;
+                }
+            }
+        }
+        if (LAYERNORM) block_sum2_f32(g_sum, g_norm_sum, reduce_scratch);
+        else g_norm_sum = block_sum_f32(g_norm_sum, reduce_scratch);
+        const float g_mean = g_sum / (float)C;
+        const float g_norm_mean = g_norm_sum / (float)C;
+
+        /* dx += (g - mean(g) - norm * mean(g*norm)) * rstd; parameter gradients per column */
+#pragma unroll
+        for (int i = 0; i < UNITS; i++) {
+            const int u = threadIdx.x + i * blockDim.x;
+            if (u < units) {
+                float xv[8], dv[8], wv[8], dxv[8];
+                load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
+                load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
+                load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
+                load_x8(dxv, reinterpret_cast<const E *>(&dx_raw[i]));
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    float norm = LAYERNORM ? (xv[k] - m) * s : xv[k] * s;
+                    float g = wv[k] * dv[k];
+                    if (LAYERNORM) dbias_acc[i][k] += dv[k];
+                    dweight_acc[i][k] += norm * dv[k];
+                    if (LAYERNORM) dxv[k] += (g - g_mean - norm * g_norm_mean) * s;
+                    else dxv[k] += (g - norm * g_norm_mean) * s;
+                }
+                store_x8(dx + row + 8 * u, dxv);
+            }
+        }
+    }
+
+    const int width = LAYERNORM ? 2 * C : C; /* [dweight | dbias] or [dweight] per block */
+    float *dweight_out = partials + (size_t)blockIdx.x * width;
+    float *dbias_out = dweight_out + C;
+#pragma unroll
+    for (int i = 0; i < UNITS; i++) {
+        const int u = threadIdx.x + i * blockDim.x;
+        if (u < units) {
+            *reinterpret_cast<float4 *>(dweight_out + 8 * u) =
+                make_float4(dweight_acc[i][0], dweight_acc[i][1], dweight_acc[i][2], dweight_acc[i][3]);
+            *reinterpret_cast<float4 *>(dweight_out + 8 * u + 4) =
+                make_float4(dweight_acc[i][4], dweight_acc[i][5], dweight_acc[i][6], dweight_acc[i][7]);
+            if (LAYERNORM) {
+                *reinterpret_cast<float4 *>(dbias_out + 8 * u) =
+                    make_float4(dbias_acc[i][0], dbias_acc[i][1], dbias_acc[i][2], dbias_acc[i][3]);
+                *reinterpret_cast<float4 *>(dbias_out + 8 * u + 4) =
+                    make_float4(dbias_acc[i][4], dbias_acc[i][5], dbias_acc[i][6], dbias_acc[i][7]);
+            }
+        }
+    }
+    column_sums_by_last_blocks(dweight, dbias, C, partials, group_sums, counters, blockIdx.x,
+                               gridDim.x, 0, width, width, true, threadIdx.x, blockDim.x);
+}
+
+#endif /* CUDA_NORM_BACKWARD_CUH */
