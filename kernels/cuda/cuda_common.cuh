@@ -1,7 +1,7 @@
 /* cuda_common.cuh: what every CUDA kernel file shares: bf16 views of the C storage type (fp16
  * views and the 16-bit element templates are in cuda_kernels_t.cuh, included here), the compute
  * stream, launch-size arithmetic, the checks after a launch, block sums and the fixed-order
- * column sums that finish the row reductions. Device code only; C code
+ * column sums of per-block partials (a second launch, or finished inside the producing kernel). Device code only; C code
  * includes cuda_kernels.h instead. */
 #ifndef CUDA_COMMON_CUH
 #define CUDA_COMMON_CUH
@@ -132,11 +132,11 @@ static __device__ __forceinline__ double block_sum_f64(double v, double *shared3
 
 
 /* ---- fixed-order column sums of per-block partials, finished by the last blocks ----
- * A reduction over rows (bias, layer-norm and RMSNorm parameter gradients) has its blocks write
+ * A reduction over rows (the layer-norm and RMSNorm parameter gradients) has its blocks write
  * partial sums partials[rows, width] (row = the block's share of the rows); the sum over rows is
- * then finished inside the same kernel, in the order the separate column_sum_accumulate pass used
- * to take (a 32 x 32 block per 32 columns: thread y summed rows y, y+32, ... in order, then the
- * 32 sums were added in order y = 0..31), so the bits are the same:
+ * then finished inside the same kernel, in the order of the separate column_sum_accumulate pass
+ * (below; a 32 x 32 block per 32 columns: thread y sums rows y, y+32, ... in order, then the
+ * 32 sums are added in order y = 0..31), so the bits are the same:
  *   level 1: the last block to finish among the rows r = y (mod 32) (an atomic counter per y,
  *            bookkeeping only) adds those rows in order into group_sums[y, columns];
  *   level 2: the last of the (at most 32) level-1 blocks adds group_sums[0..31] in order into
@@ -259,6 +259,95 @@ static __device__ void column_sums_by_last_blocks(float *out0, float *out1, int 
     }
 }
 
+/* The same sums, finished instead by the last `finishers` blocks to arrive (tickets from
+ * counters[0], bookkeeping only): each waits until every block has written its partial row, then
+ * adds a share of the columns over all rows in column_sum_accumulate's order (32 chains
+ * y = 0..31 over rows y, y+32, ..., then the chains in order y = 0..31): the same bits whatever
+ * `finishers` is, so the host may size it for the device. The waiting is safe where the device
+ * holds at least finishers + 1 blocks of the kernel at once (the host keeps finishers at most half
+ * of that): the blocks not yet arrived run in the slots that the others left. Columns go by
+ * chunks of nthreads / 32 (one chain per thread, 16 loads in flight), chunk k to finisher
+ * k mod finishers. counters: 2 zeroed words, zero again after the launch. Call with every thread
+ * of the block after its partial row (row = any, all rows have the same role) is written. */
+static __device__ void column_sums_by_finishers(float *out0, float *out1, int split,
+                                                const float *partials, unsigned int *counters,
+                                                int rows, int width, int finishers, int tid,
+                                                int nthreads) {
+    __shared__ int finisher_shared;
+    __shared__ float chain_sums[512];
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        const int ticket = (int)atomicAdd(&counters[0], 1u);
+        const int finisher = ticket - (rows - finishers);
+        if (finisher >= 0) {
+            volatile unsigned int *arrived = counters;
+            while (*arrived < (unsigned int)rows) __nanosleep(128);
+        }
+        finisher_shared = finisher;
+    }
+    __syncthreads();
+    const int finisher = finisher_shared;
+    if (finisher < 0) return;
+    __threadfence();
+    const int chunk_width = nthreads / 32; /* nthreads: a multiple of 32, at most 512 */
+    const int x = tid % chunk_width, y = tid / chunk_width;
+    for (int c0 = finisher * chunk_width; c0 < width; c0 += finishers * chunk_width) {
+        const int c = c0 + x;
+        float acc = 0.0f;
+        if (c < width) {
+            int r = y;
+            for (; r + 15 * 32 < rows; r += 16 * 32) {
+                float v[16];
+#pragma unroll
+                for (int j = 0; j < 16; j++) v[j] = __ldcg(partials + (size_t)(r + 32 * j) * width + c);
+#pragma unroll
+                for (int j = 0; j < 16; j++) acc += v[j];
+            }
+            for (; r < rows; r += 32) acc += __ldcg(partials + (size_t)r * width + c);
+        }
+        chain_sums[y * chunk_width + x] = acc;
+        __syncthreads();
+        if (tid < chunk_width && c < width) {
+            float total = 0.0f;
+            for (int yy = 0; yy < 32; yy++) total += chain_sums[yy * chunk_width + tid];
+            finish_one_column(out0, out1, split, c, total);
+        }
+        __syncthreads();
+    }
+    if (tid == 0 && atomicAdd(&counters[1], 1u) == (unsigned int)finishers - 1) {
+        counters[0] = 0; /* every block has arrived and every finisher has stopped waiting */
+        counters[1] = 0;
+    }
+}
+
+/* finishers for column_sums_by_finishers: at most 128, at most half the blocks, at most half of
+ * what the device holds of `kernel` at once (`threads` per block, `shared_bytes` dynamic) */
+static inline int column_sum_finishers(const void *kernel, int threads, size_t shared_bytes,
+                                       int blocks) {
+    /* the occupancy of the last few configurations asked about, this .cu file's own */
+    static struct { const void *kernel; int threads; size_t shared_bytes; int per_sm; } seen[16];
+    static int seen_count = 0;
+    int per_sm = -1;
+    for (int i = 0; i < seen_count; i++)
+        if (seen[i].kernel == kernel && seen[i].threads == threads &&
+            seen[i].shared_bytes == shared_bytes)
+            per_sm = seen[i].per_sm;
+    if (per_sm < 0) {
+        CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads,
+                                                                 shared_bytes));
+        int slot = seen_count < 16 ? seen_count++ : 15;
+        seen[slot].kernel = kernel;
+        seen[slot].threads = threads;
+        seen[slot].shared_bytes = shared_bytes;
+        seen[slot].per_sm = per_sm;
+    }
+    int finishers = 128;
+    if (finishers > blocks / 2) finishers = blocks / 2;
+    if (finishers > per_sm * device_sm_count() / 2) finishers = per_sm * device_sm_count() / 2;
+    return finishers < 1 ? 1 : finishers;
+}
+
 /* zeroed unsigned counters for column_sums_by_last_blocks, grow-only, one array per .cu file
  * (every launch leaves them zero again); zeroed in stream order when (re)allocated */
 static inline unsigned int *stream_counters(size_t count) {
@@ -270,6 +359,32 @@ static inline unsigned int *stream_counters(size_t count) {
         CHECK_CUDA(cudaMemsetAsync(counter_buffer, 0, counter_capacity, compute_stream()));
     }
     return (unsigned int *)counter_buffer;
+}
+
+/* out[c] += sum_r partials[r * C + c] for a fp32 matrix partials[rows, C] of per-block partial
+ * sums: the second, fixed-order pass of the column reductions (bias, layer-norm and embedding
+ * gradients). Launch with grid ceil(C/32), block (32, 32): thread (x, y) sums rows y, y+32, ...
+ * of column 32*blockIdx.x + x in order, then row y = 0 adds the 32 sums in order. */
+static __global__ void column_sum_accumulate_kernel(float *out, const float *partials, int rows,
+                                                    int C) {
+    __shared__ float sums[32][33];
+    int c = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (c < C)
+        for (int r = threadIdx.y; r < rows; r += 32) acc += partials[(size_t)r * C + c];
+    sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float total = 0.0f;
+        for (int y = 0; y < 32; y++) total += sums[y][threadIdx.x];
+        out[c] += total;
+    }
+}
+static inline void column_sum_accumulate(float *out, const float *partials, int rows, int C) {
+    if (C <= 0) return;
+    column_sum_accumulate_kernel<<<ceil_div((size_t)C, 32), dim3(32, 32), 0, compute_stream()>>>(
+        out, partials, rows, C);
+    CHECK_LAUNCH();
 }
 
 #endif /* CUDA_COMMON_CUH */

@@ -9,8 +9,8 @@
  *   gelu(x)  = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
  *   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3*0.044715 x^2)
  * Dropout keeps element i of a call iff philox_keep(seed, stream, offset + i, p), as on the CPU.
- * bias_backward is a one-launch column sum (per-chunk partials, finished in a fixed order by the
- * last blocks of each column tile): no atomics on the sums, bitwise reproducible. */
+ * bias_backward is a two-pass column sum (per-chunk partials, then a fixed-order pass): no
+ * atomics, bitwise reproducible. */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/philox.h"
 
@@ -327,24 +327,20 @@ static void bias_add_t(E *out, const E *bias, int N, int C) {
 }
 
 /* ---- bias_backward: dbias[C] += column sums of dout[N,C] ----
- * One launch. Block (32, 8) owns a tile of columns (8 per thread when vectorized, else 1) and a
- * chunk of rows; thread row y sums rows y, y+8, ... of the chunk in order (loading eight rows
- * ahead, so that eight 128-bit loads are in flight, then adding them in that order), the 8 sums
- * are added in order, and the block writes partials[chunk, columns]. The last blocks of a tile to
- * finish add its partials over the chunks in a fixed order (column_sums_by_last_blocks,
- * cuda_common.cuh: the order of the former second pass). The split depends only on N and C,
- * never on the device, so the result is reproducible. */
+ * Pass 1: block (32, 8) owns a tile of columns (8 per thread when vectorized, else 1) and a
+ * chunk of rows; thread row y sums rows y, y+8, ... of the chunk in order (loading four rows
+ * ahead, so that four loads are in flight, then adding them in that order), the 8 sums are added
+ * in order, and the block writes partials[chunk, columns]. Pass 2: column_sum_accumulate. The
+ * split depends only on N and C, never on the device, so the result is reproducible. */
 
 #define BIAS_ROWS_PER_CHUNK 64
 #define BIAS_MAX_CHUNKS 256
 #define BIAS_THREADS_Y 8
-#define BIAS_ROWS_AHEAD 8
 
 template <typename E>
-static __global__ void __launch_bounds__(32 * BIAS_THREADS_Y)
-bias_backward_partials_kernel(float *dbias, float *partials, float *group_sums,
-                              unsigned int *counters, const E *dout, int N, int C,
-                              int rows_per_chunk, bool vectorized) {
+static __global__ void bias_backward_partials_kernel(float *partials,
+                                                     const E *dout, int N, int C,
+                                                     int rows_per_chunk, bool vectorized) {
     __shared__ float sums[BIAS_THREADS_Y][32 * 8];
     const int per_thread = vectorized ? 8 : 1;
     int c0 = (blockIdx.x * 32 + threadIdx.x) * per_thread;
@@ -354,19 +350,14 @@ bias_backward_partials_kernel(float *dbias, float *partials, float *group_sums,
     if (c0 < C) {
         int r = row_begin + threadIdx.y;
         if (vectorized) {
-            for (; r + (BIAS_ROWS_AHEAD - 1) * BIAS_THREADS_Y < row_end;
-                 r += BIAS_ROWS_AHEAD * BIAS_THREADS_Y) {
-                uint4 raw[BIAS_ROWS_AHEAD];
+            for (; r + 3 * BIAS_THREADS_Y < row_end; r += 4 * BIAS_THREADS_Y) {
+                float v[4][8];
 #pragma unroll
-                for (int j = 0; j < BIAS_ROWS_AHEAD; j++)
-                    raw[j] = *reinterpret_cast<const uint4 *>(dout + (size_t)(r + j * BIAS_THREADS_Y) * C + c0);
+                for (int j = 0; j < 4; j++) load_x8(v[j], dout + (size_t)(r + j * BIAS_THREADS_Y) * C + c0);
 #pragma unroll
-                for (int j = 0; j < BIAS_ROWS_AHEAD; j++) {
-                    float v[8];
-                    load_x8(v, reinterpret_cast<const E *>(&raw[j]));
+                for (int j = 0; j < 4; j++)
 #pragma unroll
-                    for (int k = 0; k < 8; k++) acc[k] += v[k];
-                }
+                    for (int k = 0; k < 8; k++) acc[k] += v[j][k];
             }
         }
         for (; r < row_end; r += BIAS_THREADS_Y) {
@@ -390,11 +381,6 @@ bias_backward_partials_kernel(float *dbias, float *partials, float *group_sums,
             partials[(size_t)blockIdx.y * C + c0 + k] = total;
         }
     }
-    const int tile_begin = blockIdx.x * 32 * per_thread;
-    const int tile_end = min(C, tile_begin + 32 * per_thread);
-    column_sums_by_last_blocks(dbias, NULL, C, partials, group_sums, counters + 33 * blockIdx.x,
-                               blockIdx.y, gridDim.y, tile_begin, tile_end, C, vectorized,
-                               threadIdx.y * 32 + threadIdx.x, 32 * BIAS_THREADS_Y);
 }
 
 template <typename E>
@@ -405,15 +391,13 @@ static void bias_backward_t(float *dbias, const E *dout, int N, int C) {
     if (chunks > BIAS_MAX_CHUNKS) chunks = BIAS_MAX_CHUNKS;
     int rows_per_chunk = (int)ceil_div((size_t)N, (size_t)chunks);
     chunks = (int)ceil_div((size_t)N, (size_t)rows_per_chunk);
-    /* partials[chunks, C], then group_sums[32, C] */
-    float *partials = (float *)stream_scratch(((size_t)chunks + 32) * C * sizeof(float));
-    float *group_sums = partials + (size_t)chunks * C;
+    float *partials = (float *)stream_scratch((size_t)chunks * C * sizeof(float));
     int columns_per_block = 32 * (vectorized ? 8 : 1);
     dim3 grid(ceil_div((size_t)C, (size_t)columns_per_block), (unsigned int)chunks);
-    unsigned int *counters = stream_counters(33 * (size_t)grid.x);
     bias_backward_partials_kernel<<<grid, dim3(32, BIAS_THREADS_Y), 0, compute_stream()>>>(
-        dbias, partials, group_sums, counters, dout, N, C, rows_per_chunk, vectorized);
+        partials, dout, N, C, rows_per_chunk, vectorized);
     CHECK_LAUNCH();
+    column_sum_accumulate(dbias, partials, chunks, C);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */

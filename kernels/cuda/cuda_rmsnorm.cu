@@ -66,7 +66,7 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *par
                                                const E *dout,
                                                const E *x,
                                                const E *weight, const float *rstd,
-                                               int N, int C) {
+                                               int N, int C, int finishers) {
     extern __shared__ __align__(16) unsigned char rmsnorm_shared[];
     float *dweight_acc = reinterpret_cast<float *>(rmsnorm_shared); /* [C] */
     __shared__ float reduce_scratch[32];
@@ -89,8 +89,12 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *par
     }
     float *dweight_out = partials + (size_t)blockIdx.x * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) dweight_out[c] = dweight_acc[c];
-    column_sums_by_last_blocks(dweight, NULL, C, partials, group_sums, counters, blockIdx.x,
-                               gridDim.x, 0, C, C, C % 4 == 0, threadIdx.x, blockDim.x);
+    if (finishers > 0)
+        column_sums_by_finishers(dweight, NULL, C, partials, counters, gridDim.x, C, finishers,
+                                 threadIdx.x, blockDim.x);
+    else
+        column_sums_by_last_blocks(dweight, NULL, C, partials, group_sums, counters, blockIdx.x,
+                                   gridDim.x, 0, C, C, C % 4 == 0, threadIdx.x, blockDim.x);
 }
 
 template <typename E>
@@ -108,7 +112,8 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
     const int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
 #define RMSNORM_CACHED(U, P)                                                                    \
     norm_backward_cached_kernel<E, U, P, false><<<blocks, threads, 0, compute_stream()>>>(      \
-        dx, dweight, NULL, partials, group_sums, counters, dout, x, weight, NULL, rstd, N, C)
+        dx, dweight, NULL, partials, group_sums, counters, dout, x, weight, NULL, rstd, N, C,     \
+        NORM_FINISHERS(((const void *)norm_backward_cached_kernel<E, U, P, false>), 0))
     if (units_per_thread == 1) RMSNORM_CACHED(1, true);
     else if (units_per_thread == 2) RMSNORM_CACHED(2, true);
     else if (units_per_thread == 3) RMSNORM_CACHED(3, false);
@@ -116,7 +121,8 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
 #undef RMSNORM_CACHED
     else {
         const size_t shared_bytes = (size_t)C * sizeof(float);
-        const size_t static_bytes = 32 * sizeof(float) + 16; /* reduce_scratch, the last-block flag */
+        /* reduce_scratch, the finishers' chain sums, the last-block flags */
+        const size_t static_bytes = (32 + 512) * sizeof(float) + 16;
         if (shared_bytes + static_bytes > 48 * 1024) {
             int device = 0, limit = 0;
             CHECK_CUDA(cudaGetDevice(&device));
@@ -128,8 +134,10 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             (int)shared_bytes));
         }
-        rmsnorm_backward_kernel<<<blocks, rms_threads(C), shared_bytes, compute_stream()>>>(
-            dx, dweight, partials, group_sums, counters, dout, x, weight, rstd, N, C);
+        const int threads = rms_threads(C); /* one column per thread here */
+        rmsnorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
+            dx, dweight, partials, group_sums, counters, dout, x, weight, rstd, N, C,
+            NORM_FINISHERS((const void *)rmsnorm_backward_kernel<E>, shared_bytes));
     }
     CHECK_LAUNCH();
 }
