@@ -158,7 +158,7 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
                                                  const E *x,
                                                  const E *weight,
                                                  const float *mean, const float *rstd, int N,
-                                                 int C, bool vectorized, int finishers) {
+                                                 int C, bool vectorized) {
     /* column u * width + k of the accumulators lives at k * units + u: the threads of a warp
      * touch consecutive words (no bank conflicts) */
     extern __shared__ __align__(16) unsigned char layernorm_shared[];
@@ -252,11 +252,7 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
             }
         }
     }
-    if (finishers > 0)
-        column_sums_by_finishers(dweight, dbias, C, partials, counters, gridDim.x, 2 * C, finishers,
-                                 threadIdx.x, blockDim.x);
-    else
-        column_sums_by_last_blocks(dweight, dbias, C, partials, group_sums, counters, blockIdx.x,
+    column_sums_by_last_blocks(dweight, dbias, C, partials, group_sums, counters, blockIdx.x,
                                    gridDim.x, 0, 2 * C, 2 * C, C % 2 == 0, threadIdx.x, blockDim.x);
 }
 
@@ -276,8 +272,7 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *d
     int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
 #define LAYERNORM_CACHED(U, P)                                                                  \
     norm_backward_cached_kernel<E, U, P, true><<<blocks, threads, 0, compute_stream()>>>(        \
-        dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C,   \
-        NORM_FINISHERS(((const void *)norm_backward_cached_kernel<E, U, P, true>), 0))
+        dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C)
     if (units_per_thread == 1) LAYERNORM_CACHED(1, true);
     else if (units_per_thread == 2) LAYERNORM_CACHED(2, true);
     else if (units_per_thread == 3) LAYERNORM_CACHED(3, false);
@@ -285,13 +280,13 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *d
 #undef LAYERNORM_CACHED
     else {
         size_t shared_bytes = 2 * (size_t)C * sizeof(float);
-        /* the opt-in counts the static shared memory too (reduce_scratch, the finishers' chain
-         * sums, the last-block flags): 2C floats of 48 KiB need it */
+        /* the opt-in counts the static shared memory too (reduce_scratch, the last-block flags):
+         * 2C floats of 48 KiB need it */
         allow_shared_memory((const void *)layernorm_backward_kernel<E>,
-                            shared_bytes + (64 + 512) * sizeof(float) + 16, "layernorm_backward");
+                            shared_bytes + 64 * sizeof(float) + 16, "layernorm_backward");
         layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
             dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C,
-            vectorized, NORM_FINISHERS((const void *)layernorm_backward_kernel<E>, shared_bytes));
+            vectorized);
     }
     CHECK_LAUNCH();
 }

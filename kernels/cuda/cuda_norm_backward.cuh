@@ -11,32 +11,21 @@
  * units are loaded before the current row's block sum (so a block has two rows in flight); the
  * dx row is loaded before it too. Each block writes partials[blockIdx.x, width] (width = 2C:
  * [dweight | dbias], or C: [dweight]) and the last blocks add them in a fixed order into dweight
- * and dbias: the two levels of column_sums_by_last_blocks (finishers 0, the default), or the last
- * `finishers` blocks to arrive (column_sums_by_finishers; cuda_common.cuh; the same bits); partials
+ * and dbias: the two levels of column_sums_by_last_blocks (cuda_common.cuh), where no block waits
+ * for another (a variant whose last blocks waited for all others measured 6 us faster at
+ * [16384, 2048] on an H100, but CUDA does not promise that such waiting ends); partials
  * holds gridDim.x rows, group_sums 32 rows of width floats, counters 33 zeroed words. */
 #ifndef CUDA_NORM_BACKWARD_CUH
 #define CUDA_NORM_BACKWARD_CUH
 
 #include "kernels/cuda/cuda_common.cuh"
 
-/* the finishers of a backward launch: 0, the two levels of column_sums_by_last_blocks, where no
- * block waits for another. -DNORM_WAITING_FINISHERS selects column_sums_by_finishers
- * (column_sum_finishers of them): the same bits, about 6 us faster at [16384, 2048] on an H100,
- * but its last blocks wait for the others to arrive, which the CUDA programming model does not
- * promise to end (it does where the device runs the kernel's blocks as they fit; see
- * column_sums_by_finishers) */
-#ifdef NORM_WAITING_FINISHERS
-#define NORM_FINISHERS(kernel, shared_bytes) column_sum_finishers(kernel, threads, shared_bytes, blocks)
-#else
-#define NORM_FINISHERS(kernel, shared_bytes) 0
-#endif
-
 template <typename E, int UNITS, bool PREFETCH, bool LAYERNORM>
 static __global__ void __launch_bounds__(512, UNITS == 1 ? 2 : 1) /* UNITS 1: <= 64 registers */
 norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *partials,
                                  float *group_sums, unsigned int *counters, const E *dout,
                                  const E *x, const E *weight, const float *mean,
-                                 const float *rstd, int N, int C, int finishers) {
+                                 const float *rstd, int N, int C) {
     __shared__ float reduce_scratch[64];
     const int units = C / 8;
     /* 16-bit values stay packed in registers and are widened where used */
@@ -149,11 +138,7 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *partials
             }
         }
     }
-    if (finishers > 0)
-        column_sums_by_finishers(dweight, dbias, C, partials, counters, gridDim.x, width, finishers,
-                                 threadIdx.x, blockDim.x);
-    else
-        column_sums_by_last_blocks(dweight, dbias, C, partials, group_sums, counters, blockIdx.x,
+    column_sums_by_last_blocks(dweight, dbias, C, partials, group_sums, counters, blockIdx.x,
                                    gridDim.x, 0, width, width, true, threadIdx.x, blockDim.x);
 }
 

@@ -66,7 +66,7 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *par
                                                const E *dout,
                                                const E *x,
                                                const E *weight, const float *rstd,
-                                               int N, int C, int finishers) {
+                                               int N, int C) {
     extern __shared__ __align__(16) unsigned char rmsnorm_shared[];
     float *dweight_acc = reinterpret_cast<float *>(rmsnorm_shared); /* [C] */
     __shared__ float reduce_scratch[32];
@@ -89,11 +89,7 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *par
     }
     float *dweight_out = partials + (size_t)blockIdx.x * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) dweight_out[c] = dweight_acc[c];
-    if (finishers > 0)
-        column_sums_by_finishers(dweight, NULL, C, partials, counters, gridDim.x, C, finishers,
-                                 threadIdx.x, blockDim.x);
-    else
-        column_sums_by_last_blocks(dweight, NULL, C, partials, group_sums, counters, blockIdx.x,
+    column_sums_by_last_blocks(dweight, NULL, C, partials, group_sums, counters, blockIdx.x,
                                    gridDim.x, 0, C, C, C % 4 == 0, threadIdx.x, blockDim.x);
 }
 
@@ -112,8 +108,7 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
     const int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
 #define RMSNORM_CACHED(U, P)                                                                    \
     norm_backward_cached_kernel<E, U, P, false><<<blocks, threads, 0, compute_stream()>>>(      \
-        dx, dweight, NULL, partials, group_sums, counters, dout, x, weight, NULL, rstd, N, C,     \
-        NORM_FINISHERS(((const void *)norm_backward_cached_kernel<E, U, P, false>), 0))
+        dx, dweight, NULL, partials, group_sums, counters, dout, x, weight, NULL, rstd, N, C)
     if (units_per_thread == 1) RMSNORM_CACHED(1, true);
     else if (units_per_thread == 2) RMSNORM_CACHED(2, true);
     else if (units_per_thread == 3) RMSNORM_CACHED(3, false);
@@ -121,8 +116,8 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
 #undef RMSNORM_CACHED
     else {
         const size_t shared_bytes = (size_t)C * sizeof(float);
-        /* reduce_scratch, the finishers' chain sums, the last-block flags */
-        const size_t static_bytes = (32 + 512) * sizeof(float) + 16;
+        /* reduce_scratch, the last-block flags */
+        const size_t static_bytes = 32 * sizeof(float) + 16;
         if (shared_bytes + static_bytes > 48 * 1024) {
             int device = 0, limit = 0;
             CHECK_CUDA(cudaGetDevice(&device));
@@ -136,8 +131,7 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
         }
         const int threads = rms_threads(C); /* one column per thread here */
         rmsnorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
-            dx, dweight, partials, group_sums, counters, dout, x, weight, rstd, N, C,
-            NORM_FINISHERS((const void *)rmsnorm_backward_kernel<E>, shared_bytes));
+            dx, dweight, partials, group_sums, counters, dout, x, weight, rstd, N, C);
     }
     CHECK_LAUNCH();
 }
