@@ -5,10 +5,13 @@
  *   backward, per row, with g = w*dout:  dx += rstd * (g - mean(g) - norm * mean(g*norm))
  *   dweight += sum over rows of dout*norm,  dbias += sum over rows of dout.
  *
- * Forward: one block per row; the row is cached in shared memory as bf16 (2C bytes: 24 KiB at
- * C = 12288), mean and variance are two block reductions (variance of x - mean, not E[x^2] -
- * mean^2), then the normalized row is written. Each thread owns work units of 8 columns read
- * with 128-bit accesses when C % 8 == 0 and the pointers are 16-byte aligned, else 1 column.
+ * Forward: mean and variance are two reductions over the row (variance of x - mean, not
+ * E[x^2] - mean^2), then the normalized row is written. Where rows are read with 128-bit accesses
+ * (C % 8 == 0, 16-byte aligned pointers) and C <= 2048, one warp owns a row: each lane keeps up to
+ * 8 units of 8 columns in registers and the sums are warp shuffles, with no barrier, and a block
+ * of 8 warps has 8 rows in flight (GPT-2 124M's [32768, 768] and 1.3B's [16384, 2048]). Otherwise
+ * one block per row caches the row in shared memory as bf16 (2C bytes: 24 KiB at C = 12288) and
+ * reduces through the block; its threads own units of 8 columns, or 1 where C % 8 != 0.
  *
  * Backward: a fixed number of blocks (a function of N and C only, never of the device), each
  * taking rows blockIdx.x, blockIdx.x + gridDim.x, ...; a thread owns the same columns in every
@@ -120,6 +123,70 @@ static __global__ void layernorm_forward_kernel(E *out, float *mean, float *rstd
     }
 }
 
+#define LN_WARP_ROWS 8 /* rows (warps) per block of the warp-per-row forward */
+
+/* one warp per row, the row's units u = lane, lane + 32, ... (at most UNITS of them) in registers */
+template <typename E, int UNITS>
+static __global__ void __launch_bounds__(32 * LN_WARP_ROWS)
+layernorm_forward_warp_kernel(E *out, float *mean, float *rstd, const E *x, const E *weight,
+                              const E *bias, int N, int C, float eps) {
+    const int lane = threadIdx.x % 32;
+    const size_t n = (size_t)blockIdx.x * LN_WARP_ROWS + threadIdx.x / 32;
+    if (n >= (size_t)N) return;
+    const int units = C / 8;
+    const E *x_row = x + n * C;
+    uint4 raw[UNITS];
+#pragma unroll
+    for (int i = 0; i < UNITS; i++) {
+        const int u = lane + 32 * i;
+        if (u < units) raw[i] = *reinterpret_cast<const uint4 *>(x_row + 8 * u);
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < UNITS; i++) {
+        if (lane + 32 * i < units) {
+            float v[8];
+            load_x8(v, reinterpret_cast<const E *>(&raw[i]));
+#pragma unroll
+            for (int k = 0; k < 8; k++) sum += v[k];
+        }
+    }
+    const float row_mean = warp_sum_f32(sum) / (float)C;
+    float squares = 0.0f;
+#pragma unroll
+    for (int i = 0; i < UNITS; i++) {
+        if (lane + 32 * i < units) {
+            float v[8];
+            load_x8(v, reinterpret_cast<const E *>(&raw[i]));
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float d = v[k] - row_mean;
+                squares += d * d;
+            }
+        }
+    }
+    const float variance = warp_sum_f32(squares) / (float)C;
+    const float row_rstd = 1.0f / sqrtf(variance + eps);
+    E *out_row = out + n * C;
+#pragma unroll
+    for (int i = 0; i < UNITS; i++) {
+        const int u = lane + 32 * i;
+        if (u < units) {
+            float v[8], w[8], b[8];
+            load_x8(v, reinterpret_cast<const E *>(&raw[i]));
+            load_x8(w, weight + 8 * u);
+            load_x8(b, bias + 8 * u);
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = (v[k] - row_mean) * row_rstd * w[k] + b[k];
+            store_x8(out_row + 8 * u, v);
+        }
+    }
+    if (lane == 0) {
+        mean[n] = row_mean;
+        rstd[n] = row_rstd;
+    }
+}
+
 template <typename E>
 static void layernorm_forward_t(E *out, float *mean, float *rstd, const E *x,
                                        const E *weight, const E *bias, int N, int C,
@@ -127,6 +194,26 @@ static void layernorm_forward_t(E *out, float *mean, float *rstd, const E *x,
     if (N <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(out) && aligned16(x) && aligned16(weight) &&
                       aligned16(bias);
+    const int units_per_lane = vectorized ? (C / 8 + 31) / 32 : 0;
+    if (units_per_lane >= 1 && units_per_lane <= 8) {
+        const unsigned int blocks = (unsigned int)(((size_t)N + LN_WARP_ROWS - 1) / LN_WARP_ROWS);
+#define LAYERNORM_WARP(U)                                                                          \
+    layernorm_forward_warp_kernel<E, U><<<blocks, 32 * LN_WARP_ROWS, 0, compute_stream()>>>(       \
+        out, mean, rstd, x, weight, bias, N, C, eps)
+        switch (units_per_lane) {
+        case 1: LAYERNORM_WARP(1); break;
+        case 2: LAYERNORM_WARP(2); break;
+        case 3: LAYERNORM_WARP(3); break;
+        case 4: LAYERNORM_WARP(4); break;
+        case 5: LAYERNORM_WARP(5); break;
+        case 6: LAYERNORM_WARP(6); break;
+        case 7: LAYERNORM_WARP(7); break;
+        default: LAYERNORM_WARP(8); break;
+        }
+#undef LAYERNORM_WARP
+        CHECK_LAUNCH();
+        return;
+    }
     int threads = row_threads(vectorized ? C / 8 : C);
     size_t shared_bytes = ((size_t)C * sizeof(E) + 15) / 16 * 16;
     allow_shared_memory((const void *)layernorm_forward_kernel<E>, shared_bytes,
