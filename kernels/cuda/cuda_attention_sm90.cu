@@ -746,6 +746,29 @@ static __device__ __forceinline__ void sm90_probs_and_ds(float (&st)[32], float 
     }
 }
 
+/* sm90_probs_and_ds in two halves (the same operations), so that the first runs under dP^T's
+ * product: P^T into st, then dS^T = P^T (dP^T - Di) into dpt */
+static __device__ __forceinline__ void sm90_probs(float (&st)[32], const float *stage_stats, int q0, int krow0, int g,
+                                                  int t, int T, float scale_log2) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
+            st[4 * n + e] = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+        }
+    }
+}
+static __device__ __forceinline__ void sm90_ds(float (&dpt)[32], const float (&st)[32], const float *stage_stats, int t) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
+    }
+}
+
 /* the Q, dO, lse2 and Di of one dK/dV step (query head h, 64 queries from q0) into a stage:
  * the two [64][D] tiles, then 64 lse2 and 64 Di (cp.async, committed by the caller) */
 template <int D>
@@ -1044,10 +1067,16 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * semaphore except in key tile 0, which adds its partial to the sum itself and writes dQ as bf16
  * (as in the fused kernel).
  *
- * On an H100 (perf/attention_bench, B=8 T=2048 H=16 D=128, causal) 0.940 ms (365 TFLOP/s)
- * against 1.131 ms for the fused kernel, in the same run. Tried and left out: keeping a step's
- * dQ product in flight under the next step's S^T and dP^T (its 32 accumulators live beside
- * theirs and dK, dV: 140 bytes of spills, 1.295 ms). */
+ * Within a step, S^T and dP^T are two groups: P^T and the issue of dV's product run under
+ * dP^T's product; in key tile 0 the first half of the others' dQ sum is loaded under the dQ
+ * product.
+ *
+ * On an H100 (perf/attention_bench, B=8 T=2048 H=16 D=128, causal) 0.919 ms (374 TFLOP/s)
+ * against 1.128 ms for the fused kernel, in the same run (without the two overlaps of the
+ * paragraph above 0.933-0.947 ms; with the split alone 0.960, within the noise). Tried and left
+ * out: keeping a step's dQ product in flight under the next step's S^T and dP^T (its 32
+ * accumulators live beside theirs and dK, dV: 140 bytes of spills, 1.295 ms); taking the next
+ * tile before the current one's K and V are released (0.943 ms). */
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
 
@@ -1196,21 +1225,25 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             const float *stage_stats = stats_smem + (size_t)s * (STAGE / 4);
             mbar_wait(SM90_FULL(s), (uint32_t)(used / STAGES) & 1);
 
+            /* S^T, then dP^T in its own group: P^T and dV's product run under dP^T's */
             float st[32], dpt[32];
             wgmma_fence();
             sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+            wgmma_commit();
             sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
             wgmma_commit();
-            wgmma_wait_all();
+            wgmma_wait<1>();
             fence_registers(st);
-            fence_registers(dpt);
-            sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
+            sm90_probs(st, stage_stats, q0, krow0, g, t, T, scale_log2);
             uint32_t frag_p[4][4], frag[4][4];
             sm90_pack_a<4>(frag_p, st);
             fence_registers(dv);
             wgmma_fence();
             sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile);
             wgmma_commit();
+            wgmma_wait<1>(); /* dP^T (dV's product runs on) */
+            fence_registers(dpt);
+            sm90_ds(dpt, st, stage_stats, t);
             sm90_pack_a<4>(frag, dpt);
             sm90_named_sync(1); /* both warpgroups' previous dQ products have read dS^T */
             unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
@@ -1231,6 +1264,17 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             wgmma_fence();
             sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
             wgmma_commit();
+            /* key tile 0: the first half of the others' sum loads under the product */
+            const int h = grp * per + i / qt_count, kt_first = qt / 2;
+            const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
+            const float *acc = dq_accum + tile_index * DQ_TILE + threadIdx.x;
+            float early[16];
+            if (kt == 0 && kt_first > 0) {
+                if (lane == 0) sm90_sem_wait(dq_sems + tile_index, kt_first);
+                __syncwarp();
+#pragma unroll
+                for (int e = 0; e < 16; e++) early[e] = __ldcg(acc + e * SM90_THREADS);
+            }
             wgmma_wait_all();
             fence_registers(dv);
             fence_fragments(frag_p);
@@ -1241,7 +1285,6 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 mbar_arrive(SM90_EMPTY(s)); /* Q, dO and the statistics read */
                 if (i == steps - 1) mbar_arrive(kv_empty); /* K and V too */
             }
-            const int h = grp * per + i / qt_count, kt_first = qt / 2;
             if (kt > 0) { /* staged thread-major for the producer's bulk operation */
                 const int buf = flushed & 1;
                 if (flushed >= 2) mbar_wait(SM90_DQ_EMPTY(buf), ((uint32_t)(flushed / 2) & 1) ^ 1);
@@ -1256,20 +1299,15 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 mbar_arrive(SM90_DQ_FULL(buf));
                 flushed++;
             } else { /* the last partial: the sum of the others plus this one, as bf16 into dqkv */
-                const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
-                const float *acc = dq_accum + tile_index * DQ_TILE + threadIdx.x;
-                if (kt_first > 0) {
-                    if (lane == 0) sm90_sem_wait(dq_sems + tile_index, kt_first);
-                    __syncwarp();
-                }
                 nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D) + wg * (D / 2) + 2 * t;
 #pragma unroll
                 for (int half = 0; half < DQ_VALUES / 16; half++) {
                     float sum[16];
 #pragma unroll
                     for (int e = 0; e < 16; e++)
-                        sum[e] = kt_first > 0 ? __ldcg(acc + (16 * half + e) * SM90_THREADS) + dq[16 * half + e]
-                                              : dq[16 * half + e];
+                        sum[e] = kt_first == 0 ? dq[16 * half + e]
+                                 : (half == 0 ? early[e] : __ldcg(acc + (16 * half + e) * SM90_THREADS)) +
+                                       dq[16 * half + e];
 #pragma unroll
                     for (int rr = 0; rr < 2; rr++) {
                         const int q = q0 + 16 * warp + g + 8 * rr;
