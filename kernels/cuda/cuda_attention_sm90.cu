@@ -1054,7 +1054,8 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  *
  * Three warpgroups. Warpgroups 0 and 1 compute (64 keys each, setmaxnreg 240): per step of 64
  * queries S^T, dP^T, then dV += P^T dO, dK += dS^T Q and the partial dQ = dS K, as above, with
- * named barriers between the two only (dS^T's shared tile: free, then complete). Warpgroup 2
+ * one named barrier between the two only (dS^T's shared tile complete; two such tiles, used in
+ * turn). Warpgroup 2
  * (setmaxnreg 24): one thread takes the next tile, hands its number to the others (a slot
  * written before kv_full completes) and loads with the tensor memory accelerator its K and V
  * (kv_full / kv_empty: refilled when the tile's last step is done) and, step after step, Q, dO
@@ -1071,20 +1072,23 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * dP^T's product; in key tile 0 the first half of the others' dQ sum is loaded under the dQ
  * product.
  *
- * On an H100 (perf/attention_bench, B=8 T=2048 H=16 D=128, causal) 0.919 ms (374 TFLOP/s)
- * against 1.128 ms for the fused kernel, in the same run (without the two overlaps of the
- * paragraph above 0.933-0.947 ms; with the split alone 0.960, within the noise). Tried and left
+ * On an H100 (perf/attention_bench, B=8 T=2048 H=16 D=128, causal) 0.923 and 0.931 ms (372
+ * and 369 TFLOP/s) against 1.131 and 1.134 ms for the fused kernel, in the same run (one dS^T
+ * tile and a second barrier per step: 0.929 and 0.936 there; without the two overlaps of the
+ * paragraph above 0.933-0.947 ms in another run; with the split alone 0.960, within the noise). Tried and left
  * out: keeping a step's dQ product in flight under the next step's S^T and dP^T (its 32
  * accumulators live beside theirs and dK, dV: 140 bytes of spills, 1.295 ms); taking the next
  * tile before the current one's K and V are released (0.943 ms). */
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
 
-/* K, V, the stages, dS^T, two dQ staging tiles, the mbarriers (kv_full, kv_empty, per stage
+/* K, V, the stages' Q and dO, two dS^T tiles, two dQ staging tiles, the stages' lse2 and Di (64
+ * fp32 each), the mbarriers (kv_full, kv_empty, per stage
  * full and empty, per staging tile dq_full and dq_empty), the alignment slack */
 static size_t sm90_backward_ws_smem_bytes(int D) {
-    return (size_t)2 * 128 * D * 2 + SM90_WSB_STAGES * (size_t)SM90_BWD_STAGE(D) + 128 * 64 * 2 +
-           (size_t)SM90_DQ_TILE(D) * 8 + 8 * (2 + 2 * SM90_WSB_STAGES + 4) + 32 + 1024;
+    return (size_t)2 * 128 * D * 2 + SM90_WSB_STAGES * (size_t)2 * SM90_BWD_STEP * D * 2 + 2 * 128 * 64 * 2 +
+           (size_t)SM90_DQ_TILE(D) * 8 + SM90_WSB_STAGES * 2 * SM90_BWD_STEP * 4 + 8 * (2 + 2 * SM90_WSB_STAGES + 4) +
+           32 + 1024;
 }
 
 #ifdef SM90_WGMMA
@@ -1107,13 +1111,13 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
 #ifdef SM90_WGMMA
     static_assert(D == 128, "the warp-specialized backward is for head dimension 128");
     constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2, STAGES = SM90_WSB_STAGES;
-    constexpr int STAGE = SM90_BWD_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
+    constexpr int STAGE = 2 * Q_TILE, STATS = 2 * SM90_BWD_STEP * 4; /* Q and dO; lse2 and Di */
     constexpr int DQ_TILE = SM90_DQ_TILE(D), DQ_VALUES = DQ_TILE / SM90_THREADS; /* D / 4 per thread */
     extern __shared__ unsigned char sm90_smem_raw[];
     unsigned char *smem = sm90_smem_base(sm90_smem_raw);
     const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
-    const uint32_t ds_tile = stages + STAGES * STAGE, dq_stage = ds_tile + 128 * 64 * 2;
-    const uint32_t kv_full = dq_stage + 2 * DQ_TILE * 4, kv_empty = kv_full + 8;
+    const uint32_t ds_tiles = stages + STAGES * STAGE, dq_stage = ds_tiles + 2 * 128 * 64 * 2;
+    const uint32_t stats = dq_stage + 2 * DQ_TILE * 4, kv_full = stats + STAGES * STATS, kv_empty = kv_full + 8;
 #define SM90_FULL(s) (kv_full + 16 + 16 * (uint32_t)(s))
 #define SM90_EMPTY(s) (kv_full + 24 + 16 * (uint32_t)(s))
 #define SM90_DQ_FULL(j) (kv_full + 16 + 16 * STAGES + 16 * (uint32_t)(j))
@@ -1170,8 +1174,9 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                                                     SM90_FULL(s));
                     sm90_tma_tile<SM90_BWD_STEP, D>(stage + Q_TILE, &dout_map, h * D, q0, b, SM90_FULL(s));
                     const size_t row = ((size_t)b * H + (size_t)h) * (size_t)Tpad + (size_t)q0;
-                    sm90_bulk_load(stage + 2 * Q_TILE, lse2 + row, SM90_BWD_STEP * 4, SM90_FULL(s));
-                    sm90_bulk_load(stage + 2 * Q_TILE + SM90_BWD_STEP * 4, di + row, SM90_BWD_STEP * 4, SM90_FULL(s));
+                    const uint32_t stage_stats = stats + (uint32_t)s * STATS;
+                    sm90_bulk_load(stage_stats, lse2 + row, SM90_BWD_STEP * 4, SM90_FULL(s));
+                    sm90_bulk_load(stage_stats + SM90_BWD_STEP * 4, di + row, SM90_BWD_STEP * 4, SM90_FULL(s));
                 }
             }
         } else if (warp == 1 && lane == 0) { /* dQ's partials out (key tiles > 0) */
@@ -1207,7 +1212,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
     const int g = lane / 4, t = lane % 4;
     const float scale_log2 = SM90_LOG2E / sqrtf((float)D), scale = 1.0f / sqrtf((float)D);
     const size_t qkv_stride = (size_t)(H + 2 * G) * D;
-    const float *stats_smem = reinterpret_cast<const float *>(smem + (stages - k_tile) + 2 * Q_TILE);
+    const float *stats_smem = reinterpret_cast<const float *>(smem + (stats - k_tile));
     int used = 0, flushed = 0; /* steps consumed, partials staged (as the producer counts them) */
     for (int r = 0;; r++) {
         mbar_wait(kv_full, (uint32_t)r & 1);
@@ -1222,7 +1227,11 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
         for (int i = 0; i < steps; i++, used++) {
             const int s = used % STAGES, qt = qt_first + i % qt_count, q0 = qt * SM90_BWD_STEP;
             const uint32_t q_tile = stages + (uint32_t)s * STAGE, do_tile = q_tile + Q_TILE;
-            const float *stage_stats = stats_smem + (size_t)s * (STAGE / 4);
+            const float *stage_stats = stats_smem + (size_t)s * (STATS / 4);
+            /* dS^T alternates between two tiles: the one written here was last read by the dQ
+             * products of two steps ago, which both warpgroups waited for before the named
+             * barrier of the step between */
+            const uint32_t ds_tile = ds_tiles + (uint32_t)(used & 1) * 128 * 64 * 2;
             mbar_wait(SM90_FULL(s), (uint32_t)(used / STAGES) & 1);
 
             /* S^T, then dP^T in its own group: P^T and dV's product run under dP^T's */
@@ -1245,7 +1254,6 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             fence_registers(dpt);
             sm90_ds(dpt, st, stage_stats, t);
             sm90_pack_a<4>(frag, dpt);
-            sm90_named_sync(1); /* both warpgroups' previous dQ products have read dS^T */
             unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
 #pragma unroll
             for (int kk = 0; kk < 4; kk++)
@@ -1258,7 +1266,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
             wgmma_commit();
             fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
-            sm90_named_sync(2);
+            sm90_named_sync(1);
 
             float dq[32];
             wgmma_fence();
