@@ -1041,7 +1041,8 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
 
 /* ---------------------------------------------------------------------------------------------- */
 /* The warp-specialized backward at head dimension 128 (FlashAttention-3's structure; the same
- * arithmetic per step as the fused kernel above, the same fixed dQ order, so the same bits). A
+ * arithmetic per step as the fused kernel above and the same fixed dQ order: runs are bitwise
+ * identical; against that kernel the bench shows the same distance to the two passes). A
  * work tile is (batch x group, 128 keys); the grid is persistent (one block per SM) and takes
  * tiles in order from a counter (atomicAdd; zeroed by the row kernel with the semaphores).
  * Tiles are numbered group by group, within a group the last key tile first, as the fused
@@ -1055,8 +1056,7 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * Three warpgroups. Warpgroups 0 and 1 compute (64 keys each, setmaxnreg 240): per step of 64
  * queries S^T, dP^T, then dV += P^T dO, dK += dS^T Q and the partial dQ = dS K, as above, with
  * one named barrier between the two only (dS^T's shared tile complete; two such tiles, used in
- * turn). Warpgroup 2
- * (setmaxnreg 24): one thread takes the next tile, hands its number to the others (a slot
+ * turn). Warpgroup 2 (setmaxnreg 24): one thread takes the next tile, hands its number to the others (a slot
  * written before kv_full completes) and loads with the tensor memory accelerator its K and V
  * (kv_full / kv_empty: refilled when the tile's last step is done) and, step after step, Q, dO
  * (a tensor map over dout [B][T][H D]) and lse2, Di (bulk copies of 256 bytes) into a ring of
@@ -1075,8 +1075,8 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * On an H100 (perf/attention_bench, B=8 T=2048 H=16 D=128, causal) 0.923 and 0.931 ms (372
  * and 369 TFLOP/s) against 1.131 and 1.134 ms for the fused kernel, in the same run (one dS^T
  * tile and a second barrier per step: 0.929 and 0.936 there; without the two overlaps of the
- * paragraph above 0.933-0.947 ms in another run; with the split alone 0.960, within the noise). Tried and left
- * out: keeping a step's dQ product in flight under the next step's S^T and dP^T (its 32
+ * paragraph above 0.933-0.947 ms in another run; with the split alone 0.960, within the
+ * noise). Tried and left out: keeping a step's dQ product in flight under the next step's S^T and dP^T (its 32
  * accumulators live beside theirs and dK, dV: 140 bytes of spills, 1.295 ms); taking the next
  * tile before the current one's K and V are released (0.943 ms). */
 #define SM90_WSB_STAGES 2
