@@ -5,8 +5,11 @@
  * grouped layout, out[B,T,H,D] bf16, lse = m + log(l) (fp32 [B,H,T], natural log of the scaled
  * scores). The backward at head dimension 128 is one pass (dK, dV and dQ from one computation
  * of P and dS per tile pair, five products), with dQ's partials summed in a fixed order: see "the
- * backward" below; at 64 it is two passes (dK/dV, then dQ, recomputing P and dS), which measured
- * faster there: see "the two-pass backward".
+ * backward" below for the arithmetic and "the warp-specialized backward" for the kernel that runs
+ * it (a TMA producer, mbarrier rings, a dQ-writing warp, a persistent grid); at 64 it is two
+ * passes (dK/dV, then dQ, recomputing P and dS), which measured faster there: see "the two-pass
+ * backward" (the one-pass kernel of "the backward" runs there under
+ * MTC_ATTENTION_FUSED_BACKWARD=1).
  *
  * The forward (FlashAttention-3's structure: "the warp-specialized forward" below) works on
  * tiles of 128 query rows with two consumer warpgroups of 4 warps (64 rows each) and a producer
@@ -661,6 +664,8 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
 /* the backward: lse2 = lse log2(e) and Di = dO.O per row come from cuda_attention.cu's row kernel
  * ([B*H, Tpad], zero past T; it also zeroes the dQ semaphores below);
  *   P = exp2(s scale_log2 - lse2),  dS = P (dP - Di),  dP = dO V^T
+ * (This kernel runs at D 64 under MTC_ATTENTION_FUSED_BACKWARD=1; at D 128 the warp-specialized
+ * kernel below runs the same steps with the same dQ order.)
  * One kernel (FlashAttention-2/3's single pass, five products) owns 128 keys (two warpgroups of
  * 64) and walks the query tiles of 64 at or below the diagonal, of every head of the key's group
  * in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then dV += P^T dO and dK += dS^T Q with
@@ -738,6 +743,29 @@ static __device__ __forceinline__ void sm90_probs_and_ds(float (&st)[32], float 
             st[4 * n + e] = p;
             dpt[4 * n + e] = p * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
         }
+    }
+}
+
+/* sm90_probs_and_ds in two halves (the same operations), so that the first runs under dP^T's
+ * product: P^T into st, then dS^T = P^T (dP^T - Di) into dpt */
+static __device__ __forceinline__ void sm90_probs(float (&st)[32], const float *stage_stats, int q0, int krow0, int g,
+                                                  int t, int T, float scale_log2) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
+            st[4 * n + e] = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+        }
+    }
+}
+static __device__ __forceinline__ void sm90_ds(float (&dpt)[32], const float (&st)[32], const float *stage_stats, int t) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+        const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
     }
 }
 
@@ -1008,6 +1036,312 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
 #else
     (void)dqkv; (void)dq_accum; (void)dq_sems; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad;
     (void)H; (void)G;
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The warp-specialized backward at head dimension 128 (FlashAttention-3's structure; the same
+ * arithmetic per step as the fused kernel above and the same fixed dQ order: runs are bitwise
+ * identical; against that kernel the bench shows the same distance to the two passes). A
+ * work tile is (batch x group, 128 keys); the grid is persistent (one block per SM) and takes
+ * tiles in order from a counter (atomicAdd; zeroed by the row kernel with the semaphores).
+ * Tiles are numbered group by group, within a group the last key tile first, as the fused
+ * kernel's blocks are dispatched: dQ's partials are summed from the diagonal's key tile down to
+ * key tile 0, so a tile only ever waits for tiles taken before it by running blocks (no
+ * deadlock), and key tile n reaches a query tile about two steps after key tile n + 1 did. (A
+ * static snake over rounds of `grid` tiles, as the forward's, balanced the steps as well but let
+ * blocks drift apart, so that key tiles waited for their turns: 1.300 ms at the 1.3B shape on
+ * an H100 against 0.940 taking tiles in order.)
+ *
+ * Three warpgroups. Warpgroups 0 and 1 compute (64 keys each, setmaxnreg 240): per step of 64
+ * queries S^T, dP^T, then dV += P^T dO, dK += dS^T Q and the partial dQ = dS K, as above, with
+ * one named barrier between the two only (dS^T's shared tile complete; two such tiles, used in
+ * turn). Warpgroup 2 (setmaxnreg 24): one thread takes the next tile, hands its number to the others (a slot
+ * written before kv_full completes) and loads with the tensor memory accelerator its K and V
+ * (kv_full / kv_empty: refilled when the tile's last step is done) and, step after step, Q, dO
+ * (a tensor map over dout [B][T][H D]) and lse2, Di (bulk copies of 256 bytes) into a ring of
+ * two stages (full / empty mbarriers, released by each consumer warp when its products are
+ * done); one thread of its second warp sends the staged dQ partials out (dq_full / dq_empty per
+ * staging buffer, whose header names the tile and step): waits for the tile's turn on its
+ * semaphore, issues the bulk copy or reduce-add, frees the buffer when the bulk operation has
+ * read it and releases the semaphore when it is complete. The consumers thus never wait for a
+ * semaphore except in key tile 0, which adds its partial to the sum itself and writes dQ as bf16
+ * (as in the fused kernel).
+ *
+ * Within a step, S^T and dP^T are two groups: P^T and the issue of dV's product run under
+ * dP^T's product; in key tile 0 the first half of the others' dQ sum is loaded under the dQ
+ * product.
+ *
+ * On an H100 (perf/attention_bench, B=8 T=2048 H=16 D=128, causal) 0.923 and 0.931 ms (372
+ * and 369 TFLOP/s) against 1.131 and 1.134 ms for the fused kernel, in the same run (one dS^T
+ * tile and a second barrier per step: 0.929 and 0.936 there; without the two overlaps of the
+ * paragraph above 0.933-0.947 ms in another run; with the split alone 0.960, within the
+ * noise). Tried and left out: keeping a step's dQ product in flight under the next step's S^T and dP^T (its 32
+ * accumulators live beside theirs and dK, dV: 140 bytes of spills, 1.295 ms); taking the next
+ * tile before the current one's K and V are released (0.943 ms). */
+#define SM90_WSB_STAGES 2
+#define SM90_WSB_THREADS 384
+
+/* K, V, the stages' Q and dO, two dS^T tiles, two dQ staging tiles, the stages' lse2 and Di (64
+ * fp32 each), the mbarriers (kv_full, kv_empty, per stage
+ * full and empty, per staging tile dq_full and dq_empty), the alignment slack */
+static size_t sm90_backward_ws_smem_bytes(int D) {
+    return (size_t)2 * 128 * D * 2 + SM90_WSB_STAGES * (size_t)2 * SM90_BWD_STEP * D * 2 + 2 * 128 * 64 * 2 +
+           (size_t)SM90_DQ_TILE(D) * 8 + SM90_WSB_STAGES * 2 * SM90_BWD_STEP * 4 + 8 * (2 + 2 * SM90_WSB_STAGES + 4) +
+           32 + 1024;
+}
+
+#ifdef SM90_WGMMA
+/* bytes bytes from global src to shared dst (16-byte aligned, a multiple of 16), counted on bar */
+static __device__ __forceinline__ void sm90_bulk_load(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+static __device__ __forceinline__ void sm90_named_sync(int id) {
+    asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+#endif
+
+template <int D>
+static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
+attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
+                                  nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
+                                  const float *di, int B, int T, int Tpad, int H, int G) {
+#ifdef SM90_WGMMA
+    static_assert(D == 128, "the warp-specialized backward is for head dimension 128");
+    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2, STAGES = SM90_WSB_STAGES;
+    constexpr int STAGE = 2 * Q_TILE, STATS = 2 * SM90_BWD_STEP * 4; /* Q and dO; lse2 and Di */
+    constexpr int DQ_TILE = SM90_DQ_TILE(D), DQ_VALUES = DQ_TILE / SM90_THREADS; /* D / 4 per thread */
+    extern __shared__ unsigned char sm90_smem_raw[];
+    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
+    const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
+    const uint32_t ds_tiles = stages + STAGES * STAGE, dq_stage = ds_tiles + 2 * 128 * 64 * 2;
+    const uint32_t stats = dq_stage + 2 * DQ_TILE * 4, kv_full = stats + STAGES * STATS, kv_empty = kv_full + 8;
+#define SM90_FULL(s) (kv_full + 16 + 16 * (uint32_t)(s))
+#define SM90_EMPTY(s) (kv_full + 24 + 16 * (uint32_t)(s))
+#define SM90_DQ_FULL(j) (kv_full + 16 + 16 * STAGES + 16 * (uint32_t)(j))
+#define SM90_DQ_EMPTY(j) (kv_full + 24 + 16 * STAGES + 16 * (uint32_t)(j))
+    float *dq_stage_ptr = reinterpret_cast<float *>(smem + (dq_stage - k_tile));
+    /* after the mbarriers: the tile of round r (slot r & 1, written by the loader before kv_full
+     * completes), and per staging buffer the (tile, step) of the partial in it (-1: no more) */
+    volatile int *tile_slot = reinterpret_cast<volatile int *>(smem + (kv_full - k_tile) + 8 * (2 + 2 * STAGES + 4));
+    volatile int *dq_header = tile_slot + 2; /* buffer j: tile at 2j, step at 2j + 1 */
+
+    const int key_tiles = (T + 127) / 128, tiles = B * G * key_tiles, per = H / G;
+    const int q_tiles = (T + SM90_BWD_STEP - 1) / SM90_BWD_STEP, tiles_per_row = Tpad / SM90_BWD_STEP;
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) {
+        mbar_init(kv_full, 1);
+        mbar_init(kv_empty, 8); /* one arrival per consumer warp */
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(SM90_FULL(s), 1);
+            mbar_init(SM90_EMPTY(s), 8);
+        }
+        for (int j = 0; j < 2; j++) {
+            mbar_init(SM90_DQ_FULL(j), 2 * 128); /* every consumer thread after its stores */
+            mbar_init(SM90_DQ_EMPTY(j), 1);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if (wg == 2) { /* the producer */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        if (warp == 0 && lane == 0) { /* loads */
+            int loaded = 0;
+            for (int r = 0;; r++) {
+                if (r > 0) mbar_wait(kv_empty, (uint32_t)(r - 1) & 1);
+                const int tile = atomicAdd(tile_counter, 1);
+                tile_slot[r & 1] = tile;
+                if (tile >= tiles) { /* the consumers stop */
+                    mbar_arrive(kv_full);
+                    break;
+                }
+                const int bg = tile / key_tiles, b = bg / G, grp = bg % G, k0 = (key_tiles - 1 - tile % key_tiles) * 128;
+                const int qt_first = k0 / SM90_BWD_STEP, qt_count = q_tiles - qt_first, steps = per * qt_count;
+                const int k_col = (int)qkv_key_offset(grp, H, G, D);
+                mbar_arrive_expect_tx(kv_full, 2 * KV_TILE);
+                sm90_tma_tile<128, D>(k_tile, &qkv_map, k_col, k0, b, kv_full);
+                sm90_tma_tile<128, D>(v_tile, &qkv_map, k_col + D, k0, b, kv_full);
+                for (int i = 0; i < steps; i++, loaded++) {
+                    const int s = loaded % STAGES, h = grp * per + i / qt_count;
+                    const int q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
+                    const uint32_t stage = stages + (uint32_t)s * STAGE;
+                    if (loaded >= STAGES) mbar_wait(SM90_EMPTY(s), ((uint32_t)(loaded / STAGES) & 1) ^ 1);
+                    mbar_arrive_expect_tx(SM90_FULL(s), 2 * Q_TILE + 2 * SM90_BWD_STEP * 4);
+                    sm90_tma_tile<SM90_BWD_STEP, D>(stage, &qkv_map, (int)qkv_query_offset(h, H, G, D), q0, b,
+                                                    SM90_FULL(s));
+                    sm90_tma_tile<SM90_BWD_STEP, D>(stage + Q_TILE, &dout_map, h * D, q0, b, SM90_FULL(s));
+                    const size_t row = ((size_t)b * H + (size_t)h) * (size_t)Tpad + (size_t)q0;
+                    const uint32_t stage_stats = stats + (uint32_t)s * STATS;
+                    sm90_bulk_load(stage_stats, lse2 + row, SM90_BWD_STEP * 4, SM90_FULL(s));
+                    sm90_bulk_load(stage_stats + SM90_BWD_STEP * 4, di + row, SM90_BWD_STEP * 4, SM90_FULL(s));
+                }
+            }
+        } else if (warp == 1 && lane == 0) { /* dQ's partials out (key tiles > 0) */
+            for (int flushed = 0;; flushed++) {
+                    const int buf = flushed & 1;
+                    mbar_wait(SM90_DQ_FULL(buf), (uint32_t)(flushed / 2) & 1);
+                    const int tile = dq_header[2 * buf], j = dq_header[2 * buf + 1];
+                    if (tile < 0) break;
+                    const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
+                    const int qt_first = 2 * kt, qt_count = q_tiles - qt_first;
+                    const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt / 2;
+                    const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
+                    float *acc = dq_accum + tile_index * DQ_TILE;
+                    int *sem = dq_sems + tile_index;
+                    const uint32_t src = dq_stage + (uint32_t)buf * DQ_TILE * 4;
+                    if (kt == kt_first) {
+                        sm90_bulk_store(acc, src, DQ_TILE * 4);
+                    } else {
+                        sm90_sem_wait(sem, kt_first - kt);
+                        sm90_bulk_reduce_add(acc, src, DQ_TILE * 4);
+                    }
+                    sm90_bulk_commit();
+                    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                    mbar_arrive(SM90_DQ_EMPTY(buf));
+                    sm90_sem_release(sem);
+            }
+        }
+        return;
+    }
+
+    /* a consumer */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    const int g = lane / 4, t = lane % 4;
+    const float scale_log2 = SM90_LOG2E / sqrtf((float)D), scale = 1.0f / sqrtf((float)D);
+    const size_t qkv_stride = (size_t)(H + 2 * G) * D;
+    const float *stats_smem = reinterpret_cast<const float *>(smem + (stats - k_tile));
+    int used = 0, flushed = 0; /* steps consumed, partials staged (as the producer counts them) */
+    for (int r = 0;; r++) {
+        mbar_wait(kv_full, (uint32_t)r & 1);
+        const int tile = tile_slot[r & 1];
+        if (tile >= tiles) break;
+        const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
+        const int k0 = kt * 128, krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
+        const int qt_first = 2 * kt, qt_count = q_tiles - qt_first, steps = per * qt_count;
+        float dk[D / 2], dv[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
+        for (int i = 0; i < steps; i++, used++) {
+            const int s = used % STAGES, qt = qt_first + i % qt_count, q0 = qt * SM90_BWD_STEP;
+            const uint32_t q_tile = stages + (uint32_t)s * STAGE, do_tile = q_tile + Q_TILE;
+            const float *stage_stats = stats_smem + (size_t)s * (STATS / 4);
+            /* dS^T alternates between two tiles: the one written here was last read by the dQ
+             * products of two steps ago, which both warpgroups waited for before the named
+             * barrier of the step between */
+            const uint32_t ds_tile = ds_tiles + (uint32_t)(used & 1) * 128 * 64 * 2;
+            mbar_wait(SM90_FULL(s), (uint32_t)(used / STAGES) & 1);
+
+            /* S^T, then dP^T in its own group: P^T and dV's product run under dP^T's */
+            float st[32], dpt[32];
+            wgmma_fence();
+            sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+            wgmma_commit();
+            sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+            wgmma_commit();
+            wgmma_wait<1>();
+            fence_registers(st);
+            sm90_probs(st, stage_stats, q0, krow0, g, t, T, scale_log2);
+            uint32_t frag_p[4][4], frag[4][4];
+            sm90_pack_a<4>(frag_p, st);
+            fence_registers(dv);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile);
+            wgmma_commit();
+            wgmma_wait<1>(); /* dP^T (dV's product runs on) */
+            fence_registers(dpt);
+            sm90_ds(dpt, st, stage_stats, t);
+            sm90_pack_a<4>(frag, dpt);
+            unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    *reinterpret_cast<uint32_t *>(ds_rows + (j & 1) * 8 * 128 + (((2 * kk + (j >> 1)) ^ g) << 4) +
+                                                  4 * t) = frag[kk][j];
+            fence_registers(dk);
+            wgmma_fence();
+            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
+            wgmma_commit();
+            fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
+            sm90_named_sync(1);
+
+            float dq[32];
+            wgmma_fence();
+            sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
+            wgmma_commit();
+            /* key tile 0: the first half of the others' sum loads under the product */
+            const int h = grp * per + i / qt_count, kt_first = qt / 2;
+            const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
+            const float *acc = dq_accum + tile_index * DQ_TILE + threadIdx.x;
+            float early[16];
+            if (kt == 0 && kt_first > 0) {
+                if (lane == 0) sm90_sem_wait(dq_sems + tile_index, kt_first);
+                __syncwarp();
+#pragma unroll
+                for (int e = 0; e < 16; e++) early[e] = __ldcg(acc + e * SM90_THREADS);
+            }
+            wgmma_wait_all();
+            fence_registers(dv);
+            fence_fragments(frag_p);
+            fence_registers(dk);
+            fence_fragments(frag);
+            fence_registers(dq);
+            if (lane == 0) {
+                mbar_arrive(SM90_EMPTY(s)); /* Q, dO and the statistics read */
+                if (i == steps - 1) mbar_arrive(kv_empty); /* K and V too */
+            }
+            if (kt > 0) { /* staged thread-major for the producer's bulk operation */
+                const int buf = flushed & 1;
+                if (flushed >= 2) mbar_wait(SM90_DQ_EMPTY(buf), ((uint32_t)(flushed / 2) & 1) ^ 1);
+                float *stage_out = dq_stage_ptr + buf * DQ_TILE + threadIdx.x;
+#pragma unroll
+                for (int e = 0; e < DQ_VALUES; e++) stage_out[e * SM90_THREADS] = dq[e];
+                if (threadIdx.x == 0) {
+                    dq_header[2 * buf] = tile;
+                    dq_header[2 * buf + 1] = i;
+                }
+                fence_proxy_async(); /* read by the bulk copy */
+                mbar_arrive(SM90_DQ_FULL(buf));
+                flushed++;
+            } else { /* the last partial: the sum of the others plus this one, as bf16 into dqkv */
+                nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D) + wg * (D / 2) + 2 * t;
+#pragma unroll
+                for (int half = 0; half < DQ_VALUES / 16; half++) {
+                    float sum[16];
+#pragma unroll
+                    for (int e = 0; e < 16; e++)
+                        sum[e] = kt_first == 0 ? dq[16 * half + e]
+                                 : (half == 0 ? early[e] : __ldcg(acc + (16 * half + e) * SM90_THREADS)) +
+                                       dq[16 * half + e];
+#pragma unroll
+                    for (int rr = 0; rr < 2; rr++) {
+                        const int q = q0 + 16 * warp + g + 8 * rr;
+                        if (q >= T) continue;
+#pragma unroll
+                        for (int n = 0; n < 4; n++)
+                            *reinterpret_cast<__nv_bfloat162 *>(dq_base + (size_t)q * qkv_stride + 8 * (4 * half + n)) =
+                                __floats2bfloat162_rn(sum[4 * n + 2 * rr] * scale, sum[4 * n + 2 * rr + 1] * scale);
+                    }
+                }
+            }
+        }
+        sm90_store_dkdv<D>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G);
+    }
+    /* no more partials: the dQ warp stops */
+    const int buf = flushed & 1;
+    if (flushed >= 2) mbar_wait(SM90_DQ_EMPTY(buf), ((uint32_t)(flushed / 2) & 1) ^ 1);
+    if (threadIdx.x == 0) dq_header[2 * buf] = -1;
+    mbar_arrive(SM90_DQ_FULL(buf));
+#undef SM90_FULL
+#undef SM90_EMPTY
+#undef SM90_DQ_FULL
+#undef SM90_DQ_EMPTY
+#else
+    (void)qkv_map; (void)dout_map; (void)dqkv; (void)dq_accum; (void)dq_sems; (void)tile_counter; (void)lse2; (void)di; (void)B; (void)T;
+    (void)Tpad; (void)H; (void)G;
 #endif
 }
 
@@ -1445,14 +1779,14 @@ extern "C" int cuda_attention_sm90_applies(const void *out, const void *qkv, int
            cuda_attention_sm90_available();
 }
 
-/* the tensor map the warp-specialized forward loads Q, K and V through: qkv as [B][T][(H+2G)D]
- * bf16, boxes of 64 columns x 64 rows, 128-byte swizzle, zeros past T. cuTensorMapEncodeTiled
+/* the tensor maps the warp-specialized kernels load through: qkv as [B][T][(H+2G)D] (or dout as
+ * [B][T][H D]) bf16, boxes of 64 columns x 64 rows, 128-byte swizzle, zeros past T. cuTensorMapEncodeTiled
  * comes from the driver through the runtime (no -lcuda). */
 typedef CUresult (*sm90_encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
                                          const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
                                          CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
                                          CUtensorMapFloatOOBfill);
-static CUtensorMap sm90_qkv_tensor_map(const nvbf16 *qkv, int B, int T, int H, int G, int D) {
+static CUtensorMap sm90_rows_tensor_map(const nvbf16 *base, int B, int T, size_t columns) {
     static sm90_encode_tiled_fn encode = NULL;
     if (encode == NULL) {
         void *fn = NULL;
@@ -1462,17 +1796,19 @@ static CUtensorMap sm90_qkv_tensor_map(const nvbf16 *qkv, int B, int T, int H, i
             KERNELS_FATAL("cuTensorMapEncodeTiled: the driver does not provide it");
         encode = (sm90_encode_tiled_fn)fn;
     }
-    const cuuint64_t columns = (cuuint64_t)(H + 2 * G) * (cuuint64_t)D;
-    const cuuint64_t dims[3] = {columns, (cuuint64_t)T, (cuuint64_t)B};
-    const cuuint64_t strides[2] = {columns * 2, columns * 2 * (cuuint64_t)T}; /* bytes, of dims 1 and 2 */
+    const cuuint64_t dims[3] = {(cuuint64_t)columns, (cuuint64_t)T, (cuuint64_t)B};
+    const cuuint64_t strides[2] = {(cuuint64_t)columns * 2, (cuuint64_t)columns * 2 * (cuuint64_t)T}; /* bytes */
     const cuuint32_t box[3] = {64, 64, 1}, element_strides[3] = {1, 1, 1};
     CUtensorMap map;
-    const CUresult result = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)qkv, dims, strides, box,
+    const CUresult result = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)base, dims, strides, box,
                                    element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (result != CUDA_SUCCESS)
-        KERNELS_FATAL("cuTensorMapEncodeTiled: error %d (B=%d T=%d H=%d G=%d D=%d)", (int)result, B, T, H, G, D);
+        KERNELS_FATAL("cuTensorMapEncodeTiled: error %d (B=%d T=%d columns=%zu)", (int)result, B, T, columns);
     return map;
+}
+static CUtensorMap sm90_qkv_tensor_map(const nvbf16 *qkv, int B, int T, int H, int G, int D) {
+    return sm90_rows_tensor_map(qkv, B, T, (size_t)(H + 2 * G) * (size_t)D);
 }
 
 /* the number of SMs of the current device (asked once) */
@@ -1511,6 +1847,23 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
                                             int D) {
     if (D == 128) sm90_forward_ws_launch<128>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
     else sm90_forward_ws_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
+}
+
+/* the warp-specialized backward (D 128; the same inputs as the fused pass below): persistent, one
+ * block per SM or per tile where there are fewer tiles */
+static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
+                                    const float *lse2, const float *di, int B, int T, int Tpad, int H, int G) {
+    auto kernel = attention_backward_ws_sm90_kernel<128>;
+    const size_t smem = sm90_backward_ws_smem_bytes(128);
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, 128);
+    const CUtensorMap dout_map = sm90_rows_tensor_map(dout, B, T, (size_t)H * 128);
+    const size_t tiles = (size_t)B * G * ceil_div((size_t)T, 128);
+    const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
+    int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP; /* zeroed with the semaphores */
+    kernel<<<(unsigned int)grid, SM90_WSB_THREADS, smem, compute_stream()>>>(
+        qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, B, T, Tpad, H, G);
+    CHECK_LAUNCH();
 }
 
 /* the fused dK/dV/dQ pass after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a
@@ -1556,7 +1909,7 @@ static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf1
 }
 
 /* whether the backward of head dimension D is the fused pass (it needs dq_accum and dq_sems):
- * at D 128; MTC_ATTENTION_FUSED_BACKWARD=0 takes the two passes there too (perf/attention_bench
+ * at D 128 (the warp-specialized kernel); MTC_ATTENTION_FUSED_BACKWARD=0 takes the two passes there too (perf/attention_bench
  * times the two against each other so), =1 the fused pass at D 64 too (0.717 against 0.669 ms
  * for the two passes at 124M's shape on an H100) */
 extern "C" int cuda_attention_sm90_backward_fused(int D) {
@@ -1572,7 +1925,7 @@ extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const
     if (fused && D == 64)
         sm90_backward_launch<64>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else if (fused)
-        sm90_backward_launch<128>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+        sm90_backward_ws_launch(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
 }

@@ -132,7 +132,8 @@ int cuda_attention_sm90_applies(const void *out, const void *qkv, int D, float d
 void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G, int D);
 /* the backward in one pass, dK, dV and dQ (where the forward applies and dout is 16-byte
  * aligned), after cuda_attention.cu's row kernel wrote lse2 = lse log2(e) and Di ([B*H, Tpad])
- * and zeroed dq_sems ([B*H, Tpad/64] ints); dq_accum is fp32 [B*H, Tpad, D] scratch */
+ * and zeroed dq_sems ([B*H, Tpad/64] ints, then one more: the D 128 kernel's tile counter);
+ * dq_accum is fp32 [B*H, Tpad, D] scratch */
 void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                   const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad, int H,
                                   int G, int D);

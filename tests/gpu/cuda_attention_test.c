@@ -347,6 +347,10 @@ int main(void) {
     test_attention(1, 256, 2, 2, 128, 0, 2, 0.0f);
     test_attention(1, 384, 2, 2, 64, 0, 2, 0.0f);
     test_attention(2, 640, 1, 1, 128, 0, 1, 0.0f);
+    /* the Hopper backward at D 128 with T off the 64- and 128-row tiles (zeros past T from the
+     * tensor memory accelerator), also grouped */
+    test_attention(1, 333, 2, 2, 128, 0, 2, 0.0f);
+    test_attention(2, 200, 4, 2, 128, 0, 4, 0.0f);
     }
     /* bitwise reruns of the default backward (Hopper: at D 128 dQ summed over 16 key tiles in a
      * fixed order; at D 64 the two-pass kernels, without atomics) */
