@@ -13,7 +13,7 @@ from collections import defaultdict
 KINDS = [  # first match wins: (kind, regex on the kernel name)
     ("GEMM (cuBLAS)", r"gemm|sm90_xmma|cutlass|nvjet|cublas"),
     ("attention", r"attention|flash"),
-    ("normalization", r"layernorm|rmsnorm"),
+    ("normalization", r"layernorm|rmsnorm|norm_backward"),
     ("cross entropy", r"cross_entropy|softmax"),
     ("optimizer", r"adamw|sum_squares|norm_|clip"),
     ("embedding", r"embedding"),
