@@ -821,6 +821,31 @@ static __device__ __forceinline__ void sm90_issue_dq(float (&acc)[32], uint32_t 
                               ks == 0 ? 0 : 1);
 }
 
+/* d[64 x 32] (+)= A[64 x 16] B[16 x 32], both from shared memory MN-major (transposed), as
+ * wgmma_m64n64k16_ss_tt with half the columns */
+static __device__ __forceinline__ void wgmma_m64n32k16_ss_tt(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                                             int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+/* Issue acc[64 queries x 32] = dS[64 x 128 keys] K[128 keys, columns [32 half, 32 half + 32)] at
+ * D 64: dS^T from its [128][64] swizzled tile, K from the 128 x 64 tile (one 64-wide block; the
+ * half's columns start 64 bytes into each 128-byte row, the swizzle being a function of the
+ * address as for the K-major k-slices 32 bytes apart) */
+static __device__ __forceinline__ void sm90_issue_dq_half(float (&acc)[16], uint32_t ds_tile, uint32_t k_tile,
+                                                          int half) {
+    const uint32_t b0 = k_tile + (uint32_t)half * 64;
+#pragma unroll
+    for (int ks = 0; ks < 8; ks++)
+        wgmma_m64n32k16_ss_tt(acc, sm90_desc(ds_tile + ks * 2048, 128 * 128, 1024), sm90_desc(b0 + ks * 2048, 128 * 128, 1024),
+                              ks == 0 ? 0 : 1);
+}
+
 /* the dQ semaphores: spin (one thread) until the count reaches want; release one more */
 static __device__ __forceinline__ void sm90_sem_wait(const int *sem, int want) {
     int seen;
@@ -1085,10 +1110,9 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
 /* K, V, the stages' Q and dO, two dS^T tiles, two dQ staging tiles, the stages' lse2 and Di (64
  * fp32 each), the mbarriers (kv_full, kv_empty, per stage
  * full and empty, per staging tile dq_full and dq_empty), the alignment slack */
-static size_t sm90_backward_ws_smem_bytes(int D) {
-    return (size_t)2 * 128 * D * 2 + SM90_WSB_STAGES * (size_t)2 * SM90_BWD_STEP * D * 2 + 2 * 128 * 64 * 2 +
-           (size_t)SM90_DQ_TILE(D) * 8 + SM90_WSB_STAGES * 2 * SM90_BWD_STEP * 4 + 8 * (2 + 2 * SM90_WSB_STAGES + 4) +
-           32 + 1024;
+static size_t sm90_backward_ws_smem_bytes(int D, int stages) {
+    return (size_t)2 * 128 * D * 2 + stages * (size_t)2 * SM90_BWD_STEP * D * 2 + 2 * 128 * 64 * 2 +
+           (size_t)SM90_DQ_TILE(D) * 8 + stages * 2 * SM90_BWD_STEP * 4 + 8 * (2 + 2 * stages + 4) + 32 + 1024;
 }
 
 #ifdef SM90_WGMMA
@@ -1103,14 +1127,14 @@ static __device__ __forceinline__ void sm90_named_sync(int id) {
 }
 #endif
 
-template <int D>
+template <int D, int STAGES>
 static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
 attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                   nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
                                   const float *di, int B, int T, int Tpad, int H, int G) {
 #ifdef SM90_WGMMA
-    static_assert(D == 128, "the warp-specialized backward is for head dimension 128");
-    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2, STAGES = SM90_WSB_STAGES;
+    static_assert(D == 128 || D == 64, "the warp-specialized backward is for head dimension 64 or 128");
+    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
     constexpr int STAGE = 2 * Q_TILE, STATS = 2 * SM90_BWD_STEP * 4; /* Q and dO; lse2 and Di */
     constexpr int DQ_TILE = SM90_DQ_TILE(D), DQ_VALUES = DQ_TILE / SM90_THREADS; /* D / 4 per thread */
     extern __shared__ unsigned char sm90_smem_raw[];
@@ -1268,9 +1292,10 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
             sm90_named_sync(1);
 
-            float dq[32];
+            float dq[DQ_VALUES];
             wgmma_fence();
-            sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
+            if constexpr (D == 128) sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
+            else sm90_issue_dq_half(dq, ds_tile, k_tile, wg);
             wgmma_commit();
             /* key tile 0: the first half of the others' sum loads under the product */
             const int h = grp * per + i / qt_count, kt_first = qt / 2;
@@ -1851,13 +1876,14 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
 
 /* the warp-specialized backward (D 128; the same inputs as the fused pass below): persistent, one
  * block per SM or per tile where there are fewer tiles */
+template <int D, int STAGES>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
                                     const float *lse2, const float *di, int B, int T, int Tpad, int H, int G) {
-    auto kernel = attention_backward_ws_sm90_kernel<128>;
-    const size_t smem = sm90_backward_ws_smem_bytes(128);
+    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES>;
+    const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, 128);
-    const CUtensorMap dout_map = sm90_rows_tensor_map(dout, B, T, (size_t)H * 128);
+    const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
+    const CUtensorMap dout_map = sm90_rows_tensor_map(dout, B, T, (size_t)H * D);
     const size_t tiles = (size_t)B * G * ceil_div((size_t)T, 128);
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
     int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP; /* zeroed with the semaphores */
@@ -1913,19 +1939,34 @@ static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf1
  * times the two against each other so), =1 the fused pass at D 64 too (0.717 against 0.669 ms
  * for the two passes at 124M's shape on an H100) */
 extern "C" int cuda_attention_sm90_backward_fused(int D) {
+    (void)D;
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
-    if (env != NULL && strcmp(env, "1") == 0) return 1;
-    return D == 128 && !(env != NULL && strcmp(env, "0") == 0);
+    return !(env != NULL && strcmp(env, "0") == 0);
+}
+
+/* the Q/dO stages of the warp-specialized backward at D 64 (MTC_ATTENTION_WS_STAGES=4 for the
+ * bench's comparison) */
+static int sm90_ws_stages_64(void) {
+    const char *env = getenv("MTC_ATTENTION_WS_STAGES");
+    return env != NULL && strcmp(env, "4") == 0 ? 4 : 2;
 }
 
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                              const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad,
                                              int H, int G, int D) {
     const int fused = cuda_attention_sm90_backward_fused(D);
-    if (fused && D == 64)
+    const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
+    if (fused && D == 64 && env != NULL && strcmp(env, "2") == 0) /* the earlier one-pass kernel */
         sm90_backward_launch<64>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    else if (fused && D == 64 && sm90_ws_stages_64() == 4)
+        sm90_backward_ws_launch<64, 4>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad,
+                                       H, G);
+    else if (fused && D == 64)
+        sm90_backward_ws_launch<64, 2>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad,
+                                       H, G);
     else if (fused)
-        sm90_backward_ws_launch(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+        sm90_backward_ws_launch<128, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2,
+                                                      di, B, T, Tpad, H, G);
     else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
 }
