@@ -418,6 +418,15 @@ static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) 
                      : "memory");
     } while (!done);
 }
+/* whether the phase of parity has completed (without waiting) */
+static __device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return done != 0;
+}
 /* a box of 64 columns x 64 rows at (col, row, batch) of the tensor map (128-byte swizzle) into
  * shared memory at dst (1024-byte aligned); rows past the tensor's end arrive as zeros, and all
  * 8192 bytes count on bar */
@@ -856,6 +865,12 @@ static __device__ __forceinline__ void sm90_sem_wait(const int *sem, int want) {
     }
     asm volatile("fence.proxy.async.global;\n" ::: "memory"); /* the bulk reduce comes after */
 }
+/* whether the count has reached want (one look) */
+static __device__ __forceinline__ bool sm90_sem_ready(const int *sem, int want) {
+    int seen;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(sem) : "memory");
+    return seen >= want;
+}
 /* the bulk operation of the previous step is complete: its writes are visible, then the count */
 static __device__ __forceinline__ void sm90_sem_release(int *sem) {
     asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
@@ -1127,7 +1142,7 @@ static __device__ __forceinline__ void sm90_named_sync(int id) {
 }
 #endif
 
-template <int D, int STAGES>
+template <int D, int STAGES, bool PIPELINED>
 static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
 attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                   nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
@@ -1204,11 +1219,20 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 }
             }
         } else if (warp == 1 && lane == 0) { /* dQ's partials out (key tiles > 0) */
+            int *pending = NULL; /* PIPELINED: the semaphore of the partial still in flight */
             for (int flushed = 0;; flushed++) {
                     const int buf = flushed & 1;
+                    /* a partial in flight is released before any wait that might depend on it */
+                    if (PIPELINED && pending != NULL && !mbar_test(SM90_DQ_FULL(buf), (uint32_t)(flushed / 2) & 1)) {
+                        sm90_sem_release(pending);
+                        pending = NULL;
+                    }
                     mbar_wait(SM90_DQ_FULL(buf), (uint32_t)(flushed / 2) & 1);
                     const int tile = dq_header[2 * buf], j = dq_header[2 * buf + 1];
-                    if (tile < 0) break;
+                    if (tile < 0) {
+                        if (PIPELINED && pending != NULL) sm90_sem_release(pending);
+                        break;
+                    }
                     const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
                     const int qt_first = 2 * kt, qt_count = q_tiles - qt_first;
                     const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt / 2;
@@ -1219,13 +1243,29 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     if (kt == kt_first) {
                         sm90_bulk_store(acc, src, DQ_TILE * 4);
                     } else {
+                        if (PIPELINED && pending != NULL && !sm90_sem_ready(sem, kt_first - kt)) {
+                            sm90_sem_release(pending);
+                            pending = NULL;
+                        }
                         sm90_sem_wait(sem, kt_first - kt);
                         sm90_bulk_reduce_add(acc, src, DQ_TILE * 4);
                     }
                     sm90_bulk_commit();
-                    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-                    mbar_arrive(SM90_DQ_EMPTY(buf));
-                    sm90_sem_release(sem);
+                    if constexpr (PIPELINED) {
+                        /* the one before is complete once at most this one is pending */
+                        if (pending != NULL) {
+                            asm volatile("cp.async.bulk.wait_group 1;\n" ::: "memory");
+                            asm volatile("fence.proxy.async.global;\n" ::: "memory");
+                            asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(pending) : "memory");
+                        }
+                        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                        mbar_arrive(SM90_DQ_EMPTY(buf));
+                        pending = sem;
+                    } else {
+                        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                        mbar_arrive(SM90_DQ_EMPTY(buf));
+                        sm90_sem_release(sem);
+                    }
             }
         }
         return;
@@ -1876,10 +1916,10 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
 
 /* the warp-specialized backward (D 128; the same inputs as the fused pass below): persistent, one
  * block per SM or per tile where there are fewer tiles */
-template <int D, int STAGES>
+template <int D, int STAGES, bool PIPELINED>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
                                     const float *lse2, const float *di, int B, int T, int Tpad, int H, int G) {
-    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES>;
+    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES, PIPELINED>;
     const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
@@ -1944,11 +1984,12 @@ extern "C" int cuda_attention_sm90_backward_fused(int D) {
     return !(env != NULL && strcmp(env, "0") == 0);
 }
 
-/* the Q/dO stages of the warp-specialized backward at D 64 (MTC_ATTENTION_WS_STAGES=4 for the
- * bench's comparison) */
-static int sm90_ws_stages_64(void) {
-    const char *env = getenv("MTC_ATTENTION_WS_STAGES");
-    return env != NULL && strcmp(env, "4") == 0 ? 4 : 2;
+/* the warp-specialized backward's variants, for the bench's comparisons: at D 64 the Q/dO
+ * stages (MTC_ATTENTION_WS_STAGES=2 or 4), and the dQ writer keeping one partial in flight
+ * (MTC_ATTENTION_WS_PIPELINED=0 or 1) */
+static int sm90_env_is(const char *name, const char *value) {
+    const char *env = getenv(name);
+    return env != NULL && strcmp(env, value) == 0;
 }
 
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
@@ -1958,15 +1999,16 @@ extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
     if (fused && D == 64 && env != NULL && strcmp(env, "2") == 0) /* the earlier one-pass kernel */
         sm90_backward_launch<64>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    else if (fused && D == 64 && sm90_ws_stages_64() == 4)
-        sm90_backward_ws_launch<64, 4>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad,
-                                       H, G);
-    else if (fused && D == 64)
-        sm90_backward_ws_launch<64, 2>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad,
-                                       H, G);
-    else if (fused)
-        sm90_backward_ws_launch<128, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2,
-                                                      di, B, T, Tpad, H, G);
+    else if (fused && D == 64) {
+        const int four = sm90_env_is("MTC_ATTENTION_WS_STAGES", "4"), pipelined = sm90_env_is("MTC_ATTENTION_WS_PIPELINED", "1");
+        auto launch = four ? (pipelined ? sm90_backward_ws_launch<64, 4, true> : sm90_backward_ws_launch<64, 4, false>)
+                           : (pipelined ? sm90_backward_ws_launch<64, 2, true> : sm90_backward_ws_launch<64, 2, false>);
+        launch(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    } else if (fused) {
+        auto launch = sm90_env_is("MTC_ATTENTION_WS_PIPELINED", "1") ? sm90_backward_ws_launch<128, SM90_WSB_STAGES, true>
+                                                                    : sm90_backward_ws_launch<128, SM90_WSB_STAGES, false>;
+        launch(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    }
     else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
 }
