@@ -3,13 +3,14 @@
  * 128, no attention dropout, 16-byte aligned rows, an sm_90 GPU running this file's sm_90a
  * code); the same contract as its mma.sync kernels: qkv[B,T,(H+2G)*D] bf16 in kernels.h's
  * grouped layout, out[B,T,H,D] bf16, lse = m + log(l) (fp32 [B,H,T], natural log of the scaled
- * scores). The backward at head dimension 128 is one pass (dK, dV and dQ from one computation
- * of P and dS per tile pair, five products), with dQ's partials summed in a fixed order: see "the
- * backward" below for the arithmetic and "the warp-specialized backward" for the kernel that runs
- * it (a TMA producer, mbarrier rings, a dQ-writing warp, a persistent grid); at 64 it is two
- * passes (dK/dV, then dQ, recomputing P and dS), which measured faster there: see "the two-pass
- * backward" (the one-pass kernel of "the backward" runs there under
- * MTC_ATTENTION_FUSED_BACKWARD=1).
+ * scores). The backward at head dimension 64 and 128 is one pass (dK, dV and dQ from one
+ * computation of P and dS per tile pair, five products), with dQ's partials summed in a fixed
+ * order: see "the backward" below for the arithmetic and "the warp-specialized backward" for the
+ * kernel that runs it (a TMA producer, mbarrier rings, a dQ-writing warp, a persistent grid; at
+ * GPT-2 124M's shape on an H100 0.535 ms against 0.635 for the two passes). The two passes
+ * (dK/dV, then dQ, recomputing P and dS: "the two-pass backward") run under
+ * MTC_ATTENTION_FUSED_BACKWARD=0, the earlier one-pass kernel of "the backward" at D 64 under
+ * MTC_ATTENTION_FUSED_BACKWARD=2.
  *
  * The forward (FlashAttention-3's structure: "the warp-specialized forward" below) works on
  * tiles of 128 query rows with two consumer warpgroups of 4 warps (64 rows each) and a producer
@@ -418,15 +419,6 @@ static __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) 
                      : "memory");
     } while (!done);
 }
-/* whether the phase of parity has completed (without waiting) */
-static __device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
-    uint32_t done;
-    asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-    return done != 0;
-}
 /* a box of 64 columns x 64 rows at (col, row, batch) of the tensor map (128-byte swizzle) into
  * shared memory at dst (1024-byte aligned); rows past the tensor's end arrive as zeros, and all
  * 8192 bytes count on bar */
@@ -673,8 +665,8 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
 /* the backward: lse2 = lse log2(e) and Di = dO.O per row come from cuda_attention.cu's row kernel
  * ([B*H, Tpad], zero past T; it also zeroes the dQ semaphores below);
  *   P = exp2(s scale_log2 - lse2),  dS = P (dP - Di),  dP = dO V^T
- * (This kernel runs at D 64 under MTC_ATTENTION_FUSED_BACKWARD=1; at D 128 the warp-specialized
- * kernel below runs the same steps with the same dQ order.)
+ * (This kernel runs at D 64 under MTC_ATTENTION_FUSED_BACKWARD=2 only; by default the
+ * warp-specialized kernel below runs the same steps with the same dQ order, at D 64 and 128.)
  * One kernel (FlashAttention-2/3's single pass, five products) owns 128 keys (two warpgroups of
  * 64) and walks the query tiles of 64 at or below the diagonal, of every head of the key's group
  * in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then dV += P^T dO and dK += dS^T Q with
@@ -864,12 +856,6 @@ static __device__ __forceinline__ void sm90_sem_wait(const int *sem, int want) {
         __nanosleep(64);
     }
     asm volatile("fence.proxy.async.global;\n" ::: "memory"); /* the bulk reduce comes after */
-}
-/* whether the count has reached want (one look) */
-static __device__ __forceinline__ bool sm90_sem_ready(const int *sem, int want) {
-    int seen;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(sem) : "memory");
-    return seen >= want;
 }
 /* the bulk operation of the previous step is complete: its writes are visible, then the count */
 static __device__ __forceinline__ void sm90_sem_release(int *sem) {
@@ -1080,7 +1066,7 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* The warp-specialized backward at head dimension 128 (FlashAttention-3's structure; the same
+/* The warp-specialized backward at head dimension 64 and 128 (FlashAttention-3's structure; the same
  * arithmetic per step as the fused kernel above and the same fixed dQ order: runs are bitwise
  * identical; against that kernel the bench shows the same distance to the two passes). A
  * work tile is (batch x group, 128 keys); the grid is persistent (one block per SM) and takes
@@ -1118,7 +1104,22 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * paragraph above 0.933-0.947 ms in another run; with the split alone 0.960, within the
  * noise). Tried and left out: keeping a step's dQ product in flight under the next step's S^T and dP^T (its 32
  * accumulators live beside theirs and dK, dV: 140 bytes of spills, 1.295 ms); taking the next
- * tile before the current one's K and V are released (0.943 ms). */
+ * tile before the current one's K and V are released (0.943 ms).
+ *
+ * At D 64 the same kernel (K, V tiles of 128 x 64, 130 KB of shared memory), but dQ = dS K is 64
+ * queries x 64 columns: warpgroup w computes columns [32w, 32w + 32) over all 128 keys (eight
+ * m64n32k16, B = K read MN-major from 64 bytes into its 128-byte rows; the 128-byte swizzle is a
+ * function of the address, as for the K-major k-slices 32 bytes apart), so each thread again
+ * holds D / 4 values and no halves need summing. On H100s (perf/attention_bench, B=32 T=1024
+ * H=12 D=64, causal, three runs on three cards): 0.535, 0.535, 0.533 ms (about 241 TFLOP/s)
+ * against 0.635, 0.636, 0.633 for the two passes in the same runs (main's bench 0.630, 0.634,
+ * 0.632), and 0.713 for the earlier one-pass kernel. Tried and left out at D 64: four Q/dO
+ * stages (0.533, 0.535: no gain); the dQ writer keeping one partial in flight, releasing its
+ * semaphore after issuing the next (and before any wait that might depend on it): 0.547 at D 64,
+ * 0.951 against 0.924 at D 128; skipping the causal mask in warps wholly below the diagonal
+ * (warp-uniform branch): 0.539 against 0.534 (D 128: 0.920-0.925 against 0.927-0.934, noise);
+ * issuing the next step's S^T and dP^T behind the dQ product (loop peeled so that the wait
+ * counts are static): ptxas serializes every wgmma of the kernel (C7514), not run. */
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
 
@@ -1142,7 +1143,7 @@ static __device__ __forceinline__ void sm90_named_sync(int id) {
 }
 #endif
 
-template <int D, int STAGES, bool PIPELINED>
+template <int D, int STAGES>
 static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
 attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                   nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
@@ -1219,20 +1220,11 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 }
             }
         } else if (warp == 1 && lane == 0) { /* dQ's partials out (key tiles > 0) */
-            int *pending = NULL; /* PIPELINED: the semaphore of the partial still in flight */
             for (int flushed = 0;; flushed++) {
                     const int buf = flushed & 1;
-                    /* a partial in flight is released before any wait that might depend on it */
-                    if (PIPELINED && pending != NULL && !mbar_test(SM90_DQ_FULL(buf), (uint32_t)(flushed / 2) & 1)) {
-                        sm90_sem_release(pending);
-                        pending = NULL;
-                    }
                     mbar_wait(SM90_DQ_FULL(buf), (uint32_t)(flushed / 2) & 1);
                     const int tile = dq_header[2 * buf], j = dq_header[2 * buf + 1];
-                    if (tile < 0) {
-                        if (PIPELINED && pending != NULL) sm90_sem_release(pending);
-                        break;
-                    }
+                    if (tile < 0) break;
                     const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
                     const int qt_first = 2 * kt, qt_count = q_tiles - qt_first;
                     const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt / 2;
@@ -1243,29 +1235,13 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     if (kt == kt_first) {
                         sm90_bulk_store(acc, src, DQ_TILE * 4);
                     } else {
-                        if (PIPELINED && pending != NULL && !sm90_sem_ready(sem, kt_first - kt)) {
-                            sm90_sem_release(pending);
-                            pending = NULL;
-                        }
                         sm90_sem_wait(sem, kt_first - kt);
                         sm90_bulk_reduce_add(acc, src, DQ_TILE * 4);
                     }
                     sm90_bulk_commit();
-                    if constexpr (PIPELINED) {
-                        /* the one before is complete once at most this one is pending */
-                        if (pending != NULL) {
-                            asm volatile("cp.async.bulk.wait_group 1;\n" ::: "memory");
-                            asm volatile("fence.proxy.async.global;\n" ::: "memory");
-                            asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(pending) : "memory");
-                        }
-                        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-                        mbar_arrive(SM90_DQ_EMPTY(buf));
-                        pending = sem;
-                    } else {
-                        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-                        mbar_arrive(SM90_DQ_EMPTY(buf));
-                        sm90_sem_release(sem);
-                    }
+                    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                    mbar_arrive(SM90_DQ_EMPTY(buf));
+                    sm90_sem_release(sem);
             }
         }
         return;
@@ -1411,10 +1387,10 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* the two-pass backward, kept for head dimension 64, where it measured faster than the fused
- * kernel above (GPT-2 124M's shape on an H100: 0.671 against 0.717 ms with the row kernel; at
- * D 64 the fused kernel's fixed costs per step outweigh the recomputation it saves), and at 128
- * under MTC_ATTENTION_FUSED_BACKWARD=0, for comparison. One kernel
+/* the two-pass backward, under MTC_ATTENTION_FUSED_BACKWARD=0 (perf/attention_bench's "old"),
+ * the default at head dimension 64 until the warp-specialized kernel above (it measured faster
+ * than the fused kernel of "the backward": GPT-2 124M's shape on an H100, 0.671 against 0.717 ms
+ * with the row kernel; 0.635 against the warp-specialized kernel's 0.535 now). One kernel
  * owns 128 keys (two warpgroups of 64) and walks the query tiles of 64 at or below the diagonal,
  * of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then
  * dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments. A second owns 128
@@ -1914,12 +1890,12 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
     else sm90_forward_ws_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
 }
 
-/* the warp-specialized backward (D 128; the same inputs as the fused pass below): persistent, one
+/* the warp-specialized backward (D 64 or 128; the same inputs as the fused pass below): persistent, one
  * block per SM or per tile where there are fewer tiles */
-template <int D, int STAGES, bool PIPELINED>
+template <int D, int STAGES>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
                                     const float *lse2, const float *di, int B, int T, int Tpad, int H, int G) {
-    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES, PIPELINED>;
+    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES>;
     const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
@@ -1974,22 +1950,15 @@ static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf1
     CHECK_LAUNCH();
 }
 
-/* whether the backward of head dimension D is the fused pass (it needs dq_accum and dq_sems):
- * at D 128 (the warp-specialized kernel); MTC_ATTENTION_FUSED_BACKWARD=0 takes the two passes there too (perf/attention_bench
- * times the two against each other so), =1 the fused pass at D 64 too (0.717 against 0.669 ms
- * for the two passes at 124M's shape on an H100) */
+/* whether the backward of head dimension D is a one-pass kernel (it needs dq_accum and dq_sems):
+ * by default (the warp-specialized kernel, D 64 and 128); MTC_ATTENTION_FUSED_BACKWARD=0 takes
+ * the two passes (perf/attention_bench times the two against each other so), =2 the earlier
+ * one-pass kernel at D 64 (0.713 against 0.535 ms for the warp-specialized one at 124M's shape
+ * on an H100) */
 extern "C" int cuda_attention_sm90_backward_fused(int D) {
     (void)D;
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
     return !(env != NULL && strcmp(env, "0") == 0);
-}
-
-/* the warp-specialized backward's variants, for the bench's comparisons: at D 64 the Q/dO
- * stages (MTC_ATTENTION_WS_STAGES=2 or 4), and the dQ writer keeping one partial in flight
- * (MTC_ATTENTION_WS_PIPELINED=0 or 1) */
-static int sm90_env_is(const char *name, const char *value) {
-    const char *env = getenv(name);
-    return env != NULL && strcmp(env, value) == 0;
 }
 
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
@@ -1999,16 +1968,12 @@ extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
     if (fused && D == 64 && env != NULL && strcmp(env, "2") == 0) /* the earlier one-pass kernel */
         sm90_backward_launch<64>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    else if (fused && D == 64) {
-        const int four = sm90_env_is("MTC_ATTENTION_WS_STAGES", "4"), pipelined = sm90_env_is("MTC_ATTENTION_WS_PIPELINED", "1");
-        auto launch = four ? (pipelined ? sm90_backward_ws_launch<64, 4, true> : sm90_backward_ws_launch<64, 4, false>)
-                           : (pipelined ? sm90_backward_ws_launch<64, 2, true> : sm90_backward_ws_launch<64, 2, false>);
-        launch(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    } else if (fused) {
-        auto launch = sm90_env_is("MTC_ATTENTION_WS_PIPELINED", "1") ? sm90_backward_ws_launch<128, SM90_WSB_STAGES, true>
-                                                                    : sm90_backward_ws_launch<128, SM90_WSB_STAGES, false>;
-        launch(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    }
+    else if (fused && D == 64)
+        sm90_backward_ws_launch<64, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di,
+                                                     B, T, Tpad, H, G);
+    else if (fused)
+        sm90_backward_ws_launch<128, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2,
+                                                      di, B, T, Tpad, H, G);
     else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
 }

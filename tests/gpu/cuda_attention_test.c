@@ -358,7 +358,7 @@ int main(void) {
      * order, 16 of them here) */
     test_backward_reruns(8, 2048, 8, 2, 64);
     test_backward_reruns(8, 2048, 8, 2, 128);
-    /* the two-pass Hopper backward at D 128 too, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
+    /* the two-pass Hopper backward, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
      * perf/attention_bench compares the two so) */
     setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
     path_label = "two-pass ";
@@ -374,24 +374,6 @@ int main(void) {
     test_attention(1, 2048, 1, 1, 64, 0, 1, 0.0f);
     test_attention(1, 1024, 8, 2, 64, 0, 8, 0.0f);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
-    /* the warp-specialized backward at D 64 with four Q/dO stages (MTC_ATTENTION_WS_STAGES=4) */
-    setenv("MTC_ATTENTION_WS_STAGES", "4", 1);
-    path_label = "4 stages ";
-    test_attention(1, 2048, 1, 1, 64, 0, 1, 0.0f);
-    test_attention(2, 333, 4, 2, 64, 0, 4, 0.0f);
-    test_backward_reruns(8, 2048, 8, 2, 64);
-    unsetenv("MTC_ATTENTION_WS_STAGES");
-    /* the warp-specialized backward's dQ writer keeping a partial in flight
-     * (MTC_ATTENTION_WS_PIPELINED=1), at D 64 and 128 */
-    setenv("MTC_ATTENTION_WS_PIPELINED", "1", 1);
-    path_label = "pipelined dQ ";
-    test_attention(1, 2048, 1, 1, 64, 0, 1, 0.0f);
-    test_attention(2, 333, 4, 2, 64, 0, 4, 0.0f);
-    test_attention(1, 1024, 8, 2, 128, 0, 8, 0.0f);
-    test_attention(2, 200, 4, 2, 128, 0, 4, 0.0f);
-    test_backward_reruns(8, 2048, 8, 2, 64);
-    test_backward_reruns(8, 2048, 8, 2, 128);
-    unsetenv("MTC_ATTENTION_WS_PIPELINED");
     path_label = "";
 
     static const int ce_rows[] = {1, 7, 64};
