@@ -1,6 +1,6 @@
 /* attention_bench.cu: times the causal flash attention of kernels/cuda/cuda_attention.cu, forward
  * and backward, with CUDA events. Where the Hopper backward is the fused one-pass kernel (head
- * dimension 128), it also times the two-pass dK/dV and dQ kernels on the same inputs
+ * dimension 64 and 128), it also times the two-pass dK/dV and dQ kernels on the same inputs
  * (MTC_ATTENTION_FUSED_BACKWARD=0, as "old") and checks that the two agree (max |new - old| /
  * max |old| over out and dq, dk, dv); elsewhere both lines run the same code.
  *

@@ -32,9 +32,9 @@
  * the dK/dV kernel also leaves its keep decisions as bits in the scratch buffer (one
  * __ballot_sync word per warp and fragment; B*H*T^2/8 bytes), so the dQ kernel reads them
  * instead of drawing every element's Philox number a second time. (Hopper without dropout runs
- * cuda_attention_sm90.cu's backward instead, after the same row kernel: at head dimension 128 one
- * pass, whose dQ partials of the key tiles go through an fp32 accumulator in the scratch buffer,
- * added in a fixed order; at 64 its two wgmma passes, the dK/dV one persistent.)
+ * cuda_attention_sm90.cu's backward instead, after the same row kernel: at head dimension 64
+ * and 128 one pass, whose dQ partials of the key tiles go through an fp32 accumulator, added in
+ * a fixed order; its two wgmma passes under MTC_ATTENTION_FUSED_BACKWARD=0.)
  *
  * Tensor cores: every product is mma.sync.m16n8k16 (bf16 in, fp32 accumulate) on one warp's 16
  * rows; a warp never shares its rows, so the score tile, P, dP and dS live in its registers.

@@ -3,13 +3,14 @@
  * 128, no attention dropout, 16-byte aligned rows, an sm_90 GPU running this file's sm_90a
  * code); the same contract as its mma.sync kernels: qkv[B,T,(H+2G)*D] bf16 in kernels.h's
  * grouped layout, out[B,T,H,D] bf16, lse = m + log(l) (fp32 [B,H,T], natural log of the scaled
- * scores). The backward at head dimension 128 is one pass (dK, dV and dQ from one computation
- * of P and dS per tile pair, five products), with dQ's partials summed in a fixed order: see "the
- * backward" below for the arithmetic and "the warp-specialized backward" for the kernel that runs
- * it (a TMA producer, mbarrier rings, a dQ-writing warp, a persistent grid); at 64 it is two
- * passes (dK/dV, then dQ, recomputing P and dS), which measured faster there: see "the two-pass
- * backward" (the one-pass kernel of "the backward" runs there under
- * MTC_ATTENTION_FUSED_BACKWARD=1).
+ * scores). The backward at head dimension 64 and 128 is one pass (dK, dV and dQ from one
+ * computation of P and dS per tile pair, five products), with dQ's partials summed in a fixed
+ * order: see "the backward" below for the arithmetic and "the warp-specialized backward" for the
+ * kernel that runs it (a TMA producer, mbarrier rings, a dQ-writing warp, a persistent grid; at
+ * GPT-2 124M's shape on an H100 0.535 ms against 0.635 for the two passes). The two passes
+ * (dK/dV, then dQ, recomputing P and dS: "the two-pass backward") run under
+ * MTC_ATTENTION_FUSED_BACKWARD=0, the earlier one-pass kernel of "the backward" at D 64 under
+ * MTC_ATTENTION_FUSED_BACKWARD=2.
  *
  * The forward (FlashAttention-3's structure: "the warp-specialized forward" below) works on
  * tiles of 128 query rows with two consumer warpgroups of 4 warps (64 rows each) and a producer
@@ -664,8 +665,8 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
 /* the backward: lse2 = lse log2(e) and Di = dO.O per row come from cuda_attention.cu's row kernel
  * ([B*H, Tpad], zero past T; it also zeroes the dQ semaphores below);
  *   P = exp2(s scale_log2 - lse2),  dS = P (dP - Di),  dP = dO V^T
- * (This kernel runs at D 64 under MTC_ATTENTION_FUSED_BACKWARD=1; at D 128 the warp-specialized
- * kernel below runs the same steps with the same dQ order.)
+ * (This kernel runs at D 64 under MTC_ATTENTION_FUSED_BACKWARD=2 only; by default the
+ * warp-specialized kernel below runs the same steps with the same dQ order, at D 64 and 128.)
  * One kernel (FlashAttention-2/3's single pass, five products) owns 128 keys (two warpgroups of
  * 64) and walks the query tiles of 64 at or below the diagonal, of every head of the key's group
  * in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then dV += P^T dO and dK += dS^T Q with
@@ -818,6 +819,31 @@ static __device__ __forceinline__ void sm90_issue_dq(float (&acc)[32], uint32_t 
 #pragma unroll
     for (int ks = 0; ks < KS; ks++)
         wgmma_m64n64k16_ss_tt(acc, sm90_desc(a0 + ks * 2048, 128 * 128, 1024), sm90_desc(b0 + ks * 2048, 128 * 128, 1024),
+                              ks == 0 ? 0 : 1);
+}
+
+/* d[64 x 32] (+)= A[64 x 16] B[16 x 32], both from shared memory MN-major (transposed), as
+ * wgmma_m64n64k16_ss_tt with half the columns */
+static __device__ __forceinline__ void wgmma_m64n32k16_ss_tt(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                                             int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+/* Issue acc[64 queries x 32] = dS[64 x 128 keys] K[128 keys, columns [32 half, 32 half + 32)] at
+ * D 64: dS^T from its [128][64] swizzled tile, K from the 128 x 64 tile (one 64-wide block; the
+ * half's columns start 64 bytes into each 128-byte row, the swizzle being a function of the
+ * address as for the K-major k-slices 32 bytes apart) */
+static __device__ __forceinline__ void sm90_issue_dq_half(float (&acc)[16], uint32_t ds_tile, uint32_t k_tile,
+                                                          int half) {
+    const uint32_t b0 = k_tile + (uint32_t)half * 64;
+#pragma unroll
+    for (int ks = 0; ks < 8; ks++)
+        wgmma_m64n32k16_ss_tt(acc, sm90_desc(ds_tile + ks * 2048, 128 * 128, 1024), sm90_desc(b0 + ks * 2048, 128 * 128, 1024),
                               ks == 0 ? 0 : 1);
 }
 
@@ -1040,7 +1066,7 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* The warp-specialized backward at head dimension 128 (FlashAttention-3's structure; the same
+/* The warp-specialized backward at head dimension 64 and 128 (FlashAttention-3's structure; the same
  * arithmetic per step as the fused kernel above and the same fixed dQ order: runs are bitwise
  * identical; against that kernel the bench shows the same distance to the two passes). A
  * work tile is (batch x group, 128 keys); the grid is persistent (one block per SM) and takes
@@ -1078,17 +1104,31 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * paragraph above 0.933-0.947 ms in another run; with the split alone 0.960, within the
  * noise). Tried and left out: keeping a step's dQ product in flight under the next step's S^T and dP^T (its 32
  * accumulators live beside theirs and dK, dV: 140 bytes of spills, 1.295 ms); taking the next
- * tile before the current one's K and V are released (0.943 ms). */
+ * tile before the current one's K and V are released (0.943 ms).
+ *
+ * At D 64 the same kernel (K, V tiles of 128 x 64, 130 KB of shared memory), but dQ = dS K is 64
+ * queries x 64 columns: warpgroup w computes columns [32w, 32w + 32) over all 128 keys (eight
+ * m64n32k16, B = K read MN-major from 64 bytes into its 128-byte rows; the 128-byte swizzle is a
+ * function of the address, as for the K-major k-slices 32 bytes apart), so each thread again
+ * holds D / 4 values and no halves need summing. On H100s (perf/attention_bench, B=32 T=1024
+ * H=12 D=64, causal, three runs on three cards): 0.535, 0.535, 0.533 ms (about 241 TFLOP/s)
+ * against 0.635, 0.636, 0.633 for the two passes in the same runs (main's bench 0.630, 0.634,
+ * 0.632), and 0.713 for the earlier one-pass kernel. Tried and left out at D 64: four Q/dO
+ * stages (0.533, 0.535: no gain); the dQ writer keeping one partial in flight, releasing its
+ * semaphore after issuing the next (and before any wait that might depend on it): 0.547 at D 64,
+ * 0.951 against 0.924 at D 128; skipping the causal mask in warps wholly below the diagonal
+ * (warp-uniform branch): 0.539 against 0.534 (D 128: 0.920-0.925 against 0.927-0.934, noise);
+ * issuing the next step's S^T and dP^T behind the dQ product (loop peeled so that the wait
+ * counts are static): ptxas serializes every wgmma of the kernel (C7514), not run. */
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
 
 /* K, V, the stages' Q and dO, two dS^T tiles, two dQ staging tiles, the stages' lse2 and Di (64
  * fp32 each), the mbarriers (kv_full, kv_empty, per stage
  * full and empty, per staging tile dq_full and dq_empty), the alignment slack */
-static size_t sm90_backward_ws_smem_bytes(int D) {
-    return (size_t)2 * 128 * D * 2 + SM90_WSB_STAGES * (size_t)2 * SM90_BWD_STEP * D * 2 + 2 * 128 * 64 * 2 +
-           (size_t)SM90_DQ_TILE(D) * 8 + SM90_WSB_STAGES * 2 * SM90_BWD_STEP * 4 + 8 * (2 + 2 * SM90_WSB_STAGES + 4) +
-           32 + 1024;
+static size_t sm90_backward_ws_smem_bytes(int D, int stages) {
+    return (size_t)2 * 128 * D * 2 + stages * (size_t)2 * SM90_BWD_STEP * D * 2 + 2 * 128 * 64 * 2 +
+           (size_t)SM90_DQ_TILE(D) * 8 + stages * 2 * SM90_BWD_STEP * 4 + 8 * (2 + 2 * stages + 4) + 32 + 1024;
 }
 
 #ifdef SM90_WGMMA
@@ -1103,14 +1143,14 @@ static __device__ __forceinline__ void sm90_named_sync(int id) {
 }
 #endif
 
-template <int D>
+template <int D, int STAGES>
 static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
 attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                   nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
                                   const float *di, int B, int T, int Tpad, int H, int G) {
 #ifdef SM90_WGMMA
-    static_assert(D == 128, "the warp-specialized backward is for head dimension 128");
-    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2, STAGES = SM90_WSB_STAGES;
+    static_assert(D == 128 || D == 64, "the warp-specialized backward is for head dimension 64 or 128");
+    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
     constexpr int STAGE = 2 * Q_TILE, STATS = 2 * SM90_BWD_STEP * 4; /* Q and dO; lse2 and Di */
     constexpr int DQ_TILE = SM90_DQ_TILE(D), DQ_VALUES = DQ_TILE / SM90_THREADS; /* D / 4 per thread */
     extern __shared__ unsigned char sm90_smem_raw[];
@@ -1268,9 +1308,10 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
             sm90_named_sync(1);
 
-            float dq[32];
+            float dq[DQ_VALUES];
             wgmma_fence();
-            sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
+            if constexpr (D == 128) sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
+            else sm90_issue_dq_half(dq, ds_tile, k_tile, wg);
             wgmma_commit();
             /* key tile 0: the first half of the others' sum loads under the product */
             const int h = grp * per + i / qt_count, kt_first = qt / 2;
@@ -1346,10 +1387,10 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* the two-pass backward, kept for head dimension 64, where it measured faster than the fused
- * kernel above (GPT-2 124M's shape on an H100: 0.671 against 0.717 ms with the row kernel; at
- * D 64 the fused kernel's fixed costs per step outweigh the recomputation it saves), and at 128
- * under MTC_ATTENTION_FUSED_BACKWARD=0, for comparison. One kernel
+/* the two-pass backward, under MTC_ATTENTION_FUSED_BACKWARD=0 (perf/attention_bench's "old"),
+ * the default at head dimension 64 until the warp-specialized kernel above (it measured faster
+ * than the fused kernel of "the backward": GPT-2 124M's shape on an H100, 0.671 against 0.717 ms
+ * with the row kernel; 0.635 against the warp-specialized kernel's 0.535 now). One kernel
  * owns 128 keys (two warpgroups of 64) and walks the query tiles of 64 at or below the diagonal,
  * of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then
  * dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments. A second owns 128
@@ -1849,15 +1890,16 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
     else sm90_forward_ws_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
 }
 
-/* the warp-specialized backward (D 128; the same inputs as the fused pass below): persistent, one
+/* the warp-specialized backward (D 64 or 128; the same inputs as the fused pass below): persistent, one
  * block per SM or per tile where there are fewer tiles */
+template <int D, int STAGES>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
                                     const float *lse2, const float *di, int B, int T, int Tpad, int H, int G) {
-    auto kernel = attention_backward_ws_sm90_kernel<128>;
-    const size_t smem = sm90_backward_ws_smem_bytes(128);
+    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES>;
+    const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, 128);
-    const CUtensorMap dout_map = sm90_rows_tensor_map(dout, B, T, (size_t)H * 128);
+    const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
+    const CUtensorMap dout_map = sm90_rows_tensor_map(dout, B, T, (size_t)H * D);
     const size_t tiles = (size_t)B * G * ceil_div((size_t)T, 128);
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
     int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP; /* zeroed with the semaphores */
@@ -1908,24 +1950,30 @@ static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf1
     CHECK_LAUNCH();
 }
 
-/* whether the backward of head dimension D is the fused pass (it needs dq_accum and dq_sems):
- * at D 128 (the warp-specialized kernel); MTC_ATTENTION_FUSED_BACKWARD=0 takes the two passes there too (perf/attention_bench
- * times the two against each other so), =1 the fused pass at D 64 too (0.717 against 0.669 ms
- * for the two passes at 124M's shape on an H100) */
+/* whether the backward of head dimension D is a one-pass kernel (it needs dq_accum and dq_sems):
+ * by default (the warp-specialized kernel, D 64 and 128); MTC_ATTENTION_FUSED_BACKWARD=0 takes
+ * the two passes (perf/attention_bench times the two against each other so), =2 the earlier
+ * one-pass kernel at D 64 (0.713 against 0.535 ms for the warp-specialized one at 124M's shape
+ * on an H100) */
 extern "C" int cuda_attention_sm90_backward_fused(int D) {
+    (void)D;
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
-    if (env != NULL && strcmp(env, "1") == 0) return 1;
-    return D == 128 && !(env != NULL && strcmp(env, "0") == 0);
+    return !(env != NULL && strcmp(env, "0") == 0);
 }
 
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                              const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad,
                                              int H, int G, int D) {
     const int fused = cuda_attention_sm90_backward_fused(D);
-    if (fused && D == 64)
+    const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
+    if (fused && D == 64 && env != NULL && strcmp(env, "2") == 0) /* the earlier one-pass kernel */
         sm90_backward_launch<64>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    else if (fused && D == 64)
+        sm90_backward_ws_launch<64, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di,
+                                                     B, T, Tpad, H, G);
     else if (fused)
-        sm90_backward_ws_launch(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+        sm90_backward_ws_launch<128, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2,
+                                                      di, B, T, Tpad, H, G);
     else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
 }

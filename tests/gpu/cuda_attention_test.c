@@ -347,24 +347,30 @@ int main(void) {
     test_attention(1, 256, 2, 2, 128, 0, 2, 0.0f);
     test_attention(1, 384, 2, 2, 64, 0, 2, 0.0f);
     test_attention(2, 640, 1, 1, 128, 0, 1, 0.0f);
-    /* the Hopper backward at D 128 with T off the 64- and 128-row tiles (zeros past T from the
-     * tensor memory accelerator), also grouped */
+    /* the Hopper backward at D 128 and 64 with T off the 64- and 128-row tiles (zeros past T
+     * from the tensor memory accelerator), also grouped */
     test_attention(1, 333, 2, 2, 128, 0, 2, 0.0f);
     test_attention(2, 200, 4, 2, 128, 0, 4, 0.0f);
+    test_attention(1, 333, 2, 2, 64, 0, 2, 0.0f);
+    test_attention(2, 200, 4, 2, 64, 0, 4, 0.0f);
     }
-    /* bitwise reruns of the default backward (Hopper: at D 128 dQ summed over 16 key tiles in a
-     * fixed order; at D 64 the two-pass kernels, without atomics) */
+    /* bitwise reruns of the default backward (Hopper: dQ summed over the key tiles in a fixed
+     * order, 16 of them here) */
     test_backward_reruns(8, 2048, 8, 2, 64);
     test_backward_reruns(8, 2048, 8, 2, 128);
-    /* the two-pass Hopper backward at D 128 too, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
+    /* the two-pass Hopper backward, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
      * perf/attention_bench compares the two so) */
     setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
     path_label = "two-pass ";
     test_attention(1, 2048, 1, 1, 128, 0, 1, 0.0f);
     test_attention(1, 1024, 8, 2, 128, 0, 8, 0.0f);
-    /* and the one-pass backward at D 64 (MTC_ATTENTION_FUSED_BACKWARD=1: compared in the bench) */
-    setenv("MTC_ATTENTION_FUSED_BACKWARD", "1", 1);
-    path_label = "one-pass ";
+    /* and at D 64 (where the default is the warp-specialized one-pass kernel too), with T off
+     * the tiles */
+    test_attention(1, 1024, 8, 2, 64, 0, 8, 0.0f);
+    test_attention(2, 333, 4, 2, 64, 0, 4, 0.0f);
+    /* the earlier one-pass kernel at D 64 (MTC_ATTENTION_FUSED_BACKWARD=2) */
+    setenv("MTC_ATTENTION_FUSED_BACKWARD", "2", 1);
+    path_label = "one-pass (earlier) ";
     test_attention(1, 2048, 1, 1, 64, 0, 1, 0.0f);
     test_attention(1, 1024, 8, 2, 64, 0, 8, 0.0f);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
