@@ -36,74 +36,41 @@ static __device__ __forceinline__ float scaled(float g, float grad_scale) {
     return grad_scale == 1.0f ? g : __fmul_rn(g, grad_scale);
 }
 
-/* one float4 group of elements: four updates, moments updated in place */
-static __device__ __forceinline__ float4 adamw_x4(float4 p4, float4 g4, float4 *m4, float4 *v4,
-                                                  float grad_scale, float lr, float beta1, float beta2,
-                                                  float eps, float weight_decay, float bc1, float bc2) {
-    const float one_minus_beta1 = 1.0f - beta1, one_minus_beta2 = 1.0f - beta2;
-    p4.x = adamw_element(&m4->x, &v4->x, p4.x, scaled(g4.x, grad_scale), lr, beta1, beta2, one_minus_beta1,
-                         one_minus_beta2, eps, weight_decay, bc1, bc2);
-    p4.y = adamw_element(&m4->y, &v4->y, p4.y, scaled(g4.y, grad_scale), lr, beta1, beta2, one_minus_beta1,
-                         one_minus_beta2, eps, weight_decay, bc1, bc2);
-    p4.z = adamw_element(&m4->z, &v4->z, p4.z, scaled(g4.z, grad_scale), lr, beta1, beta2, one_minus_beta1,
-                         one_minus_beta2, eps, weight_decay, bc1, bc2);
-    p4.w = adamw_element(&m4->w, &v4->w, p4.w, scaled(g4.w, grad_scale), lr, beta1, beta2, one_minus_beta1,
-                         one_minus_beta2, eps, weight_decay, bc1, bc2);
-    return p4;
-}
-
 /* the update of elements first, first + stride, ... of one tensor (float4 at a time when
- * vectorized, two groups per step with all eight loads issued before any store, so that more
- * bytes are in flight: the arrays are distinct, __restrict__) */
+ * vectorized) */
 template <typename E>
-static __device__ __forceinline__ void adamw_tensor(float *__restrict__ master, E *__restrict__ params,
-                                                    const float *__restrict__ grads, float *__restrict__ m,
-                                                    float *__restrict__ v, size_t n, float grad_scale, float lr,
+static __device__ __forceinline__ void adamw_tensor(float *master, E *params,
+                                                    const float *grads, float *m, float *v,
+                                                    size_t n, float grad_scale, float lr,
                                                     float beta1, float beta2, float eps,
                                                     float weight_decay, float bc1, float bc2,
                                                     bool vectorized, size_t first, size_t stride) {
     const float one_minus_beta1 = 1.0f - beta1, one_minus_beta2 = 1.0f - beta2;
     size_t groups = vectorized ? n / 4 : 0;
-    float4 *master4 = reinterpret_cast<float4 *>(master), *m4 = reinterpret_cast<float4 *>(m),
-           *v4 = reinterpret_cast<float4 *>(v);
-    const float4 *grads4 = reinterpret_cast<const float4 *>(grads);
-    size_t q = first;
-    for (; q + stride < groups; q += 2 * stride) {
-        float4 p[2], g[2], mq[2], vq[2];
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            size_t i = q + u * stride;
-            p[u] = master4[i];
-            g[u] = grads4[i];
-            mq[u] = m4[i];
-            vq[u] = v4[i];
-        }
-#pragma unroll
-        for (int u = 0; u < 2; u++) {
-            size_t i = q + u * stride;
-            p[u] = adamw_x4(p[u], g[u], &mq[u], &vq[u], grad_scale, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
-            master4[i] = p[u];
-            m4[i] = mq[u];
-            v4[i] = vq[u];
-            if (params != NULL) {
-                uint2 packed;
-                packed.x = pack_x2<E>(p[u].x, p[u].y);
-                packed.y = pack_x2<E>(p[u].z, p[u].w);
-                reinterpret_cast<uint2 *>(params)[i] = packed;
-            }
-        }
-    }
-    for (; q < groups; q += stride) {
-        float4 mq = m4[q], vq = v4[q];
-        float4 p = adamw_x4(master4[q], grads4[q], &mq, &vq, grad_scale, lr, beta1, beta2, eps, weight_decay,
-                            bc1, bc2);
-        master4[q] = p;
-        m4[q] = mq;
-        v4[q] = vq;
+    for (size_t q = first; q < groups; q += stride) {
+        float4 p4 = reinterpret_cast<const float4 *>(master)[q];
+        float4 g4 = reinterpret_cast<const float4 *>(grads)[q];
+        g4.x = scaled(g4.x, grad_scale);
+        g4.y = scaled(g4.y, grad_scale);
+        g4.z = scaled(g4.z, grad_scale);
+        g4.w = scaled(g4.w, grad_scale);
+        float4 m4 = reinterpret_cast<const float4 *>(m)[q];
+        float4 v4 = reinterpret_cast<const float4 *>(v)[q];
+        p4.x = adamw_element(&m4.x, &v4.x, p4.x, g4.x, lr, beta1, beta2, one_minus_beta1,
+                             one_minus_beta2, eps, weight_decay, bc1, bc2);
+        p4.y = adamw_element(&m4.y, &v4.y, p4.y, g4.y, lr, beta1, beta2, one_minus_beta1,
+                             one_minus_beta2, eps, weight_decay, bc1, bc2);
+        p4.z = adamw_element(&m4.z, &v4.z, p4.z, g4.z, lr, beta1, beta2, one_minus_beta1,
+                             one_minus_beta2, eps, weight_decay, bc1, bc2);
+        p4.w = adamw_element(&m4.w, &v4.w, p4.w, g4.w, lr, beta1, beta2, one_minus_beta1,
+                             one_minus_beta2, eps, weight_decay, bc1, bc2);
+        reinterpret_cast<float4 *>(master)[q] = p4;
+        reinterpret_cast<float4 *>(m)[q] = m4;
+        reinterpret_cast<float4 *>(v)[q] = v4;
         if (params != NULL) {
             uint2 packed;
-            packed.x = pack_x2<E>(p.x, p.y);
-            packed.y = pack_x2<E>(p.z, p.w);
+            packed.x = pack_x2<E>(p4.x, p4.y);
+            packed.y = pack_x2<E>(p4.z, p4.w);
             reinterpret_cast<uint2 *>(params)[q] = packed;
         }
     }
