@@ -9,8 +9,7 @@
  * kernel that runs it (a TMA producer, mbarrier rings, a dQ-writing warp, a persistent grid; at
  * GPT-2 124M's shape on an H100 0.535 ms against 0.635 for the two passes). The two passes
  * (dK/dV, then dQ, recomputing P and dS: "the two-pass backward") run under
- * MTC_ATTENTION_FUSED_BACKWARD=0, the earlier one-pass kernel of "the backward" at D 64 under
- * MTC_ATTENTION_FUSED_BACKWARD=2.
+ * MTC_ATTENTION_FUSED_BACKWARD=0.
  *
  * The forward (FlashAttention-3's structure: "the warp-specialized forward" below) works on
  * tiles of 128 query rows with two consumer warpgroups of 4 warps (64 rows each) and a producer
@@ -665,49 +664,38 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
 /* the backward: lse2 = lse log2(e) and Di = dO.O per row come from cuda_attention.cu's row kernel
  * ([B*H, Tpad], zero past T; it also zeroes the dQ semaphores below);
  *   P = exp2(s scale_log2 - lse2),  dS = P (dP - Di),  dP = dO V^T
- * (This kernel runs at D 64 under MTC_ATTENTION_FUSED_BACKWARD=2 only; by default the
- * warp-specialized kernel below runs the same steps with the same dQ order, at D 64 and 128.)
- * One kernel (FlashAttention-2/3's single pass, five products) owns 128 keys (two warpgroups of
- * 64) and walks the query tiles of 64 at or below the diagonal, of every head of the key's group
- * in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then dV += P^T dO and dK += dS^T Q with
- * P^T and dS^T as register A fragments (dK and dV stay in registers to the end). dS^T also goes
- * to shared memory as bf16 ([128 keys][64 queries], 128-byte swizzle), from where the partial
- * dQ_mn = dS K of this (query tile m, key tile n) pair is one more product: A = dS read
- * "MN-major" (transposed: its 64 query rows are contiguous), B = the K tile read MN-major as V is
- * in the forward's P V. At D 128 warpgroup w computes columns [64w, 64w + 64) over all 128 keys;
- * at D 64 each warpgroup takes its own 64 keys and the two halves are summed through shared
- * memory (each thread keeps D / 4 values either way). Every product is issued without a branch
- * (ptxas answers wgmma in divergent paths by serializing every wgmma of the kernel): in a
- * diagonal tile the upper warpgroup's keys are all masked and its P and dS come out zero.
+ * One pass (FlashAttention-2/3's, five products; the kernel is "the warp-specialized backward"
+ * below) owns 128 keys (two warpgroups of 64) and walks the query tiles of 64 at or below the
+ * diagonal, of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as
+ * rows), then dV += P^T dO and dK += dS^T Q with P^T and dS^T as register A fragments (dK and dV
+ * stay in registers to the end). dS^T also goes to shared memory as bf16 ([128 keys][64
+ * queries], 128-byte swizzle), from where the partial dQ_mn = dS K of this (query tile m, key
+ * tile n) pair is one more product: A = dS read "MN-major" (transposed: its 64 query rows are
+ * contiguous), B = the K tile read MN-major as V is in the forward's P V. Warpgroup w computes
+ * the columns [wD/2, wD/2 + D/2) over all 128 keys, so each thread keeps D / 4 values. Every
+ * product is issued without a branch (ptxas answers wgmma in divergent paths by serializing
+ * every wgmma of the kernel): in a diagonal tile the upper warpgroup's keys are all masked and
+ * its P and dS come out zero.
  *
  * Deterministic dQ (FlashAttention-3's scheme, no floating-point atomics in a free order): the
  * partials of query tile m are summed in an fp32 workspace dq_accum (one 64 x D tile per (b*H+h,
  * m), stored thread-major: value e of thread i at e*256 + i, so that every access is coalesced),
  * in a fixed order, descending key tile n = m/2, m/2 - 1, ..., 0, kept by an int semaphore per
- * tile that counts the partials already added. The first (the diagonal's block) writes its tile
+ * tile that counts the partials already added. The first (the diagonal's tile) writes its tile
  * with a bulk copy, the following ones wait for their turn and add theirs with a bulk reduce
  * (cp.reduce.async.bulk .add.f32), the last (key tile 0) reads the sum, adds its own partial and
- * writes dQ as bf16 (scaled) into dqkv: no zeroing of dq_accum and no conversion pass. A step
- * stages its partial in shared memory (two buffers) and the next step sends it out while its S
- * and dP products run: one thread issues the bulk operation there, after releasing the tile of
- * the one before (complete by then), so the semaphores' round trips overlap the tensor cores.
- * The grid runs the key tiles of one (batch, group) next to each other, largest first in
- * blockIdx order, so a block only ever waits for blocks dispatched before it (no deadlock) and
- * the (b, h) rows of dq_accum in flight stay in L2; key tile n reaches a query tile two steps
- * after key tile n + 1 did, which covers the two steps a partial takes to go out and be
- * released, so in the steady state the turns are already there. */
+ * writes dQ as bf16 (scaled) into dqkv: no zeroing of dq_accum and no conversion pass. Partials
+ * are staged in shared memory and sent out by one thread while the tensor cores go on. Key
+ * tiles of one (batch, group) are taken next to each other, largest first, so a tile only ever
+ * waits for tiles taken before it (no deadlock) and the (b, h) rows of dq_accum in flight stay
+ * in L2. (An earlier kernel ran this pass without warp specialization, one block per key tile:
+ * 1.131 ms at the 1.3B shape and 0.713 at 124M's on an H100, against 0.92 and 0.535 for the
+ * warp-specialized one; removed once that one had replaced it at both head dimensions.) */
 #define SM90_BWD_STEP 64 /* query rows per step */
 /* bytes of one stage: Q and dO tiles, then lse2 and Di (64 fp32 each), padded so that the next
  * stage's tiles stay 1024-byte aligned (the swizzle needs it) */
 #define SM90_BWD_STAGE(D) (2 * SM90_BWD_STEP * (D) * 2 + 1024)
 #define SM90_DQ_TILE(D) (SM90_BWD_STEP * (D)) /* fp32 values of one dq_accum tile */
-
-/* shared memory of the backward: K, V (128 x D each), two stages, dS^T (128 x 64 bf16), two dQ
- * tiles staged for the bulk copy (fp32), and at D 64 the exchange of the warpgroups' halves */
-static size_t sm90_backward_smem_bytes(int D) {
-    return (size_t)2 * 128 * D * 2 + 2 * (size_t)SM90_BWD_STAGE(D) + 128 * 64 * 2 + (size_t)SM90_DQ_TILE(D) * 8 +
-           (D == 64 ? (size_t)SM90_DQ_TILE(D) * 4 : 0) + 1024;
-}
 
 #ifdef SM90_WGMMA
 /* 64 fp32 of a [., Tpad] statistics row into shared memory (threads 0..15 of the block) */
@@ -877,202 +865,12 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
 }
 #endif
 
-/* grid: x = key tile, the last first (blockIdx.x 0 is key tile gridDim.x - 1), y = batch x group */
-template <int D>
-static __global__ void __launch_bounds__(SM90_THREADS, 1)
-attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
-                               const float *lse2, const float *di, int T, int Tpad, int H, int G) {
-#ifdef SM90_WGMMA
-    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
-    constexpr int STAGE = SM90_BWD_STAGE(D); /* Q, dO, lse2, Di; 1024-byte aligned */
-    constexpr int DQ_TILE = SM90_DQ_TILE(D), DQ_VALUES = DQ_TILE / SM90_THREADS; /* D / 4 per thread */
-    extern __shared__ unsigned char sm90_smem_raw[];
-    unsigned char *smem = sm90_smem_base(sm90_smem_raw);
-    const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
-    const uint32_t ds_tile = stages + 2 * STAGE, dq_stage = ds_tile + 128 * 64 * 2;
-    const float *stats_smem = reinterpret_cast<const float *>(smem + 2 * KV_TILE);
-    float *dq_stage_ptr = reinterpret_cast<float *>(smem + (dq_stage - k_tile));
-    float *exchange = dq_stage_ptr + 2 * DQ_TILE; /* D 64 only */
-
-    const int bg = blockIdx.y, b = bg / G, grp = bg % G, per = H / G;
-    const int kt = gridDim.x - 1 - blockIdx.x, k0 = kt * 128;
-    const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    const int g = lane / 4, t = lane % 4;
-    const int krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
-    const size_t qkv_stride = (size_t)(H + 2 * G) * D;
-    const nvbf16 *batch = qkv + (size_t)b * T * qkv_stride;
-    const nvbf16 *k_base = batch + qkv_key_offset(grp, H, G, D);
-    const float scale_log2 = SM90_LOG2E / sqrtf((float)D), scale = 1.0f / sqrtf((float)D);
-    const int qt_first = k0 / SM90_BWD_STEP, qt_count = (T + SM90_BWD_STEP - 1) / SM90_BWD_STEP - qt_first;
-    const int steps = per * qt_count, tiles_per_row = Tpad / SM90_BWD_STEP;
-
-    /* step i: head grp * per + i / qt_count, query tile qt_first + i % qt_count */
-    auto load_step = [&](int i) {
-        const int h = grp * per + i / qt_count, q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
-        sm90_load_bwd_step<D>(stages + (uint32_t)(i & 1) * STAGE, qkv, dout, lse2, di, b, h, q0, T, Tpad, H, G);
-    };
-    sm90_load_tile<128, D>(k_tile, k_base, qkv_stride, k0, T);
-    sm90_load_tile<128, D>(v_tile, k_base + D, qkv_stride, k0, T);
-    load_step(0);
-    sm90_cp_async_commit();
-
-    float dk[D / 2], dv[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
-    int *pending_sem = NULL; /* thread 0 (key tiles > 0): the tile of the bulk operation in flight */
-
-    /* dQ's partial of step j (staged thread-major in buffer j & 1) goes out. Key tiles > 0: thread
-     * 0 releases the tile of its previous bulk operation (now complete), waits for this tile's
-     * turn and issues the bulk copy (the diagonal's) or reduce-add. Key tile 0: each thread adds
-     * its own staged values to the sum of the others (each warp waits for the turn) and writes
-     * them as bf16 into dqkv. */
-    auto flush_dq = [&](int j) {
-        const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt / 2;
-        const size_t tile = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
-        float *acc = dq_accum + tile * DQ_TILE;
-        int *sem = dq_sems + tile;
-        if (kt > 0) {
-            if (threadIdx.x == 0) {
-                if (pending_sem != NULL) sm90_sem_release(pending_sem);
-                const uint32_t src = dq_stage + (uint32_t)(j & 1) * DQ_TILE * 4;
-                if (kt == kt_first) {
-                    sm90_bulk_store(acc, src, DQ_TILE * 4);
-                } else {
-                    sm90_sem_wait(sem, kt_first - kt);
-                    sm90_bulk_reduce_add(acc, src, DQ_TILE * 4);
-                }
-                sm90_bulk_commit();
-                pending_sem = sem;
-            }
-            __syncwarp(); /* warp 0 converged again for the .aligned wgmma that follow */
-        } else {
-            if (kt_first > 0) {
-                if (lane == 0) sm90_sem_wait(sem, kt_first);
-                __syncwarp();
-            }
-            const float *own = dq_stage_ptr + (j & 1) * DQ_TILE + threadIdx.x;
-            nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D) + wg * (D / 2) + 2 * t;
-            const int q0 = qt * SM90_BWD_STEP;
-#pragma unroll
-            for (int half = 0; half < DQ_VALUES / 16; half++) { /* 16 values in flight at a time */
-                float sum[16];
-#pragma unroll
-                for (int e = 0; e < 16; e++) {
-                    const int at = (16 * half + e) * SM90_THREADS;
-                    sum[e] = kt_first > 0 ? __ldcg(acc + at + threadIdx.x) + own[at] : own[at];
-                }
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const int q = q0 + 16 * warp + g + 8 * r;
-                    if (q >= T) continue;
-#pragma unroll
-                    for (int n = 0; n < 4; n++)
-                        *reinterpret_cast<__nv_bfloat162 *>(dq_base + (size_t)q * qkv_stride + 8 * (4 * half + n)) =
-                            __floats2bfloat162_rn(sum[4 * n + 2 * r] * scale, sum[4 * n + 2 * r + 1] * scale);
-                }
-            }
-        }
-    };
-
-    for (int i = 0; i < steps; i++) {
-        const int qt = qt_first + i % qt_count, q0 = qt * SM90_BWD_STEP;
-        const uint32_t q_tile = stages + (uint32_t)(i & 1) * STAGE, do_tile = q_tile + Q_TILE;
-        const float *stage_stats = stats_smem + (size_t)(i & 1) * (STAGE / 4) + 2 * Q_TILE / 4;
-        if (i + 1 < steps) load_step(i + 1);
-        sm90_cp_async_commit();
-        sm90_cp_async_wait<1>();
-        fence_proxy_async(); /* (also the previous step's dQ staging, read by the bulk copy) */
-        __syncthreads();
-
-        /* S^T and dP^T, and meanwhile the previous step's dQ out. Both warpgroups always compute:
-         * in a diagonal tile the upper one's keys are all masked, its P and dS come out zero (and
-         * its dS^T rows, which the dQ product reads, too); it would only wait for the lower one. */
-        float st[32], dpt[32];
-        wgmma_fence();
-        sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
-        sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
-        wgmma_commit();
-        if (i > 0) flush_dq(i - 1);
-        wgmma_wait_all();
-        fence_registers(st);
-        fence_registers(dpt);
-        sm90_probs_and_ds(st, dpt, stage_stats, q0, krow0, g, t, T, scale_log2);
-        /* dV's product runs on while dS^T is packed, stored and multiplied (one wait below; 1.141
-         * -> 1.128 ms at the 1.3B shape on an H100) */
-        uint32_t frag_p[4][4], frag[4][4];
-        sm90_pack_a<4>(frag_p, st);
-        fence_registers(dv);
-        wgmma_fence();
-        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile);
-        wgmma_commit();
-        sm90_pack_a<4>(frag, dpt);
-        /* dS^T into its tile: fragment register j of slice kk is (key row g + 8 (j & 1), queries
-         * 16 kk + 8 (j >> 1) + 2t, +1); chunk c of key row r sits at c ^ (r % 8) = c ^ g */
-        unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                *reinterpret_cast<uint32_t *>(ds_rows + (j & 1) * 8 * 128 + (((2 * kk + (j >> 1)) ^ g) << 4) + 4 * t) =
-                    frag[kk][j];
-        fence_registers(dk);
-        wgmma_fence();
-        sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
-        wgmma_commit();
-        fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
-        __syncthreads();
-
-        /* the partial dQ of this pair (while dK's product runs): thread value 4n + 2r + c is query
-         * row 16 warp + g + 8r, column wg D/2 + 8n + 2t + c (n < D/16) */
-        float dq[32];
-        wgmma_fence();
-        if constexpr (D == 128) sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
-        else sm90_issue_dq<4>(dq, ds_tile, k_tile, 4 * wg, 0);
-        wgmma_commit();
-        wgmma_wait_all();
-        fence_registers(dv);
-        fence_fragments(frag_p);
-        fence_registers(dk);
-        fence_fragments(frag);
-        fence_registers(dq);
-        if constexpr (D == 64) {
-            /* each warpgroup has all 64 columns over its own keys: warpgroup w keeps columns
-             * [32w, 32w + 32) (its n8 blocks 4w..4w+3) and adds the other's */
-            const int tw = threadIdx.x % 128;
-#pragma unroll
-            for (int j = 0; j < 16; j++) exchange[(wg * 16 + j) * 128 + tw] = wg == 0 ? dq[16 + j] : dq[j];
-            __syncthreads();
-#pragma unroll
-            for (int j = 0; j < 16; j++) {
-                const float other = exchange[((1 - wg) * 16 + j) * 128 + tw];
-                dq[j] = (wg == 0 ? dq[j] : dq[16 + j]) + other;
-            }
-        }
-        /* staged thread-major; flushed during the next step's S and dP */
-        float *stage_out = dq_stage_ptr + (i & 1) * DQ_TILE + threadIdx.x;
-#pragma unroll
-        for (int e = 0; e < DQ_VALUES; e++) stage_out[e * SM90_THREADS] = dq[e];
-    }
-    fence_proxy_async();
-    __syncthreads();
-    flush_dq(steps - 1);
-    if (threadIdx.x == 0 && pending_sem != NULL) sm90_sem_release(pending_sem);
-
-    sm90_store_dkdv<D>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G);
-#else
-    (void)dqkv; (void)dq_accum; (void)dq_sems; (void)dout; (void)qkv; (void)lse2; (void)di; (void)T; (void)Tpad;
-    (void)H; (void)G;
-#endif
-}
-
 /* ---------------------------------------------------------------------------------------------- */
-/* The warp-specialized backward at head dimension 64 and 128 (FlashAttention-3's structure; the same
- * arithmetic per step as the fused kernel above and the same fixed dQ order: runs are bitwise
- * identical; against that kernel the bench shows the same distance to the two passes). A
+/* The warp-specialized backward at head dimension 64 and 128 (FlashAttention-3's structure; the
+ * arithmetic and the fixed dQ order of "the backward" above: runs are bitwise identical). A
  * work tile is (batch x group, 128 keys); the grid is persistent (one block per SM) and takes
  * tiles in order from a counter (atomicAdd; zeroed by the row kernel with the semaphores).
- * Tiles are numbered group by group, within a group the last key tile first, as the fused
- * kernel's blocks are dispatched: dQ's partials are summed from the diagonal's key tile down to
+ * Tiles are numbered group by group, within a group the last key tile first: dQ's partials are summed from the diagonal's key tile down to
  * key tile 0, so a tile only ever waits for tiles taken before it by running blocks (no
  * deadlock), and key tile n reaches a query tile about two steps after key tile n + 1 did. (A
  * static snake over rounds of `grid` tiles, as the forward's, balanced the steps as well but let
@@ -1091,15 +889,14 @@ attention_backward_sm90_kernel(nvbf16 *dqkv, float *dq_accum, int *dq_sems, cons
  * staging buffer, whose header names the tile and step): waits for the tile's turn on its
  * semaphore, issues the bulk copy or reduce-add, frees the buffer when the bulk operation has
  * read it and releases the semaphore when it is complete. The consumers thus never wait for a
- * semaphore except in key tile 0, which adds its partial to the sum itself and writes dQ as bf16
- * (as in the fused kernel).
+ * semaphore except in key tile 0, which adds its partial to the sum itself and writes dQ as bf16.
  *
  * Within a step, S^T and dP^T are two groups: P^T and the issue of dV's product run under
  * dP^T's product; in key tile 0 the first half of the others' dQ sum is loaded under the dQ
  * product.
  *
  * On an H100 (perf/attention_bench, B=8 T=2048 H=16 D=128, causal) 0.923 and 0.931 ms (372
- * and 369 TFLOP/s) against 1.131 and 1.134 ms for the fused kernel, in the same run (one dS^T
+ * and 369 TFLOP/s) against 1.131 and 1.134 ms for the earlier one-pass kernel, in the same run (one dS^T
  * tile and a second barrier per step: 0.929 and 0.936 there; without the two overlaps of the
  * paragraph above 0.933-0.947 ms in another run; with the split alone 0.960, within the
  * noise). Tried and left out: keeping a step's dQ product in flight under the next step's S^T and dP^T (its 32
@@ -1389,7 +1186,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
 /* ---------------------------------------------------------------------------------------------- */
 /* the two-pass backward, under MTC_ATTENTION_FUSED_BACKWARD=0 (perf/attention_bench's "old"),
  * the default at head dimension 64 until the warp-specialized kernel above (it measured faster
- * than the fused kernel of "the backward": GPT-2 124M's shape on an H100, 0.671 against 0.717 ms
+ * than the earlier one-pass kernel: GPT-2 124M's shape on an H100, 0.671 against 0.717 ms
  * with the row kernel; 0.635 against the warp-specialized kernel's 0.535 now). One kernel
  * owns 128 keys (two warpgroups of 64) and walks the query tiles of 64 at or below the diagonal,
  * of every head of the key's group in turn: S^T = K Q^T and dP^T = V dO^T (keys as rows), then
@@ -1405,7 +1202,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
  * 0.670 -> 0.669 ms (dV/dK under the next step), -> 0.665 (K, V in registers), -> 0.633
  * (persistent); at D 128 the two passes 1.27 -> 1.21 ms. Tried and left out (same H100, 124M
  * shape): the warpgroups taking turns issuing (the forward's ping-pong) in the dK/dV kernel
- * 0.668 against 0.669, in the dQ kernel (then without branches) 0.685, in the fused kernel at
+ * 0.668 against 0.669, in the dQ kernel (then without branches) 0.685, in the earlier one-pass kernel at
  * D 128 1.158 against 1.139; Q and dO rows of the dQ kernel in registers (one block per SM,
  * else it spills) 0.740 against 0.665; the dQ kernel's dQ product issued with the next tile's
  * S and dP (three K/V stages): spills at two blocks per SM. */
@@ -1890,7 +1687,9 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
     else sm90_forward_ws_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
 }
 
-/* the warp-specialized backward (D 64 or 128; the same inputs as the fused pass below): persistent, one
+/* the warp-specialized backward (D 64 or 128) after cuda_attention.cu's row kernel (lse2, Di:
+ * [B*H, Tpad], Tpad a multiple of 128; dq_sems [B*H, Tpad/64] and the tile counter after them
+ * zeroed by it; dq_accum [B*H, Tpad, D] fp32, any contents, 16-byte aligned): persistent, one
  * block per SM or per tile where there are fewer tiles */
 template <int D, int STAGES>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
@@ -1905,20 +1704,6 @@ static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems,
     int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP; /* zeroed with the semaphores */
     kernel<<<(unsigned int)grid, SM90_WSB_THREADS, smem, compute_stream()>>>(
         qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, B, T, Tpad, H, G);
-    CHECK_LAUNCH();
-}
-
-/* the fused dK/dV/dQ pass after cuda_attention.cu's row kernel (lse2, Di: [B*H, Tpad], Tpad a
- * multiple of 128; dq_sems [B*H, Tpad/64] zeroed by it; dq_accum [B*H, Tpad, D] fp32, any
- * contents, 16-byte aligned) */
-template <int D>
-static void sm90_backward_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
-                                 const float *lse2, const float *di, int B, int T, int Tpad, int H, int G) {
-    auto kernel = attention_backward_sm90_kernel<D>;
-    const size_t smem = sm90_backward_smem_bytes(D);
-    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kernel<<<dim3((unsigned int)ceil_div((size_t)T, 128), (unsigned int)(B * G)), SM90_THREADS, smem, compute_stream()>>>(
-        dqkv, dq_accum, dq_sems, dout, qkv, lse2, di, T, Tpad, H, G);
     CHECK_LAUNCH();
 }
 
@@ -1952,9 +1737,7 @@ static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf1
 
 /* whether the backward of head dimension D is a one-pass kernel (it needs dq_accum and dq_sems):
  * by default (the warp-specialized kernel, D 64 and 128); MTC_ATTENTION_FUSED_BACKWARD=0 takes
- * the two passes (perf/attention_bench times the two against each other so), =2 the earlier
- * one-pass kernel at D 64 (0.713 against 0.535 ms for the warp-specialized one at 124M's shape
- * on an H100) */
+ * the two passes (perf/attention_bench times the two against each other so) */
 extern "C" int cuda_attention_sm90_backward_fused(int D) {
     (void)D;
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
@@ -1965,10 +1748,7 @@ extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const
                                              const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad,
                                              int H, int G, int D) {
     const int fused = cuda_attention_sm90_backward_fused(D);
-    const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
-    if (fused && D == 64 && env != NULL && strcmp(env, "2") == 0) /* the earlier one-pass kernel */
-        sm90_backward_launch<64>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    else if (fused && D == 64)
+    if (fused && D == 64)
         sm90_backward_ws_launch<64, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di,
                                                      B, T, Tpad, H, G);
     else if (fused)

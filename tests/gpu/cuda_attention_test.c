@@ -368,11 +368,6 @@ int main(void) {
      * the tiles */
     test_attention(1, 1024, 8, 2, 64, 0, 8, 0.0f);
     test_attention(2, 333, 4, 2, 64, 0, 4, 0.0f);
-    /* the earlier one-pass kernel at D 64 (MTC_ATTENTION_FUSED_BACKWARD=2) */
-    setenv("MTC_ATTENTION_FUSED_BACKWARD", "2", 1);
-    path_label = "one-pass (earlier) ";
-    test_attention(1, 2048, 1, 1, 64, 0, 1, 0.0f);
-    test_attention(1, 1024, 8, 2, 64, 0, 8, 0.0f);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
     path_label = "";
 
