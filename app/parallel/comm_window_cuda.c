@@ -39,6 +39,7 @@
 
 #include <cuda.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,9 @@ struct cuda_window {
     uint32_t *sent, *expected;
     cudaStream_t copy_stream;
     cudaEvent_t ready;     /* the compute stream's work before a fetch */
+    int copied_signals;    /* the driver refused a stream write to a peer's memory: signal with
+                            * a local stream write into outbox[peer] and a 4-byte copy of it */
+    uint32_t *outbox;      /* [ranks], this rank's device memory */
 };
 
 /* the ranks must sit on one node and reach each other's GPUs */
@@ -159,6 +163,7 @@ static cuda_window *window_create(const comm_group *group) {
     map_peers((char *)w->flags, 0, (char **)w->peer_flags, group);
     CHECK_CUDA_CALL(cudaStreamCreateWithFlags(&w->copy_stream, cudaStreamNonBlocking));
     CHECK_CUDA_CALL(cudaEventCreateWithFlags(&w->ready, cudaEventDisableTiming));
+    CHECK_CUDA_CALL(cudaMalloc((void **)&w->outbox, sizeof(uint32_t) * (size_t)w->ranks));
     CHECK_MPI(MPI_Barrier(group->mpi)); /* every flag array is zero and mapped before any post */
     return w;
 }
@@ -205,8 +210,20 @@ static const char *peer_address(const cuda_window *w, const void *src, size_t by
 void cuda_window_post(cuda_window *w, int peer, const comm_group *group, cudaStream_t stream) {
     CHECK(w, "--tp-comm-overlap: post on group %s before any buffer was registered", group->name);
     uint32_t value = ++w->sent[peer];
-    CHECK_CU(write_value((CUstream)stream, (CUdeviceptr)(w->peer_flags[peer] + w->rank), value,
-                         CU_STREAM_WRITE_VALUE_DEFAULT));
+    if (!w->copied_signals) {
+        CUresult result = write_value((CUstream)stream, (CUdeviceptr)(w->peer_flags[peer] + w->rank), value,
+                                      CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (result == CUDA_SUCCESS) return;
+        if (w->rank == 0)
+            fprintf(stderr, "--tp-comm-overlap: cuStreamWriteValue32 to a peer's memory failed (CUresult %d); "
+                    "signalling with 4-byte copies instead\n", (int)result);
+        w->copied_signals = 1;
+    }
+    /* the compute stream writes the value locally, then copies it into the peer's flag (the copy
+     * follows the kernels before it in stream order, as the write would) */
+    CHECK_CU(write_value((CUstream)stream, (CUdeviceptr)(w->outbox + peer), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    CHECK_CUDA_CALL(cudaMemcpyAsync(w->peer_flags[peer] + w->rank, w->outbox + peer, sizeof(uint32_t),
+                                    cudaMemcpyDeviceToDevice, stream));
 }
 
 void cuda_window_fetch(cuda_window *w, void *dst, const void *src, size_t bytes, int peer,
@@ -233,6 +250,7 @@ void cuda_window_free(cuda_window *w) {
     for (int p = 0; p < w->ranks; p++)
         if (w->peer_flags[p]) CHECK_CUDA_CALL(cudaIpcCloseMemHandle(w->peer_flags[p]));
     CHECK_CUDA_CALL(cudaFree(w->flags));
+    CHECK_CUDA_CALL(cudaFree(w->outbox));
     CHECK_CUDA_CALL(cudaEventDestroy(w->ready));
     CHECK_CUDA_CALL(cudaStreamDestroy(w->copy_stream));
     free(w->regions);
