@@ -236,10 +236,13 @@ static void bind_view(model_view *v, const gpt_model *m, const model_chunk *ch, 
 static float *alloc_floats(const kernel_ops *ops, size_t n) { return ops->alloc(sizeof(float) * n); }
 static void *alloc_acts(const kernel_ops *ops, size_t n) { return ops->alloc(ops->act_bytes * n); }
 
-/* --tp-comm-overlap is in effect (it needs sequence parallelism and more than one rank) */
+/* --tp-comm-overlap is in effect (it needs sequence parallelism and more than one rank); for the
+ * all-gathers (ag) and reduce-scatters (rs) unless --disable-tp-comm-overlap-ag/-rs */
 static int overlapped(const gpt_model *m) {
     return m->config.tp_comm_overlap && m->config.sequence_parallel && m->config.tp_size > 1;
 }
+static int overlapped_ag(const gpt_model *m) { return overlapped(m) && !m->config.tp_comm_overlap_disable_ag; }
+static int overlapped_rs(const gpt_model *m) { return overlapped(m) && !m->config.tp_comm_overlap_disable_rs; }
 
 /* bytes of one rank's block of token rows of a [N,cols] tensor */
 static size_t row_block_bytes(const gpt_model *m, int cols) {
@@ -589,7 +592,7 @@ static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rs
     const gpt_config *c = &m->config;
     tensor_parallel_comm tp = tensor_parallel_of(m);
     shapes s = model_shapes(m);
-    if (overlapped(m)) {
+    if (overlapped_ag(m)) {
         norm_and_gather_start(m, full_out, mean, rstd, x, weight, bias);
         tp_gather_finish(&tp, m->tp_requests);
         return;
@@ -607,7 +610,7 @@ static void gathered_matmul_forward(gpt_model *m, void *out, void *gelu_out, con
                                     const void *weight, const void *bias, int OC) {
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
-    if (!overlapped(m)) {
+    if (!overlapped_ag(m)) {
         ops->matmul_forward(out, gelu_out, full_in, weight, bias, s.N, s.C, OC);
         return;
     }
@@ -682,7 +685,7 @@ static void *column_parallel_backward(gpt_model *m, float *dweight, float *dbias
                                       const void *weight, int OC) {
     shapes s = model_shapes(m);
     backward_scratch *b = &m->scratch;
-    if (overlapped(m)) {  /* --tp-comm-overlap: input gradient by row blocks, peers' first */
+    if (overlapped_rs(m)) {  /* --tp-comm-overlap: input gradient by row blocks, peers' first */
         const kernel_ops *ops = m->ops;
         tensor_parallel_comm tp = tensor_parallel_of(m);
         size_t n = (size_t)s.n, block = row_block_bytes(m, s.C);
@@ -744,7 +747,7 @@ static void *row_parallel_forward(gpt_model *m, const void *in, const void *weig
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
     backward_scratch *b = &m->scratch;
-    if (!overlapped(m)) {
+    if (!overlapped_rs(m)) {
         ops->matmul_forward(b->forward_full, NULL, in, weight, NULL, s.N, IC, s.C);
         return reduce_to_rows(m, b->forward_full, b->forward_rows);
     }
@@ -772,7 +775,7 @@ static void row_parallel_backward(gpt_model *m, void *dx, float *dweight, void *
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
     backward_scratch *b = &m->scratch;
-    if (!overlapped(m)) {
+    if (!overlapped_ag(m)) {
         void *d_full = gather_rows(m, d_rows, b->d_full);
         ops->matmul_backward(dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
         return;
@@ -910,7 +913,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     params_needed(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 
     /* attention block */
-    if (overlapped(m))
+    if (overlapped_ag(m))
         norm_and_gather_start(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                               lw->input_layernorm_bias);
     else
@@ -932,7 +935,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     /* MLP block; unless kept (--keep-mlp-activation) the activation lives in scratch until fc2
      * has read it (the backward recomputes it from fc1_out, the pre-activation, which saves
      * [N,F/tp] per layer) */
-    if (overlapped(m))
+    if (overlapped_ag(m))
         norm_and_gather_start(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
                               lw->pre_mlp_layernorm_bias);
     else

@@ -80,6 +80,8 @@ typedef struct gpt_config {
     int tp_comm_overlap;       /* --tp-comm-overlap: sequence-parallel collectives as one-sided block
                                 * copies overlapped with row blocks of the GEMMs (needs
                                 * sequence_parallel; app/parallel/tp_overlap.h) */
+    int tp_comm_overlap_disable_ag, tp_comm_overlap_disable_rs; /* keep NCCL for the all-gathers /
+                                * the reduce-scatters (--disable-tp-comm-overlap-ag/-rs) */
     int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
     int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */
     int64_t bucket_size;      /* elements per gradient bucket (data parallelism) */

@@ -5,7 +5,7 @@
 # in rank order; OpenBLAS computes each output row the same whatever the row count, and at TP2
 # a + b is what MPI's reduce-scatter adds too, so TP2 trains the same bits as without the flag
 # (GPT with dropout, with full and layer-norm recompute, with the MLP activation kept; Llama;
-# TP2 x DP2). At TP4 MPI's reduction order differs from rank order: losses within 1e-5 relative
+# TP2 x DP2; with --disable-tp-comm-overlap-ag or -rs). At TP4 MPI's reduction order differs from rank order: losses within 1e-5 relative
 # and every parameter within 1e-5. Then the refusals, each with its message.
 . "${top_srcdir:-.}/tests/lib.sh"
 COMPARE="$top_builddir/tests/tools/compare_params"
@@ -46,6 +46,10 @@ bitwise "GPT TP2 SP layernorm recompute" 2 $GPT --tensor-model-parallel-size 2 -
 bitwise "GPT TP2 SP kept MLP activation" 2 $GPT --tensor-model-parallel-size 2 --sequence-parallel --keep-mlp-activation
 bitwise "Llama TP2 SP" 2 $LLAMA --tensor-model-parallel-size 2 --sequence-parallel
 bitwise "GPT TP2 x DP2 SP" 4 $GPT --tensor-model-parallel-size 2 --sequence-parallel
+bitwise "GPT TP2 SP, all-gathers not overlapped" 2 $GPT --tensor-model-parallel-size 2 --sequence-parallel \
+    --disable-tp-comm-overlap-ag
+bitwise "GPT TP2 SP, reduce-scatters not overlapped" 2 $GPT --tensor-model-parallel-size 2 --sequence-parallel \
+    --disable-tp-comm-overlap-rs
 
 run_pair tp4 4 $GPT --tensor-model-parallel-size 4 --sequence-parallel
 ok $? "GPT TP4 SP: trains with and without --tp-comm-overlap"
