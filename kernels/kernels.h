@@ -284,6 +284,11 @@ typedef struct kernel_ops {
     void (*dropout_backward)(void *dx, const void *dout, size_t n, dropout_rng rng);
     /* out = a + b (out may alias a or b). */
     void (*add)(void *out, const void *a, const void *b, size_t n);
+    /* out[n] = sum over k = 0..ranks-1, in that order, of (k == own_rank ? own : received + k*n)[i]
+     * (the tensor-parallel reduce-scatter of --tp-comm-overlap: this rank's partial rows and the
+     * peers' received ones; received's own_rank block is not read). fp32 accumulation, one
+     * rounding to the compute dtype; out may alias own. */
+    void (*sum_blocks)(void *out, const void *own, const void *received, int ranks, int own_rank, size_t n);
     /* x *= s (compute dtype) */
     void (*scale)(void *x, float s, size_t n);
     /* x *= s on fp32 (gradient clipping) */

@@ -12,11 +12,22 @@
  * identity/all-reduce without it; in backward each becomes the other (Megatron's mappings:
  * app/parallel/tensor_parallel.h).
  * Embedding: x0 = dropout(reduce(wte_local[token] + wpe[position] on tp rank 0)); head:
- * logits_local = gather(LN(xL)) Wout_local^T and the vocab-parallel cross-entropy. */
+ * logits_local = gather(LN(xL)) Wout_local^T and the vocab-parallel cross-entropy.
+ *
+ * With --tp-comm-overlap (sequence parallelism) the all-gather into a column-parallel GEMM and the
+ * reduce-scatter after a row-parallel one are one-sided block copies (app/parallel/tp_overlap.h)
+ * overlapped with the GEMM split by token row blocks: the norm writes its rows into this rank's
+ * block of ln1/ln2, the GEMM runs on that block while the peers' blocks arrive; a row-parallel
+ * GEMM makes the peers' blocks first and posts them, then its own while their partials of this
+ * rank's rows arrive. The backward does the duals for the attention projection (gather of the
+ * output gradient with its input-gradient GEMM) and every column-parallel linear (input-gradient
+ * GEMM by blocks with the reduce-scatter, the weight gradient while the partials arrive); the
+ * MLP's fc2 backward keeps the NCCL all-gather (its fused GeLU-backward GEMM is not split). */
 #include "app/model/gpt_model.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
 #include "app/parallel/tensor_parallel.h"
+#include "app/parallel/tp_overlap.h"
 #include "kernels/philox.h"
 
 #include <math.h>
@@ -225,6 +236,19 @@ static void bind_view(model_view *v, const gpt_model *m, const model_chunk *ch, 
 static float *alloc_floats(const kernel_ops *ops, size_t n) { return ops->alloc(sizeof(float) * n); }
 static void *alloc_acts(const kernel_ops *ops, size_t n) { return ops->alloc(ops->act_bytes * n); }
 
+/* --tp-comm-overlap is in effect (it needs sequence parallelism and more than one rank); for the
+ * all-gathers (ag) and reduce-scatters (rs) unless --disable-tp-comm-overlap-ag/-rs */
+static int overlapped(const gpt_model *m) {
+    return m->config.tp_comm_overlap && m->config.sequence_parallel && m->config.tp_size > 1;
+}
+static int overlapped_ag(const gpt_model *m) { return overlapped(m) && !m->config.tp_comm_overlap_disable_ag; }
+static int overlapped_rs(const gpt_model *m) { return overlapped(m) && !m->config.tp_comm_overlap_disable_rs; }
+
+/* bytes of one rank's block of token rows of a [N,cols] tensor */
+static size_t row_block_bytes(const gpt_model *m, int cols) {
+    return m->ops->act_bytes * (size_t)m->local_rows * (size_t)cols;
+}
+
 /* sizes every buffer below is made of */
 typedef struct shapes {
     int B, T, C, H, Hl, D, HDl, Fl, V, Vl, N, n;
@@ -421,6 +445,39 @@ static void free_recompute_scratch(gpt_model *m) {
     if (b->norm_out) m->ops->release(b->norm_out);
 }
 
+/* --tp-comm-overlap: every buffer a fetch reads or writes is registered with the tensor-parallel
+ * group's windows, once, in the same order on every rank (the same sizes: symmetric) */
+static void register_windows(gpt_model *m) {
+    if (!overlapped(m)) return;
+    shapes s = model_shapes(m);
+    backward_scratch *b = &m->scratch;
+    size_t full = m->ops->act_bytes * (size_t)s.N * s.C, rows = row_block_bytes(m, s.C);
+    const comm_group *g = m->tp_group;
+    m->tp_requests = calloc((size_t)m->config.tp_size, sizeof(comm_request));
+    CHECK(m->tp_requests, "out of host memory");
+    b->tp_received = alloc_acts(m->ops, (size_t)s.N * s.C);
+    m->comm->window_register(b->forward_full, full, g);
+    m->comm->window_register(b->tp_received, full, g);
+    m->comm->window_register(b->d_full, full, g);
+    m->comm->window_register(b->d_hidden, rows, g);
+    m->comm->window_register(b->d_residual, rows, g);
+    for (int j = 0; j < b->num_recompute_layers; j++) {
+        m->comm->window_register(b->recompute_layers[j].ln1, full, g);
+        m->comm->window_register(b->recompute_layers[j].ln2, full, g);
+    }
+    for (int k = 0; k < m->num_chunks; k++) {
+        model_chunk *ch = &m->chunks[k];
+        for (int slot = 0; slot < m->config.activation_slots; slot++) {
+            activation_slot *sl = &ch->slots[slot];
+            for (int l = 0; l < ch->num_layers; l++) {
+                m->comm->window_register(sl->layers[l].ln1, full, g);
+                m->comm->window_register(sl->layers[l].ln2, full, g);
+            }
+            if (ch->post_process) m->comm->window_register(sl->lnf, full, g);
+        }
+    }
+}
+
 void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *ops,
                       const comm_ops *comm, const comm_group *tp_group) {
     memset(m, 0, sizeof(*m));
@@ -456,6 +513,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     }
     initialize_parameters(m);
     allocate_scratch(m);
+    register_windows(m);
 }
 
 void gpt_model_free(gpt_model *m) {
@@ -470,7 +528,8 @@ void gpt_model_free(gpt_model *m) {
     free_recompute_scratch(m);
     backward_scratch *b = &m->scratch;
     void *buffers[] = {b->d_residual, b->d_hidden, b->d_full, b->d_attention, b->d_qkv, b->d_ffn_a,
-                       b->d_ffn_b, b->forward_full, b->forward_rows, m->param_buffer, m->grad_buffer};
+                       b->d_ffn_b, b->forward_full, b->forward_rows, m->param_buffer, m->grad_buffer,
+                       b->tp_received};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
     if (b->norm_ones) ops->release(b->norm_ones);
     if (b->norm_weight) ops->release(b->norm_weight);
@@ -478,6 +537,7 @@ void gpt_model_free(gpt_model *m) {
     free(m->params);
     free(m->buckets);
     free(m->host_losses);
+    free(m->tp_requests);
     memset(m, 0, sizeof(*m));
 }
 
@@ -505,6 +565,26 @@ static const void *norm_weight(gpt_model *m, const void *weight) {
     return m->scratch.norm_weight;
 }
 
+/* the norm of this rank's rows into out [n,C] */
+static void normalize(gpt_model *m, void *out, float *mean, float *rstd, const void *x, const void *weight,
+                      const void *bias) {
+    const gpt_config *c = &m->config;
+    shapes s = model_shapes(m);
+    weight = norm_weight(m, weight);
+    if (c->rmsnorm) m->ops->rmsnorm_forward(out, rstd, x, weight, s.n, s.C, c->layernorm_epsilon);
+    else m->ops->layernorm_forward(out, mean, rstd, x, weight, bias, s.n, s.C, c->layernorm_epsilon);
+}
+
+/* norm_and_gather with --tp-comm-overlap: the rows go straight into this rank's block of
+ * full_out and the all-gather is started; gathered_matmul_forward or tp_gather_finish ends it */
+static void norm_and_gather_start(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
+                                  const void *weight, const void *bias) {
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    void *own = (char *)full_out + (size_t)m->config.tp_rank * row_block_bytes(m, m->config.hidden_size);
+    normalize(m, own, mean, rstd, x, weight, bias);
+    tp_gather_start(&tp, full_out, own, row_block_bytes(m, m->config.hidden_size), m->tp_requests);
+}
+
 /* layer norm on this rank's rows, made whole for a column-parallel matmul: with sequence
  * parallelism the normalized rows are all-gathered into full_out, otherwise written there */
 static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
@@ -512,12 +592,37 @@ static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rs
     const gpt_config *c = &m->config;
     tensor_parallel_comm tp = tensor_parallel_of(m);
     shapes s = model_shapes(m);
+    if (overlapped_ag(m)) {
+        norm_and_gather_start(m, full_out, mean, rstd, x, weight, bias);
+        tp_gather_finish(&tp, m->tp_requests);
+        return;
+    }
     void *normalized = c->sequence_parallel ? m->scratch.forward_rows : full_out;
-    weight = norm_weight(m, weight);
-    if (c->rmsnorm) m->ops->rmsnorm_forward(normalized, rstd, x, weight, s.n, s.C, c->layernorm_epsilon);
-    else m->ops->layernorm_forward(normalized, mean, rstd, x, weight, bias, s.n, s.C, c->layernorm_epsilon);
+    normalize(m, normalized, mean, rstd, x, weight, bias);
     if (c->sequence_parallel) gather_from_sequence_parallel_region(&tp, normalized, full_out, s.N, s.C, m->act_dtype);
     else copy_to_tensor_parallel_region(&tp, normalized);
+}
+
+/* the column-parallel GEMM out[N,OC] = full_in W^T + bias (gelu_out = gelu(out) when not NULL)
+ * after norm_and_gather_start: by row blocks as they arrive, this rank's first (bias and GeLU
+ * apply per row, so per block) */
+static void gathered_matmul_forward(gpt_model *m, void *out, void *gelu_out, const void *full_in,
+                                    const void *weight, const void *bias, int OC) {
+    shapes s = model_shapes(m);
+    const kernel_ops *ops = m->ops;
+    if (!overlapped_ag(m)) {
+        ops->matmul_forward(out, gelu_out, full_in, weight, bias, s.N, s.C, OC);
+        return;
+    }
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    size_t n = (size_t)s.n;
+    for (int i = 0; i < m->config.tp_size; i++) {
+        int k = tp_gather_order(&tp, i);
+        tp_gather_wait(&tp, k, m->tp_requests);
+        ops->matmul_forward(act_at(ops, out, k * n * OC), gelu_out ? act_at(ops, gelu_out, k * n * OC) : NULL,
+                            act_at(ops, (void *)full_in, k * n * s.C), weight, bias, s.n, s.C, OC);
+    }
+    tp_gather_finish(&tp, m->tp_requests);
 }
 
 /* backward of the norm of norm_and_gather: dx += dL/dx, parameter gradients += */
@@ -564,7 +669,9 @@ static void *reduce_gathered_grad(gpt_model *m, void *d_full, void *d_rows) {
  * Returns this rank's rows. */
 /* Off unless MTC_TP_COMM_OVERLAP=1: on two H200s (NVLink) the overlapped reduction made the TP2
  * step of GPT 1.3B 1.3% slower (the NCCL kernel and the weight-gradient GEMM share the SMs;
- * perf/results/tp-overlap-h200x2-2026-11-23.md). Same bits either way. */
+ * perf/results/tp-overlap-h200x2-2026-11-23.md). Same bits either way. The --tp-comm-overlap
+ * flag (sequence parallelism) takes precedence: its copy-engine reduce-scatter by row blocks,
+ * 8.5-9% faster at TP2 (perf/results/tp-comm-overlap-h100x2-2026-11-27.md). */
 static int tp_comm_overlap(void) {
     static int value = -1;
     if (value < 0) {
@@ -578,6 +685,24 @@ static void *column_parallel_backward(gpt_model *m, float *dweight, float *dbias
                                       const void *weight, int OC) {
     shapes s = model_shapes(m);
     backward_scratch *b = &m->scratch;
+    if (overlapped_rs(m)) {  /* --tp-comm-overlap: input gradient by row blocks, peers' first */
+        const kernel_ops *ops = m->ops;
+        tensor_parallel_comm tp = tensor_parallel_of(m);
+        size_t n = (size_t)s.n, block = row_block_bytes(m, s.C);
+        for (int i = 1; i < m->config.tp_size; i++) {
+            int k = tp_reduce_scatter_order(&tp, i);
+            ops->matmul_backward(act_at(ops, b->d_full, k * n * s.C), NULL, NULL, act_at(ops, (void *)dout, k * n * OC),
+                                 NULL, weight, s.n, s.C, OC);
+            tp_reduce_scatter_post(&tp, b->d_full, k, block);
+        }
+        tp_reduce_scatter_fetch(&tp, b->d_full, b->tp_received, block, m->tp_requests);
+        int r = m->config.tp_rank;
+        ops->matmul_backward(act_at(ops, b->d_full, r * n * s.C), NULL, NULL, act_at(ops, (void *)dout, r * n * OC),
+                             NULL, weight, s.n, s.C, OC);
+        ops->matmul_backward(NULL, dweight, dbias, dout, x, weight, s.N, s.C, OC);  /* while the partials arrive */
+        tp_reduce_scatter_finish(&tp, b->d_hidden, b->d_full, b->tp_received, n * s.C, block, m->tp_requests);
+        return b->d_hidden;
+    }
     if (m->config.tp_size == 1 || !tp_comm_overlap()) {
         m->ops->matmul_backward(b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC);
         return reduce_gathered_grad(m, b->d_full, b->d_hidden);
@@ -612,6 +737,60 @@ static void *gather_rows(gpt_model *m, void *rows, void *full) {
     if (m->config.sequence_parallel)
         return reduce_scatter_to_sequence_parallel_region_backward(&tp, rows, full, s.N, s.C, m->act_dtype);
     return reduce_from_tensor_parallel_region_backward(&tp, rows);
+}
+
+/* a row-parallel GEMM's partial sums of in[N,IC] W^T, summed over tensor-parallel ranks for this
+ * rank's rows (reduce_to_rows); returns where they are. With --tp-comm-overlap by row blocks:
+ * the peers' blocks first, each posted when made, then this rank's while the peers' partials of
+ * its rows arrive, summed in rank order into forward_rows. */
+static void *row_parallel_forward(gpt_model *m, const void *in, const void *weight, int IC) {
+    shapes s = model_shapes(m);
+    const kernel_ops *ops = m->ops;
+    backward_scratch *b = &m->scratch;
+    if (!overlapped_rs(m)) {
+        ops->matmul_forward(b->forward_full, NULL, in, weight, NULL, s.N, IC, s.C);
+        return reduce_to_rows(m, b->forward_full, b->forward_rows);
+    }
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    size_t n = (size_t)s.n, block = row_block_bytes(m, s.C);
+    for (int i = 1; i < m->config.tp_size; i++) {
+        int k = tp_reduce_scatter_order(&tp, i);
+        ops->matmul_forward(act_at(ops, b->forward_full, k * n * s.C), NULL, act_at(ops, (void *)in, k * n * IC), weight,
+                            NULL, s.n, IC, s.C);
+        tp_reduce_scatter_post(&tp, b->forward_full, k, block);
+    }
+    tp_reduce_scatter_fetch(&tp, b->forward_full, b->tp_received, block, m->tp_requests);
+    int r = m->config.tp_rank;
+    ops->matmul_forward(act_at(ops, b->forward_full, r * n * s.C), NULL, act_at(ops, (void *)in, r * n * IC), weight,
+                        NULL, s.n, IC, s.C);
+    tp_reduce_scatter_finish(&tp, b->forward_rows, b->forward_full, b->tp_received, n * s.C, block, m->tp_requests);
+    return b->forward_rows;
+}
+
+/* the backward of row_parallel_forward: d_rows [n,C] made whole (gather_rows), then
+ * dx[N,IC] = d_full W and dweight += d_full^T x. With --tp-comm-overlap the input gradient runs
+ * by row blocks as the peers' rows arrive, this rank's first; the weight gradient after. */
+static void row_parallel_backward(gpt_model *m, void *dx, float *dweight, void *d_rows, const void *x,
+                                  const void *weight, int IC) {
+    shapes s = model_shapes(m);
+    const kernel_ops *ops = m->ops;
+    backward_scratch *b = &m->scratch;
+    if (!overlapped_ag(m)) {
+        void *d_full = gather_rows(m, d_rows, b->d_full);
+        ops->matmul_backward(dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
+        return;
+    }
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    size_t n = (size_t)s.n;
+    tp_gather_start(&tp, b->d_full, d_rows, row_block_bytes(m, s.C), m->tp_requests);
+    for (int i = 0; i < m->config.tp_size; i++) {
+        int k = tp_gather_order(&tp, i);
+        tp_gather_wait(&tp, k, m->tp_requests);
+        ops->matmul_backward(act_at(ops, dx, k * n * IC), NULL, NULL, act_at(ops, b->d_full, k * n * s.C), NULL, weight,
+                             s.n, IC, s.C);
+    }
+    tp_gather_finish(&tp, m->tp_requests);
+    ops->matmul_backward(NULL, dweight, NULL, b->d_full, x, weight, s.N, IC, s.C);
 }
 
 /* ------------------------------------------------------------------ dropout streams */
@@ -734,8 +913,13 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     params_needed(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 
     /* attention block */
-    norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight, lw->input_layernorm_bias);
-    ops->matmul_forward(la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.N, s.C, s.QKVl);
+    if (overlapped_ag(m))
+        norm_and_gather_start(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
+                              lw->input_layernorm_bias);
+    else
+        norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
+                        lw->input_layernorm_bias);
+    gathered_matmul_forward(m, la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.QKVl);
     if (c->position_embedding_type == POSITION_ROPE) ops->rope_forward(la->qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
     ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
                            c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
@@ -744,28 +928,31 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
         ops->matmul_forward_residual(la->residual_mid, la->attention_out, lw->proj_weight, lw->proj_bias, la->input,
                                      s.N, s.HDl, s.C);
     } else {
-        ops->matmul_forward(m->scratch.forward_full, NULL, la->attention_out, lw->proj_weight, NULL, s.N, s.HDl, s.C);
-        void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
+        void *rows = row_parallel_forward(m, la->attention_out, lw->proj_weight, s.HDl);
         bias_dropout_add(m, la->residual_mid, la->input, rows, lw->proj_bias, out_rng);
     }
 
     /* MLP block; unless kept (--keep-mlp-activation) the activation lives in scratch until fc2
      * has read it (the backward recomputes it from fc1_out, the pre-activation, which saves
      * [N,F/tp] per layer) */
-    norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
+    if (overlapped_ag(m))
+        norm_and_gather_start(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+                              lw->pre_mlp_layernorm_bias);
+    else
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+                        lw->pre_mlp_layernorm_bias);
     void *activation = la->activation ? la->activation : m->scratch.d_ffn_a;
     if (c->swiglu) {
-        ops->matmul_forward(la->fc1_out, NULL, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.FC1l);
+        gathered_matmul_forward(m, la->fc1_out, NULL, la->ln2, lw->fc1_weight, lw->fc1_bias, s.FC1l);
         ops->swiglu_forward(activation, la->fc1_out, s.N, s.Fl);
     } else {
-        ops->matmul_forward(la->fc1_out, activation, la->ln2, lw->fc1_weight, lw->fc1_bias, s.N, s.C, s.Fl);
+        gathered_matmul_forward(m, la->fc1_out, activation, la->ln2, lw->fc1_weight, lw->fc1_bias, s.Fl);
     }
     out_rng = hidden_rng(m, rng, layer, SITE_MLP_OUT);
     if (residual_fused(m, out_rng)) {
         ops->matmul_forward_residual(out, activation, lw->fc2_weight, lw->fc2_bias, la->residual_mid, s.N, s.Fl, s.C);
     } else {
-        ops->matmul_forward(m->scratch.forward_full, NULL, activation, lw->fc2_weight, NULL, s.N, s.Fl, s.C);
-        void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
+        void *rows = row_parallel_forward(m, activation, lw->fc2_weight, s.Fl);
         bias_dropout_add(m, out, la->residual_mid, rows, lw->fc2_bias, out_rng);
     }
 }
@@ -902,8 +1089,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
     d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
     if (lg->proj_bias) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
-    d_full = gather_rows(m, d_hidden, b->d_full);
-    ops->matmul_backward(b->d_attention, lg->proj_weight, NULL, d_full, la->attention_out, lw->proj_weight, s.N, s.HDl, s.C);
+    row_parallel_backward(m, b->d_attention, lg->proj_weight, d_hidden, la->attention_out, lw->proj_weight, s.HDl);
     if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
         ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
                                c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));

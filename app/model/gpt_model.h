@@ -77,6 +77,11 @@ typedef struct gpt_config {
     int loss_chunk_rows;
     /* parallel layout */
     int tp_size, tp_rank, sequence_parallel;
+    int tp_comm_overlap;       /* --tp-comm-overlap: sequence-parallel collectives as one-sided block
+                                * copies overlapped with row blocks of the GEMMs (needs
+                                * sequence_parallel; app/parallel/tp_overlap.h) */
+    int tp_comm_overlap_disable_ag, tp_comm_overlap_disable_rs; /* keep NCCL for the all-gathers /
+                                * the reduce-scatters (--disable-tp-comm-overlap-ag/-rs) */
     int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
     int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */
     int64_t bucket_size;      /* elements per gradient bucket (data parallelism) */
@@ -202,6 +207,7 @@ typedef struct backward_scratch {
     int num_recompute_layers;
     void *attention_workspace;
     void *norm_out;       /* [N,C], recompute_layernorm only: every layer's ln1 and ln2 */
+    void *tp_received;    /* [N,C], tp_comm_overlap only: the peers' partial sums of this rank's rows */
 } backward_scratch;
 
 typedef struct gpt_model {
@@ -225,6 +231,7 @@ typedef struct gpt_model {
     model_hooks hooks;
     int local_rows;            /* n: token rows of the residual stream held here */
     float *host_losses;        /* [N] */
+    comm_request *tp_requests; /* [tp], tp_comm_overlap only: a step's fetches, by peer */
     float *capture_logits;     /* host [N,V/tp]: when set, the last chunk copies its logits here
                                 * before the loss (inspection tools); NULL in training */
 } gpt_model;

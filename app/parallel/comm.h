@@ -80,6 +80,22 @@ typedef struct comm_ops {
                                  const comm_group *group, comm_request *request);
     void (*iallreduce_into)(void *buf, size_t count, comm_dtype dtype, const comm_group *group,
                             comm_request *request);
+    /* One-sided windows (--tp-comm-overlap: tensor-parallel all-gathers and reduce-scatters as
+     * copies that overlap the GEMMs, app/parallel/tp_overlap.h). A transfer is PULLED: the owner
+     * of the data posts it, the reader fetches it from the owner's memory.
+     * window_register: collective over the group; every rank registers the same buffers in the
+     *   same order with the same sizes (a buffer may be registered twice: the second is a no-op).
+     * post: this rank's bytes at src (inside a registered buffer) are complete in stream order
+     *   and may be read by peer.
+     * fetch: copy the peer's bytes at the place of local address src (same registered buffer,
+     *   same offset) into local dst, once the peer's matching post is made (posts and fetches
+     *   between two ranks match in order); wait(request) makes the compute stream see dst.
+     * window_flush: every post of this rank is delivered (its source may be overwritten) */
+    void (*window_register)(void *buf, size_t bytes, const comm_group *group);
+    void (*post)(const void *src, size_t bytes, int peer, const comm_group *group);
+    void (*fetch)(void *dst, const void *src, size_t bytes, int peer, const comm_group *group,
+                  comm_request *request);
+    void (*window_flush)(const comm_group *group);
     /* complete a request (no-op when it is not active) */
     void (*wait)(comm_request *request);
     /* 1 when the request is complete (or inactive), without blocking */

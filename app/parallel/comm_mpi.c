@@ -2,7 +2,13 @@
  * built-in algorithms, which for a fixed communicator size and message size always combine in
  * the same order (MPICH), so results are reproducible from run to run. Every operation is
  * started non-blocking and completed by comm_timed_wait (app/parallel/timeout.h), so a rank that
- * never arrives ends the job after --distributed-timeout-minutes with a message naming it. */
+ * never arrives ends the job after --distributed-timeout-minutes with a message naming it.
+ *
+ * One-sided windows (comm.h: window_register, post, fetch) are two-sided here: post is an
+ * MPI_Isend of the bytes to the peer, kept open until window_flush (or the group's detach), and
+ * fetch an MPI_Irecv completed by wait. Between two ranks sends and receives of one tag match
+ * in order (MPI's non-overtaking rule), which is the order comm.h promises. Nothing is
+ * registered: the buffers are host memory and MPI copies them. */
 #include "app/parallel/comm.h"
 #include "app/core/error.h"
 #include "app/parallel/timeout.h"
@@ -25,8 +31,40 @@ static void require_float(comm_dtype dtype, const char *what, const comm_group *
     if (dtype != COMM_FLOAT) FATAL("comm_mpi: %s of a 16-bit dtype on group %s is not supported (use NCCL)", what, group->name);
 }
 
-static void mpi_attach(comm_group *group) { (void)group; }
-static void mpi_detach(comm_group *group) { (void)group; }
+/* the posts of a group not yet known to be delivered */
+typedef struct mpi_window {
+    MPI_Request *posts;
+    int num_posts, capacity;
+} mpi_window;
+
+enum { WINDOW_TAG = 0x7f01 };
+
+static void mpi_window_flush(const comm_group *group) {
+    mpi_window *w = group->backend;
+    if (!w) return;
+    for (int i = 0; i < w->num_posts; i++)
+        comm_timed_wait(&w->posts[i], "post (tp-comm-overlap: the peer's fetch)", group->name, group->mpi);
+    w->num_posts = 0;
+}
+
+static void mpi_attach(comm_group *group) {
+    mpi_window *w = calloc(1, sizeof *w);
+    CHECK(w, "out of host memory for group %s", group->name);
+    group->backend = w;
+}
+
+static void mpi_detach(comm_group *group) {
+    mpi_window *w = group->backend;
+    if (!w) return;
+    mpi_window_flush(group);
+    free(w->posts);
+    free(w);
+    group->backend = NULL;
+}
+
+static void mpi_window_register(void *buf, size_t bytes, const comm_group *group) {
+    (void)buf, (void)bytes, (void)group;
+}
 
 static void mpi_allreduce(void *buf, size_t count, comm_dtype dtype, comm_op op, const comm_group *group) {
     if (group->size == 1) return;
@@ -150,6 +188,27 @@ static void mpi_iallreduce_into(void *buf, size_t count, comm_dtype dtype, const
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, as_count(count), MPI_FLOAT, MPI_SUM, group->mpi, &request->mpi));
 }
 
+static void mpi_post(const void *src, size_t bytes, int peer, const comm_group *group) {
+    mpi_window *w = group->backend;
+    CHECK(w, "comm_mpi: group %s was not attached", group->name);
+    if (w->num_posts == w->capacity) {
+        w->capacity = w->capacity ? 2 * w->capacity : 16;
+        w->posts = realloc(w->posts, sizeof(MPI_Request) * (size_t)w->capacity);
+        CHECK(w->posts, "out of host memory for posts on group %s", group->name);
+    }
+    CHECK_MPI(MPI_Isend(src, as_count(bytes), MPI_BYTE, peer, WINDOW_TAG, group->mpi, &w->posts[w->num_posts++]));
+}
+
+static void mpi_fetch(void *dst, const void *src, size_t bytes, int peer, const comm_group *group,
+                      comm_request *request) {
+    (void)src; /* the peer sends the bytes at that place */
+    request->active = 1;
+    request->operation = "fetch (tp-comm-overlap: waiting for the peer's post)";
+    request->group = group;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Irecv(dst, as_count(bytes), MPI_BYTE, peer, WINDOW_TAG, group->mpi, &request->mpi));
+}
+
 /* after MPI has completed the request: move a reduce-scatter result into place */
 static void finish_request(comm_request *request) {
     if (request->scratch) {
@@ -192,6 +251,10 @@ const comm_ops *comm_mpi(void) {
         .iallgather = mpi_iallgather,
         .ireduce_scatter_into = mpi_ireduce_scatter_into,
         .iallreduce_into = mpi_iallreduce_into,
+        .window_register = mpi_window_register,
+        .post = mpi_post,
+        .fetch = mpi_fetch,
+        .window_flush = mpi_window_flush,
         .wait = mpi_wait,
         .test = mpi_test,
     };

@@ -18,12 +18,16 @@
  * receive on the same group, in one ncclGroupStart/End (Megatron batches its pipeline sends and
  * receives the same way), or alone when its request is waited on.
  *
+ * One-sided windows (comm.h; --tp-comm-overlap) are not NCCL: the peers' memory is mapped
+ * through CUDA IPC and copied by the copy engines (app/parallel/comm_window_cuda.c).
+ *
  * Every NCCL and CUDA call is checked; a failure names the call, the group, the rank and the
  * place, and aborts the job. Every operation is tracked by the NCCL watchdog
  * (app/parallel/nccl_watchdog.h), which aborts the communicators and the job when one does not
  * complete within --distributed-timeout-minutes. */
 #include "app/parallel/comm.h"
 #include "app/core/error.h"
+#include "app/parallel/comm_window_cuda.h"
 #include "app/parallel/nccl_watchdog.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -60,6 +64,7 @@ typedef struct nccl_group {
     cudaStream_t side_stream; /* non-blocking operations (data-parallel buckets, tensor-parallel input gradients) */
     pending_send *pending;    /* sends not launched yet */
     int num_pending, pending_capacity;
+    cuda_window *window;      /* one-sided windows, set up by the first window_register */
 } nccl_group;
 
 static cudaStream_t compute(void) { return (cudaStream_t)cuda_stream(); }
@@ -135,6 +140,7 @@ static void nccl_detach(comm_group *group) {
     nccl_group *g = group->backend;
     if (!g) return;
     CHECK(g->num_pending == 0, "comm_nccl: group %s detached with %d sends not launched", group->name, g->num_pending);
+    cuda_window_free(g->window);
     if (g->comm) {
         CHECK_CUDA_CALL(cudaStreamSynchronize(g->side_stream));
         CHECK_CUDA_CALL(cudaStreamSynchronize(compute()));
@@ -308,6 +314,27 @@ static void complete(comm_request *request) {
     request->active = 0;
 }
 
+/* ---- one-sided windows (comm_window_cuda.c) ---- */
+
+static void nccl_window_register(void *buf, size_t bytes, const comm_group *group) {
+    cuda_window_register(&state(group)->window, buf, bytes, group);
+}
+
+static void nccl_post(const void *src, size_t bytes, int peer, const comm_group *group) {
+    (void)src, (void)bytes; /* the peer reads it in place */
+    cuda_window_post(state(group)->window, peer, group, compute());
+}
+
+static void nccl_fetch(void *dst, const void *src, size_t bytes, int peer, const comm_group *group,
+                       comm_request *request) {
+    request->active = 1;
+    request->destination = NULL;
+    request->backend = take_event();
+    cuda_window_fetch(state(group)->window, dst, src, bytes, peer, group, compute(), (cudaEvent_t)request->backend);
+}
+
+static void nccl_window_flush(const comm_group *group) { (void)group; /* see comm_window_cuda.c: pulls need none */ }
+
 static void nccl_wait(comm_request *request) {
     if (!request->active) return;
     const comm_group *group = request->destination;
@@ -344,6 +371,10 @@ const comm_ops *comm_nccl(void) {
         .iallgather = nccl_iallgather,
         .ireduce_scatter_into = nccl_ireduce_scatter_into,
         .iallreduce_into = nccl_iallreduce_into,
+        .window_register = nccl_window_register,
+        .post = nccl_post,
+        .fetch = nccl_fetch,
+        .window_flush = nccl_window_flush,
         .wait = nccl_wait,
         .test = nccl_test,
     };

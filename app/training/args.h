@@ -156,6 +156,8 @@ typedef struct args {
     int tensor_model_parallel_size;
     int pipeline_model_parallel_size;
     int sequence_parallel;
+    int tp_comm_overlap;
+    int disable_tp_comm_overlap_ag, disable_tp_comm_overlap_rs;
     int num_layers_per_virtual_pipeline_stage;
     int virtual_pipeline_model_parallel_size; /* derived when per-stage layers are given; 1 = no interleaving */
     int use_distributed_optimizer;

@@ -54,6 +54,9 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.tp_size = topo->tp_size;
     c.tp_rank = topo->tp_rank;
     c.sequence_parallel = a->sequence_parallel;
+    c.tp_comm_overlap = a->tp_comm_overlap;
+    c.tp_comm_overlap_disable_ag = a->disable_tp_comm_overlap_ag;
+    c.tp_comm_overlap_disable_rs = a->disable_tp_comm_overlap_rs;
     c.pp_size = topo->pp_size;
     c.pp_rank = topo->pp_rank;
     c.virtual_stages = a->virtual_pipeline_model_parallel_size;

@@ -116,6 +116,9 @@ static void dropout_backward(void *dx, const void *dout, size_t n, dropout_rng r
     cpu_dropout_backward(dx, dout, n, rng);
 }
 static void add(void *out, const void *a, const void *b, size_t n) { cpu_add(out, a, b, n); }
+static void sum_blocks(void *out, const void *own, const void *received, int ranks, int own_rank, size_t n) {
+    cpu_sum_blocks(out, own, received, ranks, own_rank, n);
+}
 static void scale(void *x, float s, size_t n) { cpu_scale(x, s, n); }
 static void bias_add(void *out, const void *bias, int N, int C) { cpu_bias_add(out, bias, N, C); }
 static void bias_dropout_add(void *out, const void *residual, const void *x, const void *bias, int N, int C,
@@ -209,6 +212,7 @@ static const kernel_ops cpu_ops = {
     .dropout_forward = dropout_forward,
     .dropout_backward = dropout_backward,
     .add = add,
+    .sum_blocks = sum_blocks,
     .scale = scale,
     .scale_float = cpu_scale,
     .bias_add = bias_add,

@@ -74,6 +74,15 @@ void cpu_add(float *out, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+/* starts from block 0's value (not 0.0f + it), so -0 + -0 stays -0 as in MPI's reduction */
+void cpu_sum_blocks(float *out, const float *own, const float *received, int ranks, int own_rank, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float sum = own_rank == 0 ? own[i] : received[i];
+        for (int k = 1; k < ranks; k++) sum += k == own_rank ? own[i] : received[(size_t)k * n + i];
+        out[i] = sum;
+    }
+}
+
 void cpu_scale(float *x, float s, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }

@@ -74,6 +74,7 @@ void cpu_gelu_backward(float *dx, const float *x, const float *dout, size_t n);
 void cpu_dropout_forward(float *out, const float *x, size_t n, dropout_rng rng);
 void cpu_dropout_backward(float *dx, const float *dout, size_t n, dropout_rng rng);
 void cpu_add(float *out, const float *a, const float *b, size_t n);
+void cpu_sum_blocks(float *out, const float *own, const float *received, int ranks, int own_rank, size_t n);
 void cpu_bias_dropout_add(float *out, const float *residual, const float *x, const float *bias, int N, int C,
                           dropout_rng rng);
 void cpu_scale(float *x, float s, size_t n);

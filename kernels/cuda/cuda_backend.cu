@@ -216,6 +216,9 @@ static void dropout_backward(void *dx, const void *dout, size_t n, dropout_rng r
 static void add(void *out, const void *a, const void *b, size_t n) {                                            \
     cuda_add##S((T *)out, (const T *)a, (const T *)b, n);                                                        \
 }                                                                                                                \
+static void sum_blocks(void *out, const void *own, const void *received, int ranks, int own_rank, size_t n) {    \
+    cuda_sum_blocks##S((T *)out, (const T *)own, (const T *)received, ranks, own_rank, n);                        \
+}                                                                                                                \
 static void scale(void *x, float s, size_t n) { cuda_scale##S((T *)x, s, n); }                                  \
 static void bias_add(void *out, const void *bias, int N, int C) {                                               \
     cuda_bias_add##S((T *)out, (const T *)bias, N, C);                                                           \
@@ -333,6 +336,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.dropout_forward = A::dropout_forward;
     ops.dropout_backward = A::dropout_backward;
     ops.add = A::add;
+    ops.sum_blocks = A::sum_blocks;
     ops.scale = A::scale;
     ops.scale_float = scale_float;
     ops.matmul_forward_residual = A::matmul_forward_residual;

@@ -1,6 +1,7 @@
 /* cuda_elementwise.cu: 16-bit <-> fp32 conversion, GeLU (tanh approximation), inverted dropout,
- * add, scale, and the bias halves of a linear layer (bias_add, bias_backward), on bf16 or fp16
- * tensors (templates on the element type E, cuda_kernels_t.cuh).
+ * add, sum_blocks (the rank-ordered sum of --tp-comm-overlap's reduce-scatter), scale, and the
+ * bias halves of a linear layer (bias_add, bias_backward), on bf16 or fp16 tensors (templates on
+ * the element type E, cuda_kernels_t.cuh).
  *
  * Every map is a grid-stride loop over 8-element groups loaded and stored as one 128-bit access
  * when all pointers are 16-byte aligned, followed by a scalar tail (and a scalar loop when they
@@ -283,6 +284,38 @@ static void add_t(E *out, const E *a, const E *b, size_t n) {
     CHECK_LAUNCH();
 }
 
+/* sum_blocks: out = sum over ranks k, in rank order, of own (k == own_rank) or received block k */
+template <typename E>
+static __global__ void sum_blocks_kernel(E *out, const E *own, const E *received, int ranks, int own_rank,
+                                         size_t n, bool vectorized) {
+    size_t groups = vectorized ? n / 8 : 0;
+    GRID_STRIDE_LOOP(g, groups) {
+        float acc[8], v[8];
+        load_x8(acc, own_rank == 0 ? own + 8 * g : received + 8 * g);
+        for (int k = 1; k < ranks; k++) {
+            load_x8(v, k == own_rank ? own + 8 * g : received + (size_t)k * n + 8 * g);
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[e] += v[e];
+        }
+        store_x8(out + 8 * g, acc);
+    }
+    GRID_STRIDE_LOOP(j, n - 8 * groups) {
+        size_t i = 8 * groups + j;
+        float acc = to_float(own_rank == 0 ? own[i] : received[i]);
+        for (int k = 1; k < ranks; k++) acc += to_float(k == own_rank ? own[i] : received[(size_t)k * n + i]);
+        out[i] = from_float<E>(acc);
+    }
+}
+
+template <typename E>
+static void sum_blocks_t(E *out, const E *own, const E *received, int ranks, int own_rank, size_t n) {
+    if (n == 0) return;
+    bool vectorized = aligned16(out) && aligned16(own) && aligned16(received) && n % 8 == 0;
+    sum_blocks_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
+        out, own, received, ranks, own_rank, n, vectorized);
+    CHECK_LAUNCH();
+}
+
 template <typename E>
 static void scale_t(E *x, float s, size_t n) {
     if (n == 0) return;
@@ -448,6 +481,15 @@ extern "C" void cuda_add(bf16 *out, const bf16 *a, const bf16 *b, size_t n) {
 
 extern "C" void cuda_add_fp16(fp16 *out, const fp16 *a, const fp16 *b, size_t n) {
     add_t(as_half(out), as_half(a), as_half(b), n);
+}
+
+extern "C" void cuda_sum_blocks(bf16 *out, const bf16 *own, const bf16 *received, int ranks, int own_rank, size_t n) {
+    sum_blocks_t(as_nv(out), as_nv(own), as_nv(received), ranks, own_rank, n);
+}
+
+extern "C" void cuda_sum_blocks_fp16(fp16 *out, const fp16 *own, const fp16 *received, int ranks, int own_rank,
+                                     size_t n) {
+    sum_blocks_t(as_half(out), as_half(own), as_half(received), ranks, own_rank, n);
 }
 
 extern "C" void cuda_scale(bf16 *x, float s, size_t n) {

@@ -51,6 +51,7 @@ void cuda_gelu_backward_recompute(bf16 *dx, bf16 *y, const bf16 *x, const bf16 *
 void cuda_dropout_forward(bf16 *out, const bf16 *x, size_t n, dropout_rng rng);
 void cuda_dropout_backward(bf16 *dx, const bf16 *dout, size_t n, dropout_rng rng);
 void cuda_add(bf16 *out, const bf16 *a, const bf16 *b, size_t n);
+void cuda_sum_blocks(bf16 *out, const bf16 *own, const bf16 *received, int ranks, int own_rank, size_t n);
 /* out[N,C] = residual + dropout(x + bias) in one pass (cuda_bias_dropout_add.cu; bias may be NULL) */
 void cuda_bias_dropout_add(bf16 *out, const bf16 *residual, const bf16 *x, const bf16 *bias, int N, int C,
                            dropout_rng rng);
@@ -196,6 +197,7 @@ void cuda_gelu_backward_recompute_fp16(fp16 *dx, fp16 *y, const fp16 *x, const f
 void cuda_dropout_forward_fp16(fp16 *out, const fp16 *x, size_t n, dropout_rng rng);
 void cuda_dropout_backward_fp16(fp16 *dx, const fp16 *dout, size_t n, dropout_rng rng);
 void cuda_add_fp16(fp16 *out, const fp16 *a, const fp16 *b, size_t n);
+void cuda_sum_blocks_fp16(fp16 *out, const fp16 *own, const fp16 *received, int ranks, int own_rank, size_t n);
 void cuda_scale_fp16(fp16 *x, float s, size_t n);
 void cuda_bias_add_fp16(fp16 *out, const fp16 *bias, int N, int C);
 void cuda_bias_backward_fp16(float *dbias, const fp16 *dout, int N, int C);

@@ -297,6 +297,28 @@ static void test_add_scale(size_t n, int shift) {
     cudaFree(b1); cudaFree(b2); cudaFree(b3);
 }
 
+/* sum_blocks (--tp-comm-overlap's reduce-scatter): own and received[ranks][n] summed in rank order */
+static void test_sum_blocks(size_t n, int ranks, int own_rank, int shift) {
+    float *own = host_random(n, 410 + n, 1.0f), *received = host_random(n * (size_t)ranks, 411 + n, 1.0f);
+    float *want = host_alloc(n);
+    cpu->sum_blocks(want, own, received, ranks, own_rank, n);
+    void *b1, *b2, *b3;
+    bf16 *d_own = upload_bf16_shifted(own, n, shift, &b1);
+    bf16 *d_received = upload_bf16_shifted(received, n * (size_t)ranks, shift, &b2);
+    bf16 *d_out = alloc_bf16_shifted(n, shift, &b3);
+    poison(d_out, n * sizeof(bf16));
+    cuda_sum_blocks(d_out, d_own, d_received, ranks, own_rank, n);
+    float *got = download_bf16(d_out, n);
+    expect_below(relative_error(got, want, n), ACT_TOL, "sum_blocks n=%zu ranks=%d own=%d shift=%d", n, ranks,
+                 own_rank, shift);
+    cuda_sum_blocks(d_own, d_own, d_received, ranks, own_rank, n); /* out aliases own */
+    float *got_alias = download_bf16(d_own, n);
+    expect_below(relative_error(got_alias, want, n), ACT_TOL, "sum_blocks in place n=%zu ranks=%d own=%d", n,
+                 ranks, own_rank);
+    free(own); free(received); free(want); free(got); free(got_alias);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3);
+}
+
 static void test_bias(int N, int C, int shift) {
     size_t n = (size_t)N * C;
     float *out = host_random(n, 500 + n, 1.0f), *bias = host_random((size_t)C, 501 + C, 1.0f);
@@ -887,6 +909,10 @@ int main(void) {
     test_add_scale(7 * 33, 0);
     test_add_scale(64 * 768, 0);
     test_add_scale(100003, 1);
+    test_sum_blocks(64 * 768, 2, 0, 0);
+    test_sum_blocks(64 * 768, 2, 1, 0);
+    test_sum_blocks(64 * 768, 4, 3, 0);
+    test_sum_blocks(100003, 4, 1, 1);
     test_bias(7, 33, 0);
     test_bias(64, 768, 0);
     test_bias(1000, 33, 0);

@@ -9,8 +9,9 @@
 #    with --keep-mlp-activation: losses within 1e-3, reruns bitwise, more memory, the same bits
 #    with the norms recomputed; with the loss
 #    in chunks (--cross-entropy-chunk-rows): losses within 1e-3.
-#  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2xPP2, DP4 with the distributed
-#    optimizer: losses within 1e-2 (relative) of the 1-GPU run.
+#  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2+SP with --tp-comm-overlap,
+#    TP2xPP2, DP4 with the distributed optimizer: losses within 1e-2 (relative) of the 1-GPU
+#    run; --tp-comm-overlap twice with --deterministic-mode: the same bits.
 #  - a model larger than the GPU's free memory stops before allocating, with both figures.
 #  - the tiny Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention): GPU losses within 1% of
 #    the CPU's, and TP2 + SP within 1e-2 of one GPU (2 GPUs).
@@ -144,6 +145,14 @@ layout "TP2" 2 --tensor-model-parallel-size 2
 layout "PP2" 2 --pipeline-model-parallel-size 2
 layout "DP2 overlapped reduction" 2 --overlap-grad-reduce --ddp-bucket-size 20000
 layout "TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
+layout "TP2 + SP + tp-comm-overlap" 2 --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap
+if [ "$gpus" -ge 2 ]; then  # the copy-engine schedule is deterministic: a rerun gives the same bits
+    train tpov_a 2 --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap --deterministic-mode
+    s1=$?
+    train tpov_b 2 --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap --deterministic-mode
+    [ $s1 -eq 0 ] && [ $? -eq 0 ] && cmp -s "$WORK/tpov_a.bin" "$WORK/tpov_b.bin" && cmp -s "$WORK/tpov_a.loss" "$WORK/tpov_b.loss"
+    ok $? "TP2 + SP + --tp-comm-overlap (--deterministic-mode) twice: bitwise-identical losses and parameters"
+fi
 layout "TP2xPP2" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 layout "PP4" 4 --pipeline-model-parallel-size 4 --num-layers 4 --reference one4
 layout "PP2 interleaved x2 virtual" 2 --pipeline-model-parallel-size 2 --num-layers 4 --num-layers-per-virtual-pipeline-stage 1 --reference one4
