@@ -230,7 +230,9 @@ typedef struct kernel_ops {
      * dweight[OC,IC] += dout^T x. With x_kept 0 the layer's input was not kept from the forward:
      * x[N,IC] is scratch that receives gelu(pre) again (in the pass that reads pre for the
      * derivative). With x_kept 1 x holds the forward's gelu(pre) and is only read, before dpre
-     * is written, so dpre may be x itself. */
+     * is written, so dpre may be x itself. dweight NULL skips the weight gradient (x is still
+     * made when not kept): a call per block of rows, then matmul_backward for the weight
+     * gradient, gives the bits of one call on the CPU. */
     void (*matmul_backward_gelu)(void *dpre, float *dweight, const void *dout, void *x,
                                  const void *pre, const void *weight, int N, int IC, int OC, int x_kept);
 

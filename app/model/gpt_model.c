@@ -395,6 +395,9 @@ static void allocate_scratch(gpt_model *m) {
     int keep_all = 1; /* every layer keeps its MLP activation: no layer needs the scratch */
     for (int k = 0; k < m->num_chunks; k++)
         if (m->chunks[k].num_layers > m->config.keep_mlp_activation_layers) keep_all = 0;
+    /* --tp-comm-overlap's fc2 backward by row blocks writes fc2's input gradient beside a kept
+     * activation (which the weight gradient reads afterwards), so it needs both */
+    if (overlapped_ag(m)) keep_all = 0;
     b->d_ffn_a = keep_all ? NULL : alloc_acts(ops, N * (size_t)s.Fl);
     b->d_ffn_b = keep_all && !m->config.swiglu ? NULL : alloc_acts(ops, N * (size_t)s.FC1l);
     b->forward_full = alloc_acts(ops, N * C);
@@ -1045,6 +1048,47 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     grads_ready(m, output_first_param(m, ch), output_param_count(m, ch));
 }
 
+/* the MLP backward's fc2 part with --tp-comm-overlap (row_parallel_backward's counterpart):
+ * d_rows [n,C] is all-gathered into d_full by the copy engines while fc2's input gradient and
+ * the activation's backward run on the row blocks already here, this rank's first; fc2's weight
+ * gradient after, over all rows. dL/d(fc1_out) goes to b->d_ffn_b (a kept activation is not
+ * overwritten: the weight gradient reads it last), fc2's input gradient through b->d_ffn_a. The
+ * same operations per row as the unsplit path, so on the CPU the same bits. */
+static void fc2_backward_by_blocks(gpt_model *m, const layer_activations *la, const layer_view *lw,
+                                   const layer_view *lg, void *d_rows) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    backward_scratch *b = &m->scratch;
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    size_t n = (size_t)s.n;
+    tp_gather_start(&tp, b->d_full, d_rows, row_block_bytes(m, s.C), m->tp_requests);
+    for (int i = 0; i < c->tp_size; i++) {
+        int k = tp_gather_order(&tp, i);
+        tp_gather_wait(&tp, k, m->tp_requests);
+        size_t row0 = (size_t)k * n;
+        void *d_full_k = act_at(ops, b->d_full, row0 * s.C);
+        if (c->swiglu) {  /* fc2's input gradient, then the SwiGLU's backward */
+            ops->matmul_backward(act_at(ops, b->d_ffn_a, row0 * s.Fl), NULL, NULL, d_full_k, NULL, lw->fc2_weight,
+                                 s.n, s.Fl, s.C);
+            ops->swiglu_backward(act_at(ops, b->d_ffn_b, row0 * s.FC1l), act_at(ops, la->fc1_out, row0 * s.FC1l),
+                                 act_at(ops, b->d_ffn_a, row0 * s.Fl), s.n, s.Fl);
+        } else {  /* fc2's input gradient with the GeLU's backward; gelu(fc1_out) again unless kept */
+            void *x_k = la->activation ? act_at(ops, la->activation, row0 * s.Fl) : act_at(ops, b->d_ffn_a, row0 * s.Fl);
+            ops->matmul_backward_gelu(act_at(ops, b->d_ffn_b, row0 * s.Fl), NULL, d_full_k, x_k,
+                                      act_at(ops, la->fc1_out, row0 * s.Fl), lw->fc2_weight, s.n, s.Fl, s.C,
+                                      la->activation != NULL);
+        }
+    }
+    tp_gather_finish(&tp, m->tp_requests);
+    void *x = la->activation;
+    if (!x) {  /* fc2's input: gelu(fc1_out) is in d_ffn_a already; SwiGLU's output is made again */
+        x = b->d_ffn_a;
+        if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
+    }
+    ops->matmul_backward(NULL, lg->fc2_weight, NULL, b->d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
+}
+
 /* b->d_residual carries dL/d(residual stream) down through the layer */
 static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, micro_batch_rng rng) {
     shapes s = model_shapes(m);
@@ -1059,8 +1103,11 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     /* MLP block: y = x' + dropout(reduce(act(fc1(gather(LN(x')))) W2^T) + b2) */
     void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
     if (lg->fc2_bias) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
-    void *d_full = gather_rows(m, d_hidden, b->d_full);
     void *d_pre = b->d_ffn_b;  /* dL/d(fc1_out) */
+    if (overlapped_ag(m)) {
+        fc2_backward_by_blocks(m, la, lw, lg, d_hidden);
+    } else {
+    void *d_full = gather_rows(m, d_hidden, b->d_full);
     if (c->swiglu && la->activation) {  /* fc2's weight gradient from the kept activation, which
                                          * then receives fc2's input gradient */
         ops->matmul_backward(NULL, lg->fc2_weight, NULL, d_full, la->activation, lw->fc2_weight, s.N, s.Fl, s.C);
@@ -1078,6 +1125,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     } else {  /* d_ffn_a receives gelu(fc1_out), fc2's input */
         ops->matmul_backward_gelu(d_pre, lg->fc2_weight, d_full, b->d_ffn_a, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
                                   s.C, 0);
+    }
     }
     if (c->recompute_layernorm)  /* fc1's input, again */
         norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,

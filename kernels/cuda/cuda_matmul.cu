@@ -631,7 +631,7 @@ static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
         return;
     }
     const size_t n = (size_t)N * IC;
-    if (x_kept) weight_gradient(dweight, dout, x, N, IC, OC, forced); /* before dpre (maybe x) is written */
+    if (x_kept && dweight != NULL) weight_gradient(dweight, dout, x, N, IC, OC, forced); /* before dpre (maybe x) is written */
     const bool fusable = IC % 8 == 0 && aligned16(dpre) && aligned16(pre);
     if (fusable && input_gradient(dpre, dout, weight, N, IC, OC, CUBLASLT_EPILOGUE_DGELU, pre, forced)) {
         if (!x_kept) gelu_forward_e(x, pre, n);
@@ -640,7 +640,7 @@ static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
         if (x_kept) gelu_backward_e(dpre, pre, dpre, n);
         else gelu_backward_recompute_e(dpre, x, pre, dpre, n);
     }
-    if (!x_kept) weight_gradient(dweight, dout, x, N, IC, OC, forced);
+    if (!x_kept && dweight != NULL) weight_gradient(dweight, dout, x, N, IC, OC, forced);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */

@@ -4,7 +4,8 @@
 # overlapped schedule splits the GEMMs by token-row blocks and sums the reduce-scatter's partials
 # in rank order; OpenBLAS computes each output row the same whatever the row count, and at TP2
 # a + b is what MPI's reduce-scatter adds too, so TP2 trains the same bits as without the flag
-# (GPT with dropout, with full and layer-norm recompute, with the MLP activation kept; Llama;
+# (GPT with dropout, with full and layer-norm recompute, with the MLP activation kept; Llama, also
+# with it kept;
 # TP2 x DP2; with --disable-tp-comm-overlap-ag or -rs). At TP4 MPI's reduction order differs from rank order: losses within 1e-5 relative
 # and every parameter within 1e-5. Then the refusals, each with its message.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -45,6 +46,8 @@ bitwise "GPT TP2 SP layernorm recompute" 2 $GPT --tensor-model-parallel-size 2 -
     --recompute-granularity selective --recompute-modules core_attn layernorm
 bitwise "GPT TP2 SP kept MLP activation" 2 $GPT --tensor-model-parallel-size 2 --sequence-parallel --keep-mlp-activation
 bitwise "Llama TP2 SP" 2 $LLAMA --tensor-model-parallel-size 2 --sequence-parallel
+bitwise "Llama TP2 SP kept MLP activation" 2 $LLAMA --tensor-model-parallel-size 2 --sequence-parallel \
+    --keep-mlp-activation
 bitwise "GPT TP2 x DP2 SP" 4 $GPT --tensor-model-parallel-size 2 --sequence-parallel
 bitwise "GPT TP2 SP, all-gathers not overlapped" 2 $GPT --tensor-model-parallel-size 2 --sequence-parallel \
     --disable-tp-comm-overlap-ag
