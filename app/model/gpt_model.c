@@ -674,7 +674,7 @@ static void *reduce_gathered_grad(gpt_model *m, void *d_full, void *d_rows) {
  * step of GPT 1.3B 1.3% slower (the NCCL kernel and the weight-gradient GEMM share the SMs;
  * perf/results/tp-overlap-h200x2-2026-11-23.md). Same bits either way. The --tp-comm-overlap
  * flag (sequence parallelism) takes precedence: its copy-engine reduce-scatter by row blocks,
- * 8.5-9% faster at TP2 (perf/results/tp-comm-overlap-h100x2-2026-11-27.md). */
+ * 8.5-9% faster at TP2 (perf/results/tp-comm-overlap-h100x2-2026-11-26.md). */
 static int tp_comm_overlap(void) {
     static int value = -1;
     if (value < 0) {
