@@ -176,6 +176,9 @@ ok $? "the peer got the case's shape (layers hidden heads micro seq padded-vocab
 ratio=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("%.2f" % (r["cases"][0]["stats"]["tokens_per_second"]["median"] / 2560))' "$WORK"/peer/peer-*.json)
 grep -q "^| small | 2x64x4 | 2x64 | .* | 2,560 | 12.5% | 0.50 | $ratio |$" "$WORK"/peer/peer-*.md
 ok $? "the report's peer table shows ours / peer tokens/s ($ratio)"
+peer_count=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("%.1f%%" % (r["cases"][0]["stats"]["tokens_per_second"]["median"] * 12.5 / 2560))' "$WORK"/peer/peer-*.json)
+grep -q "^| small | 2x64x4 | 2x64 | [^|]* | [^|]* | [^|]* | $peer_count | " "$WORK"/peer/peer-*.md
+ok $? "the peer table gives our MFU in the peer's count ($peer_count: our tokens/s at its FLOPs per token)"
 printf 'kind = throughput\nbase = gpt-tiny\niterations = 11\npeer = torch_gpt\ncase ranks=1\n' > "$WORK/bad-peer.study"
 $HARNESS run "$WORK/bad-peer.study" --out "$WORK/bad" > "$WORK/bad-peer.out" 2>&1
 [ $? -eq 2 ] && grep -q "bad-peer.study:1: with a peer, iterations must exceed 11" "$WORK/bad-peer.out"
