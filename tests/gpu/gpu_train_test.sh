@@ -10,7 +10,8 @@
 #    with the norms recomputed; with the loss
 #    in chunks (--cross-entropy-chunk-rows): losses within 1e-3.
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2+SP with --tp-comm-overlap,
-#    TP2xPP2, DP4 with the distributed optimizer: losses within 1e-2 (relative) of the 1-GPU
+#    TP2xPP2, TP4+SP and TP2xDP2+SP with --tp-comm-overlap, DP4 with the distributed optimizer:
+#    losses within 1e-2 (relative) of the 1-GPU
 #    run; --tp-comm-overlap twice with --deterministic-mode: the same bits.
 #  - a model larger than the GPU's free memory stops before allocating, with both figures.
 #  - the tiny Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention): GPU losses within 1% of
@@ -154,6 +155,9 @@ if [ "$gpus" -ge 2 ]; then  # the copy-engine schedule is deterministic: a rerun
     ok $? "TP2 + SP + --tp-comm-overlap (--deterministic-mode) twice: bitwise-identical losses and parameters"
 fi
 layout "TP2xPP2" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+layout "TP4 + SP + tp-comm-overlap" 4 --tensor-model-parallel-size 4 --sequence-parallel --tp-comm-overlap
+layout "TP2xDP2 + SP + tp-comm-overlap" 4 --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap \
+    --use-distributed-optimizer --overlap-grad-reduce
 layout "PP4" 4 --pipeline-model-parallel-size 4 --num-layers 4 --reference one4
 layout "PP2 interleaved x2 virtual" 2 --pipeline-model-parallel-size 2 --num-layers 4 --num-layers-per-virtual-pipeline-stage 1 --reference one4
 layout "DP4 distributed optimizer" 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
