@@ -606,6 +606,14 @@ static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rs
     else copy_to_tensor_parallel_region(&tp, normalized);
 }
 
+/* norm_and_gather before a column-parallel GEMM made by gathered_matmul_forward: with
+ * --tp-comm-overlap only started (the GEMM waits for each block), otherwise whole */
+static void norm_and_gather_for_matmul(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
+                                       const void *weight, const void *bias) {
+    if (overlapped_ag(m)) norm_and_gather_start(m, full_out, mean, rstd, x, weight, bias);
+    else norm_and_gather(m, full_out, mean, rstd, x, weight, bias);
+}
+
 /* the column-parallel GEMM out[N,OC] = full_in W^T + bias (gelu_out = gelu(out) when not NULL)
  * after norm_and_gather_start: by row blocks as they arrive, this rank's first (bias and GeLU
  * apply per row, so per block) */
@@ -916,12 +924,8 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     params_needed(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 
     /* attention block */
-    if (overlapped_ag(m))
-        norm_and_gather_start(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
-                              lw->input_layernorm_bias);
-    else
-        norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
-                        lw->input_layernorm_bias);
+    norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
+                               lw->input_layernorm_bias);
     gathered_matmul_forward(m, la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.QKVl);
     if (c->position_embedding_type == POSITION_ROPE) ops->rope_forward(la->qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
     ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
@@ -938,12 +942,8 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     /* MLP block; unless kept (--keep-mlp-activation) the activation lives in scratch until fc2
      * has read it (the backward recomputes it from fc1_out, the pre-activation, which saves
      * [N,F/tp] per layer) */
-    if (overlapped_ag(m))
-        norm_and_gather_start(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
-                              lw->pre_mlp_layernorm_bias);
-    else
-        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
-                        lw->pre_mlp_layernorm_bias);
+    norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid,
+                               lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
     void *activation = la->activation ? la->activation : m->scratch.d_ffn_a;
     if (c->swiglu) {
         gathered_matmul_forward(m, la->fc1_out, NULL, la->ln2, lw->fc1_weight, lw->fc1_bias, s.FC1l);

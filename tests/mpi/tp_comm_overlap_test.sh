@@ -58,10 +58,7 @@ run_pair tp4 4 $GPT --tensor-model-parallel-size 4 --sequence-parallel
 ok $? "GPT TP4 SP: trains with and without --tp-comm-overlap"
 losses "$WORK/tp4.on.jsonl" > "$WORK/tp4.on.loss"
 losses "$WORK/tp4.off.jsonl" > "$WORK/tp4.off.loss"
-paste "$WORK/tp4.off.loss" "$WORK/tp4.on.loss" | awk 'BEGIN { worst = 0; n = 0 }
-    { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > worst) worst = d }
-    END { printf "# losses: worst relative difference %g over %d iterations\n", worst, n; exit !(n == 4 && worst < 1e-5) }'
-ok $? "GPT TP4 SP: losses with --tp-comm-overlap within 1e-5 of without"
+compare_losses tp4.off tp4.on 1e-5 4 "GPT TP4 SP: losses with --tp-comm-overlap within 1e-5 of without"
 result=$("$COMPARE" "$WORK/tp4.off.bin" "$WORK/tp4.on.bin" 1e-5 4 16); status=$?
 diag "$result"
 ok $status "GPT TP4 SP: every parameter with --tp-comm-overlap within 1e-5 of without"
