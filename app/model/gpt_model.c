@@ -244,6 +244,15 @@ static int overlapped(const gpt_model *m) {
 static int overlapped_ag(const gpt_model *m) { return overlapped(m) && !m->config.tp_comm_overlap_disable_ag; }
 static int overlapped_rs(const gpt_model *m) { return overlapped(m) && !m->config.tp_comm_overlap_disable_rs; }
 
+/* A block reduce-scatter rewrites its partials buffer before it waits for anything, so it must
+ * not follow another on the same buffer directly: the peers' copies of the previous partials are
+ * known to be done only once this rank has waited on a later post of theirs (the rule of
+ * app/parallel/comm_window_cuda.c). Layers alternate gathers and reduce-scatters; the one place
+ * two reduce-scatters meet is a stage's back-to-back backward passes under pipeline parallelism
+ * (the first layer's qkv, then the output layer's of the next micro-batch). Such a second one runs
+ * as an NCCL collective, which every rank reaches only after its fetches. */
+static int rs_by_blocks(const gpt_model *m) { return overlapped_rs(m) && !m->tp_last_step_rs; }
+
 /* bytes of one rank's block of token rows of a [N,cols] tensor */
 static size_t row_block_bytes(const gpt_model *m, int cols) {
     return m->ops->act_bytes * (size_t)m->local_rows * (size_t)cols;
@@ -578,14 +587,20 @@ static void normalize(gpt_model *m, void *out, float *mean, float *rstd, const v
     else m->ops->layernorm_forward(out, mean, rstd, x, weight, bias, s.n, s.C, c->layernorm_epsilon);
 }
 
+/* tp_gather_start, remembering that the last step was a gather */
+static void window_gather_start(gpt_model *m, void *full, const void *own, size_t block_bytes) {
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    m->tp_last_step_rs = 0;
+    tp_gather_start(&tp, full, own, block_bytes, m->tp_requests);
+}
+
 /* norm_and_gather with --tp-comm-overlap: the rows go straight into this rank's block of
  * full_out and the all-gather is started; gathered_matmul_forward or tp_gather_finish ends it */
 static void norm_and_gather_start(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
                                   const void *weight, const void *bias) {
-    tensor_parallel_comm tp = tensor_parallel_of(m);
     void *own = (char *)full_out + (size_t)m->config.tp_rank * row_block_bytes(m, m->config.hidden_size);
     normalize(m, own, mean, rstd, x, weight, bias);
-    tp_gather_start(&tp, full_out, own, row_block_bytes(m, m->config.hidden_size), m->tp_requests);
+    window_gather_start(m, full_out, own, row_block_bytes(m, m->config.hidden_size));
 }
 
 /* layer norm on this rank's rows, made whole for a column-parallel matmul: with sequence
@@ -696,7 +711,7 @@ static void *column_parallel_backward(gpt_model *m, float *dweight, float *dbias
                                       const void *weight, int OC) {
     shapes s = model_shapes(m);
     backward_scratch *b = &m->scratch;
-    if (overlapped_rs(m)) {  /* --tp-comm-overlap: input gradient by row blocks, peers' first */
+    if (rs_by_blocks(m)) {  /* --tp-comm-overlap: input gradient by row blocks, peers' first */
         const kernel_ops *ops = m->ops;
         tensor_parallel_comm tp = tensor_parallel_of(m);
         size_t n = (size_t)s.n, block = row_block_bytes(m, s.C);
@@ -712,8 +727,10 @@ static void *column_parallel_backward(gpt_model *m, float *dweight, float *dbias
                              NULL, weight, s.n, s.C, OC);
         ops->matmul_backward(NULL, dweight, dbias, dout, x, weight, s.N, s.C, OC);  /* while the partials arrive */
         tp_reduce_scatter_finish(&tp, b->d_hidden, b->d_full, b->tp_received, n * s.C, block, m->tp_requests);
+        m->tp_last_step_rs = 1;
         return b->d_hidden;
     }
+    m->tp_last_step_rs = 0;
     if (m->config.tp_size == 1 || !tp_comm_overlap()) {
         m->ops->matmul_backward(b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC);
         return reduce_gathered_grad(m, b->d_full, b->d_hidden);
@@ -758,7 +775,8 @@ static void *row_parallel_forward(gpt_model *m, const void *in, const void *weig
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
     backward_scratch *b = &m->scratch;
-    if (!overlapped_rs(m)) {
+    if (!rs_by_blocks(m)) {
+        m->tp_last_step_rs = 0;
         ops->matmul_forward(b->forward_full, NULL, in, weight, NULL, s.N, IC, s.C);
         return reduce_to_rows(m, b->forward_full, b->forward_rows);
     }
@@ -775,6 +793,7 @@ static void *row_parallel_forward(gpt_model *m, const void *in, const void *weig
     ops->matmul_forward(act_at(ops, b->forward_full, r * n * s.C), NULL, act_at(ops, (void *)in, r * n * IC), weight,
                         NULL, s.n, IC, s.C);
     tp_reduce_scatter_finish(&tp, b->forward_rows, b->forward_full, b->tp_received, n * s.C, block, m->tp_requests);
+    m->tp_last_step_rs = 1;
     return b->forward_rows;
 }
 
@@ -793,7 +812,7 @@ static void row_parallel_backward(gpt_model *m, void *dx, float *dweight, void *
     }
     tensor_parallel_comm tp = tensor_parallel_of(m);
     size_t n = (size_t)s.n;
-    tp_gather_start(&tp, b->d_full, d_rows, row_block_bytes(m, s.C), m->tp_requests);
+    window_gather_start(m, b->d_full, d_rows, row_block_bytes(m, s.C));
     for (int i = 0; i < m->config.tp_size; i++) {
         int k = tp_gather_order(&tp, i);
         tp_gather_wait(&tp, k, m->tp_requests);
@@ -1062,7 +1081,7 @@ static void fc2_backward_by_blocks(gpt_model *m, const layer_activations *la, co
     backward_scratch *b = &m->scratch;
     tensor_parallel_comm tp = tensor_parallel_of(m);
     size_t n = (size_t)s.n;
-    tp_gather_start(&tp, b->d_full, d_rows, row_block_bytes(m, s.C), m->tp_requests);
+    window_gather_start(m, b->d_full, d_rows, row_block_bytes(m, s.C));
     for (int i = 0; i < c->tp_size; i++) {
         int k = tp_gather_order(&tp, i);
         tp_gather_wait(&tp, k, m->tp_requests);

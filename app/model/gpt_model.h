@@ -232,6 +232,7 @@ typedef struct gpt_model {
     int local_rows;            /* n: token rows of the residual stream held here */
     float *host_losses;        /* [N] */
     comm_request *tp_requests; /* [tp], tp_comm_overlap only: a step's fetches, by peer */
+    int tp_last_step_rs;       /* the last tensor-parallel step was a block reduce-scatter */
     float *capture_logits;     /* host [N,V/tp]: when set, the last chunk copies its logits here
                                 * before the loss (inspection tools); NULL in training */
 } gpt_model;

@@ -24,7 +24,9 @@
  * the source (the GEMM or sum that needed the data comes between). Every tensor-parallel step
  * (all-gather or reduce-scatter) makes every rank fetch from every peer, so the post a rank waits
  * on in one step was made after the peer's fetches of the step before; a source is rewritten at
- * the earliest one step later. Destinations are local: the fetch's copy starts after the compute
+ * the earliest one step later (a block reduce-scatter rewrites its partials before it waits, so
+ * two of them on one buffer must not follow each other directly: app/model/gpt_model.c
+ * rs_by_blocks makes the second an NCCL collective). Destinations are local: the fetch's copy starts after the compute
  * stream's work before it, so nothing still reads dst.
  *
  * Registration is collective and symmetric (same buffers, same order, same sizes on every rank):

@@ -137,7 +137,7 @@ static const option_spec specs[] = {
     {"tensor-model-parallel-size", "distributed and run time", OPTION_INT, AT(tensor_model_parallel_size), "1", .range = "[1, inf)", .help = "tensor-parallel ranks"},
     {"pipeline-model-parallel-size", "distributed and run time", OPTION_INT, AT(pipeline_model_parallel_size), "1", .range = "[1, inf)", .help = "pipeline stages"},
     {"sequence-parallel", "distributed and run time", OPTION_FLAG, AT(sequence_parallel), .help = "shard layer norms and dropout over the sequence inside the tensor-parallel group"},
-    {"tp-comm-overlap", "distributed and run time", OPTION_FLAG, AT(tp_comm_overlap), .help = "overlap the sequence-parallel all-gathers and reduce-scatters with the GEMMs: token-row blocks are copied between the tensor-parallel ranks' memory (on CUDA by the copy engines over CUDA IPC, no SMs; the ranks must share a node and have peer access) while the GEMM runs on the blocks already here; needs --sequence-parallel, not with pipeline parallelism"},
+    {"tp-comm-overlap", "distributed and run time", OPTION_FLAG, AT(tp_comm_overlap), .help = "overlap the sequence-parallel all-gathers and reduce-scatters with the GEMMs: token-row blocks are copied between the tensor-parallel ranks' memory (on CUDA by the copy engines over CUDA IPC, no SMs; the ranks must share a node and have peer access) while the GEMM runs on the blocks already here; needs --sequence-parallel"},
     {"disable-tp-comm-overlap-ag", "distributed and run time", OPTION_FLAG, AT(disable_tp_comm_overlap_ag), .help = "with --tp-comm-overlap: keep the all-gathers (before the qkv and fc1 GEMMs, and the backward's before the attention projection's and fc2's input gradients) as NCCL collectives, not overlapped"},
     {"disable-tp-comm-overlap-rs", "distributed and run time", OPTION_FLAG, AT(disable_tp_comm_overlap_rs), .help = "with --tp-comm-overlap: keep the reduce-scatters (after the attention projection and fc2, and the backward's of the column-parallel input gradients) as NCCL collectives, not overlapped"},
     {"num-layers-per-virtual-pipeline-stage", "distributed and run time", OPTION_INT, AT(num_layers_per_virtual_pipeline_stage), .help = "layers per virtual stage (interleaved 1F1B schedule)"},
@@ -275,8 +275,6 @@ static int validate_parallel(check_state *st, args *a, int world_size) {
     if (tp == 1) a->sequence_parallel = 0; /* as Megatron: nothing to shard */
     if (a->tp_comm_overlap && !a->sequence_parallel)
         return error_format(st->err, st->errlen, "--tp-comm-overlap needs --sequence-parallel (and --tensor-model-parallel-size > 1): it overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs");
-    if (a->tp_comm_overlap && pp > 1)
-        return error_format(st->err, st->errlen, "--tp-comm-overlap is not supported with pipeline parallelism (--pipeline-model-parallel-size %d): use 1", pp);
     if (a->sequence_parallel && a->seq_length % tp != 0)
         return error_format(st->err, st->errlen, "--seq-length %d is not divisible by --tensor-model-parallel-size %d (needed by --sequence-parallel)",
                     a->seq_length, tp);

@@ -6,7 +6,7 @@
 # a + b is what MPI's reduce-scatter adds too, so TP2 trains the same bits as without the flag
 # (GPT with dropout, with full and layer-norm recompute, with the MLP activation kept; Llama, also
 # with it kept;
-# TP2 x DP2; with --disable-tp-comm-overlap-ag or -rs). At TP4 MPI's reduction order differs from rank order: losses within 1e-5 relative
+# TP2 x DP2; TP2 x PP2, also interleaved; with --disable-tp-comm-overlap-ag or -rs). At TP4 MPI's reduction order differs from rank order: losses within 1e-5 relative
 # and every parameter within 1e-5. Then the refusals, each with its message.
 . "${top_srcdir:-.}/tests/lib.sh"
 COMPARE="$top_builddir/tests/tools/compare_params"
@@ -49,6 +49,11 @@ bitwise "Llama TP2 SP" 2 $LLAMA --tensor-model-parallel-size 2 --sequence-parall
 bitwise "Llama TP2 SP kept MLP activation" 2 $LLAMA --tensor-model-parallel-size 2 --sequence-parallel \
     --keep-mlp-activation
 bitwise "GPT TP2 x DP2 SP" 4 $GPT --tensor-model-parallel-size 2 --sequence-parallel
+bitwise "GPT TP2 x PP2 SP" 4 $GPT --tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2
+# interleaved: a stage runs backward passes back to back, where the output layer's reduce-scatter
+# follows the first layer's and runs as a collective (gpt_model.c rs_by_blocks)
+bitwise "GPT TP2 x PP2 interleaved SP" 4 $GPT --tensor-model-parallel-size 2 --sequence-parallel \
+    --pipeline-model-parallel-size 2 --num-layers 4 --num-layers-per-virtual-pipeline-stage 1
 bitwise "GPT TP2 SP, all-gathers not overlapped" 2 $GPT --tensor-model-parallel-size 2 --sequence-parallel \
     --disable-tp-comm-overlap-ag
 bitwise "GPT TP2 SP, reduce-scatters not overlapped" 2 $GPT --tensor-model-parallel-size 2 --sequence-parallel \
@@ -73,6 +78,4 @@ refused() {  # WHAT EXPECTED-MESSAGE NRANKS FLAGS...
 }
 refused "without --sequence-parallel" "--tp-comm-overlap needs --sequence-parallel" 2 --tensor-model-parallel-size 2
 refused "at TP1 (nothing to overlap)" "--tp-comm-overlap needs --sequence-parallel" 1 --sequence-parallel
-refused "with pipeline parallelism" "--tp-comm-overlap is not supported with pipeline parallelism" 4 \
-    --tensor-model-parallel-size 2 --sequence-parallel --pipeline-model-parallel-size 2
 done_testing
