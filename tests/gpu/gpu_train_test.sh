@@ -10,7 +10,7 @@
 #    with the norms recomputed; with the loss
 #    in chunks (--cross-entropy-chunk-rows): losses within 1e-3.
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2+SP with --tp-comm-overlap,
-#    TP2xPP2, TP4+SP, TP2xPP2+SP and TP2xDP2+SP with --tp-comm-overlap, DP4 with the
+#    TP2xPP2, TP4+SP, TP2xPP2+SP (also interleaved) and TP2xDP2+SP with --tp-comm-overlap, DP4 with the
 #    distributed optimizer: losses within 1e-2 (relative) of the 1-GPU
 #    run; --tp-comm-overlap twice with --deterministic-mode: the same bits.
 #  - a model larger than the GPU's free memory stops before allocating, with both figures.
@@ -158,6 +158,8 @@ layout "TP2xPP2" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size
 layout "TP4 + SP + tp-comm-overlap" 4 --tensor-model-parallel-size 4 --sequence-parallel --tp-comm-overlap
 layout "TP2xPP2 + SP + tp-comm-overlap" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
     --sequence-parallel --tp-comm-overlap
+layout "TP2xPP2 interleaved + SP + tp-comm-overlap" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+    --sequence-parallel --tp-comm-overlap --num-layers 4 --num-layers-per-virtual-pipeline-stage 1 --reference one4
 layout "TP2xDP2 + SP + tp-comm-overlap" 4 --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap \
     --use-distributed-optimizer --overlap-grad-reduce
 layout "PP4" 4 --pipeline-model-parallel-size 4 --num-layers 4 --reference one4
