@@ -19,10 +19,10 @@
  * overlapped with the GEMM split by token row blocks: the norm writes its rows into this rank's
  * block of ln1/ln2, the GEMM runs on that block while the peers' blocks arrive; a row-parallel
  * GEMM makes the peers' blocks first and posts them, then its own while their partials of this
- * rank's rows arrive. The backward does the duals for the attention projection (gather of the
- * output gradient with its input-gradient GEMM) and every column-parallel linear (input-gradient
- * GEMM by blocks with the reduce-scatter, the weight gradient while the partials arrive); the
- * MLP's fc2 backward keeps the NCCL all-gather (its fused GeLU-backward GEMM is not split). */
+ * rank's rows arrive. The backward does the duals for the attention projection and fc2 (gather
+ * of the output gradient with the input-gradient GEMM by blocks, fc2's with the activation's
+ * backward; the weight gradient after) and every column-parallel linear (input-gradient GEMM by
+ * blocks with the reduce-scatter, the weight gradient while the partials arrive). */
 #include "app/model/gpt_model.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
