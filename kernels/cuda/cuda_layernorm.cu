@@ -357,15 +357,8 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *d
     float *group_sums = partials + (size_t)blocks * 2 * C;
     unsigned int *counters = stream_counters(33);
     int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
-#define LAYERNORM_CACHED(U, P)                                                                  \
-    norm_backward_cached_kernel<E, U, P, true><<<blocks, threads, 0, compute_stream()>>>(        \
-        dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C)
-    if (units_per_thread == 1) LAYERNORM_CACHED(1, true);
-    else if (units_per_thread == 2) LAYERNORM_CACHED(2, true);
-    else if (units_per_thread == 3) LAYERNORM_CACHED(3, false);
-    else if (units_per_thread == 4) LAYERNORM_CACHED(4, false);
-#undef LAYERNORM_CACHED
-    else {
+    if (!launch_norm_backward_cached<E, true>(units_per_thread, blocks, threads, dx, dweight, dbias, partials,
+                                              group_sums, counters, dout, x, weight, mean, rstd, N, C)) {
         size_t shared_bytes = 2 * (size_t)C * sizeof(float);
         /* the opt-in counts the static shared memory too (reduce_scratch, the last-block flags):
          * 2C floats of 48 KiB need it */

@@ -142,4 +142,25 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *partials
                                    gridDim.x, 0, width, width, true, threadIdx.x, blockDim.x);
 }
 
+/* launch the kernel for a row of units_per_thread units per thread, 1 to 4 (prefetching the next
+ * row at 1 and 2, where the registers allow it); false for any other count (0: rows not
+ * vectorized), which the caller's shared-memory kernel takes */
+template <typename E, bool LAYERNORM>
+static bool launch_norm_backward_cached(int units_per_thread, int blocks, int threads, E *dx, float *dweight,
+                                        float *dbias, float *partials, float *group_sums,
+                                        unsigned int *counters, const E *dout, const E *x, const E *weight,
+                                        const float *mean, const float *rstd, int N, int C) {
+#define NORM_BACKWARD_CACHED(U, P)                                                                   \
+    norm_backward_cached_kernel<E, U, P, LAYERNORM><<<blocks, threads, 0, compute_stream()>>>(        \
+        dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C)
+    switch (units_per_thread) {
+    case 1: NORM_BACKWARD_CACHED(1, true); return true;
+    case 2: NORM_BACKWARD_CACHED(2, true); return true;
+    case 3: NORM_BACKWARD_CACHED(3, false); return true;
+    case 4: NORM_BACKWARD_CACHED(4, false); return true;
+    default: return false;
+    }
+#undef NORM_BACKWARD_CACHED
+}
+
 #endif /* CUDA_NORM_BACKWARD_CUH */

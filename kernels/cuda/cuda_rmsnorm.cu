@@ -106,15 +106,8 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
                             aligned16(weight);
     const int threads = vectorized ? rms_threads(C / 8) : rms_threads(C);
     const int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
-#define RMSNORM_CACHED(U, P)                                                                    \
-    norm_backward_cached_kernel<E, U, P, false><<<blocks, threads, 0, compute_stream()>>>(      \
-        dx, dweight, NULL, partials, group_sums, counters, dout, x, weight, NULL, rstd, N, C)
-    if (units_per_thread == 1) RMSNORM_CACHED(1, true);
-    else if (units_per_thread == 2) RMSNORM_CACHED(2, true);
-    else if (units_per_thread == 3) RMSNORM_CACHED(3, false);
-    else if (units_per_thread == 4) RMSNORM_CACHED(4, false);
-#undef RMSNORM_CACHED
-    else {
+    if (!launch_norm_backward_cached<E, false>(units_per_thread, blocks, threads, dx, dweight, NULL, partials,
+                                               group_sums, counters, dout, x, weight, NULL, rstd, N, C)) {
         const size_t shared_bytes = (size_t)C * sizeof(float);
         /* reduce_scratch, the last-block flags */
         const size_t static_bytes = 32 * sizeof(float) + 16;
