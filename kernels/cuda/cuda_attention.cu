@@ -481,8 +481,9 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, int T, int H, int G, 
 /* ---------------------------------------------------------------------------------------------- */
 /* backward, step 0: per row (b, h, t) of the padded [B*H, Tpad] layout, lse2 = lse * log2(e) and
  * Di = dO_t . O_t (zero for t >= T); for the Hopper backward it also zeroes the dQ semaphore of
- * each 64-row tile (dq_sems [B*H, Tpad/64], NULL otherwise) and the tile counter after them. G = DP / 8 lanes per row, each taking 8 columns (16-byte
- * loads with vec, else a strided walk), then a fixed-order xor-shuffle sum over the G lanes. */
+ * each 64-row tile (dq_sems [B*H, Tpad/64], NULL otherwise) and the tile counter after them.
+ * G = DP / 8 lanes per row, each taking 8 columns (16-byte loads with vec, else a strided walk),
+ * then a fixed-order xor-shuffle sum over the G lanes. */
 template <int DP, typename E>
 static __global__ void attention_backward_rows_kernel(float *lse2, float *di, int *dq_sems,
                                                       const E *dout, const E *out, const float *lse,
@@ -838,8 +839,9 @@ static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
      * element of the padded T x T square of every head); for the Hopper backward its dQ
-     * semaphores (one int per 64 rows) and its tile counter. Its fp32 dQ accumulator [B*H, Tpad, D] has a buffer of
-     * its own (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape, 134 MB at GPT 1.3B's). */
+     * semaphores (one int per 64 rows) and its tile counter. Its fp32 dQ accumulator
+     * [B*H, Tpad, D] has a buffer of its own (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape,
+     * 134 MB at GPT 1.3B's). */
     const size_t bits_bytes = DROPOUT ? rows * (size_t)Tpad / 8 : 0;
     const size_t sems_bytes = fused ? (rows / 64 + 1) * sizeof(int) : 0; /* and the tile counter */
     const size_t stats_bytes = attn_align_256(2 * rows * sizeof(float));

@@ -1,8 +1,8 @@
 /* cuda_common.cuh: what every CUDA kernel file shares: bf16 views of the C storage type (fp16
  * views and the 16-bit element templates are in cuda_kernels_t.cuh, included here), the compute
  * stream, launch-size arithmetic, the checks after a launch, block sums and the fixed-order
- * column sums of per-block partials (a second launch, or finished inside the producing kernel). Device code only; C code
- * includes cuda_kernels.h instead. */
+ * column sums of per-block partials (a second launch, or finished inside the producing kernel).
+ * Device code only; C code includes cuda_kernels.h instead. */
 #ifndef CUDA_COMMON_CUH
 #define CUDA_COMMON_CUH
 
