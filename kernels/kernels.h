@@ -224,6 +224,10 @@ typedef struct kernel_ops {
      * dweight and dbias give the bits of one call with all three. */
     void (*matmul_backward)(void *dx, float *dweight, float *dbias, const void *dout,
                             const void *x, const void *weight, int N, int IC, int OC);
+    /* dweight[OC,IC] = dout^T x, written over what dweight held: matmul_backward's weight
+     * gradient as a step's first write to it, so the gradient needs no clearing before (beta 0
+     * on CUDA; on the CPU the bits of clearing it and accumulating) */
+    void (*matmul_backward_weight_overwrite)(float *dweight, const void *dout, const void *x, int N, int IC, int OC);
     /* matmul_backward of a layer whose input is x = gelu(pre) (the MLP's fc2), the GeLU's
      * backward fused in: dpre[N,IC] = (dout W) * gelu'(pre) (overwritten; a cuBLASLt DGELU
      * epilogue on CUDA where it has an algorithm, so the product is rounded once), and

@@ -73,7 +73,7 @@ tests_mpi_tensor_parallel_test_SOURCES = tests/mpi/tensor_parallel_test.c
 tests_mpi_tensor_parallel_test_LDADD = $(APP_LIBS)
 TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data_test.sh \
 	tests/mpi/checkpoint_test.sh tests/mpi/dataset_test.sh tests/mpi/preprocess_test.sh \
-	tests/mpi/convert_checkpoint_test.sh tests/mpi/tensor_parallel_test.sh tests/mpi/tp_comm_overlap_test.sh
+	tests/mpi/convert_checkpoint_test.sh tests/mpi/tensor_parallel_test.sh tests/mpi/tp_comm_overlap_test.sh tests/mpi/grad_first_write_test.sh
 
 # the Llama family (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases) on every layout
 TESTS += tests/mpi/llama_parallel_test.sh

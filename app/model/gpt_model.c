@@ -24,6 +24,7 @@
  * backward; the weight gradient after) and every column-parallel linear (input-gradient GEMM by
  * blocks with the reduce-scatter, the weight gradient while the partials arrive). */
 #include "app/model/gpt_model.h"
+#include "app/model/grad_first_write.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
 #include "app/parallel/tensor_parallel.h"
@@ -526,6 +527,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     initialize_parameters(m);
     allocate_scratch(m);
     register_windows(m);
+    grad_first_write_setup(m);
 }
 
 void gpt_model_free(gpt_model *m) {
@@ -550,6 +552,7 @@ void gpt_model_free(gpt_model *m) {
     free(m->buckets);
     free(m->host_losses);
     free(m->tp_requests);
+    grad_first_write_free(m);
     memset(m, 0, sizeof(*m));
 }
 
@@ -687,6 +690,34 @@ static void *reduce_gathered_grad(gpt_model *m, void *d_full, void *d_rows) {
     return copy_to_tensor_parallel_region_backward(&tp, d_full, s.N, s.C, m->act_dtype);
 }
 
+/* kernel_ops.matmul_backward, with the weight gradient written over when this is its step's
+ * first write (grad_first_write.h): the same parts in the same order */
+static void linear_backward(gpt_model *m, void *dx, float *dweight, float *dbias, const void *dout, const void *x,
+                            const void *weight, int N, int IC, int OC) {
+    const kernel_ops *ops = m->ops;
+    if (!dweight || !grad_first_write_take(m, dweight)) {
+        ops->matmul_backward(dx, dweight, dbias, dout, x, weight, N, IC, OC);
+        return;
+    }
+    if (dx) ops->matmul_backward(dx, NULL, NULL, dout, NULL, weight, N, IC, OC);
+    ops->matmul_backward_weight_overwrite(dweight, dout, x, N, IC, OC);
+    if (dbias) ops->matmul_backward(NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
+}
+
+/* kernel_ops.matmul_backward_gelu likewise: a kept x is read by the weight gradient before dpre
+ * (maybe x) is written; otherwise x is made first */
+static void gelu_linear_backward(gpt_model *m, void *dpre, float *dweight, const void *dout, void *x, const void *pre,
+                                 const void *weight, int N, int IC, int OC, int x_kept) {
+    const kernel_ops *ops = m->ops;
+    if (!dweight || !grad_first_write_take(m, dweight)) {
+        ops->matmul_backward_gelu(dpre, dweight, dout, x, pre, weight, N, IC, OC, x_kept);
+        return;
+    }
+    if (x_kept) ops->matmul_backward_weight_overwrite(dweight, dout, x, N, IC, OC);
+    ops->matmul_backward_gelu(dpre, NULL, dout, x, pre, weight, N, IC, OC, x_kept);
+    if (!x_kept) ops->matmul_backward_weight_overwrite(dweight, dout, x, N, IC, OC);
+}
+
 /* the backward of a column-parallel linear whose input [N,C] was gathered (norm_and_gather):
  * the input and weight gradients, then the input gradient's reduction over tensor-parallel
  * ranks (reduce_gathered_grad). With MTC_TP_COMM_OVERLAP=1 the reduction runs on the group's side
@@ -717,33 +748,33 @@ static void *column_parallel_backward(gpt_model *m, float *dweight, float *dbias
         size_t n = (size_t)s.n, block = row_block_bytes(m, s.C);
         for (int i = 1; i < m->config.tp_size; i++) {
             int k = tp_reduce_scatter_order(&tp, i);
-            ops->matmul_backward(act_at(ops, b->d_full, k * n * s.C), NULL, NULL, act_at(ops, (void *)dout, k * n * OC),
+            linear_backward(m, act_at(ops, b->d_full, k * n * s.C), NULL, NULL, act_at(ops, (void *)dout, k * n * OC),
                                  NULL, weight, s.n, s.C, OC);
             tp_reduce_scatter_post(&tp, b->d_full, k, block);
         }
         tp_reduce_scatter_fetch(&tp, b->d_full, b->tp_received, block, m->tp_requests);
         int r = m->config.tp_rank;
-        ops->matmul_backward(act_at(ops, b->d_full, r * n * s.C), NULL, NULL, act_at(ops, (void *)dout, r * n * OC),
+        linear_backward(m, act_at(ops, b->d_full, r * n * s.C), NULL, NULL, act_at(ops, (void *)dout, r * n * OC),
                              NULL, weight, s.n, s.C, OC);
-        ops->matmul_backward(NULL, dweight, dbias, dout, x, weight, s.N, s.C, OC);  /* while the partials arrive */
+        linear_backward(m, NULL, dweight, dbias, dout, x, weight, s.N, s.C, OC);  /* while the partials arrive */
         tp_reduce_scatter_finish(&tp, b->d_hidden, b->d_full, b->tp_received, n * s.C, block, m->tp_requests);
         m->tp_last_step_rs = 1;
         return b->d_hidden;
     }
     m->tp_last_step_rs = 0;
     if (m->config.tp_size == 1 || !tp_comm_overlap()) {
-        m->ops->matmul_backward(b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC);
+        linear_backward(m, b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC);
         return reduce_gathered_grad(m, b->d_full, b->d_hidden);
     }
     tensor_parallel_comm tp = tensor_parallel_of(m);
     comm_request request;
     memset(&request, 0, sizeof request);
-    m->ops->matmul_backward(b->d_full, NULL, NULL, dout, x, weight, s.N, s.C, OC);
+    linear_backward(m, b->d_full, NULL, NULL, dout, x, weight, s.N, s.C, OC);
     void *rows = m->config.sequence_parallel
                      ? gather_from_sequence_parallel_region_backward_start(&tp, b->d_full, b->d_hidden, s.N, s.C,
                                                                            m->act_dtype, &request)
                      : copy_to_tensor_parallel_region_backward_start(&tp, b->d_full, s.N, s.C, m->act_dtype, &request);
-    m->ops->matmul_backward(NULL, dweight, dbias, dout, x, weight, s.N, s.C, OC);
+    linear_backward(m, NULL, dweight, dbias, dout, x, weight, s.N, s.C, OC);
     tp.comm->wait(&request);
     return rows;
 }
@@ -807,7 +838,7 @@ static void row_parallel_backward(gpt_model *m, void *dx, float *dweight, void *
     backward_scratch *b = &m->scratch;
     if (!overlapped_ag(m)) {
         void *d_full = gather_rows(m, d_rows, b->d_full);
-        ops->matmul_backward(dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
+        linear_backward(m, dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
         return;
     }
     tensor_parallel_comm tp = tensor_parallel_of(m);
@@ -816,11 +847,11 @@ static void row_parallel_backward(gpt_model *m, void *dx, float *dweight, void *
     for (int i = 0; i < m->config.tp_size; i++) {
         int k = tp_gather_order(&tp, i);
         tp_gather_wait(&tp, k, m->tp_requests);
-        ops->matmul_backward(act_at(ops, dx, k * n * IC), NULL, NULL, act_at(ops, b->d_full, k * n * s.C), NULL, weight,
+        linear_backward(m, act_at(ops, dx, k * n * IC), NULL, NULL, act_at(ops, b->d_full, k * n * s.C), NULL, weight,
                              s.n, IC, s.C);
     }
     tp_gather_finish(&tp, m->tp_requests);
-    ops->matmul_backward(NULL, dweight, NULL, b->d_full, x, weight, s.N, IC, s.C);
+    linear_backward(m, NULL, dweight, NULL, b->d_full, x, weight, s.N, IC, s.C);
 }
 
 /* ------------------------------------------------------------------ dropout streams */
@@ -890,6 +921,7 @@ static void params_needed(gpt_model *m, int first, int count) {
 }
 
 static void grads_ready(gpt_model *m, int first, int count) {
+    grad_first_write_settle(m, first, count);
     if (m->hooks.grads_ready) m->hooks.grads_ready(m->hooks.context, first, count);
 }
 
@@ -1024,9 +1056,9 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
         cross_entropy_rows(m, slot, r0, rows, grad_scale);
         if (slot->d_lnf && with_backward) {
             grads_writable(m);
-            ops->matmul_backward((char *)slot->d_lnf + (size_t)r0 * row_bytes, NULL, NULL, slot->logits, NULL,
+            linear_backward(m, (char *)slot->d_lnf + (size_t)r0 * row_bytes, NULL, NULL, slot->logits, NULL,
                                  w->output_layer, rows, s.C, s.Vl);
-            ops->matmul_backward(NULL, g->output_layer, NULL, slot->logits, lnf_rows, w->output_layer, rows, s.C, s.Vl);
+            linear_backward(m, NULL, g->output_layer, NULL, slot->logits, lnf_rows, w->output_layer, rows, s.C, s.Vl);
         }
     }
     ops->copy_to_host(m->host_losses, slot->losses, sizeof(float) * (size_t)s.N);
@@ -1088,13 +1120,13 @@ static void fc2_backward_by_blocks(gpt_model *m, const layer_activations *la, co
         size_t row0 = (size_t)k * n;
         void *d_full_k = act_at(ops, b->d_full, row0 * s.C);
         if (c->swiglu) {  /* fc2's input gradient, then the SwiGLU's backward */
-            ops->matmul_backward(act_at(ops, b->d_ffn_a, row0 * s.Fl), NULL, NULL, d_full_k, NULL, lw->fc2_weight,
+            linear_backward(m, act_at(ops, b->d_ffn_a, row0 * s.Fl), NULL, NULL, d_full_k, NULL, lw->fc2_weight,
                                  s.n, s.Fl, s.C);
             ops->swiglu_backward(act_at(ops, b->d_ffn_b, row0 * s.FC1l), act_at(ops, la->fc1_out, row0 * s.FC1l),
                                  act_at(ops, b->d_ffn_a, row0 * s.Fl), s.n, s.Fl);
         } else {  /* fc2's input gradient with the GeLU's backward; gelu(fc1_out) again unless kept */
             void *x_k = la->activation ? act_at(ops, la->activation, row0 * s.Fl) : act_at(ops, b->d_ffn_a, row0 * s.Fl);
-            ops->matmul_backward_gelu(act_at(ops, b->d_ffn_b, row0 * s.Fl), NULL, d_full_k, x_k,
+            gelu_linear_backward(m, act_at(ops, b->d_ffn_b, row0 * s.Fl), NULL, d_full_k, x_k,
                                       act_at(ops, la->fc1_out, row0 * s.Fl), lw->fc2_weight, s.n, s.Fl, s.C,
                                       la->activation != NULL);
         }
@@ -1105,7 +1137,7 @@ static void fc2_backward_by_blocks(gpt_model *m, const layer_activations *la, co
         x = b->d_ffn_a;
         if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
     }
-    ops->matmul_backward(NULL, lg->fc2_weight, NULL, b->d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
+    linear_backward(m, NULL, lg->fc2_weight, NULL, b->d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
 }
 
 /* b->d_residual carries dL/d(residual stream) down through the layer */
@@ -1129,20 +1161,20 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     void *d_full = gather_rows(m, d_hidden, b->d_full);
     if (c->swiglu && la->activation) {  /* fc2's weight gradient from the kept activation, which
                                          * then receives fc2's input gradient */
-        ops->matmul_backward(NULL, lg->fc2_weight, NULL, d_full, la->activation, lw->fc2_weight, s.N, s.Fl, s.C);
-        ops->matmul_backward(la->activation, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
+        linear_backward(m, NULL, lg->fc2_weight, NULL, d_full, la->activation, lw->fc2_weight, s.N, s.Fl, s.C);
+        linear_backward(m, la->activation, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
         ops->swiglu_backward(d_pre, la->fc1_out, la->activation, s.N, s.Fl);
     } else if (c->swiglu) {  /* fc2's input gradient, the SwiGLU's backward, then its output again for fc2's weight */
-        ops->matmul_backward(b->d_ffn_a, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
+        linear_backward(m, b->d_ffn_a, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
         ops->swiglu_backward(d_pre, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
         ops->swiglu_forward(b->d_ffn_a, la->fc1_out, s.N, s.Fl);
-        ops->matmul_backward(NULL, lg->fc2_weight, NULL, d_full, b->d_ffn_a, lw->fc2_weight, s.N, s.Fl, s.C);
+        linear_backward(m, NULL, lg->fc2_weight, NULL, d_full, b->d_ffn_a, lw->fc2_weight, s.N, s.Fl, s.C);
     } else if (la->activation) {  /* the kept gelu(fc1_out) receives dL/d(fc1_out) once fc2's weight gradient has read it */
         d_pre = la->activation;
-        ops->matmul_backward_gelu(d_pre, lg->fc2_weight, d_full, la->activation, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
+        gelu_linear_backward(m, d_pre, lg->fc2_weight, d_full, la->activation, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
                                   s.C, 1);
     } else {  /* d_ffn_a receives gelu(fc1_out), fc2's input */
-        ops->matmul_backward_gelu(d_pre, lg->fc2_weight, d_full, b->d_ffn_a, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
+        gelu_linear_backward(m, d_pre, lg->fc2_weight, d_full, b->d_ffn_a, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
                                   s.C, 0);
     }
     }

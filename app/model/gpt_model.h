@@ -210,6 +210,13 @@ typedef struct backward_scratch {
     void *tp_received;    /* [N,C], tp_comm_overlap only: the peers' partial sums of this rank's rows */
 } backward_scratch;
 
+/* a weight matrix whose gradient a step writes over instead of clearing (grad_first_write.c) */
+typedef struct grad_first_write_entry {
+    size_t offset, numel;  /* its gradient's place in the flat buffer */
+    int param;
+    int pending;           /* this step has not written it yet */
+} grad_first_write_entry;
+
 typedef struct gpt_model {
     gpt_config config;
     const kernel_ops *ops;
@@ -235,6 +242,10 @@ typedef struct gpt_model {
     int tp_last_step_rs;       /* the last tensor-parallel step was a block reduce-scatter */
     float *capture_logits;     /* host [N,V/tp]: when set, the last chunk copies its logits here
                                 * before the loss (inspection tools); NULL in training */
+    grad_first_write_entry *first_write; /* by offset; see gpt_model_start_grads */
+    int num_first_write;
+    size_t *clear_ranges;      /* [2 x num_clear_ranges]: offset and length of what a step clears */
+    int num_clear_ranges;
 } gpt_model;
 
 /* where the dropout masks of one micro-batch come from */
@@ -260,9 +271,16 @@ void gpt_model_free(gpt_model *model);
 double gpt_chunk_forward(gpt_model *model, int chunk, int slot, const int *tokens,
                          const int *targets, micro_batch_rng rng, float grad_scale, int with_backward);
 
+/* A training step's start: clears the gradients except the weight matrices, whose first
+ * weight-gradient write of the step then overwrites them (grad_first_write.c); beside the
+ * forward where the backend can (kernel_ops.zero_beside). Without it the backward accumulates
+ * into whatever the gradients hold. */
+void gpt_model_start_grads(gpt_model *model);
+
 /* Backward of the forward held in `slot`. Chunks other than the last read dL/d(output) from
  * gpt_grad_buffer(); on return, chunks other than the first leave dL/d(input) there. Parameter
- * gradients accumulate into the gradient buffer. */
+ * gradients accumulate into the gradient buffer (after gpt_model_start_grads, a weight
+ * matrix's first write of the step overwrites). */
 void gpt_chunk_backward(gpt_model *model, int chunk, int slot, micro_batch_rng rng);
 
 void *gpt_chunk_input(gpt_model *model, int chunk, int slot);   /* [n,C] compute dtype */

@@ -547,9 +547,9 @@ double trainer_train(trainer *t) {
         /* the schedule's position: iterations (samples) less those an overflow skipped */
         int64_t schedule_steps = (a->train_samples ? t->consumed_samples : t->iteration) - t->lr_skipped_steps;
         double lr = lr_at(&t->lr, schedule_steps);
-        /* the gradients clear beside the forward; the model joins before its first gradient write */
-        if (model->ops->zero_beside) model->ops->zero_beside(model->grad_buffer, sizeof(float) * model->num_elements);
-        else model->ops->zero(model->grad_buffer, sizeof(float) * model->num_elements);
+        /* the gradients clear beside the forward (the weight matrices' first writes overwrite them
+         * instead); the model joins before its first gradient write */
+        gpt_model_start_grads(model);
         data_parallel_start_iteration(&t->dp);
         timers_start("forward-backward", 1);
         double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1,
@@ -586,6 +586,11 @@ double trainer_train(trainer *t) {
             if (is_logger)
                 printf("> gradient buckets: %d, reductions started during the backward: %d\n",
                        model->num_buckets, t->dp.buckets_started);
+            size_t cleared = 0;
+            for (int r = 0; r < model->num_clear_ranges; r++) cleared += model->clear_ranges[2 * r + 1];
+            if (is_logger)
+                printf("> gradients: %d weight matrices written over by their first gradient, %zu of %zu elements "
+                       "cleared per step\n", model->num_first_write, cleared, model->num_elements);
         }
         data_parallel_start_param_gather(&t->dp);
         timers_stop("optimizer");

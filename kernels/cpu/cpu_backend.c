@@ -60,6 +60,12 @@ static void matmul_backward(void *dx, float *dweight, float *dbias, const void *
     cpu_matmul_backward(dx, dweight, dbias, dout, x, weight, N, IC, OC);
 }
 
+static void matmul_backward_weight_overwrite(float *dweight, const void *dout, const void *x, int N, int IC,
+                                             int OC) {
+    if (OC > 0 && IC > 0) memset(dweight, 0, sizeof(float) * (size_t)OC * (size_t)IC);
+    cpu_matmul_backward(NULL, dweight, NULL, dout, x, NULL, N, IC, OC);
+}
+
 static void rmsnorm_forward(void *out, float *rstd, const void *x, const void *weight, int N, int C,
                             float eps) {
     cpu_rmsnorm_forward(out, rstd, x, weight, N, C, eps);
@@ -195,6 +201,7 @@ static const kernel_ops cpu_ops = {
     .matmul_forward = matmul_forward,
     .matmul_forward_residual = matmul_forward_residual,
     .matmul_backward = matmul_backward,
+    .matmul_backward_weight_overwrite = matmul_backward_weight_overwrite,
     .matmul_backward_gelu = matmul_backward_gelu,
 
     .rope_forward = rope_forward,

@@ -164,6 +164,10 @@ static void matmul_backward(void *dx, float *dweight, float *dbias, const void *
                             const void *weight, int N, int IC, int OC) {                                         \
     cuda_matmul_backward##S((T *)dx, dweight, dbias, (const T *)dout, (const T *)x, (const T *)weight, N, IC, OC); \
 }                                                                                                                \
+static void matmul_backward_weight_overwrite(float *dweight, const void *dout, const void *x, int N, int IC,   \
+                                             int OC) {                                                           \
+    cuda_matmul_backward_weight_overwrite##S(dweight, (const T *)dout, (const T *)x, N, IC, OC);                 \
+}                                                                                                                \
 static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, void *x, const void *pre,         \
                                  const void *weight, int N, int IC, int OC, int x_kept) {                        \
     cuda_matmul_backward_gelu##S((T *)dpre, dweight, (const T *)dout, (T *)x, (const T *)pre, (const T *)weight,  \
@@ -326,6 +330,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.swiglu_backward = A::swiglu_backward;
     ops.matmul_forward = A::matmul_forward;
     ops.matmul_backward = A::matmul_backward;
+    ops.matmul_backward_weight_overwrite = A::matmul_backward_weight_overwrite;
     ops.attention_workspace_bytes = cuda_attention_workspace_bytes;
     ops.attention_forward = A::attention_forward;
     ops.attention_backward = A::attention_backward;

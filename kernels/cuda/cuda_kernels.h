@@ -106,6 +106,8 @@ void cuda_matmul_forward_residual(bf16 *out, const bf16 *x, const bf16 *weight, 
  * skipped when NULL); dbias[OC] += colsum(dout) (fp32; skipped when NULL). */
 void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                           const bf16 *x, const bf16 *weight, int N, int IC, int OC);
+/* dweight[OC,IC] = dout^T x (fp32, beta 0: what dweight held is not read) */
+void cuda_matmul_backward_weight_overwrite(float *dweight, const bf16 *dout, const bf16 *x, int N, int IC, int OC);
 /* fc2's backward (kernels.h): dpre = (dout W) gelu'(pre) and dweight += dout^T x, where x is
  * scratch that receives gelu(pre) again (x_kept 0) or the kept gelu(pre), read before dpre (which
  * may be x) is written (x_kept 1) */
@@ -226,6 +228,8 @@ void cuda_matmul_forward_fp16(fp16 *out, fp16 *gelu_out, const fp16 *x, const fp
                               const fp16 *bias, int N, int IC, int OC);
 void cuda_matmul_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
                                const fp16 *x, const fp16 *weight, int N, int IC, int OC);
+void cuda_matmul_backward_weight_overwrite_fp16(float *dweight, const fp16 *dout, const fp16 *x, int N, int IC,
+                                                int OC);
 void cuda_matmul_backward_gelu_fp16(fp16 *dpre, float *dweight, const fp16 *dout, fp16 *x,
                                     const fp16 *pre, const fp16 *weight, int N, int IC, int OC, int x_kept);
 void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, int B, int T, int H,

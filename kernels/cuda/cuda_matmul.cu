@@ -594,10 +594,12 @@ static bool input_gradient(E *dx, const E *dout, const E *weight, int N, int IC,
     return true;
 }
 
-/* dW^T [IC,OC] += x^T . dout, fp32 */
+/* dW^T [IC,OC] += x^T . dout, fp32 (= with overwrite: beta 0) */
 template <typename E>
-static void weight_gradient(float *dweight, const E *dout, const E *x, int N, int IC, int OC, bool forced) {
+static void weight_gradient(float *dweight, const E *dout, const E *x, int N, int IC, int OC, bool forced,
+                            bool overwrite = false) {
     gemm_problem p = weight_gradient_problem(dweight, dout, x, N, IC, OC);
+    p.accumulate = !overwrite;
     if (forced || !gemm_cublaslt(&p)) gemm_fallback(&p);
 }
 
@@ -612,6 +614,16 @@ static void matmul_backward_t(E *dx, float *dweight, float *dbias, const E *dout
     }
     if (dweight != NULL && OC > 0 && IC > 0) weight_gradient(dweight, dout, x, N, IC, OC, forced);
     if (dbias != NULL && OC > 0) bias_backward_e(dbias, dout, N, OC);
+}
+
+template <typename E>
+static void matmul_backward_weight_overwrite_t(float *dweight, const E *dout, const E *x, int N, int IC, int OC) {
+    if (OC <= 0 || IC <= 0) return;
+    if (N <= 0) {
+        CHECK_CUDA(cudaMemsetAsync(dweight, 0, sizeof(float) * (size_t)OC * IC, compute_stream()));
+        return;
+    }
+    weight_gradient(dweight, dout, x, N, IC, OC, fallback_forced(), true);
 }
 
 /* fc2's backward with the GeLU's: the input-gradient GEMM's DGELU epilogue multiplies by
@@ -674,6 +686,16 @@ extern "C" void cuda_matmul_backward(bf16 *dx, float *dweight, float *dbias, con
 extern "C" void cuda_matmul_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
                                      const fp16 *x, const fp16 *weight, int N, int IC, int OC) {
     matmul_backward_t(as_half(dx), dweight, dbias, as_half(dout), as_half(x), as_half(weight), N, IC, OC);
+}
+
+extern "C" void cuda_matmul_backward_weight_overwrite(float *dweight, const bf16 *dout, const bf16 *x, int N,
+                                                      int IC, int OC) {
+    matmul_backward_weight_overwrite_t(dweight, as_nv(dout), as_nv(x), N, IC, OC);
+}
+
+extern "C" void cuda_matmul_backward_weight_overwrite_fp16(float *dweight, const fp16 *dout, const fp16 *x, int N,
+                                                           int IC, int OC) {
+    matmul_backward_weight_overwrite_t(dweight, as_half(dout), as_half(x), N, IC, OC);
 }
 
 extern "C" void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, bf16 *x,

@@ -769,6 +769,16 @@ static void test_matmul(int N, int IC, int OC, int with_bias, int with_gelu, int
                      "matmul_backward %s N=%d IC=%d OC=%d leaves dbias alone when NULL", path, N,
                      IC, OC);
 
+    /* the weight gradient written over a poisoned dweight (beta 0: nothing of it is read) */
+    float *want_ow = host_copy(dw, w_n);
+    cpu->matmul_backward_weight_overwrite(want_ow, dout, x, N, IC, OC);
+    poison(d_dw, w_n * sizeof(float));
+    cuda_matmul_backward_weight_overwrite(d_dw, d_dout, d_x, N, IC, OC);
+    float *got_ow = download_float(d_dw, w_n);
+    expect_below(relative_error(got_ow, want_ow, w_n), GRAD_TOL,
+                 "matmul_backward_weight_overwrite %s N=%d IC=%d OC=%d over a poisoned dweight", path, N, IC, OC);
+    free(want_ow); free(got_ow);
+
     free(x); free(w); free(bias); free(want); free(want_gelu); free(got); free(dout); free(dw);
     free(db); free(want_dx); free(want_dw); free(want_db); free(got_dx); free(got_dw);
     free(got_db); free(again_dw); free(still_db);
