@@ -45,6 +45,7 @@
 #define cuda_matmul_forward cuda_matmul_forward_fp16
 #define cuda_matmul_backward cuda_matmul_backward_fp16
 #define cuda_matmul_backward_gelu cuda_matmul_backward_gelu_fp16
+#define cuda_sum_blocks cuda_sum_blocks_fp16
 #define cuda_matmul_backward_weight_overwrite cuda_matmul_backward_weight_overwrite_fp16
 #define cuda_attention_forward cuda_attention_forward_fp16
 #define cuda_attention_backward cuda_attention_backward_fp16
