@@ -40,7 +40,7 @@ TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/param
 	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test \
 	tests/unit/pipeline_schedule_test tests/unit/rank_layout_test tests/unit/checkpoint_boxes_test \
 	tests/unit/checkpoint_format_test tests/unit/args_test.sh tests/unit/tools_args_test.sh \
-	tests/unit/layering_test.sh
+	tests/unit/layering_test.sh tests/unit/fp16_map_test.sh
 
 # the kernels' error path (kernels_fatal and the handler an application installs)
 check_PROGRAMS += tests/unit/kernel_error_test
