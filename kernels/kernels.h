@@ -193,8 +193,12 @@ typedef struct kernel_ops {
     /* out = (x - mean) * rstd * weight + bias per row of x[N,C]; saves mean[N], rstd[N]. */
     void (*layernorm_forward)(void *out, float *mean, float *rstd, const void *x,
                               const void *weight, const void *bias, int N, int C, float eps);
-    /* dx += dL/dx (accumulates: x is on the residual stream); dweight += ; dbias += . */
-    void (*layernorm_backward)(void *dx, float *dweight, float *dbias, const void *dout,
+    /* dx += dL/dx (accumulates: x is on the residual stream); dweight += ; dbias += . With
+     * dx_colsum (NULL: skipped) also dx_colsum[C] += the column sums of the updated dx: the
+     * gradient of a bias added to the residual stream just past this point (the linear layer
+     * before it, with no dropout between), summed in the norm's own pass where the backend can;
+     * on the CPU the bits of bias_backward on dx afterwards. */
+    void (*layernorm_backward)(void *dx, float *dweight, float *dbias, float *dx_colsum, const void *dout,
                                const void *x, const void *weight, const float *mean,
                                const float *rstd, int N, int C);
 

@@ -654,13 +654,34 @@ static void gathered_matmul_forward(gpt_model *m, void *out, void *gelu_out, con
     tp_gather_finish(&tp, m->tp_requests);
 }
 
-/* backward of the norm of norm_and_gather: dx += dL/dx, parameter gradients += */
-static void norm_backward(gpt_model *m, void *dx, float *dweight, float *dbias, const void *dout,
+/* backward of the norm of norm_and_gather: dx += dL/dx, parameter gradients +=, and with
+ * dx_colsum (residual_bias_grad) the column sums of the updated dx += */
+static void norm_backward(gpt_model *m, void *dx, float *dweight, float *dbias, float *dx_colsum, const void *dout,
                           const void *x, const void *weight, const float *mean, const float *rstd) {
     shapes s = model_shapes(m);
     weight = norm_weight(m, weight);
-    if (m->config.rmsnorm) m->ops->rmsnorm_backward(dx, dweight, dout, x, weight, rstd, s.n, s.C);
-    else m->ops->layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, s.n, s.C);
+    if (m->config.rmsnorm) {
+        m->ops->rmsnorm_backward(dx, dweight, dout, x, weight, rstd, s.n, s.C);
+        if (dx_colsum) m->ops->bias_backward(dx_colsum, dx, s.n, s.C);
+    } else {
+        m->ops->layernorm_backward(dx, dweight, dbias, dx_colsum, dout, x, weight, mean, rstd, s.n, s.C);
+    }
+}
+
+/* The bias gradient of a linear layer whose output joins the residual stream (the attention
+ * projection, fc2) is the column sum of the residual-stream gradient there, when no dropout
+ * stands between (hidden dropout 0). The layer norm's backward that makes that gradient then
+ * sums it in its own pass (kernel_ops.layernorm_backward's dx_colsum) instead of a pass over it
+ * of its own. Returns the gradient to sum into (bias_grad), or NULL where the bias gradient
+ * keeps its own pass: no bias, dropout, RMSNorm (whose backward has no such sums). */
+static float *residual_bias_grad(const gpt_model *m, void *bias_grad) {
+    return bias_grad && !m->config.rmsnorm && m->config.hidden_dropout == 0.0f ? (float *)bias_grad : NULL;
+}
+
+/* whether layer l's fc2 bias gradient comes from the norm backward above it: layer l + 1's
+ * input norm, or the final norm for the chunk's last layer (on the last stage) */
+static int fc2_bias_by_norm(const gpt_model *m, const model_chunk *ch, int l) {
+    return residual_bias_grad(m, ch->grads.layers[l].fc2_bias) && (l + 1 < ch->num_layers || ch->post_process);
 }
 
 /* Megatron-Core's RotaryEmbedding of this config: the first kv_channels * --rotary-percent
@@ -1094,7 +1115,8 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
                                : column_parallel_backward(m, g->output_layer, NULL, slot->logits, slot->lnf,
                                                           w->output_layer, s.Vl);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
-    norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, d_rows,
+    float *last_fc2_bias = ch->num_layers > 0 ? residual_bias_grad(m, g->layers[ch->num_layers - 1].fc2_bias) : NULL;
+    norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, last_fc2_bias, d_rows,
                   slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd);
     grads_ready(m, output_first_param(m, ch), output_param_count(m, ch));
 }
@@ -1153,7 +1175,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
 
     /* MLP block: y = x' + dropout(reduce(act(fc1(gather(LN(x')))) W2^T) + b2) */
     void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
-    if (lg->fc2_bias) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
+    if (lg->fc2_bias && !fc2_bias_by_norm(m, ch, l)) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
     void *d_pre = b->d_ffn_b;  /* dL/d(fc1_out) */
     if (overlapped_ag(m)) {
         fc2_backward_by_blocks(m, la, lw, lg, d_hidden);
@@ -1182,12 +1204,13 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
         norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
                         lw->pre_mlp_layernorm_bias);
     void *d_rows = column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2, lw->fc1_weight, s.FC1l);
-    norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias, d_rows,
+    norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias,
+                  residual_bias_grad(m, lg->proj_bias), d_rows,
                   la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd);
 
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
     d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
-    if (lg->proj_bias) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
+    if (lg->proj_bias && !residual_bias_grad(m, lg->proj_bias)) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
     row_parallel_backward(m, b->d_attention, lg->proj_weight, d_hidden, la->attention_out, lw->proj_weight, s.HDl);
     if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
         ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
@@ -1199,7 +1222,8 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
         norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                         lw->input_layernorm_bias);
     d_rows = column_parallel_backward(m, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl);
-    norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias, d_rows,
+    norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,
+                  l > 0 ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows,
                   la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd);
     grads_ready(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 }

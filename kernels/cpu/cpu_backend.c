@@ -37,10 +37,11 @@ static void layernorm_forward(void *out, float *mean, float *rstd, const void *x
                               const void *weight, const void *bias, int N, int C, float eps) {
     cpu_layernorm_forward(out, mean, rstd, x, weight, bias, N, C, eps);
 }
-static void layernorm_backward(void *dx, float *dweight, float *dbias, const void *dout,
+static void layernorm_backward(void *dx, float *dweight, float *dbias, float *dx_colsum, const void *dout,
                                const void *x, const void *weight, const float *mean,
                                const float *rstd, int N, int C) {
     cpu_layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C);
+    if (dx_colsum) cpu_bias_backward(dx_colsum, dx, N, C);
 }
 
 /* the GeLU "epilogue" is a separate pass here */

@@ -151,10 +151,11 @@ static void layernorm_forward(void *out, float *mean, float *rstd, const void *x
                               const void *bias, int N, int C, float eps) {                                       \
     cuda_layernorm_forward##S((T *)out, mean, rstd, (const T *)x, (const T *)weight, (const T *)bias, N, C, eps); \
 }                                                                                                                \
-static void layernorm_backward(void *dx, float *dweight, float *dbias, const void *dout, const void *x,         \
-                               const void *weight, const float *mean, const float *rstd, int N, int C) {         \
-    cuda_layernorm_backward##S((T *)dx, dweight, dbias, (const T *)dout, (const T *)x, (const T *)weight, mean,  \
-                               rstd, N, C);                                                                      \
+static void layernorm_backward(void *dx, float *dweight, float *dbias, float *dx_colsum, const void *dout,     \
+                               const void *x, const void *weight, const float *mean, const float *rstd, int N,  \
+                               int C) {                                                                          \
+    cuda_layernorm_backward_colsum##S((T *)dx, dweight, dbias, dx_colsum, (const T *)dout, (const T *)x,         \
+                                      (const T *)weight, mean, rstd, N, C);                                      \
 }                                                                                                                \
 static void matmul_forward(void *out, void *gelu_out, const void *x, const void *weight, const void *bias,      \
                            int N, int IC, int OC) {                                                              \

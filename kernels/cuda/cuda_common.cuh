@@ -140,17 +140,18 @@ static __device__ __forceinline__ double block_sum_f64(double v, double *shared3
  *   level 1: the last block to finish among the rows r = y (mod 32) (an atomic counter per y,
  *            bookkeeping only) adds those rows in order into group_sums[y, columns];
  *   level 2: the last of the (at most 32) level-1 blocks adds group_sums[0..31] in order into
- *            out (out0 for columns below split, out1 = out0's companion from split on).
+ *            out (out0 for columns below split, out1 from split on, out2 from 2 split on).
  * Counters: 33 per column range (zero between launches: each is reset by its last user); the
  * partials are read with __ldcg, past the (incoherent) L1. Call with every thread of the block
  * (thread tid of nthreads) after the block's partial row is written; no barrier may follow. */
-static __device__ __forceinline__ void finish_one_column(float *out0, float *out1, int split,
+static __device__ __forceinline__ void finish_one_column(float *out0, float *out1, float *out2, int split,
                                                          int c, float total) {
     if (c < split) out0[c] += total;
-    else out1[c - split] += total;
+    else if (c < 2 * split) out1[c - split] += total;
+    else out2[c - 2 * split] += total;
 }
 
-static __device__ void column_sums_by_last_blocks(float *out0, float *out1, int split,
+static __device__ void column_sums_by_last_blocks(float *out0, float *out1, float *out2, int split,
                                                   const float *partials, float *group_sums,
                                                   unsigned int *counters, int row, int rows,
                                                   int col_begin, int col_end, int width,
@@ -237,10 +238,10 @@ static __device__ void column_sums_by_last_blocks(float *out0, float *out1, int 
                 float4 v = __ldcg(reinterpret_cast<const float4 *>(group_sums + (size_t)g * width + c));
                 total.x += v.x; total.y += v.y; total.z += v.z; total.w += v.w;
             }
-            finish_one_column(out0, out1, split, c, total.x);
-            finish_one_column(out0, out1, split, c + 1, total.y);
-            finish_one_column(out0, out1, split, c + 2, total.z);
-            finish_one_column(out0, out1, split, c + 3, total.w);
+            finish_one_column(out0, out1, out2, split, c, total.x);
+            finish_one_column(out0, out1, out2, split, c + 1, total.y);
+            finish_one_column(out0, out1, out2, split, c + 2, total.z);
+            finish_one_column(out0, out1, out2, split, c + 3, total.w);
         }
     } else {
         for (int c = col_begin + tid; c < col_end; c += nthreads) {
@@ -254,7 +255,7 @@ static __device__ void column_sums_by_last_blocks(float *out0, float *out1, int 
                 for (int j = 0; j < 16; j++) total += v[j];
             }
             for (; g < groups; g++) total += __ldcg(group_sums + (size_t)g * width + c);
-            finish_one_column(out0, out1, split, c, total);
+            finish_one_column(out0, out1, out2, split, c, total);
         }
     }
 }

@@ -76,6 +76,11 @@ void cuda_layernorm_forward(bf16 *out, float *mean, float *rstd, const bf16 *x,
 void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                              const bf16 *x, const bf16 *weight, const float *mean,
                              const float *rstd, int N, int C);
+/* the same, and dx_colsum += the column sums of the updated dx as stored (fp32; in the kernel's
+ * pass where the row layout allows, else a pass of its own) */
+void cuda_layernorm_backward_colsum(bf16 *dx, float *dweight, float *dbias, float *dx_colsum, const bf16 *dout,
+                                    const bf16 *x, const bf16 *weight, const float *mean, const float *rstd, int N,
+                                    int C);
 
 /* ---- RMSNorm (cuda_rmsnorm.cu) ---- */
 void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *weight, int N, int C,
@@ -216,6 +221,9 @@ void cuda_layernorm_forward_fp16(fp16 *out, float *mean, float *rstd, const fp16
 void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
                                   const fp16 *x, const fp16 *weight, const float *mean,
                                   const float *rstd, int N, int C);
+void cuda_layernorm_backward_colsum_fp16(fp16 *dx, float *dweight, float *dbias, float *dx_colsum,
+                                         const fp16 *dout, const fp16 *x, const fp16 *weight, const float *mean,
+                                         const float *rstd, int N, int C);
 void cuda_rmsnorm_forward_fp16(fp16 *out, float *rstd, const fp16 *x, const fp16 *weight, int N,
                                int C, float eps);
 void cuda_rmsnorm_backward_fp16(fp16 *dx, float *dweight, const fp16 *dout, const fp16 *x,

@@ -339,12 +339,20 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
             }
         }
     }
-    column_sums_by_last_blocks(dweight, dbias, C, partials, group_sums, counters, blockIdx.x,
+    column_sums_by_last_blocks(dweight, dbias, NULL, C, partials, group_sums, counters, blockIdx.x,
                                    gridDim.x, 0, 2 * C, 2 * C, C % 2 == 0, threadIdx.x, blockDim.x);
 }
 
+/* the column sums of dx as a pass of its own (cuda_elementwise.cu's bias gradient) */
+static void dx_column_sums(float *out, const __nv_bfloat16 *dx, int N, int C) {
+    cuda_bias_backward(out, reinterpret_cast<const bf16 *>(dx), N, C);
+}
+static void dx_column_sums(float *out, const __half *dx, int N, int C) {
+    cuda_bias_backward_fp16(out, reinterpret_cast<const fp16 *>(dx), N, C);
+}
+
 template <typename E>
-static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *dout,
+static void layernorm_backward_t(E *dx, float *dweight, float *dbias, float *dx_colsum, const E *dout,
                                         const E *x, const E *weight, const float *mean,
                                         const float *rstd, int N, int C) {
     if (N <= 0 || C <= 0) return;
@@ -352,12 +360,19 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *d
                       aligned16(weight);
     int threads = row_threads(vectorized ? C / 8 : C);
     int blocks = layernorm_backward_blocks(N, C);
-    /* partials[blocks, 2C] ([dweight | dbias] per block), then group_sums[32, 2C] */
-    float *partials = (float *)stream_scratch(((size_t)blocks + 32) * 2 * C * sizeof(float));
-    float *group_sums = partials + (size_t)blocks * 2 * C;
+    /* partials[blocks, width] ([dweight | dbias (| dx_colsum)] per block), then group_sums[32, width] */
+    const size_t width = (dx_colsum ? 3 : 2) * (size_t)C;
+    float *partials = (float *)stream_scratch(((size_t)blocks + 32) * width * sizeof(float));
+    float *group_sums = partials + (size_t)blocks * width;
     unsigned int *counters = stream_counters(33);
     int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
-    if (!launch_norm_backward_cached<E, true>(units_per_thread, blocks, threads, dx, dweight, dbias, partials,
+    if (dx_colsum != NULL &&
+        launch_norm_backward_cached<E, true>(units_per_thread, blocks, threads, dx, dweight, dbias, dx_colsum,
+                                             partials, group_sums, counters, dout, x, weight, mean, rstd, N, C)) {
+        CHECK_LAUNCH();
+        return;
+    }
+    if (!launch_norm_backward_cached<E, true>(units_per_thread, blocks, threads, dx, dweight, dbias, NULL, partials,
                                               group_sums, counters, dout, x, weight, mean, rstd, N, C)) {
         size_t shared_bytes = 2 * (size_t)C * sizeof(float);
         /* the opt-in counts the static shared memory too (reduce_scratch, the last-block flags):
@@ -369,6 +384,7 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, const E *d
             vectorized);
     }
     CHECK_LAUNCH();
+    if (dx_colsum != NULL) dx_column_sums(dx_colsum, dx, N, C);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
@@ -388,11 +404,26 @@ extern "C" void cuda_layernorm_forward_fp16(fp16 *out, float *mean, float *rstd,
 extern "C" void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                                         const bf16 *x, const bf16 *weight, const float *mean,
                                         const float *rstd, int N, int C) {
-    layernorm_backward_t(as_nv(dx), dweight, dbias, as_nv(dout), as_nv(x), as_nv(weight), mean, rstd, N, C);
+    layernorm_backward_t(as_nv(dx), dweight, dbias, (float *)NULL, as_nv(dout), as_nv(x), as_nv(weight), mean, rstd,
+                         N, C);
 }
 
 extern "C" void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
                                         const fp16 *x, const fp16 *weight, const float *mean,
                                         const float *rstd, int N, int C) {
-    layernorm_backward_t(as_half(dx), dweight, dbias, as_half(dout), as_half(x), as_half(weight), mean, rstd, N, C);
+    layernorm_backward_t(as_half(dx), dweight, dbias, (float *)NULL, as_half(dout), as_half(x), as_half(weight), mean,
+                         rstd, N, C);
+}
+
+extern "C" void cuda_layernorm_backward_colsum(bf16 *dx, float *dweight, float *dbias, float *dx_colsum,
+                                               const bf16 *dout, const bf16 *x, const bf16 *weight, const float *mean,
+                                               const float *rstd, int N, int C) {
+    layernorm_backward_t(as_nv(dx), dweight, dbias, dx_colsum, as_nv(dout), as_nv(x), as_nv(weight), mean, rstd, N, C);
+}
+
+extern "C" void cuda_layernorm_backward_colsum_fp16(fp16 *dx, float *dweight, float *dbias, float *dx_colsum,
+                                                    const fp16 *dout, const fp16 *x, const fp16 *weight,
+                                                    const float *mean, const float *rstd, int N, int C) {
+    layernorm_backward_t(as_half(dx), dweight, dbias, dx_colsum, as_half(dout), as_half(x), as_half(weight), mean,
+                         rstd, N, C);
 }

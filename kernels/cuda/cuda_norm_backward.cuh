@@ -9,9 +9,11 @@
  * u = threadIdx.x + i * blockDim.x) in every row and keeps them in registers between the row's
  * two passes, as it keeps the weight and its dweight/dbias accumulators. PREFETCH: the next row's
  * units are loaded before the current row's block sum (so a block has two rows in flight); the
- * dx row is loaded before it too. Each block writes partials[blockIdx.x, width] (width = 2C:
- * [dweight | dbias], or C: [dweight]) and the last blocks add them in a fixed order into dweight
- * and dbias: the two levels of column_sums_by_last_blocks (cuda_common.cuh), where no block waits
+ * dx row is loaded before it too. SUM (layer norm only): also dx_colsum += the column sums of
+ * the updated dx as stored (rounded), the gradient of a bias added to the residual stream at this
+ * point, which then needs no pass of its own. Each block writes partials[blockIdx.x, width]
+ * (width = 3C: [dweight | dbias | dx_colsum], 2C: [dweight | dbias], or C: [dweight]) and the
+ * last blocks add them in a fixed order into dweight, dbias and dx_colsum: the two levels of column_sums_by_last_blocks (cuda_common.cuh), where no block waits
  * for another (a variant whose last blocks waited for all others measured 6 us faster at
  * [16384, 2048] on an H100, but CUDA does not promise that such waiting ends); partials
  * holds gridDim.x rows, group_sums 32 rows of width floats, counters 33 zeroed words. */
@@ -20,23 +22,23 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-template <typename E, int UNITS, bool PREFETCH, bool LAYERNORM>
+template <typename E, int UNITS, bool PREFETCH, bool LAYERNORM, bool SUM>
 static __global__ void __launch_bounds__(512, UNITS == 1 ? 2 : 1) /* UNITS 1: <= 64 registers */
-norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *partials,
+norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsum, float *partials,
                                  float *group_sums, unsigned int *counters, const E *dout,
                                  const E *x, const E *weight, const float *mean,
                                  const float *rstd, int N, int C) {
     __shared__ float reduce_scratch[64];
     const int units = C / 8;
     /* 16-bit values stay packed in registers and are widened where used */
-    float dweight_acc[UNITS][8], dbias_acc[UNITS][8];
+    float dweight_acc[UNITS][8], dbias_acc[UNITS][8], dsum_acc[SUM ? UNITS : 1][8];
     uint4 w_raw[UNITS], x_raw[UNITS], dout_raw[UNITS], next_x[UNITS], next_dout[UNITS], dx_raw[UNITS];
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
     for (int i = 0; i < UNITS; i++) {
         const int u = threadIdx.x + i * blockDim.x;
 #pragma unroll
-        for (int k = 0; k < 8; k++) dweight_acc[i][k] = dbias_acc[i][k] = 0.0f;
+        for (int k = 0; k < 8; k++) dweight_acc[i][k] = dbias_acc[i][k] = dsum_acc[SUM ? i : 0][k] = 0.0f;
         w_raw[i] = x_raw[i] = dout_raw[i] = next_x[i] = next_dout[i] = dx_raw[i] = zero;
         if (u < units) w_raw[i] = *reinterpret_cast<const uint4 *>(weight + 8 * u);
     }
@@ -115,13 +117,17 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *partials
                     else dxv[k] += (g - norm * g_norm_mean) * s;
                 }
                 store_x8(dx + row + 8 * u, dxv);
+                if (SUM) {
+#pragma unroll
+                    for (int k = 0; k < 8; k++) dsum_acc[SUM ? i : 0][k] += to_float(from_float<E>(dxv[k]));
+                }
             }
         }
     }
 
-    const int width = LAYERNORM ? 2 * C : C; /* [dweight | dbias] or [dweight] per block */
+    const int width = SUM ? 3 * C : LAYERNORM ? 2 * C : C; /* [dweight | dbias | dx_colsum] per block */
     float *dweight_out = partials + (size_t)blockIdx.x * width;
-    float *dbias_out = dweight_out + C;
+    float *dbias_out = dweight_out + C, *dsum_out = dbias_out + C;
 #pragma unroll
     for (int i = 0; i < UNITS; i++) {
         const int u = threadIdx.x + i * blockDim.x;
@@ -136,28 +142,45 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *partials
                 *reinterpret_cast<float4 *>(dbias_out + 8 * u + 4) =
                     make_float4(dbias_acc[i][4], dbias_acc[i][5], dbias_acc[i][6], dbias_acc[i][7]);
             }
+            if (SUM) {
+                const int j = SUM ? i : 0;
+                *reinterpret_cast<float4 *>(dsum_out + 8 * u) =
+                    make_float4(dsum_acc[j][0], dsum_acc[j][1], dsum_acc[j][2], dsum_acc[j][3]);
+                *reinterpret_cast<float4 *>(dsum_out + 8 * u + 4) =
+                    make_float4(dsum_acc[j][4], dsum_acc[j][5], dsum_acc[j][6], dsum_acc[j][7]);
+            }
         }
     }
-    column_sums_by_last_blocks(dweight, dbias, C, partials, group_sums, counters, blockIdx.x,
+    column_sums_by_last_blocks(dweight, dbias, dx_colsum, C, partials, group_sums, counters, blockIdx.x,
                                    gridDim.x, 0, width, width, true, threadIdx.x, blockDim.x);
 }
 
 /* launch the kernel for a row of units_per_thread units per thread, 1 to 4 (prefetching the next
  * row at 1 and 2, where the registers allow it); false for any other count (0: rows not
- * vectorized), which the caller's shared-memory kernel takes */
+ * vectorized), which the caller's shared-memory kernel takes. With dx_colsum (layer norm only)
+ * the SUM form, at 1 and 2 units (false beyond: the caller sums the columns in a pass of its
+ * own); partials then hold 3C floats per block. */
 template <typename E, bool LAYERNORM>
 static bool launch_norm_backward_cached(int units_per_thread, int blocks, int threads, E *dx, float *dweight,
-                                        float *dbias, float *partials, float *group_sums,
+                                        float *dbias, float *dx_colsum, float *partials, float *group_sums,
                                         unsigned int *counters, const E *dout, const E *x, const E *weight,
                                         const float *mean, const float *rstd, int N, int C) {
-#define NORM_BACKWARD_CACHED(U, P)                                                                   \
-    norm_backward_cached_kernel<E, U, P, LAYERNORM><<<blocks, threads, 0, compute_stream()>>>(        \
-        dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C)
+#define NORM_BACKWARD_CACHED(U, P, S)                                                                 \
+    norm_backward_cached_kernel<E, U, P, LAYERNORM, S><<<blocks, threads, 0, compute_stream()>>>(     \
+        dx, dweight, dbias, dx_colsum, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C)
+    if (dx_colsum != NULL) {
+        if (!LAYERNORM) return false;
+        switch (units_per_thread) {
+        case 1: NORM_BACKWARD_CACHED(1, true, LAYERNORM); return true;
+        case 2: NORM_BACKWARD_CACHED(2, true, LAYERNORM); return true;
+        default: return false;
+        }
+    }
     switch (units_per_thread) {
-    case 1: NORM_BACKWARD_CACHED(1, true); return true;
-    case 2: NORM_BACKWARD_CACHED(2, true); return true;
-    case 3: NORM_BACKWARD_CACHED(3, false); return true;
-    case 4: NORM_BACKWARD_CACHED(4, false); return true;
+    case 1: NORM_BACKWARD_CACHED(1, true, false); return true;
+    case 2: NORM_BACKWARD_CACHED(2, true, false); return true;
+    case 3: NORM_BACKWARD_CACHED(3, false, false); return true;
+    case 4: NORM_BACKWARD_CACHED(4, false, false); return true;
     default: return false;
     }
 #undef NORM_BACKWARD_CACHED

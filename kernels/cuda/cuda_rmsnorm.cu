@@ -89,7 +89,7 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *par
     }
     float *dweight_out = partials + (size_t)blockIdx.x * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) dweight_out[c] = dweight_acc[c];
-    column_sums_by_last_blocks(dweight, NULL, C, partials, group_sums, counters, blockIdx.x,
+    column_sums_by_last_blocks(dweight, NULL, NULL, C, partials, group_sums, counters, blockIdx.x,
                                    gridDim.x, 0, C, C, C % 4 == 0, threadIdx.x, blockDim.x);
 }
 
@@ -106,7 +106,7 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
                             aligned16(weight);
     const int threads = vectorized ? rms_threads(C / 8) : rms_threads(C);
     const int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
-    if (!launch_norm_backward_cached<E, false>(units_per_thread, blocks, threads, dx, dweight, NULL, partials,
+    if (!launch_norm_backward_cached<E, false>(units_per_thread, blocks, threads, dx, dweight, NULL, NULL, partials,
                                                group_sums, counters, dout, x, weight, NULL, rstd, N, C)) {
         const size_t shared_bytes = (size_t)C * sizeof(float);
         /* reduce_scratch, the last-block flags */

@@ -469,7 +469,7 @@ static void test_layernorm(int N, int C, int shift) {
     float *db = host_random_fp32((size_t)C, 806 + C, 1.0f);
     float *want_dx = host_copy(dx, n), *want_dw = host_copy(dw, (size_t)C);
     float *want_db = host_copy(db, (size_t)C);
-    cpu->layernorm_backward(want_dx, want_dw, want_db, dout, x, w, want_mean, want_rstd, N, C);
+    cpu->layernorm_backward(want_dx, want_dw, want_db, NULL, dout, x, w, want_mean, want_rstd, N, C);
     bf16 *d_dout = upload_bf16_shifted(dout, n, shift, &b5);
     bf16 *d_dx = upload_bf16_shifted(dx, n, shift, &b6);
     float *d_dw = upload_float(dw, (size_t)C), *d_db = upload_float(db, (size_t)C);
@@ -495,6 +495,25 @@ static void test_layernorm(int N, int C, int shift) {
                memcmp(again_dw, got_dw, (size_t)C * sizeof(float)) == 0 &&
                memcmp(again_db, got_db, (size_t)C * sizeof(float)) == 0,
            "layernorm_backward N=%d C=%d is deterministic", N, C);
+
+    /* with the column sums of the updated dx (the residual bias gradient): dx, dweight and dbias
+     * bitwise those above, dx_colsum += the sums of the dx stored */
+    float *colsum = host_random_fp32((size_t)C, 807 + C, 1.0f), *want_colsum = host_copy(colsum, (size_t)C);
+    float *d_colsum = upload_float(colsum, (size_t)C);
+    set_bf16(d_dx, dx, n);
+    set_float(d_dw, dw, (size_t)C);
+    set_float(d_db, db, (size_t)C);
+    cuda_layernorm_backward_colsum(d_dx, d_dw, d_db, d_colsum, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
+    float *sum_dx = download_bf16(d_dx, n), *sum_dw = download_float(d_dw, (size_t)C);
+    float *sum_db = download_float(d_db, (size_t)C), *got_colsum = download_float(d_colsum, (size_t)C);
+    tap_ok(memcmp(sum_dx, got_dx, n * sizeof(float)) == 0 && memcmp(sum_dw, got_dw, (size_t)C * sizeof(float)) == 0 &&
+               memcmp(sum_db, got_db, (size_t)C * sizeof(float)) == 0,
+           "layernorm_backward_colsum N=%d C=%d: dx, dweight, dbias bitwise those without the sums", N, C);
+    cpu->bias_backward(want_colsum, got_dx, N, C);
+    expect_below(relative_error(got_colsum, want_colsum, (size_t)C), GRAD_TOL,
+                 "layernorm_backward_colsum N=%d C=%d: dx_colsum += the column sums of the stored dx", N, C);
+    free(colsum); free(want_colsum); free(sum_dx); free(sum_dw); free(sum_db); free(got_colsum);
+    cudaFree(d_colsum);
 
     free(x); free(w); free(b); free(want); free(want_mean); free(want_rstd); free(got);
     free(got_mean); free(got_rstd); free(dout); free(dx); free(dw); free(db); free(want_dx);

@@ -279,14 +279,14 @@ static void test_layernorm(void) {
     fd_grad(obj_layernorm, &c, c.b, C, gb);
 
     float *dx = fzeros(n), *dw = fzeros(C), *db = fzeros(C);
-    K->layernorm_backward(dx, dw, db, R, x, w, mean, rstd, N, C);
+    K->layernorm_backward(dx, dw, db, NULL, R, x, w, mean, rstd, N, C);
     check_grad("layernorm dx", dx, gx, n);
     check_grad("layernorm dweight", dw, gw, C);
     check_grad("layernorm dbias", db, gb, C);
 
     float *dx2 = fzeros(n), *dw2 = fzeros(C), *db2 = fzeros(C);
-    K->layernorm_backward(dx2, dw2, db2, R, x, w, mean, rstd, N, C);
-    K->layernorm_backward(dx2, dw2, db2, R, x, w, mean, rstd, N, C);
+    K->layernorm_backward(dx2, dw2, db2, NULL, R, x, w, mean, rstd, N, C);
+    K->layernorm_backward(dx2, dw2, db2, NULL, R, x, w, mean, rstd, N, C);
     check_accumulates("layernorm dx (residual stream)", dx, dx2, n);
     check_accumulates("layernorm dweight", dw, dw2, C);
     check_accumulates("layernorm dbias", db, db2, C);
