@@ -770,13 +770,13 @@ static void *column_parallel_backward(gpt_model *m, float *dweight, float *dbias
         for (int i = 1; i < m->config.tp_size; i++) {
             int k = tp_reduce_scatter_order(&tp, i);
             linear_backward(m, act_at(ops, b->d_full, k * n * s.C), NULL, NULL, act_at(ops, (void *)dout, k * n * OC),
-                                 NULL, weight, s.n, s.C, OC);
+                            NULL, weight, s.n, s.C, OC);
             tp_reduce_scatter_post(&tp, b->d_full, k, block);
         }
         tp_reduce_scatter_fetch(&tp, b->d_full, b->tp_received, block, m->tp_requests);
         int r = m->config.tp_rank;
         linear_backward(m, act_at(ops, b->d_full, r * n * s.C), NULL, NULL, act_at(ops, (void *)dout, r * n * OC),
-                             NULL, weight, s.n, s.C, OC);
+                        NULL, weight, s.n, s.C, OC);
         linear_backward(m, NULL, dweight, dbias, dout, x, weight, s.N, s.C, OC);  /* while the partials arrive */
         tp_reduce_scatter_finish(&tp, b->d_hidden, b->d_full, b->tp_received, n * s.C, block, m->tp_requests);
         m->tp_last_step_rs = 1;
@@ -869,7 +869,7 @@ static void row_parallel_backward(gpt_model *m, void *dx, float *dweight, void *
         int k = tp_gather_order(&tp, i);
         tp_gather_wait(&tp, k, m->tp_requests);
         linear_backward(m, act_at(ops, dx, k * n * IC), NULL, NULL, act_at(ops, b->d_full, k * n * s.C), NULL, weight,
-                             s.n, IC, s.C);
+                        s.n, IC, s.C);
     }
     tp_gather_finish(&tp, m->tp_requests);
     linear_backward(m, NULL, dweight, NULL, b->d_full, x, weight, s.N, IC, s.C);
@@ -1078,7 +1078,7 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
         if (slot->d_lnf && with_backward) {
             grads_writable(m);
             linear_backward(m, (char *)slot->d_lnf + (size_t)r0 * row_bytes, NULL, NULL, slot->logits, NULL,
-                                 w->output_layer, rows, s.C, s.Vl);
+                            w->output_layer, rows, s.C, s.Vl);
             linear_backward(m, NULL, g->output_layer, NULL, slot->logits, lnf_rows, w->output_layer, rows, s.C, s.Vl);
         }
     }
@@ -1143,14 +1143,14 @@ static void fc2_backward_by_blocks(gpt_model *m, const layer_activations *la, co
         void *d_full_k = act_at(ops, b->d_full, row0 * s.C);
         if (c->swiglu) {  /* fc2's input gradient, then the SwiGLU's backward */
             linear_backward(m, act_at(ops, b->d_ffn_a, row0 * s.Fl), NULL, NULL, d_full_k, NULL, lw->fc2_weight,
-                                 s.n, s.Fl, s.C);
+                            s.n, s.Fl, s.C);
             ops->swiglu_backward(act_at(ops, b->d_ffn_b, row0 * s.FC1l), act_at(ops, la->fc1_out, row0 * s.FC1l),
                                  act_at(ops, b->d_ffn_a, row0 * s.Fl), s.n, s.Fl);
         } else {  /* fc2's input gradient with the GeLU's backward; gelu(fc1_out) again unless kept */
             void *x_k = la->activation ? act_at(ops, la->activation, row0 * s.Fl) : act_at(ops, b->d_ffn_a, row0 * s.Fl);
             gelu_linear_backward(m, act_at(ops, b->d_ffn_b, row0 * s.Fl), NULL, d_full_k, x_k,
-                                      act_at(ops, la->fc1_out, row0 * s.Fl), lw->fc2_weight, s.n, s.Fl, s.C,
-                                      la->activation != NULL);
+                                 act_at(ops, la->fc1_out, row0 * s.Fl), lw->fc2_weight, s.n, s.Fl, s.C,
+                                 la->activation != NULL);
         }
     }
     tp_gather_finish(&tp, m->tp_requests);
@@ -1194,10 +1194,10 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     } else if (la->activation) {  /* the kept gelu(fc1_out) receives dL/d(fc1_out) once fc2's weight gradient has read it */
         d_pre = la->activation;
         gelu_linear_backward(m, d_pre, lg->fc2_weight, d_full, la->activation, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
-                                  s.C, 1);
+                             s.C, 1);
     } else {  /* d_ffn_a receives gelu(fc1_out), fc2's input */
         gelu_linear_backward(m, d_pre, lg->fc2_weight, d_full, b->d_ffn_a, la->fc1_out, lw->fc2_weight, s.N, s.Fl,
-                                  s.C, 0);
+                             s.C, 0);
     }
     }
     if (c->recompute_layernorm)  /* fc1's input, again */
