@@ -586,11 +586,12 @@ double trainer_train(trainer *t) {
             if (is_logger)
                 printf("> gradient buckets: %d, reductions started during the backward: %d\n",
                        model->num_buckets, t->dp.buckets_started);
-            size_t cleared = 0;
-            for (int r = 0; r < model->num_clear_ranges; r++) cleared += model->clear_ranges[2 * r + 1];
-            if (is_logger)
+            if (is_logger) {
+                size_t cleared = 0;
+                for (int r = 0; r < model->num_clear_ranges; r++) cleared += model->clear_ranges[2 * r + 1];
                 printf("> gradients: %d weight matrices written over by their first gradient, %zu of %zu elements "
                        "cleared per step\n", model->num_first_write, cleared, model->num_elements);
+            }
         }
         data_parallel_start_param_gather(&t->dp);
         timers_stop("optimizer");

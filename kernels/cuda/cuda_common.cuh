@@ -292,6 +292,14 @@ static __global__ void column_sum_accumulate_kernel(float *out, const float *par
         out[c] += total;
     }
 }
+/* dbias[C] += the column sums of dout[N,C] (cuda_elementwise.cu's bias gradient), per element type */
+static inline void bias_backward_e(float *dbias, const __nv_bfloat16 *dout, int N, int C) {
+    cuda_bias_backward(dbias, reinterpret_cast<const bf16 *>(dout), N, C);
+}
+static inline void bias_backward_e(float *dbias, const __half *dout, int N, int C) {
+    cuda_bias_backward_fp16(dbias, reinterpret_cast<const fp16 *>(dout), N, C);
+}
+
 static inline void column_sum_accumulate(float *out, const float *partials, int rows, int C) {
     if (C <= 0) return;
     column_sum_accumulate_kernel<<<ceil_div((size_t)C, 32), dim3(32, 32), 0, compute_stream()>>>(

@@ -343,14 +343,6 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
                                    gridDim.x, 0, 2 * C, 2 * C, C % 2 == 0, threadIdx.x, blockDim.x);
 }
 
-/* the column sums of dx as a pass of its own (cuda_elementwise.cu's bias gradient) */
-static void dx_column_sums(float *out, const __nv_bfloat16 *dx, int N, int C) {
-    cuda_bias_backward(out, reinterpret_cast<const bf16 *>(dx), N, C);
-}
-static void dx_column_sums(float *out, const __half *dx, int N, int C) {
-    cuda_bias_backward_fp16(out, reinterpret_cast<const fp16 *>(dx), N, C);
-}
-
 template <typename E>
 static void layernorm_backward_t(E *dx, float *dweight, float *dbias, float *dx_colsum, const E *dout,
                                         const E *x, const E *weight, const float *mean,
@@ -384,7 +376,7 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, float *dx_
             vectorized);
     }
     CHECK_LAUNCH();
-    if (dx_colsum != NULL) dx_column_sums(dx_colsum, dx, N, C);
+    if (dx_colsum != NULL) bias_backward_e(dx_colsum, dx, N, C); /* the column sums as a pass of their own */
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */

@@ -412,12 +412,6 @@ static void bias_add_e(__nv_bfloat16 *out, const __nv_bfloat16 *bias, int N, int
 static void bias_add_e(__half *out, const __half *bias, int N, int C) {
     cuda_bias_add_fp16(reinterpret_cast<fp16 *>(out), reinterpret_cast<const fp16 *>(bias), N, C);
 }
-static void bias_backward_e(float *dbias, const __nv_bfloat16 *dout, int N, int C) {
-    cuda_bias_backward(dbias, reinterpret_cast<const bf16 *>(dout), N, C);
-}
-static void bias_backward_e(float *dbias, const __half *dout, int N, int C) {
-    cuda_bias_backward_fp16(dbias, reinterpret_cast<const fp16 *>(dout), N, C);
-}
 static void gelu_forward_e(__nv_bfloat16 *out, const __nv_bfloat16 *x, size_t n) {
     cuda_gelu_forward(reinterpret_cast<bf16 *>(out), reinterpret_cast<const bf16 *>(x), n);
 }

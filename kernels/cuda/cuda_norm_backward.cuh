@@ -13,9 +13,10 @@
  * the updated dx as stored (rounded), the gradient of a bias added to the residual stream at this
  * point, which then needs no pass of its own. Each block writes partials[blockIdx.x, width]
  * (width = 3C: [dweight | dbias | dx_colsum], 2C: [dweight | dbias], or C: [dweight]) and the
- * last blocks add them in a fixed order into dweight, dbias and dx_colsum: the two levels of column_sums_by_last_blocks (cuda_common.cuh), where no block waits
- * for another (a variant whose last blocks waited for all others measured 6 us faster at
- * [16384, 2048] on an H100, but CUDA does not promise that such waiting ends); partials
+ * last blocks add them in a fixed order into dweight, dbias and dx_colsum: the two levels of
+ * column_sums_by_last_blocks (cuda_common.cuh), where no block waits for another (a variant
+ * whose last blocks waited for all others measured 6 us faster at [16384, 2048] on an H100, but
+ * CUDA does not promise that such waiting ends); partials
  * holds gridDim.x rows, group_sums 32 rows of width floats, counters 33 zeroed words. */
 #ifndef CUDA_NORM_BACKWARD_CUH
 #define CUDA_NORM_BACKWARD_CUH

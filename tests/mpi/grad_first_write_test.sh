@@ -34,18 +34,21 @@ check() {  # NAME NRANKS FLAGS...
     ok $? "$name: losses and parameters after 3 iterations bitwise those of clearing every gradient"
 }
 
-check "one rank, 4 micro-batches, chunked loss, tied" 1 --global-batch-size 8 --micro-batch-size 2 --cross-entropy-chunk-rows 100
-matrices=$(sed -n 's/^> gradients: \([0-9]*\) weight matrices.*/\1/p' "$WORK/one_rank__4_micro_batches__chunked_loss__tied.over.out")
+check "one rank, 4 micro-batches, chunked loss, tied" 1 --global-batch-size 8 --micro-batch-size 2 \
+    --cross-entropy-chunk-rows 100
+first="$WORK/one_rank__4_micro_batches__chunked_loss__tied"  # that check's tag
+matrices=$(sed -n 's/^> gradients: \([0-9]*\) weight matrices.*/\1/p' "$first.over.out")
 layers=$(sed -n 's/.*--num-layers[ =]\([0-9]*\).*/\1/p' "$TINY_ARGS" | head -1)
 [ -n "$matrices" ] && [ "$matrices" -eq $((4 * ${layers:-0} + 1)) ]
 ok $? "the start-up log names 4 matrices per layer and the tied embeddings as written over ($matrices, $layers layers)"
-clear_line=$(grep "^> gradients:" "$WORK/one_rank__4_micro_batches__chunked_loss__tied.clear.out")
+clear_line=$(grep "^> gradients:" "$first.clear.out")
 echo "$clear_line" | grep -q "^> gradients: 0 weight matrices"
 ok $? "MEGATRON_C_CLEAR_ALL_GRADS=1 writes none over ($clear_line)"
 check "untied" 1 --untie-embeddings-and-output-weights
 check "PP2 tied" 2 --pipeline-model-parallel-size 2 --global-batch-size 8 --micro-batch-size 2
 check "TP2 sequence parallel, --tp-comm-overlap" 2 --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap
-check "DP2 distributed optimizer, overlapped buckets" 2 --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 5000
+check "DP2 distributed optimizer, overlapped buckets" 2 --use-distributed-optimizer --overlap-grad-reduce \
+    --ddp-bucket-size 5000
 check "kept MLP activation" 1 --keep-mlp-activation
 MODEL=$(echo "$MODEL" | sed "s|$TINY_ARGS|$top_srcdir/configs/llama-tiny.args|")
 check "Llama TP2 sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel

@@ -20,7 +20,8 @@ SOURCES="$top_srcdir/tests/gpu/cuda_kernels_test.c $top_srcdir/tests/gpu/cuda_at
          $top_srcdir/tests/gpu/cuda_decode_attention_test.c"
 missing=$(unmapped "$top_srcdir/tests/gpu/cuda_fp16_map.h" $SOURCES)
 [ -z "$missing" ]
-ok $? "every bf16 kernel the GPU tests call is mapped to its fp16 twin in cuda_fp16_map.h${missing:+ (unmapped: $missing)}"
+ok $? "every bf16 kernel the GPU tests call is mapped to its fp16 twin in cuda_fp16_map.h${missing:+ \
+(unmapped: $missing)}"
 
 grep -v "^#define cuda_sum_blocks " "$top_srcdir/tests/gpu/cuda_fp16_map.h" > "$WORK/map.h"
 planted=$(unmapped "$WORK/map.h" $SOURCES)
