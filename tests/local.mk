@@ -6,8 +6,15 @@ LOG_DRIVER = env AM_TAP_AWK='$(AWK)' $(SHELL) $(top_srcdir)/autotools/aux/tap-dr
 TEST_EXTENSIONS = .sh
 SH_LOG_DRIVER = $(LOG_DRIVER)
 LOG_COMPILER = $(SHELL) $(top_srcdir)/tests/exit77.sh
+# the CUDA compiler for tests/unit/wgmma_ptxas_test.sh: empty (the test skips) in a build without CUDA
+if HAVE_CUDA
+TESTS_NVCC = $(NVCC)
+else
+TESTS_NVCC =
+endif
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)' top_builddir='$(top_builddir)' \
-	MPIEXEC='$(MPIEXEC)' OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 ; export top_srcdir top_builddir MPIEXEC OPENBLAS_NUM_THREADS OMP_NUM_THREADS ;
+	MPIEXEC='$(MPIEXEC)' OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 NVCC='$(TESTS_NVCC)' CUDA_CFLAGS='$(CUDA_CFLAGS)' ; \
+	export top_srcdir top_builddir MPIEXEC OPENBLAS_NUM_THREADS OMP_NUM_THREADS NVCC CUDA_CFLAGS ;
 EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh
 
 # ---- unit ----
@@ -40,7 +47,7 @@ TESTS += tests/unit/kernels_grad_test tests/unit/gpt_model_test tests/unit/param
 	tests/unit/lr_schedule_test tests/unit/tokenizer_test tests/unit/safetensors_test \
 	tests/unit/pipeline_schedule_test tests/unit/rank_layout_test tests/unit/checkpoint_boxes_test \
 	tests/unit/checkpoint_format_test tests/unit/args_test.sh tests/unit/tools_args_test.sh \
-	tests/unit/layering_test.sh tests/unit/fp16_map_test.sh
+	tests/unit/layering_test.sh tests/unit/fp16_map_test.sh tests/unit/wgmma_ptxas_test.sh
 
 # the kernels' error path (kernels_fatal and the handler an application installs)
 check_PROGRAMS += tests/unit/kernel_error_test
