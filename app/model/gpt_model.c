@@ -655,17 +655,14 @@ static void gathered_matmul_forward(gpt_model *m, void *out, void *gelu_out, con
 }
 
 /* backward of the norm of norm_and_gather: dx += dL/dx, parameter gradients +=, and with
- * dx_colsum (residual_bias_grad) the column sums of the updated dx += */
+ * dx_colsum (residual_bias_grad: LayerNorm only, NULL with RMSNorm) the column sums of the
+ * updated dx += */
 static void norm_backward(gpt_model *m, void *dx, float *dweight, float *dbias, float *dx_colsum, const void *dout,
                           const void *x, const void *weight, const float *mean, const float *rstd) {
     shapes s = model_shapes(m);
     weight = norm_weight(m, weight);
-    if (m->config.rmsnorm) {
-        m->ops->rmsnorm_backward(dx, dweight, dout, x, weight, rstd, s.n, s.C);
-        if (dx_colsum) m->ops->bias_backward(dx_colsum, dx, s.n, s.C);
-    } else {
-        m->ops->layernorm_backward(dx, dweight, dbias, dx_colsum, dout, x, weight, mean, rstd, s.n, s.C);
-    }
+    if (m->config.rmsnorm) m->ops->rmsnorm_backward(dx, dweight, dout, x, weight, rstd, s.n, s.C);
+    else m->ops->layernorm_backward(dx, dweight, dbias, dx_colsum, dout, x, weight, mean, rstd, s.n, s.C);
 }
 
 /* The bias gradient of a linear layer whose output joins the residual stream (the attention
