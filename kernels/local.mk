@@ -55,6 +55,17 @@ CLEANFILES += perf/norm_bench
 endif
 EXTRA_DIST += perf/norm_bench.cu
 
+# the optimizer-overlap benchmark (perf/optimizer_overlap_bench.cu: AdamW beside the forward's
+# GEMMs, through the library's entry points); built only on request: make perf/optimizer_overlap_bench
+if HAVE_CUDA
+perf/optimizer_overlap_bench: $(top_srcdir)/perf/optimizer_overlap_bench.cu \
+		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) kernels/libkernels.a
+	@$(MKDIR_P) perf
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $< kernels/libkernels.a -lcublasLt -o $@
+CLEANFILES += perf/optimizer_overlap_bench
+endif
+EXTRA_DIST += perf/optimizer_overlap_bench.cu
+
 # the GEMM algorithm survey (perf/gemm_algos.cu includes cuda_matmul.cu itself); on request:
 # make perf/gemm_algos
 if HAVE_CUDA

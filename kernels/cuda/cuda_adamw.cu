@@ -122,8 +122,10 @@ typedef struct chunk_table {
     tensor_range *device;
 } chunk_table;
 
+#define CHUNK_TABLE_SLOTS 64 /* the optimizer's tables, whole and by model part */
+
 static const tensor_range *device_chunks(const tensor_range *ranges, int count, int *chunk_count) {
-    static chunk_table slots[4];
+    static chunk_table slots[CHUNK_TABLE_SLOTS];
     static int next_victim;
     size_t signature = 0, chunks = 0;
     for (int r = 0; r < count; r++) {
@@ -131,7 +133,7 @@ static const tensor_range *device_chunks(const tensor_range *ranges, int count, 
         chunks += (ranges[r].length + RANGE_CHUNK - 1) / RANGE_CHUNK;
     }
     chunk_table *slot = NULL;
-    for (int i = 0; i < 4 && !slot; i++)
+    for (int i = 0; i < CHUNK_TABLE_SLOTS && !slot; i++)
         if (slots[i].device && slots[i].ranges == ranges && slots[i].count == count && slots[i].signature == signature)
             slot = &slots[i];
     if (slot) {
@@ -140,7 +142,7 @@ static const tensor_range *device_chunks(const tensor_range *ranges, int count, 
     }
     if (chunks > (size_t)INT32_MAX) KERNELS_FATAL("cuda backend: %zu optimizer chunks are too many", chunks);
     slot = &slots[next_victim];
-    next_victim = (next_victim + 1) % 4;
+    next_victim = (next_victim + 1) % CHUNK_TABLE_SLOTS;
     if (chunks > slot->capacity) {
         if (slot->device != NULL) CHECK_CUDA(cudaFreeAsync(slot->device, compute_stream()));
         slot->capacity = chunks + chunks / 4 + 16;

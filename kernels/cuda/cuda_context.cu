@@ -5,6 +5,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 
 static cudaStream_t context_stream;
+static cudaStream_t selected_stream; /* cuda_stream_select's, or NULL: the compute stream */
 static cublasLtHandle_t context_cublaslt;
 static void *context_cublaslt_workspace;
 static int context_ready;
@@ -22,7 +23,14 @@ extern "C" void cuda_context_init(int device) {
     context_ready = 1;
 }
 
-extern "C" void *cuda_stream(void) { return (void *)context_stream; }
+extern "C" void *cuda_stream(void) { return (void *)(selected_stream ? selected_stream : context_stream); }
+
+/* launches go to stream from now on (NULL: the compute stream again); returns the one before */
+extern "C" void *cuda_stream_select(void *stream) {
+    void *before = cuda_stream();
+    selected_stream = (cudaStream_t)stream;
+    return before;
+}
 
 extern "C" void cuda_synchronize(void) { CHECK_CUDA(cudaStreamSynchronize(context_stream)); }
 

@@ -32,7 +32,9 @@ typedef uint16_t fp16;
 
 /* ---- context (cuda_context.cu) ---- */
 void cuda_context_init(int device);   /* select the device, create stream and cuBLASLt handle */
-void *cuda_stream(void);              /* the compute stream, as a cudaStream_t */
+void *cuda_stream(void);              /* the stream launches go to now, as a cudaStream_t */
+void *cuda_stream_select(void *stream); /* launches go to stream (NULL: the compute stream); the
+                                         * one before is returned */
 void cuda_synchronize(void);          /* wait for the compute stream */
 
 /* ---- conversions and elementwise (cuda_elementwise.cu) ---- */
