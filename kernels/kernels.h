@@ -264,8 +264,10 @@ typedef struct kernel_ops {
                               int H, int G, int D, int head_start, int total_heads,
                               dropout_rng rng);
     /* dqkv[B,T,(H+2G)*D] is overwritten (a group's dk, dv sum over its query heads); out is the
-     * forward's output (flash attention needs it). */
-    void (*attention_backward)(void *dqkv, const void *dout, const void *qkv, const void *out,
+     * forward's output (flash attention needs it). dbias (may be NULL) += the column sums of
+     * dqkv over its B*T rows: the qkv bias gradient, which a backend may sum as it writes dqkv
+     * (CUDA on Hopper) instead of in a pass of its own. */
+    void (*attention_backward)(void *dqkv, float *dbias, const void *dout, const void *qkv, const void *out,
                                const void *workspace, int B, int T, int H, int G, int D,
                                int head_start, int total_heads, dropout_rng rng);
 

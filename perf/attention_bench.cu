@@ -66,14 +66,14 @@ static void mha_forward(bf16 *out, void *ws, const bf16 *qkv, int B, int T, int 
 static void mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                          const void *ws, int B, int T, int H, int D, int head_start,
                          int total_heads, dropout_rng rng) {
-    cuda_attention_backward(dqkv, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
 }
 /* "old": the two-pass Hopper backward where the fused one would run */
 static void old_mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                              const void *ws, int B, int T, int H, int D, int head_start,
                              int total_heads, dropout_rng rng) {
     setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
-    cuda_attention_backward(dqkv, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
 }
 

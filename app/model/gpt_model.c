@@ -1212,13 +1212,17 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
         ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
                                c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
-    ops->attention_backward(b->d_qkv, b->d_attention, la->qkv, la->attention_out, la->attention_workspace, s.B, s.T, s.Hl,
-                            s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+    /* the qkv bias gradient comes with the attention's backward, unless RoPE changes d_qkv after it */
+    float *qkv_bias_grad = c->position_embedding_type == POSITION_ROPE ? NULL : lg->qkv_bias;
+    ops->attention_backward(b->d_qkv, qkv_bias_grad, b->d_attention, la->qkv, la->attention_out,
+                            la->attention_workspace, s.B, s.T, s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H,
+                            attention_rng(m, rng, layer));
     if (c->position_embedding_type == POSITION_ROPE) ops->rope_backward(b->d_qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
     if (c->recompute_layernorm)  /* the qkv GEMM's input, again */
         norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                         lw->input_layernorm_bias);
-    d_rows = column_parallel_backward(m, lg->qkv_weight, lg->qkv_bias, b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl);
+    d_rows = column_parallel_backward(m, lg->qkv_weight, qkv_bias_grad ? NULL : lg->qkv_bias, b->d_qkv, la->ln1,
+                                      lw->qkv_weight, s.QKVl);
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,
                   l > 0 ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows,
                   la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd);

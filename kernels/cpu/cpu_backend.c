@@ -90,12 +90,14 @@ static void attention_forward(void *out, void *workspace, const void *qkv, int B
                               int G, int D, int head_start, int total_heads, dropout_rng rng) {
     cpu_attention_forward(out, workspace, qkv, B, T, H, G, D, head_start, total_heads, rng);
 }
-/* the CPU backward keeps the probabilities in its workspace and does not need out */
-static void attention_backward(void *dqkv, const void *dout, const void *qkv, const void *out,
+/* the CPU backward keeps the probabilities in its workspace and does not need out; the qkv bias
+ * gradient is a pass over dqkv */
+static void attention_backward(void *dqkv, float *dbias, const void *dout, const void *qkv, const void *out,
                                const void *workspace, int B, int T, int H, int G, int D,
                                int head_start, int total_heads, dropout_rng rng) {
     (void)out;
     cpu_attention_backward(dqkv, dout, qkv, workspace, B, T, H, G, D, head_start, total_heads, rng);
+    if (dbias) cpu_bias_backward(dbias, dqkv, B * T, (H + 2 * G) * D);
 }
 
 static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B,

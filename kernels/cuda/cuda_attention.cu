@@ -820,8 +820,15 @@ static float *attn_dq_accum(size_t bytes) {
     return (float *)grow_device_buffer(&accum_buffer, &accum_capacity, bytes, 0);
 }
 
+/* the qkv bias gradient's partials of the Hopper one-pass backward: a grow-only device buffer */
+static float *attn_bias_partials(size_t bytes) {
+    static void *partials_buffer = NULL;
+    static size_t partials_capacity = 0;
+    return (float *)grow_device_buffer(&partials_buffer, &partials_capacity, bytes, 0);
+}
+
 template <int DP, bool DROPOUT, typename E>
-static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
+static void attn_backward_launch(E *dqkv, float *dbias, const E *dout, const E *qkv,
                                  const E *out, const float *lse, int B, int T, int H, int G,
                                  int D, int head_start, int total_heads, dropout_rng rng) {
     constexpr int DQ_WARPS = DP <= 64 ? ATTN_DQ_WARPS_64 : ATTN_DQ_WARPS_128, DQ_BN = ATTN_DQ_BN;
@@ -853,10 +860,18 @@ static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
         lse2, di, dq_sems, dout, out, lse, B, T, Tpad, H, D, vec);
     CHECK_LAUNCH();
+    const int qkv_columns = (H + 2 * G) * D;
     if (sm90) {
+        /* the bias gradient from the one pass's sums of 16 rows: [B * 8 ceil(T/128), columns] */
+        const int partial_rows = B * 8 * (int)ceil_div((size_t)T, 128);
+        float *partials = fused && dbias ? attn_bias_partials((size_t)partial_rows * qkv_columns * sizeof(float)) : NULL;
+        if (partials && ceil_div((size_t)T, 64) * 4 != (size_t)partial_rows / B) /* dQ's last 64 rows unwritten */
+            CHECK_CUDA(cudaMemsetAsync(partials, 0, (size_t)partial_rows * qkv_columns * sizeof(float), compute_stream()));
         cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dqkv), reinterpret_cast<const bf16 *>(dout),
-                                     reinterpret_cast<const bf16 *>(qkv), lse2, di, dq_accum, dq_sems, B, T, Tpad, H,
-                                     G, D);
+                                     reinterpret_cast<const bf16 *>(qkv), lse2, di, dq_accum, dq_sems, partials, B, T,
+                                     Tpad, H, G, D);
+        if (partials) column_sum_accumulate(dbias, partials, partial_rows, qkv_columns);
+        else if (dbias) bias_backward_e(dbias, dqkv, B * T, qkv_columns);
         return;
     }
 
@@ -874,6 +889,7 @@ static void attn_backward_launch(E *dqkv, const E *dout, const E *qkv,
     dq<<<attn_grid(B, H, T, 16 * DQ_WARPS), 32 * DQ_WARPS, dq_smem, compute_stream()>>>(
         dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, G, D, rng, vec);
     CHECK_LAUNCH();
+    if (dbias) bias_backward_e(dbias, dqkv, B * T, qkv_columns);
 }
 
 /* the padded head dimension the kernels are instantiated for */
@@ -921,7 +937,7 @@ static void attention_forward_t(E *out, void *workspace, const E *qkv, int B, in
 }
 
 template <typename E>
-static void attention_backward_t(E *dqkv, const E *dout, const E *qkv,
+static void attention_backward_t(E *dqkv, float *dbias, const E *dout, const E *qkv,
                                         const E *out, const void *workspace, int B, int T,
                                         int H, int G, int D, int head_start, int total_heads,
                                         dropout_rng rng) {
@@ -932,11 +948,11 @@ static void attention_backward_t(E *dqkv, const E *dout, const E *qkv,
     const float *lse = (const float *)workspace;
     const bool drop = rng.p > 0.0f;
     if (attn_padded_head_dim(D) == 64) {
-        if (drop) attn_backward_launch<64, true>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
-        else attn_backward_launch<64, false>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
+        if (drop) attn_backward_launch<64, true>(dx, dbias, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
+        else attn_backward_launch<64, false>(dx, dbias, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
     } else {
-        if (drop) attn_backward_launch<128, true>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
-        else attn_backward_launch<128, false>(dx, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
+        if (drop) attn_backward_launch<128, true>(dx, dbias, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
+        else attn_backward_launch<128, false>(dx, dbias, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
     }
 }
 
@@ -954,16 +970,16 @@ extern "C" void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp
     attention_forward_t(as_half(out), workspace, as_half(qkv), B, T, H, G, D, head_start, total_heads, rng);
 }
 
-extern "C" void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
+extern "C" void cuda_attention_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv,
                                         const bf16 *out, const void *workspace, int B, int T,
                                         int H, int G, int D, int head_start, int total_heads,
                                         dropout_rng rng) {
-    attention_backward_t(as_nv(dqkv), as_nv(dout), as_nv(qkv), as_nv(out), workspace, B, T, H, G, D, head_start, total_heads, rng);
+    attention_backward_t(as_nv(dqkv), dbias, as_nv(dout), as_nv(qkv), as_nv(out), workspace, B, T, H, G, D, head_start, total_heads, rng);
 }
 
-extern "C" void cuda_attention_backward_fp16(fp16 *dqkv, const fp16 *dout, const fp16 *qkv,
+extern "C" void cuda_attention_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv,
                                         const fp16 *out, const void *workspace, int B, int T,
                                         int H, int G, int D, int head_start, int total_heads,
                                         dropout_rng rng) {
-    attention_backward_t(as_half(dqkv), as_half(dout), as_half(qkv), as_half(out), workspace, B, T, H, G, D, head_start, total_heads, rng);
+    attention_backward_t(as_half(dqkv), dbias, as_half(dout), as_half(qkv), as_half(out), workspace, B, T, H, G, D, head_start, total_heads, rng);
 }

@@ -777,6 +777,31 @@ static __device__ __forceinline__ void sm90_load_bwd_step(uint32_t stage, const 
 
 /* a lane's dK (times scale) and dV rows into dqkv as bf16: keys key and key + 8 of group grp,
  * columns 8n + 2t (+1) of its accumulator fragments; keys from T on are not written */
+/* The qkv bias gradient's partial sums (cuda_attention_sm90_backward's dbias): a warp's
+ * accumulator fragment holds 16 rows (row g and g + 8 of lane 4g + t) of N pairs of columns
+ * (8n + 2t, +1 for pair n). Adds the two rows (those inside the sequence), then the eight lanes of
+ * each t (xor 4, 8, 16: a fixed order), and lanes 0-3 store scale times the 16-row sums at
+ * row[8n], row[8n + 1]. The fragment is consumed. */
+template <int N, int V>
+static __device__ __forceinline__ void sm90_bias_rows(float *row, float (&frag)[V], bool row0_in, bool row1_in,
+                                                      float scale, int g) {
+    static_assert(V >= 4 * N, "a fragment of N column pairs");
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            float v = (row0_in ? frag[4 * n + c] : 0.0f) + (row1_in ? frag[4 * n + 2 + c] : 0.0f);
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 8);
+            v += __shfl_xor_sync(0xffffffffu, v, 16);
+            frag[4 * n + c] = v;
+        }
+    if (g == 0)
+#pragma unroll
+        for (int n = 0; n < N; n++)
+            *reinterpret_cast<float2 *>(row + 8 * n) = make_float2(frag[4 * n] * scale, frag[4 * n + 1] * scale);
+}
+
 template <int D>
 static __device__ __forceinline__ void sm90_store_dkdv(nvbf16 *dqkv, const float (&dk)[D / 2], const float (&dv)[D / 2],
                                                        float scale, int b, int grp, int key, int t, int T, int H,
@@ -944,7 +969,7 @@ template <int D, int STAGES>
 static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
 attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                   nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
-                                  const float *di, int B, int T, int Tpad, int H, int G) {
+                                  const float *di, float *bias_partials, int B, int T, int Tpad, int H, int G) {
 #ifdef SM90_WGMMA
     static_assert(D == 128 || D == 64, "the warp-specialized backward is for head dimension 64 or 128");
     constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
@@ -1163,10 +1188,22 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                             *reinterpret_cast<__nv_bfloat162 *>(dq_base + (size_t)q * qkv_stride + 8 * (4 * half + n)) =
                                 __floats2bfloat162_rn(sum[4 * n + 2 * rr] * scale, sum[4 * n + 2 * rr + 1] * scale);
                     }
+                    if (bias_partials != nullptr) { /* this warp's 16 query rows of the wg's columns */
+                        const int q = q0 + 16 * warp + g;
+                        float *row = bias_partials + ((size_t)b * (key_tiles * 8) + (size_t)(q0 / 16 + warp)) * qkv_stride +
+                                     qkv_query_offset(h, H, G, D) + wg * (D / 2) + 8 * (4 * half) + 2 * t;
+                        sm90_bias_rows<4>(row, sum, q < T, q + 8 < T, scale, g);
+                    }
                 }
             }
         }
         sm90_store_dkdv<D>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G);
+        if (bias_partials != nullptr) { /* this warp's 16 keys, all columns of K and V */
+            float *row = bias_partials + ((size_t)b * (key_tiles * 8) + (size_t)(krow0 / 16)) * qkv_stride +
+                         qkv_key_offset(grp, H, G, D) + 2 * t;
+            sm90_bias_rows<D / 8>(row, dk, krow0 + g < T, krow0 + g + 8 < T, scale, g);
+            sm90_bias_rows<D / 8>(row + D, dv, krow0 + g < T, krow0 + g + 8 < T, 1.0f, g);
+        }
     }
     /* no more partials: the dQ warp stops */
     const int buf = flushed & 1;
@@ -1179,7 +1216,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
 #undef SM90_DQ_EMPTY
 #else
     (void)qkv_map; (void)dout_map; (void)dqkv; (void)dq_accum; (void)dq_sems; (void)tile_counter; (void)lse2; (void)di; (void)B; (void)T;
-    (void)Tpad; (void)H; (void)G;
+    (void)Tpad; (void)H; (void)G; (void)bias_partials;
 #endif
 }
 
@@ -1693,7 +1730,8 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
  * block per SM or per tile where there are fewer tiles */
 template <int D, int STAGES>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
-                                    const float *lse2, const float *di, int B, int T, int Tpad, int H, int G) {
+                                    const float *lse2, const float *di, float *bias_partials, int B, int T, int Tpad,
+                                    int H, int G) {
     auto kernel = attention_backward_ws_sm90_kernel<D, STAGES>;
     const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -1703,7 +1741,7 @@ static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems,
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
     int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP; /* zeroed with the semaphores */
     kernel<<<(unsigned int)grid, SM90_WSB_THREADS, smem, compute_stream()>>>(
-        qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, B, T, Tpad, H, G);
+        qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, bias_partials, B, T, Tpad, H, G);
     CHECK_LAUNCH();
 }
 
@@ -1745,15 +1783,17 @@ extern "C" int cuda_attention_sm90_backward_fused(int D) {
 }
 
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
-                                             const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad,
-                                             int H, int G, int D) {
+                                             const float *di, float *dq_accum, int *dq_sems, float *bias_partials,
+                                             int B, int T, int Tpad, int H, int G, int D) {
     const int fused = cuda_attention_sm90_backward_fused(D);
+    if (!fused && bias_partials != NULL)
+        KERNELS_FATAL("cuda_attention_sm90_backward: bias partials need the one-pass backward");
     if (fused && D == 64)
         sm90_backward_ws_launch<64, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di,
-                                                     B, T, Tpad, H, G);
+                                                     bias_partials, B, T, Tpad, H, G);
     else if (fused)
         sm90_backward_ws_launch<128, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2,
-                                                      di, B, T, Tpad, H, G);
+                                                      di, bias_partials, B, T, Tpad, H, G);
     else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
 }

@@ -129,8 +129,10 @@ size_t cuda_attention_workspace_bytes(int B, int T, int H, int D);
 void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T, int H,
                             int G, int D, int head_start, int total_heads, dropout_rng rng);
 /* dqkv overwritten; deterministic (bitwise: mma.sync without atomics, dK/dV and dQ in separate
- * passes; Hopper in one pass, dQ's partials added in an order semaphores fix) */
-void cuda_attention_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+ * passes; Hopper in one pass, dQ's partials added in an order semaphores fix). dbias (may be NULL)
+ * += the column sums of dqkv (the qkv bias gradient): Hopper's one pass sums its fp32 results per
+ * 16 rows as it writes them, then one fixed-order pass; elsewhere a pass over dqkv. */
+void cuda_attention_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                              const void *workspace, int B, int T, int H, int G, int D,
                              int head_start, int total_heads, dropout_rng rng);
 
@@ -143,10 +145,13 @@ void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, 
 /* the backward in one pass, dK, dV and dQ (where the forward applies and dout is 16-byte
  * aligned), after cuda_attention.cu's row kernel wrote lse2 = lse log2(e) and Di ([B*H, Tpad])
  * and zeroed dq_sems ([B*H, Tpad/64] ints, then one more: the D 128 kernel's tile counter);
- * dq_accum is fp32 [B*H, Tpad, D] scratch */
+ * dq_accum is fp32 [B*H, Tpad, D] scratch. With bias_partials (the one-pass kernel only; NULL
+ * otherwise) it also writes, for every 16 rows of every sequence, their fp32 sums per column of
+ * dqkv: bias_partials[B * ceil(T/128) * 8, (H+2G)*D], row b * ceil(T/128) * 8 + t/16; rows past
+ * the sequence's 16-row blocks are left as they were (the caller zeroes them). */
 void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
-                                  const float *di, float *dq_accum, int *dq_sems, int B, int T, int Tpad, int H,
-                                  int G, int D);
+                                  const float *di, float *dq_accum, int *dq_sems, float *bias_partials, int B, int T,
+                                  int Tpad, int H, int G, int D);
 /* 1 where that backward is the fused pass (D 128, unless MTC_ATTENTION_FUSED_BACKWARD=0), which
  * needs dq_accum and dq_sems; otherwise it runs the two-pass dK/dV and dQ kernels (faster at D 64)
  * and takes NULL for both */
@@ -244,7 +249,7 @@ void cuda_matmul_backward_gelu_fp16(fp16 *dpre, float *dweight, const fp16 *dout
                                     const fp16 *pre, const fp16 *weight, int N, int IC, int OC, int x_kept);
 void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, int B, int T, int H,
                                  int G, int D, int head_start, int total_heads, dropout_rng rng);
-void cuda_attention_backward_fp16(fp16 *dqkv, const fp16 *dout, const fp16 *qkv, const fp16 *out,
+void cuda_attention_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv, const fp16 *out,
                                   const void *workspace, int B, int T, int H, int G, int D,
                                   int head_start, int total_heads, dropout_rng rng);
 void cuda_decode_attention_fp16(fp16 *out, fp16 *k_cache, fp16 *v_cache, const fp16 *qkv, int B,

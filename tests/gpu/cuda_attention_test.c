@@ -54,6 +54,31 @@ static size_t gather_part(float *dst, const float *qkv, size_t rows, int H, int 
     return count;
 }
 
+/* The qkv bias gradient (dbias += column sums of dqkv) against the sums of the GPU's own bf16 dqkv
+ * in double. Hopper's one pass sums its fp32 values before their rounding to bf16, so a column may
+ * differ by at most 2^-8 of its mass (the sum of |values|; each rounding moves a value by at most
+ * 2^-9 of itself); a 16-row block missed or counted twice moves a column by far more at these
+ * shapes (at most a few hundred blocks per sequence batch). */
+static void check_bias_gradient(const char *shape, const float *d_dbias, const float *start, const float *dqkv,
+                                size_t rows, int columns) {
+    float *got = host_alloc((size_t)columns * sizeof(float));
+    download_raw(got, d_dbias, (size_t)columns * sizeof(float));
+    double worst = 0.0;
+    int finite = 1;
+    for (int j = 0; j < columns; j++) {
+        double sum = start[j], mass = 0.0;
+        for (size_t r = 0; r < rows; r++) {
+            sum += dqkv[r * (size_t)columns + (size_t)j];
+            mass += fabs(dqkv[r * (size_t)columns + (size_t)j]);
+        }
+        if (!isfinite(got[j])) finite = 0;
+        worst = fmax(worst, fabs((double)got[j] - sum) / (mass + 1e-30));
+    }
+    tap_diag("attention backward %s: bias gradient error %.3e of the column's mass", shape, worst);
+    tap_ok(finite && worst < 1.0 / 256.0, "attention backward %s: qkv bias gradient", shape);
+    free(got);
+}
+
 /* which forward the shapes run: "" the default (Hopper's wgmma forward where it applies), or
  * "mma.sync " with MTC_ATTENTION_SM90=0 */
 static const char *path_label = "";
@@ -79,7 +104,7 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     float *out_ref = host_alloc(n_out * sizeof(float)), *dqkv_ref = host_alloc(n_qkv * sizeof(float));
     void *ws_ref = host_alloc(cpu->attention_workspace_bytes(B, T, H, D));
     cpu->attention_forward(out_ref, ws_ref, qkv, B, T, H, G, D, head_start, total_heads, rng);
-    cpu->attention_backward(dqkv_ref, dout, qkv, out_ref, ws_ref, B, T, H, G, D, head_start, total_heads, rng);
+    cpu->attention_backward(dqkv_ref, NULL, dout, qkv, out_ref, ws_ref, B, T, H, G, D, head_start, total_heads, rng);
 
     /* GPU forward */
     bf16 *d_qkv = upload_bf16(qkv, n_qkv), *d_dout = upload_bf16(dout, n_out);
@@ -104,12 +129,18 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     tap_ok(memcmp(raw1, raw2, n_out * sizeof(bf16)) == 0,
            "attention forward %s: rerun bitwise identical", shape);
 
-    /* GPU backward, checked part by part (dq and dk are much smaller than dv) */
+    /* GPU backward, checked part by part (dq and dk are much smaller than dv), with the qkv bias
+     * gradient added into a start of 0.5 */
+    const int columns = (H + 2 * G) * D;
+    float *bias_start = host_alloc((size_t)columns * sizeof(float));
+    for (int j = 0; j < columns; j++) bias_start[j] = 0.5f;
+    float *d_dbias = upload_float(bias_start, (size_t)columns);
     poison(d_dqkv, n_qkv * sizeof(bf16));
     device_sync();
-    cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start,
+    cuda_attention_backward(d_dqkv, d_dbias, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start,
                             total_heads, rng);
     float *dqkv = download_bf16(d_dqkv, n_qkv);
+    check_bias_gradient(shape, d_dbias, bias_start, dqkv, (size_t)B * T, columns);
     float *got = host_alloc(n_out * sizeof(float)), *want = host_alloc(n_out * sizeof(float));
     const char *part_name[3] = {"dq", "dk", "dv"};
     for (int part = 0; part < 3; part++) {
@@ -121,13 +152,19 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     }
 
     download_raw(raw1, d_dqkv, n_qkv * sizeof(bf16));
+    float *bias1 = host_alloc((size_t)columns * sizeof(float)), *bias2 = host_alloc((size_t)columns * sizeof(float));
+    download_raw(bias1, d_dbias, (size_t)columns * sizeof(float));
     poison(d_dqkv, n_qkv * sizeof(bf16));
+    TEST_CUDA(cudaMemcpy(d_dbias, bias_start, (size_t)columns * sizeof(float), cudaMemcpyHostToDevice));
     device_sync();
-    cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start,
+    cuda_attention_backward(d_dqkv, d_dbias, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start,
                             total_heads, rng);
     download_raw(raw2, d_dqkv, n_qkv * sizeof(bf16));
-    tap_ok(memcmp(raw1, raw2, n_qkv * sizeof(bf16)) == 0,
-           "attention backward %s: rerun bitwise identical", shape);
+    download_raw(bias2, d_dbias, (size_t)columns * sizeof(float));
+    tap_ok(memcmp(raw1, raw2, n_qkv * sizeof(bf16)) == 0 && memcmp(bias1, bias2, (size_t)columns * sizeof(float)) == 0,
+           "attention backward %s: rerun bitwise identical (dqkv and the bias gradient)", shape);
+    TEST_CUDA(cudaFree(d_dbias));
+    free(bias_start); free(bias1); free(bias2);
 
     TEST_CUDA(cudaFree(d_qkv));
     TEST_CUDA(cudaFree(d_dout));
@@ -166,7 +203,7 @@ static void test_backward_reruns(int B, int T, int H, int G, int D) {
     for (int run = 0; run < RUNS; run++) {
         poison(d_dqkv, n_qkv * sizeof(bf16));
         device_sync();
-        cuda_attention_backward(d_dqkv, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, 0, H, rng);
+        cuda_attention_backward(d_dqkv, NULL, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, 0, H, rng);
         download_raw(run == 0 ? first : again, d_dqkv, n_qkv * sizeof(bf16));
         if (run > 0 && memcmp(first, again, n_qkv * sizeof(bf16)) != 0) same = 0;
     }

@@ -459,9 +459,24 @@ static void test_attention(float p, int NH, int NG) {
     double *g = dzeros(nqkv);
     fd_grad(obj_attention, &c, c.qkv, nqkv, g);
     float *dqkv = fill(nqkv, -9, 9); /* garbage: backward overwrites all of dqkv */
-    K->attention_backward(dqkv, R, qkv, NULL, ws, B, T, NH, NG, D, head_start, total_heads, rng);
+    float *dbias = fill((size_t)row, -1, 1), *dbias0 = malloc((size_t)row * sizeof(float));
+    memcpy(dbias0, dbias, (size_t)row * sizeof(float));
+    K->attention_backward(dqkv, dbias, R, qkv, NULL, ws, B, T, NH, NG, D, head_start, total_heads, rng);
     snprintf(what, sizeof what, "%s dqkv (overwritten)", tag);
     check_grad(what, dqkv, g, nqkv);
+    /* the qkv bias gradient: dbias += the column sums of dqkv */
+    double bias_err = 0.0;
+    for (int j = 0; j < row; j++) {
+        double sum = dbias0[j], mass = fabs(dbias0[j]);
+        for (int r = 0; r < B * T; r++) {
+            sum += dqkv[(size_t)r * row + j];
+            mass += fabs(dqkv[(size_t)r * row + j]);
+        }
+        bias_err = fmax(bias_err, fabs(dbias[j] - sum) / (mass + 1e-30));
+    }
+    tap_ok(bias_err < 1e-6, "%s: dbias += column sums of dqkv (error %.1e of the column's mass)", tag, bias_err);
+    free(dbias);
+    free(dbias0);
 
     /* causality: changing token tf's q, k, v (batch 0) leaves outputs before tf untouched */
     int tf = 3;
