@@ -10,7 +10,10 @@
  * backward computes exactly these; the two-pass ones recompute S, P, dP and dS in their dQ pass,
  * two products more, which are not counted).
  *
- * Usage: attention_bench [--no-old] [--iters N] [--dropout P] [B T H D]...
+ * --bias also times the backward with the qkv bias gradient summed inside it against the
+ * backward followed by a pass over dqkv (cuda_bias_backward), alternating, twice.
+ *
+ * Usage: attention_bench [--no-old] [--bias] [--iters N] [--dropout P] [B T H D]...
  * Build: make perf/attention_bench (kernels/local.mk); the tile shapes of cuda_attention.cu can
  * be overridden with -D for variants (ATTN_FWD_WARPS, ...). Not a test: prints figures only. */
 #include <math.h>
@@ -77,6 +80,20 @@ static void old_mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, cons
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
 }
 
+/* the qkv bias gradient: summed inside the backward (Hopper's one pass), or a pass over dqkv after */
+static float *bench_dbias;
+static void fused_bias_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+                                const void *ws, int B, int T, int H, int D, int head_start,
+                                int total_heads, dropout_rng rng) {
+    cuda_attention_backward(dqkv, bench_dbias, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+}
+static void pass_bias_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+                               const void *ws, int B, int T, int H, int D, int head_start,
+                               int total_heads, dropout_rng rng) {
+    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+    cuda_bias_backward(bench_dbias, dqkv, B * T, 3 * H * D);
+}
+
 typedef void (*forward_fn)(bf16 *, void *, const bf16 *, int, int, int, int, int, int, dropout_rng);
 typedef void (*backward_fn)(bf16 *, const bf16 *, const bf16 *, const bf16 *, const void *, int,
                             int, int, int, int, int, dropout_rng);
@@ -110,7 +127,7 @@ static timing bench_time(forward_fn fwd, backward_fn bwd, bf16 *out, void *ws, b
     return tm;
 }
 
-static void bench_shape(int B, int T, int H, int D, float p, int iters, int with_old) {
+static void bench_shape(int B, int T, int H, int D, float p, int iters, int with_old, int with_bias) {
     const size_t n_qkv = (size_t)B * T * H * 3 * D, n_out = (size_t)B * T * H * D;
     const double fwd_flop = 2.0 * B * H * (double)T * T * D, bwd_flop = 2.5 * fwd_flop;
     dropout_rng rng = {p, 1234u, 77u, 0u};
@@ -131,6 +148,18 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
            B, T, H, D, (double)p, tn.fwd_ms, fwd_flop / tn.fwd_ms * 1e-9, tn.bwd_ms,
            bwd_flop / tn.bwd_ms * 1e-9);
     fflush(stdout);
+    if (with_bias) { /* alternating, twice */
+        CHECK_CUDA(cudaMalloc(&bench_dbias, (size_t)3 * H * D * sizeof(float)));
+        CHECK_CUDA(cudaMemsetAsync(bench_dbias, 0, (size_t)3 * H * D * sizeof(float), bench_stream));
+        for (int round = 0; round < 2; round++) {
+            timing tf = bench_time(mha_forward, fused_bias_backward, out, ws, dqkv, qkv, dout, B, T, H, D, rng, iters);
+            timing tp = bench_time(mha_forward, pass_bias_backward, out, ws, dqkv, qkv, dout, B, T, H, D, rng, iters);
+            printf("bias B=%d T=%d H=%d D=%d  bwd with the bias inside %8.3f ms, bwd then a pass %8.3f ms"
+                   "  (inside saves %.1f us)\n", B, T, H, D, tf.bwd_ms, tp.bwd_ms, 1000.0 * (tp.bwd_ms - tf.bwd_ms));
+        }
+        CHECK_CUDA(cudaFree(bench_dbias));
+        fflush(stdout);
+    }
     if (with_old) {
         CHECK_CUDA(cudaMalloc(&out_old, n_out * sizeof(bf16)));
         CHECK_CUDA(cudaMalloc(&dqkv_old, n_qkv * sizeof(bf16)));
@@ -170,11 +199,12 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
 }
 
 int main(int argc, char **argv) {
-    int with_old = 1, iters = 10, nshapes = 0;
+    int with_old = 1, with_bias = 0, iters = 10, nshapes = 0;
     float dropout = -1.0f; /* default: both 0 and 0.1 */
     int shapes[16][4];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--no-old") == 0) with_old = 0;
+        else if (strcmp(argv[i], "--bias") == 0) with_bias = 1;
         else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
         else if (strcmp(argv[i], "--dropout") == 0 && i + 1 < argc) dropout = (float)atof(argv[++i]);
         else if (i + 3 < argc && nshapes < 16) {
@@ -182,7 +212,7 @@ int main(int argc, char **argv) {
             nshapes++;
             i += 3;
         } else {
-            fprintf(stderr, "usage: %s [--no-old] [--iters N] [--dropout P] [B T H D]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [--no-old] [--bias] [--iters N] [--dropout P] [B T H D]...\n", argv[0]);
             return 2;
         }
     }
@@ -201,11 +231,11 @@ int main(int argc, char **argv) {
            ATTN_DKDV_BM_128, iters);
     for (int s = 0; s < nshapes; s++) {
         if (dropout < 0.0f) {
-            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.0f, iters, with_old);
-            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.1f, iters, with_old);
+            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.0f, iters, with_old, with_bias);
+            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.1f, iters, with_old, with_bias);
         } else {
             bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], dropout, iters,
-                        with_old);
+                        with_old, with_bias);
         }
     }
     return 0;

@@ -165,7 +165,9 @@ static cublasLtMatmulPreference_t plan_preference(const gemm_plan_key *key) {
  * bitwise reproducible across runs (within a run a problem always runs the same algorithm). A
  * problem that adds into its output (C = D) is timed into scratch of D's size, since each call
  * would add again; above GEMM_TUNE_MAX_SCRATCH bytes, or when the device has no room for the
- * scratch, it keeps the heuristic's first. */
+ * scratch, it keeps the heuristic's first. Timing the candidates at the power cap the step runs
+ * at (300 ms of the heuristic's first before, 40 calls each) chose no better
+ * (perf/results/qkv-bias-in-attention-h100-2026-11-27.md). */
 #define GEMM_TUNE_CANDIDATES 8
 #define GEMM_TUNE_CALLS 5
 #define GEMM_TUNE_MIN_FLOP 1e9
@@ -173,29 +175,6 @@ static cublasLtMatmulPreference_t plan_preference(const gemm_plan_key *key) {
 
 static bool gemm_tuning_on;
 static int gemm_tuned_problems; /* problems whose candidates were timed, for tests */
-
-/* experiment knobs (perf only): MTC_GEMM_TUNE_CALLS timed calls per candidate (default
- * GEMM_TUNE_CALLS), MTC_GEMM_TUNE_HEAT_MS milliseconds of the heuristic's first before the timing,
- * so that the candidates are timed at the power cap the training step runs at (default 0) */
-static int env_int(const char *name, int fallback, int lo, int hi) {
-    const char *text = getenv(name);
-    if (text == NULL || *text == '\0') return fallback;
-    char *end = NULL;
-    long value = strtol(text, &end, 10);
-    if (*end != '\0' || value < lo || value > hi)
-        KERNELS_FATAL("cuda backend: %s=%s is not an integer in [%d, %d]", name, text, lo, hi);
-    return (int)value;
-}
-static int tune_calls(void) {
-    static int calls = -1;
-    if (calls < 0) calls = env_int("MTC_GEMM_TUNE_CALLS", GEMM_TUNE_CALLS, 1, 1000);
-    return calls;
-}
-static int tune_heat_ms(void) {
-    static int ms = -1;
-    if (ms < 0) ms = env_int("MTC_GEMM_TUNE_HEAT_MS", 0, 0, 10000);
-    return ms;
-}
 
 extern "C" void cuda_matmul_set_tuning(int on) { gemm_tuning_on = on != 0; }
 extern "C" int cuda_matmul_tuned_problems(void) { return gemm_tuned_problems; }
@@ -255,14 +234,9 @@ static void plan_tune(gemm_plan *plan, const gemm_problem *p, const cublasLtMatm
     CHECK_CUDA(cudaEventCreate(&start));
     CHECK_CUDA(cudaEventCreate(&stop));
     float best = -1.0f;
-    for (float heated = 0.0f; heated < 1000.0f * tune_heat_ms();) {
-        float us = time_algorithm(plan, p, d, &results[0].algo, 8, start, stop);
-        if (us <= 0.0f) break;
-        heated += 8.0f * us;
-    }
     for (int i = 0; i < count; i++) {
         if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        float us = time_algorithm(plan, p, d, &results[i].algo, tune_calls(), start, stop);
+        float us = time_algorithm(plan, p, d, &results[i].algo, GEMM_TUNE_CALLS, start, stop);
         if (us > 0.0f && (best < 0.0f || us < best)) {
             best = us;
             plan->algo = results[i].algo;

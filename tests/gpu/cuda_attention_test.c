@@ -56,9 +56,10 @@ static size_t gather_part(float *dst, const float *qkv, size_t rows, int H, int 
 
 /* The qkv bias gradient (dbias += column sums of dqkv) against the sums of the GPU's own bf16 dqkv
  * in double. Hopper's one pass sums its fp32 values before their rounding to bf16, so a column may
- * differ by at most 2^-8 of its mass (the sum of |values|; each rounding moves a value by at most
- * 2^-9 of itself); a 16-row block missed or counted twice moves a column by far more at these
- * shapes (at most a few hundred blocks per sequence batch). */
+ * differ by at most 2^-8 of its mass (the sum of |values|; each rounding to bf16 moves a value by
+ * at most 2^-8 of itself; 1.9e-3 was the largest seen on an H100): the bound is 4e-3. A 16-row
+ * block missed or counted twice moves a column by far more at these shapes (at most 128 blocks
+ * per sequence). */
 static void check_bias_gradient(const char *shape, const float *d_dbias, const float *start, const float *dqkv,
                                 size_t rows, int columns) {
     float *got = host_alloc((size_t)columns * sizeof(float));
@@ -75,7 +76,7 @@ static void check_bias_gradient(const char *shape, const float *d_dbias, const f
         worst = fmax(worst, fabs((double)got[j] - sum) / (mass + 1e-30));
     }
     tap_diag("attention backward %s: bias gradient error %.3e of the column's mass", shape, worst);
-    tap_ok(finite && worst < 1.0 / 256.0, "attention backward %s: qkv bias gradient", shape);
+    tap_ok(finite && worst < 4e-3, "attention backward %s: qkv bias gradient", shape);
     free(got);
 }
 
