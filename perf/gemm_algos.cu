@@ -84,7 +84,7 @@ static void bench_shape(int N, int C, int F, int V, int layers, int iters) {
     __nv_bfloat16 *aux = (__nv_bfloat16 *)bench_alloc(big, 5), *bias = (__nv_bfloat16 *)bench_alloc(4 * (size_t)F * 4 + 256, 6);
     float *dw = (float *)bench_alloc(wbig, 7);
     CHECK_CUDA(cudaMemset(dw, 0, wbig));
-    step_gemm g[16];
+    step_gemm g[20];
     int n = 0;
 #define ADD(NAME, CALLS, PROBLEM) do { g[n].name = NAME; g[n].calls = CALLS; g[n].p = PROBLEM; n++; } while (0)
     gemm_problem p;
@@ -116,10 +116,14 @@ static void bench_shape(int N, int C, int F, int V, int layers, int iters) {
     ADD("fc2 dW", layers, p);
     p = weight_gradient_problem(dw, x, y, N, C, F);
     ADD("fc1 dW", layers, p);
+    p.bias = bias; p.epilogue = CUBLASLT_EPILOGUE_BGRADB;
+    ADD("fc1 dW (BGRADB: fc1's bias gradient, fp32)", 0, p);
     p = weight_gradient_problem(dw, x, y, N, C, C);
     ADD("proj dW", layers, p);
     p = weight_gradient_problem(dw, x, y, N, C, 3 * C);
     ADD("qkv dW", layers, p);
+    p.bias = bias; p.epilogue = CUBLASLT_EPILOGUE_BGRADB;
+    ADD("qkv dW (BGRADB: qkv's bias gradient, fp32)", 0, p);
 #undef ADD
     printf("\n## N=%d C=%d F=%d V=%d, %d layers\n\n", N, C, F, V, layers);
     printf("| GEMM | m x n x k | algos | heuristic's first, us | best, us | first / best |\n");

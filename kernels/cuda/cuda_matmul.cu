@@ -110,7 +110,8 @@ static gemm_plan_key plan_key_of(const gemm_problem *p) {
 
 /* the bias pointer: read by BIAS epilogues, written (a bias gradient, in D's type) by BGRAD ones */
 static bool epilogue_has_bias(cublasLtEpilogue_t e) {
-    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU_BGRAD ||
+           e == CUBLASLT_EPILOGUE_BGRADB;
 }
 static bool epilogue_has_aux(cublasLtEpilogue_t e) {
     return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
@@ -265,7 +266,8 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                 &epilogue, sizeof epilogue));
     if (epilogue_has_bias(p->epilogue)) {
-        int32_t bias_type = (int32_t)(p->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD ? p->d_type : p->ab_type);
+        const bool written = p->epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD || p->epilogue == CUBLASLT_EPILOGUE_BGRADB;
+        int32_t bias_type = (int32_t)(written ? p->d_type : p->ab_type);
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(
             plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     }
