@@ -5,7 +5,8 @@
  *
  * Effective bandwidth = bytes that must move / time:
  *   layernorm_forward  read x, write out: 4NC bytes (+ weight, bias, mean, rstd)
- *   layernorm_backward read x, dout, dx, write dx: 8NC (+ weight, mean, rstd, dweight, dbias)
+ *   layernorm_backward read x, dout, dx, write dx: 8NC (+ weight, mean, rstd, dweight, dbias);
+ *   layernorm_bwd_colsum the same with the column sums of dx (dx_colsum, as training calls it)
  *   rmsnorm_backward   the same without mean and dbias
  *   bias_backward      read dout: 2NC (+ dbias)
  * Each line also prints a hash of the outputs of one call on fixed inputs (dx from a fixed
@@ -65,8 +66,8 @@ static uint32_t device_hash(const void *p, size_t bytes, uint32_t h) {
 static int iters = 20;
 static cudaEvent_t start_event, stop_event;
 
-enum which { LN_FWD, LN_BWD, RMS_BWD, BIAS_BWD };
-static const char *names[] = {"layernorm_forward", "layernorm_backward", "rmsnorm_backward",
+enum which { LN_FWD, LN_BWD, LN_BWD_SUM, RMS_BWD, BIAS_BWD };
+static const char *names[] = {"layernorm_forward", "layernorm_backward", "layernorm_bwd_colsum", "rmsnorm_backward",
                               "bias_backward"};
 
 static void launch(enum which kind, bf16 *out, bf16 *dx, float *mean, float *rstd, float *dw,
@@ -75,6 +76,7 @@ static void launch(enum which kind, bf16 *out, bf16 *dx, float *mean, float *rst
     switch (kind) {
     case LN_FWD: cuda_layernorm_forward(out, mean, rstd, x, w, b, N, C, 1e-5f); break;
     case LN_BWD: cuda_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C); break;
+    case LN_BWD_SUM: cuda_layernorm_backward_colsum(dx, dw, db, db + C, dout, x, w, mean, rstd, N, C); break;
     case RMS_BWD: cuda_rmsnorm_backward(dx, dw, dout, x, w, rstd, N, C); break;
     case BIAS_BWD: cuda_bias_backward(db, dout, N, C); break;
     }
@@ -93,14 +95,14 @@ static void bench(enum which kind, int N, int C) {
     BENCH_CHECK(cudaMalloc((void **)&mean, (size_t)N * 4));
     BENCH_CHECK(cudaMalloc((void **)&rstd, (size_t)N * 4));
     BENCH_CHECK(cudaMalloc((void **)&dw, (size_t)C * 4));
-    BENCH_CHECK(cudaMalloc((void **)&db, (size_t)C * 4));
+    BENCH_CHECK(cudaMalloc((void **)&db, (size_t)C * 8)); /* dbias, then dx_colsum */
     fill(x, n, 1, 2.0f, 0.5f);
     fill(dout, n, 2, 1.0f, 0.0f);
     fill(dx, n, 3, 1.0f, 0.0f);
     fill(w, (size_t)C, 4, 0.5f, 1.0f);
     fill(b, (size_t)C, 5, 0.5f, 0.0f);
     BENCH_CHECK(cudaMemsetAsync(dw, 0, (size_t)C * 4, bench_stream));
-    BENCH_CHECK(cudaMemsetAsync(db, 0, (size_t)C * 4, bench_stream));
+    BENCH_CHECK(cudaMemsetAsync(db, 0, (size_t)C * 8, bench_stream));
     if (kind == RMS_BWD) cuda_rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
     else cuda_layernorm_forward(out, mean, rstd, x, w, b, N, C, 1e-5f);
 
@@ -110,9 +112,10 @@ static void bench(enum which kind, int N, int C) {
     switch (kind) {
     case LN_FWD: h = device_hash(out, n * 2, h); break;
     case LN_BWD:
+    case LN_BWD_SUM:
         h = device_hash(dx, n * 2, h);
         h = device_hash(dw, (size_t)C * 4, h);
-        h = device_hash(db, (size_t)C * 4, h);
+        h = device_hash(db, (size_t)C * (kind == LN_BWD_SUM ? 8 : 4), h);
         break;
     case RMS_BWD:
         h = device_hash(dx, n * 2, h);
@@ -133,6 +136,7 @@ static void bench(enum which kind, int N, int C) {
     switch (kind) {
     case LN_FWD: bytes = 4.0 * n + 4.0 * C + 8.0 * N; break;
     case LN_BWD: bytes = 8.0 * n + 2.0 * C + 8.0 * N + 16.0 * C; break;
+    case LN_BWD_SUM: bytes = 8.0 * n + 2.0 * C + 8.0 * N + 24.0 * C; break;
     case RMS_BWD: bytes = 8.0 * n + 2.0 * C + 4.0 * N + 8.0 * C; break;
     case BIAS_BWD: bytes = 2.0 * n + 8.0 * C; break;
     }
@@ -166,6 +170,7 @@ int main(int argc, char **argv) {
         int N = shapes[s].N, C = shapes[s].C;
         bench(LN_FWD, N, C);
         bench(LN_BWD, N, C);
+        bench(LN_BWD_SUM, N, C);
         bench(RMS_BWD, N, C);
         for (int k = 0; k < 3; k++) bench(BIAS_BWD, N, shapes[s].bias[k]);
     }

@@ -225,11 +225,14 @@ static void layernorm_forward_t(E *out, float *mean, float *rstd, const E *x,
 
 /* ---- backward ---- */
 
-/* blocks of the backward: at most 1024, at most one per row, and partial sums of at most
- * 4M floats per gradient (16 MiB); a function of N and C only, so results do not depend on the
- * device */
+/* blocks of the backward: one per 32 rows, at most one per row, and partial sums of at most 4M
+ * floats per gradient (16 MiB); a function of N and C only, so results do not depend on the
+ * device. 32 rows per block was the fastest of 8 to 62 at both GPT shapes on an H100: more blocks
+ * write and re-read more partial sums, fewer keep fewer rows in flight (at [16384, 2048] with the
+ * residual bias sums 119 us against 134 for the earlier cap of 1024 blocks; at [32768, 768] the
+ * same 1024 blocks as before; perf/results/layernorm-backward-blocks-h100-2026-11-27.md) */
 static int layernorm_backward_blocks(int N, int C) {
-    int blocks = 1024;
+    int blocks = (N + 31) / 32;
     int by_memory = (int)((4u << 20) / (unsigned int)C);
     if (by_memory < 1) by_memory = 1;
     if (blocks > by_memory) blocks = by_memory;
@@ -354,8 +357,11 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, float *dx_
     int blocks = layernorm_backward_blocks(N, C);
     /* partials[blocks, width] ([dweight | dbias (| dx_colsum)] per block), then group_sums[32, width] */
     const size_t width = (dx_colsum ? 3 : 2) * (size_t)C;
-    float *partials = (float *)stream_scratch(((size_t)blocks + 32) * width * sizeof(float));
-    float *group_sums = partials + (size_t)blocks * width;
+    /* group_sums starts on a 16-byte boundary (the float4 sums; with dx_colsum the shared-memory
+     * kernel's rows are 2C wide while its block count times 3C may be odd times 2 mod 4) */
+    const size_t partial_floats = ((size_t)blocks * width + 3) & ~(size_t)3;
+    float *partials = (float *)stream_scratch((partial_floats + 32 * width) * sizeof(float));
+    float *group_sums = partials + partial_floats;
     unsigned int *counters = stream_counters(33);
     int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
     if (dx_colsum != NULL &&

@@ -969,13 +969,14 @@ int main(void) {
     test_layernorm(64, 768, 1);
     test_layernorm(2048, 768, 0);  /* several rows per backward block */
     test_layernorm(300, 2048, 0);  /* the 1.3B width */
-    test_layernorm(8192, 768, 0);  /* eight rows per backward block */
+    test_layernorm(8192, 768, 0);  /* 256 backward blocks of 32 rows */
     test_layernorm(100, 4096, 0);
     test_layernorm(700, 12288, 0); /* > 48 KiB of shared memory in the backward */
     test_layernorm(300, 8192, 0);  /* two units of 8 columns per thread in the row-cached backward */
     test_layernorm(64, 16384, 0);  /* four units per thread */
     test_layernorm(40, 20480, 0);  /* above the row-cached kernel: 128-bit loads, shared accumulators */
-    test_layernorm(1500, 770, 0);  /* C % 8 != 0: the scalar backward, 1024 blocks of one or two rows */
+    test_layernorm(1500, 770, 0);  /* C % 8 != 0: the scalar backward, 47 blocks of 32 rows (an odd count
+                                    * times 3C: the group sums' float4 alignment with dx_colsum) */
     test_layernorm(2048, 2048, 1); /* unaligned at the 1.3B width */
 
     test_rmsnorm(7, 33);
