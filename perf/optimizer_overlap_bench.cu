@@ -49,27 +49,19 @@ typedef struct buffers {
     std::vector<cudaEvent_t> part_done;
 } buffers;
 
-static bf16 *random_bf16(size_t n, uint64_t stream) {
-    bf16 *p;
-    BENCH_CHECK(cudaMalloc(&p, n * sizeof(bf16)));
+/* n values of std * N(0, 1) from the library's Philox initializer: fp32 (4-byte elements) or bf16 */
+static void *random_normal(size_t n, int fp32, uint64_t stream, float std) {
+    void *p;
+    BENCH_CHECK(cudaMalloc(&p, n * (fp32 ? sizeof(float) : sizeof(bf16))));
     shard_map flat;
     memset(&flat, 0, sizeof flat);
     flat.rows_held = 1;
     flat.rows_per_block = 1;
-    cuda_init_normal(p, 0, flat, 1234, stream, 0.02f, 0, n);
+    cuda_init_normal(p, fp32, flat, 1234, stream, std, 0, n);
     return p;
 }
-
-static float *random_f32(size_t n, uint64_t stream, float std) {
-    float *p;
-    BENCH_CHECK(cudaMalloc(&p, n * sizeof(float)));
-    shard_map flat;
-    memset(&flat, 0, sizeof flat);
-    flat.rows_held = 1;
-    flat.rows_per_block = 1;
-    cuda_init_normal(p, 1, flat, 1234, stream, std, 0, n);
-    return p;
-}
+static bf16 *random_bf16(size_t n, uint64_t stream) { return (bf16 *)random_normal(n, 0, stream, 0.02f); }
+static float *random_f32(size_t n, uint64_t stream, float std) { return (float *)random_normal(n, 1, stream, std); }
 
 static void layer_gemms(buffers *b, int l) {
     layer_weights *w = &b->layers[l];
