@@ -152,9 +152,9 @@ void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, 
 void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                   const float *di, float *dq_accum, int *dq_sems, float *bias_partials, int B, int T,
                                   int Tpad, int H, int G, int D);
-/* 1 where that backward is the fused pass (D 128, unless MTC_ATTENTION_FUSED_BACKWARD=0), which
- * needs dq_accum and dq_sems; otherwise it runs the two-pass dK/dV and dQ kernels (faster at D 64)
- * and takes NULL for both */
+/* 1 where that backward is the one-pass kernel (D 64 and 128, unless MTC_ATTENTION_FUSED_BACKWARD=0),
+ * which needs dq_accum and dq_sems and can sum the bias partials; otherwise it runs the two-pass
+ * dK/dV and dQ kernels and takes NULL for all three */
 int cuda_attention_sm90_backward_fused(int D);
 /* the two products of one block alone against double references (tests); -1 without sm_90a */
 int cuda_attention_sm90_selftest(int D, const float *q, const float *k, const float *v,
