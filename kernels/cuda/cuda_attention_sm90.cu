@@ -775,8 +775,6 @@ static __device__ __forceinline__ void sm90_load_bwd_step(uint32_t stage, const 
     sm90_load_stats(stage + 2 * Q_TILE + SM90_BWD_STEP * 4, di + row);
 }
 
-/* a lane's dK (times scale) and dV rows into dqkv as bf16: keys key and key + 8 of group grp,
- * columns 8n + 2t (+1) of its accumulator fragments; keys from T on are not written */
 /* The qkv bias gradient's partial sums (cuda_attention_sm90_backward's dbias): a warp's
  * accumulator fragment holds 16 rows (row g and g + 8 of lane 4g + t) of N pairs of columns
  * (8n + 2t, +1 for pair n). Adds the two rows (those inside the sequence), then the eight lanes of
@@ -802,6 +800,8 @@ static __device__ __forceinline__ void sm90_bias_rows(float *row, float (&frag)[
             *reinterpret_cast<float2 *>(row + 8 * n) = make_float2(frag[4 * n] * scale, frag[4 * n + 1] * scale);
 }
 
+/* a lane's dK (times scale) and dV rows into dqkv as bf16: keys key and key + 8 of group grp,
+ * columns 8n + 2t (+1) of its accumulator fragments; keys from T on are not written */
 template <int D>
 static __device__ __forceinline__ void sm90_store_dkdv(nvbf16 *dqkv, const float (&dk)[D / 2], const float (&dv)[D / 2],
                                                        float scale, int b, int grp, int key, int t, int T, int H,

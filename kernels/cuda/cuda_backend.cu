@@ -200,8 +200,8 @@ static void attention_forward(void *out, void *workspace, const void *qkv, int B
 static void attention_backward(void *dqkv, float *dbias, const void *dout, const void *qkv, const void *out,     \
                                const void *workspace, int B, int T_, int H, int G, int D, int head_start,         \
                                int total_heads, dropout_rng rng) {                                               \
-    cuda_attention_backward##S((T *)dqkv, dbias, (const T *)dout, (const T *)qkv, (const T *)out, workspace, B, T_, H,  \
-                               G, D, head_start, total_heads, rng);                                              \
+    cuda_attention_backward##S((T *)dqkv, dbias, (const T *)dout, (const T *)qkv, (const T *)out, workspace, B, \
+                               T_, H, G, D, head_start, total_heads, rng);                                       \
 }                                                                                                                \
 static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B, int Tq, int H,    \
                              int G, int D, int past, int max_len) {                                              \
