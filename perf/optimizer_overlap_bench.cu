@@ -11,10 +11,15 @@
  *   parts     adamw by model part (embedding, then layer by layer) on the side stream, each part's
  *             event waited for before that layer's GEMMs: what the training step would do
  *   parts-eq  parts with both streams at the default priority
- * in rounds (each variant once per round, after warm-up rounds at the same load), median per
+ *   gemms/k   gemms planned for all SMs but k (cuBLASLt's SM count target), nothing beside
+ *   adamw/k   adamw on k SMs only (one 1024-thread block on each, cuda_adamw_set_sm_limit)
+ *   split/k   the SMs split: the embedding's AdamW first on every SM, then the layers' AdamW by
+ *             part on k SMs of a side stream while the GEMMs, planned for the other SMs
+ *             (cuBLASLt's SM count target, cuda_matmul_set_sm_count_target), wait for each part
+ * (k from --split, default 8,16,24) in rounds (each variant once per round, after warm-up rounds at the same load), median per
  * variant. Not a test: prints figures only.
  *
- * Usage: optimizer_overlap_bench [--rounds N] [--layers L]. Build: make perf/optimizer_overlap_bench. */
+ * Usage: optimizer_overlap_bench [--rounds N] [--layers L] [--split k1,k2,...]. Build: make perf/optimizer_overlap_bench. */
 #include <algorithm>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,17 +86,23 @@ static void adamw_all(buffers *b, int step) {
                              1e-4f, 0.9f, 0.95f, 1e-8f, step);
 }
 
-enum { GEMMS, ADAMW, SERIAL, BESIDE, PARTS, PARTS_EQ, VARIANTS };
-static const char *variant_names[VARIANTS] = {"gemms", "adamw", "serial", "beside", "parts", "parts-eq"};
+enum { GEMMS, ADAMW, SERIAL, BESIDE, PARTS, PARTS_EQ, GEMMS_K, ADAMW_K, SPLIT_K };
+static const char *kind_names[] = {"gemms", "adamw", "serial", "beside", "parts", "parts-eq", "gemms", "adamw", "split"};
+
+typedef struct variant {
+    int kind, sms; /* sms: the k of GEMMS_K, ADAMW_K and SPLIT_K */
+} variant;
 
 typedef struct streams {
     cudaStream_t high, low, normal_a, normal_b;
 } streams;
 
-static double run_variant(int variant, buffers *b, const streams *s, int layers, int step) {
+static double run_variant(variant vt, buffers *b, const streams *s, int layers, int step, int device_sms) {
+    const int variant = vt.kind;
     BENCH_CHECK(cudaDeviceSynchronize());
-    cudaStream_t main_stream = variant == PARTS_EQ ? s->normal_a : s->high;
-    cudaStream_t side_stream = variant == PARTS_EQ ? s->normal_b : s->low;
+    const bool equal = variant == PARTS_EQ || variant == SPLIT_K;
+    cudaStream_t main_stream = equal ? s->normal_a : s->high;
+    cudaStream_t side_stream = equal ? s->normal_b : s->low;
     cudaEvent_t start, stop_main, stop_side;
     BENCH_CHECK(cudaEventCreate(&start));
     BENCH_CHECK(cudaEventCreate(&stop_main));
@@ -130,6 +141,35 @@ static double run_variant(int variant, buffers *b, const streams *s, int layers,
             layer_gemms(b, l);
         }
         break;
+    case GEMMS_K:
+        cuda_matmul_set_sm_count_target(device_sms - vt.sms);
+        for (int l = 0; l < layers; l++) layer_gemms(b, l);
+        cuda_matmul_set_sm_count_target(0);
+        break;
+    case ADAMW_K:
+        cuda_adamw_set_sm_limit(vt.sms);
+        adamw_all(b, step);
+        cuda_adamw_set_sm_limit(0);
+        break;
+    case SPLIT_K:
+        adamw_part(b, 0, step); /* the embedding, first needed, on every SM */
+        BENCH_CHECK(cudaEventRecord(b->part_done[0], main_stream));
+        BENCH_CHECK(cudaStreamWaitEvent(side_stream, b->part_done[0], 0));
+        cuda_stream_select(side_stream);
+        cuda_adamw_set_sm_limit(vt.sms);
+        for (size_t p = 1; p < b->parts.size(); p++) {
+            adamw_part(b, (int)p, step);
+            BENCH_CHECK(cudaEventRecord(b->part_done[p], side_stream));
+        }
+        cuda_adamw_set_sm_limit(0);
+        cuda_stream_select(main_stream);
+        cuda_matmul_set_sm_count_target(device_sms - vt.sms);
+        for (int l = 0; l < layers; l++) {
+            BENCH_CHECK(cudaStreamWaitEvent(main_stream, b->part_done[1 + l], 0));
+            layer_gemms(b, l);
+        }
+        cuda_matmul_set_sm_count_target(0);
+        break;
     }
     BENCH_CHECK(cudaEventRecord(stop_main, main_stream));
     BENCH_CHECK(cudaEventRecord(stop_side, side_stream));
@@ -146,15 +186,35 @@ static double run_variant(int variant, buffers *b, const streams *s, int layers,
 
 int main(int argc, char **argv) {
     int rounds = 7, layers = 24;
+    const char *split = "8,16,24";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc) layers = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--split") == 0 && i + 1 < argc) split = argv[++i];
         else {
-            fprintf(stderr, "optimizer_overlap_bench: unknown argument '%s' (usage: [--rounds N] [--layers L])\n",
+            fprintf(stderr,
+                    "optimizer_overlap_bench: unknown argument '%s' (usage: [--rounds N] [--layers L] [--split k,...])\n",
                     argv[i]);
             return 2;
         }
     }
+    std::vector<variant> variants;
+    for (int k = GEMMS; k <= PARTS_EQ; k++) variants.push_back(variant{k, 0});
+    std::vector<int> split_sms;
+    for (const char *at = split; *at;) {
+        char *end;
+        long k = strtol(at, &end, 10);
+        if (end == at || k < 1 || k > 64 || (*end != ',' && *end != '\0')) {
+            fprintf(stderr, "optimizer_overlap_bench: --split '%s': expected SM counts 1-64 separated by commas\n",
+                    split);
+            return 2;
+        }
+        split_sms.push_back((int)k);
+        at = *end ? end + 1 : end;
+    }
+    for (int k : split_sms) variants.push_back(variant{GEMMS_K, k});
+    for (int k : split_sms) variants.push_back(variant{ADAMW_K, k});
+    for (int k : split_sms) variants.push_back(variant{SPLIT_K, k});
     if (rounds < 1 || layers < 1) {
         fprintf(stderr, "optimizer_overlap_bench: --rounds and --layers must be positive\n");
         return 2;
@@ -200,20 +260,24 @@ int main(int argc, char **argv) {
     double gemm_flops = 2.0 * N * C * (3.0 * C + C + F + F) * layers;
     printf("# %s, %d SMs; %d layers of GEMMs (%.2f TFLOP), AdamW over %.3g parameters (%.1f GB moved)\n", prop.name,
            prop.multiProcessorCount, layers, gemm_flops * 1e-12, (double)total, total * 30.0 * 1e-9);
-    std::vector<double> times[VARIANTS];
+    const size_t count = variants.size();
+    std::vector<std::vector<double>> times(count);
     int step = 1;
     for (int r = -2; r < rounds; r++)
-        for (int v = 0; v < VARIANTS; v++) {
-            double ms = run_variant(v, &b, &s, layers, step++);
+        for (size_t v = 0; v < count; v++) {
+            double ms = run_variant(variants[v], &b, &s, layers, step++, prop.multiProcessorCount);
             if (r >= 0) times[v].push_back(ms);
         }
     printf("| variant | median ms | min ms | max ms |\n| --- | ---: | ---: | ---: |\n");
-    double median[VARIANTS];
-    for (int v = 0; v < VARIANTS; v++) {
+    std::vector<double> median(count);
+    for (size_t v = 0; v < count; v++) {
         std::vector<double> t = times[v];
         std::sort(t.begin(), t.end());
         median[v] = t[t.size() / 2];
-        printf("| %s | %.2f | %.2f | %.2f |\n", variant_names[v], median[v], t.front(), t.back());
+        char name[32];
+        if (variants[v].kind >= GEMMS_K) snprintf(name, sizeof name, "%s/%d", kind_names[variants[v].kind], variants[v].sms);
+        else snprintf(name, sizeof name, "%s", kind_names[variants[v].kind]);
+        printf("| %s | %.2f | %.2f | %.2f |\n", name, median[v], t.front(), t.back());
     }
     printf("# hidden by beside: %.2f ms, by parts: %.2f ms, by parts-eq: %.2f ms (of adamw %.2f ms; serial - x)\n",
            median[SERIAL] - median[BESIDE], median[SERIAL] - median[PARTS], median[SERIAL] - median[PARTS_EQ],

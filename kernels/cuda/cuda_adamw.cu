@@ -113,6 +113,29 @@ static __global__ void adamw_chunks_kernel(float *master, E *params, const float
                  vectorized, threadIdx.x, blockDim.x);
 }
 
+/* at most gridDim.x SMs: block b takes chunks b, b + gridDim.x, ... (each element's update is
+ * independent, so the results are those of the kernel above) */
+template <typename E>
+static __global__ void __launch_bounds__(1024, 1)
+adamw_chunks_strided_kernel(float *master, E *params, const float *grads, float *m, float *v,
+                            const tensor_range *chunks, int chunk_count, float grad_scale, float lr,
+                            float beta1, float beta2, float eps, float bc1, float bc2, bool bases_aligned) {
+    for (int c = blockIdx.x; c < chunk_count; c += gridDim.x) {
+        const tensor_range t = chunks[c];
+        const bool vectorized = bases_aligned && ((t.state_offset | t.offset) & 3) == 0;
+        adamw_tensor(master + t.state_offset, params + t.offset, grads + t.offset, m + t.state_offset,
+                     v + t.state_offset, t.length, grad_scale, lr, beta1, beta2, eps, t.weight_decay, bc1, bc2,
+                     vectorized, threadIdx.x, blockDim.x);
+    }
+}
+
+static int adamw_sm_limit; /* cuda_adamw_set_sm_limit */
+extern "C" void cuda_adamw_set_sm_limit(int sms) { adamw_sm_limit = sms > 0 ? sms : 0; }
+
+/* shared memory a strided block asks for (unused): more than half of an SM's, so that two never
+ * share one and the blocks take exactly gridDim.x SMs */
+#define ADAMW_STRIDED_SMEM (120 * 1024)
+
 /* the chunks of a range table in device memory, rebuilt only when the table changes: the
  * optimizer passes the same two tables (update and norm) every step, one cache slot each */
 typedef struct chunk_table {
@@ -182,6 +205,19 @@ static void adamw_update_ranges_t(float *master, E *params, const float *grads, 
     int chunks = 0;
     const tensor_range *table = device_chunks(ranges, count, &chunks);
     if (chunks == 0) return;
+    if (adamw_sm_limit > 0) {
+        static bool attribute_set;
+        if (!attribute_set) {
+            CHECK_CUDA(cudaFuncSetAttribute(adamw_chunks_strided_kernel<E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            ADAMW_STRIDED_SMEM));
+            attribute_set = true;
+        }
+        int blocks = adamw_sm_limit < chunks ? adamw_sm_limit : chunks;
+        adamw_chunks_strided_kernel<<<(unsigned int)blocks, 1024, ADAMW_STRIDED_SMEM, compute_stream()>>>(
+            master, params, grads, m, v, table, chunks, grad_scale, lr, beta1, beta2, eps, bc1, bc2, bases_aligned);
+        CHECK_LAUNCH();
+        return;
+    }
     adamw_chunks_kernel<<<(unsigned int)chunks, adamw_threads, 0, compute_stream()>>>(
         master, params, grads, m, v, table, grad_scale, lr, beta1, beta2, eps, bc1, bc2, bases_aligned);
     CHECK_LAUNCH();

@@ -367,7 +367,11 @@ static void bias_add_t(E *out, const E *bias, int N, int C) {
  * split depends only on N and C, never on the device, so the result is reproducible. */
 
 #define BIAS_ROWS_PER_CHUNK 64
-#define BIAS_MAX_CHUNKS 256
+/* at most 128 chunks, 64 from 2048 columns on: fewer partial rows to write and add again once
+ * the columns alone fill the GPU (on an H100, at [16384, 8192] 105.3 us with 256 chunks, 100.0
+ * with 64; at [32768, 2304] 64.5 against 59; at [32768, 768] 26.0 against 25.3 with 128;
+ * perf/results/layernorm-backward-blocks-h100-2026-11-27.md). A function of C only. */
+#define BIAS_MAX_CHUNKS(C) ((C) >= 2048 ? 64 : 128)
 #define BIAS_THREADS_Y 8
 
 template <typename E>
@@ -421,7 +425,7 @@ static void bias_backward_t(float *dbias, const E *dout, int N, int C) {
     if (N <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(dout);
     int chunks = (int)ceil_div((size_t)N, BIAS_ROWS_PER_CHUNK);
-    if (chunks > BIAS_MAX_CHUNKS) chunks = BIAS_MAX_CHUNKS;
+    if (chunks > BIAS_MAX_CHUNKS(C)) chunks = BIAS_MAX_CHUNKS(C);
     int rows_per_chunk = (int)ceil_div((size_t)N, (size_t)chunks);
     chunks = (int)ceil_div((size_t)N, (size_t)rows_per_chunk);
     float *partials = (float *)stream_scratch((size_t)chunks * C * sizeof(float));

@@ -102,6 +102,7 @@ void cuda_swiglu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int 
 /* ---- linear layers through cuBLASLt (cuda_matmul.cu) ---- */
 void cuda_matmul_set_tuning(int on);  /* GEMM algorithm tuning on first use (kernels.h) */
 int cuda_matmul_tuned_problems(void); /* problems whose algorithms tuning has timed so far */
+void cuda_matmul_set_sm_count_target(int sms); /* GEMMs planned from now on aim at sms SMs (0: all) */
 /* out[N,OC] = x[N,IC] W[OC,IC]^T + bias (bias may be NULL). With gelu_out non-NULL the GeLU
  * epilogue also writes gelu_out = gelu(out) (out keeps the pre-activation for the backward). */
 void cuda_matmul_forward(bf16 *out, bf16 *gelu_out, const bf16 *x, const bf16 *weight,
@@ -194,6 +195,9 @@ void cuda_adamw_update_ranges(float *master, bf16 *params, const float *grads, f
                               const tensor_range *ranges, int count, float grad_scale, float lr,
                               float beta1, float beta2, float eps, int step);
 double cuda_sum_squares_ranges(const float *x, const tensor_range *ranges, int count);
+/* later AdamW launches over ranges take at most sms SMs (one block of 1024 threads on each,
+ * looping over the chunks), leaving the rest to a concurrent stream; 0: one block per chunk */
+void cuda_adamw_set_sm_limit(int sms);
 
 /* ---- the same kernels on fp16 (IEEE half) tensors: the fp16 backend (kernels_cuda_fp16(),
  * --fp16). Each cuda_X_fp16 is cuda_X instantiated for __half instead of __nv_bfloat16 (one

@@ -58,7 +58,7 @@ typedef struct gemm_problem {
 /* ---- the plan cache ---- */
 
 typedef struct gemm_plan_key {
-    int m, n, k, transa, transb, lda, ldb, ldd, ab_type, d_type, accumulate, epilogue;
+    int m, n, k, transa, transb, lda, ldb, ldd, ab_type, d_type, accumulate, epilogue, sm_target;
     unsigned int align_a, align_b, align_c, align_d, align_bias, align_aux;
 } gemm_plan_key;
 
@@ -74,6 +74,11 @@ typedef struct gemm_plan {
 #define GEMM_PLAN_CACHE_SIZE 256
 static gemm_plan plan_cache[GEMM_PLAN_CACHE_SIZE];
 static int plan_next_victim;
+
+/* cuBLASLt's SM count target for the GEMMs planned from now on (0: the device's count), for a
+ * concurrent stream that keeps the other SMs busy (perf/optimizer_overlap_bench's split variants) */
+static int gemm_sm_target;
+extern "C" void cuda_matmul_set_sm_count_target(int sms) { gemm_sm_target = sms > 0 ? sms : 0; }
 
 /* the alignment of a pointer in bytes, capped at 256 (what cuBLASLt assumes by default) */
 static unsigned int pointer_alignment(const void *p) {
@@ -99,6 +104,7 @@ static gemm_plan_key plan_key_of(const gemm_problem *p) {
     key.d_type = (int)p->d_type;
     key.accumulate = p->accumulate ? 1 : 0;
     key.epilogue = (int)p->epilogue;
+    key.sm_target = gemm_sm_target;
     key.align_a = pointer_alignment(p->a);
     key.align_b = pointer_alignment(p->b);
     key.align_c = pointer_alignment(p->c != NULL ? p->c : p->d);
@@ -277,6 +283,11 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
                                                     &aux_ld, sizeof aux_ld));
     }
     set_epilogue_pointers(plan->desc, p);
+    if (key->sm_target > 0) {
+        int32_t sm_target = key->sm_target;
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target,
+                                                    sizeof sm_target));
+    }
 
     /* stored (pre-transpose) shapes of the operands */
     int a_rows = p->transa == CUBLAS_OP_N ? p->m : p->k;

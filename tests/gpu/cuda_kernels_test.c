@@ -947,8 +947,9 @@ int main(void) {
     test_bias(1000, 33, 0);
     test_bias(4096, 768, 0);
     test_bias(64, 768, 1);
-    test_bias(4096, 3072, 0);  /* 256 chunks of 16 rows, 12 column tiles finished by their last blocks */
-    test_bias(20000, 768, 0);  /* 254 chunks of 79 rows: a partial batch of eight rows ahead */
+    test_bias(4096, 3072, 0);  /* 64 chunks of 64 rows, 12 column tiles */
+    test_bias(20000, 768, 0);  /* at most 128 chunks: 128 of 157 rows, a partial batch of eight rows ahead */
+    test_bias(16384, 2048, 0); /* at most 64 chunks from 2048 columns: 64 of 256 rows */
     test_bias(2000, 100, 1);   /* unaligned, C % 8 != 0: the scalar tiles */
 
     test_embedding(7, 33, 5, 10, 20, 0, 0);
@@ -986,7 +987,8 @@ int main(void) {
     test_rmsnorm(300, 4096);   /* one unit of 8 columns per thread, 512 threads (Llama 2 7B) */
     test_rmsnorm(100, 8192);   /* two units per thread */
     test_rmsnorm(20, 20480);   /* above the row-cached kernel: the scalar backward */
-    test_rmsnorm(1500, 770);   /* C % 8 != 0: the scalar backward */
+    test_rmsnorm(1500, 770);   /* C % 8 != 0: the scalar backward, 47 blocks of 32 rows */
+    test_rmsnorm(8192, 2048);  /* 256 backward blocks of 32 rows at the 1.3B width */
     test_rope(2, 7, 4, 2, 6, 6, 0, 10000.0f);
     test_rope(2, 7, 4, 2, 6, 6, 1, 10000.0f);
     test_rope(1, 33, 3, 1, 10, 4, 0, 3.0f);     /* partial rotation, multi-query */
