@@ -5,11 +5,17 @@
  * weight_gradient_problem) with the epilogues training uses, on buffers of small random values,
  * and timed by its tuning's time_algorithm (one warm-up call, then --iters calls, default 20).
  *
- * Usage: gemm_algos [--iters N] [N C F V LAYERS]... (tokens per micro-batch, hidden size, FFN
- * size, padded vocabulary, layers)
+ * Usage: gemm_algos [--iters N] [--enumerate [--enumerate-cap K]] [N C F V LAYERS]... (tokens per
+ * micro-batch, hidden size, FFN size, padded vocabulary, layers). --enumerate: for every GEMM of the step
+ * every configuration cuBLASLt accepts (algorithm
+ * id, tile, stages, swizzle, custom option, cluster shape; at most K timed, default 2000, and at
+ * most 12 s of GEMMs), the eight fastest timed again, then the fastest and the heuristic's first
+ * in turn.
  * Default: GPT-2 124M (32768 768 3072 50304 12) and GPT 1.3B (16384 2048 8192 50304 24).
  * Build: make perf/gemm_algos (kernels/local.mk). Not a test: prints figures only. */
 #include <stdio.h>
+
+#include <algorithm>
 
 #include "kernels/cuda/cuda_matmul.cu"
 
@@ -76,6 +82,208 @@ static void survey(const step_gemm *g, int iters, double *first_us, double *best
            times[0] / times[best]);
 }
 
+/* ---- --enumerate: every configuration cuBLASLt accepts, beyond the heuristic's list ---- */
+
+typedef struct algo_config {
+    int id, tile, stages, swizzle, custom, cluster, inner;
+} algo_config;
+
+static algo_config config_of(const cublasLtMatmulAlgo_t *algo) {
+    algo_config c;
+    uint32_t u = 0;
+    int32_t i = 0;
+    size_t written = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &i, sizeof i, &written));
+    c.id = i;
+    u = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &u, sizeof u, &written));
+    c.tile = (int)u;
+    u = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &u, sizeof u, &written));
+    c.stages = (int)u;
+    u = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &u, sizeof u, &written));
+    c.swizzle = (int)u;
+    u = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &u, sizeof u, &written));
+    c.custom = (int)u;
+    uint16_t h = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &h, sizeof h, &written));
+    c.cluster = (int)h;
+    h = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &h, sizeof h, &written));
+    c.inner = (int)h;
+    return c;
+}
+
+static void print_config(const char *label, const algo_config *c, double us, double flops) {
+    printf("%s id %d tile %d stages %d swizzle %d custom %d cluster %d inner %d: %.1f us (%.0f TFLOP/s)\n", label, c->id,
+           c->tile, c->stages, c->swizzle, c->custom, c->cluster, c->inner, us, flops / us * 1e-6);
+}
+
+/* a capability that is a list of uint32 (tile or stage ids); 0 entries: the list {0} (undefined) */
+static int cap_list(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoCapAttributes_t attr, uint32_t *out, int max) {
+    size_t bytes = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(algo, attr, NULL, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0) {
+        out[0] = 0;
+        return 1;
+    }
+    int n = (int)(bytes / sizeof(uint32_t));
+    uint32_t *all = (uint32_t *)calloc((size_t)n + 1, sizeof *all);
+    size_t written = 0;
+    if (all == NULL || cublasLtMatmulAlgoCapGetAttribute(algo, attr, all, bytes, &written) != CUBLAS_STATUS_SUCCESS) {
+        free(all);
+        out[0] = 0;
+        return 1;
+    }
+    if (n > max) n = max;
+    memcpy(out, all, (size_t)n * sizeof *out);
+    free(all);
+    return n;
+}
+
+#define ENUM_KEEP 8
+static double enum_first_total, enum_best_total; /* per step, us: the GEMMs enumerated so far */
+
+/* every (algorithm id, tile, stages, swizzle, custom option, cluster shape) that AlgoCheck accepts
+ * within our workspace, timed with 2 calls; the 8 fastest timed again with iters calls */
+static void enumerate_configs(const step_gemm *g, int iters, int max_timed) {
+    gemm_plan *plan = plan_for(&g->p);
+    if (!plan->has_algo) return;
+    set_epilogue_pointers(plan->desc, &g->p);
+    cublasLtHandle_t handle = cuda_cublaslt_handle();
+    size_t workspace_bytes = 0;
+    (void)cuda_cublaslt_workspace(&workspace_bytes);
+    const double flops = 2.0 * g->p.m * (double)g->p.n * g->p.k;
+    cudaEvent_t start, stop;
+    CHECK_CUDA(cudaEventCreate(&start));
+    CHECK_CUDA(cudaEventCreate(&stop));
+    printf("\n### %s, %d x %d x %d\n\n", g->name, g->p.m, g->p.n, g->p.k);
+    int first_id = -1;
+    cublasLtMatmulAlgo_t heuristic_first;
+    {
+        cublasLtMatmulPreference_t preference = plan_preference(&plan->key);
+        cublasLtMatmulHeuristicResult_t results[MAX_ALGOS];
+        int returned = 0;
+        CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a_layout, plan->b_layout, plan->d_layout,
+                                                    plan->d_layout, preference, 8, results, &returned));
+        CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
+        for (int i = 0; i < returned; i++) {
+            algo_config c = config_of(&results[i].algo);
+            if (i == 0) {
+                first_id = c.id;
+                heuristic_first = results[0].algo;
+            }
+            double us = time_algorithm(plan, &g->p, g->p.d, &results[i].algo, iters, start, stop);
+            char label[32];
+            snprintf(label, sizeof label, "heuristic #%d:", i);
+            print_config(label, &c, us, flops);
+        }
+    }
+    int ids[512], nids = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoGetIds(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, g->p.ab_type, g->p.ab_type,
+                                          g->p.d_type, g->p.d_type, 512, ids, &nids));
+    for (int a = 0, front = 0; a < nids; a++) /* the heuristic's first algorithm id first */
+        if (ids[a] == first_id) {
+            int t = ids[front]; ids[front] = ids[a]; ids[a] = t;
+            front++;
+        }
+    static const int clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
+                                   CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
+    cublasLtMatmulAlgo_t best[ENUM_KEEP];
+    double best_us[ENUM_KEEP];
+    int kept = 0, checked = 0, accepted = 0, timed = 0, ids_with_epilogue = 0;
+    double spent_us = 0.0;
+    for (int a = 0; a < nids && timed < max_timed; a++) {
+        cublasLtMatmulAlgo_t algo;
+        if (cublasLtMatmulAlgoInit(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, g->p.ab_type, g->p.ab_type, g->p.d_type,
+                                   g->p.d_type, ids[a], &algo) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        size_t written = 0;
+        uint32_t epilogues = 0;
+        if (g->p.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
+            (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_EPILOGUE_MASK, &epilogues, sizeof epilogues,
+                                               &written) != CUBLAS_STATUS_SUCCESS ||
+             (epilogues & (uint32_t)g->p.epilogue) != (uint32_t)g->p.epilogue))
+            continue;
+        ids_with_epilogue++;
+        uint32_t tiles[128], stages[128];
+        int ntiles = cap_list(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles, 128);
+        int nstages = cap_list(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, stages, 128);
+        int32_t swizzle_support = 0, custom_max = 0;
+        (void)cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swizzle_support,
+                                                sizeof swizzle_support, &written);
+        (void)cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max,
+                                                sizeof custom_max, &written);
+        if (custom_max > 15) custom_max = 15;
+        for (int t = 0; t < ntiles && timed < max_timed; t++)
+            for (int st = 0; st < nstages && timed < max_timed; st++)
+                for (uint32_t sw = 0; sw <= (swizzle_support ? 1u : 0u) && timed < max_timed; sw++)
+                    for (uint32_t cu = 0; cu <= (uint32_t)custom_max && timed < max_timed; cu++)
+                        for (int cl = 0; cl < 4 && timed < max_timed; cl++) {
+                            uint16_t cluster = (uint16_t)clusters[cl];
+                            int32_t splitk = 1;
+                            CHECK_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[t], sizeof tiles[t]));
+                            CHECK_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages[st], sizeof stages[st]));
+                            CHECK_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw, sizeof sw));
+                            CHECK_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cu, sizeof cu));
+                            CHECK_CUBLAS(cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk));
+                            if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                                                     sizeof cluster) != CUBLAS_STATUS_SUCCESS &&
+                                cl > 0)
+                                continue; /* no cluster shapes: the first pass only */
+                            checked++;
+                            cublasLtMatmulHeuristicResult_t check;
+                            memset(&check, 0, sizeof check);
+                            if (cublasLtMatmulAlgoCheck(handle, plan->desc, plan->a_layout, plan->b_layout, plan->d_layout,
+                                                        plan->d_layout, &algo, &check) != CUBLAS_STATUS_SUCCESS ||
+                                check.workspaceSize > workspace_bytes)
+                                continue;
+                            accepted++;
+                            double us = time_algorithm(plan, &g->p, g->p.d, &algo, 2, start, stop);
+                            timed++;
+                            spent_us += 3 * (us > 0 ? us : 0);
+                            if (spent_us > 12e6) timed = max_timed; /* 12 s of GEMMs per problem at most */
+                            if (us <= 0) continue;
+                            if (kept == ENUM_KEEP && us >= best_us[ENUM_KEEP - 1]) continue;
+                            int at = kept < ENUM_KEEP ? kept++ : ENUM_KEEP - 1;
+                            best[at] = algo;
+                            best_us[at] = us;
+                            for (int j = at; j > 0 && best_us[j] < best_us[j - 1]; j--) { /* keep sorted */
+                                double tu = best_us[j]; best_us[j] = best_us[j - 1]; best_us[j - 1] = tu;
+                                cublasLtMatmulAlgo_t ta = best[j]; best[j] = best[j - 1]; best[j - 1] = ta;
+                            }
+                        }
+    }
+    (void)cudaGetLastError();
+    printf("\n%d algorithm ids, %d with the epilogue; %d configurations checked, %d accepted, %d timed%s\n", nids,
+           ids_with_epilogue, checked, accepted, timed, timed >= max_timed ? " (cap reached)" : "");
+    for (int i = 0; i < kept; i++) {
+        algo_config c = config_of(&best[i]);
+        double us = time_algorithm(plan, &g->p, g->p.d, &best[i], iters, start, stop);
+        char label[32];
+        snprintf(label, sizeof label, "enumerated #%d:", i);
+        print_config(label, &c, us, flops);
+    }
+    if (kept > 0) { /* the heuristic's first and the enumeration's first in turn, medians of 7 rounds */
+        double a[7], b[7];
+        for (int r = 0; r < 7; r++) {
+            a[r] = time_algorithm(plan, &g->p, g->p.d, &heuristic_first, iters, start, stop);
+            b[r] = time_algorithm(plan, &g->p, g->p.d, &best[0], iters, start, stop);
+        }
+        std::sort(a, a + 7);
+        std::sort(b, b + 7);
+        printf("in turn (7 rounds of %d calls): heuristic's first %.1f us, enumerated first %.1f us: %.3f\n", iters, a[3],
+               b[3], a[3] / b[3]);
+        enum_first_total += g->calls * a[3];
+        enum_best_total += g->calls * (b[3] < a[3] ? b[3] : a[3]);
+    }
+    CHECK_CUDA(cudaEventDestroy(start));
+    CHECK_CUDA(cudaEventDestroy(stop));
+}
+
+static int enumerate_mode, enumerate_cap = 2000;
+
 static void bench_shape(int N, int C, int F, int V, int layers, int iters) {
     size_t big = (size_t)N * (size_t)(F > V ? F : V) * 2 + 256;
     size_t wbig = (size_t)(F > V ? F : V) * (size_t)C * 4 + 256;
@@ -125,6 +333,17 @@ static void bench_shape(int N, int C, int F, int V, int layers, int iters) {
     p.bias = bias; p.epilogue = CUBLASLT_EPILOGUE_BGRADB;
     ADD("qkv dW (BGRADB: qkv's bias gradient, fp32)", 0, p);
 #undef ADD
+    if (enumerate_mode) { /* every GEMM of the step */
+        printf("\n## N=%d C=%d F=%d V=%d: every configuration\n", N, C, F, V);
+        enum_first_total = enum_best_total = 0.0;
+        for (int i = 0; i < n; i++)
+            if (g[i].calls > 0) enumerate_configs(&g[i], iters, enumerate_cap);
+        printf("\nper step: heuristic's first %.2f ms, the faster of it and the enumeration's first %.2f ms (%.1f%% less)\n",
+               enum_first_total * 1e-3, enum_best_total * 1e-3, 100.0 * (1.0 - enum_best_total / enum_first_total));
+        CHECK_CUDA(cudaFree(x)); CHECK_CUDA(cudaFree(y)); CHECK_CUDA(cudaFree(z)); CHECK_CUDA(cudaFree(w));
+        CHECK_CUDA(cudaFree(aux)); CHECK_CUDA(cudaFree(bias)); CHECK_CUDA(cudaFree(dw));
+        return;
+    }
     printf("\n## N=%d C=%d F=%d V=%d, %d layers\n\n", N, C, F, V, layers);
     printf("| GEMM | m x n x k | algos | heuristic's first, us | best, us | first / best |\n");
     printf("| --- | --- | ---: | ---: | ---: | ---: |\n");
@@ -146,12 +365,14 @@ int main(int argc, char **argv) {
     int shapes[8][5];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--enumerate") == 0) enumerate_mode = 1;
+        else if (strcmp(argv[i], "--enumerate-cap") == 0 && i + 1 < argc) enumerate_cap = atoi(argv[++i]);
         else if (i + 4 < argc && nshapes < 8) {
             for (int j = 0; j < 5; j++) shapes[nshapes][j] = atoi(argv[i + j]);
             nshapes++;
             i += 4;
         } else {
-            fprintf(stderr, "usage: %s [--iters N] [N C F V LAYERS]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [--iters N] [--enumerate [--enumerate-cap K]] [N C F V LAYERS]...\n", argv[0]);
             return 2;
         }
     }
