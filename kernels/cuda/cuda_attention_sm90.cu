@@ -737,11 +737,17 @@ static __device__ __forceinline__ void sm90_probs_and_ds(float (&st)[32], float 
 
 /* sm90_probs_and_ds in two halves (the same operations), so that the first runs under dP^T's
  * product: P^T into st, then dS^T = P^T (dP^T - Di) into dpt */
-static __device__ __forceinline__ void sm90_probs(float (&st)[32], const float *stage_stats, int q0, int krow0, int g,
-                                                  int t, int T, float scale_log2) {
+/* a thread's 16 query statistics of a step (lse2 at stats, Di at stats + SM90_BWD_STEP): columns
+ * 8n + 2t and + 1 of the S^T / dP^T fragments, as pairs */
+static __device__ __forceinline__ void sm90_step_stats(float2 (&pairs)[8], const float *stats, int t) {
+#pragma unroll
+    for (int n = 0; n < 8; n++) pairs[n] = *reinterpret_cast<const float2 *>(stats + 8 * n + 2 * t);
+}
+static __device__ __forceinline__ void sm90_probs(float (&st)[32], const float2 (&lse_pairs)[8], int q0, int krow0,
+                                                  int g, int t, int T, float scale_log2) {
 #pragma unroll
     for (int n = 0; n < 8; n++) {
-        const float2 l2 = *reinterpret_cast<const float2 *>(stage_stats + 8 * n + 2 * t);
+        const float2 l2 = lse_pairs[n];
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
@@ -749,10 +755,10 @@ static __device__ __forceinline__ void sm90_probs(float (&st)[32], const float *
         }
     }
 }
-static __device__ __forceinline__ void sm90_ds(float (&dpt)[32], const float (&st)[32], const float *stage_stats, int t) {
+static __device__ __forceinline__ void sm90_ds(float (&dpt)[32], const float (&st)[32], const float2 (&di_pairs)[8]) {
 #pragma unroll
     for (int n = 0; n < 8; n++) {
-        const float2 d2 = *reinterpret_cast<const float2 *>(stage_stats + SM90_BWD_STEP + 8 * n + 2 * t);
+        const float2 d2 = di_pairs[n];
 #pragma unroll
         for (int e = 0; e < 4; e++) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
     }
@@ -918,7 +924,13 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  *
  * Within a step, S^T and dP^T are two groups: P^T and the issue of dV's product run under
  * dP^T's product; in key tile 0 the first half of the others' dQ sum is loaded under the dQ
- * product.
+ * product. The step's 16 lse2 a thread needs are read from shared memory into registers before
+ * the products are issued, and its 16 Di before P^T: read after the waits, as they were, the loads
+ * queued behind the products' operand reads (Nsight Compute put 5% of the consumers' stall
+ * samples on the first use of lse2). 0.931-0.942 -> 0.904-0.908 ms at GPT 1.3B's shape on an H100,
+ * D 64 unchanged, for 36 bytes of spills at D 128; both sets before the products (60 bytes of
+ * spills) 0.928-0.931; the second half of key tile 0's dQ sum loaded before the first half's
+ * stores, 96 bytes (not run). perf/results/attention-backward-stats-h100-2026-11-27.md.
  *
  * On an H100 (perf/attention_bench, B=8 T=2048 H=16 D=128, causal) 0.923 and 0.931 ms (372
  * and 369 TFLOP/s) against 1.131 and 1.134 ms for the earlier one-pass kernel, in the same run (one dS^T
@@ -1095,6 +1107,10 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
              * barrier of the step between */
             const uint32_t ds_tile = ds_tiles + (uint32_t)(used & 1) * 128 * 64 * 2;
             mbar_wait(SM90_FULL(s), (uint32_t)(used / STAGES) & 1);
+            /* the step's statistics into registers before the products: read after them, the
+             * loads wait behind the products' operand reads of shared memory */
+            float2 lse_pairs[8], di_pairs[8];
+            sm90_step_stats(lse_pairs, stage_stats, t);
 
             /* S^T, then dP^T in its own group: P^T and dV's product run under dP^T's */
             float st[32], dpt[32];
@@ -1105,7 +1121,8 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             wgmma_commit();
             wgmma_wait<1>();
             fence_registers(st);
-            sm90_probs(st, stage_stats, q0, krow0, g, t, T, scale_log2);
+            sm90_step_stats(di_pairs, stage_stats + SM90_BWD_STEP, t); /* in flight under P^T and dP^T's wait */
+            sm90_probs(st, lse_pairs, q0, krow0, g, t, T, scale_log2);
             uint32_t frag_p[4][4], frag[4][4];
             sm90_pack_a<4>(frag_p, st);
             fence_registers(dv);
@@ -1114,7 +1131,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             wgmma_commit();
             wgmma_wait<1>(); /* dP^T (dV's product runs on) */
             fence_registers(dpt);
-            sm90_ds(dpt, st, stage_stats, t);
+            sm90_ds(dpt, st, di_pairs);
             sm90_pack_a<4>(frag, dpt);
             unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
 #pragma unroll
