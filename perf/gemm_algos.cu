@@ -88,31 +88,24 @@ typedef struct algo_config {
     int id, tile, stages, swizzle, custom, cluster, inner;
 } algo_config;
 
+/* one configuration attribute of type T (uint32 for most, int32 for the id, uint16 for shapes) */
+template <typename T>
+static int config_attribute(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+    T value = 0;
+    size_t written = 0;
+    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, attr, &value, sizeof value, &written));
+    return (int)value;
+}
+
 static algo_config config_of(const cublasLtMatmulAlgo_t *algo) {
     algo_config c;
-    uint32_t u = 0;
-    int32_t i = 0;
-    size_t written = 0;
-    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &i, sizeof i, &written));
-    c.id = i;
-    u = 0;
-    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &u, sizeof u, &written));
-    c.tile = (int)u;
-    u = 0;
-    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &u, sizeof u, &written));
-    c.stages = (int)u;
-    u = 0;
-    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &u, sizeof u, &written));
-    c.swizzle = (int)u;
-    u = 0;
-    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &u, sizeof u, &written));
-    c.custom = (int)u;
-    uint16_t h = 0;
-    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &h, sizeof h, &written));
-    c.cluster = (int)h;
-    h = 0;
-    CHECK_CUBLAS(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &h, sizeof h, &written));
-    c.inner = (int)h;
+    c.id = config_attribute<int32_t>(algo, CUBLASLT_ALGO_CONFIG_ID);
+    c.tile = config_attribute<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+    c.stages = config_attribute<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+    c.swizzle = config_attribute<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING);
+    c.custom = config_attribute<uint32_t>(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION);
+    c.cluster = config_attribute<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+    c.inner = config_attribute<uint16_t>(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID);
     return c;
 }
 
