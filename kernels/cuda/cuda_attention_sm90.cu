@@ -735,14 +735,15 @@ static __device__ __forceinline__ void sm90_probs_and_ds(float (&st)[32], float 
     }
 }
 
-/* sm90_probs_and_ds in two halves (the same operations), so that the first runs under dP^T's
- * product: P^T into st, then dS^T = P^T (dP^T - Di) into dpt */
 /* a thread's 16 query statistics of a step (lse2 at stats, Di at stats + SM90_BWD_STEP): columns
  * 8n + 2t and + 1 of the S^T / dP^T fragments, as pairs */
 static __device__ __forceinline__ void sm90_step_stats(float2 (&pairs)[8], const float *stats, int t) {
 #pragma unroll
     for (int n = 0; n < 8; n++) pairs[n] = *reinterpret_cast<const float2 *>(stats + 8 * n + 2 * t);
 }
+
+/* sm90_probs_and_ds in two halves (the same operations), so that the first runs under dP^T's
+ * product: P^T into st, then dS^T = P^T (dP^T - Di) into dpt (their statistics in registers) */
 static __device__ __forceinline__ void sm90_probs(float (&st)[32], const float2 (&lse_pairs)[8], int q0, int krow0,
                                                   int g, int t, int T, float scale_log2) {
 #pragma unroll
@@ -927,7 +928,7 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  * product. The step's 16 lse2 a thread needs are read from shared memory into registers before
  * the products are issued, and its 16 Di before P^T: read after the waits, as they were, the loads
  * queued behind the products' operand reads (Nsight Compute put 5% of the consumers' stall
- * samples on the first use of lse2). 0.931-0.942 -> 0.904-0.908 ms at GPT 1.3B's shape on an H100,
+ * samples on the first use of lse2). 0.931-0.944 -> 0.896-0.908 ms at GPT 1.3B's shape on H100s,
  * D 64 unchanged, for 36 bytes of spills at D 128; both sets before the products (60 bytes of
  * spills) 0.928-0.931; the second half of key tile 0's dQ sum loaded before the first half's
  * stores, 96 bytes (not run). perf/results/attention-backward-stats-h100-2026-11-27.md.
