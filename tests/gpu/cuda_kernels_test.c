@@ -850,8 +850,10 @@ static void test_adamw(size_t n, int shift, int with_params) {
 }
 
 /* the multi-tensor AdamW and norm over ranges of different decay, alignment and size (masters
- * in their own state buffer, as the optimizer lays them out), against the CPU bit for bit */
-static void test_ranges(float grad_scale) {
+ * in their own state buffer, as the optimizer lays them out), against the CPU bit for bit; with
+ * sm_limit > 0 the AdamW runs as that many blocks looping over the chunks (cuda_adamw_set_sm_limit,
+ * perf/optimizer_overlap_bench's split variants) */
+static void test_ranges(float grad_scale, int sm_limit) {
     const tensor_range ranges[] = {
         {.offset = 0, .state_offset = 0, .length = 4096 * 3 + 1, .weight_decay = 0.1f},
         {.offset = 4096 * 3 + 1, .state_offset = 4096 * 3 + 1, .length = 7, .weight_decay = 0.0f},
@@ -872,18 +874,22 @@ static void test_ranges(float grad_scale) {
     float *d_grads = upload_float(grads, n), *d_master = upload_float(master, states);
     float *d_m = upload_float(m, states), *d_v = upload_float(v, states);
     bf16 *d_params = upload_bf16(params, n);
+    cuda_adamw_set_sm_limit(sm_limit);
     cuda_adamw_update_ranges(d_master, d_params, d_grads, d_m, d_v, ranges, count, grad_scale, lr, beta1, beta2,
                              eps, 4);
+    cuda_adamw_set_sm_limit(0);
     float *got = download_float(d_master, states), *got_m = download_float(d_m, states);
     float *got_v = download_float(d_v, states), *got_params = download_bf16(d_params, n);
     tap_ok(memcmp(got, want, states * sizeof(float)) == 0 && memcmp(got_m, want_m, states * sizeof(float)) == 0 &&
            memcmp(got_v, want_v, states * sizeof(float)) == 0,
-           "adamw_update_ranges grad_scale=%g: masters and moments equal the CPU's bit for bit", grad_scale);
+           "adamw_update_ranges grad_scale=%g sm_limit=%d: masters and moments equal the CPU's bit for bit", grad_scale,
+           sm_limit);
     round_to_bf16(want_params, n);
     for (size_t i = 0; i < n; i++) /* untouched elements keep their bf16 upload */
         if (i >= 200000 + 768 || (i >= 4096 * 3 + 8 && i < 4096 * 3 + 9) || (i >= 4096 * 3 + 9 + 100003 && i < 200000))
             want_params[i] = got_params[i];
-    expect_below(relative_error(got_params, want_params, n), 1e-30, "adamw_update_ranges bf16 params = bf16(master)");
+    expect_below(relative_error(got_params, want_params, n), 1e-30, "adamw_update_ranges sm_limit=%d: bf16 params = bf16(master)",
+                 sm_limit);
     double want_sum = cpu->sum_squares_ranges(grads, ranges, count);
     double got_sum = cuda_sum_squares_ranges(d_grads, ranges, count), again = cuda_sum_squares_ranges(d_grads, ranges, count);
     expect_below(fabs(got_sum - want_sum) / want_sum, EXACT_TOL, "sum_squares_ranges (gpu %.17g cpu %.17g)", got_sum,
@@ -1034,13 +1040,20 @@ int main(void) {
     tap_ok(tuned >= 8, "GEMM tuning timed the candidates of %d problems (forward, residual, GeLU, input and weight gradients)",
            tuned);
     cuda_matmul_set_tuning(0);
+    /* GEMMs planned for fewer SMs (cuBLASLt's SM count target, perf/optimizer_overlap_bench's
+     * split variants): another plan, the same results within the tolerances */
+    cuda_matmul_set_sm_count_target(100);
+    tap_diag("GEMMs planned for 100 SMs");
+    test_matmul(1024, 768, 2304, 1, 0, 0);
+    cuda_matmul_set_sm_count_target(0);
 
     test_adamw(7, 0, 1);
     test_adamw(1000003, 0, 1);
     test_adamw(1000003, 1, 1);
     test_adamw(4099, 0, 0);
-    test_ranges(1.0f);
-    test_ranges(0.37f);
+    test_ranges(1.0f, 0);
+    test_ranges(0.37f, 0);
+    test_ranges(0.37f, 3); /* 3 blocks over the ranges' chunks */
     test_sum_squares(7, 0);
     test_sum_squares(1000003, 0);
     test_sum_squares(1000003, 1);
