@@ -16,6 +16,8 @@
 #include <stdio.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "kernels/cuda/cuda_matmul.cu"
 
@@ -109,9 +111,11 @@ static algo_config config_of(const cublasLtMatmulAlgo_t *algo) {
     return c;
 }
 
-static void print_config(const char *label, const algo_config *c, double us, double flops) {
-    printf("%s id %d tile %d stages %d swizzle %d custom %d cluster %d inner %d: %.1f us (%.0f TFLOP/s)\n", label, c->id,
-           c->tile, c->stages, c->swizzle, c->custom, c->cluster, c->inner, us, flops / us * 1e-6);
+/* one timed configuration's line: "heuristic #3: id 66 tile 24 ...: 781.5 us (703 TFLOP/s)" */
+static void print_config(const char *source, int rank, const cublasLtMatmulAlgo_t *algo, double us, double flops) {
+    const algo_config c = config_of(algo);
+    printf("%s #%d: id %d tile %d stages %d swizzle %d custom %d cluster %d inner %d: %.1f us (%.0f TFLOP/s)\n", source,
+           rank, c.id, c.tile, c.stages, c.swizzle, c.custom, c.cluster, c.inner, us, flops / us * 1e-6);
 }
 
 /* a capability that is a list of uint32 (tile or stage ids); 0 entries: the list {0} (undefined) */
@@ -161,16 +165,12 @@ static void enumerate_configs(const step_gemm *g, int iters, int max_timed) {
         CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(handle, plan->desc, plan->a_layout, plan->b_layout, plan->d_layout,
                                                     plan->d_layout, preference, 8, results, &returned));
         CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
-        for (int i = 0; i < returned; i++) {
-            algo_config c = config_of(&results[i].algo);
-            if (i == 0) {
-                first_id = c.id;
-                heuristic_first = results[0].algo;
-            }
-            double us = time_algorithm(plan, &g->p, g->p.d, &results[i].algo, iters, start, stop);
-            char label[32];
-            snprintf(label, sizeof label, "heuristic #%d:", i);
-            print_config(label, &c, us, flops);
+        for (int i = 0; i < returned; i++)
+            print_config("heuristic", i, &results[i].algo,
+                         time_algorithm(plan, &g->p, g->p.d, &results[i].algo, iters, start, stop), flops);
+        if (returned > 0) {
+            first_id = config_of(&results[0].algo).id;
+            heuristic_first = results[0].algo;
         }
     }
     int ids[512], nids = 0;
@@ -183,9 +183,8 @@ static void enumerate_configs(const step_gemm *g, int iters, int max_timed) {
         }
     static const int clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO, CUBLASLT_CLUSTER_SHAPE_1x1x1,
                                    CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
-    cublasLtMatmulAlgo_t best[ENUM_KEEP];
-    double best_us[ENUM_KEEP];
-    int kept = 0, checked = 0, accepted = 0, timed = 0, ids_with_epilogue = 0;
+    std::vector<std::pair<double, cublasLtMatmulAlgo_t>> times; /* us, configuration */
+    int checked = 0, accepted = 0, timed = 0, ids_with_epilogue = 0;
     double spent_us = 0.0;
     for (int a = 0; a < nids && timed < max_timed; a++) {
         cublasLtMatmulAlgo_t algo;
@@ -237,32 +236,24 @@ static void enumerate_configs(const step_gemm *g, int iters, int max_timed) {
                             timed++;
                             spent_us += 3 * (us > 0 ? us : 0);
                             if (spent_us > 12e6) timed = max_timed; /* 12 s of GEMMs per problem at most */
-                            if (us <= 0) continue;
-                            if (kept == ENUM_KEEP && us >= best_us[ENUM_KEEP - 1]) continue;
-                            int at = kept < ENUM_KEEP ? kept++ : ENUM_KEEP - 1;
-                            best[at] = algo;
-                            best_us[at] = us;
-                            for (int j = at; j > 0 && best_us[j] < best_us[j - 1]; j--) { /* keep sorted */
-                                double tu = best_us[j]; best_us[j] = best_us[j - 1]; best_us[j - 1] = tu;
-                                cublasLtMatmulAlgo_t ta = best[j]; best[j] = best[j - 1]; best[j - 1] = ta;
-                            }
+                            if (us > 0) times.push_back({us, algo});
                         }
     }
     (void)cudaGetLastError();
     printf("\n%d algorithm ids, %d with the epilogue; %d configurations checked, %d accepted, %d timed%s\n", nids,
            ids_with_epilogue, checked, accepted, timed, timed >= max_timed ? " (cap reached)" : "");
-    for (int i = 0; i < kept; i++) {
-        algo_config c = config_of(&best[i]);
-        double us = time_algorithm(plan, &g->p, g->p.d, &best[i], iters, start, stop);
-        char label[32];
-        snprintf(label, sizeof label, "enumerated #%d:", i);
-        print_config(label, &c, us, flops);
-    }
-    if (kept > 0) { /* the heuristic's first and the enumeration's first in turn, medians of 7 rounds */
+    const size_t kept = times.size() < ENUM_KEEP ? times.size() : ENUM_KEEP;
+    std::partial_sort(times.begin(), times.begin() + kept, times.end(),
+                      [](const auto &x, const auto &y) { return x.first < y.first; });
+    for (size_t i = 0; i < kept; i++)
+        print_config("enumerated", (int)i, &times[i].second,
+                     time_algorithm(plan, &g->p, g->p.d, &times[i].second, iters, start, stop), flops);
+    if (kept > 0 && first_id >= 0) { /* the heuristic's first and the enumeration's first in turn, medians of 7 rounds */
+        const cublasLtMatmulAlgo_t *fastest = &times[0].second;
         double a[7], b[7];
         for (int r = 0; r < 7; r++) {
             a[r] = time_algorithm(plan, &g->p, g->p.d, &heuristic_first, iters, start, stop);
-            b[r] = time_algorithm(plan, &g->p, g->p.d, &best[0], iters, start, stop);
+            b[r] = time_algorithm(plan, &g->p, g->p.d, fastest, iters, start, stop);
         }
         std::sort(a, a + 7);
         std::sort(b, b + 7);

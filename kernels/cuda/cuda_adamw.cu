@@ -100,17 +100,25 @@ static __global__ void adamw_kernel(float *master, E *params, const float *grads
  * biases, and the chunking (hence the norm's summation order) depends only on the ranges. */
 #define RANGE_CHUNK 65536
 
-/* one block per chunk: the update of that chunk's elements */
+/* the update of one chunk's elements by the calling block */
+template <typename E>
+static __device__ __forceinline__ void adamw_chunk(float *master, E *params, const float *grads, float *m, float *v,
+                                                   const tensor_range t, float grad_scale, float lr, float beta1,
+                                                   float beta2, float eps, float bc1, float bc2, bool bases_aligned) {
+    const bool vectorized = bases_aligned && ((t.state_offset | t.offset) & 3) == 0;
+    adamw_tensor(master + t.state_offset, params + t.offset, grads + t.offset, m + t.state_offset,
+                 v + t.state_offset, t.length, grad_scale, lr, beta1, beta2, eps, t.weight_decay, bc1, bc2,
+                 vectorized, threadIdx.x, blockDim.x);
+}
+
+/* one block per chunk */
 template <typename E>
 static __global__ void adamw_chunks_kernel(float *master, E *params, const float *grads,
                                            float *m, float *v, const tensor_range *chunks,
                                            float grad_scale, float lr, float beta1, float beta2,
                                            float eps, float bc1, float bc2, bool bases_aligned) {
-    const tensor_range t = chunks[blockIdx.x];
-    const bool vectorized = bases_aligned && ((t.state_offset | t.offset) & 3) == 0;
-    adamw_tensor(master + t.state_offset, params + t.offset, grads + t.offset, m + t.state_offset,
-                 v + t.state_offset, t.length, grad_scale, lr, beta1, beta2, eps, t.weight_decay, bc1, bc2,
-                 vectorized, threadIdx.x, blockDim.x);
+    adamw_chunk(master, params, grads, m, v, chunks[blockIdx.x], grad_scale, lr, beta1, beta2, eps, bc1, bc2,
+                bases_aligned);
 }
 
 /* at most gridDim.x SMs: block b takes chunks b, b + gridDim.x, ... (each element's update is
@@ -120,13 +128,9 @@ static __global__ void __launch_bounds__(1024, 1)
 adamw_chunks_strided_kernel(float *master, E *params, const float *grads, float *m, float *v,
                             const tensor_range *chunks, int chunk_count, float grad_scale, float lr,
                             float beta1, float beta2, float eps, float bc1, float bc2, bool bases_aligned) {
-    for (int c = blockIdx.x; c < chunk_count; c += gridDim.x) {
-        const tensor_range t = chunks[c];
-        const bool vectorized = bases_aligned && ((t.state_offset | t.offset) & 3) == 0;
-        adamw_tensor(master + t.state_offset, params + t.offset, grads + t.offset, m + t.state_offset,
-                     v + t.state_offset, t.length, grad_scale, lr, beta1, beta2, eps, t.weight_decay, bc1, bc2,
-                     vectorized, threadIdx.x, blockDim.x);
-    }
+    for (int c = blockIdx.x; c < chunk_count; c += gridDim.x)
+        adamw_chunk(master, params, grads, m, v, chunks[c], grad_scale, lr, beta1, beta2, eps, bc1, bc2,
+                    bases_aligned);
 }
 
 static int adamw_sm_limit; /* cuda_adamw_set_sm_limit */
