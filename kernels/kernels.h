@@ -201,6 +201,13 @@ typedef struct kernel_ops {
     void (*layernorm_backward)(void *dx, float *dweight, float *dbias, float *dx_colsum, const void *dout,
                                const void *x, const void *weight, const float *mean,
                                const float *rstd, int N, int C);
+    /* the same gradients from the norm's output y instead of its input (Apex's memory-efficient
+     * layer norm, Megatron's --memory-efficient-layer-norm): norm = (y - bias) / w', w' the
+     * weight clamped in magnitude to at least eps (w' = eps for 0 <= w < eps, -eps for
+     * -eps < w < 0), as Apex does; the forward's mean is not needed, its rstd is. */
+    void (*layernorm_backward_from_output)(void *dx, float *dweight, float *dbias, float *dx_colsum,
+                                           const void *dout, const void *y, const void *weight,
+                                           const void *bias, const float *rstd, int N, int C, float eps);
 
     /* ---- RMSNorm (Megatron's --normalization RMSNorm) ---- */
     /* out = x * rstd * weight per row of x[N,C], rstd = 1/sqrt(mean(x^2) + eps); saves rstd[N]. */
@@ -209,6 +216,9 @@ typedef struct kernel_ops {
     /* dx += dL/dx (accumulates, as layernorm_backward); dweight += . */
     void (*rmsnorm_backward)(void *dx, float *dweight, const void *dout, const void *x,
                              const void *weight, const float *rstd, int N, int C);
+    /* the same from the output y: norm = y / w' (w' as for layernorm_backward_from_output) */
+    void (*rmsnorm_backward_from_output)(void *dx, float *dweight, const void *dout, const void *y,
+                                         const void *weight, const float *rstd, int N, int C, float eps);
 
     /* ---- linear layers ---- */
     /* out[N,OC] = x[N,IC] W[OC,IC]^T + bias[OC] (bias may be NULL). With gelu_out non-NULL also

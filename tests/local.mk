@@ -223,6 +223,7 @@ EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh perf/llama_hf_parity.sh perf/ll
 
 # ---- activation recomputation (issue 21) ----
 TESTS += tests/mpi/recompute_test.sh
+TESTS += tests/mpi/memory_efficient_norm_test.sh
 # the loss in chunks of token rows (issue 19: the logits of one chunk at a time)
 TESTS += tests/mpi/loss_chunk_test.sh
 TESTS += tests/mpi/checkpoint_args_test.sh

@@ -291,7 +291,9 @@ static shapes model_shapes(const gpt_model *m) {
 /* the buffers of one layer's activations except its input; the attention workspace only when
  * own_workspace (selective recompute shares one), the MLP's activation only when keep; with
  * recompute_layernorm both norm outputs are the one shared scratch.norm_out */
-static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspace, int keep) {
+/* shared_mid: the buffer for the sum after the attention block when no backward reads it
+ * (memory_efficient_layer_norm), NULL to give the layer its own */
+static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspace, int keep, void *shared_mid) {
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);
     size_t N = (size_t)s.N, n = (size_t)s.n, C = (size_t)s.C;
@@ -303,7 +305,7 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     la->attention_out = alloc_acts(ops, N * (size_t)s.HDl);
     la->attention_workspace = own_workspace ? ops->alloc(ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D))
                                             : m->scratch.attention_workspace;
-    la->residual_mid = alloc_acts(ops, n * C);
+    la->residual_mid = shared_mid ? shared_mid : alloc_acts(ops, n * C);
     la->ln2 = norms_kept ? alloc_acts(ops, N * C) : m->scratch.norm_out;
     la->ln2_mean = alloc_floats(ops, n);
     la->ln2_rstd = alloc_floats(ops, n);
@@ -313,8 +315,9 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
 
 static void release_layer(gpt_model *m, layer_activations *la, int own_workspace) {
     int norms_kept = !m->config.recompute_layernorm;
+    int own_mid = la->residual_mid != m->scratch.residual_rows[2];
     void *buffers[] = {norms_kept ? la->ln1 : NULL, la->ln1_mean, la->ln1_rstd, la->qkv, la->attention_out,
-                       own_workspace ? la->attention_workspace : NULL, la->residual_mid,
+                       own_workspace ? la->attention_workspace : NULL, own_mid ? la->residual_mid : NULL,
                        norms_kept ? la->ln2 : NULL, la->ln2_mean, la->ln2_rstd, la->fc1_out, la->activation};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) m->ops->release(buffers[i]);
 }
@@ -355,8 +358,13 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
             if (index_in_group(ch, l) == 0) la->input = alloc_acts(ops, n * C);
             continue;
         }
-        la->input = alloc_acts(ops, n * C);
-        allocate_layer(m, la, !m->config.recompute_selective, l < m->config.keep_mlp_activation_layers);
+        /* with the memory-efficient norms a stored layer's input and middle sum are read by the
+         * forward only: the shared rows, in turn (the chunk's first input stays the slot's own:
+         * the pipeline receives into it) */
+        void **shared = m->config.memory_efficient_layer_norm ? m->scratch.residual_rows : NULL;
+        la->input = shared && l > 0 ? shared[l % 2] : alloc_acts(ops, n * C);
+        allocate_layer(m, la, !m->config.recompute_selective, l < m->config.keep_mlp_activation_layers,
+                       shared ? shared[2] : NULL);
     }
     slot->output = alloc_acts(ops, n * C);
     if (ch->pre_process) slot->tokens = ops->alloc(sizeof(int) * N);
@@ -382,7 +390,7 @@ static void free_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot
             if (index_in_group(ch, l) == 0) ops->release(la->input);
             continue;
         }
-        ops->release(la->input);
+        if (l == 0 || !m->config.memory_efficient_layer_norm) ops->release(la->input);
         release_layer(m, la, !m->config.recompute_selective);
     }
     void *buffers[] = {slot->output, slot->tokens, slot->targets, slot->lnf, slot->lnf_mean,
@@ -427,13 +435,16 @@ static void allocate_scratch(gpt_model *m) {
 
 /* the buffers recomputation shares, before the slots that point into them: one group of layer
  * activations (inputs of all but its first layer included), with selective recompute the
- * attention workspace, and with recompute_layernorm the norms' output */
+ * attention workspace, with recompute_layernorm the norms' output; and with
+ * memory_efficient_layer_norm the residual rows the stored layers' forward shares */
 static void allocate_recompute_scratch(gpt_model *m) {
     backward_scratch *b = &m->scratch;
     shapes s = model_shapes(m);
     if (m->config.recompute_selective)
         b->attention_workspace = m->ops->alloc(m->ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D));
     if (m->config.recompute_layernorm) b->norm_out = alloc_acts(m->ops, (size_t)s.N * s.C);
+    if (m->config.memory_efficient_layer_norm)
+        for (int k = 0; k < 3; k++) b->residual_rows[k] = alloc_acts(m->ops, (size_t)s.n * s.C);
     for (int k = 0; k < m->num_chunks; k++)
         if (m->chunks[k].recomputed_layers > 0 && m->chunks[k].recompute_group > b->num_recompute_layers)
             b->num_recompute_layers = m->chunks[k].recompute_group;
@@ -443,7 +454,7 @@ static void allocate_recompute_scratch(gpt_model *m) {
     for (int j = 0; j < b->num_recompute_layers; j++) {
         layer_activations *la = &b->recompute_layers[j];
         if (j > 0) la->input = alloc_acts(m->ops, (size_t)s.n * s.C);
-        allocate_layer(m, la, 1, m->config.keep_mlp_activation_layers > 0);
+        allocate_layer(m, la, 1, m->config.keep_mlp_activation_layers > 0, NULL);
     }
 }
 
@@ -456,6 +467,8 @@ static void free_recompute_scratch(gpt_model *m) {
     free(b->recompute_layers);
     if (b->attention_workspace) m->ops->release(b->attention_workspace);
     if (b->norm_out) m->ops->release(b->norm_out);
+    for (int k = 0; k < 3; k++)
+        if (b->residual_rows[k]) m->ops->release(b->residual_rows[k]);
 }
 
 /* --tp-comm-overlap: every buffer a fetch reads or writes is registered with the tensor-parallel
@@ -504,6 +517,8 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     m->ops = ops;
     m->comm = comm;
     m->tp_group = tp_group;
+    CHECK(!(m->config.memory_efficient_layer_norm && m->config.recompute_layernorm),
+          "the memory-efficient norms' backward needs the norms' outputs, which recompute_layernorm does not keep");
     int N = config->micro_batch_size * config->seq_length;
     m->local_rows = m->config.sequence_parallel ? N / m->config.tp_size : N;
     plan_chunks(m);
@@ -656,13 +671,25 @@ static void gathered_matmul_forward(gpt_model *m, void *out, void *gelu_out, con
 
 /* backward of the norm of norm_and_gather: dx += dL/dx, parameter gradients +=, and with
  * dx_colsum (residual_bias_grad: LayerNorm only, NULL with RMSNorm) the column sums of the
- * updated dx += */
+ * updated dx +=. From the norm's input x, or with --memory-efficient-layer-norm from its output,
+ * this rank's rows of full_out (where norm_and_gather put them) */
 static void norm_backward(gpt_model *m, void *dx, float *dweight, float *dbias, float *dx_colsum, const void *dout,
-                          const void *x, const void *weight, const float *mean, const float *rstd) {
+                          const void *x, const void *full_out, const void *weight, const void *bias,
+                          const float *mean, const float *rstd) {
+    const gpt_config *c = &m->config;
     shapes s = model_shapes(m);
     weight = norm_weight(m, weight);
-    if (m->config.rmsnorm) m->ops->rmsnorm_backward(dx, dweight, dout, x, weight, rstd, s.n, s.C);
-    else m->ops->layernorm_backward(dx, dweight, dbias, dx_colsum, dout, x, weight, mean, rstd, s.n, s.C);
+    if (c->memory_efficient_layer_norm) {
+        const void *y = (const char *)full_out + (c->sequence_parallel ? (size_t)c->tp_rank * row_block_bytes(m, s.C) : 0);
+        if (c->rmsnorm) m->ops->rmsnorm_backward_from_output(dx, dweight, dout, y, weight, rstd, s.n, s.C, c->layernorm_epsilon);
+        else
+            m->ops->layernorm_backward_from_output(dx, dweight, dbias, dx_colsum, dout, y, weight, bias, rstd, s.n, s.C,
+                                                   c->layernorm_epsilon);
+    } else if (c->rmsnorm) {
+        m->ops->rmsnorm_backward(dx, dweight, dout, x, weight, rstd, s.n, s.C);
+    } else {
+        m->ops->layernorm_backward(dx, dweight, dbias, dx_colsum, dout, x, weight, mean, rstd, s.n, s.C);
+    }
 }
 
 /* The bias gradient of a linear layer whose output joins the residual stream (the attention
@@ -1114,7 +1141,8 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     float *last_fc2_bias = ch->num_layers > 0 ? residual_bias_grad(m, g->layers[ch->num_layers - 1].fc2_bias) : NULL;
     norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, last_fc2_bias, d_rows,
-                  slot->output, w->final_layernorm_weight, slot->lnf_mean, slot->lnf_rstd);
+                  slot->output, slot->lnf, w->final_layernorm_weight, w->final_layernorm_bias, slot->lnf_mean,
+                  slot->lnf_rstd);
     grads_ready(m, output_first_param(m, ch), output_param_count(m, ch));
 }
 
@@ -1202,8 +1230,8 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
                         lw->pre_mlp_layernorm_bias);
     void *d_rows = column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2, lw->fc1_weight, s.FC1l);
     norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias,
-                  residual_bias_grad(m, lg->proj_bias), d_rows,
-                  la->residual_mid, lw->pre_mlp_layernorm_weight, la->ln2_mean, la->ln2_rstd);
+                  residual_bias_grad(m, lg->proj_bias), d_rows, la->residual_mid, la->ln2,
+                  lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias, la->ln2_mean, la->ln2_rstd);
 
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
     d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
@@ -1224,8 +1252,8 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     d_rows = column_parallel_backward(m, lg->qkv_weight, qkv_bias_grad ? NULL : lg->qkv_bias, b->d_qkv, la->ln1,
                                       lw->qkv_weight, s.QKVl);
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,
-                  l > 0 ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows,
-                  la->input, lw->input_layernorm_weight, la->ln1_mean, la->ln1_rstd);
+                  l > 0 ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows, la->input,
+                  la->ln1, lw->input_layernorm_weight, lw->input_layernorm_bias, la->ln1_mean, la->ln1_rstd);
     grads_ready(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
 }
 

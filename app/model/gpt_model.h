@@ -71,6 +71,10 @@ typedef struct gpt_config {
      * model chunk (0: none; INT_MAX: all), keep the MLP's activation (GeLU or SwiGLU output,
      * fc2's input) for the backward instead of computing it again there ([N,F/tp] per layer) */
     int keep_mlp_activation_layers;
+    /* --memory-efficient-layer-norm (Apex's memory-efficient kernels): the norms' backward works
+     * from their outputs (kept for the GEMMs after them) instead of their inputs, so the residual
+     * stream's values ([n,C] twice per layer) are kept only where a recomputation needs them */
+    int memory_efficient_layer_norm;
     /* --cross-entropy-chunk-rows: token rows per pass of the output layer and the cross entropy
      * (their backward runs in the same pass, so only one chunk's logits exist at a time); 0:
      * the fewest chunks of at most 2 GiB of logits each */
@@ -208,6 +212,9 @@ typedef struct backward_scratch {
     void *attention_workspace;
     void *norm_out;       /* [N,C], recompute_layernorm only: every layer's ln1 and ln2 */
     void *tp_received;    /* [N,C], tp_comm_overlap only: the peers' partial sums of this rank's rows */
+    /* [n,C] x 3, memory_efficient_layer_norm only: the residual stream between stored layers (two,
+     * in turn) and a layer's sum after its attention block, which no backward reads then */
+    void *residual_rows[3];
 } backward_scratch;
 
 /* a weight matrix whose gradient a step writes over instead of clearing (grad_first_write.c) */

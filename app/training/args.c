@@ -65,6 +65,7 @@ static const option_spec specs[] = {
     {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block)"},
     {"keep-mlp-activation", "training", OPTION_FLAG, AT(keep_mlp_activation), .help = "keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for the backward instead of computing it again there, as Megatron does: one pass less per layer, [micro-batch x sequence, ffn-hidden-size / tp] more activation memory per layer"},
     {"keep-mlp-activation-num-layers", "training", OPTION_INT, AT(keep_mlp_activation_num_layers), .range = "[1, inf)", .help = "keep the MLP's activation only in the first N layers of each pipeline stage (of each model chunk with virtual stages), as --recompute-method block counts layers: the memory of N layers for N/L of the gain"},
+    {"memory-efficient-layer-norm", "training", OPTION_FLAG, AT(memory_efficient_layer_norm), .help = "the norms' backward from their outputs (kept anyway, the next GEMM's input) instead of their inputs, as Apex's memory-efficient kernels (norm = (y - bias) / weight, the weight clamped in magnitude to at least --layernorm-epsilon): the residual stream's values are not kept per layer, [micro-batch x sequence, hidden] twice per layer less (/ tp with --sequence-parallel); not with --recompute-modules layernorm"},
     {"cross-entropy-chunk-rows", "training", OPTION_INT, AT(cross_entropy_chunk_rows), .range = "[0, inf)", .help = "token rows per pass of the output layer and the cross entropy, whose backward then runs in the same pass, so that only one chunk's logits exist at a time (ours); 0 (default): the fewest chunks of at most 2 GiB of logits; micro-batch x sequence or more: one pass"},
     {"distribute-saved-activations", "training", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "splitting the kept layer inputs over tensor-parallel ranks is not supported; use --sequence-parallel, which keeps 1/tp of them on each rank"},
 
@@ -358,6 +359,10 @@ static int validate_recompute_modules(check_state *st, const args *a) {
         return error_format(st->err, st->errlen, "--recompute-modules: unknown module '%s' (Megatron's choices: core_attn "
                             "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm)", w);
     }
+    if (a->memory_efficient_layer_norm && args_recompute_module(a, "layernorm"))
+        return error_format(st->err, st->errlen, "--memory-efficient-layer-norm computes the norms' backward from their "
+                            "kept outputs, which --recompute-modules layernorm drops (it keeps their inputs instead): "
+                            "give one of the two");
     if (given(st, "recompute-modules") && strcmp(a->recompute_granularity, "selective") != 0)
         return error_format(st->err, st->errlen, "--recompute-modules %s needs --recompute-granularity selective (Megatron "
                             "reads the modules only then)", a->recompute_modules);

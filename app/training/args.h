@@ -62,6 +62,7 @@ typedef struct args {
     int recompute_activations;    /* = --recompute-granularity selective */
     int keep_mlp_activation;      /* keep the MLP's GeLU/SwiGLU output for the backward */
     int keep_mlp_activation_num_layers; /* ... in the first N layers of each stage (0: as above) */
+    int memory_efficient_layer_norm; /* the norms' backward from their outputs (Apex's memory-efficient kernels) */
     int cross_entropy_chunk_rows; /* token rows per pass of the output layer + loss (0: automatic) */
     char recompute_granularity[16]; /* "" (none) | full | selective */
     char recompute_modules[128];  /* selective: what it recomputes, space separated (core_attn, layernorm) */

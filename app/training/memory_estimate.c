@@ -35,7 +35,9 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
      * statistics of flash attention on CUDA; Korthikanti's 5as^2b). Selective recompute keeps
      * no workspace per layer (one is shared). */
     int selective = args_recompute_module(a, "core_attn"), full = !strcmp(a->recompute_granularity, "full");
-    int norms = args_recompute_module(a, "layernorm") ? 0 : 4; /* the two norm outputs, 2sbh each */
+    /* 4sbh for the two norms: none with --recompute-modules layernorm (their outputs are made
+     * again) or --memory-efficient-layer-norm (their inputs, the residual stream, are not kept) */
+    int norms = args_recompute_module(a, "layernorm") || a->memory_efficient_layer_norm ? 0 : 4;
     int local_heads = a->num_attention_heads / topo->tp_size;
     double attention = (double)ops->attention_workspace_bytes(a->micro_batch_size, a->seq_length, local_heads, (int)kv);
     double act16 = s * b * h * (30 + norms) / tp + (selective ? 0 : attention * 2.0 / ops->act_bytes);

@@ -72,6 +72,7 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
                                    : a->keep_mlp_activation            ? INT_MAX
                                                                         : 0;
     c.loss_chunk_rows = a->cross_entropy_chunk_rows;
+    c.memory_efficient_layer_norm = a->memory_efficient_layer_norm;
     return c;
 }
 

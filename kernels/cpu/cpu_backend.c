@@ -43,6 +43,12 @@ static void layernorm_backward(void *dx, float *dweight, float *dbias, float *dx
     cpu_layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, N, C);
     if (dx_colsum) cpu_bias_backward(dx_colsum, dx, N, C);
 }
+static void layernorm_backward_from_output(void *dx, float *dweight, float *dbias, float *dx_colsum,
+                                           const void *dout, const void *y, const void *weight, const void *bias,
+                                           const float *rstd, int N, int C, float eps) {
+    cpu_layernorm_backward_from_output(dx, dweight, dbias, dout, y, weight, bias, rstd, N, C, eps);
+    if (dx_colsum) cpu_bias_backward(dx_colsum, dx, N, C);
+}
 
 /* the GeLU "epilogue" is a separate pass here */
 static void matmul_forward(void *out, void *gelu_out, const void *x, const void *weight,
@@ -74,6 +80,10 @@ static void rmsnorm_forward(void *out, float *rstd, const void *x, const void *w
 static void rmsnorm_backward(void *dx, float *dweight, const void *dout, const void *x,
                              const void *weight, const float *rstd, int N, int C) {
     cpu_rmsnorm_backward(dx, dweight, dout, x, weight, rstd, N, C);
+}
+static void rmsnorm_backward_from_output(void *dx, float *dweight, const void *dout, const void *y,
+                                         const void *weight, const float *rstd, int N, int C, float eps) {
+    cpu_rmsnorm_backward_from_output(dx, dweight, dout, y, weight, rstd, N, C, eps);
 }
 static void rope_forward(void *qkv, int B, int T, int H, int G, int D, rope_spec rope) {
     cpu_rope_forward(qkv, B, T, H, G, D, rope);
@@ -197,9 +207,11 @@ static const kernel_ops cpu_ops = {
 
     .layernorm_forward = layernorm_forward,
     .layernorm_backward = layernorm_backward,
+    .layernorm_backward_from_output = layernorm_backward_from_output,
 
     .rmsnorm_forward = rmsnorm_forward,
     .rmsnorm_backward = rmsnorm_backward,
+    .rmsnorm_backward_from_output = rmsnorm_backward_from_output,
 
     .matmul_forward = matmul_forward,
     .matmul_forward_residual = matmul_forward_residual,

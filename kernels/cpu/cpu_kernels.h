@@ -35,12 +35,23 @@ void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
 void cpu_layernorm_backward(float *dx, float *dweight, float *dbias, const float *dout,
                             const float *x, const float *weight, const float *mean,
                             const float *rstd, int N, int C);
+void cpu_layernorm_backward_from_output(float *dx, float *dweight, float *dbias, const float *dout,
+                                        const float *y, const float *weight, const float *bias,
+                                        const float *rstd, int N, int C, float eps);
+/* a norm weight clamped in magnitude to at least eps (Apex's clamp_by_magnitude): the divisor
+ * that turns a norm's output back into its normalized input */
+static inline float cpu_norm_weight_clamped(float w, float eps) {
+    if (w >= 0.0f) return w < eps ? eps : w;
+    return w > -eps ? -eps : w;
+}
 
 /* cpu_rmsnorm.c */
 void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *weight, int N, int C,
                          float eps);
 void cpu_rmsnorm_backward(float *dx, float *dweight, const float *dout, const float *x,
                           const float *weight, const float *rstd, int N, int C);
+void cpu_rmsnorm_backward_from_output(float *dx, float *dweight, const float *dout, const float *y,
+                                      const float *weight, const float *rstd, int N, int C, float eps);
 
 /* cpu_rope.c */
 void cpu_rope_forward(float *qkv, int B, int T, int H, int G, int D, rope_spec rope);

@@ -157,6 +157,12 @@ static void layernorm_backward(void *dx, float *dweight, float *dbias, float *dx
     cuda_layernorm_backward_colsum##S((T *)dx, dweight, dbias, dx_colsum, (const T *)dout, (const T *)x,         \
                                       (const T *)weight, mean, rstd, N, C);                                      \
 }                                                                                                                \
+static void layernorm_backward_from_output(void *dx, float *dweight, float *dbias, float *dx_colsum,          \
+                                           const void *dout, const void *y, const void *weight, const void *bias, \
+                                           const float *rstd, int N, int C, float eps) {                         \
+    cuda_layernorm_backward_from_output##S((T *)dx, dweight, dbias, dx_colsum, (const T *)dout, (const T *)y,    \
+                                           (const T *)weight, (const T *)bias, rstd, N, C, eps);                 \
+}                                                                                                                \
 static void matmul_forward(void *out, void *gelu_out, const void *x, const void *weight, const void *bias,      \
                            int N, int IC, int OC) {                                                              \
     cuda_matmul_forward##S((T *)out, (T *)gelu_out, (const T *)x, (const T *)weight, (const T *)bias, N, IC, OC); \
@@ -180,6 +186,11 @@ static void rmsnorm_forward(void *out, float *rstd, const void *x, const void *w
 static void rmsnorm_backward(void *dx, float *dweight, const void *dout, const void *x, const void *weight,      \
                              const float *rstd, int N, int C) {                                                  \
     cuda_rmsnorm_backward##S((T *)dx, dweight, (const T *)dout, (const T *)x, (const T *)weight, rstd, N, C);     \
+}                                                                                                                \
+static void rmsnorm_backward_from_output(void *dx, float *dweight, const void *dout, const void *y,             \
+                                         const void *weight, const float *rstd, int N, int C, float eps) {       \
+    cuda_rmsnorm_backward_from_output##S((T *)dx, dweight, (const T *)dout, (const T *)y, (const T *)weight,      \
+                                         rstd, N, C, eps);                                                       \
 }                                                                                                                \
 static void rope_forward(void *qkv, int B, int T_, int H, int G, int D, rope_spec rope) {                       \
     cuda_rope_forward##S((T *)qkv, B, T_, H, G, D, rope);                                                        \
@@ -323,8 +334,10 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.position_embedding_backward = A::position_embedding_backward;
     ops.layernorm_forward = A::layernorm_forward;
     ops.layernorm_backward = A::layernorm_backward;
+    ops.layernorm_backward_from_output = A::layernorm_backward_from_output;
     ops.rmsnorm_forward = A::rmsnorm_forward;
     ops.rmsnorm_backward = A::rmsnorm_backward;
+    ops.rmsnorm_backward_from_output = A::rmsnorm_backward_from_output;
     ops.rope_forward = A::rope_forward;
     ops.rope_backward = A::rope_backward;
     ops.swiglu_forward = A::swiglu_forward;

@@ -83,6 +83,10 @@ void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 
 void cuda_layernorm_backward_colsum(bf16 *dx, float *dweight, float *dbias, float *dx_colsum, const bf16 *dout,
                                     const bf16 *x, const bf16 *weight, const float *mean, const float *rstd, int N,
                                     int C);
+/* the same from the norm's output y (kernels.h, layernorm_backward_from_output; dx_colsum may be NULL) */
+void cuda_layernorm_backward_from_output(bf16 *dx, float *dweight, float *dbias, float *dx_colsum,
+                                         const bf16 *dout, const bf16 *y, const bf16 *weight, const bf16 *bias,
+                                         const float *rstd, int N, int C, float eps);
 
 /* ---- RMSNorm (cuda_rmsnorm.cu) ---- */
 void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *weight, int N, int C,
@@ -90,6 +94,9 @@ void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *wei
 /* dx += (accumulates, bf16), dweight += (fp32) */
 void cuda_rmsnorm_backward(bf16 *dx, float *dweight, const bf16 *dout, const bf16 *x,
                            const bf16 *weight, const float *rstd, int N, int C);
+/* the same from the norm's output y (kernels.h, rmsnorm_backward_from_output) */
+void cuda_rmsnorm_backward_from_output(bf16 *dx, float *dweight, const bf16 *dout, const bf16 *y,
+                                       const bf16 *weight, const float *rstd, int N, int C, float eps);
 
 /* ---- rotary position embeddings, in place on q and k heads (cuda_rope.cu) ---- */
 void cuda_rope_forward(bf16 *qkv, int B, int T, int H, int G, int D, rope_spec rope);
@@ -235,10 +242,15 @@ void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, const 
 void cuda_layernorm_backward_colsum_fp16(fp16 *dx, float *dweight, float *dbias, float *dx_colsum,
                                          const fp16 *dout, const fp16 *x, const fp16 *weight, const float *mean,
                                          const float *rstd, int N, int C);
+void cuda_layernorm_backward_from_output_fp16(fp16 *dx, float *dweight, float *dbias, float *dx_colsum,
+                                              const fp16 *dout, const fp16 *y, const fp16 *weight,
+                                              const fp16 *bias, const float *rstd, int N, int C, float eps);
 void cuda_rmsnorm_forward_fp16(fp16 *out, float *rstd, const fp16 *x, const fp16 *weight, int N,
                                int C, float eps);
 void cuda_rmsnorm_backward_fp16(fp16 *dx, float *dweight, const fp16 *dout, const fp16 *x,
                                 const fp16 *weight, const float *rstd, int N, int C);
+void cuda_rmsnorm_backward_from_output_fp16(fp16 *dx, float *dweight, const fp16 *dout, const fp16 *y,
+                                            const fp16 *weight, const float *rstd, int N, int C, float eps);
 void cuda_rope_forward_fp16(fp16 *qkv, int B, int T, int H, int G, int D, rope_spec rope);
 void cuda_rope_backward_fp16(fp16 *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
 void cuda_swiglu_forward_fp16(fp16 *out, const fp16 *x, int N, int F);

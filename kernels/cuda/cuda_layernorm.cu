@@ -246,9 +246,9 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
                                                  unsigned int *counters,
                                                  const E *dout,
                                                  const E *x,
-                                                 const E *weight,
+                                                 const E *weight, const E *bias,
                                                  const float *mean, const float *rstd, int N,
-                                                 int C, bool vectorized) {
+                                                 int C, bool vectorized, bool from_output, float eps) {
     /* column u * width + k of the accumulators lives at k * units + u: the threads of a warp
      * touch consecutive words (no bank conflicts) */
     extern __shared__ __align__(16) unsigned char layernorm_shared[];
@@ -273,25 +273,29 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
         const E *x_row = x + (size_t)n * C;
         const E *dout_row = dout + (size_t)n * C;
         E *dx_row = dx + (size_t)n * C;
-        const float m = mean[n], s = rstd[n];
+        const float m = from_output ? 0.0f : mean[n], s = rstd[n];
+        /* the normalized input: from x, or from the output y = norm * w + b (from_output) */
+#define NORM_OF(k) (from_output ? (xv[k] - bv[k]) / norm_weight_clamped(wv[k], eps) : (xv[k] - m) * s)
 
         /* the two row reductions of the dx formula */
         float g_sum = 0.0f, g_norm_sum = 0.0f;
         for (int u = threadIdx.x; u < units; u += blockDim.x) {
-            float xv[8], dv[8], wv[8];
+            float xv[8], dv[8], wv[8], bv[8] = {0.0f};
             if (vectorized) {
                 load_x8(xv, x_row + 8 * u);
                 load_x8(dv, dout_row + 8 * u);
                 load_x8(wv, weight + 8 * u);
+                if (from_output) load_x8(bv, bias + 8 * u);
             } else {
                 xv[0] = to_float(x_row[u]);
                 dv[0] = to_float(dout_row[u]);
                 wv[0] = to_float(weight[u]);
+                if (from_output) bv[0] = to_float(bias[u]);
             }
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 if (k < width) {
-                    float norm = (xv[k] - m) * s;
+                    float norm = NORM_OF(k);
                     float g = wv[k] * dv[k];
                     g_sum += g;
                     g_norm_sum += g * norm;
@@ -304,22 +308,24 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
 
         /* dx += (g - mean(g) - norm * mean(g*norm)) * rstd; parameter gradients per column */
         for (int u = threadIdx.x; u < units; u += blockDim.x) {
-            float xv[8], dv[8], wv[8], dxv[8];
+            float xv[8], dv[8], wv[8], bv[8] = {0.0f}, dxv[8];
             if (vectorized) {
                 load_x8(xv, x_row + 8 * u);
                 load_x8(dv, dout_row + 8 * u);
                 load_x8(wv, weight + 8 * u);
+                if (from_output) load_x8(bv, bias + 8 * u);
                 load_x8(dxv, dx_row + 8 * u);
             } else {
                 xv[0] = to_float(x_row[u]);
                 dv[0] = to_float(dout_row[u]);
                 wv[0] = to_float(weight[u]);
+                if (from_output) bv[0] = to_float(bias[u]);
                 dxv[0] = to_float(dx_row[u]);
             }
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 if (k < width) {
-                    float norm = (xv[k] - m) * s;
+                    float norm = NORM_OF(k);
                     float g = wv[k] * dv[k];
                     dbias_acc[k * units + u] += dv[k];
                     dweight_acc[k * units + u] += norm * dv[k];
@@ -329,6 +335,7 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
             if (vectorized) store_x8(dx_row + 8 * u, dxv);
             else dx_row[u] = from_float<E>(dxv[0]);
         }
+#undef NORM_OF
     }
 
     float *dweight_out = partials + (size_t)blockIdx.x * 2 * C;
@@ -346,13 +353,14 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
                                    gridDim.x, 0, 2 * C, 2 * C, C % 2 == 0, threadIdx.x, blockDim.x);
 }
 
+/* from_output: x is the norm's output y, bias its bias (kernels.h, layernorm_backward_from_output) */
 template <typename E>
 static void layernorm_backward_t(E *dx, float *dweight, float *dbias, float *dx_colsum, const E *dout,
-                                        const E *x, const E *weight, const float *mean,
-                                        const float *rstd, int N, int C) {
+                                        const E *x, const E *weight, const E *bias, const float *mean,
+                                        const float *rstd, int N, int C, bool from_output, float eps) {
     if (N <= 0 || C <= 0) return;
     bool vectorized = C % 8 == 0 && aligned16(dx) && aligned16(dout) && aligned16(x) &&
-                      aligned16(weight);
+                      aligned16(weight) && (!from_output || aligned16(bias));
     int threads = row_threads(vectorized ? C / 8 : C);
     int blocks = layernorm_backward_blocks(N, C);
     /* partials[blocks, width] ([dweight | dbias (| dx_colsum)] per block), then group_sums[32, width] */
@@ -366,20 +374,22 @@ static void layernorm_backward_t(E *dx, float *dweight, float *dbias, float *dx_
     int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
     if (dx_colsum != NULL &&
         launch_norm_backward_cached<E, true>(units_per_thread, blocks, threads, dx, dweight, dbias, dx_colsum,
-                                             partials, group_sums, counters, dout, x, weight, mean, rstd, N, C)) {
+                                             partials, group_sums, counters, dout, x, weight, bias, mean, rstd, N,
+                                             C, from_output, eps)) {
         CHECK_LAUNCH();
         return;
     }
     if (!launch_norm_backward_cached<E, true>(units_per_thread, blocks, threads, dx, dweight, dbias, NULL, partials,
-                                              group_sums, counters, dout, x, weight, mean, rstd, N, C)) {
+                                              group_sums, counters, dout, x, weight, bias, mean, rstd, N, C,
+                                              from_output, eps)) {
         size_t shared_bytes = 2 * (size_t)C * sizeof(float);
         /* the opt-in counts the static shared memory too (reduce_scratch, the last-block flags):
          * 2C floats of 48 KiB need it */
         allow_shared_memory((const void *)layernorm_backward_kernel<E>,
                             shared_bytes + 64 * sizeof(float) + 16, "layernorm_backward");
         layernorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
-            dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C,
-            vectorized);
+            dx, dweight, dbias, partials, group_sums, counters, dout, x, weight, bias, mean, rstd, N, C,
+            vectorized, from_output, eps);
     }
     CHECK_LAUNCH();
     if (dx_colsum != NULL) bias_backward_e(dx_colsum, dx, N, C); /* the column sums as a pass of their own */
@@ -402,26 +412,42 @@ extern "C" void cuda_layernorm_forward_fp16(fp16 *out, float *mean, float *rstd,
 extern "C" void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,
                                         const bf16 *x, const bf16 *weight, const float *mean,
                                         const float *rstd, int N, int C) {
-    layernorm_backward_t(as_nv(dx), dweight, dbias, (float *)NULL, as_nv(dout), as_nv(x), as_nv(weight), mean, rstd,
-                         N, C);
+    layernorm_backward_t(as_nv(dx), dweight, dbias, (float *)NULL, as_nv(dout), as_nv(x), as_nv(weight),
+                         (const __nv_bfloat16 *)NULL, mean, rstd, N, C, false, 0.0f);
 }
 
 extern "C" void cuda_layernorm_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,
                                         const fp16 *x, const fp16 *weight, const float *mean,
                                         const float *rstd, int N, int C) {
-    layernorm_backward_t(as_half(dx), dweight, dbias, (float *)NULL, as_half(dout), as_half(x), as_half(weight), mean,
-                         rstd, N, C);
+    layernorm_backward_t(as_half(dx), dweight, dbias, (float *)NULL, as_half(dout), as_half(x), as_half(weight),
+                         (const __half *)NULL, mean, rstd, N, C, false, 0.0f);
 }
 
 extern "C" void cuda_layernorm_backward_colsum(bf16 *dx, float *dweight, float *dbias, float *dx_colsum,
                                                const bf16 *dout, const bf16 *x, const bf16 *weight, const float *mean,
                                                const float *rstd, int N, int C) {
-    layernorm_backward_t(as_nv(dx), dweight, dbias, dx_colsum, as_nv(dout), as_nv(x), as_nv(weight), mean, rstd, N, C);
+    layernorm_backward_t(as_nv(dx), dweight, dbias, dx_colsum, as_nv(dout), as_nv(x), as_nv(weight),
+                         (const __nv_bfloat16 *)NULL, mean, rstd, N, C, false, 0.0f);
 }
 
 extern "C" void cuda_layernorm_backward_colsum_fp16(fp16 *dx, float *dweight, float *dbias, float *dx_colsum,
                                                     const fp16 *dout, const fp16 *x, const fp16 *weight,
                                                     const float *mean, const float *rstd, int N, int C) {
-    layernorm_backward_t(as_half(dx), dweight, dbias, dx_colsum, as_half(dout), as_half(x), as_half(weight), mean,
-                         rstd, N, C);
+    layernorm_backward_t(as_half(dx), dweight, dbias, dx_colsum, as_half(dout), as_half(x), as_half(weight),
+                         (const __half *)NULL, mean, rstd, N, C, false, 0.0f);
+}
+
+extern "C" void cuda_layernorm_backward_from_output(bf16 *dx, float *dweight, float *dbias, float *dx_colsum,
+                                                    const bf16 *dout, const bf16 *y, const bf16 *weight,
+                                                    const bf16 *bias, const float *rstd, int N, int C, float eps) {
+    layernorm_backward_t(as_nv(dx), dweight, dbias, dx_colsum, as_nv(dout), as_nv(y), as_nv(weight), as_nv(bias),
+                         (const float *)NULL, rstd, N, C, true, eps);
+}
+
+extern "C" void cuda_layernorm_backward_from_output_fp16(fp16 *dx, float *dweight, float *dbias, float *dx_colsum,
+                                                         const fp16 *dout, const fp16 *y, const fp16 *weight,
+                                                         const fp16 *bias, const float *rstd, int N, int C,
+                                                         float eps) {
+    layernorm_backward_t(as_half(dx), dweight, dbias, dx_colsum, as_half(dout), as_half(y), as_half(weight),
+                         as_half(bias), (const float *)NULL, rstd, N, C, true, eps);
 }

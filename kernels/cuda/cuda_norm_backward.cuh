@@ -4,6 +4,9 @@
  *   layer norm: norm = (x - mean) * rstd, dx += rstd * (g - mean(g) - norm * mean(g*norm)),
  *               dweight += dout*norm, dbias += dout;
  *   RMSNorm:    norm = x * rstd,          dx += rstd * (g - norm * mean(g*norm)), dweight += dout*norm.
+ * FROM_OUTPUT (--memory-efficient-layer-norm): x is the norm's output y = norm * w + b, and
+ * norm = (y - b) / w' (RMSNorm: y / w'), w' = w clamped in magnitude to at least eps, as Apex's
+ * memory-efficient kernels; mean is not read.
  * Blocks take rows blockIdx.x, blockIdx.x + gridDim.x, ... (gridDim.x a function of N and C
  * only); a thread owns UNITS = ceil(C / 8 / blockDim.x) <= 4 units of 8 columns (unit
  * u = threadIdx.x + i * blockDim.x) in every row and keeps them in registers between the row's
@@ -23,17 +26,25 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-template <typename E, int UNITS, bool PREFETCH, bool LAYERNORM, bool SUM>
+/* a norm weight clamped in magnitude to at least eps (Apex's clamp_by_magnitude; the CPU's
+ * cpu_norm_weight_clamped) */
+static __device__ __forceinline__ float norm_weight_clamped(float w, float eps) {
+    if (w >= 0.0f) return w < eps ? eps : w;
+    return w > -eps ? -eps : w;
+}
+
+template <typename E, int UNITS, bool PREFETCH, bool LAYERNORM, bool SUM, bool FROM_OUTPUT>
 static __global__ void __launch_bounds__(512, UNITS == 1 ? 2 : 1) /* UNITS 1: <= 64 registers */
 norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsum, float *partials,
                                  float *group_sums, unsigned int *counters, const E *dout,
-                                 const E *x, const E *weight, const float *mean,
-                                 const float *rstd, int N, int C) {
+                                 const E *x, const E *weight, const E *bias, const float *mean,
+                                 const float *rstd, int N, int C, float eps) {
     __shared__ float reduce_scratch[64];
     const int units = C / 8;
     /* 16-bit values stay packed in registers and are widened where used */
     float dweight_acc[UNITS][8], dbias_acc[UNITS][8], dsum_acc[SUM ? UNITS : 1][8];
-    uint4 w_raw[UNITS], x_raw[UNITS], dout_raw[UNITS], next_x[UNITS], next_dout[UNITS], dx_raw[UNITS];
+    uint4 w_raw[UNITS], b_raw[FROM_OUTPUT ? UNITS : 1], x_raw[UNITS], dout_raw[UNITS], next_x[UNITS],
+        next_dout[UNITS], dx_raw[UNITS];
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
     for (int i = 0; i < UNITS; i++) {
@@ -41,7 +52,9 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
 #pragma unroll
         for (int k = 0; k < 8; k++) dweight_acc[i][k] = dbias_acc[i][k] = dsum_acc[SUM ? i : 0][k] = 0.0f;
         w_raw[i] = x_raw[i] = dout_raw[i] = next_x[i] = next_dout[i] = dx_raw[i] = zero;
+        b_raw[FROM_OUTPUT ? i : 0] = zero;
         if (u < units) w_raw[i] = *reinterpret_cast<const uint4 *>(weight + 8 * u);
+        if (FROM_OUTPUT && LAYERNORM && u < units) b_raw[FROM_OUTPUT ? i : 0] = *reinterpret_cast<const uint4 *>(bias + 8 * u);
     }
     int n = blockIdx.x;
     if (PREFETCH && n < N) {
@@ -73,20 +86,23 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
             }
             if (u < units) dx_raw[i] = *reinterpret_cast<const uint4 *>(dx + row + 8 * u);
         }
-        const float m = LAYERNORM ? mean[n] : 0.0f, s = rstd[n];
+        const float m = LAYERNORM && !FROM_OUTPUT ? mean[n] : 0.0f, s = rstd[n];
+        /* the normalized input: from x, or from the output y = norm * w + b (--memory-efficient-layer-norm) */
+#define NORM_OF(xk, wk, bk) (FROM_OUTPUT ? ((xk) - (bk)) / norm_weight_clamped(wk, eps) : LAYERNORM ? ((xk) - m) * s : (xk) * s)
 
         /* the two row reductions of the dx formula */
         float g_sum = 0.0f, g_norm_sum = 0.0f;
 #pragma unroll
         for (int i = 0; i < UNITS; i++) {
             if (threadIdx.x + i * blockDim.x < units) {
-                float xv[8], dv[8], wv[8];
+                float xv[8], dv[8], wv[8], bv[8];
                 load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
                 load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
                 load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
+                load_x8(bv, reinterpret_cast<const E *>(&b_raw[FROM_OUTPUT ? i : 0]));
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float norm = LAYERNORM ? (xv[k] - m) * s : xv[k] * s;
+                    float norm = NORM_OF(xv[k], wv[k], bv[k]);
                     float g = wv[k] * dv[k];
                     if (LAYERNORM) g_sum += g;
                     g_norm_sum += g * norm;
@@ -103,14 +119,15 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
         for (int i = 0; i < UNITS; i++) {
             const int u = threadIdx.x + i * blockDim.x;
             if (u < units) {
-                float xv[8], dv[8], wv[8], dxv[8];
+                float xv[8], dv[8], wv[8], bv[8], dxv[8];
                 load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
                 load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
                 load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
+                load_x8(bv, reinterpret_cast<const E *>(&b_raw[FROM_OUTPUT ? i : 0]));
                 load_x8(dxv, reinterpret_cast<const E *>(&dx_raw[i]));
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float norm = LAYERNORM ? (xv[k] - m) * s : xv[k] * s;
+                    float norm = NORM_OF(xv[k], wv[k], bv[k]);
                     float g = wv[k] * dv[k];
                     if (LAYERNORM) dbias_acc[i][k] += dv[k];
                     dweight_acc[i][k] += norm * dv[k];
@@ -125,6 +142,8 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
             }
         }
     }
+
+#undef NORM_OF
 
     const int width = SUM ? 3 * C : LAYERNORM ? 2 * C : C; /* [dweight | dbias | dx_colsum] per block */
     float *dweight_out = partials + (size_t)blockIdx.x * width;
@@ -160,30 +179,38 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
  * row at 1 and 2, where the registers allow it); false for any other count (0: rows not
  * vectorized), which the caller's shared-memory kernel takes. With dx_colsum (layer norm only)
  * the SUM form, at 1 and 2 units (false beyond: the caller sums the columns in a pass of its
- * own); partials then hold 3C floats per block. */
+ * own); partials then hold 3C floats per block. With from_output x is the norm's output y and
+ * bias its bias (layer norm; NULL for RMSNorm), mean unused. */
 template <typename E, bool LAYERNORM>
 static bool launch_norm_backward_cached(int units_per_thread, int blocks, int threads, E *dx, float *dweight,
                                         float *dbias, float *dx_colsum, float *partials, float *group_sums,
                                         unsigned int *counters, const E *dout, const E *x, const E *weight,
-                                        const float *mean, const float *rstd, int N, int C) {
-#define NORM_BACKWARD_CACHED(U, P, S)                                                                 \
-    norm_backward_cached_kernel<E, U, P, LAYERNORM, S><<<blocks, threads, 0, compute_stream()>>>(     \
-        dx, dweight, dbias, dx_colsum, partials, group_sums, counters, dout, x, weight, mean, rstd, N, C)
+                                        const E *bias, const float *mean, const float *rstd, int N, int C,
+                                        bool from_output, float eps) {
+#define NORM_BACKWARD_CACHED(U, P, S, F)                                                              \
+    norm_backward_cached_kernel<E, U, P, LAYERNORM, S, F><<<blocks, threads, 0, compute_stream()>>>(  \
+        dx, dweight, dbias, dx_colsum, partials, group_sums, counters, dout, x, weight, bias, mean, rstd, N, C, eps)
+#define NORM_BACKWARD_CACHED_BOTH(U, P, S)                                                            \
+    do {                                                                                              \
+        if (from_output) NORM_BACKWARD_CACHED(U, P, S, true);                                         \
+        else NORM_BACKWARD_CACHED(U, P, S, false);                                                    \
+    } while (0)
     if (dx_colsum != NULL) {
         if (!LAYERNORM) return false;
         switch (units_per_thread) {
-        case 1: NORM_BACKWARD_CACHED(1, true, LAYERNORM); return true;
-        case 2: NORM_BACKWARD_CACHED(2, true, LAYERNORM); return true;
+        case 1: NORM_BACKWARD_CACHED_BOTH(1, true, LAYERNORM); return true;
+        case 2: NORM_BACKWARD_CACHED_BOTH(2, true, LAYERNORM); return true;
         default: return false;
         }
     }
     switch (units_per_thread) {
-    case 1: NORM_BACKWARD_CACHED(1, true, false); return true;
-    case 2: NORM_BACKWARD_CACHED(2, true, false); return true;
-    case 3: NORM_BACKWARD_CACHED(3, false, false); return true;
-    case 4: NORM_BACKWARD_CACHED(4, false, false); return true;
+    case 1: NORM_BACKWARD_CACHED_BOTH(1, true, false); return true;
+    case 2: NORM_BACKWARD_CACHED_BOTH(2, true, false); return true;
+    case 3: NORM_BACKWARD_CACHED_BOTH(3, false, false); return true;
+    case 4: NORM_BACKWARD_CACHED_BOTH(4, false, false); return true;
     default: return false;
     }
+#undef NORM_BACKWARD_CACHED_BOTH
 #undef NORM_BACKWARD_CACHED
 }
 

@@ -70,7 +70,7 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *par
                                                const E *dout,
                                                const E *x,
                                                const E *weight, const float *rstd,
-                                               int N, int C) {
+                                               int N, int C, bool from_output, float eps) {
     extern __shared__ __align__(16) unsigned char rmsnorm_shared[];
     float *dweight_acc = reinterpret_cast<float *>(rmsnorm_shared); /* [C] */
     __shared__ float reduce_scratch[32];
@@ -79,17 +79,19 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *par
         const E *x_row = x + (size_t)n * C, *dout_row = dout + (size_t)n * C;
         E *dx_row = dx + (size_t)n * C;
         const float s = rstd[n];
+        /* the normalized input: from x, or from the output y = norm * w (from_output) */
+#define NORM_OF(c) (from_output ? to_float(x_row[c]) / norm_weight_clamped(to_float(weight[c]), eps) : to_float(x_row[c]) * s)
         float g_norm = 0.0f;
         for (int c = threadIdx.x; c < C; c += blockDim.x)
-            g_norm += to_float(weight[c]) * to_float(dout_row[c]) *
-                      (to_float(x_row[c]) * s);
+            g_norm += to_float(weight[c]) * to_float(dout_row[c]) * NORM_OF(c);
         const float g_norm_mean = block_sum_f32(g_norm, reduce_scratch) / (float)C;
         for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            const float norm = to_float(x_row[c]) * s, d = to_float(dout_row[c]);
+            const float norm = NORM_OF(c), d = to_float(dout_row[c]);
             dweight_acc[c] += norm * d;
             const float g = to_float(weight[c]) * d;
             dx_row[c] = from_float<E>(to_float(dx_row[c]) + (g - norm * g_norm_mean) * s);
         }
+#undef NORM_OF
     }
     float *dweight_out = partials + (size_t)blockIdx.x * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) dweight_out[c] = dweight_acc[c];
@@ -97,9 +99,11 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *par
                                    gridDim.x, 0, C, C, C % 4 == 0, threadIdx.x, blockDim.x);
 }
 
+/* from_output: x is the norm's output y (kernels.h, rmsnorm_backward_from_output) */
 template <typename E>
 static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
-                                      const E *weight, const float *rstd, int N, int C) {
+                                      const E *weight, const float *rstd, int N, int C, bool from_output,
+                                      float eps) {
     if (N <= 0 || C <= 0) return;
     const int blocks = rmsnorm_backward_blocks(N, C);
     /* partials[blocks, C], then group_sums[32, C] */
@@ -111,7 +115,8 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
     const int threads = vectorized ? rms_threads(C / 8) : rms_threads(C);
     const int units_per_thread = vectorized ? (C / 8 + threads - 1) / threads : 0;
     if (!launch_norm_backward_cached<E, false>(units_per_thread, blocks, threads, dx, dweight, NULL, NULL, partials,
-                                               group_sums, counters, dout, x, weight, NULL, rstd, N, C)) {
+                                               group_sums, counters, dout, x, weight, NULL, NULL, rstd, N, C,
+                                               from_output, eps)) {
         const size_t shared_bytes = (size_t)C * sizeof(float);
         /* reduce_scratch, the last-block flags */
         const size_t static_bytes = 32 * sizeof(float) + 16;
@@ -128,7 +133,7 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
         }
         const int threads = rms_threads(C); /* one column per thread here */
         rmsnorm_backward_kernel<<<blocks, threads, shared_bytes, compute_stream()>>>(
-            dx, dweight, partials, group_sums, counters, dout, x, weight, rstd, N, C);
+            dx, dweight, partials, group_sums, counters, dout, x, weight, rstd, N, C, from_output, eps);
     }
     CHECK_LAUNCH();
 }
@@ -147,10 +152,21 @@ extern "C" void cuda_rmsnorm_forward_fp16(fp16 *out, float *rstd, const fp16 *x,
 
 extern "C" void cuda_rmsnorm_backward(bf16 *dx, float *dweight, const bf16 *dout, const bf16 *x,
                                       const bf16 *weight, const float *rstd, int N, int C) {
-    rmsnorm_backward_t(as_nv(dx), dweight, as_nv(dout), as_nv(x), as_nv(weight), rstd, N, C);
+    rmsnorm_backward_t(as_nv(dx), dweight, as_nv(dout), as_nv(x), as_nv(weight), rstd, N, C, false, 0.0f);
+}
+
+extern "C" void cuda_rmsnorm_backward_from_output(bf16 *dx, float *dweight, const bf16 *dout, const bf16 *y,
+                                                  const bf16 *weight, const float *rstd, int N, int C, float eps) {
+    rmsnorm_backward_t(as_nv(dx), dweight, as_nv(dout), as_nv(y), as_nv(weight), rstd, N, C, true, eps);
 }
 
 extern "C" void cuda_rmsnorm_backward_fp16(fp16 *dx, float *dweight, const fp16 *dout, const fp16 *x,
                                       const fp16 *weight, const float *rstd, int N, int C) {
-    rmsnorm_backward_t(as_half(dx), dweight, as_half(dout), as_half(x), as_half(weight), rstd, N, C);
+    rmsnorm_backward_t(as_half(dx), dweight, as_half(dout), as_half(x), as_half(weight), rstd, N, C, false, 0.0f);
+}
+
+extern "C" void cuda_rmsnorm_backward_from_output_fp16(fp16 *dx, float *dweight, const fp16 *dout, const fp16 *y,
+                                                       const fp16 *weight, const float *rstd, int N, int C,
+                                                       float eps) {
+    rmsnorm_backward_t(as_half(dx), dweight, as_half(dout), as_half(y), as_half(weight), rstd, N, C, true, eps);
 }

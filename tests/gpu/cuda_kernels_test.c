@@ -512,7 +512,43 @@ static void test_layernorm(int N, int C, int shift) {
     cpu->bias_backward(want_colsum, got_dx, N, C);
     expect_below(relative_error(got_colsum, want_colsum, (size_t)C), GRAD_TOL,
                  "layernorm_backward_colsum N=%d C=%d: dx_colsum += the column sums of the stored dx", N, C);
-    free(colsum); free(want_colsum); free(sum_dx); free(sum_dw); free(sum_db); free(got_colsum);
+    free(sum_dx); free(sum_dw); free(sum_db); free(got_colsum);
+
+    /* from the output (--memory-efficient-layer-norm): from the GPU's forward output y, against
+     * the CPU's backward from the same y; then with the residual bias sums (bitwise the same dx,
+     * dweight, dbias; the sums of the dx stored) */
+    float *me_dx = host_copy(dx, n), *me_dw = host_copy(dw, (size_t)C), *me_db = host_copy(db, (size_t)C);
+    cpu->layernorm_backward_from_output(me_dx, me_dw, me_db, NULL, dout, got, w, b, want_rstd, N, C, 1e-5f);
+    set_bf16(d_dx, dx, n);
+    set_float(d_dw, dw, (size_t)C);
+    set_float(d_db, db, (size_t)C);
+    cuda_layernorm_backward_from_output(d_dx, d_dw, d_db, NULL, d_dout, d_out, d_w, d_b, d_rstd, N, C, 1e-5f);
+    float *me_got_dx = download_bf16(d_dx, n);
+    float *me_got_dw = download_float(d_dw, (size_t)C), *me_got_db = download_float(d_db, (size_t)C);
+    expect_below(relative_error(me_got_dx, me_dx, n), ACT_TOL,
+                 "layernorm_backward_from_output dx accumulates N=%d C=%d shift=%d", N, C, shift);
+    expect_below(relative_error(me_got_dw, me_dw, (size_t)C), GRAD_TOL,
+                 "layernorm_backward_from_output dweight accumulates N=%d C=%d", N, C);
+    expect_below(relative_error(me_got_db, me_db, (size_t)C), GRAD_TOL,
+                 "layernorm_backward_from_output dbias accumulates N=%d C=%d", N, C);
+    set_bf16(d_dx, dx, n);
+    set_float(d_dw, dw, (size_t)C);
+    set_float(d_db, db, (size_t)C);
+    set_float(d_colsum, colsum, (size_t)C);
+    cuda_layernorm_backward_from_output(d_dx, d_dw, d_db, d_colsum, d_dout, d_out, d_w, d_b, d_rstd, N, C, 1e-5f);
+    float *me_sum_dx = download_bf16(d_dx, n), *me_sum_dw = download_float(d_dw, (size_t)C);
+    float *me_sum_db = download_float(d_db, (size_t)C), *me_colsum = download_float(d_colsum, (size_t)C);
+    float *me_want_colsum = host_copy(colsum, (size_t)C);
+    cpu->bias_backward(me_want_colsum, me_got_dx, N, C);
+    tap_ok(memcmp(me_sum_dx, me_got_dx, n * sizeof(float)) == 0 &&
+               memcmp(me_sum_dw, me_got_dw, (size_t)C * sizeof(float)) == 0 &&
+               memcmp(me_sum_db, me_got_db, (size_t)C * sizeof(float)) == 0 &&
+               relative_error(me_colsum, me_want_colsum, (size_t)C) < GRAD_TOL,
+           "layernorm_backward_from_output with the residual bias sums N=%d C=%d: the same dx, dweight, dbias; the sums "
+           "of the stored dx", N, C);
+    free(me_dx); free(me_dw); free(me_db); free(me_got_dx); free(me_got_dw); free(me_got_db);
+    free(me_sum_dx); free(me_sum_dw); free(me_sum_db); free(me_colsum); free(me_want_colsum);
+    free(colsum); free(want_colsum);
     cudaFree(d_colsum);
 
     free(x); free(w); free(b); free(want); free(want_mean); free(want_rstd); free(got);
@@ -560,6 +596,18 @@ static void test_rmsnorm(int N, int C) {
     float *again_dx = download_bf16(d_dx, n), *again_dw = download_float(d_dw, (size_t)C);
     tap_ok(memcmp(again_dx, got_dx, n * sizeof(float)) == 0 && memcmp(again_dw, got_dw, (size_t)C * sizeof(float)) == 0,
            "rmsnorm_backward N=%d C=%d is deterministic", N, C);
+    /* from the output (--memory-efficient-layer-norm), the GPU's forward output, against the CPU */
+    float *me_dx = host_copy(dx, n), *me_dw = host_copy(dw, (size_t)C);
+    cpu->rmsnorm_backward_from_output(me_dx, me_dw, dout, got, w, want_rstd, N, C, 1e-5f);
+    set_bf16(d_dx, dx, n);
+    set_float(d_dw, dw, (size_t)C);
+    cuda_rmsnorm_backward_from_output(d_dx, d_dw, d_dout, d_out, d_w, d_rstd, N, C, 1e-5f);
+    float *me_got_dx = download_bf16(d_dx, n), *me_got_dw = download_float(d_dw, (size_t)C);
+    expect_below(relative_error(me_got_dx, me_dx, n), ACT_TOL, "rmsnorm_backward_from_output dx accumulates N=%d C=%d",
+                 N, C);
+    expect_below(relative_error(me_got_dw, me_dw, (size_t)C), GRAD_TOL,
+                 "rmsnorm_backward_from_output dweight accumulates N=%d C=%d", N, C);
+    free(me_dx); free(me_dw); free(me_got_dx); free(me_got_dw);
     free(x); free(w); free(want); free(want_rstd); free(got); free(got_rstd); free(dout); free(dx); free(dw);
     free(want_dx); free(want_dw); free(got_dx); free(got_dw); free(again_dx); free(again_dw);
     cudaFree(d_x); cudaFree(d_w); cudaFree(d_out); cudaFree(d_rstd); cudaFree(d_dout); cudaFree(d_dx); cudaFree(d_dw);

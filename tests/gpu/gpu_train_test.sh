@@ -7,7 +7,8 @@
 #    with selective, full-uniform and full-block recomputation and the norms recomputed
 #    (--recompute-modules layernorm): the same bits, less memory (full, norms);
 #    with --keep-mlp-activation: losses within 1e-3, reruns bitwise, more memory, the same bits
-#    with the norms recomputed; with the loss
+#    with the norms recomputed; with --memory-efficient-layer-norm (alone and with the activation
+#    kept): losses within 1e-3, reruns bitwise, less memory; with the loss
 #    in chunks (--cross-entropy-chunk-rows): losses within 1e-3.
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2+SP with --tp-comm-overlap,
 #    TP2xPP2, TP4+SP, TP2xPP2+SP (also interleaved) and TP2xDP2+SP with --tp-comm-overlap, DP4 with the
@@ -101,6 +102,21 @@ mem_keep=$(json_field "$WORK/rc_keep.jsonl" train peak_memory_gib | tail -1)
 diag "peak memory: none $mem_none GiB, keep $mem_keep GiB"
 awk -v a="$mem_keep" -v b="$mem_none" 'BEGIN { exit !(a != "" && a + 0 > b + 0) }'
 ok $? "--keep-mlp-activation on the GPU: peak memory higher than recomputing the activation"
+# --memory-efficient-layer-norm: the norms' backward from their bf16 outputs, so close to, not
+# bitwise, the above; reruns bitwise; less peak memory, alone and with the MLP activation kept
+train rc_memeff 1 $RECOMPUTE --memory-efficient-layer-norm
+compare_losses rc_none rc_memeff 1e-3 5 "--memory-efficient-layer-norm on the GPU: losses within 1e-3 of the norms' backward from their inputs"
+train rc_memeff2 1 $RECOMPUTE --memory-efficient-layer-norm
+cmp -s "$WORK/rc_memeff.loss" "$WORK/rc_memeff2.loss" && [ -s "$WORK/rc_memeff.loss" ] && cmp -s "$WORK/rc_memeff.bin" "$WORK/rc_memeff2.bin"
+ok $? "--memory-efficient-layer-norm on the GPU: two --deterministic-mode runs bitwise identical"
+train rc_keep_memeff 1 $RECOMPUTE --keep-mlp-activation --memory-efficient-layer-norm
+compare_losses rc_keep rc_keep_memeff 1e-3 5 "--memory-efficient-layer-norm with --keep-mlp-activation on the GPU: losses within 1e-3"
+mem_memeff=$(json_field "$WORK/rc_memeff.jsonl" train peak_memory_gib | tail -1)
+mem_keep_memeff=$(json_field "$WORK/rc_keep_memeff.jsonl" train peak_memory_gib | tail -1)
+diag "peak memory: none $mem_none GiB, memeff $mem_memeff GiB, keep $mem_keep GiB, keep + memeff $mem_keep_memeff GiB"
+awk -v a="$mem_memeff" -v b="$mem_none" -v c="$mem_keep_memeff" -v d="$mem_keep" \
+    'BEGIN { exit !(a != "" && a + 0 < b + 0 && c != "" && c + 0 < d + 0) }'
+ok $? "--memory-efficient-layer-norm on the GPU: peak memory lower, alone and with the MLP activation kept"
 # --cross-entropy-chunk-rows: the loss in chunks of 100 of the 256 rows, its backward in the same pass
 train rc_chunk 1 $RECOMPUTE --cross-entropy-chunk-rows 100
 compare_losses rc_none rc_chunk 1e-3 5 "--cross-entropy-chunk-rows 100 on the GPU: losses within 1e-3 of one pass"

@@ -291,6 +291,25 @@ static void test_layernorm(void) {
     check_accumulates("layernorm dweight", dw, dw2, C);
     check_accumulates("layernorm dbias", db, db2, C);
 
+    /* from the output (--memory-efficient-layer-norm): the same gradients; with a zero weight the
+     * column's norm is taken as 0 ((y - b) / eps, y = b there), as Apex's clamp does: finite */
+    float *dx3 = fzeros(n), *dw3 = fzeros(C), *db3 = fzeros(C);
+    K->layernorm_backward_from_output(dx3, dw3, db3, NULL, R, out, w, b, rstd, N, C, eps);
+    check_grad("layernorm from its output dx", dx3, gx, n);
+    check_grad("layernorm from its output dweight", dw3, gw, C);
+    check_grad("layernorm from its output dbias", db3, gb, C);
+    float w0 = w[0];
+    w[0] = 0.0f;
+    K->layernorm_forward(out, mean, rstd, x, w, b, N, C, eps);
+    float *dx4 = fzeros(n), *dw4 = fzeros(C), *db4 = fzeros(C);
+    K->layernorm_backward_from_output(dx4, dw4, db4, NULL, R, out, w, b, rstd, N, C, eps);
+    int finite = 1;
+    for (size_t i = 0; i < n; i++) finite &= isfinite(dx4[i]) != 0;
+    tap_ok(finite && dw4[0] == 0.0f && isfinite(dw4[1]) && dw4[1] != 0.0f,
+           "layernorm from its output, a zero weight: dx finite, that column's dweight 0 (clamped as Apex's)");
+    w[0] = w0;
+    free(dx3); free(dw3); free(db3); free(dx4); free(dw4); free(db4);
+
     free(x); free(w); free(b); free(R); free(out); free(mean); free(rstd);
     free(c.x); free(c.w); free(c.b); free(c.out); free(c.mean); free(c.rstd);
     free(gx); free(gw); free(gb); free(dx); free(dw); free(db); free(dx2); free(dw2); free(db2);
@@ -551,6 +570,13 @@ static void test_rmsnorm(void) {
     K->rmsnorm_backward(dx2, dw2, R, x, w, rstd, N, C);
     check_accumulates("rmsnorm dx (residual stream)", dx, dx2, n);
     check_accumulates("rmsnorm dweight", dw, dw2, C);
+
+    /* from the output (--memory-efficient-layer-norm): the same gradients */
+    float *dx3 = fzeros(n), *dw3 = fzeros(C);
+    K->rmsnorm_backward_from_output(dx3, dw3, R, out, w, rstd, N, C, eps);
+    check_grad("rmsnorm from its output dx", dx3, gx, n);
+    check_grad("rmsnorm from its output dweight", dw3, gw, C);
+    free(dx3); free(dw3);
 
     free(x); free(w); free(R); free(out); free(rstd); free(c.x); free(c.w); free(c.out); free(c.rstd);
     free(gx); free(gw); free(dx); free(dw); free(dx2); free(dw2);
