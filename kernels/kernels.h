@@ -202,7 +202,7 @@ typedef struct kernel_ops {
                                const void *x, const void *weight, const float *mean,
                                const float *rstd, int N, int C);
     /* the same gradients from the norm's output y instead of its input (Apex's memory-efficient
-     * layer norm, Megatron's --memory-efficient-layer-norm): norm = (y - bias) / w', w' the
+     * layer norm, Megatron's --memory-efficient-layer-norm): norm = (y - bias) * (1 / w'), w' the
      * weight clamped in magnitude to at least eps (w' = eps for 0 <= w < eps, -eps for
      * -eps < w < 0), as Apex does; the forward's mean is not needed, its rstd is. */
     void (*layernorm_backward_from_output)(void *dx, float *dweight, float *dbias, float *dx_colsum,
@@ -216,7 +216,7 @@ typedef struct kernel_ops {
     /* dx += dL/dx (accumulates, as layernorm_backward); dweight += . */
     void (*rmsnorm_backward)(void *dx, float *dweight, const void *dout, const void *x,
                              const void *weight, const float *rstd, int N, int C);
-    /* the same from the output y: norm = y / w' (w' as for layernorm_backward_from_output) */
+    /* the same from the output y: norm = y * (1 / w') (w' as for layernorm_backward_from_output) */
     void (*rmsnorm_backward_from_output)(void *dx, float *dweight, const void *dout, const void *y,
                                          const void *weight, const float *rstd, int N, int C, float eps);
 

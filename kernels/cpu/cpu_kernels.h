@@ -38,11 +38,12 @@ void cpu_layernorm_backward(float *dx, float *dweight, float *dbias, const float
 void cpu_layernorm_backward_from_output(float *dx, float *dweight, float *dbias, const float *dout,
                                         const float *y, const float *weight, const float *bias,
                                         const float *rstd, int N, int C, float eps);
-/* a norm weight clamped in magnitude to at least eps (Apex's clamp_by_magnitude): the divisor
- * that turns a norm's output back into its normalized input */
-static inline float cpu_norm_weight_clamped(float w, float eps) {
-    if (w >= 0.0f) return w < eps ? eps : w;
-    return w > -eps ? -eps : w;
+/* 1 / w', w' a norm weight clamped in magnitude to at least eps (Apex's clamp_by_magnitude): the
+ * factor that turns a norm's output back into its normalized input (the CUDA kernels take the
+ * hardware reciprocal, within an ulp of this one) */
+static inline float cpu_norm_weight_reciprocal(float w, float eps) {
+    float clamped = w >= 0.0f ? (w < eps ? eps : w) : (w > -eps ? -eps : w);
+    return 1.0f / clamped;
 }
 
 /* cpu_rmsnorm.c */

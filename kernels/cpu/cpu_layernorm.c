@@ -5,7 +5,7 @@
  *   => dx_j = rstd * (g_j - mean(g) - norm_j * mean(g*norm))
  * and dweight += dout*norm, dbias += dout summed over rows. Row statistics use double
  * accumulators (more accurate than llm.c's float sums, same formulas). The backward from the
- * output (--memory-efficient-layer-norm) takes norm = (y - bias) / w' instead, w' the weight
+ * output (--memory-efficient-layer-norm) takes norm = (y - bias) * (1 / w') instead, w' the weight
  * clamped in magnitude to at least eps, as Apex's memory-efficient kernel does. */
 #include <math.h>
 
@@ -37,7 +37,7 @@ void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
 }
 
 /* the backward from the saved input x (mean and rstd) or, with bias_of_output, from the output
- * y = norm * weight + bias (norm = (y - bias) / cpu_norm_weight_clamped(weight, eps)) */
+ * y = norm * weight + bias (norm = (y - bias) * cpu_norm_weight_reciprocal(weight, eps)) */
 static void layernorm_backward_rows(float *dx, float *dweight, float *dbias, const float *dout,
                                     const float *saved, const float *weight, const float *bias_of_output,
                                     const float *mean, const float *rstd, int N, int C, float eps) {
@@ -46,7 +46,7 @@ static void layernorm_backward_rows(float *dx, float *dweight, float *dbias, con
         const float *s_n = saved + (size_t)n * C;
         float *dx_n = dx + (size_t)n * C;
         float m = bias_of_output ? 0.0f : mean[n], s = rstd[n];
-#define NORM_OF(c) (bias_of_output ? (s_n[c] - bias_of_output[c]) / cpu_norm_weight_clamped(weight[c], eps) \
+#define NORM_OF(c) (bias_of_output ? (s_n[c] - bias_of_output[c]) * cpu_norm_weight_reciprocal(weight[c], eps) \
                                    : (s_n[c] - m) * s)
 
         /* the two row reductions of the dx formula */

@@ -3,7 +3,7 @@
  * Backward, per row, with g = w*dout: d rstd / d x_j = -rstd^3 x_j / C, so
  *   dx_j = rstd * g_j - x_j rstd^3 mean(g*x) = rstd * (g_j - norm_j * mean(g*norm))
  * and dweight += dout*norm. The row statistic uses a double accumulator. From the output
- * (--memory-efficient-layer-norm): norm = y / w', w' the weight clamped as cpu_layernorm.c says. */
+ * (--memory-efficient-layer-norm): norm = y * (1 / w'), w' the weight clamped as cpu_layernorm.c says. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -22,7 +22,7 @@ void cpu_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w
 }
 
 /* the backward from the saved input x or, with from_output, from the output y = norm * weight
- * (norm = y / cpu_norm_weight_clamped(weight, eps)) */
+ * (norm = y * cpu_norm_weight_reciprocal(weight, eps)) */
 static void rmsnorm_backward_rows(float *dx, float *dweight, const float *dout, const float *saved,
                                   const float *weight, const float *rstd, int N, int C, int from_output,
                                   float eps) {
@@ -31,7 +31,7 @@ static void rmsnorm_backward_rows(float *dx, float *dweight, const float *dout, 
         const float *s_n = saved + (size_t)n * C;
         float *dx_n = dx + (size_t)n * C;
         float s = rstd[n];
-#define NORM_OF(c) (from_output ? s_n[c] / cpu_norm_weight_clamped(weight[c], eps) : s_n[c] * s)
+#define NORM_OF(c) (from_output ? s_n[c] * cpu_norm_weight_reciprocal(weight[c], eps) : s_n[c] * s)
         double g_norm_mean = 0.0;
         for (int c = 0; c < C; c++) g_norm_mean += (double)weight[c] * dout_n[c] * NORM_OF(c);
         float gnm = (float)(g_norm_mean / C);

@@ -275,7 +275,7 @@ static __global__ void layernorm_backward_kernel(E *dx, float *dweight, float *d
         E *dx_row = dx + (size_t)n * C;
         const float m = from_output ? 0.0f : mean[n], s = rstd[n];
         /* the normalized input: from x, or from the output y = norm * w + b (from_output) */
-#define NORM_OF(k) (from_output ? (xv[k] - bv[k]) / norm_weight_clamped(wv[k], eps) : (xv[k] - m) * s)
+#define NORM_OF(k) (from_output ? (xv[k] - bv[k]) * norm_weight_reciprocal(wv[k], eps) : (xv[k] - m) * s)
 
         /* the two row reductions of the dx formula */
         float g_sum = 0.0f, g_norm_sum = 0.0f;

@@ -5,8 +5,11 @@
  *               dweight += dout*norm, dbias += dout;
  *   RMSNorm:    norm = x * rstd,          dx += rstd * (g - norm * mean(g*norm)), dweight += dout*norm.
  * FROM_OUTPUT (--memory-efficient-layer-norm): x is the norm's output y = norm * w + b, and
- * norm = (y - b) / w' (RMSNorm: y / w'), w' = w clamped in magnitude to at least eps, as Apex's
- * memory-efficient kernels; mean is not read.
+ * norm = (y - b) * (1 / w') (RMSNorm: y * (1 / w')), w' = w clamped in magnitude to at least eps,
+ * as Apex's memory-efficient kernels; mean is not read. The reciprocal is the hardware's, per
+ * element, and the bias comes from the cache in each row: IEEE divisions, or the reciprocals and
+ * the bias kept in registers, made the one- and two-unit forms spill (the first try made the GPT
+ * 1.3B step 3% slower than reading x); now they compile to the registers of the forms from x.
  * Blocks take rows blockIdx.x, blockIdx.x + gridDim.x, ... (gridDim.x a function of N and C
  * only); a thread owns UNITS = ceil(C / 8 / blockDim.x) <= 4 units of 8 columns (unit
  * u = threadIdx.x + i * blockDim.x) in every row and keeps them in registers between the row's
@@ -26,11 +29,15 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-/* a norm weight clamped in magnitude to at least eps (Apex's clamp_by_magnitude; the CPU's
- * cpu_norm_weight_clamped) */
-static __device__ __forceinline__ float norm_weight_clamped(float w, float eps) {
-    if (w >= 0.0f) return w < eps ? eps : w;
-    return w > -eps ? -eps : w;
+/* 1 / w', w' a norm weight clamped in magnitude to at least eps (Apex's clamp_by_magnitude; the
+ * CPU's cpu_norm_weight_reciprocal): the factor that turns a norm's output back into its
+ * normalized input, by the hardware reciprocal (within an ulp of the CPU's; |w'| >= eps keeps
+ * it away from denormals) */
+static __device__ __forceinline__ float norm_weight_reciprocal(float w, float eps) {
+    const float clamped = w >= 0.0f ? (w < eps ? eps : w) : (w > -eps ? -eps : w);
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(clamped));
+    return r;
 }
 
 template <typename E, int UNITS, bool PREFETCH, bool LAYERNORM, bool SUM, bool FROM_OUTPUT>
@@ -43,8 +50,7 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
     const int units = C / 8;
     /* 16-bit values stay packed in registers and are widened where used */
     float dweight_acc[UNITS][8], dbias_acc[UNITS][8], dsum_acc[SUM ? UNITS : 1][8];
-    uint4 w_raw[UNITS], b_raw[FROM_OUTPUT ? UNITS : 1], x_raw[UNITS], dout_raw[UNITS], next_x[UNITS],
-        next_dout[UNITS], dx_raw[UNITS];
+    uint4 w_raw[UNITS], x_raw[UNITS], dout_raw[UNITS], next_x[UNITS], next_dout[UNITS], dx_raw[UNITS];
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
     for (int i = 0; i < UNITS; i++) {
@@ -52,9 +58,7 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
 #pragma unroll
         for (int k = 0; k < 8; k++) dweight_acc[i][k] = dbias_acc[i][k] = dsum_acc[SUM ? i : 0][k] = 0.0f;
         w_raw[i] = x_raw[i] = dout_raw[i] = next_x[i] = next_dout[i] = dx_raw[i] = zero;
-        b_raw[FROM_OUTPUT ? i : 0] = zero;
         if (u < units) w_raw[i] = *reinterpret_cast<const uint4 *>(weight + 8 * u);
-        if (FROM_OUTPUT && LAYERNORM && u < units) b_raw[FROM_OUTPUT ? i : 0] = *reinterpret_cast<const uint4 *>(bias + 8 * u);
     }
     int n = blockIdx.x;
     if (PREFETCH && n < N) {
@@ -88,7 +92,7 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
         }
         const float m = LAYERNORM && !FROM_OUTPUT ? mean[n] : 0.0f, s = rstd[n];
         /* the normalized input: from x, or from the output y = norm * w + b (--memory-efficient-layer-norm) */
-#define NORM_OF(xk, wk, bk) (FROM_OUTPUT ? ((xk) - (bk)) / norm_weight_clamped(wk, eps) : LAYERNORM ? ((xk) - m) * s : (xk) * s)
+#define NORM_OF(xk, rk, bk) (FROM_OUTPUT ? ((xk) - (bk)) * (rk) : LAYERNORM ? ((xk) - m) * s : (xk) * s)
 
         /* the two row reductions of the dx formula */
         float g_sum = 0.0f, g_norm_sum = 0.0f;
@@ -99,10 +103,17 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
                 load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
                 load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
                 load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
-                load_x8(bv, reinterpret_cast<const E *>(&b_raw[FROM_OUTPUT ? i : 0]));
+                /* the bias from the cache in every row: registers kept for the rows in flight */
+                if (FROM_OUTPUT && LAYERNORM) {
+                    const uint4 b_raw = __ldg(reinterpret_cast<const uint4 *>(bias + 8 * (threadIdx.x + i * blockDim.x)));
+                    load_x8(bv, reinterpret_cast<const E *>(&b_raw));
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 8; k++) bv[k] = 0.0f;
+                }
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float norm = NORM_OF(xv[k], wv[k], bv[k]);
+                    float norm = NORM_OF(xv[k], norm_weight_reciprocal(wv[k], eps), bv[k]);
                     float g = wv[k] * dv[k];
                     if (LAYERNORM) g_sum += g;
                     g_norm_sum += g * norm;
@@ -123,11 +134,18 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
                 load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
                 load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
                 load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
-                load_x8(bv, reinterpret_cast<const E *>(&b_raw[FROM_OUTPUT ? i : 0]));
+                /* the bias from the cache in every row: registers kept for the rows in flight */
+                if (FROM_OUTPUT && LAYERNORM) {
+                    const uint4 b_raw = __ldg(reinterpret_cast<const uint4 *>(bias + 8 * (threadIdx.x + i * blockDim.x)));
+                    load_x8(bv, reinterpret_cast<const E *>(&b_raw));
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 8; k++) bv[k] = 0.0f;
+                }
                 load_x8(dxv, reinterpret_cast<const E *>(&dx_raw[i]));
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float norm = NORM_OF(xv[k], wv[k], bv[k]);
+                    float norm = NORM_OF(xv[k], norm_weight_reciprocal(wv[k], eps), bv[k]);
                     float g = wv[k] * dv[k];
                     if (LAYERNORM) dbias_acc[i][k] += dv[k];
                     dweight_acc[i][k] += norm * dv[k];

@@ -80,7 +80,7 @@ static __global__ void rmsnorm_backward_kernel(E *dx, float *dweight, float *par
         E *dx_row = dx + (size_t)n * C;
         const float s = rstd[n];
         /* the normalized input: from x, or from the output y = norm * w (from_output) */
-#define NORM_OF(c) (from_output ? to_float(x_row[c]) / norm_weight_clamped(to_float(weight[c]), eps) : to_float(x_row[c]) * s)
+#define NORM_OF(c) (from_output ? to_float(x_row[c]) * norm_weight_reciprocal(to_float(weight[c]), eps) : to_float(x_row[c]) * s)
         float g_norm = 0.0f;
         for (int c = threadIdx.x; c < C; c += blockDim.x)
             g_norm += to_float(weight[c]) * to_float(dout_row[c]) * NORM_OF(c);
