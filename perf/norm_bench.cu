@@ -8,6 +8,8 @@
  *   layernorm_backward read x, dout, dx, write dx: 8NC (+ weight, mean, rstd, dweight, dbias);
  *   layernorm_bwd_colsum the same with the column sums of dx (dx_colsum, as training calls it)
  *   rmsnorm_backward   the same without mean and dbias
+ *   *_from_output      the same from the norm's output y instead of x (--memory-efficient-layer-norm;
+ *                      the LayerNorm's with the column sums, as training calls it)
  *   bias_backward      read dout: 2NC (+ dbias)
  * Each line also prints a hash of the outputs of one call on fixed inputs (dx from a fixed
  * start, dweight/dbias from zero), so that two builds of the library can be compared bit for bit.
@@ -66,9 +68,9 @@ static uint32_t device_hash(const void *p, size_t bytes, uint32_t h) {
 static int iters = 20;
 static cudaEvent_t start_event, stop_event;
 
-enum which { LN_FWD, LN_BWD, LN_BWD_SUM, RMS_BWD, BIAS_BWD };
+enum which { LN_FWD, LN_BWD, LN_BWD_SUM, RMS_BWD, BIAS_BWD, LN_BWD_OUT, RMS_BWD_OUT };
 static const char *names[] = {"layernorm_forward", "layernorm_backward", "layernorm_bwd_colsum", "rmsnorm_backward",
-                              "bias_backward"};
+                              "bias_backward", "ln_bwd_from_output", "rms_bwd_from_output"};
 
 static void launch(enum which kind, bf16 *out, bf16 *dx, float *mean, float *rstd, float *dw,
                    float *db, const bf16 *x, const bf16 *dout, const bf16 *w, const bf16 *b,
@@ -79,6 +81,8 @@ static void launch(enum which kind, bf16 *out, bf16 *dx, float *mean, float *rst
     case LN_BWD_SUM: cuda_layernorm_backward_colsum(dx, dw, db, db + C, dout, x, w, mean, rstd, N, C); break;
     case RMS_BWD: cuda_rmsnorm_backward(dx, dw, dout, x, w, rstd, N, C); break;
     case BIAS_BWD: cuda_bias_backward(db, dout, N, C); break;
+    case LN_BWD_OUT: cuda_layernorm_backward_from_output(dx, dw, db, db + C, dout, out, w, b, rstd, N, C, 1e-5f); break;
+    case RMS_BWD_OUT: cuda_rmsnorm_backward_from_output(dx, dw, dout, out, w, rstd, N, C, 1e-5f); break;
     }
 }
 
@@ -103,7 +107,7 @@ static void bench(enum which kind, int N, int C) {
     fill(b, (size_t)C, 5, 0.5f, 0.0f);
     BENCH_CHECK(cudaMemsetAsync(dw, 0, (size_t)C * 4, bench_stream));
     BENCH_CHECK(cudaMemsetAsync(db, 0, (size_t)C * 8, bench_stream));
-    if (kind == RMS_BWD) cuda_rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
+    if (kind == RMS_BWD || kind == RMS_BWD_OUT) cuda_rmsnorm_forward(out, rstd, x, w, N, C, 1e-5f);
     else cuda_layernorm_forward(out, mean, rstd, x, w, b, N, C, 1e-5f);
 
     /* one call on fixed inputs: the hash of what it wrote */
@@ -113,11 +117,13 @@ static void bench(enum which kind, int N, int C) {
     case LN_FWD: h = device_hash(out, n * 2, h); break;
     case LN_BWD:
     case LN_BWD_SUM:
+    case LN_BWD_OUT:
         h = device_hash(dx, n * 2, h);
         h = device_hash(dw, (size_t)C * 4, h);
-        h = device_hash(db, (size_t)C * (kind == LN_BWD_SUM ? 8 : 4), h);
+        h = device_hash(db, (size_t)C * (kind == LN_BWD ? 4 : 8), h);
         break;
     case RMS_BWD:
+    case RMS_BWD_OUT:
         h = device_hash(dx, n * 2, h);
         h = device_hash(dw, (size_t)C * 4, h);
         break;
@@ -137,7 +143,9 @@ static void bench(enum which kind, int N, int C) {
     case LN_FWD: bytes = 4.0 * n + 4.0 * C + 8.0 * N; break;
     case LN_BWD: bytes = 8.0 * n + 2.0 * C + 8.0 * N + 16.0 * C; break;
     case LN_BWD_SUM: bytes = 8.0 * n + 2.0 * C + 8.0 * N + 24.0 * C; break;
-    case RMS_BWD: bytes = 8.0 * n + 2.0 * C + 4.0 * N + 8.0 * C; break;
+    case LN_BWD_OUT: bytes = 8.0 * n + 4.0 * C + 4.0 * N + 24.0 * C; break;
+    case RMS_BWD:
+    case RMS_BWD_OUT: bytes = 8.0 * n + 2.0 * C + 4.0 * N + 8.0 * C; break;
     case BIAS_BWD: bytes = 2.0 * n + 8.0 * C; break;
     }
     printf("%-20s %6d %6d %10.2f %10.1f   %08x\n", names[kind], N, C, us, bytes / us / 1e3, h);
@@ -171,7 +179,9 @@ int main(int argc, char **argv) {
         bench(LN_FWD, N, C);
         bench(LN_BWD, N, C);
         bench(LN_BWD_SUM, N, C);
+        bench(LN_BWD_OUT, N, C);
         bench(RMS_BWD, N, C);
+        bench(RMS_BWD_OUT, N, C);
         for (int k = 0; k < 3; k++) bench(BIAS_BWD, N, shapes[s].bias[k]);
     }
     return 0;
