@@ -23,20 +23,6 @@ static inline cudaStream_t compute_stream(void) { return (cudaStream_t)cuda_stre
 
 static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)((a + b - 1) / b); }
 
-/* dynamic shared memory above the 48 KiB default needs an explicit opt-in per kernel */
-static inline void allow_shared_memory(const void *kernel, size_t bytes, const char *what) {
-    if (bytes <= 48 * 1024) return;
-    int device = 0, limit = 0;
-    CHECK_CUDA(cudaGetDevice(&device));
-    CHECK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (bytes > (size_t)limit)
-        KERNELS_FATAL("%s needs %zu bytes of shared memory, the device allows %d", what, bytes,
-                      limit);
-    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)bytes));
-}
-
-
 /* after every launch: a bad configuration is reported at its call site, not at the next sync */
 #define CHECK_LAUNCH() CHECK_CUDA(cudaGetLastError())
 

@@ -35,6 +35,19 @@ static int row_threads(int units) {
     return threads;
 }
 
+/* dynamic shared memory above the 48 KiB default needs an explicit opt-in per kernel */
+static void allow_shared_memory(const void *kernel, size_t bytes, const char *what) {
+    if (bytes <= 48 * 1024) return;
+    int device = 0, limit = 0;
+    CHECK_CUDA(cudaGetDevice(&device));
+    CHECK_CUDA(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (bytes > (size_t)limit)
+        KERNELS_FATAL("%s needs %zu bytes of shared memory, the device allows %d", what, bytes,
+                      limit);
+    CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)bytes));
+}
+
 /* ---- forward ---- */
 
 template <typename E>

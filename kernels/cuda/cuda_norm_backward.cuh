@@ -6,11 +6,10 @@
  *   RMSNorm:    norm = x * rstd,          dx += rstd * (g - norm * mean(g*norm)), dweight += dout*norm.
  * FROM_OUTPUT (--memory-efficient-layer-norm): x is the norm's output y = norm * w + b, and
  * norm = (y - b) * (1 / w') (RMSNorm: y * (1 / w')), w' = w clamped in magnitude to at least eps,
- * as Apex's memory-efficient kernels; mean is not read. Each thread takes its columns' 1 / w' (the
- * hardware reciprocal) and bias once into shared memory and reads them there in every row: IEEE
- * divisions per element, or those values kept in registers, made the one- and two-unit forms
- * spill (the first try made the GPT 1.3B step 3% slower than reading x), and a reciprocal per
- * element cost 7% at [16384, 2048] (perf/results/memory-efficient-layernorm-h100-2026-11-27.md).
+ * as Apex's memory-efficient kernels; mean is not read. The reciprocal is the hardware's, per
+ * element, and the bias comes from the cache in each row: IEEE divisions, or the reciprocals and
+ * the bias kept in registers, made the one- and two-unit forms spill (the first try made the GPT
+ * 1.3B step 3% slower than reading x); now they compile to the registers of the forms from x.
  * Blocks take rows blockIdx.x, blockIdx.x + gridDim.x, ... (gridDim.x a function of N and C
  * only); a thread owns UNITS = ceil(C / 8 / blockDim.x) <= 4 units of 8 columns (unit
  * u = threadIdx.x + i * blockDim.x) in every row and keeps them in registers between the row's
@@ -48,9 +47,6 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
                                  const E *x, const E *weight, const E *bias, const float *mean,
                                  const float *rstd, int N, int C, float eps) {
     __shared__ float reduce_scratch[64];
-    /* FROM_OUTPUT: the thread's 1 / w' and bias, [unit][k][thread] (each thread reads only its own:
-     * no barrier), 2 x 8 x UNITS floats a thread of dynamic shared memory */
-    extern __shared__ float norm_output_params[];
     const int units = C / 8;
     /* 16-bit values stay packed in registers and are widened where used */
     float dweight_acc[UNITS][8], dbias_acc[UNITS][8], dsum_acc[SUM ? UNITS : 1][8];
@@ -63,16 +59,6 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
         for (int k = 0; k < 8; k++) dweight_acc[i][k] = dbias_acc[i][k] = dsum_acc[SUM ? i : 0][k] = 0.0f;
         w_raw[i] = x_raw[i] = dout_raw[i] = next_x[i] = next_dout[i] = dx_raw[i] = zero;
         if (u < units) w_raw[i] = *reinterpret_cast<const uint4 *>(weight + 8 * u);
-        if (FROM_OUTPUT && u < units) {
-            float wv[8], bv[8];
-            load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
-            if (LAYERNORM) load_x8(bv, bias + 8 * u);
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                norm_output_params[((2 * i) * 8 + k) * blockDim.x + threadIdx.x] = norm_weight_reciprocal(wv[k], eps);
-                norm_output_params[((2 * i + 1) * 8 + k) * blockDim.x + threadIdx.x] = LAYERNORM ? bv[k] : 0.0f;
-            }
-        }
     }
     int n = blockIdx.x;
     if (PREFETCH && n < N) {
@@ -113,19 +99,21 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
 #pragma unroll
         for (int i = 0; i < UNITS; i++) {
             if (threadIdx.x + i * blockDim.x < units) {
-                float xv[8], dv[8], wv[8], bv[8], rv[8];
+                float xv[8], dv[8], wv[8], bv[8];
                 load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
                 load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
                 load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
-                /* the bias and 1 / w' from shared memory in every row: registers kept for the rows in flight */
+                /* the bias from the cache in every row: registers kept for the rows in flight */
+                if (FROM_OUTPUT && LAYERNORM) {
+                    const uint4 b_raw = __ldg(reinterpret_cast<const uint4 *>(bias + 8 * (threadIdx.x + i * blockDim.x)));
+                    load_x8(bv, reinterpret_cast<const E *>(&b_raw));
+                } else {
 #pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    bv[k] = FROM_OUTPUT ? norm_output_params[((2 * i + 1) * 8 + k) * blockDim.x + threadIdx.x] : 0.0f;
-                    rv[k] = FROM_OUTPUT ? norm_output_params[((2 * i) * 8 + k) * blockDim.x + threadIdx.x] : 0.0f;
+                    for (int k = 0; k < 8; k++) bv[k] = 0.0f;
                 }
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float norm = NORM_OF(xv[k], rv[k], bv[k]);
+                    float norm = NORM_OF(xv[k], norm_weight_reciprocal(wv[k], eps), bv[k]);
                     float g = wv[k] * dv[k];
                     if (LAYERNORM) g_sum += g;
                     g_norm_sum += g * norm;
@@ -142,20 +130,22 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
         for (int i = 0; i < UNITS; i++) {
             const int u = threadIdx.x + i * blockDim.x;
             if (u < units) {
-                float xv[8], dv[8], wv[8], bv[8], rv[8], dxv[8];
+                float xv[8], dv[8], wv[8], bv[8], dxv[8];
                 load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
                 load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
                 load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
-                /* the bias and 1 / w' from shared memory in every row: registers kept for the rows in flight */
+                /* the bias from the cache in every row: registers kept for the rows in flight */
+                if (FROM_OUTPUT && LAYERNORM) {
+                    const uint4 b_raw = __ldg(reinterpret_cast<const uint4 *>(bias + 8 * (threadIdx.x + i * blockDim.x)));
+                    load_x8(bv, reinterpret_cast<const E *>(&b_raw));
+                } else {
 #pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    bv[k] = FROM_OUTPUT ? norm_output_params[((2 * i + 1) * 8 + k) * blockDim.x + threadIdx.x] : 0.0f;
-                    rv[k] = FROM_OUTPUT ? norm_output_params[((2 * i) * 8 + k) * blockDim.x + threadIdx.x] : 0.0f;
+                    for (int k = 0; k < 8; k++) bv[k] = 0.0f;
                 }
                 load_x8(dxv, reinterpret_cast<const E *>(&dx_raw[i]));
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float norm = NORM_OF(xv[k], rv[k], bv[k]);
+                    float norm = NORM_OF(xv[k], norm_weight_reciprocal(wv[k], eps), bv[k]);
                     float g = wv[k] * dv[k];
                     if (LAYERNORM) dbias_acc[i][k] += dv[k];
                     dweight_acc[i][k] += norm * dv[k];
@@ -215,16 +205,9 @@ static bool launch_norm_backward_cached(int units_per_thread, int blocks, int th
                                         unsigned int *counters, const E *dout, const E *x, const E *weight,
                                         const E *bias, const float *mean, const float *rstd, int N, int C,
                                         bool from_output, float eps) {
-#define NORM_BACKWARD_CACHED(U, P, S, F)                                                                        \
-    do {                                                                                                        \
-        const size_t params_bytes = F ? (size_t)2 * 8 * U * threads * sizeof(float) : 0;                        \
-        if (params_bytes > 48 * 1024)                                                                           \
-            allow_shared_memory((const void *)norm_backward_cached_kernel<E, U, P, LAYERNORM, S, F>,             \
-                                params_bytes + 64 * sizeof(float) + 16, "norm_backward_from_output");            \
-        norm_backward_cached_kernel<E, U, P, LAYERNORM, S, F><<<blocks, threads, params_bytes, compute_stream()>>>( \
-            dx, dweight, dbias, dx_colsum, partials, group_sums, counters, dout, x, weight, bias, mean, rstd, N, C, \
-            eps);                                                                                               \
-    } while (0)
+#define NORM_BACKWARD_CACHED(U, P, S, F)                                                              \
+    norm_backward_cached_kernel<E, U, P, LAYERNORM, S, F><<<blocks, threads, 0, compute_stream()>>>(  \
+        dx, dweight, dbias, dx_colsum, partials, group_sums, counters, dout, x, weight, bias, mean, rstd, N, C, eps)
 #define NORM_BACKWARD_CACHED_BOTH(U, P, S)                                                            \
     do {                                                                                              \
         if (from_output) NORM_BACKWARD_CACHED(U, P, S, true);                                         \
