@@ -9,7 +9,9 @@
  * as Apex's memory-efficient kernels; mean is not read. The reciprocal is the hardware's, per
  * element, and the bias comes from the cache in each row: IEEE divisions, or the reciprocals and
  * the bias kept in registers, made the one- and two-unit forms spill (the first try made the GPT
- * 1.3B step 3% slower than reading x); now they compile to the registers of the forms from x.
+ * 1.3B step 3% slower than reading x); now they compile to the registers of the forms from x,
+ * 7% slower than them at [16384, 2048] (the reciprocals taken once into shared memory instead:
+ * slower still; perf/results/memory-efficient-layernorm-h100-2026-11-27.md).
  * Blocks take rows blockIdx.x, blockIdx.x + gridDim.x, ... (gridDim.x a function of N and C
  * only); a thread owns UNITS = ceil(C / 8 / blockDim.x) <= 4 units of 8 columns (unit
  * u = threadIdx.x + i * blockDim.x) in every row and keeps them in registers between the row's
