@@ -42,6 +42,20 @@ static __device__ __forceinline__ float norm_weight_reciprocal(float w, float ep
     return r;
 }
 
+/* bv = the bias of unit u (8 columns) when the backward works from a layer norm's output (LOAD),
+ * else zeros; read through the cache in every row, so that registers stay free for the rows in
+ * flight */
+template <typename E, bool LOAD>
+static __device__ __forceinline__ void load_output_bias8(float (&bv)[8], const E *bias, unsigned int u) {
+    if (LOAD) {
+        const uint4 raw = __ldg(reinterpret_cast<const uint4 *>(bias + 8 * u));
+        load_x8(bv, reinterpret_cast<const E *>(&raw));
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) bv[k] = 0.0f;
+    }
+}
+
 template <typename E, int UNITS, bool PREFETCH, bool LAYERNORM, bool SUM, bool FROM_OUTPUT>
 static __global__ void __launch_bounds__(512, UNITS == 1 ? 2 : 1) /* UNITS 1: <= 64 registers */
 norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsum, float *partials,
@@ -105,14 +119,7 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
                 load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
                 load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
                 load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
-                /* the bias from the cache in every row: registers kept for the rows in flight */
-                if (FROM_OUTPUT && LAYERNORM) {
-                    const uint4 b_raw = __ldg(reinterpret_cast<const uint4 *>(bias + 8 * (threadIdx.x + i * blockDim.x)));
-                    load_x8(bv, reinterpret_cast<const E *>(&b_raw));
-                } else {
-#pragma unroll
-                    for (int k = 0; k < 8; k++) bv[k] = 0.0f;
-                }
+                load_output_bias8<E, FROM_OUTPUT && LAYERNORM>(bv, bias, threadIdx.x + i * blockDim.x);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
                     float norm = NORM_OF(xv[k], norm_weight_reciprocal(wv[k], eps), bv[k]);
@@ -136,14 +143,7 @@ norm_backward_cached_kernel(E *dx, float *dweight, float *dbias, float *dx_colsu
                 load_x8(xv, reinterpret_cast<const E *>(&x_raw[i]));
                 load_x8(dv, reinterpret_cast<const E *>(&dout_raw[i]));
                 load_x8(wv, reinterpret_cast<const E *>(&w_raw[i]));
-                /* the bias from the cache in every row: registers kept for the rows in flight */
-                if (FROM_OUTPUT && LAYERNORM) {
-                    const uint4 b_raw = __ldg(reinterpret_cast<const uint4 *>(bias + 8 * (threadIdx.x + i * blockDim.x)));
-                    load_x8(bv, reinterpret_cast<const E *>(&b_raw));
-                } else {
-#pragma unroll
-                    for (int k = 0; k < 8; k++) bv[k] = 0.0f;
-                }
+                load_output_bias8<E, FROM_OUTPUT && LAYERNORM>(bv, bias, threadIdx.x + i * blockDim.x);
                 load_x8(dxv, reinterpret_cast<const E *>(&dx_raw[i]));
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
