@@ -614,9 +614,16 @@ static void window_gather_start(gpt_model *m, void *full, const void *own, size_
 
 /* norm_and_gather with --tp-comm-overlap: the rows go straight into this rank's block of
  * full_out and the all-gather is started; gathered_matmul_forward or tp_gather_finish ends it */
+/* this rank's rows of a norm's output made whole for a column-parallel matmul: its block with
+ * sequence parallelism, otherwise all of it */
+static void *own_norm_rows(const gpt_model *m, const void *full_out) {
+    size_t offset = m->config.sequence_parallel ? (size_t)m->config.tp_rank * row_block_bytes(m, m->config.hidden_size) : 0;
+    return (char *)full_out + offset;
+}
+
 static void norm_and_gather_start(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
                                   const void *weight, const void *bias) {
-    void *own = (char *)full_out + (size_t)m->config.tp_rank * row_block_bytes(m, m->config.hidden_size);
+    void *own = own_norm_rows(m, full_out);
     normalize(m, own, mean, rstd, x, weight, bias);
     window_gather_start(m, full_out, own, row_block_bytes(m, m->config.hidden_size));
 }
@@ -680,7 +687,7 @@ static void norm_backward(gpt_model *m, void *dx, float *dweight, float *dbias, 
     shapes s = model_shapes(m);
     weight = norm_weight(m, weight);
     if (c->memory_efficient_layer_norm) {
-        const void *y = (const char *)full_out + (c->sequence_parallel ? (size_t)c->tp_rank * row_block_bytes(m, s.C) : 0);
+        const void *y = own_norm_rows(m, full_out);
         if (c->rmsnorm) m->ops->rmsnorm_backward_from_output(dx, dweight, dout, y, weight, rstd, s.n, s.C, c->layernorm_epsilon);
         else
             m->ops->layernorm_backward_from_output(dx, dweight, dbias, dx_colsum, dout, y, weight, bias, rstd, s.n, s.C,

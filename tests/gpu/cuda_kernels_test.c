@@ -431,6 +431,14 @@ static void test_position_embedding(int B, int T, int C, int position_start, int
 
 /* ---- layer norm ---- */
 
+/* the gradients a norm backward accumulates into, back to their starting values */
+static void reset_norm_grads(bf16 *d_dx, const float *dx, float *d_dw, const float *dw, float *d_db, const float *db,
+                             size_t n, int C) {
+    set_bf16(d_dx, dx, n);
+    set_float(d_dw, dw, (size_t)C);
+    set_float(d_db, db, (size_t)C);
+}
+
 static void test_layernorm(int N, int C, int shift) {
     size_t n = (size_t)N * C;
     float *x = host_random_fp32(n, 800 + n, 1.0f);
@@ -485,9 +493,7 @@ static void test_layernorm(int N, int C, int shift) {
     expect_below(relative_error(got_db, want_db, (size_t)C), GRAD_TOL,
                  "layernorm_backward dbias accumulates N=%d C=%d", N, C);
 
-    set_bf16(d_dx, dx, n);
-    set_float(d_dw, dw, (size_t)C);
-    set_float(d_db, db, (size_t)C);
+    reset_norm_grads(d_dx, dx, d_dw, dw, d_db, db, n, C);
     cuda_layernorm_backward(d_dx, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
     float *again_dx = download_bf16(d_dx, n);
     float *again_dw = download_float(d_dw, (size_t)C), *again_db = download_float(d_db, (size_t)C);
@@ -500,9 +506,7 @@ static void test_layernorm(int N, int C, int shift) {
      * bitwise those above, dx_colsum += the sums of the dx stored */
     float *colsum = host_random_fp32((size_t)C, 807 + C, 1.0f), *want_colsum = host_copy(colsum, (size_t)C);
     float *d_colsum = upload_float(colsum, (size_t)C);
-    set_bf16(d_dx, dx, n);
-    set_float(d_dw, dw, (size_t)C);
-    set_float(d_db, db, (size_t)C);
+    reset_norm_grads(d_dx, dx, d_dw, dw, d_db, db, n, C);
     cuda_layernorm_backward_colsum(d_dx, d_dw, d_db, d_colsum, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
     float *sum_dx = download_bf16(d_dx, n), *sum_dw = download_float(d_dw, (size_t)C);
     float *sum_db = download_float(d_db, (size_t)C), *got_colsum = download_float(d_colsum, (size_t)C);
@@ -519,9 +523,7 @@ static void test_layernorm(int N, int C, int shift) {
      * dweight, dbias; the sums of the dx stored) */
     float *me_dx = host_copy(dx, n), *me_dw = host_copy(dw, (size_t)C), *me_db = host_copy(db, (size_t)C);
     cpu->layernorm_backward_from_output(me_dx, me_dw, me_db, NULL, dout, got, w, b, want_rstd, N, C, 1e-5f);
-    set_bf16(d_dx, dx, n);
-    set_float(d_dw, dw, (size_t)C);
-    set_float(d_db, db, (size_t)C);
+    reset_norm_grads(d_dx, dx, d_dw, dw, d_db, db, n, C);
     cuda_layernorm_backward_from_output(d_dx, d_dw, d_db, NULL, d_dout, d_out, d_w, d_b, d_rstd, N, C, 1e-5f);
     float *me_got_dx = download_bf16(d_dx, n);
     float *me_got_dw = download_float(d_dw, (size_t)C), *me_got_db = download_float(d_db, (size_t)C);
@@ -531,9 +533,7 @@ static void test_layernorm(int N, int C, int shift) {
                  "layernorm_backward_from_output dweight accumulates N=%d C=%d", N, C);
     expect_below(relative_error(me_got_db, me_db, (size_t)C), GRAD_TOL,
                  "layernorm_backward_from_output dbias accumulates N=%d C=%d", N, C);
-    set_bf16(d_dx, dx, n);
-    set_float(d_dw, dw, (size_t)C);
-    set_float(d_db, db, (size_t)C);
+    reset_norm_grads(d_dx, dx, d_dw, dw, d_db, db, n, C);
     set_float(d_colsum, colsum, (size_t)C);
     cuda_layernorm_backward_from_output(d_dx, d_dw, d_db, d_colsum, d_dout, d_out, d_w, d_b, d_rstd, N, C, 1e-5f);
     float *me_sum_dx = download_bf16(d_dx, n), *me_sum_dw = download_float(d_dw, (size_t)C);
