@@ -5,6 +5,7 @@
 
 #include "app/training/args.h"
 #include "app/core/error.h"
+#include "app/core/process_start.h"
 #include "kernels/kernels.h"
 #include "app/tokenizers/tokenizer.h"
 #include "app/training/training.h"
@@ -78,6 +79,7 @@ static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
 }
 
 int main(int argc, char **argv) {
+    process_start_time(); /* read (or, without /proc, taken) before anything else */
     CHECK_MPI(MPI_Init(&argc, &argv));
     kernels_set_error_handler(error_report_fatal);
     int rank = 0, world_size = 1, local_rank = 0, local_size = 1;

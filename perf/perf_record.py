@@ -43,3 +43,20 @@ def read_train_records(path):
                 runs.append([])
             runs[-1].append(record)
     return runs[-1]
+
+
+def read_startup_record(path):
+    """The last {"split": "startup"} line of a metrics file (the last run's start-up: seconds from
+    the earliest process start to each stage), or None where there is none."""
+    found = None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if '"startup"' not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue   # read_train_records names a bad line
+            if record.get("split") == "startup":
+                found = {k: v for k, v in record.items() if k != "split"}
+    return found

@@ -242,7 +242,7 @@ TESTS += tests/mpi/test_split_test.sh
 check_PROGRAMS += tests/unit/timers_test
 tests_unit_timers_test_SOURCES = tests/unit/timers_test.c
 tests_unit_timers_test_LDADD = $(APP_LIBS)
-TESTS += tests/unit/timers_test tests/mpi/timers_test.sh
+TESTS += tests/unit/timers_test tests/mpi/timers_test.sh tests/mpi/startup_test.sh
 TESTS += tests/gpu/gpu_timers_test.sh
 EXTRA_DIST += perf/phase_timers.py
 # --fp16 with Megatron's loss scaling (issue 17 item 2, issue 21 item 2): the scaler's state

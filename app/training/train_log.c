@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 
 void train_log_open(train_log *log, const char *metrics_path) {
@@ -110,6 +111,30 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
                 (long long)s->skipped_iterations, (long long)s->nan_iterations, s->peak_memory_bytes / 1073741824.0);
         fflush(log->metrics);
     }
+}
+
+void train_log_datetime(const char *what) {
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    struct tm tm;
+    localtime_r(&now.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    printf("[%s] datetime: %s.%06ld \n", what, when, (long)now.tv_usec);
+    fflush(stdout);
+}
+
+void train_log_startup(train_log *log, const startup_times *s) {
+    printf("> start-up (seconds since the first process started): initialized %.3f, data %.3f and model %.3f "
+           "set up, training started %.3f, first step done %.3f\n", s->initialized, s->data_setup,
+           s->model_setup, s->training_start, s->first_iteration);
+    fflush(stdout);
+    if (!log->metrics) return;
+    fprintf(log->metrics,
+            "{\"split\": \"startup\", \"time_to_initialize_s\": %.6f, \"data_setup_s\": %.6f, "
+            "\"model_setup_s\": %.6f, \"time_to_training_start_s\": %.6f, \"time_to_first_iteration_s\": %.6f}\n",
+            s->initialized, s->data_setup, s->model_setup, s->training_start, s->first_iteration);
+    fflush(log->metrics);
 }
 
 void train_log_papi_table(const phase_counts *totals) {

@@ -40,6 +40,16 @@ typedef struct iteration_stats {
     int timers_per_rank;               /* --timing-log-option all: every rank's time too */
 } iteration_stats;
 
+/* the start-up, in seconds: from the earliest rank's process start to the end of each stage */
+typedef struct startup_times {
+    double process_start;      /* seconds since the epoch (the earliest rank's) */
+    double initialized;        /* groups and communicators built: Megatron's "time to initialize megatron" */
+    double data_setup;         /* the datasets' own time, the slowest rank's */
+    double model_setup;        /* the model and optimizer's own time (initialization included), the slowest rank's */
+    double training_start;     /* before the first training step */
+    double first_iteration;    /* the end of the first iteration (its first plans and warm-up in it) */
+} startup_times;
+
 typedef struct train_log {
     FILE *metrics;   /* NULL when no --metrics-file */
     tensorboard_events tensorboard; /* its file is NULL when no --tensorboard-dir */
@@ -52,6 +62,11 @@ void train_log_close(train_log *log);
 void train_log_open_tensorboard(train_log *log, const char *dir);
 
 void train_log_iteration(train_log *log, const iteration_stats *s);
+/* Megatron's print_datetime line: "[what] datetime: YYYY-MM-DD HH:MM:SS.ffffff" */
+void train_log_datetime(const char *what);
+/* after the first iteration: the start-up's stages as a line and a metrics record
+ * {"split": "startup", ...} (seconds since the process started) */
+void train_log_startup(train_log *log, const startup_times *s);
 /* the whole run's PAPI counts per phase as a table on stdout */
 void train_log_papi_table(const phase_counts *totals);
 void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss);

@@ -14,6 +14,7 @@
 #include "app/training/checkpointing.h"
 #include "app/training/data_setup.h"
 #include "app/core/error.h"
+#include "app/core/process_start.h"
 #include "app/training/exit_signal.h"
 #include "app/training/nan_check.h"
 #include "app/parallel/timeout.h"
@@ -171,11 +172,10 @@ static void papi_collect(trainer *t, phase_counts *interval) {
 }
 
 /* when the job started, for --exit-duration-in-mins: Slurm's SLURM_JOB_START_TIME (a requeued
- * job's own start) where it is set, else this process's start-up; the earliest over ranks */
+ * job's own start) where it is set, else this process's start (Megatron's _TRAIN_START_TIME);
+ * the earliest over ranks */
 static double job_start_time(void) {
-    struct timeval now;
-    gettimeofday(&now, NULL);
-    double start = (double)now.tv_sec + 1e-6 * (double)now.tv_usec;
+    double start = process_start_time();
     const char *slurm = getenv("SLURM_JOB_START_TIME");
     char *end;
     double slurm_start = slurm ? strtod(slurm, &end) : 0;
@@ -184,12 +184,24 @@ static double job_start_time(void) {
     return start;
 }
 
+/* seconds since the earliest rank's process start */
+static double since_start(const trainer *t) { return wall_clock_now() - t->startup.process_start; }
+
+/* Megatron's print_datetime: every rank reaches the point, rank 0 prints the time */
+static void print_datetime(const trainer *t, const char *what) {
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (t->topo.world_rank == 0) train_log_datetime(what);
+}
+
 /* Megatron's set-up timers, as it prints them before training: "(min, max) time across ranks (ms)"
- * of building the model and optimizer (initialization included) and opening the datasets */
-static void report_setup_times(const trainer *t, double model_seconds, double data_seconds) {
+ * of building the model and optimizer (initialization included) and opening the datasets; the
+ * slowest rank's go into the start-up figures */
+static void report_setup_times(trainer *t, double model_seconds, double data_seconds) {
     double mins[2] = {model_seconds, data_seconds}, maxs[2] = {model_seconds, data_seconds};
     CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, mins, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
     CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, maxs, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    t->startup.model_setup = maxs[0];
+    t->startup.data_setup = maxs[1];
     if (t->topo.world_rank != 0) return;
     const char *names[2] = {"model-and-optimizer-setup", "train/valid/test-data-iterators-setup"};
     printf("(min, max) time across ranks (ms):\n");
@@ -208,6 +220,8 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     memset(t, 0, sizeof *t);
     t->args = a;
     t->job_start = job_start_time();
+    t->startup.process_start = process_start_time();
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &t->startup.process_start, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
     comm_timeout_init(60.0 * a->distributed_timeout_minutes, a->heartbeat_interval);
     t->comm = select_comm(ops);
     parallel_layout layout = {a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
@@ -220,6 +234,9 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     comm_group *groups[8];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
+    t->startup.initialized = since_start(t);
+    if (t->topo.world_rank == 0) printf("time to initialize megatron (seconds): %.3f\n", t->startup.initialized);
+    print_datetime(t, "after megatron is initialized");
     double data_start = MPI_Wtime();
     if (!a->mock_data) open_datasets(t, a);
     double data_seconds = MPI_Wtime() - data_start, model_start = MPI_Wtime();
@@ -241,6 +258,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
                                  a->hysteresis);
     ops->synchronize();
     double model_seconds = MPI_Wtime() - model_start;
+    print_datetime(t, "after model, optimizer, and learning rate scheduler are built");
     report_setup_times(t, model_seconds, data_seconds);
     char why[512];
     if (microbatches_init(&t->batches, a->global_batch_size, a->micro_batch_size, a->data_parallel_size,
@@ -518,6 +536,9 @@ double trainer_train(trainer *t) {
      * fault-injection test's kill lands while the job still runs (tests/mpi/fault_injection_test.sh) */
     const char *iteration_pause = getenv("MTC_FAULT_ITERATION_PAUSE_MS");
     long pause_ms = iteration_pause ? atol(iteration_pause) : 0;
+    int64_t first_iteration = t->iteration;
+    print_datetime(t, "before the start of training step");
+    t->startup.training_start = since_start(t);
     while (t->iteration < a->train_iters) {
         if (pause_ms > 0) nanosleep(&(struct timespec){pause_ms / 1000, pause_ms % 1000 * 1000000L}, NULL);
         if (profiling && t->iteration == a->profile_step_start) model->ops->profiler_range(1);
@@ -599,6 +620,10 @@ double trainer_train(trainer *t) {
         model->ops->synchronize();
         papi_phases_enter(PHASE_OTHER);
         t->iteration++;
+        if (t->iteration == first_iteration + 1) {
+            t->startup.first_iteration = since_start(t);
+            if (is_logger) train_log_startup(&t->log, &t->startup);
+        }
         if (profiling && t->iteration == a->profile_step_end) model->ops->profiler_range(0);
         t->consumed_samples += batch;
         interval_time += MPI_Wtime() - start;
@@ -669,6 +694,7 @@ double trainer_train(trainer *t) {
         if (stop) break;
     }
     data_parallel_finish_param_gather(&t->dp);
+    print_datetime(t, "after training is done");
     papi_phases_enter(PHASE_CHECKPOINT);
     if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
     papi_phases_enter(PHASE_OTHER);

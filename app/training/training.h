@@ -35,6 +35,7 @@ typedef struct trainer {
     int64_t last_saved_iteration;    /* iteration of the last checkpoint saved or loaded (-1: none) */
     int exited_early;                /* stopped by --exit-interval, --exit-duration-in-mins or the exit signal */
     double job_start;                /* seconds since the epoch when the job started (earliest rank) */
+    startup_times startup;           /* process start to the first iteration, for the log and the metrics */
     double last_heartbeat;           /* MPI_Wtime of rank 0's last log or heartbeat line */
     double local_loss_sum;           /* this rank's share of the last global batch's loss sum */
     /* the micro-batch being loaded */

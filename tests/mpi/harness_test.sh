@@ -2,7 +2,7 @@
 # harness_test.sh: the scaling-study driver perf/harness on the CPU backend: runs the small
 # strong- and weak-scaling studies (tiny GPT, 1, 2 and 4 ranks) and checks the report (one table
 # row per case with numbers, the JSON record with date/commit/commands, PNG plots, 100%
-# efficiency for the 1-rank case), that a malformed study is refused naming file:line, that
+# efficiency for the 1-rank case, each case's start-up), that a malformed study is refused naming file:line, that
 # `render` writes one sbatch script per case through jobs/mkjob with the case's layout flags,
 # that `collect` and `report` rebuild the report, and that the GPT-3 presets load in pretrain_gpt.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -56,6 +56,17 @@ print(f"# efficiencies: {[round(c['efficiency'], 3) for c in r['cases']]}")
 sys.exit(0 if abs(one["efficiency"] - 1.0) < 1e-12 else 1)
 EOF
 ok $? "strong scaling: the 1-rank case has 100% efficiency in the JSON"
+python3 - "$WORK"/results/strong-cpu-*.json <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for c in r["cases"]:
+    s = c["extra"]["startup"]
+    assert 0 < s["time_to_initialize_s"] <= s["time_to_training_start_s"] <= s["time_to_first_iteration_s"] < 120, s
+EOF
+ok $? "each case's start-up (process start to the first step) is in the JSON, its stages in order"
+[ "$(grep -c '^| [124]r-tp1-pp1-dp[124] | [124] | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* |$' "$WORK"/results/strong-cpu-*.md)" -eq 3 ] &&
+    grep -q "^## Start-up$" "$WORK"/results/strong-cpu-*.md
+ok $? "the report has a start-up table, one row per case"
 grep -q "^| 1r-tp1-pp1-dp1 | 1 | .* | 100.0% |$" "$WORK"/results/strong-cpu-*.md
 ok $? "strong scaling: the 1-rank row shows 100.0% efficiency"
 
