@@ -33,6 +33,8 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,8 +157,27 @@ static void nccl_detach(comm_group *group) {
 
 /* ---- blocking collectives on the compute stream ---- */
 
+/* test hook (tests/gpu/gpu_hang_test.sh): MTC_FAULT_NCCL_STOP=R:N stops world rank R (SIGSTOP)
+ * just before it enqueues its N-th blocking all-reduce of more than one rank. Its peers' GPUs
+ * then wait inside that all-reduce and their hosts in the next device synchronization, where
+ * only the NCCL watchdog can end the job. */
+static void fault_stop_before_allreduce(void) {
+    static int stop_rank = -1;
+    static long stop_at = -1, seen;
+    if (stop_at < 0) {
+        const char *spec = getenv("MTC_FAULT_NCCL_STOP");
+        stop_at = 0;
+        if (spec && sscanf(spec, "%d:%ld", &stop_rank, &stop_at) != 2) stop_at = 0;
+    }
+    if (stop_at <= 0 || ++seen != stop_at) return;
+    int rank = 0;
+    CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    if (rank == stop_rank) raise(SIGSTOP);
+}
+
 static void nccl_allreduce(void *buf, size_t count, comm_dtype dtype, comm_op op, const comm_group *group) {
     if (group->size == 1 || count == 0) return;
+    fault_stop_before_allreduce();
     CHECK_NCCL(ncclAllReduce(buf, buf, count, nccl_type(dtype), nccl_op(op), state(group)->comm, compute()), group);
     nccl_watchdog_track(compute(), "all-reduce", group->name);
 }

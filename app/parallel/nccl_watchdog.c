@@ -1,6 +1,7 @@
 /* nccl_watchdog.c: see nccl_watchdog.h. The main thread appends tracked operations to a list
  * under a mutex; the watchdog thread polls them every 100 ms (cudaEventQuery), drops the
- * completed ones and ends the job when the oldest pending one is older than the timeout. */
+ * completed ones and ends the job when the oldest pending one is older than the timeout, after
+ * at most a few seconds spent aborting the communicators. */
 #include "app/parallel/nccl_watchdog.h"
 #include "app/parallel/timeout.h"
 #include "app/core/error.h"
@@ -32,21 +33,70 @@ static double now_seconds(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* the oldest operation is overdue: abort every communicator and end the job (called with the
- * lock held; nothing returns from here) */
-static void overdue(const tracked *op, double waited) {
-    char errors[512] = "";
+/* the communicators' aborts, run by a helper thread so that the job ends even where one does not
+ * return: ncclCommAbort frees device memory, and that waits for the device while another
+ * communicator's kernel still spins (a rank stopped in a tensor-parallel all-reduce left one on the
+ * tensor-parallel stream while the first communicator in the list was the world's) */
+enum { ABORT_WAIT_SECONDS = 5 };
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t finished_signal;
+    int finished;
+    ncclComm_t comms[COMMS_MAX];
+    const char *names[COMMS_MAX];
+    int num_comms;
+    char errors[512];    /* the groups' asynchronous errors, read before the aborts */
+} aborting = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, {0}, 0, ""};
+
+static void *abort_communicators(void *unused) {
+    (void)unused;
     size_t used = 0;
-    for (int i = 0; i < num_comms; i++) {
+    for (int i = 0; i < aborting.num_comms; i++) {
         ncclResult_t async = ncclSuccess;
-        if (ncclCommGetAsyncError(comms[i].comm, &async) == ncclSuccess && async != ncclSuccess && used < sizeof errors)
-            used += (size_t)snprintf(errors + used, sizeof errors - used, "; group %s reports %s", comms[i].name,
-                                     ncclGetErrorString(async));
+        if (ncclCommGetAsyncError(aborting.comms[i], &async) == ncclSuccess && async != ncclSuccess &&
+            used < sizeof aborting.errors)
+            used += (size_t)snprintf(aborting.errors + used, sizeof aborting.errors - used, "; group %s reports %s",
+                                     aborting.names[i], ncclGetErrorString(async));
     }
-    for (int i = 0; i < num_comms; i++) ncclCommAbort(comms[i].comm);
+    for (int i = 0; i < aborting.num_comms; i++) ncclCommAbort(aborting.comms[i]);
+    pthread_mutex_lock(&aborting.lock);
+    aborting.finished = 1;
+    pthread_cond_signal(&aborting.finished_signal);
+    pthread_mutex_unlock(&aborting.lock);
+    return NULL;
+}
+
+/* the oldest operation is overdue: abort every communicator (waiting at most ABORT_WAIT_SECONDS
+ * for that) and end the job (called with the lock held; nothing returns from here) */
+static void overdue(const tracked *op, double waited) {
+    for (int i = 0; i < num_comms; i++) {
+        aborting.comms[i] = comms[i].comm;
+        aborting.names[i] = comms[i].name;
+    }
+    aborting.num_comms = num_comms;
+    pthread_t helper;
+    int started = pthread_create(&helper, NULL, abort_communicators, NULL) == 0;
+    int finished = 0;
+    if (started) {
+        pthread_detach(helper);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += ABORT_WAIT_SECONDS;
+        pthread_mutex_lock(&aborting.lock);
+        while (!aborting.finished &&
+               pthread_cond_timedwait(&aborting.finished_signal, &aborting.lock, &until) == 0) {
+        }
+        finished = aborting.finished;
+        pthread_mutex_unlock(&aborting.lock);
+    }
+    char outcome[96];
+    if (finished)
+        snprintf(outcome, sizeof outcome, "every NCCL communicator is aborted");
+    else
+        snprintf(outcome, sizeof outcome, "the NCCL communicators' abort did not finish within %d s", ABORT_WAIT_SECONDS);
     FATAL("NCCL %s on group %s did not complete within --distributed-timeout-minutes %g (enqueued %.1f s ago)%s; "
-          "every NCCL communicator is aborted; the ranks of the group that did not arrive are those without this "
-          "message", op->operation, op->group_name, comm_timeout_seconds() / 60.0, waited, errors);
+          "%s; the ranks of the group that did not arrive are those without this message", op->operation,
+          op->group_name, comm_timeout_seconds() / 60.0, waited, finished ? aborting.errors : "", outcome);
 }
 
 static void *watch(void *unused) {

@@ -3,8 +3,9 @@
 # --distributed-timeout-minutes + 10%, with a line naming the operation that did not complete:
 # the NCCL watchdog (app/parallel/nccl_watchdog.h) or the MPI deadline (app/parallel/timeout.h),
 # whichever waits first. Data-parallel (gradient all-reduce) and tensor-parallel (all-reduces
-# inside the forward) jobs; the stopped rank is rank 1 in one and rank 0 in the other. Skipped
-# with fewer than 2 GPUs.
+# inside the forward) jobs; the stopped rank is rank 1 in one and rank 0 in the other. A third
+# job's rank stops itself just before an all-reduce (MTC_FAULT_NCCL_STOP), which leaves the NCCL
+# watchdog as the only way out. Skipped with fewer than 2 GPUs.
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
 
@@ -52,4 +53,22 @@ hang() {
 
 hang "DP2 on 2 GPUs" 1
 hang "TP2 on 2 GPUs" 0 --tensor-model-parallel-size 2
+
+# the NCCL watchdog's own path: rank 1 of a TP2 job stops itself just before its 40th all-reduce
+# (MTC_FAULT_NCCL_STOP), so rank 0's GPU waits inside that all-reduce and its host in the next
+# device synchronization, where no MPI deadline can fire. The watchdog must end the job within
+# the timeout + 10% of the all-reduce's enqueueing, naming it, even where aborting the
+# communicators does not return (it waits for that at most 5 s).
+dir="$WORK/watchdog"; mkdir -p "$dir"
+start=$(date +%s.%N)
+MTC_FAULT_NCCL_STOP=1:40 timeout 180 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL --tensor-model-parallel-size 2 \
+    --distributed-timeout-minutes 0.25 --metrics-file "$dir/run.jsonl" >"$dir/out" 2>"$dir/err"
+status=$?
+seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+message=$(grep -m1 "NCCL all-reduce on group .* did not complete within --distributed-timeout-minutes 0.25" "$dir/err")
+diag "watchdog: the job ended after $seconds s (status $status): $(echo "$message" | cut -c1-300)"
+enqueued=$(echo "$message" | sed -n 's/.*(enqueued \([0-9.]*\) s ago).*/\1/p')
+[ $status -ne 0 ] && [ $status -ne 124 ] && [ -n "$enqueued" ] && awk -v s="$enqueued" 'BEGIN { exit !(s <= 16.5) }' &&
+    awk -v s="$seconds" 'BEGIN { exit !(s <= 60) }'
+ok $? "TP2, rank 1 stopped before an all-reduce: the NCCL watchdog ends the job ($enqueued s after the all-reduce was enqueued), naming it"
 done_testing
