@@ -187,9 +187,10 @@ static double job_start_time(void) {
 /* seconds since the earliest rank's process start */
 static double since_start(const trainer *t) { return wall_clock_now() - t->startup.process_start; }
 
-/* Megatron's print_datetime: every rank reaches the point, rank 0 prints the time */
+/* Megatron's print_datetime: every rank reaches the point (a barrier under
+ * --distributed-timeout-minutes), rank 0 prints the time */
 static void print_datetime(const trainer *t, const char *what) {
-    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    t->comm->barrier(&t->topo.world);
     if (t->topo.world_rank == 0) train_log_datetime(what);
 }
 
