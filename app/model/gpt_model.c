@@ -290,8 +290,8 @@ static shapes model_shapes(const gpt_model *m) {
 
 /* the buffers of one layer's activations except its input; the attention workspace only when
  * own_workspace (selective recompute shares one), the MLP's activation only when keep; with
- * recompute_layernorm both norm outputs are the one shared scratch.norm_out */
-/* shared_mid: the buffer for the sum after the attention block when no backward reads it
+ * recompute_layernorm both norm outputs are the one shared scratch.norm_out; shared_mid: the
+ * buffer for the sum after the attention block when no backward reads it
  * (memory_efficient_layer_norm), NULL to give the layer its own */
 static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspace, int keep, void *shared_mid) {
     const kernel_ops *ops = m->ops;
@@ -612,8 +612,6 @@ static void window_gather_start(gpt_model *m, void *full, const void *own, size_
     tp_gather_start(&tp, full, own, block_bytes, m->tp_requests);
 }
 
-/* norm_and_gather with --tp-comm-overlap: the rows go straight into this rank's block of
- * full_out and the all-gather is started; gathered_matmul_forward or tp_gather_finish ends it */
 /* this rank's rows of a norm's output made whole for a column-parallel matmul: its block with
  * sequence parallelism, otherwise all of it */
 static void *own_norm_rows(const gpt_model *m, const void *full_out) {
@@ -621,6 +619,8 @@ static void *own_norm_rows(const gpt_model *m, const void *full_out) {
     return (char *)full_out + offset;
 }
 
+/* norm_and_gather with --tp-comm-overlap: the rows go straight into this rank's block of
+ * full_out and the all-gather is started; gathered_matmul_forward or tp_gather_finish ends it */
 static void norm_and_gather_start(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
                                   const void *weight, const void *bias) {
     void *own = own_norm_rows(m, full_out);

@@ -47,10 +47,10 @@ static void tensorboard_iteration(tensorboard_events *tb, const iteration_stats 
     }
 }
 
-static void timestamp(char *buf, size_t len) {
-    time_t now = time(NULL);
+/* "YYYY-MM-DD HH:MM:SS" of the local time at seconds since the epoch */
+static void timestamp(char *buf, size_t len, time_t seconds) {
     struct tm tm;
-    localtime_r(&now, &tm);
+    localtime_r(&seconds, &tm);
     strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
@@ -70,7 +70,7 @@ static void write_papi_json(FILE *out, const phase_counts *papi) {
 
 void train_log_iteration(train_log *log, const iteration_stats *s) {
     char when[32], mfu_field[64] = "", mfu_json[128] = "";
-    timestamp(when, sizeof when);
+    timestamp(when, sizeof when, time(NULL));
     /* model (hardware) FLOP utilization: achieved model (hardware) / peak dense TFLOP/s per device */
     if (s->peak_tflops > 0) {
         double mfu = flops_utilization(s->tflops_per_gpu, s->peak_tflops);
@@ -116,10 +116,8 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
 void train_log_datetime(const char *what) {
     struct timeval now;
     gettimeofday(&now, NULL);
-    struct tm tm;
-    localtime_r(&now.tv_sec, &tm);
     char when[32];
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    timestamp(when, sizeof when, now.tv_sec);
     printf("[%s] datetime: %s.%06ld \n", what, when, (long)now.tv_usec);
     fflush(stdout);
 }

@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 
 static gpt_config config_from_args(const args *a, const topology *topo) {
@@ -172,16 +171,14 @@ static void papi_collect(trainer *t, phase_counts *interval) {
 }
 
 /* when the job started, for --exit-duration-in-mins: Slurm's SLURM_JOB_START_TIME (a requeued
- * job's own start) where it is set, else this process's start (Megatron's _TRAIN_START_TIME);
- * the earliest over ranks */
-static double job_start_time(void) {
-    double start = process_start_time();
+ * job's own start, the same on every rank) where it is set and earlier, else process_start (the
+ * earliest rank's process start: Megatron's _TRAIN_START_TIME) */
+static double job_start_time(double process_start) {
     const char *slurm = getenv("SLURM_JOB_START_TIME");
     char *end;
     double slurm_start = slurm ? strtod(slurm, &end) : 0;
-    if (slurm && end != slurm && !*end && slurm_start > 0 && slurm_start <= start) start = slurm_start;
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &start, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
-    return start;
+    if (slurm && end != slurm && !*end && slurm_start > 0 && slurm_start <= process_start) return slurm_start;
+    return process_start;
 }
 
 /* seconds since the earliest rank's process start */
@@ -220,9 +217,9 @@ static void report_setup_times(trainer *t, double model_seconds, double data_sec
 void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     memset(t, 0, sizeof *t);
     t->args = a;
-    t->job_start = job_start_time();
     t->startup.process_start = process_start_time();
     CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &t->startup.process_start, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+    t->job_start = job_start_time(t->startup.process_start);
     comm_timeout_init(60.0 * a->distributed_timeout_minutes, a->heartbeat_interval);
     t->comm = select_comm(ops);
     parallel_layout layout = {a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
@@ -494,9 +491,7 @@ static int checkpoint_or_exit(trainer *t) {
     }
     if (a->exit_duration_in_mins > 0) {
         /* Megatron's: every rank measures, the decision is the MAX over ranks */
-        struct timeval now;
-        gettimeofday(&now, NULL);
-        double minutes = ((double)now.tv_sec + 1e-6 * (double)now.tv_usec - t->job_start) / 60.0;
+        double minutes = (wall_clock_now() - t->job_start) / 60.0;
         double done = minutes > a->exit_duration_in_mins;
         t->comm->allreduce_double_host(&done, 1, COMM_MAX, &t->topo.world);
         if (done) {
