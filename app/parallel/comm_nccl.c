@@ -178,8 +178,9 @@ static void fault_stop_before_allreduce(void) {
 static void nccl_allreduce(void *buf, size_t count, comm_dtype dtype, comm_op op, const comm_group *group) {
     if (group->size == 1 || count == 0) return;
     fault_stop_before_allreduce();
+    nccl_watchdog_begin("all-reduce", group->name);
     CHECK_NCCL(ncclAllReduce(buf, buf, count, nccl_type(dtype), nccl_op(op), state(group)->comm, compute()), group);
-    nccl_watchdog_track(compute(), "all-reduce", group->name);
+    nccl_watchdog_track(compute());
 }
 
 static void nccl_allgather(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
@@ -188,8 +189,9 @@ static void nccl_allgather(const void *send, void *recv, size_t count, comm_dtyp
         if (send != recv && bytes) CHECK_CUDA_CALL(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, compute()));
         return;
     }
+    nccl_watchdog_begin("all-gather", group->name);
     CHECK_NCCL(ncclAllGather(send, recv, count, nccl_type(dtype), state(group)->comm, compute()), group);
-    nccl_watchdog_track(compute(), "all-gather", group->name);
+    nccl_watchdog_track(compute());
 }
 
 static void nccl_reduce_scatter(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
@@ -198,8 +200,9 @@ static void nccl_reduce_scatter(const void *send, void *recv, size_t count, comm
         if (send != recv && bytes) CHECK_CUDA_CALL(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, compute()));
         return;
     }
+    nccl_watchdog_begin("reduce-scatter", group->name);
     CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), ncclSum, state(group)->comm, compute()), group);
-    nccl_watchdog_track(compute(), "reduce-scatter", group->name);
+    nccl_watchdog_track(compute());
 }
 
 /* host memory: MPI */
@@ -218,6 +221,7 @@ static void launch_p2p(const comm_group *group, void *recv_buf, size_t recv_coun
                        int recv_peer) {
     nccl_group *g = state(group);
     if (g->num_pending == 0 && recv_buf == NULL) return;
+    nccl_watchdog_begin(recv_buf ? "send/receive (pipeline)" : "send (pipeline)", group->name);
     CHECK_NCCL(ncclGroupStart(), group);
     for (int i = 0; i < g->num_pending; i++) {
         const pending_send *p = &g->pending[i];
@@ -225,7 +229,7 @@ static void launch_p2p(const comm_group *group, void *recv_buf, size_t recv_coun
     }
     if (recv_buf) CHECK_NCCL(ncclRecv(recv_buf, recv_count, nccl_type(recv_dtype), recv_peer, g->comm, compute()), group);
     CHECK_NCCL(ncclGroupEnd(), group);
-    nccl_watchdog_track(compute(), recv_buf ? "send/receive (pipeline)" : "send (pipeline)", group->name);
+    nccl_watchdog_track(compute());
     for (int i = 0; i < g->num_pending; i++) CHECK_CUDA_CALL(cudaEventRecord(g->pending[i].done, compute()));
     g->num_pending = 0;
 }
@@ -261,9 +265,11 @@ static void nccl_recv(void *buf, size_t count, comm_dtype dtype, int peer, int t
 
 /* ---- non-blocking data-parallel collectives on the side stream ---- */
 
-/* the side stream waits for the compute stream's work so far (the operands are ready) */
-static cudaStream_t side_after_compute(const comm_group *group) {
+/* the side stream waits for the compute stream's work so far (the operands are ready); the
+ * operation is stamped for the NCCL watchdog */
+static cudaStream_t side_after_compute(const comm_group *group, const char *operation) {
     nccl_group *g = state(group);
+    nccl_watchdog_begin(operation, group->name);
     cudaEvent_t ready = take_event();
     CHECK_CUDA_CALL(cudaEventRecord(ready, compute()));
     CHECK_CUDA_CALL(cudaStreamWaitEvent(g->side_stream, ready, 0));
@@ -271,8 +277,8 @@ static cudaStream_t side_after_compute(const comm_group *group) {
     return g->side_stream;
 }
 
-static void side_done(const comm_group *group, comm_request *request, const char *operation) {
-    nccl_watchdog_track(state(group)->side_stream, operation, group->name);
+static void side_done(const comm_group *group, comm_request *request) {
+    nccl_watchdog_track(state(group)->side_stream);
     request->active = 1;
     request->destination = NULL;
     request->backend = take_event();
@@ -281,26 +287,26 @@ static void side_done(const comm_group *group, comm_request *request, const char
 
 static void nccl_iallreduce(float *buf, size_t count, const comm_group *group, comm_request *request) {
     if (group->size == 1 || count == 0) { request->active = 0; return; }
-    cudaStream_t stream = side_after_compute(group);
+    cudaStream_t stream = side_after_compute(group, "all-reduce (bucket)");
     CHECK_NCCL(ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, state(group)->comm, stream), group);
-    side_done(group, request, "all-reduce (bucket)");
+    side_done(group, request);
 }
 
 static void nccl_ireduce_scatter(float *buf, size_t count, const comm_group *group, comm_request *request) {
     if (group->size == 1 || count == 0) { request->active = 0; return; }
-    cudaStream_t stream = side_after_compute(group);
+    cudaStream_t stream = side_after_compute(group, "reduce-scatter (bucket)");
     /* in place: this rank's block of the sum lands at buf + rank*count */
     CHECK_NCCL(ncclReduceScatter(buf, buf + (size_t)group->rank * count, count, ncclFloat32, ncclSum,
                                  state(group)->comm, stream), group);
-    side_done(group, request, "reduce-scatter (bucket)");
+    side_done(group, request);
 }
 
 static void nccl_iallgather(void *buf, size_t count, comm_dtype dtype, const comm_group *group, comm_request *request) {
     if (group->size == 1 || count == 0) { request->active = 0; return; }
-    cudaStream_t stream = side_after_compute(group);
+    cudaStream_t stream = side_after_compute(group, "all-gather (parameters)");
     const char *own_block = (const char *)buf + (size_t)group->rank * count * comm_dtype_bytes(dtype);
     CHECK_NCCL(ncclAllGather(own_block, buf, count, nccl_type(dtype), state(group)->comm, stream), group);
-    side_done(group, request, "all-gather (parameters)");
+    side_done(group, request);
 }
 
 /* tensor-parallel input gradients: the side stream runs the reduction while the compute stream
@@ -312,17 +318,17 @@ static void nccl_ireduce_scatter_into(const void *send, void *recv, size_t count
         request->active = 0;
         return;
     }
-    cudaStream_t stream = side_after_compute(group);
+    cudaStream_t stream = side_after_compute(group, "reduce-scatter (input gradient)");
     CHECK_NCCL(ncclReduceScatter(send, recv, count, nccl_type(dtype), ncclSum, state(group)->comm, stream), group);
-    side_done(group, request, "reduce-scatter (input gradient)");
+    side_done(group, request);
 }
 
 static void nccl_iallreduce_into(void *buf, size_t count, comm_dtype dtype, const comm_group *group,
                                  comm_request *request) {
     if (group->size == 1 || count == 0) { request->active = 0; return; }
-    cudaStream_t stream = side_after_compute(group);
+    cudaStream_t stream = side_after_compute(group, "all-reduce (input gradient)");
     CHECK_NCCL(ncclAllReduce(buf, buf, count, nccl_type(dtype), ncclSum, state(group)->comm, stream), group);
-    side_done(group, request, "all-reduce (input gradient)");
+    side_done(group, request);
 }
 
 /* ---- completion ---- */

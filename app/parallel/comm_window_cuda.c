@@ -233,11 +233,12 @@ void cuda_window_fetch(cuda_window *w, void *dst, const void *src, size_t bytes,
     CHECK(w, "--tp-comm-overlap: fetch on group %s before any buffer was registered", group->name);
     const char *from = peer_address(w, src, bytes, peer);
     uint32_t value = ++w->expected[peer];
+    nccl_watchdog_begin("fetch (tp-comm-overlap)", group->name);
     CHECK_CUDA_CALL(cudaEventRecord(w->ready, stream));
     CHECK_CUDA_CALL(cudaStreamWaitEvent(w->copy_stream, w->ready, 0));
     CHECK_CU(wait_value((CUstream)w->copy_stream, (CUdeviceptr)(w->flags + peer), value, CU_STREAM_WAIT_VALUE_GEQ));
     CHECK_CUDA_CALL(cudaMemcpyAsync(dst, from, bytes, cudaMemcpyDeviceToDevice, w->copy_stream));
-    nccl_watchdog_track(w->copy_stream, "fetch (tp-comm-overlap)", group->name);
+    nccl_watchdog_track(w->copy_stream);
     CHECK_CUDA_CALL(cudaEventRecord(done, w->copy_stream));
 }
 
