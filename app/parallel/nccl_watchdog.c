@@ -94,20 +94,28 @@ static int stream_slot(cudaStream_t stream) {
     FATAL("the NCCL watchdog: more than %d streams with operations in flight", STREAMS_MAX);
 }
 
-/* the communicators' aborts, run by a helper thread so that the job ends even where one does not
- * return: ncclCommAbort frees device memory, and that waits for the device while another
- * communicator's kernel still spins (a rank stopped in a tensor-parallel all-reduce left one on the
- * tensor-parallel stream while the first communicator in the list was the world's) */
-enum { ABORT_WAIT_SECONDS = 5 };
+/* the communicators' aborts, run by a helper thread that the job does not wait for: ncclCommAbort
+ * frees device memory, and that waits for the device while another communicator's kernel still
+ * spins (on two H100s every abort of a job with a stopped rank was still running 5 s later), so
+ * it can wait forever. The job waits only (at most ERRORS_WAIT_NS) for the groups' asynchronous
+ * errors, read first, for its message; MPI_Abort then ends every rank, kernels included. */
+static const long ERRORS_WAIT_NS = 500L * 1000 * 1000;
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t finished_signal;
-    int finished;
+    pthread_cond_t signal;
+    int errors_read, aborted;
     ncclComm_t comms[COMMS_MAX];
     const char *names[COMMS_MAX];
     int num_comms;
     char errors[512];    /* the groups' asynchronous errors, read before the aborts */
-} aborting = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, {0}, {0}, 0, ""};
+} aborting = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0}, {0}, 0, ""};
+
+static void aborting_set(int *flag) {
+    pthread_mutex_lock(&aborting.lock);
+    *flag = 1;
+    pthread_cond_signal(&aborting.signal);
+    pthread_mutex_unlock(&aborting.lock);
+}
 
 static void *abort_communicators(void *unused) {
     (void)unused;
@@ -119,16 +127,14 @@ static void *abort_communicators(void *unused) {
             used += (size_t)snprintf(aborting.errors + used, sizeof aborting.errors - used, "; group %s reports %s",
                                      aborting.names[i], ncclGetErrorString(async));
     }
+    aborting_set(&aborting.errors_read);
     for (int i = 0; i < aborting.num_comms; i++) ncclCommAbort(aborting.comms[i]);
-    pthread_mutex_lock(&aborting.lock);
-    aborting.finished = 1;
-    pthread_cond_signal(&aborting.finished_signal);
-    pthread_mutex_unlock(&aborting.lock);
+    aborting_set(&aborting.aborted);
     return NULL;
 }
 
-/* an operation is overdue: abort every communicator (waiting at most ABORT_WAIT_SECONDS for that)
- * and end the job (called with the lock held; nothing returns from here) */
+/* an operation is overdue: start the communicators' aborts and end the job (called with the lock
+ * held; nothing returns from here) */
 static void overdue(const char *operation, const char *group_name, double waited, int still_enqueueing) {
     for (int i = 0; i < num_comms; i++) {
         aborting.comms[i] = comms[i].comm;
@@ -136,29 +142,29 @@ static void overdue(const char *operation, const char *group_name, double waited
     }
     aborting.num_comms = num_comms;
     pthread_t helper;
-    int started = pthread_create(&helper, NULL, abort_communicators, NULL) == 0;
-    int finished = 0;
-    if (started) {
+    int errors_read = 0, aborted = 0;
+    if (pthread_create(&helper, NULL, abort_communicators, NULL) == 0) {
         pthread_detach(helper);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += ABORT_WAIT_SECONDS;
-        pthread_mutex_lock(&aborting.lock);
-        while (!aborting.finished &&
-               pthread_cond_timedwait(&aborting.finished_signal, &aborting.lock, &until) == 0) {
+        until.tv_nsec += ERRORS_WAIT_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec += 1;
+            until.tv_nsec -= 1000000000L;
         }
-        finished = aborting.finished;
+        pthread_mutex_lock(&aborting.lock);
+        while (!aborting.errors_read && pthread_cond_timedwait(&aborting.signal, &aborting.lock, &until) == 0) {
+        }
+        errors_read = aborting.errors_read;
+        aborted = aborting.aborted;
         pthread_mutex_unlock(&aborting.lock);
     }
-    char outcome[96];
-    if (finished)
-        snprintf(outcome, sizeof outcome, "every NCCL communicator is aborted");
-    else
-        snprintf(outcome, sizeof outcome, "the NCCL communicators' abort did not finish within %d s", ABORT_WAIT_SECONDS);
+    const char *outcome = aborted ? "every NCCL communicator is aborted"
+                                  : "the job ends while the NCCL communicators' aborts run";
     FATAL("NCCL %s on group %s did not complete within --distributed-timeout-minutes %g (enqueued %.1f s ago%s)%s; "
           "%s; the ranks of the group that did not arrive are those without this message", operation, group_name,
           comm_timeout_seconds() / 60.0, waited, still_enqueueing ? "; the host is still inside the NCCL call" : "",
-          finished ? aborting.errors : "", outcome);
+          errors_read ? aborting.errors : "", outcome);
 }
 
 /* the watchdog thread: no CUDA call here (see nccl_watchdog.h) */

@@ -11,10 +11,10 @@
  *    writes the stream's next sequence number into mapped host memory, which the thread reads.
  * The thread polls every 100 ms and, when an operation is still pending (not yet enqueued, or
  * its marker not yet written) after the timeout counted from its stamp (the host runs at most
- * about one iteration ahead of the GPU), reads each communicator's asynchronous error, aborts
- * every communicator (ncclCommAbort frees the spinning kernels; a helper thread does it, waited
- * for at most a few seconds) and ends the job with a message naming the operation and the
- * group. NCCL cannot say which peer is missing: every rank that waits reports it, so the ranks
+ * about one iteration ahead of the GPU), reads each communicator's asynchronous error, starts
+ * every communicator's abort (ncclCommAbort, in a helper thread the job does not wait for: an
+ * abort can wait forever on another communicator's spinning kernel) and ends the job
+ * (MPI_Abort) with a message naming the operation and the group. NCCL cannot say which peer is missing: every rank that waits reports it, so the ranks
  * that did not arrive are the group's ranks without this message.
  *
  * Operations are stamped and tracked by one host thread (the training loop's). */

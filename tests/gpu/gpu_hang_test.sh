@@ -85,8 +85,8 @@ hang "TP2 on 2 GPUs" 0 --tensor-model-parallel-size 2
 # the NCCL watchdog's own path: rank 1 of a TP2 job stops itself just before its 40th all-reduce
 # (MTC_FAULT_NCCL_STOP), so rank 0's GPU waits inside that all-reduce and its host in the next
 # device synchronization, where no MPI deadline can fire. The watchdog must end the job within
-# the timeout + 10% of the all-reduce's enqueueing, naming it, even where aborting the
-# communicators does not return (it waits for that at most 5 s).
+# the timeout + 10% of the all-reduce's enqueueing, naming it, even though aborting the
+# communicators does not return there (the job does not wait for it).
 dir="$WORK/watchdog"; mkdir -p "$dir"
 start=$(date +%s.%N)
 MTC_FAULT_NCCL_STOP=1:40 timeout 180 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL --tensor-model-parallel-size 2 \
