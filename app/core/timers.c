@@ -21,6 +21,7 @@ static int registered;
 static int enabled_level;
 static int barrier_level_1;
 static void (*synchronize_device)(void);
+static request_waiter barrier_waiter;
 
 static double now(void) {
     struct timespec ts;
@@ -34,8 +35,9 @@ static named_timer *find(const char *name) {
     return NULL;
 }
 
-void timers_configure(int log_level, int barrier_with_level_1, void (*synchronize)(void)) {
+void timers_configure(int log_level, int barrier_with_level_1, void (*synchronize)(void), request_waiter waiter) {
     enabled_level = log_level;
+    barrier_waiter = waiter;
     barrier_level_1 = barrier_with_level_1;
     synchronize_device = synchronize;
     registered = 0;
@@ -58,7 +60,11 @@ void timers_start(const char *name, int log_level) {
     CHECK(t->log_level == log_level, "timer '%s': started with log level %d, created with %d", name, log_level,
           t->log_level);
     CHECK(!t->started, "timer '%s' has already been started", name);
-    if (log_level == 1 && barrier_level_1) CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    if (log_level == 1 && barrier_level_1) {
+        MPI_Request request;
+        CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &request));
+        request_wait(barrier_waiter, &request, "barrier (level-1 timer)", "world", MPI_COMM_WORLD);
+    }
     if (synchronize_device) synchronize_device();
     t->start = now();
     t->started = 1;

@@ -10,12 +10,15 @@
 #ifndef TIMERS_H
 #define TIMERS_H
 
+#include "app/core/request_wait.h"
+
 #define TIMERS_MAX 64        /* distinct timer names in one process */
 #define TIMERS_NAME_MAX 64
 
 /* enable the timers of level <= log_level (0: none) and forget every timer; synchronize (may be
- * NULL) waits for the device's queued work */
-void timers_configure(int log_level, int barrier_with_level_1, void (*synchronize)(void));
+ * NULL) waits for the device's queued work; the level-1 barrier waits through waiter (NULL:
+ * MPI_Wait; see app/core/request_wait.h) */
+void timers_configure(int log_level, int barrier_with_level_1, void (*synchronize)(void), request_waiter waiter);
 int timers_log_level(void);
 
 /* start timer name of log_level (1 or 2), created at its first start; a timer started twice,

@@ -15,7 +15,8 @@ int timers_log_option_from_name(const char *name) {
     return -1;
 }
 
-void timers_table_gather(timers_table *table, const char *const *names, int num_names, int reset, MPI_Comm comm) {
+void timers_table_gather(timers_table *table, const char *const *names, int num_names, int reset, MPI_Comm comm,
+                         request_waiter waiter) {
     CHECK(num_names >= 0 && num_names <= TIMERS_MAX, "timers_table_gather: %d names (at most %d)", num_names, TIMERS_MAX);
     int rank, ranks;
     CHECK_MPI(MPI_Comm_rank(comm, &rank));
@@ -28,8 +29,11 @@ void timers_table_gather(timers_table *table, const char *const *names, int num_
         table->names[i] = names[i];
         table->seconds[(size_t)rank * num_names + i] = timers_elapsed(names[i], reset);
     }
-    if (num_names > 0)
-        CHECK_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, table->seconds, num_names, MPI_DOUBLE, comm));
+    if (num_names > 0) {
+        MPI_Request request;
+        CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, table->seconds, num_names, MPI_DOUBLE, comm, &request));
+        request_wait(waiter, &request, "all-gather (timers)", "world", comm);
+    }
 }
 
 void timers_table_free(timers_table *table) {

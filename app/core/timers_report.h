@@ -26,9 +26,10 @@ typedef struct timers_table {
     double *seconds;   /* [num_ranks][num_names]: rank r's elapsed seconds of names[i] */
 } timers_table;
 
-/* collective over comm: every rank's timers_elapsed(names[i], reset); names must be the same
- * list on every rank */
-void timers_table_gather(timers_table *table, const char *const *names, int num_names, int reset, MPI_Comm comm);
+/* collective over comm (waited for through waiter, NULL: MPI_Wait): every rank's
+ * timers_elapsed(names[i], reset); names must be the same list on every rank */
+void timers_table_gather(timers_table *table, const char *const *names, int num_names, int reset, MPI_Comm comm,
+                         request_waiter waiter);
 void timers_table_free(timers_table *table);
 
 /* the smallest and largest non-zero time of names[name] over the ranks, divided by normalizer;

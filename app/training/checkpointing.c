@@ -119,7 +119,7 @@ void checkpoint_save(trainer *t, const char *dir) {
     t->model.ops->synchronize();
     char err[CHECKPOINT_PATH_MAX + 256];
     if (rank == 0 && checkpoint_make_directory(dir, err, sizeof err) != 0) user_error_local("--save %s: %s", dir, err);
-    CHECK_MPI(MPI_Barrier(t->topo.world.mpi));
+    t->comm->barrier(&t->topo.world);   /* under --distributed-timeout-minutes: a stopped rank ends the job */
 
     dist_checkpoint c;
     dist_checkpoint_create(&c, dir, t->iteration, t->consumed_samples, t->topo.world.mpi, a->ckpt_collective_io);

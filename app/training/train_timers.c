@@ -13,6 +13,7 @@
 #include "app/training/train_timers.h"
 
 #include "app/core/error.h"
+#include "app/parallel/timeout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ static const char *const level_2_names[] = {
 };
 
 void train_timers_setup(const args *a, const kernel_ops *ops) {
-    timers_configure(a->timing_log_level, !a->no_barrier_with_level_1_timing, ops->synchronize);
+    timers_configure(a->timing_log_level, !a->no_barrier_with_level_1_timing, ops->synchronize, comm_timed_wait);
 }
 
 int train_timers_names(int log_level, const char **names, int capacity) {
@@ -46,7 +47,7 @@ int train_timers_names(int log_level, const char **names, int capacity) {
 void train_timers_collect(timers_table *table, const args *a) {
     const char *names[TIMERS_MAX];
     int count = train_timers_names(a->timing_log_level, names, TIMERS_MAX);
-    timers_table_gather(table, names, count, 1, MPI_COMM_WORLD);
+    timers_table_gather(table, names, count, 1, MPI_COMM_WORLD, comm_timed_wait);
 }
 
 void train_timers_log(train_log *log, const timers_table *table, const args *a, int64_t iteration,

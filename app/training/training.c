@@ -27,6 +27,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,14 +161,26 @@ static void papi_setup(trainer *t, const args *a) {
     fflush(stdout);
 }
 
-/* the PAPI counts since the last call, summed over ranks on rank 0, added to the run's totals */
+/* the PAPI counts since the last call, summed over ranks on rank 0, added to the run's totals
+ * (under --distributed-timeout-minutes, as every collective of the training loop) */
 static void papi_collect(trainer *t, phase_counts *interval) {
     *interval = t->papi_totals;
     papi_phases_take(interval->counts);
     int n = PHASE_COUNT * PAPI_PHASES_MAX_EVENTS;
-    CHECK_MPI(MPI_Reduce(t->topo.world_rank == 0 ? MPI_IN_PLACE : interval->counts, interval->counts, n,
-                         MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+    MPI_Request request;
+    CHECK_MPI(MPI_Ireduce(t->topo.world_rank == 0 ? MPI_IN_PLACE : interval->counts, interval->counts, n,
+                          MPI_LONG_LONG, MPI_SUM, 0, t->topo.world.mpi, &request));
+    comm_timed_wait(&request, "reduce (PAPI counts)", t->topo.world.name, t->topo.world.mpi);
     for (int i = 0; i < n; i++) t->papi_totals.counts[i] += interval->counts[i];
+}
+
+/* test hook (tests/mpi/fault_injection_test.sh): MTC_FAULT_STOP_AT_LOG=R:ITER stops world rank
+ * R (SIGSTOP) at the log line of iteration ITER, before its collectives */
+static void fault_stop_at_log(int world_rank, int64_t iteration) {
+    const char *spec = getenv("MTC_FAULT_STOP_AT_LOG");
+    int rank;
+    long long at;
+    if (spec && sscanf(spec, "%d:%lld", &rank, &at) == 2 && rank == world_rank && at == iteration) raise(SIGSTOP);
 }
 
 /* when the job started, for --exit-duration-in-mins: Slurm's SLURM_JOB_START_TIME (a requeued
@@ -629,11 +642,15 @@ double trainer_train(trainer *t) {
             double seconds = interval_time / (double)interval_iterations;
             iteration_flops flops = iteration_flops_of(a, batch);
             double flops_to_tflops_per_gpu = 1.0 / (seconds * a->world_size * 1e12);
+            fault_stop_at_log(t->topo.world_rank, t->iteration);
             phase_counts papi;
             if (t->papi_totals.num_events) papi_collect(t, &papi);
             /* the largest peak of backend memory over ranks (every rank logs at the same iterations) */
             unsigned long long peak_memory = kernels_memory_peak();
-            CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &peak_memory, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, t->topo.world.mpi));
+            MPI_Request request;
+            CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &peak_memory, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, t->topo.world.mpi,
+                                     &request));
+            comm_timed_wait(&request, "all-reduce (peak memory)", t->topo.world.name, t->topo.world.mpi);
             timers_table timers;
             train_timers_collect(&timers, a);
             iteration_stats s = {

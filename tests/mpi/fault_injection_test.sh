@@ -9,7 +9,7 @@
 #  - SIGTERM to one rank with --exit-signal-handler: every rank saves the same iteration and the
 #    job exits 0; the restart goes on with the unbroken run's losses.
 #  - A hanging rank (SIGSTOP): the job aborts within --distributed-timeout-minutes + 10%, naming
-#    the operation and the stopped rank.
+#    the operation and the stopped rank; also where the rank stops at a log line's collectives.
 #  - A full disk during a save (a small tmpfs; needs root to mount): the message names ENOSPC
 #    and the file, the previous checkpoint stays the newest and loads.
 #  - A read-only checkpoint folder: refused before training with a message naming it.
@@ -216,6 +216,26 @@ else
     fault_trial "$CASE_HANG" 1 "status $status after $seconds s: $(grep -m1 FATAL "$dir/err")"
 fi
 fault_case_ok "$CASE_HANG" "the job aborts within the timeout + 10%, naming the operation and the stopped rank"
+
+# a rank stopped where the log line's collectives begin (MTC_FAULT_STOP_AT_LOG): the other rank
+# waits in the peak-memory all-reduce, which must be under the timeout too (it was a plain
+# MPI_Allreduce, and a job whose rank stopped there hung on two GPUs)
+CASE_LOG="SIGSTOP at a log line's collectives"
+dir="$WORK/hang_log"; mkdir -p "$dir"
+start=$(date +%s.%N)
+MTC_FAULT_STOP_AT_LOG=1:3 timeout 120 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL $TP2 --train-iters 100000 \
+    --distributed-timeout-minutes 0.25 --metrics-file "$dir/run.jsonl" --seed 77 >"$dir/out" 2>"$dir/err"
+status=$?
+seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+pkill -KILL -f "^$PRETRAIN_GPT .*$dir/run.jsonl" 2>/dev/null
+grep "did not complete within" "$dir/err" | head -1 | cut -c1-300 | sed 's/^/# /'
+if [ $status -ne 0 ] && [ $status -ne 124 ] && grep -q \
+    "all-reduce (peak memory) on group world .*did not complete within --distributed-timeout-minutes 0.25 .*ranks that did not arrive: 1 (no answer" "$dir/err"; then
+    fault_trial "$CASE_LOG" 0
+else
+    fault_trial "$CASE_LOG" 1 "status $status after $seconds s: $(grep -m1 FATAL "$dir/err")"
+fi
+fault_case_ok "$CASE_LOG" "the job aborts after the timeout, naming the log line's all-reduce and the stopped rank"
 
 # ---- a full disk during a save ----
 CASE_FULL="full disk (tmpfs) during a save"

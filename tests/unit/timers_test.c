@@ -23,7 +23,7 @@ static void sleep_ms(int ms) {
 }
 
 static void test_levels(void) {
-    timers_configure(0, 1, count_synchronize);
+    timers_configure(0, 1, count_synchronize, NULL);
     synchronized = 0;
     timers_start("forward-backward", 1);
     timers_start("forward-compute", 2);
@@ -32,7 +32,7 @@ static void test_levels(void) {
     tap_ok(synchronized == 0 && timers_elapsed("forward-backward", 1) == 0.0,
            "level 0: timers do nothing (device synchronized %d times, want 0)", synchronized);
 
-    timers_configure(1, 1, count_synchronize);
+    timers_configure(1, 1, count_synchronize, NULL);
     synchronized = 0;
     timers_start("forward-backward", 1);
     timers_start("forward-compute", 2);
@@ -51,7 +51,7 @@ static void test_levels(void) {
     tap_ok(sum >= fb + 0.0015, "two start/stop pairs add up (%.4f after %.4f)", sum, fb);
     tap_ok(timers_elapsed("forward-backward", 0) == 0.0, "reading with reset starts again from 0");
 
-    timers_configure(2, 0, NULL);
+    timers_configure(2, 0, NULL, NULL);
     timers_start("backward-compute", 2);
     sleep_ms(2);
     double running = timers_elapsed("backward-compute", 1);
@@ -153,13 +153,13 @@ static void test_format(void) {
 }
 
 static void test_gather(void) {
-    timers_configure(1, 1, NULL);
+    timers_configure(1, 1, NULL, NULL);
     timers_start("optimizer", 1);
     sleep_ms(2);
     timers_stop("optimizer");
     const char *names[2] = {"optimizer", "params-all-gather"};
     timers_table t;
-    timers_table_gather(&t, names, 2, 1, MPI_COMM_WORLD);
+    timers_table_gather(&t, names, 2, 1, MPI_COMM_WORLD, NULL);
     tap_ok(t.num_ranks == 1 && t.num_names == 2 && t.seconds[0] >= 0.0015 && t.seconds[1] == 0.0,
            "gather over one rank: optimizer %.4f s, the never-started params-all-gather 0", t.seconds[0]);
     timers_table_free(&t);
