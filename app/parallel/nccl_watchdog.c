@@ -1,8 +1,8 @@
 /* nccl_watchdog.c: see nccl_watchdog.h. The training thread stamps operations (begin), then
  * puts a completion marker behind each on its stream (track) and appends it to a list under a
  * mutex; the watchdog thread polls the list every 100 ms, reading the markers from mapped host
- * memory (no CUDA call), drops the completed operations and ends the job when the oldest pending
- * one is older than the timeout, after at most a few seconds spent aborting the communicators. */
+ * memory (no CUDA call), drops the completed operations and ends the job when a pending one (or
+ * the one being enqueued) is older than the timeout, having started the communicators' aborts. */
 #include "app/parallel/nccl_watchdog.h"
 #include "app/parallel/timeout.h"
 #include "app/core/error.h"
