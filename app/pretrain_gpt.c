@@ -6,6 +6,7 @@
 #include "app/training/args.h"
 #include "app/core/error.h"
 #include "app/core/process_start.h"
+#include "app/parallel/gpu_placement.h"
 #include "kernels/kernels.h"
 #include "app/tokenizers/tokenizer.h"
 #include "app/training/training.h"
@@ -23,15 +24,6 @@
 void openblas_set_num_threads(int);
 #endif
 
-/* ranks on this node (MPI_COMM_TYPE_SHARED) and this rank's place among them */
-static void node_placement(int *local_rank, int *local_size) {
-    MPI_Comm node;
-    CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    CHECK_MPI(MPI_Comm_rank(node, local_rank));
-    CHECK_MPI(MPI_Comm_size(node, local_size));
-    MPI_Comm_free(&node);
-}
-
 /* share the node's cores among its ranks unless the user set OPENBLAS_NUM_THREADS */
 static void set_blas_threads(int local_size) {
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
@@ -48,15 +40,16 @@ static void set_blas_threads(int local_size) {
  * by the node-local rank; on cuda the kernels compute in fp16 with --fp16 (kernels_cuda_fp16)
  * and in bf16 otherwise. Sets the MFU peak from the GPU's name (perf's table, the dense peak of
  * that dtype) unless --peak-tflops gave it. */
-static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
+static const kernel_ops *select_backend(args *a, int rank, node_place place) {
 #ifdef HAVE_CUDA
     int devices = cuda_device_count();
     if (strcmp(a->device, "auto") == 0) snprintf(a->device, sizeof a->device, "%s", devices > 0 ? "cuda" : "cpu");
-    if (strcmp(a->device, "cuda") != 0) return kernels_cpu();
-    if (devices == 0) user_error("--device cuda: no GPU is visible to this process (check CUDA_VISIBLE_DEVICES and the driver); use --device cpu");
+    int uses_cuda = strcmp(a->device, "cuda") == 0;
+    gpu_placement_check(uses_cuda, devices, place); /* a GPU of its own for each rank */
+    if (!uses_cuda) return kernels_cpu();
     /* fixed NCCL algorithm before any communicator exists: reductions in one order every run */
     if (a->deterministic_mode) setenv("NCCL_ALGO", "Ring", 1);
-    int device = local_rank % devices;
+    int device = place.local_rank;
     cuda_context_init(device);
     /* timing the GEMM algorithms can choose differently between runs, so not when reproducing */
     cuda_matmul_set_tuning(!a->deterministic_mode && !a->no_gemm_tuning);
@@ -72,7 +65,7 @@ static const kernel_ops *select_backend(args *a, int rank, int local_rank) {
     return a->fp16 ? kernels_cuda_fp16() : kernels_cuda();
 #else
     (void)rank;
-    (void)local_rank;
+    (void)place;
     if (strcmp(a->device, "auto") == 0) snprintf(a->device, sizeof a->device, "cpu");
     return kernels_cpu();
 #endif
@@ -82,7 +75,7 @@ int main(int argc, char **argv) {
     process_start_time(); /* read (or, without /proc, taken) before anything else */
     CHECK_MPI(MPI_Init(&argc, &argv));
     kernels_set_error_handler(error_report_fatal);
-    int rank = 0, world_size = 1, local_rank = 0, local_size = 1;
+    int rank = 0, world_size = 1;
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
 
@@ -103,9 +96,9 @@ int main(int argc, char **argv) {
         CHECK_MPI(MPI_Finalize());
         return 0;
     }
-    node_placement(&local_rank, &local_size);
-    set_blas_threads(local_size);
-    const kernel_ops *ops = select_backend(&a, rank, local_rank);
+    node_place place = node_place_find();
+    set_blas_threads(place.local_size);
+    const kernel_ops *ops = select_backend(&a, rank, place);
 
     if (rank == 0) {
         printf("%s (%s %s): %d ranks, %s backend\n", program_name, PACKAGE_NAME, PACKAGE_VERSION,

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "app/inference/inference_setup.h"
 #include "app/core/error.h"
+#include "app/parallel/gpu_placement.h"
 
 #include <mpi.h>
 #include <stdio.h>
@@ -11,15 +12,11 @@ const kernel_ops *inference_backend(const char *device) {
 #ifdef HAVE_CUDA
     int devices = cuda_device_count();
     int use_cuda = !strcmp(device, "cuda") || (!strcmp(device, "auto") && devices > 0);
-    if (!use_cuda) return kernels_cpu();
-    if (devices == 0) user_error("--device cuda: no GPU is visible to this process; use --device cpu");
     /* one GPU per rank, by the node-local rank (model-parallel serving on one node) */
-    MPI_Comm node;
-    int local_rank = 0;
-    CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    CHECK_MPI(MPI_Comm_rank(node, &local_rank));
-    CHECK_MPI(MPI_Comm_free(&node));
-    cuda_context_init(local_rank % devices);
+    node_place place = node_place_find();
+    gpu_placement_check(use_cuda, devices, place);
+    if (!use_cuda) return kernels_cpu();
+    cuda_context_init(place.local_rank);
     return kernels_cuda();
 #else
     if (!strcmp(device, "cuda")) user_error("--device cuda: this build has no CUDA backend");

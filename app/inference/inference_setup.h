@@ -10,6 +10,8 @@
 #include "app/tokenizers/tokenizer.h"
 #include "kernels/kernels.h"
 
+/* the kernels of --device (auto: cuda where a GPU is visible), one GPU per rank; collective over
+ * MPI_COMM_WORLD (a node with more ranks than GPUs ends the job with one message) */
 const kernel_ops *inference_backend(const char *device);
 
 /* stops with user_error when the tokenizer cannot be built or does not fit the model */

@@ -3,6 +3,7 @@
 noinst_LIBRARIES += app/parallel/libparallel.a
 app_parallel_libparallel_a_SOURCES = \
 	app/parallel/comm.h app/parallel/comm_mpi.c \
+	app/parallel/gpu_placement.c app/parallel/gpu_placement.h \
 	app/parallel/timeout.c app/parallel/timeout.h \
 	app/parallel/tensor_parallel.c app/parallel/tensor_parallel.h \
 	app/parallel/tp_overlap.c app/parallel/tp_overlap.h \

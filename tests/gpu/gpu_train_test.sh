@@ -15,6 +15,7 @@
 #    distributed optimizer: losses within 1e-2 (relative) of the 1-GPU
 #    run; --tp-comm-overlap twice with --deterministic-mode: the same bits.
 #  - a model larger than the GPU's free memory stops before allocating, with both figures.
+#  - one rank more than the node's GPUs is refused with one message naming both counts.
 #  - the tiny Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention): GPU losses within 1% of
 #    the CPU's, and TP2 + SP within 1e-2 of one GPU (2 GPUs).
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt with top_srcdir holding
@@ -61,6 +62,14 @@ status=$?; diag "$(grep error "$WORK/err")"
 ok $? "an impossible model stops before allocating, naming the estimate and the GPU's free memory"
 grep -q "theoretical memory footprints: weight and optimizer=" "$WORK/gpu_0.1.out"
 ok $? "the estimate is printed as Megatron's theoretical memory footprints line"
+
+# more ranks on the node than GPUs: refused before any GPU is touched, naming both counts
+# (app/parallel/gpu_placement.h), not a failed NCCL initialization
+run_app $((gpus + 1)) $MODEL --device cuda
+status=$?; diag "$(grep error "$WORK/err" | head -1 | cut -c1-160)"
+[ $status -ne 0 ] && grep -q "error: --device cuda: a node runs $((gpus + 1)) ranks but sees $gpus GPU" "$WORK/err" &&
+    [ "$(grep -c error "$WORK/err")" -eq 1 ] && ! grep -qi "nccl" "$WORK/err"
+ok $? "$((gpus + 1)) ranks on $gpus GPU(s): one message naming both counts"
 
 train det1 1 --device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1
 train det2 1 --device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1
