@@ -65,7 +65,7 @@ ok $? "the estimate is printed as Megatron's theoretical memory footprints line"
 
 # more ranks on the node than GPUs: refused before any GPU is touched, naming both counts
 # (app/parallel/gpu_placement.h), not a failed NCCL initialization
-run_app $((gpus + 1)) $MODEL --device cuda
+run_app $((gpus + 1)) $MODEL --device cuda --micro-batch-size 1 --global-batch-size $((gpus + 1))
 status=$?; diag "$(grep error "$WORK/err" | head -1 | cut -c1-160)"
 [ $status -ne 0 ] && grep -q "error: --device cuda: a node runs $((gpus + 1)) ranks but sees $gpus GPU" "$WORK/err" &&
     [ "$(grep -c error "$WORK/err")" -eq 1 ] && ! grep -qi "nccl" "$WORK/err"
