@@ -4,7 +4,6 @@
 #include "app/core/error.h"
 #include "app/parallel/gpu_placement.h"
 
-#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 

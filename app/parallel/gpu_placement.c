@@ -16,7 +16,8 @@ node_place node_place_find(void) {
 
 void gpu_placement_check(int uses_cuda, int devices, node_place place) {
     /* the worst node, in one number: most ranks first, then fewest GPUs (0 where a node is fine) */
-    long long mine = uses_cuda && place.local_size > devices ? (long long)place.local_size * 1000000 + (999999 - devices) : 0;
+    int over = uses_cuda && place.local_size > devices;
+    long long mine = over ? (long long)place.local_size * 1000000 + (999999 - devices) : 0;
     long long worst = 0;
     CHECK_MPI(MPI_Allreduce(&mine, &worst, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD));
     if (worst == 0) return;

@@ -14,8 +14,9 @@
  * about one iteration ahead of the GPU), reads each communicator's asynchronous error, starts
  * every communicator's abort (ncclCommAbort, in a helper thread the job does not wait for: an
  * abort can wait forever on another communicator's spinning kernel) and ends the job
- * (MPI_Abort) with a message naming the operation and the group. NCCL cannot say which peer is missing: every rank that waits reports it, so the ranks
- * that did not arrive are the group's ranks without this message.
+ * (MPI_Abort) with a message naming the operation and the group. NCCL cannot say which peer is
+ * missing: every rank that waits reports it, so the ranks that did not arrive are the group's
+ * ranks without this message.
  *
  * Operations are stamped and tracked by one host thread (the training loop's). */
 #ifndef NCCL_WATCHDOG_H
