@@ -3,7 +3,7 @@
 # built from configs/data/tinyshakespeare.txt (documents of ~3000 characters, the corpus
 # repeated until it reaches SIZE_MB), on 1 and 2 MPI ranks. Prints a markdown report (date,
 # commit, machine, commands, MB/s of JSONL in total and per core) on stdout.
-#   sh perf/preprocess_bench.sh [> perf/results/preprocess-$(date +%F).md]
+#   sh perf/preprocess_bench.sh [> perf/results/io/preprocess-$(date +%F).md]
 # Environment: BENCH_DIR (default /tmp/mtc-preprocess-bench, kept out of the repository),
 # SIZE_MB (default 200), RANKS (default "1 2"), MPIEXEC (default mpiexec).
 # Caveat: a repeated text makes the BPE word cache unusually effective after the first copy.

@@ -6,7 +6,7 @@
 # and by phase, calls, total ms per step, share of the step. ncu runs kernels one at a time, so
 # the sum is the GPU busy time without overlap; compare it with the step time of an unprofiled
 # run to see the host gaps, minding the clock: kernels run alone here near the boost clock, a
-# training step at the power cap (perf/results/power-cap-h100-2026-11-26.md: ~1620 vs 1980 MHz).
+# training step at the power cap (perf/results/training/power-cap-h100-2026-11-26.md: ~1620 vs 1980 MHz).
 #   perf/profile_kernels.sh OUT.csv STEPS -- [pretrain_gpt flags...]
 # STEPS: how many iterations are captured (from iteration 10, after warm-up). Needs ncu on PATH.
 set -eu

@@ -6,7 +6,7 @@
  * a save or load needs is bounded, and the kernel's file I/O only ever touches the staging
  * buffer, which is warm after the first piece (copying to or from memory the kernel has not
  * touched before is several times slower on virtual machines; measured in
- * perf/results/checkpoint-bandwidth-*). Every rank makes as many transfer calls per tensor as
+ * perf/results/io/checkpoint-bandwidth-*). Every rank makes as many transfer calls per tensor as
  * the rank with the most pieces of it, with empty selections once it has none left. */
 #ifndef CHECKPOINT_TRANSFER_H
 #define CHECKPOINT_TRANSFER_H

@@ -329,7 +329,7 @@ static int index_in_group(const model_chunk *ch, int l) { return l % ch->recompu
 /* token rows per pass of the loss (gpt_config.loss_chunk_rows; automatic: the fewest equal
  * chunks of at most 2 GiB of logits: GPT-2 124M at micro-batch 32 x 1024 in 2, GPT 1.3B at
  * 8 x 2048 in one pass, where 2 chunks measured 0.6% slower,
- * perf/results/mlp-activation-and-loss-chunks-h100-2026-11-26.md) */
+ * perf/results/training/mlp-activation-and-loss-chunks-h100-2026-11-26.md) */
 static int loss_chunk_rows(const gpt_model *m) {
     shapes s = model_shapes(m);
     int rows = m->config.loss_chunk_rows;
@@ -778,9 +778,9 @@ static void gelu_linear_backward(gpt_model *m, void *dpre, float *dweight, const
  * Returns this rank's rows. */
 /* Off unless MTC_TP_COMM_OVERLAP=1: on two H200s (NVLink) the overlapped reduction made the TP2
  * step of GPT 1.3B 1.3% slower (the NCCL kernel and the weight-gradient GEMM share the SMs;
- * perf/results/tp-overlap-h200x2-2026-11-23.md). Same bits either way. The --tp-comm-overlap
+ * perf/results/scaling/tp-overlap-h200x2-2026-11-23.md). Same bits either way. The --tp-comm-overlap
  * flag (sequence parallelism) takes precedence: its copy-engine reduce-scatter by row blocks,
- * 8.5-9% faster at TP2 (perf/results/tp-comm-overlap-h100x2-2026-11-26.md). */
+ * 8.5-9% faster at TP2 (perf/results/scaling/tp-comm-overlap-h100x2-2026-11-26.md). */
 static int tp_comm_overlap(void) {
     static int value = -1;
     if (value < 0) {

@@ -3,7 +3,7 @@
  * CUDA IPC, and a rank PULLS a peer's rows with cudaMemcpyAsync from the peer's memory into its
  * own on a copy stream: the copy engines move the data over NVLink, no SM is used, so the copy
  * runs beside cuBLAS's persistent GEMM kernels instead of competing with them as NCCL's kernels
- * do (perf/results/tp-overlap-h200x2-2026-11-23.md). This is the idea of Megatron's/
+ * do (perf/results/scaling/tp-overlap-h200x2-2026-11-23.md). This is the idea of Megatron's/
  * TransformerEngine's userbuffers.
  *
  * Signals. Each rank has a device array flags[ranks] of 32-bit sequence numbers, mapped by every

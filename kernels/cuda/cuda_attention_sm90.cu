@@ -931,7 +931,7 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  * samples on the first use of lse2). 0.931-0.944 -> 0.896-0.908 ms at GPT 1.3B's shape on H100s,
  * D 64 unchanged, for 36 bytes of spills at D 128; both sets before the products (60 bytes of
  * spills) 0.928-0.931; the second half of key tile 0's dQ sum loaded before the first half's
- * stores, 96 bytes (not run). perf/results/attention-backward-stats-h100-2026-11-27.md.
+ * stores, 96 bytes (not run). perf/results/kernels/attention-backward-stats-h100-2026-11-27.md.
  *
  * On an H100 (perf/attention_bench, B=8 T=2048 H=16 D=128, causal) 0.923 and 0.931 ms (372
  * and 369 TFLOP/s) against 1.131 and 1.134 ms for the earlier one-pass kernel, in the same run (one dS^T

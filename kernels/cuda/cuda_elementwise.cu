@@ -370,7 +370,7 @@ static void bias_add_t(E *out, const E *bias, int N, int C) {
 /* at most 128 chunks, 64 from 2048 columns on: fewer partial rows to write and add again once
  * the columns alone fill the GPU (on an H100, at [16384, 8192] 105.3 us with 256 chunks, 100.0
  * with 64; at [32768, 2304] 64.5 against 59; at [32768, 768] 26.0 against 25.3 with 128;
- * perf/results/layernorm-backward-blocks-h100-2026-11-27.md). A function of C only. */
+ * perf/results/kernels/layernorm-backward-blocks-h100-2026-11-27.md). A function of C only. */
 #define BIAS_MAX_CHUNKS(C) ((C) >= 2048 ? 64 : 128)
 #define BIAS_THREADS_Y 8
 

@@ -230,7 +230,7 @@ static void layernorm_forward_t(E *out, float *mean, float *rstd, const E *x,
  * device. 32 rows per block was the fastest of 8 to 62 at both GPT shapes on an H100: more blocks
  * write and re-read more partial sums, fewer keep fewer rows in flight (at [16384, 2048] with the
  * residual bias sums 119 us against 134 for the earlier cap of 1024 blocks; at [32768, 768] the
- * same 1024 blocks as before; perf/results/layernorm-backward-blocks-h100-2026-11-27.md) */
+ * same 1024 blocks as before; perf/results/kernels/layernorm-backward-blocks-h100-2026-11-27.md) */
 static int layernorm_backward_blocks(int N, int C) {
     int blocks = (N + 31) / 32;
     int by_memory = (int)((4u << 20) / (unsigned int)C);

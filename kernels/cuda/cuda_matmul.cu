@@ -15,7 +15,7 @@
  * for an epilogue, the bias and the GeLU run as separate kernels instead. dbias is a separate
  * deterministic column sum (cuda_bias_backward): cuBLASLt's BGRADB epilogue on the weight
  * gradient was measured slower at GPT-2 124M's shapes than the GEMM plus this pass
- * (perf/results/gemm-algos-h100-2026-11-26.md).
+ * (perf/results/kernels/gemm-algos-h100-2026-11-26.md).
  *
  * Descriptors, layouts and the heuristic's algorithm are cached per problem (shape, transposes,
  * types, epilogue, pointer alignments), so each shape is planned once, always runs the same
@@ -167,14 +167,14 @@ static cublasLtMatmulPreference_t plan_preference(const gemm_plan_key *key) {
  * operands (one warm-up call, then GEMM_TUNE_CALLS timed ones) and keeps the fastest for the rest
  * of the process. Over the GEMMs of a training step the heuristic's first was 7.3% (GPT-2 124M)
  * and 4.7% (GPT 1.3B) slower than the best of its first 16 on an H100
- * (perf/results/gemm-algos-h100-2026-11-26.md, perf/gemm_algos.cu). Timing can choose differently
+ * (perf/results/kernels/gemm-algos-h100-2026-11-26.md, perf/gemm_algos.cu). Timing can choose differently
  * from one run to the next, and another algorithm rounds differently, so a tuned run is not
  * bitwise reproducible across runs (within a run a problem always runs the same algorithm). A
  * problem that adds into its output (C = D) is timed into scratch of D's size, since each call
  * would add again; above GEMM_TUNE_MAX_SCRATCH bytes, or when the device has no room for the
  * scratch, it keeps the heuristic's first. Timing the candidates at the power cap the step runs
  * at (300 ms of the heuristic's first before, 40 calls each) chose no better
- * (perf/results/qkv-bias-in-attention-h100-2026-11-27.md). */
+ * (perf/results/kernels/qkv-bias-in-attention-h100-2026-11-27.md). */
 #define GEMM_TUNE_CANDIDATES 8
 #define GEMM_TUNE_CALLS 5
 #define GEMM_TUNE_MIN_FLOP 1e9

@@ -11,7 +11,7 @@
  * the bias kept in registers, made the one- and two-unit forms spill (the first try made the GPT
  * 1.3B step 3% slower than reading x); now they compile to the registers of the forms from x,
  * 7% slower than them at [16384, 2048] (the reciprocals taken once into shared memory instead:
- * slower still; perf/results/memory-efficient-layernorm-h100-2026-11-27.md).
+ * slower still; perf/results/training/memory-efficient-layernorm-h100-2026-11-27.md).
  * Blocks take rows blockIdx.x, blockIdx.x + gridDim.x, ... (gridDim.x a function of N and C
  * only); a thread owns UNITS = ceil(C / 8 / blockDim.x) <= 4 units of 8 columns (unit
  * u = threadIdx.x + i * blockDim.x) in every row and keeps them in registers between the row's

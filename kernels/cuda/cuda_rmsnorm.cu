@@ -54,7 +54,7 @@ static void rmsnorm_forward_t(E *out, float *rstd, const E *x, const E *weight,
  * at most 4M floats; a function of N and C only. At [16384, 2048] on an H100 106.7 us at the
  * earlier cap of 1024 blocks, 100.2-101.4 at 32 rows per block (16 rows: 106.6, 64 rows: 113.6);
  * at [32768, 768] the same 1024 blocks as before
- * (perf/results/layernorm-backward-blocks-h100-2026-11-27.md) */
+ * (perf/results/kernels/layernorm-backward-blocks-h100-2026-11-27.md) */
 static int rmsnorm_backward_blocks(int N, int C) {
     int blocks = (N + 31) / 32;
     int by_memory = (int)((4u << 20) / (unsigned int)C);

@@ -8,7 +8,7 @@
 #  - a CPU checkpoint loads on the GPU, and (with 2 GPUs) the 1-GPU checkpoint loads into TP2 and
 #    DP2 with the distributed optimizer, with losses within 1% of the 1-GPU continuation.
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt with top_srcdir holding
-# tests/ and configs/ (see perf/results/gpu-training-2026-11-22.md).
+# tests/ and configs/ (see perf/results/gpu-tests/gpu-training-2026-11-22.md).
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
 

@@ -19,7 +19,7 @@
 #  - the tiny Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention): GPU losses within 1% of
 #    the CPU's, and TP2 + SP within 1e-2 of one GPU (2 GPUs).
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt with top_srcdir holding
-# tests/ and configs/ (see perf/results/gpu-training-2026-11-22.md).
+# tests/ and configs/ (see perf/results/gpu-tests/gpu-training-2026-11-22.md).
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
 
