@@ -117,6 +117,9 @@ EXTRA_DIST += $(filter %.sh,$(TESTS)) tests/gpu/cuda_kernels_test.c tests/gpu/cu
 	configs/tokenizers/gpt2/LICENSE configs/data/tinyshakespeare.txt \
 	io/CORPUS_FORMAT.md perf/preprocess_bench.sh perf/checkpoint_bench.sh perf/hf_logits_check.py \
 	tests/tools/check_layering.py
+# the documents: every relative link and every perf/results path they name exists (issue 47)
+TESTS += tests/unit/doc_links_test.sh
+EXTRA_DIST += tests/tools/check_doc_links.py
 
 # FLOPs (MFU/HFU), the GPU peak table, PAPI counters per phase (perf/metrics)
 check_PROGRAMS += tests/unit/flops_test

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_layering.py: the include-direction rule of the tree (README, "Code map").
+"""check_layering.py: the include-direction rule of the tree (app/README.md, "Code map").
 
 Every quoted include in app/, io/, kernels/ and perf/metrics/ is written from the root of the tree
 ("app/model/gpt_model.h"; config.h is the one exception) and may only point to its own layer
