@@ -12,7 +12,7 @@ AC_DEFUN([MTC_CHECK_CUDA], [
     [], [with_cuda_arch="90 80"])
   have_cuda=no
   AS_CASE([$with_cuda],
-    [no], [],
+    [no], [CUDA_HOME=],  dnl --without-cuda wins over a CUDA_HOME set in the environment
     [yes|check], [
       AS_IF([test -x /usr/local/cuda/bin/nvcc], [CUDA_HOME=/usr/local/cuda],
         [AC_PATH_PROG([mtc_nvcc_path], [nvcc])
