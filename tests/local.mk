@@ -91,6 +91,10 @@ TESTS += tests/mpi/fatal_error_test.sh
 
 # the scaling-study driver: small weak/strong studies on the CPU backend, render, collect, report
 TESTS += tests/mpi/harness_test.sh
+# its plots: each kind of study in its own kind of plot (made-up records, no MPI, a few seconds);
+# it reads the default plot of every study
+TESTS += tests/unit/harness_plots_test.sh
+EXTRA_DIST += $(wildcard $(srcdir)/perf/studies/*.study)
 EXTRA_DIST += perf/harness perf/perf_record.py perf/studies/strong-cpu.study perf/studies/weak-cpu.study \
 	perf/studies/strong-gpt-1.3b.study perf/studies/weak-gpt3.study
 

@@ -59,6 +59,15 @@ ok $? "strong scaling: the 1-rank case has 100% efficiency in the JSON"
 python3 - "$WORK"/results/strong-cpu-*.json <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
+assert r["plot"] == "scaling", r["plot"]
+for c in r["cases"]:
+    s = c["series"]
+    assert s["iteration"] == list(range(1, 31)) and len(s["lm_loss"]) == 30 and len(s["tokens_per_second"]) == 30, s
+EOF
+ok $? "the record keeps its plot kind (scaling) and each case's per-iteration loss and tokens/s"
+python3 - "$WORK"/results/strong-cpu-*.json <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
 for c in r["cases"]:
     s = c["extra"]["startup"]
     assert 0 < s["time_to_initialize_s"] <= s["time_to_training_start_s"] <= s["time_to_first_iteration_s"] < 120, s
@@ -187,6 +196,10 @@ ok $? "the peer got the case's shape (layers hidden heads micro seq padded-vocab
 ratio=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("%.2f" % (r["cases"][0]["stats"]["tokens_per_second"]["median"] / 2560))' "$WORK"/peer/peer-*.json)
 grep -q "^| small | 2x64x4 | 2x64 | .* | 2,560 | 12.5% | 0.50 | $ratio |$" "$WORK"/peer/peer-*.md
 ok $? "the report's peer table shows ours / peer tokens/s ($ratio)"
+stem=$(ls "$WORK"/peer/peer-*.json); stem=${stem%.json}
+is_png "$stem-throughput.png" && is_png "$stem-mfu.png" && is_png "$stem-memory.png" && [ ! -e "$stem-efficiency.png" ] &&
+    grep -q '"plot": "peer"' "$stem.json" && grep -q "^!\\[$(basename "$stem")-memory.png\\]" "$stem.md"
+ok $? "a peer study is drawn as peer bars (tokens/s, MFU, memory; no efficiency plot)"
 peer_count=$(python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("%.1f%%" % (r["cases"][0]["stats"]["tokens_per_second"]["median"] * 12.5 / 2560))' "$WORK"/peer/peer-*.json)
 grep -q "^| small | 2x64x4 | 2x64 | [^|]* | [^|]* | [^|]* | $peer_count | " "$WORK"/peer/peer-*.md
 ok $? "the peer table gives our MFU in the peer's count ($peer_count: our tokens/s at its FLOPs per token)"
