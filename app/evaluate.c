@@ -12,6 +12,7 @@
 #include "app/core/error.h"
 #include "app/core/options.h"
 #include "app/inference/inference_setup.h"
+#include "app/inference/model_flags.h"
 #include "app/inference/wikitext_detokenizer.h"
 #include "app/inference/zeroshot_eval.h"
 
@@ -36,6 +37,7 @@ typedef struct eval_args {
     int log_interval;
     int tensor_model_parallel_size;
     int pipeline_model_parallel_size;
+    model_flags model;  /* Megatron's model flags, checked against the checkpoint */
 } eval_args;
 
 #define AT(field) OPTION_AT(eval_args, field)
@@ -52,9 +54,12 @@ static const option_spec specs[] = {
     {"device", "checkpoint", OPTION_CHOICE, AT(device), "auto", .choices = "auto|cpu|cuda", .help = "kernel backend"},
     {"tensor-model-parallel-size", "checkpoint", OPTION_INT, AT(tensor_model_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split each layer (the ranks started are tp x pp)"},
     {"pipeline-model-parallel-size", "checkpoint", OPTION_INT, AT(pipeline_model_parallel_size), "1", .range = "[1, inf)", .help = "pipeline stages"},
-    {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer", .help = "default: the checkpoint's"},
+    {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = INFERENCE_TOKENIZER_TYPES, .help = "default: the checkpoint's"},
     {"vocab-file", "tokenizer", OPTION_STRING, AT(vocab_file), .metavar = "PATH", .help = "tokenizer vocabulary"},
     {"merge-file", "tokenizer", OPTION_STRING, AT(merge_file), .metavar = "PATH", .help = "BPE merges"},
+    MODEL_FLAG_SPECS(eval_args, model),
+    {"seed", MODEL_NO_EFFECT_GROUP, OPTION_UINT64, .flags = OPTION_NO_EFFECT, .help = "the evaluations draw no random numbers"},
+    {"batch-size", "task", OPTION_INT, .flags = OPTION_REFUSED, .help = "Megatron refuses it too (\"--batch-size argument is no longer valid\"): use --micro-batch-size"},
 };
 static const option_table table = {
     "--task WIKITEXT103|LAMBADA --valid-data PATH --load DIR [options]",
@@ -240,7 +245,8 @@ int main(int argc, char **argv) {
     static inference_model im;
     inference_model_load(&im, a.load, ops, 1234, a.tensor_model_parallel_size, a.pipeline_model_parallel_size);
     reporting = inference_model_rank(&im) == 0;
-    tokenizer *tok = inference_tokenizer(&im, a.tokenizer_type, a.vocab_file, a.merge_file);
+    model_flags_check(&table, given, &a.model, &im);
+    tokenizer *tok = inference_tokenizer(&im, a.tokenizer_type, a.vocab_file, a.merge_file, a.model.tokenizer_model);
     int seq_length = a.seq_length ? a.seq_length : im.seq_length;
     if (seq_length > im.model.config.max_position_embeddings)
         user_error("--seq-length %d exceeds the checkpoint's --max-position-embeddings %d", seq_length,
@@ -249,6 +255,7 @@ int main(int argc, char **argv) {
         printf("> evaluating %s on %s: checkpoint %s, sequence length %d, %s backend, %d ranks (tp %d, pp %d)\n", a.task,
                a.valid_data, im.path, seq_length, ops->name, world_size, a.tensor_model_parallel_size,
                a.pipeline_model_parallel_size);
+    if (reporting) model_flags_report(&table, given);
     if (!strcmp(a.task, "WIKITEXT103")) wikitext(&a, &im, tok, seq_length);
     else lambada(&a, &im, tok, seq_length);
     if (reporting) printf("done :-)\n");

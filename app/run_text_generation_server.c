@@ -17,6 +17,7 @@
 #include "app/inference/generate_api.h"
 #include "app/inference/generation_lockstep.h"
 #include "app/inference/inference_setup.h"
+#include "app/inference/model_flags.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -46,12 +47,13 @@ typedef struct server_args {
     uint64_t seed;
     int tensor_model_parallel_size;
     int pipeline_model_parallel_size;
+    model_flags model;  /* Megatron's model flags, checked against the checkpoint */
 } server_args;
 
 #define AT(field) OPTION_AT(server_args, field)
 static const option_spec specs[] = {
     {"load", "checkpoint", OPTION_STRING, AT(load), .flags = OPTION_REQUIRED, .metavar = "DIR", .help = "checkpoint directory (its tracker names the file; any parallel layout)"},
-    {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = "GPT2BPETokenizer|BertWordPieceLowerCase|BertWordPieceCase|NullTokenizer", .help = "default: the checkpoint's"},
+    {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = INFERENCE_TOKENIZER_TYPES, .help = "default: the checkpoint's"},
     {"vocab-file", "tokenizer", OPTION_STRING, AT(vocab_file), .metavar = "PATH", .help = "tokenizer vocabulary"},
     {"merge-file", "tokenizer", OPTION_STRING, AT(merge_file), .metavar = "PATH", .help = "BPE merges (GPT2BPETokenizer)"},
     {"host", "server", OPTION_STRING, AT(host), "127.0.0.1", .metavar = "ADDRESS", .help = "IPv4 address to bind"},
@@ -66,6 +68,9 @@ static const option_spec specs[] = {
     {"seed", "generation", OPTION_UINT64, AT(seed), "1234", .help = "seed of requests without random_seed"},
     {"tensor-model-parallel-size", "generation", OPTION_INT, AT(tensor_model_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split each layer (the ranks started are tp x pp; rank 0 serves)"},
     {"pipeline-model-parallel-size", "generation", OPTION_INT, AT(pipeline_model_parallel_size), "1", .range = "[1, inf)", .help = "pipeline stages"},
+    MODEL_FLAG_SPECS(server_args, model),
+    {"seq-length", MODEL_NO_EFFECT_GROUP, OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "generation is bounded by --inference-max-seq-length (default: the checkpoint's max_position_embeddings), not by the training sequence length"},
+    {"micro-batch-size", MODEL_NO_EFFECT_GROUP, OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "each request's prompts are one batch (up to --max-batch-size)"},
 };
 static const option_table table = {
     "--load DIR [--port N] [options]",
@@ -247,7 +252,8 @@ int main(int argc, char **argv) {
     static server s;
     inference_model_load(&im, a.load, ops, a.seed, a.tensor_model_parallel_size, a.pipeline_model_parallel_size);
     int rank = inference_model_rank(&im);
-    s.tok = inference_tokenizer(&im, a.tokenizer_type, a.vocab_file, a.merge_file);
+    model_flags_check(&table, given, &a.model, &im);
+    s.tok = inference_tokenizer(&im, a.tokenizer_type, a.vocab_file, a.merge_file, a.model.tokenizer_model);
     int max_len = a.inference_max_seq_length ? a.inference_max_seq_length : im.model.config.max_position_embeddings;
     generator_create(&s.gen, &im, a.max_batch_size, max_len, a.max_rows, tokenizer_vocab_size(s.tok),
                      tokenizer_eod(s.tok), a.seed, a.max_tokens_to_oom);
@@ -281,6 +287,7 @@ int main(int argc, char **argv) {
         NULL, handle, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address, MHD_OPTION_NOTIFY_COMPLETED, request_done,
         NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)120, MHD_OPTION_END);
     if (!daemon) user_error_local("cannot serve on %s:%d (address in use or not permitted)", a.host, a.port);
+    model_flags_report(&table, given);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     int port = info ? (int)info->port : a.port;
     printf("> loaded %s (iteration %lld): %d layers, hidden %d, %d heads, vocabulary %d (%s), %s backend, "

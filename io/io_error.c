@@ -77,6 +77,8 @@ static int world_rank(void) {
 static void report_once(const char *message) __attribute__((noreturn));
 static void report_once(const char *message) {
     int rank = world_rank();
+    /* bounded whatever blocks: the pause below, the message, the abort (app/core/error.h) */
+    error_abort_watchdog(1, ERROR_ABORT_GRACE_SECONDS + 3);
     /* rank 0 speaks and aborts; another rank waits long enough for rank 0's abort to end it
      * when rank 0 failed too, and speaks (naming itself) when it failed alone */
     if (rank != 0) {
@@ -87,13 +89,7 @@ static void report_once(const char *message) {
         fprintf(stderr, "%s: error: %s\n", program_name, message);
     }
     fflush(stderr);
-    struct timespec delivery = {0, 500 * 1000 * 1000};
-    nanosleep(&delivery, NULL);
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
+    error_abort_job(1);
 }
 
 void io_fail(const char *file, const char *operation, int errnum) {

@@ -39,10 +39,16 @@ int jsonl_file_is_gzip(const char *path) {
 static long fill(line_reader *r) {
     if (r->gz) {
         int got = gzread(r->gz, r->buffer + r->tail, (unsigned)(r->cap - r->tail));
-        if (got < 0) {
-            int code;
-            snprintf(r->error, sizeof r->error, "%s: gzip read failed: %s", r->path,
-                     gzerror(r->gz, &code));
+        /* zlib hands out what it decoded before a fault and reports the fault with the next
+         * read: a truncated stream ends with Z_BUF_ERROR ("unexpected end of file", gzeof
+         * true), corrupt data with Z_DATA_ERROR */
+        int code = Z_OK;
+        const char *why = got <= 0 ? gzerror(r->gz, &code) : "";
+        if (got < 0 || (got == 0 && code != Z_OK)) {
+            size_t path_len = strlen(r->path);  /* zlib's message starts "PATH: " */
+            if (!strncmp(why, r->path, path_len) && !strncmp(why + path_len, ": ", 2)) why += path_len + 2;
+            snprintf(r->error, sizeof r->error, "%s: %s (%s gzip stream)", r->path, why,
+                     code == Z_BUF_ERROR ? "a truncated" : "a corrupt");
             return -1;
         }
         if (got == 0 && !gzeof(r->gz)) {

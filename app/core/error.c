@@ -1,10 +1,15 @@
 /* error.c: the fatal-error and user-error paths described in error.h. */
 #include "app/core/error.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 const char *program_name = "pretrain_gpt";
 
@@ -21,13 +26,49 @@ static int world_rank(void) {
  * lets it through; nothing is waiting on a rank that is about to end the job anyway. */
 static const struct timespec message_delivery_pause = {0, 500 * 1000 * 1000};
 
-static void abort_job(int code) __attribute__((noreturn));
-static void abort_job(int code) {
+/* ---- the bound on an abort ----
+ * MPI_Abort asks the launcher to end the job and waits for its answer; a launcher that stopped
+ * (a hung mpiexec proxy, a stuck node daemon) never answers, and the rank would wait forever.
+ * A detached thread armed before anything that can block (the message, the flushes, the
+ * abort) ends the process with _exit after the grace period, whatever the main thread does. */
+static atomic_int watchdog_armed;
+static int watchdog_code;
+static int watchdog_seconds;
+
+static void *abort_watchdog(void *unused) {
+    (void)unused;
+    struct timespec left = {watchdog_seconds, 0};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR) {}
+    _exit(watchdog_code);
+}
+
+void error_abort_watchdog(int code, int seconds) {
+    if (atomic_exchange(&watchdog_armed, 1)) return;
+    watchdog_code = code;
+    watchdog_seconds = seconds;
+    pthread_attr_t attr;
+    pthread_t thread;
+    int started = pthread_attr_init(&attr) == 0 && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+                  pthread_create(&thread, &attr, abort_watchdog, NULL) == 0;
+    if (!started) alarm((unsigned)seconds + 1);  /* no thread: SIGALRM's default action ends the process */
+}
+
+void error_flush_stdout(void) {
+    /* a stdout that the launcher no longer drains must not hold the error message back:
+     * flush without blocking (what does not fit is lost; the job is ending) */
+    int fd = fileno(stdout), flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+    if (flags >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    fflush(stdout);
+    if (flags >= 0 && !(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, flags);
+}
+
+void error_abort_job(int code) {
+    error_abort_watchdog(code, ERROR_ABORT_GRACE_SECONDS);
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (initialized && !finalized) {
-        fflush(stdout);
+        error_flush_stdout();
         fflush(stderr);
         nanosleep(&message_delivery_pause, NULL);
         MPI_Abort(MPI_COMM_WORLD, code);
@@ -43,11 +84,12 @@ void fatal_at(const char *file, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    fflush(stdout);
+    error_abort_watchdog(1, ERROR_ABORT_GRACE_SECONDS + 1);  /* the message and the flushes are bounded too */
+    error_flush_stdout();
     fprintf(stderr, "[rank %d] %s: FATAL at %s:%d: %s\n", world_rank(), program_name, file, line,
             message);
     fflush(stderr);
-    abort_job(1);
+    error_abort_job(1);
 }
 
 void error_report_fatal(const char *file, int line, const char *message) {
@@ -94,8 +136,9 @@ void user_error_local(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    fflush(stdout);
+    error_abort_watchdog(2, ERROR_ABORT_GRACE_SECONDS + 1);
+    error_flush_stdout();
     fprintf(stderr, "[rank %d] %s: error: %s\n", world_rank(), program_name, message); /* one write */
     fflush(stderr);
-    abort_job(2);
+    error_abort_job(2);
 }

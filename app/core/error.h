@@ -33,6 +33,22 @@ void user_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noret
 /* Bad user input seen by this rank only (a file only it reads): print and abort the job. */
 void user_error_local(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* Ends the job from a failing rank, its message already on stderr: flushes stdout without
+ * blocking, pauses so that the launcher can forward the message, then MPI_Abort(code), or
+ * exit(code) outside MPI. The abort is bounded: a rank whose abort has not ended it within
+ * ERROR_ABORT_GRACE_SECONDS (a launcher that stopped never answers MPI_Abort) exits by itself
+ * with _exit(code). */
+enum { ERROR_ABORT_GRACE_SECONDS = 5 };
+void error_abort_job(int code) __attribute__((noreturn));
+
+/* Arms that bound early, before writing a message that could block (a stderr nobody drains):
+ * after `seconds` the process ends with _exit(code). The first call arms it; later ones do
+ * nothing. */
+void error_abort_watchdog(int code, int seconds);
+
+/* fflush(stdout) that never blocks (an undrained pipe loses what does not fit) */
+void error_flush_stdout(void);
+
 /* Recoverable errors (bad input a caller may report its own way) travel as a message buffer
  * passed down with its size, `char *err, size_t errlen`, in every layer; a function that fails
  * writes one line there and returns -1. error_format is the one way to do that:

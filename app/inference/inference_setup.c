@@ -24,11 +24,12 @@ const kernel_ops *inference_backend(const char *device) {
 }
 
 tokenizer *inference_tokenizer(const inference_model *im, const char *type, const char *vocab_file,
-                               const char *merge_file) {
+                               const char *merge_file, const char *tokenizer_model) {
     const char *name = type && type[0] ? type : im->tokenizer_type;
     char err[1024];
     /* Megatron's NullTokenizer has vocab_size + 1 ids, the last one its end of document */
-    tokenizer *tok = tokenizer_create(name, vocab_file, merge_file, im->vocab_size - 1, err, sizeof err);
+    tokenizer *tok = tokenizer_create_with_model(name, vocab_file, merge_file, tokenizer_model, im->vocab_size - 1, err,
+                                                 sizeof err);
     if (!tok) user_error("tokenizer %s: %s", name, err);
     if (tokenizer_vocab_size(tok) > im->model.config.padded_vocab_size)
         user_error("tokenizer %s has %d ids, more than the model's %d output rows", name,

@@ -11,7 +11,8 @@ app_inference_libinference_a_SOURCES = \
 	app/inference/generate_api.c app/inference/generate_api.h \
 	app/inference/wikitext_detokenizer.c app/inference/wikitext_detokenizer.h \
 	app/inference/zeroshot_eval.c app/inference/zeroshot_eval.h \
-	app/inference/inference_setup.c app/inference/inference_setup.h
+	app/inference/inference_setup.c app/inference/inference_setup.h \
+	app/inference/model_flags.c app/inference/model_flags.h
 app_inference_libinference_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) $(PCRE2_CFLAGS) $(UTF8PROC_CFLAGS)
 # the model's forward with a key/value cache is the model's own code (app/model/gpt_inference.c);
 # it is listed here so that app/model/local.mk stays as the model's authors keep it

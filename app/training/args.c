@@ -424,11 +424,17 @@ static int validate(check_state *st, args *a, int world_size) {
     if (given(st, "decoupled-min-lr") && (a->decoupled_min_lr < 0 || !given(st, "decoupled-lr")))
         return error_format(st->err, st->errlen, a->decoupled_min_lr < 0 ? "--decoupled-min-lr is negative"
                             : "--decoupled-min-lr needs --decoupled-lr (Megatron ignores it alone)");
-    if (a->mock_data && !given(st, "vocab-size")) return error_format(st->err, st->errlen, "--vocab-size is required with --mock-data");
     /* Megatron's GPT-3 example gives --vocab-file and --merge-file without a --tokenizer-type:
      * they name GPT-2's BPE */
     if (!a->tokenizer_type[0] && a->vocab_file[0] && a->merge_file[0])
         snprintf(a->tokenizer_type, sizeof a->tokenizer_type, "GPT2BPETokenizer");
+    /* mock data with a tokenizer takes its vocabulary from the tokenizer, as Megatron
+     * (pretrain_gpt pads it by --make-vocab-size-divisible-by x tp); alone, or with the
+     * NullTokenizer, it needs the size */
+    if (a->mock_data && !given(st, "vocab-size") && (!a->tokenizer_type[0] || !strcmp(a->tokenizer_type, "NullTokenizer")))
+        return error_format(st->err, st->errlen, "--vocab-size is required with --mock-data%s (or give a tokenizer: "
+                            "--tokenizer-type with its --vocab-file/--merge-file or --tokenizer-model)",
+                            a->tokenizer_type[0] ? " and --tokenizer-type NullTokenizer" : "");
     if (real_data && !a->tokenizer_type[0] && !given(st, "vocab-size"))
         return error_format(st->err, st->errlen, "--data-path needs --tokenizer-type (with --vocab-file/--merge-file) or --vocab-size");
     if (!strcmp(a->tokenizer_type, "GPT2BPETokenizer") && (!a->vocab_file[0] || !a->merge_file[0]))
