@@ -10,6 +10,10 @@
 #    job exits 0; the restart goes on with the unbroken run's losses.
 #  - A hanging rank (SIGSTOP): the job aborts within --distributed-timeout-minutes + 10%, naming
 #    the operation and the stopped rank; also where the rank stops at a log line's collectives.
+#  - A stopped launcher (SIGSTOP of the Hydra proxy that relays the ranks' output): the rank
+#    that logs blocks on its full stdout pipe, the other rank's deadline fires and its MPI_Abort
+#    waits on the stopped proxy; the bounded abort (app/core/error.h) ends that rank within the
+#    timeout + a few seconds, and once the proxy runs again the job ends with the message.
 #  - A full disk during a save (a small tmpfs; needs root to mount): the message names ENOSPC
 #    and the file, the previous checkpoint stays the newest and loads.
 #  - A read-only checkpoint folder: refused before training with a message naming it.
@@ -18,6 +22,8 @@
 #    or 2, not a crash), never a hang. A byte flipped at random in a random tensor's data is
 #    refused by its checksum, naming the tensor; a flipped token by the corpus's checksum (HDF5)
 #    or, in a .bin, by the vocabulary check (issue 22).
+#  - A truncated or corrupt .jsonl.gz given to preprocess_data: an error naming the file and
+#    zlib's cause ("unexpected end of file", "incorrect data check", ...), nothing written.
 # FAULT_SEED=N repeats a run's random choices (the seed is printed).
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/tools/fault_table.sh"
@@ -237,6 +243,47 @@ else
 fi
 fault_case_ok "$CASE_LOG" "the job aborts after the timeout, naming the log line's all-reduce and the stopped rank"
 
+# ---- a stopped launcher: the proxy that relays the ranks' output stops (SIGSTOP) ----
+CASE_PROXY="SIGSTOP of the launcher's proxy (--distributed-timeout-minutes 0.1)"
+dir="$WORK/proxy"; mkdir -p "$dir"
+timeout 150 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL $TP2 --train-iters 100000000 \
+    --distributed-timeout-minutes 0.1 --metrics-file "$dir/run.jsonl" --seed 77 >"$dir/out" 2>"$dir/err" &
+launcher=$!
+wait_for lines_at_least "$dir/run.jsonl" '"split": "train"' 3
+rank_pids=$(ranks_of "$dir/run.jsonl")
+proxy=$(ps -o ppid= -p "$(echo $rank_pids | cut -d' ' -f1)" | tr -d ' ')
+# ended PID...: one of the ranks has ended (a zombie of the stopped proxy, or gone)
+ended() { for p in "$@"; do case $(ps -o stat= -p "$p") in Z*|"") return 0;; esac; done; return 1; }
+if [ "$(ps -o comm= -p "$proxy")" != hydra_pmi_proxy ]; then
+    kill -KILL $rank_pids 2>/dev/null; wait $launcher
+    fault_skip_case "$CASE_PROXY" "the ranks' parent is $(ps -o comm= -p "$proxy"), not Hydra's proxy"
+else
+    start=$(date +%s.%N)
+    kill -STOP "$proxy"
+    # the logging rank fills its stdout pipe within seconds, the other rank's deadline fires
+    # 6 s later and its abort is bounded by 5 s more: 60 s is far beyond all of it
+    n=0
+    until ended $rank_pids || [ $n -ge 600 ]; do sleep 0.1; n=$((n + 1)); done
+    seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    ended $rank_pids; rank_ended=$?
+    states=$(for p in $rank_pids; do printf '%s ' "$(ps -o stat=,wchan= -p "$p" | tr -s ' ')"; done)
+    kill -CONT "$proxy"
+    resumed=$(date +%s.%N)
+    wait $launcher
+    status=$?
+    after=$(awk -v a="$resumed" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+    kill -KILL $rank_pids 2>/dev/null
+    diag "a rank ended by itself $seconds s after the proxy stopped (ranks: $states); the job ended $after s after the proxy resumed (status $status)"
+    grep "did not complete within" "$dir/err" | head -1 | cut -c1-200 | sed 's/^/# /'
+    if [ $rank_ended -eq 0 ] && [ $status -ne 0 ] && [ $status -ne 124 ] && awk -v s="$after" 'BEGIN { exit !(s <= 30) }' &&
+        grep -q "did not complete within --distributed-timeout-minutes 0.1 .*ranks that did not arrive" "$dir/err"; then
+        fault_trial "$CASE_PROXY" 0
+    else
+        fault_trial "$CASE_PROXY" 1 "rank ended: $([ $rank_ended -eq 0 ] && echo yes || echo no) ($states) after $seconds s, status $status $after s after the resume"
+    fi
+    fault_case_ok "$CASE_PROXY" "the aborting rank exits by itself while the proxy is stopped; resumed, the job ends with the message"
+fi
+
 # ---- a full disk during a save ----
 CASE_FULL="full disk (tmpfs) during a save"
 dir="$WORK/full"; mkdir -p "$dir/ckpt"
@@ -394,6 +441,33 @@ diag ".bin: the high byte of token $R"
 flip_byte "$WORK/dc/mmap.bin" $((2 * R + 1))
 refused "$CASE_TOKEN_FLIP" "$WORK/dc/mmap.bin" "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $CORPUS_ARGS --data-path "$WORK/dc/mmap"
 fault_case_ok "$CASE_TOKEN_FLIP" "refused, naming the file"
+
+# ---- a truncated or corrupt compressed input to preprocess_data ----
+CASE_GZ="truncated or corrupt .jsonl.gz (preprocess_data)"
+gzip -c "$WORK/corpus.jsonl" > "$WORK/corpus.jsonl.gz"
+gz_size=$(stat -c %s "$WORK/corpus.jsonl.gz")
+for how in truncated corrupt truncated corrupt; do
+    rm -rf "$WORK/gz"; mkdir -p "$WORK/gz"
+    f="$WORK/gz/$how.jsonl.gz"
+    cp "$WORK/corpus.jsonl.gz" "$f"
+    random $((gz_size / 2))
+    cut=$((gz_size / 4 + R))  # inside the deflate data: past the header, before the trailer
+    if [ $how = truncated ]; then truncate -s $cut "$f"; cause="unexpected end of file"
+    else flip_byte "$f" $cut; cause="corrupt gzip stream"; fi
+    timeout 120 "$MPIEXEC" -n 2 "$top_builddir/app/preprocess_data" --input "$f" --output-prefix "$WORK/gz/out" \
+        --tokenizer-type BertWordPieceLowerCase --vocab-file "$top_srcdir/tests/data/wordpiece-vocab.txt" \
+        >"$WORK/out" 2>"$WORK/err"
+    status=$?
+    left=$(ls "$WORK/gz" | grep -v "^$how.jsonl.gz$" | tr '\n' ' ')
+    grep -m1 "error" "$WORK/err" | cut -c1-200 | sed 's/^/#   /'
+    if { [ $status -eq 1 ] || [ $status -eq 2 ]; } && [ "$(grep -c "error" "$WORK/err")" -eq 1 ] &&
+        grep "error" "$WORK/err" | grep -q "$how.jsonl.gz: .*$cause" && [ -z "$left" ]; then
+        fault_trial "$CASE_GZ" 0
+    else
+        fault_trial "$CASE_GZ" 1 "$how at byte $cut of $gz_size: status $status, left behind '$left': $(grep -m1 . "$WORK/err" | cut -c1-200)"
+    fi
+done
+fault_case_ok "$CASE_GZ" "an error naming the file and zlib's cause, nothing written"
 
 fault_print_table
 done_testing
