@@ -18,7 +18,15 @@
  *       lm_head.weight different from wte becomes an untied output layer.
  * The tensor mappings are in app/model/hf_gpt2_layout.h and app/model/hf_llama_layout.h. Everything is validated (config against every
  * tensor shape, dtypes, unknown tensors) before anything is written, and outputs appear only
- * complete (write .tmp/.partial, fsync, rename). Runs as one process (directly or mpiexec -n 1). */
+ * complete (write .tmp/.partial, fsync, rename). Runs as one process (directly or mpiexec -n 1).
+ *
+ * Megatron-LM's tools/checkpoint/convert.py flags work too: --loader llama_mistral (Hugging Face,
+ * --checkpoint-type hf) --saver core|mcore --load-dir HF_DIR --save-dir CKPT_DIR is --from-hf;
+ * --loader core|mcore|megatron --saver hf is --to-hf. Its layout and implementation flags
+ * (--target-tensor-parallel-size, --model-size, --bf16, --loader-transformer-impl, ...) are
+ * accepted, each saying why it changes nothing here (a checkpoint stores global tensors and
+ * loads into any layout); a Megatron-to-Megatron conversion (resharding) is refused as not
+ * needed, saying what to do instead. */
 #include "io/io_error.h"
 #include "app/convert_hf_source.h"
 #include "app/convert_llama.h"
@@ -50,9 +58,15 @@ typedef struct options {
     int64_t max_shard_bytes;  /* derived from --max-shard-size */
     int64_t vocab_divisible_by;
     int bfloat16;  /* derived from --dtype */
+    /* Megatron's tools/checkpoint/convert.py */
+    char model_type[8], loader[64], saver[64], checkpoint_type[8];
+    char load_dir[CHECKPOINT_PATH_MAX], save_dir[CHECKPOINT_PATH_MAX];
 } options;
 
 #define AT(field) OPTION_AT(options, field)
+#define MEGATRON_GROUP "Megatron-LM's tools/checkpoint/convert.py"
+#define MEGATRON_NO_EFFECT "convert.py's flags with no effect here"
+#define NO_LAYOUT "a checkpoint here stores every tensor in its global shape and loads into any --tensor-model-parallel-size/--pipeline-model-parallel-size: no resharding needed"
 static const option_spec specs[] = {
     {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model (model.safetensors, config.json)"},
     {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2 or Llama (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
@@ -65,6 +79,27 @@ static const option_spec specs[] = {
     {"save", "with --from-hf", OPTION_STRING, AT(save), .metavar = "CKPT_DIR", .help = "write CKPT_DIR/release.h5 and set the tracker to \"release\""},
     {"make-vocab-size-divisible-by", "with --from-hf", OPTION_INT64, AT(vocab_divisible_by), "128", .range = "[1, inf)", .help = "pad the embedding table with zero rows to a multiple of N (as Megatron)"},
     {"overwrite", "output", OPTION_FLAG, AT(overwrite), .help = "replace existing outputs"},
+    {"model-type", MEGATRON_GROUP, OPTION_CHOICE, AT(model_type), .choices = "GPT|BERT", .help = "GPT (the GPT and Llama families); BERT is not supported here"},
+    {"loader", MEGATRON_GROUP, OPTION_STRING, AT(loader), "megatron", .metavar = "NAME", .help = "llama_mistral (a Hugging Face checkpoint: as --from-hf), or core|mcore|megatron|legacy (ours)"},
+    {"saver", MEGATRON_GROUP, OPTION_STRING, AT(saver), "megatron", .metavar = "NAME", .help = "core|mcore|megatron|legacy (ours), or hf (Hugging Face: as --to-hf)"},
+    {"load-dir", MEGATRON_GROUP, OPTION_STRING, AT(load_dir), .metavar = "DIR", .help = "the checkpoint to read (Hugging Face folder or ours)"},
+    {"save-dir", MEGATRON_GROUP, OPTION_STRING, AT(save_dir), .metavar = "DIR", .help = "where to write the converted checkpoint"},
+    {"checkpoint-type", MEGATRON_GROUP, OPTION_CHOICE, AT(checkpoint_type), "hf", .choices = "hf|meta", .help = "the llama_mistral loader's source: hf (Meta's original format is not supported: convert it to Hugging Face first)"},
+    {"target-tensor-parallel-size", MEGATRON_NO_EFFECT, OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = NO_LAYOUT},
+    {"target-pipeline-parallel-size", MEGATRON_NO_EFFECT, OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = NO_LAYOUT},
+    {"target-expert-parallel-size", MEGATRON_NO_EFFECT, OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = NO_LAYOUT},
+    {"model-size", MEGATRON_NO_EFFECT, OPTION_STRING, .flags = OPTION_NO_EFFECT, .metavar = "NAME", .help = "the shape comes from config.json"},
+    {"tokenizer-model", MEGATRON_NO_EFFECT, OPTION_STRING, .flags = OPTION_NO_EFFECT, .metavar = "PATH", .help = "a checkpoint here holds no tokenizer: give --tokenizer-model to the programs that read text"},
+    {"vocab-file", MEGATRON_NO_EFFECT, OPTION_STRING, .flags = OPTION_NO_EFFECT, .metavar = "PATH", .help = "the vocabulary size comes from config.json (padded by --make-vocab-size-divisible-by)"},
+    {"true-vocab-size", MEGATRON_NO_EFFECT, OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "the vocabulary size comes from config.json (padded by --make-vocab-size-divisible-by)"},
+    {"bf16", MEGATRON_NO_EFFECT, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "a checkpoint here stores fp32 weights, converted exactly from F16/BF16 (--dtype chooses the Hugging Face side's type)"},
+    {"fp16", MEGATRON_NO_EFFECT, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "a checkpoint here stores fp32 weights, converted exactly from F16/BF16 (--dtype chooses the Hugging Face side's type)"},
+    {"loader-transformer-impl", MEGATRON_NO_EFFECT, OPTION_CHOICE, .choices = "local|transformer_engine", .flags = OPTION_NO_EFFECT, .help = "one parameter layout here, Megatron-Core's names"},
+    {"saver-transformer-impl", MEGATRON_NO_EFFECT, OPTION_CHOICE, .choices = "local|transformer_engine", .flags = OPTION_NO_EFFECT, .help = "one parameter layout here, Megatron-Core's names"},
+    {"position-embedding-type", MEGATRON_NO_EFFECT, OPTION_CHOICE, .choices = "learned_absolute|rope", .flags = OPTION_NO_EFFECT, .help = "the positions come from the checkpoint's /args or config.json"},
+    {"megatron-path", MEGATRON_NO_EFFECT, OPTION_STRING, .flags = OPTION_NO_EFFECT, .metavar = "DIR", .help = "no Python: nothing to import"},
+    {"max-queue-size", MEGATRON_NO_EFFECT, OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "one process converts tensor by tensor: no loader/saver queue"},
+    {"no-checking", MEGATRON_NO_EFFECT, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "every tensor name and shape is always checked before anything is written"},
 };
 
 static const option_table table = {
@@ -72,7 +107,9 @@ static const option_table table = {
              "                          [--overwrite]\n"
              "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
              "                          [--make-vocab-size-divisible-by N] [--overwrite]\n"
-             "       convert_checkpoint --verify CKPT_DIR|FILE.h5",
+             "       convert_checkpoint --verify CKPT_DIR|FILE.h5\n"
+             "       convert_checkpoint --model-type GPT --loader llama_mistral|core --saver core|hf --load-dir DIR --save-dir DIR\n"
+             "                          (Megatron-LM's tools/checkpoint/convert.py flags)",
     .description =
         "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, or a Llama-architecture\n"
         "model and Hugging Face LlamaForCausalLM, as one process.\n"
@@ -82,11 +119,65 @@ static const option_table table = {
     .count = (int)(sizeof specs / sizeof specs[0]),
 };
 
+/* a convert.py plugin name without its "loader_"/"saver_" prefix: 'h' Hugging Face, 'm' ours, 0 other */
+static int plugin_kind(const char *name, const char *prefix) {
+    size_t n = strlen(prefix);
+    if (!strncmp(name, prefix, n)) name += n;
+    const char *hf[] = {"llama_mistral", "hf", "huggingface", "llama_hf"};
+    const char *ours[] = {"core", "mcore", "megatron", "legacy"};
+    for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++)
+        if (!strcmp(name, hf[i])) return 'h';
+    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
+        if (!strcmp(name, ours[i])) return 'm';
+    return 0;
+}
+
+/* Megatron's convert.py flags (--loader, --saver, --load-dir, --save-dir) as a direction */
+static void megatron_direction(options *o) {
+    if (o->to_hf || o->from_hf || o->verify[0] || o->load[0] || o->output[0] || o->input[0] || o->save[0])
+        user_error("give either convert.py's --loader/--saver/--load-dir/--save-dir or --to-hf/--from-hf/--verify "
+                   "with their flags, not both");
+    if (!o->load_dir[0] || !o->save_dir[0]) user_error("--load-dir and --save-dir are both required (as in convert.py)");
+    if (!strcmp(o->model_type, "BERT")) user_error("--model-type BERT is not supported here: GPT (the GPT and Llama families)");
+    int loader = plugin_kind(o->loader, "loader_"), saver = plugin_kind(o->saver, "saver_");
+    if (!loader)
+        user_error("--loader %s is not supported here: llama_mistral (a Hugging Face GPT-2 or Llama-architecture "
+                   "checkpoint) or core|mcore|megatron|legacy (a checkpoint here)", o->loader);
+    if (!saver)
+        user_error("--saver %s is not supported here: core|mcore|megatron|legacy (a checkpoint here) or hf (Hugging "
+                   "Face)", o->saver);
+    if (loader == 'h' && !strcmp(o->checkpoint_type, "meta"))
+        user_error("--checkpoint-type meta is not supported here: convert Meta's checkpoint to Hugging Face first "
+                   "(transformers' convert_llama_weights_to_hf.py), then --checkpoint-type hf");
+    if (loader == 'h' && saver == 'h') user_error("--loader %s --saver %s: both are Hugging Face; nothing to convert", o->loader, o->saver);
+    if (loader == 'm' && saver == 'm')
+        user_error("--loader %s --saver %s (resharding) is not needed here: a checkpoint stores every tensor in its "
+                   "global shape and loads into any layout; pass --load %s with the new --tensor-model-parallel-size "
+                   "and --pipeline-model-parallel-size directly", o->loader, o->saver, o->load_dir);
+    if (loader == 'h') {
+        o->from_hf = 1;
+        snprintf(o->input, sizeof o->input, "%s", o->load_dir);
+        snprintf(o->save, sizeof o->save, "%s", o->save_dir);
+    } else {
+        o->to_hf = 1;
+        snprintf(o->load, sizeof o->load, "%s", o->load_dir);
+        snprintf(o->output, sizeof o->output, "%s", o->save_dir);
+    }
+}
+
 static options parse_options(int argc, char **argv) {
     options o;
     unsigned char given[sizeof specs / sizeof specs[0]];
     memset(&o, 0, sizeof o);
     options_parse_or_exit(&table, &o, given, argc, argv);
+    if (options_given(&table, given, "loader") || options_given(&table, given, "saver") ||
+        options_given(&table, given, "load-dir") || options_given(&table, given, "save-dir"))
+        megatron_direction(&o);
+    else if (options_given(&table, given, "model-type") && !strcmp(o.model_type, "BERT"))
+        user_error("--model-type BERT is not supported here: GPT (the GPT and Llama families)");
+    char no_effect[1024];
+    if (options_no_effect_given(&table, given, no_effect, sizeof no_effect) > 0)
+        printf("> accepted with no effect here (see --help): %s\n", no_effect);
     o.bfloat16 = !strcmp(o.dtype, "bfloat16") || !strcmp(o.dtype, "bf16");
     /* SIZE[KB|MB|GB] (decimal, as transformers' convert_file_size_to_int) */
     char *unit;

@@ -3,7 +3,9 @@
  * tokens, sends PUT URL with {"prompts": [prompt], "tokens_to_generate": n} and prints
  * "Megatron Response: " and the text, until end of input. `text_generation_cli URL PROMPT
  * [TOKENS]` sends one request and prints the generated text. A refused request prints the
- * server's message and the status (exit 1 in the one-request form). HTTP is libcurl's. */
+ * server's message and the status (exit 1 in the one-request form). HTTP is libcurl's.
+ * URL may also be given as Megatron's client takes it, HOST:PORT (`text_generation_cli.py
+ * localhost:5000`), which means http://HOST:PORT/api. */
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -77,11 +79,18 @@ static char *read_line(const char *question) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 4 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fprintf(stderr, "usage: text_generation_cli URL [PROMPT [TOKENS_TO_GENERATE]]\n"
-                        "  e.g. text_generation_cli http://127.0.0.1:5000/api\n");
+        fprintf(stderr, "usage: text_generation_cli URL|HOST:PORT [PROMPT [TOKENS_TO_GENERATE]]\n"
+                        "  e.g. text_generation_cli http://127.0.0.1:5000/api, or as Megatron's client:\n"
+                        "       text_generation_cli localhost:5000  (http://localhost:5000/api)\n");
         return argc < 2 || argc > 4 ? 2 : 0;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    /* Megatron's form, HOST:PORT: its client sends to 'http://' + url + '/api' */
+    static char megatron_url[4096];
+    if (!strstr(argv[1], "://")) {
+        snprintf(megatron_url, sizeof megatron_url, "http://%s/api", argv[1]);
+        argv[1] = megatron_url;
+    }
     int status = 0;
     if (argc >= 3) {
         char *end = NULL;

@@ -148,6 +148,8 @@ tests_unit_detokenizer_test_LDADD = $(APP_LIBS)
 tests_unit_sampling_test_SOURCES = tests/unit/sampling_test.c
 tests_unit_sampling_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/detokenizer_test tests/unit/sampling_test tests/mpi/text_generation_test.sh
+# Megatron-LM's inference, evaluation and conversion scripts' flags on the tools (issue 47)
+TESTS += tests/mpi/megatron_tools_test.sh
 EXTRA_DIST += perf/generation_vs_hf.sh perf/generation_vs_hf.py
 if HAVE_CUDA
 check_PROGRAMS += tests/gpu/cuda_decode_attention_test
