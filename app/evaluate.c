@@ -6,7 +6,10 @@
  *     text (Megatron's detokenizer chosen by the file name) over windows of --seq-length tokens,
  *     with Megatron's avg loss, ppl, adjusted ppl and token ratio;
  *   --task LAMBADA --valid-data FILE.jsonl [--strict-lambada]: last-word accuracy.
- * The result is printed as Megatron prints it and, with --metrics-file, appended as one JSON line. */
+ * The result is printed as Megatron prints it and, with --metrics-file, appended as one JSON line.
+ * The model and tokenizer flags of Megatron's evaluation scripts (--num-layers, --fp16,
+ * --no-load-optim, ...) are accepted: checked against the checkpoint, or named as changing
+ * nothing (model_flags.h). */
 #include "config.h"
 
 #include "app/core/error.h"

@@ -9,7 +9,9 @@
  * port, printed and written to --port-file). Bodies over --max-request-bytes get 413, other
  * methods 405, other paths 404, bad requests 400 with {"message": ...}; the server keeps
  * serving. SIGINT or SIGTERM to rank 0 stops every rank cleanly; a rank that fails ends the job
- * (MPI_Abort), so no rank waits forever. */
+ * (MPI_Abort), so no rank waits forever. The model and tokenizer flags of Megatron's server
+ * scripts (--num-layers, --hidden-size, --swiglu, --fp16, --use-checkpoint-args, ...) are
+ * accepted: checked against the checkpoint, or named as changing nothing (model_flags.h). */
 #include "config.h"
 
 #include "app/core/error.h"
