@@ -64,6 +64,7 @@ static const option_spec specs[] = {
     {"max-request-bytes", "server", OPTION_INT64, AT(max_request_bytes), "1048576", .range = "[1, inf)", .help = "larger request bodies get 413"},
     {"device", "generation", OPTION_CHOICE, AT(device), "auto", .choices = "auto|cpu|cuda", .help = "kernel backend"},
     {"max-batch-size", "generation", OPTION_INT, AT(max_batch_size), "16", .range = "[1, 128]", .help = "prompts per request"},
+    {"inference-max-batch-size", "generation", OPTION_INT, AT(max_batch_size), "16", .range = "[1, 128]", .help = "Megatron's newer name of --max-batch-size"},
     {"inference-max-seq-length", "generation", OPTION_INT, AT(inference_max_seq_length), .range = "[0, inf)", .help = "prompt + generated tokens (default: --max-position-embeddings of the checkpoint)"},
     {"max-tokens-to-oom", "generation", OPTION_INT64, AT(max_tokens_to_oom), "12000", .range = "[1, inf)", .help = "refuse requests of more prompts x length (Megatron's)"},
     {"inference-max-rows", "generation", OPTION_INT, AT(max_rows), "4096", .range = "[1, inf)", .help = "token rows per forward (longer prefills run in pieces)"},
