@@ -120,6 +120,7 @@ static const option_spec specs[] = {
     {"ckpt-collective-io", "checkpointing", OPTION_FLAG, AT(ckpt_collective_io), .help = "move tensor data with MPI-IO collective buffering (default: each rank writes its own pieces independently)"},
     {"exit-signal-handler", "checkpointing", OPTION_FLAG, AT(exit_signal_handler), .help = "on SIGTERM (or SIGUSR1/SIGUSR2) save a checkpoint and exit cleanly"},
     {"override-opt-param-scheduler", "checkpointing", OPTION_FLAG, AT(override_opt_param_scheduler), .help = "the learning-rate schedule comes from this run's flags, ignoring the checkpoint's", .aliases = "override-opt_param-scheduler"},
+    {"exit-on-missing-checkpoint", "checkpointing", OPTION_FLAG, AT(exit_on_missing_checkpoint), .help = "stop with an error when --load DIR holds no checkpoint (a mistyped path) instead of training from random initialization"},
     {"use-checkpoint-args", "checkpointing", OPTION_FLAG, AT(use_checkpoint_args), .help = "take the model's shape and architecture from the checkpoint in --load: the shape flags fill what the command line leaves out, the architecture flags (query groups, position embeddings, RoPE, biases, SwiGLU, untied output, normalization) override it"},
     {"use-checkpoint-opt_param-scheduler", "checkpointing", OPTION_FLAG, AT(use_checkpoint_opt_param_scheduler), .help = "the learning-rate schedule comes from the checkpoint, ignoring this run's flags", .aliases = "use-checkpoint-opt-param-scheduler"},
 
@@ -165,6 +166,9 @@ static const option_spec specs[] = {
     {"log-validation-ppl-to-tensorboard", "logging", OPTION_FLAG, AT(log_validation_ppl_to_tensorboard), .help = "also write the validation perplexity: lm loss validation ppl (and \"vs samples\") in --tensorboard-dir"},
     {"log-memory-to-tensorboard", "logging", OPTION_FLAG, AT(log_memory_to_tensorboard), .help = "also write rank 0's backend memory (everything allocated through the kernel backend; there is no caching allocator, so reserved equals allocated): mem-reserved-bytes, mem-allocated-bytes, mem-max-allocated-bytes, mem-allocated-count in --tensorboard-dir"},
     {"log-world-size-to-tensorboard", "logging", OPTION_FLAG, AT(log_world_size_to_tensorboard), .help = "also write the number of ranks: world-size (and \"vs samples\") in --tensorboard-dir"},
+    {"log-learning-rate-to-tensorboard", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "learning-rate is always written to --tensorboard-dir, as Megatron-LM writes it now (older versions had this flag; not in its current parser)"},
+    {"no-log-learning-rate-to-tensorboard", "logging", OPTION_FLAG, AT(no_log_learning_rate_to_tensorboard), .help = "leave the learning-rate scalars out of --tensorboard-dir (an older Megatron-LM flag, not in its current parser)"},
+    {"log-batch-size-to-tensorboard", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "batch-size is always written to --tensorboard-dir, as Megatron-LM writes it now (older versions had this flag; not in its current parser)"},
     {"no-log-loss-scale-to-tensorboard", "logging", OPTION_FLAG, AT(no_log_loss_scale_to_tensorboard), .help = "leave the loss-scale scalars out of --tensorboard-dir (written by default)", .aliases = "disable-log-loss-scale-to-tensorboard"},
     {"wandb-project", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
     {"wandb-exp-name", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
@@ -532,6 +536,7 @@ static int validate(check_state *st, args *a, int world_size) {
         /* Megatron writes these only to a TensorBoard writer: without one they would do nothing */
         static const char *const needs_dir[] = {"tensorboard-log-interval", "log-validation-ppl-to-tensorboard",
             "log-memory-to-tensorboard", "log-world-size-to-tensorboard", "no-log-loss-scale-to-tensorboard",
+            "no-log-learning-rate-to-tensorboard",
             "log-timers-to-tensorboard"};
         for (size_t i = 0; i < sizeof needs_dir / sizeof needs_dir[0]; i++)
             if (given(st, needs_dir[i]))
@@ -555,6 +560,7 @@ static int validate(check_state *st, args *a, int world_size) {
     if (a->exit_signal_handler && !a->save[0]) return error_format(st->err, st->errlen, "--exit-signal-handler needs --save DIR (where to save on the signal)");
     if ((a->finetune || a->no_load_optim || a->no_load_rng) && !a->load[0])
         return error_format(st->err, st->errlen, "--%s needs --load DIR", a->finetune ? "finetune" : a->no_load_optim ? "no-load-optim" : "no-load-rng");
+    if (a->exit_on_missing_checkpoint && !a->load[0]) return error_format(st->err, st->errlen, "--exit-on-missing-checkpoint needs --load DIR");
     if (a->no_save_optim && !a->save[0]) return error_format(st->err, st->errlen, "--no-save-optim needs --save DIR");
     if (a->check_for_nan_in_loss_and_grad && a->no_check_for_nan_in_loss_and_grad)
         return error_format(st->err, st->errlen, "--check-for-nan-in-loss-and-grad and --no-check-for-nan-in-loss-and-grad cannot both be given");

@@ -150,7 +150,9 @@ typedef struct args {
     int log_validation_ppl_to_tensorboard; /* lm loss validation ppl */
     int log_memory_to_tensorboard; /* mem-reserved-bytes, mem-allocated-bytes, ... */
     int log_world_size_to_tensorboard; /* world-size */
-    int no_log_loss_scale_to_tensorboard; /* leave out loss-scale (written by default) */
+    int no_log_loss_scale_to_tensorboard;
+    int no_log_learning_rate_to_tensorboard;
+    int exit_on_missing_checkpoint; /* --load without a checkpoint is an error, not a fresh start */ /* leave out learning-rate (an older Megatron flag) */ /* leave out loss-scale (written by default) */
     int log_throughput;           /* with --log-timers-to-tensorboard: the throughput scalar */
     int profile;                  /* --profile: cudaProfilerStart/Stop around a step range */
     int profile_step_start, profile_step_end;

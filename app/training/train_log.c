@@ -46,7 +46,7 @@ static void scalar(tensorboard_events *tb, const char *tag, double value, const 
 void train_log_tensorboard_step(train_log *log, const tensorboard_step *s) {
     tensorboard_events *tb = &log->tensorboard;
     if (!tb->file) return;
-    scalar(tb, "learning-rate", s->learning_rate, s, 1);
+    if (!isnan(s->learning_rate)) scalar(tb, "learning-rate", s->learning_rate, s, 1);
     scalar(tb, "batch-size", s->global_batch_size, s, 1);
     scalar(tb, "lm loss", s->lm_loss, s, 1);
     if (!isnan(s->loss_scale)) scalar(tb, "loss-scale", s->loss_scale, s, 1);

@@ -50,7 +50,7 @@ typedef struct iteration_stats {
  * --tensorboard-log-interval divides); the optional ones are NAN when not asked for */
 typedef struct tensorboard_step {
     int64_t iteration, consumed_samples;
-    double learning_rate;
+    double learning_rate;              /* NAN: left out (--no-log-learning-rate-to-tensorboard) */
     int global_batch_size;
     double lm_loss;                    /* this iteration's */
     double loss_scale;                 /* NAN: left out (--no-log-loss-scale-to-tensorboard) */

@@ -647,7 +647,7 @@ double trainer_train(trainer *t) {
             tensorboard_step scalars = {
                 .iteration = t->iteration,
                 .consumed_samples = t->consumed_samples,
-                .learning_rate = lr,
+                .learning_rate = a->no_log_learning_rate_to_tensorboard ? NAN : lr,
                 .global_batch_size = (int)batch,
                 .lm_loss = loss,
                 .loss_scale = a->no_log_loss_scale_to_tensorboard ? NAN : grad_scaler_scale(&t->opt.scaler),

@@ -108,16 +108,20 @@ ok $status "the GPT-3 example script trains on 2 ranks (pipeline-parallel 2)"
 ok $? "it logs every 5 iterations and saves iterations 5 and 10 in its CHECKPOINT_PATH"
 python3 "$top_srcdir/tests/tools/tensorboard_scalars.py" "$WORK/tensorboard" > "$WORK/scalars" 2> "$WORK/scalars.err"
 ok $? "its TensorBoard event file reads back ($(wc -l < "$WORK/scalars") scalars$(grep -q tensorboard "$WORK/scalars.err" && echo ', TensorBoard agrees'))"
-# the "lm loss" scalars are each iteration's (Megatron's --tensorboard-log-interval 1), their mean
-# over each log interval the log line's at 5 and 10; validation at 5, at 10 and at the end of
-# training (Megatron evaluates at the last iteration and again after the loop)
+# the "lm loss" scalars are each iteration's (Megatron's --tensorboard-log-interval 1); their mean
+# over each log interval, without the iterations an fp16 overflow skipped (those have no grad-norm
+# scalar), is the log line's at 5 and 10; validation at 5, at 10 and at the end of training
+# (Megatron evaluates at the last iteration and again after the loop)
 grep -o 'iteration *[0-9]*/.*lm loss: [0-9.E+-]*' "$WORK/out" | sed 's/iteration *\([0-9]*\)\/.*lm loss: \(.*\)/\1 \2/' > "$WORK/logged"
-awk -F '\t' '$1 == "lm loss" { n++; end = int(($2 + 4) / 5) * 5; sum[end] += $3; count[end]++ }
-    END { if (n != 10) exit 1; for (e = 5; e <= 10; e += 5) print e, sum[e] / count[e] }' "$WORK/scalars" > "$WORK/tb_loss"
+awk -F '\t' '$1 == "grad-norm" { stepped[$2] = 1 } $1 == "lm loss" { loss[$2] = $3; n++ }
+    END { if (n != 10) exit 1
+          for (i in loss) if (i in stepped) { end = int((i + 4) / 5) * 5; sum[end] += loss[i]; count[end]++ }
+          for (e = 5; e <= 10; e += 5) print e, sum[e] / count[e] }' "$WORK/scalars" > "$WORK/tb_loss"
 awk 'NR == FNR { want[$1] = $2; next } { n++; if (!($1 in want) || (want[$1] - $2) ^ 2 > 1e-10) bad++ } END { exit !(n == 2 && !bad) }' \
     "$WORK/logged" "$WORK/tb_loss" && [ "$(grep -c '^lm loss validation	' "$WORK/scalars")" -eq 3 ] &&
     grep -q '^learning-rate vs samples	80	' "$WORK/scalars"
-ok $? "the scalars are Megatron's tags: lm loss at iterations 1-10, their means over 1-5 and 6-10 as printed at $(cut -d' ' -f1 "$WORK/tb_loss" | tr '\n' ' '); validation, learning-rate vs samples"
+ok $? "the scalars are Megatron's tags: lm loss at iterations 1-10, the means of the steps taken as printed at $(cut -d' ' -f1 "$WORK/tb_loss" | tr '\n' ' '); validation, learning-rate vs samples"
+diag "log line: $(tr '\n' ' ' < "$WORK/logged"); TensorBoard means: $(tr '\n' ' ' < "$WORK/tb_loss")"
 first=$(head -1 "$WORK/tb_loss" | cut -d' ' -f2); last=$(tail -1 "$WORK/tb_loss" | cut -d' ' -f2)
 awk -v f="$first" -v l="$last" 'BEGIN { exit !(f > 10.0 && l < f - 0.5) }'
 ok $? "the loss falls (from $first to $last)"

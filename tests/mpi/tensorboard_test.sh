@@ -1,14 +1,14 @@
 #!/bin/sh
 # tensorboard_test.sh: Megatron's TensorBoard switches write Megatron's tags with the right values.
-# Three runs of a tiny GPT on mock data (4 iterations, --log-interval 2):
-#   (no linear biases: the key bias has an analytically zero gradient, exactly 0 or not by rounding)
+# Four runs of a tiny GPT on mock data (4 iterations, --log-interval 2, no linear biases: the key
+# bias has an analytically zero gradient that rounding makes exactly 0 or not):
 #   A: 2 ranks, tensor-parallel 2, every switch, 32 position rows for 16 tokens, a parameter dump;
-#   B: the same model on 1 rank; D: on 2 pipeline stages; C: 1 rank, 16 position rows, --tensorboard-log-interval 2,
-#      --no-log-loss-scale-to-tensorboard.
-# params-norm is the norm of the dumped parameters and the same on 1 and 2 ranks; num-zeros is the
-# same on 1 and 2 ranks (each parameter counted once) and exactly 16 x 64 more with the 16 position
-# rows no token reaches; lm loss is the iteration's (the log line prints the interval's mean);
-# validation ppl = exp(loss); memory matches the metrics file's peak; the switches off leave the
+#   B: the same model on 1 rank; D: on 2 pipeline stages (params norm and num zeros);
+#   C: 1 rank, 16 position rows, --tensorboard-log-interval 2, loss scale and learning rate left out.
+# params-norm is the norm of the dumped parameters and the same on 1 rank, 2 tensor-parallel ranks
+# and 2 stages; num-zeros likewise (each parameter counted once), and exactly 16 x 64 more with the
+# 16 position rows no token reaches; lm loss is the iteration's (the log line prints the interval's
+# mean); validation ppl = exp(loss); memory matches the metrics file's peak; a switch off leaves its
 # scalars out. A switch without --tensorboard-dir is refused.
 . "${top_srcdir:-.}/tests/lib.sh"
 SCALARS="$top_srcdir/tests/tools/tensorboard_scalars.py"
@@ -36,7 +36,8 @@ run() {
 run A 2 $switches --tensor-model-parallel-size 2 --max-position-embeddings 32 --dump-parameters "$WORK/params"
 # shellcheck disable=SC2086
 run B 1 $switches --max-position-embeddings 32
-run C 1 --log-num-zeros-in-grad --tensorboard-log-interval 2 --no-log-loss-scale-to-tensorboard
+run C 1 --log-num-zeros-in-grad --tensorboard-log-interval 2 --no-log-loss-scale-to-tensorboard \
+    --no-log-learning-rate-to-tensorboard --log-batch-size-to-tensorboard
 run D 2 --log-params-norm --log-num-zeros-in-grad --pipeline-model-parallel-size 2 --max-position-embeddings 32
 
 python3 - "$WORK" > "$WORK/checks" 2>&1 <<'PY'
@@ -83,6 +84,8 @@ check(all(abs(means[i] - line[i]) <= 1e-6 * abs(line[i]) + 1e-6 for i in (2, 4))
 check(set(A["world-size"].values()) == {2.0} and "world-size" not in C, "world-size is 2 with the switch, absent without")
 check(set(A["loss-scale"].values()) == {1.0} and "loss-scale" not in C and "loss-scale" in B,
       "loss-scale 1 (fp32) by default, absent with --no-log-loss-scale-to-tensorboard")
+check("learning-rate" not in C and "batch-size" in C and set(A["batch-size"].values()) == {4.0},
+      "learning-rate absent with --no-log-learning-rate-to-tensorboard; batch-size (4) always written")
 
 # params-norm: the dumped parameters (float32, each once, global shapes) after the last step
 raw = open(f"{work}/params", "rb").read()
