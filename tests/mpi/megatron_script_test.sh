@@ -116,7 +116,7 @@ grep -o 'iteration *[0-9]*/.*lm loss: [0-9.E+-]*' "$WORK/out" | sed 's/iteration
 awk -F '\t' '$1 == "grad-norm" { stepped[$2] = 1 } $1 == "lm loss" { loss[$2] = $3; n++ }
     END { if (n != 10) exit 1
           for (i in loss) if (i in stepped) { end = int((i + 4) / 5) * 5; sum[end] += loss[i]; count[end]++ }
-          for (e = 5; e <= 10; e += 5) print e, sum[e] / count[e] }' "$WORK/scalars" > "$WORK/tb_loss"
+          for (e = 5; e <= 10; e += 5) printf "%d %.9g\n", e, sum[e] / count[e] }' "$WORK/scalars" > "$WORK/tb_loss"
 awk 'NR == FNR { want[$1] = $2; next } { n++; if (!($1 in want) || (want[$1] - $2) ^ 2 > 1e-10) bad++ } END { exit !(n == 2 && !bad) }' \
     "$WORK/logged" "$WORK/tb_loss" && [ "$(grep -c '^lm loss validation	' "$WORK/scalars")" -eq 3 ] &&
     grep -q '^learning-rate vs samples	80	' "$WORK/scalars"

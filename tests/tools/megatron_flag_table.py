@@ -26,8 +26,8 @@ is a row below, with its status here:
   (the start-up line names the no-effect flags a run was given);
 - **refused**: the program stops before any work with the reason and what to use instead.
 
-Flags of this program that Megatron does not have are rows too (marked "not a Megatron flag"
-where it matters). The table is `pretrain_gpt --help-megatron-flags`; regenerate this file with
+Flags of this program that are not in Megatron's parser are rows too; the line above the table
+names them. The table is `pretrain_gpt --help-megatron-flags`; regenerate this file with
 `python3 tests/tools/megatron_flag_table.py --update app/pretrain_gpt app/MEGATRON_FLAGS.md`
 (`tests/unit/megatron_flags_doc_test.sh` fails when it is stale, and
 `tests/unit/megatron_parser_flags_test.sh` when a flag of Megatron's parser is missing).
@@ -44,13 +44,14 @@ def generated(pretrain_gpt):
         m = re.match(r"\| `(--[^ `]+)[^`]*` \| (works|accepted, no effect|refused):", line)
         if m:
             status[m.group(1)] = m.group(2)
-    commit, counts, missing = "?", {"works": 0, "accepted, no effect": 0, "refused": 0}, 0
+    commit, counts, missing, megatron = "?", {"works": 0, "accepted, no effect": 0, "refused": 0}, 0, set()
     for line in open(PARSER_FLAGS, encoding="utf-8"):
         m = re.search(r"commit ([0-9a-f]{40})", line)
         if line.startswith("#"):
             commit = m.group(1)[:12] if m else commit
             continue
         flag = line.split("\t")[0]
+        megatron.add(flag)
         if flag in status:
             counts[status[flag]] += 1
         else:
@@ -58,7 +59,8 @@ def generated(pretrain_gpt):
     total = sum(counts.values()) + missing
     summary = (f"Megatron-LM's parser (commit {commit}): {total} option strings; here {counts['works']} work, "
                f"{counts['accepted, no effect']} are accepted with no effect, {counts['refused']} are refused"
-               f"{f', {missing} MISSING' if missing else ''}. The table has {len(status)} rows.\n")
+               f"{f', {missing} MISSING' if missing else ''}. The table has {len(status)} rows; not in "
+               f"Megatron's parser: {', '.join(f'`{f}`' for f in status if f not in megatron)}.\n")
     return [summary, "\n"] + table.splitlines(keepends=True)
 
 
