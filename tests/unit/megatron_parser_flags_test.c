@@ -4,7 +4,8 @@
  * says: a flag that works is never "unknown"; a no-effect flag is accepted on top of a valid
  * command line and named in the start-up's no-effect list; a refused flag stops the parse with
  * "flag --X of Megatron-LM is not supported here: WHY". Megatron's flags that take no value take
- * none here, and those that take one take one. Fails naming every flag that does not. */
+ * none here, and those that take one take one; no spelling names two rows. Fails naming every
+ * flag that does not. */
 #include "app/core/options.h"
 #include "app/training/args.h"
 #include "tests/tap.h"
@@ -43,6 +44,23 @@ static void sample_value(const option_spec *spec, char *out, size_t len) {
     } else {
         snprintf(out, len, "x");
     }
+}
+
+/* how many rows a spelling names (as the name or an alias): a second would be unreachable */
+static int rows_named(const option_table *table, const char *spelling) {
+    int rows = 0;
+    size_t n = strlen(spelling);
+    for (int i = 0; i < table->count; i++) {
+        const option_spec *spec = &table->specs[i];
+        int named = !strcmp(spec->name, spelling);
+        for (const char *a = spec->aliases; a && *a && !named;) {
+            size_t len = strcspn(a, "|");
+            named = len == n && !strncmp(a, spelling, n);
+            a += len + (a[len] == '|');
+        }
+        rows += named;
+    }
+    return rows;
 }
 
 int main(void) {
@@ -101,6 +119,20 @@ int main(void) {
         free(a);
     }
     fclose(f);
+    char twice[4096] = "";
+    for (int i = 0; i < table->count; i++) {
+        const option_spec *spec = &table->specs[i];
+        char name[128];
+        snprintf(name, sizeof name, "%s", spec->name);
+        if (rows_named(table, name) != 1 && strlen(twice) < sizeof twice - 200) strcat(twice, " --"), strcat(twice, name);
+        for (const char *a = spec->aliases; a && *a;) {
+            size_t len = strcspn(a, "|");
+            snprintf(name, sizeof name, "%.*s", (int)len, a);
+            if (rows_named(table, name) != 1 && strlen(twice) < sizeof twice - 200) strcat(twice, " --"), strcat(twice, name);
+            a += len + (a[len] == '|');
+        }
+    }
+    tap_ok(!twice[0], "no spelling names two rows of the table (twice:%s)", twice[0] ? twice : " none");
     tap_ok(count >= 800, "%d option strings of Megatron-LM's parser read", count);
     tap_ok(!missing[0], "every one is a row of pretrain_gpt's option table (missing:%s)", missing[0] ? missing : " none");
     tap_ok(!wrong_kind[0], "each takes a value here exactly when it takes one in Megatron (differing:%s)",
