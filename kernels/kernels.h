@@ -387,6 +387,7 @@ void kernels_memory_record_alloc(void *ptr, size_t bytes);
 void kernels_memory_record_release(void *ptr);
 size_t kernels_memory_allocated(void);
 size_t kernels_memory_peak(void);
+size_t kernels_memory_count(void); /* allocations held now (PyTorch's allocation.all.current) */
 #ifdef __cplusplus
 }
 #endif

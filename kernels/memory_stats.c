@@ -17,7 +17,7 @@ typedef struct live_block {
 
 static live_block *table;
 static size_t capacity, used; /* used counts live entries and tombstones */
-static size_t allocated, peak;
+static size_t allocated, peak, live; /* live: allocations not yet released */
 
 static size_t slot_of(const void *ptr) {
     uint64_t h = (uint64_t)(uintptr_t)ptr;
@@ -53,6 +53,7 @@ static void insert(void *ptr, size_t bytes) {
 void kernels_memory_record_alloc(void *ptr, size_t bytes) {
     insert(ptr, bytes);
     allocated += bytes;
+    live++;
     if (allocated > peak) peak = allocated;
 }
 
@@ -62,6 +63,7 @@ void kernels_memory_record_release(void *ptr) {
         if (table[i].ptr == NULL) return; /* not ours (never recorded): nothing to count */
         if (table[i].ptr == ptr) {
             allocated -= table[i].bytes;
+            live--;
             table[i].ptr = TOMBSTONE;
             return;
         }
@@ -70,3 +72,4 @@ void kernels_memory_record_release(void *ptr) {
 
 size_t kernels_memory_allocated(void) { return allocated; }
 size_t kernels_memory_peak(void) { return peak; }
+size_t kernels_memory_count(void) { return live; }

@@ -200,6 +200,15 @@ TESTS += tests/unit/tokenizer_hf_test
 TESTS += tests/mpi/llama_tokenizer_test.sh
 TESTS += tests/mpi/megatron_script_test.sh
 TESTS += tests/unit/megatron_flags_doc_test.sh
+# every option string of Megatron-LM's parser (tests/data/megatron_parser_flags.txt, extracted by
+# tests/tools/megatron_parser_flags.py) is a row of pretrain_gpt's table and parses as its status says
+check_PROGRAMS += tests/unit/megatron_parser_flags_test
+tests_unit_megatron_parser_flags_test_SOURCES = tests/unit/megatron_parser_flags_test.c
+tests_unit_megatron_parser_flags_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/megatron_parser_flags_test
+# the TensorBoard switches: Megatron's tags, values checked against a parameter dump and the log
+TESTS += tests/mpi/tensorboard_test.sh
+EXTRA_DIST += tests/data/megatron_parser_flags.txt tests/tools/megatron_parser_flags.py app/MEGATRON_FLAGS.md
 EXTRA_DIST += tests/data/megatron_example_flags.txt tests/tools/megatron_flag_table.py \
 	tests/tools/tensorboard_scalars.py tests/data/hf-bpe-600/tokenizer.json \
 	tests/data/hf-bpe-600/tokenizer_config.json tests/data/hf-bpe-600/vectors.jsonl

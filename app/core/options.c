@@ -28,11 +28,20 @@ typedef struct interval {
     int low_open, high_open;
 } interval;
 
-static int find_spec(const option_table *table, const char *name) {
+/* whether name is one of the '|'-separated words of list */
+static int in_choices(const char *value, const char *choices);
+
+/* the flag called name, or by one of its aliases when aliases is set; -1 when none */
+static int find_spec_by(const option_table *table, const char *name, int aliases) {
     for (int i = 0; i < table->count; i++)
         if (strcmp(table->specs[i].name, name) == 0) return i;
+    if (aliases)
+        for (int i = 0; i < table->count; i++)
+            if (table->specs[i].aliases && in_choices(name, table->specs[i].aliases)) return i;
     return -1;
 }
+
+static int find_spec(const option_table *table, const char *name) { return find_spec_by(table, name, 0); }
 
 int options_given(const option_table *table, const unsigned char *given, const char *name) {
     int index = find_spec(table, name);
@@ -221,15 +230,15 @@ static void set_defaults(parse_state *st) {
 }
 
 /* the words after a list flag up to the next flag, joined by one space, into list[size] */
-static int gather_list(parse_state *st, const option_spec *spec, int count, char **tokens, int *i,
+static int gather_list(parse_state *st, const option_spec *spec, size_t size, int count, char **tokens, int *i,
                        const char *where, char *list) {
     size_t used = 0;
     list[0] = '\0';
     while (*i + 1 < count && strncmp(tokens[*i + 1], "--", 2) != 0) {
         const char *word = tokens[++*i];
-        if (used + (used > 0) + strlen(word) >= spec->size)
+        if (used + (used > 0) + strlen(word) >= size)
             return error_format(st->err, st->errlen, "%s--%s has too many values (at most %zu characters)",
-                                where, spec->name, spec->size - 1);
+                                where, spec->name, size - 1);
         used += (size_t)sprintf(list + used, "%s%s", used ? " " : "", word);
     }
     if (used == 0) return error_format(st->err, st->errlen, "%s--%s is missing its value", where, spec->name);
@@ -259,7 +268,7 @@ static int parse_tokens(parse_state *st, int count, char **tokens, const char *f
             continue;
         }
         if (strcmp(name, "help") == 0 || strcmp(name, "help-megatron-flags") == 0) continue;
-        int index = find_spec(st->table, name);
+        int index = find_spec_by(st->table, name, 1);
         if (index < 0)
             return error_format(st->err, st->errlen, "%sunknown flag '--%s' (see --help)", where, name);
         const option_spec *spec = &st->table->specs[index];
@@ -273,9 +282,11 @@ static int parse_tokens(parse_state *st, int count, char **tokens, const char *f
         } else if (eq) {
             value = eq + 1;
         } else if (spec->kind == OPTION_LIST) {
-            list = malloc(spec->size);
+            /* a no-effect flag has no field: its words are checked into scratch space (set_value's) */
+            size_t size = spec->flags & OPTION_NO_EFFECT ? 4096 : spec->size;
+            list = malloc(size);
             CHECK(list, "out of memory");
-            if (gather_list(st, spec, count, tokens, &i, where, list)) {
+            if (gather_list(st, spec, size, count, tokens, &i, where, list)) {
                 free(list);
                 return -1;
             }
@@ -414,6 +425,15 @@ static void print_flag_help(const option_spec *spec) {
     if (spec->flags & OPTION_REFUSED) return; /* listed by --help-megatron-flags */
     flag_synopsis(spec, left, sizeof left);
     printf("  %-46s %s%s", left, spec->flags & OPTION_NO_EFFECT ? "accepted, no effect here: " : "", spec->help);
+    if (spec->aliases) {
+        printf(" (also");
+        for (const char *a = spec->aliases; *a;) {
+            size_t len = strcspn(a, "|");
+            printf(" --%.*s", (int)len, a);
+            a += len + (a[len] == '|');
+        }
+        printf(")");
+    }
     if (spec->flags & OPTION_REQUIRED) printf(" (required)");
     else if (spec->default_value && spec->default_value[0] && spec->kind != OPTION_FLAG)
         printf(" (default %s)", spec->default_value);
@@ -437,18 +457,40 @@ void options_print_help(const option_table *table) {
            "list every flag with its status here (works, no effect, refused) as a Markdown table");
 }
 
+/* text with '|' escaped for a Markdown table cell */
+static void put_cell(const char *text) {
+    for (const char *c = text; *c; c++) fputs(*c == '|' ? "\\|" : (char[2]){*c, 0}, stdout);
+}
+
+static const char *status_word(const option_spec *spec) {
+    return spec->flags & OPTION_REFUSED ? "refused" : spec->flags & OPTION_NO_EFFECT ? "accepted, no effect" : "works";
+}
+
 void options_print_flag_table(const option_table *table) {
     printf("| flag | status here |\n| --- | --- |\n");
     for (int i = 0; i < table->count; i++) {
         const option_spec *spec = &table->specs[i];
-        char synopsis[128];
+        char synopsis[160];
         flag_synopsis(spec, synopsis, sizeof synopsis);
         printf("| `");
-        for (const char *c = synopsis; *c; c++) fputs(*c == '|' ? "\\|" : (char[2]){*c, 0}, stdout);
-        printf("` | %s", spec->flags & OPTION_REFUSED ? "refused: " :
-                         spec->flags & OPTION_NO_EFFECT ? "accepted, no effect: " : "works: ");
-        for (const char *c = spec->help; *c; c++) fputs(*c == '|' ? "\\|" : (char[2]){*c, 0}, stdout);
+        put_cell(synopsis);
+        printf("` | %s: ", status_word(spec));
+        put_cell(spec->help);
         printf(" |\n");
+        for (const char *a = spec->aliases; a && *a;) {
+            size_t len = strcspn(a, "|");
+            option_spec alias = *spec;
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)len, a);
+            alias.name = name;
+            flag_synopsis(&alias, synopsis, sizeof synopsis);
+            printf("| `");
+            put_cell(synopsis);
+            printf("` | %s: ", status_word(spec));
+            put_cell(spec->help);
+            printf(" (another spelling of --%s) |\n", spec->name);
+            a += len + (a[len] == '|');
+        }
     }
 }
 

@@ -12,8 +12,9 @@
  * flag accepted (its value checked, nothing stored) whose help text says why it changes nothing
  * here; OPTION_REFUSED marks one that stops the program with "flag --X of Megatron-LM is not
  * supported here: HELP", the help saying what to use instead. --help lists the first kind
- * under its group and leaves out the second; --help-megatron-flags prints every flag with its
- * status as a Markdown table (the README's). */
+ * under its group and leaves out the second; --help-megatron-flags prints every flag (and every
+ * other spelling of it, option_spec.aliases) with its status as a Markdown table
+ * (app/MEGATRON_FLAGS.md). */
 #ifndef OPTIONS_H
 #define OPTIONS_H
 
@@ -49,6 +50,9 @@ typedef struct option_spec {
     int flags;                 /* OPTION_REQUIRED, OPTION_NO_EFFECT, OPTION_REFUSED */
     const char *metavar;       /* --help's placeholder for the value; NULL: from the kind */
     const char *help;
+    const char *aliases;       /* other spellings Megatron-LM accepts for the same flag, "a|b"
+                                * (without "--"): parsed as the flag itself, listed as rows of
+                                * their own by --help-megatron-flags */
 } option_spec;
 
 /* the destination of a flag inside an option_spec initializer: OPTION_AT(struct type, field).
@@ -93,8 +97,9 @@ int options_given(const option_table *table, const unsigned char *given, const c
  * appearance, then --args-file and --help */
 void options_print_help(const option_table *table);
 
-/* --help-megatron-flags on stdout: a Markdown table, one row per flag in table order, with its
- * status: "works", "accepted, no effect: WHY" or "refused: WHY" */
+/* --help-megatron-flags on stdout: a Markdown table, one row per flag in table order (each alias
+ * in a row of its own after its flag, "... (another spelling of --NAME)"), with its status:
+ * "works: WHAT", "accepted, no effect: WHY" or "refused: WHY" */
 void options_print_flag_table(const option_table *table);
 
 /* Writes into out the no-effect flags the user gave, as "--a, --b" ("" when none); returns

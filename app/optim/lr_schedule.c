@@ -14,7 +14,7 @@ int lr_decay_style_from_name(const char *name) {
 
 double lr_at(const lr_schedule *s, int64_t step) {
     if (s->warmup_iters > 0 && step <= s->warmup_iters)
-        return s->max_lr * (double)step / (double)s->warmup_iters;
+        return s->init_lr + (s->max_lr - s->init_lr) * (double)step / (double)s->warmup_iters;
     if (s->style == LR_CONSTANT) return s->max_lr;
     if (step > s->decay_iters) return s->min_lr;
     double ratio = (double)(step - s->warmup_iters) / (double)(s->decay_iters - s->warmup_iters);

@@ -1,4 +1,4 @@
-/* lr_schedule.h: Megatron's learning-rate schedule (linear warm-up, then constant, linear or
+/* lr_schedule.h: Megatron's learning-rate schedule (linear warm-up from init_lr, then constant, linear or
  * cosine decay to --min-lr over --lr-decay-iters). */
 #ifndef LR_SCHEDULE_H
 #define LR_SCHEDULE_H
@@ -9,6 +9,7 @@ typedef enum { LR_CONSTANT, LR_LINEAR, LR_COSINE } lr_decay_style;
 
 typedef struct lr_schedule {
     double max_lr, min_lr;
+    double init_lr;            /* where the warm-up starts (--lr-warmup-init; Megatron's default 0) */
     int64_t warmup_iters, decay_iters;
     lr_decay_style style;
 } lr_schedule;

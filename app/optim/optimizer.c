@@ -166,6 +166,46 @@ double optimizer_grad_norm(const optimizer *opt, const gpt_model *model) {
     return sqrt(sum);
 }
 
+double optimizer_params_norm(const optimizer *opt, const gpt_model *model) {
+    /* the norm ranges, addressed in the masters (state offsets) when the masters are separate */
+    tensor_range *ranges = malloc(sizeof(tensor_range) * (size_t)(opt->num_ranges ? opt->num_ranges : 1));
+    CHECK(ranges, "out of host memory for the parameter-norm ranges");
+    int count = 0;
+    for (int i = 0; i < opt->num_ranges; i++) {
+        const optimizer_range *r = &opt->ranges[i];
+        if (!r->norm_counted) continue;
+        ranges[count++] = (tensor_range){.offset = opt->master ? r->state_offset : r->offset, .length = r->length};
+    }
+    const float *values = opt->master ? opt->master : (const float *)model->param_buffer;
+    double sum = model->ops->sum_squares_ranges(values, ranges, count);
+    free(ranges);
+    opt->comm->allreduce_double_host(&sum, 1, COMM_SUM, opt->norm_group);
+    return sqrt(sum);
+}
+
+/* the gradients come to the host a chunk at a time (on the CPU backend they are there) */
+double optimizer_grad_zeros(const optimizer *opt, const gpt_model *model) {
+    enum { CHUNK = 1 << 20 };
+    float *host = model->ops->host_memory ? NULL : malloc(sizeof(float) * CHUNK);
+    CHECK(model->ops->host_memory || host, "out of host memory counting zero gradients");
+    double zeros = 0;
+    for (int i = 0; i < opt->num_norm_ranges; i++) {
+        const tensor_range *r = &opt->norm_ranges[i];
+        for (size_t done = 0; done < r->length; done += CHUNK) {
+            size_t n = r->length - done < CHUNK ? r->length - done : CHUNK;
+            const float *g = model->grad_buffer + r->offset + done;
+            if (host) {
+                model->ops->copy_to_host(host, g, n * sizeof(float));
+                g = host;
+            }
+            for (size_t k = 0; k < n; k++) zeros += g[k] == 0.0f;
+        }
+    }
+    free(host);
+    opt->comm->allreduce_double_host(&zeros, 1, COMM_SUM, opt->norm_group);
+    return zeros;
+}
+
 int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr) {
     return optimizer_step_decoupled(opt, model, grad_norm, lr, lr);
 }

@@ -69,6 +69,14 @@ int optimizer_prepare_grads(optimizer *opt, gpt_model *model);
 /* L2 norm of the model's whole gradient, each parameter counted once (collective) */
 double optimizer_grad_norm(const optimizer *opt, const gpt_model *model);
 
+/* L2 norm of the model's parameters, each counted once: the fp32 masters where there are
+ * (Megatron's calc_params_l2_norm), else the parameters themselves (collective; --log-params-norm) */
+double optimizer_params_norm(const optimizer *opt, const gpt_model *model);
+
+/* how many gradient elements are exactly zero, each parameter counted once (collective;
+ * Megatron's count_zeros_fp32 for --log-num-zeros-in-grad) */
+double optimizer_grad_zeros(const optimizer *opt, const gpt_model *model);
+
 /* clip (if the norm exceeds --clip-grad) and take one AdamW step at learning rate lr on the
  * optimizer's ranges. Returns 0, or 1 when the norm is not finite and the step was skipped. */
 int optimizer_step(optimizer *opt, gpt_model *model, double grad_norm, double lr);

@@ -78,6 +78,7 @@ static const option_spec specs[] = {
     {"decoupled-min-lr", "learning rate", OPTION_FLOAT, AT(decoupled_min_lr), "-1", .help = "the floor of --decoupled-lr (default --min-lr)"},
     {"lr-decay-style", "learning rate", OPTION_CHOICE, AT(lr_decay_style), "linear", .choices = "constant|linear|cosine", .help = "decay shape after warm-up"},
     {"lr-warmup-iters", "learning rate", OPTION_INT64, AT(lr_warmup_iters), "0", .range = "[0, inf)", .help = "linear warm-up iterations"},
+    {"lr-warmup-init", "learning rate", OPTION_FLOAT, AT(lr_warmup_init), "0.0", .range = "[0, inf)", .help = "the learning rate the linear warm-up starts from (it rises to --lr over the warm-up; --decoupled-lr's warm-up starts there too)"},
     {"lr-warmup-fraction", "learning rate", OPTION_FLOAT, AT(lr_warmup_fraction), .range = "[0, 1]", .help = "warm-up as a fraction of --lr-decay-iters"},
     {"lr-decay-iters", "learning rate", OPTION_INT64, AT(lr_decay_iters), .range = "[1, inf)", .help = "iterations to decay over (default train iters)"},
     {"lr-warmup-samples", "learning rate", OPTION_INT64, AT(lr_warmup_samples), "0", .range = "[0, inf)", .help = "linear warm-up samples (with --train-samples)"},
@@ -108,7 +109,7 @@ static const option_spec specs[] = {
 
     {"save", "checkpointing", OPTION_STRING, AT(save), .help = "directory to save checkpoints in (one parallel-HDF5 file each)"},
     {"load", "checkpointing", OPTION_STRING, AT(load), .help = "directory to load the latest checkpoint from (resharded to this run's layout)"},
-    {"save-interval", "checkpointing", OPTION_INT64, AT(save_interval), "0", .range = "[0, inf)", .help = "save a checkpoint every N iterations (and always at the end)"},
+    {"save-interval", "checkpointing", OPTION_INT64, AT(save_interval), "0", .range = "[0, inf)", .help = "save a checkpoint every N iterations (and always at the end)", .aliases = "persistent-save-interval"},
     {"exit-interval", "checkpointing", OPTION_INT64, AT(exit_interval), "0", .range = "[0, inf)", .help = "save (with --save) and exit when the iteration is a multiple of N"},
     {"finetune", "checkpointing", OPTION_FLAG, AT(finetune), .help = "load model weights only: iteration 0, fresh optimizer and RNG"},
     {"no-load-optim", "checkpointing", OPTION_FLAG, AT(no_load_optim), .help = "do not load the optimizer state"},
@@ -118,9 +119,10 @@ static const option_spec specs[] = {
     {"no-verify-checksums", "checkpointing", OPTION_FLAG, AT(no_verify_checksums), .help = "skip checking checkpoint tensors and corpus token ranges against their checksums (not a Megatron flag)"},
     {"ckpt-collective-io", "checkpointing", OPTION_FLAG, AT(ckpt_collective_io), .help = "move tensor data with MPI-IO collective buffering (default: each rank writes its own pieces independently)"},
     {"exit-signal-handler", "checkpointing", OPTION_FLAG, AT(exit_signal_handler), .help = "on SIGTERM (or SIGUSR1/SIGUSR2) save a checkpoint and exit cleanly"},
-    {"override-opt-param-scheduler", "checkpointing", OPTION_FLAG, AT(override_opt_param_scheduler), .help = "the learning-rate schedule comes from this run's flags, ignoring the checkpoint's"},
+    {"override-opt-param-scheduler", "checkpointing", OPTION_FLAG, AT(override_opt_param_scheduler), .help = "the learning-rate schedule comes from this run's flags, ignoring the checkpoint's", .aliases = "override-opt_param-scheduler"},
+    {"exit-on-missing-checkpoint", "checkpointing", OPTION_FLAG, AT(exit_on_missing_checkpoint), .help = "stop with an error when --load DIR holds no checkpoint (a mistyped path) instead of training from random initialization"},
     {"use-checkpoint-args", "checkpointing", OPTION_FLAG, AT(use_checkpoint_args), .help = "take the model's shape and architecture from the checkpoint in --load: the shape flags fill what the command line leaves out, the architecture flags (query groups, position embeddings, RoPE, biases, SwiGLU, untied output, normalization) override it"},
-    {"use-checkpoint-opt_param-scheduler", "checkpointing", OPTION_FLAG, AT(use_checkpoint_opt_param_scheduler), .help = "the learning-rate schedule comes from the checkpoint, ignoring this run's flags"},
+    {"use-checkpoint-opt_param-scheduler", "checkpointing", OPTION_FLAG, AT(use_checkpoint_opt_param_scheduler), .help = "the learning-rate schedule comes from the checkpoint, ignoring this run's flags", .aliases = "use-checkpoint-opt-param-scheduler"},
 
     {"check-for-nan-in-loss-and-grad", "robustness", OPTION_FLAG, AT(check_for_nan_in_loss_and_grad), .help = "stop with a message naming the iteration, the rank and the tensor when the loss or the gradient norm is NaN or infinite (the default)"},
     {"no-check-for-nan-in-loss-and-grad", "robustness", OPTION_FLAG, AT(no_check_for_nan_in_loss_and_grad), .help = "go on after a non-finite loss or gradient norm (the step is skipped and counted)"},
@@ -139,10 +141,10 @@ static const option_spec specs[] = {
     {"pipeline-model-parallel-size", "distributed and run time", OPTION_INT, AT(pipeline_model_parallel_size), "1", .range = "[1, inf)", .help = "pipeline stages"},
     {"sequence-parallel", "distributed and run time", OPTION_FLAG, AT(sequence_parallel), .help = "shard layer norms and dropout over the sequence inside the tensor-parallel group"},
     {"tp-comm-overlap", "distributed and run time", OPTION_FLAG, AT(tp_comm_overlap), .help = "overlap the sequence-parallel all-gathers and reduce-scatters with the GEMMs: token-row blocks are copied between the tensor-parallel ranks' memory (on CUDA by the copy engines over CUDA IPC, no SMs; the ranks must share a node and have peer access) while the GEMM runs on the blocks already here; needs --sequence-parallel"},
-    {"disable-tp-comm-overlap-ag", "distributed and run time", OPTION_FLAG, AT(disable_tp_comm_overlap_ag), .help = "with --tp-comm-overlap: keep the all-gathers (before the qkv and fc1 GEMMs, and the backward's before the attention projection's and fc2's input gradients) as NCCL collectives, not overlapped"},
-    {"disable-tp-comm-overlap-rs", "distributed and run time", OPTION_FLAG, AT(disable_tp_comm_overlap_rs), .help = "with --tp-comm-overlap: keep the reduce-scatters (after the attention projection and fc2, and the backward's of the column-parallel input gradients) as NCCL collectives, not overlapped"},
+    {"disable-tp-comm-overlap-ag", "distributed and run time", OPTION_FLAG, AT(disable_tp_comm_overlap_ag), .help = "with --tp-comm-overlap: keep the all-gathers (before the qkv and fc1 GEMMs, and the backward's before the attention projection's and fc2's input gradients) as NCCL collectives, not overlapped", .aliases = "no-tp-comm-overlap-ag"},
+    {"disable-tp-comm-overlap-rs", "distributed and run time", OPTION_FLAG, AT(disable_tp_comm_overlap_rs), .help = "with --tp-comm-overlap: keep the reduce-scatters (after the attention projection and fc2, and the backward's of the column-parallel input gradients) as NCCL collectives, not overlapped", .aliases = "no-tp-comm-overlap-rs"},
     {"num-layers-per-virtual-pipeline-stage", "distributed and run time", OPTION_INT, AT(num_layers_per_virtual_pipeline_stage), .help = "layers per virtual stage (interleaved 1F1B schedule)"},
-    {"virtual-pipeline-model-parallel-size", "distributed and run time", OPTION_INT, AT(virtual_pipeline_model_parallel_size), .help = "model chunks per pipeline stage (interleaved 1F1B schedule)"},
+    {"virtual-pipeline-model-parallel-size", "distributed and run time", OPTION_INT, AT(virtual_pipeline_model_parallel_size), .help = "model chunks per pipeline stage (interleaved 1F1B schedule)", .aliases = "num-virtual-stages-per-pipeline-rank"},
     {"use-distributed-optimizer", "distributed and run time", OPTION_FLAG, AT(use_distributed_optimizer), .help = "shard optimizer state over data-parallel ranks (ZeRO-1)"},
     {"overlap-grad-reduce", "distributed and run time", OPTION_FLAG, AT(overlap_grad_reduce), .help = "reduce a gradient bucket as soon as its gradients are complete"},
     {"overlap-param-gather", "distributed and run time", OPTION_FLAG, AT(overlap_param_gather), .help = "gather updated parameters while the next forward runs (distributed optimizer)"},
@@ -155,8 +157,19 @@ static const option_spec specs[] = {
     {"timing-log-option", "logging", OPTION_CHOICE, AT(timing_log_option), "minmax", .choices = "max|minmax|all", .help = "how the timers are reported over ranks: the maximum, the minimum and maximum, or every rank's time"},
     {"log-timers-to-tensorboard", "logging", OPTION_FLAG, AT(log_timers_to_tensorboard), .help = "also write the timers (NAME-time, the maximum over ranks in seconds per iteration) and iteration-time to --tensorboard-dir"},
     {"no-barrier-with-level-1-timing", "logging", OPTION_FLAG, AT(no_barrier_with_level_1_timing), .help = "start level-1 timers without a barrier over all ranks first (the barrier is Megatron's default: it lines the ranks up, so a timer measures the phase and not the wait for the slowest rank)"},
-    {"log-throughput", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "throughput (TFLOP/s per GPU, tokens per second) is always in the log line"},
-    {"tensorboard-dir", "logging", OPTION_STRING, AT(tensorboard_dir), .help = "write TensorBoard scalars here under Megatron's tags (learning-rate, batch-size, lm loss and their \"vs samples\", loss-scale, grad-norm, throughput, lm loss validation, lm loss validation ppl), at every --log-interval"},
+    {"log-throughput", "logging", OPTION_FLAG, AT(log_throughput), .help = "throughput (TFLOP/s per GPU, tokens per second) is always in the log line; with --log-timers-to-tensorboard also the throughput scalar (TFLOP/s per GPU) at each logged iteration, as Megatron"},
+    {"tensorboard-dir", "logging", OPTION_STRING, AT(tensorboard_dir), .help = "write TensorBoard scalars here under Megatron's tags, at every iteration that --tensorboard-log-interval divides: learning-rate, batch-size, lm loss (the iteration's), loss-scale, grad-norm, each also \"vs samples\"; lm loss validation at each evaluation; the --log-* switches add theirs"},
+    {"tensorboard-log-interval", "logging", OPTION_INT64, AT(tensorboard_log_interval), "1", .range = "[1, inf)", .help = "write the training scalars at every iteration this divides (Megatron's default 1: every iteration)"},
+    {"tensorboard-queue-size", "logging", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "there is no event queue: every scalar is written and flushed at once, so a killed run keeps what it logged"},
+    {"log-params-norm", "logging", OPTION_FLAG, AT(log_params_norm), .help = "compute the L2 norm of the parameters (the fp32 masters, each parameter counted once over the tensor- and pipeline-parallel ranks) after every step: \"params norm\" in the log line and params-norm (and \"vs samples\") in --tensorboard-dir"},
+    {"log-num-zeros-in-grad", "logging", OPTION_FLAG, AT(log_num_zeros_in_grad), .help = "count the zero elements of the gradient (unscaled, before clipping, each parameter counted once) at every step that is not skipped: \"num zeros\" in the log line and num-zeros (and \"vs samples\") in --tensorboard-dir"},
+    {"log-validation-ppl-to-tensorboard", "logging", OPTION_FLAG, AT(log_validation_ppl_to_tensorboard), .help = "also write the validation perplexity: lm loss validation ppl (and \"vs samples\") in --tensorboard-dir"},
+    {"log-memory-to-tensorboard", "logging", OPTION_FLAG, AT(log_memory_to_tensorboard), .help = "also write rank 0's backend memory (everything allocated through the kernel backend; there is no caching allocator, so reserved equals allocated): mem-reserved-bytes, mem-allocated-bytes, mem-max-allocated-bytes, mem-allocated-count in --tensorboard-dir"},
+    {"log-world-size-to-tensorboard", "logging", OPTION_FLAG, AT(log_world_size_to_tensorboard), .help = "also write the number of ranks: world-size (and \"vs samples\") in --tensorboard-dir"},
+    {"log-learning-rate-to-tensorboard", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "learning-rate is always written to --tensorboard-dir, as Megatron-LM writes it now (older versions had this flag; not in its current parser)"},
+    {"no-log-learning-rate-to-tensorboard", "logging", OPTION_FLAG, AT(no_log_learning_rate_to_tensorboard), .help = "leave the learning-rate scalars out of --tensorboard-dir (an older Megatron-LM flag, not in its current parser)"},
+    {"log-batch-size-to-tensorboard", "logging", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "batch-size is always written to --tensorboard-dir, as Megatron-LM writes it now (older versions had this flag; not in its current parser)"},
+    {"no-log-loss-scale-to-tensorboard", "logging", OPTION_FLAG, AT(no_log_loss_scale_to_tensorboard), .help = "leave the loss-scale scalars out of --tensorboard-dir (written by default)", .aliases = "disable-log-loss-scale-to-tensorboard"},
     {"wandb-project", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
     {"wandb-exp-name", "logging", OPTION_STRING, .flags = OPTION_REFUSED, .help = "Weights & Biases logging is not supported; use --metrics-file PATH (JSON lines) and upload those"},
     {"profile", "logging", OPTION_FLAG, AT(profile), .help = "open the CUDA profiler's capture range (cudaProfilerStart/Stop) around iterations [--profile-step-start, --profile-step-end) on the --profile-ranks: run under ncu --profile-from-start off or nsys --capture-range=cudaProfilerApi (the CPU backend has no such range)"},
@@ -178,10 +191,10 @@ static const option_spec specs[] = {
     {"min-loss-scale", "mixed precision", OPTION_FLOAT, AT(min_loss_scale), "1.0", .range = "(0, inf)", .help = "the dynamic loss scale never backs off below this"},
     {"loss-scale-window", "mixed precision", OPTION_FLOAT, AT(loss_scale_window), "1000", .range = "(0, inf)", .help = "the dynamic loss scale doubles after this many consecutive steps without overflow"},
     {"hysteresis", "mixed precision", OPTION_INT, AT(hysteresis), "2", .range = "[1, inf)", .help = "the dynamic loss scale halves at the hysteresis-th overflow since the last growth (then at every further one)"},
-    {"fp8-format", "mixed precision", OPTION_STRING, .metavar = "FORMAT", .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
-    {"fp8-amax-history-len", "mixed precision", OPTION_INT, .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
-    {"fp8-amax-compute-algo", "mixed precision", OPTION_STRING, .metavar = "ALGO", .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
-    {"fp8-param-gather", "mixed precision", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "fp8 training is not supported yet; use --bf16"},
+    {"fp8-format", "mixed precision", OPTION_STRING, .metavar = "FORMAT", .flags = OPTION_REFUSED, .help = "FP8 is not supported yet: use --bf16"},
+    {"fp8-amax-history-len", "mixed precision", OPTION_INT, .flags = OPTION_REFUSED, .help = "FP8 is not supported yet: use --bf16"},
+    {"fp8-amax-compute-algo", "mixed precision", OPTION_STRING, .metavar = "ALGO", .flags = OPTION_REFUSED, .help = "FP8 is not supported yet: use --bf16"},
+    {"fp8-param-gather", "mixed precision", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "FP8 is not supported yet: use --bf16"},
     {"attention-softmax-in-fp32", "mixed precision", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the attention softmax is always computed in fp32 (flash attention's running max and sum are fp32)"},
     {"accumulate-allreduce-grads-in-fp32", "mixed precision", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "gradients are always accumulated and reduced in fp32"},
     {"grad-reduce-in-bf16", "mixed precision", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "gradients are reduced in fp32 here, which is more precise and moves twice the bytes of a bf16 reduction"},
@@ -204,6 +217,83 @@ static const option_spec specs[] = {
     {"moe-aux-loss-coeff", "Megatron-LM implementation switches", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
     {"moe-grouped-gemm", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
     {"moe-token-dispatcher-type", "Megatron-LM implementation switches", OPTION_STRING, .metavar = "TYPE", .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+
+    /* the rest of Megatron-LM's parser (tests/data/megatron_parser_flags.txt): no effect here, or refused */
+#include "app/training/args_megatron_compat.inc"
+
+    /* MoE flags: refused until issue 42 lands */
+    {"expert-tensor-parallel-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"expert-tensor-parallel-num-weight-shards", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"overlap-moe-expert-parallel-comm", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"overlap-dispatch-backward-with-experts-wgrad", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"ep-overlap-early-attn-memory-release", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"high-priority-a2a-comm-stream", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-shared-expert-intermediate-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-shared-expert-gate", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-shared-expert-overlap", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"use-grouped-gemm-for-shared-expert", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-shared-expert-glu-interleave-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-ffn-hidden-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-enable-routing-replay", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-padding-for-quantization", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-padding-for-fp8", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-num-groups", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-group-topk", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-pre-softmax", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-topk-scaling-factor", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-score-function", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-dtype", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-enable-expert-bias", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-bias-update-rate", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-quantile-balancing-ema", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-force-load-balancing", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-force-biased", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"use-grouped-gemm-for-dense-mlp", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-use-grouped-tensor", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-single-grouped-weight", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-single-grouped-bias", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-z-loss-coeff", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-input-jitter-eps", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-enable-deepep", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-flex-dispatcher-backend", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-permute-fusion-into-hybridep", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-hybridep-pad-uneven-dispatch-inputs", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-per-layer-logging", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-expert-capacity-factor", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-pad-expert-input-to-capacity", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-pad-experts-for-cuda-graph-inference", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-token-drop-policy", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-layer-recompute", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-permute-fusion", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-router-fusion", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-apply-probs-on-input", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-latent-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-flex-dispatcher-num-sms", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-deepep-num-sms", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-hybridep-num-sms", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-hybridep-num-blocks-permute", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-hybridep-num-blocks-unpermute", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-hybridep-num-sms-preprocessing", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-ncclep-zero-copy", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-dispatch-fwd-dtype", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-combine-bwd-dtype", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-mlp-glu-interleave-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-expert-rank-capacity-factor", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"inference-moe-disable-fused-quant-kernels", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"inference-moe-token-dispatcher-type", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-paged-stash", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-paged-stash-page-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-paged-stash-buffer-size-factor-cuda", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-paged-stash-buffer-size-factor-cpu", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"save-tokens-per-expert-interval", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-layer-freq", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-use-upcycling", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-upcycling-granularity", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-routing-trace-path", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-routing-trace-max-training-iters", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-routing-trace-capture-logits", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-routing-trace-capture-hidden-states", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    {"moe-routing-trace-dump-weights", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
 };
 #define NUM_FLAGS ((int)(sizeof specs / sizeof specs[0]))
 
@@ -448,6 +538,16 @@ static int validate(check_state *st, args *a, int world_size) {
     /* flags whose other values are not supported: one message saying what works */
     if (strcmp(a->ckpt_format, "torch_dist") != 0)
         return error_format(st->err, st->errlen, "--ckpt-format %s is not supported here: checkpoints are parallel-HDF5 files that load into any layout (Megatron's torch_dist); use --ckpt-format torch_dist or leave it out, and app/convert_checkpoint for Hugging Face weights", a->ckpt_format);
+    if (!a->tensorboard_dir[0]) {
+        /* Megatron writes these only to a TensorBoard writer: without one they would do nothing */
+        static const char *const needs_dir[] = {"tensorboard-log-interval", "log-validation-ppl-to-tensorboard",
+            "log-memory-to-tensorboard", "log-world-size-to-tensorboard", "no-log-loss-scale-to-tensorboard",
+            "no-log-learning-rate-to-tensorboard",
+            "log-timers-to-tensorboard"};
+        for (size_t i = 0; i < sizeof needs_dir / sizeof needs_dir[0]; i++)
+            if (given(st, needs_dir[i]))
+                return error_format(st->err, st->errlen, "--%s writes TensorBoard scalars: it needs --tensorboard-dir DIR", needs_dir[i]);
+    }
     if (a->profile && a->profile_step_end <= a->profile_step_start)
         return error_format(st->err, st->errlen, "--profile-step-end %d must be greater than --profile-step-start %d", a->profile_step_end, a->profile_step_start);
     for (const char *r = a->profile_ranks; *r;) {
@@ -466,6 +566,7 @@ static int validate(check_state *st, args *a, int world_size) {
     if (a->exit_signal_handler && !a->save[0]) return error_format(st->err, st->errlen, "--exit-signal-handler needs --save DIR (where to save on the signal)");
     if ((a->finetune || a->no_load_optim || a->no_load_rng) && !a->load[0])
         return error_format(st->err, st->errlen, "--%s needs --load DIR", a->finetune ? "finetune" : a->no_load_optim ? "no-load-optim" : "no-load-rng");
+    if (a->exit_on_missing_checkpoint && !a->load[0]) return error_format(st->err, st->errlen, "--exit-on-missing-checkpoint needs --load DIR");
     if (a->no_save_optim && !a->save[0]) return error_format(st->err, st->errlen, "--no-save-optim needs --save DIR");
     if (a->check_for_nan_in_loss_and_grad && a->no_check_for_nan_in_loss_and_grad)
         return error_format(st->err, st->errlen, "--check-for-nan-in-loss-and-grad and --no-check-for-nan-in-loss-and-grad cannot both be given");
@@ -493,6 +594,8 @@ static int validate(check_state *st, args *a, int world_size) {
         return error_format(st->err, st->errlen, "--seq-length %d exceeds --max-position-embeddings %d", a->seq_length,
                     a->max_position_embeddings);
 
+    if (a->lr_warmup_init > a->lr)
+        return error_format(st->err, st->errlen, "--lr-warmup-init %g exceeds --lr %g (the warm-up rises from it to --lr)", a->lr_warmup_init, a->lr);
     if (a->min_lr < 0 || a->min_lr > a->lr)
         return error_format(st->err, st->errlen, "--min-lr %g must be between 0 and --lr %g", a->min_lr, a->lr);
     if (a->train_samples) {
@@ -656,3 +759,5 @@ void args_print(const args *a) {
 }
 
 void args_print_help(void) { options_print_help(&table); }
+
+const option_table *args_option_table(void) { return &table; }

@@ -82,6 +82,7 @@ typedef struct args {
     float decoupled_lr;           /* --decoupled-lr: the embedding and output layer's peak; < 0: none */
     float decoupled_min_lr;       /* --decoupled-min-lr; < 0: --min-lr */
     char lr_decay_style[16];      /* constant | linear | cosine */
+    float lr_warmup_init;         /* the learning rate the warm-up starts from */
     int64_t lr_warmup_iters;
     float lr_warmup_fraction;     /* < 0 when not given */
     int64_t lr_decay_iters;       /* default train_iters */
@@ -141,6 +142,18 @@ typedef struct args {
     char timing_log_option[16];   /* max | minmax | all */
     int log_timers_to_tensorboard;
     int no_barrier_with_level_1_timing;
+    /* Megatron's TensorBoard switches (training_log): scalars at every iteration that
+     * --tensorboard-log-interval divides */
+    int64_t tensorboard_log_interval;
+    int log_params_norm;          /* params-norm: L2 norm of the fp32 parameters (also in the log line) */
+    int log_num_zeros_in_grad;    /* num-zeros: zero gradient elements (also in the log line) */
+    int log_validation_ppl_to_tensorboard; /* lm loss validation ppl */
+    int log_memory_to_tensorboard; /* mem-reserved-bytes, mem-allocated-bytes, ... */
+    int log_world_size_to_tensorboard; /* world-size */
+    int no_log_loss_scale_to_tensorboard;
+    int no_log_learning_rate_to_tensorboard;
+    int exit_on_missing_checkpoint; /* --load without a checkpoint is an error, not a fresh start */ /* leave out learning-rate (an older Megatron flag) */ /* leave out loss-scale (written by default) */
+    int log_throughput;           /* with --log-timers-to-tensorboard: the throughput scalar */
     int profile;                  /* --profile: cudaProfilerStart/Stop around a step range */
     int profile_step_start, profile_step_end;
     char profile_ranks[256];      /* global ranks, space separated */
@@ -175,7 +188,7 @@ typedef struct args {
     char dump_parameters[ARGS_PATH_MAX]; /* write every global parameter here at the end */
 
     /* Megatron-LM flags given that have no effect here ("--a, --b"), for the start-up log */
-    char no_effect_flags[1024];
+    char no_effect_flags[16384];
 
     /* derived from the world */
     int world_size;
@@ -209,5 +222,9 @@ void args_print(const args *a);
 
 /* Print --help, flags grouped like Megatron's argument groups. */
 void args_print_help(void);
+
+/* pretrain_gpt's option table (the tests walk it) */
+struct option_table;
+const struct option_table *args_option_table(void);
 
 #endif

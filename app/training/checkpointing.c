@@ -380,6 +380,9 @@ int checkpoint_load(trainer *t, const char *dir) {
     double start = MPI_Wtime();
     dist_checkpoint c;
     if (!dist_checkpoint_open(&c, dir, t->topo.world.mpi, a->ckpt_collective_io)) {
+        if (a->exit_on_missing_checkpoint)
+            user_error("--exit-on-missing-checkpoint: --load %s holds no checkpoint (no %s/%s)", dir, dir,
+                       CHECKPOINT_TRACKER_NAME);
         if (rank == 0) {
             printf("WARNING: could not find the metadata file %s/%s: not loading any checkpoint, "
                    "training starts from random initialization\n", dir, CHECKPOINT_TRACKER_NAME);

@@ -2,7 +2,7 @@
 # log, checkpointing glue, exit signals.
 noinst_LIBRARIES += app/training/libtraining.a
 app_training_libtraining_a_SOURCES = \
-	app/training/args.c app/training/args.h \
+	app/training/args.c app/training/args.h app/training/args_megatron_compat.inc \
 	app/training/training.c app/training/training.h \
 	app/training/data_setup.c app/training/data_setup.h \
 	app/training/train_log.c app/training/train_log.h \

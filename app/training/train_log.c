@@ -3,6 +3,7 @@
 #include "app/training/train_log.h"
 #include "app/core/error.h"
 #include "perf/metrics/flops.h"
+#include "kernels/kernels.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,6 +14,8 @@
 void train_log_open(train_log *log, const char *metrics_path) {
     log->metrics = NULL;
     log->tensorboard.file = NULL;
+    log->validation_ppl = 0;
+    log->consumed_samples = 0;
     if (!metrics_path || !metrics_path[0]) return;
     log->metrics = fopen(metrics_path, "a");
     if (!log->metrics)
@@ -30,21 +33,39 @@ void train_log_open_tensorboard(train_log *log, const char *dir) {
     if (tensorboard_events_open(&log->tensorboard, dir, err, sizeof err) != 0) user_error_local("%s", err);
 }
 
-/* Megatron's training_log() scalars: against the iteration, and "vs samples" against the
- * consumed samples */
-static void tensorboard_iteration(tensorboard_events *tb, const iteration_stats *s) {
-    const struct { const char *tag; double value; int vs_samples; } scalars[] = {
-        {"learning-rate", s->learning_rate, 1}, {"batch-size", s->global_batch_size, 1}, {"lm loss", s->lm_loss, 1},
-        {"loss-scale", s->loss_scale, 1}, {"grad-norm", s->grad_norm, 0}, {"throughput", s->tflops_per_gpu, 0},
-    };
-    for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {
-        char vs_samples[64];
-        if (i == 4 && !s->has_grad_norm) continue; /* Megatron's grad_norm is None then */
-        tensorboard_events_scalar(tb, scalars[i].tag, scalars[i].value, s->iteration);
-        if (!scalars[i].vs_samples) continue; /* Megatron plots these against samples too */
-        snprintf(vs_samples, sizeof vs_samples, "%s vs samples", scalars[i].tag);
-        tensorboard_events_scalar(tb, vs_samples, scalars[i].value, s->consumed_samples);
+/* a scalar against the iteration and, when vs_samples, its "TAG vs samples" twin against the
+ * consumed samples (Megatron plots most of training_log's scalars both ways) */
+static void scalar(tensorboard_events *tb, const char *tag, double value, const tensorboard_step *s, int vs_samples) {
+    tensorboard_events_scalar(tb, tag, value, s->iteration);
+    if (!vs_samples) return;
+    char twin[96];
+    snprintf(twin, sizeof twin, "%s vs samples", tag);
+    tensorboard_events_scalar(tb, twin, value, s->consumed_samples);
+}
+
+void train_log_tensorboard_step(train_log *log, const tensorboard_step *s) {
+    tensorboard_events *tb = &log->tensorboard;
+    if (!tb->file) return;
+    if (!isnan(s->learning_rate)) scalar(tb, "learning-rate", s->learning_rate, s, 1);
+    scalar(tb, "batch-size", s->global_batch_size, s, 1);
+    scalar(tb, "lm loss", s->lm_loss, s, 1);
+    if (!isnan(s->loss_scale)) scalar(tb, "loss-scale", s->loss_scale, s, 1);
+    if (!isnan(s->world_size)) scalar(tb, "world-size", s->world_size, s, 1);
+    if (!isnan(s->grad_norm)) scalar(tb, "grad-norm", s->grad_norm, s, 1);
+    if (!isnan(s->num_zeros)) scalar(tb, "num-zeros", s->num_zeros, s, 1);
+    if (!isnan(s->params_norm)) scalar(tb, "params-norm", s->params_norm, s, 1);
+    if (s->memory) {
+        /* no caching allocator: what is reserved is what is allocated */
+        scalar(tb, "mem-reserved-bytes", (double)kernels_memory_allocated(), s, 0);
+        scalar(tb, "mem-allocated-bytes", (double)kernels_memory_allocated(), s, 0);
+        scalar(tb, "mem-max-allocated-bytes", (double)kernels_memory_peak(), s, 0);
+        scalar(tb, "mem-allocated-count", (double)kernels_memory_count(), s, 0);
     }
+}
+
+void train_log_set_validation(train_log *log, int ppl, int64_t consumed_samples) {
+    log->validation_ppl = ppl;
+    log->consumed_samples = consumed_samples;
 }
 
 /* "YYYY-MM-DD HH:MM:SS" of the local time at seconds since the epoch */
@@ -79,8 +100,13 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         snprintf(mfu_json, sizeof mfu_json, "\"mfu\": %.6f, \"hfu\": %.6f, \"peak_tflops\": %.3f, ", mfu, hfu,
                  s->peak_tflops);
     }
-    char grad_norm_field[64] = "";
-    if (s->has_grad_norm) snprintf(grad_norm_field, sizeof grad_norm_field, " grad norm: %.3f |", s->grad_norm);
+    char grad_norm_field[160] = "";
+    int used = 0;
+    if (s->has_grad_norm) used += snprintf(grad_norm_field, sizeof grad_norm_field, " grad norm: %.3f |", s->grad_norm);
+    if (s->has_num_zeros)
+        used += snprintf(grad_norm_field + used, sizeof grad_norm_field - (size_t)used, " num zeros: %.0f |", s->num_zeros);
+    if (s->has_params_norm)
+        snprintf(grad_norm_field + used, sizeof grad_norm_field - (size_t)used, " params norm: %.3f |", s->params_norm);
     printf(" [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
            " | throughput per GPU (TFLOP/s/GPU): %.3f%s | tokens per second: %.1f | learning rate: %.6E"
            " | global batch size: %5d | lm loss: %.6E | loss scale: %.1f |%s"
@@ -90,7 +116,7 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
            s->global_batch_size, s->lm_loss, s->loss_scale, grad_norm_field, (long long)s->skipped_iterations,
            (long long)s->nan_iterations);
     fflush(stdout);
-    tensorboard_iteration(&log->tensorboard, s);
+    if (s->tensorboard_throughput) tensorboard_events_scalar(&log->tensorboard, "throughput", s->tflops_per_gpu, s->iteration);
     if (log->metrics) {
         fprintf(log->metrics,
                 "{\"split\": \"train\", \"iteration\": %lld, \"consumed_samples\": %lld, "
@@ -157,9 +183,19 @@ void train_log_evaluation(train_log *log, const char *split, int64_t iteration, 
            "-----------------------------------------------------------------------------------------------\n",
            when, lm_loss, ppl);
     fflush(stdout);
-    /* Megatron writes the test loss under the validation tags too; ours get their own */
-    tensorboard_events_scalar(&log->tensorboard, test ? "lm loss test" : "lm loss validation", lm_loss, iteration);
-    tensorboard_events_scalar(&log->tensorboard, test ? "lm loss test ppl" : "lm loss validation ppl", ppl, iteration);
+    /* Megatron writes the test loss under the validation tags too; ours get their own; the
+     * perplexity only with --log-validation-ppl-to-tensorboard */
+    char tag[64];
+    const char *base = test ? "lm loss test" : "lm loss validation";
+    tensorboard_events_scalar(&log->tensorboard, base, lm_loss, iteration);
+    snprintf(tag, sizeof tag, "%s vs samples", base);
+    tensorboard_events_scalar(&log->tensorboard, tag, lm_loss, log->consumed_samples);
+    if (log->validation_ppl) {
+        snprintf(tag, sizeof tag, "%s ppl", base);
+        tensorboard_events_scalar(&log->tensorboard, tag, ppl, iteration);
+        snprintf(tag, sizeof tag, "%s ppl vs samples", base);
+        tensorboard_events_scalar(&log->tensorboard, tag, ppl, log->consumed_samples);
+    }
     if (log->metrics) {
         fprintf(log->metrics, "{\"split\": \"%s\", \"iteration\": %lld, \"lm_loss\": %.17g, \"lm_loss_ppl\": %.17g}\n",
                 split, (long long)iteration, lm_loss, ppl);

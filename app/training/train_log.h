@@ -32,6 +32,12 @@ typedef struct iteration_stats {
     double loss_scale;                 /* after this iteration's update (1 without a scaler) */
     double grad_norm;
     int has_grad_norm;                 /* 0 when an overflow skipped the step (Megatron's None) */
+    double num_zeros;                  /* --log-num-zeros-in-grad: " num zeros: N |" */
+    int has_num_zeros;                 /* 0: not asked for, or a skipped step (Megatron's None) */
+    double params_norm;                /* --log-params-norm: " params norm: X |" */
+    int has_params_norm;
+    int tensorboard_throughput;        /* also the throughput scalar (--log-throughput with
+                                        * --log-timers-to-tensorboard) */
     int64_t skipped_iterations, nan_iterations; /* in the log interval */
     const phase_counts *papi;          /* over the log interval; NULL when not counting */
     double peak_memory_bytes;          /* most backend memory held so far, the largest over ranks */
@@ -39,6 +45,19 @@ typedef struct iteration_stats {
     double timer_iterations;           /* what they are averaged over */
     int timers_per_rank;               /* --timing-log-option all: every rank's time too */
 } iteration_stats;
+
+/* one iteration's TensorBoard scalars (Megatron's training_log at every iteration that
+ * --tensorboard-log-interval divides); the optional ones are NAN when not asked for */
+typedef struct tensorboard_step {
+    int64_t iteration, consumed_samples;
+    double learning_rate;              /* NAN: left out (--no-log-learning-rate-to-tensorboard) */
+    int global_batch_size;
+    double lm_loss;                    /* this iteration's */
+    double loss_scale;                 /* NAN: left out (--no-log-loss-scale-to-tensorboard) */
+    double world_size;                 /* NAN: left out (no --log-world-size-to-tensorboard) */
+    double grad_norm, num_zeros, params_norm; /* NAN: none (a skipped step, or not asked for) */
+    int memory;                        /* --log-memory-to-tensorboard: this rank's backend memory */
+} tensorboard_step;
 
 /* the start-up, in seconds: from the earliest rank's process start to the end of each stage */
 typedef struct startup_times {
@@ -53,6 +72,8 @@ typedef struct startup_times {
 typedef struct train_log {
     FILE *metrics;   /* NULL when no --metrics-file */
     tensorboard_events tensorboard; /* its file is NULL when no --tensorboard-dir */
+    int validation_ppl;              /* --log-validation-ppl-to-tensorboard */
+    int64_t consumed_samples;        /* for the validation scalars "vs samples" */
 } train_log;
 
 /* open the metrics file (append, so nothing already written is lost); rank 0 only */
@@ -62,6 +83,8 @@ void train_log_close(train_log *log);
 void train_log_open_tensorboard(train_log *log, const char *dir);
 
 void train_log_iteration(train_log *log, const iteration_stats *s);
+/* the scalars of one iteration into --tensorboard-dir (nothing when none is open) */
+void train_log_tensorboard_step(train_log *log, const tensorboard_step *s);
 /* Megatron's print_datetime line: "[what] datetime: YYYY-MM-DD HH:MM:SS.ffffff" */
 void train_log_datetime(const char *what);
 /* after the first iteration: the start-up's stages as a line and a metrics record
@@ -73,5 +96,8 @@ void train_log_validation(train_log *log, int64_t iteration, const char *when, d
 /* the same for any split ("validation" or "test"): Megatron's " validation loss WHEN | ..." line
  * (its words for the test set too) and a metrics line {"split": SPLIT, ...} */
 void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss);
+/* whether the validation/test scalars carry their perplexity too (--log-validation-ppl-to-tensorboard)
+ * and the consumed samples their "vs samples" scalars are plotted against */
+void train_log_set_validation(train_log *log, int ppl, int64_t consumed_samples);
 
 #endif

@@ -281,6 +281,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
                (long long)a->rampup[1], (long long)a->rampup[2]);
     t->lr.max_lr = a->lr;
     t->lr.min_lr = a->min_lr;
+    t->lr.init_lr = a->lr_warmup_init;
     /* Megatron's OptimizerParamScheduler: steps are iterations, or samples with --train-samples */
     t->lr.warmup_iters = a->train_samples ? a->lr_warmup_samples : a->lr_warmup_iters;
     t->lr.decay_iters = a->train_samples ? a->lr_decay_samples : a->lr_decay_iters;
@@ -297,6 +298,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     CHECK(t->host_tokens && t->host_targets && t->sample_buffer, "out of host memory for batches");
     if (t->topo.world_rank == 0) train_log_open(&t->log, a->metrics_file);
     if (t->topo.world_rank == 0 && a->tensorboard_dir[0]) train_log_open_tensorboard(&t->log, a->tensorboard_dir);
+    if (t->topo.world_rank == 0) train_log_set_validation(&t->log, a->log_validation_ppl_to_tensorboard, t->consumed_samples);
 
     /* the model's parameters, counted once: one data-parallel replica, replicated tensors on
      * tensor-parallel rank 0, the tied-embedding copy not at all */
@@ -599,6 +601,8 @@ double trainer_train(trainer *t) {
         double grad_norm = NAN;
         if (!found_inf || a->check_for_nan_in_loss_and_grad) grad_norm = optimizer_grad_norm(&t->opt, model);
         nan_check_grad_norm(t, t->iteration + 1, grad_norm);
+        /* Megatron's count_zeros_fp32: the unscaled gradient before clipping; none when skipped */
+        double num_zeros = a->log_num_zeros_in_grad && !found_inf ? optimizer_grad_zeros(&t->opt, model) : NAN;
         double embedding_lr = t->decoupled_lr.max_lr < 0 ? lr : lr_at(&t->decoupled_lr, schedule_steps);
         int skipped = found_inf || optimizer_step_decoupled(&t->opt, model, grad_norm, lr, embedding_lr);
         /* Megatron steps the schedule only when the update succeeded (an overflow skipped none) */
@@ -624,6 +628,8 @@ double trainer_train(trainer *t) {
                        "cleared per step\n", model->num_first_write, cleared, model->num_elements);
             }
         }
+        /* after the update, before the all-gather writes into the parameters (calc_params_l2_norm) */
+        double params_norm = a->log_params_norm ? optimizer_params_norm(&t->opt, model) : NAN;
         data_parallel_start_param_gather(&t->dp);
         timers_stop("optimizer");
         model->ops->synchronize();
@@ -637,6 +643,23 @@ double trainer_train(trainer *t) {
         t->consumed_samples += batch;
         interval_time += MPI_Wtime() - start;
         interval_iterations++;
+        if (is_logger && t->iteration % a->tensorboard_log_interval == 0) {
+            tensorboard_step scalars = {
+                .iteration = t->iteration,
+                .consumed_samples = t->consumed_samples,
+                .learning_rate = a->no_log_learning_rate_to_tensorboard ? NAN : lr,
+                .global_batch_size = (int)batch,
+                .lm_loss = loss,
+                .loss_scale = a->no_log_loss_scale_to_tensorboard ? NAN : grad_scaler_scale(&t->opt.scaler),
+                .world_size = a->log_world_size_to_tensorboard ? (double)a->world_size : NAN,
+                .grad_norm = found_inf ? NAN : grad_norm,
+                .num_zeros = num_zeros,
+                .params_norm = params_norm,
+                .memory = a->log_memory_to_tensorboard,
+            };
+            train_log_tensorboard_step(&t->log, &scalars);
+        }
+        if (is_logger) train_log_set_validation(&t->log, a->log_validation_ppl_to_tensorboard, t->consumed_samples);
 
         if (t->iteration % a->log_interval == 0 || t->iteration == a->train_iters) {
             double seconds = interval_time / (double)interval_iterations;
@@ -668,6 +691,11 @@ double trainer_train(trainer *t) {
                 .loss_scale = grad_scaler_scale(&t->opt.scaler),
                 .grad_norm = grad_norm,
                 .has_grad_norm = !found_inf,
+                .num_zeros = num_zeros,
+                .has_num_zeros = !isnan(num_zeros),
+                .params_norm = params_norm,
+                .has_params_norm = !isnan(params_norm),
+                .tensorboard_throughput = a->log_throughput && a->log_timers_to_tensorboard,
                 .skipped_iterations = t->skipped_iterations,
                 .nan_iterations = t->nan_iterations,
                 .papi = t->papi_totals.num_events ? &papi : NULL,

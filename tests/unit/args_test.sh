@@ -39,6 +39,9 @@ printf -- '--num-layers 2 # layers\n--dropout-rate 0.1\n' > "$WORK/bad2.args"
 expect_error "unknown flag in args file names file and line" "$WORK/bad2.args:2: unknown flag '--dropout-rate'" --args-file "$WORK/bad2.args"
 
 expect_error "--device cuda without a CUDA backend is refused" "\-\-device cuda" --args-file "$TINY_ARGS" --device cuda
+expect_error "--exit-on-missing-checkpoint stops on a --load folder without a checkpoint" \
+    "\-\-exit-on-missing-checkpoint: --load $WORK/no-checkpoint holds no checkpoint" \
+    --args-file "$TINY_ARGS" --device cpu --load "$WORK/no-checkpoint" --exit-on-missing-checkpoint
 
 # the command line overrides the file, and values reach the run
 run_app 2 --args-file "$TINY_ARGS" --train-iters 3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0 --hidden-size 32

@@ -1,4 +1,5 @@
-/* lr_schedule_test.c: Megatron's learning-rate schedule at chosen points of each style. */
+/* lr_schedule_test.c: Megatron's learning-rate schedule at chosen points of each style (and a
+ * warm-up from --lr-warmup-init). */
 #include "app/optim/lr_schedule.h"
 #include "tests/tap.h"
 
@@ -19,6 +20,10 @@ int main(void) {
     tap_ok(close_to(lr_at(&s, 35), 1e-4 + 9e-4 * 0.5 * (1 + cos(M_PI * 0.25))), "cosine decay a quarter way");
     s.style = LR_CONSTANT;
     tap_ok(close_to(lr_at(&s, 80), 1e-3), "constant stays at the peak after warm-up");
+    s.style = LR_LINEAR;
+    s.init_lr = 2e-4; /* --lr-warmup-init: init_lr + (max_lr - init_lr) * step / warmup */
+    tap_ok(close_to(lr_at(&s, 0), 2e-4) && close_to(lr_at(&s, 5), 6e-4) && close_to(lr_at(&s, 10), 1e-3),
+           "--lr-warmup-init: the warm-up rises linearly from it to the peak");
     tap_ok(lr_decay_style_from_name("cosine") == LR_COSINE && lr_decay_style_from_name("step") == -1,
            "decay style names");
     return tap_done();
