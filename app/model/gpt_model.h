@@ -28,6 +28,9 @@ typedef enum { RECOMPUTE_METHOD_NONE, RECOMPUTE_METHOD_UNIFORM, RECOMPUTE_METHOD
 /* --position-embedding-type */
 typedef enum { POSITION_LEARNED_ABSOLUTE, POSITION_ROPE, POSITION_NONE } position_embedding_type;
 
+/* the most layers a mixture-of-experts model may have (gpt_config.moe_layer) */
+#define GPT_MAX_MOE_LAYERS 1024
+
 typedef struct gpt_config {
     int num_layers;
     int hidden_size;          /* C */
@@ -50,6 +53,14 @@ typedef struct gpt_config {
     int apply_layernorm_1p;   /* --apply-layernorm-1p: norm weights stored as w - 1 (zero at start) */
     int swiglu;               /* --swiglu: fc1 has 2F rows [gate; up] */
     int disable_bias_linear;  /* --disable-bias-linear: no biases in the linear layers */
+    /* mixture of experts (app/model/moe_layer.h): num_experts 0 is a dense model; otherwise the
+     * layers l with moe_layer[l] set replace the MLP by a router and num_experts experts of
+     * moe_ffn_hidden_size (each split over tensor parallelism as the dense MLP is) */
+    int num_experts;
+    int moe_ffn_hidden_size;
+    moe_router_spec moe_router;
+    float moe_input_jitter_eps;   /* 0: none */
+    unsigned char moe_layer[GPT_MAX_MOE_LAYERS];
     float init_method_std;
     float hidden_dropout;
     float attention_dropout;
@@ -130,6 +141,11 @@ typedef struct layer_view {
     void *pre_mlp_layernorm_weight, *pre_mlp_layernorm_bias;
     void *fc1_weight, *fc1_bias;                 /* [F/tp, C]; SwiGLU [2F/tp, C]: [gate; up] shards */
     void *fc2_weight, *fc2_bias;                 /* [C, F/tp], bias [C] */
+    /* MoE layers instead of fc1 and fc2 (app/model/moe_layer.h) */
+    void *router_weight;                         /* [E, C], whole on every rank */
+    void *expert_fc1_weight;                     /* [E FC1m/tp, C]: expert e's fc1 shard (SwiGLU:
+                                                  * [gate; up] shards) at rows e FC1m/tp */
+    void *expert_fc2_weight;                     /* [E C, Fm/tp]: expert e's fc2 shard at rows e C */
 } layer_view;
 
 /* a chunk's parameters (or gradients) as pointers into one flat buffer; NULL where not held */
@@ -157,6 +173,8 @@ typedef struct layer_activations {
     void *activation;             /* its GeLU or SwiGLU [N,F/tp], fc2's input: only in layers
                                    * that keep it (else the backward computes it again);
                                    * the backward then reuses it for the activation's gradient */
+    struct moe_activations *moe;  /* what an MoE layer keeps (app/model/moe_layer.h); NULL in
+                                   * dense models */
 } layer_activations;
 
 typedef struct activation_slot {
@@ -253,6 +271,8 @@ typedef struct gpt_model {
     int num_first_write;
     size_t *clear_ranges;      /* [2 x num_clear_ranges]: offset and length of what a step clears */
     int num_clear_ranges;
+    struct moe_scratch *moe_scratch; /* MoE models: the experts' work buffers (moe_layer.h) */
+    float grad_scale;          /* the last forward's grad_scale (the MoE losses' backward reads it) */
 } gpt_model;
 
 /* where the dropout masks of one micro-batch come from */

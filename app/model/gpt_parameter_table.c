@@ -20,6 +20,8 @@
 #define LN ROW_LAYERNORM
 #define RMS ROW_RMSNORM
 #define BIAS ROW_LINEAR_BIAS
+#define DENSE ROW_DENSE_MLP
+#define MOE ROW_MOE
 static const parameter_row gpt_rows[] = {
 /*   part            name                                  rows           cols           split       init                no_wd sp_grad presence */
     {PART_EMBEDDING, "embedding.word_embeddings.weight",     DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
@@ -45,16 +47,26 @@ static const parameter_row gpt_rows[] = {
      LAYER_VIEW(pre_mlp_layernorm_weight), "ln_2.weight",             HF_COPY},
     {PART_LAYER,     "pre_mlp_layernorm.bias",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, LN,
      LAYER_VIEW(pre_mlp_layernorm_bias),   "ln_2.bias",               HF_COPY},
-    {PART_LAYER,     "mlp.linear_fc1.layer_norm_weight",     DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, RMS,
+    {PART_LAYER,     "pre_mlp_layernorm.weight",             DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, RMS | MOE,
      LAYER_VIEW(pre_mlp_layernorm_weight), NULL,                      HF_COPY},
-    {PART_LAYER,     "mlp.linear_fc1.weight",                DIM_FC1,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
+    {PART_LAYER,     "mlp.linear_fc1.layer_norm_weight",     DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, RMS | DENSE,
+     LAYER_VIEW(pre_mlp_layernorm_weight), NULL,                      HF_COPY},
+    {PART_LAYER,     "mlp.linear_fc1.weight",                DIM_FC1,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, DENSE,
      LAYER_VIEW(fc1_weight),               "mlp.c_fc.weight",         HF_TRANSPOSE},
-    {PART_LAYER,     "mlp.linear_fc1.bias",                  DIM_FC1,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BIAS,
+    {PART_LAYER,     "mlp.linear_fc1.bias",                  DIM_FC1,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BIAS | DENSE,
      LAYER_VIEW(fc1_bias),                 "mlp.c_fc.bias",           HF_COPY},
-    {PART_LAYER,     "mlp.linear_fc2.weight",                DIM_HIDDEN,    DIM_FFN,       SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, ROW_ALWAYS,
+    {PART_LAYER,     "mlp.linear_fc2.weight",                DIM_HIDDEN,    DIM_FFN,       SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, DENSE,
      LAYER_VIEW(fc2_weight),               "mlp.c_proj.weight",       HF_TRANSPOSE},
-    {PART_LAYER,     "mlp.linear_fc2.bias",                  DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, BIAS,
+    {PART_LAYER,     "mlp.linear_fc2.bias",                  DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, BIAS | DENSE,
      LAYER_VIEW(fc2_bias),                 "mlp.c_proj.bias",         HF_COPY},
+    /* MoE layers (Megatron-Core's TopKRouter and experts; expert e's tensors stacked at row
+     * blocks e of one tensor: Megatron's weight<e> of TEGroupedMLP, or local_experts.<e>) */
+    {PART_LAYER,     "mlp.router.weight",                    DIM_EXPERTS,   DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, MOE,
+     LAYER_VIEW(router_weight),            NULL,                      HF_COPY},
+    {PART_LAYER,     "mlp.experts.linear_fc1.weight",        DIM_EXPERT_FC1, DIM_HIDDEN,   SHARD_ROWS, INIT_NORMAL,        0, 0, MOE,
+     LAYER_VIEW(expert_fc1_weight),        NULL,                      HF_COPY},
+    {PART_LAYER,     "mlp.experts.linear_fc2.weight",        DIM_EXPERT_HIDDEN, DIM_MOE_FFN, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, MOE,
+     LAYER_VIEW(expert_fc2_weight),        NULL,                      HF_COPY},
 
     {PART_FINAL,     "decoder.final_layernorm.weight",       DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_ALWAYS,
      MODEL_VIEW(final_layernorm_weight),   "transformer.ln_f.weight", HF_COPY},
@@ -66,6 +78,8 @@ static const parameter_row gpt_rows[] = {
 #undef LN
 #undef RMS
 #undef BIAS
+#undef DENSE
+#undef MOE
 
 static const parameter_table gpt_table = {
     gpt_rows, (int)(sizeof gpt_rows / sizeof gpt_rows[0]), "decoder.layers", "transformer.h", 0,
@@ -87,16 +101,23 @@ int model_dim_size(model_dim dim, const gpt_config *c) {
     case DIM_FC1: return (c->swiglu ? 2 : 1) * c->ffn_hidden_size;
     case DIM_VOCAB: return c->padded_vocab_size;
     case DIM_POSITIONS: return c->max_position_embeddings;
+    case DIM_EXPERTS: return c->num_experts;
+    case DIM_EXPERT_FC1: return c->num_experts * (c->swiglu ? 2 : 1) * c->moe_ffn_hidden_size;
+    case DIM_EXPERT_HIDDEN: return c->num_experts * c->hidden_size;
+    case DIM_MOE_FFN: return c->moe_ffn_hidden_size;
     }
     return 0;
 }
 
 int model_dim_blocks(model_dim dim, const gpt_config *c) {
+    if (dim == DIM_EXPERT_FC1) return c->num_experts * (c->swiglu ? 2 : 1);
     return dim == DIM_FC1 && c->swiglu ? 2 : 1;
 }
 
-int parameter_row_present(const parameter_row *row, const gpt_config *c) {
+int parameter_row_present(const parameter_row *row, const gpt_config *c, int layer) {
     unsigned held = ROW_ALWAYS;
+    if (row->part == PART_LAYER) held |= c->num_experts > 0 && layer >= 0 && layer < GPT_MAX_MOE_LAYERS && c->moe_layer[layer]
+                                             ? ROW_MOE : ROW_DENSE_MLP;
     if (c->untie_embeddings_and_output_weights) held |= ROW_UNTIED_ONLY;
     if (c->position_embedding_type == POSITION_LEARNED_ABSOLUTE) held |= ROW_LEARNED_POSITIONS;
     held |= c->rmsnorm ? ROW_RMSNORM : ROW_LAYERNORM;
@@ -104,9 +125,9 @@ int parameter_row_present(const parameter_row *row, const gpt_config *c) {
     return (row->presence & ~held) == 0;
 }
 
-int parameter_table_part_count(const parameter_table *t, model_part part, const gpt_config *c) {
+int parameter_table_part_count(const parameter_table *t, model_part part, const gpt_config *c, int layer) {
     int count = 0;
-    for (int r = 0; r < t->count; r++) count += t->rows[r].part == part && parameter_row_present(&t->rows[r], c);
+    for (int r = 0; r < t->count; r++) count += t->rows[r].part == part && parameter_row_present(&t->rows[r], c, layer);
     return count;
 }
 
@@ -131,7 +152,7 @@ static int expand_part(const parameter_table *t, const gpt_config *c, model_part
     for (int layer = first_layer; layer < first_layer + layers; layer++)
         for (int r = 0; r < t->count; r++) {
             const parameter_row *row = &t->rows[r];
-            if (row->part != part || !parameter_row_present(row, c)) continue;
+            if (row->part != part || !parameter_row_present(row, c, layer)) continue;
             if (out) {
                 global_parameter *g = &out[count];
                 parameter_row_name(t, row, layer, g->name, sizeof g->name);

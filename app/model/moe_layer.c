@@ -1,0 +1,350 @@
+/* moe_layer.c: the mixture-of-experts MLP (see moe_layer.h): router, token permutation, one
+ * GEMM pair per expert, weighted combination, and their backward, through kernel_ops; plus the
+ * parser of Megatron's --moe-layer-freq. */
+#include "app/model/moe_layer.h"
+
+#include "app/core/error.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ --moe-layer-freq */
+
+/* a tiny evaluator of Python list expressions over 0/1: sum := term ('+' term)*;
+ * term := atom ('*' integer)*; atom := '[' int (',' int)* ']' | '(' sum ')' */
+typedef struct pattern_parser {
+    const char *text, *at;
+    unsigned char *out;    /* GPT_MAX_MOE_LAYERS */
+    int length;
+    char *err;
+    size_t errlen;
+} pattern_parser;
+
+static void skip_space(pattern_parser *p) { while (isspace((unsigned char)*p->at)) p->at++; }
+
+static int pattern_error(pattern_parser *p, const char *what) {
+    snprintf(p->err, p->errlen, "--moe-layer-freq \"%s\": %s at offset %d", p->text, what, (int)(p->at - p->text));
+    return -1;
+}
+
+static int parse_sum(pattern_parser *p);
+
+static int parse_atom(pattern_parser *p) {
+    skip_space(p);
+    if (*p->at == '(') {
+        p->at++;
+        if (parse_sum(p)) return -1;
+        skip_space(p);
+        if (*p->at != ')') return pattern_error(p, "expected ')'");
+        p->at++;
+        return 0;
+    }
+    if (*p->at != '[') return pattern_error(p, "expected '[' or '('");
+    p->at++;
+    for (;;) {
+        skip_space(p);
+        if (*p->at != '0' && *p->at != '1') return pattern_error(p, "expected 0 or 1 (dense or MoE layer)");
+        if (p->length >= GPT_MAX_MOE_LAYERS) return pattern_error(p, "pattern too long");
+        p->out[p->length++] = (unsigned char)(*p->at++ - '0');
+        skip_space(p);
+        if (*p->at == ',') { p->at++; continue; }
+        if (*p->at == ']') { p->at++; return 0; }
+        return pattern_error(p, "expected ',' or ']'");
+    }
+}
+
+static int parse_term(pattern_parser *p) {
+    int start = p->length;
+    if (parse_atom(p)) return -1;
+    for (;;) {
+        skip_space(p);
+        if (*p->at != '*') return 0;
+        p->at++;
+        skip_space(p);
+        char *end;
+        long times = strtol(p->at, &end, 10);
+        if (end == p->at || times < 0) return pattern_error(p, "expected a repetition count after '*'");
+        p->at = end;
+        int piece = p->length - start;
+        if (times == 0) { p->length = start; continue; }
+        if ((long)start + piece * times > GPT_MAX_MOE_LAYERS) return pattern_error(p, "pattern too long");
+        for (long k = 1; k < times; k++) memcpy(p->out + start + k * piece, p->out + start, (size_t)piece);
+        p->length = start + (int)(piece * times);
+    }
+}
+
+static int parse_sum(pattern_parser *p) {
+    if (parse_term(p)) return -1;
+    for (;;) {
+        skip_space(p);
+        if (*p->at != '+') return 0;
+        p->at++;
+        if (parse_term(p)) return -1;
+    }
+}
+
+int moe_layer_pattern_parse(const char *text, int num_layers, unsigned char *moe_layer, char *err, size_t errlen) {
+    memset(moe_layer, 0, GPT_MAX_MOE_LAYERS);
+    if (num_layers > GPT_MAX_MOE_LAYERS) {
+        snprintf(err, errlen, "--num-layers %d: a mixture-of-experts model has at most %d layers here", num_layers,
+                 GPT_MAX_MOE_LAYERS);
+        return -1;
+    }
+    char *end;
+    long every = strtol(text, &end, 10);
+    while (isspace((unsigned char)*end)) end++;
+    if (end != text && !*end) {
+        if (every < 1) {
+            snprintf(err, errlen, "--moe-layer-freq %s: an integer must be at least 1", text);
+            return -1;
+        }
+        for (int l = 0; l < num_layers; l++) moe_layer[l] = l % every == 0;
+        return 0;
+    }
+    pattern_parser p = {text, text, moe_layer, 0, err, errlen};
+    if (parse_sum(&p)) return -1;
+    skip_space(&p);
+    if (*p.at) return pattern_error(&p, "unexpected text");
+    if (p.length != num_layers) {
+        snprintf(err, errlen, "--moe-layer-freq \"%s\" gives %d layers, but --num-layers is %d", text, p.length,
+                 num_layers);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ buffers */
+
+typedef struct moe_shapes {
+    int N, C, E, k, M;  /* M = N k: the most permuted rows */
+    int Fl, FC1l;       /* an expert's local fc2 inputs and fc1 outputs */
+} moe_shapes;
+
+static moe_shapes shapes_of(const gpt_model *m) {
+    const gpt_config *c = &m->config;
+    moe_shapes s;
+    s.N = c->micro_batch_size * c->seq_length;
+    s.C = c->hidden_size;
+    s.E = c->num_experts;
+    s.k = c->moe_router.topk;
+    s.M = s.N * s.k;
+    s.Fl = c->moe_ffn_hidden_size / c->tp_size;
+    s.FC1l = (c->swiglu ? 2 : 1) * s.Fl;
+    return s;
+}
+
+static void *acts(const gpt_model *m, size_t n) { return m->ops->alloc(m->ops->act_bytes * n); }
+static void *host_alloc(size_t bytes) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    CHECK(p, "out of host memory for the mixture-of-experts buffers");
+    return p;
+}
+
+void moe_scratch_allocate(gpt_model *m) {
+    moe_shapes s = shapes_of(m);
+    const kernel_ops *ops = m->ops;
+    moe_scratch *x = host_alloc(sizeof *x);
+    size_t M = (size_t)s.M, N = (size_t)s.N, C = (size_t)s.C;
+    x->permuted = acts(m, M * C);
+    x->activation = acts(m, M * (size_t)s.Fl);
+    x->d_activation = acts(m, M * (size_t)s.Fl);
+    x->d_fc1_out = acts(m, M * (size_t)s.FC1l);
+    x->d_expert_out = acts(m, M * C);
+    x->d_permuted = acts(m, M * C);
+    x->d_input = acts(m, N * C);
+    x->router_input = acts(m, N * C);
+    x->d_router_input = acts(m, N * C);
+    x->d_weight = ops->alloc(sizeof(float) * N * (size_t)s.k);
+    x->d_logits = ops->alloc(sizeof(float) * N * (size_t)s.E);
+    x->stats = ops->alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
+    x->host_expert = host_alloc(sizeof(int) * M);
+    x->host_slot_row = host_alloc(sizeof(int) * M);
+    x->host_row_token = host_alloc(sizeof(int) * M);
+    x->log.aux_loss = host_alloc(sizeof(double) * (size_t)m->config.num_layers);
+    x->log.z_loss = host_alloc(sizeof(double) * (size_t)m->config.num_layers);
+    m->moe_scratch = x;
+}
+
+void moe_scratch_release(gpt_model *m) {
+    moe_scratch *x = m->moe_scratch;
+    if (!x) return;
+    void *buffers[] = {x->permuted, x->activation, x->d_activation, x->d_fc1_out, x->d_expert_out, x->d_permuted,
+                       x->d_input, x->router_input, x->d_router_input, x->d_weight, x->d_logits, x->stats};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) m->ops->release(buffers[i]);
+    free(x->host_expert);
+    free(x->host_slot_row);
+    free(x->host_row_token);
+    free(x->log.aux_loss);
+    free(x->log.z_loss);
+    free(x);
+    m->moe_scratch = NULL;
+}
+
+void moe_activations_allocate(gpt_model *m, moe_activations *a) {
+    moe_shapes s = shapes_of(m);
+    const kernel_ops *ops = m->ops;
+    size_t M = (size_t)s.M, N = (size_t)s.N;
+    a->logits = acts(m, N * (size_t)s.E);
+    a->expert = ops->alloc(sizeof(int) * M);
+    a->weight = ops->alloc(sizeof(float) * M);
+    a->slot_row = ops->alloc(sizeof(int) * M);
+    a->row_token = ops->alloc(sizeof(int) * M);
+    a->expert_rows = host_alloc(sizeof(int) * (size_t)(s.E + 1));
+    a->fc1_out = acts(m, M * (size_t)s.FC1l);
+    a->expert_out = acts(m, M * (size_t)s.C);
+    a->stats = host_alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
+}
+
+void moe_activations_release(gpt_model *m, moe_activations *a) {
+    void *buffers[] = {a->logits, a->expert, a->weight, a->slot_row, a->row_token, a->fc1_out, a->expert_out};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) m->ops->release(buffers[i]);
+    free(a->expert_rows);
+    free(a->stats);
+}
+
+/* ------------------------------------------------------------------ forward and backward */
+
+/* the permutation of the routed choices: grouped by expert, in token order within an expert
+ * (Megatron's permute order), with each choice's row and each row's token */
+static void plan_permutation(gpt_model *m, moe_activations *a) {
+    moe_shapes s = shapes_of(m);
+    moe_scratch *x = m->moe_scratch;
+    const kernel_ops *ops = m->ops;
+    ops->copy_to_host(x->host_expert, a->expert, sizeof(int) * (size_t)s.M);
+    int *rows = a->expert_rows;
+    memset(rows, 0, sizeof(int) * (size_t)(s.E + 1));
+    for (int i = 0; i < s.M; i++)
+        if (x->host_expert[i] >= 0) rows[x->host_expert[i] + 1]++;
+    for (int e = 0; e < s.E; e++) rows[e + 1] += rows[e];
+    int *next = host_alloc(sizeof(int) * (size_t)s.E);
+    memcpy(next, rows, sizeof(int) * (size_t)s.E);
+    for (int i = 0; i < s.M; i++) {  /* i = t k + j: token order, then top-k order */
+        int e = x->host_expert[i];
+        if (e < 0) { x->host_slot_row[i] = -1; continue; }
+        int row = next[e]++;
+        x->host_slot_row[i] = row;
+        x->host_row_token[row] = i / s.k;
+    }
+    free(next);
+    ops->copy_from_host(a->slot_row, x->host_slot_row, sizeof(int) * (size_t)s.M);
+    ops->copy_from_host(a->row_token, x->host_row_token, sizeof(int) * (size_t)rows[s.E]);
+}
+
+/* the router's input: x, or x times the jitter in training */
+static const void *router_input(gpt_model *m, const void *x, dropout_rng jitter, int training) {
+    moe_shapes s = shapes_of(m);
+    if (!training || m->config.moe_input_jitter_eps <= 0.0f) return x;
+    m->ops->uniform_jitter(m->moe_scratch->router_input, x, (size_t)s.N * s.C, m->config.moe_input_jitter_eps, jitter);
+    return m->moe_scratch->router_input;
+}
+
+/* an expert's activation of its rows: GeLU or SwiGLU of fc1's output */
+static void expert_activation(gpt_model *m, void *out, const void *fc1_out, int rows) {
+    moe_shapes s = shapes_of(m);
+    if (m->config.swiglu) m->ops->swiglu_forward(out, fc1_out, rows, s.Fl);
+    else m->ops->gelu_forward(out, fc1_out, (size_t)rows * s.Fl);
+}
+
+void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
+                       dropout_rng jitter, int training) {
+    moe_shapes s = shapes_of(m);
+    const kernel_ops *ops = m->ops;
+    moe_scratch *scratch = m->moe_scratch;
+    const gpt_config *c = &m->config;
+    ops->matmul_forward(a->logits, NULL, router_input(m, x, jitter, training), lw->router_weight, NULL, s.N, s.C, s.E);
+    moe_router_spec spec = c->moe_router;
+    spec.seq_length = c->seq_length;
+    ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
+    ops->copy_to_host(a->stats, scratch->stats, sizeof(float) * MOE_ROUTER_STATS(s.E));
+    plan_permutation(m, a);
+    int rows = a->expert_rows[s.E];
+    ops->gather_rows(scratch->permuted, x, a->row_token, rows, s.C);
+    for (int e = 0; e < s.E; e++) {
+        int r0 = a->expert_rows[e], n = a->expert_rows[e + 1] - r0;
+        if (n == 0) continue;
+        const void *w1 = act_at(ops, lw->expert_fc1_weight, (size_t)e * s.FC1l * s.C);
+        const void *w2 = act_at(ops, lw->expert_fc2_weight, (size_t)e * s.C * s.Fl);
+        void *fc1 = act_at(ops, a->fc1_out, (size_t)r0 * s.FC1l), *act = act_at(ops, scratch->activation, (size_t)r0 * s.Fl);
+        ops->matmul_forward(fc1, NULL, act_at(ops, scratch->permuted, (size_t)r0 * s.C), w1, NULL, n, s.C, s.FC1l);
+        expert_activation(m, act, fc1, n);
+        ops->matmul_forward(act_at(ops, a->expert_out, (size_t)r0 * s.C), NULL, act, w2, NULL, n, s.Fl, s.C);
+    }
+    ops->moe_combine(out_full, a->expert_out, a->slot_row, a->weight, s.N, s.k, s.C);
+}
+
+void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
+                         const void *d_full, dropout_rng jitter, int training, int layer) {
+    moe_shapes s = shapes_of(m);
+    const kernel_ops *ops = m->ops;
+    const gpt_config *c = &m->config;
+    moe_scratch *scratch = m->moe_scratch;
+    /* combine: dL/d(expert outputs) and dL/d(weights); a weight's gradient needs the whole
+     * expert output, here split in partial sums over the tensor-parallel ranks */
+    ops->moe_combine_backward(scratch->d_expert_out, scratch->d_weight, d_full, a->expert_out, a->slot_row, a->weight,
+                              s.N, s.k, s.C);
+    if (c->tp_size > 1) m->comm->allreduce(scratch->d_weight, (size_t)s.N * s.k, COMM_FLOAT, COMM_SUM, m->tp_group);
+
+    /* the experts, from their permuted inputs again */
+    int rows = a->expert_rows[s.E];
+    ops->gather_rows(scratch->permuted, x, a->row_token, rows, s.C);
+    for (int e = 0; e < s.E; e++) {
+        int r0 = a->expert_rows[e], n = a->expert_rows[e + 1] - r0;
+        if (n == 0) continue;
+        const void *w1 = act_at(ops, lw->expert_fc1_weight, (size_t)e * s.FC1l * s.C);
+        const void *w2 = act_at(ops, lw->expert_fc2_weight, (size_t)e * s.C * s.Fl);
+        float *dw1 = (float *)lg->expert_fc1_weight + (size_t)e * s.FC1l * s.C;
+        float *dw2 = (float *)lg->expert_fc2_weight + (size_t)e * s.C * s.Fl;
+        void *fc1 = act_at(ops, a->fc1_out, (size_t)r0 * s.FC1l), *act = act_at(ops, scratch->activation, (size_t)r0 * s.Fl);
+        void *d_act = act_at(ops, scratch->d_activation, (size_t)r0 * s.Fl);
+        void *d_fc1 = act_at(ops, scratch->d_fc1_out, (size_t)r0 * s.FC1l);
+        expert_activation(m, act, fc1, n);
+        ops->matmul_backward(d_act, dw2, NULL, act_at(ops, scratch->d_expert_out, (size_t)r0 * s.C), act, w2, n, s.Fl, s.C);
+        if (c->swiglu) ops->swiglu_backward(d_fc1, fc1, d_act, n, s.Fl);
+        else ops->gelu_backward(d_fc1, fc1, d_act, (size_t)n * s.Fl);
+        ops->matmul_backward(act_at(ops, scratch->d_permuted, (size_t)r0 * s.C), dw1, NULL, d_fc1,
+                             act_at(ops, scratch->permuted, (size_t)r0 * s.C), w1, n, s.C, s.FC1l);
+    }
+    ops->moe_uncombine(scratch->d_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
+
+    /* the router: routing weights, load-balancing and z losses; the losses' gradients scaled as
+     * the main loss's mean over the micro-batch (grad_scale is per token of the global batch) */
+    moe_router_spec spec = c->moe_router;
+    spec.seq_length = c->seq_length;
+    if (!training) spec.balancing = MOE_BALANCE_NONE, spec.z_loss_coeff = 0.0f;
+    float loss_scale = m->grad_scale * (float)s.N;
+    ops->moe_route_backward(scratch->d_logits, scratch->d_weight, a->logits, a->expert, s.N, spec, loss_scale);
+    const void *rx = router_input(m, x, jitter, training);
+    ops->matmul_backward(scratch->d_router_input, (float *)lg->router_weight, NULL, scratch->d_logits, rx,
+                         lw->router_weight, s.N, s.C, s.E);
+    /* every tensor-parallel rank computed the same router gradient: one of them adds it */
+    if (c->tp_rank == 0) {
+        if (training && c->moe_input_jitter_eps > 0.0f)
+            ops->uniform_jitter(scratch->d_router_input, scratch->d_router_input, (size_t)s.N * s.C,
+                                c->moe_input_jitter_eps, jitter);
+        ops->add(scratch->d_input, scratch->d_input, scratch->d_router_input, (size_t)s.N * s.C);
+    }
+    if (training) {
+        scratch->log.aux_loss[layer] += a->stats[0];
+        scratch->log.z_loss[layer] += a->stats[1];
+    }
+    return scratch->d_input;
+}
+
+void moe_loss_log_take(gpt_model *m, double *aux_sum, double *z_sum, int *moe_layers, double *per_layer_aux,
+                       double *per_layer_z) {
+    *aux_sum = *z_sum = 0.0;
+    *moe_layers = 0;
+    moe_scratch *x = m->moe_scratch;
+    for (int l = 0; l < m->config.num_layers; l++) {
+        if (per_layer_aux) per_layer_aux[l] = x ? x->log.aux_loss[l] : 0.0;
+        if (per_layer_z) per_layer_z[l] = x ? x->log.z_loss[l] : 0.0;
+        if (!gpt_layer_is_moe(&m->config, l)) continue;
+        (*moe_layers)++;
+        if (!x) continue;
+        *aux_sum += x->log.aux_loss[l];
+        *z_sum += x->log.z_loss[l];
+        x->log.aux_loss[l] = x->log.z_loss[l] = 0.0;
+    }
+}
