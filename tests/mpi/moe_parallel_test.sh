@@ -1,0 +1,63 @@
+#!/bin/sh
+# moe_parallel_test.sh: mixture of experts (configs/mixtral-tiny.args: 4 SwiGLU experts, top-2,
+# load-balancing and z losses) on the parallel layouts of parallel_test.sh: losses of 5
+# iterations match one rank within 1e-6 relative and every parameter after 5 steps within 1e-5
+# (as the dense tests: AdamW's first steps magnify rounding; fp32 CPU, dropout on), dropless and with a capacity that drops tokens; the expert tensors carry
+# Megatron-Core's names and global shapes, and a TP2 x DP2 checkpoint reshards into one rank.
+. "${top_srcdir:-.}/tests/lib.sh"
+MOE_ARGS="$top_srcdir/configs/mixtral-tiny.args"
+MODEL="--args-file $MOE_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
+       --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16
+       --moe-layer-freq ([1]*1+[0]*1)*2"
+TOLERANCE=1e-6
+. "$top_srcdir/tests/mpi/parallel_compare.sh"
+
+# the tensors: a router [E, C] and the experts stacked in MoE layers 0 and 2, dense MLPs in 1 and 3
+run_app 1 $MODEL --train-iters 1 --dump-parameters "$WORK/names.bin"
+index="$WORK/names.bin.index"
+expect_tensor() {  # NAME ROWS COLS: the dump's index lists the tensor with this global shape
+    grep -q "^$1 $2 $3 " "$index"
+    ok $? "tensor $1 is [$2, $3]"
+}
+expect_tensor decoder.layers.0.mlp.router.weight 4 64
+expect_tensor decoder.layers.0.mlp.experts.linear_fc1.weight 384 64
+expect_tensor decoder.layers.0.mlp.experts.linear_fc2.weight 256 48
+expect_tensor decoder.layers.0.pre_mlp_layernorm.weight 64 0
+expect_tensor decoder.layers.1.mlp.linear_fc1.weight 192 64
+expect_tensor decoder.layers.1.mlp.linear_fc1.layer_norm_weight 64 0
+! grep -q -E 'layers\.[13]\.mlp\.(router|experts)|layers\.[02]\.mlp\.linear_fc' "$index"
+ok $? "--moe-layer-freq \"([1]*1+[0]*1)*2\": experts in layers 0 and 2 only, dense MLPs in 1 and 3"
+
+reference moe
+layout "TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
+layout "PP2" 2 --pipeline-model-parallel-size 2
+layout "PP2 interleaved x2 virtual" 2 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
+layout "DP2 (overlapped bucketed reduction)" 2 --overlap-grad-reduce --ddp-bucket-size 20000
+layout "DP4 distributed optimizer" 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+layout "TP2xPP2xDP2 SP + distributed optimizer" 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+    --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+layout "DP2 full recompute" 2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+
+CAPACITY="--moe-expert-capacity-factor 0.5 --moe-token-drop-policy probs --moe-router-pre-softmax"
+reference capacity $CAPACITY
+layout "capacity 0.5: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel $CAPACITY
+layout "capacity 0.5: PP2 x DP2 distributed optimizer" 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer $CAPACITY
+
+# checkpoints: saved with TP2 x DP2 and the distributed optimizer, loaded into one rank and
+# saved again: the same tensors, the experts' included
+run_app 4 $MODEL --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --train-iters 3 \
+    --save "$WORK/ckpt" --dump-parameters "$WORK/ckpt.bin"
+ok $? "checkpoint: TP2 x DP2 (distributed optimizer) saves iteration 3"
+SAVED="$WORK/ckpt/iter_0000003.h5"
+result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$SAVED" "$WORK/ckpt.bin"); status=$?
+diag "$result"
+ok $status "checkpoint: its tensors (experts and router included) are the run's global parameters, bit for bit"
+run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --save "$WORK/resaved"
+status=$?
+h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /model /model &&
+    h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /optimizer /optimizer
+ok $((status + $?)) "checkpoint: loaded into one rank and saved again, every tensor (model and optimizer) is the same"
+run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --num-experts 8
+grep -q "router.weight has shape \[4, 64\], but this model's is \[8, 64\]" "$WORK/err"
+ok $? "checkpoint: loading into another number of experts is refused, naming the tensor and both shapes"
+done_testing
