@@ -162,8 +162,7 @@ void moe_scratch_allocate(gpt_model *m) {
     x->host_expert = host_alloc(sizeof(int) * M);
     x->host_slot_row = host_alloc(sizeof(int) * M);
     x->host_row_token = host_alloc(sizeof(int) * M);
-    x->log.aux_loss = host_alloc(sizeof(double) * (size_t)m->config.num_layers);
-    x->log.z_loss = host_alloc(sizeof(double) * (size_t)m->config.num_layers);
+    x->log.values = host_alloc(sizeof(double) * moe_log_length(&m->config));
     m->moe_scratch = x;
 }
 
@@ -176,8 +175,7 @@ void moe_scratch_release(gpt_model *m) {
     free(x->host_expert);
     free(x->host_slot_row);
     free(x->host_row_token);
-    free(x->log.aux_loss);
-    free(x->log.z_loss);
+    free(x->log.values);
     free(x);
     m->moe_scratch = NULL;
 }
@@ -326,25 +324,25 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         ops->add(scratch->d_input, scratch->d_input, scratch->d_router_input, (size_t)s.N * s.C);
     }
     if (training) {
-        scratch->log.aux_loss[layer] += a->stats[0];
-        scratch->log.z_loss[layer] += a->stats[1];
+        int L = c->num_layers;
+        double *log = scratch->log.values;
+        log[layer] += a->stats[0];
+        log[L + layer] += a->stats[1];
+        for (int e = 0; e < s.E; e++) log[2 * L + layer * s.E + e] += a->expert_rows[e + 1] - a->expert_rows[e];
     }
     return scratch->d_input;
 }
 
-void moe_loss_log_take(gpt_model *m, double *aux_sum, double *z_sum, int *moe_layers, double *per_layer_aux,
-                       double *per_layer_z) {
-    *aux_sum = *z_sum = 0.0;
-    *moe_layers = 0;
-    moe_scratch *x = m->moe_scratch;
-    for (int l = 0; l < m->config.num_layers; l++) {
-        if (per_layer_aux) per_layer_aux[l] = x ? x->log.aux_loss[l] : 0.0;
-        if (per_layer_z) per_layer_z[l] = x ? x->log.z_loss[l] : 0.0;
-        if (!gpt_layer_is_moe(&m->config, l)) continue;
-        (*moe_layers)++;
-        if (!x) continue;
-        *aux_sum += x->log.aux_loss[l];
-        *z_sum += x->log.z_loss[l];
-        x->log.aux_loss[l] = x->log.z_loss[l] = 0.0;
+size_t moe_log_length(const gpt_config *c) {
+    return (size_t)c->num_layers * (2 + (size_t)c->num_experts);
+}
+
+void moe_log_take(gpt_model *m, double *out) {
+    size_t n = moe_log_length(&m->config);
+    if (!m->moe_scratch) {
+        memset(out, 0, sizeof(double) * n);
+        return;
     }
+    memcpy(out, m->moe_scratch->log.values, sizeof(double) * n);
+    memset(m->moe_scratch->log.values, 0, sizeof(double) * n);
 }

@@ -36,10 +36,11 @@ typedef struct moe_activations {
     float *stats;          /* [MOE_ROUTER_STATS(E)]: aux loss, z loss, tokens per expert */
 } moe_activations;
 
-/* the MoE losses summed over micro-batches, per layer, since the last log line */
+/* what the training log reports of the MoE layers, summed over micro-batches since the last
+ * moe_log_take: per layer its load-balancing and z losses (without their coefficients, as
+ * Megatron logs them) and the tokens each expert computed on */
 typedef struct moe_loss_log {
-    double *aux_loss, *z_loss;  /* [num_layers], without their coefficients (Megatron's log) */
-    int micro_batches;          /* backward passes counted per MoE layer */
+    double *values;             /* moe_log_length(): [L] aux, [L] z, [L x E] tokens per expert */
 } moe_loss_log;
 
 /* backward work buffers shared by all MoE layers */
@@ -90,10 +91,11 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
 void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
                          const void *d_full, dropout_rng jitter, int training, int layer);
 
-/* the MoE part of the training log since the last call: the mean load-balancing and z losses
- * over the model's MoE layers and micro-batches, summed over the pipeline stages by the caller;
- * per-layer values in per_layer_aux/per_layer_z ([num_layers], may be NULL); resets the sums */
-void moe_loss_log_take(gpt_model *m, double *aux_sum, double *z_sum, int *moe_layers, double *per_layer_aux,
-                       double *per_layer_z);
+/* the length of a layer log: L aux losses, L z losses, L x E token counts (L = num_layers) */
+size_t moe_log_length(const gpt_config *c);
+
+/* the sums since the last call into out[moe_log_length] (zeros for layers not held here), and
+ * reset them */
+void moe_log_take(gpt_model *m, double *out);
 
 #endif
