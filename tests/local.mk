@@ -85,6 +85,7 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 # the Llama family (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases) on every layout
 TESTS += tests/mpi/llama_parallel_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
+TESTS += tests/mpi/moe_test.sh
 EXTRA_DIST += tests/mpi/parallel_compare.sh
 
 # a failure inside the kernels ends the whole job through the application's handler
