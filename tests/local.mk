@@ -86,6 +86,7 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 TESTS += tests/mpi/llama_parallel_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
 TESTS += tests/mpi/moe_test.sh
+TESTS += tests/mpi/mixtral_script_test.sh
 EXTRA_DIST += tests/mpi/parallel_compare.sh
 
 # a failure inside the kernels ends the whole job through the application's handler
@@ -221,7 +222,7 @@ EXTRA_DIST += tests/tools/fault_table.sh
 # training script written as Megatron-LM's examples/llama
 TESTS += tests/mpi/llama_hf_test.sh tests/mpi/llama_script_test.sh
 TESTS += tests/gpu/gpu_llama_script_test.sh tests/gpu/gpu_hang_test.sh
-EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh perf/llama_hf_parity.sh perf/llama_hf_parity.py
+EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh tests/data/train_mixtral_8x7b_tiny.sh perf/llama_hf_parity.sh perf/llama_hf_parity.py
 
 # ---- activation recomputation (issue 21) ----
 TESTS += tests/mpi/recompute_test.sh
