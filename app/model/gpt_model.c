@@ -84,6 +84,7 @@ static void add_param(layout_builder *b, const global_parameter *g) {
     p->sequence_parallel_grad = c->sequence_parallel && g->row->sequence_parallel_grad;
     p->chunk = b->chunk;
     p->layer = g->layer;
+    p->expert = g->expert;
     p->row = g->row;
 
     size_t bucket_used = b->bucket_open ? m->num_elements - m->buckets[m->num_buckets - 1].start : 0;
@@ -228,7 +229,15 @@ static void bind_view(model_view *v, const gpt_model *m, const model_chunk *ch, 
         const param_tensor *p = &m->params[i];
         char *view = p->row->part == PART_LAYER ? (char *)&v->layers[p->layer - ch->first_layer] : (char *)v;
         size_t field = p->embedding_copy ? offsetof(model_view, output_layer) : p->row->view_offset;
-        *(void **)(view + field) = base + element_bytes * p->offset;
+        void *at = base + element_bytes * p->offset;
+        if (p->row->per_expert) {  /* an entry of the layer's array of experts */
+            void ***experts = (void ***)(view + field);
+            if (!*experts) *experts = calloc((size_t)m->config.num_experts, sizeof(void *));
+            CHECK(*experts, "out of host memory for the expert views");
+            (*experts)[p->expert] = at;
+        } else {
+            *(void **)(view + field) = at;
+        }
     }
     if (ch->post_process && !v->output_layer) v->output_layer = v->word_embeddings;
 }
@@ -574,6 +583,12 @@ void gpt_model_free(gpt_model *m) {
         model_chunk *ch = &m->chunks[k];
         for (int s = 0; s < m->config.activation_slots; s++) free_slot(m, ch, &ch->slots[s]);
         free(ch->slots);
+        for (int l = 0; l < ch->num_layers; l++) {
+            free(ch->weights.layers[l].expert_fc1_weight);
+            free(ch->weights.layers[l].expert_fc2_weight);
+            free(ch->grads.layers[l].expert_fc1_weight);
+            free(ch->grads.layers[l].expert_fc2_weight);
+        }
         free(ch->weights.layers);
         free(ch->grads.layers);
     }

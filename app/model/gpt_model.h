@@ -121,6 +121,7 @@ typedef struct param_tensor {
     int chunk;           /* model chunk it belongs to */
     int bucket;          /* gradient bucket */
     int layer;           /* global layer; -1 embedding, num_layers for the final part */
+    int expert;          /* an MoE layer's expert tensor: the expert's global index; else -1 */
     const parameter_row *row; /* its row of the parameter table */
 } param_tensor;
 
@@ -143,9 +144,9 @@ typedef struct layer_view {
     void *fc2_weight, *fc2_bias;                 /* [C, F/tp], bias [C] */
     /* MoE layers instead of fc1 and fc2 (app/model/moe_layer.h) */
     void *router_weight;                         /* [E, C], whole on every rank */
-    void *expert_fc1_weight;                     /* [E FC1m/tp, C]: expert e's fc1 shard (SwiGLU:
-                                                  * [gate; up] shards) at rows e FC1m/tp */
-    void *expert_fc2_weight;                     /* [E C, Fm/tp]: expert e's fc2 shard at rows e C */
+    void **expert_fc1_weight;                    /* [E] of [FC1m/tp, C]: expert e's fc1 shard
+                                                  * (SwiGLU: [gate; up] shards); NULL where not held */
+    void **expert_fc2_weight;                    /* [E] of [C, Fm/tp] */
 } layer_view;
 
 /* a chunk's parameters (or gradients) as pointers into one flat buffer; NULL where not held */

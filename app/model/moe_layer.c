@@ -262,8 +262,7 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     for (int e = 0; e < s.E; e++) {
         int r0 = a->expert_rows[e], n = a->expert_rows[e + 1] - r0;
         if (n == 0) continue;
-        const void *w1 = act_at(ops, lw->expert_fc1_weight, (size_t)e * s.FC1l * s.C);
-        const void *w2 = act_at(ops, lw->expert_fc2_weight, (size_t)e * s.C * s.Fl);
+        const void *w1 = lw->expert_fc1_weight[e], *w2 = lw->expert_fc2_weight[e];
         void *fc1 = act_at(ops, a->fc1_out, (size_t)r0 * s.FC1l), *act = act_at(ops, scratch->activation, (size_t)r0 * s.Fl);
         ops->matmul_forward(fc1, NULL, act_at(ops, scratch->permuted, (size_t)r0 * s.C), w1, NULL, n, s.C, s.FC1l);
         expert_activation(m, act, fc1, n);
@@ -290,10 +289,8 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
     for (int e = 0; e < s.E; e++) {
         int r0 = a->expert_rows[e], n = a->expert_rows[e + 1] - r0;
         if (n == 0) continue;
-        const void *w1 = act_at(ops, lw->expert_fc1_weight, (size_t)e * s.FC1l * s.C);
-        const void *w2 = act_at(ops, lw->expert_fc2_weight, (size_t)e * s.C * s.Fl);
-        float *dw1 = (float *)lg->expert_fc1_weight + (size_t)e * s.FC1l * s.C;
-        float *dw2 = (float *)lg->expert_fc2_weight + (size_t)e * s.C * s.Fl;
+        const void *w1 = lw->expert_fc1_weight[e], *w2 = lw->expert_fc2_weight[e];
+        float *dw1 = lg->expert_fc1_weight[e], *dw2 = lg->expert_fc2_weight[e];
         void *fc1 = act_at(ops, a->fc1_out, (size_t)r0 * s.FC1l), *act = act_at(ops, scratch->activation, (size_t)r0 * s.Fl);
         void *d_act = act_at(ops, scratch->d_activation, (size_t)r0 * s.Fl);
         void *d_fc1 = act_at(ops, scratch->d_fc1_out, (size_t)r0 * s.FC1l);

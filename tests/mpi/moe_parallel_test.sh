@@ -12,7 +12,8 @@ MODEL="--args-file $MOE_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmu
 TOLERANCE=1e-6
 . "$top_srcdir/tests/mpi/parallel_compare.sh"
 
-# the tensors: a router [E, C] and the experts stacked in MoE layers 0 and 2, dense MLPs in 1 and 3
+# the tensors: a router [E, C] and each expert's fc1 [2 Fm, C] and fc2 [C, Fm] under its global
+# index (Megatron-Core's SequentialMLP names) in MoE layers 0 and 2, dense MLPs in 1 and 3
 run_app 1 $MODEL --train-iters 1 --dump-parameters "$WORK/names.bin"
 index="$WORK/names.bin.index"
 expect_tensor() {  # NAME ROWS COLS: the dump's index lists the tensor with this global shape
@@ -20,8 +21,9 @@ expect_tensor() {  # NAME ROWS COLS: the dump's index lists the tensor with this
     ok $? "tensor $1 is [$2, $3]"
 }
 expect_tensor decoder.layers.0.mlp.router.weight 4 64
-expect_tensor decoder.layers.0.mlp.experts.linear_fc1.weight 384 64
-expect_tensor decoder.layers.0.mlp.experts.linear_fc2.weight 256 48
+expect_tensor decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight 96 64
+expect_tensor decoder.layers.0.mlp.experts.local_experts.3.linear_fc1.weight 96 64
+expect_tensor decoder.layers.2.mlp.experts.local_experts.3.linear_fc2.weight 64 48
 expect_tensor decoder.layers.0.pre_mlp_layernorm.weight 64 0
 expect_tensor decoder.layers.1.mlp.linear_fc1.weight 192 64
 expect_tensor decoder.layers.1.mlp.linear_fc1.layer_norm_weight 64 0
