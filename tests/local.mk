@@ -73,7 +73,9 @@ tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
 
 # ---- MPI integration ----
-check_PROGRAMS += tests/mpi/dataset_test tests/mpi/tensor_parallel_test
+check_PROGRAMS += tests/mpi/dataset_test tests/mpi/tensor_parallel_test tests/mpi/expert_comm_test
+tests_mpi_expert_comm_test_SOURCES = tests/mpi/expert_comm_test.c
+tests_mpi_expert_comm_test_LDADD = $(APP_LIBS)
 tests_mpi_dataset_test_SOURCES = tests/mpi/dataset_test.c
 tests_mpi_dataset_test_LDADD = $(APP_LIBS)
 tests_mpi_tensor_parallel_test_SOURCES = tests/mpi/tensor_parallel_test.c
@@ -86,6 +88,7 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 TESTS += tests/mpi/llama_parallel_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
 TESTS += tests/mpi/moe_test.sh
+TESTS += tests/mpi/expert_comm_test.sh
 TESTS += tests/mpi/mixtral_script_test.sh
 EXTRA_DIST += tests/mpi/parallel_compare.sh
 

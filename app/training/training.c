@@ -97,12 +97,17 @@ static void open_datasets(trainer *t, const args *a) {
                    (long long)gpt_dataset_num_samples(t->data, SPLIT_TRAIN), (long long)needed[SPLIT_TRAIN]);
 }
 
-/* the topology's process groups, for attaching and detaching the communication backend */
+/* the topology's process groups (at most 9), for attaching and detaching the communication backend */
 static int topology_groups(topology *topo, comm_group **groups) {
     int count = 0;
     comm_group *all[] = {&topo->world, &topo->tp, &topo->pp, &topo->dp, &topo->model_parallel, &topo->embedding};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->mpi != MPI_COMM_NULL) groups[count++] = all[i];
+    if (topo->ep_size > 1) {  /* the expert groups of a mixture of experts over expert-parallel ranks */
+        groups[count++] = &topo->ep_own;
+        groups[count++] = &topo->expert_dp_own;
+        groups[count++] = &topo->expert_model_parallel_own;
+    }
     return count;
 }
 
@@ -237,13 +242,13 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     comm_timeout_init(60.0 * a->distributed_timeout_minutes, a->heartbeat_interval);
     t->comm = select_comm(ops);
     parallel_layout layout = {a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
-                              a->data_parallel_size, ""};
+                              a->data_parallel_size, "", a->expert_model_parallel_size, 0};
     snprintf(layout.order, sizeof layout.order, "%s", a->parallel_order);
     topology_create(&t->topo, &layout);
     topology_print(&t->topo, a->device);
     memory_estimate_check(a, &t->topo, ops);
     if (a->papi_events[0]) papi_setup(t, a);
-    comm_group *groups[8];
+    comm_group *groups[12];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
     t->startup.initialized = since_start(t);
@@ -341,7 +346,7 @@ void trainer_teardown(trainer *t) {
     optimizer_free(&t->opt, &t->model);
     data_parallel_free(&t->dp);
     gpt_model_free(&t->model);
-    comm_group *groups[8];
+    comm_group *groups[12];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->detach(groups[i]);
     topology_free(&t->topo);
