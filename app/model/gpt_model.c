@@ -89,11 +89,14 @@ static void add_param(layout_builder *b, const global_parameter *g) {
 
     size_t bucket_used = b->bucket_open ? m->num_elements - m->buckets[m->num_buckets - 1].start : 0;
     if (b->bucket_open && bucket_used + p->numel > (size_t)c->bucket_size) close_bucket(b);
+    /* expert and other parameters reduce over different groups: never in one bucket */
+    if (b->bucket_open && m->buckets[m->num_buckets - 1].expert != (p->expert >= 0)) close_bucket(b);
     if (!b->bucket_open) {
         grad_bucket *bucket = &m->buckets[m->num_buckets++];
         bucket->start = m->num_elements;
         bucket->first_param = m->num_params;
         bucket->num_params = 0;
+        bucket->expert = p->expert >= 0;
         b->bucket_open = 1;
     }
     m->buckets[m->num_buckets - 1].num_params++;
@@ -145,6 +148,13 @@ static int chunk_holds(const model_chunk *ch, const global_parameter *g) {
     return 0;
 }
 
+/* 1 when this rank holds the global parameter's expert (expert parallelism), or it is no expert */
+static int expert_held(const gpt_config *c, const global_parameter *g) {
+    if (g->expert < 0 || c->ep_size <= 1) return 1;
+    int per_rank = c->num_experts / c->ep_size;
+    return g->expert / per_rank == c->ep_rank;
+}
+
 /* this rank's parameter list: for each chunk, the global parameters it holds, in global
  * order, sharded over tensor-parallel ranks; the last stage adds its tied-embedding copy */
 static void build_layout(gpt_model *m) {
@@ -163,7 +173,7 @@ static void build_layout(gpt_model *m) {
         b.chunk = k;
         ch->first_param = m->num_params;
         for (int i = 0; i < total; i++)
-            if (chunk_holds(ch, &globals[i])) add_param(&b, &globals[i]);
+            if (chunk_holds(ch, &globals[i]) && expert_held(c, &globals[i])) add_param(&b, &globals[i]);
         if (ch->post_process && !ch->pre_process && !c->untie_embeddings_and_output_weights) {
             /* the last stage's copy of the tied embeddings: same name, hence same values */
             add_param(&b, tied_source);
@@ -1032,14 +1042,22 @@ static void grads_writable(gpt_model *m) {
 static int part_param_count(const gpt_model *m, model_part part) {
     return parameter_table_part_count(gpt_parameter_table(), part, &m->config, -1);
 }
-/* the tensors of global layer `layer` (MoE and dense layers differ) */
-static int layer_param_count(const gpt_model *m, int layer) {
-    return parameter_table_part_count(gpt_parameter_table(), PART_LAYER, &m->config, layer);
-}
+/* the tensors this rank holds of layer l of the chunk (MoE and dense layers differ, and with
+ * expert parallelism a rank holds only its experts): found in the chunk's parameter list, which
+ * is in layer order */
 static int layer_first_param(const gpt_model *m, const model_chunk *ch, int l) {
     int first = ch->first_param + (ch->pre_process ? part_param_count(m, PART_EMBEDDING) : 0);
-    for (int k = 0; k < l; k++) first += layer_param_count(m, ch->first_layer + k);
+    while (first < ch->first_param + ch->num_params && m->params[first].row->part == PART_LAYER &&
+           m->params[first].layer < ch->first_layer + l)
+        first++;
     return first;
+}
+static int layer_param_count(const gpt_model *m, const model_chunk *ch, int l) {
+    int first = layer_first_param(m, ch, l), end = first;
+    while (end < ch->first_param + ch->num_params && m->params[end].row->part == PART_LAYER &&
+           m->params[end].layer == ch->first_layer + l)
+        end++;
+    return end - first;
 }
 static int output_first_param(const gpt_model *m, const model_chunk *ch) { return layer_first_param(m, ch, ch->num_layers); }
 static int output_param_count(const gpt_model *m, const model_chunk *ch) {
@@ -1074,7 +1092,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l];
     int layer = ch->first_layer + l;
-    params_needed(m, layer_first_param(m, ch, l), layer_param_count(m, ch->first_layer + l));
+    params_needed(m, layer_first_param(m, ch, l), layer_param_count(m, ch, l));
 
     /* attention block */
     norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
@@ -1350,7 +1368,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,
                   l > 0 ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows, la->input,
                   la->ln1, lw->input_layernorm_weight, lw->input_layernorm_bias, la->ln1_mean, la->ln1_rstd);
-    grads_ready(m, layer_first_param(m, ch, l), layer_param_count(m, ch->first_layer + l));
+    grads_ready(m, layer_first_param(m, ch, l), layer_param_count(m, ch, l));
 }
 
 static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {

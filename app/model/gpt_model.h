@@ -98,6 +98,9 @@ typedef struct gpt_config {
     int tp_comm_overlap_disable_ag, tp_comm_overlap_disable_rs; /* keep NCCL for the all-gathers /
                                 * the reduce-scatters (--disable-tp-comm-overlap-ag/-rs) */
     int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
+    int ep_size, ep_rank;      /* expert parallelism: this rank holds experts [ep_rank E/ep, +E/ep) */
+    int expert_dp_rank;        /* this rank among those holding the same experts (0: writes them) */
+    const struct comm_group *ep_group; /* the expert-parallel group (ep_size > 1) */
     int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */
     int64_t bucket_size;      /* elements per gradient bucket (data parallelism) */
     int bucket_alignment;     /* bucket lengths are padded to a multiple of this (data-parallel size) */
@@ -129,6 +132,8 @@ typedef struct param_tensor {
 typedef struct grad_bucket {
     size_t start, length;    /* length padded to a multiple of bucket_alignment */
     int first_param, num_params;
+    int expert;              /* holds expert parameters, reduced over the expert-data-parallel
+                              * ranks (a bucket holds experts only or none) */
 } grad_bucket;
 
 /* pointers of one transformer layer into a flat buffer: the parameters (compute dtype) or the
@@ -338,6 +343,12 @@ static inline int param_is_primary_copy(const param_tensor *p, int tp_rank) {
 static inline int param_is_tied_embedding(const param_tensor *p) {
     const parameter_table *table = gpt_parameter_table();
     return p->row == &table->rows[table->tied_output_row];
+}
+
+/* this rank's place among the data-parallel replicas of p: the data-parallel rank, or for an
+ * expert the expert-data-parallel rank (replica 0 writes checkpoints and dumps) */
+static inline int param_replica_rank(const param_tensor *p, const gpt_config *c, int dp_rank) {
+    return p->expert >= 0 ? c->expert_dp_rank : dp_rank;
 }
 
 /* global element index of local element e of parameter p (layout-independent numbering) */

@@ -118,7 +118,9 @@ int moe_layer_pattern_parse(const char *text, int num_layers, unsigned char *moe
 /* ------------------------------------------------------------------ buffers */
 
 typedef struct moe_shapes {
-    int N, C, E, k, M;  /* M = N k: the most permuted rows */
+    int N, C, E, k, M;  /* M = N k: the most permuted rows of this rank's tokens */
+    int ep, El, R;      /* expert-parallel ranks, experts per rank, R = ep M: the most rows one
+                         * rank's experts can receive */
     int Fl, FC1l;       /* an expert's local fc2 inputs and fc1 outputs */
 } moe_shapes;
 
@@ -130,6 +132,9 @@ static moe_shapes shapes_of(const gpt_model *m) {
     s.E = c->num_experts;
     s.k = c->moe_router.topk;
     s.M = s.N * s.k;
+    s.ep = c->ep_size > 1 ? c->ep_size : 1;
+    s.El = s.E / s.ep;
+    s.R = s.ep * s.M;
     s.Fl = c->moe_ffn_hidden_size / c->tp_size;
     s.FC1l = (c->swiglu ? 2 : 1) * s.Fl;
     return s;
@@ -146,12 +151,16 @@ void moe_scratch_allocate(gpt_model *m) {
     moe_shapes s = shapes_of(m);
     const kernel_ops *ops = m->ops;
     moe_scratch *x = host_alloc(sizeof *x);
-    size_t M = (size_t)s.M, N = (size_t)s.N, C = (size_t)s.C;
+    size_t M = (size_t)s.M, R = (size_t)s.R, N = (size_t)s.N, C = (size_t)s.C;
     x->permuted = acts(m, M * C);
-    x->activation = acts(m, M * (size_t)s.Fl);
-    x->d_activation = acts(m, M * (size_t)s.Fl);
-    x->d_fc1_out = acts(m, M * (size_t)s.FC1l);
+    x->received = acts(m, R * C);
+    x->local_out = acts(m, R * C);
+    x->activation = acts(m, R * (size_t)s.Fl);
+    x->d_activation = acts(m, R * (size_t)s.Fl);
+    x->d_fc1_out = acts(m, R * (size_t)s.FC1l);
     x->d_expert_out = acts(m, M * C);
+    x->d_local_out = acts(m, R * C);
+    x->d_local_in = acts(m, R * C);
     x->d_permuted = acts(m, M * C);
     x->d_input = acts(m, N * C);
     x->router_input = acts(m, N * C);
@@ -162,6 +171,7 @@ void moe_scratch_allocate(gpt_model *m) {
     x->host_expert = host_alloc(sizeof(int) * M);
     x->host_slot_row = host_alloc(sizeof(int) * M);
     x->host_row_token = host_alloc(sizeof(int) * M);
+    x->host_order = host_alloc(sizeof(int) * R);
     x->log.values = host_alloc(sizeof(double) * moe_log_length(&m->config));
     m->moe_scratch = x;
 }
@@ -169,12 +179,14 @@ void moe_scratch_allocate(gpt_model *m) {
 void moe_scratch_release(gpt_model *m) {
     moe_scratch *x = m->moe_scratch;
     if (!x) return;
-    void *buffers[] = {x->permuted, x->activation, x->d_activation, x->d_fc1_out, x->d_expert_out, x->d_permuted,
-                       x->d_input, x->router_input, x->d_router_input, x->d_weight, x->d_logits, x->stats};
+    void *buffers[] = {x->permuted, x->received, x->local_out, x->activation, x->d_activation, x->d_fc1_out,
+                       x->d_expert_out, x->d_local_out, x->d_local_in, x->d_permuted, x->d_input, x->router_input,
+                       x->d_router_input, x->d_weight, x->d_logits, x->stats};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) m->ops->release(buffers[i]);
     free(x->host_expert);
     free(x->host_slot_row);
     free(x->host_row_token);
+    free(x->host_order);
     free(x->log.values);
     free(x);
     m->moe_scratch = NULL;
@@ -183,26 +195,40 @@ void moe_scratch_release(gpt_model *m) {
 void moe_activations_allocate(gpt_model *m, moe_activations *a) {
     moe_shapes s = shapes_of(m);
     const kernel_ops *ops = m->ops;
-    size_t M = (size_t)s.M, N = (size_t)s.N;
+    size_t M = (size_t)s.M, R = (size_t)s.R, N = (size_t)s.N;
     a->logits = acts(m, N * (size_t)s.E);
     a->expert = ops->alloc(sizeof(int) * M);
     a->weight = ops->alloc(sizeof(float) * M);
     a->slot_row = ops->alloc(sizeof(int) * M);
     a->row_token = ops->alloc(sizeof(int) * M);
     a->expert_rows = host_alloc(sizeof(int) * (size_t)(s.E + 1));
-    a->fc1_out = acts(m, M * (size_t)s.FC1l);
+    a->fc1_out = acts(m, R * (size_t)s.FC1l);
     a->expert_out = acts(m, M * (size_t)s.C);
     a->stats = host_alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
+    a->local_rows = host_alloc(sizeof(int) * (size_t)(s.El + 1));
+    if (s.ep > 1) {
+        a->expert_input = acts(m, R * (size_t)s.C);
+        a->send_counts = host_alloc(sizeof(size_t) * 4 * (size_t)s.ep);
+        a->send_offsets = a->send_counts + s.ep;
+        a->recv_counts = a->send_counts + 2 * s.ep;
+        a->recv_offsets = a->send_counts + 3 * s.ep;
+        a->to_expert_order = ops->alloc(sizeof(int) * R);
+        a->to_source_order = ops->alloc(sizeof(int) * R);
+    }
 }
 
 void moe_activations_release(gpt_model *m, moe_activations *a) {
-    void *buffers[] = {a->logits, a->expert, a->weight, a->slot_row, a->row_token, a->fc1_out, a->expert_out};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) m->ops->release(buffers[i]);
+    void *buffers[] = {a->logits, a->expert, a->weight, a->slot_row, a->row_token, a->fc1_out, a->expert_out,
+                       a->expert_input, a->to_expert_order, a->to_source_order};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        if (buffers[i]) m->ops->release(buffers[i]);
     free(a->expert_rows);
     free(a->stats);
+    free(a->local_rows);
+    free(a->send_counts);
 }
 
-/* ------------------------------------------------------------------ forward and backward */
+/* ------------------------------------------------------------------ token dispatch */
 
 /* the permutation of the routed choices: grouped by expert, in token order within an expert
  * (Megatron's permute order), with each choice's row and each row's token */
@@ -228,7 +254,78 @@ static void plan_permutation(gpt_model *m, moe_activations *a) {
     free(next);
     ops->copy_from_host(a->slot_row, x->host_slot_row, sizeof(int) * (size_t)s.M);
     ops->copy_from_host(a->row_token, x->host_row_token, sizeof(int) * (size_t)rows[s.E]);
+    if (s.ep == 1) memcpy(a->local_rows, rows, sizeof(int) * (size_t)(s.E + 1));
 }
+
+/* expert parallelism: what goes to and comes from each expert-parallel peer. This rank's rows
+ * for peer p are those of p's experts, contiguous in the permuted order; the counts per expert
+ * are exchanged so that each rank knows how many rows of each of its experts each peer sends.
+ * Received rows sit by source rank (then local expert); the experts compute them by local
+ * expert (then source rank), the order the two index maps convert between. */
+static void plan_exchange(gpt_model *m, moe_activations *a) {
+    moe_shapes s = shapes_of(m);
+    moe_scratch *x = m->moe_scratch;
+    const gpt_config *c = &m->config;
+    int *sent = host_alloc(sizeof(int) * (size_t)s.E), *got = host_alloc(sizeof(int) * (size_t)s.E);
+    for (int e = 0; e < s.E; e++) sent[e] = a->expert_rows[e + 1] - a->expert_rows[e];
+    m->comm->alltoall_host(sent, got, sizeof(int) * (size_t)s.El, c->ep_group); /* got[q El + le] */
+    size_t received = 0;
+    for (int p = 0; p < s.ep; p++) {
+        a->send_offsets[p] = (size_t)a->expert_rows[p * s.El];
+        a->send_counts[p] = (size_t)(a->expert_rows[(p + 1) * s.El] - a->expert_rows[p * s.El]);
+        a->recv_offsets[p] = received;
+        a->recv_counts[p] = 0;
+        for (int le = 0; le < s.El; le++) a->recv_counts[p] += (size_t)got[p * s.El + le];
+        received += a->recv_counts[p];
+    }
+    a->received = (int)received;
+    /* expert order: for each local expert, each source's block of its rows */
+    int i = 0;
+    a->local_rows[0] = 0;
+    for (int le = 0; le < s.El; le++) {
+        for (int q = 0; q < s.ep; q++) {
+            int first = (int)a->recv_offsets[q];
+            for (int k = 0; k < le; k++) first += got[q * s.El + k];
+            for (int r = 0; r < got[q * s.El + le]; r++) x->host_order[i++] = first + r;
+        }
+        a->local_rows[le + 1] = i;
+    }
+    m->ops->copy_from_host(a->to_expert_order, x->host_order, sizeof(int) * (size_t)i);
+    int *inverse = host_alloc(sizeof(int) * (size_t)(i ? i : 1));
+    for (int r = 0; r < i; r++) inverse[x->host_order[r]] = r;
+    m->ops->copy_from_host(a->to_source_order, inverse, sizeof(int) * (size_t)i);
+    free(inverse);
+    free(sent);
+    free(got);
+}
+
+static void scale_counts(const size_t *counts, size_t *out, int n, size_t by) {
+    for (int p = 0; p < n; p++) out[p] = counts[p] * by;
+}
+
+/* this rank's permuted rows [N k, C] -> the rows its experts compute on, in the expert order */
+static void send_to_experts(gpt_model *m, const moe_activations *a, const void *mine, void *expert_order) {
+    moe_shapes s = shapes_of(m);
+    size_t *counts = host_alloc(sizeof(size_t) * 4 * (size_t)s.ep);
+    scale_counts(a->send_counts, counts, 4 * s.ep, (size_t)s.C);  /* the four arrays are one block */
+    m->comm->alltoallv(mine, counts, counts + s.ep, m->moe_scratch->received, counts + 2 * s.ep, counts + 3 * s.ep,
+                       m->act_dtype, m->config.ep_group);
+    m->ops->gather_rows(expert_order, m->moe_scratch->received, a->to_expert_order, a->received, s.C);
+    free(counts);
+}
+
+/* the reverse: rows in the expert order -> their tokens' ranks, in each one's permuted order */
+static void return_to_sources(gpt_model *m, const moe_activations *a, const void *expert_order, void *mine) {
+    moe_shapes s = shapes_of(m);
+    size_t *counts = host_alloc(sizeof(size_t) * 4 * (size_t)s.ep);
+    scale_counts(a->send_counts, counts, 4 * s.ep, (size_t)s.C);
+    m->ops->gather_rows(m->moe_scratch->received, expert_order, a->to_source_order, a->received, s.C);
+    m->comm->alltoallv(m->moe_scratch->received, counts + 2 * s.ep, counts + 3 * s.ep, mine, counts, counts + s.ep,
+                       m->act_dtype, m->config.ep_group);
+    free(counts);
+}
+
+/* ------------------------------------------------------------------ forward and backward */
 
 /* the router's input: x, or x times the jitter in training */
 static const void *router_input(gpt_model *m, const void *x, dropout_rng jitter, int training) {
@@ -245,6 +342,12 @@ static void expert_activation(gpt_model *m, void *out, const void *fc1_out, int 
     else m->ops->gelu_forward(out, fc1_out, (size_t)rows * s.Fl);
 }
 
+/* the global index of local expert le */
+static int global_expert(const gpt_model *m, int le) {
+    moe_shapes s = shapes_of(m);
+    return (m->config.ep_size > 1 ? m->config.ep_rank : 0) * s.El + le;
+}
+
 void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
                        dropout_rng jitter, int training) {
     moe_shapes s = shapes_of(m);
@@ -257,17 +360,25 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
     ops->copy_to_host(a->stats, scratch->stats, sizeof(float) * MOE_ROUTER_STATS(s.E));
     plan_permutation(m, a);
-    int rows = a->expert_rows[s.E];
-    ops->gather_rows(scratch->permuted, x, a->row_token, rows, s.C);
-    for (int e = 0; e < s.E; e++) {
-        int r0 = a->expert_rows[e], n = a->expert_rows[e + 1] - r0;
+    ops->gather_rows(scratch->permuted, x, a->row_token, a->expert_rows[s.E], s.C);
+    const void *in = scratch->permuted;
+    void *out = a->expert_out;
+    if (s.ep > 1) {
+        plan_exchange(m, a);
+        send_to_experts(m, a, scratch->permuted, a->expert_input);
+        in = a->expert_input;
+        out = scratch->local_out;
+    }
+    for (int le = 0; le < s.El; le++) {
+        int e = global_expert(m, le), r0 = a->local_rows[le], n = a->local_rows[le + 1] - r0;
         if (n == 0) continue;
         const void *w1 = lw->expert_fc1_weight[e], *w2 = lw->expert_fc2_weight[e];
         void *fc1 = act_at(ops, a->fc1_out, (size_t)r0 * s.FC1l), *act = act_at(ops, scratch->activation, (size_t)r0 * s.Fl);
-        ops->matmul_forward(fc1, NULL, act_at(ops, scratch->permuted, (size_t)r0 * s.C), w1, NULL, n, s.C, s.FC1l);
+        ops->matmul_forward(fc1, NULL, act_at(ops, (void *)in, (size_t)r0 * s.C), w1, NULL, n, s.C, s.FC1l);
         expert_activation(m, act, fc1, n);
-        ops->matmul_forward(act_at(ops, a->expert_out, (size_t)r0 * s.C), NULL, act, w2, NULL, n, s.Fl, s.C);
+        ops->matmul_forward(act_at(ops, out, (size_t)r0 * s.C), NULL, act, w2, NULL, n, s.Fl, s.C);
     }
+    if (s.ep > 1) return_to_sources(m, a, scratch->local_out, a->expert_out);
     ops->moe_combine(out_full, a->expert_out, a->slot_row, a->weight, s.N, s.k, s.C);
 }
 
@@ -283,11 +394,20 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
                               s.N, s.k, s.C);
     if (c->tp_size > 1) m->comm->allreduce(scratch->d_weight, (size_t)s.N * s.k, COMM_FLOAT, COMM_SUM, m->tp_group);
 
-    /* the experts, from their permuted inputs again */
-    int rows = a->expert_rows[s.E];
-    ops->gather_rows(scratch->permuted, x, a->row_token, rows, s.C);
-    for (int e = 0; e < s.E; e++) {
-        int r0 = a->expert_rows[e], n = a->expert_rows[e + 1] - r0;
+    /* the experts: their inputs (this rank's permuted rows again, or the rows received in the
+     * forward) and output gradients (sent the way the outputs came) */
+    const void *in = a->expert_input, *d_out = scratch->d_expert_out;
+    void *d_in = scratch->d_permuted;
+    if (s.ep > 1) {
+        send_to_experts(m, a, scratch->d_expert_out, scratch->d_local_out);
+        d_out = scratch->d_local_out;
+        d_in = scratch->d_local_in;
+    } else {
+        ops->gather_rows(scratch->permuted, x, a->row_token, a->expert_rows[s.E], s.C);
+        in = scratch->permuted;
+    }
+    for (int le = 0; le < s.El; le++) {
+        int e = global_expert(m, le), r0 = a->local_rows[le], n = a->local_rows[le + 1] - r0;
         if (n == 0) continue;
         const void *w1 = lw->expert_fc1_weight[e], *w2 = lw->expert_fc2_weight[e];
         float *dw1 = lg->expert_fc1_weight[e], *dw2 = lg->expert_fc2_weight[e];
@@ -295,12 +415,13 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         void *d_act = act_at(ops, scratch->d_activation, (size_t)r0 * s.Fl);
         void *d_fc1 = act_at(ops, scratch->d_fc1_out, (size_t)r0 * s.FC1l);
         expert_activation(m, act, fc1, n);
-        ops->matmul_backward(d_act, dw2, NULL, act_at(ops, scratch->d_expert_out, (size_t)r0 * s.C), act, w2, n, s.Fl, s.C);
+        ops->matmul_backward(d_act, dw2, NULL, act_at(ops, (void *)d_out, (size_t)r0 * s.C), act, w2, n, s.Fl, s.C);
         if (c->swiglu) ops->swiglu_backward(d_fc1, fc1, d_act, n, s.Fl);
         else ops->gelu_backward(d_fc1, fc1, d_act, (size_t)n * s.Fl);
-        ops->matmul_backward(act_at(ops, scratch->d_permuted, (size_t)r0 * s.C), dw1, NULL, d_fc1,
-                             act_at(ops, scratch->permuted, (size_t)r0 * s.C), w1, n, s.C, s.FC1l);
+        ops->matmul_backward(act_at(ops, d_in, (size_t)r0 * s.C), dw1, NULL, d_fc1, act_at(ops, (void *)in, (size_t)r0 * s.C),
+                             w1, n, s.C, s.FC1l);
     }
+    if (s.ep > 1) return_to_sources(m, a, scratch->d_local_in, scratch->d_permuted);
     ops->moe_uncombine(scratch->d_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
 
     /* the router: routing weights, load-balancing and z losses; the losses' gradients scaled as

@@ -5,10 +5,14 @@
  *   in training); (expert, weight)[N,k] = route(logits) (kernels.h: moe_router_spec);
  *   y[t] = sum_j weight[t,j] * fc2_e(act(fc1_e(x[t]))), e = expert[t,j]
  *
- * Every rank holds every expert (expert parallelism is not built yet), each expert's fc1 split
- * by output rows and fc2 by input columns over the tensor-parallel ranks like the dense MLP
- * (Megatron's expert tensor parallelism equal to the tensor-parallel size), so y is this rank's
- * partial sum, reduced as fc2's output is. The router is computed whole on every
+ * With expert parallelism (ep_size > 1) a rank holds E/ep experts ([ep_rank E/ep, +E/ep)) and
+ * its tokens' rows reach their experts' ranks by an all-to-all over the expert-parallel group
+ * (Megatron's alltoall dispatcher): the rows arrive grouped by source rank, are reordered by
+ * local expert (then source rank, each in token order), computed, reordered back and returned by
+ * the reverse all-to-all; the backward sends the output gradients the same way. Each expert's
+ * fc1 is split by output rows and fc2 by input columns over the tensor-parallel ranks like the
+ * dense MLP (Megatron's expert tensor parallelism equal to the tensor-parallel size), so y is
+ * this rank's partial sum, reduced as fc2's output is. The router is computed whole on every
  * tensor-parallel rank from the gathered rows (its weight and gradient are the same on each).
  *
  * Tokens reach their experts by a permutation: the choices (t, j) that are not dropped, grouped
@@ -31,8 +35,18 @@ typedef struct moe_activations {
     int *slot_row;         /* [N,k] the permuted row of each choice, -1 where dropped */
     int *row_token;        /* [N k] the token of each permuted row */
     int *expert_rows;      /* host [E+1]: expert e's permuted rows are [expert_rows[e], expert_rows[e+1]) */
-    void *fc1_out;         /* [N k, FC1m/tp] the experts' fc1 outputs (pre-activation) */
-    void *expert_out;      /* [N k, C] the experts' fc2 outputs (this rank's partial sums) */
+    void *fc1_out;         /* [R, FC1m/tp] the local experts' fc1 outputs (pre-activation) */
+    void *expert_out;      /* [N k, C] the experts' fc2 outputs for this rank's tokens, in its
+                            * permuted order (this rank's tensor-parallel partial sums) */
+    /* expert parallelism (ep_size > 1): the rows this rank's experts compute on, R of them in the
+     * expert order (local expert, then source rank), and the plan of the two all-to-alls */
+    int *local_rows;       /* host [E/ep + 1]: local expert le's rows in the expert order (ep 1:
+                            * expert_rows) */
+    void *expert_input;    /* [R, C] the rows received (ep > 1) */
+    int received;          /* R */
+    size_t *send_counts, *send_offsets, *recv_counts, *recv_offsets; /* host [ep], in rows */
+    int *to_expert_order;  /* [R]: expert-order row i is received row to_expert_order[i] */
+    int *to_source_order;  /* [R]: the inverse */
     float *stats;          /* [MOE_ROUTER_STATS(E)]: aux loss, z loss, tokens per expert */
 } moe_activations;
 
@@ -43,14 +57,19 @@ typedef struct moe_loss_log {
     double *values;             /* moe_log_length(): [L] aux, [L] z, [L x E] tokens per expert */
 } moe_loss_log;
 
-/* backward work buffers shared by all MoE layers */
+/* work buffers shared by all MoE layers; R_max = ep N k rows can reach one rank's experts */
 typedef struct moe_scratch {
-    void *permuted;        /* [N k, C]: the experts' inputs */
-    void *activation;      /* [N k, Fm/tp] */
-    void *d_activation;    /* [N k, Fm/tp] */
-    void *d_fc1_out;       /* [N k, FC1m/tp] */
+    void *permuted;        /* [N k, C]: this rank's tokens' rows in the permuted order */
+    void *received;        /* [R_max, C]: rows in the source order (all-to-all buffers) */
+    void *local_out;       /* [R_max, C]: the local experts' outputs in the expert order */
+    void *activation;      /* [R_max, Fm/tp] */
+    void *d_activation;    /* [R_max, Fm/tp] */
+    void *d_fc1_out;       /* [R_max, FC1m/tp] */
     void *d_expert_out;    /* [N k, C] */
+    void *d_local_out;     /* [R_max, C] */
+    void *d_local_in;      /* [R_max, C] */
     void *d_permuted;      /* [N k, C] */
+    int *host_order;       /* host [R_max] */
     void *d_input;         /* [N,C] dL/dx summed over this rank's experts (and the router on tp rank 0) */
     void *router_input;    /* [N,C] the jittered router input (input jitter only) */
     void *d_router_input;  /* [N,C] */

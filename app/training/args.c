@@ -167,7 +167,7 @@ static const option_spec specs[] = {
     {"use-pytorch-profiler", "logging", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "there is no PyTorch profiler here; profile with nsys or ncu"},
     {"peak-tflops", "logging", OPTION_FLOAT, AT(peak_tflops), .range = "[0, inf)", .help = "peak dense TFLOP/s per device for MFU (default: recognized from the GPU name)"},
     {"context-parallel-size", "distributed and run time", OPTION_INT, AT(context_parallel_size), "1", .range = "[1, inf)", .help = "context-parallel ranks: 1 (no context parallelism); more is refused, as context parallelism is not supported yet"},
-    {"expert-model-parallel-size", "distributed and run time", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "expert-parallel ranks: 1; more is refused for now (expert parallelism is not built yet: every rank holds every expert)"},
+    {"expert-model-parallel-size", "distributed and run time", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "expert-parallel ranks: the experts of each MoE layer split over this many of the data-parallel ranks (it divides the data-parallel size and --num-experts); tokens reach them by an all-to-all"},
     {"expert-tensor-parallel-size", "distributed and run time", OPTION_INT, AT(expert_tensor_parallel_size), .range = "[1, inf)", .help = "tensor-parallel ranks of each expert (default, and the only value for now: --tensor-model-parallel-size)"},
     {"distributed-backend", "distributed and run time", OPTION_CHOICE, .choices = "nccl|gloo", .flags = OPTION_NO_EFFECT, .help = "the collectives follow --device: NCCL on cuda, MPI on cpu (MPI also bootstraps and carries host control everywhere)"},
     {"use-cpu-initialization", "distributed and run time", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "parameters are always initialized on the host from the counter-based generator (seed, name, element), the same on every backend and layout"},
@@ -284,6 +284,9 @@ static int validate_moe(check_state *st, args *a) {
         "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-input-jitter-eps", "moe-expert-capacity-factor",
         "moe-token-drop-policy", "moe-pad-expert-input-to-capacity", "moe-grouped-gemm", "moe-layer-freq"};
     if (a->num_experts == 0) {
+        if (a->expert_model_parallel_size > 1)
+            return error_format(st->err, st->errlen, "--expert-model-parallel-size %d needs --num-experts (a mixture-of-experts model)",
+                                a->expert_model_parallel_size);
         for (size_t i = 0; i < sizeof moe_flags / sizeof moe_flags[0]; i++)
             if (given(st, moe_flags[i]))
                 return error_format(st->err, st->errlen, "--%s needs --num-experts (a mixture-of-experts model)", moe_flags[i]);
@@ -326,9 +329,13 @@ static int validate_moe(check_state *st, args *a) {
         return error_format(st->err, st->errlen, "--moe-token-drop-policy needs --moe-expert-capacity-factor (dropless routing drops nothing)");
     if (a->moe_pad_expert_input_to_capacity && a->moe_expert_capacity_factor == 0)
         return error_format(st->err, st->errlen, "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
-    if (a->expert_model_parallel_size > 1)
-        return error_format(st->err, st->errlen, "--expert-model-parallel-size %d is not supported here yet: expert parallelism is not built (every rank holds every expert); use 1 (issue 42 in progress)",
-                            a->expert_model_parallel_size);
+    if (a->num_experts % a->expert_model_parallel_size != 0)
+        return error_format(st->err, st->errlen, "--num-experts %d is not divisible by --expert-model-parallel-size %d",
+                            a->num_experts, a->expert_model_parallel_size);
+    if (a->data_parallel_size % a->expert_model_parallel_size != 0)
+        return error_format(st->err, st->errlen, "--expert-model-parallel-size %d does not divide the data-parallel size %d (world %d / (tensor %d x pipeline %d)): expert-parallel ranks are data-parallel ranks",
+                            a->expert_model_parallel_size, a->data_parallel_size, a->world_size,
+                            a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
     if (a->expert_tensor_parallel_size > 0 && a->expert_tensor_parallel_size != a->tensor_model_parallel_size)
         return error_format(st->err, st->errlen, "--expert-tensor-parallel-size %d: each expert is split over the %d tensor-parallel ranks here (leave it out)",
                             a->expert_tensor_parallel_size, a->tensor_model_parallel_size);

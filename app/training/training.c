@@ -55,6 +55,10 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.seed = a->seed;
     c.tp_size = topo->tp_size;
     c.tp_rank = topo->tp_rank;
+    c.ep_size = topo->ep_size;
+    c.ep_rank = topo->ep_rank;
+    c.expert_dp_rank = topo->expert_dp_rank;
+    c.ep_group = topo->ep;
     c.sequence_parallel = a->sequence_parallel;
     c.tp_comm_overlap = a->tp_comm_overlap;
     c.tp_comm_overlap_disable_ag = a->disable_tp_comm_overlap_ag;
@@ -270,6 +274,10 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     const comm_group *norm_group = a->use_distributed_optimizer ? &t->topo.world : &t->topo.model_parallel;
     optimizer_create(&t->opt, &t->model, &t->dp, norm_group, t->comm, a->adam_beta1, a->adam_beta2,
                      a->adam_eps, a->weight_decay, a->clip_grad);
+    /* expert parallelism without the distributed optimizer: the experts' squares add over the
+     * expert-model-parallel ranks (one copy of every expert), an overflow is agreed by all */
+    if (t->topo.ep_size > 1 && !a->use_distributed_optimizer)
+        optimizer_set_expert_groups(&t->opt, t->topo.expert_model_parallel, &t->topo.world);
     /* Megatron's get_megatron_optimizer: a constant scaler for --loss-scale with fp16, bf16 or the
      * distributed optimizer; a dynamic one for --fp16 without it */
     if (a->loss_scale > 0 && (a->fp16 || a->bf16 || a->use_distributed_optimizer))
@@ -308,12 +316,14 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     if (t->topo.world_rank == 0) train_log_open(&t->log, a->metrics_file);
     if (t->topo.world_rank == 0 && a->tensorboard_dir[0]) train_log_open_tensorboard(&t->log, a->tensorboard_dir);
 
-    /* the model's parameters, counted once: one data-parallel replica, replicated tensors on
-     * tensor-parallel rank 0, the tied-embedding copy not at all */
+    /* the model's parameters, counted once: one data-parallel replica (of each expert, one
+     * expert-data-parallel replica), replicated tensors on tensor-parallel rank 0, the
+     * tied-embedding copy not at all */
     double parameters = 0;
-    for (int i = 0; t->topo.dp_rank == 0 && i < t->model.num_params; i++) {
+    for (int i = 0; i < t->model.num_params; i++) {
         const param_tensor *p = &t->model.params[i];
-        if (param_is_primary_copy(p, t->topo.tp_rank)) parameters += (double)p->numel;
+        if (param_is_primary_copy(p, t->topo.tp_rank) && param_replica_rank(p, &t->model.config, t->topo.dp_rank) == 0)
+            parameters += (double)p->numel;
     }
     t->comm->allreduce_double_host(&parameters, 1, COMM_SUM, &t->topo.world);
     double bytes = optimizer_bytes_per_parameter(&t->opt, &t->model);

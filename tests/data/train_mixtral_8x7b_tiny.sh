@@ -2,8 +2,7 @@
 # train_mixtral_8x7b_tiny.sh: Megatron-LM's examples/mixtral/train_mixtral_8x7b_distributed.sh
 # (d98e8a64) with every flag kept, for tests/mpi/mixtral_script_test.sh. Changed from upstream:
 # the sizes (2 layers, hidden 64, 4 heads in 2 query groups, FFN 96, 4 experts instead of 8,
-# sequence 64, 4 ranks instead of 8 GPUs per node, PP 2 instead of 4, EP 1 instead of 8: expert
-# parallelism is not built yet), the batch and iteration counts (16 per batch, 10 iterations,
+# sequence 64, 4 ranks instead of 8 GPUs per node, PP 2 instead of 4, EP 2 instead of 8), the batch and iteration counts (16 per batch, 10 iterations,
 # warm-up 2, evaluation every 5 iterations on 2 batches, saving at 10), the learning rate x30 (so
 # that 10 iterations show the loss falling), --split 90,8,2 instead of 99990,8,2 (the bundled
 # text has 200 documents: the upstream split leaves validation none), torchrun replaced by mpiexec (MPIEXEC and
@@ -85,7 +84,7 @@ TRAINING_ARGS=(
 MODEL_PARALLEL_ARGS=(
     --tensor-model-parallel-size 1
     --pipeline-model-parallel-size 2
-    --expert-model-parallel-size 1
+    --expert-model-parallel-size 2
     --use-distributed-optimizer
     --sequence-parallel
 )

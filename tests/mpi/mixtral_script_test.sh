@@ -1,7 +1,7 @@
 #!/bin/sh
 # mixtral_script_test.sh: Megatron-LM's examples/mixtral/train_mixtral_8x7b_distributed.sh with
 # every flag kept and the sizes shrunk (tests/data/train_mixtral_8x7b_tiny.sh: 4 ranks, PP2 x DP2
-# with the distributed optimizer, 4 experts top-2 with the load-balancing loss, a SentencePiece
+# with the experts split over the 2 data-parallel ranks (EP2) and the distributed optimizer, 4 experts top-2 with the load-balancing loss, a SentencePiece
 # Llama2Tokenizer trained here on the bundled text) trains, logs Megatron's MoE items, validates
 # and saves; nothing of it is refused.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -19,7 +19,7 @@ export MPIEXEC PRETRAIN_GPT
 (cd "$WORK" && timeout 300 bash "$top_srcdir/tests/data/train_mixtral_8x7b_tiny.sh" "$WORK/mixtral_ck" "$WORK/sp.model" \
     "$WORK/corpus_text_document" > "$WORK/out" 2> "$WORK/err")
 status=$?
-ok $status "the Mixtral example script, every flag kept, trains on 4 ranks (PP2 x DP2, distributed optimizer)"
+ok $status "the Mixtral example script, every flag kept, trains on 4 ranks (PP2 x DP2, EP2, distributed optimizer)"
 [ "$status" -eq 0 ] || sed 's/^/#   /' "$WORK/err" | head -5
 grep -o 'iteration *[0-9]*/.*lm loss: [0-9.E+-]*' "$WORK/out" | sed 's/.*lm loss: //' > "$WORK/losses"
 first=$(head -1 "$WORK/losses"); last=$(tail -1 "$WORK/losses")

@@ -39,11 +39,20 @@ layout "DP4 distributed optimizer" 4 --use-distributed-optimizer --overlap-grad-
 layout "TP2xPP2xDP2 SP + distributed optimizer" 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
     --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
 layout "DP2 full recompute" 2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+EP="--expert-model-parallel-size"
+layout "EP2" 2 $EP 2
+layout "EP4 distributed optimizer" 4 $EP 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+layout "EP2 x expert-data-parallel 2 (DP4)" 4 $EP 2 --overlap-grad-reduce --ddp-bucket-size 20000
+layout "EP2 x TP2 + sequence parallel" 4 $EP 2 --tensor-model-parallel-size 2 --sequence-parallel
+layout "EP2 x PP2" 4 $EP 2 --pipeline-model-parallel-size 2
+layout "TP2xPP2xEP2 SP + distributed optimizer" 8 $EP 2 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+    --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
 
 CAPACITY="--moe-expert-capacity-factor 0.5 --moe-token-drop-policy probs --moe-router-pre-softmax"
 reference capacity $CAPACITY
 layout "capacity 0.5: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel $CAPACITY
 layout "capacity 0.5: PP2 x DP2 distributed optimizer" 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer $CAPACITY
+layout "capacity 0.5: EP4" 4 $EP 4 $CAPACITY
 
 # checkpoints: saved with TP2 x DP2 and the distributed optimizer, loaded into one rank and
 # saved again: the same tensors, the experts' included
@@ -59,6 +68,30 @@ status=$?
 h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /model /model &&
     h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /optimizer /optimizer
 ok $((status + $?)) "checkpoint: loaded into one rank and saved again, every tensor (model and optimizer) is the same"
+# across expert-parallel sizes: saved with EP2 x TP2, loaded into one rank; saved with one rank,
+# loaded into EP4: the same tensors again
+run_app 4 $MODEL $EP 2 --tensor-model-parallel-size 2 --sequence-parallel --train-iters 3 --save "$WORK/ep2" \
+    --dump-parameters "$WORK/ep2.bin"
+ok $? "checkpoint: EP2 x TP2 saves iteration 3"
+result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/ep2/iter_0000003.h5" "$WORK/ep2.bin"); status=$?
+diag "$result"
+ok $status "checkpoint: an EP2 x TP2 file holds every expert's global tensor, bit for bit"
+run_app 1 $MODEL --train-iters 3 --load "$WORK/ep2" --save "$WORK/ep1"
+status=$?
+h5diff -q "$WORK/ep2/iter_0000003.h5" "$WORK/ep1/iter_0000003.h5" /model /model &&
+    h5diff -q "$WORK/ep2/iter_0000003.h5" "$WORK/ep1/iter_0000003.h5" /optimizer /optimizer
+ok $((status + $?)) "checkpoint: EP2 x TP2 loaded into one rank and saved again: the same tensors"
+run_app 4 $MODEL $EP 4 --train-iters 3 --load "$WORK/ep1" --save "$WORK/ep4"
+status=$?
+h5diff -q "$WORK/ep1/iter_0000003.h5" "$WORK/ep4/iter_0000003.h5" /model /model &&
+    h5diff -q "$WORK/ep1/iter_0000003.h5" "$WORK/ep4/iter_0000003.h5" /optimizer /optimizer
+ok $((status + $?)) "checkpoint: one rank's loaded into EP4 and saved again: the same tensors"
+run_app 4 $MODEL $EP 4 --train-iters 5 --load "$WORK/ep1" --override-opt-param-scheduler --metrics-file "$WORK/ep4_resumed.jsonl"
+run_app 1 $MODEL --train-iters 5 --load "$WORK/ep1" --override-opt-param-scheduler --metrics-file "$WORK/ep1_resumed.jsonl"
+paste "$(losses "$WORK/ep1_resumed.jsonl" > "$WORK/a.loss"; echo "$WORK/a.loss")" \
+      "$(losses "$WORK/ep4_resumed.jsonl" > "$WORK/b.loss"; echo "$WORK/b.loss")" |
+    awk '{ n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d } END { printf "# resumed losses: worst relative difference %g over %d iterations\n", w, n; exit !(n == 2 && w < 1e-6) }'
+ok $? "checkpoint: resumed on EP4 and on one rank, iterations 4 and 5 give the same losses within 1e-6"
 run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --num-experts 8
 grep -q -e "--num-experts = 4 (this run: 8)" -e "router.weight has shape \[4, 64\], but this model's is \[8, 64\]" "$WORK/err"
 ok $? "checkpoint: loading into another number of experts is refused, naming both ($(grep -o 'error: .*' "$WORK/err" | cut -c 1-120))"

@@ -64,7 +64,9 @@ refused() {  # refused WHAT_IN_THE_MESSAGE FLAGS...: the run stops before any wo
     ok $? "refused: $* ($(grep -o 'error: .*' "$WORK/err" | head -1 | cut -c 1-150))"
 }
 MOE="--num-experts 4 --disable-bias-linear"
-refused "expert parallelism is not built" $MOE --expert-model-parallel-size 2
+refused "expert-model-parallel-size 2 does not divide the data-parallel size 1" $MOE --expert-model-parallel-size 2
+refused "is not divisible by --expert-model-parallel-size 3" --num-experts 4 --disable-bias-linear --expert-model-parallel-size 3
+refused "expert-model-parallel-size 2 needs --num-experts" --expert-model-parallel-size 2
 refused "add --disable-bias-linear" --num-experts 4
 refused "exceeds --num-experts 4" $MOE --moe-router-topk 5
 refused 'gives 3 layers, but --num-layers is 1' $MOE --moe-layer-freq '[1,0,1]'
