@@ -130,6 +130,42 @@ typedef struct tensor_range {
 /* the compute dtype of a backend (kernel_ops.act_dtype) */
 typedef enum kernel_dtype { KERNEL_FP32 = 0, KERNEL_BF16 = 1, KERNEL_FP16 = 2 } kernel_dtype;
 
+/* Mixture of experts: how a router turns its logits into routing decisions (Megatron-Core's
+ * TopKRouter with topk_routing_with_score_function, apply_router_token_dropping and the
+ * load-balancing and z losses of moe_utils.py). Per token row with logits l[E]:
+ *   softmax, pre_softmax: s = softmax(l); top-k of s; weights = s at the chosen experts
+ *   softmax:              top-k of l; weights = softmax over the k chosen logits
+ *   sigmoid/sqrtsoftplus: s = sigmoid(l) or sqrt(softplus(l)); top-k of s; weights = s at the
+ *                         chosen experts, divided by their sum (+1e-20) when k > 1
+ * then weights *= topk_scaling_factor (when > 0). Group-limited routing (num_groups > 0) first
+ * keeps the group_topk groups of E/num_groups experts whose top (k/group_topk) scores sum
+ * highest. Ties go to the lower expert index. With capacity_factor > 0 each expert keeps at most
+ * ceil(N k / E x factor) of the micro-batch's N tokens: those of highest weight (drop policy
+ * probs; ties to the lower token) or the first ones (position); a dropped choice has expert -1
+ * and weight 0.
+ * Losses (training only): aux (GShard/Switch) = coeff E / (k N^2) sum_e P_e f_e with P_e the sum
+ * over tokens of a[t,e] (a: softmax(l), or the score normalized per row for the other score
+ * functions) and f_e how many tokens choose e by the plain top-k of a; seq_aux is the mean over
+ * the B sequences of the same over each sequence's T tokens; z = z_coeff mean_t logsumexp(l_t)^2. */
+typedef enum { MOE_SCORE_SOFTMAX = 0, MOE_SCORE_SIGMOID = 1, MOE_SCORE_SQRTSOFTPLUS = 2 } moe_score_function;
+typedef enum { MOE_BALANCE_NONE = 0, MOE_BALANCE_AUX_LOSS = 1, MOE_BALANCE_SEQ_AUX_LOSS = 2 } moe_balancing;
+typedef struct moe_router_spec {
+    int num_experts, topk;          /* E, k */
+    int score_function;             /* moe_score_function */
+    int pre_softmax;
+    float topk_scaling_factor;      /* 0: none */
+    int num_groups, group_topk;     /* group-limited routing; 0: off */
+    float capacity_factor;          /* 0: dropless */
+    int drop_by_position;           /* drop policy position (else probs) */
+    int balancing;                  /* moe_balancing */
+    float aux_loss_coeff, z_loss_coeff;
+    int seq_length;                 /* T: tokens per sequence, for seq_aux_loss */
+} moe_router_spec;
+
+/* the number of values moe_route_forward writes into stats: the aux and z losses (each without
+ * its coefficient, 0 when off), then the tokens per expert of the loss's routing map (float) */
+#define MOE_ROUTER_STATS(E) (2 + (E))
+
 typedef struct kernel_ops {
     const char *name; /* "cpu" or "cuda" */
     int host_memory;  /* 1 when backend memory is host memory (MPI then moves it; else NCCL) */
@@ -352,6 +388,33 @@ typedef struct kernel_ops {
      * and its column, the lowest one on ties (the host's greedy rule); row_max and argmax are
      * backend memory [N]. */
     void (*logits_argmax)(float *row_max, int *argmax, const void *logits, int N, int V, int valid);
+
+    /* ---- mixture of experts (app/model/moe_layer.c; moe_router_spec above) ---- */
+    /* route N tokens from their router logits[N,E] (fp32): expert[N,k] (int, -1 where the
+     * capacity drops it) and weight[N,k] (fp32, 0 where dropped), in top-k order; stats as
+     * MOE_ROUTER_STATS (training: with_losses 1; else the losses are 0) */
+    void (*moe_route_forward)(int *expert, float *weight, float *stats, const float *logits, int N,
+                              moe_router_spec spec, int with_losses);
+    /* dlogits[N,E] (overwritten) = the gradient of sum(dweight * weight) + loss_scale x (aux loss
+     * x aux_loss_coeff + z loss x z_loss_coeff) with respect to the logits; expert as
+     * moe_route_forward gave it (dropped choices take no gradient) */
+    void (*moe_route_backward)(float *dlogits, const float *dweight, const float *logits, const int *expert, int N,
+                               moe_router_spec spec, float loss_scale);
+    /* out[i,:] = x[rows[i],:] for i < M (the rows of x [.,C] that an expert computes on) */
+    void (*gather_rows)(void *out, const void *x, const int *rows, int M, int C);
+    /* out[t,:] = sum over j < k, in that order, of weight[t,j] * y[slot_row[t k + j],:] for
+     * t < N, skipping slot_row -1 (dropped); fp32 accumulation, one rounding */
+    void (*moe_combine)(void *out, const void *y, const int *slot_row, const float *weight, int N, int k, int C);
+    /* moe_combine's backward: dy[slot_row[t k + j],:] = weight[t,j] * dout[t,:] (overwritten
+     * rows) and dweight[t,j] = dout[t,:] . y[slot_row[t k + j],:] (0 when dropped) */
+    void (*moe_combine_backward)(void *dy, float *dweight, const void *dout, const void *y, const int *slot_row,
+                                 const float *weight, int N, int k, int C);
+    /* dx[t,:] = sum over j < k, in that order, of dxp[slot_row[t k + j],:] (dropped: skipped);
+     * overwritten (0 for a token whose choices were all dropped) */
+    void (*moe_uncombine)(void *dx, const void *dxp, const int *slot_row, int N, int k, int C);
+    /* out = x * (1 + eps (2 u - 1)), u uniform in [0, 1) drawn from rng as dropout draws (the
+     * router's input jitter); its own backward with the same rng; out may alias x */
+    void (*uniform_jitter)(void *out, const void *x, size_t n, float eps, dropout_rng rng);
 
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on

@@ -73,7 +73,9 @@ tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
 
 # ---- MPI integration ----
-check_PROGRAMS += tests/mpi/dataset_test tests/mpi/tensor_parallel_test
+check_PROGRAMS += tests/mpi/dataset_test tests/mpi/tensor_parallel_test tests/mpi/expert_comm_test
+tests_mpi_expert_comm_test_SOURCES = tests/mpi/expert_comm_test.c
+tests_mpi_expert_comm_test_LDADD = $(APP_LIBS)
 tests_mpi_dataset_test_SOURCES = tests/mpi/dataset_test.c
 tests_mpi_dataset_test_LDADD = $(APP_LIBS)
 tests_mpi_tensor_parallel_test_SOURCES = tests/mpi/tensor_parallel_test.c
@@ -84,6 +86,10 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 
 # the Llama family (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases) on every layout
 TESTS += tests/mpi/llama_parallel_test.sh
+TESTS += tests/mpi/moe_parallel_test.sh
+TESTS += tests/mpi/moe_test.sh
+TESTS += tests/mpi/expert_comm_test.sh
+TESTS += tests/mpi/mixtral_script_test.sh
 EXTRA_DIST += tests/mpi/parallel_compare.sh
 
 # a failure inside the kernels ends the whole job through the application's handler
@@ -237,7 +243,7 @@ EXTRA_DIST += tests/tools/fault_table.sh
 # training script written as Megatron-LM's examples/llama
 TESTS += tests/mpi/llama_hf_test.sh tests/mpi/llama_script_test.sh
 TESTS += tests/gpu/gpu_llama_script_test.sh tests/gpu/gpu_hang_test.sh
-EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh perf/llama_hf_parity.sh perf/llama_hf_parity.py
+EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh tests/data/train_mixtral_8x7b_tiny.sh perf/llama_hf_parity.sh perf/llama_hf_parity.py
 
 # ---- activation recomputation (issue 21) ----
 TESTS += tests/mpi/recompute_test.sh

@@ -54,6 +54,9 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
                                                                                       : POSITION_NONE;
     free(normalization);
     free(positions);
+    if (checkpoint_get_int(f, "/args", "num_experts", &value) == 0 && value > 0)
+        user_error("checkpoint %s is a mixture-of-experts model (num_experts %lld): generation and evaluation of MoE "
+                   "checkpoints are not built yet (training is)", f->path, (long long)value);
     c->swiglu = checkpoint_get_int(f, "/args", "swiglu", &value) == 0 && value != 0;
     c->disable_bias_linear = checkpoint_get_int(f, "/args", "add_bias_linear", &value) == 0 && value == 0;
     c->num_query_groups = checkpoint_get_int(f, "/args", "num_query_groups", &value) == 0 && value > 0
@@ -123,7 +126,7 @@ static void parallel_setup(inference_model *im, gpt_config *c, const kernel_ops 
     if (c->num_layers % pp_size)
         user_error("--pipeline-model-parallel-size %d does not divide the %d layers", pp_size, c->num_layers);
     if (tp_size * pp_size == 1) return;
-    parallel_layout layout = {tp_size, pp_size, 1, "tp-cp-ep-dp-pp"};
+    parallel_layout layout = {tp_size, pp_size, 1, "tp-cp-ep-dp-pp", 1, 0};
     topology_create(&im->topo, &layout);
     im->parallel = 1;
     im->comm = select_comm(ops);

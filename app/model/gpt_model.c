@@ -25,6 +25,7 @@
  * blocks with the reduce-scatter, the weight gradient while the partials arrive). */
 #include "app/model/gpt_model.h"
 #include "app/model/grad_first_write.h"
+#include "app/model/moe_layer.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
 #include "app/parallel/tensor_parallel.h"
@@ -83,15 +84,19 @@ static void add_param(layout_builder *b, const global_parameter *g) {
     p->sequence_parallel_grad = c->sequence_parallel && g->row->sequence_parallel_grad;
     p->chunk = b->chunk;
     p->layer = g->layer;
+    p->expert = g->expert;
     p->row = g->row;
 
     size_t bucket_used = b->bucket_open ? m->num_elements - m->buckets[m->num_buckets - 1].start : 0;
     if (b->bucket_open && bucket_used + p->numel > (size_t)c->bucket_size) close_bucket(b);
+    /* expert and other parameters reduce over different groups: never in one bucket */
+    if (b->bucket_open && m->buckets[m->num_buckets - 1].expert != (p->expert >= 0)) close_bucket(b);
     if (!b->bucket_open) {
         grad_bucket *bucket = &m->buckets[m->num_buckets++];
         bucket->start = m->num_elements;
         bucket->first_param = m->num_params;
         bucket->num_params = 0;
+        bucket->expert = p->expert >= 0;
         b->bucket_open = 1;
     }
     m->buckets[m->num_buckets - 1].num_params++;
@@ -143,6 +148,13 @@ static int chunk_holds(const model_chunk *ch, const global_parameter *g) {
     return 0;
 }
 
+/* 1 when this rank holds the global parameter's expert (expert parallelism), or it is no expert */
+static int expert_held(const gpt_config *c, const global_parameter *g) {
+    if (g->expert < 0 || c->ep_size <= 1) return 1;
+    int per_rank = c->num_experts / c->ep_size;
+    return g->expert / per_rank == c->ep_rank;
+}
+
 /* this rank's parameter list: for each chunk, the global parameters it holds, in global
  * order, sharded over tensor-parallel ranks; the last stage adds its tied-embedding copy */
 static void build_layout(gpt_model *m) {
@@ -161,7 +173,7 @@ static void build_layout(gpt_model *m) {
         b.chunk = k;
         ch->first_param = m->num_params;
         for (int i = 0; i < total; i++)
-            if (chunk_holds(ch, &globals[i])) add_param(&b, &globals[i]);
+            if (chunk_holds(ch, &globals[i]) && expert_held(c, &globals[i])) add_param(&b, &globals[i]);
         if (ch->post_process && !ch->pre_process && !c->untie_embeddings_and_output_weights) {
             /* the last stage's copy of the tied embeddings: same name, hence same values */
             add_param(&b, tied_source);
@@ -227,7 +239,15 @@ static void bind_view(model_view *v, const gpt_model *m, const model_chunk *ch, 
         const param_tensor *p = &m->params[i];
         char *view = p->row->part == PART_LAYER ? (char *)&v->layers[p->layer - ch->first_layer] : (char *)v;
         size_t field = p->embedding_copy ? offsetof(model_view, output_layer) : p->row->view_offset;
-        *(void **)(view + field) = base + element_bytes * p->offset;
+        void *at = base + element_bytes * p->offset;
+        if (p->row->per_expert) {  /* an entry of the layer's array of experts */
+            void ***experts = (void ***)(view + field);
+            if (!*experts) *experts = calloc((size_t)m->config.num_experts, sizeof(void *));
+            CHECK(*experts, "out of host memory for the expert views");
+            (*experts)[p->expert] = at;
+        } else {
+            *(void **)(view + field) = at;
+        }
     }
     if (ch->post_process && !v->output_layer) v->output_layer = v->word_embeddings;
 }
@@ -288,6 +308,13 @@ static shapes model_shapes(const gpt_model *m) {
     return s;
 }
 
+/* 1 when some layer of the model has a dense MLP (not all layers are MoE layers) */
+static int has_dense_mlp(const gpt_model *m) {
+    for (int l = 0; l < m->config.num_layers; l++)
+        if (!gpt_layer_is_moe(&m->config, l)) return 1;
+    return 0;
+}
+
 /* the buffers of one layer's activations except its input; the attention workspace only when
  * own_workspace (selective recompute shares one), the MLP's activation only when keep; with
  * recompute_layernorm both norm outputs are the one shared scratch.norm_out; shared_mid: the
@@ -309,8 +336,13 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     la->ln2 = norms_kept ? alloc_acts(ops, N * C) : m->scratch.norm_out;
     la->ln2_mean = alloc_floats(ops, n);
     la->ln2_rstd = alloc_floats(ops, n);
-    la->fc1_out = alloc_acts(ops, N * (size_t)s.FC1l);
-    la->activation = keep ? alloc_acts(ops, N * (size_t)s.Fl) : NULL;
+    la->fc1_out = has_dense_mlp(m) ? alloc_acts(ops, N * (size_t)s.FC1l) : NULL;
+    la->activation = keep && has_dense_mlp(m) ? alloc_acts(ops, N * (size_t)s.Fl) : NULL;
+    if (m->config.num_experts > 0) {
+        la->moe = calloc(1, sizeof *la->moe);
+        CHECK(la->moe, "out of host memory for the MoE activations");
+        moe_activations_allocate(m, la->moe);
+    }
 }
 
 static void release_layer(gpt_model *m, layer_activations *la, int own_workspace) {
@@ -320,6 +352,10 @@ static void release_layer(gpt_model *m, layer_activations *la, int own_workspace
                        own_workspace ? la->attention_workspace : NULL, own_mid ? la->residual_mid : NULL,
                        norms_kept ? la->ln2 : NULL, la->ln2_mean, la->ln2_rstd, la->fc1_out, la->activation};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) m->ops->release(buffers[i]);
+    if (la->moe) {
+        moe_activations_release(m, la->moe);
+        free(la->moe);
+    }
 }
 
 /* 1 when layer l of the chunk is recomputed (full), and then its index within its group */
@@ -541,6 +577,12 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     }
     initialize_parameters(m);
     allocate_scratch(m);
+    if (m->config.num_experts > 0) {
+        if (!ops->moe_route_forward)
+            user_error("--num-experts: mixture of experts runs on the CPU backend for now (--device cpu); its %s kernels are not built yet",
+                       ops->name);
+        moe_scratch_allocate(m);
+    }
     register_windows(m);
     grad_first_write_setup(m);
 }
@@ -551,10 +593,17 @@ void gpt_model_free(gpt_model *m) {
         model_chunk *ch = &m->chunks[k];
         for (int s = 0; s < m->config.activation_slots; s++) free_slot(m, ch, &ch->slots[s]);
         free(ch->slots);
+        for (int l = 0; l < ch->num_layers; l++) {
+            free(ch->weights.layers[l].expert_fc1_weight);
+            free(ch->weights.layers[l].expert_fc2_weight);
+            free(ch->grads.layers[l].expert_fc1_weight);
+            free(ch->grads.layers[l].expert_fc2_weight);
+        }
         free(ch->weights.layers);
         free(ch->grads.layers);
     }
     free_recompute_scratch(m);
+    moe_scratch_release(m);
     backward_scratch *b = &m->scratch;
     void *buffers[] = {b->d_residual, b->d_hidden, b->d_full, b->d_attention, b->d_qkv, b->d_ffn_a,
                        b->d_ffn_b, b->forward_full, b->forward_rows, m->param_buffer, m->grad_buffer,
@@ -908,7 +957,7 @@ static void row_parallel_backward(gpt_model *m, void *dx, float *dweight, void *
 
 /* ------------------------------------------------------------------ dropout streams */
 
-enum { SITE_EMBEDDING = 1, SITE_ATTENTION_PROBS, SITE_ATTENTION_OUT, SITE_MLP_OUT };
+enum { SITE_EMBEDDING = 1, SITE_ATTENTION_PROBS, SITE_ATTENTION_OUT, SITE_MLP_OUT, SITE_MOE_JITTER };
 
 /* Mask element index = (first sample, row, column) numbered over the whole micro-batch: the
  * same element gets the same mask whatever the micro-batch size, data-parallel split or
@@ -929,6 +978,12 @@ static dropout_rng hidden_rng(const gpt_model *m, micro_batch_rng rng, int layer
     uint64_t C = (uint64_t)c->hidden_size;
     uint64_t row_start = c->sequence_parallel ? (uint64_t)c->tp_rank * (uint64_t)m->local_rows : 0;
     return site_rng(m, rng, layer, site, c->hidden_dropout, (uint64_t)c->seq_length * C, row_start * C);
+}
+
+/* the router's input jitter of an MoE layer: over the gathered rows [N,C] */
+static dropout_rng moe_jitter_rng(const gpt_model *m, micro_batch_rng rng, int layer) {
+    const gpt_config *c = &m->config;
+    return site_rng(m, rng, layer, SITE_MOE_JITTER, 0.0f, (uint64_t)c->seq_length * (uint64_t)c->hidden_size, 0);
 }
 
 static dropout_rng attention_rng(const gpt_model *m, micro_batch_rng rng, int layer) {
@@ -985,11 +1040,24 @@ static void grads_writable(gpt_model *m) {
 
 /* a chunk's parameters run: embedding (first chunk), each layer's, final part (last chunk) */
 static int part_param_count(const gpt_model *m, model_part part) {
-    return parameter_table_part_count(gpt_parameter_table(), part, &m->config);
+    return parameter_table_part_count(gpt_parameter_table(), part, &m->config, -1);
 }
+/* the tensors this rank holds of layer l of the chunk (MoE and dense layers differ, and with
+ * expert parallelism a rank holds only its experts): found in the chunk's parameter list, which
+ * is in layer order */
 static int layer_first_param(const gpt_model *m, const model_chunk *ch, int l) {
-    return ch->first_param + (ch->pre_process ? part_param_count(m, PART_EMBEDDING) : 0) +
-           part_param_count(m, PART_LAYER) * l;
+    int first = ch->first_param + (ch->pre_process ? part_param_count(m, PART_EMBEDDING) : 0);
+    while (first < ch->first_param + ch->num_params && m->params[first].row->part == PART_LAYER &&
+           m->params[first].layer < ch->first_layer + l)
+        first++;
+    return first;
+}
+static int layer_param_count(const gpt_model *m, const model_chunk *ch, int l) {
+    int first = layer_first_param(m, ch, l), end = first;
+    while (end < ch->first_param + ch->num_params && m->params[end].row->part == PART_LAYER &&
+           m->params[end].layer == ch->first_layer + l)
+        end++;
+    return end - first;
 }
 static int output_first_param(const gpt_model *m, const model_chunk *ch) { return layer_first_param(m, ch, ch->num_layers); }
 static int output_param_count(const gpt_model *m, const model_chunk *ch) {
@@ -1024,7 +1092,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l];
     int layer = ch->first_layer + l;
-    params_needed(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
+    params_needed(m, layer_first_param(m, ch, l), layer_param_count(m, ch, l));
 
     /* attention block */
     norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
@@ -1045,6 +1113,14 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     /* MLP block; unless kept (--keep-mlp-activation) the activation lives in scratch until fc2
      * has read it (the backward recomputes it from fc1_out, the pre-activation, which saves
      * [N,F/tp] per layer) */
+    if (gpt_layer_is_moe(c, layer)) {  /* the experts' partial sums, reduced as fc2's are */
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+                        lw->pre_mlp_layernorm_bias);
+        moe_layer_forward(m, la->moe, lw, la->ln2, m->scratch.forward_full, moe_jitter_rng(m, rng, layer), rng.training);
+        void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
+        bias_dropout_add(m, out, la->residual_mid, rows, NULL, hidden_rng(m, rng, layer, SITE_MLP_OUT));
+        return;
+    }
     norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid,
                                lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
     void *activation = la->activation ? la->activation : m->scratch.d_ffn_a;
@@ -1124,6 +1200,7 @@ double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tok
     model_chunk *ch = &m->chunks[chunk];
     activation_slot *slot = &ch->slots[slot_index];
     size_t N = (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length;
+    m->grad_scale = grad_scale;
     if (ch->pre_process) {
         m->ops->copy_from_host(slot->tokens, tokens, sizeof(int) * N);
         embedding_forward(m, ch, slot, rng);
@@ -1195,18 +1272,15 @@ static void fc2_backward_by_blocks(gpt_model *m, const layer_activations *la, co
 }
 
 /* b->d_residual carries dL/d(residual stream) down through the layer */
-static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, micro_batch_rng rng) {
+/* the dense MLP's backward from d_hidden (dL/d(MLP output) on this rank's rows, after the
+ * dropout): fc2, the activation, fc1; returns dL/d(norm output) on this rank's rows */
+static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, void *d_hidden) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
     const kernel_ops *ops = m->ops;
     backward_scratch *b = &m->scratch;
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l], *lg = &ch->grads.layers[l];
-    int layer = ch->first_layer + l;
-    size_t rows_size = (size_t)s.n * s.C;
-
-    /* MLP block: y = x' + dropout(reduce(act(fc1(gather(LN(x')))) W2^T) + b2) */
-    void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
     if (lg->fc2_bias && !fc2_bias_by_norm(m, ch, l)) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
     void *d_pre = b->d_ffn_b;  /* dL/d(fc1_out) */
     if (overlapped_ag(m)) {
@@ -1235,7 +1309,40 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     if (c->recompute_layernorm)  /* fc1's input, again */
         norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
                         lw->pre_mlp_layernorm_bias);
-    void *d_rows = column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2, lw->fc1_weight, s.FC1l);
+    return column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2, lw->fc1_weight, s.FC1l);
+}
+
+/* the MoE MLP's backward (moe_layer.h), likewise */
+static void *moe_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, void *d_hidden,
+                              micro_batch_rng rng) {
+    const gpt_config *c = &m->config;
+    backward_scratch *b = &m->scratch;
+    layer_activations *la = &slot->layers[l];
+    const layer_view *lw = &ch->weights.layers[l], *lg = &ch->grads.layers[l];
+    int layer = ch->first_layer + l;
+    void *d_full = gather_rows(m, d_hidden, b->d_full);
+    if (c->recompute_layernorm)  /* the experts' input, again */
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+                        lw->pre_mlp_layernorm_bias);
+    void *d_input = moe_layer_backward(m, la->moe, lw, lg, la->ln2, d_full, moe_jitter_rng(m, rng, layer), rng.training,
+                                       layer);
+    return reduce_gathered_grad(m, d_input, b->d_hidden);
+}
+
+static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, micro_batch_rng rng) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    backward_scratch *b = &m->scratch;
+    layer_activations *la = &slot->layers[l];
+    const layer_view *lw = &ch->weights.layers[l], *lg = &ch->grads.layers[l];
+    int layer = ch->first_layer + l;
+    size_t rows_size = (size_t)s.n * s.C;
+
+    /* MLP block: y = x' + dropout(reduce(act(fc1(gather(LN(x')))) W2^T) + b2), or the experts */
+    void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
+    void *d_rows = gpt_layer_is_moe(c, layer) ? moe_mlp_backward(m, ch, slot, l, d_hidden, rng)
+                                              : dense_mlp_backward(m, ch, slot, l, d_hidden);
     norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias,
                   residual_bias_grad(m, lg->proj_bias), d_rows, la->residual_mid, la->ln2,
                   lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias, la->ln2_mean, la->ln2_rstd);
@@ -1261,7 +1368,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,
                   l > 0 ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows, la->input,
                   la->ln1, lw->input_layernorm_weight, lw->input_layernorm_bias, la->ln1_mean, la->ln1_rstd);
-    grads_ready(m, layer_first_param(m, ch, l), part_param_count(m, PART_LAYER));
+    grads_ready(m, layer_first_param(m, ch, l), layer_param_count(m, ch, l));
 }
 
 static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {

@@ -28,6 +28,9 @@ typedef enum { RECOMPUTE_METHOD_NONE, RECOMPUTE_METHOD_UNIFORM, RECOMPUTE_METHOD
 /* --position-embedding-type */
 typedef enum { POSITION_LEARNED_ABSOLUTE, POSITION_ROPE, POSITION_NONE } position_embedding_type;
 
+/* the most layers a mixture-of-experts model may have (gpt_config.moe_layer) */
+#define GPT_MAX_MOE_LAYERS 1024
+
 typedef struct gpt_config {
     int num_layers;
     int hidden_size;          /* C */
@@ -50,6 +53,14 @@ typedef struct gpt_config {
     int apply_layernorm_1p;   /* --apply-layernorm-1p: norm weights stored as w - 1 (zero at start) */
     int swiglu;               /* --swiglu: fc1 has 2F rows [gate; up] */
     int disable_bias_linear;  /* --disable-bias-linear: no biases in the linear layers */
+    /* mixture of experts (app/model/moe_layer.h): num_experts 0 is a dense model; otherwise the
+     * layers l with moe_layer[l] set replace the MLP by a router and num_experts experts of
+     * moe_ffn_hidden_size (each split over tensor parallelism as the dense MLP is) */
+    int num_experts;
+    int moe_ffn_hidden_size;
+    moe_router_spec moe_router;
+    float moe_input_jitter_eps;   /* 0: none */
+    unsigned char moe_layer[GPT_MAX_MOE_LAYERS];
     float init_method_std;
     float hidden_dropout;
     float attention_dropout;
@@ -87,6 +98,9 @@ typedef struct gpt_config {
     int tp_comm_overlap_disable_ag, tp_comm_overlap_disable_rs; /* keep NCCL for the all-gathers /
                                 * the reduce-scatters (--disable-tp-comm-overlap-ag/-rs) */
     int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
+    int ep_size, ep_rank;      /* expert parallelism: this rank holds experts [ep_rank E/ep, +E/ep) */
+    int expert_dp_rank;        /* this rank among those holding the same experts (0: writes them) */
+    const struct comm_group *ep_group; /* the expert-parallel group (ep_size > 1) */
     int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */
     int64_t bucket_size;      /* elements per gradient bucket (data parallelism) */
     int bucket_alignment;     /* bucket lengths are padded to a multiple of this (data-parallel size) */
@@ -110,6 +124,7 @@ typedef struct param_tensor {
     int chunk;           /* model chunk it belongs to */
     int bucket;          /* gradient bucket */
     int layer;           /* global layer; -1 embedding, num_layers for the final part */
+    int expert;          /* an MoE layer's expert tensor: the expert's global index; else -1 */
     const parameter_row *row; /* its row of the parameter table */
 } param_tensor;
 
@@ -117,6 +132,8 @@ typedef struct param_tensor {
 typedef struct grad_bucket {
     size_t start, length;    /* length padded to a multiple of bucket_alignment */
     int first_param, num_params;
+    int expert;              /* holds expert parameters, reduced over the expert-data-parallel
+                              * ranks (a bucket holds experts only or none) */
 } grad_bucket;
 
 /* pointers of one transformer layer into a flat buffer: the parameters (compute dtype) or the
@@ -130,6 +147,11 @@ typedef struct layer_view {
     void *pre_mlp_layernorm_weight, *pre_mlp_layernorm_bias;
     void *fc1_weight, *fc1_bias;                 /* [F/tp, C]; SwiGLU [2F/tp, C]: [gate; up] shards */
     void *fc2_weight, *fc2_bias;                 /* [C, F/tp], bias [C] */
+    /* MoE layers instead of fc1 and fc2 (app/model/moe_layer.h) */
+    void *router_weight;                         /* [E, C], whole on every rank */
+    void **expert_fc1_weight;                    /* [E] of [FC1m/tp, C]: expert e's fc1 shard
+                                                  * (SwiGLU: [gate; up] shards); NULL where not held */
+    void **expert_fc2_weight;                    /* [E] of [C, Fm/tp] */
 } layer_view;
 
 /* a chunk's parameters (or gradients) as pointers into one flat buffer; NULL where not held */
@@ -157,6 +179,8 @@ typedef struct layer_activations {
     void *activation;             /* its GeLU or SwiGLU [N,F/tp], fc2's input: only in layers
                                    * that keep it (else the backward computes it again);
                                    * the backward then reuses it for the activation's gradient */
+    struct moe_activations *moe;  /* what an MoE layer keeps (app/model/moe_layer.h); NULL in
+                                   * dense models */
 } layer_activations;
 
 typedef struct activation_slot {
@@ -253,6 +277,8 @@ typedef struct gpt_model {
     int num_first_write;
     size_t *clear_ranges;      /* [2 x num_clear_ranges]: offset and length of what a step clears */
     int num_clear_ranges;
+    struct moe_scratch *moe_scratch; /* MoE models: the experts' work buffers (moe_layer.h) */
+    float grad_scale;          /* the last forward's grad_scale (the MoE losses' backward reads it) */
 } gpt_model;
 
 /* where the dropout masks of one micro-batch come from */
@@ -317,6 +343,12 @@ static inline int param_is_primary_copy(const param_tensor *p, int tp_rank) {
 static inline int param_is_tied_embedding(const param_tensor *p) {
     const parameter_table *table = gpt_parameter_table();
     return p->row == &table->rows[table->tied_output_row];
+}
+
+/* this rank's place among the data-parallel replicas of p: the data-parallel rank, or for an
+ * expert the expert-data-parallel rank (replica 0 writes checkpoints and dumps) */
+static inline int param_replica_rank(const param_tensor *p, const gpt_config *c, int dp_rank) {
+    return p->expert >= 0 ? c->expert_dp_rank : dp_rank;
 }
 
 /* global element index of local element e of parameter p (layout-independent numbering) */

@@ -20,52 +20,66 @@
 #define LN ROW_LAYERNORM
 #define RMS ROW_RMSNORM
 #define BIAS ROW_LINEAR_BIAS
+#define DENSE ROW_DENSE_MLP
+#define MOE ROW_MOE
 static const parameter_row gpt_rows[] = {
 /*   part            name                                  rows           cols           split       init                no_wd sp_grad presence */
     {PART_EMBEDDING, "embedding.word_embeddings.weight",     DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
-     MODEL_VIEW(word_embeddings),          "transformer.wte.weight",  HF_VOCAB_ROWS},
+     MODEL_VIEW(word_embeddings),          "transformer.wte.weight",  HF_VOCAB_ROWS, 0},
     {PART_EMBEDDING, "embedding.position_embeddings.weight", DIM_POSITIONS, DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, ROW_LEARNED_POSITIONS,
-     MODEL_VIEW(position_embeddings),      "transformer.wpe.weight",  HF_COPY},
+     MODEL_VIEW(position_embeddings),      "transformer.wpe.weight",  HF_COPY, 0},
 
     {PART_LAYER,     "input_layernorm.weight",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, LN,
-     LAYER_VIEW(input_layernorm_weight),   "ln_1.weight",             HF_COPY},
+     LAYER_VIEW(input_layernorm_weight),   "ln_1.weight",             HF_COPY, 0},
     {PART_LAYER,     "input_layernorm.bias",                 DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, LN,
-     LAYER_VIEW(input_layernorm_bias),     "ln_1.bias",               HF_COPY},
+     LAYER_VIEW(input_layernorm_bias),     "ln_1.bias",               HF_COPY, 0},
     {PART_LAYER,     "self_attention.linear_qkv.layer_norm_weight", DIM_HIDDEN, DIM_NONE,  SHARD_NONE, INIT_ONES,          1, 1, RMS,
-     LAYER_VIEW(input_layernorm_weight),   NULL,                      HF_COPY},
+     LAYER_VIEW(input_layernorm_weight),   NULL,                      HF_COPY, 0},
     {PART_LAYER,     "self_attention.linear_qkv.weight",     DIM_QKV,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
-     LAYER_VIEW(qkv_weight),               "attn.c_attn.weight",      HF_QKV_WEIGHT},
+     LAYER_VIEW(qkv_weight),               "attn.c_attn.weight",      HF_QKV_WEIGHT, 0},
     {PART_LAYER,     "self_attention.linear_qkv.bias",       DIM_QKV,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BIAS,
-     LAYER_VIEW(qkv_bias),                 "attn.c_attn.bias",        HF_QKV_BIAS},
+     LAYER_VIEW(qkv_bias),                 "attn.c_attn.bias",        HF_QKV_BIAS, 0},
     {PART_LAYER,     "self_attention.linear_proj.weight",    DIM_HIDDEN,    DIM_ATTENTION, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, ROW_ALWAYS,
-     LAYER_VIEW(proj_weight),              "attn.c_proj.weight",      HF_TRANSPOSE},
+     LAYER_VIEW(proj_weight),              "attn.c_proj.weight",      HF_TRANSPOSE, 0},
     {PART_LAYER,     "self_attention.linear_proj.bias",      DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, BIAS,
-     LAYER_VIEW(proj_bias),                "attn.c_proj.bias",        HF_COPY},
+     LAYER_VIEW(proj_bias),                "attn.c_proj.bias",        HF_COPY, 0},
     {PART_LAYER,     "pre_mlp_layernorm.weight",             DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, LN,
-     LAYER_VIEW(pre_mlp_layernorm_weight), "ln_2.weight",             HF_COPY},
+     LAYER_VIEW(pre_mlp_layernorm_weight), "ln_2.weight",             HF_COPY, 0},
     {PART_LAYER,     "pre_mlp_layernorm.bias",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, LN,
-     LAYER_VIEW(pre_mlp_layernorm_bias),   "ln_2.bias",               HF_COPY},
-    {PART_LAYER,     "mlp.linear_fc1.layer_norm_weight",     DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, RMS,
-     LAYER_VIEW(pre_mlp_layernorm_weight), NULL,                      HF_COPY},
-    {PART_LAYER,     "mlp.linear_fc1.weight",                DIM_FC1,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
-     LAYER_VIEW(fc1_weight),               "mlp.c_fc.weight",         HF_TRANSPOSE},
-    {PART_LAYER,     "mlp.linear_fc1.bias",                  DIM_FC1,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BIAS,
-     LAYER_VIEW(fc1_bias),                 "mlp.c_fc.bias",           HF_COPY},
-    {PART_LAYER,     "mlp.linear_fc2.weight",                DIM_HIDDEN,    DIM_FFN,       SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, ROW_ALWAYS,
-     LAYER_VIEW(fc2_weight),               "mlp.c_proj.weight",       HF_TRANSPOSE},
-    {PART_LAYER,     "mlp.linear_fc2.bias",                  DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, BIAS,
-     LAYER_VIEW(fc2_bias),                 "mlp.c_proj.bias",         HF_COPY},
+     LAYER_VIEW(pre_mlp_layernorm_bias),   "ln_2.bias",               HF_COPY, 0},
+    {PART_LAYER,     "pre_mlp_layernorm.weight",             DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, RMS | MOE,
+     LAYER_VIEW(pre_mlp_layernorm_weight), NULL,                      HF_COPY, 0},
+    {PART_LAYER,     "mlp.linear_fc1.layer_norm_weight",     DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, RMS | DENSE,
+     LAYER_VIEW(pre_mlp_layernorm_weight), NULL,                      HF_COPY, 0},
+    {PART_LAYER,     "mlp.linear_fc1.weight",                DIM_FC1,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, DENSE,
+     LAYER_VIEW(fc1_weight),               "mlp.c_fc.weight",         HF_TRANSPOSE, 0},
+    {PART_LAYER,     "mlp.linear_fc1.bias",                  DIM_FC1,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BIAS | DENSE,
+     LAYER_VIEW(fc1_bias),                 "mlp.c_fc.bias",           HF_COPY, 0},
+    {PART_LAYER,     "mlp.linear_fc2.weight",                DIM_HIDDEN,    DIM_FFN,       SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, DENSE,
+     LAYER_VIEW(fc2_weight),               "mlp.c_proj.weight",       HF_TRANSPOSE, 0},
+    {PART_LAYER,     "mlp.linear_fc2.bias",                  DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, BIAS | DENSE,
+     LAYER_VIEW(fc2_bias),                 "mlp.c_proj.bias",         HF_COPY, 0},
+    /* MoE layers (Megatron-Core's TopKRouter and SequentialMLP experts, under the experts'
+     * global index) */
+    {PART_LAYER,     "mlp.router.weight",                    DIM_EXPERTS,   DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, MOE,
+     LAYER_VIEW(router_weight),            NULL,                      HF_COPY, 0},
+    {PART_LAYER,     "mlp.experts.local_experts.%d.linear_fc1.weight", DIM_MOE_FC1, DIM_HIDDEN, SHARD_ROWS, INIT_NORMAL, 0, 0, MOE,
+     LAYER_VIEW(expert_fc1_weight),        NULL,                      HF_COPY, 1},
+    {PART_LAYER,     "mlp.experts.local_experts.%d.linear_fc2.weight", DIM_HIDDEN, DIM_MOE_FFN, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, MOE,
+     LAYER_VIEW(expert_fc2_weight),        NULL,                      HF_COPY, 1},
 
     {PART_FINAL,     "decoder.final_layernorm.weight",       DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_ALWAYS,
-     MODEL_VIEW(final_layernorm_weight),   "transformer.ln_f.weight", HF_COPY},
+     MODEL_VIEW(final_layernorm_weight),   "transformer.ln_f.weight", HF_COPY, 0},
     {PART_FINAL,     "decoder.final_layernorm.bias",         DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, LN,
-     MODEL_VIEW(final_layernorm_bias),     "transformer.ln_f.bias",   HF_COPY},
+     MODEL_VIEW(final_layernorm_bias),     "transformer.ln_f.bias",   HF_COPY, 0},
     {PART_FINAL,     "output_layer.weight",                  DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_UNTIED_ONLY,
-     MODEL_VIEW(output_layer),             "lm_head.weight",          HF_VOCAB_ROWS},
+     MODEL_VIEW(output_layer),             "lm_head.weight",          HF_VOCAB_ROWS, 0},
 };
 #undef LN
 #undef RMS
 #undef BIAS
+#undef DENSE
+#undef MOE
 
 static const parameter_table gpt_table = {
     gpt_rows, (int)(sizeof gpt_rows / sizeof gpt_rows[0]), "decoder.layers", "transformer.h", 0,
@@ -87,16 +101,21 @@ int model_dim_size(model_dim dim, const gpt_config *c) {
     case DIM_FC1: return (c->swiglu ? 2 : 1) * c->ffn_hidden_size;
     case DIM_VOCAB: return c->padded_vocab_size;
     case DIM_POSITIONS: return c->max_position_embeddings;
+    case DIM_EXPERTS: return c->num_experts;
+    case DIM_MOE_FC1: return (c->swiglu ? 2 : 1) * c->moe_ffn_hidden_size;
+    case DIM_MOE_FFN: return c->moe_ffn_hidden_size;
     }
     return 0;
 }
 
 int model_dim_blocks(model_dim dim, const gpt_config *c) {
-    return dim == DIM_FC1 && c->swiglu ? 2 : 1;
+    return (dim == DIM_FC1 || dim == DIM_MOE_FC1) && c->swiglu ? 2 : 1;
 }
 
-int parameter_row_present(const parameter_row *row, const gpt_config *c) {
+int parameter_row_present(const parameter_row *row, const gpt_config *c, int layer) {
     unsigned held = ROW_ALWAYS;
+    if (row->part == PART_LAYER) held |= c->num_experts > 0 && layer >= 0 && layer < GPT_MAX_MOE_LAYERS && c->moe_layer[layer]
+                                             ? ROW_MOE : ROW_DENSE_MLP;
     if (c->untie_embeddings_and_output_weights) held |= ROW_UNTIED_ONLY;
     if (c->position_embedding_type == POSITION_LEARNED_ABSOLUTE) held |= ROW_LEARNED_POSITIONS;
     held |= c->rmsnorm ? ROW_RMSNORM : ROW_LAYERNORM;
@@ -104,25 +123,32 @@ int parameter_row_present(const parameter_row *row, const gpt_config *c) {
     return (row->presence & ~held) == 0;
 }
 
-int parameter_table_part_count(const parameter_table *t, model_part part, const gpt_config *c) {
+int parameter_table_part_count(const parameter_table *t, model_part part, const gpt_config *c, int layer) {
     int count = 0;
-    for (int r = 0; r < t->count; r++) count += t->rows[r].part == part && parameter_row_present(&t->rows[r], c);
+    for (int r = 0; r < t->count; r++)
+        if (t->rows[r].part == part && parameter_row_present(&t->rows[r], c, layer))
+            count += t->rows[r].per_expert ? c->num_experts : 1;
     return count;
 }
 
-/* "<prefix>.<layer>.<name>" for layer rows, the name itself for the others */
+/* "<prefix>.<layer>.<name>" for layer rows, the name itself for the others; a per-expert row's
+ * name holds the expert's index */
 static void full_name(char *out, size_t size, const parameter_row *row, const char *layer_prefix,
-                      const char *name, int layer) {
-    if (row->part == PART_LAYER) snprintf(out, size, "%s.%d.%s", layer_prefix, layer, name);
-    else snprintf(out, size, "%s", name);
+                      const char *name, int layer, int expert) {
+    char own[64];  /* a row's own name (Megatron's are at most 60 characters) */
+    if (row->per_expert) snprintf(own, sizeof own, name, expert);
+    else snprintf(own, sizeof own, "%s", name);
+    if (row->part == PART_LAYER) snprintf(out, size, "%s.%d.%s", layer_prefix, layer, own);
+    else snprintf(out, size, "%s", own);
 }
 
-void parameter_row_name(const parameter_table *t, const parameter_row *row, int layer, char *out, size_t size) {
-    full_name(out, size, row, t->layer_prefix, row->name, layer);
+void parameter_row_name(const parameter_table *t, const parameter_row *row, int layer, int expert, char *out,
+                        size_t size) {
+    full_name(out, size, row, t->layer_prefix, row->name, layer, expert);
 }
 
 void parameter_row_hf_name(const parameter_table *t, const parameter_row *row, int layer, char *out, size_t size) {
-    full_name(out, size, row, t->hf_layer_prefix, row->hf_name, layer);
+    full_name(out, size, row, t->hf_layer_prefix, row->hf_name, layer, 0);
 }
 
 /* the rows of one part, each once (embedding, final) or once per layer, appended at out[count] */
@@ -131,11 +157,13 @@ static int expand_part(const parameter_table *t, const gpt_config *c, model_part
     for (int layer = first_layer; layer < first_layer + layers; layer++)
         for (int r = 0; r < t->count; r++) {
             const parameter_row *row = &t->rows[r];
-            if (row->part != part || !parameter_row_present(row, c)) continue;
-            if (out) {
+            if (row->part != part || !parameter_row_present(row, c, layer)) continue;
+            for (int expert = 0; expert < (row->per_expert ? c->num_experts : 1); expert++, count++) {
+                if (!out) continue;
                 global_parameter *g = &out[count];
-                parameter_row_name(t, row, layer, g->name, sizeof g->name);
+                parameter_row_name(t, row, layer, row->per_expert ? expert : -1, g->name, sizeof g->name);
                 g->layer = layer;
+                g->expert = row->per_expert ? expert : -1;
                 g->rows = model_dim_size(row->rows, c);
                 g->cols = model_dim_size(row->cols, c);
                 g->row_blocks = model_dim_blocks(row->rows, c);
@@ -143,7 +171,6 @@ static int expand_part(const parameter_table *t, const gpt_config *c, model_part
                 g->init = row->init;
                 g->row = row;
             }
-            count++;
         }
     return count;
 }

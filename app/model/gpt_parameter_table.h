@@ -36,7 +36,10 @@ typedef enum {
     DIM_FFN,        /* F = ffn_hidden_size */
     DIM_FC1,        /* fc1's outputs: F, or 2F with SwiGLU (blocks [gate; up], each split over TP) */
     DIM_VOCAB,      /* V = padded_vocab_size */
-    DIM_POSITIONS   /* max_position_embeddings */
+    DIM_POSITIONS,  /* max_position_embeddings */
+    DIM_EXPERTS,    /* E = num_experts */
+    DIM_MOE_FC1,    /* an expert's fc1 outputs: Fm, or 2 Fm with SwiGLU (blocks [gate; up]) */
+    DIM_MOE_FFN     /* Fm = moe_ffn_hidden_size */
 } model_dim;
 
 /* which models have the row: ROW_ALWAYS, or the bitwise OR of conditions that must all hold */
@@ -46,7 +49,9 @@ enum {
     ROW_LEARNED_POSITIONS = 2,  /* --position-embedding-type learned_absolute */
     ROW_LAYERNORM = 4,          /* --normalization LayerNorm */
     ROW_RMSNORM = 8,            /* --normalization RMSNorm */
-    ROW_LINEAR_BIAS = 16        /* not --disable-bias-linear */
+    ROW_LINEAR_BIAS = 16,       /* not --disable-bias-linear */
+    ROW_DENSE_MLP = 32,         /* layer rows: a layer with a dense MLP */
+    ROW_MOE = 64                /* layer rows: an MoE layer (--num-experts, --moe-layer-freq) */
 };
 typedef unsigned row_presence;
 
@@ -65,6 +70,8 @@ typedef struct parameter_row {
     const char *hf_name;        /* Hugging Face GPT-2 name; layer rows: what follows
                                  * "<hf_layer_prefix>.N." */
     hf_transform hf_transform;  /* from our layout to the Hugging Face one */
+    int per_expert;             /* one tensor per expert of an MoE layer: the name holds "%d", the
+                                 * expert's global index, and view_offset binds a pointer array */
 } parameter_row;
 
 typedef struct parameter_table {
@@ -90,24 +97,28 @@ int model_dim_blocks(model_dim dim, const struct gpt_config *config);
 /* the query groups of a config: num_query_groups, or the heads when that is 0 */
 int gpt_query_groups(const struct gpt_config *config);
 
-/* 1 when models of this config have the row */
-int parameter_row_present(const parameter_row *row, const struct gpt_config *config);
+/* 1 when models of this config have the row (in global layer `layer`, for layer rows: MoE and
+ * dense layers have different MLP rows; -1 for the other parts) */
+int parameter_row_present(const parameter_row *row, const struct gpt_config *config, int layer);
 
-/* a row's full name in layer `layer` (ignored outside PART_LAYER): Megatron's, or Hugging Face's */
-void parameter_row_name(const parameter_table *table, const parameter_row *row, int layer, char *out,
+/* a row's full name in layer `layer` (ignored outside PART_LAYER) for expert `expert` (per-expert
+ * rows; ignored otherwise): Megatron's, or Hugging Face's */
+void parameter_row_name(const parameter_table *table, const parameter_row *row, int layer, int expert, char *out,
                         size_t size);
 void parameter_row_hf_name(const parameter_table *table, const parameter_row *row, int layer,
                            char *out, size_t size);
 
-/* how many tensors of one part (of one layer, for PART_LAYER) a model of this config has */
+/* how many tensors of one part (of global layer `layer`, for PART_LAYER) a model of this
+ * config has (a per-expert row counts once per expert) */
 int parameter_table_part_count(const parameter_table *table, model_part part,
-                               const struct gpt_config *config);
+                               const struct gpt_config *config, int layer);
 
 /* one tensor of the whole model, in the global order (embedding, layers, final part) */
 #define PARAM_NAME_MAX 96
 typedef struct global_parameter {
     char name[PARAM_NAME_MAX];
     int layer;           /* -1 embedding, num_layers for the final part */
+    int expert;          /* per-expert rows: the expert's global index; else -1 */
     int rows, cols;      /* cols == 0 for vectors */
     int row_blocks;      /* model_dim_blocks of its rows */
     shard_dim split;

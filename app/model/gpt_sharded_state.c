@@ -41,7 +41,7 @@ void gpt_sharded_state(const gpt_model *model, int dp_rank, sharded_state *state
     if (model->mixed_precision) return; /* the fp32 copy is the optimizer's */
     for (int i = 0; i < model->num_params; i++) {
         const param_tensor *p = &model->params[i];
-        int write = param_is_primary_copy(p, model->config.tp_rank) && dp_rank == 0;
+        int write = param_is_primary_copy(p, model->config.tp_rank) && param_replica_rank(p, &model->config, dp_rank) == 0;
         gpt_add_param_range(state, sharded_state_tensor(state, CHECKPOINT_MODEL_GROUP, p->name, p->rows, p->cols), p, 0,
                             p->numel, (float *)model->param_buffer + p->offset, write);
     }

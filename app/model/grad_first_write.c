@@ -10,7 +10,7 @@
  * micro-batch, the next loss chunk, the tied embeddings' own backward) accumulate as before.
  *
  * Which matrices qualify: those whose first gradient write in a backward is a weight-gradient
- * GEMM. Every layer's linear weights; the untied output layer; the word embeddings where the
+ * GEMM (not the MoE router and experts: an expert may see no token, and they accumulate). Every layer's linear weights; the untied output layer; the word embeddings where the
  * output layer reuses them in the same chunk (the output layer's backward runs before the
  * embedding's scatter-add), and the last stage's copy of them. Not the word embeddings of a
  * first stage (written by the scatter-add alone) nor the position embeddings.
@@ -32,6 +32,7 @@ static int overwritable(const gpt_model *m, const param_tensor *p) {
     const parameter_table *table = gpt_parameter_table();
     if (p->embedding_copy) return 1;
     if (p->row->cols == DIM_NONE) return 0;  /* vectors: biases and norm parameters */
+    if (p->row->presence & ROW_MOE) return 0; /* an expert with no token of a micro-batch writes nothing */
     if (p->row->part != PART_EMBEDDING) return 1;
     return p->row == &table->rows[table->tied_output_row] && !m->config.untie_embeddings_and_output_weights &&
            m->chunks[p->chunk].post_process;

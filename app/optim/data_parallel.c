@@ -7,14 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the ranks a bucket's gradients are summed over: the data-parallel group, or for experts the
+ * expert-data-parallel one (the other ranks holding the same experts) */
+static const comm_group *bucket_group(const data_parallel *dp, int b) {
+    return dp->model->buckets[b].expert ? dp->topo->expert_dp : &dp->topo->dp;
+}
+
 static void start_bucket(data_parallel *dp, int b) {
     const grad_bucket *bucket = &dp->model->buckets[b];
     float *grads = dp->model->grad_buffer + bucket->start;
     if (dp->grad_requests[b].active || dp->ready_params[b] < 0) return;
+    const comm_group *group = bucket_group(dp, b);
     if (dp->distributed)
-        dp->comm->ireduce_scatter_float(grads, bucket->length / (size_t)dp->topo->dp_size, &dp->topo->dp, &dp->grad_requests[b]);
+        dp->comm->ireduce_scatter_float(grads, bucket->length / (size_t)group->size, group, &dp->grad_requests[b]);
     else
-        dp->comm->iallreduce_float(grads, bucket->length, &dp->topo->dp, &dp->grad_requests[b]);
+        dp->comm->iallreduce_float(grads, bucket->length, group, &dp->grad_requests[b]);
     dp->ready_params[b] = -1; /* started */
 }
 
@@ -78,8 +85,9 @@ void data_parallel_free(data_parallel *dp) {
 void data_parallel_shard(const data_parallel *dp, int bucket, size_t *start, size_t *length) {
     const grad_bucket *b = &dp->model->buckets[bucket];
     if (!dp->distributed) { *start = b->start; *length = b->length; return; }
-    size_t shard = b->length / (size_t)dp->topo->dp_size;
-    *start = b->start + (size_t)dp->topo->dp_rank * shard;
+    const comm_group *group = bucket_group(dp, bucket);
+    size_t shard = b->length / (size_t)group->size;
+    *start = b->start + (size_t)group->rank * shard;
     *length = shard;
 }
 
@@ -136,9 +144,10 @@ void data_parallel_start_param_gather(data_parallel *dp) {
     if (!dp->overlap_param_gather) timers_start("params-all-gather", 1);
     for (int b = 0; b < dp->model->num_buckets; b++) {
         const grad_bucket *bucket = &dp->model->buckets[b];
+        const comm_group *group = bucket_group(dp, b);
         dp->comm->iallgather(act_at(dp->model->ops, dp->model->param_buffer, bucket->start),
-                             bucket->length / (size_t)dp->topo->dp_size, dp->model->act_dtype,
-                             &dp->topo->dp, &dp->gather_requests[b]);
+                             bucket->length / (size_t)group->size, dp->model->act_dtype, group,
+                             &dp->gather_requests[b]);
     }
     if (!dp->overlap_param_gather) {
         data_parallel_finish_param_gather(dp);

@@ -21,6 +21,7 @@ static void add_range(optimizer *opt, int *capacity, const param_tensor *p, int 
     r->state_offset = opt->state_elements;
     r->weight_decay = !p->no_weight_decay;
     r->norm_counted = param_is_primary_copy(p, tp_rank);
+    r->expert = p->expert >= 0;
     r->param = param;
     r->embedding_or_output = p->embedding_copy || !strcmp(p->name, "embedding.word_embeddings.weight") ||
                              !strcmp(p->name, "output_layer.weight");
@@ -42,18 +43,27 @@ static void append_table(tensor_range *table, int *count, const optimizer_range 
 
 static void build_tables(optimizer *opt) {
     size_t bytes = sizeof(tensor_range) * (size_t)(opt->num_ranges ? opt->num_ranges : 1);
+    free(opt->update_ranges);
+    free(opt->embedding_ranges);
+    free(opt->norm_ranges);
     opt->update_ranges = malloc(bytes);
     opt->embedding_ranges = malloc(bytes);
     opt->norm_ranges = malloc(bytes);
-    CHECK(opt->update_ranges && opt->embedding_ranges && opt->norm_ranges, "out of host memory for optimizer tables");
-    opt->num_update_ranges = opt->num_embedding_ranges = opt->num_norm_ranges = 0;
+    free(opt->expert_norm_ranges);
+    opt->expert_norm_ranges = malloc(bytes);
+    CHECK(opt->update_ranges && opt->embedding_ranges && opt->norm_ranges && opt->expert_norm_ranges,
+          "out of host memory for optimizer tables");
+    opt->num_update_ranges = opt->num_embedding_ranges = opt->num_norm_ranges = opt->num_expert_norm_ranges = 0;
     for (int i = 0; i < opt->num_ranges; i++) {
         const optimizer_range *r = &opt->ranges[i];
         if (r->embedding_or_output)
             append_table(opt->embedding_ranges, &opt->num_embedding_ranges, r, r->weight_decay ? opt->weight_decay : 0.0f);
         else
             append_table(opt->update_ranges, &opt->num_update_ranges, r, r->weight_decay ? opt->weight_decay : 0.0f);
-        if (r->norm_counted) append_table(opt->norm_ranges, &opt->num_norm_ranges, r, 0.0f);
+        if (r->norm_counted && r->expert && opt->expert_norm_group)
+            append_table(opt->expert_norm_ranges, &opt->num_expert_norm_ranges, r, 0.0f);
+        else if (r->norm_counted)
+            append_table(opt->norm_ranges, &opt->num_norm_ranges, r, 0.0f);
     }
 }
 
@@ -71,6 +81,11 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
     opt->state_elements = 0;
     opt->comm = comm;
     opt->norm_group = norm_group;
+    opt->update_ranges = opt->embedding_ranges = opt->norm_ranges = NULL;
+    opt->expert_norm_ranges = NULL;
+    opt->num_expert_norm_ranges = 0;
+    opt->expert_norm_group = NULL;
+    opt->overflow_group = NULL;
     grad_scaler_init_none(&opt->scaler);
     int capacity = 0;
     for (int b = 0; b < model->num_buckets; b++) {
@@ -114,9 +129,6 @@ void optimizer_refresh_params(const optimizer *opt, gpt_model *model) {
 }
 
 void optimizer_set_weight_decay(optimizer *opt, float weight_decay) {
-    free(opt->update_ranges);
-    free(opt->embedding_ranges);
-    free(opt->norm_ranges);
     opt->weight_decay = weight_decay;
     build_tables(opt);
 }
@@ -129,7 +141,8 @@ void optimizer_free(optimizer *opt, const gpt_model *model) {
     free(opt->update_ranges);
     free(opt->embedding_ranges);
     free(opt->norm_ranges);
-    opt->update_ranges = opt->embedding_ranges = opt->norm_ranges = NULL;
+    free(opt->expert_norm_ranges);
+    opt->update_ranges = opt->embedding_ranges = opt->norm_ranges = opt->expert_norm_ranges = NULL;
     opt->exp_avg = opt->exp_avg_sq = opt->master = NULL;
     opt->ranges = NULL;
 }
@@ -143,7 +156,7 @@ int optimizer_prepare_grads(optimizer *opt, gpt_model *model) {
     double sum = ops->sum_squares_ranges(model->grad_buffer, opt->update_ranges, opt->num_update_ranges) +
                  ops->sum_squares_ranges(model->grad_buffer, opt->embedding_ranges, opt->num_embedding_ranges);
     double found_inf = isfinite(sum) ? 0.0 : 1.0;
-    opt->comm->allreduce_double_host(&found_inf, 1, COMM_MAX, opt->norm_group);
+    opt->comm->allreduce_double_host(&found_inf, 1, COMM_MAX, opt->overflow_group ? opt->overflow_group : opt->norm_group);
     float inv_scale = grad_scaler_inv_scale(&opt->scaler);
     if (found_inf == 0.0 && inv_scale != 1.0f) {
         const tensor_range *tables[2] = {opt->update_ranges, opt->embedding_ranges};
@@ -157,11 +170,23 @@ int optimizer_prepare_grads(optimizer *opt, gpt_model *model) {
     return found_inf != 0.0;
 }
 
+void optimizer_set_expert_groups(optimizer *opt, const comm_group *expert_norm_group, const comm_group *overflow_group) {
+    opt->expert_norm_group = expert_norm_group;
+    opt->overflow_group = overflow_group;
+    build_tables(opt);
+}
+
 /* Megatron's optimizer-clip-main-grad timer: the norm (clipping itself is fused into the step) */
 double optimizer_grad_norm(const optimizer *opt, const gpt_model *model) {
     timers_start("optimizer-clip-main-grad", 1);
     double sum = model->ops->sum_squares_ranges(model->grad_buffer, opt->norm_ranges, opt->num_norm_ranges);
     opt->comm->allreduce_double_host(&sum, 1, COMM_SUM, opt->norm_group);
+    if (opt->expert_norm_group) {
+        double experts = model->ops->sum_squares_ranges(model->grad_buffer, opt->expert_norm_ranges,
+                                                        opt->num_expert_norm_ranges);
+        opt->comm->allreduce_double_host(&experts, 1, COMM_SUM, opt->expert_norm_group);
+        sum += experts;
+    }
     timers_stop("optimizer-clip-main-grad");
     return sqrt(sum);
 }

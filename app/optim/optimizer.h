@@ -27,6 +27,7 @@ typedef struct optimizer_range {
     int param;           /* index into the model's parameter table */
     int embedding_or_output; /* the word embeddings or the output layer (Megatron's
                               * is_embedding_or_output_parameter): --decoupled-lr applies */
+    int expert;              /* an MoE expert's tensor */
 } optimizer_range;
 
 typedef struct optimizer {
@@ -44,6 +45,10 @@ typedef struct optimizer {
     int num_embedding_ranges;
     tensor_range *norm_ranges;   /* the ranges counted in the gradient norm, merged likewise */
     int num_norm_ranges;
+    tensor_range *expert_norm_ranges; /* with expert groups set: the experts' ranges of the norm */
+    int num_expert_norm_ranges;
+    const comm_group *expert_norm_group; /* NULL, or the ranks holding one copy of every expert */
+    const comm_group *overflow_group;    /* where a found overflow is agreed (NULL: norm_group) */
     const comm_ops *comm;
     const comm_group *norm_group; /* ranks whose partial squared norms add up to the global one;
                                    * also the group that agrees on found_inf (Megatron's
@@ -55,6 +60,11 @@ typedef struct optimizer {
 void optimizer_create(optimizer *opt, const gpt_model *model, const data_parallel *dp,
                       const comm_group *norm_group, const comm_ops *comm, float beta1, float beta2,
                       float eps, float weight_decay, float clip_grad);
+
+/* expert parallelism without the distributed optimizer: the experts' squared gradients add over
+ * expert_norm_group (tp x ep x pp: one copy of every expert) instead of norm_group, and an
+ * overflow is agreed over overflow_group (the world) */
+void optimizer_set_expert_groups(optimizer *opt, const comm_group *expert_norm_group, const comm_group *overflow_group);
 void optimizer_free(optimizer *opt, const gpt_model *model);
 /* another weight decay for the decayed ranges (--use-checkpoint-opt_param-scheduler takes the
  * checkpoint's) */

@@ -14,7 +14,8 @@ void optimizer_sharded_state(const optimizer *opt, const gpt_model *model, int d
     for (int r = 0; r < opt->num_ranges; r++) {
         const optimizer_range *range = &opt->ranges[r];
         const param_tensor *p = &model->params[range->param];
-        int write = param_is_primary_copy(p, model->config.tp_rank) && (distributed || dp_rank == 0);
+        int write = param_is_primary_copy(p, model->config.tp_rank) &&
+                    (distributed || param_replica_rank(p, &model->config, dp_rank) == 0);
         size_t lo = range->offset - p->offset, hi = lo + range->length;
         if (opt->master)
             gpt_add_param_range(state, sharded_state_tensor(state, CHECKPOINT_MODEL_GROUP, p->name, p->rows, p->cols),

@@ -59,6 +59,13 @@ typedef struct comm_ops {
     void (*allgather)(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group);
     /* recv[count] = this rank's block of the sum over ranks of send[size*count] */
     void (*reduce_scatter)(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group);
+    /* all-to-all with per-peer sizes (mixture-of-experts token dispatch): send_counts[p]
+     * elements at send + send_offsets[p] go to peer p, recv_counts[p] from peer p land at
+     * recv + recv_offsets[p] (host arrays of group->size entries, in elements; backend memory) */
+    void (*alltoallv)(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
+                      const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype, const comm_group *group);
+    /* host memory: recv[p * bytes ..] = what peer p sent for this rank from its send[rank * bytes ..] */
+    void (*alltoall_host)(const void *send, void *recv, size_t bytes, const comm_group *group);
 
     /* point-to-point (pipeline stages): send does not block, recv blocks */
     void (*send)(const void *buf, size_t count, comm_dtype dtype, int peer, int tag,

@@ -114,6 +114,31 @@ static void mpi_allgather(const void *send, void *recv, size_t count, comm_dtype
     comm_timed_wait(&request, "all-gather", group->name, group->mpi);
 }
 
+static void mpi_alltoallv(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
+                          const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype,
+                          const comm_group *group) {
+    int n = group->size;
+    int *counts = malloc(sizeof(int) * 4 * (size_t)n);
+    CHECK(counts, "out of host memory for an all-to-all");
+    for (int p = 0; p < n; p++) {
+        counts[p] = as_count(send_counts[p]);
+        counts[n + p] = as_count(send_offsets[p]);
+        counts[2 * n + p] = as_count(recv_counts[p]);
+        counts[3 * n + p] = as_count(recv_offsets[p]);
+    }
+    MPI_Request request;
+    CHECK_MPI(MPI_Ialltoallv(send, counts, counts + n, mpi_type(dtype), recv, counts + 2 * n, counts + 3 * n,
+                             mpi_type(dtype), group->mpi, &request));
+    comm_timed_wait(&request, "all-to-all", group->name, group->mpi);
+    free(counts);
+}
+
+static void mpi_alltoall_host(const void *send, void *recv, size_t bytes, const comm_group *group) {
+    MPI_Request request;
+    CHECK_MPI(MPI_Ialltoall(send, as_count(bytes), MPI_BYTE, recv, as_count(bytes), MPI_BYTE, group->mpi, &request));
+    comm_timed_wait(&request, "all-to-all (host)", group->name, group->mpi);
+}
+
 static void mpi_reduce_scatter(const void *send, void *recv, size_t count, comm_dtype dtype, const comm_group *group) {
     require_float(dtype, "reduce-scatter", group);
     MPI_Request request;
@@ -243,6 +268,8 @@ const comm_ops *comm_mpi(void) {
         .broadcast = mpi_broadcast,
         .barrier = mpi_barrier,
         .allgather = mpi_allgather,
+        .alltoallv = mpi_alltoallv,
+        .alltoall_host = mpi_alltoall_host,
         .reduce_scatter = mpi_reduce_scatter,
         .send = mpi_send,
         .recv = mpi_recv,

@@ -209,6 +209,36 @@ static void nccl_reduce_scatter(const void *send, void *recv, size_t count, comm
 static void nccl_allreduce_double_host(double *buf, size_t count, comm_op op, const comm_group *group) {
     comm_mpi()->allreduce_double_host(buf, count, op, group);
 }
+/* grouped sends and receives, one pair per peer (NCCL has no all-to-all of its own) */
+static void nccl_alltoallv(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
+                           const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype,
+                           const comm_group *group) {
+    size_t element = comm_dtype_bytes(dtype);
+    if (group->size == 1) {
+        if (send_counts[0])
+            CHECK_CUDA_CALL(cudaMemcpyAsync((char *)recv + recv_offsets[0] * element,
+                                            (const char *)send + send_offsets[0] * element, send_counts[0] * element,
+                                            cudaMemcpyDeviceToDevice, compute()));
+        return;
+    }
+    nccl_watchdog_begin("all-to-all", group->name);
+    CHECK_NCCL(ncclGroupStart(), group);
+    for (int p = 0; p < group->size; p++) {
+        if (send_counts[p])
+            CHECK_NCCL(ncclSend((const char *)send + send_offsets[p] * element, send_counts[p], nccl_type(dtype), p,
+                                state(group)->comm, compute()), group);
+        if (recv_counts[p])
+            CHECK_NCCL(ncclRecv((char *)recv + recv_offsets[p] * element, recv_counts[p], nccl_type(dtype), p,
+                                state(group)->comm, compute()), group);
+    }
+    CHECK_NCCL(ncclGroupEnd(), group);
+    nccl_watchdog_track(compute());
+}
+
+static void nccl_alltoall_host(const void *send, void *recv, size_t bytes, const comm_group *group) {
+    comm_mpi()->alltoall_host(send, recv, bytes, group);
+}
+
 static void nccl_broadcast(void *buf, size_t bytes, int root, const comm_group *group) {
     comm_mpi()->broadcast(buf, bytes, root, group);
 }
@@ -388,6 +418,8 @@ const comm_ops *comm_nccl(void) {
         .allreduce = nccl_allreduce,
         .allreduce_double_host = nccl_allreduce_double_host,
         .broadcast = nccl_broadcast,
+        .alltoallv = nccl_alltoallv,
+        .alltoall_host = nccl_alltoall_host,
         .barrier = nccl_barrier,
         .allgather = nccl_allgather,
         .reduce_scatter = nccl_reduce_scatter,

@@ -46,7 +46,7 @@ static int layout_shape(const parallel_layout *layout, int size[NUM_DIMS], int o
     static const char *names[NUM_DIMS] = {"tp", "cp", "ep", "dp", "pp"};
     size[DIM_TP] = layout->tensor_model_parallel_size;
     size[DIM_CP] = 1;
-    size[DIM_EP] = 1;
+    size[DIM_EP] = layout->ep_dimension > 0 ? layout->ep_dimension : 1;
     size[DIM_DP] = layout->data_parallel_size;
     size[DIM_PP] = layout->pipeline_model_parallel_size;
     char copy[sizeof layout->order];
@@ -57,6 +57,14 @@ static int layout_shape(const parallel_layout *layout, int size[NUM_DIMS], int o
     int world_size = 1;
     for (int d = 0; d < NUM_DIMS; d++) world_size *= size[d];
     return world_size;
+}
+
+parallel_layout parallel_layout_experts(const parallel_layout *layout) {
+    parallel_layout experts = *layout;
+    int ep = layout->expert_model_parallel_size > 0 ? layout->expert_model_parallel_size : 1;
+    experts.ep_dimension = ep;
+    experts.data_parallel_size = layout->data_parallel_size / ep;
+    return experts;
 }
 
 void parallel_layout_coords(const parallel_layout *layout, int ordered_rank, int coord[NUM_DIMS]) {
@@ -149,6 +157,26 @@ void topology_create(topology *t, const parallel_layout *layout) {
     t->pp.point_to_point = 1;
     make_group(t, &t->dp, "data-parallel", DIM_BIT(DIM_DP), layout, ranks);
     make_group(t, &t->model_parallel, "model-parallel", DIM_BIT(DIM_TP) | DIM_BIT(DIM_PP), layout, ranks);
+    /* the expert groups (Megatron's expert rank generator over the same ordered ranks) */
+    parallel_layout experts = parallel_layout_experts(layout);
+    int expert_coord[NUM_DIMS];
+    parallel_layout_coords(&experts, t->ordered_rank, expert_coord);
+    t->ep_size = experts.ep_dimension;
+    t->ep_rank = expert_coord[DIM_EP];
+    t->expert_dp_size = experts.data_parallel_size;
+    t->expert_dp_rank = expert_coord[DIM_DP];
+    t->ep = NULL;
+    t->expert_dp = &t->dp;
+    t->expert_model_parallel = &t->model_parallel;
+    if (t->ep_size > 1) {
+        make_group(t, &t->ep_own, "expert-parallel", DIM_BIT(DIM_EP), &experts, ranks);
+        make_group(t, &t->expert_dp_own, "expert-data-parallel", DIM_BIT(DIM_DP), &experts, ranks);
+        make_group(t, &t->expert_model_parallel_own, "expert-model-parallel",
+                   DIM_BIT(DIM_TP) | DIM_BIT(DIM_EP) | DIM_BIT(DIM_PP), &experts, ranks);
+        t->ep = &t->ep_own;
+        t->expert_dp = &t->expert_dp_own;
+        t->expert_model_parallel = &t->expert_model_parallel_own;
+    }
     free(ranks);
 
     /* embedding group: first and last stage of one pipeline (tied word embeddings) */
@@ -169,6 +197,11 @@ void topology_create(topology *t, const parallel_layout *layout) {
 void topology_free(topology *t) {
     comm_group *groups[] = {&t->world, &t->tp, &t->pp, &t->dp, &t->model_parallel, &t->embedding};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) comm_group_free(groups[i]);
+    if (t->ep_size > 1) {
+        comm_group_free(&t->ep_own);
+        comm_group_free(&t->expert_dp_own);
+        comm_group_free(&t->expert_model_parallel_own);
+    }
 }
 
 void topology_print(const topology *t, const char *device) {

@@ -19,10 +19,17 @@ enum { DIM_TP, DIM_CP, DIM_EP, DIM_DP, DIM_PP, NUM_DIMS };
 typedef struct parallel_layout {
     int tensor_model_parallel_size, pipeline_model_parallel_size, data_parallel_size;
     char order[32];
+    int expert_model_parallel_size;  /* experts split over this many of the data-parallel ranks (0: 1) */
+    int ep_dimension;                /* internal: > 0 in the expert layout (parallel_layout_experts) */
 } parallel_layout;
 
+/* The expert layout of a layout (Megatron-Core's expert RankGenerator): the data-parallel
+ * dimension split into expert-parallel (ep, faster) and expert-data-parallel (dp / ep) ones over
+ * the same ordered ranks, so an expert-parallel group is ep consecutive data-parallel ranks */
+parallel_layout parallel_layout_experts(const parallel_layout *layout);
+
 /* The layout's arithmetic, pure (no MPI), over ordered ranks (positions in the node-by-node order,
- * 0 .. tp x dp x pp - 1; cp and ep are 1 for now).
+ * 0 .. tp x dp x pp - 1; cp is 1 for now, ep > 1 only in an expert layout).
  * The coordinate of ordered_rank in each dimension, the order's first dimension varying fastest. */
 void parallel_layout_coords(const parallel_layout *layout, int ordered_rank, int coord[NUM_DIMS]);
 
@@ -41,8 +48,17 @@ typedef struct topology {
     int size[NUM_DIMS];        /* tp, cp, ep, dp, pp sizes */
     int coord[NUM_DIMS];       /* this rank's coordinate in each */
     int tp_rank, pp_rank, dp_rank, tp_size, pp_size, dp_size;
+    /* mixture of experts: the expert-parallel rank (which experts this rank holds) and the
+     * expert-data-parallel one (the replicas of those experts); ep_size 1: every rank holds every
+     * expert and the expert groups are the dense ones */
+    int ep_rank, ep_size, expert_dp_rank, expert_dp_size;
     int tp_group_spans_nodes;  /* 1 when some tensor-parallel group crosses a node boundary */
     comm_group world, tp, pp, dp, model_parallel, embedding; /* embedding.mpi is MPI_COMM_NULL off stage 0/last */
+    /* with ep_size > 1: the expert-parallel group (token dispatch), the expert-data-parallel one
+     * (expert gradients) and the expert-model-parallel one (tp x ep x pp: one copy of every
+     * expert); their pointers are those groups, or dp and model_parallel with ep_size 1 (ep NULL) */
+    comm_group ep_own, expert_dp_own, expert_model_parallel_own;
+    const comm_group *ep, *expert_dp, *expert_model_parallel;
     char order[32];            /* the layout's order, as given */
 } topology;
 

@@ -9,6 +9,7 @@
 #include "app/core/options.h"
 #include "app/training/checkpoint_args.h"
 #include "app/model/gpt_model.h"
+#include "app/model/moe_layer.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -179,7 +180,8 @@ static const option_spec specs[] = {
     {"use-pytorch-profiler", "logging", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "there is no PyTorch profiler here; profile with nsys or ncu"},
     {"peak-tflops", "logging", OPTION_FLOAT, AT(peak_tflops), .range = "[0, inf)", .help = "peak dense TFLOP/s per device for MFU (default: recognized from the GPU name)"},
     {"context-parallel-size", "distributed and run time", OPTION_INT, AT(context_parallel_size), "1", .range = "[1, inf)", .help = "context-parallel ranks: 1 (no context parallelism); more is refused, as context parallelism is not supported yet"},
-    {"expert-model-parallel-size", "distributed and run time", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "expert-parallel ranks: 1 (dense models); more is refused, as mixture of experts is not supported yet"},
+    {"expert-model-parallel-size", "distributed and run time", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "expert-parallel ranks: the experts of each MoE layer split over this many of the data-parallel ranks (it divides the data-parallel size and --num-experts); tokens reach them by an all-to-all"},
+    {"expert-tensor-parallel-size", "distributed and run time", OPTION_INT, AT(expert_tensor_parallel_size), .range = "[1, inf)", .help = "tensor-parallel ranks of each expert (default, and the only value for now: --tensor-model-parallel-size)"},
     {"distributed-backend", "distributed and run time", OPTION_CHOICE, .choices = "nccl|gloo", .flags = OPTION_NO_EFFECT, .help = "the collectives follow --device: NCCL on cuda, MPI on cpu (MPI also bootstraps and carries host control everywhere)"},
     {"use-cpu-initialization", "distributed and run time", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "parameters are always initialized on the host from the counter-based generator (seed, name, element), the same on every backend and layout"},
     {"dump-parameters", "logging", OPTION_STRING, AT(dump_parameters), .help = "write every parameter in its global shape to PATH at the end (raw float32 with names)"},
@@ -211,89 +213,89 @@ static const option_spec specs[] = {
     {"calculate-per-token-loss", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "every sample has --seq-length tokens with loss (no loss mask), so the per-token average over the global batch equals the average of micro-batch means used here"},
     {"manual-gc", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "there is no Python garbage collector to schedule"},
     {"empty-unused-memory-level", "Megatron-LM implementation switches", OPTION_INT, .range = "[0, 2]", .flags = OPTION_NO_EFFECT, .help = "there is no caching allocator to empty: buffers are allocated once at start-up"},
-    {"num-experts", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-topk", "Megatron-LM implementation switches", OPTION_INT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-load-balancing-type", "Megatron-LM implementation switches", OPTION_STRING, .metavar = "TYPE", .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-aux-loss-coeff", "Megatron-LM implementation switches", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-grouped-gemm", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-token-dispatcher-type", "Megatron-LM implementation switches", OPTION_STRING, .metavar = "TYPE", .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    /* mixture of experts: Megatron-Core's MoELayer (app/model/moe_layer.h) */
+    {"num-experts", "mixture of experts", OPTION_INT, AT(num_experts), .range = "[1, inf)", .help = "experts per MoE layer (none: a dense model)"},
+    {"moe-ffn-hidden-size", "mixture of experts", OPTION_INT, AT(moe_ffn_hidden_size), .range = "[1, inf)", .help = "each expert's MLP width (default --ffn-hidden-size)"},
+    {"moe-layer-freq", "mixture of experts", OPTION_STRING, AT(moe_layer_freq), "1", .metavar = "N|PATTERN", .help = "which layers are MoE: an integer N (layers 0, N, 2N, ...) or a Python list expression of 0/1 per layer, e.g. \"([0]*1+[1]*3)*2\""},
+    {"moe-router-topk", "mixture of experts", OPTION_INT, AT(moe_router_topk), "2", .range = "[1, inf)", .help = "experts each token is routed to"},
+    {"moe-router-score-function", "mixture of experts", OPTION_CHOICE, AT(moe_router_score_function), "softmax", .choices = "softmax|sigmoid|sqrtsoftplus", .help = "the router's score function"},
+    {"moe-router-pre-softmax", "mixture of experts", OPTION_FLAG, AT(moe_router_pre_softmax), .help = "softmax over all experts before the top-k (else over the k chosen logits)"},
+    {"moe-router-topk-scaling-factor", "mixture of experts", OPTION_FLOAT, AT(moe_router_topk_scaling_factor), .range = "(0, inf)", .help = "multiply the routing weights by this"},
+    {"moe-router-dtype", "mixture of experts", OPTION_CHOICE, AT(moe_router_dtype), .choices = "fp32|fp64", .help = "the router's precision: it computes in fp32 here (fp64 is refused)"},
+    {"moe-router-num-groups", "mixture of experts", OPTION_INT, AT(moe_router_num_groups), .range = "[1, inf)", .help = "group-limited routing: experts in this many equal groups"},
+    {"moe-router-group-topk", "mixture of experts", OPTION_INT, AT(moe_router_group_topk), .range = "[1, inf)", .help = "group-limited routing: groups each token may use (by the sum of each group's top topk/group-topk scores)"},
+    {"moe-router-load-balancing-type", "mixture of experts", OPTION_LIST, AT(moe_router_load_balancing_type), "aux_loss", .metavar = "TYPE", .help = "aux_loss (GShard/Switch), seq_aux_loss (per sequence, DeepSeek-V2) or none"},
+    {"moe-aux-loss-coeff", "mixture of experts", OPTION_FLOAT, AT(moe_aux_loss_coeff), "0", .range = "[0, inf)", .help = "the load-balancing loss's coefficient (0: none)"},
+    {"moe-z-loss-coeff", "mixture of experts", OPTION_FLOAT, AT(moe_z_loss_coeff), .range = "[0, inf)", .help = "the router z-loss's coefficient (ST-MoE; none: 0)"},
+    {"moe-input-jitter-eps", "mixture of experts", OPTION_FLOAT, AT(moe_input_jitter_eps), .range = "[0, 1)", .help = "in training, multiply the router's input by uniform noise in [1-eps, 1+eps]"},
+    {"moe-expert-capacity-factor", "mixture of experts", OPTION_FLOAT, AT(moe_expert_capacity_factor), .range = "(0, inf)", .help = "each expert takes at most ceil(tokens x topk / experts x factor) tokens of a micro-batch (none: dropless)"},
+    {"moe-token-drop-policy", "mixture of experts", OPTION_CHOICE, AT(moe_token_drop_policy), "probs", .choices = "probs|position", .help = "with a capacity: drop the tokens of lowest routing weight (probs) or the last ones (position)"},
+    {"moe-pad-expert-input-to-capacity", "mixture of experts", OPTION_FLAG, AT(moe_pad_expert_input_to_capacity), .help = "accepted: padding rows carry weight 0 and change no result; the experts compute only their routed rows here"},
+    {"moe-token-dispatcher-type", "mixture of experts", OPTION_CHOICE, AT(moe_token_dispatcher_type), "allgather", .choices = "allgather|alltoall|flex", .help = "how tokens reach their experts' ranks (the same results; flex is refused)"},
+    {"moe-grouped-gemm", "mixture of experts", OPTION_FLAG, AT(moe_grouped_gemm), .help = "the experts' GEMMs as one grouped GEMM (the same math; the CPU backend runs one GEMM per expert)"},
+    {"moe-per-layer-logging", "mixture of experts", OPTION_FLAG, AT(moe_per_layer_logging), .help = "log the load-balancing and z losses of every MoE layer, not only their mean"},
+    {"moe-permute-fusion", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "fusing the token permutation changes speed, not results"},
+    {"moe-router-fusion", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "fusing the router's kernels changes speed, not results"},
+    {"moe-shared-expert-intermediate-size", "mixture of experts", OPTION_INT, .flags = OPTION_REFUSED, .help = "shared experts are not built yet (issue 42 in progress); leave it out"},
+    {"moe-shared-expert-overlap", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "shared experts are not built yet (issue 42 in progress); leave it out"},
+    {"moe-router-enable-expert-bias", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "the auxiliary-loss-free expert bias is not built yet; use --moe-router-load-balancing-type aux_loss with --moe-aux-loss-coeff"},
+    {"moe-layer-recompute", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not built yet; use --recompute-granularity full, which recomputes MoE layers too"},
 
     /* the rest of Megatron-LM's parser (tests/data/megatron_parser_flags.txt): no effect here, or refused */
 #include "app/training/args_megatron_compat.inc"
 
-    /* MoE flags: refused until issue 42 lands */
-    {"expert-tensor-parallel-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"expert-tensor-parallel-num-weight-shards", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"overlap-moe-expert-parallel-comm", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"overlap-dispatch-backward-with-experts-wgrad", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"ep-overlap-early-attn-memory-release", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"high-priority-a2a-comm-stream", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-shared-expert-intermediate-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-shared-expert-gate", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-shared-expert-overlap", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"use-grouped-gemm-for-shared-expert", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-shared-expert-glu-interleave-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-ffn-hidden-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-enable-routing-replay", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-padding-for-quantization", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-padding-for-fp8", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-num-groups", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-group-topk", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-pre-softmax", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-topk-scaling-factor", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-score-function", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-dtype", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-enable-expert-bias", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-bias-update-rate", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-quantile-balancing-ema", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-force-load-balancing", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-force-biased", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"use-grouped-gemm-for-dense-mlp", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-use-grouped-tensor", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-single-grouped-weight", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-single-grouped-bias", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-z-loss-coeff", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-input-jitter-eps", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-enable-deepep", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-flex-dispatcher-backend", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-permute-fusion-into-hybridep", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-hybridep-pad-uneven-dispatch-inputs", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-per-layer-logging", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-expert-capacity-factor", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-pad-expert-input-to-capacity", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-pad-experts-for-cuda-graph-inference", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-token-drop-policy", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-layer-recompute", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-permute-fusion", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-router-fusion", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-apply-probs-on-input", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-latent-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-flex-dispatcher-num-sms", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-deepep-num-sms", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-hybridep-num-sms", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-hybridep-num-blocks-permute", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-hybridep-num-blocks-unpermute", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-hybridep-num-sms-preprocessing", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-ncclep-zero-copy", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-dispatch-fwd-dtype", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-combine-bwd-dtype", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-mlp-glu-interleave-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-expert-rank-capacity-factor", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"inference-moe-disable-fused-quant-kernels", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"inference-moe-token-dispatcher-type", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-paged-stash", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-paged-stash-page-size", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-paged-stash-buffer-size-factor-cuda", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-paged-stash-buffer-size-factor-cpu", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"save-tokens-per-expert-interval", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-layer-freq", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-use-upcycling", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-upcycling-granularity", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-routing-trace-path", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-routing-trace-max-training-iters", "Megatron-LM flags refused here", OPTION_STRING, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-routing-trace-capture-logits", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-routing-trace-capture-hidden-states", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
-    {"moe-routing-trace-dump-weights", "Megatron-LM flags refused here", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "mixture of experts is not supported yet (dense models only)"},
+    /* the rest of Megatron's MoE flags: refused, as not built yet */
+    {"expert-tensor-parallel-num-weight-shards", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"overlap-moe-expert-parallel-comm", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"overlap-dispatch-backward-with-experts-wgrad", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"ep-overlap-early-attn-memory-release", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"high-priority-a2a-comm-stream", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-shared-expert-gate", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"use-grouped-gemm-for-shared-expert", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-shared-expert-glu-interleave-size", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-enable-routing-replay", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-router-padding-for-quantization", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-router-padding-for-fp8", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-router-bias-update-rate", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-router-quantile-balancing-ema", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-router-force-load-balancing", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-router-force-biased", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"use-grouped-gemm-for-dense-mlp", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-use-grouped-tensor", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-single-grouped-weight", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-single-grouped-bias", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-enable-deepep", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-flex-dispatcher-backend", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-permute-fusion-into-hybridep", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-hybridep-pad-uneven-dispatch-inputs", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-pad-experts-for-cuda-graph-inference", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-apply-probs-on-input", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-latent-size", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-flex-dispatcher-num-sms", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-deepep-num-sms", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-hybridep-num-sms", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-hybridep-num-blocks-permute", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-hybridep-num-blocks-unpermute", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-hybridep-num-sms-preprocessing", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-ncclep-zero-copy", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-dispatch-fwd-dtype", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-combine-bwd-dtype", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-mlp-glu-interleave-size", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-expert-rank-capacity-factor", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"inference-moe-disable-fused-quant-kernels", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"inference-moe-token-dispatcher-type", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-paged-stash", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-paged-stash-page-size", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-paged-stash-buffer-size-factor-cuda", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-paged-stash-buffer-size-factor-cpu", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"save-tokens-per-expert-interval", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-use-upcycling", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-upcycling-granularity", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-routing-trace-path", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-routing-trace-max-training-iters", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-routing-trace-capture-logits", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-routing-trace-capture-hidden-states", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    {"moe-routing-trace-dump-weights", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
 };
 #define NUM_FLAGS ((int)(sizeof specs / sizeof specs[0]))
 
@@ -341,6 +343,80 @@ static int validate_architecture(check_state *st, args *a) {
     if (given(st, "rope-scaling-factor") && !a->use_rope_scaling)
         return error_format(st->err, st->errlen, "--rope-scaling-factor needs --use-rope-scaling");
     return 0;
+}
+
+/* mixture of experts: Megatron's checks (megatron/training/arguments.py) and what is not built
+ * yet here, each with what to use instead */
+static int validate_moe(check_state *st, args *a) {
+    static const char *const moe_flags[] = {"moe-ffn-hidden-size", "moe-router-topk", "moe-router-score-function",
+        "moe-router-pre-softmax", "moe-router-topk-scaling-factor", "moe-router-num-groups", "moe-router-group-topk",
+        "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-input-jitter-eps", "moe-expert-capacity-factor",
+        "moe-token-drop-policy", "moe-pad-expert-input-to-capacity", "moe-grouped-gemm", "moe-layer-freq"};
+    if (a->num_experts == 0) {
+        if (a->expert_model_parallel_size > 1)
+            return error_format(st->err, st->errlen, "--expert-model-parallel-size %d needs --num-experts (a mixture-of-experts model)",
+                                a->expert_model_parallel_size);
+        for (size_t i = 0; i < sizeof moe_flags / sizeof moe_flags[0]; i++)
+            if (given(st, moe_flags[i]))
+                return error_format(st->err, st->errlen, "--%s needs --num-experts (a mixture-of-experts model)", moe_flags[i]);
+        if (a->expert_tensor_parallel_size > 0 && a->expert_tensor_parallel_size != a->tensor_model_parallel_size)
+            return error_format(st->err, st->errlen, "--expert-tensor-parallel-size needs --num-experts");
+        return 0;
+    }
+    if (!given(st, "moe-ffn-hidden-size")) a->moe_ffn_hidden_size = a->ffn_hidden_size;
+    if (a->moe_router_topk > a->num_experts)
+        return error_format(st->err, st->errlen, "--moe-router-topk %d exceeds --num-experts %d", a->moe_router_topk, a->num_experts);
+    if (a->num_experts > 1024)
+        return error_format(st->err, st->errlen, "--num-experts %d: at most 1024 experts per layer here", a->num_experts);
+    if (!a->disable_bias_linear)
+        return error_format(st->err, st->errlen, "--num-experts: the experts and router have no biases here; add --disable-bias-linear (as Megatron's MoE examples do)");
+    if (a->moe_router_group_topk > 0 || a->moe_router_num_groups > 0) {
+        if (a->moe_router_group_topk == 0 || a->moe_router_num_groups == 0)
+            return error_format(st->err, st->errlen, "group-limited routing needs both --moe-router-num-groups and --moe-router-group-topk");
+        if (a->num_experts % a->moe_router_num_groups != 0)
+            return error_format(st->err, st->errlen, "--num-experts %d is not divisible by --moe-router-num-groups %d", a->num_experts, a->moe_router_num_groups);
+        if (a->moe_router_group_topk > a->moe_router_num_groups || a->moe_router_topk % a->moe_router_group_topk != 0)
+            return error_format(st->err, st->errlen, "--moe-router-group-topk %d must be at most --moe-router-num-groups %d and divide --moe-router-topk %d",
+                                a->moe_router_group_topk, a->moe_router_num_groups, a->moe_router_topk);
+        if (a->moe_router_topk / a->moe_router_group_topk > a->num_experts / a->moe_router_num_groups)
+            return error_format(st->err, st->errlen, "--moe-router-topk %d / --moe-router-group-topk %d experts per group exceed the %d experts of a group",
+                                a->moe_router_topk, a->moe_router_group_topk, a->num_experts / a->moe_router_num_groups);
+    }
+    const char *balance = a->moe_router_load_balancing_type;
+    if (strchr(balance, ' '))
+        return error_format(st->err, st->errlen, "--moe-router-load-balancing-type %s: one type at a time here (aux_loss, seq_aux_loss or none)", balance);
+    if (strcmp(balance, "aux_loss") && strcmp(balance, "seq_aux_loss") && strcmp(balance, "none")) {
+        if (!strcmp(balance, "sinkhorn") || !strcmp(balance, "global_aux_loss") || !strcmp(balance, "quantile_balancing"))
+            return error_format(st->err, st->errlen, "--moe-router-load-balancing-type %s is not supported here yet; use aux_loss or seq_aux_loss (with --moe-aux-loss-coeff), or none", balance);
+        return error_format(st->err, st->errlen, "--moe-router-load-balancing-type %s: expected aux_loss, seq_aux_loss or none", balance);
+    }
+    if (!strcmp(a->moe_router_dtype, "fp64"))
+        return error_format(st->err, st->errlen, "--moe-router-dtype fp64 is not supported here; the router computes in fp32 (use fp32 or leave it out)");
+    if (!strcmp(a->moe_token_dispatcher_type, "flex"))
+        return error_format(st->err, st->errlen, "--moe-token-dispatcher-type flex (DeepEP) is not supported here; use alltoall or allgather");
+    if (given(st, "moe-token-drop-policy") && a->moe_expert_capacity_factor == 0)
+        return error_format(st->err, st->errlen, "--moe-token-drop-policy needs --moe-expert-capacity-factor (dropless routing drops nothing)");
+    if (a->moe_pad_expert_input_to_capacity && a->moe_expert_capacity_factor == 0)
+        return error_format(st->err, st->errlen, "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
+    if (a->num_experts % a->expert_model_parallel_size != 0)
+        return error_format(st->err, st->errlen, "--num-experts %d is not divisible by --expert-model-parallel-size %d",
+                            a->num_experts, a->expert_model_parallel_size);
+    if (a->data_parallel_size % a->expert_model_parallel_size != 0)
+        return error_format(st->err, st->errlen, "--expert-model-parallel-size %d does not divide the data-parallel size %d (world %d / (tensor %d x pipeline %d)): expert-parallel ranks are data-parallel ranks",
+                            a->expert_model_parallel_size, a->data_parallel_size, a->world_size,
+                            a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
+    if (a->expert_tensor_parallel_size > 0 && a->expert_tensor_parallel_size != a->tensor_model_parallel_size)
+        return error_format(st->err, st->errlen, "--expert-tensor-parallel-size %d: each expert is split over the %d tensor-parallel ranks here (leave it out)",
+                            a->expert_tensor_parallel_size, a->tensor_model_parallel_size);
+    if (a->tensor_model_parallel_size > 1 && !a->sequence_parallel)
+        return error_format(st->err, st->errlen, "a mixture of experts with --tensor-model-parallel-size %d needs --sequence-parallel (as Megatron requires)",
+                            a->tensor_model_parallel_size);
+    if (a->tp_comm_overlap)
+        return error_format(st->err, st->errlen, "--tp-comm-overlap is not supported with --num-experts yet (leave it out)");
+    if (a->moe_ffn_hidden_size % a->tensor_model_parallel_size != 0)
+        return error_format(st->err, st->errlen, "--moe-ffn-hidden-size %d is not divisible by --tensor-model-parallel-size %d",
+                            a->moe_ffn_hidden_size, a->tensor_model_parallel_size);
+    return moe_layer_pattern_parse(a->moe_layer_freq, a->num_layers, a->moe_layer, st->err, st->errlen);
 }
 
 /* check the parallel layout against the model shape; derive data-parallel size and virtual stages */
@@ -559,8 +635,6 @@ static int validate(check_state *st, args *a, int world_size) {
     }
     if (a->context_parallel_size > 1)
         return error_format(st->err, st->errlen, "--context-parallel-size %d is not supported here: context parallelism is not supported yet (use 1, or --sequence-parallel with tensor parallelism)", a->context_parallel_size);
-    if (a->expert_model_parallel_size > 1)
-        return error_format(st->err, st->errlen, "--expert-model-parallel-size %d is not supported here: mixture of experts is not supported yet (use 1)", a->expert_model_parallel_size);
 
     if (a->save_interval > 0 && !a->save[0]) return error_format(st->err, st->errlen, "--save-interval needs --save DIR");
     if (a->exit_signal_handler && !a->save[0]) return error_format(st->err, st->errlen, "--exit-signal-handler needs --save DIR (where to save on the signal)");
@@ -623,6 +697,7 @@ static int validate(check_state *st, args *a, int world_size) {
 
     a->world_size = world_size;
     if (validate_parallel(st, a, world_size)) return -1;
+    if (validate_moe(st, a)) return -1;
     if (validate_recompute(st, a)) return -1;
     int per_step = a->micro_batch_size * a->data_parallel_size;
     if (!given(st, "global-batch-size")) a->global_batch_size = per_step;
@@ -681,6 +756,27 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->swiglu = a->swiglu;
     c->num_query_groups = a->num_query_groups;
     c->disable_bias_linear = a->disable_bias_linear;
+    c->num_experts = a->num_experts;
+    c->moe_ffn_hidden_size = a->moe_ffn_hidden_size;
+    memcpy(c->moe_layer, a->moe_layer, sizeof c->moe_layer);
+    moe_router_spec *r = &c->moe_router;
+    memset(r, 0, sizeof *r);
+    r->num_experts = a->num_experts;
+    r->topk = a->moe_router_topk;
+    r->score_function = !strcmp(a->moe_router_score_function, "sigmoid") ? MOE_SCORE_SIGMOID
+                      : !strcmp(a->moe_router_score_function, "sqrtsoftplus") ? MOE_SCORE_SQRTSOFTPLUS : MOE_SCORE_SOFTMAX;
+    r->pre_softmax = a->moe_router_pre_softmax;
+    r->topk_scaling_factor = a->moe_router_topk_scaling_factor;
+    r->num_groups = a->moe_router_num_groups;
+    r->group_topk = a->moe_router_group_topk;
+    r->capacity_factor = a->moe_expert_capacity_factor;
+    r->drop_by_position = !strcmp(a->moe_token_drop_policy, "position");
+    r->balancing = !strcmp(a->moe_router_load_balancing_type, "aux_loss") ? MOE_BALANCE_AUX_LOSS
+                 : !strcmp(a->moe_router_load_balancing_type, "seq_aux_loss") ? MOE_BALANCE_SEQ_AUX_LOSS : MOE_BALANCE_NONE;
+    r->aux_loss_coeff = a->moe_aux_loss_coeff;
+    r->z_loss_coeff = a->moe_z_loss_coeff;
+    r->seq_length = a->seq_length;
+    c->moe_input_jitter_eps = a->moe_input_jitter_eps;
 }
 
 void args_set_vocab_size(args *a, int vocab_size) {

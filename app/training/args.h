@@ -183,7 +183,28 @@ typedef struct args {
     int no_gemm_tuning; /* cuda: the heuristic's first algorithm, untimed (also under deterministic_mode) */
     char device[8];               /* auto | cpu | cuda (auto: cuda when a GPU is present) */
     int context_parallel_size;    /* 1 only */
-    int expert_model_parallel_size; /* 1 only */
+    int expert_model_parallel_size; /* 1 only (expert parallelism is not built yet) */
+    int expert_tensor_parallel_size; /* tensor-parallel ranks of each expert: the TP size */
+
+    /* mixture of experts (Megatron-Core's MoELayer; app/model/moe_layer.h) */
+    int num_experts;              /* 0: dense model */
+    int moe_ffn_hidden_size;      /* each expert's F (default --ffn-hidden-size) */
+    char moe_layer_freq[256];     /* "N" (every N-th layer from layer 0) or a Python list expression */
+    int moe_router_topk;
+    char moe_router_score_function[16]; /* softmax | sigmoid | sqrtsoftplus */
+    int moe_router_pre_softmax;
+    float moe_router_topk_scaling_factor; /* 0: none */
+    char moe_router_dtype[8];     /* "" | fp32 (the router always computes in fp32 here) */
+    int moe_router_num_groups, moe_router_group_topk; /* group-limited routing; 0: off */
+    char moe_router_load_balancing_type[32]; /* aux_loss | seq_aux_loss | none */
+    float moe_aux_loss_coeff, moe_z_loss_coeff, moe_input_jitter_eps; /* 0: off */
+    float moe_expert_capacity_factor;     /* 0: dropless */
+    char moe_token_drop_policy[16];       /* probs | position */
+    int moe_pad_expert_input_to_capacity;
+    char moe_token_dispatcher_type[16];   /* alltoall | allgather */
+    int moe_grouped_gemm;
+    int moe_per_layer_logging;
+    unsigned char moe_layer[1024]; /* derived from --moe-layer-freq: 1 for MoE layers (GPT_MAX_MOE_LAYERS) */
     float peak_tflops;            /* per-GPU peak for MFU; 0: from the GPU's name (cuda only) */
     char dump_parameters[ARGS_PATH_MAX]; /* write every global parameter here at the end */
 

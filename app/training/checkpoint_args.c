@@ -118,6 +118,14 @@ int checkpoint_args_apply(args *a, const flag_marks *flags, char *err, size_t er
     set_int(&f, flags, &t, "untie_embeddings_and_output_weights", "untie-embeddings-and-output-weights", 1,
             &a->untie_embeddings_and_output_weights);
     set_string(&f, flags, &t, "normalization", "normalization", a->normalization, sizeof a->normalization);
+    /* mixture of experts, as Megatron's load_args_from_checkpoint forces them */
+    int64_t experts;
+    if (checkpoint_get_int(&f, "/args", "num_experts", &experts) == 0 && experts > 0) {
+        set_int(&f, flags, &t, "num_experts", "num-experts", 1, &a->num_experts);
+        set_int(&f, flags, &t, "moe_ffn_hidden_size", "moe-ffn-hidden-size", 1, &a->moe_ffn_hidden_size);
+        set_int(&f, flags, &t, "moe_router_topk", "moe-router-topk", 1, &a->moe_router_topk);
+        set_string(&f, flags, &t, "moe_layer_freq", "moe-layer-freq", a->moe_layer_freq, sizeof a->moe_layer_freq);
+    }
     checkpoint_file_close(&f);
     return 0;
 }

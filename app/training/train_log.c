@@ -68,6 +68,46 @@ void train_log_set_validation(train_log *log, int ppl, int64_t consumed_samples)
     log->consumed_samples = consumed_samples;
 }
 
+/* Megatron's MoE scalars: the means over MoE layers, and per layer with --moe-per-layer-logging */
+static void tensorboard_moe(tensorboard_events *tb, const moe_log_stats *m, int64_t iteration) {
+    if (!m) return;
+    if (m->aux_loss) tensorboard_events_scalar(tb, "load_balancing_loss", m->load_balancing_loss, iteration);
+    if (m->z_loss) tensorboard_events_scalar(tb, "z_loss", m->z_loss_value, iteration);
+    if (!m->per_layer) return;
+    for (int l = 0; l < m->num_layers; l++) {
+        if (!m->moe_layer[l]) continue;
+        char tag[64];
+        if (m->aux_loss) {
+            snprintf(tag, sizeof tag, "moe/load_balancing_loss_layer_%d", l);
+            tensorboard_events_scalar(tb, tag, m->values[l], iteration);
+        }
+        if (m->z_loss) {
+            snprintf(tag, sizeof tag, "moe/z_loss_layer_%d", l);
+            tensorboard_events_scalar(tb, tag, m->values[m->num_layers + l], iteration);
+        }
+    }
+}
+
+/* "load_balancing_loss": x, "z_loss": y, "moe_layers": [{"layer": l, ..., "tokens_per_expert": [...]}], */
+static void write_moe_json(FILE *out, const moe_log_stats *m) {
+    if (!m) return;
+    int L = m->num_layers;
+    if (m->aux_loss) fprintf(out, "\"load_balancing_loss\": %.17g, ", m->load_balancing_loss);
+    if (m->z_loss) fprintf(out, "\"z_loss\": %.17g, ", m->z_loss_value);
+    fprintf(out, "\"moe_layers\": [");
+    int first = 1;
+    for (int l = 0; l < L; l++) {
+        if (!m->moe_layer[l]) continue;
+        fprintf(out, "%s{\"layer\": %d, \"load_balancing_loss\": %.17g, \"z_loss\": %.17g, \"tokens_per_expert\": [",
+                first ? "" : ", ", l, m->values[l], m->values[L + l]);
+        for (int e = 0; e < m->num_experts; e++)
+            fprintf(out, "%s%.0f", e ? ", " : "", m->values[2 * L + l * m->num_experts + e]);
+        fprintf(out, "]}");
+        first = 0;
+    }
+    fprintf(out, "], ");
+}
+
 /* "YYYY-MM-DD HH:MM:SS" of the local time at seconds since the epoch */
 static void timestamp(char *buf, size_t len, time_t seconds) {
     struct tm tm;
@@ -100,6 +140,10 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         snprintf(mfu_json, sizeof mfu_json, "\"mfu\": %.6f, \"hfu\": %.6f, \"peak_tflops\": %.3f, ", mfu, hfu,
                  s->peak_tflops);
     }
+    char moe_field[96] = "";  /* Megatron's track_moe_metrics string: two decimals */
+    if (s->moe && s->moe->aux_loss) snprintf(moe_field, sizeof moe_field, " load_balancing_loss: %.2f |", s->moe->load_balancing_loss);
+    if (s->moe && s->moe->z_loss)
+        snprintf(moe_field + strlen(moe_field), sizeof moe_field - strlen(moe_field), " z_loss: %.2f |", s->moe->z_loss_value);
     char grad_norm_field[160] = "";
     int used = 0;
     if (s->has_grad_norm) used += snprintf(grad_norm_field, sizeof grad_norm_field, " grad norm: %.3f |", s->grad_norm);
@@ -109,14 +153,15 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         snprintf(grad_norm_field + used, sizeof grad_norm_field - (size_t)used, " params norm: %.3f |", s->params_norm);
     printf(" [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
            " | throughput per GPU (TFLOP/s/GPU): %.3f%s | tokens per second: %.1f | learning rate: %.6E"
-           " | global batch size: %5d | lm loss: %.6E | loss scale: %.1f |%s"
+           " | global batch size: %5d | lm loss: %.6E |%s loss scale: %.1f |%s"
            " number of skipped iterations: %3lld | number of nan iterations: %3lld |\n",
            when, (long long)s->iteration, (long long)s->train_iters, (long long)s->consumed_samples,
            s->elapsed_ms_per_iteration, s->tflops_per_gpu, mfu_field, s->tokens_per_second, s->learning_rate,
-           s->global_batch_size, s->lm_loss, s->loss_scale, grad_norm_field, (long long)s->skipped_iterations,
+           s->global_batch_size, s->lm_loss, moe_field, s->loss_scale, grad_norm_field, (long long)s->skipped_iterations,
            (long long)s->nan_iterations);
     fflush(stdout);
     if (s->tensorboard_throughput) tensorboard_events_scalar(&log->tensorboard, "throughput", s->tflops_per_gpu, s->iteration);
+    tensorboard_moe(&log->tensorboard, s->moe, s->iteration);
     if (log->metrics) {
         fprintf(log->metrics,
                 "{\"split\": \"train\", \"iteration\": %lld, \"consumed_samples\": %lld, "
@@ -126,6 +171,7 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
                 (long long)s->iteration, (long long)s->consumed_samples, s->elapsed_ms_per_iteration,
                 s->tokens_per_second, s->tflops_per_gpu, s->tflops_per_gpu, s->hardware_tflops_per_gpu, mfu_json);
         write_papi_json(log->metrics, s->papi);
+        write_moe_json(log->metrics, s->moe);
         if (s->timers) timers_table_write_json(log->metrics, s->timers, s->timer_iterations, s->timers_per_rank);
         fprintf(log->metrics,
                 "\"learning_rate\": %.17g, \"global_batch_size\": %d, "

@@ -18,6 +18,19 @@ typedef struct phase_counts {
     long long counts[PHASE_COUNT * PAPI_PHASES_MAX_EVENTS];   /* [phase][event] */
 } phase_counts;
 
+/* the MoE layers in an iteration's log (Megatron's track_moe_metrics): the load-balancing and z
+ * losses without their coefficients, averaged over micro-batches and data-parallel ranks, as the
+ * mean over the MoE layers and per layer, and the tokens each expert computed on in the global
+ * batch */
+typedef struct moe_log_stats {
+    int num_layers, num_experts;
+    int aux_loss, z_loss;           /* which losses are on */
+    int per_layer;                  /* --moe-per-layer-logging: TensorBoard per layer too */
+    double load_balancing_loss, z_loss_value; /* means over the MoE layers */
+    const unsigned char *moe_layer; /* [num_layers] */
+    const double *values;           /* [L] aux, [L] z, [L x E] tokens per expert */
+} moe_log_stats;
+
 typedef struct iteration_stats {
     int64_t iteration, train_iters;
     int64_t consumed_samples;
@@ -44,6 +57,7 @@ typedef struct iteration_stats {
     const timers_table *timers;        /* --timing-log-level timers of the interval; NULL: none */
     double timer_iterations;           /* what they are averaged over */
     int timers_per_rank;               /* --timing-log-option all: every rank's time too */
+    const moe_log_stats *moe;          /* NULL for dense models */
 } iteration_stats;
 
 /* one iteration's TensorBoard scalars (Megatron's training_log at every iteration that

@@ -22,6 +22,7 @@
 #include "app/training/param_dump.h"
 #include "app/training/pipeline_schedule.h"
 #include "app/training/train_timers.h"
+#include "app/model/moe_layer.h"
 #include "perf/metrics/flops.h"
 #include "perf/metrics/papi_phases.h"
 
@@ -54,6 +55,10 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.seed = a->seed;
     c.tp_size = topo->tp_size;
     c.tp_rank = topo->tp_rank;
+    c.ep_size = topo->ep_size;
+    c.ep_rank = topo->ep_rank;
+    c.expert_dp_rank = topo->expert_dp_rank;
+    c.ep_group = topo->ep;
     c.sequence_parallel = a->sequence_parallel;
     c.tp_comm_overlap = a->tp_comm_overlap;
     c.tp_comm_overlap_disable_ag = a->disable_tp_comm_overlap_ag;
@@ -96,12 +101,17 @@ static void open_datasets(trainer *t, const args *a) {
                    (long long)gpt_dataset_num_samples(t->data, SPLIT_TRAIN), (long long)needed[SPLIT_TRAIN]);
 }
 
-/* the topology's process groups, for attaching and detaching the communication backend */
+/* the topology's process groups (at most 9), for attaching and detaching the communication backend */
 static int topology_groups(topology *topo, comm_group **groups) {
     int count = 0;
     comm_group *all[] = {&topo->world, &topo->tp, &topo->pp, &topo->dp, &topo->model_parallel, &topo->embedding};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->mpi != MPI_COMM_NULL) groups[count++] = all[i];
+    if (topo->ep_size > 1) {  /* the expert groups of a mixture of experts over expert-parallel ranks */
+        groups[count++] = &topo->ep_own;
+        groups[count++] = &topo->expert_dp_own;
+        groups[count++] = &topo->expert_model_parallel_own;
+    }
     return count;
 }
 
@@ -236,13 +246,13 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     comm_timeout_init(60.0 * a->distributed_timeout_minutes, a->heartbeat_interval);
     t->comm = select_comm(ops);
     parallel_layout layout = {a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
-                              a->data_parallel_size, ""};
+                              a->data_parallel_size, "", a->expert_model_parallel_size, 0};
     snprintf(layout.order, sizeof layout.order, "%s", a->parallel_order);
     topology_create(&t->topo, &layout);
     topology_print(&t->topo, a->device);
     memory_estimate_check(a, &t->topo, ops);
     if (a->papi_events[0]) papi_setup(t, a);
-    comm_group *groups[8];
+    comm_group *groups[12];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
     t->startup.initialized = since_start(t);
@@ -253,6 +263,10 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     double data_seconds = MPI_Wtime() - data_start, model_start = MPI_Wtime();
     gpt_config config = config_from_args(a, &t->topo);
     gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
+    if (a->num_experts > 0) {
+        t->moe_last = calloc(moe_log_length(&t->model.config), sizeof(double));
+        CHECK(t->moe_last, "out of host memory for the MoE log");
+    }
     data_parallel_options ddp = {a->use_distributed_optimizer, a->overlap_grad_reduce, a->overlap_param_gather};
     data_parallel_create(&t->dp, &t->model, t->comm, &t->topo, &ddp);
     /* without the distributed optimizer data-parallel replicas hold identical gradients, so
@@ -260,6 +274,10 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     const comm_group *norm_group = a->use_distributed_optimizer ? &t->topo.world : &t->topo.model_parallel;
     optimizer_create(&t->opt, &t->model, &t->dp, norm_group, t->comm, a->adam_beta1, a->adam_beta2,
                      a->adam_eps, a->weight_decay, a->clip_grad);
+    /* expert parallelism without the distributed optimizer: the experts' squares add over the
+     * expert-model-parallel ranks (one copy of every expert), an overflow is agreed by all */
+    if (t->topo.ep_size > 1 && !a->use_distributed_optimizer)
+        optimizer_set_expert_groups(&t->opt, t->topo.expert_model_parallel, &t->topo.world);
     /* Megatron's get_megatron_optimizer: a constant scaler for --loss-scale with fp16, bf16 or the
      * distributed optimizer; a dynamic one for --fp16 without it */
     if (a->loss_scale > 0 && (a->fp16 || a->bf16 || a->use_distributed_optimizer))
@@ -300,12 +318,14 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     if (t->topo.world_rank == 0 && a->tensorboard_dir[0]) train_log_open_tensorboard(&t->log, a->tensorboard_dir);
     if (t->topo.world_rank == 0) train_log_set_validation(&t->log, a->log_validation_ppl_to_tensorboard, t->consumed_samples);
 
-    /* the model's parameters, counted once: one data-parallel replica, replicated tensors on
-     * tensor-parallel rank 0, the tied-embedding copy not at all */
+    /* the model's parameters, counted once: one data-parallel replica (of each expert, one
+     * expert-data-parallel replica), replicated tensors on tensor-parallel rank 0, the
+     * tied-embedding copy not at all */
     double parameters = 0;
-    for (int i = 0; t->topo.dp_rank == 0 && i < t->model.num_params; i++) {
+    for (int i = 0; i < t->model.num_params; i++) {
         const param_tensor *p = &t->model.params[i];
-        if (param_is_primary_copy(p, t->topo.tp_rank)) parameters += (double)p->numel;
+        if (param_is_primary_copy(p, t->topo.tp_rank) && param_replica_rank(p, &t->model.config, t->topo.dp_rank) == 0)
+            parameters += (double)p->numel;
     }
     t->comm->allreduce_double_host(&parameters, 1, COMM_SUM, &t->topo.world);
     double bytes = optimizer_bytes_per_parameter(&t->opt, &t->model);
@@ -338,10 +358,11 @@ void trainer_teardown(trainer *t) {
     optimizer_free(&t->opt, &t->model);
     data_parallel_free(&t->dp);
     gpt_model_free(&t->model);
-    comm_group *groups[8];
+    comm_group *groups[12];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->detach(groups[i]);
     topology_free(&t->topo);
+    free(t->moe_last);
     free(t->host_tokens);
     free(t->host_targets);
     free(t->sample_buffer);
@@ -382,6 +403,42 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
     rng->iteration = t->rng_iteration;
     rng->first_sample = first;
     rng->training = t->training;
+}
+
+/* the MoE layers' log of the last iteration over every rank: summed over the world (pipeline
+ * stages hold different layers, data-parallel ranks different tokens, tensor-parallel ranks the
+ * same values), then the losses averaged over micro-batches and data-parallel ranks (Megatron's
+ * track_moe_metrics) and the token counts taken once per tensor-parallel group */
+static void moe_log_collect(trainer *t, moe_log_stats *out) {
+    const args *a = t->args;
+    const gpt_config *c = &t->model.config;
+    int L = a->num_layers, E = a->num_experts;
+    size_t n = moe_log_length(c);
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, t->moe_last, (int)n, MPI_DOUBLE, MPI_SUM, t->topo.world.mpi, &request));
+    comm_timed_wait(&request, "all-reduce (MoE log)", t->topo.world.name, t->topo.world.mpi);
+    double ranks_per_layer = (double)a->tensor_model_parallel_size * a->data_parallel_size;
+    double loss_scale = 1.0 / (ranks_per_layer * (t->moe_last_micro_batches > 0 ? t->moe_last_micro_batches : 1));
+    int moe_layers = 0;
+    memset(out, 0, sizeof *out);
+    for (int l = 0; l < L; l++) {
+        t->moe_last[l] *= loss_scale;
+        t->moe_last[L + l] *= loss_scale;
+        for (int e = 0; e < E; e++) t->moe_last[2 * L + l * E + e] /= a->tensor_model_parallel_size;
+        if (!c->moe_layer[l]) continue;
+        moe_layers++;
+        out->load_balancing_loss += t->moe_last[l];
+        out->z_loss_value += t->moe_last[L + l];
+    }
+    out->load_balancing_loss /= moe_layers;
+    out->z_loss_value /= moe_layers;
+    out->num_layers = L;
+    out->num_experts = E;
+    out->aux_loss = a->moe_aux_loss_coeff > 0 && strcmp(a->moe_router_load_balancing_type, "none") != 0;
+    out->z_loss = a->moe_z_loss_coeff > 0;
+    out->per_layer = a->moe_per_layer_logging;
+    out->moe_layer = c->moe_layer;
+    out->values = t->moe_last;
 }
 
 /* forward (and backward when training) over one global batch; returns the mean per-token loss
@@ -460,6 +517,8 @@ static recompute_spec recompute_spec_of(const args *a) {
 /* the model's FLOPs per iteration (perf/metrics/flops.h): dense, causal attention; hardware
  * FLOPs add the forward work that activation recomputation repeats */
 static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_size) {
+    int moe_layers = 0;  /* MoE layers count only the experts a token visits (Megatron's formula) */
+    for (int l = 0; a->num_experts > 0 && l < a->num_layers; l++) moe_layers += a->moe_layer[l];
     model_shape shape = {
         .num_layers = a->num_layers,
         .hidden_size = a->hidden_size,
@@ -468,6 +527,10 @@ static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_si
         .swiglu = a->swiglu,
         .kv_channels = a->kv_channels,
         .ffn_hidden_size = a->ffn_hidden_size,
+        .num_experts = a->num_experts,
+        .moe_layers = moe_layers,
+        .moe_router_topk = a->moe_router_topk,
+        .moe_ffn_hidden_size = a->moe_ffn_hidden_size,
         .padded_vocab_size = a->padded_vocab_size,
         .seq_length = a->seq_length,
         .causal = 1,
@@ -589,6 +652,10 @@ double trainer_train(trainer *t) {
                                        (int)num_micro_batches);
         papi_phases_enter(PHASE_GRAD_REDUCE);
         data_parallel_finish_grad_sync(&t->dp);
+        if (t->moe_last) {
+            moe_log_take(model, t->moe_last);
+            t->moe_last_micro_batches = (int)num_micro_batches;
+        }
         fault_inject_grad_overflow(t, model, t->iteration + 1);
         timers_stop("forward-backward");
         nan_check_loss(t, t->iteration + 1, loss, t->local_loss_sum);
@@ -676,6 +743,8 @@ double trainer_train(trainer *t) {
             comm_timed_wait(&request, "all-reduce (peak memory)", t->topo.world.name, t->topo.world.mpi);
             timers_table timers;
             train_timers_collect(&timers, a);
+            moe_log_stats moe;
+            if (t->moe_last) moe_log_collect(t, &moe);
             iteration_stats s = {
                 .iteration = t->iteration,
                 .train_iters = a->train_iters,
@@ -703,6 +772,7 @@ double trainer_train(trainer *t) {
                 .timers = &timers,
                 .timer_iterations = (double)interval_iterations,
                 .timers_per_rank = !strcmp(a->timing_log_option, "all"),
+                .moe = t->moe_last ? &moe : NULL,
             };
             if (is_logger) train_log_iteration(&t->log, &s);
             if (is_logger) train_timers_log(&t->log, &timers, a, t->iteration, (double)interval_iterations, seconds);

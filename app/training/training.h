@@ -49,6 +49,8 @@ typedef struct trainer {
     gpt_datasets *data;              /* --data-path corpora; NULL with --mock-data */
     char *data_words;                /* --data-path split into words (data's paths point here) */
     phase_counts papi_totals;        /* --papi-events over the whole run (sums on rank 0) */
+    double *moe_last;                /* MoE models: the last iteration's layer log (moe_log_take) */
+    int moe_last_micro_batches;      /* ... over this many micro-batches */
 } trainer;
 
 /* build groups, model, optimizer from the parsed arguments, then load --load (collective) */

@@ -92,6 +92,20 @@ static void rope_backward(void *dqkv, int B, int T, int H, int G, int D, rope_sp
     cpu_rope_backward(dqkv, B, T, H, G, D, rope);
 }
 static void swiglu_forward(void *out, const void *x, int N, int F) { cpu_swiglu_forward(out, x, N, F); }
+static void gather_rows(void *out, const void *x, const int *rows, int M, int C) { cpu_gather_rows(out, x, rows, M, C); }
+static void moe_combine(void *out, const void *y, const int *slot_row, const float *weight, int N, int k, int C) {
+    cpu_moe_combine(out, y, slot_row, weight, N, k, C);
+}
+static void moe_combine_backward(void *dy, float *dweight, const void *dout, const void *y, const int *slot_row,
+                                 const float *weight, int N, int k, int C) {
+    cpu_moe_combine_backward(dy, dweight, dout, y, slot_row, weight, N, k, C);
+}
+static void moe_uncombine(void *dx, const void *dxp, const int *slot_row, int N, int k, int C) {
+    cpu_moe_uncombine(dx, dxp, slot_row, N, k, C);
+}
+static void uniform_jitter(void *out, const void *x, size_t n, float eps, dropout_rng rng) {
+    cpu_uniform_jitter(out, x, n, eps, rng);
+}
 static void swiglu_backward(void *dx, const void *x, const void *dout, int N, int F) {
     cpu_swiglu_backward(dx, x, dout, N, F);
 }
@@ -229,6 +243,13 @@ static const kernel_ops cpu_ops = {
 
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,
+    .moe_route_forward = cpu_moe_route_forward,
+    .moe_route_backward = cpu_moe_route_backward,
+    .gather_rows = gather_rows,
+    .moe_combine = moe_combine,
+    .moe_combine_backward = moe_combine_backward,
+    .moe_uncombine = moe_uncombine,
+    .uniform_jitter = uniform_jitter,
     .swiglu_forward = swiglu_forward,
     .swiglu_backward = swiglu_backward,
     .dropout_forward = dropout_forward,

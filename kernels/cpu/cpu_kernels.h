@@ -58,6 +58,18 @@ void cpu_rmsnorm_backward_from_output(float *dx, float *dweight, const float *do
 void cpu_rope_forward(float *qkv, int B, int T, int H, int G, int D, rope_spec rope);
 void cpu_rope_backward(float *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
 
+/* cpu_moe.c */
+void cpu_moe_route_forward(int *expert, float *weight, float *stats, const float *logits, int N,
+                           moe_router_spec spec, int with_losses);
+void cpu_moe_route_backward(float *dlogits, const float *dweight, const float *logits, const int *expert, int N,
+                            moe_router_spec spec, float loss_scale);
+void cpu_gather_rows(float *out, const float *x, const int *rows, int M, int C);
+void cpu_moe_combine(float *out, const float *y, const int *slot_row, const float *weight, int N, int k, int C);
+void cpu_moe_combine_backward(float *dy, float *dweight, const float *dout, const float *y, const int *slot_row,
+                              const float *weight, int N, int k, int C);
+void cpu_moe_uncombine(float *dx, const float *dxp, const int *slot_row, int N, int k, int C);
+void cpu_uniform_jitter(float *out, const float *x, size_t n, float eps, dropout_rng rng);
+
 /* cpu_swiglu.c */
 void cpu_swiglu_forward(float *out, const float *x, int N, int F);
 void cpu_swiglu_backward(float *dx, const float *x, const float *dout, int N, int F);

@@ -35,6 +35,7 @@ static layer_forward per_token_forward(const model_shape *m) {
 
 static int moe_layer_count(const model_shape *m) {
     if (m->num_experts <= 0) return 0;
+    if (m->moe_layers > 0) return m->moe_layers;
     int freq = m->moe_layer_freq > 0 ? m->moe_layer_freq : 1;
     return (m->num_layers + freq - 1) / freq;   /* layers 0, freq, 2 freq, ... */
 }

@@ -19,6 +19,7 @@ typedef struct model_shape {
     /* mixture of experts; num_experts 0: every MLP is dense */
     int num_experts;
     int moe_layer_freq;          /* layer i is MoE when i % freq == 0 (Megatron's integer form) */
+    int moe_layers;              /* > 0: how many layers are MoE (a --moe-layer-freq pattern); overrides freq */
     int moe_router_topk;         /* experts each token is routed to */
     int moe_ffn_hidden_size;     /* per expert */
     int moe_shared_expert_intermediate_size;  /* 0: no shared experts */

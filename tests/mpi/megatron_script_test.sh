@@ -175,7 +175,7 @@ for case in "--ckpt-format torch|--ckpt-format torch is not supported here: chec
     "--ckpt-format zarr|--ckpt-format must be one of torch|torch_dist|torch_dcp|fsdp_dtensor, got 'zarr'" \
     "--timing-log-level 3|--timing-log-level must be in [0, 2], got 3" \
     "--context-parallel-size 2|--context-parallel-size 2 is not supported here: context parallelism is not supported yet" \
-    "--expert-model-parallel-size 2|--expert-model-parallel-size 2 is not supported here: mixture of experts"; do
+    "--expert-model-parallel-size 2|--expert-model-parallel-size 2 needs --num-experts (a mixture-of-experts model)"; do
     run_app 1 --args-file "$TINY_ARGS" ${case%%|*}
     [ $? -eq 2 ] && grep -qF -- "${case#*|}" "$WORK/err"
     ok $? "${case%%|*} is refused: $(grep -m1 error: "$WORK/err" | cut -c1-110)"

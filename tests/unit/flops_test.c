@@ -104,6 +104,11 @@ static void moe_top2(void) {
     m.moe_shared_expert_intermediate_size = 5632;
     f = flops_per_iteration(&m, 1, NULL);
     tap_ok(f.model == 284421324275712.0, "MoE every other layer + shared expert: %.0f = 284421324275712", f.model);
+    /* a --moe-layer-freq pattern with 16 MoE layers anywhere counts as every other layer */
+    m.moe_layer_freq = 0;
+    m.moe_layers = 16;
+    f = flops_per_iteration(&m, 1, NULL);
+    tap_ok(f.model == 284421324275712.0, "MoE pattern of 16 MoE layers of 32: the same %.0f", f.model);
 }
 
 static void peaks(void) {

@@ -3,10 +3,13 @@
  *    of elements of every parameter tensor (catches wiring mistakes between kernels), with the
  *    loss in one pass and in chunks of rows (--cross-entropy-chunk-rows).
  * 2. Initialization is layout-independent: element i of a tensor depends only on seed, name, i.
- * 3. A tiny GPT overfits one fixed batch: the loss falls below a bound with AdamW. */
+ * 3. A tiny GPT overfits one fixed batch: the loss falls below a bound with AdamW.
+ * 4. Mixture-of-experts layers (moe_layer.h): gradients against finite differences of the loss
+ *    plus the load-balancing and z losses, for each router variant. */
 #include "app/core/error.h"
 #include "app/parallel/comm.h"
 #include "app/model/gpt_model.h"
+#include "app/model/moe_layer.h"
 #include "app/optim/optimizer.h"
 #include "kernels/kernels.h"
 #include "kernels/philox.h"
@@ -108,6 +111,98 @@ static void check_gradients(int untie, float dropout, int loss_chunk_rows) {
     gpt_model_free(&m);
 }
 
+/* the objective an MoE model's backward differentiates: the mean loss plus each MoE layer's
+ * load-balancing and z losses times their coefficients (the router's statistics of the last
+ * forward) */
+static double moe_objective(gpt_model *m, const int *tokens, const int *targets, micro_batch_rng rng, int N) {
+    double loss = forward_only(m, tokens, targets, rng) / N;
+    const gpt_config *c = &m->config;
+    for (int l = 0; l < c->num_layers; l++) {
+        if (!gpt_layer_is_moe(c, l)) continue;
+        const float *stats = m->chunks[0].slots[0].layers[l].moe->stats;
+        loss += c->moe_router.aux_loss_coeff * stats[0] + c->moe_router.z_loss_coeff * stats[1];
+    }
+    return loss;
+}
+
+typedef struct moe_variant {
+    const char *name;
+    int score_function, pre_softmax, swiglu, num_groups, group_topk, balancing, every_other;
+    float scaling, capacity, aux, z, jitter;
+} moe_variant;
+
+/* finite differences of the MoE objective for a sample of elements of every tensor. A step can
+ * move a token across the router's top-k boundary; an element whose two step sizes disagree is
+ * such a point and is skipped (counted) */
+static void check_moe_gradients(moe_variant v) {
+    gpt_config c = tiny_config(1);
+    c.disable_bias_linear = 1;
+    c.swiglu = v.swiglu;
+    c.num_experts = 4;
+    c.moe_ffn_hidden_size = 6;
+    for (int l = 0; l < c.num_layers; l++) c.moe_layer[l] = !v.every_other || l % 2 == 1;
+    moe_router_spec *r = &c.moe_router;
+    r->num_experts = 4;
+    r->topk = 2;
+    r->score_function = v.score_function;
+    r->pre_softmax = v.pre_softmax;
+    r->topk_scaling_factor = v.scaling;
+    r->num_groups = v.num_groups;
+    r->group_topk = v.group_topk;
+    r->capacity_factor = v.capacity;
+    r->balancing = v.balancing;
+    r->aux_loss_coeff = v.aux;
+    r->z_loss_coeff = v.z;
+    r->seq_length = c.seq_length;
+    c.moe_input_jitter_eps = v.jitter;
+    gpt_model m;
+    create(&m, &c);
+    int N = c.micro_batch_size * c.seq_length;
+    int tokens[64], targets[64];
+    fixed_batch(tokens, targets, N, c.padded_vocab_size);
+    micro_batch_rng rng = {1, 0, 1};
+    m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
+    forward(&m, tokens, targets, rng, 1.0f / (float)N);
+    gpt_chunk_backward(&m, 0, 0, rng);
+    int bad_tensors = 0, checked = 0, skipped = 0, router_seen = 0;
+    double worst = 0.0;
+    float *params = m.param_buffer;
+    for (int p = 0; p < m.num_params; p++) {
+        const param_tensor *t = &m.params[p];
+        if (strstr(t->name, "router")) router_seen = 1;
+        double max_err = 0.0, max_grad = 0.0;
+        for (size_t k = 0; k < 8 && k < t->numel; k++) {
+            size_t e = t->offset + (k * 7919u) % t->numel;
+            float saved = params[e];
+            double numeric[2];
+            for (int i = 0; i < 2; i++) {
+                const float h = i == 0 ? 1e-2f : 5e-3f;
+                params[e] = saved + h;
+                double plus = moe_objective(&m, tokens, targets, rng, N);
+                params[e] = saved - h;
+                double minus = moe_objective(&m, tokens, targets, rng, N);
+                numeric[i] = (plus - minus) / (2.0 * h);
+            }
+            params[e] = saved;
+            if (fabs(numeric[0] - numeric[1]) > 0.05 * fabs(numeric[1]) + 1e-3) { skipped++; continue; }
+            double err = fabs(numeric[1] - m.grad_buffer[e]);
+            if (err > max_err) max_err = err;
+            if (fabs(numeric[1]) > max_grad) max_grad = fabs(numeric[1]);
+            checked++;
+        }
+        double rel = max_err / (max_grad > 1e-3 ? max_grad : 1e-3);
+        if (rel > worst) worst = rel;
+        if (rel > 2e-2) {
+            bad_tensors++;
+            tap_diag("%s: finite-difference mismatch, relative %.3g", t->name, rel);
+        }
+    }
+    tap_ok(bad_tensors == 0 && router_seen && skipped * 4 < checked,
+           "MoE gradients match finite differences (%s): %d elements of %d tensors (%d skipped at routing boundaries), worst relative error %.2g",
+           v.name, checked, m.num_params, skipped, worst);
+    gpt_model_free(&m);
+}
+
 static void check_layout_independent_init(void) {
     gpt_config c = tiny_config(0);
     gpt_model m;
@@ -176,6 +271,12 @@ int main(int argc, char **argv) {
     check_gradients(0, 0.2f, 0);
     check_gradients(0, 0.0f, 3); /* the chunked loss: output layer, cross entropy and their backward 3 rows at a time */
     check_gradients(1, 0.2f, 3);
+    /*                 name                                             score                 pre swi grp gtk balance                   every  scale cap  aux   z     jitter */
+    check_moe_gradients((moe_variant){"softmax top-2, aux loss, z loss", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0.01f, 0});
+    check_moe_gradients((moe_variant){"pre-softmax, SwiGLU experts, seq aux loss", MOE_SCORE_SOFTMAX, 1, 1, 0, 0, MOE_BALANCE_SEQ_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0});
+    check_moe_gradients((moe_variant){"sigmoid, scaling 2.5, group-limited to 1 of 2 groups, aux loss", MOE_SCORE_SIGMOID, 0, 0, 2, 1, MOE_BALANCE_AUX_LOSS, 0, 2.5f, 0, 0.1f, 0, 0});
+    check_moe_gradients((moe_variant){"sqrt-softplus, jitter 0.1", MOE_SCORE_SQRTSOFTPLUS, 0, 0, 0, 0, MOE_BALANCE_NONE, 0, 0, 0, 0, 0.01f, 0.1f});
+    check_moe_gradients((moe_variant){"capacity factor 0.5 (tokens dropped), every other layer MoE", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 1, 0, 0.5f, 0.1f, 0, 0});
     check_layout_independent_init();
     check_overfit();
     comm_group_free(&self_group);

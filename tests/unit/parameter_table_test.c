@@ -133,10 +133,10 @@ static void check_global_list(int untie) {
 static void check_part_counts(void) {
     const parameter_table *t = gpt_parameter_table();
     gpt_config tied = small_config(0), untied = small_config(1);
-    int embedding_count = parameter_table_part_count(t, PART_EMBEDDING, &tied);
-    int layer_count = parameter_table_part_count(t, PART_LAYER, &tied);
-    int final_tied = parameter_table_part_count(t, PART_FINAL, &tied);
-    int final_untied = parameter_table_part_count(t, PART_FINAL, &untied);
+    int embedding_count = parameter_table_part_count(t, PART_EMBEDDING, &tied, -1);
+    int layer_count = parameter_table_part_count(t, PART_LAYER, &tied, 0);
+    int final_tied = parameter_table_part_count(t, PART_FINAL, &tied, -1);
+    int final_untied = parameter_table_part_count(t, PART_FINAL, &untied, -1);
     tap_ok(embedding_count == COUNT(embedding) && layer_count == COUNT(layer) && final_tied == 2 &&
            final_untied == 3, "tensors per part: embedding %d, layer %d, final %d tied / %d untied",
            embedding_count, layer_count, final_tied, final_untied);

@@ -177,18 +177,25 @@ static void check_order(const char *ours, const char *megatron, int *cases_total
 }
 
 /* one set of groups for a layout, written out by hand */
-static void check_example(int tp, int pp, int dp, const char *order, int dimension_mask, const char *expected,
-                          const char *source) {
-    parallel_layout layout = {tp, pp, dp, ""};
+static void check_example_ep(int tp, int pp, int dp, int ep, const char *order, int dimension_mask,
+                             const char *expected, const char *source) {
+    parallel_layout dense = {tp, pp, dp, "", ep, 0};
+    snprintf(dense.order, sizeof dense.order, "%s", order);
+    parallel_layout layout = ep > 1 ? parallel_layout_experts(&dense) : dense;
     snprintf(layout.order, sizeof layout.order, "%s", order);
     int ranks[MAX_WORLD];
     char text[512], token[32];
     int group_size = parallel_layout_groups(&layout, dimension_mask, ranks);
     describe_groups(ranks, tp * pp * dp, group_size, text, sizeof text);
     token_of(dimension_mask, token, sizeof token);
-    if (!tap_ok(strcmp(text, expected) == 0, "%s: %d ranks, tp %d pp %d dp %d, order %s, %s groups %s", source,
-                tp * pp * dp, tp, pp, dp, order, token, expected))
+    if (!tap_ok(strcmp(text, expected) == 0, "%s: %d ranks, tp %d pp %d dp %d%s, order %s, %s groups %s", source,
+                tp * pp * dp, tp, pp, dp, ep > 1 ? " (expert layout, ep split off dp)" : "", order, token, expected))
         tap_diag("got %s", text);
+}
+
+static void check_example(int tp, int pp, int dp, const char *order, int dimension_mask, const char *expected,
+                          const char *source) {
+    check_example_ep(tp, pp, dp, 1, order, dimension_mask, expected, source);
 }
 
 int main(void) {
@@ -221,5 +228,15 @@ int main(void) {
     /* pipeline before tensor in the order: the model-parallel group's ranks follow the order too
      * (pp fastest here), not tp first: rank 1 (pp 1, tp 0) is second, rank 4 (pp 0, tp 1) third */
     check_example(2, 2, 2, "pp-dp-tp-cp-ep", DIM_BIT(DIM_TP) | DIM_BIT(DIM_PP), "[0,1,4,5][2,3,6,7]", "by hand");
+    /* the expert layout (Megatron's expert RankGenerator, tp-ep-dp-pp): 8 ranks, tp 2, data
+     * parallel 4 split into ep 2 (faster) x expert-dp 2; rank = tp + 2 ep + 4 edp */
+    const char *experts = "expert rank generator, by hand";
+    check_example_ep(2, 1, 4, 2, "tp-cp-ep-dp-pp", DIM_BIT(DIM_EP), "[0,2][1,3][4,6][5,7]", experts);
+    check_example_ep(2, 1, 4, 2, "tp-cp-ep-dp-pp", DIM_BIT(DIM_DP), "[0,4][1,5][2,6][3,7]", experts);
+    check_example_ep(2, 1, 4, 2, "tp-cp-ep-dp-pp", DIM_BIT(DIM_TP) | DIM_BIT(DIM_EP) | DIM_BIT(DIM_PP),
+                     "[0,1,2,3][4,5,6,7]", experts);
+    /* with pipeline stages: 16 ranks, tp 1, dp 4 = ep 4 x edp 1, pp 4: each stage's dp group
+     * is its ep group, and the expert-data-parallel groups are single ranks */
+    check_example_ep(1, 4, 4, 4, "tp-cp-ep-dp-pp", DIM_BIT(DIM_EP), "[0,1,2,3][4,5,6,7][8,9,10,11][12,13,14,15]", experts);
     return tap_done();
 }

@@ -1,0 +1,466 @@
+/* moe_layer.c: the mixture-of-experts MLP (see moe_layer.h): router, token permutation, one
+ * GEMM pair per expert, weighted combination, and their backward, through kernel_ops; plus the
+ * parser of Megatron's --moe-layer-freq. */
+#include "app/model/moe_layer.h"
+
+#include "app/core/error.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ --moe-layer-freq */
+
+/* a tiny evaluator of Python list expressions over 0/1: sum := term ('+' term)*;
+ * term := atom ('*' integer)*; atom := '[' int (',' int)* ']' | '(' sum ')' */
+typedef struct pattern_parser {
+    const char *text, *at;
+    unsigned char *out;    /* GPT_MAX_MOE_LAYERS */
+    int length;
+    char *err;
+    size_t errlen;
+} pattern_parser;
+
+static void skip_space(pattern_parser *p) { while (isspace((unsigned char)*p->at)) p->at++; }
+
+static int pattern_error(pattern_parser *p, const char *what) {
+    snprintf(p->err, p->errlen, "--moe-layer-freq \"%s\": %s at offset %d", p->text, what, (int)(p->at - p->text));
+    return -1;
+}
+
+static int parse_sum(pattern_parser *p);
+
+static int parse_atom(pattern_parser *p) {
+    skip_space(p);
+    if (*p->at == '(') {
+        p->at++;
+        if (parse_sum(p)) return -1;
+        skip_space(p);
+        if (*p->at != ')') return pattern_error(p, "expected ')'");
+        p->at++;
+        return 0;
+    }
+    if (*p->at != '[') return pattern_error(p, "expected '[' or '('");
+    p->at++;
+    for (;;) {
+        skip_space(p);
+        if (*p->at != '0' && *p->at != '1') return pattern_error(p, "expected 0 or 1 (dense or MoE layer)");
+        if (p->length >= GPT_MAX_MOE_LAYERS) return pattern_error(p, "pattern too long");
+        p->out[p->length++] = (unsigned char)(*p->at++ - '0');
+        skip_space(p);
+        if (*p->at == ',') { p->at++; continue; }
+        if (*p->at == ']') { p->at++; return 0; }
+        return pattern_error(p, "expected ',' or ']'");
+    }
+}
+
+static int parse_term(pattern_parser *p) {
+    int start = p->length;
+    if (parse_atom(p)) return -1;
+    for (;;) {
+        skip_space(p);
+        if (*p->at != '*') return 0;
+        p->at++;
+        skip_space(p);
+        char *end;
+        long times = strtol(p->at, &end, 10);
+        if (end == p->at || times < 0) return pattern_error(p, "expected a repetition count after '*'");
+        p->at = end;
+        int piece = p->length - start;
+        if (times == 0) { p->length = start; continue; }
+        if ((long)start + piece * times > GPT_MAX_MOE_LAYERS) return pattern_error(p, "pattern too long");
+        for (long k = 1; k < times; k++) memcpy(p->out + start + k * piece, p->out + start, (size_t)piece);
+        p->length = start + (int)(piece * times);
+    }
+}
+
+static int parse_sum(pattern_parser *p) {
+    if (parse_term(p)) return -1;
+    for (;;) {
+        skip_space(p);
+        if (*p->at != '+') return 0;
+        p->at++;
+        if (parse_term(p)) return -1;
+    }
+}
+
+int moe_layer_pattern_parse(const char *text, int num_layers, unsigned char *moe_layer, char *err, size_t errlen) {
+    memset(moe_layer, 0, GPT_MAX_MOE_LAYERS);
+    if (num_layers > GPT_MAX_MOE_LAYERS) {
+        snprintf(err, errlen, "--num-layers %d: a mixture-of-experts model has at most %d layers here", num_layers,
+                 GPT_MAX_MOE_LAYERS);
+        return -1;
+    }
+    char *end;
+    long every = strtol(text, &end, 10);
+    while (isspace((unsigned char)*end)) end++;
+    if (end != text && !*end) {
+        if (every < 1) {
+            snprintf(err, errlen, "--moe-layer-freq %s: an integer must be at least 1", text);
+            return -1;
+        }
+        for (int l = 0; l < num_layers; l++) moe_layer[l] = l % every == 0;
+        return 0;
+    }
+    pattern_parser p = {text, text, moe_layer, 0, err, errlen};
+    if (parse_sum(&p)) return -1;
+    skip_space(&p);
+    if (*p.at) return pattern_error(&p, "unexpected text");
+    if (p.length != num_layers) {
+        snprintf(err, errlen, "--moe-layer-freq \"%s\" gives %d layers, but --num-layers is %d", text, p.length,
+                 num_layers);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ buffers */
+
+typedef struct moe_shapes {
+    int N, C, E, k, M;  /* M = N k: the most permuted rows of this rank's tokens */
+    int ep, El, R;      /* expert-parallel ranks, experts per rank, R = ep M: the most rows one
+                         * rank's experts can receive */
+    int Fl, FC1l;       /* an expert's local fc2 inputs and fc1 outputs */
+} moe_shapes;
+
+static moe_shapes shapes_of(const gpt_model *m) {
+    const gpt_config *c = &m->config;
+    moe_shapes s;
+    s.N = c->micro_batch_size * c->seq_length;
+    s.C = c->hidden_size;
+    s.E = c->num_experts;
+    s.k = c->moe_router.topk;
+    s.M = s.N * s.k;
+    s.ep = c->ep_size > 1 ? c->ep_size : 1;
+    s.El = s.E / s.ep;
+    s.R = s.ep * s.M;
+    s.Fl = c->moe_ffn_hidden_size / c->tp_size;
+    s.FC1l = (c->swiglu ? 2 : 1) * s.Fl;
+    return s;
+}
+
+static void *acts(const gpt_model *m, size_t n) { return m->ops->alloc(m->ops->act_bytes * n); }
+static void *host_alloc(size_t bytes) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    CHECK(p, "out of host memory for the mixture-of-experts buffers");
+    return p;
+}
+
+void moe_scratch_allocate(gpt_model *m) {
+    moe_shapes s = shapes_of(m);
+    const kernel_ops *ops = m->ops;
+    moe_scratch *x = host_alloc(sizeof *x);
+    size_t M = (size_t)s.M, R = (size_t)s.R, N = (size_t)s.N, C = (size_t)s.C;
+    x->permuted = acts(m, M * C);
+    x->received = acts(m, R * C);
+    x->local_out = acts(m, R * C);
+    x->activation = acts(m, R * (size_t)s.Fl);
+    x->d_activation = acts(m, R * (size_t)s.Fl);
+    x->d_fc1_out = acts(m, R * (size_t)s.FC1l);
+    x->d_expert_out = acts(m, M * C);
+    x->d_local_out = acts(m, R * C);
+    x->d_local_in = acts(m, R * C);
+    x->d_permuted = acts(m, M * C);
+    x->d_input = acts(m, N * C);
+    x->router_input = acts(m, N * C);
+    x->d_router_input = acts(m, N * C);
+    x->d_weight = ops->alloc(sizeof(float) * N * (size_t)s.k);
+    x->d_logits = ops->alloc(sizeof(float) * N * (size_t)s.E);
+    x->stats = ops->alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
+    x->host_expert = host_alloc(sizeof(int) * M);
+    x->host_slot_row = host_alloc(sizeof(int) * M);
+    x->host_row_token = host_alloc(sizeof(int) * M);
+    x->host_order = host_alloc(sizeof(int) * R);
+    x->log.values = host_alloc(sizeof(double) * moe_log_length(&m->config));
+    m->moe_scratch = x;
+}
+
+void moe_scratch_release(gpt_model *m) {
+    moe_scratch *x = m->moe_scratch;
+    if (!x) return;
+    void *buffers[] = {x->permuted, x->received, x->local_out, x->activation, x->d_activation, x->d_fc1_out,
+                       x->d_expert_out, x->d_local_out, x->d_local_in, x->d_permuted, x->d_input, x->router_input,
+                       x->d_router_input, x->d_weight, x->d_logits, x->stats};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) m->ops->release(buffers[i]);
+    free(x->host_expert);
+    free(x->host_slot_row);
+    free(x->host_row_token);
+    free(x->host_order);
+    free(x->log.values);
+    free(x);
+    m->moe_scratch = NULL;
+}
+
+void moe_activations_allocate(gpt_model *m, moe_activations *a) {
+    moe_shapes s = shapes_of(m);
+    const kernel_ops *ops = m->ops;
+    size_t M = (size_t)s.M, R = (size_t)s.R, N = (size_t)s.N;
+    a->logits = acts(m, N * (size_t)s.E);
+    a->expert = ops->alloc(sizeof(int) * M);
+    a->weight = ops->alloc(sizeof(float) * M);
+    a->slot_row = ops->alloc(sizeof(int) * M);
+    a->row_token = ops->alloc(sizeof(int) * M);
+    a->expert_rows = host_alloc(sizeof(int) * (size_t)(s.E + 1));
+    a->fc1_out = acts(m, R * (size_t)s.FC1l);
+    a->expert_out = acts(m, M * (size_t)s.C);
+    a->stats = host_alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
+    a->local_rows = host_alloc(sizeof(int) * (size_t)(s.El + 1));
+    if (s.ep > 1) {
+        a->expert_input = acts(m, R * (size_t)s.C);
+        a->send_counts = host_alloc(sizeof(size_t) * 4 * (size_t)s.ep);
+        a->send_offsets = a->send_counts + s.ep;
+        a->recv_counts = a->send_counts + 2 * s.ep;
+        a->recv_offsets = a->send_counts + 3 * s.ep;
+        a->to_expert_order = ops->alloc(sizeof(int) * R);
+        a->to_source_order = ops->alloc(sizeof(int) * R);
+    }
+}
+
+void moe_activations_release(gpt_model *m, moe_activations *a) {
+    void *buffers[] = {a->logits, a->expert, a->weight, a->slot_row, a->row_token, a->fc1_out, a->expert_out,
+                       a->expert_input, a->to_expert_order, a->to_source_order};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        if (buffers[i]) m->ops->release(buffers[i]);
+    free(a->expert_rows);
+    free(a->stats);
+    free(a->local_rows);
+    free(a->send_counts);
+}
+
+/* ------------------------------------------------------------------ token dispatch */
+
+/* the permutation of the routed choices: grouped by expert, in token order within an expert
+ * (Megatron's permute order), with each choice's row and each row's token */
+static void plan_permutation(gpt_model *m, moe_activations *a) {
+    moe_shapes s = shapes_of(m);
+    moe_scratch *x = m->moe_scratch;
+    const kernel_ops *ops = m->ops;
+    ops->copy_to_host(x->host_expert, a->expert, sizeof(int) * (size_t)s.M);
+    int *rows = a->expert_rows;
+    memset(rows, 0, sizeof(int) * (size_t)(s.E + 1));
+    for (int i = 0; i < s.M; i++)
+        if (x->host_expert[i] >= 0) rows[x->host_expert[i] + 1]++;
+    for (int e = 0; e < s.E; e++) rows[e + 1] += rows[e];
+    int *next = host_alloc(sizeof(int) * (size_t)s.E);
+    memcpy(next, rows, sizeof(int) * (size_t)s.E);
+    for (int i = 0; i < s.M; i++) {  /* i = t k + j: token order, then top-k order */
+        int e = x->host_expert[i];
+        if (e < 0) { x->host_slot_row[i] = -1; continue; }
+        int row = next[e]++;
+        x->host_slot_row[i] = row;
+        x->host_row_token[row] = i / s.k;
+    }
+    free(next);
+    ops->copy_from_host(a->slot_row, x->host_slot_row, sizeof(int) * (size_t)s.M);
+    ops->copy_from_host(a->row_token, x->host_row_token, sizeof(int) * (size_t)rows[s.E]);
+    if (s.ep == 1) memcpy(a->local_rows, rows, sizeof(int) * (size_t)(s.E + 1));
+}
+
+/* expert parallelism: what goes to and comes from each expert-parallel peer. This rank's rows
+ * for peer p are those of p's experts, contiguous in the permuted order; the counts per expert
+ * are exchanged so that each rank knows how many rows of each of its experts each peer sends.
+ * Received rows sit by source rank (then local expert); the experts compute them by local
+ * expert (then source rank), the order the two index maps convert between. */
+static void plan_exchange(gpt_model *m, moe_activations *a) {
+    moe_shapes s = shapes_of(m);
+    moe_scratch *x = m->moe_scratch;
+    const gpt_config *c = &m->config;
+    int *sent = host_alloc(sizeof(int) * (size_t)s.E), *got = host_alloc(sizeof(int) * (size_t)s.E);
+    for (int e = 0; e < s.E; e++) sent[e] = a->expert_rows[e + 1] - a->expert_rows[e];
+    m->comm->alltoall_host(sent, got, sizeof(int) * (size_t)s.El, c->ep_group); /* got[q El + le] */
+    size_t received = 0;
+    for (int p = 0; p < s.ep; p++) {
+        a->send_offsets[p] = (size_t)a->expert_rows[p * s.El];
+        a->send_counts[p] = (size_t)(a->expert_rows[(p + 1) * s.El] - a->expert_rows[p * s.El]);
+        a->recv_offsets[p] = received;
+        a->recv_counts[p] = 0;
+        for (int le = 0; le < s.El; le++) a->recv_counts[p] += (size_t)got[p * s.El + le];
+        received += a->recv_counts[p];
+    }
+    a->received = (int)received;
+    /* expert order: for each local expert, each source's block of its rows */
+    int i = 0;
+    a->local_rows[0] = 0;
+    for (int le = 0; le < s.El; le++) {
+        for (int q = 0; q < s.ep; q++) {
+            int first = (int)a->recv_offsets[q];
+            for (int k = 0; k < le; k++) first += got[q * s.El + k];
+            for (int r = 0; r < got[q * s.El + le]; r++) x->host_order[i++] = first + r;
+        }
+        a->local_rows[le + 1] = i;
+    }
+    m->ops->copy_from_host(a->to_expert_order, x->host_order, sizeof(int) * (size_t)i);
+    int *inverse = host_alloc(sizeof(int) * (size_t)(i ? i : 1));
+    for (int r = 0; r < i; r++) inverse[x->host_order[r]] = r;
+    m->ops->copy_from_host(a->to_source_order, inverse, sizeof(int) * (size_t)i);
+    free(inverse);
+    free(sent);
+    free(got);
+}
+
+static void scale_counts(const size_t *counts, size_t *out, int n, size_t by) {
+    for (int p = 0; p < n; p++) out[p] = counts[p] * by;
+}
+
+/* this rank's permuted rows [N k, C] -> the rows its experts compute on, in the expert order */
+static void send_to_experts(gpt_model *m, const moe_activations *a, const void *mine, void *expert_order) {
+    moe_shapes s = shapes_of(m);
+    size_t *counts = host_alloc(sizeof(size_t) * 4 * (size_t)s.ep);
+    scale_counts(a->send_counts, counts, 4 * s.ep, (size_t)s.C);  /* the four arrays are one block */
+    m->comm->alltoallv(mine, counts, counts + s.ep, m->moe_scratch->received, counts + 2 * s.ep, counts + 3 * s.ep,
+                       m->act_dtype, m->config.ep_group);
+    m->ops->gather_rows(expert_order, m->moe_scratch->received, a->to_expert_order, a->received, s.C);
+    free(counts);
+}
+
+/* the reverse: rows in the expert order -> their tokens' ranks, in each one's permuted order */
+static void return_to_sources(gpt_model *m, const moe_activations *a, const void *expert_order, void *mine) {
+    moe_shapes s = shapes_of(m);
+    size_t *counts = host_alloc(sizeof(size_t) * 4 * (size_t)s.ep);
+    scale_counts(a->send_counts, counts, 4 * s.ep, (size_t)s.C);
+    m->ops->gather_rows(m->moe_scratch->received, expert_order, a->to_source_order, a->received, s.C);
+    m->comm->alltoallv(m->moe_scratch->received, counts + 2 * s.ep, counts + 3 * s.ep, mine, counts, counts + s.ep,
+                       m->act_dtype, m->config.ep_group);
+    free(counts);
+}
+
+/* ------------------------------------------------------------------ forward and backward */
+
+/* the router's input: x, or x times the jitter in training */
+static const void *router_input(gpt_model *m, const void *x, dropout_rng jitter, int training) {
+    moe_shapes s = shapes_of(m);
+    if (!training || m->config.moe_input_jitter_eps <= 0.0f) return x;
+    m->ops->uniform_jitter(m->moe_scratch->router_input, x, (size_t)s.N * s.C, m->config.moe_input_jitter_eps, jitter);
+    return m->moe_scratch->router_input;
+}
+
+/* an expert's activation of its rows: GeLU or SwiGLU of fc1's output */
+static void expert_activation(gpt_model *m, void *out, const void *fc1_out, int rows) {
+    moe_shapes s = shapes_of(m);
+    if (m->config.swiglu) m->ops->swiglu_forward(out, fc1_out, rows, s.Fl);
+    else m->ops->gelu_forward(out, fc1_out, (size_t)rows * s.Fl);
+}
+
+/* the global index of local expert le */
+static int global_expert(const gpt_model *m, int le) {
+    moe_shapes s = shapes_of(m);
+    return (m->config.ep_size > 1 ? m->config.ep_rank : 0) * s.El + le;
+}
+
+void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
+                       dropout_rng jitter, int training) {
+    moe_shapes s = shapes_of(m);
+    const kernel_ops *ops = m->ops;
+    moe_scratch *scratch = m->moe_scratch;
+    const gpt_config *c = &m->config;
+    ops->matmul_forward(a->logits, NULL, router_input(m, x, jitter, training), lw->router_weight, NULL, s.N, s.C, s.E);
+    moe_router_spec spec = c->moe_router;
+    spec.seq_length = c->seq_length;
+    ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
+    ops->copy_to_host(a->stats, scratch->stats, sizeof(float) * MOE_ROUTER_STATS(s.E));
+    plan_permutation(m, a);
+    ops->gather_rows(scratch->permuted, x, a->row_token, a->expert_rows[s.E], s.C);
+    const void *in = scratch->permuted;
+    void *out = a->expert_out;
+    if (s.ep > 1) {
+        plan_exchange(m, a);
+        send_to_experts(m, a, scratch->permuted, a->expert_input);
+        in = a->expert_input;
+        out = scratch->local_out;
+    }
+    for (int le = 0; le < s.El; le++) {
+        int e = global_expert(m, le), r0 = a->local_rows[le], n = a->local_rows[le + 1] - r0;
+        if (n == 0) continue;
+        const void *w1 = lw->expert_fc1_weight[e], *w2 = lw->expert_fc2_weight[e];
+        void *fc1 = act_at(ops, a->fc1_out, (size_t)r0 * s.FC1l), *act = act_at(ops, scratch->activation, (size_t)r0 * s.Fl);
+        ops->matmul_forward(fc1, NULL, act_at(ops, (void *)in, (size_t)r0 * s.C), w1, NULL, n, s.C, s.FC1l);
+        expert_activation(m, act, fc1, n);
+        ops->matmul_forward(act_at(ops, out, (size_t)r0 * s.C), NULL, act, w2, NULL, n, s.Fl, s.C);
+    }
+    if (s.ep > 1) return_to_sources(m, a, scratch->local_out, a->expert_out);
+    ops->moe_combine(out_full, a->expert_out, a->slot_row, a->weight, s.N, s.k, s.C);
+}
+
+void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
+                         const void *d_full, dropout_rng jitter, int training, int layer) {
+    moe_shapes s = shapes_of(m);
+    const kernel_ops *ops = m->ops;
+    const gpt_config *c = &m->config;
+    moe_scratch *scratch = m->moe_scratch;
+    /* combine: dL/d(expert outputs) and dL/d(weights); a weight's gradient needs the whole
+     * expert output, here split in partial sums over the tensor-parallel ranks */
+    ops->moe_combine_backward(scratch->d_expert_out, scratch->d_weight, d_full, a->expert_out, a->slot_row, a->weight,
+                              s.N, s.k, s.C);
+    if (c->tp_size > 1) m->comm->allreduce(scratch->d_weight, (size_t)s.N * s.k, COMM_FLOAT, COMM_SUM, m->tp_group);
+
+    /* the experts: their inputs (this rank's permuted rows again, or the rows received in the
+     * forward) and output gradients (sent the way the outputs came) */
+    const void *in = a->expert_input, *d_out = scratch->d_expert_out;
+    void *d_in = scratch->d_permuted;
+    if (s.ep > 1) {
+        send_to_experts(m, a, scratch->d_expert_out, scratch->d_local_out);
+        d_out = scratch->d_local_out;
+        d_in = scratch->d_local_in;
+    } else {
+        ops->gather_rows(scratch->permuted, x, a->row_token, a->expert_rows[s.E], s.C);
+        in = scratch->permuted;
+    }
+    for (int le = 0; le < s.El; le++) {
+        int e = global_expert(m, le), r0 = a->local_rows[le], n = a->local_rows[le + 1] - r0;
+        if (n == 0) continue;
+        const void *w1 = lw->expert_fc1_weight[e], *w2 = lw->expert_fc2_weight[e];
+        float *dw1 = lg->expert_fc1_weight[e], *dw2 = lg->expert_fc2_weight[e];
+        void *fc1 = act_at(ops, a->fc1_out, (size_t)r0 * s.FC1l), *act = act_at(ops, scratch->activation, (size_t)r0 * s.Fl);
+        void *d_act = act_at(ops, scratch->d_activation, (size_t)r0 * s.Fl);
+        void *d_fc1 = act_at(ops, scratch->d_fc1_out, (size_t)r0 * s.FC1l);
+        expert_activation(m, act, fc1, n);
+        ops->matmul_backward(d_act, dw2, NULL, act_at(ops, (void *)d_out, (size_t)r0 * s.C), act, w2, n, s.Fl, s.C);
+        if (c->swiglu) ops->swiglu_backward(d_fc1, fc1, d_act, n, s.Fl);
+        else ops->gelu_backward(d_fc1, fc1, d_act, (size_t)n * s.Fl);
+        ops->matmul_backward(act_at(ops, d_in, (size_t)r0 * s.C), dw1, NULL, d_fc1, act_at(ops, (void *)in, (size_t)r0 * s.C),
+                             w1, n, s.C, s.FC1l);
+    }
+    if (s.ep > 1) return_to_sources(m, a, scratch->d_local_in, scratch->d_permuted);
+    ops->moe_uncombine(scratch->d_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
+
+    /* the router: routing weights, load-balancing and z losses; the losses' gradients scaled as
+     * the main loss's mean over the micro-batch (grad_scale is per token of the global batch) */
+    moe_router_spec spec = c->moe_router;
+    spec.seq_length = c->seq_length;
+    if (!training) spec.balancing = MOE_BALANCE_NONE, spec.z_loss_coeff = 0.0f;
+    float loss_scale = m->grad_scale * (float)s.N;
+    ops->moe_route_backward(scratch->d_logits, scratch->d_weight, a->logits, a->expert, s.N, spec, loss_scale);
+    const void *rx = router_input(m, x, jitter, training);
+    ops->matmul_backward(scratch->d_router_input, (float *)lg->router_weight, NULL, scratch->d_logits, rx,
+                         lw->router_weight, s.N, s.C, s.E);
+    /* every tensor-parallel rank computed the same router gradient: one of them adds it */
+    if (c->tp_rank == 0) {
+        if (training && c->moe_input_jitter_eps > 0.0f)
+            ops->uniform_jitter(scratch->d_router_input, scratch->d_router_input, (size_t)s.N * s.C,
+                                c->moe_input_jitter_eps, jitter);
+        ops->add(scratch->d_input, scratch->d_input, scratch->d_router_input, (size_t)s.N * s.C);
+    }
+    if (training) {
+        int L = c->num_layers;
+        double *log = scratch->log.values;
+        log[layer] += a->stats[0];
+        log[L + layer] += a->stats[1];
+        for (int e = 0; e < s.E; e++) log[2 * L + layer * s.E + e] += a->expert_rows[e + 1] - a->expert_rows[e];
+    }
+    return scratch->d_input;
+}
+
+size_t moe_log_length(const gpt_config *c) {
+    return (size_t)c->num_layers * (2 + (size_t)c->num_experts);
+}
+
+void moe_log_take(gpt_model *m, double *out) {
+    size_t n = moe_log_length(&m->config);
+    if (!m->moe_scratch) {
+        memset(out, 0, sizeof(double) * n);
+        return;
+    }
+    memcpy(out, m->moe_scratch->log.values, sizeof(double) * n);
+    memset(m->moe_scratch->log.values, 0, sizeof(double) * n);
+}

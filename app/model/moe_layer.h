@@ -1,0 +1,120 @@
+/* moe_layer.h: the mixture-of-experts MLP of an MoE layer (Megatron-Core's MoELayer with its
+ * TopKRouter and experts), as gpt_model.c runs it in place of fc1 -> activation -> fc2:
+ *
+ *   logits = x Wr^T (x: the gathered pre-MLP norm output [N,C], times the router's input jitter
+ *   in training); (expert, weight)[N,k] = route(logits) (kernels.h: moe_router_spec);
+ *   y[t] = sum_j weight[t,j] * fc2_e(act(fc1_e(x[t]))), e = expert[t,j]
+ *
+ * With expert parallelism (ep_size > 1) a rank holds E/ep experts ([ep_rank E/ep, +E/ep)) and
+ * its tokens' rows reach their experts' ranks by an all-to-all over the expert-parallel group
+ * (Megatron's alltoall dispatcher): the rows arrive grouped by source rank, are reordered by
+ * local expert (then source rank, each in token order), computed, reordered back and returned by
+ * the reverse all-to-all; the backward sends the output gradients the same way. Each expert's
+ * fc1 is split by output rows and fc2 by input columns over the tensor-parallel ranks like the
+ * dense MLP (Megatron's expert tensor parallelism equal to the tensor-parallel size), so y is
+ * this rank's partial sum, reduced as fc2's output is. The router is computed whole on every
+ * tensor-parallel rank from the gathered rows (its weight and gradient are the same on each).
+ *
+ * Tokens reach their experts by a permutation: the choices (t, j) that are not dropped, grouped
+ * by expert in token order, are the rows of the experts' GEMMs (one GEMM per expert); combining
+ * sums each token's weighted expert outputs in top-k order. The backward recomputes the
+ * permuted inputs and the activation from what the forward kept (router logits, routing,
+ * fc1's output, the experts' outputs). The load-balancing and z losses add their gradients in
+ * the router's backward, scaled as Megatron's MoEAuxLossAutoScaler scales them (the main loss's
+ * scale over the micro-batches), and their values are summed per layer for the log. */
+#ifndef MOE_LAYER_H
+#define MOE_LAYER_H
+
+#include "app/model/gpt_model.h"
+
+/* what one MoE layer keeps of one micro-batch's forward */
+typedef struct moe_activations {
+    void *logits;          /* [N,E] router logits (compute dtype: fp32 on the CPU backend) */
+    int *expert;           /* [N,k] chosen experts, -1 where dropped */
+    float *weight;         /* [N,k] routing weights */
+    int *slot_row;         /* [N,k] the permuted row of each choice, -1 where dropped */
+    int *row_token;        /* [N k] the token of each permuted row */
+    int *expert_rows;      /* host [E+1]: expert e's permuted rows are [expert_rows[e], expert_rows[e+1]) */
+    void *fc1_out;         /* [R, FC1m/tp] the local experts' fc1 outputs (pre-activation) */
+    void *expert_out;      /* [N k, C] the experts' fc2 outputs for this rank's tokens, in its
+                            * permuted order (this rank's tensor-parallel partial sums) */
+    /* expert parallelism (ep_size > 1): the rows this rank's experts compute on, R of them in the
+     * expert order (local expert, then source rank), and the plan of the two all-to-alls */
+    int *local_rows;       /* host [E/ep + 1]: local expert le's rows in the expert order (ep 1:
+                            * expert_rows) */
+    void *expert_input;    /* [R, C] the rows received (ep > 1) */
+    int received;          /* R */
+    size_t *send_counts, *send_offsets, *recv_counts, *recv_offsets; /* host [ep], in rows */
+    int *to_expert_order;  /* [R]: expert-order row i is received row to_expert_order[i] */
+    int *to_source_order;  /* [R]: the inverse */
+    float *stats;          /* [MOE_ROUTER_STATS(E)]: aux loss, z loss, tokens per expert */
+} moe_activations;
+
+/* what the training log reports of the MoE layers, summed over micro-batches since the last
+ * moe_log_take: per layer its load-balancing and z losses (without their coefficients, as
+ * Megatron logs them) and the tokens each expert computed on */
+typedef struct moe_loss_log {
+    double *values;             /* moe_log_length(): [L] aux, [L] z, [L x E] tokens per expert */
+} moe_loss_log;
+
+/* work buffers shared by all MoE layers; R_max = ep N k rows can reach one rank's experts */
+typedef struct moe_scratch {
+    void *permuted;        /* [N k, C]: this rank's tokens' rows in the permuted order */
+    void *received;        /* [R_max, C]: rows in the source order (all-to-all buffers) */
+    void *local_out;       /* [R_max, C]: the local experts' outputs in the expert order */
+    void *activation;      /* [R_max, Fm/tp] */
+    void *d_activation;    /* [R_max, Fm/tp] */
+    void *d_fc1_out;       /* [R_max, FC1m/tp] */
+    void *d_expert_out;    /* [N k, C] */
+    void *d_local_out;     /* [R_max, C] */
+    void *d_local_in;      /* [R_max, C] */
+    void *d_permuted;      /* [N k, C] */
+    int *host_order;       /* host [R_max] */
+    void *d_input;         /* [N,C] dL/dx summed over this rank's experts (and the router on tp rank 0) */
+    void *router_input;    /* [N,C] the jittered router input (input jitter only) */
+    void *d_router_input;  /* [N,C] */
+    float *d_weight;       /* [N,k] */
+    float *d_logits;       /* [N,E] */
+    float *stats;          /* [MOE_ROUTER_STATS(E)] the router's statistics, in backend memory */
+    int *host_expert;      /* host [N,k] */
+    int *host_slot_row;    /* host [N,k] */
+    int *host_row_token;   /* host [N k] */
+    moe_loss_log log;
+} moe_scratch;
+
+/* 1 when global layer `layer` of the config is an MoE layer */
+static inline int gpt_layer_is_moe(const gpt_config *c, int layer) {
+    return c->num_experts > 0 && layer >= 0 && layer < GPT_MAX_MOE_LAYERS && c->moe_layer[layer];
+}
+
+/* Parse Megatron's --moe-layer-freq for num_layers layers into moe_layer[]: an integer N marks
+ * layers 0, N, 2N, ...; otherwise a Python list expression of 0 and 1 ("[1,0,1]",
+ * "([0]*1+[1]*3)*2": lists, '+' concatenation, '*' repetition, parentheses) of length
+ * num_layers. Returns 0, or -1 with a message in err. */
+int moe_layer_pattern_parse(const char *text, int num_layers, unsigned char *moe_layer, char *err, size_t errlen);
+
+void moe_scratch_allocate(gpt_model *m);
+void moe_scratch_release(gpt_model *m);
+void moe_activations_allocate(gpt_model *m, moe_activations *a);
+void moe_activations_release(gpt_model *m, moe_activations *a);
+
+/* the forward of global layer `layer`: out_full[N,C] = this rank's partial sum of the experts'
+ * weighted outputs for the gathered norm output x[N,C]; jitter: the router's input jitter
+ * draws (p unused; training only), with_losses: compute the load-balancing and z losses */
+void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
+                       dropout_rng jitter, int training);
+
+/* its backward from d_full[N,C] (dL/d(out) gathered): accumulates the expert and router weight
+ * gradients into lg and returns this rank's partial dL/dx [N,C] (scratch), to be reduced over
+ * the tensor-parallel ranks as a column-parallel input gradient is */
+void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
+                         const void *d_full, dropout_rng jitter, int training, int layer);
+
+/* the length of a layer log: L aux losses, L z losses, L x E token counts (L = num_layers) */
+size_t moe_log_length(const gpt_config *c);
+
+/* the sums since the last call into out[moe_log_length] (zeros for layers not held here), and
+ * reset them */
+void moe_log_take(gpt_model *m, double *out);
+
+#endif

@@ -1,0 +1,105 @@
+#!/bin/sh
+# moe_parallel_test.sh: mixture of experts (configs/mixtral-tiny.args: 4 SwiGLU experts, top-2,
+# load-balancing and z losses) on the parallel layouts of parallel_test.sh: losses of 5
+# iterations match one rank within 1e-6 relative and every parameter after 5 steps within 1e-5
+# (as the dense tests: AdamW's first steps magnify rounding; fp32 CPU, dropout on), dropless and with a capacity that drops tokens; the expert tensors carry
+# Megatron-Core's names and global shapes, and a TP2 x DP2 checkpoint reshards into one rank.
+. "${top_srcdir:-.}/tests/lib.sh"
+MOE_ARGS="$top_srcdir/configs/mixtral-tiny.args"
+MODEL="--args-file $MOE_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
+       --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16
+       --moe-layer-freq ([1]*1+[0]*1)*2"
+TOLERANCE=1e-6
+. "$top_srcdir/tests/mpi/parallel_compare.sh"
+
+# the tensors: a router [E, C] and each expert's fc1 [2 Fm, C] and fc2 [C, Fm] under its global
+# index (Megatron-Core's SequentialMLP names) in MoE layers 0 and 2, dense MLPs in 1 and 3
+run_app 1 $MODEL --train-iters 1 --dump-parameters "$WORK/names.bin"
+index="$WORK/names.bin.index"
+expect_tensor() {  # NAME ROWS COLS: the dump's index lists the tensor with this global shape
+    grep -q "^$1 $2 $3 " "$index"
+    ok $? "tensor $1 is [$2, $3]"
+}
+expect_tensor decoder.layers.0.mlp.router.weight 4 64
+expect_tensor decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight 96 64
+expect_tensor decoder.layers.0.mlp.experts.local_experts.3.linear_fc1.weight 96 64
+expect_tensor decoder.layers.2.mlp.experts.local_experts.3.linear_fc2.weight 64 48
+expect_tensor decoder.layers.0.pre_mlp_layernorm.weight 64 0
+expect_tensor decoder.layers.1.mlp.linear_fc1.weight 192 64
+expect_tensor decoder.layers.1.mlp.linear_fc1.layer_norm_weight 64 0
+! grep -q -E 'layers\.[13]\.mlp\.(router|experts)|layers\.[02]\.mlp\.linear_fc' "$index"
+ok $? "--moe-layer-freq \"([1]*1+[0]*1)*2\": experts in layers 0 and 2 only, dense MLPs in 1 and 3"
+
+reference moe
+layout "TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
+layout "PP2" 2 --pipeline-model-parallel-size 2
+layout "PP2 interleaved x2 virtual" 2 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
+layout "DP2 (overlapped bucketed reduction)" 2 --overlap-grad-reduce --ddp-bucket-size 20000
+layout "DP4 distributed optimizer" 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+layout "TP2xPP2xDP2 SP + distributed optimizer" 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+    --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+layout "DP2 full recompute" 2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+EP="--expert-model-parallel-size"
+layout "EP2" 2 $EP 2
+layout "EP4 distributed optimizer" 4 $EP 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+layout "EP2 x expert-data-parallel 2 (DP4)" 4 $EP 2 --overlap-grad-reduce --ddp-bucket-size 20000
+layout "EP2 x TP2 + sequence parallel" 4 $EP 2 --tensor-model-parallel-size 2 --sequence-parallel
+layout "EP2 x PP2" 4 $EP 2 --pipeline-model-parallel-size 2
+layout "TP2xPP2xEP2 SP + distributed optimizer" 8 $EP 2 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
+    --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+
+CAPACITY="--moe-expert-capacity-factor 0.5 --moe-token-drop-policy probs --moe-router-pre-softmax"
+reference capacity $CAPACITY
+layout "capacity 0.5: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel $CAPACITY
+layout "capacity 0.5: PP2 x DP2 distributed optimizer" 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer $CAPACITY
+layout "capacity 0.5: EP4" 4 $EP 4 $CAPACITY
+
+# checkpoints: saved with TP2 x DP2 and the distributed optimizer, loaded into one rank and
+# saved again: the same tensors, the experts' included
+run_app 4 $MODEL --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --train-iters 3 \
+    --save "$WORK/ckpt" --dump-parameters "$WORK/ckpt.bin"
+ok $? "checkpoint: TP2 x DP2 (distributed optimizer) saves iteration 3"
+SAVED="$WORK/ckpt/iter_0000003.h5"
+result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$SAVED" "$WORK/ckpt.bin"); status=$?
+diag "$result"
+ok $status "checkpoint: its tensors (experts and router included) are the run's global parameters, bit for bit"
+run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --save "$WORK/resaved"
+status=$?
+h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /model /model &&
+    h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /optimizer /optimizer
+ok $((status + $?)) "checkpoint: loaded into one rank and saved again, every tensor (model and optimizer) is the same"
+# across expert-parallel sizes: saved with EP2 x TP2, loaded into one rank; saved with one rank,
+# loaded into EP4: the same tensors again
+run_app 4 $MODEL $EP 2 --tensor-model-parallel-size 2 --sequence-parallel --train-iters 3 --save "$WORK/ep2" \
+    --dump-parameters "$WORK/ep2.bin"
+ok $? "checkpoint: EP2 x TP2 saves iteration 3"
+result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/ep2/iter_0000003.h5" "$WORK/ep2.bin"); status=$?
+diag "$result"
+ok $status "checkpoint: an EP2 x TP2 file holds every expert's global tensor, bit for bit"
+run_app 1 $MODEL --train-iters 3 --load "$WORK/ep2" --save "$WORK/ep1"
+status=$?
+h5diff -q "$WORK/ep2/iter_0000003.h5" "$WORK/ep1/iter_0000003.h5" /model /model &&
+    h5diff -q "$WORK/ep2/iter_0000003.h5" "$WORK/ep1/iter_0000003.h5" /optimizer /optimizer
+ok $((status + $?)) "checkpoint: EP2 x TP2 loaded into one rank and saved again: the same tensors"
+run_app 4 $MODEL $EP 4 --train-iters 3 --load "$WORK/ep1" --save "$WORK/ep4"
+status=$?
+h5diff -q "$WORK/ep1/iter_0000003.h5" "$WORK/ep4/iter_0000003.h5" /model /model &&
+    h5diff -q "$WORK/ep1/iter_0000003.h5" "$WORK/ep4/iter_0000003.h5" /optimizer /optimizer
+ok $((status + $?)) "checkpoint: one rank's loaded into EP4 and saved again: the same tensors"
+run_app 4 $MODEL $EP 4 --train-iters 5 --load "$WORK/ep1" --override-opt-param-scheduler --metrics-file "$WORK/ep4_resumed.jsonl"
+run_app 1 $MODEL --train-iters 5 --load "$WORK/ep1" --override-opt-param-scheduler --metrics-file "$WORK/ep1_resumed.jsonl"
+paste "$(losses "$WORK/ep1_resumed.jsonl" > "$WORK/a.loss"; echo "$WORK/a.loss")" \
+      "$(losses "$WORK/ep4_resumed.jsonl" > "$WORK/b.loss"; echo "$WORK/b.loss")" |
+    awk '{ n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d } END { printf "# resumed losses: worst relative difference %g over %d iterations\n", w, n; exit !(n == 2 && w < 1e-6) }'
+ok $? "checkpoint: resumed on EP4 and on one rank, iterations 4 and 5 give the same losses within 1e-6"
+run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --num-experts 8
+grep -q -e "--num-experts = 4 (this run: 8)" -e "router.weight has shape \[4, 64\], but this model's is \[8, 64\]" "$WORK/err"
+ok $? "checkpoint: loading into another number of experts is refused, naming both ($(grep -o 'error: .*' "$WORK/err" | cut -c 1-120))"
+run_app 1 $MODEL --train-iters 4 --load "$WORK/ckpt" --use-checkpoint-args --args-file "$top_srcdir/configs/gpt-tiny.args" --override-opt-param-scheduler \
+    --metrics-file "$WORK/ckargs.jsonl"
+grep -q "num_experts 4" "$WORK/out" && grep -q '"moe_layers"' "$WORK/ckargs.jsonl"
+ok $? "--use-checkpoint-args takes the MoE shape (num_experts, moe_ffn_hidden_size, topk, moe_layer_freq) from the checkpoint"
+timeout 60 "$MPIEXEC" -n 1 "$top_builddir/app/run_text_generation_server" --load "$WORK/ckpt" --port 0 > "$WORK/gen.out" 2>&1
+grep -q "mixture-of-experts model (num_experts 4): generation and evaluation of MoE checkpoints are not built yet" "$WORK/gen.out"
+ok $? "generation refuses an MoE checkpoint with one message (not built yet)"
+done_testing
