@@ -238,7 +238,7 @@ tests_tools_h5_poke_LDADD = $(HDF5_LIBS)
 TESTS += tests/mpi/checksum_test.sh tests/mpi/corpus_check_test.sh tests/mpi/io_fault_test.sh \
 	tests/unit/sanitizer_build_test.sh tests/fuzz/fuzz_test.sh
 EXTRA_DIST += tests/fuzz/README.md tests/fuzz/fuzz_util.h tests/fuzz/corpus $(wildcard $(srcdir)/tests/fuzz/fuzz_*.c)
-EXTRA_DIST += tests/tools/fault_table.sh
+EXTRA_DIST += tests/tools/fault_table.sh tests/tools/portability_run.sh tests/portability.md
 # issue 17: Hugging Face LlamaForCausalLM export and import (convert_checkpoint), and a Llama
 # training script written as Megatron-LM's examples/llama
 TESTS += tests/mpi/llama_hf_test.sh tests/mpi/llama_script_test.sh

@@ -3,11 +3,11 @@
 # (./configure --enable-sanitizers --without-cuda, in a copy of the source tree) runs the unit
 # tests and a small MPI job: a 2-rank training run that saves, resumes with TP2 (checksums
 # verified by extra reads), convert_checkpoint --verify, and a 2-rank preprocess_data whose corpus
-# the next run trains on. Any sanitizer report fails the test. Skips (77) when the tree is not a
+# the next run trains on. Any sanitizer report fails the test. A TAP skip when the tree is not a
 # git checkout (the copy comes from git ls-files) or MTC_SKIP_SANITIZERS=1.
 . "${top_srcdir:-.}/tests/lib.sh"
-[ "${MTC_SKIP_SANITIZERS:-0}" = 1 ] && { echo "1..0 # SKIP MTC_SKIP_SANITIZERS=1"; exit 77; }
-git -C "$top_srcdir" rev-parse --git-dir >/dev/null 2>&1 || { echo "1..0 # SKIP not a git checkout"; exit 77; }
+[ "${MTC_SKIP_SANITIZERS:-0}" = 1 ] && { echo "1..0 # SKIP MTC_SKIP_SANITIZERS=1"; exit 0; }
+git -C "$top_srcdir" rev-parse --git-dir >/dev/null 2>&1 || { echo "1..0 # SKIP not a git checkout"; exit 0; }
 SRC="$WORK/src"
 mkdir -p "$SRC"
 (cd "$top_srcdir" && git ls-files -co --exclude-standard -z | xargs -0 tar cf - 2>/dev/null) | (cd "$SRC" && tar xf -)
