@@ -22,7 +22,18 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
     /* one layer: qkv, projection, fc1, fc2 with biases, two layer norms */
     double layer = 3 * heads * kv * (h + 1) + heads * kv * h + h + ffn * (h + 1) + ffn * h + h + 4 * h;
     double layers_here = (double)((a->num_layers + topo->pp_size - 1) / topo->pp_size);
-    double params = layers_here * layer / tp + vocab * h / tp + positions * h + 2 * h;
+    /* MoE layers: the router [E, h] and this rank's E/ep experts (fc1 of 1 or 2 Fm rows, fc2) in
+     * place of the dense MLP; the share of MoE layers is the pattern's */
+    double moe_share = 0, moe_layer = 0, k = a->moe_router_topk, ep = topo->ep_size > 0 ? topo->ep_size : 1;
+    double fm = a->moe_ffn_hidden_size, fc1m = (a->swiglu ? 2 : 1) * fm;
+    if (a->num_experts > 0) {
+        for (int l = 0; l < a->num_layers; l++) moe_share += a->moe_layer[l];
+        moe_share /= a->num_layers;
+        moe_layer = layer - (ffn * (h + 1) + ffn * h) + a->num_experts * h * tp +
+                    a->num_experts / ep * (fc1m * h + fm * h);
+    }
+    double params = layers_here * ((1 - moe_share) * layer + moe_share * moe_layer) / tp + vocab * h / tp +
+                    positions * h + 2 * h;
     if (a->untie_embeddings_and_output_weights && pp == 1) params += vocab * h / tp;
     int mixed = ops->act_bytes == 2;
     double per_param = mixed ? (a->use_distributed_optimizer ? 6 + 12 / dp : 18)
@@ -59,6 +70,12 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
         group = uniform ? n : 1;
     }
     m.activations = (slots * (kept * act16 + inputs) + group * act16) * (ops->act_bytes / 2.0) + logits;
+    /* MoE layers keep per micro-batch their fc1 outputs and expert outputs for the rows they
+     * compute on (up to ep x k sb of them), and share work buffers of about six times that */
+    if (a->num_experts > 0) {
+        double rows = ep * k * s * b, per_layer = rows * (fc1m / tp + h) * ops->act_bytes;
+        m.activations += slots * kept * moe_share * per_layer + 6 * per_layer;
+    }
     m.workspace = workspace_bytes + (selective ? attention : 0);
     m.total = m.parameters + m.optimizer + m.activations + m.workspace;
     return m;
