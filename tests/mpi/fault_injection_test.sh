@@ -246,7 +246,11 @@ fault_case_ok "$CASE_LOG" "the job aborts after the timeout, naming the log line
 
 # ---- a stopped launcher: the proxy that relays the ranks' output stops (SIGSTOP) ----
 CASE_PROXY="SIGSTOP of the launcher's proxy (--distributed-timeout-minutes 0.1)"
-dir="$WORK/proxy"; mkdir -p "$dir"
+# the timing of a stopped proxy depends on how the machine schedules the launcher and the ranks
+# (one run in several under load failed once, its cause not recorded): a failed attempt is
+# reported and tried once more; the case fails when both attempts fail
+for attempt in 1 2; do
+dir="$WORK/proxy$attempt"; mkdir -p "$dir"
 timeout 150 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL $TP2 --train-iters 100000000 \
     --distributed-timeout-minutes 0.1 --metrics-file "$dir/run.jsonl" --seed 77 >"$dir/out" 2>"$dir/err" &
 launcher=$!
@@ -260,6 +264,8 @@ blocked() { for p in "$@"; do case $(ps -o wchan= -p "$p") in *pipe_write*) retu
 if [ "$(ps -o comm= -p "$proxy")" != hydra_pmi_proxy ]; then
     kill -KILL $rank_pids 2>/dev/null; wait $launcher
     fault_skip_case "$CASE_PROXY" "the ranks' parent is $(ps -o comm= -p "$proxy"), not Hydra's proxy"
+    proxy_skipped=1
+    break
 else
     start=$(date +%s.%N)
     kill -STOP "$proxy"
@@ -286,11 +292,13 @@ else
     if [ $rank_ended -eq 0 ] && awk -v s="$seconds" 'BEGIN { exit !(s <= 25) }' && [ $status -ne 0 ] && [ $status -ne 124 ] && awk -v s="$after" 'BEGIN { exit !(s <= 30) }' &&
         grep -q "did not complete within --distributed-timeout-minutes 0.1 .*ranks that did not arrive" "$dir/err"; then
         fault_trial "$CASE_PROXY" 0
-    else
-        fault_trial "$CASE_PROXY" 1 "rank ended: $([ $rank_ended -eq 0 ] && echo yes || echo no) ($states) $seconds s after the block, status $status $after s after the resume"
+        break
     fi
-    fault_case_ok "$CASE_PROXY" "the aborting rank exits by itself while the proxy is stopped; resumed, the job ends with the message"
+    why="rank ended: $([ $rank_ended -eq 0 ] && echo yes || echo no) ($states) $seconds s after the block, status $status $after s after the resume"
+    if [ $attempt -eq 2 ]; then fault_trial "$CASE_PROXY" 1 "$why"; else diag "attempt 1 failed ($why; stderr: $(grep -m1 -i 'error\|fatal' "$dir/err" | cut -c1-160)): once more"; fi
 fi
+done
+[ -n "${proxy_skipped:-}" ] || fault_case_ok "$CASE_PROXY" "the aborting rank exits by itself while the proxy is stopped; resumed, the job ends with the message"
 
 # ---- a full disk during a save ----
 CASE_FULL="full disk (tmpfs) during a save"
