@@ -181,6 +181,17 @@ static void build_layout(gpt_model *m) {
         }
         ch->num_params = m->num_params - ch->first_param;
         close_bucket(&b); /* buckets do not cross chunks */
+        /* where each layer's tensors start (the parameter list is in layer order) */
+        ch->layer_first_param = malloc(sizeof(int) * (size_t)(ch->num_layers + 1));
+        CHECK(ch->layer_first_param, "out of host memory for the layer table");
+        int i = ch->first_param;
+        while (i < ch->first_param + ch->num_params && m->params[i].row->part == PART_EMBEDDING) i++;
+        for (int l = 0; l <= ch->num_layers; l++) {
+            while (i < ch->first_param + ch->num_params && m->params[i].row->part == PART_LAYER &&
+                   m->params[i].layer < ch->first_layer + l)
+                i++;
+            ch->layer_first_param[l] = i;
+        }
     }
     free(globals);
 }
@@ -601,6 +612,7 @@ void gpt_model_free(gpt_model *m) {
         }
         free(ch->weights.layers);
         free(ch->grads.layers);
+        free(ch->layer_first_param);
     }
     free_recompute_scratch(m);
     moe_scratch_release(m);
@@ -1042,26 +1054,13 @@ static void grads_writable(gpt_model *m) {
 static int part_param_count(const gpt_model *m, model_part part) {
     return parameter_table_part_count(gpt_parameter_table(), part, &m->config, -1);
 }
-/* the tensors this rank holds of layer l of the chunk (MoE and dense layers differ, and with
- * expert parallelism a rank holds only its experts): found in the chunk's parameter list, which
- * is in layer order */
-static int layer_first_param(const gpt_model *m, const model_chunk *ch, int l) {
-    int first = ch->first_param + (ch->pre_process ? part_param_count(m, PART_EMBEDDING) : 0);
-    while (first < ch->first_param + ch->num_params && m->params[first].row->part == PART_LAYER &&
-           m->params[first].layer < ch->first_layer + l)
-        first++;
-    return first;
+static int layer_first_param(const model_chunk *ch, int l) { return ch->layer_first_param[l]; }
+static int layer_param_count(const model_chunk *ch, int l) {
+    return ch->layer_first_param[l + 1] - ch->layer_first_param[l];
 }
-static int layer_param_count(const gpt_model *m, const model_chunk *ch, int l) {
-    int first = layer_first_param(m, ch, l), end = first;
-    while (end < ch->first_param + ch->num_params && m->params[end].row->part == PART_LAYER &&
-           m->params[end].layer == ch->first_layer + l)
-        end++;
-    return end - first;
-}
-static int output_first_param(const gpt_model *m, const model_chunk *ch) { return layer_first_param(m, ch, ch->num_layers); }
-static int output_param_count(const gpt_model *m, const model_chunk *ch) {
-    return ch->first_param + ch->num_params - output_first_param(m, ch);
+static int output_first_param(const model_chunk *ch) { return layer_first_param(ch, ch->num_layers); }
+static int output_param_count(const model_chunk *ch) {
+    return ch->first_param + ch->num_params - output_first_param(ch);
 }
 
 /* ------------------------------------------------------------------ forward */
@@ -1092,7 +1091,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l];
     int layer = ch->first_layer + l;
-    params_needed(m, layer_first_param(m, ch, l), layer_param_count(m, ch, l));
+    params_needed(m, layer_first_param(ch, l), layer_param_count(ch, l));
 
     /* attention block */
     norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
@@ -1171,7 +1170,7 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
     const model_view *w = &ch->weights, *g = &ch->grads;
-    params_needed(m, output_first_param(m, ch), output_param_count(m, ch));
+    params_needed(m, output_first_param(ch), output_param_count(ch));
     norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
     int chunk_rows = loss_chunk_rows(m);
     size_t row_bytes = ops->act_bytes * (size_t)s.C;
@@ -1227,7 +1226,7 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, last_fc2_bias, d_rows,
                   slot->output, slot->lnf, w->final_layernorm_weight, w->final_layernorm_bias, slot->lnf_mean,
                   slot->lnf_rstd);
-    grads_ready(m, output_first_param(m, ch), output_param_count(m, ch));
+    grads_ready(m, output_first_param(ch), output_param_count(ch));
 }
 
 /* the MLP backward's fc2 part with --tp-comm-overlap (row_parallel_backward's counterpart):
@@ -1272,6 +1271,13 @@ static void fc2_backward_by_blocks(gpt_model *m, const layer_activations *la, co
 }
 
 /* b->d_residual carries dL/d(residual stream) down through the layer */
+/* --recompute-modules layernorm: the pre-MLP norm's gathered output again, the MLP's input */
+static void pre_mlp_norm_again(gpt_model *m, layer_activations *la, const layer_view *lw) {
+    if (m->config.recompute_layernorm)
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+                        lw->pre_mlp_layernorm_bias);
+}
+
 /* the dense MLP's backward from d_hidden (dL/d(MLP output) on this rank's rows, after the
  * dropout): fc2, the activation, fc1; returns dL/d(norm output) on this rank's rows */
 static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, void *d_hidden) {
@@ -1306,24 +1312,19 @@ static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *
                              s.C, 0);
     }
     }
-    if (c->recompute_layernorm)  /* fc1's input, again */
-        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
-                        lw->pre_mlp_layernorm_bias);
+    pre_mlp_norm_again(m, la, lw);
     return column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2, lw->fc1_weight, s.FC1l);
 }
 
 /* the MoE MLP's backward (moe_layer.h), likewise */
 static void *moe_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, void *d_hidden,
                               micro_batch_rng rng) {
-    const gpt_config *c = &m->config;
     backward_scratch *b = &m->scratch;
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l], *lg = &ch->grads.layers[l];
     int layer = ch->first_layer + l;
     void *d_full = gather_rows(m, d_hidden, b->d_full);
-    if (c->recompute_layernorm)  /* the experts' input, again */
-        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
-                        lw->pre_mlp_layernorm_bias);
+    pre_mlp_norm_again(m, la, lw);
     void *d_input = moe_layer_backward(m, la->moe, lw, lg, la->ln2, d_full, moe_jitter_rng(m, rng, layer), rng.training,
                                        layer);
     return reduce_gathered_grad(m, d_input, b->d_hidden);
@@ -1368,7 +1369,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,
                   l > 0 ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows, la->input,
                   la->ln1, lw->input_layernorm_weight, lw->input_layernorm_bias, la->ln1_mean, la->ln1_rstd);
-    grads_ready(m, layer_first_param(m, ch, l), layer_param_count(m, ch, l));
+    grads_ready(m, layer_first_param(ch, l), layer_param_count(ch, l));
 }
 
 static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {

@@ -106,6 +106,11 @@ typedef struct gpt_config {
     int bucket_alignment;     /* bucket lengths are padded to a multiple of this (data-parallel size) */
 } gpt_config;
 
+/* 1 when global layer `layer` of the config is an MoE layer */
+static inline int gpt_layer_is_moe(const gpt_config *c, int layer) {
+    return c->num_experts > 0 && layer >= 0 && layer < GPT_MAX_MOE_LAYERS && c->moe_layer[layer];
+}
+
 typedef struct param_tensor {
     char name[PARAM_NAME_MAX];
     size_t offset;       /* in elements, into the flat buffers */
@@ -202,6 +207,10 @@ typedef struct model_chunk {
     int recompute_group;           /* in groups of this many layers (uniform: N, block: 1) */
     int pre_process, post_process; /* holds the embedding / the output layer and loss */
     int first_param, num_params;   /* its range of the parameter table */
+    int *layer_first_param;        /* [num_layers + 1]: where each layer's tensors start in the
+                                    * parameter table (the last entry: the final part's); MoE and
+                                    * dense layers hold different tensors, and with expert
+                                    * parallelism a rank holds only its experts */
     model_view weights, grads;
     activation_slot *slots;        /* config.activation_slots of them */
 } model_chunk;

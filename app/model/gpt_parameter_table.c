@@ -114,8 +114,7 @@ int model_dim_blocks(model_dim dim, const gpt_config *c) {
 
 int parameter_row_present(const parameter_row *row, const gpt_config *c, int layer) {
     unsigned held = ROW_ALWAYS;
-    if (row->part == PART_LAYER) held |= c->num_experts > 0 && layer >= 0 && layer < GPT_MAX_MOE_LAYERS && c->moe_layer[layer]
-                                             ? ROW_MOE : ROW_DENSE_MLP;
+    if (row->part == PART_LAYER) held |= gpt_layer_is_moe(c, layer) ? ROW_MOE : ROW_DENSE_MLP;
     if (c->untie_embeddings_and_output_weights) held |= ROW_UNTIED_ONLY;
     if (c->position_embedding_type == POSITION_LEARNED_ABSOLUTE) held |= ROW_LEARNED_POSITIONS;
     held |= c->rmsnorm ? ROW_RMSNORM : ROW_LAYERNORM;

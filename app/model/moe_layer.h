@@ -82,11 +82,6 @@ typedef struct moe_scratch {
     moe_loss_log log;
 } moe_scratch;
 
-/* 1 when global layer `layer` of the config is an MoE layer */
-static inline int gpt_layer_is_moe(const gpt_config *c, int layer) {
-    return c->num_experts > 0 && layer >= 0 && layer < GPT_MAX_MOE_LAYERS && c->moe_layer[layer];
-}
-
 /* Parse Megatron's --moe-layer-freq for num_layers layers into moe_layer[]: an integer N marks
  * layers 0, N, 2N, ...; otherwise a Python list expression of 0 and 1 ("[1,0,1]",
  * "([0]*1+[1]*3)*2": lists, '+' concatenation, '*' repetition, parentheses) of length

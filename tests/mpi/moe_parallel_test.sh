@@ -11,6 +11,9 @@ MODEL="--args-file $MOE_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmu
        --moe-layer-freq ([1]*1+[0]*1)*2"
 TOLERANCE=1e-6
 . "$top_srcdir/tests/mpi/parallel_compare.sh"
+same_tensors() {  # same_tensors A.h5 B.h5: every model and optimizer tensor equal
+    h5diff -q "$1" "$2" /model /model && h5diff -q "$1" "$2" /optimizer /optimizer
+}
 
 # the tensors: a router [E, C] and each expert's fc1 [2 Fm, C] and fc2 [C, Fm] under its global
 # index (Megatron-Core's SequentialMLP names) in MoE layers 0 and 2, dense MLPs in 1 and 3
@@ -65,8 +68,7 @@ diag "$result"
 ok $status "checkpoint: its tensors (experts and router included) are the run's global parameters, bit for bit"
 run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --save "$WORK/resaved"
 status=$?
-h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /model /model &&
-    h5diff -q "$SAVED" "$WORK/resaved/iter_0000003.h5" /optimizer /optimizer
+same_tensors "$SAVED" "$WORK/resaved/iter_0000003.h5"
 ok $((status + $?)) "checkpoint: loaded into one rank and saved again, every tensor (model and optimizer) is the same"
 # across expert-parallel sizes: saved with EP2 x TP2, loaded into one rank; saved with one rank,
 # loaded into EP4: the same tensors again
@@ -78,13 +80,11 @@ diag "$result"
 ok $status "checkpoint: an EP2 x TP2 file holds every expert's global tensor, bit for bit"
 run_app 1 $MODEL --train-iters 3 --load "$WORK/ep2" --save "$WORK/ep1"
 status=$?
-h5diff -q "$WORK/ep2/iter_0000003.h5" "$WORK/ep1/iter_0000003.h5" /model /model &&
-    h5diff -q "$WORK/ep2/iter_0000003.h5" "$WORK/ep1/iter_0000003.h5" /optimizer /optimizer
+same_tensors "$WORK/ep2/iter_0000003.h5" "$WORK/ep1/iter_0000003.h5"
 ok $((status + $?)) "checkpoint: EP2 x TP2 loaded into one rank and saved again: the same tensors"
 run_app 4 $MODEL $EP 4 --train-iters 3 --load "$WORK/ep1" --save "$WORK/ep4"
 status=$?
-h5diff -q "$WORK/ep1/iter_0000003.h5" "$WORK/ep4/iter_0000003.h5" /model /model &&
-    h5diff -q "$WORK/ep1/iter_0000003.h5" "$WORK/ep4/iter_0000003.h5" /optimizer /optimizer
+same_tensors "$WORK/ep1/iter_0000003.h5" "$WORK/ep4/iter_0000003.h5"
 ok $((status + $?)) "checkpoint: one rank's loaded into EP4 and saved again: the same tensors"
 run_app 4 $MODEL $EP 4 --train-iters 5 --load "$WORK/ep1" --override-opt-param-scheduler --metrics-file "$WORK/ep4_resumed.jsonl"
 run_app 1 $MODEL --train-iters 5 --load "$WORK/ep1" --override-opt-param-scheduler --metrics-file "$WORK/ep1_resumed.jsonl"
