@@ -196,6 +196,8 @@ typedef struct kernel_ops {
     void (*copy_from_host_float)(void *dst, const float *host_src, size_t n);
     /* dst[n] (compute dtype) = src[n] (fp32 backend memory); a no-op when they alias (cpu) */
     void (*float_to_act)(void *dst, const float *src, size_t n);
+    /* dst[n] (fp32 backend memory) = src[n] (compute dtype); a no-op when they alias (cpu) */
+    void (*act_to_float)(float *dst, const void *src, size_t n);
 
     /* ---- parameter initialization (on the device: no host pass over the weights) ---- */
     /* dst[i] = std * philox_normal(seed, stream, shard_global_index(map, first + i)), i < n,

@@ -1,6 +1,6 @@
 # kernels/local.mk: the compute backends behind kernels/kernels.h.
 noinst_LIBRARIES += kernels/libkernels.a
-kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/kernel_error.c kernels/memory_stats.c \
+kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/moe_routing.h kernels/kernel_error.c kernels/memory_stats.c \
 	kernels/cpu/cpu_backend.c kernels/cpu/cpu_memory.c kernels/cpu/cpu_init.c kernels/cpu/cpu_embedding.c \
 	kernels/cpu/cpu_layernorm.c kernels/cpu/cpu_matmul.c kernels/cpu/cpu_attention.c kernels/cpu/cpu_decode_attention.c \
 	kernels/cpu/cpu_elementwise.c kernels/cpu/cpu_cross_entropy.c kernels/cpu/cpu_adamw.c \
@@ -13,7 +13,7 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 	kernels/cuda/cuda_layernorm.cu kernels/cuda/cuda_matmul.cu kernels/cuda/cuda_adamw.cu \
 	kernels/cuda/cuda_attention.cu kernels/cuda/cuda_attention_sm90.cu kernels/cuda/cuda_decode_attention.cu kernels/cuda/cuda_cross_entropy.cu \
 	kernels/cuda/cuda_backend.cu kernels/cuda/cuda_rmsnorm.cu kernels/cuda/cuda_rope.cu \
-	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu
+	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu kernels/cuda/cuda_moe.cu
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
 	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh
 if HAVE_CUDA
@@ -25,7 +25,7 @@ CLEANFILES += $(CUDA_OBJECT_FILES)
 NVCCFLAGS = -O3 -std=c++17 $(NVCC_ARCH_FLAGS) -Xcompiler -Wall,-Wextra,-fPIC \
 	-I$(top_srcdir) -I$(top_builddir) $(CUDA_CFLAGS)
 kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.h \
-		$(top_srcdir)/kernels/philox.h $(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%)
+		$(top_srcdir)/kernels/philox.h $(top_srcdir)/kernels/moe_routing.h $(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%)
 	@$(MKDIR_P) kernels/cuda
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 endif

@@ -167,6 +167,7 @@ void moe_scratch_allocate(gpt_model *m) {
     x->d_router_input = acts(m, N * C);
     x->d_weight = ops->alloc(sizeof(float) * N * (size_t)s.k);
     x->d_logits = ops->alloc(sizeof(float) * N * (size_t)s.E);
+    if (ops->act_bytes != sizeof(float)) x->logits_act = acts(m, N * (size_t)s.E);
     x->stats = ops->alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
     x->host_expert = host_alloc(sizeof(int) * M);
     x->host_slot_row = host_alloc(sizeof(int) * M);
@@ -181,8 +182,9 @@ void moe_scratch_release(gpt_model *m) {
     if (!x) return;
     void *buffers[] = {x->permuted, x->received, x->local_out, x->activation, x->d_activation, x->d_fc1_out,
                        x->d_expert_out, x->d_local_out, x->d_local_in, x->d_permuted, x->d_input, x->router_input,
-                       x->d_router_input, x->d_weight, x->d_logits, x->stats};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) m->ops->release(buffers[i]);
+                       x->d_router_input, x->d_weight, x->d_logits, x->stats, x->logits_act};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        if (buffers[i]) m->ops->release(buffers[i]);
     free(x->host_expert);
     free(x->host_slot_row);
     free(x->host_row_token);
@@ -196,7 +198,7 @@ void moe_activations_allocate(gpt_model *m, moe_activations *a) {
     moe_shapes s = shapes_of(m);
     const kernel_ops *ops = m->ops;
     size_t M = (size_t)s.M, R = (size_t)s.R, N = (size_t)s.N;
-    a->logits = acts(m, N * (size_t)s.E);
+    a->logits = ops->alloc(sizeof(float) * N * (size_t)s.E);
     a->expert = ops->alloc(sizeof(int) * M);
     a->weight = ops->alloc(sizeof(float) * M);
     a->slot_row = ops->alloc(sizeof(int) * M);
@@ -335,6 +337,12 @@ static const void *router_input(gpt_model *m, const void *x, dropout_rng jitter,
     return m->moe_scratch->router_input;
 }
 
+/* the router GEMM's output or output gradient in the compute dtype: the fp32 buffer itself on
+ * an fp32 backend, else the 16-bit scratch (converted from or to fp32 around the GEMM) */
+static void *router_act(gpt_model *m, float *fp32) {
+    return m->ops->act_bytes == sizeof(float) ? (void *)fp32 : m->moe_scratch->logits_act;
+}
+
 /* an expert's activation of its rows: GeLU or SwiGLU of fc1's output */
 static void expert_activation(gpt_model *m, void *out, const void *fc1_out, int rows) {
     moe_shapes s = shapes_of(m);
@@ -354,7 +362,9 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     const kernel_ops *ops = m->ops;
     moe_scratch *scratch = m->moe_scratch;
     const gpt_config *c = &m->config;
-    ops->matmul_forward(a->logits, NULL, router_input(m, x, jitter, training), lw->router_weight, NULL, s.N, s.C, s.E);
+    void *logits_act = router_act(m, a->logits);
+    ops->matmul_forward(logits_act, NULL, router_input(m, x, jitter, training), lw->router_weight, NULL, s.N, s.C, s.E);
+    ops->act_to_float(a->logits, logits_act, (size_t)s.N * s.E);
     moe_router_spec spec = c->moe_router;
     spec.seq_length = c->seq_length;
     ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
@@ -432,7 +442,9 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
     float loss_scale = m->grad_scale * (float)s.N;
     ops->moe_route_backward(scratch->d_logits, scratch->d_weight, a->logits, a->expert, s.N, spec, loss_scale);
     const void *rx = router_input(m, x, jitter, training);
-    ops->matmul_backward(scratch->d_router_input, (float *)lg->router_weight, NULL, scratch->d_logits, rx,
+    void *d_logits_act = router_act(m, scratch->d_logits);
+    ops->float_to_act(d_logits_act, scratch->d_logits, (size_t)s.N * s.E);
+    ops->matmul_backward(scratch->d_router_input, (float *)lg->router_weight, NULL, d_logits_act, rx,
                          lw->router_weight, s.N, s.C, s.E);
     /* every tensor-parallel rank computed the same router gradient: one of them adds it */
     if (c->tp_rank == 0) {

@@ -29,7 +29,8 @@
 
 /* what one MoE layer keeps of one micro-batch's forward */
 typedef struct moe_activations {
-    void *logits;          /* [N,E] router logits (compute dtype: fp32 on the CPU backend) */
+    float *logits;         /* [N,E] router logits, fp32 (the GEMM's output in the compute dtype,
+                            * converted) */
     int *expert;           /* [N,k] chosen experts, -1 where dropped */
     float *weight;         /* [N,k] routing weights */
     int *slot_row;         /* [N,k] the permuted row of each choice, -1 where dropped */
@@ -75,6 +76,8 @@ typedef struct moe_scratch {
     void *d_router_input;  /* [N,C] */
     float *d_weight;       /* [N,k] */
     float *d_logits;       /* [N,E] */
+    void *logits_act;      /* [N,E] the router GEMM's output and output gradient in a 16-bit
+                            * compute dtype (NULL on fp32: the GEMM uses the fp32 buffers) */
     float *stats;          /* [MOE_ROUTER_STATS(E)] the router's statistics, in backend memory */
     int *host_expert;      /* host [N,k] */
     int *host_slot_row;    /* host [N,k] */

@@ -15,6 +15,9 @@ static void copy_from_host_float(void *dst, const float *host_src, size_t n) {
 static void float_to_act(void *dst, const float *src, size_t n) {
     if (dst != (const void *)src) cpu_copy(dst, src, sizeof(float) * n);
 }
+static void act_to_float(float *dst, const void *src, size_t n) {
+    if ((const void *)dst != src) cpu_copy(dst, src, sizeof(float) * n);
+}
 
 static void embedding_forward(void *out, const int *tokens, const void *table, int N, int C,
                               int vocab_start, int vocab_rows) {
@@ -211,6 +214,7 @@ static const kernel_ops cpu_ops = {
     .copy_to_host_float = copy_to_host_float,
     .copy_from_host_float = copy_from_host_float,
     .float_to_act = float_to_act,
+    .act_to_float = act_to_float,
     .init_normal = cpu_init_normal,
     .fill = cpu_fill,
 

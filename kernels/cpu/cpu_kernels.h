@@ -63,6 +63,8 @@ void cpu_moe_route_forward(int *expert, float *weight, float *stats, const float
                            moe_router_spec spec, int with_losses);
 void cpu_moe_route_backward(float *dlogits, const float *dweight, const float *logits, const int *expert, int N,
                             moe_router_spec spec, float loss_scale);
+/* capacity dropping of routed choices (host arrays), as moe_route_forward does it */
+void cpu_moe_drop_over_capacity(int *expert, float *weight, int N, moe_router_spec spec);
 void cpu_gather_rows(float *out, const float *x, const int *rows, int M, int C);
 void cpu_moe_combine(float *out, const float *y, const int *slot_row, const float *weight, int N, int k, int C);
 void cpu_moe_combine_backward(float *dy, float *dweight, const float *dout, const float *y, const int *slot_row,

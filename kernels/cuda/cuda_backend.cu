@@ -122,12 +122,29 @@ static void backend_copy_from_host_float(void *dst, const float *host_src, size_
 }
 
 /* ---- adapters: compute-dtype pointers are bf16 (kernels_cuda) or fp16 (kernels_cuda_fp16) ----
- * CUDA_ADAPTERS(NAME, S, T, FLOAT_TO_T) defines struct NAME whose members call the cuda_X##S entry
+ * CUDA_ADAPTERS(NAME, S, T, FLOAT_TO_T, TO_FLOAT) defines struct NAME whose members call the cuda_X##S entry
  * points of cuda_kernels.h (S empty: bf16; S _fp16: fp16) with the compute-dtype pointers as T. */
 
-#define CUDA_ADAPTERS(NAME, S, T, FLOAT_TO_T)                                                                    \
+#define CUDA_ADAPTERS(NAME, S, T, FLOAT_TO_T, TO_FLOAT)                                                                    \
 struct NAME {                                                                                                    \
 static void float_to_act(void *dst, const float *src, size_t n) { FLOAT_TO_T((T *)dst, src, n); }               \
+static void act_to_float(float *dst, const void *src, size_t n) { TO_FLOAT(dst, (const T *)src, n); }           \
+static void gather_rows(void *out, const void *x, const int *rows, int M, int C) {                              \
+    cuda_gather_rows##S((T *)out, (const T *)x, rows, M, C);                                                     \
+}                                                                                                                \
+static void moe_combine(void *out, const void *y, const int *slot_row, const float *weight, int N, int k, int C) { \
+    cuda_moe_combine##S((T *)out, (const T *)y, slot_row, weight, N, k, C);                                      \
+}                                                                                                                \
+static void moe_combine_backward(void *dy, float *dweight, const void *dout, const void *y, const int *slot_row, \
+                                 const float *weight, int N, int k, int C) {                                     \
+    cuda_moe_combine_backward##S((T *)dy, dweight, (const T *)dout, (const T *)y, slot_row, weight, N, k, C);     \
+}                                                                                                                \
+static void moe_uncombine(void *dx, const void *dxp, const int *slot_row, int N, int k, int C) {                \
+    cuda_moe_uncombine##S((T *)dx, (const T *)dxp, slot_row, N, k, C);                                           \
+}                                                                                                                \
+static void uniform_jitter(void *out, const void *x, size_t n, float eps, dropout_rng rng) {                    \
+    cuda_uniform_jitter##S((T *)out, (const T *)x, n, eps, rng);                                                 \
+}                                                                                                                \
 static void init_normal(void *dst, int fp32_dst, shard_map map, uint64_t seed, uint64_t stream, float std,       \
                         uint64_t first, size_t n) {                                                              \
     cuda_init_normal##S(dst, fp32_dst, map, seed, stream, std, first, n);                                        \
@@ -283,8 +300,8 @@ static void adamw_update(float *master, void *params, const float *grads, float 
 }                                                                                                                \
 };
 
-CUDA_ADAPTERS(bf16_adapters, , bf16, cuda_float_to_bf16)
-CUDA_ADAPTERS(fp16_adapters, _fp16, fp16, cuda_float_to_fp16)
+CUDA_ADAPTERS(bf16_adapters, , bf16, cuda_float_to_bf16, cuda_bf16_to_float)
+CUDA_ADAPTERS(fp16_adapters, _fp16, fp16, cuda_float_to_fp16, cuda_fp16_to_float)
 
 /* x *= s over fp32 (gradient clipping) */
 static __global__ void scale_float_kernel(float *x, float s, size_t n) {
@@ -325,6 +342,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.copy_to_host_float = backend_copy_to_host_float<E>;
     ops.copy_from_host_float = backend_copy_from_host_float<E>;
     ops.float_to_act = A::float_to_act;
+    ops.act_to_float = A::act_to_float;
     ops.init_normal = A::init_normal;
     ops.fill = A::fill;
     ops.profiler_range = cuda_profiler_range;
@@ -371,6 +389,13 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.sum_squares = cuda_sum_squares;
     ops.adamw_update_ranges = A::adamw_update_ranges;
     ops.sum_squares_ranges = cuda_sum_squares_ranges;
+    ops.moe_route_forward = cuda_moe_route_forward;
+    ops.moe_route_backward = cuda_moe_route_backward;
+    ops.gather_rows = A::gather_rows;
+    ops.moe_combine = A::moe_combine;
+    ops.moe_combine_backward = A::moe_combine_backward;
+    ops.moe_uncombine = A::moe_uncombine;
+    ops.uniform_jitter = A::uniform_jitter;
     return ops;
 }
 

@@ -102,6 +102,18 @@ void cuda_rmsnorm_backward_from_output(bf16 *dx, float *dweight, const bf16 *dou
 void cuda_rope_forward(bf16 *qkv, int B, int T, int H, int G, int D, rope_spec rope);
 void cuda_rope_backward(bf16 *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
 
+/* ---- mixture of experts (cuda_moe.cu): the router in fp32, dispatch in the compute dtype ---- */
+void cuda_moe_route_forward(int *expert, float *weight, float *stats, const float *logits, int N,
+                            moe_router_spec spec, int with_losses);
+void cuda_moe_route_backward(float *dlogits, const float *dweight, const float *logits, const int *expert, int N,
+                             moe_router_spec spec, float loss_scale);
+void cuda_gather_rows(bf16 *out, const bf16 *x, const int *rows, int M, int C);
+void cuda_moe_combine(bf16 *out, const bf16 *y, const int *slot_row, const float *weight, int N, int k, int C);
+void cuda_moe_combine_backward(bf16 *dy, float *dweight, const bf16 *dout, const bf16 *y, const int *slot_row,
+                               const float *weight, int N, int k, int C);
+void cuda_moe_uncombine(bf16 *dx, const bf16 *dxp, const int *slot_row, int N, int k, int C);
+void cuda_uniform_jitter(bf16 *out, const bf16 *x, size_t n, float eps, dropout_rng rng);
+
 /* ---- SwiGLU on [gate | up] rows (cuda_swiglu.cu) ---- */
 void cuda_swiglu_forward(bf16 *out, const bf16 *x, int N, int F);
 void cuda_swiglu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int F);
@@ -294,6 +306,13 @@ void cuda_adamw_update_ranges_fp16(float *master, fp16 *params, const float *gra
                                    float *v, const tensor_range *ranges, int count,
                                    float grad_scale, float lr, float beta1, float beta2, float eps,
                                    int step);
+
+void cuda_gather_rows_fp16(fp16 *out, const fp16 *x, const int *rows, int M, int C);
+void cuda_moe_combine_fp16(fp16 *out, const fp16 *y, const int *slot_row, const float *weight, int N, int k, int C);
+void cuda_moe_combine_backward_fp16(fp16 *dy, float *dweight, const fp16 *dout, const fp16 *y, const int *slot_row,
+                                    const float *weight, int N, int k, int C);
+void cuda_moe_uncombine_fp16(fp16 *dx, const fp16 *dxp, const int *slot_row, int N, int k, int C);
+void cuda_uniform_jitter_fp16(fp16 *out, const fp16 *x, size_t n, float eps, dropout_rng rng);
 
 #ifdef __cplusplus
 }
