@@ -7,4 +7,4 @@ dist_pkgdata_DATA += configs/gpt3-1.7b.args configs/gpt3-3.6b.args configs/gpt3-
 dist_pkgdata_DATA += configs/llama-tiny.args configs/llama2-7b.args configs/llama3-8b.args \
 	configs/llama3.2-1b.args configs/llama3-70b.args
 # mixture of experts: a CI-sized Mixtral
-dist_pkgdata_DATA += configs/mixtral-tiny.args
+dist_pkgdata_DATA += configs/mixtral-tiny.args configs/mixtral-small.args
