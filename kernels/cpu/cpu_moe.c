@@ -50,10 +50,16 @@ static float score_derivative(float l, float s, int fn) {
 }
 
 /* the top-k choice of one row: on the scores, or on the logits (softmax without pre_softmax);
- * group-limited routing first keeps the best group_topk groups */
+ * with an expert bias (sigmoid, sqrtsoftplus) on the scores plus the bias; group-limited
+ * routing first keeps the best group_topk groups */
 static void choose_experts(const float *l, const float *s, int *idx, moe_router_spec spec) {
     int E = spec.num_experts, k = spec.topk;
     const float *v = spec.score_function == MOE_SCORE_SOFTMAX && !spec.pre_softmax ? l : s;
+    float biased[MOE_MAX_EXPERTS];
+    if (spec.expert_bias && spec.score_function != MOE_SCORE_SOFTMAX) {
+        for (int e = 0; e < E; e++) biased[e] = s[e] + spec.expert_bias[e];
+        v = biased;
+    }
     unsigned char allowed[MOE_MAX_EXPERTS];
     if (spec.num_groups > 0 && spec.group_topk > 0) {
         int per_group = E / spec.num_groups, top = k / spec.group_topk;
