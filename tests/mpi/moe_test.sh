@@ -8,7 +8,7 @@
 #    per expert adding up to tokens x top-k);
 # 3. the aux-loss-free expert bias (--moe-router-enable-expert-bias, aux loss off) balances the
 #    same biased router; after one iteration it is rate x sign(mean - count) of the logged
-#    tokens per expert, the same bits with 1, 2 and 4 data-parallel ranks (the counts summed over
+#    tokens per expert, the same bits with 1 and 2 data-parallel ranks (the counts summed over
 #    them); it is saved in checkpoints and a resumed run continues bit for bit;
 # 4. MoE flags that do not fit are refused with one message saying what to use.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -98,7 +98,7 @@ ok $? "the bias of the over-used expert fell, the others' did not (decoder.layer
 
 # one more update from the balanced router (near the mean, a rank's own counts would often give
 # another sign than the global batch's), rate 0.25: bias = previous + float32(0.25) x sign(mean -
-# count) for the logged counts, the same bits on 1, 2 and 4 data-parallel ranks
+# count) for the logged counts, the same bits on 1 and 2 data-parallel ranks
 bias_check() {  # bias_check DUMP METRICS: the dump's bias is the update of the metrics' counts
     python3 - "$1" "$2" "$WORK/b0.01.bin" <<'PY'
 import json, struct, sys
@@ -118,7 +118,7 @@ print("# counts %s: bias %s -> %s" % (counts, ["%.6g" % b for b in before], ["%.
 sys.exit(0 if list(bias) == want else 1)
 PY
 }
-for n in 1 2 4; do
+for n in 1 2; do
     cp -r "$WORK/bk0.01" "$WORK/dp$n"
     run_app $n $BIAS --train-iters 32 --load "$WORK/dp$n" --override-opt-param-scheduler --log-interval 1 \
         --moe-router-bias-update-rate 0.25 --metrics-file "$WORK/dp$n.jsonl" --dump-parameters "$WORK/dp$n.bin"
@@ -126,7 +126,7 @@ for n in 1 2 4; do
     bias_check "$WORK/dp$n.bin" "$WORK/dp$n.jsonl"
     ok $((status + $?)) "DP$n: after one update the bias is 0.25 x sign(mean - count) of the global batch's tokens per expert"
 done
-python3 - "$WORK/dp1.bin" "$WORK/dp2.bin" "$WORK/dp4.bin" <<'PY'
+python3 - "$WORK/dp1.bin" "$WORK/dp2.bin" <<'PY'
 import sys
 def bias_bytes(path):
     for line in open(path + ".index"):
@@ -135,9 +135,9 @@ def bias_bytes(path):
             with open(path, "rb") as f:
                 f.seek(int(offset) * 4); return f.read(4 * int(rows))
 b = [bias_bytes(p) for p in sys.argv[1:]]
-sys.exit(0 if b[0] == b[1] == b[2] else 1)
+sys.exit(0 if b[0] == b[1] else 1)
 PY
-ok $? "the expert bias after one update: the same bits with 1, 2 and 4 data-parallel ranks"
+ok $? "the expert bias after one update: the same bits with 1 and 2 data-parallel ranks"
 
 # checkpoints: 4 iterations straight, or 2 saved and resumed for 2 more: the same bits, the bias
 # included; the checkpoint holds the bias the run had (its dump at the save)
