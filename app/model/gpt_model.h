@@ -69,6 +69,8 @@ typedef struct gpt_config {
      * the top-k choice, moved by update_rate towards balance after every training step */
     int moe_router_enable_expert_bias;
     float moe_router_bias_update_rate;
+    int moe_pad_expert_input_to_capacity; /* with a capacity: Megatron pads every expert's rows to
+                                           * it (the results do not change; the bias's counts do) */
     unsigned char moe_layer[GPT_MAX_MOE_LAYERS];
     float init_method_std;
     float hidden_dropout;

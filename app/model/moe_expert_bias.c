@@ -7,6 +7,7 @@
 #include "app/core/error.h"
 #include "io/checkpoint_format.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,16 @@ const float *moe_expert_bias_of(const gpt_model *m, int layer) {
 
 void moe_expert_bias_count(gpt_model *m, int layer, const int *expert_rows) {
     if (!m->moe_tokens_per_expert) return;
-    int E = m->config.num_experts;
+    const gpt_config *c = &m->config;
+    int E = c->num_experts;
     double *counts = m->moe_tokens_per_expert + (size_t)layer * (size_t)E;
+    if (c->moe_pad_expert_input_to_capacity && c->moe_router.capacity_factor > 0.0f) {
+        /* Megatron counts the padded routing map: min(capacity, tokens) for every expert */
+        int N = c->micro_batch_size * c->seq_length;
+        double capacity = ceil((double)N * c->moe_router.topk / E * c->moe_router.capacity_factor);
+        for (int e = 0; e < E; e++) counts[e] += capacity < N ? capacity : N;
+        return;
+    }
     for (int e = 0; e < E; e++) counts[e] += expert_rows[e + 1] - expert_rows[e];
 }
 

@@ -12,7 +12,8 @@
  *   b[e] += update_rate * sign(mean_e'(count[e']) - count[e])
  *
  * (Megatron's get_updated_expert_bias: fewer tokens than the mean raises an expert's bias, more
- * lowers it, equal leaves it). Every tensor-parallel rank routes all of its group's tokens here,
+ * lowers it, equal leaves it). With --moe-pad-expert-input-to-capacity Megatron counts the padded
+ * routing map, min(capacity, tokens) for every expert, so the bias never moves; the same here. Every tensor-parallel rank routes all of its group's tokens here,
  * so the counts are summed over the data-parallel group only; the expert-parallel ranks are
  * data-parallel ranks. The bias is the same on every rank of a layer and is saved in checkpoints
  * as /model/decoder.layers.L.mlp.router.expert_bias [E] (Megatron's state-dict name; written by

@@ -800,6 +800,7 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->moe_shared_expert_gate = a->moe_shared_expert_gate;
     c->moe_router_enable_expert_bias = a->moe_router_enable_expert_bias;
     c->moe_router_bias_update_rate = a->moe_router_bias_update_rate;
+    c->moe_pad_expert_input_to_capacity = a->moe_pad_expert_input_to_capacity;
 }
 
 void args_set_vocab_size(args *a, int vocab_size) {

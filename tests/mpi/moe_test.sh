@@ -9,7 +9,8 @@
 # 3. the aux-loss-free expert bias (--moe-router-enable-expert-bias, aux loss off) balances the
 #    same biased router; after one iteration it is rate x sign(mean - count) of the logged
 #    tokens per expert, the same bits with 1 and 2 data-parallel ranks (the counts summed over
-#    them); it is saved in checkpoints and a resumed run continues bit for bit;
+#    them; none with --moe-pad-expert-input-to-capacity, as Megatron's padded counts are equal);
+#    it is saved in checkpoints and a resumed run continues bit for bit;
 # 4. MoE flags that do not fit are refused with one message saying what to use.
 . "${top_srcdir:-.}/tests/lib.sh"
 POKE="$top_builddir/tests/tools/h5_poke"
@@ -138,6 +139,27 @@ b = [bias_bytes(p) for p in sys.argv[1:]]
 sys.exit(0 if b[0] == b[1] else 1)
 PY
 ok $? "the expert bias after one update: the same bits with 1 and 2 data-parallel ranks"
+
+# with --moe-pad-expert-input-to-capacity Megatron counts the padded routing map (every expert
+# its capacity): the bias does not move, while dropping without padding moves it
+for pad in "" --moe-pad-expert-input-to-capacity; do
+    run_app 1 $BIAS --train-iters 3 --moe-expert-capacity-factor 1.5 $pad --moe-router-bias-update-rate 0.25 \
+        --dump-parameters "$WORK/pad$pad.bin"
+    ok $? "capacity factor 1.5 ${pad:-without padding}: trains with the expert bias"
+done
+python3 - "$WORK/pad.bin" "$WORK/pad--moe-pad-expert-input-to-capacity.bin" <<'PY'
+import struct, sys
+def bias_of(path):
+    for line in open(path + ".index"):
+        name, rows, cols, offset = line.split()
+        if name.endswith("router.expert_bias"):
+            with open(path, "rb") as f:
+                f.seek(int(offset) * 4); return struct.unpack("<4f", f.read(16))
+plain, padded = bias_of(sys.argv[1]), bias_of(sys.argv[2])
+print("# bias after 3 updates: dropping %s, padded to capacity %s" % (plain, padded))
+sys.exit(0 if padded == (0.0,) * 4 and any(b != 0 for b in plain) else 1)
+PY
+ok $? "--moe-pad-expert-input-to-capacity: the padded counts are equal and the bias stays 0 (Megatron's), without it the bias moves"
 
 # checkpoints: 4 iterations straight, or 2 saved and resumed for 2 more: the same bits, the bias
 # included; the checkpoint holds the bias the run had (its dump at the save)
