@@ -524,9 +524,9 @@ static int validate_fp16(check_state *st, args *a) {
 
 /* --recompute-modules: each word one Megatron knows; the ones this program builds */
 static int validate_recompute_modules(check_state *st, const args *a) {
+    static const char *const moe_parts[] = {"moe_act", "moe", "shared_experts"};
     static const char *const absent[][2] = {
-        {"moe_act", "mixture-of-experts layers"}, {"moe", "mixture-of-experts layers"},
-        {"shared_experts", "mixture-of-experts layers"}, {"mla_up_proj", "multi-latent attention"},
+        {"mla_up_proj", "multi-latent attention"},
         {"gdn_norm_out", "GatedDeltaNet layers"}, {"gdp_in_proj", "GatedDeltaProduct layers"},
         {"gdp_qkv", "GatedDeltaProduct layers"}, {"mhc", "hyper-connections"}};
     char words[sizeof a->recompute_modules];
@@ -537,6 +537,11 @@ static int validate_recompute_modules(check_state *st, const args *a) {
             return error_format(st->err, st->errlen, "--recompute-modules mlp (the whole dense MLP) is not supported: "
                                 "--recompute-granularity full recomputes whole layers (and the MLP's activation is "
                                 "computed again in the backward unless --keep-mlp-activation)");
+        for (size_t i = 0; i < sizeof moe_parts / sizeof moe_parts[0]; i++)
+            if (!strcmp(w, moe_parts[i]))
+                return error_format(st->err, st->errlen, "--recompute-modules %s: recomputing parts of the mixture-of-experts "
+                                    "layers is not built yet; use --recompute-granularity full, which recomputes MoE "
+                                    "layers whole (supported modules: core_attn layernorm)", w);
         for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
             if (!strcmp(w, absent[i][0]))
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs %s, which this program does not build "
