@@ -139,7 +139,12 @@ typedef enum kernel_dtype { KERNEL_FP32 = 0, KERNEL_BF16 = 1, KERNEL_FP16 = 2 } 
  *                         chosen experts, divided by their sum (+1e-20) when k > 1
  * then weights *= topk_scaling_factor (when > 0). Group-limited routing (num_groups > 0) first
  * keeps the group_topk groups of E/num_groups experts whose top (k/group_topk) scores sum
- * highest. Ties go to the lower expert index. With capacity_factor > 0 each expert keeps at most
+ * highest. With expert_bias (aux-loss-free load balancing, Megatron's --moe-router-enable-expert-bias;
+ * sigmoid and sqrtsoftplus only, NULL otherwise) the top-k choice, group-limited routing
+ * included, ranks s[e] + expert_bias[e] (fp32) instead of s[e], while the weights stay the
+ * unbiased s at the chosen experts (Megatron's topk_routing_with_score_function; the losses
+ * below never see the bias). Ties go to the lower expert index. With capacity_factor > 0 each
+ * expert keeps at most
  * ceil(N k / E x factor) of the micro-batch's N tokens: those of highest weight (drop policy
  * probs; ties to the lower token) or the first ones (position); a dropped choice has expert -1
  * and weight 0.
@@ -160,6 +165,8 @@ typedef struct moe_router_spec {
     int balancing;                  /* moe_balancing */
     float aux_loss_coeff, z_loss_coeff;
     int seq_length;                 /* T: tokens per sequence, for seq_aux_loss */
+    const float *expert_bias;       /* [E] fp32 backend memory, or NULL: the layer's expert bias
+                                     * (selection only; see above) */
 } moe_router_spec;
 
 /* the number of values moe_route_forward writes into stats: the aux and z losses (each without

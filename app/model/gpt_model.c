@@ -25,6 +25,7 @@
  * blocks with the reduce-scatter, the weight gradient while the partials arrive). */
 #include "app/model/gpt_model.h"
 #include "app/model/grad_first_write.h"
+#include "app/model/moe_expert_bias.h"
 #include "app/model/moe_layer.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
@@ -593,6 +594,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
             user_error("--num-experts: mixture of experts runs on the CPU backend for now (--device cpu); its %s kernels are not built yet",
                        ops->name);
         moe_scratch_allocate(m);
+        moe_expert_bias_allocate(m);
     }
     register_windows(m);
     grad_first_write_setup(m);
@@ -616,6 +618,7 @@ void gpt_model_free(gpt_model *m) {
     }
     free_recompute_scratch(m);
     moe_scratch_release(m);
+    moe_expert_bias_release(m);
     backward_scratch *b = &m->scratch;
     void *buffers[] = {b->d_residual, b->d_hidden, b->d_full, b->d_attention, b->d_qkv, b->d_ffn_a,
                        b->d_ffn_b, b->forward_full, b->forward_rows, m->param_buffer, m->grad_buffer,
@@ -1115,7 +1118,8 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     if (gpt_layer_is_moe(c, layer)) {  /* the experts' partial sums, reduced as fc2's are */
         norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
                         lw->pre_mlp_layernorm_bias);
-        moe_layer_forward(m, la->moe, lw, la->ln2, m->scratch.forward_full, moe_jitter_rng(m, rng, layer), rng.training);
+        moe_layer_forward(m, la->moe, lw, la->ln2, m->scratch.forward_full, moe_jitter_rng(m, rng, layer), rng.training,
+                          layer);
         void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
         bias_dropout_add(m, out, la->residual_mid, rows, NULL, hidden_rng(m, rng, layer, SITE_MLP_OUT));
         return;

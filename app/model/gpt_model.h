@@ -60,6 +60,17 @@ typedef struct gpt_config {
     int moe_ffn_hidden_size;
     moe_router_spec moe_router;
     float moe_input_jitter_eps;   /* 0: none */
+    /* shared experts (Megatron-Core's SharedExpertMLP, app/model/moe_shared_expert.h): a dense
+     * MLP of this width on every token of an MoE layer, added to the routed experts' output
+     * (0: none); with the gate its output is scaled by sigmoid(x . gate_weight) per token */
+    int moe_shared_expert_intermediate_size;
+    int moe_shared_expert_gate;
+    /* aux-loss-free load balancing (app/model/moe_expert_bias.h): a per-layer expert bias for
+     * the top-k choice, moved by update_rate towards balance after every training step */
+    int moe_router_enable_expert_bias;
+    float moe_router_bias_update_rate;
+    int moe_pad_expert_input_to_capacity; /* with a capacity: Megatron pads every expert's rows to
+                                           * it (the results do not change; the bias's counts do) */
     unsigned char moe_layer[GPT_MAX_MOE_LAYERS];
     float init_method_std;
     float hidden_dropout;
@@ -157,6 +168,10 @@ typedef struct layer_view {
     void **expert_fc1_weight;                    /* [E] of [FC1m/tp, C]: expert e's fc1 shard
                                                   * (SwiGLU: [gate; up] shards); NULL where not held */
     void **expert_fc2_weight;                    /* [E] of [C, Fm/tp] */
+    void *shared_fc1_weight;                     /* [FC1s/tp, C] shared experts' fc1 shard (SwiGLU:
+                                                  * [gate; up] shards), NULL without them */
+    void *shared_fc2_weight;                     /* [C, Fs/tp] */
+    void *shared_gate_weight;                    /* [1, C], whole on every rank; NULL without the gate */
 } layer_view;
 
 /* a chunk's parameters (or gradients) as pointers into one flat buffer; NULL where not held */
@@ -287,6 +302,11 @@ typedef struct gpt_model {
     size_t *clear_ranges;      /* [2 x num_clear_ranges]: offset and length of what a step clears */
     int num_clear_ranges;
     struct moe_scratch *moe_scratch; /* MoE models: the experts' work buffers (moe_layer.h) */
+    float *moe_expert_bias;    /* --moe-router-enable-expert-bias: [num_layers x E] fp32 backend
+                                * memory, the rows of the layers held here in use (moe_expert_bias.h);
+                                * NULL otherwise */
+    double *moe_tokens_per_expert; /* with it: host [num_layers x E], this rank's routed tokens
+                                * since the last bias update */
     float grad_scale;          /* the last forward's grad_scale (the MoE losses' backward reads it) */
 } gpt_model;
 

@@ -22,6 +22,8 @@
 #define BIAS ROW_LINEAR_BIAS
 #define DENSE ROW_DENSE_MLP
 #define MOE ROW_MOE
+#define SHARED ROW_SHARED_EXPERT
+#define GATE ROW_SHARED_GATE
 static const parameter_row gpt_rows[] = {
 /*   part            name                                  rows           cols           split       init                no_wd sp_grad presence */
     {PART_EMBEDDING, "embedding.word_embeddings.weight",     DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
@@ -67,6 +69,14 @@ static const parameter_row gpt_rows[] = {
      LAYER_VIEW(expert_fc1_weight),        NULL,                      HF_COPY, 1},
     {PART_LAYER,     "mlp.experts.local_experts.%d.linear_fc2.weight", DIM_HIDDEN, DIM_MOE_FFN, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, MOE,
      LAYER_VIEW(expert_fc2_weight),        NULL,                      HF_COPY, 1},
+    /* shared experts (Megatron-Core's SharedExpertMLP: a dense MLP without biases, split over
+     * tensor parallelism as the dense one; its gate weight [1, C] is whole on every rank) */
+    {PART_LAYER,     "mlp.shared_experts.linear_fc1.weight", DIM_SHARED_FC1, DIM_HIDDEN,   SHARD_ROWS, INIT_NORMAL,        0, 0, MOE | SHARED,
+     LAYER_VIEW(shared_fc1_weight),        NULL,                      HF_COPY, 0},
+    {PART_LAYER,     "mlp.shared_experts.linear_fc2.weight", DIM_HIDDEN,    DIM_SHARED_FFN, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, MOE | SHARED,
+     LAYER_VIEW(shared_fc2_weight),        NULL,                      HF_COPY, 0},
+    {PART_LAYER,     "mlp.shared_experts.gate_weight",       DIM_ONE,       DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, MOE | SHARED | GATE,
+     LAYER_VIEW(shared_gate_weight),       NULL,                      HF_COPY, 0},
 
     {PART_FINAL,     "decoder.final_layernorm.weight",       DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_ALWAYS,
      MODEL_VIEW(final_layernorm_weight),   "transformer.ln_f.weight", HF_COPY, 0},
@@ -80,6 +90,8 @@ static const parameter_row gpt_rows[] = {
 #undef BIAS
 #undef DENSE
 #undef MOE
+#undef SHARED
+#undef GATE
 
 static const parameter_table gpt_table = {
     gpt_rows, (int)(sizeof gpt_rows / sizeof gpt_rows[0]), "decoder.layers", "transformer.h", 0,
@@ -104,12 +116,15 @@ int model_dim_size(model_dim dim, const gpt_config *c) {
     case DIM_EXPERTS: return c->num_experts;
     case DIM_MOE_FC1: return (c->swiglu ? 2 : 1) * c->moe_ffn_hidden_size;
     case DIM_MOE_FFN: return c->moe_ffn_hidden_size;
+    case DIM_SHARED_FC1: return (c->swiglu ? 2 : 1) * c->moe_shared_expert_intermediate_size;
+    case DIM_SHARED_FFN: return c->moe_shared_expert_intermediate_size;
+    case DIM_ONE: return 1;
     }
     return 0;
 }
 
 int model_dim_blocks(model_dim dim, const gpt_config *c) {
-    return (dim == DIM_FC1 || dim == DIM_MOE_FC1) && c->swiglu ? 2 : 1;
+    return (dim == DIM_FC1 || dim == DIM_MOE_FC1 || dim == DIM_SHARED_FC1) && c->swiglu ? 2 : 1;
 }
 
 int parameter_row_present(const parameter_row *row, const gpt_config *c, int layer) {
@@ -119,6 +134,8 @@ int parameter_row_present(const parameter_row *row, const gpt_config *c, int lay
     if (c->position_embedding_type == POSITION_LEARNED_ABSOLUTE) held |= ROW_LEARNED_POSITIONS;
     held |= c->rmsnorm ? ROW_RMSNORM : ROW_LAYERNORM;
     if (!c->disable_bias_linear) held |= ROW_LINEAR_BIAS;
+    if (c->moe_shared_expert_intermediate_size > 0) held |= ROW_SHARED_EXPERT;
+    if (c->moe_shared_expert_intermediate_size > 0 && c->moe_shared_expert_gate) held |= ROW_SHARED_GATE;
     return (row->presence & ~held) == 0;
 }
 

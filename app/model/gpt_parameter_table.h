@@ -39,7 +39,10 @@ typedef enum {
     DIM_POSITIONS,  /* max_position_embeddings */
     DIM_EXPERTS,    /* E = num_experts */
     DIM_MOE_FC1,    /* an expert's fc1 outputs: Fm, or 2 Fm with SwiGLU (blocks [gate; up]) */
-    DIM_MOE_FFN     /* Fm = moe_ffn_hidden_size */
+    DIM_MOE_FFN,    /* Fm = moe_ffn_hidden_size */
+    DIM_SHARED_FC1, /* the shared experts' fc1 outputs: Fs, or 2 Fs with SwiGLU (blocks [gate; up]) */
+    DIM_SHARED_FFN, /* Fs = moe_shared_expert_intermediate_size */
+    DIM_ONE         /* 1 (the shared experts' gate: one output) */
 } model_dim;
 
 /* which models have the row: ROW_ALWAYS, or the bitwise OR of conditions that must all hold */
@@ -51,7 +54,9 @@ enum {
     ROW_RMSNORM = 8,            /* --normalization RMSNorm */
     ROW_LINEAR_BIAS = 16,       /* not --disable-bias-linear */
     ROW_DENSE_MLP = 32,         /* layer rows: a layer with a dense MLP */
-    ROW_MOE = 64                /* layer rows: an MoE layer (--num-experts, --moe-layer-freq) */
+    ROW_MOE = 64,               /* layer rows: an MoE layer (--num-experts, --moe-layer-freq) */
+    ROW_SHARED_EXPERT = 128,    /* --moe-shared-expert-intermediate-size */
+    ROW_SHARED_GATE = 256       /* --moe-shared-expert-gate */
 };
 typedef unsigned row_presence;
 

@@ -1,6 +1,7 @@
 /* gpt_sharded_state.c: see gpt_sharded_state.h. */
 #include "app/model/gpt_sharded_state.h"
 #include "app/core/error.h"
+#include "app/model/moe_expert_bias.h"
 #include "io/checkpoint_format.h"
 
 #include <stdlib.h>
@@ -38,6 +39,7 @@ void gpt_declare_tensors(const gpt_model *model, const char *group, sharded_stat
 
 void gpt_sharded_state(const gpt_model *model, int dp_rank, sharded_state *state) {
     gpt_declare_tensors(model, CHECKPOINT_MODEL_GROUP, state);
+    moe_expert_bias_sharded_state(model, dp_rank, state);  /* fp32 buffers, in mixed precision too */
     if (model->mixed_precision) return; /* the fp32 copy is the optimizer's */
     for (int i = 0; i < model->num_params; i++) {
         const param_tensor *p = &model->params[i];

@@ -25,7 +25,8 @@ void gpt_declare_tensors(const gpt_model *model, const char *group, sharded_stat
 
 /* Declares every /model tensor and, with fp32 parameters, adds the ones this rank holds (the
  * tied-embedding copy included: loading fills it too). Saving, the copy that counts once
- * (param_is_primary_copy) of data-parallel rank 0 writes. */
+ * (param_is_primary_copy) of data-parallel rank 0 writes. The MoE routers' expert biases
+ * (moe_expert_bias.h, fp32 buffers) follow the parameters, in mixed precision too. */
 void gpt_sharded_state(const gpt_model *model, int dp_rank, sharded_state *state);
 
 #endif

@@ -3,6 +3,9 @@
  * parser of Megatron's --moe-layer-freq. */
 #include "app/model/moe_layer.h"
 
+#include "app/model/moe_expert_bias.h"
+#include "app/model/moe_shared_expert.h"
+
 #include "app/core/error.h"
 
 #include <ctype.h>
@@ -174,6 +177,7 @@ void moe_scratch_allocate(gpt_model *m) {
     x->host_row_token = host_alloc(sizeof(int) * M);
     x->host_order = host_alloc(sizeof(int) * R);
     x->log.values = host_alloc(sizeof(double) * moe_log_length(&m->config));
+    moe_shared_scratch_allocate(m, x);
     m->moe_scratch = x;
 }
 
@@ -185,6 +189,7 @@ void moe_scratch_release(gpt_model *m) {
                        x->d_router_input, x->d_weight, x->d_logits, x->stats, x->logits_act};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) m->ops->release(buffers[i]);
+    moe_shared_scratch_release(m, x);
     free(x->host_expert);
     free(x->host_slot_row);
     free(x->host_row_token);
@@ -217,6 +222,7 @@ void moe_activations_allocate(gpt_model *m, moe_activations *a) {
         a->to_expert_order = ops->alloc(sizeof(int) * R);
         a->to_source_order = ops->alloc(sizeof(int) * R);
     }
+    moe_shared_activations_allocate(m, a);
 }
 
 void moe_activations_release(gpt_model *m, moe_activations *a) {
@@ -224,6 +230,7 @@ void moe_activations_release(gpt_model *m, moe_activations *a) {
                        a->expert_input, a->to_expert_order, a->to_source_order};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) m->ops->release(buffers[i]);
+    moe_shared_activations_release(m, a);
     free(a->expert_rows);
     free(a->stats);
     free(a->local_rows);
@@ -339,7 +346,7 @@ static const void *router_input(gpt_model *m, const void *x, dropout_rng jitter,
 
 /* the router GEMM's output or output gradient in the compute dtype: the fp32 buffer itself on
  * an fp32 backend, else the 16-bit scratch (converted from or to fp32 around the GEMM) */
-static void *router_act(gpt_model *m, float *fp32) {
+void *moe_router_act(gpt_model *m, float *fp32) {
     return m->ops->act_bytes == sizeof(float) ? (void *)fp32 : m->moe_scratch->logits_act;
 }
 
@@ -356,17 +363,23 @@ static int global_expert(const gpt_model *m, int le) {
     return (m->config.ep_size > 1 ? m->config.ep_rank : 0) * s.El + le;
 }
 
+/* the router's spec for global layer `layer`: the config's, with the layer's expert bias */
+static moe_router_spec router_spec(const gpt_model *m, int layer) {
+    moe_router_spec spec = m->config.moe_router;
+    spec.seq_length = m->config.seq_length;
+    spec.expert_bias = moe_expert_bias_of(m, layer);
+    return spec;
+}
+
 void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
-                       dropout_rng jitter, int training) {
+                       dropout_rng jitter, int training, int layer) {
     moe_shapes s = shapes_of(m);
     const kernel_ops *ops = m->ops;
     moe_scratch *scratch = m->moe_scratch;
-    const gpt_config *c = &m->config;
-    void *logits_act = router_act(m, a->logits);
+    void *logits_act = moe_router_act(m, a->logits);
     ops->matmul_forward(logits_act, NULL, router_input(m, x, jitter, training), lw->router_weight, NULL, s.N, s.C, s.E);
     ops->act_to_float(a->logits, logits_act, (size_t)s.N * s.E);
-    moe_router_spec spec = c->moe_router;
-    spec.seq_length = c->seq_length;
+    moe_router_spec spec = router_spec(m, layer);
     ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
     ops->copy_to_host(a->stats, scratch->stats, sizeof(float) * MOE_ROUTER_STATS(s.E));
     plan_permutation(m, a);
@@ -390,6 +403,7 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     }
     if (s.ep > 1) return_to_sources(m, a, scratch->local_out, a->expert_out);
     ops->moe_combine(out_full, a->expert_out, a->slot_row, a->weight, s.N, s.k, s.C);
+    if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full);
 }
 
 void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
@@ -436,13 +450,12 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
 
     /* the router: routing weights, load-balancing and z losses; the losses' gradients scaled as
      * the main loss's mean over the micro-batch (grad_scale is per token of the global batch) */
-    moe_router_spec spec = c->moe_router;
-    spec.seq_length = c->seq_length;
+    moe_router_spec spec = router_spec(m, layer);
     if (!training) spec.balancing = MOE_BALANCE_NONE, spec.z_loss_coeff = 0.0f;
     float loss_scale = m->grad_scale * (float)s.N;
     ops->moe_route_backward(scratch->d_logits, scratch->d_weight, a->logits, a->expert, s.N, spec, loss_scale);
     const void *rx = router_input(m, x, jitter, training);
-    void *d_logits_act = router_act(m, scratch->d_logits);
+    void *d_logits_act = moe_router_act(m, scratch->d_logits);
     ops->float_to_act(d_logits_act, scratch->d_logits, (size_t)s.N * s.E);
     ops->matmul_backward(scratch->d_router_input, (float *)lg->router_weight, NULL, d_logits_act, rx,
                          lw->router_weight, s.N, s.C, s.E);
@@ -453,7 +466,9 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
                                 c->moe_input_jitter_eps, jitter);
         ops->add(scratch->d_input, scratch->d_input, scratch->d_router_input, (size_t)s.N * s.C);
     }
+    if (moe_has_shared_expert(c)) moe_shared_expert_backward(m, a, lw, lg, x, d_full, scratch->d_input);
     if (training) {
+        moe_expert_bias_count(m, layer, a->expert_rows);
         int L = c->num_layers;
         double *log = scratch->log.values;
         log[layer] += a->stats[0];

@@ -49,6 +49,11 @@ typedef struct moe_activations {
     int *to_expert_order;  /* [R]: expert-order row i is received row to_expert_order[i] */
     int *to_source_order;  /* [R]: the inverse */
     float *stats;          /* [MOE_ROUTER_STATS(E)]: aux loss, z loss, tokens per expert */
+    /* shared experts (moe_shared_expert.h; NULL without them) */
+    void *shared_fc1_out;  /* [N, FC1s/tp] their fc1's output (pre-activation) */
+    void *shared_out;      /* gate only: [N, C] their output before the gate (this rank's partial sum) */
+    void *gate_logits;     /* gate only: [N] x . gate_weight (compute dtype: fp32 on the CPU backend) */
+    float *gate_score;     /* gate only: [N] sigmoid(gate_logits) */
 } moe_activations;
 
 /* what the training log reports of the MoE layers, summed over micro-batches since the last
@@ -83,6 +88,15 @@ typedef struct moe_scratch {
     int *host_slot_row;    /* host [N,k] */
     int *host_row_token;   /* host [N k] */
     moe_loss_log log;
+    /* shared experts (moe_shared_expert.h; NULL without them) */
+    void *shared_activation, *shared_d_activation; /* [N, Fs/tp] */
+    void *shared_d_fc1_out;  /* [N, FC1s/tp] */
+    void *shared_out;        /* [N, C] their (gated) output */
+    void *shared_d_input;    /* [N, C] their partial dL/dx */
+    void *shared_d_out;      /* gate only: [N, C] dL/d(output before the gate) */
+    void *gate_d_input;      /* gate only: [N, C] dL/dx through the gate */
+    int *gate_expert, *gate_rows; /* gate only: [N] the one "expert" (0), and the identity rows */
+    float *gate_d_score, *gate_d_logits, *gate_stats; /* gate only: [N], [N], [MOE_ROUTER_STATS(1)] */
 } moe_scratch;
 
 /* Parse Megatron's --moe-layer-freq for num_layers layers into moe_layer[]: an integer N marks
@@ -97,14 +111,16 @@ void moe_activations_allocate(gpt_model *m, moe_activations *a);
 void moe_activations_release(gpt_model *m, moe_activations *a);
 
 /* the forward of global layer `layer`: out_full[N,C] = this rank's partial sum of the experts'
- * weighted outputs for the gathered norm output x[N,C]; jitter: the router's input jitter
- * draws (p unused; training only), with_losses: compute the load-balancing and z losses */
+ * weighted outputs (and the shared experts' output) for the gathered norm output x[N,C];
+ * jitter: the router's input jitter draws (p unused; training only); training: compute the
+ * load-balancing and z losses */
 void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
-                       dropout_rng jitter, int training);
+                       dropout_rng jitter, int training, int layer);
 
-/* its backward from d_full[N,C] (dL/d(out) gathered): accumulates the expert and router weight
- * gradients into lg and returns this rank's partial dL/dx [N,C] (scratch), to be reduced over
- * the tensor-parallel ranks as a column-parallel input gradient is */
+/* its backward from d_full[N,C] (dL/d(out) gathered): accumulates the expert, shared-expert and
+ * router weight gradients into lg and returns this rank's partial dL/dx [N,C] (scratch), to be
+ * reduced over the tensor-parallel ranks as a column-parallel input gradient is; in training it
+ * also counts the layer's routed tokens for the log and the expert bias */
 void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
                          const void *d_full, dropout_rng jitter, int training, int layer);
 

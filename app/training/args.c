@@ -236,9 +236,11 @@ static const option_spec specs[] = {
     {"moe-per-layer-logging", "mixture of experts", OPTION_FLAG, AT(moe_per_layer_logging), .help = "log the load-balancing and z losses of every MoE layer, not only their mean"},
     {"moe-permute-fusion", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "fusing the token permutation changes speed, not results"},
     {"moe-router-fusion", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "fusing the router's kernels changes speed, not results"},
-    {"moe-shared-expert-intermediate-size", "mixture of experts", OPTION_INT, .flags = OPTION_REFUSED, .help = "shared experts are not built yet (issue 42 in progress); leave it out"},
-    {"moe-shared-expert-overlap", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "shared experts are not built yet (issue 42 in progress); leave it out"},
-    {"moe-router-enable-expert-bias", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "the auxiliary-loss-free expert bias is not built yet; use --moe-router-load-balancing-type aux_loss with --moe-aux-loss-coeff"},
+    {"moe-shared-expert-intermediate-size", "mixture of experts", OPTION_INT, AT(moe_shared_expert_intermediate_size), .range = "[1, inf)", .help = "shared experts: a dense MLP of this width (num_shared_experts x each one's) that every token of an MoE layer goes through, its output added to the routed experts' (none: no shared experts)"},
+    {"moe-shared-expert-gate", "mixture of experts", OPTION_FLAG, AT(moe_shared_expert_gate), .help = "scale the shared experts' output per token by sigmoid(x . gate_weight) (a [1, hidden] weight, mlp.shared_experts.gate_weight)"},
+    {"moe-shared-expert-overlap", "mixture of experts", OPTION_FLAG, AT(moe_shared_expert_overlap), .help = "accepted with --moe-token-dispatcher-type alltoall (refused otherwise, as Megatron does): overlapping the shared experts with the dispatch's all-to-all changes no result here (the CPU backend runs them in order)"},
+    {"moe-router-enable-expert-bias", "mixture of experts", OPTION_FLAG, AT(moe_router_enable_expert_bias), .help = "aux-loss-free load balancing: a per-layer expert bias added to the scores for the top-k choice only (not the weights), moved by --moe-router-bias-update-rate towards balance after every iteration from the global batch's tokens per expert (sigmoid or sqrtsoftplus score function)"},
+    {"moe-router-bias-update-rate", "mixture of experts", OPTION_FLOAT, AT(moe_router_bias_update_rate), "1e-3", .range = "[0, inf)", .help = "the expert bias's step per iteration: + for experts with fewer tokens than the mean, - for those with more"},
     {"moe-layer-recompute", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not built yet; use --recompute-granularity full, which recomputes MoE layers too"},
 
     /* the rest of Megatron-LM's parser (tests/data/megatron_parser_flags.txt): no effect here, or refused */
@@ -250,13 +252,11 @@ static const option_spec specs[] = {
     {"overlap-dispatch-backward-with-experts-wgrad", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"ep-overlap-early-attn-memory-release", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"high-priority-a2a-comm-stream", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-shared-expert-gate", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"use-grouped-gemm-for-shared-expert", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"moe-shared-expert-glu-interleave-size", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"moe-enable-routing-replay", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"moe-router-padding-for-quantization", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"moe-router-padding-for-fp8", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-router-bias-update-rate", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"moe-router-quantile-balancing-ema", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"moe-router-force-load-balancing", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
     {"moe-router-force-biased", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
@@ -351,7 +351,9 @@ static int validate_moe(check_state *st, args *a) {
     static const char *const moe_flags[] = {"moe-ffn-hidden-size", "moe-router-topk", "moe-router-score-function",
         "moe-router-pre-softmax", "moe-router-topk-scaling-factor", "moe-router-num-groups", "moe-router-group-topk",
         "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-input-jitter-eps", "moe-expert-capacity-factor",
-        "moe-token-drop-policy", "moe-pad-expert-input-to-capacity", "moe-grouped-gemm", "moe-layer-freq"};
+        "moe-token-drop-policy", "moe-pad-expert-input-to-capacity", "moe-grouped-gemm", "moe-layer-freq",
+        "moe-shared-expert-intermediate-size", "moe-shared-expert-gate", "moe-shared-expert-overlap",
+        "moe-router-enable-expert-bias", "moe-router-bias-update-rate"};
     if (a->num_experts == 0) {
         if (a->expert_model_parallel_size > 1)
             return error_format(st->err, st->errlen, "--expert-model-parallel-size %d needs --num-experts (a mixture-of-experts model)",
@@ -416,6 +418,23 @@ static int validate_moe(check_state *st, args *a) {
     if (a->moe_ffn_hidden_size % a->tensor_model_parallel_size != 0)
         return error_format(st->err, st->errlen, "--moe-ffn-hidden-size %d is not divisible by --tensor-model-parallel-size %d",
                             a->moe_ffn_hidden_size, a->tensor_model_parallel_size);
+    /* shared experts (Megatron's TransformerConfig checks) */
+    int shared = a->moe_shared_expert_intermediate_size > 0;
+    if (!shared && (a->moe_shared_expert_gate || a->moe_shared_expert_overlap))
+        return error_format(st->err, st->errlen, "--%s needs --moe-shared-expert-intermediate-size (shared experts)",
+                            a->moe_shared_expert_gate ? "moe-shared-expert-gate" : "moe-shared-expert-overlap");
+    if (shared && a->moe_shared_expert_intermediate_size % a->tensor_model_parallel_size != 0)
+        return error_format(st->err, st->errlen, "--moe-shared-expert-intermediate-size %d is not divisible by --tensor-model-parallel-size %d",
+                            a->moe_shared_expert_intermediate_size, a->tensor_model_parallel_size);
+    if (a->moe_shared_expert_overlap && strcmp(a->moe_token_dispatcher_type, "alltoall") != 0)
+        return error_format(st->err, st->errlen, "--moe-shared-expert-overlap only works with --moe-token-dispatcher-type alltoall (or flex) (as Megatron requires); this run's is %s",
+                            a->moe_token_dispatcher_type);
+    /* the expert bias: Megatron's TransformerConfig refuses it with softmax scores */
+    if (a->moe_router_enable_expert_bias && strcmp(a->moe_router_score_function, "sigmoid") != 0 &&
+        strcmp(a->moe_router_score_function, "sqrtsoftplus") != 0)
+        return error_format(st->err, st->errlen, "--moe-router-enable-expert-bias only supports the sigmoid and sqrtsoftplus score functions (as Megatron); set --moe-router-score-function sigmoid or sqrtsoftplus, or leave the expert bias out");
+    if (given(st, "moe-router-bias-update-rate") && !a->moe_router_enable_expert_bias)
+        return error_format(st->err, st->errlen, "--moe-router-bias-update-rate needs --moe-router-enable-expert-bias");
     return moe_layer_pattern_parse(a->moe_layer_freq, a->num_layers, a->moe_layer, st->err, st->errlen);
 }
 
@@ -505,9 +524,9 @@ static int validate_fp16(check_state *st, args *a) {
 
 /* --recompute-modules: each word one Megatron knows; the ones this program builds */
 static int validate_recompute_modules(check_state *st, const args *a) {
+    static const char *const moe_parts[] = {"moe_act", "moe", "shared_experts"};
     static const char *const absent[][2] = {
-        {"moe_act", "mixture-of-experts layers"}, {"moe", "mixture-of-experts layers"},
-        {"shared_experts", "mixture-of-experts layers"}, {"mla_up_proj", "multi-latent attention"},
+        {"mla_up_proj", "multi-latent attention"},
         {"gdn_norm_out", "GatedDeltaNet layers"}, {"gdp_in_proj", "GatedDeltaProduct layers"},
         {"gdp_qkv", "GatedDeltaProduct layers"}, {"mhc", "hyper-connections"}};
     char words[sizeof a->recompute_modules];
@@ -518,6 +537,11 @@ static int validate_recompute_modules(check_state *st, const args *a) {
             return error_format(st->err, st->errlen, "--recompute-modules mlp (the whole dense MLP) is not supported: "
                                 "--recompute-granularity full recomputes whole layers (and the MLP's activation is "
                                 "computed again in the backward unless --keep-mlp-activation)");
+        for (size_t i = 0; i < sizeof moe_parts / sizeof moe_parts[0]; i++)
+            if (!strcmp(w, moe_parts[i]))
+                return error_format(st->err, st->errlen, "--recompute-modules %s: recomputing parts of the mixture-of-experts "
+                                    "layers is not built yet; use --recompute-granularity full, which recomputes MoE "
+                                    "layers whole (supported modules: core_attn layernorm)", w);
         for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
             if (!strcmp(w, absent[i][0]))
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs %s, which this program does not build "
@@ -777,6 +801,11 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     r->z_loss_coeff = a->moe_z_loss_coeff;
     r->seq_length = a->seq_length;
     c->moe_input_jitter_eps = a->moe_input_jitter_eps;
+    c->moe_shared_expert_intermediate_size = a->num_experts ? a->moe_shared_expert_intermediate_size : 0;
+    c->moe_shared_expert_gate = a->moe_shared_expert_gate;
+    c->moe_router_enable_expert_bias = a->moe_router_enable_expert_bias;
+    c->moe_router_bias_update_rate = a->moe_router_bias_update_rate;
+    c->moe_pad_expert_input_to_capacity = a->moe_pad_expert_input_to_capacity;
 }
 
 void args_set_vocab_size(args *a, int vocab_size) {

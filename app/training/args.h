@@ -204,6 +204,10 @@ typedef struct args {
     char moe_token_dispatcher_type[16];   /* alltoall | allgather */
     int moe_grouped_gemm;
     int moe_per_layer_logging;
+    int moe_shared_expert_intermediate_size; /* 0: no shared experts */
+    int moe_shared_expert_gate, moe_shared_expert_overlap;
+    int moe_router_enable_expert_bias;
+    float moe_router_bias_update_rate;
     unsigned char moe_layer[1024]; /* derived from --moe-layer-freq: 1 for MoE layers (GPT_MAX_MOE_LAYERS) */
     float peak_tflops;            /* per-GPU peak for MFU; 0: from the GPU's name (cuda only) */
     char dump_parameters[ARGS_PATH_MAX]; /* write every global parameter here at the end */

@@ -125,6 +125,14 @@ int checkpoint_args_apply(args *a, const flag_marks *flags, char *err, size_t er
         set_int(&f, flags, &t, "moe_ffn_hidden_size", "moe-ffn-hidden-size", 1, &a->moe_ffn_hidden_size);
         set_int(&f, flags, &t, "moe_router_topk", "moe-router-topk", 1, &a->moe_router_topk);
         set_string(&f, flags, &t, "moe_layer_freq", "moe-layer-freq", a->moe_layer_freq, sizeof a->moe_layer_freq);
+        set_string(&f, flags, &t, "moe_router_score_function", "moe-router-score-function", a->moe_router_score_function,
+                   sizeof a->moe_router_score_function);
+        set_int(&f, flags, &t, "moe_shared_expert_intermediate_size", "moe-shared-expert-intermediate-size", 1,
+                &a->moe_shared_expert_intermediate_size);
+        /* not forced by Megatron, but it adds a tensor: the checkpoint's, as the shape's */
+        set_int(&f, flags, &t, "moe_shared_expert_gate", "moe-shared-expert-gate", 1, &a->moe_shared_expert_gate);
+        set_int(&f, flags, &t, "moe_router_enable_expert_bias", "moe-router-enable-expert-bias", 1,
+                &a->moe_router_enable_expert_bias);
     }
     checkpoint_file_close(&f);
     return 0;

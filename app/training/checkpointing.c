@@ -41,9 +41,15 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         /* mixture of experts (0: a dense model) */
         {"num_experts", a->num_experts}, {"moe_ffn_hidden_size", a->num_experts ? a->moe_ffn_hidden_size : 0},
         {"moe_router_topk", a->num_experts ? a->moe_router_topk : 0},
+        {"moe_shared_expert_intermediate_size", a->num_experts ? a->moe_shared_expert_intermediate_size : 0},
+        {"moe_shared_expert_gate", a->num_experts ? a->moe_shared_expert_gate : 0},
+        {"moe_router_enable_expert_bias", a->num_experts ? a->moe_router_enable_expert_bias : 0},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) checkpoint_put_int(f, "/args", ints[i].name, ints[i].value);
-    if (a->num_experts) checkpoint_put_string(f, "/args", "moe_layer_freq", a->moe_layer_freq);
+    if (a->num_experts) {
+        checkpoint_put_string(f, "/args", "moe_layer_freq", a->moe_layer_freq);
+        checkpoint_put_string(f, "/args", "moe_router_score_function", a->moe_router_score_function);
+    }
     checkpoint_put_double(f, "/args", "layernorm_epsilon", a->layernorm_epsilon);
     checkpoint_put_string(f, "/args", "normalization", a->normalization);
     checkpoint_put_string(f, "/args", "position_embedding_type", a->position_embedding_type);
@@ -194,6 +200,11 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
         {"apply_layernorm_1p", "--apply-layernorm-1p", a->apply_layernorm_1p, 0},
         {"num_experts", "--num-experts", a->num_experts, 0},
         {"moe_ffn_hidden_size", "--moe-ffn-hidden-size", a->num_experts ? a->moe_ffn_hidden_size : 0, 0},
+        {"moe_shared_expert_intermediate_size", "--moe-shared-expert-intermediate-size",
+         a->num_experts ? a->moe_shared_expert_intermediate_size : 0, 0},
+        {"moe_shared_expert_gate", "--moe-shared-expert-gate", a->num_experts ? a->moe_shared_expert_gate : 0, 0},
+        {"moe_router_enable_expert_bias", "--moe-router-enable-expert-bias",
+         a->num_experts ? a->moe_router_enable_expert_bias : 0, 0},
     };
     for (size_t i = 0; i < sizeof llama / sizeof llama[0]; i++) {
         int64_t stored;

@@ -3,6 +3,7 @@
  * copy are written once. */
 #include "app/training/param_dump.h"
 #include "app/core/error.h"
+#include "app/model/moe_expert_bias.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +21,10 @@ void param_dump_write(const gpt_model *m, const topology *topo, const char *path
         file_offset[i] = next;
         next += (size_t)globals[i].rows * (size_t)(globals[i].cols ? globals[i].cols : 1);
     }
+    /* then the MoE routers' expert biases (buffers, not parameters), each [E], in layer order */
+    const gpt_config *c = &m->config;
+    size_t bias_start = next;
+    int with_bias = m->moe_expert_bias != NULL;
 
     if (topo->world_rank == 0) {
         char index_path[1100];
@@ -28,6 +33,14 @@ void param_dump_write(const gpt_model *m, const topology *topo, const char *path
         if (!f) user_error_local("cannot write --dump-parameters index '%s': %s", index_path, strerror(errno));
         for (int i = 0; i < total; i++)
             fprintf(f, "%s %d %d %zu\n", globals[i].name, globals[i].rows, globals[i].cols, file_offset[i]);
+        size_t at = bias_start;
+        for (int layer = 0; with_bias && layer < c->num_layers; layer++) {
+            if (!gpt_layer_is_moe(c, layer)) continue;
+            char name[PARAM_NAME_MAX];
+            moe_expert_bias_name(layer, name, sizeof name);
+            fprintf(f, "%s %d 0 %zu\n", name, c->num_experts, at);
+            at += (size_t)c->num_experts;
+        }
         fclose(f);
     }
 
@@ -55,6 +68,23 @@ void param_dump_write(const gpt_model *m, const topology *topo, const char *path
             MPI_Offset at = (MPI_Offset)((file_offset[g] + param_global_index(p, e)) * sizeof(float));
             CHECK_MPI(MPI_File_write_at(file, at, host + e, (int)run, MPI_FLOAT, MPI_STATUS_IGNORE));
         }
+    }
+    /* the biases of the MoE layers held here: tensor- and data-parallel rank 0 of the stage */
+    size_t at = bias_start;
+    for (int layer = 0; with_bias && layer < c->num_layers; layer++) {
+        if (!gpt_layer_is_moe(c, layer)) continue;
+        int held = 0;
+        for (int k = 0; k < m->num_chunks; k++)
+            held |= layer >= m->chunks[k].first_layer && layer < m->chunks[k].first_layer + m->chunks[k].num_layers;
+        if (held && topo->tp_rank == 0 && topo->dp_rank == 0) {
+            float *bias = malloc(sizeof(float) * (size_t)c->num_experts);
+            CHECK(bias, "out of host memory for the parameter dump");
+            m->ops->copy_to_host(bias, moe_expert_bias_of(m, layer), sizeof(float) * (size_t)c->num_experts);
+            CHECK_MPI(MPI_File_write_at(file, (MPI_Offset)(at * sizeof(float)), bias, c->num_experts, MPI_FLOAT,
+                                        MPI_STATUS_IGNORE));
+            free(bias);
+        }
+        at += (size_t)c->num_experts;
     }
     CHECK_MPI(MPI_File_close(&file));
     free(host);

@@ -22,6 +22,7 @@
 #include "app/training/param_dump.h"
 #include "app/training/pipeline_schedule.h"
 #include "app/training/train_timers.h"
+#include "app/model/moe_expert_bias.h"
 #include "app/model/moe_layer.h"
 #include "perf/metrics/flops.h"
 #include "perf/metrics/papi_phases.h"
@@ -531,6 +532,7 @@ static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_si
         .moe_layers = moe_layers,
         .moe_router_topk = a->moe_router_topk,
         .moe_ffn_hidden_size = a->moe_ffn_hidden_size,
+        .moe_shared_expert_intermediate_size = a->num_experts > 0 ? a->moe_shared_expert_intermediate_size : 0,
         .padded_vocab_size = a->padded_vocab_size,
         .seq_length = a->seq_length,
         .causal = 1,
@@ -652,6 +654,9 @@ double trainer_train(trainer *t) {
                                        (int)num_micro_batches);
         papi_phases_enter(PHASE_GRAD_REDUCE);
         data_parallel_finish_grad_sync(&t->dp);
+        /* Megatron's finalize_model_grads: the routers' expert biases move with the global
+         * batch's tokens per expert (also when an overflow skips the step) */
+        moe_expert_bias_update(model, &t->topo.dp);
         if (t->moe_last) {
             moe_log_take(model, t->moe_last);
             t->moe_last_micro_batches = (int)num_micro_batches;

@@ -16,10 +16,10 @@
 /* one row's scratch on the stack of the CPU loop */
 #define ROW_SCRATCH(x)                                                                             \
     float x##_s[MOE_MAX_EXPERTS], x##_a[MOE_MAX_EXPERTS], x##_g[MOE_MAX_EXPERTS], x##_w[MOE_MAX_EXPERTS], \
-        x##_dw[MOE_MAX_EXPERTS], x##_gs[MOE_MAX_EXPERTS];                                          \
+        x##_dw[MOE_MAX_EXPERTS], x##_gs[MOE_MAX_EXPERTS], x##_b[MOE_MAX_EXPERTS];                                          \
     int x##_idx[MOE_MAX_EXPERTS], x##_best[MOE_MAX_EXPERTS];                                       \
     unsigned char x##_allowed[MOE_MAX_EXPERTS];                                                    \
-    moe_row_scratch x = {x##_s, x##_a, x##_g, x##_w, x##_dw, x##_gs, x##_idx, x##_best, x##_allowed}
+    moe_row_scratch x = {x##_s, x##_a, x##_g, x##_w, x##_dw, x##_gs, x##_b, x##_idx, x##_best, x##_allowed}
 
 /* tokens per expert under the loss's routing map (plain top-k of the aux scores) over rows
  * [first, first + rows) */

@@ -3,7 +3,8 @@
 # load-balancing and z losses) on the parallel layouts of parallel_test.sh: losses of 5
 # iterations match one rank within 1e-6 relative and every parameter after 5 steps within 1e-5
 # (as the dense tests: AdamW's first steps magnify rounding; fp32 CPU, dropout on), dropless and with a capacity that drops tokens; the expert tensors carry
-# Megatron-Core's names and global shapes, and a TP2 x DP2 checkpoint reshards into one rank.
+# Megatron-Core's names and global shapes, and a TP2 x DP2 checkpoint reshards into one rank;
+# the same for shared experts (gated) with the expert bias of aux-loss-free balancing.
 . "${top_srcdir:-.}/tests/lib.sh"
 MOE_ARGS="$top_srcdir/configs/mixtral-tiny.args"
 MODEL="--args-file $MOE_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
@@ -56,6 +57,42 @@ reference capacity $CAPACITY
 layout "capacity 0.5: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel $CAPACITY
 layout "capacity 0.5: PP2 x DP2 distributed optimizer" 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer $CAPACITY
 layout "capacity 0.5: EP4" 4 $EP 4 $CAPACITY
+
+# shared experts (Megatron-Core's SharedExpertMLP, with its sigmoid gate) and the expert bias of
+# aux-loss-free balancing (sigmoid scores): their tensors under Megatron's names, the same
+# losses and parameters on TP2 + SP, EP2 and PP2 (the bias in the parameter dumps: the counts
+# summed over the data-parallel ranks), and checkpoints that reshard and carry the shape
+SHARED="--moe-shared-expert-intermediate-size 32 --moe-shared-expert-gate --moe-router-score-function sigmoid
+        --moe-router-enable-expert-bias --moe-router-bias-update-rate 1e-2"
+reference shared $SHARED
+index="$WORK/shared.bin.index"
+expect_tensor decoder.layers.0.mlp.shared_experts.linear_fc1.weight 64 64
+expect_tensor decoder.layers.2.mlp.shared_experts.linear_fc2.weight 64 32
+expect_tensor decoder.layers.2.mlp.shared_experts.gate_weight 1 64
+expect_tensor decoder.layers.0.mlp.router.expert_bias 4 0
+! grep -q -E 'layers\.[13]\.mlp\.(shared_experts|router)' "$index"
+ok $? "shared experts and expert biases in the MoE layers (0 and 2) only"
+layout "shared experts + expert bias: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel $SHARED
+layout "shared experts + expert bias: EP2" 2 $EP 2 $SHARED
+layout "shared experts + expert bias: PP2" 2 --pipeline-model-parallel-size 2 $SHARED
+run_app 2 $MODEL $SHARED --tensor-model-parallel-size 2 --sequence-parallel --train-iters 3 --save "$WORK/shared_tp2" \
+    --dump-parameters "$WORK/shared_tp2.bin"
+result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/shared_tp2/iter_0000003.h5" "$WORK/shared_tp2.bin"); status=$?
+diag "$result"
+ok $status "checkpoint: a TP2 file holds the shared experts' and the expert biases' global tensors, bit for bit"
+run_app 1 $MODEL $SHARED --train-iters 3 --load "$WORK/shared_tp2" --save "$WORK/shared_tp1"
+status=$?
+same_tensors "$WORK/shared_tp2/iter_0000003.h5" "$WORK/shared_tp1/iter_0000003.h5"
+ok $((status + $?)) "checkpoint: shared experts saved with TP2, loaded into one rank and saved again: the same tensors"
+run_app 1 $MODEL --train-iters 4 --load "$WORK/shared_tp2" --use-checkpoint-args --override-opt-param-scheduler
+status=$?
+grep -q "moe_shared_expert_intermediate_size 32" "$WORK/out" && grep -q "moe_shared_expert_gate 1" "$WORK/out" &&
+    grep -q "moe_router_enable_expert_bias 1" "$WORK/out" && grep -q "moe_router_score_function sigmoid" "$WORK/out"
+ok $((status + $?)) "--use-checkpoint-args takes the shared experts (size, gate) and the expert bias (with its score function) from the checkpoint"
+run_app 1 $MODEL --train-iters 4 --load "$WORK/shared_tp2" --override-opt-param-scheduler --moe-router-score-function sigmoid \
+    --moe-router-enable-expert-bias
+grep -q -e "--moe-shared-expert-intermediate-size = 32 (this run: 0), --moe-shared-expert-gate = 1 (this run: 0)" "$WORK/err"
+ok $? "checkpoint: loading shared experts into a model without them is refused, naming the flags"
 
 # checkpoints: saved with TP2 x DP2 and the distributed optimizer, loaded into one rank and
 # saved again: the same tensors, the experts' included

@@ -5,10 +5,13 @@
  * 2. Initialization is layout-independent: element i of a tensor depends only on seed, name, i.
  * 3. A tiny GPT overfits one fixed batch: the loss falls below a bound with AdamW.
  * 4. Mixture-of-experts layers (moe_layer.h): gradients against finite differences of the loss
- *    plus the load-balancing and z losses, for each router variant. */
+ *    plus the load-balancing and z losses, for each router variant, with shared experts (with
+ *    and without their gate) and with an expert bias steering the top-k choice.
+ * 5. The router's expert bias: it decides the choice, the weights stay the unbiased scores. */
 #include "app/core/error.h"
 #include "app/parallel/comm.h"
 #include "app/model/gpt_model.h"
+#include "app/model/moe_expert_bias.h"
 #include "app/model/moe_layer.h"
 #include "app/optim/optimizer.h"
 #include "kernels/kernels.h"
@@ -131,6 +134,8 @@ typedef struct moe_variant {
     float scaling, capacity, aux, z, jitter;
     int drop_by_position;  /* with a capacity: drop by position, which a small step cannot change
                             * (dropping by weight flips at near-ties, where finite differences fail) */
+    int shared, gate;      /* shared experts of this width (0: none), with their sigmoid gate */
+    int expert_bias;       /* an expert bias (+-0.3 per expert, per layer) steering the choice */
 } moe_variant;
 
 /* finite differences of the MoE objective for a sample of elements of every tensor. A step can
@@ -158,8 +163,13 @@ static void check_moe_gradients(moe_variant v) {
     r->z_loss_coeff = v.z;
     r->seq_length = c.seq_length;
     c.moe_input_jitter_eps = v.jitter;
+    c.moe_shared_expert_intermediate_size = v.shared;
+    c.moe_shared_expert_gate = v.gate;
+    c.moe_router_enable_expert_bias = v.expert_bias;
     gpt_model m;
     create(&m, &c);
+    if (v.expert_bias)  /* a bias that changes which experts some tokens take */
+        for (int i = 0; i < c.num_layers * c.num_experts; i++) m.moe_expert_bias[i] = 0.3f * (float)((i * 5 + 1) % 3 - 1);
     int N = c.micro_batch_size * c.seq_length;
     int tokens[64], targets[64];
     fixed_batch(tokens, targets, N, c.padded_vocab_size);
@@ -167,12 +177,14 @@ static void check_moe_gradients(moe_variant v) {
     m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
     forward(&m, tokens, targets, rng, 1.0f / (float)N);
     gpt_chunk_backward(&m, 0, 0, rng);
-    int bad_tensors = 0, checked = 0, skipped = 0, router_seen = 0;
+    int bad_tensors = 0, checked = 0, skipped = 0, router_seen = 0, shared_seen = 0, gate_seen = 0;
     double worst = 0.0;
     float *params = m.param_buffer;
     for (int p = 0; p < m.num_params; p++) {
         const param_tensor *t = &m.params[p];
         if (strstr(t->name, "router")) router_seen = 1;
+        if (strstr(t->name, "shared_experts.linear_fc")) shared_seen = 1;
+        if (strstr(t->name, "shared_experts.gate_weight")) gate_seen = 1;
         double max_err = 0.0, max_grad = 0.0;
         for (size_t k = 0; k < 8 && k < t->numel; k++) {
             size_t e = t->offset + (k * 7919u) % t->numel;
@@ -200,10 +212,31 @@ static void check_moe_gradients(moe_variant v) {
             tap_diag("%s: finite-difference mismatch, relative %.3g", t->name, rel);
         }
     }
-    tap_ok(bad_tensors == 0 && router_seen && skipped * 4 < checked,
+    tap_ok(bad_tensors == 0 && router_seen && shared_seen == (v.shared > 0) && gate_seen == v.gate &&
+           skipped * 4 < checked,
            "MoE gradients match finite differences (%s): %d elements of %d tensors (%d skipped at routing boundaries), worst relative error %.2g",
            v.name, checked, m.num_params, skipped, worst);
     gpt_model_free(&m);
+}
+
+/* the expert bias (sigmoid scores): top-2 of s + b, weights s / sum of the chosen s */
+static void check_expert_bias_routing(void) {
+    const kernel_ops *ops = kernels_cpu();
+    float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f}, bias[4] = {0.0f, 0.0f, 0.6f, 0.9f}, weight[2], stats[MOE_ROUTER_STATS(4)];
+    int expert[2];
+    moe_router_spec spec = {0};
+    spec.num_experts = 4;
+    spec.topk = 2;
+    spec.score_function = MOE_SCORE_SIGMOID;
+    ops->moe_route_forward(expert, weight, stats, logits, 1, spec, 0);
+    int plain = expert[0] == 0 && expert[1] == 1;
+    spec.expert_bias = bias;  /* s = .881 .731 .5 .269; s + b = .881 .731 1.1 1.169 */
+    ops->moe_route_forward(expert, weight, stats, logits, 1, spec, 0);
+    float s3 = 1.0f / (1.0f + expf(1.0f)), s2 = 0.5f;
+    tap_ok(plain && expert[0] == 3 && expert[1] == 2 && fabsf(weight[0] - s3 / (s3 + s2)) < 1e-6f &&
+               fabsf(weight[1] - s2 / (s3 + s2)) < 1e-6f,
+           "expert bias: the top-k ranks score + bias (experts %d, %d), the weights are the unbiased scores (%.4f, %.4f)",
+           expert[0], expert[1], weight[0], weight[1]);
 }
 
 static void check_layout_independent_init(void) {
@@ -275,11 +308,16 @@ int main(int argc, char **argv) {
     check_gradients(0, 0.0f, 3); /* the chunked loss: output layer, cross entropy and their backward 3 rows at a time */
     check_gradients(1, 0.2f, 3);
     /*                 name                                             score                 pre swi grp gtk balance                   every  scale cap  aux   z     jitter */
-    check_moe_gradients((moe_variant){"softmax top-2, aux loss, z loss", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0.01f, 0});
-    check_moe_gradients((moe_variant){"pre-softmax, SwiGLU experts, seq aux loss", MOE_SCORE_SOFTMAX, 1, 1, 0, 0, MOE_BALANCE_SEQ_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0});
-    check_moe_gradients((moe_variant){"sigmoid, scaling 2.5, group-limited to 1 of 2 groups, aux loss", MOE_SCORE_SIGMOID, 0, 0, 2, 1, MOE_BALANCE_AUX_LOSS, 0, 2.5f, 0, 0.1f, 0, 0});
-    check_moe_gradients((moe_variant){"sqrt-softplus, jitter 0.1", MOE_SCORE_SQRTSOFTPLUS, 0, 0, 0, 0, MOE_BALANCE_NONE, 0, 0, 0, 0, 0.01f, 0.1f});
-    check_moe_gradients((moe_variant){"capacity factor 0.5 dropping by position, every other layer MoE", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 1, 0, 0.5f, 0.1f, 0, 0, 1});
+    check_moe_gradients((moe_variant){"softmax top-2, aux loss, z loss", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0.01f, 0, 0, 0, 0, 0});
+    check_moe_gradients((moe_variant){"pre-softmax, SwiGLU experts, seq aux loss", MOE_SCORE_SOFTMAX, 1, 1, 0, 0, MOE_BALANCE_SEQ_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 0, 0, 0});
+    check_moe_gradients((moe_variant){"sigmoid, scaling 2.5, group-limited to 1 of 2 groups, aux loss", MOE_SCORE_SIGMOID, 0, 0, 2, 1, MOE_BALANCE_AUX_LOSS, 0, 2.5f, 0, 0.1f, 0, 0, 0, 0, 0, 0});
+    check_moe_gradients((moe_variant){"sqrt-softplus, jitter 0.1", MOE_SCORE_SQRTSOFTPLUS, 0, 0, 0, 0, MOE_BALANCE_NONE, 0, 0, 0, 0, 0.01f, 0.1f, 0, 0, 0, 0});
+    check_moe_gradients((moe_variant){"capacity factor 0.5 dropping by position, every other layer MoE", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 1, 0, 0.5f, 0.1f, 0, 0, 1, 0, 0, 0});
+    /*                 name                                  score               pre swi grp gtk balance           every scale cap aux   z  jitter pos shared gate bias */
+    check_moe_gradients((moe_variant){"shared experts (GeLU), softmax top-2, aux loss", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 10, 0, 0});
+    check_moe_gradients((moe_variant){"gated shared experts (SwiGLU), every other layer MoE", MOE_SCORE_SOFTMAX, 0, 1, 0, 0, MOE_BALANCE_NONE, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0});
+    check_moe_gradients((moe_variant){"sigmoid with an expert bias, group-limited, gated shared experts", MOE_SCORE_SIGMOID, 0, 0, 2, 1, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 6, 1, 1});
+    check_expert_bias_routing();
     check_layout_independent_init();
     check_overfit();
     comm_group_free(&self_group);
