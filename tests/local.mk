@@ -247,7 +247,9 @@ EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh tests/data/train_mixtral_8x7b_t
 # issue 42: Hugging Face MixtralForCausalLM export and import, logits against a plain-Python
 # reference of HF's Mixtral forward
 TESTS += tests/mpi/mixtral_hf_test.sh
-EXTRA_DIST += tests/tools/mixtral_reference.py
+EXTRA_DIST += tests/tools/mixtral_reference.py perf/mixtral_hf_parity.sh perf/mixtral_hf_parity.py \
+	tests/data/mixtral-hf-tiny/README.md tests/data/mixtral-hf-tiny/config.json \
+	tests/data/mixtral-hf-tiny/model.safetensors tests/data/mixtral-hf-tiny/tokens.i32 tests/data/mixtral-hf-tiny/logits.f32
 
 # ---- activation recomputation (issue 21) ----
 TESTS += tests/mpi/recompute_test.sh

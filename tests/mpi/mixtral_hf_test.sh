@@ -9,7 +9,9 @@
 # imported model's logits (tests/tools/model_logits, CPU backend, fp32) match an independent
 # plain-Python reference of HF's Mixtral forward (tests/tools/mixtral_reference.py, float64)
 # within 1e-4, and two deliberately wrong references (no top-k renormalization, w1/w3 swapped)
-# fail the same check. The refusals follow: a missing expert tensor, a wrong expert count or
+# fail the same check. A Mixtral that transformers itself saved (tests/data/mixtral-hf-tiny:
+# BF16, transformers 5's config.json) imports, and our forward of it gives transformers' own
+# recorded logits within 1e-4, as does the reference. The refusals follow: a missing expert tensor, a wrong expert count or
 # width, a sliding window, shared experts (Qwen2-MoE), and exports of checkpoints Mixtral cannot
 # express (a dense layer, sigmoid scores, pre-softmax routing, shared experts).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -187,6 +189,42 @@ for variant in no-renormalize swap-gate-up; do
     [ $? -eq 1 ] && grep -q '^FAIL' "$WORK/reference"
     ok $? "a reference with $variant fails the same check: $(head -1 "$WORK/reference" | sed 's/.*: max/max/')"
 done
+
+# ---- a Mixtral saved by transformers, against the logits transformers computed ---------------------
+FIXTURE_HF="$top_srcdir/tests/data/mixtral-hf-tiny"
+compare_logits() {  # compare_logits THEIRS OURS VOCAB : max |d logit| relative to the largest and max |d log-prob|, within 1e-4
+    python3 - "$@" <<'EOF'
+import math, sys
+from array import array
+theirs, ours = array("f"), array("f")
+theirs.frombytes(open(sys.argv[1], "rb").read())
+ours.frombytes(open(sys.argv[2], "rb").read())
+V = int(sys.argv[3])
+T = len(theirs) // V
+padded = len(ours) // T
+def log_softmax(row):
+    top = max(row)
+    return [x - top - math.log(sum(math.exp(y - top) for y in row)) for x in row]
+d_logit = d_logprob = largest = 0.0
+for t in range(T):
+    a, b = theirs[t * V:(t + 1) * V].tolist(), ours[t * padded:t * padded + V].tolist()
+    d_logit = max(d_logit, max(abs(x - y) for x, y in zip(a, b)))
+    d_logprob = max(d_logprob, max(abs(x - y) for x, y in zip(log_softmax(a), log_softmax(b))))
+    largest = max(largest, max(map(abs, a)))
+print("max|d logit| %.3e (relative %.3e), max|d log-prob| %.3e" % (d_logit, d_logit / largest, d_logprob))
+sys.exit(0 if d_logit / largest <= 1e-4 and d_logprob <= 1e-4 else 1)
+EOF
+}
+convert --from-hf --input "$FIXTURE_HF" --save "$WORK/from_transformers" --make-vocab-size-divisible-by 32
+ok $? "a Mixtral saved by transformers 5.17 (BF16, rope_parameters) imports: $(cat "$WORK/out")" || sed 's/^/# /' "$WORK/err"
+timeout 120 "$MPIEXEC" -n 1 "$top_builddir/tests/tools/model_logits" "$WORK/fixture" --tokens "$FIXTURE_HF/tokens.i32" \
+    --use-checkpoint-args --load "$WORK/from_transformers" --finetune --mock-data --seq-length 24 --make-vocab-size-divisible-by 32 \
+    --micro-batch-size 1 --global-batch-size 1 --train-iters 1 --lr 0 --min-lr 0 --hidden-dropout 0 --attention-dropout 0 > "$WORK/out" 2>&1
+ok $? "our forward of it, its shape taken from the checkpoint (--use-checkpoint-args)" || tail -3 "$WORK/out" | sed 's/^/# /'
+compare_logits "$FIXTURE_HF/logits.f32" "$WORK/fixture.logits" 96 > "$WORK/compare"
+ok $? "our logits are transformers' recorded float32 logits within 1e-4: $(cat "$WORK/compare")"
+timeout 120 python3 "$REFERENCE" "$FIXTURE_HF" "$FIXTURE_HF/tokens.i32" "$FIXTURE_HF/logits.f32" > "$WORK/reference" 2>&1
+ok $? "and so is the plain-Python reference's (the reference checked against transformers): $(head -1 "$WORK/reference" | sed 's/.*: max/max/')"
 
 # ---- import refusals ------------------------------------------------------------------------------
 mkdir "$WORK/hf_missing" && cp "$WORK/hf/config.json" "$WORK/hf_missing/" &&

@@ -2,7 +2,7 @@
 """mixtral_reference.py: an independent reference of Hugging Face transformers'
 MixtralForCausalLM forward pass, in plain Python (float64, no numpy or torch), written from
 transformers' modeling_mixtral.py: it reads a Hugging Face folder (config.json and
-model.safetensors, F32) and the tokens and logits tests/tools/model_logits wrote for our forward
+model.safetensors or its shards, F32 or BF16) and the tokens and logits tests/tools/model_logits wrote for our forward
 of the same model, computes the logits, and compares.
 
   decoder layer: h = x + o_proj(attention(input_layernorm(x)))
@@ -43,7 +43,7 @@ def fail(message):
 
 
 def read_safetensors(folder):
-    """{name: (shape, flat list of floats)} of every F32 tensor of the folder's model files"""
+    """{name: (shape, flat list of floats)} of every tensor (F32 or BF16) of the folder's model files"""
     single = os.path.join(folder, "model.safetensors")
     if os.path.exists(single):
         files = [single]
@@ -58,14 +58,16 @@ def read_safetensors(folder):
         for name, entry in header.items():
             if name == "__metadata__":
                 continue
-            if entry["dtype"] != "F32":
-                fail("%s: tensor %s is %s; the reference reads F32 exports" % (path, name, entry["dtype"]))
             begin, end = entry["data_offsets"]
-            values = array("f")
-            values.frombytes(data[8 + n + begin:8 + n + end])
-            if sys.byteorder != "little":
-                values.byteswap()
-            tensors[name] = (entry["shape"], values.tolist())
+            raw = data[8 + n + begin:8 + n + end]
+            if entry["dtype"] == "F32":
+                values = list(struct.unpack("<%df" % (len(raw) // 4), raw))
+            elif entry["dtype"] == "BF16":  # the high half of a float32
+                values = [struct.unpack("<f", struct.pack("<I", h << 16))[0]
+                          for h in struct.unpack("<%dH" % (len(raw) // 2), raw)]
+            else:
+                fail("%s: tensor %s is %s; the reference reads F32 and BF16" % (path, name, entry["dtype"]))
+            tensors[name] = (entry["shape"], values)
     return tensors
 
 
@@ -155,9 +157,10 @@ def forward(tokens, tensors, config, variant, stats):
     E = config["num_local_experts"]
     V = config["vocab_size"]
     eps = config.get("rms_norm_eps", 1e-5)
-    theta = config.get("rope_theta", 1e6)
-    if config.get("rope_scaling") not in (None, {}):
-        fail("the reference computes rope_scaling null only")
+    rope_parameters = config.get("rope_parameters") or {}  # transformers 5 keeps rope_theta there
+    theta = rope_parameters.get("rope_theta", config.get("rope_theta", 1e6))
+    if config.get("rope_scaling") not in (None, {}) or rope_parameters.get("rope_type", "default") != "default":
+        fail("the reference computes the default rotary embedding only (no rope scaling)")
     embed = matrix(tensors, "model.embed_tokens.weight", V, C)
     head = matrix(tensors, "lm_head.weight", V, C) if "lm_head.weight" in tensors else embed
     x = [list(embed[t]) for t in tokens]
