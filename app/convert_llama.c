@@ -72,14 +72,15 @@ static void read_mixtral(const checkpoint_reader *r, llama_dims *m, hf_llama_con
     m->moe_ffn_hidden = optional_int(r, "moe_ffn_hidden_size", 0);
     if (m->moe_ffn_hidden <= 0) m->moe_ffn_hidden = m->ffn_hidden;  /* Megatron's default */
     c->num_experts_per_tok = required_int(r, "moe_router_topk");
+    const double topk_scaling = optional_double(r, "moe_router_topk_scaling_factor", 0);
     unsigned char *moe_layer = calloc(GPT_MAX_MOE_LAYERS, 1);
     CHECK(moe_layer, "out of memory");
-    if (freq && moe_layer_pattern_parse(freq, (int)(m->num_layers < INT32_MAX ? m->num_layers : INT32_MAX), moe_layer,
-                                        err, sizeof err))
+    const int layers = m->num_layers > GPT_MAX_MOE_LAYERS ? GPT_MAX_MOE_LAYERS + 1 : (int)m->num_layers;
+    if (freq && moe_layer_pattern_parse(freq, layers, moe_layer, err, sizeof err))
         user_error("%s: /args moe_layer_freq '%s': %s", r->path, freq, err);
     int dense = -1;
-    for (int64_t l = 0; freq && l < m->num_layers && dense < 0; l++)
-        if (!moe_layer[l]) dense = (int)l;
+    for (int l = 0; freq && l < layers && dense < 0; l++)
+        if (!moe_layer[l]) dense = l;
     if (dense >= 0)
         snprintf(why, sizeof why, "layer %d has a dense MLP (--moe-layer-freq %s); MixtralForCausalLM has experts in "
                  "every layer", dense, freq);
@@ -89,10 +90,9 @@ static void read_mixtral(const checkpoint_reader *r, llama_dims *m, hf_llama_con
     else if (optional_int(r, "moe_router_pre_softmax", 0))
         snprintf(why, sizeof why, "its router takes the softmax before the top-k (--moe-router-pre-softmax), which "
                  "leaves the k weights unnormalized; Mixtral renormalizes them");
-    else if (optional_double(r, "moe_router_topk_scaling_factor", 0) != 0 &&
-             optional_double(r, "moe_router_topk_scaling_factor", 0) != 1)
+    else if (topk_scaling != 0 && topk_scaling != 1)
         snprintf(why, sizeof why, "its routing weights are scaled by %g (--moe-router-topk-scaling-factor)",
-                 optional_double(r, "moe_router_topk_scaling_factor", 0));
+                 topk_scaling);
     else if (optional_int(r, "moe_router_num_groups", 0) > 0)
         snprintf(why, sizeof why, "its router is group-limited (--moe-router-num-groups)");
     else if (optional_int(r, "moe_router_enable_expert_bias", 0))
@@ -135,7 +135,8 @@ static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_confi
         why = "it rotates part of each head (--rotary-percent below 1), HF Llama all of it";
     else if (optional_int(r, "rotary_interleaved", 0))
         why = "its rotary embedding is interleaved (pairs 2i, 2i+1), HF Llama's rotate_half pairs i, i + D/2";
-    if (why) user_error("%s: this checkpoint has no Hugging Face %s layout: %s", r->path, experts ? "Mixtral" : "Llama", why);
+    if (why)
+        user_error("%s: this checkpoint has no Hugging Face %s layout: %s", r->path, experts ? "Mixtral" : "Llama", why);
     memset(m, 0, sizeof *m);
     memset(c, 0, sizeof *c);
     m->num_layers = required_int(r, "num_layers");
