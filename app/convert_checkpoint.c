@@ -1,7 +1,9 @@
 /* convert_checkpoint.c: converts a GPT model between our HDF5 checkpoint (io/CHECKPOINT_FORMAT.md)
  * and Hugging Face GPT-2 (model.safetensors + config.json), either way; a Llama-architecture
- * model (RMSNorm, SwiGLU, RoPE, grouped-query attention) to and from LlamaForCausalLM instead
+ * model (RMSNorm, SwiGLU, RoPE, grouped-query attention) to and from LlamaForCausalLM instead, and
+ * such a model with a mixture of experts in every layer to and from MixtralForCausalLM
  * (app/convert_llama.c: chosen by the checkpoint's /args, or by config.json's model_type).
+ * Hugging Face configs with shared experts (Qwen2-MoE, DeepSeek) are refused for now.
  *   convert_checkpoint --to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16]
  *                      [--overwrite]
  *       writes HF_DIR/model.safetensors and HF_DIR/config.json (GPT2LMHeadModel; no lm_head
@@ -16,13 +18,14 @@
  *       model): iteration 0, no optimizer state. Reads model.safetensors or a sharded
  *       model.safetensors.index.json, F32/F16/BF16/F64, names with or without "transformer.";
  *       lm_head.weight different from wte becomes an untied output layer.
- * The tensor mappings are in app/model/hf_gpt2_layout.h and app/model/hf_llama_layout.h. Everything is validated (config against every
+ * The tensor mappings are in app/model/hf_gpt2_layout.h and app/model/hf_llama_layout.h (Mixtral's
+ * too). Everything is validated (config against every
  * tensor shape, dtypes, unknown tensors) before anything is written, and outputs appear only
  * complete (write .tmp/.partial, fsync, rename). Runs as one process (directly or mpiexec -n 1).
  *
- * Megatron-LM's tools/checkpoint/convert.py flags work too: --loader llama_mistral (Hugging Face,
- * --checkpoint-type hf) --saver core|mcore --load-dir HF_DIR --save-dir CKPT_DIR is --from-hf;
- * --loader core|mcore|megatron --saver hf is --to-hf. Its layout and implementation flags
+ * Megatron-LM's tools/checkpoint/convert.py flags work too: --loader llama_mistral|mixtral_hf
+ * (Hugging Face, --checkpoint-type hf) --saver core|mcore --load-dir HF_DIR --save-dir CKPT_DIR is
+ * --from-hf; --loader core|mcore|megatron --saver hf is --to-hf. Its layout and implementation flags
  * (--target-tensor-parallel-size, --model-size, --bf16, --loader-transformer-impl, ...) are
  * accepted, each saying why it changes nothing here (a checkpoint stores global tensors and
  * loads into any layout); a Megatron-to-Megatron conversion (resharding) is refused as not
@@ -68,19 +71,19 @@ typedef struct options {
 #define MEGATRON_NO_EFFECT "convert.py's flags with no effect here"
 #define NO_LAYOUT "a checkpoint here stores every tensor in its global shape and loads into any --tensor-model-parallel-size/--pipeline-model-parallel-size: no resharding needed"
 static const option_spec specs[] = {
-    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model (model.safetensors, config.json)"},
-    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2 or Llama (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
+    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts (model.safetensors, config.json)"},
+    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama or Mixtral (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
     {"verify", "direction (give one)", OPTION_STRING, AT(verify), .metavar = "CKPT_DIR|FILE.h5", .help = "check every tensor of a checkpoint against its checksums, without converting"},
     {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
     {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
     {"dtype", "with --to-hf", OPTION_CHOICE, AT(dtype), "float32", .choices = "float32|bfloat16|fp32|bf16", .help = "tensor type of the safetensors file"},
-    {"max-shard-size", "with --to-hf", OPTION_STRING, AT(max_shard_size), "5GB", .metavar = "SIZE", .help = "Llama export: past this size (bytes, or with KB/MB/GB, as save_pretrained's max_shard_size) write model-0000K-of-0000N.safetensors shards and model.safetensors.index.json"},
+    {"max-shard-size", "with --to-hf", OPTION_STRING, AT(max_shard_size), "5GB", .metavar = "SIZE", .help = "Llama and Mixtral export: past this size (bytes, or with KB/MB/GB, as save_pretrained's max_shard_size) write model-0000K-of-0000N.safetensors shards and model.safetensors.index.json"},
     {"input", "with --from-hf", OPTION_STRING, AT(input), .metavar = "HF_DIR|FILE.safetensors", .help = "model.safetensors, a sharded model.safetensors.index.json, or their folder"},
     {"save", "with --from-hf", OPTION_STRING, AT(save), .metavar = "CKPT_DIR", .help = "write CKPT_DIR/release.h5 and set the tracker to \"release\""},
     {"make-vocab-size-divisible-by", "with --from-hf", OPTION_INT64, AT(vocab_divisible_by), "128", .range = "[1, inf)", .help = "pad the embedding table with zero rows to a multiple of N (as Megatron)"},
     {"overwrite", "output", OPTION_FLAG, AT(overwrite), .help = "replace existing outputs"},
     {"model-type", MEGATRON_GROUP, OPTION_CHOICE, AT(model_type), .choices = "GPT|BERT", .help = "GPT (the GPT and Llama families); BERT is not supported here"},
-    {"loader", MEGATRON_GROUP, OPTION_STRING, AT(loader), "megatron", .metavar = "NAME", .help = "llama_mistral (a Hugging Face checkpoint: as --from-hf), or core|mcore|megatron|legacy (ours)"},
+    {"loader", MEGATRON_GROUP, OPTION_STRING, AT(loader), "megatron", .metavar = "NAME", .help = "llama_mistral or mixtral_hf (a Hugging Face checkpoint: as --from-hf), or core|mcore|megatron|legacy (ours)"},
     {"saver", MEGATRON_GROUP, OPTION_STRING, AT(saver), "megatron", .metavar = "NAME", .help = "core|mcore|megatron|legacy (ours), or hf (Hugging Face: as --to-hf)"},
     {"load-dir", MEGATRON_GROUP, OPTION_STRING, AT(load_dir), .metavar = "DIR", .help = "the checkpoint to read (Hugging Face folder or ours)"},
     {"save-dir", MEGATRON_GROUP, OPTION_STRING, AT(save_dir), .metavar = "DIR", .help = "where to write the converted checkpoint"},
@@ -111,8 +114,8 @@ static const option_table table = {
              "       convert_checkpoint --model-type GPT --loader llama_mistral|core --saver core|hf --load-dir DIR --save-dir DIR\n"
              "                          (Megatron-LM's tools/checkpoint/convert.py flags)",
     .description =
-        "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, or a Llama-architecture\n"
-        "model and Hugging Face LlamaForCausalLM, as one process.\n"
+        "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, a Llama-architecture\n"
+        "model and Hugging Face LlamaForCausalLM, or one with experts and MixtralForCausalLM, as one process.\n"
         "Flags may also come from an args file (one flag per line, '#' starts a comment); the\n"
         "command line overrides it.\n",
     .specs = specs,
@@ -123,7 +126,7 @@ static const option_table table = {
 static int plugin_kind(const char *name, const char *prefix) {
     size_t n = strlen(prefix);
     if (!strncmp(name, prefix, n)) name += n;
-    const char *hf[] = {"llama_mistral", "hf", "huggingface", "llama_hf"};
+    const char *hf[] = {"llama_mistral", "hf", "huggingface", "llama_hf", "mixtral_hf"};
     const char *ours[] = {"core", "mcore", "megatron", "legacy"};
     for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++)
         if (!strcmp(name, hf[i])) return 'h';
@@ -141,8 +144,8 @@ static void megatron_direction(options *o) {
     if (!strcmp(o->model_type, "BERT")) user_error("--model-type BERT is not supported here: GPT (the GPT and Llama families)");
     int loader = plugin_kind(o->loader, "loader_"), saver = plugin_kind(o->saver, "saver_");
     if (!loader)
-        user_error("--loader %s is not supported here: llama_mistral (a Hugging Face GPT-2 or Llama-architecture "
-                   "checkpoint) or core|mcore|megatron|legacy (a checkpoint here)", o->loader);
+        user_error("--loader %s is not supported here: llama_mistral or mixtral_hf (a Hugging Face GPT-2, "
+                   "Llama-architecture or Mixtral checkpoint) or core|mcore|megatron|legacy (a checkpoint here)", o->loader);
     if (!saver)
         user_error("--saver %s is not supported here: core|mcore|megatron|legacy (a checkpoint here) or hf (Hugging "
                    "Face)", o->saver);
@@ -401,6 +404,10 @@ static void import_from_hf(const options *o) {
     char err[error_max];
     hf_source s;
     hf_source_open(o->input, &s);
+    const char *shared = hf_config_shared_expert_key(s.config_path);
+    if (shared)
+        user_error("%s: \"%s\": shared experts (Qwen2-MoE, DeepSeek) are not supported yet by the Hugging Face "
+                   "import; MixtralForCausalLM (model_type \"mixtral\") is", s.config_path, shared);
     if (hf_config_is_llama(s.config_path)) {
         llama_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
         hf_source_close(&s);

@@ -1,12 +1,13 @@
 /* convert_llama.c: convert_checkpoint between our checkpoint of a Llama-architecture model and
- * Hugging Face LlamaForCausalLM, either way (see convert_llama.h). As for GPT-2, everything is
- * validated before anything is written, and outputs appear only complete (.tmp/.partial, fsync,
- * rename). */
+ * Hugging Face LlamaForCausalLM, or of a Mixtral-architecture mixture of experts and
+ * MixtralForCausalLM, either way (see convert_llama.h). As for GPT-2, everything is validated
+ * before anything is written, and outputs appear only complete (.tmp/.partial, fsync, rename). */
 #include "app/convert_llama.h"
 
 #include "app/core/error.h"
 #include "app/model/hf_llama_config.h"
 #include "app/model/hf_llama_layout.h"
+#include "app/model/moe_layer.h"
 #include "io/safetensors.h"
 
 #include <errno.h>
@@ -47,14 +48,85 @@ static int string_arg_is(const checkpoint_reader *r, const char *name, const cha
 
 int llama_checkpoint(const checkpoint_reader *r) {
     return string_arg_is(r, "normalization", "RMSNorm") || string_arg_is(r, "position_embedding_type", "rope") ||
-           optional_int(r, "swiglu", 0) != 0;
+           optional_int(r, "swiglu", 0) != 0 || optional_int(r, "num_experts", 0) > 0;
+}
+
+/* the MLP for the messages: "ffn F", or "E experts of ffn Fm, top k" */
+static void mlp_text(const llama_dims *m, int64_t topk, char *out, size_t size) {
+    if (m->num_experts > 0)
+        snprintf(out, size, "%lld experts of ffn %lld, top %lld", (long long)m->num_experts,
+                 (long long)m->moe_ffn_hidden, (long long)topk);
+    else
+        snprintf(out, size, "ffn %lld", (long long)m->ffn_hidden);
 }
 
 /* ---- ours -> Hugging Face ------------------------------------------------------------------ */
 
+/* a mixture of experts: what MixtralForCausalLM computes (every layer MoE, Mixtral's routing:
+ * hf_llama_config.h), or a user error naming the argument that differs. Arguments the checkpoint
+ * does not record are Megatron's defaults, which are Mixtral's. */
+static void read_mixtral(const checkpoint_reader *r, llama_dims *m, hf_llama_config *c) {
+    char why[512] = "", err[error_max];
+    char *score = checkpoint_read_string_arg(r, "moe_router_score_function");
+    char *freq = checkpoint_read_string_arg(r, "moe_layer_freq");
+    m->moe_ffn_hidden = optional_int(r, "moe_ffn_hidden_size", 0);
+    if (m->moe_ffn_hidden <= 0) m->moe_ffn_hidden = m->ffn_hidden;  /* Megatron's default */
+    c->num_experts_per_tok = required_int(r, "moe_router_topk");
+    const double topk_scaling = optional_double(r, "moe_router_topk_scaling_factor", 0);
+    unsigned char *moe_layer = calloc(GPT_MAX_MOE_LAYERS, 1);
+    CHECK(moe_layer, "out of memory");
+    const int layers = m->num_layers > GPT_MAX_MOE_LAYERS ? GPT_MAX_MOE_LAYERS + 1 : (int)m->num_layers;
+    if (freq && moe_layer_pattern_parse(freq, layers, moe_layer, err, sizeof err))
+        user_error("%s: /args moe_layer_freq '%s': %s", r->path, freq, err);
+    int dense = -1;
+    for (int l = 0; freq && l < layers && dense < 0; l++)
+        if (!moe_layer[l]) dense = l;
+    if (dense >= 0)
+        snprintf(why, sizeof why, "layer %d has a dense MLP (--moe-layer-freq %s); MixtralForCausalLM has experts in "
+                 "every layer", dense, freq);
+    else if (score && strcmp(score, "softmax"))
+        snprintf(why, sizeof why, "its router scores with %s (--moe-router-score-function); Mixtral's with softmax",
+                 score);
+    else if (optional_int(r, "moe_router_pre_softmax", 0))
+        snprintf(why, sizeof why, "its router takes the softmax before the top-k (--moe-router-pre-softmax), which "
+                 "leaves the k weights unnormalized; Mixtral renormalizes them");
+    else if (topk_scaling != 0 && topk_scaling != 1)
+        snprintf(why, sizeof why, "its routing weights are scaled by %g (--moe-router-topk-scaling-factor)",
+                 topk_scaling);
+    else if (optional_int(r, "moe_router_num_groups", 0) > 0)
+        snprintf(why, sizeof why, "its router is group-limited (--moe-router-num-groups)");
+    else if (optional_int(r, "moe_router_enable_expert_bias", 0))
+        snprintf(why, sizeof why, "its router adds an expert bias (--moe-router-enable-expert-bias)");
+    else if (optional_double(r, "moe_expert_capacity_factor", 0) > 0)
+        snprintf(why, sizeof why, "it drops tokens past an expert capacity (--moe-expert-capacity-factor); Mixtral is "
+                 "dropless");
+    else if (optional_int(r, "moe_shared_expert_intermediate_size", 0) > 0)
+        snprintf(why, sizeof why, "it has shared experts (--moe-shared-expert-intermediate-size): a Hugging Face "
+                 "export of shared experts (Qwen2-MoE) is not supported yet");
+    else if (m->bias)
+        snprintf(why, sizeof why, "it has linear biases; MixtralForCausalLM has none (--disable-bias-linear)");
+    free(score);
+    free(freq);
+    free(moe_layer);
+    if (why[0]) user_error("%s: this checkpoint has no Hugging Face Mixtral layout: %s", r->path, why);
+    if (c->num_experts_per_tok > m->num_experts)
+        user_error("%s: /args moe_router_topk %lld exceeds num_experts %lld", r->path,
+                   (long long)c->num_experts_per_tok, (long long)m->num_experts);
+    c->mixtral = 1;
+    c->num_local_experts = m->num_experts;
+    c->intermediate_size = m->moe_ffn_hidden;
+    c->router_aux_loss_coef = optional_double(r, "moe_aux_loss_coeff", -1);
+    if (c->router_aux_loss_coef < 0) {
+        c->router_aux_loss_coef = 0.001;
+        fprintf(stderr, "%s: note: %s has no moe_aux_loss_coeff in /args; config.json gets MixtralConfig's default "
+                "router_aux_loss_coef 0.001\n", program_name, r->path);
+    }
+}
+
 /* the dimensions and config of a Llama checkpoint; refuses what HF Llama does not compute */
 static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_config *c) {
     const char *why = NULL;
+    const int experts = optional_int(r, "num_experts", 0) > 0;
     if (!string_arg_is(r, "normalization", "RMSNorm")) why = "its norms are not RMSNorm (--normalization RMSNorm)";
     else if (!string_arg_is(r, "position_embedding_type", "rope"))
         why = "it has no rotary position embeddings (--position-embedding-type rope)";
@@ -63,7 +135,8 @@ static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_confi
         why = "it rotates part of each head (--rotary-percent below 1), HF Llama all of it";
     else if (optional_int(r, "rotary_interleaved", 0))
         why = "its rotary embedding is interleaved (pairs 2i, 2i+1), HF Llama's rotate_half pairs i, i + D/2";
-    if (why) user_error("%s: this checkpoint has no Hugging Face Llama layout: %s", r->path, why);
+    if (why)
+        user_error("%s: this checkpoint has no Hugging Face %s layout: %s", r->path, experts ? "Mixtral" : "Llama", why);
     memset(m, 0, sizeof *m);
     memset(c, 0, sizeof *c);
     m->num_layers = required_int(r, "num_layers");
@@ -102,6 +175,8 @@ static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_confi
     c->bias = m->bias;
     c->rope_scaling = optional_int(r, "use_rope_scaling", 0) != 0;
     c->rope_scaling_factor = optional_double(r, "rope_scaling_factor", 8.0);
+    m->num_experts = optional_int(r, "num_experts", 0);
+    if (m->num_experts > 0) read_mixtral(r, m, c);
 }
 
 /* the shard of every HF part, filled in order up to max_shard_bytes each (a part larger than
@@ -264,12 +339,13 @@ void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int
         unlink(config_tmp);
         user_error("cannot rename %s to %s: %s", config_tmp, config_path, strerror(errno));
     }
-    char shard_text[64] = "";
+    char shard_text[64] = "", mlp[128];
     if (shards > 1) snprintf(shard_text, sizeof shard_text, " in %d shards", shards);
-    printf("> %s: %s -> %s: LlamaForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, ffn %lld, "
+    mlp_text(&m, config.num_experts_per_tok, mlp, sizeof mlp);
+    printf("> %s: %s -> %s: %sForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, %s, "
            "vocab %lld (%lld padding rows dropped), %s%s, %s%s\n", program_name, reader->path, output,
-           (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.groups,
-           (long long)m.ffn_hidden, (long long)m.vocab, (long long)(m.padded_vocab - m.vocab),
+           config.mixtral ? "Mixtral" : "Llama", (long long)m.num_layers, (long long)m.hidden, (long long)m.heads,
+           (long long)m.groups, mlp, (long long)m.vocab, (long long)(m.padded_vocab - m.vocab),
            m.untied ? "untied lm_head" : "tied embeddings", config.rope_scaling ? ", Llama 3 rope scaling" : "",
            bfloat16 ? "bfloat16" : "float32", shard_text);
     free(buffers);
@@ -281,11 +357,16 @@ void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int
 
 /* what config.json says, for the messages about missing or misshapen tensors */
 static const char *config_summary(const hf_source *s, const hf_llama_config *c, char *buffer, size_t size) {
-    snprintf(buffer, size, "%s says %lld layers, hidden_size %lld, %lld heads, %lld key/value heads, "
-             "intermediate_size %lld, vocab_size %lld, attention_bias %s", s->config_path,
-             (long long)c->num_hidden_layers, (long long)c->hidden_size, (long long)c->num_attention_heads,
-             (long long)c->num_key_value_heads, (long long)c->intermediate_size, (long long)c->vocab_size,
-             c->bias ? "true" : "false");
+    int used = snprintf(buffer, size, "%s says %lld layers, hidden_size %lld, %lld heads, %lld key/value heads, "
+                        "intermediate_size %lld, vocab_size %lld", s->config_path, (long long)c->num_hidden_layers,
+                        (long long)c->hidden_size, (long long)c->num_attention_heads,
+                        (long long)c->num_key_value_heads, (long long)c->intermediate_size, (long long)c->vocab_size);
+    if (used <= 0 || (size_t)used >= size) return buffer;
+    if (c->mixtral)
+        snprintf(buffer + used, size - (size_t)used, ", num_local_experts %lld, num_experts_per_tok %lld",
+                 (long long)c->num_local_experts, (long long)c->num_experts_per_tok);
+    else
+        snprintf(buffer + used, size - (size_t)used, ", attention_bias %s", c->bias ? "true" : "false");
     return buffer;
 }
 
@@ -316,6 +397,18 @@ static void write_args(checkpoint_writer *w, const llama_dims *m, const hf_llama
     checkpoint_write_string_arg(w, "normalization", "RMSNorm");
     checkpoint_write_string_arg(w, "position_embedding_type", "rope");
     checkpoint_write_string_arg(w, "tokenizer_type", "HuggingFaceTokenizer");
+    if (!c->mixtral) return;
+    /* Mixtral's mixture of experts in every layer, with the Megatron router flags that compute its
+     * routing (hf_llama_config.h) */
+    checkpoint_write_int_arg(w, "num_experts", m->num_experts);
+    checkpoint_write_int_arg(w, "moe_ffn_hidden_size", m->moe_ffn_hidden);
+    checkpoint_write_int_arg(w, "moe_router_topk", c->num_experts_per_tok);
+    checkpoint_write_string_arg(w, "moe_layer_freq", "1");
+    checkpoint_write_string_arg(w, "moe_router_score_function", "softmax");
+    checkpoint_write_int_arg(w, "moe_router_pre_softmax", 0);
+    checkpoint_write_string_arg(w, "moe_router_dtype", "fp32");  /* HF's softmax of the router is fp32 */
+    checkpoint_write_string_arg(w, "moe_router_load_balancing_type", "aux_loss");
+    checkpoint_write_double_arg(w, "moe_aux_loss_coeff", c->router_aux_loss_coef);
 }
 
 void llama_import_from_hf(hf_source *s, const char *input, const char *save, int64_t divisible_by, int overwrite) {
@@ -327,7 +420,12 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
         .groups = c.num_key_value_heads, .head_dim = c.head_dim, .ffn_hidden = c.intermediate_size,
         .positions = c.max_position_embeddings, .vocab = c.vocab_size,
         .padded_vocab = (c.vocab_size + divisible_by - 1) / divisible_by * divisible_by, .bias = c.bias,
+        .num_experts = c.mixtral ? c.num_local_experts : 0, .moe_ffn_hidden = c.mixtral ? c.intermediate_size : 0,
     };
+    if (c.mixtral && c.router_jitter_noise > 0)
+        fprintf(stderr, "%s: note: %s has router_jitter_noise %g, a training-time setting not carried over (Megatron's "
+                "--moe-input-jitter-eps jitters only the router's input; give it when training)\n", program_name,
+                s->config_path, c.router_jitter_noise);
     /* validate everything before writing: shapes and dtypes of every parameter, no strangers */
     const safetensors_file *embed_file;
     int64_t embed_shape[2] = {m.vocab, m.hidden};
@@ -354,9 +452,8 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
     for (int f = 0; f < s->num_files; f++)
         for (int i = 0; i < s->files[f].num_tensors; i++)
             if (!s->used[f][i] && !is_ignored_buffer(s->files[f].tensors[i].name))
-                user_error("%s: tensor '%s' is not a parameter of the Llama that %s describes (%lld layers, "
-                           "attention_bias %s)", s->files[f].path, s->files[f].tensors[i].name, s->config_path,
-                           (long long)c.num_hidden_layers, c.bias ? "true" : "false");
+                user_error("%s: tensor '%s' is not a parameter of the %s that %s describes (%s)", s->files[f].path,
+                           s->files[f].tensors[i].name, c.mixtral ? "Mixtral" : "Llama", s->config_path, summary);
 
     checkpoint_names release;
     if (checkpoint_names_for(&release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
@@ -379,10 +476,12 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
     checkpoint_write_group_int(w, "rng", "seed", 1234);
     checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
     if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
-    printf("> %s: %s -> %s: LlamaForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, ffn %lld, "
+    char mlp[128];
+    mlp_text(&m, c.num_experts_per_tok, mlp, sizeof mlp);
+    printf("> %s: %s -> %s: %sForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, %s, "
            "vocab %lld padded to %lld, %s%s (%d tensors from %d file%s)\n", program_name, input, release.file,
-           (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.groups,
-           (long long)m.ffn_hidden, (long long)m.vocab, (long long)m.padded_vocab,
+           c.mixtral ? "Mixtral" : "Llama", (long long)m.num_layers, (long long)m.hidden, (long long)m.heads,
+           (long long)m.groups, mlp, (long long)m.vocab, (long long)m.padded_vocab,
            m.untied ? "untied output layer" : "tied embeddings", c.rope_scaling ? ", Llama 3 rope scaling" : "", count,
            s->num_files, s->num_files == 1 ? "" : "s");
     free(sources);

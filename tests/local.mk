@@ -253,6 +253,12 @@ EXTRA_DIST += tests/tools/fault_table.sh tests/tools/portability_run.sh tests/po
 TESTS += tests/mpi/llama_hf_test.sh tests/mpi/llama_script_test.sh
 TESTS += tests/gpu/gpu_llama_script_test.sh tests/gpu/gpu_hang_test.sh
 EXTRA_DIST += tests/data/train_llama3_8b_tiny.sh tests/data/train_mixtral_8x7b_tiny.sh perf/llama_hf_parity.sh perf/llama_hf_parity.py
+# issue 42: Hugging Face MixtralForCausalLM export and import, logits against a plain-Python
+# reference of HF's Mixtral forward
+TESTS += tests/mpi/mixtral_hf_test.sh
+EXTRA_DIST += tests/tools/mixtral_reference.py perf/mixtral_hf_parity.sh perf/mixtral_hf_parity.py \
+	tests/data/mixtral-hf-tiny/README.md tests/data/mixtral-hf-tiny/config.json \
+	tests/data/mixtral-hf-tiny/model.safetensors tests/data/mixtral-hf-tiny/tokens.i32 tests/data/mixtral-hf-tiny/logits.f32
 
 # ---- activation recomputation (issue 21) ----
 TESTS += tests/mpi/recompute_test.sh

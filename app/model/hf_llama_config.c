@@ -1,4 +1,5 @@
-/* hf_llama_config.c: reading and writing Hugging Face Llama config.json (see hf_llama_config.h). */
+/* hf_llama_config.c: reading and writing Hugging Face Llama and Mixtral config.json (see
+ * hf_llama_config.h). */
 #include "app/model/hf_llama_config.h"
 #include "app/core/error.h"
 
@@ -17,9 +18,23 @@ int hf_config_is_llama(const char *path) {
     json_error_t json_error;
     json_t *root = load(path, &json_error);
     const json_t *type = root ? json_object_get(root, "model_type") : NULL;
-    int llama = json_is_string(type) && !strcmp(json_string_value(type), "llama");
+    int llama = json_is_string(type) &&
+                (!strcmp(json_string_value(type), "llama") || !strcmp(json_string_value(type), "mixtral"));
     json_decref(root);
     return llama;
+}
+
+const char *hf_config_shared_expert_key(const char *path) {
+    static const char *const keys[] = {"shared_expert_intermediate_size", "n_shared_experts"};
+    json_error_t json_error;
+    json_t *root = load(path, &json_error);
+    const char *found = NULL;
+    for (size_t i = 0; root && !found && i < sizeof keys / sizeof keys[0]; i++) {
+        const json_t *v = json_object_get(root, keys[i]);
+        if (v && !json_is_null(v) && !(json_is_number(v) && json_number_value(v) == 0)) found = keys[i];
+    }
+    json_decref(root);
+    return found;
 }
 
 /* a positive integer field; when absent, fallback (> 0), or an error when fallback is 0 */
@@ -91,12 +106,53 @@ static int parse_rope_scaling(const json_t *scaling, const char *path, hf_llama_
     return 0;
 }
 
+static void read_torch_dtype(const json_t *root, hf_llama_config *c) {
+    const json_t *dtype = json_object_get(root, "torch_dtype");
+    if (!dtype) dtype = json_object_get(root, "dtype");
+    snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", json_is_string(dtype) ? json_string_value(dtype) : "float32");
+}
+
+/* MixtralConfig's own keys (its linear layers have no biases: attention_bias and mlp_bias are
+ * not its keys) */
+static int parse_mixtral(const json_t *root, const char *path, hf_llama_config *c, char *err, size_t errlen) {
+    if (positive_field(root, "num_local_experts", 8, path, &c->num_local_experts, err, errlen) ||
+        positive_field(root, "num_experts_per_tok", 2, path, &c->num_experts_per_tok, err, errlen) ||
+        boolean_field(root, "tie_word_embeddings", 0, path, &c->tie_word_embeddings, err, errlen))
+        return -1;
+    if (c->num_experts_per_tok > c->num_local_experts)
+        return error_format(err, errlen, "%s: num_experts_per_tok %lld exceeds num_local_experts %lld", path,
+                            (long long)c->num_experts_per_tok, (long long)c->num_local_experts);
+    const struct { const char *key; double fallback, *value; } numbers[] = {
+        {"router_aux_loss_coef", 0.001, &c->router_aux_loss_coef},
+        {"router_jitter_noise", 0.0, &c->router_jitter_noise},
+    };
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+        const json_t *v = json_object_get(root, numbers[i].key);
+        if (v && (!json_is_number(v) || json_number_value(v) < 0))
+            return error_format(err, errlen, "%s: \"%s\" is not a number >= 0", path, numbers[i].key);
+        *numbers[i].value = v ? json_number_value(v) : numbers[i].fallback;
+    }
+    /* HF's sliding-window attention matters only when the window is shorter than the context */
+    const json_t *window = json_object_get(root, "sliding_window");
+    if (window && !json_is_null(window) && !json_is_integer(window))
+        return error_format(err, errlen, "%s: \"sliding_window\" is not an integer or null", path);
+    if (json_is_integer(window) && json_integer_value(window) < c->max_position_embeddings)
+        return error_format(err, errlen, "%s: \"sliding_window\" %lld is shorter than max_position_embeddings %lld: "
+                            "sliding-window attention cannot be converted (attention here is full causal; null, or a "
+                            "window at least as long as the context, computes the same)", path,
+                            (long long)json_integer_value(window), (long long)c->max_position_embeddings);
+    c->bias = 0;
+    read_torch_dtype(root, c);
+    return 0;
+}
+
 static int parse(const json_t *root, const char *path, hf_llama_config *c, char *err, size_t errlen) {
     if (!json_is_object(root)) return error_format(err, errlen, "%s: not a JSON object", path);
     const json_t *model_type = json_object_get(root, "model_type");
-    if (!json_is_string(model_type) || strcmp(json_string_value(model_type), "llama"))
-        return error_format(err, errlen, "%s: model_type is %s, expected \"llama\"", path,
-                            json_is_string(model_type) ? json_string_value(model_type) : "missing");
+    const char *type = json_is_string(model_type) ? json_string_value(model_type) : "missing";
+    if (strcmp(type, "llama") && strcmp(type, "mixtral"))
+        return error_format(err, errlen, "%s: model_type is %s, expected \"llama\" or \"mixtral\"", path, type);
+    c->mixtral = !strcmp(type, "mixtral");
     if (positive_field(root, "hidden_size", 0, path, &c->hidden_size, err, errlen) ||
         positive_field(root, "intermediate_size", 0, path, &c->intermediate_size, err, errlen) ||
         positive_field(root, "num_hidden_layers", 0, path, &c->num_hidden_layers, err, errlen) ||
@@ -116,8 +172,9 @@ static int parse(const json_t *root, const char *path, hf_llama_config *c, char 
     /* newer transformers keep rope_theta and the scaling in "rope_parameters" */
     const json_t *rope = json_object_get(root, "rope_parameters");
     const json_t *rope_source = json_is_object(rope) ? rope : root;
-    if (positive_number(root, "rms_norm_eps", 1e-6, path, &c->rms_norm_eps, err, errlen) ||
-        positive_number(rope_source, "rope_theta", 10000.0, path, &c->rope_theta, err, errlen))
+    /* the defaults of LlamaConfig, or MixtralConfig's */
+    if (positive_number(root, "rms_norm_eps", c->mixtral ? 1e-5 : 1e-6, path, &c->rms_norm_eps, err, errlen) ||
+        positive_number(rope_source, "rope_theta", c->mixtral ? 1e6 : 10000.0, path, &c->rope_theta, err, errlen))
         return -1;
     if (parse_rope_scaling(json_is_object(rope) ? rope : json_object_get(root, "rope_scaling"), path, c, err, errlen))
         return -1;
@@ -128,6 +185,7 @@ static int parse(const json_t *root, const char *path, hf_llama_config *c, char 
     if (activation && (!json_is_string(activation) || strcmp(json_string_value(activation), "silu")))
         return error_format(err, errlen, "%s: hidden_act \"%s\" cannot be converted: our SwiGLU computes silu", path,
                             json_is_string(activation) ? json_string_value(activation) : "?");
+    if (c->mixtral) return parse_mixtral(root, path, c, err, errlen);
     int attention_bias = 0, mlp_bias = 0;
     if (boolean_field(root, "attention_bias", 0, path, &attention_bias, err, errlen) ||
         boolean_field(root, "mlp_bias", 0, path, &mlp_bias, err, errlen) ||
@@ -138,9 +196,7 @@ static int parse(const json_t *root, const char *path, hf_llama_config *c, char 
                             "switch for the biases of every linear layer (--disable-bias-linear)", path,
                             attention_bias ? "true" : "false", mlp_bias ? "true" : "false");
     c->bias = attention_bias;
-    const json_t *dtype = json_object_get(root, "torch_dtype");
-    if (!dtype) dtype = json_object_get(root, "dtype");
-    snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", json_is_string(dtype) ? json_string_value(dtype) : "float32");
+    read_torch_dtype(root, c);
     return 0;
 }
 
@@ -168,21 +224,10 @@ static void shortest_text(double value, int as_float, char *text, size_t size) {
     if (!strpbrk(text, ".eEn")) strncat(text, ".0", size - strlen(text) - 1); /* stay a JSON real */
 }
 
-int hf_llama_config_write(const char *path, const hf_llama_config *c, char *err, size_t errlen) {
-    FILE *f = fopen(path, "w");
-    if (!f) return error_format(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-    char epsilon[64], theta[64], factor[64], scaling[512];
-    shortest_text(c->rms_norm_eps, 1, epsilon, sizeof epsilon);
-    shortest_text(c->rope_theta, 0, theta, sizeof theta);
-    snprintf(scaling, sizeof scaling, "null");
-    if (c->rope_scaling) {
-        shortest_text(c->rope_scaling_factor, 0, factor, sizeof factor);
-        snprintf(scaling, sizeof scaling,
-                 "{\n    \"factor\": %s,\n    \"high_freq_factor\": 4.0,\n    \"low_freq_factor\": 1.0,\n"
-                 "    \"original_max_position_embeddings\": 8192,\n    \"rope_type\": \"llama3\"\n  }", factor);
-    }
+/* LlamaConfig's keys, sorted as transformers' to_json_string(sort_keys=True, indent=2) writes them */
+static void write_llama(FILE *f, const hf_llama_config *c, const char *epsilon, const char *scaling,
+                        const char *theta) {
     const char *bias = c->bias ? "true" : "false";
-    /* keys sorted as transformers' to_json_string(sort_keys=True, indent=2) writes them */
     fprintf(f,
             "{\n"
             "  \"architectures\": [\n"
@@ -214,6 +259,65 @@ int hf_llama_config_write(const char *path, const hf_llama_config *c, char *err,
             (long long)c->max_position_embeddings, bias, (long long)c->num_attention_heads,
             (long long)c->num_hidden_layers, (long long)c->num_key_value_heads, epsilon, scaling, theta,
             c->tie_word_embeddings ? "true" : "false", c->torch_dtype, (long long)c->vocab_size);
+}
+
+/* MixtralConfig's keys, sorted as transformers writes them */
+static void write_mixtral(FILE *f, const hf_llama_config *c, const char *epsilon, const char *scaling,
+                          const char *theta) {
+    char coefficient[64];
+    shortest_text(c->router_aux_loss_coef, 0, coefficient, sizeof coefficient);
+    fprintf(f,
+            "{\n"
+            "  \"architectures\": [\n"
+            "    \"MixtralForCausalLM\"\n"
+            "  ],\n"
+            "  \"attention_dropout\": 0.0,\n"
+            "  \"head_dim\": %lld,\n"
+            "  \"hidden_act\": \"silu\",\n"
+            "  \"hidden_size\": %lld,\n"
+            "  \"initializer_range\": 0.02,\n"
+            "  \"intermediate_size\": %lld,\n"
+            "  \"max_position_embeddings\": %lld,\n"
+            "  \"model_type\": \"mixtral\",\n"
+            "  \"num_attention_heads\": %lld,\n"
+            "  \"num_experts_per_tok\": %lld,\n"
+            "  \"num_hidden_layers\": %lld,\n"
+            "  \"num_key_value_heads\": %lld,\n"
+            "  \"num_local_experts\": %lld,\n"
+            "  \"output_router_logits\": false,\n"
+            "  \"rms_norm_eps\": %s,\n"
+            "  \"rope_scaling\": %s,\n"
+            "  \"rope_theta\": %s,\n"
+            "  \"router_aux_loss_coef\": %s,\n"
+            "  \"router_jitter_noise\": 0.0,\n"
+            "  \"sliding_window\": null,\n"
+            "  \"tie_word_embeddings\": %s,\n"
+            "  \"torch_dtype\": \"%s\",\n"
+            "  \"use_cache\": true,\n"
+            "  \"vocab_size\": %lld\n"
+            "}\n",
+            (long long)c->head_dim, (long long)c->hidden_size, (long long)c->intermediate_size,
+            (long long)c->max_position_embeddings, (long long)c->num_attention_heads,
+            (long long)c->num_experts_per_tok, (long long)c->num_hidden_layers, (long long)c->num_key_value_heads,
+            (long long)c->num_local_experts, epsilon, scaling, theta, coefficient,
+            c->tie_word_embeddings ? "true" : "false", c->torch_dtype, (long long)c->vocab_size);
+}
+
+int hf_llama_config_write(const char *path, const hf_llama_config *c, char *err, size_t errlen) {
+    FILE *f = fopen(path, "w");
+    if (!f) return error_format(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+    char epsilon[64], theta[64], factor[64], scaling[512];
+    shortest_text(c->rms_norm_eps, 1, epsilon, sizeof epsilon);
+    shortest_text(c->rope_theta, 0, theta, sizeof theta);
+    snprintf(scaling, sizeof scaling, "null");
+    if (c->rope_scaling) {
+        shortest_text(c->rope_scaling_factor, 0, factor, sizeof factor);
+        snprintf(scaling, sizeof scaling,
+                 "{\n    \"factor\": %s,\n    \"high_freq_factor\": 4.0,\n    \"low_freq_factor\": 1.0,\n"
+                 "    \"original_max_position_embeddings\": 8192,\n    \"rope_type\": \"llama3\"\n  }", factor);
+    }
+    if (c->mixtral) write_mixtral(f, c, epsilon, scaling, theta);
+    else write_llama(f, c, epsilon, scaling, theta);
     int ok = fflush(f) == 0;
     int saved_errno = errno;
     if (fclose(f) != 0 && ok) { ok = 0; saved_errno = errno; }

@@ -1,5 +1,6 @@
-/* hf_llama_layout.c: the Hugging Face LlamaForCausalLM tensor list, derived from the GPT
- * parameter table for a Llama config, and the row permutations of hf_llama_layout.h. */
+/* hf_llama_layout.c: the Hugging Face LlamaForCausalLM (and MixtralForCausalLM) tensor list,
+ * derived from the GPT parameter table for a Llama config, and the row permutations of
+ * hf_llama_layout.h. */
 #include "app/model/hf_llama_layout.h"
 
 #include "app/core/error.h"
@@ -12,7 +13,7 @@
 #include <string.h>
 
 /* our row name (what follows "decoder.layers.N." for layer rows) -> HF name(s) and transform;
- * HF layer names follow "model.layers.N." */
+ * HF layer names follow "model.layers.N."; a per-expert row's names hold the expert's index */
 static const struct {
     const char *ours;
     llama_transform transform;
@@ -31,6 +32,12 @@ static const struct {
     {"mlp.linear_fc1.bias", LLAMA_GATE_UP, {"mlp.gate_proj.bias", "mlp.up_proj.bias"}},
     {"mlp.linear_fc2.weight", LLAMA_COPY, {"mlp.down_proj.weight"}},
     {"mlp.linear_fc2.bias", LLAMA_COPY, {"mlp.down_proj.bias"}},
+    /* Mixtral's sparse MoE block */
+    {"pre_mlp_layernorm.weight", LLAMA_NORM, {"post_attention_layernorm.weight"}},
+    {"mlp.router.weight", LLAMA_COPY, {"block_sparse_moe.gate.weight"}},
+    {"mlp.experts.local_experts.%d.linear_fc1.weight", LLAMA_GATE_UP,
+     {"block_sparse_moe.experts.%d.w1.weight", "block_sparse_moe.experts.%d.w3.weight"}},
+    {"mlp.experts.local_experts.%d.linear_fc2.weight", LLAMA_COPY, {"block_sparse_moe.experts.%d.w2.weight"}},
     {"decoder.final_layernorm.weight", LLAMA_NORM, {"model.norm.weight"}},
     {"output_layer.weight", LLAMA_VOCAB_ROWS, {"lm_head.weight"}},
 };
@@ -61,6 +68,14 @@ static gpt_config config_of(const llama_dims *m, const parameter_table *table) {
     c.rmsnorm = 1;
     c.swiglu = 1;
     c.disable_bias_linear = !m->bias;
+    if (m->num_experts > 0) {  /* Mixtral: every layer a mixture of experts */
+        c.num_experts = config_dim(m->num_experts, INT_MAX / c.num_layers / table->count, "num_experts");
+        c.moe_ffn_hidden_size = config_dim(m->moe_ffn_hidden, INT_MAX / 2, "moe_ffn_hidden_size");
+        if (c.num_layers > GPT_MAX_MOE_LAYERS)
+            user_error("num_layers %d: a mixture-of-experts model has at most %d layers here", c.num_layers,
+                       GPT_MAX_MOE_LAYERS);
+        memset(c.moe_layer, 1, (size_t)c.num_layers);
+    }
     return c;
 }
 
@@ -86,15 +101,18 @@ hf_llama_tensor *hf_llama_tensor_list(const llama_dims *m, int *count) {
         e->our_shape[1] = g->cols;
         e->parts = e->transform == LLAMA_QKV ? 3 : e->transform == LLAMA_GATE_UP ? 2 : 1;
         for (int p = 0; p < e->parts; p++) {
+            char own[80];  /* the row's own HF name, an expert's index filled in */
+            if (g->row->per_expert) snprintf(own, sizeof own, llama_names[n].hf[p], g->expert);
+            else snprintf(own, sizeof own, "%s", llama_names[n].hf[p]);
             if (g->row->part == PART_LAYER)
-                snprintf(e->hf[p], sizeof e->hf[p], "model.layers.%d.%s", g->layer, llama_names[n].hf[p]);
+                snprintf(e->hf[p], sizeof e->hf[p], "model.layers.%d.%s", g->layer, own);
             else
-                snprintf(e->hf[p], sizeof e->hf[p], "%s", llama_names[n].hf[p]);
+                snprintf(e->hf[p], sizeof e->hf[p], "%s", own);
             e->hf_shape[p][0] = g->rows;
             e->hf_shape[p][1] = g->cols;
         }
         if (e->transform == LLAMA_VOCAB_ROWS) e->hf_shape[0][0] = m->vocab;
-        if (e->transform == LLAMA_GATE_UP) e->hf_shape[0][0] = e->hf_shape[1][0] = m->ffn_hidden;
+        if (e->transform == LLAMA_GATE_UP) e->hf_shape[0][0] = e->hf_shape[1][0] = g->rows / 2;
         if (e->transform == LLAMA_QKV) {
             e->hf_shape[0][0] = m->heads * m->head_dim;
             e->hf_shape[1][0] = e->hf_shape[2][0] = m->groups * m->head_dim;
@@ -160,8 +178,8 @@ static void convert(const hf_llama_tensor *t, const llama_dims *m, float *ours, 
             else memcpy(ours + r * width, hf[part] + hf_row * width, row_bytes);
         }
         break;
-    case LLAMA_GATE_UP: {
-        const size_t half = row_bytes * (size_t)m->ffn_hidden;
+    case LLAMA_GATE_UP: {  /* the dense MLP's F rows each, or an expert's Fm */
+        const size_t half = row_bytes * (size_t)(rows / 2);
         for (int p = 0; p < 2; p++) {
             if (to_hf) memcpy(hf[p], (char *)ours + (size_t)p * half, half);
             else memcpy((char *)ours + (size_t)p * half, hf[p], half);

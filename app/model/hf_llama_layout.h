@@ -9,13 +9,21 @@
  *   ...mlp.linear_fc1.weight [2F, C]                 model.layers.L.mlp.{gate,up}_proj.weight [F, C]
  *   ...mlp.linear_fc2.weight [C, F]                  model.layers.L.mlp.down_proj.weight
  *   decoder.final_layernorm.weight                   model.norm.weight
+ * and, for a mixture of experts (MixtralForCausalLM, every layer MoE), in place of the MLP:
+ *   ...pre_mlp_layernorm.weight                      model.layers.L.post_attention_layernorm.weight
+ *   ...mlp.router.weight [E, C]                      model.layers.L.block_sparse_moe.gate.weight
+ *   ...mlp.experts.local_experts.X.linear_fc1.weight  ...block_sparse_moe.experts.X.{w1,w3}.weight [Fm, C]
+ *   ...mlp.experts.local_experts.X.linear_fc2.weight  ...block_sparse_moe.experts.X.w2.weight [C, Fm]
  *   output_layer.weight [Vp, C] (untied only)        lm_head.weight [V, C]
  * Both sides store linear weights [out, in] (torch.nn.Linear), so only rows move:
  * - Megatron-Core's linear_qkv rows are grouped per query group, [q of its H/G heads..., k, v],
  *   each D rows; HF has separate q_proj (H*D rows, head-major), k_proj and v_proj (G*D rows).
  *   Query head h belongs to group h / (H/G) on both sides (HF's repeat_kv), so a row moves whole.
  * - fc1 is [gate; up] (Megatron's SwiGLU: silu of the first half times the second half), HF
- *   computes down(silu(gate_proj x) * up_proj x).
+ *   computes down(silu(gate_proj x) * up_proj x); an expert's fc1 likewise [w1; w3], HF's expert
+ *   computing w2(silu(w1 x) * w3 x) (Megatron's tools/checkpoint/loader_mixtral_hf.py
+ *   concatenates w1 and w3 in this order).
+ * - The router's rows are the experts, in the same order on both sides.
  * - RoPE: our non-interleaved rotary embedding turns pairs (i, i + D/2) of a head, which is HF's
  *   rotate_half on the same channel order, so q and k rows need no permutation (the permutation
  *   Megatron's converters apply is for Meta's original, interleaved checkpoints).
@@ -32,6 +40,9 @@ typedef struct llama_dims {
     int bias;                      /* linear biases (Megatron's add_bias_linear; HF attention_bias
                                     * and mlp_bias) */
     int layernorm_1p;              /* our norm weights are stored as w - 1 */
+    int64_t num_experts;           /* 0: dense MLPs (LlamaForCausalLM); else every layer is a
+                                    * mixture of num_experts SwiGLU experts (MixtralForCausalLM) */
+    int64_t moe_ffn_hidden;        /* an expert's width (HF Mixtral's intermediate_size) */
 } llama_dims;
 
 typedef enum llama_transform {
@@ -39,7 +50,7 @@ typedef enum llama_transform {
     LLAMA_NORM,        /* a norm weight: the same, or + 1 with layernorm_1p */
     LLAMA_VOCAB_ROWS,  /* our padded_vocab rows <-> HF's vocab rows (padding dropped / zero) */
     LLAMA_QKV,         /* grouped qkv rows <-> q_proj, k_proj, v_proj */
-    LLAMA_GATE_UP      /* fc1 [gate; up] rows <-> gate_proj, up_proj */
+    LLAMA_GATE_UP      /* fc1 [gate; up] rows <-> gate_proj, up_proj (an expert's w1, w3) */
 } llama_transform;
 
 enum { HF_LLAMA_MAX_PARTS = 3 };
@@ -55,7 +66,8 @@ typedef struct hf_llama_tensor {
 } hf_llama_tensor;
 
 /* The tensors of a Llama model of these dimensions (RMSNorm, SwiGLU, RoPE, grouped-query
- * attention), one per global parameter of the GPT parameter table, in our parameter order;
+ * attention; with num_experts, Mixtral's experts in every layer), one per global parameter of
+ * the GPT parameter table, in our parameter order;
  * malloc'd list, count in *count. Dimensions beyond an int are a user error. */
 hf_llama_tensor *hf_llama_tensor_list(const llama_dims *dims, int *count);
 

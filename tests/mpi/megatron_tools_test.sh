@@ -206,7 +206,11 @@ refused_flag "convert: --loader core --saver core (resharding) says to load into
 refused_flag "convert: --checkpoint-type meta is refused saying what to do" \
     "$CONVERT" --model-type GPT --loader llama_mistral --saver core --checkpoint-type meta --load-dir x --save-dir y -- \
     "--checkpoint-type meta" "Hugging Face first"
-refused_flag "convert: --loader mixtral_hf is named" \
-    "$CONVERT" --model-type GPT --loader loader_mixtral_hf --saver mcore --load-dir x --save-dir y -- "--loader loader_mixtral_hf"
+refused_flag "convert: --loader llava is named" \
+    "$CONVERT" --model-type GPT --loader loader_llava --saver mcore --load-dir x --save-dir y -- "--loader loader_llava"
+# --loader mixtral_hf is Hugging Face's side, as --from-hf (tests/mpi/mixtral_hf_test.sh converts with it)
+! "$CONVERT" --model-type GPT --loader loader_mixtral_hf --saver mcore --load-dir "$WORK/no_such_model" --save-dir "$WORK/y" \
+    > /dev/null 2> "$WORK/err" && grep -q "no_such_model: No such file or directory" "$WORK/err"
+ok $? "convert: --loader loader_mixtral_hf is accepted (the missing folder is the one complaint): $(cat "$WORK/err")"
 
 done_testing

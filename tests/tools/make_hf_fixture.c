@@ -12,9 +12,13 @@
  *       transformers saves large models.
  *   make_hf_fixture get FILE.h5 DATASET I [J]     print /model/DATASET[I][J] (%.9g)
  *   make_hf_fixture set-attr FILE.h5 NAME VALUE   set a root int64 attribute
+ *   make_hf_fixture set-arg FILE.h5 NAME int:V|real:V|str:V
+ *                                                 set the /args attribute NAME (forging what a
+ *                                                 checkpoint was saved with)
  *   make_hf_fixture same-values A B               same tensor names and shapes, and values
  *                                                 equal as float32, in two safetensors files */
 #include "app/model/hf_gpt2_config.h"
+#include "io/hdf5_attributes.h"
 #include "io/safetensors.h"
 
 #include <hdf5.h>
@@ -223,6 +227,22 @@ static int set_attribute(char **argv) {
     return status;
 }
 
+static int set_arg(char **argv) {
+    hid_t file = H5Fopen(argv[2], H5F_ACC_RDWR, H5P_DEFAULT);
+    if (file < 0) return 1;
+    hid_t args = H5Gopen2(file, "args", H5P_DEFAULT);
+    if (args < 0) return 1;
+    if (H5Aexists(args, argv[3]) > 0) H5Adelete(args, argv[3]);
+    const char *value = argv[4];
+    int status = 0;
+    if (!strncmp(value, "int:", 4)) hdf5_write_int_attribute(args, argv[3], atoll(value + 4));
+    else if (!strncmp(value, "real:", 5)) hdf5_write_double_attribute(args, argv[3], atof(value + 5));
+    else if (!strncmp(value, "str:", 4)) hdf5_write_string_attribute(args, argv[3], value + 4);
+    else status = 2;
+    H5Gclose(args);
+    return H5Fclose(file) < 0 ? 1 : status;
+}
+
 static int same_values(char **argv) {
     safetensors_file a, b;
     char err[4096];
@@ -261,7 +281,8 @@ int main(int argc, char **argv) {
     if (!strcmp(command, "get") && (argc == 5 || argc == 6)) return get_element(argc, argv);
     if (!strcmp(command, "set-attr") && argc == 5) return set_attribute(argv);
     if (!strcmp(command, "same-values") && argc == 4) return same_values(argv);
+    if (!strcmp(command, "set-arg") && argc == 5) return set_arg(argv);
     fprintf(stderr, "usage: make_hf_fixture write DIR [options] | get FILE.h5 DATASET I [J] | "
-                    "set-attr FILE.h5 NAME VALUE | same-values A B\n");
+                    "set-attr FILE.h5 NAME VALUE | same-values A B | set-arg FILE.h5 NAME int:V|real:V|str:V\n");
     return 2;
 }

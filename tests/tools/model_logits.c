@@ -2,8 +2,10 @@
  * --device cuda the CUDA backend, bf16, on GPU 0) for one micro-batch of mock tokens and writes the tokens and the output layer's logits, so that another
  * implementation (Hugging Face's GPT2LMHeadModel on a converted checkpoint, perf/hf_logits_check.py)
  * can be compared with ours.
- * usage: model_logits OUT_PREFIX PRETRAIN_GPT_FLAGS... (with --load DIR, --micro-batch-size 1)
- * writes OUT_PREFIX.tokens (int32 [T]) and OUT_PREFIX.logits (float32 [T, padded vocab]) */
+ * usage: model_logits OUT_PREFIX [--tokens FILE] PRETRAIN_GPT_FLAGS... (with --load DIR,
+ *        --micro-batch-size 1)
+ * writes OUT_PREFIX.tokens (int32 [T]) and OUT_PREFIX.logits (float32 [T, padded vocab]); the
+ * tokens are the mock data's of --seed, or FILE's (int32, --seq-length of them) */
 #include "config.h"
 
 #include <stdio.h>
@@ -25,8 +27,14 @@ int main(int argc, char **argv) {
     int world_size;
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
     if (argc < 3 || world_size != 1) {
-        fprintf(stderr, "usage: model_logits OUT_PREFIX PRETRAIN_GPT_FLAGS... (one rank)\n");
+        fprintf(stderr, "usage: model_logits OUT_PREFIX [--tokens FILE] PRETRAIN_GPT_FLAGS... (one rank)\n");
         return 2;
+    }
+    const char *prefix = argv[1], *tokens_file = NULL;
+    if (argc > 4 && !strcmp(argv[2], "--tokens")) {
+        tokens_file = argv[3];
+        argv += 2;
+        argc -= 2;
     }
     args a;
     args_parse(&a, argc - 1, argv + 1, world_size);
@@ -49,15 +57,24 @@ int main(int argc, char **argv) {
     float *logits = malloc(sizeof(float) * (size_t)T * (size_t)V);
     CHECK(sample && tokens && targets && logits, "out of host memory");
     mock_data_sample(a.seed, 0, 0, a.vocab_size, T + 1, sample);
+    if (tokens_file) {
+        FILE *in = fopen(tokens_file, "rb");
+        if (!in || fread(sample, sizeof(int32_t), (size_t)T, in) != (size_t)T)
+            user_error("%s: cannot read %d int32 tokens", tokens_file, T);
+        fclose(in);
+        for (int i = 0; i < T; i++)
+            if (sample[i] < 0 || sample[i] >= a.vocab_size)
+                user_error("%s: token %d is %d, outside the vocabulary [0, %d)", tokens_file, i, sample[i], a.vocab_size);
+    }
     for (int i = 0; i < T; i++) { tokens[i] = sample[i]; targets[i] = sample[i + 1]; }
     t.model.capture_logits = logits;
     micro_batch_rng rng = {0, 0, 0};
     double loss = gpt_chunk_forward(&t.model, 0, 0, tokens, targets, rng, 1.0f, 0) / T;
     char path[4096];
-    snprintf(path, sizeof path, "%s.tokens", argv[1]);
+    snprintf(path, sizeof path, "%s.tokens", prefix);
     FILE *f = fopen(path, "wb");
     CHECK(f && fwrite(tokens, sizeof(int), (size_t)T, f) == (size_t)T && fclose(f) == 0, "cannot write %s", path);
-    snprintf(path, sizeof path, "%s.logits", argv[1]);
+    snprintf(path, sizeof path, "%s.logits", prefix);
     f = fopen(path, "wb");
     CHECK(f && fwrite(logits, sizeof(float), (size_t)T * V, f) == (size_t)T * V && fclose(f) == 0, "cannot write %s", path);
     printf("model_logits: %d tokens, padded vocabulary %d, mean loss %.6f\n", T, V, loss);
