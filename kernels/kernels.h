@@ -283,6 +283,17 @@ typedef struct kernel_ops {
      * dweight and dbias give the bits of one call with all three. */
     void (*matmul_backward)(void *dx, float *dweight, float *dbias, const void *dout,
                             const void *x, const void *weight, int N, int IC, int OC);
+    /* grouped GEMMs (a mixture of experts' experts, --moe-grouped-gemm): matmul_forward (no bias)
+     * and matmul_backward (no bias; dweight accumulates) over consecutive row blocks, block g being
+     * rows [rows[g], rows[g+1]) of x, out, dout and dx, with its own weight[g] [OC, IC] and
+     * dweight[g] (NULL: no weight gradient); rows, weight and dweight are host arrays (the row
+     * counts are known on the host after the layer's routing); empty blocks are skipped. The row
+     * counts change from call to call: the CUDA backend plans its GEMMs per size bucket rather
+     * than per exact shape. */
+    void (*grouped_matmul_forward)(void *out, const void *x, const void *const *weight, const int *rows, int groups,
+                                   int IC, int OC);
+    void (*grouped_matmul_backward)(void *dx, float *const *dweight, const void *dout, const void *x,
+                                    const void *const *weight, const int *rows, int groups, int IC, int OC);
     /* dweight[OC,IC] = dout^T x, written over what dweight held: matmul_backward's weight
      * gradient as a step's first write to it, so the gradient needs no clearing before (beta 0
      * on CUDA; on the CPU the bits of clearing it and accumulating) */

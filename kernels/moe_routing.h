@@ -21,7 +21,7 @@
 /* scratch for one row: floats and ints of E entries each (k <= E, groups <= E) */
 typedef struct moe_row_scratch {
     float *s, *a, *g, *w, *dw;  /* scores, aux scores, their gradient, weights, weight gradient */
-    float *group_score;
+    float *group_score, *biased;
     int *idx, *best;
     unsigned char *allowed;
 } moe_row_scratch;
@@ -64,10 +64,15 @@ MOE_FN float moe_score_derivative(float l, float s, int fn) {
 }
 
 /* the top-k choice of one row: on the scores, or on the logits (softmax without pre_softmax);
- * group-limited routing first keeps the best group_topk groups */
+ * with an expert bias (sigmoid, sqrtsoftplus) on the scores plus the bias; group-limited
+ * routing first keeps the best group_topk groups */
 MOE_FN void moe_choose_experts(const float *l, const float *s, int *idx, moe_router_spec spec, moe_row_scratch x) {
     int E = spec.num_experts, k = spec.topk;
     const float *v = spec.score_function == MOE_SCORE_SOFTMAX && !spec.pre_softmax ? l : s;
+    if (spec.expert_bias && spec.score_function != MOE_SCORE_SOFTMAX) {
+        for (int e = 0; e < E; e++) x.biased[e] = s[e] + spec.expert_bias[e];
+        v = x.biased;
+    }
     if (spec.num_groups > 0 && spec.group_topk > 0) {
         int per_group = E / spec.num_groups, top = k / spec.group_topk;
         for (int g = 0; g < spec.num_groups; g++) {

@@ -176,6 +176,10 @@ void moe_scratch_allocate(gpt_model *m) {
     x->host_slot_row = host_alloc(sizeof(int) * M);
     x->host_row_token = host_alloc(sizeof(int) * M);
     x->host_order = host_alloc(sizeof(int) * R);
+    x->host_fc1 = host_alloc(sizeof(void *) * (size_t)s.El);
+    x->host_fc2 = host_alloc(sizeof(void *) * (size_t)s.El);
+    x->host_d_fc1 = host_alloc(sizeof(float *) * (size_t)s.El);
+    x->host_d_fc2 = host_alloc(sizeof(float *) * (size_t)s.El);
     x->log.values = host_alloc(sizeof(double) * moe_log_length(&m->config));
     moe_shared_scratch_allocate(m, x);
     m->moe_scratch = x;
@@ -194,6 +198,10 @@ void moe_scratch_release(gpt_model *m) {
     free(x->host_slot_row);
     free(x->host_row_token);
     free(x->host_order);
+    free(x->host_fc1);
+    free(x->host_fc2);
+    free(x->host_d_fc1);
+    free(x->host_d_fc2);
     free(x->log.values);
     free(x);
     m->moe_scratch = NULL;
@@ -363,6 +371,28 @@ static int global_expert(const gpt_model *m, int le) {
     return (m->config.ep_size > 1 ? m->config.ep_rank : 0) * s.El + le;
 }
 
+/* the local experts' fc1 (which 1) or fc2 (2) weights, in local order, for the grouped GEMMs */
+static const void **expert_weights(gpt_model *m, const layer_view *lw, int which) {
+    moe_shapes s = shapes_of(m);
+    const void **w = which == 1 ? m->moe_scratch->host_fc1 : m->moe_scratch->host_fc2;
+    for (int le = 0; le < s.El; le++) {
+        int e = global_expert(m, le);
+        w[le] = which == 1 ? lw->expert_fc1_weight[e] : lw->expert_fc2_weight[e];
+    }
+    return w;
+}
+
+/* their gradients likewise */
+static float **expert_gradients(gpt_model *m, const layer_view *lg, int which) {
+    moe_shapes s = shapes_of(m);
+    float **g = which == 1 ? m->moe_scratch->host_d_fc1 : m->moe_scratch->host_d_fc2;
+    for (int le = 0; le < s.El; le++) {
+        int e = global_expert(m, le);
+        g[le] = which == 1 ? (float *)lg->expert_fc1_weight[e] : (float *)lg->expert_fc2_weight[e];
+    }
+    return g;
+}
+
 /* the router's spec for global layer `layer`: the config's, with the layer's expert bias */
 static moe_router_spec router_spec(const gpt_model *m, int layer) {
     moe_router_spec spec = m->config.moe_router;
@@ -392,15 +422,12 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
         in = a->expert_input;
         out = scratch->local_out;
     }
-    for (int le = 0; le < s.El; le++) {
-        int e = global_expert(m, le), r0 = a->local_rows[le], n = a->local_rows[le + 1] - r0;
-        if (n == 0) continue;
-        const void *w1 = lw->expert_fc1_weight[e], *w2 = lw->expert_fc2_weight[e];
-        void *fc1 = act_at(ops, a->fc1_out, (size_t)r0 * s.FC1l), *act = act_at(ops, scratch->activation, (size_t)r0 * s.Fl);
-        ops->matmul_forward(fc1, NULL, act_at(ops, (void *)in, (size_t)r0 * s.C), w1, NULL, n, s.C, s.FC1l);
-        expert_activation(m, act, fc1, n);
-        ops->matmul_forward(act_at(ops, out, (size_t)r0 * s.C), NULL, act, w2, NULL, n, s.Fl, s.C);
-    }
+    /* the local experts' GEMM pairs, one grouped call each, the activation over all their rows */
+    const void **w1 = expert_weights(m, lw, 1), **w2 = expert_weights(m, lw, 2);
+    int rows = a->local_rows[s.El];
+    ops->grouped_matmul_forward(a->fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
+    expert_activation(m, scratch->activation, a->fc1_out, rows);
+    ops->grouped_matmul_forward(out, scratch->activation, w2, a->local_rows, s.El, s.Fl, s.C);
     if (s.ep > 1) return_to_sources(m, a, scratch->local_out, a->expert_out);
     ops->moe_combine(out_full, a->expert_out, a->slot_row, a->weight, s.N, s.k, s.C);
     if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full);
@@ -430,21 +457,16 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         ops->gather_rows(scratch->permuted, x, a->row_token, a->expert_rows[s.E], s.C);
         in = scratch->permuted;
     }
-    for (int le = 0; le < s.El; le++) {
-        int e = global_expert(m, le), r0 = a->local_rows[le], n = a->local_rows[le + 1] - r0;
-        if (n == 0) continue;
-        const void *w1 = lw->expert_fc1_weight[e], *w2 = lw->expert_fc2_weight[e];
-        float *dw1 = lg->expert_fc1_weight[e], *dw2 = lg->expert_fc2_weight[e];
-        void *fc1 = act_at(ops, a->fc1_out, (size_t)r0 * s.FC1l), *act = act_at(ops, scratch->activation, (size_t)r0 * s.Fl);
-        void *d_act = act_at(ops, scratch->d_activation, (size_t)r0 * s.Fl);
-        void *d_fc1 = act_at(ops, scratch->d_fc1_out, (size_t)r0 * s.FC1l);
-        expert_activation(m, act, fc1, n);
-        ops->matmul_backward(d_act, dw2, NULL, act_at(ops, (void *)d_out, (size_t)r0 * s.C), act, w2, n, s.Fl, s.C);
-        if (c->swiglu) ops->swiglu_backward(d_fc1, fc1, d_act, n, s.Fl);
-        else ops->gelu_backward(d_fc1, fc1, d_act, (size_t)n * s.Fl);
-        ops->matmul_backward(act_at(ops, d_in, (size_t)r0 * s.C), dw1, NULL, d_fc1, act_at(ops, (void *)in, (size_t)r0 * s.C),
-                             w1, n, s.C, s.FC1l);
-    }
+    /* fc2 (from the activation computed again), the activation, fc1: grouped over the experts */
+    const void **w1 = expert_weights(m, lw, 1), **w2 = expert_weights(m, lw, 2);
+    float **dw1 = expert_gradients(m, lg, 1), **dw2 = expert_gradients(m, lg, 2);
+    int rows = a->local_rows[s.El];
+    expert_activation(m, scratch->activation, a->fc1_out, rows);
+    ops->grouped_matmul_backward(scratch->d_activation, dw2, d_out, scratch->activation, w2, a->local_rows, s.El, s.Fl,
+                                 s.C);
+    if (c->swiglu) ops->swiglu_backward(scratch->d_fc1_out, a->fc1_out, scratch->d_activation, rows, s.Fl);
+    else ops->gelu_backward(scratch->d_fc1_out, a->fc1_out, scratch->d_activation, (size_t)rows * s.Fl);
+    ops->grouped_matmul_backward(d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
     if (s.ep > 1) return_to_sources(m, a, scratch->d_local_in, scratch->d_permuted);
     ops->moe_uncombine(scratch->d_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
 

@@ -52,7 +52,7 @@ typedef struct moe_activations {
     /* shared experts (moe_shared_expert.h; NULL without them) */
     void *shared_fc1_out;  /* [N, FC1s/tp] their fc1's output (pre-activation) */
     void *shared_out;      /* gate only: [N, C] their output before the gate (this rank's partial sum) */
-    void *gate_logits;     /* gate only: [N] x . gate_weight (compute dtype: fp32 on the CPU backend) */
+    float *gate_logits;    /* gate only: [N] x . gate_weight, fp32 */
     float *gate_score;     /* gate only: [N] sigmoid(gate_logits) */
 } moe_activations;
 
@@ -76,6 +76,8 @@ typedef struct moe_scratch {
     void *d_local_in;      /* [R_max, C] */
     void *d_permuted;      /* [N k, C] */
     int *host_order;       /* host [R_max] */
+    const void **host_fc1, **host_fc2;  /* host [E/ep]: the local experts' weights (grouped GEMMs) */
+    float **host_d_fc1, **host_d_fc2;   /* host [E/ep]: their gradients */
     void *d_input;         /* [N,C] dL/dx summed over this rank's experts (and the router on tp rank 0) */
     void *router_input;    /* [N,C] the jittered router input (input jitter only) */
     void *d_router_input;  /* [N,C] */
@@ -98,6 +100,11 @@ typedef struct moe_scratch {
     int *gate_expert, *gate_rows; /* gate only: [N] the one "expert" (0), and the identity rows */
     float *gate_d_score, *gate_d_logits, *gate_stats; /* gate only: [N], [N], [MOE_ROUTER_STATS(1)] */
 } moe_scratch;
+
+/* the buffer a router-like GEMM ([N, <= E] logits: the router, the shared experts' gate) writes
+ * its output or reads its output gradient in: the fp32 buffer itself on an fp32 backend, else the
+ * compute-dtype scratch (converted with act_to_float / float_to_act around the GEMM) */
+void *moe_router_act(gpt_model *m, float *fp32);
 
 /* Parse Megatron's --moe-layer-freq for num_layers layers into moe_layer[]: an integer N marks
  * layers 0, N, 2N, ...; otherwise a Python list expression of 0 and 1 ("[1,0,1]",

@@ -32,7 +32,7 @@ void moe_shared_activations_allocate(gpt_model *m, moe_activations *a) {
     a->shared_fc1_out = acts(m, N * (size_t)s.FC1l);
     if (gated(m)) {
         a->shared_out = acts(m, N * (size_t)s.C);
-        a->gate_logits = acts(m, N);
+        a->gate_logits = m->ops->alloc(sizeof(float) * N);
         a->gate_score = m->ops->alloc(sizeof(float) * N);
     }
 }
@@ -103,7 +103,9 @@ void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_vie
     void *out = gated(m) ? a->shared_out : scratch->shared_out;
     ops->matmul_forward(out, NULL, scratch->shared_activation, lw->shared_fc2_weight, NULL, s.N, s.Fl, s.C);
     if (gated(m)) {  /* score = sigmoid(x . gate_weight); out * score per token */
-        ops->matmul_forward(a->gate_logits, NULL, x, lw->shared_gate_weight, NULL, s.N, s.C, 1);
+        void *logits_act = moe_router_act(m, a->gate_logits);
+        ops->matmul_forward(logits_act, NULL, x, lw->shared_gate_weight, NULL, s.N, s.C, 1);
+        ops->act_to_float(a->gate_logits, logits_act, (size_t)s.N);
         ops->moe_route_forward(scratch->gate_expert, a->gate_score, scratch->gate_stats, a->gate_logits, s.N,
                                gate_spec(), 0);
         ops->moe_combine(scratch->shared_out, a->shared_out, scratch->gate_rows, a->gate_score, s.N, 1, s.C);
@@ -128,7 +130,9 @@ void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_vi
         /* the route backward's choice is the forward's: the one expert, never dropped */
         ops->moe_route_backward(scratch->gate_d_logits, scratch->gate_d_score, a->gate_logits, scratch->gate_expert,
                                 s.N, gate_spec(), 0.0f);
-        ops->matmul_backward(scratch->gate_d_input, (float *)lg->shared_gate_weight, NULL, scratch->gate_d_logits, x,
+        void *d_logits_act = moe_router_act(m, scratch->gate_d_logits);
+        ops->float_to_act(d_logits_act, scratch->gate_d_logits, (size_t)s.N);
+        ops->matmul_backward(scratch->gate_d_input, (float *)lg->shared_gate_weight, NULL, d_logits_act, x,
                              lw->shared_gate_weight, s.N, s.C, 1);
         d_out = scratch->shared_d_out;
     }

@@ -70,6 +70,26 @@ static void matmul_backward(void *dx, float *dweight, float *dbias, const void *
     cpu_matmul_backward(dx, dweight, dbias, dout, x, weight, N, IC, OC);
 }
 
+static void grouped_matmul_forward(void *out, const void *x, const void *const *weight, const int *rows, int groups,
+                                   int IC, int OC) {
+    for (int g = 0; g < groups; g++) {
+        int n = rows[g + 1] - rows[g];
+        if (n > 0)
+            cpu_matmul_forward((float *)out + (size_t)rows[g] * OC, (const float *)x + (size_t)rows[g] * IC, weight[g],
+                               NULL, n, IC, OC);
+    }
+}
+static void grouped_matmul_backward(void *dx, float *const *dweight, const void *dout, const void *x,
+                                    const void *const *weight, const int *rows, int groups, int IC, int OC) {
+    for (int g = 0; g < groups; g++) {
+        int n = rows[g + 1] - rows[g];
+        if (n > 0)
+            cpu_matmul_backward(dx ? (float *)dx + (size_t)rows[g] * IC : NULL, dweight ? dweight[g] : NULL, NULL,
+                                (const float *)dout + (size_t)rows[g] * OC, (const float *)x + (size_t)rows[g] * IC,
+                                weight[g], n, IC, OC);
+    }
+}
+
 static void matmul_backward_weight_overwrite(float *dweight, const void *dout, const void *x, int N, int IC,
                                              int OC) {
     if (OC > 0 && IC > 0) memset(dweight, 0, sizeof(float) * (size_t)OC * (size_t)IC);
@@ -234,6 +254,8 @@ static const kernel_ops cpu_ops = {
     .matmul_forward = matmul_forward,
     .matmul_forward_residual = matmul_forward_residual,
     .matmul_backward = matmul_backward,
+    .grouped_matmul_forward = grouped_matmul_forward,
+    .grouped_matmul_backward = grouped_matmul_backward,
     .matmul_backward_weight_overwrite = matmul_backward_weight_overwrite,
     .matmul_backward_gelu = matmul_backward_gelu,
 

@@ -145,6 +145,14 @@ static void moe_uncombine(void *dx, const void *dxp, const int *slot_row, int N,
 static void uniform_jitter(void *out, const void *x, size_t n, float eps, dropout_rng rng) {                    \
     cuda_uniform_jitter##S((T *)out, (const T *)x, n, eps, rng);                                                 \
 }                                                                                                                \
+static void grouped_matmul_forward(void *out, const void *x, const void *const *weight, const int *rows,        \
+                                   int groups, int IC, int OC) {                                                 \
+    cuda_grouped_matmul_forward##S((T *)out, (const T *)x, weight, rows, groups, IC, OC);                        \
+}                                                                                                                \
+static void grouped_matmul_backward(void *dx, float *const *dweight, const void *dout, const void *x,           \
+                                    const void *const *weight, const int *rows, int groups, int IC, int OC) {    \
+    cuda_grouped_matmul_backward##S((T *)dx, dweight, (const T *)dout, (const T *)x, weight, rows, groups, IC, OC); \
+}                                                                                                                \
 static void init_normal(void *dst, int fp32_dst, shard_map map, uint64_t seed, uint64_t stream, float std,       \
                         uint64_t first, size_t n) {                                                              \
     cuda_init_normal##S(dst, fp32_dst, map, seed, stream, std, first, n);                                        \
@@ -362,6 +370,8 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.swiglu_backward = A::swiglu_backward;
     ops.matmul_forward = A::matmul_forward;
     ops.matmul_backward = A::matmul_backward;
+    ops.grouped_matmul_forward = A::grouped_matmul_forward;
+    ops.grouped_matmul_backward = A::grouped_matmul_backward;
     ops.matmul_backward_weight_overwrite = A::matmul_backward_weight_overwrite;
     ops.attention_workspace_bytes = cuda_attention_workspace_bytes;
     ops.attention_forward = A::attention_forward;

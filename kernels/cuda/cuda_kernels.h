@@ -102,6 +102,12 @@ void cuda_rmsnorm_backward_from_output(bf16 *dx, float *dweight, const bf16 *dou
 void cuda_rope_forward(bf16 *qkv, int B, int T, int H, int G, int D, rope_spec rope);
 void cuda_rope_backward(bf16 *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
 
+/* ---- grouped GEMMs over row blocks, planned per size bucket (cuda_matmul.cu; kernels.h) ---- */
+void cuda_grouped_matmul_forward(bf16 *out, const bf16 *x, const void *const *weight, const int *rows, int groups,
+                                 int IC, int OC);
+void cuda_grouped_matmul_backward(bf16 *dx, float *const *dweight, const bf16 *dout, const bf16 *x,
+                                  const void *const *weight, const int *rows, int groups, int IC, int OC);
+
 /* ---- mixture of experts (cuda_moe.cu): the router in fp32, dispatch in the compute dtype ---- */
 void cuda_moe_route_forward(int *expert, float *weight, float *stats, const float *logits, int N,
                             moe_router_spec spec, int with_losses);
@@ -313,6 +319,10 @@ void cuda_moe_combine_backward_fp16(fp16 *dy, float *dweight, const fp16 *dout, 
                                     const float *weight, int N, int k, int C);
 void cuda_moe_uncombine_fp16(fp16 *dx, const fp16 *dxp, const int *slot_row, int N, int k, int C);
 void cuda_uniform_jitter_fp16(fp16 *out, const fp16 *x, size_t n, float eps, dropout_rng rng);
+void cuda_grouped_matmul_forward_fp16(fp16 *out, const fp16 *x, const void *const *weight, const int *rows,
+                                      int groups, int IC, int OC);
+void cuda_grouped_matmul_backward_fp16(fp16 *dx, float *const *dweight, const fp16 *dout, const fp16 *x,
+                                       const void *const *weight, const int *rows, int groups, int IC, int OC);
 
 #ifdef __cplusplus
 }

@@ -58,7 +58,7 @@ typedef struct gemm_problem {
 /* ---- the plan cache ---- */
 
 typedef struct gemm_plan_key {
-    int m, n, k, transa, transb, lda, ldb, ldd, ab_type, d_type, accumulate, epilogue, sm_target;
+    int m, n, k, transa, transb, lda, ldb, ldd, ab_type, d_type, accumulate, epilogue, sm_target, bucketed;
     unsigned int align_a, align_b, align_c, align_d, align_bias, align_aux;
 } gemm_plan_key;
 
@@ -89,12 +89,30 @@ static unsigned int pointer_alignment(const void *p) {
     return alignment;
 }
 
+/* ---- grouped GEMMs: shapes that change from call to call ----
+ * The experts of a mixture of experts get a different number of rows at every step, so planning
+ * (and tuning) each exact shape would plan almost every call. While a grouped call runs
+ * (gemm_bucketed), a plan is keyed by each dimension rounded up to its size bucket (an eighth of
+ * its power of two: 4096, 4608, 5120, ...; at least 64), created and tuned on the first problem of
+ * its bucket, and used for the others of the bucket with the layouts' rows and columns set to the
+ * call's (cuBLASLt reads them at the call). Should cuBLASLt refuse the bucket's algorithm for
+ * another size of the bucket, that call is planned exactly. Dimensions that are multiples of an
+ * eighth of their power of two (1024, 2816, 5632) are their own bucket. */
+static bool gemm_bucketed;
+
+static int size_bucket(int x) {
+    if (x <= 64) return 64;
+    int octave = 31 - __builtin_clz((unsigned int)x), step = 1 << (octave - 3);
+    return (x + step - 1) / step * step;
+}
+
 static gemm_plan_key plan_key_of(const gemm_problem *p) {
     gemm_plan_key key;
     memset(&key, 0, sizeof key); /* compared with memcmp */
-    key.m = p->m;
-    key.n = p->n;
-    key.k = p->k;
+    key.bucketed = gemm_bucketed ? 1 : 0;
+    key.m = gemm_bucketed ? size_bucket(p->m) : p->m;
+    key.n = gemm_bucketed ? size_bucket(p->n) : p->n;
+    key.k = gemm_bucketed ? size_bucket(p->k) : p->k;
     key.transa = (int)p->transa;
     key.transb = (int)p->transb;
     key.lda = p->lda;
@@ -258,6 +276,29 @@ static void plan_tune(gemm_plan *plan, const gemm_problem *p, const cublasLtMatm
     }
 }
 
+/* the stored (pre-transpose) shapes of A and B */
+static void operand_shapes(const gemm_problem *p, int *a_rows, int *a_cols, int *b_rows, int *b_cols) {
+    *a_rows = p->transa == CUBLAS_OP_N ? p->m : p->k;
+    *a_cols = p->transa == CUBLAS_OP_N ? p->k : p->m;
+    *b_rows = p->transb == CUBLAS_OP_N ? p->k : p->n;
+    *b_cols = p->transb == CUBLAS_OP_N ? p->n : p->k;
+}
+
+static void set_layout_shape(cublasLtMatrixLayout_t layout, int rows, int cols) {
+    uint64_t r = (uint64_t)rows, c = (uint64_t)cols;
+    CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r));
+    CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c));
+}
+
+/* a bucket's plan set to this call's shape */
+static void set_plan_shape(gemm_plan *plan, const gemm_problem *p) {
+    int a_rows, a_cols, b_rows, b_cols;
+    operand_shapes(p, &a_rows, &a_cols, &b_rows, &b_cols);
+    set_layout_shape(plan->a_layout, a_rows, a_cols);
+    set_layout_shape(plan->b_layout, b_rows, b_cols);
+    set_layout_shape(plan->d_layout, p->m, p->n);
+}
+
 static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_key *key) {
     plan->used = true;
     plan->key = *key;
@@ -290,10 +331,8 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     }
 
     /* stored (pre-transpose) shapes of the operands */
-    int a_rows = p->transa == CUBLAS_OP_N ? p->m : p->k;
-    int a_cols = p->transa == CUBLAS_OP_N ? p->k : p->m;
-    int b_rows = p->transb == CUBLAS_OP_N ? p->k : p->n;
-    int b_cols = p->transb == CUBLAS_OP_N ? p->n : p->k;
+    int a_rows, a_cols, b_rows, b_cols;
+    operand_shapes(p, &a_rows, &a_cols, &b_rows, &b_cols);
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a_layout, p->ab_type, a_rows, a_cols, p->lda));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->b_layout, p->ab_type, b_rows, b_cols, p->ldb));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->d_layout, p->d_type, p->m, p->n, p->ldd));
@@ -344,14 +383,21 @@ static gemm_plan *plan_for(const gemm_problem *p) {
 static bool gemm_cublaslt(const gemm_problem *p) {
     gemm_plan *plan = plan_for(p);
     if (!plan->has_algo) return false;
+    if (plan->key.bucketed) set_plan_shape(plan, p);
     set_epilogue_pointers(plan->desc, p);
     float alpha = 1.0f, beta = p->accumulate ? 1.0f : 0.0f;
     size_t workspace_bytes = 0;
     void *workspace = cuda_cublaslt_workspace(&workspace_bytes);
-    CHECK_CUBLAS(cublasLtMatmul(cuda_cublaslt_handle(), plan->desc, &alpha, p->a, plan->a_layout,
-                                p->b, plan->b_layout, &beta, p->c != NULL ? p->c : p->d, plan->d_layout, p->d,
-                                plan->d_layout, &plan->algo, workspace, workspace_bytes,
-                                compute_stream()));
+    cublasStatus_t status = cublasLtMatmul(cuda_cublaslt_handle(), plan->desc, &alpha, p->a, plan->a_layout, p->b,
+                                           plan->b_layout, &beta, p->c != NULL ? p->c : p->d, plan->d_layout, p->d,
+                                           plan->d_layout, &plan->algo, workspace, workspace_bytes, compute_stream());
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED && plan->key.bucketed) { /* the bucket's algorithm does not fit: exact */
+        gemm_bucketed = false;
+        bool done = gemm_cublaslt(p);
+        gemm_bucketed = true;
+        return done;
+    }
+    CHECK_CUBLAS(status);
     return true;
 }
 
@@ -664,7 +710,54 @@ static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
     if (!x_kept && dweight != NULL) weight_gradient(dweight, dout, x, N, IC, OC, forced);
 }
 
+/* the grouped GEMMs (kernels.h: grouped_matmul_forward / _backward): one GEMM per non-empty row
+ * block, planned per size bucket (gemm_bucketed above) */
+template <typename E>
+static void grouped_forward_t(E *out, const E *x, const void *const *weight, const int *rows, int groups, int IC,
+                              int OC) {
+    gemm_bucketed = true;
+    for (int g = 0; g < groups; g++) {
+        int n = rows[g + 1] - rows[g];
+        if (n > 0)
+            matmul_forward_t(out + (size_t)rows[g] * OC, (E *)NULL, x + (size_t)rows[g] * IC, (const E *)weight[g],
+                             (const E *)NULL, n, IC, OC);
+    }
+    gemm_bucketed = false;
+}
+
+template <typename E>
+static void grouped_backward_t(E *dx, float *const *dweight, const E *dout, const E *x, const void *const *weight,
+                               const int *rows, int groups, int IC, int OC) {
+    gemm_bucketed = true;
+    for (int g = 0; g < groups; g++) {
+        int n = rows[g + 1] - rows[g];
+        if (n > 0)
+            matmul_backward_t(dx ? dx + (size_t)rows[g] * IC : (E *)NULL, dweight ? dweight[g] : (float *)NULL,
+                              (float *)NULL, dout + (size_t)rows[g] * OC, x + (size_t)rows[g] * IC,
+                              (const E *)weight[g], n, IC, OC);
+    }
+    gemm_bucketed = false;
+}
+
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+extern "C" void cuda_grouped_matmul_forward(bf16 *out, const bf16 *x, const void *const *weight, const int *rows,
+                                            int groups, int IC, int OC) {
+    grouped_forward_t(as_nv(out), as_nv(x), weight, rows, groups, IC, OC);
+}
+extern "C" void cuda_grouped_matmul_forward_fp16(fp16 *out, const fp16 *x, const void *const *weight,
+                                                 const int *rows, int groups, int IC, int OC) {
+    grouped_forward_t(as_half(out), as_half(x), weight, rows, groups, IC, OC);
+}
+extern "C" void cuda_grouped_matmul_backward(bf16 *dx, float *const *dweight, const bf16 *dout, const bf16 *x,
+                                             const void *const *weight, const int *rows, int groups, int IC, int OC) {
+    grouped_backward_t(as_nv(dx), dweight, as_nv(dout), as_nv(x), weight, rows, groups, IC, OC);
+}
+extern "C" void cuda_grouped_matmul_backward_fp16(fp16 *dx, float *const *dweight, const fp16 *dout, const fp16 *x,
+                                                  const void *const *weight, const int *rows, int groups, int IC,
+                                                  int OC) {
+    grouped_backward_t(as_half(dx), dweight, as_half(dout), as_half(x), weight, rows, groups, IC, OC);
+}
 
 extern "C" void cuda_matmul_forward_residual(bf16 *out, const bf16 *x, const bf16 *weight, const bf16 *bias,
                                              const bf16 *residual, int N, int IC, int OC) {

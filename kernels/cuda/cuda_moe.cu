@@ -26,10 +26,10 @@ extern "C" {
 
 /* a row's scratch arrays in the thread's frame, for at most EMAX experts */
 #define THREAD_ROW_SCRATCH(x)                                                                      \
-    float x##_s[EMAX], x##_a[EMAX], x##_g[EMAX], x##_w[EMAX], x##_dw[EMAX], x##_gs[EMAX];          \
+    float x##_s[EMAX], x##_a[EMAX], x##_g[EMAX], x##_w[EMAX], x##_dw[EMAX], x##_gs[EMAX], x##_b[EMAX];          \
     int x##_idx[EMAX], x##_best[EMAX];                                                             \
     unsigned char x##_allowed[EMAX];                                                               \
-    moe_row_scratch x = {x##_s, x##_a, x##_g, x##_w, x##_dw, x##_gs, x##_idx, x##_best, x##_allowed}
+    moe_row_scratch x = {x##_s, x##_a, x##_g, x##_w, x##_dw, x##_gs, x##_b, x##_idx, x##_best, x##_allowed}
 
 /* ---- routing ---- */
 
