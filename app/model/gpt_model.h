@@ -101,6 +101,14 @@ typedef struct gpt_config {
     int ep_size, ep_rank;      /* expert parallelism: this rank holds experts [ep_rank E/ep, +E/ep) */
     int expert_dp_rank;        /* this rank among those holding the same experts (0: writes them) */
     const struct comm_group *ep_group; /* the expert-parallel group (ep_size > 1) */
+    /* context parallelism (app/model/context_parallel.h): cp_size ranks share each sequence,
+     * this one holding pieces cp_rank and 2 cp_size - 1 - cp_rank of its 2 cp_size equal pieces;
+     * seq_length is then the rows of a sequence held here (the global length / cp_size).
+     * cp_allgather[l]: layer l all-gathers keys and values (--cp-comm-type allgather) instead of
+     * passing them around the ring (p2p) */
+    int cp_size, cp_rank;
+    const struct comm_group *cp_group;
+    unsigned char cp_allgather[GPT_MAX_MOE_LAYERS];
     int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */
     int64_t bucket_size;      /* elements per gradient bucket (data parallelism) */
     int bucket_alignment;     /* bucket lengths are padded to a multiple of this (data-parallel size) */
@@ -250,6 +258,15 @@ typedef struct backward_scratch {
     void *residual_rows[3];
 } backward_scratch;
 
+/* rows of the residual stream held here that are contiguous in the micro-batch (gpt_model.c's
+ * plan_row_runs): local rows [local_row, local_row + rows) are global rows global_row.. of the
+ * micro-batch numbered b x (whole sequence length) + position */
+typedef struct hidden_row_run {
+    size_t local_row;
+    int rows;
+    uint64_t global_row;
+} hidden_row_run;
+
 /* a weight matrix whose gradient a step writes over instead of clearing (grad_first_write.c) */
 typedef struct grad_first_write_entry {
     size_t offset, numel;  /* its gradient's place in the flat buffer */
@@ -288,6 +305,9 @@ typedef struct gpt_model {
     int num_clear_ranges;
     struct moe_scratch *moe_scratch; /* MoE models: the experts' work buffers (moe_layer.h) */
     float grad_scale;          /* the last forward's grad_scale (the MoE losses' backward reads it) */
+    hidden_row_run *row_runs;  /* the runs hidden dropout draws its mask by */
+    int num_row_runs;
+    struct context_parallel_scratch *cp_scratch; /* context parallelism's ring buffers (context_parallel.h) */
 } gpt_model;
 
 /* where the dropout masks of one micro-batch come from */
