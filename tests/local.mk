@@ -86,6 +86,7 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 
 # the Llama family (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases) on every layout
 TESTS += tests/mpi/llama_parallel_test.sh
+TESTS += tests/mpi/cp_parallel_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
 TESTS += tests/mpi/moe_test.sh
 TESTS += tests/mpi/expert_comm_test.sh
