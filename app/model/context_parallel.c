@@ -45,7 +45,11 @@ attention_span context_parallel_span(const gpt_config *c, int cp_rank) {
     return span;
 }
 
-static int uses_allgather(const gpt_model *m, int layer) { return m->config.cp_allgather[layer]; }
+/* --cp-comm-type of a layer (a per-layer list covers at most GPT_MAX_MOE_LAYERS layers; past
+ * them the one type given for all) */
+static int uses_allgather(const gpt_model *m, int layer) {
+    return m->config.cp_allgather[layer < GPT_MAX_MOE_LAYERS ? layer : 0];
+}
 
 void context_parallel_scratch_allocate(gpt_model *m) {
     const gpt_config *c = &m->config;
@@ -61,7 +65,7 @@ void context_parallel_scratch_allocate(gpt_model *m) {
     CHECK(x, "out of host memory");
     size_t kv_bytes = ops->act_bytes * s.kv_count;
     int any_p2p = 0, any_allgather = 0;
-    for (int l = 0; l < c->num_layers; l++) {
+    for (int l = 0; l < c->num_layers && l < GPT_MAX_MOE_LAYERS; l++) {
         if (uses_allgather(m, l)) any_allgather = 1;
         else any_p2p = 1;
     }
