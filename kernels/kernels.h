@@ -360,6 +360,10 @@ typedef struct kernel_ops {
     void (*attention_block_backward)(void *dqkv, void *dkv, const void *dout, const void *qkv, const void *kv,
                                      const void *out, const float *lse, int B, int H, int G, int D,
                                      attention_block_spec spec, dropout_rng rng);
+    /* the all-to-all of --cp-comm-type a2a (heads for sequence): out[k][r][0:width] =
+     * in[r][k width : (k+1) width] for k < blocks over rows of blocks x width; and its inverse */
+    void (*columns_to_blocks)(void *out, const void *in, int rows, int blocks, int width);
+    void (*blocks_to_columns)(void *out, const void *in, int rows, int blocks, int width);
 
     /* ---- attention over a key/value cache (generation: cpu_ and cuda_decode_attention) ----
      * qkv[B,Tq,(H+2G)*D] (the grouped layout above) holds the new tokens at positions

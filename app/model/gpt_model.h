@@ -28,6 +28,10 @@ typedef enum { RECOMPUTE_METHOD_NONE, RECOMPUTE_METHOD_UNIFORM, RECOMPUTE_METHOD
 /* --position-embedding-type */
 typedef enum { POSITION_LEARNED_ABSOLUTE, POSITION_ROPE, POSITION_NONE } position_embedding_type;
 
+/* --cp-comm-type: keys and values passed around the ring (p2p), all-gathered (allgather), or
+ * heads exchanged for the sequence by all-to-all (a2a) */
+typedef enum { CP_COMM_P2P = 0, CP_COMM_ALLGATHER = 1, CP_COMM_A2A = 2 } cp_comm_kind;
+
 /* the most layers a mixture-of-experts model may have (gpt_config.moe_layer) */
 #define GPT_MAX_MOE_LAYERS 1024
 
@@ -104,11 +108,10 @@ typedef struct gpt_config {
     /* context parallelism (app/model/context_parallel.h): cp_size ranks share each sequence,
      * this one holding pieces cp_rank and 2 cp_size - 1 - cp_rank of its 2 cp_size equal pieces;
      * seq_length is then the rows of a sequence held here (the global length / cp_size).
-     * cp_allgather[l]: layer l all-gathers keys and values (--cp-comm-type allgather) instead of
-     * passing them around the ring (p2p) */
+     * cp_comm_type[l]: how layer l's attention communicates (--cp-comm-type, cp_comm_kind) */
     int cp_size, cp_rank;
     const struct comm_group *cp_group;
-    unsigned char cp_allgather[GPT_MAX_MOE_LAYERS];
+    unsigned char cp_comm_type[GPT_MAX_MOE_LAYERS];
     int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */
     int64_t bucket_size;      /* elements per gradient bucket (data parallelism) */
     int bucket_alignment;     /* bucket lengths are padded to a multiple of this (data-parallel size) */

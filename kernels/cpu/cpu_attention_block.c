@@ -9,7 +9,8 @@
  * (each block's probabilities rescaled to the union's normalizer; dropout is linear in them).
  * Backward with the union's out and lse: P = exp(s - lse), dP = keep/(1-p) dout.v,
  * dS = P (dP - dout.out)  (sum_t2 P drop'(dout.v) = dout.out),
- * dq += dS k / sqrt(D), dk += dS q / sqrt(D), dv += drop(P) dout. */
+ * dq += dS k / sqrt(D), dk += dS q / sqrt(D), dv += drop(P) dout.
+ * Also the column-block reshuffles of --cp-comm-type a2a (columns_to_blocks, blocks_to_columns). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,18 @@ static inline int visible_keys(const attention_block_spec *spec, int p, int pq) 
     if (!spec->causal) return length;
     int count = pq - spec->k.start[p] + 1;
     return count < 0 ? 0 : count > length ? length : count;
+}
+
+void cpu_columns_to_blocks(float *out, const float *in, int rows, int blocks, int width) {
+    for (size_t k = 0; k < (size_t)blocks; k++)
+        for (size_t r = 0; r < (size_t)rows; r++)
+            memcpy(out + (k * rows + r) * width, in + (r * blocks + k) * width, sizeof(float) * (size_t)width);
+}
+
+void cpu_blocks_to_columns(float *out, const float *in, int rows, int blocks, int width) {
+    for (size_t k = 0; k < (size_t)blocks; k++)
+        for (size_t r = 0; r < (size_t)rows; r++)
+            memcpy(out + (r * blocks + k) * width, in + (k * rows + r) * width, sizeof(float) * (size_t)width);
 }
 
 void cpu_attention_kv_pack(float *kv, const float *qkv, int rows, int H, int G, int D) {

@@ -124,6 +124,12 @@ static void attention_backward(void *dqkv, float *dbias, const void *dout, const
     if (dbias) cpu_bias_backward(dbias, dqkv, B * T, (H + 2 * G) * D);
 }
 
+static void columns_to_blocks(void *out, const void *in, int rows, int blocks, int width) {
+    cpu_columns_to_blocks(out, in, rows, blocks, width);
+}
+static void blocks_to_columns(void *out, const void *in, int rows, int blocks, int width) {
+    cpu_blocks_to_columns(out, in, rows, blocks, width);
+}
 static void attention_kv_pack(void *kv, const void *qkv, int rows, int H, int G, int D) {
     cpu_attention_kv_pack(kv, qkv, rows, H, G, D);
 }
@@ -265,6 +271,8 @@ static const kernel_ops cpu_ops = {
     .attention_block_forward = attention_block_forward,
     .attention_merge = attention_merge,
     .attention_block_backward = attention_block_backward,
+    .columns_to_blocks = columns_to_blocks,
+    .blocks_to_columns = blocks_to_columns,
 
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,

@@ -89,6 +89,8 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                             int head_start, int total_heads, dropout_rng rng);
 
 /* cpu_attention_block.c (context parallelism's ring attention) */
+void cpu_columns_to_blocks(float *out, const float *in, int rows, int blocks, int width);
+void cpu_blocks_to_columns(float *out, const float *in, int rows, int blocks, int width);
 void cpu_attention_kv_pack(float *kv, const float *qkv, int rows, int H, int G, int D);
 void cpu_attention_kv_unpack(float *dqkv, const float *dkv, int rows, int H, int G, int D);
 void cpu_attention_block_forward(float *out, float *lse, const float *qkv, const float *kv, int B, int H, int G,

@@ -3,8 +3,8 @@
 # trains like one rank. Each layout's losses over 5 iterations equal the single-rank run's within
 # 1e-6 relative and every parameter after 5 steps within 1e-5 (max |difference| / max |value|
 # per tensor), fp32 CPU, hidden and attention dropout on (the masks are drawn at the rows' global
-# positions, so they are one rank's): CP2 and CP4 alone (p2p ring, allgather, per-layer mixes,
-# with full recompute), CP2 with TP2 (+SP), PP2, DP2 and the distributed optimizer; the GPT (learned
+# positions, so they are one rank's): CP2 and CP4 alone (p2p ring, allgather, a2a, per-layer
+# mixes with full recompute), CP2 with TP2 (+SP), PP2, DP2 and the distributed optimizer; the GPT (learned
 # positions) and Llama (RoPE, grouped-query attention) models. A checkpoint saved with CP2 resumes
 # with CP1 on the same losses; CP sits in Megatron's rank order (tp fastest, then cp); bad flags
 # stop before any work with one message.
@@ -18,9 +18,10 @@ reference gpt
 layout "CP2 (p2p ring)" 2 --context-parallel-size 2
 layout "CP4 (p2p ring)" 4 --context-parallel-size 4
 layout "CP4 allgather" 4 --context-parallel-size 4 --cp-comm-type allgather
-layout "CP2 p2p and allgather by layer, full recompute" 2 --context-parallel-size 2 --cp-comm-type p2p allgather allgather p2p \
+layout "CP2 p2p, allgather and a2a by layer, full recompute" 2 --context-parallel-size 2 --cp-comm-type p2p allgather a2a p2p \
     --recompute-granularity full --recompute-method uniform --recompute-num-layers 2
 layout "CP2 x TP2 + sequence parallel" 4 --context-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel
+layout "CP2 a2a x TP2 + sequence parallel" 4 --context-parallel-size 2 --cp-comm-type a2a --tensor-model-parallel-size 2 --sequence-parallel
 layout "CP2 x PP2" 4 --context-parallel-size 2 --pipeline-model-parallel-size 2
 layout "CP2 x DP2 distributed optimizer (overlapped)" 4 --context-parallel-size 2 --use-distributed-optimizer \
     --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
@@ -49,6 +50,7 @@ MODEL=$(echo "$MODEL" | sed "s|$TINY_ARGS|$top_srcdir/configs/llama-tiny.args|")
 reference llama
 layout "Llama CP2" 2 --context-parallel-size 2
 layout "Llama CP4" 4 --context-parallel-size 4
+layout "Llama CP2 a2a" 2 --context-parallel-size 2 --cp-comm-type a2a
 layout "Llama CP2 x TP2 + sequence parallel" 4 --context-parallel-size 2 --tensor-model-parallel-size 2 --sequence-parallel
 
 # bad flags: one message, nothing runs
@@ -66,7 +68,9 @@ expect_error "sequence not divisible into 2 x CP pieces" \
     "\-\-seq-length 64 is not a multiple of 2 x --context-parallel-size 3 (= 6)" 3 --context-parallel-size 3
 expect_error "world size not divisible by TP x PP x CP" \
     "world size 2 is not divisible by --tensor-model-parallel-size 1 x --pipeline-model-parallel-size 1 x --context-parallel-size 4 (= 4)" 2 --context-parallel-size 4
-expect_error "a2a refused" "\-\-cp-comm-type a2a is not supported here" 2 --context-parallel-size 2 --cp-comm-type a2a
+expect_error "a2a needs the heads and query groups divisible by CP" \
+    "\-\-cp-comm-type a2a splits each tensor-parallel rank's heads over the context-parallel ranks: --num-attention-heads 4 and the query groups 2 divided by --tensor-model-parallel-size 1 must be multiples of --context-parallel-size 4" \
+    4 --context-parallel-size 4 --cp-comm-type a2a
 expect_error "a2a+p2p refused" "\-\-cp-comm-type a2a+p2p is not supported here" 2 --context-parallel-size 2 --cp-comm-type a2a+p2p
 expect_error "unknown comm type" "\-\-cp-comm-type 'ring' is not a context-parallel communication type" 2 --context-parallel-size 2 --cp-comm-type ring
 expect_error "per-layer types must cover every layer" "\-\-cp-comm-type gives 3 types: give one for all layers or one per layer (--num-layers 4)" \

@@ -114,8 +114,26 @@ static void check_layout(const kernel_ops *K, int cp, float p) {
     free(local_out); free(lse); free(block_out); free(block_lse); free(local_dqkv);
 }
 
+/* columns_to_blocks and blocks_to_columns (the a2a's reshuffles) are each other's inverse and put
+ * column block k of row r at block k, row r */
+static void check_column_blocks(const kernel_ops *K) {
+    enum { ROWS = 5, BLOCKS = 3, WIDTH = 4 };
+    float in[ROWS * BLOCKS * WIDTH], blocks[ROWS * BLOCKS * WIDTH], back[ROWS * BLOCKS * WIDTH];
+    for (int i = 0; i < ROWS * BLOCKS * WIDTH; i++) in[i] = (float)i;
+    K->columns_to_blocks(blocks, in, ROWS, BLOCKS, WIDTH);
+    K->blocks_to_columns(back, blocks, ROWS, BLOCKS, WIDTH);
+    int placed = 1;
+    for (int k = 0; k < BLOCKS; k++)
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < WIDTH; c++)
+                placed &= blocks[(k * ROWS + r) * WIDTH + c] == in[r * BLOCKS * WIDTH + k * WIDTH + c];
+    tap_ok(placed && memcmp(in, back, sizeof in) == 0,
+           "columns_to_blocks puts row r's column block k at block k, row r; blocks_to_columns undoes it");
+}
+
 int main(void) {
     const kernel_ops *K = kernels_cpu();
+    check_column_blocks(K);
     check_layout(K, 2, 0.0f);
     check_layout(K, 2, 0.3f);
     check_layout(K, 4, 0.3f);
