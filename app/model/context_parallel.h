@@ -16,6 +16,10 @@
  *  - allgather (AttnFuncWithCPAndKVAllGather): every rank's keys and values all-gathered, the same
  *    blocks computed in the same order (so the same output, bit for bit); the backward's key and
  *    value gradients reduce-scattered back to their ranks.
+ *  - a2a (AttnFuncWithCPAndQKVOA2A, Ulysses): an all-to-all gives each rank every rank's rows of
+ *    its 1/CP share of the heads (whole query groups), the attention runs over them block by
+ *    block in each rank's ring order (again the same output per head), and the output goes back
+ *    by the reverse all-to-all; the backward exchanges qkv, out and dout likewise and returns dqkv.
  * The merged output's log-sum-exp [B,H,T] is what a layer keeps for its backward (in its
  * attention workspace). */
 #ifndef CONTEXT_PARALLEL_H
