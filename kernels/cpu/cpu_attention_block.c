@@ -97,13 +97,17 @@ void cpu_attention_block_forward(float *out, float *lse, const float *qkv, const
                 if (maxval == -INFINITY) { *l = -INFINITY; continue; }
                 float sum = 0.0f;
                 for (int p = 0; p < spec.k.pieces; p++)
-                    for (int j = 0, n = visible_keys(&spec, p, pq); j < n; j++) sum += expf(scores[p * spec.k.piece_length + j] - maxval);
-                float row_lse = maxval + logf(sum);
-                *l = row_lse;
+                    for (int j = 0, n = visible_keys(&spec, p, pq); j < n; j++) {
+                        float *e = &scores[p * spec.k.piece_length + j];
+                        *e = expf(*e - maxval);
+                        sum += *e;
+                    }
+                *l = maxval + logf(sum);
+                float inv_sum = 1.0f / sum;
                 for (int p = 0; p < spec.k.pieces; p++)
                     for (int j = 0, n = visible_keys(&spec, p, pq); j < n; j++) {
                         int t2 = p * spec.k.piece_length + j;
-                        float a = expf(scores[t2] - row_lse) * dropout_factor(&rng, &spec, b, h, pq, span_position(&spec.k, t2));
+                        float a = scores[t2] * inv_sum * dropout_factor(&rng, &spec, b, h, pq, span_position(&spec.k, t2));
                         const float *v = kv_b + (size_t)t2 * KV + D;
                         for (int d = 0; d < D; d++) o[d] += a * v[d];
                     }
