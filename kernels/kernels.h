@@ -127,7 +127,25 @@ typedef struct tensor_range {
     float weight_decay;   /* AdamW's decoupled weight decay for this range */
 } tensor_range;
 
-/* the compute dtype of a backend (kernel_ops.act_dtype) */
+/* Context parallelism (app/model/context_parallel.h): a rank holds each sequence's rows in
+ * `pieces` contiguous pieces of piece_length rows (Megatron's load-balanced layout: pieces r and
+ * 2 CP - 1 - r of the 2 CP pieces of the sequence); row t of a sequence sits at global position
+ * start[t / piece_length] + t % piece_length. */
+typedef struct attention_span {
+    int pieces;        /* 1 or 2 */
+    int piece_length;  /* rows per piece: a sequence holds pieces x piece_length rows here */
+    int start[2];      /* global position of each piece's first row */
+} attention_span;
+
+/* one block of ring attention: the query rows of span q against the key/value rows of span k */
+typedef struct attention_block_spec {
+    attention_span q, k;
+    int causal;        /* a key at a later global position than the query is masked */
+    int total_T;       /* the whole sequence's length: the dropout mask numbers (t1, t2) over it */
+    int head_start, total_heads; /* as attention_forward's: the dropout mask of the global head */
+} attention_block_spec;
+
+
 typedef enum kernel_dtype { KERNEL_FP32 = 0, KERNEL_BF16 = 1, KERNEL_FP16 = 2 } kernel_dtype;
 
 /* Mixture of experts: how a router turns its logits into routing decisions (Megatron-Core's
@@ -336,6 +354,36 @@ typedef struct kernel_ops {
     void (*attention_backward)(void *dqkv, float *dbias, const void *dout, const void *qkv, const void *out,
                                const void *workspace, int B, int T, int H, int G, int D,
                                int head_start, int total_heads, dropout_rng rng);
+
+    /* ---- ring attention over blocks of keys and values (context parallelism) ----
+     * kv[B,Tk,G,2D] packs each group's key then value head of a row (what travels around the
+     * ring); the queries stay in qkv[B,Tq,(H+2G)*D]. Scores, softmax and dropout are
+     * attention_forward's, with positions and the dropout mask's (t1, t2) those of the spec's
+     * global positions (the same mask as one rank holding the whole sequence).
+     * attention_kv_pack: kv[rows] = the key and value heads of qkv[rows] */
+    void (*attention_kv_pack)(void *kv, const void *qkv, int rows, int H, int G, int D);
+    /* dqkv's key and value heads of rows (overwritten) = dkv[rows]; query heads untouched */
+    void (*attention_kv_unpack)(void *dqkv, const void *dkv, int rows, int H, int G, int D);
+    /* out[B,Tq,H*D] = the attention of the block's queries over the block's visible keys alone,
+     * normalized over them; lse[B,H,Tq] (fp32) = log of the sum of exp(score) over them (scores
+     * q.k / sqrt(D)); a row that sees no key gets out 0, lse -inf */
+    void (*attention_block_forward)(void *out, float *lse, const void *qkv, const void *kv, int B, int H, int G,
+                                    int D, attention_block_spec spec, dropout_rng rng);
+    /* merge a block's result into the running one (log-sum-exp weights): L = log(e^lse + e^blse),
+     * out = out e^(lse - L) + block_out e^(block_lse - L), lse = L; over [B,T] rows of H heads */
+    void (*attention_merge)(void *out, float *lse, const void *block_out, const float *block_lse, int B, int T,
+                            int H, int D);
+    /* the block's backward given the merged forward's out and lse (flash attention's:
+     * P = exp(score - lse), dP = drop'(dout . v), dS = P (dP - rowsum(dout * out))):
+     * dqkv's query heads += dL/dq, dkv += dL/d(k, v) of the block (accumulate: the ring sums
+     * over blocks); dqkv's key and value heads untouched */
+    void (*attention_block_backward)(void *dqkv, void *dkv, const void *dout, const void *qkv, const void *kv,
+                                     const void *out, const float *lse, int B, int H, int G, int D,
+                                     attention_block_spec spec, dropout_rng rng);
+    /* the all-to-all of --cp-comm-type a2a (heads for sequence): out[k][r][0:width] =
+     * in[r][k width : (k+1) width] for k < blocks over rows of blocks x width; and its inverse */
+    void (*columns_to_blocks)(void *out, const void *in, int rows, int blocks, int width);
+    void (*blocks_to_columns)(void *out, const void *in, int rows, int blocks, int width);
 
     /* ---- attention over a key/value cache (generation: cpu_ and cuda_decode_attention) ----
      * qkv[B,Tq,(H+2G)*D] (the grouped layout above) holds the new tokens at positions

@@ -23,6 +23,10 @@ check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \
 	tests/unit/safetensors_test tests/unit/checkpoint_boxes_test tests/unit/checkpoint_format_test
 tests_unit_kernels_grad_test_SOURCES = tests/unit/kernels_grad_test.c
 tests_unit_kernels_grad_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+check_PROGRAMS += tests/unit/attention_block_test
+tests_unit_attention_block_test_SOURCES = tests/unit/attention_block_test.c
+tests_unit_attention_block_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/unit/attention_block_test
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
@@ -86,6 +90,7 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 
 # the Llama family (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases) on every layout
 TESTS += tests/mpi/llama_parallel_test.sh
+TESTS += tests/mpi/cp_parallel_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
 TESTS += tests/mpi/moe_test.sh
 TESTS += tests/mpi/expert_comm_test.sh

@@ -126,7 +126,7 @@ static void parallel_setup(inference_model *im, gpt_config *c, const kernel_ops 
     if (c->num_layers % pp_size)
         user_error("--pipeline-model-parallel-size %d does not divide the %d layers", pp_size, c->num_layers);
     if (tp_size * pp_size == 1) return;
-    parallel_layout layout = {tp_size, pp_size, 1, "tp-cp-ep-dp-pp", 1, 0};
+    parallel_layout layout = {tp_size, pp_size, 1, "tp-cp-ep-dp-pp", 1, 0, 1};
     topology_create(&im->topo, &layout);
     im->parallel = 1;
     im->comm = select_comm(ops);

@@ -24,6 +24,7 @@
  * backward; the weight gradient after) and every column-parallel linear (input-gradient GEMM by
  * blocks with the reduce-scatter, the weight gradient while the partials arrive). */
 #include "app/model/gpt_model.h"
+#include "app/model/context_parallel.h"
 #include "app/model/grad_first_write.h"
 #include "app/model/moe_expert_bias.h"
 #include "app/model/moe_layer.h"
@@ -552,6 +553,8 @@ static void register_windows(gpt_model *m) {
     }
 }
 
+static void plan_row_runs(gpt_model *m);
+
 void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *ops,
                       const comm_ops *comm, const comm_group *tp_group) {
     memset(m, 0, sizeof(*m));
@@ -562,6 +565,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     if (m->config.virtual_stages < 1) m->config.virtual_stages = 1;
     if (m->config.tp_size < 1) m->config.tp_size = 1;
     if (m->config.pp_size < 1) m->config.pp_size = 1;
+    if (m->config.cp_size < 1) m->config.cp_size = 1;
     m->ops = ops;
     m->comm = comm;
     m->tp_group = tp_group;
@@ -569,6 +573,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
           "the memory-efficient norms' backward needs the norms' outputs, which recompute_layernorm does not keep");
     int N = config->micro_batch_size * config->seq_length;
     m->local_rows = m->config.sequence_parallel ? N / m->config.tp_size : N;
+    plan_row_runs(m);
     plan_chunks(m);
     build_layout(m);
     m->mixed_precision = ops->act_bytes != sizeof(float);
@@ -596,6 +601,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
         moe_scratch_allocate(m);
         moe_expert_bias_allocate(m);
     }
+    context_parallel_scratch_allocate(m);
     register_windows(m);
     grad_first_write_setup(m);
 }
@@ -631,6 +637,8 @@ void gpt_model_free(gpt_model *m) {
     free(m->buckets);
     free(m->host_losses);
     free(m->tp_requests);
+    free(m->row_runs);
+    context_parallel_scratch_release(m);
     grad_first_write_free(m);
     memset(m, 0, sizeof(*m));
 }
@@ -987,12 +995,53 @@ static dropout_rng site_rng(const gpt_model *m, micro_batch_rng rng, int layer, 
     return r;
 }
 
-/* dropout on this rank's rows of the hidden state */
+/* dropout on this rank's rows of the hidden state: the micro-batch's mask; each run of rows
+ * (m->row_runs) draws its part at its rows' global place (run_rng) */
 static dropout_rng hidden_rng(const gpt_model *m, micro_batch_rng rng, int layer, int site) {
     const gpt_config *c = &m->config;
     uint64_t C = (uint64_t)c->hidden_size;
-    uint64_t row_start = c->sequence_parallel ? (uint64_t)c->tp_rank * (uint64_t)m->local_rows : 0;
-    return site_rng(m, rng, layer, site, c->hidden_dropout, (uint64_t)c->seq_length * C, row_start * C);
+    return site_rng(m, rng, layer, site, c->hidden_dropout, (uint64_t)c->seq_length * (uint64_t)c->cp_size * C, 0);
+}
+
+/* The residual-stream rows held here as runs contiguous among the micro-batch's rows numbered
+ * b x (global sequence length) + position: one run (the sequence-parallel shard, or all rows)
+ * without context parallelism; with it a run per piece of each sequence, cut where the
+ * sequence-parallel shard starts or ends. A hidden dropout mask drawn run by run is then the
+ * one of the same rows on one rank. */
+static void plan_row_runs(gpt_model *m) {
+    const gpt_config *c = &m->config;
+    size_t first = c->sequence_parallel ? (size_t)c->tp_rank * (size_t)m->local_rows : 0;
+    size_t last = first + (size_t)m->local_rows;
+    int pieces = c->cp_size > 1 ? 2 : 1, piece_rows = c->seq_length / pieces;
+    attention_span span = {1, c->seq_length, {0, 0}};
+    if (c->cp_size > 1) span = context_parallel_span(c, c->cp_rank);
+    m->row_runs = calloc((size_t)(c->micro_batch_size * pieces), sizeof(hidden_row_run));
+    CHECK(m->row_runs, "out of host memory");
+    m->num_row_runs = 0;
+    for (int b = 0; b < c->micro_batch_size; b++)
+        for (int p = 0; p < pieces; p++) {
+            size_t lo = (size_t)b * c->seq_length + (size_t)p * piece_rows, hi = lo + (size_t)piece_rows;
+            if (lo < first) lo = first;
+            if (hi > last) hi = last;
+            if (lo >= hi) continue;
+            size_t piece_start = (size_t)b * c->seq_length + (size_t)p * piece_rows;
+            uint64_t global = (uint64_t)b * (uint64_t)(c->seq_length * c->cp_size) + (uint64_t)span.start[p] + (lo - piece_start);
+            hidden_row_run *run = &m->row_runs[m->num_row_runs];
+            if (m->num_row_runs > 0 && run[-1].global_row + (uint64_t)run[-1].rows == global) {  /* continues the last */
+                run[-1].rows += (int)(hi - lo);
+                continue;
+            }
+            run->local_row = lo - first;
+            run->rows = (int)(hi - lo);
+            run->global_row = global;
+            m->num_row_runs++;
+        }
+}
+
+/* the mask of run k of the rows held here */
+static dropout_rng run_rng(const gpt_model *m, dropout_rng rng, int k) {
+    rng.offset += m->row_runs[k].global_row * (uint64_t)m->config.hidden_size;
+    return rng;
 }
 
 /* the router's input jitter of an MoE layer: over the gathered rows [N,C] */
@@ -1003,7 +1052,7 @@ static dropout_rng moe_jitter_rng(const gpt_model *m, micro_batch_rng rng, int l
 
 static dropout_rng attention_rng(const gpt_model *m, micro_batch_rng rng, int layer) {
     const gpt_config *c = &m->config;
-    uint64_t T = (uint64_t)c->seq_length;
+    uint64_t T = (uint64_t)c->seq_length * (uint64_t)c->cp_size;  /* the whole sequence's */
     return site_rng(m, rng, layer, SITE_ATTENTION_PROBS, c->attention_dropout,
                     (uint64_t)c->num_attention_heads * T * T, 0);
 }
@@ -1020,21 +1069,45 @@ static void bias_dropout_add(gpt_model *m, void *out, const void *residual, void
                              dropout_rng rng) {
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
-    size_t rows_size = (size_t)s.n * s.C;
-    if (ops->bias_dropout_add) {
-        ops->bias_dropout_add(out, residual, rows, bias, s.n, s.C, rng);
-        return;
+    for (int k = 0; k < m->num_row_runs; k++) {
+        const hidden_row_run *run = &m->row_runs[k];
+        size_t at = run->local_row * (size_t)s.C, size = (size_t)run->rows * s.C;
+        void *out_k = act_at(ops, out, at), *rows_k = act_at(ops, rows, at);
+        const void *residual_k = act_at(ops, (void *)residual, at);
+        if (ops->bias_dropout_add) {
+            ops->bias_dropout_add(out_k, residual_k, rows_k, bias, run->rows, s.C, run_rng(m, rng, k));
+            continue;
+        }
+        if (bias) ops->bias_add(rows_k, bias, run->rows, s.C);
+        ops->dropout_forward(rows_k, rows_k, size, run_rng(m, rng, k));
+        ops->add(out_k, residual_k, rows_k, size);
     }
-    if (bias) ops->bias_add(rows, bias, s.n, s.C);
-    ops->dropout_forward(rows, rows, rows_size, rng);
-    ops->add(out, residual, rows, rows_size);
+}
+
+/* dropout_forward over this rank's rows [n,C], run by run (out may alias x) */
+static void dropout_rows(gpt_model *m, void *out, const void *x, dropout_rng rng) {
+    for (int k = 0; k < m->num_row_runs; k++) {
+        size_t at = m->row_runs[k].local_row * (size_t)m->config.hidden_size;
+        m->ops->dropout_forward(act_at(m->ops, out, at), act_at(m->ops, (void *)x, at),
+                                (size_t)m->row_runs[k].rows * (size_t)m->config.hidden_size, run_rng(m, rng, k));
+    }
+}
+
+/* dropout_backward over this rank's rows [n,C], run by run (dx may alias dout) */
+static void dropout_backward_runs(gpt_model *m, void *dx, const void *dout, dropout_rng rng) {
+    for (int k = 0; k < m->num_row_runs; k++) {
+        size_t at = m->row_runs[k].local_row * (size_t)m->config.hidden_size;
+        m->ops->dropout_backward(act_at(m->ops, dx, at), act_at(m->ops, (void *)dout, at),
+                                 (size_t)m->row_runs[k].rows * (size_t)m->config.hidden_size, run_rng(m, rng, k));
+    }
 }
 
 /* dropout's backward into scratch; at p = 0 it is the identity, and the gradient is used where
  * it is (read-only until the next norm_backward accumulates into it) */
 static void *dropout_backward_rows(gpt_model *m, void *scratch, void *dout, size_t n, dropout_rng rng) {
+    (void)n;  /* this rank's rows [n,C] */
     if (rng.p == 0.0f) return dout;
-    m->ops->dropout_backward(scratch, dout, n, rng);
+    dropout_backward_runs(m, scratch, dout, rng);
     return scratch;
 }
 
@@ -1068,6 +1141,35 @@ static int output_param_count(const model_chunk *ch) {
 
 /* ------------------------------------------------------------------ forward */
 
+/* RoPE on qkv (backward: its transpose on dqkv), at the global positions of the rows held here */
+static void rope_rows(gpt_model *m, void *qkv, int backward) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    if (c->cp_size > 1) context_parallel_rope(m, qkv, rope_of(c), backward);
+    else if (backward) m->ops->rope_backward(qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
+    else m->ops->rope_forward(qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
+}
+
+/* out[N,C] += the learned position embeddings of the rows' positions */
+static void position_embedding_forward(gpt_model *m, void *out, const void *wpe) {
+    shapes s = model_shapes(m);
+    if (m->config.cp_size > 1) context_parallel_position_embedding_forward(m, out, wpe);
+    else m->ops->position_embedding_forward(out, wpe, s.B, s.T, s.C, 0);
+}
+
+/* the attention core of a layer: la->attention_out and the workspace its backward reads (over
+ * the whole sequence with context parallelism: ring attention) */
+static void attention_core_forward(gpt_model *m, layer_activations *la, int layer, micro_batch_rng rng) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    if (c->cp_size > 1)
+        context_parallel_attention_forward(m, layer, la->attention_out, la->attention_workspace, la->qkv,
+                                           attention_rng(m, rng, layer));
+    else
+        m->ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
+                                  c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+}
+
 static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
@@ -1076,9 +1178,9 @@ static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *sl
     void *full = m->scratch.forward_full;
     m->ops->embedding_forward(full, slot->tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     if (c->tp_rank == 0 && w->position_embeddings)
-        m->ops->position_embedding_forward(full, w->position_embeddings, s.B, s.T, s.C, 0);
+        position_embedding_forward(m, full, w->position_embeddings);
     void *rows = reduce_to_rows(m, full, m->scratch.forward_rows);
-    m->ops->dropout_forward(slot->layers[0].input, rows, (size_t)s.n * s.C, hidden_rng(m, rng, -1, SITE_EMBEDDING));
+    dropout_rows(m, slot->layers[0].input, rows, hidden_rng(m, rng, -1, SITE_EMBEDDING));
 }
 
 /* where layer l writes the residual stream it produces: the next layer's input, or the chunk's */
@@ -1100,9 +1202,8 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                                lw->input_layernorm_bias);
     gathered_matmul_forward(m, la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.QKVl);
-    if (c->position_embedding_type == POSITION_ROPE) ops->rope_forward(la->qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
-    ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
-                           c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+    if (c->position_embedding_type == POSITION_ROPE) rope_rows(m, la->qkv, 0);
+    attention_core_forward(m, la, layer, rng);
     dropout_rng out_rng = hidden_rng(m, rng, layer, SITE_ATTENTION_OUT);
     if (residual_fused(m, out_rng)) {
         ops->matmul_forward_residual(la->residual_mid, la->attention_out, lw->proj_weight, lw->proj_bias, la->input,
@@ -1357,14 +1458,19 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     if (lg->proj_bias && !residual_bias_grad(m, lg->proj_bias)) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
     row_parallel_backward(m, b->d_attention, lg->proj_weight, d_hidden, la->attention_out, lw->proj_weight, s.HDl);
     if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
-        ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
-                               c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+        attention_core_forward(m, la, layer, rng);
     /* the qkv bias gradient comes with the attention's backward, unless RoPE changes d_qkv after it */
     float *qkv_bias_grad = c->position_embedding_type == POSITION_ROPE ? NULL : lg->qkv_bias;
-    ops->attention_backward(b->d_qkv, qkv_bias_grad, b->d_attention, la->qkv, la->attention_out,
-                            la->attention_workspace, s.B, s.T, s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H,
-                            attention_rng(m, rng, layer));
-    if (c->position_embedding_type == POSITION_ROPE) ops->rope_backward(b->d_qkv, s.B, s.T, s.Hl, s.Gl, s.D, rope_of(c));
+    if (c->cp_size > 1) {
+        context_parallel_attention_backward(m, layer, b->d_qkv, b->d_attention, la->qkv, la->attention_out,
+                                            la->attention_workspace, attention_rng(m, rng, layer));
+        if (qkv_bias_grad) ops->bias_backward(qkv_bias_grad, b->d_qkv, s.N, s.QKVl);
+    } else {
+        ops->attention_backward(b->d_qkv, qkv_bias_grad, b->d_attention, la->qkv, la->attention_out,
+                                la->attention_workspace, s.B, s.T, s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H,
+                                attention_rng(m, rng, layer));
+    }
+    if (c->position_embedding_type == POSITION_ROPE) rope_rows(m, b->d_qkv, 1);
     if (c->recompute_layernorm)  /* the qkv GEMM's input, again */
         norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                         lw->input_layernorm_bias);
@@ -1381,10 +1487,13 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
     const gpt_config *c = &m->config;
     backward_scratch *b = &m->scratch;
     const model_view *g = &ch->grads;
-    m->ops->dropout_backward(b->d_hidden, b->d_residual, (size_t)s.n * s.C, hidden_rng(m, rng, -1, SITE_EMBEDDING));
+    dropout_backward_runs(m, b->d_hidden, b->d_residual, hidden_rng(m, rng, -1, SITE_EMBEDDING));
     void *d_full = gather_rows(m, b->d_hidden, b->d_full);
     m->ops->embedding_backward(g->word_embeddings, d_full, slot->tokens, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
-    if (g->position_embeddings) m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
+    if (g->position_embeddings) {
+        if (c->cp_size > 1) context_parallel_position_embedding_backward(m, g->position_embeddings, d_full);
+        else m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
+    }
     grads_ready(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
 }
 

@@ -28,6 +28,10 @@ typedef enum { RECOMPUTE_METHOD_NONE, RECOMPUTE_METHOD_UNIFORM, RECOMPUTE_METHOD
 /* --position-embedding-type */
 typedef enum { POSITION_LEARNED_ABSOLUTE, POSITION_ROPE, POSITION_NONE } position_embedding_type;
 
+/* --cp-comm-type: keys and values passed around the ring (p2p), all-gathered (allgather), or
+ * heads exchanged for the sequence by all-to-all (a2a) */
+typedef enum { CP_COMM_P2P = 0, CP_COMM_ALLGATHER = 1, CP_COMM_A2A = 2 } cp_comm_kind;
+
 /* the most layers a mixture-of-experts model may have (gpt_config.moe_layer) */
 #define GPT_MAX_MOE_LAYERS 1024
 
@@ -112,6 +116,13 @@ typedef struct gpt_config {
     int ep_size, ep_rank;      /* expert parallelism: this rank holds experts [ep_rank E/ep, +E/ep) */
     int expert_dp_rank;        /* this rank among those holding the same experts (0: writes them) */
     const struct comm_group *ep_group; /* the expert-parallel group (ep_size > 1) */
+    /* context parallelism (app/model/context_parallel.h): cp_size ranks share each sequence,
+     * this one holding pieces cp_rank and 2 cp_size - 1 - cp_rank of its 2 cp_size equal pieces;
+     * seq_length is then the rows of a sequence held here (the global length / cp_size).
+     * cp_comm_type[l]: how layer l's attention communicates (--cp-comm-type, cp_comm_kind) */
+    int cp_size, cp_rank;
+    const struct comm_group *cp_group;
+    unsigned char cp_comm_type[GPT_MAX_MOE_LAYERS];
     int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */
     int64_t bucket_size;      /* elements per gradient bucket (data parallelism) */
     int bucket_alignment;     /* bucket lengths are padded to a multiple of this (data-parallel size) */
@@ -265,6 +276,15 @@ typedef struct backward_scratch {
     void *residual_rows[3];
 } backward_scratch;
 
+/* rows of the residual stream held here that are contiguous in the micro-batch (gpt_model.c's
+ * plan_row_runs): local rows [local_row, local_row + rows) are global rows global_row.. of the
+ * micro-batch numbered b x (whole sequence length) + position */
+typedef struct hidden_row_run {
+    size_t local_row;
+    int rows;
+    uint64_t global_row;
+} hidden_row_run;
+
 /* a weight matrix whose gradient a step writes over instead of clearing (grad_first_write.c) */
 typedef struct grad_first_write_entry {
     size_t offset, numel;  /* its gradient's place in the flat buffer */
@@ -308,6 +328,9 @@ typedef struct gpt_model {
     double *moe_tokens_per_expert; /* with it: host [num_layers x E], this rank's routed tokens
                                 * since the last bias update */
     float grad_scale;          /* the last forward's grad_scale (the MoE losses' backward reads it) */
+    hidden_row_run *row_runs;  /* the runs hidden dropout draws its mask by */
+    int num_row_runs;
+    struct context_parallel_scratch *cp_scratch; /* context parallelism's ring buffers (context_parallel.h) */
 } gpt_model;
 
 /* where the dropout masks of one micro-batch come from */

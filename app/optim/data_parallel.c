@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the ranks a bucket's gradients are summed over: the data-parallel group, or for experts the
- * expert-data-parallel one (the other ranks holding the same experts) */
+/* the ranks a bucket's gradients are summed over: the data-parallel group (with context
+ * parallelism Megatron's data-parallel group with context parallel: dp x cp, whose ranks hold
+ * replicas of the parameters over different tokens), or for experts the expert-data-parallel one
+ * (the other ranks holding the same experts) */
 static const comm_group *bucket_group(const data_parallel *dp, int b) {
-    return dp->model->buckets[b].expert ? dp->topo->expert_dp : &dp->topo->dp;
+    return dp->model->buckets[b].expert ? dp->topo->expert_dp : dp->topo->dp_cp;
 }
 
 static void start_bucket(data_parallel *dp, int b) {

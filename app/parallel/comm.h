@@ -71,6 +71,11 @@ typedef struct comm_ops {
     void (*send)(const void *buf, size_t count, comm_dtype dtype, int peer, int tag,
                  const comm_group *group, comm_request *request);
     void (*recv)(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group);
+    /* a receive that does not block (context parallelism's ring: the next block of keys and values
+     * arrives while the attention computes on this one); wait completes it. NULL where the
+     * implementation has none yet (NCCL) */
+    void (*irecv)(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group,
+                  comm_request *request);
 
     /* non-blocking collectives on buf in place (data-parallel buckets):
      * iallreduce sums fp32 buf[count]; ireduce_scatter leaves this rank's block of the sum of

@@ -163,6 +163,15 @@ static void mpi_recv(void *buf, size_t count, comm_dtype dtype, int peer, int ta
     comm_timed_wait(&request, operation, group->name, group->mpi);
 }
 
+static void mpi_irecv(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group,
+                      comm_request *request) {
+    request->active = 1;
+    request->operation = "receive (waiting for its completion)";
+    request->group = group;
+    request->scratch = NULL;
+    CHECK_MPI(MPI_Irecv(buf, as_count(count), mpi_type(dtype), peer, tag, group->mpi, &request->mpi));
+}
+
 static void mpi_iallreduce(float *buf, size_t count, const comm_group *group, comm_request *request) {
     request->active = 1;
     request->operation = "all-reduce (bucket)";
@@ -273,6 +282,7 @@ const comm_ops *comm_mpi(void) {
         .reduce_scatter = mpi_reduce_scatter,
         .send = mpi_send,
         .recv = mpi_recv,
+        .irecv = mpi_irecv,
         .iallreduce_float = mpi_iallreduce,
         .ireduce_scatter_float = mpi_ireduce_scatter,
         .iallgather = mpi_iallgather,

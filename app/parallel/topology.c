@@ -45,7 +45,7 @@ static void discover_node(topology *t, int *node_key) {
 static int layout_shape(const parallel_layout *layout, int size[NUM_DIMS], int order[NUM_DIMS]) {
     static const char *names[NUM_DIMS] = {"tp", "cp", "ep", "dp", "pp"};
     size[DIM_TP] = layout->tensor_model_parallel_size;
-    size[DIM_CP] = 1;
+    size[DIM_CP] = layout->context_parallel_size > 0 ? layout->context_parallel_size : 1;
     size[DIM_EP] = layout->ep_dimension > 0 ? layout->ep_dimension : 1;
     size[DIM_DP] = layout->data_parallel_size;
     size[DIM_PP] = layout->pipeline_model_parallel_size;
@@ -140,6 +140,7 @@ void topology_create(topology *t, const parallel_layout *layout) {
     t->tp_rank = t->coord[DIM_TP]; t->tp_size = t->size[DIM_TP];
     t->pp_rank = t->coord[DIM_PP]; t->pp_size = t->size[DIM_PP];
     t->dp_rank = t->coord[DIM_DP]; t->dp_size = t->size[DIM_DP];
+    t->cp_rank = t->coord[DIM_CP]; t->cp_size = t->size[DIM_CP];
 
     int *ranks = malloc(sizeof(int) * (size_t)t->world_size);
     CHECK(ranks, "out of host memory for the rank table");
@@ -157,6 +158,15 @@ void topology_create(topology *t, const parallel_layout *layout) {
     t->pp.point_to_point = 1;
     make_group(t, &t->dp, "data-parallel", DIM_BIT(DIM_DP), layout, ranks);
     make_group(t, &t->model_parallel, "model-parallel", DIM_BIT(DIM_TP) | DIM_BIT(DIM_PP), layout, ranks);
+    t->cp = NULL;
+    t->dp_cp = &t->dp;
+    if (t->cp_size > 1) {
+        make_group(t, &t->cp_own, "context-parallel", DIM_BIT(DIM_CP), layout, ranks);
+        t->cp_own.point_to_point = 1;
+        make_group(t, &t->dp_cp_own, "data-parallel with context parallel", DIM_BIT(DIM_DP) | DIM_BIT(DIM_CP), layout, ranks);
+        t->cp = &t->cp_own;
+        t->dp_cp = &t->dp_cp_own;
+    }
     /* the expert groups (Megatron's expert rank generator over the same ordered ranks) */
     parallel_layout experts = parallel_layout_experts(layout);
     int expert_coord[NUM_DIMS];
@@ -197,6 +207,10 @@ void topology_create(topology *t, const parallel_layout *layout) {
 void topology_free(topology *t) {
     comm_group *groups[] = {&t->world, &t->tp, &t->pp, &t->dp, &t->model_parallel, &t->embedding};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) comm_group_free(groups[i]);
+    if (t->cp_size > 1) {
+        comm_group_free(&t->cp_own);
+        comm_group_free(&t->dp_cp_own);
+    }
     if (t->ep_size > 1) {
         comm_group_free(&t->ep_own);
         comm_group_free(&t->expert_dp_own);
@@ -208,8 +222,8 @@ void topology_print(const topology *t, const char *device) {
     char host[64] = "";
     gethostname(host, sizeof host - 1);
     char line[160];
-    snprintf(line, sizeof line, "  %5d  %-20.20s %4d  %5d  %-6s %4d %4d %4d", t->world_rank, host, t->node,
-             t->local_rank, device, t->tp_rank, t->pp_rank, t->dp_rank);
+    snprintf(line, sizeof line, "  %5d  %-20.20s %4d  %5d  %-6s %4d %4d %4d %4d", t->world_rank, host, t->node,
+             t->local_rank, device, t->tp_rank, t->pp_rank, t->dp_rank, t->cp_rank);
     char *all = NULL;
     if (t->world_rank == 0) {
         all = malloc(sizeof line * (size_t)t->world_size);
@@ -217,9 +231,9 @@ void topology_print(const topology *t, const char *device) {
     }
     CHECK_MPI(MPI_Gather(line, sizeof line, MPI_CHAR, all, sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD));
     if (t->world_rank == 0) {
-        printf("> layout: %d nodes, tensor-parallel %d x pipeline-parallel %d x data-parallel %d (order %s)\n",
-               t->num_nodes, t->tp_size, t->pp_size, t->dp_size, t->order);
-        printf("   rank  host                 node  local  device   tp   pp   dp\n");
+        printf("> layout: %d nodes, tensor-parallel %d x pipeline-parallel %d x data-parallel %d x context-parallel %d (order %s)\n",
+               t->num_nodes, t->tp_size, t->pp_size, t->dp_size, t->cp_size, t->order);
+        printf("   rank  host                 node  local  device   tp   pp   dp   cp\n");
         for (int r = 0; r < t->world_size; r++) printf("%s\n", all + (size_t)r * sizeof line);
         if (t->tp_group_spans_nodes)
             printf("WARNING: a tensor-parallel group of %d ranks spans nodes (%d ranks per node): "

@@ -21,6 +21,7 @@ typedef struct parallel_layout {
     char order[32];
     int expert_model_parallel_size;  /* experts split over this many of the data-parallel ranks (0: 1) */
     int ep_dimension;                /* internal: > 0 in the expert layout (parallel_layout_experts) */
+    int context_parallel_size;       /* ranks that split each sequence (0: 1) */
 } parallel_layout;
 
 /* The expert layout of a layout (Megatron-Core's expert RankGenerator): the data-parallel
@@ -29,7 +30,7 @@ typedef struct parallel_layout {
 parallel_layout parallel_layout_experts(const parallel_layout *layout);
 
 /* The layout's arithmetic, pure (no MPI), over ordered ranks (positions in the node-by-node order,
- * 0 .. tp x dp x pp - 1; cp is 1 for now, ep > 1 only in an expert layout).
+ * 0 .. tp x cp x dp x pp - 1; ep > 1 only in an expert layout).
  * The coordinate of ordered_rank in each dimension, the order's first dimension varying fastest. */
 void parallel_layout_coords(const parallel_layout *layout, int ordered_rank, int coord[NUM_DIMS]);
 
@@ -48,6 +49,7 @@ typedef struct topology {
     int size[NUM_DIMS];        /* tp, cp, ep, dp, pp sizes */
     int coord[NUM_DIMS];       /* this rank's coordinate in each */
     int tp_rank, pp_rank, dp_rank, tp_size, pp_size, dp_size;
+    int cp_rank, cp_size;      /* context parallelism: which pieces of each sequence this rank holds */
     /* mixture of experts: the expert-parallel rank (which experts this rank holds) and the
      * expert-data-parallel one (the replicas of those experts); ep_size 1: every rank holds every
      * expert and the expert groups are the dense ones */
@@ -59,6 +61,13 @@ typedef struct topology {
      * expert); their pointers are those groups, or dp and model_parallel with ep_size 1 (ep NULL) */
     comm_group ep_own, expert_dp_own, expert_model_parallel_own;
     const comm_group *ep, *expert_dp, *expert_model_parallel;
+    /* context parallelism (cp_size > 1): the context-parallel group (the ring of ranks that share
+     * one sequence) and Megatron's data-parallel group with context parallel (dp x cp: the
+     * replicas whose gradients are summed and over which the distributed optimizer shards); with
+     * cp_size 1, cp is NULL and dp_cp is &dp. The data loader reads by dp_rank (cp ranks read the
+     * same samples); replicas are numbered by dp_cp->rank. */
+    comm_group cp_own, dp_cp_own;
+    const comm_group *cp, *dp_cp;
     char order[32];            /* the layout's order, as given */
 } topology;
 

@@ -179,7 +179,8 @@ static const option_spec specs[] = {
     {"profile-ranks", "logging", OPTION_LIST, AT(profile_ranks), "0", .metavar = "RANK ...", .help = "global ranks that --profile captures on (default: 0)"},
     {"use-pytorch-profiler", "logging", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "there is no PyTorch profiler here; profile with nsys or ncu"},
     {"peak-tflops", "logging", OPTION_FLOAT, AT(peak_tflops), .range = "[0, inf)", .help = "peak dense TFLOP/s per device for MFU (default: recognized from the GPU name)"},
-    {"context-parallel-size", "distributed and run time", OPTION_INT, AT(context_parallel_size), "1", .range = "[1, inf)", .help = "context-parallel ranks: 1 (no context parallelism); more is refused, as context parallelism is not supported yet"},
+    {"context-parallel-size", "distributed and run time", OPTION_INT, AT(context_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split each sequence (Megatron's context parallelism): each holds 2 of its 2 x CP pieces (pieces i and 2CP-1-i), attention runs as a ring over them; gradients are reduced over data-parallel x context-parallel ranks"},
+    {"cp-comm-type", "distributed and run time", OPTION_LIST, AT(cp_comm_type), "p2p", .metavar = "TYPE ...", .help = "context parallelism's attention: p2p (ring attention, keys and values passed around the ring while the attention computes), allgather (keys and values all-gathered, then local attention) or a2a (heads exchanged for the sequence by all-to-all, Ulysses-style); one type for all layers or one per layer; a2a+p2p is refused"},
     {"expert-model-parallel-size", "distributed and run time", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "expert-parallel ranks: the experts of each MoE layer split over this many of the data-parallel ranks (it divides the data-parallel size and --num-experts); tokens reach them by an all-to-all"},
     {"expert-tensor-parallel-size", "distributed and run time", OPTION_INT, AT(expert_tensor_parallel_size), .range = "[1, inf)", .help = "tensor-parallel ranks of each expert (default, and the only value for now: --tensor-model-parallel-size)"},
     {"distributed-backend", "distributed and run time", OPTION_CHOICE, .choices = "nccl|gloo", .flags = OPTION_NO_EFFECT, .help = "the collectives follow --device: NCCL on cuda, MPI on cpu (MPI also bootstraps and carries host control everywhere)"},
@@ -438,13 +439,49 @@ static int validate_moe(check_state *st, args *a) {
     return moe_layer_pattern_parse(a->moe_layer_freq, a->num_layers, a->moe_layer, st->err, st->errlen);
 }
 
+/* context parallelism (Megatron's checks, and what is not built here) */
+static int validate_context_parallel(check_state *st, args *a) {
+    int cp = a->context_parallel_size;
+    int types = 0, a2a = 0;
+    char copy[sizeof a->cp_comm_type];
+    snprintf(copy, sizeof copy, "%s", a->cp_comm_type);
+    for (char *save = NULL, *word = strtok_r(copy, " ", &save); word; word = strtok_r(NULL, " ", &save)) {
+        types++;
+        if (!strcmp(word, "a2a+p2p"))
+            return error_format(st->err, st->errlen, "--cp-comm-type a2a+p2p is not supported here: it needs hierarchical context parallelism (--hierarchical-context-parallel-sizes); use p2p, allgather or a2a");
+        if (strcmp(word, "p2p") != 0 && strcmp(word, "allgather") != 0 && strcmp(word, "a2a") != 0)
+            return error_format(st->err, st->errlen, "--cp-comm-type '%s' is not a context-parallel communication type: p2p, allgather, a2a (a2a+p2p is not supported here)", word);
+        a2a += !strcmp(word, "a2a");
+    }
+    if (types != 1 && types != a->num_layers)
+        return error_format(st->err, st->errlen, "--cp-comm-type gives %d types: give one for all layers or one per layer (--num-layers %d)",
+                            types, a->num_layers);
+    if (cp == 1) return 0;
+    if (a->seq_length % (2 * cp) != 0)
+        return error_format(st->err, st->errlen, "--seq-length %d is not a multiple of 2 x --context-parallel-size %d (= %d): each context-parallel rank holds 2 of the sequence's 2 x CP equal pieces",
+                            a->seq_length, cp, 2 * cp);
+    int tp = a->tensor_model_parallel_size;
+    if (a2a && (a->num_attention_heads / tp % cp != 0 || a->num_query_groups / tp % cp != 0))
+        return error_format(st->err, st->errlen, "--cp-comm-type a2a splits each tensor-parallel rank's heads over the context-parallel ranks: --num-attention-heads %d and the query groups %d divided by --tensor-model-parallel-size %d must be multiples of --context-parallel-size %d",
+                            a->num_attention_heads, a->num_query_groups, tp, cp);
+    if (a->num_experts > 0)
+        return error_format(st->err, st->errlen, "--context-parallel-size %d with --num-experts is not supported here yet: use context parallelism with dense models, or --sequence-parallel with the experts", cp);
+    if (a->num_layers > 1024 && types > 1)
+        return error_format(st->err, st->errlen, "--cp-comm-type per layer is limited to 1024 layers here (--num-layers %d): give one type for all", a->num_layers);
+    return 0;
+}
+
 /* check the parallel layout against the model shape; derive data-parallel size and virtual stages */
 static int validate_parallel(check_state *st, args *a, int world_size) {
-    int tp = a->tensor_model_parallel_size, pp = a->pipeline_model_parallel_size;
+    int tp = a->tensor_model_parallel_size, pp = a->pipeline_model_parallel_size, cp = a->context_parallel_size;
+    if (cp > 1 && world_size % (tp * pp * cp) != 0)
+        return error_format(st->err, st->errlen, "world size %d is not divisible by --tensor-model-parallel-size %d x --pipeline-model-parallel-size %d x --context-parallel-size %d (= %d)",
+                    world_size, tp, pp, cp, tp * pp * cp);
     if (world_size % (tp * pp) != 0)
         return error_format(st->err, st->errlen, "world size %d is not divisible by --tensor-model-parallel-size %d x --pipeline-model-parallel-size %d (= %d)",
                     world_size, tp, pp, tp * pp);
-    a->data_parallel_size = world_size / (tp * pp);
+    a->data_parallel_size = world_size / (tp * pp * cp);
+    if (validate_context_parallel(st, a)) return -1;
     if (a->num_attention_heads % tp != 0)
         return error_format(st->err, st->errlen, "--num-attention-heads %d is not divisible by --tensor-model-parallel-size %d",
                     a->num_attention_heads, tp);
@@ -464,6 +501,9 @@ static int validate_parallel(check_state *st, args *a, int world_size) {
     if (a->sequence_parallel && a->seq_length % tp != 0)
         return error_format(st->err, st->errlen, "--seq-length %d is not divisible by --tensor-model-parallel-size %d (needed by --sequence-parallel)",
                     a->seq_length, tp);
+    if (a->sequence_parallel && (a->seq_length / cp) % tp != 0)
+        return error_format(st->err, st->errlen, "--seq-length %d / --context-parallel-size %d = %d tokens per rank is not divisible by --tensor-model-parallel-size %d (needed by --sequence-parallel)",
+                    a->seq_length, cp, a->seq_length / cp, tp);
 
     int layers_per_stage = a->num_layers / pp;
     if (given(st, "num-layers-per-virtual-pipeline-stage") && given(st, "virtual-pipeline-model-parallel-size"))
@@ -657,8 +697,6 @@ static int validate(check_state *st, args *a, int world_size) {
             return error_format(st->err, st->errlen, "--profile-ranks: '%s' is not a list of non-negative ranks", a->profile_ranks);
         r = *end ? end + 1 : end;
     }
-    if (a->context_parallel_size > 1)
-        return error_format(st->err, st->errlen, "--context-parallel-size %d is not supported here: context parallelism is not supported yet (use 1, or --sequence-parallel with tensor parallelism)", a->context_parallel_size);
 
     if (a->save_interval > 0 && !a->save[0]) return error_format(st->err, st->errlen, "--save-interval needs --save DIR");
     if (a->exit_signal_handler && !a->save[0]) return error_format(st->err, st->errlen, "--exit-signal-handler needs --save DIR (where to save on the signal)");

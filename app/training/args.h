@@ -182,7 +182,8 @@ typedef struct args {
     int deterministic_mode;
     int no_gemm_tuning; /* cuda: the heuristic's first algorithm, untimed (also under deterministic_mode) */
     char device[8];               /* auto | cpu | cuda (auto: cuda when a GPU is present) */
-    int context_parallel_size;    /* 1 only */
+    int context_parallel_size;    /* ranks that split each sequence (Megatron's context parallelism) */
+    char cp_comm_type[256];       /* p2p or allgather, one for every layer or one per layer */
     int expert_model_parallel_size; /* 1 only (expert parallelism is not built yet) */
     int expert_tensor_parallel_size; /* tensor-parallel ranks of each expert: the TP size */
 

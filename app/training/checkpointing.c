@@ -15,8 +15,8 @@
 /* the tensors of the training state: the model's fp32 weights (the parameters, or the
  * optimizer's masters in mixed precision) and, with_moments, Adam's moments */
 static void training_sharded_state(const trainer *t, int with_moments, sharded_state *state) {
-    gpt_sharded_state(&t->model, t->topo.dp_rank, state);
-    optimizer_sharded_state(&t->opt, &t->model, t->topo.dp_rank, t->args->use_distributed_optimizer,
+    gpt_sharded_state(&t->model, t->topo.dp_cp->rank, state);
+    optimizer_sharded_state(&t->opt, &t->model, t->topo.dp_cp->rank, t->args->use_distributed_optimizer,
                             with_moments, state);
 }
 

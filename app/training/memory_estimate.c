@@ -13,12 +13,13 @@ enum { workspace_bytes = 256 << 20 };  /* staging buffers, kernels' scratch, MPI
 
 memory_estimate memory_estimate_compute(const args *a, const topology *topo, const kernel_ops *ops) {
     memory_estimate m = {0};
-    double h = a->hidden_size, s = a->seq_length, b = a->micro_batch_size, heads = a->num_attention_heads;
+    /* s: the tokens of a sequence this rank holds (1/cp of them with context parallelism) */
+    double h = a->hidden_size, s = a->seq_length / (topo->cp_size > 0 ? topo->cp_size : 1), b = a->micro_batch_size, heads = a->num_attention_heads;
     double kv = a->kv_channels > 0 ? a->kv_channels : h / heads;
     double ffn = a->ffn_hidden_size > 0 ? a->ffn_hidden_size : 4 * h;
     double vocab = a->padded_vocab_size > 0 ? a->padded_vocab_size : a->vocab_size;
     double positions = a->max_position_embeddings > 0 ? a->max_position_embeddings : s;
-    double tp = topo->tp_size, pp = topo->pp_size, dp = topo->dp_size;
+    double tp = topo->tp_size, pp = topo->pp_size, dp = topo->dp_size * (topo->cp_size > 0 ? topo->cp_size : 1);
     /* one layer: qkv, projection, fc1, fc2 with biases, two layer norms */
     double layer = 3 * heads * kv * (h + 1) + heads * kv * h + h + ffn * (h + 1) + ffn * h + h + 4 * h;
     double layers_here = (double)((a->num_layers + topo->pp_size - 1) / topo->pp_size);
@@ -53,7 +54,7 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
      * again) or --memory-efficient-layer-norm (their inputs, the residual stream, are not kept) */
     int norms = args_recompute_module(a, "layernorm") || a->memory_efficient_layer_norm ? 0 : 4;
     int local_heads = a->num_attention_heads / topo->tp_size;
-    double attention = (double)ops->attention_workspace_bytes(a->micro_batch_size, a->seq_length, local_heads, (int)kv);
+    double attention = (double)ops->attention_workspace_bytes(a->micro_batch_size, (int)s, local_heads, (int)kv);
     double act16 = s * b * h * (30 + norms) / tp + (selective ? 0 : attention * 2.0 / ops->act_bytes);
     double slots = pipeline_activation_slots(topo->pp_size, a->virtual_pipeline_model_parallel_size > 0
                                                                 ? a->virtual_pipeline_model_parallel_size : 1,

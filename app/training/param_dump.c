@@ -51,7 +51,7 @@ void param_dump_write(const gpt_model *m, const topology *topo, const char *path
     size_t host_size = 0;
     for (int i = 0; i < m->num_params; i++) {
         const param_tensor *p = &m->params[i];
-        if (!param_is_primary_copy(p, topo->tp_rank) || param_replica_rank(p, &m->config, topo->dp_rank) != 0) continue;
+        if (!param_is_primary_copy(p, topo->tp_rank) || param_replica_rank(p, &m->config, topo->dp_cp->rank) != 0) continue;
         int g = 0;
         while (g < total && strcmp(globals[g].name, p->name) != 0) g++;
         CHECK(g < total, "parameter %s is not in the global list", p->name);

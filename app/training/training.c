@@ -35,6 +35,17 @@
 #include <string.h>
 #include <time.h>
 
+/* --cp-comm-type (validated by args): one type for every layer, or one per layer */
+static void cp_comm_types(const args *a, gpt_config *c) {
+    char copy[sizeof a->cp_comm_type];
+    snprintf(copy, sizeof copy, "%s", a->cp_comm_type);
+    int count = 0;
+    for (char *save = NULL, *word = strtok_r(copy, " ", &save); word && count < GPT_MAX_MOE_LAYERS;
+         word = strtok_r(NULL, " ", &save))
+        c->cp_comm_type[count++] = !strcmp(word, "allgather") ? CP_COMM_ALLGATHER : !strcmp(word, "a2a") ? CP_COMM_A2A : CP_COMM_P2P;
+    for (int l = count; count == 1 && l < a->num_layers && l < GPT_MAX_MOE_LAYERS; l++) c->cp_comm_type[l] = c->cp_comm_type[0];
+}
+
 static gpt_config config_from_args(const args *a, const topology *topo) {
     gpt_config c;
     memset(&c, 0, sizeof c);
@@ -45,7 +56,7 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.ffn_hidden_size = a->ffn_hidden_size;
     c.padded_vocab_size = a->padded_vocab_size;
     c.max_position_embeddings = a->max_position_embeddings;
-    c.seq_length = a->seq_length;
+    c.seq_length = a->seq_length / topo->cp_size;  /* the rows of a sequence held here */
     c.micro_batch_size = a->micro_batch_size;
     c.layernorm_epsilon = a->layernorm_epsilon;
     c.init_method_std = a->init_method_std;
@@ -69,7 +80,11 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.virtual_stages = a->virtual_pipeline_model_parallel_size;
     c.activation_slots = pipeline_activation_slots(topo->pp_size, c.virtual_stages, a->num_micro_batches);
     c.bucket_size = a->ddp_bucket_size;
-    c.bucket_alignment = topo->dp_size;
+    c.bucket_alignment = topo->dp_cp->size;
+    c.cp_size = topo->cp_size;
+    c.cp_rank = topo->cp_rank;
+    c.cp_group = topo->cp;
+    cp_comm_types(a, &c);
     c.recompute_selective = args_recompute_module(a, "core_attn");
     c.recompute_layernorm = args_recompute_module(a, "layernorm");
     if (!strcmp(a->recompute_granularity, "full"))
@@ -102,12 +117,16 @@ static void open_datasets(trainer *t, const args *a) {
                    (long long)gpt_dataset_num_samples(t->data, SPLIT_TRAIN), (long long)needed[SPLIT_TRAIN]);
 }
 
-/* the topology's process groups (at most 9), for attaching and detaching the communication backend */
+/* the topology's process groups (at most 11), for attaching and detaching the communication backend */
 static int topology_groups(topology *topo, comm_group **groups) {
     int count = 0;
     comm_group *all[] = {&topo->world, &topo->tp, &topo->pp, &topo->dp, &topo->model_parallel, &topo->embedding};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->mpi != MPI_COMM_NULL) groups[count++] = all[i];
+    if (topo->cp_size > 1) {  /* context parallelism's ring, and the replicas with it */
+        groups[count++] = &topo->cp_own;
+        groups[count++] = &topo->dp_cp_own;
+    }
     if (topo->ep_size > 1) {  /* the expert groups of a mixture of experts over expert-parallel ranks */
         groups[count++] = &topo->ep_own;
         groups[count++] = &topo->expert_dp_own;
@@ -247,7 +266,8 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     comm_timeout_init(60.0 * a->distributed_timeout_minutes, a->heartbeat_interval);
     t->comm = select_comm(ops);
     parallel_layout layout = {a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
-                              a->data_parallel_size, "", a->expert_model_parallel_size, 0};
+                              a->data_parallel_size, "", a->expert_model_parallel_size, 0,
+                              a->context_parallel_size};
     snprintf(layout.order, sizeof layout.order, "%s", a->parallel_order);
     topology_create(&t->topo, &layout);
     topology_print(&t->topo, a->device);
@@ -310,7 +330,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     t->decoupled_lr = t->lr;
     t->decoupled_lr.max_lr = a->decoupled_lr;
     if (a->decoupled_min_lr >= 0) t->decoupled_lr.min_lr = a->decoupled_min_lr;
-    size_t N = (size_t)a->micro_batch_size * (size_t)a->seq_length;
+    size_t N = (size_t)a->micro_batch_size * (size_t)(a->seq_length / t->topo.cp_size);
     t->host_tokens = malloc(sizeof(int) * N);
     t->host_targets = malloc(sizeof(int) * N);
     t->sample_buffer = malloc(sizeof(int32_t) * (size_t)(a->seq_length + 1));
@@ -325,14 +345,14 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     double parameters = 0;
     for (int i = 0; i < t->model.num_params; i++) {
         const param_tensor *p = &t->model.params[i];
-        if (param_is_primary_copy(p, t->topo.tp_rank) && param_replica_rank(p, &t->model.config, t->topo.dp_rank) == 0)
+        if (param_is_primary_copy(p, t->topo.tp_rank) && param_replica_rank(p, &t->model.config, t->topo.dp_cp->rank) == 0)
             parameters += (double)p->numel;
     }
     t->comm->allreduce_double_host(&parameters, 1, COMM_SUM, &t->topo.world);
     double bytes = optimizer_bytes_per_parameter(&t->opt, &t->model);
     t->comm->allreduce_double_host(&bytes, 1, COMM_MAX, &t->topo.world);
     if (t->topo.world_rank == 0) {
-        int d = t->topo.dp_size;
+        int d = t->topo.dp_cp->size;  /* the distributed optimizer shards over data x context parallel */
         printf("> number of parameters: %.0f\n", parameters);
         if (t->model.mixed_precision)
             printf("> memory per parameter (%s mixed precision): %.2f bytes = params 2 + grads 4 + fp32 master "
@@ -384,16 +404,20 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
     trainer *t = context;
     const args *a = t->args;
     int64_t first = micro_batch_first_sample(t, m);
-    int T = a->seq_length;
+    /* context parallelism: this rank's pieces of each sequence (Megatron's
+     * get_batch_on_this_cp_rank: pieces cp_rank and 2 CP - 1 - cp_rank of 2 CP), in that order */
+    int T = a->seq_length, cp = t->topo.cp_size, piece = T / (2 * cp), local_T = T / cp;
+    int piece_start[2] = {t->topo.cp_rank * piece, (2 * cp - 1 - t->topo.cp_rank) * piece};
     if (t->loaded_micro_batch != m) {
         run_phase left = papi_phases_enter(t->training ? PHASE_DATA : PHASE_OTHER);
         for (int b = 0; b < a->micro_batch_size; b++) {
             int64_t index = t->batch_start + first + b;
             if (t->data) gpt_dataset_sample(t->data, t->split, index, t->sample_buffer);
             else mock_data_sample(a->seed, t->split, index, a->vocab_size, T + 1, t->sample_buffer);
-            for (int i = 0; i < T; i++) {
-                t->host_tokens[(size_t)b * T + i] = t->sample_buffer[i];
-                t->host_targets[(size_t)b * T + i] = t->sample_buffer[i + 1];
+            for (int i = 0; i < local_T; i++) {
+                int position = cp > 1 ? piece_start[i / piece] + i % piece : i;
+                t->host_tokens[(size_t)b * local_T + i] = t->sample_buffer[position];
+                t->host_targets[(size_t)b * local_T + i] = t->sample_buffer[position + 1];
             }
         }
         t->loaded_micro_batch = m;

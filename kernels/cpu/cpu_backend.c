@@ -147,6 +147,32 @@ static void attention_backward(void *dqkv, float *dbias, const void *dout, const
     if (dbias) cpu_bias_backward(dbias, dqkv, B * T, (H + 2 * G) * D);
 }
 
+static void columns_to_blocks(void *out, const void *in, int rows, int blocks, int width) {
+    cpu_columns_to_blocks(out, in, rows, blocks, width);
+}
+static void blocks_to_columns(void *out, const void *in, int rows, int blocks, int width) {
+    cpu_blocks_to_columns(out, in, rows, blocks, width);
+}
+static void attention_kv_pack(void *kv, const void *qkv, int rows, int H, int G, int D) {
+    cpu_attention_kv_pack(kv, qkv, rows, H, G, D);
+}
+static void attention_kv_unpack(void *dqkv, const void *dkv, int rows, int H, int G, int D) {
+    cpu_attention_kv_unpack(dqkv, dkv, rows, H, G, D);
+}
+static void attention_block_forward(void *out, float *lse, const void *qkv, const void *kv, int B, int H, int G, int D,
+                                    attention_block_spec spec, dropout_rng rng) {
+    cpu_attention_block_forward(out, lse, qkv, kv, B, H, G, D, spec, rng);
+}
+static void attention_merge(void *out, float *lse, const void *block_out, const float *block_lse, int B, int T, int H,
+                            int D) {
+    cpu_attention_merge(out, lse, block_out, block_lse, B, T, H, D);
+}
+static void attention_block_backward(void *dqkv, void *dkv, const void *dout, const void *qkv, const void *kv,
+                                     const void *out, const float *lse, int B, int H, int G, int D,
+                                     attention_block_spec spec, dropout_rng rng) {
+    cpu_attention_block_backward(dqkv, dkv, dout, qkv, kv, out, lse, B, H, G, D, spec, rng);
+}
+
 static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B,
                              int Tq, int H, int G, int D, int past, int max_len) {
     cpu_decode_attention(out, k_cache, v_cache, qkv, B, Tq, H, G, D, past, max_len);
@@ -266,6 +292,13 @@ static const kernel_ops cpu_ops = {
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
     .decode_attention = decode_attention,
+    .attention_kv_pack = attention_kv_pack,
+    .attention_kv_unpack = attention_kv_unpack,
+    .attention_block_forward = attention_block_forward,
+    .attention_merge = attention_merge,
+    .attention_block_backward = attention_block_backward,
+    .columns_to_blocks = columns_to_blocks,
+    .blocks_to_columns = blocks_to_columns,
 
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,

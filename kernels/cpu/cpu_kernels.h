@@ -90,6 +90,19 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                             const void *workspace, int B, int T, int H, int G, int D,
                             int head_start, int total_heads, dropout_rng rng);
 
+/* cpu_attention_block.c (context parallelism's ring attention) */
+void cpu_columns_to_blocks(float *out, const float *in, int rows, int blocks, int width);
+void cpu_blocks_to_columns(float *out, const float *in, int rows, int blocks, int width);
+void cpu_attention_kv_pack(float *kv, const float *qkv, int rows, int H, int G, int D);
+void cpu_attention_kv_unpack(float *dqkv, const float *dkv, int rows, int H, int G, int D);
+void cpu_attention_block_forward(float *out, float *lse, const float *qkv, const float *kv, int B, int H, int G,
+                                 int D, attention_block_spec spec, dropout_rng rng);
+void cpu_attention_merge(float *out, float *lse, const float *block_out, const float *block_lse, int B, int T, int H,
+                         int D);
+void cpu_attention_block_backward(float *dqkv, float *dkv, const float *dout, const float *qkv, const float *kv,
+                                  const float *out, const float *lse, int B, int H, int G, int D,
+                                  attention_block_spec spec, dropout_rng rng);
+
 /* cpu_decode_attention.c */
 void cpu_decode_attention(float *out, float *k_cache, float *v_cache, const float *qkv, int B,
                           int Tq, int H, int G, int D, int past, int max_len);

@@ -4,7 +4,8 @@
  * completed with the dimensions it leaves out, get_mask, get_ranks;
  * generate_masked_orthogonal_rank_groups with prefix_product, decompose, inner_product), for
  * several orders, tp 1,2,4,8 x pp 1,2,4 x dp 1..4 (up to 64 ranks) and every set of dimensions;
- * then the examples of Megatron's docstrings, checked by hand. Our cp and ep are 1. */
+ * then the examples of Megatron's docstrings, checked by hand. Context parallelism of 1, 2 and 4
+ * is compared where the order names cp; ep is 1 here (the expert layout has its own examples). */
 #include "app/parallel/topology.h"
 #include "tests/tap.h"
 
@@ -121,19 +122,20 @@ static void describe_groups(const int *ranks, int world_size, int group_size, ch
 }
 
 /* our flag's order (all five names) against the Megatron order it stands for */
-static void check_order(const char *ours, const char *megatron, int *cases_total) {
+static void check_order(const char *ours, const char *megatron, int max_cp, int *cases_total) {
     static const int tp_sizes[] = {1, 2, 4, 8}, pp_sizes[] = {1, 2, 4}, dp_sizes[] = {1, 2, 3, 4};
     int cases = 0, group_mismatches = 0, coord_mismatches = 0, descending = 0;
     char first[512] = "";
     for (size_t i = 0; i < sizeof tp_sizes / sizeof *tp_sizes; i++)
         for (size_t j = 0; j < sizeof pp_sizes / sizeof *pp_sizes; j++)
-            for (size_t k = 0; k < sizeof dp_sizes / sizeof *dp_sizes; k++) {
-                int tp = tp_sizes[i], pp = pp_sizes[j], dp = dp_sizes[k], world_size = tp * pp * dp;
+            for (size_t k = 0; k < sizeof dp_sizes / sizeof *dp_sizes; k++)
+            for (int cp = 1; cp <= max_cp; cp *= 2) {
+                int tp = tp_sizes[i], pp = pp_sizes[j], dp = dp_sizes[k], world_size = tp * pp * dp * cp;
                 if (world_size > MAX_WORLD) continue;
-                parallel_layout layout = {tp, pp, dp, ""};
+                parallel_layout layout = {tp, pp, dp, "", 1, 0, cp};
                 snprintf(layout.order, sizeof layout.order, "%s", ours);
                 rank_generator generator;
-                if (!rank_generator_init(&generator, tp, 1, dp, pp, 1, megatron)) {
+                if (!rank_generator_init(&generator, tp, 1, dp, pp, cp, megatron)) {
                     group_mismatches++;
                     continue;
                 }
@@ -151,8 +153,8 @@ static void check_order(const char *ours, const char *megatron, int *cases_total
                             char text_got[200], text_expected[200];
                             describe_groups(got, world_size, got_size, text_got, sizeof text_got);
                             describe_groups(expected, world_size, expected_size, text_expected, sizeof text_expected);
-                            snprintf(first, sizeof first, "tp %d pp %d dp %d, groups of %s: ours %s, Megatron %s", tp, pp,
-                                     dp, token, text_got, text_expected);
+                            snprintf(first, sizeof first, "tp %d pp %d dp %d cp %d, groups of %s: ours %s, Megatron %s", tp,
+                                     pp, dp, cp, token, text_got, text_expected);
                         }
                     }
                 }
@@ -200,14 +202,15 @@ static void check_example(int tp, int pp, int dp, const char *order, int dimensi
 
 int main(void) {
     int cases = 0;
-    check_order("tp-cp-ep-dp-pp", "tp-cp-ep-dp-pp", &cases); /* the default of both */
-    check_order("tp-cp-ep-pp-dp", "tp-cp-ep-pp-dp", &cases); /* Megatron's --use-tp-pp-dp-mapping */
-    check_order("tp-dp-pp-cp-ep", "tp-dp-pp", &cases);
-    check_order("tp-pp-dp-cp-ep", "tp-pp-dp", &cases);
-    check_order("cp-tp-ep-pp-dp", "tp-pp-dp", &cases);       /* size-1 dimensions go anywhere */
-    check_order("dp-tp-cp-ep-pp", "dp-tp-pp", &cases);
-    check_order("pp-dp-tp-cp-ep", "pp-dp-tp", &cases);       /* pipeline fastest */
-    check_order("dp-pp-cp-ep-tp", "dp-pp-tp", &cases);
+    /* context parallelism of 1, 2 and 4 where Megatron's order names cp */
+    check_order("tp-cp-ep-dp-pp", "tp-cp-ep-dp-pp", 4, &cases); /* the default of both */
+    check_order("tp-cp-ep-pp-dp", "tp-cp-ep-pp-dp", 4, &cases); /* Megatron's --use-tp-pp-dp-mapping */
+    check_order("tp-dp-pp-cp-ep", "tp-dp-pp", 1, &cases);  /* Megatron appends a left-out name of size 1 only */
+    check_order("tp-pp-dp-cp-ep", "tp-pp-dp", 1, &cases);
+    check_order("cp-tp-ep-pp-dp", "tp-pp-dp", 1, &cases);       /* size-1 dimensions go anywhere */
+    check_order("dp-tp-cp-ep-pp", "dp-tp-pp", 1, &cases);
+    check_order("pp-dp-tp-cp-ep", "pp-dp-tp", 1, &cases);       /* pipeline fastest */
+    check_order("dp-pp-cp-ep-tp", "dp-pp-tp", 1, &cases);
     tap_diag("%d (order, layout, dimension set) cases compared with Megatron's RankGenerator", cases);
 
     /* initialize_model_parallel's docstring: 16 GPUs, tensor 2, pipeline 4 (so data 2) */

@@ -1,0 +1,366 @@
+/* context_parallel.c: ring attention and the per-piece position operations of context
+ * parallelism (see context_parallel.h). */
+#include "app/model/context_parallel.h"
+#include "app/core/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { TAG_KV = 1, TAG_DKV = 2 };
+
+struct context_parallel_scratch {
+    void *kv[2], *dkv[2];  /* p2p: [N, 2 G D/tp] the block in hand and the next one, and their gradients */
+    void *block_out;       /* [N, H D/tp] one block's output before the merge */
+    float *block_lse;      /* [B, H/tp, T] */
+    void *kv_all, *dkv_all; /* allgather: [CP][N, 2 G D/tp] */
+    /* a2a: [CP][N, width] blocks: the sequence of this rank's share of the heads (qkv, its
+     * packed keys and values, out, dout, and their gradients), and the exchange's two sides */
+    void *heads_qkv, *heads_kv, *heads_out, *heads_dout, *heads_dqkv, *heads_dkv, *send, *received;
+};
+
+typedef struct cp_shapes {
+    int B, T, Hl, Gl, D, cp, rank;
+    size_t N, kv_count;  /* rows; elements of one rank's packed keys and values */
+} cp_shapes;
+
+static cp_shapes shapes_of(const gpt_model *m) {
+    const gpt_config *c = &m->config;
+    cp_shapes s;
+    s.B = c->micro_batch_size;
+    s.T = c->seq_length;
+    s.Hl = c->num_attention_heads / c->tp_size;
+    s.Gl = gpt_query_groups(c) / c->tp_size;
+    s.D = c->kv_channels;
+    s.cp = c->cp_size;
+    s.rank = c->cp_rank;
+    s.N = (size_t)s.B * (size_t)s.T;
+    s.kv_count = s.N * 2 * (size_t)s.Gl * (size_t)s.D;
+    return s;
+}
+
+attention_span context_parallel_span(const gpt_config *c, int cp_rank) {
+    attention_span span;
+    int piece = c->seq_length / 2;
+    span.pieces = 2;
+    span.piece_length = piece;
+    span.start[0] = cp_rank * piece;
+    span.start[1] = (2 * c->cp_size - 1 - cp_rank) * piece;
+    return span;
+}
+
+/* --cp-comm-type of a layer (a per-layer list covers at most GPT_MAX_MOE_LAYERS layers; past
+ * them the one type given for all) */
+static cp_comm_kind comm_type(const gpt_model *m, int layer) {
+    return (cp_comm_kind)m->config.cp_comm_type[layer < GPT_MAX_MOE_LAYERS ? layer : 0];
+}
+
+void context_parallel_scratch_allocate(gpt_model *m) {
+    const gpt_config *c = &m->config;
+    if (c->cp_size <= 1) return;
+    const kernel_ops *ops = m->ops;
+    if (!ops->attention_block_forward || !m->comm->irecv)
+        user_error("--context-parallel-size %d: context parallelism runs on the CPU backend for now (--device cpu); "
+                   "the %s backend's ring-attention kernels are not built yet", c->cp_size, ops->name);
+    cp_shapes s = shapes_of(m);
+    if (ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D) < sizeof(float) * s.N * (size_t)s.Hl)
+        FATAL("the attention workspace cannot hold the log-sum-exp of context parallelism");
+    struct context_parallel_scratch *x = calloc(1, sizeof *x);
+    CHECK(x, "out of host memory");
+    size_t kv_bytes = ops->act_bytes * s.kv_count;
+    int any[3] = {0, 0, 0};
+    for (int l = 0; l < c->num_layers; l++) any[comm_type(m, l)] = 1;
+    int any_p2p = any[CP_COMM_P2P] || any[CP_COMM_A2A], any_allgather = any[CP_COMM_ALLGATHER];
+    for (int k = 0; k < 2; k++) {
+        x->kv[k] = any_p2p || k == 0 ? ops->alloc(kv_bytes) : NULL;
+        x->dkv[k] = any_p2p || k == 0 ? ops->alloc(kv_bytes) : NULL;
+    }
+    x->block_out = ops->alloc(ops->act_bytes * s.N * (size_t)s.Hl * (size_t)s.D);
+    x->block_lse = ops->alloc(sizeof(float) * s.N * (size_t)s.Hl);
+    if (any_allgather) {
+        x->kv_all = ops->alloc(kv_bytes * (size_t)s.cp);
+        x->dkv_all = ops->alloc(kv_bytes * (size_t)s.cp);
+    }
+    if (any[CP_COMM_A2A]) {  /* the blocks of all CP ranks' rows hold 1/CP of the heads: N x width each */
+        size_t qkv_bytes = ops->act_bytes * s.N * (size_t)(s.Hl + 2 * s.Gl) * (size_t)s.D;
+        size_t out_bytes = ops->act_bytes * s.N * (size_t)s.Hl * (size_t)s.D;
+        void **qkv_sized[] = {&x->heads_qkv, &x->heads_dqkv, &x->send, &x->received};
+        for (size_t i = 0; i < sizeof qkv_sized / sizeof *qkv_sized; i++) *qkv_sized[i] = ops->alloc(qkv_bytes);
+        x->heads_out = ops->alloc(out_bytes);
+        x->heads_dout = ops->alloc(out_bytes);
+        x->heads_kv = ops->alloc(kv_bytes);
+        x->heads_dkv = ops->alloc(kv_bytes);
+    }
+    m->cp_scratch = x;
+}
+
+void context_parallel_scratch_release(gpt_model *m) {
+    struct context_parallel_scratch *x = m->cp_scratch;
+    if (!x) return;
+    void *buffers[] = {x->kv[0], x->kv[1], x->dkv[0], x->dkv[1], x->block_out, x->block_lse, x->kv_all, x->dkv_all,
+                       x->heads_qkv, x->heads_kv, x->heads_out, x->heads_dout, x->heads_dqkv, x->heads_dkv, x->send,
+                       x->received};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
+        if (buffers[i]) m->ops->release(buffers[i]);
+    free(x);
+    m->cp_scratch = NULL;
+}
+
+/* the block of step `step` of the ring: this rank's queries over the keys and values of rank
+ * rank - step */
+static int step_source(const cp_shapes *s, int step) { return (s->rank - step + s->cp) % s->cp; }
+
+/* the block of rank q_rank's rows (queries) against rank k_rank's (keys), over this rank's heads
+ * (after an a2a: its 1/CP share of them) */
+static attention_block_spec rows_spec(const gpt_model *m, int q_rank, int k_rank, int a2a) {
+    const gpt_config *c = &m->config;
+    int local_heads = c->num_attention_heads / c->tp_size;
+    attention_block_spec spec;
+    spec.q = context_parallel_span(c, q_rank);
+    spec.k = context_parallel_span(c, k_rank);
+    spec.causal = 1;
+    spec.total_T = c->seq_length * c->cp_size;
+    spec.head_start = c->tp_rank * local_heads + (a2a ? c->cp_rank * (local_heads / c->cp_size) : 0);
+    spec.total_heads = c->num_attention_heads;
+    return spec;
+}
+
+static attention_block_spec block_spec(const gpt_model *m, int source) {
+    return rows_spec(m, m->config.cp_rank, source, 0);
+}
+
+/* step `step` of the forward on the block kv: straight into out and lse first, merged after */
+static void forward_block(gpt_model *m, const cp_shapes *s, int step, void *out, float *lse, const void *qkv,
+                          const void *kv, dropout_rng rng) {
+    const kernel_ops *ops = m->ops;
+    struct context_parallel_scratch *x = m->cp_scratch;
+    attention_block_spec spec = block_spec(m, step_source(s, step));
+    if (step == 0) {
+        ops->attention_block_forward(out, lse, qkv, kv, s->B, s->Hl, s->Gl, s->D, spec, rng);
+        return;
+    }
+    ops->attention_block_forward(x->block_out, x->block_lse, qkv, kv, s->B, s->Hl, s->Gl, s->D, spec, rng);
+    ops->attention_merge(out, lse, x->block_out, x->block_lse, s->B, s->T, s->Hl, s->D);
+}
+
+/* ---- a2a: every rank's rows for 1/CP of the heads ---- */
+
+/* the all-to-all over the context-parallel group of equal blocks of `block` elements: block k of
+ * send goes to rank k, block p of received comes from rank p */
+static void exchange_blocks(gpt_model *m, const void *send, void *received, size_t block) {
+    int cp = m->config.cp_size;
+    size_t *counts = malloc(sizeof(size_t) * 2 * (size_t)cp);
+    CHECK(counts, "out of host memory");
+    for (int k = 0; k < cp; k++) {
+        counts[k] = block;
+        counts[cp + k] = (size_t)k * block;
+    }
+    m->comm->alltoallv(send, counts, counts + cp, received, counts, counts + cp, m->act_dtype, m->config.cp_group);
+    free(counts);
+}
+
+/* in [N, CP x width] (this rank's rows, every head) -> out [CP][N, width]: block p holds rank
+ * p's rows of this rank's share of the columns (its heads) */
+static void heads_to_sequence(gpt_model *m, void *out, const void *in, int width) {
+    cp_shapes s = shapes_of(m);
+    struct context_parallel_scratch *x = m->cp_scratch;
+    m->ops->columns_to_blocks(x->send, in, (int)s.N, s.cp, width);
+    exchange_blocks(m, x->send, out, s.N * (size_t)width);
+}
+
+/* the inverse: in [CP][N, width] (every rank's rows, this rank's heads) -> out [N, CP x width] */
+static void sequence_to_heads(gpt_model *m, void *out, const void *in, int width) {
+    cp_shapes s = shapes_of(m);
+    struct context_parallel_scratch *x = m->cp_scratch;
+    exchange_blocks(m, in, x->received, s.N * (size_t)width);
+    m->ops->blocks_to_columns(out, x->received, (int)s.N, s.cp, width);
+}
+
+/* element offset of block p of a [CP][N, width] buffer */
+static void *block_at(const gpt_model *m, void *base, int p, int width) {
+    return act_at(m->ops, base, (size_t)p * (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length * (size_t)width);
+}
+
+static void a2a_forward(gpt_model *m, void *out, float *lse, const void *qkv, dropout_rng rng) {
+    const kernel_ops *ops = m->ops;
+    struct context_parallel_scratch *x = m->cp_scratch;
+    cp_shapes s = shapes_of(m);
+    int Hh = s.Hl / s.cp, Gh = s.Gl / s.cp, W = (Hh + 2 * Gh) * s.D, O = Hh * s.D, KVW = 2 * Gh * s.D;
+    heads_to_sequence(m, x->heads_qkv, qkv, W);
+    for (int p = 0; p < s.cp; p++)
+        ops->attention_kv_pack(block_at(m, x->heads_kv, p, KVW), block_at(m, x->heads_qkv, p, W), (int)s.N, Hh, Gh, s.D);
+    for (int p = 0; p < s.cp; p++) {  /* rank p's rows, their blocks in rank p's ring order */
+        void *o = block_at(m, x->heads_out, p, O), *q = block_at(m, x->heads_qkv, p, W);
+        float *l = lse + (size_t)p * s.B * Hh * s.T;
+        for (int step = 0; step < s.cp; step++) {
+            int source = (p - step + s.cp) % s.cp;
+            attention_block_spec spec = rows_spec(m, p, source, 1);
+            void *kv = block_at(m, x->heads_kv, source, KVW);
+            if (step == 0) {
+                ops->attention_block_forward(o, l, q, kv, s.B, Hh, Gh, s.D, spec, rng);
+                continue;
+            }
+            ops->attention_block_forward(x->block_out, x->block_lse, q, kv, s.B, Hh, Gh, s.D, spec, rng);
+            ops->attention_merge(o, l, x->block_out, x->block_lse, s.B, s.T, Hh, s.D);
+        }
+    }
+    sequence_to_heads(m, out, x->heads_out, O);
+}
+
+static void a2a_backward(gpt_model *m, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
+                         dropout_rng rng) {
+    const kernel_ops *ops = m->ops;
+    struct context_parallel_scratch *x = m->cp_scratch;
+    cp_shapes s = shapes_of(m);
+    int Hh = s.Hl / s.cp, Gh = s.Gl / s.cp, W = (Hh + 2 * Gh) * s.D, O = Hh * s.D, KVW = 2 * Gh * s.D;
+    heads_to_sequence(m, x->heads_qkv, qkv, W);
+    heads_to_sequence(m, x->heads_out, out, O);
+    heads_to_sequence(m, x->heads_dout, dout, O);
+    ops->zero(x->heads_dqkv, ops->act_bytes * s.N * (size_t)s.cp * (size_t)W);
+    ops->zero(x->heads_dkv, ops->act_bytes * s.N * (size_t)s.cp * (size_t)KVW);
+    for (int p = 0; p < s.cp; p++)
+        ops->attention_kv_pack(block_at(m, x->heads_kv, p, KVW), block_at(m, x->heads_qkv, p, W), (int)s.N, Hh, Gh, s.D);
+    for (int p = 0; p < s.cp; p++)
+        for (int step = 0; step < s.cp; step++) {
+            int source = (p - step + s.cp) % s.cp;
+            ops->attention_block_backward(block_at(m, x->heads_dqkv, p, W), block_at(m, x->heads_dkv, source, KVW),
+                                          block_at(m, x->heads_dout, p, O), block_at(m, x->heads_qkv, p, W),
+                                          block_at(m, x->heads_kv, source, KVW), block_at(m, x->heads_out, p, O),
+                                          lse + (size_t)p * s.B * Hh * s.T, s.B, Hh, Gh, s.D, rows_spec(m, p, source, 1),
+                                          rng);
+        }
+    for (int p = 0; p < s.cp; p++)
+        ops->attention_kv_unpack(block_at(m, x->heads_dqkv, p, W), block_at(m, x->heads_dkv, p, KVW), (int)s.N, Hh, Gh,
+                                 s.D);
+    sequence_to_heads(m, dqkv, x->heads_dqkv, W);
+}
+
+/* ---- the attention ---- */
+
+void context_parallel_attention_forward(gpt_model *m, int layer, void *out, void *workspace, const void *qkv,
+                                        dropout_rng rng) {
+    const kernel_ops *ops = m->ops;
+    const comm_ops *comm = m->comm;
+    const comm_group *group = m->config.cp_group;
+    struct context_parallel_scratch *x = m->cp_scratch;
+    cp_shapes s = shapes_of(m);
+    float *lse = workspace;
+    size_t kv_bytes = ops->act_bytes * s.kv_count;
+    if (comm_type(m, layer) == CP_COMM_A2A) {
+        a2a_forward(m, out, lse, qkv, rng);
+        return;
+    }
+    if (comm_type(m, layer) == CP_COMM_ALLGATHER) {
+        void *own = (char *)x->kv_all + (size_t)s.rank * kv_bytes;
+        ops->attention_kv_pack(own, qkv, (int)s.N, s.Hl, s.Gl, s.D);
+        comm->allgather(own, x->kv_all, s.kv_count, m->act_dtype, group);
+        for (int step = 0; step < s.cp; step++)
+            forward_block(m, &s, step, out, lse, qkv, (char *)x->kv_all + (size_t)step_source(&s, step) * kv_bytes, rng);
+        return;
+    }
+    int next = (s.rank + 1) % s.cp, previous = (s.rank + s.cp - 1) % s.cp;
+    ops->attention_kv_pack(x->kv[0], qkv, (int)s.N, s.Hl, s.Gl, s.D);
+    for (int step = 0; step < s.cp; step++) {
+        void *in_hand = x->kv[step % 2];
+        comm_request sent, received;
+        memset(&sent, 0, sizeof sent);
+        memset(&received, 0, sizeof received);
+        if (step + 1 < s.cp) {  /* the next block arrives while this one is computed */
+            comm->irecv(x->kv[(step + 1) % 2], s.kv_count, m->act_dtype, previous, TAG_KV, group, &received);
+            comm->send(in_hand, s.kv_count, m->act_dtype, next, TAG_KV, group, &sent);
+        }
+        forward_block(m, &s, step, out, lse, qkv, in_hand, rng);
+        comm->wait(&sent);
+        comm->wait(&received);
+    }
+}
+
+void context_parallel_attention_backward(gpt_model *m, int layer, void *dqkv, const void *dout, const void *qkv,
+                                         const void *out, const void *workspace, dropout_rng rng) {
+    const kernel_ops *ops = m->ops;
+    const comm_ops *comm = m->comm;
+    const comm_group *group = m->config.cp_group;
+    struct context_parallel_scratch *x = m->cp_scratch;
+    cp_shapes s = shapes_of(m);
+    const float *lse = workspace;
+    size_t kv_bytes = ops->act_bytes * s.kv_count;
+    if (comm_type(m, layer) == CP_COMM_A2A) {
+        a2a_backward(m, dqkv, dout, qkv, out, lse, rng);
+        return;
+    }
+    ops->zero(dqkv, ops->act_bytes * s.N * (size_t)(s.Hl + 2 * s.Gl) * (size_t)s.D);
+    if (comm_type(m, layer) == CP_COMM_ALLGATHER) {
+        void *own = (char *)x->kv_all + (size_t)s.rank * kv_bytes;
+        ops->attention_kv_pack(own, qkv, (int)s.N, s.Hl, s.Gl, s.D);
+        comm->allgather(own, x->kv_all, s.kv_count, m->act_dtype, group);
+        ops->zero(x->dkv_all, kv_bytes * (size_t)s.cp);
+        for (int step = 0; step < s.cp; step++) {
+            int source = step_source(&s, step);
+            ops->attention_block_backward(dqkv, (char *)x->dkv_all + (size_t)source * kv_bytes, dout, qkv,
+                                          (char *)x->kv_all + (size_t)source * kv_bytes, out, lse, s.B, s.Hl, s.Gl, s.D,
+                                          block_spec(m, source), rng);
+        }
+        comm->reduce_scatter(x->dkv_all, x->dkv[0], s.kv_count, m->act_dtype, group);
+        ops->attention_kv_unpack(dqkv, x->dkv[0], (int)s.N, s.Hl, s.Gl, s.D);
+        return;
+    }
+    /* the keys and values go around as in the forward; the gradient of the block in hand holds
+     * the contributions of the ranks it has passed, gets this rank's, and follows the block */
+    int next = (s.rank + 1) % s.cp, previous = (s.rank + s.cp - 1) % s.cp;
+    ops->attention_kv_pack(x->kv[0], qkv, (int)s.N, s.Hl, s.Gl, s.D);
+    ops->zero(x->dkv[0], kv_bytes);
+    for (int step = 0; step < s.cp; step++) {
+        int here = step % 2, there = (step + 1) % 2;
+        comm_request requests[4];
+        memset(requests, 0, sizeof requests);
+        if (step + 1 < s.cp) {
+            comm->irecv(x->kv[there], s.kv_count, m->act_dtype, previous, TAG_KV, group, &requests[0]);
+            comm->send(x->kv[here], s.kv_count, m->act_dtype, next, TAG_KV, group, &requests[1]);
+        }
+        /* the gradient of the next block (after the last step: of this rank's own) */
+        comm->irecv(x->dkv[there], s.kv_count, m->act_dtype, previous, TAG_DKV, group, &requests[2]);
+        ops->attention_block_backward(dqkv, x->dkv[here], dout, qkv, x->kv[here], out, lse, s.B, s.Hl, s.Gl, s.D,
+                                      block_spec(m, step_source(&s, step)), rng);
+        comm->send(x->dkv[here], s.kv_count, m->act_dtype, next, TAG_DKV, group, &requests[3]);
+        for (int k = 0; k < 4; k++) comm->wait(&requests[k]);
+    }
+    ops->attention_kv_unpack(dqkv, x->dkv[s.cp % 2], (int)s.N, s.Hl, s.Gl, s.D);
+}
+
+/* ---- per-piece positions ---- */
+
+void context_parallel_rope(gpt_model *m, void *qkv, rope_spec rope, int backward) {
+    const gpt_config *c = &m->config;
+    cp_shapes s = shapes_of(m);
+    attention_span span = context_parallel_span(c, c->cp_rank);
+    size_t row = (size_t)(s.Hl + 2 * s.Gl) * (size_t)s.D;
+    for (int b = 0; b < s.B; b++)
+        for (int p = 0; p < span.pieces; p++) {
+            rope_spec piece = rope;
+            piece.position_start = rope.position_start + span.start[p];
+            void *rows = act_at(m->ops, qkv, ((size_t)b * s.T + (size_t)p * span.piece_length) * row);
+            if (backward) m->ops->rope_backward(rows, 1, span.piece_length, s.Hl, s.Gl, s.D, piece);
+            else m->ops->rope_forward(rows, 1, span.piece_length, s.Hl, s.Gl, s.D, piece);
+        }
+}
+
+void context_parallel_position_embedding_forward(gpt_model *m, void *out, const void *wpe) {
+    const gpt_config *c = &m->config;
+    attention_span span = context_parallel_span(c, c->cp_rank);
+    size_t C = (size_t)c->hidden_size;
+    for (int b = 0; b < c->micro_batch_size; b++)
+        for (int p = 0; p < span.pieces; p++)
+            m->ops->position_embedding_forward(
+                act_at(m->ops, out, ((size_t)b * c->seq_length + (size_t)p * span.piece_length) * C), wpe, 1,
+                span.piece_length, c->hidden_size, span.start[p]);
+}
+
+void context_parallel_position_embedding_backward(gpt_model *m, float *dwpe, const void *dout) {
+    const gpt_config *c = &m->config;
+    attention_span span = context_parallel_span(c, c->cp_rank);
+    size_t C = (size_t)c->hidden_size;
+    for (int b = 0; b < c->micro_batch_size; b++)
+        for (int p = 0; p < span.pieces; p++)
+            m->ops->position_embedding_backward(
+                dwpe, act_at(m->ops, (void *)dout, ((size_t)b * c->seq_length + (size_t)p * span.piece_length) * C), 1,
+                span.piece_length, c->hidden_size, span.start[p]);
+}
