@@ -22,6 +22,13 @@ static void training_sharded_state(const trainer *t, int with_moments, sharded_s
 
 /* ---- save ---- */
 
+/* a float flag as the user wrote it (0.01, not 0.009999999776 from the float's bits) */
+static double as_given(float value) {
+    char text[32];
+    snprintf(text, sizeof text, "%.7g", value);
+    return strtod(text, NULL);
+}
+
 static void put_args(checkpoint_file *f, const trainer *t) {
     const args *a = t->args;
     struct { const char *name; int64_t value; } ints[] = {
@@ -44,11 +51,19 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         {"moe_shared_expert_intermediate_size", a->num_experts ? a->moe_shared_expert_intermediate_size : 0},
         {"moe_shared_expert_gate", a->num_experts ? a->moe_shared_expert_gate : 0},
         {"moe_router_enable_expert_bias", a->num_experts ? a->moe_router_enable_expert_bias : 0},
+        {"moe_router_pre_softmax", a->num_experts ? a->moe_router_pre_softmax : 0},
+        {"moe_router_num_groups", a->num_experts ? a->moe_router_num_groups : 0},
+        {"moe_router_group_topk", a->num_experts ? a->moe_router_group_topk : 0},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) checkpoint_put_int(f, "/args", ints[i].name, ints[i].value);
     if (a->num_experts) {
         checkpoint_put_string(f, "/args", "moe_layer_freq", a->moe_layer_freq);
         checkpoint_put_string(f, "/args", "moe_router_score_function", a->moe_router_score_function);
+        /* the routing and losses Hugging Face export checks (app/convert_llama.c); Megatron's names */
+        checkpoint_put_double(f, "/args", "moe_router_topk_scaling_factor", as_given(a->moe_router_topk_scaling_factor));
+        checkpoint_put_double(f, "/args", "moe_expert_capacity_factor", as_given(a->moe_expert_capacity_factor));
+        checkpoint_put_double(f, "/args", "moe_aux_loss_coeff", as_given(a->moe_aux_loss_coeff));
+        checkpoint_put_double(f, "/args", "moe_z_loss_coeff", as_given(a->moe_z_loss_coeff));
     }
     checkpoint_put_double(f, "/args", "layernorm_epsilon", a->layernorm_epsilon);
     checkpoint_put_string(f, "/args", "normalization", a->normalization);

@@ -118,11 +118,11 @@ ok $? "41 tensors (7 + 4 x 3 per layer, embeddings, norm, lm_head), no biases, n
     [ "$(config "$WORK/hf" intermediate_size)" = 48 ] && [ "$(config "$WORK/hf" num_key_value_heads)" = 2 ] &&
     [ "$(config "$WORK/hf" head_dim)" = 16 ] && [ "$(config "$WORK/hf" sliding_window)" = null ] &&
     [ "$(config "$WORK/hf" rope_theta)" = 10000.0 ] && [ "$(config "$WORK/hf" rms_norm_eps)" = 1e-05 ] &&
-    [ "$(config "$WORK/hf" router_aux_loss_coef)" = 0.001 ] && [ "$(config "$WORK/hf" tie_word_embeddings)" = false ] &&
+    [ "$(config "$WORK/hf" router_aux_loss_coef)" = 0.01 ] && [ "$(config "$WORK/hf" tie_word_embeddings)" = false ] &&
     [ "$(config "$WORK/hf" output_router_logits)" = false ] && [ "$(config "$WORK/hf" hidden_act)" = '"silu"' ]
 ok $? "config.json: mixtral, 4 local experts, 2 per token, intermediate_size 48 (the expert's), no sliding window"
-grep -q "no moe_aux_loss_coeff in /args; config.json gets MixtralConfig's default router_aux_loss_coef 0.001" "$WORK/err"
-ok $? "the aux-loss coefficient the checkpoint does not record is said to be MixtralConfig's default"
+! grep -q "no moe_aux_loss_coeff in /args" "$WORK/err"
+ok $? "the aux-loss coefficient is the one training recorded (--moe-aux-loss-coeff 1e-2 of mixtral-tiny.args)"
 
 check_element() {  # check_element HF_NAME HF_ROW OUR_NAME OUR_ROW COL
     [ "$(safetensors_value "$WORK/hf/model.safetensors" "model.layers.1.$1" "$2" "$5")" = \
@@ -150,9 +150,9 @@ ok $? "ours -> HF -> ours: every /model tensor bitwise equal to the trained chec
     [ "$(args_attr "$R" moe_router_topk)" = 2 ] && [ "$(args_attr "$R" moe_layer_freq)" = 1 ] &&
     [ "$(args_attr "$R" moe_router_score_function)" = softmax ] && [ "$(args_attr "$R" moe_router_pre_softmax)" = 0 ] &&
     [ "$(args_attr "$R" moe_router_load_balancing_type)" = aux_loss ] && [ "$(args_attr "$R" moe_router_dtype)" = fp32 ] &&
-    [ "$(args_attr "$R" moe_aux_loss_coeff)" = 0.001 ] && [ "$(args_attr "$R" add_bias_linear)" = 0 ] &&
+    [ "$(args_attr "$R" moe_aux_loss_coeff)" = 0.01 ] && [ "$(args_attr "$R" add_bias_linear)" = 0 ] &&
     [ "$(args_attr "$R" num_query_groups)" = 2 ]
-ok $? "/args: 4 experts of 48, top 2 in every layer, softmax scores after the top-k (no pre-softmax), aux_loss 0.001"
+ok $? "/args: 4 experts of 48, top 2 in every layer, softmax scores after the top-k (no pre-softmax), aux_loss 0.01"
 convert --to-hf --load "$WORK/imported" --output "$WORK/hf2" && cmp -s "$WORK/hf/model.safetensors" "$WORK/hf2/model.safetensors" &&
     cmp -s "$WORK/hf/config.json" "$WORK/hf2/config.json"
 ok $? "HF -> ours -> HF: model.safetensors and config.json byte for byte the same"
@@ -271,6 +271,9 @@ refused_export() {  # refused_export CKPT_DIR TEXT : --to-hf fails with TEXT, wr
 run_app 1 $MIXTRAL --moe-layer-freq '[1,0]' --train-iters 1 --save "$WORK/dense_layer" --save-interval 1 &&
     refused_export "$WORK/dense_layer" "no Hugging Face Mixtral layout: layer 1 has a dense MLP (--moe-layer-freq \[1,0\])"
 ok $? "a dense layer is refused: $(cat "$WORK/err")"
+run_app 1 $MIXTRAL --moe-router-pre-softmax --train-iters 1 --save "$WORK/pre_softmax" --save-interval 1 &&
+    refused_export "$WORK/pre_softmax" "before the top-k (--moe-router-pre-softmax)"
+ok $? "a model trained with --moe-router-pre-softmax is refused (training records the routing in /args)"
 cp -r "$WORK/trained" "$WORK/forged"
 F="$WORK/forged/iter_0000003.h5"
 "$FIXTURE" set-arg "$F" moe_router_score_function str:sigmoid &&
