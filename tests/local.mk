@@ -87,6 +87,8 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 # the Llama family (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases) on every layout
 TESTS += tests/mpi/llama_parallel_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
+# resilience (issue 45): asynchronous saves
+TESTS += tests/mpi/async_save_test.sh
 TESTS += tests/mpi/moe_test.sh
 TESTS += tests/mpi/expert_comm_test.sh
 TESTS += tests/mpi/mixtral_script_test.sh

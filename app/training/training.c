@@ -345,13 +345,16 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
         fflush(stdout);
     }
     t->last_saved_iteration = -1;
+    t->async_save = NULL;
     if (a->save[0]) checkpoint_check_save_dir(t, a->save);
+    if (a->save[0]) checkpoint_async_setup(t);
     if (a->load[0]) checkpoint_load(t, a->load);
     if (a->exit_signal_handler) exit_signal_install();
     train_timers_setup(a, ops);
 }
 
 void trainer_teardown(trainer *t) {
+    checkpoint_async_free(t);
     comm_timeout_finalize();
     papi_phases_close();
     if (t->topo.world_rank == 0) train_log_close(&t->log);
@@ -555,6 +558,7 @@ static int profile_this_rank(const char *ranks, int rank) {
 static int checkpoint_or_exit(trainer *t) {
     const args *a = t->args;
     int is_logger = t->topo.world_rank == 0;
+    checkpoint_async_poll(t); /* --async-save: log a save that finished in the background */
     if (a->save[0] && a->save_interval > 0 && t->iteration % a->save_interval == 0)
         checkpoint_save(t, a->save);
     if (a->exit_signal_handler) {
@@ -562,6 +566,7 @@ static int checkpoint_or_exit(trainer *t) {
         t->comm->allreduce_double_host(&signal_number, 1, COMM_MAX, &t->topo.world);
         if (signal_number) {
             if (t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+            checkpoint_async_finish(t); /* the exit waits for the save in flight */
             if (is_logger) printf("exiting program after receiving signal %d at iteration %lld\n", (int)signal_number, (long long)t->iteration);
             t->exited_early = 1;
             return 1;
@@ -574,6 +579,7 @@ static int checkpoint_or_exit(trainer *t) {
         t->comm->allreduce_double_host(&done, 1, COMM_MAX, &t->topo.world);
         if (done) {
             if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+            checkpoint_async_finish(t); /* the exit waits for the save in flight */
             if (is_logger)
                 printf("exiting program after %.4f minutes (--exit-duration-in-mins %g) at iteration %lld\n", minutes,
                        a->exit_duration_in_mins, (long long)t->iteration);
@@ -583,6 +589,7 @@ static int checkpoint_or_exit(trainer *t) {
     }
     if (a->exit_interval > 0 && t->iteration % a->exit_interval == 0 && t->iteration < a->train_iters) {
         if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+        checkpoint_async_finish(t); /* the exit waits for the save in flight */
         if (is_logger) printf("exiting program at iteration %lld\n", (long long)t->iteration);
         t->exited_early = 1;
         return 1;
@@ -808,6 +815,7 @@ double trainer_train(trainer *t) {
     print_datetime(t, "after training is done");
     papi_phases_enter(PHASE_CHECKPOINT);
     if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+    checkpoint_async_finish(t); /* the job's end waits for the save in flight */
     papi_phases_enter(PHASE_OTHER);
     if (t->papi_totals.num_events) {
         phase_counts rest;
