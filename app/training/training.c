@@ -262,6 +262,13 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     if (!a->mock_data) open_datasets(t, a);
     double data_seconds = MPI_Wtime() - data_start, model_start = MPI_Wtime();
     gpt_config config = config_from_args(a, &t->topo);
+    /* --deterministic-mode: gradients and loss summed in one order at any data-parallel size
+     * (app/optim/fixed_tree_reduce.h); its norm blocks need the buckets padded alike at every size */
+    const char *no_tree = a->deterministic_mode ? fixed_tree_unsupported(ops, t->topo.dp_size, a->num_experts) : "";
+    if (!no_tree) config.bucket_alignment = FIXED_TREE_NORM_BLOCKS;
+    else if (a->deterministic_mode && t->topo.world_rank == 0)
+        printf("> note: --deterministic-mode reproduces this run bitwise at data-parallel size %d only: %s\n",
+               t->topo.dp_size, no_tree);
     gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
     if (a->num_experts > 0) {
         t->moe_last = calloc(moe_log_length(&t->model.config), sizeof(double));
@@ -278,6 +285,14 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
      * expert-model-parallel ranks (one copy of every expert), an overflow is agreed by all */
     if (t->topo.ep_size > 1 && !a->use_distributed_optimizer)
         optimizer_set_expert_groups(&t->opt, t->topo.expert_model_parallel, &t->topo.world);
+    t->tree = NULL;
+    if (!no_tree) {
+        t->tree = malloc(sizeof *t->tree);
+        CHECK(t->tree, "out of host memory");
+        fixed_tree_create(t->tree, &t->model, t->comm, &t->topo);
+        data_parallel_use_fixed_tree(&t->dp, t->tree);
+        optimizer_use_fixed_tree(&t->opt, t->tree, a->use_distributed_optimizer, &t->topo.dp, &t->topo.model_parallel);
+    }
     /* Megatron's get_megatron_optimizer: a constant scaler for --loss-scale with fp16, bf16 or the
      * distributed optimizer; a dynamic one for --fp16 without it */
     if (a->loss_scale > 0 && (a->fp16 || a->bf16 || a->use_distributed_optimizer))
@@ -360,6 +375,9 @@ void trainer_teardown(trainer *t) {
     if (t->topo.world_rank == 0) train_log_close(&t->log);
     optimizer_free(&t->opt, &t->model);
     data_parallel_free(&t->dp);
+    if (t->tree) fixed_tree_free(t->tree);
+    free(t->tree);
+    free(t->micro_batch_losses);
     gpt_model_free(&t->model);
     comm_group *groups[12];
     int num_groups = topology_groups(&t->topo, groups);
@@ -385,7 +403,8 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
                              micro_batch_rng *rng) {
     trainer *t = context;
     const args *a = t->args;
-    int64_t first = micro_batch_first_sample(t, m);
+    /* the fixed tree: slot m of the schedule takes the local micro-batch its leaf order names */
+    int64_t first = micro_batch_first_sample(t, t->tree ? fixed_tree_micro_batch_of_slot(t->tree, m) : m);
     int T = a->seq_length;
     if (t->loaded_micro_batch != m) {
         run_phase left = papi_phases_enter(t->training ? PHASE_DATA : PHASE_OTHER);
@@ -458,11 +477,19 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     micro_batch_source source = {t, load_micro_batch};
     /* the backward's seed: d(mean loss)/d(loss_i), times the loss scale (fp32, as Megatron's scaled loss) */
     float grad_scale = (float)(1.0 / tokens_in_batch) * (training ? grad_scaler_scale(&t->opt.scaler) : 1.0f);
-    double loss_sum = pipeline_run(&t->model, training ? &t->dp : NULL, t->comm, &t->topo,
-                                   num_micro_batches, !training, &source, grad_scale);
+    if (t->tree) {
+        fixed_tree_begin(t->tree, num_micro_batches);
+        t->micro_batch_losses = realloc(t->micro_batch_losses, sizeof(double) * (size_t)num_micro_batches);
+        CHECK(t->micro_batch_losses, "out of host memory");
+    }
+    double loss_sum = pipeline_run(&t->model, training ? &t->dp : NULL, t->comm, &t->topo, num_micro_batches,
+                                   !training, &source, grad_scale, t->tree ? t->micro_batch_losses : NULL);
+    /* the fixed tree's loss over the data-parallel ranks, counted once (on data-parallel rank 0) */
+    if (t->tree) loss_sum = fixed_tree_loss_sum(t->tree, t->micro_batch_losses, &t->topo.dp);
     /* the last stage's tensor-parallel ranks all hold the same losses: count one of them */
     if (t->topo.pp_rank != t->topo.pp_size - 1 || t->topo.tp_rank != 0) loss_sum = 0.0;
     t->local_loss_sum = loss_sum;
+    if (t->tree && t->topo.dp_rank != 0) loss_sum = 0.0;
     t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->topo.world);
     return loss_sum / tokens_in_batch;
 }

@@ -99,7 +99,7 @@ last_saved() {  # the last iteration a run reported as saved (committed)
 }
 wait_for_lines() {  # wait_for_lines FILE PATTERN COUNT: poll 20 ms, at most 60 s
     n=0
-    until [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ]; do n=$((n + 1)); [ $n -lt 3000 ] || return 1; sleep 0.02; done
+    until [ "$(cat "$1" 2>/dev/null | grep -c "$2")" -ge "$3" ]; do n=$((n + 1)); [ $n -lt 3000 ] || return 1; sleep 0.02; done
 }
 TRIALS=${ASYNC_KILL_TRIALS:-4}
 survived=0; ran=0
@@ -114,7 +114,7 @@ for trial in $(seq 1 "$TRIALS"); do
     set -- $(ranks_of "$dir/ckpt")
     random 2; [ $R -eq 1 ] && [ $# -eq 2 ] && shift
     victim=$1
-    writing=$(ls "$dir/ckpt" | grep -c partial)
+    writing=$(ls "$dir/ckpt" 2>/dev/null | grep -c partial)
     [ -n "$victim" ] && kill -KILL "$victim"
     wait $launcher
     status=$?
