@@ -34,20 +34,20 @@ void fixed_tree_create(fixed_tree *t, gpt_model *model, const comm_ops *comm, co
     CHECK(t->height && t->next_slot && t->chunk_start && t->chunk_length, "out of host memory for the fixed tree");
     /* a chunk's range: its buckets (buckets do not cross chunks; their padding is included) */
     size_t largest = 0;
-    for (int c = 0; c < chunks; c++) t->chunk_start[c] = model->num_elements;
     for (int b = 0; b < model->num_buckets; b++) {
         const grad_bucket *bucket = &model->buckets[b];
         if (bucket->length > largest) largest = bucket->length;
         if (bucket->num_params == 0) continue;
         int c = model->params[bucket->first_param].chunk;
-        size_t end = t->chunk_start[c] + t->chunk_length[c];
-        if (t->chunk_length[c] == 0) end = bucket->start + bucket->length;
-        if (bucket->start < t->chunk_start[c]) t->chunk_start[c] = bucket->start;
-        if (bucket->start + bucket->length > end) end = bucket->start + bucket->length;
-        t->chunk_length[c] = end - t->chunk_start[c];
+        size_t lo = bucket->start, hi = bucket->start + bucket->length;
+        if (t->chunk_length[c]) {  /* widen the chunk's range [start, start + length) */
+            size_t end = t->chunk_start[c] + t->chunk_length[c];
+            if (t->chunk_start[c] < lo) lo = t->chunk_start[c];
+            if (end > hi) hi = end;
+        }
+        t->chunk_start[c] = lo;
+        t->chunk_length[c] = hi - lo;
     }
-    for (int c = 0; c < chunks; c++)
-        if (t->chunk_length[c] == 0) t->chunk_start[c] = 0;
     t->scratch_elements = largest / 2 + 1;
     t->scratch = model->ops->alloc(sizeof(float) * t->scratch_elements);
 }

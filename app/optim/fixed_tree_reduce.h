@@ -30,10 +30,12 @@
  * micro-batches per rank, a copy of the gradients per micro-batch and the m - 1 sums, the
  * gradients cleared per micro-batch, no reduction overlapped with the backward, and point-to-point
  * exchanges in place of the library's collectives (log2 dp steps).
+ * Tied embeddings across pipeline stages: their bucket is all-reduced by the tree (also with the
+ * distributed optimizer, as the two stages' buckets are cut differently), then the two stages'
+ * sums are added (two terms: exact in either order).
  * Not covered (the usual order is kept, with a note at start): a data-parallel size that is not a
  * power of two or above FIXED_TREE_NORM_BLOCKS, mixture-of-experts models, a backend without
- * add_float (CUDA for now), and tied embeddings across pipeline stages with the distributed
- * optimizer (their bucket is all-reduced by the tree, then summed across the stages). */
+ * add_float and sum_squares_from (CUDA for now). */
 #ifndef FIXED_TREE_REDUCE_H
 #define FIXED_TREE_REDUCE_H
 
