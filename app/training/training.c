@@ -484,12 +484,12 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     }
     double loss_sum = pipeline_run(&t->model, training ? &t->dp : NULL, t->comm, &t->topo, num_micro_batches,
                                    !training, &source, grad_scale, t->tree ? t->micro_batch_losses : NULL);
-    /* the fixed tree's loss over the data-parallel ranks, counted once (on data-parallel rank 0) */
-    if (t->tree) loss_sum = fixed_tree_loss_sum(t->tree, t->micro_batch_losses, &t->topo.dp);
     /* the last stage's tensor-parallel ranks all hold the same losses: count one of them */
-    if (t->topo.pp_rank != t->topo.pp_size - 1 || t->topo.tp_rank != 0) loss_sum = 0.0;
-    t->local_loss_sum = loss_sum;
-    if (t->tree && t->topo.dp_rank != 0) loss_sum = 0.0;
+    int counted = t->topo.pp_rank == t->topo.pp_size - 1 && t->topo.tp_rank == 0;
+    t->local_loss_sum = counted ? loss_sum : 0.0;
+    /* the fixed tree's sum over the data-parallel ranks, counted once (on data-parallel rank 0) */
+    if (t->tree) loss_sum = fixed_tree_loss_sum(t->tree, t->micro_batch_losses, &t->topo.dp);
+    if (!counted || (t->tree && t->topo.dp_rank != 0)) loss_sum = 0.0;
     t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->topo.world);
     return loss_sum / tokens_in_batch;
 }
