@@ -10,6 +10,9 @@
 #  - exits wait: --exit-interval 4 (with --async-save given in an --args-file) commits iteration 4
 #    before the exit line, and the resumed run ends bitwise like the unbroken one (losses and
 #    final parameters);
+#  - SIGTERM with --exit-signal-handler: the exit's save is committed before the exit line;
+#  - an I/O error in the writer thread (MTC_FAIL_IO_CALL) ends the job with the one-line message
+#    while training has gone on, and commits nothing;
 #  - crash safety: SIGKILL of a random rank at a random moment while saves are being written in
 #    the background (ASYNC_KILL_TRIALS trials, default 4): the tracker never loses a save that was
 #    reported, it names a complete checkpoint, and the restart logs the unbroken run's losses.
@@ -90,6 +93,31 @@ cat "$WORK/exit.jsonl" "$WORK/exit2.jsonl" > "$WORK/resumed.jsonl"
 iteration_losses "$WORK/resumed.jsonl" > "$WORK/resumed.loss"
 [ $status -eq 0 ] && cmp -s "$WORK/sync.loss" "$WORK/resumed.loss" && cmp -s "$WORK/sync.bin" "$WORK/resumed.bin"
 ok $? "resume from the asynchronous checkpoint: losses and final parameters bitwise those of the unbroken run" || fail_details
+
+# ---- SIGTERM with --exit-signal-handler: the exit saves, and waits for that save ----
+MTC_FAULT_WRITE_DELAY_MS=10 timeout 120 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL --async-save --exit-signal-handler \
+    --save "$WORK/term" >"$WORK/term.out" 2>"$WORK/term.err" &
+launcher=$!
+n=0
+until grep -q "asynchronously: training blocked" "$WORK/term.out" 2>/dev/null || [ $n -ge 3000 ]; do n=$((n + 1)); sleep 0.02; done
+kill -TERM "$(pgrep -f "^$PRETRAIN_GPT .*$WORK/term" | tail -1)"
+wait $launcher
+status=$?
+exit_iteration=$(grep -o "exiting program after receiving signal 15 at iteration [0-9]*" "$WORK/term.out" | grep -o "[0-9]*$")
+saved_line=$(grep -n "saved checkpoint at iteration ${exit_iteration:-none} .*asynchronously" "$WORK/term.out" | cut -d: -f1)
+exit_line=$(grep -n "exiting program after receiving signal" "$WORK/term.out" | cut -d: -f1)
+[ $status -eq 0 ] && [ -n "$saved_line" ] && [ -n "$exit_line" ] && [ "$saved_line" -lt "$exit_line" ] &&
+    [ "$(cat "$WORK/term/latest_checkpointed_iteration.txt")" = "$exit_iteration" ]
+ok $? "SIGTERM (--exit-signal-handler): the exit at iteration ${exit_iteration:-?} waits for its asynchronous save, which the tracker names"
+
+# ---- an I/O error in the background write (io/io_fault.h: the Nth call of rank 1's save fails) ----
+MTC_FAULT_WRITE_DELAY_MS=10 MTC_FAIL_IO_CALL=150 MTC_FAIL_IO_RANK=1 run_app 2 $MODEL --async-save --save "$WORK/ioerr" \
+    --train-iters 4
+status=$?
+[ $status -ne 0 ] && grep -q "error: saving checkpoint .*iter_0000002.h5.partial: .* failed: No space left on device (rank 1)" "$WORK/err" &&
+    grep -q "iteration *3/" "$WORK/out" && [ ! -e "$WORK/ioerr/latest_checkpointed_iteration.txt" ]
+ok $? "an I/O error in the background writer ends the job with one line naming the file and the call; nothing is committed" ||
+    fail_details
 
 # ---- SIGKILL of a rank while a save is written in the background ----
 ranks_of() { pgrep -f "^$PRETRAIN_GPT .*$1" ; }
