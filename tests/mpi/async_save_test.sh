@@ -18,6 +18,7 @@
 #    reported, it names a complete checkpoint, and the restart logs the unbroken run's losses.
 # FAULT_SEED=N repeats the kill points (the seed is printed).
 . "${top_srcdir:-.}/tests/lib.sh"
+. "$top_srcdir/tests/tools/fault_table.sh"
 
 SEED=${FAULT_SEED:-$(date +%s)}
 diag "random seed $SEED (FAULT_SEED=$SEED repeats these kill points)"
@@ -130,7 +131,7 @@ wait_for_lines() {  # wait_for_lines FILE PATTERN COUNT: poll 20 ms, at most 60 
     until [ "$(cat "$1" 2>/dev/null | grep -c "$2")" -ge "$3" ]; do n=$((n + 1)); [ $n -lt 3000 ] || return 1; sleep 0.02; done
 }
 TRIALS=${ASYNC_KILL_TRIALS:-4}
-survived=0; ran=0
+CASE_KILL="SIGKILL of a rank during asynchronous saves"
 for trial in $(seq 1 "$TRIALS"); do
     dir="$WORK/kill$trial"; mkdir -p "$dir"
     MTC_FAULT_WRITE_DELAY_MS=10 timeout 120 "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL --async-save --save "$dir/ckpt" \
@@ -146,11 +147,13 @@ for trial in $(seq 1 "$TRIALS"); do
     [ -n "$victim" ] && kill -KILL "$victim"
     wait $launcher
     status=$?
-    if [ -z "$victim" ] || [ $status -eq 0 ]; then diag "trial $trial: the job ended before the kill"; continue; fi
-    ran=$((ran + 1))
+    if [ -z "$victim" ] || [ $status -eq 0 ]; then diag "trial $trial: the job ended before the kill (not counted)"; continue; fi
+    if [ $status -eq 124 ]; then fault_trial "$CASE_KILL" 1 "trial $trial: the job hung after the kill"; continue; fi
     saved=$(last_saved "$dir/first.out")
     tracker=$(tracker_of "$dir/ckpt")
-    if [ "$tracker" -lt "$saved" ]; then diag "trial $trial: saved $saved reported, tracker $tracker"; continue; fi
+    if [ "$tracker" -lt "$saved" ]; then
+        fault_trial "$CASE_KILL" 1 "trial $trial: the run reported saving iteration $saved, the tracker names $tracker"; continue
+    fi
     run_app 2 $MODEL --async-save --save "$dir/ckpt" --load "$dir/ckpt" --metrics-file "$dir/restart.jsonl"
     status=$?
     if [ "$tracker" -gt 0 ]; then
@@ -162,13 +165,13 @@ for trial in $(seq 1 "$TRIALS"); do
     iteration_losses "$dir/restart.jsonl" > "$dir/restart.loss"
     tail -n $((ITERS - tracker)) "$WORK/sync.loss" > "$dir/expected.loss"
     if [ $status -eq 0 ] && [ $loaded -eq 0 ] && cmp -s "$dir/expected.loss" "$dir/restart.loss"; then
-        survived=$((survived + 1))
+        fault_trial "$CASE_KILL" 0
         diag "trial $trial: killed rank $victim after save $k started ($writing partial file(s) then), tracker $tracker, restart bitwise"
     else
-        diag "trial $trial: restart from $tracker failed (status $status, loaded $loaded): $(tail -1 "$WORK/err")"
+        fault_trial "$CASE_KILL" 1 "trial $trial: the restart from $tracker failed (status $status, loaded $loaded): $(tail -1 "$WORK/err")"
     fi
 done
-[ $ran -gt 0 ] && [ $survived -eq $ran ]
-ok $? "SIGKILL during asynchronous saves: the newest complete checkpoint loads and the losses go on bitwise ($survived/$ran trials)"
+fault_case_ok "$CASE_KILL" "the newest complete checkpoint loads and the losses go on bitwise"
 
+fault_print_table
 done_testing
