@@ -198,7 +198,7 @@ void checkpoint_save(trainer *t, const char *dir) {
         snprintf(async->file, sizeof async->file, "%s", c.names.file);
         if (rank == 0) {
             printf("> saving checkpoint at iteration %lld to %s asynchronously: training blocked %.3f s "
-                   "(%.1f MB of this rank's state copied to host memory)\n", (long long)t->iteration, c.names.file,
+                   "(rank 0 copied %.1f MB of its state to host memory)\n", (long long)t->iteration, c.names.file,
                    async->blocked_seconds, (double)async->writer.snapshot_bytes / 1e6);
             fflush(stdout);
         }
