@@ -6,7 +6,8 @@
 #  - equal to a synchronous save: the checkpoints of iterations 2, 4, 6, 8 are identical
 #    (h5diff: every tensor and attribute) to those of the same run saving synchronously, and the
 #    losses are bitwise the same; the log has the blocked and the write time of each save, and
-#    an iteration is logged between a save's start and its end;
+#    an iteration is logged between a save's start and its end; a save asked for while one is in
+#    flight warns (Megatron's line) and waits for it;
 #  - exits wait: --exit-interval 4 (with --async-save given in an --args-file) commits iteration 4
 #    before the exit line, and the resumed run ends bitwise like the unbroken one (losses and
 #    final parameters);
@@ -76,6 +77,10 @@ grep "saving checkpoint at iteration 2 \|saved checkpoint at iteration 2 \| iter
 diag "$(grep 'saved checkpoint at iteration 2 ' "$WORK/async.out" | cut -c1-200)"
 sed -n 2p "$WORK/order" | grep -q "iteration *3/"
 ok $? "--async-save: iteration 3 trains while iteration 2 is being written"
+# the save of iteration 4 comes while iteration 2's is still written (about a second): it waits
+grep -A1 "WARNING: Starting a checkpoint save before previous has finished" "$WORK/async.out" |
+    grep -q "saved checkpoint at iteration 2 .*asynchronously"
+ok $? "--async-save: one save in flight: the next one warns as Megatron does and waits for it"
 
 # ---- exits wait for the save in flight; resume is bitwise ----
 printf -- '--async-save\n' > "$WORK/async.args"
