@@ -73,7 +73,13 @@ static const kernel_ops *select_backend(args *a, int rank, node_place place) {
 
 int main(int argc, char **argv) {
     process_start_time(); /* read (or, without /proc, taken) before anything else */
-    CHECK_MPI(MPI_Init(&argc, &argv));
+    if (args_want_async_save(argc, argv)) {
+        /* --async-save's writer thread calls MPI while training does (checked after parsing) */
+        int provided;
+        CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+    } else {
+        CHECK_MPI(MPI_Init(&argc, &argv));
+    }
     kernels_set_error_handler(error_report_fatal);
     int rank = 0, world_size = 1;
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));

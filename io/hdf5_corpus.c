@@ -1,6 +1,7 @@
 /* hdf5_corpus.c: create/write (collective, MPI-IO) and open/read (serial) our HDF5 corpus.
  * Layout and attributes are documented in io/CORPUS_FORMAT.md. */
 #include "io/hdf5_corpus.h"
+#include "io/hdf5_lock.h"
 #include "io/hdf5_attributes.h"
 
 #include <stdio.h>
@@ -482,6 +483,7 @@ void hdf5_corpus_read_tokens(hdf5_corpus *c, int64_t first, int64_t n, int32_t *
     if (n <= 0) return;
     CHECK(first >= 0 && first + n <= c->num_tokens, "%s: token range [%lld, %lld) out of [0, %lld)",
           c->path, (long long)first, (long long)(first + n), (long long)c->num_tokens);
+    hdf5_lock(); /* an asynchronous checkpoint writer may be inside HDF5 (io/hdf5_lock.h) */
     hid_t filespace = H5Dget_space(c->tokens);
     CHECK_HDF5(filespace);
     hsize_t start = (hsize_t)first, count = (hsize_t)n;
@@ -491,12 +493,15 @@ void hdf5_corpus_read_tokens(hdf5_corpus *c, int64_t first, int64_t n, int32_t *
     CHECK_HDF5(H5Dread(c->tokens, H5T_NATIVE_INT32, memspace, filespace, H5P_DEFAULT, out));
     CHECK_HDF5(H5Sclose(memspace));
     CHECK_HDF5(H5Sclose(filespace));
+    hdf5_unlock();
 }
 
 void hdf5_corpus_close(hdf5_corpus *c) {
     if (!c) return;
+    hdf5_lock();
     if (c->tokens >= 0) H5Dclose(c->tokens);
     if (c->file >= 0) H5Fclose(c->file);
+    hdf5_unlock();
     free(c->document_offsets);
     free(c->sentence_offsets);
     free(c->meta.sources);

@@ -7,7 +7,7 @@ io_libio_a_SOURCES = \
 	io/corpus_check.c io/corpus_check.h \
 	io/mmap_indexed.c io/mmap_indexed.h \
 	io/jsonl_reader.c io/jsonl_reader.h \
-	io/hdf5_check.h io/hdf5_attributes.c io/hdf5_attributes.h \
+	io/hdf5_check.h io/hdf5_attributes.c io/hdf5_attributes.h io/hdf5_lock.c io/hdf5_lock.h \
 	io/io_error.c io/io_error.h io/io_fault.c io/io_fault.h \
 	io/checkpoint_format.c io/checkpoint_format.h \
 	io/checkpoint_file.c io/checkpoint_file.h \

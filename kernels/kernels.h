@@ -504,6 +504,14 @@ typedef struct kernel_ops {
     /* sum over the ranges of the sums of squares of x[offset .. offset + length), in double,
      * in a fixed order (deterministic) */
     double (*sum_squares_ranges)(const float *x, const tensor_range *ranges, int count);
+
+    /* ---- --deterministic-mode's fixed summation tree (app/optim/fixed_tree_reduce.h) ----
+     * NULL where not written yet (CUDA): the training then sums gradients in the usual order */
+    /* out = a + b in fp32 (gradients; out may alias a or b) */
+    void (*add_float)(float *out, const float *a, const float *b, size_t n);
+    /* start + the squares of x[0..n) added one after the other in double, in index order, so
+     * that pieces summed in turn give the bits of their concatenation */
+    double (*sum_squares_from)(double start, const float *x, size_t n);
 } kernel_ops;
 
 /* ---- memory statistics ----

@@ -92,6 +92,10 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 TESTS += tests/mpi/llama_parallel_test.sh
 TESTS += tests/mpi/cp_parallel_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
+# resilience (issue 45): asynchronous saves
+TESTS += tests/mpi/async_save_test.sh
+# --deterministic-mode: the same bits at data-parallel sizes 1, 2, 4, 8
+TESTS += tests/mpi/dp_bitwise_test.sh
 TESTS += tests/mpi/moe_test.sh
 TESTS += tests/mpi/expert_comm_test.sh
 TESTS += tests/mpi/mixtral_script_test.sh

@@ -4,10 +4,12 @@
 #include "app/checkpoint/checkpoint_verify.h"
 #include "app/core/error.h"
 #include "app/core/hash.h"
+#include "io/hdf5_lock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* one transfer: a box and where its elements live in backend memory */
@@ -108,6 +110,20 @@ static void fault_pause(MPI_Comm comm) {
     sleep((unsigned)atoi(pause));
 }
 
+/* MTC_FAULT_WRITE_DELAY_MS=N: a save sleeps N ms before each tensor, so that an asynchronous
+ * writer is still writing when a test kills a rank */
+static void fault_write_delay(void) {
+    const char *delay = getenv("MTC_FAULT_WRITE_DELAY_MS");
+    long ms = delay ? atol(delay) : 0;
+    if (ms > 0) nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
+}
+
+/* backend memory to host memory; a NULL ops: the data already is in host memory (a snapshot) */
+static void to_host(const kernel_ops *ops, void *host, const void *data, size_t bytes) {
+    if (ops) ops->copy_to_host(host, data, bytes);
+    else memcpy(host, data, bytes);
+}
+
 int64_t checkpoint_transfer(checkpoint_file *f, const sharded_state *s, const kernel_ops *ops, MPI_Comm comm,
                             int saving, int verify) {
     size_t staging_elements;
@@ -120,7 +136,12 @@ int64_t checkpoint_transfer(checkpoint_file *f, const sharded_state *s, const ke
     for (int t = 0; t < s->num_tensors; t++) {
         const checkpoint_tensor *tensor = &s->tensors[t];
         if (saving && t == s->num_tensors / 2) fault_pause(comm);
-        if (saving) checkpoint_create_tensor(f, tensor->name, tensor->rows, tensor->cols);
+        if (saving) {
+            fault_write_delay();
+            hdf5_lock();
+            checkpoint_create_tensor(f, tensor->name, tensor->rows, tensor->cols);
+            hdf5_unlock();
+        }
         const tensor_pieces *tp = &plan[t];
         tensor_verifier verifier = {.count = -1};
         if (checksummed) tensor_verifier_begin(&verifier, f, tensor->name, 1);
@@ -135,18 +156,26 @@ int64_t checkpoint_transfer(checkpoint_file *f, const sharded_state *s, const ke
             size_t bytes = sizeof(float) * tensor_part_elements(&part);
             if (saving) {
                 if (bytes) {
-                    ops->copy_to_host(staging, pc->data, bytes);
+                    to_host(ops, staging, pc->data, bytes);
                     records[j] = (box_checksum){(uint64_t)pc->box.row, (uint64_t)pc->box.col, (uint64_t)pc->box.rows,
                                                 (uint64_t)pc->box.cols, checksum_floats(staging, bytes / sizeof(float))};
                 }
+                hdf5_lock();
                 checkpoint_write_tensor(f, tensor->name, &part, staging);
+                hdf5_unlock();
             } else {
+                hdf5_lock();
                 checkpoint_read_tensor(f, tensor->name, &part, staging);
+                hdf5_unlock();
                 if (bytes) tensor_verifier_piece(&verifier, f, &pc->box, staging);
                 if (bytes) ops->copy_from_host(pc->data, staging, bytes);
             }
         }
-        if (saving) checkpoint_write_checksums(f, tensor->name, records, tp->count, tp->checksum_offset, tp->checksum_total);
+        if (saving) {
+            hdf5_lock();
+            checkpoint_write_checksums(f, tensor->name, records, tp->count, tp->checksum_offset, tp->checksum_total);
+            hdf5_unlock();
+        }
         if (checksummed) {
             tensor_verifier_finish(&verifier, f, comm);
             boxes_checked += verifier.boxes_checked;

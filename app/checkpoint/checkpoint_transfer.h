@@ -26,7 +26,11 @@
  * was asked but the file has no checksums (an older checkpoint). Environment (tests):
  *   MTC_CKPT_PIECE_ELEMENTS=N    pieces of at most N elements instead of CHECKPOINT_PIECE_ELEMENTS;
  *   MTC_FAULT_PAUSE_IN_SAVE=S    every rank pauses S seconds halfway through writing the tensors,
- *                                so that a rank can be killed mid-save. */
+ *                                so that a rank can be killed mid-save;
+ *   MTC_FAULT_WRITE_DELAY_MS=N   a save sleeps N ms before each tensor (a slow writer).
+ * ops NULL: the shards' data is host memory (an asynchronous save's snapshot), copied with memcpy.
+ * Saving takes the HDF5 lock (io/hdf5_lock.h) around each HDF5 call, so that it may run in a
+ * background thread while the training thread reads HDF5 corpora. */
 int64_t checkpoint_transfer(checkpoint_file *f, const sharded_state *state, const kernel_ops *ops, MPI_Comm comm,
                             int saving, int verify);
 

@@ -3,6 +3,7 @@
 #include "app/checkpoint/checkpoint_transfer.h"
 #include "app/core/error.h"
 #include "io/checkpoint_checksum.h"
+#include "io/hdf5_lock.h"
 #include "io/io_error.h"
 #include "io/io_fault.h"
 
@@ -43,14 +44,18 @@ static uint64_t estimated_file_bytes(const sharded_state *state) {
 }
 
 void dist_checkpoint_write(dist_checkpoint *c, const sharded_state *state, const kernel_ops *ops) {
+    hdf5_lock();
     checkpoint_file_reserve(&c->file, estimated_file_bytes(state));
+    hdf5_unlock();
     checkpoint_transfer(&c->file, state, ops, c->comm, 1, 0);
 }
 
 uint64_t dist_checkpoint_commit(dist_checkpoint *c) {
+    hdf5_lock();
     checkpoint_header_set_complete(c->file.file);
     uint64_t bytes = c->file.bytes;
     checkpoint_file_close(&c->file);
+    hdf5_unlock();
     CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_SUM, c->comm));
     char err[error_max];
     if (rank_of(c->comm) == 0 && checkpoint_commit(&c->names, err, sizeof err) != 0) {

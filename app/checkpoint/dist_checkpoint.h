@@ -34,7 +34,8 @@ typedef struct dist_checkpoint {
  * (checkpoint_make_directory), with the root attributes (complete = 0). */
 void dist_checkpoint_create(dist_checkpoint *c, const char *dir, int64_t iteration,
                             int64_t consumed_train_samples, MPI_Comm comm, int collective_io);
-/* creates every tensor of state and writes the shards marked for writing */
+/* creates every tensor of state and writes the shards marked for writing (ops NULL: their data is
+ * host memory, app/checkpoint/async_checkpoint.h) */
 void dist_checkpoint_write(dist_checkpoint *c, const sharded_state *state, const kernel_ops *ops);
 /* Sets complete = 1, closes the file, and commits it (one rank): the file becomes names.file and
  * the tracker names it. Returns the tensor bytes all ranks wrote. */

@@ -29,7 +29,7 @@ static void start_bucket(data_parallel *dp, int b) {
 
 static void on_grads_ready(void *context, int first, int count) {
     data_parallel *dp = context;
-    if (!dp->overlap_grad_reduce || !dp->last_micro_batch) return;
+    if (!dp->overlap_grad_reduce || !dp->last_micro_batch || dp->tree) return;
     for (int i = first; i < first + count; i++) {
         int b = dp->model->params[i].bucket;
         if (dp->ready_params[b] < 0) continue;
@@ -127,7 +127,28 @@ static void sum_sequence_parallel_grads(data_parallel *dp) {
 }
 
 /* Megatron's finalize_model_grads timers (level 1: every rank starts each, with or without work) */
+void data_parallel_use_fixed_tree(data_parallel *dp, fixed_tree *tree) { dp->tree = tree; }
+
+/* the fixed tree's order: each bucket over its group by pairwise exchanges (a bucket of tied
+ * embeddings whole, then summed across the two stages, as both stages' buckets differ) */
+static void finish_grad_sync_fixed_tree(data_parallel *dp) {
+    timers_start("all-grads-sync", 1);
+    for (int b = 0; b < dp->model->num_buckets; b++)
+        fixed_tree_reduce_bucket(dp->tree, b, bucket_group(dp, b), dp->distributed && !dp->deferred[b]);
+    timers_stop("all-grads-sync");
+    timers_start("embedding-grads-all-reduce", 1);
+    sum_tied_embeddings(dp);
+    timers_stop("embedding-grads-all-reduce");
+    timers_start("layernorm-grads-all-reduce", 1);
+    sum_sequence_parallel_grads(dp);
+    timers_stop("layernorm-grads-all-reduce");
+}
+
 void data_parallel_finish_grad_sync(data_parallel *dp) {
+    if (dp->tree) {
+        finish_grad_sync_fixed_tree(dp);
+        return;
+    }
     timers_start("embedding-grads-all-reduce", 1);
     sum_tied_embeddings(dp);
     timers_stop("embedding-grads-all-reduce");

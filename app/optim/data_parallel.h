@@ -12,6 +12,7 @@
 #define DATA_PARALLEL_H
 
 #include "app/model/gpt_model.h"
+#include "app/optim/fixed_tree_reduce.h"
 #include "app/parallel/topology.h"
 
 typedef struct data_parallel {
@@ -25,6 +26,7 @@ typedef struct data_parallel {
     comm_request *grad_requests; /* per bucket */
     comm_request *gather_requests;
     int buckets_started;         /* this iteration, during the backward (overlap) */
+    fixed_tree *tree;            /* --deterministic-mode's fixed summation order (NULL: the library's) */
 } data_parallel;
 
 /* Megatron's DDP options */
@@ -41,8 +43,12 @@ void data_parallel_shard(const data_parallel *dp, int bucket, size_t *start, siz
 
 /* before the first micro-batch of an iteration */
 void data_parallel_start_iteration(data_parallel *dp);
-/* after the last backward: every bucket reduced, tied and sequence-parallel sums done */
+/* after the last backward: every bucket reduced, tied and sequence-parallel sums done. With a
+ * fixed tree (data_parallel_use_fixed_tree) the buckets are combined by its pairwise exchanges
+ * after the backward (none overlapped), the tied embeddings summed across stages after that. */
 void data_parallel_finish_grad_sync(data_parallel *dp);
+/* sum over the fixed tree from now on (tree outlives dp) */
+void data_parallel_use_fixed_tree(data_parallel *dp, fixed_tree *tree);
 /* after the optimizer step: share updated shards (distributed optimizer only) */
 void data_parallel_start_param_gather(data_parallel *dp);
 /* wait for every outstanding parameter gather */

@@ -7,4 +7,5 @@ app_optim_liboptim_a_SOURCES = \
 	app/optim/optimizer_sharded_state.c app/optim/optimizer_sharded_state.h \
 	app/optim/lr_schedule.c app/optim/lr_schedule.h \
 	app/optim/grad_scaler.c app/optim/grad_scaler.h \
-	app/optim/data_parallel.c app/optim/data_parallel.h
+	app/optim/data_parallel.c app/optim/data_parallel.h \
+	app/optim/fixed_tree_reduce.c app/optim/fixed_tree_reduce.h

@@ -86,6 +86,7 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
     opt->num_expert_norm_ranges = 0;
     opt->expert_norm_group = NULL;
     opt->overflow_group = NULL;
+    opt->tree = NULL;
     grad_scaler_init_none(&opt->scaler);
     int capacity = 0;
     for (int b = 0; b < model->num_buckets; b++) {
@@ -177,8 +178,22 @@ void optimizer_set_expert_groups(optimizer *opt, const comm_group *expert_norm_g
 }
 
 /* Megatron's optimizer-clip-main-grad timer: the norm (clipping itself is fused into the step) */
+void optimizer_use_fixed_tree(optimizer *opt, const fixed_tree *tree, int distributed,
+                              const comm_group *data_parallel, const comm_group *model_parallel) {
+    opt->tree = tree;
+    opt->tree_distributed = distributed;
+    opt->tree_data_parallel = data_parallel;
+    opt->tree_model_parallel = model_parallel;
+}
+
 double optimizer_grad_norm(const optimizer *opt, const gpt_model *model) {
     timers_start("optimizer-clip-main-grad", 1);
+    if (opt->tree) {
+        double sum = fixed_tree_sum_squares(opt->tree, opt->norm_ranges, opt->num_norm_ranges, opt->tree_distributed,
+                                            opt->tree_data_parallel, opt->tree_model_parallel);
+        timers_stop("optimizer-clip-main-grad");
+        return sqrt(sum);
+    }
     double sum = model->ops->sum_squares_ranges(model->grad_buffer, opt->norm_ranges, opt->num_norm_ranges);
     opt->comm->allreduce_double_host(&sum, 1, COMM_SUM, opt->norm_group);
     if (opt->expert_norm_group) {

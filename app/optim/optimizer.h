@@ -54,6 +54,10 @@ typedef struct optimizer {
                                    * also the group that agrees on found_inf (Megatron's
                                    * grad_stats_parallel_group) */
     grad_scaler scaler;          /* none unless the caller sets one after optimizer_create */
+    /* --deterministic-mode's fixed tree (optimizer_use_fixed_tree): the norm by its blocks */
+    const fixed_tree *tree;
+    int tree_distributed;
+    const comm_group *tree_data_parallel, *tree_model_parallel;
 } optimizer;
 
 /* dp: the data-parallel layer whose shards to update, or NULL for every parameter */
@@ -66,6 +70,11 @@ void optimizer_create(optimizer *opt, const gpt_model *model, const data_paralle
  * overflow is agreed over overflow_group (the world) */
 void optimizer_set_expert_groups(optimizer *opt, const comm_group *expert_norm_group, const comm_group *overflow_group);
 void optimizer_free(optimizer *opt, const gpt_model *model);
+/* the gradient norm by fixed_tree_sum_squares: blocks of the gradient buffer summed in one order
+ * at any data-parallel size; distributed: the ranges are this rank's shard, completed over
+ * data_parallel; then summed over model_parallel */
+void optimizer_use_fixed_tree(optimizer *opt, const fixed_tree *tree, int distributed,
+                              const comm_group *data_parallel, const comm_group *model_parallel);
 /* another weight decay for the decayed ranges (--use-checkpoint-opt_param-scheduler takes the
  * checkpoint's) */
 void optimizer_set_weight_decay(optimizer *opt, float weight_decay);

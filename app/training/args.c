@@ -12,6 +12,7 @@
 #include "app/model/moe_layer.h"
 
 #include <stddef.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,7 @@ static const option_spec specs[] = {
     {"distributed-timeout-minutes", "robustness", OPTION_FLOAT, AT(distributed_timeout_minutes), "10", .range = "[0, inf)", .help = "a collective or point-to-point wait longer than this ends the job with a message naming the operation and the ranks that did not arrive; fractions allowed; 0: wait forever"},
     {"heartbeat-interval", "robustness", OPTION_FLOAT, AT(heartbeat_interval), "300", .range = "[0, inf)", .help = "seconds between heartbeat lines: from rank 0 in the training loop and from any rank waiting that long in a collective; 0: none"},
 
+    {"async-save", "checkpointing", OPTION_FLAG, AT(async_save), .help = "the save waits only for a copy of this rank's checkpoint state into host memory; a background thread writes the parallel-HDF5 file (--ckpt-format torch_dist, the only format here) while training goes on and commits it once every rank has written; at most one save in flight, the job's end and exits wait for it; needs MPI_THREAD_MULTIPLE and host memory for one copy of the state"},
     {"ckpt-format", "checkpointing", OPTION_CHOICE, AT(ckpt_format), "torch_dist", .choices = "torch|torch_dist|torch_dcp|fsdp_dtensor", .help = "torch_dist: a distributed checkpoint that loads into any parallel layout, which is what the parallel-HDF5 format here is (io/CHECKPOINT_FORMAT.md); torch, torch_dcp and fsdp_dtensor are refused"},
 
     {"log-interval", "logging", OPTION_INT64, AT(log_interval), "100", .range = "[1, inf)", .help = "print the iteration line every N iterations"},
@@ -151,7 +153,7 @@ static const option_spec specs[] = {
     {"overlap-param-gather", "distributed and run time", OPTION_FLAG, AT(overlap_param_gather), .help = "gather updated parameters while the next forward runs (distributed optimizer)"},
     {"ddp-bucket-size", "distributed and run time", OPTION_INT64, AT(ddp_bucket_size), .range = "[1, inf)", .help = "gradient bucket size in elements (default max(40M, 1M x data-parallel size))"},
     {"parallel-order", "distributed and run time", OPTION_STRING, AT(parallel_order), "tp-cp-ep-dp-pp", .metavar = "ORDER", .help = "order of the parallel dimensions over ranks, fastest first"},
-    {"deterministic-mode", "distributed and run time", OPTION_FLAG, AT(deterministic_mode), .help = "bitwise reproducible: fixed-order reductions, no atomics, no GEMM algorithm tuning"},
+    {"deterministic-mode", "distributed and run time", OPTION_FLAG, AT(deterministic_mode), .help = "bitwise reproducible: fixed-order reductions, no atomics, no GEMM algorithm tuning; on the CPU backend also the same bits at every power-of-two data-parallel size (gradients and loss summed over the global batch by one fixed tree; costs log2(micro-batches per rank) + 1 gradient buffers)"},
     {"no-gemm-tuning", "distributed and run time", OPTION_FLAG, AT(no_gemm_tuning), .help = "cuda: run the cuBLASLt heuristic's first algorithm for every GEMM instead of timing its first eight on first use and keeping the fastest (the default unless --deterministic-mode: the timing can choose differently between runs)"},
     {"device", "distributed and run time", OPTION_CHOICE, AT(device), "auto", .choices = "auto|cpu|cuda", .help = "kernel backend (auto: cuda when a GPU is present, else cpu); on cuda each rank takes the GPU of its node-local rank, and a node that starts more ranks than it sees GPUs is refused with one message naming both counts"},
     {"timing-log-level", "logging", OPTION_INT, AT(timing_log_level), "0", .range = "[0, 2]", .help = "per-phase timers, as Megatron's: 0 the iteration time only (the log line); 1 also the phases of a step (forward-backward, all-grads-sync, embedding- and layernorm-grads-all-reduce, optimizer-clip-main-grad, optimizer-inner-step, params-all-gather, optimizer); 2 also the pipeline's (forward-compute, backward-compute, batch-generator, forward/backward send and recv). Printed after each logged iteration line, averaged over the interval, and in --metrics-file as timers_ms; a timer synchronizes the device at its start and stop"},
@@ -924,3 +926,32 @@ void args_print(const args *a) {
 void args_print_help(void) { options_print_help(&table); }
 
 const option_table *args_option_table(void) { return &table; }
+
+/* "--async-save" as a whole word of an args file (a line "--async-save", maybe among others) */
+static int args_file_has_async_save(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char word[256];
+    int found = 0;
+    while (!found && fscanf(f, "%255s", word) == 1) {
+        if (word[0] == '#') {   /* a comment: the rest of the line */
+            int c;
+            while ((c = fgetc(f)) != EOF && c != '\n') {}
+            continue;
+        }
+        found = !strcmp(word, "--async-save");
+    }
+    fclose(f);
+    return found;
+}
+
+int args_want_async_save(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--async-save")) return 1;
+        if (!strcmp(argv[i], "--args-file") && i + 1 < argc && args_file_has_async_save(argv[i + 1])) return 1;
+        if (!strncmp(argv[i], "--args-file=", 12) && args_file_has_async_save(argv[i] + 12)) return 1;
+    }
+    return 0;
+}

@@ -115,6 +115,7 @@ typedef struct args {
     int64_t exit_interval;        /* save and exit when the iteration is a multiple of N */
     int finetune;                 /* load weights only; iteration, optimizer and RNG start fresh */
     int no_load_optim, no_load_rng, no_save_optim;
+    int async_save;               /* --async-save: checkpoints written by a background thread */
     int exit_signal_handler;      /* SIGTERM/SIGUSR1/SIGUSR2: save a checkpoint, then exit */
     int ckpt_collective_io;       /* MPI-IO collective buffering for tensor data */
     char ckpt_format[16];         /* torch_dist (the only one accepted: parallel HDF5 here) */
@@ -229,6 +230,10 @@ void args_parse(args *a, int argc, char **argv, int world_size);
 /* Parse without MPI side effects: returns 0 on success, -1 with a message in err, or
  * OPTIONS_HELP when --help was asked for (nothing printed). Used by args_parse and tests. */
 int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err, size_t errlen);
+
+/* Before MPI_Init: 1 when --async-save is on the command line or in a regular --args-file (a pipe
+ * is not read twice), so that main asks MPI for MPI_THREAD_MULTIPLE. */
+int args_want_async_save(int argc, char **argv);
 
 /* Set the vocabulary size once known (from the tokenizer) and pad it as Megatron does:
  * to a multiple of --make-vocab-size-divisible-by x tensor-parallel size. */

@@ -1,5 +1,6 @@
 /* checkpointing.c: see checkpointing.h. */
 #include "app/training/checkpointing.h"
+#include "app/checkpoint/async_checkpoint.h"
 #include "app/checkpoint/dist_checkpoint.h"
 #include "app/core/error.h"
 #include "app/model/gpt_sharded_state.h"
@@ -136,10 +137,66 @@ void checkpoint_check_save_dir(const trainer *t, const char *dir) {
     if (failed) user_error("--save %s: %s", dir, err);
 }
 
+/* ---- asynchronous saves (--async-save) ---- */
+
+/* the writer's state with what the log line needs of the save in flight */
+typedef struct async_save_state {
+    async_checkpoint writer;
+    int64_t iteration;
+    double blocked_seconds;
+    char file[CHECKPOINT_PATH_MAX + 32];   /* checkpoint_names' file */
+} async_save_state;
+
+void checkpoint_async_setup(trainer *t) {
+    if (!t->args->async_save) return;
+    t->async_save = calloc(1, sizeof(async_save_state));
+    CHECK(t->async_save, "out of host memory");
+    async_checkpoint_init(&t->async_save->writer, t->topo.world.mpi);
+}
+
+/* rank 0's line once a save's writer has committed it */
+static void report_async_save(const trainer *t) {
+    const async_save_state *s = t->async_save;
+    if (t->topo.world_rank != 0) return;
+    double seconds = s->writer.write_seconds;
+    printf("> saved checkpoint at iteration %lld to %s asynchronously: %.1f MB of tensors written in %.2f s in the "
+           "background (%.2f GB/s); training was blocked %.3f s\n", (long long)s->iteration, s->file,
+           (double)s->writer.bytes / 1e6, seconds, seconds > 0 ? (double)s->writer.bytes / seconds / 1e9 : 0.0,
+           s->blocked_seconds);
+    fflush(stdout);
+}
+
+void checkpoint_async_poll(trainer *t) {
+    if (t->async_save && async_checkpoint_poll(&t->async_save->writer)) report_async_save(t);
+}
+
+void checkpoint_async_finish(trainer *t) {
+    if (t->async_save && async_checkpoint_wait(&t->async_save->writer)) report_async_save(t);
+}
+
+void checkpoint_async_free(trainer *t) {
+    if (!t->async_save) return;
+    checkpoint_async_finish(t);
+    async_checkpoint_free(&t->async_save->writer);
+    free(t->async_save);
+    t->async_save = NULL;
+}
+
 void checkpoint_save(trainer *t, const char *dir) {
     const args *a = t->args;
     int rank = t->topo.world_rank;
     double start = MPI_Wtime();
+    async_save_state *async = t->async_save;
+    if (async) {
+        /* at most one save in flight: this one waits for the one before (Megatron warns alike) */
+        checkpoint_async_poll(t);
+        if (async->writer.in_flight && rank == 0) {
+            printf("WARNING: Starting a checkpoint save before previous has finished. Consider increasing the "
+                   "checkpoint interval.\n");
+            fflush(stdout);
+        }
+        checkpoint_async_finish(t);
+    }
     data_parallel_finish_param_gather(&t->dp);
     t->model.ops->synchronize();
     char err[CHECKPOINT_PATH_MAX + 256];
@@ -147,10 +204,27 @@ void checkpoint_save(trainer *t, const char *dir) {
     t->comm->barrier(&t->topo.world);   /* under --distributed-timeout-minutes: a stopped rank ends the job */
 
     dist_checkpoint c;
-    dist_checkpoint_create(&c, dir, t->iteration, t->consumed_samples, t->topo.world.mpi, a->ckpt_collective_io);
+    /* an asynchronous save's file lives on the writer's communicator from its creation on; the
+     * attributes are written here, while no writer runs */
+    MPI_Comm comm = async ? async->writer.comm : t->topo.world.mpi;
+    dist_checkpoint_create(&c, dir, t->iteration, t->consumed_samples, comm, a->ckpt_collective_io);
     put_scalar_state(&c.file, t);
     sharded_state state = {0};
     training_sharded_state(t, !a->no_save_optim, &state);
+    if (async) {
+        async_checkpoint_start(&async->writer, &c, &state, t->model.ops);
+        t->last_saved_iteration = t->iteration;
+        async->iteration = t->iteration;
+        async->blocked_seconds = MPI_Wtime() - start;
+        snprintf(async->file, sizeof async->file, "%s", c.names.file);
+        if (rank == 0) {
+            printf("> saving checkpoint at iteration %lld to %s asynchronously: training blocked %.3f s "
+                   "(rank 0 copied %.1f MB of its state to host memory)\n", (long long)t->iteration, c.names.file,
+                   async->blocked_seconds, (double)async->writer.snapshot_bytes / 1e6);
+            fflush(stdout);
+        }
+        return;
+    }
     dist_checkpoint_write(&c, &state, t->model.ops);
     sharded_state_free(&state);
     uint64_t bytes = dist_checkpoint_commit(&c);

@@ -17,8 +17,20 @@
 void checkpoint_check_save_dir(const trainer *t, const char *dir);
 
 /* Save iteration t->iteration under dir (collective). The file becomes visible, and the
- * tracker names it, only once it is complete and on disk. */
+ * tracker names it, only once it is complete and on disk. With --async-save the call returns once
+ * this rank's state is copied into host memory, after waiting for the save before it if that one
+ * is still being written; a background thread writes and commits the file
+ * (app/checkpoint/async_checkpoint.h). */
 void checkpoint_save(trainer *t, const char *dir);
+
+/* --async-save (each does nothing without it): set up the writer (collective: a communicator of
+ * its own, MPI_THREAD_MULTIPLE checked); after an iteration, note a save that has finished (not
+ * blocking); wait for the save in flight (before the job ends or exits); wait and free. Rank 0
+ * logs each finished save with its write time and the time training was blocked. */
+void checkpoint_async_setup(trainer *t);
+void checkpoint_async_poll(trainer *t);
+void checkpoint_async_finish(trainer *t);
+void checkpoint_async_free(trainer *t);
 
 /* Load the checkpoint the tracker in dir names into the trainer (collective), honouring
  * --finetune, --no-load-optim and --no-load-rng. Returns 1 when loaded, 0 when dir holds no

@@ -2,6 +2,7 @@
 #include "app/training/memory_estimate.h"
 #include "app/core/error.h"
 #include "app/training/pipeline_schedule.h"
+#include "app/optim/fixed_tree_reduce.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -85,6 +86,18 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
         if (fs > 0) m.activations += slots * kept * moe_share * shared + 5 * s * b * (fc1s / tp + h) * ops->act_bytes;
     }
     m.workspace = workspace_bytes + (selective ? attention : 0);
+    /* --deterministic-mode's fixed tree (app/optim/fixed_tree_reduce.h): ceil(log2 m) + 1 more fp32
+     * gradient buffers for m micro-batches per rank, and half a bucket to receive into */
+    if (a->deterministic_mode && !fixed_tree_unsupported(ops, topo->dp_size, a->num_experts)) {
+        double micro_batches = a->num_micro_batches > 1 ? a->num_micro_batches : 1;
+        m.workspace += (ceil(log2(micro_batches)) + (micro_batches > 1 ? 1 : 0)) * params * 4 + params * 2;
+    }
+    /* --async-save's snapshot of the state this rank writes, in host memory: at most its weights
+     * and its share of Adam's moments in fp32 (on CUDA it is host memory, not the device's) */
+    if (a->async_save && a->save[0] && ops->host_memory) {
+        double moments = a->use_distributed_optimizer ? 8 / dp : 8;
+        m.workspace += params * (4 + moments);
+    }
     m.total = m.parameters + m.optimizer + m.activations + m.workspace;
     return m;
 }

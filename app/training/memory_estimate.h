@@ -7,7 +7,8 @@
  * doubled in fp32) plus what the backend's attention keeps for its backward (its workspace, in
  * place of Korthikanti's 5·a·s²·b: the T x T probabilities on the CPU, flash attention's softmax
  * statistics on CUDA), times the micro-batches a pipeline stage holds, plus the logits and a
- * fixed workspace. Available memory is the host's (the cgroup limit or MemAvailable, shared by
+ * fixed workspace (with --deterministic-mode's fixed tree its gradient buffers, with
+ * --async-save on the CPU backend its snapshot of the checkpoint state). Available memory is the host's (the cgroup limit or MemAvailable, shared by
  * the ranks of a node) on the CPU backend and the device's free memory (cudaMemGetInfo) on
  * CUDA. Rank 0 prints the estimate as Megatron's "theoretical memory footprints" line. */
 #ifndef MEMORY_ESTIMATE_H

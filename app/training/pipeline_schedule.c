@@ -86,6 +86,8 @@ typedef struct schedule_state {
     send_buffer *pool;
     int pool_size, pool_capacity;
     double loss_sum;
+    double *losses;         /* [nmb] each micro-batch's loss sum, or NULL */
+    fixed_tree *tree;       /* --deterministic-mode's gradient order (training only), or NULL */
     int timed;              /* --timing-log-level 2 and a training batch */
     int combine_next;       /* this step's send and the next step's receive are one timer */
     const char *comm_timer; /* the send/receive timer running, NULL when none */
@@ -184,7 +186,11 @@ static void forward_step(schedule_state *s, int micro_batch, int chunk, int forw
     micro_batch_rng rng;
     compute_timer(s, "forward-compute", 1);
     load_timed(s, micro_batch, &tokens, &targets, &rng);
-    s->loss_sum += gpt_chunk_forward(s->model, chunk, slot, tokens, targets, rng, s->grad_scale, !forward_only);
+    /* the fixed tree: the last chunk's loss writes the output layer's gradient already */
+    if (s->tree && last_virtual) fixed_tree_clear_chunk(s->tree, chunk, micro_batch);
+    double loss = gpt_chunk_forward(s->model, chunk, slot, tokens, targets, rng, s->grad_scale, !forward_only);
+    s->loss_sum += loss;
+    if (s->losses) s->losses[micro_batch] += loss;
     compute_timer(s, "forward-compute", 0);
     if (!last_virtual) {
         int to = s->stage < s->pp - 1 ? s->stage + 1 : 0;
@@ -214,7 +220,9 @@ static void backward_step(schedule_state *s, int micro_batch, int chunk) {
     compute_timer(s, "backward-compute", 1);
     load_timed(s, micro_batch, &tokens, &targets, &rng);
     if (s->dp) s->dp->last_micro_batch = micro_batch == s->nmb - 1;
+    if (s->tree && !last_virtual) fixed_tree_clear_chunk(s->tree, chunk, micro_batch);
     gpt_chunk_backward(s->model, chunk, s->slot_of[chunk * s->nmb + micro_batch], rng);
+    if (s->tree) fixed_tree_push_chunk(s->tree, chunk, micro_batch);
     compute_timer(s, "backward-compute", 0);
     release_slot(s, chunk, micro_batch);
     if (!first_virtual) {
@@ -236,11 +244,14 @@ static int step_receives(const schedule_state *s, const pipeline_step *step) {
 
 double pipeline_run(gpt_model *model, data_parallel *dp, const comm_ops *comm, const topology *topo,
                     int num_micro_batches, int forward_only, const micro_batch_source *source,
-                    float grad_scale) {
+                    float grad_scale, double *micro_batch_losses) {
     schedule_state s;
     memset(&s, 0, sizeof s);
     s.model = model;
     s.dp = dp;
+    s.losses = micro_batch_losses;
+    if (s.losses) memset(s.losses, 0, sizeof(double) * (size_t)num_micro_batches);
+    s.tree = dp && !forward_only ? dp->tree : NULL;
     s.comm = comm;
     s.topo = topo;
     s.source = source;

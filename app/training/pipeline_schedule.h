@@ -41,9 +41,12 @@ int pipeline_activation_slots(int pp_size, int virtual_stages, int num_micro_bat
 
 /* Run this rank's steps of pipeline_schedule_steps, in that order, receiving each step's input
  * and sending its output. forward_only: evaluation (no backward). Returns the sum of per-token losses
- * computed on this rank (non-zero only on the last stage). dp may be NULL for forward_only. */
+ * computed on this rank (non-zero only on the last stage); micro_batch_losses (NULL: not asked
+ * for) receives each micro-batch's. dp may be NULL for forward_only. With dp->tree
+ * (--deterministic-mode) each micro-batch's gradients are cleared before it and folded into the
+ * fixed tree after its backward (app/optim/fixed_tree_reduce.h). */
 double pipeline_run(gpt_model *model, data_parallel *dp, const comm_ops *comm, const topology *topo,
                     int num_micro_batches, int forward_only, const micro_batch_source *source,
-                    float grad_scale);
+                    float grad_scale, double *micro_batch_losses);
 
 #endif

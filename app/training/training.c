@@ -283,6 +283,15 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     if (!a->mock_data) open_datasets(t, a);
     double data_seconds = MPI_Wtime() - data_start, model_start = MPI_Wtime();
     gpt_config config = config_from_args(a, &t->topo);
+    /* --deterministic-mode: gradients and loss summed in one order at any data-parallel size
+     * (app/optim/fixed_tree_reduce.h); its norm blocks need the buckets padded alike at every size */
+    const char *no_tree = !a->deterministic_mode ? ""
+                          : t->topo.cp_size > 1 ? "context parallelism is not covered"
+                                                : fixed_tree_unsupported(ops, t->topo.dp_size, a->num_experts);
+    if (!no_tree) config.bucket_alignment = FIXED_TREE_NORM_BLOCKS;
+    else if (a->deterministic_mode && t->topo.world_rank == 0)
+        printf("> note: --deterministic-mode reproduces this run bitwise at data-parallel size %d only: %s\n",
+               t->topo.dp_size, no_tree);
     gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
     if (a->num_experts > 0) {
         t->moe_last = calloc(moe_log_length(&t->model.config), sizeof(double));
@@ -299,6 +308,14 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
      * expert-model-parallel ranks (one copy of every expert), an overflow is agreed by all */
     if (t->topo.ep_size > 1 && !a->use_distributed_optimizer)
         optimizer_set_expert_groups(&t->opt, t->topo.expert_model_parallel, &t->topo.world);
+    t->tree = NULL;
+    if (!no_tree) {
+        t->tree = malloc(sizeof *t->tree);
+        CHECK(t->tree, "out of host memory");
+        fixed_tree_create(t->tree, &t->model, t->comm, &t->topo);
+        data_parallel_use_fixed_tree(&t->dp, t->tree);
+        optimizer_use_fixed_tree(&t->opt, t->tree, a->use_distributed_optimizer, &t->topo.dp, &t->topo.model_parallel);
+    }
     /* Megatron's get_megatron_optimizer: a constant scaler for --loss-scale with fp16, bf16 or the
      * distributed optimizer; a dynamic one for --fp16 without it */
     if (a->loss_scale > 0 && (a->fp16 || a->bf16 || a->use_distributed_optimizer))
@@ -366,18 +383,24 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
         fflush(stdout);
     }
     t->last_saved_iteration = -1;
+    t->async_save = NULL;
     if (a->save[0]) checkpoint_check_save_dir(t, a->save);
+    if (a->save[0]) checkpoint_async_setup(t);
     if (a->load[0]) checkpoint_load(t, a->load);
     if (a->exit_signal_handler) exit_signal_install();
     train_timers_setup(a, ops);
 }
 
 void trainer_teardown(trainer *t) {
+    checkpoint_async_free(t);
     comm_timeout_finalize();
     papi_phases_close();
     if (t->topo.world_rank == 0) train_log_close(&t->log);
     optimizer_free(&t->opt, &t->model);
     data_parallel_free(&t->dp);
+    if (t->tree) fixed_tree_free(t->tree);
+    free(t->tree);
+    free(t->micro_batch_losses);
     gpt_model_free(&t->model);
     comm_group *groups[12];
     int num_groups = topology_groups(&t->topo, groups);
@@ -403,7 +426,8 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
                              micro_batch_rng *rng) {
     trainer *t = context;
     const args *a = t->args;
-    int64_t first = micro_batch_first_sample(t, m);
+    /* the fixed tree: slot m of the schedule takes the local micro-batch its leaf order names */
+    int64_t first = micro_batch_first_sample(t, t->tree ? fixed_tree_micro_batch_of_slot(t->tree, m) : m);
     /* context parallelism: this rank's pieces of each sequence (Megatron's
      * get_batch_on_this_cp_rank: pieces cp_rank and 2 CP - 1 - cp_rank of 2 CP), in that order */
     int T = a->seq_length, cp = t->topo.cp_size, piece = T / (2 * cp), local_T = T / cp;
@@ -480,11 +504,19 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     micro_batch_source source = {t, load_micro_batch};
     /* the backward's seed: d(mean loss)/d(loss_i), times the loss scale (fp32, as Megatron's scaled loss) */
     float grad_scale = (float)(1.0 / tokens_in_batch) * (training ? grad_scaler_scale(&t->opt.scaler) : 1.0f);
-    double loss_sum = pipeline_run(&t->model, training ? &t->dp : NULL, t->comm, &t->topo,
-                                   num_micro_batches, !training, &source, grad_scale);
+    if (t->tree) {
+        fixed_tree_begin(t->tree, num_micro_batches);
+        t->micro_batch_losses = realloc(t->micro_batch_losses, sizeof(double) * (size_t)num_micro_batches);
+        CHECK(t->micro_batch_losses, "out of host memory");
+    }
+    double loss_sum = pipeline_run(&t->model, training ? &t->dp : NULL, t->comm, &t->topo, num_micro_batches,
+                                   !training, &source, grad_scale, t->tree ? t->micro_batch_losses : NULL);
     /* the last stage's tensor-parallel ranks all hold the same losses: count one of them */
-    if (t->topo.pp_rank != t->topo.pp_size - 1 || t->topo.tp_rank != 0) loss_sum = 0.0;
-    t->local_loss_sum = loss_sum;
+    int counted = t->topo.pp_rank == t->topo.pp_size - 1 && t->topo.tp_rank == 0;
+    t->local_loss_sum = counted ? loss_sum : 0.0;
+    /* the fixed tree's sum over the data-parallel ranks, counted once (on data-parallel rank 0) */
+    if (t->tree) loss_sum = fixed_tree_loss_sum(t->tree, t->micro_batch_losses, &t->topo.dp);
+    if (!counted || (t->tree && t->topo.dp_rank != 0)) loss_sum = 0.0;
     t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->topo.world);
     return loss_sum / tokens_in_batch;
 }
@@ -581,6 +613,7 @@ static int profile_this_rank(const char *ranks, int rank) {
 static int checkpoint_or_exit(trainer *t) {
     const args *a = t->args;
     int is_logger = t->topo.world_rank == 0;
+    checkpoint_async_poll(t); /* --async-save: log a save that finished in the background */
     if (a->save[0] && a->save_interval > 0 && t->iteration % a->save_interval == 0)
         checkpoint_save(t, a->save);
     if (a->exit_signal_handler) {
@@ -588,6 +621,7 @@ static int checkpoint_or_exit(trainer *t) {
         t->comm->allreduce_double_host(&signal_number, 1, COMM_MAX, &t->topo.world);
         if (signal_number) {
             if (t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+            checkpoint_async_finish(t); /* the exit waits for the save in flight */
             if (is_logger) printf("exiting program after receiving signal %d at iteration %lld\n", (int)signal_number, (long long)t->iteration);
             t->exited_early = 1;
             return 1;
@@ -600,6 +634,7 @@ static int checkpoint_or_exit(trainer *t) {
         t->comm->allreduce_double_host(&done, 1, COMM_MAX, &t->topo.world);
         if (done) {
             if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+            checkpoint_async_finish(t); /* the exit waits for the save in flight */
             if (is_logger)
                 printf("exiting program after %.4f minutes (--exit-duration-in-mins %g) at iteration %lld\n", minutes,
                        a->exit_duration_in_mins, (long long)t->iteration);
@@ -609,6 +644,7 @@ static int checkpoint_or_exit(trainer *t) {
     }
     if (a->exit_interval > 0 && t->iteration % a->exit_interval == 0 && t->iteration < a->train_iters) {
         if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+        checkpoint_async_finish(t); /* the exit waits for the save in flight */
         if (is_logger) printf("exiting program at iteration %lld\n", (long long)t->iteration);
         t->exited_early = 1;
         return 1;
@@ -837,6 +873,7 @@ double trainer_train(trainer *t) {
     print_datetime(t, "after training is done");
     papi_phases_enter(PHASE_CHECKPOINT);
     if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
+    checkpoint_async_finish(t); /* the job's end waits for the save in flight */
     papi_phases_enter(PHASE_OTHER);
     if (t->papi_totals.num_events) {
         phase_counts rest;

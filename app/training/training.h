@@ -32,6 +32,9 @@ typedef struct trainer {
     int64_t skipped_iterations, nan_iterations; /* in the current log interval (Megatron resets them) */
     int64_t lr_skipped_steps;        /* schedule steps not taken: iterations an overflow skipped (or their samples
                                       * with --train-samples); the schedule stands that far behind */
+    fixed_tree *tree;                /* --deterministic-mode's summation order over the global batch, or NULL */
+    double *micro_batch_losses;      /* [micro-batches] their loss sums, for the tree */
+    struct async_save_state *async_save; /* --async-save's writer (app/training/checkpointing.c); NULL without */
     int64_t last_saved_iteration;    /* iteration of the last checkpoint saved or loaded (-1: none) */
     int exited_early;                /* stopped by --exit-interval, --exit-duration-in-mins or the exit signal */
     double job_start;                /* seconds since the epoch when the job started (earliest rank) */

@@ -54,3 +54,13 @@ double cpu_sum_squares(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
     return sum;
 }
+
+double cpu_sum_squares_from(double start, const float *x, size_t n) {
+    double sum = start;
+    for (size_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    return sum;
+}
+
+void cpu_add_float(float *out, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
