@@ -95,7 +95,9 @@ static unsigned int pointer_alignment(const void *p) {
  * (gemm_bucketed), a plan is keyed by each dimension rounded up to its size bucket (an eighth of
  * its power of two: 4096, 4608, 5120, ...; at least 64), created and tuned on the first problem of
  * its bucket, and used for the others of the bucket with the layouts' rows and columns set to the
- * call's (cuBLASLt reads them at the call). Should cuBLASLt refuse the bucket's algorithm for
+ * call's (cuBLASLt reads them at the call). A bucket's plan takes the heuristic's first algorithm
+ * untimed: timing is for one shape, and new buckets keep appearing while the routing moves (timing
+ * them made steps of 0.2-0.9 s for the first hundred at the mixtral-small shape). Should cuBLASLt refuse the bucket's algorithm for
  * another size of the bucket, that call is planned exactly. Dimensions that are multiples of an
  * eighth of their power of two (1024, 2816, 5632) are their own bucket. */
 static bool gemm_bucketed;
@@ -214,6 +216,7 @@ static bool output_needs_scratch(const gemm_problem *p) {
 }
 
 static bool tuning_applies(const gemm_problem *p) {
+    if (gemm_bucketed) return false; /* a bucket's first problem stands for all of its sizes: not timed */
     if (!gemm_tuning_on || 2.0 * p->m * (double)p->n * p->k < GEMM_TUNE_MIN_FLOP) return false;
     if (p->aux != NULL && p->aux == p->d) return false; /* DGELU in place: a call changes its input */
     return !output_needs_scratch(p) || output_bytes(p) <= GEMM_TUNE_MAX_SCRATCH;
