@@ -71,9 +71,16 @@ typedef struct gemm_plan {
     cublasLtMatmulAlgo_t algo;
 } gemm_plan;
 
-#define GEMM_PLAN_CACHE_SIZE 256
+/* an open-addressing hash table of plans: a lookup is one hash and a probe or two per GEMM call.
+ * Dense models plan a few dozen shapes; a mixture of experts adds one plan per size bucket and
+ * GEMM kind, a few hundred while the routing moves. Should the table fill past
+ * GEMM_PLAN_CACHE_FILL, the size buckets' plans are dropped (they are cheap to plan again, being
+ * untimed) and the exact, timed ones kept: evicting those made a step replan and retime the
+ * output layer's GEMM (65 ms at the mixtral-small shape). */
+#define GEMM_PLAN_CACHE_SIZE 4096
+#define GEMM_PLAN_CACHE_FILL 3072
 static gemm_plan plan_cache[GEMM_PLAN_CACHE_SIZE];
-static int plan_next_victim;
+static int plan_count;
 
 /* cuBLASLt's SM count target for the GEMMs planned from now on (0: the device's count), for a
  * concurrent stream that keeps the other SMs busy (perf/optimizer_overlap_bench's split variants) */
@@ -365,20 +372,47 @@ static void plan_destroy(gemm_plan *plan) {
     plan->used = false;
 }
 
+static unsigned int plan_slot(const gemm_plan_key *key) {
+    const unsigned char *bytes = (const unsigned char *)key;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < sizeof *key; i++) h = (h ^ bytes[i]) * 1099511628211ull;
+    return (unsigned int)(h & (GEMM_PLAN_CACHE_SIZE - 1));
+}
+
+/* the table entry holding key, or the empty entry where it would go */
+static gemm_plan *plan_entry(const gemm_plan_key *key) {
+    unsigned int slot = plan_slot(key);
+    while (plan_cache[slot].used && memcmp(&plan_cache[slot].key, key, sizeof *key) != 0)
+        slot = (slot + 1) & (GEMM_PLAN_CACHE_SIZE - 1);
+    return &plan_cache[slot];
+}
+
+/* drops the size buckets' plans and puts the others back in their probe order */
+static void drop_bucketed_plans(void) {
+    gemm_plan *kept = (gemm_plan *)malloc(sizeof(gemm_plan) * GEMM_PLAN_CACHE_SIZE);
+    if (kept == NULL) kernels_fatal(__FILE__, __LINE__, "out of host memory for the GEMM plans");
+    int count = 0;
+    for (int i = 0; i < GEMM_PLAN_CACHE_SIZE; i++) {
+        if (!plan_cache[i].used) continue;
+        if (plan_cache[i].key.bucketed) plan_destroy(&plan_cache[i]);
+        else kept[count++] = plan_cache[i];
+    }
+    memset(plan_cache, 0, sizeof plan_cache);
+    for (int i = 0; i < count; i++) *plan_entry(&kept[i].key) = kept[i];
+    plan_count = count;
+    free(kept);
+}
+
 static gemm_plan *plan_for(const gemm_problem *p) {
     gemm_plan_key key = plan_key_of(p);
-    for (int i = 0; i < GEMM_PLAN_CACHE_SIZE; i++)
-        if (plan_cache[i].used && memcmp(&plan_cache[i].key, &key, sizeof key) == 0)
-            return &plan_cache[i];
-    gemm_plan *plan = NULL;
-    for (int i = 0; i < GEMM_PLAN_CACHE_SIZE && plan == NULL; i++)
-        if (!plan_cache[i].used) plan = &plan_cache[i];
-    if (plan == NULL) { /* full: replace entries round-robin */
-        plan = &plan_cache[plan_next_victim];
-        plan_next_victim = (plan_next_victim + 1) % GEMM_PLAN_CACHE_SIZE;
-        plan_destroy(plan);
+    gemm_plan *plan = plan_entry(&key);
+    if (plan->used) return plan;
+    if (plan_count >= GEMM_PLAN_CACHE_FILL) {
+        drop_bucketed_plans();
+        plan = plan_entry(&key);
     }
     plan_create(plan, p, &key);
+    plan_count++;
     return plan;
 }
 

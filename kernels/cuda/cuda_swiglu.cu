@@ -1,8 +1,58 @@
 /* cuda_swiglu.cu: SwiGLU on bf16 or fp16 x[N,2F] rows [gate | up] (templates on the element
  * type, cuda_kernels_t.cuh), as the CPU reference
  * (kernels/cpu/cpu_swiglu.c): out = silu(a) * u; backward da = dout * u * s (1 + a (1 - s)),
- * du = dout * a s with s = sigmoid(a), computed in fp32 from the bf16 inputs. */
+ * du = dout * a s with s = sigmoid(a), computed in fp32 from the bf16 inputs. Rows whose F is a
+ * multiple of 8 (16-byte aligned) go through 128-bit loads and stores, a block row of threads per
+ * 8 x blockDim columns and the rows over the grid's y (no integer division per element: the
+ * flat loop's 64-bit divide made a 32768 x 2816 forward 315 us on an H200); others through the
+ * flat loop. */
 #include "kernels/cuda/cuda_common.cuh"
+
+#define SWIGLU_VEC_THREADS 128
+
+template <typename E>
+static __global__ void swiglu_forward_vec_kernel(E *out, const E *x, int N, int F) {
+    int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (c >= F) return;
+    for (int n = blockIdx.y; n < N; n += gridDim.y) {
+        float a[8], u[8], o[8];
+        load_x8(a, x + (size_t)n * 2 * F + c);
+        load_x8(u, x + (size_t)n * 2 * F + F + c);
+#pragma unroll
+        for (int i = 0; i < 8; i++) o[i] = a[i] / (1.0f + expf(-a[i])) * u[i];
+        store_x8(out + (size_t)n * F + c, o);
+    }
+}
+
+template <typename E>
+static __global__ void swiglu_backward_vec_kernel(E *dx, const E *x, const E *dout, int N, int F) {
+    int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (c >= F) return;
+    for (int n = blockIdx.y; n < N; n += gridDim.y) {
+        float a[8], u[8], d[8], da[8], du[8];
+        load_x8(a, x + (size_t)n * 2 * F + c);
+        load_x8(u, x + (size_t)n * 2 * F + F + c);
+        load_x8(d, dout + (size_t)n * F + c);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float s = 1.0f / (1.0f + expf(-a[i]));
+            da[i] = d[i] * u[i] * s * (1.0f + a[i] * (1.0f - s));
+            du[i] = d[i] * a[i] * s;
+        }
+        store_x8(dx + (size_t)n * 2 * F + c, da);
+        store_x8(dx + (size_t)n * 2 * F + F + c, du);
+    }
+}
+
+/* the vectorized kernels' grid: columns in x, rows in y (at most 65535, looped beyond) */
+static dim3 swiglu_vec_grid(int N, int F) {
+    return dim3(ceil_div((size_t)F / 8, SWIGLU_VEC_THREADS), (unsigned int)(N < 65535 ? N : 65535));
+}
+
+template <typename E>
+static bool swiglu_vectorizable(const E *a, const E *b, int F) {
+    return F % 8 == 0 && aligned16(a) && aligned16(b);
+}
 
 template <typename E>
 static __global__ void swiglu_forward_kernel(E *out, const E *x, int F,
@@ -32,6 +82,11 @@ template <typename E>
 static void swiglu_forward_t(E *out, const E *x, int N, int F) {
     const size_t total = (size_t)N * F;
     if (total == 0) return;
+    if (swiglu_vectorizable(out, x, F)) {
+        swiglu_forward_vec_kernel<<<swiglu_vec_grid(N, F), SWIGLU_VEC_THREADS, 0, compute_stream()>>>(out, x, N, F);
+        CHECK_LAUNCH();
+        return;
+    }
     swiglu_forward_kernel<<<grid_stride_blocks(total, 256), 256, 0, compute_stream()>>>(
         out, x, F, total);
     CHECK_LAUNCH();
@@ -41,6 +96,12 @@ template <typename E>
 static void swiglu_backward_t(E *dx, const E *x, const E *dout, int N, int F) {
     const size_t total = (size_t)N * F;
     if (total == 0) return;
+    if (swiglu_vectorizable(dx, x, F) && aligned16(dout)) {
+        swiglu_backward_vec_kernel<<<swiglu_vec_grid(N, F), SWIGLU_VEC_THREADS, 0, compute_stream()>>>(dx, x, dout, N,
+                                                                                                      F);
+        CHECK_LAUNCH();
+        return;
+    }
     swiglu_backward_kernel<<<grid_stride_blocks(total, 256), 256, 0, compute_stream()>>>(
         dx, x, dout, F, total);
     CHECK_LAUNCH();
