@@ -241,6 +241,12 @@ static void open_corpus(corpus *c, const char *prefix, int bert) {
     for (int64_t d = 0; d < c->num_documents; d++)
         if (c->lengths[d] > c->max_length) c->max_length = c->lengths[d];
     c->lengths_hash = hash_fnv1a(HASH_FNV1A_OFFSET, c->lengths, sizeof(int64_t) * (size_t)c->num_documents);
+    if (bert) {  /* the sentence boundaries too */
+        c->lengths_hash = hash_fnv1a(c->lengths_hash, c->document_sentences,
+                                     sizeof(int64_t) * (size_t)(c->num_documents + 1));
+        c->lengths_hash = hash_fnv1a(c->lengths_hash, c->sentence_lengths,
+                                     sizeof(int32_t) * (size_t)c->num_sentences);
+    }
 }
 
 static void read_document(const corpus *c, int64_t document, int64_t offset, int64_t n,
@@ -344,13 +350,14 @@ static int check_blend_arrays(void *context, const index_arrays *a, char *why, s
     return 0;
 }
 
-/* MegatronDataset.unique_identifiers of one GPTDataset (the JSON object Megatron hashes) */
+/* MegatronDataset.unique_identifiers of one GPTDataset or BERTMaskedWordPieceDataset (the JSON
+ * object Megatron hashes) */
 static void gpt_identifiers(py_json *j, const gpt_datasets *ds, const split_part *part, int split,
                             int64_t samples) {
     const gpt_data_config *cfg = ds->cfg;
     py_json_begin_object(j);
     py_json_key(j, "class");
-    py_json_string(j, "GPTDataset");
+    py_json_string(j, cfg->bert ? "BERTMaskedWordPieceDataset" : "GPTDataset");
     py_json_key(j, "dataset_path");
     py_json_string(j, part->c->name);
     py_json_key(j, "num_samples");
@@ -391,11 +398,29 @@ static void gpt_identifiers(py_json *j, const gpt_datasets *ds, const split_part
         }
         py_json_end_object(j);
     }
+    if (cfg->bert) {  /* MaskedWordPieceDataset's and BERTMaskedWordPieceDataset's attributes */
+        py_json_key(j, "masking_probability");
+        py_json_float(j, cfg->bert->mask_prob);
+        py_json_key(j, "short_sequence_probability");
+        py_json_float(j, cfg->bert->short_seq_prob);
+        py_json_key(j, "masking_max_ngram");
+        py_json_int(j, cfg->bert->max_ngram);
+        py_json_key(j, "masking_do_full_word");
+        py_json_bool(j, 1);
+        py_json_key(j, "masking_do_permutation");
+        py_json_bool(j, 0);
+        py_json_key(j, "masking_use_longer_ngrams");
+        py_json_bool(j, 0);
+        py_json_key(j, "masking_use_geometric_distribution");
+        py_json_bool(j, 0);
+        py_json_key(j, "classification_head");
+        py_json_bool(j, cfg->bert->binary_head);
+    }
     py_json_end_object(j);
 }
 
 /* the cache directory of a corpus's GPTDataset: --data-cache-path, or Megatron's default
- * os.path.join(path_prefix, "cache", "GPTDataset_indices") */
+ * os.path.join(path_prefix, "cache", "GPTDataset_indices") (BERTMaskedWordPieceDataset_indices) */
 static const char *gpt_cache_dir(const gpt_data_config *cfg, const corpus *c, char *buffer, size_t size,
                                  int *is_default) {
     *is_default = 0;
@@ -405,13 +430,72 @@ static const char *gpt_cache_dir(const gpt_data_config *cfg, const corpus *c, ch
     /* our CORPUS.h5 names: the prefix without ".h5" (a file cannot hold the directory) */
     size_t n = strlen(c->name);
     int h5 = n > 3 && !strcmp(c->name + n - 3, ".h5");
-    snprintf(buffer, size, "%.*s/cache/GPTDataset_indices", (int)(h5 ? n - 3 : n), c->name);
+    snprintf(buffer, size, "%.*s/cache/%s_indices", (int)(h5 ? n - 3 : n), c->name,
+             cfg->bert ? "BERTMaskedWordPieceDataset" : "GPTDataset");
     return buffer;
 }
 
 /* one GPTDataset: `samples` < 0 is Megatron's num_samples None (one epoch) */
-static void build_bert_part(const gpt_data_config *cfg, split_part *part, int split,
-                            const char *split_string, int64_t samples) {
+typedef struct bert_build {
+    const gpt_data_config *cfg;
+    const split_part *part;
+    int64_t samples;
+    const char *split_string;
+    int split;
+} bert_build;
+
+/* masked_dataset.py _build_sample_index: helpers.build_mapping over the split's documents,
+ * kept as Megatron saves it ((samples, 3) uint32; uint64 past 2^32 sentences) */
+static void build_bert_arrays(void *context, index_arrays *out) {
+    const bert_build *b = context;
+    const corpus *c = b->part->c;
+    int64_t count = 0;
+    /* the split's documents with the bound after the last: document_indices[first .. last] */
+    int64_t *rows = bert_build_sample_index(c->document_sentences + b->part->first,
+                                            b->part->last - b->part->first, c->sentence_lengths,
+                                            b->samples, b->cfg->seq_length - 3,
+                                            b->cfg->bert->short_seq_prob, (int32_t)b->cfg->seed,
+                                            b->cfg->bert->binary_head ? 2 : 1, &count);
+    if (!rows)
+        user_error("%s: the %s split (%s, documents [%lld, %lld)) yields no BERT sample: each "
+                   "needs a document of %s without a sentence over 512 tokens", c->path,
+                   split_names[b->split], b->split_string, (long long)b->part->first,
+                   (long long)b->part->last,
+                   b->cfg->bert->binary_head ? "two sentences or more (or --bert-no-binary-head)"
+                                             : "one sentence or more");
+    memset(out, 0, sizeof *out);
+    out->count = 1;
+    out->data[0] = rows;
+    out->length[0] = 3 * count;
+    out->columns[0] = 3;
+    CHECK(c->num_sentences <= (int64_t)UINT32_MAX, "%s: more than 2^32 sentences: Megatron's "
+          "sample index is uint64 there, which the index cache does not write", c->path);
+    out->dtype[0] = NPY_UINT32;
+}
+
+/* a loaded BERT sample index is safe to read samples with: runs of the split's sentences */
+static int check_bert_arrays(void *context, const index_arrays *a, char *why, size_t whylen) {
+    const bert_build *b = context;
+    const corpus *c = b->part->c;
+    if (a->count != 1 || a->columns[0] != 3)
+        return error_format(why, whylen, "the sample index is not a (samples, 3) array");
+    int64_t count = a->length[0] / 3;
+    if (count < b->samples)
+        return error_format(why, whylen, "%lld samples where %lld are needed", (long long)count,
+                            (long long)b->samples);
+    int64_t lowest = c->document_sentences[b->part->first], highest = c->document_sentences[b->part->last];
+    for (int64_t s = 0; s < count; s++) {
+        const int64_t *row = a->data[0] + 3 * s;
+        if (row[0] < lowest || row[1] <= row[0] || row[1] > highest || row[2] < 2 ||
+            row[2] > b->cfg->seq_length - 3)
+            return error_format(why, whylen, "sample_index[%lld] = (%lld, %lld, %lld) is out of range",
+                                (long long)s, (long long)row[0], (long long)row[1], (long long)row[2]);
+    }
+    return 0;
+}
+
+static void build_bert_part(gpt_datasets *ds, const gpt_data_config *cfg, split_part *part,
+                            int split, const char *split_string, int64_t samples, MPI_Comm comm) {
     const corpus *c = part->c;
     if (samples < 0)
         user_error("%s: an unweighted blend of BERT corpora (--data-path A B ...) gives each "
@@ -421,31 +505,27 @@ static void build_bert_part(const gpt_data_config *cfg, split_part *part, int sp
         user_error("%s: the %s split (%s) gets no documents [%lld, %lld) of %lld", c->path,
                    split_names[split], split_string, (long long)part->first,
                    (long long)part->last, (long long)c->num_documents);
-    int64_t count = 0;
-    /* the split's documents with the bound after the last: document_indices[first .. last] */
-    int64_t *rows = bert_build_sample_index(c->document_sentences + part->first,
-                                            part->last - part->first, c->sentence_lengths,
-                                            samples, cfg->seq_length - 3,
-                                            cfg->bert->short_seq_prob, (int32_t)cfg->seed,
-                                            cfg->bert->binary_head ? 2 : 1, &count);
-    if (!rows)
-        user_error("%s: the %s split (%s, documents [%lld, %lld)) yields no BERT sample: each "
-                   "needs a document of %s without a sentence over 512 tokens", c->path,
-                   split_names[split], split_string, (long long)part->first, (long long)part->last,
-                   cfg->bert->binary_head ? "two sentences or more (or --bert-no-binary-head)"
-                                          : "one sentence or more");
-    memset(&part->arrays, 0, sizeof part->arrays);
-    part->arrays.count = 1;
-    part->arrays.data[0] = rows;
-    part->arrays.length[0] = 3 * count;
+    py_json description;
+    py_json_init(&description);
+    gpt_identifiers(&description, ds, part, split, samples);
+    bert_build b = {cfg, part, samples, split_string, split};
+    char dir[4300];
+    index_cache_request request = {
+        .class_name = "BERTMaskedWordPieceDataset", .split = split_names[split],
+        .split_not_in_names = 1, .description = description.text,
+        .content_hash = c->lengths_hash, .count = 1, .names = {"sample_index"},
+        .build = build_bert_arrays, .check = check_bert_arrays, .context = &b};
+    request.dir = gpt_cache_dir(cfg, c, dir, sizeof dir, &request.dir_is_default);
+    index_cache_get(&request, &part->arrays, comm, &ds->stats, cfg->verbose);
+    py_json_free(&description);
     part->requested = samples;
-    part->num_samples = count;
+    part->num_samples = part->arrays.length[0] / 3;
 }
 
 static void build_split_part(gpt_datasets *ds, const gpt_data_config *cfg, split_part *part,
                              int split, const char *split_string, int64_t samples, MPI_Comm comm) {
     if (cfg->bert) {
-        build_bert_part(cfg, part, split, split_string, samples);
+        build_bert_part(ds, cfg, part, split, split_string, samples, comm);
         return;
     }
     int64_t tokens = 0;

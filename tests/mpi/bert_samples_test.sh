@@ -8,7 +8,7 @@
 # (whole-word masking), one-sentence documents and a document with a sentence over 512 tokens
 # (skipped); configurations: several epochs, our HDF5 corpus, no binary head with other masking
 # and short-sequence rates, BertWordPieceCase's extra ids, a weighted blend with its validation
-# split, per-split data paths, two ranks. Any differing value fails.
+# split, per-split data paths, two ranks; the index cache file for file. Any differing value fails.
 . "${top_srcdir:-.}/tests/lib.sh"
 REFERENCE="$top_srcdir/tests/tools/megatron_bert_samples.py"
 TOOL="$top_builddir/tests/tools/bert_samples"
@@ -99,6 +99,35 @@ compare "weighted blend, validation" 1 "valid:0-39" 400 40 0 \
     $BASE --data-path 0.3 "$WORK/a" 0.7 "$WORK/b_text_sentence.h5" --split 90,10,0
 compare "per-split data paths" 1 "valid:0-49" 100 50 0 \
     $BASE --train-data-path "$WORK/a" --valid-data-path 1 "$WORK/b" 2 "$WORK/a"
+
+# the index cache: Megatron's file names and bytes (description, sample_index.npy, the blend's)
+CACHE_FLAGS="$BASE --data-path 0.4 $WORK/a 0.6 $WORK/b --split 90,10,0"
+timeout 300 "$MPIEXEC" -n 2 "$TOOL" --samples 300 0 0 --print train:0-299 --vocab-file "$VOCAB" $CACHE_FLAGS \
+    --data-cache-path "$WORK/ours_cache" > "$WORK/cached.txt" 2>&1
+"$PYTHON" "$REFERENCE" --samples 300 0 0 --print train:0-299 --vocab-file "$VOCAB" $CACHE_FLAGS \
+    --write-cache "$WORK/megatron_cache" > "$WORK/reference.txt"
+same=0 files=0
+for f in "$WORK/megatron_cache"/*; do
+    files=$((files + 1)); cmp -s "$f" "$WORK/ours_cache/${f##*/}" && same=$((same + 1))
+done
+[ $files -eq 7 ] && [ $same -eq $files ] && cmp -s "$WORK/cached.txt" "$WORK/reference.txt"
+ok $? "--data-cache-path: $same of the $files files Megatron writes (2 BERT datasets, a blend) equal ours byte for byte"
+"$TOOL" --samples 300 0 0 --print train:0-299 --vocab-file "$VOCAB" $CACHE_FLAGS \
+    --data-cache-path "$WORK/megatron_cache" > "$WORK/loaded.txt" 2>&1
+cmp -s "$WORK/loaded.txt" "$WORK/reference.txt" && ls "$WORK/megatron_cache" | grep -q 'BERTMaskedWordPieceDataset-checksums.txt'
+ok $? "a cache written by Megatron loads (checked, checksums added) and gives the same samples"
+"$PYTHON" - "$WORK/megatron_cache" <<'PY'
+import glob, sys, numpy
+for path in glob.glob(sys.argv[1] + "/*-BERTMaskedWordPieceDataset-sample_index.npy"):
+    rows = numpy.load(path)
+    rows[[0, 1]] = rows[[1, 0]]
+    numpy.save(path, rows)
+PY
+rm -f "$WORK/megatron_cache"/*checksums.txt
+"$TOOL" --samples 300 0 0 --print train:0-299 --vocab-file "$VOCAB" $CACHE_FLAGS \
+    --data-cache-path "$WORK/megatron_cache" > "$WORK/swapped.txt" 2>&1
+[ -s "$WORK/swapped.txt" ] && ! cmp -s "$WORK/swapped.txt" "$WORK/reference.txt"
+ok $? "a cached sample index with two rows swapped is what the samples follow (the cache is read)"
 
 # the comparison can fail: another seed on our side only
 "$TOOL" --samples 50 0 0 --print train:0-49 --vocab-file "$VOCAB" --seq-length 32 --seed 1235 \

@@ -4,7 +4,7 @@
  *   bert_samples --seq-length S --seed N --samples TRAIN VALID TEST [--split 969,30,1]
  *       (--data-path WORDS... | --train-data-path ... --valid-data-path ... --test-data-path ...)
  *       --tokenizer-type BertWordPieceLowerCase --vocab-file VOCAB [--mask-prob 0.15]
- *       [--short-seq-prob 0.1] [--bert-no-binary-head] --print SPLIT:I-J
+ *       [--short-seq-prob 0.1] [--bert-no-binary-head] [--data-cache-path DIR] --print SPLIT:I-J
  * One line per sample:
  *   SPLIT I: text ... | types ... | labels ... | padding ... | loss ... | is_random R truncated T */
 #include "app/core/error.h"
@@ -52,6 +52,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(flag, "--short-seq-prob") && i + 1 < argc) bert.short_seq_prob = atof(argv[++i]);
         else if (!strcmp(flag, "--bert-no-binary-head")) bert.binary_head = 0;
         else if (!strcmp(flag, "--print") && i + 1 < argc) span = argv[++i];
+        else if (!strcmp(flag, "--data-cache-path") && i + 1 < argc) cfg.cache_path = argv[++i];
         else if (!strcmp(flag, "--samples") && i + 3 < argc)
             for (int s = 0; s < 3; s++) cfg.num_samples[s] = atoll(argv[++i]);
         else if (!strcmp(flag, "--data-path")) {
@@ -72,6 +73,20 @@ int main(int argc, char **argv) {
     if (bert_vocab_load(vocab_file, tokenizer_type, &bert.vocab, &word_piece, err, sizeof err))
         user_error("%s", err);
     cfg.bert = &bert;
+    /* the tokenizer's unique_identifiers in the cache description (app/training/data_setup.c's
+     * for the BERT types, there from the flags) */
+    static char extra_ids[2048];
+    int at = snprintf(extra_ids, sizeof extra_ids, "[");
+    for (int k = 0; k < 100; k++)
+        at += snprintf(extra_ids + at, sizeof extra_ids - (size_t)at, "%s'<extra_id_%d>'", k ? ", " : "", k);
+    snprintf(extra_ids + at, sizeof extra_ids - (size_t)at, "]");
+    const char *keys[] = {"class", "tokenizer_path", "additional_special_tokens", "vocab_file", "merges_file",
+                          "use_fast", "trust_remote_code", "include_special_tokens", "use_gigatoken"};
+    const char *values[] = {"megatron.core.tokenizers.text.text_tokenizer.MegatronTokenizerText",
+                            tokenizer_type, strcmp(tokenizer_type, "BertWordPieceCase") ? "[]" : extra_ids,
+                            vocab_file, "None", "True", "False", "True", "False"};
+    cfg.tokenizer_fields = 9;
+    for (int k = 0; k < 9; k++) cfg.tokenizer_keys[k] = keys[k], cfg.tokenizer_values[k] = values[k];
     long long first = 0, last = 0;
     int fields = sscanf(span, "%15[a-z]:%lld-%lld", split_name, &first, &last);
     if (fields < 2) user_error("--print %s: expected SPLIT:I-J", span);

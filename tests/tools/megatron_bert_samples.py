@@ -15,7 +15,11 @@ Usage:
   megatron_bert_samples.py --seq-length S --seed N --samples TRAIN VALID TEST --split 969,30,1
       --vocab-file VOCAB [--tokenizer-type BertWordPieceLowerCase] [--mask-prob 0.15]
       [--short-seq-prob 0.1] [--bert-no-binary-head] --print SPLIT:I-J
-      (--data-path WORDS... | --train-data-path ... --valid-data-path ...)
+      (--data-path WORDS... | --train-data-path ... --valid-data-path ...) [--write-cache DIR]
+With --write-cache DIR it also saves the index cache of the printed split as Megatron-Core does:
+<md5>-BERTMaskedWordPieceDataset-{description.txt,sample_index.npy} per corpus (the description
+megatron_dataset.py's unique_description with masked_dataset.py's and bert_dataset.py's key
+attributes, the split left out of the names) and the BlendedDataset's files for a blend.
 """
 import argparse
 import collections
@@ -183,8 +187,39 @@ class IndexedDataset(gpt.IndexedDataset):
 
 # ---- bert_dataset.py + masked_dataset.py ------------------------------------------------------------
 class BERTMaskedWordPieceDataset:
-    def __init__(self, dataset, indices, num_samples, config):
+    def identifiers(self, index_split):
+        ids = collections.OrderedDict()
+        ids["class"] = "BERTMaskedWordPieceDataset"
+        ids["dataset_path"] = self.path
+        ids["num_samples"] = self.num_samples
+        ids["index_split"] = index_split
+        ids["random_seed"] = self.config.random_seed
+        ids["sequence_length"] = self.config.sequence_length
+        ids["split"] = self.builder_config["split"]
+        ids["split_matrix"] = self.builder_config["split_matrix"]
+        ids["tokenizer"] = self.builder_config["tokenizer"]
+        ids["masking_probability"] = self.config.masking_probability
+        ids["short_sequence_probability"] = self.config.short_sequence_probability
+        ids["masking_max_ngram"] = self.config.masking_max_ngram
+        ids["masking_do_full_word"] = self.config.masking_do_full_word
+        ids["masking_do_permutation"] = False
+        ids["masking_use_longer_ngrams"] = False
+        ids["masking_use_geometric_distribution"] = False
+        ids["classification_head"] = self.config.classification_head
+        return ids
+
+    def save(self, directory, index_split):
+        # masked_dataset.py: <md5>-BERTMaskedWordPieceDataset-<suffix>, no split in the name
+        text, digest = gpt.unique_description(self.identifiers(index_split))
+        base = os.path.join(directory, "%s-BERTMaskedWordPieceDataset" % digest)
+        os.makedirs(directory, exist_ok=True)
+        with open(base + "-description.txt", "wt") as writer:
+            writer.write(text)
+        numpy.save(base + "-sample_index.npy", self.sample_index, allow_pickle=True)
+
+    def __init__(self, dataset, indices, num_samples, config, path=None, builder_config=None):
         self.dataset, self.indices, self.num_samples, self.config = dataset, indices, num_samples, config
+        self.path, self.builder_config = path, builder_config
         self.token_lookup = sorted(config.tokenizer.inv_vocab.keys())
         self._pad_token_id = config.tokenizer.pad
         num_epochs = numpy.iinfo(numpy.int32).max - 1 if num_samples is not None else 1
@@ -338,8 +373,8 @@ class Config:
 class Builder(gpt.Builder):
     """BlendedMegatronDatasetBuilder over BERT datasets: the split is over documents"""
 
-    def __init__(self, config, sizes, only):
-        super().__init__(config.sequence_length, config.random_seed, sizes, only)
+    def __init__(self, config, sizes, only, tokenizer):
+        super().__init__(config.sequence_length, config.random_seed, sizes, only, tokenizer)
         self.bert_config = config
 
     def megatron_splits(self, prefix, split, sizes):
@@ -355,7 +390,8 @@ class Builder(gpt.Builder):
             beg = int(round(split[i][0] * float(n)))
             end = int(round(split[i][1] * float(n)))
             indices = numpy.arange(start=beg, stop=end, step=1, dtype=numpy.int32)
-            out.append(BERTMaskedWordPieceDataset(dataset, indices, sizes[i], self.bert_config))
+            out.append(BERTMaskedWordPieceDataset(dataset, indices, sizes[i], self.bert_config,
+                                                  prefix, self.config))
         return out
 
 
@@ -376,11 +412,13 @@ def main():
     parser.add_argument("--bert-no-binary-head", action="store_true")
     parser.add_argument("--print", required=True)
     parser.add_argument("--length", action="store_true", help="print the split's length only")
+    parser.add_argument("--write-cache", help="save the split's index cache here, as Megatron does")
     args, _ = parser.parse_known_args()
+    args.merge_file, args.tokenizer_model, args.vocab_size = None, None, None
     check_engines()
     name, span = args.print.split(":")
     split = gpt.SPLITS.index(name)
-    builder = Builder(Config(args), args.samples, split)
+    builder = Builder(Config(args), args.samples, split, gpt.Tokenizer(args))
     if args.data_path:
         datasets = builder.build(gpt.get_blend_from_list(args.data_path), args.split, None)
     else:
@@ -388,6 +426,11 @@ def main():
                                               gpt.get_blend_from_list(args.valid_data_path),
                                               gpt.get_blend_from_list(args.test_data_path)])
     dataset = datasets[split]
+    if args.write_cache:
+        if isinstance(dataset, gpt.BlendedDataset):
+            for component in dataset.datasets:
+                component.save(args.write_cache, name)
+        dataset.save(args.write_cache, name)
     if args.length:
         print(len(dataset))
         return 0
