@@ -153,6 +153,17 @@ static void columns_to_blocks(void *out, const void *in, int rows, int blocks, i
 static void blocks_to_columns(void *out, const void *in, int rows, int blocks, int width) {
     cpu_blocks_to_columns(out, in, rows, blocks, width);
 }
+static void attention_padded_forward(void *out, void *workspace, const void *qkv, const int *key_valid,
+                                     int B, int T, int H, int G, int D, int head_start, int total_heads,
+                                     dropout_rng rng) {
+    cpu_attention_padded_forward(out, workspace, qkv, key_valid, B, T, H, G, D, head_start, total_heads, rng);
+}
+static void attention_padded_backward(void *dqkv, const void *dout, const void *qkv, const int *key_valid,
+                                      const void *workspace, int B, int T, int H, int G, int D,
+                                      int head_start, int total_heads, dropout_rng rng) {
+    cpu_attention_padded_backward(dqkv, dout, qkv, key_valid, workspace, B, T, H, G, D, head_start,
+                                  total_heads, rng);
+}
 static void attention_kv_pack(void *kv, const void *qkv, int rows, int H, int G, int D) {
     cpu_attention_kv_pack(kv, qkv, rows, H, G, D);
 }
@@ -292,6 +303,8 @@ static const kernel_ops cpu_ops = {
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
     .decode_attention = decode_attention,
+    .attention_padded_forward = attention_padded_forward,
+    .attention_padded_backward = attention_padded_backward,
     .attention_kv_pack = attention_kv_pack,
     .attention_kv_unpack = attention_kv_unpack,
     .attention_block_forward = attention_block_forward,

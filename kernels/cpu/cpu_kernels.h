@@ -90,6 +90,15 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                             const void *workspace, int B, int T, int H, int G, int D,
                             int head_start, int total_heads, dropout_rng rng);
 
+/* cpu_attention_padded.c (BERT: bidirectional, key-padding mask) */
+void cpu_attention_padded_forward(float *out, void *workspace, const float *qkv,
+                                  const int *key_valid, int B, int T, int H, int G, int D,
+                                  int head_start, int total_heads, dropout_rng rng);
+void cpu_attention_padded_backward(float *dqkv, const float *dout, const float *qkv,
+                                   const int *key_valid, const void *workspace, int B, int T,
+                                   int H, int G, int D, int head_start, int total_heads,
+                                   dropout_rng rng);
+
 /* cpu_attention_block.c (context parallelism's ring attention) */
 void cpu_columns_to_blocks(float *out, const float *in, int rows, int blocks, int width);
 void cpu_blocks_to_columns(float *out, const float *in, int rows, int blocks, int width);
