@@ -412,6 +412,13 @@ typedef struct kernel_ops {
     void (*gelu_forward)(void *out, const void *x, size_t n);
     /* dx = dout * gelu'(x) (overwritten). */
     void (*gelu_backward)(void *dx, const void *x, const void *dout, size_t n);
+    /* BERT's heads (Megatron-Core's BertLMHead and Pooler): the exact GeLU of
+     * torch.nn.functional.gelu, x Phi(x), and tanh; backward dx = dout * f' (overwritten; dx may
+     * alias dout), tanh's from its output y. NULL on CUDA (not written yet). */
+    void (*gelu_erf_forward)(void *out, const void *x, size_t n);
+    void (*gelu_erf_backward)(void *dx, const void *x, const void *dout, size_t n);
+    void (*tanh_forward)(void *out, const void *x, size_t n);
+    void (*tanh_backward)(void *dx, const void *y, const void *dout, size_t n);
     /* SwiGLU (--swiglu): x[N,2F] holds per row the gate half then the up half (the fc1 output
      * of this rank's [gate; up] shard); out[N,F] = silu(gate) * up, silu(a) = a sigmoid(a). */
     void (*swiglu_forward)(void *out, const void *x, int N, int F);

@@ -199,6 +199,12 @@ static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, v
     cpu_gelu_forward(x, pre, (size_t)N * (size_t)IC);  /* the forward's value, bit for bit */
     cpu_matmul_backward(NULL, dweight, NULL, dout, x, weight, N, IC, OC);
 }
+static void gelu_erf_forward(void *out, const void *x, size_t n) { cpu_gelu_erf_forward(out, x, n); }
+static void gelu_erf_backward(void *dx, const void *x, const void *dout, size_t n) {
+    cpu_gelu_erf_backward(dx, x, dout, n);
+}
+static void tanh_forward(void *out, const void *x, size_t n) { cpu_tanh_forward(out, x, n); }
+static void tanh_backward(void *dx, const void *y, const void *dout, size_t n) { cpu_tanh_backward(dx, y, dout, n); }
 static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {
     cpu_gelu_backward(dx, x, dout, n);
 }
@@ -315,6 +321,10 @@ static const kernel_ops cpu_ops = {
 
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,
+    .gelu_erf_forward = gelu_erf_forward,
+    .gelu_erf_backward = gelu_erf_backward,
+    .tanh_forward = tanh_forward,
+    .tanh_backward = tanh_backward,
     .moe_route_forward = cpu_moe_route_forward,
     .moe_route_backward = cpu_moe_route_backward,
     .gather_rows = gather_rows,

@@ -119,6 +119,11 @@ void cpu_decode_attention(float *out, float *k_cache, float *v_cache, const floa
 /* cpu_elementwise.c */
 void cpu_gelu_forward(float *out, const float *x, size_t n);
 void cpu_gelu_backward(float *dx, const float *x, const float *dout, size_t n);
+/* cpu_bert_elementwise.c */
+void cpu_gelu_erf_forward(float *out, const float *x, size_t n);
+void cpu_gelu_erf_backward(float *dx, const float *x, const float *dout, size_t n);
+void cpu_tanh_forward(float *out, const float *x, size_t n);
+void cpu_tanh_backward(float *dx, const float *y, const float *dout, size_t n);
 void cpu_dropout_forward(float *out, const float *x, size_t n, dropout_rng rng);
 void cpu_dropout_backward(float *dx, const float *dout, size_t n, dropout_rng rng);
 void cpu_add(float *out, const float *a, const float *b, size_t n);

@@ -9,7 +9,7 @@
  *    gradients (and overwrite input gradients) as kernels.h specifies. The Llama family's
  *    kernels too: RMSNorm, rotary embeddings (both pairings, partial rotation), SwiGLU, and
  *    grouped-/multi-query attention (a group's K/V gradients summed over its query heads); BERT's
- *    bidirectional attention with a key-padding mask (attention_padded_*).
+ *    bidirectional attention with a key-padding mask (attention_padded_*), exact GeLU and tanh.
  * Shapes are small and odd (B=2, T=5, C=7, H=2, D=3, V=11) so that off-by-one layouts show up.
  *
  * Error measure: err(a, b) = max_i |a_i - b_i| / max(max_i |b_i|, 1e-6) with b the double
@@ -845,6 +845,48 @@ static void test_gelu(void) {
     free(x); free(R); free(out); free(c.x); free(c.out); free(g); free(dx);
 }
 
+/* BERT's heads: the exact (erf) GeLU of torch.nn.functional.gelu, and tanh (backward from y) */
+static void ref_gelu_erf(ew_ctx *c) {
+    for (size_t i = 0; i < c->n; i++) c->out[i] = 0.5 * c->x[i] * (1.0 + erf(c->x[i] / sqrt(2.0)));
+}
+static double obj_gelu_erf(void *p) {
+    ew_ctx *c = p;
+    ref_gelu_erf(c);
+    return dot(c->out, c->R, c->n);
+}
+static void ref_tanh(ew_ctx *c) {
+    for (size_t i = 0; i < c->n; i++) c->out[i] = tanh(c->x[i]);
+}
+static double obj_tanh(void *p) {
+    ew_ctx *c = p;
+    ref_tanh(c);
+    return dot(c->out, c->R, c->n);
+}
+
+static void test_bert_elementwise(void) {
+    if (!K->gelu_erf_forward || !K->tanh_forward) {
+        tap_ok(0, "gelu_erf and tanh: the backend has the ops");
+        return;
+    }
+    size_t n = 37;
+    float *x = fill(n, -4, 4), *R = fill(n, -1, 1), *out = fzeros(n), *dx = fill(n, -9, 9);
+    ew_ctx c = {to_double(x, n), dzeros(n), R, n};
+    double *g = dzeros(n);
+    K->gelu_erf_forward(out, x, n);
+    ref_gelu_erf(&c);
+    check_fwd("gelu_erf (exact GeLU)", out, c.out, n);
+    fd_grad(obj_gelu_erf, &c, c.x, n, g);
+    K->gelu_erf_backward(dx, x, R, n);
+    check_grad("gelu_erf dx (overwritten)", dx, g, n);
+    K->tanh_forward(out, x, n);
+    ref_tanh(&c);
+    check_fwd("tanh", out, c.out, n);
+    fd_grad(obj_tanh, &c, c.x, n, g);
+    K->tanh_backward(dx, out, R, n);
+    check_grad("tanh dx from its output (overwritten)", dx, g, n);
+    free(x); free(R); free(out); free(c.x); free(c.out); free(g); free(dx);
+}
+
 /* ------------------------------------------------------------------ dropout */
 
 typedef struct {
@@ -1119,6 +1161,7 @@ int main(void) {
     }
     test_swiglu();
     test_gelu();
+    test_bert_elementwise();
     test_dropout();
     test_add_scale();
     test_cross_entropy();
