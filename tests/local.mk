@@ -27,6 +27,11 @@ check_PROGRAMS += tests/unit/attention_block_test
 tests_unit_attention_block_test_SOURCES = tests/unit/attention_block_test.c
 tests_unit_attention_block_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/unit/attention_block_test
+# BERT's heads (issue 46) against a double reference and finite differences
+check_PROGRAMS += tests/unit/bert_heads_test
+tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c
+tests_unit_bert_heads_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/bert_heads_test
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
