@@ -225,9 +225,10 @@ int bert_build_sample(const bert_dataset_config *cfg, int seq_length, uint64_t s
           cfg->max_ngram);
     numpy_random_state rs;
     numpy_random_seed(&rs, (uint32_t)((seed + (uint64_t)index) % 4294967296ull));
-    if (target > seq_length)
-        return snprintf(why, whylen, "target length %lld above --seq-length %d", (long long)target,
-                        seq_length), -1;
+    /* [CLS] A [SEP] B [SEP] must fit: Megatron's index holds targets of at most seq_length - 3 */
+    if (target < 0 || target > seq_length - 3)
+        return snprintf(why, whylen, "target length %lld outside [0, --seq-length %d - 3]",
+                        (long long)target, seq_length), -1;
 
     /* split the sentences into A = [0, pivot) and B = [pivot, n), swapped when is_next_random */
     int pivot = num_sentences, is_next_random = 0;
