@@ -355,6 +355,19 @@ typedef struct kernel_ops {
                                const void *workspace, int B, int T, int H, int G, int D,
                                int head_start, int total_heads, dropout_rng rng);
 
+    /* ---- bidirectional self-attention with a key-padding mask (BERT's encoder) ----
+     * attention_forward's qkv layout, scores, softmax and dropout (the same mask of (b, global
+     * head, t1, t2)) with every key visible except those whose key_valid[b*T + t2] is 0
+     * (Megatron's padding mask, [B,T] int32 in backend memory) instead of the causal mask; a
+     * query row with no visible key gets out 0. The workspace is attention_workspace_bytes's.
+     * backward overwrites dqkv as attention_backward does. NULL on CUDA (not written yet). */
+    void (*attention_padded_forward)(void *out, void *workspace, const void *qkv, const int *key_valid,
+                                     int B, int T, int H, int G, int D, int head_start, int total_heads,
+                                     dropout_rng rng);
+    void (*attention_padded_backward)(void *dqkv, const void *dout, const void *qkv, const int *key_valid,
+                                      const void *workspace, int B, int T, int H, int G, int D,
+                                      int head_start, int total_heads, dropout_rng rng);
+
     /* ---- ring attention over blocks of keys and values (context parallelism) ----
      * kv[B,Tk,G,2D] packs each group's key then value head of a row (what travels around the
      * ring); the queries stay in qkv[B,Tq,(H+2G)*D]. Scores, softmax and dropout are
@@ -399,6 +412,13 @@ typedef struct kernel_ops {
     void (*gelu_forward)(void *out, const void *x, size_t n);
     /* dx = dout * gelu'(x) (overwritten). */
     void (*gelu_backward)(void *dx, const void *x, const void *dout, size_t n);
+    /* BERT's heads (Megatron-Core's BertLMHead and Pooler): the exact GeLU of
+     * torch.nn.functional.gelu, x Phi(x), and tanh; backward dx = dout * f' (overwritten; dx may
+     * alias dout), tanh's from its output y. NULL on CUDA (not written yet). */
+    void (*gelu_erf_forward)(void *out, const void *x, size_t n);
+    void (*gelu_erf_backward)(void *dx, const void *x, const void *dout, size_t n);
+    void (*tanh_forward)(void *out, const void *x, size_t n);
+    void (*tanh_backward)(void *dx, const void *y, const void *dout, size_t n);
     /* SwiGLU (--swiglu): x[N,2F] holds per row the gate half then the up half (the fc1 output
      * of this rank's [gate; up] shard); out[N,F] = silu(gate) * up, silu(a) = a sigmoid(a). */
     void (*swiglu_forward)(void *out, const void *x, int N, int F);

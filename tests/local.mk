@@ -27,6 +27,11 @@ check_PROGRAMS += tests/unit/attention_block_test
 tests_unit_attention_block_test_SOURCES = tests/unit/attention_block_test.c
 tests_unit_attention_block_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/unit/attention_block_test
+# BERT's heads (issue 46) against a double reference and finite differences
+check_PROGRAMS += tests/unit/bert_heads_test
+tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c
+tests_unit_bert_heads_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/bert_heads_test
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
@@ -75,6 +80,9 @@ tests_tools_make_hf_fixture_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_tools_make_hf_fixture_LDADD = $(APP_LIBS)
 tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
+check_PROGRAMS += tests/tools/bert_samples
+tests_tools_bert_samples_SOURCES = tests/tools/bert_samples.c
+tests_tools_bert_samples_LDADD = $(APP_LIBS)
 
 # ---- MPI integration ----
 check_PROGRAMS += tests/mpi/dataset_test tests/mpi/tensor_parallel_test tests/mpi/expert_comm_test
@@ -246,6 +254,9 @@ tests_unit_split_bounds_test_LDADD = $(APP_LIBS)
 TESTS += tests/mpi/megatron_samples_test.sh tests/unit/split_bounds_test.sh tests/unit/numpy_random_test.sh \
 	tests/mpi/eval_iterator_test.sh tests/mpi/sample_training_test.sh
 EXTRA_DIST += tests/tools/megatron_gpt_samples.py
+# BERT samples (issue 46) against tests/tools/megatron_bert_samples.py
+TESTS += tests/mpi/bert_samples_test.sh
+EXTRA_DIST += tests/tools/megatron_bert_samples.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh

@@ -26,6 +26,11 @@ typedef struct corpus {
     int64_t *lengths;          /* tokens per GPT document */
     int64_t max_length;        /* of any document (Megatron's sample-index dtype) */
     uint64_t lengths_hash;     /* identifies the content (checked with the index cache) */
+    /* BERT: document d holds sentences [document_sentences[d], document_sentences[d + 1]) of
+     * sentence_lengths tokens each, the first at token sentence_tokens[s] (h5) */
+    int64_t *document_sentences, num_sentences;
+    int32_t *sentence_lengths;
+    const int64_t *sentence_tokens;
 } corpus;
 
 typedef struct split_part {   /* one corpus's document range in one split, with its indices */
@@ -56,6 +61,12 @@ struct gpt_datasets {
     split_view splits[GPT_DATA_SPLITS];
     int eod, vocab_size;
     index_cache_stats stats;
+    const bert_dataset_config *bert;  /* NULL: GPT */
+    uint64_t bert_seed;
+    bert_scratch bert_scratch;
+    int32_t *bert_tokens;             /* the sentences of one BERT sample */
+    int64_t *bert_lengths;
+    size_t bert_tokens_capacity, bert_lengths_capacity;
 };
 
 /* ---- configuration helpers ------------------------------------------------------------------ */
@@ -155,7 +166,43 @@ static int file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-static void open_corpus(corpus *c, const char *prefix) {
+/* BERT: the documents' sentences (Megatron's document_indices and sequence_lengths) */
+static void open_bert_sentences(corpus *c) {
+    c->document_sentences = malloc(sizeof(int64_t) * (size_t)(c->num_documents + 1));
+    CHECK(c->document_sentences, "out of memory");
+    if (c->mm) {
+        c->num_sentences = c->mm->num_sequences;
+        memcpy(c->document_sentences, c->mm->document_indices,
+               sizeof(int64_t) * (size_t)(c->num_documents + 1));
+        c->sentence_lengths = malloc(sizeof(int32_t) * (size_t)(c->num_sentences + 1));
+        CHECK(c->sentence_lengths, "out of memory");
+        memcpy(c->sentence_lengths, c->mm->sequence_lengths, sizeof(int32_t) * (size_t)c->num_sentences);
+    } else {
+        const hdf5_corpus *h = c->h5;
+        if (!h->sentence_offsets)
+            user_error("%s: BERT needs a sentence-split corpus (preprocess_data --split-sentences)",
+                       c->path);
+        c->num_sentences = h->num_sentences;
+        c->sentence_tokens = h->sentence_offsets;
+        c->sentence_lengths = malloc(sizeof(int32_t) * (size_t)(c->num_sentences + 1));
+        CHECK(c->sentence_lengths, "out of memory");
+        for (int64_t s = 0; s < c->num_sentences; s++) {
+            int64_t n = h->sentence_offsets[s + 1] - h->sentence_offsets[s];
+            if (n > INT32_MAX) user_error("%s: sentence %lld is longer than 2^31 tokens", c->path, (long long)s);
+            c->sentence_lengths[s] = (int32_t)n;
+        }
+        int64_t s = 0;
+        for (int64_t d = 0; d <= c->num_documents; d++) {
+            while (s < c->num_sentences && h->sentence_offsets[s] < h->document_offsets[d]) s++;
+            if (h->sentence_offsets[s] != h->document_offsets[d])
+                user_error("%s: document %lld starts at token %lld, inside a sentence", c->path,
+                           (long long)d, (long long)h->document_offsets[d]);
+            c->document_sentences[d] = s;
+        }
+    }
+}
+
+static void open_corpus(corpus *c, const char *prefix, int bert) {
     char err[9000], h5[4200], bin[4200], idx[4200];
     size_t n = strlen(prefix);
     snprintf(h5, sizeof h5, "%s.h5", prefix);
@@ -176,17 +223,30 @@ static void open_corpus(corpus *c, const char *prefix) {
         snprintf(c->path, sizeof c->path, "%s", prefix);
         c->mm = mmap_indexed_open(prefix, err, sizeof err);
         if (!c->mm) user_error("--data-path: %s", err);
-        c->num_documents = c->mm->num_sequences;  /* GPT documents are the sequences */
+        /* GPT documents are the sequences; BERT's, the documents */
+        c->num_documents = bert ? c->mm->num_documents : c->mm->num_sequences;
         c->num_tokens = c->mm->num_tokens;
         c->lengths = malloc(sizeof(int64_t) * (size_t)(c->num_documents + 1));
         CHECK(c->lengths, "out of memory");
-        for (int64_t d = 0; d < c->num_documents; d++) c->lengths[d] = c->mm->sequence_lengths[d];
+        for (int64_t d = 0; d < c->num_documents; d++) {
+            if (!bert) { c->lengths[d] = c->mm->sequence_lengths[d]; continue; }
+            c->lengths[d] = 0;
+            for (int64_t s = c->mm->document_indices[d]; s < c->mm->document_indices[d + 1]; s++)
+                c->lengths[d] += c->mm->sequence_lengths[s];
+        }
     } else {
         user_error("--data-path %s: neither %s nor %s/.idx exists", prefix, h5, bin);
     }
+    if (bert) open_bert_sentences(c);
     for (int64_t d = 0; d < c->num_documents; d++)
         if (c->lengths[d] > c->max_length) c->max_length = c->lengths[d];
     c->lengths_hash = hash_fnv1a(HASH_FNV1A_OFFSET, c->lengths, sizeof(int64_t) * (size_t)c->num_documents);
+    if (bert) {  /* the sentence boundaries too */
+        c->lengths_hash = hash_fnv1a(c->lengths_hash, c->document_sentences,
+                                     sizeof(int64_t) * (size_t)(c->num_documents + 1));
+        c->lengths_hash = hash_fnv1a(c->lengths_hash, c->sentence_lengths,
+                                     sizeof(int32_t) * (size_t)c->num_sentences);
+    }
 }
 
 static void read_document(const corpus *c, int64_t document, int64_t offset, int64_t n,
@@ -290,13 +350,14 @@ static int check_blend_arrays(void *context, const index_arrays *a, char *why, s
     return 0;
 }
 
-/* MegatronDataset.unique_identifiers of one GPTDataset (the JSON object Megatron hashes) */
+/* MegatronDataset.unique_identifiers of one GPTDataset or BERTMaskedWordPieceDataset (the JSON
+ * object Megatron hashes) */
 static void gpt_identifiers(py_json *j, const gpt_datasets *ds, const split_part *part, int split,
                             int64_t samples) {
     const gpt_data_config *cfg = ds->cfg;
     py_json_begin_object(j);
     py_json_key(j, "class");
-    py_json_string(j, "GPTDataset");
+    py_json_string(j, cfg->bert ? "BERTMaskedWordPieceDataset" : "GPTDataset");
     py_json_key(j, "dataset_path");
     py_json_string(j, part->c->name);
     py_json_key(j, "num_samples");
@@ -337,11 +398,29 @@ static void gpt_identifiers(py_json *j, const gpt_datasets *ds, const split_part
         }
         py_json_end_object(j);
     }
+    if (cfg->bert) {  /* MaskedWordPieceDataset's and BERTMaskedWordPieceDataset's attributes */
+        py_json_key(j, "masking_probability");
+        py_json_float(j, cfg->bert->mask_prob);
+        py_json_key(j, "short_sequence_probability");
+        py_json_float(j, cfg->bert->short_seq_prob);
+        py_json_key(j, "masking_max_ngram");
+        py_json_int(j, cfg->bert->max_ngram);
+        py_json_key(j, "masking_do_full_word");
+        py_json_bool(j, 1);
+        py_json_key(j, "masking_do_permutation");
+        py_json_bool(j, 0);
+        py_json_key(j, "masking_use_longer_ngrams");
+        py_json_bool(j, 0);
+        py_json_key(j, "masking_use_geometric_distribution");
+        py_json_bool(j, 0);
+        py_json_key(j, "classification_head");
+        py_json_bool(j, cfg->bert->binary_head);
+    }
     py_json_end_object(j);
 }
 
 /* the cache directory of a corpus's GPTDataset: --data-cache-path, or Megatron's default
- * os.path.join(path_prefix, "cache", "GPTDataset_indices") */
+ * os.path.join(path_prefix, "cache", "GPTDataset_indices") (BERTMaskedWordPieceDataset_indices) */
 static const char *gpt_cache_dir(const gpt_data_config *cfg, const corpus *c, char *buffer, size_t size,
                                  int *is_default) {
     *is_default = 0;
@@ -351,13 +430,104 @@ static const char *gpt_cache_dir(const gpt_data_config *cfg, const corpus *c, ch
     /* our CORPUS.h5 names: the prefix without ".h5" (a file cannot hold the directory) */
     size_t n = strlen(c->name);
     int h5 = n > 3 && !strcmp(c->name + n - 3, ".h5");
-    snprintf(buffer, size, "%.*s/cache/GPTDataset_indices", (int)(h5 ? n - 3 : n), c->name);
+    snprintf(buffer, size, "%.*s/cache/%s_indices", (int)(h5 ? n - 3 : n), c->name,
+             cfg->bert ? "BERTMaskedWordPieceDataset" : "GPTDataset");
     return buffer;
 }
 
 /* one GPTDataset: `samples` < 0 is Megatron's num_samples None (one epoch) */
+typedef struct bert_build {
+    const gpt_data_config *cfg;
+    const split_part *part;
+    int64_t samples;
+    const char *split_string;
+    int split;
+} bert_build;
+
+/* masked_dataset.py _build_sample_index: helpers.build_mapping over the split's documents,
+ * kept as Megatron saves it ((samples, 3) uint32; uint64 past 2^32 sentences) */
+static void build_bert_arrays(void *context, index_arrays *out) {
+    const bert_build *b = context;
+    const corpus *c = b->part->c;
+    int64_t count = 0;
+    /* the split's documents with the bound after the last: document_indices[first .. last] */
+    int64_t *rows = bert_build_sample_index(c->document_sentences + b->part->first,
+                                            b->part->last - b->part->first, c->sentence_lengths,
+                                            b->samples, b->cfg->seq_length - 3,
+                                            b->cfg->bert->short_seq_prob, (int32_t)b->cfg->seed,
+                                            b->cfg->bert->binary_head ? 2 : 1, &count);
+    if (!rows)
+        user_error("%s: the %s split (%s, documents [%lld, %lld)) yields no BERT sample: each "
+                   "needs a document of %s without a sentence over 512 tokens", c->path,
+                   split_names[b->split], b->split_string, (long long)b->part->first,
+                   (long long)b->part->last,
+                   b->cfg->bert->binary_head ? "two sentences or more (or --bert-no-binary-head)"
+                                             : "one sentence or more");
+    memset(out, 0, sizeof *out);
+    out->count = 1;
+    out->data[0] = rows;
+    out->length[0] = 3 * count;
+    out->columns[0] = 3;
+    CHECK(c->num_sentences <= (int64_t)UINT32_MAX, "%s: more than 2^32 sentences: Megatron's "
+          "sample index is uint64 there, which the index cache does not write", c->path);
+    out->dtype[0] = NPY_UINT32;
+}
+
+/* a loaded BERT sample index is safe to read samples with: runs of the split's sentences */
+static int check_bert_arrays(void *context, const index_arrays *a, char *why, size_t whylen) {
+    const bert_build *b = context;
+    const corpus *c = b->part->c;
+    if (a->count != 1 || a->columns[0] != 3)
+        return error_format(why, whylen, "the sample index is not a (samples, 3) array");
+    int64_t count = a->length[0] / 3;
+    if (count < b->samples)
+        return error_format(why, whylen, "%lld samples where %lld are needed", (long long)count,
+                            (long long)b->samples);
+    int64_t lowest = c->document_sentences[b->part->first], highest = c->document_sentences[b->part->last];
+    for (int64_t s = 0; s < count; s++) {
+        const int64_t *row = a->data[0] + 3 * s;
+        if (row[0] < lowest || row[1] <= row[0] || row[1] > highest || row[2] < 2 ||
+            row[2] > b->cfg->seq_length - 3)
+            return error_format(why, whylen, "sample_index[%lld] = (%lld, %lld, %lld) is out of range",
+                                (long long)s, (long long)row[0], (long long)row[1], (long long)row[2]);
+    }
+    return 0;
+}
+
+static void build_bert_part(gpt_datasets *ds, const gpt_data_config *cfg, split_part *part,
+                            int split, const char *split_string, int64_t samples, MPI_Comm comm) {
+    const corpus *c = part->c;
+    if (samples < 0)
+        user_error("%s: an unweighted blend of BERT corpora (--data-path A B ...) gives each "
+                   "corpus num_samples None, which Megatron's build_mapping cannot take: give "
+                   "weights (--data-path W1 A W2 B ...)", c->path);
+    if (part->last <= part->first)
+        user_error("%s: the %s split (%s) gets no documents [%lld, %lld) of %lld", c->path,
+                   split_names[split], split_string, (long long)part->first,
+                   (long long)part->last, (long long)c->num_documents);
+    py_json description;
+    py_json_init(&description);
+    gpt_identifiers(&description, ds, part, split, samples);
+    bert_build b = {cfg, part, samples, split_string, split};
+    char dir[4300];
+    index_cache_request request = {
+        .class_name = "BERTMaskedWordPieceDataset", .split = split_names[split],
+        .split_not_in_names = 1, .description = description.text,
+        .content_hash = c->lengths_hash, .count = 1, .names = {"sample_index"},
+        .build = build_bert_arrays, .check = check_bert_arrays, .context = &b};
+    request.dir = gpt_cache_dir(cfg, c, dir, sizeof dir, &request.dir_is_default);
+    index_cache_get(&request, &part->arrays, comm, &ds->stats, cfg->verbose);
+    py_json_free(&description);
+    part->requested = samples;
+    part->num_samples = part->arrays.length[0] / 3;
+}
+
 static void build_split_part(gpt_datasets *ds, const gpt_data_config *cfg, split_part *part,
                              int split, const char *split_string, int64_t samples, MPI_Comm comm) {
+    if (cfg->bert) {
+        build_bert_part(ds, cfg, part, split, split_string, samples, comm);
+        return;
+    }
     int64_t tokens = 0;
     for (int64_t d = part->first; d < part->last; d++) tokens += part->c->lengths[d];
     if (part->last <= part->first || tokens < 2)
@@ -392,7 +562,7 @@ static corpus *corpus_of(gpt_datasets *ds, const char *path) {
         if (!strcmp(ds->corpora[i].name, path)) return &ds->corpora[i];
     CHECK(ds->num_corpora < MAX_CORPORA, "too many corpora");
     corpus *c = &ds->corpora[ds->num_corpora++];
-    open_corpus(c, path);
+    open_corpus(c, path, ds->bert != NULL);
     snprintf(c->name, sizeof c->name, "%s", path);
     int eod = c->h5 ? (int)c->h5->meta.eod_id : -1;
     int vocab = c->h5 ? (int)c->h5->meta.vocab_size : 0;
@@ -514,9 +684,15 @@ gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm) {
     if (cfg->seed > 0xffffffffull)
         user_error("--seed %llu: the dataset's numpy RandomState takes seeds in [0, 2^32)",
                    (unsigned long long)cfg->seed);
+    if (cfg->bert && (cfg->seq_length < 5 || cfg->seed < 1 || cfg->seed > INT32_MAX))
+        user_error("the BERT dataset needs --seq-length >= 5 (got %d) and --seed in [1, 2^31) "
+                   "(got %llu; Megatron's build_mapping takes a positive int32)", cfg->seq_length,
+                   (unsigned long long)cfg->seed);
     gpt_datasets *ds = calloc(1, sizeof *ds);
     CHECK(ds, "out of memory");
     ds->cfg = cfg;
+    ds->bert = cfg->bert;
+    ds->bert_seed = cfg->seed;
     ds->seq_length = cfg->seq_length;
     ds->eod = -1;
     int64_t ranges[GPT_DATA_MAX_PATHS][2];
@@ -615,6 +791,56 @@ void gpt_dataset_sample(gpt_datasets *ds, int split, int64_t index, int32_t *tok
     read_part_sample(&view->parts[d], ds->seq_length, view->blend.data[1][index], tokens);
 }
 
+/* BERTMaskedWordPieceDataset.__getitem__: the sample's sentences, then bert_build_sample */
+static void read_bert_part_sample(gpt_datasets *ds, const split_part *part, int64_t index,
+                                  bert_sample *out) {
+    CHECK(index >= 0 && index < part->num_samples, "%s: sample %lld of %lld", part->c->path,
+          (long long)index, (long long)part->num_samples);
+    const corpus *c = part->c;
+    const int64_t *row = part->arrays.data[0] + 3 * index;
+    int64_t first = row[0], last = row[1], tokens = 0;
+    for (int64_t s = first; s < last; s++) tokens += c->sentence_lengths[s];
+    if ((size_t)tokens > ds->bert_tokens_capacity) {
+        free(ds->bert_tokens);
+        ds->bert_tokens_capacity = (size_t)tokens;
+        ds->bert_tokens = malloc(sizeof(int32_t) * ds->bert_tokens_capacity);
+        CHECK(ds->bert_tokens, "out of memory");
+    }
+    if ((size_t)(last - first) > ds->bert_lengths_capacity) {
+        free(ds->bert_lengths);
+        ds->bert_lengths_capacity = (size_t)(last - first);
+        ds->bert_lengths = malloc(sizeof(int64_t) * ds->bert_lengths_capacity);
+        CHECK(ds->bert_lengths, "out of memory");
+    }
+    int64_t filled = 0;
+    for (int64_t s = first; s < last; s++) {
+        int64_t n = c->sentence_lengths[s];
+        ds->bert_lengths[s - first] = n;
+        if (c->mm) mmap_indexed_read(c->mm, s, 0, n, ds->bert_tokens + filled);
+        else if (n > 0) hdf5_corpus_read_tokens(c->h5, c->sentence_tokens[s], n, ds->bert_tokens + filled);
+        filled += n;
+    }
+    char why[300];
+    if (bert_build_sample(ds->bert, ds->seq_length, (uint64_t)ds->bert_seed, index, ds->bert_tokens,
+                          ds->bert_lengths, (int)(last - first), row[2], out, &ds->bert_scratch,
+                          why, sizeof why) != 0)
+        user_error("%s: BERT sample %lld (sentences [%lld, %lld)): %s", c->path, (long long)index,
+                   (long long)first, (long long)last, why);
+}
+
+void bert_dataset_sample(gpt_datasets *ds, int split, int64_t index, bert_sample *out) {
+    CHECK(ds->bert, "bert_dataset_sample on GPT datasets");
+    const split_view *view = &ds->splits[split];
+    CHECK(index >= 0 && index < view->size, "%s sample %lld out of [0, %lld)", split_names[split],
+          (long long)index, (long long)view->size);
+    if (!view->blended) {
+        read_bert_part_sample(ds, &view->parts[0], index, out);
+        return;
+    }
+    int64_t d = view->blend.data[0][index];
+    read_bert_part_sample(ds, &view->parts[d], view->blend.data[1][index], out);
+}
+
 int gpt_dataset_sample_source(const gpt_datasets *ds, int split, int64_t index) {
     const split_view *view = &ds->splits[split];
     return view->blended ? (int)view->blend.data[0][index] : 0;
@@ -646,6 +872,11 @@ void gpt_datasets_close(gpt_datasets *ds) {
         hdf5_corpus_close(ds->corpora[i].h5);
         if (ds->corpora[i].mm) mmap_indexed_close(ds->corpora[i].mm);
         free(ds->corpora[i].lengths);
+        free(ds->corpora[i].document_sentences);
+        free(ds->corpora[i].sentence_lengths);
     }
+    bert_scratch_free(&ds->bert_scratch);
+    free(ds->bert_tokens);
+    free(ds->bert_lengths);
     free(ds);
 }

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "app/data/bert_dataset.h"
 #include "app/data/mock_data.h" /* SPLIT_TRAIN, SPLIT_VALID, SPLIT_TEST */
 
 enum { GPT_DATA_MAX_PATHS = 64, GPT_DATA_SPLITS = 3, GPT_DATA_TOKENIZER_FIELDS = 16 };
@@ -51,6 +52,10 @@ typedef struct gpt_data_config {
     int verbose;                            /* rank 0 prints what it builds or loads */
     int test_optional;                      /* a test split without documents (or with fewer
                                              * than 2 tokens) is left out instead of refused */
+    /* NULL: GPTDataset. Set: BERTMaskedWordPieceDataset (bert_dataset.h): the corpora's
+     * documents are their documents (not sequences), each a run of sentences; the samples are
+     * read with bert_dataset_sample; the indices are built in memory (no cache) */
+    const bert_dataset_config *bert;
 } gpt_data_config;
 
 /* Fills a blend from Megatron's --data-path words as get_blend_from_list reads them:
@@ -85,6 +90,9 @@ int64_t gpt_dataset_num_samples(gpt_datasets *ds, int split);
 
 /* tokens[0 .. seq_length] of sample `index` of `split` */
 void gpt_dataset_sample(gpt_datasets *ds, int split, int64_t index, int32_t *tokens);
+
+/* sample `index` of `split` of BERT datasets (cfg->bert set): seq_length values per array */
+void bert_dataset_sample(gpt_datasets *ds, int split, int64_t index, bert_sample *out);
 
 /* end-of-document id and unpadded vocabulary size recorded in the corpora; -1 / 0 when
  * unknown (a .bin/.idx corpus carries neither: take them from the tokenizer flags) */

@@ -229,7 +229,8 @@ void index_cache_get(const index_cache_request *r, index_arrays *out, MPI_Comm c
     }
     char hash[33], base[BASE_BYTES], why[1024] = "", err[1024] = "";
     md5_hex(r->description, strlen(r->description), hash);
-    snprintf(base, sizeof base, "%s/%s-%s-%s", r->dir, hash, r->class_name, r->split);
+    if (r->split_not_in_names) snprintf(base, sizeof base, "%s/%s-%s", r->dir, hash, r->class_name);
+    else snprintf(base, sizeof base, "%s/%s-%s-%s", r->dir, hash, r->class_name, r->split);
     int status = 0;   /* 0: files usable by all; 1: in memory (default dir not writable) */
     if (rank == 0) {
         int checked = 0, found = load(r, base, out, &checked, why, sizeof why);

@@ -3,7 +3,8 @@
  * in the cache directory
  *     <md5(D)>-C-S-description.txt          D itself
  *     <md5(D)>-C-S-<array>.npy              each index array, numpy.save's bytes and dtype
- * so a cache directory written by Megatron-LM and one written here are interchangeable. Ours
+ * (<md5(D)>-C-description.txt and <md5(D)>-C-<array>.npy for the BERT datasets, whose names
+ * leave the split out) so a cache directory written by Megatron-LM and one written here are interchangeable. Ours
  * adds <md5(D)>-C-S-checksums.txt (Megatron ignores it): the XXH3 of every file above and a
  * hash of the corpus content, verified on load; a mismatch is reported naming the file and the
  * arrays are rebuilt. Files without a checksum list (written by Megatron) are range-checked
@@ -38,6 +39,7 @@ typedef struct index_cache_request {
     int dir_is_default;       /* Megatron's <prefix>/cache/...: cannot write it -> warn, go on */
     const char *class_name;   /* "GPTDataset" */
     const char *split;        /* "train", "valid", "test" */
+    int split_not_in_names;   /* Megatron's masked (BERT) datasets: <md5(D)>-C-<array>.npy */
     const char *description;  /* the unique description (JSON) */
     uint64_t content_hash;    /* the corpus content behind the arrays (ours, in checksums.txt) */
     int count;                /* arrays */

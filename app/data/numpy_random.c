@@ -1,4 +1,4 @@
-/* numpy_random.c: MT19937 and numpy's legacy RandomState shuffle (see numpy_random.h). */
+/* numpy_random.c: MT19937 and numpy's legacy RandomState draws (see numpy_random.h). */
 #include "app/data/numpy_random.h"
 
 enum { MT_M = 397 };
@@ -61,6 +61,15 @@ uint64_t numpy_random_interval(numpy_random_state *s, uint64_t max) {
         }
     }
     return value;
+}
+
+double numpy_random_double(numpy_random_state *s) {
+    uint32_t a = numpy_random_next32(s) >> 5, b = numpy_random_next32(s) >> 6;
+    return (a * 67108864.0 + b) / 9007199254740992.0;
+}
+
+int64_t numpy_random_randint(numpy_random_state *s, int64_t low, int64_t high) {
+    return low + (int64_t)numpy_random_interval(s, (uint64_t)(high - 1 - low));
 }
 
 void numpy_random_shuffle(numpy_random_state *s, int64_t *a, int64_t n) {

@@ -1,8 +1,9 @@
 /* numpy_random.h: numpy.random.RandomState(seed) as Megatron's datasets use it: the MT19937
  * generator seeded from an integer (numpy's mt19937_seed, Matsumoto-Nishimura init_genrand),
  * its tempered 32-bit output, the legacy bounded integer draw (random_interval: smallest bit
- * mask, rejection) and the legacy in-place shuffle of a 1-D array, so that index arrays built
- * here equal the ones Megatron-Core's gpt_dataset.py builds, draw for draw. */
+ * mask, rejection), random(), randint and the legacy in-place shuffle of a 1-D array or list,
+ * so that the index arrays built here equal the ones Megatron-Core's gpt_dataset.py builds and
+ * the BERT samples equal masked_dataset.py's, draw for draw. */
 #ifndef NUMPY_RANDOM_H
 #define NUMPY_RANDOM_H
 
@@ -23,6 +24,13 @@ uint32_t numpy_random_next32(numpy_random_state *s);
 
 /* a uniform integer in [0, max] (numpy's legacy random_interval) */
 uint64_t numpy_random_interval(numpy_random_state *s, uint64_t max);
+
+/* RandomState.random(): a double in [0, 1) from two draws (numpy's mt19937 next_double:
+ * (a >> 5) 2^26 + (b >> 6), over 2^53) */
+double numpy_random_double(numpy_random_state *s);
+
+/* RandomState.randint(low, high) for int64 (the legacy masked draw: low + interval(high-1-low)) */
+int64_t numpy_random_randint(numpy_random_state *s, int64_t low, int64_t high);
 
 /* RandomState.shuffle(a) of a 1-D array of n int64 values: Fisher-Yates from the back,
  * j = random_interval(i) for i = n-1 .. 1 */

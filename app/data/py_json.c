@@ -122,6 +122,11 @@ void py_json_null(py_json *j) {
     puts_(j, "null");
 }
 
+void py_json_bool(py_json *j, int value) {
+    before_value(j);
+    puts_(j, value ? "true" : "false");
+}
+
 void py_float_repr(double value, char *out, size_t cap) {
     if (isnan(value)) { snprintf(out, cap, "NaN"); return; }
     if (isinf(value)) { snprintf(out, cap, value > 0 ? "Infinity" : "-Infinity"); return; }

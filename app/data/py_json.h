@@ -32,6 +32,7 @@ void py_json_string(py_json *j, const char *value);  /* NULL: null */
 void py_json_int(py_json *j, int64_t value);
 void py_json_float(py_json *j, double value);        /* Python's repr(float) */
 void py_json_null(py_json *j);
+void py_json_bool(py_json *j, int value);             /* true / false */
 
 /* Python's repr() of a float: the shortest digits that read back to it, in fixed notation for
  * exponents -4 .. 15 ("0.969", "1.0", "0.0001"), else "1e-05" / "1.5e+16" */

@@ -3,6 +3,7 @@
 noinst_LIBRARIES += app/model/libmodel.a
 app_model_libmodel_a_SOURCES = \
 	app/model/gpt_model.c app/model/gpt_model.h \
+	app/model/bert_heads.c app/model/bert_heads.h \
 	app/model/grad_first_write.c app/model/grad_first_write.h \
 	app/model/context_parallel.c app/model/context_parallel.h \
 	app/model/moe_layer.c app/model/moe_layer.h \

@@ -153,6 +153,17 @@ static void columns_to_blocks(void *out, const void *in, int rows, int blocks, i
 static void blocks_to_columns(void *out, const void *in, int rows, int blocks, int width) {
     cpu_blocks_to_columns(out, in, rows, blocks, width);
 }
+static void attention_padded_forward(void *out, void *workspace, const void *qkv, const int *key_valid,
+                                     int B, int T, int H, int G, int D, int head_start, int total_heads,
+                                     dropout_rng rng) {
+    cpu_attention_padded_forward(out, workspace, qkv, key_valid, B, T, H, G, D, head_start, total_heads, rng);
+}
+static void attention_padded_backward(void *dqkv, const void *dout, const void *qkv, const int *key_valid,
+                                      const void *workspace, int B, int T, int H, int G, int D,
+                                      int head_start, int total_heads, dropout_rng rng) {
+    cpu_attention_padded_backward(dqkv, dout, qkv, key_valid, workspace, B, T, H, G, D, head_start,
+                                  total_heads, rng);
+}
 static void attention_kv_pack(void *kv, const void *qkv, int rows, int H, int G, int D) {
     cpu_attention_kv_pack(kv, qkv, rows, H, G, D);
 }
@@ -188,6 +199,12 @@ static void matmul_backward_gelu(void *dpre, float *dweight, const void *dout, v
     cpu_gelu_forward(x, pre, (size_t)N * (size_t)IC);  /* the forward's value, bit for bit */
     cpu_matmul_backward(NULL, dweight, NULL, dout, x, weight, N, IC, OC);
 }
+static void gelu_erf_forward(void *out, const void *x, size_t n) { cpu_gelu_erf_forward(out, x, n); }
+static void gelu_erf_backward(void *dx, const void *x, const void *dout, size_t n) {
+    cpu_gelu_erf_backward(dx, x, dout, n);
+}
+static void tanh_forward(void *out, const void *x, size_t n) { cpu_tanh_forward(out, x, n); }
+static void tanh_backward(void *dx, const void *y, const void *dout, size_t n) { cpu_tanh_backward(dx, y, dout, n); }
 static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {
     cpu_gelu_backward(dx, x, dout, n);
 }
@@ -292,6 +309,8 @@ static const kernel_ops cpu_ops = {
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
     .decode_attention = decode_attention,
+    .attention_padded_forward = attention_padded_forward,
+    .attention_padded_backward = attention_padded_backward,
     .attention_kv_pack = attention_kv_pack,
     .attention_kv_unpack = attention_kv_unpack,
     .attention_block_forward = attention_block_forward,
@@ -302,6 +321,10 @@ static const kernel_ops cpu_ops = {
 
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,
+    .gelu_erf_forward = gelu_erf_forward,
+    .gelu_erf_backward = gelu_erf_backward,
+    .tanh_forward = tanh_forward,
+    .tanh_backward = tanh_backward,
     .moe_route_forward = cpu_moe_route_forward,
     .moe_route_backward = cpu_moe_route_backward,
     .gather_rows = gather_rows,

@@ -90,6 +90,15 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                             const void *workspace, int B, int T, int H, int G, int D,
                             int head_start, int total_heads, dropout_rng rng);
 
+/* cpu_attention_padded.c (BERT: bidirectional, key-padding mask) */
+void cpu_attention_padded_forward(float *out, void *workspace, const float *qkv,
+                                  const int *key_valid, int B, int T, int H, int G, int D,
+                                  int head_start, int total_heads, dropout_rng rng);
+void cpu_attention_padded_backward(float *dqkv, const float *dout, const float *qkv,
+                                   const int *key_valid, const void *workspace, int B, int T,
+                                   int H, int G, int D, int head_start, int total_heads,
+                                   dropout_rng rng);
+
 /* cpu_attention_block.c (context parallelism's ring attention) */
 void cpu_columns_to_blocks(float *out, const float *in, int rows, int blocks, int width);
 void cpu_blocks_to_columns(float *out, const float *in, int rows, int blocks, int width);
@@ -110,6 +119,11 @@ void cpu_decode_attention(float *out, float *k_cache, float *v_cache, const floa
 /* cpu_elementwise.c */
 void cpu_gelu_forward(float *out, const float *x, size_t n);
 void cpu_gelu_backward(float *dx, const float *x, const float *dout, size_t n);
+/* cpu_bert_elementwise.c */
+void cpu_gelu_erf_forward(float *out, const float *x, size_t n);
+void cpu_gelu_erf_backward(float *dx, const float *x, const float *dout, size_t n);
+void cpu_tanh_forward(float *out, const float *x, size_t n);
+void cpu_tanh_backward(float *dx, const float *y, const float *dout, size_t n);
 void cpu_dropout_forward(float *out, const float *x, size_t n, dropout_rng rng);
 void cpu_dropout_backward(float *dx, const float *dout, size_t n, dropout_rng rng);
 void cpu_add(float *out, const float *a, const float *b, size_t n);

@@ -30,9 +30,10 @@ sources() {
         safetensors) echo "io/safetensors.c $CORE" ;;
         generate_request) echo "app/inference/generate_request.c $CORE" ;;
         hf_tokenizer) sources gpt2_vocab ;;
+        bert_sample) echo "app/data/bert_dataset.c app/data/numpy_random.c $CORE" ;;
     esac
 }
-TARGETS="jsonl args_file gpt2_vocab wordpiece_vocab idx_header tracker safetensors generate_request hf_tokenizer"
+TARGETS="jsonl args_file gpt2_vocab wordpiece_vocab idx_header tracker safetensors generate_request hf_tokenizer bert_sample"
 export ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1"
 # the targets write their input to a file per run: in memory when /dev/shm is there, removed at exit
 FUZZ_TMP=$(mktemp -d /dev/shm/mtc-fuzz-test.XXXXXX 2>/dev/null || mktemp -d "$WORK/tmp.XXXXXX")

@@ -8,7 +8,8 @@
  *    mask agreement, attention causality, and that backward kernels accumulate into parameter
  *    gradients (and overwrite input gradients) as kernels.h specifies. The Llama family's
  *    kernels too: RMSNorm, rotary embeddings (both pairings, partial rotation), SwiGLU, and
- *    grouped-/multi-query attention (a group's K/V gradients summed over its query heads).
+ *    grouped-/multi-query attention (a group's K/V gradients summed over its query heads); BERT's
+ *    bidirectional attention with a key-padding mask (attention_padded_*), exact GeLU and tanh.
  * Shapes are small and odd (B=2, T=5, C=7, H=2, D=3, V=11) so that off-by-one layouts show up.
  *
  * Error measure: err(a, b) = max_i |a_i - b_i| / max(max_i |b_i|, 1e-6) with b the double
@@ -516,6 +517,109 @@ static void test_attention(float p, int NH, int NG) {
     free(qkv2); free(out2);
 }
 
+/* ------------------------------------------------------------------ padded attention (BERT) */
+
+typedef struct {
+    double *qkv, *out;
+    const int *valid;  /* [B,T] key validity */
+    const float *R;
+    int NH, NG, head_start, total_heads;
+    dropout_rng rng;
+} padded_ctx;
+
+/* softmax over the visible keys of every query, in double; keys with valid 0 take no part */
+static void ref_attention_padded(padded_ctx *c) {
+    int NH = c->NH, NG = c->NG, row = (NH + 2 * NG) * D, HD = NH * D, per = NH / NG;
+    double scale = 1.0 / sqrt((double)D), att[T];
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t1 = 0; t1 < T; t1++) {
+                int g = h / per;
+                const double *q = c->qkv + (b * T + t1) * row + (g * (per + 2) + h % per) * D;
+                double mx = -INFINITY, sum = 0.0;
+                for (int t2 = 0; t2 < T; t2++) {
+                    const double *k = c->qkv + (b * T + t2) * row + (g * (per + 2) + per) * D;
+                    double s = 0.0;
+                    for (int d = 0; d < D; d++) s += q[d] * k[d];
+                    att[t2] = s * scale;
+                    if (c->valid[b * T + t2] && att[t2] > mx) mx = att[t2];
+                }
+                for (int t2 = 0; t2 < T; t2++) {
+                    att[t2] = c->valid[b * T + t2] ? exp(att[t2] - mx) : 0.0;
+                    sum += att[t2];
+                }
+                double *o = c->out + (b * T + t1) * HD + h * D;
+                for (int d = 0; d < D; d++) o[d] = 0.0;
+                for (int t2 = 0; t2 < T; t2++) {
+                    double a = att[t2] / sum;
+                    if (c->rng.p > 0.0f) {
+                        uint64_t head_base = c->rng.offset + ((uint64_t)b * c->total_heads + c->head_start + h) * T * T;
+                        a = philox_keep_attention(c->rng.seed, c->rng.stream, head_base, T, t1, t2, c->rng.p)
+                                ? a / (1.0 - (double)c->rng.p) : 0.0;
+                    }
+                    const double *v = c->qkv + (b * T + t2) * row + (g * (per + 2) + per + 1) * D;
+                    for (int d = 0; d < D; d++) o[d] += a * v[d];
+                }
+            }
+}
+
+static double obj_attention_padded(void *p) {
+    padded_ctx *c = p;
+    ref_attention_padded(c);
+    return dot(c->out, c->R, (size_t)B * T * c->NH * D);
+}
+
+/* batch 0 padded at its end, batch 1 with a padded key inside */
+static void test_attention_padded(float p, int NH, int NG) {
+    char tag[80], what[180];
+    snprintf(tag, sizeof tag, "padded attention p=%.2f heads %d groups %d", p, NH, NG);
+    if (!K->attention_padded_forward || !K->attention_padded_backward) {
+        tap_ok(0, "%s: the backend has the op", tag);
+        return;
+    }
+    static const int valid[] = {1, 1, 1, 0, 0, 1, 0, 1, 1, 1}; /* [B = 2, T = 5] */
+    if ((int)(sizeof valid / sizeof *valid) != B * T) { tap_ok(0, "%s: the mask fits [B,T]", tag); return; }
+    int head_start = 1, total_heads = NH + 2;
+    dropout_rng rng = {p, 4321, 0xFEDCBA, 5};
+    int row = (NH + 2 * NG) * D;
+    size_t nqkv = (size_t)B * T * row, nout = (size_t)B * T * NH * D;
+    float *qkv = fill(nqkv, -1.5f, 1.5f), *R = fill(nout, -1, 1), *out = fill(nout, -9, 9);
+    float *ws = K->alloc(K->attention_workspace_bytes(B, T, NH, D));
+    int *key_valid = K->alloc(sizeof valid);
+    K->copy_from_host(key_valid, valid, sizeof valid);
+    padded_ctx c = {to_double(qkv, nqkv), dzeros(nout), valid, R, NH, NG, head_start, total_heads, rng};
+
+    K->attention_padded_forward(out, ws, qkv, key_valid, B, T, NH, NG, D, head_start, total_heads, rng);
+    ref_attention_padded(&c);
+    check_fwd(tag, out, c.out, nout);
+
+    double *g = dzeros(nqkv);
+    fd_grad(obj_attention_padded, &c, c.qkv, nqkv, g);
+    float *dqkv = fill(nqkv, -9, 9); /* garbage: backward overwrites all of dqkv */
+    K->attention_padded_backward(dqkv, R, qkv, key_valid, ws, B, T, NH, NG, D, head_start, total_heads, rng);
+    snprintf(what, sizeof what, "%s dqkv (overwritten)", tag);
+    check_grad(what, dqkv, g, nqkv);
+
+    /* a padded key or value changes nothing; a later valid key changes earlier queries' outputs */
+    float *qkv2 = malloc(nqkv * sizeof(float)), *out2 = fzeros(nout);
+    memcpy(qkv2, qkv, nqkv * sizeof(float));
+    for (int j = 0; j < row; j++) {  /* batch 0, t = 4 (padded): its k and v, not its q */
+        int per = NH / NG, in_query = (j / D) % (per + 2) < per;
+        if (!in_query) qkv2[(size_t)4 * row + j] += 0.9f;
+    }
+    K->attention_padded_forward(out2, ws, qkv2, key_valid, B, T, NH, NG, D, head_start, total_heads, rng);
+    int unchanged = memcmp(out, out2, nout * sizeof(float)) == 0;
+    memcpy(qkv2, qkv, nqkv * sizeof(float));
+    for (int j = 0; j < row; j++) qkv2[(size_t)(T + 4) * row + j] += 0.9f;  /* batch 1, t = 4 */
+    K->attention_padded_forward(out2, ws, qkv2, key_valid, B, T, NH, NG, D, head_start, total_heads, rng);
+    int earlier_moved = memcmp(out + (size_t)T * NH * D, out2 + (size_t)T * NH * D, (size_t)NH * D * sizeof(float)) != 0;
+    tap_ok(unchanged && earlier_moved, "%s: padded keys are invisible, later valid keys visible (bidirectional)", tag);
+
+    K->release(ws);
+    K->release(key_valid);
+    free(qkv); free(R); free(out); free(c.qkv); free(c.out); free(g); free(dqkv); free(qkv2); free(out2);
+}
+
 /* ------------------------------------------------------------------ RMSNorm */
 
 typedef struct {
@@ -738,6 +842,48 @@ static void test_gelu(void) {
     float *dx = fill(n, -9, 9); /* garbage: overwritten */
     K->gelu_backward(dx, x, R, n);
     check_grad("gelu dx (overwritten)", dx, g, n);
+    free(x); free(R); free(out); free(c.x); free(c.out); free(g); free(dx);
+}
+
+/* BERT's heads: the exact (erf) GeLU of torch.nn.functional.gelu, and tanh (backward from y) */
+static void ref_gelu_erf(ew_ctx *c) {
+    for (size_t i = 0; i < c->n; i++) c->out[i] = 0.5 * c->x[i] * (1.0 + erf(c->x[i] / sqrt(2.0)));
+}
+static double obj_gelu_erf(void *p) {
+    ew_ctx *c = p;
+    ref_gelu_erf(c);
+    return dot(c->out, c->R, c->n);
+}
+static void ref_tanh(ew_ctx *c) {
+    for (size_t i = 0; i < c->n; i++) c->out[i] = tanh(c->x[i]);
+}
+static double obj_tanh(void *p) {
+    ew_ctx *c = p;
+    ref_tanh(c);
+    return dot(c->out, c->R, c->n);
+}
+
+static void test_bert_elementwise(void) {
+    if (!K->gelu_erf_forward || !K->tanh_forward) {
+        tap_ok(0, "gelu_erf and tanh: the backend has the ops");
+        return;
+    }
+    size_t n = 37;
+    float *x = fill(n, -4, 4), *R = fill(n, -1, 1), *out = fzeros(n), *dx = fill(n, -9, 9);
+    ew_ctx c = {to_double(x, n), dzeros(n), R, n};
+    double *g = dzeros(n);
+    K->gelu_erf_forward(out, x, n);
+    ref_gelu_erf(&c);
+    check_fwd("gelu_erf (exact GeLU)", out, c.out, n);
+    fd_grad(obj_gelu_erf, &c, c.x, n, g);
+    K->gelu_erf_backward(dx, x, R, n);
+    check_grad("gelu_erf dx (overwritten)", dx, g, n);
+    K->tanh_forward(out, x, n);
+    ref_tanh(&c);
+    check_fwd("tanh", out, c.out, n);
+    fd_grad(obj_tanh, &c, c.x, n, g);
+    K->tanh_backward(dx, out, R, n);
+    check_grad("tanh dx from its output (overwritten)", dx, g, n);
     free(x); free(R); free(out); free(c.x); free(c.out); free(g); free(dx);
 }
 
@@ -992,6 +1138,9 @@ int main(void) {
     test_attention(0.0f, H, H);
     test_attention(0.25f, H, H);
     test_attention(0.0f, 4, 2);   /* grouped-query */
+    test_attention_padded(0.0f, H, H);
+    test_attention_padded(0.25f, H, H);
+    test_attention_padded(0.0f, 4, 2);
     test_attention(0.25f, 4, 2);
     test_attention(0.0f, 3, 1);   /* multi-query */
     test_rmsnorm();
@@ -1012,6 +1161,7 @@ int main(void) {
     }
     test_swiglu();
     test_gelu();
+    test_bert_elementwise();
     test_dropout();
     test_add_scale();
     test_cross_entropy();

@@ -2,7 +2,11 @@
  * which compares them with numpy's own RandomState (python3-numpy):
  *   numpy_random_test raw SEED N          N tempered 32-bit outputs after RandomState(SEED)
  *   numpy_random_test interval SEED MAX N N draws of random_interval(MAX) (64-bit MAX too)
- *   numpy_random_test shuffle SEED N      RandomState(SEED).shuffle(arange(N)) */
+ *   numpy_random_test shuffle SEED N      RandomState(SEED).shuffle(arange(N))
+ *   numpy_random_test random SEED N       N RandomState.random() doubles (%.17g)
+ *   numpy_random_test randint SEED LOW HIGH N   N RandomState.randint(LOW, HIGH)
+ *   numpy_random_test mt64 SEED N         N outputs of std::mt19937_64(SEED) (bert_dataset.h) */
+#include "app/data/bert_dataset.h"
 #include "app/data/numpy_random.h"
 
 #include <inttypes.h>
@@ -32,6 +36,18 @@ int main(int argc, char **argv) {
         numpy_random_shuffle(&s, a, n);
         for (int64_t i = 0; i < n; i++) printf("%" PRId64 "\n", a[i]);
         free(a);
+    } else if (!strcmp(argv[1], "random")) {
+        long n = atol(argv[3]);
+        for (long i = 0; i < n; i++) printf("%.17g\n", numpy_random_double(&s));
+    } else if (!strcmp(argv[1], "randint") && argc == 6) {
+        int64_t low = atoll(argv[3]), high = atoll(argv[4]);
+        long n = atol(argv[5]);
+        for (long i = 0; i < n; i++) printf("%" PRId64 "\n", numpy_random_randint(&s, low, high));
+    } else if (!strcmp(argv[1], "mt64")) {
+        mt19937_64 g;
+        mt19937_64_seed(&g, strtoull(argv[2], NULL, 10));
+        long n = atol(argv[3]);
+        for (long i = 0; i < n; i++) printf("%" PRIu64 "\n", mt19937_64_next(&g));
     } else {
         fprintf(stderr, "numpy_random_test: unknown mode %s\n", argv[1]);
         return 2;

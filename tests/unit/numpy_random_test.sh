@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/unit/numpy_random_test.sh: app/data/numpy_random.c against numpy itself: RandomState(seed)
 # raw MT19937 outputs (across several state regenerations), the legacy bounded draws
-# (32- and 64-bit masks) and RandomState.shuffle, for several seeds and sizes.
+# (32- and 64-bit masks), RandomState.shuffle, random() and randint (the BERT samples' draws),
+# for several seeds and sizes; std::mt19937_64 (the BERT sample index) against the C++
+# standard's required value.
 . "${top_srcdir:-.}/tests/lib.sh"
 TOOL="$top_builddir/tests/unit/numpy_random_test"
 PYTHON=""
@@ -18,12 +20,16 @@ mode, seed = sys.argv[1], int(sys.argv[2])
 r = np.random.RandomState(seed)
 if mode == "raw":
     values = r.randint(0, 2**32, size=int(sys.argv[3]), dtype=np.uint64)
+elif mode == "random":
+    values = ["%.17g" % r.random() for _ in range(int(sys.argv[3]))]
+elif mode == "randint":
+    values = [r.randint(int(sys.argv[3]), int(sys.argv[4])) for _ in range(int(sys.argv[5]))]
 elif mode == "interval":
     values = r.randint(0, int(sys.argv[3]) + 1, size=int(sys.argv[4]), dtype=np.uint64)
 else:
     values = np.arange(int(sys.argv[3]), dtype=np.int64)
     r.shuffle(values)
-sys.stdout.write("".join("%d\n" % v for v in values))
+sys.stdout.write("".join("%s\n" % v for v in values))
 PY
 }
 check() {  # check DESCRIPTION MODE SEED ARGS...
@@ -42,4 +48,11 @@ for n in 0 1 2 10 1000 100000; do
     check "shuffle of arange($n) equals numpy's, seed 1234" shuffle 1234 $n
 done
 check "shuffle of arange(5000) equals numpy's, seed 0" shuffle 0 5000
+check "random() doubles equal numpy's, seed 1234" random 1234 2000
+check "random() doubles equal numpy's, seed 4294967295" random 4294967295 700
+check "randint(1, 3) equals numpy's" randint 99 1 3 1000
+check "randint(0, 30522) equals numpy's" randint 1234 0 30522 1000
+value=$("$TOOL" mt64 5489 10000 | tail -1)
+[ "$value" = 9981545732273789042 ]
+ok $? "std::mt19937_64(5489): the 10000th output is the standard's 9981545732273789042 ($value)"
 done_testing

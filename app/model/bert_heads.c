@@ -1,0 +1,191 @@
+/* bert_heads.c: BERT's tokentype embeddings, LM head, pooler, binary head and loss (see
+ * bert_heads.h). Backward derivations: linear y = x W^T + b gives dx = dy W, dW += dy^T x,
+ * db += colsum dy (matmul_backward); the cross entropies give (softmax - onehot) scaled by
+ * loss_scale / rows (cross_entropy_fused); the gathers' backward scatters rows back
+ * (moe_uncombine with one choice per row: the other rows get 0). */
+#include "app/model/bert_heads.h"
+#include "app/core/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int *upload_ints(const kernel_ops *ops, const int *host, size_t n) {
+    int *device = ops->alloc(sizeof(int) * (n ? n : 1));
+    if (n) ops->copy_from_host(device, host, sizeof(int) * n);
+    return device;
+}
+
+void bert_batch_upload(const kernel_ops *ops, const bert_host_batch *host, int B, int T,
+                       int padded_vocab_size, bert_batch *out) {
+    size_t N = (size_t)B * T;
+    int *text = malloc(sizeof(int) * N), *types = malloc(sizeof(int) * N),
+        *valid = malloc(sizeof(int) * N), *masked_rows = malloc(sizeof(int) * N),
+        *labels = malloc(sizeof(int) * N), *masked_slot = malloc(sizeof(int) * N),
+        *cls_rows = malloc(sizeof(int) * (size_t)B), *cls_slot = malloc(sizeof(int) * N),
+        *is_random = malloc(sizeof(int) * (size_t)B);
+    CHECK(text && types && valid && masked_rows && labels && masked_slot && cls_rows && cls_slot &&
+          is_random, "out of memory");
+    int M = 0;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            size_t row = (size_t)b * T + t;
+            text[row] = (int)host->text[row];
+            types[row] = (int)host->types[row];
+            valid[row] = host->padding_mask[row] == 1;
+            masked_slot[row] = -1;
+            cls_slot[row] = t == 0 ? b : -1;
+            if (!host->loss_mask[row]) continue;
+            if (host->labels[row] < 0 || host->labels[row] >= padded_vocab_size)
+                user_error("BERT sample %d of the micro-batch: the label %lld at position %d is "
+                           "outside the vocabulary [0, %d)", b, (long long)host->labels[row], t,
+                           padded_vocab_size);
+            masked_slot[row] = M;
+            masked_rows[M] = (int)row;
+            labels[M++] = (int)host->labels[row];
+        }
+        cls_rows[b] = b * T;
+        is_random[b] = host->is_random[b];
+    }
+    out->B = B;
+    out->T = T;
+    out->masked_count = M;
+    out->text = upload_ints(ops, text, N);
+    out->types = upload_ints(ops, types, N);
+    out->key_valid = upload_ints(ops, valid, N);
+    out->masked_rows = upload_ints(ops, masked_rows, (size_t)M);
+    out->masked_labels = upload_ints(ops, labels, (size_t)M);
+    out->masked_slot = upload_ints(ops, masked_slot, N);
+    out->cls_rows = upload_ints(ops, cls_rows, (size_t)B);
+    out->cls_slot = upload_ints(ops, cls_slot, N);
+    out->is_random = upload_ints(ops, is_random, (size_t)B);
+    free(text), free(types), free(valid), free(masked_rows), free(labels), free(masked_slot);
+    free(cls_rows), free(cls_slot), free(is_random);
+}
+
+void bert_batch_free(const kernel_ops *ops, bert_batch *batch) {
+    int *arrays[] = {batch->text, batch->types, batch->key_valid, batch->masked_rows,
+                     batch->masked_labels, batch->masked_slot, batch->cls_rows, batch->cls_slot,
+                     batch->is_random};
+    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
+        if (arrays[i]) ops->release(arrays[i]);
+    memset(batch, 0, sizeof *batch);
+}
+
+void bert_tokentype_forward(const kernel_ops *ops, void *hidden, const bert_batch *batch,
+                            const void *tokentype_embeddings, void *scratch, int C) {
+    int N = batch->B * batch->T;
+    ops->embedding_forward(scratch, batch->types, tokentype_embeddings, N, C, 0, 2);
+    ops->add(hidden, hidden, scratch, (size_t)N * C);
+}
+
+void bert_tokentype_backward(const kernel_ops *ops, float *dtokentype_embeddings,
+                             const void *dhidden, const bert_batch *batch, int C) {
+    ops->embedding_backward(dtokentype_embeddings, dhidden, batch->types, batch->B * batch->T, C,
+                            0, 2);
+}
+
+/* the mean of a backend fp32 vector of n losses, on the host */
+static float mean_loss(const kernel_ops *ops, const float *losses, int n) {
+    float *host = malloc(sizeof(float) * (size_t)n);
+    CHECK(host, "out of memory");
+    ops->copy_to_host(host, losses, sizeof(float) * (size_t)n);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += host[i];
+    free(host);
+    return (float)(sum / n);
+}
+
+/* one cross entropy over logits[rows, V] in place: losses' mean returned, logits become the
+ * gradient scaled by loss_scale / rows */
+static float cross_entropy(const kernel_ops *ops, void *logits, const int *targets, int rows, int V,
+                           float loss_scale) {
+    float *scratch = ops->alloc(sizeof(float) * 4 * (size_t)rows);
+    float *losses = scratch, *row_max = scratch + rows, *sum_exp = scratch + 2 * rows,
+          *target_logit = scratch + 3 * rows;
+    ops->cross_entropy_fused(losses, logits, row_max, sum_exp, target_logit, targets, rows, V,
+                             loss_scale / (float)rows);
+    float mean = mean_loss(ops, losses, rows);
+    ops->release(scratch);
+    return mean;
+}
+
+/* LM head over the M masked rows: dense, exact GeLU, layer norm, tied output + bias, loss;
+ * dhidden (overwritten) gets the gradient on those rows, 0 elsewhere */
+static float lm_head(const kernel_ops *ops, const bert_heads_config *cfg, const bert_batch *batch,
+                     const void *hidden, const void *word_embeddings, const bert_heads_view *p,
+                     const bert_heads_view *g, float *dword_embeddings, void *dhidden,
+                     float loss_scale) {
+    int M = batch->masked_count, C = cfg->hidden_size, V = cfg->padded_vocab_size;
+    size_t N = (size_t)batch->B * batch->T, a = ops->act_bytes;
+    if (M == 0) {
+        ops->zero(dhidden, N * C * a);
+        return 0.0f;
+    }
+    void *x = ops->alloc((size_t)M * C * a), *pre = ops->alloc((size_t)M * C * a),
+         *act = ops->alloc((size_t)M * C * a), *normed = ops->alloc((size_t)M * C * a),
+         *logits = ops->alloc((size_t)M * V * a), *dx = ops->alloc((size_t)M * C * a);
+    float *stats = ops->alloc(sizeof(float) * 2 * (size_t)M);
+    ops->gather_rows(x, hidden, batch->masked_rows, M, C);
+    ops->matmul_forward(pre, NULL, x, p->lm_dense_weight, p->lm_dense_bias, M, C, C);
+    ops->gelu_erf_forward(act, pre, (size_t)M * C);
+    ops->layernorm_forward(normed, stats, stats + M, act, p->lm_norm_weight, p->lm_norm_bias, M, C,
+                           cfg->layernorm_epsilon);
+    ops->matmul_forward(logits, NULL, normed, word_embeddings, p->output_bias, M, C, V);
+    float loss = cross_entropy(ops, logits, batch->masked_labels, M, V, loss_scale);
+    /* backward: logits now hold d loss / d logits */
+    ops->matmul_backward(dx, dword_embeddings, g->output_bias, logits, normed, word_embeddings, M,
+                         C, V);
+    void *dact = normed;  /* normed is no longer needed: the norm's input gradient lands here */
+    ops->zero(dact, (size_t)M * C * a);
+    ops->layernorm_backward(dact, g->lm_norm_weight, g->lm_norm_bias, NULL, dx, act,
+                            p->lm_norm_weight, stats, stats + M, M, C);
+    ops->gelu_erf_backward(dact, pre, dact, (size_t)M * C);
+    ops->matmul_backward(dx, g->lm_dense_weight, g->lm_dense_bias, dact, x, p->lm_dense_weight, M,
+                         C, C);
+    ops->moe_uncombine(dhidden, dx, batch->masked_slot, (int)N, 1, C);
+    void *buffers[] = {x, pre, act, normed, logits, dx, stats};
+    for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
+    return loss;
+}
+
+/* pooler and binary head on the [CLS] rows; dhidden += their gradient */
+static float binary_head(const kernel_ops *ops, const bert_heads_config *cfg,
+                         const bert_batch *batch, const void *hidden, const bert_heads_view *p,
+                         const bert_heads_view *g, void *dhidden, float loss_scale) {
+    int B = batch->B, C = cfg->hidden_size;
+    size_t N = (size_t)B * batch->T, a = ops->act_bytes;
+    void *x = ops->alloc((size_t)B * C * a), *pre = ops->alloc((size_t)B * C * a),
+         *pooled = ops->alloc((size_t)B * C * a), *logits = ops->alloc((size_t)B * 2 * a),
+         *dpooled = ops->alloc((size_t)B * C * a), *dx = ops->alloc((size_t)B * C * a),
+         *scattered = ops->alloc(N * C * a);
+    ops->gather_rows(x, hidden, batch->cls_rows, B, C);
+    ops->matmul_forward(pre, NULL, x, p->pooler_weight, p->pooler_bias, B, C, C);
+    ops->tanh_forward(pooled, pre, (size_t)B * C);
+    ops->matmul_forward(logits, NULL, pooled, p->binary_weight, p->binary_bias, B, C, 2);
+    float loss = cross_entropy(ops, logits, batch->is_random, B, 2, loss_scale);
+    ops->matmul_backward(dpooled, g->binary_weight, g->binary_bias, logits, pooled,
+                         p->binary_weight, B, C, 2);
+    ops->tanh_backward(dpooled, pooled, dpooled, (size_t)B * C);
+    ops->matmul_backward(dx, g->pooler_weight, g->pooler_bias, dpooled, x, p->pooler_weight, B, C,
+                         C);
+    ops->moe_uncombine(scattered, dx, batch->cls_slot, (int)N, 1, C);
+    ops->add(dhidden, dhidden, scattered, N * C);
+    void *buffers[] = {x, pre, pooled, logits, dpooled, dx, scattered};
+    for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
+    return loss;
+}
+
+void bert_heads_forward_backward(const kernel_ops *ops, const bert_heads_config *cfg,
+                                 const bert_batch *batch, const void *hidden,
+                                 const void *word_embeddings, const bert_heads_view *params,
+                                 const bert_heads_view *grads, float *dword_embeddings,
+                                 void *dhidden, float loss_scale, float *lm_loss, float *sop_loss) {
+    if (!ops->gelu_erf_forward || !ops->tanh_forward || !ops->attention_padded_forward)
+        user_error("BERT runs on the CPU backend only for now (--device cpu): the %s backend has "
+                   "no kernels for BERT's heads and padded attention yet", ops->name);
+    *lm_loss = lm_head(ops, cfg, batch, hidden, word_embeddings, params, grads, dword_embeddings,
+                       dhidden, loss_scale);
+    *sop_loss = cfg->binary_head
+                    ? binary_head(ops, cfg, batch, hidden, params, grads, dhidden, loss_scale)
+                    : 0.0f;
+}

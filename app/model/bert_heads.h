@@ -1,0 +1,86 @@
+/* bert_heads.h: the BERT-specific parts of Megatron-Core's BertModel around its encoder (the
+ * encoder itself is GPT's pre-LN transformer block with bidirectional attention under a
+ * key-padding mask, kernel op attention_padded_*):
+ *   embedding.tokentype_embeddings.weight [2, C]   added to the word and position embeddings
+ *                                                 (num_tokentypes 2 with the binary head, else 0)
+ *   lm_head.dense.weight/bias [C, C], [C]          BertLMHead: dense, exact GeLU, layer norm,
+ *   lm_head.layer_norm.weight/bias [C]             then output_layer: the word embeddings
+ *   output_layer.bias [V]                          (tied) and this bias, over the vocabulary
+ *   pooler.dense.weight/bias [C, C], [C]           Pooler: the [CLS] row, dense, tanh
+ *   binary_head.weight/bias [2, C], [2]            the sentence-order logits
+ * and pretrain_bert.py's loss: lm_loss = sum(per-token loss x loss_mask) / sum(loss_mask),
+ * sop_loss = the mean cross entropy of the binary logits against is_random, loss = lm + sop.
+ * The LM head runs on the masked rows only (the other rows' logits take no part in the loss:
+ * the same loss and gradients as Megatron's full-sequence logits). Single tensor-parallel rank
+ * (the vocabulary whole). Compute goes through kernel_ops only. */
+#ifndef BERT_HEADS_H
+#define BERT_HEADS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+typedef struct bert_heads_config {
+    int hidden_size;          /* C */
+    int padded_vocab_size;    /* V */
+    int binary_head;          /* !--bert-no-binary-head: tokentype embeddings, pooler, binary head */
+    float layernorm_epsilon;
+} bert_heads_config;
+
+/* the heads' parameters (compute dtype) or their gradients (fp32), as pointers into buffers;
+ * tokentype_embeddings, pooler_* and binary_* NULL without the binary head */
+typedef struct bert_heads_view {
+    void *tokentype_embeddings;
+    void *lm_dense_weight, *lm_dense_bias, *lm_norm_weight, *lm_norm_bias;
+    void *output_bias;
+    void *pooler_weight, *pooler_bias;
+    void *binary_weight, *binary_bias;
+} bert_heads_view;
+
+/* one micro-batch of B samples of T tokens, in backend memory (bert_batch_upload) */
+typedef struct bert_batch {
+    int B, T;
+    int *text, *types;        /* [B T] token ids and token types */
+    int *key_valid;           /* [B T] the padding mask (attention_padded_*) */
+    int masked_count;         /* M: positions with loss_mask 1 */
+    int *masked_rows;         /* [M] row b T + t of each, ascending */
+    int *masked_labels;       /* [M] their labels */
+    int *masked_slot;         /* [B T] index into masked_rows, -1 elsewhere */
+    int *cls_rows;            /* [B] row b T (the pooled [CLS] token) */
+    int *cls_slot;            /* [B T] b at row b T, -1 elsewhere */
+    int *is_random;           /* [B] the sentence-order targets */
+} bert_batch;
+
+/* a micro-batch on the host, as the BERT dataset gives its fields (app/data/bert_dataset.h):
+ * [B T] arrays, sample after sample, and is_random [B] */
+typedef struct bert_host_batch {
+    const int64_t *text, *types, *labels, *padding_mask, *loss_mask;
+    const int *is_random;
+} bert_host_batch;
+
+/* copies a micro-batch of B samples of T tokens into backend memory; frees with
+ * bert_batch_free. Labels must lie in [0, V) where loss_mask is 1 (checked: exits through
+ * user_error naming the sample). */
+void bert_batch_upload(const kernel_ops *ops, const bert_host_batch *host, int B, int T,
+                       int padded_vocab_size, bert_batch *out);
+void bert_batch_free(const kernel_ops *ops, bert_batch *batch);
+
+/* hidden[B T, C] += the token types' embeddings (scratch: [B T, C] compute dtype) */
+void bert_tokentype_forward(const kernel_ops *ops, void *hidden, const bert_batch *batch,
+                            const void *tokentype_embeddings, void *scratch, int C);
+/* dtokentype_embeddings += from dhidden[B T, C] */
+void bert_tokentype_backward(const kernel_ops *ops, float *dtokentype_embeddings,
+                             const void *dhidden, const bert_batch *batch, int C);
+
+/* The heads' forward and backward on the encoder's output hidden[B T, C] (after its final
+ * layer norm): *lm_loss and *sop_loss (0 without the binary head; *lm_loss 0 with no masked
+ * position), dhidden[B T, C] (overwritten) = the gradient of loss_scale (lm_loss + sop_loss),
+ * grads and dword_embeddings (the tied output layer's) accumulated. */
+void bert_heads_forward_backward(const kernel_ops *ops, const bert_heads_config *cfg,
+                                 const bert_batch *batch, const void *hidden,
+                                 const void *word_embeddings, const bert_heads_view *params,
+                                 const bert_heads_view *grads, float *dword_embeddings,
+                                 void *dhidden, float loss_scale, float *lm_loss, float *sop_loss);
+
+#endif
