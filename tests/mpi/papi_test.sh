@@ -58,4 +58,34 @@ else
     ok $? "a bad event name is one error naming it, before training: $(grep "error: .*PAPI_NO_SUCH_EVENT" "$WORK/all")"
 fi
 
+# a GPU event where the cuda component cannot count it: one line with PAPI's reason, no counts
+GPU_EVENT="cuda:::dram__bytes_read:stat=sum"
+run_app 2 $SHORT --metrics-file "$WORK/gpu.jsonl" --papi-events "PAPI_TOT_INS,$GPU_EVENT"; status=$?
+cat "$WORK/out" "$WORK/err" > "$WORK/all"
+if [ "$no_build" -ge 1 ]; then
+    [ $status -ne 0 ] && grep -q "this build has no PAPI" "$WORK/all"
+    ok $? "without PAPI, a GPU event is the same one clear message"
+else
+    reason_lines=$(grep -c "^> PAPI.*$GPU_EVENT (.*\(this PAPI has no cuda component\|PAPI's cuda component is disabled: .\)" "$WORK/out")
+    gpu_lines=$(grep -c "$GPU_EVENT" "$WORK/all")
+    python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+train = [l for l in lines if l["split"] == "train"]
+assert len(train) == 3, "3 logged iterations, got %d" % len(train)
+counted = [l for l in train if sys.argv[2] in l.get("papi", {}).get("forward", {})]
+print("counted" if counted else "not counted")
+' "$WORK/gpu.jsonl" "$GPU_EVENT" > "$WORK/gpu_check" 2>&1
+    checked=$?
+    diag "GPU event: $(grep "^> PAPI.*cuda" "$WORK/out" | head -2) [$(cat "$WORK/gpu_check")]"
+    if grep -q "^not counted" "$WORK/gpu_check"; then
+        # the echoed arguments name the event once more; besides them only the one line
+        [ $status -eq 0 ] && [ $checked -eq 0 ] && [ "$reason_lines" -eq 1 ] && [ "$gpu_lines" -eq 2 ]
+        ok $? "a GPU event the cuda component cannot count: one line with its reason, and the run completes without it"
+    else
+        [ $status -eq 0 ] && [ $checked -eq 0 ]
+        ok $? "a GPU event counted by the cuda component (a GPU and its profiling permission here)"
+    fi
+fi
+
 done_testing
