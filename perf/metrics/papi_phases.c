@@ -94,6 +94,9 @@ int papi_phases_open(const char *events, int gpu_device, unsigned *available, ch
     for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         if (state.num_requested == PAPI_PHASES_MAX_EVENTS)
             return error_format(err, err_len, "--papi-events lists more than %d events", PAPI_PHASES_MAX_EVENTS);
+        if (strlen(name) >= sizeof state.names[0])
+            return error_format(err, err_len, "--papi-events: the event name '%.40s...' is longer than %zu characters",
+                                name, sizeof state.names[0] - 1);
         int k = state.num_requested++;
         snprintf(state.names[k], sizeof state.names[k], "%s", name);
         state.codes[k] = PAPI_NULL;
