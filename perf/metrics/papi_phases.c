@@ -125,25 +125,20 @@ int papi_phases_open(const char *events, int gpu_device, unsigned *available, ch
         else append(cuda ? cuda_missing : host_missing, NOTE_MAX, ", ", "%s", name);
     }
     if (state.num_requested == 0) return error_format(err, err_len, "--papi-events names no event");
-    char reasons[2 * NOTE_MAX] = "", missing[3 * NOTE_MAX] = "";
-    if (host_missing[0]) {
-        append(missing, sizeof missing, ", ", "%s", host_missing);
-        append(reasons, sizeof reasons, "; ", "%s; see /proc/sys/kernel/perf_event_paranoid and the container's "
-               "perf_event access", host_reason());
-    }
+    /* "NAMES: why" per cause */
+    char reasons[3 * NOTE_MAX + PAPI_HUGE_STR_LEN] = "";
+    if (host_missing[0])
+        append(reasons, sizeof reasons, "; ", "%s: %s; see /proc/sys/kernel/perf_event_paranoid and the container's "
+               "perf_event access", host_missing, host_reason());
     if (cuda_missing[0]) {
         const char *why = cuda_problem(why_cuda, sizeof why_cuda);
-        append(missing, sizeof missing, ", ", "%s", cuda_missing);
-        append(reasons, sizeof reasons, "; ", "%s", why ? why : "the cuda component cannot count these events here");
+        append(reasons, sizeof reasons, "; ", "%s: %s", cuda_missing, why ? why : "the cuda component cannot count them here");
     }
-    if (unknown[0]) {
-        append(missing, sizeof missing, ", ", "%s", unknown);
-        append(reasons, sizeof reasons, "; ", "%s are not events of this machine", unknown);
-    }
+    if (unknown[0]) append(reasons, sizeof reasons, "; ", "%s: not events of this machine", unknown);
     if (*available == 0)
         snprintf(note, note_len, "PAPI cannot count on this machine (%s): training goes on without counters", reasons);
-    else if (missing[0])
-        snprintf(note, note_len, "PAPI: this machine cannot count %s (%s); counting the other events", missing, reasons);
+    else if (reasons[0])
+        snprintf(note, note_len, "PAPI: this machine cannot count %s; counting the other events", reasons);
     return 0;
 }
 

@@ -66,7 +66,7 @@ if [ "$no_build" -ge 1 ]; then
     [ $status -ne 0 ] && grep -q "this build has no PAPI" "$WORK/all"
     ok $? "without PAPI, a GPU event is the same one clear message"
 else
-    reason_lines=$(grep -c "^> PAPI.*$GPU_EVENT (.*\(this PAPI has no cuda component\|PAPI's cuda component is disabled: .\)" "$WORK/out")
+    reason_lines=$(grep -c "^> PAPI.*$GPU_EVENT: \(this PAPI has no cuda component\|PAPI's cuda component is disabled: .\)" "$WORK/out")
     gpu_lines=$(grep -c "$GPU_EVENT" "$WORK/all")
     python3 -c '
 import json, sys
