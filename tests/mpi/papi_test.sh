@@ -88,4 +88,22 @@ print("counted" if counted else "not counted")
     fi
 fi
 
+# the derived figures: 2 ranks, 2 iterations of 0.5 s per line; the first line is the warm-up
+cat > "$WORK/gpu_counts.jsonl" <<'JSONL'
+{"split": "startup", "time_to_initialize_s": 0.2}
+{"split": "train", "iteration": 2, "elapsed_ms_per_iteration": 900.0, "tflops_per_gpu": 1.0, "papi": {"forward": {"cuda:::dram__bytes_read:stat=sum": 1}}, "papi_ranks": 2}
+{"split": "train", "iteration": 4, "elapsed_ms_per_iteration": 500.0, "tflops_per_gpu": 400.0, "papi": {"forward": {"PAPI_TOT_INS": 5, "cuda:::dram__bytes_read:stat=sum": 2.0e12, "cuda:::dram__bytes_write:stat=sum": 1.0e12, "cuda:::sm__cycles_active:stat=sum": 1000, "cuda:::sm__pipe_tensor_op_gmma_cycles_active:stat=sum": 600, "cuda:::sm__ops_path_tensor_src_bf16_dst_fp32:stat=sum": 4.0e14}, "backward": {"cuda:::dram__bytes_read:stat=sum": 1.0e12, "cuda:::sm__ops_path_tensor_src_bf16_dst_fp32:stat=sum": 3.2e14}}, "papi_ranks": 2}
+JSONL
+python3 "${top_srcdir:-.}/perf/papi/gpu_figures.py" "$WORK/gpu_counts.jsonl" --gpu H200 > "$WORK/figures" 2>&1
+status=$?
+diag "$(cat "$WORK/figures")"
+[ $status -eq 0 ] && grep -q "^  forward  *500.00  *250.00  *100000.00  *60.0$" "$WORK/figures" &&
+    grep -q "2.000 TB/s = 41.7% of the 4.80 TB/s peak" "$WORK/figures" &&
+    grep -q "counters: 360.0; the model's (tflops_per_gpu): 400.0 (counted / model = 0.900)" "$WORK/figures"
+ok $? "gpu_figures.py: per-GPU bytes and operations per iteration, DRAM bandwidth against the peak, counted against model FLOP/s"
+printf '{"split": "train", "iteration": 2, "elapsed_ms_per_iteration": 5.0, "tflops_per_gpu": 1.0}\n' > "$WORK/no_counts.jsonl"
+python3 "${top_srcdir:-.}/perf/papi/gpu_figures.py" "$WORK/no_counts.jsonl" --skip 0 > "$WORK/figures" 2>&1
+[ $? -ne 0 ] && grep -q "gpu_figures.py: error: .*no_counts.jsonl: no logged training iteration with PAPI counts" "$WORK/figures"
+ok $? "gpu_figures.py: a metrics file without counts is one error naming it"
+
 done_testing
