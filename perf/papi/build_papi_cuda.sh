@@ -66,10 +66,10 @@ if [ -z "$dir" ]; then
     [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $2 ~ /\/debian\/?$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
     [ -n "$mirror" ] || die "no Debian mirror in /etc/apt/sources.list*"
     apt_dir=$src/apt
-    mkdir -p "$apt_dir/lists/partial"
+    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
     echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror unstable main" > "$apt_dir/sources.list"
     set -- -o Dir::Etc::SourceList="$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null \
-        -o Dir::State::Lists="$apt_dir/lists" -o APT::Sandbox::User=root
+        -o Dir::State::Lists="$apt_dir/lists" -o Dir::Cache="$apt_dir/cache" -o APT::Sandbox::User="$(id -un)"
     say "deb-src $mirror unstable (private apt state in $apt_dir); apt-get source papi=$version"
     apt-get "$@" update -q >/dev/null || die "apt-get update with $apt_dir/sources.list failed"
     if ! (cd "$src" && apt-get "$@" source papi="$version" > apt-source.out 2>&1); then
