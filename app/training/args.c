@@ -138,7 +138,7 @@ static const option_spec specs[] = {
 
     {"log-interval", "logging", OPTION_INT64, AT(log_interval), "100", .range = "[1, inf)", .help = "print the iteration line every N iterations"},
     {"metrics-file", "logging", OPTION_STRING, AT(metrics_file), .help = "also write each logged iteration as a JSON line here"},
-    {"papi-events", "logging", OPTION_STRING, AT(papi_events), .metavar = "EV1,EV2,...", .help = "count these PAPI events per phase (data, forward, backward, grad_reduce, optimizer, checkpoint), summed over ranks, into --metrics-file and a table at the end; 'default': PAPI_TOT_INS,PAPI_TOT_CYC,PAPI_L2_TCM,PAPI_L3_TCM"},
+    {"papi-events", "logging", OPTION_STRING, AT(papi_events), .metavar = "EV1,EV2,...", .help = "count these PAPI events per phase (data, forward, backward, grad_reduce, optimizer, checkpoint), summed over ranks, into --metrics-file and a table at the end; 'default': PAPI_TOT_INS,PAPI_TOT_CYC,PAPI_L2_TCM,PAPI_L3_TCM, and on --device cuda the GPU's DRAM bytes, SM and tensor-pipe active cycles and bf16 tensor ops; GPU events are PAPI's cuda component names, cuda:::METRIC:stat=sum (on this rank's GPU unless :device=N), with a PAPI built by perf/papi/build_papi_cuda.sh"},
 
     {"tensor-model-parallel-size", "distributed and run time", OPTION_INT, AT(tensor_model_parallel_size), "1", .range = "[1, inf)", .help = "tensor-parallel ranks"},
     {"pipeline-model-parallel-size", "distributed and run time", OPTION_INT, AT(pipeline_model_parallel_size), "1", .range = "[1, inf)", .help = "pipeline stages"},

@@ -169,25 +169,31 @@ static void fault_inject_grad_overflow(const trainer *t, gpt_model *model, int64
 }
 
 /* --papi-events: resolve the names (a bad one ends the run with one message), count on every
- * rank the events every rank can count, or go on without counters after one line */
+ * rank the events every rank can count, or go on without counters after one line. On a GPU a
+ * cuda::: event counts this rank's GPU (the node-local rank's, as select_backend chose). */
 static void papi_setup(trainer *t, const args *a) {
-    char note[1024], err[1024];
+    char note[1024], err[1024], start_note[1024] = "";
     unsigned available;
-    if (papi_phases_open(a->papi_events, &available, note, sizeof note, err, sizeof err)) user_error("%s", err);
+    int gpu_device = strcmp(a->device, "cuda") == 0 ? t->topo.local_rank : -1;
+    if (papi_phases_open(a->papi_events, gpu_device, &available, note, sizeof note, err, sizeof err))
+        user_error("%s", err);
     if (t->topo.world_rank == 0 && note[0]) printf("> %s\n", note);
     CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &available, 1, MPI_UNSIGNED, MPI_BAND, MPI_COMM_WORLD));
-    int counted = papi_phases_start(available, note, sizeof note), everywhere = counted;
-    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (everywhere == 0 && available) {
-        if (t->topo.world_rank == 0)
-            printf("> %s\n", note[0] ? note : "PAPI cannot count on some rank: training goes on without counters");
-        papi_phases_close();
-        counted = 0;
+    /* start what every rank can count: a rank that cannot start some narrows the set for all */
+    unsigned counted = available, everywhere;
+    for (;;) {
+        everywhere = papi_phases_start(counted, note, sizeof note);
+        if (note[0] && !start_note[0]) snprintf(start_note, sizeof start_note, "%s", note);
+        CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &everywhere, 1, MPI_UNSIGNED, MPI_BAND, MPI_COMM_WORLD));
+        if (everywhere == counted) break;
+        counted = everywhere;
     }
+    if (counted != available && t->topo.world_rank == 0)
+        printf("> %s\n", start_note[0] ? start_note : "PAPI cannot count some of these events on some rank: training goes on without them");
     phase_counts *totals = &t->papi_totals;
-    totals->num_events = counted;
+    totals->num_events = papi_phases_num_events();
     totals->ranks = t->topo.world_size;
-    for (int e = 0; e < counted; e++) totals->event_names[e] = papi_phases_event_name(e);
+    for (int e = 0; e < totals->num_events; e++) totals->event_names[e] = papi_phases_event_name(e);
     fflush(stdout);
 }
 

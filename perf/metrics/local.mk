@@ -5,3 +5,6 @@ perf_metrics_libperfmetrics_a_SOURCES = \
 	perf/metrics/flops.c perf/metrics/flops.h \
 	perf/metrics/peak_flops.c perf/metrics/peak_flops.h \
 	perf/metrics/papi_phases.c perf/metrics/papi_phases.h
+perf_metrics_libperfmetrics_a_CPPFLAGS = $(AM_CPPFLAGS) $(PAPI_CPPFLAGS)
+# PAPI with the cuda component (built by hand, not in CI) and the figures from its GPU counts
+EXTRA_DIST += perf/papi/build_papi_cuda.sh perf/papi/gpu_figures.py

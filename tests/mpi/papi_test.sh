@@ -58,4 +58,52 @@ else
     ok $? "a bad event name is one error naming it, before training: $(grep "error: .*PAPI_NO_SUCH_EVENT" "$WORK/all")"
 fi
 
+# a GPU event where the cuda component cannot count it: one line with PAPI's reason, no counts
+GPU_EVENT="cuda:::dram__bytes_read:stat=sum"
+run_app 2 $SHORT --metrics-file "$WORK/gpu.jsonl" --papi-events "PAPI_TOT_INS,$GPU_EVENT"; status=$?
+cat "$WORK/out" "$WORK/err" > "$WORK/all"
+if [ "$no_build" -ge 1 ]; then
+    [ $status -ne 0 ] && grep -q "this build has no PAPI" "$WORK/all"
+    ok $? "without PAPI, a GPU event is the same one clear message"
+else
+    reason_lines=$(grep -c "^> PAPI.*$GPU_EVENT: \(this PAPI has no cuda component\|PAPI's cuda component is disabled: .\)" "$WORK/out")
+    gpu_lines=$(grep -c "$GPU_EVENT" "$WORK/all")
+    python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+train = [l for l in lines if l["split"] == "train"]
+assert len(train) == 3, "3 logged iterations, got %d" % len(train)
+counted = [l for l in train if sys.argv[2] in l.get("papi", {}).get("forward", {})]
+print("counted" if counted else "not counted")
+' "$WORK/gpu.jsonl" "$GPU_EVENT" > "$WORK/gpu_check" 2>&1
+    checked=$?
+    diag "GPU event: $(grep "^> PAPI.*cuda" "$WORK/out" | head -2) [$(cat "$WORK/gpu_check")]"
+    if grep -q "^not counted" "$WORK/gpu_check"; then
+        # the echoed arguments name the event once more; besides them only the one line
+        [ $status -eq 0 ] && [ $checked -eq 0 ] && [ "$reason_lines" -eq 1 ] && [ "$gpu_lines" -eq 2 ]
+        ok $? "a GPU event the cuda component cannot count: one line with its reason, and the run completes without it"
+    else
+        [ $status -eq 0 ] && [ $checked -eq 0 ]
+        ok $? "a GPU event counted by the cuda component (a GPU and its profiling permission here)"
+    fi
+fi
+
+# the derived figures: 2 ranks, 2 iterations of 0.5 s per line; the first line is the warm-up
+cat > "$WORK/gpu_counts.jsonl" <<'JSONL'
+{"split": "startup", "time_to_initialize_s": 0.2}
+{"split": "train", "iteration": 2, "elapsed_ms_per_iteration": 900.0, "tflops_per_gpu": 1.0, "papi": {"forward": {"cuda:::dram__bytes_read:stat=sum": 1}}, "papi_ranks": 2}
+{"split": "train", "iteration": 4, "elapsed_ms_per_iteration": 500.0, "tflops_per_gpu": 400.0, "papi": {"forward": {"PAPI_TOT_INS": 5, "cuda:::dram__bytes_read:stat=sum": 2.0e12, "cuda:::dram__bytes_write:stat=sum": 1.0e12, "cuda:::sm__cycles_active:stat=sum": 1000, "cuda:::sm__pipe_tensor_op_gmma_cycles_active:stat=sum": 600, "cuda:::sm__ops_path_tensor_src_bf16_dst_fp32:stat=sum": 4.0e14}, "backward": {"cuda:::dram__bytes_read:stat=sum": 1.0e12, "cuda:::sm__ops_path_tensor_src_bf16_dst_fp32:stat=sum": 3.2e14}}, "papi_ranks": 2}
+JSONL
+python3 "${top_srcdir:-.}/perf/papi/gpu_figures.py" "$WORK/gpu_counts.jsonl" --gpu H200 > "$WORK/figures" 2>&1
+status=$?
+diag "$(cat "$WORK/figures")"
+[ $status -eq 0 ] && grep -q "^  forward  *500.00  *250.00  *100000.00  *60.0$" "$WORK/figures" &&
+    grep -q "2.000 TB/s = 41.7% of the 4.80 TB/s peak" "$WORK/figures" &&
+    grep -q "counters: 360.0; the model's (tflops_per_gpu): 400.0 (counted / model = 0.900)" "$WORK/figures"
+ok $? "gpu_figures.py: per-GPU bytes and operations per iteration, DRAM bandwidth against the peak, counted against model FLOP/s"
+printf '{"split": "train", "iteration": 2, "elapsed_ms_per_iteration": 5.0, "tflops_per_gpu": 1.0}\n' > "$WORK/no_counts.jsonl"
+python3 "${top_srcdir:-.}/perf/papi/gpu_figures.py" "$WORK/no_counts.jsonl" --skip 0 > "$WORK/figures" 2>&1
+[ $? -ne 0 ] && grep -q "gpu_figures.py: error: .*no_counts.jsonl: no logged training iteration with PAPI counts" "$WORK/figures"
+ok $? "gpu_figures.py: a metrics file without counts is one error naming it"
+
 done_testing

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""gpu_figures.py: derived figures from the GPU counts (PAPI's cuda component) of a run's metrics
+file (pretrain_gpt --metrics-file, with --papi-events default on --device cuda, or cuda::: events).
+
+Per phase, per GPU and iteration: DRAM bytes read and written, bf16 tensor-path operations, the
+tensor pipes' share of the SMs' active cycles. Over the iterations: the achieved DRAM bandwidth
+per GPU against the GPU's peak, and the tensor FLOP/s the counters give next to the model's
+(tflops_per_gpu, Megatron's count behind MFU), with their ratio.
+
+Counts in a metrics line are over its log interval, summed over the "papi_ranks" ranks; the
+interval is the iterations since the previous line, each "elapsed_ms_per_iteration" long. The
+first line (warm-up) is skipped unless --skip 0.
+
+usage: perf/papi/gpu_figures.py METRICS.jsonl [--skip N] [--gpu H200|H100|...] [--dram-peak-tbps X]
+"""
+import argparse
+import json
+import sys
+
+# peak DRAM bandwidth per GPU, TB/s (the datasheets: H100 SXM5 HBM3, H200 HBM3e, H100 PCIe HBM2e)
+DRAM_PEAK_TBPS = {"H200": 4.8, "H100": 3.35, "H100 PCIe": 2.0, "H100 NVL": 3.9, "H200 NVL": 4.8}
+
+# which counter each figure reads: the metric base name inside "cuda:::NAME:stat=sum..."
+METRICS = {
+    "dram_read": "dram__bytes_read",
+    "dram_write": "dram__bytes_write",
+    "sm_cycles": "sm__cycles_active",
+    "hmma_cycles": "sm__pipe_tensor_op_hmma_cycles_active",
+    "gmma_cycles": "sm__pipe_tensor_op_gmma_cycles_active",
+    "tensor_ops": "sm__ops_path_tensor_src_bf16_dst_fp32",
+}
+
+
+def metric_of(event):
+    """the metric base name of a cuda::: event name, or None for a host event"""
+    if not event.startswith("cuda:::"):
+        return None
+    return event[len("cuda:::"):].split(":")[0]
+
+
+def fail(message):
+    sys.exit("gpu_figures.py: error: " + message)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("metrics")
+    parser.add_argument("--skip", type=int, default=1, help="logged lines to skip first (warm-up)")
+    parser.add_argument("--gpu", help="the GPU's name, for its peak DRAM bandwidth: " + ", ".join(DRAM_PEAK_TBPS))
+    parser.add_argument("--dram-peak-tbps", type=float, help="the peak DRAM bandwidth, TB/s (instead of --gpu)")
+    a = parser.parse_args()
+    peak = a.dram_peak_tbps
+    if peak is None and a.gpu:
+        if a.gpu not in DRAM_PEAK_TBPS:
+            fail("--gpu %s: no peak known (known: %s); give --dram-peak-tbps" % (a.gpu, ", ".join(DRAM_PEAK_TBPS)))
+        peak = DRAM_PEAK_TBPS[a.gpu]
+
+    train = []
+    with open(a.metrics) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                fail("%s:%d: not JSON: %s" % (a.metrics, number, e))
+            if record.get("split") == "train":
+                train.append(record)
+    # the iterations each line covers, before skipping
+    previous = 0
+    for record in train:
+        record["_iterations"] = record["iteration"] - previous
+        previous = record["iteration"]
+    used = [r for r in train[a.skip:] if isinstance(r.get("papi"), dict)]
+    if not used:
+        fail("%s: no logged training iteration with PAPI counts after skipping %d" % (a.metrics, a.skip))
+
+    phases = list(used[0]["papi"])
+    totals = {p: {} for p in phases}   # phase -> figure -> count summed over lines, per GPU
+    iterations = seconds = model_flops = 0.0
+    for r in used:
+        ranks = r.get("papi_ranks", 1)
+        n = r["_iterations"]
+        iterations += n
+        seconds += n * r["elapsed_ms_per_iteration"] / 1000.0
+        model_flops += n * r["elapsed_ms_per_iteration"] / 1000.0 * r["tflops_per_gpu"] * 1e12
+        for phase, counts in r["papi"].items():
+            for event, value in counts.items():
+                metric = metric_of(event)
+                for figure, name in METRICS.items():
+                    if metric == name:
+                        totals.setdefault(phase, {})
+                        totals[phase][figure] = totals[phase].get(figure, 0.0) + value / ranks
+    found = {figure for p in totals.values() for figure in p}
+    if not found:
+        fail("%s: the PAPI counts hold none of the GPU metrics %s" % (a.metrics, ", ".join(METRICS.values())))
+
+    def per_iteration(phase, figure):
+        value = totals[phase].get(figure)
+        return None if value is None else value / iterations
+
+    def cell(value, scale, digits=2):
+        return "-" if value is None else "%.*f" % (digits, value / scale)
+
+    print("GPU counts per GPU and iteration (%d iterations over %d logged lines, %.3f s per iteration)"
+          % (iterations, len(used), seconds / iterations))
+    print("  %-12s %14s %14s %16s %14s" % ("phase", "DRAM read GB", "DRAM write GB", "tensor bf16 GOP", "tensor pipe %"))
+    for phase in phases:
+        sm = per_iteration(phase, "sm_cycles")
+        pipes = [per_iteration(phase, f) for f in ("hmma_cycles", "gmma_cycles")]
+        pipe_share = None
+        if sm and any(p is not None for p in pipes):
+            pipe_share = 100.0 * sum(p or 0.0 for p in pipes) / sm
+        print("  %-12s %14s %14s %16s %14s" % (phase, cell(per_iteration(phase, "dram_read"), 1e9),
+              cell(per_iteration(phase, "dram_write"), 1e9), cell(per_iteration(phase, "tensor_ops"), 1e9),
+              cell(pipe_share, 1.0, 1)))
+
+    def summed(figure):
+        values = [totals[p][figure] for p in phases if figure in totals[p]]
+        return sum(values) if values else None
+
+    read, write, ops = summed("dram_read"), summed("dram_write"), summed("tensor_ops")
+    if read is not None or write is not None:
+        tbps = ((read or 0.0) + (write or 0.0)) / seconds / 1e12
+        against = " = %.1f%% of the %.2f TB/s peak" % (100.0 * tbps / peak, peak) if peak else ""
+        print("DRAM bandwidth achieved per GPU (read + write over the step): %.3f TB/s%s" % (tbps, against))
+    if ops is not None:
+        counted = ops / seconds / 1e12
+        model = model_flops / seconds / 1e12
+        ratio = " (counted / model = %.3f)" % (counted / model) if model > 0 else ""
+        print("tensor bf16 TFLOP/s per GPU from the counters: %.1f; the model's (tflops_per_gpu): %.1f%s"
+              % (counted, model, ratio))
+
+
+if __name__ == "__main__":
+    main()
