@@ -162,7 +162,7 @@ for j in srun mpiexec; do
     loss_falls "$log"
     ok $? "its log $(basename "$log") shows the loss falling ($(head -1 "$log.loss" 2>/dev/null) -> $(tail -1 "$log.loss" 2>/dev/null))"
 done
-[ "$(grep -cE '^ +[0-9]+ +[^ ]+ +[0-9]+ +[0-9]+ +cpu +[0-9]+ +[0-9]+ +[0-9]+$' "$S/jobs/tiny-srun-$id_srun.out" 2>/dev/null)" -eq 4 ] &&
+[ "$(grep -cE '^ +[0-9]+ +[^ ]+ +[0-9]+ +[0-9]+ +cpu( +[0-9]+){4}$' "$S/jobs/tiny-srun-$id_srun.out" 2>/dev/null)" -eq 4 ] &&
     grep -q "tensor-parallel 2 x pipeline-parallel 1 x data-parallel 2" "$S/jobs/tiny-srun-$id_srun.out"
 ok $? "the srun job ran 4 ranks as TP2 x DP2"
 diag "both training jobs took $(( $(date +%s) - started )) s"
