@@ -200,6 +200,10 @@ typedef struct kernel_ops {
 
     /* ---- memory ---- */
     void *(*alloc)(size_t bytes);                 /* zero-filled; aborts on failure */
+    /* page-locked host memory (device <-> host copies at full bus speed: the asynchronous
+     * checkpoint's snapshot), and its release; NULL on a host-memory backend (use malloc) */
+    void *(*host_pinned_alloc)(size_t bytes);
+    void (*host_pinned_release)(void *p);
     void (*release)(void *ptr);
     void (*zero)(void *ptr, size_t bytes);
     /* a zero-fill that runs beside the work queued after it (CUDA: on a side stream, once the

@@ -37,14 +37,25 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
+static void release_snapshot(async_checkpoint *w) {
+    if (w->snapshot_release) w->snapshot_release(w->snapshot);
+    else free(w->snapshot);
+    w->snapshot = NULL;
+    w->snapshot_capacity = 0;
+}
+
 void async_checkpoint_start(async_checkpoint *w, dist_checkpoint *c, sharded_state *state, const kernel_ops *ops) {
     CHECK(!w->in_flight, "an asynchronous checkpoint save started while another is in flight");
     size_t elements = 0;
     for (int i = 0; i < state->num_shards; i++)
         if (state->shards[i].write) elements += tensor_part_elements(&state->shards[i].part);
     if (elements > w->snapshot_capacity) {
-        free(w->snapshot);
-        w->snapshot = malloc(sizeof(float) * (elements ? elements : 1));
+        release_snapshot(w);
+        /* page-locked where the backend has device memory: copied at the bus's speed (pageable,
+         * a GPT 1.3B snapshot of 15.8 GB took 12 s on an H200) */
+        w->snapshot_release = ops->host_pinned_release;
+        w->snapshot = ops->host_pinned_alloc ? ops->host_pinned_alloc(sizeof(float) * (elements ? elements : 1))
+                                             : malloc(sizeof(float) * (elements ? elements : 1));
         CHECK(w->snapshot, "out of host memory for the asynchronous checkpoint's snapshot (%.1f MB)",
               (double)elements * sizeof(float) / 1e6);
         w->snapshot_capacity = elements;
@@ -88,7 +99,7 @@ int async_checkpoint_wait(async_checkpoint *w) {
 
 void async_checkpoint_free(async_checkpoint *w) {
     async_checkpoint_wait(w);
-    free(w->snapshot);
+    release_snapshot(w);
     CHECK_MPI(MPI_Comm_free(&w->comm));
     memset(w, 0, sizeof *w);
 }

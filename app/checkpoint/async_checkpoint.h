@@ -33,6 +33,7 @@ typedef struct async_checkpoint {
     dist_checkpoint save;    /* the save in flight */
     sharded_state state;     /* its shards, pointing into the snapshot */
     float *snapshot;         /* host copy of the written shards, kept between saves */
+    void (*snapshot_release)(void *); /* the backend's page-locked release, or NULL: free */
     size_t snapshot_capacity; /* in floats */
     uint64_t snapshot_bytes; /* this save's snapshot */
     uint64_t bytes;          /* written by all ranks (after the commit) */

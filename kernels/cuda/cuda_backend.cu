@@ -56,6 +56,15 @@ static void backend_zero_join(void) {
     zero_pending = 0;
 }
 
+static void *backend_host_pinned_alloc(size_t bytes) {
+    void *p = NULL;
+    CHECK_CUDA(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault));
+    return p;
+}
+static void backend_host_pinned_release(void *p) {
+    if (p) CHECK_CUDA(cudaFreeHost(p));
+}
+
 static void backend_copy_to_host(void *host_dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CHECK_CUDA(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, compute_stream()));
@@ -343,6 +352,8 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.zero_beside = backend_zero_beside;
     ops.zero_join = backend_zero_join;
     ops.copy_to_host = backend_copy_to_host;
+    ops.host_pinned_alloc = backend_host_pinned_alloc;
+    ops.host_pinned_release = backend_host_pinned_release;
     ops.copy_from_host = backend_copy_from_host;
     ops.copy = backend_copy;
     ops.synchronize = cuda_synchronize;
