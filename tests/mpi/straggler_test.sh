@@ -4,6 +4,7 @@
 #  - slowed: every report (its printed lines and the metrics line's "stragglers" field) names
 #    rank 2 as the slowest, with its host and device, at more than THRESHOLD times the median
 #    compute time (the other ranks wait for it in MPI, and those waits are not compute);
+#  - the same with TP 2 x DP 2 (the tensor-parallel peer's waits are MPI waits as well);
 #  - not slowed: no rank reaches THRESHOLD times the median (the unslowed ranks measured 1.0-1.2x);
 #  - --straggler-minmax-count 2: Megatron's "^^^^ Bottom/Top 2 Ranks" lines and two ranks named
 #    on each side; --disable-straggler-on-startup: one line saying it stays off, no report;
@@ -54,6 +55,14 @@ ratios=$(sed -n 's/.*slowest 1: rank 2 .*: [0-9.]* ms, \([0-9.]*\)x the median.*
 above=$(for r in $ratios; do awk -v r="$r" -v t="$THRESHOLD" 'BEGIN { print (r > t) }'; done | grep -c 1)
 [ "$lines" -eq 2 ] && [ "$megatron" -eq 2 ] && [ "$above" -eq 2 ]
 ok $? "the printed report names rank 2 with host and device, Megatron's MxRtt/Rnk on rank 2 (ratios: $ratios)"
+
+# ---- the same with tensor parallelism (TP 2, DP 2): the TP peers' waits inside the forward and
+# backward are MPI waits too, so the report still names the one slow rank, not its TP group ----
+MTC_FAULT_SLOW_RANK=2:150 run_app 4 $RUN --tensor-model-parallel-size 2 --metrics-file "$WORK/tp.jsonl"; status=$?
+result=$(check_reports "$WORK/tp.jsonl" rank2 1 2>&1); checked=$?
+echo "$result" | sed "s/^/# /"
+[ $status -eq 0 ] && [ $checked -eq 0 ]
+ok $? "TP 2 x DP 2, rank 2 slowed: named the slowest, above ${THRESHOLD}x the median (not its TP peer 3)"
 
 # ---- no rank slowed ----
 run_app 4 $RUN --metrics-file "$WORK/even.jsonl"; status=$?
