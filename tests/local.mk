@@ -260,6 +260,8 @@ EXTRA_DIST += tests/tools/megatron_bert_samples.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh
+# the straggler report (issue 45): --log-straggler names a rank slowed on purpose (MTC_FAULT_SLOW_RANK)
+TESTS += tests/mpi/straggler_test.sh
 # ---- untrusted bytes (issue 22): checksums, validation at the door, I/O failures ----
 check_PROGRAMS += tests/tools/h5_poke
 tests_tools_h5_poke_SOURCES = tests/tools/h5_poke.c

@@ -38,6 +38,11 @@ void comm_timeout_finalize(void) {
 
 double comm_timeout_seconds(void) { return timeout_seconds; }
 
+/* seconds this process has spent blocked in comm_timed_wait (the straggler report's
+ * communication time: what a rank waits for the others) */
+static double waited_total;
+double comm_waited_seconds(void) { return waited_total; }
+
 static int world_rank(void) {
     int rank;
     CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -161,7 +166,10 @@ void comm_timed_wait(MPI_Request *request, const char *operation, const char *gr
     double next_heartbeat = start + heartbeat_seconds;
     for (;;) {
         CHECK_MPI(MPI_Test(request, &done, MPI_STATUS_IGNORE));
-        if (done) return;
+        if (done) {
+            waited_total += MPI_Wtime() - start;
+            return;
+        }
         double now = MPI_Wtime(), waited = now - start;
         if (now >= next_probe_check) {
             answer_probes(operation, group_name, waited);

@@ -29,4 +29,8 @@ void comm_timed_wait(MPI_Request *request, const char *operation, const char *gr
 /* the configured timeout in seconds (for messages and tests) */
 double comm_timeout_seconds(void);
 
+/* seconds this process has spent blocked in comm_timed_wait so far (every MPI wait of the comm
+ * backend and of the host collectives; --log-straggler's communication time) */
+double comm_waited_seconds(void);
+
 #endif

@@ -131,6 +131,9 @@ typedef struct args {
     float exit_duration_in_mins;  /* save and exit after this many minutes since the job started (0: no limit) */
     float distributed_timeout_minutes; /* a collective wait longer than this ends the job */
     float heartbeat_interval;     /* seconds between heartbeat lines (0: none) */
+    int log_straggler;            /* --log-straggler: the straggler report at every log line */
+    int disable_straggler_on_startup; /* the report starts off (and stays off: no controller here) */
+    int straggler_minmax_count;   /* ranks named as slowest and as fastest */
     int no_verify_checksums;      /* load without checking tensor checksums */
     int hdf5_debug;               /* print HDF5 error stacks */
 

@@ -172,6 +172,7 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
                 s->tokens_per_second, s->tflops_per_gpu, s->tflops_per_gpu, s->hardware_tflops_per_gpu, mfu_json);
         write_papi_json(log->metrics, s->papi);
         write_moe_json(log->metrics, s->moe);
+        if (s->stragglers_json) fputs(s->stragglers_json, log->metrics);
         if (s->timers) timers_table_write_json(log->metrics, s->timers, s->timer_iterations, s->timers_per_rank);
         fprintf(log->metrics,
                 "\"learning_rate\": %.17g, \"global_batch_size\": %d, "

@@ -58,6 +58,7 @@ typedef struct iteration_stats {
     double timer_iterations;           /* what they are averaged over */
     int timers_per_rank;               /* --timing-log-option all: every rank's time too */
     const moe_log_stats *moe;          /* NULL for dense models */
+    const char *stragglers_json;       /* --log-straggler: the report's "stragglers": {...}, field; NULL: none */
 } iteration_stats;
 
 /* one iteration's TensorBoard scalars (Megatron's training_log at every iteration that

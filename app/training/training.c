@@ -279,6 +279,10 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     topology_print(&t->topo, a->device);
     memory_estimate_check(a, &t->topo, ops);
     if (a->papi_events[0]) papi_setup(t, a);
+    char device_label[32] = "cpu";
+    if (strcmp(a->device, "cuda") == 0) snprintf(device_label, sizeof device_label, "cuda:%d", t->topo.local_rank);
+    straggler_setup(&t->straggler, a->log_straggler, a->disable_straggler_on_startup, a->straggler_minmax_count,
+                    device_label, t->topo.world.mpi);
     comm_group *groups[12];
     int num_groups = topology_groups(&t->topo, groups);
     for (int i = 0; i < num_groups; i++) t->comm->attach(groups[i]);
@@ -401,6 +405,7 @@ void trainer_teardown(trainer *t) {
     checkpoint_async_free(t);
     comm_timeout_finalize();
     papi_phases_close();
+    straggler_free(&t->straggler);
     if (t->topo.world_rank == 0) train_log_close(&t->log);
     optimizer_free(&t->opt, &t->model);
     data_parallel_free(&t->dp);
@@ -716,8 +721,12 @@ double trainer_train(trainer *t) {
         gpt_model_start_grads(model);
         data_parallel_start_iteration(&t->dp);
         timers_start("forward-backward", 1);
+        straggler_start(&t->straggler, STRAGGLER_STEP);
+        straggler_start(&t->straggler, STRAGGLER_FORWARD_BACKWARD);
+        straggler_fault_slow_rank(t->topo.world_rank);
         double loss = run_global_batch(t, SPLIT_TRAIN, t->consumed_samples, (uint64_t)t->iteration + 1, 1,
                                        (int)num_micro_batches);
+        straggler_stop(&t->straggler, STRAGGLER_FORWARD_BACKWARD);
         papi_phases_enter(PHASE_GRAD_REDUCE);
         data_parallel_finish_grad_sync(&t->dp);
         /* Megatron's finalize_model_grads: the routers' expert biases move with the global
@@ -733,6 +742,7 @@ double trainer_train(trainer *t) {
         spiky_loss_check(&spiky, t, t->iteration + 1, loss);
         papi_phases_enter(PHASE_OPTIMIZER);
         timers_start("optimizer", 1);
+        straggler_start(&t->straggler, STRAGGLER_OPTIMIZER);
         /* with a loss scaler: unscale, agree on found_inf, update the scale; an overflow skips
          * the step (Megatron's MixedPrecisionOptimizer.step: no grad norm then) */
         int found_inf = optimizer_prepare_grads(&t->opt, model);
@@ -771,6 +781,8 @@ double trainer_train(trainer *t) {
         data_parallel_start_param_gather(&t->dp);
         timers_stop("optimizer");
         model->ops->synchronize();
+        straggler_stop(&t->straggler, STRAGGLER_OPTIMIZER);
+        straggler_stop(&t->straggler, STRAGGLER_STEP);
         papi_phases_enter(PHASE_OTHER);
         t->iteration++;
         if (t->iteration == first_iteration + 1) {
@@ -816,6 +828,7 @@ double trainer_train(trainer *t) {
             train_timers_collect(&timers, a);
             moe_log_stats moe;
             if (t->moe_last) moe_log_collect(t, &moe);
+            straggler_report(&t->straggler, (double)interval_iterations, flops.model);
             iteration_stats s = {
                 .iteration = t->iteration,
                 .train_iters = a->train_iters,
@@ -844,6 +857,7 @@ double trainer_train(trainer *t) {
                 .timer_iterations = (double)interval_iterations,
                 .timers_per_rank = !strcmp(a->timing_log_option, "all"),
                 .moe = t->moe_last ? &moe : NULL,
+                .stragglers_json = t->straggler.json,
             };
             if (is_logger) train_log_iteration(&t->log, &s);
             if (is_logger) train_timers_log(&t->log, &timers, a, t->iteration, (double)interval_iterations, seconds);

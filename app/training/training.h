@@ -14,6 +14,7 @@
 #include "app/parallel/topology.h"
 #include "app/training/train_log.h"
 #include "app/training/microbatches.h"
+#include "app/training/straggler.h"
 
 typedef struct trainer {
     const args *args;
@@ -54,6 +55,7 @@ typedef struct trainer {
     phase_counts papi_totals;        /* --papi-events over the whole run (sums on rank 0) */
     double *moe_last;                /* MoE models: the last iteration's layer log (moe_log_take) */
     int moe_last_micro_batches;      /* ... over this many micro-batches */
+    straggler_detector straggler;    /* --log-straggler: per-rank section times for the report */
 } trainer;
 
 /* build groups, model, optimizer from the parsed arguments, then load --load (collective) */
