@@ -18,6 +18,15 @@ int fp8_tensor_format(int hybrid, int is_gradient) { return hybrid && is_gradien
 
 float fp8_scaled_max(int format, int margin) { return ldexpf(fp8_max_of(format), -margin); }
 
+float fp8_current_scale(float amax, int format, float epsilon, int force_pow_2) {
+    if (amax < epsilon) amax = epsilon; /* false for a NaN amax */
+    if (isinf(amax) || amax == 0.0f || isnan(amax)) return 1.0f;
+    float scale = fp8_max_of(format) / amax;
+    if (isinf(scale)) scale = FLT_MAX;
+    if (force_pow_2) scale = fp8_bits_float(fp8_float_bits(scale) & 0xFF800000u);
+    return scale;
+}
+
 void fp8_delayed_scaling_update(float *history, size_t history_len, size_t num_scales, float *scale,
                                 fp8_amax_compute_algo algo, int format, int margin) {
     if (history_len == 0) KERNELS_FATAL("fp8_delayed_scaling_update: the amax history length is 0");

@@ -38,6 +38,13 @@ float fp8_scaled_max(int format, int margin);
  * a bad argument (history_len 0, unknown format or algo) ends through kernels_fatal */
 void fp8_delayed_scaling_update(float *history, size_t history_len, size_t num_scales, float *scale,
                                 fp8_amax_compute_algo algo, int format, int margin);
+/* per-tensor current scaling (--fp8-recipe tensorwise; TE's Float8CurrentScaling,
+ * compute_scale_from_amax in transformer_engine/common/recipe/recipe_common.cuh): the scale from
+ * this tensor's own amax, floored at epsilon (TE's amax_epsilon, default 0): fp8_max / amax in
+ * one rounding, 1 when amax is 0, infinite or NaN, FLT_MAX when the quotient overflows; with
+ * force_pow_2 (NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES) the mantissa bits are cleared, i.e. the
+ * scale rounds down to a power of two */
+float fp8_current_scale(float amax, int format, float epsilon, int force_pow_2);
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,8 @@
  * every representable value, at every midpoint between neighbours (ties to even) and one fp32
  * ulp either side, for saturation, NaN, signed zero and subnormals, and against a brute-force
  * nearest-value search on random inputs; the recipe against cases worked by hand from TE's
- * amax_and_scale_update_after_reduction. */
+ * amax_and_scale_update_after_reduction, and per-tensor current scaling against TE's
+ * compute_scale_from_amax. */
 #include "kernels/fp8_format.h"
 #include "kernels/fp8_recipe.h"
 #include "kernels/kernels.h"
@@ -231,6 +232,17 @@ static void check_recipe(void) {
            "[len][num_scales] layout: each scale its own column (E5M2: 57344 / 8; an all-zero column stays)");
 }
 
+static void check_current_scaling(void) {
+    tap_ok(fp8_current_scale(4.0f, FP8_E4M3, 0.0f, 0) == 112.0f && fp8_current_scale(3.0f, FP8_E5M2, 0.0f, 0) == 57344.0f / 3.0f,
+           "tensorwise: scale = fp8 max / amax (448 / 4 = 112; 57344 / 3)");
+    tap_ok(fp8_current_scale(0.0f, FP8_E4M3, 0.0f, 0) == 1.0f && fp8_current_scale(INFINITY, FP8_E4M3, 0.0f, 0) == 1.0f &&
+               fp8_current_scale(NAN, FP8_E4M3, 0.0f, 0) == 1.0f,
+           "tensorwise: amax 0, infinite or NaN gives scale 1");
+    tap_ok(fp8_current_scale(1e-38f, FP8_E4M3, 0.0f, 0) == FLT_MAX && fp8_current_scale(0.0f, FP8_E4M3, 2.0f, 0) == 224.0f &&
+               fp8_current_scale(3.0f, FP8_E4M3, 0.0f, 1) == 128.0f,
+           "tensorwise: overflow gives FLT_MAX; epsilon 2 floors amax 0 (224); power of 2: 448 / 3 = 149.3 -> 128");
+}
+
 int main(void) {
     check_decode(&E4M3);
     check_decode(&E5M2);
@@ -238,5 +250,6 @@ int main(void) {
     check_encode(&E5M2);
     check_ops();
     check_recipe();
+    check_current_scaling();
     return tap_done();
 }
