@@ -3,7 +3,9 @@
  * casts compile to on Hopper) for every one of the 2^32 fp32 bit patterns, in both formats, and
  * the header's decoding against the hardware's fp8 -> half conversion for all 256 codes of each.
  * The header runs in the same kernel as device code, so this also checks that it compiles and
- * behaves the same under nvcc. Prints TAP; run by tests/gpu/fp8_format_gpu_test.sh. */
+ * behaves the same under nvcc. Before the GPU part (and without a GPU) the header's host build
+ * is compared with cuda_fp8.hpp's host reference conversion on every 13th bit pattern. Prints
+ * TAP; run by tests/gpu/fp8_format_gpu_test.sh. */
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdio.h>
@@ -47,14 +49,36 @@ __global__ void decode_all(int *bad) {
     }
 }
 
+/* the host build of the header against cuda_fp8.hpp's host (reference) conversion */
+static int host_check(int tests) {
+    unsigned long long differ[2] = {0, 0}, checked = 0;
+    for (unsigned long long i = 0; i < (1ull << 32); i += 13, checked++) {
+        float x;
+        unsigned bits = (unsigned)i;
+        memcpy(&x, &bits, sizeof x);
+        for (int format = 0; format < 2; format++)
+            differ[format] += __nv_cvt_float_to_fp8(x, __NV_SATFINITE, format == FP8_E5M2 ? __NV_E5M2 : __NV_E4M3) !=
+                              fp8_from_float(x, format);
+    }
+    printf("%sok %d - host: fp8_from_float agrees with cuda_fp8.hpp's reference on %llu fp32 patterns "
+           "(every 13th; %llu E4M3 and %llu E5M2 differ)\n", differ[0] + differ[1] ? "not " : "", tests + 1,
+           checked, differ[0], differ[1]);
+    return differ[0] + differ[1] != 0;
+}
+
 int main(void) {
     int n = 0, tests = 0, failed = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) { printf("1..0 # SKIP no GPU\n"); return 0; }
+    failed += host_check(tests++);
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("ok %d # SKIP no GPU for the hardware comparison\n1..%d\n", tests + 1, tests + 1);
+        return failed ? 1 : 0;
+    }
     cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
     if (prop.major * 10 + prop.minor < 89) {
-        printf("1..0 # SKIP %s (sm_%d%d) has no fp8 conversion\n", prop.name, prop.major, prop.minor);
-        return 0;
+        printf("ok %d # SKIP %s (sm_%d%d) has no fp8 conversion\n1..%d\n", tests + 1, prop.name, prop.major,
+               prop.minor, tests + 1);
+        return failed ? 1 : 0;
     }
     mismatch_log *log;
     int *bad;
