@@ -13,6 +13,8 @@
 #include "tests/tap.h"
 
 #include <float.h>
+#include <setjmp.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -243,6 +245,31 @@ static void check_current_scaling(void) {
            "tensorwise: overflow gives FLT_MAX; epsilon 2 floors amax 0 (224); power of 2: 448 / 3 = 149.3 -> 128");
 }
 
+static jmp_buf fatal_jump;
+static char fatal_message[256];
+static void catch_fatal(const char *file, int line, const char *message) {
+    (void)file, (void)line;
+    snprintf(fatal_message, sizeof fatal_message, "%s", message);
+    longjmp(fatal_jump, 1);
+}
+
+static void check_bad_arguments(void) {
+    kernel_error_handler previous = kernels_set_error_handler(catch_fatal);
+    float x = 1.0f, scale = 1.0f, history[2] = {1, 0};
+    uint8_t q;
+    int caught = 0;
+    fatal_message[0] = 0;
+    if (setjmp(fatal_jump) == 0) kernels_cpu()->fp8_quantize(&q, NULL, NULL, &x, 1, &scale, 5);
+    else caught = strstr(fatal_message, "format 5") != NULL;
+    tap_ok(caught, "fp8_quantize refuses format 5, naming it: %s", fatal_message);
+    caught = 0;
+    fatal_message[0] = 0;
+    if (setjmp(fatal_jump) == 0) fp8_delayed_scaling_update(history, 0, 1, &scale, FP8_AMAX_MAX, FP8_E4M3, 0);
+    else caught = strstr(fatal_message, "history length is 0") != NULL;
+    tap_ok(caught, "the delayed-scaling update refuses an empty amax history: %s", fatal_message);
+    kernels_set_error_handler(previous);
+}
+
 int main(void) {
     check_decode(&E4M3);
     check_decode(&E5M2);
@@ -251,5 +278,6 @@ int main(void) {
     check_ops();
     check_recipe();
     check_current_scaling();
+    check_bad_arguments();
     return tap_done();
 }
