@@ -508,6 +508,17 @@ typedef struct kernel_ops {
      * router's input jitter); its own backward with the same rng; out may alias x */
     void (*uniform_jitter)(void *out, const void *x, size_t n, float eps, dropout_rng rng);
 
+    /* ---- fp8 emulation (issue 43; kernels/fp8_format.h, the recipe in kernels/fp8_recipe.h) ----
+     * NULL on CUDA for now. fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
+     * x[i] * *scale, rounded to nearest even and saturating to +-max as TE's cast; *amax =
+     * fmaxf(*amax, max |x[i]|) (the unscaled input; NaN elements ignored; the caller zeroes it
+     * first: TE's amax_history[0]) and *scale_inv = 1 / *scale, each skipped when NULL. amax,
+     * scale and scale_inv are fp32 backend memory. fp8_dequantize: out[i] (compute dtype) = the
+     * value of q[i] times *scale_inv. */
+    void (*fp8_quantize)(uint8_t *out, float *amax, float *scale_inv, const void *x, size_t n,
+                         const float *scale, int format);
+    void (*fp8_dequantize)(void *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
+
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on
      * the fp32 master weights:

@@ -1,10 +1,10 @@
 # kernels/local.mk: the compute backends behind kernels/kernels.h.
 noinst_LIBRARIES += kernels/libkernels.a
-kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/moe_routing.h kernels/kernel_error.c kernels/memory_stats.c \
+kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/moe_routing.h kernels/fp8_format.h kernels/fp8_recipe.h kernels/fp8_recipe.c kernels/kernel_error.c kernels/memory_stats.c \
 	kernels/cpu/cpu_backend.c kernels/cpu/cpu_memory.c kernels/cpu/cpu_init.c kernels/cpu/cpu_embedding.c \
 	kernels/cpu/cpu_layernorm.c kernels/cpu/cpu_matmul.c kernels/cpu/cpu_attention.c kernels/cpu/cpu_attention_padded.c kernels/cpu/cpu_attention_block.c \
 	kernels/cpu/cpu_decode_attention.c kernels/cpu/cpu_elementwise.c kernels/cpu/cpu_bert_elementwise.c kernels/cpu/cpu_cross_entropy.c kernels/cpu/cpu_adamw.c \
-	kernels/cpu/cpu_rmsnorm.c kernels/cpu/cpu_rope.c kernels/cpu/cpu_swiglu.c kernels/cpu/cpu_moe.c \
+	kernels/cpu/cpu_rmsnorm.c kernels/cpu/cpu_rope.c kernels/cpu/cpu_swiglu.c kernels/cpu/cpu_moe.c kernels/cpu/cpu_fp8.c \
 	kernels/cpu/cpu_kernels.h
 
 # the CUDA backend: one object per .cu file, compiled by nvcc and added to the library

@@ -27,6 +27,14 @@ check_PROGRAMS += tests/unit/attention_block_test
 tests_unit_attention_block_test_SOURCES = tests/unit/attention_block_test.c
 tests_unit_attention_block_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/unit/attention_block_test
+# fp8 emulation (issue 43): E4M3/E5M2 codes, rounding, saturation, quantize ops, delayed scaling
+check_PROGRAMS += tests/unit/fp8_format_test
+tests_unit_fp8_format_test_SOURCES = tests/unit/fp8_format_test.c
+tests_unit_fp8_format_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/unit/fp8_format_test
+# the same rounding against the GPU's own fp8 conversion, all 2^32 fp32 patterns (skips without nvcc or a GPU)
+TESTS += tests/gpu/fp8_format_gpu_test.sh
+EXTRA_DIST += tests/gpu/fp8_format_gpu_check.cu
 # BERT's heads (issue 46) against a double reference and finite differences
 check_PROGRAMS += tests/unit/bert_heads_test
 tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c

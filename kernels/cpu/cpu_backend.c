@@ -116,6 +116,13 @@ static void rope_backward(void *dqkv, int B, int T, int H, int G, int D, rope_sp
 }
 static void swiglu_forward(void *out, const void *x, int N, int F) { cpu_swiglu_forward(out, x, N, F); }
 static void gather_rows(void *out, const void *x, const int *rows, int M, int C) { cpu_gather_rows(out, x, rows, M, C); }
+static void fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const void *x, size_t n,
+                         const float *scale, int format) {
+    cpu_fp8_quantize(out, amax, scale_inv, x, n, scale, format);
+}
+static void fp8_dequantize(void *out, const uint8_t *q, size_t n, const float *scale_inv, int format) {
+    cpu_fp8_dequantize(out, q, n, scale_inv, format);
+}
 static void moe_combine(void *out, const void *y, const int *slot_row, const float *weight, int N, int k, int C) {
     cpu_moe_combine(out, y, slot_row, weight, N, k, C);
 }
@@ -349,6 +356,9 @@ static const kernel_ops cpu_ops = {
     .cross_entropy_sum_exp = cross_entropy_sum_exp,
     .cross_entropy_loss_grad = cross_entropy_loss_grad,
     .cross_entropy_fused = cross_entropy_fused,
+
+    .fp8_quantize = fp8_quantize,
+    .fp8_dequantize = fp8_dequantize,
 
     .adamw_update = adamw_update,
     .sum_squares = cpu_sum_squares,

@@ -58,6 +58,10 @@ void cpu_rmsnorm_backward_from_output(float *dx, float *dweight, const float *do
 void cpu_rope_forward(float *qkv, int B, int T, int H, int G, int D, rope_spec rope);
 void cpu_rope_backward(float *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
 
+/* cpu_fp8.c */
+void cpu_fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const float *x, size_t n,
+                      const float *scale, int format);
+void cpu_fp8_dequantize(float *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
 /* cpu_moe.c */
 void cpu_moe_route_forward(int *expert, float *weight, float *stats, const float *logits, int N,
                            moe_router_spec spec, int with_losses);
