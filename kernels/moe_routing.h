@@ -124,7 +124,7 @@ MOE_FN void moe_aux_scores(float *a, const float *l, moe_router_spec spec) {
 }
 
 /* the experts one row counts for in the loss's routing map (the plain top-k of its aux scores),
- * into idx[k] */
+ * into idx[k] (may be x.idx: only x.a is used as scratch) */
 MOE_FN void moe_aux_choice(int *idx, const float *l, moe_router_spec spec, moe_row_scratch x) {
     moe_aux_scores(x.a, l, spec);
     moe_top_k(x.a, NULL, spec.num_experts, spec.topk, idx);

@@ -9,12 +9,14 @@ enum { TREE_TAG = 0x7e3 }; /* point-to-point tag of the exchanges (the data-para
 
 static int is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
-const char *fixed_tree_unsupported(const kernel_ops *ops, int data_parallel_size, int num_experts) {
+const char *fixed_tree_unsupported(const kernel_ops *ops, int data_parallel_size, int context_parallel_size,
+                                   int num_experts) {
     if (!ops->add_float || !ops->sum_squares_from)
         return "this backend lacks the kernels add_float and sum_squares_from (CUDA: not yet)";
     if (!is_power_of_two(data_parallel_size) || data_parallel_size > FIXED_TREE_NORM_BLOCKS)
         return "the data-parallel size is not a power of two up to 64";
     if (num_experts > 0) return "mixture-of-experts models are not covered";
+    if (context_parallel_size > 1) return "context parallelism is not covered";
     return NULL;
 }
 

@@ -61,10 +61,11 @@ typedef struct fixed_tree {
     size_t scratch_elements;
 } fixed_tree;
 
-/* why the fixed tree cannot serve a run on this backend, data-parallel size and expert count
- * (NULL: it can). It needs the model's buckets padded to a multiple of FIXED_TREE_NORM_BLOCKS
+/* why the fixed tree cannot serve a run on this backend, data-parallel and context-parallel
+ * sizes and expert count (NULL: it can). It needs the model's buckets padded to a multiple of FIXED_TREE_NORM_BLOCKS
  * (gpt_config.bucket_alignment). */
-const char *fixed_tree_unsupported(const kernel_ops *ops, int data_parallel_size, int num_experts);
+const char *fixed_tree_unsupported(const kernel_ops *ops, int data_parallel_size, int context_parallel_size,
+                                   int num_experts);
 void fixed_tree_create(fixed_tree *tree, gpt_model *model, const comm_ops *comm, const topology *topo);
 void fixed_tree_free(fixed_tree *tree);
 

@@ -88,7 +88,7 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
     m.workspace = workspace_bytes + (selective ? attention : 0);
     /* --deterministic-mode's fixed tree (app/optim/fixed_tree_reduce.h): ceil(log2 m) + 1 more fp32
      * gradient buffers for m micro-batches per rank, and half a bucket to receive into */
-    if (a->deterministic_mode && !fixed_tree_unsupported(ops, topo->dp_size, a->num_experts)) {
+    if (a->deterministic_mode && !fixed_tree_unsupported(ops, topo->dp_size, topo->cp_size, a->num_experts)) {
         double micro_batches = a->num_micro_batches > 1 ? a->num_micro_batches : 1;
         m.workspace += (ceil(log2(micro_batches)) + (micro_batches > 1 ? 1 : 0)) * params * 4 + params * 2;
     }

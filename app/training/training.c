@@ -295,9 +295,8 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     gpt_config config = config_from_args(a, &t->topo);
     /* --deterministic-mode: gradients and loss summed in one order at any data-parallel size
      * (app/optim/fixed_tree_reduce.h); its norm blocks need the buckets padded alike at every size */
-    const char *no_tree = !a->deterministic_mode ? ""
-                          : t->topo.cp_size > 1 ? "context parallelism is not covered"
-                                                : fixed_tree_unsupported(ops, t->topo.dp_size, a->num_experts);
+    const char *no_tree =
+        a->deterministic_mode ? fixed_tree_unsupported(ops, t->topo.dp_size, t->topo.cp_size, a->num_experts) : "";
     if (!no_tree) config.bucket_alignment = FIXED_TREE_NORM_BLOCKS;
     else if (a->deterministic_mode && t->topo.world_rank == 0)
         printf("> note: --deterministic-mode reproduces this run bitwise at data-parallel size %d only: %s\n",

@@ -24,12 +24,12 @@
 /* tokens per expert under the loss's routing map (plain top-k of the aux scores) over rows
  * [first, first + rows) */
 static void aux_counts(float *counts, const float *logits, int first, int rows, moe_router_spec spec) {
-    int E = spec.num_experts, k = spec.topk, idx[MOE_MAX_EXPERTS];
+    int E = spec.num_experts, k = spec.topk;
     ROW_SCRATCH(x);
     memset(counts, 0, sizeof(float) * (size_t)E);
     for (int t = first; t < first + rows; t++) {
-        moe_aux_choice(idx, logits + (size_t)t * E, spec, x);
-        for (int j = 0; j < k; j++) counts[idx[j]] += 1.0f;
+        moe_aux_choice(x.idx, logits + (size_t)t * E, spec, x);
+        for (int j = 0; j < k; j++) counts[x.idx[j]] += 1.0f;
     }
 }
 

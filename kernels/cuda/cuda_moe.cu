@@ -48,9 +48,8 @@ static __global__ void aux_count_kernel(int *counts, const float *logits, int N,
     int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= N) return;
     THREAD_ROW_SCRATCH(x);
-    int idx[EMAX];
-    moe_aux_choice(idx, logits + (size_t)t * spec.num_experts, spec, x);
-    for (int j = 0; j < spec.topk; j++) atomicAdd(&counts[(size_t)(t / T) * spec.num_experts + idx[j]], 1);
+    moe_aux_choice(x.idx, logits + (size_t)t * spec.num_experts, spec, x);
+    for (int j = 0; j < spec.topk; j++) atomicAdd(&counts[(size_t)(t / T) * spec.num_experts + x.idx[j]], 1);
 }
 
 static __global__ void counts_to_float_kernel(float *out, const int *counts, int n) {
@@ -121,7 +120,7 @@ template <int EMAX> struct router_launch {
                          moe_router_spec spec, const float *counts, int T, float aux_scale, float z_scale);
 };
 
-/* calls F<EMAX>::f(args) for the smallest bound that holds E experts */
+/* calls router_launch<EMAX>::CALL for the smallest bound that holds E experts */
 #define WITH_EXPERT_BOUND(E, CALL)                                                                         \
     do {                                                                                                   \
         if ((E) <= 8) router_launch<8>::CALL;                                                              \

@@ -26,17 +26,6 @@ static const kernel_ops *cpu;
 #define GRAD_TOL 1e-4
 #define EXACT_TOL 1e-5
 
-/* one TAP line with a diagnostic of the measured error */
-static void expect_below(double err, double tol, const char *fmt, ...) {
-    char what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    tap_diag("%s: relative error %.3g (tolerance %.0e)", what, err, tol);
-    tap_ok(err < tol, "%s", what);
-}
-
 static void expect_identical(const void *a, const void *b, size_t bytes, const char *fmt, ...) {
     char what[256];
     va_list ap;

@@ -20,16 +20,6 @@
 
 static const kernel_ops *cpu, *gpu;
 
-static void expect_below(double err, double tol, const char *fmt, ...) {
-    char what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    tap_diag("%s: relative error %.3g (tolerance %.0e)", what, err, tol);
-    tap_ok(err < tol, "%s", what);
-}
-
 static float *host_floats(size_t n, uint64_t seed, float scale) {
     float *x = (float *)malloc(n * sizeof(float) + 4);
     fill_random(x, n, seed, scale);

@@ -8,12 +8,14 @@
 
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "tests/tap.h"
 
 int cuda_device_count(void);
 const kernel_ops *kernels_cuda(void);      /* kernels.h declares them under HAVE_CUDA */
@@ -159,6 +161,17 @@ static inline double relative_error(const float *got, const float *want, size_t 
         if (fabs((double)want[i]) > max_want) max_want = fabs((double)want[i]);
     }
     return max_want > 0.0 ? max_diff / max_want : max_diff;
+}
+
+/* one TAP line with a diagnostic of the measured error */
+static inline void expect_below(double err, double tol, const char *fmt, ...) {
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    tap_diag("%s: relative error %.3g (tolerance %.0e)", what, err, tol);
+    tap_ok(err < tol, "%s", what);
 }
 
 #endif /* CUDA_TEST_UTIL_H */
