@@ -106,9 +106,12 @@ static unsigned int pointer_alignment(const void *p) {
  * its bucket, and used for the others of the bucket with the layouts' rows and columns set to the
  * call's (cuBLASLt reads them at the call). A bucket's plan takes the heuristic's first algorithm
  * untimed: new buckets keep appearing while the routing moves (timing each on first use made steps
- * of 0.2-0.9 s for the first hundred at the mixtral-small shape). With tuning on, a bucket that
- * recurs (GEMM_BUCKET_TUNE_AFTER calls) has its candidates timed once, on that call's shape: the
- * few buckets the experts' sizes settle in get tuned, the passing ones never. Should cuBLASLt refuse the bucket's algorithm for
+ * of 0.2-0.9 s for the first hundred at the mixtral-small shape, and timing each bucket at its
+ * 16th call still added 30-80 ms to a third of the steps 10-30). With tuning on, a bucket that
+ * recurs (GEMM_BUCKET_TUNE_AFTER calls) takes the algorithm tuned for its family, the buckets of
+ * the same GEMM whose sizes share their powers of two; the family's first recurring bucket times
+ * the candidates, on that call's shape. So a GEMM of the experts is timed about once per octave
+ * of their sizes, in the first steps. Should cuBLASLt refuse the bucket's algorithm for
  * another size of the bucket, that call is planned exactly. Dimensions that are multiples of an
  * eighth of their power of two (1024, 2816, 5632) are their own bucket. */
 static bool gemm_bucketed;
@@ -377,10 +380,55 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
 }
 
-/* a recurring size bucket's plan: its candidates timed on this call's shape (set_plan_shape done) */
+/* the algorithms tuned for families of size buckets (the bucket key with each size rounded up to
+ * its power of two), in a small open-addressing table; when it is full, buckets tune alone */
+#define GEMM_FAMILY_TABLE_SIZE 512
+typedef struct bucket_family {
+    bool used;
+    gemm_plan_key key;
+    cublasLtMatmulAlgo_t algo;
+} bucket_family;
+static bucket_family bucket_families[GEMM_FAMILY_TABLE_SIZE];
+
+static int power_of_two_ceil(int x) {
+    int p = 1;
+    while (p < x) p <<= 1;
+    return p;
+}
+
+static unsigned int plan_slot(const gemm_plan_key *key);
+
+/* the family entry of a bucket's key (used: its tuned algorithm), or NULL when the table is full */
+static bucket_family *family_of(const gemm_plan_key *bucket_key) {
+    gemm_plan_key key = *bucket_key;
+    key.m = power_of_two_ceil(key.m), key.n = power_of_two_ceil(key.n), key.k = power_of_two_ceil(key.k);
+    unsigned int slot = plan_slot(&key) & (GEMM_FAMILY_TABLE_SIZE - 1);
+    for (int probes = 0; probes < GEMM_FAMILY_TABLE_SIZE; probes++) {
+        bucket_family *f = &bucket_families[slot];
+        if (!f->used) {
+            f->key = key; /* claimed when tuned (used set then) */
+            return f;
+        }
+        if (memcmp(&f->key, &key, sizeof key) == 0) return f;
+        slot = (slot + 1) & (GEMM_FAMILY_TABLE_SIZE - 1);
+    }
+    return NULL;
+}
+
+/* a recurring size bucket's plan (set_plan_shape done): its family's algorithm when cuBLASLt
+ * accepts it for this shape, else its candidates timed on this call's shape for the family */
 static void plan_tune_bucket(gemm_plan *plan, const gemm_problem *p) {
     plan->tuned = true;
     if (!problem_tunable(p)) return;
+    bucket_family *family = family_of(&plan->key);
+    if (family != NULL && family->used) {
+        cublasLtMatmulHeuristicResult_t check;
+        memset(&check, 0, sizeof check);
+        if (cublasLtMatmulAlgoCheck(cuda_cublaslt_handle(), plan->desc, plan->a_layout, plan->b_layout,
+                                    plan->d_layout, plan->d_layout, &family->algo, &check) == CUBLAS_STATUS_SUCCESS)
+            plan->algo = family->algo;
+        return;
+    }
     cublasLtMatmulPreference_t preference = plan_preference(&plan->key);
     cublasLtMatmulHeuristicResult_t results[GEMM_TUNE_CANDIDATES];
     memset(results, 0, sizeof results);
@@ -390,7 +438,12 @@ static void plan_tune_bucket(gemm_plan *plan, const gemm_problem *p) {
                                        plan->d_layout, plan->d_layout, preference, GEMM_TUNE_CANDIDATES, results,
                                        &returned);
     CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
-    if (status == CUBLAS_STATUS_SUCCESS && returned > 1) plan_tune(plan, p, results, returned);
+    if (status != CUBLAS_STATUS_SUCCESS || returned < 2) return;
+    plan_tune(plan, p, results, returned);
+    if (family != NULL) {
+        family->algo = plan->algo;
+        family->used = true;
+    }
 }
 
 static void plan_destroy(gemm_plan *plan) {
