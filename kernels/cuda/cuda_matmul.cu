@@ -69,8 +69,7 @@ typedef struct gemm_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a_layout, b_layout, d_layout;
     cublasLtMatmulAlgo_t algo;
-    int uses;   /* calls through a size bucket's plan, until it is timed */
-    bool tuned; /* a bucket's plan whose candidates were timed */
+    bool tuned; /* a bucket's plan that has taken its family's algorithm (or timed it) */
 } gemm_plan;
 
 /* an open-addressing hash table of plans: a lookup is one hash and a probe or two per GEMM call.
@@ -107,11 +106,10 @@ static unsigned int pointer_alignment(const void *p) {
  * call's (cuBLASLt reads them at the call). A bucket's plan takes the heuristic's first algorithm
  * untimed: new buckets keep appearing while the routing moves (timing each on first use made steps
  * of 0.2-0.9 s for the first hundred at the mixtral-small shape, and timing each bucket at its
- * 16th call still added 30-80 ms to a third of the steps 10-30). With tuning on, a bucket that
- * recurs (GEMM_BUCKET_TUNE_AFTER calls) takes the algorithm tuned for its family, the buckets of
- * the same GEMM whose sizes share their powers of two; the family's first recurring bucket times
- * the candidates, on that call's shape. So a GEMM of the experts is timed about once per octave
- * of their sizes, in the first steps. Should cuBLASLt refuse the bucket's algorithm for
+ * 16th call still added 30-80 ms to a third of the steps 10-30). With tuning on, a bucket takes
+ * the algorithm tuned for its family, the buckets of the same GEMM whose sizes share their powers
+ * of two; the family's first bucket times the candidates, on its first call's shape. So a GEMM
+ * of the experts is timed once per octave of their sizes, in the first steps. Should cuBLASLt refuse the bucket's algorithm for
  * another size of the bucket, that call is planned exactly. Dimensions that are multiples of an
  * eighth of their power of two (1024, 2816, 5632) are their own bucket. */
 static bool gemm_bucketed;
@@ -229,9 +227,6 @@ static bool output_needs_scratch(const gemm_problem *p) {
     return p->accumulate && (p->c == NULL || p->c == p->d);
 }
 
-/* calls of a size bucket's plan before its candidates are timed (grouped GEMMs above) */
-#define GEMM_BUCKET_TUNE_AFTER 16
-
 static bool problem_tunable(const gemm_problem *p);
 static bool tuning_applies(const gemm_problem *p) {
     if (gemm_bucketed) return false; /* a bucket's first problem stands for all of its sizes: not timed */
@@ -327,7 +322,6 @@ static void set_plan_shape(gemm_plan *plan, const gemm_problem *p) {
 static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_key *key) {
     plan->used = true;
     plan->key = *key;
-    plan->uses = 0;
     plan->tuned = false;
 
     CHECK_CUBLAS(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -415,7 +409,7 @@ static bucket_family *family_of(const gemm_plan_key *bucket_key) {
     return NULL;
 }
 
-/* a recurring size bucket's plan (set_plan_shape done): its family's algorithm when cuBLASLt
+/* a size bucket's plan at its first call (set_plan_shape done): its family's algorithm when cuBLASLt
  * accepts it for this shape, else its candidates timed on this call's shape for the family */
 static void plan_tune_bucket(gemm_plan *plan, const gemm_problem *p) {
     plan->tuned = true;
@@ -505,7 +499,7 @@ static bool gemm_cublaslt(const gemm_problem *p) {
     if (!plan->has_algo) return false;
     if (plan->key.bucketed) {
         set_plan_shape(plan, p);
-        if (!plan->tuned && gemm_tuning_on && ++plan->uses >= GEMM_BUCKET_TUNE_AFTER) plan_tune_bucket(plan, p);
+        if (!plan->tuned && gemm_tuning_on) plan_tune_bucket(plan, p);
     }
     set_epilogue_pointers(plan->desc, p);
     float alpha = 1.0f, beta = p->accumulate ? 1.0f : 0.0f;

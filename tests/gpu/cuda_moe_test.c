@@ -11,9 +11,10 @@
  *   - the permutation of the choices by expert (rows per expert, each choice's row, each row's
  *     token): exact, with dropped choices, partial chunks and 1 to 256 experts;
  *   - the experts' grouped GEMMs (forward, input and weight gradients; uneven and empty blocks)
- *     within the compute dtype's tolerance, with tuning off and on: a size bucket that recurs is
- *     timed once (cuda_matmul_tuned_problems grows), the weight gradients still add once, and
- *     the results stay within the tolerance;
+ *     within the compute dtype's tolerance, with tuning off and on: the first size bucket of a
+ *     family (sizes of the same powers of two) is timed (cuda_matmul_tuned_problems grows), the
+ *     other buckets of the family take its algorithm untimed, the weight gradients still add
+ *     once, and the results stay within the tolerance;
  *   - row gathers (exact), the weighted combination and its backward, the gradient's
  *     uncombination, the input jitter and the compute-dtype to fp32 conversion, within the
  *     compute dtype's tolerance (bf16 1e-2).
@@ -318,13 +319,19 @@ int main(void) {
     test_permutation(2049, 1, 1, 4);
     int uneven[5] = {700, 0, 1300, 64, 2100};
     test_grouped(uneven, 5, 256, 512, 1);
-    /* tuning on: each bucket of these sizes recurs 20 times, so is timed once, at its 16th call */
+    /* tuning on: the three GEMMs (forward, input and weight gradients) of two buckets (3072 and
+     * 3328 rows) of one family (4096) each time their candidates once, 20 calls in all */
     cuda_matmul_set_tuning(1);
     int tuned_before = cuda_matmul_tuned_problems();
-    int recurring[4] = {3000, 2900, 3100, 0};
-    test_grouped(recurring, 4, 1024, 1536, 20);
+    int family[4] = {3000, 2900, 3100, 0};
+    test_grouped(family, 4, 1024, 1536, 20);
     int tuned = cuda_matmul_tuned_problems() - tuned_before;
-    tap_ok(tuned >= 3, "a recurring size bucket of the grouped GEMMs is tuned once: %d bucket plans timed", tuned);
+    tap_ok(tuned == 3, "grouped GEMMs: one timing per GEMM of a family of size buckets (%d timed, want 3)", tuned);
+    /* other buckets of the same family (2816 and 3584 rows): their family's algorithm, untimed */
+    int same_family[2] = {2600, 3500};
+    test_grouped(same_family, 2, 1024, 1536, 2);
+    tap_ok(cuda_matmul_tuned_problems() - tuned_before == tuned,
+           "grouped GEMMs: new buckets of a tuned family take its algorithm untimed");
     cuda_matmul_set_tuning(0);
     test_dispatch(512, 2, 256);
     test_dispatch(77, 3, 100); /* C % 8 != 0: the scalar gather */
