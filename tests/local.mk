@@ -40,6 +40,11 @@ check_PROGRAMS += tests/unit/bert_heads_test
 tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c
 tests_unit_bert_heads_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/bert_heads_test
+# the BERT encoder mode of the model (issue 46): names, finite differences, padding, fitting a batch
+check_PROGRAMS += tests/unit/bert_model_test
+tests_unit_bert_model_test_SOURCES = tests/unit/bert_model_test.c
+tests_unit_bert_model_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/bert_model_test
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c

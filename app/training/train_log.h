@@ -42,6 +42,8 @@ typedef struct iteration_stats {
     double learning_rate;
     int global_batch_size;
     double lm_loss;                    /* averaged over the log interval */
+    double sop_loss;                   /* pretrain_bert's sentence-order loss, likewise */
+    int has_sop_loss;                  /* 0: none (GPT, --bert-no-binary-head) */
     double loss_scale;                 /* after this iteration's update (1 without a scaler) */
     double grad_norm;
     int has_grad_norm;                 /* 0 when an overflow skipped the step (Megatron's None) */
