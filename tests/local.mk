@@ -269,6 +269,9 @@ TESTS += tests/mpi/megatron_samples_test.sh tests/unit/split_bounds_test.sh test
 EXTRA_DIST += tests/tools/megatron_gpt_samples.py
 # BERT samples (issue 46) against tests/tools/megatron_bert_samples.py
 TESTS += tests/mpi/bert_samples_test.sh
+# pretrain_bert (issue 46): every parallel layout trains like one rank; checkpoints resume bitwise
+TESTS += tests/mpi/bert_parallel_test.sh
+EXTRA_DIST += tests/mpi/bert_corpus.sh
 EXTRA_DIST += tests/tools/megatron_bert_samples.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
