@@ -271,6 +271,9 @@ EXTRA_DIST += tests/tools/megatron_gpt_samples.py
 TESTS += tests/mpi/bert_samples_test.sh
 # pretrain_bert (issue 46): every parallel layout trains like one rank; checkpoints resume bitwise
 TESTS += tests/mpi/bert_parallel_test.sh
+# Megatron's examples/bert/train_bert_340m_distributed.sh, every flag, shrunk (issue 46)
+TESTS += tests/mpi/bert_script_test.sh
+EXTRA_DIST += tests/data/train_bert_340m_tiny.sh
 EXTRA_DIST += tests/mpi/bert_corpus.sh
 EXTRA_DIST += tests/tools/megatron_bert_samples.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the

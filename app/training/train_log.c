@@ -49,6 +49,7 @@ void train_log_tensorboard_step(train_log *log, const tensorboard_step *s) {
     if (!isnan(s->learning_rate)) scalar(tb, "learning-rate", s->learning_rate, s, 1);
     scalar(tb, "batch-size", s->global_batch_size, s, 1);
     scalar(tb, "lm loss", s->lm_loss, s, 1);
+    if (!isnan(s->sop_loss)) scalar(tb, "sop loss", s->sop_loss, s, 1);
     if (!isnan(s->loss_scale)) scalar(tb, "loss-scale", s->loss_scale, s, 1);
     if (!isnan(s->world_size)) scalar(tb, "world-size", s->world_size, s, 1);
     if (!isnan(s->grad_norm)) scalar(tb, "grad-norm", s->grad_norm, s, 1);

@@ -70,6 +70,7 @@ typedef struct tensorboard_step {
     double learning_rate;              /* NAN: left out (--no-log-learning-rate-to-tensorboard) */
     int global_batch_size;
     double lm_loss;                    /* this iteration's */
+    double sop_loss;                   /* pretrain_bert's sentence-order loss; NAN: none */
     double loss_scale;                 /* NAN: left out (--no-log-loss-scale-to-tensorboard) */
     double world_size;                 /* NAN: left out (no --log-world-size-to-tensorboard) */
     double grad_norm, num_zeros, params_norm; /* NAN: none (a skipped step, or not asked for) */
