@@ -642,7 +642,8 @@ static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_si
         .moe_shared_expert_intermediate_size = a->num_experts > 0 ? a->moe_shared_expert_intermediate_size : 0,
         .padded_vocab_size = a->padded_vocab_size,
         .seq_length = a->seq_length,
-        .causal = 1,
+        .causal = 1,  /* also for pretrain_bert: Megatron's num_floating_point_operations has no
+                       * BERT case, and counts BERT as GPT (so the log's TFLOP/s match Megatron's) */
     };
     recompute_spec recompute = recompute_spec_of(a);
     return flops_per_iteration(&shape, global_batch_size, &recompute);
