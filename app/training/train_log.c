@@ -226,13 +226,18 @@ void train_log_papi_table(const phase_counts *totals) {
     fflush(stdout);
 }
 
-void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss) {
+void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss,
+                          double sop_loss) {
     double ppl = exp(lm_loss < 20.0 ? lm_loss : 20.0);
     int test = !strcmp(split, "test");
+    char sop_field[96] = "";
+    if (!isnan(sop_loss))
+        snprintf(sop_field, sizeof sop_field, " sop loss value: %.6E | sop loss PPL: %.6E |", sop_loss,
+                 exp(sop_loss < 20.0 ? sop_loss : 20.0));
     printf("-----------------------------------------------------------------------------------------------\n"
-           " validation loss %s | lm loss value: %.6E | lm loss PPL: %.6E |\n"
+           " validation loss %s | lm loss value: %.6E | lm loss PPL: %.6E |%s\n"
            "-----------------------------------------------------------------------------------------------\n",
-           when, lm_loss, ppl);
+           when, lm_loss, ppl, sop_field);
     fflush(stdout);
     /* Megatron writes the test loss under the validation tags too; ours get their own; the
      * perplexity only with --log-validation-ppl-to-tensorboard */
@@ -254,6 +259,6 @@ void train_log_evaluation(train_log *log, const char *split, int64_t iteration, 
     }
 }
 
-void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss) {
-    train_log_evaluation(log, "validation", iteration, when, lm_loss);
+void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss, double sop_loss) {
+    train_log_evaluation(log, "validation", iteration, when, lm_loss, sop_loss);
 }

@@ -110,10 +110,12 @@ void train_log_datetime(const char *what);
 void train_log_startup(train_log *log, const startup_times *s);
 /* the whole run's PAPI counts per phase as a table on stdout */
 void train_log_papi_table(const phase_counts *totals);
-void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss);
+void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss, double sop_loss);
 /* the same for any split ("validation" or "test"): Megatron's " validation loss WHEN | ..." line
- * (its words for the test set too) and a metrics line {"split": SPLIT, ...} */
-void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss);
+ * (its words for the test set too) and a metrics line {"split": SPLIT, ...}; sop_loss: pretrain_bert's
+ * sentence-order loss, printed after the lm loss as Megatron prints its loss_dict (NAN: none) */
+void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss,
+                          double sop_loss);
 /* whether the validation/test scalars carry their perplexity too (--log-validation-ppl-to-tensorboard)
  * and the consumed samples their "vs samples" scalars are plotted against */
 void train_log_set_validation(train_log *log, int ppl, int64_t consumed_samples);

@@ -578,7 +578,7 @@ static double evaluate_split(trainer *t, int split, int64_t *consumed) {
     const args *a = t->args;
     static const char *const names[GPT_DATA_SPLITS] = {"train", "validation", "test"};
     data_parallel_finish_param_gather(&t->dp);
-    double total = 0.0;
+    double total = 0.0, sop_total = 0.0;
     for (int64_t k = 0; k < a->eval_iters; k++) {
         if (t->data && *consumed + a->global_batch_size > gpt_dataset_num_samples(t->data, split))
             user_error("the %s split is exhausted: %lld samples, %lld consumed, %d more needed (an unweighted "
@@ -587,8 +587,10 @@ static double evaluate_split(trainer *t, int split, int64_t *consumed) {
         /* evaluation always takes whole global batches (Megatron's eval_global_batch_size) */
         double loss = run_global_batch(t, split, *consumed, 0, 0, a->num_micro_batches);
         total += a->bert ? t->last_lm_loss : loss;  /* pretrain_bert: the lm loss, as Megatron's "lm loss value" */
+        sop_total += t->last_sop_loss;
         *consumed += a->global_batch_size;
     }
+    t->evaluation_sop_loss = a->bert && !a->bert_no_binary_head ? sop_total / (double)a->eval_iters : NAN;
     return total / (double)a->eval_iters;
 }
 
@@ -929,7 +931,7 @@ double trainer_train(trainer *t) {
             last_validation = evaluate(t);
             char when[64];
             snprintf(when, sizeof when, "at iteration %lld", (long long)t->iteration);
-            if (is_logger) train_log_validation(&t->log, t->iteration, when, last_validation);
+            if (is_logger) train_log_validation(&t->log, t->iteration, when, last_validation, t->evaluation_sop_loss);
         }
         papi_phases_enter(PHASE_CHECKPOINT);
         int stop = checkpoint_or_exit(t);
@@ -952,13 +954,13 @@ double trainer_train(trainer *t) {
     if (do_valid(t) && !t->exited_early) {
         last_validation = evaluate(t);
         snprintf(when, sizeof when, "at iteration %lld on validation set", (long long)t->iteration);
-        if (is_logger) train_log_evaluation(&t->log, "validation", t->iteration, when, last_validation);
+        if (is_logger) train_log_evaluation(&t->log, "validation", t->iteration, when, last_validation, t->evaluation_sop_loss);
     }
     if (do_test(t) && !t->exited_early) {
         int64_t consumed_test_samples = 0;
         double test_loss = evaluate_split(t, SPLIT_TEST, &consumed_test_samples);
         snprintf(when, sizeof when, "at iteration %lld on test set", (long long)t->iteration);
-        if (is_logger) train_log_evaluation(&t->log, "test", t->iteration, when, test_loss);
+        if (is_logger) train_log_evaluation(&t->log, "test", t->iteration, when, test_loss, t->evaluation_sop_loss);
     }
     if (a->dump_parameters[0]) param_dump_write(&t->model, &t->topo, a->dump_parameters);
     return last_validation;

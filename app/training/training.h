@@ -62,6 +62,7 @@ typedef struct trainer {
     bert_sample bert_fields;
     int64_t *bert_arrays;
     double last_lm_loss, last_sop_loss;
+    double evaluation_sop_loss;      /* the last evaluation's mean sop loss (NAN: not BERT's binary head) */
 } trainer;
 
 /* build groups, model, optimizer from the parsed arguments, then load --load (collective) */

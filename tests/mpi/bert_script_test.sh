@@ -18,8 +18,8 @@ ok $status "the BERT 340M example script trains on 4 ranks (tensor-parallel 2 x 
 [ "$status" -eq 0 ] || sed 's/^/#   /' "$WORK/err" | head -5
 [ "$(grep -c '] iteration .*| lm loss: [0-9.E+-]* | sop loss: [0-9.E+-]* |' "$WORK/out")" -eq 2 ] &&
     [ -f "$WORK/checkpoints/iter_0000005.h5" ] && [ -f "$WORK/checkpoints/iter_0000010.h5" ] &&
-    [ "$(grep -c 'validation loss at iteration .* lm loss value' "$WORK/out")" -ge 2 ]
-ok $? "it logs lm and sop losses every 5 iterations, validates, and saves iterations 5 and 10 in its CHECKPOINT_PATH"
+    [ "$(grep -c 'validation loss at iteration .* lm loss value: .* sop loss value: [0-9.E+-]* | sop loss PPL' "$WORK/out")" -ge 2 ]
+ok $? "it logs lm and sop losses every 5 iterations, validates (lm and sop loss values), and saves iterations 5 and 10 in its CHECKPOINT_PATH"
 grep -q "tokenizer_type \.*\s*BertWordPieceLowerCase$" "$WORK/out" &&
     grep -q "^> accepted with no effect here (see --help): --attention-backend$" "$WORK/out" &&
     grep -q "^> --fp16: the CPU backend computes in fp32" "$WORK/out" &&
