@@ -4,7 +4,8 @@
 # every parameter after 5 AdamW steps within 1e-5 (max |difference| / max |value| per tensor),
 # fp32 CPU with dropout on, for TP2, TP2 + sequence parallel, PP2 (the tied output layer and the
 # padding mask on both stages), PP2 interleaved, DP2, DP2 with the distributed optimizer and
-# TP2 x PP2; with and without the binary head. A checkpoint resumes bit for bit (losses and
+# TP2 x PP2; with and without the binary head. Recomputation (selective, full) and
+# --deterministic-mode at DP2 keep one rank's bits. A checkpoint resumes bit for bit (losses and
 # parameter hash of 3 + 3 iterations equal 6 straight), also saved at TP2 and loaded on one rank.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
@@ -62,6 +63,17 @@ reference nobinary --bert-no-binary-head
 ok $? "--bert-no-binary-head: no sop loss in the log"
 layout "no binary head: TP2 x DP2 distributed optimizer" 4 --bert-no-binary-head --tensor-model-parallel-size 2 \
     --use-distributed-optimizer
+
+# activation recomputation keeps the same bits (the padding mask of the recomputed layers' slot);
+# --deterministic-mode gives the same bits at data-parallel sizes 1 and 2
+run_app 1 $MODEL --dump-parameters "$WORK/plain.bin"
+for recompute in "--recompute-granularity selective" "--recompute-granularity full --recompute-method uniform --recompute-num-layers 2"; do
+    run_app 1 $MODEL $recompute --dump-parameters "$WORK/recomputed.bin" && cmp -s "$WORK/plain.bin" "$WORK/recomputed.bin"
+    ok $? "$recompute: the parameters after 5 steps are bitwise those without recomputation"
+done
+run_app 1 $MODEL --deterministic-mode --dump-parameters "$WORK/det1.bin" &&
+    run_app 2 $MODEL --deterministic-mode --dump-parameters "$WORK/det2.bin" && cmp -s "$WORK/det1.bin" "$WORK/det2.bin"
+ok $? "--deterministic-mode: DP2 trains the bits of one rank"
 
 # checkpoints: 3 iterations, save, resume for 3 more: the losses and the final parameters of 6
 # straight iterations, bit for bit; saved at TP2 x DP2 and resumed on one rank within 1e-6
