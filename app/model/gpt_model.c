@@ -1343,8 +1343,7 @@ double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tok
     }
     for (int l = 0; l < ch->num_layers; l++) layer_forward(m, ch, slot, l, rng, layer_output(ch, slot, l));
     if (!ch->post_process) return 0.0;
-    if (m->config.bert) return loss_forward(m, ch, slot, grad_scale, with_backward);
-    m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);
+    if (!m->config.bert) m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);  /* BERT's: slot->bert */
     return loss_forward(m, ch, slot, grad_scale, with_backward);
 }
 
