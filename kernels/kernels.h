@@ -492,6 +492,12 @@ typedef struct kernel_ops {
      * moe_route_forward gave it (dropped choices take no gradient) */
     void (*moe_route_backward)(float *dlogits, const float *dweight, const float *logits, const int *expert, int N,
                                moe_router_spec spec, float loss_scale);
+    /* the permutation of the M = N k routed choices (Megatron's permute order: grouped by
+     * expert, in token order within an expert): rows[e] = expert e's first permuted row, rows[E]
+     * = the rows in all; slot_row[i] = the row of choice i = t k + j (-1 where expert[i] < 0,
+     * dropped); row_token[row] = the token t of each row. All in device memory, so that only
+     * rows[E+1] need travel to the host (the grouped GEMMs' sizes) */
+    void (*moe_permutation)(int *rows, int *slot_row, int *row_token, const int *expert, int M, int k, int E);
     /* out[i,:] = x[rows[i],:] for i < M (the rows of x [.,C] that an expert computes on) */
     void (*gather_rows)(void *out, const void *x, const int *rows, int M, int C);
     /* out[t,:] = sum over j < k, in that order, of weight[t,j] * y[slot_row[t k + j],:] for

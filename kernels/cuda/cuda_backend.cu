@@ -411,6 +411,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.adamw_update_ranges = A::adamw_update_ranges;
     ops.sum_squares_ranges = cuda_sum_squares_ranges;
     ops.moe_route_forward = cuda_moe_route_forward;
+    ops.moe_permutation = cuda_moe_permutation;
     ops.moe_route_backward = cuda_moe_route_backward;
     ops.gather_rows = A::gather_rows;
     ops.moe_combine = A::moe_combine;

@@ -113,6 +113,7 @@ void cuda_moe_route_forward(int *expert, float *weight, float *stats, const floa
                             moe_router_spec spec, int with_losses);
 void cuda_moe_route_backward(float *dlogits, const float *dweight, const float *logits, const int *expert, int N,
                              moe_router_spec spec, float loss_scale);
+void cuda_moe_permutation(int *rows, int *slot_row, int *row_token, const int *expert, int M, int k, int E);
 void cuda_gather_rows(bf16 *out, const bf16 *x, const int *rows, int M, int C);
 void cuda_moe_combine(bf16 *out, const bf16 *y, const int *slot_row, const float *weight, int N, int k, int C);
 void cuda_moe_combine_backward(bf16 *dy, float *dweight, const bf16 *dout, const bf16 *y, const int *slot_row,

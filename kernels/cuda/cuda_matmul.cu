@@ -69,6 +69,8 @@ typedef struct gemm_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a_layout, b_layout, d_layout;
     cublasLtMatmulAlgo_t algo;
+    int uses;   /* calls through a size bucket's plan, until it is timed */
+    bool tuned; /* a bucket's plan whose candidates were timed */
 } gemm_plan;
 
 /* an open-addressing hash table of plans: a lookup is one hash and a probe or two per GEMM call.
@@ -103,8 +105,10 @@ static unsigned int pointer_alignment(const void *p) {
  * its power of two: 4096, 4608, 5120, ...; at least 64), created and tuned on the first problem of
  * its bucket, and used for the others of the bucket with the layouts' rows and columns set to the
  * call's (cuBLASLt reads them at the call). A bucket's plan takes the heuristic's first algorithm
- * untimed: timing is for one shape, and new buckets keep appearing while the routing moves (timing
- * them made steps of 0.2-0.9 s for the first hundred at the mixtral-small shape). Should cuBLASLt refuse the bucket's algorithm for
+ * untimed: new buckets keep appearing while the routing moves (timing each on first use made steps
+ * of 0.2-0.9 s for the first hundred at the mixtral-small shape). With tuning on, a bucket that
+ * recurs (GEMM_BUCKET_TUNE_AFTER calls) has its candidates timed once, on that call's shape: the
+ * few buckets the experts' sizes settle in get tuned, the passing ones never. Should cuBLASLt refuse the bucket's algorithm for
  * another size of the bucket, that call is planned exactly. Dimensions that are multiples of an
  * eighth of their power of two (1024, 2816, 5632) are their own bucket. */
 static bool gemm_bucketed;
@@ -222,8 +226,16 @@ static bool output_needs_scratch(const gemm_problem *p) {
     return p->accumulate && (p->c == NULL || p->c == p->d);
 }
 
+/* calls of a size bucket's plan before its candidates are timed (grouped GEMMs above) */
+#define GEMM_BUCKET_TUNE_AFTER 16
+
+static bool problem_tunable(const gemm_problem *p);
 static bool tuning_applies(const gemm_problem *p) {
     if (gemm_bucketed) return false; /* a bucket's first problem stands for all of its sizes: not timed */
+    return problem_tunable(p);
+}
+
+static bool problem_tunable(const gemm_problem *p) {
     if (!gemm_tuning_on || 2.0 * p->m * (double)p->n * p->k < GEMM_TUNE_MIN_FLOP) return false;
     if (p->aux != NULL && p->aux == p->d) return false; /* DGELU in place: a call changes its input */
     return !output_needs_scratch(p) || output_bytes(p) <= GEMM_TUNE_MAX_SCRATCH;
@@ -312,6 +324,8 @@ static void set_plan_shape(gemm_plan *plan, const gemm_problem *p) {
 static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_key *key) {
     plan->used = true;
     plan->key = *key;
+    plan->uses = 0;
+    plan->tuned = false;
 
     CHECK_CUBLAS(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     int32_t transa = (int32_t)p->transa, transb = (int32_t)p->transb;
@@ -361,6 +375,22 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     if (plan->has_algo) plan->algo = results[0].algo;
     if (plan->has_algo && returned > 1) plan_tune(plan, p, results, returned);
     CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
+}
+
+/* a recurring size bucket's plan: its candidates timed on this call's shape (set_plan_shape done) */
+static void plan_tune_bucket(gemm_plan *plan, const gemm_problem *p) {
+    plan->tuned = true;
+    if (!problem_tunable(p)) return;
+    cublasLtMatmulPreference_t preference = plan_preference(&plan->key);
+    cublasLtMatmulHeuristicResult_t results[GEMM_TUNE_CANDIDATES];
+    memset(results, 0, sizeof results);
+    int returned = 0;
+    cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(cuda_cublaslt_handle(), plan->desc, plan->a_layout, plan->b_layout,
+                                       plan->d_layout, plan->d_layout, preference, GEMM_TUNE_CANDIDATES, results,
+                                       &returned);
+    CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
+    if (status == CUBLAS_STATUS_SUCCESS && returned > 1) plan_tune(plan, p, results, returned);
 }
 
 static void plan_destroy(gemm_plan *plan) {
@@ -420,7 +450,10 @@ static gemm_plan *plan_for(const gemm_problem *p) {
 static bool gemm_cublaslt(const gemm_problem *p) {
     gemm_plan *plan = plan_for(p);
     if (!plan->has_algo) return false;
-    if (plan->key.bucketed) set_plan_shape(plan, p);
+    if (plan->key.bucketed) {
+        set_plan_shape(plan, p);
+        if (!plan->tuned && gemm_tuning_on && ++plan->uses >= GEMM_BUCKET_TUNE_AFTER) plan_tune_bucket(plan, p);
+    }
     set_epilogue_pointers(plan->desc, p);
     float alpha = 1.0f, beta = p->accumulate ? 1.0f : 0.0f;
     size_t workspace_bytes = 0;
