@@ -253,8 +253,10 @@ void train_log_evaluation(train_log *log, const char *split, int64_t iteration, 
         tensorboard_events_scalar(&log->tensorboard, tag, ppl, log->consumed_samples);
     }
     if (log->metrics) {
-        fprintf(log->metrics, "{\"split\": \"%s\", \"iteration\": %lld, \"lm_loss\": %.17g, \"lm_loss_ppl\": %.17g}\n",
+        fprintf(log->metrics, "{\"split\": \"%s\", \"iteration\": %lld, \"lm_loss\": %.17g, \"lm_loss_ppl\": %.17g",
                 split, (long long)iteration, lm_loss, ppl);
+        if (!isnan(sop_loss)) fprintf(log->metrics, ", \"sop_loss\": %.17g", sop_loss);
+        fprintf(log->metrics, "}\n");
         fflush(log->metrics);
     }
 }

@@ -5,7 +5,8 @@
 # torchrun replaced by mpiexec: the WordPiece tokenizer by default, Megatron's BertDataset over a
 # sentence-split corpus, --fp16 as the CPU's fp32 with the loss scaler, lm and sop losses logged
 # every 5 iterations with validation, checkpoints at 5 and 10, TensorBoard scalars, the loss
-# falling. Then what pretrain_bert refuses: --device cuda, --mock-data, a GPT tokenizer.
+# falling; run again, it resumes from its checkpoint (the final validation to the digit). Then
+# what pretrain_bert refuses: --device cuda, --mock-data, a GPT tokenizer.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 bert_corpus corpus 400
@@ -20,6 +21,13 @@ ok $status "the BERT 340M example script trains on 4 ranks (tensor-parallel 2 x 
     [ -f "$WORK/checkpoints/iter_0000005.h5" ] && [ -f "$WORK/checkpoints/iter_0000010.h5" ] &&
     [ "$(grep -c 'validation loss at iteration .* lm loss value: .* sop loss value: [0-9.E+-]* | sop loss PPL' "$WORK/out")" -ge 2 ]
 ok $? "it logs lm and sop losses every 5 iterations, validates (lm and sop loss values), and saves iterations 5 and 10 in its CHECKPOINT_PATH"
+timeout 300 bash "$top_srcdir/tests/data/train_bert_340m_tiny.sh" "$WORK/checkpoints" "$WORK/tensorboard2" "$BERT_VOCAB" \
+    "$WORK/corpus_text_sentence.h5" > "$WORK/out2" 2> "$WORK/err2"
+status=$?
+final() { grep 'validation loss at iteration 10 on validation set' "$1"; }
+[ $status -eq 0 ] && grep -q "loaded checkpoint .*iter_0000010.h5: iteration 10" "$WORK/out2" && ! grep -q '] iteration ' "$WORK/out2" &&
+    [ -n "$(final "$WORK/out")" ] && [ "$(final "$WORK/out")" = "$(final "$WORK/out2")" ]
+ok $? "run again, the script loads iteration 10 from its CHECKPOINT_PATH, has nothing left to train, and its final validation (the same samples) prints the first run's lm and sop losses to the digit"
 grep -q "tokenizer_type \.*\s*BertWordPieceLowerCase$" "$WORK/out" &&
     grep -q "^> accepted with no effect here (see --help): --attention-backend$" "$WORK/out" &&
     grep -q "^> --fp16: the CPU backend computes in fp32" "$WORK/out" &&
