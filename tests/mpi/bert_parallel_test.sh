@@ -3,8 +3,9 @@
 # parallel layout: the lm and sop losses of 5 iterations within 1e-6 relative of one rank and
 # every parameter after 5 AdamW steps within 1e-5 (max |difference| / max |value| per tensor),
 # fp32 CPU with dropout on, for TP2, TP2 + sequence parallel, PP2 (the tied output layer and the
-# padding mask on both stages), PP2 interleaved, DP2, DP2 with the distributed optimizer and
-# TP2 x PP2; with and without the binary head. Recomputation (selective, full) and
+# padding mask on both stages), PP2 interleaved, DP2, DP2 with the distributed optimizer,
+# TP2 x PP2 and TP2 x interleaved PP2 x DP2 with SP and the distributed optimizer; with and
+# without the binary head. Recomputation (selective, full) and
 # --deterministic-mode at DP2 keep one rank's bits. A checkpoint resumes bit for bit (losses and
 # parameter hash of 3 + 3 iterations equal 6 straight), also saved at TP2 and loaded on one rank.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -57,6 +58,9 @@ layout "PP2 interleaved x2 virtual" 2 --pipeline-model-parallel-size 2 --num-lay
 layout "DP2" 2 --overlap-grad-reduce --ddp-bucket-size 20000
 layout "DP2 distributed optimizer" 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 20000
 layout "TP2 x PP2" 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+layout "TP2 x PP2 interleaved x DP2, SP + distributed optimizer" 8 --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 --sequence-parallel \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather
 
 reference nobinary --bert-no-binary-head
 ! grep -q 'sop loss' "$WORK/out"
