@@ -6,7 +6,8 @@
 # sentence-split corpus, --fp16 as the CPU's fp32 with the loss scaler, lm and sop losses logged
 # every 5 iterations with validation, checkpoints at 5 and 10, TensorBoard scalars, the loss
 # falling; run again, it resumes from its checkpoint (the final validation to the digit). Then
-# what pretrain_bert refuses: --device cuda, --mock-data, a GPT tokenizer.
+# what pretrain_bert refuses (--device cuda, --mock-data, a GPT tokenizer), and pretrain_gpt
+# BERT's flags.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 bert_corpus corpus 400
@@ -53,4 +54,7 @@ refused "--device cuda" "BERT runs on the CPU backend only for now" --data-path 
 refused "--mock-data" "pretrain_bert reads a sentence-split WordPiece corpus" --mock-data
 refused "a GPT-2 tokenizer" "pretrain_bert needs a WordPiece vocabulary" --data-path "$WORK/corpus_text_sentence.h5" \
     --tokenizer-type GPT2BPETokenizer
+"$MPIEXEC" -n 1 "$PRETRAIN_GPT" --args-file "$TINY_ARGS" --train-iters 1 --mask-prob 0.2 > "$WORK/out" 2> "$WORK/err"
+[ $? -ne 0 ] && grep -q -- "--mask-prob is a BERT flag: run pretrain_bert" "$WORK/err"
+ok $? "pretrain_gpt refuses BERT's flags: $(grep -m1 error: "$WORK/err" | cut -c1-120)"
 done_testing
