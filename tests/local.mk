@@ -40,6 +40,11 @@ check_PROGRAMS += tests/unit/bert_heads_test
 tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c
 tests_unit_bert_heads_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/bert_heads_test
+# the BERT encoder mode of the model (issue 46): names, finite differences, padding, fitting a batch
+check_PROGRAMS += tests/unit/bert_model_test
+tests_unit_bert_model_test_SOURCES = tests/unit/bert_model_test.c
+tests_unit_bert_model_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/bert_model_test
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
@@ -264,6 +269,12 @@ TESTS += tests/mpi/megatron_samples_test.sh tests/unit/split_bounds_test.sh test
 EXTRA_DIST += tests/tools/megatron_gpt_samples.py
 # BERT samples (issue 46) against tests/tools/megatron_bert_samples.py
 TESTS += tests/mpi/bert_samples_test.sh
+# pretrain_bert (issue 46): every parallel layout trains like one rank; checkpoints resume bitwise
+TESTS += tests/mpi/bert_parallel_test.sh
+# Megatron's examples/bert/train_bert_340m_distributed.sh, every flag, shrunk (issue 46)
+TESTS += tests/mpi/bert_script_test.sh
+EXTRA_DIST += tests/data/train_bert_340m_tiny.sh
+EXTRA_DIST += tests/mpi/bert_corpus.sh
 EXTRA_DIST += tests/tools/megatron_bert_samples.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)

@@ -24,6 +24,7 @@
  * backward; the weight gradient after) and every column-parallel linear (input-gradient GEMM by
  * blocks with the reduce-scatter, the weight gradient while the partials arrive). */
 #include "app/model/gpt_model.h"
+#include "app/model/bert_encoder.h"
 #include "app/model/context_parallel.h"
 #include "app/model/grad_first_write.h"
 #include "app/model/moe_expert_bias.h"
@@ -417,7 +418,16 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
     }
     slot->output = alloc_acts(ops, n * C);
     if (ch->pre_process) slot->tokens = ops->alloc(sizeof(int) * N);
-    if (ch->post_process) {
+    if (m->config.bert) {
+        slot->key_valid = ops->alloc(sizeof(int) * N);
+        if (ch->pre_process) slot->types = ops->alloc(sizeof(int) * N);
+    }
+    if (ch->post_process && m->config.bert) {  /* BERT's heads make their own logits (bert_heads.c) */
+        slot->lnf = alloc_acts(ops, N * C);
+        slot->lnf_mean = alloc_floats(ops, n);
+        slot->lnf_rstd = alloc_floats(ops, n);
+        slot->d_lnf = alloc_acts(ops, N * C);
+    } else if (ch->post_process) {
         slot->targets = ops->alloc(sizeof(int) * N);
         slot->lnf = alloc_acts(ops, N * C);
         slot->lnf_mean = alloc_floats(ops, n);
@@ -444,8 +454,9 @@ static void free_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot
     }
     void *buffers[] = {slot->output, slot->tokens, slot->targets, slot->lnf, slot->lnf_mean,
                        slot->lnf_rstd, slot->logits, slot->d_lnf, slot->losses, slot->row_max,
-                       slot->sum_exp_and_target};
+                       slot->sum_exp_and_target, slot->key_valid, slot->types};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
+    if (slot->bert.text) bert_batch_free(ops, &slot->bert);
     free(slot->layers);
 }
 
@@ -600,6 +611,14 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
                        ops->name);
         moe_scratch_allocate(m);
         moe_expert_bias_allocate(m);
+    }
+    if (m->config.bert) {
+        if (!ops->attention_padded_forward || !ops->gelu_erf_forward || !ops->tanh_forward)
+            user_error("BERT runs on the CPU backend only for now (--device cpu): the %s backend has no kernels "
+                       "for its padded bidirectional attention and heads yet", ops->name);
+        if (m->config.cp_size > 1 || m->config.num_experts > 0)
+            user_error("BERT with %s is not supported: its encoder runs without context parallelism and "
+                       "mixture of experts", m->config.cp_size > 1 ? "context parallelism" : "--num-experts");
     }
     context_parallel_scratch_allocate(m);
     register_windows(m);
@@ -1159,10 +1178,14 @@ static void position_embedding_forward(gpt_model *m, void *out, const void *wpe)
 
 /* the attention core of a layer: la->attention_out and the workspace its backward reads (over
  * the whole sequence with context parallelism: ring attention) */
-static void attention_core_forward(gpt_model *m, layer_activations *la, int layer, micro_batch_rng rng) {
+static void attention_core_forward(gpt_model *m, layer_activations *la, int layer, micro_batch_rng rng,
+                                   const int *key_valid) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
-    if (c->cp_size > 1)
+    if (key_valid)  /* encoder mode: every key but the padding */
+        m->ops->attention_padded_forward(la->attention_out, la->attention_workspace, la->qkv, key_valid, s.B, s.T,
+                                         s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+    else if (c->cp_size > 1)
         context_parallel_attention_forward(m, layer, la->attention_out, la->attention_workspace, la->qkv,
                                            attention_rng(m, rng, layer));
     else
@@ -1179,6 +1202,10 @@ static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *sl
     m->ops->embedding_forward(full, slot->tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     if (c->tp_rank == 0 && w->position_embeddings)
         position_embedding_forward(m, full, w->position_embeddings);
+    if (c->tp_rank == 0 && w->bert.tokentype_embeddings) {  /* BERT: + the token types' (d_full: free here) */
+        m->ops->embedding_forward(m->scratch.d_full, slot->types, w->bert.tokentype_embeddings, s.N, s.C, 0, 2);
+        m->ops->add(full, full, m->scratch.d_full, (size_t)s.N * s.C);
+    }
     void *rows = reduce_to_rows(m, full, m->scratch.forward_rows);
     dropout_rows(m, slot->layers[0].input, rows, hidden_rng(m, rng, -1, SITE_EMBEDDING));
 }
@@ -1203,7 +1230,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
                                lw->input_layernorm_bias);
     gathered_matmul_forward(m, la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.QKVl);
     if (c->position_embedding_type == POSITION_ROPE) rope_rows(m, la->qkv, 0);
-    attention_core_forward(m, la, layer, rng);
+    attention_core_forward(m, la, layer, rng, slot->key_valid);
     dropout_rng out_rng = hidden_rng(m, rng, layer, SITE_ATTENTION_OUT);
     if (residual_fused(m, out_rng)) {
         ops->matmul_forward_residual(la->residual_mid, la->attention_out, lw->proj_weight, lw->proj_bias, la->input,
@@ -1277,6 +1304,10 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     const model_view *w = &ch->weights, *g = &ch->grads;
     params_needed(m, output_first_param(ch), output_param_count(ch));
     norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
+    if (m->config.bert) {  /* BERT's heads on the gathered rows, their backward at once */
+        if (with_backward) grads_writable(m);
+        return bert_encoder_heads(m, ch, slot, grad_scale, with_backward);
+    }
     int chunk_rows = loss_chunk_rows(m);
     size_t row_bytes = ops->act_bytes * (size_t)s.C;
     for (int r0 = 0; r0 < s.N; r0 += chunk_rows) {
@@ -1305,13 +1336,14 @@ double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tok
     activation_slot *slot = &ch->slots[slot_index];
     size_t N = (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length;
     m->grad_scale = grad_scale;
+    if (m->config.bert) bert_encoder_inputs(m, ch, slot, tokens, targets);
     if (ch->pre_process) {
         m->ops->copy_from_host(slot->tokens, tokens, sizeof(int) * N);
         embedding_forward(m, ch, slot, rng);
     }
     for (int l = 0; l < ch->num_layers; l++) layer_forward(m, ch, slot, l, rng, layer_output(ch, slot, l));
     if (!ch->post_process) return 0.0;
-    m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);
+    if (!m->config.bert) m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);  /* BERT's: slot->bert */
     return loss_forward(m, ch, slot, grad_scale, with_backward);
 }
 
@@ -1323,7 +1355,9 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     const model_view *w = &ch->weights, *g = &ch->grads;
     backward_scratch *b = &m->scratch;
     /* slot->logits holds dL/dlogits; a chunked loss made dL/d(lnf) and the weight gradient already */
-    void *d_rows = slot->d_lnf ? reduce_gathered_grad(m, slot->d_lnf, b->d_hidden)
+    /* BERT's d_lnf is whole on every rank: this rank's rows of it */
+    void *d_rows = m->config.bert ? own_norm_rows(m, slot->d_lnf)
+                 : slot->d_lnf ? reduce_gathered_grad(m, slot->d_lnf, b->d_hidden)
                                : column_parallel_backward(m, g->output_layer, NULL, slot->logits, slot->lnf,
                                                           w->output_layer, s.Vl);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
@@ -1458,10 +1492,14 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     if (lg->proj_bias && !residual_bias_grad(m, lg->proj_bias)) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
     row_parallel_backward(m, b->d_attention, lg->proj_weight, d_hidden, la->attention_out, lw->proj_weight, s.HDl);
     if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
-        attention_core_forward(m, la, layer, rng);
+        attention_core_forward(m, la, layer, rng, slot->key_valid);
     /* the qkv bias gradient comes with the attention's backward, unless RoPE changes d_qkv after it */
     float *qkv_bias_grad = c->position_embedding_type == POSITION_ROPE ? NULL : lg->qkv_bias;
-    if (c->cp_size > 1) {
+    if (slot->key_valid) {  /* encoder mode */
+        ops->attention_padded_backward(b->d_qkv, b->d_attention, la->qkv, slot->key_valid, la->attention_workspace,
+                                       s.B, s.T, s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+        if (qkv_bias_grad) ops->bias_backward(qkv_bias_grad, b->d_qkv, s.N, s.QKVl);
+    } else if (c->cp_size > 1) {
         context_parallel_attention_backward(m, layer, b->d_qkv, b->d_attention, la->qkv, la->attention_out,
                                             la->attention_workspace, attention_rng(m, rng, layer));
         if (qkv_bias_grad) ops->bias_backward(qkv_bias_grad, b->d_qkv, s.N, s.QKVl);
@@ -1494,6 +1532,8 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
         if (c->cp_size > 1) context_parallel_position_embedding_backward(m, g->position_embeddings, d_full);
         else m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
     }
+    if (g->bert.tokentype_embeddings)  /* whole on every rank, as the position embeddings */
+        m->ops->embedding_backward(g->bert.tokentype_embeddings, d_full, slot->types, s.N, s.C, 0, 2);
     grads_ready(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
 }
 

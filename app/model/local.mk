@@ -1,9 +1,10 @@
-# app/model/local.mk: the GPT model over flat buffers, its parameter table, and its Hugging Face
+# app/model/local.mk: the GPT model over flat buffers (with its BERT encoder mode), its parameter table, and its Hugging Face
 # GPT-2 and Llama layouts.
 noinst_LIBRARIES += app/model/libmodel.a
 app_model_libmodel_a_SOURCES = \
 	app/model/gpt_model.c app/model/gpt_model.h \
 	app/model/bert_heads.c app/model/bert_heads.h \
+	app/model/bert_encoder.c app/model/bert_encoder.h \
 	app/model/grad_first_write.c app/model/grad_first_write.h \
 	app/model/context_parallel.c app/model/context_parallel.h \
 	app/model/moe_layer.c app/model/moe_layer.h \

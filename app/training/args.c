@@ -71,6 +71,10 @@ static const option_spec specs[] = {
     {"cross-entropy-chunk-rows", "training", OPTION_INT, AT(cross_entropy_chunk_rows), .range = "[0, inf)", .help = "token rows per pass of the output layer and the cross entropy, whose backward then runs in the same pass, so that only one chunk's logits exist at a time (ours); 0 (default): the fewest chunks of at most 2 GiB of logits; micro-batch x sequence or more: one pass"},
     {"distribute-saved-activations", "training", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "splitting the kept layer inputs over tensor-parallel ranks is not supported; use --sequence-parallel, which keeps 1/tp of them on each rank"},
 
+    {"bert-no-binary-head", "BERT (pretrain_bert)", OPTION_FLAG, AT(bert_no_binary_head), .help = "pretrain_bert only (pretrain_gpt refuses it): no sentence-order (binary) head, pooler or tokentype embeddings; the samples are single segments"},
+    {"mask-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(mask_prob), "0.15", .range = "[0, 1]", .help = "pretrain_bert only (pretrain_gpt refuses it): probability of masking a word (whole-word N-grams, N <= 3)"},
+    {"short-seq-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(short_seq_prob), "0.1", .range = "[0, 1]", .help = "pretrain_bert only (pretrain_gpt refuses it): probability of a shorter target length for a sample"},
+
     {"seed", "initialization", OPTION_UINT64, AT(seed), "1234", .help = "random seed (initialization, dropout, data order)"},
     {"init-method-std", "initialization", OPTION_FLOAT, AT(init_method_std), "0.02", .range = "(0, inf)", .help = "standard deviation of the normal initialization"},
 
@@ -636,7 +640,33 @@ static int validate_recompute(check_state *st, args *a) {
 
 /* fill derived values and check the combinations (each value alone was checked against the
  * table); every message names the flags involved */
+/* pretrain_bert's flags and limits (encoder mode), and its flags refused by pretrain_gpt */
+static int validate_bert(check_state *st, args *a) {
+    static const char *const bert_flags[] = {"bert-no-binary-head", "mask-prob", "short-seq-prob"};
+    if (!a->bert) {
+        for (size_t i = 0; i < sizeof bert_flags / sizeof *bert_flags; i++)
+            if (given(st, bert_flags[i]))
+                return error_format(st->err, st->errlen, "--%s is a BERT flag: run pretrain_bert (%s trains decoder-only GPT and Llama models)",
+                                    bert_flags[i], program_name);
+        return 0;
+    }
+    if (a->mock_data)
+        return error_format(st->err, st->errlen, "--mock-data: pretrain_bert reads a sentence-split WordPiece corpus (--data-path, from preprocess_data --split-sentences); Megatron has no mock BERT data either");
+    if (strcmp(a->tokenizer_type, "BertWordPieceLowerCase") && strcmp(a->tokenizer_type, "BertWordPieceCase"))
+        return error_format(st->err, st->errlen, "--tokenizer-type %s: pretrain_bert needs a WordPiece vocabulary (--tokenizer-type BertWordPieceLowerCase or BertWordPieceCase with --vocab-file)",
+                            a->tokenizer_type[0] ? a->tokenizer_type : "(none)");
+    if (a->num_experts > 0 || a->context_parallel_size > 1)
+        return error_format(st->err, st->errlen, "pretrain_bert: %s is not supported with BERT", a->num_experts > 0 ? "--num-experts" : "--context-parallel-size > 1");
+    if (a->print_sample[0])
+        return error_format(st->err, st->errlen, "--print-sample prints GPT token windows: for BERT samples use tests/tools/bert_samples");
+    if (!strcmp(a->device, "cuda"))
+        return error_format(st->err, st->errlen, "--device cuda: BERT runs on the CPU backend only for now (--device cpu): the CUDA kernels of its padded bidirectional attention and heads are not written yet");
+    snprintf(a->device, sizeof a->device, "cpu");  /* auto: the CPU backend, the only one with BERT's kernels */
+    return 0;
+}
+
 static int validate(check_state *st, args *a, int world_size) {
+    if (validate_bert(st, a)) return -1;
     int per_split = a->train_data_path[0] || a->valid_data_path[0] || a->test_data_path[0] || a->per_split_data_args_path[0];
     if (a->data_path[0] && per_split)
         return error_format(st->err, st->errlen, "--data-path cannot be combined with --train-data-path/--valid-data-path/--test-data-path/--per-split-data-args-path");
@@ -868,6 +898,10 @@ int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err
     unsigned char flags_given[NUM_FLAGS];
     memset(a, 0, sizeof *a);
     int rc = options_parse_flags(&table, a, flags_given, argc, argv, err, errlen);
+    a->bert = !strcmp(program_name, "pretrain_bert");
+    /* pretrain_bert.py's args_defaults */
+    if (a->bert && !options_given(&table, flags_given, "tokenizer-type"))
+        snprintf(a->tokenizer_type, sizeof a->tokenizer_type, "BertWordPieceLowerCase");
     if (rc) return rc;
     flag_marks marks = {flags_given, flag_given, mark_given};
     if (a->use_checkpoint_args && checkpoint_args_apply(a, &marks, err, errlen)) return -1;

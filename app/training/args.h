@@ -108,6 +108,12 @@ typedef struct args {
     char merge_file[ARGS_PATH_MAX];
     char tokenizer_model[ARGS_PATH_MAX]; /* tokenizer.json (or its directory), or a SentencePiece model */
 
+    /* BERT (pretrain_bert; refused by pretrain_gpt) */
+    int bert;                     /* derived: the program is pretrain_bert (encoder mode) */
+    int bert_no_binary_head;      /* no sentence-order head, no tokentype embeddings */
+    float mask_prob;              /* masked-LM rate of the BERT dataset */
+    float short_seq_prob;         /* rate of shortened target lengths */
+
     /* checkpointing */
     char save[ARGS_PATH_MAX];     /* directory to save checkpoints in */
     char load[ARGS_PATH_MAX];     /* directory to load the latest checkpoint from */
