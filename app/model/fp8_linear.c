@@ -1,0 +1,204 @@
+/* fp8_linear.c: the fp8 emulation of the transformer layers' linear layers and their scaling
+ * state (see fp8_linear.h). The state lives in backend memory as the checkpoint stores it; the
+ * delayed-scaling update runs on the host once per step through copies, so any backend with the
+ * fp8 ops serves. */
+#include "app/model/fp8_linear.h"
+
+#include "app/checkpoint/checkpoint_boxes.h"
+#include "app/core/error.h"
+#include "io/checkpoint_format.h"
+#include "kernels/fp8_recipe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Per fp8 linear held here, `record` floats per tensor (input, weight, grad_output):
+ * [scale, history 0 .. history_len - 1], the checkpoint's rows. Beside it, per tensor, the
+ * scale_inv the quantization writes and the amax the step's quantizations record into. */
+typedef struct fp8_state {
+    int *layer_linear;     /* [num_layers]: index of the layer's first linear here, or -1 */
+    int num_linears;       /* fp8 linears held here (4 per fp8 layer) */
+    size_t record;         /* 1 + history_len */
+    float *state;          /* backend [num_linears][3][record] */
+    float *scale_inv;      /* backend [num_linears x 3] */
+    float *amax;           /* backend [num_linears x 3] */
+    float *current_amax;   /* backend [1]: tensorwise scaling's amax of the tensor at hand */
+    float *host_state, *host_amax; /* host copies for the update */
+    uint8_t *codes;        /* backend: the fp8 codes of the operand at hand */
+    void *copies[FP8_ROLES]; /* backend, compute dtype: the dequantized operands, by role */
+    size_t copy_elements[FP8_ROLES];
+    int recording;
+} fp8_state;
+
+static const char *const gemm_names[FP8_GEMMS] = {"self_attention.linear_qkv", "self_attention.linear_proj",
+                                                  "mlp.linear_fc1", "mlp.linear_fc2"};
+
+int fp8_layer_in_fp8(const gpt_config *c, int layer) {
+    const gpt_fp8_config *f = &c->fp8;
+    if (!f->enabled || layer < 0) return 0;
+    return layer >= f->layers_at_start_in_bf16 && layer < c->num_layers - f->layers_at_end_in_bf16;
+}
+
+int fp8_layers_in_fp8(const gpt_config *c) {
+    int count = 0;
+    for (int layer = 0; layer < c->num_layers; layer++) count += fp8_layer_in_fp8(c, layer);
+    return count;
+}
+
+static size_t max_size(const size_t *values, int count) {
+    size_t best = 0;
+    for (int i = 0; i < count; i++) if (values[i] > best) best = values[i];
+    return best;
+}
+
+void fp8_state_allocate(gpt_model *m) {
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    if (!c->fp8.enabled) return;
+    if (!ops->fp8_quantize || !ops->fp8_dequantize || !ops->fp8_amax)
+        user_error("--fp8-format: fp8 training is emulated on the CPU backend for now (--device cpu); the %s backend's "
+                   "fp8 GEMMs are not built yet (train with --bf16 there)", ops->name);
+    fp8_state *f = calloc(1, sizeof *f);
+    CHECK(f, "out of host memory for the fp8 scaling state");
+    f->layer_linear = malloc(sizeof(int) * (size_t)c->num_layers);
+    CHECK(f->layer_linear, "out of host memory for the fp8 scaling state");
+    for (int layer = 0; layer < c->num_layers; layer++) f->layer_linear[layer] = -1;
+    for (int k = 0; k < m->num_chunks; k++)
+        for (int l = 0; l < m->chunks[k].num_layers; l++) {
+            int layer = m->chunks[k].first_layer + l;
+            if (!fp8_layer_in_fp8(c, layer)) continue;
+            f->layer_linear[layer] = f->num_linears;
+            f->num_linears += FP8_GEMMS;
+        }
+    f->record = 1 + (size_t)c->fp8.amax_history_len;
+    size_t tensors = (size_t)f->num_linears * FP8_ROLES;
+    f->state = ops->alloc(sizeof(float) * (tensors * f->record + 1));
+    f->scale_inv = ops->alloc(sizeof(float) * (tensors + 1));
+    f->amax = ops->alloc(sizeof(float) * (tensors + 1));
+    f->current_amax = ops->alloc(sizeof(float));
+    f->host_state = calloc(tensors * f->record + 1, sizeof(float));
+    f->host_amax = calloc(tensors + 1, sizeof(float));
+    CHECK(f->host_state && f->host_amax, "out of host memory for the fp8 scaling state");
+    for (size_t t = 0; t < tensors; t++) f->host_state[t * f->record] = 1.0f; /* TE's initial scale */
+    ops->copy_from_host(f->state, f->host_state, sizeof(float) * tensors * f->record);
+    /* the operands' sizes: GEMM inputs and output gradients [N, width], weights [OC, IC] */
+    size_t N = (size_t)c->micro_batch_size * (size_t)c->seq_length, C = (size_t)c->hidden_size;
+    size_t tp = (size_t)c->tp_size, groups = (size_t)(c->num_query_groups ? c->num_query_groups : c->num_attention_heads);
+    size_t HD = (size_t)c->num_attention_heads * (size_t)c->kv_channels / tp;
+    size_t QKV = HD + 2 * groups * (size_t)c->kv_channels / tp, F = (size_t)c->ffn_hidden_size / tp;
+    size_t FC1 = c->swiglu ? 2 * F : F;
+    size_t widths[] = {C, HD, F, QKV, FC1}, weights[] = {QKV * C, C * HD, FC1 * C, C * F};
+    f->copy_elements[FP8_ROLE_INPUT] = f->copy_elements[FP8_ROLE_GRAD_OUTPUT] = N * max_size(widths, 5);
+    f->copy_elements[FP8_ROLE_WEIGHT] = max_size(weights, 4);
+    size_t most = 0;
+    for (int r = 0; r < FP8_ROLES; r++) {
+        f->copies[r] = ops->alloc(ops->act_bytes * f->copy_elements[r]);
+        if (f->copy_elements[r] > most) most = f->copy_elements[r];
+    }
+    f->codes = ops->alloc(most);
+    f->recording = 1;
+    m->fp8 = f;
+}
+
+void fp8_state_release(gpt_model *m) {
+    fp8_state *f = m->fp8;
+    if (!f) return;
+    const kernel_ops *ops = m->ops;
+    void *buffers[] = {f->state, f->scale_inv, f->amax, f->current_amax, f->codes,
+                       f->copies[0], f->copies[1], f->copies[2]};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) ops->release(buffers[i]);
+    free(f->host_state);
+    free(f->host_amax);
+    free(f->layer_linear);
+    free(f);
+    m->fp8 = NULL;
+}
+
+void fp8_set_recording(gpt_model *m, int recording) {
+    if (m->fp8) m->fp8->recording = recording;
+}
+
+int fp8_wgrad_in_fp8(const gpt_model *m) { return m->config.fp8.wgrad; }
+
+const void *fp8_operand(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, size_t n) {
+    fp8_state *f = m->fp8;
+    if (!f || f->layer_linear[layer] < 0) return x;
+    const kernel_ops *ops = m->ops;
+    const gpt_config *c = &m->config;
+    CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n, f->copy_elements[role]);
+    size_t tensor = (size_t)(f->layer_linear[layer] + (int)gemm) * FP8_ROLES + (size_t)role;
+    int format = fp8_tensor_format(c->fp8.hybrid, role == FP8_ROLE_GRAD_OUTPUT);
+    float *scale = f->state + tensor * f->record;
+    if (c->fp8.recipe == FP8_RECIPE_TENSORWISE) { /* the scale from this tensor's own amax, TE's epsilon 0 */
+        float amax = 0.0f;
+        ops->copy_from_host(f->current_amax, &amax, sizeof amax);
+        ops->fp8_amax(f->current_amax, x, n);
+        ops->copy_to_host(&amax, f->current_amax, sizeof amax);
+        float current = fp8_current_scale(amax, format, 0.0f, 0);
+        ops->copy_from_host(scale, &current, sizeof current);
+    }
+    ops->fp8_quantize(f->codes, f->recording ? f->amax + tensor : NULL, f->scale_inv + tensor, x, n, scale, format);
+    ops->fp8_dequantize(f->copies[role], f->codes, n, f->scale_inv + tensor, format);
+    return f->copies[role];
+}
+
+void fp8_step_end(gpt_model *m, const comm_group *amax_group) {
+    fp8_state *f = m->fp8;
+    if (!f || m->config.fp8.recipe != FP8_RECIPE_DELAYED || f->num_linears == 0) return;
+    const kernel_ops *ops = m->ops;
+    size_t tensors = (size_t)f->num_linears * FP8_ROLES;
+    /* TE's reduce_amax: MAX over the amax reduction group (tensor x data x context parallel) */
+    if (m->config.tp_size > 1) m->comm->allreduce(f->amax, tensors, COMM_FLOAT, COMM_MAX, m->tp_group);
+    if (amax_group && amax_group->size > 1) m->comm->allreduce(f->amax, tensors, COMM_FLOAT, COMM_MAX, amax_group);
+    ops->copy_to_host(f->host_amax, f->amax, sizeof(float) * tensors);
+    ops->copy_to_host(f->host_state, f->state, sizeof(float) * tensors * f->record);
+    const gpt_fp8_config *cfg = &m->config.fp8;
+    for (size_t t = 0; t < tensors; t++) {
+        float *scale = f->host_state + t * f->record, *history = scale + 1;
+        history[0] = f->host_amax[t];
+        int format = fp8_tensor_format(cfg->hybrid, (int)(t % FP8_ROLES) == FP8_ROLE_GRAD_OUTPUT);
+        fp8_delayed_scaling_update(history, (size_t)cfg->amax_history_len, 1, scale,
+                                   (fp8_amax_compute_algo)cfg->amax_compute_algo, format, cfg->margin);
+    }
+    ops->copy_from_host(f->state, f->host_state, sizeof(float) * tensors * f->record);
+    ops->zero(f->amax, sizeof(float) * tensors);
+}
+
+void fp8_extra_state_name(int layer, fp8_gemm gemm, char *out, size_t size) {
+    snprintf(out, size, "decoder.layers.%d.%s._extra_state", layer, gemm_names[gemm]);
+}
+
+void fp8_sharded_state(const gpt_model *m, int dp_rank, sharded_state *state) {
+    const fp8_state *f = m->fp8;
+    const gpt_config *c = &m->config;
+    if (!f) return;
+    shard_block whole = {0, 0, (int64_t)f->record};
+    size_t per_linear = FP8_ROLES * f->record;
+    for (int layer = 0; layer < c->num_layers; layer++) {
+        if (!fp8_layer_in_fp8(c, layer)) continue;
+        for (int g = 0; g < FP8_GEMMS; g++) {
+            char name[PARAM_NAME_MAX];
+            fp8_extra_state_name(layer, (fp8_gemm)g, name, sizeof name);
+            int tensor = sharded_state_tensor(state, CHECKPOINT_MODEL_GROUP, name, FP8_ROLES, (int64_t)f->record);
+            if (f->layer_linear[layer] < 0) continue;
+            sharded_state_add(state, tensor, shard_range_part(&whole, 0, per_linear),
+                              f->state + (size_t)(f->layer_linear[layer] + g) * per_linear,
+                              c->tp_rank == 0 && dp_rank == 0);
+        }
+    }
+}
+
+void fp8_describe(const gpt_config *c, char *out, size_t size) {
+    const gpt_fp8_config *f = &c->fp8;
+    char recipe[128];
+    if (f->recipe == FP8_RECIPE_DELAYED)
+        snprintf(recipe, sizeof recipe, "delayed scaling (amax history %d, %s, margin %d)", f->amax_history_len,
+                 f->amax_compute_algo == FP8_AMAX_MAX ? "max" : "most_recent", f->margin);
+    else
+        snprintf(recipe, sizeof recipe, "tensorwise current scaling");
+    snprintf(out, size, "fp8: %s format (%s), %s, %s wgrad; %d of %d layers in fp8 (linear_qkv, linear_proj, "
+             "linear_fc1, linear_fc2), attention and the output layer in the compute dtype",
+             f->hybrid ? "hybrid" : "e4m3", f->hybrid ? "E4M3 forward, E5M2 gradients" : "E4M3 everywhere", recipe,
+             f->wgrad ? "fp8" : "high-precision", fp8_layers_in_fp8(c), c->num_layers);
+}
