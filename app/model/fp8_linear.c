@@ -197,8 +197,13 @@ void fp8_describe(const gpt_config *c, char *out, size_t size) {
                  f->amax_compute_algo == FP8_AMAX_MAX ? "max" : "most_recent", f->margin);
     else
         snprintf(recipe, sizeof recipe, "tensorwise current scaling");
-    snprintf(out, size, "fp8: %s format (%s), %s, %s wgrad; %d of %d layers in fp8 (linear_qkv, linear_proj, "
-             "linear_fc1, linear_fc2), attention and the output layer in the compute dtype",
+    int count = fp8_layers_in_fp8(c);
+    char which[128] = "";
+    if (count > 0 && count < c->num_layers)
+        snprintf(which, sizeof which, ": layers %d-%d, the first %d and the last %d in bf16", f->layers_at_start_in_bf16,
+                 c->num_layers - f->layers_at_end_in_bf16 - 1, f->layers_at_start_in_bf16, f->layers_at_end_in_bf16);
+    snprintf(out, size, "fp8: %s format (%s), %s, %s wgrad; %d of %d layers in fp8%s (their linear_qkv, linear_proj, "
+             "linear_fc1, linear_fc2; attention and the output layer in the compute dtype)",
              f->hybrid ? "hybrid" : "e4m3", f->hybrid ? "E4M3 forward, E5M2 gradients" : "E4M3 everywhere", recipe,
-             f->wgrad ? "fp8" : "high-precision", fp8_layers_in_fp8(c), c->num_layers);
+             f->wgrad ? "fp8" : "high-precision", count, c->num_layers, which);
 }
