@@ -123,7 +123,7 @@ int fp8_wgrad_in_fp8(const gpt_model *m) { return m->config.fp8.wgrad; }
 
 const void *fp8_operand(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, size_t n) {
     fp8_state *f = m->fp8;
-    if (!f || f->layer_linear[layer] < 0) return x;
+    if (!f || layer < 0 || f->layer_linear[layer] < 0) return x;
     const kernel_ops *ops = m->ops;
     const gpt_config *c = &m->config;
     CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n, f->copy_elements[role]);
