@@ -12,7 +12,10 @@
  * fp8 GEMM computes (products of fp8 values are exact in fp32; the scale_inv factors are powers
  * of two apart from the scale's own rounding). Bias gradients come from the unquantized output
  * gradient (TE's fused bgrad). Attention, the norms, the embedding and the output layer stay in
- * the compute dtype.
+ * the compute dtype. In an MoE layer (Megatron's TE grouped experts and shared experts) each local
+ * expert's fc1 and fc2 are fp8 linears of their own (the grouped GEMM's row block of an expert
+ * quantized with that expert's scales), the shared expert's fc1 and fc2 take the layer's
+ * linear_fc1/linear_fc2 slots, and the router stays in the compute dtype.
  *
  * Scaling state: every fp8 linear has three tensors (input, weight, grad_output), each with a
  * scale and an amax history of --fp8-amax-history-len entries (TE's fp8_meta). A training
@@ -21,7 +24,9 @@
  * scale as it stood at the step's start; fp8_step_end (after the step's backward) reduces the
  * recorded amaxes with MAX over the tensor-parallel group and then the data-parallel x
  * context-parallel group (Megatron's amax reduction group, TE's reduce_amax over fp8_group: all
- * ranks of a pipeline stage agree), then runs TE's update (kernels/fp8_recipe.h): history roll,
+ * ranks of a pipeline stage agree; the experts' amaxes over the ranks holding the same experts, the
+ * expert-data-parallel group, where TE's one buffer reduced over the data-parallel group lines
+ * up different experts of expert-parallel ranks by position), then runs TE's update (kernels/fp8_recipe.h): history roll,
  * amax = max or most_recent, scale = fp8_max * 2^-margin / amax. TE updates per fp8_autocast
  * exit, i.e. per micro-batch; here once per optimizer step, which is the same with one
  * micro-batch per step and makes a data-parallel run equal to one rank that accumulates the same
@@ -34,7 +39,10 @@
  *   /model/decoder.layers.L.self_attention.linear_qkv._extra_state   [3, 1 + history_len]
  * (likewise linear_proj, mlp.linear_fc1, mlp.linear_fc2; TE's _extra_state of the module): rows
  * input, weight, grad_output; column 0 the scale, columns 1.. the amax history (entry 0 first).
- * Written by tensor- and data-parallel rank 0 of the stage. */
+ * Written by tensor- and data-parallel rank 0 of the stage. An MoE layer has
+ * mlp.shared_experts.linear_fc1/2 (with a shared expert) and mlp.experts.linear_fc1/2
+ * [3 x num_experts, 1 + history_len] (rows 3e.. expert e's), written by the expert-data-parallel
+ * rank 0 holding each expert. */
 #ifndef FP8_LINEAR_H
 #define FP8_LINEAR_H
 
@@ -66,14 +74,31 @@ void fp8_set_recording(gpt_model *m, int recording);
 const void *fp8_operand(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, size_t n);
 /* the weight gradient's operands: the fp8 ones unless --no-fp8-wgrad */
 int fp8_wgrad_in_fp8(const gpt_model *m);
+/* kernel_ops.matmul_backward in fp8 when the layer is (dgrad Q(dout) Q(W), wgrad Q(dout)^T Q(x)
+ * or dout^T x with --no-fp8-wgrad, dbias from dout), else the plain call: the shared experts' */
+void fp8_matmul_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
+                         const void *dout, const void *x, const void *weight, int N, int IC, int OC);
+
+/* MoE layer `layer`'s local experts in fp8 (which: 0 fc1, 1 fc2): whether they are; the grouped
+ * GEMM's operand x (row block g of rows[g]..rows[g+1], width columns, expert g's scale for role)
+ * and weights as the fp8 GEMM reads them (x and weight themselves when not in fp8; valid until
+ * the next call for the same role); kernel_ops.grouped_matmul_backward with fp8 operands */
+int fp8_experts_in_fp8(const gpt_model *m, int layer);
+const void *fp8_expert_rows(gpt_model *m, int layer, int which, fp8_role role, const void *x, const int *rows,
+                            int groups, int width);
+const void *const *fp8_expert_weights(gpt_model *m, int layer, int which, const void *const *weight, int groups,
+                                      size_t numel);
+void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *const *dweight, const void *dout,
+                         const void *x, const void *const *weight, const int *rows, int groups, int IC, int OC);
 
 /* after a training step's backward: reduce the step's amaxes (MAX over the model's
- * tensor-parallel group, then amax_group, e.g. data x context parallel) and update the scales
- * (delayed); nothing without fp8 or with tensorwise scaling */
-void fp8_step_end(gpt_model *m, const comm_group *amax_group);
+ * tensor-parallel group, then amax_group, data x context parallel, or for the experts
+ * expert_amax_group, the expert-data-parallel group) and update the scales (delayed); nothing
+ * without fp8 or with tensorwise scaling */
+void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *expert_amax_group);
 
-/* the checkpoint name of a linear's scaling state */
-void fp8_extra_state_name(int layer, fp8_gemm gemm, char *out, size_t size);
+/* the checkpoint name of a layer's linear's scaling state (an MoE layer's fc1/fc2: its shared expert's) */
+void fp8_extra_state_name(const gpt_config *c, int layer, fp8_gemm gemm, char *out, size_t size);
 /* declares the _extra_state tensor of every fp8 linear (in layer order) and adds those held
  * here (written by tensor-parallel rank 0 with dp_rank 0); nothing without fp8 */
 void fp8_sharded_state(const gpt_model *m, int dp_rank, sharded_state *state);

@@ -107,7 +107,7 @@ int main(void) {
     fill(y, n, 100.0f);
     fp8_operand(&m, 1, FP8_GEMM_FC1, FP8_ROLE_INPUT, y, n);
     fp8_set_recording(&m, 1);
-    fp8_step_end(&m, NULL);
+    fp8_step_end(&m, NULL, NULL);
     float amax = max_abs(x2, n), expected_scale = FP8_E4M3_MAX / amax;
     q = fp8_operand(&m, 1, FP8_GEMM_FC1, FP8_ROLE_INPUT, x, n);
     tap_ok(mismatches(q, x, n, expected_scale, FP8_E4M3) == 0,
@@ -124,7 +124,7 @@ int main(void) {
     sharded_state state = {0};
     fp8_sharded_state(&m, 0, &state);
     char name[PARAM_NAME_MAX];
-    fp8_extra_state_name(1, FP8_GEMM_FC1, name, sizeof name);
+    fp8_extra_state_name(&m.config, 1, FP8_GEMM_FC1, name, sizeof name);
     int found = -1;
     for (int i = 0; i < state.num_tensors; i++)
         if (strstr(state.tensors[i].name, name)) found = i;
@@ -145,7 +145,7 @@ int main(void) {
     make_model(&m, &chunk, 0, FP8_RECIPE_DELAYED, 1, 1, 0, 0);
     q = fp8_operand(&m, 0, FP8_GEMM_PROJ, FP8_ROLE_GRAD_OUTPUT, g, n);
     tap_ok(mismatches(q, g, n, 1.0f, FP8_E4M3) == 0, "--fp8-format e4m3: the output gradient rounded to E4M3");
-    fp8_step_end(&m, NULL);
+    fp8_step_end(&m, NULL, NULL);
     q = fp8_operand(&m, 0, FP8_GEMM_PROJ, FP8_ROLE_GRAD_OUTPUT, g, n);
     tap_ok(mismatches(q, g, n, FP8_E4M3_MAX / 2.0f / gmax, FP8_E4M3) == 0, "--fp8-margin 1: scale = 448 / 2 / amax");
     fp8_state_release(&m);
