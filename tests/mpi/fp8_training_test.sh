@@ -13,6 +13,8 @@
 #    checkpoint holds _extra_state for the others only, all layers in bf16 is bitwise bf16);
 #  - --deterministic-mode reruns and a checkpoint save/resume are bitwise the unbroken run (the
 #    amax histories and scales come back from the checkpoint); bf16 <-> fp8 checkpoints load;
+#  - a mixture of experts in fp8 (each expert's GEMMs on its own scales): EP2 within 3e-4 of
+#    one rank, a save/resume under EP2 bitwise, the experts' _extra_state in the checkpoint;
 #  - bad values are refused with one line; Megatron's Llama 3 fp8 example (tests/data/
 #    train_llama3_8b_tiny.sh with DTYPE=fp8: hybrid, history 1024, max, --fp8-param-gather) trains.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -136,6 +138,24 @@ run_app 1 $GPT --train-iters 8 --load "$WORK/ck"
 status=$?
 [ "$status" -eq 0 ] && grep -q "trained with --fp8-format hybrid: its fp8 scaling state .* is not used" "$WORK/out"
 ok $? "an fp8 checkpoint loads into a bf16 run (its scaling state ignored, with a note)"
+
+# ---- a mixture of experts (configs/mixtral-tiny.args): the experts and shared experts in fp8 ---------
+MOE="--args-file $top_srcdir/configs/mixtral-tiny.args --train-iters 6 --lr-warmup-iters 2 --log-interval 1 --eval-iters 0
+     --bf16 --device cpu --deterministic-mode $FP8 --moe-shared-expert-intermediate-size 32"
+run_app 1 $MOE --moe-shared-expert-intermediate-size 0 --fp8-format e4m3; losses > "$WORK/moe_e4m3"
+run_app 1 $MOE; losses > "$WORK/moe_ep1"
+grep -q "the experts' and shared experts'; attention, the router and the output layer in the compute dtype" "$WORK/out" &&
+    ! cmp -s "$WORK/moe_e4m3" "$WORK/moe_ep1"
+ok $? "an MoE model trains in fp8 (experts, shared experts; the router in the compute dtype): $(tail -1 "$WORK/moe_ep1")"
+run_app 2 $MOE --expert-model-parallel-size 2; losses > "$WORK/moe_ep2"; moe_hash=$(hash_of)
+worst=$(within "$WORK/moe_ep1" "$WORK/moe_ep2" 3e-4)
+ok $? "expert parallelism 2: the one-rank losses within 3e-4 (largest difference $worst)"
+run_app 2 $MOE --expert-model-parallel-size 2 --save "$WORK/moe_ck" --save-interval 3 --exit-interval 3
+run_app 2 $MOE --expert-model-parallel-size 2 --load "$WORK/moe_ck"
+[ -n "$moe_hash" ] && [ "$(hash_of)" = "$moe_hash" ] &&
+    h5dump -H -d /model/decoder.layers.1.mlp.experts.linear_fc2._extra_state "$WORK/moe_ck/iter_0000003.h5" | grep -q "( 12, 5 )" &&
+    h5dump -H -d /model/decoder.layers.0.mlp.shared_experts.linear_fc1._extra_state "$WORK/moe_ck/iter_0000003.h5" | grep -q "( 3, 5 )"
+ok $? "EP2 saved at iteration 3 and resumed: bitwise the unbroken run; mlp.experts.linear_fc2._extra_state [3 x 4 experts, 5], shared_experts' [3, 5]"
 
 # ---- refused values -----------------------------------------------------------------------------
 refused() {  # refused "WHAT IS EXPECTED IN THE ERROR" FLAGS...
