@@ -176,6 +176,10 @@ refused "num-layers-at-end-in-bf16 3 must be between 0" --fp8-format hybrid --fp
 refused "only supported with distributed optimizer" --fp8-format hybrid --fp8-param-gather
 refused "needs --fp8-format" --fp8-param-gather --use-distributed-optimizer
 refused "fp8-amax-history-len" --fp8-format hybrid --fp8-amax-history-len 0
+refused "custom (a Python quantizer factory) is not supported" --fp8-format hybrid --fp8-recipe custom
+run_app 2 $GPT $FP8 --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap
+[ $? -ne 0 ] && grep -q -- "--fp8-format with --tp-comm-overlap is not built yet" "$WORK/err"
+ok $? "refused: --tp-comm-overlap with fp8 -> $(grep -m1 'error:' "$WORK/err" | cut -c1-120)"
 refused "most_recent|max" --fp8-format hybrid --fp8-amax-compute-algo mean
 run_app 1 $GPT $FP8 --fp8-interval 2 --train-iters 1 --lr-warmup-iters 1
 [ $? -eq 0 ] && grep -q "WARNING: fp8_interval is deprecated and ignored" "$WORK/out"
