@@ -24,13 +24,13 @@
  * scale as it stood at the step's start; fp8_step_end (after the step's backward) reduces the
  * recorded amaxes with MAX over the tensor-parallel group and then the data-parallel x
  * context-parallel group (Megatron's amax reduction group, TE's reduce_amax over fp8_group: all
- * ranks of a pipeline stage agree; the experts' amaxes over the ranks holding the same experts, the
- * expert-data-parallel group, where TE's one buffer reduced over the data-parallel group lines
- * up different experts of expert-parallel ranks by position), then runs TE's update (kernels/fp8_recipe.h): history roll,
- * amax = max or most_recent, scale = fp8_max * 2^-margin / amax. TE updates per fp8_autocast
- * exit, i.e. per micro-batch; here once per optimizer step, which is the same with one
- * micro-batch per step and makes a data-parallel run equal to one rank that accumulates the same
- * global batch. Tensorwise (TE's Float8CurrentScaling): each quantization takes its scale from
+ * ranks of a pipeline stage agree). The experts' amaxes reduce over the ranks that hold the same
+ * experts (the expert-data-parallel group): TE reduces every tensor of the autocast region over
+ * the one group, which with expert parallelism would meet other experts' amaxes. Then TE's update
+ * (kernels/fp8_recipe.h): history roll, amax = max or most_recent, scale = fp8_max * 2^-margin /
+ * amax. TE updates at every fp8_autocast exit, i.e. per micro-batch; here once per optimizer
+ * step, which is the same with one micro-batch per step and makes a data-parallel run equal to
+ * one rank that accumulates the same global batch. Tensorwise (TE's Float8CurrentScaling): each quantization takes its scale from
  * the tensor's own amax (fp8_current_scale); the history is not used. Since the gathered input
  * of a column-parallel layer is quantized whole, its amax is the whole tensor's as TE's amax
  * reduction over the tensor-parallel group makes it; a weight shard's scale is its own, as TE's.
