@@ -731,12 +731,12 @@ static void norm_and_gather_for_matmul(gpt_model *m, void *full_out, float *mean
 
 /* the column-parallel GEMM out[N,OC] = full_in W^T + bias (gelu_out = gelu(out) when not NULL)
  * after norm_and_gather_start: by row blocks as they arrive, this rank's first (bias and GeLU
- * apply per row, so per block) */
+ * apply per row, so per block); whole: full_in is complete already (norm_and_gather) */
 static void gathered_matmul_forward(gpt_model *m, void *out, void *gelu_out, const void *full_in,
-                                    const void *weight, const void *bias, int OC) {
+                                    const void *weight, const void *bias, int OC, int whole) {
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
-    if (!overlapped_ag(m)) {
+    if (whole || !overlapped_ag(m)) {
         ops->matmul_forward(out, gelu_out, full_in, weight, bias, s.N, s.C, OC);
         return;
     }
@@ -900,7 +900,7 @@ static void *column_parallel_backward(gpt_model *m, int layer, fp8_gemm gemm, fl
                                       const void *dout, const void *x, const void *weight, int OC) {
     shapes s = model_shapes(m);
     backward_scratch *b = &m->scratch;
-    if (fp8_layer_in_fp8(&m->config, layer)) {  /* (--tp-comm-overlap is refused with fp8) */
+    if (fp8_layer_in_fp8(&m->config, layer)) {  /* not by row blocks with --tp-comm-overlap */
         m->tp_last_step_rs = 0;
         fp8_linear_backward(m, layer, gemm, b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC);
         return reduce_gathered_grad(m, b->d_full, b->d_hidden);
@@ -999,7 +999,7 @@ static void row_parallel_backward(gpt_model *m, int layer, fp8_gemm gemm, void *
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
     backward_scratch *b = &m->scratch;
-    if (!overlapped_ag(m)) {
+    if (!overlapped_ag(m) || fp8_layer_in_fp8(&m->config, layer)) {
         void *d_full = gather_rows(m, d_rows, b->d_full);
         if (fp8_layer_in_fp8(&m->config, layer))
             fp8_linear_backward(m, layer, gemm, dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
@@ -1240,11 +1240,17 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     int layer = ch->first_layer + l;
     params_needed(m, layer_first_param(ch, l), layer_param_count(ch, l));
 
-    /* attention block */
-    norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
-                               lw->input_layernorm_bias);
+    /* attention block; an fp8 layer quantizes the gathered rows whole (with --tp-comm-overlap its
+     * column-parallel GEMMs do not start on the first blocks) */
+    int fp8 = fp8_layer_in_fp8(c, layer);
+    if (fp8)
+        norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
+                        lw->input_layernorm_bias);
+    else
+        norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
+                                   lw->input_layernorm_bias);
     linear_operands qkv_in = forward_operands(m, layer, FP8_GEMM_QKV, la->ln1, lw->qkv_weight, s.C, s.QKVl);
-    gathered_matmul_forward(m, la->qkv, NULL, qkv_in.input, qkv_in.weight, lw->qkv_bias, s.QKVl);
+    gathered_matmul_forward(m, la->qkv, NULL, qkv_in.input, qkv_in.weight, lw->qkv_bias, s.QKVl, fp8);
     if (c->position_embedding_type == POSITION_ROPE) rope_rows(m, la->qkv, 0);
     attention_core_forward(m, la, layer, rng);
     dropout_rng out_rng = hidden_rng(m, rng, layer, SITE_ATTENTION_OUT);
@@ -1269,15 +1275,19 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
         bias_dropout_add(m, out, la->residual_mid, rows, NULL, hidden_rng(m, rng, layer, SITE_MLP_OUT));
         return;
     }
-    norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid,
-                               lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
+    if (fp8)
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+                        lw->pre_mlp_layernorm_bias);
+    else
+        norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid,
+                                   lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
     void *activation = la->activation ? la->activation : m->scratch.d_ffn_a;
     linear_operands fc1_in = forward_operands(m, layer, FP8_GEMM_FC1, la->ln2, lw->fc1_weight, s.C, s.FC1l);
     if (c->swiglu) {
-        gathered_matmul_forward(m, la->fc1_out, NULL, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.FC1l);
+        gathered_matmul_forward(m, la->fc1_out, NULL, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.FC1l, fp8);
         ops->swiglu_forward(activation, la->fc1_out, s.N, s.Fl);
     } else {
-        gathered_matmul_forward(m, la->fc1_out, activation, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.Fl);
+        gathered_matmul_forward(m, la->fc1_out, activation, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.Fl, fp8);
     }
     out_rng = hidden_rng(m, rng, layer, SITE_MLP_OUT);
     linear_operands fc2_in = forward_operands(m, layer, FP8_GEMM_FC2, activation, lw->fc2_weight, s.Fl, s.C);
