@@ -524,6 +524,10 @@ typedef struct kernel_ops {
     void (*fp8_quantize)(uint8_t *out, float *amax, float *scale_inv, const void *x, size_t n,
                          const float *scale, int format);
     void (*fp8_dequantize)(void *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
+    /* *amax = fmaxf(*amax, max |x[i]|) over x[n] (compute dtype; NaN elements ignored): the amax
+     * that per-tensor current scaling (--fp8-recipe tensorwise) takes the scale from before
+     * fp8_quantize; amax is fp32 backend memory */
+    void (*fp8_amax)(float *amax, const void *x, size_t n);
 
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on

@@ -35,6 +35,12 @@ TESTS += tests/unit/fp8_format_test
 # the same rounding against the GPU's own fp8 conversion, all 2^32 fp32 patterns (skips without nvcc or a GPU)
 TESTS += tests/gpu/fp8_format_gpu_test.sh
 EXTRA_DIST += tests/gpu/fp8_format_gpu_check.cu
+# issue 43: fp8 training emulated on the CPU backend (app/model/fp8_linear.h): the operands and
+# scaling state against fp8_format.h by hand, then training runs
+check_PROGRAMS += tests/unit/fp8_linear_test
+tests_unit_fp8_linear_test_SOURCES = tests/unit/fp8_linear_test.c
+tests_unit_fp8_linear_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/fp8_linear_test tests/mpi/fp8_training_test.sh
 # BERT's heads (issue 46) against a double reference and finite differences
 check_PROGRAMS += tests/unit/bert_heads_test
 tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c

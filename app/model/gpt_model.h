@@ -20,6 +20,7 @@
 
 #include "app/model/bert_heads.h"
 #include "app/model/gpt_parameter_table.h"
+#include "app/model/fp8_config.h"
 #include "app/parallel/comm.h"
 #include "kernels/kernels.h"
 
@@ -83,6 +84,7 @@ typedef struct gpt_config {
     int moe_pad_expert_input_to_capacity; /* with a capacity: Megatron pads every expert's rows to
                                            * it (the results do not change; the bias's counts do) */
     unsigned char moe_layer[GPT_MAX_MOE_LAYERS];
+    gpt_fp8_config fp8;       /* FP8 training of the layers' linear layers (app/model/fp8_linear.h) */
     float init_method_std;
     float hidden_dropout;
     float attention_dropout;
@@ -347,6 +349,7 @@ typedef struct gpt_model {
     struct context_parallel_scratch *cp_scratch; /* context parallelism's ring buffers (context_parallel.h) */
     double bert_lm_loss, bert_sop_loss; /* encoder mode: the sums of the micro-batches' lm and sop
                                 * losses since the caller last cleared them (last chunk) */
+    struct fp8_state *fp8;     /* --fp8-format: the linear layers' scaling state (fp8_linear.h); NULL otherwise */
 } gpt_model;
 
 /* where the dropout masks of one micro-batch come from */

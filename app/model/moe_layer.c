@@ -2,6 +2,7 @@
  * GEMM pair per expert, weighted combination, and their backward, through kernel_ops; plus the
  * parser of Megatron's --moe-layer-freq. */
 #include "app/model/moe_layer.h"
+#include "app/model/fp8_linear.h"
 
 #include "app/model/moe_expert_bias.h"
 #include "app/model/moe_shared_expert.h"
@@ -404,16 +405,21 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
         in = a->expert_input;
         out = scratch->local_out;
     }
-    /* the local experts' GEMM pairs, one grouped call each, the activation over all their rows */
+    /* the local experts' GEMM pairs, one grouped call each, the activation over all their rows;
+     * in an fp8 layer on each expert's fp8 operands (fp8_linear.h) */
     const void **w1 = expert_weights(m, lw, 1), **w2 = expert_weights(m, lw, 2);
     int rows = a->local_rows[s.El];
     void *activation = a->activation ? a->activation : scratch->activation;
-    ops->grouped_matmul_forward(a->fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
+    ops->grouped_matmul_forward(a->fc1_out, fp8_expert_rows(m, layer, 0, FP8_ROLE_INPUT, in, a->local_rows, s.El, s.C),
+                                fp8_expert_weights(m, layer, 0, w1, s.El, (size_t)s.FC1l * s.C), a->local_rows, s.El,
+                                s.C, s.FC1l);
     expert_activation(m, activation, a->fc1_out, rows);
-    ops->grouped_matmul_forward(out, activation, w2, a->local_rows, s.El, s.Fl, s.C);
+    ops->grouped_matmul_forward(out, fp8_expert_rows(m, layer, 1, FP8_ROLE_INPUT, activation, a->local_rows, s.El, s.Fl),
+                                fp8_expert_weights(m, layer, 1, w2, s.El, (size_t)s.C * s.Fl), a->local_rows, s.El, s.Fl,
+                                s.C);
     if (s.ep > 1) return_to_sources(m, a, scratch->local_out, a->expert_out);
     ops->moe_combine(out_full, a->expert_out, a->slot_row, a->weight, s.N, s.k, s.C);
-    if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full);
+    if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full, layer);
 }
 
 void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
@@ -450,10 +456,17 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         expert_activation(m, scratch->activation, a->fc1_out, rows);
         activation = scratch->activation;
     }
-    ops->grouped_matmul_backward(scratch->d_activation, dw2, d_out, activation, w2, a->local_rows, s.El, s.Fl, s.C);
+    if (fp8_experts_in_fp8(m, layer))
+        fp8_expert_backward(m, layer, 1, scratch->d_activation, dw2, d_out, activation, w2, a->local_rows, s.El, s.Fl,
+                            s.C);
+    else
+        ops->grouped_matmul_backward(scratch->d_activation, dw2, d_out, activation, w2, a->local_rows, s.El, s.Fl, s.C);
     if (c->swiglu) ops->swiglu_backward(scratch->d_fc1_out, a->fc1_out, scratch->d_activation, rows, s.Fl);
     else ops->gelu_backward(scratch->d_fc1_out, a->fc1_out, scratch->d_activation, (size_t)rows * s.Fl);
-    ops->grouped_matmul_backward(d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
+    if (fp8_experts_in_fp8(m, layer))
+        fp8_expert_backward(m, layer, 0, d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
+    else
+        ops->grouped_matmul_backward(d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
     if (s.ep > 1) return_to_sources(m, a, scratch->d_local_in, scratch->d_permuted);
     ops->moe_uncombine(scratch->d_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
 
@@ -475,7 +488,7 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
                                 c->moe_input_jitter_eps, jitter);
         ops->add(scratch->d_input, scratch->d_input, scratch->d_router_input, (size_t)s.N * s.C);
     }
-    if (moe_has_shared_expert(c)) moe_shared_expert_backward(m, a, lw, lg, x, d_full, scratch->d_input);
+    if (moe_has_shared_expert(c)) moe_shared_expert_backward(m, a, lw, lg, x, d_full, scratch->d_input, layer);
     if (training) {
         moe_expert_bias_count(m, layer, a->expert_rows);
         int L = c->num_layers;

@@ -23,6 +23,7 @@
 #include "app/training/pipeline_schedule.h"
 #include "app/training/train_timers.h"
 #include "app/model/moe_expert_bias.h"
+#include "app/model/fp8_linear.h"
 #include "app/model/moe_layer.h"
 #include "perf/metrics/flops.h"
 #include "perf/metrics/papi_phases.h"
@@ -776,6 +777,10 @@ double trainer_train(trainer *t) {
         /* Megatron's finalize_model_grads: the routers' expert biases move with the global
          * batch's tokens per expert (also when an overflow skips the step) */
         moe_expert_bias_update(model, &t->topo.dp);
+        /* fp8 delayed scaling: the step's amaxes reduced over tensor x data x context parallel
+         * ranks (Megatron's amax reduction group; the experts' over the ranks holding them), the
+         * scales updated (fp8_linear.h) */
+        fp8_step_end(model, t->topo.dp_cp, t->topo.expert_dp);
         if (t->moe_last) {
             moe_log_take(model, t->moe_last);
             t->moe_last_micro_batches = (int)num_micro_batches;

@@ -126,6 +126,7 @@ static void fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const void
 static void fp8_dequantize(void *out, const uint8_t *q, size_t n, const float *scale_inv, int format) {
     cpu_fp8_dequantize(out, q, n, scale_inv, format);
 }
+static void fp8_amax(float *amax, const void *x, size_t n) { cpu_fp8_amax(amax, x, n); }
 static void moe_combine(void *out, const void *y, const int *slot_row, const float *weight, int N, int k, int C) {
     cpu_moe_combine(out, y, slot_row, weight, N, k, C);
 }
@@ -363,6 +364,7 @@ static const kernel_ops cpu_ops = {
 
     .fp8_quantize = fp8_quantize,
     .fp8_dequantize = fp8_dequantize,
+    .fp8_amax = fp8_amax,
 
     .adamw_update = adamw_update,
     .sum_squares = cpu_sum_squares,

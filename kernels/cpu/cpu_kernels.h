@@ -62,6 +62,7 @@ void cpu_rope_backward(float *dqkv, int B, int T, int H, int G, int D, rope_spec
 void cpu_fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const float *x, size_t n,
                       const float *scale, int format);
 void cpu_fp8_dequantize(float *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
+void cpu_fp8_amax(float *amax, const float *x, size_t n);
 /* cpu_moe.c */
 void cpu_moe_route_forward(int *expert, float *weight, float *stats, const float *logits, int N,
                            moe_router_spec spec, int with_losses);
