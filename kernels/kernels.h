@@ -515,7 +515,8 @@ typedef struct kernel_ops {
     void (*uniform_jitter)(void *out, const void *x, size_t n, float eps, dropout_rng rng);
 
     /* ---- fp8 emulation (issue 43; kernels/fp8_format.h, the recipe in kernels/fp8_recipe.h) ----
-     * NULL on CUDA for now. fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
+     * (CUDA: kernels/cuda/cuda_fp8.cu; the GEMMs then run on the dequantized operands in the compute
+     * dtype until the cuBLASLt fp8 GEMMs land). fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
      * x[i] * *scale, rounded to nearest even and saturating to +-max as TE's cast; *amax =
      * fmaxf(*amax, max |x[i]|) (the unscaled input; NaN elements ignored; the caller zeroes it
      * first: TE's amax_history[0]) and *scale_inv = 1 / *scale, each skipped when NULL. amax,

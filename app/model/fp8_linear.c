@@ -87,8 +87,7 @@ void fp8_state_allocate(gpt_model *m) {
     const kernel_ops *ops = m->ops;
     if (!c->fp8.enabled) return;
     if (!ops->fp8_quantize || !ops->fp8_dequantize || !ops->fp8_amax)
-        user_error("--fp8-format: fp8 training is emulated on the CPU backend for now (--device cpu); the %s backend's "
-                   "fp8 GEMMs are not built yet (train with --bf16 there)", ops->name);
+        user_error("--fp8-format: the %s backend has no fp8 quantization kernels (kernel_ops.fp8_quantize)", ops->name);
     fp8_state *f = calloc(1, sizeof *f);
     CHECK(f, "out of host memory for the fp8 scaling state");
     f->layer_linear = malloc(sizeof(int) * (size_t)c->num_layers);

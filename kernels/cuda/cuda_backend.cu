@@ -154,6 +154,14 @@ static void moe_uncombine(void *dx, const void *dxp, const int *slot_row, int N,
 static void uniform_jitter(void *out, const void *x, size_t n, float eps, dropout_rng rng) {                    \
     cuda_uniform_jitter##S((T *)out, (const T *)x, n, eps, rng);                                                 \
 }                                                                                                                \
+static void fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const void *x, size_t n, const float *scale,  \
+                         int format) {                                                                           \
+    cuda_fp8_quantize##S(out, amax, scale_inv, (const T *)x, n, scale, format);                                  \
+}                                                                                                                \
+static void fp8_dequantize(void *out, const uint8_t *q, size_t n, const float *scale_inv, int format) {          \
+    cuda_fp8_dequantize##S((T *)out, q, n, scale_inv, format);                                                   \
+}                                                                                                                \
+static void fp8_amax(float *amax, const void *x, size_t n) { cuda_fp8_amax##S(amax, (const T *)x, n); }         \
 static void grouped_matmul_forward(void *out, const void *x, const void *const *weight, const int *rows,        \
                                    int groups, int IC, int OC) {                                                 \
     cuda_grouped_matmul_forward##S((T *)out, (const T *)x, weight, rows, groups, IC, OC);                        \
@@ -418,6 +426,9 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.moe_combine_backward = A::moe_combine_backward;
     ops.moe_uncombine = A::moe_uncombine;
     ops.uniform_jitter = A::uniform_jitter;
+    ops.fp8_quantize = A::fp8_quantize;
+    ops.fp8_dequantize = A::fp8_dequantize;
+    ops.fp8_amax = A::fp8_amax;
     return ops;
 }
 

@@ -120,6 +120,11 @@ void cuda_moe_combine_backward(bf16 *dy, float *dweight, const bf16 *dout, const
                                const float *weight, int N, int k, int C);
 void cuda_moe_uncombine(bf16 *dx, const bf16 *dxp, const int *slot_row, int N, int k, int C);
 void cuda_uniform_jitter(bf16 *out, const bf16 *x, size_t n, float eps, dropout_rng rng);
+/* fp8 quantization (cuda_fp8.cu; kernels.h's fp8 ops) */
+void cuda_fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const bf16 *x, size_t n, const float *scale,
+                       int format);
+void cuda_fp8_dequantize(bf16 *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
+void cuda_fp8_amax(float *amax, const bf16 *x, size_t n);
 
 /* ---- SwiGLU on [gate | up] rows (cuda_swiglu.cu) ---- */
 void cuda_swiglu_forward(bf16 *out, const bf16 *x, int N, int F);
@@ -320,6 +325,10 @@ void cuda_moe_combine_backward_fp16(fp16 *dy, float *dweight, const fp16 *dout, 
                                     const float *weight, int N, int k, int C);
 void cuda_moe_uncombine_fp16(fp16 *dx, const fp16 *dxp, const int *slot_row, int N, int k, int C);
 void cuda_uniform_jitter_fp16(fp16 *out, const fp16 *x, size_t n, float eps, dropout_rng rng);
+void cuda_fp8_quantize_fp16(uint8_t *out, float *amax, float *scale_inv, const fp16 *x, size_t n, const float *scale,
+                            int format);
+void cuda_fp8_dequantize_fp16(fp16 *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
+void cuda_fp8_amax_fp16(float *amax, const fp16 *x, size_t n);
 void cuda_grouped_matmul_forward_fp16(fp16 *out, const fp16 *x, const void *const *weight, const int *rows,
                                       int groups, int IC, int OC);
 void cuda_grouped_matmul_backward_fp16(fp16 *dx, float *const *dweight, const fp16 *dout, const fp16 *x,
