@@ -13,9 +13,9 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 	kernels/cuda/cuda_layernorm.cu kernels/cuda/cuda_matmul.cu kernels/cuda/cuda_adamw.cu \
 	kernels/cuda/cuda_attention.cu kernels/cuda/cuda_attention_sm90.cu kernels/cuda/cuda_decode_attention.cu kernels/cuda/cuda_cross_entropy.cu \
 	kernels/cuda/cuda_backend.cu kernels/cuda/cuda_rmsnorm.cu kernels/cuda/cuda_rope.cu \
-	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu kernels/cuda/cuda_moe.cu
+	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu kernels/cuda/cuda_moe.cu kernels/cuda/cuda_attention_block.cu
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
-	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh
+	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh kernels/cuda/cuda_attention_block.cuh
 if HAVE_CUDA
 CUDA_OBJECT_FILES = $(CUDA_CU_FILES:.cu=.o)
 kernels_libkernels_a_SOURCES += $(CUDA_INCLUDE_FILES)

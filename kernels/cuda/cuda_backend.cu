@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cuda/cuda_attention_block.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 
 /* ---- memory ---- */
@@ -417,6 +418,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.moe_combine_backward = A::moe_combine_backward;
     ops.moe_uncombine = A::moe_uncombine;
     ops.uniform_jitter = A::uniform_jitter;
+    cuda_attention_block_fill_ops<E>(&ops); /* context parallelism's ring attention */
     return ops;
 }
 
