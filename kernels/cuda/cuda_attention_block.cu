@@ -3,63 +3,63 @@
  * the attention of a rank's query rows over one block of packed keys and values with its
  * log-sum-exp, the merge of two partial results, the block's backward from the merged output,
  * the key/value packing and the column-block reshuffles of --cp-comm-type a2a. Templates on the
- * compute dtype E (bf16, fp16: cuda_kernels_t.cuh), fp32 arithmetic.
+ * compute dtype E (bf16, fp16: cuda_kernels_t.cuh), fp32 accumulation.
  *
  * Positions are global (attention_span: one or two pieces per sequence), so the causal mask
  * (key visible iff pos(key) <= pos(query)) and the dropout mask are those of one rank holding the
  * whole sequence; the keep decision of probability (query pq, key pk) of head (b, head_start + h)
  * is philox_keep_attention(seed, stream, offset + (b total_heads + head_start + h) T^2, T, pq, pk)
- * with T = spec.total_T, the CPU's draw, so both backends drop the same probabilities.
+ * with T = spec.total_T, the CPU's own test, so both backends drop the same probabilities.
  *
- * The kernels are flash attention in SIMT fp32 (no tensor cores yet): a block of 4 warps owns 16
- * query rows of one head (forward, dQ) or 16 key rows of one query group (dK, dV); tiles of 32
- * rows of the other side stream through shared memory in fp32, lane j of a warp computes the
- * score of the tile's row j (rows padded to an odd length: conflict-free), and the output rows
- * are accumulated with lane l owning head channels l, l + 32, l + 64, l + 96 (D <= 128).
- *   forward: online softmax (running max m and sum l of the UNDROPPED exponentials), out = O/l
- *            with the kept probabilities scaled by 1/(1-p), lse = m + log l; no visible key:
- *            out 0, lse -inf
- *   backward (given the merged out, lse): delta = dout.out per row (a first kernel), then
- *            P = exp(s - lse), dP = keep/(1-p) dout.v, dS = P (dP - delta) / sqrt(D),
- *            dq += dS k (a kernel per query tile), dk += dS q and dv += P keep/(1-p) dout
- *            (a kernel per key tile walking the group's query heads): no atomics, so the
- *            results are bitwise reproducible. */
+ * The attention kernels are cuda_attention.cu's flash attention (FlashAttention-2 on
+ * mma.sync.m16n8k16 tensor-core tiles, cuda_attention_tiles.cuh; head dimension padded to 64 or
+ * 128) with the queries in qkv[B,Tq,(H+2G)D] and the keys and values in kv[B,Tk,G,2D]:
+ *   forward (block = 64 query rows of one head, walking key tiles of 64): online softmax over the
+ *     block's visible keys; out = O / l (kept probabilities times 1/(1-p)), lse = m + log l; a row
+ *     that sees no key gets out 0 and lse -inf;
+ *   backward (given the merged out and lse): a row kernel first writes lse log2(e) (+inf for rows
+ *     that see nothing, and for the padding: their probabilities become 0) and
+ *     delta = dout . out per row; then dK, dV (block = 64 keys of one query group, walking the
+ *     query tiles of 32 of each of its heads) and dQ (block = 64 query rows, walking key tiles)
+ *     recompute P = exp(s - lse), dP = keep/(1-p) dout.v, dS = P (dP - delta) and ADD
+ *     dS q / sqrt(D), P keep/(1-p) dout, dS k / sqrt(D) to dkv and dqkv's query heads (the ring
+ *     sums over blocks). No atomics: bitwise reproducible.
+ * The mask is applied by global position: a tile (or a warp's 16 rows of it) that no query sees
+ * is skipped, one every query sees whole takes no mask, others are masked element by element.
+ * Dropout draws one Philox call per kept-or-not element (no pair sharing yet). */
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "kernels/cuda/cuda_attention_block.cuh"
-#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_attention_tiles.cuh"
 #include "kernels/philox.h"
 
-#define BLOCK_WARPS 4
-#define BLOCK_THREADS (32 * BLOCK_WARPS)
-#define ROWS_PER_WARP 4                         /* rows a warp owns (query rows, or key rows) */
-#define OWN_ROWS (BLOCK_WARPS * ROWS_PER_WARP)  /* rows a block owns */
-#define TILE 32                                 /* rows of the streamed side per step */
+#define BLOCK_WARPS 4                 /* warps per block of the attention kernels, 16 rows each */
+#define BLOCK_ROWS (16 * BLOCK_WARPS) /* rows a block owns: queries (forward, dQ) or keys (dK, dV) */
+#define KEY_TILE 64                   /* keys per step of the forward and dQ kernels */
+#define QUERY_TILE 32                 /* queries per step of the dK/dV kernel */
+#define STATS_PAD 64                  /* row statistics padded to a multiple of this (>= both tiles) */
 #define MAX_D 128
-#define CHANNELS (MAX_D / 32)                   /* head channels per lane */
 
-/* odd shared-memory row length: lane j reading row j's channel d hits bank (j LD + d) % 32, all
- * different */
-static inline int odd_stride(int D) { return D | 1; }
-
-/* global position of row t of a sequence in a span */
+/* position of row t of a span (pieces <= 2, t < pieces * piece_length) */
 static __device__ __forceinline__ int span_position(const attention_span &s, int t) {
-    return s.start[t / s.piece_length] + t % s.piece_length;
+    return t < s.piece_length ? s.start[0] + t : s.start[1] + (t - s.piece_length);
 }
 
-static __device__ __forceinline__ float warp_max_f32(float v) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    return v;
+/* the lowest and highest positions of rows [a, b] of a span (a <= b; each piece increases) */
+static __device__ __forceinline__ void span_range(const attention_span &s, int a, int b, int &lo, int &hi) {
+    int pa = span_position(s, a), pb = span_position(s, b);
+    if (a < s.piece_length && b >= s.piece_length) {
+        lo = min(pa, s.start[1]);
+        hi = max(s.start[0] + s.piece_length - 1, pb);
+    } else {
+        lo = pa;
+        hi = pb;
+    }
 }
 
-/* the keep factor of probability (b, h, pq, pk): 1/(1-p) or 0 (the CPU's dropout_factor) */
-static __device__ __forceinline__ float keep_factor(const dropout_rng &rng, uint64_t head_base, int total_T, int pq,
-                                                    int pk) {
-    return philox_keep_attention(rng.seed, rng.stream, head_base, total_T, pq, pk, rng.p) ? 1.0f / (1.0f - rng.p)
-                                                                                           : 0.0f;
-}
+static __host__ __device__ __forceinline__ int span_rows(const attention_span &s) { return s.pieces * s.piece_length; }
 
 /* the dropout counter of element (0, 0) of head h of sequence b */
 static __device__ __forceinline__ uint64_t head_counter(const dropout_rng &rng, const attention_block_spec &spec,
@@ -68,105 +68,434 @@ static __device__ __forceinline__ uint64_t head_counter(const dropout_rng &rng, 
     return rng.offset + ((uint64_t)b * (uint64_t)spec.total_heads + (uint64_t)(spec.head_start + h)) * T * T;
 }
 
-/* rows [row0, row0 + count) of a row-major E matrix (row stride `stride`, D channels from
- * `src`) into shared fp32 rows of length ld; rows past `rows` become zeros. Every thread of the
- * block calls it. */
+/* whether probability (pq, pk) is kept (the CPU's philox_keep_attention) */
+static __device__ __forceinline__ bool keeps(const dropout_rng &rng, uint64_t head_base, int total_T, int pq, int pk) {
+    return philox_keep_attention(rng.seed, rng.stream, head_base, total_T, pq, pk, rng.p) != 0;
+}
+
+/* one warp: dst rows [row0, row0 + 16) += f * acc (the fp32 fragments of 16 x DP), skipping rows
+ * >= rows and columns >= D (fragment element e of tile n: row g + 8 (e / 2), column 8n + 2t + e % 2) */
+template <int DP, typename E>
+static __device__ __forceinline__ void add_rows(E *dst, size_t stride, const float (&acc)[DP / 8][4], float f,
+                                                int row0, int rows, int D, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int n = 0; n < DP / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = row0 + g + 8 * (e >> 1), col = 8 * n + 2 * t + (e & 1);
+            if (row < rows && col < D) {
+                E *at = dst + (size_t)row * stride + col;
+                *at = from_float<E>(to_float(*at) + f * acc[n][e]);
+            }
+        }
+}
+
+/* ---- forward: block = (b h, 64 query rows), warp w owns rows 16w..16w+15; key tiles of 64 ---- */
+template <int DP, bool DROPOUT, typename E>
+static __global__ void __launch_bounds__(32 * BLOCK_WARPS)
+block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G, int D, attention_block_spec spec,
+                     dropout_rng rng, int vec) {
+    constexpr int BM = BLOCK_ROWS, BN = KEY_TILE, THREADS = 32 * BLOCK_WARPS, LD = ATTN_LD(DP), NT = BN / 8;
+    extern __shared__ __align__(128) unsigned char block_smem[];
+    E *q_s = reinterpret_cast<E *>(block_smem); /* BM x LD */
+    E *kv_s = q_s + BM * LD;                     /* [stage 0, 1][K, V] BN x LD */
+
+    const int Tq = span_rows(spec.q), Tk = span_rows(spec.k);
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int q0 = blockIdx.y * BM;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp_row0 = q0 + 16 * warp;
+    const size_t C3 = (size_t)(H + 2 * G) * D, KV = (size_t)2 * G * D, HD = (size_t)H * D;
+    const E *q_base = qkv + (size_t)b * Tq * C3 + qkv_query_offset(h, H, G, D);
+    const E *k_base = kv + (size_t)b * Tk * KV + (size_t)(h / (H / G)) * 2 * D;
+    const float scale_log2 = attn_log2e / sqrtf((float)D);
+    const uint64_t head_base = DROPOUT ? head_counter(rng, spec, b, h) : 0;
+    const int key_tiles = (Tk + BN - 1) / BN;
+
+    int row_pos[2]; /* positions of this lane's rows g, g + 8; -1 past Tq */
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int row = warp_row0 + g + 8 * i;
+        row_pos[i] = row < Tq ? span_position(spec.q, row) : -1;
+    }
+    const bool warp_rows = warp_row0 < Tq, warp_whole = warp_row0 + 15 < Tq;
+    int warp_lo = 0, warp_hi = -1;
+    if (warp_rows) span_range(spec.q, warp_row0, min(warp_row0 + 15, Tq - 1), warp_lo, warp_hi);
+
+    attn_load_tile<DP, BM, THREADS>(q_s, q_base, C3, q0, Tq, D, vec);
+    if (key_tiles > 0) {
+        attn_load_tile<DP, BN, THREADS>(kv_s, k_base, KV, 0, Tk, D, vec);
+        attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, KV, 0, Tk, D, vec);
+    }
+    cp_async_commit();
+
+    float o[DP / 8][4];
+#pragma unroll
+    for (int n = 0; n < DP / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}; /* raw scores, the same in a quad */
+    float l_run[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
+
+    for (int kt = 0; kt < key_tiles; kt++) {
+        const int k0 = kt * BN, k_end = min(k0 + BN, Tk);
+        const E *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
+        if (kt + 1 < key_tiles) {
+            E *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
+            attn_load_tile<DP, BN, THREADS>(next, k_base, KV, k0 + BN, Tk, D, vec);
+            attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, KV, k0 + BN, Tk, D, vec);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+
+        int key_lo, key_hi;
+        span_range(spec.k, k0, k_end - 1, key_lo, key_hi);
+        if (warp_rows && (!spec.causal || key_lo <= warp_hi)) { /* some row of the warp sees some key */
+            const bool whole = warp_whole && k_end - k0 == BN && (!spec.causal || key_hi <= warp_lo);
+            float s[NT][4];
+            warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
+            if (!whole) {
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int col = k0 + 8 * n + 2 * t + (e & 1), pq = row_pos[e >> 1];
+                        const bool visible = pq >= 0 && col < Tk && (!spec.causal || span_position(spec.k, col) <= pq);
+                        if (!visible) s[n][e] = -INFINITY;
+                    }
+            }
+            float m_new[2] = {m_run[0], m_run[1]};
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                m_new[0] = fmaxf(m_new[0], fmaxf(s[n][0], s[n][1]));
+                m_new[1] = fmaxf(m_new[1], fmaxf(s[n][2], s[n][3]));
+            }
+            float alpha[2], neg_m[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                m_new[i] = quad_max(m_new[i]);
+                if (m_new[i] == -INFINITY) { /* the row has seen no key yet: nothing to rescale */
+                    alpha[i] = 1.0f;
+                    neg_m[i] = 0.0f;
+                } else {
+                    alpha[i] = fast_exp2((m_run[i] - m_new[i]) * scale_log2);
+                    neg_m[i] = -m_new[i] * scale_log2;
+                }
+                m_run[i] = m_new[i];
+                l_run[i] *= alpha[i];
+            }
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = fast_exp2(fmaf(s[n][e], scale_log2, neg_m[e >> 1]));
+                    l_run[e >> 1] += p; /* the normalizer sums undropped probabilities */
+                    if (DROPOUT && p > 0.0f) { /* p > 0: a visible element */
+                        const int col = k0 + 8 * n + 2 * t + (e & 1);
+                        if (!keeps(rng, head_base, spec.total_T, row_pos[e >> 1], span_position(spec.k, col))) p = 0.0f;
+                    }
+                    s[n][e] = p;
+                }
+#pragma unroll
+            for (int n = 0; n < DP / 8; n++) {
+                o[n][0] *= alpha[0];
+                o[n][1] *= alpha[0];
+                o[n][2] *= alpha[1];
+                o[n][3] *= alpha[1];
+            }
+            warp_gemm_pv<DP, NT>(o, s, v_s, lane);
+        }
+        __syncthreads(); /* every warp is done with this stage before it is refilled */
+    }
+
+    const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
+    float factor[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float l = quad_sum(l_run[i]);
+        const int row = warp_row0 + g + 8 * i;
+        factor[i] = l > 0.0f ? keep_scale / l : 0.0f;
+        if (t == 0 && row < Tq)
+            lse[(size_t)bh * Tq + row] = l > 0.0f ? (m_run[i] * scale_log2 + log2f(l)) * attn_ln2 : -INFINITY;
+    }
+    E *stage = q_s + 16 * warp * LD; /* the warp's own Q rows, read only by this warp */
+    attn_stage_rows<DP>(stage, o, factor[0], factor[1], lane);
+    attn_store_rows<DP>(out + (size_t)b * Tq * HD + (size_t)h * D, HD, stage, warp_row0, Tq, D, vec, lane);
+}
+
+/* ---- backward, row statistics: one warp per row (b h, t) of the padded [B H, Tpad] layout ---- */
 template <typename E>
-static __device__ __forceinline__ void load_rows(float *dst, int ld, const E *src, size_t stride, int row0, int count,
-                                                 int rows, int D) {
-    for (int idx = threadIdx.x; idx < count * D; idx += blockDim.x) {
-        int r = idx / D, d = idx % D;
-        dst[r * ld + d] = row0 + r < rows ? to_float(src[(size_t)(row0 + r) * stride + d]) : 0.0f;
+static __global__ void block_rows_kernel(float *lse2, float *delta, const E *dout, const E *out, const float *lse,
+                                         int B, int Tq, int Tpad, int H, int D) {
+    const size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    if (row >= (size_t)B * H * Tpad) return; /* whole warps leave together */
+    const size_t bh = row / Tpad;
+    const int t = (int)(row % Tpad), b = (int)(bh / H), h = (int)(bh % H);
+    float sum = 0.0f;
+    if (t < Tq) {
+        const size_t at = (((size_t)b * Tq + t) * H + h) * D;
+        for (int d = lane; d < D; d += 32) sum += to_float(dout[at + d]) * to_float(out[at + d]);
+    }
+    sum = warp_sum_f32(sum);
+    if (lane == 0) {
+        const float l = t < Tq ? lse[bh * Tq + t] : -INFINITY;
+        lse2[row] = l == -INFINITY ? INFINITY : l * attn_log2e; /* +inf: every probability of the row is 0 */
+        delta[row] = sum;
     }
 }
 
-/* ---- forward ---- */
+/* a query tile [q_begin, q_end) that some key at or after position key_lo may be seen by (causal) */
+static __device__ __forceinline__ bool queries_reach(const attention_block_spec &spec, int q_begin, int q_end,
+                                                     int key_lo) {
+    if (!spec.causal) return true;
+    int lo, hi;
+    span_range(spec.q, q_begin, q_end - 1, lo, hi);
+    return hi >= key_lo;
+}
 
-/* block = (b h, 16 query rows); warp w owns rows 4w..4w+3 of them */
-template <typename E, bool DROPOUT>
-static __global__ void __launch_bounds__(BLOCK_THREADS)
-block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G, int D, attention_block_spec spec,
-                     dropout_rng rng) {
-    extern __shared__ float smem[];
-    const int ld = D | 1;
-    float *q_s = smem;                  /* OWN_ROWS x D */
-    float *k_s = q_s + OWN_ROWS * D;    /* TILE x ld */
-    float *v_s = k_s + TILE * ld;       /* TILE x D */
-    const int Tq = spec.q.pieces * spec.q.piece_length, Tk = spec.k.pieces * spec.k.piece_length;
-    const int bh = blockIdx.x, b = bh / H, h = bh % H, g = h / (H / G);
-    const int row0 = blockIdx.y * OWN_ROWS;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+/* the first step at or after `from` (step: query head from / tiles, query tile from % tiles) whose
+ * queries some key of the block (positions from key_lo) meets */
+static __device__ __forceinline__ int next_query_step(const attention_block_spec &spec, int from, int steps, int tiles,
+                                                      int tile, int Tq, int key_lo) {
+    int step = from;
+    while (step < steps && !queries_reach(spec, (step % tiles) * tile, min((step % tiles) * tile + tile, Tq), key_lo))
+        step++;
+    return step;
+}
+
+/* ---- backward, dK and dV: block = (b g, 64 keys), warp w owns keys 16w..16w+15; for each query
+ * head of group g, the query tiles of 32 (those that see no key of the block skipped) ---- */
+template <int DP, bool DROPOUT, typename E>
+static __global__ void __launch_bounds__(32 * BLOCK_WARPS)
+block_backward_dkdv_kernel(E *dkv, const E *dout, const E *qkv, const E *kv, const float *lse2, const float *delta,
+                           int Tpad, int H, int G, int D, attention_block_spec spec, dropout_rng rng, int vec) {
+    constexpr int BN = BLOCK_ROWS, BM = QUERY_TILE, THREADS = 32 * BLOCK_WARPS, LD = ATTN_LD(DP), NT = BM / 8;
+    constexpr int STAGE = 2 * BM * LD + 2 * BM * 2; /* E elements: Q, dO, then lse2 and delta (fp32) */
+    extern __shared__ __align__(128) unsigned char block_smem[];
+    E *k_s = reinterpret_cast<E *>(block_smem); /* BN x LD */
+    E *v_s = k_s + BN * LD;                      /* BN x LD */
+    E *stages = v_s + BN * LD;                   /* [2][Q BM x LD, dO BM x LD, lse2 BM, delta BM] */
+
+    const int Tq = span_rows(spec.q), Tk = span_rows(spec.k);
+    const int bg = blockIdx.x, b = bg / G, group = bg % G, per = H / G;
+    const int k0 = blockIdx.y * BN, k_end = min(k0 + BN, Tk);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp_key0 = k0 + 16 * warp;
     const size_t C3 = (size_t)(H + 2 * G) * D, KV = (size_t)2 * G * D, HD = (size_t)H * D;
-    const float scale = rsqrtf((float)D);
-    const uint64_t head_base = DROPOUT ? head_counter(rng, spec, b, h) : 0;
+    const E *k_base = kv + (size_t)b * Tk * KV + (size_t)group * 2 * D;
+    const float scale_log2 = attn_log2e / sqrtf((float)D);
+    const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
+    const int tiles = (Tq + BM - 1) / BM, steps = per * tiles;
 
-    load_rows(q_s, D, qkv + (size_t)b * Tq * C3 + qkv_query_offset(h, H, G, D), C3, row0, OWN_ROWS, Tq, D);
-
-    float o[ROWS_PER_WARP][CHANNELS], m_run[ROWS_PER_WARP], l_run[ROWS_PER_WARP];
-    int pq[ROWS_PER_WARP];
+    int key_pos[2]; /* this lane's keys g, g + 8; -1 past Tk */
 #pragma unroll
-    for (int r = 0; r < ROWS_PER_WARP; r++) {
-        m_run[r] = -INFINITY;
-        l_run[r] = 0.0f;
-        int t1 = row0 + warp * ROWS_PER_WARP + r;
-        pq[r] = t1 < Tq ? span_position(spec.q, t1) : -1;
-#pragma unroll
-        for (int c = 0; c < CHANNELS; c++) o[r][c] = 0.0f;
+    for (int i = 0; i < 2; i++) {
+        int key = warp_key0 + g + 8 * i;
+        key_pos[i] = key < Tk ? span_position(spec.k, key) : -1;
     }
-    const E *k_base = kv + (size_t)b * Tk * KV + (size_t)g * 2 * D;
-    for (int k0 = 0; k0 < Tk; k0 += TILE) {
-        __syncthreads(); /* the previous tile is used up */
-        load_rows(k_s, ld, k_base, KV, k0, TILE, Tk, D);
-        load_rows(v_s, D, k_base + D, KV, k0, TILE, Tk, D);
+    int block_lo, block_hi, warp_lo = 0, warp_hi = -1;
+    span_range(spec.k, k0, k_end - 1, block_lo, block_hi);
+    const bool warp_keys = warp_key0 < Tk, warp_whole = warp_key0 + 15 < Tk;
+    if (warp_keys) span_range(spec.k, warp_key0, min(warp_key0 + 15, Tk - 1), warp_lo, warp_hi);
+
+#define DKDV_STAGE_LOAD(step, into)                                                                                   \
+    do {                                                                                                              \
+        const int h_ = group * per + (step) / tiles, q_ = ((step) % tiles) * BM;                                      \
+        const size_t bh_ = (size_t)b * H + (size_t)h_;                                                                \
+        E *stage_ = (into);                                                                                           \
+        attn_load_tile<DP, BM, THREADS>(stage_, qkv + (size_t)b * Tq * C3 + qkv_query_offset(h_, H, G, D), C3, q_,    \
+                                        Tq, D, vec);                                                                  \
+        attn_load_tile<DP, BM, THREADS>(stage_ + BM * LD, dout + (size_t)b * Tq * HD + (size_t)h_ * D, HD, q_, Tq, D, \
+                                        vec);                                                                         \
+        float *stats_ = reinterpret_cast<float *>(stage_ + 2 * BM * LD);                                              \
+        attn_load_floats<BM, THREADS>(stats_, lse2 + bh_ * Tpad + q_);                                                \
+        attn_load_floats<BM, THREADS>(stats_ + BM, delta + bh_ * Tpad + q_);                                          \
+    } while (0)
+    int it = next_query_step(spec, 0, steps, tiles, BM, Tq, block_lo), buffer = 0;
+    attn_load_tile<DP, BN, THREADS>(k_s, k_base, KV, k0, Tk, D, vec);
+    attn_load_tile<DP, BN, THREADS>(v_s, k_base + D, KV, k0, Tk, D, vec);
+    if (it < steps) DKDV_STAGE_LOAD(it, stages);
+    cp_async_commit();
+
+    float dk[DP / 8][4], dv[DP / 8][4];
+#pragma unroll
+    for (int n = 0; n < DP / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+
+    while (it < steps) {
+        const int h = group * per + it / tiles, q0 = (it % tiles) * BM, q_end = min(q0 + BM, Tq);
+        const int next = next_query_step(spec, it + 1, steps, tiles, BM, Tq, block_lo);
+        const E *q_s = stages + buffer * STAGE, *do_s = q_s + BM * LD;
+        const float *lse2_s = reinterpret_cast<const float *>(do_s + BM * LD), *delta_s = lse2_s + BM;
+        if (next < steps) DKDV_STAGE_LOAD(next, stages + (buffer ^ 1) * STAGE);
+        cp_async_commit();
+        cp_async_wait<1>();
         __syncthreads();
-        const int t2 = k0 + lane;
-        const int pk = t2 < Tk ? span_position(spec.k, t2) : 0;
+
+        int q_lo, q_hi;
+        span_range(spec.q, q0, q_end - 1, q_lo, q_hi);
+        if (warp_keys && (!spec.causal || q_hi >= warp_lo)) { /* some query of the tile sees some key of the warp */
+            const bool whole = warp_whole && q_end - q0 == BM && (!spec.causal || q_lo >= warp_hi);
+            const uint64_t head_base = DROPOUT ? head_counter(rng, spec, b, h) : 0;
+            float s[NT][4], dp[NT][4]; /* S^T, dP^T: row = key (g, g + 8), column = query */
+            warp_gemm_abt<DP, NT>(s, k_s + 16 * warp * LD, q_s, lane);
+            warp_gemm_abt<DP, NT>(dp, v_s + 16 * warp * LD, do_s, lane);
 #pragma unroll
-        for (int r = 0; r < ROWS_PER_WARP; r++) {
-            const bool visible = pq[r] >= 0 && t2 < Tk && (!spec.causal || pk <= pq[r]);
-            if (!__any_sync(0xffffffffu, visible)) continue;
-            const float *q = q_s + (warp * ROWS_PER_WARP + r) * D;
-            float s = -INFINITY;
-            if (visible) {
-                float dot = 0.0f;
-                for (int d = 0; d < D; d++) dot += q[d] * k_s[lane * ld + d];
-                s = dot * scale;
-            }
-            const float m_new = fmaxf(m_run[r], warp_max_f32(s));
-            const float alpha = expf(m_run[r] - m_new); /* m_run -inf: 0 */
-            const float p = visible ? expf(s - m_new) : 0.0f;
-            l_run[r] = l_run[r] * alpha + warp_sum_f32(p);
-            m_run[r] = m_new;
-            float kept = p;
-            if (DROPOUT && visible && keep_factor(rng, head_base, spec.total_T, pq[r], pk) == 0.0f) kept = 0.0f;
+            for (int n = 0; n < NT; n++) {
+                const float2 l2 = *reinterpret_cast<const float2 *>(lse2_s + 8 * n + 2 * t);
+                const float2 dd = *reinterpret_cast<const float2 *>(delta_s + 8 * n + 2 * t);
 #pragma unroll
-            for (int c = 0; c < CHANNELS; c++) o[r][c] *= alpha;
-            for (int j = 0; j < TILE; j++) {
-                const float pj = __shfl_sync(0xffffffffu, kept, j);
-                if (pj == 0.0f) continue; /* the same for every lane */
-#pragma unroll
-                for (int c = 0; c < CHANNELS; c++) {
-                    int d = lane + 32 * c;
-                    if (d < D) o[r][c] += pj * v_s[j * D + d];
+                for (int e = 0; e < 4; e++) {
+                    const int query = q0 + 8 * n + 2 * t + (e & 1), pk = key_pos[e >> 1];
+                    /* rows past Tq and rows that see nothing have lse2 +inf: p = 0 */
+                    float p = fast_exp2(fmaf(s[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+                    if (!whole) {
+                        const bool visible = pk >= 0 && query < Tq && (!spec.causal || pk <= span_position(spec.q, query));
+                        if (!visible) p = 0.0f;
+                    }
+                    float dpv = dp[n][e], kept_p = p;
+                    if (DROPOUT) {
+                        const bool keep = p > 0.0f && keeps(rng, head_base, spec.total_T, span_position(spec.q, query), pk);
+                        dpv = keep ? dpv * keep_scale : 0.0f;
+                        kept_p = keep ? p : 0.0f;
+                    }
+                    s[n][e] = kept_p;                                  /* P keep, for dV */
+                    dp[n][e] = p * (dpv - ((e & 1) ? dd.y : dd.x));    /* dS, for dK */
                 }
             }
+            warp_gemm_pv<DP, NT>(dv, s, do_s, lane); /* dV += (P keep)^T dO */
+            warp_gemm_pv<DP, NT>(dk, dp, q_s, lane); /* dK += dS^T Q */
         }
+        __syncthreads(); /* every warp is done with this stage before it is refilled */
+        it = next;
+        buffer ^= 1;
     }
+#undef DKDV_STAGE_LOAD
+
+    E *dk_base = dkv + (size_t)b * Tk * KV + (size_t)group * 2 * D;
+    add_rows<DP>(dk_base, KV, dk, 1.0f / sqrtf((float)D), warp_key0, Tk, D, lane);
+    add_rows<DP>(dk_base + D, KV, dv, keep_scale, warp_key0, Tk, D, lane);
+}
+
+/* a key tile [k_begin, k_end) some query at or before position query_hi may see (causal) */
+static __device__ __forceinline__ bool keys_reach(const attention_block_spec &spec, int k_begin, int k_end,
+                                                  int query_hi) {
+    if (!spec.causal) return true;
+    int lo, hi;
+    span_range(spec.k, k_begin, k_end - 1, lo, hi);
+    return lo <= query_hi;
+}
+
+/* the first key tile at or after `from` that some query of the block (positions up to query_hi) sees */
+static __device__ __forceinline__ int next_key_tile(const attention_block_spec &spec, int from, int key_tiles, int tile,
+                                                    int Tk, int query_hi) {
+    int kt = from;
+    while (kt < key_tiles && !keys_reach(spec, kt * tile, min(kt * tile + tile, Tk), query_hi)) kt++;
+    return kt;
+}
+
+/* ---- backward, dQ: block = (b h, 64 query rows), warp w owns rows 16w..16w+15; key tiles of 64
+ * (those no query of the block sees skipped) ---- */
+template <int DP, bool DROPOUT, typename E>
+static __global__ void __launch_bounds__(32 * BLOCK_WARPS)
+block_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const E *kv, const float *lse2, const float *delta,
+                         int Tpad, int H, int G, int D, attention_block_spec spec, dropout_rng rng, int vec) {
+    constexpr int BM = BLOCK_ROWS, BN = KEY_TILE, THREADS = 32 * BLOCK_WARPS, LD = ATTN_LD(DP), NT = BN / 8;
+    extern __shared__ __align__(128) unsigned char block_smem[];
+    E *q_s = reinterpret_cast<E *>(block_smem); /* BM x LD */
+    E *do_s = q_s + BM * LD;                     /* BM x LD */
+    E *kv_s = do_s + BM * LD;                    /* [stage 0, 1][K, V] BN x LD */
+
+    const int Tq = span_rows(spec.q), Tk = span_rows(spec.k);
+    const int bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int q0 = blockIdx.y * BM, q_end = min(q0 + BM, Tq);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp_row0 = q0 + 16 * warp;
+    const size_t C3 = (size_t)(H + 2 * G) * D, KV = (size_t)2 * G * D, HD = (size_t)H * D;
+    const E *q_base = qkv + (size_t)b * Tq * C3 + qkv_query_offset(h, H, G, D);
+    const E *k_base = kv + (size_t)b * Tk * KV + (size_t)(h / (H / G)) * 2 * D;
+    const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
+    const uint64_t head_base = DROPOUT ? head_counter(rng, spec, b, h) : 0;
+    const int key_tiles = (Tk + BN - 1) / BN;
+
+    /* rows g and g + 8 of the warp (padded statistics: no bounds check) */
+    const float *lse2_rows = lse2 + (size_t)bh * Tpad, *delta_rows = delta + (size_t)bh * Tpad;
+    const float row_lse2[2] = {lse2_rows[warp_row0 + g], lse2_rows[warp_row0 + g + 8]};
+    const float row_delta[2] = {delta_rows[warp_row0 + g], delta_rows[warp_row0 + g + 8]};
+    int row_pos[2];
 #pragma unroll
-    for (int r = 0; r < ROWS_PER_WARP; r++) {
-        int t1 = row0 + warp * ROWS_PER_WARP + r;
-        if (t1 >= Tq) continue;
-        bool seen = l_run[r] > 0.0f;
-        float factor = seen ? keep_scale / l_run[r] : 0.0f;
-        E *row = out + ((size_t)b * Tq + t1) * HD + (size_t)h * D;
-#pragma unroll
-        for (int c = 0; c < CHANNELS; c++) {
-            int d = lane + 32 * c;
-            if (d < D) row[d] = from_float<E>(o[r][c] * factor);
-        }
-        if (lane == 0) lse[(size_t)bh * Tq + t1] = seen ? m_run[r] + logf(l_run[r]) : -INFINITY;
+    for (int i = 0; i < 2; i++) {
+        int row = warp_row0 + g + 8 * i;
+        row_pos[i] = row < Tq ? span_position(spec.q, row) : -1;
     }
+    int block_lo, block_hi, warp_lo = 0, warp_hi = -1;
+    span_range(spec.q, q0, q_end - 1, block_lo, block_hi); /* the block has rows: q0 < Tq */
+    const bool warp_rows = warp_row0 < Tq, warp_whole = warp_row0 + 15 < Tq;
+    if (warp_rows) span_range(spec.q, warp_row0, min(warp_row0 + 15, Tq - 1), warp_lo, warp_hi);
+    (void)block_lo;
+
+#define DQ_TILE_LOAD(tile, into)                                                                                      \
+    do {                                                                                                              \
+        attn_load_tile<DP, BN, THREADS>((into), k_base, KV, (tile) * BN, Tk, D, vec);                                \
+        attn_load_tile<DP, BN, THREADS>((into) + BN * LD, k_base + D, KV, (tile) * BN, Tk, D, vec);                  \
+    } while (0)
+
+    int kt = next_key_tile(spec, 0, key_tiles, BN, Tk, block_hi), buffer = 0;
+    attn_load_tile<DP, BM, THREADS>(q_s, q_base, C3, q0, Tq, D, vec);
+    attn_load_tile<DP, BM, THREADS>(do_s, dout + (size_t)b * Tq * HD + (size_t)h * D, HD, q0, Tq, D, vec);
+    if (kt < key_tiles) DQ_TILE_LOAD(kt, kv_s);
+    cp_async_commit();
+
+    float dq[DP / 8][4];
+#pragma unroll
+    for (int n = 0; n < DP / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+
+    while (kt < key_tiles) {
+        const int k0 = kt * BN, k_end = min(k0 + BN, Tk);
+        const int next = next_key_tile(spec, kt + 1, key_tiles, BN, Tk, block_hi);
+        const E *k_s = kv_s + buffer * 2 * BN * LD, *v_s = k_s + BN * LD;
+        if (next < key_tiles) DQ_TILE_LOAD(next, kv_s + (buffer ^ 1) * 2 * BN * LD);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+
+        int key_lo, key_hi;
+        span_range(spec.k, k0, k_end - 1, key_lo, key_hi);
+        if (warp_rows && (!spec.causal || key_lo <= warp_hi)) {
+            const bool whole = warp_whole && k_end - k0 == BN && (!spec.causal || key_hi <= warp_lo);
+            float s[NT][4], dp[NT][4];
+            warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
+            warp_gemm_abt<DP, NT>(dp, do_s + 16 * warp * LD, v_s, lane);
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = k0 + 8 * n + 2 * t + (e & 1), pq = row_pos[e >> 1];
+                    float p = fast_exp2(fmaf(s[n][e], scale_log2, -row_lse2[e >> 1]));
+                    if (!whole) {
+                        const bool visible = pq >= 0 && key < Tk && (!spec.causal || span_position(spec.k, key) <= pq);
+                        if (!visible) p = 0.0f;
+                    }
+                    float dpv = dp[n][e];
+                    if (DROPOUT) {
+                        const bool keep = p > 0.0f && keeps(rng, head_base, spec.total_T, pq, span_position(spec.k, key));
+                        dpv = keep ? dpv * keep_scale : 0.0f;
+                    }
+                    s[n][e] = p * (dpv - row_delta[e >> 1]); /* dS */
+                }
+            warp_gemm_pv<DP, NT>(dq, s, k_s, lane); /* dQ += dS K */
+        }
+        __syncthreads();
+        kt = next;
+        buffer ^= 1;
+    }
+#undef DQ_TILE_LOAD
+
+    add_rows<DP>(dqkv + (size_t)b * Tq * C3 + qkv_query_offset(h, H, G, D), C3, dq, 1.0f / sqrtf((float)D),
+                 warp_row0, Tq, D, lane);
 }
 
 /* ---- merge: one warp per (b, t, h) row ---- */
@@ -189,203 +518,6 @@ static __global__ void merge_kernel(E *out, float *lse, const E *block_out, cons
     for (int d = lane; d < D; d += 32) o[d] = from_float<E>(to_float(o[d]) * wa + to_float(bo[d]) * wb);
     __syncwarp(); /* every lane has read lse before it changes */
     if (lane == 0) lse[lse_at] = merged;
-}
-
-/* ---- backward ---- */
-
-/* delta[(b H + h) Tq + t] = dout . out of the row; one warp per row */
-template <typename E>
-static __global__ void delta_kernel(float *delta, const E *dout, const E *out, int B, int Tq, int H, int D) {
-    const size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; /* (b Tq + t) H + h */
-    const int lane = threadIdx.x & 31;
-    if (row >= (size_t)B * Tq * H) return;
-    const int h = (int)(row % H), t = (int)(row / H % Tq), b = (int)(row / H / Tq);
-    float sum = 0.0f;
-    for (int d = lane; d < D; d += 32) sum += to_float(dout[row * D + d]) * to_float(out[row * D + d]);
-    sum = warp_sum_f32(sum);
-    if (lane == 0) delta[((size_t)b * H + h) * Tq + t] = sum;
-}
-
-/* dq: block = (b h, 16 query rows), walking the key tiles */
-template <typename E, bool DROPOUT>
-static __global__ void __launch_bounds__(BLOCK_THREADS)
-block_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const E *kv, const float *lse, const float *delta,
-                         int H, int G, int D, attention_block_spec spec, dropout_rng rng) {
-    extern __shared__ float smem[];
-    const int ld = D | 1;
-    float *q_s = smem;                  /* OWN_ROWS x D */
-    float *do_s = q_s + OWN_ROWS * D;   /* OWN_ROWS x D */
-    float *k_s = do_s + OWN_ROWS * D;   /* TILE x ld */
-    float *v_s = k_s + TILE * ld;       /* TILE x ld */
-    const int Tq = spec.q.pieces * spec.q.piece_length, Tk = spec.k.pieces * spec.k.piece_length;
-    const int bh = blockIdx.x, b = bh / H, h = bh % H, g = h / (H / G);
-    const int row0 = blockIdx.y * OWN_ROWS;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const size_t C3 = (size_t)(H + 2 * G) * D, KV = (size_t)2 * G * D, HD = (size_t)H * D;
-    const float scale = rsqrtf((float)D);
-    const uint64_t head_base = DROPOUT ? head_counter(rng, spec, b, h) : 0;
-
-    const size_t q_offset = (size_t)b * Tq * C3 + qkv_query_offset(h, H, G, D);
-    load_rows(q_s, D, qkv + q_offset, C3, row0, OWN_ROWS, Tq, D);
-    load_rows(do_s, D, dout + (size_t)b * Tq * HD + (size_t)h * D, HD, row0, OWN_ROWS, Tq, D);
-
-    float dq[ROWS_PER_WARP][CHANNELS], row_lse[ROWS_PER_WARP], row_delta[ROWS_PER_WARP];
-    int pq[ROWS_PER_WARP];
-#pragma unroll
-    for (int r = 0; r < ROWS_PER_WARP; r++) {
-        int t1 = row0 + warp * ROWS_PER_WARP + r;
-        row_lse[r] = t1 < Tq ? lse[(size_t)bh * Tq + t1] : -INFINITY;
-        row_delta[r] = t1 < Tq ? delta[(size_t)bh * Tq + t1] : 0.0f;
-        pq[r] = t1 < Tq && row_lse[r] != -INFINITY ? span_position(spec.q, t1) : -1; /* -1: nothing to do */
-#pragma unroll
-        for (int c = 0; c < CHANNELS; c++) dq[r][c] = 0.0f;
-    }
-    const E *k_base = kv + (size_t)b * Tk * KV + (size_t)g * 2 * D;
-    for (int k0 = 0; k0 < Tk; k0 += TILE) {
-        __syncthreads();
-        load_rows(k_s, ld, k_base, KV, k0, TILE, Tk, D);
-        load_rows(v_s, ld, k_base + D, KV, k0, TILE, Tk, D);
-        __syncthreads();
-        const int t2 = k0 + lane;
-        const int pk = t2 < Tk ? span_position(spec.k, t2) : 0;
-#pragma unroll
-        for (int r = 0; r < ROWS_PER_WARP; r++) {
-            const bool visible = pq[r] >= 0 && t2 < Tk && (!spec.causal || pk <= pq[r]);
-            if (!__any_sync(0xffffffffu, visible)) continue;
-            const float *q = q_s + (warp * ROWS_PER_WARP + r) * D, *dO = do_s + (warp * ROWS_PER_WARP + r) * D;
-            float ds = 0.0f;
-            if (visible) {
-                float dot = 0.0f, dp = 0.0f;
-                for (int d = 0; d < D; d++) {
-                    dot += q[d] * k_s[lane * ld + d];
-                    dp += dO[d] * v_s[lane * ld + d];
-                }
-                float prob = expf(dot * scale - row_lse[r]);
-                float m = DROPOUT ? keep_factor(rng, head_base, spec.total_T, pq[r], pk) : 1.0f;
-                ds = prob * (m * dp - row_delta[r]) * scale;
-            }
-            for (int j = 0; j < TILE; j++) {
-                const float dsj = __shfl_sync(0xffffffffu, ds, j);
-                if (dsj == 0.0f) continue;
-#pragma unroll
-                for (int c = 0; c < CHANNELS; c++) {
-                    int d = lane + 32 * c;
-                    if (d < D) dq[r][c] += dsj * k_s[j * ld + d];
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < ROWS_PER_WARP; r++) {
-        int t1 = row0 + warp * ROWS_PER_WARP + r;
-        if (pq[r] < 0) continue; /* past Tq or a row that sees nothing: untouched */
-        E *row = dqkv + q_offset + (size_t)t1 * C3;
-#pragma unroll
-        for (int c = 0; c < CHANNELS; c++) {
-            int d = lane + 32 * c;
-            if (d < D) row[d] = from_float<E>(to_float(row[d]) + dq[r][c]);
-        }
-    }
-}
-
-/* dk, dv: block = (b g, 16 key rows), walking the query tiles of each query head of group g */
-template <typename E, bool DROPOUT>
-static __global__ void __launch_bounds__(BLOCK_THREADS)
-block_backward_dkdv_kernel(E *dkv, const E *dout, const E *qkv, const E *kv, const float *lse, const float *delta,
-                           int H, int G, int D, attention_block_spec spec, dropout_rng rng) {
-    extern __shared__ float smem[];
-    const int ld = D | 1;
-    float *k_s = smem;                    /* OWN_ROWS x D */
-    float *v_s = k_s + OWN_ROWS * D;      /* OWN_ROWS x D */
-    float *q_s = v_s + OWN_ROWS * D;      /* TILE x ld */
-    float *do_s = q_s + TILE * ld;        /* TILE x ld */
-    float *lse_s = do_s + TILE * ld;      /* TILE */
-    float *delta_s = lse_s + TILE;        /* TILE */
-    const int Tq = spec.q.pieces * spec.q.piece_length, Tk = spec.k.pieces * spec.k.piece_length;
-    const int bg = blockIdx.x, b = bg / G, g = bg % G, per = H / G;
-    const int row0 = blockIdx.y * OWN_ROWS;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const size_t C3 = (size_t)(H + 2 * G) * D, KV = (size_t)2 * G * D, HD = (size_t)H * D;
-    const float scale = rsqrtf((float)D);
-
-    const E *k_base = kv + (size_t)b * Tk * KV + (size_t)g * 2 * D;
-    load_rows(k_s, D, k_base, KV, row0, OWN_ROWS, Tk, D);
-    load_rows(v_s, D, k_base + D, KV, row0, OWN_ROWS, Tk, D);
-
-    float dk[ROWS_PER_WARP][CHANNELS], dv[ROWS_PER_WARP][CHANNELS];
-    int pk[ROWS_PER_WARP];
-#pragma unroll
-    for (int r = 0; r < ROWS_PER_WARP; r++) {
-        int t2 = row0 + warp * ROWS_PER_WARP + r;
-        pk[r] = t2 < Tk ? span_position(spec.k, t2) : -1;
-#pragma unroll
-        for (int c = 0; c < CHANNELS; c++) dk[r][c] = dv[r][c] = 0.0f;
-    }
-    for (int h = g * per; h < (g + 1) * per; h++) {
-        const uint64_t head_base = DROPOUT ? head_counter(rng, spec, b, h) : 0;
-        const E *q_base = qkv + (size_t)b * Tq * C3 + qkv_query_offset(h, H, G, D);
-        const E *do_base = dout + (size_t)b * Tq * HD + (size_t)h * D;
-        const float *lse_h = lse + ((size_t)b * H + h) * Tq, *delta_h = delta + ((size_t)b * H + h) * Tq;
-        for (int q0 = 0; q0 < Tq; q0 += TILE) {
-            __syncthreads();
-            load_rows(q_s, ld, q_base, C3, q0, TILE, Tq, D);
-            load_rows(do_s, ld, do_base, HD, q0, TILE, Tq, D);
-            if (threadIdx.x < TILE) {
-                int t1 = q0 + threadIdx.x;
-                lse_s[threadIdx.x] = t1 < Tq ? lse_h[t1] : -INFINITY;
-                delta_s[threadIdx.x] = t1 < Tq ? delta_h[t1] : 0.0f;
-            }
-            __syncthreads();
-            const int t1 = q0 + lane;
-            const float row_lse = lse_s[lane];
-            /* a query row past Tq or one that sees no key anywhere (lse -inf) contributes nothing */
-            const int pq = t1 < Tq && row_lse != -INFINITY ? span_position(spec.q, t1) : -1;
-#pragma unroll
-            for (int r = 0; r < ROWS_PER_WARP; r++) {
-                const bool visible = pq >= 0 && pk[r] >= 0 && (!spec.causal || pk[r] <= pq);
-                if (!__any_sync(0xffffffffu, visible)) continue;
-                const float *k = k_s + (warp * ROWS_PER_WARP + r) * D, *v = v_s + (warp * ROWS_PER_WARP + r) * D;
-                float ds = 0.0f, pm = 0.0f;
-                if (visible) {
-                    float dot = 0.0f, dp = 0.0f;
-                    for (int d = 0; d < D; d++) {
-                        dot += q_s[lane * ld + d] * k[d];
-                        dp += do_s[lane * ld + d] * v[d];
-                    }
-                    float prob = expf(dot * scale - row_lse);
-                    float m = DROPOUT ? keep_factor(rng, head_base, spec.total_T, pq, pk[r]) : 1.0f;
-                    ds = prob * (m * dp - delta_s[lane]) * scale;
-                    pm = prob * m;
-                }
-                for (int i = 0; i < TILE; i++) {
-                    const float dsi = __shfl_sync(0xffffffffu, ds, i), pmi = __shfl_sync(0xffffffffu, pm, i);
-                    if (dsi == 0.0f && pmi == 0.0f) continue;
-#pragma unroll
-                    for (int c = 0; c < CHANNELS; c++) {
-                        int d = lane + 32 * c;
-                        if (d < D) {
-                            dk[r][c] += dsi * q_s[i * ld + d];
-                            dv[r][c] += pmi * do_s[i * ld + d];
-                        }
-                    }
-                }
-            }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < ROWS_PER_WARP; r++) {
-        if (pk[r] < 0) continue;
-        int t2 = row0 + warp * ROWS_PER_WARP + r;
-        E *row = dkv + (size_t)b * Tk * KV + (size_t)t2 * KV + (size_t)g * 2 * D;
-#pragma unroll
-        for (int c = 0; c < CHANNELS; c++) {
-            int d = lane + 32 * c;
-            if (d < D) {
-                row[d] = from_float<E>(to_float(row[d]) + dk[r][c]);
-                row[D + d] = from_float<E>(to_float(row[D + d]) + dv[r][c]);
-            }
-        }
-    }
 }
 
 /* ---- copies ---- */
@@ -418,18 +550,12 @@ static __global__ void column_blocks_kernel(E *out, const E *in, int rows, int b
 
 /* ---- host entry points ---- */
 
-static void check_head_dim(const char *op, int D) {
-    if (D < 1 || D > MAX_D) KERNELS_FATAL("cuda %s supports head dimensions 1..%d, got %d", op, MAX_D, D);
-}
-
 /* dynamic shared memory above 48 KB must be allowed per kernel */
 template <typename K>
 static void allow_shared(K kernel, size_t bytes) {
     if (bytes > 48 * 1024)
         CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
-
-static int span_rows(const attention_span &s) { return s.pieces * s.piece_length; }
 
 template <typename E>
 static void kv_pack(void *kv, const void *qkv, int rows, int H, int G, int D) {
@@ -449,24 +575,50 @@ static void kv_unpack(void *dqkv, const void *dkv, int rows, int H, int G, int D
     CHECK_LAUNCH();
 }
 
+/* the padded head dimension the kernels are instantiated for */
+static int padded_head_dim(const char *op, int D) {
+    if (D >= 1 && D <= 64) return 64;
+    if (D <= MAX_D) return 128;
+    KERNELS_FATAL("cuda %s supports head dimensions 1..%d, got %d", op, MAX_D, D);
+}
+
+static void check_groups(const char *op, int H, int G) {
+    if (G <= 0 || H % G != 0) KERNELS_FATAL("cuda %s: %d query heads do not split into %d query groups", op, H, G);
+}
+
+/* whether every tensor's rows start 16-byte aligned (cp.async and 16-byte stores) */
+static int vector_io(int D, const void *a, const void *b, const void *c) {
+    return D % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(c);
+}
+
+template <int DP, bool DROPOUT, typename E>
+static void forward_launch(E *out, float *lse, const E *qkv, const E *kv, int B, int H, int G, int D,
+                           attention_block_spec spec, dropout_rng rng) {
+    auto kernel = block_forward_kernel<DP, DROPOUT, E>;
+    const size_t smem = ((size_t)BLOCK_ROWS + 4 * (size_t)KEY_TILE) * ATTN_LD(DP) * sizeof(E);
+    allow_shared(kernel, smem);
+    dim3 grid((unsigned)(B * H), ceil_div((size_t)span_rows(spec.q), BLOCK_ROWS));
+    kernel<<<grid, 32 * BLOCK_WARPS, smem, compute_stream()>>>(out, lse, qkv, kv, H, G, D, spec, rng,
+                                                               vector_io(D, out, qkv, kv));
+    CHECK_LAUNCH();
+}
+
 template <typename E>
 static void block_forward(void *out, float *lse, const void *qkv, const void *kv, int B, int H, int G, int D,
                           attention_block_spec spec, dropout_rng rng) {
-    check_head_dim("attention_block_forward", D);
-    int Tq = span_rows(spec.q);
-    if ((size_t)B * H * Tq == 0) return;
-    size_t smem = sizeof(float) * ((size_t)OWN_ROWS * D + (size_t)TILE * odd_stride(D) + (size_t)TILE * D);
-    dim3 grid((unsigned)(B * H), ceil_div((size_t)Tq, OWN_ROWS));
-    if (rng.p > 0.0f) {
-        allow_shared(block_forward_kernel<E, true>, smem);
-        block_forward_kernel<E, true><<<grid, BLOCK_THREADS, smem, compute_stream()>>>(
-            (E *)out, lse, (const E *)qkv, (const E *)kv, H, G, D, spec, rng);
+    int DP = padded_head_dim("attention_block_forward", D);
+    check_groups("attention_block_forward", H, G);
+    if ((size_t)B * H * span_rows(spec.q) == 0) return;
+    E *o = (E *)out;
+    const E *x = (const E *)qkv, *y = (const E *)kv;
+    const bool drop = rng.p > 0.0f;
+    if (DP == 64) {
+        if (drop) forward_launch<64, true>(o, lse, x, y, B, H, G, D, spec, rng);
+        else forward_launch<64, false>(o, lse, x, y, B, H, G, D, spec, rng);
     } else {
-        allow_shared(block_forward_kernel<E, false>, smem);
-        block_forward_kernel<E, false><<<grid, BLOCK_THREADS, smem, compute_stream()>>>(
-            (E *)out, lse, (const E *)qkv, (const E *)kv, H, G, D, spec, rng);
+        if (drop) forward_launch<128, true>(o, lse, x, y, B, H, G, D, spec, rng);
+        else forward_launch<128, false>(o, lse, x, y, B, H, G, D, spec, rng);
     }
-    CHECK_LAUNCH();
 }
 
 template <typename E>
@@ -478,36 +630,52 @@ static void merge(void *out, float *lse, const void *block_out, const float *blo
     CHECK_LAUNCH();
 }
 
+template <int DP, bool DROPOUT, typename E>
+static void backward_launch(E *dqkv, E *dkv, const E *dout, const E *qkv, const E *kv, const float *lse2,
+                            const float *delta, int Tpad, int B, int H, int G, int D, attention_block_spec spec,
+                            dropout_rng rng) {
+    const int vec = vector_io(D, dqkv, qkv, kv) && aligned16(dkv) && aligned16(dout);
+    const size_t LD = ATTN_LD(DP);
+    auto dkdv = block_backward_dkdv_kernel<DP, DROPOUT, E>;
+    const size_t dkdv_smem = (2 * (size_t)BLOCK_ROWS + 4 * (size_t)QUERY_TILE) * LD * sizeof(E) +
+                             4 * (size_t)QUERY_TILE * sizeof(float);
+    allow_shared(dkdv, dkdv_smem);
+    dim3 dkdv_grid((unsigned)(B * G), ceil_div((size_t)span_rows(spec.k), BLOCK_ROWS));
+    dkdv<<<dkdv_grid, 32 * BLOCK_WARPS, dkdv_smem, compute_stream()>>>(dkv, dout, qkv, kv, lse2, delta, Tpad, H, G, D,
+                                                                       spec, rng, vec);
+    CHECK_LAUNCH();
+    auto dq = block_backward_dq_kernel<DP, DROPOUT, E>;
+    const size_t dq_smem = (2 * (size_t)BLOCK_ROWS + 4 * (size_t)KEY_TILE) * LD * sizeof(E);
+    allow_shared(dq, dq_smem);
+    dim3 dq_grid((unsigned)(B * H), ceil_div((size_t)span_rows(spec.q), BLOCK_ROWS));
+    dq<<<dq_grid, 32 * BLOCK_WARPS, dq_smem, compute_stream()>>>(dqkv, dout, qkv, kv, lse2, delta, Tpad, H, G, D, spec,
+                                                                 rng, vec);
+    CHECK_LAUNCH();
+}
+
 template <typename E>
 static void block_backward(void *dqkv, void *dkv, const void *dout, const void *qkv, const void *kv, const void *out,
                            const float *lse, int B, int H, int G, int D, attention_block_spec spec, dropout_rng rng) {
-    check_head_dim("attention_block_backward", D);
+    int DP = padded_head_dim("attention_block_backward", D);
+    check_groups("attention_block_backward", H, G);
     int Tq = span_rows(spec.q), Tk = span_rows(spec.k);
     if ((size_t)B * H * Tq == 0 || Tk == 0) return;
-    size_t rows = (size_t)B * Tq * H;
-    float *delta = (float *)stream_scratch(sizeof(float) * rows);
-    delta_kernel<E><<<ceil_div(rows * 32, 256), 256, 0, compute_stream()>>>(delta, (const E *)dout, (const E *)out, B,
-                                                                            Tq, H, D);
+    int Tpad = (Tq + STATS_PAD - 1) / STATS_PAD * STATS_PAD;
+    size_t rows = (size_t)B * H * Tpad;
+    float *lse2 = (float *)stream_scratch(2 * sizeof(float) * rows), *delta = lse2 + rows;
+    block_rows_kernel<E><<<ceil_div(rows * 32, 256), 256, 0, compute_stream()>>>(lse2, delta, (const E *)dout,
+                                                                                 (const E *)out, lse, B, Tq, Tpad, H, D);
     CHECK_LAUNCH();
-    const int ld = odd_stride(D);
-    size_t dq_smem = sizeof(float) * (2 * (size_t)OWN_ROWS * D + 2 * (size_t)TILE * ld);
-    size_t dkdv_smem = sizeof(float) * (2 * (size_t)OWN_ROWS * D + 2 * (size_t)TILE * ld + 2 * TILE);
-    dim3 dq_grid((unsigned)(B * H), ceil_div((size_t)Tq, OWN_ROWS));
-    dim3 dkdv_grid((unsigned)(B * G), ceil_div((size_t)Tk, OWN_ROWS));
-#define LAUNCH_BACKWARD(DROPOUT)                                                                                      \
-    do {                                                                                                              \
-        allow_shared(block_backward_dq_kernel<E, DROPOUT>, dq_smem);                                                  \
-        block_backward_dq_kernel<E, DROPOUT><<<dq_grid, BLOCK_THREADS, dq_smem, compute_stream()>>>(                 \
-            (E *)dqkv, (const E *)dout, (const E *)qkv, (const E *)kv, lse, delta, H, G, D, spec, rng);               \
-        CHECK_LAUNCH();                                                                                               \
-        allow_shared(block_backward_dkdv_kernel<E, DROPOUT>, dkdv_smem);                                              \
-        block_backward_dkdv_kernel<E, DROPOUT><<<dkdv_grid, BLOCK_THREADS, dkdv_smem, compute_stream()>>>(           \
-            (E *)dkv, (const E *)dout, (const E *)qkv, (const E *)kv, lse, delta, H, G, D, spec, rng);                \
-        CHECK_LAUNCH();                                                                                               \
-    } while (0)
-    if (rng.p > 0.0f) LAUNCH_BACKWARD(true);
-    else LAUNCH_BACKWARD(false);
-#undef LAUNCH_BACKWARD
+    E *dx = (E *)dqkv, *dy = (E *)dkv;
+    const E *go = (const E *)dout, *x = (const E *)qkv, *y = (const E *)kv;
+    const bool drop = rng.p > 0.0f;
+    if (DP == 64) {
+        if (drop) backward_launch<64, true>(dx, dy, go, x, y, lse2, delta, Tpad, B, H, G, D, spec, rng);
+        else backward_launch<64, false>(dx, dy, go, x, y, lse2, delta, Tpad, B, H, G, D, spec, rng);
+    } else {
+        if (drop) backward_launch<128, true>(dx, dy, go, x, y, lse2, delta, Tpad, B, H, G, D, spec, rng);
+        else backward_launch<128, false>(dx, dy, go, x, y, lse2, delta, Tpad, B, H, G, D, spec, rng);
+    }
 }
 
 template <typename E>

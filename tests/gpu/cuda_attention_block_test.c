@@ -6,7 +6,8 @@
  *   - attention_block_forward over the blocks context parallelism computes (a rank's own block,
  *     a later rank's: rows that see no key get out 0 and lse -inf, an earlier rank's whole block,
  *     CP4 with dropout 0.1 and a head offset, grouped-query attention, a non-causal block of one
- *     piece with Tq != Tk, head dimensions 64, 128 and 40): out within ACT_TOL (bf16 1e-2, fp16
+ *     piece with Tq != Tk, pieces of 300 rows over many tiles, head dimensions 64, 128 and 40):
+ *     out within ACT_TOL (bf16 1e-2, fp16
  *     2e-3: the output's rounding), lse within 1e-4 and its -inf rows the CPU's;
  *   - attention_merge: out within ACT_TOL, lse within 1e-5 (rows whose block lse is -inf unchanged);
  *   - attention_block_backward from the CPU's merged out and lse, accumulating into random dqkv
@@ -234,6 +235,19 @@ int main(void) {
     test_block("CP4 rank 2, block of rank 1, heads 4-7 of 8, dropout 0.1, D128", 1, 4, 4, 128, spec, 0.1f);
     spec.k = cp_span(4, 2, 24);
     test_block("CP4 rank 2, own block, GQA H8 G2, dropout 0.2, D40", 2, 8, 2, 40, spec, 0.2f);
+    /* long pieces (300 rows: many 64-row tiles, tiles skipped, unmasked and masked, a piece
+     * boundary inside a tile) */
+    spec.total_T = 4 * 300;
+    spec.head_start = 0;
+    spec.total_heads = 4;
+    spec.q = cp_span(2, 1, 300);
+    spec.k = cp_span(2, 1, 300);
+    test_block("CP2 rank 1, own block, pieces of 300, MQA H4 G1, dropout 0.1", 1, 4, 1, 64, spec, 0.1f);
+    spec.k = cp_span(2, 0, 300);
+    test_block("CP2 rank 1, block of rank 0, pieces of 300, H4 G2", 2, 4, 2, 64, spec, 0.0f);
+    spec.q = cp_span(2, 0, 300);
+    spec.k = cp_span(2, 1, 300);
+    test_block("CP2 rank 0, block of rank 1, pieces of 300, H4 G4, D128", 1, 4, 4, 128, spec, 0.0f);
     /* non-causal, one piece each side, Tq != Tk */
     attention_block_spec flat;
     memset(&flat, 0, sizeof flat);

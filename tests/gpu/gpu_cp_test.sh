@@ -6,7 +6,7 @@
 # needs 2 GPUs and skips (TAP skip plan) with fewer. GPT tiny (learned positions) and Llama tiny
 # (RoPE, grouped-query attention) at sequence 256 (pieces of 64 rows: several key tiles per
 # block), hidden and attention dropout 0.1, 10 iterations: CP2 with the p2p ring, allgather and
-# a2a on 2 GPUs give the one-GPU (CP1) losses within 1e-2 relative (bf16; the one-GPU run takes
+# a2a on 2 GPUs give the one-GPU (CP1) losses within 1e-3 relative (bf16; the one-GPU run takes
 # the fused flash attention, CP2 the block kernels, so the bits differ but not the model: the
 # dropout masks are the same), and the p2p ring with --fp16 the one-GPU --fp16 losses.
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt.
@@ -37,7 +37,7 @@ layouts() {  # layouts PREFIX FLAGS...: the one-GPU reference, then CP2 p2p, all
     for kind in p2p allgather a2a; do
         train "${prefix}_$kind" 2 "$@" --context-parallel-size 2 --cp-comm-type $kind
         ok $? "$prefix: CP2 $kind on 2 GPUs runs"
-        compare_losses "${prefix}_ref" "${prefix}_$kind" 1e-2 10 "$prefix: CP2 $kind losses within 1e-2 of one GPU"
+        compare_losses "${prefix}_ref" "${prefix}_$kind" 1e-3 10 "$prefix: CP2 $kind losses within 1e-3 of one GPU"
     done
 }
 
@@ -49,5 +49,5 @@ train fp16_ref 1 --fp16 --initial-loss-scale 1024
 ok $? "--fp16: one-GPU reference run"
 train fp16_p2p 2 --fp16 --initial-loss-scale 1024 --context-parallel-size 2
 ok $? "--fp16: CP2 p2p on 2 GPUs runs"
-compare_losses fp16_ref fp16_p2p 1e-2 10 "--fp16: CP2 p2p losses within 1e-2 of one GPU"
+compare_losses fp16_ref fp16_p2p 1e-3 10 "--fp16: CP2 p2p losses within 1e-3 of one GPU"
 done_testing
