@@ -14,13 +14,14 @@
  * The attention kernels are cuda_attention.cu's flash attention (FlashAttention-2 on
  * mma.sync.m16n8k16 tensor-core tiles, cuda_attention_tiles.cuh; head dimension padded to 64 or
  * 128) with the queries in qkv[B,Tq,(H+2G)D] and the keys and values in kv[B,Tk,G,2D]:
- *   forward (block = 64 query rows of one head, walking key tiles of 64): online softmax over the
+ *   forward (block = 128 query rows of one head, walking key tiles of 64): online softmax over the
  *     block's visible keys; out = O / l (kept probabilities times 1/(1-p)), lse = m + log l; a row
  *     that sees no key gets out 0 and lse -inf;
  *   backward (given the merged out and lse): a row kernel first writes lse log2(e) (+inf for rows
  *     that see nothing, and for the padding: their probabilities become 0) and
  *     delta = dout . out per row; then dK, dV (block = 64 keys of one query group, walking the
- *     query tiles of 32 of each of its heads) and dQ (block = 64 query rows, walking key tiles)
+ *     query tiles of 32 of each of its heads) and dQ (block = 64 query rows, walking key tiles
+ *     of 64)
  *     recompute P = exp(s - lse), dP = keep/(1-p) dout.v, dS = P (dP - delta) and ADD
  *     dS q / sqrt(D), P keep/(1-p) dout, dS k / sqrt(D) to dkv and dqkv's query heads (the ring
  *     sums over blocks). No atomics: bitwise reproducible.
@@ -35,11 +36,15 @@
 #include "kernels/cuda/cuda_attention_tiles.cuh"
 #include "kernels/philox.h"
 
-#define BLOCK_WARPS 4                 /* warps per block of the attention kernels, 16 rows each */
-#define BLOCK_ROWS (16 * BLOCK_WARPS) /* rows a block owns: queries (forward, dQ) or keys (dK, dV) */
+/* warps per block (16 rows each: queries of the forward and dQ kernels, keys of dK/dV) and the
+ * blocks per SM the compiler must fit (the forward's as cuda_attention.cu's) */
+#define FORWARD_WARPS 8
+#define FORWARD_MIN_BLOCKS_64 2   /* at head dimension 64 without dropout */
+#define DQ_WARPS(DP) 4
+#define DKDV_WARPS 4
 #define KEY_TILE 64                   /* keys per step of the forward and dQ kernels */
 #define QUERY_TILE 32                 /* queries per step of the dK/dV kernel */
-#define STATS_PAD 64                  /* row statistics padded to a multiple of this (>= both tiles) */
+#define STATS_PAD 128                 /* row statistics padded to a multiple of this (>= every tile) */
 #define MAX_D 128
 
 /* position of row t of a span (pieces <= 2, t < pieces * piece_length) */
@@ -91,12 +96,49 @@ static __device__ __forceinline__ void add_rows(E *dst, size_t stride, const flo
         }
 }
 
-/* ---- forward: block = (b h, 64 query rows), warp w owns rows 16w..16w+15; key tiles of 64 ---- */
-template <int DP, bool DROPOUT, typename E>
-static __global__ void __launch_bounds__(32 * BLOCK_WARPS)
+/* a query tile [q_begin, q_end) that some key at or after position key_lo may be seen by (causal) */
+static __device__ __forceinline__ bool queries_reach(const attention_block_spec &spec, int q_begin, int q_end,
+                                                     int key_lo) {
+    if (!spec.causal) return true;
+    int lo, hi;
+    span_range(spec.q, q_begin, q_end - 1, lo, hi);
+    return hi >= key_lo;
+}
+
+/* the first step at or after `from` (step: query head from / tiles, query tile from % tiles) whose
+ * queries some key of the block (positions from key_lo) meets */
+static __device__ __forceinline__ int next_query_step(const attention_block_spec &spec, int from, int steps, int tiles,
+                                                      int tile, int Tq, int key_lo) {
+    int step = from;
+    while (step < steps && !queries_reach(spec, (step % tiles) * tile, min((step % tiles) * tile + tile, Tq), key_lo))
+        step++;
+    return step;
+}
+
+/* a key tile [k_begin, k_end) some query at or before position query_hi may see (causal) */
+static __device__ __forceinline__ bool keys_reach(const attention_block_spec &spec, int k_begin, int k_end,
+                                                  int query_hi) {
+    if (!spec.causal) return true;
+    int lo, hi;
+    span_range(spec.k, k_begin, k_end - 1, lo, hi);
+    return lo <= query_hi;
+}
+
+/* the first key tile at or after `from` that some query of the block (positions up to query_hi) sees */
+static __device__ __forceinline__ int next_key_tile(const attention_block_spec &spec, int from, int key_tiles, int tile,
+                                                    int Tk, int query_hi) {
+    int kt = from;
+    while (kt < key_tiles && !keys_reach(spec, kt * tile, min(kt * tile + tile, Tk), query_hi)) kt++;
+    return kt;
+}
+
+/* ---- forward: block = (b h, 16 WARPS query rows), warp w owns rows 16w..16w+15; key tiles of 64 (those
+ * no row of the block sees skipped) ---- */
+template <int DP, int WARPS, bool DROPOUT, typename E>
+static __global__ void __launch_bounds__(32 * WARPS, DP <= 64 && !DROPOUT ? FORWARD_MIN_BLOCKS_64 : 0)
 block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G, int D, attention_block_spec spec,
                      dropout_rng rng, int vec) {
-    constexpr int BM = BLOCK_ROWS, BN = KEY_TILE, THREADS = 32 * BLOCK_WARPS, LD = ATTN_LD(DP), NT = BN / 8;
+    constexpr int BM = 16 * WARPS, BN = KEY_TILE, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char block_smem[];
     E *q_s = reinterpret_cast<E *>(block_smem); /* BM x LD */
     E *kv_s = q_s + BM * LD;                     /* [stage 0, 1][K, V] BN x LD */
@@ -123,10 +165,14 @@ block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G
     int warp_lo = 0, warp_hi = -1;
     if (warp_rows) span_range(spec.q, warp_row0, min(warp_row0 + 15, Tq - 1), warp_lo, warp_hi);
 
+    int block_lo, block_hi; /* the block has rows: q0 < Tq */
+    span_range(spec.q, q0, min(q0 + BM, Tq) - 1, block_lo, block_hi);
+    (void)block_lo;
+    int kt = next_key_tile(spec, 0, key_tiles, BN, Tk, block_hi), buffer = 0;
     attn_load_tile<DP, BM, THREADS>(q_s, q_base, C3, q0, Tq, D, vec);
-    if (key_tiles > 0) {
-        attn_load_tile<DP, BN, THREADS>(kv_s, k_base, KV, 0, Tk, D, vec);
-        attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, KV, 0, Tk, D, vec);
+    if (kt < key_tiles) {
+        attn_load_tile<DP, BN, THREADS>(kv_s, k_base, KV, kt * BN, Tk, D, vec);
+        attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, KV, kt * BN, Tk, D, vec);
     }
     cp_async_commit();
 
@@ -136,13 +182,14 @@ block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G
     float m_run[2] = {-INFINITY, -INFINITY}; /* raw scores, the same in a quad */
     float l_run[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
 
-    for (int kt = 0; kt < key_tiles; kt++) {
+    while (kt < key_tiles) { /* the key tiles some row of the block sees */
         const int k0 = kt * BN, k_end = min(k0 + BN, Tk);
-        const E *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
-        if (kt + 1 < key_tiles) {
-            E *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
-            attn_load_tile<DP, BN, THREADS>(next, k_base, KV, k0 + BN, Tk, D, vec);
-            attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, KV, k0 + BN, Tk, D, vec);
+        const int next = next_key_tile(spec, kt + 1, key_tiles, BN, Tk, block_hi);
+        const E *k_s = kv_s + buffer * 2 * BN * LD, *v_s = k_s + BN * LD;
+        if (next < key_tiles) {
+            E *into = kv_s + (buffer ^ 1) * 2 * BN * LD;
+            attn_load_tile<DP, BN, THREADS>(into, k_base, KV, next * BN, Tk, D, vec);
+            attn_load_tile<DP, BN, THREADS>(into + BN * LD, k_base + D, KV, next * BN, Tk, D, vec);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -206,6 +253,8 @@ block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G
             warp_gemm_pv<DP, NT>(o, s, v_s, lane);
         }
         __syncthreads(); /* every warp is done with this stage before it is refilled */
+        kt = next;
+        buffer ^= 1;
     }
 
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
@@ -245,32 +294,13 @@ static __global__ void block_rows_kernel(float *lse2, float *delta, const E *dou
     }
 }
 
-/* a query tile [q_begin, q_end) that some key at or after position key_lo may be seen by (causal) */
-static __device__ __forceinline__ bool queries_reach(const attention_block_spec &spec, int q_begin, int q_end,
-                                                     int key_lo) {
-    if (!spec.causal) return true;
-    int lo, hi;
-    span_range(spec.q, q_begin, q_end - 1, lo, hi);
-    return hi >= key_lo;
-}
-
-/* the first step at or after `from` (step: query head from / tiles, query tile from % tiles) whose
- * queries some key of the block (positions from key_lo) meets */
-static __device__ __forceinline__ int next_query_step(const attention_block_spec &spec, int from, int steps, int tiles,
-                                                      int tile, int Tq, int key_lo) {
-    int step = from;
-    while (step < steps && !queries_reach(spec, (step % tiles) * tile, min((step % tiles) * tile + tile, Tq), key_lo))
-        step++;
-    return step;
-}
-
-/* ---- backward, dK and dV: block = (b g, 64 keys), warp w owns keys 16w..16w+15; for each query
+/* ---- backward, dK and dV: block = (b g, 16 WARPS keys), warp w owns keys 16w..16w+15; for each query
  * head of group g, the query tiles of 32 (those that see no key of the block skipped) ---- */
-template <int DP, bool DROPOUT, typename E>
-static __global__ void __launch_bounds__(32 * BLOCK_WARPS)
+template <int DP, int WARPS, bool DROPOUT, typename E>
+static __global__ void __launch_bounds__(32 * WARPS)
 block_backward_dkdv_kernel(E *dkv, const E *dout, const E *qkv, const E *kv, const float *lse2, const float *delta,
                            int Tpad, int H, int G, int D, attention_block_spec spec, dropout_rng rng, int vec) {
-    constexpr int BN = BLOCK_ROWS, BM = QUERY_TILE, THREADS = 32 * BLOCK_WARPS, LD = ATTN_LD(DP), NT = BM / 8;
+    constexpr int BN = 16 * WARPS, BM = QUERY_TILE, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BM / 8;
     constexpr int STAGE = 2 * BM * LD + 2 * BM * 2; /* E elements: Q, dO, then lse2 and delta (fp32) */
     extern __shared__ __align__(128) unsigned char block_smem[];
     E *k_s = reinterpret_cast<E *>(block_smem); /* BN x LD */
@@ -379,30 +409,13 @@ block_backward_dkdv_kernel(E *dkv, const E *dout, const E *qkv, const E *kv, con
     add_rows<DP>(dk_base + D, KV, dv, keep_scale, warp_key0, Tk, D, lane);
 }
 
-/* a key tile [k_begin, k_end) some query at or before position query_hi may see (causal) */
-static __device__ __forceinline__ bool keys_reach(const attention_block_spec &spec, int k_begin, int k_end,
-                                                  int query_hi) {
-    if (!spec.causal) return true;
-    int lo, hi;
-    span_range(spec.k, k_begin, k_end - 1, lo, hi);
-    return lo <= query_hi;
-}
-
-/* the first key tile at or after `from` that some query of the block (positions up to query_hi) sees */
-static __device__ __forceinline__ int next_key_tile(const attention_block_spec &spec, int from, int key_tiles, int tile,
-                                                    int Tk, int query_hi) {
-    int kt = from;
-    while (kt < key_tiles && !keys_reach(spec, kt * tile, min(kt * tile + tile, Tk), query_hi)) kt++;
-    return kt;
-}
-
-/* ---- backward, dQ: block = (b h, 64 query rows), warp w owns rows 16w..16w+15; key tiles of 64
+/* ---- backward, dQ: block = (b h, 16 WARPS query rows), warp w owns rows 16w..16w+15; key tiles of 64
  * (those no query of the block sees skipped) ---- */
-template <int DP, bool DROPOUT, typename E>
-static __global__ void __launch_bounds__(32 * BLOCK_WARPS)
+template <int DP, int WARPS, bool DROPOUT, typename E>
+static __global__ void __launch_bounds__(32 * WARPS)
 block_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const E *kv, const float *lse2, const float *delta,
                          int Tpad, int H, int G, int D, attention_block_spec spec, dropout_rng rng, int vec) {
-    constexpr int BM = BLOCK_ROWS, BN = KEY_TILE, THREADS = 32 * BLOCK_WARPS, LD = ATTN_LD(DP), NT = BN / 8;
+    constexpr int BM = 16 * WARPS, BN = KEY_TILE, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char block_smem[];
     E *q_s = reinterpret_cast<E *>(block_smem); /* BM x LD */
     E *do_s = q_s + BM * LD;                     /* BM x LD */
@@ -594,11 +607,12 @@ static int vector_io(int D, const void *a, const void *b, const void *c) {
 template <int DP, bool DROPOUT, typename E>
 static void forward_launch(E *out, float *lse, const E *qkv, const E *kv, int B, int H, int G, int D,
                            attention_block_spec spec, dropout_rng rng) {
-    auto kernel = block_forward_kernel<DP, DROPOUT, E>;
-    const size_t smem = ((size_t)BLOCK_ROWS + 4 * (size_t)KEY_TILE) * ATTN_LD(DP) * sizeof(E);
+    constexpr int WARPS = FORWARD_WARPS;
+    auto kernel = block_forward_kernel<DP, WARPS, DROPOUT, E>;
+    const size_t smem = (16 * (size_t)WARPS + 4 * (size_t)KEY_TILE) * ATTN_LD(DP) * sizeof(E);
     allow_shared(kernel, smem);
-    dim3 grid((unsigned)(B * H), ceil_div((size_t)span_rows(spec.q), BLOCK_ROWS));
-    kernel<<<grid, 32 * BLOCK_WARPS, smem, compute_stream()>>>(out, lse, qkv, kv, H, G, D, spec, rng,
+    dim3 grid((unsigned)(B * H), ceil_div((size_t)span_rows(spec.q), 16 * WARPS));
+    kernel<<<grid, 32 * WARPS, smem, compute_stream()>>>(out, lse, qkv, kv, H, G, D, spec, rng,
                                                                vector_io(D, out, qkv, kv));
     CHECK_LAUNCH();
 }
@@ -636,19 +650,20 @@ static void backward_launch(E *dqkv, E *dkv, const E *dout, const E *qkv, const 
                             dropout_rng rng) {
     const int vec = vector_io(D, dqkv, qkv, kv) && aligned16(dkv) && aligned16(dout);
     const size_t LD = ATTN_LD(DP);
-    auto dkdv = block_backward_dkdv_kernel<DP, DROPOUT, E>;
-    const size_t dkdv_smem = (2 * (size_t)BLOCK_ROWS + 4 * (size_t)QUERY_TILE) * LD * sizeof(E) +
+    constexpr int KW = DKDV_WARPS, QW = DQ_WARPS(DP);
+    auto dkdv = block_backward_dkdv_kernel<DP, KW, DROPOUT, E>;
+    const size_t dkdv_smem = (32 * (size_t)KW + 4 * (size_t)QUERY_TILE) * LD * sizeof(E) +
                              4 * (size_t)QUERY_TILE * sizeof(float);
     allow_shared(dkdv, dkdv_smem);
-    dim3 dkdv_grid((unsigned)(B * G), ceil_div((size_t)span_rows(spec.k), BLOCK_ROWS));
-    dkdv<<<dkdv_grid, 32 * BLOCK_WARPS, dkdv_smem, compute_stream()>>>(dkv, dout, qkv, kv, lse2, delta, Tpad, H, G, D,
+    dim3 dkdv_grid((unsigned)(B * G), ceil_div((size_t)span_rows(spec.k), 16 * KW));
+    dkdv<<<dkdv_grid, 32 * KW, dkdv_smem, compute_stream()>>>(dkv, dout, qkv, kv, lse2, delta, Tpad, H, G, D,
                                                                        spec, rng, vec);
     CHECK_LAUNCH();
-    auto dq = block_backward_dq_kernel<DP, DROPOUT, E>;
-    const size_t dq_smem = (2 * (size_t)BLOCK_ROWS + 4 * (size_t)KEY_TILE) * LD * sizeof(E);
+    auto dq = block_backward_dq_kernel<DP, QW, DROPOUT, E>;
+    const size_t dq_smem = (32 * (size_t)QW + 4 * (size_t)KEY_TILE) * LD * sizeof(E);
     allow_shared(dq, dq_smem);
-    dim3 dq_grid((unsigned)(B * H), ceil_div((size_t)span_rows(spec.q), BLOCK_ROWS));
-    dq<<<dq_grid, 32 * BLOCK_WARPS, dq_smem, compute_stream()>>>(dqkv, dout, qkv, kv, lse2, delta, Tpad, H, G, D, spec,
+    dim3 dq_grid((unsigned)(B * H), ceil_div((size_t)span_rows(spec.q), 16 * QW));
+    dq<<<dq_grid, 32 * QW, dq_smem, compute_stream()>>>(dqkv, dout, qkv, kv, lse2, delta, Tpad, H, G, D, spec,
                                                                  rng, vec);
     CHECK_LAUNCH();
 }
