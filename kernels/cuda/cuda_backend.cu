@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cuda/cuda_attention_block.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 
 /* ---- memory ---- */
@@ -429,6 +430,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.fp8_quantize = A::fp8_quantize;
     ops.fp8_dequantize = A::fp8_dequantize;
     ops.fp8_amax = A::fp8_amax;
+    cuda_attention_block_fill_ops<E>(&ops); /* context parallelism's ring attention */
     return ops;
 }
 
