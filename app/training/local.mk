@@ -15,5 +15,6 @@ app_training_libtraining_a_SOURCES = \
 	app/training/checkpoint_args.c app/training/checkpoint_args.h \
 	app/training/memory_estimate.c app/training/memory_estimate.h \
 	app/training/microbatches.c app/training/microbatches.h \
-	app/training/straggler.c app/training/straggler.h
+	app/training/straggler.c app/training/straggler.h \
+	app/training/pretrain_main.c app/training/pretrain_main.h
 app_training_libtraining_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
