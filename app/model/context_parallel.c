@@ -59,8 +59,8 @@ void context_parallel_scratch_allocate(gpt_model *m) {
     if (c->cp_size <= 1) return;
     const kernel_ops *ops = m->ops;
     if (!ops->attention_block_forward || !m->comm->irecv)
-        user_error("--context-parallel-size %d: context parallelism runs on the CPU backend for now (--device cpu); "
-                   "the %s backend's ring-attention kernels are not built yet", c->cp_size, ops->name);
+        user_error("--context-parallel-size %d: the %s backend has no ring-attention kernels "
+                   "(kernel_ops.attention_block_forward) or no point-to-point receive", c->cp_size, ops->name);
     cp_shapes s = shapes_of(m);
     if (ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D) < sizeof(float) * s.N * (size_t)s.Hl)
         FATAL("the attention workspace cannot hold the log-sum-exp of context parallelism");
