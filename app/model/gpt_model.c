@@ -356,7 +356,7 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     if (m->config.num_experts > 0) {
         la->moe = calloc(1, sizeof *la->moe);
         CHECK(la->moe, "out of host memory for the MoE activations");
-        moe_activations_allocate(m, la->moe, keep);
+        moe_activations_allocate(m, la->moe, keep && !m->config.recompute_moe_act);
     }
 }
 

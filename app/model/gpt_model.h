@@ -100,6 +100,10 @@ typedef struct gpt_config {
      * inputs, [N,C] each per layer) are not kept; the backward runs the norm (and, with
      * sequence parallelism, its gather) again from the kept input and statistics, bit for bit */
     int recompute_layernorm;
+    /* --recompute-modules moe_act (selective): the experts' activation (fc2's input) is computed
+     * again in the backward from fc1's kept output even where --keep-mlp-activation keeps the
+     * dense MLP's; without --keep-mlp-activation that is what every layer does already */
+    int recompute_moe_act;
     recompute_method recompute_method;
     int recompute_num_layers;
     /* --keep-mlp-activation(-num-layers): in the first keep_mlp_activation_layers layers of each

@@ -1,0 +1,44 @@
+#!/bin/sh
+# moe_recompute_test.sh: --recompute-granularity selective --recompute-modules moe_act (Megatron's
+# recompute of the experts' activation) on configs/mixtral-tiny.args with --keep-mlp-activation,
+# on one rank and with expert parallelism over 2 ranks: the losses of 3 iterations and every
+# parameter are bitwise those of the run that keeps the experts' activation (the CPU's recomputed
+# activation is the forward's, bit for bit) and of the run without --keep-mlp-activation, and
+# the peak backend memory is lower than keeping it.
+. "${top_srcdir:-.}/tests/lib.sh"
+MIXTRAL="--args-file $top_srcdir/configs/mixtral-tiny.args --device cpu --train-iters 3 --lr-warmup-iters 1
+         --eval-iters 0 --log-interval 1 --micro-batch-size 2 --global-batch-size 4"
+MOE_ACT="--recompute-granularity selective --recompute-modules core_attn moe_act"
+
+last() { json_field "$1" train "$2" | tail -1; }
+
+# run_mode RANKS TAG FLAGS...: metrics in $WORK/TAG.jsonl, losses in TAG.loss, parameters in TAG.bin
+run_mode() {
+    ranks=$1; run=$2; shift 2
+    run_app "$ranks" $MIXTRAL "$@" --metrics-file "$WORK/$run.jsonl" --dump-parameters "$WORK/$run.bin"
+    status=$?
+    [ $status -eq 0 ] || { diag "$run: exit $status"; sed 's/^/#   /' "$WORK/err" | tail -3; }
+    json_field "$WORK/$run.jsonl" train lm_loss > "$WORK/$run.loss" 2>/dev/null
+    return $status
+}
+
+same() {  # same A B: 3 losses and the parameters bitwise equal
+    [ "$(wc -l < "$WORK/$1.loss")" -eq 3 ] && cmp -s "$WORK/$1.loss" "$WORK/$2.loss" && cmp -s "$WORK/$1.bin" "$WORK/$2.bin"
+}
+
+for layout in "1 one rank" "2 EP2"; do
+    ranks=${layout%% *}; name=${layout#* }
+    extra=""; [ "$ranks" = 2 ] && extra="--expert-model-parallel-size 2"
+    tag=r$ranks
+    run_mode "$ranks" "$tag.keep" $extra --keep-mlp-activation || { ok 1 "$name: the run keeping the activation"; continue; }
+    run_mode "$ranks" "$tag.moe_act" $extra --keep-mlp-activation $MOE_ACT || { ok 1 "$name: the moe_act run"; continue; }
+    run_mode "$ranks" "$tag.plain" $extra || { ok 1 "$name: the run without --keep-mlp-activation"; continue; }
+    same "$tag.keep" "$tag.moe_act"
+    ok $? "$name: moe_act gives the losses of 3 iterations and every parameter bitwise those keeping the activation"
+    same "$tag.plain" "$tag.moe_act"
+    ok $? "$name: and those of the run without --keep-mlp-activation (whose experts recompute it anyway)"
+    a=$(last "$WORK/$tag.moe_act.jsonl" peak_memory_gib); b=$(last "$WORK/$tag.keep.jsonl" peak_memory_gib)
+    awk -v a="$a" -v b="$b" 'BEGIN { exit !(a + 0 > 0 && a + 0 < b + 0) }'
+    ok $? "$name: peak memory with moe_act ($a GiB) below keeping the experts' activation ($b GiB)"
+done
+done_testing
