@@ -347,3 +347,6 @@ EXTRA_DIST += tests/unit/moe_flags_test.sh
 # --recompute-modules moe_act: bitwise the run that keeps the experts' activation, less memory
 TESTS += tests/mpi/moe_recompute_test.sh
 EXTRA_DIST += tests/mpi/moe_recompute_test.sh
+# --moe-router-force-load-balancing and --moe-router-force-biased (Megatron's benchmark routers)
+TESTS += tests/mpi/moe_forced_routing_test.sh
+EXTRA_DIST += tests/mpi/moe_forced_routing_test.sh

@@ -81,6 +81,12 @@ typedef struct gpt_config {
      * the top-k choice, moved by update_rate towards balance after every training step */
     int moe_router_enable_expert_bias;
     float moe_router_bias_update_rate;
+    /* Megatron's benchmark routers (app/model/moe_forced_routing.h): random logits
+     * (--moe-router-force-load-balancing, or --moe-router-force-biased), plus a random expert
+     * bias of std |moe_router_force_biased| when that is given */
+    int moe_router_force_random;
+    int moe_router_force_biased_given;
+    float moe_router_force_biased;
     int moe_pad_expert_input_to_capacity; /* with a capacity: Megatron pads every expert's rows to
                                            * it (the results do not change; the bias's counts do) */
     unsigned char moe_layer[GPT_MAX_MOE_LAYERS];

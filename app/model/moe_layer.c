@@ -5,6 +5,7 @@
 #include "app/model/fp8_linear.h"
 
 #include "app/model/moe_expert_bias.h"
+#include "app/model/moe_forced_routing.h"
 #include "app/model/moe_shared_expert.h"
 
 #include "app/core/error.h"
@@ -391,8 +392,14 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     const kernel_ops *ops = m->ops;
     moe_scratch *scratch = m->moe_scratch;
     void *logits_act = moe_router_act(m, a->logits);
-    ops->matmul_forward(logits_act, NULL, router_input(m, x, jitter, training), lw->router_weight, NULL, s.N, s.C, s.E);
-    ops->act_to_float(a->logits, logits_act, (size_t)s.N * s.E);
+    if (m->config.moe_router_force_random) {
+        /* the router's GEMM has no effect on the routing (straight-through: its weight still
+         * gets the gradient of the draws in the backward) */
+        moe_force_router_logits(m, a->logits, s.N, moe_forced_routing_rng(m, jitter), layer);
+    } else {
+        ops->matmul_forward(logits_act, NULL, router_input(m, x, jitter, training), lw->router_weight, NULL, s.N, s.C, s.E);
+        ops->act_to_float(a->logits, logits_act, (size_t)s.N * s.E);
+    }
     moe_router_spec spec = router_spec(m, layer);
     ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
     plan_permutation(m, a);

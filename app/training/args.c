@@ -278,8 +278,8 @@ static const option_spec specs[] = {
     {"moe-router-padding-for-quantization", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "pads each expert's rows to a multiple of 16/32 with tokens of routing weight 0 for fp8/fp4 GEMMs: those rows add 0 to the output and their weight gradient is dropped by the top-k scatter, and the grouped GEMMs here take any row count (the emulated fp8 scales come from the routed rows only)"},
     {"moe-router-padding-for-fp8", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the older name of --moe-router-padding-for-quantization (no effect here: padding rows carry routing weight 0)"},
     {"moe-router-quantile-balancing-ema", "mixture of experts", OPTION_FLOAT, .range = "[0, 1]", .flags = OPTION_REFUSED, .help = "only read with --moe-router-load-balancing-type quantile_balancing, which is not built; use aux_loss, seq_aux_loss or --moe-router-enable-expert-bias (aux-loss-free balancing)"},
-    {"moe-router-force-load-balancing", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "random router logits for load-balanced benchmarks are not built; measure with --moe-router-enable-expert-bias or --moe-aux-loss-coeff, which balance the experts with real routing"},
-    {"moe-router-force-biased", "mixture of experts", OPTION_FLOAT, .flags = OPTION_REFUSED, .help = "a random expert bias for skewed-routing benchmarks is not built; leave it unset (routing here follows the router's logits)"},
+    {"moe-router-force-load-balancing", "mixture of experts", OPTION_FLAG, AT(moe_router_force_load_balancing), .help = "benchmarks only: the router's logits replaced by standard normal draws (Philox, keyed by seed, iteration, layer and the micro-batch's samples), so that the experts get about equal tokens; the gradient reaches the router's weight as if they were its logits (Megatron's straight-through RandomSTE)"},
+    {"moe-router-force-biased", "mixture of experts", OPTION_FLOAT, AT(moe_router_force_biased), .metavar = "STD", .help = "benchmarks only: random router logits (as --moe-router-force-load-balancing) plus a random per-expert bias of this std, the same on every rank: drawn anew each iteration (Megatron: each forward pass) when positive, once per layer for the whole run when negative (std |STD|), skewing the routing"},
     {"use-grouped-gemm-for-dense-mlp", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the dense MLP as a one-group grouped GEMM (an MXFP8 fusion on SM100) is the same math as its GEMMs here"},
     {"moe-use-grouped-tensor", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "Transformer Engine's GroupedTensor path of --moe-grouped-gemm (padded segments for CUDA graphs): the grouped GEMMs here already take the experts' rows from one buffer, with the same results (needs --moe-grouped-gemm, as Megatron)"},
     {"moe-single-grouped-weight", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the experts' weights as one grouped parameter: here they already lie contiguous in the flat parameter buffer, and checkpoints keep Megatron's per-expert names (needs --moe-grouped-gemm and --moe-use-grouped-tensor, as Megatron)"},
@@ -373,7 +373,8 @@ static int validate_moe(check_state *st, args *a) {
         "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-input-jitter-eps", "moe-expert-capacity-factor",
         "moe-token-drop-policy", "moe-pad-expert-input-to-capacity", "moe-grouped-gemm", "moe-layer-freq",
         "moe-shared-expert-intermediate-size", "moe-shared-expert-gate", "moe-shared-expert-overlap",
-        "moe-router-enable-expert-bias", "moe-router-bias-update-rate"};
+        "moe-router-enable-expert-bias", "moe-router-bias-update-rate", "moe-router-force-load-balancing",
+        "moe-router-force-biased"};
     if (a->num_experts == 0) {
         if (a->expert_model_parallel_size > 1)
             return error_format(st->err, st->errlen, "--expert-model-parallel-size %d needs --num-experts (a mixture-of-experts model)",
@@ -386,6 +387,7 @@ static int validate_moe(check_state *st, args *a) {
         return 0;
     }
     if (!given(st, "moe-ffn-hidden-size")) a->moe_ffn_hidden_size = a->ffn_hidden_size;
+    a->moe_router_force_biased_given = given(st, "moe-router-force-biased");
     /* Megatron's TransformerConfig checks of the grouped-tensor layout flags (no effect here) */
     if (given(st, "moe-use-grouped-tensor") && !a->moe_grouped_gemm)
         return error_format(st->err, st->errlen, "--moe-use-grouped-tensor needs --moe-grouped-gemm (as Megatron)");
@@ -933,6 +935,9 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->moe_router_enable_expert_bias = a->moe_router_enable_expert_bias;
     c->moe_router_bias_update_rate = a->moe_router_bias_update_rate;
     c->moe_pad_expert_input_to_capacity = a->moe_pad_expert_input_to_capacity;
+    c->moe_router_force_random = a->num_experts && (a->moe_router_force_load_balancing || a->moe_router_force_biased_given);
+    c->moe_router_force_biased_given = a->num_experts && a->moe_router_force_biased_given;
+    c->moe_router_force_biased = a->moe_router_force_biased;
     gpt_fp8_config *f = &c->fp8;
     memset(f, 0, sizeof *f);
     f->enabled = a->fp8_format[0] != 0;

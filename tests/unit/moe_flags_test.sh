@@ -26,8 +26,6 @@ expect_refused "expert-tensor-parallel-size" --expert-tensor-parallel-num-weight
 expect_refused "leave it unset" --moe-shared-expert-glu-interleave-size 32
 expect_refused "routes each token itself" --moe-enable-routing-replay
 expect_refused "moe-router-enable-expert-bias" --moe-router-quantile-balancing-ema 0.5
-expect_refused "moe-aux-loss-coeff" --moe-router-force-load-balancing
-expect_refused "leave it unset" --moe-router-force-biased 0.1
 expect_refused "leave it out" --moe-single-grouped-bias
 expect_refused "moe-token-dispatcher-type alltoall" --moe-enable-deepep
 expect_refused "scale the experts' outputs" --moe-apply-probs-on-input
