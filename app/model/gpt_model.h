@@ -110,6 +110,11 @@ typedef struct gpt_config {
      * again in the backward from fc1's kept output even where --keep-mlp-activation keeps the
      * dense MLP's; without --keep-mlp-activation that is what every layer does already */
     int recompute_moe_act;
+    /* --recompute-modules moe (or --moe-layer-recompute): an MoE layer keeps nothing of its own
+     * beyond its input (the pre-MLP norm output, kept anyway); the backward runs the layer's
+     * forward again from it (router, dispatch, experts, shared experts) into one set of
+     * activations shared by all layers, bit for bit the forward's */
+    int recompute_moe;
     recompute_method recompute_method;
     int recompute_num_layers;
     /* --keep-mlp-activation(-num-layers): in the first keep_mlp_activation_layers layers of each
@@ -348,6 +353,8 @@ typedef struct gpt_model {
     size_t *clear_ranges;      /* [2 x num_clear_ranges]: offset and length of what a step clears */
     int num_clear_ranges;
     struct moe_scratch *moe_scratch; /* MoE models: the experts' work buffers (moe_layer.h) */
+    struct moe_activations *moe_recomputed; /* recompute_moe: the one set of MoE activations every
+                                             * layer's forward writes and its backward recomputes */
     float *moe_expert_bias;    /* --moe-router-enable-expert-bias: [num_layers x E] fp32 backend
                                 * memory, the rows of the layers held here in use (moe_expert_bias.h);
                                 * NULL otherwise */

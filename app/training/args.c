@@ -64,7 +64,7 @@ static const option_spec specs[] = {
     {"train-samples", "training", OPTION_INT64, AT(train_samples), .range = "[1, inf)", .help = "samples to train on (sample-based training: iterations = samples / global batch)"},
     {"recompute-activations", "training", OPTION_FLAG, AT(recompute_activations), .help = "recompute the attention core in the backward instead of keeping its state (same as --recompute-granularity selective)"},
     {"recompute-granularity", "training", OPTION_CHOICE, AT(recompute_granularity), .choices = "full|selective", .help = "selective: recompute the attention core (softmax, dropout) in the backward; full: keep only the inputs of checkpointed transformer layers and run their forward again (with --recompute-method and --recompute-num-layers)"},
-    {"recompute-modules", "training", OPTION_LIST, AT(recompute_modules), "core_attn", .metavar = "MODULE ...", .help = "selective recompute: what it recomputes in the backward instead of keeping: core_attn (the attention core's state), layernorm (the outputs of both layer norms of each layer, the qkv and fc1 inputs: [micro-batch x sequence, hidden] twice per layer less, for one more norm pass each), moe_act (the experts' activation, fc2's input, computed again from fc1's output in the backward: what every MoE layer does without --keep-mlp-activation, and with it the MoE layers then keep only the dense layers' activation); moe, shared_experts, mlp and the MLA modules are refused"},
+    {"recompute-modules", "training", OPTION_LIST, AT(recompute_modules), "core_attn", .metavar = "MODULE ...", .help = "selective recompute: what it recomputes in the backward instead of keeping: core_attn (the attention core's state), layernorm (the outputs of both layer norms of each layer, the qkv and fc1 inputs: [micro-batch x sequence, hidden] twice per layer less, for one more norm pass each), moe_act (the experts' activation, fc2's input, computed again from fc1's output in the backward: what every MoE layer does without --keep-mlp-activation, and with it the MoE layers then keep only the dense layers' activation); moe (the whole MoE layer: only its input is kept, and the backward runs its forward again, all-to-alls included, into one set of buffers shared by the layers: the router logits, routing, fc1 and expert outputs of each layer and micro-batch less); shared_experts, mlp and the MLA modules are refused"},
     {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole"},
     {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block)"},
     {"keep-mlp-activation", "training", OPTION_FLAG, AT(keep_mlp_activation), .help = "keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for the backward instead of computing it again there, as Megatron does: one pass less per layer, [micro-batch x sequence, ffn-hidden-size / tp] more activation memory per layer"},
@@ -260,7 +260,7 @@ static const option_spec specs[] = {
     {"moe-shared-expert-overlap", "mixture of experts", OPTION_FLAG, AT(moe_shared_expert_overlap), .help = "accepted with --moe-token-dispatcher-type alltoall (refused otherwise, as Megatron does): overlapping the shared experts with the dispatch's all-to-all changes no result here (the CPU backend runs them in order)"},
     {"moe-router-enable-expert-bias", "mixture of experts", OPTION_FLAG, AT(moe_router_enable_expert_bias), .help = "aux-loss-free load balancing: a per-layer expert bias added to the scores for the top-k choice only (not the weights), moved by --moe-router-bias-update-rate towards balance after every iteration from the global batch's tokens per expert (sigmoid or sqrtsoftplus score function)"},
     {"moe-router-bias-update-rate", "mixture of experts", OPTION_FLOAT, AT(moe_router_bias_update_rate), "1e-3", .range = "[0, inf)", .help = "the expert bias's step per iteration: + for experts with fewer tokens than the mean, - for those with more"},
-    {"moe-layer-recompute", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not built yet; use --recompute-granularity full, which recomputes MoE layers too"},
+    {"moe-layer-recompute", "mixture of experts", OPTION_FLAG, AT(moe_layer_recompute), .help = "deprecated in Megatron, kept: the same as --recompute-granularity selective with moe added to --recompute-modules (refused with --recompute-granularity full)"},
 
     /* the rest of Megatron-LM's parser (tests/data/megatron_parser_flags.txt): no effect here, or refused */
 #include "app/training/args_megatron_compat.inc"
@@ -623,7 +623,7 @@ static int validate_fp8(check_state *st, const args *a) {
 
 /* --recompute-modules: each word one Megatron knows; the ones this program builds */
 static int validate_recompute_modules(check_state *st, const args *a) {
-    static const char *const moe_parts[] = {"moe", "shared_experts"};
+    static const char *const moe_parts[] = {"shared_experts"};
     static const char *const absent[][2] = {
         {"mla_up_proj", "multi-latent attention"},
         {"gdn_norm_out", "GatedDeltaNet layers"}, {"gdp_in_proj", "GatedDeltaProduct layers"},
@@ -632,9 +632,18 @@ static int validate_recompute_modules(check_state *st, const args *a) {
     snprintf(words, sizeof words, "%s", a->recompute_modules);
     for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
         if (!strcmp(w, "core_attn") || !strcmp(w, "layernorm")) continue;
-        if (!strcmp(w, "moe_act")) {
+        if (!strcmp(w, "moe_act") || !strcmp(w, "moe")) {
             if (a->num_experts == 0)
-                return error_format(st->err, st->errlen, "--recompute-modules moe_act needs --num-experts (a mixture-of-experts model)");
+                return error_format(st->err, st->errlen, "--recompute-modules %s needs --num-experts (a mixture-of-experts model)", w);
+            if (!strcmp(w, "moe_act") && !a->moe_grouped_gemm)
+                return error_format(st->err, st->errlen, "--recompute-modules moe_act needs --moe-grouped-gemm (as Megatron)");
+            if (!strcmp(w, "moe_act") && a->fp8_format[0] && !strcmp(a->fp8_recipe, "delayed"))
+                return error_format(st->err, st->errlen, "--recompute-modules moe_act: delayed scaling does not support it "
+                                    "with fp8 (Megatron's check); use --fp8-recipe tensorwise");
+            if (!strcmp(w, "moe") && a->fp8_format[0])
+                return error_format(st->err, st->errlen, "--recompute-modules moe with --fp8-format is not built (the "
+                                    "recomputed forward would record the experts' amax again); use --recompute-granularity "
+                                    "full, or moe_act");
             continue;
         }
         if (!strcmp(w, "mlp"))
@@ -643,15 +652,15 @@ static int validate_recompute_modules(check_state *st, const args *a) {
                                 "computed again in the backward unless --keep-mlp-activation)");
         for (size_t i = 0; i < sizeof moe_parts / sizeof moe_parts[0]; i++)
             if (!strcmp(w, moe_parts[i]))
-                return error_format(st->err, st->errlen, "--recompute-modules %s: recomputing parts of the mixture-of-experts "
-                                    "layers is not built yet; use --recompute-granularity full, which recomputes MoE "
-                                    "layers whole (supported modules: core_attn layernorm moe_act)", w);
+                return error_format(st->err, st->errlen, "--recompute-modules %s: recomputing the shared experts alone is "
+                                    "not built; use moe (the whole MoE layer, shared experts included) or "
+                                    "--recompute-granularity full (supported modules: core_attn layernorm moe_act moe)", w);
         for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
             if (!strcmp(w, absent[i][0]))
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs %s, which this program does not build "
-                                    "(supported: core_attn layernorm moe_act)", w, absent[i][1]);
+                                    "(supported: core_attn layernorm moe_act moe)", w, absent[i][1]);
         return error_format(st->err, st->errlen, "--recompute-modules: unknown module '%s' (Megatron's choices: core_attn "
-                            "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm moe_act)", w);
+                            "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm moe_act moe)", w);
     }
     if (a->memory_efficient_layer_norm && args_recompute_module(a, "layernorm"))
         return error_format(st->err, st->errlen, "--memory-efficient-layer-norm computes the norms' backward from their "
@@ -674,6 +683,17 @@ int args_recompute_module(const args *a, const char *module) {
 
 static int validate_recompute(check_state *st, args *a) {
     if (a->recompute_activations) snprintf(a->recompute_granularity, sizeof a->recompute_granularity, "selective");
+    if (a->moe_layer_recompute) {  /* Megatron's TransformerConfig: selective with "moe" added */
+        if (!strcmp(a->recompute_granularity, "full"))
+            return error_format(st->err, st->errlen, "Do not set --moe-layer-recompute with full recompute granularity (Megatron)");
+        snprintf(a->recompute_granularity, sizeof a->recompute_granularity, "selective");
+        if (!args_recompute_module(a, "moe")) {
+            size_t used = strlen(a->recompute_modules);
+            if (used + 4 >= sizeof a->recompute_modules)
+                return error_format(st->err, st->errlen, "--recompute-modules: too long to add moe for --moe-layer-recompute");
+            snprintf(a->recompute_modules + used, sizeof a->recompute_modules - used, "%smoe", used ? " " : "");
+        }
+    }
     if (validate_recompute_modules(st, a)) return -1;
     int layers_per_stage = a->num_layers / a->pipeline_model_parallel_size;
     if (!strcmp(a->recompute_granularity, "selective")) {

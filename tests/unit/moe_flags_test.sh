@@ -4,7 +4,8 @@
 # an implementation or a performance knob (flex-dispatcher SM counts, grouped-tensor layouts,
 # all-to-all overlap and stream priority, router padding for fp8) are accepted and a short run of
 # configs/mixtral-tiny.args with all of them trains; Megatron's checks of the grouped-tensor
-# layout flags hold; and --recompute-modules moe_act needs an MoE model.
+# layout flags hold; --recompute-modules moe_act and moe need an MoE model, and Megatron's checks
+# of them (moe_act with delayed fp8 scaling, --moe-layer-recompute with full recompute) hold.
 . "${top_srcdir:-.}/tests/lib.sh"
 MIXTRAL="--args-file $top_srcdir/configs/mixtral-tiny.args --device cpu --train-iters 1 --lr-warmup-iters 0 --eval-iters 0 --log-interval 1"
 
@@ -38,9 +39,10 @@ expect_refused "metrics-file" --moe-routing-trace-path "$WORK/trace"
 expect_refused "metrics-file" --moe-routing-trace-capture-logits
 expect_refused "metrics-file" --moe-routing-trace-capture-hidden-states
 expect_refused "metrics-file" --moe-routing-trace-dump-weights
-expect_refused "recompute-granularity full" --moe-layer-recompute
-expect_refused "recompute-granularity full" --recompute-granularity selective --recompute-modules moe
-expect_refused "recompute-granularity full" --recompute-granularity selective --recompute-modules shared_experts
+expect_refused "use moe (the whole MoE layer" --recompute-modules shared_experts --recompute-granularity selective
+expect_refused "full recompute granularity" --moe-layer-recompute --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+expect_refused "use --recompute-granularity full, or moe_act" --recompute-modules moe --recompute-granularity selective --bf16 --fp8-format hybrid --fp8-recipe tensorwise
+expect_refused "use --fp8-recipe tensorwise" --recompute-modules moe_act --recompute-granularity selective --bf16 --fp8-format hybrid
 # Megatron's checks of the layout flags
 run_app 1 $MIXTRAL --moe-single-grouped-weight; grep -q "moe-single-grouped-weight needs --moe-grouped-gemm and --moe-use-grouped-tensor" "$WORK/err"
 ok $? "--moe-single-grouped-weight without --moe-use-grouped-tensor is refused (Megatron's check)"
