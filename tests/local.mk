@@ -350,3 +350,6 @@ EXTRA_DIST += tests/mpi/moe_recompute_test.sh
 # --moe-router-force-load-balancing and --moe-router-force-biased (Megatron's benchmark routers)
 TESTS += tests/mpi/moe_forced_routing_test.sh
 EXTRA_DIST += tests/mpi/moe_forced_routing_test.sh
+# --moe-apply-probs-on-input: layouts agree, recompute is bitwise
+TESTS += tests/mpi/moe_probs_on_input_test.sh
+EXTRA_DIST += tests/mpi/moe_probs_on_input_test.sh

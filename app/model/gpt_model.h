@@ -84,6 +84,8 @@ typedef struct gpt_config {
     /* Megatron's benchmark routers (app/model/moe_forced_routing.h): random logits
      * (--moe-router-force-load-balancing, or --moe-router-force-biased), plus a random expert
      * bias of std |moe_router_force_biased| when that is given */
+    int moe_apply_probs_on_input;  /* top-1: the routing weight scales the expert's input row
+                                    * instead of its output (Megatron's moe_apply_probs_on_input) */
     int moe_router_force_random;
     int moe_router_force_biased_given;
     float moe_router_force_biased;

@@ -289,7 +289,7 @@ static const option_spec specs[] = {
     {"moe-permute-fusion-into-hybridep", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
     {"moe-hybridep-pad-uneven-dispatch-inputs", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
     {"moe-pad-experts-for-cuda-graph-inference", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "dropping and padding at decode time for CUDA-graphed inference: pretrain_gpt runs no inference decode, and capacity-free padding drops no token"},
-    {"moe-apply-probs-on-input", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "routing weights on the experts' input (top-1 only in Megatron) are not built: the weights scale the experts' outputs (Megatron's default); leave it unset"},
+    {"moe-apply-probs-on-input", "mixture of experts", OPTION_FLAG, AT(moe_apply_probs_on_input), .help = "the routing weight scales each token's row before its expert (w x) instead of the expert's output, which then adds with weight 1; --moe-router-topk 1 only (as Megatron)"},
     {"moe-latent-size", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_REFUSED, .help = "MoE latent projections (fc1_latent_proj, fc2_latent_proj) are not built: the experts work at --hidden-size; leave it unset"},
     {"moe-flex-dispatcher-num-sms", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
     {"moe-deepep-num-sms", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
@@ -374,7 +374,7 @@ static int validate_moe(check_state *st, args *a) {
         "moe-token-drop-policy", "moe-pad-expert-input-to-capacity", "moe-grouped-gemm", "moe-layer-freq",
         "moe-shared-expert-intermediate-size", "moe-shared-expert-gate", "moe-shared-expert-overlap",
         "moe-router-enable-expert-bias", "moe-router-bias-update-rate", "moe-router-force-load-balancing",
-        "moe-router-force-biased"};
+        "moe-router-force-biased", "moe-apply-probs-on-input"};
     if (a->num_experts == 0) {
         if (a->expert_model_parallel_size > 1)
             return error_format(st->err, st->errlen, "--expert-model-parallel-size %d needs --num-experts (a mixture-of-experts model)",
@@ -388,6 +388,9 @@ static int validate_moe(check_state *st, args *a) {
     }
     if (!given(st, "moe-ffn-hidden-size")) a->moe_ffn_hidden_size = a->ffn_hidden_size;
     a->moe_router_force_biased_given = given(st, "moe-router-force-biased");
+    if (a->moe_apply_probs_on_input && a->moe_router_topk != 1)
+        return error_format(st->err, st->errlen, "--moe-apply-probs-on-input only works with --moe-router-topk 1 (Megatron), got %d",
+                            a->moe_router_topk);
     /* Megatron's TransformerConfig checks of the grouped-tensor layout flags (no effect here) */
     if (given(st, "moe-use-grouped-tensor") && !a->moe_grouped_gemm)
         return error_format(st->err, st->errlen, "--moe-use-grouped-tensor needs --moe-grouped-gemm (as Megatron)");
@@ -955,6 +958,7 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->moe_router_enable_expert_bias = a->moe_router_enable_expert_bias;
     c->moe_router_bias_update_rate = a->moe_router_bias_update_rate;
     c->moe_pad_expert_input_to_capacity = a->moe_pad_expert_input_to_capacity;
+    c->moe_apply_probs_on_input = a->num_experts && a->moe_apply_probs_on_input;
     c->moe_router_force_random = a->num_experts && (a->moe_router_force_load_balancing || a->moe_router_force_biased_given);
     c->moe_router_force_biased_given = a->num_experts && a->moe_router_force_biased_given;
     c->moe_router_force_biased = a->moe_router_force_biased;

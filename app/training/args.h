@@ -227,6 +227,7 @@ typedef struct args {
     int moe_shared_expert_gate, moe_shared_expert_overlap;
     int moe_router_enable_expert_bias;
     float moe_router_bias_update_rate;
+    int moe_apply_probs_on_input;
     int moe_layer_recompute;              /* Megatron's deprecated spelling of --recompute-modules moe */
     int moe_router_force_load_balancing;  /* random router logits (benchmarks) */
     float moe_router_force_biased;        /* std of a random expert bias (< 0: drawn once per layer) */

@@ -29,7 +29,7 @@ expect_refused "routes each token itself" --moe-enable-routing-replay
 expect_refused "moe-router-enable-expert-bias" --moe-router-quantile-balancing-ema 0.5
 expect_refused "leave it out" --moe-single-grouped-bias
 expect_refused "moe-token-dispatcher-type alltoall" --moe-enable-deepep
-expect_refused "scale the experts' outputs" --moe-apply-probs-on-input
+expect_refused "only works with --moe-router-topk 1" --moe-apply-probs-on-input
 expect_refused "leave it unset" --moe-latent-size 16
 expect_refused "leave it unset" --moe-mlp-glu-interleave-size 32
 expect_refused "recompute-granularity full" --moe-paged-stash
