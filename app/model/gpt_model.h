@@ -117,6 +117,10 @@ typedef struct gpt_config {
      * forward again from it (router, dispatch, experts, shared experts) into one set of
      * activations shared by all layers, bit for bit the forward's */
     int recompute_moe;
+    /* --recompute-modules shared_experts: the shared experts' fc1 output (and gate values) live in
+     * one set for all layers; the backward runs the shared experts' forward again from the layer's
+     * input before their backward */
+    int recompute_shared_experts;
     recompute_method recompute_method;
     int recompute_num_layers;
     /* --keep-mlp-activation(-num-layers): in the first keep_mlp_activation_layers layers of each
@@ -355,6 +359,8 @@ typedef struct gpt_model {
     size_t *clear_ranges;      /* [2 x num_clear_ranges]: offset and length of what a step clears */
     int num_clear_ranges;
     struct moe_scratch *moe_scratch; /* MoE models: the experts' work buffers (moe_layer.h) */
+    struct moe_activations *shared_experts_recomputed; /* recompute_shared_experts: the layer
+                                                        * whose shared-expert buffers all share */
     struct moe_activations *moe_recomputed; /* recompute_moe: the one set of MoE activations every
                                              * layer's forward writes and its backward recomputes */
     float *moe_expert_bias;    /* --moe-router-enable-expert-bias: [num_layers x E] fp32 backend

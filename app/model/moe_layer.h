@@ -57,6 +57,8 @@ typedef struct moe_activations {
     void *shared_out;      /* gate only: [N, C] their output before the gate (this rank's partial sum) */
     float *gate_logits;    /* gate only: [N] x . gate_weight, fp32 */
     float *gate_score;     /* gate only: [N] sigmoid(gate_logits) */
+    int shared_borrowed;   /* recompute_shared_experts: the four above are another layer's (the
+                            * one set all layers write and their backward recomputes) */
 } moe_activations;
 
 /* what the training log reports of the MoE layers, summed over micro-batches since the last

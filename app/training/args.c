@@ -64,7 +64,7 @@ static const option_spec specs[] = {
     {"train-samples", "training", OPTION_INT64, AT(train_samples), .range = "[1, inf)", .help = "samples to train on (sample-based training: iterations = samples / global batch)"},
     {"recompute-activations", "training", OPTION_FLAG, AT(recompute_activations), .help = "recompute the attention core in the backward instead of keeping its state (same as --recompute-granularity selective)"},
     {"recompute-granularity", "training", OPTION_CHOICE, AT(recompute_granularity), .choices = "full|selective", .help = "selective: recompute the attention core (softmax, dropout) in the backward; full: keep only the inputs of checkpointed transformer layers and run their forward again (with --recompute-method and --recompute-num-layers)"},
-    {"recompute-modules", "training", OPTION_LIST, AT(recompute_modules), "core_attn", .metavar = "MODULE ...", .help = "selective recompute: what it recomputes in the backward instead of keeping: core_attn (the attention core's state), layernorm (the outputs of both layer norms of each layer, the qkv and fc1 inputs: [micro-batch x sequence, hidden] twice per layer less, for one more norm pass each), moe_act (the experts' activation, fc2's input, computed again from fc1's output in the backward: what every MoE layer does without --keep-mlp-activation, and with it the MoE layers then keep only the dense layers' activation); moe (the whole MoE layer: only its input is kept, and the backward runs its forward again, all-to-alls included, into one set of buffers shared by the layers: the router logits, routing, fc1 and expert outputs of each layer and micro-batch less); shared_experts, mlp and the MLA modules are refused"},
+    {"recompute-modules", "training", OPTION_LIST, AT(recompute_modules), "core_attn", .metavar = "MODULE ...", .help = "selective recompute: what it recomputes in the backward instead of keeping: core_attn (the attention core's state), layernorm (the outputs of both layer norms of each layer, the qkv and fc1 inputs: [micro-batch x sequence, hidden] twice per layer less, for one more norm pass each), moe_act (the experts' activation, fc2's input, computed again from fc1's output in the backward: what every MoE layer does without --keep-mlp-activation, and with it the MoE layers then keep only the dense layers' activation); moe (the whole MoE layer: only its input is kept, and the backward runs its forward again, all-to-alls included, into one set of buffers shared by the layers: the router logits, routing, fc1 and expert outputs of each layer and micro-batch less), shared_experts (the shared experts' fc1 output and gate values likewise: their forward runs again in the backward); mlp and the MLA modules are refused"},
     {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole"},
     {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block)"},
     {"keep-mlp-activation", "training", OPTION_FLAG, AT(keep_mlp_activation), .help = "keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for the backward instead of computing it again there, as Megatron does: one pass less per layer, [micro-batch x sequence, ffn-hidden-size / tp] more activation memory per layer"},
@@ -626,7 +626,6 @@ static int validate_fp8(check_state *st, const args *a) {
 
 /* --recompute-modules: each word one Megatron knows; the ones this program builds */
 static int validate_recompute_modules(check_state *st, const args *a) {
-    static const char *const moe_parts[] = {"shared_experts"};
     static const char *const absent[][2] = {
         {"mla_up_proj", "multi-latent attention"},
         {"gdn_norm_out", "GatedDeltaNet layers"}, {"gdp_in_proj", "GatedDeltaProduct layers"},
@@ -635,7 +634,7 @@ static int validate_recompute_modules(check_state *st, const args *a) {
     snprintf(words, sizeof words, "%s", a->recompute_modules);
     for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
         if (!strcmp(w, "core_attn") || !strcmp(w, "layernorm")) continue;
-        if (!strcmp(w, "moe_act") || !strcmp(w, "moe")) {
+        if (!strcmp(w, "moe_act") || !strcmp(w, "moe") || !strcmp(w, "shared_experts")) {
             if (a->num_experts == 0)
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs --num-experts (a mixture-of-experts model)", w);
             if (!strcmp(w, "moe_act") && !a->moe_grouped_gemm)
@@ -643,27 +642,27 @@ static int validate_recompute_modules(check_state *st, const args *a) {
             if (!strcmp(w, "moe_act") && a->fp8_format[0] && !strcmp(a->fp8_recipe, "delayed"))
                 return error_format(st->err, st->errlen, "--recompute-modules moe_act: delayed scaling does not support it "
                                     "with fp8 (Megatron's check); use --fp8-recipe tensorwise");
-            if (!strcmp(w, "moe") && a->fp8_format[0])
-                return error_format(st->err, st->errlen, "--recompute-modules moe with --fp8-format is not built (the "
+            if (!strcmp(w, "shared_experts") && a->moe_shared_expert_intermediate_size == 0)
+                return error_format(st->err, st->errlen, "--recompute-modules shared_experts needs shared experts "
+                                    "(--moe-shared-expert-intermediate-size)");
+            if (!strcmp(w, "shared_experts") && a->moe_shared_expert_overlap)
+                return error_format(st->err, st->errlen, "--recompute-modules shared_experts cannot work with --moe-shared-expert-overlap (Megatron)");
+            if (strcmp(w, "moe_act") != 0 && a->fp8_format[0])
+                return error_format(st->err, st->errlen, "--recompute-modules %s with --fp8-format is not built (the "
                                     "recomputed forward would record the experts' amax again); use --recompute-granularity "
-                                    "full, or moe_act");
+                                    "full, or moe_act", w);
             continue;
         }
         if (!strcmp(w, "mlp"))
             return error_format(st->err, st->errlen, "--recompute-modules mlp (the whole dense MLP) is not supported: "
                                 "--recompute-granularity full recomputes whole layers (and the MLP's activation is "
                                 "computed again in the backward unless --keep-mlp-activation)");
-        for (size_t i = 0; i < sizeof moe_parts / sizeof moe_parts[0]; i++)
-            if (!strcmp(w, moe_parts[i]))
-                return error_format(st->err, st->errlen, "--recompute-modules %s: recomputing the shared experts alone is "
-                                    "not built; use moe (the whole MoE layer, shared experts included) or "
-                                    "--recompute-granularity full (supported modules: core_attn layernorm moe_act moe)", w);
         for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
             if (!strcmp(w, absent[i][0]))
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs %s, which this program does not build "
-                                    "(supported: core_attn layernorm moe_act moe)", w, absent[i][1]);
+                                    "(supported: core_attn layernorm moe_act moe shared_experts)", w, absent[i][1]);
         return error_format(st->err, st->errlen, "--recompute-modules: unknown module '%s' (Megatron's choices: core_attn "
-                            "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm moe_act moe)", w);
+                            "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm moe_act moe shared_experts)", w);
     }
     if (a->memory_efficient_layer_norm && args_recompute_module(a, "layernorm"))
         return error_format(st->err, st->errlen, "--memory-efficient-layer-norm computes the norms' backward from their "

@@ -92,7 +92,8 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
         /* the shared experts keep their fc1 output (and with the gate their output) per layer
          * and micro-batch, and share work buffers of about five times that */
         double shared = s * b * (fc1s / tp + (a->moe_shared_expert_gate ? h : 0)) * ops->act_bytes;
-        if (fs > 0) m.activations += (moe_recomputed ? 1 : slots * kept * moe_share) * shared + 5 * s * b * (fc1s / tp + h) * ops->act_bytes;
+        int shared_recomputed = moe_recomputed || args_recompute_module(a, "shared_experts");
+        if (fs > 0) m.activations += (shared_recomputed ? 1 : slots * kept * moe_share) * shared + 5 * s * b * (fc1s / tp + h) * ops->act_bytes;
     }
     m.workspace = workspace_bytes + (selective ? attention : 0);
     /* --deterministic-mode's fixed tree (app/optim/fixed_tree_reduce.h): ceil(log2 m) + 1 more fp32

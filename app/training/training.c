@@ -90,6 +90,7 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.recompute_layernorm = args_recompute_module(a, "layernorm");
     c.recompute_moe_act = args_recompute_module(a, "moe_act");
     c.recompute_moe = args_recompute_module(a, "moe");
+    c.recompute_shared_experts = args_recompute_module(a, "shared_experts");
     if (!strcmp(a->recompute_granularity, "full"))
         c.recompute_method = !strcmp(a->recompute_method, "block") ? RECOMPUTE_METHOD_BLOCK : RECOMPUTE_METHOD_UNIFORM;
     c.recompute_num_layers = a->recompute_num_layers;

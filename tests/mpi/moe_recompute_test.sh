@@ -7,7 +7,8 @@
 # --recompute-modules moe (the whole MoE layer run again in the backward from its input, the
 # all-to-alls included) and its older spelling --moe-layer-recompute: bitwise the run without,
 # with less peak memory than recomputing core_attn alone; also with shared experts and their gate, the router's input jitter, a
-# capacity with token dropping and the expert bias (aux-loss-free balancing).
+# capacity with token dropping and the expert bias (aux-loss-free balancing). --recompute-modules
+# shared_experts (their forward again in the backward): bitwise, with less peak memory.
 . "${top_srcdir:-.}/tests/lib.sh"
 MIXTRAL="--args-file $top_srcdir/configs/mixtral-tiny.args --device cpu --train-iters 3 --lr-warmup-iters 1
          --eval-iters 0 --log-interval 1 --micro-batch-size 2 --global-batch-size 4 --num-layers 4"
@@ -65,4 +66,13 @@ FEATURES="--expert-model-parallel-size 2 --moe-shared-expert-intermediate-size 3
 run_mode 2 features.plain $FEATURES && run_mode 2 features.moe $FEATURES --recompute-granularity selective --recompute-modules moe &&
     same features.plain features.moe
 ok $? "EP2 with shared experts and gate, input jitter, capacity 1.0 and the expert bias: moe recompute bitwise the run without"
+run_mode 2 features.shared $FEATURES --recompute-granularity selective --recompute-modules shared_experts &&
+    same features.plain features.shared
+ok $? "the same with --recompute-modules shared_experts (the shared experts' forward again in the backward): bitwise"
+a=$(last "$WORK/features.shared.jsonl" peak_memory_gib); b=$(last "$WORK/features.plain.jsonl" peak_memory_gib)
+awk -v a="$a" -v b="$b" 'BEGIN { exit !(a + 0 > 0 && a + 0 < b + 0) }'
+ok $? "shared_experts: peak memory ($a GiB) below the run without ($b GiB)"
+run_mode 2 features.both $FEATURES --recompute-granularity selective --recompute-modules moe shared_experts core_attn &&
+    same features.plain features.both
+ok $? "moe and shared_experts together: bitwise"
 done_testing

@@ -39,7 +39,8 @@ expect_refused "metrics-file" --moe-routing-trace-path "$WORK/trace"
 expect_refused "metrics-file" --moe-routing-trace-capture-logits
 expect_refused "metrics-file" --moe-routing-trace-capture-hidden-states
 expect_refused "metrics-file" --moe-routing-trace-dump-weights
-expect_refused "use moe (the whole MoE layer" --recompute-modules shared_experts --recompute-granularity selective
+expect_refused "needs shared experts" --recompute-modules shared_experts --recompute-granularity selective
+expect_refused "cannot work with --moe-shared-expert-overlap" --recompute-modules shared_experts --recompute-granularity selective --moe-shared-expert-intermediate-size 32 --moe-shared-expert-overlap
 expect_refused "full recompute granularity" --moe-layer-recompute --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
 expect_refused "use --recompute-granularity full, or moe_act" --recompute-modules moe --recompute-granularity selective --bf16 --fp8-format hybrid --fp8-recipe tensorwise
 expect_refused "use --fp8-recipe tensorwise" --recompute-modules moe_act --recompute-granularity selective --bf16 --fp8-format hybrid
