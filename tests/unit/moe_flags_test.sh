@@ -32,7 +32,7 @@ expect_refused "moe-token-dispatcher-type alltoall" --moe-enable-deepep
 expect_refused "only works with --moe-router-topk 1" --moe-apply-probs-on-input
 expect_refused "leave it unset" --moe-latent-size 16
 expect_refused "leave it unset" --moe-mlp-glu-interleave-size 32
-expect_refused "recompute-granularity full" --moe-paged-stash
+expect_refused "recompute-modules moe" --moe-paged-stash
 expect_refused "metrics-file" --save-tokens-per-expert-interval 10
 expect_refused "convert_checkpoint" --moe-use-upcycling
 expect_refused "metrics-file" --moe-routing-trace-path "$WORK/trace"
