@@ -1,6 +1,6 @@
 #!/bin/sh
 # moe_recompute_test.sh: Megatron's MoE recompute modules on configs/mixtral-tiny.args, on one
-# rank and with expert parallelism over 2 ranks. --recompute-modules moe_act (the experts'
+# rank, with expert parallelism over 2 ranks and with tensor parallelism 2 (sequence parallel). --recompute-modules moe_act (the experts'
 # activation) with --keep-mlp-activation: the losses of 3 iterations and every parameter bitwise
 # those of the run that keeps the activation (the CPU's recomputed activation is the forward's, bit
 # for bit) and of the run without --keep-mlp-activation, with less peak memory than keeping it.
@@ -30,10 +30,11 @@ same() {  # same A B: 3 losses and the parameters bitwise equal
     [ "$(wc -l < "$WORK/$1.loss")" -eq 3 ] && cmp -s "$WORK/$1.loss" "$WORK/$2.loss" && cmp -s "$WORK/$1.bin" "$WORK/$2.bin"
 }
 
-for layout in "1 one rank" "2 EP2"; do
+for layout in "1 one rank" "2 EP2" "2 TP2"; do
     ranks=${layout%% *}; name=${layout#* }
-    extra=""; [ "$ranks" = 2 ] && extra="--expert-model-parallel-size 2"
-    tag=r$ranks
+    case $name in EP2) extra="--expert-model-parallel-size 2" ;; TP2) extra="--tensor-model-parallel-size 2 --sequence-parallel" ;;
+                  *) extra="" ;; esac
+    tag=$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_')
     run_mode "$ranks" "$tag.keep" $extra --keep-mlp-activation || { ok 1 "$name: the run keeping the activation"; continue; }
     run_mode "$ranks" "$tag.moe_act" $extra --keep-mlp-activation $MOE_ACT || { ok 1 "$name: the moe_act run"; continue; }
     run_mode "$ranks" "$tag.plain" $extra || { ok 1 "$name: the run without --keep-mlp-activation"; continue; }
