@@ -357,3 +357,16 @@ TESTS += tests/unit/grad_scaler_test tests/mpi/fp16_test.sh
 # resume with --decoupled-lr and --use-rope-scaling (issue 17); index-cache names of the Hugging
 # Face and SentencePiece tokenizers (issue 18)
 TESTS += tests/mpi/resume_schedule_test.sh tests/mpi/tokenizer_cache_name_test.sh
+
+# Megatron's MoE flags: the refused ones name what to use instead, the no-effect ones train
+TESTS += tests/unit/moe_flags_test.sh
+EXTRA_DIST += tests/unit/moe_flags_test.sh
+# --recompute-modules moe_act: bitwise the run that keeps the experts' activation, less memory
+TESTS += tests/mpi/moe_recompute_test.sh
+EXTRA_DIST += tests/mpi/moe_recompute_test.sh
+# --moe-router-force-load-balancing and --moe-router-force-biased (Megatron's benchmark routers)
+TESTS += tests/mpi/moe_forced_routing_test.sh
+EXTRA_DIST += tests/mpi/moe_forced_routing_test.sh
+# --moe-apply-probs-on-input: layouts agree, recompute is bitwise
+TESTS += tests/mpi/moe_probs_on_input_test.sh
+EXTRA_DIST += tests/mpi/moe_probs_on_input_test.sh

@@ -354,9 +354,15 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     la->fc1_out = has_dense_mlp(m) ? alloc_acts(ops, N * (size_t)s.FC1l) : NULL;
     la->activation = keep && has_dense_mlp(m) ? alloc_acts(ops, N * (size_t)s.Fl) : NULL;
     if (m->config.num_experts > 0) {
+        if (m->config.recompute_moe && m->moe_recomputed) {
+            la->moe = m->moe_recomputed;  /* written by every layer's forward, recomputed in its backward */
+            return;
+        }
         la->moe = calloc(1, sizeof *la->moe);
         CHECK(la->moe, "out of host memory for the MoE activations");
-        moe_activations_allocate(m, la->moe, keep);
+        int recomputed = m->config.recompute_moe || m->config.recompute_moe_act;
+        moe_activations_allocate(m, la->moe, keep && !recomputed);
+        if (m->config.recompute_moe) m->moe_recomputed = la->moe;
     }
 }
 
@@ -367,7 +373,7 @@ static void release_layer(gpt_model *m, layer_activations *la, int own_workspace
                        own_workspace ? la->attention_workspace : NULL, own_mid ? la->residual_mid : NULL,
                        norms_kept ? la->ln2 : NULL, la->ln2_mean, la->ln2_rstd, la->fc1_out, la->activation};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) m->ops->release(buffers[i]);
-    if (la->moe) {
+    if (la->moe && la->moe != m->moe_recomputed) {
         moe_activations_release(m, la->moe);
         free(la->moe);
     }
@@ -644,6 +650,11 @@ void gpt_model_free(gpt_model *m) {
         free(ch->layer_first_param);
     }
     free_recompute_scratch(m);
+    if (m->moe_recomputed) {
+        moe_activations_release(m, m->moe_recomputed);
+        free(m->moe_recomputed);
+        m->moe_recomputed = NULL;
+    }
     moe_scratch_release(m);
     moe_expert_bias_release(m);
     fp8_state_release(m);
@@ -1550,6 +1561,8 @@ static void *moe_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *sl
     int layer = ch->first_layer + l;
     void *d_full = gather_rows(m, d_hidden, b->d_full);
     pre_mlp_norm_again(m, la, lw);
+    if (m->config.recompute_moe)  /* the layer's forward again from its input (forward_full is free now) */
+        moe_layer_forward(m, la->moe, lw, la->ln2, b->forward_full, moe_jitter_rng(m, rng, layer), rng.training, layer);
     void *d_input = moe_layer_backward(m, la->moe, lw, lg, la->ln2, d_full, moe_jitter_rng(m, rng, layer), rng.training,
                                        layer);
     return reduce_gathered_grad(m, d_input, b->d_hidden);

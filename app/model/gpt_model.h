@@ -81,6 +81,14 @@ typedef struct gpt_config {
      * the top-k choice, moved by update_rate towards balance after every training step */
     int moe_router_enable_expert_bias;
     float moe_router_bias_update_rate;
+    /* Megatron's benchmark routers (app/model/moe_forced_routing.h): random logits
+     * (--moe-router-force-load-balancing, or --moe-router-force-biased), plus a random expert
+     * bias of std |moe_router_force_biased| when that is given */
+    int moe_apply_probs_on_input;  /* top-1: the routing weight scales the expert's input row
+                                    * instead of its output (Megatron's moe_apply_probs_on_input) */
+    int moe_router_force_random;
+    int moe_router_force_biased_given;
+    float moe_router_force_biased;
     int moe_pad_expert_input_to_capacity; /* with a capacity: Megatron pads every expert's rows to
                                            * it (the results do not change; the bias's counts do) */
     unsigned char moe_layer[GPT_MAX_MOE_LAYERS];
@@ -100,6 +108,19 @@ typedef struct gpt_config {
      * inputs, [N,C] each per layer) are not kept; the backward runs the norm (and, with
      * sequence parallelism, its gather) again from the kept input and statistics, bit for bit */
     int recompute_layernorm;
+    /* --recompute-modules moe_act (selective): the experts' activation (fc2's input) is computed
+     * again in the backward from fc1's kept output even where --keep-mlp-activation keeps the
+     * dense MLP's; without --keep-mlp-activation that is what every layer does already */
+    int recompute_moe_act;
+    /* --recompute-modules moe (or --moe-layer-recompute): an MoE layer keeps nothing of its own
+     * beyond its input (the pre-MLP norm output, kept anyway); the backward runs the layer's
+     * forward again from it (router, dispatch, experts, shared experts) into one set of
+     * activations shared by all layers, bit for bit the forward's */
+    int recompute_moe;
+    /* --recompute-modules shared_experts: the shared experts' fc1 output (and gate values) live in
+     * one set for all layers; the backward runs the shared experts' forward again from the layer's
+     * input before their backward */
+    int recompute_shared_experts;
     recompute_method recompute_method;
     int recompute_num_layers;
     /* --keep-mlp-activation(-num-layers): in the first keep_mlp_activation_layers layers of each
@@ -338,6 +359,10 @@ typedef struct gpt_model {
     size_t *clear_ranges;      /* [2 x num_clear_ranges]: offset and length of what a step clears */
     int num_clear_ranges;
     struct moe_scratch *moe_scratch; /* MoE models: the experts' work buffers (moe_layer.h) */
+    struct moe_activations *shared_experts_recomputed; /* recompute_shared_experts: the layer
+                                                        * whose shared-expert buffers all share */
+    struct moe_activations *moe_recomputed; /* recompute_moe: the one set of MoE activations every
+                                             * layer's forward writes and its backward recomputes */
     float *moe_expert_bias;    /* --moe-router-enable-expert-bias: [num_layers x E] fp32 backend
                                 * memory, the rows of the layers held here in use (moe_expert_bias.h);
                                 * NULL otherwise */

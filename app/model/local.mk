@@ -10,6 +10,7 @@ app_model_libmodel_a_SOURCES = \
 	app/model/moe_layer.c app/model/moe_layer.h \
 	app/model/moe_shared_expert.c app/model/moe_shared_expert.h \
 	app/model/moe_expert_bias.c app/model/moe_expert_bias.h \
+	app/model/moe_forced_routing.c app/model/moe_forced_routing.h \
 	app/model/fp8_linear.c app/model/fp8_linear.h app/model/fp8_config.h \
 	app/model/gpt_parameter_table.c app/model/gpt_parameter_table.h \
 	app/model/gpt_sharded_state.c app/model/gpt_sharded_state.h \

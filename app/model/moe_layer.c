@@ -5,6 +5,7 @@
 #include "app/model/fp8_linear.h"
 
 #include "app/model/moe_expert_bias.h"
+#include "app/model/moe_forced_routing.h"
 #include "app/model/moe_shared_expert.h"
 
 #include "app/core/error.h"
@@ -180,6 +181,16 @@ void moe_scratch_allocate(gpt_model *m) {
     x->host_d_fc1 = host_alloc(sizeof(float *) * (size_t)s.El);
     x->host_d_fc2 = host_alloc(sizeof(float *) * (size_t)s.El);
     x->log.values = host_alloc(sizeof(double) * moe_log_length(&m->config));
+    if (m->config.moe_apply_probs_on_input) {
+        x->scaled_input = acts(m, N * C);
+        x->identity_rows = ops->alloc(sizeof(int) * N);
+        x->ones = ops->alloc(sizeof(float) * N);
+        int *rows = host_alloc(sizeof(int) * N);
+        for (size_t t = 0; t < N; t++) rows[t] = (int)t;
+        ops->copy_from_host(x->identity_rows, rows, sizeof(int) * N);
+        free(rows);
+        ops->fill(x->ones, 1, 1.0f, N);
+    }
     moe_shared_scratch_allocate(m, x);
     m->moe_scratch = x;
 }
@@ -189,7 +200,8 @@ void moe_scratch_release(gpt_model *m) {
     if (!x) return;
     void *buffers[] = {x->permuted, x->received, x->local_out, x->activation, x->d_activation, x->d_fc1_out,
                        x->d_expert_out, x->d_local_out, x->d_local_in, x->d_permuted, x->d_input, x->router_input,
-                       x->d_router_input, x->d_weight, x->d_logits, x->stats, x->rows, x->logits_act};
+                       x->d_router_input, x->d_weight, x->d_logits, x->stats, x->rows, x->logits_act,
+                       x->scaled_input, x->identity_rows, x->ones};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) m->ops->release(buffers[i]);
     moe_shared_scratch_release(m, x);
@@ -377,6 +389,22 @@ static float **expert_gradients(gpt_model *m, const layer_view *lg, int which) {
     return g;
 }
 
+/* the token rows the permutation gathers: x, or with --moe-apply-probs-on-input (top-1) each row
+ * scaled by its routing weight (moe_combine over the rows themselves: w[t] x[t]) */
+static const void *expert_source(gpt_model *m, const moe_activations *a, const void *x) {
+    moe_shapes s = shapes_of(m);
+    moe_scratch *scratch = m->moe_scratch;
+    if (!m->config.moe_apply_probs_on_input) return x;
+    m->ops->moe_combine(scratch->scaled_input, x, scratch->identity_rows, a->weight, s.N, 1, s.C);
+    return scratch->scaled_input;
+}
+
+/* the weights the experts' outputs combine with: the routing weights, or 1 when they scaled the
+ * input already */
+static const float *combine_weights(const gpt_model *m, const moe_activations *a) {
+    return m->config.moe_apply_probs_on_input ? m->moe_scratch->ones : a->weight;
+}
+
 /* the router's spec for global layer `layer`: the config's, with the layer's expert bias */
 static moe_router_spec router_spec(const gpt_model *m, int layer) {
     moe_router_spec spec = m->config.moe_router;
@@ -391,12 +419,18 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     const kernel_ops *ops = m->ops;
     moe_scratch *scratch = m->moe_scratch;
     void *logits_act = moe_router_act(m, a->logits);
-    ops->matmul_forward(logits_act, NULL, router_input(m, x, jitter, training), lw->router_weight, NULL, s.N, s.C, s.E);
-    ops->act_to_float(a->logits, logits_act, (size_t)s.N * s.E);
+    if (m->config.moe_router_force_random) {
+        /* the router's GEMM has no effect on the routing (straight-through: its weight still
+         * gets the gradient of the draws in the backward) */
+        moe_force_router_logits(m, a->logits, s.N, moe_forced_routing_rng(m, jitter), layer);
+    } else {
+        ops->matmul_forward(logits_act, NULL, router_input(m, x, jitter, training), lw->router_weight, NULL, s.N, s.C, s.E);
+        ops->act_to_float(a->logits, logits_act, (size_t)s.N * s.E);
+    }
     moe_router_spec spec = router_spec(m, layer);
     ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
     plan_permutation(m, a);
-    ops->gather_rows(scratch->permuted, x, a->row_token, a->expert_rows[s.E], s.C);
+    ops->gather_rows(scratch->permuted, expert_source(m, a, x), a->row_token, a->expert_rows[s.E], s.C);
     const void *in = scratch->permuted;
     void *out = a->expert_out;
     if (s.ep > 1) {
@@ -418,7 +452,7 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
                                 fp8_expert_weights(m, layer, 1, w2, s.El, (size_t)s.C * s.Fl), a->local_rows, s.El, s.Fl,
                                 s.C);
     if (s.ep > 1) return_to_sources(m, a, scratch->local_out, a->expert_out);
-    ops->moe_combine(out_full, a->expert_out, a->slot_row, a->weight, s.N, s.k, s.C);
+    ops->moe_combine(out_full, a->expert_out, a->slot_row, combine_weights(m, a), s.N, s.k, s.C);
     if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full, layer);
 }
 
@@ -430,9 +464,10 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
     moe_scratch *scratch = m->moe_scratch;
     /* combine: dL/d(expert outputs) and dL/d(weights); a weight's gradient needs the whole
      * expert output, here split in partial sums over the tensor-parallel ranks */
-    ops->moe_combine_backward(scratch->d_expert_out, scratch->d_weight, d_full, a->expert_out, a->slot_row, a->weight,
-                              s.N, s.k, s.C);
-    if (c->tp_size > 1) m->comm->allreduce(scratch->d_weight, (size_t)s.N * s.k, COMM_FLOAT, COMM_SUM, m->tp_group);
+    ops->moe_combine_backward(scratch->d_expert_out, scratch->d_weight, d_full, a->expert_out, a->slot_row,
+                              combine_weights(m, a), s.N, s.k, s.C);
+    if (c->tp_size > 1 && !c->moe_apply_probs_on_input)
+        m->comm->allreduce(scratch->d_weight, (size_t)s.N * s.k, COMM_FLOAT, COMM_SUM, m->tp_group);
 
     /* the experts: their inputs (this rank's permuted rows again, or the rows received in the
      * forward) and output gradients (sent the way the outputs came) */
@@ -443,7 +478,7 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         d_out = scratch->d_local_out;
         d_in = scratch->d_local_in;
     } else {
-        ops->gather_rows(scratch->permuted, x, a->row_token, a->expert_rows[s.E], s.C);
+        ops->gather_rows(scratch->permuted, expert_source(m, a, x), a->row_token, a->expert_rows[s.E], s.C);
         in = scratch->permuted;
     }
     /* fc2 (from the kept activation, or from it computed again), the activation, fc1: grouped
@@ -468,7 +503,16 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
     else
         ops->grouped_matmul_backward(d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
     if (s.ep > 1) return_to_sources(m, a, scratch->d_local_in, scratch->d_permuted);
-    ops->moe_uncombine(scratch->d_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
+    if (c->moe_apply_probs_on_input) {
+        /* d(w x)[t] from the experts, then dx = w d(w x) and dw = d(w x) . x, a partial sum over
+         * the tensor-parallel ranks (fc1's input gradient is) */
+        ops->moe_uncombine(scratch->scaled_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
+        ops->moe_combine_backward(scratch->d_input, scratch->d_weight, scratch->scaled_input, x, scratch->identity_rows,
+                                  a->weight, s.N, 1, s.C);
+        if (c->tp_size > 1) m->comm->allreduce(scratch->d_weight, (size_t)s.N * s.k, COMM_FLOAT, COMM_SUM, m->tp_group);
+    } else {
+        ops->moe_uncombine(scratch->d_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
+    }
 
     /* the router: routing weights, load-balancing and z losses; the losses' gradients scaled as
      * the main loss's mean over the micro-batch (grad_scale is per token of the global batch) */

@@ -17,7 +17,8 @@
  *
  * Tokens reach their experts by a permutation: the choices (t, j) that are not dropped, grouped
  * by expert in token order, are the rows of the experts' GEMMs (one GEMM per expert); combining
- * sums each token's weighted expert outputs in top-k order. The backward recomputes the
+ * sums each token's weighted expert outputs in top-k order (with --moe-apply-probs-on-input,
+ * top-1: the weight scales the token's row before the expert instead, and the output adds with 1). The backward recomputes the
  * permuted inputs and the activation from what the forward kept (router logits, routing,
  * fc1's output, the experts' outputs). The load-balancing and z losses add their gradients in
  * the router's backward, scaled as Megatron's MoEAuxLossAutoScaler scales them (the main loss's
@@ -56,6 +57,8 @@ typedef struct moe_activations {
     void *shared_out;      /* gate only: [N, C] their output before the gate (this rank's partial sum) */
     float *gate_logits;    /* gate only: [N] x . gate_weight, fp32 */
     float *gate_score;     /* gate only: [N] sigmoid(gate_logits) */
+    int shared_borrowed;   /* recompute_shared_experts: the four above are another layer's (the
+                            * one set all layers write and their backward recomputes) */
 } moe_activations;
 
 /* what the training log reports of the MoE layers, summed over micro-batches since the last
@@ -81,6 +84,11 @@ typedef struct moe_scratch {
     const void **host_fc1, **host_fc2;  /* host [E/ep]: the local experts' weights (grouped GEMMs) */
     float **host_d_fc1, **host_d_fc2;   /* host [E/ep]: their gradients */
     void *d_input;         /* [N,C] dL/dx summed over this rank's experts (and the router on tp rank 0) */
+    /* --moe-apply-probs-on-input (top-1): the routing weights scale the experts' input rows, and
+     * the outputs combine with weight 1 */
+    void *scaled_input;    /* [N,C] w[t] x[t] (forward), then dL/d(w x) (backward) */
+    int *identity_rows;    /* [N] t -> t: moe_combine over the token rows themselves scales them */
+    float *ones;           /* [N] the combine's weights */
     void *router_input;    /* [N,C] the jittered router input (input jitter only) */
     void *d_router_input;  /* [N,C] */
     float *d_weight;       /* [N,k] */

@@ -28,6 +28,16 @@ static void *acts(const gpt_model *m, size_t n) { return m->ops->alloc(m->ops->a
 
 void moe_shared_activations_allocate(gpt_model *m, moe_activations *a) {
     if (!moe_has_shared_expert(&m->config)) return;
+    const moe_activations *owner = m->shared_experts_recomputed;
+    if (m->config.recompute_shared_experts && owner) {  /* one set, recomputed in each backward */
+        a->shared_fc1_out = owner->shared_fc1_out;
+        a->shared_out = owner->shared_out;
+        a->gate_logits = owner->gate_logits;
+        a->gate_score = owner->gate_score;
+        a->shared_borrowed = 1;
+        return;
+    }
+    if (m->config.recompute_shared_experts) m->shared_experts_recomputed = a;
     shared_shapes s = shared_shapes_of(m);
     size_t N = (size_t)s.N;
     a->shared_fc1_out = acts(m, N * (size_t)s.FC1l);
@@ -39,6 +49,8 @@ void moe_shared_activations_allocate(gpt_model *m, moe_activations *a) {
 }
 
 void moe_shared_activations_release(gpt_model *m, moe_activations *a) {
+    if (a->shared_borrowed) return;
+    if (m->shared_experts_recomputed == a) m->shared_experts_recomputed = NULL;
     void *buffers[] = {a->shared_fc1_out, a->shared_out, a->gate_logits, a->gate_score};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) m->ops->release(buffers[i]);
@@ -129,6 +141,9 @@ void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_vi
     moe_scratch *scratch = m->moe_scratch;
     size_t NC = (size_t)s.N * s.C;
     const void *d_out = d_full;
+    /* --recompute-modules shared_experts: their forward again from the layer's input (its output
+     * into forward_full, free in the backward); with moe the whole layer ran again already */
+    if (c->recompute_shared_experts && !c->recompute_moe) moe_shared_expert_forward(m, a, lw, x, m->scratch.forward_full, layer);
     if (gated(m)) {
         /* d(out before the gate) = score * d_full; dscore = d_full . out, summed over the
          * tensor-parallel ranks' partial outputs; dlogit = dscore s (1 - s) */

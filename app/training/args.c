@@ -64,7 +64,7 @@ static const option_spec specs[] = {
     {"train-samples", "training", OPTION_INT64, AT(train_samples), .range = "[1, inf)", .help = "samples to train on (sample-based training: iterations = samples / global batch)"},
     {"recompute-activations", "training", OPTION_FLAG, AT(recompute_activations), .help = "recompute the attention core in the backward instead of keeping its state (same as --recompute-granularity selective)"},
     {"recompute-granularity", "training", OPTION_CHOICE, AT(recompute_granularity), .choices = "full|selective", .help = "selective: recompute the attention core (softmax, dropout) in the backward; full: keep only the inputs of checkpointed transformer layers and run their forward again (with --recompute-method and --recompute-num-layers)"},
-    {"recompute-modules", "training", OPTION_LIST, AT(recompute_modules), "core_attn", .metavar = "MODULE ...", .help = "selective recompute: what it recomputes in the backward instead of keeping: core_attn (the attention core's state), layernorm (the outputs of both layer norms of each layer, the qkv and fc1 inputs: [micro-batch x sequence, hidden] twice per layer less, for one more norm pass each); Megatron's MoE/MLA modules and mlp are refused"},
+    {"recompute-modules", "training", OPTION_LIST, AT(recompute_modules), "core_attn", .metavar = "MODULE ...", .help = "selective recompute: what it recomputes in the backward instead of keeping: core_attn (the attention core's state), layernorm (the outputs of both layer norms of each layer, the qkv and fc1 inputs: [micro-batch x sequence, hidden] twice per layer less, for one more norm pass each), moe_act (the experts' activation, fc2's input, computed again from fc1's output in the backward: what every MoE layer does without --keep-mlp-activation, and with it the MoE layers then keep only the dense layers' activation); moe (the whole MoE layer: only its input is kept, and the backward runs its forward again, all-to-alls included, into one set of buffers shared by the layers: the router logits, routing, fc1 and expert outputs of each layer and micro-batch less), shared_experts (the shared experts' fc1 output and gate values likewise: their forward runs again in the backward); mlp and the MLA modules are refused"},
     {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole"},
     {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block)"},
     {"keep-mlp-activation", "training", OPTION_FLAG, AT(keep_mlp_activation), .help = "keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for the backward instead of computing it again there, as Megatron does: one pass less per layer, [micro-batch x sequence, ffn-hidden-size / tp] more activation memory per layer"},
@@ -260,61 +260,62 @@ static const option_spec specs[] = {
     {"moe-shared-expert-overlap", "mixture of experts", OPTION_FLAG, AT(moe_shared_expert_overlap), .help = "accepted with --moe-token-dispatcher-type alltoall (refused otherwise, as Megatron does): overlapping the shared experts with the dispatch's all-to-all changes no result here (the CPU backend runs them in order)"},
     {"moe-router-enable-expert-bias", "mixture of experts", OPTION_FLAG, AT(moe_router_enable_expert_bias), .help = "aux-loss-free load balancing: a per-layer expert bias added to the scores for the top-k choice only (not the weights), moved by --moe-router-bias-update-rate towards balance after every iteration from the global batch's tokens per expert (sigmoid or sqrtsoftplus score function)"},
     {"moe-router-bias-update-rate", "mixture of experts", OPTION_FLOAT, AT(moe_router_bias_update_rate), "1e-3", .range = "[0, inf)", .help = "the expert bias's step per iteration: + for experts with fewer tokens than the mean, - for those with more"},
-    {"moe-layer-recompute", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not built yet; use --recompute-granularity full, which recomputes MoE layers too"},
+    {"moe-layer-recompute", "mixture of experts", OPTION_FLAG, AT(moe_layer_recompute), .help = "deprecated in Megatron, kept: the same as --recompute-granularity selective with moe added to --recompute-modules (refused with --recompute-granularity full)"},
 
     /* the rest of Megatron-LM's parser (tests/data/megatron_parser_flags.txt): no effect here, or refused */
 #include "app/training/args_megatron_compat.inc"
 
-    /* the rest of Megatron's MoE flags: refused, as not built yet */
-    {"expert-tensor-parallel-num-weight-shards", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"overlap-moe-expert-parallel-comm", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"overlap-dispatch-backward-with-experts-wgrad", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"ep-overlap-early-attn-memory-release", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"high-priority-a2a-comm-stream", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"use-grouped-gemm-for-shared-expert", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-shared-expert-glu-interleave-size", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-enable-routing-replay", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-router-padding-for-quantization", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-router-padding-for-fp8", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-router-quantile-balancing-ema", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-router-force-load-balancing", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-router-force-biased", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"use-grouped-gemm-for-dense-mlp", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-use-grouped-tensor", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-single-grouped-weight", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-single-grouped-bias", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-enable-deepep", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-flex-dispatcher-backend", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-permute-fusion-into-hybridep", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-hybridep-pad-uneven-dispatch-inputs", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-pad-experts-for-cuda-graph-inference", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-apply-probs-on-input", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-latent-size", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-flex-dispatcher-num-sms", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-deepep-num-sms", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-hybridep-num-sms", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-hybridep-num-blocks-permute", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-hybridep-num-blocks-unpermute", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-hybridep-num-sms-preprocessing", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-ncclep-zero-copy", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-dispatch-fwd-dtype", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-combine-bwd-dtype", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-mlp-glu-interleave-size", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-expert-rank-capacity-factor", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"inference-moe-disable-fused-quant-kernels", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"inference-moe-token-dispatcher-type", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-paged-stash", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-paged-stash-page-size", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-paged-stash-buffer-size-factor-cuda", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-paged-stash-buffer-size-factor-cpu", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"save-tokens-per-expert-interval", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-use-upcycling", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-upcycling-granularity", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-routing-trace-path", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-routing-trace-max-training-iters", "mixture of experts", OPTION_STRING, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-routing-trace-capture-logits", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-routing-trace-capture-hidden-states", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
-    {"moe-routing-trace-dump-weights", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "not supported here yet: the MoE layer takes the flags of the mixture-of-experts group of --help (issue 42 goes on)"},
+    /* the rest of Megatron's MoE flags: implementation and performance choices that change no
+     * result here (no effect), or features not built (refused, naming what to use instead) */
+    {"expert-tensor-parallel-num-weight-shards", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_REFUSED, .help = "expert generalized tensor parallelism with weight rematerialization (expert GTP) is not built: experts split over --expert-tensor-parallel-size ranks; leave it unset (its default, the expert-tensor-parallel size)"},
+    {"overlap-moe-expert-parallel-comm", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "overlapping one micro-batch's expert-parallel all-to-all with another's compute (Megatron's combined 1F1B schedule) changes speed, not results; the all-to-alls here run in order"},
+    {"overlap-dispatch-backward-with-experts-wgrad", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "overlapping the dispatch's backward all-to-all with the experts' weight-gradient GEMMs changes speed, not results; they run in order here"},
+    {"ep-overlap-early-attn-memory-release", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "a memory-release schedule of --overlap-moe-expert-parallel-comm (no effect here): nothing to release early"},
+    {"high-priority-a2a-comm-stream", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the all-to-all's stream priority changes speed, not results (no separate all-to-all stream here)"},
+    {"use-grouped-gemm-for-shared-expert", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the shared experts as a one-group grouped GEMM (Transformer Engine's fused SwiGLU path) is the same math as their GEMMs here"},
+    {"moe-shared-expert-glu-interleave-size", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_REFUSED, .help = "block-interleaved GLU weights are not built: the shared experts' fc1 holds the gate half then the up half (Megatron's default layout); leave it unset"},
+    {"moe-enable-routing-replay", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "routing replay belongs to Megatron's dynamic inference engine (recorded routing replayed in RL training), which is not built here; training routes each token itself"},
+    {"moe-router-padding-for-quantization", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "pads each expert's rows to a multiple of 16/32 with tokens of routing weight 0 for fp8/fp4 GEMMs: those rows add 0 to the output and their weight gradient is dropped by the top-k scatter, and the grouped GEMMs here take any row count (the emulated fp8 scales come from the routed rows only)"},
+    {"moe-router-padding-for-fp8", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the older name of --moe-router-padding-for-quantization (no effect here: padding rows carry routing weight 0)"},
+    {"moe-router-quantile-balancing-ema", "mixture of experts", OPTION_FLOAT, .range = "[0, 1]", .flags = OPTION_REFUSED, .help = "only read with --moe-router-load-balancing-type quantile_balancing, which is not built; use aux_loss, seq_aux_loss or --moe-router-enable-expert-bias (aux-loss-free balancing)"},
+    {"moe-router-force-load-balancing", "mixture of experts", OPTION_FLAG, AT(moe_router_force_load_balancing), .help = "benchmarks only: the router's logits replaced by standard normal draws (Philox, keyed by seed, iteration, layer and the micro-batch's samples), so that the experts get about equal tokens; the gradient reaches the router's weight as if they were its logits (Megatron's straight-through RandomSTE)"},
+    {"moe-router-force-biased", "mixture of experts", OPTION_FLOAT, AT(moe_router_force_biased), .metavar = "STD", .help = "benchmarks only: random router logits (as --moe-router-force-load-balancing) plus a random per-expert bias of this std, the same on every rank: drawn anew each iteration (Megatron: each forward pass) when positive, once per layer for the whole run when negative (std |STD|), skewing the routing"},
+    {"use-grouped-gemm-for-dense-mlp", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the dense MLP as a one-group grouped GEMM (an MXFP8 fusion on SM100) is the same math as its GEMMs here"},
+    {"moe-use-grouped-tensor", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "Transformer Engine's GroupedTensor path of --moe-grouped-gemm (padded segments for CUDA graphs): the grouped GEMMs here already take the experts' rows from one buffer, with the same results (needs --moe-grouped-gemm, as Megatron)"},
+    {"moe-single-grouped-weight", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the experts' weights as one grouped parameter: here they already lie contiguous in the flat parameter buffer, and checkpoints keep Megatron's per-expert names (needs --moe-grouped-gemm and --moe-use-grouped-tensor, as Megatron)"},
+    {"moe-single-grouped-bias", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "the experts' biases as one grouped parameter: the experts here have no biases (MoE needs --disable-bias-linear), and Megatron refuses it without biases; leave it out"},
+    {"moe-enable-deepep", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "DeepEP's dispatcher is not built here: use --moe-token-dispatcher-type alltoall (the all-to-all over MPI or NCCL)"},
+    {"moe-flex-dispatcher-backend", "mixture of experts", OPTION_CHOICE, .choices = "deepep|hybridep|ncclep", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-permute-fusion-into-hybridep", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-hybridep-pad-uneven-dispatch-inputs", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-pad-experts-for-cuda-graph-inference", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "dropping and padding at decode time for CUDA-graphed inference: pretrain_gpt runs no inference decode, and capacity-free padding drops no token"},
+    {"moe-apply-probs-on-input", "mixture of experts", OPTION_FLAG, AT(moe_apply_probs_on_input), .help = "the routing weight scales each token's row before its expert (w x) instead of the expert's output, which then adds with weight 1; --moe-router-topk 1 only (as Megatron)"},
+    {"moe-latent-size", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_REFUSED, .help = "MoE latent projections (fc1_latent_proj, fc2_latent_proj) are not built: the experts work at --hidden-size; leave it unset"},
+    {"moe-flex-dispatcher-num-sms", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-deepep-num-sms", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-hybridep-num-sms", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-hybridep-num-blocks-permute", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-hybridep-num-blocks-unpermute", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-hybridep-num-sms-preprocessing", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-ncclep-zero-copy", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-dispatch-fwd-dtype", "mixture of experts", OPTION_CHOICE, .choices = "bf16|mxfp8", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-combine-bwd-dtype", "mixture of experts", OPTION_CHOICE, .choices = "bf16|mxfp8", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL)"},
+    {"moe-mlp-glu-interleave-size", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_REFUSED, .help = "block-interleaved GLU weights are not built: each expert's fc1 holds the gate half then the up half (Megatron's default layout); leave it unset"},
+    {"moe-expert-rank-capacity-factor", "mixture of experts", OPTION_FLOAT, .range = "(0, inf)", .flags = OPTION_NO_EFFECT, .help = "only read by the flex token dispatcher (--moe-token-dispatcher-type flex: DeepEP, HybridEP, NCCL EP), which is not built here; tokens travel by --moe-token-dispatcher-type alltoall (the comm interface's all-to-all: MPI or NCCL); a per-expert capacity is --moe-expert-capacity-factor"},
+    {"inference-moe-disable-fused-quant-kernels", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "Megatron's inference engine's MXFP8 kernels: pretrain_gpt runs no inference, and the kernels here are fixed"},
+    {"inference-moe-token-dispatcher-type", "mixture of experts", OPTION_CHOICE, .choices = "nccl|nvls", .flags = OPTION_NO_EFFECT, .help = "Megatron's inference engine's dispatcher: pretrain_gpt runs no inference (generation here dispatches as training does)"},
+    {"moe-paged-stash", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "stashing the experts' activations in paged buffers is not built; to cut MoE activation memory use --recompute-granularity selective --recompute-modules moe (the whole MoE layer), moe_act or shared_experts"},
+    {"moe-paged-stash-page-size", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read with --moe-paged-stash, which is refused"},
+    {"moe-paged-stash-buffer-size-factor-cuda", "mixture of experts", OPTION_FLOAT, .flags = OPTION_NO_EFFECT, .help = "only read with --moe-paged-stash, which is refused"},
+    {"moe-paged-stash-buffer-size-factor-cpu", "mixture of experts", OPTION_FLOAT, .flags = OPTION_NO_EFFECT, .help = "only read with --moe-paged-stash, which is refused"},
+    {"save-tokens-per-expert-interval", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_REFUSED, .help = "saving tokens-per-expert files is not built: --metrics-file PATH writes every logged iteration's tokens per expert of each MoE layer (\"tokens_per_expert\")"},
+    {"moe-use-upcycling", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "upcycling a dense checkpoint into an MoE model is not built; train the MoE model from initialization, or import a Hugging Face Mixtral with app/convert_checkpoint"},
+    {"moe-upcycling-granularity", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read with --moe-use-upcycling, which is refused"},
+    {"moe-routing-trace-path", "mixture of experts", OPTION_STRING, .metavar = "DIR", .flags = OPTION_REFUSED, .help = "router decision traces are not built; --metrics-file PATH writes each logged iteration's tokens per expert of every MoE layer"},
+    {"moe-routing-trace-max-training-iters", "mixture of experts", OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "only read with --moe-routing-trace-path, which is refused"},
+    {"moe-routing-trace-capture-logits", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "router decision traces are not built; --metrics-file PATH writes each logged iteration's tokens per expert of every MoE layer"},
+    {"moe-routing-trace-capture-hidden-states", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "router decision traces are not built; --metrics-file PATH writes each logged iteration's tokens per expert of every MoE layer"},
+    {"moe-routing-trace-dump-weights", "mixture of experts", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "router decision traces are not built; --metrics-file PATH writes each logged iteration's tokens per expert of every MoE layer"},
 };
 #define NUM_FLAGS ((int)(sizeof specs / sizeof specs[0]))
 
@@ -372,7 +373,8 @@ static int validate_moe(check_state *st, args *a) {
         "moe-aux-loss-coeff", "moe-z-loss-coeff", "moe-input-jitter-eps", "moe-expert-capacity-factor",
         "moe-token-drop-policy", "moe-pad-expert-input-to-capacity", "moe-grouped-gemm", "moe-layer-freq",
         "moe-shared-expert-intermediate-size", "moe-shared-expert-gate", "moe-shared-expert-overlap",
-        "moe-router-enable-expert-bias", "moe-router-bias-update-rate"};
+        "moe-router-enable-expert-bias", "moe-router-bias-update-rate", "moe-router-force-load-balancing",
+        "moe-router-force-biased", "moe-apply-probs-on-input"};
     if (a->num_experts == 0) {
         if (a->expert_model_parallel_size > 1)
             return error_format(st->err, st->errlen, "--expert-model-parallel-size %d needs --num-experts (a mixture-of-experts model)",
@@ -385,6 +387,15 @@ static int validate_moe(check_state *st, args *a) {
         return 0;
     }
     if (!given(st, "moe-ffn-hidden-size")) a->moe_ffn_hidden_size = a->ffn_hidden_size;
+    a->moe_router_force_biased_given = given(st, "moe-router-force-biased");
+    if (a->moe_apply_probs_on_input && a->moe_router_topk != 1)
+        return error_format(st->err, st->errlen, "--moe-apply-probs-on-input only works with --moe-router-topk 1 (Megatron), got %d",
+                            a->moe_router_topk);
+    /* Megatron's TransformerConfig checks of the grouped-tensor layout flags (no effect here) */
+    if (given(st, "moe-use-grouped-tensor") && !a->moe_grouped_gemm)
+        return error_format(st->err, st->errlen, "--moe-use-grouped-tensor needs --moe-grouped-gemm (as Megatron)");
+    if (given(st, "moe-single-grouped-weight") && (!a->moe_grouped_gemm || !given(st, "moe-use-grouped-tensor")))
+        return error_format(st->err, st->errlen, "--moe-single-grouped-weight needs --moe-grouped-gemm and --moe-use-grouped-tensor (as Megatron)");
     if (a->moe_router_topk > a->num_experts)
         return error_format(st->err, st->errlen, "--moe-router-topk %d exceeds --num-experts %d", a->moe_router_topk, a->num_experts);
     if (a->num_experts > 1024)
@@ -615,7 +626,6 @@ static int validate_fp8(check_state *st, const args *a) {
 
 /* --recompute-modules: each word one Megatron knows; the ones this program builds */
 static int validate_recompute_modules(check_state *st, const args *a) {
-    static const char *const moe_parts[] = {"moe_act", "moe", "shared_experts"};
     static const char *const absent[][2] = {
         {"mla_up_proj", "multi-latent attention"},
         {"gdn_norm_out", "GatedDeltaNet layers"}, {"gdp_in_proj", "GatedDeltaProduct layers"},
@@ -624,21 +634,35 @@ static int validate_recompute_modules(check_state *st, const args *a) {
     snprintf(words, sizeof words, "%s", a->recompute_modules);
     for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
         if (!strcmp(w, "core_attn") || !strcmp(w, "layernorm")) continue;
+        if (!strcmp(w, "moe_act") || !strcmp(w, "moe") || !strcmp(w, "shared_experts")) {
+            if (a->num_experts == 0)
+                return error_format(st->err, st->errlen, "--recompute-modules %s needs --num-experts (a mixture-of-experts model)", w);
+            if (!strcmp(w, "moe_act") && !a->moe_grouped_gemm)
+                return error_format(st->err, st->errlen, "--recompute-modules moe_act needs --moe-grouped-gemm (as Megatron)");
+            if (!strcmp(w, "moe_act") && a->fp8_format[0] && !strcmp(a->fp8_recipe, "delayed"))
+                return error_format(st->err, st->errlen, "--recompute-modules moe_act: delayed scaling does not support it "
+                                    "with fp8 (Megatron's check); use --fp8-recipe tensorwise");
+            if (!strcmp(w, "shared_experts") && a->moe_shared_expert_intermediate_size == 0)
+                return error_format(st->err, st->errlen, "--recompute-modules shared_experts needs shared experts "
+                                    "(--moe-shared-expert-intermediate-size)");
+            if (!strcmp(w, "shared_experts") && a->moe_shared_expert_overlap)
+                return error_format(st->err, st->errlen, "--recompute-modules shared_experts cannot work with --moe-shared-expert-overlap (Megatron)");
+            if (strcmp(w, "moe_act") != 0 && a->fp8_format[0])
+                return error_format(st->err, st->errlen, "--recompute-modules %s with --fp8-format is not built (the "
+                                    "recomputed forward would record the experts' amax again); use --recompute-granularity "
+                                    "full, or moe_act", w);
+            continue;
+        }
         if (!strcmp(w, "mlp"))
             return error_format(st->err, st->errlen, "--recompute-modules mlp (the whole dense MLP) is not supported: "
                                 "--recompute-granularity full recomputes whole layers (and the MLP's activation is "
                                 "computed again in the backward unless --keep-mlp-activation)");
-        for (size_t i = 0; i < sizeof moe_parts / sizeof moe_parts[0]; i++)
-            if (!strcmp(w, moe_parts[i]))
-                return error_format(st->err, st->errlen, "--recompute-modules %s: recomputing parts of the mixture-of-experts "
-                                    "layers is not built yet; use --recompute-granularity full, which recomputes MoE "
-                                    "layers whole (supported modules: core_attn layernorm)", w);
         for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
             if (!strcmp(w, absent[i][0]))
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs %s, which this program does not build "
-                                    "(supported: core_attn layernorm)", w, absent[i][1]);
+                                    "(supported: core_attn layernorm moe_act moe shared_experts)", w, absent[i][1]);
         return error_format(st->err, st->errlen, "--recompute-modules: unknown module '%s' (Megatron's choices: core_attn "
-                            "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm)", w);
+                            "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm moe_act moe shared_experts)", w);
     }
     if (a->memory_efficient_layer_norm && args_recompute_module(a, "layernorm"))
         return error_format(st->err, st->errlen, "--memory-efficient-layer-norm computes the norms' backward from their "
@@ -661,6 +685,17 @@ int args_recompute_module(const args *a, const char *module) {
 
 static int validate_recompute(check_state *st, args *a) {
     if (a->recompute_activations) snprintf(a->recompute_granularity, sizeof a->recompute_granularity, "selective");
+    if (a->moe_layer_recompute) {  /* Megatron's TransformerConfig: selective with "moe" added */
+        if (!strcmp(a->recompute_granularity, "full"))
+            return error_format(st->err, st->errlen, "Do not set --moe-layer-recompute with full recompute granularity (Megatron)");
+        snprintf(a->recompute_granularity, sizeof a->recompute_granularity, "selective");
+        if (!args_recompute_module(a, "moe")) {
+            size_t used = strlen(a->recompute_modules);
+            if (used + 4 >= sizeof a->recompute_modules)
+                return error_format(st->err, st->errlen, "--recompute-modules: too long to add moe for --moe-layer-recompute");
+            snprintf(a->recompute_modules + used, sizeof a->recompute_modules - used, "%smoe", used ? " " : "");
+        }
+    }
     if (validate_recompute_modules(st, a)) return -1;
     int layers_per_stage = a->num_layers / a->pipeline_model_parallel_size;
     if (!strcmp(a->recompute_granularity, "selective")) {
@@ -922,6 +957,10 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->moe_router_enable_expert_bias = a->moe_router_enable_expert_bias;
     c->moe_router_bias_update_rate = a->moe_router_bias_update_rate;
     c->moe_pad_expert_input_to_capacity = a->moe_pad_expert_input_to_capacity;
+    c->moe_apply_probs_on_input = a->num_experts && a->moe_apply_probs_on_input;
+    c->moe_router_force_random = a->num_experts && (a->moe_router_force_load_balancing || a->moe_router_force_biased_given);
+    c->moe_router_force_biased_given = a->num_experts && a->moe_router_force_biased_given;
+    c->moe_router_force_biased = a->moe_router_force_biased;
     gpt_fp8_config *f = &c->fp8;
     memset(f, 0, sizeof *f);
     f->enabled = a->fp8_format[0] != 0;

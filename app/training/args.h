@@ -227,6 +227,11 @@ typedef struct args {
     int moe_shared_expert_gate, moe_shared_expert_overlap;
     int moe_router_enable_expert_bias;
     float moe_router_bias_update_rate;
+    int moe_apply_probs_on_input;
+    int moe_layer_recompute;              /* Megatron's deprecated spelling of --recompute-modules moe */
+    int moe_router_force_load_balancing;  /* random router logits (benchmarks) */
+    float moe_router_force_biased;        /* std of a random expert bias (< 0: drawn once per layer) */
+    int moe_router_force_biased_given;    /* --moe-router-force-biased was given (0 is a valid std) */
     unsigned char moe_layer[1024]; /* derived from --moe-layer-freq: 1 for MoE layers (GPT_MAX_MOE_LAYERS) */
     float peak_tflops;            /* per-GPU peak for MFU; 0: from the GPU's name (cuda only) */
     char dump_parameters[ARGS_PATH_MAX]; /* write every global parameter here at the end */

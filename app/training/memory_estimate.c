@@ -79,16 +79,21 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
      * compute on (up to ep x k sb of them), and share work buffers of about six times that */
     if (a->num_experts > 0) {
         double rows = ep * k * s * b, per_layer = rows * (fc1m / tp + h) * ops->act_bytes;
-        m.activations += slots * kept * moe_share * per_layer + 6 * per_layer;
-        /* --keep-mlp-activation(-num-layers): the experts' activation too, in the layers that keep it */
-        double keeping = a->keep_mlp_activation_num_layers > 0 ? fmin(a->keep_mlp_activation_num_layers, per_chunk) * vp
+        /* --recompute-modules moe: one set for all layers, written again in each backward */
+        int moe_recomputed = args_recompute_module(a, "moe");
+        m.activations += (moe_recomputed ? 1 : slots * kept * moe_share) * per_layer + 6 * per_layer;
+        /* --keep-mlp-activation(-num-layers): the experts' activation too, in the layers that keep
+         * it, unless --recompute-modules moe_act computes it again */
+        double keeping = moe_recomputed || args_recompute_module(a, "moe_act") ? 0
+                         : a->keep_mlp_activation_num_layers > 0 ? fmin(a->keep_mlp_activation_num_layers, per_chunk) * vp
                          : a->keep_mlp_activation                ? kept
                                                                  : 0;
         m.activations += slots * fmin(keeping, kept) * moe_share * rows * (fm / tp) * ops->act_bytes;
         /* the shared experts keep their fc1 output (and with the gate their output) per layer
          * and micro-batch, and share work buffers of about five times that */
         double shared = s * b * (fc1s / tp + (a->moe_shared_expert_gate ? h : 0)) * ops->act_bytes;
-        if (fs > 0) m.activations += slots * kept * moe_share * shared + 5 * s * b * (fc1s / tp + h) * ops->act_bytes;
+        int shared_recomputed = moe_recomputed || args_recompute_module(a, "shared_experts");
+        if (fs > 0) m.activations += (shared_recomputed ? 1 : slots * kept * moe_share) * shared + 5 * s * b * (fc1s / tp + h) * ops->act_bytes;
     }
     m.workspace = workspace_bytes + (selective ? attention : 0);
     /* --deterministic-mode's fixed tree (app/optim/fixed_tree_reduce.h): ceil(log2 m) + 1 more fp32

@@ -88,6 +88,9 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     cp_comm_types(a, &c);
     c.recompute_selective = args_recompute_module(a, "core_attn");
     c.recompute_layernorm = args_recompute_module(a, "layernorm");
+    c.recompute_moe_act = args_recompute_module(a, "moe_act");
+    c.recompute_moe = args_recompute_module(a, "moe");
+    c.recompute_shared_experts = args_recompute_module(a, "shared_experts");
     if (!strcmp(a->recompute_granularity, "full"))
         c.recompute_method = !strcmp(a->recompute_method, "block") ? RECOMPUTE_METHOD_BLOCK : RECOMPUTE_METHOD_UNIFORM;
     c.recompute_num_layers = a->recompute_num_layers;

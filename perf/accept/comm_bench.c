@@ -6,9 +6,9 @@
  *
  * Collectives go through the application's comm interface (app/parallel/comm.h: MPI on the CPU
  * backend over host memory, NCCL on CUDA over device memory), as training uses them: all-reduce
- * (in place), all-gather, reduce-scatter and send/recv (each rank sends to rank+1 and receives
- * from rank-1). The interface has no all-to-all (nothing in training needs one yet), so that one
- * is a raw MPI_Alltoall on the CPU and grouped ncclSend/ncclRecv on an own NCCL communicator on CUDA.
+ * (in place), all-gather, reduce-scatter, all-to-all (the interface's alltoallv, which expert
+ * parallelism's token dispatch uses, here with equal blocks per peer) and send/recv (each rank
+ * sends to rank+1 and receives from rank-1).
  *
  * Columns and formulas are nccl-tests' (doc/PERFORMANCE.md there): size is the bytes of the
  * whole operation (the all-reduced buffer; the gathered, scattered or exchanged buffer of all
@@ -24,17 +24,6 @@
 #include "perf/accept/bench_common.h"
 #include "app/parallel/comm.h"
 
-#ifdef HAVE_CUDA
-#include "kernels/cuda/cuda_kernels.h"
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-#define CHECK_NCCL(call)                                                                         \
-    do {                                                                                         \
-        ncclResult_t nccl_result_ = (call);                                                      \
-        if (nccl_result_ != ncclSuccess) FATAL("%s failed: %s", #call, ncclGetErrorString(nccl_result_)); \
-    } while (0)
-#endif
-
 typedef enum { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND_RECV, NUM_COLLECTIVES } collective;
 
 static const struct {
@@ -43,7 +32,7 @@ static const struct {
     {"all_reduce", "allreduce", "comm_mpi allreduce (MPI_Allreduce, in place)", "comm_nccl allreduce (ncclAllReduce, in place)"},
     {"all_gather", "allgather", "comm_mpi allgather (MPI_Allgather, in place)", "comm_nccl allgather (ncclAllGather, in place)"},
     {"reduce_scatter", "reducescatter", "comm_mpi reduce_scatter (MPI_Reduce_scatter_block)", "comm_nccl reduce_scatter (ncclReduceScatter)"},
-    {"alltoall", "alltoall", "raw MPI_Alltoall (not in the comm interface)", "raw grouped ncclSend/ncclRecv (not in the comm interface)"},
+    {"alltoall", "alltoall", "comm_mpi alltoallv (MPI_Ialltoallv), equal blocks", "comm_nccl alltoallv (grouped ncclSend/ncclRecv), equal blocks"},
     {"sendrecv", "sendrecv", "comm_mpi send/recv (MPI_Isend + MPI_Recv), ring", "comm_nccl send/recv (ncclSend + ncclRecv), ring"},
 };
 
@@ -54,9 +43,7 @@ typedef struct bench {
     int rank, size;
     void *send, *recv;   /* backend memory, max_bytes each */
     float *host;         /* pattern / result staging, max_bytes */
-#ifdef HAVE_CUDA
-    ncclComm_t nccl_world; /* for all-to-all on CUDA */
-#endif
+    size_t *a2a_plan;    /* all-to-all: send counts, send offsets, recv counts, recv offsets [size] each */
 } bench;
 
 /* bus bandwidth factor (nccl-tests) */
@@ -95,22 +82,15 @@ static void run_once(bench *b, collective c, size_t count) {
         b->comm->wait(&request);
         break;
     }
-    case ALL_TO_ALL:
-#ifdef HAVE_CUDA
-        if (!b->ops->host_memory) {
-            cudaStream_t stream = (cudaStream_t)cuda_stream();
-            CHECK_NCCL(ncclGroupStart());
-            for (int peer = 0; peer < n; peer++) {
-                CHECK_NCCL(ncclSend((float *)b->send + (size_t)peer * count, count, ncclFloat32, peer, b->nccl_world, stream));
-                CHECK_NCCL(ncclRecv((float *)b->recv + (size_t)peer * count, count, ncclFloat32, peer, b->nccl_world, stream));
-            }
-            CHECK_NCCL(ncclGroupEnd());
-            break;
+    case ALL_TO_ALL: {  /* block p of send goes to peer p; block p of recv comes from peer p */
+        size_t *plan = b->a2a_plan;
+        for (int p = 0; p < n; p++) {
+            plan[p] = plan[2 * n + p] = count;
+            plan[n + p] = plan[3 * n + p] = (size_t)p * count;
         }
-#endif
-        CHECK(count <= (size_t)2147483647, "all-to-all block of %zu elements exceeds MPI's int count", count);
-        CHECK_MPI(MPI_Alltoall(b->send, (int)count, MPI_FLOAT, b->recv, (int)count, MPI_FLOAT, MPI_COMM_WORLD));
+        b->comm->alltoallv(b->send, plan, plan + n, b->recv, plan + 2 * n, plan + 3 * n, COMM_FLOAT, &b->world);
         break;
+    }
     default: break;
     }
 }
@@ -182,13 +162,7 @@ int main(int argc, char **argv) {
         user_error("need 4 <= --min-bytes <= --max-bytes, --warmup >= 0, --iters >= 1");
     b.comm = b.ops->host_memory ? comm_mpi() : NULL;
 #ifdef HAVE_CUDA
-    if (!b.ops->host_memory) {
-        b.comm = comm_nccl();
-        ncclUniqueId id;
-        if (b.rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));
-        CHECK_MPI(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
-        CHECK_NCCL(ncclCommInitRank(&b.nccl_world, b.size, id, b.rank));
-    }
+    if (!b.ops->host_memory) b.comm = comm_nccl();
 #endif
     comm_group_create(&b.world, "world", MPI_COMM_WORLD);
     b.comm->attach(&b.world);
@@ -196,7 +170,8 @@ int main(int argc, char **argv) {
     b.send = b.ops->alloc(buffer_bytes);
     b.recv = b.ops->alloc(buffer_bytes);
     b.host = malloc(buffer_bytes);
-    CHECK(b.host, "out of host memory for %zu bytes", buffer_bytes);
+    b.a2a_plan = malloc(sizeof(size_t) * 4 * (size_t)b.size);
+    CHECK(b.host && b.a2a_plan, "out of host memory for %zu bytes", buffer_bytes);
 
     if (b.rank == 0)
         printf("# collectives over %s (%s): %d ranks on %d nodes, float, sum; %d warm-up + %d timed iterations; "
@@ -260,11 +235,9 @@ int main(int argc, char **argv) {
     b.ops->release(b.send);
     b.ops->release(b.recv);
     free(b.host);
+    free(b.a2a_plan);
     b.comm->detach(&b.world);
     comm_group_free(&b.world);
-#ifdef HAVE_CUDA
-    if (!b.ops->host_memory) CHECK_NCCL(ncclCommDestroy(b.nccl_world));
-#endif
     MPI_Finalize();
     return 0;
 }

@@ -128,7 +128,7 @@ expect_error "--recompute-modules with full is refused" "recompute-modules core_
     --recompute-granularity full --recompute-method block --recompute-num-layers 1 --recompute-modules core_attn
 expect_error "an unknown module is refused by name" "unknown module 'layer_norm'" \
     --recompute-granularity selective --recompute-modules core_attn layer_norm
-expect_error "a mixture-of-experts module is refused" "recompute-modules moe_act: recomputing parts of the mixture-of-experts layers is not built yet" \
+expect_error "a mixture-of-experts module needs an MoE model" "recompute-modules moe_act needs --num-experts" \
     --recompute-granularity selective --recompute-modules moe_act
 expect_error "the dense MLP module is refused" "recompute-modules mlp (the whole dense MLP) is not supported" \
     --recompute-activations --recompute-modules mlp

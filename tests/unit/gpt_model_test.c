@@ -136,6 +136,7 @@ typedef struct moe_variant {
                             * (dropping by weight flips at near-ties, where finite differences fail) */
     int shared, gate;      /* shared experts of this width (0: none), with their sigmoid gate */
     int expert_bias;       /* an expert bias (+-0.3 per expert, per layer) steering the choice */
+    int top1_probs_on_input; /* top-1 with the weight on the expert's input (--moe-apply-probs-on-input) */
 } moe_variant;
 
 /* finite differences of the MoE objective for a sample of elements of every tensor. A step can
@@ -150,7 +151,8 @@ static void check_moe_gradients(moe_variant v) {
     for (int l = 0; l < c.num_layers; l++) c.moe_layer[l] = !v.every_other || l % 2 == 1;
     moe_router_spec *r = &c.moe_router;
     r->num_experts = 4;
-    r->topk = 2;
+    r->topk = v.top1_probs_on_input ? 1 : 2;
+    c.moe_apply_probs_on_input = v.top1_probs_on_input;
     r->score_function = v.score_function;
     r->pre_softmax = v.pre_softmax;
     r->topk_scaling_factor = v.scaling;
@@ -317,6 +319,8 @@ int main(int argc, char **argv) {
     check_moe_gradients((moe_variant){"shared experts (GeLU), softmax top-2, aux loss", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 10, 0, 0});
     check_moe_gradients((moe_variant){"gated shared experts (SwiGLU), every other layer MoE", MOE_SCORE_SOFTMAX, 0, 1, 0, 0, MOE_BALANCE_NONE, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0});
     check_moe_gradients((moe_variant){"sigmoid with an expert bias, group-limited, gated shared experts", MOE_SCORE_SIGMOID, 0, 0, 2, 1, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 6, 1, 1});
+    check_moe_gradients((moe_variant){"sigmoid top-1, weights on the experts' input, aux loss", MOE_SCORE_SIGMOID, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 0, 0, 0, 1});
+    check_moe_gradients((moe_variant){"pre-softmax top-1, SwiGLU, weights on the experts' input", MOE_SCORE_SOFTMAX, 1, 1, 0, 0, MOE_BALANCE_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
     check_expert_bias_routing();
     check_layout_independent_init();
     check_overfit();
