@@ -529,6 +529,16 @@ typedef struct kernel_ops {
      * that per-tensor current scaling (--fp8-recipe tensorwise) takes the scale from before
      * fp8_quantize; amax is fp32 backend memory */
     void (*fp8_amax)(float *amax, const void *x, size_t n);
+    /* the fp8 GEMM (CUDA: kernels/cuda/cuda_fp8_gemm.cu, cuBLASLt; NULL on the CPU, which
+     * emulates it through fp8_dequantize and the GEMMs above): out[rows, cols] = *x_scale_inv
+     * *w_scale_inv (x . w^T) over fp8 codes x [rows, K] and w [cols, K], both K-contiguous
+     * (formats as fp8_quantize; not both FP8_E5M2), fp32 accumulation; out in the compute dtype
+     * (accumulate 0: overwritten) or fp32 added into (accumulate 1: weight gradients). The
+     * forward is x . W^T, the input gradient dout . (W^T)^T, the weight gradient dout^T . (x^T)^T,
+     * the transposed codes from fp8_transpose: out[c, r] = in[r, c] for in [rows, cols]. */
+    void (*fp8_gemm)(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
+                     const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
+    void (*fp8_transpose)(uint8_t *out, const uint8_t *in, int rows, int cols);
 
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on
