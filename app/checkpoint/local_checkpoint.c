@@ -215,9 +215,9 @@ static int check_payload(const local_checkpoint *lc, const unsigned char *payloa
     const int64_t *words = (const int64_t *)payload;
     if (bytes < sizeof(int64_t) * HEADER_WORDS || words[0] != PAYLOAD_VERSION)
         return error_format(why, whylen, "an unknown payload version"), FILE_OTHER_RUN;
-    if (words[1] != iteration || words[2] != owner)
-        return error_format(why, whylen, "holds rank %lld's iteration %lld", (long long)words[2], (long long)words[1]),
-               FILE_OTHER_RUN;
+    if (words[1] != iteration || words[2] != owner)  /* its name and its contents disagree */
+        return error_format(why, whylen, "is damaged: it holds rank %lld's iteration %lld", (long long)words[2],
+                            (long long)words[1]), FILE_DAMAGED;
     for (int k = 0; k < LOCAL_CHECKPOINT_LAYOUT_FIELDS; k++)
         if (words[3 + k] != lc->layout[k]) {
             char saved[160] = "", now[160] = "";
