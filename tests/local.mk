@@ -111,6 +111,7 @@ TESTS += tests/mpi/moe_parallel_test.sh
 # resilience (issue 45): asynchronous saves
 TESTS += tests/mpi/async_save_test.sh
 TESTS += tests/mpi/local_checkpoint_test.sh
+TESTS += tests/mpi/restart_test.sh
 # --deterministic-mode: the same bits at data-parallel sizes 1, 2, 4, 8
 TESTS += tests/mpi/dp_bitwise_test.sh
 TESTS += tests/mpi/moe_test.sh
