@@ -154,7 +154,8 @@ endif
 TESTS += tests/gpu/gpu_train_test.sh tests/gpu/gpu_checkpoint_test.sh tests/gpu/gpu_moe_test.sh
 
 # ---- Slurm (a real slurmctld/slurmd/munge on loopback) ----
-TESTS += tests/slurm/slurm_test.sh
+TESTS += tests/slurm/slurm_test.sh tests/slurm/restart_slurm_test.sh
+EXTRA_DIST += tests/slurm/cluster.sh
 
 # scripts and data the tests read
 EXTRA_DIST += $(filter %.sh,$(TESTS)) tests/gpu/cuda_kernels_test.c tests/gpu/cuda_attention_test.c tests/gpu/cuda_moe_test.c \

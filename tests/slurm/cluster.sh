@@ -56,7 +56,8 @@ NodeName=localhost Name=gpu File=$S/gpu[0-7]
 EOF
 # The node declares 8 CPUs whatever the machine has (config_overrides): two 4-rank jobs fit at once.
 # No cgroups (proctrack/pgid, task/none), no accounting daemon: job states come from scontrol,
-# kept for an hour by MinJobAge.
+# kept for an hour by MinJobAge. KillWait=2: a cancelled step's tasks get SIGKILL 2 s after SIGTERM (a rank
+# blocked in a collective with --exit-signal-handler would otherwise hold the node for 30 s).
 cat > "$SLURM_CONF" <<EOF
 # slurm.conf of tests/slurm/slurm_test.sh: one node on loopback, everything under $S
 ClusterName=mtctest
@@ -87,6 +88,7 @@ SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides
 MpiDefault=none
 MinJobAge=3600
+KillWait=2
 ReturnToService=2
 GresTypes=gpu
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=1000 Gres=gpu:8 State=UNKNOWN
