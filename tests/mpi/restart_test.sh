@@ -9,6 +9,8 @@
 #    restarted, bitwise again;
 #  - a rank killed in every attempt: the launcher gives up after --max-restarts with a message and
 #    a non-zero status;
+#  - a node srun names as failed is excluded (srun --exclude) when the allocation has a spare one
+#    (a stand-in srun: the loopback Slurm has one node), and --load SAVE is added;
 #  - bad launcher options stop it with one message.
 . "${top_srcdir:-.}/tests/lib.sh"
 RESTARTS="$top_srcdir/jobs/run_with_restarts"
@@ -65,6 +67,28 @@ status=$?
     grep -q "^run_with_restarts: error: the step failed (exit status [0-9]*), and --max-restarts 1 restarts are used up: giving up" "$WORK/err" &&
     [ "$(grep -c '"event": "restart"' "$WORK/always.jsonl")" -eq 1 ]
 check $? "a rank killed in every attempt: one restart, then the launcher gives up with a message (status $status)"
+
+# node exclusion, with a stand-in srun (the loopback Slurm has one node): attempt 0 fails naming
+# node02, attempt 1 records its arguments; 3 nodes allocated for a step of 2 -> --exclude=node02,
+# 2 allocated -> no spare node, the same nodes
+mkdir -p "$WORK/bin"
+cat > "$WORK/bin/srun" <<'SRUN'
+#!/bin/sh
+if [ "$MTC_RESTART_ATTEMPT" = 0 ]; then echo "srun: error: node02: task 3: Killed" >&2; exit 137; fi
+echo "$@" > "$SRUN_ARGS"
+SRUN
+chmod +x "$WORK/bin/srun"
+SRUN_ARGS="$WORK/srun3.args" SLURM_JOB_NUM_NODES=3 "$RESTARTS" --max-restarts 1 --restart-delay 0 -- \
+    "$WORK/bin/srun" --nodes=2 app --save "$WORK/x" > "$WORK/out" 2> "$WORK/err"
+[ $? -eq 0 ] && [ "$(cat "$WORK/srun3.args")" = "--exclude=node02 --nodes=2 app --save $WORK/x --load $WORK/x" ] &&
+    grep -q "^run_with_restarts: restart 1 of at most 1 at .*: the step failed (exit status 137); excluding node(s) node02; " "$WORK/err"
+status1=$?
+SRUN_ARGS="$WORK/srun2.args" SLURM_JOB_NUM_NODES=2 "$RESTARTS" --max-restarts 1 --restart-delay 0 -- \
+    "$WORK/bin/srun" --nodes=2 app --save "$WORK/x" > "$WORK/out" 2>> "$WORK/err"
+[ $? -eq 0 ] && [ "$(cat "$WORK/srun2.args")" = "--nodes=2 app --save $WORK/x --load $WORK/x" ] &&
+    grep -q "node(s) node02 failed, but no spare node remains in the allocation (2 allocated, 0 excluded, 2 needed): restarting on the same nodes" "$WORK/err"
+[ $status1 -eq 0 ] && [ $? -eq 0 ]
+check $? "srun names a failed node: the restart excludes it where a spare node remains (and adds --load SAVE), not otherwise"
 
 "$RESTARTS" --max-restarts x -- true > "$WORK/out" 2> "$WORK/err"
 [ $? -eq 2 ] && grep -q "^run_with_restarts: error: --max-restarts x: expected a non-negative whole number" "$WORK/err" &&
