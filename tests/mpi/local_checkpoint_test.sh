@@ -15,6 +15,7 @@
 #    the global one;
 #  - --non-persistent-ckpt-type global saves into <save>/non_persistent, keeps the newest two,
 #    and the restart loads it bitwise; the end of training still saves --save's checkpoint;
+#  - --fp16: the dynamic loss scaler's state comes back from the local files (losses and scale);
 #  - bad flags stop the job with one message.
 . "${top_srcdir:-.}/tests/lib.sh"
 export MTC_PRETEND_RANKS_PER_NODE=2
@@ -150,6 +151,22 @@ iteration_losses "$WORK/g2.jsonl" > "$WORK/g2.loss"
 [ $status -eq 0 ] && grep -q "^> loading the non-persistent checkpoint of iteration 6 from .*/g2/non_persistent" "$WORK/out" &&
     same_as_reference g2 7 && [ "$(cat "$WORK/g2/latest_checkpointed_iteration.txt")" = 8 ]
 check $? "global type: the restart loads the non-persistent iteration 6 bitwise, and the end saves --save's"
+
+# --fp16 with a dynamic loss scale growing every 2 steps: the scaler's state is in the local files
+FP16="--fp16 --initial-loss-scale 1024 --loss-scale-window 2"
+scales() { grep '"split": "train"' "$1" | sed -e 's/.*"iteration": \([0-9]*\).*"lm_loss": \([^,}]*\).*"loss_scale": \([^,}]*\).*/\1 \2 \3/'; }
+run_app 2 $MODEL $FP16 --metrics-file "$WORK/fp16_ref.jsonl"
+rm -rf "$WORK/local16"
+MTC_PRETEND_RANKS_PER_NODE=1 MTC_FAULT_KILL_AT_LOG=1:7 run_app 2 $MODEL $FP16 --save "$WORK/g16" \
+    --non-persistent-save-interval 2 --non-persistent-ckpt-type local --non-persistent-local-ckpt-dir "$WORK/local16"
+MTC_PRETEND_RANKS_PER_NODE=1 run_app 2 $MODEL $FP16 --save "$WORK/g16" --load "$WORK/g16" --non-persistent-save-interval 2 \
+    --non-persistent-ckpt-type local --non-persistent-local-ckpt-dir "$WORK/local16" --metrics-file "$WORK/fp16.jsonl"
+status=$?
+scales "$WORK/fp16_ref.jsonl" | awk '$1 >= 7' > "$WORK/expected"
+scales "$WORK/fp16.jsonl" > "$WORK/fp16.scales"
+[ $status -eq 0 ] && grep -q "^> loaded local checkpoint of iteration 6 " "$WORK/out" && [ "$(wc -l < "$WORK/expected")" -eq 2 ] &&
+    cmp -s "$WORK/expected" "$WORK/fp16.scales"
+check $? "--fp16: the restart from the local set goes on with the unbroken run's losses and loss scale ($(tr '\n' ' ' < "$WORK/fp16.scales"))"
 
 # bad flags
 expect_error() {  # expect_error MESSAGE FLAGS...
