@@ -11,6 +11,7 @@
 #    a non-zero status;
 #  - a node srun names as failed is excluded (srun --exclude) when the allocation has a spare one
 #    (a stand-in srun: the loopback Slurm has one node), and --load SAVE is added;
+#  - a usage error of pretrain_gpt before training is not restarted;
 #  - bad launcher options stop it with one message.
 . "${top_srcdir:-.}/tests/lib.sh"
 RESTARTS="$top_srcdir/jobs/run_with_restarts"
@@ -89,6 +90,12 @@ SRUN_ARGS="$WORK/srun2.args" SLURM_JOB_NUM_NODES=2 "$RESTARTS" --max-restarts 1 
     grep -q "node(s) node02 failed, but no spare node remains in the allocation (2 allocated, 0 excluded, 2 needed): restarting on the same nodes" "$WORK/err"
 [ $status1 -eq 0 ] && [ $? -eq 0 ]
 check $? "srun names a failed node: the restart excludes it where a spare node remains (and adds --load SAVE), not otherwise"
+
+timeout 60 "$RESTARTS" --max-restarts 3 -- "$MPIEXEC" -n 2 "$PRETRAIN_GPT" $MODEL --hidden-size 33 > "$WORK/out" 2> "$WORK/err"
+status=$?
+[ $status -ne 0 ] && grep -q "^run_with_restarts: error: the step stopped on a usage error before training (.*--hidden-size.*): not restarting" "$WORK/err" &&
+    ! grep -q "restart 1 of" "$WORK/err"
+check $? "a usage error before training (--hidden-size 33 with 2 heads) is not restarted (status $status)"
 
 "$RESTARTS" --max-restarts x -- true > "$WORK/out" 2> "$WORK/err"
 [ $? -eq 2 ] && grep -q "^run_with_restarts: error: --max-restarts x: expected a non-negative whole number" "$WORK/err" &&
