@@ -100,8 +100,7 @@ static void wait_all(int n, MPI_Request *requests) {
 
 static int pieces(size_t bytes) { return (int)((bytes + PIECE - 1) / PIECE) + 1; }
 
-/* Every rank sends bytes[own] to its holder (when it needs it: wanted by the receiver) and
- * receives those of the ranks it holds for. received[o] is malloc'ed for each o received. */
+/* the payloads a rank received from the ranks it keeps replicas for: received[o] (malloc'ed) */
 typedef struct exchange {
     unsigned char **received;  /* [size] */
     uint64_t *received_bytes;  /* [size] */
