@@ -6,9 +6,13 @@ APP_LIBS = app/training/libtraining.a app/inference/libinference.a app/optim/lib
 	$(HDF5_LIBS) $(JANSSON_LIBS) $(PCRE2_LIBS) $(UTF8PROC_LIBS) $(SENTENCEPIECE_LIBS) $(ZLIB_LIBS) $(XXHASH_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) \
 	$(PAPI_LIBS) $(CUDA_LIBS) -lm
 
-bin_PROGRAMS += app/pretrain_gpt app/preprocess_data app/convert_corpus app/convert_checkpoint
+bin_PROGRAMS += app/pretrain_gpt app/pretrain_bert app/preprocess_data app/convert_corpus app/convert_checkpoint
 app_pretrain_gpt_SOURCES = app/pretrain_gpt.c
 app_pretrain_gpt_LDADD = $(APP_LIBS)
+# pretrain_bert compiles pretrain_gpt.c's main under another name (app/pretrain_bert.c)
+app_pretrain_bert_SOURCES = app/pretrain_bert.c
+EXTRA_app_pretrain_bert_SOURCES = app/pretrain_gpt.c
+app_pretrain_bert_LDADD = $(APP_LIBS)
 app_preprocess_data_SOURCES = app/preprocess_data.c
 app_preprocess_data_LDADD = $(APP_LIBS)
 app_convert_corpus_SOURCES = app/convert_corpus.c

@@ -8,3 +8,5 @@ dist_pkgdata_DATA += configs/llama-tiny.args configs/llama2-7b.args configs/llam
 	configs/llama3.2-1b.args configs/llama3-70b.args
 # mixture of experts: a CI-sized Mixtral
 dist_pkgdata_DATA += configs/mixtral-tiny.args configs/mixtral-small.args
+# BERT (pretrain_bert): Megatron's BERT-Large example shape
+dist_pkgdata_DATA += configs/bert-large.args

@@ -492,6 +492,12 @@ typedef struct kernel_ops {
      * moe_route_forward gave it (dropped choices take no gradient) */
     void (*moe_route_backward)(float *dlogits, const float *dweight, const float *logits, const int *expert, int N,
                                moe_router_spec spec, float loss_scale);
+    /* the permutation of the M = N k routed choices (Megatron's permute order: grouped by
+     * expert, in token order within an expert): rows[e] = expert e's first permuted row, rows[E]
+     * = the rows in all; slot_row[i] = the row of choice i = t k + j (-1 where expert[i] < 0,
+     * dropped); row_token[row] = the token t of each row. All in device memory, so that only
+     * rows[E+1] need travel to the host (the grouped GEMMs' sizes) */
+    void (*moe_permutation)(int *rows, int *slot_row, int *row_token, const int *expert, int M, int k, int E);
     /* out[i,:] = x[rows[i],:] for i < M (the rows of x [.,C] that an expert computes on) */
     void (*gather_rows)(void *out, const void *x, const int *rows, int M, int C);
     /* out[t,:] = sum over j < k, in that order, of weight[t,j] * y[slot_row[t k + j],:] for
@@ -509,7 +515,8 @@ typedef struct kernel_ops {
     void (*uniform_jitter)(void *out, const void *x, size_t n, float eps, dropout_rng rng);
 
     /* ---- fp8 emulation (issue 43; kernels/fp8_format.h, the recipe in kernels/fp8_recipe.h) ----
-     * NULL on CUDA for now. fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
+     * (CUDA: kernels/cuda/cuda_fp8.cu; the GEMMs then run on the dequantized operands in the compute
+     * dtype until the cuBLASLt fp8 GEMMs land). fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
      * x[i] * *scale, rounded to nearest even and saturating to +-max as TE's cast; *amax =
      * fmaxf(*amax, max |x[i]|) (the unscaled input; NaN elements ignored; the caller zeroes it
      * first: TE's amax_history[0]) and *scale_inv = 1 / *scale, each skipped when NULL. amax,
@@ -518,6 +525,10 @@ typedef struct kernel_ops {
     void (*fp8_quantize)(uint8_t *out, float *amax, float *scale_inv, const void *x, size_t n,
                          const float *scale, int format);
     void (*fp8_dequantize)(void *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
+    /* *amax = fmaxf(*amax, max |x[i]|) over x[n] (compute dtype; NaN elements ignored): the amax
+     * that per-tensor current scaling (--fp8-recipe tensorwise) takes the scale from before
+     * fp8_quantize; amax is fp32 backend memory */
+    void (*fp8_amax)(float *amax, const void *x, size_t n);
 
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on

@@ -13,12 +13,15 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 	kernels/cuda/cuda_layernorm.cu kernels/cuda/cuda_matmul.cu kernels/cuda/cuda_adamw.cu \
 	kernels/cuda/cuda_attention.cu kernels/cuda/cuda_attention_sm90.cu kernels/cuda/cuda_decode_attention.cu kernels/cuda/cuda_cross_entropy.cu \
 	kernels/cuda/cuda_backend.cu kernels/cuda/cuda_rmsnorm.cu kernels/cuda/cuda_rope.cu \
-	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu kernels/cuda/cuda_moe.cu
+	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu kernels/cuda/cuda_moe.cu \
+	kernels/cuda/cuda_fp8.cu kernels/cuda/cuda_attention_block.cu
+# headers of context parallelism's ring attention, included by the two objects named below only
+CUDA_RING_ATTENTION_INCLUDES = kernels/cuda/cuda_attention_block.cuh kernels/cuda/cuda_attention_tiles.cuh
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
 	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh
 if HAVE_CUDA
 CUDA_OBJECT_FILES = $(CUDA_CU_FILES:.cu=.o)
-kernels_libkernels_a_SOURCES += $(CUDA_INCLUDE_FILES)
+kernels_libkernels_a_SOURCES += $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES)
 kernels_libkernels_a_LIBADD = $(CUDA_OBJECT_FILES)
 EXTRA_kernels_libkernels_a_DEPENDENCIES = $(CUDA_OBJECT_FILES)
 CLEANFILES += $(CUDA_OBJECT_FILES)
@@ -28,8 +31,9 @@ kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.
 		$(top_srcdir)/kernels/philox.h $(top_srcdir)/kernels/moe_routing.h $(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%)
 	@$(MKDIR_P) kernels/cuda
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c $< -o $@
+kernels/cuda/cuda_attention_block.o kernels/cuda/cuda_backend.o: $(CUDA_RING_ATTENTION_INCLUDES:%=$(top_srcdir)/%)
 endif
-EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES)
+EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES)
 
 # the attention benchmark (perf/attention_bench.cu includes cuda_attention.cu itself; the library
 # supplies only kernels_fatal); built only on request:

@@ -35,11 +35,22 @@ TESTS += tests/unit/fp8_format_test
 # the same rounding against the GPU's own fp8 conversion, all 2^32 fp32 patterns (skips without nvcc or a GPU)
 TESTS += tests/gpu/fp8_format_gpu_test.sh
 EXTRA_DIST += tests/gpu/fp8_format_gpu_check.cu
+# issue 43: fp8 training emulated on the CPU backend (app/model/fp8_linear.h): the operands and
+# scaling state against fp8_format.h by hand, then training runs
+check_PROGRAMS += tests/unit/fp8_linear_test
+tests_unit_fp8_linear_test_SOURCES = tests/unit/fp8_linear_test.c
+tests_unit_fp8_linear_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/fp8_linear_test tests/mpi/fp8_training_test.sh
 # BERT's heads (issue 46) against a double reference and finite differences
 check_PROGRAMS += tests/unit/bert_heads_test
 tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c
 tests_unit_bert_heads_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/bert_heads_test
+# the BERT encoder mode of the model (issue 46): names, finite differences, padding, fitting a batch
+check_PROGRAMS += tests/unit/bert_model_test
+tests_unit_bert_model_test_SOURCES = tests/unit/bert_model_test.c
+tests_unit_bert_model_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/bert_model_test
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
@@ -150,8 +161,24 @@ tests_gpu_cuda_moe_fp16_test_SOURCES = tests/gpu/cuda_moe_test.c tests/gpu/cuda_
 tests_gpu_cuda_moe_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
 tests_gpu_cuda_moe_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/gpu/cuda_moe_test tests/gpu/cuda_moe_fp16_test
+check_PROGRAMS += tests/gpu/cuda_fp8_test
+tests_gpu_cuda_fp8_test_SOURCES = tests/gpu/cuda_fp8_test.c tests/gpu/cuda_test_util.h
+tests_gpu_cuda_fp8_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_gpu_cuda_fp8_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/gpu/cuda_fp8_test
+# context parallelism's ring-attention kernels against the CPU's (bf16, and fp16 with -DTEST_FP16)
+check_PROGRAMS += tests/gpu/cuda_attention_block_test tests/gpu/cuda_attention_block_fp16_test
+tests_gpu_cuda_attention_block_test_SOURCES = tests/gpu/cuda_attention_block_test.c tests/gpu/cuda_test_util.h
+tests_gpu_cuda_attention_block_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_gpu_cuda_attention_block_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+tests_gpu_cuda_attention_block_fp16_test_SOURCES = tests/gpu/cuda_attention_block_test.c tests/gpu/cuda_test_util.h \
+	tests/gpu/cuda_fp16_map.h
+tests_gpu_cuda_attention_block_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
+tests_gpu_cuda_attention_block_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/gpu/cuda_attention_block_test tests/gpu/cuda_attention_block_fp16_test
 endif
-TESTS += tests/gpu/gpu_train_test.sh tests/gpu/gpu_checkpoint_test.sh tests/gpu/gpu_moe_test.sh
+TESTS += tests/gpu/gpu_train_test.sh tests/gpu/gpu_checkpoint_test.sh tests/gpu/gpu_moe_test.sh tests/gpu/gpu_cp_test.sh \
+	tests/gpu/gpu_fp8_test.sh
 
 # ---- Slurm (a real slurmctld/slurmd/munge on loopback) ----
 TESTS += tests/slurm/slurm_test.sh tests/slurm/restart_slurm_test.sh
@@ -159,6 +186,7 @@ EXTRA_DIST += tests/slurm/cluster.sh
 
 # scripts and data the tests read
 EXTRA_DIST += $(filter %.sh,$(TESTS)) tests/gpu/cuda_kernels_test.c tests/gpu/cuda_attention_test.c tests/gpu/cuda_moe_test.c \
+	tests/gpu/cuda_attention_block_test.c tests/gpu/cuda_fp8_test.c \
 	tests/gpu/cuda_test_util.h tests/data/gpt2_encode_vectors.jsonl tests/data/wordpiece-vocab.txt \
 	configs/tokenizers/gpt2/vocab.json configs/tokenizers/gpt2/merges.txt \
 	configs/tokenizers/gpt2/LICENSE configs/data/tinyshakespeare.txt \
@@ -267,6 +295,12 @@ TESTS += tests/mpi/megatron_samples_test.sh tests/unit/split_bounds_test.sh test
 EXTRA_DIST += tests/tools/megatron_gpt_samples.py
 # BERT samples (issue 46) against tests/tools/megatron_bert_samples.py
 TESTS += tests/mpi/bert_samples_test.sh
+# pretrain_bert (issue 46): every parallel layout trains like one rank; checkpoints resume bitwise
+TESTS += tests/mpi/bert_parallel_test.sh
+# Megatron's examples/bert/train_bert_340m_distributed.sh, every flag, shrunk (issue 46)
+TESTS += tests/mpi/bert_script_test.sh
+EXTRA_DIST += tests/data/train_bert_340m_tiny.sh
+EXTRA_DIST += tests/mpi/bert_corpus.sh
 EXTRA_DIST += tests/tools/megatron_bert_samples.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)

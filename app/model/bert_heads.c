@@ -2,7 +2,9 @@
  * bert_heads.h). Backward derivations: linear y = x W^T + b gives dx = dy W, dW += dy^T x,
  * db += colsum dy (matmul_backward); the cross entropies give (softmax - onehot) scaled by
  * loss_scale / rows (cross_entropy_fused); the gathers' backward scatters rows back
- * (moe_uncombine with one choice per row: the other rows get 0). */
+ * (moe_uncombine with one choice per row: the other rows get 0). Under tensor parallelism the
+ * logits are this rank's vocabulary columns and the cross entropy is vocab-parallel (its max and
+ * sums all-reduced, kernels/kernels.h), the output layer's input gradient all-reduced. */
 #include "app/model/bert_heads.h"
 #include "app/core/error.h"
 
@@ -95,15 +97,33 @@ static float mean_loss(const kernel_ops *ops, const float *losses, int n) {
     return (float)(sum / n);
 }
 
-/* one cross entropy over logits[rows, V] in place: losses' mean returned, logits become the
- * gradient scaled by loss_scale / rows */
-static float cross_entropy(const kernel_ops *ops, void *logits, const int *targets, int rows, int V,
-                           float loss_scale) {
+/* the compute dtype, for communication */
+static comm_dtype comm_dtype_of(const kernel_ops *ops) {
+    return ops->act_dtype == KERNEL_FP16 ? COMM_FP16 : ops->act_dtype == KERNEL_BF16 ? COMM_BF16 : COMM_FLOAT;
+}
+
+static int tp_size_of(const tensor_parallel_comm *tp) { return tp && tp->group ? tp->group->size : 1; }
+static int tp_rank_of(const tensor_parallel_comm *tp) { return tp && tp->group ? tp->group->rank : 0; }
+
+/* one cross entropy over logits[rows, V/tp] in place (vocab-parallel over tp: this rank's
+ * vocabulary rows from vocab_start): losses' mean returned, logits become the gradient scaled by
+ * loss_scale / rows */
+static float cross_entropy(const kernel_ops *ops, const tensor_parallel_comm *tp, void *logits,
+                           const int *targets, int rows, int V, int vocab_start, float loss_scale) {
     float *scratch = ops->alloc(sizeof(float) * 4 * (size_t)rows);
     float *losses = scratch, *row_max = scratch + rows, *sum_exp = scratch + 2 * rows,
           *target_logit = scratch + 3 * rows;
-    ops->cross_entropy_fused(losses, logits, row_max, sum_exp, target_logit, targets, rows, V,
-                             loss_scale / (float)rows);
+    float grad_scale = loss_scale / (float)rows;
+    if (tp_size_of(tp) == 1) {
+        ops->cross_entropy_fused(losses, logits, row_max, sum_exp, target_logit, targets, rows, V, grad_scale);
+    } else {  /* sum_exp and target_logit side by side: one all-reduce */
+        ops->cross_entropy_max(row_max, logits, rows, V);
+        vocab_parallel_statistics_allreduce(tp, row_max, (size_t)rows, COMM_MAX);
+        ops->cross_entropy_sum_exp(sum_exp, target_logit, logits, row_max, targets, rows, V, vocab_start);
+        vocab_parallel_statistics_allreduce(tp, sum_exp, 2 * (size_t)rows, COMM_SUM);
+        ops->cross_entropy_loss_grad(losses, logits, row_max, sum_exp, target_logit, targets, rows, V,
+                                     vocab_start, grad_scale);
+    }
     float mean = mean_loss(ops, losses, rows);
     ops->release(scratch);
     return mean;
@@ -111,14 +131,14 @@ static float cross_entropy(const kernel_ops *ops, void *logits, const int *targe
 
 /* LM head over the M masked rows: dense, exact GeLU, layer norm, tied output + bias, loss;
  * dhidden (overwritten) gets the gradient on those rows, 0 elsewhere */
-static float lm_head(const kernel_ops *ops, const bert_heads_config *cfg, const bert_batch *batch,
-                     const void *hidden, const void *word_embeddings, const bert_heads_view *p,
-                     const bert_heads_view *g, float *dword_embeddings, void *dhidden,
-                     float loss_scale) {
-    int M = batch->masked_count, C = cfg->hidden_size, V = cfg->padded_vocab_size;
+static float lm_head(const kernel_ops *ops, const tensor_parallel_comm *tp, const bert_heads_config *cfg,
+                     const bert_batch *batch, const void *hidden, const void *word_embeddings,
+                     const bert_heads_view *p, const bert_heads_view *g, float *dword_embeddings,
+                     void *dhidden, float loss_scale, int with_backward) {
+    int M = batch->masked_count, C = cfg->hidden_size, V = cfg->padded_vocab_size / tp_size_of(tp);
     size_t N = (size_t)batch->B * batch->T, a = ops->act_bytes;
     if (M == 0) {
-        ops->zero(dhidden, N * C * a);
+        if (with_backward) ops->zero(dhidden, N * C * a);
         return 0.0f;
     }
     void *x = ops->alloc((size_t)M * C * a), *pre = ops->alloc((size_t)M * C * a),
@@ -131,10 +151,17 @@ static float lm_head(const kernel_ops *ops, const bert_heads_config *cfg, const 
     ops->layernorm_forward(normed, stats, stats + M, act, p->lm_norm_weight, p->lm_norm_bias, M, C,
                            cfg->layernorm_epsilon);
     ops->matmul_forward(logits, NULL, normed, word_embeddings, p->output_bias, M, C, V);
-    float loss = cross_entropy(ops, logits, batch->masked_labels, M, V, loss_scale);
-    /* backward: logits now hold d loss / d logits */
+    float loss = cross_entropy(ops, tp, logits, batch->masked_labels, M, V, tp_rank_of(tp) * V, loss_scale);
+    void *buffers[] = {x, pre, act, normed, logits, dx, stats};
+    if (!with_backward) {
+        for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
+        return loss;
+    }
+    /* backward: logits now hold d loss / d logits; the output layer's input gradient summed over
+     * the vocabulary shards (Megatron's copy_to_tensor_parallel_region's backward) */
     ops->matmul_backward(dx, dword_embeddings, g->output_bias, logits, normed, word_embeddings, M,
                          C, V);
+    if (tp_size_of(tp) > 1) copy_to_tensor_parallel_region_backward(tp, dx, (size_t)M, (size_t)C, comm_dtype_of(ops));
     void *dact = normed;  /* normed is no longer needed: the norm's input gradient lands here */
     ops->zero(dact, (size_t)M * C * a);
     ops->layernorm_backward(dact, g->lm_norm_weight, g->lm_norm_bias, NULL, dx, act,
@@ -143,7 +170,6 @@ static float lm_head(const kernel_ops *ops, const bert_heads_config *cfg, const 
     ops->matmul_backward(dx, g->lm_dense_weight, g->lm_dense_bias, dact, x, p->lm_dense_weight, M,
                          C, C);
     ops->moe_uncombine(dhidden, dx, batch->masked_slot, (int)N, 1, C);
-    void *buffers[] = {x, pre, act, normed, logits, dx, stats};
     for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
     return loss;
 }
@@ -151,7 +177,7 @@ static float lm_head(const kernel_ops *ops, const bert_heads_config *cfg, const 
 /* pooler and binary head on the [CLS] rows; dhidden += their gradient */
 static float binary_head(const kernel_ops *ops, const bert_heads_config *cfg,
                          const bert_batch *batch, const void *hidden, const bert_heads_view *p,
-                         const bert_heads_view *g, void *dhidden, float loss_scale) {
+                         const bert_heads_view *g, void *dhidden, float loss_scale, int with_backward) {
     int B = batch->B, C = cfg->hidden_size;
     size_t N = (size_t)B * batch->T, a = ops->act_bytes;
     void *x = ops->alloc((size_t)B * C * a), *pre = ops->alloc((size_t)B * C * a),
@@ -162,7 +188,12 @@ static float binary_head(const kernel_ops *ops, const bert_heads_config *cfg,
     ops->matmul_forward(pre, NULL, x, p->pooler_weight, p->pooler_bias, B, C, C);
     ops->tanh_forward(pooled, pre, (size_t)B * C);
     ops->matmul_forward(logits, NULL, pooled, p->binary_weight, p->binary_bias, B, C, 2);
-    float loss = cross_entropy(ops, logits, batch->is_random, B, 2, loss_scale);
+    float loss = cross_entropy(ops, NULL, logits, batch->is_random, B, 2, 0, loss_scale);
+    void *buffers[] = {x, pre, pooled, logits, dpooled, dx, scattered};
+    if (!with_backward) {
+        for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
+        return loss;
+    }
     ops->matmul_backward(dpooled, g->binary_weight, g->binary_bias, logits, pooled,
                          p->binary_weight, B, C, 2);
     ops->tanh_backward(dpooled, pooled, dpooled, (size_t)B * C);
@@ -170,22 +201,22 @@ static float binary_head(const kernel_ops *ops, const bert_heads_config *cfg,
                          C);
     ops->moe_uncombine(scattered, dx, batch->cls_slot, (int)N, 1, C);
     ops->add(dhidden, dhidden, scattered, N * C);
-    void *buffers[] = {x, pre, pooled, logits, dpooled, dx, scattered};
     for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
     return loss;
 }
 
-void bert_heads_forward_backward(const kernel_ops *ops, const bert_heads_config *cfg,
-                                 const bert_batch *batch, const void *hidden,
-                                 const void *word_embeddings, const bert_heads_view *params,
-                                 const bert_heads_view *grads, float *dword_embeddings,
-                                 void *dhidden, float loss_scale, float *lm_loss, float *sop_loss) {
+void bert_heads_forward_backward(const kernel_ops *ops, const tensor_parallel_comm *tp,
+                                 const bert_heads_config *cfg, const bert_batch *batch,
+                                 const void *hidden, const void *word_embeddings,
+                                 const bert_heads_view *params, const bert_heads_view *grads,
+                                 float *dword_embeddings, void *dhidden, float loss_scale,
+                                 int with_backward, float *lm_loss, float *sop_loss) {
     if (!ops->gelu_erf_forward || !ops->tanh_forward || !ops->attention_padded_forward)
         user_error("BERT runs on the CPU backend only for now (--device cpu): the %s backend has "
                    "no kernels for BERT's heads and padded attention yet", ops->name);
-    *lm_loss = lm_head(ops, cfg, batch, hidden, word_embeddings, params, grads, dword_embeddings,
-                       dhidden, loss_scale);
+    *lm_loss = lm_head(ops, tp, cfg, batch, hidden, word_embeddings, params, grads, dword_embeddings,
+                       dhidden, loss_scale, with_backward);
     *sop_loss = cfg->binary_head
-                    ? binary_head(ops, cfg, batch, hidden, params, grads, dhidden, loss_scale)
+                    ? binary_head(ops, cfg, batch, hidden, params, grads, dhidden, loss_scale, with_backward)
                     : 0.0f;
 }

@@ -11,19 +11,23 @@
  * and pretrain_bert.py's loss: lm_loss = sum(per-token loss x loss_mask) / sum(loss_mask),
  * sop_loss = the mean cross entropy of the binary logits against is_random, loss = lm + sop.
  * The LM head runs on the masked rows only (the other rows' logits take no part in the loss:
- * the same loss and gradients as Megatron's full-sequence logits). Single tensor-parallel rank
- * (the vocabulary whole). Compute goes through kernel_ops only. */
+ * the same loss and gradients as Megatron's full-sequence logits). Under tensor parallelism
+ * (Megatron-Core's layout) the output layer and its bias are split by vocabulary rows, its cross
+ * entropy is vocab-parallel, and the dense, norm, pooler and binary head are whole on every rank
+ * (their inputs and gradients the same everywhere: the output layer's input gradient is
+ * all-reduced). Compute goes through kernel_ops only, communication through tensor_parallel.h. */
 #ifndef BERT_HEADS_H
 #define BERT_HEADS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "app/parallel/tensor_parallel.h"
 #include "kernels/kernels.h"
 
 typedef struct bert_heads_config {
     int hidden_size;          /* C */
-    int padded_vocab_size;    /* V */
+    int padded_vocab_size;    /* V (all ranks; the output layer holds V/tp rows here) */
     int binary_head;          /* !--bert-no-binary-head: tokentype embeddings, pooler, binary head */
     float layernorm_epsilon;
 } bert_heads_config;
@@ -74,13 +78,17 @@ void bert_tokentype_backward(const kernel_ops *ops, float *dtokentype_embeddings
                              const void *dhidden, const bert_batch *batch, int C);
 
 /* The heads' forward and backward on the encoder's output hidden[B T, C] (after its final
- * layer norm): *lm_loss and *sop_loss (0 without the binary head; *lm_loss 0 with no masked
- * position), dhidden[B T, C] (overwritten) = the gradient of loss_scale (lm_loss + sop_loss),
- * grads and dword_embeddings (the tied output layer's) accumulated. */
-void bert_heads_forward_backward(const kernel_ops *ops, const bert_heads_config *cfg,
-                                 const bert_batch *batch, const void *hidden,
-                                 const void *word_embeddings, const bert_heads_view *params,
-                                 const bert_heads_view *grads, float *dword_embeddings,
-                                 void *dhidden, float loss_scale, float *lm_loss, float *sop_loss);
+ * layer norm, whole on every tensor-parallel rank): *lm_loss and *sop_loss (0 without the
+ * binary head; *lm_loss 0 with no masked position). tp: the tensor-parallel group (NULL: one
+ * rank); word_embeddings and the output bias are this rank's V/tp vocabulary rows. With
+ * with_backward, dhidden[B T, C] (overwritten; the same on every rank) = the gradient of
+ * loss_scale (lm_loss + sop_loss), grads and dword_embeddings (the tied output layer's)
+ * accumulated; without it (evaluation) nothing but the losses is written. */
+void bert_heads_forward_backward(const kernel_ops *ops, const tensor_parallel_comm *tp,
+                                 const bert_heads_config *cfg, const bert_batch *batch,
+                                 const void *hidden, const void *word_embeddings,
+                                 const bert_heads_view *params, const bert_heads_view *grads,
+                                 float *dword_embeddings, void *dhidden, float loss_scale,
+                                 int with_backward, float *lm_loss, float *sop_loss);
 
 #endif

@@ -24,7 +24,9 @@
  * backward; the weight gradient after) and every column-parallel linear (input-gradient GEMM by
  * blocks with the reduce-scatter, the weight gradient while the partials arrive). */
 #include "app/model/gpt_model.h"
+#include "app/model/bert_encoder.h"
 #include "app/model/context_parallel.h"
+#include "app/model/fp8_linear.h"
 #include "app/model/grad_first_write.h"
 #include "app/model/moe_expert_bias.h"
 #include "app/model/moe_layer.h"
@@ -354,7 +356,7 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     if (m->config.num_experts > 0) {
         la->moe = calloc(1, sizeof *la->moe);
         CHECK(la->moe, "out of host memory for the MoE activations");
-        moe_activations_allocate(m, la->moe);
+        moe_activations_allocate(m, la->moe, keep);
     }
 }
 
@@ -417,7 +419,16 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
     }
     slot->output = alloc_acts(ops, n * C);
     if (ch->pre_process) slot->tokens = ops->alloc(sizeof(int) * N);
-    if (ch->post_process) {
+    if (m->config.bert) {
+        slot->key_valid = ops->alloc(sizeof(int) * N);
+        if (ch->pre_process) slot->types = ops->alloc(sizeof(int) * N);
+    }
+    if (ch->post_process && m->config.bert) {  /* BERT's heads make their own logits (bert_heads.c) */
+        slot->lnf = alloc_acts(ops, N * C);
+        slot->lnf_mean = alloc_floats(ops, n);
+        slot->lnf_rstd = alloc_floats(ops, n);
+        slot->d_lnf = alloc_acts(ops, N * C);
+    } else if (ch->post_process) {
         slot->targets = ops->alloc(sizeof(int) * N);
         slot->lnf = alloc_acts(ops, N * C);
         slot->lnf_mean = alloc_floats(ops, n);
@@ -444,8 +455,9 @@ static void free_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot
     }
     void *buffers[] = {slot->output, slot->tokens, slot->targets, slot->lnf, slot->lnf_mean,
                        slot->lnf_rstd, slot->logits, slot->d_lnf, slot->losses, slot->row_max,
-                       slot->sum_exp_and_target};
+                       slot->sum_exp_and_target, slot->key_valid, slot->types};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
+    if (slot->bert.text) bert_batch_free(ops, &slot->bert);
     free(slot->layers);
 }
 
@@ -601,6 +613,15 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
         moe_scratch_allocate(m);
         moe_expert_bias_allocate(m);
     }
+    if (m->config.bert) {
+        if (!ops->attention_padded_forward || !ops->gelu_erf_forward || !ops->tanh_forward)
+            user_error("BERT runs on the CPU backend only for now (--device cpu): the %s backend has no kernels "
+                       "for its padded bidirectional attention and heads yet", ops->name);
+        if (m->config.cp_size > 1 || m->config.num_experts > 0)
+            user_error("BERT with %s is not supported: its encoder runs without context parallelism and "
+                       "mixture of experts", m->config.cp_size > 1 ? "context parallelism" : "--num-experts");
+    }
+    fp8_state_allocate(m);
     context_parallel_scratch_allocate(m);
     register_windows(m);
     grad_first_write_setup(m);
@@ -625,6 +646,7 @@ void gpt_model_free(gpt_model *m) {
     free_recompute_scratch(m);
     moe_scratch_release(m);
     moe_expert_bias_release(m);
+    fp8_state_release(m);
     backward_scratch *b = &m->scratch;
     void *buffers[] = {b->d_residual, b->d_hidden, b->d_full, b->d_attention, b->d_qkv, b->d_ffn_a,
                        b->d_ffn_b, b->forward_full, b->forward_rows, m->param_buffer, m->grad_buffer,
@@ -728,12 +750,12 @@ static void norm_and_gather_for_matmul(gpt_model *m, void *full_out, float *mean
 
 /* the column-parallel GEMM out[N,OC] = full_in W^T + bias (gelu_out = gelu(out) when not NULL)
  * after norm_and_gather_start: by row blocks as they arrive, this rank's first (bias and GeLU
- * apply per row, so per block) */
+ * apply per row, so per block); whole: full_in is complete already (norm_and_gather) */
 static void gathered_matmul_forward(gpt_model *m, void *out, void *gelu_out, const void *full_in,
-                                    const void *weight, const void *bias, int OC) {
+                                    const void *weight, const void *bias, int OC, int whole) {
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
-    if (!overlapped_ag(m)) {
+    if (whole || !overlapped_ag(m)) {
         ops->matmul_forward(out, gelu_out, full_in, weight, bias, s.N, s.C, OC);
         return;
     }
@@ -842,6 +864,37 @@ static void gelu_linear_backward(gpt_model *m, void *dpre, float *dweight, const
     if (!x_kept) ops->matmul_backward_weight_overwrite(dweight, dout, x, N, IC, OC);
 }
 
+/* the operands of a linear layer's forward: the input [N,IC] and the weight [OC,IC] as its GEMM
+ * reads them, their fp8 images in a layer in fp8 (fp8_linear.h) */
+typedef struct linear_operands {
+    const void *input, *weight;
+} linear_operands;
+
+static linear_operands forward_operands(gpt_model *m, int layer, fp8_gemm gemm, const void *x, const void *weight,
+                                        int IC, int OC) {
+    shapes s = model_shapes(m);
+    linear_operands o = {fp8_operand(m, layer, gemm, FP8_ROLE_INPUT, x, (size_t)s.N * (size_t)IC),
+                         fp8_operand(m, layer, gemm, FP8_ROLE_WEIGHT, weight, (size_t)OC * (size_t)IC)};
+    return o;
+}
+
+/* linear_backward of a layer in fp8 (fp8_linear.h): dx = Q(dout) Q(W) (skipped when dx is NULL),
+ * dweight += Q(dout)^T Q(x) (dout^T x with --no-fp8-wgrad; skipped when NULL), dbias += the
+ * column sums of the unquantized dout (TE's bgrad; skipped when NULL) */
+static void fp8_linear_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
+                                const void *dout, const void *x, const void *weight, int N, int IC, int OC) {
+    const void *dout_q = fp8_operand(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, (size_t)N * (size_t)OC);
+    if (dx)
+        linear_backward(m, dx, NULL, NULL, dout_q, NULL,
+                        fp8_operand(m, layer, gemm, FP8_ROLE_WEIGHT, weight, (size_t)OC * (size_t)IC), N, IC, OC);
+    if (dweight) {
+        int quantized = fp8_wgrad_in_fp8(m);
+        const void *x_used = quantized ? fp8_operand(m, layer, gemm, FP8_ROLE_INPUT, x, (size_t)N * (size_t)IC) : x;
+        linear_backward(m, NULL, dweight, NULL, quantized ? dout_q : dout, x_used, weight, N, IC, OC);
+    }
+    if (dbias) linear_backward(m, NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
+}
+
 /* the backward of a column-parallel linear whose input [N,C] was gathered (norm_and_gather):
  * the input and weight gradients, then the input gradient's reduction over tensor-parallel
  * ranks (reduce_gathered_grad). With MTC_TP_COMM_OVERLAP=1 the reduction runs on the group's side
@@ -862,10 +915,15 @@ static int tp_comm_overlap(void) {
     return value;
 }
 
-static void *column_parallel_backward(gpt_model *m, float *dweight, float *dbias, const void *dout, const void *x,
-                                      const void *weight, int OC) {
+static void *column_parallel_backward(gpt_model *m, int layer, fp8_gemm gemm, float *dweight, float *dbias,
+                                      const void *dout, const void *x, const void *weight, int OC) {
     shapes s = model_shapes(m);
     backward_scratch *b = &m->scratch;
+    if (fp8_layer_in_fp8(&m->config, layer)) {  /* not by row blocks with --tp-comm-overlap */
+        m->tp_last_step_rs = 0;
+        fp8_linear_backward(m, layer, gemm, b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC);
+        return reduce_gathered_grad(m, b->d_full, b->d_hidden);
+    }
     if (rs_by_blocks(m)) {  /* --tp-comm-overlap: input gradient by row blocks, peers' first */
         const kernel_ops *ops = m->ops;
         tensor_parallel_comm tp = tensor_parallel_of(m);
@@ -955,14 +1013,17 @@ static void *row_parallel_forward(gpt_model *m, const void *in, const void *weig
 /* the backward of row_parallel_forward: d_rows [n,C] made whole (gather_rows), then
  * dx[N,IC] = d_full W and dweight += d_full^T x. With --tp-comm-overlap the input gradient runs
  * by row blocks as the peers' rows arrive, this rank's first; the weight gradient after. */
-static void row_parallel_backward(gpt_model *m, void *dx, float *dweight, void *d_rows, const void *x,
-                                  const void *weight, int IC) {
+static void row_parallel_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, void *d_rows,
+                                  const void *x, const void *weight, int IC) {
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
     backward_scratch *b = &m->scratch;
-    if (!overlapped_ag(m)) {
+    if (!overlapped_ag(m) || fp8_layer_in_fp8(&m->config, layer)) {
         void *d_full = gather_rows(m, d_rows, b->d_full);
-        linear_backward(m, dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
+        if (fp8_layer_in_fp8(&m->config, layer))
+            fp8_linear_backward(m, layer, gemm, dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
+        else
+            linear_backward(m, dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
         return;
     }
     tensor_parallel_comm tp = tensor_parallel_of(m);
@@ -1159,10 +1220,14 @@ static void position_embedding_forward(gpt_model *m, void *out, const void *wpe)
 
 /* the attention core of a layer: la->attention_out and the workspace its backward reads (over
  * the whole sequence with context parallelism: ring attention) */
-static void attention_core_forward(gpt_model *m, layer_activations *la, int layer, micro_batch_rng rng) {
+static void attention_core_forward(gpt_model *m, layer_activations *la, int layer, micro_batch_rng rng,
+                                   const int *key_valid) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
-    if (c->cp_size > 1)
+    if (key_valid)  /* encoder mode: every key but the padding */
+        m->ops->attention_padded_forward(la->attention_out, la->attention_workspace, la->qkv, key_valid, s.B, s.T,
+                                         s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+    else if (c->cp_size > 1)
         context_parallel_attention_forward(m, layer, la->attention_out, la->attention_workspace, la->qkv,
                                            attention_rng(m, rng, layer));
     else
@@ -1179,6 +1244,10 @@ static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *sl
     m->ops->embedding_forward(full, slot->tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     if (c->tp_rank == 0 && w->position_embeddings)
         position_embedding_forward(m, full, w->position_embeddings);
+    if (c->tp_rank == 0 && w->bert.tokentype_embeddings) {  /* BERT: + the token types' (d_full: free here) */
+        m->ops->embedding_forward(m->scratch.d_full, slot->types, w->bert.tokentype_embeddings, s.N, s.C, 0, 2);
+        m->ops->add(full, full, m->scratch.d_full, (size_t)s.N * s.C);
+    }
     void *rows = reduce_to_rows(m, full, m->scratch.forward_rows);
     dropout_rows(m, slot->layers[0].input, rows, hidden_rng(m, rng, -1, SITE_EMBEDDING));
 }
@@ -1198,18 +1267,26 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     int layer = ch->first_layer + l;
     params_needed(m, layer_first_param(ch, l), layer_param_count(ch, l));
 
-    /* attention block */
-    norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
-                               lw->input_layernorm_bias);
-    gathered_matmul_forward(m, la->qkv, NULL, la->ln1, lw->qkv_weight, lw->qkv_bias, s.QKVl);
+    /* attention block; an fp8 layer quantizes the gathered rows whole (with --tp-comm-overlap its
+     * column-parallel GEMMs do not start on the first blocks) */
+    int fp8 = fp8_layer_in_fp8(c, layer);
+    if (fp8)
+        norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
+                        lw->input_layernorm_bias);
+    else
+        norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
+                                   lw->input_layernorm_bias);
+    linear_operands qkv_in = forward_operands(m, layer, FP8_GEMM_QKV, la->ln1, lw->qkv_weight, s.C, s.QKVl);
+    gathered_matmul_forward(m, la->qkv, NULL, qkv_in.input, qkv_in.weight, lw->qkv_bias, s.QKVl, fp8);
     if (c->position_embedding_type == POSITION_ROPE) rope_rows(m, la->qkv, 0);
-    attention_core_forward(m, la, layer, rng);
+    attention_core_forward(m, la, layer, rng, slot->key_valid);
     dropout_rng out_rng = hidden_rng(m, rng, layer, SITE_ATTENTION_OUT);
+    linear_operands proj_in = forward_operands(m, layer, FP8_GEMM_PROJ, la->attention_out, lw->proj_weight, s.HDl, s.C);
     if (residual_fused(m, out_rng)) {
-        ops->matmul_forward_residual(la->residual_mid, la->attention_out, lw->proj_weight, lw->proj_bias, la->input,
+        ops->matmul_forward_residual(la->residual_mid, proj_in.input, proj_in.weight, lw->proj_bias, la->input,
                                      s.N, s.HDl, s.C);
     } else {
-        void *rows = row_parallel_forward(m, la->attention_out, lw->proj_weight, s.HDl);
+        void *rows = row_parallel_forward(m, proj_in.input, proj_in.weight, s.HDl);
         bias_dropout_add(m, la->residual_mid, la->input, rows, lw->proj_bias, out_rng);
     }
 
@@ -1225,20 +1302,26 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
         bias_dropout_add(m, out, la->residual_mid, rows, NULL, hidden_rng(m, rng, layer, SITE_MLP_OUT));
         return;
     }
-    norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid,
-                               lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
+    if (fp8)
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+                        lw->pre_mlp_layernorm_bias);
+    else
+        norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid,
+                                   lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
     void *activation = la->activation ? la->activation : m->scratch.d_ffn_a;
+    linear_operands fc1_in = forward_operands(m, layer, FP8_GEMM_FC1, la->ln2, lw->fc1_weight, s.C, s.FC1l);
     if (c->swiglu) {
-        gathered_matmul_forward(m, la->fc1_out, NULL, la->ln2, lw->fc1_weight, lw->fc1_bias, s.FC1l);
+        gathered_matmul_forward(m, la->fc1_out, NULL, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.FC1l, fp8);
         ops->swiglu_forward(activation, la->fc1_out, s.N, s.Fl);
     } else {
-        gathered_matmul_forward(m, la->fc1_out, activation, la->ln2, lw->fc1_weight, lw->fc1_bias, s.Fl);
+        gathered_matmul_forward(m, la->fc1_out, activation, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.Fl, fp8);
     }
     out_rng = hidden_rng(m, rng, layer, SITE_MLP_OUT);
+    linear_operands fc2_in = forward_operands(m, layer, FP8_GEMM_FC2, activation, lw->fc2_weight, s.Fl, s.C);
     if (residual_fused(m, out_rng)) {
-        ops->matmul_forward_residual(out, activation, lw->fc2_weight, lw->fc2_bias, la->residual_mid, s.N, s.Fl, s.C);
+        ops->matmul_forward_residual(out, fc2_in.input, fc2_in.weight, lw->fc2_bias, la->residual_mid, s.N, s.Fl, s.C);
     } else {
-        void *rows = row_parallel_forward(m, activation, lw->fc2_weight, s.Fl);
+        void *rows = row_parallel_forward(m, fc2_in.input, fc2_in.weight, s.Fl);
         bias_dropout_add(m, out, la->residual_mid, rows, lw->fc2_bias, out_rng);
     }
 }
@@ -1277,6 +1360,10 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     const model_view *w = &ch->weights, *g = &ch->grads;
     params_needed(m, output_first_param(ch), output_param_count(ch));
     norm_and_gather(m, slot->lnf, slot->lnf_mean, slot->lnf_rstd, slot->output, w->final_layernorm_weight, w->final_layernorm_bias);
+    if (m->config.bert) {  /* BERT's heads on the gathered rows, their backward at once */
+        if (with_backward) grads_writable(m);
+        return bert_encoder_heads(m, ch, slot, grad_scale, with_backward);
+    }
     int chunk_rows = loss_chunk_rows(m);
     size_t row_bytes = ops->act_bytes * (size_t)s.C;
     for (int r0 = 0; r0 < s.N; r0 += chunk_rows) {
@@ -1305,13 +1392,15 @@ double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tok
     activation_slot *slot = &ch->slots[slot_index];
     size_t N = (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length;
     m->grad_scale = grad_scale;
+    if (m->config.bert) bert_encoder_inputs(m, ch, slot, tokens, targets);
+    fp8_set_recording(m, rng.training);  /* training micro-batches record their fp8 amaxes */
     if (ch->pre_process) {
         m->ops->copy_from_host(slot->tokens, tokens, sizeof(int) * N);
         embedding_forward(m, ch, slot, rng);
     }
     for (int l = 0; l < ch->num_layers; l++) layer_forward(m, ch, slot, l, rng, layer_output(ch, slot, l));
     if (!ch->post_process) return 0.0;
-    m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);
+    if (!m->config.bert) m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);  /* BERT's: slot->bert */
     return loss_forward(m, ch, slot, grad_scale, with_backward);
 }
 
@@ -1323,9 +1412,11 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     const model_view *w = &ch->weights, *g = &ch->grads;
     backward_scratch *b = &m->scratch;
     /* slot->logits holds dL/dlogits; a chunked loss made dL/d(lnf) and the weight gradient already */
-    void *d_rows = slot->d_lnf ? reduce_gathered_grad(m, slot->d_lnf, b->d_hidden)
-                               : column_parallel_backward(m, g->output_layer, NULL, slot->logits, slot->lnf,
-                                                          w->output_layer, s.Vl);
+    /* BERT's d_lnf is whole on every rank: this rank's rows of it */
+    void *d_rows = m->config.bert ? own_norm_rows(m, slot->d_lnf)
+                 : slot->d_lnf ? reduce_gathered_grad(m, slot->d_lnf, b->d_hidden)
+                               : column_parallel_backward(m, -1, FP8_GEMM_QKV, g->output_layer, NULL, slot->logits,
+                                                          slot->lnf, w->output_layer, s.Vl);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     float *last_fc2_bias = ch->num_layers > 0 ? residual_bias_grad(m, g->layers[ch->num_layers - 1].fc2_bias) : NULL;
     norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, last_fc2_bias, d_rows,
@@ -1383,6 +1474,32 @@ static void pre_mlp_norm_again(gpt_model *m, layer_activations *la, const layer_
                         lw->pre_mlp_layernorm_bias);
 }
 
+/* fc2 and the activation's backward of a layer in fp8 from d_hidden (dense_mlp_backward's first
+ * part): fc2's weight gradient from its input (kept, or made again in d_ffn_a), then its input
+ * gradient written over that input (its last reader), then the activation's backward; returns
+ * dL/d(fc1_out) (d_ffn_b, or the kept GeLU output in place when every layer keeps it) */
+static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_view *lw, const layer_view *lg,
+                              int layer, void *d_hidden) {
+    shapes s = model_shapes(m);
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    backward_scratch *b = &m->scratch;
+    size_t n = (size_t)s.N * (size_t)s.Fl;
+    void *d_full = gather_rows(m, d_hidden, b->d_full);
+    void *x = la->activation;
+    if (!x) {
+        x = b->d_ffn_a;
+        if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
+        else ops->gelu_forward(x, la->fc1_out, n);
+    }
+    fp8_linear_backward(m, layer, FP8_GEMM_FC2, NULL, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
+    fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
+    void *d_pre = b->d_ffn_b ? b->d_ffn_b : x;
+    if (c->swiglu) ops->swiglu_backward(d_pre, la->fc1_out, x, s.N, s.Fl);
+    else ops->gelu_backward(d_pre, la->fc1_out, x, n);
+    return d_pre;
+}
+
 /* the dense MLP's backward from d_hidden (dL/d(MLP output) on this rank's rows, after the
  * dropout): fc2, the activation, fc1; returns dL/d(norm output) on this rank's rows */
 static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, void *d_hidden) {
@@ -1394,7 +1511,9 @@ static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *
     const layer_view *lw = &ch->weights.layers[l], *lg = &ch->grads.layers[l];
     if (lg->fc2_bias && !fc2_bias_by_norm(m, ch, l)) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
     void *d_pre = b->d_ffn_b;  /* dL/d(fc1_out) */
-    if (overlapped_ag(m)) {
+    if (fp8_layer_in_fp8(c, ch->first_layer + l)) {
+        d_pre = fp8_fc2_backward(m, la, lw, lg, ch->first_layer + l, d_hidden);
+    } else if (overlapped_ag(m)) {
         fc2_backward_by_blocks(m, la, lw, lg, d_hidden);
     } else {
     void *d_full = gather_rows(m, d_hidden, b->d_full);
@@ -1418,7 +1537,8 @@ static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *
     }
     }
     pre_mlp_norm_again(m, la, lw);
-    return column_parallel_backward(m, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2, lw->fc1_weight, s.FC1l);
+    return column_parallel_backward(m, ch->first_layer + l, FP8_GEMM_FC1, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2,
+                                    lw->fc1_weight, s.FC1l);
 }
 
 /* the MoE MLP's backward (moe_layer.h), likewise */
@@ -1456,12 +1576,17 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
     d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
     if (lg->proj_bias && !residual_bias_grad(m, lg->proj_bias)) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
-    row_parallel_backward(m, b->d_attention, lg->proj_weight, d_hidden, la->attention_out, lw->proj_weight, s.HDl);
+    row_parallel_backward(m, layer, FP8_GEMM_PROJ, b->d_attention, lg->proj_weight, d_hidden, la->attention_out,
+                          lw->proj_weight, s.HDl);
     if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
-        attention_core_forward(m, la, layer, rng);
+        attention_core_forward(m, la, layer, rng, slot->key_valid);
     /* the qkv bias gradient comes with the attention's backward, unless RoPE changes d_qkv after it */
     float *qkv_bias_grad = c->position_embedding_type == POSITION_ROPE ? NULL : lg->qkv_bias;
-    if (c->cp_size > 1) {
+    if (slot->key_valid) {  /* encoder mode */
+        ops->attention_padded_backward(b->d_qkv, b->d_attention, la->qkv, slot->key_valid, la->attention_workspace,
+                                       s.B, s.T, s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+        if (qkv_bias_grad) ops->bias_backward(qkv_bias_grad, b->d_qkv, s.N, s.QKVl);
+    } else if (c->cp_size > 1) {
         context_parallel_attention_backward(m, layer, b->d_qkv, b->d_attention, la->qkv, la->attention_out,
                                             la->attention_workspace, attention_rng(m, rng, layer));
         if (qkv_bias_grad) ops->bias_backward(qkv_bias_grad, b->d_qkv, s.N, s.QKVl);
@@ -1474,8 +1599,8 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     if (c->recompute_layernorm)  /* the qkv GEMM's input, again */
         norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                         lw->input_layernorm_bias);
-    d_rows = column_parallel_backward(m, lg->qkv_weight, qkv_bias_grad ? NULL : lg->qkv_bias, b->d_qkv, la->ln1,
-                                      lw->qkv_weight, s.QKVl);
+    d_rows = column_parallel_backward(m, layer, FP8_GEMM_QKV, lg->qkv_weight, qkv_bias_grad ? NULL : lg->qkv_bias,
+                                      b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl);
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,
                   l > 0 ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows, la->input,
                   la->ln1, lw->input_layernorm_weight, lw->input_layernorm_bias, la->ln1_mean, la->ln1_rstd);
@@ -1494,6 +1619,8 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
         if (c->cp_size > 1) context_parallel_position_embedding_backward(m, g->position_embeddings, d_full);
         else m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
     }
+    if (g->bert.tokentype_embeddings)  /* whole on every rank, as the position embeddings */
+        m->ops->embedding_backward(g->bert.tokentype_embeddings, d_full, slot->types, s.N, s.C, 0, 2);
     grads_ready(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
 }
 

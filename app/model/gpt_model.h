@@ -18,7 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "app/model/bert_heads.h"
 #include "app/model/gpt_parameter_table.h"
+#include "app/model/fp8_config.h"
 #include "app/parallel/comm.h"
 #include "kernels/kernels.h"
 
@@ -36,6 +38,12 @@ typedef enum { CP_COMM_P2P = 0, CP_COMM_ALLGATHER = 1, CP_COMM_A2A = 2 } cp_comm
 #define GPT_MAX_MOE_LAYERS 1024
 
 typedef struct gpt_config {
+    /* encoder mode (Megatron-Core's BertModel, pretrain_bert): bidirectional attention under the
+     * key-padding mask (kernel op attention_padded_*), the block named "encoder", tokentype
+     * embeddings (with the binary head), and BERT's heads and loss in place of the output layer
+     * and the per-token cross entropy (bert_heads.h); the inputs are packed (gpt_chunk_forward) */
+    int bert;
+    int bert_binary_head;     /* !--bert-no-binary-head: tokentype embeddings, pooler, binary head */
     int num_layers;
     int hidden_size;          /* C */
     int num_attention_heads;  /* H (all ranks) */
@@ -76,6 +84,7 @@ typedef struct gpt_config {
     int moe_pad_expert_input_to_capacity; /* with a capacity: Megatron pads every expert's rows to
                                            * it (the results do not change; the bias's counts do) */
     unsigned char moe_layer[GPT_MAX_MOE_LAYERS];
+    gpt_fp8_config fp8;       /* FP8 training of the layers' linear layers (app/model/fp8_linear.h) */
     float init_method_std;
     float hidden_dropout;
     float attention_dropout;
@@ -192,6 +201,8 @@ typedef struct model_view {
     layer_view *layers;          /* the chunk's layers */
     void *final_layernorm_weight, *final_layernorm_bias;
     void *output_layer;         /* [V/tp, C]; the word embeddings (or their copy) when tied */
+    bert_heads_view bert;       /* encoder mode: the tokentype embeddings (first chunk) and BERT's
+                                 * heads (last chunk); output_bias [V/tp] */
 } model_view;
 
 /* what one micro-batch's forward keeps for its backward (rows: N = B*T; n = N/tp with SP);
@@ -225,6 +236,11 @@ typedef struct activation_slot {
     void *d_lnf;                  /* chunked loss only: dL/d(lnf gathered) [N,C], this rank's
                                    * partial sum, made in the forward for the backward */
     float *losses, *row_max, *sum_exp_and_target; /* fp32 [N], [N], [2N] */
+    /* encoder mode: the padding mask [N] (every chunk), the token types [N] (first chunk); on
+     * the last chunk the micro-batch's masked positions and targets, and d_lnf [N,C] holds
+     * dL/d(lnf gathered), the same on every tensor-parallel rank */
+    int *key_valid, *types;
+    bert_batch bert;
 } activation_slot;
 
 typedef struct model_chunk {
@@ -331,6 +347,9 @@ typedef struct gpt_model {
     hidden_row_run *row_runs;  /* the runs hidden dropout draws its mask by */
     int num_row_runs;
     struct context_parallel_scratch *cp_scratch; /* context parallelism's ring buffers (context_parallel.h) */
+    double bert_lm_loss, bert_sop_loss; /* encoder mode: the sums of the micro-batches' lm and sop
+                                * losses since the caller last cleared them (last chunk) */
+    struct fp8_state *fp8;     /* --fp8-format: the linear layers' scaling state (fp8_linear.h); NULL otherwise */
 } gpt_model;
 
 /* where the dropout masks of one micro-batch come from */
@@ -350,7 +369,12 @@ void gpt_model_free(gpt_model *model);
  * host tokens; other chunks read their input from gpt_chunk_input(). The last chunk computes
  * the loss (targets on the host) and returns the SUM of per-token losses, leaving dL/dlogits
  * scaled by grad_scale for the backward; others return 0 and leave their output in
- * gpt_chunk_output(). with_backward: gpt_chunk_backward follows (a chunked loss then
+ * gpt_chunk_output(). Encoder mode (config.bert), on every chunk: tokens [3 N] are the text,
+ * the token types and the padding mask, targets [2 N + B] the labels, the loss mask and the
+ * sentence-order targets is_random (bert_dataset.h's fields); the last chunk returns this
+ * micro-batch's lm_loss + sop_loss (pretrain_bert's loss: means over its masked positions and
+ * its samples) and adds each to model->bert_lm_loss / bert_sop_loss; grad_scale is then the
+ * factor of that loss. with_backward: gpt_chunk_backward follows (a chunked loss then
  * accumulates the output layer's weight gradient here, one chunk of logits at a time); 0 for
  * forward-only passes (evaluation, inspection), which leave the gradients alone. */
 double gpt_chunk_forward(gpt_model *model, int chunk, int slot, const int *tokens,

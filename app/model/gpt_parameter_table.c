@@ -6,6 +6,7 @@
 #include "app/model/gpt_model.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #define MODEL_VIEW(field) offsetof(model_view, field)
 #define LAYER_VIEW(field) offsetof(layer_view, field)
@@ -24,12 +25,16 @@
 #define MOE ROW_MOE
 #define SHARED ROW_SHARED_EXPERT
 #define GATE ROW_SHARED_GATE
+#define BERT ROW_BERT
+#define BINARY ROW_BERT_BINARY
 static const parameter_row gpt_rows[] = {
 /*   part            name                                  rows           cols           split       init                no_wd sp_grad presence */
     {PART_EMBEDDING, "embedding.word_embeddings.weight",     DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
      MODEL_VIEW(word_embeddings),          "transformer.wte.weight",  HF_VOCAB_ROWS, 0},
     {PART_EMBEDDING, "embedding.position_embeddings.weight", DIM_POSITIONS, DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, ROW_LEARNED_POSITIONS,
      MODEL_VIEW(position_embeddings),      "transformer.wpe.weight",  HF_COPY, 0},
+    {PART_EMBEDDING, "embedding.tokentype_embeddings.weight", DIM_TWO,      DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT | BINARY,
+     MODEL_VIEW(bert.tokentype_embeddings), NULL,                     HF_COPY, 0},
 
     {PART_LAYER,     "input_layernorm.weight",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, LN,
      LAYER_VIEW(input_layernorm_weight),   "ln_1.weight",             HF_COPY, 0},
@@ -84,6 +89,27 @@ static const parameter_row gpt_rows[] = {
      MODEL_VIEW(final_layernorm_bias),     "transformer.ln_f.bias",   HF_COPY, 0},
     {PART_FINAL,     "output_layer.weight",                  DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_UNTIED_ONLY,
      MODEL_VIEW(output_layer),             "lm_head.weight",          HF_VOCAB_ROWS, 0},
+    /* BERT's heads (Megatron-Core's BertLMHead, output_layer bias, Pooler, binary_head:
+     * get_linear_layer's weights from init_method, zero biases; whole on every tensor-parallel
+     * rank but the output bias, split by vocabulary rows as the output layer) */
+    {PART_FINAL,     "lm_head.dense.weight",                 DIM_HIDDEN,    DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT,
+     MODEL_VIEW(bert.lm_dense_weight),     NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "lm_head.dense.bias",                   DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT,
+     MODEL_VIEW(bert.lm_dense_bias),       NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "lm_head.layer_norm.weight",            DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 0, BERT,
+     MODEL_VIEW(bert.lm_norm_weight),      NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "lm_head.layer_norm.bias",              DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT,
+     MODEL_VIEW(bert.lm_norm_bias),        NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "output_layer.bias",                    DIM_VOCAB,     DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BERT,
+     MODEL_VIEW(bert.output_bias),         NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "pooler.dense.weight",                  DIM_HIDDEN,    DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT | BINARY,
+     MODEL_VIEW(bert.pooler_weight),       NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "pooler.dense.bias",                    DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT | BINARY,
+     MODEL_VIEW(bert.pooler_bias),         NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "binary_head.weight",                   DIM_TWO,       DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT | BINARY,
+     MODEL_VIEW(bert.binary_weight),       NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "binary_head.bias",                     DIM_TWO,       DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT | BINARY,
+     MODEL_VIEW(bert.binary_bias),         NULL,                      HF_COPY, 0},
 };
 #undef LN
 #undef RMS
@@ -92,6 +118,8 @@ static const parameter_row gpt_rows[] = {
 #undef MOE
 #undef SHARED
 #undef GATE
+#undef BERT
+#undef BINARY
 
 static const parameter_table gpt_table = {
     gpt_rows, (int)(sizeof gpt_rows / sizeof gpt_rows[0]), "decoder.layers", "transformer.h", 0,
@@ -119,6 +147,7 @@ int model_dim_size(model_dim dim, const gpt_config *c) {
     case DIM_SHARED_FC1: return (c->swiglu ? 2 : 1) * c->moe_shared_expert_intermediate_size;
     case DIM_SHARED_FFN: return c->moe_shared_expert_intermediate_size;
     case DIM_ONE: return 1;
+    case DIM_TWO: return 2;
     }
     return 0;
 }
@@ -136,6 +165,8 @@ int parameter_row_present(const parameter_row *row, const gpt_config *c, int lay
     if (!c->disable_bias_linear) held |= ROW_LINEAR_BIAS;
     if (c->moe_shared_expert_intermediate_size > 0) held |= ROW_SHARED_EXPERT;
     if (c->moe_shared_expert_intermediate_size > 0 && c->moe_shared_expert_gate) held |= ROW_SHARED_GATE;
+    if (c->bert) held |= ROW_BERT;
+    if (c->bert && c->bert_binary_head) held |= ROW_BERT_BINARY;
     return (row->presence & ~held) == 0;
 }
 
@@ -178,6 +209,7 @@ static int expand_part(const parameter_table *t, const gpt_config *c, model_part
                 if (!out) continue;
                 global_parameter *g = &out[count];
                 parameter_row_name(t, row, layer, row->per_expert ? expert : -1, g->name, sizeof g->name);
+                if (c->bert && !strncmp(g->name, "decoder.", 8)) memcpy(g->name, "encoder.", 8);
                 g->layer = layer;
                 g->expert = row->per_expert ? expert : -1;
                 g->rows = model_dim_size(row->rows, c);

@@ -42,7 +42,8 @@ typedef enum {
     DIM_MOE_FFN,    /* Fm = moe_ffn_hidden_size */
     DIM_SHARED_FC1, /* the shared experts' fc1 outputs: Fs, or 2 Fs with SwiGLU (blocks [gate; up]) */
     DIM_SHARED_FFN, /* Fs = moe_shared_expert_intermediate_size */
-    DIM_ONE         /* 1 (the shared experts' gate: one output) */
+    DIM_ONE,        /* 1 (the shared experts' gate: one output) */
+    DIM_TWO         /* 2 (BERT's token types and sentence-order classes) */
 } model_dim;
 
 /* which models have the row: ROW_ALWAYS, or the bitwise OR of conditions that must all hold */
@@ -56,7 +57,10 @@ enum {
     ROW_DENSE_MLP = 32,         /* layer rows: a layer with a dense MLP */
     ROW_MOE = 64,               /* layer rows: an MoE layer (--num-experts, --moe-layer-freq) */
     ROW_SHARED_EXPERT = 128,    /* --moe-shared-expert-intermediate-size */
-    ROW_SHARED_GATE = 256       /* --moe-shared-expert-gate */
+    ROW_SHARED_GATE = 256,      /* --moe-shared-expert-gate */
+    ROW_BERT = 512,             /* encoder mode (gpt_config.bert): BERT's LM head */
+    ROW_BERT_BINARY = 1024      /* encoder mode with the binary head: tokentype embeddings,
+                                 * pooler, binary head */
 };
 typedef unsigned row_presence;
 
@@ -132,7 +136,8 @@ typedef struct global_parameter {
 } global_parameter;
 
 /* the global tensors of a model of this config, one per present row and layer, in order;
- * returns their count (out may be NULL to count) */
+ * returns their count (out may be NULL to count). In encoder mode the block is Megatron-Core's
+ * BertModel's "encoder": "decoder." in a name becomes "encoder." */
 int parameter_table_globals(const parameter_table *table, const struct gpt_config *config,
                             global_parameter *out);
 

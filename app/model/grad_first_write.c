@@ -30,6 +30,7 @@
 
 static int overwritable(const gpt_model *m, const param_tensor *p) {
     const parameter_table *table = gpt_parameter_table();
+    if (m->config.bert && p->row->part != PART_LAYER) return 0; /* BERT's heads accumulate (bert_heads.c) */
     if (p->embedding_copy) return 1;
     if (p->row->cols == DIM_NONE) return 0;  /* vectors: biases and norm parameters */
     if (p->row->presence & ROW_MOE) return 0; /* an expert with no token of a micro-batch writes nothing */

@@ -1,14 +1,16 @@
-# app/model/local.mk: the GPT model over flat buffers, its parameter table, and its Hugging Face
+# app/model/local.mk: the GPT model over flat buffers (with its BERT encoder mode), its parameter table, and its Hugging Face
 # GPT-2 and Llama layouts.
 noinst_LIBRARIES += app/model/libmodel.a
 app_model_libmodel_a_SOURCES = \
 	app/model/gpt_model.c app/model/gpt_model.h \
 	app/model/bert_heads.c app/model/bert_heads.h \
+	app/model/bert_encoder.c app/model/bert_encoder.h \
 	app/model/grad_first_write.c app/model/grad_first_write.h \
 	app/model/context_parallel.c app/model/context_parallel.h \
 	app/model/moe_layer.c app/model/moe_layer.h \
 	app/model/moe_shared_expert.c app/model/moe_shared_expert.h \
 	app/model/moe_expert_bias.c app/model/moe_expert_bias.h \
+	app/model/fp8_linear.c app/model/fp8_linear.h app/model/fp8_config.h \
 	app/model/gpt_parameter_table.c app/model/gpt_parameter_table.h \
 	app/model/gpt_sharded_state.c app/model/gpt_sharded_state.h \
 	app/model/hf_gpt2_layout.c app/model/hf_gpt2_layout.h \

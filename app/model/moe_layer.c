@@ -2,6 +2,7 @@
  * GEMM pair per expert, weighted combination, and their backward, through kernel_ops; plus the
  * parser of Megatron's --moe-layer-freq. */
 #include "app/model/moe_layer.h"
+#include "app/model/fp8_linear.h"
 
 #include "app/model/moe_expert_bias.h"
 #include "app/model/moe_shared_expert.h"
@@ -172,9 +173,7 @@ void moe_scratch_allocate(gpt_model *m) {
     x->d_logits = ops->alloc(sizeof(float) * N * (size_t)s.E);
     if (ops->act_bytes != sizeof(float)) x->logits_act = acts(m, N * (size_t)s.E);
     x->stats = ops->alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
-    x->host_expert = host_alloc(sizeof(int) * M);
-    x->host_slot_row = host_alloc(sizeof(int) * M);
-    x->host_row_token = host_alloc(sizeof(int) * M);
+    x->rows = ops->alloc(sizeof(int) * (size_t)(s.E + 1));
     x->host_order = host_alloc(sizeof(int) * R);
     x->host_fc1 = host_alloc(sizeof(void *) * (size_t)s.El);
     x->host_fc2 = host_alloc(sizeof(void *) * (size_t)s.El);
@@ -190,13 +189,10 @@ void moe_scratch_release(gpt_model *m) {
     if (!x) return;
     void *buffers[] = {x->permuted, x->received, x->local_out, x->activation, x->d_activation, x->d_fc1_out,
                        x->d_expert_out, x->d_local_out, x->d_local_in, x->d_permuted, x->d_input, x->router_input,
-                       x->d_router_input, x->d_weight, x->d_logits, x->stats, x->logits_act};
+                       x->d_router_input, x->d_weight, x->d_logits, x->stats, x->rows, x->logits_act};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) m->ops->release(buffers[i]);
     moe_shared_scratch_release(m, x);
-    free(x->host_expert);
-    free(x->host_slot_row);
-    free(x->host_row_token);
     free(x->host_order);
     free(x->host_fc1);
     free(x->host_fc2);
@@ -207,7 +203,7 @@ void moe_scratch_release(gpt_model *m) {
     m->moe_scratch = NULL;
 }
 
-void moe_activations_allocate(gpt_model *m, moe_activations *a) {
+void moe_activations_allocate(gpt_model *m, moe_activations *a, int keep_activation) {
     moe_shapes s = shapes_of(m);
     const kernel_ops *ops = m->ops;
     size_t M = (size_t)s.M, R = (size_t)s.R, N = (size_t)s.N;
@@ -218,6 +214,7 @@ void moe_activations_allocate(gpt_model *m, moe_activations *a) {
     a->row_token = ops->alloc(sizeof(int) * M);
     a->expert_rows = host_alloc(sizeof(int) * (size_t)(s.E + 1));
     a->fc1_out = acts(m, R * (size_t)s.FC1l);
+    a->activation = keep_activation ? acts(m, R * (size_t)s.Fl) : NULL;
     a->expert_out = acts(m, M * (size_t)s.C);
     a->stats = host_alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
     a->local_rows = host_alloc(sizeof(int) * (size_t)(s.El + 1));
@@ -234,7 +231,8 @@ void moe_activations_allocate(gpt_model *m, moe_activations *a) {
 }
 
 void moe_activations_release(gpt_model *m, moe_activations *a) {
-    void *buffers[] = {a->logits, a->expert, a->weight, a->slot_row, a->row_token, a->fc1_out, a->expert_out,
+    void *buffers[] = {a->logits,     a->expert,         a->weight,         a->slot_row,
+                       a->row_token,  a->fc1_out,        a->activation,     a->expert_out,
                        a->expert_input, a->to_expert_order, a->to_source_order};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) m->ops->release(buffers[i]);
@@ -247,31 +245,17 @@ void moe_activations_release(gpt_model *m, moe_activations *a) {
 
 /* ------------------------------------------------------------------ token dispatch */
 
-/* the permutation of the routed choices: grouped by expert, in token order within an expert
- * (Megatron's permute order), with each choice's row and each row's token */
+/* the permutation of the routed choices (the backend's moe_permutation: grouped by expert, in
+ * token order within an expert); the experts' row counts come to the host, and with them the
+ * router's statistics (one wait for the device per layer) */
 static void plan_permutation(gpt_model *m, moe_activations *a) {
     moe_shapes s = shapes_of(m);
     moe_scratch *x = m->moe_scratch;
     const kernel_ops *ops = m->ops;
-    ops->copy_to_host(x->host_expert, a->expert, sizeof(int) * (size_t)s.M);
-    int *rows = a->expert_rows;
-    memset(rows, 0, sizeof(int) * (size_t)(s.E + 1));
-    for (int i = 0; i < s.M; i++)
-        if (x->host_expert[i] >= 0) rows[x->host_expert[i] + 1]++;
-    for (int e = 0; e < s.E; e++) rows[e + 1] += rows[e];
-    int *next = host_alloc(sizeof(int) * (size_t)s.E);
-    memcpy(next, rows, sizeof(int) * (size_t)s.E);
-    for (int i = 0; i < s.M; i++) {  /* i = t k + j: token order, then top-k order */
-        int e = x->host_expert[i];
-        if (e < 0) { x->host_slot_row[i] = -1; continue; }
-        int row = next[e]++;
-        x->host_slot_row[i] = row;
-        x->host_row_token[row] = i / s.k;
-    }
-    free(next);
-    ops->copy_from_host(a->slot_row, x->host_slot_row, sizeof(int) * (size_t)s.M);
-    ops->copy_from_host(a->row_token, x->host_row_token, sizeof(int) * (size_t)rows[s.E]);
-    if (s.ep == 1) memcpy(a->local_rows, rows, sizeof(int) * (size_t)(s.E + 1));
+    ops->moe_permutation(x->rows, a->slot_row, a->row_token, a->expert, s.M, s.k, s.E);
+    ops->copy_to_host(a->expert_rows, x->rows, sizeof(int) * (size_t)(s.E + 1));
+    ops->copy_to_host(a->stats, x->stats, sizeof(float) * MOE_ROUTER_STATS(s.E));
+    if (s.ep == 1) memcpy(a->local_rows, a->expert_rows, sizeof(int) * (size_t)(s.E + 1));
 }
 
 /* expert parallelism: what goes to and comes from each expert-parallel peer. This rank's rows
@@ -411,7 +395,6 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     ops->act_to_float(a->logits, logits_act, (size_t)s.N * s.E);
     moe_router_spec spec = router_spec(m, layer);
     ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
-    ops->copy_to_host(a->stats, scratch->stats, sizeof(float) * MOE_ROUTER_STATS(s.E));
     plan_permutation(m, a);
     ops->gather_rows(scratch->permuted, x, a->row_token, a->expert_rows[s.E], s.C);
     const void *in = scratch->permuted;
@@ -422,15 +405,21 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
         in = a->expert_input;
         out = scratch->local_out;
     }
-    /* the local experts' GEMM pairs, one grouped call each, the activation over all their rows */
+    /* the local experts' GEMM pairs, one grouped call each, the activation over all their rows;
+     * in an fp8 layer on each expert's fp8 operands (fp8_linear.h) */
     const void **w1 = expert_weights(m, lw, 1), **w2 = expert_weights(m, lw, 2);
     int rows = a->local_rows[s.El];
-    ops->grouped_matmul_forward(a->fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
-    expert_activation(m, scratch->activation, a->fc1_out, rows);
-    ops->grouped_matmul_forward(out, scratch->activation, w2, a->local_rows, s.El, s.Fl, s.C);
+    void *activation = a->activation ? a->activation : scratch->activation;
+    ops->grouped_matmul_forward(a->fc1_out, fp8_expert_rows(m, layer, 0, FP8_ROLE_INPUT, in, a->local_rows, s.El, s.C),
+                                fp8_expert_weights(m, layer, 0, w1, s.El, (size_t)s.FC1l * s.C), a->local_rows, s.El,
+                                s.C, s.FC1l);
+    expert_activation(m, activation, a->fc1_out, rows);
+    ops->grouped_matmul_forward(out, fp8_expert_rows(m, layer, 1, FP8_ROLE_INPUT, activation, a->local_rows, s.El, s.Fl),
+                                fp8_expert_weights(m, layer, 1, w2, s.El, (size_t)s.C * s.Fl), a->local_rows, s.El, s.Fl,
+                                s.C);
     if (s.ep > 1) return_to_sources(m, a, scratch->local_out, a->expert_out);
     ops->moe_combine(out_full, a->expert_out, a->slot_row, a->weight, s.N, s.k, s.C);
-    if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full);
+    if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full, layer);
 }
 
 void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
@@ -457,16 +446,27 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         ops->gather_rows(scratch->permuted, x, a->row_token, a->expert_rows[s.E], s.C);
         in = scratch->permuted;
     }
-    /* fc2 (from the activation computed again), the activation, fc1: grouped over the experts */
+    /* fc2 (from the kept activation, or from it computed again), the activation, fc1: grouped
+     * over the experts */
     const void **w1 = expert_weights(m, lw, 1), **w2 = expert_weights(m, lw, 2);
     float **dw1 = expert_gradients(m, lg, 1), **dw2 = expert_gradients(m, lg, 2);
     int rows = a->local_rows[s.El];
-    expert_activation(m, scratch->activation, a->fc1_out, rows);
-    ops->grouped_matmul_backward(scratch->d_activation, dw2, d_out, scratch->activation, w2, a->local_rows, s.El, s.Fl,
-                                 s.C);
+    const void *activation = a->activation;
+    if (!activation) {
+        expert_activation(m, scratch->activation, a->fc1_out, rows);
+        activation = scratch->activation;
+    }
+    if (fp8_experts_in_fp8(m, layer))
+        fp8_expert_backward(m, layer, 1, scratch->d_activation, dw2, d_out, activation, w2, a->local_rows, s.El, s.Fl,
+                            s.C);
+    else
+        ops->grouped_matmul_backward(scratch->d_activation, dw2, d_out, activation, w2, a->local_rows, s.El, s.Fl, s.C);
     if (c->swiglu) ops->swiglu_backward(scratch->d_fc1_out, a->fc1_out, scratch->d_activation, rows, s.Fl);
     else ops->gelu_backward(scratch->d_fc1_out, a->fc1_out, scratch->d_activation, (size_t)rows * s.Fl);
-    ops->grouped_matmul_backward(d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
+    if (fp8_experts_in_fp8(m, layer))
+        fp8_expert_backward(m, layer, 0, d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
+    else
+        ops->grouped_matmul_backward(d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
     if (s.ep > 1) return_to_sources(m, a, scratch->d_local_in, scratch->d_permuted);
     ops->moe_uncombine(scratch->d_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
 
@@ -488,7 +488,7 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
                                 c->moe_input_jitter_eps, jitter);
         ops->add(scratch->d_input, scratch->d_input, scratch->d_router_input, (size_t)s.N * s.C);
     }
-    if (moe_has_shared_expert(c)) moe_shared_expert_backward(m, a, lw, lg, x, d_full, scratch->d_input);
+    if (moe_has_shared_expert(c)) moe_shared_expert_backward(m, a, lw, lg, x, d_full, scratch->d_input, layer);
     if (training) {
         moe_expert_bias_count(m, layer, a->expert_rows);
         int L = c->num_layers;

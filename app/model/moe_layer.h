@@ -37,6 +37,8 @@ typedef struct moe_activations {
     int *row_token;        /* [N k] the token of each permuted row */
     int *expert_rows;      /* host [E+1]: expert e's permuted rows are [expert_rows[e], expert_rows[e+1]) */
     void *fc1_out;         /* [R, FC1m/tp] the local experts' fc1 outputs (pre-activation) */
+    void *activation;      /* [R, Fm/tp] their activation (fc2's input) kept for the backward
+                            * (--keep-mlp-activation); NULL: computed again there */
     void *expert_out;      /* [N k, C] the experts' fc2 outputs for this rank's tokens, in its
                             * permuted order (this rank's tensor-parallel partial sums) */
     /* expert parallelism (ep_size > 1): the rows this rank's experts compute on, R of them in the
@@ -86,9 +88,8 @@ typedef struct moe_scratch {
     void *logits_act;      /* [N,E] the router GEMM's output and output gradient in a 16-bit
                             * compute dtype (NULL on fp32: the GEMM uses the fp32 buffers) */
     float *stats;          /* [MOE_ROUTER_STATS(E)] the router's statistics, in backend memory */
-    int *host_expert;      /* host [N,k] */
-    int *host_slot_row;    /* host [N,k] */
-    int *host_row_token;   /* host [N k] */
+    int *rows;             /* [E+1] the experts' first permuted rows (moe_permutation), in backend
+                            * memory */
     moe_loss_log log;
     /* shared experts (moe_shared_expert.h; NULL without them) */
     void *shared_activation, *shared_d_activation; /* [N, Fs/tp] */
@@ -114,7 +115,7 @@ int moe_layer_pattern_parse(const char *text, int num_layers, unsigned char *moe
 
 void moe_scratch_allocate(gpt_model *m);
 void moe_scratch_release(gpt_model *m);
-void moe_activations_allocate(gpt_model *m, moe_activations *a);
+void moe_activations_allocate(gpt_model *m, moe_activations *a, int keep_activation);
 void moe_activations_release(gpt_model *m, moe_activations *a);
 
 /* the forward of global layer `layer`: out_full[N,C] = this rank's partial sum of the experts'

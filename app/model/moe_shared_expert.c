@@ -1,6 +1,7 @@
 /* moe_shared_expert.c: the shared experts of an MoE layer (see moe_shared_expert.h): fc1, the
  * activation, fc2 and the optional sigmoid gate, forward and backward, through kernel_ops. */
 #include "app/model/moe_shared_expert.h"
+#include "app/model/fp8_linear.h"
 
 #include "app/core/error.h"
 
@@ -94,14 +95,21 @@ static void shared_activation(gpt_model *m, void *out, const void *fc1_out) {
     else m->ops->gelu_forward(out, fc1_out, (size_t)s.N * s.Fl);
 }
 
-void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full) {
+void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
+                               int layer) {
     shared_shapes s = shared_shapes_of(m);
     const kernel_ops *ops = m->ops;
     moe_scratch *scratch = m->moe_scratch;
-    ops->matmul_forward(a->shared_fc1_out, NULL, x, lw->shared_fc1_weight, NULL, s.N, s.C, s.FC1l);
+    /* in an fp8 layer on fp8 operands (fp8_linear.h: the layer's linear_fc1/linear_fc2 slots) */
+    ops->matmul_forward(a->shared_fc1_out, NULL, fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_INPUT, x, (size_t)s.N * s.C),
+                        fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_WEIGHT, lw->shared_fc1_weight, (size_t)s.FC1l * s.C),
+                        NULL, s.N, s.C, s.FC1l);
     shared_activation(m, scratch->shared_activation, a->shared_fc1_out);
     void *out = gated(m) ? a->shared_out : scratch->shared_out;
-    ops->matmul_forward(out, NULL, scratch->shared_activation, lw->shared_fc2_weight, NULL, s.N, s.Fl, s.C);
+    ops->matmul_forward(out, NULL,
+                        fp8_operand(m, layer, FP8_GEMM_FC2, FP8_ROLE_INPUT, scratch->shared_activation, (size_t)s.N * s.Fl),
+                        fp8_operand(m, layer, FP8_GEMM_FC2, FP8_ROLE_WEIGHT, lw->shared_fc2_weight, (size_t)s.C * s.Fl),
+                        NULL, s.N, s.Fl, s.C);
     if (gated(m)) {  /* score = sigmoid(x . gate_weight); out * score per token */
         void *logits_act = moe_router_act(m, a->gate_logits);
         ops->matmul_forward(logits_act, NULL, x, lw->shared_gate_weight, NULL, s.N, s.C, 1);
@@ -114,7 +122,7 @@ void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_vie
 }
 
 void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg,
-                                const void *x, const void *d_full, void *d_input) {
+                                const void *x, const void *d_full, void *d_input, int layer) {
     shared_shapes s = shared_shapes_of(m);
     const kernel_ops *ops = m->ops;
     const gpt_config *c = &m->config;
@@ -138,12 +146,12 @@ void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_vi
     }
     /* fc2, the activation (again from fc1's kept output), fc1 */
     shared_activation(m, scratch->shared_activation, a->shared_fc1_out);
-    ops->matmul_backward(scratch->shared_d_activation, (float *)lg->shared_fc2_weight, NULL, d_out,
-                         scratch->shared_activation, lw->shared_fc2_weight, s.N, s.Fl, s.C);
+    fp8_matmul_backward(m, layer, FP8_GEMM_FC2, scratch->shared_d_activation, (float *)lg->shared_fc2_weight, NULL, d_out,
+                        scratch->shared_activation, lw->shared_fc2_weight, s.N, s.Fl, s.C);
     if (c->swiglu) ops->swiglu_backward(scratch->shared_d_fc1_out, a->shared_fc1_out, scratch->shared_d_activation, s.N, s.Fl);
     else ops->gelu_backward(scratch->shared_d_fc1_out, a->shared_fc1_out, scratch->shared_d_activation, (size_t)s.N * s.Fl);
-    ops->matmul_backward(scratch->shared_d_input, (float *)lg->shared_fc1_weight, NULL, scratch->shared_d_fc1_out, x,
-                         lw->shared_fc1_weight, s.N, s.C, s.FC1l);
+    fp8_matmul_backward(m, layer, FP8_GEMM_FC1, scratch->shared_d_input, (float *)lg->shared_fc1_weight, NULL,
+                        scratch->shared_d_fc1_out, x, lw->shared_fc1_weight, s.N, s.C, s.FC1l);
     ops->add(d_input, d_input, scratch->shared_d_input, NC);
     /* every tensor-parallel rank computed the same gate gradient: one of them adds it */
     if (gated(m) && c->tp_rank == 0) ops->add(d_input, d_input, scratch->gate_d_input, NC);

@@ -34,12 +34,13 @@ void moe_shared_scratch_allocate(gpt_model *m, moe_scratch *x);
 void moe_shared_scratch_release(gpt_model *m, moe_scratch *x);
 
 /* out_full[N,C] += this rank's partial sum of the shared experts' output for the gathered norm
- * output x[N,C] */
-void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full);
+ * output x[N,C] of global layer `layer` (its fc1 and fc2 in fp8 when the layer is: fp8_linear.h) */
+void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
+                               int layer);
 
 /* the backward from d_full[N,C] (dL/d(layer output), gathered): accumulates the shared experts'
  * weight gradients into lg and adds their partial dL/dx to d_input[N,C] */
 void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg,
-                                const void *x, const void *d_full, void *d_input);
+                                const void *x, const void *d_full, void *d_input, int layer);
 
 #endif

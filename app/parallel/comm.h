@@ -72,8 +72,8 @@ typedef struct comm_ops {
                  const comm_group *group, comm_request *request);
     void (*recv)(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group);
     /* a receive that does not block (context parallelism's ring: the next block of keys and values
-     * arrives while the attention computes on this one); wait completes it. NULL where the
-     * implementation has none yet (NCCL) */
+     * arrives while the attention computes on this one); wait completes it. NCCL defers it to
+     * the next send on the group (comm_nccl.c: NCCL's sends and receives pair up in a group) */
     void (*irecv)(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group,
                   comm_request *request);
 

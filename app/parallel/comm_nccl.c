@@ -17,6 +17,14 @@
  * else (MPI's isend never does). A send is therefore deferred and launched with this rank's next
  * receive on the same group, in one ncclGroupStart/End (Megatron batches its pipeline sends and
  * receives the same way), or alone when its request is waited on.
+ * A non-blocking receive (irecv: context parallelism's ring) is deferred too, and the next send
+ * on its group launches both, with every other pending send and receive of the group, as one
+ * NCCL group on the group's side stream (after the compute stream's work so far: the send's data
+ * is ready, the receive's buffer free), so the transfer overlaps the kernels queued after it;
+ * wait makes the compute stream wait for it. The ring's sends and receives then pair up as
+ * NCCL needs them to: irecv(previous) + send(next) per step, every rank alike (its gradient
+ * receive goes out with the gradient send that follows the step's compute). A pending receive
+ * whose request is waited on before any send launches alone (with the pending sends).
  *
  * One-sided windows (comm.h; --tp-comm-overlap) are not NCCL: the peers' memory is mapped
  * through CUDA IPC and copied by the copy engines (app/parallel/comm_window_cuda.c).
@@ -52,20 +60,26 @@
         if (cuda_err_ != cudaSuccess) FATAL("%s failed: %s", #call, cudaGetErrorString(cuda_err_)); \
     } while (0)
 
-typedef struct pending_send {
-    const void *buf;
+typedef struct pending_p2p {
+    void *buf;         /* a send's data (read only) or a receive's destination */
     size_t count;
     comm_dtype dtype;
     int peer;
     cudaEvent_t done;  /* the request's completion event, recorded at launch (requests may move
                         * in memory, their event handle goes with them) */
-} pending_send;
+} pending_p2p;
+
+/* a list of transfers not launched yet */
+typedef struct pending_list {
+    pending_p2p *items;
+    int count, capacity;
+} pending_list;
 
 typedef struct nccl_group {
     ncclComm_t comm;          /* NULL for a group of one rank */
     cudaStream_t side_stream; /* non-blocking operations (data-parallel buckets, tensor-parallel input gradients) */
-    pending_send *pending;    /* sends not launched yet */
-    int num_pending, pending_capacity;
+    pending_list sends;       /* sends not launched yet */
+    pending_list receives;    /* non-blocking receives not launched yet */
     cuda_window *window;      /* one-sided windows, set up by the first window_register */
 } nccl_group;
 
@@ -141,7 +155,9 @@ static void nccl_attach(comm_group *group) {
 static void nccl_detach(comm_group *group) {
     nccl_group *g = group->backend;
     if (!g) return;
-    CHECK(g->num_pending == 0, "comm_nccl: group %s detached with %d sends not launched", group->name, g->num_pending);
+    CHECK(g->sends.count == 0 && g->receives.count == 0,
+          "comm_nccl: group %s detached with %d sends and %d receives not launched", group->name, g->sends.count,
+          g->receives.count);
     cuda_window_free(g->window);
     if (g->comm) {
         CHECK_CUDA_CALL(cudaStreamSynchronize(g->side_stream));
@@ -150,7 +166,8 @@ static void nccl_detach(comm_group *group) {
         CHECK_NCCL(ncclCommDestroy(g->comm), group);
         CHECK_CUDA_CALL(cudaStreamDestroy(g->side_stream));
     }
-    free(g->pending);
+    free(g->sends.items);
+    free(g->receives.items);
     free(g);
     group->backend = NULL;
 }
@@ -246,51 +263,101 @@ static void nccl_barrier(const comm_group *group) { comm_mpi()->barrier(group); 
 
 /* ---- point-to-point: sends deferred to the next receive (see the top of the file) ---- */
 
-/* launch the group's pending sends and, when buf is not NULL, one receive, as one NCCL group */
-static void launch_p2p(const comm_group *group, void *recv_buf, size_t recv_count, comm_dtype recv_dtype,
-                       int recv_peer) {
+/* launch the group's pending sends and receives and, when recv_buf is not NULL, one more
+ * receive, as one NCCL group on `stream`; each pending transfer's event is recorded after it */
+static void launch_p2p(const comm_group *group, cudaStream_t stream, void *recv_buf, size_t recv_count,
+                       comm_dtype recv_dtype, int recv_peer) {
     nccl_group *g = state(group);
-    if (g->num_pending == 0 && recv_buf == NULL) return;
-    nccl_watchdog_begin(recv_buf ? "send/receive (pipeline)" : "send (pipeline)", group->name);
-    CHECK_NCCL(ncclGroupStart(), group);
-    for (int i = 0; i < g->num_pending; i++) {
-        const pending_send *p = &g->pending[i];
-        CHECK_NCCL(ncclSend(p->buf, p->count, nccl_type(p->dtype), p->peer, g->comm, compute()), group);
+    for (int i = 0; i < g->sends.count; i++) {
+        const pending_p2p *p = &g->sends.items[i];
+        CHECK_NCCL(ncclSend(p->buf, p->count, nccl_type(p->dtype), p->peer, g->comm, stream), group);
     }
-    if (recv_buf) CHECK_NCCL(ncclRecv(recv_buf, recv_count, nccl_type(recv_dtype), recv_peer, g->comm, compute()), group);
-    CHECK_NCCL(ncclGroupEnd(), group);
-    nccl_watchdog_track(compute());
-    for (int i = 0; i < g->num_pending; i++) CHECK_CUDA_CALL(cudaEventRecord(g->pending[i].done, compute()));
-    g->num_pending = 0;
+    for (int i = 0; i < g->receives.count; i++) {
+        const pending_p2p *p = &g->receives.items[i];
+        CHECK_NCCL(ncclRecv(p->buf, p->count, nccl_type(p->dtype), p->peer, g->comm, stream), group);
+    }
+    if (recv_buf) CHECK_NCCL(ncclRecv(recv_buf, recv_count, nccl_type(recv_dtype), recv_peer, g->comm, stream), group);
 }
 
-/* 1 when the send completing with this event has not been launched yet */
-static int send_pending(const comm_group *group, cudaEvent_t done) {
+static void record_launched(nccl_group *g, cudaStream_t stream) {
+    for (int i = 0; i < g->sends.count; i++) CHECK_CUDA_CALL(cudaEventRecord(g->sends.items[i].done, stream));
+    for (int i = 0; i < g->receives.count; i++) CHECK_CUDA_CALL(cudaEventRecord(g->receives.items[i].done, stream));
+    g->sends.count = 0;
+    g->receives.count = 0;
+}
+
+/* on the compute stream: the pending transfers and, when recv_buf is not NULL, a blocking receive */
+static void launch_on_compute(const comm_group *group, void *recv_buf, size_t recv_count, comm_dtype recv_dtype,
+                              int recv_peer) {
+    nccl_group *g = state(group);
+    if (g->sends.count == 0 && g->receives.count == 0 && recv_buf == NULL) return;
+    nccl_watchdog_begin(recv_buf ? "send/receive (pipeline)" : "send/receive", group->name);
+    CHECK_NCCL(ncclGroupStart(), group);
+    launch_p2p(group, compute(), recv_buf, recv_count, recv_dtype, recv_peer);
+    CHECK_NCCL(ncclGroupEnd(), group);
+    nccl_watchdog_track(compute());
+    record_launched(g, compute());
+}
+
+static cudaStream_t side_after_compute(const comm_group *group, const char *operation);
+
+/* on the side stream, after the compute stream's work so far: the pending transfers (the ring's
+ * send with the receives posted before it), overlapping what the compute stream does next */
+static void launch_on_side(const comm_group *group) {
+    nccl_group *g = state(group);
+    cudaStream_t stream = side_after_compute(group, "send/receive (context-parallel ring)");
+    CHECK_NCCL(ncclGroupStart(), group);
+    launch_p2p(group, stream, NULL, 0, COMM_FLOAT, 0);
+    CHECK_NCCL(ncclGroupEnd(), group);
+    nccl_watchdog_track(stream);
+    record_launched(g, stream);
+}
+
+/* 1 when the transfer completing with this event has not been launched yet */
+static int p2p_pending(const comm_group *group, cudaEvent_t done) {
     const nccl_group *g = state(group);
-    for (int i = 0; i < g->num_pending; i++)
-        if (g->pending[i].done == done) return 1;
+    for (int i = 0; i < g->sends.count; i++)
+        if (g->sends.items[i].done == done) return 1;
+    for (int i = 0; i < g->receives.count; i++)
+        if (g->receives.items[i].done == done) return 1;
     return 0;
+}
+
+/* append a transfer to a pending list; the request completes with its event */
+static void defer(pending_list *list, const comm_group *group, void *buf, size_t count, comm_dtype dtype, int peer,
+                  comm_request *request) {
+    CHECK(group->size > 1, "comm_nccl: point-to-point transfer on group %s of one rank", group->name);
+    CHECK(peer >= 0 && peer < group->size, "comm_nccl: peer %d outside group %s of %d ranks", peer, group->name,
+          group->size);
+    if (list->count == list->capacity) {
+        list->capacity = list->capacity ? 2 * list->capacity : 8;
+        list->items = realloc(list->items, sizeof(pending_p2p) * (size_t)list->capacity);
+        CHECK(list->items, "out of host memory for pending transfers");
+    }
+    cudaEvent_t done = take_event();
+    list->items[list->count++] = (pending_p2p){buf, count, dtype, peer, done};
+    request->active = 1;
+    request->backend = done;
+    request->destination = (void *)group; /* a transfer: the group whose pending lists it may be in */
 }
 
 static void nccl_send(const void *buf, size_t count, comm_dtype dtype, int peer, int tag,
                       const comm_group *group, comm_request *request) {
     (void)tag; /* NCCL matches sends and receives between two ranks in order */
     nccl_group *g = state(group);
-    if (g->num_pending == g->pending_capacity) {
-        g->pending_capacity = g->pending_capacity ? 2 * g->pending_capacity : 8;
-        g->pending = realloc(g->pending, sizeof(pending_send) * (size_t)g->pending_capacity);
-        CHECK(g->pending, "out of host memory for pending sends");
-    }
-    cudaEvent_t done = take_event();
-    g->pending[g->num_pending++] = (pending_send){buf, count, dtype, peer, done};
-    request->active = 1;
-    request->backend = done;
-    request->destination = (void *)group; /* a send: the group whose pending sends it may be in */
+    defer(&g->sends, group, (void *)buf, count, dtype, peer, request);
+    if (g->receives.count > 0) launch_on_side(group); /* the ring: a send pairs with the receives before it */
+}
+
+static void nccl_irecv(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group,
+                       comm_request *request) {
+    (void)tag;
+    defer(&state(group)->receives, group, buf, count, dtype, peer, request);
 }
 
 static void nccl_recv(void *buf, size_t count, comm_dtype dtype, int peer, int tag, const comm_group *group) {
     (void)tag;
-    launch_p2p(group, buf, count, dtype, peer);
+    launch_on_compute(group, buf, count, dtype, peer);
 }
 
 /* ---- non-blocking data-parallel collectives on the side stream ---- */
@@ -395,14 +462,14 @@ static void nccl_window_flush(const comm_group *group) { (void)group; /* see com
 static void nccl_wait(comm_request *request) {
     if (!request->active) return;
     const comm_group *group = request->destination;
-    if (group && send_pending(group, (cudaEvent_t)request->backend)) launch_p2p(group, NULL, 0, COMM_FLOAT, 0);
+    if (group && p2p_pending(group, (cudaEvent_t)request->backend)) launch_on_compute(group, NULL, 0, COMM_FLOAT, 0);
     complete(request);
 }
 
 static int nccl_test(comm_request *request) {
     if (!request->active) return 1;
     const comm_group *group = request->destination;
-    if (group && send_pending(group, (cudaEvent_t)request->backend)) return 0; /* waits for the next receive */
+    if (group && p2p_pending(group, (cudaEvent_t)request->backend)) return 0; /* waits for the next receive or send */
     cudaError_t status = cudaEventQuery((cudaEvent_t)request->backend);
     if (status == cudaErrorNotReady) return 0;
     CHECK_CUDA_CALL(status);
@@ -425,6 +492,7 @@ const comm_ops *comm_nccl(void) {
         .reduce_scatter = nccl_reduce_scatter,
         .send = nccl_send,
         .recv = nccl_recv,
+        .irecv = nccl_irecv,
         .iallreduce_float = nccl_iallreduce,
         .ireduce_scatter_float = nccl_ireduce_scatter,
         .iallgather = nccl_iallgather,

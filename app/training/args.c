@@ -10,6 +10,8 @@
 #include "app/training/checkpoint_args.h"
 #include "app/model/gpt_model.h"
 #include "app/model/moe_layer.h"
+#include "app/model/fp8_linear.h"
+#include "kernels/fp8_recipe.h"
 
 #include <stddef.h>
 #include <sys/stat.h>
@@ -70,6 +72,10 @@ static const option_spec specs[] = {
     {"memory-efficient-layer-norm", "training", OPTION_FLAG, AT(memory_efficient_layer_norm), .help = "the norms' backward from their outputs (kept anyway, the next GEMM's input) instead of their inputs, as Apex's memory-efficient kernels (norm = (y - bias) / weight, the weight clamped in magnitude to at least --layernorm-epsilon): the residual stream's values are not kept per layer, [micro-batch x sequence, hidden] twice per layer less (/ tp with --sequence-parallel); not with --recompute-modules layernorm"},
     {"cross-entropy-chunk-rows", "training", OPTION_INT, AT(cross_entropy_chunk_rows), .range = "[0, inf)", .help = "token rows per pass of the output layer and the cross entropy, whose backward then runs in the same pass, so that only one chunk's logits exist at a time (ours); 0 (default): the fewest chunks of at most 2 GiB of logits; micro-batch x sequence or more: one pass"},
     {"distribute-saved-activations", "training", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "splitting the kept layer inputs over tensor-parallel ranks is not supported; use --sequence-parallel, which keeps 1/tp of them on each rank"},
+
+    {"bert-no-binary-head", "BERT (pretrain_bert)", OPTION_FLAG, AT(bert_no_binary_head), .help = "pretrain_bert only (pretrain_gpt refuses it): no sentence-order (binary) head, pooler or tokentype embeddings; the samples are single segments"},
+    {"mask-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(mask_prob), "0.15", .range = "[0, 1]", .help = "pretrain_bert only (pretrain_gpt refuses it): probability of masking a word (whole-word N-grams, N <= 3)"},
+    {"short-seq-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(short_seq_prob), "0.1", .range = "[0, 1]", .help = "pretrain_bert only (pretrain_gpt refuses it): probability of a shorter target length for a sample"},
 
     {"seed", "initialization", OPTION_UINT64, AT(seed), "1234", .help = "random seed (initialization, dropout, data order)"},
     {"init-method-std", "initialization", OPTION_FLOAT, AT(init_method_std), "0.02", .range = "(0, inf)", .help = "standard deviation of the normal initialization"},
@@ -204,10 +210,17 @@ static const option_spec specs[] = {
     {"min-loss-scale", "mixed precision", OPTION_FLOAT, AT(min_loss_scale), "1.0", .range = "(0, inf)", .help = "the dynamic loss scale never backs off below this"},
     {"loss-scale-window", "mixed precision", OPTION_FLOAT, AT(loss_scale_window), "1000", .range = "(0, inf)", .help = "the dynamic loss scale doubles after this many consecutive steps without overflow"},
     {"hysteresis", "mixed precision", OPTION_INT, AT(hysteresis), "2", .range = "[1, inf)", .help = "the dynamic loss scale halves at the hysteresis-th overflow since the last growth (then at every further one)"},
-    {"fp8-format", "mixed precision", OPTION_STRING, .metavar = "FORMAT", .flags = OPTION_REFUSED, .help = "FP8 is not supported yet: use --bf16"},
-    {"fp8-amax-history-len", "mixed precision", OPTION_INT, .flags = OPTION_REFUSED, .help = "FP8 is not supported yet: use --bf16"},
-    {"fp8-amax-compute-algo", "mixed precision", OPTION_STRING, .metavar = "ALGO", .flags = OPTION_REFUSED, .help = "FP8 is not supported yet: use --bf16"},
-    {"fp8-param-gather", "mixed precision", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "FP8 is not supported yet: use --bf16"},
+    {"fp8-format", "mixed precision", OPTION_CHOICE, AT(fp8_format), .choices = "e4m3|hybrid", .metavar = "FORMAT", .help = "FP8 training of the transformer layers' linear layers (linear_qkv, linear_proj, linear_fc1, linear_fc2, the experts' and shared experts'; attention, the router and the output layer stay in bf16), as Megatron with Transformer Engine: e4m3 everywhere, or hybrid (E4M3 forward, E5M2 gradients); needs --bf16. Emulated: the operands are rounded to fp8 with their scales and the GEMM runs on the dequantized values (in fp32 on --device cpu, as an fp8 GEMM computes; on --device cuda the quantization runs on the GPU and the GEMM in bf16 on the dequantized values, so no faster than bf16 until the cuBLASLt fp8 GEMMs land)"},
+    {"fp8-recipe", "mixed precision", OPTION_STRING, AT(fp8_recipe), "delayed", .metavar = "RECIPE", .help = "how --fp8-format scales its tensors: delayed (TE's DelayedScaling: a scale per tensor from the amax history of past steps) or tensorwise (TE's Float8CurrentScaling: each tensor's scale from its own amax); blockwise, mxfp8 and custom are refused"},
+    {"fp8-margin", "mixed precision", OPTION_INT, AT(fp8_margin), "0", .help = "delayed scaling: scale = fp8_max * 2^-margin / amax"},
+    {"fp8-interval", "mixed precision", OPTION_INT, AT(fp8_interval), "1", .help = "deprecated and ignored (as from Transformer Engine 1.8, with Megatron's warning when not 1)"},
+    {"fp8-amax-history-len", "mixed precision", OPTION_INT, AT(fp8_amax_history_len), "1", .range = "[1, inf)", .help = "delayed scaling: the steps of amax history each scale is computed from (saved in checkpoints as the linear layers' _extra_state)"},
+    {"fp8-amax-compute-algo", "mixed precision", OPTION_CHOICE, AT(fp8_amax_compute_algo), "most_recent", .choices = "most_recent|max", .metavar = "ALGO", .help = "delayed scaling: the amax a scale is computed from: the latest step's (most_recent) or the largest of the history (max)"},
+    {"no-fp8-wgrad", "mixed precision", OPTION_FLAG, AT(no_fp8_wgrad), .aliases = "disable-fp8-wgrad", .help = "with --fp8-format: the weight gradients' GEMMs take the unquantized output gradient and input (TE's override_linear_precision); the input gradients stay in fp8"},
+    {"first-last-layers-bf16", "mixed precision", OPTION_FLAG, AT(first_last_layers_bf16), .help = "with --fp8-format: the first --num-layers-at-start-in-bf16 and the last --num-layers-at-end-in-bf16 layers stay in bf16 (refused with --fp8-recipe delayed, as Megatron)"},
+    {"num-layers-at-start-in-bf16", "mixed precision", OPTION_INT, AT(num_layers_at_start_in_bf16), "1", .help = "--first-last-layers-bf16: layers at the start kept in bf16 (0 to the layers per pipeline stage)"},
+    {"num-layers-at-end-in-bf16", "mixed precision", OPTION_INT, AT(num_layers_at_end_in_bf16), "1", .help = "--first-last-layers-bf16: layers at the end kept in bf16 (0 to the layers per pipeline stage)"},
+    {"fp8-param-gather", "mixed precision", OPTION_FLAG, AT(fp8_param_gather), .help = "with --fp8-format and --use-distributed-optimizer: Megatron keeps the weights in fp8 and all-gathers them in fp8; the emulation gathers the fp32 weights and quantizes them after with the same scales, which gives the same numbers"},
     {"attention-softmax-in-fp32", "mixed precision", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the attention softmax is always computed in fp32 (flash attention's running max and sum are fp32)"},
     {"accumulate-allreduce-grads-in-fp32", "mixed precision", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "gradients are always accumulated and reduced in fp32"},
     {"grad-reduce-in-bf16", "mixed precision", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "gradients are reduced in fp32 here, which is more precise and moves twice the bytes of a bf16 reduction"},
@@ -572,6 +585,39 @@ static int validate_fp16(check_state *st, args *a) {
     return 0;
 }
 
+/* FP8 training (Megatron's TransformerConfig and arguments.py checks, and what is built here) */
+static int validate_fp8(check_state *st, const args *a) {
+    int fp8 = a->fp8_format[0] != 0;
+    if (a->fp8_param_gather && !fp8)
+        return error_format(st->err, st->errlen, "--fp8-param-gather needs --fp8-format (Megatron: fp8_param must be used together with fp8 mode)");
+    if (!fp8) return 0;
+    const char *recipe = a->fp8_recipe;
+    if (!strcmp(recipe, "blockwise"))
+        return error_format(st->err, st->errlen, "--fp8-recipe blockwise (TE's Float8BlockScaling) is not supported here: use --fp8-recipe tensorwise (per-tensor current scaling) or delayed");
+    if (!strcmp(recipe, "mxfp8"))
+        return error_format(st->err, st->errlen, "--fp8-recipe mxfp8 needs Blackwell's block-scaled fp8 GEMMs and is not supported here: use --fp8-recipe delayed or tensorwise");
+    if (!strcmp(recipe, "custom"))
+        return error_format(st->err, st->errlen, "--fp8-recipe custom (a Python quantizer factory) is not supported here: use --fp8-recipe delayed or tensorwise");
+    if (strcmp(recipe, "delayed") != 0 && strcmp(recipe, "tensorwise") != 0)
+        return error_format(st->err, st->errlen, "--fp8-recipe '%s' is not one of Megatron's recipes (tensorwise, delayed, mxfp8, blockwise, custom); supported here: delayed, tensorwise", recipe);
+    if (!a->bf16)
+        return error_format(st->err, st->errlen, "--fp8-format %s needs --bf16: fp8 training keeps bf16 parameters and fp32 master weights (as Megatron's fp8 runs)", a->fp8_format);
+    if (a->first_last_layers_bf16 && !strcmp(recipe, "delayed"))
+        return error_format(st->err, st->errlen, "--first-last-layers-bf16: Delayed scaling does not support first / last layer in BF16 (Megatron's); use --fp8-recipe tensorwise");
+    int per_stage = a->num_layers / a->pipeline_model_parallel_size;
+    if (a->first_last_layers_bf16) {
+        const char *names[2] = {"num-layers-at-start-in-bf16", "num-layers-at-end-in-bf16"};
+        int values[2] = {a->num_layers_at_start_in_bf16, a->num_layers_at_end_in_bf16};
+        for (int i = 0; i < 2; i++)
+            if (values[i] < 0 || values[i] > per_stage)
+                return error_format(st->err, st->errlen, "--%s %d must be between 0 and the number of layers per pipeline stage (%d)",
+                                    names[i], values[i], per_stage);
+    }
+    if (a->fp8_param_gather && !a->use_distributed_optimizer)
+        return error_format(st->err, st->errlen, "--fp8-param-gather only supported with distributed optimizer (Megatron's; add --use-distributed-optimizer)");
+    return 0;
+}
+
 /* --recompute-modules: each word one Megatron knows; the ones this program builds */
 static int validate_recompute_modules(check_state *st, const args *a) {
     static const char *const moe_parts[] = {"moe_act", "moe", "shared_experts"};
@@ -641,7 +687,33 @@ static int validate_recompute(check_state *st, args *a) {
 
 /* fill derived values and check the combinations (each value alone was checked against the
  * table); every message names the flags involved */
+/* pretrain_bert's flags and limits (encoder mode), and its flags refused by pretrain_gpt */
+static int validate_bert(check_state *st, args *a) {
+    static const char *const bert_flags[] = {"bert-no-binary-head", "mask-prob", "short-seq-prob"};
+    if (!a->bert) {
+        for (size_t i = 0; i < sizeof bert_flags / sizeof *bert_flags; i++)
+            if (given(st, bert_flags[i]))
+                return error_format(st->err, st->errlen, "--%s is a BERT flag: run pretrain_bert (%s trains decoder-only GPT and Llama models)",
+                                    bert_flags[i], program_name);
+        return 0;
+    }
+    if (a->mock_data)
+        return error_format(st->err, st->errlen, "--mock-data: pretrain_bert reads a sentence-split WordPiece corpus (--data-path, from preprocess_data --split-sentences); Megatron has no mock BERT data either");
+    if (strcmp(a->tokenizer_type, "BertWordPieceLowerCase") && strcmp(a->tokenizer_type, "BertWordPieceCase"))
+        return error_format(st->err, st->errlen, "--tokenizer-type %s: pretrain_bert needs a WordPiece vocabulary (--tokenizer-type BertWordPieceLowerCase or BertWordPieceCase with --vocab-file)",
+                            a->tokenizer_type[0] ? a->tokenizer_type : "(none)");
+    if (a->num_experts > 0 || a->context_parallel_size > 1)
+        return error_format(st->err, st->errlen, "pretrain_bert: %s is not supported with BERT", a->num_experts > 0 ? "--num-experts" : "--context-parallel-size > 1");
+    if (a->print_sample[0])
+        return error_format(st->err, st->errlen, "--print-sample prints GPT token windows: for BERT samples use tests/tools/bert_samples");
+    if (!strcmp(a->device, "cuda"))
+        return error_format(st->err, st->errlen, "--device cuda: BERT runs on the CPU backend only for now (--device cpu): the CUDA kernels of its padded bidirectional attention and heads are not written yet");
+    snprintf(a->device, sizeof a->device, "cpu");  /* auto: the CPU backend, the only one with BERT's kernels */
+    return 0;
+}
+
 static int validate(check_state *st, args *a, int world_size) {
+    if (validate_bert(st, a)) return -1;
     int per_split = a->train_data_path[0] || a->valid_data_path[0] || a->test_data_path[0] || a->per_split_data_args_path[0];
     if (a->data_path[0] && per_split)
         return error_format(st->err, st->errlen, "--data-path cannot be combined with --train-data-path/--valid-data-path/--test-data-path/--per-split-data-args-path");
@@ -776,6 +848,7 @@ static int validate(check_state *st, args *a, int world_size) {
     a->world_size = world_size;
     if (validate_parallel(st, a, world_size)) return -1;
     if (validate_moe(st, a)) return -1;
+    if (validate_fp8(st, a)) return -1;
     if (validate_recompute(st, a)) return -1;
     int per_step = a->micro_batch_size * a->data_parallel_size;
     if (!given(st, "global-batch-size")) a->global_batch_size = per_step;
@@ -860,6 +933,20 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->moe_router_enable_expert_bias = a->moe_router_enable_expert_bias;
     c->moe_router_bias_update_rate = a->moe_router_bias_update_rate;
     c->moe_pad_expert_input_to_capacity = a->moe_pad_expert_input_to_capacity;
+    gpt_fp8_config *f = &c->fp8;
+    memset(f, 0, sizeof *f);
+    f->enabled = a->fp8_format[0] != 0;
+    f->hybrid = !strcmp(a->fp8_format, "hybrid");
+    f->recipe = !strcmp(a->fp8_recipe, "tensorwise") ? FP8_RECIPE_TENSORWISE : FP8_RECIPE_DELAYED;
+    f->margin = a->fp8_margin;
+    f->amax_history_len = a->fp8_amax_history_len > 0 ? a->fp8_amax_history_len : 1;
+    fp8_amax_compute_algo algo = FP8_AMAX_MOST_RECENT;
+    if (a->fp8_amax_compute_algo[0] && fp8_amax_compute_algo_parse(a->fp8_amax_compute_algo, &algo) != 0)
+        algo = FP8_AMAX_MOST_RECENT; /* the option's choices admit no other name */
+    f->amax_compute_algo = (int)algo;
+    f->wgrad = !a->no_fp8_wgrad;
+    f->layers_at_start_in_bf16 = a->first_last_layers_bf16 ? a->num_layers_at_start_in_bf16 : 0;
+    f->layers_at_end_in_bf16 = a->first_last_layers_bf16 ? a->num_layers_at_end_in_bf16 : 0;
 }
 
 void args_set_vocab_size(args *a, int vocab_size) {
@@ -879,6 +966,10 @@ int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err
     unsigned char flags_given[NUM_FLAGS];
     memset(a, 0, sizeof *a);
     int rc = options_parse_flags(&table, a, flags_given, argc, argv, err, errlen);
+    a->bert = !strcmp(program_name, "pretrain_bert");
+    /* pretrain_bert.py's args_defaults */
+    if (a->bert && !options_given(&table, flags_given, "tokenizer-type"))
+        snprintf(a->tokenizer_type, sizeof a->tokenizer_type, "BertWordPieceLowerCase");
     if (rc) return rc;
     flag_marks marks = {flags_given, flag_given, mark_given};
     if (a->use_checkpoint_args && checkpoint_args_apply(a, &marks, err, errlen)) return -1;
@@ -933,6 +1024,19 @@ void args_print(const args *a) {
                a->loss_scale > 0 ? "constant" : "dynamic");
     if (a->fp16 && a->loss_scale == 0)
         printf("WARNING: Setting args.check_for_nan_in_loss_and_grad to False since dynamic loss scaling is being used\n");
+    if (a->fp8_format[0]) {
+        gpt_config c;
+        memset(&c, 0, sizeof c);
+        c.num_layers = a->num_layers;
+        gpt_config_set_architecture(&c, a);
+        char line[512];
+        fp8_describe(&c, line, sizeof line);
+        printf("> %s%s\n", line, strcmp(a->device, "cpu") == 0 ? " (emulated on the CPU backend)" : "");
+        if (a->fp8_param_gather)
+            printf("> --fp8-param-gather: the distributed optimizer gathers the fp32 weights and the forward quantizes them with the weights' fp8 scales (the numbers of an fp8 gather)\n");
+    }
+    if (a->fp8_interval != 1)
+        printf("WARNING: fp8_interval is deprecated and ignored from Transformer-Engine v1.8.0.\n");
     if (a->loss_scale > 0 && !a->fp16 && !a->bf16 && !a->use_distributed_optimizer)
         printf("> --loss-scale has no effect in fp32 without --use-distributed-optimizer (Megatron's FP32Optimizer has no grad scaler)\n");
 }

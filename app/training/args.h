@@ -108,6 +108,12 @@ typedef struct args {
     char merge_file[ARGS_PATH_MAX];
     char tokenizer_model[ARGS_PATH_MAX]; /* tokenizer.json (or its directory), or a SentencePiece model */
 
+    /* BERT (pretrain_bert; refused by pretrain_gpt) */
+    int bert;                     /* derived: the program is pretrain_bert (encoder mode) */
+    int bert_no_binary_head;      /* no sentence-order head, no tokentype embeddings */
+    float mask_prob;              /* masked-LM rate of the BERT dataset */
+    float short_seq_prob;         /* rate of shortened target lengths */
+
     /* checkpointing */
     char save[ARGS_PATH_MAX];     /* directory to save checkpoints in */
     char load[ARGS_PATH_MAX];     /* directory to load the latest checkpoint from */
@@ -175,6 +181,14 @@ typedef struct args {
     float initial_loss_scale, min_loss_scale; /* the dynamic scaler's (--fp16 without --loss-scale) */
     float loss_scale_window;      /* finite steps before the scale doubles */
     int hysteresis;               /* overflows before the scale halves */
+    /* FP8 training (app/model/fp8_linear.h; Megatron's TransformerConfig fp8 fields) */
+    char fp8_format[16];          /* --fp8-format e4m3 | hybrid; "" without fp8 */
+    char fp8_recipe[16];          /* delayed | tensorwise (blockwise, mxfp8, custom refused) */
+    int fp8_margin, fp8_interval, fp8_amax_history_len;
+    char fp8_amax_compute_algo[16]; /* max | most_recent */
+    int no_fp8_wgrad;             /* the weight gradient's GEMM in high precision */
+    int first_last_layers_bf16, num_layers_at_start_in_bf16, num_layers_at_end_in_bf16;
+    int fp8_param_gather;         /* with the distributed optimizer (the emulation gathers fp32) */
 
     /* distributed and run-time */
     int tensor_model_parallel_size;

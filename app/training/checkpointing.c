@@ -3,6 +3,7 @@
 #include "app/checkpoint/async_checkpoint.h"
 #include "app/checkpoint/dist_checkpoint.h"
 #include "app/core/error.h"
+#include "app/model/fp8_linear.h"
 #include "app/model/gpt_sharded_state.h"
 #include "app/optim/optimizer_sharded_state.h"
 
@@ -14,11 +15,49 @@
 #include <unistd.h>
 
 /* the tensors of the training state: the model's fp32 weights (the parameters, or the
- * optimizer's masters in mixed precision) and, with_moments, Adam's moments */
-static void training_sharded_state(const trainer *t, int with_moments, sharded_state *state) {
+ * optimizer's masters in mixed precision), with_fp8 the fp8 linear layers' scaling state
+ * (nothing without --fp8-format) and, with_moments, Adam's moments */
+static void training_sharded_state(const trainer *t, int with_moments, int with_fp8, sharded_state *state) {
     gpt_sharded_state(&t->model, t->topo.dp_cp->rank, state);
+    if (with_fp8) fp8_sharded_state(&t->model, t->topo.dp_cp->rank, state);
     optimizer_sharded_state(&t->opt, &t->model, t->topo.dp_cp->rank, t->args->use_distributed_optimizer,
                             with_moments, state);
+}
+
+/* Loading into an fp8 run: whether the checkpoint holds the scaling state of this run's fp8
+ * linear layers (then it is loaded); a checkpoint without any (a bf16 run's) leaves the fresh
+ * state (scales 1, empty histories) with a note; one holding only some of them (other
+ * --first-last-layers-bf16 counts) is refused, naming the first missing. Loading an fp8
+ * checkpoint into a run without fp8: a note that its scaling state is not used. */
+static int fp8_state_to_load(trainer *t, dist_checkpoint *c) {
+    const args *a = t->args;
+    int rank0 = t->topo.world_rank == 0;
+    char *stored_format = checkpoint_get_string(&c->file, "/args", "fp8");
+    int stored_fp8 = stored_format && stored_format[0];
+    if (!a->fp8_format[0]) {
+        if (stored_fp8 && rank0)
+            printf("> the checkpoint was trained with --fp8-format %s: its fp8 scaling state (the linear layers' "
+                   "_extra_state) is not used, as this run trains without fp8\n", stored_format);
+        free(stored_format);
+        return 0;
+    }
+    free(stored_format);
+    sharded_state fp8_only = {0};
+    fp8_sharded_state(&t->model, t->topo.dp_cp->rank, &fp8_only);
+    int present = 0, first_missing = -1;
+    for (int i = 0; i < fp8_only.num_tensors; i++) {
+        int64_t rows, cols;
+        if (checkpoint_tensor_shape(&c->file, fp8_only.tensors[i].name, &rows, &cols) == 0) present++;
+        else if (first_missing < 0) first_missing = i;
+    }
+    if (present > 0 && first_missing >= 0)
+        user_error("%s holds the fp8 scaling state of some linear layers but not %s (saved with other "
+                   "--first-last-layers-bf16 layer counts?)", c->names.file, fp8_only.tensors[first_missing].name);
+    if (present == 0 && fp8_only.num_tensors > 0 && rank0)
+        printf("> the checkpoint holds no fp8 scaling state (trained without --fp8-format): the fp8 linear layers "
+               "start from fresh scaling state (scales 1, empty amax histories)\n");
+    sharded_state_free(&fp8_only);
+    return present > 0;
 }
 
 /* ---- save ---- */
@@ -77,6 +116,13 @@ static void put_args(checkpoint_file *f, const trainer *t) {
     checkpoint_put_double(f, "/args", "hidden_dropout", a->hidden_dropout);
     checkpoint_put_double(f, "/args", "attention_dropout", a->attention_dropout);
     checkpoint_put_string(f, "/args", "tokenizer_type", a->tokenizer_type[0] ? a->tokenizer_type : "NullTokenizer");
+    /* Megatron's args.fp8 (--fp8-format; "" without): a run loading the checkpoint tells its
+     * fp8 scaling state (the linear layers' _extra_state tensors) from none */
+    checkpoint_put_string(f, "/args", "fp8", a->fp8_format);
+    if (a->fp8_format[0]) {
+        checkpoint_put_string(f, "/args", "fp8_recipe", a->fp8_recipe);
+        checkpoint_put_int(f, "/args", "fp8_amax_history_len", a->fp8_amax_history_len);
+    }
 }
 
 static void put_scalar_state(checkpoint_file *f, const trainer *t) {
@@ -210,7 +256,7 @@ void checkpoint_save(trainer *t, const char *dir) {
     dist_checkpoint_create(&c, dir, t->iteration, t->consumed_samples, comm, a->ckpt_collective_io);
     put_scalar_state(&c.file, t);
     sharded_state state = {0};
-    training_sharded_state(t, !a->no_save_optim, &state);
+    training_sharded_state(t, !a->no_save_optim, 1, &state);
     if (async) {
         async_checkpoint_start(&async->writer, &c, &state, t->model.ops);
         t->last_saved_iteration = t->iteration;
@@ -503,7 +549,7 @@ int checkpoint_load(trainer *t, const char *dir) {
     if (load_optim && !checkpoint_has_group(&c.file, "/optimizer"))
         user_error("%s holds no optimizer state (saved with --no-save-optim): pass --no-load-optim or --finetune", path);
     sharded_state state = {0};
-    training_sharded_state(t, load_optim, &state);
+    training_sharded_state(t, load_optim, fp8_state_to_load(t, &c), &state);
     dist_checkpoint_check(&c, &state);
     if (!finetune) check_checkpoint_args(&c.file, a);
     if (load_optim) load_scheduler(&c.file, t);

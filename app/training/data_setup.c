@@ -147,6 +147,27 @@ void data_setup_num_samples(const args *a, int64_t samples[GPT_DATA_SPLITS]) {
                                                   a->eval_interval, a->eval_iters);
 }
 
+/* pretrain_bert's BERTMaskedWordPieceDatasetConfig (pretrain_bert.py: masking_max_ngram 3,
+ * whole-word masking): the datasets keep a pointer to it, so it lives as long as the process
+ * (one run opens one set of datasets; a second open replaces it) */
+static bert_dataset_config bert_config;
+static uint8_t *bert_word_piece;
+
+static const bert_dataset_config *bert_dataset_setup(const args *a) {
+    char err[1200];
+    free(bert_word_piece);
+    bert_word_piece = NULL;
+    memset(&bert_config, 0, sizeof bert_config);
+    bert_config.mask_prob = a->mask_prob;
+    bert_config.short_seq_prob = a->short_seq_prob;
+    bert_config.max_ngram = 3;
+    bert_config.binary_head = !a->bert_no_binary_head;
+    if (!a->vocab_file[0]) user_error("pretrain_bert needs --vocab-file (the WordPiece vocabulary of --tokenizer-type %s)", a->tokenizer_type);
+    if (bert_vocab_load(a->vocab_file, a->tokenizer_type, &bert_config.vocab, &bert_word_piece, err, sizeof err))
+        user_error("--vocab-file %s", err);
+    return &bert_config;
+}
+
 gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Comm comm, char **storage) {
     gpt_data_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -178,6 +199,7 @@ gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Com
     cfg.default_cache = 1;  /* Megatron's <prefix>/cache/GPTDataset_indices */
     tokenizer_identity(a, &cfg, &s);
     cfg.verbose = verbose;
+    if (a->bert) cfg.bert = bert_dataset_setup(a);
     /* validation at the door: every corpus holds documents, its token ids fit the vocabulary and
      * its checksums hold (io/corpus_check.h) */
     const gpt_blend *blends[1 + GPT_DATA_SPLITS] = {&cfg.blend, &cfg.split_blends[0], &cfg.split_blends[1], &cfg.split_blends[2]};

@@ -80,6 +80,11 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
     if (a->num_experts > 0) {
         double rows = ep * k * s * b, per_layer = rows * (fc1m / tp + h) * ops->act_bytes;
         m.activations += slots * kept * moe_share * per_layer + 6 * per_layer;
+        /* --keep-mlp-activation(-num-layers): the experts' activation too, in the layers that keep it */
+        double keeping = a->keep_mlp_activation_num_layers > 0 ? fmin(a->keep_mlp_activation_num_layers, per_chunk) * vp
+                         : a->keep_mlp_activation                ? kept
+                                                                 : 0;
+        m.activations += slots * fmin(keeping, kept) * moe_share * rows * (fm / tp) * ops->act_bytes;
         /* the shared experts keep their fc1 output (and with the gate their output) per layer
          * and micro-batch, and share work buffers of about five times that */
         double shared = s * b * (fc1s / tp + (a->moe_shared_expert_gate ? h : 0)) * ops->act_bytes;

@@ -49,6 +49,7 @@ void train_log_tensorboard_step(train_log *log, const tensorboard_step *s) {
     if (!isnan(s->learning_rate)) scalar(tb, "learning-rate", s->learning_rate, s, 1);
     scalar(tb, "batch-size", s->global_batch_size, s, 1);
     scalar(tb, "lm loss", s->lm_loss, s, 1);
+    if (!isnan(s->sop_loss)) scalar(tb, "sop loss", s->sop_loss, s, 1);
     if (!isnan(s->loss_scale)) scalar(tb, "loss-scale", s->loss_scale, s, 1);
     if (!isnan(s->world_size)) scalar(tb, "world-size", s->world_size, s, 1);
     if (!isnan(s->grad_norm)) scalar(tb, "grad-norm", s->grad_norm, s, 1);
@@ -144,6 +145,8 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
     if (s->moe && s->moe->aux_loss) snprintf(moe_field, sizeof moe_field, " load_balancing_loss: %.2f |", s->moe->load_balancing_loss);
     if (s->moe && s->moe->z_loss)
         snprintf(moe_field + strlen(moe_field), sizeof moe_field - strlen(moe_field), " z_loss: %.2f |", s->moe->z_loss_value);
+    char sop_field[48] = "";  /* pretrain_bert's loss_dict: "lm loss", then "sop loss" */
+    if (s->has_sop_loss) snprintf(sop_field, sizeof sop_field, " sop loss: %.6E |", s->sop_loss);
     char grad_norm_field[160] = "";
     int used = 0;
     if (s->has_grad_norm) used += snprintf(grad_norm_field, sizeof grad_norm_field, " grad norm: %.3f |", s->grad_norm);
@@ -153,11 +156,11 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         snprintf(grad_norm_field + used, sizeof grad_norm_field - (size_t)used, " params norm: %.3f |", s->params_norm);
     printf(" [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f"
            " | throughput per GPU (TFLOP/s/GPU): %.3f%s | tokens per second: %.1f | learning rate: %.6E"
-           " | global batch size: %5d | lm loss: %.6E |%s loss scale: %.1f |%s"
+           " | global batch size: %5d | lm loss: %.6E |%s%s loss scale: %.1f |%s"
            " number of skipped iterations: %3lld | number of nan iterations: %3lld |\n",
            when, (long long)s->iteration, (long long)s->train_iters, (long long)s->consumed_samples,
            s->elapsed_ms_per_iteration, s->tflops_per_gpu, mfu_field, s->tokens_per_second, s->learning_rate,
-           s->global_batch_size, s->lm_loss, moe_field, s->loss_scale, grad_norm_field, (long long)s->skipped_iterations,
+           s->global_batch_size, s->lm_loss, sop_field, moe_field, s->loss_scale, grad_norm_field, (long long)s->skipped_iterations,
            (long long)s->nan_iterations);
     fflush(stdout);
     if (s->tensorboard_throughput) tensorboard_events_scalar(&log->tensorboard, "throughput", s->tflops_per_gpu, s->iteration);
@@ -174,6 +177,7 @@ void train_log_iteration(train_log *log, const iteration_stats *s) {
         write_moe_json(log->metrics, s->moe);
         if (s->stragglers_json) fputs(s->stragglers_json, log->metrics);
         if (s->timers) timers_table_write_json(log->metrics, s->timers, s->timer_iterations, s->timers_per_rank);
+        if (s->has_sop_loss) fprintf(log->metrics, "\"sop_loss\": %.17g, ", isfinite(s->sop_loss) ? s->sop_loss : -1.0);
         fprintf(log->metrics,
                 "\"learning_rate\": %.17g, \"global_batch_size\": %d, "
                 "\"lm_loss\": %.17g, \"loss_scale\": %.17g, \"grad_norm\": %.17g, \"skipped_iterations\": %lld, "
@@ -222,13 +226,18 @@ void train_log_papi_table(const phase_counts *totals) {
     fflush(stdout);
 }
 
-void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss) {
+void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss,
+                          double sop_loss) {
     double ppl = exp(lm_loss < 20.0 ? lm_loss : 20.0);
     int test = !strcmp(split, "test");
+    char sop_field[96] = "";
+    if (!isnan(sop_loss))
+        snprintf(sop_field, sizeof sop_field, " sop loss value: %.6E | sop loss PPL: %.6E |", sop_loss,
+                 exp(sop_loss < 20.0 ? sop_loss : 20.0));
     printf("-----------------------------------------------------------------------------------------------\n"
-           " validation loss %s | lm loss value: %.6E | lm loss PPL: %.6E |\n"
+           " validation loss %s | lm loss value: %.6E | lm loss PPL: %.6E |%s\n"
            "-----------------------------------------------------------------------------------------------\n",
-           when, lm_loss, ppl);
+           when, lm_loss, ppl, sop_field);
     fflush(stdout);
     /* Megatron writes the test loss under the validation tags too; ours get their own; the
      * perplexity only with --log-validation-ppl-to-tensorboard */
@@ -244,12 +253,14 @@ void train_log_evaluation(train_log *log, const char *split, int64_t iteration, 
         tensorboard_events_scalar(&log->tensorboard, tag, ppl, log->consumed_samples);
     }
     if (log->metrics) {
-        fprintf(log->metrics, "{\"split\": \"%s\", \"iteration\": %lld, \"lm_loss\": %.17g, \"lm_loss_ppl\": %.17g}\n",
+        fprintf(log->metrics, "{\"split\": \"%s\", \"iteration\": %lld, \"lm_loss\": %.17g, \"lm_loss_ppl\": %.17g",
                 split, (long long)iteration, lm_loss, ppl);
+        if (!isnan(sop_loss)) fprintf(log->metrics, ", \"sop_loss\": %.17g", sop_loss);
+        fprintf(log->metrics, "}\n");
         fflush(log->metrics);
     }
 }
 
-void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss) {
-    train_log_evaluation(log, "validation", iteration, when, lm_loss);
+void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss, double sop_loss) {
+    train_log_evaluation(log, "validation", iteration, when, lm_loss, sop_loss);
 }

@@ -42,6 +42,8 @@ typedef struct iteration_stats {
     double learning_rate;
     int global_batch_size;
     double lm_loss;                    /* averaged over the log interval */
+    double sop_loss;                   /* pretrain_bert's sentence-order loss, likewise */
+    int has_sop_loss;                  /* 0: none (GPT, --bert-no-binary-head) */
     double loss_scale;                 /* after this iteration's update (1 without a scaler) */
     double grad_norm;
     int has_grad_norm;                 /* 0 when an overflow skipped the step (Megatron's None) */
@@ -68,6 +70,7 @@ typedef struct tensorboard_step {
     double learning_rate;              /* NAN: left out (--no-log-learning-rate-to-tensorboard) */
     int global_batch_size;
     double lm_loss;                    /* this iteration's */
+    double sop_loss;                   /* pretrain_bert's sentence-order loss; NAN: none */
     double loss_scale;                 /* NAN: left out (--no-log-loss-scale-to-tensorboard) */
     double world_size;                 /* NAN: left out (no --log-world-size-to-tensorboard) */
     double grad_norm, num_zeros, params_norm; /* NAN: none (a skipped step, or not asked for) */
@@ -107,10 +110,12 @@ void train_log_datetime(const char *what);
 void train_log_startup(train_log *log, const startup_times *s);
 /* the whole run's PAPI counts per phase as a table on stdout */
 void train_log_papi_table(const phase_counts *totals);
-void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss);
+void train_log_validation(train_log *log, int64_t iteration, const char *when, double lm_loss, double sop_loss);
 /* the same for any split ("validation" or "test"): Megatron's " validation loss WHEN | ..." line
- * (its words for the test set too) and a metrics line {"split": SPLIT, ...} */
-void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss);
+ * (its words for the test set too) and a metrics line {"split": SPLIT, ...}; sop_loss: pretrain_bert's
+ * sentence-order loss, printed after the lm loss as Megatron prints its loss_dict (NAN: none) */
+void train_log_evaluation(train_log *log, const char *split, int64_t iteration, const char *when, double lm_loss,
+                          double sop_loss);
 /* whether the validation/test scalars carry their perplexity too (--log-validation-ppl-to-tensorboard)
  * and the consumed samples their "vs samples" scalars are plotted against */
 void train_log_set_validation(train_log *log, int ppl, int64_t consumed_samples);

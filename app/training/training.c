@@ -24,6 +24,7 @@
 #include "app/training/pipeline_schedule.h"
 #include "app/training/train_timers.h"
 #include "app/model/moe_expert_bias.h"
+#include "app/model/fp8_linear.h"
 #include "app/model/moe_layer.h"
 #include "perf/metrics/flops.h"
 #include "perf/metrics/papi_phases.h"
@@ -96,6 +97,8 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
                                                                         : 0;
     c.loss_chunk_rows = a->cross_entropy_chunk_rows;
     c.memory_efficient_layer_norm = a->memory_efficient_layer_norm;
+    c.bert = a->bert;
+    c.bert_binary_head = a->bert && !a->bert_no_binary_head;
     return c;
 }
 
@@ -368,8 +371,15 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     t->decoupled_lr.max_lr = a->decoupled_lr;
     if (a->decoupled_min_lr >= 0) t->decoupled_lr.min_lr = a->decoupled_min_lr;
     size_t N = (size_t)a->micro_batch_size * (size_t)(a->seq_length / t->topo.cp_size);
-    t->host_tokens = malloc(sizeof(int) * N);
-    t->host_targets = malloc(sizeof(int) * N);
+    t->host_tokens = malloc(sizeof(int) * N * (a->bert ? 3 : 1));
+    t->host_targets = malloc(sizeof(int) * (N * (a->bert ? 2 : 1) + (a->bert ? (size_t)a->micro_batch_size : 0)));
+    if (a->bert) {  /* one BERT sample's fields (bert_dataset.h) */
+        size_t S = (size_t)a->seq_length;
+        t->bert_arrays = malloc(sizeof(int64_t) * 5 * S);
+        CHECK(t->bert_arrays, "out of host memory for batches");
+        t->bert_fields = (bert_sample){t->bert_arrays, t->bert_arrays + S, t->bert_arrays + 2 * S,
+                                       t->bert_arrays + 3 * S, t->bert_arrays + 4 * S, 0, 0};
+    }
     t->sample_buffer = malloc(sizeof(int32_t) * (size_t)(a->seq_length + 1));
     CHECK(t->host_tokens && t->host_targets && t->sample_buffer, "out of host memory for batches");
     if (t->topo.world_rank == 0) train_log_open(&t->log, a->metrics_file);
@@ -432,6 +442,7 @@ void trainer_teardown(trainer *t) {
     free(t->moe_last);
     free(t->host_tokens);
     free(t->host_targets);
+    free(t->bert_arrays);
     free(t->sample_buffer);
     if (t->data) gpt_datasets_close(t->data);
     free(t->data_words);
@@ -442,6 +453,22 @@ static int64_t micro_batch_first_sample(const trainer *t, int m) {
     const args *a = t->args;
     return (int64_t)m * a->micro_batch_size * a->data_parallel_size +
            (int64_t)t->topo.dp_rank * a->micro_batch_size;
+}
+
+/* pretrain_bert: sample b of the micro-batch into the packed arrays of gpt_chunk_forward's encoder mode */
+static void load_bert_sample(trainer *t, int64_t index, int b) {
+    size_t T = (size_t)t->args->seq_length, N = (size_t)t->args->micro_batch_size * T;
+    bert_sample *f = &t->bert_fields;
+    bert_dataset_sample(t->data, t->split, index, f);
+    for (size_t i = 0; i < T; i++) {
+        size_t at = (size_t)b * T + i;
+        t->host_tokens[at] = (int)f->text[i];
+        t->host_tokens[N + at] = (int)f->types[i];
+        t->host_tokens[2 * N + at] = (int)f->padding_mask[i];
+        t->host_targets[at] = (int)f->labels[i];
+        t->host_targets[N + at] = (int)f->loss_mask[i];
+    }
+    t->host_targets[2 * N + (size_t)b] = f->is_random;
 }
 
 /* micro_batch_source: tokens and targets of micro-batch m of the current global batch */
@@ -459,6 +486,10 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
         run_phase left = papi_phases_enter(t->training ? PHASE_DATA : PHASE_OTHER);
         for (int b = 0; b < a->micro_batch_size; b++) {
             int64_t index = t->batch_start + first + b;
+            if (a->bert) {
+                load_bert_sample(t, index, b);
+                continue;
+            }
             if (t->data) gpt_dataset_sample(t->data, t->split, index, t->sample_buffer);
             else mock_data_sample(a->seed, t->split, index, a->vocab_size, T + 1, t->sample_buffer);
             for (int i = 0; i < local_T; i++) {
@@ -519,6 +550,10 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
                                int training, int num_micro_batches) {
     const args *a = t->args;
     double tokens_in_batch = (double)num_micro_batches * a->micro_batch_size * a->data_parallel_size * (double)a->seq_length;
+    /* pretrain_bert: each micro-batch's loss is already a mean (over its masked positions and
+     * samples); Megatron averages them over micro-batches and data-parallel ranks */
+    if (a->bert) tokens_in_batch = (double)num_micro_batches * a->data_parallel_size;
+    t->model.bert_lm_loss = t->model.bert_sop_loss = 0.0;
     t->split = split;
     t->batch_start = batch_start;
     t->rng_iteration = rng_iteration;
@@ -541,6 +576,12 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     if (t->tree) loss_sum = fixed_tree_loss_sum(t->tree, t->micro_batch_losses, &t->topo.dp);
     if (!counted || (t->tree && t->topo.dp_rank != 0)) loss_sum = 0.0;
     t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->topo.world);
+    if (a->bert) {  /* the lm and sop losses apart, for the log */
+        double parts[2] = {counted ? t->model.bert_lm_loss : 0.0, counted ? t->model.bert_sop_loss : 0.0};
+        t->comm->allreduce_double_host(parts, 2, COMM_SUM, &t->topo.world);
+        t->last_lm_loss = parts[0] / tokens_in_batch;
+        t->last_sop_loss = parts[1] / tokens_in_batch;
+    }
     return loss_sum / tokens_in_batch;
 }
 
@@ -551,16 +592,19 @@ static double evaluate_split(trainer *t, int split, int64_t *consumed) {
     const args *a = t->args;
     static const char *const names[GPT_DATA_SPLITS] = {"train", "validation", "test"};
     data_parallel_finish_param_gather(&t->dp);
-    double total = 0.0;
+    double total = 0.0, sop_total = 0.0;
     for (int64_t k = 0; k < a->eval_iters; k++) {
         if (t->data && *consumed + a->global_batch_size > gpt_dataset_num_samples(t->data, split))
             user_error("the %s split is exhausted: %lld samples, %lld consumed, %d more needed (an unweighted "
                        "blend holds one epoch of each corpus)", names[split], (long long)gpt_dataset_num_samples(t->data, split),
                        (long long)*consumed, a->global_batch_size);
         /* evaluation always takes whole global batches (Megatron's eval_global_batch_size) */
-        total += run_global_batch(t, split, *consumed, 0, 0, a->num_micro_batches);
+        double loss = run_global_batch(t, split, *consumed, 0, 0, a->num_micro_batches);
+        total += a->bert ? t->last_lm_loss : loss;  /* pretrain_bert: the lm loss, as Megatron's "lm loss value" */
+        sop_total += t->last_sop_loss;
         *consumed += a->global_batch_size;
     }
+    t->evaluation_sop_loss = a->bert && !a->bert_no_binary_head ? sop_total / (double)a->eval_iters : NAN;
     return total / (double)a->eval_iters;
 }
 
@@ -614,7 +658,8 @@ static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_si
         .moe_shared_expert_intermediate_size = a->num_experts > 0 ? a->moe_shared_expert_intermediate_size : 0,
         .padded_vocab_size = a->padded_vocab_size,
         .seq_length = a->seq_length,
-        .causal = 1,
+        .causal = 1,  /* also for pretrain_bert: Megatron's num_floating_point_operations has no
+                       * BERT case, and counts BERT as GPT (so the log's TFLOP/s match Megatron's) */
     };
     recompute_spec recompute = recompute_spec_of(a);
     return flops_per_iteration(&shape, global_batch_size, &recompute);
@@ -682,6 +727,7 @@ double trainer_train(trainer *t) {
     gpt_model *model = &t->model;
     int is_logger = t->topo.world_rank == 0;
     double interval_loss = 0.0, interval_time = 0.0;
+    double interval_lm_loss = 0.0, interval_sop_loss = 0.0;  /* pretrain_bert's two losses */
     int64_t interval_iterations = 0, interval_advanced = 0;
     double last_validation = NAN;
     spiky_loss_history spiky;
@@ -746,6 +792,10 @@ double trainer_train(trainer *t) {
         /* Megatron's finalize_model_grads: the routers' expert biases move with the global
          * batch's tokens per expert (also when an overflow skips the step) */
         moe_expert_bias_update(model, &t->topo.dp);
+        /* fp8 delayed scaling: the step's amaxes reduced over tensor x data x context parallel
+         * ranks (Megatron's amax reduction group; the experts' over the ranks holding them), the
+         * scales updated (fp8_linear.h) */
+        fp8_step_end(model, t->topo.dp_cp, t->topo.expert_dp);
         if (t->moe_last) {
             moe_log_take(model, t->moe_last);
             t->moe_last_micro_batches = (int)num_micro_batches;
@@ -776,6 +826,8 @@ double trainer_train(trainer *t) {
             if (!isfinite(loss)) t->nan_iterations++;
         } else {
             interval_loss += loss;
+            interval_lm_loss += t->last_lm_loss;
+            interval_sop_loss += t->last_sop_loss;
             interval_advanced++;
         }
         if (t->iteration == 0) {
@@ -813,7 +865,8 @@ double trainer_train(trainer *t) {
                 .consumed_samples = t->consumed_samples,
                 .learning_rate = a->no_log_learning_rate_to_tensorboard ? NAN : lr,
                 .global_batch_size = (int)batch,
-                .lm_loss = loss,
+                .lm_loss = a->bert ? t->last_lm_loss : loss,
+                .sop_loss = a->bert && !a->bert_no_binary_head ? t->last_sop_loss : NAN,
                 .loss_scale = a->no_log_loss_scale_to_tensorboard ? NAN : grad_scaler_scale(&t->opt.scaler),
                 .world_size = a->log_world_size_to_tensorboard ? (double)a->world_size : NAN,
                 .grad_norm = found_inf ? NAN : grad_norm,
@@ -854,7 +907,9 @@ double trainer_train(trainer *t) {
                 .peak_tflops = a->peak_tflops,
                 .learning_rate = lr,
                 .global_batch_size = (int)batch,
-                .lm_loss = interval_loss / (double)(interval_advanced > 0 ? interval_advanced : 1),
+                .lm_loss = (a->bert ? interval_lm_loss : interval_loss) / (double)(interval_advanced > 0 ? interval_advanced : 1),
+                .sop_loss = interval_sop_loss / (double)(interval_advanced > 0 ? interval_advanced : 1),
+                .has_sop_loss = a->bert && !a->bert_no_binary_head,
                 .loss_scale = grad_scaler_scale(&t->opt.scaler),
                 .grad_norm = grad_norm,
                 .has_grad_norm = !found_inf,
@@ -876,7 +931,7 @@ double trainer_train(trainer *t) {
             if (is_logger) train_log_iteration(&t->log, &s);
             if (is_logger) train_timers_log(&t->log, &timers, a, t->iteration, (double)interval_iterations, seconds);
             timers_table_free(&timers);
-            interval_loss = interval_time = 0.0;
+            interval_loss = interval_time = interval_lm_loss = interval_sop_loss = 0.0;
             interval_iterations = interval_advanced = 0;
             t->skipped_iterations = t->nan_iterations = 0;
             t->last_heartbeat = MPI_Wtime();
@@ -896,7 +951,7 @@ double trainer_train(trainer *t) {
             last_validation = evaluate(t);
             char when[64];
             snprintf(when, sizeof when, "at iteration %lld", (long long)t->iteration);
-            if (is_logger) train_log_validation(&t->log, t->iteration, when, last_validation);
+            if (is_logger) train_log_validation(&t->log, t->iteration, when, last_validation, t->evaluation_sop_loss);
         }
         papi_phases_enter(PHASE_CHECKPOINT);
         int stop = checkpoint_or_exit(t);
@@ -919,13 +974,13 @@ double trainer_train(trainer *t) {
     if (do_valid(t) && !t->exited_early) {
         last_validation = evaluate(t);
         snprintf(when, sizeof when, "at iteration %lld on validation set", (long long)t->iteration);
-        if (is_logger) train_log_evaluation(&t->log, "validation", t->iteration, when, last_validation);
+        if (is_logger) train_log_evaluation(&t->log, "validation", t->iteration, when, last_validation, t->evaluation_sop_loss);
     }
     if (do_test(t) && !t->exited_early) {
         int64_t consumed_test_samples = 0;
         double test_loss = evaluate_split(t, SPLIT_TEST, &consumed_test_samples);
         snprintf(when, sizeof when, "at iteration %lld on test set", (long long)t->iteration);
-        if (is_logger) train_log_evaluation(&t->log, "test", t->iteration, when, test_loss);
+        if (is_logger) train_log_evaluation(&t->log, "test", t->iteration, when, test_loss, t->evaluation_sop_loss);
     }
     if (a->dump_parameters[0]) param_dump_write(&t->model, &t->topo, a->dump_parameters);
     return last_validation;

@@ -57,6 +57,13 @@ typedef struct trainer {
     double *moe_last;                /* MoE models: the last iteration's layer log (moe_log_take) */
     int moe_last_micro_batches;      /* ... over this many micro-batches */
     straggler_detector straggler;    /* --log-straggler: per-rank section times for the report */
+    /* pretrain_bert: one micro-batch's BERT sample fields (host_tokens holds text, types and padding
+     * mask [3 B T], host_targets labels, loss mask [2 B T] and is_random [B]: gpt_chunk_forward's
+     * encoder mode), and the last global batch's mean lm and sop losses */
+    bert_sample bert_fields;
+    int64_t *bert_arrays;
+    double last_lm_loss, last_sop_loss;
+    double evaluation_sop_loss;      /* the last evaluation's mean sop loss (NAN: not BERT's binary head) */
 } trainer;
 
 /* build groups, model, optimizer from the parsed arguments, then load --load (collective) */

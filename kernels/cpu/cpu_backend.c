@@ -115,6 +115,9 @@ static void rope_backward(void *dqkv, int B, int T, int H, int G, int D, rope_sp
     cpu_rope_backward(dqkv, B, T, H, G, D, rope);
 }
 static void swiglu_forward(void *out, const void *x, int N, int F) { cpu_swiglu_forward(out, x, N, F); }
+static void moe_permutation(int *rows, int *slot_row, int *row_token, const int *expert, int M, int k, int E) {
+    cpu_moe_permutation(rows, slot_row, row_token, expert, M, k, E);
+}
 static void gather_rows(void *out, const void *x, const int *rows, int M, int C) { cpu_gather_rows(out, x, rows, M, C); }
 static void fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const void *x, size_t n,
                          const float *scale, int format) {
@@ -123,6 +126,7 @@ static void fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const void
 static void fp8_dequantize(void *out, const uint8_t *q, size_t n, const float *scale_inv, int format) {
     cpu_fp8_dequantize(out, q, n, scale_inv, format);
 }
+static void fp8_amax(float *amax, const void *x, size_t n) { cpu_fp8_amax(amax, x, n); }
 static void moe_combine(void *out, const void *y, const int *slot_row, const float *weight, int N, int k, int C) {
     cpu_moe_combine(out, y, slot_row, weight, N, k, C);
 }
@@ -334,6 +338,7 @@ static const kernel_ops cpu_ops = {
     .tanh_backward = tanh_backward,
     .moe_route_forward = cpu_moe_route_forward,
     .moe_route_backward = cpu_moe_route_backward,
+    .moe_permutation = moe_permutation,
     .gather_rows = gather_rows,
     .moe_combine = moe_combine,
     .moe_combine_backward = moe_combine_backward,
@@ -359,6 +364,7 @@ static const kernel_ops cpu_ops = {
 
     .fp8_quantize = fp8_quantize,
     .fp8_dequantize = fp8_dequantize,
+    .fp8_amax = fp8_amax,
 
     .adamw_update = adamw_update,
     .sum_squares = cpu_sum_squares,

@@ -1,6 +1,7 @@
 /* cpu_fp8.c: the CPU emulation of fp8 quantization (issue 43): a tensor scaled and rounded to
  * E4M3 or E5M2 exactly as the GPU's saturating conversion does (kernels/fp8_format.h), its amax
- * recorded as Transformer Engine's cast records it, and the way back. */
+ * recorded as Transformer Engine's cast records it, and the way back; the amax alone for current
+ * (tensorwise) scaling. */
 #include <math.h>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -27,4 +28,10 @@ void cpu_fp8_dequantize(float *out, const uint8_t *q, size_t n, const float *sca
     check_format(format);
     float s = *scale_inv;
     for (size_t i = 0; i < n; i++) out[i] = fp8_to_float(q[i], format) * s;
+}
+
+void cpu_fp8_amax(float *amax, const float *x, size_t n) {
+    float local_amax = 0.0f;
+    for (size_t i = 0; i < n; i++) local_amax = fmaxf(fabsf(x[i]), local_amax);
+    *amax = fmaxf(*amax, local_amax);
 }

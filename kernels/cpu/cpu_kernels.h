@@ -62,6 +62,7 @@ void cpu_rope_backward(float *dqkv, int B, int T, int H, int G, int D, rope_spec
 void cpu_fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const float *x, size_t n,
                       const float *scale, int format);
 void cpu_fp8_dequantize(float *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
+void cpu_fp8_amax(float *amax, const float *x, size_t n);
 /* cpu_moe.c */
 void cpu_moe_route_forward(int *expert, float *weight, float *stats, const float *logits, int N,
                            moe_router_spec spec, int with_losses);
@@ -69,6 +70,7 @@ void cpu_moe_route_backward(float *dlogits, const float *dweight, const float *l
                             moe_router_spec spec, float loss_scale);
 /* capacity dropping of routed choices (host arrays), as moe_route_forward does it */
 void cpu_moe_drop_over_capacity(int *expert, float *weight, int N, moe_router_spec spec);
+void cpu_moe_permutation(int *rows, int *slot_row, int *row_token, const int *expert, int M, int k, int E);
 void cpu_gather_rows(float *out, const float *x, const int *rows, int M, int C);
 void cpu_moe_combine(float *out, const float *y, const int *slot_row, const float *weight, int N, int k, int C);
 void cpu_moe_combine_backward(float *dy, float *dweight, const float *dout, const float *y, const int *slot_row,

@@ -114,6 +114,25 @@ void cpu_moe_route_backward(float *dlogits, const float *dweight, const float *l
     }
 }
 
+void cpu_moe_permutation(int *rows, int *slot_row, int *row_token, const int *expert, int M, int k, int E) {
+    memset(rows, 0, sizeof(int) * (size_t)(E + 1));
+    for (int i = 0; i < M; i++)
+        if (expert[i] >= 0) rows[expert[i] + 1]++;
+    for (int e = 0; e < E; e++) rows[e + 1] += rows[e];
+    for (int i = 0; i < M; i++) {  /* i = t k + j: token order, then top-k order */
+        int e = expert[i];
+        if (e < 0) {
+            slot_row[i] = -1;
+            continue;
+        }
+        int row = rows[e]++;  /* rows[e]: expert e's next row; at the end, its end = e+1's start */
+        slot_row[i] = row;
+        row_token[row] = i / k;
+    }
+    for (int e = E; e > 0; e--) rows[e] = rows[e - 1];  /* shifted back: the starts again */
+    rows[0] = 0;
+}
+
 void cpu_gather_rows(float *out, const float *x, const int *rows, int M, int C) {
     for (int i = 0; i < M; i++) memcpy(out + (size_t)i * C, x + (size_t)rows[i] * C, sizeof(float) * (size_t)C);
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cuda/cuda_attention_block.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 
 /* ---- memory ---- */
@@ -154,6 +155,14 @@ static void moe_uncombine(void *dx, const void *dxp, const int *slot_row, int N,
 static void uniform_jitter(void *out, const void *x, size_t n, float eps, dropout_rng rng) {                    \
     cuda_uniform_jitter##S((T *)out, (const T *)x, n, eps, rng);                                                 \
 }                                                                                                                \
+static void fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const void *x, size_t n, const float *scale,  \
+                         int format) {                                                                           \
+    cuda_fp8_quantize##S(out, amax, scale_inv, (const T *)x, n, scale, format);                                  \
+}                                                                                                                \
+static void fp8_dequantize(void *out, const uint8_t *q, size_t n, const float *scale_inv, int format) {          \
+    cuda_fp8_dequantize##S((T *)out, q, n, scale_inv, format);                                                   \
+}                                                                                                                \
+static void fp8_amax(float *amax, const void *x, size_t n) { cuda_fp8_amax##S(amax, (const T *)x, n); }         \
 static void grouped_matmul_forward(void *out, const void *x, const void *const *weight, const int *rows,        \
                                    int groups, int IC, int OC) {                                                 \
     cuda_grouped_matmul_forward##S((T *)out, (const T *)x, weight, rows, groups, IC, OC);                        \
@@ -411,12 +420,17 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.adamw_update_ranges = A::adamw_update_ranges;
     ops.sum_squares_ranges = cuda_sum_squares_ranges;
     ops.moe_route_forward = cuda_moe_route_forward;
+    ops.moe_permutation = cuda_moe_permutation;
     ops.moe_route_backward = cuda_moe_route_backward;
     ops.gather_rows = A::gather_rows;
     ops.moe_combine = A::moe_combine;
     ops.moe_combine_backward = A::moe_combine_backward;
     ops.moe_uncombine = A::moe_uncombine;
     ops.uniform_jitter = A::uniform_jitter;
+    ops.fp8_quantize = A::fp8_quantize;
+    ops.fp8_dequantize = A::fp8_dequantize;
+    ops.fp8_amax = A::fp8_amax;
+    cuda_attention_block_fill_ops<E>(&ops); /* context parallelism's ring attention */
     return ops;
 }
 

@@ -113,12 +113,18 @@ void cuda_moe_route_forward(int *expert, float *weight, float *stats, const floa
                             moe_router_spec spec, int with_losses);
 void cuda_moe_route_backward(float *dlogits, const float *dweight, const float *logits, const int *expert, int N,
                              moe_router_spec spec, float loss_scale);
+void cuda_moe_permutation(int *rows, int *slot_row, int *row_token, const int *expert, int M, int k, int E);
 void cuda_gather_rows(bf16 *out, const bf16 *x, const int *rows, int M, int C);
 void cuda_moe_combine(bf16 *out, const bf16 *y, const int *slot_row, const float *weight, int N, int k, int C);
 void cuda_moe_combine_backward(bf16 *dy, float *dweight, const bf16 *dout, const bf16 *y, const int *slot_row,
                                const float *weight, int N, int k, int C);
 void cuda_moe_uncombine(bf16 *dx, const bf16 *dxp, const int *slot_row, int N, int k, int C);
 void cuda_uniform_jitter(bf16 *out, const bf16 *x, size_t n, float eps, dropout_rng rng);
+/* fp8 quantization (cuda_fp8.cu; kernels.h's fp8 ops) */
+void cuda_fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const bf16 *x, size_t n, const float *scale,
+                       int format);
+void cuda_fp8_dequantize(bf16 *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
+void cuda_fp8_amax(float *amax, const bf16 *x, size_t n);
 
 /* ---- SwiGLU on [gate | up] rows (cuda_swiglu.cu) ---- */
 void cuda_swiglu_forward(bf16 *out, const bf16 *x, int N, int F);
@@ -319,6 +325,10 @@ void cuda_moe_combine_backward_fp16(fp16 *dy, float *dweight, const fp16 *dout, 
                                     const float *weight, int N, int k, int C);
 void cuda_moe_uncombine_fp16(fp16 *dx, const fp16 *dxp, const int *slot_row, int N, int k, int C);
 void cuda_uniform_jitter_fp16(fp16 *out, const fp16 *x, size_t n, float eps, dropout_rng rng);
+void cuda_fp8_quantize_fp16(uint8_t *out, float *amax, float *scale_inv, const fp16 *x, size_t n, const float *scale,
+                            int format);
+void cuda_fp8_dequantize_fp16(fp16 *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
+void cuda_fp8_amax_fp16(float *amax, const fp16 *x, size_t n);
 void cuda_grouped_matmul_forward_fp16(fp16 *out, const fp16 *x, const void *const *weight, const int *rows,
                                       int groups, int IC, int OC);
 void cuda_grouped_matmul_backward_fp16(fp16 *dx, float *const *dweight, const fp16 *dout, const fp16 *x,

@@ -69,6 +69,7 @@ typedef struct gemm_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a_layout, b_layout, d_layout;
     cublasLtMatmulAlgo_t algo;
+    bool tuned; /* a bucket's plan that has taken its family's algorithm (or timed it) */
 } gemm_plan;
 
 /* an open-addressing hash table of plans: a lookup is one hash and a probe or two per GEMM call.
@@ -103,8 +104,12 @@ static unsigned int pointer_alignment(const void *p) {
  * its power of two: 4096, 4608, 5120, ...; at least 64), created and tuned on the first problem of
  * its bucket, and used for the others of the bucket with the layouts' rows and columns set to the
  * call's (cuBLASLt reads them at the call). A bucket's plan takes the heuristic's first algorithm
- * untimed: timing is for one shape, and new buckets keep appearing while the routing moves (timing
- * them made steps of 0.2-0.9 s for the first hundred at the mixtral-small shape). Should cuBLASLt refuse the bucket's algorithm for
+ * untimed: new buckets keep appearing while the routing moves (timing each on first use made steps
+ * of 0.2-0.9 s for the first hundred at the mixtral-small shape, and timing each bucket at its
+ * 16th call still added 30-80 ms to a third of the steps 10-30). With tuning on, a bucket takes
+ * the algorithm tuned for its family, the buckets of the same GEMM whose sizes share their powers
+ * of two; the family's first bucket times the candidates, on its first call's shape. So a GEMM
+ * of the experts is timed once per octave of their sizes, in the first steps. Should cuBLASLt refuse the bucket's algorithm for
  * another size of the bucket, that call is planned exactly. Dimensions that are multiples of an
  * eighth of their power of two (1024, 2816, 5632) are their own bucket. */
 static bool gemm_bucketed;
@@ -222,8 +227,13 @@ static bool output_needs_scratch(const gemm_problem *p) {
     return p->accumulate && (p->c == NULL || p->c == p->d);
 }
 
+static bool problem_tunable(const gemm_problem *p);
 static bool tuning_applies(const gemm_problem *p) {
     if (gemm_bucketed) return false; /* a bucket's first problem stands for all of its sizes: not timed */
+    return problem_tunable(p);
+}
+
+static bool problem_tunable(const gemm_problem *p) {
     if (!gemm_tuning_on || 2.0 * p->m * (double)p->n * p->k < GEMM_TUNE_MIN_FLOP) return false;
     if (p->aux != NULL && p->aux == p->d) return false; /* DGELU in place: a call changes its input */
     return !output_needs_scratch(p) || output_bytes(p) <= GEMM_TUNE_MAX_SCRATCH;
@@ -312,6 +322,7 @@ static void set_plan_shape(gemm_plan *plan, const gemm_problem *p) {
 static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_key *key) {
     plan->used = true;
     plan->key = *key;
+    plan->tuned = false;
 
     CHECK_CUBLAS(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     int32_t transa = (int32_t)p->transa, transb = (int32_t)p->transb;
@@ -361,6 +372,72 @@ static void plan_create(gemm_plan *plan, const gemm_problem *p, const gemm_plan_
     if (plan->has_algo) plan->algo = results[0].algo;
     if (plan->has_algo && returned > 1) plan_tune(plan, p, results, returned);
     CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
+}
+
+/* the algorithms tuned for families of size buckets (the bucket key with each size rounded up to
+ * its power of two), in a small open-addressing table; when it is full, buckets tune alone */
+#define GEMM_FAMILY_TABLE_SIZE 512
+typedef struct bucket_family {
+    bool used;
+    gemm_plan_key key;
+    cublasLtMatmulAlgo_t algo;
+} bucket_family;
+static bucket_family bucket_families[GEMM_FAMILY_TABLE_SIZE];
+
+static int power_of_two_ceil(int x) {
+    int p = 1;
+    while (p < x) p <<= 1;
+    return p;
+}
+
+static unsigned int plan_slot(const gemm_plan_key *key);
+
+/* the family entry of a bucket's key (used: its tuned algorithm), or NULL when the table is full */
+static bucket_family *family_of(const gemm_plan_key *bucket_key) {
+    gemm_plan_key key = *bucket_key;
+    key.m = power_of_two_ceil(key.m), key.n = power_of_two_ceil(key.n), key.k = power_of_two_ceil(key.k);
+    unsigned int slot = plan_slot(&key) & (GEMM_FAMILY_TABLE_SIZE - 1);
+    for (int probes = 0; probes < GEMM_FAMILY_TABLE_SIZE; probes++) {
+        bucket_family *f = &bucket_families[slot];
+        if (!f->used) {
+            f->key = key; /* claimed when tuned (used set then) */
+            return f;
+        }
+        if (memcmp(&f->key, &key, sizeof key) == 0) return f;
+        slot = (slot + 1) & (GEMM_FAMILY_TABLE_SIZE - 1);
+    }
+    return NULL;
+}
+
+/* a size bucket's plan at its first call (set_plan_shape done): its family's algorithm when cuBLASLt
+ * accepts it for this shape, else its candidates timed on this call's shape for the family */
+static void plan_tune_bucket(gemm_plan *plan, const gemm_problem *p) {
+    plan->tuned = true;
+    if (!problem_tunable(p)) return;
+    bucket_family *family = family_of(&plan->key);
+    if (family != NULL && family->used) {
+        cublasLtMatmulHeuristicResult_t check;
+        memset(&check, 0, sizeof check);
+        if (cublasLtMatmulAlgoCheck(cuda_cublaslt_handle(), plan->desc, plan->a_layout, plan->b_layout,
+                                    plan->d_layout, plan->d_layout, &family->algo, &check) == CUBLAS_STATUS_SUCCESS)
+            plan->algo = family->algo;
+        return;
+    }
+    cublasLtMatmulPreference_t preference = plan_preference(&plan->key);
+    cublasLtMatmulHeuristicResult_t results[GEMM_TUNE_CANDIDATES];
+    memset(results, 0, sizeof results);
+    int returned = 0;
+    cublasStatus_t status =
+        cublasLtMatmulAlgoGetHeuristic(cuda_cublaslt_handle(), plan->desc, plan->a_layout, plan->b_layout,
+                                       plan->d_layout, plan->d_layout, preference, GEMM_TUNE_CANDIDATES, results,
+                                       &returned);
+    CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(preference));
+    if (status != CUBLAS_STATUS_SUCCESS || returned < 2) return;
+    plan_tune(plan, p, results, returned);
+    if (family != NULL) {
+        family->algo = plan->algo;
+        family->used = true;
+    }
 }
 
 static void plan_destroy(gemm_plan *plan) {
@@ -420,7 +497,10 @@ static gemm_plan *plan_for(const gemm_problem *p) {
 static bool gemm_cublaslt(const gemm_problem *p) {
     gemm_plan *plan = plan_for(p);
     if (!plan->has_algo) return false;
-    if (plan->key.bucketed) set_plan_shape(plan, p);
+    if (plan->key.bucketed) {
+        set_plan_shape(plan, p);
+        if (!plan->tuned && gemm_tuning_on) plan_tune_bucket(plan, p);
+    }
     set_epilogue_pointers(plan->desc, p);
     float alpha = 1.0f, beta = p->accumulate ? 1.0f : 0.0f;
     size_t workspace_bytes = 0;

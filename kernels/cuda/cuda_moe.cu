@@ -241,6 +241,99 @@ extern "C" void cuda_moe_route_backward(float *dlogits, const float *dweight, co
     WITH_EXPERT_BOUND(E, backward(dlogits, dweight, logits, expert, N, spec, counts, T, aux_scale, z_scale));
 }
 
+/* ---- the permutation (a stable counting sort of the choices by expert) ----
+ * Chunks of PERMUTE_CHUNK choices, one per thread of a block: (1) each chunk counts its choices
+ * per expert; (2) one block turns the counts into each chunk's first row per expert (experts in
+ * order, chunks in order within an expert) and rows[]; (3) each chunk places its choices: a
+ * warp ranks lanes of the same expert with __match_any_sync, warps in order through per-warp
+ * counts in shared memory. Token order within an expert, as the CPU's loop gives. */
+#define PERMUTE_CHUNK 1024
+
+static __global__ void permute_count_kernel(int *chunk_counts, const int *expert, int M, int E) {
+    extern __shared__ int hist[];
+    for (int e = threadIdx.x; e < E; e += blockDim.x) hist[e] = 0;
+    __syncthreads();
+    size_t i = (size_t)blockIdx.x * PERMUTE_CHUNK + threadIdx.x;
+    if (i < (size_t)M && expert[i] >= 0) atomicAdd(&hist[expert[i]], 1);
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x) chunk_counts[(size_t)blockIdx.x * E + e] = hist[e];
+}
+
+/* chunk_counts[c E + e] becomes chunk c's first row of expert e; rows[0..E] the experts' starts */
+static __global__ void permute_offsets_kernel(int *rows, int *chunk_counts, int chunks, int E) {
+    extern __shared__ int start[];
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        int sum = 0;
+        for (int c = 0; c < chunks; c++) {
+            int n = chunk_counts[(size_t)c * E + e];
+            chunk_counts[(size_t)c * E + e] = sum;
+            sum += n;
+        }
+        start[e] = sum;  /* expert e's total, for now */
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int sum = 0;
+        for (int e = 0; e < E; e++) {
+            int n = start[e];
+            start[e] = rows[e] = sum;
+            sum += n;
+        }
+        rows[E] = sum;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += blockDim.x)
+        for (int c = 0; c < chunks; c++) chunk_counts[(size_t)c * E + e] += start[e];
+}
+
+static __global__ void permute_place_kernel(int *slot_row, int *row_token, const int *chunk_first, const int *expert,
+                                            int M, int k, int E) {
+    extern __shared__ int warp_counts[];  /* [32 warps][E]: then each warp's first row within the chunk */
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int x = threadIdx.x; x < 32 * E; x += blockDim.x) warp_counts[x] = 0;
+    __syncthreads();
+    size_t i = (size_t)blockIdx.x * PERMUTE_CHUNK + threadIdx.x;
+    int e = i < (size_t)M ? expert[i] : -1;
+    unsigned same = __match_any_sync(0xffffffffu, e);
+    int rank = __popc(same & ((1u << lane) - 1u));
+    if (e >= 0 && rank == 0) warp_counts[warp * E + e] = __popc(same);
+    __syncthreads();
+    for (int x = threadIdx.x; x < E; x += blockDim.x) {  /* exclusive sums over the warps, in order */
+        int sum = 0;
+        for (int w = 0; w < 32; w++) {
+            int n = warp_counts[w * E + x];
+            warp_counts[w * E + x] = sum;
+            sum += n;
+        }
+    }
+    __syncthreads();
+    if (i >= (size_t)M) return;
+    if (e < 0) {
+        slot_row[i] = -1;
+        return;
+    }
+    int row = chunk_first[(size_t)blockIdx.x * E + e] + warp_counts[warp * E + e] + rank;
+    slot_row[i] = row;
+    row_token[row] = (int)(i / (size_t)k);
+}
+
+extern "C" void cuda_moe_permutation(int *rows, int *slot_row, int *row_token, const int *expert, int M, int k, int E) {
+    check_experts(E);
+    int chunks = ceil_div(M, PERMUTE_CHUNK);
+    if (M == 0) {
+        CHECK_CUDA(cudaMemsetAsync(rows, 0, sizeof(int) * (size_t)(E + 1), compute_stream()));
+        return;
+    }
+    int *chunk_counts = (int *)stream_scratch(sizeof(int) * (size_t)chunks * E);
+    permute_count_kernel<<<chunks, PERMUTE_CHUNK, sizeof(int) * E, compute_stream()>>>(chunk_counts, expert, M, E);
+    CHECK_LAUNCH();
+    permute_offsets_kernel<<<1, 256, sizeof(int) * E, compute_stream()>>>(rows, chunk_counts, chunks, E);
+    CHECK_LAUNCH();
+    permute_place_kernel<<<chunks, PERMUTE_CHUNK, sizeof(int) * 32 * E, compute_stream()>>>(
+        slot_row, row_token, chunk_counts, expert, M, k, E);
+    CHECK_LAUNCH();
+}
+
 /* ---- token dispatch and combination ---- */
 
 /* out[i,:] = x[rows[i],:]: a block per row, 16-byte copies when the rows allow them */
@@ -264,23 +357,42 @@ static void gather_rows_t(E *out, const E *x, const int *rows, int M, int C) {
     CHECK_LAUNCH();
 }
 
-/* out[t,:] = sum over j (in order) of weight[t,j] y[slot_row[t k + j],:]; a block per token */
-template <typename E>
+/* W consecutive elements of a row: one 16-byte load or store when W = 8 (rows of C % 8 == 0,
+ * aligned), element by element when W = 1 */
+template <typename E, int W> struct alignas(W * sizeof(E)) row_pack {
+    E v[W];
+};
+template <typename E, int W> static __device__ __forceinline__ row_pack<E, W> load_pack(const E *p) {
+    return *reinterpret_cast<const row_pack<E, W> *>(p);
+}
+template <typename E, int W> static __device__ __forceinline__ void store_pack(E *p, const row_pack<E, W> &v) {
+    *reinterpret_cast<row_pack<E, W> *>(p) = v;
+}
+
+/* out[t,:] = sum over j (in order) of weight[t,j] y[slot_row[t k + j],:]; a block per token, each
+ * thread W columns at a time */
+template <typename E, int W>
 static __global__ void combine_kernel(E *out, const E *y, const int *slot_row, const float *weight, int k, int C) {
     size_t t = blockIdx.x;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float acc = 0.0f;
+    for (int c = threadIdx.x * W; c < C; c += blockDim.x * W) {
+        float acc[W] = {};
         for (int j = 0; j < k; j++) {
             int row = slot_row[t * k + j];
             if (row < 0) continue;
-            acc += weight[t * k + j] * to_float(y[(size_t)row * C + c]);
+            float w = weight[t * k + j];
+            row_pack<E, W> v = load_pack<E, W>(y + (size_t)row * C + c);
+#pragma unroll
+            for (int q = 0; q < W; q++) acc[q] += w * to_float(v.v[q]);
         }
-        out[t * C + c] = from_float<E>(acc);
+        row_pack<E, W> o;
+#pragma unroll
+        for (int q = 0; q < W; q++) o.v[q] = from_float<E>(acc[q]);
+        store_pack<E, W>(out + t * C + c, o);
     }
 }
 
 /* dy[slot_row[t k + j],:] = weight[t,j] dout[t,:]; dweight[t,j] = dout[t,:] . y[slot_row[t k + j],:] */
-template <typename E>
+template <typename E, int W>
 static __global__ void combine_backward_kernel(E *dy, float *dweight, const E *dout, const E *y, const int *slot_row,
                                                const float *weight, int k, int C) {
     __shared__ float shared[32];
@@ -292,10 +404,15 @@ static __global__ void combine_backward_kernel(E *dy, float *dweight, const E *d
             continue;
         }
         float w = weight[t * k + j], dot = 0.0f;
-        for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            float d = to_float(dout[t * C + c]);
-            dot += d * to_float(y[(size_t)row * C + c]);
-            dy[(size_t)row * C + c] = from_float<E>(w * d);
+        for (int c = threadIdx.x * W; c < C; c += blockDim.x * W) {
+            row_pack<E, W> d = load_pack<E, W>(dout + t * C + c), v = load_pack<E, W>(y + (size_t)row * C + c), o;
+#pragma unroll
+            for (int q = 0; q < W; q++) {
+                float dq = to_float(d.v[q]);
+                dot += dq * to_float(v.v[q]);
+                o.v[q] = from_float<E>(w * dq);
+            }
+            store_pack<E, W>(dy + (size_t)row * C + c, o);
         }
         dot = block_sum_f32(dot, shared);
         if (threadIdx.x == 0) dweight[t * k + j] = dot;
@@ -303,16 +420,22 @@ static __global__ void combine_backward_kernel(E *dy, float *dweight, const E *d
 }
 
 /* dx[t,:] = sum over j (in order) of dxp[slot_row[t k + j],:] */
-template <typename E>
+template <typename E, int W>
 static __global__ void uncombine_kernel(E *dx, const E *dxp, const int *slot_row, int k, int C) {
     size_t t = blockIdx.x;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float acc = 0.0f;
+    for (int c = threadIdx.x * W; c < C; c += blockDim.x * W) {
+        float acc[W] = {};
         for (int j = 0; j < k; j++) {
             int row = slot_row[t * k + j];
-            if (row >= 0) acc += to_float(dxp[(size_t)row * C + c]);
+            if (row < 0) continue;
+            row_pack<E, W> v = load_pack<E, W>(dxp + (size_t)row * C + c);
+#pragma unroll
+            for (int q = 0; q < W; q++) acc[q] += to_float(v.v[q]);
         }
-        dx[t * C + c] = from_float<E>(acc);
+        row_pack<E, W> o;
+#pragma unroll
+        for (int q = 0; q < W; q++) o.v[q] = from_float<E>(acc[q]);
+        store_pack<E, W>(dx + t * C + c, o);
     }
 }
 
@@ -325,10 +448,22 @@ static __global__ void uniform_jitter_kernel(E *out, const E *x, size_t n, float
     }
 }
 
+/* a block per token: threads enough for one pass over a row at W columns each (32 to 256) */
+static int row_threads(int C, int W) {
+    int threads = (ceil_div(C, W) + 31) / 32 * 32;
+    return threads < 32 ? 32 : threads > 256 ? 256 : threads;
+}
+static bool rows_of_8(int C, const void *a, const void *b, const void *c) {
+    return C % 8 == 0 && aligned16(a) && aligned16(b) && (c == NULL || aligned16(c));
+}
+
 template <typename E>
 static void combine_t(E *out, const E *y, const int *slot_row, const float *weight, int N, int k, int C) {
     if (N == 0) return;
-    combine_kernel<E><<<N, 256, 0, compute_stream()>>>(out, y, slot_row, weight, k, C);
+    if (rows_of_8(C, out, y, NULL))
+        combine_kernel<E, 8><<<N, row_threads(C, 8), 0, compute_stream()>>>(out, y, slot_row, weight, k, C);
+    else
+        combine_kernel<E, 1><<<N, row_threads(C, 1), 0, compute_stream()>>>(out, y, slot_row, weight, k, C);
     CHECK_LAUNCH();
 }
 
@@ -336,14 +471,22 @@ template <typename E>
 static void combine_backward_t(E *dy, float *dweight, const E *dout, const E *y, const int *slot_row,
                                const float *weight, int N, int k, int C) {
     if (N == 0) return;
-    combine_backward_kernel<E><<<N, 256, 0, compute_stream()>>>(dy, dweight, dout, y, slot_row, weight, k, C);
+    if (rows_of_8(C, dy, dout, y))
+        combine_backward_kernel<E, 8><<<N, row_threads(C, 8), 0, compute_stream()>>>(dy, dweight, dout, y, slot_row,
+                                                                                      weight, k, C);
+    else
+        combine_backward_kernel<E, 1><<<N, row_threads(C, 1), 0, compute_stream()>>>(dy, dweight, dout, y, slot_row,
+                                                                                      weight, k, C);
     CHECK_LAUNCH();
 }
 
 template <typename E>
 static void uncombine_t(E *dx, const E *dxp, const int *slot_row, int N, int k, int C) {
     if (N == 0) return;
-    uncombine_kernel<E><<<N, 256, 0, compute_stream()>>>(dx, dxp, slot_row, k, C);
+    if (rows_of_8(C, dx, dxp, NULL))
+        uncombine_kernel<E, 8><<<N, row_threads(C, 8), 0, compute_stream()>>>(dx, dxp, slot_row, k, C);
+    else
+        uncombine_kernel<E, 1><<<N, row_threads(C, 1), 0, compute_stream()>>>(dx, dxp, slot_row, k, C);
     CHECK_LAUNCH();
 }
 

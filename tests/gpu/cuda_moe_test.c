@@ -8,6 +8,13 @@
  *     and the tokens per expert within 1e-5 (aux_loss and seq_aux_loss);
  *   - the router's backward (weights, aux and z losses together): dlogits within 1e-4;
  *   - the statistics and the backward twice: the same bits (fixed-order sums, integer atomics);
+ *   - the permutation of the choices by expert (rows per expert, each choice's row, each row's
+ *     token): exact, with dropped choices, partial chunks and 1 to 256 experts;
+ *   - the experts' grouped GEMMs (forward, input and weight gradients; uneven and empty blocks)
+ *     within the compute dtype's tolerance, with tuning off and on: the first size bucket of a
+ *     family (sizes of the same powers of two) is timed (cuda_matmul_tuned_problems grows), the
+ *     other buckets of the family take its algorithm untimed, the weight gradients still add
+ *     once, and the results stay within the tolerance;
  *   - row gathers (exact), the weighted combination and its backward, the gradient's
  *     uncombination, the input jitter and the compute-dtype to fp32 conversion, within the
  *     compute dtype's tolerance (bf16 1e-2).
@@ -119,6 +126,84 @@ static float *act_random(size_t n, uint64_t seed, float scale) {
     return r;
 }
 
+/* the permutation of M choices (k per token) over E experts, a tenth dropped, skewed to the low
+ * experts: exactly the CPU's */
+static void test_permutation(int M, int k, int E, uint64_t seed) {
+    int *expert = (int *)malloc(sizeof(int) * (size_t)M + 4);
+    for (int i = 0; i < M; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned r = (unsigned)(seed >> 33);
+        expert[i] = r % 10 == 0 ? -1 : (int)((r / 10 % E) * (r / 10 % E) / E);
+    }
+    int *want_rows = (int *)malloc(sizeof(int) * (size_t)(E + 1)), *want_slot = (int *)malloc(sizeof(int) * (size_t)M + 4);
+    int *want_token = (int *)calloc((size_t)M + 1, sizeof(int));
+    cpu->moe_permutation(want_rows, want_slot, want_token, expert, M, k, E);
+    int *d_expert = (int *)gpu->alloc(sizeof(int) * (size_t)M + 4), *d_rows = (int *)gpu->alloc(sizeof(int) * (size_t)(E + 1));
+    int *d_slot = (int *)gpu->alloc(sizeof(int) * (size_t)M + 4), *d_token = (int *)gpu->alloc(sizeof(int) * (size_t)M + 4);
+    gpu->copy_from_host(d_expert, expert, sizeof(int) * (size_t)M);
+    gpu->moe_permutation(d_rows, d_slot, d_token, d_expert, M, k, E);
+    int *rows = download_int(d_rows, (size_t)E + 1), *slot = download_int(d_slot, (size_t)M);
+    int *token = download_int(d_token, (size_t)want_rows[E]);
+    int rows_same = !memcmp(rows, want_rows, sizeof(int) * (size_t)(E + 1));
+    tap_ok(rows_same, "moe_permutation M=%d k=%d E=%d: rows per expert as the CPU's (%d kept)", M, k, E, want_rows[E]);
+    tap_ok(!memcmp(slot, want_slot, sizeof(int) * (size_t)M), "moe_permutation M=%d k=%d E=%d: each choice's row", M, k, E);
+    tap_ok(rows_same && !memcmp(token, want_token, sizeof(int) * (size_t)want_rows[E]),
+           "moe_permutation M=%d k=%d E=%d: each row's token", M, k, E);
+    gpu->release(d_expert), gpu->release(d_rows), gpu->release(d_slot), gpu->release(d_token);
+    free(expert), free(want_rows), free(want_slot), free(want_token), free(rows), free(slot), free(token);
+}
+
+/* grouped GEMMs over `groups` blocks of the given row counts, `calls` times the same call (the
+ * weight gradients added up over the calls, as micro-batches do), against the CPU's */
+static void test_grouped(const int *counts, int groups, int IC, int OC, int calls) {
+    int *rows = (int *)malloc(sizeof(int) * (size_t)(groups + 1));
+    rows[0] = 0;
+    for (int g = 0; g < groups; g++) rows[g + 1] = rows[g] + counts[g];
+    size_t R = (size_t)rows[groups], WN = (size_t)OC * IC;
+    float *x = act_random(R * IC, 9000 + R, 1.0f), *dout = act_random(R * OC, 9001 + R, 1.0f);
+    float *w_all = act_random(WN * groups, 9002 + WN, 0.1f);
+    const void **w = (const void **)malloc(sizeof(void *) * groups), **d_w = (const void **)malloc(sizeof(void *) * groups);
+    float **dw = (float **)malloc(sizeof(float *) * groups), **d_dw = (float **)malloc(sizeof(float *) * groups);
+    for (int g = 0; g < groups; g++) {
+        w[g] = w_all + WN * g;
+        dw[g] = (float *)calloc(WN, sizeof(float));
+        d_w[g] = upload_act(w_all + WN * g, WN);
+        d_dw[g] = (float *)gpu->alloc(sizeof(float) * WN);
+        float *zero = (float *)calloc(WN, sizeof(float));
+        gpu->copy_from_host(d_dw[g], zero, sizeof(float) * WN);
+        free(zero);
+    }
+    float *want_out = (float *)malloc(sizeof(float) * R * OC + 4), *want_dx = (float *)malloc(sizeof(float) * R * IC + 4);
+    cpu->grouped_matmul_forward(want_out, x, w, rows, groups, IC, OC);
+    for (int c = 0; c < calls; c++) cpu->grouped_matmul_backward(want_dx, dw, dout, x, w, rows, groups, IC, OC);
+    void *d_x = upload_act(x, R * IC), *d_dout = upload_act(dout, R * OC);
+    void *d_out = gpu->alloc(gpu->act_bytes * R * OC + 16), *d_dx = gpu->alloc(gpu->act_bytes * R * IC + 16);
+    for (int c = 0; c < calls; c++) {
+        gpu->grouped_matmul_forward(d_out, d_x, d_w, rows, groups, IC, OC);
+        gpu->grouped_matmul_backward(d_dx, d_dw, d_dout, d_x, d_w, rows, groups, IC, OC);
+    }
+    float *got_out = download_act(d_out, R * OC), *got_dx = download_act(d_dx, R * IC);
+    double worst_dw = 0.0;
+    for (int g = 0; g < groups; g++) {
+        float *got = (float *)malloc(sizeof(float) * WN);
+        TEST_CUDA(cudaDeviceSynchronize());
+        gpu->copy_to_host(got, d_dw[g], sizeof(float) * WN);
+        double e = relative_error(got, dw[g], WN);
+        if (e > worst_dw) worst_dw = e;
+        free(got);
+    }
+    expect_below(relative_error(got_out, want_out, R * OC), ACT_TOL, "grouped_matmul_forward %d groups %d x %d, %d calls",
+                 groups, IC, OC, calls);
+    expect_below(relative_error(got_dx, want_dx, R * IC), ACT_TOL, "grouped_matmul_backward dx %d groups %d x %d, %d calls",
+                 groups, IC, OC, calls);
+    expect_below(worst_dw, ACT_TOL, "grouped_matmul_backward dweight (added over %d calls) %d groups %d x %d", calls,
+                 groups, IC, OC);
+    for (int g = 0; g < groups; g++) gpu->release((void *)d_w[g]), gpu->release(d_dw[g]), free(dw[g]);
+    gpu->release(d_x), gpu->release(d_dout), gpu->release(d_out), gpu->release(d_dx);
+    free(rows), free(x), free(dout), free(w_all), free(w), free(d_w), free(dw), free(d_dw);
+    free(want_out), free(want_dx), free(got_out), free(got_dx);
+}
+
 /* gathers, combination and its backward, uncombination; k choices per token, some dropped */
 static void test_dispatch(int N, int k, int C) {
     int M = N * k;
@@ -228,6 +313,26 @@ int main(void) {
     spec.z_loss_coeff = 0.0f;
     test_route("top-1 of 16, no losses", 700, spec);
 
+    test_permutation(32768, 2, 8, 1);
+    test_permutation(1000, 3, 64, 2);  /* a partial chunk */
+    test_permutation(5000, 8, 256, 3);
+    test_permutation(2049, 1, 1, 4);
+    int uneven[5] = {700, 0, 1300, 64, 2100};
+    test_grouped(uneven, 5, 256, 512, 1);
+    /* tuning on: the three GEMMs (forward, input and weight gradients) of two buckets (3072 and
+     * 3328 rows) of one family (4096) each time their candidates once, 20 calls in all */
+    cuda_matmul_set_tuning(1);
+    int tuned_before = cuda_matmul_tuned_problems();
+    int family[4] = {3000, 2900, 3100, 0};
+    test_grouped(family, 4, 1024, 1536, 20);
+    int tuned = cuda_matmul_tuned_problems() - tuned_before;
+    tap_ok(tuned == 3, "grouped GEMMs: one timing per GEMM of a family of size buckets (%d timed, want 3)", tuned);
+    /* other buckets of the same family (2816 and 3584 rows): their family's algorithm, untimed */
+    int same_family[2] = {2600, 3500};
+    test_grouped(same_family, 2, 1024, 1536, 2);
+    tap_ok(cuda_matmul_tuned_problems() - tuned_before == tuned,
+           "grouped GEMMs: new buckets of a tuned family take its algorithm untimed");
+    cuda_matmul_set_tuning(0);
     test_dispatch(512, 2, 256);
     test_dispatch(77, 3, 100); /* C % 8 != 0: the scalar gather */
     test_jitter(64 * 1024);

@@ -7,7 +7,8 @@
 #  - sigmoid routing with top-k scaling and group-limited top-k (8 experts in 4 groups), and a
 #    capacity that drops tokens (pre-softmax, drop by probability), and fp16 (--fp16 from a loss
 #    scale of 1024, as gpu_fp16_test.sh: Megatron's 2^32 skips the first steps): the same;
-#  - --deterministic-mode twice: bitwise-identical losses and parameters;
+#  - --deterministic-mode twice: bitwise-identical losses and parameters; with
+#    --keep-mlp-activation (the experts' activation kept for the backward) the same bits;
 #  - on 2 GPUs (when present): EP2, TP2 + SP, EP2 with the distributed optimizer, PP2: losses
 #    within 1e-2 of one GPU (NCCL all-to-all for EP).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -62,6 +63,9 @@ train det1 1 --device cuda --deterministic-mode
 train det2 1 --device cuda --deterministic-mode
 cmp -s "$WORK/det1.loss" "$WORK/det2.loss" && [ -s "$WORK/det1.loss" ] && cmp -s "$WORK/det1.bin" "$WORK/det2.bin"
 ok $? "--deterministic-mode: two runs give bitwise-identical losses and parameters"
+train det_keep 1 --device cuda --deterministic-mode --keep-mlp-activation
+cmp -s "$WORK/det1.loss" "$WORK/det_keep.loss" && cmp -s "$WORK/det1.bin" "$WORK/det_keep.bin"
+ok $? "--keep-mlp-activation (the experts' activation kept, not computed again): the same bits"
 
 if [ "$gpus" -ge 2 ]; then
     EP="--expert-model-parallel-size"

@@ -5,6 +5,8 @@
 # (as the dense tests: AdamW's first steps magnify rounding; fp32 CPU, dropout on), dropless and with a capacity that drops tokens; the expert tensors carry
 # Megatron-Core's names and global shapes, and a TP2 x DP2 checkpoint reshards into one rank;
 # the same for shared experts (gated) with the expert bias of aux-loss-free balancing.
+# --keep-mlp-activation (the experts' activation kept for the backward, not computed again)
+# gives the reference's bits (EP2 with it: within the layouts' tolerance).
 . "${top_srcdir:-.}/tests/lib.sh"
 MOE_ARGS="$top_srcdir/configs/mixtral-tiny.args"
 MODEL="--args-file $MOE_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
@@ -35,6 +37,11 @@ expect_tensor decoder.layers.1.mlp.linear_fc1.layer_norm_weight 64 0
 ok $? "--moe-layer-freq \"([1]*1+[0]*1)*2\": experts in layers 0 and 2 only, dense MLPs in 1 and 3"
 
 reference moe
+run_app 1 $MODEL --keep-mlp-activation --metrics-file "$WORK/keep.jsonl" --dump-parameters "$WORK/keep.bin"
+status=$?
+losses "$WORK/keep.jsonl" > "$WORK/keep.loss"
+[ $status -eq 0 ] && [ -s "$WORK/keep.loss" ] && cmp -s "$WORK/moe.loss" "$WORK/keep.loss" && cmp -s "$WORK/moe.bin" "$WORK/keep.bin"
+ok $? "--keep-mlp-activation: the experts' kept activation gives the losses and parameters of computing it again, bit for bit"
 layout "TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
 layout "PP2" 2 --pipeline-model-parallel-size 2
 layout "PP2 interleaved x2 virtual" 2 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
@@ -45,6 +52,7 @@ layout "TP2xPP2xDP2 SP + distributed optimizer" 8 --tensor-model-parallel-size 2
 layout "DP2 full recompute" 2 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
 EP="--expert-model-parallel-size"
 layout "EP2" 2 $EP 2
+layout "EP2 --keep-mlp-activation" 2 $EP 2 --keep-mlp-activation
 layout "EP4 distributed optimizer" 4 $EP 4 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
 layout "EP2 x expert-data-parallel 2 (DP4)" 4 $EP 2 --overlap-grad-reduce --ddp-bucket-size 20000
 layout "EP2 x TP2 + sequence parallel" 4 $EP 2 --tensor-model-parallel-size 2 --sequence-parallel

@@ -122,8 +122,8 @@ static void run(const kernel_ops *ops, int binary) {
     bert_batch_upload(ops, &host, B, T, V, &batch);
     tap_ok(batch.masked_count == 3, "%s: 3 masked positions in the batch", tag);
     float lm = 0, sop = 0;
-    bert_heads_forward_backward(ops, &cfg, &batch, values + O_HIDDEN, values + O_WE, &params, &g,
-                                grads + O_WE, grads + O_HIDDEN, 1.0f, &lm, &sop);
+    bert_heads_forward_backward(ops, NULL, &cfg, &batch, values + O_HIDDEN, values + O_WE, &params, &g,
+                                grads + O_WE, grads + O_HIDDEN, 1.0f, 1, &lm, &sop);
     double ref_lm, ref_sop;
     reference_loss(p, binary, &ref_lm, &ref_sop);
     tap_ok(fabs(lm - ref_lm) < 1e-5 * fmax(1, fabs(ref_lm)) && fabs(sop - ref_sop) < 1e-5 * fmax(1, fabs(ref_sop)),

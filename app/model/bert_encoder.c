@@ -1,0 +1,48 @@
+/* bert_encoder.c: gpt_model's encoder mode (see bert_encoder.h): the packed BERT inputs into a
+ * slot, and the heads of bert_heads.c over the tensor-parallel group. */
+#include "app/model/bert_encoder.h"
+#include "app/core/error.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+void bert_encoder_inputs(gpt_model *m, const model_chunk *ch, activation_slot *slot, const int *tokens,
+                         const int *targets) {
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    int B = c->micro_batch_size, T = c->seq_length;
+    size_t N = (size_t)B * T;
+    const int *types = tokens + N, *padding = tokens + 2 * N;
+    int *valid = malloc(sizeof(int) * N);
+    CHECK(valid, "out of host memory");
+    for (size_t i = 0; i < N; i++) valid[i] = padding[i] == 1;
+    ops->copy_from_host(slot->key_valid, valid, sizeof(int) * N);
+    free(valid);
+    if (slot->types) ops->copy_from_host(slot->types, types, sizeof(int) * N);
+    if (!ch->post_process) return;
+    /* bert_batch_upload reads the dataset's int64 fields */
+    int64_t *wide = malloc(sizeof(int64_t) * 5 * N);
+    CHECK(wide, "out of host memory");
+    const int *fields[5] = {tokens, types, targets, padding, targets + N};  /* text types labels padding loss */
+    for (int f = 0; f < 5; f++)
+        for (size_t i = 0; i < N; i++) wide[f * N + i] = fields[f][i];
+    bert_host_batch host = {wide, wide + N, wide + 2 * N, wide + 3 * N, wide + 4 * N, targets + 2 * N};
+    if (slot->bert.text) bert_batch_free(ops, &slot->bert);
+    bert_batch_upload(ops, &host, B, T, c->padded_vocab_size, &slot->bert);
+    free(wide);
+}
+
+double bert_encoder_heads(gpt_model *m, model_chunk *ch, activation_slot *slot, float grad_scale,
+                          int with_backward) {
+    const gpt_config *c = &m->config;
+    bert_heads_config cfg = {c->hidden_size, c->padded_vocab_size, c->bert_binary_head, c->layernorm_epsilon};
+    tensor_parallel_comm tp = {m->comm, m->tp_group, m->ops};
+    float lm_loss = 0.0f, sop_loss = 0.0f;
+    bert_heads_forward_backward(m->ops, c->tp_size > 1 ? &tp : NULL, &cfg, &slot->bert, slot->lnf,
+                                ch->weights.output_layer, &ch->weights.bert, &ch->grads.bert,
+                                ch->grads.output_layer, slot->d_lnf, grad_scale, with_backward, &lm_loss,
+                                &sop_loss);
+    m->bert_lm_loss += lm_loss;
+    m->bert_sop_loss += sop_loss;
+    return (double)lm_loss + (double)sop_loss;
+}

@@ -1,0 +1,368 @@
+/* fp8_linear.c: the fp8 emulation of the transformer layers' linear layers and their scaling
+ * state (see fp8_linear.h). The state lives in backend memory as the checkpoint stores it; the
+ * delayed-scaling update runs on the host once per step through copies, so any backend with the
+ * fp8 ops serves. */
+#include "app/model/fp8_linear.h"
+
+#include "app/checkpoint/checkpoint_boxes.h"
+#include "app/core/error.h"
+#include "io/checkpoint_format.h"
+#include "kernels/fp8_recipe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Per fp8 linear held here, `record` floats per tensor (input, weight, grad_output):
+ * [scale, history 0 .. history_len - 1], the checkpoint's rows. Beside it, per tensor, the
+ * scale_inv the quantization writes and the amax the step's quantizations record into. The
+ * linears are numbered the layers' own first (FP8_GEMMS per fp8 layer), then the local experts'
+ * (fc1 and fc2 of each local expert of each fp8 MoE layer), whose amaxes reduce over another group. */
+typedef struct fp8_state {
+    int *layer_linear;     /* [num_layers]: index of the layer's first linear here, or -1 */
+    int *layer_experts;    /* [num_layers]: index of its first local expert's fc1 here, or -1 */
+    int num_layer_linears; /* the layers' own linears: [0, num_layer_linears) */
+    int num_linears;       /* all the fp8 linears held here */
+    int local_experts;     /* experts of an MoE layer held here */
+    size_t record;         /* 1 + history_len */
+    float *state;          /* backend [num_linears][3][record] */
+    float *scale_inv;      /* backend [num_linears x 3] */
+    float *amax;           /* backend [num_linears x 3] */
+    float *current_amax;   /* backend [1]: tensorwise scaling's amax of the tensor at hand */
+    float *host_state, *host_amax; /* host copies for the update */
+    uint8_t *codes;        /* backend: the fp8 codes of the operand at hand */
+    size_t code_bytes;
+    void *copies[FP8_ROLES]; /* backend, compute dtype: the dequantized operands, by role */
+    size_t copy_elements[FP8_ROLES];
+    void *expert_rows[FP8_ROLES]; /* backend, compute dtype: the experts' row blocks (grown on demand) */
+    size_t expert_row_elements[FP8_ROLES];
+    void **expert_weights;        /* [local_experts] backend, compute dtype: their weights' images */
+    const void **expert_weight_views; /* host [local_experts]: what fp8_expert_weights returns */
+    size_t expert_weight_elements;
+    int recording;
+} fp8_state;
+
+static const char *const gemm_names[FP8_GEMMS] = {"self_attention.linear_qkv", "self_attention.linear_proj",
+                                                  "mlp.linear_fc1", "mlp.linear_fc2"};
+
+int fp8_layer_in_fp8(const gpt_config *c, int layer) {
+    const gpt_fp8_config *f = &c->fp8;
+    if (!f->enabled || layer < 0) return 0;
+    return layer >= f->layers_at_start_in_bf16 && layer < c->num_layers - f->layers_at_end_in_bf16;
+}
+
+int fp8_layers_in_fp8(const gpt_config *c) {
+    int count = 0;
+    for (int layer = 0; layer < c->num_layers; layer++) count += fp8_layer_in_fp8(c, layer);
+    return count;
+}
+
+static size_t max_size(const size_t *values, int count) {
+    size_t best = 0;
+    for (int i = 0; i < count; i++) if (values[i] > best) best = values[i];
+    return best;
+}
+
+/* the fp8 linears of global layer `layer` held here: its own four, then 2 per local expert of an
+ * MoE layer */
+static void number_linears(gpt_model *m, fp8_state *f) {
+    const gpt_config *c = &m->config;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < m->num_chunks; k++)
+            for (int l = 0; l < m->chunks[k].num_layers; l++) {
+                int layer = m->chunks[k].first_layer + l;
+                if (!fp8_layer_in_fp8(c, layer)) continue;
+                if (pass == 0) {
+                    f->layer_linear[layer] = f->num_linears;
+                    f->num_linears += FP8_GEMMS;
+                } else if (gpt_layer_is_moe(c, layer)) {
+                    f->layer_experts[layer] = f->num_linears;
+                    f->num_linears += 2 * f->local_experts;
+                }
+            }
+}
+
+void fp8_state_allocate(gpt_model *m) {
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    if (!c->fp8.enabled) return;
+    if (!ops->fp8_quantize || !ops->fp8_dequantize || !ops->fp8_amax)
+        user_error("--fp8-format: the %s backend has no fp8 quantization kernels (kernel_ops.fp8_quantize)", ops->name);
+    fp8_state *f = calloc(1, sizeof *f);
+    CHECK(f, "out of host memory for the fp8 scaling state");
+    f->layer_linear = malloc(sizeof(int) * (size_t)c->num_layers);
+    f->layer_experts = malloc(sizeof(int) * (size_t)c->num_layers);
+    CHECK(f->layer_linear && f->layer_experts, "out of host memory for the fp8 scaling state");
+    for (int layer = 0; layer < c->num_layers; layer++) f->layer_linear[layer] = f->layer_experts[layer] = -1;
+    f->local_experts = c->num_experts > 0 ? c->num_experts / (c->ep_size > 1 ? c->ep_size : 1) : 0;
+    number_linears(m, f);
+    f->num_layer_linears = 0;
+    for (int layer = 0; layer < c->num_layers; layer++) f->num_layer_linears += f->layer_linear[layer] >= 0 ? FP8_GEMMS : 0;
+    f->record = 1 + (size_t)c->fp8.amax_history_len;
+    size_t tensors = (size_t)f->num_linears * FP8_ROLES;
+    f->state = ops->alloc(sizeof(float) * (tensors * f->record + 1));
+    f->scale_inv = ops->alloc(sizeof(float) * (tensors + 1));
+    f->amax = ops->alloc(sizeof(float) * (tensors + 1));
+    f->current_amax = ops->alloc(sizeof(float));
+    f->host_state = calloc(tensors * f->record + 1, sizeof(float));
+    f->host_amax = calloc(tensors + 1, sizeof(float));
+    CHECK(f->host_state && f->host_amax, "out of host memory for the fp8 scaling state");
+    for (size_t t = 0; t < tensors; t++) f->host_state[t * f->record] = 1.0f; /* TE's initial scale */
+    ops->copy_from_host(f->state, f->host_state, sizeof(float) * tensors * f->record);
+    /* the operands' sizes: GEMM inputs and output gradients [N, width], weights [OC, IC]; an MoE
+     * layer's shared expert takes the MLP's slots */
+    size_t N = (size_t)c->micro_batch_size * (size_t)c->seq_length, C = (size_t)c->hidden_size;
+    size_t tp = (size_t)c->tp_size, groups = (size_t)(c->num_query_groups ? c->num_query_groups : c->num_attention_heads);
+    size_t HD = (size_t)c->num_attention_heads * (size_t)c->kv_channels / tp;
+    size_t QKV = HD + 2 * groups * (size_t)c->kv_channels / tp, F = (size_t)c->ffn_hidden_size / tp;
+    size_t SF = (size_t)c->moe_shared_expert_intermediate_size / tp;
+    size_t FC1 = c->swiglu ? 2 * F : F, SFC1 = c->swiglu ? 2 * SF : SF;
+    size_t widths[] = {C, HD, F, QKV, FC1, SF, SFC1};
+    size_t weights[] = {QKV * C, C * HD, FC1 * C, C * F, SFC1 * C, C * SF};
+    f->copy_elements[FP8_ROLE_INPUT] = f->copy_elements[FP8_ROLE_GRAD_OUTPUT] = N * max_size(widths, 7);
+    f->copy_elements[FP8_ROLE_WEIGHT] = max_size(weights, 6);
+    for (int r = 0; r < FP8_ROLES; r++) {
+        f->copies[r] = ops->alloc(ops->act_bytes * f->copy_elements[r]);
+        if (f->copy_elements[r] > f->code_bytes) f->code_bytes = f->copy_elements[r];
+    }
+    if (f->local_experts > 0) {
+        size_t EF = (size_t)c->moe_ffn_hidden_size / tp, EFC1 = c->swiglu ? 2 * EF : EF;
+        f->expert_weight_elements = (EFC1 > EF ? EFC1 : EF) * C;
+        f->expert_weights = calloc((size_t)f->local_experts, sizeof(void *));
+        f->expert_weight_views = calloc((size_t)f->local_experts, sizeof(void *));
+        CHECK(f->expert_weights && f->expert_weight_views, "out of host memory for the fp8 expert weights");
+        for (int e = 0; e < f->local_experts; e++)
+            f->expert_weights[e] = ops->alloc(ops->act_bytes * f->expert_weight_elements);
+        if (f->expert_weight_elements > f->code_bytes) f->code_bytes = f->expert_weight_elements;
+    }
+    f->codes = ops->alloc(f->code_bytes);
+    f->recording = 1;
+    m->fp8 = f;
+}
+
+void fp8_state_release(gpt_model *m) {
+    fp8_state *f = m->fp8;
+    if (!f) return;
+    const kernel_ops *ops = m->ops;
+    void *buffers[] = {f->state, f->scale_inv, f->amax, f->current_amax, f->codes, f->copies[0], f->copies[1],
+                       f->copies[2], f->expert_rows[0], f->expert_rows[1], f->expert_rows[2]};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
+    for (int e = 0; e < f->local_experts && f->expert_weights; e++) ops->release(f->expert_weights[e]);
+    free(f->expert_weights);
+    free(f->expert_weight_views);
+    free(f->host_state);
+    free(f->host_amax);
+    free(f->layer_linear);
+    free(f->layer_experts);
+    free(f);
+    m->fp8 = NULL;
+}
+
+void fp8_set_recording(gpt_model *m, int recording) {
+    if (m->fp8) m->fp8->recording = recording;
+}
+
+int fp8_wgrad_in_fp8(const gpt_model *m) { return m->config.fp8.wgrad; }
+
+/* tensor `tensor` (linear x 3 + role) quantized and dequantized: x [n] into out [n] */
+static void quantize_into(gpt_model *m, size_t tensor, fp8_role role, const void *x, size_t n, void *out) {
+    fp8_state *f = m->fp8;
+    const kernel_ops *ops = m->ops;
+    const gpt_config *c = &m->config;
+    CHECK(n <= f->code_bytes || n == 0, "fp8 operand of %zu elements exceeds the code buffer (%zu)", n, f->code_bytes);
+    int format = fp8_tensor_format(c->fp8.hybrid, role == FP8_ROLE_GRAD_OUTPUT);
+    float *scale = f->state + tensor * f->record;
+    if (c->fp8.recipe == FP8_RECIPE_TENSORWISE) { /* the scale from this tensor's own amax, TE's epsilon 0 */
+        float amax = 0.0f;
+        ops->copy_from_host(f->current_amax, &amax, sizeof amax);
+        ops->fp8_amax(f->current_amax, x, n);
+        ops->copy_to_host(&amax, f->current_amax, sizeof amax);
+        float current = fp8_current_scale(amax, format, 0.0f, 0);
+        ops->copy_from_host(scale, &current, sizeof current);
+    }
+    ops->fp8_quantize(f->codes, f->recording ? f->amax + tensor : NULL, f->scale_inv + tensor, x, n, scale, format);
+    ops->fp8_dequantize(out, f->codes, n, f->scale_inv + tensor, format);
+}
+
+const void *fp8_operand(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, size_t n) {
+    fp8_state *f = m->fp8;
+    if (!f || layer < 0 || f->layer_linear[layer] < 0) return x;
+    CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n, f->copy_elements[role]);
+    quantize_into(m, (size_t)(f->layer_linear[layer] + (int)gemm) * FP8_ROLES + (size_t)role, role, x, n, f->copies[role]);
+    return f->copies[role];
+}
+
+int fp8_experts_in_fp8(const gpt_model *m, int layer) {
+    return m->fp8 && layer >= 0 && m->fp8->layer_experts[layer] >= 0;
+}
+
+/* the linear of local expert `expert`'s fc1 (which 0) or fc2 (1) */
+static size_t expert_linear(const fp8_state *f, int layer, int expert, int which) {
+    return (size_t)(f->layer_experts[layer] + 2 * expert + which);
+}
+
+const void *fp8_expert_rows(gpt_model *m, int layer, int which, fp8_role role, const void *x, const int *rows,
+                            int groups, int width) {
+    fp8_state *f = m->fp8;
+    if (!fp8_experts_in_fp8(m, layer)) return x;
+    const kernel_ops *ops = m->ops;
+    size_t total = (size_t)rows[groups] * (size_t)width;
+    if (total > f->expert_row_elements[role]) { /* the rows an expert receives vary: grow */
+        if (f->expert_rows[role]) ops->release(f->expert_rows[role]);
+        f->expert_rows[role] = ops->alloc(ops->act_bytes * total);
+        f->expert_row_elements[role] = total;
+        if (total > f->code_bytes) {
+            ops->release(f->codes);
+            f->codes = ops->alloc(total);
+            f->code_bytes = total;
+        }
+    }
+    for (int g = 0; g < groups; g++) {
+        size_t first = (size_t)rows[g] * (size_t)width, n = (size_t)(rows[g + 1] - rows[g]) * (size_t)width;
+        if (n == 0) continue;
+        quantize_into(m, expert_linear(f, layer, g, which) * FP8_ROLES + (size_t)role, role, act_at(ops, (void *)x, first),
+                      n, act_at(ops, f->expert_rows[role], first));
+    }
+    return f->expert_rows[role];
+}
+
+const void *const *fp8_expert_weights(gpt_model *m, int layer, int which, const void *const *weight, int groups,
+                                      size_t numel) {
+    fp8_state *f = m->fp8;
+    if (!fp8_experts_in_fp8(m, layer)) return weight;
+    CHECK(groups <= f->local_experts && numel <= f->expert_weight_elements,
+          "fp8 expert weights: %d experts of %zu elements exceed the scratch (%d of %zu)", groups, numel,
+          f->local_experts, f->expert_weight_elements);
+    for (int g = 0; g < groups; g++) {
+        quantize_into(m, expert_linear(f, layer, g, which) * FP8_ROLES + FP8_ROLE_WEIGHT, FP8_ROLE_WEIGHT, weight[g],
+                      numel, f->expert_weights[g]);
+        f->expert_weight_views[g] = f->expert_weights[g];
+    }
+    return f->expert_weight_views;
+}
+
+void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *const *dweight, const void *dout,
+                         const void *x, const void *const *weight, const int *rows, int groups, int IC, int OC) {
+    const kernel_ops *ops = m->ops;
+    const void *dout_q = fp8_expert_rows(m, layer, which, FP8_ROLE_GRAD_OUTPUT, dout, rows, groups, OC);
+    const void *const *weight_q = fp8_expert_weights(m, layer, which, weight, groups, (size_t)OC * (size_t)IC);
+    if (fp8_wgrad_in_fp8(m)) {
+        const void *x_q = fp8_expert_rows(m, layer, which, FP8_ROLE_INPUT, x, rows, groups, IC);
+        ops->grouped_matmul_backward(dx, dweight, dout_q, x_q, weight_q, rows, groups, IC, OC);
+        return;
+    }
+    ops->grouped_matmul_backward(dx, NULL, dout_q, x, weight_q, rows, groups, IC, OC);
+    ops->grouped_matmul_backward(NULL, dweight, dout, x, weight, rows, groups, IC, OC);
+}
+
+void fp8_matmul_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
+                         const void *dout, const void *x, const void *weight, int N, int IC, int OC) {
+    const kernel_ops *ops = m->ops;
+    if (!m->fp8 || layer < 0 || m->fp8->layer_linear[layer] < 0) {
+        ops->matmul_backward(dx, dweight, dbias, dout, x, weight, N, IC, OC);
+        return;
+    }
+    const void *dout_q = fp8_operand(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, (size_t)N * (size_t)OC);
+    if (dx)
+        ops->matmul_backward(dx, NULL, NULL, dout_q, NULL,
+                             fp8_operand(m, layer, gemm, FP8_ROLE_WEIGHT, weight, (size_t)OC * (size_t)IC), N, IC, OC);
+    if (dweight) {
+        int quantized = fp8_wgrad_in_fp8(m);
+        const void *x_used = quantized ? fp8_operand(m, layer, gemm, FP8_ROLE_INPUT, x, (size_t)N * (size_t)IC) : x;
+        ops->matmul_backward(NULL, dweight, NULL, quantized ? dout_q : dout, x_used, weight, N, IC, OC);
+    }
+    if (dbias) ops->matmul_backward(NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
+}
+
+void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *expert_amax_group) {
+    fp8_state *f = m->fp8;
+    if (!f || m->config.fp8.recipe != FP8_RECIPE_DELAYED || f->num_linears == 0) return;
+    const kernel_ops *ops = m->ops;
+    size_t tensors = (size_t)f->num_linears * FP8_ROLES, layer_tensors = (size_t)f->num_layer_linears * FP8_ROLES;
+    /* TE's reduce_amax: MAX over the amax reduction group (tensor x data x context parallel);
+     * the experts' over the ranks that hold the same experts */
+    if (m->config.tp_size > 1) m->comm->allreduce(f->amax, tensors, COMM_FLOAT, COMM_MAX, m->tp_group);
+    if (amax_group && amax_group->size > 1 && layer_tensors > 0)
+        m->comm->allreduce(f->amax, layer_tensors, COMM_FLOAT, COMM_MAX, amax_group);
+    if (expert_amax_group && expert_amax_group->size > 1 && tensors > layer_tensors)
+        m->comm->allreduce(f->amax + layer_tensors, tensors - layer_tensors, COMM_FLOAT, COMM_MAX, expert_amax_group);
+    ops->copy_to_host(f->host_amax, f->amax, sizeof(float) * tensors);
+    ops->copy_to_host(f->host_state, f->state, sizeof(float) * tensors * f->record);
+    const gpt_fp8_config *cfg = &m->config.fp8;
+    for (size_t t = 0; t < tensors; t++) {
+        float *scale = f->host_state + t * f->record, *history = scale + 1;
+        history[0] = f->host_amax[t];
+        int format = fp8_tensor_format(cfg->hybrid, (int)(t % FP8_ROLES) == FP8_ROLE_GRAD_OUTPUT);
+        fp8_delayed_scaling_update(history, (size_t)cfg->amax_history_len, 1, scale,
+                                   (fp8_amax_compute_algo)cfg->amax_compute_algo, format, cfg->margin);
+    }
+    ops->copy_from_host(f->state, f->host_state, sizeof(float) * tensors * f->record);
+    ops->zero(f->amax, sizeof(float) * tensors);
+}
+
+/* whether layer `layer` has linear `gemm` (an MoE layer's fc1 and fc2 are its shared expert's) */
+static int layer_has_gemm(const gpt_config *c, int layer, int gemm) {
+    return gemm < FP8_GEMM_FC1 || !gpt_layer_is_moe(c, layer) || c->moe_shared_expert_intermediate_size > 0;
+}
+
+void fp8_extra_state_name(const gpt_config *c, int layer, fp8_gemm gemm, char *out, size_t size) {
+    int shared = gemm >= FP8_GEMM_FC1 && gpt_layer_is_moe(c, layer);
+    snprintf(out, size, "decoder.layers.%d.%s%s._extra_state", layer, shared ? "mlp.shared_experts." : "",
+             shared ? gemm_names[gemm] + 4 : gemm_names[gemm]);
+}
+
+void fp8_sharded_state(const gpt_model *m, int dp_rank, sharded_state *state) {
+    const fp8_state *f = m->fp8;
+    const gpt_config *c = &m->config;
+    if (!f) return;
+    size_t per_linear = FP8_ROLES * f->record;
+    for (int layer = 0; layer < c->num_layers; layer++) {
+        if (!fp8_layer_in_fp8(c, layer)) continue;
+        for (int g = 0; g < FP8_GEMMS; g++) {
+            if (!layer_has_gemm(c, layer, g)) continue;
+            char name[PARAM_NAME_MAX];
+            fp8_extra_state_name(c, layer, (fp8_gemm)g, name, sizeof name);
+            int tensor = sharded_state_tensor(state, CHECKPOINT_MODEL_GROUP, name, FP8_ROLES, (int64_t)f->record);
+            if (f->layer_linear[layer] < 0) continue;
+            shard_block whole = {0, 0, (int64_t)f->record};
+            sharded_state_add(state, tensor, shard_range_part(&whole, 0, per_linear),
+                              f->state + (size_t)(f->layer_linear[layer] + g) * per_linear,
+                              c->tp_rank == 0 && dp_rank == 0);
+        }
+        if (!gpt_layer_is_moe(c, layer)) continue;
+        for (int which = 0; which < 2; which++) {  /* the experts: rows [3 e, 3 e + 3) are expert e's */
+            char name[PARAM_NAME_MAX];
+            snprintf(name, sizeof name, "decoder.layers.%d.mlp.experts.linear_fc%d._extra_state", layer, which + 1);
+            int tensor = sharded_state_tensor(state, CHECKPOINT_MODEL_GROUP, name, (int64_t)c->num_experts * FP8_ROLES,
+                                              (int64_t)f->record);
+            if (f->layer_experts[layer] < 0) continue;
+            for (int e = 0; e < f->local_experts; e++) {
+                int global = (c->ep_size > 1 ? c->ep_rank : 0) * f->local_experts + e;
+                shard_block block = {(int64_t)global * FP8_ROLES, 0, (int64_t)f->record};
+                sharded_state_add(state, tensor, shard_range_part(&block, 0, per_linear),
+                                  f->state + expert_linear(f, layer, e, which) * per_linear,
+                                  c->tp_rank == 0 && c->expert_dp_rank == 0);
+            }
+        }
+    }
+}
+
+void fp8_describe(const gpt_config *c, char *out, size_t size) {
+    const gpt_fp8_config *f = &c->fp8;
+    char recipe[128];
+    if (f->recipe == FP8_RECIPE_DELAYED)
+        snprintf(recipe, sizeof recipe, "delayed scaling (amax history %d, %s, margin %d)", f->amax_history_len,
+                 f->amax_compute_algo == FP8_AMAX_MAX ? "max" : "most_recent", f->margin);
+    else
+        snprintf(recipe, sizeof recipe, "tensorwise current scaling");
+    int count = fp8_layers_in_fp8(c);
+    char which[128] = "";
+    if (count > 0 && count < c->num_layers)
+        snprintf(which, sizeof which, ": layers %d-%d, the first %d and the last %d in bf16", f->layers_at_start_in_bf16,
+                 c->num_layers - f->layers_at_end_in_bf16 - 1, f->layers_at_start_in_bf16, f->layers_at_end_in_bf16);
+    snprintf(out, size, "fp8: %s format (%s), %s, %s wgrad; %d of %d layers in fp8%s (their linear_qkv, linear_proj, "
+             "linear_fc1, linear_fc2%s; attention%s and the output layer in the compute dtype)",
+             f->hybrid ? "hybrid" : "e4m3", f->hybrid ? "E4M3 forward, E5M2 gradients" : "E4M3 everywhere", recipe,
+             f->wgrad ? "fp8" : "high-precision", count, c->num_layers, which,
+             c->num_experts > 0 ? ", the experts' and shared experts'" : "", c->num_experts > 0 ? ", the router" : "");
+}

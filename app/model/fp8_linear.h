@@ -1,0 +1,110 @@
+/* fp8_linear.h: FP8 training of the transformer layers' linear layers (issue 43; Megatron with
+ * Transformer Engine: --fp8-format, --fp8-recipe delayed|tensorwise), emulated through the
+ * backend's fp8 ops (kernel_ops.fp8_quantize / fp8_dequantize / fp8_amax).
+ *
+ * The GEMMs of linear_qkv, linear_proj, linear_fc1 and linear_fc2 of every layer in fp8 (all but
+ * the --first-last-layers-bf16 ones) take their operands as an fp8 GEMM does: the forward
+ * quantizes the input and the weight to E4M3 with their scales, the backward the output gradient
+ * (E5M2 with --fp8-format hybrid, E4M3 with e4m3) for the input gradient and, unless
+ * --no-fp8-wgrad, for the weight gradient with the quantized input (TE's fp8 wgrad; without it
+ * the weight gradient uses the unquantized gradient and input, TE's override_linear_precision).
+ * The GEMM then runs on the dequantized values with fp32 accumulation, which is what a cuBLASLt
+ * fp8 GEMM computes (products of fp8 values are exact in fp32; the scale_inv factors are powers
+ * of two apart from the scale's own rounding). Bias gradients come from the unquantized output
+ * gradient (TE's fused bgrad). Attention, the norms, the embedding and the output layer stay in
+ * the compute dtype. In an MoE layer (Megatron's TE grouped experts and shared experts) each local
+ * expert's fc1 and fc2 are fp8 linears of their own (the grouped GEMM's row block of an expert
+ * quantized with that expert's scales), the shared expert's fc1 and fc2 take the layer's
+ * linear_fc1/linear_fc2 slots, and the router stays in the compute dtype.
+ *
+ * Scaling state: every fp8 linear has three tensors (input, weight, grad_output), each with a
+ * scale and an amax history of --fp8-amax-history-len entries (TE's fp8_meta). A training
+ * micro-batch records the amax of every tensor it quantizes into history entry 0 (max over the
+ * step's micro-batches; evaluation records nothing). Delayed scaling: the quantization uses the
+ * scale as it stood at the step's start; fp8_step_end (after the step's backward) reduces the
+ * recorded amaxes with MAX over the tensor-parallel group and then the data-parallel x
+ * context-parallel group (Megatron's amax reduction group, TE's reduce_amax over fp8_group: all
+ * ranks of a pipeline stage agree). The experts' amaxes reduce over the ranks that hold the same
+ * experts (the expert-data-parallel group): TE reduces every tensor of the autocast region over
+ * the one group, which with expert parallelism would meet other experts' amaxes. Then TE's update
+ * (kernels/fp8_recipe.h): history roll, amax = max or most_recent, scale = fp8_max * 2^-margin /
+ * amax. TE updates at every fp8_autocast exit, i.e. per micro-batch; here once per optimizer
+ * step, which is the same with one micro-batch per step and makes a data-parallel run equal to
+ * one rank that accumulates the same global batch. Tensorwise (TE's Float8CurrentScaling): each quantization takes its scale from
+ * the tensor's own amax (fp8_current_scale); the history is not used. Since the gathered input
+ * of a column-parallel layer is quantized whole, its amax is the whole tensor's as TE's amax
+ * reduction over the tensor-parallel group makes it; a weight shard's scale is its own, as TE's.
+ *
+ * Checkpoints: each fp8 linear's state is the tensor
+ *   /model/decoder.layers.L.self_attention.linear_qkv._extra_state   [3, 1 + history_len]
+ * (likewise linear_proj, mlp.linear_fc1, mlp.linear_fc2; TE's _extra_state of the module): rows
+ * input, weight, grad_output; column 0 the scale, columns 1.. the amax history (entry 0 first).
+ * Written by tensor- and data-parallel rank 0 of the stage. An MoE layer has
+ * mlp.shared_experts.linear_fc1/2 (with a shared expert) and mlp.experts.linear_fc1/2
+ * [3 x num_experts, 1 + history_len] (rows 3e.. expert e's), written by the expert-data-parallel
+ * rank 0 holding each expert. */
+#ifndef FP8_LINEAR_H
+#define FP8_LINEAR_H
+
+#include <stddef.h>
+
+#include "app/checkpoint/sharded_state.h"
+#include "app/model/gpt_model.h"
+
+typedef enum { FP8_GEMM_QKV, FP8_GEMM_PROJ, FP8_GEMM_FC1, FP8_GEMM_FC2, FP8_GEMMS } fp8_gemm;
+typedef enum { FP8_ROLE_INPUT, FP8_ROLE_WEIGHT, FP8_ROLE_GRAD_OUTPUT, FP8_ROLES } fp8_role;
+
+/* whether global layer `layer` runs its linear layers in fp8 (Megatron's get_fp8_context:
+ * fp8 on and not one of the --first-last-layers-bf16 layers) */
+int fp8_layer_in_fp8(const gpt_config *c, int layer);
+/* the number of the config's layers in fp8 */
+int fp8_layers_in_fp8(const gpt_config *c);
+
+/* the scaling state (scales 1, histories 0: TE's start) and the scratch, when fp8 is on; the
+ * backend must have the fp8 ops (kernel_ops.fp8_quantize, else one clear error) */
+void fp8_state_allocate(gpt_model *m);
+void fp8_state_release(gpt_model *m);
+
+/* the following micro-batches record amaxes (training) or not (evaluation) */
+void fp8_set_recording(gpt_model *m, int recording);
+
+/* operand x [n] of `gemm` of global layer `layer` in role `role` as the fp8 GEMM reads it:
+ * quantized with its scale, the amax recorded, dequantized into the role's scratch (valid until
+ * the next call for the same role); x itself when the layer is not in fp8 */
+const void *fp8_operand(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, size_t n);
+/* the weight gradient's operands: the fp8 ones unless --no-fp8-wgrad */
+int fp8_wgrad_in_fp8(const gpt_model *m);
+/* kernel_ops.matmul_backward in fp8 when the layer is (dgrad Q(dout) Q(W), wgrad Q(dout)^T Q(x)
+ * or dout^T x with --no-fp8-wgrad, dbias from dout), else the plain call: the shared experts' */
+void fp8_matmul_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
+                         const void *dout, const void *x, const void *weight, int N, int IC, int OC);
+
+/* MoE layer `layer`'s local experts in fp8 (which: 0 fc1, 1 fc2): whether they are; the grouped
+ * GEMM's operand x (row block g of rows[g]..rows[g+1], width columns, expert g's scale for role)
+ * and weights as the fp8 GEMM reads them (x and weight themselves when not in fp8; valid until
+ * the next call for the same role); kernel_ops.grouped_matmul_backward with fp8 operands */
+int fp8_experts_in_fp8(const gpt_model *m, int layer);
+const void *fp8_expert_rows(gpt_model *m, int layer, int which, fp8_role role, const void *x, const int *rows,
+                            int groups, int width);
+const void *const *fp8_expert_weights(gpt_model *m, int layer, int which, const void *const *weight, int groups,
+                                      size_t numel);
+void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *const *dweight, const void *dout,
+                         const void *x, const void *const *weight, const int *rows, int groups, int IC, int OC);
+
+/* after a training step's backward: reduce the step's amaxes (MAX over the model's
+ * tensor-parallel group, then amax_group, data x context parallel, or for the experts
+ * expert_amax_group, the expert-data-parallel group) and update the scales (delayed); nothing
+ * without fp8 or with tensorwise scaling */
+void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *expert_amax_group);
+
+/* the checkpoint name of a layer's linear's scaling state (an MoE layer's fc1/fc2: its shared expert's) */
+void fp8_extra_state_name(const gpt_config *c, int layer, fp8_gemm gemm, char *out, size_t size);
+/* declares the _extra_state tensor of every fp8 linear (in layer order) and adds those held
+ * here (written by tensor-parallel rank 0 with dp_rank 0); nothing without fp8 */
+void fp8_sharded_state(const gpt_model *m, int dp_rank, sharded_state *state);
+
+/* the start-up line naming the recipe, e.g. "fp8: hybrid format (E4M3 forward, E5M2 gradients),
+ * delayed scaling (amax history 1024, max, margin 0), fp8 wgrad; 2 of 2 layers in fp8" */
+void fp8_describe(const gpt_config *c, char *out, size_t size);
+
+#endif

@@ -1,0 +1,65 @@
+#!/bin/sh
+# gpu_fp8_test.sh: FP8 training (issue 43, app/model/fp8_linear.h) on the CUDA backend, whose
+# quantization runs on the GPU (kernels/cuda/cuda_fp8.cu) and whose GEMMs take the dequantized
+# operands, against the CPU backend's fp8 emulation. Skipped where no GPU is visible.
+#  - configs/gpt-tiny.args with --bf16 and hybrid fp8 (delayed scaling, history 4), 20
+#    iterations: one GPU's losses within 1% of the CPU's (the GPU's dequantized operands are
+#    rounded to bf16 and its GEMMs accumulate in another order), and not bitwise bf16's on the GPU;
+#  - tensorwise (current) scaling and e4m3: the same;
+#  - the tiny Mixtral in fp8 (each expert on its own scales): within 1% of the CPU;
+#  - --deterministic-mode twice: bitwise-identical losses and parameters;
+#  - on 2 GPUs (when present): TP2 + SP and DP2 with the distributed optimizer within 1e-2 of one
+#    GPU (the amaxes reduced over the tensor- and data-parallel ranks through NCCL).
+. "${top_srcdir:-.}/tests/lib.sh"
+PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
+
+require_gpus 1
+
+MODEL="--args-file $TINY_ARGS --train-iters 20 --lr-warmup-iters 2 --log-interval 1 --eval-iters 0 --bf16"
+FP8="--fp8-format hybrid --fp8-amax-history-len 4 --fp8-amax-compute-algo max"
+losses() { json_field "$1" train lm_loss; }
+
+train() {  # train NAME NRANKS FLAGS...: one run, its losses in $WORK/NAME.loss
+    name=$1; n=$2; shift 2
+    run_app "$n" $MODEL "$@" --metrics-file "$WORK/$name.jsonl" --dump-parameters "$WORK/$name.bin"
+    status=$?
+    [ $status -eq 0 ] || { sed 's/^/#   /' "$WORK/err" | tail -8; }
+    losses "$WORK/$name.jsonl" > "$WORK/$name.loss"
+    return $status
+}
+
+case_pair() {  # case_pair NAME FLAGS...: the CPU emulation and the GPU on one configuration
+    pair=$1; shift
+    train "${pair}_cpu" 1 --device cpu "$@"
+    ok $? "$pair: CPU emulation run"
+    train "${pair}_gpu" 1 --device cuda "$@"
+    ok $? "$pair: one-GPU run"
+    compare_losses "${pair}_cpu" "${pair}_gpu" 1e-2 20 "$pair: GPU losses over 20 iterations within 1% of the CPU's fp8 emulation"
+}
+
+case_pair hybrid $FP8
+train bf16_gpu 1 --device cuda
+! cmp -s "$WORK/bf16_gpu.loss" "$WORK/hybrid_gpu.loss"
+ok $? "fp8 on the GPU is not bitwise bf16 (its operands are rounded to fp8)"
+case_pair tensorwise $FP8 --fp8-recipe tensorwise
+case_pair e4m3 --fp8-format e4m3 --fp8-amax-history-len 4
+case_pair moe --args-file "$top_srcdir/configs/mixtral-tiny.args" --train-iters 20 --log-interval 1 --eval-iters 0 \
+    --bf16 $FP8
+
+train det1 1 --device cuda $FP8 --deterministic-mode
+train det2 1 --device cuda $FP8 --deterministic-mode
+cmp -s "$WORK/det1.loss" "$WORK/det2.loss" && [ -s "$WORK/det1.loss" ] && cmp -s "$WORK/det1.bin" "$WORK/det2.bin"
+ok $? "--deterministic-mode with fp8: two runs give bitwise-identical losses and parameters"
+
+if [ "$gpus" -ge 2 ]; then
+    for layout in "tp2_sp|--tensor-model-parallel-size 2 --sequence-parallel" \
+                  "dp2_distopt|--use-distributed-optimizer --overlap-grad-reduce"; do
+        case_name=${layout%%|*}; flags=${layout#*|}
+        train "$case_name" 2 --device cuda $FP8 $flags
+        ok $? "2 GPUs, $case_name: run"
+        compare_losses hybrid_gpu "$case_name" 1e-2 20 "2 GPUs, fp8 $case_name ($flags): losses within 1e-2 of one GPU"
+    done
+else
+    diag "one GPU: the 2-GPU layouts (TP2 + SP, DP2 with the distributed optimizer) are not run"
+fi
+done_testing
