@@ -13,6 +13,7 @@ io_libio_a_SOURCES = \
 	io/checkpoint_file.c io/checkpoint_file.h \
 	io/checkpoint_checksum.c io/checkpoint_checksum.h \
 	io/checkpoint_serial.c io/checkpoint_serial.h \
+	io/local_checkpoint_file.c io/local_checkpoint_file.h \
 	io/safetensors.c io/safetensors.h \
 	io/tensorboard_events.c io/tensorboard_events.h
 io_libio_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)

@@ -3,7 +3,7 @@
 # tests/slurm/slurm_test.sh, is registered in tests/local.mk).
 # Included from Makefile.am. mkjob finds its templates next to itself or, installed in $(bindir),
 # in $(pkgdatadir)/jobs/templates, and presets in configs/ or $(pkgdatadir).
-dist_bin_SCRIPTS = jobs/mkjob jobs/launch_local
+dist_bin_SCRIPTS = jobs/mkjob jobs/launch_local jobs/run_with_restarts
 jobstemplatesdir = $(pkgdatadir)/jobs/templates
 dist_jobstemplates_DATA = jobs/templates/sbatch.sh \
 	jobs/templates/local.sh

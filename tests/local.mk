@@ -121,6 +121,8 @@ TESTS += tests/mpi/cp_parallel_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
 # resilience (issue 45): asynchronous saves
 TESTS += tests/mpi/async_save_test.sh
+TESTS += tests/mpi/local_checkpoint_test.sh
+TESTS += tests/mpi/restart_test.sh
 # --deterministic-mode: the same bits at data-parallel sizes 1, 2, 4, 8
 TESTS += tests/mpi/dp_bitwise_test.sh
 TESTS += tests/mpi/moe_test.sh
@@ -179,7 +181,8 @@ TESTS += tests/gpu/gpu_train_test.sh tests/gpu/gpu_checkpoint_test.sh tests/gpu/
 	tests/gpu/gpu_fp8_test.sh
 
 # ---- Slurm (a real slurmctld/slurmd/munge on loopback) ----
-TESTS += tests/slurm/slurm_test.sh
+TESTS += tests/slurm/slurm_test.sh tests/slurm/restart_slurm_test.sh
+EXTRA_DIST += tests/slurm/cluster.sh
 
 # scripts and data the tests read
 EXTRA_DIST += $(filter %.sh,$(TESTS)) tests/gpu/cuda_kernels_test.c tests/gpu/cuda_attention_test.c tests/gpu/cuda_moe_test.c \

@@ -8,4 +8,5 @@ app_checkpoint_libcheckpoint_a_SOURCES = \
 	app/checkpoint/checkpoint_transfer.c app/checkpoint/checkpoint_transfer.h \
 	app/checkpoint/checkpoint_verify.c app/checkpoint/checkpoint_verify.h \
 	app/checkpoint/dist_checkpoint.c app/checkpoint/dist_checkpoint.h \
-	app/checkpoint/async_checkpoint.c app/checkpoint/async_checkpoint.h
+	app/checkpoint/async_checkpoint.c app/checkpoint/async_checkpoint.h \
+	app/checkpoint/local_checkpoint.c app/checkpoint/local_checkpoint.h

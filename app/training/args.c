@@ -143,6 +143,11 @@ static const option_spec specs[] = {
     {"heartbeat-interval", "robustness", OPTION_FLOAT, AT(heartbeat_interval), "300", .range = "[0, inf)", .help = "seconds between heartbeat lines: from rank 0 in the training loop and from any rank waiting that long in a collective; 0: none"},
 
     {"async-save", "checkpointing", OPTION_FLAG, AT(async_save), .help = "the save waits only for a copy of this rank's checkpoint state into host memory; a background thread writes the parallel-HDF5 file (--ckpt-format torch_dist, the only format here) while training goes on and commits it once every rank has written; at most one save in flight, the job's end and exits wait for it; needs MPI_THREAD_MULTIPLE and host memory for one copy of the state"},
+    {"non-persistent-save-interval", "checkpointing", OPTION_INT64, AT(non_persistent_save_interval), "0", .range = "[0, inf)", .help = "with --save: every N iterations (when --save-interval does not save), save a non-persistent checkpoint of --non-persistent-ckpt-type; loading (--load) takes it when it is at least as new as --load's newest; 0: none"},
+    {"non-persistent-ckpt-type", "checkpointing", OPTION_CHOICE, AT(non_persistent_ckpt_type), .choices = "global|local", .help = "global: a normal checkpoint in --non-persistent-global-ckpt-dir (default <save>/non_persistent), only the newest two kept; local: every rank writes its own shard into --non-persistent-local-ckpt-dir (node-local storage) and sends a replica to the rank at its place on the next node; on restart the newest complete set is loaded (a replica where a rank's own file is gone), falling back to --load's global checkpoint with one line saying why; local checkpoints need the same TP/PP/DP layout"},
+    {"non-persistent-global-ckpt-dir", "checkpointing", OPTION_STRING, AT(non_persistent_global_ckpt_dir), .help = "where --non-persistent-ckpt-type global saves and loads (default <save>/non_persistent, <load>/non_persistent when loading)"},
+    {"non-persistent-local-ckpt-dir", "checkpointing", OPTION_STRING, AT(non_persistent_local_ckpt_dir), .help = "node-local folder of --non-persistent-ckpt-type local: rank r keeps DIR/rank_r (its own shards and the replicas of its peer on the previous node)"},
+    {"non-persistent-local-ckpt-algo", "checkpointing", OPTION_CHOICE, AT(non_persistent_local_ckpt_algo), "fully_parallel", .choices = "fully_parallel|atomic", .help = "atomic: every rank saves all the state it holds; fully_parallel: the parts replicated over data parallelism are saved by data-parallel rank 0 only and broadcast from it on load (mixture-of-experts models save as atomic)"},
     {"ckpt-format", "checkpointing", OPTION_CHOICE, AT(ckpt_format), "torch_dist", .choices = "torch|torch_dist|torch_dcp|fsdp_dtensor", .help = "torch_dist: a distributed checkpoint that loads into any parallel layout, which is what the parallel-HDF5 format here is (io/CHECKPOINT_FORMAT.md); torch, torch_dcp and fsdp_dtensor are refused"},
 
     {"log-interval", "logging", OPTION_INT64, AT(log_interval), "100", .range = "[1, inf)", .help = "print the iteration line every N iterations"},
@@ -815,6 +820,12 @@ static int validate(check_state *st, args *a, int world_size) {
     if ((a->finetune || a->no_load_optim || a->no_load_rng) && !a->load[0])
         return error_format(st->err, st->errlen, "--%s needs --load DIR", a->finetune ? "finetune" : a->no_load_optim ? "no-load-optim" : "no-load-rng");
     if (a->exit_on_missing_checkpoint && !a->load[0]) return error_format(st->err, st->errlen, "--exit-on-missing-checkpoint needs --load DIR");
+    if (a->non_persistent_save_interval > 0 && !a->non_persistent_ckpt_type[0])
+        return error_format(st->err, st->errlen, "--non-persistent-save-interval needs --non-persistent-ckpt-type global|local");
+    if (!strcmp(a->non_persistent_ckpt_type, "local") && !a->non_persistent_local_ckpt_dir[0])
+        return error_format(st->err, st->errlen, "--non-persistent-ckpt-type local needs --non-persistent-local-ckpt-dir DIR (Megatron: \"Tried to use local checkpointing without specifying --local-ckpt-dir!\")");
+    if (!strcmp(a->non_persistent_ckpt_type, "local") && a->use_checkpoint_args)
+        return error_format(st->err, st->errlen, "--use-checkpoint-args is not supported with --non-persistent-ckpt-type local (as in Megatron: all arguments must be known before the local checkpoints are looked at)");
     if (a->no_save_optim && !a->save[0]) return error_format(st->err, st->errlen, "--no-save-optim needs --save DIR");
     if (a->check_for_nan_in_loss_and_grad && a->no_check_for_nan_in_loss_and_grad)
         return error_format(st->err, st->errlen, "--check-for-nan-in-loss-and-grad and --no-check-for-nan-in-loss-and-grad cannot both be given");

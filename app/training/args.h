@@ -122,6 +122,12 @@ typedef struct args {
     int finetune;                 /* load weights only; iteration, optimizer and RNG start fresh */
     int no_load_optim, no_load_rng, no_save_optim;
     int async_save;               /* --async-save: checkpoints written by a background thread */
+    /* non-persistent checkpoints (app/training/non_persistent_checkpoint.h) */
+    int64_t non_persistent_save_interval;      /* 0: none */
+    char non_persistent_ckpt_type[16];         /* global, local, or "" (none) */
+    char non_persistent_global_ckpt_dir[ARGS_PATH_MAX];
+    char non_persistent_local_ckpt_dir[ARGS_PATH_MAX];
+    char non_persistent_local_ckpt_algo[16];   /* fully_parallel or atomic */
     int exit_signal_handler;      /* SIGTERM/SIGUSR1/SIGUSR2: save a checkpoint, then exit */
     int ckpt_collective_io;       /* MPI-IO collective buffering for tensor data */
     char ckpt_format[16];         /* torch_dist (the only one accepted: parallel HDF5 here) */

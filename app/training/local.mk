@@ -12,6 +12,7 @@ app_training_libtraining_a_SOURCES = \
 	app/training/nan_check.c app/training/nan_check.h \
 	app/training/param_dump.c app/training/param_dump.h \
 	app/training/checkpointing.c app/training/checkpointing.h \
+	app/training/non_persistent_checkpoint.c app/training/non_persistent_checkpoint.h \
 	app/training/checkpoint_args.c app/training/checkpoint_args.h \
 	app/training/memory_estimate.c app/training/memory_estimate.h \
 	app/training/microbatches.c app/training/microbatches.h \

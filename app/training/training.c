@@ -12,6 +12,7 @@
 #include "io/corpus_check.h"
 #include "app/training/memory_estimate.h"
 #include "app/training/checkpointing.h"
+#include "app/training/non_persistent_checkpoint.h"
 #include "app/training/data_setup.h"
 #include "app/core/error.h"
 #include "app/core/process_start.h"
@@ -216,13 +217,23 @@ static void papi_collect(trainer *t, phase_counts *interval) {
     for (int i = 0; i < n; i++) t->papi_totals.counts[i] += interval->counts[i];
 }
 
-/* test hook (tests/mpi/fault_injection_test.sh): MTC_FAULT_STOP_AT_LOG=R:ITER stops world rank
- * R (SIGSTOP) at the log line of iteration ITER, before its collectives */
-static void fault_stop_at_log(int world_rank, int64_t iteration) {
-    const char *spec = getenv("MTC_FAULT_STOP_AT_LOG");
-    int rank;
+/* test hooks (tests/mpi/fault_injection_test.sh, tests/mpi/local_checkpoint_test.sh,
+ * tests/mpi/restart_test.sh): MTC_FAULT_STOP_AT_LOG=R:ITER stops world rank R (SIGSTOP),
+ * MTC_FAULT_KILL_AT_LOG=R:ITER kills it (SIGKILL), at the log line of iteration ITER, before its
+ * collectives. Under jobs/run_with_restarts they fire in the first attempt only
+ * (MTC_RESTART_ATTEMPT unset or 0), unless the spec ends in ":every-attempt". */
+static void fault_at_log(const char *variable, int signal_number, int world_rank, int64_t iteration) {
+    const char *spec = getenv(variable), *attempt = getenv("MTC_RESTART_ATTEMPT");
+    int rank, used = 0;
     long long at;
-    if (spec && sscanf(spec, "%d:%lld", &rank, &at) == 2 && rank == world_rank && at == iteration) raise(SIGSTOP);
+    if (!spec || sscanf(spec, "%d:%lld%n", &rank, &at, &used) != 2 || rank != world_rank || at != iteration) return;
+    if (strcmp(spec + used, ":every-attempt") != 0 && attempt && atoi(attempt) != 0) return;
+    raise(signal_number);
+}
+
+static void fault_stop_at_log(int world_rank, int64_t iteration) {
+    fault_at_log("MTC_FAULT_STOP_AT_LOG", SIGSTOP, world_rank, iteration);
+    fault_at_log("MTC_FAULT_KILL_AT_LOG", SIGKILL, world_rank, iteration);
 }
 
 /* when the job started, for --exit-duration-in-mins: Slurm's SLURM_JOB_START_TIME (a requeued
@@ -408,13 +419,15 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     t->async_save = NULL;
     if (a->save[0]) checkpoint_check_save_dir(t, a->save);
     if (a->save[0]) checkpoint_async_setup(t);
-    if (a->load[0]) checkpoint_load(t, a->load);
+    non_persistent_setup(t);
+    if (a->load[0]) checkpoint_load_newest(t);
     if (a->exit_signal_handler) exit_signal_install();
     train_timers_setup(a, ops);
 }
 
 void trainer_teardown(trainer *t) {
     checkpoint_async_free(t);
+    non_persistent_free(t);
     comm_timeout_finalize();
     papi_phases_close();
     straggler_free(&t->straggler);
@@ -674,6 +687,8 @@ static int checkpoint_or_exit(trainer *t) {
     checkpoint_async_poll(t); /* --async-save: log a save that finished in the background */
     if (a->save[0] && a->save_interval > 0 && t->iteration % a->save_interval == 0)
         checkpoint_save(t, a->save);
+    else if (a->save[0] && a->non_persistent_save_interval > 0 && t->iteration % a->non_persistent_save_interval == 0)
+        non_persistent_save(t);
     if (a->exit_signal_handler) {
         double signal_number = exit_signal_received();
         t->comm->allreduce_double_host(&signal_number, 1, COMM_MAX, &t->topo.world);

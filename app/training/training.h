@@ -36,6 +36,7 @@ typedef struct trainer {
     fixed_tree *tree;                /* --deterministic-mode's summation order over the global batch, or NULL */
     double *micro_batch_losses;      /* [micro-batches] their loss sums, for the tree */
     struct async_save_state *async_save; /* --async-save's writer (app/training/checkpointing.c); NULL without */
+    struct local_checkpoint *local_checkpoint; /* --non-persistent-ckpt-type local (non_persistent_checkpoint.h) */
     int64_t last_saved_iteration;    /* iteration of the last checkpoint saved or loaded (-1: none) */
     int exited_early;                /* stopped by --exit-interval, --exit-duration-in-mins or the exit signal */
     double job_start;                /* seconds since the epoch when the job started (earliest rank) */

@@ -16,4 +16,5 @@ TRAIN_ARGS=(
 )
 
 echo "{{JOB_NAME}} on $(hostname) at $(date -Is): {{WORLD}} ranks"
-exec ${MPIEXEC:-{{MPIEXEC}}} -n {{WORLD}} "$PRETRAIN_GPT" "${TRAIN_ARGS[@]}"
+# {{RESTART_NOTE}}
+exec {{RESTART}}${MPIEXEC:-{{MPIEXEC}}} -n {{WORLD}} "$PRETRAIN_GPT" "${TRAIN_ARGS[@]}"

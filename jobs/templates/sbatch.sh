@@ -46,7 +46,8 @@ on_warning() {
 }
 trap on_warning USR1
 
-"${LAUNCH[@]}" "$PRETRAIN_GPT" "${TRAIN_ARGS[@]}" &
+# {{RESTART_NOTE}}
+{{RESTART}}"${LAUNCH[@]}" "$PRETRAIN_GPT" "${TRAIN_ARGS[@]}" &
 step_pid=$!
 # wait returns early (status > 128) when a trapped signal arrives: wait again until the step ends
 while :; do
