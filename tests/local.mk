@@ -240,6 +240,9 @@ TESTS += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh
 EXTRA_DIST += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh tests/fuzz/corpus/generate_request
 # --apply-layernorm-1p and --use-rope-scaling checkpoints in generation; what pipeline stages send
 TESTS += tests/mpi/generation_variants_test.sh
+# mixture-of-experts checkpoints in generation and evaluation (KV cache, TP, PP, EP)
+TESTS += tests/mpi/moe_generation_test.sh
+EXTRA_DIST += tests/mpi/moe_generation_test.sh
 EXTRA_DIST += tests/mpi/generation_variants_test.sh
 # Megatron-LM launch-script compatibility: HuggingFaceTokenizer (tokenizer.json) and SentencePiece
 # tokenizers, the flags of Megatron's example scripts (works / no effect / refused), the README table

@@ -15,7 +15,7 @@ typedef struct shared_shapes {
 static shared_shapes shared_shapes_of(const gpt_model *m) {
     const gpt_config *c = &m->config;
     shared_shapes s;
-    s.N = c->micro_batch_size * c->seq_length;
+    s.N = moe_token_rows(m);
     s.C = c->hidden_size;
     s.Fl = c->moe_shared_expert_intermediate_size / c->tp_size;
     s.FC1l = (c->swiglu ? 2 : 1) * s.Fl;
