@@ -58,6 +58,7 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
     free(positions);
     c->swiglu = checkpoint_get_int(f, "/args", "swiglu", &value) == 0 && value != 0;
     c->disable_bias_linear = checkpoint_get_int(f, "/args", "add_bias_linear", &value) == 0 && value == 0;
+    c->add_qkv_bias = checkpoint_get_int(f, "/args", "add_qkv_bias", &value) == 0 && value != 0;
     c->num_query_groups = checkpoint_get_int(f, "/args", "num_query_groups", &value) == 0 && value > 0
                               ? (int)value : c->num_attention_heads;
     c->rotary_interleaved = checkpoint_get_int(f, "/args", "rotary_interleaved", &value) == 0 && value != 0;
