@@ -14,7 +14,9 @@
 # deliberately wrong references (the other normalization, no shared-expert gate, no q/k/v biases)
 # fail; without --moe-router-pre-softmax the export says norm_topk_prob true and matches too.
 # Refusals: a decoder_sparse_step that names other layers than the tensors, a sliding window,
-# ungated shared experts, --add-qkv-bias on a Llama or Mixtral export.
+# ungated shared experts, --add-qkv-bias on a Llama or Mixtral export. --add-qkv-bias trains on
+# TP2 + SP as on one rank (losses within 1e-5 relative, parameters after 5 steps within 1e-5;
+# the key biases, whose gradient is zero, held apart below 5 x lr).
 . "${top_srcdir:-.}/tests/lib.sh"
 CONVERT="$top_builddir/app/convert_checkpoint"
 FIXTURE="$top_builddir/tests/tools/make_hf_fixture"
@@ -187,4 +189,14 @@ ok $? "ungated shared experts are refused: $(cat "$WORK/err")"
 run_app 1 --args-file "$top_srcdir/configs/llama-tiny.args" --add-qkv-bias --train-iters 1 --lr-warmup-iters 0 --eval-iters 0 --save "$WORK/llama_qkv" --save-interval 1 &&
     refused_export "$WORK/llama_qkv" "no Hugging Face Llama layout: only its QKV projection has a bias (--add-qkv-bias)"
 ok $? "a Llama with --add-qkv-bias is refused (LlamaForCausalLM's attention_bias covers o_proj too): $(cut -c 1-160 "$WORK/err")"
+
+# ---- --add-qkv-bias on tensor parallelism: the one-rank losses and parameters ----------------------
+MODEL="$QWEN --train-iters 5 --lr 1e-3 --hidden-dropout 0.1 --attention-dropout 0.1"
+# 4 heads in 2 groups; the key biases' zero gradient leaves Adam-normalized noise, at most about lr
+# per step: 5 x lr
+QUERY_GROUPS=2
+KEY_BIAS_BOUND=5e-3
+. "$top_srcdir/tests/mpi/parallel_compare.sh"
+reference qwen
+layout "TP2 + sequence parallel, --add-qkv-bias (the q/k/v bias split by heads)" 2 --tensor-model-parallel-size 2 --sequence-parallel
 done_testing
