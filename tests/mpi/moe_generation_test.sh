@@ -11,6 +11,8 @@
 #  - TP2, PP2 and EP2 servers (EP2: each rank holds 2 experts, the rows reach them by the
 #    all-to-all) give the 1-rank tokens (log-probabilities within 1e-4), and evaluate on TP2 and
 #    EP2 the 1-rank loss;
+#  - the MoE flags of Megatron's scripts are checked against the checkpoint (--num-experts 8 for
+#    4 experts is refused) or accepted as changing nothing (--moe-grouped-gemm, ...);
 #  - a checkpoint trained with a capacity that drops tokens loads with a note that inference
 #    routes dropless (Megatron-Core's InferenceTopKRouter).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -165,6 +167,15 @@ sys.exit(0 if abs(a["avg_loss"] - b["avg_loss"]) < 1e-5 else 1)
 PY
     ok $? "$tag: evaluate on 2 ranks ($*) gives the 1-rank loss"
 done
+
+# --- the MoE flags of Megatron's scripts: checked against the checkpoint, or no effect ---
+evaluate_window flags "$WORK/mixtral" 1 --num-experts 4 --moe-router-topk 2 --moe-ffn-hidden-size 48 --moe-grouped-gemm \
+    --moe-token-dispatcher-type alltoall --moe-aux-loss-coeff 1e-2
+grep -q '"avg_loss"' "$WORK/flags.eval.jsonl" && grep -q "moe-grouped-gemm" "$WORK/flags.eval.out"
+ok $? "evaluate takes the checkpoint's --num-experts, --moe-router-topk, --moe-ffn-hidden-size and names the no-effect MoE flags"
+evaluate_window wrong "$WORK/mixtral" 1 --num-experts 8
+grep -q -- "--num-experts 8, but the checkpoint .* has num_experts 4" "$WORK/wrong.eval.out"
+ok $? "--num-experts 8 against a checkpoint of 4 experts is refused naming both"
 
 # --- a checkpoint trained with token dropping: inference routes dropless, and says so ---
 run_app 1 --args-file "$MOE_ARGS" --moe-expert-capacity-factor 1.0 --eval-iters 0 --train-iters 2 --lr-warmup-iters 0 --save "$WORK/capacity"
