@@ -9,8 +9,8 @@
 #    (tests/tools/gpt_forward_reference): the same tokens, log-probabilities within 1e-5;
 #  - evaluate --task WIKITEXT103 on one window gives the training forward's loss (within 1e-6);
 #  - TP2, PP2 and EP2 servers (EP2: each rank holds 2 experts, the rows reach them by the
-#    all-to-all) give the 1-rank tokens (log-probabilities within 1e-4), and evaluate on TP2 and
-#    EP2 the 1-rank loss;
+#    all-to-all) give the 1-rank tokens (log-probabilities within 1e-4), and evaluate on TP2, EP2
+#    and TP2 x EP2 the 1-rank loss;
 #  - the MoE flags of Megatron's scripts are checked against the checkpoint (--num-experts 8 for
 #    4 experts is refused) or accepted as changing nothing (--moe-grouped-gemm, ...);
 #  - a checkpoint trained with a capacity that drops tokens loads with a note that inference
@@ -154,18 +154,19 @@ sys.exit(0 if a["tokens"] == b["tokens"] and worst < 1e-4 else 1)
 PY
     ok $? "$tag: the server on $ranks ranks ($*) gives the 1-rank tokens"
 done
-for layout in "mixtral tp2 --tensor-model-parallel-size 2" "shared ep2 --expert-model-parallel-size 2"; do
+for layout in "mixtral tp2 2 --tensor-model-parallel-size 2" "shared ep2 2 --expert-model-parallel-size 2" \
+              "shared tp2ep2 4 --tensor-model-parallel-size 2 --expert-model-parallel-size 2"; do
     # shellcheck disable=SC2086
     set -- $layout
-    model=$1; tag=$1_$2; shift 2
-    evaluate_window $tag "$WORK/$model" 2 "$@"
+    model=$1; tag=$1_$2; ranks=$3; shift 3
+    evaluate_window $tag "$WORK/$model" $ranks "$@"
     python3 - "$WORK/$model.eval.jsonl" "$WORK/$tag.eval.jsonl" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
-print("# avg loss: 1 rank %.9g, 2 ranks %.9g" % (a["avg_loss"], b["avg_loss"]))
+print("# avg loss: 1 rank %.9g, several %.9g" % (a["avg_loss"], b["avg_loss"]))
 sys.exit(0 if abs(a["avg_loss"] - b["avg_loss"]) < 1e-5 else 1)
 PY
-    ok $? "$tag: evaluate on 2 ranks ($*) gives the 1-rank loss"
+    ok $? "$tag: evaluate on $ranks ranks ($*) gives the 1-rank loss"
 done
 
 # --- the MoE flags of Megatron's scripts: checked against the checkpoint, or no effect ---
