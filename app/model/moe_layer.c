@@ -157,29 +157,32 @@ static void *host_alloc(size_t bytes) {
 }
 
 /* the scratch for training's micro-batches (inference_rows 0) or forward-only calls of up to
- * inference_rows rows */
+ * inference_rows rows (no backward buffers: those stay NULL) */
 static void scratch_allocate(gpt_model *m, int inference_rows) {
     moe_scratch *x = host_alloc(sizeof *x);
     x->inference_max_rows = x->inference_rows = inference_rows;
     m->moe_scratch = x;  /* shapes_of reads the rows from it */
     moe_shapes s = shapes_of(m);
     const kernel_ops *ops = m->ops;
+    const int backward = inference_rows == 0;
     size_t M = (size_t)s.M, R = (size_t)s.R, N = (size_t)s.N, C = (size_t)s.C;
     x->permuted = acts(m, M * C);
     x->received = acts(m, R * C);
     x->local_out = acts(m, R * C);
     x->activation = acts(m, R * (size_t)s.Fl);
-    x->d_activation = acts(m, R * (size_t)s.Fl);
-    x->d_fc1_out = acts(m, R * (size_t)s.FC1l);
-    x->d_expert_out = acts(m, M * C);
-    x->d_local_out = acts(m, R * C);
-    x->d_local_in = acts(m, R * C);
-    x->d_permuted = acts(m, M * C);
-    x->d_input = acts(m, N * C);
-    x->router_input = acts(m, N * C);
-    x->d_router_input = acts(m, N * C);
-    x->d_weight = ops->alloc(sizeof(float) * N * (size_t)s.k);
-    x->d_logits = ops->alloc(sizeof(float) * N * (size_t)s.E);
+    if (backward) {
+        x->d_activation = acts(m, R * (size_t)s.Fl);
+        x->d_fc1_out = acts(m, R * (size_t)s.FC1l);
+        x->d_expert_out = acts(m, M * C);
+        x->d_local_out = acts(m, R * C);
+        x->d_local_in = acts(m, R * C);
+        x->d_permuted = acts(m, M * C);
+        x->d_input = acts(m, N * C);
+        x->router_input = acts(m, N * C);
+        x->d_router_input = acts(m, N * C);
+        x->d_weight = ops->alloc(sizeof(float) * N * (size_t)s.k);
+        x->d_logits = ops->alloc(sizeof(float) * N * (size_t)s.E);
+    }
     if (ops->act_bytes != sizeof(float)) x->logits_act = acts(m, N * (size_t)s.E);
     x->stats = ops->alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
     x->rows = ops->alloc(sizeof(int) * (size_t)(s.E + 1));
