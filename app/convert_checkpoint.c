@@ -1,9 +1,10 @@
 /* convert_checkpoint.c: converts a GPT model between our HDF5 checkpoint (io/CHECKPOINT_FORMAT.md)
  * and Hugging Face GPT-2 (model.safetensors + config.json), either way; a Llama-architecture
  * model (RMSNorm, SwiGLU, RoPE, grouped-query attention) to and from LlamaForCausalLM instead, and
- * such a model with a mixture of experts in every layer to and from MixtralForCausalLM
+ * such a model with a mixture of experts in every layer to and from MixtralForCausalLM, and one
+ * with gated shared experts (dense layers allowed, q/k/v biases) to and from Qwen2MoeForCausalLM
  * (app/convert_llama.c: chosen by the checkpoint's /args, or by config.json's model_type).
- * Hugging Face configs with shared experts (Qwen2-MoE, DeepSeek) are refused for now.
+ * DeepSeek configs (n_shared_experts) are refused: their multi-head latent attention is not built.
  *   convert_checkpoint --to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16]
  *                      [--overwrite]
  *       writes HF_DIR/model.safetensors and HF_DIR/config.json (GPT2LMHeadModel; no lm_head
@@ -71,8 +72,8 @@ typedef struct options {
 #define MEGATRON_NO_EFFECT "convert.py's flags with no effect here"
 #define NO_LAYOUT "a checkpoint here stores every tensor in its global shape and loads into any --tensor-model-parallel-size/--pipeline-model-parallel-size: no resharding needed"
 static const option_spec specs[] = {
-    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts (model.safetensors, config.json)"},
-    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama or Mixtral (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
+    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts, Qwen2MoeForCausalLM for one with gated shared experts (model.safetensors, config.json)"},
+    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama, Mixtral or Qwen2-MoE (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
     {"verify", "direction (give one)", OPTION_STRING, AT(verify), .metavar = "CKPT_DIR|FILE.h5", .help = "check every tensor of a checkpoint against its checksums, without converting"},
     {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
     {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
@@ -115,7 +116,8 @@ static const option_table table = {
              "                          (Megatron-LM's tools/checkpoint/convert.py flags)",
     .description =
         "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, a Llama-architecture\n"
-        "model and Hugging Face LlamaForCausalLM, or one with experts and MixtralForCausalLM, as one process.\n"
+        "model and Hugging Face LlamaForCausalLM, or one with experts and MixtralForCausalLM or\n"
+        "Qwen2MoeForCausalLM, as one process.\n"
         "Flags may also come from an args file (one flag per line, '#' starts a comment); the\n"
         "command line overrides it.\n",
     .specs = specs,
@@ -406,8 +408,9 @@ static void import_from_hf(const options *o) {
     hf_source_open(o->input, &s);
     const char *shared = hf_config_shared_expert_key(s.config_path);
     if (shared)
-        user_error("%s: \"%s\": shared experts (Qwen2-MoE, DeepSeek) are not supported yet by the Hugging Face "
-                   "import; MixtralForCausalLM (model_type \"mixtral\") is", s.config_path, shared);
+        user_error("%s: \"%s\": DeepSeek's shared experts are not supported by the Hugging Face import (its "
+                   "multi-head latent attention is not built); MixtralForCausalLM and Qwen2MoeForCausalLM are",
+                   s.config_path, shared);
     if (hf_config_is_llama(s.config_path)) {
         llama_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
         hf_source_close(&s);

@@ -1,6 +1,7 @@
 /* convert_llama.c: convert_checkpoint between our checkpoint of a Llama-architecture model and
  * Hugging Face LlamaForCausalLM, or of a Mixtral-architecture mixture of experts and
- * MixtralForCausalLM, either way (see convert_llama.h). As for GPT-2, everything is validated
+ * MixtralForCausalLM, or of one with gated shared experts and Qwen2MoeForCausalLM, either way
+ * (see convert_llama.h). As for GPT-2, everything is validated
  * before anything is written, and outputs appear only complete (.tmp/.partial, fsync, rename). */
 #include "app/convert_llama.h"
 
@@ -49,6 +50,11 @@ static int string_arg_is(const checkpoint_reader *r, const char *name, const cha
 int llama_checkpoint(const checkpoint_reader *r) {
     return string_arg_is(r, "normalization", "RMSNorm") || string_arg_is(r, "position_embedding_type", "rope") ||
            optional_int(r, "swiglu", 0) != 0 || optional_int(r, "num_experts", 0) > 0;
+}
+
+/* the Hugging Face family of a config: "Llama", "Mixtral" or "Qwen2Moe" (as in XForCausalLM) */
+static const char *family(const hf_llama_config *c) {
+    return c->mixtral ? "Mixtral" : c->qwen2_moe ? "Qwen2Moe" : "Llama";
 }
 
 /* the MLP for the messages: "ffn F", or "E experts of ffn Fm, top k" */
@@ -100,9 +106,6 @@ static void read_mixtral(const checkpoint_reader *r, llama_dims *m, hf_llama_con
     else if (optional_double(r, "moe_expert_capacity_factor", 0) > 0)
         snprintf(why, sizeof why, "it drops tokens past an expert capacity (--moe-expert-capacity-factor); Mixtral is "
                  "dropless");
-    else if (optional_int(r, "moe_shared_expert_intermediate_size", 0) > 0)
-        snprintf(why, sizeof why, "it has shared experts (--moe-shared-expert-intermediate-size): a Hugging Face "
-                 "export of shared experts (Qwen2-MoE) is not supported yet");
     else if (m->bias)
         snprintf(why, sizeof why, "it has linear biases; MixtralForCausalLM has none (--disable-bias-linear)");
     free(score);
@@ -119,6 +122,72 @@ static void read_mixtral(const checkpoint_reader *r, llama_dims *m, hf_llama_con
     if (c->router_aux_loss_coef < 0) {
         c->router_aux_loss_coef = 0.001;
         fprintf(stderr, "%s: note: %s has no moe_aux_loss_coeff in /args; config.json gets MixtralConfig's default "
+                "router_aux_loss_coef 0.001\n", program_name, r->path);
+    }
+}
+
+/* the routing checks Mixtral and Qwen2-MoE share: a user error naming the argument whose routing
+ * neither computes (softmax scores over every expert, no scaling, groups, bias or dropping) */
+static void refuse_other_routing(const checkpoint_reader *r, const char *family) {
+    char why[256] = "";
+    char *score = checkpoint_read_string_arg(r, "moe_router_score_function");
+    const double topk_scaling = optional_double(r, "moe_router_topk_scaling_factor", 0);
+    if (score && strcmp(score, "softmax"))
+        snprintf(why, sizeof why, "its router scores with %s (--moe-router-score-function); %s's with softmax", score,
+                 family);
+    else if (topk_scaling != 0 && topk_scaling != 1)
+        snprintf(why, sizeof why, "its routing weights are scaled by %g (--moe-router-topk-scaling-factor)",
+                 topk_scaling);
+    else if (optional_int(r, "moe_router_num_groups", 0) > 0)
+        snprintf(why, sizeof why, "its router is group-limited (--moe-router-num-groups)");
+    else if (optional_int(r, "moe_router_enable_expert_bias", 0))
+        snprintf(why, sizeof why, "its router adds an expert bias (--moe-router-enable-expert-bias)");
+    else if (optional_double(r, "moe_expert_capacity_factor", 0) > 0)
+        snprintf(why, sizeof why, "it drops tokens past an expert capacity (--moe-expert-capacity-factor); %s is "
+                 "dropless", family);
+    free(score);
+    if (why[0]) user_error("%s: this checkpoint has no Hugging Face %s layout: %s", r->path, family, why);
+}
+
+/* a mixture of experts with shared experts: what Qwen2MoeForCausalLM computes (hf_llama_config.h:
+ * softmax routing, renormalized or not, a gated shared expert, dense layers anywhere, q/k/v biases
+ * only), or a user error naming the argument that differs */
+static void read_qwen2_moe(const checkpoint_reader *r, llama_dims *m, hf_llama_config *c) {
+    char err[error_max];
+    refuse_other_routing(r, "Qwen2-MoE");
+    if (!optional_int(r, "moe_shared_expert_gate", 0))
+        user_error("%s: this checkpoint has no Hugging Face Qwen2-MoE layout: its shared experts have no gate; "
+                   "Qwen2-MoE scales them by sigmoid(shared_expert_gate x) (--moe-shared-expert-gate)", r->path);
+    if (m->bias)
+        user_error("%s: this checkpoint has no Hugging Face Qwen2-MoE layout: it has biases on every linear layer; "
+                   "Qwen2-MoE on q, k and v only (--disable-bias-linear --add-qkv-bias)", r->path);
+    m->moe_ffn_hidden = optional_int(r, "moe_ffn_hidden_size", 0);
+    if (m->moe_ffn_hidden <= 0) m->moe_ffn_hidden = m->ffn_hidden;
+    m->shared_ffn_hidden = required_int(r, "moe_shared_expert_intermediate_size");
+    c->num_experts_per_tok = required_int(r, "moe_router_topk");
+    if (c->num_experts_per_tok > m->num_experts)
+        user_error("%s: /args moe_router_topk %lld exceeds num_experts %lld", r->path,
+                   (long long)c->num_experts_per_tok, (long long)m->num_experts);
+    if (m->num_layers > GPT_MAX_MOE_LAYERS)
+        user_error("%s: num_layers %lld: a mixture of experts has at most %d layers here", r->path,
+                   (long long)m->num_layers, GPT_MAX_MOE_LAYERS);
+    char *freq = checkpoint_read_string_arg(r, "moe_layer_freq");
+    if (!freq) memset(c->sparse_layer, 1, (size_t)m->num_layers);
+    else if (moe_layer_pattern_parse(freq, (int)m->num_layers, c->sparse_layer, err, sizeof err))
+        user_error("%s: /args moe_layer_freq '%s': %s", r->path, freq, err);
+    free(freq);
+    m->qwen2_moe = c->qwen2_moe = 1;
+    m->moe_layer = c->sparse_layer;
+    c->num_local_experts = m->num_experts;
+    c->moe_intermediate_size = m->moe_ffn_hidden;
+    c->shared_expert_intermediate_size = m->shared_ffn_hidden;
+    c->intermediate_size = m->ffn_hidden;  /* the dense layers' */
+    c->norm_topk_prob = !optional_int(r, "moe_router_pre_softmax", 0);
+    c->qkv_bias = m->qkv_bias;
+    c->router_aux_loss_coef = optional_double(r, "moe_aux_loss_coeff", -1);
+    if (c->router_aux_loss_coef < 0) {
+        c->router_aux_loss_coef = 0.001;
+        fprintf(stderr, "%s: note: %s has no moe_aux_loss_coeff in /args; config.json gets Qwen2MoeConfig's default "
                 "router_aux_loss_coef 0.001\n", program_name, r->path);
     }
 }
@@ -176,7 +245,15 @@ static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_confi
     c->rope_scaling = optional_int(r, "use_rope_scaling", 0) != 0;
     c->rope_scaling_factor = optional_double(r, "rope_scaling_factor", 8.0);
     m->num_experts = optional_int(r, "num_experts", 0);
-    if (m->num_experts > 0) read_mixtral(r, m, c);
+    m->qkv_bias = !m->bias && optional_int(r, "add_qkv_bias", 0) != 0;
+    const int shared = m->num_experts > 0 && optional_int(r, "moe_shared_expert_intermediate_size", 0) > 0;
+    if (m->qkv_bias && !shared)
+        user_error("%s: this checkpoint has no Hugging Face %s layout: only its QKV projection has a bias "
+                   "(--add-qkv-bias); %s", r->path, m->num_experts > 0 ? "Mixtral" : "Llama",
+                   m->num_experts > 0 ? "MixtralForCausalLM has no biases" : "LlamaForCausalLM's attention_bias "
+                   "puts one on o_proj too");
+    if (shared) read_qwen2_moe(r, m, c);
+    else if (m->num_experts > 0) read_mixtral(r, m, c);
 }
 
 /* the shard of every HF part, filled in order up to max_shard_bytes each (a part larger than
@@ -344,7 +421,7 @@ void llama_export_to_hf(const checkpoint_reader *reader, const char *output, int
     mlp_text(&m, config.num_experts_per_tok, mlp, sizeof mlp);
     printf("> %s: %s -> %s: %sForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, %s, "
            "vocab %lld (%lld padding rows dropped), %s%s, %s%s\n", program_name, reader->path, output,
-           config.mixtral ? "Mixtral" : "Llama", (long long)m.num_layers, (long long)m.hidden, (long long)m.heads,
+           family(&config), (long long)m.num_layers, (long long)m.hidden, (long long)m.heads,
            (long long)m.groups, mlp, (long long)m.vocab, (long long)(m.padded_vocab - m.vocab),
            m.untied ? "untied lm_head" : "tied embeddings", config.rope_scaling ? ", Llama 3 rope scaling" : "",
            bfloat16 ? "bfloat16" : "float32", shard_text);
@@ -365,6 +442,11 @@ static const char *config_summary(const hf_source *s, const hf_llama_config *c, 
     if (c->mixtral)
         snprintf(buffer + used, size - (size_t)used, ", num_local_experts %lld, num_experts_per_tok %lld",
                  (long long)c->num_local_experts, (long long)c->num_experts_per_tok);
+    else if (c->qwen2_moe)
+        snprintf(buffer + used, size - (size_t)used, ", num_experts %lld of moe_intermediate_size %lld, "
+                 "shared_expert_intermediate_size %lld, qkv_bias %s", (long long)c->num_local_experts,
+                 (long long)c->moe_intermediate_size, (long long)c->shared_expert_intermediate_size,
+                 c->qkv_bias ? "true" : "false");
     else
         snprintf(buffer + used, size - (size_t)used, ", attention_bias %s", c->bias ? "true" : "false");
     return buffer;
@@ -375,6 +457,41 @@ static int is_ignored_buffer(const char *name) {
     const char *suffix = ".rotary_emb.inv_freq";
     size_t n = strlen(name), k = strlen(suffix);
     return n > k && !strcmp(name + n - k, suffix);
+}
+
+/* Qwen2-MoE's mixture of experts with the Megatron flags that compute it (hf_llama_config.h): the
+ * sparse layers as a --moe-layer-freq list ("1" when every layer is), the softmax router with
+ * --moe-router-pre-softmax unless norm_topk_prob, the gated shared expert, q/k/v biases */
+static void write_qwen2_moe_args(checkpoint_writer *w, const llama_dims *m, const hf_llama_config *c) {
+    int all_sparse = 1;
+    for (int64_t l = 0; l < m->num_layers; l++) all_sparse &= c->sparse_layer[l] != 0;
+    char *pattern = malloc((size_t)m->num_layers * 2 + 3);
+    CHECK(pattern, "out of memory");
+    if (all_sparse) {
+        snprintf(pattern, 3, "1");
+    } else {
+        size_t at = 0;
+        pattern[at++] = '[';
+        for (int64_t l = 0; l < m->num_layers; l++) {
+            if (l) pattern[at++] = ',';
+            pattern[at++] = c->sparse_layer[l] ? '1' : '0';
+        }
+        pattern[at++] = ']';
+        pattern[at] = 0;
+    }
+    checkpoint_write_int_arg(w, "num_experts", m->num_experts);
+    checkpoint_write_int_arg(w, "moe_ffn_hidden_size", m->moe_ffn_hidden);
+    checkpoint_write_int_arg(w, "moe_router_topk", c->num_experts_per_tok);
+    checkpoint_write_string_arg(w, "moe_layer_freq", pattern);
+    checkpoint_write_string_arg(w, "moe_router_score_function", "softmax");
+    checkpoint_write_int_arg(w, "moe_router_pre_softmax", !c->norm_topk_prob);
+    checkpoint_write_string_arg(w, "moe_router_dtype", "fp32");  /* HF's softmax of the router is fp32 */
+    checkpoint_write_string_arg(w, "moe_router_load_balancing_type", "aux_loss");
+    checkpoint_write_double_arg(w, "moe_aux_loss_coeff", c->router_aux_loss_coef);
+    checkpoint_write_int_arg(w, "moe_shared_expert_intermediate_size", m->shared_ffn_hidden);
+    checkpoint_write_int_arg(w, "moe_shared_expert_gate", 1);
+    checkpoint_write_int_arg(w, "add_qkv_bias", m->qkv_bias);
+    free(pattern);
 }
 
 static void write_args(checkpoint_writer *w, const llama_dims *m, const hf_llama_config *c, int64_t divisible_by) {
@@ -397,6 +514,10 @@ static void write_args(checkpoint_writer *w, const llama_dims *m, const hf_llama
     checkpoint_write_string_arg(w, "normalization", "RMSNorm");
     checkpoint_write_string_arg(w, "position_embedding_type", "rope");
     checkpoint_write_string_arg(w, "tokenizer_type", "HuggingFaceTokenizer");
+    if (c->qwen2_moe) {
+        write_qwen2_moe_args(w, m, c);
+        return;
+    }
     if (!c->mixtral) return;
     /* Mixtral's mixture of experts in every layer, with the Megatron router flags that compute its
      * routing (hf_llama_config.h) */
@@ -420,8 +541,15 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
         .groups = c.num_key_value_heads, .head_dim = c.head_dim, .ffn_hidden = c.intermediate_size,
         .positions = c.max_position_embeddings, .vocab = c.vocab_size,
         .padded_vocab = (c.vocab_size + divisible_by - 1) / divisible_by * divisible_by, .bias = c.bias,
-        .num_experts = c.mixtral ? c.num_local_experts : 0, .moe_ffn_hidden = c.mixtral ? c.intermediate_size : 0,
+        .num_experts = c.mixtral || c.qwen2_moe ? c.num_local_experts : 0,
+        .moe_ffn_hidden = c.mixtral ? c.intermediate_size : c.qwen2_moe ? c.moe_intermediate_size : 0,
+        .qwen2_moe = c.qwen2_moe, .qkv_bias = c.qwen2_moe && c.qkv_bias,
+        .shared_ffn_hidden = c.qwen2_moe ? c.shared_expert_intermediate_size : 0,
+        .moe_layer = c.qwen2_moe ? c.sparse_layer : NULL,
     };
+    if (c.qwen2_moe && c.num_hidden_layers > GPT_MAX_MOE_LAYERS)
+        user_error("%s: num_hidden_layers %lld: a mixture of experts has at most %d layers here", s->config_path,
+                   (long long)c.num_hidden_layers, GPT_MAX_MOE_LAYERS);
     if (c.mixtral && c.router_jitter_noise > 0)
         fprintf(stderr, "%s: note: %s has router_jitter_noise %g, a training-time setting not carried over (Megatron's "
                 "--moe-input-jitter-eps jitters only the router's input; give it when training)\n", program_name,
@@ -453,7 +581,7 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
         for (int i = 0; i < s->files[f].num_tensors; i++)
             if (!s->used[f][i] && !is_ignored_buffer(s->files[f].tensors[i].name))
                 user_error("%s: tensor '%s' is not a parameter of the %s that %s describes (%s)", s->files[f].path,
-                           s->files[f].tensors[i].name, c.mixtral ? "Mixtral" : "Llama", s->config_path, summary);
+                           s->files[f].tensors[i].name, family(&c), s->config_path, summary);
 
     checkpoint_names release;
     if (checkpoint_names_for(&release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
@@ -480,7 +608,7 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
     mlp_text(&m, c.num_experts_per_tok, mlp, sizeof mlp);
     printf("> %s: %s -> %s: %sForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, %s, "
            "vocab %lld padded to %lld, %s%s (%d tensors from %d file%s)\n", program_name, input, release.file,
-           c.mixtral ? "Mixtral" : "Llama", (long long)m.num_layers, (long long)m.hidden, (long long)m.heads,
+           family(&c), (long long)m.num_layers, (long long)m.hidden, (long long)m.heads,
            (long long)m.groups, mlp, (long long)m.vocab, (long long)m.padded_vocab,
            m.untied ? "untied output layer" : "tied embeddings", c.rope_scaling ? ", Llama 3 rope scaling" : "", count,
            s->num_files, s->num_files == 1 ? "" : "s");

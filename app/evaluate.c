@@ -1,6 +1,7 @@
 /* evaluate.c: Megatron's zero-shot GPT evaluation (tasks/main.py --task WIKITEXT103 | LAMBADA)
  * on a checkpoint (--load, any parallel layout) on one rank, or on tp x pp ranks
- * (--tensor-model-parallel-size, --pipeline-model-parallel-size) that run the model in lockstep
+ * (--tensor-model-parallel-size, --pipeline-model-parallel-size, and for a mixture of experts
+ * --expert-model-parallel-size) that run the model in lockstep
  * (every rank reads the same file and runs the same windows; rank 0 reports):
  *   --task WIKITEXT103 --valid-data FILE [--overlapping-eval N]: perplexity of the detokenized
  *     text (Megatron's detokenizer chosen by the file name) over windows of --seq-length tokens,
@@ -14,6 +15,7 @@
 
 #include "app/core/error.h"
 #include "app/core/options.h"
+#include "app/inference/inference_moe.h"
 #include "app/inference/inference_setup.h"
 #include "app/inference/model_flags.h"
 #include "app/inference/wikitext_detokenizer.h"
@@ -39,6 +41,7 @@ typedef struct eval_args {
     int micro_batch_size;
     int log_interval;
     int tensor_model_parallel_size;
+    int expert_model_parallel_size;
     int pipeline_model_parallel_size;
     model_flags model;  /* Megatron's model flags, checked against the checkpoint */
 } eval_args;
@@ -57,6 +60,7 @@ static const option_spec specs[] = {
     {"device", "checkpoint", OPTION_CHOICE, AT(device), "auto", .choices = "auto|cpu|cuda", .help = "kernel backend"},
     {"tensor-model-parallel-size", "checkpoint", OPTION_INT, AT(tensor_model_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split each layer (the ranks started are tp x pp)"},
     {"pipeline-model-parallel-size", "checkpoint", OPTION_INT, AT(pipeline_model_parallel_size), "1", .range = "[1, inf)", .help = "pipeline stages"},
+    {"expert-model-parallel-size", "checkpoint", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split a mixture of experts' experts (the ranks started are tp x pp x ep)"},
     {"tokenizer-type", "tokenizer", OPTION_CHOICE, AT(tokenizer_type), .choices = INFERENCE_TOKENIZER_TYPES, .help = "default: the checkpoint's"},
     {"vocab-file", "tokenizer", OPTION_STRING, AT(vocab_file), .metavar = "PATH", .help = "tokenizer vocabulary"},
     {"merge-file", "tokenizer", OPTION_STRING, AT(merge_file), .metavar = "PATH", .help = "BPE merges"},
@@ -246,7 +250,8 @@ int main(int argc, char **argv) {
     options_parse_or_exit(&table, &a, given, argc, argv);
     const kernel_ops *ops = inference_backend(a.device);
     static inference_model im;
-    inference_model_load(&im, a.load, ops, 1234, a.tensor_model_parallel_size, a.pipeline_model_parallel_size);
+    inference_model_load(&im, a.load, ops, 1234, a.tensor_model_parallel_size, a.pipeline_model_parallel_size,
+                         a.expert_model_parallel_size);
     reporting = inference_model_rank(&im) == 0;
     model_flags_check(&table, given, &a.model, &im);
     tokenizer *tok = inference_tokenizer(&im, a.tokenizer_type, a.vocab_file, a.merge_file, a.model.tokenizer_model);
@@ -259,6 +264,7 @@ int main(int argc, char **argv) {
                a.valid_data, im.path, seq_length, ops->name, world_size, a.tensor_model_parallel_size,
                a.pipeline_model_parallel_size);
     if (reporting) model_flags_report(&table, given);
+    if (reporting) inference_moe_report(&im.model.config, im.moe_capacity_factor);
     if (!strcmp(a.task, "WIKITEXT103")) wikitext(&a, &im, tok, seq_length);
     else lambada(&a, &im, tok, seq_length);
     if (reporting) printf("done :-)\n");

@@ -1,6 +1,7 @@
 /* run_text_generation_server.c: Megatron's tools/run_text_generation_server.py: loads a
  * checkpoint (--load, any parallel layout) on one rank, or split over tp x pp ranks
- * (--tensor-model-parallel-size, --pipeline-model-parallel-size), and answers PUT /api with
+ * (--tensor-model-parallel-size, --pipeline-model-parallel-size; --expert-model-parallel-size for a
+ * mixture of experts), and answers PUT /api with
  * generated text (app/inference/generate_api.h: Megatron's request fields, checks and response).
  * Rank 0 serves HTTP (libmicrohttpd, one thread per connection); the connection threads hand
  * each request to the main thread, which runs them one after another (never mixed) and, with
@@ -18,6 +19,7 @@
 #include "app/core/options.h"
 #include "app/inference/generate_api.h"
 #include "app/inference/generation_lockstep.h"
+#include "app/inference/inference_moe.h"
 #include "app/inference/inference_setup.h"
 #include "app/inference/model_flags.h"
 
@@ -48,6 +50,7 @@ typedef struct server_args {
     int max_rows;
     uint64_t seed;
     int tensor_model_parallel_size;
+    int expert_model_parallel_size;
     int pipeline_model_parallel_size;
     model_flags model;  /* Megatron's model flags, checked against the checkpoint */
 } server_args;
@@ -71,6 +74,7 @@ static const option_spec specs[] = {
     {"seed", "generation", OPTION_UINT64, AT(seed), "1234", .help = "seed of requests without random_seed"},
     {"tensor-model-parallel-size", "generation", OPTION_INT, AT(tensor_model_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split each layer (the ranks started are tp x pp; rank 0 serves)"},
     {"pipeline-model-parallel-size", "generation", OPTION_INT, AT(pipeline_model_parallel_size), "1", .range = "[1, inf)", .help = "pipeline stages"},
+    {"expert-model-parallel-size", "generation", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split a mixture of experts' experts (the ranks started are tp x pp x ep)"},
     MODEL_FLAG_SPECS(server_args, model),
     {"seq-length", MODEL_NO_EFFECT_GROUP, OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "generation is bounded by --inference-max-seq-length (default: the checkpoint's max_position_embeddings), not by the training sequence length"},
     {"micro-batch-size", MODEL_NO_EFFECT_GROUP, OPTION_INT, .range = "[1, inf)", .flags = OPTION_NO_EFFECT, .help = "each request's prompts are one batch (up to --max-batch-size)"},
@@ -253,7 +257,8 @@ int main(int argc, char **argv) {
     const kernel_ops *ops = inference_backend(a.device);
     static inference_model im;
     static server s;
-    inference_model_load(&im, a.load, ops, a.seed, a.tensor_model_parallel_size, a.pipeline_model_parallel_size);
+    inference_model_load(&im, a.load, ops, a.seed, a.tensor_model_parallel_size, a.pipeline_model_parallel_size,
+                         a.expert_model_parallel_size);
     int rank = inference_model_rank(&im);
     model_flags_check(&table, given, &a.model, &im);
     s.tok = inference_tokenizer(&im, a.tokenizer_type, a.vocab_file, a.merge_file, a.model.tokenizer_model);
@@ -297,6 +302,7 @@ int main(int argc, char **argv) {
            "%d ranks (tp %d, pp %d)\n", im.path, (long long)im.iteration, im.model.config.num_layers,
            im.model.config.hidden_size, im.model.config.num_attention_heads, tokenizer_vocab_size(s.tok),
            tokenizer_type(s.tok), ops->name, world_size, a.tensor_model_parallel_size, a.pipeline_model_parallel_size);
+    inference_moe_report(&im.model.config, im.moe_capacity_factor);
     printf("> serving on http://%s:%d/api (PUT; up to %d prompts, %d tokens each; process %ld stops on SIGINT or SIGTERM)\n",
            a.host, port, a.max_batch_size, max_len, (long)getpid());
     fflush(stdout);

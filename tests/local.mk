@@ -260,6 +260,9 @@ TESTS += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh
 EXTRA_DIST += tests/mpi/parallel_generation_test.sh tests/gpu/gpu_generation_test.sh tests/fuzz/corpus/generate_request
 # --apply-layernorm-1p and --use-rope-scaling checkpoints in generation; what pipeline stages send
 TESTS += tests/mpi/generation_variants_test.sh
+# mixture-of-experts checkpoints in generation and evaluation (KV cache, TP, PP, EP)
+TESTS += tests/mpi/moe_generation_test.sh
+EXTRA_DIST += tests/mpi/moe_generation_test.sh
 EXTRA_DIST += tests/mpi/generation_variants_test.sh
 # Megatron-LM launch-script compatibility: HuggingFaceTokenizer (tokenizer.json) and SentencePiece
 # tokenizers, the flags of Megatron's example scripts (works / no effect / refused), the README table
@@ -326,6 +329,10 @@ TESTS += tests/mpi/mixtral_hf_test.sh
 EXTRA_DIST += tests/tools/mixtral_reference.py perf/mixtral_hf_parity.sh perf/mixtral_hf_parity.py \
 	tests/data/mixtral-hf-tiny/README.md tests/data/mixtral-hf-tiny/config.json \
 	tests/data/mixtral-hf-tiny/model.safetensors tests/data/mixtral-hf-tiny/tokens.i32 tests/data/mixtral-hf-tiny/logits.f32
+# Hugging Face Qwen2MoeForCausalLM (gated shared experts, dense layers, q/k/v biases) export and
+# import, logits against a plain-Python reference of HF's Qwen2-MoE forward
+TESTS += tests/mpi/qwen2_moe_hf_test.sh
+EXTRA_DIST += tests/mpi/qwen2_moe_hf_test.sh tests/tools/qwen2_moe_reference.py perf/qwen2_moe_hf_parity.py
 
 # ---- activation recomputation (issue 21) ----
 TESTS += tests/mpi/recompute_test.sh

@@ -3,7 +3,9 @@
 #include "app/inference/inference_model.h"
 #include "app/checkpoint/dist_checkpoint.h"
 #include "app/core/error.h"
+#include "app/inference/inference_moe.h"
 #include "app/model/gpt_sharded_state.h"
+#include "app/model/moe_expert_bias.h"
 #include "io/hdf5_attributes.h"
 
 #include <stdio.h>
@@ -54,11 +56,9 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
                                                                                       : POSITION_NONE;
     free(normalization);
     free(positions);
-    if (checkpoint_get_int(f, "/args", "num_experts", &value) == 0 && value > 0)
-        user_error("checkpoint %s is a mixture-of-experts model (num_experts %lld): generation and evaluation of MoE "
-                   "checkpoints are not built yet (training is)", f->path, (long long)value);
     c->swiglu = checkpoint_get_int(f, "/args", "swiglu", &value) == 0 && value != 0;
     c->disable_bias_linear = checkpoint_get_int(f, "/args", "add_bias_linear", &value) == 0 && value == 0;
+    c->add_qkv_bias = checkpoint_get_int(f, "/args", "add_qkv_bias", &value) == 0 && value != 0;
     c->num_query_groups = checkpoint_get_int(f, "/args", "num_query_groups", &value) == 0 && value > 0
                               ? (int)value : c->num_attention_heads;
     c->rotary_interleaved = checkpoint_get_int(f, "/args", "rotary_interleaved", &value) == 0 && value != 0;
@@ -78,6 +78,7 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
     if (c->num_query_groups > c->num_attention_heads || c->num_attention_heads % c->num_query_groups != 0)
         user_error("checkpoint %s: %d attention heads do not split into %d query groups", f->path,
                    c->num_attention_heads, c->num_query_groups);
+    im->moe_capacity_factor = inference_moe_config(f, c);
     c->layernorm_epsilon = (float)eps;
     c->seq_length = 1;          /* the training activations are not used: keep them small */
     c->micro_batch_size = 1;
@@ -107,26 +108,38 @@ static int model_groups(inference_model *im, comm_group **groups) {
     comm_group *all[] = {&im->topo.world, &im->topo.tp, &im->topo.pp};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]->mpi != MPI_COMM_NULL) groups[count++] = all[i];
+    if (im->topo.ep_size > 1) groups[count++] = &im->topo.ep_own; /* the experts' token all-to-all */
     return count;
 }
 
-/* the tp x pp layout over MPI_COMM_WORLD, checked against the model */
-static void parallel_setup(inference_model *im, gpt_config *c, const kernel_ops *ops, int tp_size, int pp_size) {
+/* the tp x pp (x ep) layout over MPI_COMM_WORLD, checked against the model. Expert parallelism
+ * takes its ranks from the data-parallel dimension, as in training (Megatron's order
+ * tp-cp-ep-dp-pp): ep replicas of the dense part, in lockstep on the same tokens, each holding
+ * E/ep experts. */
+static void parallel_setup(inference_model *im, gpt_config *c, const kernel_ops *ops, int tp_size, int pp_size,
+                           int ep_size) {
     int world_size;
     CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
-    if (world_size != tp_size * pp_size)
-        user_error("%d ranks started for --tensor-model-parallel-size %d x --pipeline-model-parallel-size %d: "
-                   "generation runs one model replica on exactly tp x pp ranks", world_size, tp_size, pp_size);
+    if (world_size != tp_size * pp_size * ep_size)
+        user_error("%d ranks started for --tensor-model-parallel-size %d x --pipeline-model-parallel-size %d x "
+                   "--expert-model-parallel-size %d: generation runs one model on exactly tp x pp x ep ranks",
+                   world_size, tp_size, pp_size, ep_size);
+    if (ep_size > 1 && (c->num_experts == 0 || c->num_experts % ep_size))
+        user_error("--expert-model-parallel-size %d needs a mixture-of-experts checkpoint whose experts it divides "
+                   "(this one has %d)", ep_size, c->num_experts);
     int groups = c->num_query_groups;
     if (c->num_attention_heads % tp_size || groups % tp_size || c->ffn_hidden_size % tp_size ||
         c->padded_vocab_size % tp_size)
         user_error("--tensor-model-parallel-size %d does not divide the model (%d heads, %d query groups, ffn %d, "
                    "padded vocabulary %d)", tp_size, c->num_attention_heads, groups, c->ffn_hidden_size,
                    c->padded_vocab_size);
+    if (c->num_experts > 0 && (c->moe_ffn_hidden_size % tp_size || c->moe_shared_expert_intermediate_size % tp_size))
+        user_error("--tensor-model-parallel-size %d does not divide the experts' ffn %d or the shared experts' %d",
+                   tp_size, c->moe_ffn_hidden_size, c->moe_shared_expert_intermediate_size);
     if (c->num_layers % pp_size)
         user_error("--pipeline-model-parallel-size %d does not divide the %d layers", pp_size, c->num_layers);
-    if (tp_size * pp_size == 1) return;
-    parallel_layout layout = {tp_size, pp_size, 1, "tp-cp-ep-dp-pp", 1, 0, 1};
+    if (tp_size * pp_size * ep_size == 1) return;
+    parallel_layout layout = {tp_size, pp_size, ep_size, "tp-cp-ep-dp-pp", ep_size, 0, 1};
     topology_create(&im->topo, &layout);
     im->parallel = 1;
     im->comm = select_comm(ops);
@@ -137,10 +150,16 @@ static void parallel_setup(inference_model *im, gpt_config *c, const kernel_ops 
     c->tp_rank = im->topo.tp_rank;
     c->pp_size = im->topo.pp_size;
     c->pp_rank = im->topo.pp_rank;
+    if (im->topo.ep_size > 1) {
+        c->ep_size = im->topo.ep_size;
+        c->ep_rank = im->topo.ep_rank;
+        c->expert_dp_rank = im->topo.expert_dp_rank;
+        c->ep_group = im->topo.ep;
+    }
 }
 
 void inference_model_load(inference_model *im, const char *dir, const kernel_ops *ops, uint64_t seed, int tp_size,
-                          int pp_size) {
+                          int pp_size, int ep_size) {
     memset(im, 0, sizeof *im);
     im->self = (comm_group){.name = "tensor-parallel", .mpi = MPI_COMM_SELF, .rank = 0, .size = 1};
     dist_checkpoint c;
@@ -151,7 +170,7 @@ void inference_model_load(inference_model *im, const char *dir, const kernel_ops
     gpt_config config;
     config_from_checkpoint(&c.file, im, &config, seed);
     if (checkpoint_get_int(&c.file, "/", "iteration", &im->iteration) != 0) im->iteration = 0;
-    parallel_setup(im, &config, ops, tp_size, pp_size);
+    parallel_setup(im, &config, ops, tp_size, pp_size, ep_size);
     gpt_model *m = &im->model;
     gpt_model_create(m, &config, ops, im->comm, im->parallel ? &im->topo.tp : &im->self);
     /* the fp32 weights: the parameters themselves on the CPU backend, a staging copy to round
@@ -164,6 +183,7 @@ void inference_model_load(inference_model *im, const char *dir, const kernel_ops
         gpt_add_param_range(&state, sharded_state_tensor(&state, CHECKPOINT_MODEL_GROUP, p->name, p->rows, p->cols),
                             p, 0, p->numel, weights + p->offset, 0);
     }
+    moe_expert_bias_sharded_state(m, 0, &state);  /* the MoE layers' expert bias, when trained with one */
     dist_checkpoint_check(&c, &state);
     dist_checkpoint_read(&c, &state, ops);
     sharded_state_free(&state);

@@ -4,6 +4,7 @@
 noinst_LIBRARIES += app/inference/libinference.a
 app_inference_libinference_a_SOURCES = \
 	app/inference/inference_model.c app/inference/inference_model.h \
+	app/inference/inference_moe.c app/inference/inference_moe.h \
 	app/inference/sampling.c app/inference/sampling.h \
 	app/inference/generation.c app/inference/generation.h \
 	app/inference/generation_lockstep.c app/inference/generation_lockstep.h \

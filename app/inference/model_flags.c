@@ -80,6 +80,12 @@ void model_flags_check(const option_table *table, const unsigned char *given_fla
                    m->untie_embeddings_and_output_weights, "False");
     compare_switch(&c, "apply-layernorm-1p", "apply_layernorm_1p", m->apply_layernorm_1p, "False");
     compare_text(&c, "normalization", f->normalization, "normalization", m->rmsnorm ? "RMSNorm" : "LayerNorm");
+    compare_int(&c, "num-experts", f->num_experts, "num_experts", m->num_experts);
+    compare_int(&c, "moe-ffn-hidden-size", f->moe_ffn_hidden_size, "moe_ffn_hidden_size", m->moe_ffn_hidden_size);
+    compare_int(&c, "moe-router-topk", f->moe_router_topk, "moe_router_topk", m->moe_router.topk);
+    compare_int(&c, "moe-shared-expert-intermediate-size", f->moe_shared_expert_intermediate_size,
+                "moe_shared_expert_intermediate_size", m->moe_shared_expert_intermediate_size);
+    compare_switch(&c, "add-qkv-bias", "add_qkv_bias", m->add_qkv_bias, "False");
     compare_float(&c, "norm-epsilon", f->norm_epsilon, "layernorm_epsilon", m->layernorm_epsilon);
     compare_float(&c, "layernorm-epsilon", f->layernorm_epsilon, "layernorm_epsilon", m->layernorm_epsilon);
     const char *positions = m->position_embedding_type == POSITION_ROPE    ? "rope"

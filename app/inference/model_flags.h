@@ -28,6 +28,8 @@ typedef struct model_flags {
     float rotary_percent, rope_scaling_factor, norm_epsilon, layernorm_epsilon;
     char normalization[16], position_embedding_type[32];
     char tokenizer_model[1024];
+    /* mixture of experts and Qwen2's attention biases */
+    int num_experts, moe_ffn_hidden_size, moe_router_topk, moe_shared_expert_intermediate_size, add_qkv_bias;
 } model_flags;
 
 #define MODEL_FLAGS_GROUP "model (checked against the checkpoint)"
@@ -59,6 +61,11 @@ typedef struct model_flags {
     {"rotary-percent", MODEL_FLAGS_GROUP, OPTION_FLOAT, OPTION_AT(type, member.rotary_percent), .range = "(0, 1]", .help = "fraction of each head's channels that rotate" MODEL_FLAGS_CHECKED}, \
     {"use-rope-scaling", MODEL_FLAGS_GROUP, OPTION_FLAG, OPTION_AT(type, member.use_rope_scaling), .help = "Llama 3.x's rope scaling" MODEL_FLAGS_CHECKED}, \
     {"rope-scaling-factor", MODEL_FLAGS_GROUP, OPTION_FLOAT, OPTION_AT(type, member.rope_scaling_factor), .range = "(0, inf)", .help = "the factor of --use-rope-scaling" MODEL_FLAGS_CHECKED}, \
+    {"num-experts", MODEL_FLAGS_GROUP, OPTION_INT, OPTION_AT(type, member.num_experts), .range = "[1, inf)", .help = "experts per MoE layer" MODEL_FLAGS_CHECKED}, \
+    {"moe-ffn-hidden-size", MODEL_FLAGS_GROUP, OPTION_INT, OPTION_AT(type, member.moe_ffn_hidden_size), .range = "[1, inf)", .help = "an expert's MLP hidden size" MODEL_FLAGS_CHECKED}, \
+    {"moe-router-topk", MODEL_FLAGS_GROUP, OPTION_INT, OPTION_AT(type, member.moe_router_topk), .range = "[1, inf)", .help = "experts per token" MODEL_FLAGS_CHECKED}, \
+    {"moe-shared-expert-intermediate-size", MODEL_FLAGS_GROUP, OPTION_INT, OPTION_AT(type, member.moe_shared_expert_intermediate_size), .range = "[1, inf)", .help = "the shared experts' hidden size" MODEL_FLAGS_CHECKED}, \
+    {"add-qkv-bias", MODEL_FLAGS_GROUP, OPTION_FLAG, OPTION_AT(type, member.add_qkv_bias), .help = "a bias on the QKV projection" MODEL_FLAGS_CHECKED}, \
     {"tokenizer-model", "tokenizer", OPTION_STRING, OPTION_AT(type, member.tokenizer_model), .metavar = "PATH", .help = "HuggingFaceTokenizer: tokenizer.json or its directory; Llama2Tokenizer, SentencePieceTokenizer, GPTSentencePieceTokenizer: tokenizer.model"}, \
     MODEL_NO_EFFECT_SPECS
 
@@ -83,7 +90,14 @@ typedef struct model_flags {
     {"no-masked-softmax-fusion", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"}, \
     {"no-bias-gelu-fusion", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"}, \
     {"no-bias-dropout-fusion", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"}, \
-    {"attention-softmax-in-fp32", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the attention softmax is always computed in fp32"}
+    {"attention-softmax-in-fp32", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the attention softmax is always computed in fp32"}, \
+    {"moe-grouped-gemm", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the experts' GEMMs are always grouped here (the same results)"}, \
+    {"moe-token-dispatcher-type", MODEL_NO_EFFECT_GROUP, OPTION_CHOICE, .choices = "allgather|alltoall|flex", .flags = OPTION_NO_EFFECT, .help = "with --expert-model-parallel-size the rows reach their experts by the all-to-all (the same results)"}, \
+    {"moe-router-load-balancing-type", MODEL_NO_EFFECT_GROUP, OPTION_STRING, .flags = OPTION_NO_EFFECT, .help = "inference computes no load-balancing loss (Megatron-Core's InferenceTopKRouter)"}, \
+    {"moe-aux-loss-coeff", MODEL_NO_EFFECT_GROUP, OPTION_FLOAT, .flags = OPTION_NO_EFFECT, .help = "inference computes no load-balancing loss"}, \
+    {"moe-z-loss-coeff", MODEL_NO_EFFECT_GROUP, OPTION_FLOAT, .flags = OPTION_NO_EFFECT, .help = "inference computes no z loss"}, \
+    {"moe-input-jitter-eps", MODEL_NO_EFFECT_GROUP, OPTION_FLOAT, .flags = OPTION_NO_EFFECT, .help = "inference routes without input jitter (Megatron-Core's InferenceTopKRouter)"}, \
+    {"moe-expert-capacity-factor", MODEL_NO_EFFECT_GROUP, OPTION_FLOAT, .flags = OPTION_NO_EFFECT, .help = "inference drops no tokens (Megatron-Core's InferenceTopKRouter); the start-up line says when the checkpoint was trained with a capacity"}
 
 /* Stops with user_error naming the flag, its value and the checkpoint's when a flag the user
  * gave contradicts the model im was read from (the same on every rank). */

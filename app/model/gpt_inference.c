@@ -8,8 +8,10 @@
  * N is LayerNorm or RMSNorm (with --apply-layernorm-1p its weight is 1 + the stored one, as
  * training's norm_weight computes it); the row-parallel biases (when the model has them) are
  * added after the reduction as training adds them, so the cached forward computes each row the
- * way the full forward does (RoPE, Llama 3 scaling included, through gpt_rope_spec). */
+ * way the full forward does (RoPE, Llama 3 scaling included, through gpt_rope_spec). An MoE
+ * layer's MLP is moe_inference_forward on N2(x'), its partial sums reduced as fc2's are. */
 #include "app/model/gpt_inference.h"
+#include "app/model/moe_layer.h"
 #include "app/core/error.h"
 
 #include <limits.h>
@@ -75,6 +77,11 @@ void gpt_inference_create(gpt_inference *inf, gpt_model *model, const comm_group
         ops->copy_from_host_float(inf->norm_ones, ones, C);
         free(ones);
     }
+    if (c->num_experts > 0) {
+        inf->moe = calloc(1, sizeof *inf->moe);
+        CHECK(inf->moe, "out of host memory");
+        moe_inference_allocate(model, inf->moe, max_rows);
+    }
     if (tp > 1) {
         inf->local_logits = malloc(sizeof(float) * rows * Vl);
         inf->gathered_logits = malloc(sizeof(float) * rows * Vl * (size_t)tp);
@@ -91,6 +98,10 @@ void gpt_inference_free(gpt_inference *inf) {
     }
     free(inf->k_cache);
     free(inf->v_cache);
+    if (inf->moe) {
+        moe_inference_release(inf->model, inf->moe);
+        free(inf->moe);
+    }
     void *buffers[] = {inf->tokens, inf->x, inf->x_mid, inf->ln, inf->qkv, inf->attention, inf->fc1,
                        inf->gelu, inf->out_rows, inf->logits, inf->mean, inf->rstd, inf->norm_ones, inf->norm_weight};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
@@ -201,6 +212,12 @@ static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int pa
         if (lw->proj_bias) ops->bias_add(inf->out_rows, lw->proj_bias, N, C);
         ops->add(inf->x_mid, inf->x, inf->out_rows, rows_size);
         norm(inf, inf->ln, inf->x_mid, lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias, N);
+        if (gpt_layer_is_moe(c, ch->first_layer + l)) {
+            moe_inference_forward(m, inf->moe, lw, inf->ln, inf->out_rows, N, ch->first_layer + l);
+            tp_reduce(inf, inf->out_rows, rows_size);
+            ops->add(inf->x, inf->x_mid, inf->out_rows, rows_size);
+            continue;
+        }
         if (c->swiglu) {
             ops->matmul_forward(inf->fc1, NULL, inf->ln, lw->fc1_weight, lw->fc1_bias, N, C, 2 * Fl);
             ops->swiglu_forward(inf->gelu, inf->fc1, N, Fl);

@@ -13,7 +13,14 @@
  * travels to the other stages through gpt_inference_share, computed first on the last stage (a
  * sequence's next-token logits, the log-probabilities of the prompt's tokens), never the full
  * [B*Tq, vocabulary] logits of a prefill: Megatron's forward_step/communication likewise
- * broadcast only what sampling needs from the last stage. */
+ * broadcast only what sampling needs from the last stage.
+ *
+ * Mixture-of-experts layers (num_experts > 0) run their router and experts forward-only
+ * (moe_inference_forward: no jitter, no losses, no capacity dropping), each token alone: the
+ * cached forward of a token gives what the full forward gives. The experts are split over the
+ * tensor-parallel ranks as in training (each rank's partial sums reduced as fc2's are), and with
+ * expert parallelism (the model's ep_group; every rank of it holds E/ep experts and calls the
+ * forward with the same tokens) the rows reach their experts by the training all-to-all. */
 #ifndef GPT_INFERENCE_H
 #define GPT_INFERENCE_H
 
@@ -35,6 +42,7 @@ typedef struct gpt_inference {
     void *norm_ones, *norm_weight; /* --apply-layernorm-1p: ones and 1 + w [hidden], else NULL */
     uint64_t shared_bytes; /* bytes the last stage broadcast through gpt_inference_share (its ranks count) */
     float *local_logits, *gathered_logits; /* host [max_rows, V/tp] and [tp, max_rows, V/tp] (tp > 1) */
+    struct moe_activations *moe; /* MoE models: the forward-only MoE buffers every layer shares, else NULL */
 } gpt_inference;
 
 /* Buffers for batches of up to max_batch sequences of up to max_len positions, at most

@@ -65,6 +65,7 @@ typedef struct gpt_config {
     int apply_layernorm_1p;   /* --apply-layernorm-1p: norm weights stored as w - 1 (zero at start) */
     int swiglu;               /* --swiglu: fc1 has 2F rows [gate; up] */
     int disable_bias_linear;  /* --disable-bias-linear: no biases in the linear layers */
+    int add_qkv_bias;         /* --add-qkv-bias: linear_qkv has a bias even with disable_bias_linear */
     /* mixture of experts (app/model/moe_layer.h): num_experts 0 is a dense model; otherwise the
      * layers l with moe_layer[l] set replace the MLP by a router and num_experts experts of
      * moe_ffn_hidden_size (each split over tensor parallelism as the dense MLP is) */

@@ -44,7 +44,7 @@ static const parameter_row gpt_rows[] = {
      LAYER_VIEW(input_layernorm_weight),   NULL,                      HF_COPY, 0},
     {PART_LAYER,     "self_attention.linear_qkv.weight",     DIM_QKV,       DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
      LAYER_VIEW(qkv_weight),               "attn.c_attn.weight",      HF_QKV_WEIGHT, 0},
-    {PART_LAYER,     "self_attention.linear_qkv.bias",       DIM_QKV,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BIAS,
+    {PART_LAYER,     "self_attention.linear_qkv.bias",       DIM_QKV,       DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, ROW_QKV_BIAS,
      LAYER_VIEW(qkv_bias),                 "attn.c_attn.bias",        HF_QKV_BIAS, 0},
     {PART_LAYER,     "self_attention.linear_proj.weight",    DIM_HIDDEN,    DIM_ATTENTION, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, ROW_ALWAYS,
      LAYER_VIEW(proj_weight),              "attn.c_proj.weight",      HF_TRANSPOSE, 0},
@@ -163,6 +163,7 @@ int parameter_row_present(const parameter_row *row, const gpt_config *c, int lay
     if (c->position_embedding_type == POSITION_LEARNED_ABSOLUTE) held |= ROW_LEARNED_POSITIONS;
     held |= c->rmsnorm ? ROW_RMSNORM : ROW_LAYERNORM;
     if (!c->disable_bias_linear) held |= ROW_LINEAR_BIAS;
+    if (!c->disable_bias_linear || c->add_qkv_bias) held |= ROW_QKV_BIAS;
     if (c->moe_shared_expert_intermediate_size > 0) held |= ROW_SHARED_EXPERT;
     if (c->moe_shared_expert_intermediate_size > 0 && c->moe_shared_expert_gate) held |= ROW_SHARED_GATE;
     if (c->bert) held |= ROW_BERT;

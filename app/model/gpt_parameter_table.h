@@ -59,8 +59,9 @@ enum {
     ROW_SHARED_EXPERT = 128,    /* --moe-shared-expert-intermediate-size */
     ROW_SHARED_GATE = 256,      /* --moe-shared-expert-gate */
     ROW_BERT = 512,             /* encoder mode (gpt_config.bert): BERT's LM head */
-    ROW_BERT_BINARY = 1024      /* encoder mode with the binary head: tokentype embeddings,
+    ROW_BERT_BINARY = 1024,     /* encoder mode with the binary head: tokentype embeddings,
                                  * pooler, binary head */
+    ROW_QKV_BIAS = 2048         /* linear_qkv's bias: not --disable-bias-linear, or --add-qkv-bias */
 };
 typedef unsigned row_presence;
 

@@ -1,5 +1,5 @@
-/* hf_llama_config.c: reading and writing Hugging Face Llama and Mixtral config.json (see
- * hf_llama_config.h). */
+/* hf_llama_config.c: reading and writing Hugging Face Llama, Mixtral and Qwen2-MoE config.json
+ * (see hf_llama_config.h). */
 #include "app/model/hf_llama_config.h"
 #include "app/core/error.h"
 
@@ -19,13 +19,14 @@ int hf_config_is_llama(const char *path) {
     json_t *root = load(path, &json_error);
     const json_t *type = root ? json_object_get(root, "model_type") : NULL;
     int llama = json_is_string(type) &&
-                (!strcmp(json_string_value(type), "llama") || !strcmp(json_string_value(type), "mixtral"));
+                (!strcmp(json_string_value(type), "llama") || !strcmp(json_string_value(type), "mixtral") ||
+                 !strcmp(json_string_value(type), "qwen2_moe"));
     json_decref(root);
     return llama;
 }
 
 const char *hf_config_shared_expert_key(const char *path) {
-    static const char *const keys[] = {"shared_expert_intermediate_size", "n_shared_experts"};
+    static const char *const keys[] = {"n_shared_experts"};
     json_error_t json_error;
     json_t *root = load(path, &json_error);
     const char *found = NULL;
@@ -146,13 +147,68 @@ static int parse_mixtral(const json_t *root, const char *path, hf_llama_config *
     return 0;
 }
 
+/* a number >= 0 field (absent: fallback) */
+static int nonnegative_number(const json_t *root, const char *name, double fallback, const char *path, double *value,
+                              char *err, size_t errlen) {
+    const json_t *v = json_object_get(root, name);
+    if (v && (!json_is_number(v) || json_number_value(v) < 0))
+        return error_format(err, errlen, "%s: \"%s\" is not a number >= 0", path, name);
+    *value = v ? json_number_value(v) : fallback;
+    return 0;
+}
+
+/* Qwen2MoeConfig's own keys (its defaults where absent) */
+static int parse_qwen2_moe(const json_t *root, const char *path, hf_llama_config *c, char *err, size_t errlen) {
+    int64_t step = 1;
+    if (positive_field(root, "num_experts", 60, path, &c->num_local_experts, err, errlen) ||
+        positive_field(root, "num_experts_per_tok", 4, path, &c->num_experts_per_tok, err, errlen) ||
+        positive_field(root, "moe_intermediate_size", 1408, path, &c->moe_intermediate_size, err, errlen) ||
+        positive_field(root, "shared_expert_intermediate_size", 5632, path, &c->shared_expert_intermediate_size, err,
+                       errlen) ||
+        positive_field(root, "decoder_sparse_step", 1, path, &step, err, errlen) ||
+        boolean_field(root, "norm_topk_prob", 0, path, &c->norm_topk_prob, err, errlen) ||
+        boolean_field(root, "qkv_bias", 1, path, &c->qkv_bias, err, errlen) ||
+        boolean_field(root, "tie_word_embeddings", 0, path, &c->tie_word_embeddings, err, errlen) ||
+        nonnegative_number(root, "router_aux_loss_coef", 0.001, path, &c->router_aux_loss_coef, err, errlen))
+        return -1;
+    if (c->num_experts_per_tok > c->num_local_experts)
+        return error_format(err, errlen, "%s: num_experts_per_tok %lld exceeds num_experts %lld", path,
+                            (long long)c->num_experts_per_tok, (long long)c->num_local_experts);
+    if (c->num_hidden_layers > GPT_MAX_MOE_LAYERS)
+        return error_format(err, errlen, "%s: num_hidden_layers %lld: a mixture of experts has at most %d layers here",
+                            path, (long long)c->num_hidden_layers, GPT_MAX_MOE_LAYERS);
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) c->sparse_layer[l] = (l + 1) % step == 0;
+    const json_t *dense = json_object_get(root, "mlp_only_layers");
+    if (dense && !json_is_null(dense) && !json_is_array(dense))
+        return error_format(err, errlen, "%s: \"mlp_only_layers\" is not a list of layer indices", path);
+    for (size_t i = 0; json_is_array(dense) && i < json_array_size(dense); i++) {
+        const json_t *v = json_array_get(dense, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= c->num_hidden_layers)
+            return error_format(err, errlen, "%s: mlp_only_layers[%zu] is not a layer index below %lld", path, i,
+                                (long long)c->num_hidden_layers);
+        c->sparse_layer[json_integer_value(v)] = 0;
+    }
+    int sliding = 0;
+    if (boolean_field(root, "use_sliding_window", 0, path, &sliding, err, errlen)) return -1;
+    const json_t *window = json_object_get(root, "sliding_window");
+    if (sliding && json_is_integer(window) && json_integer_value(window) < c->max_position_embeddings)
+        return error_format(err, errlen, "%s: use_sliding_window with \"sliding_window\" %lld shorter than "
+                            "max_position_embeddings %lld cannot be converted (attention here is full causal)", path,
+                            (long long)json_integer_value(window), (long long)c->max_position_embeddings);
+    c->bias = 0;
+    read_torch_dtype(root, c);
+    return 0;
+}
+
 static int parse(const json_t *root, const char *path, hf_llama_config *c, char *err, size_t errlen) {
     if (!json_is_object(root)) return error_format(err, errlen, "%s: not a JSON object", path);
     const json_t *model_type = json_object_get(root, "model_type");
     const char *type = json_is_string(model_type) ? json_string_value(model_type) : "missing";
-    if (strcmp(type, "llama") && strcmp(type, "mixtral"))
-        return error_format(err, errlen, "%s: model_type is %s, expected \"llama\" or \"mixtral\"", path, type);
+    if (strcmp(type, "llama") && strcmp(type, "mixtral") && strcmp(type, "qwen2_moe"))
+        return error_format(err, errlen, "%s: model_type is %s, expected \"llama\", \"mixtral\" or \"qwen2_moe\"", path,
+                            type);
     c->mixtral = !strcmp(type, "mixtral");
+    c->qwen2_moe = !strcmp(type, "qwen2_moe");
     if (positive_field(root, "hidden_size", 0, path, &c->hidden_size, err, errlen) ||
         positive_field(root, "intermediate_size", 0, path, &c->intermediate_size, err, errlen) ||
         positive_field(root, "num_hidden_layers", 0, path, &c->num_hidden_layers, err, errlen) ||
@@ -172,7 +228,7 @@ static int parse(const json_t *root, const char *path, hf_llama_config *c, char 
     /* newer transformers keep rope_theta and the scaling in "rope_parameters" */
     const json_t *rope = json_object_get(root, "rope_parameters");
     const json_t *rope_source = json_is_object(rope) ? rope : root;
-    /* the defaults of LlamaConfig, or MixtralConfig's */
+    /* the defaults of LlamaConfig, or MixtralConfig's (Qwen2MoeConfig's are LlamaConfig's) */
     if (positive_number(root, "rms_norm_eps", c->mixtral ? 1e-5 : 1e-6, path, &c->rms_norm_eps, err, errlen) ||
         positive_number(rope_source, "rope_theta", c->mixtral ? 1e6 : 10000.0, path, &c->rope_theta, err, errlen))
         return -1;
@@ -186,6 +242,7 @@ static int parse(const json_t *root, const char *path, hf_llama_config *c, char 
         return error_format(err, errlen, "%s: hidden_act \"%s\" cannot be converted: our SwiGLU computes silu", path,
                             json_is_string(activation) ? json_string_value(activation) : "?");
     if (c->mixtral) return parse_mixtral(root, path, c, err, errlen);
+    if (c->qwen2_moe) return parse_qwen2_moe(root, path, c, err, errlen);
     int attention_bias = 0, mlp_bias = 0;
     if (boolean_field(root, "attention_bias", 0, path, &attention_bias, err, errlen) ||
         boolean_field(root, "mlp_bias", 0, path, &mlp_bias, err, errlen) ||
@@ -303,6 +360,66 @@ static void write_mixtral(FILE *f, const hf_llama_config *c, const char *epsilon
             c->tie_word_embeddings ? "true" : "false", c->torch_dtype, (long long)c->vocab_size);
 }
 
+/* Qwen2MoeConfig's keys, sorted as transformers writes them; every layer sparse but the
+ * mlp_only_layers (decoder_sparse_step 1) */
+static void write_qwen2_moe(FILE *f, const hf_llama_config *c, const char *epsilon, const char *scaling,
+                            const char *theta) {
+    char coefficient[64];
+    shortest_text(c->router_aux_loss_coef, 0, coefficient, sizeof coefficient);
+    fprintf(f,
+            "{\n"
+            "  \"architectures\": [\n"
+            "    \"Qwen2MoeForCausalLM\"\n"
+            "  ],\n"
+            "  \"attention_dropout\": 0.0,\n"
+            "  \"decoder_sparse_step\": 1,\n"
+            "  \"head_dim\": %lld,\n"
+            "  \"hidden_act\": \"silu\",\n"
+            "  \"hidden_size\": %lld,\n"
+            "  \"initializer_range\": 0.02,\n"
+            "  \"intermediate_size\": %lld,\n"
+            "  \"max_position_embeddings\": %lld,\n"
+            "  \"max_window_layers\": %lld,\n"
+            "  \"mlp_only_layers\": [",
+            (long long)c->head_dim, (long long)c->hidden_size, (long long)c->intermediate_size,
+            (long long)c->max_position_embeddings, (long long)c->num_hidden_layers);
+    int first = 1;
+    for (int64_t l = 0; l < c->num_hidden_layers; l++)
+        if (!c->sparse_layer[l]) {
+            fprintf(f, "%s\n    %lld", first ? "" : ",", (long long)l);
+            first = 0;
+        }
+    fprintf(f, first ? "],\n" : "\n  ],\n");
+    fprintf(f,
+            "  \"model_type\": \"qwen2_moe\",\n"
+            "  \"moe_intermediate_size\": %lld,\n"
+            "  \"norm_topk_prob\": %s,\n"
+            "  \"num_attention_heads\": %lld,\n"
+            "  \"num_experts\": %lld,\n"
+            "  \"num_experts_per_tok\": %lld,\n"
+            "  \"num_hidden_layers\": %lld,\n"
+            "  \"num_key_value_heads\": %lld,\n"
+            "  \"output_router_logits\": false,\n"
+            "  \"qkv_bias\": %s,\n"
+            "  \"rms_norm_eps\": %s,\n"
+            "  \"rope_scaling\": %s,\n"
+            "  \"rope_theta\": %s,\n"
+            "  \"router_aux_loss_coef\": %s,\n"
+            "  \"shared_expert_intermediate_size\": %lld,\n"
+            "  \"sliding_window\": null,\n"
+            "  \"tie_word_embeddings\": %s,\n"
+            "  \"torch_dtype\": \"%s\",\n"
+            "  \"use_cache\": true,\n"
+            "  \"use_sliding_window\": false,\n"
+            "  \"vocab_size\": %lld\n"
+            "}\n",
+            (long long)c->moe_intermediate_size, c->norm_topk_prob ? "true" : "false",
+            (long long)c->num_attention_heads, (long long)c->num_local_experts, (long long)c->num_experts_per_tok,
+            (long long)c->num_hidden_layers, (long long)c->num_key_value_heads, c->qkv_bias ? "true" : "false",
+            epsilon, scaling, theta, coefficient, (long long)c->shared_expert_intermediate_size,
+            c->tie_word_embeddings ? "true" : "false", c->torch_dtype, (long long)c->vocab_size);
+}
+
 int hf_llama_config_write(const char *path, const hf_llama_config *c, char *err, size_t errlen) {
     FILE *f = fopen(path, "w");
     if (!f) return error_format(err, errlen, "%s: cannot create: %s", path, strerror(errno));
@@ -317,6 +434,7 @@ int hf_llama_config_write(const char *path, const hf_llama_config *c, char *err,
                  "    \"original_max_position_embeddings\": 8192,\n    \"rope_type\": \"llama3\"\n  }", factor);
     }
     if (c->mixtral) write_mixtral(f, c, epsilon, scaling, theta);
+    else if (c->qwen2_moe) write_qwen2_moe(f, c, epsilon, scaling, theta);
     else write_llama(f, c, epsilon, scaling, theta);
     int ok = fflush(f) == 0;
     int saved_errno = errno;

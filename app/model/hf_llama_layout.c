@@ -1,4 +1,4 @@
-/* hf_llama_layout.c: the Hugging Face LlamaForCausalLM (and MixtralForCausalLM) tensor list,
+/* hf_llama_layout.c: the Hugging Face LlamaForCausalLM (MixtralForCausalLM, Qwen2MoeForCausalLM) tensor list,
  * derived from the GPT parameter table for a Llama config, and the row permutations of
  * hf_llama_layout.h. */
 #include "app/model/hf_llama_layout.h"
@@ -39,7 +39,24 @@ static const struct {
      {"block_sparse_moe.experts.%d.w1.weight", "block_sparse_moe.experts.%d.w3.weight"}},
     {"mlp.experts.local_experts.%d.linear_fc2.weight", LLAMA_COPY, {"block_sparse_moe.experts.%d.w2.weight"}},
     {"decoder.final_layernorm.weight", LLAMA_NORM, {"model.norm.weight"}},
+    /* Qwen2-MoE's shared expert and its gate (its routed experts: qwen2_moe_names) */
+    {"mlp.shared_experts.linear_fc1.weight", LLAMA_GATE_UP,
+     {"mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight"}},
+    {"mlp.shared_experts.linear_fc2.weight", LLAMA_COPY, {"mlp.shared_expert.down_proj.weight"}},
+    {"mlp.shared_experts.gate_weight", LLAMA_COPY, {"mlp.shared_expert_gate.weight"}},
     {"output_layer.weight", LLAMA_VOCAB_ROWS, {"lm_head.weight"}},
+};
+
+/* Qwen2MoeSparseMoeBlock's names for the router and routed experts (in place of Mixtral's) */
+static const struct {
+    const char *ours;
+    llama_transform transform;
+    const char *hf[HF_LLAMA_MAX_PARTS];
+} qwen2_moe_names[] = {
+    {"mlp.router.weight", LLAMA_COPY, {"mlp.gate.weight"}},
+    {"mlp.experts.local_experts.%d.linear_fc1.weight", LLAMA_GATE_UP,
+     {"mlp.experts.%d.gate_proj.weight", "mlp.experts.%d.up_proj.weight"}},
+    {"mlp.experts.local_experts.%d.linear_fc2.weight", LLAMA_COPY, {"mlp.experts.%d.down_proj.weight"}},
 };
 
 static int config_dim(int64_t value, int64_t limit, const char *what) {
@@ -68,13 +85,20 @@ static gpt_config config_of(const llama_dims *m, const parameter_table *table) {
     c.rmsnorm = 1;
     c.swiglu = 1;
     c.disable_bias_linear = !m->bias;
-    if (m->num_experts > 0) {  /* Mixtral: every layer a mixture of experts */
+    c.add_qkv_bias = m->qkv_bias;
+    if (m->num_experts > 0) {  /* Mixtral: every layer a mixture of experts; Qwen2-MoE: moe_layer's */
         c.num_experts = config_dim(m->num_experts, INT_MAX / c.num_layers / table->count, "num_experts");
         c.moe_ffn_hidden_size = config_dim(m->moe_ffn_hidden, INT_MAX / 2, "moe_ffn_hidden_size");
         if (c.num_layers > GPT_MAX_MOE_LAYERS)
             user_error("num_layers %d: a mixture-of-experts model has at most %d layers here", c.num_layers,
                        GPT_MAX_MOE_LAYERS);
-        memset(c.moe_layer, 1, (size_t)c.num_layers);
+        if (m->moe_layer) memcpy(c.moe_layer, m->moe_layer, (size_t)c.num_layers);
+        else memset(c.moe_layer, 1, (size_t)c.num_layers);
+        if (m->shared_ffn_hidden > 0) {
+            c.moe_shared_expert_intermediate_size = config_dim(m->shared_ffn_hidden, INT_MAX / 2,
+                                                               "shared_expert_intermediate_size");
+            c.moe_shared_expert_gate = 1;
+        }
     }
     return c;
 }
@@ -91,19 +115,22 @@ hf_llama_tensor *hf_llama_tensor_list(const llama_dims *m, int *count) {
     for (int i = 0; i < total; i++) {
         const global_parameter *g = &globals[i];
         hf_llama_tensor *e = &list[i];
-        size_t n = 0;
+        size_t n = 0, q = 0, qwen_names = sizeof qwen2_moe_names / sizeof qwen2_moe_names[0];
+        while (m->qwen2_moe && q < qwen_names && strcmp(qwen2_moe_names[q].ours, g->row->name)) q++;
+        const int qwen_row = m->qwen2_moe && q < qwen_names;
         while (n < names && strcmp(llama_names[n].ours, g->row->name)) n++;
-        CHECK(n < names, "parameter %s has no Hugging Face Llama name", g->name);
+        CHECK(qwen_row || n < names, "parameter %s has no Hugging Face Llama name", g->name);
+        const char *const *hf_names = qwen_row ? qwen2_moe_names[q].hf : llama_names[n].hf;
         snprintf(e->ours, sizeof e->ours, "%s", g->name);
-        e->transform = llama_names[n].transform;
+        e->transform = qwen_row ? qwen2_moe_names[q].transform : llama_names[n].transform;
         e->ndim = g->cols ? 2 : 1;
         e->our_shape[0] = g->rows;
         e->our_shape[1] = g->cols;
         e->parts = e->transform == LLAMA_QKV ? 3 : e->transform == LLAMA_GATE_UP ? 2 : 1;
         for (int p = 0; p < e->parts; p++) {
             char own[80];  /* the row's own HF name, an expert's index filled in */
-            if (g->row->per_expert) snprintf(own, sizeof own, llama_names[n].hf[p], g->expert);
-            else snprintf(own, sizeof own, "%s", llama_names[n].hf[p]);
+            if (g->row->per_expert) snprintf(own, sizeof own, hf_names[p], g->expert);
+            else snprintf(own, sizeof own, "%s", hf_names[p]);
             if (g->row->part == PART_LAYER)
                 snprintf(e->hf[p], sizeof e->hf[p], "model.layers.%d.%s", g->layer, own);
             else

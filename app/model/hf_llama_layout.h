@@ -15,6 +15,15 @@
  *   ...mlp.experts.local_experts.X.linear_fc1.weight  ...block_sparse_moe.experts.X.{w1,w3}.weight [Fm, C]
  *   ...mlp.experts.local_experts.X.linear_fc2.weight  ...block_sparse_moe.experts.X.w2.weight [C, Fm]
  *   output_layer.weight [Vp, C] (untied only)        lm_head.weight [V, C]
+ * and for Qwen2MoeForCausalLM (MoE layers from a --moe-layer-freq list, dense ones between them
+ * named as Llama's; biases on q, k and v only, --add-qkv-bias):
+ *   ...self_attention.linear_qkv.bias [(H+2G)D]      model.layers.L.self_attn.{q,k,v}_proj.bias
+ *   ...mlp.router.weight [E, C]                      model.layers.L.mlp.gate.weight
+ *   ...mlp.experts.local_experts.X.linear_fc1.weight  ...mlp.experts.X.{gate,up}_proj.weight [Fm, C]
+ *   ...mlp.experts.local_experts.X.linear_fc2.weight  ...mlp.experts.X.down_proj.weight [C, Fm]
+ *   ...mlp.shared_experts.linear_fc1.weight [2Fs, C]  ...mlp.shared_expert.{gate,up}_proj.weight
+ *   ...mlp.shared_experts.linear_fc2.weight [C, Fs]   ...mlp.shared_expert.down_proj.weight
+ *   ...mlp.shared_experts.gate_weight [1, C]          ...mlp.shared_expert_gate.weight
  * Both sides store linear weights [out, in] (torch.nn.Linear), so only rows move:
  * - Megatron-Core's linear_qkv rows are grouped per query group, [q of its H/G heads..., k, v],
  *   each D rows; HF has separate q_proj (H*D rows, head-major), k_proj and v_proj (G*D rows).
@@ -43,6 +52,12 @@ typedef struct llama_dims {
     int64_t num_experts;           /* 0: dense MLPs (LlamaForCausalLM); else every layer is a
                                     * mixture of num_experts SwiGLU experts (MixtralForCausalLM) */
     int64_t moe_ffn_hidden;        /* an expert's width (HF Mixtral's intermediate_size) */
+    /* Qwen2MoeForCausalLM (qwen2_moe 1): its names, dense layers where moe_layer[l] is 0, shared
+     * experts of shared_ffn_hidden with their gate, biases on q, k and v (qkv_bias) */
+    int qwen2_moe;
+    int qkv_bias;                  /* linear_qkv has a bias without the others (--add-qkv-bias) */
+    int64_t shared_ffn_hidden;
+    const unsigned char *moe_layer; /* [num_layers] 1 where a layer has experts; NULL: every layer */
 } llama_dims;
 
 typedef enum llama_transform {

@@ -132,7 +132,7 @@ typedef struct moe_shapes {
 static moe_shapes shapes_of(const gpt_model *m) {
     const gpt_config *c = &m->config;
     moe_shapes s;
-    s.N = c->micro_batch_size * c->seq_length;
+    s.N = moe_token_rows(m);
     s.C = c->hidden_size;
     s.E = c->num_experts;
     s.k = c->moe_router.topk;
@@ -145,6 +145,11 @@ static moe_shapes shapes_of(const gpt_model *m) {
     return s;
 }
 
+int moe_token_rows(const gpt_model *m) {
+    const moe_scratch *x = m->moe_scratch;
+    return x && x->inference_max_rows ? x->inference_rows : m->config.micro_batch_size * m->config.seq_length;
+}
+
 static void *acts(const gpt_model *m, size_t n) { return m->ops->alloc(m->ops->act_bytes * n); }
 static void *host_alloc(size_t bytes) {
     void *p = calloc(1, bytes ? bytes : 1);
@@ -152,26 +157,33 @@ static void *host_alloc(size_t bytes) {
     return p;
 }
 
-void moe_scratch_allocate(gpt_model *m) {
+/* the scratch for training's micro-batches (inference_rows 0) or forward-only calls of up to
+ * inference_rows rows (no backward buffers: those stay NULL) */
+static void scratch_allocate(gpt_model *m, int inference_rows) {
+    moe_scratch *x = host_alloc(sizeof *x);
+    x->inference_max_rows = x->inference_rows = inference_rows;
+    m->moe_scratch = x;  /* shapes_of reads the rows from it */
     moe_shapes s = shapes_of(m);
     const kernel_ops *ops = m->ops;
-    moe_scratch *x = host_alloc(sizeof *x);
+    const int backward = inference_rows == 0;
     size_t M = (size_t)s.M, R = (size_t)s.R, N = (size_t)s.N, C = (size_t)s.C;
     x->permuted = acts(m, M * C);
     x->received = acts(m, R * C);
     x->local_out = acts(m, R * C);
     x->activation = acts(m, R * (size_t)s.Fl);
-    x->d_activation = acts(m, R * (size_t)s.Fl);
-    x->d_fc1_out = acts(m, R * (size_t)s.FC1l);
-    x->d_expert_out = acts(m, M * C);
-    x->d_local_out = acts(m, R * C);
-    x->d_local_in = acts(m, R * C);
-    x->d_permuted = acts(m, M * C);
-    x->d_input = acts(m, N * C);
-    x->router_input = acts(m, N * C);
-    x->d_router_input = acts(m, N * C);
-    x->d_weight = ops->alloc(sizeof(float) * N * (size_t)s.k);
-    x->d_logits = ops->alloc(sizeof(float) * N * (size_t)s.E);
+    if (backward) {
+        x->d_activation = acts(m, R * (size_t)s.Fl);
+        x->d_fc1_out = acts(m, R * (size_t)s.FC1l);
+        x->d_expert_out = acts(m, M * C);
+        x->d_local_out = acts(m, R * C);
+        x->d_local_in = acts(m, R * C);
+        x->d_permuted = acts(m, M * C);
+        x->d_input = acts(m, N * C);
+        x->router_input = acts(m, N * C);
+        x->d_router_input = acts(m, N * C);
+        x->d_weight = ops->alloc(sizeof(float) * N * (size_t)s.k);
+        x->d_logits = ops->alloc(sizeof(float) * N * (size_t)s.E);
+    }
     if (ops->act_bytes != sizeof(float)) x->logits_act = acts(m, N * (size_t)s.E);
     x->stats = ops->alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
     x->rows = ops->alloc(sizeof(int) * (size_t)(s.E + 1));
@@ -192,8 +204,9 @@ void moe_scratch_allocate(gpt_model *m) {
         ops->fill(x->ones, 1, 1.0f, N);
     }
     moe_shared_scratch_allocate(m, x);
-    m->moe_scratch = x;
 }
+
+void moe_scratch_allocate(gpt_model *m) { scratch_allocate(m, 0); }
 
 void moe_scratch_release(gpt_model *m) {
     moe_scratch *x = m->moe_scratch;
@@ -410,6 +423,7 @@ static moe_router_spec router_spec(const gpt_model *m, int layer) {
     moe_router_spec spec = m->config.moe_router;
     spec.seq_length = m->config.seq_length;
     spec.expert_bias = moe_expert_bias_of(m, layer);
+    if (m->moe_scratch->inference_max_rows) spec.capacity_factor = 0.0f; /* forward-only: dropless */
     return spec;
 }
 
@@ -542,6 +556,34 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         for (int e = 0; e < s.E; e++) log[2 * L + layer * s.E + e] += a->expert_rows[e + 1] - a->expert_rows[e];
     }
     return scratch->d_input;
+}
+
+/* ------------------------------------------------------------------ forward only */
+
+void moe_inference_allocate(gpt_model *m, moe_activations *a, int max_rows) {
+    if (max_rows < 1) FATAL("moe_inference_allocate: %d rows", max_rows);
+    moe_scratch_release(m);
+    scratch_allocate(m, max_rows);
+    memset(a, 0, sizeof *a);
+    moe_activations_allocate(m, a, 0);
+}
+
+void moe_inference_release(gpt_model *m, moe_activations *a) {
+    moe_activations_release(m, a);
+    memset(a, 0, sizeof *a);
+}
+
+void moe_inference_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
+                           int rows, int layer) {
+    moe_scratch *scratch = m->moe_scratch;
+    if (!scratch || rows < 1 || rows > scratch->inference_max_rows)
+        FATAL("moe_inference_forward: %d rows, buffers for %d (moe_inference_allocate first)", rows,
+              scratch ? scratch->inference_max_rows : 0);
+    scratch->inference_rows = rows;
+    dropout_rng no_jitter;
+    memset(&no_jitter, 0, sizeof no_jitter);
+    moe_layer_forward(m, a, lw, x, out_full, no_jitter, 0, layer);
+    scratch->inference_rows = scratch->inference_max_rows;
 }
 
 size_t moe_log_length(const gpt_config *c) {

@@ -108,6 +108,9 @@ typedef struct moe_scratch {
     void *gate_d_input;      /* gate only: [N, C] dL/dx through the gate */
     int *gate_expert, *gate_rows; /* gate only: [N] the one "expert" (0), and the identity rows */
     float *gate_d_score, *gate_d_logits, *gate_stats; /* gate only: [N], [N], [MOE_ROUTER_STATS(1)] */
+    /* forward-only use (generation, evaluation: moe_inference_allocate); 0 in training */
+    int inference_max_rows;  /* the token rows the buffers hold */
+    int inference_rows;      /* the rows of the forward running (N) */
 } moe_scratch;
 
 /* the buffer a router-like GEMM ([N, <= E] logits: the router, the shared experts' gate) writes
@@ -139,6 +142,23 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
  * also counts the layer's routed tokens for the log and the expert bias */
 void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
                          const void *d_full, dropout_rng jitter, int training, int layer);
+
+/* The forward-only MoE of generation and evaluation (Megatron-Core's InferenceTopKRouter): the
+ * router and experts on `rows` token rows of any count up to max_rows per call (a prefill or one
+ * token per sequence with the key/value cache), without input jitter, load-balancing or z losses,
+ * expert-bias updates or capacity dropping (every token reaches its top-k experts, so a token's
+ * output never depends on the other rows of the call: the cached forward computes what the full
+ * one does). The expert bias, when the model has one, still steers the choice.
+ * moe_inference_allocate sizes the MoE scratch and one activations set `a` (shared by every
+ * layer) for max_rows; moe_inference_release frees `a` (the scratch goes with the model). */
+void moe_inference_allocate(gpt_model *m, moe_activations *a, int max_rows);
+void moe_inference_release(gpt_model *m, moe_activations *a);
+void moe_inference_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
+                           int rows, int layer);
+
+/* the token rows an MoE layer's forward takes: the micro-batch's (micro_batch_size x
+ * seq_length) in training, the call's in forward-only use */
+int moe_token_rows(const gpt_model *m);
 
 /* the length of a layer log: L aux losses, L z losses, L x E token counts (L = num_layers) */
 size_t moe_log_length(const gpt_config *c);

@@ -15,7 +15,7 @@ typedef struct shared_shapes {
 static shared_shapes shared_shapes_of(const gpt_model *m) {
     const gpt_config *c = &m->config;
     shared_shapes s;
-    s.N = c->micro_batch_size * c->seq_length;
+    s.N = moe_token_rows(m);
     s.C = c->hidden_size;
     s.Fl = c->moe_shared_expert_intermediate_size / c->tp_size;
     s.FC1l = (c->swiglu ? 2 : 1) * s.Fl;
@@ -61,17 +61,22 @@ void moe_shared_scratch_allocate(gpt_model *m, moe_scratch *x) {
     shared_shapes s = shared_shapes_of(m);
     const kernel_ops *ops = m->ops;
     size_t N = (size_t)s.N, C = (size_t)s.C;
+    const int backward = !x->inference_max_rows;  /* forward-only use: no gradient buffers */
     x->shared_activation = acts(m, N * (size_t)s.Fl);
-    x->shared_d_activation = acts(m, N * (size_t)s.Fl);
-    x->shared_d_fc1_out = acts(m, N * (size_t)s.FC1l);
     x->shared_out = acts(m, N * C);
-    x->shared_d_input = acts(m, N * C);
+    if (backward) {
+        x->shared_d_activation = acts(m, N * (size_t)s.Fl);
+        x->shared_d_fc1_out = acts(m, N * (size_t)s.FC1l);
+        x->shared_d_input = acts(m, N * C);
+    }
     if (gated(m)) {
-        x->shared_d_out = acts(m, N * C);
-        x->gate_d_input = acts(m, N * C);
+        if (backward) {
+            x->shared_d_out = acts(m, N * C);
+            x->gate_d_input = acts(m, N * C);
+            x->gate_d_score = ops->alloc(sizeof(float) * N);
+            x->gate_d_logits = ops->alloc(sizeof(float) * N);
+        }
         x->gate_expert = ops->alloc(sizeof(int) * N);
-        x->gate_d_score = ops->alloc(sizeof(float) * N);
-        x->gate_d_logits = ops->alloc(sizeof(float) * N);
         x->gate_stats = ops->alloc(sizeof(float) * MOE_ROUTER_STATS(1));
         /* the identity rows: token t's one "expert output" is row t of the shared output */
         int *rows = malloc(sizeof(int) * N);

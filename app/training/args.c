@@ -49,6 +49,7 @@ static const option_spec specs[] = {
     {"group-query-attention", "network size", OPTION_FLAG, AT(group_query_attention), .help = "grouped-query attention (with --num-query-groups)"},
     {"num-query-groups", "network size", OPTION_INT, AT(num_query_groups), "1", .range = "[1, inf)", .help = "key/value heads with --group-query-attention; the query heads share them in groups"},
     {"disable-bias-linear", "network size", OPTION_FLAG, AT(disable_bias_linear), .help = "no biases in the linear layers (QKV, projection, MLP)"},
+    {"add-qkv-bias", "network size", OPTION_FLAG, AT(add_qkv_bias), .help = "a bias on the QKV projection even with --disable-bias-linear (Qwen2's attention, as Megatron-Core's add_qkv_bias)"},
 
     {"hidden-dropout", "regularization", OPTION_FLOAT, AT(hidden_dropout), "0.1", .range = "[0, 1)", .help = "dropout on the transformer hidden state"},
     {"attention-dropout", "regularization", OPTION_FLOAT, AT(attention_dropout), "0.1", .range = "[0, 1)", .help = "dropout on the attention probabilities"},
@@ -942,6 +943,7 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->swiglu = a->swiglu;
     c->num_query_groups = a->num_query_groups;
     c->disable_bias_linear = a->disable_bias_linear;
+    c->add_qkv_bias = a->add_qkv_bias;
     c->num_experts = a->num_experts;
     c->moe_ffn_hidden_size = a->moe_ffn_hidden_size;
     memcpy(c->moe_layer, a->moe_layer, sizeof c->moe_layer);

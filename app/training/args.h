@@ -43,6 +43,7 @@ typedef struct args {
     int group_query_attention;
     int num_query_groups;         /* derived: num_attention_heads without --group-query-attention */
     int disable_bias_linear;
+    int add_qkv_bias;         /* --add-qkv-bias: the QKV projection keeps its bias */
 
     /* regularization */
     float hidden_dropout;

@@ -114,6 +114,7 @@ int checkpoint_args_apply(args *a, const flag_marks *flags, char *err, size_t er
     int add_bias_linear = !a->disable_bias_linear;
     set_int(&f, flags, &t, "add_bias_linear", "disable-bias-linear", 1, &add_bias_linear);
     a->disable_bias_linear = !add_bias_linear;
+    set_int(&f, flags, &t, "add_qkv_bias", "add-qkv-bias", 1, &a->add_qkv_bias);
     set_int(&f, flags, &t, "swiglu", "swiglu", 1, &a->swiglu);
     set_int(&f, flags, &t, "untie_embeddings_and_output_weights", "untie-embeddings-and-output-weights", 1,
             &a->untie_embeddings_and_output_weights);

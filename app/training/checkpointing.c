@@ -82,7 +82,7 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         {"data_parallel_size", t->topo.dp_size}, {"use_distributed_optimizer", a->use_distributed_optimizer},
         /* the Llama family's options, under Megatron's argument names */
         {"num_query_groups", a->num_query_groups}, {"group_query_attention", a->group_query_attention},
-        {"swiglu", a->swiglu}, {"add_bias_linear", !a->disable_bias_linear},
+        {"swiglu", a->swiglu}, {"add_bias_linear", !a->disable_bias_linear}, {"add_qkv_bias", a->add_qkv_bias},
         {"rotary_interleaved", a->rotary_interleaved}, {"use_rope_scaling", a->use_rope_scaling},
         {"apply_layernorm_1p", a->apply_layernorm_1p},
         /* mixture of experts (0: a dense model) */
@@ -332,6 +332,7 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
         {"num_query_groups", "--num-query-groups", a->num_query_groups, a->num_attention_heads},
         {"swiglu", "--swiglu", a->swiglu, 0},
         {"add_bias_linear", "--disable-bias-linear (add_bias_linear)", !a->disable_bias_linear, 1},
+        {"add_qkv_bias", "--add-qkv-bias", a->add_qkv_bias, 0},
         {"apply_layernorm_1p", "--apply-layernorm-1p", a->apply_layernorm_1p, 0},
         {"num_experts", "--num-experts", a->num_experts, 0},
         {"moe_ffn_hidden_size", "--moe-ffn-hidden-size", a->num_experts ? a->moe_ffn_hidden_size : 0, 0},

@@ -9,7 +9,10 @@
 #    with --apply-layernorm-1p and --use-rope-scaling (1 + w norm weights, Llama 3 frequencies);
 #  - on 2 GPUs (when present): the Llama server as TP2 and as PP2 (rank 0 serving, the other
 #    following in lockstep over NCCL) gives the 1-GPU tokens and stops cleanly on SIGTERM;
-#  - evaluate --task WIKITEXT103 on one GPU: the CPU's perplexity within 1%.
+#  - evaluate --task WIKITEXT103 on one GPU: the CPU's perplexity within 1%;
+#  - a mixture of experts (configs/mixtral-tiny.args, 4 experts top-2; the forward-only router and
+#    experts of app/model/moe_layer.h through the CUDA MoE kernels) likewise on one GPU, and on 2
+#    GPUs with --expert-model-parallel-size 2 (the rows reach their experts over NCCL all-to-all).
 # On the accelerator machine: GPU_BIN=folder of pretrain_gpt, run_text_generation_server and
 # evaluate, with top_srcdir holding tests/ and configs/.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -30,6 +33,8 @@ ok $? "gpt-tiny trains on the CPU and saves"
 run_app 1 --args-file "$LLAMA_ARGS" --apply-layernorm-1p --use-rope-scaling --rotary-base 500000 --device cpu \
     --eval-iters 0 --train-iters 60 --save "$WORK/variants"
 ok $? "llama-tiny with --apply-layernorm-1p and --use-rope-scaling trains on the CPU and saves"
+run_app 1 --args-file "$top_srcdir/configs/mixtral-tiny.args" --device cpu --eval-iters 0 --train-iters 60 --save "$WORK/mixtral"
+ok $? "mixtral-tiny trains on the CPU and saves"
 
 # serve NAME RANKS DEVICE CHECKPOINT [FLAGS...]: sets PORT, MPIEXEC_PID, RANK0_PID
 serve() {
@@ -78,7 +83,7 @@ stop() {  # stop NAME RANKS: SIGTERM to rank 0 ends every rank cleanly
         [ "$(grep -c 'stopped after following' "$WORK/$1.out")" -eq $(($2 - 1)) ]
 }
 
-for model in gpt llama variants; do
+for model in gpt llama variants mixtral; do
     serve ${model}_cpu 1 cpu "$WORK/$model"; greedy ${model}_cpu; stop ${model}_cpu 1
     serve ${model}_gpu 1 cuda "$WORK/$model"
     grep -q "cuda backend" "$WORK/${model}_gpu.out"; ok $? "$model: the server runs on the CUDA backend"
@@ -96,6 +101,10 @@ if [ "$gpus" -ge 2 ]; then
         same $name llama_gpu 0.05; ok $? "Llama on 2 GPUs ($*): the 1-GPU tokens"
         stop $name 2; ok $? "Llama on 2 GPUs ($*): SIGTERM to rank 0 stops both ranks"
     done
+    serve mixtral_ep2 2 cuda "$WORK/mixtral" --expert-model-parallel-size 2
+    greedy mixtral_ep2
+    same mixtral_ep2 mixtral_gpu 0.05; ok $? "mixtral-tiny on 2 GPUs (--expert-model-parallel-size 2): the 1-GPU tokens"
+    stop mixtral_ep2 2; ok $? "mixtral-tiny on 2 GPUs: SIGTERM to rank 0 stops both ranks"
 else
     diag "one GPU: the 2-GPU layouts are skipped"
 fi

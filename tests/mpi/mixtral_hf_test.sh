@@ -12,8 +12,9 @@
 # fail the same check. A Mixtral that transformers itself saved (tests/data/mixtral-hf-tiny:
 # BF16, transformers 5's config.json) imports, and our forward of it gives transformers' own
 # recorded logits within 1e-4, as does the reference. The refusals follow: a missing expert tensor, a wrong expert count or
-# width, a sliding window, shared experts (Qwen2-MoE), and exports of checkpoints Mixtral cannot
-# express (a dense layer, sigmoid scores, pre-softmax routing, shared experts).
+# width, a sliding window, a Qwen2-MoE config over Mixtral's tensors, DeepSeek's shared experts,
+# and exports of checkpoints Mixtral cannot express (a dense layer, sigmoid scores, pre-softmax
+# routing; shared experts go to Qwen2-MoE: tests/mpi/qwen2_moe_hf_test.sh).
 . "${top_srcdir:-.}/tests/lib.sh"
 CONVERT="$top_builddir/app/convert_checkpoint"
 FIXTURE="$top_builddir/tests/tools/make_hf_fixture"
@@ -258,11 +259,12 @@ edit_config "$WORK/hf" "$WORK/hf_window" 'c["sliding_window"] = 64' &&
 ok $? "(a window as long as the context computes the same and imports)"
 edit_config "$WORK/hf" "$WORK/hf_qwen" 'c.update(model_type="qwen2_moe", architectures=["Qwen2MoeForCausalLM"], shared_expert_intermediate_size=96)' &&
     ! convert --from-hf --input "$WORK/hf_qwen" --save "$WORK/refused" &&
-    grep -q '"shared_expert_intermediate_size": shared experts (Qwen2-MoE, DeepSeek) are not supported yet' "$WORK/err"
-ok $? "a Qwen2-MoE config (shared experts) is refused naming the key: $(cat "$WORK/err")"
+    grep -q "model.layers.0.self_attn.q_proj.bias" "$WORK/err"
+ok $? "a Qwen2-MoE config over Mixtral's tensors is refused naming a tensor it lacks: $(cut -c 1-160 "$WORK/err")"
 edit_config "$WORK/hf" "$WORK/hf_qwen" 'c["n_shared_experts"] = 1' &&
-    ! convert --from-hf --input "$WORK/hf_qwen" --save "$WORK/refused" && grep -q '"n_shared_experts": shared experts' "$WORK/err"
-ok $? "and DeepSeek's n_shared_experts"
+    ! convert --from-hf --input "$WORK/hf_qwen" --save "$WORK/refused" &&
+    grep -q '"n_shared_experts": DeepSeek.s shared experts are not supported' "$WORK/err"
+ok $? "DeepSeek's n_shared_experts is refused (its multi-head latent attention is not built)"
 
 # ---- export refusals ------------------------------------------------------------------------------
 refused_export() {  # refused_export CKPT_DIR TEXT : --to-hf fails with TEXT, writing nothing
@@ -283,8 +285,8 @@ ok $? "sigmoid scores are refused: $(cat "$WORK/err")"
     refused_export "$WORK/forged" "before the top-k (--moe-router-pre-softmax), which leaves the k weights unnormalized"
 ok $? "pre-softmax routing (no renormalization) is refused"
 "$FIXTURE" set-arg "$F" moe_router_pre_softmax int:0 && "$FIXTURE" set-arg "$F" moe_shared_expert_intermediate_size int:96 &&
-    refused_export "$WORK/forged" "shared experts (--moe-shared-expert-intermediate-size): a Hugging Face export of shared experts (Qwen2-MoE) is not supported yet"
-ok $? "shared experts are refused for now"
+    refused_export "$WORK/forged" "no Hugging Face Qwen2-MoE layout: its shared experts have no gate"
+ok $? "shared experts go to Qwen2-MoE, which gates them: ungated ones are refused"
 "$FIXTURE" set-arg "$F" moe_shared_expert_intermediate_size int:0 && "$FIXTURE" set-arg "$F" moe_aux_loss_coeff real:0.02 &&
     convert --to-hf --load "$WORK/forged" --output "$WORK/hf_coeff" && [ "$(config "$WORK/hf_coeff" router_aux_loss_coef)" = 0.02 ] &&
     cmp -s "$WORK/hf/model.safetensors" "$WORK/hf_coeff/model.safetensors"

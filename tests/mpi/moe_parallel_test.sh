@@ -4,7 +4,8 @@
 # iterations match one rank within 1e-6 relative and every parameter after 5 steps within 1e-5
 # (as the dense tests: AdamW's first steps magnify rounding; fp32 CPU, dropout on), dropless and with a capacity that drops tokens; the expert tensors carry
 # Megatron-Core's names and global shapes, and a TP2 x DP2 checkpoint reshards into one rank;
-# the same for shared experts (gated) with the expert bias of aux-loss-free balancing.
+# the same for shared experts (gated) with the expert bias of aux-loss-free balancing; evaluate
+# loads the checkpoint.
 # --keep-mlp-activation (the experts' activation kept for the backward, not computed again)
 # gives the reference's bits (EP2 with it: within the layouts' tolerance).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -144,7 +145,9 @@ run_app 1 $MODEL --train-iters 4 --load "$WORK/ckpt" --use-checkpoint-args --arg
     --metrics-file "$WORK/ckargs.jsonl"
 grep -q "num_experts 4" "$WORK/out" && grep -q '"moe_layers"' "$WORK/ckargs.jsonl"
 ok $? "--use-checkpoint-args takes the MoE shape (num_experts, moe_ffn_hidden_size, topk, moe_layer_freq) from the checkpoint"
-timeout 60 "$MPIEXEC" -n 1 "$top_builddir/app/run_text_generation_server" --load "$WORK/ckpt" --port 0 > "$WORK/gen.out" 2>&1
-grep -q "mixture-of-experts model (num_experts 4): generation and evaluation of MoE checkpoints are not built yet" "$WORK/gen.out"
-ok $? "generation refuses an MoE checkpoint with one message (not built yet)"
+python3 -c "print(' '.join(str(10 + i % 200) for i in range(100)))" > "$WORK/wiki.test.tokens"
+timeout 60 "$MPIEXEC" -n 1 "$top_builddir/app/evaluate" --task WIKITEXT103 --valid-data "$WORK/wiki.test.tokens" --load "$WORK/ckpt" \
+    --device cpu --seq-length 32 --overlapping-eval 32 --metrics-file "$WORK/eval.jsonl" > "$WORK/gen.out" 2>&1 &&
+    grep -q "mixture of experts: 4 experts of ffn 48, top-2, in 2 of 4 layers" "$WORK/gen.out" && grep -q '"avg_loss"' "$WORK/eval.jsonl"
+ok $? "evaluate runs the MoE checkpoint (MoE and dense layers; generation and evaluation: tests/mpi/moe_generation_test.sh)"
 done_testing

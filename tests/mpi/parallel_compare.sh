@@ -4,6 +4,8 @@
 # runs a parallel layout and checks that its losses over 5 iterations match the reference's
 # within $TOLERANCE relative (default 1e-5) and every parameter after 5 steps within
 # $PARAM_TOLERANCE (default 1e-5; max |difference| / max |value| per tensor). The reference compared with is $base (set by reference; may be reset).
+# Key biases (zero gradient: compare_params.c) are held apart, at most $KEY_BIAS_BOUND (1e-4); a
+# model of 4 heads in $QUERY_GROUPS groups (default 4: multi-head) lays its qkv rows out by group.
 COMPARE="$top_builddir/tests/tools/compare_params"
 TOLERANCE=${TOLERANCE:-1e-5}              # losses: a test may ask for a tighter match
 PARAM_TOLERANCE=${PARAM_TOLERANCE:-1e-5}  # parameters after 5 AdamW steps
@@ -30,7 +32,7 @@ layout() {
         { n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > worst) worst = d }
         END { printf "# losses: worst relative difference %g over %d iterations\n", worst, n; exit !(n == 5 && worst < tol) }' tol="$TOLERANCE"
     ok $? "$name: losses over 5 iterations match one rank within $TOLERANCE"
-    result=$("$COMPARE" "$WORK/$base.bin" "$WORK/$tag.bin" "$PARAM_TOLERANCE" 4 16); status=$?
+    result=$("$COMPARE" "$WORK/$base.bin" "$WORK/$tag.bin" "$PARAM_TOLERANCE" 4 16 "${QUERY_GROUPS:-4}" "${KEY_BIAS_BOUND:-1e-4}"); status=$?
     diag "$result"
     ok $status "$name: every parameter after 5 steps matches one rank within $PARAM_TOLERANCE"
 }

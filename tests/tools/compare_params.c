@@ -1,12 +1,14 @@
 /* compare_params.c: compares two --dump-parameters files tensor by tensor.
- * usage: compare_params A B TOLERANCE [HEADS KV_CHANNELS]
+ * usage: compare_params A B TOLERANCE [HEADS KV_CHANNELS [QUERY_GROUPS KEY_BIAS_BOUND]]
  * For each tensor of A's index: relative difference max|a - b| / max|a| (max over the tensor);
  * prints the worst tensor; exits 1 when any tensor differs by more than TOLERANCE, 2 on bad
  * input (missing file, different index).
  * With HEADS and KV_CHANNELS, the key part of each QKV bias is held apart: its gradient is zero
  * analytically (adding b to every key adds q.b to a whole row of scores, which softmax ignores),
  * so what it holds after Adam steps is normalized rounding noise that differs with any change
- * of summation order. It must stay at noise level (|value| < 1e-4) instead of matching. */
+ * of summation order. It must stay at noise level (|value| < 1e-4, or KEY_BIAS_BOUND) instead of
+ * matching. With QUERY_GROUPS (grouped-query attention) the bias rows are [group][H/G queries,
+ * key, value][d], else [head][q, k, v][d]. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +28,21 @@ static float *read_all(const char *path, size_t *count) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4 && argc != 6) { fprintf(stderr, "usage: compare_params A B TOLERANCE [HEADS KV_CHANNELS]\n"); return 2; }
+    if (argc != 4 && argc != 6 && argc != 8) {
+        fprintf(stderr, "usage: compare_params A B TOLERANCE [HEADS KV_CHANNELS [QUERY_GROUPS KEY_BIAS_BOUND]]\n");
+        return 2;
+    }
     double tolerance = atof(argv[3]);
-    int heads = argc == 6 ? atoi(argv[4]) : 0, kv_channels = argc == 6 ? atoi(argv[5]) : 0;
+    int heads = argc >= 6 ? atoi(argv[4]) : 0, kv_channels = argc >= 6 ? atoi(argv[5]) : 0;
+    int groups = argc == 8 ? atoi(argv[6]) : heads;
+    double key_bias_bound = argc == 8 ? atof(argv[7]) : 1e-4;
+    if (heads > 0 && (kv_channels < 1 || groups < 1 || heads % groups)) {
+        fprintf(stderr, "compare_params: %d heads do not split into %d query groups (kv channels %d)\n", heads, groups,
+                kv_channels);
+        return 2;
+    }
+    /* a bias row's slot in its group's block: the key is slot H/G (multi-head: 1 of q, k, v) */
+    const size_t slots = heads > 0 ? (size_t)(heads / groups + 2) : 3, key_slot = slots - 2;
     int noisy_key_bias = 0;
     size_t na, nb;
     float *a = read_all(argv[1], &na), *b = read_all(argv[2], &nb);
@@ -47,8 +61,8 @@ int main(int argc, char **argv) {
         double max_abs = 0.0, max_diff = 0.0;
         int is_qkv_bias = heads > 0 && strstr(name, "linear_qkv.bias") != NULL;
         for (size_t i = offset; i < offset + n; i++) {
-            if (is_qkv_bias && ((i - offset) / (size_t)kv_channels) % 3 == 1) { /* [head][q,k,v][d] */
-                if (fabs(a[i]) >= 1e-4 || fabs(b[i]) >= 1e-4) noisy_key_bias++;
+            if (is_qkv_bias && ((i - offset) / (size_t)kv_channels) % slots == key_slot) {
+                if (fabs(a[i]) >= key_bias_bound || fabs(b[i]) >= key_bias_bound) noisy_key_bias++;
                 continue;
             }
             double d = fabs((double)a[i] - (double)b[i]);
