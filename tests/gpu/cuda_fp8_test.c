@@ -9,7 +9,9 @@
  *   - fp8_gemm (cuBLASLt) in a linear layer's three forms: forward x . W^T (E4M3 x E4M3, bf16
  *     out), input gradient dout . W (E5M2 x E4M3 through W's transposed codes), weight gradient
  *     dout^T . x added into fp32 (through both transposes): against the products of the CPU's
- *     dequantized values summed in double, within 1e-2 (bf16 output) and 1e-5 (fp32 output).
+ *     dequantized values summed in double, within 1e-2 (bf16 output) and 1e-3 (fp32 output: Hopper's
+ *     fp8 tensor cores accumulate with fewer bits than fp32 between cuBLASLt's promotions, 1.6e-4
+ *     and 1.9e-4 measured on an H200 at these shapes).
  * Skips (exit 77) without a GPU. */
 #include "tests/gpu/cuda_test_util.h"
 #include "kernels/fp8_format.h"
@@ -186,7 +188,7 @@ static void test_gemm(int N, int IC, int OC) {
     gpu->fp8_gemm(d_dw, 1, d_dt, FP8_E5M2, d_sd, d_xt, FP8_E4M3, d_sx, OC, N, IC);
     TEST_CUDA(cudaDeviceSynchronize());
     gpu->copy_to_host(got, d_dw, sizeof(float) * nw);
-    expect_below(worst_relative(got, want, nw), 1e-5, "fp8_gemm weight gradient dW += dout^T . x %d x %d x %d (fp32 accumulate)",
+    expect_below(worst_relative(got, want, nw), 1e-3, "fp8_gemm weight gradient dW += dout^T . x %d x %d x %d (fp32 accumulate)",
                  OC, N, IC);
 
     gpu->release(d_qx), gpu->release(d_qw), gpu->release(d_qd), gpu->release(d_sx), gpu->release(d_sw), gpu->release(d_sd);
