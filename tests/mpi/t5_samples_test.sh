@@ -68,6 +68,21 @@ with open(sys.argv[1] + ".idx", "wb") as f:
     f.write(lengths.tobytes() + pointers.tobytes() + numpy.array(documents, dtype=numpy.int64).tobytes())
 PY
 ok $? "corpus edge: 90 documents of random ids (special ids and pieces anywhere), as Megatron .bin/.idx"
+# and 4 documents of one 2000-token sentence each (more masked spans than the 100 sentinels)
+"$PYTHON" - "$WORK/long" <<'PY'
+import struct, sys, numpy
+rs = numpy.random.RandomState(3)
+sentences = [rs.randint(5, 61, size=2000).astype(numpy.int32) for _ in range(4)]
+with open(sys.argv[1] + ".bin", "wb") as f:
+    for s in sentences:
+        f.write(s.tobytes())
+lengths = numpy.array([len(s) for s in sentences], dtype=numpy.int32)
+pointers = (numpy.arange(4) * 8000).astype(numpy.int64)
+with open(sys.argv[1] + ".idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", 4))
+    f.write(struct.pack("<Q", 4) + struct.pack("<Q", 5))
+    f.write(lengths.tobytes() + pointers.tobytes() + numpy.arange(5, dtype=numpy.int64).tobytes())
+PY
 
 # compare NAME NRANKS SPLIT:FIRST-LAST TRAIN VALID TEST FLAGS... (the same flags to both; the
 # C tool reads PREFIX or PREFIX_text_KIND.h5 as the flags name them, the reference PREFIX)
@@ -169,4 +184,6 @@ expect_error "BertWordPieceLowerCase (no sentinel tokens in Megatron-Core)" "nee
     --encoder-seq-length 48 --decoder-seq-length 24 --data-path "$WORK/a" --tokenizer-type BertWordPieceLowerCase
 expect_error "--encoder-seq-length 3" "needs --encoder-seq-length >= 4" \
     --encoder-seq-length 3 --decoder-seq-length 24 --data-path "$WORK/a"
+expect_error "more masked spans than sentinel tokens" "more than the tokenizer's 100 sentinel" \
+    --encoder-seq-length 4096 --decoder-seq-length 4096 --mask-prob 0.5 --short-seq-prob 0 --data-path "$WORK/long"
 done_testing
