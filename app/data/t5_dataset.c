@@ -23,6 +23,21 @@ int t5_vocab_load(const char *vocab_file, const char *tokenizer_type, t5_vocab *
                         "<extra_id_i>), not %s", tokenizer_type), -1;
     bert_vocab bert;
     if (bert_vocab_load(vocab_file, tokenizer_type, &bert, word_piece, err, errlen)) return -1;
+    /* Hugging Face adds only the sentinels the file lacks, keeping the file's ids for the
+     * others; a file holding some is not modelled (the real BERT vocabularies hold none) */
+    FILE *f = fopen(vocab_file, "rb");
+    char line[4096];
+    for (long number = 1; f && fgets(line, sizeof line, f); number++)
+        if (!strncmp(line, "<extra_id_", 10)) {
+            fclose(f);
+            free(*word_piece);
+            *word_piece = NULL;
+            line[strcspn(line, "\r\n")] = '\0';
+            return snprintf(err, errlen, "--vocab-file %s: line %ld holds %s, a sentinel token "
+                            "that the T5 tokenizer adds itself (a vocabulary holding sentinels is "
+                            "not supported)", vocab_file, number, line), -1;
+        }
+    if (f) fclose(f);
     memset(vocab, 0, sizeof *vocab);
     vocab->cls = vocab->bos = bert.cls;
     vocab->sep = vocab->eos = bert.sep;

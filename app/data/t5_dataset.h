@@ -33,7 +33,8 @@ typedef struct t5_vocab {
 /* The vocabulary of --tokenizer-type BertWordPieceCase (build_tokenizer gives it the 100
  * sentinels <extra_id_0> .. <extra_id_99>, after the file's tokens, whatever --vocab-extra-ids
  * says). BertWordPieceLowerCase gets none there (its additional tokens are --special-tokens),
- * and Megatron's T5 config asserts some exist: refused. Fills *vocab with *word_piece
+ * and Megatron's T5 config asserts some exist: refused, as is a file that holds <extra_id_i>
+ * lines itself (Hugging Face would keep their ids). Fills *vocab with *word_piece
  * (malloc'd; the caller frees it). Returns 0, or -1 with "what" in err. */
 int t5_vocab_load(const char *vocab_file, const char *tokenizer_type, t5_vocab *vocab,
                   uint8_t **word_piece, char *err, size_t errlen);

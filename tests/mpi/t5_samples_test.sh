@@ -186,4 +186,7 @@ expect_error "--encoder-seq-length 3" "needs --encoder-seq-length >= 4" \
     --encoder-seq-length 3 --decoder-seq-length 24 --data-path "$WORK/a"
 expect_error "more masked spans than sentinel tokens" "more than the tokenizer's 100 sentinel" \
     --encoder-seq-length 4096 --decoder-seq-length 4096 --mask-prob 0.5 --short-seq-prob 0 --data-path "$WORK/long"
+{ cat "$VOCAB"; echo "<extra_id_0>"; } > "$WORK/with_sentinel.txt"
+expect_error "a vocabulary that holds a sentinel itself" "line 62 holds <extra_id_0>" \
+    --encoder-seq-length 48 --decoder-seq-length 24 --data-path "$WORK/a" --vocab-file "$WORK/with_sentinel.txt"
 done_testing
