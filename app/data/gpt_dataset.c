@@ -723,6 +723,11 @@ gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm) {
                    "--decoder-seq-length >= 1 (got %d) and --seed in [1, 2^31) (got %llu; "
                    "Megatron's build_mapping takes a positive int32)", cfg->seq_length,
                    cfg->t5->decoder_seq_length, (unsigned long long)cfg->seed);
+    if (cfg->t5 && !(cfg->t5->mask_prob > 0 && cfg->t5->mask_prob < 1 &&
+                     cfg->t5->short_seq_prob >= 0 && cfg->t5->short_seq_prob <= 1))
+        user_error("the T5 dataset needs --mask-prob in (0, 1) (got %g) and --short-seq-prob in "
+                   "[0, 1] (got %g), as Megatron's MaskedWordPieceDatasetConfig asserts",
+                   cfg->t5->mask_prob, cfg->t5->short_seq_prob);
     gpt_datasets *ds = calloc(1, sizeof *ds);
     CHECK(ds, "out of memory");
     ds->cfg = cfg;

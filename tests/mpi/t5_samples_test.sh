@@ -189,4 +189,6 @@ expect_error "more masked spans than sentinel tokens" "more than the tokenizer's
 { cat "$VOCAB"; echo "<extra_id_0>"; } > "$WORK/with_sentinel.txt"
 expect_error "a vocabulary that holds a sentinel itself" "line 62 holds <extra_id_0>" \
     --encoder-seq-length 48 --decoder-seq-length 24 --data-path "$WORK/a" --vocab-file "$WORK/with_sentinel.txt"
+expect_error "--mask-prob 1 (Megatron asserts 0 < p < 1)" "needs --mask-prob in (0, 1)" \
+    --encoder-seq-length 48 --decoder-seq-length 24 --data-path "$WORK/a" --mask-prob 1
 done_testing

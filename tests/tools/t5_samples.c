@@ -68,7 +68,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(flag, "--vocab-extra-ids") && i + 1 < argc) {
             /* Megatron-Core's build_tokenizer gives BertWordPieceCase its 100 <extra_id_i>
              * whatever this says (megatron/core/tokenizers/utils/build_tokenizer.py) */
-            ++i;
+            char *end;
+            long extra = strtol(argv[++i], &end, 10);
+            if (*end || extra < 0) user_error("--vocab-extra-ids %s: expected a count >= 0", argv[i]);
         } else if (!strcmp(flag, "--seed") && i + 1 < argc) cfg.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(flag, "--split") && i + 1 < argc) cfg.split = argv[++i];
         else if (!strcmp(flag, "--vocab-file") && i + 1 < argc) vocab_file = argv[++i];
