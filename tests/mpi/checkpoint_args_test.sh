@@ -22,7 +22,7 @@ status=$?
 [ $status -eq 0 ] || sed 's/^/#   /' "$WORK/err" | tail -3
 ok $status "resumed with --use-checkpoint-args and no model flags (--num-layers, --hidden-size, ... are required otherwise)"
 grep "use-checkpoint-args: from the checkpoint:" "$WORK/out" | sed 's/^/# /'
-grep -q "from the checkpoint: num_layers 2, hidden_size 64, ffn_hidden_size 96, seq_length 64, num_attention_heads 4, .*num_query_groups 2, position_embedding_type rope, .*hidden_dropout 0.1, attention_dropout 0.05, .*add_bias_linear 0, swiglu 1, untie_embeddings_and_output_weights 1, normalization RMSNorm" "$WORK/out"
+grep -q "from the checkpoint: num_layers 2, hidden_size 64, ffn_hidden_size 96, seq_length 64, num_attention_heads 4, .*num_query_groups 2, position_embedding_type rope, .*hidden_dropout 0.1, attention_dropout 0.05, .*add_bias_linear 0, add_qkv_bias 0, swiglu 1, untie_embeddings_and_output_weights 1, normalization RMSNorm" "$WORK/out"
 ok $? "the start-up log names what came from the checkpoint (RMSNorm over the command line's LayerNorm)"
 json_field "$WORK/full.jsonl" train lm_loss > "$WORK/full.loss"
 json_field "$WORK/args.jsonl" train lm_loss > "$WORK/args.loss"
