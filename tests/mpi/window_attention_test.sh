@@ -13,7 +13,8 @@
 #  - a checkpoint trained with the window: the server's greedy generation with the KV cache and
 #    its scoring equal the no-cache training forward's with the window
 #    (tests/tools/gpt_forward_reference, within 1e-5), and differ from the forward without it;
-#  - bad values are refused with one message naming the flag.
+#  - bad values are refused with one message naming the flag (all forms:
+#    tests/unit/window_attention_args_test).
 . "${top_srcdir:-.}/tests/lib.sh"
 LLAMA_ARGS="$top_srcdir/configs/llama-tiny.args"
 BASE="--args-file $LLAMA_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
@@ -76,14 +77,10 @@ refused() {  # refused WHAT_IN_THE_MESSAGE FLAGS...
     [ $status -ne 0 ] && grep -q -- "$what" "$WORK/err"
     ok $? "refused: $* ($(grep -o 'error: .*' "$WORK/err" | head -1 | cut -c 1-150))"
 }
+# (every form is checked in tests/unit/window_attention_args_test; here that the program stops)
 refused 'expected two integers LEFT,RIGHT' --window-size 8
-refused 'expected two integers LEFT,RIGHT' --window-size 8,0,0
-refused 'expected two integers LEFT,RIGHT' --window-size 8,x
 refused 'window_size should be (-1, 0) or (>=0, 0)' --window-size -2,0
-refused 'window_size should be (-1, 0) or (>=0, 0)' --window-size -1,4
-refused '--window-attn-skip-freq 2 needs --window-size' --window-attn-skip-freq 2
 refused 'gives 3 layers, but --num-layers is 4' --window-size 8,0 --window-attn-skip-freq '[1,0,1]'
-refused 'an integer must be at least 1' --window-size 8,0 --window-attn-skip-freq 0
 
 # generation: a checkpoint trained with the window, against the no-cache training forward
 SERVER="$top_builddir/app/run_text_generation_server"
