@@ -13,6 +13,7 @@
 #  - a checkpoint trained with the window: the server's greedy generation with the KV cache and
 #    its scoring equal the no-cache training forward's with the window
 #    (tests/tools/gpt_forward_reference, within 1e-5), and differ from the forward without it;
+#    evaluate's loss is the windowed forward's;
 #  - bad values are refused with one message naming the flag (all forms:
 #    tests/unit/window_attention_args_test).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -155,5 +156,18 @@ against "$WINDOW" window
 ok $? "greedy tokens, log-probabilities and scoring with the KV cache equal the no-cache forward with the window"
 against "" nowindow
 [ $? -ne 0 ]; ok $? "... and not the forward without the window (the window matters past position 8)"
+# evaluate: one window of the 63 scored targets; its loss is minus the mean of the reference's log-probabilities
+cp "$WORK/score.line" "$WORK/wiki.test.tokens"
+timeout 120 "$MPIEXEC" -n 1 "$top_builddir/app/evaluate" --task WIKITEXT103 --valid-data "$WORK/wiki.test.tokens" \
+    --load "$WORK/ckpt" --device cpu --seq-length 63 --overlapping-eval 63 --metrics-file "$WORK/eval.jsonl" > "$WORK/eval.out" 2>&1
+python3 - "$WORK/eval.jsonl" "$WORK/window.score.ref" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+ref = [list(map(float, l.split()[1:])) for l in open(sys.argv[2]) if l.startswith("logprobs:")][0]
+expected = -sum(ref) / len(ref)
+print("# evaluate avg loss %.9g, from the training forward with the window %.9g" % (m["avg_loss"], expected))
+sys.exit(0 if m["num_windows"] == 1 and len(ref) == 63 and abs(m["avg_loss"] - expected) < 1e-6 else 1)
+PY
+ok $? "evaluate takes the window from the checkpoint: its WIKITEXT103 loss is the training forward's with the window"
 
 done_testing
