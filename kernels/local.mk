@@ -15,7 +15,7 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 	kernels/cuda/cuda_backend.cu kernels/cuda/cuda_rmsnorm.cu kernels/cuda/cuda_rope.cu \
 	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu kernels/cuda/cuda_moe.cu \
 	kernels/cuda/cuda_fp8.cu kernels/cuda/cuda_fp8_gemm.cu kernels/cuda/cuda_attention_block.cu
-# headers of context parallelism's ring attention, included by the two objects named below only
+# headers of the flash-attention tiles and context parallelism's ring attention, included by the objects named below only
 CUDA_RING_ATTENTION_INCLUDES = kernels/cuda/cuda_attention_block.cuh kernels/cuda/cuda_attention_tiles.cuh
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
 	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh
@@ -31,7 +31,8 @@ kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.
 		$(top_srcdir)/kernels/philox.h $(top_srcdir)/kernels/moe_routing.h $(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%)
 	@$(MKDIR_P) kernels/cuda
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c $< -o $@
-kernels/cuda/cuda_attention_block.o kernels/cuda/cuda_backend.o: $(CUDA_RING_ATTENTION_INCLUDES:%=$(top_srcdir)/%)
+kernels/cuda/cuda_attention.o kernels/cuda/cuda_attention_block.o kernels/cuda/cuda_backend.o: \
+		$(CUDA_RING_ATTENTION_INCLUDES:%=$(top_srcdir)/%)
 endif
 EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES)
 
@@ -40,7 +41,7 @@ EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLU
 # make perf/attention_bench [ATTN_BENCH_FLAGS='-DATTN_FWD_WARPS=4 ...']
 if HAVE_CUDA
 perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu \
-		$(top_srcdir)/kernels/cuda/cuda_attention.cu $(top_srcdir)/kernels/philox.h \
+		$(top_srcdir)/kernels/cuda/cuda_attention.cu $(top_srcdir)/kernels/cuda/cuda_attention_tiles.cuh $(top_srcdir)/kernels/philox.h \
 		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) kernels/libkernels.a
 	@$(MKDIR_P) perf
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $(ATTN_BENCH_FLAGS) $< kernels/libkernels.a -o $@

@@ -106,6 +106,9 @@ tests_tools_model_logits_LDADD = $(APP_LIBS)
 check_PROGRAMS += tests/tools/bert_samples
 tests_tools_bert_samples_SOURCES = tests/tools/bert_samples.c
 tests_tools_bert_samples_LDADD = $(APP_LIBS)
+check_PROGRAMS += tests/tools/t5_samples
+tests_tools_t5_samples_SOURCES = tests/tools/t5_samples.c
+tests_tools_t5_samples_LDADD = $(APP_LIBS)
 
 # ---- MPI integration ----
 check_PROGRAMS += tests/mpi/dataset_test tests/mpi/tensor_parallel_test tests/mpi/expert_comm_test
@@ -310,6 +313,9 @@ TESTS += tests/mpi/bert_script_test.sh
 EXTRA_DIST += tests/data/train_bert_340m_tiny.sh
 EXTRA_DIST += tests/mpi/bert_corpus.sh
 EXTRA_DIST += tests/tools/megatron_bert_samples.py
+# T5 samples (issue 46) against tests/tools/megatron_t5_samples.py
+TESTS += tests/mpi/t5_samples_test.sh
+EXTRA_DIST += tests/tools/megatron_t5_samples.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh

@@ -17,6 +17,13 @@
 
 static const char *const split_names[GPT_DATA_SPLITS] = {"train", "valid", "test"};
 
+/* Megatron's dataset class: GPT, or one of the masked (sentence-split) datasets */
+static const char *dataset_class(const gpt_data_config *cfg) {
+    return cfg->bert ? "BERTMaskedWordPieceDataset"
+                     : cfg->t5 ? "T5MaskedWordPieceDataset" : "GPTDataset";
+}
+static int is_masked(const gpt_data_config *cfg) { return cfg->bert || cfg->t5; }
+
 typedef struct corpus {
     char name[4200];           /* as named in the flags (the key when several splits share it) */
     char path[4200];
@@ -61,9 +68,11 @@ struct gpt_datasets {
     split_view splits[GPT_DATA_SPLITS];
     int eod, vocab_size;
     index_cache_stats stats;
-    const bert_dataset_config *bert;  /* NULL: GPT */
+    const bert_dataset_config *bert;  /* NULL: GPT (or T5) */
+    const t5_dataset_config *t5;      /* NULL: GPT (or BERT) */
     uint64_t bert_seed;
     bert_scratch bert_scratch;
+    t5_scratch t5_scratch;
     int32_t *bert_tokens;             /* the sentences of one BERT sample */
     int64_t *bert_lengths;
     size_t bert_tokens_capacity, bert_lengths_capacity;
@@ -166,8 +175,10 @@ static int file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-/* BERT: the documents' sentences (Megatron's document_indices and sequence_lengths) */
-static void open_bert_sentences(corpus *c) {
+/* BERT and T5: the documents' sentences (Megatron's document_indices and sequence_lengths).
+ * T5 also reads a corpus not split into sentences (each document then one sentence), as
+ * Megatron's T5 dataset reads a _text_document corpus. */
+static void open_bert_sentences(corpus *c, int whole_documents_allowed) {
     c->document_sentences = malloc(sizeof(int64_t) * (size_t)(c->num_documents + 1));
     CHECK(c->document_sentences, "out of memory");
     if (c->mm) {
@@ -179,22 +190,23 @@ static void open_bert_sentences(corpus *c) {
         memcpy(c->sentence_lengths, c->mm->sequence_lengths, sizeof(int32_t) * (size_t)c->num_sentences);
     } else {
         const hdf5_corpus *h = c->h5;
-        if (!h->sentence_offsets)
+        if (!h->sentence_offsets && !whole_documents_allowed)
             user_error("%s: BERT needs a sentence-split corpus (preprocess_data --split-sentences)",
                        c->path);
-        c->num_sentences = h->num_sentences;
-        c->sentence_tokens = h->sentence_offsets;
+        int64_t *offsets = h->sentence_offsets ? h->sentence_offsets : h->document_offsets;
+        c->num_sentences = h->sentence_offsets ? h->num_sentences : h->num_documents;
+        c->sentence_tokens = offsets;
         c->sentence_lengths = malloc(sizeof(int32_t) * (size_t)(c->num_sentences + 1));
         CHECK(c->sentence_lengths, "out of memory");
         for (int64_t s = 0; s < c->num_sentences; s++) {
-            int64_t n = h->sentence_offsets[s + 1] - h->sentence_offsets[s];
+            int64_t n = offsets[s + 1] - offsets[s];
             if (n > INT32_MAX) user_error("%s: sentence %lld is longer than 2^31 tokens", c->path, (long long)s);
             c->sentence_lengths[s] = (int32_t)n;
         }
         int64_t s = 0;
         for (int64_t d = 0; d <= c->num_documents; d++) {
-            while (s < c->num_sentences && h->sentence_offsets[s] < h->document_offsets[d]) s++;
-            if (h->sentence_offsets[s] != h->document_offsets[d])
+            while (s < c->num_sentences && offsets[s] < h->document_offsets[d]) s++;
+            if (offsets[s] != h->document_offsets[d])
                 user_error("%s: document %lld starts at token %lld, inside a sentence", c->path,
                            (long long)d, (long long)h->document_offsets[d]);
             c->document_sentences[d] = s;
@@ -202,7 +214,9 @@ static void open_bert_sentences(corpus *c) {
     }
 }
 
-static void open_corpus(corpus *c, const char *prefix, int bert) {
+/* masked: 0 GPT, 1 BERT, 2 T5 */
+static void open_corpus(corpus *c, const char *prefix, int masked) {
+    int bert = masked != 0;
     char err[9000], h5[4200], bin[4200], idx[4200];
     size_t n = strlen(prefix);
     snprintf(h5, sizeof h5, "%s.h5", prefix);
@@ -237,7 +251,7 @@ static void open_corpus(corpus *c, const char *prefix, int bert) {
     } else {
         user_error("--data-path %s: neither %s nor %s/.idx exists", prefix, h5, bin);
     }
-    if (bert) open_bert_sentences(c);
+    if (bert) open_bert_sentences(c, masked == 2);
     for (int64_t d = 0; d < c->num_documents; d++)
         if (c->lengths[d] > c->max_length) c->max_length = c->lengths[d];
     c->lengths_hash = hash_fnv1a(HASH_FNV1A_OFFSET, c->lengths, sizeof(int64_t) * (size_t)c->num_documents);
@@ -357,7 +371,7 @@ static void gpt_identifiers(py_json *j, const gpt_datasets *ds, const split_part
     const gpt_data_config *cfg = ds->cfg;
     py_json_begin_object(j);
     py_json_key(j, "class");
-    py_json_string(j, cfg->bert ? "BERTMaskedWordPieceDataset" : "GPTDataset");
+    py_json_string(j, dataset_class(cfg));
     py_json_key(j, "dataset_path");
     py_json_string(j, part->c->name);
     py_json_key(j, "num_samples");
@@ -398,13 +412,13 @@ static void gpt_identifiers(py_json *j, const gpt_datasets *ds, const split_part
         }
         py_json_end_object(j);
     }
-    if (cfg->bert) {  /* MaskedWordPieceDataset's and BERTMaskedWordPieceDataset's attributes */
+    if (is_masked(cfg)) {  /* MaskedWordPieceDataset's, then BERT's or T5's attributes */
         py_json_key(j, "masking_probability");
-        py_json_float(j, cfg->bert->mask_prob);
+        py_json_float(j, cfg->bert ? cfg->bert->mask_prob : cfg->t5->mask_prob);
         py_json_key(j, "short_sequence_probability");
-        py_json_float(j, cfg->bert->short_seq_prob);
+        py_json_float(j, cfg->bert ? cfg->bert->short_seq_prob : cfg->t5->short_seq_prob);
         py_json_key(j, "masking_max_ngram");
-        py_json_int(j, cfg->bert->max_ngram);
+        py_json_int(j, cfg->bert ? cfg->bert->max_ngram : cfg->t5->max_ngram);
         py_json_key(j, "masking_do_full_word");
         py_json_bool(j, 1);
         py_json_key(j, "masking_do_permutation");
@@ -412,9 +426,14 @@ static void gpt_identifiers(py_json *j, const gpt_datasets *ds, const split_part
         py_json_key(j, "masking_use_longer_ngrams");
         py_json_bool(j, 0);
         py_json_key(j, "masking_use_geometric_distribution");
-        py_json_bool(j, 0);
-        py_json_key(j, "classification_head");
-        py_json_bool(j, cfg->bert->binary_head);
+        py_json_bool(j, cfg->t5 != NULL);
+        if (cfg->bert) {
+            py_json_key(j, "classification_head");
+            py_json_bool(j, cfg->bert->binary_head);
+        } else {
+            py_json_key(j, "sequence_length_decoder");
+            py_json_int(j, cfg->t5->decoder_seq_length);
+        }
     }
     py_json_end_object(j);
 }
@@ -431,7 +450,7 @@ static const char *gpt_cache_dir(const gpt_data_config *cfg, const corpus *c, ch
     size_t n = strlen(c->name);
     int h5 = n > 3 && !strcmp(c->name + n - 3, ".h5");
     snprintf(buffer, size, "%.*s/cache/%s_indices", (int)(h5 ? n - 3 : n), c->name,
-             cfg->bert ? "BERTMaskedWordPieceDataset" : "GPTDataset");
+             dataset_class(cfg));
     return buffer;
 }
 
@@ -444,6 +463,12 @@ typedef struct bert_build {
     int split;
 } bert_build;
 
+/* the longest target of a masked dataset's sample index: BERT's [CLS] A [SEP] B [SEP] adds 3
+ * tokens, T5's <bos> and <eos> 2 */
+static int max_target_length(const gpt_data_config *cfg) {
+    return cfg->seq_length - (cfg->bert ? 3 : 2);
+}
+
 /* masked_dataset.py _build_sample_index: helpers.build_mapping over the split's documents,
  * kept as Megatron saves it ((samples, 3) uint32; uint64 past 2^32 sentences) */
 static void build_bert_arrays(void *context, index_arrays *out) {
@@ -451,18 +476,22 @@ static void build_bert_arrays(void *context, index_arrays *out) {
     const corpus *c = b->part->c;
     int64_t count = 0;
     /* the split's documents with the bound after the last: document_indices[first .. last] */
+    /* BERT: [CLS] A [SEP] B [SEP] (3 added); T5: room for <bos> and <eos> (2) */
+    const gpt_data_config *cfg = b->cfg;
+    int binary_head = cfg->bert && cfg->bert->binary_head;
     int64_t *rows = bert_build_sample_index(c->document_sentences + b->part->first,
                                             b->part->last - b->part->first, c->sentence_lengths,
-                                            b->samples, b->cfg->seq_length - 3,
-                                            b->cfg->bert->short_seq_prob, (int32_t)b->cfg->seed,
-                                            b->cfg->bert->binary_head ? 2 : 1, &count);
+                                            b->samples, max_target_length(cfg),
+                                            cfg->bert ? cfg->bert->short_seq_prob
+                                                      : cfg->t5->short_seq_prob,
+                                            (int32_t)cfg->seed, binary_head ? 2 : 1, &count);
     if (!rows)
-        user_error("%s: the %s split (%s, documents [%lld, %lld)) yields no BERT sample: each "
+        user_error("%s: the %s split (%s, documents [%lld, %lld)) yields no %s sample: each "
                    "needs a document of %s without a sentence over 512 tokens", c->path,
                    split_names[b->split], b->split_string, (long long)b->part->first,
-                   (long long)b->part->last,
-                   b->cfg->bert->binary_head ? "two sentences or more (or --bert-no-binary-head)"
-                                             : "one sentence or more");
+                   (long long)b->part->last, cfg->bert ? "BERT" : "T5",
+                   binary_head ? "two sentences or more (or --bert-no-binary-head)"
+                               : "one sentence or more");
     memset(out, 0, sizeof *out);
     out->count = 1;
     out->data[0] = rows;
@@ -487,7 +516,7 @@ static int check_bert_arrays(void *context, const index_arrays *a, char *why, si
     for (int64_t s = 0; s < count; s++) {
         const int64_t *row = a->data[0] + 3 * s;
         if (row[0] < lowest || row[1] <= row[0] || row[1] > highest || row[2] < 2 ||
-            row[2] > b->cfg->seq_length - 3)
+            row[2] > max_target_length(b->cfg))
             return error_format(why, whylen, "sample_index[%lld] = (%lld, %lld, %lld) is out of range",
                                 (long long)s, (long long)row[0], (long long)row[1], (long long)row[2]);
     }
@@ -498,7 +527,7 @@ static void build_bert_part(gpt_datasets *ds, const gpt_data_config *cfg, split_
                             int split, const char *split_string, int64_t samples, MPI_Comm comm) {
     const corpus *c = part->c;
     if (samples < 0)
-        user_error("%s: an unweighted blend of BERT corpora (--data-path A B ...) gives each "
+        user_error("%s: an unweighted blend of BERT or T5 corpora (--data-path A B ...) gives each "
                    "corpus num_samples None, which Megatron's build_mapping cannot take: give "
                    "weights (--data-path W1 A W2 B ...)", c->path);
     if (part->last <= part->first)
@@ -511,7 +540,7 @@ static void build_bert_part(gpt_datasets *ds, const gpt_data_config *cfg, split_
     bert_build b = {cfg, part, samples, split_string, split};
     char dir[4300];
     index_cache_request request = {
-        .class_name = "BERTMaskedWordPieceDataset", .split = split_names[split],
+        .class_name = dataset_class(cfg), .split = split_names[split],
         .split_not_in_names = 1, .description = description.text,
         .content_hash = c->lengths_hash, .count = 1, .names = {"sample_index"},
         .build = build_bert_arrays, .check = check_bert_arrays, .context = &b};
@@ -524,7 +553,7 @@ static void build_bert_part(gpt_datasets *ds, const gpt_data_config *cfg, split_
 
 static void build_split_part(gpt_datasets *ds, const gpt_data_config *cfg, split_part *part,
                              int split, const char *split_string, int64_t samples, MPI_Comm comm) {
-    if (cfg->bert) {
+    if (is_masked(cfg)) {
         build_bert_part(ds, cfg, part, split, split_string, samples, comm);
         return;
     }
@@ -562,7 +591,7 @@ static corpus *corpus_of(gpt_datasets *ds, const char *path) {
         if (!strcmp(ds->corpora[i].name, path)) return &ds->corpora[i];
     CHECK(ds->num_corpora < MAX_CORPORA, "too many corpora");
     corpus *c = &ds->corpora[ds->num_corpora++];
-    open_corpus(c, path, ds->bert != NULL);
+    open_corpus(c, path, ds->bert ? 1 : ds->t5 ? 2 : 0);
     snprintf(c->name, sizeof c->name, "%s", path);
     int eod = c->h5 ? (int)c->h5->meta.eod_id : -1;
     int vocab = c->h5 ? (int)c->h5->meta.vocab_size : 0;
@@ -688,10 +717,22 @@ gpt_datasets *gpt_datasets_open(const gpt_data_config *cfg, MPI_Comm comm) {
         user_error("the BERT dataset needs --seq-length >= 5 (got %d) and --seed in [1, 2^31) "
                    "(got %llu; Megatron's build_mapping takes a positive int32)", cfg->seq_length,
                    (unsigned long long)cfg->seed);
+    if (cfg->t5 && (cfg->bert || cfg->seq_length < 4 || cfg->seed < 1 || cfg->seed > INT32_MAX ||
+                    cfg->t5->decoder_seq_length < 1))
+        user_error("the T5 dataset needs --encoder-seq-length >= 4 (got %d), "
+                   "--decoder-seq-length >= 1 (got %d) and --seed in [1, 2^31) (got %llu; "
+                   "Megatron's build_mapping takes a positive int32)", cfg->seq_length,
+                   cfg->t5->decoder_seq_length, (unsigned long long)cfg->seed);
+    if (cfg->t5 && !(cfg->t5->mask_prob > 0 && cfg->t5->mask_prob < 1 &&
+                     cfg->t5->short_seq_prob >= 0 && cfg->t5->short_seq_prob <= 1))
+        user_error("the T5 dataset needs --mask-prob in (0, 1) (got %g) and --short-seq-prob in "
+                   "[0, 1] (got %g), as Megatron's MaskedWordPieceDatasetConfig asserts",
+                   cfg->t5->mask_prob, cfg->t5->short_seq_prob);
     gpt_datasets *ds = calloc(1, sizeof *ds);
     CHECK(ds, "out of memory");
     ds->cfg = cfg;
     ds->bert = cfg->bert;
+    ds->t5 = cfg->t5;
     ds->bert_seed = cfg->seed;
     ds->seq_length = cfg->seq_length;
     ds->eod = -1;
@@ -791,9 +832,10 @@ void gpt_dataset_sample(gpt_datasets *ds, int split, int64_t index, int32_t *tok
     read_part_sample(&view->parts[d], ds->seq_length, view->blend.data[1][index], tokens);
 }
 
-/* BERTMaskedWordPieceDataset.__getitem__: the sample's sentences, then bert_build_sample */
-static void read_bert_part_sample(gpt_datasets *ds, const split_part *part, int64_t index,
-                                  bert_sample *out) {
+/* the sentences of masked sample `index` of a part, back to back in ds->bert_tokens (their
+ * lengths in ds->bert_lengths); returns the sample index row */
+static const int64_t *read_masked_sentences(gpt_datasets *ds, const split_part *part,
+                                            int64_t index, int64_t *num_tokens) {
     CHECK(index >= 0 && index < part->num_samples, "%s: sample %lld of %lld", part->c->path,
           (long long)index, (long long)part->num_samples);
     const corpus *c = part->c;
@@ -820,6 +862,17 @@ static void read_bert_part_sample(gpt_datasets *ds, const split_part *part, int6
         else if (n > 0) hdf5_corpus_read_tokens(c->h5, c->sentence_tokens[s], n, ds->bert_tokens + filled);
         filled += n;
     }
+    *num_tokens = filled;
+    return row;
+}
+
+/* BERTMaskedWordPieceDataset.__getitem__: the sample's sentences, then bert_build_sample */
+static void read_bert_part_sample(gpt_datasets *ds, const split_part *part, int64_t index,
+                                  bert_sample *out) {
+    const corpus *c = part->c;
+    int64_t num_tokens = 0;
+    const int64_t *row = read_masked_sentences(ds, part, index, &num_tokens);
+    int64_t first = row[0], last = row[1];
     char why[300];
     if (bert_build_sample(ds->bert, ds->seq_length, (uint64_t)ds->bert_seed, index, ds->bert_tokens,
                           ds->bert_lengths, (int)(last - first), row[2], out, &ds->bert_scratch,
@@ -839,6 +892,31 @@ void bert_dataset_sample(gpt_datasets *ds, int split, int64_t index, bert_sample
     }
     int64_t d = view->blend.data[0][index];
     read_bert_part_sample(ds, &view->parts[d], view->blend.data[1][index], out);
+}
+
+/* T5MaskedWordPieceDataset.__getitem__: the sample's sentences, then t5_build_sample */
+static void read_t5_part_sample(gpt_datasets *ds, const split_part *part, int64_t index,
+                                t5_sample *out) {
+    int64_t num_tokens = 0;
+    const int64_t *row = read_masked_sentences(ds, part, index, &num_tokens);
+    char why[400];
+    if (t5_build_sample(ds->t5, ds->seq_length, (uint64_t)ds->bert_seed, index, ds->bert_tokens,
+                        num_tokens, row[2], out, &ds->t5_scratch, why, sizeof why) != 0)
+        user_error("%s: T5 sample %lld (sentences [%lld, %lld)): %s", part->c->path,
+                   (long long)index, (long long)row[0], (long long)row[1], why);
+}
+
+void t5_dataset_sample(gpt_datasets *ds, int split, int64_t index, t5_sample *out) {
+    CHECK(ds->t5, "t5_dataset_sample on datasets that are not T5's");
+    const split_view *view = &ds->splits[split];
+    CHECK(index >= 0 && index < view->size, "%s sample %lld out of [0, %lld)", split_names[split],
+          (long long)index, (long long)view->size);
+    if (!view->blended) {
+        read_t5_part_sample(ds, &view->parts[0], index, out);
+        return;
+    }
+    int64_t d = view->blend.data[0][index];
+    read_t5_part_sample(ds, &view->parts[d], view->blend.data[1][index], out);
 }
 
 int gpt_dataset_sample_source(const gpt_datasets *ds, int split, int64_t index) {
@@ -876,6 +954,7 @@ void gpt_datasets_close(gpt_datasets *ds) {
         free(ds->corpora[i].sentence_lengths);
     }
     bert_scratch_free(&ds->bert_scratch);
+    t5_scratch_free(&ds->t5_scratch);
     free(ds->bert_tokens);
     free(ds->bert_lengths);
     free(ds);

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "app/data/bert_dataset.h"
+#include "app/data/t5_dataset.h"
 #include "app/data/mock_data.h" /* SPLIT_TRAIN, SPLIT_VALID, SPLIT_TEST */
 
 enum { GPT_DATA_MAX_PATHS = 64, GPT_DATA_SPLITS = 3, GPT_DATA_TOKENIZER_FIELDS = 16 };
@@ -56,6 +57,9 @@ typedef struct gpt_data_config {
      * documents are their documents (not sequences), each a run of sentences; the samples are
      * read with bert_dataset_sample; the indices are built in memory (no cache) */
     const bert_dataset_config *bert;
+    /* Set (bert NULL): T5MaskedWordPieceDataset (t5_dataset.h) over the same sentence-split
+     * corpora, seq_length being --encoder-seq-length; samples read with t5_dataset_sample */
+    const t5_dataset_config *t5;
 } gpt_data_config;
 
 /* Fills a blend from Megatron's --data-path words as get_blend_from_list reads them:
@@ -93,6 +97,9 @@ void gpt_dataset_sample(gpt_datasets *ds, int split, int64_t index, int32_t *tok
 
 /* sample `index` of `split` of BERT datasets (cfg->bert set): seq_length values per array */
 void bert_dataset_sample(gpt_datasets *ds, int split, int64_t index, bert_sample *out);
+
+/* sample `index` of `split` of T5 datasets (cfg->t5 set) */
+void t5_dataset_sample(gpt_datasets *ds, int split, int64_t index, t5_sample *out);
 
 /* end-of-document id and unpadded vocabulary size recorded in the corpora; -1 / 0 when
  * unknown (a .bin/.idx corpus carries neither: take them from the tokenizer flags) */

@@ -1,6 +1,8 @@
 /* numpy_random.c: MT19937 and numpy's legacy RandomState draws (see numpy_random.h). */
 #include "app/data/numpy_random.h"
 
+#include <math.h>
+
 enum { MT_M = 397 };
 #define MT_MATRIX_A 0x9908b0dfu
 #define MT_UPPER 0x80000000u
@@ -66,6 +68,20 @@ uint64_t numpy_random_interval(numpy_random_state *s, uint64_t max) {
 double numpy_random_double(numpy_random_state *s) {
     uint32_t a = numpy_random_next32(s) >> 5, b = numpy_random_next32(s) >> 6;
     return (a * 67108864.0 + b) / 9007199254740992.0;
+}
+
+int64_t numpy_random_geometric(numpy_random_state *s, double p) {
+    if (p >= 0.333333333333333333333333) {
+        double u = numpy_random_double(s), prod = p, sum = p, q = 1.0 - p;
+        int64_t x = 1;
+        while (u > sum) {
+            prod *= q;
+            sum += prod;
+            x++;
+        }
+        return x;
+    }
+    return (int64_t)ceil(log(1.0 - numpy_random_double(s)) / log(1.0 - p));
 }
 
 int64_t numpy_random_randint(numpy_random_state *s, int64_t low, int64_t high) {

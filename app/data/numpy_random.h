@@ -1,9 +1,9 @@
 /* numpy_random.h: numpy.random.RandomState(seed) as Megatron's datasets use it: the MT19937
  * generator seeded from an integer (numpy's mt19937_seed, Matsumoto-Nishimura init_genrand),
  * its tempered 32-bit output, the legacy bounded integer draw (random_interval: smallest bit
- * mask, rejection), random(), randint and the legacy in-place shuffle of a 1-D array or list,
- * so that the index arrays built here equal the ones Megatron-Core's gpt_dataset.py builds and
- * the BERT samples equal masked_dataset.py's, draw for draw. */
+ * mask, rejection), random(), randint, geometric and the legacy in-place shuffle of a 1-D array
+ * or list, so that the index arrays built here equal the ones Megatron-Core's gpt_dataset.py
+ * builds and the BERT and T5 samples equal masked_dataset.py's, draw for draw. */
 #ifndef NUMPY_RANDOM_H
 #define NUMPY_RANDOM_H
 
@@ -35,5 +35,10 @@ int64_t numpy_random_randint(numpy_random_state *s, int64_t low, int64_t high);
 /* RandomState.shuffle(a) of a 1-D array of n int64 values: Fisher-Yates from the back,
  * j = random_interval(i) for i = n-1 .. 1 */
 void numpy_random_shuffle(numpy_random_state *s, int64_t *a, int64_t n);
+
+/* RandomState.geometric(p) for 0 < p <= 1 (numpy's random_geometric, which the legacy
+ * generator calls): p >= 1/3 searches the cdf with one double; below, the inversion
+ * ceil(log(1 - U) / log(1 - p)) */
+int64_t numpy_random_geometric(numpy_random_state *s, double p);
 
 #endif

@@ -1,9 +1,8 @@
 /* cuda_attention_tiles.cuh: the warp-level flash-attention building blocks of cuda_attention.cu
  * (mma.sync.m16n8k16 on bf16 or fp16 with fp32 accumulation, ldmatrix fragments, cp.async tiles
  * with rows padded by 8 elements, quad reductions of a row's 4 lanes), for the ring-attention
- * kernels of cuda_attention_block.cu. The same code as cuda_attention.cu's own copies (see its
- * header comment for the fragment layouts); that file can include this one instead. Device code
- * only. */
+ * kernels of cuda_attention_block.cu and for cuda_attention.cu itself (see its header comment for
+ * the fragment layouts). Device code only. */
 #ifndef CUDA_ATTENTION_TILES_CUH
 #define CUDA_ATTENTION_TILES_CUH
 

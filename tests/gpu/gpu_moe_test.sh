@@ -8,7 +8,10 @@
 #    capacity that drops tokens (pre-softmax, drop by probability), and fp16 (--fp16 from a loss
 #    scale of 1024, as gpu_fp16_test.sh: Megatron's 2^32 skips the first steps): the same;
 #  - --deterministic-mode twice: bitwise-identical losses and parameters; with
-#    --keep-mlp-activation (the experts' activation kept for the backward) the same bits;
+#    --keep-mlp-activation (the experts' activation kept for the backward) and with
+#    --recompute-modules moe (the layer's forward again in the backward) the same bits;
+#  - Megatron's benchmark router (--moe-router-force-load-balancing: random logits from the
+#    samples' Philox draws) like the CPU;
 #  - on 2 GPUs (when present): EP2, TP2 + SP, EP2 with the distributed optimizer, PP2: losses
 #    within 1e-2 of one GPU (NCCL all-to-all for EP).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -66,6 +69,10 @@ ok $? "--deterministic-mode: two runs give bitwise-identical losses and paramete
 train det_keep 1 --device cuda --deterministic-mode --keep-mlp-activation
 cmp -s "$WORK/det1.loss" "$WORK/det_keep.loss" && cmp -s "$WORK/det1.bin" "$WORK/det_keep.bin"
 ok $? "--keep-mlp-activation (the experts' activation kept, not computed again): the same bits"
+train det_recompute 1 --device cuda --deterministic-mode --recompute-granularity selective --recompute-modules moe
+cmp -s "$WORK/det1.loss" "$WORK/det_recompute.loss" && cmp -s "$WORK/det1.bin" "$WORK/det_recompute.bin"
+ok $? "--recompute-modules moe (the MoE layer's forward again in the backward): the same bits"
+case_pair forced --moe-router-force-load-balancing
 
 if [ "$gpus" -ge 2 ]; then
     EP="--expert-model-parallel-size"

@@ -5,6 +5,7 @@
  *   numpy_random_test shuffle SEED N      RandomState(SEED).shuffle(arange(N))
  *   numpy_random_test random SEED N       N RandomState.random() doubles (%.17g)
  *   numpy_random_test randint SEED LOW HIGH N   N RandomState.randint(LOW, HIGH)
+ *   numpy_random_test geometric SEED P N  N RandomState.geometric(P) (T5's span lengths)
  *   numpy_random_test mt64 SEED N         N outputs of std::mt19937_64(SEED) (bert_dataset.h) */
 #include "app/data/bert_dataset.h"
 #include "app/data/numpy_random.h"
@@ -43,6 +44,10 @@ int main(int argc, char **argv) {
         int64_t low = atoll(argv[3]), high = atoll(argv[4]);
         long n = atol(argv[5]);
         for (long i = 0; i < n; i++) printf("%" PRId64 "\n", numpy_random_randint(&s, low, high));
+    } else if (!strcmp(argv[1], "geometric") && argc == 5) {
+        double p = atof(argv[3]);
+        long n = atol(argv[4]);
+        for (long i = 0; i < n; i++) printf("%" PRId64 "\n", numpy_random_geometric(&s, p));
     } else if (!strcmp(argv[1], "mt64")) {
         mt19937_64 g;
         mt19937_64_seed(&g, strtoull(argv[2], NULL, 10));

@@ -2,6 +2,7 @@
 # tests/unit/numpy_random_test.sh: app/data/numpy_random.c against numpy itself: RandomState(seed)
 # raw MT19937 outputs (across several state regenerations), the legacy bounded draws
 # (32- and 64-bit masks), RandomState.shuffle, random() and randint (the BERT samples' draws),
+# geometric (T5's span lengths: the inversion below p = 1/3, the search above),
 # for several seeds and sizes; std::mt19937_64 (the BERT sample index) against the C++
 # standard's required value.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -24,6 +25,8 @@ elif mode == "random":
     values = ["%.17g" % r.random() for _ in range(int(sys.argv[3]))]
 elif mode == "randint":
     values = [r.randint(int(sys.argv[3]), int(sys.argv[4])) for _ in range(int(sys.argv[5]))]
+elif mode == "geometric":
+    values = [r.geometric(float(sys.argv[3])) for _ in range(int(sys.argv[4]))]
 elif mode == "interval":
     values = r.randint(0, int(sys.argv[3]) + 1, size=int(sys.argv[4]), dtype=np.uint64)
 else:
@@ -52,6 +55,9 @@ check "random() doubles equal numpy's, seed 1234" random 1234 2000
 check "random() doubles equal numpy's, seed 4294967295" random 4294967295 700
 check "randint(1, 3) equals numpy's" randint 99 1 3 1000
 check "randint(0, 30522) equals numpy's" randint 1234 0 30522 1000
+check "geometric(0.2) equals numpy's (the inversion: T5's span lengths)" geometric 1234 0.2 3000
+check "geometric(0.01) equals numpy's (the inversion, long tails)" geometric 5 0.01 1000
+check "geometric(0.5) equals numpy's (the cdf search)" geometric 77 0.5 2000
 value=$("$TOOL" mt64 5489 10000 | tail -1)
 [ "$value" = 9981545732273789042 ]
 ok $? "std::mt19937_64(5489): the 10000th output is the standard's 9981545732273789042 ($value)"
