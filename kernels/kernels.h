@@ -143,6 +143,9 @@ typedef struct attention_block_spec {
     int causal;        /* a key at a later global position than the query is masked */
     int total_T;       /* the whole sequence's length: the dropout mask numbers (t1, t2) over it */
     int head_start, total_heads; /* as attention_forward's: the dropout mask of the global head */
+    /* sliding window (attention_forward's window_left): with windowed set, a key more than
+     * window_left positions before the query is masked too; windowed 0 (a zeroed spec): none */
+    int windowed, window_left;
 } attention_block_spec;
 
 
@@ -197,6 +200,8 @@ typedef struct kernel_ops {
     size_t act_bytes; /* bytes per element of the compute dtype: 4 (fp32) or 2 (bf16, fp16) */
     int act_dtype;    /* the compute dtype itself (kernel_dtype): KERNEL_FP32 on the CPU backend,
                        * KERNEL_BF16 on kernels_cuda(), KERNEL_FP16 on kernels_cuda_fp16() */
+    int attention_window; /* 1 when the attention ops honour a sliding window (window_left,
+                           * attention_block_spec.window_left); 0: --window-size is refused */
 
     /* ---- memory ---- */
     void *(*alloc)(size_t bytes);                 /* zero-filled; aborts on failure */
@@ -346,18 +351,21 @@ typedef struct kernel_ops {
      * out[B,T,H*D] = softmax(q k^T / sqrt(D) + causal mask) v with dropout on the probabilities.
      * The workspace (attention_workspace_bytes) keeps what backward needs. head_start/total_heads
      * place local query heads among all heads so that the dropout mask does not depend on the
-     * tensor-parallel split. */
+     * tensor-parallel split. window_left >= 0 is sliding-window attention (Megatron's
+     * --window-size (window_left, 0), Transformer Engine's causal window): the query at t1 sees
+     * the keys at t1 - window_left .. t1 only; -1 sees every earlier key. A backend that honours
+     * it sets attention_window (the ops taking window_left abort on >= 0 otherwise). */
     size_t (*attention_workspace_bytes)(int B, int T, int H, int D);
     void (*attention_forward)(void *out, void *workspace, const void *qkv, int B, int T,
                               int H, int G, int D, int head_start, int total_heads,
-                              dropout_rng rng);
+                              int window_left, dropout_rng rng);
     /* dqkv[B,T,(H+2G)*D] is overwritten (a group's dk, dv sum over its query heads); out is the
      * forward's output (flash attention needs it). dbias (may be NULL) += the column sums of
      * dqkv over its B*T rows: the qkv bias gradient, which a backend may sum as it writes dqkv
      * (CUDA on Hopper) instead of in a pass of its own. */
     void (*attention_backward)(void *dqkv, float *dbias, const void *dout, const void *qkv, const void *out,
                                const void *workspace, int B, int T, int H, int G, int D,
-                               int head_start, int total_heads, dropout_rng rng);
+                               int head_start, int total_heads, int window_left, dropout_rng rng);
 
     /* ---- bidirectional self-attention with a key-padding mask (BERT's encoder) ----
      * attention_forward's qkv layout, scores, softmax and dropout (the same mask of (b, global
@@ -407,9 +415,11 @@ typedef struct kernel_ops {
      * [past, past+Tq) of every sequence. Their keys and values (one head per group) are stored
      * into k_cache and v_cache [B,max_len,G,D] (compute dtype) at those positions; then
      * out[B,Tq,H*D] = softmax(q k^T / sqrt(D)) v over the keys at positions 0..past+t of new
-     * token t (causal; no dropout), query head h reading its group h/(H/G) in place. */
+     * token t (causal; no dropout), query head h reading its group h/(H/G) in place; with
+     * window_left >= 0 only the keys at positions past+t - window_left .. past+t (the sliding
+     * window of attention_forward). */
     void (*decode_attention)(void *out, void *k_cache, void *v_cache, const void *qkv, int B,
-                             int Tq, int H, int G, int D, int past, int max_len);
+                             int Tq, int H, int G, int D, int past, int max_len, int window_left);
 
     /* ---- elementwise ---- */
     /* GeLU with the tanh approximation (Megatron's/GPT-2's). */

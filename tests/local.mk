@@ -67,6 +67,10 @@ tests_unit_pipeline_schedule_test_SOURCES = tests/unit/pipeline_schedule_test.c
 tests_unit_pipeline_schedule_test_LDADD = $(APP_LIBS)
 tests_unit_rank_layout_test_SOURCES = tests/unit/rank_layout_test.c
 tests_unit_rank_layout_test_LDADD = $(APP_LIBS)
+check_PROGRAMS += tests/unit/window_attention_args_test
+tests_unit_window_attention_args_test_SOURCES = tests/unit/window_attention_args_test.c
+tests_unit_window_attention_args_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/window_attention_args_test
 tests_unit_checkpoint_boxes_test_SOURCES = tests/unit/checkpoint_boxes_test.c
 tests_unit_checkpoint_boxes_test_LDADD = $(APP_LIBS)
 tests_unit_checkpoint_format_test_SOURCES = tests/unit/checkpoint_format_test.c
@@ -121,6 +125,7 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 # the Llama family (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases) on every layout
 TESTS += tests/mpi/llama_parallel_test.sh
 TESTS += tests/mpi/cp_parallel_test.sh
+TESTS += tests/mpi/window_attention_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
 # resilience (issue 45): asynchronous saves
 TESTS += tests/mpi/async_save_test.sh

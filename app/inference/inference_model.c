@@ -6,6 +6,7 @@
 #include "app/inference/inference_moe.h"
 #include "app/model/gpt_sharded_state.h"
 #include "app/model/moe_expert_bias.h"
+#include "app/model/window_attention.h"
 #include "io/hdf5_attributes.h"
 
 #include <stdio.h>
@@ -79,6 +80,15 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
         user_error("checkpoint %s: %d attention heads do not split into %d query groups", f->path,
                    c->num_attention_heads, c->num_query_groups);
     im->moe_capacity_factor = inference_moe_config(f, c);
+    /* sliding-window attention: the flags the training run was given (app/model/window_attention.h) */
+    char *window_size = checkpoint_get_string(f, "/args", "window_size");
+    char *skip_freq = checkpoint_get_string(f, "/args", "window_attn_skip_freq");
+    char window_error[512];
+    int window_bad = window_attention_configure(c, window_size ? window_size : "", skip_freq ? skip_freq : "",
+                                                c->num_layers, NULL, 0, window_error, sizeof window_error);
+    free(window_size);
+    free(skip_freq);
+    if (window_bad) user_error("checkpoint %s: /args: %s", f->path, window_error);
     c->layernorm_epsilon = (float)eps;
     c->seq_length = 1;          /* the training activations are not used: keep them small */
     c->micro_batch_size = 1;

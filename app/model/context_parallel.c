@@ -110,8 +110,8 @@ void context_parallel_scratch_release(gpt_model *m) {
 static int step_source(const cp_shapes *s, int step) { return (s->rank - step + s->cp) % s->cp; }
 
 /* the block of rank q_rank's rows (queries) against rank k_rank's (keys), over this rank's heads
- * (after an a2a: its 1/CP share of them) */
-static attention_block_spec rows_spec(const gpt_model *m, int q_rank, int k_rank, int a2a) {
+ * (after an a2a: its 1/CP share of them), with layer `layer`'s sliding window */
+static attention_block_spec rows_spec(const gpt_model *m, int layer, int q_rank, int k_rank, int a2a) {
     const gpt_config *c = &m->config;
     int local_heads = c->num_attention_heads / c->tp_size;
     attention_block_spec spec;
@@ -121,19 +121,21 @@ static attention_block_spec rows_spec(const gpt_model *m, int q_rank, int k_rank
     spec.total_T = c->seq_length * c->cp_size;
     spec.head_start = c->tp_rank * local_heads + (a2a ? c->cp_rank * (local_heads / c->cp_size) : 0);
     spec.total_heads = c->num_attention_heads;
+    spec.window_left = gpt_layer_window(c, layer);
+    spec.windowed = spec.window_left >= 0;
     return spec;
 }
 
-static attention_block_spec block_spec(const gpt_model *m, int source) {
-    return rows_spec(m, m->config.cp_rank, source, 0);
+static attention_block_spec block_spec(const gpt_model *m, int layer, int source) {
+    return rows_spec(m, layer, m->config.cp_rank, source, 0);
 }
 
 /* step `step` of the forward on the block kv: straight into out and lse first, merged after */
-static void forward_block(gpt_model *m, const cp_shapes *s, int step, void *out, float *lse, const void *qkv,
-                          const void *kv, dropout_rng rng) {
+static void forward_block(gpt_model *m, int layer, const cp_shapes *s, int step, void *out, float *lse,
+                          const void *qkv, const void *kv, dropout_rng rng) {
     const kernel_ops *ops = m->ops;
     struct context_parallel_scratch *x = m->cp_scratch;
-    attention_block_spec spec = block_spec(m, step_source(s, step));
+    attention_block_spec spec = block_spec(m, layer, step_source(s, step));
     if (step == 0) {
         ops->attention_block_forward(out, lse, qkv, kv, s->B, s->Hl, s->Gl, s->D, spec, rng);
         return;
@@ -180,7 +182,7 @@ static void *block_at(const gpt_model *m, void *base, int p, int width) {
     return act_at(m->ops, base, (size_t)p * (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length * (size_t)width);
 }
 
-static void a2a_forward(gpt_model *m, void *out, float *lse, const void *qkv, dropout_rng rng) {
+static void a2a_forward(gpt_model *m, int layer, void *out, float *lse, const void *qkv, dropout_rng rng) {
     const kernel_ops *ops = m->ops;
     struct context_parallel_scratch *x = m->cp_scratch;
     cp_shapes s = shapes_of(m);
@@ -193,7 +195,7 @@ static void a2a_forward(gpt_model *m, void *out, float *lse, const void *qkv, dr
         float *l = lse + (size_t)p * s.B * Hh * s.T;
         for (int step = 0; step < s.cp; step++) {
             int source = (p - step + s.cp) % s.cp;
-            attention_block_spec spec = rows_spec(m, p, source, 1);
+            attention_block_spec spec = rows_spec(m, layer, p, source, 1);
             void *kv = block_at(m, x->heads_kv, source, KVW);
             if (step == 0) {
                 ops->attention_block_forward(o, l, q, kv, s.B, Hh, Gh, s.D, spec, rng);
@@ -206,8 +208,8 @@ static void a2a_forward(gpt_model *m, void *out, float *lse, const void *qkv, dr
     sequence_to_heads(m, out, x->heads_out, O);
 }
 
-static void a2a_backward(gpt_model *m, void *dqkv, const void *dout, const void *qkv, const void *out, const float *lse,
-                         dropout_rng rng) {
+static void a2a_backward(gpt_model *m, int layer, void *dqkv, const void *dout, const void *qkv, const void *out,
+                         const float *lse, dropout_rng rng) {
     const kernel_ops *ops = m->ops;
     struct context_parallel_scratch *x = m->cp_scratch;
     cp_shapes s = shapes_of(m);
@@ -225,7 +227,7 @@ static void a2a_backward(gpt_model *m, void *dqkv, const void *dout, const void 
             ops->attention_block_backward(block_at(m, x->heads_dqkv, p, W), block_at(m, x->heads_dkv, source, KVW),
                                           block_at(m, x->heads_dout, p, O), block_at(m, x->heads_qkv, p, W),
                                           block_at(m, x->heads_kv, source, KVW), block_at(m, x->heads_out, p, O),
-                                          lse + (size_t)p * s.B * Hh * s.T, s.B, Hh, Gh, s.D, rows_spec(m, p, source, 1),
+                                          lse + (size_t)p * s.B * Hh * s.T, s.B, Hh, Gh, s.D, rows_spec(m, layer, p, source, 1),
                                           rng);
         }
     for (int p = 0; p < s.cp; p++)
@@ -246,7 +248,7 @@ void context_parallel_attention_forward(gpt_model *m, int layer, void *out, void
     float *lse = workspace;
     size_t kv_bytes = ops->act_bytes * s.kv_count;
     if (comm_type(m, layer) == CP_COMM_A2A) {
-        a2a_forward(m, out, lse, qkv, rng);
+        a2a_forward(m, layer, out, lse, qkv, rng);
         return;
     }
     if (comm_type(m, layer) == CP_COMM_ALLGATHER) {
@@ -254,7 +256,8 @@ void context_parallel_attention_forward(gpt_model *m, int layer, void *out, void
         ops->attention_kv_pack(own, qkv, (int)s.N, s.Hl, s.Gl, s.D);
         comm->allgather(own, x->kv_all, s.kv_count, m->act_dtype, group);
         for (int step = 0; step < s.cp; step++)
-            forward_block(m, &s, step, out, lse, qkv, (char *)x->kv_all + (size_t)step_source(&s, step) * kv_bytes, rng);
+            forward_block(m, layer, &s, step, out, lse, qkv, (char *)x->kv_all + (size_t)step_source(&s, step) * kv_bytes,
+                          rng);
         return;
     }
     int next = (s.rank + 1) % s.cp, previous = (s.rank + s.cp - 1) % s.cp;
@@ -268,7 +271,7 @@ void context_parallel_attention_forward(gpt_model *m, int layer, void *out, void
             comm->irecv(x->kv[(step + 1) % 2], s.kv_count, m->act_dtype, previous, TAG_KV, group, &received);
             comm->send(in_hand, s.kv_count, m->act_dtype, next, TAG_KV, group, &sent);
         }
-        forward_block(m, &s, step, out, lse, qkv, in_hand, rng);
+        forward_block(m, layer, &s, step, out, lse, qkv, in_hand, rng);
         comm->wait(&sent);
         comm->wait(&received);
     }
@@ -284,7 +287,7 @@ void context_parallel_attention_backward(gpt_model *m, int layer, void *dqkv, co
     const float *lse = workspace;
     size_t kv_bytes = ops->act_bytes * s.kv_count;
     if (comm_type(m, layer) == CP_COMM_A2A) {
-        a2a_backward(m, dqkv, dout, qkv, out, lse, rng);
+        a2a_backward(m, layer, dqkv, dout, qkv, out, lse, rng);
         return;
     }
     ops->zero(dqkv, ops->act_bytes * s.N * (size_t)(s.Hl + 2 * s.Gl) * (size_t)s.D);
@@ -297,7 +300,7 @@ void context_parallel_attention_backward(gpt_model *m, int layer, void *dqkv, co
             int source = step_source(&s, step);
             ops->attention_block_backward(dqkv, (char *)x->dkv_all + (size_t)source * kv_bytes, dout, qkv,
                                           (char *)x->kv_all + (size_t)source * kv_bytes, out, lse, s.B, s.Hl, s.Gl, s.D,
-                                          block_spec(m, source), rng);
+                                          block_spec(m, layer, source), rng);
         }
         comm->reduce_scatter(x->dkv_all, x->dkv[0], s.kv_count, m->act_dtype, group);
         ops->attention_kv_unpack(dqkv, x->dkv[0], (int)s.N, s.Hl, s.Gl, s.D);
@@ -319,7 +322,7 @@ void context_parallel_attention_backward(gpt_model *m, int layer, void *dqkv, co
         /* the gradient of the next block (after the last step: of this rank's own) */
         comm->irecv(x->dkv[there], s.kv_count, m->act_dtype, previous, TAG_DKV, group, &requests[2]);
         ops->attention_block_backward(dqkv, x->dkv[here], dout, qkv, x->kv[here], out, lse, s.B, s.Hl, s.Gl, s.D,
-                                      block_spec(m, step_source(&s, step)), rng);
+                                      block_spec(m, layer, step_source(&s, step)), rng);
         comm->send(x->dkv[here], s.kv_count, m->act_dtype, next, TAG_DKV, group, &requests[3]);
         for (int k = 0; k < 4; k++) comm->wait(&requests[k]);
     }

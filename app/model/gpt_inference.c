@@ -206,7 +206,7 @@ static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int pa
         ops->matmul_forward(inf->qkv, NULL, inf->ln, lw->qkv_weight, lw->qkv_bias, N, C, QKVl);
         if (c->position_embedding_type == POSITION_ROPE) ops->rope_forward(inf->qkv, B, Tq, Hl, Gl, D, rope);
         ops->decode_attention(inf->attention, inf->k_cache[l], inf->v_cache[l], inf->qkv, B, Tq, Hl, Gl, D, past,
-                              inf->max_len);
+                              inf->max_len, gpt_layer_window(c, ch->first_layer + l));
         ops->matmul_forward(inf->out_rows, NULL, inf->attention, lw->proj_weight, NULL, N, HDl, C);
         tp_reduce(inf, inf->out_rows, rows_size);
         if (lw->proj_bias) ops->bias_add(inf->out_rows, lw->proj_bias, N, C);

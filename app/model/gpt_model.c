@@ -589,6 +589,9 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     m->tp_group = tp_group;
     CHECK(!(m->config.memory_efficient_layer_norm && m->config.recompute_layernorm),
           "the memory-efficient norms' backward needs the norms' outputs, which recompute_layernorm does not keep");
+    if (m->config.window_size_given && m->config.window_left >= 0 && !ops->attention_window)
+        user_error("--window-size: the %s backend's attention kernels have no sliding window yet; run on the CPU "
+                   "backend (--device cpu)", ops->name);
     int N = config->micro_batch_size * config->seq_length;
     m->local_rows = m->config.sequence_parallel ? N / m->config.tp_size : N;
     plan_row_runs(m);
@@ -1243,7 +1246,7 @@ static void attention_core_forward(gpt_model *m, layer_activations *la, int laye
                                            attention_rng(m, rng, layer));
     else
         m->ops->attention_forward(la->attention_out, la->attention_workspace, la->qkv, s.B, s.T, s.Hl, s.Gl, s.D,
-                                  c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+                                  c->tp_rank * s.Hl, s.H, gpt_layer_window(c, layer), attention_rng(m, rng, layer));
 }
 
 static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {
@@ -1606,7 +1609,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     } else {
         ops->attention_backward(b->d_qkv, qkv_bias_grad, b->d_attention, la->qkv, la->attention_out,
                                 la->attention_workspace, s.B, s.T, s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H,
-                                attention_rng(m, rng, layer));
+                                gpt_layer_window(c, layer), attention_rng(m, rng, layer));
     }
     if (c->position_embedding_type == POSITION_ROPE) rope_rows(m, b->d_qkv, 1);
     if (c->recompute_layernorm)  /* the qkv GEMM's input, again */

@@ -93,6 +93,17 @@ typedef struct gpt_config {
     int moe_pad_expert_input_to_capacity; /* with a capacity: Megatron pads every expert's rows to
                                            * it (the results do not change; the bias's counts do) */
     unsigned char moe_layer[GPT_MAX_MOE_LAYERS];
+    /* sliding-window attention (Megatron's --window-size LEFT,RIGHT with Transformer Engine's
+     * causal attention, RIGHT then 0; gpt_layer_window): with window_size_given, a windowed
+     * layer's query at position t sees the keys at t - window_left .. t (window_left -1:
+     * unbounded). Every layer is windowed unless --window-attn-skip-freq says otherwise:
+     * window_attn_skip_freq N > 0 makes layers N, 2N, ... (1-based) full attention; with
+     * window_attn_pattern set, window_attn_layer[l] (0-based) is 1 for the windowed layers. */
+    int window_size_given;
+    int window_left;
+    int window_attn_skip_freq;
+    int window_attn_pattern;
+    unsigned char window_attn_layer[GPT_MAX_MOE_LAYERS];
     gpt_fp8_config fp8;       /* FP8 training of the layers' linear layers (app/model/fp8_linear.h) */
     float init_method_std;
     float hidden_dropout;
@@ -162,6 +173,17 @@ typedef struct gpt_config {
 /* 1 when global layer `layer` of the config is an MoE layer */
 static inline int gpt_layer_is_moe(const gpt_config *c, int layer) {
     return c->num_experts > 0 && layer >= 0 && layer < GPT_MAX_MOE_LAYERS && c->moe_layer[layer];
+}
+
+/* the sliding window of global layer `layer`'s attention (the kernels' window_left): -1 for
+ * none (every earlier key), else the keys at most that many positions back (Megatron-Core's
+ * is_layer_window_attention, layer_number = layer + 1) */
+static inline int gpt_layer_window(const gpt_config *c, int layer) {
+    if (!c->window_size_given || c->window_left < 0) return -1;
+    if (c->window_attn_pattern)
+        return layer >= 0 && layer < GPT_MAX_MOE_LAYERS && c->window_attn_layer[layer] ? c->window_left : -1;
+    if (c->window_attn_skip_freq > 0 && (layer + 1) % c->window_attn_skip_freq == 0) return -1;
+    return c->window_left;
 }
 
 typedef struct param_tensor {

@@ -2,6 +2,7 @@
  * GEMM pair per expert, weighted combination, and their backward, through kernel_ops; plus the
  * parser of Megatron's --moe-layer-freq. */
 #include "app/model/moe_layer.h"
+#include "app/model/layer_pattern.h"
 #include "app/model/fp8_linear.h"
 
 #include "app/model/moe_expert_bias.h"
@@ -16,79 +17,6 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------ --moe-layer-freq */
-
-/* a tiny evaluator of Python list expressions over 0/1: sum := term ('+' term)*;
- * term := atom ('*' integer)*; atom := '[' int (',' int)* ']' | '(' sum ')' */
-typedef struct pattern_parser {
-    const char *text, *at;
-    unsigned char *out;    /* GPT_MAX_MOE_LAYERS */
-    int length;
-    char *err;
-    size_t errlen;
-} pattern_parser;
-
-static void skip_space(pattern_parser *p) { while (isspace((unsigned char)*p->at)) p->at++; }
-
-static int pattern_error(pattern_parser *p, const char *what) {
-    snprintf(p->err, p->errlen, "--moe-layer-freq \"%s\": %s at offset %d", p->text, what, (int)(p->at - p->text));
-    return -1;
-}
-
-static int parse_sum(pattern_parser *p);
-
-static int parse_atom(pattern_parser *p) {
-    skip_space(p);
-    if (*p->at == '(') {
-        p->at++;
-        if (parse_sum(p)) return -1;
-        skip_space(p);
-        if (*p->at != ')') return pattern_error(p, "expected ')'");
-        p->at++;
-        return 0;
-    }
-    if (*p->at != '[') return pattern_error(p, "expected '[' or '('");
-    p->at++;
-    for (;;) {
-        skip_space(p);
-        if (*p->at != '0' && *p->at != '1') return pattern_error(p, "expected 0 or 1 (dense or MoE layer)");
-        if (p->length >= GPT_MAX_MOE_LAYERS) return pattern_error(p, "pattern too long");
-        p->out[p->length++] = (unsigned char)(*p->at++ - '0');
-        skip_space(p);
-        if (*p->at == ',') { p->at++; continue; }
-        if (*p->at == ']') { p->at++; return 0; }
-        return pattern_error(p, "expected ',' or ']'");
-    }
-}
-
-static int parse_term(pattern_parser *p) {
-    int start = p->length;
-    if (parse_atom(p)) return -1;
-    for (;;) {
-        skip_space(p);
-        if (*p->at != '*') return 0;
-        p->at++;
-        skip_space(p);
-        char *end;
-        long times = strtol(p->at, &end, 10);
-        if (end == p->at || times < 0) return pattern_error(p, "expected a repetition count after '*'");
-        p->at = end;
-        int piece = p->length - start;
-        if (times == 0) { p->length = start; continue; }
-        if ((long)start + piece * times > GPT_MAX_MOE_LAYERS) return pattern_error(p, "pattern too long");
-        for (long k = 1; k < times; k++) memcpy(p->out + start + k * piece, p->out + start, (size_t)piece);
-        p->length = start + (int)(piece * times);
-    }
-}
-
-static int parse_sum(pattern_parser *p) {
-    if (parse_term(p)) return -1;
-    for (;;) {
-        skip_space(p);
-        if (*p->at != '+') return 0;
-        p->at++;
-        if (parse_term(p)) return -1;
-    }
-}
 
 int moe_layer_pattern_parse(const char *text, int num_layers, unsigned char *moe_layer, char *err, size_t errlen) {
     memset(moe_layer, 0, GPT_MAX_MOE_LAYERS);
@@ -108,16 +36,7 @@ int moe_layer_pattern_parse(const char *text, int num_layers, unsigned char *moe
         for (int l = 0; l < num_layers; l++) moe_layer[l] = l % every == 0;
         return 0;
     }
-    pattern_parser p = {text, text, moe_layer, 0, err, errlen};
-    if (parse_sum(&p)) return -1;
-    skip_space(&p);
-    if (*p.at) return pattern_error(&p, "unexpected text");
-    if (p.length != num_layers) {
-        snprintf(err, errlen, "--moe-layer-freq \"%s\" gives %d layers, but --num-layers is %d", text, p.length,
-                 num_layers);
-        return -1;
-    }
-    return 0;
+    return layer_pattern_parse("moe-layer-freq", text, num_layers, moe_layer, GPT_MAX_MOE_LAYERS, err, errlen);
 }
 
 /* ------------------------------------------------------------------ buffers */

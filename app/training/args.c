@@ -10,6 +10,7 @@
 #include "app/training/checkpoint_args.h"
 #include "app/model/gpt_model.h"
 #include "app/model/moe_layer.h"
+#include "app/model/window_attention.h"
 #include "app/model/fp8_linear.h"
 #include "kernels/fp8_recipe.h"
 
@@ -50,6 +51,8 @@ static const option_spec specs[] = {
     {"num-query-groups", "network size", OPTION_INT, AT(num_query_groups), "1", .range = "[1, inf)", .help = "key/value heads with --group-query-attention; the query heads share them in groups"},
     {"disable-bias-linear", "network size", OPTION_FLAG, AT(disable_bias_linear), .help = "no biases in the linear layers (QKV, projection, MLP)"},
     {"add-qkv-bias", "network size", OPTION_FLAG, AT(add_qkv_bias), .help = "a bias on the QKV projection even with --disable-bias-linear (Qwen2's attention, as Megatron-Core's add_qkv_bias)"},
+    {"window-size", "network size", OPTION_STRING, AT(window_size), .metavar = "LEFT,RIGHT", .help = "sliding-window attention, as Megatron with Transformer Engine: a query at position i sees the keys at i - LEFT .. i (-1: unbounded); the attention is causal, so RIGHT must be 0 ((-1,-1) and a RIGHT other than 0 become 0 with Transformer Engine's warning); CPU backend only for now"},
+    {"window-attn-skip-freq", "network size", OPTION_STRING, AT(window_attn_skip_freq), .metavar = "N|PATTERN", .help = "which layers --window-size applies to: an integer N makes layers N, 2N, ... (1-based) full attention, or a Python list expression of 0/1 per layer, 1 for the windowed layers, e.g. \"[1,1,1,0]*3\""},
 
     {"hidden-dropout", "regularization", OPTION_FLOAT, AT(hidden_dropout), "0.1", .range = "[0, 1)", .help = "dropout on the transformer hidden state"},
     {"attention-dropout", "regularization", OPTION_FLOAT, AT(attention_dropout), "0.1", .range = "[0, 1)", .help = "dropout on the attention probabilities"},
@@ -368,6 +371,10 @@ static int validate_architecture(check_state *st, args *a) {
         return error_format(st->err, st->errlen, "--use-rope-scaling and --rope-scaling-factor scale rotary frequencies: they need --position-embedding-type rope");
     if (given(st, "rope-scaling-factor") && !a->use_rope_scaling)
         return error_format(st->err, st->errlen, "--rope-scaling-factor needs --use-rope-scaling");
+    gpt_config window;  /* --window-size and --window-attn-skip-freq, checked here, set in gpt_config_set_architecture */
+    if (window_attention_configure(&window, a->window_size, a->window_attn_skip_freq, a->num_layers, NULL, 0, st->err,
+                                   st->errlen))
+        return -1;
     return 0;
 }
 
@@ -740,6 +747,8 @@ static int validate_bert(check_state *st, args *a) {
                             a->tokenizer_type[0] ? a->tokenizer_type : "(none)");
     if (a->num_experts > 0 || a->context_parallel_size > 1)
         return error_format(st->err, st->errlen, "pretrain_bert: %s is not supported with BERT", a->num_experts > 0 ? "--num-experts" : "--context-parallel-size > 1");
+    if (a->window_size[0])
+        return error_format(st->err, st->errlen, "--window-size: BERT's bidirectional attention takes no sliding window here (GPT and Llama models only)");
     if (a->print_sample[0])
         return error_format(st->err, st->errlen, "--print-sample prints GPT token windows: for BERT samples use tests/tools/bert_samples");
     if (!strcmp(a->device, "cuda"))
@@ -947,6 +956,9 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->num_experts = a->num_experts;
     c->moe_ffn_hidden_size = a->moe_ffn_hidden_size;
     memcpy(c->moe_layer, a->moe_layer, sizeof c->moe_layer);
+    char err[512];
+    if (window_attention_configure(c, a->window_size, a->window_attn_skip_freq, a->num_layers, NULL, 0, err, sizeof err))
+        FATAL("%s (validated flags)", err);
     moe_router_spec *r = &c->moe_router;
     memset(r, 0, sizeof *r);
     r->num_experts = a->num_experts;
@@ -1075,6 +1087,13 @@ void args_print(const args *a) {
         printf("> %s%s\n", line, strcmp(a->device, "cpu") == 0 ? " (emulated on the CPU backend)" : "");
         if (a->fp8_param_gather)
             printf("> --fp8-param-gather: the distributed optimizer gathers the fp32 weights and the forward quantizes them with the weights' fp8 scales (the numbers of an fp8 gather)\n");
+    }
+    if (a->window_size[0]) {
+        gpt_config c;
+        char notice[256], err[512];
+        if (window_attention_configure(&c, a->window_size, a->window_attn_skip_freq, a->num_layers, notice,
+                                       sizeof notice, err, sizeof err) == 0 && notice[0])
+            printf("%s\n", notice);
     }
     if (a->fp8_interval != 1)
         printf("WARNING: fp8_interval is deprecated and ignored from Transformer-Engine v1.8.0.\n");

@@ -44,6 +44,8 @@ typedef struct args {
     int num_query_groups;         /* derived: num_attention_heads without --group-query-attention */
     int disable_bias_linear;
     int add_qkv_bias;         /* --add-qkv-bias: the QKV projection keeps its bias */
+    char window_size[64];     /* --window-size "LEFT,RIGHT" ("": none; app/model/window_attention.h) */
+    char window_attn_skip_freq[256]; /* --window-attn-skip-freq "N" or a Python list expression ("": none) */
 
     /* regularization */
     float hidden_dropout;

@@ -105,6 +105,10 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         checkpoint_put_double(f, "/args", "moe_aux_loss_coeff", as_given(a->moe_aux_loss_coeff));
         checkpoint_put_double(f, "/args", "moe_z_loss_coeff", as_given(a->moe_z_loss_coeff));
     }
+    /* sliding-window attention as given (Megatron keeps args.window_size, a tuple, and
+     * args.window_attn_skip_freq); generation reads them back (app/inference/inference_model.c) */
+    if (a->window_size[0]) checkpoint_put_string(f, "/args", "window_size", a->window_size);
+    if (a->window_attn_skip_freq[0]) checkpoint_put_string(f, "/args", "window_attn_skip_freq", a->window_attn_skip_freq);
     checkpoint_put_double(f, "/args", "layernorm_epsilon", a->layernorm_epsilon);
     checkpoint_put_string(f, "/args", "normalization", a->normalization);
     checkpoint_put_string(f, "/args", "position_embedding_type", a->position_embedding_type);

@@ -1,8 +1,11 @@
 /* cpu_attention.c: causal multi-head (or grouped-query) self-attention with dropout on the
- * probabilities. qkv[B,T,(H+2G)*D] holds H query heads in G groups (kernels.h: per group its
+ * probabilities, optionally within a sliding window. qkv[B,T,(H+2G)*D] holds H query heads in G groups (kernels.h: per group its
  * query heads, then its key and value head); query head h reads its group's k, v in place;
  * out[B,T,H,D]. With G == H it is ordinary multi-head attention.
  *   preatt[t1,t2] = q[t1].k[t2] / sqrt(D)                       (t2 <= t1; later keys masked)
+ * With a sliding window (window_left >= 0: Megatron's --window-size (window_left, 0), as Transformer
+ * Engine's causal window) the keys before t1 - window_left are masked too: t2 runs over
+ * first_key(t1) .. t1 and att is 0 outside. The dropout numbering is the same either way.
  *   att[t1,:]     = softmax(preatt[t1,:])                        (kept in the workspace)
  *   out[t1]       = sum_t2 drop(att)[t1,t2] v[t2],  drop(a) = a * keep / (1 - p)
  * The keep bit of probability (b, head, t1, t2) is philox_keep_attention of element number
@@ -24,6 +27,11 @@ size_t cpu_attention_workspace_bytes(int B, int T, int H, int D) {
     return (size_t)B * H * T * T * sizeof(float);
 }
 
+/* the first key the query at t1 sees: t1 - window_left inside a sliding window, else 0 */
+static inline int first_key(int t1, int window_left) {
+    return window_left >= 0 && t1 > window_left ? t1 - window_left : 0;
+}
+
 /* counter of probability (b, h, t1, t2) relative to rng.offset */
 static inline uint64_t att_index(int b, int h, int t1, int t2, int T, int head_start,
                                  int total_heads) {
@@ -32,7 +40,7 @@ static inline uint64_t att_index(int b, int h, int t1, int t2, int T, int head_s
 }
 
 void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B, int T, int H,
-                           int G, int D, int head_start, int total_heads, dropout_rng rng) {
+                           int G, int D, int head_start, int total_heads, int window_left, dropout_rng rng) {
     float *att = (float *)workspace;
     size_t C3 = (size_t)(H + 2 * G) * D; /* qkv row length */
     int per = H / G;
@@ -47,10 +55,11 @@ void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B,
                 const float *q = qkv + ((size_t)b * T + t1) * C3 + qkv_query_offset(h, H, G, D);
                 size_t key_offset = qkv_key_offset(h / per, H, G, D);
                 float *att_row = att + (((size_t)b * H + h) * T + t1) * T;
+                int first = first_key(t1, window_left);
 
                 /* scores and their max (for a stable softmax) */
                 float maxval = -INFINITY;
-                for (int t2 = 0; t2 <= t1; t2++) {
+                for (int t2 = first; t2 <= t1; t2++) {
                     const float *k = qkv + ((size_t)b * T + t2) * C3 + key_offset;
                     float dot = 0.0f;
                     for (int d = 0; d < D; d++) dot += q[d] * k[d];
@@ -59,18 +68,18 @@ void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B,
                     if (dot > maxval) maxval = dot;
                 }
                 float sum = 0.0f;
-                for (int t2 = 0; t2 <= t1; t2++) {
+                for (int t2 = first; t2 <= t1; t2++) {
                     float e = expf(att_row[t2] - maxval);
                     att_row[t2] = e;
                     sum += e;
                 }
                 float inv_sum = 1.0f / sum;
-                for (int t2 = 0; t2 < T; t2++) att_row[t2] = t2 <= t1 ? att_row[t2] * inv_sum : 0.0f;
+                for (int t2 = 0; t2 < T; t2++) att_row[t2] = t2 >= first && t2 <= t1 ? att_row[t2] * inv_sum : 0.0f;
 
                 /* weighted sum of values with the dropped-out probabilities */
                 float *out_bth = out + ((size_t)b * T + t1) * HD + (size_t)h * D;
                 for (int d = 0; d < D; d++) out_bth[d] = 0.0f;
-                for (int t2 = 0; t2 <= t1; t2++) {
+                for (int t2 = first; t2 <= t1; t2++) {
                     float a = att_row[t2];
                     if (use_dropout) {
                         uint64_t head_base = rng.offset + att_index(b, h, 0, 0, T, head_start, total_heads);
@@ -87,7 +96,7 @@ void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B,
 
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                             const void *workspace, int B, int T, int H, int G, int D,
-                            int head_start, int total_heads, dropout_rng rng) {
+                            int head_start, int total_heads, int window_left, dropout_rng rng) {
     const float *att = (const float *)workspace;
     size_t C3 = (size_t)(H + 2 * G) * D;
     int per = H / G;
@@ -112,10 +121,11 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                 size_t key_offset = qkv_key_offset(h / per, H, G, D);
                 const float *q = qkv + q_offset;
                 float *dq = dqkv + q_offset;
+                int first = first_key(t1, window_left);
 
                 /* backward through out = drop(att) v, then through the dropout */
                 float dot_sum = 0.0f; /* sum_t2 att * datt */
-                for (int t2 = 0; t2 <= t1; t2++) {
+                for (int t2 = first; t2 <= t1; t2++) {
                     size_t kv = ((size_t)b * T + t2) * C3 + key_offset;
                     const float *v = qkv + kv + D;
                     float *dv = dqkv + kv + D;
@@ -136,7 +146,7 @@ void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                 }
 
                 /* backward through the softmax and the scaled dot products */
-                for (int t2 = 0; t2 <= t1; t2++) {
+                for (int t2 = first; t2 <= t1; t2++) {
                     float dpre = att_row[t2] * (datt[t2] - dot_sum) * scale;
                     size_t kv = ((size_t)b * T + t2) * C3 + key_offset;
                     const float *k = qkv + kv;

@@ -3,7 +3,8 @@
  * with its log-sum-exp, the merge of two such partial results, and the block's backward from the
  * merged output (flash attention's formulation). Positions are global (attention_span), so the
  * causal mask and the dropout mask are those of one rank holding the whole sequence:
- *   s[t1,t2] = q[t1].k[t2] / sqrt(D) over visible keys (causal: pos(t2) <= pos(t1))
+ *   s[t1,t2] = q[t1].k[t2] / sqrt(D) over visible keys (causal: pos(t2) <= pos(t1); with a
+ *              sliding window also pos(t2) >= pos(t1) - window_left)
  *   lse[t1]  = log sum_t2 exp(s);  out[t1] = sum_t2 drop(exp(s - lse)) v[t2]
  * Merging blocks a and b: L = log(e^lse_a + e^lse_b), out = out_a e^(lse_a - L) + out_b e^(lse_b - L)
  * (each block's probabilities rescaled to the union's normalizer; dropout is linear in them).
@@ -23,12 +24,19 @@ static inline int span_position(const attention_span *s, int t) {
     return s->start[t / s->piece_length] + t % s->piece_length;
 }
 
-/* how many keys of piece p (from its first) the query at position pq sees */
-static inline int visible_keys(const attention_block_spec *spec, int p, int pq) {
+/* the keys j of piece p that the query at position pq sees are first_visible <= j < end_visible:
+ * up to its own position when causal, from pq - window_left with a sliding window */
+static inline int end_visible(const attention_block_spec *spec, int p, int pq) {
     int length = spec->k.piece_length;
     if (!spec->causal) return length;
     int count = pq - spec->k.start[p] + 1;
     return count < 0 ? 0 : count > length ? length : count;
+}
+static inline int first_visible(const attention_block_spec *spec, int p, int pq) {
+    if (!spec->windowed || spec->window_left < 0) return 0;
+    int first = pq - spec->window_left - spec->k.start[p];
+    int length = spec->k.piece_length;
+    return first < 0 ? 0 : first > length ? length : first;
 }
 
 void cpu_columns_to_blocks(float *out, const float *in, int rows, int blocks, int width) {
@@ -83,7 +91,7 @@ void cpu_attention_block_forward(float *out, float *lse, const float *qkv, const
                 int pq = span_position(&spec.q, t1);
                 float maxval = -INFINITY;
                 for (int p = 0; p < spec.k.pieces; p++)
-                    for (int j = 0, n = visible_keys(&spec, p, pq); j < n; j++) {
+                    for (int j = first_visible(&spec, p, pq), n = end_visible(&spec, p, pq); j < n; j++) {
                         int t2 = p * spec.k.piece_length + j;
                         const float *k = kv_b + (size_t)t2 * KV;
                         float dot = 0.0f;
@@ -97,7 +105,7 @@ void cpu_attention_block_forward(float *out, float *lse, const float *qkv, const
                 if (maxval == -INFINITY) { *l = -INFINITY; continue; }
                 float sum = 0.0f;
                 for (int p = 0; p < spec.k.pieces; p++)
-                    for (int j = 0, n = visible_keys(&spec, p, pq); j < n; j++) {
+                    for (int j = first_visible(&spec, p, pq), n = end_visible(&spec, p, pq); j < n; j++) {
                         float *e = &scores[p * spec.k.piece_length + j];
                         *e = expf(*e - maxval);
                         sum += *e;
@@ -105,7 +113,7 @@ void cpu_attention_block_forward(float *out, float *lse, const float *qkv, const
                 *l = maxval + logf(sum);
                 float inv_sum = 1.0f / sum;
                 for (int p = 0; p < spec.k.pieces; p++)
-                    for (int j = 0, n = visible_keys(&spec, p, pq); j < n; j++) {
+                    for (int j = first_visible(&spec, p, pq), n = end_visible(&spec, p, pq); j < n; j++) {
                         int t2 = p * spec.k.piece_length + j;
                         float a = scores[t2] * inv_sum * dropout_factor(&rng, &spec, b, h, pq, span_position(&spec.k, t2));
                         const float *v = kv_b + (size_t)t2 * KV + D;
@@ -155,7 +163,7 @@ void cpu_attention_block_backward(float *dqkv, float *dkv, const float *dout, co
                 for (int d = 0; d < D; d++) delta += dO[d] * o[d];
                 int pq = span_position(&spec.q, t1);
                 for (int p = 0; p < spec.k.pieces; p++)
-                    for (int j = 0, n = visible_keys(&spec, p, pq); j < n; j++) {
+                    for (int j = first_visible(&spec, p, pq), n = end_visible(&spec, p, pq); j < n; j++) {
                         int t2 = p * spec.k.piece_length + j;
                         const float *k = kv + group + (size_t)t2 * KV, *v = k + D;
                         float *dk = dkv + group + (size_t)t2 * KV, *dv = dk + D;

@@ -145,16 +145,16 @@ static void swiglu_backward(void *dx, const void *x, const void *dout, int N, in
 }
 
 static void attention_forward(void *out, void *workspace, const void *qkv, int B, int T, int H,
-                              int G, int D, int head_start, int total_heads, dropout_rng rng) {
-    cpu_attention_forward(out, workspace, qkv, B, T, H, G, D, head_start, total_heads, rng);
+                              int G, int D, int head_start, int total_heads, int window_left, dropout_rng rng) {
+    cpu_attention_forward(out, workspace, qkv, B, T, H, G, D, head_start, total_heads, window_left, rng);
 }
 /* the CPU backward keeps the probabilities in its workspace and does not need out; the qkv bias
  * gradient is a pass over dqkv */
 static void attention_backward(void *dqkv, float *dbias, const void *dout, const void *qkv, const void *out,
                                const void *workspace, int B, int T, int H, int G, int D,
-                               int head_start, int total_heads, dropout_rng rng) {
+                               int head_start, int total_heads, int window_left, dropout_rng rng) {
     (void)out;
-    cpu_attention_backward(dqkv, dout, qkv, workspace, B, T, H, G, D, head_start, total_heads, rng);
+    cpu_attention_backward(dqkv, dout, qkv, workspace, B, T, H, G, D, head_start, total_heads, window_left, rng);
     if (dbias) cpu_bias_backward(dbias, dqkv, B * T, (H + 2 * G) * D);
 }
 
@@ -196,8 +196,8 @@ static void attention_block_backward(void *dqkv, void *dkv, const void *dout, co
 }
 
 static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B,
-                             int Tq, int H, int G, int D, int past, int max_len) {
-    cpu_decode_attention(out, k_cache, v_cache, qkv, B, Tq, H, G, D, past, max_len);
+                             int Tq, int H, int G, int D, int past, int max_len, int window_left) {
+    cpu_decode_attention(out, k_cache, v_cache, qkv, B, Tq, H, G, D, past, max_len, window_left);
 }
 
 static void gelu_forward(void *out, const void *x, size_t n) { cpu_gelu_forward(out, x, n); }
@@ -275,6 +275,7 @@ static void adamw_update(float *master, void *params, const float *grads, float 
 static const kernel_ops cpu_ops = {
     .name = "cpu",
     .host_memory = 1,
+    .attention_window = 1,
     .act_bytes = sizeof(float),
     .act_dtype = KERNEL_FP32,
 

@@ -4,14 +4,15 @@
  * keys and values are first stored in k_cache, v_cache [B,max_len,G,D]; then, for new token t at
  * position p = past + t and query head h of group g = h/(H/G),
  *   out[b,t,h] = sum_{j <= p} softmax_j(q . k_cache[b,j,g] / sqrt(D)) v_cache[b,j,g]
- * which is what cpu_attention.c computes for row p of the whole sequence (no dropout: inference). */
+ * which is what cpu_attention.c computes for row p of the whole sequence (no dropout: inference);
+ * with a sliding window (window_left >= 0) j runs over p - window_left .. p only, as there. */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 
 void cpu_decode_attention(float *out, float *k_cache, float *v_cache, const float *qkv, int B,
-                          int Tq, int H, int G, int D, int past, int max_len) {
+                          int Tq, int H, int G, int D, int past, int max_len, int window_left) {
     size_t row = (size_t)(H + 2 * G) * D, HD = (size_t)H * D;
     int per = H / G;
     for (int b = 0; b < B; b++)
@@ -31,10 +32,11 @@ void cpu_decode_attention(float *out, float *k_cache, float *v_cache, const floa
                 const float *q = qkv + ((size_t)b * Tq + t) * row + qkv_query_offset(h, H, G, D);
                 float *o = out + ((size_t)b * Tq + t) * HD + (size_t)h * D;
                 int g = h / per, keys = past + t + 1;
+                int first = window_left >= 0 && past + t > window_left ? past + t - window_left : 0;
                 float maxval = -INFINITY, sum = 0.0f;
                 for (int d = 0; d < D; d++) o[d] = 0.0f;
                 /* in blocks of the stack buffer: an online softmax keeps any cache length */
-                for (int j0 = 0; j0 < keys; j0 += 4096) {
+                for (int j0 = first; j0 < keys; j0 += 4096) {
                     int j1 = j0 + 4096 < keys ? j0 + 4096 : keys;
                     float block_max = -INFINITY;
                     for (int j = j0; j < j1; j++) {

@@ -91,10 +91,10 @@ void cpu_matmul_backward(float *dx, float *dweight, float *dbias, const float *d
 /* cpu_attention.c */
 size_t cpu_attention_workspace_bytes(int B, int T, int H, int D);
 void cpu_attention_forward(float *out, void *workspace, const float *qkv, int B, int T, int H,
-                           int G, int D, int head_start, int total_heads, dropout_rng rng);
+                           int G, int D, int head_start, int total_heads, int window_left, dropout_rng rng);
 void cpu_attention_backward(float *dqkv, const float *dout, const float *qkv,
                             const void *workspace, int B, int T, int H, int G, int D,
-                            int head_start, int total_heads, dropout_rng rng);
+                            int head_start, int total_heads, int window_left, dropout_rng rng);
 
 /* cpu_attention_padded.c (BERT: bidirectional, key-padding mask) */
 void cpu_attention_padded_forward(float *out, void *workspace, const float *qkv,
@@ -120,7 +120,7 @@ void cpu_attention_block_backward(float *dqkv, float *dkv, const float *dout, co
 
 /* cpu_decode_attention.c */
 void cpu_decode_attention(float *out, float *k_cache, float *v_cache, const float *qkv, int B,
-                          int Tq, int H, int G, int D, int past, int max_len);
+                          int Tq, int H, int G, int D, int past, int max_len, int window_left);
 
 /* cpu_elementwise.c */
 void cpu_gelu_forward(float *out, const float *x, size_t n);

@@ -621,6 +621,8 @@ template <typename E>
 static void block_forward(void *out, float *lse, const void *qkv, const void *kv, int B, int H, int G, int D,
                           attention_block_spec spec, dropout_rng rng) {
     int DP = padded_head_dim("attention_block_forward", D);
+    if (spec.windowed)
+        KERNELS_FATAL("attention_block_forward: the CUDA ring-attention kernels have no sliding window yet; run on the CPU backend");
     check_groups("attention_block_forward", H, G);
     if ((size_t)B * H * span_rows(spec.q) == 0) return;
     E *o = (E *)out;
@@ -672,6 +674,8 @@ template <typename E>
 static void block_backward(void *dqkv, void *dkv, const void *dout, const void *qkv, const void *kv, const void *out,
                            const float *lse, int B, int H, int G, int D, attention_block_spec spec, dropout_rng rng) {
     int DP = padded_head_dim("attention_block_backward", D);
+    if (spec.windowed)
+        KERNELS_FATAL("attention_block_backward: the CUDA ring-attention kernels have no sliding window yet; run on the CPU backend");
     check_groups("attention_block_backward", H, G);
     int Tq = span_rows(spec.q), Tk = span_rows(spec.k);
     if ((size_t)B * H * Tq == 0 || Tk == 0) return;

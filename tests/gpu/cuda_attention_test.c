@@ -104,8 +104,8 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     /* CPU reference */
     float *out_ref = host_alloc(n_out * sizeof(float)), *dqkv_ref = host_alloc(n_qkv * sizeof(float));
     void *ws_ref = host_alloc(cpu->attention_workspace_bytes(B, T, H, D));
-    cpu->attention_forward(out_ref, ws_ref, qkv, B, T, H, G, D, head_start, total_heads, rng);
-    cpu->attention_backward(dqkv_ref, NULL, dout, qkv, out_ref, ws_ref, B, T, H, G, D, head_start, total_heads, rng);
+    cpu->attention_forward(out_ref, ws_ref, qkv, B, T, H, G, D, head_start, total_heads, -1, rng);
+    cpu->attention_backward(dqkv_ref, NULL, dout, qkv, out_ref, ws_ref, B, T, H, G, D, head_start, total_heads, -1, rng);
 
     /* GPU forward */
     bf16 *d_qkv = upload_bf16(qkv, n_qkv), *d_dout = upload_bf16(dout, n_out);

@@ -35,7 +35,7 @@ static void test_decode(int B, int T, int H, int G, int D, int prefill) {
         int Tq = past == 0 ? prefill : 1;
         for (int b = 0; b < B; b++)
             memcpy(step + (size_t)b * Tq * C3, qkv + ((size_t)b * T + past) * C3, sizeof(float) * Tq * C3);
-        cpu->decode_attention(out_cpu, k_cpu, v_cpu, step, B, Tq, H, G, D, past, T);
+        cpu->decode_attention(out_cpu, k_cpu, v_cpu, step, B, Tq, H, G, D, past, T, -1);
         bf16 *step_gpu = upload_bf16(step, (size_t)B * Tq * C3);
         poison(out_gpu, (size_t)B * Tq * HD * sizeof(bf16));
         TEST_CUDA(cudaDeviceSynchronize());

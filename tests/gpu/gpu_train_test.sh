@@ -16,6 +16,7 @@
 #    run; --tp-comm-overlap twice with --deterministic-mode: the same bits.
 #  - a model larger than the GPU's free memory stops before allocating, with both figures.
 #  - one rank more than the node's GPUs is refused with one message naming both counts.
+#  - --window-size (sliding-window attention, CPU backend only for now) is refused with one message.
 #  - the tiny Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention): GPU losses within 1% of
 #    the CPU's, and TP2 + SP within 1e-2 of one GPU (2 GPUs).
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt with top_srcdir holding
@@ -70,6 +71,13 @@ status=$?; diag "$(grep error "$WORK/err" | head -1 | cut -c1-160)"
 [ $status -ne 0 ] && grep -q "error: --device cuda: a node runs $((gpus + 1)) ranks but sees $gpus GPU" "$WORK/err" &&
     [ "$(grep -c error "$WORK/err")" -eq 1 ] && ! grep -qi "nccl" "$WORK/err"
 ok $? "$((gpus + 1)) ranks on $gpus GPU(s): one message naming both counts"
+
+# sliding-window attention: the CUDA attention kernels take no window yet (kernel_ops.attention_window)
+run_app 1 $MODEL --device cuda --window-size 8,0
+status=$?; diag "$(grep error "$WORK/err" | head -1 | cut -c1-160)"
+[ $status -ne 0 ] && grep -q "error: --window-size: the cuda backend's attention kernels have no sliding window yet; run on the CPU backend (--device cpu)" "$WORK/err" &&
+    [ "$(grep -c error "$WORK/err")" -eq 1 ]
+ok $? "--window-size on --device cuda: refused with one message naming the CPU backend"
 
 train det1 1 --device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1
 train det2 1 --device cuda --deterministic-mode --hidden-dropout 0.1 --attention-dropout 0.1

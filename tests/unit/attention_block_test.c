@@ -6,7 +6,8 @@
  * in the ring's order (its own block, then rank r - 1's, ...) and merges them; its rows must
  * equal the whole-sequence output, and the summed block backwards the whole-sequence gradients
  * (queries here, keys and values summed over the ranks that read them), with dropout on (the
- * mask of the global positions) and grouped-query attention (4 heads, 2 groups, odd D = 3).
+ * mask of the global positions), grouped-query attention (4 heads, 2 groups, odd D = 3) and
+ * sliding windows (a block's keys cut at the window's start, whole blocks masked).
  * Tolerance 1e-5 relative to the largest value: fp32 sums of a few terms in another order. */
 #include <math.h>
 #include <stdio.h>
@@ -40,7 +41,7 @@ static attention_span span_of(int cp, int rank) {
     return s;
 }
 
-static void check_layout(const kernel_ops *K, int cp, float p) {
+static void check_layout(const kernel_ops *K, int cp, float p, int window) {
     int T = 2 * cp * PIECE, Tl = 2 * PIECE;
     size_t C3 = (size_t)(H + 2 * G) * D, HD = (size_t)H * D, KV = (size_t)2 * G * D;
     dropout_rng rng = {p, 1234, 77, 5};
@@ -49,8 +50,8 @@ static void check_layout(const kernel_ops *K, int cp, float p) {
     for (size_t i = 0; i < (size_t)B * T * HD; i++) dout[i] = frand();
     float *out = malloc(sizeof(float) * B * T * HD), *dqkv = malloc(sizeof(float) * B * T * C3);
     void *workspace = malloc(K->attention_workspace_bytes(B, T, H, D));
-    K->attention_forward(out, workspace, qkv, B, T, H, G, D, 0, H, rng);
-    K->attention_backward(dqkv, NULL, dout, qkv, out, workspace, B, T, H, G, D, 0, H, rng);
+    K->attention_forward(out, workspace, qkv, B, T, H, G, D, 0, H, window, rng);
+    K->attention_backward(dqkv, NULL, dout, qkv, out, workspace, B, T, H, G, D, 0, H, window, rng);
 
     /* each rank's rows, packed keys and values; the key/value gradients of every rank's block */
     size_t rows = (size_t)B * Tl;
@@ -75,7 +76,7 @@ static void check_layout(const kernel_ops *K, int cp, float p) {
         float *o = local_out + r * rows * HD, *l = lse + r * rows * H;
         for (int step = 0; step < cp; step++) {
             int source = (r - step + cp) % cp;
-            attention_block_spec spec = {span_of(cp, r), span_of(cp, source), 1, T, 0, H};
+            attention_block_spec spec = {span_of(cp, r), span_of(cp, source), 1, T, 0, H, window >= 0, window};
             const float *q = local_qkv + r * rows * C3, *k = kv + source * rows * KV;
             if (step == 0) {
                 K->attention_block_forward(o, l, q, k, B, H, G, D, spec, rng);
@@ -87,7 +88,7 @@ static void check_layout(const kernel_ops *K, int cp, float p) {
         }
         for (int step = 0; step < cp; step++) {
             int source = (r - step + cp) % cp;
-            attention_block_spec spec = {span_of(cp, r), span_of(cp, source), 1, T, 0, H};
+            attention_block_spec spec = {span_of(cp, r), span_of(cp, source), 1, T, 0, H, window >= 0, window};
             K->attention_block_backward(local_dqkv + r * rows * C3, dkv + source * rows * KV, local_dout + r * rows * HD,
                                         local_qkv + r * rows * C3, kv + source * rows * KV, o, l, B, H, G, D, spec, rng);
         }
@@ -104,10 +105,10 @@ static void check_layout(const kernel_ops *K, int cp, float p) {
                 if (d > worst_dq) worst_dq = d;
             }
     }
-    tap_ok(worst_out < 1e-5, "CP%d p=%.1f: every rank's merged ring output equals the whole sequence's (worst %.1e)", cp, p,
-           worst_out);
-    tap_ok(worst_dq < 1e-5, "CP%d p=%.1f: block backwards (query gradients, and key/value ones summed over the ring) equal "
-           "the whole sequence's gradient (worst %.1e)", cp, p, worst_dq);
+    tap_ok(worst_out < 1e-5, "CP%d p=%.1f window %d: every rank's merged ring output equals the whole sequence's (worst %.1e)",
+           cp, p, window, worst_out);
+    tap_ok(worst_dq < 1e-5, "CP%d p=%.1f window %d: block backwards (query gradients, and key/value ones summed over the "
+           "ring) equal the whole sequence's gradient (worst %.1e)", cp, p, window, worst_dq);
     tap_ok(masked_rows > 0, "CP%d: a later rank's block hides it from the first piece (%d rows of lse -inf merged as nothing)",
            cp, masked_rows);
     free(qkv); free(dout); free(out); free(dqkv); free(workspace); free(local_qkv); free(local_dout); free(kv); free(dkv);
@@ -134,8 +135,12 @@ static void check_column_blocks(const kernel_ops *K) {
 int main(void) {
     const kernel_ops *K = kernels_cpu();
     check_column_blocks(K);
-    check_layout(K, 2, 0.0f);
-    check_layout(K, 2, 0.3f);
-    check_layout(K, 4, 0.3f);
+    check_layout(K, 2, 0.0f, -1);
+    check_layout(K, 2, 0.3f, -1);
+    check_layout(K, 4, 0.3f, -1);
+    /* sliding windows: inside a piece (2 < PIECE), across pieces and ranks (4), of one key (0) */
+    check_layout(K, 2, 0.3f, 2);
+    check_layout(K, 4, 0.3f, 4);
+    check_layout(K, 4, 0.0f, 0);
     return tap_done();
 }

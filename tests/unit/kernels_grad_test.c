@@ -394,7 +394,13 @@ typedef struct {
     const float *R;
     int NH, NG, head_start, total_heads;
     dropout_rng rng;
+    int window;  /* sliding window (window_left): key t2 visible from t1 - window; -1: none */
 } att_ctx;
+
+/* whether query t1 sees key t2: causal, and within the sliding window when there is one */
+static int att_visible(const att_ctx *c, int t1, int t2) {
+    return t2 <= t1 && (c->window < 0 || t2 >= t1 - c->window);
+}
 
 static void ref_attention(att_ctx *c) {
     int NH = c->NH, NG = c->NG, row = (NH + 2 * NG) * D, HD = NH * D;
@@ -413,10 +419,10 @@ static void ref_attention(att_ctx *c) {
                     double s = 0.0;
                     for (int d = 0; d < D; d++) s += q[d] * k[d];
                     att[t2] = s * scale;
-                    if (t2 <= t1 && att[t2] > mx) mx = att[t2];
+                    if (att_visible(c, t1, t2) && att[t2] > mx) mx = att[t2];
                 }
                 for (int t2 = 0; t2 < T; t2++) {
-                    att[t2] = t2 <= t1 ? exp(att[t2] - mx) : 0.0;
+                    att[t2] = att_visible(c, t1, t2) ? exp(att[t2] - mx) : 0.0;
                     sum += att[t2];
                 }
                 for (int t2 = 0; t2 < T; t2++) att[t2] /= sum;
@@ -443,9 +449,10 @@ static double obj_attention(void *p) {
 
 /* NH query heads in NG groups (NG == NH: multi-head attention; NG < NH: grouped-query, whose
  * key and value gradients sum over the group's heads) */
-static void test_attention(float p, int NH, int NG) {
-    char tag[64], what[160];
-    snprintf(tag, sizeof tag, "attention p=%.2f heads %d groups %d", p, NH, NG);
+static void test_attention(float p, int NH, int NG, int window) {
+    char tag[96], what[200];
+    snprintf(tag, sizeof tag, "attention p=%.2f heads %d groups %d%s", p, NH, NG,
+             window < 0 ? "" : window == 1 ? " window 1" : " window 2");
     int head_start = 1, total_heads = NH + 2; /* local heads among more: global mask index */
     dropout_rng rng = {p, 1234, 0xABCDEF, 77};
     int row = (NH + 2 * NG) * D;
@@ -454,9 +461,9 @@ static void test_attention(float p, int NH, int NG) {
     size_t wbytes = K->attention_workspace_bytes(B, T, NH, D);
     tap_ok(wbytes >= natt * sizeof(float), "%s: workspace holds [B,H,T,T] floats", tag);
     float *ws = K->alloc(wbytes);
-    att_ctx c = {to_double(qkv, nqkv), dzeros(nout), dzeros(natt), R, NH, NG, head_start, total_heads, rng};
+    att_ctx c = {to_double(qkv, nqkv), dzeros(nout), dzeros(natt), R, NH, NG, head_start, total_heads, rng, window};
 
-    K->attention_forward(out, ws, qkv, B, T, NH, NG, D, head_start, total_heads, rng);
+    K->attention_forward(out, ws, qkv, B, T, NH, NG, D, head_start, total_heads, window, rng);
     ref_attention(&c);
     check_fwd(tag, out, c.out, nout);
     snprintf(what, sizeof what, "%s workspace probabilities", tag);
@@ -481,7 +488,7 @@ static void test_attention(float p, int NH, int NG) {
     float *dqkv = fill(nqkv, -9, 9); /* garbage: backward overwrites all of dqkv */
     float *dbias = fill((size_t)row, -1, 1), *dbias0 = malloc((size_t)row * sizeof(float));
     memcpy(dbias0, dbias, (size_t)row * sizeof(float));
-    K->attention_backward(dqkv, dbias, R, qkv, NULL, ws, B, T, NH, NG, D, head_start, total_heads, rng);
+    K->attention_backward(dqkv, dbias, R, qkv, NULL, ws, B, T, NH, NG, D, head_start, total_heads, window, rng);
     snprintf(what, sizeof what, "%s dqkv (overwritten)", tag);
     check_grad(what, dqkv, g, nqkv);
     /* the qkv bias gradient: dbias += the column sums of dqkv */
@@ -503,7 +510,7 @@ static void test_attention(float p, int NH, int NG) {
     float *qkv2 = malloc(nqkv * sizeof(float)), *out2 = fzeros(nout);
     memcpy(qkv2, qkv, nqkv * sizeof(float));
     for (int j = 0; j < row; j++) qkv2[tf * row + j] += 0.7f;
-    K->attention_forward(out2, ws, qkv2, B, T, NH, NG, D, head_start, total_heads, rng);
+    K->attention_forward(out2, ws, qkv2, B, T, NH, NG, D, head_start, total_heads, window, rng);
     size_t before = (size_t)tf * NH * D;
     int same_before = memcmp(out, out2, before * sizeof(float)) == 0;
     int changed_at = memcmp(out + before, out2 + before, (size_t)NH * D * sizeof(float)) != 0;
@@ -511,6 +518,17 @@ static void test_attention(float p, int NH, int NG) {
                              (size_t)T * NH * D * sizeof(float)) == 0;
     tap_ok(same_before && changed_at && other_batch,
            "%s: causal (a change at t=%d moves outputs at t>=%d only, batch 0 only)", tag, tf, tf);
+    if (window >= 0) { /* the window: a change at t=0 reaches the outputs at t <= window only */
+        memcpy(qkv2, qkv, nqkv * sizeof(float));
+        for (int j = 0; j < row; j++) qkv2[j] += 0.7f;
+        K->attention_forward(out2, ws, qkv2, B, T, NH, NG, D, head_start, total_heads, window, rng);
+        size_t reach = (size_t)(window + 1) * NH * D, rows0 = (size_t)T * NH * D;
+        int changed_inside = memcmp(out + reach - (size_t)NH * D, out2 + reach - (size_t)NH * D,
+                                    (size_t)NH * D * sizeof(float)) != 0;
+        int same_outside = memcmp(out + reach, out2 + reach, (rows0 - reach) * sizeof(float)) == 0;
+        tap_ok(changed_inside && same_outside,
+               "%s: a change at t=0 moves the output at t=%d and none after it", tag, window);
+    }
 
     K->release(ws);
     free(qkv); free(R); free(out); free(c.qkv); free(c.out); free(c.att); free(g); free(dqkv);
@@ -1135,14 +1153,16 @@ int main(void) {
     test_layernorm();
     test_matmul(1);
     test_matmul(0);
-    test_attention(0.0f, H, H);
-    test_attention(0.25f, H, H);
-    test_attention(0.0f, 4, 2);   /* grouped-query */
+    test_attention(0.0f, H, H, -1);
+    test_attention(0.25f, H, H, -1);
+    test_attention(0.0f, 4, 2, -1);   /* grouped-query */
     test_attention_padded(0.0f, H, H);
     test_attention_padded(0.25f, H, H);
     test_attention_padded(0.0f, 4, 2);
-    test_attention(0.25f, 4, 2);
-    test_attention(0.0f, 3, 1);   /* multi-query */
+    test_attention(0.25f, 4, 2, -1);
+    test_attention(0.0f, 3, 1, -1);   /* multi-query */
+    test_attention(0.0f, H, H, 1);    /* sliding window (--window-size 1,0) */
+    test_attention(0.25f, 4, 2, 2);   /* sliding window with dropout, grouped-query */
     test_rmsnorm();
     test_rope(0, 6, 0);
     test_rope(1, 6, 0);

@@ -71,7 +71,7 @@ static void test_sampling(void) {
     tap_ok(fabs(token_log_prob(logits, 5, 3) - direct) < 1e-9, "log-probability over the tokenizer's ids, not the padded one (%.9f)", direct);
 }
 
-static void test_decode_attention(int B, int T, int H, int G, int D, int prefill) {
+static void test_decode_attention(int B, int T, int H, int G, int D, int prefill, int window) {
     const kernel_ops *ops = kernels_cpu();
     size_t C3 = (size_t)(H + 2 * G) * D, HD = (size_t)H * D, GD = (size_t)G * D;
     float *qkv = malloc(sizeof(float) * B * T * C3), *full = malloc(sizeof(float) * B * T * HD);
@@ -81,28 +81,32 @@ static void test_decode_attention(int B, int T, int H, int G, int D, int prefill
     void *workspace = ops->alloc(ops->attention_workspace_bytes(B, T, H, D));
     for (size_t i = 0; i < (size_t)B * T * C3; i++) qkv[i] = philox_normal(3, 5, i);
     dropout_rng none = {0.0f, 0, 0, 0};
-    ops->attention_forward(full, workspace, qkv, B, T, H, G, D, 0, H, none);
+    ops->attention_forward(full, workspace, qkv, B, T, H, G, D, 0, H, window, none);
     /* positions [0, prefill) at once, then one at a time */
     for (int past = 0; past < T; past = past == 0 ? prefill : past + 1) {
         int Tq = past == 0 ? prefill : 1;
         for (int b = 0; b < B; b++)
             memcpy(step_qkv + (size_t)b * Tq * C3, qkv + ((size_t)b * T + past) * C3, sizeof(float) * Tq * C3);
-        ops->decode_attention(step_out, k_cache, v_cache, step_qkv, B, Tq, H, G, D, past, T);
+        ops->decode_attention(step_out, k_cache, v_cache, step_qkv, B, Tq, H, G, D, past, T, window);
         for (int b = 0; b < B; b++)
             memcpy(cached + ((size_t)b * T + past) * HD, step_out + (size_t)b * Tq * HD, sizeof(float) * Tq * HD);
     }
     double worst = 0.0;
     for (size_t i = 0; i < (size_t)B * T * HD; i++) worst = fmax(worst, fabs(full[i] - cached[i]));
-    tap_ok(worst < 1e-5, "decode attention B=%d T=%d H=%d G=%d D=%d over the cache (prefill %d, then one token at a "
-           "time) equals the full causal attention (worst %.2e)", B, T, H, G, D, prefill, worst);
+    tap_ok(worst < 1e-5, "decode attention B=%d T=%d H=%d G=%d D=%d window %d over the cache (prefill %d, then one "
+           "token at a time) equals the full causal attention (worst %.2e)", B, T, H, G, D, window, prefill, worst);
     ops->release(workspace);
     free(qkv); free(full); free(cached); free(step_qkv); free(step_out); free(k_cache); free(v_cache);
 }
 
 int main(void) {
     test_sampling();
-    test_decode_attention(2, 7, 2, 2, 8, 3);
-    test_decode_attention(2, 9, 6, 2, 8, 4);  /* grouped-query: 3 query heads per key/value head */
-    test_decode_attention(1, 4200, 1, 1, 4, 4190); /* more keys than the CPU kernel's score block */
+    test_decode_attention(2, 7, 2, 2, 8, 3, -1);
+    test_decode_attention(2, 9, 6, 2, 8, 4, -1);  /* grouped-query: 3 query heads per key/value head */
+    test_decode_attention(1, 4200, 1, 1, 4, 4190, -1); /* more keys than the CPU kernel's score block */
+    /* sliding windows (--window-size W,0): shorter than the prefill, 0 (each token itself) */
+    test_decode_attention(2, 9, 6, 2, 8, 4, 2);
+    test_decode_attention(2, 7, 2, 2, 8, 3, 0);
+    test_decode_attention(1, 4200, 1, 1, 4, 4190, 4100); /* a window of more keys than a score block */
     return tap_done();
 }
