@@ -230,7 +230,8 @@ static int mnli_file(loader *l, const char *path) {
 
 /* ---- RACE ---- */
 
-static int race_passage(loader *l, const char *where, const char *text) {
+/* first_sample: the sample count when the directory began (Megatron's num_samples counts per path) */
+static int race_passage(loader *l, const char *where, const char *text, int64_t first_sample) {
     json_error_t jerr;
     json_t *root = json_loads(text, 0, &jerr);
     if (!root) return fail(l, "%s: not JSON: %s (column %d)", where, jerr.text, jerr.column);
@@ -272,7 +273,7 @@ static int race_passage(loader *l, const char *where, const char *text) {
         int64_t s = add_sample(l);
         if (s < 0) { status = fail(l, "%s: out of memory", where); goto done; }
         l->d->labels[s] = label;
-        l->d->uids[s] = s;  /* Megatron's num_samples: the running sample count */
+        l->d->uids[s] = s - first_sample;  /* Megatron's num_samples: the path's running sample count */
         const char *q = json_string_value(question);
         for (int ci = 0; ci < TASK_RACE_CHOICES; ci++) {
             json_t *choice = json_array_get(choices, (size_t)ci);
@@ -335,6 +336,7 @@ static int race_directory(loader *l, const char *dir_path) {
     closedir(dir);
     if (status == 0 && n == 0) status = fail(l, "%s: no *.txt file (RACE reads every DIR/*.txt)", dir_path);
     if (n) qsort(names, n, sizeof *names, compare_names);
+    int64_t first_sample = l->d->count;
     for (size_t i = 0; i < n && status == 0; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir_path, names[i]);
@@ -347,7 +349,7 @@ static int race_directory(loader *l, const char *dir_path) {
             line_no++;
             char where[4200];
             snprintf(where, sizeof where, "%s:%ld", path, line_no);
-            status = race_passage(l, where, line);
+            status = race_passage(l, where, line, first_sample);
         }
         free(line);
         fclose(f);

@@ -3,28 +3,31 @@
 the tree; deterministic: the same files every run). Words come from tests/data/wordpiece-vocab.txt.
 
 MNLI (GLUE TSV, the 12 columns of MNLI's train.tsv; Megatron reads 0, 8, 9 and the last):
-  sentence1: 4 to 6 distinct words; sentence2: 1 or 2 words, and the label by word overlap:
+  sentence1: 5 distinct words of WORDS; sentence2: 5 words (3 after "don't"), and the label by
+  word overlap:
   entailment    every word of sentence2 is in sentence1
-  neutral       no word of sentence2 is in sentence1
+  neutral       no word of sentence2 is in sentence1 (words of OTHER)
   contradiction "don't" then words of sentence1
-RACE (one JSON passage a line): an article of 6 to 8 words, two questions, the right option the
-  one word of the article among 4 ("_" in one question, appended in the other).
+RACE (one JSON passage a line): an article of 4 to 6 words of WORDS, two questions, the right option
+  the one word of the article among 4, the others from OTHER ("_" in one question, appended in the
+  other).
 """
 import json
 import random
 
-WORDS = "quick brown fox jump over lazy dog hello world cafe naive data token".split()
+WORDS = "quick brown fox jump over lazy dog".split()      # sentence 1, articles
+OTHER = "hello world cafe naive data token".split()        # never in sentence 1 or an article
 LABELS = ["contradiction", "entailment", "neutral"]
 
 
 def mnli_rows(rng, count, first_id):
     rows = []
     for i in range(count):
-        s1 = rng.sample(WORDS, rng.randint(4, 6))
+        s1 = rng.sample(WORDS, 5)
         label = LABELS[i % 3]
-        k = rng.randint(1, 2)
+        k = 3 if label == "contradiction" else 5
         if label == "neutral":
-            s2 = rng.sample([w for w in WORDS if w not in s1], k)
+            s2 = rng.sample(OTHER, k)
         else:
             s2 = rng.sample(s1, k)
             if label == "contradiction":
@@ -47,8 +50,8 @@ def write_mnli(path, rows):
 def race_passages(rng, count):
     lines = []
     for _ in range(count):
-        article = rng.sample(WORDS, rng.randint(6, 8))
-        others = [w for w in WORDS if w not in article]
+        article = rng.sample(WORDS, rng.randint(4, 6))
+        others = OTHER
         questions, options, answers = [], [], []
         for q in range(2):
             right = rng.choice(article)
