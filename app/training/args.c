@@ -740,7 +740,8 @@ static int validate_task(check_state *st, args *a) {
     if (!a->bert_task) {
         for (size_t i = 0; i < sizeof task_flags / sizeof *task_flags; i++)
             if (given(st, task_flags[i]))
-                return error_format(st->err, st->errlen, "--%s is a fine-tuning flag: run finetune_bert (Megatron's tasks/main.py)", task_flags[i]);
+                return error_format(st->err, st->errlen, "--%s is a fine-tuning flag: run finetune_bert (Megatron's tasks/main.py)%s", task_flags[i],
+                                    i == 3 ? "; to start from a checkpoint's weights here use --load DIR with --finetune" : "");
         return 0;
     }
     if (!a->task[0]) return error_format(st->err, st->errlen, "finetune_bert needs --task MNLI or RACE");
