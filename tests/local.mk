@@ -46,6 +46,10 @@ check_PROGRAMS += tests/unit/bert_heads_test
 tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c
 tests_unit_bert_heads_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/bert_heads_test
+check_PROGRAMS += tests/unit/bert_task_head_test
+tests_unit_bert_task_head_test_SOURCES = tests/unit/bert_task_head_test.c
+tests_unit_bert_task_head_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/bert_task_head_test
 # the BERT encoder mode of the model (issue 46): names, finite differences, padding, fitting a batch
 check_PROGRAMS += tests/unit/bert_model_test
 tests_unit_bert_model_test_SOURCES = tests/unit/bert_model_test.c
