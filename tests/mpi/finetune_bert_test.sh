@@ -8,7 +8,8 @@
 # line. Training: a tiny BERT pretrained for a few iterations is fine-tuned on the synthetic MNLI
 # (its encoder, tokentype embeddings and pooler loaded, the classification head random with
 # Megatron's warning) and reaches >= 80% validation accuracy in 4 epochs (chance: 33%); RACE from
-# scratch >= 80% (chance: 25%). TP2 and DP2 fine-tune with the losses of one rank within 1e-6.
+# scratch >= 80% (chance: 25%). TP2 and DP2 fine-tune with the losses of one rank within 1e-6;
+# a run saved after epoch 1 and resumed ends bitwise as 2 straight epochs.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 FINETUNE="$top_builddir/app/finetune_bert"
@@ -107,6 +108,25 @@ NODROP="--hidden-dropout 0 --attention-dropout 0"
 epoch one8 1 --micro-batch-size 8 $NODROP
 epoch DP2 2 --global-batch-size 8 $NODROP
 compare_losses one8 DP2 1e-6 37 "DP2: each global batch's loss within 1e-6 of one rank's (37 iterations)"
+
+# --save at the end of epoch 1 (--exit-interval), --load for epoch 2: epoch 2's losses and the
+# final parameters bitwise those of 2 straight epochs
+hash_of() { grep -o 'final parameter hash: [0-9a-f]*' "$WORK/out"; }
+TWO="$MNLI --epochs 2 --micro-batch-size 8"
+finetune 1 $TWO --metrics-file "$WORK/straight.jsonl"
+ok $? "MNLI: 2 epochs straight"
+straight=$(hash_of)
+json_field "$WORK/straight.jsonl" train lm_loss > "$WORK/straight.loss"
+finetune 1 $TWO --save "$WORK/ft_ckpt" --exit-interval 37 --metrics-file "$WORK/first.jsonl"
+ok $? "MNLI: epoch 1, then a checkpoint"
+finetune 1 $TWO --load "$WORK/ft_ckpt" --metrics-file "$WORK/second.jsonl"
+ok $? "MNLI: resumed for epoch 2"
+resumed=$(hash_of)
+cat "$WORK/first.jsonl" "$WORK/second.jsonl" > "$WORK/resumed.jsonl"
+json_field "$WORK/resumed.jsonl" train lm_loss > "$WORK/resumed.loss"
+[ -n "$straight" ] && [ "$straight" = "$resumed" ] && [ "$(wc -l < "$WORK/straight.loss")" -eq 74 ] &&
+    cmp -s "$WORK/straight.loss" "$WORK/resumed.loss"
+ok $? "saved after epoch 1 and resumed: the 74 losses and the $straight of 2 straight epochs, bitwise"
 
 finetune 1 --task RACE --train-data "$DATA/race_tiny/train" --valid-data "$DATA/race_tiny/dev" --micro-batch-size 4 \
     --lr 1e-3 --epochs 3 --log-interval 10
