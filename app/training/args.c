@@ -778,8 +778,8 @@ static int validate_bert(check_state *st, args *a) {
         return 0;
     }
     if (a->bert_task) {
-        if (a->num_experts > 0 || a->context_parallel_size > 1 || a->pipeline_model_parallel_size > 1)
-            return error_format(st->err, st->errlen, "finetune_bert: %s is not supported yet", a->num_experts > 0 ? "--num-experts" : a->context_parallel_size > 1 ? "--context-parallel-size > 1" : "--pipeline-model-parallel-size > 1");
+        if (a->num_experts > 0 || a->context_parallel_size > 1)
+            return error_format(st->err, st->errlen, "finetune_bert: %s is not supported yet", a->num_experts > 0 ? "--num-experts" : "--context-parallel-size > 1");
     } else if (a->mock_data)
         return error_format(st->err, st->errlen, "--mock-data: pretrain_bert reads a sentence-split WordPiece corpus (--data-path, from preprocess_data --split-sentences); Megatron has no mock BERT data either");
     if (strcmp(a->tokenizer_type, "BertWordPieceLowerCase") && strcmp(a->tokenizer_type, "BertWordPieceCase"))

@@ -8,7 +8,7 @@
 # line. Training: a tiny BERT pretrained for a few iterations is fine-tuned on the synthetic MNLI
 # (its encoder, tokentype embeddings and pooler loaded, the classification head random with
 # Megatron's warning) and reaches >= 80% validation accuracy in 4 epochs (chance: 33%); RACE from
-# scratch >= 80% (chance: 25%). TP2 and DP2 fine-tune with the losses of one rank within 1e-6;
+# scratch >= 80% (chance: 25%). TP2, PP2 and DP2 fine-tune with the losses of one rank within 1e-6;
 # a run saved after epoch 1 and resumed ends bitwise as 2 straight epochs.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
@@ -91,7 +91,7 @@ diag "MNLI validation accuracy after 4 epochs: $accuracy %"
 awk -v a="$accuracy" 'BEGIN { exit !(a >= 80) }'
 ok $? "MNLI: validation accuracy $accuracy % >= 80 % (3 classes)"
 
-# one epoch (75 iterations of 4) on one rank and at TP2, dropout on
+# one epoch (75 iterations of 4) on one rank, at TP2 and at PP2, dropout on
 epoch() {  # epoch NAME NRANKS FLAGS...
     name=$1; n=$2; shift 2
     finetune "$n" $MNLI --epochs 1 --pretrained-checkpoint "$WORK/pretrained" --metrics-file "$WORK/$name.jsonl" "$@"
@@ -101,6 +101,8 @@ epoch() {  # epoch NAME NRANKS FLAGS...
 epoch one 1
 epoch TP2 2 --tensor-model-parallel-size 2
 compare_losses one TP2 1e-6 75 "TP2: the fine-tuning losses of one epoch within 1e-6 of one rank"
+epoch PP2 2 --pipeline-model-parallel-size 2
+compare_losses one PP2 1e-6 75 "PP2 (tokentype embeddings on the first stage, pooler and head on the last): the losses within 1e-6 of one rank"
 # DP2 (global batch 8 = 2 x 4) against one rank at micro-batch 8: the same samples in each
 # global batch (DistributedSampler's rank r takes every second), at other rows of it, so
 # without dropout (its masks follow the row)
