@@ -138,6 +138,13 @@ grep -q 'metrics for .*-race_tiny-dev: correct / total = [0-9]* / 24' "$WORK/out
     awk -v a="$accuracy" 'BEGIN { exit !(a >= 80) }'
 ok $? "RACE: validation accuracy $accuracy % >= 80 % (4 choices)"
 
+# ---- the same through finetune_bert: one message (rank 0), no training ----
+finetune 2 --task MNLI --train-data "$WORK/short.tsv" --valid-data "$MNLI_DEV" --epochs 1 --micro-batch-size 1 --lr 1e-3
+status=$?
+[ $status -ne 0 ] && [ "$(grep -c 'error' "$WORK/err")" -eq 1 ] && grep -q "finetune_bert: error: .*short.tsv:4: 4 tab-separated columns" "$WORK/err" &&
+    ! grep -q 'iteration' "$WORK/out"
+ok $? "finetune_bert on a malformed TSV line, 2 ranks: one error naming file and line: $(head -1 "$WORK/err")"
+
 # ---- flags ----
 finetune 1 $MNLI --epochs 1 --train-iters 5
 [ $? -ne 0 ] && grep -q -- '--train-iters: finetune_bert reads --train-data' "$WORK/err"
