@@ -1,16 +1,18 @@
 # app/local.mk: the programs (entry points at the top of app/) and the one link line they share.
 # Libraries are listed once, top down: each may use only those after it.
-APP_LIBS = app/training/libtraining.a app/inference/libinference.a app/optim/liboptim.a app/model/libmodel.a \
+APP_LIBS = app/tasks/libtasks.a app/training/libtraining.a app/inference/libinference.a app/optim/liboptim.a app/model/libmodel.a \
 	app/checkpoint/libcheckpoint.a app/data/libdata.a app/parallel/libparallel.a \
 	app/tokenizers/libtokenizers.a io/libio.a perf/metrics/libperfmetrics.a app/core/libcore.a kernels/libkernels.a \
 	$(HDF5_LIBS) $(JANSSON_LIBS) $(PCRE2_LIBS) $(UTF8PROC_LIBS) $(SENTENCEPIECE_LIBS) $(ZLIB_LIBS) $(XXHASH_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) \
 	$(PAPI_LIBS) $(CUDA_LIBS) -lm
 
-bin_PROGRAMS += app/pretrain_gpt app/pretrain_bert app/preprocess_data app/convert_corpus app/convert_checkpoint
+bin_PROGRAMS += app/pretrain_gpt app/pretrain_bert app/finetune_bert app/preprocess_data app/convert_corpus app/convert_checkpoint
 app_pretrain_gpt_SOURCES = app/pretrain_gpt.c
 app_pretrain_gpt_LDADD = $(APP_LIBS)
 app_pretrain_bert_SOURCES = app/pretrain_bert.c
 app_pretrain_bert_LDADD = $(APP_LIBS)
+app_finetune_bert_SOURCES = app/finetune_bert.c
+app_finetune_bert_LDADD = $(APP_LIBS)
 app_preprocess_data_SOURCES = app/preprocess_data.c
 app_preprocess_data_LDADD = $(APP_LIBS)
 app_convert_corpus_SOURCES = app/convert_corpus.c

@@ -46,6 +46,10 @@ check_PROGRAMS += tests/unit/bert_heads_test
 tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c
 tests_unit_bert_heads_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/bert_heads_test
+check_PROGRAMS += tests/unit/bert_task_head_test
+tests_unit_bert_task_head_test_SOURCES = tests/unit/bert_task_head_test.c
+tests_unit_bert_task_head_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/bert_task_head_test
 # the BERT encoder mode of the model (issue 46): names, finite differences, padding, fitting a batch
 check_PROGRAMS += tests/unit/bert_model_test
 tests_unit_bert_model_test_SOURCES = tests/unit/bert_model_test.c
@@ -103,7 +107,9 @@ tests_tools_make_hf_fixture_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_tools_make_hf_fixture_LDADD = $(APP_LIBS)
 tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
-check_PROGRAMS += tests/tools/bert_samples
+check_PROGRAMS += tests/tools/bert_samples tests/tools/task_samples
+tests_tools_task_samples_SOURCES = tests/tools/task_samples.c
+tests_tools_task_samples_LDADD = $(APP_LIBS)
 tests_tools_bert_samples_SOURCES = tests/tools/bert_samples.c
 tests_tools_bert_samples_LDADD = $(APP_LIBS)
 check_PROGRAMS += tests/tools/t5_samples
@@ -308,6 +314,10 @@ EXTRA_DIST += tests/tools/megatron_gpt_samples.py
 TESTS += tests/mpi/bert_samples_test.sh
 # pretrain_bert (issue 46): every parallel layout trains like one rank; checkpoints resume bitwise
 TESTS += tests/mpi/bert_parallel_test.sh
+# BERT fine-tuning, MNLI and RACE (issue 46 part 3)
+TESTS += tests/mpi/finetune_bert_test.sh
+EXTRA_DIST += tests/tools/megatron_task_samples.py tests/tools/make_task_data.py tests/data/mnli_synthetic_train.tsv \
+	tests/data/mnli_synthetic_dev_matched.tsv tests/data/race_tiny/train/passages.txt tests/data/race_tiny/dev/passages.txt
 # Megatron's examples/bert/train_bert_340m_distributed.sh, every flag, shrunk (issue 46)
 TESTS += tests/mpi/bert_script_test.sh
 EXTRA_DIST += tests/data/train_bert_340m_tiny.sh

@@ -1,10 +1,16 @@
 /* bert_encoder.c: gpt_model's encoder mode (see bert_encoder.h): the packed BERT inputs into a
  * slot, and the heads of bert_heads.c over the tensor-parallel group. */
 #include "app/model/bert_encoder.h"
+#include "app/model/bert_task_head.h"
 #include "app/core/error.h"
+#include "kernels/philox.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+
+/* the dropout stream of the task head: apart from the layers' sites (gpt_model.c's SITE_*,
+ * mixed with layer + 1 >= 1) */
+#define BERT_TASK_DROPOUT_SITE 0x7461736bULL
 
 void bert_encoder_inputs(gpt_model *m, const model_chunk *ch, activation_slot *slot, const int *tokens,
                          const int *targets) {
@@ -36,6 +42,21 @@ double bert_encoder_heads(gpt_model *m, model_chunk *ch, activation_slot *slot, 
                           int with_backward) {
     const gpt_config *c = &m->config;
     bert_heads_config cfg = {c->hidden_size, c->padded_vocab_size, c->bert_binary_head, c->layernorm_epsilon};
+    if (c->bert_task_outputs > 0) {  /* finetune_bert: the task head alone */
+        /* the dropout mask numbered over the rows of the global batch (first_sample counts rows:
+         * a RACE sample's choices are rows of their own): (row, column) */
+        micro_batch_rng rng = m->bert_task_rng;
+        bert_task_head_config task = {c->hidden_size, c->bert_task_outputs, c->bert_task_choices,
+                                      {rng.training ? c->hidden_dropout : 0.0f, c->seed,
+                                       philox_stream_mix(rng.iteration, BERT_TASK_DROPOUT_SITE),
+                                       (uint64_t)rng.first_sample * (uint64_t)c->hidden_size}};
+        int correct = 0;
+        float loss = bert_task_head_forward_backward(m->ops, &task, &slot->bert, slot->lnf, &ch->weights.bert,
+                                                     &ch->grads.bert, slot->d_lnf, grad_scale, with_backward, &correct);
+        m->bert_lm_loss += loss;
+        m->bert_task_correct += correct;
+        return loss;
+    }
     tensor_parallel_comm tp = {m->comm, m->tp_group, m->ops};
     float lm_loss = 0.0f, sop_loss = 0.0f;
     bert_heads_forward_backward(m->ops, c->tp_size > 1 ? &tp : NULL, &cfg, &slot->bert, slot->lnf,

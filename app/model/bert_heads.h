@@ -40,6 +40,7 @@ typedef struct bert_heads_view {
     void *output_bias;
     void *pooler_weight, *pooler_bias;
     void *binary_weight, *binary_bias;
+    void *task_weight, *task_bias;   /* finetune_bert's classification_head / multichoice_head */
 } bert_heads_view;
 
 /* one micro-batch of B samples of T tokens, in backend memory (bert_batch_upload) */

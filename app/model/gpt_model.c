@@ -1407,6 +1407,7 @@ double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tok
     size_t N = (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length;
     m->grad_scale = grad_scale;
     if (m->config.bert) bert_encoder_inputs(m, ch, slot, tokens, targets);
+    m->bert_task_rng = rng;
     fp8_set_recording(m, rng.training);  /* training micro-batches record their fp8 amaxes */
     if (ch->pre_process) {
         m->ops->copy_from_host(slot->tokens, tokens, sizeof(int) * N);

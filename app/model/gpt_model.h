@@ -37,6 +37,13 @@ typedef enum { CP_COMM_P2P = 0, CP_COMM_ALLGATHER = 1, CP_COMM_A2A = 2 } cp_comm
 /* the most layers a mixture-of-experts model may have (gpt_config.moe_layer) */
 #define GPT_MAX_MOE_LAYERS 1024
 
+/* where the dropout masks of one micro-batch come from */
+typedef struct micro_batch_rng {
+    uint64_t iteration;      /* training iteration (0 for evaluation) */
+    int64_t first_sample;    /* index of the micro-batch's first sample within the global batch */
+    int training;            /* 0: evaluation, no dropout */
+} micro_batch_rng;
+
 typedef struct gpt_config {
     /* encoder mode (Megatron-Core's BertModel, pretrain_bert): bidirectional attention under the
      * key-padding mask (kernel op attention_padded_*), the block named "encoder", tokentype
@@ -44,6 +51,11 @@ typedef struct gpt_config {
      * and the per-token cross entropy (bert_heads.h); the inputs are packed (gpt_chunk_forward) */
     int bert;
     int bert_binary_head;     /* !--bert-no-binary-head: tokentype embeddings, pooler, binary head */
+    /* finetune_bert (Megatron's tasks/main.py): the task head in place of the LM and binary heads
+     * (bert_task_head.h): its outputs per row (MNLI 3: classification_head; RACE 1:
+     * multichoice_head), 0 when pretraining; rows per sample (RACE 4 choices, else 1) */
+    int bert_task_outputs;
+    int bert_task_choices;
     int num_layers;
     int hidden_size;          /* C */
     int num_attention_heads;  /* H (all ranks) */
@@ -395,17 +407,12 @@ typedef struct gpt_model {
     hidden_row_run *row_runs;  /* the runs hidden dropout draws its mask by */
     int num_row_runs;
     struct context_parallel_scratch *cp_scratch; /* context parallelism's ring buffers (context_parallel.h) */
+    micro_batch_rng bert_task_rng;      /* finetune_bert: the micro-batch's rng, for the head's dropout */
+    double bert_task_correct;           /* finetune_bert: samples the head classified right (summed) */
     double bert_lm_loss, bert_sop_loss; /* encoder mode: the sums of the micro-batches' lm and sop
                                 * losses since the caller last cleared them (last chunk) */
     struct fp8_state *fp8;     /* --fp8-format: the linear layers' scaling state (fp8_linear.h); NULL otherwise */
 } gpt_model;
-
-/* where the dropout masks of one micro-batch come from */
-typedef struct micro_batch_rng {
-    uint64_t iteration;      /* training iteration (0 for evaluation) */
-    int64_t first_sample;    /* index of the micro-batch's first sample within the global batch */
-    int training;            /* 0: evaluation, no dropout */
-} micro_batch_rng;
 
 /* Lay out this rank's parameters (chunks of its stage, its tensor-parallel shard), allocate
  * them, the gradients and the activation slots; initialize from the seed. */

@@ -27,6 +27,7 @@
 #define GATE ROW_SHARED_GATE
 #define BERT ROW_BERT
 #define BINARY ROW_BERT_BINARY
+#define PRE ROW_BERT_PRETRAIN
 static const parameter_row gpt_rows[] = {
 /*   part            name                                  rows           cols           split       init                no_wd sp_grad presence */
     {PART_EMBEDDING, "embedding.word_embeddings.weight",     DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
@@ -92,24 +93,34 @@ static const parameter_row gpt_rows[] = {
     /* BERT's heads (Megatron-Core's BertLMHead, output_layer bias, Pooler, binary_head:
      * get_linear_layer's weights from init_method, zero biases; whole on every tensor-parallel
      * rank but the output bias, split by vocabulary rows as the output layer) */
-    {PART_FINAL,     "lm_head.dense.weight",                 DIM_HIDDEN,    DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT,
+    {PART_FINAL,     "lm_head.dense.weight",                 DIM_HIDDEN,    DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT | PRE,
      MODEL_VIEW(bert.lm_dense_weight),     NULL,                      HF_COPY, 0},
-    {PART_FINAL,     "lm_head.dense.bias",                   DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT,
+    {PART_FINAL,     "lm_head.dense.bias",                   DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT | PRE,
      MODEL_VIEW(bert.lm_dense_bias),       NULL,                      HF_COPY, 0},
-    {PART_FINAL,     "lm_head.layer_norm.weight",            DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 0, BERT,
+    {PART_FINAL,     "lm_head.layer_norm.weight",            DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 0, BERT | PRE,
      MODEL_VIEW(bert.lm_norm_weight),      NULL,                      HF_COPY, 0},
-    {PART_FINAL,     "lm_head.layer_norm.bias",              DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT,
+    {PART_FINAL,     "lm_head.layer_norm.bias",              DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT | PRE,
      MODEL_VIEW(bert.lm_norm_bias),        NULL,                      HF_COPY, 0},
-    {PART_FINAL,     "output_layer.bias",                    DIM_VOCAB,     DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BERT,
+    {PART_FINAL,     "output_layer.bias",                    DIM_VOCAB,     DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, BERT | PRE,
      MODEL_VIEW(bert.output_bias),         NULL,                      HF_COPY, 0},
     {PART_FINAL,     "pooler.dense.weight",                  DIM_HIDDEN,    DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT | BINARY,
      MODEL_VIEW(bert.pooler_weight),       NULL,                      HF_COPY, 0},
     {PART_FINAL,     "pooler.dense.bias",                    DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT | BINARY,
      MODEL_VIEW(bert.pooler_bias),         NULL,                      HF_COPY, 0},
-    {PART_FINAL,     "binary_head.weight",                   DIM_TWO,       DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT | BINARY,
+    {PART_FINAL,     "binary_head.weight",                   DIM_TWO,       DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT | BINARY | PRE,
      MODEL_VIEW(bert.binary_weight),       NULL,                      HF_COPY, 0},
-    {PART_FINAL,     "binary_head.bias",                     DIM_TWO,       DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT | BINARY,
+    {PART_FINAL,     "binary_head.bias",                     DIM_TWO,       DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 0, BERT | BINARY | PRE,
      MODEL_VIEW(bert.binary_bias),         NULL,                      HF_COPY, 0},
+    /* finetune_bert's task heads (Megatron's legacy Classification and MultipleChoice:
+     * get_linear_layer(hidden, outputs, init_method), zero bias; whole on every rank) */
+    {PART_FINAL,     "classification_head.weight",           DIM_TASK_OUTPUTS, DIM_HIDDEN, SHARD_NONE, INIT_NORMAL,        0, 0, BERT | BINARY | ROW_BERT_CLASSIFY,
+     MODEL_VIEW(bert.task_weight),         NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "classification_head.bias",             DIM_TASK_OUTPUTS, DIM_NONE,   SHARD_NONE, INIT_ZEROS,         1, 0, BERT | BINARY | ROW_BERT_CLASSIFY,
+     MODEL_VIEW(bert.task_bias),           NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "multichoice_head.weight",              DIM_TASK_OUTPUTS, DIM_HIDDEN, SHARD_NONE, INIT_NORMAL,        0, 0, BERT | BINARY | ROW_BERT_MULTICHOICE,
+     MODEL_VIEW(bert.task_weight),         NULL,                      HF_COPY, 0},
+    {PART_FINAL,     "multichoice_head.bias",                DIM_TASK_OUTPUTS, DIM_NONE,   SHARD_NONE, INIT_ZEROS,         1, 0, BERT | BINARY | ROW_BERT_MULTICHOICE,
+     MODEL_VIEW(bert.task_bias),           NULL,                      HF_COPY, 0},
 };
 #undef LN
 #undef RMS
@@ -118,6 +129,7 @@ static const parameter_row gpt_rows[] = {
 #undef MOE
 #undef SHARED
 #undef GATE
+#undef PRE
 #undef BERT
 #undef BINARY
 
@@ -148,6 +160,7 @@ int model_dim_size(model_dim dim, const gpt_config *c) {
     case DIM_SHARED_FFN: return c->moe_shared_expert_intermediate_size;
     case DIM_ONE: return 1;
     case DIM_TWO: return 2;
+    case DIM_TASK_OUTPUTS: return c->bert_task_outputs;
     }
     return 0;
 }
@@ -167,7 +180,10 @@ int parameter_row_present(const parameter_row *row, const gpt_config *c, int lay
     if (c->moe_shared_expert_intermediate_size > 0) held |= ROW_SHARED_EXPERT;
     if (c->moe_shared_expert_intermediate_size > 0 && c->moe_shared_expert_gate) held |= ROW_SHARED_GATE;
     if (c->bert) held |= ROW_BERT;
-    if (c->bert && c->bert_binary_head) held |= ROW_BERT_BINARY;
+    int task = c->bert && c->bert_task_outputs > 0;
+    if (c->bert && (c->bert_binary_head || task)) held |= ROW_BERT_BINARY;  /* tasks: tokentypes and pooler */
+    if (c->bert && !task) held |= ROW_BERT_PRETRAIN;
+    if (task) held |= c->bert_task_choices > 1 ? ROW_BERT_MULTICHOICE : ROW_BERT_CLASSIFY;
     return (row->presence & ~held) == 0;
 }
 

@@ -43,7 +43,8 @@ typedef enum {
     DIM_SHARED_FC1, /* the shared experts' fc1 outputs: Fs, or 2 Fs with SwiGLU (blocks [gate; up]) */
     DIM_SHARED_FFN, /* Fs = moe_shared_expert_intermediate_size */
     DIM_ONE,        /* 1 (the shared experts' gate: one output) */
-    DIM_TWO         /* 2 (BERT's token types and sentence-order classes) */
+    DIM_TWO,        /* 2 (BERT's token types and sentence-order classes) */
+    DIM_TASK_OUTPUTS /* finetune_bert's head outputs per row (gpt_config.bert_task_outputs) */
 } model_dim;
 
 /* which models have the row: ROW_ALWAYS, or the bitwise OR of conditions that must all hold */
@@ -61,7 +62,10 @@ enum {
     ROW_BERT = 512,             /* encoder mode (gpt_config.bert): BERT's LM head */
     ROW_BERT_BINARY = 1024,     /* encoder mode with the binary head: tokentype embeddings,
                                  * pooler, binary head */
-    ROW_QKV_BIAS = 2048         /* linear_qkv's bias: not --disable-bias-linear, or --add-qkv-bias */
+    ROW_QKV_BIAS = 2048,        /* linear_qkv's bias: not --disable-bias-linear, or --add-qkv-bias */
+    ROW_BERT_PRETRAIN = 4096,   /* encoder mode, pretraining (no task head): LM and binary heads */
+    ROW_BERT_CLASSIFY = 8192,   /* finetune_bert, one row per sample: classification_head */
+    ROW_BERT_MULTICHOICE = 16384 /* finetune_bert, a row per choice: multichoice_head */
 };
 typedef unsigned row_presence;
 

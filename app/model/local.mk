@@ -5,6 +5,7 @@ app_model_libmodel_a_SOURCES = \
 	app/model/gpt_model.c app/model/gpt_model.h \
 	app/model/bert_heads.c app/model/bert_heads.h \
 	app/model/bert_encoder.c app/model/bert_encoder.h \
+	app/model/bert_task_head.c app/model/bert_task_head.h \
 	app/model/grad_first_write.c app/model/grad_first_write.h \
 	app/model/context_parallel.c app/model/context_parallel.h \
 	app/model/moe_layer.c app/model/moe_layer.h \

@@ -79,6 +79,11 @@ static const option_spec specs[] = {
 
     {"bert-no-binary-head", "BERT (pretrain_bert)", OPTION_FLAG, AT(bert_no_binary_head), .help = "pretrain_bert only (pretrain_gpt refuses it): no sentence-order (binary) head, pooler or tokentype embeddings; the samples are single segments"},
     {"mask-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(mask_prob), "0.15", .range = "[0, 1]", .help = "pretrain_bert only (pretrain_gpt refuses it): probability of masking a word (whole-word N-grams, N <= 3)"},
+    {"task", "tasks (finetune_bert)", OPTION_STRING, AT(task), .metavar = "MNLI|RACE", .help = "finetune_bert only: the downstream task (MNLI sentence-pair classification, RACE multiple choice)"},
+    {"train-data", "tasks (finetune_bert)", OPTION_LIST, AT(train_data), .metavar = "PATH ...", .help = "finetune_bert only: the training data (MNLI: GLUE TSV files; RACE: directories of *.txt JSON passages)"},
+    {"valid-data", "tasks (finetune_bert)", OPTION_LIST, AT(valid_data), .metavar = "PATH ...", .help = "finetune_bert only: the validation data, whose accuracy is reported after each epoch"},
+    {"pretrained-checkpoint", "tasks (finetune_bert)", OPTION_STRING, AT(pretrained_checkpoint), .help = "finetune_bert only: the BERT checkpoint (pretrain_bert --save) whose encoder, tokentype embeddings and pooler the model starts from (weights only; the task head starts random)"},
+    {"epochs", "tasks (finetune_bert)", OPTION_INT, AT(epochs), .range = "[1, inf)", .help = "finetune_bert only: passes over the training data; --train-iters is epochs x iterations per epoch"},
     {"short-seq-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(short_seq_prob), "0.1", .range = "[0, 1]", .help = "pretrain_bert only (pretrain_gpt refuses it): probability of a shorter target length for a sample"},
 
     {"seed", "initialization", OPTION_UINT64, AT(seed), "1234", .help = "random seed (initialization, dropout, data order)"},
@@ -731,8 +736,47 @@ static int validate_recompute(check_state *st, args *a) {
 /* fill derived values and check the combinations (each value alone was checked against the
  * table); every message names the flags involved */
 /* pretrain_bert's flags and limits (encoder mode), and its flags refused by pretrain_gpt */
+/* the training iterations finetune_bert found for its data (args_set_task_train_iters); 0: not yet */
+static int64_t task_train_iters;
+void args_set_task_train_iters(int64_t iterations) { task_train_iters = iterations; }
+
+/* finetune_bert's flags (Megatron's tasks/main.py), refused by the other programs; the data
+ * come from --train-data / --valid-data, the iterations from --epochs */
+static int validate_task(check_state *st, args *a) {
+    static const char *const task_flags[] = {"task", "train-data", "valid-data", "pretrained-checkpoint", "epochs"};
+    if (!a->bert_task) {
+        for (size_t i = 0; i < sizeof task_flags / sizeof *task_flags; i++)
+            if (given(st, task_flags[i]))
+                return error_format(st->err, st->errlen, "--%s is a fine-tuning flag: run finetune_bert (Megatron's tasks/main.py)%s", task_flags[i],
+                                    i == 3 ? "; to start from a checkpoint's weights here use --load DIR with --finetune" : "");
+        return 0;
+    }
+    if (!a->task[0]) return error_format(st->err, st->errlen, "finetune_bert needs --task MNLI or RACE");
+    if (strcmp(a->task, "MNLI") && strcmp(a->task, "RACE"))
+        return error_format(st->err, st->errlen, "--task %s: finetune_bert runs MNLI or RACE", a->task);
+    if (!a->train_data[0] || !a->valid_data[0])
+        return error_format(st->err, st->errlen, "finetune_bert needs --train-data and --valid-data");
+    if (!given(st, "epochs")) return error_format(st->err, st->errlen, "finetune_bert needs --epochs");
+    static const char *const corpus_flags[] = {"data-path", "train-data-path", "valid-data-path", "test-data-path",
+                                               "per-split-data-args-path", "mock-data", "train-iters", "train-samples",
+                                               "rampup-batch-size", "bert-no-binary-head", "mask-prob", "short-seq-prob"};
+    for (size_t i = 0; i < sizeof corpus_flags / sizeof *corpus_flags; i++)
+        if (given(st, corpus_flags[i]))
+            return error_format(st->err, st->errlen, "--%s: finetune_bert reads --train-data and --valid-data for --epochs epochs (Megatron's tasks/main.py)", corpus_flags[i]);
+    if (a->load[0] && a->pretrained_checkpoint[0])
+        return error_format(st->err, st->errlen, "finetune_bert: --load (resuming a fine-tuning run) with --pretrained-checkpoint is not supported yet: give one of them");
+    a->train_iters = task_train_iters > 0 ? task_train_iters : 1;  /* 1: the first pass, before the data are read */
+    a->eval_iters = 0;  /* the validation set's accuracy after each epoch instead of --eval-iters batches */
+    if (a->pretrained_checkpoint[0]) {  /* Megatron: load the weights only, no optimizer, no RNG */
+        snprintf(a->load, sizeof a->load, "%s", a->pretrained_checkpoint);
+        a->finetune = 1;
+    }
+    return 0;
+}
+
 static int validate_bert(check_state *st, args *a) {
     static const char *const bert_flags[] = {"bert-no-binary-head", "mask-prob", "short-seq-prob"};
+    if (validate_task(st, a)) return -1;
     if (!a->bert) {
         for (size_t i = 0; i < sizeof bert_flags / sizeof *bert_flags; i++)
             if (given(st, bert_flags[i]))
@@ -740,7 +784,10 @@ static int validate_bert(check_state *st, args *a) {
                                     bert_flags[i], program_name);
         return 0;
     }
-    if (a->mock_data)
+    if (a->bert_task) {
+        if (a->num_experts > 0 || a->context_parallel_size > 1)
+            return error_format(st->err, st->errlen, "finetune_bert: %s is not supported yet", a->num_experts > 0 ? "--num-experts" : "--context-parallel-size > 1");
+    } else if (a->mock_data)
         return error_format(st->err, st->errlen, "--mock-data: pretrain_bert reads a sentence-split WordPiece corpus (--data-path, from preprocess_data --split-sentences); Megatron has no mock BERT data either");
     if (strcmp(a->tokenizer_type, "BertWordPieceLowerCase") && strcmp(a->tokenizer_type, "BertWordPieceCase"))
         return error_format(st->err, st->errlen, "--tokenizer-type %s: pretrain_bert needs a WordPiece vocabulary (--tokenizer-type BertWordPieceLowerCase or BertWordPieceCase with --vocab-file)",
@@ -764,11 +811,11 @@ static int validate(check_state *st, args *a, int world_size) {
         return error_format(st->err, st->errlen, "--data-path cannot be combined with --train-data-path/--valid-data-path/--test-data-path/--per-split-data-args-path");
     if (a->per_split_data_args_path[0] && (a->train_data_path[0] || a->valid_data_path[0] || a->test_data_path[0]))
         return error_format(st->err, st->errlen, "--per-split-data-args-path cannot be combined with --train-data-path/--valid-data-path/--test-data-path");
-    int real_data = a->data_path[0] || per_split;
+    int real_data = a->data_path[0] || per_split || a->bert_task;  /* finetune_bert: --train-data */
     if (!a->mock_data && !real_data) return error_format(st->err, st->errlen, "no data source: pass --data-path PREFIX (or --mock-data)");
     if (a->mock_data && real_data) return error_format(st->err, st->errlen, "--mock-data and --data-path cannot both be given");
     if (a->print_sample[0] && !real_data) return error_format(st->err, st->errlen, "--print-sample needs --data-path (or the per-split data paths)");
-    if (!given(st, "train-iters") && !given(st, "train-samples"))
+    if (!a->bert_task && !given(st, "train-iters") && !given(st, "train-samples"))
         return error_format(st->err, st->errlen, "--train-iters is required (or --train-samples for sample-based training)");
     if (given(st, "train-iters") && given(st, "train-samples"))
         return error_format(st->err, st->errlen, "--train-iters and --train-samples cannot both be given");
@@ -1019,7 +1066,8 @@ int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err
     unsigned char flags_given[NUM_FLAGS];
     memset(a, 0, sizeof *a);
     int rc = options_parse_flags(&table, a, flags_given, argc, argv, err, errlen);
-    a->bert = !strcmp(program_name, "pretrain_bert");
+    a->bert_task = !strcmp(program_name, "finetune_bert");
+    a->bert = !strcmp(program_name, "pretrain_bert") || a->bert_task;
     /* pretrain_bert.py's args_defaults */
     if (a->bert && !options_given(&table, flags_given, "tokenizer-type"))
         snprintf(a->tokenizer_type, sizeof a->tokenizer_type, "BertWordPieceLowerCase");

@@ -114,6 +114,13 @@ typedef struct args {
     /* BERT (pretrain_bert; refused by pretrain_gpt) */
     int bert;                     /* derived: the program is pretrain_bert (encoder mode) */
     int bert_no_binary_head;      /* no sentence-order head, no tokentype embeddings */
+    /* BERT fine-tuning (finetune_bert, Megatron's tasks/main.py; refused elsewhere) */
+    int bert_task;                /* derived: the program is finetune_bert */
+    char task[16];                /* --task MNLI or RACE */
+    char train_data[4096];        /* --train-data PATH ...: MNLI TSV files, RACE directories */
+    char valid_data[4096];        /* --valid-data PATH ... */
+    char pretrained_checkpoint[ARGS_PATH_MAX]; /* the BERT checkpoint the model starts from */
+    int epochs;                   /* passes over the training data (train_iters follows) */
     float mask_prob;              /* masked-LM rate of the BERT dataset */
     float short_seq_prob;         /* rate of shortened target lengths */
 
@@ -269,6 +276,9 @@ int args_want_async_save(int argc, char **argv);
 /* Set the vocabulary size once known (from the tokenizer) and pad it as Megatron does:
  * to a multiple of --make-vocab-size-divisible-by x tensor-parallel size. */
 void args_set_vocab_size(args *a, int vocab_size);
+/* finetune_bert: the iterations its epochs take, for the next args_parse (the first parse, before
+ * the data are read, puts 1) */
+void args_set_task_train_iters(int64_t iterations);
 
 /* 1 when selective recompute (--recompute-granularity selective) recomputes MODULE, one of
  * --recompute-modules' words (core_attn, layernorm) */

@@ -60,6 +60,37 @@ static int fp8_state_to_load(trainer *t, dist_checkpoint *c) {
     return present > 0;
 }
 
+/* finetune_bert's --pretrained-checkpoint: the model tensors the file holds are loaded, the others
+ * (the task head; the tokentype embeddings and pooler of a --bert-no-binary-head checkpoint) keep
+ * their initialization, each named once, as Megatron's Classification.load_state_dict warns */
+static void keep_tensors_in_file(dist_checkpoint *c, sharded_state *state, int rank0) {
+    int *new_index = malloc(sizeof(int) * (size_t)(state->num_tensors ? state->num_tensors : 1));
+    CHECK(new_index, "out of host memory");
+    int kept = 0;
+    for (int i = 0; i < state->num_tensors; i++) {
+        int64_t rows, cols;
+        if (checkpoint_tensor_shape(&c->file, state->tensors[i].name, &rows, &cols) != 0) {
+            new_index[i] = -1;
+            if (rank0)
+                printf("***WARNING*** could not find %s in the pretrained checkpoint %s, initializing to random\n",
+                       state->tensors[i].name, c->names.file);
+            continue;
+        }
+        new_index[i] = kept;
+        state->tensors[kept++] = state->tensors[i];
+    }
+    state->num_tensors = kept;
+    int shards = 0;
+    for (int s = 0; s < state->num_shards; s++) {
+        if (new_index[state->shards[s].tensor] < 0) continue;
+        state->shards[shards] = state->shards[s];
+        state->shards[shards++].tensor = new_index[state->shards[s].tensor];
+    }
+    state->num_shards = shards;
+    free(new_index);
+    if (rank0) fflush(stdout);
+}
+
 /* ---- save ---- */
 
 /* a float flag as the user wrote it (0.01, not 0.009999999776 from the float's bits) */
@@ -555,6 +586,7 @@ int checkpoint_load(trainer *t, const char *dir) {
         user_error("%s holds no optimizer state (saved with --no-save-optim): pass --no-load-optim or --finetune", path);
     sharded_state state = {0};
     training_sharded_state(t, load_optim, fp8_state_to_load(t, &c), &state);
+    if (a->bert_task && finetune) keep_tensors_in_file(&c, &state, rank == 0);
     dist_checkpoint_check(&c, &state);
     if (!finetune) check_checkpoint_args(&c.file, a);
     if (load_optim) load_scheduler(&c.file, t);

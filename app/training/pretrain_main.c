@@ -74,7 +74,9 @@ static const kernel_ops *select_backend(args *a, int rank, node_place place) {
 #endif
 }
 
-int pretrain_main(int argc, char **argv, const char *name) {
+int pretrain_main(int argc, char **argv, const char *name) { return pretrain_main_with(argc, argv, name, NULL); }
+
+int pretrain_main_with(int argc, char **argv, const char *name, const pretrain_hooks *hooks) {
     program_name = name;
     process_start_time(); /* read (or, without /proc, taken) before anything else */
     if (args_want_async_save(argc, argv)) {
@@ -91,6 +93,7 @@ int pretrain_main(int argc, char **argv, const char *name) {
 
     args a;
     args_parse(&a, argc, argv, world_size);
+    if (hooks && hooks->after_args) hooks->after_args(hooks->context, &a, argc, argv, world_size);
     hdf5_errors_setup(a.hdf5_debug);
     if (a.tokenizer_type[0]) {
         /* the vocabulary size comes from the tokenizer, as in Megatron */
@@ -117,6 +120,7 @@ int pretrain_main(int argc, char **argv, const char *name) {
     }
     trainer t;
     trainer_setup(&t, &a, ops);
+    if (hooks && hooks->before_train) hooks->before_train(hooks->context, &t);
     trainer_train(&t);
     /* one hash over every rank's parameters, in rank order */
     uint64_t hash = gpt_model_parameter_hash(&t.model), *hashes = NULL;

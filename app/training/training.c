@@ -101,7 +101,12 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.loss_chunk_rows = a->cross_entropy_chunk_rows;
     c.memory_efficient_layer_norm = a->memory_efficient_layer_norm;
     c.bert = a->bert;
-    c.bert_binary_head = a->bert && !a->bert_no_binary_head;
+    c.bert_binary_head = a->bert && !a->bert_no_binary_head && !a->bert_task;
+    if (a->bert_task) {  /* MNLI: 3 classes, one row per sample; RACE: one logit per choice, 4 rows per sample */
+        int race = !strcmp(a->task, "RACE");
+        c.bert_task_outputs = race ? 1 : 3;
+        c.bert_task_choices = race ? 4 : 1;
+    }
     return c;
 }
 
@@ -307,7 +312,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     if (t->topo.world_rank == 0) printf("time to initialize megatron (seconds): %.3f\n", t->startup.initialized);
     print_datetime(t, "after megatron is initialized");
     double data_start = MPI_Wtime();
-    if (!a->mock_data) open_datasets(t, a);
+    if (!a->mock_data && !a->bert_task) open_datasets(t, a);  /* finetune_bert: its task source */
     double data_seconds = MPI_Wtime() - data_start, model_start = MPI_Wtime();
     gpt_config config = config_from_args(a, &t->topo);
     /* --deterministic-mode: gradients and loss summed in one order at any data-parallel size
@@ -489,6 +494,10 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
         run_phase left = papi_phases_enter(t->training ? PHASE_DATA : PHASE_OTHER);
         for (int b = 0; b < a->micro_batch_size; b++) {
             int64_t index = t->batch_start + first + b;
+            if (t->task) {
+                t->task->load_row(t->task->context, t->split, index, b, t->host_tokens, t->host_targets);
+                continue;
+            }
             if (a->bert) {
                 load_bert_sample(t, index, b);
                 continue;
@@ -556,7 +565,7 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     /* pretrain_bert: each micro-batch's loss is already a mean (over its masked positions and
      * samples); Megatron averages them over micro-batches and data-parallel ranks */
     if (a->bert) tokens_in_batch = (double)num_micro_batches * a->data_parallel_size;
-    t->model.bert_lm_loss = t->model.bert_sop_loss = 0.0;
+    t->model.bert_lm_loss = t->model.bert_sop_loss = t->model.bert_task_correct = 0.0;
     t->split = split;
     t->batch_start = batch_start;
     t->rng_iteration = rng_iteration;
@@ -580,10 +589,12 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     if (!counted || (t->tree && t->topo.dp_rank != 0)) loss_sum = 0.0;
     t->comm->allreduce_double_host(&loss_sum, 1, COMM_SUM, &t->topo.world);
     if (a->bert) {  /* the lm and sop losses apart, for the log */
-        double parts[2] = {counted ? t->model.bert_lm_loss : 0.0, counted ? t->model.bert_sop_loss : 0.0};
-        t->comm->allreduce_double_host(parts, 2, COMM_SUM, &t->topo.world);
+        double parts[3] = {counted ? t->model.bert_lm_loss : 0.0, counted ? t->model.bert_sop_loss : 0.0,
+                           counted ? t->model.bert_task_correct : 0.0};
+        t->comm->allreduce_double_host(parts, 3, COMM_SUM, &t->topo.world);
         t->last_lm_loss = parts[0] / tokens_in_batch;
         t->last_sop_loss = parts[1] / tokens_in_batch;
+        t->last_task_correct = parts[2];
     }
     return loss_sum / tokens_in_batch;
 }
@@ -609,6 +620,11 @@ static double evaluate_split(trainer *t, int split, int64_t *consumed) {
     }
     t->evaluation_sop_loss = a->bert && !a->bert_no_binary_head ? sop_total / (double)a->eval_iters : NAN;
     return total / (double)a->eval_iters;
+}
+
+double trainer_forward_batch(trainer *t, int split, int64_t batch_start) {
+    data_parallel_finish_param_gather(&t->dp);
+    return run_global_batch(t, split, batch_start, 0, 0, t->args->num_micro_batches);
 }
 
 static double evaluate(trainer *t) { return evaluate_split(t, SPLIT_VALID, &t->consumed_valid_samples); }
@@ -869,7 +885,7 @@ double trainer_train(trainer *t) {
                 .learning_rate = a->no_log_learning_rate_to_tensorboard ? NAN : lr,
                 .global_batch_size = (int)batch,
                 .lm_loss = a->bert ? t->last_lm_loss : loss,
-                .sop_loss = a->bert && !a->bert_no_binary_head ? t->last_sop_loss : NAN,
+                .sop_loss = a->bert && !a->bert_no_binary_head && !a->bert_task ? t->last_sop_loss : NAN,
                 .loss_scale = a->no_log_loss_scale_to_tensorboard ? NAN : grad_scaler_scale(&t->opt.scaler),
                 .world_size = a->log_world_size_to_tensorboard ? (double)a->world_size : NAN,
                 .grad_norm = found_inf ? NAN : grad_norm,
@@ -912,7 +928,7 @@ double trainer_train(trainer *t) {
                 .global_batch_size = (int)batch,
                 .lm_loss = (a->bert ? interval_lm_loss : interval_loss) / (double)(interval_advanced > 0 ? interval_advanced : 1),
                 .sop_loss = interval_sop_loss / (double)(interval_advanced > 0 ? interval_advanced : 1),
-                .has_sop_loss = a->bert && !a->bert_no_binary_head,
+                .has_sop_loss = a->bert && !a->bert_no_binary_head && !a->bert_task,
                 .loss_scale = grad_scaler_scale(&t->opt.scaler),
                 .grad_norm = grad_norm,
                 .has_grad_norm = !found_inf,
@@ -948,6 +964,7 @@ double trainer_train(trainer *t) {
             fflush(stdout);
             t->last_heartbeat = MPI_Wtime();
         }
+        if (t->task && t->task->after_iteration) t->task->after_iteration(t->task->context, t);
         /* evaluation, then checkpoint and exit (Megatron's order: a checkpoint counts this
          * evaluation's validation samples as consumed) */
         if (do_valid(t) && t->iteration % a->eval_interval == 0) {

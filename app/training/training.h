@@ -16,6 +16,19 @@
 #include "app/training/microbatches.h"
 #include "app/training/straggler.h"
 
+struct trainer;
+/* finetune_bert (app/tasks): the task's samples in place of a corpus, and a call after every
+ * iteration (the end-of-epoch accuracy) */
+typedef struct trainer_task_source {
+    void *context;
+    /* row `index` of the split's row stream (training: consumed rows + position in the global
+     * batch; a RACE sample's choices are consecutive rows) into row b of the packed micro-batch:
+     * tokens [3 B T] text, types, padding mask; targets [2 B T] zero (no masked LM) and, at
+     * 2 B T + b / choices, the sample's label (bert_task_head.h) */
+    void (*load_row)(void *context, int split, int64_t index, int b, int *tokens, int *targets);
+    void (*after_iteration)(void *context, struct trainer *t);
+} trainer_task_source;
+
 typedef struct trainer {
     const args *args;
     const comm_ops *comm;
@@ -63,6 +76,8 @@ typedef struct trainer {
     bert_sample bert_fields;
     int64_t *bert_arrays;
     double last_lm_loss, last_sop_loss;
+    const trainer_task_source *task; /* finetune_bert: set after trainer_setup; NULL otherwise */
+    double last_task_correct;        /* finetune_bert: samples classified right in the last global batch */
     double evaluation_sop_loss;      /* the last evaluation's mean sop loss (NAN: not BERT's binary head) */
 } trainer;
 
@@ -71,5 +86,8 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops);
 /* run --train-iters iterations; returns the final validation loss (NaN when none) */
 double trainer_train(trainer *t);
 void trainer_teardown(trainer *t);
+/* forward only (no dropout, no update) over one global batch of the split from row batch_start
+ * (finetune_bert's evaluation); returns its mean loss, t->last_task_correct its correct samples */
+double trainer_forward_batch(trainer *t, int split, int64_t batch_start);
 
 #endif

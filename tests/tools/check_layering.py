@@ -29,10 +29,12 @@ LAYERS = [
                                      "tokenizers"]),
     ("training", "app/training/", ["core", "io", "kernels", "parallel", "checkpoint", "model",
                                    "optim", "data", "tokenizers", "perf", "inference"]),
+    ("tasks", "app/tasks/", ["core", "io", "kernels", "parallel", "checkpoint", "model", "optim",
+                             "data", "tokenizers", "perf", "inference", "training"]),
     ("programs", "app/", None),  # the entry points at the top of app/: anything
 ]
 # the libraries of the link line, top down (each may use only those after it)
-LIBRARIES = {"training": "app/training/libtraining.a", "inference": "app/inference/libinference.a",
+LIBRARIES = {"tasks": "app/tasks/libtasks.a", "training": "app/training/libtraining.a", "inference": "app/inference/libinference.a",
              "optim": "app/optim/liboptim.a",
              "model": "app/model/libmodel.a", "checkpoint": "app/checkpoint/libcheckpoint.a",
              "data": "app/data/libdata.a", "parallel": "app/parallel/libparallel.a",
