@@ -1,6 +1,7 @@
 /* local_checkpoint_file.c: see local_checkpoint_file.h. */
 #include "io/local_checkpoint_file.h"
 #include "app/core/error.h"
+#include "io/checkpoint_format.h" /* checkpoint_make_directory */
 #include "io/io_fault.h"
 
 #include <dirent.h>
@@ -34,22 +35,6 @@ int local_checkpoint_parse_name(const char *name, int64_t *iteration, int *owner
     return 0;
 }
 
-/* create dir and its missing parents */
-static int make_folder(const char *dir, char *err, size_t errlen) {
-    char path[LOCAL_CHECKPOINT_PATH_MAX];
-    if (strlen(dir) >= sizeof path) return error_format(err, errlen, "%.64s...: the folder's path is too long", dir);
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return error_format(err, errlen, "cannot create directory %s: %s", path, strerror(errno));
-        *p = c;
-        if (c == '\0') return 0;
-    }
-}
-
 static void put_u64(unsigned char *at, uint64_t value) {
     for (int i = 0; i < 8; i++) at[i] = (unsigned char)(value >> (8 * i));
 }
@@ -79,7 +64,7 @@ int local_checkpoint_file_write(const char *path, const void *payload, size_t by
     snprintf(folder, sizeof folder, "%s", path);
     char *slash = strrchr(folder, '/');
     if (slash) *slash = '\0';
-    if (slash && make_folder(folder, err, errlen) != 0) return -1;
+    if (slash && checkpoint_make_directory(folder, err, errlen) != 0) return -1;
     snprintf(partial, sizeof partial, "%s.partial", path);
     unsigned char trailer[TRAILER_BYTES];
     memcpy(trailer, LOCAL_CHECKPOINT_MAGIC, 8);
