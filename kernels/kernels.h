@@ -525,8 +525,8 @@ typedef struct kernel_ops {
     void (*uniform_jitter)(void *out, const void *x, size_t n, float eps, dropout_rng rng);
 
     /* ---- fp8 emulation (issue 43; kernels/fp8_format.h, the recipe in kernels/fp8_recipe.h) ----
-     * (CUDA: kernels/cuda/cuda_fp8.cu; the GEMMs then run on the dequantized operands in the compute
-     * dtype until the cuBLASLt fp8 GEMMs land). fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
+     * (CUDA: kernels/cuda/cuda_fp8.cu; the CPU emulates the fp8 GEMMs by running its GEMMs on the
+     * dequantized operands in the compute dtype, CUDA runs them as cuBLASLt fp8 GEMMs). fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
      * x[i] * *scale, rounded to nearest even and saturating to +-max as TE's cast; *amax =
      * fmaxf(*amax, max |x[i]|) (the unscaled input; NaN elements ignored; the caller zeroes it
      * first: TE's amax_history[0]) and *scale_inv = 1 / *scale, each skipped when NULL. amax,
@@ -549,6 +549,13 @@ typedef struct kernel_ops {
     void (*fp8_gemm)(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                      const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
     void (*fp8_transpose)(uint8_t *out, const uint8_t *in, int rows, int cols);
+    /* a linear layer's forward as one fp8 GEMM (NULL on the CPU): out[N,OC] = *x_scale_inv
+     * *w_scale_inv (x . w^T) + bias[OC] + residual[N,OC] over E4M3 codes x [N,IC] and w [OC,IC],
+     * fp32 accumulation, the bias and the residual (each may be NULL; compute dtype) added in fp32
+     * before out's one rounding to the compute dtype (out must not alias x or residual) */
+    void (*fp8_linear_forward)(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
+                               const float *w_scale_inv, const void *bias, const void *residual, int N, int IC,
+                               int OC);
 
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on
