@@ -59,7 +59,7 @@ diagnose() {
     section "papi_native_avail: the events of the default sets (patched PAPI)"
     for metric in dram__bytes_read sm__pipe_tensor_cycles_active sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32 \
                   sm__ops_path_tensor_src_bf16_dst_fp32 sm__pipe_tensor_op_gmma_cycles_active; do
-        run 60 papi_native_avail -i "cuda:::$metric" | grep -v '^ *$' | head -14
+        run 60 papi_native_avail -i "cuda:::$metric" | grep -E -A6 '^\| *cuda:::|Total events|exit status' | head -16
     done
 
     section "PAPI 7.2.0 as released (/work/papi-cuda): the old default set (expect: start fails, Unknown error code)"
@@ -88,7 +88,7 @@ diagnose() {
     section "pretrain_gpt, a small GPT, --papi-events default (counted per phase), then without (the step time)"
     model="--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 --max-position-embeddings 1024
            --vocab-size 32768 --micro-batch-size 4 --global-batch-size 4 --train-iters 30 --log-interval 5
-           --eval-iters 0 --lr 1e-4 --lr-warmup-iters 2 --mock-data --device cuda"
+           --eval-iters 0 --lr 1e-4 --lr-warmup-iters 2 --mock-data --device cuda --bf16"
     # shellcheck disable=SC2086 # $model is a list of flags
     run 120 mpiexec -n 1 pretrain_gpt $model --papi-events default --metrics-file "$OUT/papi-small.jsonl" > "$OUT/papi-small.out"
     grep -E "PAPI|error|warning" "$OUT/papi-small.out" | head -12
@@ -102,7 +102,7 @@ diagnose() {
 
     section "pretrain_gpt tiny (configs/gpt-tiny.args), --papi-events default"
     run 60 mpiexec -n 1 pretrain_gpt --args-file "$top/configs/gpt-tiny.args" --device cuda --train-iters 6 \
-        --log-interval 2 --eval-iters 0 --papi-events default --metrics-file "$OUT/papi-tiny.jsonl" > "$OUT/papi-tiny.out"
+        --lr-warmup-iters 2 --log-interval 2 --eval-iters 0 --papi-events default --metrics-file "$OUT/papi-tiny.jsonl" > "$OUT/papi-tiny.out"
     grep -E "PAPI|error" "$OUT/papi-tiny.out" | head -8
     tail -12 "$OUT/papi-tiny.out"
     date -u
