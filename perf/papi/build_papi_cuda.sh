@@ -77,7 +77,8 @@ if [ -f "$prefix/lib/libpapi.so" ] && grep -q '^Name: *cuda ' "$stamp" 2>/dev/nu
         say "PAPI with the cuda component is already installed in $prefix (delete it to rebuild)"
         exit 0
     fi
-    die "$prefix holds another PAPI build ($(sed -n 's/^# //p' "$stamp" | head -1)); delete it or choose another --prefix"
+    other=$(sed -n 's/^# //p' "$stamp" | head -1)
+    die "$prefix holds another PAPI build (${other:-PAPI 7.2.0 from Debian's source, by an earlier version of this script}); delete it or choose another --prefix"
 fi
 
 # 1. the source: the pinned commit of the local clone, exported, then patched
