@@ -10,11 +10,13 @@
 #           /work/papi-cuda-new/bin/papi_native_avail, /work/papi-cuda-new/bin/papi_command_line
 #   extras: /work/papi-probes/papi-debug-lib (PAPI --with-debug, used when the patched probe fails)
 #   source .devpack/unpack.sh && sh perf/papi/diagnose_gpu.sh
+# (or, from a tree without it, with perf/papi/diagnose_gpu.sh and perf/papi/gpu_figures.py as extras:
+#   source .devpack/unpack.sh && sh /tmp/devpack/extra/diagnose_gpu.sh)
 # Each step has a time limit and the script goes on after a failure; its exit status is 0.
 set -u
 OUT=${OUT:-/tmp/papi-diag}
 mkdir -p "$OUT"
-top=$(cd "$(dirname "$0")/../.." && pwd)
+here=$(cd "$(dirname "$0")" && pwd)   # gpu_figures.py is next to this script (in the tree, or both as extras)
 extra=${DEVPACK_EXTRA:-/tmp/devpack/extra}
 
 # the old default GPU set (its 5 existing events fit one pass alone each, not together on GH100)
@@ -98,11 +100,13 @@ diagnose() {
     grep -E " iteration +(25|30)/|error|exit status" "$OUT/nopapi-small.out" | tail -4
     echo "with counting:"
     grep -E " iteration +(25|30)/" "$OUT/papi-small.out" | tail -2
-    run 30 python3 "$top/perf/papi/gpu_figures.py" "$OUT/papi-small.jsonl" --gpu H200
+    run 30 python3 "$here/gpu_figures.py" "$OUT/papi-small.jsonl" --gpu H200
 
-    section "pretrain_gpt tiny (configs/gpt-tiny.args), --papi-events default"
-    run 60 mpiexec -n 1 pretrain_gpt --args-file "$top/configs/gpt-tiny.args" --device cuda --train-iters 6 \
-        --lr-warmup-iters 2 --log-interval 2 --eval-iters 0 --papi-events default --metrics-file "$OUT/papi-tiny.jsonl" > "$OUT/papi-tiny.out"
+    section "pretrain_gpt, a tiny GPT (gpt-tiny's shape), --papi-events default"
+    run 60 mpiexec -n 1 pretrain_gpt --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 \
+        --max-position-embeddings 64 --vocab-size 256 --micro-batch-size 4 --global-batch-size 16 --mock-data \
+        --device cuda --bf16 --train-iters 6 --lr 3e-3 --lr-warmup-iters 2 --log-interval 2 --eval-iters 0 \
+        --papi-events default --metrics-file "$OUT/papi-tiny.jsonl" > "$OUT/papi-tiny.out"
     grep -E "PAPI|error" "$OUT/papi-tiny.out" | head -8
     tail -12 "$OUT/papi-tiny.out"
     date -u
