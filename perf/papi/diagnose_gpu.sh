@@ -58,10 +58,10 @@ diagnose() {
     section "papi_component_avail (patched PAPI)"
     run 60 papi_component_avail
 
-    section "papi_native_avail: the events of the default sets (patched PAPI)"
+    section "papi_native_avail -e: the events of the old and new default sets (patched PAPI)"
     for metric in dram__bytes_read sm__pipe_tensor_cycles_active sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32 \
                   sm__ops_path_tensor_src_bf16_dst_fp32 sm__pipe_tensor_op_gmma_cycles_active; do
-        run 60 papi_native_avail -i "cuda:::$metric" | grep -E -A6 '^\| *cuda:::|Total events|exit status' | head -16
+        run 30 papi_native_avail -e "cuda:::$metric:stat=sum:device=0" | sed -n '/^Event name\|^Sorry/,$p' | grep -v '^ *$' | head -8
     done
 
     section "PAPI 7.2.0 as released (/work/papi-cuda): the old default set (expect: start fails, Unknown error code)"
