@@ -579,13 +579,25 @@ typedef struct kernel_ops {
     double (*sum_squares_ranges)(const float *x, const tensor_range *ranges, int count);
 
     /* ---- --deterministic-mode's fixed summation tree (app/optim/fixed_tree_reduce.h) ----
-     * NULL where not written yet (CUDA): the training then sums gradients in the usual order */
-    /* out = a + b in fp32 (gradients; out may alias a or b) */
+     * Both backends have them (NULL on a backend would make the training sum gradients in the
+     * usual order, with a note at start). */
+    /* out = a + b in fp32, one rounding per element (gradients; out may alias a or b) */
     void (*add_float)(float *out, const float *a, const float *b, size_t n);
-    /* start + the squares of x[0..n) added one after the other in double, in index order, so
-     * that pieces summed in turn give the bits of their concatenation */
-    double (*sum_squares_from)(double start, const float *x, size_t n);
+    /* sums[p] (host) = the squares of x[offset .. offset + length) of piece p (x backend memory;
+     * state_offset and weight_decay unused) in double, by one fixed tree that depends on the
+     * piece's values alone (not on its place, its alignment or the other pieces): the piece is
+     * cut into chunks of SUM_SQUARES_TREE_CHUNK elements from its start; in a chunk, lane t of
+     * SUM_SQUARES_TREE_LANES adds the squares of elements t, t + LANES, t + 2 LANES, ... one after
+     * the other (from 0.0), then the lanes are summed pairwise by halving (lane t += lane t + s
+     * for s = LANES/2, LANES/4, .. 1); the chunks' sums are added in order (from 0.0). Squares of
+     * floats are exact in double, so both backends give the same bits. */
+    void (*sum_squares_pieces)(double *sums, const float *x, const tensor_range *pieces, int count);
 } kernel_ops;
+
+/* the tree of kernel_ops.sum_squares_pieces (the CUDA kernel runs one block of LANES threads
+ * per chunk) */
+#define SUM_SQUARES_TREE_CHUNK 4096
+#define SUM_SQUARES_TREE_LANES 256
 
 /* ---- memory statistics ----
  * Bytes held through ops->alloc (both backends record each allocation and release), now and

@@ -439,6 +439,8 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.sum_squares = cuda_sum_squares;
     ops.adamw_update_ranges = A::adamw_update_ranges;
     ops.sum_squares_ranges = cuda_sum_squares_ranges;
+    ops.add_float = cuda_add_float;
+    ops.sum_squares_pieces = cuda_sum_squares_pieces;
     ops.moe_route_forward = cuda_moe_route_forward;
     ops.moe_permutation = cuda_moe_permutation;
     ops.moe_route_backward = cuda_moe_route_backward;

@@ -235,6 +235,12 @@ double cuda_sum_squares_ranges(const float *x, const tensor_range *ranges, int c
  * looping over the chunks), leaving the rest to a concurrent stream; 0: one block per chunk */
 void cuda_adamw_set_sm_limit(int sms);
 
+/* ---- --deterministic-mode's fixed tree (cuda_fixed_tree.cu; kernels.h's add_float and
+ * sum_squares_pieces, the CPU's bits) ---- */
+void cuda_add_float(float *out, const float *a, const float *b, size_t n);
+/* sums is host memory; blocks until it is written */
+void cuda_sum_squares_pieces(double *sums, const float *x, const tensor_range *pieces, int count);
+
 /* ---- the same kernels on fp16 (IEEE half) tensors: the fp16 backend (kernels_cuda_fp16(),
  * --fp16). Each cuda_X_fp16 is cuda_X instantiated for __half instead of __nv_bfloat16 (one
  * template per kernel, cuda_kernels_t.cuh); fp32 parts (gradients, masters, statistics) are the
