@@ -549,6 +549,10 @@ typedef struct kernel_ops {
     void (*fp8_gemm)(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                      const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
     void (*fp8_transpose)(uint8_t *out, const uint8_t *in, int rows, int cols);
+    /* fp8_quantize of x [rows, cols] with the codes written both into out [rows, cols] and
+     * transposed into out_t [cols, rows], in one pass (NULL on the CPU): the backward's operands */
+    void (*fp8_quantize_transpose)(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const void *x,
+                                   int rows, int cols, const float *scale, int format);
     /* a linear layer's forward as one fp8 GEMM (NULL on the CPU): out[N,OC] = *x_scale_inv
      * *w_scale_inv (x . w^T) + bias[OC] + residual[N,OC] over E4M3 codes x [N,IC] and w [OC,IC],
      * fp32 accumulation, the bias and the residual (each may be NULL; compute dtype) added in fp32

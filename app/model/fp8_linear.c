@@ -27,7 +27,7 @@ typedef struct fp8_state {
     int local_experts;     /* experts of an MoE layer held here */
     size_t record;         /* 1 + history_len */
     float *state;          /* backend [num_linears][3][record] */
-    float *scale_inv;      /* backend [num_linears x 3] */
+    float *scale_inv;      /* backend [num_linears x 3] x FP8_SCALE_STRIDE: each 256-byte aligned */
     float *amax;           /* backend [num_linears x 3] */
     float *current_amax;   /* backend [1]: tensorwise scaling's amax of the tensor at hand */
     float *host_state, *host_amax; /* host copies for the update */
@@ -45,6 +45,12 @@ typedef struct fp8_state {
     uint8_t *native_codes[FP8_ROLES]; /* backend, with native: each role's codes [copy_elements] */
     uint8_t *native_transposed[FP8_ROLES]; /* and their transposes (the backward's operands) */
 } fp8_state;
+
+/* floats between two tensors' scale_inv: cuBLASLt takes a scale pointer only 256-byte aligned
+ * (kernels/cuda/cuda_fp8_gemm.cu), so the GEMMs read them where they are */
+#define FP8_SCALE_STRIDE 64
+
+static float *scale_inv_of(const fp8_state *f, size_t tensor) { return f->scale_inv + tensor * FP8_SCALE_STRIDE; }
 
 static const char *const gemm_names[FP8_GEMMS] = {"self_attention.linear_qkv", "self_attention.linear_proj",
                                                   "mlp.linear_fc1", "mlp.linear_fc2"};
@@ -105,7 +111,7 @@ void fp8_state_allocate(gpt_model *m) {
     f->record = 1 + (size_t)c->fp8.amax_history_len;
     size_t tensors = (size_t)f->num_linears * FP8_ROLES;
     f->state = ops->alloc(sizeof(float) * (tensors * f->record + 1));
-    f->scale_inv = ops->alloc(sizeof(float) * (tensors + 1));
+    f->scale_inv = ops->alloc(sizeof(float) * (tensors + 1) * FP8_SCALE_STRIDE);
     f->amax = ops->alloc(sizeof(float) * (tensors + 1));
     f->current_amax = ops->alloc(sizeof(float));
     f->host_state = calloc(tensors * f->record + 1, sizeof(float));
@@ -190,7 +196,7 @@ static int quantize_codes(gpt_model *m, size_t tensor, fp8_role role, const void
         float current = fp8_current_scale(amax, format, 0.0f, 0);
         ops->copy_from_host(scale, &current, sizeof current);
     }
-    ops->fp8_quantize(codes, f->recording ? f->amax + tensor : NULL, f->scale_inv + tensor, x, n, scale, format);
+    ops->fp8_quantize(codes, f->recording ? f->amax + tensor : NULL, scale_inv_of(f, tensor), x, n, scale, format);
     return format;
 }
 
@@ -199,7 +205,7 @@ static void quantize_into(gpt_model *m, size_t tensor, fp8_role role, const void
     fp8_state *f = m->fp8;
     CHECK(n <= f->code_bytes || n == 0, "fp8 operand of %zu elements exceeds the code buffer (%zu)", n, f->code_bytes);
     int format = quantize_codes(m, tensor, role, x, n, f->codes);
-    m->ops->fp8_dequantize(out, f->codes, n, f->scale_inv + tensor, format);
+    m->ops->fp8_dequantize(out, f->codes, n, scale_inv_of(f, tensor), format);
 }
 
 const void *fp8_operand(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, size_t n) {
@@ -302,14 +308,22 @@ static size_t layer_tensor(const fp8_state *f, int layer, fp8_gemm gemm, fp8_rol
     return (size_t)(f->layer_linear[layer] + (int)gemm) * FP8_ROLES + (size_t)role;
 }
 
-/* role `role`'s codes of x [rows, cols] (and their transpose [cols, rows] when asked) */
+/* role `role`'s codes of x [rows, cols] (and their transpose [cols, rows] when asked, in the
+ * same pass where the backend has fp8_quantize_transpose); returns the format */
 static int native_codes(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, int rows, int cols,
                         int transposed) {
     fp8_state *f = m->fp8;
-    size_t n = (size_t)rows * (size_t)cols;
+    const kernel_ops *ops = m->ops;
+    size_t n = (size_t)rows * (size_t)cols, tensor = layer_tensor(f, layer, gemm, role);
     CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n, f->copy_elements[role]);
-    int format = quantize_codes(m, layer_tensor(f, layer, gemm, role), role, x, n, f->native_codes[role]);
-    if (transposed) m->ops->fp8_transpose(f->native_transposed[role], f->native_codes[role], rows, cols);
+    if (!transposed || !ops->fp8_quantize_transpose || m->config.fp8.recipe == FP8_RECIPE_TENSORWISE) {
+        int format = quantize_codes(m, tensor, role, x, n, f->native_codes[role]);
+        if (transposed) ops->fp8_transpose(f->native_transposed[role], f->native_codes[role], rows, cols);
+        return format;
+    }
+    int format = fp8_tensor_format(m->config.fp8.hybrid, role == FP8_ROLE_GRAD_OUTPUT);
+    ops->fp8_quantize_transpose(f->native_codes[role], f->native_transposed[role], f->recording ? f->amax + tensor : NULL,
+                                scale_inv_of(f, tensor), x, rows, cols, f->state + tensor * f->record, format);
     return format;
 }
 
@@ -319,36 +333,37 @@ void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const
     native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 0);
     native_codes(m, layer, gemm, FP8_ROLE_WEIGHT, weight, OC, IC, 0);
     m->ops->fp8_linear_forward(out, f->native_codes[FP8_ROLE_INPUT],
-                               f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_INPUT),
+                               scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_INPUT)),
                                f->native_codes[FP8_ROLE_WEIGHT],
-                               f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT), bias, residual, N, IC, OC);
+                               scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT)), bias, residual, N, IC, OC);
 }
 
-/* dx [N,IC] = Q(dout) . Q(W): the codes of dout [N,OC] with those of W^T [IC,OC];
- * dweight [OC,IC] (+)= Q(dout)^T . Q(x): those of dout^T [OC,N] with those of x^T [IC,N] (fp32
- * added into, or written over on the step's first write) */
+/* The weight gradient first, then the input gradient (dx may alias x: Megatron's in-place fc2
+ * backward): dweight [OC,IC] (+)= Q(dout)^T . Q(x), the codes of dout^T [OC,N] with those of
+ * x^T [IC,N] (fp32 added into, or written over on the step's first write); dx [N,IC] =
+ * Q(dout) . Q(W), the codes of dout [N,OC] with those of W^T [IC,OC] */
 void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
                          const void *dout, const void *x, const void *weight, int N, int IC, int OC) {
     fp8_state *f = m->fp8;
     const kernel_ops *ops = m->ops;
     int wgrad_fp8 = dweight && fp8_wgrad_in_fp8(m);
-    const float *g_scale_inv = f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_GRAD_OUTPUT);
+    const float *g_scale_inv = scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_GRAD_OUTPUT));
     int g_format = native_codes(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, N, OC, wgrad_fp8);
-    if (dx) {
-        native_codes(m, layer, gemm, FP8_ROLE_WEIGHT, weight, OC, IC, 1);
-        ops->fp8_gemm(dx, 0, f->native_codes[FP8_ROLE_GRAD_OUTPUT], g_format, g_scale_inv,
-                      f->native_transposed[FP8_ROLE_WEIGHT], FP8_E4M3,
-                      f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT), N, OC, IC);
-    }
     if (wgrad_fp8) {
         native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 1);
         if (grad_first_write_take(m, dweight)) ops->zero(dweight, sizeof(float) * (size_t)OC * (size_t)IC);
         ops->fp8_gemm(dweight, 1, f->native_transposed[FP8_ROLE_GRAD_OUTPUT], g_format, g_scale_inv,
                       f->native_transposed[FP8_ROLE_INPUT], FP8_E4M3,
-                      f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_INPUT), OC, N, IC);
+                      scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_INPUT)), OC, N, IC);
     } else if (dweight) { /* --no-fp8-wgrad: the unquantized gradient and input */
         if (grad_first_write_take(m, dweight)) ops->matmul_backward_weight_overwrite(dweight, dout, x, N, IC, OC);
         else ops->matmul_backward(NULL, dweight, NULL, dout, x, weight, N, IC, OC);
+    }
+    if (dx) {
+        native_codes(m, layer, gemm, FP8_ROLE_WEIGHT, weight, OC, IC, 1);
+        ops->fp8_gemm(dx, 0, f->native_codes[FP8_ROLE_GRAD_OUTPUT], g_format, g_scale_inv,
+                      f->native_transposed[FP8_ROLE_WEIGHT], FP8_E4M3,
+                      scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT)), N, OC, IC);
     }
     if (dbias) ops->matmul_backward(NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
 }

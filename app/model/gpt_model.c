@@ -1527,8 +1527,12 @@ static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_v
         if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
         else ops->gelu_forward(x, la->fc1_out, n);
     }
-    fp8_linear_backward(m, layer, FP8_GEMM_FC2, NULL, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
-    fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
+    if (fp8_native(m, layer)) {  /* one call: its weight gradient reads x before the input gradient overwrites it */
+        fp8_native_backward(m, layer, FP8_GEMM_FC2, x, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
+    } else {
+        fp8_linear_backward(m, layer, FP8_GEMM_FC2, NULL, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
+        fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
+    }
     void *d_pre = b->d_ffn_b ? b->d_ffn_b : x;
     if (c->swiglu) ops->swiglu_backward(d_pre, la->fc1_out, x, s.N, s.Fl);
     else ops->gelu_backward(d_pre, la->fc1_out, x, n);

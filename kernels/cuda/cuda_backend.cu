@@ -171,6 +171,10 @@ static void fp8_dequantize(void *out, const uint8_t *q, size_t n, const float *s
     cuda_fp8_dequantize##S((T *)out, q, n, scale_inv, format);                                                   \
 }                                                                                                                \
 static void fp8_amax(float *amax, const void *x, size_t n) { cuda_fp8_amax##S(amax, (const T *)x, n); }         \
+static void fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const void *x,   \
+                                   int rows, int cols, const float *scale, int format) {                         \
+    cuda_fp8_quantize_transpose##S(out, out_t, amax, scale_inv, (const T *)x, rows, cols, scale, format);        \
+}                                                                                                                \
 static void fp8_gemm(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,      \
                      const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols) {     \
     cuda_fp8_gemm##S(out, accumulate, x, x_format, x_scale_inv, w, w_format, w_scale_inv, rows, K, cols);        \
@@ -452,6 +456,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.fp8_quantize = A::fp8_quantize;
     ops.fp8_dequantize = A::fp8_dequantize;
     ops.fp8_amax = A::fp8_amax;
+    ops.fp8_quantize_transpose = A::fp8_quantize_transpose;
     ops.fp8_gemm = A::fp8_gemm;
     ops.fp8_linear_forward = A::fp8_linear_forward;
     ops.fp8_transpose = cuda_fp8_transpose;

@@ -4,7 +4,9 @@
  *                conversion (kernels/fp8_format.h: bit-exact with the GPU's saturating cvt, as
  *                tests/gpu/fp8_format_gpu_test.sh checks), with the input's amax;
  *   dequantize   the codes' values times *scale_inv, rounded once to the compute dtype;
- *   amax         max |x| alone (current scaling).
+ *   amax         max |x| alone (current scaling);
+ *   quantize_transpose  quantize with the codes also written transposed, in one pass (the
+ *                backward's fp8 GEMM operands, TE's cast_transpose).
  * The amax of a call is a per-block maximum (NaN elements ignored, as fmaxf ignores them) folded
  * into *amax with an integer atomicMax on the float's bits: for non-negative floats the bit order
  * is the value order, and a maximum does not depend on the order it is taken in, so the result
@@ -87,6 +89,69 @@ static void fp8_amax_t(float *amax, const E *x, size_t n) {
     CHECK_LAUNCH();
 }
 
+/* ---- quantize and transpose in one pass (fp8_quantize_transpose): the codes of x [rows, cols]
+ * row-major and transposed [cols, rows], as fp8_quantize then fp8_transpose give them. A block
+ * quantizes a 64 x 64 tile into shared memory, writing the row-major codes 4 bytes at a time,
+ * then writes the tile's columns as rows of the transpose, 4 bytes at a time. ---- */
+
+#define QT_TILE 64
+
+/* 4 codes from the tile row-major or transposed into out at `at`, 4 bytes at once when they fit */
+static __device__ void store_codes(uint8_t *out, size_t at, const uint8_t *codes, int count, bool aligned) {
+    if (count == 4 && aligned) {
+        *reinterpret_cast<uint32_t *>(out + at) = (uint32_t)codes[0] | (uint32_t)codes[1] << 8 |
+                                                  (uint32_t)codes[2] << 16 | (uint32_t)codes[3] << 24;
+        return;
+    }
+    for (int j = 0; j < count; j++) out[at + j] = codes[j];
+}
+
+template <typename E>
+static __global__ void fp8_quantize_transpose_kernel(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv,
+                                                     const E *x, int rows, int cols, const float *scale, int format) {
+    __shared__ uint8_t tile[QT_TILE][QT_TILE + 4];
+    float s = *scale, local = 0.0f;
+    int r0 = blockIdx.y * QT_TILE, c0 = blockIdx.x * QT_TILE;
+    int lane4 = threadIdx.x % 16, line = threadIdx.x / 16; /* 16 threads x 4 elements per tile row */
+    for (int dy = line; dy < QT_TILE; dy += FP8_THREADS / 16) {
+        int r = r0 + dy, c = c0 + lane4 * 4;
+        uint8_t codes[4] = {0, 0, 0, 0};
+        for (int j = 0; j < 4; j++)
+            if (r < rows && c + j < cols) {
+                float v = to_float(x[(size_t)r * cols + c + j]);
+                local = fmaxf(fabsf(v), local);
+                codes[j] = fp8_from_float(v * s, format);
+            }
+        for (int j = 0; j < 4; j++) tile[dy][lane4 * 4 + j] = codes[j];
+        if (r < rows && c < cols)
+            store_codes(out, (size_t)r * cols + c, codes, min(4, cols - c), cols % 4 == 0);
+    }
+    __syncthreads();
+    for (int dc = line; dc < QT_TILE; dc += FP8_THREADS / 16) {
+        int c = c0 + dc, r = r0 + lane4 * 4;
+        if (c >= cols || r >= rows) continue;
+        uint8_t codes[4];
+        for (int j = 0; j < 4; j++) codes[j] = tile[lane4 * 4 + j][dc];
+        store_codes(out_t, (size_t)c * rows + r, codes, min(4, rows - r), rows % 4 == 0);
+    }
+    if (amax) block_amax_into(amax, local);
+    if (scale_inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
+}
+
+template <typename E>
+static void fp8_quantize_transpose_t(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const E *x, int rows,
+                                     int cols, const float *scale, int format) {
+    check_format(format);
+    if (rows == 0 || cols == 0) {
+        if (scale_inv) fp8_quantize_t(out, NULL, scale_inv, x, 0, scale, format);
+        return;
+    }
+    dim3 grid((unsigned)ceil_div(cols, QT_TILE), (unsigned)ceil_div(rows, QT_TILE));
+    fp8_quantize_transpose_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x, rows,
+                                                                                 cols, scale, format);
+    CHECK_LAUNCH();
+}
+
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
 
 extern "C" void cuda_fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const bf16 *x, size_t n,
@@ -105,3 +170,11 @@ extern "C" void cuda_fp8_dequantize_fp16(fp16 *out, const uint8_t *q, size_t n, 
 }
 extern "C" void cuda_fp8_amax(float *amax, const bf16 *x, size_t n) { fp8_amax_t(amax, as_nv(x), n); }
 extern "C" void cuda_fp8_amax_fp16(float *amax, const fp16 *x, size_t n) { fp8_amax_t(amax, as_half(x), n); }
+extern "C" void cuda_fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const bf16 *x,
+                                            int rows, int cols, const float *scale, int format) {
+    fp8_quantize_transpose_t(out, out_t, amax, scale_inv, as_nv(x), rows, cols, scale, format);
+}
+extern "C" void cuda_fp8_quantize_transpose_fp16(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv,
+                                                 const fp16 *x, int rows, int cols, const float *scale, int format) {
+    fp8_quantize_transpose_t(out, out_t, amax, scale_inv, as_half(x), rows, cols, scale, format);
+}

@@ -8,12 +8,14 @@
  * copies: forward x . W^T (x, W as they are), input gradient dout . W (dout, and W^T as the
  * second operand), weight gradient dout^T . x (dout^T and x^T). E4M3 x E4M3, E4M3 x E5M2 and
  * E5M2 x E4M3 run; E5M2 x E5M2 has no Hopper kernel (refused). The scales are fp32 device
- * pointers (cuBLASLt's A/B_SCALE_POINTER), each first copied into a slot of its own: cuBLASLt
- * 13.1 refuses a scale pointer that is only 4-byte aligned (perf/accept/gemm_fp8.c). Output: the
- * compute dtype overwritten (accumulate 0), or fp32 added into (accumulate 1: the weight
- * gradient's main_grad, TE's accumulate). Plans (descriptor, layouts, the heuristic's first
- * algorithm) are cached per shape, formats and output; no fast accumulation (the results then
- * equal an fp32 accumulation of exact fp8 products, as the CPU emulation computes them). */
+ * pointers (cuBLASLt's A/B_SCALE_POINTER), used where they are when 256-byte aligned (the fp8
+ * linears' state keeps them so), else first copied into a slot of its own: cuBLASLt 13.1 refuses
+ * a scale pointer that is only 4-byte aligned (perf/accept/gemm_fp8.c). Output: the compute dtype
+ * overwritten (accumulate 0), or fp32 added into (accumulate 1: the weight gradient's main_grad,
+ * TE's accumulate). Plans (descriptor, layouts, the heuristic's first algorithm) are cached per
+ * shape, formats, output and epilogue. fp8_gemm has no fast accumulation (its results equal an
+ * fp32 accumulation of exact fp8 products, as the CPU emulation computes them); the linear
+ * forward takes it, as TE's forward GEMM does. */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/fp8_format.h"
 
@@ -51,6 +53,7 @@ typedef struct fp8_plan {
     bool used;
     int rows, K, cols, x_format, w_format, out_type, accumulate;
     int has_bias, has_residual; /* fp8_linear_forward: BIAS epilogue, C = the residual (beta 1) */
+    int fast_accum;             /* fp8_linear_forward: Hopper's fast accumulation (TE's fprop) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a_layout, b_layout, d_layout;
     cublasLtMatmulAlgo_t algo;
@@ -61,17 +64,19 @@ static fp8_plan fp8_plans[FP8_PLANS];
 
 static cudaDataType_t fp8_type(int format) { return format == FP8_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
 
+/* A is w, B is x: their scales (set per call, as the bias pointer) */
+static void set_scales(fp8_plan *p, const float *x_scale, const float *w_scale) {
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale));
+}
+
 static void plan_create(fp8_plan *p, float *const *scales) {
     CHECK_CUBLAS(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
-    /* A is w, B is x: their scales are the slots' second and first */
-    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales[1],
-                                                sizeof scales[1]));
-    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales[0],
-                                                sizeof scales[0]));
-    int8_t fast_accum = 0;
+    set_scales(p, scales[0], scales[1]);
+    int8_t fast_accum = (int8_t)p->fast_accum;
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum));
     if (p->has_bias) { /* the bias in the output's dtype, added in fp32 before D's rounding */
         cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
@@ -107,19 +112,20 @@ static void plan_create(fp8_plan *p, float *const *scales) {
 }
 
 static fp8_plan *plan_for(int rows, int K, int cols, int x_format, int w_format, int out_type, int accumulate,
-                          int has_bias, int has_residual, float *const *scales) {
+                          int has_bias, int has_residual, int fast_accum, float *const *scales) {
     unsigned h = (unsigned)(rows * 73856093u) ^ (unsigned)(K * 19349663u) ^ (unsigned)(cols * 83492791u) ^
                  (unsigned)(x_format * 2 + w_format * 4 + accumulate * 8 + out_type * 16 + has_bias * 4096 +
-                            has_residual * 8192);
+                            has_residual * 8192 + fast_accum * 16384);
     for (int probe = 0; probe < FP8_PLANS; probe++) {
         fp8_plan *p = &fp8_plans[(h + probe) % FP8_PLANS];
         if (p->used && p->rows == rows && p->K == K && p->cols == cols && p->x_format == x_format &&
             p->w_format == w_format && p->out_type == out_type && p->accumulate == accumulate &&
-            p->has_bias == has_bias && p->has_residual == has_residual)
+            p->has_bias == has_bias && p->has_residual == has_residual && p->fast_accum == fast_accum)
             return p;
         if (!p->used) {
             p->rows = rows, p->K = K, p->cols = cols, p->x_format = x_format, p->w_format = w_format;
             p->out_type = out_type, p->accumulate = accumulate, p->has_bias = has_bias, p->has_residual = has_residual;
+            p->fast_accum = fast_accum;
             plan_create(p, scales);
             return p;
         }
@@ -142,9 +148,11 @@ static float *const *scale_slots(void) {
 
 /* out = x_scale_inv w_scale_inv (x . w^T) [+ bias] [+ residual] (see the header); residual may be
  * NULL (beta 0) or the C matrix (beta 1, the output's dtype and layout) */
+static bool aligned_256(const void *p) { return ((uintptr_t)p & 255u) == 0; }
+
 static void fp8_gemm_t(void *out, int accumulate, cudaDataType_t compute_type, const uint8_t *x, int x_format,
                        const float *x_scale_inv, const uint8_t *w, int w_format, const float *w_scale_inv, int rows,
-                       int K, int cols, const void *bias, const void *residual) {
+                       int K, int cols, const void *bias, const void *residual, int fast_accum) {
     if ((x_format != FP8_E4M3 && x_format != FP8_E5M2) || (w_format != FP8_E4M3 && w_format != FP8_E5M2))
         kernels_fatal(__FILE__, __LINE__, "fp8_gemm: formats %d and %d are not FP8_E4M3 (0) or FP8_E5M2 (1)", x_format,
                       w_format);
@@ -152,10 +160,19 @@ static void fp8_gemm_t(void *out, int accumulate, cudaDataType_t compute_type, c
         kernels_fatal(__FILE__, __LINE__, "fp8_gemm: E5M2 x E5M2 has no Hopper GEMM (one operand must be E4M3)");
     if (rows == 0 || cols == 0) return;
     float *const *slots = scale_slots();
-    CHECK_CUDA(cudaMemcpyAsync(slots[0], x_scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
-    CHECK_CUDA(cudaMemcpyAsync(slots[1], w_scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
+    const float *x_scale = x_scale_inv, *w_scale = w_scale_inv;
+    if (!aligned_256(x_scale)) { /* into a slot of its own: the scale pointers must be 256-byte aligned */
+        CHECK_CUDA(cudaMemcpyAsync(slots[0], x_scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
+        x_scale = slots[0];
+    }
+    if (!aligned_256(w_scale)) {
+        CHECK_CUDA(cudaMemcpyAsync(slots[1], w_scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
+        w_scale = slots[1];
+    }
     int out_type = accumulate ? (int)CUDA_R_32F : (int)compute_type;
-    fp8_plan *p = plan_for(rows, K, cols, x_format, w_format, out_type, accumulate, bias != NULL, residual != NULL, slots);
+    fp8_plan *p = plan_for(rows, K, cols, x_format, w_format, out_type, accumulate, bias != NULL, residual != NULL,
+                           fast_accum, slots);
+    set_scales(p, x_scale, w_scale);
     if (bias)
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     float alpha = 1.0f, beta = accumulate || residual ? 1.0f : 0.0f;
@@ -169,23 +186,24 @@ static void fp8_gemm_t(void *out, int accumulate, cudaDataType_t compute_type, c
 extern "C" void cuda_fp8_gemm(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                               const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols) {
     fp8_gemm_t(out, accumulate, CUDA_R_16BF, x, x_format, x_scale_inv, w, w_format, w_scale_inv, rows, K, cols, NULL,
-               NULL);
+               NULL, 0);
 }
 extern "C" void cuda_fp8_gemm_fp16(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                                    const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols) {
     fp8_gemm_t(out, accumulate, CUDA_R_16F, x, x_format, x_scale_inv, w, w_format, w_scale_inv, rows, K, cols, NULL,
-               NULL);
+               NULL, 0);
 }
 
 /* a linear layer's forward in fp8 (kernels.h fp8_linear_forward): E4M3 x E4M3, the bias fused,
- * the residual as C */
+ * the residual as C, with fast accumulation as Transformer Engine's forward GEMM (its
+ * use_split_accumulator is off for fprop, on for dgrad and wgrad) */
 extern "C" void cuda_fp8_linear_forward(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
                                         const float *w_scale_inv, const void *bias, const void *residual, int N, int IC,
                                         int OC) {
-    fp8_gemm_t(out, 0, CUDA_R_16BF, x, FP8_E4M3, x_scale_inv, w, FP8_E4M3, w_scale_inv, N, IC, OC, bias, residual);
+    fp8_gemm_t(out, 0, CUDA_R_16BF, x, FP8_E4M3, x_scale_inv, w, FP8_E4M3, w_scale_inv, N, IC, OC, bias, residual, 1);
 }
 extern "C" void cuda_fp8_linear_forward_fp16(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
                                              const float *w_scale_inv, const void *bias, const void *residual, int N,
                                              int IC, int OC) {
-    fp8_gemm_t(out, 0, CUDA_R_16F, x, FP8_E4M3, x_scale_inv, w, FP8_E4M3, w_scale_inv, N, IC, OC, bias, residual);
+    fp8_gemm_t(out, 0, CUDA_R_16F, x, FP8_E4M3, x_scale_inv, w, FP8_E4M3, w_scale_inv, N, IC, OC, bias, residual, 1);
 }

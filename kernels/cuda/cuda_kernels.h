@@ -128,6 +128,8 @@ void cuda_fp8_amax(float *amax, const bf16 *x, size_t n);
 void cuda_fp8_gemm(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                    const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
 void cuda_fp8_transpose(uint8_t *out, const uint8_t *in, int rows, int cols);
+void cuda_fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const bf16 *x, int rows,
+                                 int cols, const float *scale, int format);
 void cuda_fp8_linear_forward(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
                              const float *w_scale_inv, const void *bias, const void *residual, int N, int IC, int OC);
 
@@ -340,6 +342,8 @@ void cuda_fp8_quantize_fp16(uint8_t *out, float *amax, float *scale_inv, const f
                             int format);
 void cuda_fp8_dequantize_fp16(fp16 *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
 void cuda_fp8_amax_fp16(float *amax, const fp16 *x, size_t n);
+void cuda_fp8_quantize_transpose_fp16(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const fp16 *x,
+                                      int rows, int cols, const float *scale, int format);
 void cuda_fp8_gemm_fp16(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                         const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
 void cuda_fp8_linear_forward_fp16(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,

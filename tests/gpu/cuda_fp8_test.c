@@ -6,6 +6,10 @@
  *   - fp8_dequantize: the CPU's fp32 values rounded once to the compute dtype;
  *   - fp8_amax: exactly the CPU's; sizes from 1 element to 2^20 + 3 (many blocks);
  *   - fp8_transpose: the codes transposed exactly (edges of partial 32 x 32 tiles included);
+ *   - fp8_quantize_transpose: bit for bit fp8_quantize's codes, amax and scale_inv, and the
+ *     fp8_transpose of those codes (shapes with partial 64 x 64 tiles, odd widths included);
+ *   - fp8_linear_forward (fast accumulation, the bias and the residual fused): within 1e-2 of
+ *     fp8_gemm's product plus the bias plus the residual computed on the host;
  *   - fp8_gemm (cuBLASLt) in a linear layer's three forms: forward x . W^T (E4M3 x E4M3, bf16
  *     out), input gradient dout . W (E5M2 x E4M3 through W's transposed codes), weight gradient
  *     dout^T . x added into fp32 (through both transposes): against the products of the CPU's
@@ -197,6 +201,67 @@ static void test_gemm(int N, int IC, int OC) {
     free(wt_values), free(dt_values), free(xt_values), free(start);
 }
 
+/* fp8_quantize_transpose of [rows, cols] against fp8_quantize then fp8_transpose */
+static void test_quantize_transpose(int rows, int cols, int format) {
+    size_t n = (size_t)rows * (size_t)cols;
+    float *x = values(n, 9100 + n, (size_t)-1);
+    void *d_x = gpu->alloc(gpu->act_bytes * n);
+    gpu->copy_from_host_float(d_x, x, n);
+    float scale = format == FP8_E5M2 ? 3.7f : 0.8125f;
+    float *d_scale = device_float(scale), *d_amax1 = device_float(1.5f), *d_amax2 = device_float(1.5f);
+    float *d_si1 = device_float(0.0f), *d_si2 = device_float(0.0f);
+    uint8_t *d_q1 = (uint8_t *)gpu->alloc(n), *d_t1 = (uint8_t *)gpu->alloc(n);
+    uint8_t *d_q2 = (uint8_t *)gpu->alloc(n), *d_t2 = (uint8_t *)gpu->alloc(n);
+    gpu->fp8_quantize(d_q1, d_amax1, d_si1, d_x, n, d_scale, format);
+    gpu->fp8_transpose(d_t1, d_q1, rows, cols);
+    gpu->fp8_quantize_transpose(d_q2, d_t2, d_amax2, d_si2, d_x, rows, cols, d_scale, format);
+    uint8_t *h[4];
+    uint8_t *d[4] = {d_q1, d_t1, d_q2, d_t2};
+    for (int i = 0; i < 4; i++) {
+        h[i] = (uint8_t *)malloc(n);
+        gpu->copy_to_host(h[i], d[i], n);
+    }
+    float amax1 = host_float(d_amax1), amax2 = host_float(d_amax2), si1 = host_float(d_si1), si2 = host_float(d_si2);
+    tap_ok(!memcmp(h[0], h[2], n) && !memcmp(h[1], h[3], n) && amax1 == amax2 && si1 == si2,
+           "fp8_quantize_transpose %d x %d (%s): fp8_quantize's codes, amax %.6g and scale_inv, and their transpose, "
+           "bit for bit", rows, cols, format == FP8_E5M2 ? "E5M2" : "E4M3", amax2);
+    for (int i = 0; i < 4; i++) free(h[i]), gpu->release(d[i]);
+    gpu->release(d_x), gpu->release(d_scale), gpu->release(d_amax1), gpu->release(d_amax2);
+    gpu->release(d_si1), gpu->release(d_si2);
+    free(x);
+}
+
+/* fp8_linear_forward with bias and residual against fp8_gemm's product plus both on the host */
+static void test_linear_forward(int N, int IC, int OC) {
+    size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, nd = (size_t)N * OC;
+    float sx = 0.0f, sw = 0.0f;
+    float *xv = (float *)malloc(sizeof(float) * nx), *wv = (float *)malloc(sizeof(float) * nw);
+    uint8_t *qx = random_codes(nx, 61, FP8_E4M3, 8.0f, xv, &sx), *qw = random_codes(nw, 62, FP8_E4M3, 16.0f, wv, &sw);
+    uint8_t *d_qx = upload_codes(qx, nx), *d_qw = upload_codes(qw, nw);
+    float *d_sx = device_float(sx), *d_sw = device_float(sw);
+    float *bias = (float *)malloc(sizeof(float) * OC), *residual = (float *)malloc(sizeof(float) * nd);
+    fill_random(bias, OC, 63, 0.5f);
+    fill_random(residual, nd, 64, 0.5f);
+    void *d_bias = gpu->alloc(gpu->act_bytes * OC), *d_res = gpu->alloc(gpu->act_bytes * nd);
+    gpu->copy_from_host_float(d_bias, bias, OC);
+    gpu->copy_from_host_float(d_res, residual, nd);
+    gpu->copy_to_host_float(bias, d_bias, OC); /* the values as the compute dtype holds them */
+    gpu->copy_to_host_float(residual, d_res, nd);
+    void *d_out = gpu->alloc(gpu->act_bytes * nd);
+    gpu->fp8_linear_forward(d_out, d_qx, d_sx, d_qw, d_sw, d_bias, d_res, N, IC, OC);
+    double *want = (double *)malloc(sizeof(double) * nd);
+    reference_gemm(want, xv, wv, N, IC, OC);
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < OC; c++) want[(size_t)r * OC + c] += bias[c] + residual[(size_t)r * OC + c];
+    float *got = (float *)malloc(sizeof(float) * nd);
+    gpu->copy_to_host_float(got, d_out, nd);
+    expect_below(worst_relative(got, want, nd), 1e-2,
+                 "fp8_linear_forward %d x %d x %d with bias and residual (fast accumulation, bf16 out)", N, IC, OC);
+    gpu->release(d_qx), gpu->release(d_qw), gpu->release(d_sx), gpu->release(d_sw), gpu->release(d_bias);
+    gpu->release(d_res), gpu->release(d_out);
+    free(xv), free(wv), free(qx), free(qw), free(bias), free(residual), free(want), free(got);
+}
+
 int main(void) {
     skip_without_gpu();
     cpu = kernels_cpu();
@@ -210,5 +275,10 @@ int main(void) {
     test_fp8((1u << 20) + 3, FP8_E5M2, none);
     test_gemm(256, 512, 384);
     test_gemm(80, 176, 208); /* partial transpose tiles, dimensions multiples of 16 */
+    test_quantize_transpose(256, 512, FP8_E4M3);
+    test_quantize_transpose(80, 208, FP8_E5M2);  /* partial tiles */
+    test_quantize_transpose(37, 101, FP8_E4M3);  /* odd widths: byte stores */
+    test_linear_forward(256, 512, 384);
+    test_linear_forward(80, 176, 208);
     return tap_done();
 }
