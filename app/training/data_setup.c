@@ -168,6 +168,26 @@ static const bert_dataset_config *bert_dataset_setup(const args *a) {
     return &bert_config;
 }
 
+/* pretrain_t5's T5MaskedWordPieceDatasetConfig (pretrain_t5.py: masking_max_ngram 10, geometric
+ * span lengths), kept for the process as bert_config is */
+static t5_dataset_config t5_config;
+static uint8_t *t5_word_piece;
+
+static const t5_dataset_config *t5_dataset_setup(const args *a) {
+    char err[1200];
+    free(t5_word_piece);
+    t5_word_piece = NULL;
+    memset(&t5_config, 0, sizeof t5_config);
+    t5_config.mask_prob = a->mask_prob;
+    t5_config.short_seq_prob = a->short_seq_prob;
+    t5_config.max_ngram = 10;
+    t5_config.decoder_seq_length = a->decoder_seq_length;
+    if (!a->vocab_file[0]) user_error("pretrain_t5 needs --vocab-file (the WordPiece vocabulary of --tokenizer-type %s)", a->tokenizer_type);
+    if (t5_vocab_load(a->vocab_file, a->tokenizer_type, &t5_config.vocab, &t5_word_piece, err, sizeof err))
+        user_error("--vocab-file %s", err);
+    return &t5_config;
+}
+
 gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Comm comm, char **storage) {
     gpt_data_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -200,6 +220,7 @@ gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Com
     tokenizer_identity(a, &cfg, &s);
     cfg.verbose = verbose;
     if (a->bert) cfg.bert = bert_dataset_setup(a);
+    if (a->t5) cfg.t5 = t5_dataset_setup(a);
     /* validation at the door: every corpus holds documents, its token ids fit the vocabulary and
      * its checksums hold (io/corpus_check.h) */
     const gpt_blend *blends[1 + GPT_DATA_SPLITS] = {&cfg.blend, &cfg.split_blends[0], &cfg.split_blends[1], &cfg.split_blends[2]};
