@@ -153,6 +153,12 @@ void data_setup_num_samples(const args *a, int64_t samples[GPT_DATA_SPLITS]) {
 static bert_dataset_config bert_config;
 static uint8_t *bert_word_piece;
 
+/* the WordPiece vocabulary file a masked-LM dataset reads (pretrain_bert, pretrain_t5) */
+static const char *wordpiece_vocab_file(const args *a) {
+    if (!a->vocab_file[0]) user_error("%s needs --vocab-file (the WordPiece vocabulary of --tokenizer-type %s)", program_name, a->tokenizer_type);
+    return a->vocab_file;
+}
+
 static const bert_dataset_config *bert_dataset_setup(const args *a) {
     char err[1200];
     free(bert_word_piece);
@@ -162,8 +168,7 @@ static const bert_dataset_config *bert_dataset_setup(const args *a) {
     bert_config.short_seq_prob = a->short_seq_prob;
     bert_config.max_ngram = 3;
     bert_config.binary_head = !a->bert_no_binary_head;
-    if (!a->vocab_file[0]) user_error("pretrain_bert needs --vocab-file (the WordPiece vocabulary of --tokenizer-type %s)", a->tokenizer_type);
-    if (bert_vocab_load(a->vocab_file, a->tokenizer_type, &bert_config.vocab, &bert_word_piece, err, sizeof err))
+    if (bert_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &bert_config.vocab, &bert_word_piece, err, sizeof err))
         user_error("--vocab-file %s", err);
     return &bert_config;
 }
@@ -177,13 +182,9 @@ static const t5_dataset_config *t5_dataset_setup(const args *a) {
     char err[1200];
     free(t5_word_piece);
     t5_word_piece = NULL;
-    memset(&t5_config, 0, sizeof t5_config);
-    t5_config.mask_prob = a->mask_prob;
-    t5_config.short_seq_prob = a->short_seq_prob;
-    t5_config.max_ngram = 10;
-    t5_config.decoder_seq_length = a->decoder_seq_length;
-    if (!a->vocab_file[0]) user_error("pretrain_t5 needs --vocab-file (the WordPiece vocabulary of --tokenizer-type %s)", a->tokenizer_type);
-    if (t5_vocab_load(a->vocab_file, a->tokenizer_type, &t5_config.vocab, &t5_word_piece, err, sizeof err))
+    t5_config = (t5_dataset_config){.mask_prob = a->mask_prob, .short_seq_prob = a->short_seq_prob, .max_ngram = 10,
+                                    .decoder_seq_length = a->decoder_seq_length};
+    if (t5_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &t5_config.vocab, &t5_word_piece, err, sizeof err))
         user_error("--vocab-file %s", err);
     return &t5_config;
 }
