@@ -15,7 +15,7 @@ endif
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)' top_builddir='$(top_builddir)' \
 	MPIEXEC='$(MPIEXEC)' OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 NVCC='$(TESTS_NVCC)' CUDA_CFLAGS='$(CUDA_CFLAGS)' ; \
 	export top_srcdir top_builddir MPIEXEC OPENBLAS_NUM_THREADS OMP_NUM_THREADS NVCC CUDA_CFLAGS ;
-EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh
+EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh tests/unit/model_fd.h
 
 # ---- unit ----
 check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \

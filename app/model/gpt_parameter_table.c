@@ -58,14 +58,17 @@ static const parameter_row gpt_rows[] = {
      LAYER_VIEW(pre_cross_attn_layernorm_weight), NULL,               HF_COPY, 0},
     {PART_LAYER,     "pre_cross_attn_layernorm.bias",        DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, CROSS | LN,
      LAYER_VIEW(pre_cross_attn_layernorm_bias), NULL,                 HF_COPY, 0},
+    /* linear_q: the decoder's queries, column-parallel */
     {PART_LAYER,     "cross_attention.linear_q.weight",      DIM_ATTENTION, DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, CROSS,
      LAYER_VIEW(cross_q_weight),           NULL,                      HF_COPY, 0},
     {PART_LAYER,     "cross_attention.linear_q.bias",        DIM_ATTENTION, DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, CROSS | BIAS,
      LAYER_VIEW(cross_q_bias),             NULL,                      HF_COPY, 0},
+    /* linear_kv: the encoder output's keys and values, column-parallel by whole heads */
     {PART_LAYER,     "cross_attention.linear_kv.weight",     DIM_CROSS_KV,  DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, CROSS,
      LAYER_VIEW(cross_kv_weight),          NULL,                      HF_COPY, 0},
     {PART_LAYER,     "cross_attention.linear_kv.bias",       DIM_CROSS_KV,  DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, CROSS | BIAS,
      LAYER_VIEW(cross_kv_bias),            NULL,                      HF_COPY, 0},
+    /* linear_proj: row-parallel, the bias added after the reduction */
     {PART_LAYER,     "cross_attention.linear_proj.weight",   DIM_HIDDEN,    DIM_ATTENTION, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, CROSS,
      LAYER_VIEW(cross_proj_weight),        NULL,                      HF_COPY, 0},
     {PART_LAYER,     "cross_attention.linear_proj.bias",     DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, CROSS | BIAS,

@@ -17,6 +17,7 @@
 #include "app/model/gpt_model.h"
 #include "kernels/kernels.h"
 #include "tests/tap.h"
+#include "tests/unit/model_fd.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -25,28 +26,13 @@
 
 enum { B = 2, TE = 7, TD = 5, NE = B * TE, ND = B * TD, V = 16 };
 
+/* 2 encoder + 2 decoder layers; init_method_std large, so that every path carries a visible gradient */
 static gpt_config tiny_t5(float dropout) {
-    gpt_config c;
-    memset(&c, 0, sizeof c);
-    c.t5 = 1;
-    c.t5_encoder_layers = 2;
-    c.num_layers = 4;  /* 2 encoder + 2 decoder layers */
-    c.t5_encoder_seq_length = TE;
-    c.t5_decoder_seq_length = TD;
-    c.seq_length = TE;
-    c.hidden_size = 8;
-    c.num_attention_heads = 2;
-    c.kv_channels = 4;
-    c.ffn_hidden_size = 12;
-    c.padded_vocab_size = V;
-    c.max_position_embeddings = TE;
-    c.micro_batch_size = B;
-    c.layernorm_epsilon = 1e-5f;
-    c.init_method_std = 0.3f; /* large, so that every path carries a visible gradient */
-    c.hidden_dropout = dropout;
-    c.attention_dropout = dropout;
-    c.seed = 13;
-    return c;
+    return (gpt_config){.t5 = 1, .t5_encoder_layers = 2, .num_layers = 4, .t5_encoder_seq_length = TE,
+                        .t5_decoder_seq_length = TD, .seq_length = TE, .hidden_size = 8, .num_attention_heads = 2,
+                        .kv_channels = 4, .ffn_hidden_size = 12, .padded_vocab_size = V, .max_position_embeddings = TE,
+                        .micro_batch_size = B, .layernorm_epsilon = 1e-5f, .init_method_std = 0.3f,
+                        .hidden_dropout = dropout, .attention_dropout = dropout, .seed = 13};
 }
 
 /* gpt_chunk_forward's T5 packing: tokens = encoder text, decoder text, encoder padding mask;
@@ -67,6 +53,12 @@ static void fixed_batch(int tokens[2 * NE + ND], int targets[2 * ND]) {
 }
 
 static comm_group self_group;
+
+/* a tiny T5 on one rank, and its fixed batch */
+static void t5_create(gpt_model *m, gpt_config c, int tokens[2 * NE + ND], int targets[2 * ND]) {
+    gpt_model_create(m, &c, kernels_cpu(), comm_mpi(), &self_group);
+    fixed_batch(tokens, targets);
+}
 
 static double loss_only(gpt_model *m, const int *tokens, const int *targets, int training) {
     micro_batch_rng rng = {1, 0, training};
@@ -107,57 +99,39 @@ static void check_names(void) {
            count);
 }
 
+typedef struct t5_batch {
+    const int *tokens, *targets;
+} t5_batch;
+
+static double objective(gpt_model *m, void *context) {
+    const t5_batch *batch = context;
+    return loss_only(m, batch->tokens, batch->targets, 1);
+}
+
 /* finite-difference check of d(loss)/d(param) on a sample of elements of each tensor */
 static void check_gradients(float dropout) {
-    gpt_config c = tiny_t5(dropout);
     gpt_model m;
-    gpt_model_create(&m, &c, kernels_cpu(), comm_mpi(), &self_group);
     int tokens[2 * NE + ND], targets[2 * ND];
-    fixed_batch(tokens, targets);
+    t5_create(&m, tiny_t5(dropout), tokens, targets);
     micro_batch_rng rng = {1, 0, 1};
     m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
     gpt_chunk_forward(&m, 0, 0, tokens, targets, rng, 1.0f, 1);
     gpt_chunk_backward(&m, 0, 0, rng);
-    int bad_tensors = 0, checked = 0, cross_checked = 0;
-    double worst = 0.0;
-    float *params = m.param_buffer; /* the CPU backend: fp32 parameters in host memory */
-    for (int p = 0; p < m.num_params; p++) {
-        const param_tensor *t = &m.params[p];
-        double max_err = 0.0, max_grad = 0.0;
-        for (size_t k = 0; k < 6 && k < t->numel; k++) {
-            size_t e = t->offset + (k * 7919u) % t->numel;
-            float saved = params[e];
-            const float h = 1e-2f;
-            params[e] = saved + h;
-            double plus = loss_only(&m, tokens, targets, 1);
-            params[e] = saved - h;
-            double minus = loss_only(&m, tokens, targets, 1);
-            params[e] = saved;
-            double numeric = (plus - minus) / (2.0 * h), analytic = m.grad_buffer[e];
-            if (fabs(numeric - analytic) > max_err) max_err = fabs(numeric - analytic);
-            if (fabs(numeric) > max_grad) max_grad = fabs(numeric);
-            checked++;
-        }
-        if (strstr(t->name, "cross_attention") && max_grad > 1e-3) cross_checked++;
-        double rel = max_err / (max_grad > 1e-3 ? max_grad : 1e-3);
-        if (rel > worst) worst = rel;
-        if (rel > 2e-2) {
-            bad_tensors++;
-            tap_diag("%s: finite-difference mismatch, relative %.3g", t->name, rel);
-        }
-    }
-    tap_ok(bad_tensors == 0 && cross_checked == 12,
+    double max_grads[128];
+    CHECK(m.num_params <= 128, "too many tensors");
+    model_fd_result r = model_fd_check(&m, objective, &(t5_batch){tokens, targets}, max_grads);
+    int cross_checked = 0;
+    for (int p = 0; p < m.num_params; p++) cross_checked += strstr(m.params[p].name, "cross_attention") && max_grads[p] > 1e-3;
+    tap_ok(r.bad_tensors == 0 && cross_checked == 12,
            "T5 gradients match finite differences (dropout %.1f): %d elements of %d tensors (%d cross-attention ones with gradient), worst relative error %.2g",
-           dropout, checked, m.num_params, cross_checked, worst);
+           dropout, r.checked, m.num_params, cross_checked, r.worst);
     gpt_model_free(&m);
 }
 
 static void check_invisible(void) {
-    gpt_config c = tiny_t5(0.0f);
     gpt_model m;
-    gpt_model_create(&m, &c, kernels_cpu(), comm_mpi(), &self_group);
     int tokens[2 * NE + ND], targets[2 * ND];
-    fixed_batch(tokens, targets);
+    t5_create(&m, tiny_t5(0.0f), tokens, targets);
     double before = loss_only(&m, tokens, targets, 0);
     tokens[NE - 1] = 9, tokens[NE - 2] = 3;  /* the encoder's padded text */
     double padded = loss_only(&m, tokens, targets, 0);
@@ -179,27 +153,17 @@ static void check_invisible(void) {
     gpt_model_free(&m);
 }
 
-/* plain gradient descent on one batch */
+/* plain gradient descent on one batch, from a small initialization */
 static void check_fits(void) {
     gpt_config c = tiny_t5(0.0f);
     c.init_method_std = 0.05f;
     gpt_model m;
-    gpt_model_create(&m, &c, kernels_cpu(), comm_mpi(), &self_group);
     int tokens[2 * NE + ND], targets[2 * ND];
-    fixed_batch(tokens, targets);
-    micro_batch_rng rng = {1, 0, 1};
-    float *params = m.param_buffer;
-    double first = 0, last = 0;
-    for (int step = 0; step < 300; step++) {
-        m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
-        double loss = gpt_chunk_forward(&m, 0, 0, tokens, targets, rng, 1.0f, 1);
-        gpt_chunk_backward(&m, 0, 0, rng);
-        if (step == 0) first = loss;
-        last = loss;
-        for (size_t e = 0; e < m.num_elements; e++) params[e] -= 0.2f * m.grad_buffer[e];
-    }
-    tap_ok(last < 0.1 * first && last < 0.3, "a tiny T5 fits one batch: loss %.4f -> %.4f in 300 steps", first, last);
+    t5_create(&m, c, tokens, targets);
+    double loss[2] = {0, 0};
+    model_descend(&m, tokens, targets, 300, 0.2f, &loss[0], &loss[1]);
     gpt_model_free(&m);
+    tap_ok(loss[1] < 0.1 * loss[0] && loss[1] < 0.3, "a tiny T5 fits one batch: loss %.4f -> %.4f in 300 steps", loss[0], loss[1]);
 }
 
 int main(int argc, char **argv) {
@@ -207,8 +171,7 @@ int main(int argc, char **argv) {
     kernels_set_error_handler(error_report_fatal);
     comm_group_create(&self_group, "self", MPI_COMM_SELF);
     check_names();
-    check_gradients(0.0f);
-    check_gradients(0.2f);
+    for (int with_dropout = 0; with_dropout <= 1; with_dropout++) check_gradients(with_dropout ? 0.2f : 0.0f);
     check_invisible();
     check_fits();
     comm_group_free(&self_group);
