@@ -454,7 +454,11 @@ void gpt_model_free(gpt_model *model);
  * sentence-order targets is_random (bert_dataset.h's fields); the last chunk returns this
  * micro-batch's lm_loss + sop_loss (pretrain_bert's loss: means over its masked positions and
  * its samples) and adds each to model->bert_lm_loss / bert_sop_loss; grad_scale is then the
- * factor of that loss. with_backward: gpt_chunk_backward follows (a chunked loss then
+ * factor of that loss. T5 mode (config.t5; one chunk): tokens [2 B Te + B Td] are the encoder
+ * text, the decoder text and the encoder's padding mask (1: a token), targets [2 B Td] the labels
+ * and the loss mask; it returns the micro-batch's masked mean loss (grad_scale its factor) and
+ * adds the masked sum and the mask's tokens to model->t5_loss_sum / t5_loss_tokens.
+ * with_backward: gpt_chunk_backward follows (a chunked loss then
  * accumulates the output layer's weight gradient here, one chunk of logits at a time); 0 for
  * forward-only passes (evaluation, inspection), which leave the gradients alone. */
 double gpt_chunk_forward(gpt_model *model, int chunk, int slot, const int *tokens,
