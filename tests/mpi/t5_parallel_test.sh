@@ -34,10 +34,7 @@ layout() {  # layout NAME NRANKS FLAGS...
     status=$?
     [ $status -eq 0 ] || { ok 1 "$name: run failed ($status)"; sed 's/^/#   /' "$WORK/err" | tail -5; return; }
     json_field "$WORK/$tag.jsonl" train lm_loss > "$WORK/$tag.loss"
-    paste "$WORK/one.loss" "$WORK/$tag.loss" | awk 'function rel(a, b) { d = (a - b) / (a != 0 ? a : 1); return d < 0 ? -d : d }
-        { n++; if (rel($1, $2) > worst) worst = rel($1, $2) }
-        END { printf "# lm loss: worst relative difference %g over %d iterations\n", worst, n
-              exit !(n == 5 && worst < 1e-6) }'
+    losses_match "$WORK/one.loss" "$WORK/$tag.loss" 5 1e-6
     ok $? "$name: the lm loss over 5 iterations matches one rank within 1e-6"
     result=$("$COMPARE" "$WORK/one.bin" "$WORK/$tag.bin" 1e-5 4 8); status=$?
     diag "$result"
@@ -57,9 +54,8 @@ ok $? "TP2 x DP2: 3 iterations, then a checkpoint"
 run_app 1 $MODEL --load "$WORK/ckpt" --metrics-file "$WORK/second.jsonl"
 ok $? "the TP2 x DP2 checkpoint resumed on one rank: $(grep -o 'loaded checkpoint [^:]*: iteration [0-9]*' "$WORK/out")"
 json_field "$WORK/second.jsonl" train lm_loss > "$WORK/second.loss"
-tail -2 "$WORK/one.loss" | paste - "$WORK/second.loss" | awk 'function rel(a, b) { d = (a - b) / a; return d < 0 ? -d : d }
-    { n++; if (rel($1, $2) > w) w = rel($1, $2) }
-    END { printf "# worst relative difference %g\n", w; exit !(n == 2 && w < 1e-6) }'
+tail -2 "$WORK/one.loss" > "$WORK/one_tail.loss"
+losses_match "$WORK/one_tail.loss" "$WORK/second.loss" 2 1e-6
 ok $? "resharded TP2 x DP2 -> 1 rank: iterations 4-5 match the single-rank run within 1e-6"
 
 run_app 2 $MODEL --pipeline-model-parallel-size 2
