@@ -20,16 +20,6 @@ diag() { echo "# $*"; }
 # the plan line, then the test's wall time (tests/tools/slowest_tests.sh ranks the suite by it)
 done_testing() { echo "1..$tap_n"; echo "# elapsed: $(( $(date +%s) - tap_started )) s"; [ "$tap_failed" -eq 0 ]; }
 
-# losses_match A B ROWS TOLERANCE: A and B hold losses, one iteration a line in the same columns;
-# true when they have ROWS lines and every value of B is within TOLERANCE (relative) of A's
-# (a value 0 in A: absolute); prints the worst relative difference
-losses_match() {
-    paste "$1" "$2" | awk -v rows="$3" -v tol="$4" '{ half = NF / 2; n++
-        for (i = 1; i <= half; i++) { d = ($i - $(i + half)) / ($i != 0 ? $i : 1); if (d < 0) d = -d; if (d > worst) worst = d } }
-        END { printf "# losses: worst relative difference %g over %d iterations\n", worst, n
-              exit !(n == rows && worst < tol) }'
-}
-
 # run_app NRANKS ARGS... : run pretrain_gpt under MPI with a time limit; output in $WORK/out, $WORK/err
 run_app() {
     n=$1; shift

@@ -11,8 +11,9 @@
 # parameters within 5.6e-6 under OPENBLAS_CORETYPE=Prescott, the widest of the kernels tried.)
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
+. "$top_srcdir/tests/mpi/parallel_compare.sh"
+TOLERANCE=1e-6 KV_CHANNELS=8
 PRETRAIN_GPT="$top_builddir/app/pretrain_t5"   # run_app's program
-COMPARE="$top_builddir/tests/tools/compare_params"
 bert_corpus t5 160 BertWordPieceCase
 MODEL="--encoder-num-layers 2 --decoder-num-layers 3 --hidden-size 32 --num-attention-heads 4 --kv-channels 8
        --ffn-hidden-size 48 --encoder-seq-length 32 --decoder-seq-length 12 --max-position-embeddings 32
@@ -21,25 +22,10 @@ MODEL="--encoder-num-layers 2 --decoder-num-layers 3 --hidden-size 32 --num-atte
        --vocab-extra-ids 100 --tokenizer-type BertWordPieceCase --vocab-file $BERT_VOCAB
        --data-path $WORK/t5_text_sentence.h5 --split 949,50,1"
 
-run_app 1 $MODEL --metrics-file "$WORK/one.jsonl" --dump-parameters "$WORK/one.bin"
-ok $? "single-rank reference run"
-json_field "$WORK/one.jsonl" train lm_loss > "$WORK/one.loss"
+reference one
 grep -q '| lm loss: [0-9.E+-]* |' "$WORK/out" && grep -q "T5MaskedWordPieceDataset" "$WORK/out"
 ok $? "the log line carries Megatron's 'lm loss'; the samples are Megatron's T5MaskedWordPieceDataset's"
 
-layout() {  # layout NAME NRANKS FLAGS...
-    name=$1; n=$2; shift 2
-    tag=$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_')
-    run_app "$n" $MODEL "$@" --metrics-file "$WORK/$tag.jsonl" --dump-parameters "$WORK/$tag.bin"
-    status=$?
-    [ $status -eq 0 ] || { ok 1 "$name: run failed ($status)"; sed 's/^/#   /' "$WORK/err" | tail -5; return; }
-    json_field "$WORK/$tag.jsonl" train lm_loss > "$WORK/$tag.loss"
-    losses_match "$WORK/one.loss" "$WORK/$tag.loss" 5 1e-6
-    ok $? "$name: the lm loss over 5 iterations matches one rank within 1e-6"
-    result=$("$COMPARE" "$WORK/one.bin" "$WORK/$tag.bin" 1e-5 4 8); status=$?
-    diag "$result"
-    ok $status "$name: every parameter after 5 steps matches one rank within 1e-5"
-}
 layout "TP2" 2 --tensor-model-parallel-size 2
 layout "TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
 layout "DP2" 2 --overlap-grad-reduce --ddp-bucket-size 4000
@@ -53,7 +39,7 @@ run_app 4 $MODEL --tensor-model-parallel-size 2 --sequence-parallel --save-inter
 ok $? "TP2 x DP2: 3 iterations, then a checkpoint"
 run_app 1 $MODEL --load "$WORK/ckpt" --metrics-file "$WORK/second.jsonl"
 ok $? "the TP2 x DP2 checkpoint resumed on one rank: $(grep -o 'loaded checkpoint [^:]*: iteration [0-9]*' "$WORK/out")"
-json_field "$WORK/second.jsonl" train lm_loss > "$WORK/second.loss"
+losses "$WORK/second.jsonl" > "$WORK/second.loss"
 tail -2 "$WORK/one.loss" > "$WORK/one_tail.loss"
 losses_match "$WORK/one_tail.loss" "$WORK/second.loss" 2 1e-6
 ok $? "resharded TP2 x DP2 -> 1 rank: iterations 4-5 match the single-rank run within 1e-6"
