@@ -144,12 +144,14 @@ static const parameter_row gpt_rows[] = {
     {PART_FINAL,     "multichoice_head.bias",                DIM_TASK_OUTPUTS, DIM_NONE,   SHARD_NONE, INIT_ZEROS,         1, 0, BERT | BINARY | ROW_BERT_MULTICHOICE,
      MODEL_VIEW(bert.task_bias),           NULL,                      HF_COPY, 0},
     /* T5 (Megatron-Core's T5Model): the encoder block's final norm, and T5LMHead's output
-     * layer bias (the weight is the tied word embeddings) */
+     * layer bias, which it has with tied embeddings only (ColumnParallelLinear's bias =
+     * share_embeddings_and_output_weights); untied, its weight is output_layer.weight's row,
+     * named lm_head.output_layer.weight */
     {PART_FINAL,     "encoder.final_layernorm.weight",       DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_T5,
      MODEL_VIEW(encoder_final_layernorm_weight), NULL,                HF_COPY, 0},
     {PART_FINAL,     "encoder.final_layernorm.bias",         DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_T5 | LN,
      MODEL_VIEW(encoder_final_layernorm_bias), NULL,                  HF_COPY, 0},
-    {PART_FINAL,     "lm_head.output_layer.bias",            DIM_VOCAB,     DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, ROW_T5,
+    {PART_FINAL,     "lm_head.output_layer.bias",            DIM_VOCAB,     DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, ROW_T5 | ROW_TIED_ONLY,
      MODEL_VIEW(lm_head_bias),             NULL,                      HF_COPY, 0},
 };
 #undef LN
@@ -204,7 +206,7 @@ int model_dim_blocks(model_dim dim, const gpt_config *c) {
 int parameter_row_present(const parameter_row *row, const gpt_config *c, int layer) {
     unsigned held = ROW_ALWAYS;
     if (row->part == PART_LAYER) held |= gpt_layer_is_moe(c, layer) ? ROW_MOE : ROW_DENSE_MLP;
-    if (c->untie_embeddings_and_output_weights) held |= ROW_UNTIED_ONLY;
+    held |= c->untie_embeddings_and_output_weights ? ROW_UNTIED_ONLY : ROW_TIED_ONLY;
     if (c->position_embedding_type == POSITION_LEARNED_ABSOLUTE) held |= ROW_LEARNED_POSITIONS;
     held |= c->rmsnorm ? ROW_RMSNORM : ROW_LAYERNORM;
     if (!c->disable_bias_linear) held |= ROW_LINEAR_BIAS;
@@ -271,6 +273,7 @@ static int expand_part(const parameter_table *t, const gpt_config *c, model_part
                 parameter_row_name(t, row, layer, row->per_expert ? expert : -1, g->name, sizeof g->name);
                 if (c->bert && !strncmp(g->name, "decoder.", 8)) memcpy(g->name, "encoder.", 8);
                 if (c->t5 && row->part == PART_LAYER) t5_layer_name(t, row, c, layer, g->name, sizeof g->name);
+                if (c->t5 && !strcmp(row->name, "output_layer.weight")) snprintf(g->name, sizeof g->name, "lm_head.%s", row->name);
                 g->layer = layer;
                 g->expert = row->per_expert ? expert : -1;
                 g->rows = model_dim_size(row->rows, c);

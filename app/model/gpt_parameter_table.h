@@ -68,7 +68,8 @@ enum {
     ROW_BERT_CLASSIFY = 8192,   /* finetune_bert, one row per sample: classification_head */
     ROW_BERT_MULTICHOICE = 16384, /* finetune_bert, a row per choice: multichoice_head */
     ROW_T5 = 32768,             /* encoder-decoder mode (gpt_config.t5) */
-    ROW_T5_DECODER = 65536      /* layer rows: a T5 decoder layer (its cross-attention block) */
+    ROW_T5_DECODER = 65536,     /* layer rows: a T5 decoder layer (its cross-attention block) */
+    ROW_TIED_ONLY = 131072      /* not --untie-embeddings-and-output-weights */
 };
 typedef unsigned row_presence;
 

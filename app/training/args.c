@@ -800,7 +800,7 @@ static int validate_t5(check_state *st, args *a) {
         return error_format(st->err, st->errlen, "--pipeline-model-parallel-size %d: pipeline parallelism is not supported for T5 (Megatron's pretrain_t5.py refuses it too)",
                             a->pipeline_model_parallel_size);
     const char *refused = a->num_experts > 0 ? "--num-experts" : a->context_parallel_size > 1 ? "--context-parallel-size > 1"
-                        : a->window_size[0] ? "--window-size" : a->untie_embeddings_and_output_weights ? "--untie-embeddings-and-output-weights"
+                        : a->window_size[0] ? "--window-size"
                         : a->group_query_attention ? "--group-query-attention (Megatron-Core's CrossAttention refuses it)"
                         : a->recompute_granularity[0] ? "--recompute-granularity" : a->fp8_format[0] ? "--fp8-format"
                         : a->tp_comm_overlap ? "--tp-comm-overlap" : a->memory_efficient_layer_norm ? "--memory-efficient-layer-norm"

@@ -6,7 +6,8 @@
 # parts of the qkv and cross-attention kv biases, whose gradient is zero, at noise level), fp32
 # CPU with dropout on, for TP2, TP2 + sequence parallel, DP2 (gradients reduced during the
 # backward, small buckets), DP2 with the distributed optimizer, and TP2 x DP2 with SP and the
-# distributed optimizer. Encoder and decoder differ in length and in layers. A checkpoint saved
+# distributed optimizer; with --untie-embeddings-and-output-weights, TP2 x DP2. Encoder and
+# decoder differ in length and in layers. A checkpoint saved
 # at TP2 x DP2 resumes on one rank (the same losses within 1e-6). (Measured: losses within 1.2e-8,
 # parameters within 5.6e-6 under OPENBLAS_CORETYPE=Prescott, the widest of the kernels tried.)
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -32,6 +33,10 @@ layout "DP2" 2 --overlap-grad-reduce --ddp-bucket-size 4000
 layout "DP2 distributed optimizer" 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 4000
 layout "TP2 x DP2, SP + distributed optimizer" 4 --tensor-model-parallel-size 2 --sequence-parallel \
     --use-distributed-optimizer --overlap-grad-reduce
+
+reference untied --untie-embeddings-and-output-weights
+layout "untied output layer: TP2 x DP2" 4 --untie-embeddings-and-output-weights --tensor-model-parallel-size 2
+base=one
 
 # resharding: 3 iterations at TP2 x DP2 (SP), saved, resumed on one rank for iterations 4-5
 run_app 4 $MODEL --tensor-model-parallel-size 2 --sequence-parallel --save-interval 3 --exit-interval 3 \

@@ -3,12 +3,13 @@
  * 1. The parameters are Megatron-Core's T5Model's: encoder.layers.N and decoder.layers.N (with
  *    pre_cross_attn_layernorm and cross_attention.linear_q / linear_kv / linear_proj),
  *    encoder.final_layernorm, decoder.final_layernorm, lm_head.output_layer.bias, the shared
- *    embeddings; no output_layer.weight (tied).
+ *    embeddings; no output layer weight (tied). Untied (--untie-embeddings-and-output-weights):
+ *    lm_head.output_layer.weight and no bias, as T5LMHead's ColumnParallelLinear.
  * 2. Gradients of the whole model (shared embeddings, encoder layers under the padding mask, the
  *    encoder's final norm, decoder layers with causal self-attention and the cross-attention
  *    over the encoder output, the decoder's final norm, tied output layer and lm_head bias)
  *    against central finite differences of the masked mean loss, with dropout 0 and with
- *    dropout (the same masks on every evaluation).
+ *    dropout (the same masks on every evaluation), and untied.
  * 3. What must not count does not: the encoder's padding (text under enc_mask 0), the labels
  *    under loss_mask 0, and a decoder input after a position (causal) for that position's loss.
  * 4. A tiny T5 fits one fixed batch with plain gradient descent. */
@@ -27,13 +28,15 @@
 enum { B = 2, TE = 7, TD = 5, NE = B * TE, ND = B * TD, V = 16 };
 
 /* 2 encoder + 2 decoder layers; init_method_std large, so that every path carries a visible gradient */
-static gpt_config tiny_t5(float dropout) {
+static gpt_config tiny_t5_untied(float dropout, int untie) {
     return (gpt_config){.t5 = 1, .t5_encoder_layers = 2, .num_layers = 4, .t5_encoder_seq_length = TE,
                         .t5_decoder_seq_length = TD, .seq_length = TE, .hidden_size = 8, .num_attention_heads = 2,
                         .kv_channels = 4, .ffn_hidden_size = 12, .padded_vocab_size = V, .max_position_embeddings = TE,
                         .micro_batch_size = B, .layernorm_epsilon = 1e-5f, .init_method_std = 0.3f,
-                        .hidden_dropout = dropout, .attention_dropout = dropout, .seed = 13};
+                        .hidden_dropout = dropout, .attention_dropout = dropout, .seed = 13,
+                        .untie_embeddings_and_output_weights = untie};
 }
+static gpt_config tiny_t5(float dropout) { return tiny_t5_untied(dropout, 0); }
 
 /* gpt_chunk_forward's T5 packing: tokens = encoder text, decoder text, encoder padding mask;
  * targets = labels, loss mask. Sample 1's encoder ends with two padded positions, its decoder
@@ -97,6 +100,11 @@ static void check_names(void) {
     tap_ok(found == (int)(sizeof expected / sizeof *expected) && !wrong && count == 2 + 2 * 12 + 2 * 20 + 5,
            "%d tensors named as Megatron-Core's T5Model (encoder.layers, decoder.layers with cross_attention, both final norms, lm_head.output_layer.bias)",
            count);
+    c = tiny_t5_untied(0.0f, 1);
+    count = gpt_global_parameters(&c, globals);
+    tap_ok(has_name(globals, count, "lm_head.output_layer.weight") && !has_name(globals, count, "lm_head.output_layer.bias") &&
+               !has_name(globals, count, "output_layer.weight"),
+           "untied: T5LMHead's lm_head.output_layer.weight, without a bias");
 }
 
 typedef struct t5_batch {
@@ -109,10 +117,10 @@ static double objective(gpt_model *m, void *context) {
 }
 
 /* finite-difference check of d(loss)/d(param) on a sample of elements of each tensor */
-static void check_gradients(float dropout) {
+static void check_gradients(float dropout, int untie) {
     gpt_model m;
     int tokens[2 * NE + ND], targets[2 * ND];
-    t5_create(&m, tiny_t5(dropout), tokens, targets);
+    t5_create(&m, tiny_t5_untied(dropout, untie), tokens, targets);
     micro_batch_rng rng = {1, 0, 1};
     m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
     gpt_chunk_forward(&m, 0, 0, tokens, targets, rng, 1.0f, 1);
@@ -123,8 +131,8 @@ static void check_gradients(float dropout) {
     int cross_checked = 0;
     for (int p = 0; p < m.num_params; p++) cross_checked += strstr(m.params[p].name, "cross_attention") && max_grads[p] > 1e-3;
     tap_ok(r.bad_tensors == 0 && cross_checked == 12,
-           "T5 gradients match finite differences (dropout %.1f): %d elements of %d tensors (%d cross-attention ones with gradient), worst relative error %.2g",
-           dropout, r.checked, m.num_params, cross_checked, r.worst);
+           "T5 gradients match finite differences (dropout %.1f, %s): %d elements of %d tensors (%d cross-attention ones with gradient), worst relative error %.2g",
+           dropout, untie ? "untied" : "tied", r.checked, m.num_params, cross_checked, r.worst);
     gpt_model_free(&m);
 }
 
@@ -171,7 +179,8 @@ int main(int argc, char **argv) {
     kernels_set_error_handler(error_report_fatal);
     comm_group_create(&self_group, "self", MPI_COMM_SELF);
     check_names();
-    for (int with_dropout = 0; with_dropout <= 1; with_dropout++) check_gradients(with_dropout ? 0.2f : 0.0f);
+    for (int with_dropout = 0; with_dropout <= 1; with_dropout++) check_gradients(with_dropout ? 0.2f : 0.0f, 0);
+    check_gradients(0.0f, 1);
     check_invisible();
     check_fits();
     comm_group_free(&self_group);
