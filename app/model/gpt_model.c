@@ -22,7 +22,11 @@
  * rank's rows arrive. The backward does the duals for the attention projection and fc2 (gather
  * of the output gradient with the input-gradient GEMM by blocks, fc2's with the activation's
  * backward; the weight gradient after) and every column-parallel linear (input-gradient GEMM by
- * blocks with the reduce-scatter, the weight gradient while the partials arrive). */
+ * blocks with the reduce-scatter, the weight gradient while the partials arrive).
+ *
+ * T5's encoder-decoder mode (gpt_config.t5) lives in gpt_model_t5.inc, included at the end: its
+ * two stacks run these layers (the decoder's with a cross-attention block between attention and
+ * MLP) on sequences of their own lengths. */
 #include "app/model/gpt_model.h"
 #include "app/model/bert_encoder.h"
 #include "app/model/context_parallel.h"
