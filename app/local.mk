@@ -6,11 +6,13 @@ APP_LIBS = app/tasks/libtasks.a app/training/libtraining.a app/inference/libinfe
 	$(HDF5_LIBS) $(JANSSON_LIBS) $(PCRE2_LIBS) $(UTF8PROC_LIBS) $(SENTENCEPIECE_LIBS) $(ZLIB_LIBS) $(XXHASH_LIBS) $(CRYPTO_LIBS) $(BLAS_LIBS) \
 	$(PAPI_LIBS) $(CUDA_LIBS) -lm
 
-bin_PROGRAMS += app/pretrain_gpt app/pretrain_bert app/finetune_bert app/preprocess_data app/convert_corpus app/convert_checkpoint
+bin_PROGRAMS += app/pretrain_gpt app/pretrain_bert app/pretrain_t5 app/finetune_bert app/preprocess_data app/convert_corpus app/convert_checkpoint
 app_pretrain_gpt_SOURCES = app/pretrain_gpt.c
 app_pretrain_gpt_LDADD = $(APP_LIBS)
 app_pretrain_bert_SOURCES = app/pretrain_bert.c
 app_pretrain_bert_LDADD = $(APP_LIBS)
+app_pretrain_t5_SOURCES = app/pretrain_t5.c
+app_pretrain_t5_LDADD = $(APP_LIBS)
 app_finetune_bert_SOURCES = app/finetune_bert.c
 app_finetune_bert_LDADD = $(APP_LIBS)
 app_preprocess_data_SOURCES = app/preprocess_data.c

@@ -380,6 +380,20 @@ typedef struct kernel_ops {
                                       const void *workspace, int B, int T, int H, int G, int D,
                                       int head_start, int total_heads, dropout_rng rng);
 
+    /* ---- cross-attention with a key-padding mask (T5's decoder over the encoder output) ----
+     * q[B,Tq,H*D] (linear_q's output) attends over kv[B,Tk,H*2D] (linear_kv's: per head its key,
+     * then its value, Megatron-Core's CrossAttention) with the keys whose key_valid[b*Tk + t2]
+     * is 0 masked; otherwise attention_padded_forward's math and dropout mask, (t1, t2) numbered
+     * over Tq x Tk. workspace: cross_attention_workspace_bytes. backward overwrites dq and dkv.
+     * NULL on CUDA (not written yet). */
+    size_t (*cross_attention_workspace_bytes)(int B, int Tq, int Tk, int H);
+    void (*cross_attention_forward)(void *out, void *workspace, const void *q, const void *kv, const int *key_valid,
+                                    int B, int Tq, int Tk, int H, int D, int head_start, int total_heads,
+                                    dropout_rng rng);
+    void (*cross_attention_backward)(void *dq, void *dkv, const void *dout, const void *q, const void *kv,
+                                     const int *key_valid, const void *workspace, int B, int Tq, int Tk, int H,
+                                     int D, int head_start, int total_heads, dropout_rng rng);
+
     /* ---- ring attention over blocks of keys and values (context parallelism) ----
      * kv[B,Tk,G,2D] packs each group's key then value head of a row (what travels around the
      * ring); the queries stay in qkv[B,Tq,(H+2G)*D]. Scores, softmax and dropout are

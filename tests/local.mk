@@ -15,7 +15,7 @@ endif
 AM_TESTS_ENVIRONMENT = top_srcdir='$(top_srcdir)' top_builddir='$(top_builddir)' \
 	MPIEXEC='$(MPIEXEC)' OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 NVCC='$(TESTS_NVCC)' CUDA_CFLAGS='$(CUDA_CFLAGS)' ; \
 	export top_srcdir top_builddir MPIEXEC OPENBLAS_NUM_THREADS OMP_NUM_THREADS NVCC CUDA_CFLAGS ;
-EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh
+EXTRA_DIST += tests/tap.h tests/run.sh tests/lib.sh tests/exit77.sh tests/unit/model_fd.h
 
 # ---- unit ----
 check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \
@@ -55,6 +55,10 @@ check_PROGRAMS += tests/unit/bert_model_test
 tests_unit_bert_model_test_SOURCES = tests/unit/bert_model_test.c
 tests_unit_bert_model_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/bert_model_test
+check_PROGRAMS += tests/unit/t5_model_test
+tests_unit_t5_model_test_SOURCES = tests/unit/t5_model_test.c
+tests_unit_t5_model_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/t5_model_test
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
@@ -322,11 +326,13 @@ EXTRA_DIST += tests/tools/megatron_task_samples.py tests/tools/make_task_data.py
 	tests/data/mnli_synthetic_dev_matched.tsv tests/data/race_tiny/train/passages.txt tests/data/race_tiny/dev/passages.txt
 # Megatron's examples/bert/train_bert_340m_distributed.sh, every flag, shrunk (issue 46)
 TESTS += tests/mpi/bert_script_test.sh
-EXTRA_DIST += tests/data/train_bert_340m_tiny.sh
+EXTRA_DIST += tests/data/train_bert_340m_tiny.sh tests/data/train_t5_220m_tiny.sh
 EXTRA_DIST += tests/mpi/bert_corpus.sh
 EXTRA_DIST += tests/tools/megatron_bert_samples.py
 # T5 samples (issue 46) against tests/tools/megatron_t5_samples.py
 TESTS += tests/mpi/t5_samples_test.sh
+# T5 training (issue 46): every layout Megatron supports for T5, and its example script
+TESTS += tests/mpi/t5_parallel_test.sh tests/mpi/t5_script_test.sh
 EXTRA_DIST += tests/tools/megatron_t5_samples.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)

@@ -22,7 +22,11 @@
  * rank's rows arrive. The backward does the duals for the attention projection and fc2 (gather
  * of the output gradient with the input-gradient GEMM by blocks, fc2's with the activation's
  * backward; the weight gradient after) and every column-parallel linear (input-gradient GEMM by
- * blocks with the reduce-scatter, the weight gradient while the partials arrive). */
+ * blocks with the reduce-scatter, the weight gradient while the partials arrive).
+ *
+ * T5's encoder-decoder mode (gpt_config.t5) lives in gpt_model_t5.inc, included at the end: its
+ * two stacks run these layers (the decoder's with a cross-attention block between attention and
+ * MLP) on sequences of their own lengths. */
 #include "app/model/gpt_model.h"
 #include "app/model/bert_encoder.h"
 #include "app/model/context_parallel.h"
@@ -30,6 +34,7 @@
 #include "app/model/grad_first_write.h"
 #include "app/model/moe_expert_bias.h"
 #include "app/model/moe_layer.h"
+#include "app/model/t5_activations.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
 #include "app/parallel/tensor_parallel.h"
@@ -221,7 +226,8 @@ uint64_t param_global_index(const param_tensor *p, size_t e) {
 void gpt_param_initialize(const gpt_model *m, int param, size_t lo, size_t hi, void *dst, int fp32_dst) {
     const gpt_config *c = &m->config;
     const param_tensor *p = &m->params[param];
-    float scaled_std = c->init_method_std / sqrtf(2.0f * (float)c->num_layers);
+    /* T5: Megatron's decoder config is a copy of the encoder's, num_layers the encoder's */
+    float scaled_std = c->init_method_std / sqrtf(2.0f * (float)(c->t5 ? c->t5_encoder_layers : c->num_layers));
     switch (p->row->init) {
     case INIT_NORMAL:
     case INIT_SCALED_NORMAL:
@@ -323,6 +329,30 @@ static shapes model_shapes(const gpt_model *m) {
     return s;
 }
 
+/* the encoder-decoder mode's parts (gpt_model_t5.inc, included at the end) */
+enum { T5_ENCODER = 0, T5_DECODER = 1 };
+static void t5_use_stack(gpt_model *m, int decoder);
+static void t5_use_longer_stack(gpt_model *m);
+static int t5_decoder_layer(const gpt_model *m, int layer);
+static const int *layer_key_valid(const gpt_model *m, const activation_slot *slot, int layer);
+static void t5_state_create(gpt_model *m);
+static void t5_scratch_allocate(gpt_model *m);
+static void t5_state_free(gpt_model *m);
+static struct t5_cross_activations *t5_cross_allocate(gpt_model *m);
+static void t5_cross_release(gpt_model *m, struct t5_cross_activations *x);
+static void t5_slot_allocate(gpt_model *m, activation_slot *slot);
+static void t5_slot_free(gpt_model *m, activation_slot *slot);
+static void t5_cross_forward(gpt_model *m, const activation_slot *slot, struct t5_cross_activations *x,
+                             const layer_view *lw, const void *x1, int layer, micro_batch_rng rng);
+static void t5_cross_backward(gpt_model *m, const activation_slot *slot, struct t5_cross_activations *x,
+                              const layer_view *lw, const layer_view *lg, const void *x1, int layer, micro_batch_rng rng);
+static double t5_chunk_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, const int *tokens,
+                               const int *targets, micro_batch_rng rng, float grad_scale, int with_backward);
+static void t5_chunk_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng);
+static double t5_loss_tokens(const gpt_model *m, const activation_slot *slot);
+static void t5_mask_rows(gpt_model *m, activation_slot *slot, int r0, int rows);
+static double t5_masked_loss(gpt_model *m, activation_slot *slot);
+
 /* 1 when some layer of the model has a dense MLP (not all layers are MoE layers) */
 static int has_dense_mlp(const gpt_model *m) {
     for (int l = 0; l < m->config.num_layers; l++)
@@ -410,6 +440,7 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
     CHECK(slot->layers, "out of host memory for activation tables");
     for (int l = 0; l < ch->num_layers; l++) {
         layer_activations *la = &slot->layers[l];
+        if (m->t5) t5_use_stack(m, t5_decoder_layer(m, ch->first_layer + l));  /* its stack's rows */
         if (layer_recomputed(ch, l)) {
             *la = m->scratch.recompute_layers[index_in_group(ch, l)];
             if (index_in_group(ch, l) == 0) la->input = alloc_acts(ops, n * C);
@@ -422,9 +453,20 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
         la->input = shared && l > 0 ? shared[l % 2] : alloc_acts(ops, n * C);
         allocate_layer(m, la, !m->config.recompute_selective, l < m->config.keep_mlp_activation_layers,
                        shared ? shared[2] : NULL);
+        if (t5_decoder_layer(m, ch->first_layer + l)) la->cross = t5_cross_allocate(m);
+    }
+    if (m->t5) {  /* the encoder's tokens and padding mask; the decoder's output and loss */
+        t5_slot_allocate(m, slot);
+        slot->tokens = ops->alloc(sizeof(int) * N);
+        slot->key_valid = ops->alloc(sizeof(int) * N);
+        t5_use_stack(m, T5_DECODER);
+        s = model_shapes(m);
+        N = (size_t)s.N;
+        n = (size_t)s.n;
+    } else if (ch->pre_process) {
+        slot->tokens = ops->alloc(sizeof(int) * N);
     }
     slot->output = alloc_acts(ops, n * C);
-    if (ch->pre_process) slot->tokens = ops->alloc(sizeof(int) * N);
     if (m->config.bert) {
         slot->key_valid = ops->alloc(sizeof(int) * N);
         if (ch->pre_process) slot->types = ops->alloc(sizeof(int) * N);
@@ -446,6 +488,7 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
         slot->row_max = alloc_floats(ops, N);
         slot->sum_exp_and_target = alloc_floats(ops, 2 * N);
     }
+    if (m->t5) t5_use_stack(m, T5_ENCODER);
 }
 
 static void free_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot) {
@@ -458,12 +501,14 @@ static void free_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot
         }
         if (l == 0 || !m->config.memory_efficient_layer_norm) ops->release(la->input);
         release_layer(m, la, !m->config.recompute_selective);
+        t5_cross_release(m, la->cross);
     }
     void *buffers[] = {slot->output, slot->tokens, slot->targets, slot->lnf, slot->lnf_mean,
                        slot->lnf_rstd, slot->logits, slot->d_lnf, slot->losses, slot->row_max,
                        slot->sum_exp_and_target, slot->key_valid, slot->types};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
     if (slot->bert.text) bert_batch_free(ops, &slot->bert);
+    t5_slot_free(m, slot);
     free(slot->layers);
 }
 
@@ -594,7 +639,8 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
                    "backend (--device cpu)", ops->name);
     int N = config->micro_batch_size * config->seq_length;
     m->local_rows = m->config.sequence_parallel ? N / m->config.tp_size : N;
-    plan_row_runs(m);
+    if (m->config.t5) t5_state_create(m);  /* the two stacks' rows */
+    else plan_row_runs(m);
     plan_chunks(m);
     build_layout(m);
     m->mixed_precision = ops->act_bytes != sizeof(float);
@@ -614,7 +660,12 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
         for (int s = 0; s < m->config.activation_slots; s++) allocate_slot(m, ch, &ch->slots[s]);
     }
     initialize_parameters(m);
+    t5_use_longer_stack(m);  /* T5: the scratch holds either stack's rows */
     allocate_scratch(m);
+    if (m->t5) {
+        t5_scratch_allocate(m);
+        t5_use_stack(m, T5_ENCODER);
+    }
     if (m->config.num_experts > 0) {
         if (!ops->moe_route_forward)
             user_error("--num-experts: mixture of experts runs on the CPU backend for now (--device cpu); its %s kernels are not built yet",
@@ -673,6 +724,7 @@ void gpt_model_free(gpt_model *m) {
     free(m->buckets);
     free(m->host_losses);
     free(m->tp_requests);
+    t5_state_free(m);
     free(m->row_runs);
     context_parallel_scratch_release(m);
     grad_first_write_free(m);
@@ -1069,7 +1121,8 @@ static void row_parallel_backward(gpt_model *m, int layer, fp8_gemm gemm, void *
 
 /* ------------------------------------------------------------------ dropout streams */
 
-enum { SITE_EMBEDDING = 1, SITE_ATTENTION_PROBS, SITE_ATTENTION_OUT, SITE_MLP_OUT, SITE_MOE_JITTER };
+enum { SITE_EMBEDDING = 1, SITE_ATTENTION_PROBS, SITE_ATTENTION_OUT, SITE_MLP_OUT, SITE_MOE_JITTER, SITE_CROSS_PROBS,
+       SITE_CROSS_OUT };
 
 /* Mask element index = (first sample, row, column) numbered over the whole micro-batch: the
  * same element gets the same mask whatever the micro-batch size, data-parallel split or
@@ -1263,13 +1316,16 @@ static void attention_core_forward(gpt_model *m, layer_activations *la, int laye
                                   c->tp_rank * s.Hl, s.H, gpt_layer_window(c, layer), attention_rng(m, rng, layer));
 }
 
-static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {
+/* the embedding of tokens (backend memory) into out, the first layer's input; its dropout stream
+ * is "layer" embedding_layer: -1 (T5's decoder embedding: -2) */
+static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, const int *tokens, void *out,
+                              micro_batch_rng rng, int embedding_layer) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
     const model_view *w = &ch->weights;
-    params_needed(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
+    if (embedding_layer == -1) params_needed(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
     void *full = m->scratch.forward_full;
-    m->ops->embedding_forward(full, slot->tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
+    m->ops->embedding_forward(full, tokens, w->word_embeddings, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     if (c->tp_rank == 0 && w->position_embeddings)
         position_embedding_forward(m, full, w->position_embeddings);
     if (c->tp_rank == 0 && w->bert.tokentype_embeddings) {  /* BERT: + the token types' (d_full: free here) */
@@ -1277,11 +1333,13 @@ static void embedding_forward(gpt_model *m, model_chunk *ch, activation_slot *sl
         m->ops->add(full, full, m->scratch.d_full, (size_t)s.N * s.C);
     }
     void *rows = reduce_to_rows(m, full, m->scratch.forward_rows);
-    dropout_rows(m, slot->layers[0].input, rows, hidden_rng(m, rng, -1, SITE_EMBEDDING));
+    dropout_rows(m, out, rows, hidden_rng(m, rng, embedding_layer, SITE_EMBEDDING));
 }
 
-/* where layer l writes the residual stream it produces: the next layer's input, or the chunk's */
-static void *layer_output(model_chunk *ch, activation_slot *slot, int l) {
+/* where layer l writes the residual stream it produces: the next layer's input, or the chunk's
+ * (T5's last encoder layer: the encoder's output) */
+static void *layer_output(const gpt_model *m, model_chunk *ch, activation_slot *slot, int l) {
+    if (m->config.t5 && ch->first_layer + l == m->config.t5_encoder_layers - 1) return slot->t5->encoder_output;
     return l + 1 < ch->num_layers ? slot->layers[l + 1].input : slot->output;
 }
 
@@ -1307,7 +1365,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     linear_operands qkv_in = forward_operands(m, layer, FP8_GEMM_QKV, la->ln1, lw->qkv_weight, s.C, s.QKVl);
     gathered_matmul_forward(m, layer, FP8_GEMM_QKV, la->qkv, NULL, qkv_in.input, qkv_in.weight, lw->qkv_bias, s.QKVl, fp8);
     if (c->position_embedding_type == POSITION_ROPE) rope_rows(m, la->qkv, 0);
-    attention_core_forward(m, la, layer, rng, slot->key_valid);
+    attention_core_forward(m, la, layer, rng, layer_key_valid(m, slot, layer));
     dropout_rng out_rng = hidden_rng(m, rng, layer, SITE_ATTENTION_OUT);
     linear_operands proj_in = forward_operands(m, layer, FP8_GEMM_PROJ, la->attention_out, lw->proj_weight, s.HDl, s.C);
     if (residual_fused(m, out_rng) && fp8_native(m, layer)) {
@@ -1320,24 +1378,30 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
         void *rows = row_parallel_forward(m, layer, FP8_GEMM_PROJ, proj_in.input, proj_in.weight, s.HDl);
         bias_dropout_add(m, la->residual_mid, la->input, rows, lw->proj_bias, out_rng);
     }
+    /* T5's decoder layers: the cross-attention block between, whose output the MLP block takes */
+    void *mlp_input = la->residual_mid;
+    if (la->cross) {
+        t5_cross_forward(m, slot, la->cross, lw, la->residual_mid, layer, rng);
+        mlp_input = la->cross->residual;
+    }
 
     /* MLP block; unless kept (--keep-mlp-activation) the activation lives in scratch until fc2
      * has read it (the backward recomputes it from fc1_out, the pre-activation, which saves
      * [N,F/tp] per layer) */
     if (gpt_layer_is_moe(c, layer)) {  /* the experts' partial sums, reduced as fc2's are */
-        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, mlp_input, lw->pre_mlp_layernorm_weight,
                         lw->pre_mlp_layernorm_bias);
         moe_layer_forward(m, la->moe, lw, la->ln2, m->scratch.forward_full, moe_jitter_rng(m, rng, layer), rng.training,
                           layer);
         void *rows = reduce_to_rows(m, m->scratch.forward_full, m->scratch.forward_rows);
-        bias_dropout_add(m, out, la->residual_mid, rows, NULL, hidden_rng(m, rng, layer, SITE_MLP_OUT));
+        bias_dropout_add(m, out, mlp_input, rows, NULL, hidden_rng(m, rng, layer, SITE_MLP_OUT));
         return;
     }
     if (fp8)
-        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, mlp_input, lw->pre_mlp_layernorm_weight,
                         lw->pre_mlp_layernorm_bias);
     else
-        norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid,
+        norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, mlp_input,
                                    lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
     void *activation = la->activation ? la->activation : m->scratch.d_ffn_a;
     linear_operands fc1_in = forward_operands(m, layer, FP8_GEMM_FC1, la->ln2, lw->fc1_weight, s.C, s.FC1l);
@@ -1350,13 +1414,13 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     out_rng = hidden_rng(m, rng, layer, SITE_MLP_OUT);
     linear_operands fc2_in = forward_operands(m, layer, FP8_GEMM_FC2, activation, lw->fc2_weight, s.Fl, s.C);
     if (residual_fused(m, out_rng) && fp8_native(m, layer)) {
-        fp8_native_forward(m, layer, FP8_GEMM_FC2, out, fc2_in.input, fc2_in.weight, lw->fc2_bias, la->residual_mid,
+        fp8_native_forward(m, layer, FP8_GEMM_FC2, out, fc2_in.input, fc2_in.weight, lw->fc2_bias, mlp_input,
                            s.N, s.Fl, s.C);
     } else if (residual_fused(m, out_rng)) {
-        ops->matmul_forward_residual(out, fc2_in.input, fc2_in.weight, lw->fc2_bias, la->residual_mid, s.N, s.Fl, s.C);
+        ops->matmul_forward_residual(out, fc2_in.input, fc2_in.weight, lw->fc2_bias, mlp_input, s.N, s.Fl, s.C);
     } else {
         void *rows = row_parallel_forward(m, layer, FP8_GEMM_FC2, fc2_in.input, fc2_in.weight, s.Fl);
-        bias_dropout_add(m, out, la->residual_mid, rows, lw->fc2_bias, out_rng);
+        bias_dropout_add(m, out, mlp_input, rows, lw->fc2_bias, out_rng);
     }
 }
 
@@ -1400,21 +1464,25 @@ static double loss_forward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     }
     int chunk_rows = loss_chunk_rows(m);
     size_t row_bytes = ops->act_bytes * (size_t)s.C;
+    if (m->t5) grad_scale /= (float)t5_loss_tokens(m, slot);  /* the micro-batch's masked mean */
     for (int r0 = 0; r0 < s.N; r0 += chunk_rows) {
         int rows = s.N - r0 < chunk_rows ? s.N - r0 : chunk_rows;
         const void *lnf_rows = (const char *)slot->lnf + (size_t)r0 * row_bytes;
-        ops->matmul_forward(slot->logits, NULL, lnf_rows, w->output_layer, NULL, rows, s.C, s.Vl);
+        ops->matmul_forward(slot->logits, NULL, lnf_rows, w->output_layer, w->lm_head_bias, rows, s.C, s.Vl);
         if (m->capture_logits)
             ops->copy_to_host_float(m->capture_logits + (size_t)r0 * s.Vl, slot->logits, (size_t)rows * (size_t)s.Vl);
         cross_entropy_rows(m, slot, r0, rows, grad_scale);
+        if (m->t5) t5_mask_rows(m, slot, r0, rows);
         if (slot->d_lnf && with_backward) {
             grads_writable(m);
             linear_backward(m, (char *)slot->d_lnf + (size_t)r0 * row_bytes, NULL, NULL, slot->logits, NULL,
                             w->output_layer, rows, s.C, s.Vl);
-            linear_backward(m, NULL, g->output_layer, NULL, slot->logits, lnf_rows, w->output_layer, rows, s.C, s.Vl);
+            linear_backward(m, NULL, g->output_layer, g->lm_head_bias, slot->logits, lnf_rows, w->output_layer, rows,
+                            s.C, s.Vl);
         }
     }
     ops->copy_to_host(m->host_losses, slot->losses, sizeof(float) * (size_t)s.N);
+    if (m->t5) return t5_masked_loss(m, slot);
     double loss_sum = 0.0;
     for (int i = 0; i < s.N; i++) loss_sum += m->host_losses[i];
     return loss_sum;
@@ -1426,14 +1494,15 @@ double gpt_chunk_forward(gpt_model *m, int chunk, int slot_index, const int *tok
     activation_slot *slot = &ch->slots[slot_index];
     size_t N = (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length;
     m->grad_scale = grad_scale;
+    if (m->t5) return t5_chunk_forward(m, ch, slot, tokens, targets, rng, grad_scale, with_backward);
     if (m->config.bert) bert_encoder_inputs(m, ch, slot, tokens, targets);
     m->bert_task_rng = rng;
     fp8_set_recording(m, rng.training);  /* training micro-batches record their fp8 amaxes */
     if (ch->pre_process) {
         m->ops->copy_from_host(slot->tokens, tokens, sizeof(int) * N);
-        embedding_forward(m, ch, slot, rng);
+        embedding_forward(m, ch, slot, slot->tokens, slot->layers[0].input, rng, -1);
     }
-    for (int l = 0; l < ch->num_layers; l++) layer_forward(m, ch, slot, l, rng, layer_output(ch, slot, l));
+    for (int l = 0; l < ch->num_layers; l++) layer_forward(m, ch, slot, l, rng, layer_output(m, ch, slot, l));
     if (!ch->post_process) return 0.0;
     if (!m->config.bert) m->ops->copy_from_host(slot->targets, targets, sizeof(int) * N);  /* BERT's: slot->bert */
     return loss_forward(m, ch, slot, grad_scale, with_backward);
@@ -1450,14 +1519,15 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     /* BERT's d_lnf is whole on every rank: this rank's rows of it */
     void *d_rows = m->config.bert ? own_norm_rows(m, slot->d_lnf)
                  : slot->d_lnf ? reduce_gathered_grad(m, slot->d_lnf, b->d_hidden)
-                               : column_parallel_backward(m, -1, FP8_GEMM_QKV, g->output_layer, NULL, slot->logits,
+                               : column_parallel_backward(m, -1, FP8_GEMM_QKV, g->output_layer, g->lm_head_bias, slot->logits,
                                                           slot->lnf, w->output_layer, s.Vl);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     float *last_fc2_bias = ch->num_layers > 0 ? residual_bias_grad(m, g->layers[ch->num_layers - 1].fc2_bias) : NULL;
     norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, last_fc2_bias, d_rows,
                   slot->output, slot->lnf, w->final_layernorm_weight, w->final_layernorm_bias, slot->lnf_mean,
                   slot->lnf_rstd);
-    grads_ready(m, output_first_param(ch), output_param_count(ch));
+    /* T5: the encoder's final norm is in the final part too; ready after the decoder's backward */
+    if (!m->t5) grads_ready(m, output_first_param(ch), output_param_count(ch));
 }
 
 /* the MLP backward's fc2 part with --tp-comm-overlap (row_parallel_backward's counterpart):
@@ -1610,21 +1680,25 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
     void *d_rows = gpt_layer_is_moe(c, layer) ? moe_mlp_backward(m, ch, slot, l, d_hidden, rng)
                                               : dense_mlp_backward(m, ch, slot, l, d_hidden);
+    /* the MLP block's input: after the attention block, or in T5's decoder the cross-attention's */
+    void *mlp_input = la->cross ? la->cross->residual : la->residual_mid;
     norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias,
-                  residual_bias_grad(m, lg->proj_bias), d_rows, la->residual_mid, la->ln2,
+                  residual_bias_grad(m, la->cross ? lg->cross_proj_bias : lg->proj_bias), d_rows, mlp_input, la->ln2,
                   lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias, la->ln2_mean, la->ln2_rstd);
+    if (la->cross) t5_cross_backward(m, slot, la->cross, lw, lg, la->residual_mid, layer, rng);
 
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
     d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
     if (lg->proj_bias && !residual_bias_grad(m, lg->proj_bias)) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
     row_parallel_backward(m, layer, FP8_GEMM_PROJ, b->d_attention, lg->proj_weight, d_hidden, la->attention_out,
                           lw->proj_weight, s.HDl);
+    const int *key_valid = layer_key_valid(m, slot, layer);
     if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
-        attention_core_forward(m, la, layer, rng, slot->key_valid);
+        attention_core_forward(m, la, layer, rng, key_valid);
     /* the qkv bias gradient comes with the attention's backward, unless RoPE changes d_qkv after it */
     float *qkv_bias_grad = c->position_embedding_type == POSITION_ROPE ? NULL : lg->qkv_bias;
-    if (slot->key_valid) {  /* encoder mode */
-        ops->attention_padded_backward(b->d_qkv, b->d_attention, la->qkv, slot->key_valid, la->attention_workspace,
+    if (key_valid) {  /* encoder mode */
+        ops->attention_padded_backward(b->d_qkv, b->d_attention, la->qkv, key_valid, la->attention_workspace,
                                        s.B, s.T, s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
         if (qkv_bias_grad) ops->bias_backward(qkv_bias_grad, b->d_qkv, s.N, s.QKVl);
     } else if (c->cp_size > 1) {
@@ -1642,27 +1716,32 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
                         lw->input_layernorm_bias);
     d_rows = column_parallel_backward(m, layer, FP8_GEMM_QKV, lg->qkv_weight, qkv_bias_grad ? NULL : lg->qkv_bias,
                                       b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl);
+    /* the layer below's fc2 bias gradient (none below T5's first decoder layer: the embedding) */
+    int below = l > 0 && !(c->t5 && layer == c->t5_encoder_layers);
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,
-                  l > 0 ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows, la->input,
+                  below ? residual_bias_grad(m, ch->grads.layers[l - 1].fc2_bias) : NULL, d_rows, la->input,
                   la->ln1, lw->input_layernorm_weight, lw->input_layernorm_bias, la->ln1_mean, la->ln1_rstd);
     grads_ready(m, layer_first_param(ch, l), layer_param_count(ch, l));
 }
 
-static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng) {
+/* the backward of embedding_forward (the same tokens and embedding_layer); the embedding's
+ * gradients are ready after the last one (-1) */
+static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, const int *tokens,
+                               micro_batch_rng rng, int embedding_layer) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
     backward_scratch *b = &m->scratch;
     const model_view *g = &ch->grads;
-    dropout_backward_runs(m, b->d_hidden, b->d_residual, hidden_rng(m, rng, -1, SITE_EMBEDDING));
+    dropout_backward_runs(m, b->d_hidden, b->d_residual, hidden_rng(m, rng, embedding_layer, SITE_EMBEDDING));
     void *d_full = gather_rows(m, b->d_hidden, b->d_full);
-    m->ops->embedding_backward(g->word_embeddings, d_full, slot->tokens, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
+    m->ops->embedding_backward(g->word_embeddings, d_full, tokens, s.N, s.C, c->tp_rank * s.Vl, s.Vl);
     if (g->position_embeddings) {
         if (c->cp_size > 1) context_parallel_position_embedding_backward(m, g->position_embeddings, d_full);
         else m->ops->position_embedding_backward(g->position_embeddings, d_full, s.B, s.T, s.C, 0);
     }
     if (g->bert.tokentype_embeddings)  /* whole on every rank, as the position embeddings */
         m->ops->embedding_backward(g->bert.tokentype_embeddings, d_full, slot->types, s.N, s.C, 0, 2);
-    grads_ready(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
+    if (embedding_layer == -1) grads_ready(m, ch->first_param, part_param_count(m, PART_EMBEDDING));
 }
 
 /* full recompute: before the backward of the last layer of a recomputed group, run the group's
@@ -1672,13 +1751,17 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
 static void recompute_group_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, int last,
                                     micro_batch_rng rng) {
     for (int l = last - index_in_group(ch, last); l <= last; l++)
-        layer_forward(m, ch, slot, l, rng, l < last ? layer_output(ch, slot, l) : m->scratch.d_hidden);
+        layer_forward(m, ch, slot, l, rng, l < last ? layer_output(m, ch, slot, l) : m->scratch.d_hidden);
 }
 
 void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng rng) {
     model_chunk *ch = &m->chunks[chunk];
     activation_slot *slot = &ch->slots[slot_index];
     grads_writable(m);
+    if (m->t5) {
+        t5_chunk_backward(m, ch, slot, rng);
+        return;
+    }
     if (ch->post_process) loss_backward(m, ch, slot);
     for (int l = ch->num_layers - 1; l >= 0; l--) {
         int group_last = layer_recomputed(ch, l) &&
@@ -1686,7 +1769,7 @@ void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng
         if (group_last) recompute_group_forward(m, ch, slot, l, rng);
         layer_backward(m, ch, slot, l, rng);
     }
-    if (ch->pre_process) embedding_backward(m, ch, slot, rng);
+    if (ch->pre_process) embedding_backward(m, ch, slot, slot->tokens, rng, -1);
 }
 
 uint64_t gpt_model_parameter_hash(const gpt_model *m) {
@@ -1698,3 +1781,5 @@ uint64_t gpt_model_parameter_hash(const gpt_model *m) {
     free(host);
     return h;
 }
+
+#include "app/model/gpt_model_t5.inc"

@@ -56,6 +56,18 @@ typedef struct gpt_config {
      * multichoice_head), 0 when pretraining; rows per sample (RACE 4 choices, else 1) */
     int bert_task_outputs;
     int bert_task_choices;
+    /* encoder-decoder mode (Megatron-Core's T5Model, pretrain_t5; app/model/gpt_model_t5.inc):
+     * layers [0, t5_encoder_layers) are the encoder (bidirectional attention under the
+     * encoder's padding mask, named encoder.layers.N), the others the decoder (causal
+     * self-attention, cross-attention over the encoder's output under that mask, MLP; named
+     * decoder.layers.N - E); both stacks share the word and position embeddings, each has its
+     * final norm, and the LM head is the tied output layer with a bias. The two stacks run on
+     * sequences of t5_encoder_seq_length and t5_decoder_seq_length rows; seq_length is the
+     * one of the stack being computed (the encoder's outside a forward or backward). One
+     * chunk: no pipeline parallelism (Megatron refuses it for T5 too). */
+    int t5;
+    int t5_encoder_layers;
+    int t5_encoder_seq_length, t5_decoder_seq_length;
     int num_layers;
     int hidden_size;          /* C */
     int num_attention_heads;  /* H (all ranks) */
@@ -248,6 +260,11 @@ typedef struct layer_view {
                                                   * [gate; up] shards), NULL without them */
     void *shared_fc2_weight;                     /* [C, Fs/tp] */
     void *shared_gate_weight;                    /* [1, C], whole on every rank; NULL without the gate */
+    /* T5's decoder layers: the cross-attention block (Megatron-Core's CrossAttention) */
+    void *pre_cross_attn_layernorm_weight, *pre_cross_attn_layernorm_bias;
+    void *cross_q_weight, *cross_q_bias;         /* linear_q [H*D/tp, C] */
+    void *cross_kv_weight, *cross_kv_bias;       /* linear_kv [2*H*D/tp, C]: per head {k, v} */
+    void *cross_proj_weight, *cross_proj_bias;   /* linear_proj [C, H*D/tp], bias [C] */
 } layer_view;
 
 /* a chunk's parameters (or gradients) as pointers into one flat buffer; NULL where not held */
@@ -257,6 +274,8 @@ typedef struct model_view {
     layer_view *layers;          /* the chunk's layers */
     void *final_layernorm_weight, *final_layernorm_bias;
     void *output_layer;         /* [V/tp, C]; the word embeddings (or their copy) when tied */
+    void *encoder_final_layernorm_weight, *encoder_final_layernorm_bias; /* T5 */
+    void *lm_head_bias;         /* T5: lm_head.output_layer.bias [V/tp] */
     bert_heads_view bert;       /* encoder mode: the tokentype embeddings (first chunk) and BERT's
                                  * heads (last chunk); output_bias [V/tp] */
 } model_view;
@@ -277,6 +296,8 @@ typedef struct layer_activations {
     void *activation;             /* its GeLU or SwiGLU [N,F/tp], fc2's input: only in layers
                                    * that keep it (else the backward computes it again);
                                    * the backward then reuses it for the activation's gradient */
+    struct t5_cross_activations *cross; /* T5's decoder layers: the cross-attention block's
+                                   * (gpt_model_t5.inc); NULL elsewhere */
     struct moe_activations *moe;  /* what an MoE layer keeps (app/model/moe_layer.h); NULL in
                                    * dense models */
 } layer_activations;
@@ -297,6 +318,7 @@ typedef struct activation_slot {
      * dL/d(lnf gathered), the same on every tensor-parallel rank */
     int *key_valid, *types;
     bert_batch bert;
+    struct t5_slot *t5;           /* T5: the decoder's inputs and the encoder's output */
 } activation_slot;
 
 typedef struct model_chunk {
@@ -411,6 +433,9 @@ typedef struct gpt_model {
     double bert_task_correct;           /* finetune_bert: samples the head classified right (summed) */
     double bert_lm_loss, bert_sop_loss; /* encoder mode: the sums of the micro-batches' lm and sop
                                 * losses since the caller last cleared them (last chunk) */
+    struct t5_state *t5;       /* T5: the two stacks' row plans and shared buffers (gpt_model_t5.inc) */
+    double t5_loss_sum, t5_loss_tokens; /* T5: the masked loss sum and the loss-mask tokens of
+                                * the micro-batches since the caller last cleared them */
     struct fp8_state *fp8;     /* --fp8-format: the linear layers' scaling state (fp8_linear.h); NULL otherwise */
 } gpt_model;
 
@@ -429,7 +454,11 @@ void gpt_model_free(gpt_model *model);
  * sentence-order targets is_random (bert_dataset.h's fields); the last chunk returns this
  * micro-batch's lm_loss + sop_loss (pretrain_bert's loss: means over its masked positions and
  * its samples) and adds each to model->bert_lm_loss / bert_sop_loss; grad_scale is then the
- * factor of that loss. with_backward: gpt_chunk_backward follows (a chunked loss then
+ * factor of that loss. T5 mode (config.t5; one chunk): tokens [2 B Te + B Td] are the encoder
+ * text, the decoder text and the encoder's padding mask (1: a token), targets [2 B Td] the labels
+ * and the loss mask; it returns the micro-batch's masked mean loss (grad_scale its factor) and
+ * adds the masked sum and the mask's tokens to model->t5_loss_sum / t5_loss_tokens.
+ * with_backward: gpt_chunk_backward follows (a chunked loss then
  * accumulates the output layer's weight gradient here, one chunk of logits at a time); 0 for
  * forward-only passes (evaluation, inspection), which leave the gradients alone. */
 double gpt_chunk_forward(gpt_model *model, int chunk, int slot, const int *tokens,

@@ -28,6 +28,7 @@
 #define BERT ROW_BERT
 #define BINARY ROW_BERT_BINARY
 #define PRE ROW_BERT_PRETRAIN
+#define CROSS (ROW_T5 | ROW_T5_DECODER)
 static const parameter_row gpt_rows[] = {
 /*   part            name                                  rows           cols           split       init                no_wd sp_grad presence */
     {PART_EMBEDDING, "embedding.word_embeddings.weight",     DIM_VOCAB,     DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, ROW_ALWAYS,
@@ -51,6 +52,27 @@ static const parameter_row gpt_rows[] = {
      LAYER_VIEW(proj_weight),              "attn.c_proj.weight",      HF_TRANSPOSE, 0},
     {PART_LAYER,     "self_attention.linear_proj.bias",      DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, BIAS,
      LAYER_VIEW(proj_bias),                "attn.c_proj.bias",        HF_COPY, 0},
+    /* T5's decoder layers: Megatron-Core's pre_cross_attn_layernorm and CrossAttention
+     * (linear_q, linear_kv with per head its key then value rows, linear_proj) */
+    {PART_LAYER,     "pre_cross_attn_layernorm.weight",      DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, CROSS,
+     LAYER_VIEW(pre_cross_attn_layernorm_weight), NULL,               HF_COPY, 0},
+    {PART_LAYER,     "pre_cross_attn_layernorm.bias",        DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, CROSS | LN,
+     LAYER_VIEW(pre_cross_attn_layernorm_bias), NULL,                 HF_COPY, 0},
+    /* linear_q: the decoder's queries, column-parallel */
+    {PART_LAYER,     "cross_attention.linear_q.weight",      DIM_ATTENTION, DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, CROSS,
+     LAYER_VIEW(cross_q_weight),           NULL,                      HF_COPY, 0},
+    {PART_LAYER,     "cross_attention.linear_q.bias",        DIM_ATTENTION, DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, CROSS | BIAS,
+     LAYER_VIEW(cross_q_bias),             NULL,                      HF_COPY, 0},
+    /* linear_kv: the encoder output's keys and values, column-parallel by whole heads */
+    {PART_LAYER,     "cross_attention.linear_kv.weight",     DIM_CROSS_KV,  DIM_HIDDEN,    SHARD_ROWS, INIT_NORMAL,        0, 0, CROSS,
+     LAYER_VIEW(cross_kv_weight),          NULL,                      HF_COPY, 0},
+    {PART_LAYER,     "cross_attention.linear_kv.bias",       DIM_CROSS_KV,  DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, CROSS | BIAS,
+     LAYER_VIEW(cross_kv_bias),            NULL,                      HF_COPY, 0},
+    /* linear_proj: row-parallel, the bias added after the reduction */
+    {PART_LAYER,     "cross_attention.linear_proj.weight",   DIM_HIDDEN,    DIM_ATTENTION, SHARD_COLS, INIT_SCALED_NORMAL, 0, 0, CROSS,
+     LAYER_VIEW(cross_proj_weight),        NULL,                      HF_COPY, 0},
+    {PART_LAYER,     "cross_attention.linear_proj.bias",     DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, CROSS | BIAS,
+     LAYER_VIEW(cross_proj_bias),          NULL,                      HF_COPY, 0},
     {PART_LAYER,     "pre_mlp_layernorm.weight",             DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, LN,
      LAYER_VIEW(pre_mlp_layernorm_weight), "ln_2.weight",             HF_COPY, 0},
     {PART_LAYER,     "pre_mlp_layernorm.bias",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, LN,
@@ -121,6 +143,16 @@ static const parameter_row gpt_rows[] = {
      MODEL_VIEW(bert.task_weight),         NULL,                      HF_COPY, 0},
     {PART_FINAL,     "multichoice_head.bias",                DIM_TASK_OUTPUTS, DIM_NONE,   SHARD_NONE, INIT_ZEROS,         1, 0, BERT | BINARY | ROW_BERT_MULTICHOICE,
      MODEL_VIEW(bert.task_bias),           NULL,                      HF_COPY, 0},
+    /* T5 (Megatron-Core's T5Model): the encoder block's final norm, and T5LMHead's output
+     * layer bias, which it has with tied embeddings only (ColumnParallelLinear's bias =
+     * share_embeddings_and_output_weights); untied, its weight is output_layer.weight's row,
+     * named lm_head.output_layer.weight */
+    {PART_FINAL,     "encoder.final_layernorm.weight",       DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, ROW_T5,
+     MODEL_VIEW(encoder_final_layernorm_weight), NULL,                HF_COPY, 0},
+    {PART_FINAL,     "encoder.final_layernorm.bias",         DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ZEROS,         1, 1, ROW_T5 | LN,
+     MODEL_VIEW(encoder_final_layernorm_bias), NULL,                  HF_COPY, 0},
+    {PART_FINAL,     "lm_head.output_layer.bias",            DIM_VOCAB,     DIM_NONE,      SHARD_ROWS, INIT_ZEROS,         1, 0, ROW_T5 | ROW_TIED_ONLY,
+     MODEL_VIEW(lm_head_bias),             NULL,                      HF_COPY, 0},
 };
 #undef LN
 #undef RMS
@@ -132,6 +164,7 @@ static const parameter_row gpt_rows[] = {
 #undef PRE
 #undef BERT
 #undef BINARY
+#undef CROSS
 
 static const parameter_table gpt_table = {
     gpt_rows, (int)(sizeof gpt_rows / sizeof gpt_rows[0]), "decoder.layers", "transformer.h", 0,
@@ -149,6 +182,7 @@ int model_dim_size(model_dim dim, const gpt_config *c) {
     case DIM_HIDDEN: return c->hidden_size;
     case DIM_QKV: return (c->num_attention_heads + 2 * gpt_query_groups(c)) * c->kv_channels;
     case DIM_ATTENTION: return c->num_attention_heads * c->kv_channels;
+    case DIM_CROSS_KV: return 2 * c->num_attention_heads * c->kv_channels;
     case DIM_FFN: return c->ffn_hidden_size;
     case DIM_FC1: return (c->swiglu ? 2 : 1) * c->ffn_hidden_size;
     case DIM_VOCAB: return c->padded_vocab_size;
@@ -172,7 +206,7 @@ int model_dim_blocks(model_dim dim, const gpt_config *c) {
 int parameter_row_present(const parameter_row *row, const gpt_config *c, int layer) {
     unsigned held = ROW_ALWAYS;
     if (row->part == PART_LAYER) held |= gpt_layer_is_moe(c, layer) ? ROW_MOE : ROW_DENSE_MLP;
-    if (c->untie_embeddings_and_output_weights) held |= ROW_UNTIED_ONLY;
+    held |= c->untie_embeddings_and_output_weights ? ROW_UNTIED_ONLY : ROW_TIED_ONLY;
     if (c->position_embedding_type == POSITION_LEARNED_ABSOLUTE) held |= ROW_LEARNED_POSITIONS;
     held |= c->rmsnorm ? ROW_RMSNORM : ROW_LAYERNORM;
     if (!c->disable_bias_linear) held |= ROW_LINEAR_BIAS;
@@ -184,6 +218,8 @@ int parameter_row_present(const parameter_row *row, const gpt_config *c, int lay
     if (c->bert && (c->bert_binary_head || task)) held |= ROW_BERT_BINARY;  /* tasks: tokentypes and pooler */
     if (c->bert && !task) held |= ROW_BERT_PRETRAIN;
     if (task) held |= c->bert_task_choices > 1 ? ROW_BERT_MULTICHOICE : ROW_BERT_CLASSIFY;
+    if (c->t5) held |= ROW_T5;
+    if (c->t5 && row->part == PART_LAYER && layer >= c->t5_encoder_layers) held |= ROW_T5_DECODER;
     return (row->presence & ~held) == 0;
 }
 
@@ -215,6 +251,15 @@ void parameter_row_hf_name(const parameter_table *t, const parameter_row *row, i
     full_name(out, size, row, t->hf_layer_prefix, row->hf_name, layer, 0);
 }
 
+/* T5's layer names: the first t5_encoder_layers are Megatron-Core's encoder.layers.N, the others
+ * decoder.layers.(N - encoder layers) */
+static void t5_layer_name(const parameter_table *t, const parameter_row *row, const gpt_config *c, int layer,
+                          char *out, size_t size) {
+    int decoder = layer >= c->t5_encoder_layers;
+    full_name(out, size, row, decoder ? t->layer_prefix : "encoder.layers", row->name,
+              decoder ? layer - c->t5_encoder_layers : layer, -1);
+}
+
 /* the rows of one part, each once (embedding, final) or once per layer, appended at out[count] */
 static int expand_part(const parameter_table *t, const gpt_config *c, model_part part, int first_layer,
                        int layers, global_parameter *out, int count) {
@@ -227,6 +272,8 @@ static int expand_part(const parameter_table *t, const gpt_config *c, model_part
                 global_parameter *g = &out[count];
                 parameter_row_name(t, row, layer, row->per_expert ? expert : -1, g->name, sizeof g->name);
                 if (c->bert && !strncmp(g->name, "decoder.", 8)) memcpy(g->name, "encoder.", 8);
+                if (c->t5 && row->part == PART_LAYER) t5_layer_name(t, row, c, layer, g->name, sizeof g->name);
+                if (c->t5 && !strcmp(row->name, "output_layer.weight")) snprintf(g->name, sizeof g->name, "lm_head.%s", row->name);
                 g->layer = layer;
                 g->expert = row->per_expert ? expert : -1;
                 g->rows = model_dim_size(row->rows, c);

@@ -33,6 +33,7 @@ typedef enum {
     DIM_HIDDEN,     /* C = hidden_size */
     DIM_QKV,        /* (H + 2G)*D: every query head, and a key and value head per query group */
     DIM_ATTENTION,  /* H*D = num_attention_heads * kv_channels */
+    DIM_CROSS_KV,   /* 2*H*D: T5's cross-attention linear_kv, per head its key then value */
     DIM_FFN,        /* F = ffn_hidden_size */
     DIM_FC1,        /* fc1's outputs: F, or 2F with SwiGLU (blocks [gate; up], each split over TP) */
     DIM_VOCAB,      /* V = padded_vocab_size */
@@ -65,7 +66,10 @@ enum {
     ROW_QKV_BIAS = 2048,        /* linear_qkv's bias: not --disable-bias-linear, or --add-qkv-bias */
     ROW_BERT_PRETRAIN = 4096,   /* encoder mode, pretraining (no task head): LM and binary heads */
     ROW_BERT_CLASSIFY = 8192,   /* finetune_bert, one row per sample: classification_head */
-    ROW_BERT_MULTICHOICE = 16384 /* finetune_bert, a row per choice: multichoice_head */
+    ROW_BERT_MULTICHOICE = 16384, /* finetune_bert, a row per choice: multichoice_head */
+    ROW_T5 = 32768,             /* encoder-decoder mode (gpt_config.t5) */
+    ROW_T5_DECODER = 65536,     /* layer rows: a T5 decoder layer (its cross-attention block) */
+    ROW_TIED_ONLY = 131072      /* not --untie-embeddings-and-output-weights */
 };
 typedef unsigned row_presence;
 

@@ -1,8 +1,8 @@
-# app/model/local.mk: the GPT model over flat buffers (with its BERT encoder mode), its parameter table, and its Hugging Face
+# app/model/local.mk: the GPT model over flat buffers (with its BERT encoder and T5 encoder-decoder modes), its parameter table, and its Hugging Face
 # GPT-2 and Llama layouts.
 noinst_LIBRARIES += app/model/libmodel.a
 app_model_libmodel_a_SOURCES = \
-	app/model/gpt_model.c app/model/gpt_model.h \
+	app/model/gpt_model.c app/model/gpt_model.h app/model/gpt_model_t5.inc app/model/t5_activations.h \
 	app/model/bert_heads.c app/model/bert_heads.h \
 	app/model/bert_encoder.c app/model/bert_encoder.h \
 	app/model/bert_task_head.c app/model/bert_task_head.h \

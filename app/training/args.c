@@ -78,13 +78,18 @@ static const option_spec specs[] = {
     {"distribute-saved-activations", "training", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "splitting the kept layer inputs over tensor-parallel ranks is not supported; use --sequence-parallel, which keeps 1/tp of them on each rank"},
 
     {"bert-no-binary-head", "BERT (pretrain_bert)", OPTION_FLAG, AT(bert_no_binary_head), .help = "pretrain_bert only (pretrain_gpt refuses it): no sentence-order (binary) head, pooler or tokentype embeddings; the samples are single segments"},
-    {"mask-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(mask_prob), "0.15", .range = "[0, 1]", .help = "pretrain_bert only (pretrain_gpt refuses it): probability of masking a word (whole-word N-grams, N <= 3)"},
+    {"mask-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(mask_prob), "0.15", .range = "[0, 1]", .help = "pretrain_bert and pretrain_t5 only (pretrain_gpt refuses it): probability of masking a word (BERT: whole-word N-grams, N <= 3; T5: spans of geometric length, N <= 10)"},
+    {"encoder-num-layers", "T5 (pretrain_t5)", OPTION_INT, AT(encoder_num_layers), .range = "[1, inf)", .help = "pretrain_t5 only: encoder layers (instead of --num-layers, which means the same)"},
+    {"decoder-num-layers", "T5 (pretrain_t5)", OPTION_INT, AT(decoder_num_layers), .range = "[1, inf)", .help = "pretrain_t5 only: decoder layers (default: the encoder's; Megatron's T5 builds as many decoder layers as encoder layers whatever this says)"},
+    {"encoder-seq-length", "T5 (pretrain_t5)", OPTION_INT, AT(encoder_seq_length), .range = "[1, inf)", .help = "pretrain_t5 only: encoder sequence length (instead of --seq-length, which means the same)"},
+    {"decoder-seq-length", "T5 (pretrain_t5)", OPTION_INT, AT(decoder_seq_length), .range = "[1, inf)", .help = "pretrain_t5 only (required there): decoder sequence length"},
+    {"vocab-extra-ids", "T5 (pretrain_t5)", OPTION_INT, AT(vocab_extra_ids), "0", .range = "[0, inf)", .help = "pretrain_t5 only: sentinel tokens; as in Megatron-Core, --tokenizer-type BertWordPieceCase brings its 100 (extra_id_0 .. extra_id_99) whatever this says"},
     {"task", "tasks (finetune_bert)", OPTION_STRING, AT(task), .metavar = "MNLI|RACE", .help = "finetune_bert only: the downstream task (MNLI sentence-pair classification, RACE multiple choice)"},
     {"train-data", "tasks (finetune_bert)", OPTION_LIST, AT(train_data), .metavar = "PATH ...", .help = "finetune_bert only: the training data (MNLI: GLUE TSV files; RACE: directories of *.txt JSON passages)"},
     {"valid-data", "tasks (finetune_bert)", OPTION_LIST, AT(valid_data), .metavar = "PATH ...", .help = "finetune_bert only: the validation data, whose accuracy is reported after each epoch"},
     {"pretrained-checkpoint", "tasks (finetune_bert)", OPTION_STRING, AT(pretrained_checkpoint), .help = "finetune_bert only: the BERT checkpoint (pretrain_bert --save) whose encoder, tokentype embeddings and pooler the model starts from (weights only; the task head starts random)"},
     {"epochs", "tasks (finetune_bert)", OPTION_INT, AT(epochs), .range = "[1, inf)", .help = "finetune_bert only: passes over the training data; --train-iters is epochs x iterations per epoch"},
-    {"short-seq-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(short_seq_prob), "0.1", .range = "[0, 1]", .help = "pretrain_bert only (pretrain_gpt refuses it): probability of a shorter target length for a sample"},
+    {"short-seq-prob", "BERT (pretrain_bert)", OPTION_FLOAT, AT(short_seq_prob), "0.1", .range = "[0, 1]", .help = "pretrain_bert and pretrain_t5 only (pretrain_gpt refuses it): probability of a shorter target length for a sample"},
 
     {"seed", "initialization", OPTION_UINT64, AT(seed), "1234", .help = "random seed (initialization, dropout, data order)"},
     {"init-method-std", "initialization", OPTION_FLOAT, AT(init_method_std), "0.02", .range = "(0, inf)", .help = "standard deviation of the normal initialization"},
@@ -774,9 +779,48 @@ static int validate_task(check_state *st, args *a) {
     return 0;
 }
 
+/* pretrain_t5's flags and limits (encoder-decoder mode), and its flags refused elsewhere;
+ * --encoder-num-layers and --encoder-seq-length were folded into --num-layers and --seq-length */
+static int validate_t5(check_state *st, args *a) {
+    static const char *const t5_flags[] = {"encoder-num-layers", "decoder-num-layers", "encoder-seq-length",
+                                           "decoder-seq-length", "vocab-extra-ids"};
+    if (!a->t5) {
+        for (size_t i = 0; i < sizeof t5_flags / sizeof *t5_flags; i++)
+            if (given(st, t5_flags[i]))
+                return error_format(st->err, st->errlen, "--%s is a T5 flag: run pretrain_t5 (%s trains %s)", t5_flags[i],
+                                    program_name, a->bert ? "BERT" : "decoder-only GPT and Llama models");
+        return 0;
+    }
+    if (!given(st, "decoder-seq-length"))
+        return error_format(st->err, st->errlen, "pretrain_t5 needs --decoder-seq-length (the decoder's sequence length)");
+    if (!given(st, "decoder-num-layers")) a->decoder_num_layers = a->num_layers;
+    if (a->mock_data)
+        return error_format(st->err, st->errlen, "--mock-data: pretrain_t5 reads a sentence-split WordPiece corpus (--data-path, from preprocess_data --split-sentences)");
+    if (a->pipeline_model_parallel_size > 1)
+        return error_format(st->err, st->errlen, "--pipeline-model-parallel-size %d: pipeline parallelism is not supported for T5 (Megatron's pretrain_t5.py refuses it too)",
+                            a->pipeline_model_parallel_size);
+    const char *refused = a->num_experts > 0 ? "--num-experts" : a->context_parallel_size > 1 ? "--context-parallel-size > 1"
+                        : a->window_size[0] ? "--window-size"
+                        : a->group_query_attention ? "--group-query-attention (Megatron-Core's CrossAttention refuses it)"
+                        : a->recompute_granularity[0] ? "--recompute-granularity" : a->fp8_format[0] ? "--fp8-format"
+                        : a->tp_comm_overlap ? "--tp-comm-overlap" : a->memory_efficient_layer_norm ? "--memory-efficient-layer-norm"
+                        : strcmp(a->position_embedding_type, "learned_absolute") ? "--position-embedding-type other than learned_absolute"
+                        : a->print_sample[0] ? "--print-sample (for T5 samples use tests/tools/t5_samples)" : NULL;
+    if (refused) return error_format(st->err, st->errlen, "pretrain_t5: %s is not supported with T5 here", refused);
+    if (a->sequence_parallel && (a->micro_batch_size * a->decoder_seq_length) % a->tensor_model_parallel_size)
+        return error_format(st->err, st->errlen, "--sequence-parallel: --micro-batch-size %d x --decoder-seq-length %d is not divisible by --tensor-model-parallel-size %d",
+                            a->micro_batch_size, a->decoder_seq_length, a->tensor_model_parallel_size);
+    if (!strcmp(a->device, "cuda"))
+        return error_format(st->err, st->errlen, "--device cuda: T5 runs on the CPU backend only for now (--device cpu): the CUDA kernels of its padded and cross attention are not written yet");
+    snprintf(a->device, sizeof a->device, "cpu");  /* auto: the CPU backend, the only one with T5's kernels */
+    return 0;
+}
+
 static int validate_bert(check_state *st, args *a) {
     static const char *const bert_flags[] = {"bert-no-binary-head", "mask-prob", "short-seq-prob"};
     if (validate_task(st, a)) return -1;
+    if (validate_t5(st, a)) return -1;
+    if (a->t5) return given(st, "bert-no-binary-head") ? error_format(st->err, st->errlen, "--bert-no-binary-head is a BERT flag: run pretrain_bert") : 0;
     if (!a->bert) {
         for (size_t i = 0; i < sizeof bert_flags / sizeof *bert_flags; i++)
             if (given(st, bert_flags[i]))
@@ -909,6 +953,9 @@ static int validate(check_state *st, args *a, int world_size) {
     if (a->seq_length > a->max_position_embeddings)
         return error_format(st->err, st->errlen, "--seq-length %d exceeds --max-position-embeddings %d", a->seq_length,
                     a->max_position_embeddings);
+    if (a->t5 && a->decoder_seq_length > a->max_position_embeddings)
+        return error_format(st->err, st->errlen, "--decoder-seq-length %d exceeds --max-position-embeddings %d", a->decoder_seq_length,
+                            a->max_position_embeddings);
 
     if (a->lr_warmup_init > a->lr)
         return error_format(st->err, st->errlen, "--lr-warmup-init %g exceeds --lr %g (the warm-up rises from it to --lr)", a->lr_warmup_init, a->lr);
@@ -1055,6 +1102,25 @@ void args_set_vocab_size(args *a, int vocab_size) {
     a->padded_vocab_size = (vocab_size + multiple - 1) / multiple * multiple;
 }
 
+/* Megatron's validate_args for T5: --encoder-num-layers is --num-layers and
+ * --encoder-seq-length is --seq-length (one of each pair, not both) */
+static int t5_fold_encoder_flags(args *a, unsigned char *flags_given, char *err, size_t errlen) {
+    static const char *const pairs[2][2] = {{"num-layers", "encoder-num-layers"}, {"seq-length", "encoder-seq-length"}};
+    int *values[2][2] = {{&a->num_layers, &a->encoder_num_layers}, {&a->seq_length, &a->encoder_seq_length}};
+    for (int i = 0; i < 2; i++) {
+        int plain = options_given(&table, flags_given, pairs[i][0]), encoder = options_given(&table, flags_given, pairs[i][1]);
+        if (plain && encoder)
+            return error_format(err, errlen, "cannot have both --%s and --%s (they mean the same for T5)", pairs[i][0], pairs[i][1]);
+        if (encoder) {
+            *values[i][0] = *values[i][1];
+            for (int k = 0; k < NUM_FLAGS; k++)
+                if (!strcmp(specs[k].name, pairs[i][0])) flags_given[k] = 1;
+        }
+        *values[i][1] = *values[i][0];
+    }
+    return 0;
+}
+
 /* --use-checkpoint-args reads and marks the flags given, by name */
 static int flag_given(void *given, const char *flag) { return options_given(&table, given, flag); }
 static void mark_given(void *given, const char *flag) {
@@ -1068,10 +1134,12 @@ int args_parse_checked(args *a, int argc, char **argv, int world_size, char *err
     int rc = options_parse_flags(&table, a, flags_given, argc, argv, err, errlen);
     a->bert_task = !strcmp(program_name, "finetune_bert");
     a->bert = !strcmp(program_name, "pretrain_bert") || a->bert_task;
-    /* pretrain_bert.py's args_defaults */
-    if (a->bert && !options_given(&table, flags_given, "tokenizer-type"))
+    a->t5 = !strcmp(program_name, "pretrain_t5");
+    /* pretrain_bert.py's and pretrain_t5.py's args_defaults */
+    if ((a->bert || a->t5) && !options_given(&table, flags_given, "tokenizer-type"))
         snprintf(a->tokenizer_type, sizeof a->tokenizer_type, "BertWordPieceLowerCase");
     if (rc) return rc;
+    if (a->t5 && t5_fold_encoder_flags(a, flags_given, err, errlen)) return -1;
     flag_marks marks = {flags_given, flag_given, mark_given};
     if (a->use_checkpoint_args && checkpoint_args_apply(a, &marks, err, errlen)) return -1;
     if (options_check_required(&table, flags_given, err, errlen)) return -1;

@@ -123,6 +123,11 @@ typedef struct args {
     int epochs;                   /* passes over the training data (train_iters follows) */
     float mask_prob;              /* masked-LM rate of the BERT dataset */
     float short_seq_prob;         /* rate of shortened target lengths */
+    /* T5 (pretrain_t5; refused elsewhere): num_layers and seq_length are the encoder's */
+    int t5;                       /* derived: the program is pretrain_t5 (encoder-decoder mode) */
+    int encoder_num_layers, decoder_num_layers;
+    int encoder_seq_length, decoder_seq_length;
+    int vocab_extra_ids;
 
     /* checkpointing */
     char save[ARGS_PATH_MAX];     /* directory to save checkpoints in */

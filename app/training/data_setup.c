@@ -153,6 +153,12 @@ void data_setup_num_samples(const args *a, int64_t samples[GPT_DATA_SPLITS]) {
 static bert_dataset_config bert_config;
 static uint8_t *bert_word_piece;
 
+/* the WordPiece vocabulary file a masked-LM dataset reads (pretrain_bert, pretrain_t5) */
+static const char *wordpiece_vocab_file(const args *a) {
+    if (!a->vocab_file[0]) user_error("%s needs --vocab-file (the WordPiece vocabulary of --tokenizer-type %s)", program_name, a->tokenizer_type);
+    return a->vocab_file;
+}
+
 static const bert_dataset_config *bert_dataset_setup(const args *a) {
     char err[1200];
     free(bert_word_piece);
@@ -162,10 +168,25 @@ static const bert_dataset_config *bert_dataset_setup(const args *a) {
     bert_config.short_seq_prob = a->short_seq_prob;
     bert_config.max_ngram = 3;
     bert_config.binary_head = !a->bert_no_binary_head;
-    if (!a->vocab_file[0]) user_error("pretrain_bert needs --vocab-file (the WordPiece vocabulary of --tokenizer-type %s)", a->tokenizer_type);
-    if (bert_vocab_load(a->vocab_file, a->tokenizer_type, &bert_config.vocab, &bert_word_piece, err, sizeof err))
+    if (bert_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &bert_config.vocab, &bert_word_piece, err, sizeof err))
         user_error("--vocab-file %s", err);
     return &bert_config;
+}
+
+/* pretrain_t5's T5MaskedWordPieceDatasetConfig (pretrain_t5.py: masking_max_ngram 10, geometric
+ * span lengths), kept for the process as bert_config is */
+static t5_dataset_config t5_config;
+static uint8_t *t5_word_piece;
+
+static const t5_dataset_config *t5_dataset_setup(const args *a) {
+    char err[1200];
+    free(t5_word_piece);
+    t5_word_piece = NULL;
+    t5_config = (t5_dataset_config){.mask_prob = a->mask_prob, .short_seq_prob = a->short_seq_prob, .max_ngram = 10,
+                                    .decoder_seq_length = a->decoder_seq_length};
+    if (t5_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &t5_config.vocab, &t5_word_piece, err, sizeof err))
+        user_error("--vocab-file %s", err);
+    return &t5_config;
 }
 
 gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Comm comm, char **storage) {
@@ -200,6 +221,7 @@ gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Com
     tokenizer_identity(a, &cfg, &s);
     cfg.verbose = verbose;
     if (a->bert) cfg.bert = bert_dataset_setup(a);
+    if (a->t5) cfg.t5 = t5_dataset_setup(a);
     /* validation at the door: every corpus holds documents, its token ids fit the vocabulary and
      * its checksums hold (io/corpus_check.h) */
     const gpt_blend *blends[1 + GPT_DATA_SPLITS] = {&cfg.blend, &cfg.split_blends[0], &cfg.split_blends[1], &cfg.split_blends[2]};

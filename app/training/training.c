@@ -100,6 +100,13 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
                                                                         : 0;
     c.loss_chunk_rows = a->cross_entropy_chunk_rows;
     c.memory_efficient_layer_norm = a->memory_efficient_layer_norm;
+    c.t5 = a->t5;
+    if (a->t5) {  /* the encoder's layers, then the decoder's; seq_length is the encoder's */
+        c.num_layers = a->num_layers + a->decoder_num_layers;
+        c.t5_encoder_layers = a->num_layers;
+        c.t5_encoder_seq_length = a->seq_length;
+        c.t5_decoder_seq_length = a->decoder_seq_length;
+    }
     c.bert = a->bert;
     c.bert_binary_head = a->bert && !a->bert_no_binary_head && !a->bert_task;
     if (a->bert_task) {  /* MNLI: 3 classes, one row per sample; RACE: one logit per choice, 4 rows per sample */
@@ -385,6 +392,18 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     size_t N = (size_t)a->micro_batch_size * (size_t)(a->seq_length / t->topo.cp_size);
     t->host_tokens = malloc(sizeof(int) * N * (a->bert ? 3 : 1));
     t->host_targets = malloc(sizeof(int) * (N * (a->bert ? 2 : 1) + (a->bert ? (size_t)a->micro_batch_size : 0)));
+    if (a->t5) {  /* gpt_chunk_forward's T5 packing, and one T5 sample's fields (t5_dataset.h) */
+        size_t Td = (size_t)a->micro_batch_size * (size_t)a->decoder_seq_length;
+        free(t->host_tokens);
+        free(t->host_targets);
+        t->host_tokens = malloc(sizeof(int) * (2 * N + Td));
+        t->host_targets = malloc(sizeof(int) * 2 * Td);
+        size_t E = (size_t)a->seq_length, D = (size_t)a->decoder_seq_length;
+        t->t5_arrays = malloc(sizeof(int64_t) * (2 * E + 4 * D));
+        CHECK(t->t5_arrays, "out of host memory for batches");
+        int64_t *f = t->t5_arrays;
+        t->t5_fields = (t5_sample){f, f + 2 * E, f + 2 * E + D, f + 2 * E + 2 * D, f + E, f + 2 * E + 3 * D, 0};
+    }
     if (a->bert) {  /* one BERT sample's fields (bert_dataset.h) */
         size_t S = (size_t)a->seq_length;
         t->bert_arrays = malloc(sizeof(int64_t) * 5 * S);
@@ -455,6 +474,7 @@ void trainer_teardown(trainer *t) {
     free(t->host_tokens);
     free(t->host_targets);
     free(t->bert_arrays);
+    free(t->t5_arrays);
     free(t->sample_buffer);
     if (t->data) gpt_datasets_close(t->data);
     free(t->data_words);
@@ -483,6 +503,26 @@ static void load_bert_sample(trainer *t, int64_t index, int b) {
     t->host_targets[2 * N + (size_t)b] = f->is_random;
 }
 
+/* pretrain_t5: sample b of the micro-batch into the packed arrays of gpt_chunk_forward's T5 mode:
+ * tokens [B Te encoder | B Td decoder | B Te encoder padding mask], targets [B Td labels | B Td
+ * loss mask] (Megatron's enc_mask: 1 on the encoder's tokens, 0 on its padding) */
+static void load_t5_sample(trainer *t, int64_t index, int b) {
+    const args *a = t->args;
+    size_t E = (size_t)a->seq_length, D = (size_t)a->decoder_seq_length;
+    size_t NE = (size_t)a->micro_batch_size * E, ND = (size_t)a->micro_batch_size * D;
+    t5_sample *f = &t->t5_fields;
+    t5_dataset_sample(t->data, t->split, index, f);
+    for (size_t i = 0; i < E; i++) {
+        t->host_tokens[(size_t)b * E + i] = (int)f->text_enc[i];
+        t->host_tokens[NE + ND + (size_t)b * E + i] = f->enc_mask[i] != 0;
+    }
+    for (size_t i = 0; i < D; i++) {
+        t->host_tokens[NE + (size_t)b * D + i] = (int)f->text_dec[i];
+        t->host_targets[(size_t)b * D + i] = (int)f->labels[i];
+        t->host_targets[ND + (size_t)b * D + i] = f->loss_mask[i] != 0;
+    }
+}
+
 /* micro_batch_source: tokens and targets of micro-batch m of the current global batch */
 static void load_micro_batch(void *context, int m, const int **tokens, const int **targets,
                              micro_batch_rng *rng) {
@@ -504,6 +544,10 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
             }
             if (a->bert) {
                 load_bert_sample(t, index, b);
+                continue;
+            }
+            if (a->t5) {
+                load_t5_sample(t, index, b);
                 continue;
             }
             if (t->data) gpt_dataset_sample(t->data, t->split, index, t->sample_buffer);
@@ -568,8 +612,9 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
     double tokens_in_batch = (double)num_micro_batches * a->micro_batch_size * a->data_parallel_size * (double)a->seq_length;
     /* pretrain_bert: each micro-batch's loss is already a mean (over its masked positions and
      * samples); Megatron averages them over micro-batches and data-parallel ranks */
-    if (a->bert) tokens_in_batch = (double)num_micro_batches * a->data_parallel_size;
+    if (a->bert || a->t5) tokens_in_batch = (double)num_micro_batches * a->data_parallel_size;
     t->model.bert_lm_loss = t->model.bert_sop_loss = t->model.bert_task_correct = 0.0;
+    t->model.t5_loss_sum = t->model.t5_loss_tokens = 0.0;
     t->split = split;
     t->batch_start = batch_start;
     t->rng_iteration = rng_iteration;
@@ -599,6 +644,11 @@ static double run_global_batch(trainer *t, int split, int64_t batch_start, uint6
         t->last_lm_loss = parts[0] / tokens_in_batch;
         t->last_sop_loss = parts[1] / tokens_in_batch;
         t->last_task_correct = parts[2];
+    }
+    if (a->t5) {  /* Megatron's "lm loss": the global batch's masked loss sum over its loss-mask tokens */
+        double parts[2] = {counted ? t->model.t5_loss_sum : 0.0, counted ? t->model.t5_loss_tokens : 0.0};
+        t->comm->allreduce_double_host(parts, 2, COMM_SUM, &t->topo.world);
+        return parts[1] > 0 ? parts[0] / parts[1] : 0.0;
     }
     return loss_sum / tokens_in_batch;
 }

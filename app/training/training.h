@@ -75,6 +75,9 @@ typedef struct trainer {
      * encoder mode), and the last global batch's mean lm and sop losses */
     bert_sample bert_fields;
     int64_t *bert_arrays;
+    /* pretrain_t5: one T5 sample's fields (gpt_chunk_forward's T5 packing: see load_t5_sample) */
+    t5_sample t5_fields;
+    int64_t *t5_arrays;
     double last_lm_loss, last_sop_loss;
     const trainer_task_source *task; /* finetune_bert: set after trainer_setup; NULL otherwise */
     double last_task_correct;        /* finetune_bert: samples classified right in the last global batch */

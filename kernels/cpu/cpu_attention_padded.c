@@ -1,44 +1,58 @@
-/* cpu_attention_padded.c: bidirectional multi-head (or grouped-query) self-attention with a
- * key-padding mask, BERT's encoder attention (Megatron's padding mask, attention_mask_type
- * padding: [b, 1, 1, s]). The math, the qkv layout and the dropout mask indices are
- * cpu_attention.c's with the causal mask replaced by the keys' validity:
+/* cpu_attention_padded.c: attention with a key-padding mask, bidirectional (no causal mask):
+ * BERT's encoder self-attention and T5's encoder self-attention (Megatron's padding mask,
+ * attention_mask_type padding: [b, 1, 1, s]) and T5's decoder cross-attention (queries of the
+ * decoder over the encoder's keys and values, the encoder's padding mask). One core serves both;
+ * they differ in where the heads sit:
+ *   self-attention:  q, k, v in one qkv[B,T,(H+2G)*D] row (qkv_query_offset, qkv_key_offset)
+ *   cross-attention: q[B,Tq,H*D] (linear_q) and kv[B,Tk,H*2D] (linear_kv: per head its key then
+ *                    its value, Megatron-Core's CrossAttention layout)
+ * The math, per (b, head), with the dropout mask of cpu_attention.c numbered over Tq x Tk:
  *   preatt[t1,t2] = q[t1].k[t2] / sqrt(D)            for keys with key_valid[b,t2] != 0
  *   att[t1,:]     = softmax over those keys (0 on the others; a row with none: all 0, out 0)
  *   out[t1]       = sum_t2 drop(att)[t1,t2] v[t2]
- * Backward as cpu_attention.c's over the visible keys. */
+ * Backward (softmax's Jacobian): dv += drop(att)^T dout; datt = drop'(dout v^T);
+ *   dpre = att * (datt - rowsum(att * datt)) / sqrt(D); dq = dpre k; dk = dpre^T q. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/philox.h"
 
-static inline uint64_t head_base_index(dropout_rng rng, int b, int h, int T, int head_start,
-                                       int total_heads) {
-    return rng.offset + ((uint64_t)b * total_heads + (uint64_t)(head_start + h)) * T * T;
+/* where the operands of head h sit: rows of q_row (queries) and kv_row (keys, values) elements,
+ * the query head at q_offset[h], its key head at k_offset[h] and value head D after it */
+typedef struct attention_operands {
+    int B, Tq, Tk, H, D;
+    size_t q_row, kv_row;
+    const size_t *q_offset, *k_offset;
+    int head_start, total_heads;
+} attention_operands;
+
+static inline uint64_t head_base_index(dropout_rng rng, const attention_operands *o, int b, int h) {
+    return rng.offset + ((uint64_t)b * o->total_heads + (uint64_t)(o->head_start + h)) * o->Tq * o->Tk;
 }
 
-void cpu_attention_padded_forward(float *out, void *workspace, const float *qkv,
-                                  const int *key_valid, int B, int T, int H, int G, int D,
-                                  int head_start, int total_heads, dropout_rng rng) {
-    float *att = (float *)workspace;
-    size_t C3 = (size_t)(H + 2 * G) * D, HD = (size_t)H * D;
-    int per = H / G;
-    float scale = 1.0f / sqrtf((float)D);
-    int use_dropout = rng.p > 0.0f;
-    float keep_scale = use_dropout ? 1.0f / (1.0f - rng.p) : 1.0f;
+static float keep_factor(dropout_rng rng, uint64_t head_base, int Tk, int t1, int t2) {
+    if (rng.p <= 0.0f) return 1.0f;
+    return philox_keep_attention(rng.seed, rng.stream, head_base, Tk, t1, t2, rng.p) ? 1.0f / (1.0f - rng.p) : 0.0f;
+}
 
-    for (int b = 0; b < B; b++) {
-        const int *valid = key_valid + (size_t)b * T;
+/* out[B,Tq,H*D]; att (the workspace) [B,H,Tq,Tk] keeps the probabilities for the backward */
+static void padded_forward(const attention_operands *o, float *out, float *att, const float *q_all,
+                           const float *kv_all, const int *key_valid, dropout_rng rng) {
+    int Tq = o->Tq, Tk = o->Tk, H = o->H, D = o->D;
+    size_t HD = (size_t)H * D;
+    float scale = 1.0f / sqrtf((float)D);
+    for (int b = 0; b < o->B; b++) {
+        const int *valid = key_valid + (size_t)b * Tk;
         for (int h = 0; h < H; h++) {
-            uint64_t head_base = head_base_index(rng, b, h, T, head_start, total_heads);
-            size_t key_offset = qkv_key_offset(h / per, H, G, D);
-            for (int t1 = 0; t1 < T; t1++) {
-                const float *q = qkv + ((size_t)b * T + t1) * C3 + qkv_query_offset(h, H, G, D);
-                float *att_row = att + (((size_t)b * H + h) * T + t1) * T;
+            uint64_t head_base = head_base_index(rng, o, b, h);
+            for (int t1 = 0; t1 < Tq; t1++) {
+                const float *q = q_all + ((size_t)b * Tq + t1) * o->q_row + o->q_offset[h];
+                float *att_row = att + (((size_t)b * H + h) * Tq + t1) * Tk;
                 float maxval = -INFINITY;
-                for (int t2 = 0; t2 < T; t2++) {
+                for (int t2 = 0; t2 < Tk; t2++) {
                     if (!valid[t2]) continue;
-                    const float *k = qkv + ((size_t)b * T + t2) * C3 + key_offset;
+                    const float *k = kv_all + ((size_t)b * Tk + t2) * o->kv_row + o->k_offset[h];
                     float dot = 0.0f;
                     for (int d = 0; d < D; d++) dot += q[d] * k[d];
                     dot *= scale;
@@ -46,24 +60,21 @@ void cpu_attention_padded_forward(float *out, void *workspace, const float *qkv,
                     if (dot > maxval) maxval = dot;
                 }
                 float sum = 0.0f;
-                for (int t2 = 0; t2 < T; t2++) {
+                for (int t2 = 0; t2 < Tk; t2++) {
                     if (!valid[t2]) continue;
                     float e = expf(att_row[t2] - maxval);
                     att_row[t2] = e;
                     sum += e;
                 }
                 float inv_sum = sum > 0.0f ? 1.0f / sum : 0.0f;
-                for (int t2 = 0; t2 < T; t2++) att_row[t2] = valid[t2] ? att_row[t2] * inv_sum : 0.0f;
+                for (int t2 = 0; t2 < Tk; t2++) att_row[t2] = valid[t2] ? att_row[t2] * inv_sum : 0.0f;
 
-                float *out_bth = out + ((size_t)b * T + t1) * HD + (size_t)h * D;
+                float *out_bth = out + ((size_t)b * Tq + t1) * HD + (size_t)h * D;
                 for (int d = 0; d < D; d++) out_bth[d] = 0.0f;
-                for (int t2 = 0; t2 < T; t2++) {
+                for (int t2 = 0; t2 < Tk; t2++) {
                     if (!valid[t2]) continue;
-                    float a = att_row[t2];
-                    if (use_dropout)
-                        a = philox_keep_attention(rng.seed, rng.stream, head_base, T, t1, t2, rng.p)
-                                ? a * keep_scale : 0.0f;
-                    const float *v = qkv + ((size_t)b * T + t2) * C3 + key_offset + D;
+                    float a = att_row[t2] * keep_factor(rng, head_base, Tk, t1, t2);
+                    const float *v = kv_all + ((size_t)b * Tk + t2) * o->kv_row + o->k_offset[h] + D;
                     for (int d = 0; d < D; d++) out_bth[d] += a * v[d];
                 }
             }
@@ -71,44 +82,33 @@ void cpu_attention_padded_forward(float *out, void *workspace, const float *qkv,
     }
 }
 
-void cpu_attention_padded_backward(float *dqkv, const float *dout, const float *qkv,
-                                   const int *key_valid, const void *workspace, int B, int T,
-                                   int H, int G, int D, int head_start, int total_heads,
-                                   dropout_rng rng) {
-    const float *att = (const float *)workspace;
-    size_t C3 = (size_t)(H + 2 * G) * D, HD = (size_t)H * D;
-    int per = H / G;
+/* dq (rows as q) and dkv (rows as kv) += the gradients; the caller clears them first */
+static void padded_backward(const attention_operands *o, float *dq_all, float *dkv_all, const float *dout,
+                            const float *q_all, const float *kv_all, const int *key_valid, const float *att,
+                            dropout_rng rng) {
+    int Tq = o->Tq, Tk = o->Tk, H = o->H, D = o->D;
+    size_t HD = (size_t)H * D;
     float scale = 1.0f / sqrtf((float)D);
-    int use_dropout = rng.p > 0.0f;
-    float keep_scale = use_dropout ? 1.0f / (1.0f - rng.p) : 1.0f;
-
-    for (size_t i = 0; i < (size_t)B * T * C3; i++) dqkv[i] = 0.0f;
-    float *datt = malloc((size_t)(T > 0 ? T : 1) * sizeof(float));
+    float *datt = malloc((size_t)(Tk > 0 ? Tk : 1) * sizeof(float));
     if (datt == NULL)
-        KERNELS_FATAL("cpu backend: out of memory allocating %zu bytes", (size_t)T * sizeof(float));
-
-    for (int b = 0; b < B; b++) {
-        const int *valid = key_valid + (size_t)b * T;
+        KERNELS_FATAL("cpu backend: out of memory allocating %zu bytes", (size_t)Tk * sizeof(float));
+    for (int b = 0; b < o->B; b++) {
+        const int *valid = key_valid + (size_t)b * Tk;
         for (int h = 0; h < H; h++) {
-            uint64_t head_base = head_base_index(rng, b, h, T, head_start, total_heads);
-            size_t key_offset = qkv_key_offset(h / per, H, G, D);
-            for (int t1 = 0; t1 < T; t1++) {
-                const float *att_row = att + (((size_t)b * H + h) * T + t1) * T;
-                const float *dout_bth = dout + ((size_t)b * T + t1) * HD + (size_t)h * D;
-                size_t q_offset = ((size_t)b * T + t1) * C3 + qkv_query_offset(h, H, G, D);
-                const float *q = qkv + q_offset;
-                float *dq = dqkv + q_offset;
-
+            uint64_t head_base = head_base_index(rng, o, b, h);
+            for (int t1 = 0; t1 < Tq; t1++) {
+                const float *att_row = att + (((size_t)b * H + h) * Tq + t1) * Tk;
+                const float *dout_bth = dout + ((size_t)b * Tq + t1) * HD + (size_t)h * D;
+                size_t q_at = ((size_t)b * Tq + t1) * o->q_row + o->q_offset[h];
+                const float *q = q_all + q_at;
+                float *dq = dq_all + q_at;
                 float dot_sum = 0.0f;
-                for (int t2 = 0; t2 < T; t2++) {
+                for (int t2 = 0; t2 < Tk; t2++) {
                     if (!valid[t2]) continue;
-                    size_t kv = ((size_t)b * T + t2) * C3 + key_offset;
-                    const float *v = qkv + kv + D;
-                    float *dv = dqkv + kv + D;
-                    float m = 1.0f;
-                    if (use_dropout)
-                        m = philox_keep_attention(rng.seed, rng.stream, head_base, T, t1, t2, rng.p)
-                                ? keep_scale : 0.0f;
+                    size_t kv = ((size_t)b * Tk + t2) * o->kv_row + o->k_offset[h];
+                    const float *v = kv_all + kv + D;
+                    float *dv = dkv_all + kv + D;
+                    float m = keep_factor(rng, head_base, Tk, t1, t2);
                     float a = att_row[t2] * m, dd = 0.0f;
                     for (int d = 0; d < D; d++) {
                         dv[d] += a * dout_bth[d];
@@ -117,12 +117,12 @@ void cpu_attention_padded_backward(float *dqkv, const float *dout, const float *
                     datt[t2] = dd * m;
                     dot_sum += att_row[t2] * datt[t2];
                 }
-                for (int t2 = 0; t2 < T; t2++) {
+                for (int t2 = 0; t2 < Tk; t2++) {
                     if (!valid[t2]) continue;
                     float dpre = att_row[t2] * (datt[t2] - dot_sum) * scale;
-                    size_t kv = ((size_t)b * T + t2) * C3 + key_offset;
-                    const float *k = qkv + kv;
-                    float *dk = dqkv + kv;
+                    size_t kv = ((size_t)b * Tk + t2) * o->kv_row + o->k_offset[h];
+                    const float *k = kv_all + kv;
+                    float *dk = dkv_all + kv;
                     for (int d = 0; d < D; d++) {
                         dq[d] += dpre * k[d];
                         dk[d] += dpre * q[d];
@@ -132,4 +132,69 @@ void cpu_attention_padded_backward(float *dqkv, const float *dout, const float *
         }
     }
     free(datt);
+}
+
+/* the head offsets of either layout: [0, H) queries, [H, 2H) keys (malloc'd; the caller frees) */
+static size_t *head_offsets(int H, int G, int D, int cross) {
+    size_t *offsets = malloc(sizeof(size_t) * 2 * (size_t)(H > 0 ? H : 1));
+    if (offsets == NULL) KERNELS_FATAL("cpu backend: out of memory for %d attention heads", H);
+    for (int h = 0; h < H; h++) {
+        offsets[h] = cross ? (size_t)h * D : qkv_query_offset(h, H, G, D);
+        offsets[H + h] = cross ? (size_t)h * 2 * D : qkv_key_offset(h / (H / G), H, G, D);
+    }
+    return offsets;
+}
+
+static attention_operands self_operands(const size_t *offsets, int B, int T, int H, int G, int D, int head_start,
+                                        int total_heads) {
+    size_t row = (size_t)(H + 2 * G) * D;
+    attention_operands o = {B, T, T, H, D, row, row, offsets, offsets + H, head_start, total_heads};
+    return o;
+}
+
+void cpu_attention_padded_forward(float *out, void *workspace, const float *qkv,
+                                  const int *key_valid, int B, int T, int H, int G, int D,
+                                  int head_start, int total_heads, dropout_rng rng) {
+    size_t *offsets = head_offsets(H, G, D, 0);
+    attention_operands o = self_operands(offsets, B, T, H, G, D, head_start, total_heads);
+    padded_forward(&o, out, (float *)workspace, qkv, qkv, key_valid, rng);
+    free(offsets);
+}
+
+void cpu_attention_padded_backward(float *dqkv, const float *dout, const float *qkv,
+                                   const int *key_valid, const void *workspace, int B, int T,
+                                   int H, int G, int D, int head_start, int total_heads,
+                                   dropout_rng rng) {
+    for (size_t i = 0; i < (size_t)B * T * (size_t)(H + 2 * G) * D; i++) dqkv[i] = 0.0f;
+    size_t *offsets = head_offsets(H, G, D, 0);
+    attention_operands o = self_operands(offsets, B, T, H, G, D, head_start, total_heads);
+    padded_backward(&o, dqkv, dqkv, dout, qkv, qkv, key_valid, (const float *)workspace, rng);
+    free(offsets);
+}
+
+size_t cpu_cross_attention_workspace_bytes(int B, int Tq, int Tk, int H) {
+    return sizeof(float) * (size_t)B * (size_t)H * (size_t)Tq * (size_t)Tk;
+}
+
+void cpu_cross_attention_forward(float *out, void *workspace, const float *q, const float *kv,
+                                 const int *key_valid, int B, int Tq, int Tk, int H, int D,
+                                 int head_start, int total_heads, dropout_rng rng) {
+    size_t *offsets = head_offsets(H, H, D, 1);
+    attention_operands o = {B, Tq, Tk, H, D, (size_t)H * D, (size_t)H * 2 * D, offsets, offsets + H,
+                            head_start, total_heads};
+    padded_forward(&o, out, (float *)workspace, q, kv, key_valid, rng);
+    free(offsets);
+}
+
+void cpu_cross_attention_backward(float *dq, float *dkv, const float *dout, const float *q,
+                                  const float *kv, const int *key_valid, const void *workspace,
+                                  int B, int Tq, int Tk, int H, int D, int head_start,
+                                  int total_heads, dropout_rng rng) {
+    for (size_t i = 0; i < (size_t)B * Tq * (size_t)H * D; i++) dq[i] = 0.0f;
+    for (size_t i = 0; i < (size_t)B * Tk * (size_t)H * 2 * D; i++) dkv[i] = 0.0f;
+    size_t *offsets = head_offsets(H, H, D, 1);
+    attention_operands o = {B, Tq, Tk, H, D, (size_t)H * D, (size_t)H * 2 * D, offsets, offsets + H,
+                            head_start, total_heads};
+    padded_backward(&o, dq, dkv, dout, q, kv, key_valid, (const float *)workspace, rng);
+    free(offsets);
 }

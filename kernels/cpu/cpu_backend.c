@@ -175,6 +175,17 @@ static void attention_padded_backward(void *dqkv, const void *dout, const void *
     cpu_attention_padded_backward(dqkv, dout, qkv, key_valid, workspace, B, T, H, G, D, head_start,
                                   total_heads, rng);
 }
+static void cross_attention_forward(void *out, void *workspace, const void *q, const void *kv, const int *key_valid,
+                                    int B, int Tq, int Tk, int H, int D, int head_start, int total_heads,
+                                    dropout_rng rng) {
+    cpu_cross_attention_forward(out, workspace, q, kv, key_valid, B, Tq, Tk, H, D, head_start, total_heads, rng);
+}
+static void cross_attention_backward(void *dq, void *dkv, const void *dout, const void *q, const void *kv,
+                                     const int *key_valid, const void *workspace, int B, int Tq, int Tk, int H,
+                                     int D, int head_start, int total_heads, dropout_rng rng) {
+    cpu_cross_attention_backward(dq, dkv, dout, q, kv, key_valid, workspace, B, Tq, Tk, H, D, head_start,
+                                 total_heads, rng);
+}
 static void attention_kv_pack(void *kv, const void *qkv, int rows, int H, int G, int D) {
     cpu_attention_kv_pack(kv, qkv, rows, H, G, D);
 }
@@ -323,6 +334,9 @@ static const kernel_ops cpu_ops = {
     .decode_attention = decode_attention,
     .attention_padded_forward = attention_padded_forward,
     .attention_padded_backward = attention_padded_backward,
+    .cross_attention_workspace_bytes = cpu_cross_attention_workspace_bytes,
+    .cross_attention_forward = cross_attention_forward,
+    .cross_attention_backward = cross_attention_backward,
     .attention_kv_pack = attention_kv_pack,
     .attention_kv_unpack = attention_kv_unpack,
     .attention_block_forward = attention_block_forward,

@@ -104,6 +104,15 @@ void cpu_attention_padded_backward(float *dqkv, const float *dout, const float *
                                    const int *key_valid, const void *workspace, int B, int T,
                                    int H, int G, int D, int head_start, int total_heads,
                                    dropout_rng rng);
+/* (T5's cross-attention: q[B,Tq,H*D] over kv[B,Tk,H*2D], kernels.h's cross_attention_*) */
+size_t cpu_cross_attention_workspace_bytes(int B, int Tq, int Tk, int H);
+void cpu_cross_attention_forward(float *out, void *workspace, const float *q, const float *kv,
+                                 const int *key_valid, int B, int Tq, int Tk, int H, int D,
+                                 int head_start, int total_heads, dropout_rng rng);
+void cpu_cross_attention_backward(float *dq, float *dkv, const float *dout, const float *q,
+                                  const float *kv, const int *key_valid, const void *workspace,
+                                  int B, int Tq, int Tk, int H, int D, int head_start,
+                                  int total_heads, dropout_rng rng);
 
 /* cpu_attention_block.c (context parallelism's ring attention) */
 void cpu_columns_to_blocks(float *out, const float *in, int rows, int blocks, int width);

@@ -1,9 +1,10 @@
 # tests/mpi/bert_corpus.sh: a small sentence-split WordPiece corpus for the BERT training tests,
 # sourced after tests/lib.sh: bert_corpus NAME DOCS writes $WORK/NAME_text_sentence.h5 from
 # documents of 2 to 6 sentences of 2 to 24 words of tests/data/wordpiece-vocab.txt (several
-# split into pieces, so whole-word masking matters), through preprocess_data --split-sentences.
+# split into pieces, so whole-word masking matters), through preprocess_data --split-sentences
+# with --tokenizer-type TOKENIZER (default BertWordPieceLowerCase; T5 takes BertWordPieceCase).
 BERT_VOCAB="$top_srcdir/tests/data/wordpiece-vocab.txt"
-bert_corpus() {  # bert_corpus NAME DOCS
+bert_corpus() {  # bert_corpus NAME DOCS [TOKENIZER]
     awk -v docs="$2" 'BEGIN {
         n = split("the quick brown fox jumped over the lazy dog jumps unaffable tokenizer dataset " \
                   "resume alpha hello world data token cafe naive tokenizing is it a don", w, " ");
@@ -15,6 +16,6 @@ bert_corpus() {  # bert_corpus NAME DOCS
                 line = line (s + 1 < ns ? ". " : ".") }
             print line "\"}" } }' > "$WORK/$1.jsonl"
     "$MPIEXEC" -n 1 "$top_builddir/app/preprocess_data" --input "$WORK/$1.jsonl" --output-prefix "$WORK/$1" \
-        --tokenizer-type BertWordPieceLowerCase --vocab-file "$BERT_VOCAB" --split-sentences >"$WORK/pre.out" 2>&1
-    ok $? "corpus $1: $2 documents split into sentences (BertWordPieceLowerCase)"
+        --tokenizer-type "${3:-BertWordPieceLowerCase}" --vocab-file "$BERT_VOCAB" --split-sentences >"$WORK/pre.out" 2>&1
+    ok $? "corpus $1: $2 documents split into sentences (${3:-BertWordPieceLowerCase})"
 }

@@ -8,7 +8,8 @@
  * so what it holds after Adam steps is normalized rounding noise that differs with any change
  * of summation order. It must stay at noise level (|value| < 1e-4, or KEY_BIAS_BOUND) instead of
  * matching. With QUERY_GROUPS (grouped-query attention) the bias rows are [group][H/G queries,
- * key, value][d], else [head][q, k, v][d]. */
+ * key, value][d], else [head][q, k, v][d]. T5's cross-attention linear_kv bias, [head][k, v][d], has
+ * its key part held apart likewise. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,8 +61,10 @@ int main(int argc, char **argv) {
         if (offset + n > na) { fprintf(stderr, "compare_params: %s runs past the end of the data\n", name); return 2; }
         double max_abs = 0.0, max_diff = 0.0;
         int is_qkv_bias = heads > 0 && strstr(name, "linear_qkv.bias") != NULL;
+        int is_kv_bias = heads > 0 && strstr(name, "cross_attention.linear_kv.bias") != NULL; /* T5: [head][k, v] */
         for (size_t i = offset; i < offset + n; i++) {
-            if (is_qkv_bias && ((i - offset) / (size_t)kv_channels) % slots == key_slot) {
+            size_t slot = (i - offset) / (size_t)(kv_channels > 0 ? kv_channels : 1);
+            if ((is_qkv_bias && slot % slots == key_slot) || (is_kv_bias && slot % 2 == 0)) {
                 if (fabs(a[i]) >= key_bias_bound || fabs(b[i]) >= key_bias_bound) noisy_key_bias++;
                 continue;
             }

@@ -12,6 +12,7 @@
 #include "app/model/gpt_model.h"
 #include "kernels/kernels.h"
 #include "tests/tap.h"
+#include "tests/unit/model_fd.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -89,6 +90,15 @@ static void check_names(int binary_head) {
            binary_head ? "with" : "without", count, binary_head ? ", tokentype embeddings, pooler, binary_head" : "");
 }
 
+typedef struct bert_batch_input {
+    const int *tokens, *targets;
+} bert_batch_input;
+
+static double objective(gpt_model *m, void *context) {
+    const bert_batch_input *batch = context;
+    return loss_only(m, batch->tokens, batch->targets);
+}
+
 /* finite-difference check of d(lm_loss + sop_loss)/d(param) on a sample of elements of each tensor */
 static void check_gradients(int binary_head) {
     gpt_config c = tiny_bert(binary_head);
@@ -100,35 +110,9 @@ static void check_gradients(int binary_head) {
     m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
     gpt_chunk_forward(&m, 0, 0, tokens, targets, rng, 1.0f, 1);
     gpt_chunk_backward(&m, 0, 0, rng);
-    int bad_tensors = 0, checked = 0;
-    double worst = 0.0;
-    float *params = m.param_buffer; /* the CPU backend: fp32 parameters in host memory */
-    for (int p = 0; p < m.num_params; p++) {
-        const param_tensor *t = &m.params[p];
-        double max_err = 0.0, max_grad = 0.0;
-        for (size_t k = 0; k < 6 && k < t->numel; k++) {
-            size_t e = t->offset + (k * 7919u) % t->numel;
-            float saved = params[e];
-            const float h = 1e-2f;
-            params[e] = saved + h;
-            double plus = loss_only(&m, tokens, targets);
-            params[e] = saved - h;
-            double minus = loss_only(&m, tokens, targets);
-            params[e] = saved;
-            double numeric = (plus - minus) / (2.0 * h), analytic = m.grad_buffer[e];
-            if (fabs(numeric - analytic) > max_err) max_err = fabs(numeric - analytic);
-            if (fabs(numeric) > max_grad) max_grad = fabs(numeric);
-            checked++;
-        }
-        double rel = max_err / (max_grad > 1e-3 ? max_grad : 1e-3);
-        if (rel > worst) worst = rel;
-        if (rel > 2e-2) {
-            bad_tensors++;
-            tap_diag("%s: finite-difference mismatch, relative %.3g", t->name, rel);
-        }
-    }
-    tap_ok(bad_tensors == 0, "BERT gradients match finite differences (%s binary head): %d elements of %d tensors, worst relative error %.2g",
-           binary_head ? "with" : "without", checked, m.num_params, worst);
+    model_fd_result r = model_fd_check(&m, objective, &(bert_batch_input){tokens, targets}, NULL);
+    tap_ok(r.bad_tensors == 0, "BERT gradients match finite differences (%s binary head): %d elements of %d tensors, worst relative error %.2g",
+           binary_head ? "with" : "without", r.checked, m.num_params, r.worst);
     gpt_model_free(&m);
 }
 
@@ -160,17 +144,8 @@ static void check_fits(void) {
     gpt_model_create(&m, &c, kernels_cpu(), comm_mpi(), &self_group);
     int tokens[3 * N], targets[2 * N + B];
     fixed_batch(tokens, targets);
-    micro_batch_rng rng = {1, 0, 1};
-    float *params = m.param_buffer;
     double first = 0, last = 0;
-    for (int step = 0; step < 300; step++) {
-        m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
-        double loss = gpt_chunk_forward(&m, 0, 0, tokens, targets, rng, 1.0f, 1);
-        gpt_chunk_backward(&m, 0, 0, rng);
-        if (step == 0) first = loss;
-        last = loss;
-        for (size_t e = 0; e < m.num_elements; e++) params[e] -= 0.2f * m.grad_buffer[e];
-    }
+    model_descend(&m, tokens, targets, 300, 0.2f, &first, &last);
     tap_ok(last < 0.1 * first && last < 0.4, "a tiny BERT fits one batch: lm + sop loss %.4f -> %.4f in 300 steps", first, last);
     gpt_model_free(&m);
 }

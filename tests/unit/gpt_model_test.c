@@ -17,6 +17,7 @@
 #include "kernels/kernels.h"
 #include "kernels/philox.h"
 #include "tests/tap.h"
+#include "tests/unit/model_fd.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -64,6 +65,18 @@ static void fixed_batch(int *tokens, int *targets, int n, int vocab) {
     }
 }
 
+/* the mean loss of a fixed batch (model_fd_check's objective) */
+typedef struct gpt_batch {
+    const int *tokens, *targets;
+    micro_batch_rng rng;
+    int N;
+} gpt_batch;
+
+static double mean_loss(gpt_model *m, void *context) {
+    const gpt_batch *batch = context;
+    return forward_only(m, batch->tokens, batch->targets, batch->rng) / batch->N;
+}
+
 /* finite-difference check of d(mean loss)/d(param) on a sample of elements of each tensor */
 static void check_gradients(int untie, float dropout, int loss_chunk_rows) {
     gpt_config c = tiny_config(untie);
@@ -79,38 +92,11 @@ static void check_gradients(int untie, float dropout, int loss_chunk_rows) {
     m.ops->zero(m.grad_buffer, sizeof(float) * m.num_elements);
     forward(&m, tokens, targets, rng, 1.0f / (float)N);
     gpt_chunk_backward(&m, 0, 0, rng);
-    int bad_tensors = 0, checked = 0;
-    double worst = 0.0;
-    float *params = m.param_buffer; /* the CPU backend: fp32 parameters in host memory */
-    for (int p = 0; p < m.num_params; p++) {
-        const param_tensor *t = &m.params[p];
-        double max_err = 0.0, max_grad = 0.0;
-        for (size_t k = 0; k < 6 && k < t->numel; k++) {
-            size_t e = t->offset + (k * 7919u) % t->numel;
-            float saved = params[e];
-            const float h = 1e-2f;
-            params[e] = saved + h;
-            double plus = forward_only(&m, tokens, targets, rng) / N;
-            params[e] = saved - h;
-            double minus = forward_only(&m, tokens, targets, rng) / N;
-            params[e] = saved;
-            double numeric = (plus - minus) / (2.0 * h);
-            double analytic = m.grad_buffer[e];
-            double err = fabs(numeric - analytic);
-            if (err > max_err) max_err = err;
-            if (fabs(numeric) > max_grad) max_grad = fabs(numeric);
-            checked++;
-        }
-        double rel = max_err / (max_grad > 1e-3 ? max_grad : 1e-3);
-        if (rel > worst) worst = rel;
-        if (rel > 2e-2) {
-            bad_tensors++;
-            tap_diag("%s: finite-difference mismatch, relative %.3g", t->name, rel);
-        }
-    }
-    tap_ok(bad_tensors == 0, "model gradients match finite differences (%s embeddings, dropout %.1f, loss in %s): %d elements of %d tensors, worst relative error %.2g",
-           untie ? "untied" : "tied", dropout, loss_chunk_rows ? "chunks of 3 of the 10 rows" : "one pass", checked,
-           m.num_params, worst);
+    gpt_batch batch = {tokens, targets, rng, N};
+    model_fd_result r = model_fd_check(&m, mean_loss, &batch, NULL);
+    tap_ok(r.bad_tensors == 0, "model gradients match finite differences (%s embeddings, dropout %.1f, loss in %s): %d elements of %d tensors, worst relative error %.2g",
+           untie ? "untied" : "tied", dropout, loss_chunk_rows ? "chunks of 3 of the 10 rows" : "one pass", r.checked,
+           m.num_params, r.worst);
     gpt_model_free(&m);
 }
 

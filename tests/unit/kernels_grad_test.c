@@ -10,7 +10,8 @@
  *    gradients (and overwrite input gradients) as kernels.h specifies. The Llama family's
  *    kernels too: RMSNorm, rotary embeddings (both pairings, partial rotation), SwiGLU, and
  *    grouped-/multi-query attention (a group's K/V gradients summed over its query heads); BERT's
- *    bidirectional attention with a key-padding mask (attention_padded_*), exact GeLU and tanh.
+ *    bidirectional attention with a key-padding mask (attention_padded_*), exact GeLU and tanh;
+ *    T5's cross-attention (cross_attention_*: Tq != Tk queries over keys and values).
  * Shapes are small and odd (B=2, T=5, C=7, H=2, D=3, V=11) so that off-by-one layouts show up.
  *
  * Error measure: err(a, b) = max_i |a_i - b_i| / max(max_i |b_i|, 1e-6) with b the double
@@ -639,6 +640,97 @@ static void test_attention_padded(float p, int NH, int NG) {
     free(qkv); free(R); free(out); free(c.qkv); free(c.out); free(g); free(dqkv); free(qkv2); free(out2);
 }
 
+/* ------------------------------------------------------------------ cross-attention (T5) */
+
+/* queries of Tq rows over Tk keys and values: q[B,Tq,H*D], kv[B,Tk,H*2D] (per head k then v) */
+enum { CROSS_TQ = 3, CROSS_TK = 6 };
+typedef struct {
+    double *q, *kv, *out;
+    const int *valid; /* [B, CROSS_TK] */
+    const float *R;
+    int NH, head_start, total_heads;
+    dropout_rng rng;
+} cross_ctx;
+
+static void ref_cross_attention(cross_ctx *c) {
+    int NH = c->NH, HD = NH * D;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < CROSS_TQ; i++) {
+                double p[CROSS_TK], top = -INFINITY, total = 0.0;
+                const double *q = c->q + (b * CROSS_TQ + i) * HD + h * D;
+                for (int j = 0; j < CROSS_TK; j++) {
+                    const double *k = c->kv + (b * CROSS_TK + j) * 2 * HD + h * 2 * D;
+                    p[j] = 0.0;
+                    for (int d = 0; d < D; d++) p[j] += q[d] * k[d] / sqrt((double)D);
+                    if (c->valid[b * CROSS_TK + j]) top = fmax(top, p[j]);
+                }
+                for (int j = 0; j < CROSS_TK; j++) total += p[j] = c->valid[b * CROSS_TK + j] ? exp(p[j] - top) : 0.0;
+                double *o = c->out + (b * CROSS_TQ + i) * HD + h * D;
+                for (int d = 0; d < D; d++) o[d] = 0.0;
+                uint64_t base = c->rng.offset + ((uint64_t)b * c->total_heads + c->head_start + h) * CROSS_TQ * CROSS_TK;
+                for (int j = 0; j < CROSS_TK; j++) {
+                    double weight = total > 0.0 ? p[j] / total : 0.0;
+                    if (c->rng.p > 0.0f)
+                        weight *= philox_keep_attention(c->rng.seed, c->rng.stream, base, CROSS_TK, i, j, c->rng.p)
+                                      ? 1.0 / (1.0 - (double)c->rng.p) : 0.0;
+                    for (int d = 0; d < D; d++) o[d] += weight * c->kv[(b * CROSS_TK + j) * 2 * HD + h * 2 * D + D + d];
+                }
+            }
+}
+
+static double obj_cross_attention(void *p) {
+    cross_ctx *c = p;
+    ref_cross_attention(c);
+    return dot(c->out, c->R, (size_t)B * CROSS_TQ * c->NH * D);
+}
+
+/* T5's cross-attention (kernels.h cross_attention_*): Tq != Tk, batch 0's last keys padded,
+ * batch 1 with a padded key inside; against the double reference and its finite differences
+ * in q and kv, and the padded keys and values invisible */
+static void test_cross_attention(float p, int NH) {
+    char tag[80], what[180];
+    snprintf(tag, sizeof tag, "cross-attention p=%.2f heads %d", p, NH);
+    if (!K->cross_attention_forward || !K->cross_attention_backward) {
+        tap_ok(0, "%s: the backend has the op", tag);
+        return;
+    }
+    static const int valid[2 * CROSS_TK] = {1, 1, 1, 1, 0, 0, 1, 0, 1, 1, 1, 1}; /* [B = 2, Tk] */
+    int head_start = 1, total_heads = NH + 2, HD = NH * D;
+    dropout_rng rng = {p, 977, 0xC0FFEE, 3};
+    size_t nq = (size_t)B * CROSS_TQ * HD, nkv = (size_t)B * CROSS_TK * 2 * HD;
+    float *q = fill(nq, -1.5f, 1.5f), *kv = fill(nkv, -1.5f, 1.5f), *R = fill(nq, -1, 1), *out = fill(nq, -9, 9);
+    float *ws = K->alloc(K->cross_attention_workspace_bytes(B, CROSS_TQ, CROSS_TK, NH));
+    int *key_valid = K->alloc(sizeof valid);
+    K->copy_from_host(key_valid, valid, sizeof valid);
+    cross_ctx c = {to_double(q, nq), to_double(kv, nkv), dzeros(nq), valid, R, NH, head_start, total_heads, rng};
+    K->cross_attention_forward(out, ws, q, kv, key_valid, B, CROSS_TQ, CROSS_TK, NH, D, head_start, total_heads, rng);
+    ref_cross_attention(&c);
+    check_fwd(tag, out, c.out, nq);
+
+    double *gq = dzeros(nq), *gkv = dzeros(nkv);
+    fd_grad(obj_cross_attention, &c, c.q, nq, gq);
+    fd_grad(obj_cross_attention, &c, c.kv, nkv, gkv);
+    float *dq = fill(nq, -9, 9), *dkv = fill(nkv, -9, 9); /* garbage: backward overwrites both */
+    K->cross_attention_backward(dq, dkv, R, q, kv, key_valid, ws, B, CROSS_TQ, CROSS_TK, NH, D, head_start, total_heads,
+                                rng);
+    snprintf(what, sizeof what, "%s dq (overwritten)", tag);
+    check_grad(what, dq, gq, nq);
+    snprintf(what, sizeof what, "%s dkv (overwritten)", tag);
+    check_grad(what, dkv, gkv, nkv);
+
+    float *kv2 = malloc(nkv * sizeof(float)), *out2 = fzeros(nq);
+    memcpy(kv2, kv, nkv * sizeof(float));
+    for (int j = 0; j < 2 * HD; j++) kv2[(size_t)5 * 2 * HD + j] += 0.9f;  /* batch 0, key 5: padded */
+    K->cross_attention_forward(out2, ws, q, kv2, key_valid, B, CROSS_TQ, CROSS_TK, NH, D, head_start, total_heads, rng);
+    tap_ok(memcmp(out, out2, nq * sizeof(float)) == 0, "%s: padded keys and values are invisible", tag);
+
+    K->release(ws);
+    K->release(key_valid);
+    free(q); free(kv); free(R); free(out); free(c.q); free(c.kv); free(c.out); free(gq); free(gkv); free(dq); free(dkv);
+    free(kv2); free(out2);
+}
+
 /* ------------------------------------------------------------------ RMSNorm */
 
 typedef struct {
@@ -1233,6 +1325,8 @@ int main(void) {
     test_attention_padded(0.0f, H, H);
     test_attention_padded(0.25f, H, H);
     test_attention_padded(0.0f, 4, 2);
+    test_cross_attention(0.0f, H);
+    test_cross_attention(0.3f, 3);
     test_attention(0.25f, 4, 2, -1);
     test_attention(0.0f, 3, 1, -1);   /* multi-query */
     test_attention(0.0f, H, H, 1);    /* sliding window (--window-size 1,0) */
