@@ -527,8 +527,8 @@ typedef struct kernel_ops {
     void (*uniform_jitter)(void *out, const void *x, size_t n, float eps, dropout_rng rng);
 
     /* ---- fp8 emulation (issue 43; kernels/fp8_format.h, the recipe in kernels/fp8_recipe.h) ----
-     * (CUDA: kernels/cuda/cuda_fp8.cu; the GEMMs then run on the dequantized operands in the compute
-     * dtype until the cuBLASLt fp8 GEMMs land). fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
+     * (CUDA: kernels/cuda/cuda_fp8.cu; the CPU emulates the fp8 GEMMs by running its GEMMs on the
+     * dequantized operands in the compute dtype, CUDA runs them as cuBLASLt fp8 GEMMs). fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
      * x[i] * *scale, rounded to nearest even and saturating to +-max as TE's cast; *amax =
      * fmaxf(*amax, max |x[i]|) (the unscaled input; NaN elements ignored; the caller zeroes it
      * first: TE's amax_history[0]) and *scale_inv = 1 / *scale, each skipped when NULL. amax,
@@ -551,6 +551,13 @@ typedef struct kernel_ops {
     void (*fp8_gemm)(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                      const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
     void (*fp8_transpose)(uint8_t *out, const uint8_t *in, int rows, int cols);
+    /* a linear layer's forward as one fp8 GEMM (NULL on the CPU): out[N,OC] = *x_scale_inv
+     * *w_scale_inv (x . w^T) + bias[OC] + residual[N,OC] over E4M3 codes x [N,IC] and w [OC,IC],
+     * fp32 accumulation, the bias and the residual (each may be NULL; compute dtype) added in fp32
+     * before out's one rounding to the compute dtype (out must not alias x or residual) */
+    void (*fp8_linear_forward)(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
+                               const float *w_scale_inv, const void *bias, const void *residual, int N, int IC,
+                               int OC);
 
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on
@@ -574,13 +581,25 @@ typedef struct kernel_ops {
     double (*sum_squares_ranges)(const float *x, const tensor_range *ranges, int count);
 
     /* ---- --deterministic-mode's fixed summation tree (app/optim/fixed_tree_reduce.h) ----
-     * NULL where not written yet (CUDA): the training then sums gradients in the usual order */
-    /* out = a + b in fp32 (gradients; out may alias a or b) */
+     * Both backends have them (NULL on a backend would make the training sum gradients in the
+     * usual order, with a note at start). */
+    /* out = a + b in fp32, one rounding per element (gradients; out may alias a or b) */
     void (*add_float)(float *out, const float *a, const float *b, size_t n);
-    /* start + the squares of x[0..n) added one after the other in double, in index order, so
-     * that pieces summed in turn give the bits of their concatenation */
-    double (*sum_squares_from)(double start, const float *x, size_t n);
+    /* sums[p] (host) = the squares of x[offset .. offset + length) of piece p (x backend memory;
+     * state_offset and weight_decay unused) in double, by one fixed tree that depends on the
+     * piece's values alone (not on its place, its alignment or the other pieces): the piece is
+     * cut into chunks of SUM_SQUARES_TREE_CHUNK elements from its start; in a chunk, lane t of
+     * SUM_SQUARES_TREE_LANES adds the squares of elements t, t + LANES, t + 2 LANES, ... one after
+     * the other (from 0.0), then the lanes are summed pairwise by halving (lane t += lane t + s
+     * for s = LANES/2, LANES/4, .. 1); the chunks' sums are added in order (from 0.0). Squares of
+     * floats are exact in double, so both backends give the same bits. */
+    void (*sum_squares_pieces)(double *sums, const float *x, const tensor_range *pieces, int count);
 } kernel_ops;
+
+/* the tree of kernel_ops.sum_squares_pieces (the CUDA kernel runs one block of LANES threads
+ * per chunk) */
+#define SUM_SQUARES_TREE_CHUNK 4096
+#define SUM_SQUARES_TREE_LANES 256
 
 /* ---- memory statistics ----
  * Bytes held through ops->alloc (both backends record each allocation and release), now and

@@ -203,6 +203,8 @@ TESTS += tests/gpu/cuda_bert_kernels_test tests/gpu/cuda_bert_kernels_fp16_test
 endif
 TESTS += tests/gpu/gpu_train_test.sh tests/gpu/gpu_checkpoint_test.sh tests/gpu/gpu_moe_test.sh tests/gpu/gpu_cp_test.sh \
 	tests/gpu/gpu_fp8_test.sh tests/gpu/gpu_bert_test.sh
+# --deterministic-mode bitwise across data-parallel sizes on GPUs (app/optim/fixed_tree_reduce.h)
+TESTS += tests/gpu/gpu_dp_bitwise_test.sh
 
 # ---- Slurm (a real slurmctld/slurmd/munge on loopback) ----
 TESTS += tests/slurm/slurm_test.sh tests/slurm/restart_slurm_test.sh

@@ -6,6 +6,7 @@
 
 #include "app/checkpoint/checkpoint_boxes.h"
 #include "app/core/error.h"
+#include "app/model/grad_first_write.h"
 #include "io/checkpoint_format.h"
 #include "kernels/fp8_recipe.h"
 
@@ -40,6 +41,9 @@ typedef struct fp8_state {
     const void **expert_weight_views; /* host [local_experts]: what fp8_expert_weights returns */
     size_t expert_weight_elements;
     int recording;
+    int native;                       /* fp8_native: the layers' GEMMs as fp8 GEMMs */
+    uint8_t *native_codes[FP8_ROLES]; /* backend, with native: each role's codes [copy_elements] */
+    uint8_t *native_transposed[FP8_ROLES]; /* and their transposes (the backward's operands) */
 } fp8_state;
 
 static const char *const gemm_names[FP8_GEMMS] = {"self_attention.linear_qkv", "self_attention.linear_proj",
@@ -121,10 +125,8 @@ void fp8_state_allocate(gpt_model *m) {
     size_t weights[] = {QKV * C, C * HD, FC1 * C, C * F, SFC1 * C, C * SF};
     f->copy_elements[FP8_ROLE_INPUT] = f->copy_elements[FP8_ROLE_GRAD_OUTPUT] = N * max_size(widths, 7);
     f->copy_elements[FP8_ROLE_WEIGHT] = max_size(weights, 6);
-    for (int r = 0; r < FP8_ROLES; r++) {
-        f->copies[r] = ops->alloc(ops->act_bytes * f->copy_elements[r]);
+    for (int r = 0; r < FP8_ROLES; r++)  /* the dequantized copies are made on first use (fp8_operand) */
         if (f->copy_elements[r] > f->code_bytes) f->code_bytes = f->copy_elements[r];
-    }
     if (f->local_experts > 0) {
         size_t EF = (size_t)c->moe_ffn_hidden_size / tp, EFC1 = c->swiglu ? 2 * EF : EF;
         f->expert_weight_elements = (EFC1 > EF ? EFC1 : EF) * C;
@@ -137,6 +139,12 @@ void fp8_state_allocate(gpt_model *m) {
     }
     f->codes = ops->alloc(f->code_bytes);
     f->recording = 1;
+    const char *emulate = getenv("MTC_FP8_EMULATE");
+    f->native = ops->fp8_linear_forward && ops->fp8_gemm && ops->fp8_transpose && !(emulate && strcmp(emulate, "1") == 0);
+    for (int r = 0; r < FP8_ROLES && f->native; r++) {
+        f->native_codes[r] = ops->alloc(f->copy_elements[r]);
+        f->native_transposed[r] = ops->alloc(f->copy_elements[r]);
+    }
     m->fp8 = f;
 }
 
@@ -145,7 +153,9 @@ void fp8_state_release(gpt_model *m) {
     if (!f) return;
     const kernel_ops *ops = m->ops;
     void *buffers[] = {f->state, f->scale_inv, f->amax, f->current_amax, f->codes, f->copies[0], f->copies[1],
-                       f->copies[2], f->expert_rows[0], f->expert_rows[1], f->expert_rows[2]};
+                       f->copies[2], f->expert_rows[0], f->expert_rows[1], f->expert_rows[2], f->native_codes[0],
+                       f->native_codes[1], f->native_codes[2], f->native_transposed[0], f->native_transposed[1],
+                       f->native_transposed[2]};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
     for (int e = 0; e < f->local_experts && f->expert_weights; e++) ops->release(f->expert_weights[e]);
     free(f->expert_weights);
@@ -164,12 +174,12 @@ void fp8_set_recording(gpt_model *m, int recording) {
 
 int fp8_wgrad_in_fp8(const gpt_model *m) { return m->config.fp8.wgrad; }
 
-/* tensor `tensor` (linear x 3 + role) quantized and dequantized: x [n] into out [n] */
-static void quantize_into(gpt_model *m, size_t tensor, fp8_role role, const void *x, size_t n, void *out) {
+/* tensor `tensor` (linear x 3 + role) quantized: x [n] into the codes `codes`, its scale_inv
+ * written and, while recording, its amax recorded; returns the tensor's format */
+static int quantize_codes(gpt_model *m, size_t tensor, fp8_role role, const void *x, size_t n, uint8_t *codes) {
     fp8_state *f = m->fp8;
     const kernel_ops *ops = m->ops;
     const gpt_config *c = &m->config;
-    CHECK(n <= f->code_bytes || n == 0, "fp8 operand of %zu elements exceeds the code buffer (%zu)", n, f->code_bytes);
     int format = fp8_tensor_format(c->fp8.hybrid, role == FP8_ROLE_GRAD_OUTPUT);
     float *scale = f->state + tensor * f->record;
     if (c->fp8.recipe == FP8_RECIPE_TENSORWISE) { /* the scale from this tensor's own amax, TE's epsilon 0 */
@@ -180,14 +190,23 @@ static void quantize_into(gpt_model *m, size_t tensor, fp8_role role, const void
         float current = fp8_current_scale(amax, format, 0.0f, 0);
         ops->copy_from_host(scale, &current, sizeof current);
     }
-    ops->fp8_quantize(f->codes, f->recording ? f->amax + tensor : NULL, f->scale_inv + tensor, x, n, scale, format);
-    ops->fp8_dequantize(out, f->codes, n, f->scale_inv + tensor, format);
+    ops->fp8_quantize(codes, f->recording ? f->amax + tensor : NULL, f->scale_inv + tensor, x, n, scale, format);
+    return format;
+}
+
+/* tensor `tensor` quantized and dequantized: x [n] into out [n] (the emulation) */
+static void quantize_into(gpt_model *m, size_t tensor, fp8_role role, const void *x, size_t n, void *out) {
+    fp8_state *f = m->fp8;
+    CHECK(n <= f->code_bytes || n == 0, "fp8 operand of %zu elements exceeds the code buffer (%zu)", n, f->code_bytes);
+    int format = quantize_codes(m, tensor, role, x, n, f->codes);
+    m->ops->fp8_dequantize(out, f->codes, n, f->scale_inv + tensor, format);
 }
 
 const void *fp8_operand(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, size_t n) {
     fp8_state *f = m->fp8;
     if (!f || layer < 0 || f->layer_linear[layer] < 0) return x;
     CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n, f->copy_elements[role]);
+    if (!f->copies[role]) f->copies[role] = m->ops->alloc(m->ops->act_bytes * f->copy_elements[role]);
     quantize_into(m, (size_t)(f->layer_linear[layer] + (int)gemm) * FP8_ROLES + (size_t)role, role, x, n, f->copies[role]);
     return f->copies[role];
 }
@@ -270,6 +289,66 @@ void fp8_matmul_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float
         int quantized = fp8_wgrad_in_fp8(m);
         const void *x_used = quantized ? fp8_operand(m, layer, gemm, FP8_ROLE_INPUT, x, (size_t)N * (size_t)IC) : x;
         ops->matmul_backward(NULL, dweight, NULL, quantized ? dout_q : dout, x_used, weight, N, IC, OC);
+    }
+    if (dbias) ops->matmul_backward(NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
+}
+
+int fp8_native(const gpt_model *m, int layer) {
+    return m->fp8 && m->fp8->native && layer >= 0 && m->fp8->layer_linear[layer] >= 0;
+}
+
+/* the state index of role `role` of linear `gemm` of layer `layer` */
+static size_t layer_tensor(const fp8_state *f, int layer, fp8_gemm gemm, fp8_role role) {
+    return (size_t)(f->layer_linear[layer] + (int)gemm) * FP8_ROLES + (size_t)role;
+}
+
+/* role `role`'s codes of x [rows, cols] (and their transpose [cols, rows] when asked) */
+static int native_codes(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, int rows, int cols,
+                        int transposed) {
+    fp8_state *f = m->fp8;
+    size_t n = (size_t)rows * (size_t)cols;
+    CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n, f->copy_elements[role]);
+    int format = quantize_codes(m, layer_tensor(f, layer, gemm, role), role, x, n, f->native_codes[role]);
+    if (transposed) m->ops->fp8_transpose(f->native_transposed[role], f->native_codes[role], rows, cols);
+    return format;
+}
+
+void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const void *x, const void *weight,
+                        const void *bias, const void *residual, int N, int IC, int OC) {
+    fp8_state *f = m->fp8;
+    native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 0);
+    native_codes(m, layer, gemm, FP8_ROLE_WEIGHT, weight, OC, IC, 0);
+    m->ops->fp8_linear_forward(out, f->native_codes[FP8_ROLE_INPUT],
+                               f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_INPUT),
+                               f->native_codes[FP8_ROLE_WEIGHT],
+                               f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT), bias, residual, N, IC, OC);
+}
+
+/* dx [N,IC] = Q(dout) . Q(W): the codes of dout [N,OC] with those of W^T [IC,OC];
+ * dweight [OC,IC] (+)= Q(dout)^T . Q(x): those of dout^T [OC,N] with those of x^T [IC,N] (fp32
+ * added into, or written over on the step's first write) */
+void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
+                         const void *dout, const void *x, const void *weight, int N, int IC, int OC) {
+    fp8_state *f = m->fp8;
+    const kernel_ops *ops = m->ops;
+    int wgrad_fp8 = dweight && fp8_wgrad_in_fp8(m);
+    const float *g_scale_inv = f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_GRAD_OUTPUT);
+    int g_format = native_codes(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, N, OC, wgrad_fp8);
+    if (dx) {
+        native_codes(m, layer, gemm, FP8_ROLE_WEIGHT, weight, OC, IC, 1);
+        ops->fp8_gemm(dx, 0, f->native_codes[FP8_ROLE_GRAD_OUTPUT], g_format, g_scale_inv,
+                      f->native_transposed[FP8_ROLE_WEIGHT], FP8_E4M3,
+                      f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT), N, OC, IC);
+    }
+    if (wgrad_fp8) {
+        native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 1);
+        if (grad_first_write_take(m, dweight)) ops->zero(dweight, sizeof(float) * (size_t)OC * (size_t)IC);
+        ops->fp8_gemm(dweight, 1, f->native_transposed[FP8_ROLE_GRAD_OUTPUT], g_format, g_scale_inv,
+                      f->native_transposed[FP8_ROLE_INPUT], FP8_E4M3,
+                      f->scale_inv + layer_tensor(f, layer, gemm, FP8_ROLE_INPUT), OC, N, IC);
+    } else if (dweight) { /* --no-fp8-wgrad: the unquantized gradient and input */
+        if (grad_first_write_take(m, dweight)) ops->matmul_backward_weight_overwrite(dweight, dout, x, N, IC, OC);
+        else ops->matmul_backward(NULL, dweight, NULL, dout, x, weight, N, IC, OC);
     }
     if (dbias) ops->matmul_backward(NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
 }

@@ -97,6 +97,24 @@ void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *co
  * without fp8 or with tensorwise scaling */
 void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *expert_amax_group);
 
+/* The fp8 GEMMs themselves (a backend with kernel_ops.fp8_linear_forward, fp8_gemm and
+ * fp8_transpose: CUDA; MTC_FP8_EMULATE=1 keeps the emulation there): the layers' linears
+ * quantize their operands to codes and run cuBLASLt fp8 GEMMs, the forward with the bias and the
+ * residual fused, the input gradient with the weight's transposed codes, the weight gradient
+ * with the transposed codes of the output gradient and the input (TE's three GEMMs; the input is
+ * quantized again in the backward with the same scale, so the same codes). The quantization
+ * records the same amaxes as the emulation; the MoE experts and shared experts stay emulated.
+ * fp8_native: whether layer `layer`'s own linears take this path. */
+int fp8_native(const gpt_model *m, int layer);
+/* out [N,OC] = Q(x) Q(W)^T + bias + residual (each may be NULL) */
+void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const void *x, const void *weight,
+                        const void *bias, const void *residual, int N, int IC, int OC);
+/* dx = Q(dout) Q(W) (overwritten; skipped when NULL), dweight += Q(dout)^T Q(x) (dout^T x with
+ * --no-fp8-wgrad; the step's first write overwrites; skipped when NULL), dbias += column sums of
+ * the unquantized dout (skipped when NULL) */
+void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
+                         const void *dout, const void *x, const void *weight, int N, int IC, int OC);
+
 /* the checkpoint name of a layer's linear's scaling state (an MoE layer's fc1/fc2: its shared expert's) */
 void fp8_extra_state_name(const gpt_config *c, int layer, fp8_gemm gemm, char *out, size_t size);
 /* declares the _extra_state tensor of every fp8 linear (in layer order) and adds those held

@@ -765,10 +765,15 @@ static void norm_and_gather_for_matmul(gpt_model *m, void *full_out, float *mean
 /* the column-parallel GEMM out[N,OC] = full_in W^T + bias (gelu_out = gelu(out) when not NULL)
  * after norm_and_gather_start: by row blocks as they arrive, this rank's first (bias and GeLU
  * apply per row, so per block); whole: full_in is complete already (norm_and_gather) */
-static void gathered_matmul_forward(gpt_model *m, void *out, void *gelu_out, const void *full_in,
-                                    const void *weight, const void *bias, int OC, int whole) {
+static void gathered_matmul_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, void *gelu_out,
+                                    const void *full_in, const void *weight, const void *bias, int OC, int whole) {
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
+    if (fp8_native(m, layer)) {  /* whole: the gathered rows are quantized at once */
+        fp8_native_forward(m, layer, gemm, out, full_in, weight, bias, NULL, s.N, s.C, OC);
+        if (gelu_out) ops->gelu_forward(gelu_out, out, (size_t)s.N * (size_t)OC);
+        return;
+    }
     if (whole || !overlapped_ag(m)) {
         ops->matmul_forward(out, gelu_out, full_in, weight, bias, s.N, s.C, OC);
         return;
@@ -887,6 +892,10 @@ typedef struct linear_operands {
 static linear_operands forward_operands(gpt_model *m, int layer, fp8_gemm gemm, const void *x, const void *weight,
                                         int IC, int OC) {
     shapes s = model_shapes(m);
+    if (fp8_native(m, layer)) {  /* the fp8 GEMM quantizes them itself */
+        linear_operands o = {x, weight};
+        return o;
+    }
     linear_operands o = {fp8_operand(m, layer, gemm, FP8_ROLE_INPUT, x, (size_t)s.N * (size_t)IC),
                          fp8_operand(m, layer, gemm, FP8_ROLE_WEIGHT, weight, (size_t)OC * (size_t)IC)};
     return o;
@@ -897,6 +906,10 @@ static linear_operands forward_operands(gpt_model *m, int layer, fp8_gemm gemm, 
  * column sums of the unquantized dout (TE's bgrad; skipped when NULL) */
 static void fp8_linear_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
                                 const void *dout, const void *x, const void *weight, int N, int IC, int OC) {
+    if (fp8_native(m, layer)) {
+        fp8_native_backward(m, layer, gemm, dx, dweight, dbias, dout, x, weight, N, IC, OC);
+        return;
+    }
     const void *dout_q = fp8_operand(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, (size_t)N * (size_t)OC);
     if (dx)
         linear_backward(m, dx, NULL, NULL, dout_q, NULL,
@@ -998,13 +1011,14 @@ static void *gather_rows(gpt_model *m, void *rows, void *full) {
  * rank's rows (reduce_to_rows); returns where they are. With --tp-comm-overlap by row blocks:
  * the peers' blocks first, each posted when made, then this rank's while the peers' partials of
  * its rows arrive, summed in rank order into forward_rows. */
-static void *row_parallel_forward(gpt_model *m, const void *in, const void *weight, int IC) {
+static void *row_parallel_forward(gpt_model *m, int layer, fp8_gemm gemm, const void *in, const void *weight, int IC) {
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
     backward_scratch *b = &m->scratch;
-    if (!rs_by_blocks(m)) {
+    if (!rs_by_blocks(m) || fp8_native(m, layer)) {  /* fp8 GEMMs: not by row blocks */
         m->tp_last_step_rs = 0;
-        ops->matmul_forward(b->forward_full, NULL, in, weight, NULL, s.N, IC, s.C);
+        if (fp8_native(m, layer)) fp8_native_forward(m, layer, gemm, b->forward_full, in, weight, NULL, NULL, s.N, IC, s.C);
+        else ops->matmul_forward(b->forward_full, NULL, in, weight, NULL, s.N, IC, s.C);
         return reduce_to_rows(m, b->forward_full, b->forward_rows);
     }
     tensor_parallel_comm tp = tensor_parallel_of(m);
@@ -1291,16 +1305,19 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
         norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                                    lw->input_layernorm_bias);
     linear_operands qkv_in = forward_operands(m, layer, FP8_GEMM_QKV, la->ln1, lw->qkv_weight, s.C, s.QKVl);
-    gathered_matmul_forward(m, la->qkv, NULL, qkv_in.input, qkv_in.weight, lw->qkv_bias, s.QKVl, fp8);
+    gathered_matmul_forward(m, layer, FP8_GEMM_QKV, la->qkv, NULL, qkv_in.input, qkv_in.weight, lw->qkv_bias, s.QKVl, fp8);
     if (c->position_embedding_type == POSITION_ROPE) rope_rows(m, la->qkv, 0);
     attention_core_forward(m, la, layer, rng, slot->key_valid);
     dropout_rng out_rng = hidden_rng(m, rng, layer, SITE_ATTENTION_OUT);
     linear_operands proj_in = forward_operands(m, layer, FP8_GEMM_PROJ, la->attention_out, lw->proj_weight, s.HDl, s.C);
-    if (residual_fused(m, out_rng)) {
+    if (residual_fused(m, out_rng) && fp8_native(m, layer)) {
+        fp8_native_forward(m, layer, FP8_GEMM_PROJ, la->residual_mid, proj_in.input, proj_in.weight, lw->proj_bias,
+                           la->input, s.N, s.HDl, s.C);
+    } else if (residual_fused(m, out_rng)) {
         ops->matmul_forward_residual(la->residual_mid, proj_in.input, proj_in.weight, lw->proj_bias, la->input,
                                      s.N, s.HDl, s.C);
     } else {
-        void *rows = row_parallel_forward(m, proj_in.input, proj_in.weight, s.HDl);
+        void *rows = row_parallel_forward(m, layer, FP8_GEMM_PROJ, proj_in.input, proj_in.weight, s.HDl);
         bias_dropout_add(m, la->residual_mid, la->input, rows, lw->proj_bias, out_rng);
     }
 
@@ -1325,17 +1342,20 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     void *activation = la->activation ? la->activation : m->scratch.d_ffn_a;
     linear_operands fc1_in = forward_operands(m, layer, FP8_GEMM_FC1, la->ln2, lw->fc1_weight, s.C, s.FC1l);
     if (c->swiglu) {
-        gathered_matmul_forward(m, la->fc1_out, NULL, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.FC1l, fp8);
+        gathered_matmul_forward(m, layer, FP8_GEMM_FC1, la->fc1_out, NULL, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.FC1l, fp8);
         ops->swiglu_forward(activation, la->fc1_out, s.N, s.Fl);
     } else {
-        gathered_matmul_forward(m, la->fc1_out, activation, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.Fl, fp8);
+        gathered_matmul_forward(m, layer, FP8_GEMM_FC1, la->fc1_out, activation, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.Fl, fp8);
     }
     out_rng = hidden_rng(m, rng, layer, SITE_MLP_OUT);
     linear_operands fc2_in = forward_operands(m, layer, FP8_GEMM_FC2, activation, lw->fc2_weight, s.Fl, s.C);
-    if (residual_fused(m, out_rng)) {
+    if (residual_fused(m, out_rng) && fp8_native(m, layer)) {
+        fp8_native_forward(m, layer, FP8_GEMM_FC2, out, fc2_in.input, fc2_in.weight, lw->fc2_bias, la->residual_mid,
+                           s.N, s.Fl, s.C);
+    } else if (residual_fused(m, out_rng)) {
         ops->matmul_forward_residual(out, fc2_in.input, fc2_in.weight, lw->fc2_bias, la->residual_mid, s.N, s.Fl, s.C);
     } else {
-        void *rows = row_parallel_forward(m, fc2_in.input, fc2_in.weight, s.Fl);
+        void *rows = row_parallel_forward(m, layer, FP8_GEMM_FC2, fc2_in.input, fc2_in.weight, s.Fl);
         bias_dropout_add(m, out, la->residual_mid, rows, lw->fc2_bias, out_rng);
     }
 }

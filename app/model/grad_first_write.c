@@ -122,3 +122,19 @@ void grad_first_write_settle(gpt_model *m, int first, int count) {
         }
     }
 }
+
+void grad_first_write_restart(gpt_model *m, size_t start, size_t length) {
+    size_t end = start + length;
+    for (int r = 0; r < m->num_clear_ranges; r++) {
+        size_t lo = m->clear_ranges[2 * r], hi = lo + m->clear_ranges[2 * r + 1];
+        if (lo < start) lo = start;
+        if (hi > end) hi = end;
+        if (lo < hi) m->ops->zero(m->grad_buffer + lo, sizeof(float) * (hi - lo));
+    }
+    for (int i = 0; i < m->num_first_write; i++) {
+        grad_first_write_entry *e = &m->first_write[i];
+        if (e->offset >= start && e->offset + e->numel <= end) e->pending = 1;
+        else CHECK(e->offset + e->numel <= start || e->offset >= end, "gradient restart [%zu, %zu) cuts the matrix at "
+                   "[%zu, %zu)", start, end, e->offset, e->offset + e->numel);
+    }
+}

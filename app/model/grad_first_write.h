@@ -17,4 +17,10 @@ int grad_first_write_take(gpt_model *m, const float *grad);
 /* clears the gradients of parameters [first, first + count) still pending (no write this step) */
 void grad_first_write_settle(gpt_model *m, int first, int count);
 
+/* a new start for the gradients in [start, start + length) of the flat buffer, as
+ * gpt_model_start_grads makes for all of them: the gaps between the overwritable matrices
+ * cleared, the matrices lying inside pending again (--deterministic-mode's fixed tree computes
+ * every micro-batch's gradient into fresh gradients, by the same GEMMs whatever its slot) */
+void grad_first_write_restart(gpt_model *m, size_t start, size_t length);
+
 #endif

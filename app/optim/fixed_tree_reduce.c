@@ -1,6 +1,7 @@
 /* fixed_tree_reduce.c: see fixed_tree_reduce.h. */
 #include "app/optim/fixed_tree_reduce.h"
 #include "app/core/error.h"
+#include "app/model/grad_first_write.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +12,7 @@ static int is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 const char *fixed_tree_unsupported(const kernel_ops *ops, int data_parallel_size, int context_parallel_size,
                                    int num_experts) {
-    if (!ops->add_float || !ops->sum_squares_from)
-        return "this backend lacks the kernels add_float and sum_squares_from (CUDA: not yet)";
+    if (!ops->add_float || !ops->sum_squares_pieces) return "this backend lacks the kernels add_float and sum_squares_pieces";
     if (!is_power_of_two(data_parallel_size) || data_parallel_size > FIXED_TREE_NORM_BLOCKS)
         return "the data-parallel size is not a power of two up to 64";
     if (num_experts > 0) return "mixture-of-experts models are not covered";
@@ -126,7 +126,9 @@ void fixed_tree_clear_chunk(fixed_tree *t, int chunk, int slot) {
     CHECK(slot == t->next_slot[chunk], "fixed tree: chunk %d clears for micro-batch %d, expected %d", chunk, slot,
           t->next_slot[chunk]);
     if (t->chunk_length[chunk] == 0 || slot == 0) return; /* the step's start cleared them for the first */
-    t->model->ops->zero(t->model->grad_buffer + t->chunk_start[chunk], sizeof(float) * t->chunk_length[chunk]);
+    /* as the step's start: the weight matrices pending (their first weight-gradient GEMM writes
+     * them over, as in slot 0 on another rank: the same GEMM, the same bits), the rest cleared */
+    grad_first_write_restart(t->model, t->chunk_start[chunk], t->chunk_length[chunk]);
 }
 
 void fixed_tree_push_chunk(fixed_tree *t, int chunk, int slot) {
@@ -234,14 +236,39 @@ static int bucket_at(const gpt_model *m, size_t at) {
     FATAL("fixed tree: offset %zu lies in no gradient bucket", at);
 }
 
-double fixed_tree_sum_squares(const fixed_tree *t, const tensor_range *ranges, int count, int distributed,
-                              const comm_group *data_parallel, const comm_group *model_parallel) {
-    const gpt_model *m = t->model;
-    size_t blocks = (size_t)m->num_buckets * FIXED_TREE_NORM_BLOCKS;
-    double *sums = calloc(blocks ? blocks : 1, sizeof(double));
-    CHECK(sums, "out of host memory for the gradient norm's blocks");
-    for (int r = 0; r < count; r++) {
-        size_t at = ranges[r].offset, end = ranges[r].offset + ranges[r].length;
+static int by_offset(const void *a, const void *b) {
+    size_t x = ((const tensor_range *)a)->offset, y = ((const tensor_range *)b)->offset;
+    return x < y ? -1 : x > y;
+}
+
+/* The norm's pieces: the elements the ranges cover (sorted, adjacent ranges joined) cut at the
+ * blocks' bounds, in order; block[i] is piece i's block (bucket * FIXED_TREE_NORM_BLOCKS + k).
+ * They depend only on which elements are covered, not on how the ranges split them (the
+ * optimizer's ranges differ with the data-parallel size and the distributed optimizer). Returns
+ * the count; *pieces and *block are malloc'ed. */
+static int norm_pieces(const gpt_model *m, const tensor_range *ranges, int count, tensor_range **pieces_out,
+                       size_t **block_out) {
+    tensor_range *runs = malloc(sizeof(tensor_range) * (size_t)(count ? count : 1));
+    CHECK(runs, "out of host memory for the gradient norm's pieces");
+    int num_runs = 0;
+    for (int r = 0; r < count; r++)
+        if (ranges[r].length > 0) runs[num_runs++] = (tensor_range){.offset = ranges[r].offset, .length = ranges[r].length};
+    qsort(runs, (size_t)num_runs, sizeof *runs, by_offset);
+    int joined = 0;
+    for (int r = 0; r < num_runs; r++) {
+        tensor_range *last = joined ? &runs[joined - 1] : NULL;
+        if (last) CHECK(last->offset + last->length <= runs[r].offset, "fixed tree: the norm's ranges overlap at %zu",
+                        runs[r].offset);
+        if (last && last->offset + last->length == runs[r].offset) last->length += runs[r].length;
+        else runs[joined++] = runs[r];
+    }
+    size_t capacity = (size_t)joined + (size_t)m->num_buckets * FIXED_TREE_NORM_BLOCKS + 1;
+    tensor_range *pieces = malloc(sizeof(tensor_range) * capacity);
+    size_t *block = malloc(sizeof(size_t) * capacity);
+    CHECK(pieces && block, "out of host memory for the gradient norm's pieces");
+    size_t n = 0;
+    for (int r = 0; r < joined; r++) {
+        size_t at = runs[r].offset, end = runs[r].offset + runs[r].length;
         while (at < end) {
             int b = bucket_at(m, at);
             const grad_bucket *bucket = &m->buckets[b];
@@ -251,11 +278,37 @@ double fixed_tree_sum_squares(const fixed_tree *t, const tensor_range *ranges, i
             size_t k = (at - bucket->start) / block_length;
             size_t block_end = bucket->start + (k + 1) * block_length;
             size_t piece_end = end < block_end ? end : block_end;
-            double *sum = &sums[(size_t)b * FIXED_TREE_NORM_BLOCKS + k];
-            *sum = m->ops->sum_squares_from(*sum, m->grad_buffer + at, piece_end - at);
+            CHECK(n < capacity, "fixed tree: more norm pieces than %zu", capacity);
+            pieces[n] = (tensor_range){.offset = at, .length = piece_end - at};
+            block[n] = (size_t)b * FIXED_TREE_NORM_BLOCKS + k;
+            n++;
             at = piece_end;
         }
     }
+    free(runs);
+    CHECK(n <= (size_t)2147483647, "fixed tree: %zu norm pieces", n);
+    *pieces_out = pieces;
+    *block_out = block;
+    return (int)n;
+}
+
+double fixed_tree_sum_squares(const fixed_tree *t, const tensor_range *ranges, int count, int distributed,
+                              const comm_group *data_parallel, const comm_group *model_parallel) {
+    const gpt_model *m = t->model;
+    size_t blocks = (size_t)m->num_buckets * FIXED_TREE_NORM_BLOCKS;
+    double *sums = calloc(blocks ? blocks : 1, sizeof(double));
+    CHECK(sums, "out of host memory for the gradient norm's blocks");
+    tensor_range *pieces;
+    size_t *block;
+    int n = norm_pieces(m, ranges, count, &pieces, &block);
+    double *piece_sums = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    CHECK(piece_sums, "out of host memory for the gradient norm's pieces");
+    if (n > 0) m->ops->sum_squares_pieces(piece_sums, m->grad_buffer, pieces, n);
+    /* a block's pieces in order (they are the same at every data-parallel size) */
+    for (int i = 0; i < n; i++) sums[block[i]] += piece_sums[i];
+    free(pieces);
+    free(block);
+    free(piece_sums);
     /* the distributed optimizer's shards: each block is one rank's, the others add zeros */
     if (distributed && data_parallel->size > 1) t->comm->allreduce_double_host(sums, blocks, COMM_SUM, data_parallel);
     double total = 0.0;

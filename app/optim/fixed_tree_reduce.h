@@ -16,15 +16,21 @@
  * are unchanged), each micro-batch's gradient is computed into cleared gradients (a weight
  * gradient GEMM's sum over the micro-batch's tokens is then the same at any dp; accumulating it
  * into a running sum is not), pushed, and the sums the tree makes at that point are done. This is
- * done per model chunk (interleaved schedules): a chunk's gradients are cleared before its
+ * done per model chunk (interleaved schedules): a chunk's gradients start afresh before its
  * micro-batch's backward, or on the last stage's last chunk before the forward (the loss
  * accumulates the output layer's weight gradient there); pipeline_schedule_steps keeps that
  * chunk's forward and backward of a micro-batch adjacent and every chunk's backwards in order.
+ * Afresh as at the step's start (grad_first_write_restart): the weight matrices' first
+ * weight-gradient GEMM writes them over, the rest is cleared; so a micro-batch's gradient is made
+ * by the same GEMMs (beta 0) in any slot, on every backend (CUDA plans beta 0 and beta 1 apart).
  *
  * The gradient norm sums squares over blocks fixed in the gradient buffer (each bucket cut into
  * FIXED_TREE_NORM_BLOCKS blocks; buckets padded to a multiple of that, so the buffer's layout
- * does not depend on dp and every block lies in one rank's shard), each block summed in index
- * order, the blocks in order.
+ * does not depend on dp and every block lies in one rank's shard). The elements the norm counts
+ * in a block (the same at every dp) form maximal runs; each run is summed by kernel_ops'
+ * sum_squares_pieces (a fixed tree of the run's values alone: chunks of 4096, 256 lanes, halving;
+ * a GPU-sized reduction), the runs of a block in order, the blocks in order on the host. CPU and
+ * CUDA give the same bits for the same gradients (squares of floats are exact in double).
  *
  * Cost (only under --deterministic-mode): ceil(log2 m) + 1 more fp32 gradient buffers for m
  * micro-batches per rank, a copy of the gradients per micro-batch and the m - 1 sums, the
@@ -33,9 +39,11 @@
  * Tied embeddings across pipeline stages: their bucket is all-reduced by the tree (also with the
  * distributed optimizer, as the two stages' buckets are cut differently), then the two stages'
  * sums are added (two terms: exact in either order).
+ * Backends: CPU and CUDA (there the stack, the scratch and the gradients are device memory, the
+ * exchanges NCCL sends and receives on the compute stream, the sums cuda_fixed_tree.cu's kernels).
  * Not covered (the usual order is kept, with a note at start): a data-parallel size that is not a
- * power of two or above FIXED_TREE_NORM_BLOCKS, mixture-of-experts models, a backend without
- * add_float and sum_squares_from (CUDA for now). */
+ * power of two or above FIXED_TREE_NORM_BLOCKS, mixture-of-experts models, context parallelism, a
+ * backend without add_float and sum_squares_pieces. */
 #ifndef FIXED_TREE_REDUCE_H
 #define FIXED_TREE_REDUCE_H
 

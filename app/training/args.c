@@ -1132,7 +1132,12 @@ void args_print(const args *a) {
         gpt_config_set_architecture(&c, a);
         char line[512];
         fp8_describe(&c, line, sizeof line);
-        printf("> %s%s\n", line, strcmp(a->device, "cpu") == 0 ? " (emulated on the CPU backend)" : "");
+        const char *emulate = getenv("MTC_FP8_EMULATE");
+        printf("> %s%s\n", line,
+               strcmp(a->device, "cpu") == 0 ? " (emulated on the CPU backend)"
+               : emulate && strcmp(emulate, "1") == 0 ? " (emulated: MTC_FP8_EMULATE=1)"
+                                                      : c.num_experts > 0 ? " (the layers' GEMMs as cuBLASLt fp8 GEMMs, the experts' emulated)"
+                                                                          : " (the GEMMs as cuBLASLt fp8 GEMMs)");
         if (a->fp8_param_gather)
             printf("> --fp8-param-gather: the distributed optimizer gathers the fp32 weights and the forward quantizes them with the weights' fp8 scales (the numbers of an fp8 gather)\n");
     }

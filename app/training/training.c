@@ -346,6 +346,10 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
         fixed_tree_create(t->tree, &t->model, t->comm, &t->topo);
         data_parallel_use_fixed_tree(&t->dp, t->tree);
         optimizer_use_fixed_tree(&t->opt, t->tree, a->use_distributed_optimizer, &t->topo.dp, &t->topo.model_parallel);
+        if (t->topo.world_rank == 0)
+            printf("> --deterministic-mode: gradients, loss and gradient norm summed by one fixed tree over the "
+                   "global batch (%s backend): the same bits at data-parallel sizes 1, 2, 4, ... %d\n", ops->name,
+                   FIXED_TREE_NORM_BLOCKS);
     }
     /* Megatron's get_megatron_optimizer: a constant scaler for --loss-scale with fp16, bf16 or the
      * distributed optimizer; a dynamic one for --fp16 without it */

@@ -1,5 +1,6 @@
 /* cpu_adamw.c: fused AdamW step (Loshchilov & Hutter; PyTorch/Megatron form) and the sum of
- * squares used for the global gradient norm.
+ * squares used for the global gradient norm (and --deterministic-mode's: sum_squares_pieces'
+ * fixed tree, kernels.h).
  *   m = b1 m + (1-b1) g,  v = b2 v + (1-b2) g^2
  *   m_hat = m / (1 - b1^step),  v_hat = v / (1 - b2^step)          (bias correction, step >= 1)
  *   p -= lr * (m_hat / (sqrt(v_hat) + eps) + wd * p)              (decoupled weight decay) */
@@ -55,10 +56,28 @@ double cpu_sum_squares(const float *x, size_t n) {
     return sum;
 }
 
-double cpu_sum_squares_from(double start, const float *x, size_t n) {
-    double sum = start;
-    for (size_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
-    return sum;
+/* one chunk of kernel_ops.sum_squares_pieces' tree: the lanes' sequential sums, then halving */
+static double sum_squares_tree_chunk(const float *x, size_t n) {
+    double lanes[SUM_SQUARES_TREE_LANES];
+    for (size_t t = 0; t < SUM_SQUARES_TREE_LANES; t++) {
+        double acc = 0.0;
+        for (size_t i = t; i < n; i += SUM_SQUARES_TREE_LANES) acc += (double)x[i] * (double)x[i];
+        lanes[t] = acc;
+    }
+    for (size_t s = SUM_SQUARES_TREE_LANES / 2; s >= 1; s /= 2)
+        for (size_t t = 0; t < s; t++) lanes[t] = lanes[t] + lanes[t + s];
+    return lanes[0];
+}
+
+void cpu_sum_squares_pieces(double *sums, const float *x, const tensor_range *pieces, int count) {
+    for (int p = 0; p < count; p++) {
+        const float *xs = x + pieces[p].offset;
+        size_t n = pieces[p].length;
+        double total = 0.0;
+        for (size_t at = 0; at < n; at += SUM_SQUARES_TREE_CHUNK)
+            total += sum_squares_tree_chunk(xs + at, n - at < SUM_SQUARES_TREE_CHUNK ? n - at : SUM_SQUARES_TREE_CHUNK);
+        sums[p] = total;
+    }
 }
 
 void cpu_add_float(float *out, const float *a, const float *b, size_t n) {

@@ -375,7 +375,7 @@ static const kernel_ops cpu_ops = {
     .adamw_update_ranges = cpu_adamw_update_ranges,
     .sum_squares_ranges = cpu_sum_squares_ranges,
     .add_float = cpu_add_float,
-    .sum_squares_from = cpu_sum_squares_from,
+    .sum_squares_pieces = cpu_sum_squares_pieces,
 };
 
 const kernel_ops *kernels_cpu(void) { return &cpu_ops; }

@@ -155,7 +155,7 @@ void cpu_cross_entropy_loss_grad(float *losses, float *logits, const float *row_
 void cpu_adamw_update(float *params, const float *grads, float *m, float *v, size_t n, float lr,
                       float beta1, float beta2, float eps, float weight_decay, int step);
 double cpu_sum_squares(const float *x, size_t n);
-double cpu_sum_squares_from(double start, const float *x, size_t n);
+void cpu_sum_squares_pieces(double *sums, const float *x, const tensor_range *pieces, int count);
 void cpu_add_float(float *out, const float *a, const float *b, size_t n);
 void cpu_adamw_update_ranges(float *master, void *params, const float *grads, float *m, float *v,
                              const tensor_range *ranges, int count, float grad_scale, float lr, float beta1,

@@ -175,6 +175,11 @@ static void fp8_gemm(void *out, int accumulate, const uint8_t *x, int x_format, 
                      const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols) {     \
     cuda_fp8_gemm##S(out, accumulate, x, x_format, x_scale_inv, w, w_format, w_scale_inv, rows, K, cols);        \
 }                                                                                                                \
+static void fp8_linear_forward(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,          \
+                               const float *w_scale_inv, const void *bias, const void *residual, int N, int IC,  \
+                               int OC) {                                                                         \
+    cuda_fp8_linear_forward##S(out, x, x_scale_inv, w, w_scale_inv, bias, residual, N, IC, OC);                  \
+}                                                                                                                \
 static void grouped_matmul_forward(void *out, const void *x, const void *const *weight, const int *rows,        \
                                    int groups, int IC, int OC) {                                                 \
     cuda_grouped_matmul_forward##S((T *)out, (const T *)x, weight, rows, groups, IC, OC);                        \
@@ -463,6 +468,8 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.sum_squares = cuda_sum_squares;
     ops.adamw_update_ranges = A::adamw_update_ranges;
     ops.sum_squares_ranges = cuda_sum_squares_ranges;
+    ops.add_float = cuda_add_float;
+    ops.sum_squares_pieces = cuda_sum_squares_pieces;
     ops.moe_route_forward = cuda_moe_route_forward;
     ops.moe_permutation = cuda_moe_permutation;
     ops.moe_route_backward = cuda_moe_route_backward;
@@ -475,6 +482,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.fp8_dequantize = A::fp8_dequantize;
     ops.fp8_amax = A::fp8_amax;
     ops.fp8_gemm = A::fp8_gemm;
+    ops.fp8_linear_forward = A::fp8_linear_forward;
     ops.fp8_transpose = cuda_fp8_transpose;
     cuda_attention_block_fill_ops<E>(&ops); /* context parallelism's ring attention */
     return ops;

@@ -50,6 +50,7 @@ extern "C" void cuda_fp8_transpose(uint8_t *out, const uint8_t *in, int rows, in
 typedef struct fp8_plan {
     bool used;
     int rows, K, cols, x_format, w_format, out_type, accumulate;
+    int has_bias, has_residual; /* fp8_linear_forward: BIAS epilogue, C = the residual (beta 1) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a_layout, b_layout, d_layout;
     cublasLtMatmulAlgo_t algo;
@@ -72,6 +73,13 @@ static void plan_create(fp8_plan *p, float *const *scales) {
                                                 sizeof scales[0]));
     int8_t fast_accum = 0;
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum));
+    if (p->has_bias) { /* the bias in the output's dtype, added in fp32 before D's rounding */
+        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bias_type = (cudaDataType_t)p->out_type;
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                    sizeof bias_type));
+    }
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->a_layout, fp8_type(p->w_format), (uint64_t)p->K, (uint64_t)p->cols, p->K));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->b_layout, fp8_type(p->x_format), (uint64_t)p->K, (uint64_t)p->rows, p->K));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&p->d_layout, (cudaDataType_t)p->out_type, (uint64_t)p->cols,
@@ -99,17 +107,19 @@ static void plan_create(fp8_plan *p, float *const *scales) {
 }
 
 static fp8_plan *plan_for(int rows, int K, int cols, int x_format, int w_format, int out_type, int accumulate,
-                          float *const *scales) {
+                          int has_bias, int has_residual, float *const *scales) {
     unsigned h = (unsigned)(rows * 73856093u) ^ (unsigned)(K * 19349663u) ^ (unsigned)(cols * 83492791u) ^
-                 (unsigned)(x_format * 2 + w_format * 4 + accumulate * 8 + out_type * 16);
+                 (unsigned)(x_format * 2 + w_format * 4 + accumulate * 8 + out_type * 16 + has_bias * 4096 +
+                            has_residual * 8192);
     for (int probe = 0; probe < FP8_PLANS; probe++) {
         fp8_plan *p = &fp8_plans[(h + probe) % FP8_PLANS];
         if (p->used && p->rows == rows && p->K == K && p->cols == cols && p->x_format == x_format &&
-            p->w_format == w_format && p->out_type == out_type && p->accumulate == accumulate)
+            p->w_format == w_format && p->out_type == out_type && p->accumulate == accumulate &&
+            p->has_bias == has_bias && p->has_residual == has_residual)
             return p;
         if (!p->used) {
             p->rows = rows, p->K = K, p->cols = cols, p->x_format = x_format, p->w_format = w_format;
-            p->out_type = out_type, p->accumulate = accumulate;
+            p->out_type = out_type, p->accumulate = accumulate, p->has_bias = has_bias, p->has_residual = has_residual;
             plan_create(p, scales);
             return p;
         }
@@ -130,9 +140,11 @@ static float *const *scale_slots(void) {
     return slots;
 }
 
+/* out = x_scale_inv w_scale_inv (x . w^T) [+ bias] [+ residual] (see the header); residual may be
+ * NULL (beta 0) or the C matrix (beta 1, the output's dtype and layout) */
 static void fp8_gemm_t(void *out, int accumulate, cudaDataType_t compute_type, const uint8_t *x, int x_format,
                        const float *x_scale_inv, const uint8_t *w, int w_format, const float *w_scale_inv, int rows,
-                       int K, int cols) {
+                       int K, int cols, const void *bias, const void *residual) {
     if ((x_format != FP8_E4M3 && x_format != FP8_E5M2) || (w_format != FP8_E4M3 && w_format != FP8_E5M2))
         kernels_fatal(__FILE__, __LINE__, "fp8_gemm: formats %d and %d are not FP8_E4M3 (0) or FP8_E5M2 (1)", x_format,
                       w_format);
@@ -143,19 +155,37 @@ static void fp8_gemm_t(void *out, int accumulate, cudaDataType_t compute_type, c
     CHECK_CUDA(cudaMemcpyAsync(slots[0], x_scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
     CHECK_CUDA(cudaMemcpyAsync(slots[1], w_scale_inv, sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
     int out_type = accumulate ? (int)CUDA_R_32F : (int)compute_type;
-    fp8_plan *p = plan_for(rows, K, cols, x_format, w_format, out_type, accumulate, slots);
-    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    fp8_plan *p = plan_for(rows, K, cols, x_format, w_format, out_type, accumulate, bias != NULL, residual != NULL, slots);
+    if (bias)
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    float alpha = 1.0f, beta = accumulate || residual ? 1.0f : 0.0f;
+    const void *c = residual ? residual : out;
     size_t workspace_bytes = 0;
     void *workspace = cuda_cublaslt_workspace(&workspace_bytes);
-    CHECK_CUBLAS(cublasLtMatmul(cuda_cublaslt_handle(), p->desc, &alpha, w, p->a_layout, x, p->b_layout, &beta, out,
+    CHECK_CUBLAS(cublasLtMatmul(cuda_cublaslt_handle(), p->desc, &alpha, w, p->a_layout, x, p->b_layout, &beta, c,
                                 p->d_layout, out, p->d_layout, &p->algo, workspace, workspace_bytes, compute_stream()));
 }
 
 extern "C" void cuda_fp8_gemm(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                               const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols) {
-    fp8_gemm_t(out, accumulate, CUDA_R_16BF, x, x_format, x_scale_inv, w, w_format, w_scale_inv, rows, K, cols);
+    fp8_gemm_t(out, accumulate, CUDA_R_16BF, x, x_format, x_scale_inv, w, w_format, w_scale_inv, rows, K, cols, NULL,
+               NULL);
 }
 extern "C" void cuda_fp8_gemm_fp16(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                                    const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols) {
-    fp8_gemm_t(out, accumulate, CUDA_R_16F, x, x_format, x_scale_inv, w, w_format, w_scale_inv, rows, K, cols);
+    fp8_gemm_t(out, accumulate, CUDA_R_16F, x, x_format, x_scale_inv, w, w_format, w_scale_inv, rows, K, cols, NULL,
+               NULL);
+}
+
+/* a linear layer's forward in fp8 (kernels.h fp8_linear_forward): E4M3 x E4M3, the bias fused,
+ * the residual as C */
+extern "C" void cuda_fp8_linear_forward(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
+                                        const float *w_scale_inv, const void *bias, const void *residual, int N, int IC,
+                                        int OC) {
+    fp8_gemm_t(out, 0, CUDA_R_16BF, x, FP8_E4M3, x_scale_inv, w, FP8_E4M3, w_scale_inv, N, IC, OC, bias, residual);
+}
+extern "C" void cuda_fp8_linear_forward_fp16(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
+                                             const float *w_scale_inv, const void *bias, const void *residual, int N,
+                                             int IC, int OC) {
+    fp8_gemm_t(out, 0, CUDA_R_16F, x, FP8_E4M3, x_scale_inv, w, FP8_E4M3, w_scale_inv, N, IC, OC, bias, residual);
 }

@@ -128,6 +128,8 @@ void cuda_fp8_amax(float *amax, const bf16 *x, size_t n);
 void cuda_fp8_gemm(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                    const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
 void cuda_fp8_transpose(uint8_t *out, const uint8_t *in, int rows, int cols);
+void cuda_fp8_linear_forward(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
+                             const float *w_scale_inv, const void *bias, const void *residual, int N, int IC, int OC);
 
 /* ---- SwiGLU on [gate | up] rows (cuda_swiglu.cu) ---- */
 void cuda_swiglu_forward(bf16 *out, const bf16 *x, int N, int F);
@@ -249,6 +251,12 @@ double cuda_sum_squares_ranges(const float *x, const tensor_range *ranges, int c
  * looping over the chunks), leaving the rest to a concurrent stream; 0: one block per chunk */
 void cuda_adamw_set_sm_limit(int sms);
 
+/* ---- --deterministic-mode's fixed tree (cuda_fixed_tree.cu; kernels.h's add_float and
+ * sum_squares_pieces, the CPU's bits) ---- */
+void cuda_add_float(float *out, const float *a, const float *b, size_t n);
+/* sums is host memory; blocks until it is written */
+void cuda_sum_squares_pieces(double *sums, const float *x, const tensor_range *pieces, int count);
+
 /* ---- the same kernels on fp16 (IEEE half) tensors: the fp16 backend (kernels_cuda_fp16(),
  * --fp16). Each cuda_X_fp16 is cuda_X instantiated for __half instead of __nv_bfloat16 (one
  * template per kernel, cuda_kernels_t.cuh); fp32 parts (gradients, masters, statistics) are the
@@ -359,6 +367,9 @@ void cuda_fp8_dequantize_fp16(fp16 *out, const uint8_t *q, size_t n, const float
 void cuda_fp8_amax_fp16(float *amax, const fp16 *x, size_t n);
 void cuda_fp8_gemm_fp16(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                         const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
+void cuda_fp8_linear_forward_fp16(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
+                                  const float *w_scale_inv, const void *bias, const void *residual, int N, int IC,
+                                  int OC);
 void cuda_grouped_matmul_forward_fp16(fp16 *out, const fp16 *x, const void *const *weight, const int *rows,
                                       int groups, int IC, int OC);
 void cuda_grouped_matmul_backward_fp16(fp16 *dx, float *const *dweight, const fp16 *dout, const fp16 *x,

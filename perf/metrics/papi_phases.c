@@ -142,14 +142,21 @@ int papi_phases_open(const char *events, int gpu_device, unsigned *available, ch
     return 0;
 }
 
+/* the GPU's profiling permission, named after a cuda error that may come from it */
+static const char *permission_hint(int cuda, int rc) {
+    if (!cuda || rc == PAPI_EMULPASS || rc == PAPI_ENOEVNT) return "";
+    return "; profiling the GPU needs the permission: root, or the driver's NVreg_RestrictProfilingToAdminUsers=0";
+}
+
 /* add the events of mask that belong to component to a new event set and start it; returns the
- * events started. An event that cannot be added (one the GPU would need a second pass for) is
- * left out; a set that cannot start is gone. The reasons are appended to note. */
+ * events started. An event that cannot be added (one the GPU would need a second pass for with
+ * the events before it) is left out. When the set cannot start and holds more than one event, its
+ * last event is left out and the start tried again (PAPI releases the GPU after a failed start
+ * only with perf/papi/build_papi_cuda.sh's patch; an older PAPI fails the retries as well). The
+ * reasons are appended to note. */
 static unsigned start_component_set(unsigned mask, int component, char *note, size_t note_len) {
     const PAPI_component_info_t *info = PAPI_get_component_info(component);
     int cuda = info && !strcmp(info->name, "cuda");
-    const char *permission = cuda ? "; profiling the GPU needs the permission: root, or the driver's "
-                                    "NVreg_RestrictProfilingToAdminUsers=0" : "";
     event_set *set = &state.sets[state.num_sets];
     *set = (event_set){.component = component, .handle = PAPI_NULL, .first = state.num_events};
     unsigned added = 0;
@@ -162,17 +169,25 @@ static unsigned start_component_set(unsigned mask, int component, char *note, si
             added |= 1u << k;
         } else {
             append(note, note_len, "; ", "%s: %s%s", state.names[k], PAPI_strerror(added_rc),
-                   added_rc == PAPI_EMULPASS ? " (with the events before it: ask for fewer)" : permission);
+                   added_rc == PAPI_EMULPASS ? " (with the events before it: ask for fewer)" : permission_hint(cuda, added_rc));
         }
     }
     if (rc == PAPI_OK && added) rc = PAPI_start(set->handle);
+    while (rc != PAPI_OK && set->count > 1) {
+        int k = state.event_of[set->first + --set->count];
+        append(note, note_len, "; ", "%s: left out, the %s events did not start with it (%s)", state.names[k],
+               info ? info->name : "?", PAPI_strerror(rc));
+        added &= ~(1u << k);
+        int removed_rc = PAPI_remove_event(set->handle, state.codes[k]);
+        rc = removed_rc == PAPI_OK ? PAPI_start(set->handle) : removed_rc;
+    }
     if (rc == PAPI_OK && added) {
         state.num_events += set->count;
         state.num_sets++;
         return added;
     }
     if (rc != PAPI_OK)
-        append(note, note_len, "; ", "the %s events: %s%s", info ? info->name : "?", PAPI_strerror(rc), permission);
+        append(note, note_len, "; ", "the %s events: %s%s", info ? info->name : "?", PAPI_strerror(rc), permission_hint(cuda, rc));
     if (set->handle != PAPI_NULL) {
         PAPI_cleanup_eventset(set->handle);
         PAPI_destroy_eventset(&set->handle);

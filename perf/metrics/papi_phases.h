@@ -14,14 +14,17 @@
 #define PAPI_PHASES_MAX_EVENTS 16
 #define PAPI_PHASES_DEFAULT_EVENTS "PAPI_TOT_INS,PAPI_TOT_CYC,PAPI_L2_TCM,PAPI_L3_TCM"
 /* added to "default" on --device cuda: DRAM bytes read and written, SM active cycles, the tensor
- * pipes' active cycles (HMMA: mma.sync; GMMA: Hopper's wgmma, which cuBLASLt uses on sm_90) and
- * the tensor-path bf16 operations (FLOPs; CUPTI counts mma.sync ones); each summed over the GPU's
- * units. A name the GPU does not have is left out with the note, as an event the host lacks. */
+ * pipes' active cycles (all of them: Hopper's wgmma, which cuBLASLt and the attention kernels run
+ * on sm_90, and mma.sync) and the bf16 operations of wgmma (hgmma: the FLOPs of the bf16 GEMMs on
+ * Hopper); each summed over the GPU's units. The names are Hopper's (GH100: H100, H200), and all
+ * five are profiled in one replay pass together (perf/papi/nvpw_passes GH100 passes ... checks a
+ * set without a GPU; adding the mma.sync bf16 operations, sm__ops_path_tensor_src_bf16_dst_fp32
+ * or its hmma part, needs a second pass). A name the GPU does not have is left out with the
+ * note; an event that does not fit the pass with the ones before it too (papi_phases_start). */
 #define PAPI_PHASES_DEFAULT_GPU_EVENTS                                                             \
     "cuda:::dram__bytes_read:stat=sum,cuda:::dram__bytes_write:stat=sum,"                           \
-    "cuda:::sm__cycles_active:stat=sum,cuda:::sm__pipe_tensor_op_hmma_cycles_active:stat=sum,"      \
-    "cuda:::sm__pipe_tensor_op_gmma_cycles_active:stat=sum,"                                       \
-    "cuda:::sm__ops_path_tensor_src_bf16_dst_fp32:stat=sum"
+    "cuda:::sm__cycles_active:stat=sum,cuda:::sm__pipe_tensor_cycles_active:stat=sum,"              \
+    "cuda:::sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32:stat=sum"
 
 typedef enum run_phase {
     PHASE_DATA,          /* reading and assembling micro-batches */
@@ -48,9 +51,12 @@ int papi_phases_open(const char *events, int gpu_device, unsigned *available, ch
                      size_t note_len, char *err, size_t err_len);
 
 /* start counting the events of mask (a subset of *available), one event set per component;
- * returns the mask of the events counted: a component whose events cannot be added or started
- * (profiling permission, more counters than one pass) is left out with one line in note, the
- * run goes on without them. Starting again (another mask) stops the counting before. */
+ * returns the mask of the events counted. An event that cannot be added (PAPI_EMULPASS: the GPU
+ * would need a second pass for it with the events before it) is left out; when a component's set
+ * cannot start, its last events are left out one at a time until it starts (a PAPI without the
+ * pass check at add time fails only at start), or the component is left out (profiling
+ * permission). Each is named with its reason in one line in note; the run goes on without them.
+ * Starting again (another mask) stops the counting before. */
 unsigned papi_phases_start(unsigned mask, char *note, size_t note_len);
 
 /* events being counted and their names, in the order of the counts below */

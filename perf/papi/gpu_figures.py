@@ -20,15 +20,20 @@ import sys
 # peak DRAM bandwidth per GPU, TB/s (the datasheets: H100 SXM5 HBM3, H200 HBM3e, H100 PCIe HBM2e)
 DRAM_PEAK_TBPS = {"H200": 4.8, "H100": 3.35, "H100 PCIe": 2.0, "H100 NVL": 3.9, "H200 NVL": 4.8}
 
-# which counter each figure reads: the metric base name inside "cuda:::NAME:stat=sum..."
+# which counters each figure reads: metric base names inside "cuda:::NAME:stat=sum..."; a figure
+# with several names is their sum (the default set on Hopper names the first of each)
 METRICS = {
-    "dram_read": "dram__bytes_read",
-    "dram_write": "dram__bytes_write",
-    "sm_cycles": "sm__cycles_active",
-    "hmma_cycles": "sm__pipe_tensor_op_hmma_cycles_active",
-    "gmma_cycles": "sm__pipe_tensor_op_gmma_cycles_active",
-    "tensor_ops": "sm__ops_path_tensor_src_bf16_dst_fp32",
+    "dram_read": ["dram__bytes_read"],
+    "dram_write": ["dram__bytes_write"],
+    "sm_cycles": ["sm__cycles_active"],
+    # all tensor pipes (Hopper: wgmma and mma.sync); else the mma.sync (HMMA) pipe alone
+    "tensor_cycles": ["sm__pipe_tensor_cycles_active"],
+    "hmma_cycles": ["sm__pipe_tensor_op_hmma_cycles_active"],
+    # bf16 operations: wgmma's (hgmma) and mma.sync's (hmma) parts, or the two together
+    "tensor_ops_parts": ["sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32", "sm__ops_path_tensor_op_hmma_src_bf16_dst_fp32"],
+    "tensor_ops_all": ["sm__ops_path_tensor_src_bf16_dst_fp32"],
 }
+ALL_METRICS = [name for names in METRICS.values() for name in names]
 
 
 def metric_of(event):
@@ -87,13 +92,19 @@ def main():
         for phase, counts in r["papi"].items():
             for event, value in counts.items():
                 metric = metric_of(event)
-                for figure, name in METRICS.items():
-                    if metric == name:
+                for figure, names in METRICS.items():
+                    if metric in names:
                         totals.setdefault(phase, {})
                         totals[phase][figure] = totals[phase].get(figure, 0.0) + value / ranks
     found = {figure for p in totals.values() for figure in p}
     if not found:
-        fail("%s: the PAPI counts hold none of the GPU metrics %s" % (a.metrics, ", ".join(METRICS.values())))
+        fail("%s: the PAPI counts hold none of the GPU metrics %s" % (a.metrics, ", ".join(ALL_METRICS)))
+    # the bf16 tensor operations of a phase: the combined counter where there is one, else the parts
+    for counts in totals.values():
+        combined = counts.pop("tensor_ops_all", None)
+        parts = counts.pop("tensor_ops_parts", None)
+        if combined is not None or parts is not None:
+            counts["tensor_ops"] = combined if combined is not None else parts
 
     def per_iteration(phase, figure):
         value = totals[phase].get(figure)
@@ -107,10 +118,10 @@ def main():
     print("  %-12s %14s %14s %16s %14s" % ("phase", "DRAM read GB", "DRAM write GB", "tensor bf16 GOP", "tensor pipe %"))
     for phase in phases:
         sm = per_iteration(phase, "sm_cycles")
-        pipes = [per_iteration(phase, f) for f in ("hmma_cycles", "gmma_cycles")]
-        pipe_share = None
-        if sm and any(p is not None for p in pipes):
-            pipe_share = 100.0 * sum(p or 0.0 for p in pipes) / sm
+        pipes = per_iteration(phase, "tensor_cycles")
+        if pipes is None:
+            pipes = per_iteration(phase, "hmma_cycles")
+        pipe_share = 100.0 * pipes / sm if sm and pipes is not None else None
         print("  %-12s %14s %14s %16s %14s" % (phase, cell(per_iteration(phase, "dram_read"), 1e9),
               cell(per_iteration(phase, "dram_write"), 1e9), cell(per_iteration(phase, "tensor_ops"), 1e9),
               cell(pipe_share, 1.0, 1)))

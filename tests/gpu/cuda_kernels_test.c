@@ -1,5 +1,6 @@
 /* cuda_kernels_test.c: the bf16 CUDA kernels (conversions, elementwise, embeddings, layer norm,
- * RMSNorm, rotary embeddings, SwiGLU, cuBLASLt matmul, AdamW, sum of squares) against the fp32
+ * RMSNorm, rotary embeddings, SwiGLU, cuBLASLt matmul, AdamW, sum of squares, and the fixed
+ * tree's add_float and sum_squares_pieces, which must give the CPU's bits) against the fp32
  * CPU reference backend; built with -DTEST_FP16 (cuda_kernels_fp16_test) the same cases test
  * their fp16 instantiations (tests/gpu/cuda_fp16_map.h: fp16 rounding, tolerance 2e-3).
  *
@@ -951,6 +952,87 @@ static void test_sum_squares(size_t n, int shift) {
     cudaFree(b1);
 }
 
+/* ---- --deterministic-mode's fixed tree (cuda_fixed_tree.cu) ---- */
+
+/* add_float: fp32 sums equal the CPU's bit for bit (float4 and scalar paths, in place) */
+static void test_add_float(size_t n, int shift) {
+    float *a = host_random_fp32(n, 1200 + n, 3.0f), *b = host_random_fp32(n, 1201 + n, 1e-3f);
+    float *want = host_alloc(n);
+    cpu->add_float(want, a, b, n);
+    void *b1, *b2, *b3;
+    float *d_a = upload_float_shifted(a, n, shift, &b1), *d_b = upload_float_shifted(b, n, shift, &b2);
+    float *d_out = (float *)device_alloc((n + (size_t)shift) * sizeof(float));
+    b3 = d_out;
+    d_out += shift;
+    poison(d_out, n * sizeof(float));
+    TEST_CUDA(cudaDeviceSynchronize()); /* the kernels run on a non-blocking stream */
+    kernels_cuda()->add_float(d_out, d_a, d_b, n);
+    float *got = download_float(d_out, n);
+    expect_identical(got, want, n * sizeof(float), "add_float n=%zu shift=%d: the CPU's bits", n, shift);
+    cuda_add_float(d_a, d_a, d_b, n); /* out aliases a */
+    float *got_alias = download_float(d_a, n);
+    expect_identical(got_alias, want, n * sizeof(float), "add_float in place n=%zu shift=%d: the CPU's bits", n, shift);
+    free(a); free(b); free(want); free(got); free(got_alias);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3);
+}
+
+/* sum_squares_pieces: pieces of odd lengths (empty, one element, around a chunk, over many
+ * chunks) at odd offsets: each piece's sum is the CPU's bits, within 1e-12 of a long-double
+ * reference, the same on a second call, and the same for the same values at another offset and
+ * alignment (the tree depends on a piece's values alone); an all-zero piece sums to 0 */
+static void test_sum_squares_pieces(void) {
+    const size_t lengths[] = {0, 1, 7, 255, 256, 257, 4095, 4096, 4097, 8192, 12289, 100003, 1000003};
+    enum { PIECES = sizeof lengths / sizeof lengths[0] };
+    tensor_range pieces[PIECES + 1], moved[PIECES + 1];
+    size_t n = 0;
+    for (int p = 0; p < PIECES; p++) {
+        pieces[p] = (tensor_range){.offset = n + 3, .length = lengths[p]};
+        n += lengths[p] + 3 + (size_t)p;
+    }
+    size_t zeros_at = n;
+    pieces[PIECES] = (tensor_range){.offset = zeros_at, .length = 5000};
+    n += 5000;
+    const int count = PIECES + 1;
+    /* values from 1e-4 to 30 in magnitude: squares over 13 decades, so the order shows */
+    float *x = host_random_fp32(2 * n + 1, 1300, 1.0f);
+    for (size_t i = 0; i < 2 * n + 1; i++) x[i] *= (i % 3 == 0) ? 30.0f : (i % 3 == 1) ? 1e-4f : 1.0f;
+    for (size_t i = 0; i < 5000; i++) x[zeros_at + i] = 0.0f;
+    /* the same values again from n + 1 on (another place, another alignment) */
+    for (int p = 0; p < count; p++) {
+        moved[p] = (tensor_range){.offset = n + 1 + pieces[p].offset, .length = pieces[p].length};
+        memcpy(x + moved[p].offset, x + pieces[p].offset, pieces[p].length * sizeof(float));
+    }
+    double want[PIECES + 1], got[PIECES + 1], again[PIECES + 1], got_moved[PIECES + 1];
+    cpu->sum_squares_pieces(want, x, pieces, count);
+    float *d_x = upload_float(x, 2 * n + 1);
+    kernels_cuda()->sum_squares_pieces(got, d_x, pieces, count);
+    cuda_sum_squares_pieces(again, d_x, pieces, count);
+    cuda_sum_squares_pieces(got_moved, d_x, moved, count);
+    double worst = 0.0;
+    int nonzero = 1;
+    for (int p = 0; p < PIECES; p++) {
+        long double reference = 0.0L;
+        for (size_t i = 0; i < pieces[p].length; i++) {
+            long double v = x[pieces[p].offset + i];
+            reference += v * v;
+        }
+        double error = reference > 0.0L ? (double)fabsl((long double)got[p] - reference) / (double)reference
+                                        : fabs(got[p]);
+        if (error > worst) worst = error;
+        if (pieces[p].length > 0 && !(got[p] > 0.0)) nonzero = 0;
+    }
+    expect_identical(got, want, sizeof got, "sum_squares_pieces: %d pieces (0 to 1000003 elements, odd offsets) give "
+                     "the CPU's bits", count);
+    expect_below(worst, 1e-12, "sum_squares_pieces: within 1e-12 of a long-double reference");
+    tap_ok(nonzero && got[0] == 0.0 && got[PIECES] == 0.0, "sum_squares_pieces: empty and all-zero pieces sum to 0, "
+           "the others are positive");
+    expect_identical(again, got, sizeof got, "sum_squares_pieces: a second call gives the same bits");
+    expect_identical(got_moved, got, sizeof got, "sum_squares_pieces: the same values at another offset and "
+                     "alignment give the same bits");
+    free(x);
+    cudaFree(d_x);
+}
+
 int main(void) {
     skip_without_gpu();
     cpu = kernels_cpu();
@@ -1094,6 +1176,10 @@ int main(void) {
     test_sum_squares(7, 0);
     test_sum_squares(1000003, 0);
     test_sum_squares(1000003, 1);
+    test_add_float(7, 0);
+    test_add_float(1000003, 0);
+    test_add_float(1000003, 1);
+    test_sum_squares_pieces();
 
     return tap_done();
 }

@@ -1,10 +1,13 @@
 #!/bin/sh
 # gpu_fp8_test.sh: FP8 training (issue 43, app/model/fp8_linear.h) on the CUDA backend, whose
-# quantization runs on the GPU (kernels/cuda/cuda_fp8.cu) and whose GEMMs take the dequantized
-# operands, against the CPU backend's fp8 emulation. Skipped where no GPU is visible.
+# quantization runs on the GPU (kernels/cuda/cuda_fp8.cu) and whose layers' GEMMs are cuBLASLt
+# fp8 GEMMs (kernels/cuda/cuda_fp8_gemm.cu), against the CPU backend's fp8 emulation. Skipped
+# where no GPU is visible.
 #  - configs/gpt-tiny.args with --bf16 and hybrid fp8 (delayed scaling, history 4), 20
-#    iterations: one GPU's losses within 1% of the CPU's (the GPU's dequantized operands are
+#    iterations: one GPU's losses within 1% of the CPU's (the CPU's dequantized operands are
 #    rounded to bf16 and its GEMMs accumulate in another order), and not bitwise bf16's on the GPU;
+#  - the fp8 GEMMs against the GPU's own emulation (MTC_FP8_EMULATE=1): within 1e-2, the start-up
+#    line naming the path each takes;
 #  - tensorwise (current) scaling and e4m3: the same;
 #  - the tiny Mixtral in fp8 (each expert on its own scales): within 1% of the CPU;
 #  - --deterministic-mode twice: bitwise-identical losses and parameters;
@@ -38,6 +41,13 @@ case_pair() {  # case_pair NAME FLAGS...: the CPU emulation and the GPU on one c
 }
 
 case_pair hybrid $FP8
+grep -q "as cuBLASLt fp8 GEMMs" "$WORK/out"
+ok $? "the one-GPU run says its GEMMs are cuBLASLt fp8 GEMMs"
+MTC_FP8_EMULATE=1 train hybrid_emulated 1 --device cuda $FP8
+ok $? "one GPU, emulated (MTC_FP8_EMULATE=1): run"
+grep -q "emulated: MTC_FP8_EMULATE=1" "$WORK/out"
+ok $? "the emulated run says so"
+compare_losses hybrid_emulated hybrid_gpu 1e-2 20 "fp8 GEMMs within 1e-2 of the GPU's emulation over 20 iterations"
 train bf16_gpu 1 --device cuda
 ! cmp -s "$WORK/bf16_gpu.loss" "$WORK/hybrid_gpu.loss"
 ok $? "fp8 on the GPU is not bitwise bf16 (its operands are rounded to fp8)"

@@ -92,7 +92,7 @@ fi
 cat > "$WORK/gpu_counts.jsonl" <<'JSONL'
 {"split": "startup", "time_to_initialize_s": 0.2}
 {"split": "train", "iteration": 2, "elapsed_ms_per_iteration": 900.0, "tflops_per_gpu": 1.0, "papi": {"forward": {"cuda:::dram__bytes_read:stat=sum": 1}}, "papi_ranks": 2}
-{"split": "train", "iteration": 4, "elapsed_ms_per_iteration": 500.0, "tflops_per_gpu": 400.0, "papi": {"forward": {"PAPI_TOT_INS": 5, "cuda:::dram__bytes_read:stat=sum": 2.0e12, "cuda:::dram__bytes_write:stat=sum": 1.0e12, "cuda:::sm__cycles_active:stat=sum": 1000, "cuda:::sm__pipe_tensor_op_gmma_cycles_active:stat=sum": 600, "cuda:::sm__ops_path_tensor_src_bf16_dst_fp32:stat=sum": 4.0e14}, "backward": {"cuda:::dram__bytes_read:stat=sum": 1.0e12, "cuda:::sm__ops_path_tensor_src_bf16_dst_fp32:stat=sum": 3.2e14}}, "papi_ranks": 2}
+{"split": "train", "iteration": 4, "elapsed_ms_per_iteration": 500.0, "tflops_per_gpu": 400.0, "papi": {"forward": {"PAPI_TOT_INS": 5, "cuda:::dram__bytes_read:stat=sum": 2.0e12, "cuda:::dram__bytes_write:stat=sum": 1.0e12, "cuda:::sm__cycles_active:stat=sum": 1000, "cuda:::sm__pipe_tensor_cycles_active:stat=sum": 600, "cuda:::sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32:stat=sum": 3.0e14, "cuda:::sm__ops_path_tensor_op_hmma_src_bf16_dst_fp32:stat=sum": 1.0e14}, "backward": {"cuda:::dram__bytes_read:stat=sum": 1.0e12, "cuda:::sm__ops_path_tensor_src_bf16_dst_fp32:stat=sum": 3.2e14}}, "papi_ranks": 2}
 JSONL
 python3 "${top_srcdir:-.}/perf/papi/gpu_figures.py" "$WORK/gpu_counts.jsonl" --gpu H200 > "$WORK/figures" 2>&1
 status=$?

@@ -4,7 +4,8 @@
  *  - Backward: float backward kernel vs central finite differences, in double, of the scalar
  *    objective L = sum(out .* R) of the reference forward (R fixed random weights, which is also
  *    the dout handed to the backward kernel).
- *  - Plus: AdamW vs a hand-written double AdamW over 3 steps, sum_squares, dropout statistics and
+ *  - Plus: AdamW vs a hand-written double AdamW over 3 steps, sum_squares, the fixed tree's
+ *    add_float and sum_squares_pieces (kernels.h's tree bit for bit), dropout statistics and
  *    mask agreement, attention causality, and that backward kernels accumulate into parameter
  *    gradients (and overwrite input gradients) as kernels.h specifies. The Llama family's
  *    kernels too: RMSNorm, rotary embeddings (both pairings, partial rotation), SwiGLU, and
@@ -1129,6 +1130,79 @@ static void test_sum_squares(void) {
     free(x);
 }
 
+/* kernels.h's tree for sum_squares_pieces, written from its description: lane t of a chunk adds
+ * x[t], x[t + LANES], ... from 0.0; then lane t after the halving steps down to stride s is
+ * G(t, s) = G(t, 2s) + G(t + s, 2s), G(t, LANES) = lane t's sum; a piece adds its chunks' G(0, 1)
+ * in order from 0.0 */
+static double tree_lanes(const double *lanes, int t, int s) {
+    if (s == SUM_SQUARES_TREE_LANES) return lanes[t];
+    return tree_lanes(lanes, t, 2 * s) + tree_lanes(lanes, t + s, 2 * s);
+}
+static double tree_piece(const float *x, size_t n) {
+    double total = 0.0, lanes[SUM_SQUARES_TREE_LANES];
+    for (size_t c = 0; c * SUM_SQUARES_TREE_CHUNK < n; c++) {
+        for (int t = 0; t < SUM_SQUARES_TREE_LANES; t++) {
+            lanes[t] = 0.0;
+            for (int j = 0; j < SUM_SQUARES_TREE_CHUNK / SUM_SQUARES_TREE_LANES; j++) {
+                size_t i = c * SUM_SQUARES_TREE_CHUNK + (size_t)t + (size_t)j * SUM_SQUARES_TREE_LANES;
+                if (i < n) lanes[t] += (double)x[i] * (double)x[i];
+            }
+        }
+        total += tree_lanes(lanes, 0, 1);
+    }
+    return total;
+}
+
+/* --deterministic-mode's fixed tree: add_float is the fp32 sum; sum_squares_pieces follows the
+ * tree above bit for bit, within 1e-12 of a long-double sum, and gives a piece's bits wherever its
+ * values lie */
+static void test_fixed_tree_kernels(void) {
+    const size_t lengths[] = {0, 1, 5, 256, 257, 4096, 4097, 20000, 70001};
+    enum { PIECES = sizeof lengths / sizeof lengths[0] };
+    tensor_range pieces[PIECES], moved[PIECES];
+    size_t n = 0;
+    for (int p = 0; p < PIECES; p++) {
+        pieces[p] = (tensor_range){.offset = n + 1, .length = lengths[p]};
+        n += lengths[p] + 2;
+    }
+    float *x = fill(2 * n + 1, -3, 3);
+    for (size_t i = 0; i < 2 * n + 1; i += 3) x[i] *= 1e-4f; /* squares over many decades */
+    for (int p = 0; p < PIECES; p++) {
+        moved[p] = (tensor_range){.offset = n + 1 + pieces[p].offset, .length = pieces[p].length};
+        memcpy(x + moved[p].offset, x + pieces[p].offset, pieces[p].length * sizeof(float));
+    }
+    double got[PIECES], want[PIECES], got_moved[PIECES], worst = 0.0;
+    K->sum_squares_pieces(got, x, pieces, PIECES);
+    K->sum_squares_pieces(got_moved, x, moved, PIECES);
+    for (int p = 0; p < PIECES; p++) {
+        want[p] = tree_piece(x + pieces[p].offset, pieces[p].length);
+        long double reference = 0.0L;
+        for (size_t i = 0; i < pieces[p].length; i++) reference += (long double)x[pieces[p].offset + i] * x[pieces[p].offset + i];
+        if (reference > 0.0L && (double)(fabsl(got[p] - reference) / reference) > worst)
+            worst = (double)(fabsl(got[p] - reference) / reference);
+    }
+    tap_ok(memcmp(got, want, sizeof got) == 0 && got[0] == 0.0,
+           "sum_squares_pieces: kernels.h's tree (chunks of %d, %d lanes, halving) bit for bit over %d pieces",
+           SUM_SQUARES_TREE_CHUNK, SUM_SQUARES_TREE_LANES, PIECES);
+    tap_ok(worst < 1e-12 && got[PIECES - 1] > 0.0, "sum_squares_pieces: within 1e-12 of a long-double sum (%.2e)", worst);
+    tap_ok(memcmp(got, got_moved, sizeof got) == 0, "sum_squares_pieces: the same values elsewhere give the same bits");
+    double sequential = 0.0;
+    for (size_t i = 0; i < lengths[PIECES - 1]; i++)
+        sequential += (double)x[pieces[PIECES - 1].offset + i] * x[pieces[PIECES - 1].offset + i];
+    tap_diag("the last piece: tree %.17g, one after the other %.17g", got[PIECES - 1], sequential);
+    size_t m = 1001;
+    float *a = fill(m, -2, 2), *b = fill(m, -1e-3f, 1e-3f), *out = fzeros(m);
+    K->add_float(out, a, b, m);
+    int exact = 1;
+    for (size_t i = 0; i < m; i++) {
+        volatile float sum = a[i] + b[i];
+        exact &= memcmp(&out[i], (const float *)&sum, sizeof(float)) == 0;
+    }
+    K->add_float(a, a, b, m); /* in place */
+    tap_ok(exact && memcmp(a, out, m * sizeof(float)) == 0, "add_float: out = a + b in fp32, in place too");
+    free(x); free(a); free(b); free(out);
+}
+
 /* ------------------------------------------------------------------ memory */
 
 static void test_memory(void) {
@@ -1195,5 +1269,6 @@ int main(void) {
     test_cross_entropy();
     test_adamw();
     test_sum_squares();
+    test_fixed_tree_kernels();
     return tap_done();
 }
