@@ -372,13 +372,15 @@ typedef struct kernel_ops {
      * head, t1, t2)) with every key visible except those whose key_valid[b*T + t2] is 0
      * (Megatron's padding mask, [B,T] int32 in backend memory) instead of the causal mask; a
      * query row with no visible key gets out 0. The workspace is attention_workspace_bytes's.
-     * backward overwrites dqkv as attention_backward does. NULL on CUDA (not written yet). */
+     * backward overwrites dqkv, takes the forward's out and adds the qkv bias gradient into dbias
+     * (may be NULL) as attention_backward does; a padding key's dk and dv are 0. (CUDA:
+     * cuda_attention.cu's mma.sync flash kernels with the mask.) */
     void (*attention_padded_forward)(void *out, void *workspace, const void *qkv, const int *key_valid,
                                      int B, int T, int H, int G, int D, int head_start, int total_heads,
                                      dropout_rng rng);
-    void (*attention_padded_backward)(void *dqkv, const void *dout, const void *qkv, const int *key_valid,
-                                      const void *workspace, int B, int T, int H, int G, int D,
-                                      int head_start, int total_heads, dropout_rng rng);
+    void (*attention_padded_backward)(void *dqkv, float *dbias, const void *dout, const void *qkv, const void *out,
+                                      const int *key_valid, const void *workspace, int B, int T, int H, int G,
+                                      int D, int head_start, int total_heads, dropout_rng rng);
 
     /* ---- cross-attention with a key-padding mask (T5's decoder over the encoder output) ----
      * q[B,Tq,H*D] (linear_q's output) attends over kv[B,Tk,H*2D] (linear_kv's: per head its key,
@@ -442,7 +444,7 @@ typedef struct kernel_ops {
     void (*gelu_backward)(void *dx, const void *x, const void *dout, size_t n);
     /* BERT's heads (Megatron-Core's BertLMHead and Pooler): the exact GeLU of
      * torch.nn.functional.gelu, x Phi(x), and tanh; backward dx = dout * f' (overwritten; dx may
-     * alias dout), tanh's from its output y. NULL on CUDA (not written yet). */
+     * alias dout), tanh's from its output y. */
     void (*gelu_erf_forward)(void *out, const void *x, size_t n);
     void (*gelu_erf_backward)(void *dx, const void *x, const void *dout, size_t n);
     void (*tanh_forward)(void *out, const void *x, size_t n);

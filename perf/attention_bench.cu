@@ -13,7 +13,12 @@
  * --bias also times the backward with the qkv bias gradient summed inside it against the
  * backward followed by a pass over dqkv (cuda_bias_backward), alternating, twice.
  *
- * Usage: attention_bench [--no-old] [--bias] [--iters N] [--dropout P] [B T H D]...
+ * --padded times BERT's bidirectional attention with a key-padding mask instead
+ * (cuda_attention_padded_*, the mma.sync kernels on every GPU) with every key visible, the worst
+ * case: FLOPs over the whole score matrix, twice the causal figures (BERT-large's shape:
+ * --padded 32 512 16 64).
+ *
+ * Usage: attention_bench [--no-old] [--bias] [--padded] [--iters N] [--dropout P] [B T H D]...
  * Build: make perf/attention_bench (kernels/local.mk); the tile shapes of cuda_attention.cu can
  * be overridden with -D for variants (ATTN_FWD_WARPS, ...). Not a test: prints figures only. */
 #include <math.h>
@@ -71,6 +76,18 @@ static void mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf
                          int total_heads, dropout_rng rng) {
     cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
 }
+/* --padded: the bidirectional kernels, every key of bench_key_valid [B, T] visible */
+static int *bench_key_valid;
+static void padded_forward(bf16 *out, void *ws, const bf16 *qkv, int B, int T, int H, int D,
+                           int head_start, int total_heads, dropout_rng rng) {
+    cuda_attention_padded_forward(out, ws, qkv, bench_key_valid, B, T, H, H, D, head_start, total_heads, rng);
+}
+static void padded_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+                            const void *ws, int B, int T, int H, int D, int head_start,
+                            int total_heads, dropout_rng rng) {
+    cuda_attention_padded_backward(dqkv, NULL, dout, qkv, out, bench_key_valid, ws, B, T, H, H, D, head_start,
+                                   total_heads, rng);
+}
 /* "old": the two-pass Hopper backward where the fused one would run */
 static void old_mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                              const void *ws, int B, int T, int H, int D, int head_start,
@@ -127,9 +144,14 @@ static timing bench_time(forward_fn fwd, backward_fn bwd, bf16 *out, void *ws, b
     return tm;
 }
 
-static void bench_shape(int B, int T, int H, int D, float p, int iters, int with_old, int with_bias) {
+static __global__ void bench_ones_kernel(int *x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = 1;
+}
+
+static void bench_shape(int B, int T, int H, int D, float p, int iters, int with_old, int with_bias, int padded) {
     const size_t n_qkv = (size_t)B * T * H * 3 * D, n_out = (size_t)B * T * H * D;
-    const double fwd_flop = 2.0 * B * H * (double)T * T * D, bwd_flop = 2.5 * fwd_flop;
+    const double fwd_flop = (padded ? 4.0 : 2.0) * B * H * (double)T * T * D, bwd_flop = 2.5 * fwd_flop;
     dropout_rng rng = {p, 1234u, 77u, 0u};
     bf16 *qkv, *dout, *out, *dqkv, *out_old = NULL, *dqkv_old = NULL;
     void *ws;
@@ -141,13 +163,23 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
     bench_fill_kernel<<<1024, 256, 0, bench_stream>>>(as_nv(qkv), n_qkv, 1u, 1.7f);
     bench_fill_kernel<<<1024, 256, 0, bench_stream>>>(as_nv(dout), n_out, 2u, 1.0f);
     CHECK_LAUNCH();
+    if (padded) {
+        CHECK_CUDA(cudaMalloc(&bench_key_valid, (size_t)B * T * sizeof(int)));
+        bench_ones_kernel<<<256, 256, 0, bench_stream>>>(bench_key_valid, (size_t)B * T);
+        CHECK_LAUNCH();
+        with_old = with_bias = 0;
+    }
 
-    timing tn = bench_time(mha_forward, mha_backward, out, ws, dqkv, qkv,
-                           dout, B, T, H, D, rng, iters);
-    printf("new  B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms %6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s\n",
-           B, T, H, D, (double)p, tn.fwd_ms, fwd_flop / tn.fwd_ms * 1e-9, tn.bwd_ms,
+    timing tn = bench_time(padded ? padded_forward : mha_forward, padded ? padded_backward : mha_backward, out, ws,
+                           dqkv, qkv, dout, B, T, H, D, rng, iters);
+    printf("%s B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms %6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s\n",
+           padded ? "padded" : "new ", B, T, H, D, (double)p, tn.fwd_ms, fwd_flop / tn.fwd_ms * 1e-9, tn.bwd_ms,
            bwd_flop / tn.bwd_ms * 1e-9);
     fflush(stdout);
+    if (padded) {
+        CHECK_CUDA(cudaFree(bench_key_valid));
+        bench_key_valid = NULL;
+    }
     if (with_bias) { /* alternating, twice */
         CHECK_CUDA(cudaMalloc(&bench_dbias, (size_t)3 * H * D * sizeof(float)));
         CHECK_CUDA(cudaMemsetAsync(bench_dbias, 0, (size_t)3 * H * D * sizeof(float), bench_stream));
@@ -199,12 +231,13 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
 }
 
 int main(int argc, char **argv) {
-    int with_old = 1, with_bias = 0, iters = 10, nshapes = 0;
+    int with_old = 1, with_bias = 0, padded = 0, iters = 10, nshapes = 0;
     float dropout = -1.0f; /* default: both 0 and 0.1 */
     int shapes[16][4];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--no-old") == 0) with_old = 0;
         else if (strcmp(argv[i], "--bias") == 0) with_bias = 1;
+        else if (strcmp(argv[i], "--padded") == 0) padded = 1;
         else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
         else if (strcmp(argv[i], "--dropout") == 0 && i + 1 < argc) dropout = (float)atof(argv[++i]);
         else if (i + 3 < argc && nshapes < 16) {
@@ -212,7 +245,8 @@ int main(int argc, char **argv) {
             nshapes++;
             i += 3;
         } else {
-            fprintf(stderr, "usage: %s [--no-old] [--bias] [--iters N] [--dropout P] [B T H D]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [--no-old] [--bias] [--padded] [--iters N] [--dropout P] [B T H D]...\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -231,11 +265,13 @@ int main(int argc, char **argv) {
            ATTN_DKDV_BM_128, iters);
     for (int s = 0; s < nshapes; s++) {
         if (dropout < 0.0f) {
-            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.0f, iters, with_old, with_bias);
-            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.1f, iters, with_old, with_bias);
+            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.0f, iters, with_old, with_bias,
+                        padded);
+            bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.1f, iters, with_old, with_bias,
+                        padded);
         } else {
             bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], dropout, iters,
-                        with_old, with_bias);
+                        with_old, with_bias, padded);
         }
     }
     return 0;

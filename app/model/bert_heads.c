@@ -212,8 +212,8 @@ void bert_heads_forward_backward(const kernel_ops *ops, const tensor_parallel_co
                                  float *dword_embeddings, void *dhidden, float loss_scale,
                                  int with_backward, float *lm_loss, float *sop_loss) {
     if (!ops->gelu_erf_forward || !ops->tanh_forward || !ops->attention_padded_forward)
-        user_error("BERT runs on the CPU backend only for now (--device cpu): the %s backend has "
-                   "no kernels for BERT's heads and padded attention yet", ops->name);
+        user_error("BERT needs the kernels of its heads and padded attention, which the %s backend "
+                   "lacks", ops->name);
     *lm_loss = lm_head(ops, tp, cfg, batch, hidden, word_embeddings, params, grads, dword_embeddings,
                        dhidden, loss_scale, with_backward);
     *sop_loss = cfg->binary_head

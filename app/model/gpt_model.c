@@ -675,8 +675,8 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     }
     if (m->config.bert) {
         if (!ops->attention_padded_forward || !ops->gelu_erf_forward || !ops->tanh_forward)
-            user_error("BERT runs on the CPU backend only for now (--device cpu): the %s backend has no kernels "
-                       "for its padded bidirectional attention and heads yet", ops->name);
+            user_error("BERT needs the kernels of its padded bidirectional attention and heads, which the %s "
+                       "backend lacks", ops->name);
         if (m->config.cp_size > 1 || m->config.num_experts > 0)
             user_error("BERT with %s is not supported: its encoder runs without context parallelism and "
                        "mixture of experts", m->config.cp_size > 1 ? "context parallelism" : "--num-experts");
@@ -1698,9 +1698,9 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     /* the qkv bias gradient comes with the attention's backward, unless RoPE changes d_qkv after it */
     float *qkv_bias_grad = c->position_embedding_type == POSITION_ROPE ? NULL : lg->qkv_bias;
     if (key_valid) {  /* encoder mode */
-        ops->attention_padded_backward(b->d_qkv, b->d_attention, la->qkv, key_valid, la->attention_workspace,
-                                       s.B, s.T, s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
-        if (qkv_bias_grad) ops->bias_backward(qkv_bias_grad, b->d_qkv, s.N, s.QKVl);
+        ops->attention_padded_backward(b->d_qkv, qkv_bias_grad, b->d_attention, la->qkv, la->attention_out,
+                                       key_valid, la->attention_workspace, s.B, s.T, s.Hl, s.Gl, s.D,
+                                       c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     } else if (c->cp_size > 1) {
         context_parallel_attention_backward(m, layer, b->d_qkv, b->d_attention, la->qkv, la->attention_out,
                                             la->attention_workspace, attention_rng(m, rng, layer));

@@ -169,11 +169,14 @@ static void attention_padded_forward(void *out, void *workspace, const void *qkv
                                      dropout_rng rng) {
     cpu_attention_padded_forward(out, workspace, qkv, key_valid, B, T, H, G, D, head_start, total_heads, rng);
 }
-static void attention_padded_backward(void *dqkv, const void *dout, const void *qkv, const int *key_valid,
-                                      const void *workspace, int B, int T, int H, int G, int D,
-                                      int head_start, int total_heads, dropout_rng rng) {
+/* as attention_backward: out is not needed, the bias gradient is a pass over dqkv */
+static void attention_padded_backward(void *dqkv, float *dbias, const void *dout, const void *qkv, const void *out,
+                                      const int *key_valid, const void *workspace, int B, int T, int H, int G,
+                                      int D, int head_start, int total_heads, dropout_rng rng) {
+    (void)out;
     cpu_attention_padded_backward(dqkv, dout, qkv, key_valid, workspace, B, T, H, G, D, head_start,
                                   total_heads, rng);
+    if (dbias) cpu_bias_backward(dbias, dqkv, B * T, (H + 2 * G) * D);
 }
 static void cross_attention_forward(void *out, void *workspace, const void *q, const void *kv, const int *key_valid,
                                     int B, int Tq, int Tk, int H, int D, int head_start, int total_heads,

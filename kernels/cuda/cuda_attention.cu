@@ -142,13 +142,48 @@ static __device__ __forceinline__ int attn_keep_bit(int key_low, int query_pair)
     return 4 * key_low + query_pair;
 }
 
+/* The key-padding mask of the bidirectional kernels (PADDED; kernels.h's attention_padded_*):
+ * valid_row is key_valid + b*T, the keys of one sequence. attn_key_extent: one past the last
+ * visible key (0 when none), the same in every thread of the block (all of whose threads call
+ * it: it synchronizes); key tiles from there on hold no visible key and are not walked.
+ * attn_tile_key_bits: one warp's bit mask of the visible keys k0 .. k0 + KEYS - 1 (KEYS <= 64;
+ * bit j for key k0 + j; keys past T are not visible), two coalesced loads and ballots. */
+template <int THREADS>
+static __device__ __forceinline__ int attn_key_extent(const int *valid_row, int T) {
+    __shared__ int block_extent;
+    if (threadIdx.x == 0) block_extent = 0;
+    __syncthreads();
+    int extent = 0;
+    for (int key = threadIdx.x; key < T; key += THREADS)
+        if (valid_row[key] != 0) extent = key + 1;
+    extent = __reduce_max_sync(0xffffffffu, (unsigned)extent);
+    if ((threadIdx.x & 31) == 0 && extent > 0) atomicMax(&block_extent, extent);
+    __syncthreads();
+    return block_extent;
+}
+template <int KEYS>
+static __device__ __forceinline__ uint64_t attn_tile_key_bits(const int *valid_row, int k0, int T, int lane) {
+    static_assert(KEYS <= 64, "a key tile's mask is one 64-bit word");
+    uint64_t bits = 0;
+#pragma unroll
+    for (int part = 0; part * 32 < KEYS; part++) {
+        const int j = 32 * part + lane, key = k0 + j;
+        const bool visible = j < KEYS && key < T && __ldg(valid_row + key) != 0;
+        bits |= (uint64_t)__ballot_sync(0xffffffffu, visible) << (32 * part);
+    }
+    return bits;
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* forward: block = (batch x head, query tile of 16 WARPS rows), warp w owns rows 16w..16w+15;
  * walks key tiles of BN keys up to the diagonal. Grid y counts down the query tiles, so the
- * longest rows start first. */
-template <int DP, int WARPS, int BN, bool DROPOUT, typename E>
+ * longest rows start first. PADDED (bidirectional, key_valid [B,T]): every query walks the key
+ * tiles up to the sequence's last visible key, with the invisible keys masked instead of the
+ * later ones; a tile without a visible key is skipped, and a row that sees no key at all gets
+ * out 0 and lse +inf (so that the backward's P = exp(s - lse) is 0 on it). */
+template <int DP, int WARPS, int BN, bool DROPOUT, bool PADDED, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_FWD_MIN_BLOCKS_64 : 0)
-attention_forward_kernel(E *out, float *lse, const E *qkv, int T, int H, int G, int D,
+attention_forward_kernel(E *out, float *lse, const E *qkv, const int *key_valid, int T, int H, int G, int D,
                          int head_start, int total_heads, dropout_rng rng, int vec) {
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -164,7 +199,9 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, int T, int H, int G, 
     const E *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D); /* scores in base-2 units */
     const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
-    const int kt_last = min(q0 + BM - 1, T - 1) / BN;
+    const int *valid_row = PADDED ? key_valid + (size_t)b * T : NULL;
+    const int kt_last = PADDED ? max(attn_key_extent<THREADS>(valid_row, T) - 1, 0) / BN
+                               : min(q0 + BM - 1, T - 1) / BN;
     const uint32_t drop_threshold = attn_drop_threshold(rng.p);
     const uint64_t row_counter[2] = {attn_row_counter(rng, head_index, T, warp_row0 + g),
                                      attn_row_counter(rng, head_index, T, warp_row0 + g + 8)};
@@ -193,13 +230,22 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, int T, int H, int G, 
         cp_async_wait<1>(); /* this stage (and Q) has landed */
         __syncthreads();
 
-        /* keys k0.. are right of every row of this warp: nothing to do. Otherwise key k0 is at
-         * or left of every row (k0 and the warp's first row are multiples of 16), so each row
-         * has an unmasked score and the running max becomes finite on the first tile. */
-        if (k0 <= warp_row0 + 15) {
+        /* causal: keys k0.. are right of every row of this warp: nothing to do. Otherwise key
+         * k0 is at or left of every row (k0 and the warp's first row are multiples of 16), so
+         * each row has an unmasked score and the running max becomes finite on the first tile.
+         * PADDED: the tile's visible keys (none: nothing to do); a row's max stays -inf until
+         * it meets one, and is then taken as 0 in the exponentials (all of them 0 before). */
+        const uint64_t key_bits = PADDED ? attn_tile_key_bits<BN>(valid_row, k0, T, lane) : 0;
+        if (PADDED ? key_bits != 0 : k0 <= warp_row0 + 15) {
             float s[NT][4];
             warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
-            if (k0 + BN - 1 > warp_row0) { /* the diagonal crosses this tile: causal mask */
+            if (PADDED) { /* the key-padding mask */
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (!((key_bits >> (8 * n + 2 * t + (e & 1))) & 1u)) s[n][e] = -INFINITY;
+            } else if (k0 + BN - 1 > warp_row0) { /* the diagonal crosses this tile: causal mask */
 #pragma unroll
                 for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -218,9 +264,10 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, int T, int H, int G, 
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 m_new[i] = quad_max(m_new[i]);
-                alpha[i] = fast_exp2((m_run[i] - m_new[i]) * scale_log2);
+                const float m_use = PADDED && m_new[i] == -INFINITY ? 0.0f : m_new[i];
+                alpha[i] = fast_exp2((m_run[i] - m_use) * scale_log2);
                 m_run[i] = m_new[i];
-                neg_m[i] = -m_new[i] * scale_log2;
+                neg_m[i] = -m_use * scale_log2;
                 l_run[i] *= alpha[i];
             }
 #pragma unroll
@@ -264,9 +311,10 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, int T, int H, int G, 
     for (int i = 0; i < 2; i++) {
         float l = quad_sum(l_run[i]);
         factor[i] = keep_scale / l;
+        if (PADDED && l == 0.0f) factor[i] = 0.0f; /* no visible key */
         int row = warp_row0 + g + 8 * i;
         if (t == 0 && row < T)
-            lse[(size_t)bh * T + row] = (m_run[i] * scale_log2 + log2f(l)) * attn_ln2;
+            lse[(size_t)bh * T + row] = PADDED && l == 0.0f ? INFINITY : (m_run[i] * scale_log2 + log2f(l)) * attn_ln2;
     }
     E *stage = q_s + 16 * warp * LD; /* the warp's own Q rows, read only by this warp */
     attn_stage_rows<DP>(stage, o, factor[0], factor[1], lane);
@@ -339,11 +387,12 @@ static __device__ __forceinline__ void attn_load_query_stage(
  * 16w..16w+15; for each query head of the group in turn, walks its query tiles of BM rows from
  * the diagonal down, with S^T = K Q^T and dP^T = V dO^T in registers (keys as rows), so dK and
  * dV sum over the group's heads in registers. Grid y counts up the key tiles: the longest walks
- * start first. */
-template <int DP, int WARPS, int BM, bool DROPOUT, typename E>
+ * start first. PADDED: every query tile, the invisible keys masked; a block whose keys are all
+ * invisible walks nothing and writes their dK, dV as 0, a warp whose 16 are skips the work. */
+template <int DP, int WARPS, int BM, bool DROPOUT, bool PADDED, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DKDV_MIN_BLOCKS_64 : 0)
 attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
-                               const E *qkv, const float *lse2, const float *di, int T,
+                               const E *qkv, const int *key_valid, const float *lse2, const float *di, int T,
                                int Tpad, int H, int G, int D, int head_start, int total_heads,
                                dropout_rng rng, int vec) {
     constexpr int BN = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BM / 8;
@@ -361,11 +410,15 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
     const E *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
-    const int qt_first = k0 / BM, qt_last = (T - 1) / BM, tiles = qt_last - qt_first + 1;
+    const int qt_first = PADDED ? 0 : k0 / BM, qt_last = (T - 1) / BM, tiles = qt_last - qt_first + 1;
     const uint32_t drop_threshold = attn_drop_threshold(rng.p);
+    /* PADDED: the visible ones of the warp's 16 keys (bit j: key warp_key0 + j) */
+    const uint32_t warp_key_bits =
+        PADDED ? (uint32_t)attn_tile_key_bits<16>(key_valid + (size_t)b * T, warp_key0, T, lane) : 0xffffu;
+    const bool block_sees = PADDED ? __syncthreads_or(warp_key_bits != 0) != 0 : true;
 
     /* step it of the walk: query head first_head + it / tiles, query tile qt_first + it % tiles */
-    const int first_head = group * per, steps = per * tiles;
+    const int first_head = group * per, steps = block_sees ? per * tiles : 0;
 #define DKDV_HEAD_POINTERS(h)                                                                      \
     const E *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);       \
     const E *do_base = dout + (size_t)b * T * out_stride + (size_t)(h) * D;                   \
@@ -408,12 +461,14 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
         cp_async_wait<1>();
         __syncthreads();
 
-        if (q0 + BM - 1 >= warp_key0) { /* some query of the tile sees some key of the warp */
+        /* some query of the tile sees some key of the warp */
+        if (PADDED ? warp_key_bits != 0 : q0 + BM - 1 >= warp_key0) {
             float s[NT][4], dp[NT][4]; /* S^T, dP^T: row = key (g, g + 8), column = query */
             uint32_t my_keep_word = 0;
             warp_gemm_abt<DP, NT>(s, k_s + 16 * warp * LD, q_s, lane);
             warp_gemm_abt<DP, NT>(dp, v_s + 16 * warp * LD, do_s, lane);
-            const bool mask = warp_key0 + 15 > q0 || q0 + BM > T;
+            const bool mask = PADDED || warp_key0 + 15 > q0 || q0 + BM > T;
+            const bool key_visible[2] = {((warp_key_bits >> g) & 1u) != 0, ((warp_key_bits >> (g + 8)) & 1u) != 0};
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 const float2 l2 = *reinterpret_cast<const float2 *>(lse2_s + 8 * n + 2 * t);
@@ -424,7 +479,8 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
                 for (int e = 0; e < 4; e++) {
                     if ((e & 1) == 0) drawn = false; /* queries query, query + 1 of a key share a call */
                     const int key = warp_key0 + g + 8 * (e >> 1), query = q0 + 8 * n + 2 * t + (e & 1);
-                    const bool visible = !(mask && (key > query || query >= T));
+                    const bool visible = PADDED ? key_visible[e >> 1] && query < T
+                                                : !(mask && (key > query || query >= T));
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
                     if (!visible) p = 0.0f;
                     float dpv = dp[n][e];
@@ -459,6 +515,10 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
     }
 
 #undef DKDV_HEAD_POINTERS
+    if (PADDED && steps == 0) { /* the first stage's copies, never waited for in the walk */
+        cp_async_wait<0>();
+        __syncthreads();
+    }
     /* dK = scale dS^T Q, dV = keep_scale (P keep)^T dO, staged in the warp's own K and V rows */
     const float scale = 1.0f / sqrtf((float)D);
     E *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
@@ -472,11 +532,12 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
 /* ---------------------------------------------------------------------------------------------- */
 /* backward, dQ: block = (batch x head, query tile of 16 WARPS rows), warp w owns rows
  * 16w..16w+15; walks key tiles of BN keys up to the diagonal, recomputing S = Q K^T and
- * dP = dO V^T in registers. Grid y counts down the query tiles. */
-template <int DP, int WARPS, int BN, bool DROPOUT, typename E>
+ * dP = dO V^T in registers. Grid y counts down the query tiles. PADDED: the key tiles up to the
+ * last visible key, the invisible keys masked, a tile without a visible key skipped. */
+template <int DP, int WARPS, int BN, bool DROPOUT, bool PADDED, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DQ_MIN_BLOCKS_64 : 0)
 attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
-                             const E *qkv, const float *lse2, const float *di, int T,
+                             const E *qkv, const int *key_valid, const float *lse2, const float *di, int T,
                              int Tpad, int H, int G, int D, dropout_rng rng, int vec) {
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -493,7 +554,9 @@ attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
     const E *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
-    const int kt_last = min(q0 + BM - 1, T - 1) / BN;
+    const int *valid_row = PADDED ? key_valid + (size_t)b * T : NULL;
+    const int kt_last = PADDED ? max(attn_key_extent<THREADS>(valid_row, T) - 1, 0) / BN
+                               : min(q0 + BM - 1, T - 1) / BN;
 
     /* rows g and g + 8 of the warp (padded statistics: no bounds check) */
     const float *lse2_rows = lse2 + (size_t)bh * Tpad, *di_rows = di + (size_t)bh * Tpad;
@@ -524,7 +587,8 @@ attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
         cp_async_wait<1>();
         __syncthreads();
 
-        if (k0 <= warp_row0 + 15) {
+        const uint64_t key_bits = PADDED ? attn_tile_key_bits<BN>(valid_row, k0, T, lane) : 0;
+        if (PADDED ? key_bits != 0 : k0 <= warp_row0 + 15) {
             /* keep bits of this lane's elements: for key block k0/16 + n/2 and query block
              * warp_row0/8 + e/2, the words (g & 1)*2 + {0, 1} (the second for odd n) */
             uint2 keep_words[DROPOUT ? NT / 2 : 1][2];
@@ -547,7 +611,7 @@ attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
                 for (int e = 0; e < 4; e++) {
                     const int row = warp_row0 + g + 8 * (e >> 1), key = k0 + 8 * n + 2 * t + (e & 1);
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -row_lse2[e >> 1]));
-                    if (mask && key > row) p = 0.0f;
+                    if (PADDED ? !((key_bits >> (key - k0)) & 1u) : mask && key > row) p = 0.0f;
                     float dpv = dp[n][e];
                     if (DROPOUT) {
                         const uint2 words = keep_words[n >> 1][e >> 1];
@@ -593,16 +657,18 @@ static dim3 attn_grid(int B, int H, int T, int tile) {
     return dim3((unsigned int)B * (unsigned int)H, ceil_div((size_t)T, (size_t)tile));
 }
 
-template <int DP, bool DROPOUT, typename E>
-static void attn_forward_launch(E *out, float *lse, const E *qkv, int B, int T, int H,
+/* PADDED: the bidirectional kernels with the key-padding mask key_valid (NULL otherwise) */
+template <int DP, bool DROPOUT, bool PADDED, typename E>
+static void attn_forward_launch(E *out, float *lse, const E *qkv, const int *key_valid, int B, int T, int H,
                                 int G, int D, int head_start, int total_heads, dropout_rng rng) {
     constexpr int WARPS = ATTN_FWD_WARPS, BN = ATTN_FWD_BN;
     static_assert(ATTN_T_PAD % (16 * WARPS) == 0 && BN % 16 == 0, "forward tile shape");
-    auto kernel = attention_forward_kernel<DP, WARPS, BN, DROPOUT, E>;
+    static_assert(!PADDED || BN <= 64, "the padded kernels mask key tiles of at most 64");
+    auto kernel = attention_forward_kernel<DP, WARPS, BN, DROPOUT, PADDED, E>;
     const size_t smem = attn_forward_smem(DP, WARPS, BN);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kernel<<<attn_grid(B, H, T, 16 * WARPS), 32 * WARPS, smem, compute_stream()>>>(
-        out, lse, qkv, T, H, G, D, head_start, total_heads, rng, attn_vector_io(D, out, qkv));
+        out, lse, qkv, key_valid, T, H, G, D, head_start, total_heads, rng, attn_vector_io(D, out, qkv));
     CHECK_LAUNCH();
 }
 
@@ -623,21 +689,23 @@ static float *attn_bias_partials(size_t bytes) {
     return (float *)grow_device_buffer(&partials_buffer, &partials_capacity, bytes, 0);
 }
 
-template <int DP, bool DROPOUT, typename E>
+template <int DP, bool DROPOUT, bool PADDED, typename E>
 static void attn_backward_launch(E *dqkv, float *dbias, const E *dout, const E *qkv,
-                                 const E *out, const float *lse, int B, int T, int H, int G,
+                                 const E *out, const int *key_valid, const float *lse, int B, int T, int H, int G,
                                  int D, int head_start, int total_heads, dropout_rng rng) {
     constexpr int DQ_WARPS = DP <= 64 ? ATTN_DQ_WARPS_64 : ATTN_DQ_WARPS_128, DQ_BN = ATTN_DQ_BN;
     constexpr int KV_WARPS = ATTN_DKDV_WARPS;
     constexpr int KV_BM = DP <= 64 ? ATTN_DKDV_BM_64 : ATTN_DKDV_BM_128;
     static_assert(ATTN_T_PAD % (16 * DQ_WARPS) == 0 && ATTN_T_PAD % KV_BM == 0, "padding");
     static_assert(DQ_BN % 16 == 0 && KV_BM % 16 == 0, "tiles of whole k-slices");
+    static_assert(!PADDED || DQ_BN <= 64, "the padded kernels mask key tiles of at most 64");
     const int Tpad = (int)(ceil_div((size_t)T, ATTN_T_PAD) * ATTN_T_PAD);
     const size_t rows = (size_t)B * H * Tpad;
 
     const int vec = attn_vector_io(D, dqkv, qkv) && attn_vector_io(D, dout, out);
-    bool sm90 = false; /* Hopper's wgmma kernels are bf16 only */
-    if constexpr (!is_fp16<E>::value) sm90 = !DROPOUT && vec && cuda_attention_sm90_applies(dqkv, qkv, D, rng.p);
+    bool sm90 = false; /* Hopper's wgmma kernels are bf16 and causal only */
+    if constexpr (!is_fp16<E>::value && !PADDED)
+        sm90 = !DROPOUT && vec && cuda_attention_sm90_applies(dqkv, qkv, D, rng.p);
     const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
@@ -671,19 +739,19 @@ static void attn_backward_launch(E *dqkv, float *dbias, const E *dout, const E *
         return;
     }
 
-    auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT, E>;
+    auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT, PADDED, E>;
     const size_t dkdv_smem = attn_dkdv_smem(DP, KV_WARPS, KV_BM);
     CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)dkdv_smem));
     dkdv<<<attn_grid(B, G, T, 16 * KV_WARPS), 32 * KV_WARPS, dkdv_smem, compute_stream()>>>(
-        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, G, D, head_start, total_heads, rng, vec);
+        dqkv, keep_bits, dout, qkv, key_valid, lse2, di, T, Tpad, H, G, D, head_start, total_heads, rng, vec);
     CHECK_LAUNCH();
 
-    auto dq = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT, E>;
+    auto dq = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT, PADDED, E>;
     const size_t dq_smem = attn_dq_smem(DP, DQ_WARPS, DQ_BN);
     CHECK_CUDA(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
     dq<<<attn_grid(B, H, T, 16 * DQ_WARPS), 32 * DQ_WARPS, dq_smem, compute_stream()>>>(
-        dqkv, keep_bits, dout, qkv, lse2, di, T, Tpad, H, G, D, rng, vec);
+        dqkv, keep_bits, dout, qkv, key_valid, lse2, di, T, Tpad, H, G, D, rng, vec);
     CHECK_LAUNCH();
     if (dbias) bias_backward_e(dbias, dqkv, B * T, qkv_columns);
 }
@@ -706,50 +774,56 @@ static void attn_check_groups(int H, int G) {
         KERNELS_FATAL("cuda attention: %d query heads do not split into %d query groups", H, G);
 }
 
+/* key_valid NULL: causal attention; else bidirectional with that key-padding mask [B,T] */
 template <typename E>
-static void attention_forward_t(E *out, void *workspace, const E *qkv, int B, int T,
-                                       int H, int G, int D, int head_start, int total_heads,
-                                       dropout_rng rng) {
+static void attention_forward_t(E *out, void *workspace, const E *qkv, const int *key_valid, int B, int T,
+                                int H, int G, int D, int head_start, int total_heads, dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
     attn_check_groups(H, G);
     E *o = out;
     const E *x = qkv;
+    const int *kv = key_valid;
     float *lse = (float *)workspace;
-    if constexpr (!is_fp16<E>::value) { /* Hopper (cuda_attention_sm90.cu), bf16 only */
-        if (cuda_attention_sm90_applies(out, qkv, D, rng.p)) {
+    if constexpr (!is_fp16<E>::value) { /* Hopper (cuda_attention_sm90.cu), bf16 and causal only */
+        if (!key_valid && cuda_attention_sm90_applies(out, qkv, D, rng.p)) {
             cuda_attention_sm90_forward(reinterpret_cast<bf16 *>(out), lse, reinterpret_cast<const bf16 *>(qkv), B, T,
                                         H, G, D);
             return;
         }
     }
-    const bool drop = rng.p > 0.0f;
-    if (attn_padded_head_dim(D) == 64) {
-        if (drop) attn_forward_launch<64, true>(o, lse, x, B, T, H, G, D, head_start, total_heads, rng);
-        else attn_forward_launch<64, false>(o, lse, x, B, T, H, G, D, head_start, total_heads, rng);
+    const bool drop = rng.p > 0.0f, dp64 = attn_padded_head_dim(D) == 64;
+#define ATTN_FORWARD(DP, DROP, PAD) attn_forward_launch<DP, DROP, PAD>(o, lse, x, kv, B, T, H, G, D, head_start, total_heads, rng)
+    if (key_valid) {
+        if (dp64) drop ? ATTN_FORWARD(64, true, true) : ATTN_FORWARD(64, false, true);
+        else drop ? ATTN_FORWARD(128, true, true) : ATTN_FORWARD(128, false, true);
     } else {
-        if (drop) attn_forward_launch<128, true>(o, lse, x, B, T, H, G, D, head_start, total_heads, rng);
-        else attn_forward_launch<128, false>(o, lse, x, B, T, H, G, D, head_start, total_heads, rng);
+        if (dp64) drop ? ATTN_FORWARD(64, true, false) : ATTN_FORWARD(64, false, false);
+        else drop ? ATTN_FORWARD(128, true, false) : ATTN_FORWARD(128, false, false);
     }
+#undef ATTN_FORWARD
 }
 
 template <typename E>
-static void attention_backward_t(E *dqkv, float *dbias, const E *dout, const E *qkv,
-                                        const E *out, const void *workspace, int B, int T,
-                                        int H, int G, int D, int head_start, int total_heads,
-                                        dropout_rng rng) {
+static void attention_backward_t(E *dqkv, float *dbias, const E *dout, const E *qkv, const E *out,
+                                 const int *key_valid, const void *workspace, int B, int T, int H, int G, int D,
+                                 int head_start, int total_heads, dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
     attn_check_groups(H, G);
     E *dx = dqkv;
     const E *dy = dout, *x = qkv, *y = out;
+    const int *kv = key_valid;
     const float *lse = (const float *)workspace;
-    const bool drop = rng.p > 0.0f;
-    if (attn_padded_head_dim(D) == 64) {
-        if (drop) attn_backward_launch<64, true>(dx, dbias, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
-        else attn_backward_launch<64, false>(dx, dbias, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
+    const bool drop = rng.p > 0.0f, dp64 = attn_padded_head_dim(D) == 64;
+#define ATTN_BACKWARD(DP, DROP, PAD) \
+    attn_backward_launch<DP, DROP, PAD>(dx, dbias, dy, x, y, kv, lse, B, T, H, G, D, head_start, total_heads, rng)
+    if (key_valid) {
+        if (dp64) drop ? ATTN_BACKWARD(64, true, true) : ATTN_BACKWARD(64, false, true);
+        else drop ? ATTN_BACKWARD(128, true, true) : ATTN_BACKWARD(128, false, true);
     } else {
-        if (drop) attn_backward_launch<128, true>(dx, dbias, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
-        else attn_backward_launch<128, false>(dx, dbias, dy, x, y, lse, B, T, H, G, D, head_start, total_heads, rng);
+        if (dp64) drop ? ATTN_BACKWARD(64, true, false) : ATTN_BACKWARD(64, false, false);
+        else drop ? ATTN_BACKWARD(128, true, false) : ATTN_BACKWARD(128, false, false);
     }
+#undef ATTN_BACKWARD
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
@@ -757,25 +831,58 @@ static void attention_backward_t(E *dqkv, float *dbias, const E *dout, const E *
 extern "C" void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T,
                                        int H, int G, int D, int head_start, int total_heads,
                                        dropout_rng rng) {
-    attention_forward_t(as_nv(out), workspace, as_nv(qkv), B, T, H, G, D, head_start, total_heads, rng);
+    attention_forward_t(as_nv(out), workspace, as_nv(qkv), NULL, B, T, H, G, D, head_start, total_heads, rng);
 }
 
 extern "C" void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, int B, int T,
                                        int H, int G, int D, int head_start, int total_heads,
                                        dropout_rng rng) {
-    attention_forward_t(as_half(out), workspace, as_half(qkv), B, T, H, G, D, head_start, total_heads, rng);
+    attention_forward_t(as_half(out), workspace, as_half(qkv), NULL, B, T, H, G, D, head_start, total_heads, rng);
 }
 
 extern "C" void cuda_attention_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv,
                                         const bf16 *out, const void *workspace, int B, int T,
                                         int H, int G, int D, int head_start, int total_heads,
                                         dropout_rng rng) {
-    attention_backward_t(as_nv(dqkv), dbias, as_nv(dout), as_nv(qkv), as_nv(out), workspace, B, T, H, G, D, head_start, total_heads, rng);
+    attention_backward_t(as_nv(dqkv), dbias, as_nv(dout), as_nv(qkv), as_nv(out), NULL, workspace, B, T, H, G, D,
+                         head_start, total_heads, rng);
 }
 
 extern "C" void cuda_attention_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv,
                                         const fp16 *out, const void *workspace, int B, int T,
                                         int H, int G, int D, int head_start, int total_heads,
                                         dropout_rng rng) {
-    attention_backward_t(as_half(dqkv), dbias, as_half(dout), as_half(qkv), as_half(out), workspace, B, T, H, G, D, head_start, total_heads, rng);
+    attention_backward_t(as_half(dqkv), dbias, as_half(dout), as_half(qkv), as_half(out), NULL, workspace, B, T, H,
+                         G, D, head_start, total_heads, rng);
+}
+
+/* bidirectional attention with a key-padding mask (BERT's encoder; kernels.h's attention_padded_*):
+ * the kernels above with PADDED, on every GPU (the Hopper wgmma kernels are causal only) */
+extern "C" void cuda_attention_padded_forward(bf16 *out, void *workspace, const bf16 *qkv, const int *key_valid,
+                                              int B, int T, int H, int G, int D, int head_start, int total_heads,
+                                              dropout_rng rng) {
+    attention_forward_t(as_nv(out), workspace, as_nv(qkv), key_valid, B, T, H, G, D, head_start, total_heads, rng);
+}
+
+extern "C" void cuda_attention_padded_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, const int *key_valid,
+                                                   int B, int T, int H, int G, int D, int head_start,
+                                                   int total_heads, dropout_rng rng) {
+    attention_forward_t(as_half(out), workspace, as_half(qkv), key_valid, B, T, H, G, D, head_start, total_heads,
+                        rng);
+}
+
+extern "C" void cuda_attention_padded_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv,
+                                               const bf16 *out, const int *key_valid, const void *workspace, int B,
+                                               int T, int H, int G, int D, int head_start, int total_heads,
+                                               dropout_rng rng) {
+    attention_backward_t(as_nv(dqkv), dbias, as_nv(dout), as_nv(qkv), as_nv(out), key_valid, workspace, B, T, H, G,
+                         D, head_start, total_heads, rng);
+}
+
+extern "C" void cuda_attention_padded_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv,
+                                                    const fp16 *out, const int *key_valid, const void *workspace,
+                                                    int B, int T, int H, int G, int D, int head_start,
+                                                    int total_heads, dropout_rng rng) {
+    attention_backward_t(as_half(dqkv), dbias, as_half(dout), as_half(qkv), as_half(out), key_valid, workspace, B, T,
+                         H, G, D, head_start, total_heads, rng);
 }

@@ -280,6 +280,29 @@ static void attention_backward(void *dqkv, float *dbias, const void *dout, const
     cuda_attention_backward##S((T *)dqkv, dbias, (const T *)dout, (const T *)qkv, (const T *)out, workspace, B, \
                                T_, H, G, D, head_start, total_heads, rng);                                       \
 }                                                                                                                \
+static void attention_padded_forward(void *out, void *workspace, const void *qkv, const int *key_valid, int B,  \
+                                     int T_, int H, int G, int D, int head_start, int total_heads,               \
+                                     dropout_rng rng) {                                                          \
+    cuda_attention_padded_forward##S((T *)out, workspace, (const T *)qkv, key_valid, B, T_, H, G, D, head_start, \
+                                     total_heads, rng);                                                          \
+}                                                                                                                \
+static void attention_padded_backward(void *dqkv, float *dbias, const void *dout, const void *qkv,               \
+                                      const void *out, const int *key_valid, const void *workspace, int B,       \
+                                      int T_, int H, int G, int D, int head_start, int total_heads,              \
+                                      dropout_rng rng) {                                                         \
+    cuda_attention_padded_backward##S((T *)dqkv, dbias, (const T *)dout, (const T *)qkv, (const T *)out,         \
+                                      key_valid, workspace, B, T_, H, G, D, head_start, total_heads, rng);       \
+}                                                                                                                \
+static void gelu_erf_forward(void *out, const void *x, size_t n) {                                              \
+    cuda_gelu_erf_forward##S((T *)out, (const T *)x, n);                                                         \
+}                                                                                                                \
+static void gelu_erf_backward(void *dx, const void *x, const void *dout, size_t n) {                            \
+    cuda_gelu_erf_backward##S((T *)dx, (const T *)x, (const T *)dout, n);                                        \
+}                                                                                                                \
+static void tanh_forward(void *out, const void *x, size_t n) { cuda_tanh_forward##S((T *)out, (const T *)x, n); } \
+static void tanh_backward(void *dx, const void *y, const void *dout, size_t n) {                                \
+    cuda_tanh_backward##S((T *)dx, (const T *)y, (const T *)dout, n);                                            \
+}                                                                                                                \
 static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B, int Tq, int H,    \
                              int G, int D, int past, int max_len, int window_left) {                             \
     refuse_window("decode_attention", window_left);                                                              \
@@ -421,6 +444,12 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.attention_forward = A::attention_forward;
     ops.attention_backward = A::attention_backward;
     ops.decode_attention = A::decode_attention;
+    ops.attention_padded_forward = A::attention_padded_forward; /* BERT's encoder and heads */
+    ops.attention_padded_backward = A::attention_padded_backward;
+    ops.gelu_erf_forward = A::gelu_erf_forward;
+    ops.gelu_erf_backward = A::gelu_erf_backward;
+    ops.tanh_forward = A::tanh_forward;
+    ops.tanh_backward = A::tanh_backward;
     ops.gelu_forward = A::gelu_forward;
     ops.gelu_backward = A::gelu_backward;
     ops.matmul_backward_gelu = A::matmul_backward_gelu;

@@ -174,6 +174,22 @@ void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, 
 void cuda_attention_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                              const void *workspace, int B, int T, int H, int G, int D,
                              int head_start, int total_heads, dropout_rng rng);
+/* bidirectional attention with a key-padding mask (BERT's encoder, kernels.h's attention_padded_*;
+ * key_valid [B,T] int32, 0 for a padding key): the same kernels with the invisible keys masked
+ * instead of the later ones (the mma.sync kernels on every GPU); a query row that sees no key
+ * gets out 0 and dq 0; dk and dv of an invisible key are 0; the workspace and dbias as above */
+void cuda_attention_padded_forward(bf16 *out, void *workspace, const bf16 *qkv, const int *key_valid, int B, int T,
+                                   int H, int G, int D, int head_start, int total_heads, dropout_rng rng);
+void cuda_attention_padded_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+                                    const int *key_valid, const void *workspace, int B, int T, int H, int G, int D,
+                                    int head_start, int total_heads, dropout_rng rng);
+
+/* ---- BERT's heads (cuda_bert_elementwise.cu): the exact GeLU x Phi(x) and tanh, backward
+ * dx = dout f' (dx may alias dout), tanh's from its output y ---- */
+void cuda_gelu_erf_forward(bf16 *out, const bf16 *x, size_t n);
+void cuda_gelu_erf_backward(bf16 *dx, const bf16 *x, const bf16 *dout, size_t n);
+void cuda_tanh_forward(bf16 *out, const bf16 *x, size_t n);
+void cuda_tanh_backward(bf16 *dx, const bf16 *y, const bf16 *dout, size_t n);
 
 /* ---- the forward on Hopper's wgmma (cuda_attention_sm90.cu), taken by cuda_attention_forward
  * where it applies: D 64 or 128, no dropout, 16-byte aligned, an sm_90 GPU running sm_90a code,
@@ -305,6 +321,15 @@ void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, in
 void cuda_attention_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv, const fp16 *out,
                                   const void *workspace, int B, int T, int H, int G, int D,
                                   int head_start, int total_heads, dropout_rng rng);
+void cuda_attention_padded_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, const int *key_valid, int B,
+                                        int T, int H, int G, int D, int head_start, int total_heads, dropout_rng rng);
+void cuda_attention_padded_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv,
+                                         const fp16 *out, const int *key_valid, const void *workspace, int B, int T,
+                                         int H, int G, int D, int head_start, int total_heads, dropout_rng rng);
+void cuda_gelu_erf_forward_fp16(fp16 *out, const fp16 *x, size_t n);
+void cuda_gelu_erf_backward_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, size_t n);
+void cuda_tanh_forward_fp16(fp16 *out, const fp16 *x, size_t n);
+void cuda_tanh_backward_fp16(fp16 *dx, const fp16 *y, const fp16 *dout, size_t n);
 void cuda_decode_attention_fp16(fp16 *out, fp16 *k_cache, fp16 *v_cache, const fp16 *qkv, int B,
                                 int Tq, int H, int G, int D, int past, int max_len);
 void cuda_cross_entropy_max_fp16(float *row_max, const fp16 *logits, int N, int V);

@@ -6,8 +6,8 @@
 # sentence-split corpus, --fp16 as the CPU's fp32 with the loss scaler, lm and sop losses logged
 # every 5 iterations with validation, checkpoints at 5 and 10, TensorBoard scalars, the loss
 # falling; run again, it resumes from its checkpoint (the final validation to the digit). Then
-# what pretrain_bert refuses (--device cuda, --mock-data, a GPT tokenizer), and pretrain_gpt
-# BERT's flags.
+# what pretrain_bert refuses (--mock-data, a GPT tokenizer), and pretrain_gpt BERT's flags. (On
+# the GPU: tests/gpu/gpu_bert_test.sh.)
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 bert_corpus corpus 400
@@ -50,7 +50,6 @@ refused() {  # refused WHAT MESSAGE FLAGS...
     [ $? -ne 0 ] && grep -q -- "$message" "$WORK/err"
     ok $? "$what is refused: $(grep -m1 error: "$WORK/err" | cut -c1-140)"
 }
-refused "--device cuda" "BERT runs on the CPU backend only for now" --data-path "$WORK/corpus_text_sentence.h5" --device cuda
 refused "--mock-data" "pretrain_bert reads a sentence-split WordPiece corpus" --mock-data
 refused "a GPT-2 tokenizer" "pretrain_bert needs a WordPiece vocabulary" --data-path "$WORK/corpus_text_sentence.h5" \
     --tokenizer-type GPT2BPETokenizer

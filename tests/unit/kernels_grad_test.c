@@ -616,9 +616,17 @@ static void test_attention_padded(float p, int NH, int NG) {
     double *g = dzeros(nqkv);
     fd_grad(obj_attention_padded, &c, c.qkv, nqkv, g);
     float *dqkv = fill(nqkv, -9, 9); /* garbage: backward overwrites all of dqkv */
-    K->attention_padded_backward(dqkv, R, qkv, key_valid, ws, B, T, NH, NG, D, head_start, total_heads, rng);
+    float *dbias = fzeros((size_t)row);
+    K->attention_padded_backward(dqkv, dbias, R, qkv, out, key_valid, ws, B, T, NH, NG, D, head_start, total_heads,
+                                 rng);
     snprintf(what, sizeof what, "%s dqkv (overwritten)", tag);
     check_grad(what, dqkv, g, nqkv);
+    double *column_sums = dzeros((size_t)row); /* the qkv bias gradient: dqkv's column sums */
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        for (int j = 0; j < row; j++) column_sums[j] += g[i * (size_t)row + (size_t)j];
+    snprintf(what, sizeof what, "%s qkv bias gradient (dqkv's column sums)", tag);
+    check_grad(what, dbias, column_sums, (size_t)row);
+    free(dbias); free(column_sums);
 
     /* a padded key or value changes nothing; a later valid key changes earlier queries' outputs */
     float *qkv2 = malloc(nqkv * sizeof(float)), *out2 = fzeros(nout);
