@@ -224,7 +224,7 @@ static const option_spec specs[] = {
     {"min-loss-scale", "mixed precision", OPTION_FLOAT, AT(min_loss_scale), "1.0", .range = "(0, inf)", .help = "the dynamic loss scale never backs off below this"},
     {"loss-scale-window", "mixed precision", OPTION_FLOAT, AT(loss_scale_window), "1000", .range = "(0, inf)", .help = "the dynamic loss scale doubles after this many consecutive steps without overflow"},
     {"hysteresis", "mixed precision", OPTION_INT, AT(hysteresis), "2", .range = "[1, inf)", .help = "the dynamic loss scale halves at the hysteresis-th overflow since the last growth (then at every further one)"},
-    {"fp8-format", "mixed precision", OPTION_CHOICE, AT(fp8_format), .choices = "e4m3|hybrid", .metavar = "FORMAT", .help = "FP8 training of the transformer layers' linear layers (linear_qkv, linear_proj, linear_fc1, linear_fc2, the experts' and shared experts'; attention, the router and the output layer stay in bf16), as Megatron with Transformer Engine: e4m3 everywhere, or hybrid (E4M3 forward, E5M2 gradients); needs --bf16. Emulated: the operands are rounded to fp8 with their scales and the GEMM runs on the dequantized values (in fp32 on --device cpu, as an fp8 GEMM computes; on --device cuda the quantization runs on the GPU and the GEMM in bf16 on the dequantized values, so no faster than bf16 until the cuBLASLt fp8 GEMMs land)"},
+    {"fp8-format", "mixed precision", OPTION_CHOICE, AT(fp8_format), .choices = "e4m3|hybrid", .metavar = "FORMAT", .help = "FP8 training of the transformer layers' linear layers (linear_qkv, linear_proj, linear_fc1, linear_fc2, the experts' and shared experts'; attention, the router and the output layer stay in bf16), as Megatron with Transformer Engine: e4m3 everywhere, or hybrid (E4M3 forward, E5M2 gradients); needs --bf16. On --device cuda the layers' GEMMs are cuBLASLt fp8 GEMMs (the experts' are emulated; MTC_FP8_EMULATE=1 emulates all); on --device cpu they are emulated: the operands are rounded to fp8 with their scales and the GEMM runs on the dequantized values in fp32, as an fp8 GEMM computes"},
     {"fp8-recipe", "mixed precision", OPTION_STRING, AT(fp8_recipe), "delayed", .metavar = "RECIPE", .help = "how --fp8-format scales its tensors: delayed (TE's DelayedScaling: a scale per tensor from the amax history of past steps) or tensorwise (TE's Float8CurrentScaling: each tensor's scale from its own amax); blockwise, mxfp8 and custom are refused"},
     {"fp8-margin", "mixed precision", OPTION_INT, AT(fp8_margin), "0", .help = "delayed scaling: scale = fp8_max * 2^-margin / amax"},
     {"fp8-interval", "mixed precision", OPTION_INT, AT(fp8_interval), "1", .help = "deprecated and ignored (as from Transformer Engine 1.8, with Megatron's warning when not 1)"},
@@ -842,9 +842,6 @@ static int validate_bert(check_state *st, args *a) {
         return error_format(st->err, st->errlen, "--window-size: BERT's bidirectional attention takes no sliding window here (GPT and Llama models only)");
     if (a->print_sample[0])
         return error_format(st->err, st->errlen, "--print-sample prints GPT token windows: for BERT samples use tests/tools/bert_samples");
-    if (!strcmp(a->device, "cuda"))
-        return error_format(st->err, st->errlen, "--device cuda: BERT runs on the CPU backend only for now (--device cpu): the CUDA kernels of its padded bidirectional attention and heads are not written yet");
-    snprintf(a->device, sizeof a->device, "cpu");  /* auto: the CPU backend, the only one with BERT's kernels */
     return 0;
 }
 
