@@ -14,6 +14,8 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/fp8_format.h"
 
+#include <cuda_fp8.h>
+
 #define FP8_THREADS 256
 
 static void check_format(int format) {
@@ -33,6 +35,47 @@ static __device__ void block_amax_into(float *amax, float local) {
         for (int w = 0; w < FP8_THREADS / 32; w++) m = fmaxf(m, warp_max[w]);
         atomicMax(reinterpret_cast<unsigned int *>(amax), __float_as_uint(m)); /* m >= 0, not NaN */
     }
+}
+
+/* ---- the vectorized paths: 8 elements (16 bytes of bf16/fp16) per load, the hardware's
+ * two-at-a-time conversion cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (the bits fp8_from_float gives:
+ * tests/gpu/fp8_format_gpu_test.sh), 8 codes per store ---- */
+
+/* the codes of a and b, a in the low byte */
+static __device__ __forceinline__ uint32_t fp8x2_of(float a, float b, int format) {
+    return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, format == FP8_E5M2 ? __NV_E5M2 : __NV_E4M3);
+}
+
+/* 8 elements at x as floats */
+template <typename E>
+static __device__ __forceinline__ void load8(float *v, const E *x) {
+    union {
+        uint4 raw;
+        E e[8];
+    } u;
+    u.raw = *reinterpret_cast<const uint4 *>(x);
+    for (int j = 0; j < 8; j++) v[j] = to_float(u.e[j]);
+}
+
+/* the codes of v[0..8) * s, packed low byte first; |v| folded into *local (NaN ignored) */
+static __device__ __forceinline__ uint2 codes8(const float *v, float s, int format, float *local) {
+    uint32_t w[4];
+    for (int j = 0; j < 8; j++) *local = fmaxf(fabsf(v[j]), *local);
+    for (int j = 0; j < 4; j++) w[j] = fp8x2_of(v[2 * j] * s, v[2 * j + 1] * s, format);
+    return make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
+}
+
+template <typename E>
+static __global__ void fp8_quantize_vec_kernel(uint8_t *out, float *amax, float *scale_inv, const E *x, size_t n8,
+                                               const float *scale, int format) {
+    float s = *scale, local = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
+        float v[8];
+        load8(v, x + 8 * i);
+        reinterpret_cast<uint2 *>(out)[i] = codes8(v, s, format, &local);
+    }
+    if (amax) block_amax_into(amax, local);
+    if (scale_inv && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
 }
 
 template <typename E>
@@ -68,6 +111,12 @@ static void fp8_quantize_t(uint8_t *out, float *amax, float *scale_inv, const E 
                            int format) {
     check_format(format);
     if (n == 0 && !scale_inv) return;
+    if (n % 8 == 0 && n > 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0) {
+        fp8_quantize_vec_kernel<E><<<grid_stride_blocks(n / 8, FP8_THREADS), FP8_THREADS, 0, compute_stream()>>>(
+            out, amax, scale_inv, x, n / 8, scale, format);
+        CHECK_LAUNCH();
+        return;
+    }
     fp8_quantize_kernel<E><<<n ? grid_stride_blocks(n, FP8_THREADS) : 1, FP8_THREADS, 0, compute_stream()>>>(
         out, amax, scale_inv, x, n, scale, format);
     CHECK_LAUNCH();
@@ -138,6 +187,42 @@ static __global__ void fp8_quantize_transpose_kernel(uint8_t *out, uint8_t *out_
     if (scale_inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
 }
 
+/* the vectorized tile: 64 x 64, a thread quantizing 8 consecutive elements of a row (8 threads a
+ * row, 32 rows a pass) and writing 8 consecutive codes of a transposed row (8 rows of one
+ * column); rows and cols multiples of 8, x 16-byte and the outputs 8-byte aligned */
+template <typename E>
+static __global__ void fp8_quantize_transpose_vec_kernel(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv,
+                                                         const E *x, int rows, int cols, const float *scale,
+                                                         int format) {
+    __shared__ __align__(8) uint8_t tile[QT_TILE][QT_TILE + 8];
+    float s = *scale, local = 0.0f;
+    int r0 = blockIdx.y * QT_TILE, c0 = blockIdx.x * QT_TILE;
+    int part = threadIdx.x % 8, line = threadIdx.x / 8; /* 8 threads x 8 elements per tile row */
+    for (int dy = line; dy < QT_TILE; dy += FP8_THREADS / 8) {
+        int r = r0 + dy, c = c0 + part * 8;
+        uint2 codes = make_uint2(0u, 0u);
+        if (r < rows && c < cols) {
+            float v[8];
+            load8(v, x + (size_t)r * cols + c);
+            codes = codes8(v, s, format, &local);
+            *reinterpret_cast<uint2 *>(out + (size_t)r * cols + c) = codes;
+        }
+        *reinterpret_cast<uint2 *>(&tile[dy][part * 8]) = codes;
+    }
+    __syncthreads();
+    for (int item = threadIdx.x; item < QT_TILE * (QT_TILE / 8); item += FP8_THREADS) {
+        int dc = item % QT_TILE, group = item / QT_TILE; /* column dc, rows 8 group .. 8 group + 7 */
+        int c = c0 + dc, r = r0 + 8 * group;
+        if (c >= cols || r >= rows) continue;
+        uint32_t lo = 0, hi = 0;
+        for (int j = 0; j < 4; j++) lo |= (uint32_t)tile[8 * group + j][dc] << (8 * j);
+        for (int j = 0; j < 4; j++) hi |= (uint32_t)tile[8 * group + 4 + j][dc] << (8 * j);
+        *reinterpret_cast<uint2 *>(out_t + (size_t)c * rows + r) = make_uint2(lo, hi);
+    }
+    if (amax) block_amax_into(amax, local);
+    if (scale_inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
+}
+
 template <typename E>
 static void fp8_quantize_transpose_t(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const E *x, int rows,
                                      int cols, const float *scale, int format) {
@@ -147,8 +232,13 @@ static void fp8_quantize_transpose_t(uint8_t *out, uint8_t *out_t, float *amax, 
         return;
     }
     dim3 grid((unsigned)ceil_div(cols, QT_TILE), (unsigned)ceil_div(rows, QT_TILE));
-    fp8_quantize_transpose_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x, rows,
-                                                                                 cols, scale, format);
+    if (rows % 8 == 0 && cols % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0 &&
+        ((uintptr_t)out_t & 7u) == 0)
+        fp8_quantize_transpose_vec_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x,
+                                                                                         rows, cols, scale, format);
+    else
+        fp8_quantize_transpose_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x,
+                                                                                     rows, cols, scale, format);
     CHECK_LAUNCH();
 }
 

@@ -4,7 +4,8 @@
  *     saturation and tiny values included; the amax folded into a prior one exactly (with and
  *     without a NaN element, which it ignores); scale_inv = 1 / scale;
  *   - fp8_dequantize: the CPU's fp32 values rounded once to the compute dtype;
- *   - fp8_amax: exactly the CPU's; sizes from 1 element to 2^20 + 3 (many blocks);
+ *   - fp8_amax: exactly the CPU's; sizes from 1 element to 2^20 + 3 (many blocks); sizes that are
+ *     multiples of 8 take the vectorized quantization (the hardware's paired conversion);
  *   - fp8_transpose: the codes transposed exactly (edges of partial 32 x 32 tiles included);
  *   - fp8_quantize_transpose: bit for bit fp8_quantize's codes, amax and scale_inv, and the
  *     fp8_transpose of those codes (shapes with partial 64 x 64 tiles, odd widths included);
@@ -273,6 +274,8 @@ int main(void) {
     test_fp8(1000, FP8_E5M2, none);
     test_fp8((1u << 20) + 3, FP8_E4M3, 12345);
     test_fp8((1u << 20) + 3, FP8_E5M2, none);
+    test_fp8(1u << 20, FP8_E4M3, 4321); /* the vectorized path (8 at a time), a NaN inside */
+    test_fp8(1u << 20, FP8_E5M2, none);
     test_gemm(256, 512, 384);
     test_gemm(80, 176, 208); /* partial transpose tiles, dimensions multiples of 16 */
     test_quantize_transpose(256, 512, FP8_E4M3);
