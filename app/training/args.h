@@ -169,6 +169,7 @@ typedef struct args {
     char metrics_file[ARGS_PATH_MAX];
     char tensorboard_dir[ARGS_PATH_MAX]; /* TensorBoard event file directory; "": none */
     char papi_events[ARGS_PATH_MAX]; /* PAPI events counted per phase; "": none, "default": a set */
+    int64_t papi_sample_interval; /* count one iteration in N (0: the log interval) */
     int timing_log_level;         /* 0: the iteration time; 1, 2: Megatron's phase timers */
     char timing_log_option[16];   /* max | minmax | all */
     int log_timers_to_tensorboard;

@@ -116,7 +116,7 @@ static void timestamp(char *buf, size_t len, time_t seconds) {
     strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
-/* "papi": {"phase": {"event": count, ...}, ...}, "papi_ranks": N, */
+/* "papi": {"phase": {"event": count, ...}, ...}, "papi_ranks": N, "papi_iterations": counted, */
 static void write_papi_json(FILE *out, const phase_counts *papi) {
     if (!papi || papi->num_events == 0) return;
     fprintf(out, "\"papi\": {");
@@ -127,7 +127,7 @@ static void write_papi_json(FILE *out, const phase_counts *papi) {
                     papi->counts[phase * PAPI_PHASES_MAX_EVENTS + e]);
         fprintf(out, "}");
     }
-    fprintf(out, "}, \"papi_ranks\": %d, ", papi->ranks);
+    fprintf(out, "}, \"papi_ranks\": %d, \"papi_iterations\": %lld, ", papi->ranks, (long long)papi->iterations);
 }
 
 void train_log_iteration(train_log *log, const iteration_stats *s) {
@@ -214,7 +214,8 @@ void train_log_startup(train_log *log, const startup_times *s) {
 
 void train_log_papi_table(const phase_counts *totals) {
     if (totals->num_events == 0) return;
-    printf("> PAPI counts per phase (whole run, summed over %d ranks):\n  %-12s", totals->ranks, "phase");
+    printf("> PAPI counts per phase (whole run: %lld counted iterations, summed over %d ranks):\n  %-12s",
+           (long long)totals->iterations, totals->ranks, "phase");
     for (int e = 0; e < totals->num_events; e++) printf(" %16s", totals->event_names[e]);
     printf("\n");
     for (int phase = 0; phase < PHASE_COUNT; phase++) {

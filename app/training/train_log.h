@@ -14,6 +14,7 @@
 typedef struct phase_counts {
     int num_events;                                    /* 0: no counters */
     int ranks;                                         /* how many ranks the sums are over */
+    int64_t iterations;                                /* how many iterations were counted */
     const char *event_names[PAPI_PHASES_MAX_EVENTS];
     long long counts[PHASE_COUNT * PAPI_PHASES_MAX_EVENTS];   /* [phase][event] */
 } phase_counts;

@@ -216,10 +216,24 @@ static void papi_setup(trainer *t, const args *a) {
     fflush(stdout);
 }
 
+/* --papi-sample-interval N (0: --log-interval): before an iteration, count it when its number is
+ * a multiple of N, else stop the event sets (papi_phases_pause) until one is */
+static void papi_sample(trainer *t) {
+    if (!t->papi_totals.num_events) return;
+    const args *a = t->args;
+    int64_t every = a->papi_sample_interval > 0 ? a->papi_sample_interval : a->log_interval;
+    int counted = every <= 1 || (t->iteration + 1) % every == 0;
+    papi_phases_pause(!counted);
+    t->papi_sampled += counted;
+}
+
 /* the PAPI counts since the last call, summed over ranks on rank 0, added to the run's totals
  * (under --distributed-timeout-minutes, as every collective of the training loop) */
 static void papi_collect(trainer *t, phase_counts *interval) {
     *interval = t->papi_totals;
+    interval->iterations = t->papi_sampled;
+    t->papi_totals.iterations += t->papi_sampled;
+    t->papi_sampled = 0;
     papi_phases_take(interval->counts);
     int n = PHASE_COUNT * PAPI_PHASES_MAX_EVENTS;
     MPI_Request request;
@@ -820,6 +834,7 @@ double trainer_train(trainer *t) {
     print_datetime(t, "before the start of training step");
     t->startup.training_start = since_start(t);
     while (t->iteration < a->train_iters) {
+        papi_sample(t);
         if (pause_ms > 0) nanosleep(&(struct timespec){pause_ms / 1000, pause_ms % 1000 * 1000000L}, NULL);
         if (profiling && t->iteration == a->profile_step_start) model->ops->profiler_range(1);
         /* Megatron's train loop: update without the check, save a checkpoint when the number of
@@ -1034,6 +1049,7 @@ double trainer_train(trainer *t) {
     }
     data_parallel_finish_param_gather(&t->dp);
     print_datetime(t, "after training is done");
+    papi_phases_pause(0); /* the final save is counted */
     papi_phases_enter(PHASE_CHECKPOINT);
     if (a->save[0] && t->iteration != t->last_saved_iteration) checkpoint_save(t, a->save);
     checkpoint_async_finish(t); /* the job's end waits for the save in flight */

@@ -67,6 +67,7 @@ typedef struct trainer {
     gpt_datasets *data;              /* --data-path corpora; NULL with --mock-data */
     char *data_words;                /* --data-path split into words (data's paths point here) */
     phase_counts papi_totals;        /* --papi-events over the whole run (sums on rank 0) */
+    int64_t papi_sampled;            /* iterations counted since the last collection */
     double *moe_last;                /* MoE models: the last iteration's layer log (moe_log_take) */
     int moe_last_micro_batches;      /* ... over this many micro-batches */
     straggler_detector straggler;    /* --log-straggler: per-rank section times for the report */

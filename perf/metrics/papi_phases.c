@@ -35,7 +35,7 @@ static struct {
     char names[PAPI_PHASES_MAX_EVENTS][PAPI_MAX_STR_LEN];   /* as given: reported, summed over ranks */
     int num_events, event_of[PAPI_PHASES_MAX_EVENTS];        /* counted: index into the requested */
     event_set sets[MAX_SETS];
-    int num_sets, counting;
+    int num_sets, counting, paused;
     run_phase current;
     long long counts[PHASE_COUNT + 1][PAPI_PHASES_MAX_EVENTS];   /* + PHASE_OTHER */
 } state = {.current = PHASE_OTHER};
@@ -235,13 +235,29 @@ static void accumulate(run_phase phase) {
 run_phase papi_phases_enter(run_phase phase) {
     run_phase left = state.current;
     if (!state.counting || phase == left) return left;
-    accumulate(left);
+    if (!state.paused) accumulate(left);
     state.current = phase;
     return left;
 }
 
+void papi_phases_pause(int paused) {
+    if (!state.counting || paused == state.paused) return;
+    long long ignored[PAPI_PHASES_MAX_EVENTS];
+    for (int i = 0; i < state.num_sets; i++) {
+        int rc;
+        if (paused) {
+            rc = PAPI_accum(state.sets[i].handle, state.counts[state.current] + state.sets[i].first);
+            if (rc == PAPI_OK) rc = PAPI_stop(state.sets[i].handle, ignored);
+        } else {
+            rc = PAPI_start(state.sets[i].handle);
+        }
+        CHECK(rc == PAPI_OK, "PAPI_%s failed: %s", paused ? "stop" : "start", PAPI_strerror(rc));
+    }
+    state.paused = paused;
+}
+
 void papi_phases_take(long long counts[PHASE_COUNT * PAPI_PHASES_MAX_EVENTS]) {
-    if (state.counting) accumulate(state.current);
+    if (state.counting && !state.paused) accumulate(state.current);
     memcpy(counts, state.counts, sizeof(long long) * PHASE_COUNT * PAPI_PHASES_MAX_EVENTS);
     memset(state.counts, 0, sizeof state.counts);
 }
@@ -249,12 +265,13 @@ void papi_phases_take(long long counts[PHASE_COUNT * PAPI_PHASES_MAX_EVENTS]) {
 void papi_phases_close(void) {
     long long ignored[PAPI_PHASES_MAX_EVENTS];
     for (int i = 0; i < state.num_sets; i++) {
-        if (state.counting) PAPI_stop(state.sets[i].handle, ignored);
+        if (state.counting && !state.paused) PAPI_stop(state.sets[i].handle, ignored);
         PAPI_cleanup_eventset(state.sets[i].handle);
         PAPI_destroy_eventset(&state.sets[i].handle);
     }
     state.num_sets = 0;
     state.counting = 0;
+    state.paused = 0;
     state.num_events = 0;
 }
 
@@ -289,6 +306,8 @@ run_phase papi_phases_enter(run_phase phase) {
     (void)phase;
     return PHASE_OTHER;
 }
+
+void papi_phases_pause(int paused) { (void)paused; }
 
 void papi_phases_take(long long counts[PHASE_COUNT * PAPI_PHASES_MAX_EVENTS]) {
     memset(counts, 0, sizeof(long long) * PHASE_COUNT * PAPI_PHASES_MAX_EVENTS);

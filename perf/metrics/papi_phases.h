@@ -66,6 +66,11 @@ const char *papi_phases_event_name(int event);
 /* switch to phase; returns the phase left (to switch back to) */
 run_phase papi_phases_enter(run_phase phase);
 
+/* sampling (--papi-sample-interval): paused 1 adds the counters to the current phase and stops
+ * the event sets (no counting, and on a GPU no profiling, until resumed); paused 0 starts them
+ * again from zero. Phase switches while paused only track the phase. */
+void papi_phases_pause(int paused);
+
 /* the counts since the last take: counts[phase * PAPI_PHASES_MAX_EVENTS + event]; zeroes them */
 void papi_phases_take(long long counts[PHASE_COUNT * PAPI_PHASES_MAX_EVENTS]);
 

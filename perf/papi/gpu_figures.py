@@ -8,7 +8,8 @@ per GPU against the GPU's peak, and the tensor FLOP/s the counters give next to 
 (tflops_per_gpu, Megatron's count behind MFU), with their ratio.
 
 Counts in a metrics line are over its log interval, summed over the "papi_ranks" ranks; the
-interval is the iterations since the previous line, each "elapsed_ms_per_iteration" long. The
+interval is the iterations since the previous line, each "elapsed_ms_per_iteration" long, of which
+"papi_iterations" were counted (--papi-sample-interval; all of them when the field is absent). The
 first line (warm-up) is skipped unless --skip 0.
 
 usage: perf/papi/gpu_figures.py METRICS.jsonl [--skip N] [--gpu H200|H100|...] [--dram-peak-tbps X]
@@ -85,7 +86,7 @@ def main():
     iterations = seconds = model_flops = 0.0
     for r in used:
         ranks = r.get("papi_ranks", 1)
-        n = r["_iterations"]
+        n = r.get("papi_iterations", r["_iterations"])  # --papi-sample-interval: the counted ones
         iterations += n
         seconds += n * r["elapsed_ms_per_iteration"] / 1000.0
         model_flops += n * r["elapsed_ms_per_iteration"] / 1000.0 * r["tflops_per_gpu"] * 1e12

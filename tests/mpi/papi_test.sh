@@ -88,6 +88,44 @@ print("counted" if counted else "not counted")
     fi
 fi
 
+# --papi-sample-interval: perf::TASK-CLOCK (a software event of perf_event, countable in a VM
+# without a PMU) on one iteration in 3 of 6, logged every 2 (so the lines cover 0, 1 and 1
+# counted iterations), against counting every iteration; and 0 (the log interval: 1 of 2)
+SAMPLE="--args-file $TINY_ARGS --train-iters 6 --lr-warmup-iters 2 --log-interval 2 --eval-iters 0 --papi-events perf::TASK-CLOCK"
+run_app 1 $SAMPLE --metrics-file "$WORK/every.jsonl"; every_status=$?
+run_app 1 $SAMPLE --metrics-file "$WORK/sampled.jsonl" --papi-sample-interval 3; sampled_status=$?
+cp "$WORK/out" "$WORK/sampled.out"
+run_app 1 $SAMPLE --metrics-file "$WORK/logged.jsonl" --papi-sample-interval 0; logged_status=$?
+python3 -c '
+import json, sys
+def lines(path):
+    return [json.loads(l) for l in open(path) if l.strip() and json.loads(l)["split"] == "train"]
+every, sampled, logged = (lines(p) for p in sys.argv[1:4])
+if not all("papi" in l for l in every):
+    print("not counted"); sys.exit(0)
+assert [l["papi_iterations"] for l in every] == [2, 2, 2], [l["papi_iterations"] for l in every]
+assert [l["papi_iterations"] for l in sampled] == [0, 1, 1], [l["papi_iterations"] for l in sampled]
+assert [l["papi_iterations"] for l in logged] == [1, 1, 1], [l["papi_iterations"] for l in logged]
+clock = lambda l: l["papi"]["forward"]["perf::TASK-CLOCK"]
+assert clock(sampled[0]) == 0, "nothing counted in the first 2 iterations: %s" % sampled[0]["papi"]
+assert all(clock(l) > 0 for l in every + sampled[1:] + logged), "forward task clock counted"
+print("counted: forward task-clock ns per line, every iteration %s, 1 in 3 %s, the logged ones %s" %
+      ([clock(l) for l in every], [clock(l) for l in sampled], [clock(l) for l in logged]))
+' "$WORK/every.jsonl" "$WORK/sampled.jsonl" "$WORK/logged.jsonl" > "$WORK/sample_check" 2>&1
+checked=$?
+diag "$(cat "$WORK/sample_check")"
+if [ "$no_build" -ge 1 ]; then
+    [ $every_status -ne 0 ]
+    ok $? "without PAPI, --papi-sample-interval with --papi-events is the one clear message"
+elif grep -q "^not counted" "$WORK/sample_check"; then
+    [ $every_status -eq 0 ] && [ $sampled_status -eq 0 ] && [ $logged_status -eq 0 ] && [ $checked -eq 0 ]
+    ok $? "--papi-sample-interval where perf::TASK-CLOCK cannot be counted: the runs go on"
+else
+    [ $every_status -eq 0 ] && [ $sampled_status -eq 0 ] && [ $logged_status -eq 0 ] && [ $checked -eq 0 ] &&
+        grep -q "PAPI counts per phase (whole run: 2 counted iterations" "$WORK/sampled.out"
+    ok $? "--papi-sample-interval 3 counts iterations 3 and 6 only (papi_iterations 0, 1, 1; none before), 0 the logged ones, and the table says how many"
+fi
+
 # the derived figures: 2 ranks, 2 iterations of 0.5 s per line; the first line is the warm-up
 cat > "$WORK/gpu_counts.jsonl" <<'JSONL'
 {"split": "startup", "time_to_initialize_s": 0.2}
