@@ -166,7 +166,7 @@ check_PROGRAMS += tests/gpu/cuda_kernels_test tests/gpu/cuda_attention_test
 tests_gpu_cuda_kernels_test_SOURCES = tests/gpu/cuda_kernels_test.c tests/gpu/cuda_test_util.h
 tests_gpu_cuda_kernels_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_cuda_kernels_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
-tests_gpu_cuda_attention_test_SOURCES = tests/gpu/cuda_attention_test.c tests/gpu/cuda_test_util.h
+tests_gpu_cuda_attention_test_SOURCES = tests/gpu/cuda_attention_test.c tests/gpu/cuda_test_util.h tests/gpu/attention_test_util.h
 tests_gpu_cuda_attention_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_cuda_attention_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/gpu/cuda_kernels_test tests/gpu/cuda_attention_test
@@ -196,11 +196,11 @@ tests_gpu_cuda_attention_block_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIB
 TESTS += tests/gpu/cuda_attention_block_test tests/gpu/cuda_attention_block_fp16_test
 # BERT's kernels (padded bidirectional attention, exact GeLU, tanh) against the CPU, bf16 and fp16
 check_PROGRAMS += tests/gpu/cuda_bert_kernels_test tests/gpu/cuda_bert_kernels_fp16_test
-tests_gpu_cuda_bert_kernels_test_SOURCES = tests/gpu/cuda_bert_kernels_test.c tests/gpu/cuda_test_util.h
+tests_gpu_cuda_bert_kernels_test_SOURCES = tests/gpu/cuda_bert_kernels_test.c tests/gpu/cuda_test_util.h tests/gpu/attention_test_util.h
 tests_gpu_cuda_bert_kernels_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
 tests_gpu_cuda_bert_kernels_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 tests_gpu_cuda_bert_kernels_fp16_test_SOURCES = tests/gpu/cuda_bert_kernels_test.c tests/gpu/cuda_test_util.h \
-	tests/gpu/cuda_fp16_map.h
+	tests/gpu/attention_test_util.h tests/gpu/cuda_fp16_map.h
 tests_gpu_cuda_bert_kernels_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
 tests_gpu_cuda_bert_kernels_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/gpu/cuda_bert_kernels_test tests/gpu/cuda_bert_kernels_fp16_test
@@ -271,7 +271,7 @@ tests_gpu_cuda_kernels_fp16_test_SOURCES = tests/gpu/cuda_kernels_test.c tests/g
 	tests/gpu/cuda_fp16_map.h
 tests_gpu_cuda_kernels_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
 tests_gpu_cuda_kernels_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
-tests_gpu_cuda_attention_fp16_test_SOURCES = tests/gpu/cuda_attention_test.c tests/gpu/cuda_test_util.h \
+tests_gpu_cuda_attention_fp16_test_SOURCES = tests/gpu/cuda_attention_test.c tests/gpu/cuda_test_util.h tests/gpu/attention_test_util.h \
 	tests/gpu/cuda_fp16_map.h
 tests_gpu_cuda_attention_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
 tests_gpu_cuda_attention_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm

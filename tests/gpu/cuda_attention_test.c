@@ -20,39 +20,9 @@
 #include <string.h>
 
 #include "tests/gpu/cuda_test_util.h"
+#include "tests/gpu/attention_test_util.h"
 #include "kernels/kernels.h"
 #include "tests/tap.h"
-
-static void *host_alloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (p == NULL) {
-        fprintf(stderr, "out of memory allocating %zu bytes\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-/* the kernels run on a non-blocking stream, which does not wait for the default-stream memsets
- * and copies of the helpers: finish those before launching */
-static void device_sync(void) { TEST_CUDA(cudaDeviceSynchronize()); }
-
-static void download_raw(void *host, const void *dev, size_t bytes) {
-    device_sync();
-    TEST_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
-}
-
-/* part (0 = q, 1 = k, 2 = v) of rows of H query heads in G groups (kernels.h's layout),
- * gathered into [rows, H or G, D]; returns the element count */
-static size_t gather_part(float *dst, const float *qkv, size_t rows, int H, int G, int D, int part) {
-    size_t row = (size_t)(H + 2 * G) * D, count = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (int h = 0; h < (part == 0 ? H : G); h++) {
-            size_t at = part == 0 ? qkv_query_offset(h, H, G, D) : qkv_key_offset(h, H, G, D) + (part == 2 ? D : 0);
-            memcpy(dst + count, qkv + r * row + at, (size_t)D * sizeof(float));
-            count += (size_t)D;
-        }
-    return count;
-}
 
 /* The qkv bias gradient (dbias += column sums of dqkv) against the sums of the GPU's own bf16 dqkv
  * in double. Hopper's one pass sums its fp32 values before their rounding to bf16, so a column may

@@ -20,26 +20,9 @@
 #include <string.h>
 
 #include "tests/gpu/cuda_test_util.h"
+#include "tests/gpu/attention_test_util.h"
 #include "kernels/kernels.h"
 #include "tests/tap.h"
-
-static void *host_alloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (p == NULL) {
-        fprintf(stderr, "out of memory allocating %zu bytes\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-/* the table's kernels run on a non-blocking stream, which does not wait for the helpers'
- * default-stream memsets and copies: finish those before launching */
-static void device_sync(void) { TEST_CUDA(cudaDeviceSynchronize()); }
-
-static void download_raw(void *host, const void *dev, size_t bytes) {
-    device_sync();
-    TEST_CUDA(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
-}
 
 /* sequence b's kind of padding: 0 every key visible, 1 the last ~40% padding (BERT's), 2 every
  * third key padding, 3 no visible key */
@@ -50,19 +33,6 @@ static int key_is_valid(int b, int t, int T) {
     case 2: return t % 3 != 1;
     default: return 0;
     }
-}
-
-/* part (0 = q, 1 = k, 2 = v) of rows of H query heads in G groups, gathered into [rows, H or G, D];
- * returns the element count */
-static size_t gather_part(float *dst, const float *qkv, size_t rows, int H, int G, int D, int part) {
-    size_t row = (size_t)(H + 2 * G) * D, count = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (int h = 0; h < (part == 0 ? H : G); h++) {
-            size_t at = part == 0 ? qkv_query_offset(h, H, G, D) : qkv_key_offset(h, H, G, D) + (part == 2 ? D : 0);
-            memcpy(dst + count, qkv + r * row + at, (size_t)D * sizeof(float));
-            count += (size_t)D;
-        }
-    return count;
 }
 
 static void test_padded_attention(int B, int T, int H, int G, int D, int head_start, int total_heads, float p) {
