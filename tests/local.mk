@@ -135,6 +135,7 @@ TESTS += tests/mpi/train_test.sh tests/mpi/parallel_test.sh tests/mpi/train_data
 # the Llama family (RoPE, RMSNorm, SwiGLU, grouped-query attention, no biases) on every layout
 TESTS += tests/mpi/llama_parallel_test.sh
 TESTS += tests/mpi/cp_parallel_test.sh
+TESTS += tests/mpi/cp_hierarchical_test.sh
 TESTS += tests/mpi/window_attention_test.sh
 TESTS += tests/mpi/moe_parallel_test.sh
 # resilience (issue 45): asynchronous saves

@@ -1,5 +1,5 @@
 /* context_parallel.c: ring attention and the per-piece position operations of context
- * parallelism (see context_parallel.h). */
+ * parallelism (see context_parallel.h): p2p, allgather, a2a and the hierarchical a2a+p2p. */
 #include "app/model/context_parallel.h"
 #include "app/core/error.h"
 
@@ -13,9 +13,11 @@ struct context_parallel_scratch {
     void *block_out;       /* [N, H D/tp] one block's output before the merge */
     float *block_lse;      /* [B, H/tp, T] */
     void *kv_all, *dkv_all; /* allgather: [CP][N, 2 G D/tp] */
-    /* a2a: [CP][N, width] blocks: the sequence of this rank's share of the heads (qkv, its
-     * packed keys and values, out, dout, and their gradients), and the exchange's two sides */
-    void *heads_qkv, *heads_kv, *heads_out, *heads_dout, *heads_dqkv, *heads_dkv, *send, *received;
+    /* a2a and a2a+p2p: [A][N, width] blocks (A: the a2a group's size): the sequence of the a2a
+     * group's rows for this rank's share of the heads (qkv, out, dout, the gradient of qkv), and
+     * the exchange's two sides; the packed keys and values of the blocks and their gradients are
+     * kv[] and dkv[], which go around the ring of a2a+p2p */
+    void *heads_qkv, *heads_out, *heads_dout, *heads_dqkv, *send, *received;
 };
 
 typedef struct cp_shapes {
@@ -67,9 +69,13 @@ void context_parallel_scratch_allocate(gpt_model *m) {
     struct context_parallel_scratch *x = calloc(1, sizeof *x);
     CHECK(x, "out of host memory");
     size_t kv_bytes = ops->act_bytes * s.kv_count;
-    int any[3] = {0, 0, 0};
+    int any[4] = {0, 0, 0, 0};
     for (int l = 0; l < c->num_layers; l++) any[comm_type(m, l)] = 1;
-    int any_p2p = any[CP_COMM_P2P] || any[CP_COMM_A2A], any_allgather = any[CP_COMM_ALLGATHER];
+    if (any[CP_COMM_A2A_P2P] && strcmp(ops->name, "cpu") != 0)
+        user_error("--cp-comm-type a2a+p2p (hierarchical context parallelism) is built on the CPU backend only: "
+                   "use p2p, allgather or a2a with --device %s", ops->name);
+    int any_a2a = any[CP_COMM_A2A] || any[CP_COMM_A2A_P2P];
+    int any_p2p = any[CP_COMM_P2P] || any_a2a, any_allgather = any[CP_COMM_ALLGATHER];
     for (int k = 0; k < 2; k++) {
         x->kv[k] = any_p2p || k == 0 ? ops->alloc(kv_bytes) : NULL;
         x->dkv[k] = any_p2p || k == 0 ? ops->alloc(kv_bytes) : NULL;
@@ -80,15 +86,13 @@ void context_parallel_scratch_allocate(gpt_model *m) {
         x->kv_all = ops->alloc(kv_bytes * (size_t)s.cp);
         x->dkv_all = ops->alloc(kv_bytes * (size_t)s.cp);
     }
-    if (any[CP_COMM_A2A]) {  /* the blocks of all CP ranks' rows hold 1/CP of the heads: N x width each */
+    if (any_a2a) {  /* the blocks of the a2a group's rows hold 1/A of the heads: N x width each */
         size_t qkv_bytes = ops->act_bytes * s.N * (size_t)(s.Hl + 2 * s.Gl) * (size_t)s.D;
         size_t out_bytes = ops->act_bytes * s.N * (size_t)s.Hl * (size_t)s.D;
         void **qkv_sized[] = {&x->heads_qkv, &x->heads_dqkv, &x->send, &x->received};
         for (size_t i = 0; i < sizeof qkv_sized / sizeof *qkv_sized; i++) *qkv_sized[i] = ops->alloc(qkv_bytes);
         x->heads_out = ops->alloc(out_bytes);
         x->heads_dout = ops->alloc(out_bytes);
-        x->heads_kv = ops->alloc(kv_bytes);
-        x->heads_dkv = ops->alloc(kv_bytes);
     }
     m->cp_scratch = x;
 }
@@ -97,8 +101,7 @@ void context_parallel_scratch_release(gpt_model *m) {
     struct context_parallel_scratch *x = m->cp_scratch;
     if (!x) return;
     void *buffers[] = {x->kv[0], x->kv[1], x->dkv[0], x->dkv[1], x->block_out, x->block_lse, x->kv_all, x->dkv_all,
-                       x->heads_qkv, x->heads_kv, x->heads_out, x->heads_dout, x->heads_dqkv, x->heads_dkv, x->send,
-                       x->received};
+                       x->heads_qkv, x->heads_out, x->heads_dout, x->heads_dqkv, x->send, x->received};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) m->ops->release(buffers[i]);
     free(x);
@@ -110,8 +113,9 @@ void context_parallel_scratch_release(gpt_model *m) {
 static int step_source(const cp_shapes *s, int step) { return (s->rank - step + s->cp) % s->cp; }
 
 /* the block of rank q_rank's rows (queries) against rank k_rank's (keys), over this rank's heads
- * (after an a2a: its 1/CP share of them), with layer `layer`'s sliding window */
-static attention_block_spec rows_spec(const gpt_model *m, int layer, int q_rank, int k_rank, int a2a) {
+ * (after an a2a over groups of a2a_size ranks: its 1/a2a_size share of them; 0: no a2a), with
+ * layer `layer`'s sliding window */
+static attention_block_spec rows_spec(const gpt_model *m, int layer, int q_rank, int k_rank, int a2a_size) {
     const gpt_config *c = &m->config;
     int local_heads = c->num_attention_heads / c->tp_size;
     attention_block_spec spec;
@@ -119,7 +123,7 @@ static attention_block_spec rows_spec(const gpt_model *m, int layer, int q_rank,
     spec.k = context_parallel_span(c, k_rank);
     spec.causal = 1;
     spec.total_T = c->seq_length * c->cp_size;
-    spec.head_start = c->tp_rank * local_heads + (a2a ? c->cp_rank * (local_heads / c->cp_size) : 0);
+    spec.head_start = c->tp_rank * local_heads + (a2a_size ? c->cp_rank % a2a_size * (local_heads / a2a_size) : 0);
     spec.total_heads = c->num_attention_heads;
     spec.window_left = gpt_layer_window(c, layer);
     spec.windowed = spec.window_left >= 0;
@@ -144,96 +148,161 @@ static void forward_block(gpt_model *m, int layer, const cp_shapes *s, int step,
     ops->attention_merge(out, lse, x->block_out, x->block_lse, s->B, s->T, s->Hl, s->D);
 }
 
-/* ---- a2a: every rank's rows for 1/CP of the heads ---- */
+/* ---- a2a and a2a+p2p: the a2a group's rows for 1/A of the heads ----
+ * a2a exchanges the heads for the sequence among all CP ranks (A = CP, a ring of one).
+ * a2a+p2p (Megatron's hierarchical context parallelism) does it among A consecutive CP ranks
+ * (--hierarchical-context-parallel-sizes' first size), then the packed keys and values of the
+ * group's A blocks go around a p2p ring of the R = CP / A ranks A apart (same share of the heads)
+ * as in p2p's ring attention, their gradients following them in the backward. */
 
-/* the all-to-all over the context-parallel group of equal blocks of `block` elements: block k of
- * send goes to rank k, block p of received comes from rank p */
-static void exchange_blocks(gpt_model *m, const void *send, void *received, size_t block) {
+typedef struct cp_levels {
+    int a2a_size, ring_size;   /* A and R */
+    int a2a_index, ring_index; /* this rank's places: CP rank = ring_index x A + a2a_index */
+} cp_levels;
+
+static cp_levels levels_of(const gpt_model *m, int layer) {
+    const gpt_config *c = &m->config;
+    cp_levels L;
+    L.a2a_size = comm_type(m, layer) == CP_COMM_A2A_P2P ? c->cp_a2a_size : c->cp_size;
+    if (L.a2a_size < 1 || c->cp_size % L.a2a_size != 0)
+        FATAL("a2a+p2p: the a2a group size %d does not divide the context-parallel size %d", L.a2a_size, c->cp_size);
+    L.ring_size = c->cp_size / L.a2a_size;
+    L.a2a_index = c->cp_rank % L.a2a_size;
+    L.ring_index = c->cp_rank / L.a2a_size;
+    return L;
+}
+
+/* the all-to-all among the a2a group (over the context-parallel group, nothing to or from the
+ * ranks outside it) of equal blocks of `block` elements: block k of send goes to the group's
+ * member k, block p of received comes from member p */
+static void exchange_blocks(gpt_model *m, const cp_levels *L, const void *send, void *received, size_t block) {
     int cp = m->config.cp_size;
-    size_t *counts = malloc(sizeof(size_t) * 2 * (size_t)cp);
+    size_t *counts = calloc(2 * (size_t)cp, sizeof(size_t));
     CHECK(counts, "out of host memory");
-    for (int k = 0; k < cp; k++) {
-        counts[k] = block;
-        counts[cp + k] = (size_t)k * block;
-    }
+    for (int k = 0; k < cp; k++)
+        if (k / L->a2a_size == L->ring_index) {
+            counts[k] = block;
+            counts[cp + k] = (size_t)(k % L->a2a_size) * block;
+        }
     m->comm->alltoallv(send, counts, counts + cp, received, counts, counts + cp, m->act_dtype, m->config.cp_group);
     free(counts);
 }
 
-/* in [N, CP x width] (this rank's rows, every head) -> out [CP][N, width]: block p holds rank
- * p's rows of this rank's share of the columns (its heads) */
-static void heads_to_sequence(gpt_model *m, void *out, const void *in, int width) {
+/* in [N, A x width] (this rank's rows, every head) -> out [A][N, width]: block p holds member p's
+ * rows of this rank's share of the columns (its heads) */
+static void heads_to_sequence(gpt_model *m, const cp_levels *L, void *out, const void *in, int width) {
     cp_shapes s = shapes_of(m);
     struct context_parallel_scratch *x = m->cp_scratch;
-    m->ops->columns_to_blocks(x->send, in, (int)s.N, s.cp, width);
-    exchange_blocks(m, x->send, out, s.N * (size_t)width);
+    m->ops->columns_to_blocks(x->send, in, (int)s.N, L->a2a_size, width);
+    exchange_blocks(m, L, x->send, out, s.N * (size_t)width);
 }
 
-/* the inverse: in [CP][N, width] (every rank's rows, this rank's heads) -> out [N, CP x width] */
-static void sequence_to_heads(gpt_model *m, void *out, const void *in, int width) {
+/* the inverse: in [A][N, width] (the group's rows, this rank's heads) -> out [N, A x width] */
+static void sequence_to_heads(gpt_model *m, const cp_levels *L, void *out, const void *in, int width) {
     cp_shapes s = shapes_of(m);
     struct context_parallel_scratch *x = m->cp_scratch;
-    exchange_blocks(m, in, x->received, s.N * (size_t)width);
-    m->ops->blocks_to_columns(out, x->received, (int)s.N, s.cp, width);
+    exchange_blocks(m, L, in, x->received, s.N * (size_t)width);
+    m->ops->blocks_to_columns(out, x->received, (int)s.N, L->a2a_size, width);
 }
 
-/* element offset of block p of a [CP][N, width] buffer */
+/* element offset of block p of a [A][N, width] buffer */
 static void *block_at(const gpt_model *m, void *base, int p, int width) {
     return act_at(m->ops, base, (size_t)p * (size_t)m->config.micro_batch_size * (size_t)m->config.seq_length * (size_t)width);
 }
 
+/* the CP ranks of this rank's ring neighbours (same a2a_index, ring_index +- 1) */
+static int ring_next(const cp_levels *L) { return (L->ring_index + 1) % L->ring_size * L->a2a_size + L->a2a_index; }
+static int ring_previous(const cp_levels *L) {
+    return (L->ring_index + L->ring_size - 1) % L->ring_size * L->a2a_size + L->a2a_index;
+}
+
 static void a2a_forward(gpt_model *m, int layer, void *out, float *lse, const void *qkv, dropout_rng rng) {
     const kernel_ops *ops = m->ops;
+    const comm_ops *comm = m->comm;
     struct context_parallel_scratch *x = m->cp_scratch;
     cp_shapes s = shapes_of(m);
-    int Hh = s.Hl / s.cp, Gh = s.Gl / s.cp, W = (Hh + 2 * Gh) * s.D, O = Hh * s.D, KVW = 2 * Gh * s.D;
-    heads_to_sequence(m, x->heads_qkv, qkv, W);
-    for (int p = 0; p < s.cp; p++)
-        ops->attention_kv_pack(block_at(m, x->heads_kv, p, KVW), block_at(m, x->heads_qkv, p, W), (int)s.N, Hh, Gh, s.D);
-    for (int p = 0; p < s.cp; p++) {  /* rank p's rows, their blocks in rank p's ring order */
-        void *o = block_at(m, x->heads_out, p, O), *q = block_at(m, x->heads_qkv, p, W);
-        float *l = lse + (size_t)p * s.B * Hh * s.T;
-        for (int step = 0; step < s.cp; step++) {
-            int source = (p - step + s.cp) % s.cp;
-            attention_block_spec spec = rows_spec(m, layer, p, source, 1);
-            void *kv = block_at(m, x->heads_kv, source, KVW);
-            if (step == 0) {
-                ops->attention_block_forward(o, l, q, kv, s.B, Hh, Gh, s.D, spec, rng);
-                continue;
-            }
-            ops->attention_block_forward(x->block_out, x->block_lse, q, kv, s.B, Hh, Gh, s.D, spec, rng);
-            ops->attention_merge(o, l, x->block_out, x->block_lse, s.B, s.T, Hh, s.D);
+    cp_levels L = levels_of(m, layer);
+    int A = L.a2a_size, R = L.ring_size;
+    int Hh = s.Hl / A, Gh = s.Gl / A, W = (Hh + 2 * Gh) * s.D, O = Hh * s.D, KVW = 2 * Gh * s.D;
+    heads_to_sequence(m, &L, x->heads_qkv, qkv, W);
+    for (int p = 0; p < A; p++)
+        ops->attention_kv_pack(block_at(m, x->kv[0], p, KVW), block_at(m, x->heads_qkv, p, W), (int)s.N, Hh, Gh, s.D);
+    for (int step = 0; step < R; step++) {
+        void *in_hand = x->kv[step % 2];
+        comm_request sent, received;
+        memset(&sent, 0, sizeof sent);
+        memset(&received, 0, sizeof received);
+        if (step + 1 < R) {  /* the next ring member's blocks arrive while these are computed */
+            comm->irecv(x->kv[(step + 1) % 2], s.kv_count, m->act_dtype, ring_previous(&L), TAG_KV, m->config.cp_group, &received);
+            comm->send(in_hand, s.kv_count, m->act_dtype, ring_next(&L), TAG_KV, m->config.cp_group, &sent);
         }
+        int source_ring = (L.ring_index - step + R) % R;
+        for (int p = 0; p < A; p++) {  /* member p's rows, the diagonal block first */
+            void *o = block_at(m, x->heads_out, p, O), *q = block_at(m, x->heads_qkv, p, W);
+            float *l = lse + (size_t)p * s.B * Hh * s.T;
+            for (int r = 0; r < A; r++) {
+                int k = (p - r + A) % A;
+                attention_block_spec spec = rows_spec(m, layer, L.ring_index * A + p, source_ring * A + k, A);
+                void *kv = block_at(m, in_hand, k, KVW);
+                if (step == 0 && r == 0) {
+                    ops->attention_block_forward(o, l, q, kv, s.B, Hh, Gh, s.D, spec, rng);
+                    continue;
+                }
+                ops->attention_block_forward(x->block_out, x->block_lse, q, kv, s.B, Hh, Gh, s.D, spec, rng);
+                ops->attention_merge(o, l, x->block_out, x->block_lse, s.B, s.T, Hh, s.D);
+            }
+        }
+        comm->wait(&sent);
+        comm->wait(&received);
     }
-    sequence_to_heads(m, out, x->heads_out, O);
+    sequence_to_heads(m, &L, out, x->heads_out, O);
 }
 
 static void a2a_backward(gpt_model *m, int layer, void *dqkv, const void *dout, const void *qkv, const void *out,
                          const float *lse, dropout_rng rng) {
     const kernel_ops *ops = m->ops;
+    const comm_ops *comm = m->comm;
+    const comm_group *group = m->config.cp_group;
     struct context_parallel_scratch *x = m->cp_scratch;
     cp_shapes s = shapes_of(m);
-    int Hh = s.Hl / s.cp, Gh = s.Gl / s.cp, W = (Hh + 2 * Gh) * s.D, O = Hh * s.D, KVW = 2 * Gh * s.D;
-    heads_to_sequence(m, x->heads_qkv, qkv, W);
-    heads_to_sequence(m, x->heads_out, out, O);
-    heads_to_sequence(m, x->heads_dout, dout, O);
-    ops->zero(x->heads_dqkv, ops->act_bytes * s.N * (size_t)s.cp * (size_t)W);
-    ops->zero(x->heads_dkv, ops->act_bytes * s.N * (size_t)s.cp * (size_t)KVW);
-    for (int p = 0; p < s.cp; p++)
-        ops->attention_kv_pack(block_at(m, x->heads_kv, p, KVW), block_at(m, x->heads_qkv, p, W), (int)s.N, Hh, Gh, s.D);
-    for (int p = 0; p < s.cp; p++)
-        for (int step = 0; step < s.cp; step++) {
-            int source = (p - step + s.cp) % s.cp;
-            ops->attention_block_backward(block_at(m, x->heads_dqkv, p, W), block_at(m, x->heads_dkv, source, KVW),
-                                          block_at(m, x->heads_dout, p, O), block_at(m, x->heads_qkv, p, W),
-                                          block_at(m, x->heads_kv, source, KVW), block_at(m, x->heads_out, p, O),
-                                          lse + (size_t)p * s.B * Hh * s.T, s.B, Hh, Gh, s.D, rows_spec(m, layer, p, source, 1),
-                                          rng);
+    cp_levels L = levels_of(m, layer);
+    int A = L.a2a_size, R = L.ring_size;
+    int Hh = s.Hl / A, Gh = s.Gl / A, W = (Hh + 2 * Gh) * s.D, O = Hh * s.D, KVW = 2 * Gh * s.D;
+    heads_to_sequence(m, &L, x->heads_qkv, qkv, W);
+    heads_to_sequence(m, &L, x->heads_out, out, O);
+    heads_to_sequence(m, &L, x->heads_dout, dout, O);
+    ops->zero(x->heads_dqkv, ops->act_bytes * s.N * (size_t)A * (size_t)W);
+    ops->zero(x->dkv[0], ops->act_bytes * s.kv_count);
+    for (int p = 0; p < A; p++)
+        ops->attention_kv_pack(block_at(m, x->kv[0], p, KVW), block_at(m, x->heads_qkv, p, W), (int)s.N, Hh, Gh, s.D);
+    /* as p2p's backward: the gradient of the blocks in hand holds the contributions of the ring
+     * members they have passed, gets this rank's, and follows them */
+    for (int step = 0; step < R; step++) {
+        int here = step % 2, there = (step + 1) % 2;
+        comm_request requests[4];
+        memset(requests, 0, sizeof requests);
+        if (step + 1 < R) {
+            comm->irecv(x->kv[there], s.kv_count, m->act_dtype, ring_previous(&L), TAG_KV, group, &requests[0]);
+            comm->send(x->kv[here], s.kv_count, m->act_dtype, ring_next(&L), TAG_KV, group, &requests[1]);
         }
-    for (int p = 0; p < s.cp; p++)
-        ops->attention_kv_unpack(block_at(m, x->heads_dqkv, p, W), block_at(m, x->heads_dkv, p, KVW), (int)s.N, Hh, Gh,
-                                 s.D);
-    sequence_to_heads(m, dqkv, x->heads_dqkv, W);
+        if (R > 1) comm->irecv(x->dkv[there], s.kv_count, m->act_dtype, ring_previous(&L), TAG_DKV, group, &requests[2]);
+        int source_ring = (L.ring_index - step + R) % R;
+        for (int p = 0; p < A; p++)
+            for (int r = 0; r < A; r++) {
+                int k = (p - r + A) % A;
+                ops->attention_block_backward(block_at(m, x->heads_dqkv, p, W), block_at(m, x->dkv[here], k, KVW),
+                                              block_at(m, x->heads_dout, p, O), block_at(m, x->heads_qkv, p, W),
+                                              block_at(m, x->kv[here], k, KVW), block_at(m, x->heads_out, p, O),
+                                              lse + (size_t)p * s.B * Hh * s.T, s.B, Hh, Gh, s.D,
+                                              rows_spec(m, layer, L.ring_index * A + p, source_ring * A + k, A), rng);
+            }
+        if (R > 1) comm->send(x->dkv[here], s.kv_count, m->act_dtype, ring_next(&L), TAG_DKV, group, &requests[3]);
+        for (int k = 0; k < 4; k++) comm->wait(&requests[k]);
+    }
+    void *own_dkv = R > 1 ? x->dkv[R % 2] : x->dkv[0];  /* back home after R steps */
+    for (int p = 0; p < A; p++)
+        ops->attention_kv_unpack(block_at(m, x->heads_dqkv, p, W), block_at(m, own_dkv, p, KVW), (int)s.N, Hh, Gh, s.D);
+    sequence_to_heads(m, &L, dqkv, x->heads_dqkv, W);
 }
 
 /* ---- the attention ---- */
@@ -247,7 +316,7 @@ void context_parallel_attention_forward(gpt_model *m, int layer, void *out, void
     cp_shapes s = shapes_of(m);
     float *lse = workspace;
     size_t kv_bytes = ops->act_bytes * s.kv_count;
-    if (comm_type(m, layer) == CP_COMM_A2A) {
+    if (comm_type(m, layer) == CP_COMM_A2A || comm_type(m, layer) == CP_COMM_A2A_P2P) {
         a2a_forward(m, layer, out, lse, qkv, rng);
         return;
     }
@@ -286,7 +355,7 @@ void context_parallel_attention_backward(gpt_model *m, int layer, void *dqkv, co
     cp_shapes s = shapes_of(m);
     const float *lse = workspace;
     size_t kv_bytes = ops->act_bytes * s.kv_count;
-    if (comm_type(m, layer) == CP_COMM_A2A) {
+    if (comm_type(m, layer) == CP_COMM_A2A || comm_type(m, layer) == CP_COMM_A2A_P2P) {
         a2a_backward(m, layer, dqkv, dout, qkv, out, lse, rng);
         return;
     }

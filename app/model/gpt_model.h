@@ -32,7 +32,7 @@ typedef enum { POSITION_LEARNED_ABSOLUTE, POSITION_ROPE, POSITION_NONE } positio
 
 /* --cp-comm-type: keys and values passed around the ring (p2p), all-gathered (allgather), or
  * heads exchanged for the sequence by all-to-all (a2a) */
-typedef enum { CP_COMM_P2P = 0, CP_COMM_ALLGATHER = 1, CP_COMM_A2A = 2 } cp_comm_kind;
+typedef enum { CP_COMM_P2P = 0, CP_COMM_ALLGATHER = 1, CP_COMM_A2A = 2, CP_COMM_A2A_P2P = 3 } cp_comm_kind;
 
 /* the most layers a mixture-of-experts model may have (gpt_config.moe_layer) */
 #define GPT_MAX_MOE_LAYERS 1024
@@ -185,8 +185,9 @@ typedef struct gpt_config {
     /* context parallelism (app/model/context_parallel.h): cp_size ranks share each sequence,
      * this one holding pieces cp_rank and 2 cp_size - 1 - cp_rank of its 2 cp_size equal pieces;
      * seq_length is then the rows of a sequence held here (the global length / cp_size).
-     * cp_comm_type[l]: how layer l's attention communicates (--cp-comm-type, cp_comm_kind) */
-    int cp_size, cp_rank;
+     * cp_comm_type[l]: how layer l's attention communicates (--cp-comm-type, cp_comm_kind);
+     * cp_a2a_size: a2a+p2p's inner (all-to-all) group size, --hierarchical-context-parallel-sizes' first */
+    int cp_size, cp_rank, cp_a2a_size;
     const struct comm_group *cp_group;
     unsigned char cp_comm_type[GPT_MAX_MOE_LAYERS];
     int activation_slots;     /* micro-batches in flight per chunk (pipeline schedules) */

@@ -211,7 +211,8 @@ static const option_spec specs[] = {
     {"use-pytorch-profiler", "logging", OPTION_FLAG, .flags = OPTION_REFUSED, .help = "there is no PyTorch profiler here; profile with nsys or ncu"},
     {"peak-tflops", "logging", OPTION_FLOAT, AT(peak_tflops), .range = "[0, inf)", .help = "peak dense TFLOP/s per device for MFU (default: recognized from the GPU name)"},
     {"context-parallel-size", "distributed and run time", OPTION_INT, AT(context_parallel_size), "1", .range = "[1, inf)", .help = "ranks that split each sequence (Megatron's context parallelism): each holds 2 of its 2 x CP pieces (pieces i and 2CP-1-i), attention runs as a ring over them; gradients are reduced over data-parallel x context-parallel ranks"},
-    {"cp-comm-type", "distributed and run time", OPTION_LIST, AT(cp_comm_type), "p2p", .metavar = "TYPE ...", .help = "context parallelism's attention: p2p (ring attention, keys and values passed around the ring while the attention computes), allgather (keys and values all-gathered, then local attention) or a2a (heads exchanged for the sequence by all-to-all, Ulysses-style); one type for all layers or one per layer; a2a+p2p is refused"},
+    {"cp-comm-type", "distributed and run time", OPTION_LIST, AT(cp_comm_type), "p2p", .metavar = "TYPE ...", .help = "context parallelism's attention: p2p (ring attention, keys and values passed around the ring while the attention computes), allgather (keys and values all-gathered, then local attention), a2a (heads exchanged for the sequence by all-to-all, Ulysses-style) or a2a+p2p (hierarchical: a2a inside groups of --hierarchical-context-parallel-sizes' first size, then a p2p ring over the second); one type for all layers or one per layer"},
+    {"hierarchical-context-parallel-sizes", "distributed and run time", OPTION_LIST, AT(hierarchical_context_parallel_sizes), .metavar = "N ...", .help = "the two levels of --cp-comm-type a2a+p2p, inner first: N1 N2 with N1 x N2 = --context-parallel-size; the heads are exchanged by all-to-all among N1 consecutive context-parallel ranks, and the keys and values of the resulting longer sequences pass around a ring of the N2 ranks N1 apart (Megatron's hierarchical groups)"},
     {"expert-model-parallel-size", "distributed and run time", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "expert-parallel ranks: the experts of each MoE layer split over this many of the data-parallel ranks (it divides the data-parallel size and --num-experts); tokens reach them by an all-to-all"},
     {"expert-tensor-parallel-size", "distributed and run time", OPTION_INT, AT(expert_tensor_parallel_size), .range = "[1, inf)", .help = "tensor-parallel ranks of each expert (default, and the only value for now: --tensor-model-parallel-size)"},
     {"distributed-backend", "distributed and run time", OPTION_CHOICE, .choices = "nccl|gloo", .flags = OPTION_NO_EFFECT, .help = "the collectives follow --device: NCCL on cuda, MPI on cpu (MPI also bootstraps and carries host control everywhere)"},
@@ -495,20 +496,47 @@ static int validate_moe(check_state *st, args *a) {
 /* context parallelism (Megatron's checks, and what is not built here) */
 static int validate_context_parallel(check_state *st, args *a) {
     int cp = a->context_parallel_size;
-    int types = 0, a2a = 0;
+    int types = 0, a2a = 0, hierarchical = 0;
     char copy[sizeof a->cp_comm_type];
     snprintf(copy, sizeof copy, "%s", a->cp_comm_type);
     for (char *save = NULL, *word = strtok_r(copy, " ", &save); word; word = strtok_r(NULL, " ", &save)) {
         types++;
-        if (!strcmp(word, "a2a+p2p"))
-            return error_format(st->err, st->errlen, "--cp-comm-type a2a+p2p is not supported here: it needs hierarchical context parallelism (--hierarchical-context-parallel-sizes); use p2p, allgather or a2a");
-        if (strcmp(word, "p2p") != 0 && strcmp(word, "allgather") != 0 && strcmp(word, "a2a") != 0)
-            return error_format(st->err, st->errlen, "--cp-comm-type '%s' is not a context-parallel communication type: p2p, allgather, a2a (a2a+p2p is not supported here)", word);
+        if (strcmp(word, "p2p") != 0 && strcmp(word, "allgather") != 0 && strcmp(word, "a2a") != 0 && strcmp(word, "a2a+p2p") != 0)
+            return error_format(st->err, st->errlen, "--cp-comm-type '%s' is not a context-parallel communication type: p2p, allgather, a2a, a2a+p2p", word);
         a2a += !strcmp(word, "a2a");
+        hierarchical += !strcmp(word, "a2a+p2p");
     }
     if (types != 1 && types != a->num_layers)
         return error_format(st->err, st->errlen, "--cp-comm-type gives %d types: give one for all layers or one per layer (--num-layers %d)",
                             types, a->num_layers);
+    /* --hierarchical-context-parallel-sizes: Megatron asserts the product is the CP size, and
+     * a2a+p2p needs the sizes; its a2a+p2p attention takes two levels */
+    a->hierarchical_cp_sizes[0] = a->hierarchical_cp_sizes[1] = 0;
+    if (a->hierarchical_context_parallel_sizes[0]) {
+        int count = 0, product = 1;
+        snprintf(copy, sizeof copy, "%s", a->hierarchical_context_parallel_sizes);
+        for (char *save = NULL, *word = strtok_r(copy, " ", &save); word; word = strtok_r(NULL, " ", &save), count++) {
+            char *end;
+            long size = strtol(word, &end, 10);
+            if (*end || size < 1 || size > 1 << 20)
+                return error_format(st->err, st->errlen, "--hierarchical-context-parallel-sizes: '%s' is not a positive integer", word);
+            if (count < 2) a->hierarchical_cp_sizes[count] = (int)size;
+            product *= (int)size;
+        }
+        if (count != 2)
+            return error_format(st->err, st->errlen, "--hierarchical-context-parallel-sizes gives %d sizes: give two, the a2a group's and the p2p ring's (--cp-comm-type a2a+p2p)", count);
+        if (product != cp)
+            return error_format(st->err, st->errlen, "--hierarchical-context-parallel-sizes %d x %d = %d is not --context-parallel-size %d",
+                                a->hierarchical_cp_sizes[0], a->hierarchical_cp_sizes[1], product, cp);
+        if (!hierarchical)
+            return error_format(st->err, st->errlen, "--hierarchical-context-parallel-sizes is used by --cp-comm-type a2a+p2p only (here: %s)", a->cp_comm_type);
+    }
+    if (hierarchical && !a->hierarchical_context_parallel_sizes[0])
+        return error_format(st->err, st->errlen, "--cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes (the a2a group's size and the p2p ring's)");
+    int tp_heads = a->num_attention_heads / a->tensor_model_parallel_size, tp_groups = a->num_query_groups / a->tensor_model_parallel_size;
+    if (hierarchical && (tp_heads % a->hierarchical_cp_sizes[0] != 0 || tp_groups % a->hierarchical_cp_sizes[0] != 0))
+        return error_format(st->err, st->errlen, "--cp-comm-type a2a+p2p splits each tensor-parallel rank's heads over the a2a group: --num-attention-heads %d and the query groups %d divided by --tensor-model-parallel-size %d must be multiples of --hierarchical-context-parallel-sizes' first size %d",
+                            a->num_attention_heads, a->num_query_groups, a->tensor_model_parallel_size, a->hierarchical_cp_sizes[0]);
     if (cp == 1) return 0;
     if (a->seq_length % (2 * cp) != 0)
         return error_format(st->err, st->errlen, "--seq-length %d is not a multiple of 2 x --context-parallel-size %d (= %d): each context-parallel rank holds 2 of the sequence's 2 x CP equal pieces",

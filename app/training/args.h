@@ -223,7 +223,9 @@ typedef struct args {
     int no_gemm_tuning; /* cuda: the heuristic's first algorithm, untimed (also under deterministic_mode) */
     char device[8];               /* auto | cpu | cuda (auto: cuda when a GPU is present) */
     int context_parallel_size;    /* ranks that split each sequence (Megatron's context parallelism) */
-    char cp_comm_type[256];       /* p2p or allgather, one for every layer or one per layer */
+    char cp_comm_type[256];       /* p2p, allgather, a2a or a2a+p2p, one for every layer or one per layer */
+    char hierarchical_context_parallel_sizes[64]; /* "N1 N2" for a2a+p2p (empty: none) */
+    int hierarchical_cp_sizes[2]; /* parsed by the validation: {inner a2a size, outer ring size}, 0 0 when none */
     int expert_model_parallel_size; /* 1 only (expert parallelism is not built yet) */
     int expert_tensor_parallel_size; /* tensor-parallel ranks of each expert: the TP size */
 

@@ -44,8 +44,12 @@ static void cp_comm_types(const args *a, gpt_config *c) {
     int count = 0;
     for (char *save = NULL, *word = strtok_r(copy, " ", &save); word && count < GPT_MAX_MOE_LAYERS;
          word = strtok_r(NULL, " ", &save))
-        c->cp_comm_type[count++] = !strcmp(word, "allgather") ? CP_COMM_ALLGATHER : !strcmp(word, "a2a") ? CP_COMM_A2A : CP_COMM_P2P;
+        c->cp_comm_type[count++] = !strcmp(word, "allgather") ? CP_COMM_ALLGATHER
+                                  : !strcmp(word, "a2a")     ? CP_COMM_A2A
+                                  : !strcmp(word, "a2a+p2p") ? CP_COMM_A2A_P2P
+                                                             : CP_COMM_P2P;
     for (int l = count; count == 1 && l < a->num_layers && l < GPT_MAX_MOE_LAYERS; l++) c->cp_comm_type[l] = c->cp_comm_type[0];
+    c->cp_a2a_size = a->hierarchical_cp_sizes[0];
 }
 
 static gpt_config config_from_args(const args *a, const topology *topo) {

@@ -9,6 +9,7 @@
 # a2a on 2 GPUs give the one-GPU (CP1) losses within 1e-3 relative (bf16; the one-GPU run takes
 # the fused flash attention, CP2 the block kernels, so the bits differ but not the model: the
 # dropout masks are the same), and the p2p ring with --fp16 the one-GPU --fp16 losses.
+# a2a+p2p (hierarchical) is built on the CPU backend only: CUDA refuses it with one message.
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt.
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
@@ -50,4 +51,9 @@ ok $? "--fp16: one-GPU reference run"
 train fp16_p2p 2 --fp16 --initial-loss-scale 1024 --context-parallel-size 2
 ok $? "--fp16: CP2 p2p on 2 GPUs runs"
 compare_losses fp16_ref fp16_p2p 1e-3 10 "--fp16: CP2 p2p losses within 1e-3 of one GPU"
+
+run_app 2 $MODEL --context-parallel-size 2 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 1 2
+status=$?
+[ $status -ne 0 ] && grep -q "\-\-cp-comm-type a2a+p2p (hierarchical context parallelism) is built on the CPU backend only" "$WORK/err"
+ok $? "a2a+p2p refused on CUDA with one message (status $status)"
 done_testing

@@ -7,7 +7,7 @@
 # mixes with full recompute), CP2 with TP2 (+SP), PP2, DP2 and the distributed optimizer; the GPT (learned
 # positions) and Llama (RoPE, grouped-query attention) models. A checkpoint saved with CP2 resumes
 # with CP1 on the same losses; CP sits in Megatron's rank order (tp fastest, then cp); bad flags
-# stop before any work with one message.
+# stop before any work with one message. a2a+p2p (hierarchical): cp_hierarchical_test.sh.
 . "${top_srcdir:-.}/tests/lib.sh"
 MODEL="--args-file $TINY_ARGS --num-layers 4 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0
        --hidden-dropout 0.1 --attention-dropout 0.1 --micro-batch-size 2 --global-batch-size 16"
@@ -71,12 +71,9 @@ expect_error "world size not divisible by TP x PP x CP" \
 expect_error "a2a needs the heads and query groups divisible by CP" \
     "\-\-cp-comm-type a2a splits each tensor-parallel rank's heads over the context-parallel ranks: --num-attention-heads 4 and the query groups 2 divided by --tensor-model-parallel-size 1 must be multiples of --context-parallel-size 4" \
     4 --context-parallel-size 4 --cp-comm-type a2a
-expect_error "a2a+p2p refused" "\-\-cp-comm-type a2a+p2p is not supported here" 2 --context-parallel-size 2 --cp-comm-type a2a+p2p
 expect_error "unknown comm type" "\-\-cp-comm-type 'ring' is not a context-parallel communication type" 2 --context-parallel-size 2 --cp-comm-type ring
 expect_error "per-layer types must cover every layer" "\-\-cp-comm-type gives 3 types: give one for all layers or one per layer (--num-layers 4)" \
     2 --context-parallel-size 2 --cp-comm-type p2p p2p allgather
-expect_error "hierarchical context parallelism refused" "hierarchical-context-parallel-sizes of Megatron-LM is not supported here" \
-    4 --context-parallel-size 4 --hierarchical-context-parallel-sizes 2 2
 expect_error "mixture of experts with CP refused" "\-\-context-parallel-size 2 with --num-experts is not supported here yet" \
     2 --context-parallel-size 2 --num-experts 2
 

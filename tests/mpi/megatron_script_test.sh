@@ -174,7 +174,7 @@ ok $? "each of the $refused refused flags stops with its own message ($refused_o
 for case in "--ckpt-format torch|--ckpt-format torch is not supported here: checkpoints are parallel-HDF5" \
     "--ckpt-format zarr|--ckpt-format must be one of torch|torch_dist|torch_dcp|fsdp_dtensor, got 'zarr'" \
     "--timing-log-level 3|--timing-log-level must be in [0, 2], got 3" \
-    "--cp-comm-type a2a+p2p|--cp-comm-type a2a+p2p is not supported here: it needs hierarchical context parallelism" \
+    "--cp-comm-type a2a+p2p|--cp-comm-type a2a+p2p needs --hierarchical-context-parallel-sizes (the a2a group's size and the p2p ring's)" \
     "--expert-model-parallel-size 2|--expert-model-parallel-size 2 needs --num-experts (a mixture-of-experts model)"; do
     run_app 1 --args-file "$TINY_ARGS" ${case%%|*}
     [ $? -eq 2 ] && grep -qF -- "${case#*|}" "$WORK/err"
