@@ -953,9 +953,9 @@ static linear_operands forward_operands(gpt_model *m, int layer, fp8_gemm gemm, 
     return o;
 }
 
-/* linear_backward of a layer in fp8 (fp8_linear.h): dx = Q(dout) Q(W) (skipped when dx is NULL),
- * dweight += Q(dout)^T Q(x) (dout^T x with --no-fp8-wgrad; skipped when NULL), dbias += the
- * column sums of the unquantized dout (TE's bgrad; skipped when NULL) */
+/* linear_backward of a layer in fp8 (fp8_linear.h): dweight += Q(dout)^T Q(x) (dout^T x with
+ * --no-fp8-wgrad; skipped when NULL), then dx = Q(dout) Q(W) (skipped when dx is NULL; it may
+ * alias x), dbias += the column sums of the unquantized dout (TE's bgrad; skipped when NULL) */
 static void fp8_linear_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
                                 const void *dout, const void *x, const void *weight, int N, int IC, int OC) {
     if (fp8_native(m, layer)) {
@@ -963,14 +963,14 @@ static void fp8_linear_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx
         return;
     }
     const void *dout_q = fp8_operand(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, (size_t)N * (size_t)OC);
-    if (dx)
-        linear_backward(m, dx, NULL, NULL, dout_q, NULL,
-                        fp8_operand(m, layer, gemm, FP8_ROLE_WEIGHT, weight, (size_t)OC * (size_t)IC), N, IC, OC);
-    if (dweight) {
+    if (dweight) {  /* first: dx may alias x (fc2's in-place backward) */
         int quantized = fp8_wgrad_in_fp8(m);
         const void *x_used = quantized ? fp8_operand(m, layer, gemm, FP8_ROLE_INPUT, x, (size_t)N * (size_t)IC) : x;
         linear_backward(m, NULL, dweight, NULL, quantized ? dout_q : dout, x_used, weight, N, IC, OC);
     }
+    if (dx)
+        linear_backward(m, dx, NULL, NULL, dout_q, NULL,
+                        fp8_operand(m, layer, gemm, FP8_ROLE_WEIGHT, weight, (size_t)OC * (size_t)IC), N, IC, OC);
     if (dbias) linear_backward(m, NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
 }
 
@@ -1597,12 +1597,8 @@ static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_v
         if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
         else ops->gelu_forward(x, la->fc1_out, n);
     }
-    if (fp8_native(m, layer)) {  /* one call: its weight gradient reads x before the input gradient overwrites it */
-        fp8_native_backward(m, layer, FP8_GEMM_FC2, x, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
-    } else {
-        fp8_linear_backward(m, layer, FP8_GEMM_FC2, NULL, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
-        fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
-    }
+    /* the weight gradient reads x before the input gradient overwrites it */
+    fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
     void *d_pre = b->d_ffn_b ? b->d_ffn_b : x;
     if (c->swiglu) ops->swiglu_backward(d_pre, la->fc1_out, x, s.N, s.Fl);
     else ops->gelu_backward(d_pre, la->fc1_out, x, n);
