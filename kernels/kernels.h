@@ -386,15 +386,16 @@ typedef struct kernel_ops {
      * q[B,Tq,H*D] (linear_q's output) attends over kv[B,Tk,H*2D] (linear_kv's: per head its key,
      * then its value, Megatron-Core's CrossAttention) with the keys whose key_valid[b*Tk + t2]
      * is 0 masked; otherwise attention_padded_forward's math and dropout mask, (t1, t2) numbered
-     * over Tq x Tk. workspace: cross_attention_workspace_bytes. backward overwrites dq and dkv.
-     * NULL on CUDA (not written yet). */
+     * over Tq x Tk. workspace: cross_attention_workspace_bytes. backward overwrites dq and dkv and
+     * takes the forward's out (flash attention needs it, as attention_backward). (CUDA:
+     * cuda_attention.cu's padded flash kernels with separate q and kv tensors.) */
     size_t (*cross_attention_workspace_bytes)(int B, int Tq, int Tk, int H);
     void (*cross_attention_forward)(void *out, void *workspace, const void *q, const void *kv, const int *key_valid,
                                     int B, int Tq, int Tk, int H, int D, int head_start, int total_heads,
                                     dropout_rng rng);
     void (*cross_attention_backward)(void *dq, void *dkv, const void *dout, const void *q, const void *kv,
-                                     const int *key_valid, const void *workspace, int B, int Tq, int Tk, int H,
-                                     int D, int head_start, int total_heads, dropout_rng rng);
+                                     const void *out, const int *key_valid, const void *workspace, int B, int Tq,
+                                     int Tk, int H, int D, int head_start, int total_heads, dropout_rng rng);
 
     /* ---- ring attention over blocks of keys and values (context parallelism) ----
      * kv[B,Tk,G,2D] packs each group's key then value head of a row (what travels around the

@@ -205,9 +205,19 @@ tests_gpu_cuda_bert_kernels_fp16_test_SOURCES = tests/gpu/cuda_bert_kernels_test
 tests_gpu_cuda_bert_kernels_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
 tests_gpu_cuda_bert_kernels_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
 TESTS += tests/gpu/cuda_bert_kernels_test tests/gpu/cuda_bert_kernels_fp16_test
+# T5's cross-attention kernels against the CPU, bf16 and fp16
+check_PROGRAMS += tests/gpu/cuda_t5_kernels_test tests/gpu/cuda_t5_kernels_fp16_test
+tests_gpu_cuda_t5_kernels_test_SOURCES = tests/gpu/cuda_t5_kernels_test.c tests/gpu/cuda_test_util.h tests/gpu/attention_test_util.h
+tests_gpu_cuda_t5_kernels_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_gpu_cuda_t5_kernels_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+tests_gpu_cuda_t5_kernels_fp16_test_SOURCES = tests/gpu/cuda_t5_kernels_test.c tests/gpu/cuda_test_util.h \
+	tests/gpu/attention_test_util.h tests/gpu/cuda_fp16_map.h
+tests_gpu_cuda_t5_kernels_fp16_test_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS) -DTEST_FP16
+tests_gpu_cuda_t5_kernels_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/gpu/cuda_t5_kernels_test tests/gpu/cuda_t5_kernels_fp16_test
 endif
 TESTS += tests/gpu/gpu_train_test.sh tests/gpu/gpu_checkpoint_test.sh tests/gpu/gpu_moe_test.sh tests/gpu/gpu_cp_test.sh \
-	tests/gpu/gpu_fp8_test.sh tests/gpu/gpu_bert_test.sh
+	tests/gpu/gpu_fp8_test.sh tests/gpu/gpu_bert_test.sh tests/gpu/gpu_t5_test.sh
 # --deterministic-mode bitwise across data-parallel sizes on GPUs (app/optim/fixed_tree_reduce.h)
 TESTS += tests/gpu/gpu_dp_bitwise_test.sh
 
@@ -218,6 +228,7 @@ EXTRA_DIST += tests/slurm/cluster.sh
 # scripts and data the tests read
 EXTRA_DIST += $(filter %.sh,$(TESTS)) tests/gpu/cuda_kernels_test.c tests/gpu/cuda_attention_test.c tests/gpu/cuda_moe_test.c \
 	tests/gpu/cuda_attention_block_test.c tests/gpu/cuda_fp8_test.c tests/gpu/cuda_bert_kernels_test.c \
+	tests/gpu/cuda_t5_kernels_test.c \
 	tests/gpu/cuda_test_util.h tests/data/gpt2_encode_vectors.jsonl tests/data/wordpiece-vocab.txt \
 	configs/tokenizers/gpt2/vocab.json configs/tokenizers/gpt2/merges.txt \
 	configs/tokenizers/gpt2/LICENSE configs/data/tinyshakespeare.txt \

@@ -839,9 +839,6 @@ static int validate_t5(check_state *st, args *a) {
     if (a->sequence_parallel && (a->micro_batch_size * a->decoder_seq_length) % a->tensor_model_parallel_size)
         return error_format(st->err, st->errlen, "--sequence-parallel: --micro-batch-size %d x --decoder-seq-length %d is not divisible by --tensor-model-parallel-size %d",
                             a->micro_batch_size, a->decoder_seq_length, a->tensor_model_parallel_size);
-    if (!strcmp(a->device, "cuda"))
-        return error_format(st->err, st->errlen, "--device cuda: T5 runs on the CPU backend only for now (--device cpu): the CUDA kernels of its padded and cross attention are not written yet");
-    snprintf(a->device, sizeof a->device, "cpu");  /* auto: the CPU backend, the only one with T5's kernels */
     return 0;
 }
 

@@ -184,8 +184,9 @@ static void cross_attention_forward(void *out, void *workspace, const void *q, c
     cpu_cross_attention_forward(out, workspace, q, kv, key_valid, B, Tq, Tk, H, D, head_start, total_heads, rng);
 }
 static void cross_attention_backward(void *dq, void *dkv, const void *dout, const void *q, const void *kv,
-                                     const int *key_valid, const void *workspace, int B, int Tq, int Tk, int H,
-                                     int D, int head_start, int total_heads, dropout_rng rng) {
+                                     const void *out, const int *key_valid, const void *workspace, int B, int Tq,
+                                     int Tk, int H, int D, int head_start, int total_heads, dropout_rng rng) {
+    (void)out; /* the workspace keeps the probabilities */
     cpu_cross_attention_backward(dq, dkv, dout, q, kv, key_valid, workspace, B, Tq, Tk, H, D, head_start,
                                  total_heads, rng);
 }

@@ -5,7 +5,11 @@
  * wgmma path (cuda_attention_sm90.cu) is bf16 only, so fp16 always runs the kernels here.
  *
  * qkv[B,T,(H+2G)*D] bf16 (H query heads in G groups, kernels.h's layout: per group its query
- * heads, then its key and value head), out[B,T,H,D] bf16, fp32 accumulation. Grouped-query
+ * heads, then its key and value head), out[B,T,H,D] bf16, fp32 accumulation. The same kernels
+ * with a key-padding mask serve BERT's and T5's bidirectional self-attention (PADDED) and, with
+ * the queries q[B,Tq,H*D] and the keys and values kv[B,Tk,H*2D] in tensors of their own, T5's
+ * cross-attention (CROSS: Tq queries over Tk keys, the dropout counters numbered over Tq x Tk;
+ * below T reads as Tq for queries and Tk for keys). Grouped-query
  * attention reads the group's K and V tiles in place: the forward and dQ kernels of query head h
  * load group h/(H/G)'s keys, and the dK/dV kernel of a group walks the query tiles of each of its
  * heads in turn, summing their contributions in registers (no K/V copies, no atomics).
@@ -120,20 +124,43 @@ static __device__ __forceinline__ uint32_t attn_drop_threshold(float p) {
 static __device__ __forceinline__ bool attn_word_keeps(uint32_t word, uint32_t threshold) {
     return (word >> 8) >= threshold;
 }
-/* offset + (head_index*T + i)*T: the counter of element (i, 0) */
-static __device__ __forceinline__ uint64_t attn_row_counter(const dropout_rng &rng,
-                                                            uint64_t head_index, int T, int i) {
-    return rng.offset + (head_index * (uint64_t)T + (uint64_t)i) * (uint64_t)T;
+/* offset + (head_index*Tq + i)*Tk: the counter of element (i, 0) (self-attention: Tq = Tk = T) */
+static __device__ __forceinline__ uint64_t attn_row_counter(const dropout_rng &rng, uint64_t head_index, int Tq,
+                                                            int Tk, int i) {
+    return rng.offset + (head_index * (uint64_t)Tq + (uint64_t)i) * (uint64_t)Tk;
+}
+
+/* Where the heads sit. Self-attention (CROSS false) reads q, k and v from one qkv row of
+ * (H+2G)*D (kernels.h's grouped layout: qkv_query_offset, qkv_key_offset), Tq = Tk = T.
+ * Cross-attention (CROSS: T5's decoder over the encoder, kernels.h's cross_attention_*) reads the
+ * queries from q[B,Tq,H*D] and the keys and values from kv[B,Tk,G*2D] (G == H: per head its key,
+ * then its value, Megatron-Core's CrossAttention linear_kv), and writes dq and dkv in those
+ * layouts. Rows of q (or qkv) are q_stride apart, rows of kv kv_stride apart. */
+template <bool CROSS>
+static __host__ __device__ __forceinline__ size_t attn_q_stride(int H, int G, int D) {
+    return CROSS ? (size_t)H * D : (size_t)(H + 2 * G) * D;
+}
+template <bool CROSS>
+static __host__ __device__ __forceinline__ size_t attn_kv_stride(int H, int G, int D) {
+    return CROSS ? (size_t)2 * G * D : (size_t)(H + 2 * G) * D;
+}
+template <bool CROSS>
+static __device__ __forceinline__ size_t attn_q_offset(int h, int H, int G, int D) {
+    return CROSS ? (size_t)h * D : qkv_query_offset(h, H, G, D);
+}
+template <bool CROSS>
+static __device__ __forceinline__ size_t attn_k_offset(int group, int H, int G, int D) {
+    return CROSS ? (size_t)group * 2 * D : qkv_key_offset(group, H, G, D);
 }
 
 /* Keep bits handed from the dK/dV kernel to the dQ kernel (so the backward draws each element
  * once), in the dK/dV kernel's fragment order: per (b*H + h, key block of 16, query block of 8)
- * four 32-bit words, one __ballot_sync of the warp each. Element (key, query) of a block is
+ * four 32-bit words, one __ballot_sync of the warp each (keys padded to Tk_pad, queries to Tq_pad). Element (key, query) of a block is
  * word attn_keep_word(query & 1, (key >> 3) & 1), bit attn_keep_bit(key & 7, (query & 7) >> 1),
  * i.e. the lane (g = key & 7, t = (query & 7) / 2) that held it in the dK/dV kernel. */
-static __device__ __forceinline__ size_t attn_keep_block(int bh, int key_block, int query_block,
-                                                         int Tpad) {
-    return ((size_t)bh * (Tpad / 16) + (size_t)key_block) * (size_t)(Tpad / 8) + (size_t)query_block;
+static __device__ __forceinline__ size_t attn_keep_block(int bh, int key_block, int query_block, int Tk_pad,
+                                                         int Tq_pad) {
+    return ((size_t)bh * (Tk_pad / 16) + (size_t)key_block) * (size_t)(Tq_pad / 8) + (size_t)query_block;
 }
 static __device__ __forceinline__ int attn_keep_word(int query_odd, int key_high) {
     return 2 * query_odd + key_high;
@@ -142,8 +169,8 @@ static __device__ __forceinline__ int attn_keep_bit(int key_low, int query_pair)
     return 4 * key_low + query_pair;
 }
 
-/* The key-padding mask of the bidirectional kernels (PADDED; kernels.h's attention_padded_*):
- * valid_row is key_valid + b*T, the keys of one sequence. attn_key_extent: one past the last
+/* The key-padding mask of the bidirectional kernels (PADDED; kernels.h's attention_padded_* and
+ * cross_attention_*): valid_row is key_valid + b*Tk, the keys of one sequence. attn_key_extent: one past the last
  * visible key (0 when none), the same in every thread of the block (all of whose threads call
  * it: it synchronizes); key tiles from there on hold no visible key and are not walked.
  * attn_tile_key_bits: one warp's bit mask of the visible keys k0 .. k0 + KEYS - 1 (KEYS <= 64;
@@ -180,11 +207,14 @@ static __device__ __forceinline__ uint64_t attn_tile_key_bits(const int *valid_r
  * longest rows start first. PADDED (bidirectional, key_valid [B,T]): every query walks the key
  * tiles up to the sequence's last visible key, with the invisible keys masked instead of the
  * later ones; a tile without a visible key is skipped, and a row that sees no key at all gets
- * out 0 and lse +inf (so that the backward's P = exp(s - lse) is 0 on it). */
-template <int DP, int WARPS, int BN, bool DROPOUT, bool PADDED, typename E>
+ * out 0 and lse +inf (so that the backward's P = exp(s - lse) is 0 on it). CROSS (always PADDED):
+ * the queries from q_src [B,Tq,H*D], the keys and values from kv_src [B,Tk,G*2D] (attn_q_offset);
+ * otherwise both are qkv and Tq = Tk = T. */
+template <int DP, int WARPS, int BN, bool DROPOUT, bool PADDED, bool CROSS, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_FWD_MIN_BLOCKS_64 : 0)
-attention_forward_kernel(E *out, float *lse, const E *qkv, const int *key_valid, int T, int H, int G, int D,
-                         int head_start, int total_heads, dropout_rng rng, int vec) {
+attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, const int *key_valid, int Tq, int Tk,
+                         int H, int G, int D, int head_start, int total_heads, dropout_rng rng, int vec) {
+    static_assert(PADDED || !CROSS, "cross-attention takes a key-padding mask");
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
     E *q_s = reinterpret_cast<E *>(attn_smem); /* BM x LD */
@@ -194,21 +224,22 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, const int *key_valid,
     const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp_row0 = q0 + 16 * warp;
-    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
-    const E *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
-    const E *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
+    const size_t q_stride = attn_q_stride<CROSS>(H, G, D), kv_stride = attn_kv_stride<CROSS>(H, G, D);
+    const size_t out_stride = (size_t)H * D;
+    const E *q_base = q_src + (size_t)b * Tq * q_stride + attn_q_offset<CROSS>(h, H, G, D);
+    const E *k_base = kv_src + (size_t)b * Tk * kv_stride + attn_k_offset<CROSS>(h / (H / G), H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D); /* scores in base-2 units */
     const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
-    const int *valid_row = PADDED ? key_valid + (size_t)b * T : NULL;
-    const int kt_last = PADDED ? max(attn_key_extent<THREADS>(valid_row, T) - 1, 0) / BN
-                               : min(q0 + BM - 1, T - 1) / BN;
+    const int *valid_row = PADDED ? key_valid + (size_t)b * Tk : NULL;
+    const int kt_last = PADDED ? max(attn_key_extent<THREADS>(valid_row, Tk) - 1, 0) / BN
+                               : min(q0 + BM - 1, Tq - 1) / BN;
     const uint32_t drop_threshold = attn_drop_threshold(rng.p);
-    const uint64_t row_counter[2] = {attn_row_counter(rng, head_index, T, warp_row0 + g),
-                                     attn_row_counter(rng, head_index, T, warp_row0 + g + 8)};
+    const uint64_t row_counter[2] = {attn_row_counter(rng, head_index, Tq, Tk, warp_row0 + g),
+                                     attn_row_counter(rng, head_index, Tq, Tk, warp_row0 + g + 8)};
 
-    attn_load_tile<DP, BM, THREADS>(q_s, q_base, qkv_stride, q0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s, k_base, qkv_stride, 0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, qkv_stride, 0, T, D, vec);
+    attn_load_tile<DP, BM, THREADS>(q_s, q_base, q_stride, q0, Tq, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s, k_base, kv_stride, 0, Tk, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, kv_stride, 0, Tk, D, vec);
     cp_async_commit();
 
     float o[DP / 8][4];
@@ -222,9 +253,8 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, const int *key_valid,
         const E *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (kt < kt_last) { /* prefetch the next K, V tiles into the other stage */
             E *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
-            attn_load_tile<DP, BN, THREADS>(next, k_base, qkv_stride, k0 + BN, T, D, vec);
-            attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, qkv_stride, k0 + BN, T,
-                                            D, vec);
+            attn_load_tile<DP, BN, THREADS>(next, k_base, kv_stride, k0 + BN, Tk, D, vec);
+            attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, kv_stride, k0 + BN, Tk, D, vec);
         }
         cp_async_commit();
         cp_async_wait<1>(); /* this stage (and Q) has landed */
@@ -235,7 +265,7 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, const int *key_valid,
          * each row has an unmasked score and the running max becomes finite on the first tile.
          * PADDED: the tile's visible keys (none: nothing to do); a row's max stays -inf until
          * it meets one, and is then taken as 0 in the exponentials (all of them 0 before). */
-        const uint64_t key_bits = PADDED ? attn_tile_key_bits<BN>(valid_row, k0, T, lane) : 0;
+        const uint64_t key_bits = PADDED ? attn_tile_key_bits<BN>(valid_row, k0, Tk, lane) : 0;
         if (PADDED ? key_bits != 0 : k0 <= warp_row0 + 15) {
             float s[NT][4];
             warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
@@ -280,10 +310,10 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, const int *key_valid,
                     l_run[e >> 1] += p; /* the normalizer sums undropped probabilities */
                     if ((e & 1) == 0) drawn = false; /* keys col, col + 1 of a row share a call */
                     const int row = warp_row0 + g + 8 * (e >> 1);
-                    if (DROPOUT && p > 0.0f && row < T) {
+                    if (DROPOUT && p > 0.0f && row < Tq) {
                         const int col = k0 + 8 * n + 2 * t + (e & 1);
                         if (!drawn) {
-                            words = philox4x32(rng.seed, row_counter[e >> 1] - (uint64_t)(row & 1) * (uint64_t)T +
+                            words = philox4x32(rng.seed, row_counter[e >> 1] - (uint64_t)(row & 1) * (uint64_t)Tk +
                                                              (uint64_t)(col & ~1), rng.stream);
                             drawn = true;
                         }
@@ -313,13 +343,13 @@ attention_forward_kernel(E *out, float *lse, const E *qkv, const int *key_valid,
         factor[i] = keep_scale / l;
         if (PADDED && l == 0.0f) factor[i] = 0.0f; /* no visible key */
         int row = warp_row0 + g + 8 * i;
-        if (t == 0 && row < T)
-            lse[(size_t)bh * T + row] = PADDED && l == 0.0f ? INFINITY : (m_run[i] * scale_log2 + log2f(l)) * attn_ln2;
+        if (t == 0 && row < Tq)
+            lse[(size_t)bh * Tq + row] = PADDED && l == 0.0f ? INFINITY : (m_run[i] * scale_log2 + log2f(l)) * attn_ln2;
     }
     E *stage = q_s + 16 * warp * LD; /* the warp's own Q rows, read only by this warp */
     attn_stage_rows<DP>(stage, o, factor[0], factor[1], lane);
-    attn_store_rows<DP>(out + (size_t)b * T * out_stride + (size_t)h * D, out_stride, stage,
-                        warp_row0, T, D, vec, lane);
+    attn_store_rows<DP>(out + (size_t)b * Tq * out_stride + (size_t)h * D, out_stride, stage,
+                        warp_row0, Tq, D, vec, lane);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -371,12 +401,12 @@ static __global__ void attention_backward_rows_kernel(float *lse2, float *di, in
  * Di (BM floats each) */
 template <int DP, int BM, int THREADS, typename E>
 static __device__ __forceinline__ void attn_load_query_stage(
-    E *stage, const E *q_base, size_t qkv_stride, const E *do_base,
+    E *stage, const E *q_base, size_t q_stride, const E *do_base,
     size_t out_stride, const float *lse2_rows, const float *di_rows, int q0, int T, int D,
     bool vec) {
     constexpr int LD = ATTN_LD(DP);
     float *stats = reinterpret_cast<float *>(stage + 2 * BM * LD);
-    attn_load_tile<DP, BM, THREADS>(stage, q_base, qkv_stride, q0, T, D, vec);
+    attn_load_tile<DP, BM, THREADS>(stage, q_base, q_stride, q0, T, D, vec);
     attn_load_tile<DP, BM, THREADS>(stage + BM * LD, do_base, out_stride, q0, T, D, vec);
     attn_load_floats<BM, THREADS>(stats, lse2_rows + q0);
     attn_load_floats<BM, THREADS>(stats + BM, di_rows + q0);
@@ -388,13 +418,15 @@ static __device__ __forceinline__ void attn_load_query_stage(
  * the diagonal down, with S^T = K Q^T and dP^T = V dO^T in registers (keys as rows), so dK and
  * dV sum over the group's heads in registers. Grid y counts up the key tiles: the longest walks
  * start first. PADDED: every query tile, the invisible keys masked; a block whose keys are all
- * invisible walks nothing and writes their dK, dV as 0, a warp whose 16 are skips the work. */
-template <int DP, int WARPS, int BM, bool DROPOUT, bool PADDED, typename E>
+ * invisible walks nothing and writes their dK, dV as 0, a warp whose 16 are skips the work.
+ * dk_dst receives dK and dV in kv_src's layout (self-attention: dqkv's key and value heads). */
+template <int DP, int WARPS, int BM, bool DROPOUT, bool PADDED, bool CROSS, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DKDV_MIN_BLOCKS_64 : 0)
-attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
-                               const E *qkv, const int *key_valid, const float *lse2, const float *di, int T,
-                               int Tpad, int H, int G, int D, int head_start, int total_heads,
+attention_backward_dkdv_kernel(E *dk_dst, uint32_t *keep_bits, const E *dout, const E *q_src, const E *kv_src,
+                               const int *key_valid, const float *lse2, const float *di, int Tq, int Tk,
+                               int Tq_pad, int Tk_pad, int H, int G, int D, int head_start, int total_heads,
                                dropout_rng rng, int vec) {
+    static_assert(PADDED || !CROSS, "cross-attention takes a key-padding mask");
     constexpr int BN = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BM / 8;
     constexpr int STAGE = 2 * BM * LD + 2 * BM * 2; /* bf16 elements: Q, dO, then lse2, Di */
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -406,31 +438,32 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
     const int k0 = blockIdx.y * BN;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp_key0 = k0 + 16 * warp;
-    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
-    const E *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
+    const size_t q_stride = attn_q_stride<CROSS>(H, G, D), kv_stride = attn_kv_stride<CROSS>(H, G, D);
+    const size_t out_stride = (size_t)H * D;
+    const E *k_base = kv_src + (size_t)b * Tk * kv_stride + attn_k_offset<CROSS>(group, H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
-    const int qt_first = PADDED ? 0 : k0 / BM, qt_last = (T - 1) / BM, tiles = qt_last - qt_first + 1;
+    const int qt_first = PADDED ? 0 : k0 / BM, qt_last = (Tq - 1) / BM, tiles = qt_last - qt_first + 1;
     const uint32_t drop_threshold = attn_drop_threshold(rng.p);
     /* PADDED: the visible ones of the warp's 16 keys (bit j: key warp_key0 + j) */
     const uint32_t warp_key_bits =
-        PADDED ? (uint32_t)attn_tile_key_bits<16>(key_valid + (size_t)b * T, warp_key0, T, lane) : 0xffffu;
+        PADDED ? (uint32_t)attn_tile_key_bits<16>(key_valid + (size_t)b * Tk, warp_key0, Tk, lane) : 0xffffu;
     const bool block_sees = PADDED ? __syncthreads_or(warp_key_bits != 0) != 0 : true;
 
     /* step it of the walk: query head first_head + it / tiles, query tile qt_first + it % tiles */
     const int first_head = group * per, steps = block_sees ? per * tiles : 0;
 #define DKDV_HEAD_POINTERS(h)                                                                      \
-    const E *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);       \
-    const E *do_base = dout + (size_t)b * T * out_stride + (size_t)(h) * D;                   \
+    const E *q_base = q_src + (size_t)b * Tq * q_stride + attn_q_offset<CROSS>(h, H, G, D);  \
+    const E *do_base = dout + (size_t)b * Tq * out_stride + (size_t)(h) * D;                  \
     const size_t bh = (size_t)b * H + (size_t)(h);                                                 \
-    const float *lse2_rows = lse2 + bh * Tpad, *di_rows = di + bh * Tpad;
+    const float *lse2_rows = lse2 + bh * Tq_pad, *di_rows = di + bh * Tq_pad;
 
-    attn_load_tile<DP, BN, THREADS>(k_s, k_base, qkv_stride, k0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(v_s, k_base + D, qkv_stride, k0, T, D, vec);
+    attn_load_tile<DP, BN, THREADS>(k_s, k_base, kv_stride, k0, Tk, D, vec);
+    attn_load_tile<DP, BN, THREADS>(v_s, k_base + D, kv_stride, k0, Tk, D, vec);
     {
         DKDV_HEAD_POINTERS(first_head)
-        attn_load_query_stage<DP, BM, THREADS>(stages, q_base, qkv_stride, do_base, out_stride,
-                                               lse2_rows, di_rows, qt_first * BM, T, D, vec);
+        attn_load_query_stage<DP, BM, THREADS>(stages, q_base, q_stride, do_base, out_stride,
+                                               lse2_rows, di_rows, qt_first * BM, Tq, D, vec);
     }
     cp_async_commit();
 
@@ -445,17 +478,17 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
         const int q0 = qt * BM, i = it & 1;
         const size_t bh = (size_t)b * H + (size_t)h;
         const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
-        /* counter of element (i, key) = offset + head_index*T*T + key + i*T */
-        const uint64_t key_counter[2] = {attn_row_counter(rng, head_index, T, 0) + warp_key0 + g,
-                                         attn_row_counter(rng, head_index, T, 0) + warp_key0 + g + 8};
+        /* counter of element (i, key) = offset + head_index*Tq*Tk + key + i*Tk */
+        const uint64_t key_counter[2] = {attn_row_counter(rng, head_index, Tq, Tk, 0) + warp_key0 + g,
+                                         attn_row_counter(rng, head_index, Tq, Tk, 0) + warp_key0 + g + 8};
         const E *q_s = stages + i * STAGE, *do_s = q_s + BM * LD;
         const float *lse2_s = reinterpret_cast<const float *>(do_s + BM * LD), *di_s = lse2_s + BM;
         if (it + 1 < steps) { /* prefetch the next step's query tile into the other stage */
             const int next_h = first_head + (it + 1) / tiles, next_qt = qt_first + (it + 1) % tiles;
             DKDV_HEAD_POINTERS(next_h)
-            attn_load_query_stage<DP, BM, THREADS>(stages + (i ^ 1) * STAGE, q_base, qkv_stride,
+            attn_load_query_stage<DP, BM, THREADS>(stages + (i ^ 1) * STAGE, q_base, q_stride,
                                                    do_base, out_stride, lse2_rows, di_rows,
-                                                   next_qt * BM, T, D, vec);
+                                                   next_qt * BM, Tq, D, vec);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -467,7 +500,7 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
             uint32_t my_keep_word = 0;
             warp_gemm_abt<DP, NT>(s, k_s + 16 * warp * LD, q_s, lane);
             warp_gemm_abt<DP, NT>(dp, v_s + 16 * warp * LD, do_s, lane);
-            const bool mask = PADDED || warp_key0 + 15 > q0 || q0 + BM > T;
+            const bool mask = PADDED || warp_key0 + 15 > q0 || q0 + BM > Tq;
             const bool key_visible[2] = {((warp_key_bits >> g) & 1u) != 0, ((warp_key_bits >> (g + 8)) & 1u) != 0};
 #pragma unroll
             for (int n = 0; n < NT; n++) {
@@ -479,8 +512,8 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
                 for (int e = 0; e < 4; e++) {
                     if ((e & 1) == 0) drawn = false; /* queries query, query + 1 of a key share a call */
                     const int key = warp_key0 + g + 8 * (e >> 1), query = q0 + 8 * n + 2 * t + (e & 1);
-                    const bool visible = PADDED ? key_visible[e >> 1] && query < T
-                                                : !(mask && (key > query || query >= T));
+                    const bool visible = PADDED ? key_visible[e >> 1] && query < Tq
+                                                : !(mask && (key > query || query >= Tq));
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
                     if (!visible) p = 0.0f;
                     float dpv = dp[n][e];
@@ -490,7 +523,7 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
                         if (visible) {
                             if (!drawn) {
                                 words = philox4x32(rng.seed, key_counter[e >> 1] - (uint64_t)(key & 1) +
-                                                                 (uint64_t)(query & ~1) * (uint64_t)T, rng.stream);
+                                                                 (uint64_t)(query & ~1) * (uint64_t)Tk, rng.stream);
                                 drawn = true;
                             }
                             keep = attn_word_keeps(words.v[philox_attention_word(query, key)], drop_threshold);
@@ -506,7 +539,7 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
                 }
             }
             if (DROPOUT && lane < 4 * NT) /* words of query blocks q0/8 .. q0/8 + NT - 1 */
-                keep_bits[attn_keep_block(bh, warp_key0 >> 4, q0 >> 3, Tpad) * 4 + lane] =
+                keep_bits[attn_keep_block(bh, warp_key0 >> 4, q0 >> 3, Tk_pad, Tq_pad) * 4 + lane] =
                     my_keep_word;
             warp_gemm_pv<DP, NT>(dv, s, do_s, lane); /* dV += (P keep)^T dO */
             warp_gemm_pv<DP, NT>(dk, dp, q_s, lane); /* dK += dS^T Q */
@@ -521,24 +554,26 @@ attention_backward_dkdv_kernel(E *dqkv, uint32_t *keep_bits, const E *dout,
     }
     /* dK = scale dS^T Q, dV = keep_scale (P keep)^T dO, staged in the warp's own K and V rows */
     const float scale = 1.0f / sqrtf((float)D);
-    E *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(group, H, G, D);
+    E *dk_base = dk_dst + (size_t)b * Tk * kv_stride + attn_k_offset<CROSS>(group, H, G, D);
     E *k_stage = k_s + 16 * warp * LD, *v_stage = v_s + 16 * warp * LD;
     attn_stage_rows<DP>(k_stage, dk, scale, scale, lane);
-    attn_store_rows<DP>(dk_base, qkv_stride, k_stage, warp_key0, T, D, vec, lane);
+    attn_store_rows<DP>(dk_base, kv_stride, k_stage, warp_key0, Tk, D, vec, lane);
     attn_stage_rows<DP>(v_stage, dv, keep_scale, keep_scale, lane);
-    attn_store_rows<DP>(dk_base + D, qkv_stride, v_stage, warp_key0, T, D, vec, lane);
+    attn_store_rows<DP>(dk_base + D, kv_stride, v_stage, warp_key0, Tk, D, vec, lane);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
 /* backward, dQ: block = (batch x head, query tile of 16 WARPS rows), warp w owns rows
  * 16w..16w+15; walks key tiles of BN keys up to the diagonal, recomputing S = Q K^T and
  * dP = dO V^T in registers. Grid y counts down the query tiles. PADDED: the key tiles up to the
- * last visible key, the invisible keys masked, a tile without a visible key skipped. */
-template <int DP, int WARPS, int BN, bool DROPOUT, bool PADDED, typename E>
+ * last visible key, the invisible keys masked, a tile without a visible key skipped. dq_dst
+ * receives dQ in q_src's layout (self-attention: dqkv's query heads). */
+template <int DP, int WARPS, int BN, bool DROPOUT, bool PADDED, bool CROSS, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DQ_MIN_BLOCKS_64 : 0)
-attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
-                             const E *qkv, const int *key_valid, const float *lse2, const float *di, int T,
-                             int Tpad, int H, int G, int D, dropout_rng rng, int vec) {
+attention_backward_dq_kernel(E *dq_dst, const uint32_t *keep_bits, const E *dout, const E *q_src, const E *kv_src,
+                             const int *key_valid, const float *lse2, const float *di, int Tq, int Tk, int Tq_pad,
+                             int Tk_pad, int H, int G, int D, dropout_rng rng, int vec) {
+    static_assert(PADDED || !CROSS, "cross-attention takes a key-padding mask");
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
     E *q_s = reinterpret_cast<E *>(attn_smem); /* BM x LD */
@@ -549,25 +584,26 @@ attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
     const int q0 = (gridDim.y - 1 - blockIdx.y) * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int warp_row0 = q0 + 16 * warp;
-    const size_t qkv_stride = (size_t)(H + 2 * G) * D, out_stride = (size_t)H * D;
-    const E *q_base = qkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D);
-    const E *k_base = qkv + (size_t)b * T * qkv_stride + qkv_key_offset(h / (H / G), H, G, D);
+    const size_t q_stride = attn_q_stride<CROSS>(H, G, D), kv_stride = attn_kv_stride<CROSS>(H, G, D);
+    const size_t out_stride = (size_t)H * D;
+    const E *q_base = q_src + (size_t)b * Tq * q_stride + attn_q_offset<CROSS>(h, H, G, D);
+    const E *k_base = kv_src + (size_t)b * Tk * kv_stride + attn_k_offset<CROSS>(h / (H / G), H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
-    const int *valid_row = PADDED ? key_valid + (size_t)b * T : NULL;
-    const int kt_last = PADDED ? max(attn_key_extent<THREADS>(valid_row, T) - 1, 0) / BN
-                               : min(q0 + BM - 1, T - 1) / BN;
+    const int *valid_row = PADDED ? key_valid + (size_t)b * Tk : NULL;
+    const int kt_last = PADDED ? max(attn_key_extent<THREADS>(valid_row, Tk) - 1, 0) / BN
+                               : min(q0 + BM - 1, Tq - 1) / BN;
 
     /* rows g and g + 8 of the warp (padded statistics: no bounds check) */
-    const float *lse2_rows = lse2 + (size_t)bh * Tpad, *di_rows = di + (size_t)bh * Tpad;
+    const float *lse2_rows = lse2 + (size_t)bh * Tq_pad, *di_rows = di + (size_t)bh * Tq_pad;
     const float row_lse2[2] = {lse2_rows[warp_row0 + g], lse2_rows[warp_row0 + g + 8]};
     const float row_di[2] = {di_rows[warp_row0 + g], di_rows[warp_row0 + g + 8]};
 
-    attn_load_tile<DP, BM, THREADS>(q_s, q_base, qkv_stride, q0, T, D, vec);
-    attn_load_tile<DP, BM, THREADS>(do_s, dout + (size_t)b * T * out_stride + (size_t)h * D,
-                                    out_stride, q0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s, k_base, qkv_stride, 0, T, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, qkv_stride, 0, T, D, vec);
+    attn_load_tile<DP, BM, THREADS>(q_s, q_base, q_stride, q0, Tq, D, vec);
+    attn_load_tile<DP, BM, THREADS>(do_s, dout + (size_t)b * Tq * out_stride + (size_t)h * D,
+                                    out_stride, q0, Tq, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s, k_base, kv_stride, 0, Tk, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, kv_stride, 0, Tk, D, vec);
     cp_async_commit();
 
     float dq[DP / 8][4];
@@ -579,15 +615,14 @@ attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
         const E *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (kt < kt_last) {
             E *next = kv_s + ((kt + 1) & 1) * 2 * BN * LD;
-            attn_load_tile<DP, BN, THREADS>(next, k_base, qkv_stride, k0 + BN, T, D, vec);
-            attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, qkv_stride, k0 + BN, T,
-                                            D, vec);
+            attn_load_tile<DP, BN, THREADS>(next, k_base, kv_stride, k0 + BN, Tk, D, vec);
+            attn_load_tile<DP, BN, THREADS>(next + BN * LD, k_base + D, kv_stride, k0 + BN, Tk, D, vec);
         }
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
 
-        const uint64_t key_bits = PADDED ? attn_tile_key_bits<BN>(valid_row, k0, T, lane) : 0;
+        const uint64_t key_bits = PADDED ? attn_tile_key_bits<BN>(valid_row, k0, Tk, lane) : 0;
         if (PADDED ? key_bits != 0 : k0 <= warp_row0 + 15) {
             /* keep bits of this lane's elements: for key block k0/16 + n/2 and query block
              * warp_row0/8 + e/2, the words (g & 1)*2 + {0, 1} (the second for odd n) */
@@ -598,7 +633,7 @@ attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
 #pragma unroll
                     for (int qb = 0; qb < 2; qb++)
                         keep_words[kb][qb] = *reinterpret_cast<const uint2 *>(
-                            keep_bits + attn_keep_block(bh, (k0 >> 4) + kb, (warp_row0 >> 3) + qb, Tpad) * 4 +
+                            keep_bits + attn_keep_block(bh, (k0 >> 4) + kb, (warp_row0 >> 3) + qb, Tk_pad, Tq_pad) * 4 +
                             attn_keep_word(g & 1, 0));
             }
             float s[NT][4], dp[NT][4];
@@ -629,8 +664,8 @@ attention_backward_dq_kernel(E *dqkv, const uint32_t *keep_bits, const E *dout,
     const float scale = 1.0f / sqrtf((float)D);
     E *stage = q_s + 16 * warp * LD; /* the warp's own Q rows */
     attn_stage_rows<DP>(stage, dq, scale, scale, lane);
-    attn_store_rows<DP>(dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D), qkv_stride, stage,
-                        warp_row0, T, D, vec, lane);
+    attn_store_rows<DP>(dq_dst + (size_t)b * Tq * q_stride + attn_q_offset<CROSS>(h, H, G, D), q_stride, stage,
+                        warp_row0, Tq, D, vec, lane);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -657,18 +692,21 @@ static dim3 attn_grid(int B, int H, int T, int tile) {
     return dim3((unsigned int)B * (unsigned int)H, ceil_div((size_t)T, (size_t)tile));
 }
 
-/* PADDED: the bidirectional kernels with the key-padding mask key_valid (NULL otherwise) */
-template <int DP, bool DROPOUT, bool PADDED, typename E>
-static void attn_forward_launch(E *out, float *lse, const E *qkv, const int *key_valid, int B, int T, int H,
-                                int G, int D, int head_start, int total_heads, dropout_rng rng) {
+/* PADDED: the bidirectional kernels with the key-padding mask key_valid (NULL otherwise); CROSS:
+ * cross-attention, the queries in q [B,Tq,H*D] and the keys and values in kv [B,Tk,G*2D]
+ * (self-attention: q = kv = qkv, Tq = Tk) */
+template <int DP, bool DROPOUT, bool PADDED, bool CROSS, typename E>
+static void attn_forward_launch(E *out, float *lse, const E *q, const E *kv, const int *key_valid, int B, int Tq,
+                                int Tk, int H, int G, int D, int head_start, int total_heads, dropout_rng rng) {
     constexpr int WARPS = ATTN_FWD_WARPS, BN = ATTN_FWD_BN;
     static_assert(ATTN_T_PAD % (16 * WARPS) == 0 && BN % 16 == 0, "forward tile shape");
     static_assert(!PADDED || BN <= 64, "the padded kernels mask key tiles of at most 64");
-    auto kernel = attention_forward_kernel<DP, WARPS, BN, DROPOUT, PADDED, E>;
+    auto kernel = attention_forward_kernel<DP, WARPS, BN, DROPOUT, PADDED, CROSS, E>;
     const size_t smem = attn_forward_smem(DP, WARPS, BN);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kernel<<<attn_grid(B, H, T, 16 * WARPS), 32 * WARPS, smem, compute_stream()>>>(
-        out, lse, qkv, key_valid, T, H, G, D, head_start, total_heads, rng, attn_vector_io(D, out, qkv));
+    const int vec = attn_vector_io(D, out, q) && attn_vector_io(D, kv, kv);
+    kernel<<<attn_grid(B, H, Tq, 16 * WARPS), 32 * WARPS, smem, compute_stream()>>>(
+        out, lse, q, kv, key_valid, Tq, Tk, H, G, D, head_start, total_heads, rng, vec);
     CHECK_LAUNCH();
 }
 
@@ -689,31 +727,35 @@ static float *attn_bias_partials(size_t bytes) {
     return (float *)grow_device_buffer(&partials_buffer, &partials_capacity, bytes, 0);
 }
 
-template <int DP, bool DROPOUT, bool PADDED, typename E>
-static void attn_backward_launch(E *dqkv, float *dbias, const E *dout, const E *qkv,
-                                 const E *out, const int *key_valid, const float *lse, int B, int T, int H, int G,
-                                 int D, int head_start, int total_heads, dropout_rng rng) {
+/* dq and dkv receive the gradients in q's and kv's layouts (self-attention: dq = dkv = dqkv,
+ * q = kv = qkv, Tq = Tk); dbias (self-attention only; may be NULL) += dqkv's column sums */
+template <int DP, bool DROPOUT, bool PADDED, bool CROSS, typename E>
+static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, const E *q, const E *kv,
+                                 const E *out, const int *key_valid, const float *lse, int B, int Tq, int Tk, int H,
+                                 int G, int D, int head_start, int total_heads, dropout_rng rng) {
     constexpr int DQ_WARPS = DP <= 64 ? ATTN_DQ_WARPS_64 : ATTN_DQ_WARPS_128, DQ_BN = ATTN_DQ_BN;
     constexpr int KV_WARPS = ATTN_DKDV_WARPS;
     constexpr int KV_BM = DP <= 64 ? ATTN_DKDV_BM_64 : ATTN_DKDV_BM_128;
     static_assert(ATTN_T_PAD % (16 * DQ_WARPS) == 0 && ATTN_T_PAD % KV_BM == 0, "padding");
+    static_assert(ATTN_T_PAD % (16 * KV_WARPS) == 0 && ATTN_T_PAD % DQ_BN == 0, "key padding");
     static_assert(DQ_BN % 16 == 0 && KV_BM % 16 == 0, "tiles of whole k-slices");
     static_assert(!PADDED || DQ_BN <= 64, "the padded kernels mask key tiles of at most 64");
-    const int Tpad = (int)(ceil_div((size_t)T, ATTN_T_PAD) * ATTN_T_PAD);
-    const size_t rows = (size_t)B * H * Tpad;
+    const int Tq_pad = (int)(ceil_div((size_t)Tq, ATTN_T_PAD) * ATTN_T_PAD);
+    const int Tk_pad = (int)(ceil_div((size_t)Tk, ATTN_T_PAD) * ATTN_T_PAD);
+    const size_t rows = (size_t)B * H * Tq_pad;
 
-    const int vec = attn_vector_io(D, dqkv, qkv) && attn_vector_io(D, dout, out);
+    const int vec = attn_vector_io(D, dq, q) && attn_vector_io(D, dout, out) && attn_vector_io(D, dkv, kv);
     bool sm90 = false; /* Hopper's wgmma kernels are bf16 and causal only */
     if constexpr (!is_fp16<E>::value && !PADDED)
-        sm90 = !DROPOUT && vec && cuda_attention_sm90_applies(dqkv, qkv, D, rng.p);
+        sm90 = !DROPOUT && vec && cuda_attention_sm90_applies(dq, q, D, rng.p);
     const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
-     * element of the padded T x T square of every head); for the Hopper backward its dQ
+     * element of the padded Tq x Tk rectangle of every head); for the Hopper backward its dQ
      * semaphores (one int per 64 rows) and its tile counter. Its fp32 dQ accumulator
      * [B*H, Tpad, D] has a buffer of its own (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape,
      * 134 MB at GPT 1.3B's). */
-    const size_t bits_bytes = DROPOUT ? rows * (size_t)Tpad / 8 : 0;
+    const size_t bits_bytes = DROPOUT ? rows * (size_t)Tk_pad / 8 : 0;
     const size_t sems_bytes = fused ? (rows / 64 + 1) * sizeof(int) : 0; /* and the tile counter */
     const size_t stats_bytes = attn_align_256(2 * rows * sizeof(float));
     char *scratch = (char *)stream_scratch(stats_bytes + bits_bytes + sems_bytes);
@@ -722,38 +764,40 @@ static void attn_backward_launch(E *dqkv, float *dbias, const E *dout, const E *
     int *dq_sems = fused ? reinterpret_cast<int *>(scratch + stats_bytes + bits_bytes) : NULL;
     float *dq_accum = fused ? attn_dq_accum(rows * (size_t)D * sizeof(float)) : NULL;
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
-        lse2, di, dq_sems, dout, out, lse, B, T, Tpad, H, D, vec);
+        lse2, di, dq_sems, dout, out, lse, B, Tq, Tq_pad, H, D, vec);
     CHECK_LAUNCH();
     const int qkv_columns = (H + 2 * G) * D;
-    if (sm90) {
+    if (sm90) { /* self-attention: T = Tq, dqkv = dq */
+        const int T = Tq;
         /* the bias gradient from the one pass's sums of 16 rows: [B * 8 ceil(T/128), columns] */
         const int partial_rows = B * 8 * (int)ceil_div((size_t)T, 128);
         float *partials = fused && dbias ? attn_bias_partials((size_t)partial_rows * qkv_columns * sizeof(float)) : NULL;
         if (partials && ceil_div((size_t)T, 64) * 4 != (size_t)partial_rows / B) /* dQ's last 64 rows unwritten */
             CHECK_CUDA(cudaMemsetAsync(partials, 0, (size_t)partial_rows * qkv_columns * sizeof(float), compute_stream()));
-        cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dqkv), reinterpret_cast<const bf16 *>(dout),
-                                     reinterpret_cast<const bf16 *>(qkv), lse2, di, dq_accum, dq_sems, partials, B, T,
-                                     Tpad, H, G, D);
+        cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dq), reinterpret_cast<const bf16 *>(dout),
+                                     reinterpret_cast<const bf16 *>(q), lse2, di, dq_accum, dq_sems, partials, B, T,
+                                     Tq_pad, H, G, D);
         if (partials) column_sum_accumulate(dbias, partials, partial_rows, qkv_columns);
-        else if (dbias) bias_backward_e(dbias, dqkv, B * T, qkv_columns);
+        else if (dbias) bias_backward_e(dbias, dq, B * T, qkv_columns);
         return;
     }
 
-    auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT, PADDED, E>;
+    auto dkdv = attention_backward_dkdv_kernel<DP, KV_WARPS, KV_BM, DROPOUT, PADDED, CROSS, E>;
     const size_t dkdv_smem = attn_dkdv_smem(DP, KV_WARPS, KV_BM);
     CHECK_CUDA(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)dkdv_smem));
-    dkdv<<<attn_grid(B, G, T, 16 * KV_WARPS), 32 * KV_WARPS, dkdv_smem, compute_stream()>>>(
-        dqkv, keep_bits, dout, qkv, key_valid, lse2, di, T, Tpad, H, G, D, head_start, total_heads, rng, vec);
+    dkdv<<<attn_grid(B, G, Tk, 16 * KV_WARPS), 32 * KV_WARPS, dkdv_smem, compute_stream()>>>(
+        dkv, keep_bits, dout, q, kv, key_valid, lse2, di, Tq, Tk, Tq_pad, Tk_pad, H, G, D, head_start, total_heads,
+        rng, vec);
     CHECK_LAUNCH();
 
-    auto dq = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT, PADDED, E>;
+    auto dq_kernel = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT, PADDED, CROSS, E>;
     const size_t dq_smem = attn_dq_smem(DP, DQ_WARPS, DQ_BN);
-    CHECK_CUDA(cudaFuncSetAttribute(dq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
-    dq<<<attn_grid(B, H, T, 16 * DQ_WARPS), 32 * DQ_WARPS, dq_smem, compute_stream()>>>(
-        dqkv, keep_bits, dout, qkv, key_valid, lse2, di, T, Tpad, H, G, D, rng, vec);
+    CHECK_CUDA(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
+    dq_kernel<<<attn_grid(B, H, Tq, 16 * DQ_WARPS), 32 * DQ_WARPS, dq_smem, compute_stream()>>>(
+        dq, keep_bits, dout, q, kv, key_valid, lse2, di, Tq, Tk, Tq_pad, Tk_pad, H, G, D, rng, vec);
     CHECK_LAUNCH();
-    if (dbias) bias_backward_e(dbias, dqkv, B * T, qkv_columns);
+    if (dbias && !CROSS) bias_backward_e(dbias, dq, B * Tq, qkv_columns);
 }
 
 /* the padded head dimension the kernels are instantiated for */
@@ -761,6 +805,31 @@ static int attn_padded_head_dim(int D) {
     if (D >= 1 && D <= 64) return 64;
     if (D <= 128) return 128;
     KERNELS_FATAL("cuda attention supports head dimensions 1..128, got %d", D);
+}
+
+/* the instantiation for D and the dropout probability */
+template <bool PADDED, bool CROSS, typename E>
+static void attn_forward_dispatch(E *out, float *lse, const E *q, const E *kv, const int *key_valid, int B, int Tq,
+                                  int Tk, int H, int G, int D, int head_start, int total_heads, dropout_rng rng) {
+    const bool drop = rng.p > 0.0f, dp64 = attn_padded_head_dim(D) == 64;
+#define ATTN_FORWARD(DP, DROP) \
+    attn_forward_launch<DP, DROP, PADDED, CROSS>(out, lse, q, kv, key_valid, B, Tq, Tk, H, G, D, head_start, total_heads, rng)
+    if (dp64) drop ? ATTN_FORWARD(64, true) : ATTN_FORWARD(64, false);
+    else drop ? ATTN_FORWARD(128, true) : ATTN_FORWARD(128, false);
+#undef ATTN_FORWARD
+}
+
+template <bool PADDED, bool CROSS, typename E>
+static void attn_backward_dispatch(E *dq, E *dkv, float *dbias, const E *dout, const E *q, const E *kv, const E *out,
+                                   const int *key_valid, const float *lse, int B, int Tq, int Tk, int H, int G, int D,
+                                   int head_start, int total_heads, dropout_rng rng) {
+    const bool drop = rng.p > 0.0f, dp64 = attn_padded_head_dim(D) == 64;
+#define ATTN_BACKWARD(DP, DROP)                                                                                 \
+    attn_backward_launch<DP, DROP, PADDED, CROSS>(dq, dkv, dbias, dout, q, kv, out, key_valid, lse, B, Tq, Tk, H, G, \
+                                                  D, head_start, total_heads, rng)
+    if (dp64) drop ? ATTN_BACKWARD(64, true) : ATTN_BACKWARD(64, false);
+    else drop ? ATTN_BACKWARD(128, true) : ATTN_BACKWARD(128, false);
+#undef ATTN_BACKWARD
 }
 
 extern "C" size_t cuda_attention_workspace_bytes(int B, int T, int H, int D) {
@@ -780,9 +849,6 @@ static void attention_forward_t(E *out, void *workspace, const E *qkv, const int
                                 int H, int G, int D, int head_start, int total_heads, dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
     attn_check_groups(H, G);
-    E *o = out;
-    const E *x = qkv;
-    const int *kv = key_valid;
     float *lse = (float *)workspace;
     if constexpr (!is_fp16<E>::value) { /* Hopper (cuda_attention_sm90.cu), bf16 and causal only */
         if (!key_valid && cuda_attention_sm90_applies(out, qkv, D, rng.p)) {
@@ -791,16 +857,11 @@ static void attention_forward_t(E *out, void *workspace, const E *qkv, const int
             return;
         }
     }
-    const bool drop = rng.p > 0.0f, dp64 = attn_padded_head_dim(D) == 64;
-#define ATTN_FORWARD(DP, DROP, PAD) attn_forward_launch<DP, DROP, PAD>(o, lse, x, kv, B, T, H, G, D, head_start, total_heads, rng)
-    if (key_valid) {
-        if (dp64) drop ? ATTN_FORWARD(64, true, true) : ATTN_FORWARD(64, false, true);
-        else drop ? ATTN_FORWARD(128, true, true) : ATTN_FORWARD(128, false, true);
-    } else {
-        if (dp64) drop ? ATTN_FORWARD(64, true, false) : ATTN_FORWARD(64, false, false);
-        else drop ? ATTN_FORWARD(128, true, false) : ATTN_FORWARD(128, false, false);
-    }
-#undef ATTN_FORWARD
+    if (key_valid)
+        attn_forward_dispatch<true, false>(out, lse, qkv, qkv, key_valid, B, T, T, H, G, D, head_start, total_heads, rng);
+    else
+        attn_forward_dispatch<false, false>(out, lse, qkv, qkv, key_valid, B, T, T, H, G, D, head_start, total_heads,
+                                            rng);
 }
 
 template <typename E>
@@ -809,21 +870,43 @@ static void attention_backward_t(E *dqkv, float *dbias, const E *dout, const E *
                                  int head_start, int total_heads, dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
     attn_check_groups(H, G);
-    E *dx = dqkv;
-    const E *dy = dout, *x = qkv, *y = out;
-    const int *kv = key_valid;
     const float *lse = (const float *)workspace;
-    const bool drop = rng.p > 0.0f, dp64 = attn_padded_head_dim(D) == 64;
-#define ATTN_BACKWARD(DP, DROP, PAD) \
-    attn_backward_launch<DP, DROP, PAD>(dx, dbias, dy, x, y, kv, lse, B, T, H, G, D, head_start, total_heads, rng)
-    if (key_valid) {
-        if (dp64) drop ? ATTN_BACKWARD(64, true, true) : ATTN_BACKWARD(64, false, true);
-        else drop ? ATTN_BACKWARD(128, true, true) : ATTN_BACKWARD(128, false, true);
-    } else {
-        if (dp64) drop ? ATTN_BACKWARD(64, true, false) : ATTN_BACKWARD(64, false, false);
-        else drop ? ATTN_BACKWARD(128, true, false) : ATTN_BACKWARD(128, false, false);
+    if (key_valid)
+        attn_backward_dispatch<true, false>(dqkv, dqkv, dbias, dout, qkv, qkv, out, key_valid, lse, B, T, T, H, G, D,
+                                            head_start, total_heads, rng);
+    else
+        attn_backward_dispatch<false, false>(dqkv, dqkv, dbias, dout, qkv, qkv, out, key_valid, lse, B, T, T, H, G, D,
+                                             head_start, total_heads, rng);
+}
+
+/* cross-attention (kernels.h's cross_attention_*): the padded kernels with CROSS; H query heads,
+ * each with its own key and value head in kv (G = H). With no keys (Tk 0) every query row sees
+ * none: out and dq are 0, as on the CPU. */
+template <typename E>
+static void cross_attention_forward_t(E *out, void *workspace, const E *q, const E *kv, const int *key_valid, int B,
+                                      int Tq, int Tk, int H, int D, int head_start, int total_heads,
+                                      dropout_rng rng) {
+    if (B <= 0 || Tq <= 0 || H <= 0) return;
+    if (Tk <= 0) {
+        CHECK_CUDA(cudaMemsetAsync(out, 0, (size_t)B * Tq * H * D * sizeof(E), compute_stream()));
+        return;
     }
-#undef ATTN_BACKWARD
+    attn_forward_dispatch<true, true>(out, (float *)workspace, q, kv, key_valid, B, Tq, Tk, H, H, D, head_start,
+                                      total_heads, rng);
+}
+
+template <typename E>
+static void cross_attention_backward_t(E *dq, E *dkv, const E *dout, const E *q, const E *kv, const E *out,
+                                       const int *key_valid, const void *workspace, int B, int Tq, int Tk, int H, int D,
+                                       int head_start, int total_heads, dropout_rng rng) {
+    if (B <= 0 || H <= 0) return;
+    if (Tq <= 0 || Tk <= 0) { /* nothing attends: every gradient 0 */
+        if (Tq > 0) CHECK_CUDA(cudaMemsetAsync(dq, 0, (size_t)B * Tq * H * D * sizeof(E), compute_stream()));
+        if (Tk > 0) CHECK_CUDA(cudaMemsetAsync(dkv, 0, (size_t)B * Tk * 2 * H * D * sizeof(E), compute_stream()));
+        return;
+    }
+    attn_backward_dispatch<true, true>(dq, dkv, (float *)NULL, dout, q, kv, out, key_valid,
+                                       (const float *)workspace, B, Tq, Tk, H, H, D, head_start, total_heads, rng);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
@@ -885,4 +968,41 @@ extern "C" void cuda_attention_padded_backward_fp16(fp16 *dqkv, float *dbias, co
                                                     int total_heads, dropout_rng rng) {
     attention_backward_t(as_half(dqkv), dbias, as_half(dout), as_half(qkv), as_half(out), key_valid, workspace, B, T,
                          H, G, D, head_start, total_heads, rng);
+}
+
+/* cross-attention (T5's decoder over the encoder output; kernels.h's cross_attention_*): the
+ * padded kernels with the queries and the keys and values in tensors of their own */
+extern "C" size_t cuda_cross_attention_workspace_bytes(int B, int Tq, int Tk, int H) {
+    (void)Tk;
+    return (size_t)B * H * Tq * sizeof(float); /* the per-row log-sum-exp */
+}
+
+extern "C" void cuda_cross_attention_forward(bf16 *out, void *workspace, const bf16 *q, const bf16 *kv,
+                                             const int *key_valid, int B, int Tq, int Tk, int H, int D, int head_start,
+                                             int total_heads, dropout_rng rng) {
+    cross_attention_forward_t(as_nv(out), workspace, as_nv(q), as_nv(kv), key_valid, B, Tq, Tk, H, D, head_start,
+                              total_heads, rng);
+}
+
+extern "C" void cuda_cross_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *q, const fp16 *kv,
+                                                  const int *key_valid, int B, int Tq, int Tk, int H, int D,
+                                                  int head_start, int total_heads, dropout_rng rng) {
+    cross_attention_forward_t(as_half(out), workspace, as_half(q), as_half(kv), key_valid, B, Tq, Tk, H, D, head_start,
+                              total_heads, rng);
+}
+
+extern "C" void cuda_cross_attention_backward(bf16 *dq, bf16 *dkv, const bf16 *dout, const bf16 *q, const bf16 *kv,
+                                              const bf16 *out, const int *key_valid, const void *workspace, int B,
+                                              int Tq, int Tk, int H, int D, int head_start, int total_heads,
+                                              dropout_rng rng) {
+    cross_attention_backward_t(as_nv(dq), as_nv(dkv), as_nv(dout), as_nv(q), as_nv(kv), as_nv(out), key_valid,
+                               workspace, B, Tq, Tk, H, D, head_start, total_heads, rng);
+}
+
+extern "C" void cuda_cross_attention_backward_fp16(fp16 *dq, fp16 *dkv, const fp16 *dout, const fp16 *q,
+                                                   const fp16 *kv, const fp16 *out, const int *key_valid,
+                                                   const void *workspace, int B, int Tq, int Tk, int H, int D,
+                                                   int head_start, int total_heads, dropout_rng rng) {
+    cross_attention_backward_t(as_half(dq), as_half(dkv), as_half(dout), as_half(q), as_half(kv), as_half(out),
+                               key_valid, workspace, B, Tq, Tk, H, D, head_start, total_heads, rng);
 }

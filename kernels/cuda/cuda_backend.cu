@@ -293,6 +293,19 @@ static void attention_padded_backward(void *dqkv, float *dbias, const void *dout
     cuda_attention_padded_backward##S((T *)dqkv, dbias, (const T *)dout, (const T *)qkv, (const T *)out,         \
                                       key_valid, workspace, B, T_, H, G, D, head_start, total_heads, rng);       \
 }                                                                                                                \
+static void cross_attention_forward(void *out, void *workspace, const void *q, const void *kv,                  \
+                                    const int *key_valid, int B, int Tq, int Tk, int H, int D, int head_start,   \
+                                    int total_heads, dropout_rng rng) {                                          \
+    cuda_cross_attention_forward##S((T *)out, workspace, (const T *)q, (const T *)kv, key_valid, B, Tq, Tk, H, D, \
+                                    head_start, total_heads, rng);                                               \
+}                                                                                                                \
+static void cross_attention_backward(void *dq, void *dkv, const void *dout, const void *q, const void *kv,       \
+                                     const void *out, const int *key_valid, const void *workspace, int B, int Tq, \
+                                     int Tk, int H, int D, int head_start, int total_heads, dropout_rng rng) {    \
+    cuda_cross_attention_backward##S((T *)dq, (T *)dkv, (const T *)dout, (const T *)q, (const T *)kv,            \
+                                     (const T *)out, key_valid, workspace, B, Tq, Tk, H, D, head_start,          \
+                                     total_heads, rng);                                                          \
+}                                                                                                                \
 static void gelu_erf_forward(void *out, const void *x, size_t n) {                                              \
     cuda_gelu_erf_forward##S((T *)out, (const T *)x, n);                                                         \
 }                                                                                                                \
@@ -446,6 +459,9 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.decode_attention = A::decode_attention;
     ops.attention_padded_forward = A::attention_padded_forward; /* BERT's encoder and heads */
     ops.attention_padded_backward = A::attention_padded_backward;
+    ops.cross_attention_workspace_bytes = cuda_cross_attention_workspace_bytes; /* T5's decoder */
+    ops.cross_attention_forward = A::cross_attention_forward;
+    ops.cross_attention_backward = A::cross_attention_backward;
     ops.gelu_erf_forward = A::gelu_erf_forward;
     ops.gelu_erf_backward = A::gelu_erf_backward;
     ops.tanh_forward = A::tanh_forward;

@@ -183,6 +183,18 @@ void cuda_attention_padded_forward(bf16 *out, void *workspace, const bf16 *qkv, 
 void cuda_attention_padded_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                                     const int *key_valid, const void *workspace, int B, int T, int H, int G, int D,
                                     int head_start, int total_heads, dropout_rng rng);
+/* cross-attention with a key-padding mask (T5's decoder over the encoder, kernels.h's
+ * cross_attention_*): q[B,Tq,H*D] over kv[B,Tk,H*2D] (per head its key then its value), key_valid
+ * [B,Tk]; the padded kernels above with the queries and keys in tensors of their own, the dropout
+ * mask numbered over Tq x Tk as on the CPU; the workspace holds lse (fp32 [B,H,Tq]); backward
+ * overwrites dq and dkv and takes the forward's out */
+size_t cuda_cross_attention_workspace_bytes(int B, int Tq, int Tk, int H);
+void cuda_cross_attention_forward(bf16 *out, void *workspace, const bf16 *q, const bf16 *kv, const int *key_valid,
+                                  int B, int Tq, int Tk, int H, int D, int head_start, int total_heads,
+                                  dropout_rng rng);
+void cuda_cross_attention_backward(bf16 *dq, bf16 *dkv, const bf16 *dout, const bf16 *q, const bf16 *kv,
+                                   const bf16 *out, const int *key_valid, const void *workspace, int B, int Tq, int Tk,
+                                   int H, int D, int head_start, int total_heads, dropout_rng rng);
 
 /* ---- BERT's heads (cuda_bert_elementwise.cu): the exact GeLU x Phi(x) and tanh, backward
  * dx = dout f' (dx may alias dout), tanh's from its output y ---- */
@@ -326,6 +338,12 @@ void cuda_attention_padded_forward_fp16(fp16 *out, void *workspace, const fp16 *
 void cuda_attention_padded_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv,
                                          const fp16 *out, const int *key_valid, const void *workspace, int B, int T,
                                          int H, int G, int D, int head_start, int total_heads, dropout_rng rng);
+void cuda_cross_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *q, const fp16 *kv, const int *key_valid,
+                                       int B, int Tq, int Tk, int H, int D, int head_start, int total_heads,
+                                       dropout_rng rng);
+void cuda_cross_attention_backward_fp16(fp16 *dq, fp16 *dkv, const fp16 *dout, const fp16 *q, const fp16 *kv,
+                                        const fp16 *out, const int *key_valid, const void *workspace, int B, int Tq,
+                                        int Tk, int H, int D, int head_start, int total_heads, dropout_rng rng);
 void cuda_gelu_erf_forward_fp16(fp16 *out, const fp16 *x, size_t n);
 void cuda_gelu_erf_backward_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, size_t n);
 void cuda_tanh_forward_fp16(fp16 *out, const fp16 *x, size_t n);

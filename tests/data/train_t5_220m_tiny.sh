@@ -7,8 +7,8 @@
 # saving and evaluating every 5 with 2 evaluation batches), the split (949,50,1: the tiny corpus
 # would give the validation split no document at 99982,9,9), 2 ranks instead of 8 (the same
 # layout: tensor- and pipeline-parallel 1, so data-parallel), torchrun replaced by mpiexec
-# (MPIEXEC and PRETRAIN_T5 come from the environment) and the learning rate x30 (so that 10
-# iterations show the loss falling).
+# (MPIEXEC, PRETRAIN_T5 and DEVICE come from the environment; DEVICE cpu unless given) and the
+# learning rate x30 (so that 10 iterations show the loss falling).
 
 # Runs the "220M" parameter model
 
@@ -79,7 +79,7 @@ OUTPUT_ARGS="
     --eval-iters 2
 "
 
-"$MPIEXEC" -n $WORLD_SIZE "$PRETRAIN_T5" \
+"$MPIEXEC" -n $WORLD_SIZE "$PRETRAIN_T5" --device "${DEVICE:-cpu}" \
     $T5_ARGS \
     $DATA_ARGS \
     $OUTPUT_ARGS \

@@ -21,7 +21,7 @@ MODEL="--encoder-num-layers 2 --decoder-num-layers 3 --hidden-size 32 --num-atte
        --micro-batch-size 2 --global-batch-size 8 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1
        --eval-iters 0 --make-vocab-size-divisible-by 8 --hidden-dropout 0.1 --attention-dropout 0.1
        --vocab-extra-ids 100 --tokenizer-type BertWordPieceCase --vocab-file $BERT_VOCAB
-       --data-path $WORK/t5_text_sentence.h5 --split 949,50,1"
+       --data-path $WORK/t5_text_sentence.h5 --split 949,50,1 --device cpu"
 
 reference one
 grep -q '| lm loss: [0-9.E+-]* |' "$WORK/out" && grep -q "T5MaskedWordPieceDataset" "$WORK/out"

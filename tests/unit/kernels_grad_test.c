@@ -720,8 +720,8 @@ static void test_cross_attention(float p, int NH) {
     fd_grad(obj_cross_attention, &c, c.q, nq, gq);
     fd_grad(obj_cross_attention, &c, c.kv, nkv, gkv);
     float *dq = fill(nq, -9, 9), *dkv = fill(nkv, -9, 9); /* garbage: backward overwrites both */
-    K->cross_attention_backward(dq, dkv, R, q, kv, key_valid, ws, B, CROSS_TQ, CROSS_TK, NH, D, head_start, total_heads,
-                                rng);
+    K->cross_attention_backward(dq, dkv, R, q, kv, out, key_valid, ws, B, CROSS_TQ, CROSS_TK, NH, D, head_start,
+                                total_heads, rng);
     snprintf(what, sizeof what, "%s dq (overwritten)", tag);
     check_grad(what, dq, gq, nq);
     snprintf(what, sizeof what, "%s dkv (overwritten)", tag);
