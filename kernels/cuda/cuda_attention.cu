@@ -886,6 +886,7 @@ template <typename E>
 static void cross_attention_forward_t(E *out, void *workspace, const E *q, const E *kv, const int *key_valid, int B,
                                       int Tq, int Tk, int H, int D, int head_start, int total_heads,
                                       dropout_rng rng) {
+    if (!key_valid) KERNELS_FATAL("cuda cross-attention: no key-padding mask (key_valid [B,Tk] is required)");
     if (B <= 0 || Tq <= 0 || H <= 0) return;
     if (Tk <= 0) {
         CHECK_CUDA(cudaMemsetAsync(out, 0, (size_t)B * Tq * H * D * sizeof(E), compute_stream()));
@@ -899,6 +900,7 @@ template <typename E>
 static void cross_attention_backward_t(E *dq, E *dkv, const E *dout, const E *q, const E *kv, const E *out,
                                        const int *key_valid, const void *workspace, int B, int Tq, int Tk, int H, int D,
                                        int head_start, int total_heads, dropout_rng rng) {
+    if (!key_valid) KERNELS_FATAL("cuda cross-attention: no key-padding mask (key_valid [B,Tk] is required)");
     if (B <= 0 || H <= 0) return;
     if (Tq <= 0 || Tk <= 0) { /* nothing attends: every gradient 0 */
         if (Tq > 0) CHECK_CUDA(cudaMemsetAsync(dq, 0, (size_t)B * Tq * H * D * sizeof(E), compute_stream()));
