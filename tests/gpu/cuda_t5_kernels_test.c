@@ -6,7 +6,7 @@
  * kernels_cuda_fp16() instead (tests/gpu/cuda_fp16_map.h).
  *  - out, dq, dk and dv within ACT_TOL (bf16 1e-2, fp16 2e-3: the other attention tests'
  *    tolerances) of the CPU's, with and without dropout, over shapes with Tq != Tk (either
- *    longer, 1 on either side, on and off the 64- and 128-row tiles), D padded (20, 40, 80, 96)
+ *    longer, one query, two keys, on and off the 64- and 128-row tiles), D padded (20, 40, 80, 96)
  *    and unvectorized (20), and a tensor-parallel slice of heads. Each micro-batch mixes four
  *    kinds of sequence: every key visible, padding at the end (T5's), padding scattered, no
  *    visible key at all; the last gives out 0 and dq 0 exactly, and a padding key's dk and dv
@@ -283,11 +283,13 @@ int main(void) {
     tap_ok(has_ops, "the CUDA table has T5's cross-attention ops");
     if (!has_ops) return tap_done();
 
-    /* (B, Tq, Tk, H, D): Tq and Tk apart, 1 on either side, below, at and across the 64- and
-     * 128-row tiles; D 20 the unvectorized path, 40, 80, 96 the zero padding to 64 or 128;
-     * 128 over 512 a T5 decoder over its encoder */
+    /* (B, Tq, Tk, H, D): Tq and Tk apart, one query, two keys (of which the third kind of
+     * sequence sees one: its dq and dk are 0 up to rounding, judged against the tensor's scale;
+     * with one key in all, Tk = 1, they would be rounding noise against exact zeros), below, at
+     * and across the 64- and 128-row tiles; D 20 the unvectorized path, 40, 80, 96 the zero
+     * padding to 64 or 128; 128 over 512 a T5 decoder over its encoder */
     static const int shapes[][5] = {
-        {4, 1, 7, 2, 32},    {4, 7, 1, 3, 64},     {4, 100, 37, 2, 80}, {4, 50, 130, 2, 20},  {4, 257, 64, 4, 64},
+        {4, 1, 7, 2, 32},    {4, 7, 2, 3, 64},     {4, 100, 37, 2, 80}, {4, 50, 130, 2, 20},  {4, 257, 64, 4, 64},
         {4, 64, 257, 4, 64}, {8, 130, 333, 3, 40}, {4, 96, 96, 2, 96},  {4, 128, 512, 4, 64}, {4, 300, 77, 2, 128},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
