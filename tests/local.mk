@@ -232,6 +232,8 @@ check_PROGRAMS += tests/unit/flops_test
 tests_unit_flops_test_SOURCES = tests/unit/flops_test.c
 tests_unit_flops_test_LDADD = perf/metrics/libperfmetrics.a app/core/libcore.a $(PAPI_LIBS) -lm
 TESTS += tests/unit/flops_test tests/mpi/papi_test.sh
+# pretrain_bert and pretrain_t5 log their own FLOP counts (MFU, HFU), not GPT's
+TESTS += tests/mpi/encoder_flops_test.sh
 check_PROGRAMS += tests/unit/train_log_test
 tests_unit_train_log_test_SOURCES = tests/unit/train_log_test.c
 tests_unit_train_log_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)

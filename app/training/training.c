@@ -729,8 +729,12 @@ static recompute_spec recompute_spec_of(const args *a) {
     return r;
 }
 
-/* the model's FLOPs per iteration (perf/metrics/flops.h): dense, causal attention; hardware
- * FLOPs add the forward work that activation recomputation repeats */
+/* the model's FLOPs per iteration (perf/metrics/flops.h); hardware FLOPs add the forward work
+ * that activation recomputation repeats. pretrain_gpt: Megatron's count (causal attention);
+ * pretrain_bert and finetune_bert: the encoder with bidirectional attention and BERT's heads;
+ * pretrain_t5: the encoder over --encoder-seq-length, the decoder (self- and cross-attention)
+ * over --decoder-seq-length and the logits on the decoder. global_batch_size counts samples
+ * (finetune_bert: rows, a RACE sample is a row per choice). */
 static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_size) {
     int moe_layers = 0;  /* MoE layers count only the experts a token visits (Megatron's formula) */
     for (int l = 0; a->num_experts > 0 && l < a->num_layers; l++) moe_layers += a->moe_layer[l];
@@ -749,11 +753,24 @@ static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_si
         .moe_shared_expert_intermediate_size = a->num_experts > 0 ? a->moe_shared_expert_intermediate_size : 0,
         .padded_vocab_size = a->padded_vocab_size,
         .seq_length = a->seq_length,
-        .causal = 1,  /* also for pretrain_bert: Megatron's num_floating_point_operations has no
-                       * BERT case, and counts BERT as GPT (so the log's TFLOP/s match Megatron's) */
+        .causal = 1,
     };
     recompute_spec recompute = recompute_spec_of(a);
-    return flops_per_iteration(&shape, global_batch_size, &recompute);
+    if (a->bert) {
+        /* pretrain_bert: the LM head, and the pooler and binary head unless --bert-no-binary-head;
+         * finetune_bert: the pooler and the task head (MNLI 3 classes, RACE 1 logit per choice) */
+        int task_outputs = !strcmp(a->task, "RACE") ? 1 : 3;
+        bert_heads_shape heads = {.lm_head = !a->bert_task,
+                                  .pooled_outputs = a->bert_task ? task_outputs : a->bert_no_binary_head ? 0 : 2};
+        return bert_flops_per_iteration(&shape, &heads, (double)global_batch_size, &recompute);
+    }
+    if (a->t5) {  /* args: num_layers and seq_length are the encoder's */
+        encoder_decoder_shape t5 = {shape, a->decoder_num_layers, a->decoder_seq_length};
+        if (recompute.granularity == RECOMPUTE_FULL && strcmp(a->recompute_method, "block") != 0)
+            recompute.num_layers = a->num_layers > a->decoder_num_layers ? a->num_layers : a->decoder_num_layers;
+        return t5_flops_per_iteration(&t5, (double)global_batch_size, &recompute);
+    }
+    return flops_per_iteration(&shape, (double)global_batch_size, &recompute);
 }
 
 /* --profile-ranks lists this global rank */
