@@ -188,9 +188,8 @@ static const t5_dataset_config *t5_dataset_setup(const args *a) {
     if (t5_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &t5_config.vocab, &t5_word_piece, err, sizeof err))
         user_error("--vocab-file %s", err);
     /* the sentinels are ids of the model's vocabulary (data_setup_vocab_size sized it) */
-    if (t5_config.vocab.size > a->padded_vocab_size)
-        user_error("--vocab-file %s: the T5 tokenizer's %lld ids (sentinels included) do not fit the model's padded "
-                   "vocabulary of %d", a->vocab_file, (long long)t5_config.vocab.size, a->padded_vocab_size);
+    CHECK(t5_config.vocab.size <= a->padded_vocab_size, "the T5 tokenizer's %lld ids (sentinels included) exceed the "
+          "model's padded vocabulary of %d", (long long)t5_config.vocab.size, a->padded_vocab_size);
     return &t5_config;
 }
 
