@@ -4,6 +4,7 @@
 #include "io/corpus_check.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,7 +187,22 @@ static const t5_dataset_config *t5_dataset_setup(const args *a) {
                                     .decoder_seq_length = a->decoder_seq_length};
     if (t5_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &t5_config.vocab, &t5_word_piece, err, sizeof err))
         user_error("--vocab-file %s", err);
+    /* the sentinels are ids of the model's vocabulary (data_setup_vocab_size sized it) */
+    CHECK(t5_config.vocab.size <= a->padded_vocab_size, "the T5 tokenizer's %lld ids (sentinels included) exceed the "
+          "model's padded vocabulary of %d", (long long)t5_config.vocab.size, a->padded_vocab_size);
     return &t5_config;
+}
+
+int data_setup_vocab_size(const args *a, int tokenizer_vocab_size) {
+    if (!a->t5) return tokenizer_vocab_size;
+    char err[1200];
+    t5_vocab vocab;
+    uint8_t *word_piece = NULL;
+    if (t5_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &vocab, &word_piece, err, sizeof err))
+        user_error("--vocab-file %s", err);
+    free(word_piece);
+    if (vocab.size > INT_MAX) user_error("--vocab-file %s: %lld tokens with the sentinels, over %d", a->vocab_file, (long long)vocab.size, INT_MAX);
+    return (int)vocab.size;
 }
 
 gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Comm comm, char **storage) {
