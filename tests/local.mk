@@ -337,6 +337,10 @@ EXTRA_DIST += tests/tools/megatron_task_samples.py tests/tools/make_task_data.py
 	tests/data/mnli_synthetic_dev_matched.tsv tests/data/race_tiny/train/passages.txt tests/data/race_tiny/dev/passages.txt
 # Megatron's examples/bert/train_bert_340m_distributed.sh, every flag, shrunk (issue 46)
 TESTS += tests/mpi/bert_script_test.sh
+# BERT to and from Hugging Face MegatronBertForPreTraining (issue 46 item 4), and the GPU
+# machine's logits parity against transformers
+TESTS += tests/mpi/bert_hf_test.sh
+EXTRA_DIST += perf/bert_hf_parity.sh perf/bert_hf_parity.py
 EXTRA_DIST += tests/data/train_bert_340m_tiny.sh tests/data/train_t5_220m_tiny.sh
 EXTRA_DIST += tests/mpi/bert_corpus.sh
 EXTRA_DIST += tests/tools/megatron_bert_samples.py
