@@ -11,13 +11,18 @@
 # types), an untied decoder, a padded vocabulary (rows dropped, zeros back), bf16, and the
 # refusals: BertForPreTraining (post-LN), a non-LayerNorm BERT, a finetune_bert checkpoint,
 # --model-type against the files, a missing tensor, a stranger, nonzero token types without a
-# binary head, another activation.
+# binary head, another activation. Our forward's logits (tests/tools/bert_logits) are those of a
+# plain-Python reference of transformers' MegatronBert forward on the export
+# (tests/tools/megatron_bert_reference.py; LM head with exact GeLU), also for the MaskedLM and
+# untied exports; the post-LN layer and swapped key/value projections fail it.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 PRETRAIN_GPT="$top_builddir/app/pretrain_bert"   # run_app's program
 CONVERT="$top_builddir/app/convert_checkpoint"
 FINETUNE="$top_builddir/app/finetune_bert"
 FIXTURE="$top_builddir/tests/tools/make_hf_fixture"
+LOGITS="$top_builddir/tests/tools/bert_logits"
+REFERENCE="$top_srcdir/tests/tools/megatron_bert_reference.py"
 DATA="$top_srcdir/tests/data"
 
 convert() {  # output in $WORK/out, $WORK/err
@@ -206,6 +211,31 @@ convert --to-hf --load "$WORK/imported" --output "$WORK/hf2" && cmp -s "$WORK/hf
     cmp -s "$WORK/hf/config.json" "$WORK/hf2/config.json"
 ok $? "HF -> ours -> HF: model.safetensors and config.json byte for byte the same"
 
+# ---- logits: our forward against a plain-Python reference of transformers' MegatronBert -----------
+# (tests/tools/megatron_bert_reference.py, float64): exact with the LM head's GeLU exact (what our
+# model computes); as transformers computes config.json's gelu_new there, within the tanh
+# approximation; the post-LN layer (BertForPreTraining's) and a key/value swap fail it
+our_logits() {  # our_logits PREFIX CHECKPOINT FLAGS... : bert_logits on one sample (28 of 32 positions valid)
+    prefix=$1; checkpoint=$2; shift 2
+    timeout 120 "$MPIEXEC" -n 1 "$LOGITS" "$prefix" $MODEL --micro-batch-size 1 --global-batch-size 1 --train-iters 1 \
+        --load "$checkpoint" --finetune "$@" > "$WORK/out" 2> "$WORK/err"
+}
+reference() {  # reference HF_DIR PREFIX OPTIONS... : output in $WORK/reference
+    python3 "$REFERENCE" "$@" > "$WORK/reference" 2>&1
+}
+our_logits "$WORK/ours" "$WORK/imported"
+ok $? "our CPU forward of the imported checkpoint on a sample with token types and padding (bert_logits)" || sed 's/^/# /' "$WORK/err"
+sed 's/^/# /' "$WORK/out" | grep bert_logits
+reference "$WORK/hf" "$WORK/ours" --lm-head-gelu exact
+ok $? "the reference of the export with the LM head's exact GeLU: $(cat "$WORK/reference")"
+reference "$WORK/hf" "$WORK/ours" --tol 1e-3
+ok $? "as transformers computes config.json (gelu_new in the LM head too), within 1e-3: $(cat "$WORK/reference")"
+for variant in post-ln swap-key-value; do
+    reference "$WORK/hf" "$WORK/ours" --lm-head-gelu exact --variant $variant
+    [ $? -eq 1 ] && grep -q '^FAIL' "$WORK/reference"
+    ok $? "negative control: the reference with $variant differs: $(cat "$WORK/reference")"
+done
+
 # the import trains exactly as the original checkpoint, on TP2 and on one rank
 losses() { grep -o 'lm loss: [0-9.E+-]* | sop loss: [0-9.E+-]*' "$WORK/out"; }
 for n in 2 1; do
@@ -249,6 +279,9 @@ convert --from-hf --input "$WORK/hf_nobinary" --save "$WORK/nobinary_back" --mak
 ok $? "and back: bitwise the same tensors (no token types), the re-export byte for byte" || sed 's/^/# /' "$WORK/err"
 run_app 1 $MODEL --bert-no-binary-head --train-iters 1 --load "$WORK/nobinary_back" --finetune
 ok $? "pretrain_bert --bert-no-binary-head continues from it" || tail -3 "$WORK/err" | sed 's/^/# /'
+our_logits "$WORK/ours_nobinary" "$WORK/nobinary" --bert-no-binary-head && [ ! -e "$WORK/ours_nobinary.binary" ] &&
+    reference "$WORK/hf_nobinary" "$WORK/ours_nobinary" --lm-head-gelu exact
+ok $? "MegatronBertForMaskedLM's reference (zero token types) computes our logits: $(cat "$WORK/reference")"
 
 # ---- untied decoder, padded vocabulary, bf16 --------------------------------------------------------
 run_app 1 $MODEL --untie-embeddings-and-output-weights --train-iters 1 --save "$WORK/untied" --save-interval 1 &&
@@ -258,6 +291,9 @@ run_app 1 $MODEL --untie-embeddings-and-output-weights --train-iters 1 --save "$
     convert --from-hf --input "$WORK/hf_untied" --save "$WORK/untied_back" --make-vocab-size-divisible-by 16 &&
     same_model "$WORK/untied/iter_0000001.h5" "$WORK/untied_back/release.h5"
 ok $? "an untied output layer: cls.predictions.decoder.weight, tie_word_embeddings false, and back bitwise" || sed 's/^/# /' "$WORK/err"
+our_logits "$WORK/ours_untied" "$WORK/untied" --untie-embeddings-and-output-weights &&
+    reference "$WORK/hf_untied" "$WORK/ours_untied" --lm-head-gelu exact
+ok $? "the untied decoder's reference computes our logits: $(cat "$WORK/reference")"
 run_app 2 $(echo $MODEL | sed "s|$WORK/vocab64.txt|$BERT_VOCAB|") --make-vocab-size-divisible-by 8 --tensor-model-parallel-size 2 \
     --train-iters 1 --save "$WORK/padded" --save-interval 1 &&
     convert --to-hf --load "$WORK/padded" --output "$WORK/hf_padded" && grep -q "vocab 63 (1 padding rows dropped)" "$WORK/out" &&
