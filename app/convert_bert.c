@@ -231,6 +231,9 @@ void bert_import_from_hf(hf_source *s, const char *input, const char *save, int6
         fprintf(stderr, "%s: note: %s says hidden_act \"%s\"; our encoder's MLP computes GeLU's tanh approximation "
                 "(Megatron's bias-gelu fusion) and the LM head exact GeLU, whatever the file says\n", program_name,
                 s->config_path, c.hidden_act);
+    if ((float)c.layer_norm_eps != 1e-5f)  /* /args keeps it, but no flag is taken from there */
+        fprintf(stderr, "%s: note: %s says layer_norm_eps %g: give pretrain_bert and finetune_bert --norm-epsilon %g "
+                "(their default is 1e-5)\n", program_name, s->config_path, c.layer_norm_eps, c.layer_norm_eps);
     bert_dims m = {
         .num_layers = c.num_hidden_layers, .hidden = c.hidden_size, .heads = c.num_attention_heads,
         .head_dim = c.hidden_size / c.num_attention_heads, .ffn_hidden = c.intermediate_size,
