@@ -117,7 +117,7 @@ static const option_table table = {
              "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
              "                          [--make-vocab-size-divisible-by N] [--overwrite]\n"
              "       convert_checkpoint --verify CKPT_DIR|FILE.h5\n"
-             "       convert_checkpoint --model-type GPT --loader llama_mistral|core --saver core|hf --load-dir DIR --save-dir DIR\n"
+             "       convert_checkpoint --model-type GPT|BERT --loader llama_mistral|core --saver core|hf --load-dir DIR --save-dir DIR\n"
              "                          (Megatron-LM's tools/checkpoint/convert.py flags)",
     .description =
         "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, a Llama-architecture\n"
