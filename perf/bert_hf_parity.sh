@@ -34,6 +34,10 @@ tool() {  # tool NAME: the executable from the build tree, else from PATH
     done
     command -v "$1" || { echo "bert_hf_parity: $1 is neither in $bin nor on PATH (make $1; or pack it)" >&2; exit 1; }
 }
+step() {  # step LOG COMMAND...: run it, output in LOG; on failure the command's last lines and exit 1
+    log=$1; shift
+    "$@" > "$log" 2>&1 || { echo "FAIL: $(basename "$log" .out) step failed ($log):"; tail -5 "$log"; exit 1; }
+}
 PRETRAIN=$(tool pretrain_bert)
 PREPROCESS=$(tool preprocess_data)
 CONVERT=$(tool convert_checkpoint)
@@ -53,8 +57,9 @@ awk -v docs=600 'BEGIN {
             for (k = 0; k < len; k++) line = line (k ? " " : "") w[1 + (d * 31 + s * 17 + k * 7 + k * k) % n];
             line = line (s + 1 < ns ? ". " : ".") }
         print line "\"}" } }' > "$logdir/corpus.jsonl"
-mpiexec -n 1 "$PREPROCESS" --input "$logdir/corpus.jsonl" --output-prefix "$logdir/corpus" \
-    --tokenizer-type BertWordPieceLowerCase --vocab-file "$vocab" --split-sentences > "$logdir/preprocess.out" 2>&1
+rm -rf "$logdir/corpus_text_sentence"*
+step "$logdir/preprocess.out" mpiexec -n 1 "$PREPROCESS" --input "$logdir/corpus.jsonl" --output-prefix "$logdir/corpus" \
+    --tokenizer-type BertWordPieceLowerCase --vocab-file "$vocab" --split-sentences
 
 binary=
 architecture=MegatronBertForPreTraining
@@ -64,17 +69,17 @@ MODEL="--device cpu --num-layers 4 --hidden-size 256 --ffn-hidden-size 1024 --nu
        --data-path $logdir/corpus_text_sentence.h5 --split 949,50,1 --hidden-dropout 0 --attention-dropout 0
        --init-method-std 0.02 $binary"
 rm -rf "$logdir/ck" "$logdir/hf"
-mpiexec -n 1 "$PRETRAIN" $MODEL --micro-batch-size 4 --global-batch-size 8 --train-iters "$iters" --lr 3e-3 \
-    --min-lr 3e-4 --lr-warmup-iters 4 --lr-decay-style cosine --seed 1234 --log-interval 10 --eval-iters 0 \
-    --save "$logdir/ck" --save-interval "$iters" > "$logdir/train.out" 2>&1
+step "$logdir/train.out" mpiexec -n 1 "$PRETRAIN" $MODEL --micro-batch-size 4 --global-batch-size 8 --train-iters "$iters" \
+    --lr 3e-3 --min-lr 3e-4 --lr-warmup-iters $((iters < 8 ? 1 : 4)) --lr-decay-style cosine --seed 1234 \
+    --log-interval $((iters < 10 ? 1 : 10)) --eval-iters 0 --save "$logdir/ck" --save-interval "$iters"
 trained="$(grep -o 'lm loss: [0-9.E+-]*' "$logdir/train.out" | head -1) -> $(grep -o 'lm loss: [0-9.E+-]*' "$logdir/train.out" | tail -1)"
 echo "# trained $iters iterations: $trained"
-"$CONVERT" --to-hf --load "$logdir/ck" --output "$logdir/hf" > "$logdir/export.out" 2>&1
+step "$logdir/export.out" "$CONVERT" --to-hf --load "$logdir/ck" --output "$logdir/hf"
 sed 's/^/# /' "$logdir/export.out"
 p=0
 while [ "$p" -lt "$prompts" ]; do  # sample p: the mock-token ids of seed 1000 + p, types and padding
-    mpiexec -n 1 "$LOGITS" "$logdir/ours.$p" $MODEL --micro-batch-size 1 --global-batch-size 1 --train-iters 1 \
-        --lr 0 --seed $((1000 + p)) --load "$logdir/ck" --finetune > "$logdir/logits.$p.out" 2>&1
+    step "$logdir/logits.$p.out" mpiexec -n 1 "$LOGITS" "$logdir/ours.$p" $MODEL --micro-batch-size 1 --global-batch-size 1 \
+        --train-iters 1 --lr 0 --seed $((1000 + p)) --load "$logdir/ck" --finetune
     sed 's/^/# prompt '"$p"': /' "$logdir/logits.$p.out" | grep bert_logits
     p=$((p + 1))
 done
