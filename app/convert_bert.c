@@ -16,8 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* BERT's own heads (T5 has encoder.* tensors too, but none of these) */
 int bert_checkpoint(const checkpoint_reader *r) {
-    return checkpoint_has_tensor(r, "encoder.final_layernorm.weight") || checkpoint_has_tensor(r, "lm_head.dense.weight");
+    return checkpoint_has_tensor(r, "lm_head.dense.weight") || checkpoint_has_tensor(r, "classification_head.weight") ||
+           checkpoint_has_tensor(r, "multichoice_head.weight");
 }
 
 static int64_t optional_int(const checkpoint_reader *r, const char *name, int64_t fallback) {

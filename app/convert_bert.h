@@ -10,8 +10,8 @@
 #include "app/convert_hf_source.h"
 #include "io/checkpoint_serial.h"
 
-/* 1 when the checkpoint holds a BERT (pretrain_bert's or finetune_bert's encoder: its tensors
- * are named encoder.*) */
+/* 1 when the checkpoint holds a BERT: pretrain_bert's (its LM head, lm_head.dense.weight) or
+ * finetune_bert's (a task head) */
 int bert_checkpoint(const checkpoint_reader *reader);
 
 /* writes OUTPUT/config.json and OUTPUT/model.safetensors from an open, verified checkpoint;
