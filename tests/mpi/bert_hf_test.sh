@@ -248,6 +248,12 @@ for n in 2 1; do
     [ "$(wc -l < "$WORK/losses_imported")" -eq 2 ] && cmp -s "$WORK/losses_original" "$WORK/losses_imported"
     ok $? "TP$n: the imported checkpoint's lm and sop losses are the original's, bitwise: $(head -1 "$WORK/losses_imported")"
 done
+# the shape from the import's /args (--use-checkpoint-args): the same run as the original's on one rank
+run_app 1 --use-checkpoint-args --load "$WORK/imported" --finetune --train-iters 2 \
+    --data-path "$WORK/bert_text_sentence.h5" --vocab-file "$WORK/vocab64.txt" --split 949,50,1 --micro-batch-size 2 \
+    --global-batch-size 8 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1 --eval-iters 0 --make-vocab-size-divisible-by 16 \
+    --hidden-dropout 0 --attention-dropout 0 && losses > "$WORK/losses_args" && cmp -s "$WORK/losses_original" "$WORK/losses_args"
+ok $? "pretrain_bert --use-checkpoint-args takes the model from the import's /args: the same losses" || tail -3 "$WORK/err" | sed 's/^/# /'
 head -49 "$DATA/mnli_synthetic_train.tsv" > "$WORK/mnli_train.tsv"  # 48 samples: 12 iterations
 FT="--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
     --make-vocab-size-divisible-by 16 --vocab-file $WORK/vocab64.txt --task MNLI --train-data $WORK/mnli_train.tsv
