@@ -6,7 +6,8 @@
 # left out), q/k/v are taken from each head's [q; k; v] rows of our fused linear_qkv (element by
 # element, telling neighbouring rows apart); every tensor comes back bitwise and the second export
 # is the first byte for byte. The imported checkpoint trains (pretrain_bert --finetune) on TP2
-# and on one rank with exactly the losses of the original, and finetune_bert starts from it with
+# and on one rank with exactly the losses of the original (also with --use-checkpoint-args), and
+# finetune_bert starts from it with
 # the original's losses. Then: --bert-no-binary-head as MegatronBertForMaskedLM (zero token
 # types), an untied decoder, a padded vocabulary (rows dropped, zeros back), bf16, and the
 # refusals: BertForPreTraining (post-LN), a non-LayerNorm BERT, a finetune_bert checkpoint,
