@@ -7,8 +7,7 @@
 # element, telling neighbouring rows apart); every tensor comes back bitwise and the second export
 # is the first byte for byte. The imported checkpoint trains (pretrain_bert --finetune) on TP2
 # and on one rank with exactly the losses of the original (also with --use-checkpoint-args), and
-# finetune_bert starts from it with
-# the original's losses. Then: --bert-no-binary-head as MegatronBertForMaskedLM (zero token
+# finetune_bert starts from it with the original's losses. Then: --bert-no-binary-head as MegatronBertForMaskedLM (zero token
 # types), an untied decoder, a padded vocabulary (rows dropped, zeros back), bf16, and the
 # refusals: BertForPreTraining (post-LN), a non-LayerNorm BERT, a finetune_bert checkpoint,
 # --model-type against the files, a missing tensor, a stranger, nonzero token types without a
