@@ -5,6 +5,9 @@
  * with gated shared experts (dense layers allowed, q/k/v biases) to and from Qwen2MoeForCausalLM
  * (app/convert_llama.c: chosen by the checkpoint's /args, or by config.json's model_type).
  * DeepSeek configs (n_shared_experts) are refused: their multi-head latent attention is not built.
+ * A BERT (pretrain_bert: our pre-LN encoder) goes to and from MegatronBertForPreTraining, or
+ * MegatronBertForMaskedLM without the binary head (app/convert_bert.c: chosen by the checkpoint's
+ * encoder tensors, or config.json's model_type "megatron-bert"; "bert", post-LN, is refused).
  *   convert_checkpoint --to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16]
  *                      [--overwrite]
  *       writes HF_DIR/model.safetensors and HF_DIR/config.json (GPT2LMHeadModel; no lm_head
@@ -34,6 +37,8 @@
 #include "io/io_error.h"
 #include "app/convert_hf_source.h"
 #include "app/convert_llama.h"
+#include "app/convert_bert.h"
+#include "app/model/hf_bert_config.h"
 #include "app/model/hf_llama_config.h"
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
@@ -72,8 +77,8 @@ typedef struct options {
 #define MEGATRON_NO_EFFECT "convert.py's flags with no effect here"
 #define NO_LAYOUT "a checkpoint here stores every tensor in its global shape and loads into any --tensor-model-parallel-size/--pipeline-model-parallel-size: no resharding needed"
 static const option_spec specs[] = {
-    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts, Qwen2MoeForCausalLM for one with gated shared experts (model.safetensors, config.json)"},
-    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama, Mixtral or Qwen2-MoE (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
+    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts, Qwen2MoeForCausalLM for one with gated shared experts, MegatronBertForPreTraining (MegatronBertForMaskedLM without the binary head) for a pretrain_bert checkpoint (model.safetensors, config.json)"},
+    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama, Mixtral, Qwen2-MoE or MegatronBert (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
     {"verify", "direction (give one)", OPTION_STRING, AT(verify), .metavar = "CKPT_DIR|FILE.h5", .help = "check every tensor of a checkpoint against its checksums, without converting"},
     {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
     {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
@@ -83,7 +88,7 @@ static const option_spec specs[] = {
     {"save", "with --from-hf", OPTION_STRING, AT(save), .metavar = "CKPT_DIR", .help = "write CKPT_DIR/release.h5 and set the tracker to \"release\""},
     {"make-vocab-size-divisible-by", "with --from-hf", OPTION_INT64, AT(vocab_divisible_by), "128", .range = "[1, inf)", .help = "pad the embedding table with zero rows to a multiple of N (as Megatron)"},
     {"overwrite", "output", OPTION_FLAG, AT(overwrite), .help = "replace existing outputs"},
-    {"model-type", MEGATRON_GROUP, OPTION_CHOICE, AT(model_type), .choices = "GPT|BERT", .help = "GPT (the GPT and Llama families); BERT is not supported here"},
+    {"model-type", MEGATRON_GROUP, OPTION_CHOICE, AT(model_type), .choices = "GPT|BERT", .help = "GPT (the GPT and Llama families) or BERT (pretrain_bert's, to and from MegatronBert); checked against what the files hold"},
     {"loader", MEGATRON_GROUP, OPTION_STRING, AT(loader), "megatron", .metavar = "NAME", .help = "llama_mistral or mixtral_hf (a Hugging Face checkpoint: as --from-hf), or core|mcore|megatron|legacy (ours)"},
     {"saver", MEGATRON_GROUP, OPTION_STRING, AT(saver), "megatron", .metavar = "NAME", .help = "core|mcore|megatron|legacy (ours), or hf (Hugging Face: as --to-hf)"},
     {"load-dir", MEGATRON_GROUP, OPTION_STRING, AT(load_dir), .metavar = "DIR", .help = "the checkpoint to read (Hugging Face folder or ours)"},
@@ -112,12 +117,12 @@ static const option_table table = {
              "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
              "                          [--make-vocab-size-divisible-by N] [--overwrite]\n"
              "       convert_checkpoint --verify CKPT_DIR|FILE.h5\n"
-             "       convert_checkpoint --model-type GPT --loader llama_mistral|core --saver core|hf --load-dir DIR --save-dir DIR\n"
+             "       convert_checkpoint --model-type GPT|BERT --loader llama_mistral|core --saver core|hf --load-dir DIR --save-dir DIR\n"
              "                          (Megatron-LM's tools/checkpoint/convert.py flags)",
     .description =
         "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, a Llama-architecture\n"
         "model and Hugging Face LlamaForCausalLM, or one with experts and MixtralForCausalLM or\n"
-        "Qwen2MoeForCausalLM, as one process.\n"
+        "Qwen2MoeForCausalLM, or a BERT and MegatronBertForPreTraining, as one process.\n"
         "Flags may also come from an args file (one flag per line, '#' starts a comment); the\n"
         "command line overrides it.\n",
     .specs = specs,
@@ -143,7 +148,6 @@ static void megatron_direction(options *o) {
         user_error("give either convert.py's --loader/--saver/--load-dir/--save-dir or --to-hf/--from-hf/--verify "
                    "with their flags, not both");
     if (!o->load_dir[0] || !o->save_dir[0]) user_error("--load-dir and --save-dir are both required (as in convert.py)");
-    if (!strcmp(o->model_type, "BERT")) user_error("--model-type BERT is not supported here: GPT (the GPT and Llama families)");
     int loader = plugin_kind(o->loader, "loader_"), saver = plugin_kind(o->saver, "saver_");
     if (!loader)
         user_error("--loader %s is not supported here: llama_mistral or mixtral_hf (a Hugging Face GPT-2, "
@@ -178,8 +182,6 @@ static options parse_options(int argc, char **argv) {
     if (options_given(&table, given, "loader") || options_given(&table, given, "saver") ||
         options_given(&table, given, "load-dir") || options_given(&table, given, "save-dir"))
         megatron_direction(&o);
-    else if (options_given(&table, given, "model-type") && !strcmp(o.model_type, "BERT"))
-        user_error("--model-type BERT is not supported here: GPT (the GPT and Llama families)");
     char no_effect[1024];
     if (options_no_effect_given(&table, given, no_effect, sizeof no_effect) > 0)
         printf("> accepted with no effect here (see --help): %s\n", no_effect);
@@ -311,6 +313,16 @@ static void export_to_hf(const options *o) {
     checkpoint_reader reader;
     if (checkpoint_reader_open(path, &reader, err, sizeof err)) user_error("%s", err);
     verify_checksums(&reader, 0);
+    const int bert = bert_checkpoint(&reader);
+    if (o->model_type[0] && bert != !strcmp(o->model_type, "BERT"))
+        user_error("--model-type %s, but %s holds a %s", o->model_type, path, bert ? "BERT (encoder.* tensors)" : "GPT");
+    if (bert) {
+        if (strcmp(o->max_shard_size, "5GB"))
+            user_error("--max-shard-size applies to the Llama export; a BERT export is one model.safetensors");
+        bert_export_to_hf(&reader, o->output, o->bfloat16, o->overwrite);
+        checkpoint_reader_close(&reader);
+        return;
+    }
     if (llama_checkpoint(&reader)) {
         llama_export_to_hf(&reader, o->output, o->bfloat16, o->max_shard_bytes, o->overwrite);
         checkpoint_reader_close(&reader);
@@ -406,6 +418,15 @@ static void import_from_hf(const options *o) {
     char err[error_max];
     hf_source s;
     hf_source_open(o->input, &s);
+    const int bert = hf_config_is_bert(s.config_path);
+    if (o->model_type[0] && bert != !strcmp(o->model_type, "BERT"))
+        user_error("--model-type %s, but %s describes a %s", o->model_type, s.config_path,
+                   bert ? "BERT (model_type megatron-bert or bert)" : "GPT-family model");
+    if (bert) {
+        bert_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
+        hf_source_close(&s);
+        return;
+    }
     const char *shared = hf_config_shared_expert_key(s.config_path);
     if (shared)
         user_error("%s: \"%s\": DeepSeek's shared experts are not supported by the Hugging Face import (its "

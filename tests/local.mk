@@ -97,7 +97,7 @@ TESTS += tests/unit/kernel_error_test
 
 # ---- tools the tests run ----
 check_PROGRAMS += tests/tools/compare_params tests/tools/corpus_tool tests/tools/checkpoint_vs_dump \
-	tests/tools/h5_set_attribute tests/tools/make_hf_fixture tests/tools/model_logits
+	tests/tools/h5_set_attribute tests/tools/make_hf_fixture tests/tools/model_logits tests/tools/bert_logits
 tests_tools_compare_params_SOURCES = tests/tools/compare_params.c
 tests_tools_compare_params_LDADD = -lm
 tests_tools_corpus_tool_SOURCES = tests/tools/corpus_tool.c
@@ -111,6 +111,8 @@ tests_tools_make_hf_fixture_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_tools_make_hf_fixture_LDADD = $(APP_LIBS)
 tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
+tests_tools_bert_logits_SOURCES = tests/tools/bert_logits.c
+tests_tools_bert_logits_LDADD = $(APP_LIBS)
 check_PROGRAMS += tests/tools/bert_samples tests/tools/task_samples
 tests_tools_task_samples_SOURCES = tests/tools/task_samples.c
 tests_tools_task_samples_LDADD = $(APP_LIBS)
@@ -339,6 +341,10 @@ EXTRA_DIST += tests/tools/megatron_task_samples.py tests/tools/make_task_data.py
 	tests/data/mnli_synthetic_dev_matched.tsv tests/data/race_tiny/train/passages.txt tests/data/race_tiny/dev/passages.txt
 # Megatron's examples/bert/train_bert_340m_distributed.sh, every flag, shrunk (issue 46)
 TESTS += tests/mpi/bert_script_test.sh
+# BERT to and from Hugging Face MegatronBertForPreTraining (issue 46 item 4), and the GPU
+# machine's logits parity against transformers
+TESTS += tests/mpi/bert_hf_test.sh
+EXTRA_DIST += perf/bert_hf_parity.sh perf/bert_hf_parity.py tests/tools/megatron_bert_reference.py
 EXTRA_DIST += tests/data/train_bert_340m_tiny.sh tests/data/train_t5_220m_tiny.sh
 EXTRA_DIST += tests/mpi/bert_corpus.sh
 EXTRA_DIST += tests/tools/megatron_bert_samples.py

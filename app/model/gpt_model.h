@@ -411,7 +411,9 @@ typedef struct gpt_model {
     comm_request *tp_requests; /* [tp], tp_comm_overlap only: a step's fetches, by peer */
     int tp_last_step_rs;       /* the last tensor-parallel step was a block reduce-scatter */
     float *capture_logits;     /* host [N,V/tp]: when set, the last chunk copies its logits here
-                                * before the loss (inspection tools); NULL in training */
+                                * before the loss (inspection tools); NULL in training. Encoder
+                                * mode: the LM head's [masked rows, V/tp] (bert_heads.h) */
+    float *capture_binary_logits; /* encoder mode, host [B,2]: likewise the binary head's logits */
     grad_first_write_entry *first_write; /* by offset; see gpt_model_start_grads */
     int num_first_write;
     size_t *clear_ranges;      /* [2 x num_clear_ranges]: offset and length of what a step clears */
