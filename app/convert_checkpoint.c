@@ -34,6 +34,8 @@
 #include "io/io_error.h"
 #include "app/convert_hf_source.h"
 #include "app/convert_llama.h"
+#include "app/convert_t5.h"
+#include "app/model/hf_t5_config.h"
 #include "app/model/hf_llama_config.h"
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
@@ -311,6 +313,13 @@ static void export_to_hf(const options *o) {
     checkpoint_reader reader;
     if (checkpoint_reader_open(path, &reader, err, sizeof err)) user_error("%s", err);
     verify_checksums(&reader, 0);
+    if (t5_checkpoint(&reader)) {
+        if (strcmp(o->max_shard_size, "5GB"))
+            user_error("--max-shard-size applies to the Llama export; a T5 export is one model.safetensors");
+        t5_export_to_hf(&reader, o->output, o->bfloat16, o->overwrite);
+        checkpoint_reader_close(&reader);
+        return;
+    }
     if (llama_checkpoint(&reader)) {
         llama_export_to_hf(&reader, o->output, o->bfloat16, o->max_shard_bytes, o->overwrite);
         checkpoint_reader_close(&reader);
@@ -411,6 +420,11 @@ static void import_from_hf(const options *o) {
         user_error("%s: \"%s\": DeepSeek's shared experts are not supported by the Hugging Face import (its "
                    "multi-head latent attention is not built); MixtralForCausalLM and Qwen2MoeForCausalLM are",
                    s.config_path, shared);
+    if (hf_config_is_t5(s.config_path)) {
+        t5_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
+        hf_source_close(&s);
+        return;
+    }
     if (hf_config_is_llama(s.config_path)) {
         llama_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
         hf_source_close(&s);

@@ -21,5 +21,7 @@ app_model_libmodel_a_SOURCES = \
 	app/model/hf_gpt2_layout.c app/model/hf_gpt2_layout.h \
 	app/model/hf_gpt2_config.c app/model/hf_gpt2_config.h \
 	app/model/hf_llama_layout.c app/model/hf_llama_layout.h \
-	app/model/hf_llama_config.c app/model/hf_llama_config.h
+	app/model/hf_llama_config.c app/model/hf_llama_config.h \
+	app/model/hf_t5_layout.c app/model/hf_t5_layout.h \
+	app/model/hf_t5_config.c app/model/hf_t5_config.h
 app_model_libmodel_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)

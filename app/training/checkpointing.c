@@ -130,6 +130,12 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         {"moe_router_group_topk", a->num_experts ? a->moe_router_group_topk : 0},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) checkpoint_put_int(f, "/args", ints[i].name, ints[i].value);
+    if (a->t5) {  /* Megatron's T5 arguments (num_layers and seq_length above are the encoder's) */
+        checkpoint_put_int(f, "/args", "encoder_num_layers", a->num_layers);
+        checkpoint_put_int(f, "/args", "decoder_num_layers", a->decoder_num_layers);
+        checkpoint_put_int(f, "/args", "encoder_seq_length", a->seq_length);
+        checkpoint_put_int(f, "/args", "decoder_seq_length", a->decoder_seq_length);
+    }
     if (a->num_experts) {
         checkpoint_put_string(f, "/args", "moe_layer_freq", a->moe_layer_freq);
         checkpoint_put_string(f, "/args", "moe_router_score_function", a->moe_router_score_function);
