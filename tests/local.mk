@@ -115,6 +115,9 @@ tests_tools_make_hf_fixture_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_tools_make_hf_fixture_LDADD = $(APP_LIBS)
 tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
+check_PROGRAMS += tests/tools/t5_logits
+tests_tools_t5_logits_SOURCES = tests/tools/t5_logits.c
+tests_tools_t5_logits_LDADD = $(APP_LIBS)
 check_PROGRAMS += tests/tools/bert_samples tests/tools/task_samples
 tests_tools_task_samples_SOURCES = tests/tools/task_samples.c
 tests_tools_task_samples_LDADD = $(APP_LIBS)
@@ -352,7 +355,7 @@ TESTS += tests/mpi/t5_parallel_test.sh tests/mpi/t5_script_test.sh
 TESTS += tests/mpi/t5_relative_test.sh
 # T5 and Hugging Face T5ForConditionalGeneration (issue 46)
 TESTS += tests/mpi/t5_hf_test.sh
-EXTRA_DIST += tests/tools/megatron_t5_samples.py
+EXTRA_DIST += tests/tools/megatron_t5_samples.py tests/tools/hf_t5_reference.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh

@@ -7,9 +7,12 @@
 # is the first byte for byte; the safetensors header and config.json are what transformers'
 # T5ForConditionalGeneration loads (names, shapes, T5Config fields), and the q/k/v, cross k/v and
 # wi_0/wi_1 splits are checked element by element against our fused tensors, the queries divided
-# by sqrt(d_kv) = 4 (HF's attention has no 1/sqrt(d) scaling). The imported checkpoint fine-tunes
-# with the original's losses, bitwise. A GeLU variant (wi, gelu_new) and a bfloat16 export follow, then
-# what is refused both ways, each naming the missing feature.
+# by sqrt(d_kv) = 4 (HF's attention has no 1/sqrt(d) scaling); and our logits (tests/tools/t5_logits)
+# are those of HF's forward pass written out in float64 from modeling_t5.py
+# (tests/tools/hf_t5_reference.py) on the export, within 1e-4 of the largest logit (measured 9e-7;
+# leaving out HF's missing scaling there gives 0.8). The imported checkpoint fine-tunes
+# with the original's losses, bitwise. A GeLU variant (wi, gelu_new; its logits too) and a bfloat16
+# export follow, then what is refused both ways, each naming the missing feature.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 CONVERT="$top_builddir/app/convert_checkpoint"
@@ -54,7 +57,13 @@ HF_T5="--encoder-num-layers 3 --decoder-num-layers 2 --hidden-size 32 --num-atte
        --data-path $WORK/t5_text_sentence.h5 --split 949,50,1 --position-embedding-type relative
        --relative-attention-num-buckets 16 --relative-attention-max-distance 20 --normalization RMSNorm
        --norm-epsilon 1e-6 --disable-bias-linear --untie-embeddings-and-output-weights --hidden-dropout 0
-       --attention-dropout 0"
+       --attention-dropout 0 --init-method-std 0.2"
+REFERENCE="$top_srcdir/tests/tools/hf_t5_reference.py"
+logits() {  # logits CKPT PREFIX FLAGS... : our logits of t5_logits' sample (seed 7)
+    ck=$1 prefix=$2; shift 2
+    timeout 120 "$MPIEXEC" -n 1 "$top_builddir/tests/tools/t5_logits" "$prefix" $HF_T5 "$@" --micro-batch-size 1 \
+        --global-batch-size 1 --train-iters 1 --load "$ck" --finetune --seed 7 > "$WORK/logits.out" 2>&1
+}
 run_app 2 $HF_T5 --swiglu --train-iters 3 --save "$WORK/ck" --save-interval 3
 ok $? "a tiny HF-compatible T5 (SwiGLU) trains 3 iterations on DP2 and saves"
 CK="$WORK/ck/iter_0000003.h5"
@@ -112,6 +121,9 @@ q=$(ours_value "$CK" $L.self_attention.linear_qkv.weight $((3 * 16 + 5)) 7)
       "$(ours_value "$CK" decoder_relative_pos_emb.relative_attention_bias.weight 3 1)" ]
 ok $? "q (ours / 4), k, v of head 1, the cross-attention's k and v, wi_0 (gate) and wi_1 (up), the decoder's bias table: element by element"
 
+logits "$WORK/ck" "$WORK/ours" --swiglu && python3 "$REFERENCE" "$WORK/hf" "$WORK/ours" > "$WORK/reference.out" 2>&1
+ok $? "our logits are HF T5ForConditionalGeneration's (its forward written out in float64, tests/tools/hf_t5_reference.py): $(cut -c1-170 "$WORK/reference.out")"
+
 convert --from-hf --input "$WORK/hf" --save "$WORK/back" --make-vocab-size-divisible-by 1
 ok $? "imported back: $(cat "$WORK/out")"
 h5diff "$CK" "$WORK/back/release.h5" /model /model > "$WORK/diff" 2>&1
@@ -129,13 +141,19 @@ a=$(json_field "$WORK/a.jsonl" train lm_loss | tr '\n' ' ') b=$(json_field "$WOR
 [ -n "$a" ] && [ "$a" = "$b" ]
 ok $? "with the same losses, bitwise: $b"
 
-# GeLU (HF gelu_new, wi) and a bfloat16 export
+# GeLU (HF gelu_new, wi), and a bfloat16 export
 run_app 1 $HF_T5 --train-iters 1 --global-batch-size 2 --save "$WORK/gelu" --save-interval 1
-convert --to-hf --load "$WORK/gelu" --output "$WORK/hf_gelu" --dtype bfloat16
-[ $? -eq 0 ] && [ "$(config "$WORK/hf_gelu" feed_forward_proj)" = '"gelu_new"' ] && [ "$(config "$WORK/hf_gelu" torch_dtype)" = '"bfloat16"' ] &&
-    safetensors_header "$WORK/hf_gelu/model.safetensors" | grep -q "^encoder.block.2.layer.1.DenseReluDense.wi.weight BF16 24,32$" &&
-    ! safetensors_header "$WORK/hf_gelu/model.safetensors" | grep -q "wi_0\|F32"
-ok $? "a GeLU T5 exports as feed_forward_proj gelu_new with DenseReluDense.wi, in bfloat16"
+convert --to-hf --load "$WORK/gelu" --output "$WORK/hf_gelu"
+[ $? -eq 0 ] && [ "$(config "$WORK/hf_gelu" feed_forward_proj)" = '"gelu_new"' ] &&
+    safetensors_header "$WORK/hf_gelu/model.safetensors" | grep -q "^encoder.block.2.layer.1.DenseReluDense.wi.weight F32 24,32$" &&
+    ! safetensors_header "$WORK/hf_gelu/model.safetensors" | grep -q "wi_0"
+ok $? "a GeLU T5 exports as feed_forward_proj gelu_new with DenseReluDense.wi"
+logits "$WORK/gelu" "$WORK/ours_gelu" && python3 "$REFERENCE" "$WORK/hf_gelu" "$WORK/ours_gelu" > "$WORK/reference.out" 2>&1
+ok $? "its logits are HF's too: $(cut -c1-170 "$WORK/reference.out")"
+convert --to-hf --load "$WORK/gelu" --output "$WORK/hf_bf16" --dtype bfloat16
+[ $? -eq 0 ] && [ "$(config "$WORK/hf_bf16" torch_dtype)" = '"bfloat16"' ] &&
+    ! safetensors_header "$WORK/hf_bf16/model.safetensors" | grep -qv " BF16 "
+ok $? "--dtype bfloat16 writes every tensor BF16, torch_dtype bfloat16"
 
 # refused on export, naming the missing feature (the /args forged on a copy)
 refuse_export() {  # refuse_export WHAT MESSAGE ARG VALUE
