@@ -239,6 +239,10 @@ void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_
              (long long)c.d_ff, (long long)c.relative_attention_num_buckets, (long long)c.vocab_size);
     int count;
     hf_t5_tensor *list = hf_t5_tensor_list(&d, &count);
+    /* the shared embedding under one of its tied names: shared.weight, else the encoder's */
+    const safetensors_file *in;
+    if (!hf_source_find(s, "shared.weight", &in) && hf_source_find(s, "encoder.embed_tokens.weight", &in))
+        snprintf(list[0].hf[0], sizeof list[0].hf[0], "encoder.embed_tokens.weight");
     const safetensors_tensor **sources = calloc((size_t)count * HF_T5_MAX_PARTS, sizeof *sources);
     const safetensors_file **source_files = calloc((size_t)count * HF_T5_MAX_PARTS, sizeof *source_files);
     CHECK(sources && source_files, "out of memory");

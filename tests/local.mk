@@ -355,7 +355,7 @@ TESTS += tests/mpi/t5_parallel_test.sh tests/mpi/t5_script_test.sh
 TESTS += tests/mpi/t5_relative_test.sh
 # T5 and Hugging Face T5ForConditionalGeneration (issue 46)
 TESTS += tests/mpi/t5_hf_test.sh
-EXTRA_DIST += tests/tools/megatron_t5_samples.py tests/tools/hf_t5_reference.py
+EXTRA_DIST += tests/tools/megatron_t5_samples.py tests/tools/hf_t5_reference.py perf/t5_hf_parity.sh perf/t5_hf_parity.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh
