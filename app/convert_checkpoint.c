@@ -4,6 +4,8 @@
  * such a model with a mixture of experts in every layer to and from MixtralForCausalLM, and one
  * with gated shared experts (dense layers allowed, q/k/v biases) to and from Qwen2MoeForCausalLM
  * (app/convert_llama.c: chosen by the checkpoint's /args, or by config.json's model_type).
+ * A T5 (pretrain_t5's checkpoint, or config.json's model_type "t5") converts to and from
+ * T5ForConditionalGeneration (app/convert_t5.c) where the two compute the same function.
  * DeepSeek configs (n_shared_experts) are refused: their multi-head latent attention is not built.
  *   convert_checkpoint --to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16]
  *                      [--overwrite]
@@ -74,8 +76,8 @@ typedef struct options {
 #define MEGATRON_NO_EFFECT "convert.py's flags with no effect here"
 #define NO_LAYOUT "a checkpoint here stores every tensor in its global shape and loads into any --tensor-model-parallel-size/--pipeline-model-parallel-size: no resharding needed"
 static const option_spec specs[] = {
-    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts, Qwen2MoeForCausalLM for one with gated shared experts (model.safetensors, config.json)"},
-    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama, Mixtral or Qwen2-MoE (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
+    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts, Qwen2MoeForCausalLM for one with gated shared experts, T5ForConditionalGeneration for a T5 (model.safetensors, config.json)"},
+    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama, Mixtral, Qwen2-MoE or T5 (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
     {"verify", "direction (give one)", OPTION_STRING, AT(verify), .metavar = "CKPT_DIR|FILE.h5", .help = "check every tensor of a checkpoint against its checksums, without converting"},
     {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
     {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
