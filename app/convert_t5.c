@@ -185,8 +185,12 @@ void t5_export_to_hf(const checkpoint_reader *reader, const char *output, int bf
 
 /* ---- Hugging Face -> ours ------------------------------------------------------------------ */
 
+/* the max_position_embeddings an import records: HF T5 has no position table (its relative
+ * buckets take any length); Megatron's T5 examples' encoder length */
+enum { T5_IMPORT_POSITIONS = 512 };
+
 static void write_args(checkpoint_writer *w, const t5_dims *d, const hf_t5_config *c, int64_t divisible_by) {
-    const int64_t positions = 512;  /* HF T5 has no position table; Megatron's T5 examples' length */
+    const int64_t positions = T5_IMPORT_POSITIONS;
     struct { const char *name; int64_t value; } ints[] = {
         {"num_layers", d->encoder_layers}, {"encoder_num_layers", d->encoder_layers},
         {"decoder_num_layers", d->decoder_layers}, {"hidden_size", d->hidden}, {"num_attention_heads", d->heads},
@@ -280,11 +284,12 @@ void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_
     printf("> %s: %s -> %s: T5ForConditionalGeneration, %lld encoder and %lld decoder layers, d_model %lld, %lld "
            "heads of %lld, d_ff %lld (%s), %lld relative buckets, vocab %lld padded to %lld, untied output layer "
            "(%d tensors from %d file%s); train it with pretrain_t5 --position-embedding-type relative "
-           "--normalization RMSNorm --disable-bias-linear --untie-embeddings-and-output-weights%s --norm-epsilon %g\n",
+           "--normalization RMSNorm --disable-bias-linear --untie-embeddings-and-output-weights%s --norm-epsilon %g "
+           "--max-position-embeddings %d (recorded; T5's relative positions have no table)\n",
            program_name, input, release.file, (long long)d.encoder_layers, (long long)d.decoder_layers,
            (long long)d.hidden, (long long)d.heads, (long long)d.head_dim, (long long)d.ffn_hidden,
            d.gated ? "gated-silu" : "gelu_new", (long long)d.buckets, (long long)d.vocab, (long long)d.padded_vocab, count,
-           s->num_files, s->num_files == 1 ? "" : "s", d.gated ? " --swiglu" : "", c.layer_norm_epsilon);
+           s->num_files, s->num_files == 1 ? "" : "s", d.gated ? " --swiglu" : "", c.layer_norm_epsilon, T5_IMPORT_POSITIONS);
     free(sources);
     free(source_files);
     free(list);
