@@ -4,6 +4,8 @@
  * such a model with a mixture of experts in every layer to and from MixtralForCausalLM, and one
  * with gated shared experts (dense layers allowed, q/k/v biases) to and from Qwen2MoeForCausalLM
  * (app/convert_llama.c: chosen by the checkpoint's /args, or by config.json's model_type).
+ * A T5 (pretrain_t5's checkpoint, or config.json's model_type "t5") converts to and from
+ * T5ForConditionalGeneration (app/convert_t5.c) where the two compute the same function.
  * DeepSeek configs (n_shared_experts) are refused: their multi-head latent attention is not built.
  * A BERT (pretrain_bert: our pre-LN encoder) goes to and from MegatronBertForPreTraining, or
  * MegatronBertForMaskedLM without the binary head (app/convert_bert.c: chosen by the checkpoint's
@@ -39,6 +41,8 @@
 #include "app/convert_llama.h"
 #include "app/convert_bert.h"
 #include "app/model/hf_bert_config.h"
+#include "app/convert_t5.h"
+#include "app/model/hf_t5_config.h"
 #include "app/model/hf_llama_config.h"
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
@@ -77,8 +81,8 @@ typedef struct options {
 #define MEGATRON_NO_EFFECT "convert.py's flags with no effect here"
 #define NO_LAYOUT "a checkpoint here stores every tensor in its global shape and loads into any --tensor-model-parallel-size/--pipeline-model-parallel-size: no resharding needed"
 static const option_spec specs[] = {
-    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts, Qwen2MoeForCausalLM for one with gated shared experts, MegatronBertForPreTraining (MegatronBertForMaskedLM without the binary head) for a pretrain_bert checkpoint (model.safetensors, config.json)"},
-    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama, Mixtral, Qwen2-MoE or MegatronBert (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
+    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts, Qwen2MoeForCausalLM for one with gated shared experts, MegatronBertForPreTraining (MegatronBertForMaskedLM without the binary head) for a pretrain_bert checkpoint, T5ForConditionalGeneration for a T5 (model.safetensors, config.json)"},
+    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama, Mixtral, Qwen2-MoE, MegatronBert or T5 (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
     {"verify", "direction (give one)", OPTION_STRING, AT(verify), .metavar = "CKPT_DIR|FILE.h5", .help = "check every tensor of a checkpoint against its checksums, without converting"},
     {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
     {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
@@ -313,6 +317,13 @@ static void export_to_hf(const options *o) {
     checkpoint_reader reader;
     if (checkpoint_reader_open(path, &reader, err, sizeof err)) user_error("%s", err);
     verify_checksums(&reader, 0);
+    if (t5_checkpoint(&reader)) {
+        if (strcmp(o->max_shard_size, "5GB"))
+            user_error("--max-shard-size applies to the Llama export; a T5 export is one model.safetensors");
+        t5_export_to_hf(&reader, o->output, o->bfloat16, o->overwrite);
+        checkpoint_reader_close(&reader);
+        return;
+    }
     const int bert = bert_checkpoint(&reader);
     if (o->model_type[0] && bert != !strcmp(o->model_type, "BERT"))
         user_error("--model-type %s, but %s holds a %s", o->model_type, path, bert ? "BERT (encoder.* tensors)" : "GPT");
@@ -432,6 +443,11 @@ static void import_from_hf(const options *o) {
         user_error("%s: \"%s\": DeepSeek's shared experts are not supported by the Hugging Face import (its "
                    "multi-head latent attention is not built); MixtralForCausalLM and Qwen2MoeForCausalLM are",
                    s.config_path, shared);
+    if (hf_config_is_t5(s.config_path)) {
+        t5_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
+        hf_source_close(&s);
+        return;
+    }
     if (hf_config_is_llama(s.config_path)) {
         llama_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
         hf_source_close(&s);

@@ -59,6 +59,10 @@ check_PROGRAMS += tests/unit/t5_model_test
 tests_unit_t5_model_test_SOURCES = tests/unit/t5_model_test.c
 tests_unit_t5_model_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/t5_model_test
+check_PROGRAMS += tests/unit/t5_relative_test
+tests_unit_t5_relative_test_SOURCES = tests/unit/t5_relative_test.c
+tests_unit_t5_relative_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/t5_relative_test
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
@@ -113,6 +117,9 @@ tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
 tests_tools_bert_logits_SOURCES = tests/tools/bert_logits.c
 tests_tools_bert_logits_LDADD = $(APP_LIBS)
+check_PROGRAMS += tests/tools/t5_logits
+tests_tools_t5_logits_SOURCES = tests/tools/t5_logits.c
+tests_tools_t5_logits_LDADD = $(APP_LIBS)
 check_PROGRAMS += tests/tools/bert_samples tests/tools/task_samples
 tests_tools_task_samples_SOURCES = tests/tools/task_samples.c
 tests_tools_task_samples_LDADD = $(APP_LIBS)
@@ -355,6 +362,11 @@ TESTS += tests/mpi/t5_parallel_test.sh tests/mpi/t5_script_test.sh
 # T5's vocabulary (issue 46): Megatron-Core's padded size, every sentinel an id of the model
 TESTS += tests/mpi/t5_vocab_test.sh
 EXTRA_DIST += tests/tools/megatron_t5_samples.py
+# T5 with relative position embeddings (issue 46)
+TESTS += tests/mpi/t5_relative_test.sh
+# T5 and Hugging Face T5ForConditionalGeneration (issue 46)
+TESTS += tests/mpi/t5_hf_test.sh
+EXTRA_DIST += tests/tools/hf_t5_reference.py perf/t5_hf_parity.sh perf/t5_hf_parity.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh

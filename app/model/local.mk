@@ -3,6 +3,7 @@
 noinst_LIBRARIES += app/model/libmodel.a
 app_model_libmodel_a_SOURCES = \
 	app/model/gpt_model.c app/model/gpt_model.h app/model/gpt_model_t5.inc app/model/t5_activations.h \
+	app/model/relative_position.c app/model/relative_position.h \
 	app/model/bert_heads.c app/model/bert_heads.h \
 	app/model/bert_encoder.c app/model/bert_encoder.h \
 	app/model/bert_task_head.c app/model/bert_task_head.h \
@@ -22,5 +23,7 @@ app_model_libmodel_a_SOURCES = \
 	app/model/hf_llama_layout.c app/model/hf_llama_layout.h \
 	app/model/hf_llama_config.c app/model/hf_llama_config.h \
 	app/model/hf_bert_layout.c app/model/hf_bert_layout.h \
-	app/model/hf_bert_config.c app/model/hf_bert_config.h
+	app/model/hf_bert_config.c app/model/hf_bert_config.h \
+	app/model/hf_t5_layout.c app/model/hf_t5_layout.h \
+	app/model/hf_t5_config.c app/model/hf_t5_config.h
 app_model_libmodel_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
