@@ -37,7 +37,11 @@ static int string_arg_is(const checkpoint_reader *r, const char *name, const cha
     return same;
 }
 
-int t5_checkpoint(const checkpoint_reader *r) { return checkpoint_has_tensor(r, "encoder.final_layernorm.weight"); }
+/* a T5 has both stacks' final norms (a BERT's encoder has only encoder.*, a GPT only decoder.*) */
+int t5_checkpoint(const checkpoint_reader *r) {
+    return checkpoint_has_tensor(r, "encoder.final_layernorm.weight") &&
+           checkpoint_has_tensor(r, "decoder.final_layernorm.weight");
+}
 
 /* ---- ours -> Hugging Face ------------------------------------------------------------------ */
 

@@ -22,7 +22,7 @@ bert_corpus t5 160 BertWordPieceCase
 MODEL="--encoder-num-layers 2 --decoder-num-layers 2 --hidden-size 32 --num-attention-heads 4 --kv-channels 8
        --ffn-hidden-size 48 --encoder-seq-length 32 --decoder-seq-length 12 --max-position-embeddings 32
        --micro-batch-size 2 --global-batch-size 8 --train-iters 5 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1
-       --eval-iters 0 --make-vocab-size-divisible-by 8 --hidden-dropout 0.1 --attention-dropout 0.1
+       --eval-iters 0 --make-vocab-size-divisible-by 81 --hidden-dropout 0.1 --attention-dropout 0.1
        --vocab-extra-ids 100 --tokenizer-type BertWordPieceCase --vocab-file $BERT_VOCAB
        --data-path $WORK/t5_text_sentence.h5 --split 949,50,1 --position-embedding-type relative
        --relative-attention-num-buckets 32 --relative-attention-max-distance 128"

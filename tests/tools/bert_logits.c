@@ -20,6 +20,7 @@
 #include "app/data/mock_data.h"
 #include "app/tokenizers/tokenizer.h"
 #include "app/training/args.h"
+#include "app/training/data_setup.h"
 #include "app/training/training.h"
 #include "kernels/kernels.h"
 
@@ -48,7 +49,7 @@ int main(int argc, char **argv) {
     tokenizer *tok = tokenizer_create_with_model(a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model,
                                                  a.vocab_size, err, sizeof err);
     if (!tok) user_error("%s", err);
-    args_set_vocab_size(&a, tokenizer_vocab_size(tok));
+    args_set_vocab_size(&a, data_setup_vocab_size(&a, tokenizer_vocab_size(tok)));
     tokenizer_free(tok);
     if (strcmp(a.device, "cpu") && strcmp(a.device, "auto")) user_error("bert_logits runs on the CPU backend (--device cpu)");
     trainer t;

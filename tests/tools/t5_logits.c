@@ -17,6 +17,7 @@
 #include "app/core/error.h"
 #include "app/tokenizers/tokenizer.h"
 #include "app/training/args.h"
+#include "app/training/data_setup.h"
 #include "app/training/training.h"
 #include "kernels/kernels.h"
 
@@ -46,7 +47,7 @@ int main(int argc, char **argv) {
         tokenizer *tok = tokenizer_create_with_model(a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_model,
                                                      a.vocab_size, err, sizeof err);
         if (!tok) user_error("%s", err);
-        args_set_vocab_size(&a, tokenizer_vocab_size(tok));
+        args_set_vocab_size(&a, data_setup_vocab_size(&a, tokenizer_vocab_size(tok)));
         tokenizer_free(tok);
     }
     trainer t;
