@@ -273,11 +273,7 @@ void bert_import_from_hf(hf_source *s, const char *input, const char *save, int6
     }
 
     checkpoint_names release;
-    if (checkpoint_names_for(&release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    convert_refuse_existing(release.file, overwrite);
-    convert_refuse_existing(release.tracker, overwrite);
-    checkpoint_writer *w = checkpoint_writer_create(save, CHECKPOINT_RELEASE, err, sizeof err);
-    if (!w) user_error("%s", err);
+    checkpoint_writer *w = convert_release_writer(save, overwrite, &release);
     struct { const char *name; int64_t value; } ints[] = {
         {"num_layers", m.num_layers}, {"hidden_size", m.hidden}, {"num_attention_heads", m.heads},
         {"kv_channels", m.head_dim}, {"ffn_hidden_size", m.ffn_hidden}, {"padded_vocab_size", m.padded_vocab},
@@ -309,9 +305,7 @@ void bert_import_from_hf(hf_source *s, const char *input, const char *save, int6
         for (int p = 0; p < list[i].parts; p++) free(hf[p]);
         free(ours);
     }
-    checkpoint_write_group_int(w, "rng", "seed", 1234);
-    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
-    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    convert_release_commit(w);
     printf("> %s: %s -> %s: MegatronBertFor%s, %lld layers, hidden %lld, %lld heads, ffn %lld, vocab %lld padded to "
            "%lld, %s (%d tensors from %d file%s)\n", program_name, input, release.file,
            m.binary_head ? "PreTraining" : "MaskedLM (no binary head)", (long long)m.num_layers, (long long)m.hidden,

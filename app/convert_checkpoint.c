@@ -482,12 +482,7 @@ static void import_from_hf(const options *o) {
                            (long long)c.n_layer);
 
     checkpoint_names release;
-    if (checkpoint_names_for(&release, o->save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    convert_refuse_existing(release.file, o->overwrite);
-    convert_refuse_existing(release.tracker, o->overwrite);
-
-    checkpoint_writer *w = checkpoint_writer_create(o->save, CHECKPOINT_RELEASE, err, sizeof err);
-    if (!w) user_error("%s", err);
+    checkpoint_writer *w = convert_release_writer(o->save, o->overwrite, &release);
     checkpoint_write_int_arg(w, "num_layers", m.num_layers);
     checkpoint_write_int_arg(w, "hidden_size", m.hidden);
     checkpoint_write_int_arg(w, "num_attention_heads", m.heads);
@@ -514,9 +509,7 @@ static void import_from_hf(const options *o) {
         free(hf);
         free(ours);
     }
-    checkpoint_write_group_int(w, "rng", "seed", 1234);
-    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
-    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    convert_release_commit(w);
     printf("> %s: %s -> %s: %lld layers, hidden %lld, %lld heads, vocab %lld padded to %lld, %s "
            "(%d tensors from %d file%s)\n", program_name, o->input, release.file,
            (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.vocab,

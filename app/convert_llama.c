@@ -557,11 +557,7 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
                            s->files[f].tensors[i].name, family(&c), s->config_path, summary);
 
     checkpoint_names release;
-    if (checkpoint_names_for(&release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    convert_refuse_existing(release.file, overwrite);
-    convert_refuse_existing(release.tracker, overwrite);
-    checkpoint_writer *w = checkpoint_writer_create(save, CHECKPOINT_RELEASE, err, sizeof err);
-    if (!w) user_error("%s", err);
+    checkpoint_writer *w = convert_release_writer(save, overwrite, &release);
     write_args(w, &m, &c, divisible_by);
     for (int i = 0; i < count; i++) {
         float *hf[HF_LLAMA_MAX_PARTS] = {0};
@@ -574,9 +570,7 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
         for (int p = 0; p < list[i].parts; p++) free(hf[p]);
         free(ours);
     }
-    checkpoint_write_group_int(w, "rng", "seed", 1234);
-    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
-    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    convert_release_commit(w);
     char mlp[128];
     mlp_text(&m, c.num_experts_per_tok, mlp, sizeof mlp);
     printf("> %s: %s -> %s: %sForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, %s, "

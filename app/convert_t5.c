@@ -245,11 +245,7 @@ void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_
                            s->files[f].path, s->files[f].tensors[i].name, s->config_path, summary);
 
     checkpoint_names release;
-    if (checkpoint_names_for(&release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    convert_refuse_existing(release.file, overwrite);
-    convert_refuse_existing(release.tracker, overwrite);
-    checkpoint_writer *w = checkpoint_writer_create(save, CHECKPOINT_RELEASE, err, sizeof err);
-    if (!w) user_error("%s", err);
+    checkpoint_writer *w = convert_release_writer(save, overwrite, &release);
     write_args(w, &d, &c, divisible_by);
     for (int i = 0; i < count; i++) {
         float *hf[HF_T5_MAX_PARTS] = {0};
@@ -262,9 +258,7 @@ void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_
         for (int p = 0; p < list[i].parts; p++) free(hf[p]);
         free(ours);
     }
-    checkpoint_write_group_int(w, "rng", "seed", 1234);
-    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
-    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    convert_release_commit(w);
     printf("> %s: %s -> %s: T5ForConditionalGeneration, %lld encoder and %lld decoder layers, d_model %lld, %lld "
            "heads of %lld, d_ff %lld (%s), %lld relative buckets, vocab %lld padded to %lld, untied output layer "
            "(%d tensors from %d file%s); train it with pretrain_t5 --position-embedding-type relative "
