@@ -126,7 +126,13 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
 static void open_datasets(trainer *t, const args *a) {
     t->data = data_setup_open(a, t->topo.world_rank == 0, 1, MPI_COMM_WORLD, &t->data_words);
     int corpus_vocab = gpt_datasets_vocab_size(t->data);
-    if (corpus_vocab > a->padded_vocab_size)
+    /* a corpus recorded with a vocabulary larger than the model's was made with another tokenizer.
+     * Not so for pretrain_bert/finetune_bert and pretrain_t5: their corpora record our WordPiece
+     * tokenizer's size, the file + [BOS] + [EOS] (Megatron's legacy tokenizer), while the model's
+     * vocabulary is Megatron-Core's BertTokenizer's, which has neither (and sentence-split text
+     * never holds them); there every id was checked at the door against that tokenizer's
+     * vocabulary (data_setup_open: corpus_check_all), the check that counts. */
+    if (corpus_vocab > a->padded_vocab_size && !a->bert && !a->t5)
         user_error("the corpus in --data-path has a vocabulary of %d tokens but the model's is %d (padded %d): "
                    "check --tokenizer-type / --vocab-size", corpus_vocab, a->vocab_size, a->padded_vocab_size);
     if (a->eval_iters > 0 && gpt_dataset_num_samples(t->data, SPLIT_VALID) == 0 && t->topo.world_rank == 0)
