@@ -15,7 +15,9 @@
 # a bert-large-cased-sized one (28996 + 100); finetune_bert prints the same line; every id of
 # 300 samples of tests/tools/bert_samples (text and labels) is below the model's padded
 # vocabulary, and the random draws do reach the extra ids (61 .. 160) for BertWordPieceCase (as
-# Megatron's), none for the lower-case tokenizer; pretrain_bert trains on them at exactly 161.
+# Megatron's), none for the lower-case tokenizer; pretrain_bert trains on them at exactly 161; a
+# corpus whose recorded vocabulary (our preprocess_data's WordPiece tokenizer: + [BOS]/[EOS])
+# exceeds the model's padded one trains (its ids are checked at the door).
 # Before the fix the model's vocabulary was the file + [BOS] + [EOS] (63 here: padded to 64),
 # while the cased dataset put ids up to 160 into the samples, outside the embedding.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -45,10 +47,11 @@ megatron_padded() {
     echo " > padded vocab (size: $size) with $((after - size)) dummy tokens (new size: $after)"
 }
 new_size() { echo "$1" | sed 's/.*new size: \([0-9]*\))$/\1/'; }
-# run_bert NRANKS TOKENIZER VOCAB_FILE FLAGS...: two iterations of a tiny BERT, output in $WORK/out
+# run_bert NRANKS TOKENIZER VOCAB_FILE FLAGS...: two iterations of a tiny BERT over the corpus
+# made with TOKENIZER (or $CORPUS), output in $WORK/out
 run_bert() {
     n=$1 tokenizer=$2 vocab=$3; shift 3
-    corpus=lower
+    corpus=${CORPUS:-lower}
     [ "$tokenizer" = BertWordPieceCase ] && corpus=cased
     timeout 120 "$MPIEXEC" -n "$n" "$PRETRAIN_BERT" --num-layers 1 --hidden-size 16 --num-attention-heads 2 \
         --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --train-iters 2 \
@@ -84,6 +87,24 @@ ok $? "bert-large-uncased's vocabulary: 30522, padded to 30592 (no [BOS]/[EOS])"
 check_padding "28996 tokens (bert-large-cased) + 100 extra ids, TP2 (multiple 256)" 2 BertWordPieceCase "$CASED_VOCAB" 128 2
 [ "$got" = " > padded vocab (size: 29096) with 88 dummy tokens (new size: 29184)" ]
 ok $? "bert-large-cased's vocabulary with the extra ids: 29096, padded to 29184"
+
+# a corpus made by our preprocess_data records its WordPiece tokenizer's size, the file + [BOS] +
+# [EOS] (66 for a 64-token file), more than the model's 64 rows at --make-vocab-size-divisible-by 8:
+# no id of it is outside (checked at the door), and it trains
+VOCAB64="$WORK/vocab64.txt"
+{ cat "$BERT_VOCAB"; printf 'zebra\nyak\nxylophone\n'; } > "$VOCAB64"
+"$MPIEXEC" -n 1 "$top_builddir/app/preprocess_data" --input "$WORK/lower.jsonl" --output-prefix "$WORK/lower64" \
+    --tokenizer-type BertWordPieceLowerCase --vocab-file "$VOCAB64" --split-sentences > "$WORK/pre64.out" 2>&1 &&
+    grep -q "vocab 66" "$WORK/pre64.out"
+ok $? "the corpus over the 64-token file records vocabulary 66 ($(grep -o 'vocab [0-9]*' "$WORK/pre64.out"))"
+CORPUS=lower64
+run_bert 2 BertWordPieceLowerCase "$VOCAB64" --make-vocab-size-divisible-by 8
+status=$?
+unset CORPUS
+grep -o '[^ ]*lower64_text_sentence.h5: scanned [^;]*' "$WORK/out" | sed 's/^/# /'
+[ $status -eq 0 ] && [ "$(padded_vocab)" = 64 ] && grep -q '] iteration *2/ *2 |.*| lm loss: [0-9.E+-]* |' "$WORK/out"
+ok $? "a 64-token file at --make-vocab-size-divisible-by 8: 64 rows, the corpus (recorded 66 with [BOS]/[EOS]) trains"
+[ $status -eq 0 ] || tail -3 "$WORK/err" | sed 's/^/#   /'
 
 # every id the dataset emits, against the padded vocabulary pretrain_bert gives the same flags
 # (the text: corpus ids, [CLS] [SEP] [MASK] and the random draws; the labels: the original ids)
