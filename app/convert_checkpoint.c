@@ -4,7 +4,12 @@
  * such a model with a mixture of experts in every layer to and from MixtralForCausalLM, and one
  * with gated shared experts (dense layers allowed, q/k/v biases) to and from Qwen2MoeForCausalLM
  * (app/convert_llama.c: chosen by the checkpoint's /args, or by config.json's model_type).
+ * A T5 (pretrain_t5's checkpoint, or config.json's model_type "t5") converts to and from
+ * T5ForConditionalGeneration (app/convert_t5.c) where the two compute the same function.
  * DeepSeek configs (n_shared_experts) are refused: their multi-head latent attention is not built.
+ * A BERT (pretrain_bert: our pre-LN encoder) goes to and from MegatronBertForPreTraining, or
+ * MegatronBertForMaskedLM without the binary head (app/convert_bert.c: chosen by the checkpoint's
+ * encoder tensors, or config.json's model_type "megatron-bert"; "bert", post-LN, is refused).
  *   convert_checkpoint --to-hf --load CKPT_DIR|FILE.h5 --output HF_DIR [--dtype float32|bfloat16]
  *                      [--overwrite]
  *       writes HF_DIR/model.safetensors and HF_DIR/config.json (GPT2LMHeadModel; no lm_head
@@ -31,9 +36,14 @@
  * accepted, each saying why it changes nothing here (a checkpoint stores global tensors and
  * loads into any layout); a Megatron-to-Megatron conversion (resharding) is refused as not
  * needed, saying what to do instead. */
+#include "app/convert_args.h"
 #include "io/io_error.h"
 #include "app/convert_hf_source.h"
 #include "app/convert_llama.h"
+#include "app/convert_bert.h"
+#include "app/model/hf_bert_config.h"
+#include "app/convert_t5.h"
+#include "app/model/hf_t5_config.h"
 #include "app/model/hf_llama_config.h"
 #include "io/checkpoint_serial.h"
 #include "app/core/error.h"
@@ -72,8 +82,8 @@ typedef struct options {
 #define MEGATRON_NO_EFFECT "convert.py's flags with no effect here"
 #define NO_LAYOUT "a checkpoint here stores every tensor in its global shape and loads into any --tensor-model-parallel-size/--pipeline-model-parallel-size: no resharding needed"
 static const option_spec specs[] = {
-    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts, Qwen2MoeForCausalLM for one with gated shared experts (model.safetensors, config.json)"},
-    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama, Mixtral or Qwen2-MoE (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
+    {"to-hf", "direction (give one)", OPTION_FLAG, AT(to_hf), .help = "our checkpoint -> Hugging Face GPT2LMHeadModel, or LlamaForCausalLM for a Llama-architecture model, MixtralForCausalLM for one with experts, Qwen2MoeForCausalLM for one with gated shared experts, MegatronBertForPreTraining (MegatronBertForMaskedLM without the binary head) for a pretrain_bert checkpoint, T5ForConditionalGeneration for a T5 (model.safetensors, config.json)"},
+    {"from-hf", "direction (give one)", OPTION_FLAG, AT(from_hf), .help = "Hugging Face GPT-2, Llama, Mixtral, Qwen2-MoE, MegatronBert or T5 (config.json's model_type) -> CKPT_DIR/release.h5 and the tracker \"release\""},
     {"verify", "direction (give one)", OPTION_STRING, AT(verify), .metavar = "CKPT_DIR|FILE.h5", .help = "check every tensor of a checkpoint against its checksums, without converting"},
     {"load", "with --to-hf", OPTION_STRING, AT(load), .metavar = "CKPT_DIR|FILE.h5", .help = "the checkpoint a folder's tracker names, or one .h5 file"},
     {"output", "with --to-hf", OPTION_STRING, AT(output), .metavar = "HF_DIR", .help = "write HF_DIR/model.safetensors and HF_DIR/config.json"},
@@ -83,7 +93,7 @@ static const option_spec specs[] = {
     {"save", "with --from-hf", OPTION_STRING, AT(save), .metavar = "CKPT_DIR", .help = "write CKPT_DIR/release.h5 and set the tracker to \"release\""},
     {"make-vocab-size-divisible-by", "with --from-hf", OPTION_INT64, AT(vocab_divisible_by), "128", .range = "[1, inf)", .help = "pad the embedding table with zero rows to a multiple of N (as Megatron)"},
     {"overwrite", "output", OPTION_FLAG, AT(overwrite), .help = "replace existing outputs"},
-    {"model-type", MEGATRON_GROUP, OPTION_CHOICE, AT(model_type), .choices = "GPT|BERT", .help = "GPT (the GPT and Llama families); BERT is not supported here"},
+    {"model-type", MEGATRON_GROUP, OPTION_CHOICE, AT(model_type), .choices = "GPT|BERT", .help = "GPT (the GPT and Llama families) or BERT (pretrain_bert's, to and from MegatronBert); checked against what the files hold"},
     {"loader", MEGATRON_GROUP, OPTION_STRING, AT(loader), "megatron", .metavar = "NAME", .help = "llama_mistral or mixtral_hf (a Hugging Face checkpoint: as --from-hf), or core|mcore|megatron|legacy (ours)"},
     {"saver", MEGATRON_GROUP, OPTION_STRING, AT(saver), "megatron", .metavar = "NAME", .help = "core|mcore|megatron|legacy (ours), or hf (Hugging Face: as --to-hf)"},
     {"load-dir", MEGATRON_GROUP, OPTION_STRING, AT(load_dir), .metavar = "DIR", .help = "the checkpoint to read (Hugging Face folder or ours)"},
@@ -112,12 +122,12 @@ static const option_table table = {
              "       convert_checkpoint --from-hf --input HF_DIR|FILE.safetensors --save CKPT_DIR\n"
              "                          [--make-vocab-size-divisible-by N] [--overwrite]\n"
              "       convert_checkpoint --verify CKPT_DIR|FILE.h5\n"
-             "       convert_checkpoint --model-type GPT --loader llama_mistral|core --saver core|hf --load-dir DIR --save-dir DIR\n"
+             "       convert_checkpoint --model-type GPT|BERT --loader llama_mistral|core --saver core|hf --load-dir DIR --save-dir DIR\n"
              "                          (Megatron-LM's tools/checkpoint/convert.py flags)",
     .description =
         "Converts a GPT model between our HDF5 checkpoint and Hugging Face GPT-2, a Llama-architecture\n"
         "model and Hugging Face LlamaForCausalLM, or one with experts and MixtralForCausalLM or\n"
-        "Qwen2MoeForCausalLM, as one process.\n"
+        "Qwen2MoeForCausalLM, or a BERT and MegatronBertForPreTraining, as one process.\n"
         "Flags may also come from an args file (one flag per line, '#' starts a comment); the\n"
         "command line overrides it.\n",
     .specs = specs,
@@ -143,7 +153,6 @@ static void megatron_direction(options *o) {
         user_error("give either convert.py's --loader/--saver/--load-dir/--save-dir or --to-hf/--from-hf/--verify "
                    "with their flags, not both");
     if (!o->load_dir[0] || !o->save_dir[0]) user_error("--load-dir and --save-dir are both required (as in convert.py)");
-    if (!strcmp(o->model_type, "BERT")) user_error("--model-type BERT is not supported here: GPT (the GPT and Llama families)");
     int loader = plugin_kind(o->loader, "loader_"), saver = plugin_kind(o->saver, "saver_");
     if (!loader)
         user_error("--loader %s is not supported here: llama_mistral or mixtral_hf (a Hugging Face GPT-2, "
@@ -178,8 +187,6 @@ static options parse_options(int argc, char **argv) {
     if (options_given(&table, given, "loader") || options_given(&table, given, "saver") ||
         options_given(&table, given, "load-dir") || options_given(&table, given, "save-dir"))
         megatron_direction(&o);
-    else if (options_given(&table, given, "model-type") && !strcmp(o.model_type, "BERT"))
-        user_error("--model-type BERT is not supported here: GPT (the GPT and Llama families)");
     char no_effect[1024];
     if (options_no_effect_given(&table, given, no_effect, sizeof no_effect) > 0)
         printf("> accepted with no effect here (see --help): %s\n", no_effect);
@@ -201,26 +208,16 @@ static options parse_options(int argc, char **argv) {
 }
 
 
-/* ---- ours -> Hugging Face ------------------------------------------------------------------ */
-static int64_t required_int(const checkpoint_reader *reader, const char *name) {
-    char err[error_max];
-    int64_t value;
-    if (checkpoint_read_int_arg(reader, name, &value, err, sizeof err)) user_error("%s", err);
-    if (value <= 0) user_error("%s: /args %s is %lld, expected a positive value", reader->path, name,
-                               (long long)value);
-    return value;
-}
-
 static void read_dims(const checkpoint_reader *reader, gpt2_dims *m, double *epsilon) {
     char err[error_max];
-    m->num_layers = required_int(reader, "num_layers");
-    m->hidden = required_int(reader, "hidden_size");
-    m->heads = required_int(reader, "num_attention_heads");
-    m->head_dim = checkpoint_has_int_arg(reader, "kv_channels") ? required_int(reader, "kv_channels")
+    m->num_layers = arg_positive_int(reader, "num_layers");
+    m->hidden = arg_positive_int(reader, "hidden_size");
+    m->heads = arg_positive_int(reader, "num_attention_heads");
+    m->head_dim = checkpoint_has_int_arg(reader, "kv_channels") ? arg_positive_int(reader, "kv_channels")
                                                                  : m->hidden / m->heads;
-    m->ffn_hidden = required_int(reader, "ffn_hidden_size");
-    m->padded_vocab = required_int(reader, "padded_vocab_size");
-    m->positions = required_int(reader, "max_position_embeddings");
+    m->ffn_hidden = arg_positive_int(reader, "ffn_hidden_size");
+    m->padded_vocab = arg_positive_int(reader, "padded_vocab_size");
+    m->positions = arg_positive_int(reader, "max_position_embeddings");
     /* a Llama-family checkpoint (grouped-query attention, SwiGLU, no biases) has no GPT-2 layout */
     int64_t groups = m->heads, swiglu = 0, bias = 1;
     if (checkpoint_has_int_arg(reader, "num_query_groups")) checkpoint_read_int_arg(reader, "num_query_groups", &groups, err, sizeof err);
@@ -311,6 +308,23 @@ static void export_to_hf(const options *o) {
     checkpoint_reader reader;
     if (checkpoint_reader_open(path, &reader, err, sizeof err)) user_error("%s", err);
     verify_checksums(&reader, 0);
+    if (t5_checkpoint(&reader)) {
+        if (strcmp(o->max_shard_size, "5GB"))
+            user_error("--max-shard-size applies to the Llama export; a T5 export is one model.safetensors");
+        t5_export_to_hf(&reader, o->output, o->bfloat16, o->overwrite);
+        checkpoint_reader_close(&reader);
+        return;
+    }
+    const int bert = bert_checkpoint(&reader);
+    if (o->model_type[0] && bert != !strcmp(o->model_type, "BERT"))
+        user_error("--model-type %s, but %s holds a %s", o->model_type, path, bert ? "BERT (encoder.* tensors)" : "GPT");
+    if (bert) {
+        if (strcmp(o->max_shard_size, "5GB"))
+            user_error("--max-shard-size applies to the Llama export; a BERT export is one model.safetensors");
+        bert_export_to_hf(&reader, o->output, o->bfloat16, o->overwrite);
+        checkpoint_reader_close(&reader);
+        return;
+    }
     if (llama_checkpoint(&reader)) {
         llama_export_to_hf(&reader, o->output, o->bfloat16, o->max_shard_bytes, o->overwrite);
         checkpoint_reader_close(&reader);
@@ -406,11 +420,25 @@ static void import_from_hf(const options *o) {
     char err[error_max];
     hf_source s;
     hf_source_open(o->input, &s);
+    const int bert = hf_config_is_bert(s.config_path);
+    if (o->model_type[0] && bert != !strcmp(o->model_type, "BERT"))
+        user_error("--model-type %s, but %s describes a %s", o->model_type, s.config_path,
+                   bert ? "BERT (model_type megatron-bert or bert)" : "GPT-family model");
+    if (bert) {
+        bert_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
+        hf_source_close(&s);
+        return;
+    }
     const char *shared = hf_config_shared_expert_key(s.config_path);
     if (shared)
         user_error("%s: \"%s\": DeepSeek's shared experts are not supported by the Hugging Face import (its "
                    "multi-head latent attention is not built); MixtralForCausalLM and Qwen2MoeForCausalLM are",
                    s.config_path, shared);
+    if (hf_config_is_t5(s.config_path)) {
+        t5_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
+        hf_source_close(&s);
+        return;
+    }
     if (hf_config_is_llama(s.config_path)) {
         llama_import_from_hf(&s, o->input, o->save, o->vocab_divisible_by, o->overwrite);
         hf_source_close(&s);
@@ -454,12 +482,7 @@ static void import_from_hf(const options *o) {
                            (long long)c.n_layer);
 
     checkpoint_names release;
-    if (checkpoint_names_for(&release, o->save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    convert_refuse_existing(release.file, o->overwrite);
-    convert_refuse_existing(release.tracker, o->overwrite);
-
-    checkpoint_writer *w = checkpoint_writer_create(o->save, CHECKPOINT_RELEASE, err, sizeof err);
-    if (!w) user_error("%s", err);
+    checkpoint_writer *w = convert_release_writer(o->save, o->overwrite, &release);
     checkpoint_write_int_arg(w, "num_layers", m.num_layers);
     checkpoint_write_int_arg(w, "hidden_size", m.hidden);
     checkpoint_write_int_arg(w, "num_attention_heads", m.heads);
@@ -486,9 +509,7 @@ static void import_from_hf(const options *o) {
         free(hf);
         free(ours);
     }
-    checkpoint_write_group_int(w, "rng", "seed", 1234);
-    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
-    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    convert_release_commit(w);
     printf("> %s: %s -> %s: %lld layers, hidden %lld, %lld heads, vocab %lld padded to %lld, %s "
            "(%d tensors from %d file%s)\n", program_name, o->input, release.file,
            (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.vocab,

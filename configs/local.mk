@@ -10,3 +10,5 @@ dist_pkgdata_DATA += configs/llama-tiny.args configs/llama2-7b.args configs/llam
 dist_pkgdata_DATA += configs/mixtral-tiny.args configs/mixtral-small.args
 # BERT (pretrain_bert): Megatron's BERT-Large example shape
 dist_pkgdata_DATA += configs/bert-large.args
+# T5 (pretrain_t5): Megatron's T5 220M example shape
+dist_pkgdata_DATA += configs/t5-220m.args

@@ -397,6 +397,23 @@ typedef struct kernel_ops {
                                      const void *out, const int *key_valid, const void *workspace, int B, int Tq,
                                      int Tk, int H, int D, int head_start, int total_heads, dropout_rng rng);
 
+    /* ---- self-attention with an additive score bias (T5's relative position bias) ----
+     * attention_padded_forward's qkv layout, dropout mask and workspace with
+     *   preatt[t1,t2] = q[t1].k[t2] / sqrt(D) + bias[h,t1,t2]
+     * (Transformer Engine's post_scale_bias, which Megatron-Core's T5 uses) over the keys with
+     * key_valid[b*T + t2] != 0 (key_valid NULL: every key) and, with causal set, t2 <= t1 only.
+     * bias [H,T,T] is fp32 backend memory for the local heads, shared by the batch. backward
+     * overwrites dqkv, adds the qkv bias gradient into dbias (may be NULL) as
+     * attention_backward does, and adds into dscore_bias [H,T,T] (fp32) d(loss)/d(bias) summed
+     * over the batch. NULL on CUDA (not written yet: T5's relative positions need the CPU). */
+    void (*attention_bias_forward)(void *out, void *workspace, const void *qkv, const int *key_valid,
+                                   const float *bias, int causal, int B, int T, int H, int G, int D,
+                                   int head_start, int total_heads, dropout_rng rng);
+    void (*attention_bias_backward)(void *dqkv, float *dbias, float *dscore_bias, const void *dout,
+                                    const void *qkv, const int *key_valid, int causal, const void *workspace,
+                                    int B, int T, int H, int G, int D, int head_start, int total_heads,
+                                    dropout_rng rng);
+
     /* ---- ring attention over blocks of keys and values (context parallelism) ----
      * kv[B,Tk,G,2D] packs each group's key then value head of a row (what travels around the
      * ring); the queries stay in qkv[B,Tq,(H+2G)*D]. Scores, softmax and dropout are

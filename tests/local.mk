@@ -51,6 +51,11 @@ tests_unit_bert_task_head_test_SOURCES = tests/unit/bert_task_head_test.c
 tests_unit_bert_task_head_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/bert_task_head_test
 # the BERT encoder mode of the model (issue 46): names, finite differences, padding, fitting a batch
+# a micro-batch's token ids against the padded vocabulary (issue 46)
+check_PROGRAMS += tests/unit/batch_check_test
+tests_unit_batch_check_test_SOURCES = tests/unit/batch_check_test.c
+tests_unit_batch_check_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/batch_check_test
 check_PROGRAMS += tests/unit/bert_model_test
 tests_unit_bert_model_test_SOURCES = tests/unit/bert_model_test.c
 tests_unit_bert_model_test_LDADD = $(APP_LIBS)
@@ -59,6 +64,10 @@ check_PROGRAMS += tests/unit/t5_model_test
 tests_unit_t5_model_test_SOURCES = tests/unit/t5_model_test.c
 tests_unit_t5_model_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/t5_model_test
+check_PROGRAMS += tests/unit/t5_relative_test
+tests_unit_t5_relative_test_SOURCES = tests/unit/t5_relative_test.c
+tests_unit_t5_relative_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/t5_relative_test
 tests_unit_gpt_model_test_SOURCES = tests/unit/gpt_model_test.c
 tests_unit_gpt_model_test_LDADD = $(APP_LIBS)
 tests_unit_parameter_table_test_SOURCES = tests/unit/parameter_table_test.c
@@ -97,7 +106,7 @@ TESTS += tests/unit/kernel_error_test
 
 # ---- tools the tests run ----
 check_PROGRAMS += tests/tools/compare_params tests/tools/corpus_tool tests/tools/checkpoint_vs_dump \
-	tests/tools/h5_set_attribute tests/tools/make_hf_fixture tests/tools/model_logits
+	tests/tools/h5_set_attribute tests/tools/make_hf_fixture tests/tools/model_logits tests/tools/bert_logits
 tests_tools_compare_params_SOURCES = tests/tools/compare_params.c
 tests_tools_compare_params_LDADD = -lm
 tests_tools_corpus_tool_SOURCES = tests/tools/corpus_tool.c
@@ -111,6 +120,11 @@ tests_tools_make_hf_fixture_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 tests_tools_make_hf_fixture_LDADD = $(APP_LIBS)
 tests_tools_model_logits_SOURCES = tests/tools/model_logits.c
 tests_tools_model_logits_LDADD = $(APP_LIBS)
+tests_tools_bert_logits_SOURCES = tests/tools/bert_logits.c
+tests_tools_bert_logits_LDADD = $(APP_LIBS)
+check_PROGRAMS += tests/tools/t5_logits
+tests_tools_t5_logits_SOURCES = tests/tools/t5_logits.c
+tests_tools_t5_logits_LDADD = $(APP_LIBS)
 check_PROGRAMS += tests/tools/bert_samples tests/tools/task_samples
 tests_tools_task_samples_SOURCES = tests/tools/task_samples.c
 tests_tools_task_samples_LDADD = $(APP_LIBS)
@@ -243,6 +257,8 @@ check_PROGRAMS += tests/unit/flops_test
 tests_unit_flops_test_SOURCES = tests/unit/flops_test.c
 tests_unit_flops_test_LDADD = perf/metrics/libperfmetrics.a app/core/libcore.a $(PAPI_LIBS) -lm
 TESTS += tests/unit/flops_test tests/mpi/papi_test.sh
+# pretrain_bert and pretrain_t5 log their own FLOP counts (MFU, HFU), not GPT's
+TESTS += tests/mpi/encoder_flops_test.sh
 check_PROGRAMS += tests/unit/train_log_test
 tests_unit_train_log_test_SOURCES = tests/unit/train_log_test.c
 tests_unit_train_log_test_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
@@ -344,10 +360,16 @@ TESTS += tests/mpi/bert_samples_test.sh
 TESTS += tests/mpi/bert_parallel_test.sh
 # BERT fine-tuning, MNLI and RACE (issue 46 part 3)
 TESTS += tests/mpi/finetune_bert_test.sh
+# BERT's vocabulary (issue 46): Megatron-Core's padded size, every id the dataset emits inside it
+TESTS += tests/mpi/bert_vocab_test.sh
 EXTRA_DIST += tests/tools/megatron_task_samples.py tests/tools/make_task_data.py tests/data/mnli_synthetic_train.tsv \
 	tests/data/mnli_synthetic_dev_matched.tsv tests/data/race_tiny/train/passages.txt tests/data/race_tiny/dev/passages.txt
 # Megatron's examples/bert/train_bert_340m_distributed.sh, every flag, shrunk (issue 46)
 TESTS += tests/mpi/bert_script_test.sh
+# BERT to and from Hugging Face MegatronBertForPreTraining (issue 46 item 4), and the GPU
+# machine's logits parity against transformers
+TESTS += tests/mpi/bert_hf_test.sh
+EXTRA_DIST += perf/bert_hf_parity.sh perf/bert_hf_parity.py tests/tools/megatron_bert_reference.py
 EXTRA_DIST += tests/data/train_bert_340m_tiny.sh tests/data/train_t5_220m_tiny.sh
 EXTRA_DIST += tests/mpi/bert_corpus.sh
 EXTRA_DIST += tests/tools/megatron_bert_samples.py
@@ -355,7 +377,14 @@ EXTRA_DIST += tests/tools/megatron_bert_samples.py
 TESTS += tests/mpi/t5_samples_test.sh
 # T5 training (issue 46): every layout Megatron supports for T5, and its example script
 TESTS += tests/mpi/t5_parallel_test.sh tests/mpi/t5_script_test.sh
+# T5's vocabulary (issue 46): Megatron-Core's padded size, every sentinel an id of the model
+TESTS += tests/mpi/t5_vocab_test.sh
 EXTRA_DIST += tests/tools/megatron_t5_samples.py
+# T5 with relative position embeddings (issue 46)
+TESTS += tests/mpi/t5_relative_test.sh
+# T5 and Hugging Face T5ForConditionalGeneration (issue 46)
+TESTS += tests/mpi/t5_hf_test.sh
+EXTRA_DIST += tests/tools/hf_t5_reference.py perf/t5_hf_parity.sh perf/t5_hf_parity.py
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh

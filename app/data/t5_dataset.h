@@ -34,7 +34,9 @@ typedef struct t5_vocab {
  * sentinels <extra_id_0> .. <extra_id_99>, after the file's tokens, whatever --vocab-extra-ids
  * says). BertWordPieceLowerCase gets none there (its additional tokens are --special-tokens),
  * and Megatron's T5 config asserts some exist: refused, as is a file that holds <extra_id_i>
- * lines itself (Hugging Face would keep their ids). Fills *vocab with *word_piece
+ * lines itself (Hugging Face would keep their ids). vocab->size (the file's lines + 100) is the
+ * tokenizer's vocab_size, which pretrain_t5 pads into the model's vocabulary
+ * (app/training/data_setup.h data_setup_vocab_size). Fills *vocab with *word_piece
  * (malloc'd; the caller frees it). Returns 0, or -1 with "what" in err. */
 int t5_vocab_load(const char *vocab_file, const char *tokenizer_type, t5_vocab *vocab,
                   uint8_t **word_piece, char *err, size_t errlen);

@@ -41,7 +41,8 @@ void bert_encoder_inputs(gpt_model *m, const model_chunk *ch, activation_slot *s
 double bert_encoder_heads(gpt_model *m, model_chunk *ch, activation_slot *slot, float grad_scale,
                           int with_backward) {
     const gpt_config *c = &m->config;
-    bert_heads_config cfg = {c->hidden_size, c->padded_vocab_size, c->bert_binary_head, c->layernorm_epsilon};
+    bert_heads_config cfg = {c->hidden_size, c->padded_vocab_size, c->bert_binary_head, c->layernorm_epsilon,
+                             m->capture_logits, m->capture_binary_logits};
     if (c->bert_task_outputs > 0) {  /* finetune_bert: the task head alone */
         /* the dropout mask numbered over the rows of the global batch (first_sample counts rows:
          * a RACE sample's choices are rows of their own): (row, column) */

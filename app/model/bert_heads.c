@@ -151,6 +151,7 @@ static float lm_head(const kernel_ops *ops, const tensor_parallel_comm *tp, cons
     ops->layernorm_forward(normed, stats, stats + M, act, p->lm_norm_weight, p->lm_norm_bias, M, C,
                            cfg->layernorm_epsilon);
     ops->matmul_forward(logits, NULL, normed, word_embeddings, p->output_bias, M, C, V);
+    if (cfg->capture_lm_logits) ops->copy_to_host_float(cfg->capture_lm_logits, logits, (size_t)M * V);
     float loss = cross_entropy(ops, tp, logits, batch->masked_labels, M, V, tp_rank_of(tp) * V, loss_scale);
     void *buffers[] = {x, pre, act, normed, logits, dx, stats};
     if (!with_backward) {
@@ -188,6 +189,7 @@ static float binary_head(const kernel_ops *ops, const bert_heads_config *cfg,
     ops->matmul_forward(pre, NULL, x, p->pooler_weight, p->pooler_bias, B, C, C);
     ops->tanh_forward(pooled, pre, (size_t)B * C);
     ops->matmul_forward(logits, NULL, pooled, p->binary_weight, p->binary_bias, B, C, 2);
+    if (cfg->capture_binary_logits) ops->copy_to_host_float(cfg->capture_binary_logits, logits, (size_t)B * 2);
     float loss = cross_entropy(ops, NULL, logits, batch->is_random, B, 2, 0, loss_scale);
     void *buffers[] = {x, pre, pooled, logits, dpooled, dx, scattered};
     if (!with_backward) {

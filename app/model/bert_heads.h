@@ -30,6 +30,10 @@ typedef struct bert_heads_config {
     int padded_vocab_size;    /* V (all ranks; the output layer holds V/tp rows here) */
     int binary_head;          /* !--bert-no-binary-head: tokentype embeddings, pooler, binary head */
     float layernorm_epsilon;
+    /* inspection (tests/tools/bert_logits): when set, host copies of the LM head's logits
+     * [M, V/tp] (the masked rows in order, this rank's vocabulary columns) and of the binary
+     * head's [B, 2], taken before the loss; NULL in training */
+    float *capture_lm_logits, *capture_binary_logits;
 } bert_heads_config;
 
 /* the heads' parameters (compute dtype) or their gradients (fp32), as pointers into buffers;

@@ -34,6 +34,7 @@
 #include "app/model/grad_first_write.h"
 #include "app/model/moe_expert_bias.h"
 #include "app/model/moe_layer.h"
+#include "app/model/relative_position.h"
 #include "app/model/t5_activations.h"
 #include "app/core/hash.h"
 #include "app/core/error.h"
@@ -632,6 +633,9 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
     m->ops = ops;
     m->comm = comm;
     m->tp_group = tp_group;
+    if (m->config.position_embedding_type == POSITION_RELATIVE && !m->config.t5)
+        user_error("--position-embedding-type relative is T5's relative position bias (pretrain_t5, Megatron-Core's "
+                   "T5Model); %s has none: use learned_absolute, rope or none", m->config.bert ? "BERT" : "GPT");
     CHECK(!(m->config.memory_efficient_layer_norm && m->config.recompute_layernorm),
           "the memory-efficient norms' backward needs the norms' outputs, which recompute_layernorm does not keep");
     if (m->config.window_size_given && m->config.window_left >= 0 && !ops->attention_window)
@@ -1305,7 +1309,11 @@ static void attention_core_forward(gpt_model *m, layer_activations *la, int laye
                                    const int *key_valid) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
-    if (key_valid)  /* encoder mode: every key but the padding */
+    if (m->t5 && m->t5->relative_bias[0])  /* T5's relative position bias: padded encoder, causal decoder */
+        m->ops->attention_bias_forward(la->attention_out, la->attention_workspace, la->qkv, key_valid,
+                                       m->t5->relative_bias[m->t5->decoder], t5_decoder_layer(m, layer), s.B, s.T,
+                                       s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+    else if (key_valid)  /* encoder mode: every key but the padding */
         m->ops->attention_padded_forward(la->attention_out, la->attention_workspace, la->qkv, key_valid, s.B, s.T,
                                          s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
     else if (c->cp_size > 1)
@@ -1693,7 +1701,11 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
         attention_core_forward(m, la, layer, rng, key_valid);
     /* the qkv bias gradient comes with the attention's backward, unless RoPE changes d_qkv after it */
     float *qkv_bias_grad = c->position_embedding_type == POSITION_ROPE ? NULL : lg->qkv_bias;
-    if (key_valid) {  /* encoder mode */
+    if (m->t5 && m->t5->relative_bias[0]) {  /* T5's relative position bias: its gradient summed per stack */
+        ops->attention_bias_backward(b->d_qkv, qkv_bias_grad, m->t5->relative_dbias[m->t5->decoder], b->d_attention,
+                                     la->qkv, key_valid, t5_decoder_layer(m, layer), la->attention_workspace, s.B,
+                                     s.T, s.Hl, s.Gl, s.D, c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));
+    } else if (key_valid) {  /* encoder mode */
         ops->attention_padded_backward(b->d_qkv, qkv_bias_grad, b->d_attention, la->qkv, la->attention_out,
                                        key_valid, la->attention_workspace, s.B, s.T, s.Hl, s.Gl, s.D,
                                        c->tp_rank * s.Hl, s.H, attention_rng(m, rng, layer));

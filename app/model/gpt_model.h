@@ -27,8 +27,8 @@
 /* which transformer layers --recompute-granularity full recomputes (--recompute-method) */
 typedef enum { RECOMPUTE_METHOD_NONE, RECOMPUTE_METHOD_UNIFORM, RECOMPUTE_METHOD_BLOCK } recompute_method;
 
-/* --position-embedding-type */
-typedef enum { POSITION_LEARNED_ABSOLUTE, POSITION_ROPE, POSITION_NONE } position_embedding_type;
+/* --position-embedding-type (relative: T5's relative position bias, app/model/relative_position.h) */
+typedef enum { POSITION_LEARNED_ABSOLUTE, POSITION_ROPE, POSITION_NONE, POSITION_RELATIVE } position_embedding_type;
 
 /* --cp-comm-type: keys and values passed around the ring (p2p), all-gathered (allgather), or
  * heads exchanged for the sequence by all-to-all (a2a) */
@@ -80,6 +80,10 @@ typedef struct gpt_config {
     float layernorm_epsilon;  /* --norm-epsilon, for LayerNorm and RMSNorm */
     int num_query_groups;     /* G (all ranks) of grouped-query attention; 0 or H: multi-head */
     position_embedding_type position_embedding_type;
+    /* T5 with POSITION_RELATIVE: --relative-attention-num-buckets (the tables' rows) and
+     * --relative-attention-max-distance */
+    int relative_attention_num_buckets;
+    int relative_attention_max_distance;
     float rotary_base;        /* RoPE: --rotary-base (10000 when 0) */
     float rotary_percent;     /* RoPE: --rotary-percent (1 when 0) */
     int rotary_interleaved;
@@ -277,6 +281,8 @@ typedef struct model_view {
     void *output_layer;         /* [V/tp, C]; the word embeddings (or their copy) when tied */
     void *encoder_final_layernorm_weight, *encoder_final_layernorm_bias; /* T5 */
     void *lm_head_bias;         /* T5: lm_head.output_layer.bias [V/tp] */
+    void *encoder_relative_bias, *decoder_relative_bias; /* T5 with relative positions: the
+                                 * stacks' tables [num_buckets, H], whole on every rank */
     bert_heads_view bert;       /* encoder mode: the tokentype embeddings (first chunk) and BERT's
                                  * heads (last chunk); output_bias [V/tp] */
 } model_view;
@@ -411,7 +417,9 @@ typedef struct gpt_model {
     comm_request *tp_requests; /* [tp], tp_comm_overlap only: a step's fetches, by peer */
     int tp_last_step_rs;       /* the last tensor-parallel step was a block reduce-scatter */
     float *capture_logits;     /* host [N,V/tp]: when set, the last chunk copies its logits here
-                                * before the loss (inspection tools); NULL in training */
+                                * before the loss (inspection tools); NULL in training. Encoder
+                                * mode: the LM head's [masked rows, V/tp] (bert_heads.h) */
+    float *capture_binary_logits; /* encoder mode, host [B,2]: likewise the binary head's logits */
     grad_first_write_entry *first_write; /* by offset; see gpt_model_start_grads */
     int num_first_write;
     size_t *clear_ranges;      /* [2 x num_clear_ranges]: offset and length of what a step clears */

@@ -37,6 +37,13 @@ static const parameter_row gpt_rows[] = {
      MODEL_VIEW(position_embeddings),      "transformer.wpe.weight",  HF_COPY, 0},
     {PART_EMBEDDING, "embedding.tokentype_embeddings.weight", DIM_TWO,      DIM_HIDDEN,    SHARD_NONE, INIT_NORMAL,        0, 0, BERT | BINARY,
      MODEL_VIEW(bert.tokentype_embeddings), NULL,                     HF_COPY, 0},
+    /* T5's relative position bias (Megatron-Core's T5Model: one RelativePositionEmbedding per
+     * stack, an nn.Embedding(num_buckets, heads) from init_method, whole on every
+     * tensor-parallel rank; registered after the embedding, before the encoder) */
+    {PART_EMBEDDING, "encoder_relative_pos_emb.relative_attention_bias.weight", DIM_RELATIVE_BUCKETS, DIM_HEADS, SHARD_NONE, INIT_NORMAL, 0, 0, ROW_T5 | ROW_RELATIVE_POSITIONS,
+     MODEL_VIEW(encoder_relative_bias),    NULL,                      HF_COPY, 0},
+    {PART_EMBEDDING, "decoder_relative_pos_emb.relative_attention_bias.weight", DIM_RELATIVE_BUCKETS, DIM_HEADS, SHARD_NONE, INIT_NORMAL, 0, 0, ROW_T5 | ROW_RELATIVE_POSITIONS,
+     MODEL_VIEW(decoder_relative_bias),    NULL,                      HF_COPY, 0},
 
     {PART_LAYER,     "input_layernorm.weight",               DIM_HIDDEN,    DIM_NONE,      SHARD_NONE, INIT_ONES,          1, 1, LN,
      LAYER_VIEW(input_layernorm_weight),   "ln_1.weight",             HF_COPY, 0},
@@ -195,6 +202,8 @@ int model_dim_size(model_dim dim, const gpt_config *c) {
     case DIM_ONE: return 1;
     case DIM_TWO: return 2;
     case DIM_TASK_OUTPUTS: return c->bert_task_outputs;
+    case DIM_HEADS: return c->num_attention_heads;
+    case DIM_RELATIVE_BUCKETS: return c->relative_attention_num_buckets;
     }
     return 0;
 }
@@ -208,6 +217,7 @@ int parameter_row_present(const parameter_row *row, const gpt_config *c, int lay
     if (row->part == PART_LAYER) held |= gpt_layer_is_moe(c, layer) ? ROW_MOE : ROW_DENSE_MLP;
     held |= c->untie_embeddings_and_output_weights ? ROW_UNTIED_ONLY : ROW_TIED_ONLY;
     if (c->position_embedding_type == POSITION_LEARNED_ABSOLUTE) held |= ROW_LEARNED_POSITIONS;
+    if (c->position_embedding_type == POSITION_RELATIVE) held |= ROW_RELATIVE_POSITIONS;
     held |= c->rmsnorm ? ROW_RMSNORM : ROW_LAYERNORM;
     if (!c->disable_bias_linear) held |= ROW_LINEAR_BIAS;
     if (!c->disable_bias_linear || c->add_qkv_bias) held |= ROW_QKV_BIAS;

@@ -45,7 +45,9 @@ typedef enum {
     DIM_SHARED_FFN, /* Fs = moe_shared_expert_intermediate_size */
     DIM_ONE,        /* 1 (the shared experts' gate: one output) */
     DIM_TWO,        /* 2 (BERT's token types and sentence-order classes) */
-    DIM_TASK_OUTPUTS /* finetune_bert's head outputs per row (gpt_config.bert_task_outputs) */
+    DIM_TASK_OUTPUTS, /* finetune_bert's head outputs per row (gpt_config.bert_task_outputs) */
+    DIM_HEADS,      /* H = num_attention_heads */
+    DIM_RELATIVE_BUCKETS /* --relative-attention-num-buckets */
 } model_dim;
 
 /* which models have the row: ROW_ALWAYS, or the bitwise OR of conditions that must all hold */
@@ -69,7 +71,8 @@ enum {
     ROW_BERT_MULTICHOICE = 16384, /* finetune_bert, a row per choice: multichoice_head */
     ROW_T5 = 32768,             /* encoder-decoder mode (gpt_config.t5) */
     ROW_T5_DECODER = 65536,     /* layer rows: a T5 decoder layer (its cross-attention block) */
-    ROW_TIED_ONLY = 131072      /* not --untie-embeddings-and-output-weights */
+    ROW_TIED_ONLY = 131072,     /* not --untie-embeddings-and-output-weights */
+    ROW_RELATIVE_POSITIONS = 262144 /* --position-embedding-type relative (T5) */
 };
 typedef unsigned row_presence;
 

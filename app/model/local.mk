@@ -1,8 +1,9 @@
 # app/model/local.mk: the GPT model over flat buffers (with its BERT encoder and T5 encoder-decoder modes), its parameter table, and its Hugging Face
-# GPT-2 and Llama layouts.
+# GPT-2, Llama and MegatronBert layouts.
 noinst_LIBRARIES += app/model/libmodel.a
 app_model_libmodel_a_SOURCES = \
 	app/model/gpt_model.c app/model/gpt_model.h app/model/gpt_model_t5.inc app/model/t5_activations.h \
+	app/model/relative_position.c app/model/relative_position.h \
 	app/model/bert_heads.c app/model/bert_heads.h \
 	app/model/bert_encoder.c app/model/bert_encoder.h \
 	app/model/bert_task_head.c app/model/bert_task_head.h \
@@ -20,5 +21,9 @@ app_model_libmodel_a_SOURCES = \
 	app/model/hf_gpt2_layout.c app/model/hf_gpt2_layout.h \
 	app/model/hf_gpt2_config.c app/model/hf_gpt2_config.h \
 	app/model/hf_llama_layout.c app/model/hf_llama_layout.h \
-	app/model/hf_llama_config.c app/model/hf_llama_config.h
+	app/model/hf_llama_config.c app/model/hf_llama_config.h \
+	app/model/hf_bert_layout.c app/model/hf_bert_layout.h \
+	app/model/hf_bert_config.c app/model/hf_bert_config.h \
+	app/model/hf_t5_layout.c app/model/hf_t5_layout.h \
+	app/model/hf_t5_config.c app/model/hf_t5_config.h
 app_model_libmodel_a_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)

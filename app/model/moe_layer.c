@@ -162,8 +162,11 @@ void moe_activations_allocate(gpt_model *m, moe_activations *a, int keep_activat
     a->expert_out = acts(m, M * (size_t)s.C);
     a->stats = host_alloc(sizeof(float) * MOE_ROUTER_STATS(s.E));
     a->local_rows = host_alloc(sizeof(int) * (size_t)(s.El + 1));
+    /* the experts' input rows: received from the expert-parallel peers, or with the activation
+     * kept (ep 1) this rank's permuted rows, kept for the backward instead of gathered again */
+    if (s.ep > 1) a->expert_input = acts(m, R * (size_t)s.C);
+    else if (keep_activation) a->expert_input = acts(m, M * (size_t)s.C);
     if (s.ep > 1) {
-        a->expert_input = acts(m, R * (size_t)s.C);
         a->send_counts = host_alloc(sizeof(size_t) * 4 * (size_t)s.ep);
         a->send_offsets = a->send_counts + s.ep;
         a->recv_counts = a->send_counts + 2 * s.ep;
@@ -363,8 +366,9 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     moe_router_spec spec = router_spec(m, layer);
     ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
     plan_permutation(m, a);
-    ops->gather_rows(scratch->permuted, expert_source(m, a, x), a->row_token, a->expert_rows[s.E], s.C);
-    const void *in = scratch->permuted;
+    void *permuted = s.ep == 1 && a->expert_input ? a->expert_input : scratch->permuted;
+    ops->gather_rows(permuted, expert_source(m, a, x), a->row_token, a->expert_rows[s.E], s.C);
+    const void *in = permuted;
     void *out = a->expert_out;
     if (s.ep > 1) {
         plan_exchange(m, a);
@@ -410,7 +414,7 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         send_to_experts(m, a, scratch->d_expert_out, scratch->d_local_out);
         d_out = scratch->d_local_out;
         d_in = scratch->d_local_in;
-    } else {
+    } else if (!a->expert_input) {
         ops->gather_rows(scratch->permuted, expert_source(m, a, x), a->row_token, a->expert_rows[s.E], s.C);
         in = scratch->permuted;
     }

@@ -10,6 +10,7 @@
 #include "app/training/checkpoint_args.h"
 #include "app/model/gpt_model.h"
 #include "app/model/moe_layer.h"
+#include "app/model/relative_position.h"
 #include "app/model/window_attention.h"
 #include "app/model/fp8_linear.h"
 #include "kernels/fp8_recipe.h"
@@ -37,7 +38,9 @@ static const option_spec specs[] = {
     {"norm-epsilon", "network size", OPTION_FLOAT, AT(layernorm_epsilon), "1e-5", .range = "(0, inf)", .help = "epsilon of every LayerNorm/RMSNorm"},
     {"normalization", "network size", OPTION_CHOICE, AT(normalization), "LayerNorm", .choices = "LayerNorm|RMSNorm", .help = "the norm of every layer and the final norm"},
     {"apply-layernorm-1p", "network size", OPTION_FLAG, AT(apply_layernorm_1p), .help = "zero-centred norm weights: stored as w - 1 (zero at initialization) and applied as 1 + w, for LayerNorm and RMSNorm (Megatron-Core's layernorm_zero_centered_gamma, as Transformer Engine computes it)"},
-    {"position-embedding-type", "network size", OPTION_CHOICE, AT(position_embedding_type), "learned_absolute", .choices = "learned_absolute|rope|none", .help = "learned absolute positions, rotary embeddings of q and k, or none"},
+    {"position-embedding-type", "network size", OPTION_CHOICE, AT(position_embedding_type), "learned_absolute", .choices = "learned_absolute|rope|none|relative", .help = "learned absolute positions, rotary embeddings of q and k, none, or (pretrain_t5 only) T5's relative position bias on the self-attention scores"},
+    {"relative-attention-num-buckets", "network size", OPTION_INT, AT(relative_attention_num_buckets), "32", .range = "[1, inf)", .help = "--position-embedding-type relative: buckets of relative positions (rows of each stack's bias table; half of them per direction in the encoder)"},
+    {"relative-attention-max-distance", "network size", OPTION_INT, AT(relative_attention_max_distance), "128", .range = "[1, inf)", .help = "--position-embedding-type relative: relative positions this far or farther share the last bucket"},
     {"use-rotary-position-embeddings", "network size", OPTION_FLAG, AT(use_rotary_position_embeddings), .help = "deprecated: same as --position-embedding-type rope"},
     {"no-position-embedding", "network size", OPTION_FLAG, AT(no_position_embedding), .help = "deprecated (accepted with rope, which has no position embedding table): use --position-embedding-type"},
     {"rotary-base", "network size", OPTION_INT, AT(rotary_base), "10000", .range = "[1, inf)", .help = "base of the rotary frequencies"},
@@ -83,7 +86,7 @@ static const option_spec specs[] = {
     {"decoder-num-layers", "T5 (pretrain_t5)", OPTION_INT, AT(decoder_num_layers), .range = "[1, inf)", .help = "pretrain_t5 only: decoder layers (default: the encoder's; Megatron's T5 builds as many decoder layers as encoder layers whatever this says)"},
     {"encoder-seq-length", "T5 (pretrain_t5)", OPTION_INT, AT(encoder_seq_length), .range = "[1, inf)", .help = "pretrain_t5 only: encoder sequence length (instead of --seq-length, which means the same)"},
     {"decoder-seq-length", "T5 (pretrain_t5)", OPTION_INT, AT(decoder_seq_length), .range = "[1, inf)", .help = "pretrain_t5 only (required there): decoder sequence length"},
-    {"vocab-extra-ids", "T5 (pretrain_t5)", OPTION_INT, AT(vocab_extra_ids), "0", .range = "[0, inf)", .help = "pretrain_t5 only: sentinel tokens; as in Megatron-Core, --tokenizer-type BertWordPieceCase brings its 100 (extra_id_0 .. extra_id_99) whatever this says"},
+    {"vocab-extra-ids", "T5 (pretrain_t5)", OPTION_INT, AT(vocab_extra_ids), "0", .range = "[0, inf)", .help = "pretrain_t5 only: sentinel tokens; as in Megatron-Core, --tokenizer-type BertWordPieceCase brings its 100 (extra_id_0 .. extra_id_99) whatever this says, and the model's vocabulary holds them (the file's tokens + 100, padded)"},
     {"task", "tasks (finetune_bert)", OPTION_STRING, AT(task), .metavar = "MNLI|RACE", .help = "finetune_bert only: the downstream task (MNLI sentence-pair classification, RACE multiple choice)"},
     {"train-data", "tasks (finetune_bert)", OPTION_LIST, AT(train_data), .metavar = "PATH ...", .help = "finetune_bert only: the training data (MNLI: GLUE TSV files; RACE: directories of *.txt JSON passages)"},
     {"valid-data", "tasks (finetune_bert)", OPTION_LIST, AT(valid_data), .metavar = "PATH ...", .help = "finetune_bert only: the validation data, whose accuracy is reported after each epoch"},
@@ -363,6 +366,15 @@ static int given(const check_state *st, const char *name) {
 static int validate_architecture(check_state *st, args *a) {
     if (a->use_rotary_position_embeddings) snprintf(a->position_embedding_type, sizeof a->position_embedding_type, "rope");
     int rope = strcmp(a->position_embedding_type, "rope") == 0;
+    if (!strcmp(a->position_embedding_type, "relative")) {
+        if (!a->t5)
+            return error_format(st->err, st->errlen, "--position-embedding-type relative is T5's relative position bias (Megatron-Core's T5Model): run pretrain_t5 (%s trains %s, which take learned_absolute, rope or none)",
+                                program_name, a->bert ? "BERT" : "decoder-only GPT and Llama models");
+        const char *why_not = relative_position_check(a->relative_attention_num_buckets, a->relative_attention_max_distance);
+        if (why_not)
+            return error_format(st->err, st->errlen, "%s (given %d and %d)", why_not, a->relative_attention_num_buckets,
+                                a->relative_attention_max_distance);
+    }
     if (a->no_position_embedding && !rope)
         return error_format(st->err, st->errlen, "--no-position-embedding is deprecated, use --position-embedding-type (Megatron accepts it only with rope)");
     if (!a->group_query_attention) {
@@ -833,7 +845,8 @@ static int validate_t5(check_state *st, args *a) {
                         : a->group_query_attention ? "--group-query-attention (Megatron-Core's CrossAttention refuses it)"
                         : a->recompute_granularity[0] ? "--recompute-granularity" : a->fp8_format[0] ? "--fp8-format"
                         : a->tp_comm_overlap ? "--tp-comm-overlap" : a->memory_efficient_layer_norm ? "--memory-efficient-layer-norm"
-                        : strcmp(a->position_embedding_type, "learned_absolute") ? "--position-embedding-type other than learned_absolute"
+                        : strcmp(a->position_embedding_type, "learned_absolute") && strcmp(a->position_embedding_type, "relative")
+                            ? "--position-embedding-type other than learned_absolute and relative"
                         : a->print_sample[0] ? "--print-sample (for T5 samples use tests/tools/t5_samples)" : NULL;
     if (refused) return error_format(st->err, st->errlen, "pretrain_t5: %s is not supported with T5 here", refused);
     if (a->sequence_parallel && (a->micro_batch_size * a->decoder_seq_length) % a->tensor_model_parallel_size)
@@ -1058,7 +1071,10 @@ static int validate(check_state *st, args *a, int world_size) {
 void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->position_embedding_type = !strcmp(a->position_embedding_type, "rope") ? POSITION_ROPE
                                : !strcmp(a->position_embedding_type, "none") ? POSITION_NONE
+                               : !strcmp(a->position_embedding_type, "relative") ? POSITION_RELATIVE
                                : POSITION_LEARNED_ABSOLUTE;
+    c->relative_attention_num_buckets = a->relative_attention_num_buckets;
+    c->relative_attention_max_distance = a->relative_attention_max_distance;
     c->rotary_base = (float)a->rotary_base;
     c->rotary_percent = a->rotary_percent;
     c->rotary_interleaved = a->rotary_interleaved;

@@ -28,7 +28,9 @@ typedef struct args {
     float layernorm_epsilon;      /* --norm-epsilon (alias --layernorm-epsilon) */
     int untie_embeddings_and_output_weights;
     /* the Llama family's options (Megatron-Core's TransformerConfig) */
-    char position_embedding_type[24];   /* learned_absolute | rope | none */
+    char position_embedding_type[24];   /* learned_absolute | rope | none | relative (T5) */
+    int relative_attention_num_buckets; /* T5's relative position bias: its buckets */
+    int relative_attention_max_distance; /* and the distance from which all share the last */
     int use_rotary_position_embeddings; /* deprecated alias of --position-embedding-type rope */
     int no_position_embedding;          /* deprecated; accepted with rope only, as Megatron */
     int rotary_base;

@@ -93,6 +93,10 @@ int checkpoint_args_apply(args *a, const flag_marks *flags, char *err, size_t er
         set_int(&f, flags, &t, "num_query_groups", "num-query-groups", 1, &a->num_query_groups);
     set_string(&f, flags, &t, "position_embedding_type", "position-embedding-type", a->position_embedding_type,
                sizeof a->position_embedding_type);
+    set_int(&f, flags, &t, "relative_attention_num_buckets", "relative-attention-num-buckets", 1,
+            &a->relative_attention_num_buckets);
+    set_int(&f, flags, &t, "relative_attention_max_distance", "relative-attention-max-distance", 1,
+            &a->relative_attention_max_distance);
     a->use_rotary_position_embeddings = 0;  /* the deprecated spellings yield to the checkpoint's type */
     if (strcmp(a->position_embedding_type, "rope") != 0) a->no_position_embedding = 0;
     double value;

@@ -116,6 +116,9 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         {"swiglu", a->swiglu}, {"add_bias_linear", !a->disable_bias_linear}, {"add_qkv_bias", a->add_qkv_bias},
         {"rotary_interleaved", a->rotary_interleaved}, {"use_rope_scaling", a->use_rope_scaling},
         {"apply_layernorm_1p", a->apply_layernorm_1p},
+        /* T5's relative position bias (the flags' values, as Megatron's args keep them) */
+        {"relative_attention_num_buckets", a->relative_attention_num_buckets},
+        {"relative_attention_max_distance", a->relative_attention_max_distance},
         /* mixture of experts (0: a dense model) */
         {"num_experts", a->num_experts}, {"moe_ffn_hidden_size", a->num_experts ? a->moe_ffn_hidden_size : 0},
         {"moe_router_topk", a->num_experts ? a->moe_router_topk : 0},
@@ -127,6 +130,12 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         {"moe_router_group_topk", a->num_experts ? a->moe_router_group_topk : 0},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) checkpoint_put_int(f, "/args", ints[i].name, ints[i].value);
+    if (a->t5) {  /* Megatron's T5 arguments (num_layers and seq_length above are the encoder's) */
+        checkpoint_put_int(f, "/args", "encoder_num_layers", a->num_layers);
+        checkpoint_put_int(f, "/args", "decoder_num_layers", a->decoder_num_layers);
+        checkpoint_put_int(f, "/args", "encoder_seq_length", a->seq_length);
+        checkpoint_put_int(f, "/args", "decoder_seq_length", a->decoder_seq_length);
+    }
     if (a->num_experts) {
         checkpoint_put_string(f, "/args", "moe_layer_freq", a->moe_layer_freq);
         checkpoint_put_string(f, "/args", "moe_router_score_function", a->moe_router_score_function);
@@ -369,6 +378,8 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
         {"add_bias_linear", "--disable-bias-linear (add_bias_linear)", !a->disable_bias_linear, 1},
         {"add_qkv_bias", "--add-qkv-bias", a->add_qkv_bias, 0},
         {"apply_layernorm_1p", "--apply-layernorm-1p", a->apply_layernorm_1p, 0},
+        {"relative_attention_num_buckets", "--relative-attention-num-buckets", a->relative_attention_num_buckets, 32},
+        {"relative_attention_max_distance", "--relative-attention-max-distance", a->relative_attention_max_distance, 128},
         {"num_experts", "--num-experts", a->num_experts, 0},
         {"moe_ffn_hidden_size", "--moe-ffn-hidden-size", a->num_experts ? a->moe_ffn_hidden_size : 0, 0},
         {"moe_shared_expert_intermediate_size", "--moe-shared-expert-intermediate-size",

@@ -88,7 +88,8 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
                          : a->keep_mlp_activation_num_layers > 0 ? fmin(a->keep_mlp_activation_num_layers, per_chunk) * vp
                          : a->keep_mlp_activation                ? kept
                                                                  : 0;
-        m.activations += slots * fmin(keeping, kept) * moe_share * rows * (fm / tp) * ops->act_bytes;
+        /* (with one expert-parallel rank, the experts' input rows are kept with it) */
+        m.activations += slots * fmin(keeping, kept) * moe_share * rows * (fm / tp + (ep == 1 ? h : 0)) * ops->act_bytes;
         /* the shared experts keep their fc1 output (and with the gate their output) per layer
          * and micro-batch, and share work buffers of about five times that */
         double shared = s * b * (fc1s / tp + (a->moe_shared_expert_gate ? h : 0)) * ops->act_bytes;

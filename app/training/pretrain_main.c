@@ -101,8 +101,11 @@ int pretrain_main_with(int argc, char **argv, const char *name, const pretrain_h
         tokenizer *tok = tokenizer_create_with_model(a.tokenizer_type, a.vocab_file, a.merge_file,
                                                      a.tokenizer_model, a.vocab_size, err, sizeof err);
         if (!tok) user_error("%s", err);
-        args_set_vocab_size(&a, tokenizer_vocab_size(tok));
+        args_set_vocab_size(&a, data_setup_vocab_size(&a, tokenizer_vocab_size(tok)));
         tokenizer_free(tok);
+        if (rank == 0)  /* Megatron's vocab_size_with_padding */
+            printf(" > padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", a.vocab_size,
+                   a.padded_vocab_size - a.vocab_size, a.padded_vocab_size);
     }
     if (a.print_sample[0]) {  /* a data question: no model, no backend */
         data_setup_print_samples(&a, MPI_COMM_WORLD);

@@ -1,17 +1,22 @@
 /* cpu_attention_padded.c: attention with a key-padding mask, bidirectional (no causal mask):
  * BERT's encoder self-attention and T5's encoder self-attention (Megatron's padding mask,
  * attention_mask_type padding: [b, 1, 1, s]) and T5's decoder cross-attention (queries of the
- * decoder over the encoder's keys and values, the encoder's padding mask). One core serves both;
- * they differ in where the heads sit:
+ * decoder over the encoder's keys and values, the encoder's padding mask); and self-attention
+ * with an additive score bias [H,Tq,Tk] (T5's relative position bias, Transformer Engine's
+ * post_scale_bias), under the padding mask or causal. One core serves all; they differ in where
+ * the heads sit:
  *   self-attention:  q, k, v in one qkv[B,T,(H+2G)*D] row (qkv_query_offset, qkv_key_offset)
  *   cross-attention: q[B,Tq,H*D] (linear_q) and kv[B,Tk,H*2D] (linear_kv: per head its key then
  *                    its value, Megatron-Core's CrossAttention layout)
  * The math, per (b, head), with the dropout mask of cpu_attention.c numbered over Tq x Tk:
- *   preatt[t1,t2] = q[t1].k[t2] / sqrt(D)            for keys with key_valid[b,t2] != 0
+ *   preatt[t1,t2] = q[t1].k[t2] / sqrt(D) (+ bias[h,t1,t2])
+ *                   for the visible keys: key_valid[b,t2] != 0 (no key_valid: all), and t2 <= t1
+ *                   when causal
  *   att[t1,:]     = softmax over those keys (0 on the others; a row with none: all 0, out 0)
  *   out[t1]       = sum_t2 drop(att)[t1,t2] v[t2]
  * Backward (softmax's Jacobian): dv += drop(att)^T dout; datt = drop'(dout v^T);
- *   dpre = att * (datt - rowsum(att * datt)) / sqrt(D); dq = dpre k; dk = dpre^T q. */
+ *   dscore = att * (datt - rowsum(att * datt))  (the bias's gradient, summed over b)
+ *   dpre = dscore / sqrt(D); dq = dpre k; dk = dpre^T q. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -25,7 +30,14 @@ typedef struct attention_operands {
     size_t q_row, kv_row;
     const size_t *q_offset, *k_offset;
     int head_start, total_heads;
+    int causal;           /* keys after the query masked */
+    const float *bias;    /* [H,Tq,Tk] added to the scaled scores, or NULL */
 } attention_operands;
+
+/* the key t2 is visible from query t1 of a sample whose padding mask is valid (NULL: none) */
+static inline int visible(const attention_operands *o, const int *valid, int t1, int t2) {
+    return (!valid || valid[t2]) && (!o->causal || t2 <= t1);
+}
 
 static inline uint64_t head_base_index(dropout_rng rng, const attention_operands *o, int b, int h) {
     return rng.offset + ((uint64_t)b * o->total_heads + (uint64_t)(o->head_start + h)) * o->Tq * o->Tk;
@@ -43,36 +55,38 @@ static void padded_forward(const attention_operands *o, float *out, float *att, 
     size_t HD = (size_t)H * D;
     float scale = 1.0f / sqrtf((float)D);
     for (int b = 0; b < o->B; b++) {
-        const int *valid = key_valid + (size_t)b * Tk;
+        const int *valid = key_valid ? key_valid + (size_t)b * Tk : NULL;
         for (int h = 0; h < H; h++) {
             uint64_t head_base = head_base_index(rng, o, b, h);
             for (int t1 = 0; t1 < Tq; t1++) {
                 const float *q = q_all + ((size_t)b * Tq + t1) * o->q_row + o->q_offset[h];
                 float *att_row = att + (((size_t)b * H + h) * Tq + t1) * Tk;
+                const float *bias_row = o->bias ? o->bias + ((size_t)h * Tq + t1) * Tk : NULL;
                 float maxval = -INFINITY;
                 for (int t2 = 0; t2 < Tk; t2++) {
-                    if (!valid[t2]) continue;
+                    if (!visible(o, valid, t1, t2)) continue;
                     const float *k = kv_all + ((size_t)b * Tk + t2) * o->kv_row + o->k_offset[h];
                     float dot = 0.0f;
                     for (int d = 0; d < D; d++) dot += q[d] * k[d];
                     dot *= scale;
+                    if (bias_row) dot += bias_row[t2];
                     att_row[t2] = dot;
                     if (dot > maxval) maxval = dot;
                 }
                 float sum = 0.0f;
                 for (int t2 = 0; t2 < Tk; t2++) {
-                    if (!valid[t2]) continue;
+                    if (!visible(o, valid, t1, t2)) continue;
                     float e = expf(att_row[t2] - maxval);
                     att_row[t2] = e;
                     sum += e;
                 }
                 float inv_sum = sum > 0.0f ? 1.0f / sum : 0.0f;
-                for (int t2 = 0; t2 < Tk; t2++) att_row[t2] = valid[t2] ? att_row[t2] * inv_sum : 0.0f;
+                for (int t2 = 0; t2 < Tk; t2++) att_row[t2] = visible(o, valid, t1, t2) ? att_row[t2] * inv_sum : 0.0f;
 
                 float *out_bth = out + ((size_t)b * Tq + t1) * HD + (size_t)h * D;
                 for (int d = 0; d < D; d++) out_bth[d] = 0.0f;
                 for (int t2 = 0; t2 < Tk; t2++) {
-                    if (!valid[t2]) continue;
+                    if (!visible(o, valid, t1, t2)) continue;
                     float a = att_row[t2] * keep_factor(rng, head_base, Tk, t1, t2);
                     const float *v = kv_all + ((size_t)b * Tk + t2) * o->kv_row + o->k_offset[h] + D;
                     for (int d = 0; d < D; d++) out_bth[d] += a * v[d];
@@ -82,10 +96,11 @@ static void padded_forward(const attention_operands *o, float *out, float *att, 
     }
 }
 
-/* dq (rows as q) and dkv (rows as kv) += the gradients; the caller clears them first */
-static void padded_backward(const attention_operands *o, float *dq_all, float *dkv_all, const float *dout,
-                            const float *q_all, const float *kv_all, const int *key_valid, const float *att,
-                            dropout_rng rng) {
+/* dq (rows as q) and dkv (rows as kv) += the gradients (the caller clears them first), and
+ * dscore_bias [H,Tq,Tk] (NULL: none) += the scores' gradient summed over the batch */
+static void padded_backward(const attention_operands *o, float *dq_all, float *dkv_all, float *dscore_bias,
+                            const float *dout, const float *q_all, const float *kv_all, const int *key_valid,
+                            const float *att, dropout_rng rng) {
     int Tq = o->Tq, Tk = o->Tk, H = o->H, D = o->D;
     size_t HD = (size_t)H * D;
     float scale = 1.0f / sqrtf((float)D);
@@ -93,10 +108,11 @@ static void padded_backward(const attention_operands *o, float *dq_all, float *d
     if (datt == NULL)
         KERNELS_FATAL("cpu backend: out of memory allocating %zu bytes", (size_t)Tk * sizeof(float));
     for (int b = 0; b < o->B; b++) {
-        const int *valid = key_valid + (size_t)b * Tk;
+        const int *valid = key_valid ? key_valid + (size_t)b * Tk : NULL;
         for (int h = 0; h < H; h++) {
             uint64_t head_base = head_base_index(rng, o, b, h);
             for (int t1 = 0; t1 < Tq; t1++) {
+                float *dscore_row = dscore_bias ? dscore_bias + ((size_t)h * Tq + t1) * Tk : NULL;
                 const float *att_row = att + (((size_t)b * H + h) * Tq + t1) * Tk;
                 const float *dout_bth = dout + ((size_t)b * Tq + t1) * HD + (size_t)h * D;
                 size_t q_at = ((size_t)b * Tq + t1) * o->q_row + o->q_offset[h];
@@ -104,7 +120,7 @@ static void padded_backward(const attention_operands *o, float *dq_all, float *d
                 float *dq = dq_all + q_at;
                 float dot_sum = 0.0f;
                 for (int t2 = 0; t2 < Tk; t2++) {
-                    if (!valid[t2]) continue;
+                    if (!visible(o, valid, t1, t2)) continue;
                     size_t kv = ((size_t)b * Tk + t2) * o->kv_row + o->k_offset[h];
                     const float *v = kv_all + kv + D;
                     float *dv = dkv_all + kv + D;
@@ -118,8 +134,10 @@ static void padded_backward(const attention_operands *o, float *dq_all, float *d
                     dot_sum += att_row[t2] * datt[t2];
                 }
                 for (int t2 = 0; t2 < Tk; t2++) {
-                    if (!valid[t2]) continue;
-                    float dpre = att_row[t2] * (datt[t2] - dot_sum) * scale;
+                    if (!visible(o, valid, t1, t2)) continue;
+                    float dscore = att_row[t2] * (datt[t2] - dot_sum);
+                    if (dscore_row) dscore_row[t2] += dscore;
+                    float dpre = dscore * scale;
                     size_t kv = ((size_t)b * Tk + t2) * o->kv_row + o->k_offset[h];
                     const float *k = kv_all + kv;
                     float *dk = dkv_all + kv;
@@ -148,7 +166,7 @@ static size_t *head_offsets(int H, int G, int D, int cross) {
 static attention_operands self_operands(const size_t *offsets, int B, int T, int H, int G, int D, int head_start,
                                         int total_heads) {
     size_t row = (size_t)(H + 2 * G) * D;
-    attention_operands o = {B, T, T, H, D, row, row, offsets, offsets + H, head_start, total_heads};
+    attention_operands o = {B, T, T, H, D, row, row, offsets, offsets + H, head_start, total_heads, 0, NULL};
     return o;
 }
 
@@ -168,7 +186,29 @@ void cpu_attention_padded_backward(float *dqkv, const float *dout, const float *
     for (size_t i = 0; i < (size_t)B * T * (size_t)(H + 2 * G) * D; i++) dqkv[i] = 0.0f;
     size_t *offsets = head_offsets(H, G, D, 0);
     attention_operands o = self_operands(offsets, B, T, H, G, D, head_start, total_heads);
-    padded_backward(&o, dqkv, dqkv, dout, qkv, qkv, key_valid, (const float *)workspace, rng);
+    padded_backward(&o, dqkv, dqkv, NULL, dout, qkv, qkv, key_valid, (const float *)workspace, rng);
+    free(offsets);
+}
+
+void cpu_attention_bias_forward(float *out, void *workspace, const float *qkv, const int *key_valid,
+                                const float *bias, int causal, int B, int T, int H, int G, int D,
+                                int head_start, int total_heads, dropout_rng rng) {
+    size_t *offsets = head_offsets(H, G, D, 0);
+    attention_operands o = self_operands(offsets, B, T, H, G, D, head_start, total_heads);
+    o.causal = causal;
+    o.bias = bias;
+    padded_forward(&o, out, (float *)workspace, qkv, qkv, key_valid, rng);
+    free(offsets);
+}
+
+void cpu_attention_bias_backward(float *dqkv, float *dscore_bias, const float *dout, const float *qkv,
+                                 const int *key_valid, int causal, const void *workspace, int B, int T,
+                                 int H, int G, int D, int head_start, int total_heads, dropout_rng rng) {
+    for (size_t i = 0; i < (size_t)B * T * (size_t)(H + 2 * G) * D; i++) dqkv[i] = 0.0f;
+    size_t *offsets = head_offsets(H, G, D, 0);
+    attention_operands o = self_operands(offsets, B, T, H, G, D, head_start, total_heads);
+    o.causal = causal;
+    padded_backward(&o, dqkv, dqkv, dscore_bias, dout, qkv, qkv, key_valid, (const float *)workspace, rng);
     free(offsets);
 }
 
@@ -181,7 +221,7 @@ void cpu_cross_attention_forward(float *out, void *workspace, const float *q, co
                                  int head_start, int total_heads, dropout_rng rng) {
     size_t *offsets = head_offsets(H, H, D, 1);
     attention_operands o = {B, Tq, Tk, H, D, (size_t)H * D, (size_t)H * 2 * D, offsets, offsets + H,
-                            head_start, total_heads};
+                            head_start, total_heads, 0, NULL};
     padded_forward(&o, out, (float *)workspace, q, kv, key_valid, rng);
     free(offsets);
 }
@@ -194,7 +234,7 @@ void cpu_cross_attention_backward(float *dq, float *dkv, const float *dout, cons
     for (size_t i = 0; i < (size_t)B * Tk * (size_t)H * 2 * D; i++) dkv[i] = 0.0f;
     size_t *offsets = head_offsets(H, H, D, 1);
     attention_operands o = {B, Tq, Tk, H, D, (size_t)H * D, (size_t)H * 2 * D, offsets, offsets + H,
-                            head_start, total_heads};
-    padded_backward(&o, dq, dkv, dout, q, kv, key_valid, (const float *)workspace, rng);
+                            head_start, total_heads, 0, NULL};
+    padded_backward(&o, dq, dkv, NULL, dout, q, kv, key_valid, (const float *)workspace, rng);
     free(offsets);
 }

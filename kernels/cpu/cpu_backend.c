@@ -178,6 +178,20 @@ static void attention_padded_backward(void *dqkv, float *dbias, const void *dout
                                   total_heads, rng);
     if (dbias) cpu_bias_backward(dbias, dqkv, B * T, (H + 2 * G) * D);
 }
+static void attention_bias_forward(void *out, void *workspace, const void *qkv, const int *key_valid,
+                                   const float *bias, int causal, int B, int T, int H, int G, int D,
+                                   int head_start, int total_heads, dropout_rng rng) {
+    cpu_attention_bias_forward(out, workspace, qkv, key_valid, bias, causal, B, T, H, G, D, head_start, total_heads,
+                               rng);
+}
+static void attention_bias_backward(void *dqkv, float *dbias, float *dscore_bias, const void *dout,
+                                    const void *qkv, const int *key_valid, int causal, const void *workspace,
+                                    int B, int T, int H, int G, int D, int head_start, int total_heads,
+                                    dropout_rng rng) {
+    cpu_attention_bias_backward(dqkv, dscore_bias, dout, qkv, key_valid, causal, workspace, B, T, H, G, D,
+                                head_start, total_heads, rng);
+    if (dbias) cpu_bias_backward(dbias, dqkv, B * T, (H + 2 * G) * D);
+}
 static void cross_attention_forward(void *out, void *workspace, const void *q, const void *kv, const int *key_valid,
                                     int B, int Tq, int Tk, int H, int D, int head_start, int total_heads,
                                     dropout_rng rng) {
@@ -338,6 +352,8 @@ static const kernel_ops cpu_ops = {
     .decode_attention = decode_attention,
     .attention_padded_forward = attention_padded_forward,
     .attention_padded_backward = attention_padded_backward,
+    .attention_bias_forward = attention_bias_forward,
+    .attention_bias_backward = attention_bias_backward,
     .cross_attention_workspace_bytes = cpu_cross_attention_workspace_bytes,
     .cross_attention_forward = cross_attention_forward,
     .cross_attention_backward = cross_attention_backward,

@@ -104,6 +104,13 @@ void cpu_attention_padded_backward(float *dqkv, const float *dout, const float *
                                    const int *key_valid, const void *workspace, int B, int T,
                                    int H, int G, int D, int head_start, int total_heads,
                                    dropout_rng rng);
+/* (T5's relative position bias: self-attention with an additive score bias [H,T,T], padded or causal) */
+void cpu_attention_bias_forward(float *out, void *workspace, const float *qkv, const int *key_valid,
+                                const float *bias, int causal, int B, int T, int H, int G, int D,
+                                int head_start, int total_heads, dropout_rng rng);
+void cpu_attention_bias_backward(float *dqkv, float *dscore_bias, const float *dout, const float *qkv,
+                                 const int *key_valid, int causal, const void *workspace, int B, int T,
+                                 int H, int G, int D, int head_start, int total_heads, dropout_rng rng);
 /* (T5's cross-attention: q[B,Tq,H*D] over kv[B,Tk,H*2D], kernels.h's cross_attention_*) */
 size_t cpu_cross_attention_workspace_bytes(int B, int Tq, int Tk, int H);
 void cpu_cross_attention_forward(float *out, void *workspace, const float *q, const float *kv,

@@ -21,6 +21,12 @@ static inline const __nv_bfloat16 *as_nv(const bf16 *p) {
 
 static inline cudaStream_t compute_stream(void) { return (cudaStream_t)cuda_stream(); }
 
+/* lanes: side streams for independent GEMMs (cuda_context.cu) */
+enum { CUDA_LANES_MAX = 4 };
+void cuda_lane_fork(int lanes);
+void cuda_lane_select(int lane);
+void cuda_lane_join(int lanes);
+
 static inline unsigned int ceil_div(size_t a, size_t b) { return (unsigned int)((a + b - 1) / b); }
 
 /* after every launch: a bad configuration is reported at its call site, not at the next sync */

@@ -828,32 +828,63 @@ static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
 }
 
 /* the grouped GEMMs (kernels.h: grouped_matmul_forward / _backward): one GEMM per non-empty row
- * block, planned per size bucket (gemm_bucketed above) */
+ * block, planned per size bucket (gemm_bucketed above). The blocks' GEMMs are independent: they
+ * can run on grouped_lanes() lanes in turn (MTC_GROUPED_GEMM_LANES=2..4), so that one GEMM's
+ * last partial wave of tiles overlaps the next one's first (each GEMM alone leaves SMs idle in its
+ * tail). Each GEMM's result does not depend on the lanes: the same algorithm, its own output rows
+ * and weight gradient. */
+static int grouped_lanes(void) {
+    static int lanes = 0;
+    if (lanes == 0) {
+        /* one stream unless asked: the lanes' speed-up on an H200 is not measured yet */
+        const char *env = getenv("MTC_GROUPED_GEMM_LANES");
+        lanes = env && *env ? atoi(env) : 1;
+        lanes = lanes < 1 ? 1 : lanes > CUDA_LANES_MAX ? CUDA_LANES_MAX : lanes;
+    }
+    return lanes;
+}
+
+/* the lanes a grouped call uses: 1 (no fork) unless two blocks or more have rows */
+static int lanes_for(const int *rows, int groups) {
+    int busy = 0;
+    for (int g = 0; g < groups; g++) busy += rows[g + 1] > rows[g];
+    int lanes = grouped_lanes();
+    return busy < 2 ? 1 : busy < lanes ? busy : lanes;
+}
+
 template <typename E>
 static void grouped_forward_t(E *out, const E *x, const void *const *weight, const int *rows, int groups, int IC,
                               int OC) {
+    const int lanes = lanes_for(rows, groups);
+    if (lanes > 1) cuda_lane_fork(lanes);
     gemm_bucketed = true;
-    for (int g = 0; g < groups; g++) {
+    for (int g = 0, turn = 0; g < groups; g++) {
         int n = rows[g + 1] - rows[g];
-        if (n > 0)
-            matmul_forward_t(out + (size_t)rows[g] * OC, (E *)NULL, x + (size_t)rows[g] * IC, (const E *)weight[g],
-                             (const E *)NULL, n, IC, OC);
+        if (n <= 0) continue;
+        if (lanes > 1) cuda_lane_select(turn++ % lanes);
+        matmul_forward_t(out + (size_t)rows[g] * OC, (E *)NULL, x + (size_t)rows[g] * IC, (const E *)weight[g],
+                         (const E *)NULL, n, IC, OC);
     }
     gemm_bucketed = false;
+    if (lanes > 1) cuda_lane_join(lanes);
 }
 
 template <typename E>
 static void grouped_backward_t(E *dx, float *const *dweight, const E *dout, const E *x, const void *const *weight,
                                const int *rows, int groups, int IC, int OC) {
+    const int lanes = lanes_for(rows, groups);
+    if (lanes > 1) cuda_lane_fork(lanes);
     gemm_bucketed = true;
-    for (int g = 0; g < groups; g++) {
+    for (int g = 0, turn = 0; g < groups; g++) {
         int n = rows[g + 1] - rows[g];
-        if (n > 0)
-            matmul_backward_t(dx ? dx + (size_t)rows[g] * IC : (E *)NULL, dweight ? dweight[g] : (float *)NULL,
-                              (float *)NULL, dout + (size_t)rows[g] * OC, x + (size_t)rows[g] * IC,
-                              (const E *)weight[g], n, IC, OC);
+        if (n <= 0) continue;
+        if (lanes > 1) cuda_lane_select(turn++ % lanes);
+        matmul_backward_t(dx ? dx + (size_t)rows[g] * IC : (E *)NULL, dweight ? dweight[g] : (float *)NULL,
+                          (float *)NULL, dout + (size_t)rows[g] * OC, x + (size_t)rows[g] * IC, (const E *)weight[g], n,
+                          IC, OC);
     }
     gemm_bucketed = false;
+    if (lanes > 1) cuda_lane_join(lanes);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */

@@ -5,6 +5,13 @@
 # efficiency for the 1-rank case, each case's start-up), that a malformed study is refused naming file:line, that
 # `render` writes one sbatch script per case through jobs/mkjob with the case's layout flags,
 # that `collect` and `report` rebuild the report, and that the GPT-3 presets load in pretrain_gpt.
+# The BERT and T5 rows: perf/studies/bert-cpu.study and t5-cpu.study (program = pretrain_bert /
+# pretrain_t5 over the harness's synthetic WordPiece corpus, 1 and 2 ranks) give a row per case
+# whose TFLOP/s and MFU are BERT's and T5's FLOP counts (by hand below), whose parameters are the
+# program's own count, a T5 row its encoder+decoder layers and lengths; the vocabulary is
+# Megatron-Core's BertTokenizer's (the corpus's tokens; + 100 extra ids for BertWordPieceCase, a
+# cased BERT study's too); a BERT study with peer = torch_bert hands the peer its shape; BERT/T5
+# settings in the wrong study are refused.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 HARNESS="python3 $top_srcdir/perf/harness"
@@ -207,6 +214,123 @@ printf 'kind = throughput\nbase = gpt-tiny\niterations = 11\npeer = torch_gpt\nc
 $HARNESS run "$WORK/bad-peer.study" --out "$WORK/bad" > "$WORK/bad-peer.out" 2>&1
 [ $? -eq 2 ] && grep -q "bad-peer.study:1: with a peer, iterations must exceed 11" "$WORK/bad-peer.out"
 ok $? "a peer study too short for the peer's 10 warm-up steps is refused"
+
+# --- the BERT and T5 rows: their programs over a synthetic corpus, their own FLOP counts ---
+# check_encoder_row STUDY CASE RANKS FLOPS_PER_TOKEN: the record's case ran, its model FLOPs per
+# (encoder) token (median TFLOP/s x ranks / median tokens/s) are FLOPS_PER_TOKEN, its MFU is those
+# TFLOP/s over --peak-tflops 0.16, and its parameters are what the program printed
+check_encoder_row() {
+    python3 - "$WORK"/results/"$1"-*.json "$2" "$3" "$4" "$WORK/$1/$2.out" <<'PY'
+import json, re, sys
+record, name, ranks, per_token, out = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+c = [c for c in record["cases"] if c["name"] == name][0]
+st = c["stats"]
+got = st["model_tflops_per_gpu"]["median"] * 1e12 * ranks / st["tokens_per_second"]["median"]
+printed = int(re.search(r"> number of parameters: ([0-9]+)", open(out).read()).group(1))
+print(f"# {name}: {got:.1f} FLOPs per token (by hand {per_token:.0f}), MFU {st['mfu']['median']}, "
+      f"parameters {c['parameters']} (printed {printed})")
+assert c["status"] == "ok" and c["ranks"] == ranks and abs(got / per_token - 1) < 1e-5
+assert abs(st["mfu"]["median"] - st["tflops_per_gpu"]["median"] / 0.16) < 1e-5
+assert c["parameters"] == printed and c["program"] == record["program"]
+PY
+}
+# BERT, l 2, h 64 (q = kv = 64), ffn 256, s 64, padded V 512 (the corpus's 512 tokens, to 64: the
+# lower-case BertTokenizer of Megatron-Core has no [BOS]/[EOS], which made it 514 -> 576 before).
+# Per token forward: layer 8 h^2 = 32768 + 4 q s = 16384 (bidirectional) + 16 h^2 = 65536 =
+# 114688, x 2 = 229376; LM head 2 h^2 = 8192 and logits 2 h V = 65536: 303104; per sample the
+# pooler 2 h^2 + the binary head 4 h = 8448, 132 per token; x 3: 909708 per token.
+$HARNESS run "$top_srcdir/perf/studies/bert-cpu.study" --out "$WORK/results" --logs "$WORK/bert-cpu" \
+    > "$WORK/bert-cpu.out" 2>&1
+status=$?
+ok $status "perf/harness run bert-cpu.study: pretrain_bert over the harness's corpus (exit $status)"
+[ $status -eq 0 ] || tail -20 "$WORK/bert-cpu.out" | sed 's/^/# /'
+for case in "bert-1r 1" "bert-2r 2"; do
+    set -- $case
+    check_encoder_row bert-cpu "$1" "$2" 909708
+    ok $? "BERT row $1: BERT's FLOPs (909708 per token by hand), MFU over the peak, the program's parameter count"
+done
+grep -q "^| bert-2r | 146K | 2 | 1 | 1 | 2 | 4 | 8 | 64 | [0-9.,]* | [0-9.,]* | [0-9.]* | [0-9.]*% | [0-9.]*% |" \
+    "$WORK"/results/bert-cpu-*.md && grep -q "^- program: pretrain_bert (TFLOP/s, MFU and HFU count BERT's FLOPs" \
+    "$WORK"/results/bert-cpu-*.md && grep -q "^- corpus: synthetic, 200 documents over a WordPiece vocabulary of 512" \
+    "$WORK"/results/bert-cpu-*.md
+ok $? "the BERT report: a Megatron-style row per case, the program and the corpus named"
+# a cased BERT study (--tokenizer-type BertWordPieceCase): the vocabulary is the corpus's 512 + the
+# 100 <extra_id_i> of Megatron-Core's BertTokenizer, padded V 640 (was 514 -> 576). Per token
+# forward 229376 + 8192 + logits 2 h V = 81920: 319488, + 132: x 3 = 958860 per token.
+printf '%s\n' "kind = throughput" "program = pretrain_bert" "base = bert-large" "corpus = wordpiece 512 60" \
+    "flags = --device cpu --peak-tflops 0.16 --make-vocab-size-divisible-by 64 --tokenizer-type BertWordPieceCase" \
+    "iterations = 8" "warmup = 4" "case name=cased-1r ranks=1 layers=2 hidden=64 heads=4 seq=64 micro=2 global=2" \
+    > "$WORK/bert-cased.study"
+$HARNESS run "$WORK/bert-cased.study" --out "$WORK/results" --logs "$WORK/bert-cased" > "$WORK/bert-cased.out" 2>&1
+status=$?
+[ $status -eq 0 ] || tail -5 "$WORK/bert-cased.out" | sed 's/^/# /'
+check_encoder_row bert-cased cased-1r 1 958860 &&
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["cases"][0]; assert (c["vocab"], c["padded_vocab"]) == (612, 640), c' \
+        "$WORK"/results/bert-cased-*.json &&
+    grep -q '^ > padded vocab (size: 612) with 28 dummy tokens (new size: 640)$' "$WORK/bert-cased/cased-1r.out"
+ok $? "a cased BERT study: vocabulary 512 + 100 extra ids = 612, padded 640 as pretrain_bert's; 958860 FLOPs per token"
+# T5, encoder 2 layers over Te 64, decoder 2 over Td 16, h 64, ffn 256, padded V 640 (512 + the
+# 100 sentinels, to 64). Encoder per sample 64 x (32768 + 4 q Te = 16384 + 65536) = 7340032;
+# decoder per sample 16 x (32768 + causal 2 q Td = 2048 + 65536 + cross query/output 4 h q = 16384
+# + cross core 4 q Te = 16384) + the cross keys/values of the encoder's 64 tokens 64 x 4 h kv =
+# 1048576: 3178496; logits 16 x 2 h V = 1310720. 3 x (2 x 7340032 + 2 x 3178496 + 1310720) / 64
+# encoder tokens = 1047552 per token.
+$HARNESS run "$top_srcdir/perf/studies/t5-cpu.study" --out "$WORK/results" --logs "$WORK/t5-cpu" \
+    > "$WORK/t5-cpu.out" 2>&1
+status=$?
+ok $status "perf/harness run t5-cpu.study: pretrain_t5 over the harness's corpus (exit $status)"
+[ $status -eq 0 ] || tail -20 "$WORK/t5-cpu.out" | sed 's/^/# /'
+for case in "t5-1r 1" "t5-2r 2"; do
+    set -- $case
+    check_encoder_row t5-cpu "$1" "$2" 1047552
+    ok $? "T5 row $1: T5's FLOPs (1047552 per encoder token by hand), MFU over the peak, the program's parameter count"
+done
+grep -q "^| t5-1r | 279K | 1 | 1 | 1 | 1 | 4 | 8 | 64/16 | [0-9.,]* |" "$WORK"/results/t5-cpu-*.md &&
+    grep -q -- "--encoder-num-layers 2 .*--decoder-num-layers 2 --decoder-seq-length 16 --max-position-embeddings 64" \
+        "$WORK"/results/t5-cpu-*.md
+ok $? "the T5 report: encoder/decoder sequence in the row; the command carries the decoder's layers and length"
+# a BERT study with the peer: the stand-in torch_bert echoes the shape it was given
+cat > "$WORK/peers/torch_bert.py" <<'PY'
+import sys
+l, h, heads, B, T, V, steps = (int(v) for v in sys.argv[1:8])
+print(f"torch-peer bert layers={l} hidden={h} heads={heads} B={B} T={T} V={V} steps={steps} params=1M "
+      f"step_ms=50.0 tok/s={B * T / 0.05:.0f} TFLOP/s=1 MFU=12.5% peak_mem_GiB=0.5")
+PY
+printf '%s\n' "kind = throughput" "program = pretrain_bert" "base = bert-large" "corpus = wordpiece 512 60" \
+    "flags = --device cpu --peak-tflops 0.16 --make-vocab-size-divisible-by 64" "iterations = 12" "warmup = 4" \
+    "peer = torch_bert" "case name=bert-peer ranks=1 layers=2 hidden=64 heads=4 seq=64 micro=2 global=2" \
+    > "$WORK/bert-peer.study"
+PEER_DIR="$WORK/peers" $HARNESS run "$WORK/bert-peer.study" --out "$WORK/bert-peer" --logs "$WORK/bert-peer-logs" \
+    > "$WORK/bert-peer.out" 2>&1 &&
+python3 - "$WORK"/bert-peer/bert-peer-*.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["cases"][0]["peer"]
+assert p["status"] == "ok" and p["command"][-7:] == ["2", "64", "4", "2", "64", "512", "12"], p
+PY
+ok $? "peer = torch_bert runs after the 1-rank BERT case on its shape (layers hidden heads micro seq padded-vocab steps)"
+grep -q "ours the same plus the LM head's dense layer" "$WORK"/bert-peer/bert-peer-*.md
+ok $? "the BERT peer table says how the two FLOP counts differ"
+# BERT/T5 settings where they do not belong
+refused() {  # refused DESCRIPTION PATTERN LINE...: a study of these lines is refused with PATTERN
+    what=$1 pattern=$2
+    shift 2
+    printf '%s\n' "$@" > "$WORK/refused.study"
+    $HARNESS show "$WORK/refused.study" > "$WORK/refused.out" 2>&1
+    [ $? -eq 2 ] && grep -q "$pattern" "$WORK/refused.out"
+    ok $? "refused: $what ($(cat "$WORK/refused.out"))"
+}
+refused "pretrain_bert without a corpus" "refused.study:1: pretrain_bert reads a sentence-split WordPiece corpus" \
+    "kind = throughput" "program = pretrain_bert" "base = bert-large" "case ranks=1"
+refused "a corpus for pretrain_gpt" "refused.study:3: corpus = ... is for program = pretrain_bert or pretrain_t5" \
+    "kind = throughput" "base = gpt-tiny" "corpus = wordpiece 512" "case ranks=1"
+refused "a malformed corpus" "refused.study:3: corpus must be 'wordpiece VOCAB \[DOCUMENTS\]'" \
+    "kind = throughput" "program = pretrain_t5" "corpus = sentencepiece 512" "base = t5-220m" "case ranks=1"
+refused "decoder keys outside T5" "refused.study:4: decoder_seq is for program = pretrain_t5" \
+    "kind = throughput" "program = pretrain_bert" "corpus = wordpiece 512" "case ranks=1 decoder_seq=8" "base = bert-large"
+refused "an unknown program" "refused.study:1: program must be one of pretrain_gpt, pretrain_bert, pretrain_t5" \
+    "program = pretrain_llama"
+refused "the BERT peer on a GPT study" "peer torch_bert does not train what pretrain_gpt trains" \
+    "kind = throughput" "base = gpt-tiny" "iterations = 12" "peer = torch_bert" "case ranks=1"
 
 # --- the presets of Megatron's table 1 load: every flag is known and the values pass the checks ---
 # (a batch that cannot divide is the last check pretrain_gpt makes: reaching it proves the rest)

@@ -11,15 +11,18 @@ FAULT_RECORD="$WORK/fault_record.tsv"
 : > "$FAULT_RECORD"
 
 fault_trial() {  # fault_trial CASE STATUS [WHY]
-    printf '%s\t%s\n' "$1" "$2" >> "$FAULT_RECORD"
-    [ "$2" -eq 0 ] || diag "$1: trial failed: ${3:-no reason given}"
+    why=$(printf '%s' "${3:-no reason given}" | tr '\t\n' '  ')
+    printf '%s\t%s\t%s\n' "$1" "$2" "$why" >> "$FAULT_RECORD"
+    [ "$2" -eq 0 ] || diag "$1: trial failed: $why"
 }
 
+# a failed case's TAP line carries its first failure's reason (a CI log shows only TAP lines)
 fault_case_ok() {  # fault_case_ok CASE EXPECTATION
     trials=$(awk -F'\t' -v c="$1" '$1 == c' "$FAULT_RECORD" | wc -l)
     failed=$(awk -F'\t' -v c="$1" '$1 == c && $2 != 0' "$FAULT_RECORD" | wc -l)
+    first_why=$(awk -F'\t' -v c="$1" '$1 == c && $2 != 0 { print $3; exit }' "$FAULT_RECORD" | cut -c1-400)
     [ "$trials" -gt 0 ] && [ "$failed" -eq 0 ]
-    ok $? "$1: $2 ($((trials - failed))/$trials trials survived)"
+    ok $? "$1: $2 ($((trials - failed))/$trials trials survived)${first_why:+; first failure: $first_why}"
 }
 
 fault_skip_case() {  # fault_skip_case CASE WHY

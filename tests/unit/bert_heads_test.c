@@ -111,7 +111,7 @@ static void run(const kernel_ops *ops, int binary) {
     double *p = malloc(sizeof(double) * O_END), *fd = malloc(sizeof(double) * O_END);
     for (int i = 0; i < O_END; i++) p[i] = values[i] = frand(-1.0f, 1.0f);
     for (int i = 0; i < C; i++) p[O_NW + i] = values[O_NW + i] = frand(0.5f, 1.5f);
-    bert_heads_config cfg = {C, V, binary, EPS};
+    bert_heads_config cfg = {C, V, binary, EPS, NULL, NULL};
     bert_heads_view params = {NULL, values + O_DW, values + O_DB, values + O_NW, values + O_NB,
                               values + O_OB, binary ? values + O_PW : NULL, binary ? values + O_PB : NULL,
                               binary ? values + O_BW : NULL, binary ? values + O_BB : NULL};

@@ -2,7 +2,11 @@
  * num_floating_point_operations (training.py, transformer_flops): per token and layer the
  * forward costs 2 h (q + 2 kv) + 2 q h (projections), 2 q s causal / 4 q s full (QK^T and
  * softmax V), 2 h ffn x 2 (x 3 with SwiGLU); plus 2 h V for the logits; x 3 for the backward.
- * The peak table is checked against NVIDIA's datasheet figures. */
+ * BERT: the same layers with the core attention never halved, the LM head's dense 2 h^2 and logits
+ * per token, the pooler's 2 h^2 and the binary head's 2 h x 2 per row. T5: the encoder as BERT's,
+ * the decoder's causal self-attention, its cross-attention (query and output projections per
+ * decoder token, key and value projections per encoder token, 4 q Te per decoder token) and MLP,
+ * the logits per decoder token. The peak table is checked against NVIDIA's datasheet figures. */
 #include "perf/metrics/flops.h"
 #include "perf/metrics/peak_flops.h"
 #include "tests/tap.h"
@@ -111,6 +115,89 @@ static void moe_top2(void) {
     tap_ok(f.model == 284421324275712.0, "MoE pattern of 16 MoE layers of 32: the same %.0f", f.model);
 }
 
+/* a small encoder: l 2, h 64, 4 heads of 16 (q = kv = 64), ffn 256, s 32, V 128. Per token and
+ * layer, forward: projections 2 x 64 x 192 + 2 x 64 x 64 = 32768; core attention, bidirectional,
+ * 4 q s = 8192; MLP 2 x 64 x 256 x 2 = 65536; the layer 106496, two layers 212992 */
+static model_shape small_encoder(void) { return gpt(2, 64, 4, 32, 128, 0); }
+
+static void bert(void) {
+    /* pretrain_bert, B 4: per token 212992 + the LM head's dense 2 h^2 = 8192 + logits 2 h V =
+     * 16384 = 237568, x 128 tokens = 30408704; per row the pooler 2 h^2 = 8192 + the binary head
+     * 2 h x 2 = 256 = 8448, x 4 rows = 33792; forward 30442496, x 3: */
+    model_shape m = small_encoder();
+    bert_heads_shape pretrain = {.lm_head = 1, .pooled_outputs = 2};
+    iteration_flops f = bert_flops_per_iteration(&m, &pretrain, 4, NULL);
+    tap_ok(f.model == 91327488.0 && f.hardware == f.model, "BERT l 2 h 64 s 32 V 128, B 4: %.0f = 91327488 by hand",
+           f.model);
+    double B = 4, s = 32, l = 2, h = 64, V = 128;
+    tap_ok(close_to(f.model, 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h) + 1 / (12 * l)) +
+                                 3 * B * (2 * h * h + 4 * h)),
+           "BERT = 72 B s l h^2 (1 + s/(6h) + V/(12lh) + 1/(12l)) + 3 B (2 h^2 + 4 h): GPT's form, attention not halved");
+    m.causal = 1;
+    iteration_flops g = bert_flops_per_iteration(&m, &pretrain, 4, NULL);
+    tap_ok(g.model == f.model, "BERT's attention is bidirectional whatever the shape's causal says");
+    model_shape full = small_encoder();
+    iteration_flops gpt_count = flops_per_iteration(&full, 4, NULL);
+    tap_ok(close_to(f.model - gpt_count.model, 3 * (128 * 2 * h * h + 4 * (2 * h * h + 4 * h))),
+           "BERT = the non-causal GPT count + the LM head's dense per token + pooler and binary head per row");
+    bert_heads_shape no_binary = {.lm_head = 1, .pooled_outputs = 0};
+    g = bert_flops_per_iteration(&m, &no_binary, 4, NULL);
+    tap_ok(g.model == 91327488.0 - 3 * 33792.0, "--bert-no-binary-head: no pooler or binary head (%.0f = 91226112)",
+           g.model);
+    /* finetune_bert MNLI: no LM head; per token 212992 x 128 = 27262976, per row the pooler 8192 +
+     * 3 classes 2 x 64 x 3 = 384, x 4 rows = 34304; x 3 = 81891840 */
+    bert_heads_shape mnli = {.lm_head = 0, .pooled_outputs = 3};
+    g = bert_flops_per_iteration(&m, &mnli, 4, NULL);
+    tap_ok(g.model == 81891840.0, "finetune_bert MNLI: the pooler and a 3-class head, no LM head (%.0f = 81891840)",
+           g.model);
+    /* recomputation repeats the layers only: full 128 tokens x 212992, selective 128 x 2 x 8192 */
+    recompute_spec r = {RECOMPUTE_FULL, 2};
+    g = bert_flops_per_iteration(&m, &pretrain, 4, &r);
+    tap_ok(g.model == f.model && g.hardware - g.model == 128.0 * 212992,
+           "BERT full recompute: hardware = model + the layers' forward, not the heads (%.0f)", g.hardware - g.model);
+    r.granularity = RECOMPUTE_SELECTIVE;
+    g = bert_flops_per_iteration(&m, &pretrain, 4, &r);
+    tap_ok(g.hardware - g.model == 128.0 * 2 * 8192, "BERT selective recompute: + the core attention, not halved");
+}
+
+static void t5(void) {
+    /* T5: the small encoder's shape, 2 encoder layers over Te 32, 2 decoder layers over Td 8, B 4.
+     * Encoder layer per sample: 32 x 106496 = 3407872. Decoder layer per token: self-attention
+     * projections 32768 + causal core 2 q Td = 1024 + MLP 65536 + cross query and output 4 h q =
+     * 16384 + cross core 4 q Te = 8192 = 123904, x 8 = 991232, + the cross keys and values on the
+     * encoder's 32 tokens 32 x 2 x 64 x 128 = 524288: 1515520. Logits 8 x 2 h V = 131072.
+     * Per sample 2 x 3407872 + 2 x 1515520 + 131072 = 9977856, x 4 x 3: */
+    encoder_decoder_shape t = {small_encoder(), 2, 8};
+    iteration_flops f = t5_flops_per_iteration(&t, 4, NULL);
+    tap_ok(f.model == 119734272.0 && f.hardware == f.model, "T5 2+2 layers, h 64, Te 32, Td 8, V 128, B 4: %.0f = "
+           "119734272 by hand", f.model);
+    double B = 4, l = 2, h = 64, Te = 32, Td = 8, V = 128;
+    tap_ok(close_to(f.model, 3 * B * (l * Te * (24 * h * h + 4 * Te * h) + l * Td * (28 * h * h + 2 * Td * h + 4 * Te * h) +
+                                      l * Te * 4 * h * h + 2 * Td * h * V)),
+           "T5 = 3 B (Le Te (24h^2 + 4 Te h) + Ld Td (28h^2 + 2 Td h + 4 Te h) + Ld Te 4h^2 + 2 Td h V)");
+    t.encoder.causal = 1;
+    tap_ok(t5_flops_per_iteration(&t, 4, NULL).model == f.model, "the encoder is bidirectional whatever causal says");
+    t.decoder_num_layers = 3;
+    iteration_flops g = t5_flops_per_iteration(&t, 4, NULL);
+    tap_ok(g.model - f.model == 3.0 * 4 * 1515520, "a third decoder layer adds one decoder layer (%.0f)",
+           g.model - f.model);
+    t.decoder_num_layers = 2;
+    t.decoder_seq_length = 16;  /* the logits and the decoder's token-linear work double, the cross core too */
+    g = t5_flops_per_iteration(&t, 4, NULL);
+    tap_ok(close_to(g.model - f.model, 3 * B * (l * 8 * (28 * h * h + 4 * Te * h) + l * 2 * (16 * 16 - 8 * 8) * h +
+                                                8 * 2 * h * V)),
+           "a longer decoder: its self-attention core grows with Td^2 (halved), the rest with Td");
+    t.decoder_seq_length = 8;
+    recompute_spec r = {RECOMPUTE_FULL, 1};
+    g = t5_flops_per_iteration(&t, 4, &r);
+    tap_ok(g.hardware - g.model == 4.0 * (3407872 + 1515520), "T5 full recompute of 1 layer per stack: + one encoder "
+           "and one decoder layer");
+    r.granularity = RECOMPUTE_SELECTIVE;
+    g = t5_flops_per_iteration(&t, 4, &r);
+    tap_ok(g.hardware - g.model == 4.0 * (2 * 32 * 8192 + 2 * 8 * (1024 + 8192)),
+           "T5 selective recompute: + the self- and cross-attention cores");
+}
+
 static void peaks(void) {
     tap_ok(peak_tflops_lookup("NVIDIA H100 80GB HBM3", PEAK_BF16) == 989.4, "H100 SXM bf16 dense 989.4");
     tap_ok(peak_tflops_lookup("NVIDIA H100 80GB HBM3", PEAK_FP8) == 1978.9, "H100 SXM fp8 dense 1978.9");
@@ -134,6 +221,8 @@ int main(void) {
     gpt3_175b();
     llama2_7b_gqa();
     moe_top2();
+    bert();
+    t5();
     peaks();
     return tap_done();
 }

@@ -11,7 +11,8 @@
  *    kernels too: RMSNorm, rotary embeddings (both pairings, partial rotation), SwiGLU, and
  *    grouped-/multi-query attention (a group's K/V gradients summed over its query heads); BERT's
  *    bidirectional attention with a key-padding mask (attention_padded_*), exact GeLU and tanh;
- *    T5's cross-attention (cross_attention_*: Tq != Tk queries over keys and values).
+ *    T5's cross-attention (cross_attention_*: Tq != Tk queries over keys and values) and its
+ *    relative position bias (attention_bias_*: a score bias, padded or causal, and its gradient).
  * Shapes are small and odd (B=2, T=5, C=7, H=2, D=3, V=11) so that off-by-one layouts show up.
  *
  * Error measure: err(a, b) = max_i |a_i - b_i| / max(max_i |b_i|, 1e-6) with b the double
@@ -545,9 +546,16 @@ typedef struct {
     const float *R;
     int NH, NG, head_start, total_heads;
     dropout_rng rng;
+    double *bias;      /* attention_bias_*: [NH,T,T] added to the scaled scores; NULL: none */
+    int causal;        /* attention_bias_*: keys after the query invisible too */
 } padded_ctx;
 
-/* softmax over the visible keys of every query, in double; keys with valid 0 take no part */
+static int padded_visible(const padded_ctx *c, int b, int t1, int t2) {
+    return (!c->valid || c->valid[b * T + t2]) && (!c->causal || t2 <= t1);
+}
+
+/* softmax over the visible keys of every query, in double; keys with valid 0 (and with causal
+ * set the later ones) take no part; with a bias, it is added to the scaled scores */
 static void ref_attention_padded(padded_ctx *c) {
     int NH = c->NH, NG = c->NG, row = (NH + 2 * NG) * D, HD = NH * D, per = NH / NG;
     double scale = 1.0 / sqrt((double)D), att[T];
@@ -561,11 +569,11 @@ static void ref_attention_padded(padded_ctx *c) {
                     const double *k = c->qkv + (b * T + t2) * row + (g * (per + 2) + per) * D;
                     double s = 0.0;
                     for (int d = 0; d < D; d++) s += q[d] * k[d];
-                    att[t2] = s * scale;
-                    if (c->valid[b * T + t2] && att[t2] > mx) mx = att[t2];
+                    att[t2] = s * scale + (c->bias ? c->bias[(h * T + t1) * T + t2] : 0.0);
+                    if (padded_visible(c, b, t1, t2) && att[t2] > mx) mx = att[t2];
                 }
                 for (int t2 = 0; t2 < T; t2++) {
-                    att[t2] = c->valid[b * T + t2] ? exp(att[t2] - mx) : 0.0;
+                    att[t2] = padded_visible(c, b, t1, t2) ? exp(att[t2] - mx) : 0.0;
                     sum += att[t2];
                 }
                 double *o = c->out + (b * T + t1) * HD + h * D;
@@ -607,7 +615,7 @@ static void test_attention_padded(float p, int NH, int NG) {
     float *ws = K->alloc(K->attention_workspace_bytes(B, T, NH, D));
     int *key_valid = K->alloc(sizeof valid);
     K->copy_from_host(key_valid, valid, sizeof valid);
-    padded_ctx c = {to_double(qkv, nqkv), dzeros(nout), valid, R, NH, NG, head_start, total_heads, rng};
+    padded_ctx c = {to_double(qkv, nqkv), dzeros(nout), valid, R, NH, NG, head_start, total_heads, rng, NULL, 0};
 
     K->attention_padded_forward(out, ws, qkv, key_valid, B, T, NH, NG, D, head_start, total_heads, rng);
     ref_attention_padded(&c);
@@ -646,6 +654,75 @@ static void test_attention_padded(float p, int NH, int NG) {
     K->release(ws);
     K->release(key_valid);
     free(qkv); free(R); free(out); free(c.qkv); free(c.out); free(g); free(dqkv); free(qkv2); free(out2);
+}
+
+/* ------------------------------------------------------------------ attention with a score bias (T5) */
+
+/* T5's relative position bias (attention_bias_*): the encoder's (padded, bidirectional) or the
+ * decoder's (causal, no padding mask) self-attention with bias [NH,T,T] added to the scaled
+ * scores; against the double reference and its finite differences in qkv and in the bias (the
+ * bias gradient summed over the batch, accumulated into what dscore_bias held); and with a zero
+ * bias, bit for bit attention_padded_forward's output (padded) */
+static void test_attention_bias(float p, int NH, int NG, int causal) {
+    char tag[96], what[200];
+    snprintf(tag, sizeof tag, "attention with score bias p=%.2f heads %d groups %d %s", p, NH, NG,
+             causal ? "causal" : "padded");
+    if (!K->attention_bias_forward || !K->attention_bias_backward) {
+        tap_ok(0, "%s: the backend has the op", tag);
+        return;
+    }
+    static const int valid[] = {1, 1, 1, 0, 0, 1, 0, 1, 1, 1}; /* [B = 2, T = 5] */
+    int head_start = 1, total_heads = NH + 2;
+    dropout_rng rng = {p, 987, 0x5A5A5A, 11};
+    int row = (NH + 2 * NG) * D;
+    size_t nqkv = (size_t)B * T * row, nout = (size_t)B * T * NH * D, nbias = (size_t)NH * T * T;
+    float *qkv = fill(nqkv, -1.5f, 1.5f), *R = fill(nout, -1, 1), *out = fill(nout, -9, 9);
+    float *bias = fill(nbias, -2, 2);
+    float *ws = K->alloc(K->attention_workspace_bytes(B, T, NH, D));
+    int *key_valid = K->alloc(sizeof valid);
+    K->copy_from_host(key_valid, valid, sizeof valid);
+    const int *kv_mask = causal ? NULL : key_valid;
+    padded_ctx c = {to_double(qkv, nqkv), dzeros(nout), causal ? NULL : valid, R, NH, NG, head_start, total_heads,
+                    rng, to_double(bias, nbias), causal};
+
+    K->attention_bias_forward(out, ws, qkv, kv_mask, bias, causal, B, T, NH, NG, D, head_start, total_heads, rng);
+    ref_attention_padded(&c);
+    check_fwd(tag, out, c.out, nout);
+
+    double *g = dzeros(nqkv), *gbias = dzeros(nbias);
+    fd_grad(obj_attention_padded, &c, c.qkv, nqkv, g);
+    fd_grad(obj_attention_padded, &c, c.bias, nbias, gbias);
+    float *dqkv = fill(nqkv, -9, 9); /* garbage: backward overwrites all of dqkv */
+    float *dqkv_bias = fzeros((size_t)row), *dscore = fill(nbias, -1, 1), *dscore_before = malloc(nbias * sizeof(float));
+    memcpy(dscore_before, dscore, nbias * sizeof(float));
+    K->attention_bias_backward(dqkv, dqkv_bias, dscore, R, qkv, kv_mask, causal, ws, B, T, NH, NG, D, head_start,
+                               total_heads, rng);
+    snprintf(what, sizeof what, "%s dqkv (overwritten)", tag);
+    check_grad(what, dqkv, g, nqkv);
+    for (size_t i = 0; i < nbias; i++) dscore[i] -= dscore_before[i];
+    snprintf(what, sizeof what, "%s score bias gradient (summed over the batch, accumulated)", tag);
+    check_grad(what, dscore, gbias, nbias);
+
+    if (!causal) {  /* a zero bias is the padded attention's, bit for bit */
+        float *zero = fzeros(nbias), *out2 = fzeros(nout);
+        K->attention_bias_forward(out, ws, qkv, key_valid, zero, 0, B, T, NH, NG, D, head_start, total_heads, rng);
+        K->attention_padded_forward(out2, ws, qkv, key_valid, B, T, NH, NG, D, head_start, total_heads, rng);
+        tap_ok(memcmp(out, out2, nout * sizeof(float)) == 0, "%s: with a zero bias, attention_padded_forward's bits", tag);
+        free(zero); free(out2);
+    } else {  /* a later key changes no earlier query */
+        float *qkv2 = malloc(nqkv * sizeof(float)), *out2 = fzeros(nout);
+        memcpy(qkv2, qkv, nqkv * sizeof(float));
+        for (int j = 0; j < row; j++) qkv2[(size_t)(T - 1) * row + j] += 0.9f;  /* batch 0's last row */
+        K->attention_bias_forward(out2, ws, qkv2, NULL, bias, 1, B, T, NH, NG, D, head_start, total_heads, rng);
+        tap_ok(memcmp(out, out2, (size_t)(T - 1) * NH * D * sizeof(float)) == 0 &&
+                   memcmp(out + (size_t)(T - 1) * NH * D, out2 + (size_t)(T - 1) * NH * D, (size_t)NH * D * sizeof(float)),
+               "%s: a later key changes no earlier query's output", tag);
+        free(qkv2); free(out2);
+    }
+    K->release(ws);
+    K->release(key_valid);
+    free(qkv); free(R); free(out); free(bias); free(c.qkv); free(c.out); free(c.bias); free(g); free(gbias);
+    free(dqkv); free(dqkv_bias); free(dscore); free(dscore_before);
 }
 
 /* ------------------------------------------------------------------ cross-attention (T5) */
@@ -1333,6 +1410,10 @@ int main(void) {
     test_attention_padded(0.0f, H, H);
     test_attention_padded(0.25f, H, H);
     test_attention_padded(0.0f, 4, 2);
+    test_attention_bias(0.0f, H, H, 0);
+    test_attention_bias(0.25f, 4, 2, 0);
+    test_attention_bias(0.0f, H, H, 1);
+    test_attention_bias(0.3f, 3, 3, 1);
     test_cross_attention(0.0f, H);
     test_cross_attention(0.3f, 3);
     test_attention(0.25f, 4, 2, -1);
