@@ -699,6 +699,9 @@ static int validate_recompute_modules(check_state *st, const args *a) {
     for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
         if (!strcmp(w, "core_attn") || !strcmp(w, "layernorm")) continue;
         if (!strcmp(w, "moe_act") || !strcmp(w, "moe") || !strcmp(w, "shared_experts")) {
+            if (a->t5)
+                return error_format(st->err, st->errlen, "--recompute-modules %s: T5 (pretrain_t5) has no "
+                                    "mixture-of-experts layers (its modules: core_attn layernorm)", w);
             if (a->num_experts == 0)
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs --num-experts (a mixture-of-experts model)", w);
             if (!strcmp(w, "moe_act") && !a->moe_grouped_gemm)
@@ -724,7 +727,8 @@ static int validate_recompute_modules(check_state *st, const args *a) {
         for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
             if (!strcmp(w, absent[i][0]))
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs %s, which this program does not build "
-                                    "(supported: core_attn layernorm moe_act moe shared_experts)", w, absent[i][1]);
+                                    "(supported: core_attn layernorm%s)", w, absent[i][1],
+                                    a->t5 ? " with T5" : " moe_act moe shared_experts");
         return error_format(st->err, st->errlen, "--recompute-modules: unknown module '%s' (Megatron's choices: core_attn "
                             "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm moe_act moe shared_experts)", w);
     }
@@ -843,7 +847,7 @@ static int validate_t5(check_state *st, args *a) {
     const char *refused = a->num_experts > 0 ? "--num-experts" : a->context_parallel_size > 1 ? "--context-parallel-size > 1"
                         : a->window_size[0] ? "--window-size"
                         : a->group_query_attention ? "--group-query-attention (Megatron-Core's CrossAttention refuses it)"
-                        : a->recompute_granularity[0] ? "--recompute-granularity" : a->fp8_format[0] ? "--fp8-format"
+                        : a->fp8_format[0] ? "--fp8-format"
                         : a->tp_comm_overlap ? "--tp-comm-overlap" : a->memory_efficient_layer_norm ? "--memory-efficient-layer-norm"
                         : strcmp(a->position_embedding_type, "learned_absolute") && strcmp(a->position_embedding_type, "relative")
                             ? "--position-embedding-type other than learned_absolute and relative"
