@@ -15,9 +15,9 @@
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 PRETRAIN_GPT="$top_builddir/app/pretrain_t5"   # run_app's program
 bert_corpus t5 160 BertWordPieceCase
-MODEL="--encoder-num-layers 2 --decoder-num-layers 3 --hidden-size 32 --num-attention-heads 4 --kv-channels 8
-       --ffn-hidden-size 48 --encoder-seq-length 32 --decoder-seq-length 12 --max-position-embeddings 32
-       --micro-batch-size 2 --global-batch-size 4 --train-iters 3 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1
+MODEL="--encoder-num-layers 2 --decoder-num-layers 3 --hidden-size 64 --num-attention-heads 4 --kv-channels 16
+       --ffn-hidden-size 96 --encoder-seq-length 64 --decoder-seq-length 24 --max-position-embeddings 64
+       --micro-batch-size 4 --global-batch-size 8 --train-iters 3 --lr 1e-3 --lr-warmup-iters 1 --log-interval 1
        --eval-iters 0 --make-vocab-size-divisible-by 81 --hidden-dropout 0.1 --attention-dropout 0.1
        --vocab-extra-ids 100 --tokenizer-type BertWordPieceCase --vocab-file $BERT_VOCAB
        --data-path $WORK/t5_text_sentence.h5 --split 949,50,1 --peak-tflops 1"
@@ -75,20 +75,20 @@ MODES="uniform selective"
 check_layout "TP2 + sequence parallel, relative positions" 2 --tensor-model-parallel-size 2 --sequence-parallel \
     --position-embedding-type relative
 
-# HFU by hand (h 32, q = kv = 32, ffn 48, Te 32, Td 12, V 162 padded), per sample forward:
-#   encoder layer  Te (8h q + 4 q Te + 4 h ffn) = 32 (8192 + 4096 + 6144)                 = 589824
-#   decoder layer  Td (8192 + 2 q Td (causal) + 6144 + 4 h q (cross q, out) + 4 q Te (cross core))
-#                  + Te 4 h kv (cross k, v)     = 12 (8192 + 768 + 6144 + 4096 + 4096) + 32 x 4096 = 410624
-#   logits         Td 2 h V = 124416;  model = 3 (2 x 589824 + 3 x 410624 + 124416)     = 7607808
-# Full uniform repeats every layer (2411520), block 2 two of each stack (2000896), block 3 the
-# encoder's 2 (capped) and the decoder's 3 (2411520); selective the cores: 2 x 32 x 4096 +
-# 3 x 12 x (768 + 4096) = 437248; layernorm no GEMM (0).
-hfu_ratio() {  # TAG EXPECTED_EXTRA: hardware/model TFLOP/s of the last iteration = 1 + EXTRA/7607808
+# HFU by hand (h 64, q = kv = 64, ffn 96, Te 64, Td 24, V 162 padded), per sample forward:
+#   encoder layer  Te (8h q + 4 q Te + 4 h ffn) = 64 (32768 + 16384 + 24576)               = 4718592
+#   decoder layer  Td (32768 + 2 q Td (causal) + 24576 + 4 h q (cross q, out) + 4 q Te (cross core))
+#                  + Te 4 h kv (cross k, v) = 24 (32768 + 3072 + 24576 + 16384 + 16384) + 64 x 16384 = 3284992
+#   logits         Td 2 h V = 497664;  model = 3 (2 x 4718592 + 3 x 3284992 + 497664)  = 59369472
+# Full uniform repeats every layer (19292160), block 2 two of each stack (16007168), block 3
+# the encoder's 2 (capped) and the decoder's 3 (19292160); selective the cores: 2 x 64 x 16384 +
+# 3 x 24 x (3072 + 16384) = 3497984; layernorm no GEMM (0).
+hfu_ratio() {  # TAG EXPECTED_EXTRA: hardware/model TFLOP/s of the last iteration = 1 + EXTRA/59369472
     awk -v hw="$(last "$WORK/$1.jsonl" hardware_tflops_per_gpu)" -v model="$(last "$WORK/$1.jsonl" model_tflops_per_gpu)" \
-        -v want="$2" 'BEGIN { r = model > 0 ? hw / model : 0; e = 1 + want / 7607808;
+        -v want="$2" 'BEGIN { r = model > 0 ? hw / model : 0; e = 1 + want / 59369472;
                               printf "# hardware/model %.9f, by hand %.9f\n", r, e; d = r - e; if (d < 0) d = -d; exit !(d < 1e-7) }'
 }
-for case in "none 0" "uniform 2411520" "block 2000896" "block3 2411520" "selective 437248" "norms 0" "norms_attn 437248"; do
+for case in "none 0" "uniform 19292160" "block 16007168" "block3 19292160" "selective 3497984" "norms 0" "norms_attn 3497984"; do
     set -- $case
     hfu_ratio "1_rank.$1" "$2"
     ok $? "HFU, $1: hardware FLOPs = model + $2 per sample, by hand"
