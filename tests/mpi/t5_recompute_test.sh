@@ -8,7 +8,7 @@
 # 2, all 3 of the decoder), selective core_attn (self- and cross-attention cores), layernorm and
 # both give the losses and every parameter bitwise those of the run without recomputation (the
 # recomputed forward draws the same dropout masks: the same Philox streams), with lower peak
-# memory (peak_memory_gib of the metrics JSON); hardware FLOPs (HFU) count the repeated forward
+# memory (peak_memory_gib of the metrics JSON, and the memory estimate's activations); hardware FLOPs (HFU) count the repeated forward
 # work as perf/metrics/flops.c does, against figures computed by hand; T5's relative position
 # bias recomputes alike; the mixture-of-experts modules, absent from T5, are refused by name.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -40,6 +40,9 @@ lower() {
         'BEGIN { exit !(a + 0 < b + 0 && a + 0 > 0) }'
 }
 
+# estimate TAG: the activation MB of the log's theoretical memory footprints (memory_estimate.c)
+estimate() { sed -n 's/.*theoretical memory footprints:.* activation=\([0-9.]*\) MB.*/\1/p' "$WORK/$1.out"; }
+
 # check_layout NAME RANKS LAYOUT...: every mode against the run without recomputation
 check_layout() {
     name=$1; ranks=$2; shift 2
@@ -63,6 +66,8 @@ check_layout() {
         ok $? "$name, $mode: losses of 3 iterations and every parameter bitwise those without recomputation"
         lower "$tag.$mode" "$tag.none"
         ok $? "$name, $mode: peak memory lower than without recomputation"
+        awk -v a="$(estimate "$tag.$mode")" -v b="$(estimate "$tag.none")" 'BEGIN { exit !(a + 0 < b + 0 && a + 0 > 0) }'
+        ok $? "$name, $mode: the memory estimate's activations lower too ($(estimate "$tag.$mode") < $(estimate "$tag.none") MB)"
         mem="$mem, $mode $(last "$WORK/$tag.$mode.jsonl" peak_memory_gib)"
     done
     diag "$name: peak GiB: $mem"
