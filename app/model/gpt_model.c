@@ -455,9 +455,10 @@ static int loss_chunk_rows(const gpt_model *m) {
 }
 
 /* A slot keeps every activation of the layers it stores. Of a recomputed group it keeps only the
- * first layer's input: the other buffers are the model's one set of recompute buffers, which the
- * forward overwrites (micro-batch after micro-batch) and the backward refills by running the
- * group's forward again. */
+ * first layer's input: the other buffers are the model's one set of recompute buffers (per
+ * stack: T5's encoder and decoder layers differ in rows and parts), which the forward
+ * overwrites (micro-batch after micro-batch) and the backward refills by running the group's
+ * forward again. */
 static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot) {
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);
