@@ -374,6 +374,8 @@ TESTS += tests/mpi/t5_relative_test.sh
 # T5 and Hugging Face T5ForConditionalGeneration (issue 46)
 TESTS += tests/mpi/t5_hf_test.sh
 EXTRA_DIST += tests/tools/hf_t5_reference.py perf/t5_hf_parity.sh perf/t5_hf_parity.py
+# T5 with activation recomputation, full and selective (issue 46)
+TESTS += tests/mpi/t5_recompute_test.sh
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh
