@@ -60,6 +60,10 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
     double params = layers_here * ((1 - moe_share) * layer + moe_share * moe_layer) / tp + vocab * h / tp +
                     positions * h + 2 * h;
     if (a->untie_embeddings_and_output_weights && pp == 1) params += vocab * h / tp;
+    /* T5: the decoder's layers, each with a cross-attention (queries, keys and values, output,
+     * its norm) besides a GPT layer's, and the decoder's final norm */
+    if (a->t5)
+        params += a->decoder_num_layers * (layer + 3 * heads * kv * (h + 1) + heads * kv * h + h + 2 * h) / tp + 2 * h;
     int mixed = ops->act_bytes == 2;
     double per_param = mixed ? (a->use_distributed_optimizer ? 6 + 12 / dp : 18)
                              : (a->use_distributed_optimizer ? 8 + 8 / dp : 16);
