@@ -249,7 +249,7 @@ static const option_spec specs[] = {
     {"attention-backend", "Megatron-LM implementation switches", OPTION_CHOICE, .choices = "flash|fused|unfused|local|auto", .flags = OPTION_NO_EFFECT, .help = "attention is the CPU reference on --device cpu and flash attention on cuda, whatever this says (the same softmax(QK^T/sqrt(d))V)"},
     {"use-flash-attn", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the CUDA backend always uses flash attention"},
     {"no-masked-softmax-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
-    {"no-bias-gelu-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
+    {"no-bias-gelu-fusion", "Megatron-LM implementation switches", OPTION_FLAG, AT(no_bias_gelu_fusion), .help = "no bias-GeLU fusion (Megatron's bias_activation_fusion off): the MLP's GeLU (not --swiglu) is F.gelu's exact erf form instead of the fused kernel's tanh approximation; --disable-bias-linear switches the fusion off too"},
     {"no-bias-dropout-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
     {"no-gradient-accumulation-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "weight gradients always accumulate into the fp32 gradient buffer; fusing that changes speed, not results"},
     {"cross-entropy-loss-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the vocab-parallel cross-entropy is always one fused pass that never gathers the logits"},
@@ -391,6 +391,9 @@ static int validate_architecture(check_state *st, args *a) {
             return error_format(st->err, st->errlen, "rotary embeddings turn channel pairs: --kv-channels %d x --rotary-percent %g = %d channels is not an even number >= 2",
                         a->kv_channels, a->rotary_percent, rotary_dim);
     }
+    /* Megatron's validate_args: no bias-GeLU fusion without linear biases; the MLP's GeLU is then
+     * F.gelu (erf) rather than bias_gelu_impl (tanh). --use-checkpoint-args takes the checkpoint's. */
+    if (!a->bias_gelu_fusion_from_checkpoint) a->bias_gelu_fusion = !a->no_bias_gelu_fusion && !a->disable_bias_linear;
     if (!rope && (a->use_rope_scaling || given(st, "rope-scaling-factor")))
         return error_format(st->err, st->errlen, "--use-rope-scaling and --rope-scaling-factor scale rotary frequencies: they need --position-embedding-type rope");
     if (given(st, "rope-scaling-factor") && !a->use_rope_scaling)
@@ -1086,6 +1089,7 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->apply_layernorm_1p = a->apply_layernorm_1p;
     c->rmsnorm = !strcmp(a->normalization, "RMSNorm");
     c->swiglu = a->swiglu;
+    c->gelu_erf = !a->swiglu && !a->bias_gelu_fusion;
     c->num_query_groups = a->num_query_groups;
     c->disable_bias_linear = a->disable_bias_linear;
     c->add_qkv_bias = a->add_qkv_bias;
