@@ -1,0 +1,82 @@
+#!/bin/sh
+# gelu_form_test.sh: the MLP's GeLU as Megatron-LM computes it (pretrain_gpt, fp32 CPU, 2 ranks).
+# Megatron's MLP runs bias_gelu_impl, GeLU's tanh approximation, only with the bias-GeLU fusion
+# (bias_activation_fusion); --no-bias-gelu-fusion, and --disable-bias-linear (validate_args turns
+# the fusion off without biases), leave it F.gelu, the exact erf form (app/model/mlp_gelu.h).
+# 1. --no-bias-gelu-fusion changes the losses (large weights, so the forms differ visibly), on
+#    DP2 and TP2 alike; --disable-bias-linear with and without it gives the same losses, bitwise.
+# 2. Checkpoints record Megatron's bias_gelu_fusion (1 by default, 0 with either flag).
+# 3. A --disable-bias-linear checkpoint forged to bias_gelu_fusion 1 and resumed with
+#    --use-checkpoint-args computes the tanh form: other losses than the erf one's, and those of
+#    the same checkpoint without the attribute (saved before it was recorded: tanh, as then).
+# 4. --use-checkpoint-args restores the exact form: a --no-bias-gelu-fusion checkpoint resumed
+#    without the flag gives bitwise the losses of the resume with it; a plain resume without the
+#    flag is refused, naming the MLP's GeLU.
+. "${top_srcdir:-.}/tests/lib.sh"
+FIXTURE="$top_builddir/tests/tools/make_hf_fixture"
+MODEL="--args-file $TINY_ARGS --num-layers 1 --init-method-std 0.5 --lr-warmup-iters 0 --lr-decay-iters 4 --eval-iters 0
+       --log-interval 1"
+args_attr() { h5dump -a "/args/$2" "$1" | sed -n 's/^ *(0): *//p' | tr -d '"'; }
+losses() {  # losses NAME : the train losses of $WORK/NAME.jsonl into $WORK/NAME.loss
+    json_field "$WORK/$1.jsonl" train lm_loss > "$WORK/$1.loss"
+}
+train() {  # train NAME FLAGS... : 2 iterations on 2 ranks, losses in $WORK/NAME.loss
+    name=$1; shift
+    run_app 2 $MODEL --train-iters 2 --metrics-file "$WORK/$name.jsonl" "$@"
+    status=$?
+    [ $status -eq 0 ] || sed 's/^/#   /' "$WORK/err" | tail -3
+    losses "$name"
+    return $status
+}
+same() { [ "$(wc -l < "$WORK/$1.loss")" -eq "$3" ] && cmp -s "$WORK/$1.loss" "$WORK/$2.loss"; }
+differ() { [ "$(wc -l < "$WORK/$1.loss")" -eq "$3" ] && [ "$(wc -l < "$WORK/$2.loss")" -eq "$3" ] && ! cmp -s "$WORK/$1.loss" "$WORK/$2.loss"; }
+shown() { tr '\n' ' ' < "$WORK/$1.loss"; }
+
+# 1. the flags
+train tanh --save "$WORK/tanh" --save-interval 2 && train erf --no-bias-gelu-fusion --save "$WORK/erf" --save-interval 2 &&
+    differ tanh erf 2
+ok $? "--no-bias-gelu-fusion computes another GeLU (DP2): $(shown tanh)vs $(shown erf)"
+train tanh_tp --tensor-model-parallel-size 2 && train erf_tp --tensor-model-parallel-size 2 --no-bias-gelu-fusion &&
+    differ tanh_tp erf_tp 2
+ok $? "... and on TP2: $(shown tanh_tp)vs $(shown erf_tp)"
+train nobias --disable-bias-linear --save "$WORK/nobias" --save-interval 2 &&
+    train nobias_flag --disable-bias-linear --no-bias-gelu-fusion && same nobias nobias_flag 2
+ok $? "--disable-bias-linear turns the fusion off: the same losses with --no-bias-gelu-fusion, bitwise ($(shown nobias))"
+
+# 2. what checkpoints record
+[ "$(args_attr "$WORK/tanh/iter_0000002.h5" bias_gelu_fusion)" = 1 ] &&
+    [ "$(args_attr "$WORK/erf/iter_0000002.h5" bias_gelu_fusion)" = 0 ] &&
+    [ "$(args_attr "$WORK/nobias/iter_0000002.h5" bias_gelu_fusion)" = 0 ]
+ok $? "checkpoints record Megatron's bias_gelu_fusion: 1 by default, 0 with --no-bias-gelu-fusion or --disable-bias-linear"
+
+# 3. the form a checkpoint records is the one --use-checkpoint-args computes
+resume() {  # resume NAME CHECKPOINT_DIR FLAGS... : iterations 3 and 4
+    name=$1 dir=$2; shift 2
+    run_app 2 $MODEL --train-iters 4 --load "$dir" --metrics-file "$WORK/$name.jsonl" "$@"
+    status=$?
+    [ $status -eq 0 ] || sed 's/^/#   /' "$WORK/err" | tail -3
+    losses "$name"
+    return $status
+}
+cp -r "$WORK/nobias" "$WORK/nobias_tanh" && cp -r "$WORK/nobias" "$WORK/nobias_old" &&
+    "$FIXTURE" set-arg "$WORK/nobias_tanh/iter_0000002.h5" bias_gelu_fusion int:1 &&
+    "$FIXTURE" set-arg "$WORK/nobias_old/iter_0000002.h5" bias_gelu_fusion delete &&
+    [ -z "$(args_attr "$WORK/nobias_old/iter_0000002.h5" bias_gelu_fusion 2>/dev/null)" ]
+ok $? "copies of the --disable-bias-linear checkpoint: bias_gelu_fusion forged to 1, and removed"
+resume nobias_resumed "$WORK/nobias" --disable-bias-linear && resume nobias_tanh "$WORK/nobias_tanh" --use-checkpoint-args &&
+    grep -q "bias_gelu_fusion 1" "$WORK/out" && differ nobias_resumed nobias_tanh 2
+ok $? "--use-checkpoint-args computes the recorded tanh form: $(shown nobias_tanh)vs the exact form's $(shown nobias_resumed)"
+resume nobias_old "$WORK/nobias_old" --use-checkpoint-args && same nobias_tanh nobias_old 2
+ok $? "a checkpoint without the attribute (from before it was recorded) computes the tanh form, as it did"
+
+# 4. --use-checkpoint-args restores the exact form; a plain resume must match it
+resume erf_flag "$WORK/erf" --no-bias-gelu-fusion && resume erf_args "$WORK/erf" --use-checkpoint-args &&
+    grep -q "bias_gelu_fusion 0" "$WORK/out" && same erf_flag erf_args 2
+ok $? "--use-checkpoint-args restores --no-bias-gelu-fusion: the losses of the resume with the flag, bitwise ($(shown erf_args))"
+resume erf_plain "$WORK/erf"
+[ $? -ne 0 ] && grep -q "the MLP's GeLU = exact erf (bias_gelu_fusion 0; this run: tanh approximation from the bias-GeLU fusion)" "$WORK/err"
+ok $? "a resume without the flag is refused: $(grep -o "the MLP's GeLU[^;]*;[^;]*" "$WORK/err" | head -1)"
+resume tanh_plain "$WORK/tanh" --no-bias-gelu-fusion
+[ $? -ne 0 ] && grep -q "the MLP's GeLU = tanh approximation (bias_gelu_fusion 1; this run: exact erf from --no-bias-gelu-fusion)" "$WORK/err"
+ok $? "... and so is the other way round"
+done_testing
