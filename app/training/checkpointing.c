@@ -405,11 +405,10 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
     int64_t fusion = 1;
     checkpoint_get_int(f, "/args", "bias_gelu_fusion", &fusion);
     if (!a->swiglu && (fusion != 0) != (a->bias_gelu_fusion != 0))
-        conflict_add(&c, "the MLP's GeLU = %s (bias_gelu_fusion %lld; this run: %s from %s)",
+        conflict_add(&c, "the MLP's GeLU = %s (bias_gelu_fusion %lld; this run: %s from %s; --use-checkpoint-args takes the checkpoint's)",
                      fusion ? "tanh approximation" : "exact erf", (long long)fusion,
                      a->bias_gelu_fusion ? "tanh approximation" : "exact erf",
                      a->bias_gelu_fusion ? "the bias-GeLU fusion" : a->disable_bias_linear ? "--disable-bias-linear" : "--no-bias-gelu-fusion");
-    /* (--use-checkpoint-args takes the checkpoint's form whatever the flags say) */
     struct { const char *name, *flag, *value, *absent; } strings[] = {
         {"normalization", "--normalization", a->normalization, "LayerNorm"},
         {"position_embedding_type", "--position-embedding-type", a->position_embedding_type, "learned_absolute"},

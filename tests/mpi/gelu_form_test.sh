@@ -8,7 +8,8 @@
 # 2. Checkpoints record Megatron's bias_gelu_fusion (1 by default, 0 with either flag).
 # 3. A --disable-bias-linear checkpoint forged to bias_gelu_fusion 1 and resumed with
 #    --use-checkpoint-args computes the tanh form: other losses than the erf one's, and those of
-#    the same checkpoint without the attribute (saved before it was recorded: tanh, as then).
+#    the same checkpoint without the attribute (saved before it was recorded: tanh, as then),
+#    which a plain --disable-bias-linear resume (the exact form) refuses.
 # 4. --use-checkpoint-args restores the exact form: a --no-bias-gelu-fusion checkpoint resumed
 #    without the flag gives bitwise the losses of the resume with it; a plain resume without the
 #    flag is refused, naming the MLP's GeLU.
@@ -68,15 +69,18 @@ resume nobias_resumed "$WORK/nobias" --disable-bias-linear && resume nobias_tanh
 ok $? "--use-checkpoint-args computes the recorded tanh form: $(shown nobias_tanh)vs the exact form's $(shown nobias_resumed)"
 resume nobias_old "$WORK/nobias_old" --use-checkpoint-args && same nobias_tanh nobias_old 2
 ok $? "a checkpoint without the attribute (from before it was recorded) computes the tanh form, as it did"
+resume nobias_old_plain "$WORK/nobias_old" --disable-bias-linear
+[ $? -ne 0 ] && grep -q "the MLP's GeLU = tanh approximation (bias_gelu_fusion 1; this run: exact erf from --disable-bias-linear" "$WORK/err"
+ok $? "... and a plain --disable-bias-linear resume of it is refused, naming the form: $(grep -o "the MLP's GeLU[^;]*;[^;]*" "$WORK/err" | head -1)"
 
 # 4. --use-checkpoint-args restores the exact form; a plain resume must match it
 resume erf_flag "$WORK/erf" --no-bias-gelu-fusion && resume erf_args "$WORK/erf" --use-checkpoint-args &&
     grep -q "bias_gelu_fusion 0" "$WORK/out" && same erf_flag erf_args 2
 ok $? "--use-checkpoint-args restores --no-bias-gelu-fusion: the losses of the resume with the flag, bitwise ($(shown erf_args))"
 resume erf_plain "$WORK/erf"
-[ $? -ne 0 ] && grep -q "the MLP's GeLU = exact erf (bias_gelu_fusion 0; this run: tanh approximation from the bias-GeLU fusion)" "$WORK/err"
+[ $? -ne 0 ] && grep -q "the MLP's GeLU = exact erf (bias_gelu_fusion 0; this run: tanh approximation from the bias-GeLU fusion; --use-checkpoint-args takes the checkpoint's)" "$WORK/err"
 ok $? "a resume without the flag is refused: $(grep -o "the MLP's GeLU[^;]*;[^;]*" "$WORK/err" | head -1)"
 resume tanh_plain "$WORK/tanh" --no-bias-gelu-fusion
-[ $? -ne 0 ] && grep -q "the MLP's GeLU = tanh approximation (bias_gelu_fusion 1; this run: exact erf from --no-bias-gelu-fusion)" "$WORK/err"
+[ $? -ne 0 ] && grep -q "the MLP's GeLU = tanh approximation (bias_gelu_fusion 1; this run: exact erf from --no-bias-gelu-fusion; --use-checkpoint-args takes the checkpoint's)" "$WORK/err"
 ok $? "... and so is the other way round"
 done_testing
