@@ -13,6 +13,7 @@
 # 4. --use-checkpoint-args restores the exact form: a --no-bias-gelu-fusion checkpoint resumed
 #    without the flag gives bitwise the losses of the resume with it; a plain resume without the
 #    flag is refused, naming the MLP's GeLU.
+# 5. The text generation server takes the form from the checkpoint (below).
 . "${top_srcdir:-.}/tests/lib.sh"
 FIXTURE="$top_builddir/tests/tools/make_hf_fixture"
 MODEL="--args-file $TINY_ARGS --num-layers 1 --init-method-std 0.5 --lr-warmup-iters 0 --lr-decay-iters 4 --eval-iters 0
@@ -83,4 +84,46 @@ ok $? "a resume without the flag is refused: $(grep -o "the MLP's GeLU[^;]*;[^;]
 resume tanh_plain "$WORK/tanh" --no-bias-gelu-fusion
 [ $? -ne 0 ] && grep -q "the MLP's GeLU = tanh approximation (bias_gelu_fusion 1; this run: exact erf from --no-bias-gelu-fusion; --use-checkpoint-args takes the checkpoint's)" "$WORK/err"
 ok $? "... and so is the other way round"
+
+# 5. inference reads the form from the checkpoint: the server's scores of the --no-bias-gelu-fusion
+#    checkpoint and of a copy forged to bias_gelu_fusion 1 are each those of the training forward
+#    without a cache in that form (tests/tools/gpt_forward_reference), within 1e-4, and the two
+#    differ by more than that
+SERVER="$top_builddir/app/run_text_generation_server"
+REFERENCE="$top_builddir/tests/tools/gpt_forward_reference"
+PIDS=""
+trap 'for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
+cp -r "$WORK/erf" "$WORK/erf_forged" && "$FIXTURE" set-arg "$WORK/erf_forged/iter_0000002.h5" bias_gelu_fusion int:1
+echo "30 31 32 33 34 90 91" > "$WORK/score.line"
+score() {  # score NAME CHECKPOINT REFERENCE_FLAGS... : the server's scores in NAME.json, the reference's in NAME.ref
+    name=$1 ckpt=$2; shift 2
+    rm -f "$WORK/$name.port"
+    "$SERVER" --load "$ckpt" --port 0 --port-file "$WORK/$name.port" --device cpu >"$WORK/$name.out" 2>&1 &
+    pid=$!
+    PIDS="$PIDS $pid"
+    i=0
+    while [ ! -s "$WORK/$name.port" ] && [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
+    port=$(cat "$WORK/$name.port" 2>/dev/null)
+    curl -s -o "$WORK/$name.json" -X PUT -H "Content-Type: application/json" \
+        --data-binary '{"prompts": ["30 31 32 33 34 90 91"], "tokens_to_generate": 0, "logprobs": true}' "http://127.0.0.1:$port/api"
+    kill $pid 2>/dev/null
+    timeout 120 "$MPIEXEC" -n 1 "$REFERENCE" score "$WORK/score.line" $MODEL --load "$ckpt" --no-load-optim --no-load-rng \
+        --micro-batch-size 1 --global-batch-size 1 "$@" > "$WORK/$name.ref" 2>&1
+}
+score served_erf "$WORK/erf" --no-bias-gelu-fusion
+score served_tanh "$WORK/erf_forged"
+python3 - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+got, worst = {}, 0.0
+for name in ("served_erf", "served_tanh"):
+    got[name] = json.load(open(f"{work}/{name}.json"))["logprobs"][0]
+    ref = [list(map(float, l.split()[1:])) for l in open(f"{work}/{name}.ref") if l.startswith("logprobs:")][0]
+    assert len(got[name]) == 6 == len(ref), (name, got[name], ref)
+    worst = max([worst] + [abs(a - b) for a, b in zip(got[name], ref)])
+apart = max(abs(a - b) for a, b in zip(got["served_erf"], got["served_tanh"]))
+print("# served vs the no-cache forward: worst %.3g; the two forms apart by %.3g" % (worst, apart))
+sys.exit(0 if worst < 1e-4 and apart > 1e-4 else 1)
+PY
+ok $? "the server computes the checkpoint's form: exact with bias_gelu_fusion 0, tanh with 1, as the training forward"
 done_testing
