@@ -2,6 +2,7 @@
  * Face MegatronBertForPreTraining / MegatronBertForMaskedLM, either way (see convert_bert.h). As
  * for GPT-2 and Llama, everything is validated before anything is written, and outputs appear
  * only complete (.tmp/.partial, fsync, rename). */
+#include "app/convert_args.h"
 #include "app/convert_bert.h"
 
 #include "app/core/error.h"
@@ -22,34 +23,6 @@ int bert_checkpoint(const checkpoint_reader *r) {
            checkpoint_has_tensor(r, "multichoice_head.weight");
 }
 
-static int64_t optional_int(const checkpoint_reader *r, const char *name, int64_t fallback) {
-    char err[error_max];
-    int64_t value;
-    return checkpoint_read_int_arg(r, name, &value, err, sizeof err) ? fallback : value;
-}
-
-static double optional_double(const checkpoint_reader *r, const char *name, double fallback) {
-    char err[error_max];
-    double value;
-    return checkpoint_read_double_arg(r, name, &value, err, sizeof err) ? fallback : value;
-}
-
-static int64_t required_int(const checkpoint_reader *r, const char *name) {
-    char err[error_max];
-    int64_t value;
-    if (checkpoint_read_int_arg(r, name, &value, err, sizeof err)) user_error("%s", err);
-    if (value <= 0) user_error("%s: /args %s is %lld, expected a positive value", r->path, name, (long long)value);
-    return value;
-}
-
-/* a string argument, or fallback when the checkpoint predates it; "" compares as fallback */
-static int string_arg_is(const checkpoint_reader *r, const char *name, const char *value, const char *fallback) {
-    char *stored = checkpoint_read_string_arg(r, name);
-    int same = !strcmp(stored && stored[0] ? stored : fallback, value);
-    free(stored);
-    return same;
-}
-
 /* ---- ours -> Hugging Face ------------------------------------------------------------------ */
 
 /* the dimensions of a BERT checkpoint; refuses what MegatronBert does not compute */
@@ -61,20 +34,20 @@ static void read_bert(const checkpoint_reader *r, bert_dims *m, hf_bert_config *
         why = "it is a finetune_bert checkpoint (a task head, no LM head); the export takes pretrain_bert checkpoints";
     else if (!checkpoint_has_tensor(r, "lm_head.dense.weight"))
         why = "it has no LM head (lm_head.dense.weight)";
-    else if (!string_arg_is(r, "normalization", "LayerNorm", "LayerNorm"))
+    else if (!arg_string_is(r, "normalization", "LayerNorm", "LayerNorm"))
         why = "its norms are not LayerNorm (--normalization RMSNorm)";
-    else if (!string_arg_is(r, "position_embedding_type", "learned_absolute", "learned_absolute"))
+    else if (!arg_string_is(r, "position_embedding_type", "learned_absolute", "learned_absolute"))
         why = "its positions are not learned absolute embeddings (--position-embedding-type)";
-    else if (optional_int(r, "swiglu", 0)) why = "its MLP is SwiGLU (--swiglu); MegatronBert's is GeLU";
-    else if (!optional_int(r, "add_bias_linear", 1)) why = "it has no linear biases (--disable-bias-linear)";
-    else if (optional_int(r, "apply_layernorm_1p", 0)) why = "its norm weights are stored as w - 1 (--apply-layernorm-1p)";
-    else if (optional_int(r, "num_experts", 0) > 0) why = "it has experts (--num-experts)";
+    else if (arg_int_or(r, "swiglu", 0)) why = "its MLP is SwiGLU (--swiglu); MegatronBert's is GeLU";
+    else if (!arg_int_or(r, "add_bias_linear", 1)) why = "it has no linear biases (--disable-bias-linear)";
+    else if (arg_int_or(r, "apply_layernorm_1p", 0)) why = "its norm weights are stored as w - 1 (--apply-layernorm-1p)";
+    else if (arg_int_or(r, "num_experts", 0) > 0) why = "it has experts (--num-experts)";
     if (why) user_error("%s: this checkpoint has no Hugging Face MegatronBert layout: %s", r->path, why);
-    m->num_layers = required_int(r, "num_layers");
-    m->hidden = required_int(r, "hidden_size");
-    m->heads = required_int(r, "num_attention_heads");
-    m->head_dim = optional_int(r, "kv_channels", m->hidden / m->heads);
-    int64_t groups = optional_int(r, "num_query_groups", m->heads);
+    m->num_layers = arg_positive_int(r, "num_layers");
+    m->hidden = arg_positive_int(r, "hidden_size");
+    m->heads = arg_positive_int(r, "num_attention_heads");
+    m->head_dim = arg_int_or(r, "kv_channels", m->hidden / m->heads);
+    int64_t groups = arg_int_or(r, "num_query_groups", m->heads);
     if (groups > 0 && groups != m->heads)
         user_error("%s: this checkpoint has no Hugging Face MegatronBert layout: %lld query groups of %lld heads "
                    "(--group-query-attention); MegatronBert's attention is multi-head", r->path, (long long)groups,
@@ -84,12 +57,12 @@ static void read_bert(const checkpoint_reader *r, bert_dims *m, hf_bert_config *
                    "num_attention_heads %lld != hidden_size %lld (MegatronBert's heads are hidden_size / "
                    "num_attention_heads wide)", r->path, (long long)m->head_dim, (long long)m->heads,
                    (long long)m->hidden);
-    m->ffn_hidden = required_int(r, "ffn_hidden_size");
-    m->padded_vocab = required_int(r, "padded_vocab_size");
-    m->positions = required_int(r, "max_position_embeddings");
-    m->untied = optional_int(r, "untie_embeddings_and_output_weights", 0) != 0;
+    m->ffn_hidden = arg_positive_int(r, "ffn_hidden_size");
+    m->padded_vocab = arg_positive_int(r, "padded_vocab_size");
+    m->positions = arg_positive_int(r, "max_position_embeddings");
+    m->untied = arg_int_or(r, "untie_embeddings_and_output_weights", 0) != 0;
     m->binary_head = checkpoint_has_tensor(r, "binary_head.weight");
-    m->vocab = optional_int(r, "vocab_size", 0);
+    m->vocab = arg_int_or(r, "vocab_size", 0);
     if (m->vocab <= 0) {
         fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
                 program_name, r->path, (long long)m->padded_vocab);
@@ -107,8 +80,8 @@ static void read_bert(const checkpoint_reader *r, bert_dims *m, hf_bert_config *
     c->num_attention_heads = m->heads;
     c->max_position_embeddings = m->positions;
     c->type_vocab_size = 2;
-    c->hidden_dropout_prob = optional_double(r, "hidden_dropout", 0.1);
-    c->attention_probs_dropout_prob = optional_double(r, "attention_dropout", 0.1);
+    c->hidden_dropout_prob = arg_double_or(r, "hidden_dropout", 0.1);
+    c->attention_probs_dropout_prob = arg_double_or(r, "attention_dropout", 0.1);
     c->tie_word_embeddings = !m->untied;
     c->binary_head = m->binary_head;
     /* the encoder MLP's GeLU (hf_bert_config.h): exact without the bias-GeLU fusion
@@ -304,11 +277,7 @@ void bert_import_from_hf(hf_source *s, const char *input, const char *save, int6
     }
 
     checkpoint_names release;
-    if (checkpoint_names_for(&release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    convert_refuse_existing(release.file, overwrite);
-    convert_refuse_existing(release.tracker, overwrite);
-    checkpoint_writer *w = checkpoint_writer_create(save, CHECKPOINT_RELEASE, err, sizeof err);
-    if (!w) user_error("%s", err);
+    checkpoint_writer *w = convert_release_writer(save, overwrite, &release);
     struct { const char *name; int64_t value; } ints[] = {
         {"num_layers", m.num_layers}, {"hidden_size", m.hidden}, {"num_attention_heads", m.heads},
         {"kv_channels", m.head_dim}, {"ffn_hidden_size", m.ffn_hidden}, {"padded_vocab_size", m.padded_vocab},
@@ -340,9 +309,7 @@ void bert_import_from_hf(hf_source *s, const char *input, const char *save, int6
         for (int p = 0; p < list[i].parts; p++) free(hf[p]);
         free(ours);
     }
-    checkpoint_write_group_int(w, "rng", "seed", 1234);
-    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
-    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    convert_release_commit(w);
     printf("> %s: %s -> %s: MegatronBertFor%s, %lld layers, hidden %lld, %lld heads, ffn %lld, vocab %lld padded to "
            "%lld, %s, the MLP's GeLU %s (%d tensors from %d file%s)\n", program_name, input, release.file,
            m.binary_head ? "PreTraining" : "MaskedLM (no binary head)", (long long)m.num_layers, (long long)m.hidden,

@@ -36,6 +36,7 @@
  * accepted, each saying why it changes nothing here (a checkpoint stores global tensors and
  * loads into any layout); a Megatron-to-Megatron conversion (resharding) is refused as not
  * needed, saying what to do instead. */
+#include "app/convert_args.h"
 #include "io/io_error.h"
 #include "app/convert_hf_source.h"
 #include "app/convert_llama.h"
@@ -207,26 +208,16 @@ static options parse_options(int argc, char **argv) {
 }
 
 
-/* ---- ours -> Hugging Face ------------------------------------------------------------------ */
-static int64_t required_int(const checkpoint_reader *reader, const char *name) {
-    char err[error_max];
-    int64_t value;
-    if (checkpoint_read_int_arg(reader, name, &value, err, sizeof err)) user_error("%s", err);
-    if (value <= 0) user_error("%s: /args %s is %lld, expected a positive value", reader->path, name,
-                               (long long)value);
-    return value;
-}
-
 static void read_dims(const checkpoint_reader *reader, gpt2_dims *m, double *epsilon) {
     char err[error_max];
-    m->num_layers = required_int(reader, "num_layers");
-    m->hidden = required_int(reader, "hidden_size");
-    m->heads = required_int(reader, "num_attention_heads");
-    m->head_dim = checkpoint_has_int_arg(reader, "kv_channels") ? required_int(reader, "kv_channels")
+    m->num_layers = arg_positive_int(reader, "num_layers");
+    m->hidden = arg_positive_int(reader, "hidden_size");
+    m->heads = arg_positive_int(reader, "num_attention_heads");
+    m->head_dim = checkpoint_has_int_arg(reader, "kv_channels") ? arg_positive_int(reader, "kv_channels")
                                                                  : m->hidden / m->heads;
-    m->ffn_hidden = required_int(reader, "ffn_hidden_size");
-    m->padded_vocab = required_int(reader, "padded_vocab_size");
-    m->positions = required_int(reader, "max_position_embeddings");
+    m->ffn_hidden = arg_positive_int(reader, "ffn_hidden_size");
+    m->padded_vocab = arg_positive_int(reader, "padded_vocab_size");
+    m->positions = arg_positive_int(reader, "max_position_embeddings");
     /* a Llama-family checkpoint (grouped-query attention, SwiGLU, no biases) has no GPT-2 layout */
     int64_t groups = m->heads, swiglu = 0, bias = 1;
     if (checkpoint_has_int_arg(reader, "num_query_groups")) checkpoint_read_int_arg(reader, "num_query_groups", &groups, err, sizeof err);
@@ -491,12 +482,7 @@ static void import_from_hf(const options *o) {
                            (long long)c.n_layer);
 
     checkpoint_names release;
-    if (checkpoint_names_for(&release, o->save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    convert_refuse_existing(release.file, o->overwrite);
-    convert_refuse_existing(release.tracker, o->overwrite);
-
-    checkpoint_writer *w = checkpoint_writer_create(o->save, CHECKPOINT_RELEASE, err, sizeof err);
-    if (!w) user_error("%s", err);
+    checkpoint_writer *w = convert_release_writer(o->save, o->overwrite, &release);
     checkpoint_write_int_arg(w, "num_layers", m.num_layers);
     checkpoint_write_int_arg(w, "hidden_size", m.hidden);
     checkpoint_write_int_arg(w, "num_attention_heads", m.heads);
@@ -523,9 +509,7 @@ static void import_from_hf(const options *o) {
         free(hf);
         free(ours);
     }
-    checkpoint_write_group_int(w, "rng", "seed", 1234);
-    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
-    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    convert_release_commit(w);
     printf("> %s: %s -> %s: %lld layers, hidden %lld, %lld heads, vocab %lld padded to %lld, %s "
            "(%d tensors from %d file%s)\n", program_name, o->input, release.file,
            (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.vocab,

@@ -18,6 +18,23 @@ void convert_refuse_existing(const char *path, int overwrite) {
     if (!overwrite && convert_exists(path)) user_error("%s already exists; pass --overwrite to replace it", path);
 }
 
+checkpoint_writer *convert_release_writer(const char *save, int overwrite, checkpoint_names *release) {
+    char err[error_max];
+    if (checkpoint_names_for(release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
+    convert_refuse_existing(release->file, overwrite);
+    convert_refuse_existing(release->tracker, overwrite);
+    checkpoint_writer *w = checkpoint_writer_create(save, CHECKPOINT_RELEASE, err, sizeof err);
+    if (!w) user_error("%s", err);
+    return w;
+}
+
+void convert_release_commit(checkpoint_writer *w) {
+    char err[error_max];
+    checkpoint_write_group_int(w, "rng", "seed", 1234);
+    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
+    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+}
+
 
 static void open_shard(hf_source *s, const char *path) {
     char err[error_max];

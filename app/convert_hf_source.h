@@ -6,6 +6,7 @@
 #define CONVERT_HF_SOURCE_H
 
 #include "io/checkpoint_format.h"
+#include "io/checkpoint_serial.h"
 #include "io/safetensors.h"
 
 enum { path_max = CHECKPOINT_PATH_MAX + 64, error_max = 8192 };
@@ -44,5 +45,11 @@ int convert_exists(const char *path);
 int convert_is_folder(const char *path);
 /* a user error when path exists and overwrite is 0 */
 void convert_refuse_existing(const char *path, int overwrite);
+
+/* an import's output: the writer of SAVE's release checkpoint (its file and tracker refused
+ * when they exist and overwrite is 0; their names in *release), and its commit with a fresh
+ * run's rng seed and scheduler (every tensor and argument written before) */
+checkpoint_writer *convert_release_writer(const char *save, int overwrite, checkpoint_names *release);
+void convert_release_commit(checkpoint_writer *w);
 
 #endif

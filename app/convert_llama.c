@@ -3,6 +3,7 @@
  * MixtralForCausalLM, or of one with gated shared experts and Qwen2MoeForCausalLM, either way
  * (see convert_llama.h). As for GPT-2, everything is validated
  * before anything is written, and outputs appear only complete (.tmp/.partial, fsync, rename). */
+#include "app/convert_args.h"
 #include "app/convert_llama.h"
 
 #include "app/core/error.h"
@@ -19,37 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int64_t optional_int(const checkpoint_reader *r, const char *name, int64_t fallback) {
-    char err[error_max];
-    int64_t value;
-    return checkpoint_read_int_arg(r, name, &value, err, sizeof err) ? fallback : value;
-}
-
-static double optional_double(const checkpoint_reader *r, const char *name, double fallback) {
-    char err[error_max];
-    double value;
-    return checkpoint_read_double_arg(r, name, &value, err, sizeof err) ? fallback : value;
-}
-
-static int64_t required_int(const checkpoint_reader *r, const char *name) {
-    char err[error_max];
-    int64_t value;
-    if (checkpoint_read_int_arg(r, name, &value, err, sizeof err)) user_error("%s", err);
-    if (value <= 0) user_error("%s: /args %s is %lld, expected a positive value", r->path, name, (long long)value);
-    return value;
-}
-
-/* 1 when the string argument `name` is `value` */
-static int string_arg_is(const checkpoint_reader *r, const char *name, const char *value) {
-    char *stored = checkpoint_read_string_arg(r, name);
-    int same = stored && !strcmp(stored, value);
-    free(stored);
-    return same;
-}
-
 int llama_checkpoint(const checkpoint_reader *r) {
-    return string_arg_is(r, "normalization", "RMSNorm") || string_arg_is(r, "position_embedding_type", "rope") ||
-           optional_int(r, "swiglu", 0) != 0 || optional_int(r, "num_experts", 0) > 0;
+    return arg_string_is(r, "normalization", "RMSNorm", NULL) || arg_string_is(r, "position_embedding_type", "rope", NULL) ||
+           arg_int_or(r, "swiglu", 0) != 0 || arg_int_or(r, "num_experts", 0) > 0;
 }
 
 /* the Hugging Face family of a config: "Llama", "Mixtral" or "Qwen2Moe" (as in XForCausalLM) */
@@ -75,10 +48,10 @@ static void read_mixtral(const checkpoint_reader *r, llama_dims *m, hf_llama_con
     char why[512] = "", err[error_max];
     char *score = checkpoint_read_string_arg(r, "moe_router_score_function");
     char *freq = checkpoint_read_string_arg(r, "moe_layer_freq");
-    m->moe_ffn_hidden = optional_int(r, "moe_ffn_hidden_size", 0);
+    m->moe_ffn_hidden = arg_int_or(r, "moe_ffn_hidden_size", 0);
     if (m->moe_ffn_hidden <= 0) m->moe_ffn_hidden = m->ffn_hidden;  /* Megatron's default */
-    c->num_experts_per_tok = required_int(r, "moe_router_topk");
-    const double topk_scaling = optional_double(r, "moe_router_topk_scaling_factor", 0);
+    c->num_experts_per_tok = arg_positive_int(r, "moe_router_topk");
+    const double topk_scaling = arg_double_or(r, "moe_router_topk_scaling_factor", 0);
     unsigned char *moe_layer = calloc(GPT_MAX_MOE_LAYERS, 1);
     CHECK(moe_layer, "out of memory");
     const int layers = m->num_layers > GPT_MAX_MOE_LAYERS ? GPT_MAX_MOE_LAYERS + 1 : (int)m->num_layers;
@@ -93,17 +66,17 @@ static void read_mixtral(const checkpoint_reader *r, llama_dims *m, hf_llama_con
     else if (score && strcmp(score, "softmax"))
         snprintf(why, sizeof why, "its router scores with %s (--moe-router-score-function); Mixtral's with softmax",
                  score);
-    else if (optional_int(r, "moe_router_pre_softmax", 0))
+    else if (arg_int_or(r, "moe_router_pre_softmax", 0))
         snprintf(why, sizeof why, "its router takes the softmax before the top-k (--moe-router-pre-softmax), which "
                  "leaves the k weights unnormalized; Mixtral renormalizes them");
     else if (topk_scaling != 0 && topk_scaling != 1)
         snprintf(why, sizeof why, "its routing weights are scaled by %g (--moe-router-topk-scaling-factor)",
                  topk_scaling);
-    else if (optional_int(r, "moe_router_num_groups", 0) > 0)
+    else if (arg_int_or(r, "moe_router_num_groups", 0) > 0)
         snprintf(why, sizeof why, "its router is group-limited (--moe-router-num-groups)");
-    else if (optional_int(r, "moe_router_enable_expert_bias", 0))
+    else if (arg_int_or(r, "moe_router_enable_expert_bias", 0))
         snprintf(why, sizeof why, "its router adds an expert bias (--moe-router-enable-expert-bias)");
-    else if (optional_double(r, "moe_expert_capacity_factor", 0) > 0)
+    else if (arg_double_or(r, "moe_expert_capacity_factor", 0) > 0)
         snprintf(why, sizeof why, "it drops tokens past an expert capacity (--moe-expert-capacity-factor); Mixtral is "
                  "dropless");
     else if (m->bias)
@@ -118,7 +91,7 @@ static void read_mixtral(const checkpoint_reader *r, llama_dims *m, hf_llama_con
     c->mixtral = 1;
     c->num_local_experts = m->num_experts;
     c->intermediate_size = m->moe_ffn_hidden;
-    c->router_aux_loss_coef = optional_double(r, "moe_aux_loss_coeff", -1);
+    c->router_aux_loss_coef = arg_double_or(r, "moe_aux_loss_coeff", -1);
     if (c->router_aux_loss_coef < 0) {
         c->router_aux_loss_coef = 0.001;
         fprintf(stderr, "%s: note: %s has no moe_aux_loss_coeff in /args; config.json gets MixtralConfig's default "
@@ -131,18 +104,18 @@ static void read_mixtral(const checkpoint_reader *r, llama_dims *m, hf_llama_con
 static void refuse_other_routing(const checkpoint_reader *r, const char *family) {
     char why[256] = "";
     char *score = checkpoint_read_string_arg(r, "moe_router_score_function");
-    const double topk_scaling = optional_double(r, "moe_router_topk_scaling_factor", 0);
+    const double topk_scaling = arg_double_or(r, "moe_router_topk_scaling_factor", 0);
     if (score && strcmp(score, "softmax"))
         snprintf(why, sizeof why, "its router scores with %s (--moe-router-score-function); %s's with softmax", score,
                  family);
     else if (topk_scaling != 0 && topk_scaling != 1)
         snprintf(why, sizeof why, "its routing weights are scaled by %g (--moe-router-topk-scaling-factor)",
                  topk_scaling);
-    else if (optional_int(r, "moe_router_num_groups", 0) > 0)
+    else if (arg_int_or(r, "moe_router_num_groups", 0) > 0)
         snprintf(why, sizeof why, "its router is group-limited (--moe-router-num-groups)");
-    else if (optional_int(r, "moe_router_enable_expert_bias", 0))
+    else if (arg_int_or(r, "moe_router_enable_expert_bias", 0))
         snprintf(why, sizeof why, "its router adds an expert bias (--moe-router-enable-expert-bias)");
-    else if (optional_double(r, "moe_expert_capacity_factor", 0) > 0)
+    else if (arg_double_or(r, "moe_expert_capacity_factor", 0) > 0)
         snprintf(why, sizeof why, "it drops tokens past an expert capacity (--moe-expert-capacity-factor); %s is "
                  "dropless", family);
     free(score);
@@ -155,16 +128,16 @@ static void refuse_other_routing(const checkpoint_reader *r, const char *family)
 static void read_qwen2_moe(const checkpoint_reader *r, llama_dims *m, hf_llama_config *c) {
     char err[error_max];
     refuse_other_routing(r, "Qwen2-MoE");
-    if (!optional_int(r, "moe_shared_expert_gate", 0))
+    if (!arg_int_or(r, "moe_shared_expert_gate", 0))
         user_error("%s: this checkpoint has no Hugging Face Qwen2-MoE layout: its shared experts have no gate; "
                    "Qwen2-MoE scales them by sigmoid(shared_expert_gate x) (--moe-shared-expert-gate)", r->path);
     if (m->bias)
         user_error("%s: this checkpoint has no Hugging Face Qwen2-MoE layout: it has biases on every linear layer; "
                    "Qwen2-MoE on q, k and v only (--disable-bias-linear --add-qkv-bias)", r->path);
-    m->moe_ffn_hidden = optional_int(r, "moe_ffn_hidden_size", 0);
+    m->moe_ffn_hidden = arg_int_or(r, "moe_ffn_hidden_size", 0);
     if (m->moe_ffn_hidden <= 0) m->moe_ffn_hidden = m->ffn_hidden;
-    m->shared_ffn_hidden = required_int(r, "moe_shared_expert_intermediate_size");
-    c->num_experts_per_tok = required_int(r, "moe_router_topk");
+    m->shared_ffn_hidden = arg_positive_int(r, "moe_shared_expert_intermediate_size");
+    c->num_experts_per_tok = arg_positive_int(r, "moe_router_topk");
     if (c->num_experts_per_tok > m->num_experts)
         user_error("%s: /args moe_router_topk %lld exceeds num_experts %lld", r->path,
                    (long long)c->num_experts_per_tok, (long long)m->num_experts);
@@ -182,9 +155,9 @@ static void read_qwen2_moe(const checkpoint_reader *r, llama_dims *m, hf_llama_c
     c->moe_intermediate_size = m->moe_ffn_hidden;
     c->shared_expert_intermediate_size = m->shared_ffn_hidden;
     c->intermediate_size = m->ffn_hidden;  /* the dense layers' */
-    c->norm_topk_prob = !optional_int(r, "moe_router_pre_softmax", 0);
+    c->norm_topk_prob = !arg_int_or(r, "moe_router_pre_softmax", 0);
     c->qkv_bias = m->qkv_bias;
-    c->router_aux_loss_coef = optional_double(r, "moe_aux_loss_coeff", -1);
+    c->router_aux_loss_coef = arg_double_or(r, "moe_aux_loss_coeff", -1);
     if (c->router_aux_loss_coef < 0) {
         c->router_aux_loss_coef = 0.001;
         fprintf(stderr, "%s: note: %s has no moe_aux_loss_coeff in /args; config.json gets Qwen2MoeConfig's default "
@@ -195,32 +168,32 @@ static void read_qwen2_moe(const checkpoint_reader *r, llama_dims *m, hf_llama_c
 /* the dimensions and config of a Llama checkpoint; refuses what HF Llama does not compute */
 static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_config *c) {
     const char *why = NULL;
-    const int experts = optional_int(r, "num_experts", 0) > 0;
-    if (!string_arg_is(r, "normalization", "RMSNorm")) why = "its norms are not RMSNorm (--normalization RMSNorm)";
-    else if (!string_arg_is(r, "position_embedding_type", "rope"))
+    const int experts = arg_int_or(r, "num_experts", 0) > 0;
+    if (!arg_string_is(r, "normalization", "RMSNorm", NULL)) why = "its norms are not RMSNorm (--normalization RMSNorm)";
+    else if (!arg_string_is(r, "position_embedding_type", "rope", NULL))
         why = "it has no rotary position embeddings (--position-embedding-type rope)";
-    else if (!optional_int(r, "swiglu", 0)) why = "its MLP is not SwiGLU (--swiglu)";
-    else if (optional_double(r, "rotary_percent", 1.0) != 1.0)
+    else if (!arg_int_or(r, "swiglu", 0)) why = "its MLP is not SwiGLU (--swiglu)";
+    else if (arg_double_or(r, "rotary_percent", 1.0) != 1.0)
         why = "it rotates part of each head (--rotary-percent below 1), HF Llama all of it";
-    else if (optional_int(r, "rotary_interleaved", 0))
+    else if (arg_int_or(r, "rotary_interleaved", 0))
         why = "its rotary embedding is interleaved (pairs 2i, 2i+1), HF Llama's rotate_half pairs i, i + D/2";
     if (why)
         user_error("%s: this checkpoint has no Hugging Face %s layout: %s", r->path, experts ? "Mixtral" : "Llama", why);
     memset(m, 0, sizeof *m);
     memset(c, 0, sizeof *c);
-    m->num_layers = required_int(r, "num_layers");
-    m->hidden = required_int(r, "hidden_size");
-    m->heads = required_int(r, "num_attention_heads");
-    m->head_dim = optional_int(r, "kv_channels", m->hidden / m->heads);
-    m->groups = optional_int(r, "num_query_groups", m->heads);
+    m->num_layers = arg_positive_int(r, "num_layers");
+    m->hidden = arg_positive_int(r, "hidden_size");
+    m->heads = arg_positive_int(r, "num_attention_heads");
+    m->head_dim = arg_int_or(r, "kv_channels", m->hidden / m->heads);
+    m->groups = arg_int_or(r, "num_query_groups", m->heads);
     if (m->groups <= 0) m->groups = m->heads;
-    m->ffn_hidden = required_int(r, "ffn_hidden_size");
-    m->padded_vocab = required_int(r, "padded_vocab_size");
-    m->positions = required_int(r, "max_position_embeddings");
-    m->untied = optional_int(r, "untie_embeddings_and_output_weights", 0) != 0;
-    m->bias = optional_int(r, "add_bias_linear", 1) != 0;
-    m->layernorm_1p = optional_int(r, "apply_layernorm_1p", 0) != 0;
-    m->vocab = optional_int(r, "vocab_size", 0);
+    m->ffn_hidden = arg_positive_int(r, "ffn_hidden_size");
+    m->padded_vocab = arg_positive_int(r, "padded_vocab_size");
+    m->positions = arg_positive_int(r, "max_position_embeddings");
+    m->untied = arg_int_or(r, "untie_embeddings_and_output_weights", 0) != 0;
+    m->bias = arg_int_or(r, "add_bias_linear", 1) != 0;
+    m->layernorm_1p = arg_int_or(r, "apply_layernorm_1p", 0) != 0;
+    m->vocab = arg_int_or(r, "vocab_size", 0);
     if (m->vocab <= 0) {
         fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
                 program_name, r->path, (long long)m->padded_vocab);
@@ -239,14 +212,14 @@ static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_confi
     c->num_key_value_heads = m->groups;
     c->head_dim = m->head_dim;
     c->max_position_embeddings = m->positions;
-    c->rope_theta = optional_double(r, "rotary_base", 10000.0);
+    c->rope_theta = arg_double_or(r, "rotary_base", 10000.0);
     c->tie_word_embeddings = !m->untied;
     c->bias = m->bias;
-    c->rope_scaling = optional_int(r, "use_rope_scaling", 0) != 0;
-    c->rope_scaling_factor = optional_double(r, "rope_scaling_factor", 8.0);
-    m->num_experts = optional_int(r, "num_experts", 0);
-    m->qkv_bias = !m->bias && optional_int(r, "add_qkv_bias", 0) != 0;
-    const int shared = m->num_experts > 0 && optional_int(r, "moe_shared_expert_intermediate_size", 0) > 0;
+    c->rope_scaling = arg_int_or(r, "use_rope_scaling", 0) != 0;
+    c->rope_scaling_factor = arg_double_or(r, "rope_scaling_factor", 8.0);
+    m->num_experts = arg_int_or(r, "num_experts", 0);
+    m->qkv_bias = !m->bias && arg_int_or(r, "add_qkv_bias", 0) != 0;
+    const int shared = m->num_experts > 0 && arg_int_or(r, "moe_shared_expert_intermediate_size", 0) > 0;
     if (m->qkv_bias && !shared)
         user_error("%s: this checkpoint has no Hugging Face %s layout: only its QKV projection has a bias "
                    "(--add-qkv-bias); %s", r->path, m->num_experts > 0 ? "Mixtral" : "Llama",
@@ -584,11 +557,7 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
                            s->files[f].tensors[i].name, family(&c), s->config_path, summary);
 
     checkpoint_names release;
-    if (checkpoint_names_for(&release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    convert_refuse_existing(release.file, overwrite);
-    convert_refuse_existing(release.tracker, overwrite);
-    checkpoint_writer *w = checkpoint_writer_create(save, CHECKPOINT_RELEASE, err, sizeof err);
-    if (!w) user_error("%s", err);
+    checkpoint_writer *w = convert_release_writer(save, overwrite, &release);
     write_args(w, &m, &c, divisible_by);
     for (int i = 0; i < count; i++) {
         float *hf[HF_LLAMA_MAX_PARTS] = {0};
@@ -601,9 +570,7 @@ void llama_import_from_hf(hf_source *s, const char *input, const char *save, int
         for (int p = 0; p < list[i].parts; p++) free(hf[p]);
         free(ours);
     }
-    checkpoint_write_group_int(w, "rng", "seed", 1234);
-    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
-    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    convert_release_commit(w);
     char mlp[128];
     mlp_text(&m, c.num_experts_per_tok, mlp, sizeof mlp);
     printf("> %s: %s -> %s: %sForCausalLM, %lld layers, hidden %lld, %lld heads in %lld query groups, %s, "

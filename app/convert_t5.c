@@ -1,6 +1,7 @@
 /* convert_t5.c: convert_checkpoint between our T5 checkpoint and Hugging Face
  * T5ForConditionalGeneration, either way (see convert_t5.h). As for GPT-2 and Llama, everything
  * is validated before anything is written, and outputs appear only complete (.tmp, rename). */
+#include "app/convert_args.h"
 #include "app/convert_t5.h"
 
 #include "app/core/error.h"
@@ -15,27 +16,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int64_t optional_int(const checkpoint_reader *r, const char *name, int64_t fallback) {
-    char err[error_max];
-    int64_t value;
-    return checkpoint_read_int_arg(r, name, &value, err, sizeof err) ? fallback : value;
-}
-
-static int64_t required_int(const checkpoint_reader *r, const char *name) {
-    char err[error_max];
-    int64_t value;
-    if (checkpoint_read_int_arg(r, name, &value, err, sizeof err)) user_error("%s", err);
-    if (value <= 0) user_error("%s: /args %s is %lld, expected a positive value", r->path, name, (long long)value);
-    return value;
-}
-
-static int string_arg_is(const checkpoint_reader *r, const char *name, const char *value, const char *absent) {
-    char *stored = checkpoint_read_string_arg(r, name);
-    int same = !strcmp(stored ? stored : absent, value);
-    free(stored);
-    return same;
-}
 
 /* a T5 has both stacks' final norms (a BERT's encoder has only encoder.*, a GPT only decoder.*) */
 int t5_checkpoint(const checkpoint_reader *r) {
@@ -53,39 +33,39 @@ static const char *feed_forward_name(const hf_t5_config *c) {
 /* the dimensions and config of a T5 checkpoint; refuses what HF T5 does not compute as ours */
 static void read_t5(const checkpoint_reader *r, t5_dims *d, hf_t5_config *c) {
     const char *why = NULL;
-    const int64_t heads = required_int(r, "num_attention_heads");
-    if (!string_arg_is(r, "position_embedding_type", "relative", "learned_absolute"))
+    const int64_t heads = arg_positive_int(r, "num_attention_heads");
+    if (!arg_string_is(r, "position_embedding_type", "relative", "learned_absolute"))
         why = "it has learned absolute position embeddings; HF T5 has relative position buckets only "
               "(--position-embedding-type relative)";
-    else if (!string_arg_is(r, "normalization", "RMSNorm", "LayerNorm"))
+    else if (!arg_string_is(r, "normalization", "RMSNorm", "LayerNorm"))
         why = "its norms are LayerNorm; HF T5's T5LayerNorm is RMSNorm without bias (--normalization RMSNorm)";
-    else if (optional_int(r, "add_bias_linear", 1) || optional_int(r, "add_qkv_bias", 0))
+    else if (arg_int_or(r, "add_bias_linear", 1) || arg_int_or(r, "add_qkv_bias", 0))
         why = "it has linear biases; HF T5 has none (--disable-bias-linear)";
-    else if (!optional_int(r, "untie_embeddings_and_output_weights", 0))
+    else if (!arg_int_or(r, "untie_embeddings_and_output_weights", 0))
         why = "its output layer is tied to the embeddings with T5LMHead's bias; HF T5 ties without a bias and scales "
               "by d_model^-0.5 (train with --untie-embeddings-and-output-weights, HF's tie_word_embeddings false)";
-    else if (optional_int(r, "num_query_groups", heads) != heads)
+    else if (arg_int_or(r, "num_query_groups", heads) != heads)
         why = "it has grouped-query attention; HF T5 has multi-head attention";
     if (why) user_error("%s: this T5 checkpoint has no Hugging Face T5ForConditionalGeneration layout: %s", r->path, why);
     memset(d, 0, sizeof *d);
     memset(c, 0, sizeof *c);
-    d->encoder_layers = required_int(r, "num_layers");
-    d->decoder_layers = optional_int(r, "decoder_num_layers", 0);
+    d->encoder_layers = arg_positive_int(r, "num_layers");
+    d->decoder_layers = arg_int_or(r, "decoder_num_layers", 0);
     if (d->decoder_layers <= 0) {  /* before /args kept it: the decoder's tensors say */
         char name[96];
         do snprintf(name, sizeof name, "decoder.layers.%lld.self_attention.linear_qkv.weight", (long long)d->decoder_layers);
         while (checkpoint_has_tensor(r, name) && ++d->decoder_layers < (1 << 20));
         if (d->decoder_layers == 0) user_error("%s: no decoder layers", r->path);
     }
-    d->hidden = required_int(r, "hidden_size");
+    d->hidden = arg_positive_int(r, "hidden_size");
     d->heads = heads;
-    d->head_dim = optional_int(r, "kv_channels", d->hidden / d->heads);
-    d->ffn_hidden = required_int(r, "ffn_hidden_size");
-    d->padded_vocab = required_int(r, "padded_vocab_size");
-    d->gated = optional_int(r, "swiglu", 0) != 0;
-    d->layernorm_1p = optional_int(r, "apply_layernorm_1p", 0) != 0;
-    d->buckets = optional_int(r, "relative_attention_num_buckets", 32);
-    d->vocab = optional_int(r, "vocab_size", 0);
+    d->head_dim = arg_int_or(r, "kv_channels", d->hidden / d->heads);
+    d->ffn_hidden = arg_positive_int(r, "ffn_hidden_size");
+    d->padded_vocab = arg_positive_int(r, "padded_vocab_size");
+    d->gated = arg_int_or(r, "swiglu", 0) != 0;
+    d->layernorm_1p = arg_int_or(r, "apply_layernorm_1p", 0) != 0;
+    d->buckets = arg_int_or(r, "relative_attention_num_buckets", 32);
+    d->vocab = arg_int_or(r, "vocab_size", 0);
     if (d->vocab <= 0) {
         fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
                 program_name, r->path, (long long)d->padded_vocab);
@@ -105,7 +85,7 @@ static void read_t5(const checkpoint_reader *r, t5_dims *d, hf_t5_config *c) {
     c->num_decoder_layers = d->decoder_layers;
     c->num_heads = d->heads;
     c->relative_attention_num_buckets = d->buckets;
-    c->relative_attention_max_distance = optional_int(r, "relative_attention_max_distance", 128);
+    c->relative_attention_max_distance = arg_int_or(r, "relative_attention_max_distance", 128);
     c->gated = d->gated;
     /* the GeLU MLP's form: exact (HF "gelu") without the bias-GeLU fusion, as a checkpoint without
      * linear biases has it; the tanh form (gelu_new) where bias_gelu_fusion says so or is absent
@@ -277,11 +257,7 @@ void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_
                            s->files[f].path, s->files[f].tensors[i].name, s->config_path, summary);
 
     checkpoint_names release;
-    if (checkpoint_names_for(&release, save, CHECKPOINT_RELEASE, err, sizeof err)) user_error("%s", err);
-    convert_refuse_existing(release.file, overwrite);
-    convert_refuse_existing(release.tracker, overwrite);
-    checkpoint_writer *w = checkpoint_writer_create(save, CHECKPOINT_RELEASE, err, sizeof err);
-    if (!w) user_error("%s", err);
+    checkpoint_writer *w = convert_release_writer(save, overwrite, &release);
     write_args(w, &d, &c, divisible_by);
     for (int i = 0; i < count; i++) {
         float *hf[HF_T5_MAX_PARTS] = {0};
@@ -294,9 +270,7 @@ void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_
         for (int p = 0; p < list[i].parts; p++) free(hf[p]);
         free(ours);
     }
-    checkpoint_write_group_int(w, "rng", "seed", 1234);
-    checkpoint_write_group_int(w, "lr_scheduler", "num_steps", 0);
-    if (checkpoint_writer_commit(w, err, sizeof err)) user_error("%s", err);
+    convert_release_commit(w);
     printf("> %s: %s -> %s: T5ForConditionalGeneration, %lld encoder and %lld decoder layers, d_model %lld, %lld "
            "heads of %lld, d_ff %lld (%s), %lld relative buckets, vocab %lld padded to %lld, untied output layer "
            "(%d tensors from %d file%s); train it with pretrain_t5 --position-embedding-type relative "

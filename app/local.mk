@@ -20,7 +20,7 @@ app_preprocess_data_LDADD = $(APP_LIBS)
 app_convert_corpus_SOURCES = app/convert_corpus.c
 app_convert_corpus_LDADD = $(APP_LIBS)
 app_convert_checkpoint_SOURCES = app/convert_checkpoint.c app/convert_hf_source.c app/convert_hf_source.h \
-	app/convert_llama.c app/convert_llama.h app/convert_bert.c app/convert_bert.h \
+	app/convert_args.c app/convert_args.h app/convert_llama.c app/convert_llama.h app/convert_bert.c app/convert_bert.h \
 	app/convert_t5.c app/convert_t5.h
 app_convert_checkpoint_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS)
 app_convert_checkpoint_LDADD = $(APP_LIBS)

@@ -51,6 +51,11 @@ tests_unit_bert_task_head_test_SOURCES = tests/unit/bert_task_head_test.c
 tests_unit_bert_task_head_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/bert_task_head_test
 # the BERT encoder mode of the model (issue 46): names, finite differences, padding, fitting a batch
+# a micro-batch's token ids against the padded vocabulary (issue 46)
+check_PROGRAMS += tests/unit/batch_check_test
+tests_unit_batch_check_test_SOURCES = tests/unit/batch_check_test.c
+tests_unit_batch_check_test_LDADD = $(APP_LIBS)
+TESTS += tests/unit/batch_check_test
 check_PROGRAMS += tests/unit/bert_model_test
 tests_unit_bert_model_test_SOURCES = tests/unit/bert_model_test.c
 tests_unit_bert_model_test_LDADD = $(APP_LIBS)
@@ -344,6 +349,8 @@ TESTS += tests/mpi/bert_samples_test.sh
 TESTS += tests/mpi/bert_parallel_test.sh
 # BERT fine-tuning, MNLI and RACE (issue 46 part 3)
 TESTS += tests/mpi/finetune_bert_test.sh
+# BERT's vocabulary (issue 46): Megatron-Core's padded size, every id the dataset emits inside it
+TESTS += tests/mpi/bert_vocab_test.sh
 EXTRA_DIST += tests/tools/megatron_task_samples.py tests/tools/make_task_data.py tests/data/mnli_synthetic_train.tsv \
 	tests/data/mnli_synthetic_dev_matched.tsv tests/data/race_tiny/train/passages.txt tests/data/race_tiny/dev/passages.txt
 # Megatron's examples/bert/train_bert_340m_distributed.sh, every flag, shrunk (issue 46)
@@ -367,6 +374,8 @@ TESTS += tests/mpi/t5_relative_test.sh
 # T5 and Hugging Face T5ForConditionalGeneration (issue 46)
 TESTS += tests/mpi/t5_hf_test.sh
 EXTRA_DIST += tests/tools/hf_t5_reference.py perf/t5_hf_parity.sh perf/t5_hf_parity.py
+# T5 with activation recomputation, full and selective (issue 46)
+TESTS += tests/mpi/t5_recompute_test.sh
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh

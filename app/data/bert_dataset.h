@@ -31,8 +31,11 @@ typedef struct bert_vocab {
  * BertTokenizer over vocab_file) give it to the dataset: id = line number (the line without its
  * newline), [CLS] [SEP] [MASK] [PAD] as special ids, and for BertWordPieceCase the 100
  * <extra_id_i> that build_tokenizer adds after the file's tokens ([BOS]/[EOS] are not added
- * there). Fills *vocab with *word_piece (malloc'd; the caller frees it). Returns 0, or -1 with
- * "FILE: what" in err (unreadable, a special token missing or twice). */
+ * there). vocab->size is the tokenizer's vocab_size, from which pretrain_bert and finetune_bert
+ * pad the model's vocabulary (app/training/data_setup.h data_setup_vocab_size), so the random
+ * draws over [0, size) are ids of the model. Fills *vocab with *word_piece (malloc'd; the caller
+ * frees it). Returns 0, or -1 with "FILE: what" in err (unreadable, a special token missing or
+ * twice). */
 int bert_vocab_load(const char *vocab_file, const char *tokenizer_type, bert_vocab *vocab,
                     uint8_t **word_piece, char *err, size_t errlen);
 

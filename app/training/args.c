@@ -72,8 +72,8 @@ static const option_spec specs[] = {
     {"recompute-activations", "training", OPTION_FLAG, AT(recompute_activations), .help = "recompute the attention core in the backward instead of keeping its state (same as --recompute-granularity selective)"},
     {"recompute-granularity", "training", OPTION_CHOICE, AT(recompute_granularity), .choices = "full|selective", .help = "selective: recompute the attention core (softmax, dropout) in the backward; full: keep only the inputs of checkpointed transformer layers and run their forward again (with --recompute-method and --recompute-num-layers)"},
     {"recompute-modules", "training", OPTION_LIST, AT(recompute_modules), "core_attn", .metavar = "MODULE ...", .help = "selective recompute: what it recomputes in the backward instead of keeping: core_attn (the attention core's state), layernorm (the outputs of both layer norms of each layer, the qkv and fc1 inputs: [micro-batch x sequence, hidden] twice per layer less, for one more norm pass each), moe_act (the experts' activation, fc2's input, computed again from fc1's output in the backward: what every MoE layer does without --keep-mlp-activation, and with it the MoE layers then keep only the dense layers' activation); moe (the whole MoE layer: only its input is kept, and the backward runs its forward again, all-to-alls included, into one set of buffers shared by the layers: the router logits, routing, fc1 and expert outputs of each layer and micro-batch less), shared_experts (the shared experts' fc1 output and gate values likewise: their forward runs again in the backward); mlp and the MLA modules are refused"},
-    {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole"},
-    {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block)"},
+    {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole; pretrain_t5: of each stack, encoder and decoder, as Megatron-Core's T5Model"},
+    {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block; pretrain_t5: per stack)"},
     {"keep-mlp-activation", "training", OPTION_FLAG, AT(keep_mlp_activation), .help = "keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for the backward instead of computing it again there, as Megatron does: one pass less per layer, [micro-batch x sequence, ffn-hidden-size / tp] more activation memory per layer"},
     {"keep-mlp-activation-num-layers", "training", OPTION_INT, AT(keep_mlp_activation_num_layers), .range = "[1, inf)", .help = "keep the MLP's activation only in the first N layers of each pipeline stage (of each model chunk with virtual stages), as --recompute-method block counts layers: the memory of N layers for N/L of the gain"},
     {"memory-efficient-layer-norm", "training", OPTION_FLAG, AT(memory_efficient_layer_norm), .help = "the norms' backward from their outputs (kept anyway, the next GEMM's input) instead of their inputs, as Apex's memory-efficient kernels (norm = (y - bias) / weight, the weight clamped in magnitude to at least --layernorm-epsilon): the residual stream's values are not kept per layer, [micro-batch x sequence, hidden] twice per layer less (/ tp with --sequence-parallel); not with --recompute-modules layernorm"},
@@ -702,6 +702,9 @@ static int validate_recompute_modules(check_state *st, const args *a) {
     for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
         if (!strcmp(w, "core_attn") || !strcmp(w, "layernorm")) continue;
         if (!strcmp(w, "moe_act") || !strcmp(w, "moe") || !strcmp(w, "shared_experts")) {
+            if (a->t5)
+                return error_format(st->err, st->errlen, "--recompute-modules %s: T5 (pretrain_t5) has no "
+                                    "mixture-of-experts layers (its modules: core_attn layernorm)", w);
             if (a->num_experts == 0)
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs --num-experts (a mixture-of-experts model)", w);
             if (!strcmp(w, "moe_act") && !a->moe_grouped_gemm)
@@ -727,7 +730,8 @@ static int validate_recompute_modules(check_state *st, const args *a) {
         for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
             if (!strcmp(w, absent[i][0]))
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs %s, which this program does not build "
-                                    "(supported: core_attn layernorm moe_act moe shared_experts)", w, absent[i][1]);
+                                    "(supported: core_attn layernorm%s)", w, absent[i][1],
+                                    a->t5 ? " with T5" : " moe_act moe shared_experts");
         return error_format(st->err, st->errlen, "--recompute-modules: unknown module '%s' (Megatron's choices: core_attn "
                             "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm moe_act moe shared_experts)", w);
     }
@@ -846,7 +850,7 @@ static int validate_t5(check_state *st, args *a) {
     const char *refused = a->num_experts > 0 ? "--num-experts" : a->context_parallel_size > 1 ? "--context-parallel-size > 1"
                         : a->window_size[0] ? "--window-size"
                         : a->group_query_attention ? "--group-query-attention (Megatron-Core's CrossAttention refuses it)"
-                        : a->recompute_granularity[0] ? "--recompute-granularity" : a->fp8_format[0] ? "--fp8-format"
+                        : a->fp8_format[0] ? "--fp8-format"
                         : a->tp_comm_overlap ? "--tp-comm-overlap" : a->memory_efficient_layer_norm ? "--memory-efficient-layer-norm"
                         : strcmp(a->position_embedding_type, "learned_absolute") && strcmp(a->position_embedding_type, "relative")
                             ? "--position-embedding-type other than learned_absolute and relative"

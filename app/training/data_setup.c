@@ -171,6 +171,12 @@ static const bert_dataset_config *bert_dataset_setup(const args *a) {
     bert_config.binary_head = !a->bert_no_binary_head;
     if (bert_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &bert_config.vocab, &bert_word_piece, err, sizeof err))
         user_error("--vocab-file %s", err);
+    /* every id the dataset emits (the corpus's, [CLS] [SEP] [MASK] [PAD], the random draws over
+     * the whole tokenizer vocabulary, BertWordPieceCase's 100 <extra_id_i> included) is an id of
+     * the model's vocabulary: data_setup_vocab_size sized it from the same bert_vocab_load */
+    CHECK(bert_config.vocab.size <= a->padded_vocab_size, "--vocab-file %s: the BERT dataset draws its random tokens "
+          "from the tokenizer's %lld ids (--tokenizer-type %s), which do not fit the model's padded vocabulary of %d",
+          a->vocab_file, (long long)bert_config.vocab.size, a->tokenizer_type, a->padded_vocab_size);
     return &bert_config;
 }
 
@@ -194,15 +200,26 @@ static const t5_dataset_config *t5_dataset_setup(const args *a) {
 }
 
 int data_setup_vocab_size(const args *a, int tokenizer_vocab_size) {
-    if (!a->t5) return tokenizer_vocab_size;
+    if (!a->t5 && !a->bert) return tokenizer_vocab_size;
     char err[1200];
-    t5_vocab vocab;
+    int64_t size;
     uint8_t *word_piece = NULL;
-    if (t5_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &vocab, &word_piece, err, sizeof err))
-        user_error("--vocab-file %s", err);
+    if (a->t5) {
+        t5_vocab vocab;
+        if (t5_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &vocab, &word_piece, err, sizeof err))
+            user_error("--vocab-file %s", err);
+        size = vocab.size;
+    } else {  /* pretrain_bert, finetune_bert: the BERT dataset's tokenizer (no [BOS]/[EOS]) */
+        bert_vocab vocab;
+        if (bert_vocab_load(wordpiece_vocab_file(a), a->tokenizer_type, &vocab, &word_piece, err, sizeof err))
+            user_error("--vocab-file %s", err);
+        size = vocab.size;
+    }
     free(word_piece);
-    if (vocab.size > INT_MAX) user_error("--vocab-file %s: %lld tokens with the sentinels, over %d", a->vocab_file, (long long)vocab.size, INT_MAX);
-    return (int)vocab.size;
+    if (size > INT_MAX)
+        user_error("--vocab-file %s: %lld tokens%s, over %d", a->vocab_file, (long long)size,
+                   strcmp(a->tokenizer_type, "BertWordPieceCase") ? "" : " with the 100 <extra_id_i>", INT_MAX);
+    return (int)size;
 }
 
 gpt_datasets *data_setup_open(const args *a, int verbose, int with_test, MPI_Comm comm, char **storage) {

@@ -15,8 +15,12 @@
  * (before --make-vocab-size-divisible-by x TP): for pretrain_t5 the T5 tokenizer's, the lines of
  * --vocab-file plus the sentinels <extra_id_0> .. <extra_id_99> that build_tokenizer gives
  * BertWordPieceCase (Hugging Face's len(tokenizer); the T5 dataset's sentinel ids are these,
- * t5_vocab_load), so every sentinel is an id of the model; otherwise tokenizer_vocab_size, the
- * size of our tokenizer. Bad flags or files end the job through user_error. */
+ * t5_vocab_load), so every sentinel is an id of the model; for pretrain_bert and finetune_bert
+ * the BERT tokenizer's (bert_vocab_load): the lines of --vocab-file, plus those 100 <extra_id_i>
+ * for BertWordPieceCase, and no [BOS]/[EOS] (Hugging Face's BertTokenizer has none), so every
+ * random token the BERT dataset draws (over that whole vocabulary, as Megatron's token_lookup)
+ * is an id of the model; otherwise tokenizer_vocab_size, the size of our tokenizer. Bad flags
+ * or files end the job through user_error. */
 int data_setup_vocab_size(const args *a, int tokenizer_vocab_size);
 
 /* Megatron's train_valid_test_num_samples */

@@ -5,6 +5,7 @@ app_training_libtraining_a_SOURCES = \
 	app/training/args.c app/training/args.h app/training/args_megatron_compat.inc \
 	app/training/training.c app/training/training.h \
 	app/training/data_setup.c app/training/data_setup.h \
+	app/training/batch_check.c app/training/batch_check.h \
 	app/training/train_log.c app/training/train_log.h \
 	app/training/train_timers.c app/training/train_timers.h \
 	app/training/pipeline_schedule.c app/training/pipeline_schedule.h \

@@ -13,6 +13,7 @@
 #include "app/training/memory_estimate.h"
 #include "app/training/checkpointing.h"
 #include "app/training/non_persistent_checkpoint.h"
+#include "app/training/batch_check.h"
 #include "app/training/data_setup.h"
 #include "app/core/error.h"
 #include "app/core/process_start.h"
@@ -125,7 +126,13 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
 static void open_datasets(trainer *t, const args *a) {
     t->data = data_setup_open(a, t->topo.world_rank == 0, 1, MPI_COMM_WORLD, &t->data_words);
     int corpus_vocab = gpt_datasets_vocab_size(t->data);
-    if (corpus_vocab > a->padded_vocab_size)
+    /* a corpus recorded with a vocabulary larger than the model's was made with another tokenizer.
+     * Not so for pretrain_bert/finetune_bert and pretrain_t5: their corpora record our WordPiece
+     * tokenizer's size, the file + [BOS] + [EOS] (Megatron's legacy tokenizer), while the model's
+     * vocabulary is Megatron-Core's BertTokenizer's, which has neither (and sentence-split text
+     * never holds them); there every id was checked at the door against that tokenizer's
+     * vocabulary (data_setup_open: corpus_check_all), the check that counts. */
+    if (corpus_vocab > a->padded_vocab_size && !a->bert && !a->t5)
         user_error("the corpus in --data-path has a vocabulary of %d tokens but the model's is %d (padded %d): "
                    "check --tokenizer-type / --vocab-size", corpus_vocab, a->vocab_size, a->padded_vocab_size);
     if (a->eval_iters > 0 && gpt_dataset_num_samples(t->data, SPLIT_VALID) == 0 && t->topo.world_rank == 0)
@@ -541,7 +548,19 @@ static void load_t5_sample(trainer *t, int64_t index, int b) {
     }
 }
 
-/* micro_batch_source: tokens and targets of micro-batch m of the current global batch */
+/* sample b's encoder and decoder inputs and its labels (-1: no loss) inside the padded vocabulary */
+static void check_t5_sample(const trainer *t, int64_t index, int b) {
+    const args *a = t->args;
+    size_t E = (size_t)a->seq_length, D = (size_t)a->decoder_seq_length;
+    size_t NE = (size_t)a->micro_batch_size * E;
+    int V = a->padded_vocab_size;
+    batch_check_ids(t->host_tokens + (size_t)b * E, E, V, 0, "the encoder input", t->split, index);
+    batch_check_ids(t->host_tokens + NE + (size_t)b * D, D, V, 0, "the decoder input", t->split, index);
+    batch_check_ids(t->host_targets + (size_t)b * D, D, V, 1, "the labels", t->split, index);
+}
+
+/* micro_batch_source: tokens and targets of micro-batch m of the current global batch; every id
+ * checked against the padded vocabulary as it is loaded (batch_check.h) */
 static void load_micro_batch(void *context, int m, const int **tokens, const int **targets,
                              micro_batch_rng *rng) {
     trainer *t = context;
@@ -550,7 +569,7 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
     int64_t first = micro_batch_first_sample(t, t->tree ? fixed_tree_micro_batch_of_slot(t->tree, m) : m);
     /* context parallelism: this rank's pieces of each sequence (Megatron's
      * get_batch_on_this_cp_rank: pieces cp_rank and 2 CP - 1 - cp_rank of 2 CP), in that order */
-    int T = a->seq_length, cp = t->topo.cp_size, piece = T / (2 * cp), local_T = T / cp;
+    int T = a->seq_length, cp = t->topo.cp_size, piece = T / (2 * cp), local_T = T / cp, V = a->padded_vocab_size;
     int piece_start[2] = {t->topo.cp_rank * piece, (2 * cp - 1 - t->topo.cp_rank) * piece};
     if (t->loaded_micro_batch != m) {
         run_phase left = papi_phases_enter(t->training ? PHASE_DATA : PHASE_OTHER);
@@ -558,14 +577,17 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
             int64_t index = t->batch_start + first + b;
             if (t->task) {
                 t->task->load_row(t->task->context, t->split, index, b, t->host_tokens, t->host_targets);
+                batch_check_ids(t->host_tokens + (size_t)b * T, (size_t)T, V, 0, "the token ids", t->split, index);
                 continue;
             }
             if (a->bert) {
                 load_bert_sample(t, index, b);
+                batch_check_ids(t->host_tokens + (size_t)b * T, (size_t)T, V, 0, "the text", t->split, index);
                 continue;
             }
             if (a->t5) {
                 load_t5_sample(t, index, b);
+                check_t5_sample(t, index, b);
                 continue;
             }
             if (t->data) gpt_dataset_sample(t->data, t->split, index, t->sample_buffer);
@@ -575,6 +597,8 @@ static void load_micro_batch(void *context, int m, const int **tokens, const int
                 t->host_tokens[(size_t)b * local_T + i] = t->sample_buffer[position];
                 t->host_targets[(size_t)b * local_T + i] = t->sample_buffer[position + 1];
             }
+            batch_check_ids(t->host_tokens + (size_t)b * local_T, (size_t)local_T, V, 0, "the tokens", t->split, index);
+            batch_check_ids(t->host_targets + (size_t)b * local_T, (size_t)local_T, V, 0, "the labels", t->split, index);
         }
         t->loaded_micro_batch = m;
         papi_phases_enter(left);
@@ -766,8 +790,12 @@ static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_si
     }
     if (a->t5) {  /* args: num_layers and seq_length are the encoder's */
         encoder_decoder_shape t5 = {shape, a->decoder_num_layers, a->decoder_seq_length};
-        if (recompute.granularity == RECOMPUTE_FULL && strcmp(a->recompute_method, "block") != 0)
-            recompute.num_layers = a->num_layers > a->decoder_num_layers ? a->num_layers : a->decoder_num_layers;
+        /* full: per stack (each a TransformerBlock), uniform all its layers, block the first
+         * --recompute-num-layers of each (t5_flops_per_iteration caps them at the stack's) */
+        if (recompute.granularity == RECOMPUTE_FULL)
+            recompute.num_layers = strcmp(a->recompute_method, "block") != 0
+                                       ? (a->num_layers > a->decoder_num_layers ? a->num_layers : a->decoder_num_layers)
+                                       : a->recompute_num_layers;
         return t5_flops_per_iteration(&t5, (double)global_batch_size, &recompute);
     }
     return flops_per_iteration(&shape, (double)global_batch_size, &recompute);

@@ -72,9 +72,9 @@ case_pair no_binary_head --bert-no-binary-head
 
 if [ "$gpus" -ge 2 ]; then
     # the vocabulary is padded to a multiple of --make-vocab-size-divisible-by x tp (Megatron), and
-    # the padded columns take part in the softmax: at the default 128, TP2 pads the 63 words to 256
-    # where the one-rank reference has 128 (a first lm loss ln 2 higher, on the CPU as well); 64 x 2
-    # keeps the reference's 128
+    # the padded columns take part in the softmax: at the default 128, TP2 pads the 61 words (the
+    # file's, as Megatron-Core's BertTokenizer: no [BOS]/[EOS]) to 256 where the one-rank reference
+    # has 128 (a first lm loss ln 2 higher, on the CPU as well); 64 x 2 keeps the reference's 128
     for layout in "tp2|--tensor-model-parallel-size 2 --make-vocab-size-divisible-by 64" \
                   "pp2|--pipeline-model-parallel-size 2"; do
         case_name=${layout%%|*}; flags=${layout#*|}

@@ -69,7 +69,7 @@ layout "TP2 x PP2 interleaved x DP2, SP + distributed optimizer" 8 --tensor-mode
 
 # the padded vocabulary (Megatron: a multiple of --make-vocab-size-divisible-by x tp) is part of the
 # model, its padded columns in the softmax: so a layout compared with one rank keeps the padded
-# size (TP2 at 64 pads the 63 words to 128, as one rank at 128), and twice the columns raise the
+# size (TP2 at 64 pads the 61 words to 128, as one rank at 128), and twice the columns raise the
 # first lm loss by about ln 2 (the initial logits are near 0), which a TP2 run at the default
 # padding shows against a one-rank reference at 128 (as gpu_bert_test's tp2 case once did)
 reference pad128 --make-vocab-size-divisible-by 128
@@ -77,7 +77,7 @@ first_lm() { head -1 "$WORK/$1.loss" | cut -d' ' -f1; }
 awk -v narrow="$(first_lm bert)" -v wide="$(first_lm pad128)" 'BEGIN {
     printf "# first lm loss padded to 64: %s, to 128: %s (ln 2 = %.6f)\n", narrow, wide, log(2)
     d = wide - narrow - log(2); exit !(d < 0.02 && d > -0.02) }'
-ok $? "63 words padded to 128 instead of 64: the first lm loss ln 2 (within 0.02) higher"
+ok $? "61 words padded to 128 instead of 64: the first lm loss ln 2 (within 0.02) higher"
 run_app 2 $MODEL --tensor-model-parallel-size 2 --make-vocab-size-divisible-by 64 --metrics-file "$WORK/tp2_pad64.jsonl"
 ok $? "TP2 at --make-vocab-size-divisible-by 64: run"
 losses_match "TP2 at --make-vocab-size-divisible-by 64 (padded to 128, as the reference)" tp2_pad64

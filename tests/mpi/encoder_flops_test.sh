@@ -5,11 +5,13 @@
 # (tflops_per_gpu x 1e12 x ranks x tokens per iteration / tokens_per_second) equal the counts
 # by hand below, on 2 data-parallel ranks; the JSON's mfu/hfu are those TFLOP/s over
 # --peak-tflops and the log line's "MFU: x% | HFU: y%" prints them; full recomputation adds
-# the encoder layers' forward to BERT's hardware FLOPs (HFU), not the heads'.
+# the encoder layers' forward to BERT's hardware FLOPs (HFU), not the heads'. The logits count
+# the padded vocabulary Megatron-Core's tokenizer gives: 64 for the lower-case test vocabulary,
+# 168 for BertWordPieceCase (its 100 extra ids inside) and T5 (its 100 sentinels).
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 bert_corpus bert 160
-bert_corpus t5 160 BertWordPieceCase
+bert_corpus t5 160 BertWordPieceCase  # T5's, and cased BERT's
 COMMON="--hidden-size 32 --num-attention-heads 4 --micro-batch-size 2 --global-batch-size 8 --train-iters 3 --lr 1e-3
         --lr-warmup-iters 1 --log-interval 1 --eval-iters 0 --make-vocab-size-divisible-by 8 --split 949,50,1
         --device cpu --peak-tflops 0.001"
@@ -44,7 +46,8 @@ PY
 }
 padded_vocab() { sed -n 's/^ *padded_vocab_size \.* \([0-9]*\)$/\1/p' "$WORK/out"; }
 
-# BERT, l 2, h 32 (q = kv = 32), ffn 128, s 32, padded V 64, 8 samples = 256 tokens. Per token
+# BERT, l 2, h 32 (q = kv = 32), ffn 128, s 32, padded V 64 (the test vocabulary's 61 tokens, lower
+# case: no extra ids), 8 samples = 256 tokens. Per token
 # forward: layer 8 h^2 = 8192 (projections) + 4 q s = 4096 (core attention, bidirectional: not
 # halved) + 16 h^2 = 16384 (MLP) = 28672, x 2 = 57344; LM head dense 2 h^2 = 2048, logits 2 h V =
 # 4096: 63488 x 256 = 16252928. Per sample the pooler 2 h^2 = 2048 and the binary head 2 h x 2 =
@@ -57,6 +60,16 @@ cp "$WORK/out" "$WORK/bert.out"
 ok $? "BERT's padded vocabulary is 64 ($(padded_vocab))"
 check "BERT: the logged TFLOP/s are 48811008 FLOPs per iteration; MFU and HFU in the JSON and the log line" \
     "$WORK/bert.jsonl" "$WORK/bert.out" 256 48811008 48811008
+# --tokenizer-type BertWordPieceCase: the vocabulary is Megatron-Core's BertTokenizer's with its 100
+# <extra_id_i>, 61 + 100 = 161, padded V 168 (was 64: the file + [BOS]/[EOS], which left out the
+# ids the dataset draws its random tokens from). Logits 2 h V = 10752 per token: 57344 + 2048 +
+# 10752 = 70144 x 256 = 17956864, + 17408 = 17974272; x 3: 53922816.
+run_app 2 $BERT --tokenizer-type BertWordPieceCase --data-path "$WORK/t5_text_sentence.h5" --metrics-file "$WORK/cased.jsonl"
+ok $? "pretrain_bert --tokenizer-type BertWordPieceCase, DP2"
+[ "$(padded_vocab)" = 168 ]
+ok $? "cased BERT's padded vocabulary is 168, the 100 extra ids included ($(padded_vocab))"
+check "cased BERT: 53922816 FLOPs per iteration (the logits over 168 columns)" "$WORK/cased.jsonl" "$WORK/out" 256 \
+    53922816 53922816
 # --bert-no-binary-head: no pooler or binary head, 48811008 - 3 x 17408 = 48758784
 run_app 2 $BERT --bert-no-binary-head --metrics-file "$WORK/nobinary.jsonl"
 ok $? "pretrain_bert --bert-no-binary-head, DP2"

@@ -8,8 +8,10 @@
 # The BERT and T5 rows: perf/studies/bert-cpu.study and t5-cpu.study (program = pretrain_bert /
 # pretrain_t5 over the harness's synthetic WordPiece corpus, 1 and 2 ranks) give a row per case
 # whose TFLOP/s and MFU are BERT's and T5's FLOP counts (by hand below), whose parameters are the
-# program's own count, a T5 row its encoder+decoder layers and lengths; a BERT study with
-# peer = torch_bert hands the peer its shape; BERT/T5 settings in the wrong study are refused.
+# program's own count, a T5 row its encoder+decoder layers and lengths; the vocabulary is
+# Megatron-Core's BertTokenizer's (the corpus's tokens; + 100 extra ids for BertWordPieceCase, a
+# cased BERT study's too); a BERT study with peer = torch_bert hands the peer its shape; BERT/T5
+# settings in the wrong study are refused.
 . "${top_srcdir:-.}/tests/lib.sh"
 
 HARNESS="python3 $top_srcdir/perf/harness"
@@ -232,10 +234,11 @@ assert abs(st["mfu"]["median"] - st["tflops_per_gpu"]["median"] / 0.16) < 1e-5
 assert c["parameters"] == printed and c["program"] == record["program"]
 PY
 }
-# BERT, l 2, h 64 (q = kv = 64), ffn 256, s 64, padded V 576 (512 + [BOS], [EOS], to 64). Per
-# token forward: layer 8 h^2 = 32768 + 4 q s = 16384 (bidirectional) + 16 h^2 = 65536 = 114688,
-# x 2 = 229376; LM head 2 h^2 = 8192 and logits 2 h V = 73728: 311296; per sample the pooler
-# 2 h^2 + the binary head 4 h = 8448, 132 per token; x 3: 934284 per token.
+# BERT, l 2, h 64 (q = kv = 64), ffn 256, s 64, padded V 512 (the corpus's 512 tokens, to 64: the
+# lower-case BertTokenizer of Megatron-Core has no [BOS]/[EOS], which made it 514 -> 576 before).
+# Per token forward: layer 8 h^2 = 32768 + 4 q s = 16384 (bidirectional) + 16 h^2 = 65536 =
+# 114688, x 2 = 229376; LM head 2 h^2 = 8192 and logits 2 h V = 65536: 303104; per sample the
+# pooler 2 h^2 + the binary head 4 h = 8448, 132 per token; x 3: 909708 per token.
 $HARNESS run "$top_srcdir/perf/studies/bert-cpu.study" --out "$WORK/results" --logs "$WORK/bert-cpu" \
     > "$WORK/bert-cpu.out" 2>&1
 status=$?
@@ -243,14 +246,29 @@ ok $status "perf/harness run bert-cpu.study: pretrain_bert over the harness's co
 [ $status -eq 0 ] || tail -20 "$WORK/bert-cpu.out" | sed 's/^/# /'
 for case in "bert-1r 1" "bert-2r 2"; do
     set -- $case
-    check_encoder_row bert-cpu "$1" "$2" 934284
-    ok $? "BERT row $1: BERT's FLOPs (934284 per token by hand), MFU over the peak, the program's parameter count"
+    check_encoder_row bert-cpu "$1" "$2" 909708
+    ok $? "BERT row $1: BERT's FLOPs (909708 per token by hand), MFU over the peak, the program's parameter count"
 done
-grep -q "^| bert-2r | 150K | 2 | 1 | 1 | 2 | 4 | 8 | 64 | [0-9.,]* | [0-9.,]* | [0-9.]* | [0-9.]*% | [0-9.]*% |" \
+grep -q "^| bert-2r | 146K | 2 | 1 | 1 | 2 | 4 | 8 | 64 | [0-9.,]* | [0-9.,]* | [0-9.]* | [0-9.]*% | [0-9.]*% |" \
     "$WORK"/results/bert-cpu-*.md && grep -q "^- program: pretrain_bert (TFLOP/s, MFU and HFU count BERT's FLOPs" \
     "$WORK"/results/bert-cpu-*.md && grep -q "^- corpus: synthetic, 200 documents over a WordPiece vocabulary of 512" \
     "$WORK"/results/bert-cpu-*.md
 ok $? "the BERT report: a Megatron-style row per case, the program and the corpus named"
+# a cased BERT study (--tokenizer-type BertWordPieceCase): the vocabulary is the corpus's 512 + the
+# 100 <extra_id_i> of Megatron-Core's BertTokenizer, padded V 640 (was 514 -> 576). Per token
+# forward 229376 + 8192 + logits 2 h V = 81920: 319488, + 132: x 3 = 958860 per token.
+printf '%s\n' "kind = throughput" "program = pretrain_bert" "base = bert-large" "corpus = wordpiece 512 60" \
+    "flags = --device cpu --peak-tflops 0.16 --make-vocab-size-divisible-by 64 --tokenizer-type BertWordPieceCase" \
+    "iterations = 8" "warmup = 4" "case name=cased-1r ranks=1 layers=2 hidden=64 heads=4 seq=64 micro=2 global=2" \
+    > "$WORK/bert-cased.study"
+$HARNESS run "$WORK/bert-cased.study" --out "$WORK/results" --logs "$WORK/bert-cased" > "$WORK/bert-cased.out" 2>&1
+status=$?
+[ $status -eq 0 ] || tail -5 "$WORK/bert-cased.out" | sed 's/^/# /'
+check_encoder_row bert-cased cased-1r 1 958860 &&
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["cases"][0]; assert (c["vocab"], c["padded_vocab"]) == (612, 640), c' \
+        "$WORK"/results/bert-cased-*.json &&
+    grep -q '^ > padded vocab (size: 612) with 28 dummy tokens (new size: 640)$' "$WORK/bert-cased/cased-1r.out"
+ok $? "a cased BERT study: vocabulary 512 + 100 extra ids = 612, padded 640 as pretrain_bert's; 958860 FLOPs per token"
 # T5, encoder 2 layers over Te 64, decoder 2 over Td 16, h 64, ffn 256, padded V 640 (512 + the
 # 100 sentinels, to 64). Encoder per sample 64 x (32768 + 4 q Te = 16384 + 65536) = 7340032;
 # decoder per sample 16 x (32768 + causal 2 q Td = 2048 + 65536 + cross query/output 4 h q = 16384
@@ -287,7 +305,7 @@ PEER_DIR="$WORK/peers" $HARNESS run "$WORK/bert-peer.study" --out "$WORK/bert-pe
 python3 - "$WORK"/bert-peer/bert-peer-*.json <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))["cases"][0]["peer"]
-assert p["status"] == "ok" and p["command"][-7:] == ["2", "64", "4", "2", "64", "576", "12"], p
+assert p["status"] == "ok" and p["command"][-7:] == ["2", "64", "4", "2", "64", "512", "12"], p
 PY
 ok $? "peer = torch_bert runs after the 1-rank BERT case on its shape (layers hidden heads micro seq padded-vocab steps)"
 grep -q "ours the same plus the LM head's dense layer" "$WORK"/bert-peer/bert-peer-*.md

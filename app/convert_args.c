@@ -1,0 +1,36 @@
+/* convert_args.c: the /args readers of convert_args.h. */
+#include "app/convert_args.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/convert_hf_source.h"
+#include "app/core/error.h"
+
+int64_t arg_int_or(const checkpoint_reader *r, const char *name, int64_t fallback) {
+    char err[error_max];
+    int64_t value;
+    return checkpoint_read_int_arg(r, name, &value, err, sizeof err) ? fallback : value;
+}
+
+double arg_double_or(const checkpoint_reader *r, const char *name, double fallback) {
+    char err[error_max];
+    double value;
+    return checkpoint_read_double_arg(r, name, &value, err, sizeof err) ? fallback : value;
+}
+
+int64_t arg_positive_int(const checkpoint_reader *r, const char *name) {
+    char err[error_max];
+    int64_t value;
+    if (checkpoint_read_int_arg(r, name, &value, err, sizeof err)) user_error("%s", err);
+    if (value <= 0) user_error("%s: /args %s is %lld, expected a positive value", r->path, name, (long long)value);
+    return value;
+}
+
+int arg_string_is(const checkpoint_reader *r, const char *name, const char *value, const char *fallback) {
+    char *stored = checkpoint_read_string_arg(r, name);
+    const char *seen = stored && stored[0] ? stored : fallback;
+    int same = seen && !strcmp(seen, value);
+    free(stored);
+    return same;
+}
