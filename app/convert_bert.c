@@ -87,7 +87,7 @@ static void read_bert(const checkpoint_reader *r, bert_dims *m, hf_bert_config *
     /* the encoder MLP's GeLU (hf_bert_config.h): exact without the bias-GeLU fusion
      * (--no-bias-gelu-fusion), as the LM head's, so "gelu" is exact for both; else the tanh form
      * (also checkpoints from before bias_gelu_fusion was recorded) */
-    snprintf(c->hidden_act, sizeof c->hidden_act, "%s", optional_int(r, "bias_gelu_fusion", 1) ? "gelu_new" : "gelu");
+    snprintf(c->hidden_act, sizeof c->hidden_act, "%s", arg_int_or(r, "bias_gelu_fusion", 1) ? "gelu_new" : "gelu");
 }
 
 void bert_export_to_hf(const checkpoint_reader *reader, const char *output, int bfloat16, int overwrite) {

@@ -90,7 +90,7 @@ static void read_t5(const checkpoint_reader *r, t5_dims *d, hf_t5_config *c) {
     /* the GeLU MLP's form: exact (HF "gelu") without the bias-GeLU fusion, as a checkpoint without
      * linear biases has it; the tanh form (gelu_new) where bias_gelu_fusion says so or is absent
      * (checkpoints before it was recorded) */
-    c->gelu_erf = !d->gated && optional_int(r, "bias_gelu_fusion", 1) == 0;
+    c->gelu_erf = !d->gated && arg_int_or(r, "bias_gelu_fusion", 1) == 0;
     c->pad_token_id = 0;  /* T5Config's defaults: generation settings, not the forward pass */
     c->eos_token_id = 1;
     c->decoder_start_token_id = 0;
