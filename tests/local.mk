@@ -411,6 +411,7 @@ TESTS += tests/mpi/memory_efficient_norm_test.sh
 # the loss in chunks of token rows (issue 19: the logits of one chunk at a time)
 TESTS += tests/mpi/loss_chunk_test.sh
 TESTS += tests/mpi/checkpoint_args_test.sh
+TESTS += tests/mpi/gelu_form_test.sh
 # Megatron's index cache files (issue 18 item 4, issue 22 item 1): names, descriptions and .npy
 # bytes against numpy, XXH3 checksums, a cache written by Megatron, the default directory
 TESTS += tests/mpi/index_cache_test.sh

@@ -34,6 +34,7 @@
 #include "app/model/grad_first_write.h"
 #include "app/model/moe_expert_bias.h"
 #include "app/model/moe_layer.h"
+#include "app/model/mlp_gelu.h"
 #include "app/model/relative_position.h"
 #include "app/model/t5_activations.h"
 #include "app/core/hash.h"
@@ -729,6 +730,9 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
         moe_scratch_allocate(m);
         moe_expert_bias_allocate(m);
     }
+    if (m->config.gelu_erf && !m->config.swiglu && (!ops->gelu_erf_forward || !ops->gelu_erf_backward))
+        user_error("the MLP's exact GeLU (--no-bias-gelu-fusion or --disable-bias-linear) needs the erf GeLU kernels, "
+                   "which the %s backend lacks", ops->name);
     if (m->config.bert) {
         if (!ops->attention_padded_forward || !ops->gelu_erf_forward || !ops->tanh_forward)
             user_error("BERT needs the kernels of its padded bidirectional attention and heads, which the %s "
@@ -879,11 +883,11 @@ static void gathered_matmul_forward(gpt_model *m, int layer, fp8_gemm gemm, void
     const kernel_ops *ops = m->ops;
     if (fp8_native(m, layer)) {  /* whole: the gathered rows are quantized at once */
         fp8_native_forward(m, layer, gemm, out, full_in, weight, bias, NULL, s.N, s.C, OC);
-        if (gelu_out) ops->gelu_forward(gelu_out, out, (size_t)s.N * (size_t)OC);
+        if (gelu_out) mlp_gelu_forward(ops, m->config.gelu_erf, gelu_out, out, (size_t)s.N * (size_t)OC);
         return;
     }
     if (whole || !overlapped_ag(m)) {
-        ops->matmul_forward(out, gelu_out, full_in, weight, bias, s.N, s.C, OC);
+        mlp_matmul_gelu_forward(ops, m->config.gelu_erf, out, gelu_out, full_in, weight, bias, s.N, s.C, OC);
         return;
     }
     tensor_parallel_comm tp = tensor_parallel_of(m);
@@ -891,8 +895,9 @@ static void gathered_matmul_forward(gpt_model *m, int layer, fp8_gemm gemm, void
     for (int i = 0; i < m->config.tp_size; i++) {
         int k = tp_gather_order(&tp, i);
         tp_gather_wait(&tp, k, m->tp_requests);
-        ops->matmul_forward(act_at(ops, out, k * n * OC), gelu_out ? act_at(ops, gelu_out, k * n * OC) : NULL,
-                            act_at(ops, (void *)full_in, k * n * s.C), weight, bias, s.n, s.C, OC);
+        mlp_matmul_gelu_forward(ops, m->config.gelu_erf, act_at(ops, out, k * n * OC),
+                                gelu_out ? act_at(ops, gelu_out, k * n * OC) : NULL,
+                                act_at(ops, (void *)full_in, k * n * s.C), weight, bias, s.n, s.C, OC);
     }
     tp_gather_finish(&tp, m->tp_requests);
 }
@@ -978,10 +983,17 @@ static void linear_backward(gpt_model *m, void *dx, float *dweight, float *dbias
 }
 
 /* kernel_ops.matmul_backward_gelu likewise: a kept x is read by the weight gradient before dpre
- * (maybe x) is written; otherwise x is made first */
+ * (maybe x) is written; otherwise x is made first. The exact GeLU (mlp_gelu.h) does the same by
+ * the plain GEMMs and the elementwise backward. */
 static void gelu_linear_backward(gpt_model *m, void *dpre, float *dweight, const void *dout, void *x, const void *pre,
                                  const void *weight, int N, int IC, int OC, int x_kept) {
     const kernel_ops *ops = m->ops;
+    if (m->config.gelu_erf) {
+        if (!x_kept) ops->gelu_erf_forward(x, pre, (size_t)N * (size_t)IC);
+        if (dweight) linear_backward(m, NULL, dweight, NULL, dout, x, weight, N, IC, OC);
+        mlp_matmul_backward_gelu_erf(ops, dpre, NULL, dout, x, pre, weight, N, IC, OC, 1);
+        return;
+    }
     if (!dweight || !grad_first_write_take(m, dweight)) {
         ops->matmul_backward_gelu(dpre, dweight, dout, x, pre, weight, N, IC, OC, x_kept);
         return;
@@ -1656,13 +1668,13 @@ static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_v
     if (!x) {
         x = b->d_ffn_a;
         if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
-        else ops->gelu_forward(x, la->fc1_out, n);
+        else mlp_gelu_forward(ops, c->gelu_erf, x, la->fc1_out, n);
     }
     /* the weight gradient reads x before the input gradient overwrites it */
     fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
     void *d_pre = b->d_ffn_b ? b->d_ffn_b : x;
     if (c->swiglu) ops->swiglu_backward(d_pre, la->fc1_out, x, s.N, s.Fl);
-    else ops->gelu_backward(d_pre, la->fc1_out, x, n);
+    else mlp_gelu_backward(ops, c->gelu_erf, d_pre, la->fc1_out, x, n);
     return d_pre;
 }
 

@@ -92,6 +92,9 @@ typedef struct gpt_config {
     int rmsnorm;              /* --normalization RMSNorm (else LayerNorm) */
     int apply_layernorm_1p;   /* --apply-layernorm-1p: norm weights stored as w - 1 (zero at start) */
     int swiglu;               /* --swiglu: fc1 has 2F rows [gate; up] */
+    int gelu_erf;             /* a GeLU MLP computes F.gelu's exact erf form (Megatron without the
+                               * bias-GeLU fusion: --no-bias-gelu-fusion, --disable-bias-linear);
+                               * 0: the tanh approximation (bias_gelu_impl). app/model/mlp_gelu.h */
     int disable_bias_linear;  /* --disable-bias-linear: no biases in the linear layers */
     int add_qkv_bias;         /* --add-qkv-bias: linear_qkv has a bias even with disable_bias_linear */
     /* mixture of experts (app/model/moe_layer.h): num_experts 0 is a dense model; otherwise the

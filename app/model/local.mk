@@ -9,7 +9,7 @@ app_model_libmodel_a_SOURCES = \
 	app/model/bert_task_head.c app/model/bert_task_head.h \
 	app/model/grad_first_write.c app/model/grad_first_write.h \
 	app/model/context_parallel.c app/model/context_parallel.h \
-	app/model/moe_layer.c app/model/moe_layer.h \
+	app/model/moe_layer.c app/model/moe_layer.h app/model/mlp_gelu.h \
 	app/model/layer_pattern.c app/model/layer_pattern.h \
 	app/model/window_attention.c app/model/window_attention.h \
 	app/model/moe_shared_expert.c app/model/moe_shared_expert.h \

@@ -52,7 +52,7 @@ static const option_spec specs[] = {
     {"swiglu", "network size", OPTION_FLAG, AT(swiglu), .help = "SwiGLU MLP: fc1 gives gate and up halves, silu(gate) * up (default --ffn-hidden-size: 4h*2/3 rounded down to 64)"},
     {"group-query-attention", "network size", OPTION_FLAG, AT(group_query_attention), .help = "grouped-query attention (with --num-query-groups)"},
     {"num-query-groups", "network size", OPTION_INT, AT(num_query_groups), "1", .range = "[1, inf)", .help = "key/value heads with --group-query-attention; the query heads share them in groups"},
-    {"disable-bias-linear", "network size", OPTION_FLAG, AT(disable_bias_linear), .help = "no biases in the linear layers (QKV, projection, MLP)"},
+    {"disable-bias-linear", "network size", OPTION_FLAG, AT(disable_bias_linear), .help = "no biases in the linear layers (QKV, projection, MLP); as in Megatron this turns the bias-GeLU fusion off: a GeLU MLP computes exact (erf) GeLU"},
     {"add-qkv-bias", "network size", OPTION_FLAG, AT(add_qkv_bias), .help = "a bias on the QKV projection even with --disable-bias-linear (Qwen2's attention, as Megatron-Core's add_qkv_bias)"},
     {"window-size", "network size", OPTION_STRING, AT(window_size), .metavar = "LEFT,RIGHT", .help = "sliding-window attention, as Megatron with Transformer Engine: a query at position i sees the keys at i - LEFT .. i (-1: unbounded); the attention is causal, so RIGHT must be 0 ((-1,-1) and a RIGHT other than 0 become 0 with Transformer Engine's warning); CPU backend only for now"},
     {"window-attn-skip-freq", "network size", OPTION_STRING, AT(window_attn_skip_freq), .metavar = "N|PATTERN", .help = "which layers --window-size applies to: an integer N makes layers N, 2N, ... (1-based) full attention, or a Python list expression of 0/1 per layer, 1 for the windowed layers, e.g. \"[1,1,1,0]*3\""},
@@ -249,7 +249,7 @@ static const option_spec specs[] = {
     {"attention-backend", "Megatron-LM implementation switches", OPTION_CHOICE, .choices = "flash|fused|unfused|local|auto", .flags = OPTION_NO_EFFECT, .help = "attention is the CPU reference on --device cpu and flash attention on cuda, whatever this says (the same softmax(QK^T/sqrt(d))V)"},
     {"use-flash-attn", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the CUDA backend always uses flash attention"},
     {"no-masked-softmax-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
-    {"no-bias-gelu-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
+    {"no-bias-gelu-fusion", "Megatron-LM implementation switches", OPTION_FLAG, AT(no_bias_gelu_fusion), .help = "no bias-GeLU fusion (Megatron's bias_activation_fusion off): the MLP's GeLU (not --swiglu) is F.gelu's exact erf form instead of the fused kernel's tanh approximation; --disable-bias-linear switches the fusion off too"},
     {"no-bias-dropout-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
     {"no-gradient-accumulation-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "weight gradients always accumulate into the fp32 gradient buffer; fusing that changes speed, not results"},
     {"cross-entropy-loss-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the vocab-parallel cross-entropy is always one fused pass that never gathers the logits"},
@@ -391,6 +391,9 @@ static int validate_architecture(check_state *st, args *a) {
             return error_format(st->err, st->errlen, "rotary embeddings turn channel pairs: --kv-channels %d x --rotary-percent %g = %d channels is not an even number >= 2",
                         a->kv_channels, a->rotary_percent, rotary_dim);
     }
+    /* Megatron's validate_args: no bias-GeLU fusion without linear biases; the MLP's GeLU is then
+     * F.gelu (erf) rather than bias_gelu_impl (tanh). --use-checkpoint-args takes the checkpoint's. */
+    if (!a->bias_gelu_fusion_from_checkpoint) a->bias_gelu_fusion = !a->no_bias_gelu_fusion && !a->disable_bias_linear;
     if (!rope && (a->use_rope_scaling || given(st, "rope-scaling-factor")))
         return error_format(st->err, st->errlen, "--use-rope-scaling and --rope-scaling-factor scale rotary frequencies: they need --position-embedding-type rope");
     if (given(st, "rope-scaling-factor") && !a->use_rope_scaling)
@@ -1090,6 +1093,7 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->apply_layernorm_1p = a->apply_layernorm_1p;
     c->rmsnorm = !strcmp(a->normalization, "RMSNorm");
     c->swiglu = a->swiglu;
+    c->gelu_erf = !a->swiglu && !a->bias_gelu_fusion;
     c->num_query_groups = a->num_query_groups;
     c->disable_bias_linear = a->disable_bias_linear;
     c->add_qkv_bias = a->add_qkv_bias;
