@@ -62,15 +62,7 @@ static void read_bert(const checkpoint_reader *r, bert_dims *m, hf_bert_config *
     m->positions = arg_positive_int(r, "max_position_embeddings");
     m->untied = arg_int_or(r, "untie_embeddings_and_output_weights", 0) != 0;
     m->binary_head = checkpoint_has_tensor(r, "binary_head.weight");
-    m->vocab = arg_int_or(r, "vocab_size", 0);
-    if (m->vocab <= 0) {
-        fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
-                program_name, r->path, (long long)m->padded_vocab);
-        m->vocab = m->padded_vocab;
-    }
-    if (m->vocab > m->padded_vocab)
-        user_error("%s: /args vocab_size %lld exceeds padded_vocab_size %lld", r->path, (long long)m->vocab,
-                   (long long)m->padded_vocab);
+    m->vocab = arg_export_vocab(r, m->padded_vocab);
     char err[error_max];
     if (checkpoint_read_double_arg(r, "layernorm_epsilon", &c->layer_norm_eps, err, sizeof err)) user_error("%s", err);
     c->vocab_size = m->vocab;

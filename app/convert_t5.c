@@ -65,15 +65,7 @@ static void read_t5(const checkpoint_reader *r, t5_dims *d, hf_t5_config *c) {
     d->gated = arg_int_or(r, "swiglu", 0) != 0;
     d->layernorm_1p = arg_int_or(r, "apply_layernorm_1p", 0) != 0;
     d->buckets = arg_int_or(r, "relative_attention_num_buckets", 32);
-    d->vocab = arg_int_or(r, "vocab_size", 0);
-    if (d->vocab <= 0) {
-        fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
-                program_name, r->path, (long long)d->padded_vocab);
-        d->vocab = d->padded_vocab;
-    }
-    if (d->vocab > d->padded_vocab)
-        user_error("%s: /args vocab_size %lld exceeds padded_vocab_size %lld", r->path, (long long)d->vocab,
-                   (long long)d->padded_vocab);
+    d->vocab = arg_export_vocab(r, d->padded_vocab);
     char err[error_max];
     if (checkpoint_read_double_arg(r, "layernorm_epsilon", &c->layer_norm_epsilon, err, sizeof err)) user_error("%s", err);
     if (checkpoint_read_double_arg(r, "hidden_dropout", &c->dropout_rate, err, sizeof err)) c->dropout_rate = 0.1;

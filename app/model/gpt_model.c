@@ -991,7 +991,8 @@ static void gelu_linear_backward(gpt_model *m, void *dpre, float *dweight, const
     if (m->config.gelu_erf) {
         if (!x_kept) ops->gelu_erf_forward(x, pre, (size_t)N * (size_t)IC);
         if (dweight) linear_backward(m, NULL, dweight, NULL, dout, x, weight, N, IC, OC);
-        mlp_matmul_backward_gelu_erf(ops, dpre, NULL, dout, x, pre, weight, N, IC, OC, 1);
+        ops->matmul_backward(dpre, NULL, NULL, dout, NULL, weight, N, IC, OC);  /* dpre may be x: after */
+        ops->gelu_erf_backward(dpre, pre, dpre, (size_t)N * (size_t)IC);
         return;
     }
     if (!dweight || !grad_first_write_take(m, dweight)) {

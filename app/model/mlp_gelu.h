@@ -37,16 +37,4 @@ static inline void mlp_matmul_gelu_forward(const kernel_ops *ops, int erf, void 
     ops->gelu_erf_forward(gelu_out, out, (size_t)N * (size_t)OC);
 }
 
-/* kernel_ops.matmul_backward_gelu with the exact GeLU: x (not kept) receives gelu(pre) first;
- * the weight gradient reads x before dpre (which may be x) is written: dpre = dout W, then
- * dpre *= gelu'(pre) in place. dweight NULL skips the weight gradient. */
-static inline void mlp_matmul_backward_gelu_erf(const kernel_ops *ops, void *dpre, float *dweight, const void *dout,
-                                                void *x, const void *pre, const void *weight, int N, int IC, int OC,
-                                                int x_kept) {
-    if (!x_kept) ops->gelu_erf_forward(x, pre, (size_t)N * (size_t)IC);
-    if (dweight) ops->matmul_backward(NULL, dweight, NULL, dout, x, weight, N, IC, OC);
-    ops->matmul_backward(dpre, NULL, NULL, dout, NULL, weight, N, IC, OC);
-    ops->gelu_erf_backward(dpre, pre, dpre, (size_t)N * (size_t)IC);
-}
-
 #endif
