@@ -2,6 +2,7 @@
 #include "app/model/hf_t5_config.h"
 
 #include "app/core/error.h"
+#include "app/model/hf_real_text.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -136,21 +137,12 @@ done:
     return rc;
 }
 
-/* the shortest text that reads back as the same float (our arguments are floats), kept a JSON real */
-static void real_text(double value, char *text, size_t size) {
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(text, size, "%.*g", digits, value);
-        if ((float)strtod(text, NULL) == (float)value) break;
-    }
-    if (!strpbrk(text, ".eEn")) strncat(text, ".0", size - strlen(text) - 1);
-}
-
 int hf_t5_config_write(const char *path, const hf_t5_config *c, char *err, size_t errlen) {
     FILE *f = fopen(path, "w");
     if (!f) return error_format(err, errlen, "%s: cannot create: %s", path, strerror(errno));
     char epsilon[64], dropout[64];
-    real_text(c->layer_norm_epsilon, epsilon, sizeof epsilon);
-    real_text(c->dropout_rate, dropout, sizeof dropout);
+    hf_real_text(c->layer_norm_epsilon, 1, epsilon, sizeof epsilon);
+    hf_real_text(c->dropout_rate, 1, dropout, sizeof dropout);
     /* T5Config's keys, sorted as transformers' to_json_string(sort_keys=True, indent=2) writes them */
     fprintf(f,
             "{\n"

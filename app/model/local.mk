@@ -22,6 +22,7 @@ app_model_libmodel_a_SOURCES = \
 	app/model/hf_gpt2_config.c app/model/hf_gpt2_config.h \
 	app/model/hf_llama_layout.c app/model/hf_llama_layout.h \
 	app/model/hf_llama_config.c app/model/hf_llama_config.h \
+	app/model/hf_real_text.c app/model/hf_real_text.h \
 	app/model/hf_bert_layout.c app/model/hf_bert_layout.h \
 	app/model/hf_bert_config.c app/model/hf_bert_config.h \
 	app/model/hf_t5_layout.c app/model/hf_t5_layout.h \
