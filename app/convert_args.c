@@ -1,6 +1,7 @@
 /* convert_args.c: the /args readers of convert_args.h. */
 #include "app/convert_args.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,4 +34,17 @@ int arg_string_is(const checkpoint_reader *r, const char *name, const char *valu
     int same = seen && !strcmp(seen, value);
     free(stored);
     return same;
+}
+
+int64_t arg_export_vocab(const checkpoint_reader *r, int64_t padded_vocab) {
+    int64_t vocab = arg_int_or(r, "vocab_size", 0);
+    if (vocab <= 0) {
+        fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
+                program_name, r->path, (long long)padded_vocab);
+        vocab = padded_vocab;
+    }
+    if (vocab > padded_vocab)
+        user_error("%s: /args vocab_size %lld exceeds padded_vocab_size %lld", r->path, (long long)vocab,
+                   (long long)padded_vocab);
+    return vocab;
 }

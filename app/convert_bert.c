@@ -62,15 +62,7 @@ static void read_bert(const checkpoint_reader *r, bert_dims *m, hf_bert_config *
     m->positions = arg_positive_int(r, "max_position_embeddings");
     m->untied = arg_int_or(r, "untie_embeddings_and_output_weights", 0) != 0;
     m->binary_head = checkpoint_has_tensor(r, "binary_head.weight");
-    m->vocab = arg_int_or(r, "vocab_size", 0);
-    if (m->vocab <= 0) {
-        fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
-                program_name, r->path, (long long)m->padded_vocab);
-        m->vocab = m->padded_vocab;
-    }
-    if (m->vocab > m->padded_vocab)
-        user_error("%s: /args vocab_size %lld exceeds padded_vocab_size %lld", r->path, (long long)m->vocab,
-                   (long long)m->padded_vocab);
+    m->vocab = arg_export_vocab(r, m->padded_vocab);
     char err[error_max];
     if (checkpoint_read_double_arg(r, "layernorm_epsilon", &c->layer_norm_eps, err, sizeof err)) user_error("%s", err);
     c->vocab_size = m->vocab;
@@ -84,7 +76,10 @@ static void read_bert(const checkpoint_reader *r, bert_dims *m, hf_bert_config *
     c->attention_probs_dropout_prob = arg_double_or(r, "attention_dropout", 0.1);
     c->tie_word_embeddings = !m->untied;
     c->binary_head = m->binary_head;
-    snprintf(c->hidden_act, sizeof c->hidden_act, "gelu_new");  /* the encoder's tanh GeLU: hf_bert_config.h */
+    /* the encoder MLP's GeLU (hf_bert_config.h): exact without the bias-GeLU fusion
+     * (--no-bias-gelu-fusion), as the LM head's, so "gelu" is exact for both; else the tanh form
+     * (also checkpoints from before bias_gelu_fusion was recorded) */
+    snprintf(c->hidden_act, sizeof c->hidden_act, "%s", arg_int_or(r, "bias_gelu_fusion", 1) ? "gelu_new" : "gelu");
 }
 
 void bert_export_to_hf(const checkpoint_reader *reader, const char *output, int bfloat16, int overwrite) {
@@ -167,7 +162,7 @@ void bert_export_to_hf(const checkpoint_reader *reader, const char *output, int 
            m.binary_head ? "MegatronBertForPreTraining" : "MegatronBertForMaskedLM (no binary head: zero token types)",
            (long long)m.num_layers, (long long)m.hidden, (long long)m.heads, (long long)m.ffn_hidden,
            (long long)m.vocab, (long long)(m.padded_vocab - m.vocab), m.untied ? "untied decoder" : "tied embeddings",
-           bfloat16 ? "bfloat16" : "float32", ", hidden_act gelu_new");
+           bfloat16 ? "bfloat16" : "float32", !strcmp(config.hidden_act, "gelu") ? ", hidden_act gelu" : ", hidden_act gelu_new");
     safetensors_writer_free(writer);
     for (int i = 0; i < count * HF_LLAMA_MAX_PARTS; i++) free(converted[i]);
     free(converted);
@@ -202,10 +197,11 @@ void bert_import_from_hf(hf_source *s, const char *input, const char *save, int6
     char err[error_max];
     hf_bert_config c;
     if (hf_bert_config_read(s->config_path, &c, err, sizeof err)) user_error("%s", err);
-    if (strcmp(c.hidden_act, "gelu_new") && strcmp(c.hidden_act, "gelu_pytorch_tanh") && strcmp(c.hidden_act, "gelu_fast"))
-        fprintf(stderr, "%s: note: %s says hidden_act \"%s\"; our encoder's MLP computes GeLU's tanh approximation "
-                "(Megatron's bias-gelu fusion) and the LM head exact GeLU, whatever the file says\n", program_name,
-                s->config_path, c.hidden_act);
+    /* "gelu": the exact GeLU in the MLP (recorded as bias_gelu_fusion 0: Megatron's
+     * --no-bias-gelu-fusion) and in the LM head, which computes it in any case; the tanh forms:
+     * the MLP's fused tanh GeLU (bias_gelu_fusion 1), the LM head's transform then within the
+     * approximation of HF's (hf_bert_config.h) */
+    int gelu_erf = !strcmp(c.hidden_act, "gelu");
     if ((float)c.layer_norm_eps != 1e-5f)  /* /args keeps it, but no flag is taken from there */
         fprintf(stderr, "%s: note: %s says layer_norm_eps %g: give pretrain_bert and finetune_bert --norm-epsilon %g "
                 "(their default is 1e-5)\n", program_name, s->config_path, c.layer_norm_eps, c.layer_norm_eps);
@@ -281,7 +277,7 @@ void bert_import_from_hf(hf_source *s, const char *input, const char *save, int6
         {"max_position_embeddings", m.positions}, {"seq_length", m.positions},
         {"untie_embeddings_and_output_weights", m.untied}, {"num_query_groups", m.heads},
         {"group_query_attention", 0}, {"swiglu", 0}, {"add_bias_linear", 1}, {"add_qkv_bias", 0},
-        {"apply_layernorm_1p", 0}, {"bert_binary_head", m.binary_head},
+        {"bias_gelu_fusion", !gelu_erf}, {"apply_layernorm_1p", 0}, {"bert_binary_head", m.binary_head},
         {"tensor_model_parallel_size", 1}, {"pipeline_model_parallel_size", 1}, {"data_parallel_size", 1},
         {"use_distributed_optimizer", 0},
     };
@@ -307,10 +303,12 @@ void bert_import_from_hf(hf_source *s, const char *input, const char *save, int6
     }
     convert_release_commit(w);
     printf("> %s: %s -> %s: MegatronBertFor%s, %lld layers, hidden %lld, %lld heads, ffn %lld, vocab %lld padded to "
-           "%lld, %s (%d tensors from %d file%s)\n", program_name, input, release.file,
+           "%lld, %s, the MLP's GeLU %s (%d tensors from %d file%s)\n", program_name, input, release.file,
            m.binary_head ? "PreTraining" : "MaskedLM (no binary head)", (long long)m.num_layers, (long long)m.hidden,
            (long long)m.heads, (long long)m.ffn_hidden, (long long)m.vocab, (long long)m.padded_vocab,
-           m.untied ? "untied output layer" : "tied embeddings", count, s->num_files, s->num_files == 1 ? "" : "s");
+           m.untied ? "untied output layer" : "tied embeddings",
+           gelu_erf ? "exact (--no-bias-gelu-fusion; --use-checkpoint-args keeps it)" : "the tanh approximation", count,
+           s->num_files, s->num_files == 1 ? "" : "s");
     free(sources);
     free(source_files);
     free(list);

@@ -233,21 +233,11 @@ static void read_dims(const checkpoint_reader *reader, gpt2_dims *m, double *eps
     if (layernorm_1p)
         user_error("%s: saved with --apply-layernorm-1p (norm weights stored as w - 1): the Hugging Face GPT-2 "
                    "export does not convert them", reader->path);
-    int64_t untie = 0, vocab = 0;
+    int64_t untie = 0;
     if (checkpoint_read_int_arg(reader, "untie_embeddings_and_output_weights", &untie, err, sizeof err))
         user_error("%s", err);
     m->untied = untie != 0;
-    if (checkpoint_has_int_arg(reader, "vocab_size"))
-        checkpoint_read_int_arg(reader, "vocab_size", &vocab, err, sizeof err);
-    if (vocab <= 0) {
-        fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld "
-                "embedding rows\n", program_name, reader->path, (long long)m->padded_vocab);
-        vocab = m->padded_vocab;
-    }
-    if (vocab > m->padded_vocab)
-        user_error("%s: /args vocab_size %lld exceeds padded_vocab_size %lld", reader->path,
-                   (long long)vocab, (long long)m->padded_vocab);
-    m->vocab = vocab;
+    m->vocab = arg_export_vocab(reader, m->padded_vocab);
     if (m->heads * m->head_dim != m->hidden)
         user_error("%s: kv_channels %lld x num_attention_heads %lld != hidden_size %lld; Hugging "
                    "Face GPT-2 needs them equal", reader->path, (long long)m->head_dim,

@@ -193,15 +193,7 @@ static void read_llama(const checkpoint_reader *r, llama_dims *m, hf_llama_confi
     m->untied = arg_int_or(r, "untie_embeddings_and_output_weights", 0) != 0;
     m->bias = arg_int_or(r, "add_bias_linear", 1) != 0;
     m->layernorm_1p = arg_int_or(r, "apply_layernorm_1p", 0) != 0;
-    m->vocab = arg_int_or(r, "vocab_size", 0);
-    if (m->vocab <= 0) {
-        fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
-                program_name, r->path, (long long)m->padded_vocab);
-        m->vocab = m->padded_vocab;
-    }
-    if (m->vocab > m->padded_vocab)
-        user_error("%s: /args vocab_size %lld exceeds padded_vocab_size %lld", r->path, (long long)m->vocab,
-                   (long long)m->padded_vocab);
+    m->vocab = arg_export_vocab(r, m->padded_vocab);
     char err[error_max];
     if (checkpoint_read_double_arg(r, "layernorm_epsilon", &c->rms_norm_eps, err, sizeof err)) user_error("%s", err);
     c->vocab_size = m->vocab;

@@ -25,6 +25,11 @@ int t5_checkpoint(const checkpoint_reader *r) {
 
 /* ---- ours -> Hugging Face ------------------------------------------------------------------ */
 
+/* config.json's feed_forward_proj of a config */
+static const char *feed_forward_name(const hf_t5_config *c) {
+    return c->gated ? "gated-silu" : c->gelu_erf ? "gelu" : "gelu_new";
+}
+
 /* the dimensions and config of a T5 checkpoint; refuses what HF T5 does not compute as ours */
 static void read_t5(const checkpoint_reader *r, t5_dims *d, hf_t5_config *c) {
     const char *why = NULL;
@@ -60,15 +65,7 @@ static void read_t5(const checkpoint_reader *r, t5_dims *d, hf_t5_config *c) {
     d->gated = arg_int_or(r, "swiglu", 0) != 0;
     d->layernorm_1p = arg_int_or(r, "apply_layernorm_1p", 0) != 0;
     d->buckets = arg_int_or(r, "relative_attention_num_buckets", 32);
-    d->vocab = arg_int_or(r, "vocab_size", 0);
-    if (d->vocab <= 0) {
-        fprintf(stderr, "%s: note: %s has no tokenizer vocab_size in /args; exporting all %lld embedding rows\n",
-                program_name, r->path, (long long)d->padded_vocab);
-        d->vocab = d->padded_vocab;
-    }
-    if (d->vocab > d->padded_vocab)
-        user_error("%s: /args vocab_size %lld exceeds padded_vocab_size %lld", r->path, (long long)d->vocab,
-                   (long long)d->padded_vocab);
+    d->vocab = arg_export_vocab(r, d->padded_vocab);
     char err[error_max];
     if (checkpoint_read_double_arg(r, "layernorm_epsilon", &c->layer_norm_epsilon, err, sizeof err)) user_error("%s", err);
     if (checkpoint_read_double_arg(r, "hidden_dropout", &c->dropout_rate, err, sizeof err)) c->dropout_rate = 0.1;
@@ -82,6 +79,10 @@ static void read_t5(const checkpoint_reader *r, t5_dims *d, hf_t5_config *c) {
     c->relative_attention_num_buckets = d->buckets;
     c->relative_attention_max_distance = arg_int_or(r, "relative_attention_max_distance", 128);
     c->gated = d->gated;
+    /* the GeLU MLP's form: exact (HF "gelu") without the bias-GeLU fusion, as a checkpoint without
+     * linear biases has it; the tanh form (gelu_new) where bias_gelu_fusion says so or is absent
+     * (checkpoints before it was recorded) */
+    c->gelu_erf = !d->gated && arg_int_or(r, "bias_gelu_fusion", 1) == 0;
     c->pad_token_id = 0;  /* T5Config's defaults: generation settings, not the forward pass */
     c->eos_token_id = 1;
     c->decoder_start_token_id = 0;
@@ -161,7 +162,7 @@ void t5_export_to_hf(const checkpoint_reader *reader, const char *output, int bf
            "heads of %lld, d_ff %lld (%s), %lld relative buckets, vocab %lld (%lld padding rows dropped), untied "
            "lm_head, %s\n", program_name, reader->path, output, (long long)d.encoder_layers, (long long)d.decoder_layers,
            (long long)d.hidden, (long long)d.heads, (long long)d.head_dim, (long long)d.ffn_hidden,
-           d.gated ? "gated-silu" : "gelu_new", (long long)d.buckets, (long long)d.vocab,
+           feed_forward_name(&config), (long long)d.buckets, (long long)d.vocab,
            (long long)(d.padded_vocab - d.vocab), bfloat16 ? "bfloat16" : "float32");
     free(buffers);
     free(list);
@@ -183,6 +184,9 @@ static void write_args(checkpoint_writer *w, const t5_dims *d, const hf_t5_confi
         {"max_position_embeddings", positions}, {"seq_length", positions}, {"encoder_seq_length", positions},
         {"decoder_seq_length", 128}, {"untie_embeddings_and_output_weights", 1}, {"num_query_groups", d->heads},
         {"group_query_attention", 0}, {"swiglu", d->gated}, {"add_bias_linear", 0}, {"add_qkv_bias", 0},
+        /* Megatron's: no fusion without biases (F.gelu); HF's gelu_new is the tanh form, which a
+         * checkpoint records as the fusion's (--use-checkpoint-args keeps it) */
+        {"bias_gelu_fusion", !c->gated && !c->gelu_erf},
         {"rotary_interleaved", 0}, {"use_rope_scaling", 0}, {"apply_layernorm_1p", 0},
         {"relative_attention_num_buckets", c->relative_attention_num_buckets},
         {"relative_attention_max_distance", c->relative_attention_max_distance},
@@ -266,8 +270,12 @@ void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_
            "--max-position-embeddings %d (recorded; T5's relative positions have no table)\n",
            program_name, input, release.file, (long long)d.encoder_layers, (long long)d.decoder_layers,
            (long long)d.hidden, (long long)d.heads, (long long)d.head_dim, (long long)d.ffn_hidden,
-           d.gated ? "gated-silu" : "gelu_new", (long long)d.buckets, (long long)d.vocab, (long long)d.padded_vocab, count,
+           feed_forward_name(&c), (long long)d.buckets, (long long)d.vocab, (long long)d.padded_vocab, count,
            s->num_files, s->num_files == 1 ? "" : "s", d.gated ? " --swiglu" : "", c.layer_norm_epsilon, T5_IMPORT_POSITIONS);
+    if (!c.gated && !c.gelu_erf)
+        printf("> %s: its MLP's GeLU is the tanh form (%s), which Megatron computes only with linear biases: the "
+               "checkpoint records it (bias_gelu_fusion 1), and pretrain_t5 --use-checkpoint-args keeps it\n",
+               program_name, "gelu_new");
     free(sources);
     free(source_files);
     free(list);

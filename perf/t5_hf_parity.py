@@ -14,7 +14,7 @@ perf/t5_hf_parity.sh).
       Exits 1 on any FAIL.
   t5_hf_parity.py make OUT_DIR LIKE_CONFIG
       saves a randomly initialized T5ForConditionalGeneration (seed 0, float32) with
-      LIKE_CONFIG's T5Config (the export's: gated-silu or gelu_new, untied), for the import
+      LIKE_CONFIG's T5Config (the export's: gated-silu or gelu, untied), for the import
       direction.
 """
 import json

@@ -2,8 +2,9 @@
 # t5_hf_parity.sh: issue 46's Hugging Face logits parity for T5, both directions, on the machine
 # that has torch and transformers (the GPU machine; a GPU runs transformers in bfloat16 too).
 #  1. export: trains a small HF-compatible T5 on the CPU backend (pretrain_t5: relative positions,
-#     RMSNorm, --disable-bias-linear, untied, --swiglu = HF gated-silu; GELU=1 for gelu_new),
-#     exports it with convert_checkpoint --to-hf, computes our logits on PROMPTS samples
+#     RMSNorm, --disable-bias-linear, untied, --swiglu = HF gated-silu; GELU=1 for the GeLU MLP,
+#     HF "gelu": exact, as Megatron computes it without linear biases), exports it with
+#     convert_checkpoint --to-hf, computes our logits on PROMPTS samples
 #     (tests/tools/t5_logits, fp32: an encoder with its last quarter padded, a decoder sequence)
 #     and compares them with transformers' T5ForConditionalGeneration (perf/t5_hf_parity.py
 #     compare; tests/mpi/t5_hf_test.sh makes the same comparison on a tiny T5 against

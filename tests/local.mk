@@ -385,6 +385,8 @@ TESTS += tests/mpi/t5_relative_test.sh
 # T5 and Hugging Face T5ForConditionalGeneration (issue 46)
 TESTS += tests/mpi/t5_hf_test.sh
 EXTRA_DIST += tests/tools/hf_t5_reference.py perf/t5_hf_parity.sh perf/t5_hf_parity.py
+# T5 with activation recomputation, full and selective (issue 46)
+TESTS += tests/mpi/t5_recompute_test.sh
 # robustness (issue 21): NaN/Inf stop, time limits, heartbeat, checkpoint argument checks; the
 # fault-injection suite (SIGKILL/SIGTERM/SIGSTOP, full disk, read-only folder, damaged files)
 TESTS += tests/mpi/robustness_test.sh tests/mpi/fault_injection_test.sh
@@ -420,6 +422,7 @@ TESTS += tests/mpi/memory_efficient_norm_test.sh
 # the loss in chunks of token rows (issue 19: the logits of one chunk at a time)
 TESTS += tests/mpi/loss_chunk_test.sh
 TESTS += tests/mpi/checkpoint_args_test.sh
+TESTS += tests/mpi/gelu_form_test.sh
 # Megatron's index cache files (issue 18 item 4, issue 22 item 1): names, descriptions and .npy
 # bytes against numpy, XXH3 checksums, a cache written by Megatron, the default directory
 TESTS += tests/mpi/index_cache_test.sh

@@ -59,6 +59,9 @@ static void config_from_checkpoint(checkpoint_file *f, inference_model *im, gpt_
     free(positions);
     c->swiglu = checkpoint_get_int(f, "/args", "swiglu", &value) == 0 && value != 0;
     c->disable_bias_linear = checkpoint_get_int(f, "/args", "add_bias_linear", &value) == 0 && value == 0;
+    /* the GeLU MLP's form: exact (erf) without the bias-GeLU fusion; a checkpoint from before
+     * bias_gelu_fusion was recorded computed the tanh form */
+    c->gelu_erf = !c->swiglu && checkpoint_get_int(f, "/args", "bias_gelu_fusion", &value) == 0 && value == 0;
     c->add_qkv_bias = checkpoint_get_int(f, "/args", "add_qkv_bias", &value) == 0 && value != 0;
     c->num_query_groups = checkpoint_get_int(f, "/args", "num_query_groups", &value) == 0 && value > 0
                               ? (int)value : c->num_attention_heads;

@@ -88,7 +88,7 @@ typedef struct model_flags {
     {"attention-backend", MODEL_NO_EFFECT_GROUP, OPTION_CHOICE, .choices = "flash|fused|unfused|local|auto", .flags = OPTION_NO_EFFECT, .help = "attention is the CPU reference on --device cpu and flash attention on cuda (the same softmax(QK^T/sqrt(d))V)"}, \
     {"use-flash-attn", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the CUDA backend always uses flash attention"}, \
     {"no-masked-softmax-fusion", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"}, \
-    {"no-bias-gelu-fusion", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"}, \
+    {"no-bias-gelu-fusion", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the MLP's GeLU form (tanh with the fusion, exact erf without) is the checkpoint's (its bias_gelu_fusion)"}, \
     {"no-bias-dropout-fusion", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"}, \
     {"attention-softmax-in-fp32", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the attention softmax is always computed in fp32"}, \
     {"moe-grouped-gemm", MODEL_NO_EFFECT_GROUP, OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the experts' GEMMs are always grouped here (the same results)"}, \

@@ -12,6 +12,7 @@
  * layer's MLP is moe_inference_forward on N2(x'), its partial sums reduced as fc2's are. */
 #include "app/model/gpt_inference.h"
 #include "app/model/moe_layer.h"
+#include "app/model/mlp_gelu.h"
 #include "app/core/error.h"
 
 #include <limits.h>
@@ -222,7 +223,7 @@ static void forward(gpt_inference *inf, const int *tokens, int B, int Tq, int pa
             ops->matmul_forward(inf->fc1, NULL, inf->ln, lw->fc1_weight, lw->fc1_bias, N, C, 2 * Fl);
             ops->swiglu_forward(inf->gelu, inf->fc1, N, Fl);
         } else {
-            ops->matmul_forward(inf->fc1, inf->gelu, inf->ln, lw->fc1_weight, lw->fc1_bias, N, C, Fl);
+            mlp_matmul_gelu_forward(ops, c->gelu_erf, inf->fc1, inf->gelu, inf->ln, lw->fc1_weight, lw->fc1_bias, N, C, Fl);
         }
         ops->matmul_forward(inf->out_rows, NULL, inf->gelu, lw->fc2_weight, NULL, N, Fl, C);
         tp_reduce(inf, inf->out_rows, rows_size);

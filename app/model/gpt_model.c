@@ -34,6 +34,7 @@
 #include "app/model/grad_first_write.h"
 #include "app/model/moe_expert_bias.h"
 #include "app/model/moe_layer.h"
+#include "app/model/mlp_gelu.h"
 #include "app/model/relative_position.h"
 #include "app/model/t5_activations.h"
 #include "app/core/hash.h"
@@ -132,17 +133,21 @@ static void plan_chunks(gpt_model *m) {
         ch->num_layers = per_chunk;
         ch->pre_process = k == 0 && c->pp_rank == 0;
         ch->post_process = k == m->num_chunks - 1 && c->pp_rank == c->pp_size - 1;
-        /* Megatron's TransformerBlock._checkpointed_forward over the chunk's layers: uniform
+        /* Megatron's TransformerBlock._checkpointed_forward over the chunk's layers (T5: over
+         * each stack's, one TransformerBlock each, pipeline parallelism refused): uniform
          * checkpoints every layer in groups of N (the last group may be shorter), block the
          * first N layers one by one and stores the rest whole */
-        int n = c->recompute_num_layers > 0 ? c->recompute_num_layers : 1;
-        if (n > per_chunk) n = per_chunk;
-        if (c->recompute_method == RECOMPUTE_METHOD_UNIFORM) {
-            ch->recomputed_layers = per_chunk;
-            ch->recompute_group = n;
-        } else if (c->recompute_method == RECOMPUTE_METHOD_BLOCK) {
-            ch->recomputed_layers = n;
-            ch->recompute_group = 1;
+        for (int stack = 0; stack < (c->t5 ? 2 : 1); stack++) {
+            int layers = !c->t5 ? per_chunk : stack ? c->num_layers - c->t5_encoder_layers : c->t5_encoder_layers;
+            int n = c->recompute_num_layers > 0 ? c->recompute_num_layers : 1;
+            if (n > layers) n = layers;
+            if (c->recompute_method == RECOMPUTE_METHOD_UNIFORM) {
+                ch->recomputed_layers[stack] = layers;
+                ch->recompute_group[stack] = n;
+            } else if (c->recompute_method == RECOMPUTE_METHOD_BLOCK) {
+                ch->recomputed_layers[stack] = n;
+                ch->recompute_group[stack] = 1;
+            }
         }
     }
 }
@@ -339,14 +344,16 @@ static const int *layer_key_valid(const gpt_model *m, const activation_slot *slo
 static void t5_state_create(gpt_model *m);
 static void t5_scratch_allocate(gpt_model *m);
 static void t5_state_free(gpt_model *m);
-static struct t5_cross_activations *t5_cross_allocate(gpt_model *m);
-static void t5_cross_release(gpt_model *m, struct t5_cross_activations *x);
+static struct t5_cross_activations *t5_cross_allocate(gpt_model *m, int own_workspace);
+static void t5_cross_release(gpt_model *m, struct t5_cross_activations *x, int own_workspace);
+static void t5_cross_workspace_allocate(gpt_model *m);
 static void t5_slot_allocate(gpt_model *m, activation_slot *slot);
 static void t5_slot_free(gpt_model *m, activation_slot *slot);
 static void t5_cross_forward(gpt_model *m, const activation_slot *slot, struct t5_cross_activations *x,
                              const layer_view *lw, const void *x1, int layer, micro_batch_rng rng);
 static void t5_cross_backward(gpt_model *m, const activation_slot *slot, struct t5_cross_activations *x,
-                              const layer_view *lw, const layer_view *lg, const void *x1, int layer, micro_batch_rng rng);
+                              const layer_view *lw, const layer_view *lg, const void *x1, int layer, micro_batch_rng rng,
+                              int core_again);
 static double t5_chunk_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, const int *tokens,
                                const int *targets, micro_batch_rng rng, float grad_scale, int with_backward);
 static void t5_chunk_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, micro_batch_rng rng);
@@ -410,9 +417,28 @@ static void release_layer(gpt_model *m, layer_activations *la, int own_workspace
     }
 }
 
-/* 1 when layer l of the chunk is recomputed (full), and then its index within its group */
-static int layer_recomputed(const model_chunk *ch, int l) { return l < ch->recomputed_layers; }
-static int index_in_group(const model_chunk *ch, int l) { return l % ch->recompute_group; }
+/* the recompute stack of layer l of the chunk (T5's decoder layers: 1, every other layer: 0)
+ * and the layer's index in it */
+static int layer_stack(const gpt_model *m, const model_chunk *ch, int l) {
+    return t5_decoder_layer(m, ch->first_layer + l);
+}
+static int stack_index(const gpt_model *m, const model_chunk *ch, int l) {
+    return layer_stack(m, ch, l) ? ch->first_layer + l - m->config.t5_encoder_layers : l;
+}
+
+/* 1 when layer l of the chunk is recomputed (full), and then its index within its group, and
+ * whether it is its group's last */
+static int layer_recomputed(const gpt_model *m, const model_chunk *ch, int l) {
+    return stack_index(m, ch, l) < ch->recomputed_layers[layer_stack(m, ch, l)];
+}
+static int index_in_group(const gpt_model *m, const model_chunk *ch, int l) {
+    return stack_index(m, ch, l) % ch->recompute_group[layer_stack(m, ch, l)];
+}
+static int group_last(const gpt_model *m, const model_chunk *ch, int l) {
+    int stack = layer_stack(m, ch, l);
+    return layer_recomputed(m, ch, l) && (stack_index(m, ch, l) == ch->recomputed_layers[stack] - 1 ||
+                                          index_in_group(m, ch, l) == ch->recompute_group[stack] - 1);
+}
 
 /* token rows per pass of the loss (gpt_config.loss_chunk_rows; automatic: the fewest equal
  * chunks of at most 2 GiB of logits: GPT-2 124M at micro-batch 32 x 1024 in 2, GPT 1.3B at
@@ -430,9 +456,10 @@ static int loss_chunk_rows(const gpt_model *m) {
 }
 
 /* A slot keeps every activation of the layers it stores. Of a recomputed group it keeps only the
- * first layer's input: the other buffers are the model's one set of recompute buffers, which the
- * forward overwrites (micro-batch after micro-batch) and the backward refills by running the
- * group's forward again. */
+ * first layer's input: the other buffers are the model's one set of recompute buffers (per
+ * stack: T5's encoder and decoder layers differ in rows and parts), which the forward
+ * overwrites (micro-batch after micro-batch) and the backward refills by running the group's
+ * forward again. */
 static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot) {
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);
@@ -442,9 +469,9 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
     for (int l = 0; l < ch->num_layers; l++) {
         layer_activations *la = &slot->layers[l];
         if (m->t5) t5_use_stack(m, t5_decoder_layer(m, ch->first_layer + l));  /* its stack's rows */
-        if (layer_recomputed(ch, l)) {
-            *la = m->scratch.recompute_layers[index_in_group(ch, l)];
-            if (index_in_group(ch, l) == 0) la->input = alloc_acts(ops, n * C);
+        if (layer_recomputed(m, ch, l)) {  /* its stack's set (T5's decoder set: with the cross-attention's) */
+            *la = m->scratch.recompute_layers[layer_stack(m, ch, l)][index_in_group(m, ch, l)];
+            if (index_in_group(m, ch, l) == 0) la->input = alloc_acts(ops, n * C);
             continue;
         }
         /* with the memory-efficient norms a stored layer's input and middle sum are read by the
@@ -454,7 +481,7 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
         la->input = shared && l > 0 ? shared[l % 2] : alloc_acts(ops, n * C);
         allocate_layer(m, la, !m->config.recompute_selective, l < m->config.keep_mlp_activation_layers,
                        shared ? shared[2] : NULL);
-        if (t5_decoder_layer(m, ch->first_layer + l)) la->cross = t5_cross_allocate(m);
+        if (t5_decoder_layer(m, ch->first_layer + l)) la->cross = t5_cross_allocate(m, !m->config.recompute_selective);
     }
     if (m->t5) {  /* the encoder's tokens and padding mask; the decoder's output and loss */
         t5_slot_allocate(m, slot);
@@ -496,13 +523,13 @@ static void free_slot(gpt_model *m, const model_chunk *ch, activation_slot *slot
     const kernel_ops *ops = m->ops;
     for (int l = 0; l < ch->num_layers; l++) {
         layer_activations *la = &slot->layers[l];
-        if (layer_recomputed(ch, l)) {
-            if (index_in_group(ch, l) == 0) ops->release(la->input);
+        if (layer_recomputed(m, ch, l)) {
+            if (index_in_group(m, ch, l) == 0) ops->release(la->input);
             continue;
         }
         if (l == 0 || !m->config.memory_efficient_layer_norm) ops->release(la->input);
         release_layer(m, la, !m->config.recompute_selective);
-        t5_cross_release(m, la->cross);
+        t5_cross_release(m, la->cross, !m->config.recompute_selective);
     }
     void *buffers[] = {slot->output, slot->tokens, slot->targets, slot->lnf, slot->lnf_mean,
                        slot->lnf_rstd, slot->logits, slot->d_lnf, slot->losses, slot->row_max,
@@ -546,38 +573,64 @@ static void allocate_scratch(gpt_model *m) {
     CHECK(m->host_losses, "out of host memory for losses");
 }
 
+/* the bytes of the attention workspace of either stack (T5), or the model's */
+static size_t attention_workspace_largest(gpt_model *m) {
+    size_t most = 0;
+    for (int stack = 0; stack < (m->t5 ? 2 : 1); stack++) {
+        if (m->t5) t5_use_stack(m, stack);
+        shapes s = model_shapes(m);
+        size_t bytes = m->ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D);
+        if (bytes > most) most = bytes;
+    }
+    if (m->t5) t5_use_stack(m, T5_ENCODER);
+    return most;
+}
+
 /* the buffers recomputation shares, before the slots that point into them: one group of layer
- * activations (inputs of all but its first layer included), with selective recompute the
- * attention workspace, with recompute_layernorm the norms' output; and with
+ * activations per stack (inputs of all but its first layer included; T5's decoder group with
+ * its cross-attention's), with selective recompute the attention workspace (and T5's
+ * cross-attention's), with recompute_layernorm the norms' output; and with
  * memory_efficient_layer_norm the residual rows the stored layers' forward shares */
 static void allocate_recompute_scratch(gpt_model *m) {
     backward_scratch *b = &m->scratch;
+    if (m->config.recompute_selective) {
+        b->attention_workspace = m->ops->alloc(attention_workspace_largest(m));
+        t5_cross_workspace_allocate(m);
+    }
+    t5_use_longer_stack(m);
     shapes s = model_shapes(m);
-    if (m->config.recompute_selective)
-        b->attention_workspace = m->ops->alloc(m->ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D));
     if (m->config.recompute_layernorm) b->norm_out = alloc_acts(m->ops, (size_t)s.N * s.C);
     if (m->config.memory_efficient_layer_norm)
         for (int k = 0; k < 3; k++) b->residual_rows[k] = alloc_acts(m->ops, (size_t)s.n * s.C);
-    for (int k = 0; k < m->num_chunks; k++)
-        if (m->chunks[k].recomputed_layers > 0 && m->chunks[k].recompute_group > b->num_recompute_layers)
-            b->num_recompute_layers = m->chunks[k].recompute_group;
-    if (b->num_recompute_layers == 0) return;
-    b->recompute_layers = calloc((size_t)b->num_recompute_layers, sizeof(layer_activations));
-    CHECK(b->recompute_layers, "out of host memory for the recompute buffers");
-    for (int j = 0; j < b->num_recompute_layers; j++) {
-        layer_activations *la = &b->recompute_layers[j];
-        if (j > 0) la->input = alloc_acts(m->ops, (size_t)s.n * s.C);
-        allocate_layer(m, la, 1, m->config.keep_mlp_activation_layers > 0, NULL);
+    for (int stack = 0; stack < 2; stack++) {
+        for (int k = 0; k < m->num_chunks; k++)
+            if (m->chunks[k].recomputed_layers[stack] > 0 && m->chunks[k].recompute_group[stack] > b->num_recompute_layers[stack])
+                b->num_recompute_layers[stack] = m->chunks[k].recompute_group[stack];
+        if (b->num_recompute_layers[stack] == 0) continue;
+        if (m->t5) t5_use_stack(m, stack);
+        s = model_shapes(m);
+        b->recompute_layers[stack] = calloc((size_t)b->num_recompute_layers[stack], sizeof(layer_activations));
+        CHECK(b->recompute_layers[stack], "out of host memory for the recompute buffers");
+        for (int j = 0; j < b->num_recompute_layers[stack]; j++) {
+            layer_activations *la = &b->recompute_layers[stack][j];
+            if (j > 0) la->input = alloc_acts(m->ops, (size_t)s.n * s.C);
+            allocate_layer(m, la, 1, m->config.keep_mlp_activation_layers > 0, NULL);
+            if (stack == T5_DECODER && m->t5) la->cross = t5_cross_allocate(m, 1);
+        }
     }
+    if (m->t5) t5_use_stack(m, T5_ENCODER);
 }
 
 static void free_recompute_scratch(gpt_model *m) {
     backward_scratch *b = &m->scratch;
-    for (int j = 0; j < b->num_recompute_layers; j++) {
-        if (j > 0) m->ops->release(b->recompute_layers[j].input);
-        release_layer(m, &b->recompute_layers[j], 1);
+    for (int stack = 0; stack < 2; stack++) {
+        for (int j = 0; j < b->num_recompute_layers[stack]; j++) {
+            if (j > 0) m->ops->release(b->recompute_layers[stack][j].input);
+            release_layer(m, &b->recompute_layers[stack][j], 1);
+            t5_cross_release(m, b->recompute_layers[stack][j].cross, 1);
+        }
+        free(b->recompute_layers[stack]);
     }
-    free(b->recompute_layers);
     if (b->attention_workspace) m->ops->release(b->attention_workspace);
     if (b->norm_out) m->ops->release(b->norm_out);
     for (int k = 0; k < 3; k++)
@@ -600,9 +653,9 @@ static void register_windows(gpt_model *m) {
     m->comm->window_register(b->d_full, full, g);
     m->comm->window_register(b->d_hidden, rows, g);
     m->comm->window_register(b->d_residual, rows, g);
-    for (int j = 0; j < b->num_recompute_layers; j++) {
-        m->comm->window_register(b->recompute_layers[j].ln1, full, g);
-        m->comm->window_register(b->recompute_layers[j].ln2, full, g);
+    for (int j = 0; j < b->num_recompute_layers[0]; j++) {  /* (not T5, which refuses --tp-comm-overlap) */
+        m->comm->window_register(b->recompute_layers[0][j].ln1, full, g);
+        m->comm->window_register(b->recompute_layers[0][j].ln2, full, g);
     }
     for (int k = 0; k < m->num_chunks; k++) {
         model_chunk *ch = &m->chunks[k];
@@ -677,6 +730,9 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
         moe_scratch_allocate(m);
         moe_expert_bias_allocate(m);
     }
+    if (m->config.gelu_erf && !m->config.swiglu && (!ops->gelu_erf_forward || !ops->gelu_erf_backward))
+        user_error("the MLP's exact GeLU (--no-bias-gelu-fusion or --disable-bias-linear) needs the erf GeLU kernels, "
+                   "which the %s backend lacks", ops->name);
     if (m->config.bert) {
         if (!ops->attention_padded_forward || !ops->gelu_erf_forward || !ops->tanh_forward)
             user_error("BERT needs the kernels of its padded bidirectional attention and heads, which the %s "
@@ -827,11 +883,11 @@ static void gathered_matmul_forward(gpt_model *m, int layer, fp8_gemm gemm, void
     const kernel_ops *ops = m->ops;
     if (fp8_native(m, layer)) {  /* whole: the gathered rows are quantized at once */
         fp8_native_forward(m, layer, gemm, out, full_in, weight, bias, NULL, s.N, s.C, OC);
-        if (gelu_out) ops->gelu_forward(gelu_out, out, (size_t)s.N * (size_t)OC);
+        if (gelu_out) mlp_gelu_forward(ops, m->config.gelu_erf, gelu_out, out, (size_t)s.N * (size_t)OC);
         return;
     }
     if (whole || !overlapped_ag(m)) {
-        ops->matmul_forward(out, gelu_out, full_in, weight, bias, s.N, s.C, OC);
+        mlp_matmul_gelu_forward(ops, m->config.gelu_erf, out, gelu_out, full_in, weight, bias, s.N, s.C, OC);
         return;
     }
     tensor_parallel_comm tp = tensor_parallel_of(m);
@@ -839,8 +895,9 @@ static void gathered_matmul_forward(gpt_model *m, int layer, fp8_gemm gemm, void
     for (int i = 0; i < m->config.tp_size; i++) {
         int k = tp_gather_order(&tp, i);
         tp_gather_wait(&tp, k, m->tp_requests);
-        ops->matmul_forward(act_at(ops, out, k * n * OC), gelu_out ? act_at(ops, gelu_out, k * n * OC) : NULL,
-                            act_at(ops, (void *)full_in, k * n * s.C), weight, bias, s.n, s.C, OC);
+        mlp_matmul_gelu_forward(ops, m->config.gelu_erf, act_at(ops, out, k * n * OC),
+                                gelu_out ? act_at(ops, gelu_out, k * n * OC) : NULL,
+                                act_at(ops, (void *)full_in, k * n * s.C), weight, bias, s.n, s.C, OC);
     }
     tp_gather_finish(&tp, m->tp_requests);
 }
@@ -926,10 +983,18 @@ static void linear_backward(gpt_model *m, void *dx, float *dweight, float *dbias
 }
 
 /* kernel_ops.matmul_backward_gelu likewise: a kept x is read by the weight gradient before dpre
- * (maybe x) is written; otherwise x is made first */
+ * (maybe x) is written; otherwise x is made first. The exact GeLU (mlp_gelu.h) does the same by
+ * the plain GEMMs and the elementwise backward. */
 static void gelu_linear_backward(gpt_model *m, void *dpre, float *dweight, const void *dout, void *x, const void *pre,
                                  const void *weight, int N, int IC, int OC, int x_kept) {
     const kernel_ops *ops = m->ops;
+    if (m->config.gelu_erf) {
+        if (!x_kept) ops->gelu_erf_forward(x, pre, (size_t)N * (size_t)IC);
+        if (dweight) linear_backward(m, NULL, dweight, NULL, dout, x, weight, N, IC, OC);
+        ops->matmul_backward(dpre, NULL, NULL, dout, NULL, weight, N, IC, OC);  /* dpre may be x: after */
+        ops->gelu_erf_backward(dpre, pre, dpre, (size_t)N * (size_t)IC);
+        return;
+    }
     if (!dweight || !grad_first_write_take(m, dweight)) {
         ops->matmul_backward_gelu(dpre, dweight, dout, x, pre, weight, N, IC, OC, x_kept);
         return;
@@ -1580,11 +1645,12 @@ static void fc2_backward_by_blocks(gpt_model *m, const layer_activations *la, co
 }
 
 /* b->d_residual carries dL/d(residual stream) down through the layer */
-/* --recompute-modules layernorm: the pre-MLP norm's gathered output again, the MLP's input */
+/* --recompute-modules layernorm: the pre-MLP norm's gathered output again, the MLP's input,
+ * from the MLP block's input (in T5's decoder layers the cross-attention's output) */
 static void pre_mlp_norm_again(gpt_model *m, layer_activations *la, const layer_view *lw) {
     if (m->config.recompute_layernorm)
-        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->residual_mid, lw->pre_mlp_layernorm_weight,
-                        lw->pre_mlp_layernorm_bias);
+        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, la->cross ? la->cross->residual : la->residual_mid,
+                        lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
 }
 
 /* fc2 and the activation's backward of a layer in fp8 from d_hidden (dense_mlp_backward's first
@@ -1603,13 +1669,13 @@ static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_v
     if (!x) {
         x = b->d_ffn_a;
         if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
-        else ops->gelu_forward(x, la->fc1_out, n);
+        else mlp_gelu_forward(ops, c->gelu_erf, x, la->fc1_out, n);
     }
     /* the weight gradient reads x before the input gradient overwrites it */
     fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
     void *d_pre = b->d_ffn_b ? b->d_ffn_b : x;
     if (c->swiglu) ops->swiglu_backward(d_pre, la->fc1_out, x, s.N, s.Fl);
-    else ops->gelu_backward(d_pre, la->fc1_out, x, n);
+    else mlp_gelu_backward(ops, c->gelu_erf, d_pre, la->fc1_out, x, n);
     return d_pre;
 }
 
@@ -1689,7 +1755,9 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     norm_backward(m, b->d_residual, lg->pre_mlp_layernorm_weight, lg->pre_mlp_layernorm_bias,
                   residual_bias_grad(m, la->cross ? lg->cross_proj_bias : lg->proj_bias), d_rows, mlp_input, la->ln2,
                   lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias, la->ln2_mean, la->ln2_rstd);
-    if (la->cross) t5_cross_backward(m, slot, la->cross, lw, lg, la->residual_mid, layer, rng);
+    /* selective: the attention cores' state again (a fully recomputed layer has it already) */
+    int core_again = c->recompute_selective && !layer_recomputed(m, ch, l);
+    if (la->cross) t5_cross_backward(m, slot, la->cross, lw, lg, la->residual_mid, layer, rng, core_again);
 
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
     d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
@@ -1697,8 +1765,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     row_parallel_backward(m, layer, FP8_GEMM_PROJ, b->d_attention, lg->proj_weight, d_hidden, la->attention_out,
                           lw->proj_weight, s.HDl);
     const int *key_valid = layer_key_valid(m, slot, layer);
-    if (c->recompute_selective && !layer_recomputed(ch, l))  /* the attention core's state, again */
-        attention_core_forward(m, la, layer, rng, key_valid);
+    if (core_again) attention_core_forward(m, la, layer, rng, key_valid);
     /* the qkv bias gradient comes with the attention's backward, unless RoPE changes d_qkv after it */
     float *qkv_bias_grad = c->position_embedding_type == POSITION_ROPE ? NULL : lg->qkv_bias;
     if (m->t5 && m->t5->relative_bias[0]) {  /* T5's relative position bias: its gradient summed per stack */
@@ -1758,8 +1825,16 @@ static void embedding_backward(gpt_model *m, model_chunk *ch, activation_slot *s
  * backward of two layers (d_residual carries the gradient) */
 static void recompute_group_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, int last,
                                     micro_batch_rng rng) {
-    for (int l = last - index_in_group(ch, last); l <= last; l++)
+    for (int l = last - index_in_group(m, ch, last); l <= last; l++)
         layer_forward(m, ch, slot, l, rng, l < last ? layer_output(m, ch, slot, l) : m->scratch.d_hidden);
+}
+
+/* the backward of layer l, after its group's forward again where it is its recomputed group's
+ * last layer (the chunk's stack of l in use) */
+static void layer_backward_recomputing(gpt_model *m, model_chunk *ch, activation_slot *slot, int l,
+                                       micro_batch_rng rng) {
+    if (group_last(m, ch, l)) recompute_group_forward(m, ch, slot, l, rng);
+    layer_backward(m, ch, slot, l, rng);
 }
 
 void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng rng) {
@@ -1771,12 +1846,7 @@ void gpt_chunk_backward(gpt_model *m, int chunk, int slot_index, micro_batch_rng
         return;
     }
     if (ch->post_process) loss_backward(m, ch, slot);
-    for (int l = ch->num_layers - 1; l >= 0; l--) {
-        int group_last = layer_recomputed(ch, l) &&
-                         (l == ch->recomputed_layers - 1 || index_in_group(ch, l) == ch->recompute_group - 1);
-        if (group_last) recompute_group_forward(m, ch, slot, l, rng);
-        layer_backward(m, ch, slot, l, rng);
-    }
+    for (int l = ch->num_layers - 1; l >= 0; l--) layer_backward_recomputing(m, ch, slot, l, rng);
     if (ch->pre_process) embedding_backward(m, ch, slot, slot->tokens, rng, -1);
 }
 

@@ -92,6 +92,9 @@ typedef struct gpt_config {
     int rmsnorm;              /* --normalization RMSNorm (else LayerNorm) */
     int apply_layernorm_1p;   /* --apply-layernorm-1p: norm weights stored as w - 1 (zero at start) */
     int swiglu;               /* --swiglu: fc1 has 2F rows [gate; up] */
+    int gelu_erf;             /* a GeLU MLP computes F.gelu's exact erf form (Megatron without the
+                               * bias-GeLU fusion: --no-bias-gelu-fusion, --disable-bias-linear);
+                               * 0: the tanh approximation (bias_gelu_impl). app/model/mlp_gelu.h */
     int disable_bias_linear;  /* --disable-bias-linear: no biases in the linear layers */
     int add_qkv_bias;         /* --add-qkv-bias: linear_qkv has a bias even with disable_bias_linear */
     /* mixture of experts (app/model/moe_layer.h): num_experts 0 is a dense model; otherwise the
@@ -142,7 +145,9 @@ typedef struct gpt_config {
      * state (softmax statistics or probabilities) per micro-batch and recomputes it in the
      * backward; full keeps only the input of each group of recompute_num_layers layers
      * (uniform) or of each of a chunk's first recompute_num_layers layers (block) and runs the
-     * group's forward again before its backward */
+     * group's forward again before its backward. T5: each stack (encoder, decoder) on its own,
+     * as Megatron-Core's two TransformerBlocks; selective recomputes the cross-attention's core
+     * too (Megatron's CrossAttention checkpoints core_attn like SelfAttention) */
     int recompute_selective;
     /* --recompute-modules layernorm (selective): the two norms' outputs (the qkv and fc1 GEMMs'
      * inputs, [N,C] each per layer) are not kept; the backward runs the norm (and, with
@@ -330,8 +335,10 @@ typedef struct activation_slot {
 
 typedef struct model_chunk {
     int first_layer, num_layers;   /* global index of its first layer, and how many */
-    int recomputed_layers;         /* its first layers whose activations are recomputed (full) */
-    int recompute_group;           /* in groups of this many layers (uniform: N, block: 1) */
+    /* full recompute, per stack of layers (one; T5: the encoder's and the decoder's, each a
+     * TransformerBlock that checkpoints its own layers in Megatron-Core's T5Model) */
+    int recomputed_layers[2];      /* the stack's first layers whose activations are recomputed */
+    int recompute_group[2];        /* in groups of this many layers (uniform: N, block: 1) */
     int pre_process, post_process; /* holds the embedding / the output layer and loss */
     int first_param, num_params;   /* its range of the parameter table */
     int *layer_first_param;        /* [num_layers + 1]: where each layer's tensors start in the
@@ -367,10 +374,10 @@ typedef struct backward_scratch {
     /* activation recomputation: the activations of one group of recomputed layers (shared by
      * every chunk and slot; a group's first layer keeps its own input in the slot), and with
      * selective recompute the one attention workspace of every layer */
-    layer_activations *recompute_layers; /* [recompute_group] */
-    int num_recompute_layers;
-    void *attention_workspace;
-    void *norm_out;       /* [N,C], recompute_layernorm only: every layer's ln1 and ln2 */
+    layer_activations *recompute_layers[2]; /* per stack (T5: encoder, decoder): [recompute_group] */
+    int num_recompute_layers[2];
+    void *attention_workspace;  /* selective: for the longer stack */
+    void *norm_out;       /* [N,C] (T5: the longer stack's), recompute_layernorm only: every layer's ln1 and ln2 */
     void *tp_received;    /* [N,C], tp_comm_overlap only: the peers' partial sums of this rank's rows */
     /* [n,C] x 3, memory_efficient_layer_norm only: the residual stream between stored layers (two,
      * in turn) and a layer's sum after its attention block, which no backward reads then */

@@ -1,6 +1,7 @@
 /* hf_bert_config.c: reading and writing Hugging Face MegatronBertConfig (see hf_bert_config.h). */
 #include "app/model/hf_bert_config.h"
 #include "app/core/error.h"
+#include "app/model/hf_real_text.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -126,24 +127,13 @@ int hf_bert_config_read(const char *path, hf_bert_config *config, char *err, siz
     return status;
 }
 
-/* the shortest %g text that reads back as the same value (as float when as_float: Python prints
- * 1e-05, not 9.99999974737875e-06, for the float32 epsilon our checkpoints carry) */
-static void shortest_text(double value, int as_float, char *text, size_t size) {
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(text, size, "%.*g", digits, value);
-        double back = strtod(text, NULL);
-        if (as_float ? (float)back == (float)value : back == value) break;
-    }
-    if (!strpbrk(text, ".eEn")) strncat(text, ".0", size - strlen(text) - 1); /* stay a JSON real */
-}
-
 int hf_bert_config_write(const char *path, const hf_bert_config *c, char *err, size_t errlen) {
     FILE *f = fopen(path, "w");
     if (!f) return error_format(err, errlen, "%s: cannot create: %s", path, strerror(errno));
     char epsilon[64], hidden_dropout[64], attention_dropout[64];
-    shortest_text(c->layer_norm_eps, 1, epsilon, sizeof epsilon);
-    shortest_text(c->hidden_dropout_prob, 1, hidden_dropout, sizeof hidden_dropout);
-    shortest_text(c->attention_probs_dropout_prob, 1, attention_dropout, sizeof attention_dropout);
+    hf_real_text(c->layer_norm_eps, 1, epsilon, sizeof epsilon);
+    hf_real_text(c->hidden_dropout_prob, 1, hidden_dropout, sizeof hidden_dropout);
+    hf_real_text(c->attention_probs_dropout_prob, 1, attention_dropout, sizeof attention_dropout);
     fprintf(f,
             "{\n"
             "  \"architectures\": [\n"

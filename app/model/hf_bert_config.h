@@ -3,13 +3,14 @@
  * relative positions, a decoder, an activation other than GeLU, more than two token types) and
  * written the way transformers writes it (sorted keys, indent 2).
  *
- * The activation: HF has one hidden_act for the MLP and the LM head's transform. Our encoder's
- * MLP computes GeLU's tanh approximation (Megatron's default --bias-gelu-fusion kernel,
- * bias_gelu_impl) and the LM head exact GeLU (Megatron-Core's BertLMHead: F.gelu), so neither
- * string is exact for both: the export writes "gelu_new" (the tanh form, exact for every
- * encoder layer; the LM head's transform then differs by the approximation, at most 4.7e-4 in an
- * activation), and the import takes "gelu", "gelu_new", "gelu_pytorch_tanh" or "gelu_fast"
- * (computing them as ours does, noted on stderr when the file says otherwise).
+ * The activation: HF has one hidden_act for the MLP and the LM head's transform. The LM head
+ * computes exact GeLU (Megatron-Core's BertLMHead: F.gelu); the encoder's MLP computes GeLU's
+ * tanh approximation with Megatron's default bias-GeLU fusion (bias_gelu_impl) and exact GeLU
+ * without it (--no-bias-gelu-fusion; the checkpoint's bias_gelu_fusion 0). The export writes
+ * "gelu" for the latter (exact for both) and "gelu_new" for the former (the tanh form, exact for
+ * every encoder layer; the LM head's transform then differs by the approximation, at most 4.7e-4
+ * in an activation); the import takes "gelu" (recorded as bias_gelu_fusion 0), "gelu_new",
+ * "gelu_pytorch_tanh" or "gelu_fast" (bias_gelu_fusion 1).
  *
  * BertConfig (model_type "bert", BertForPreTraining) is post-LN: a LayerNorm after each
  * residual sum and on the embeddings, which our pre-LN encoder (Megatron's) does not compute:

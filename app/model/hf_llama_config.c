@@ -2,6 +2,7 @@
  * (see hf_llama_config.h). */
 #include "app/model/hf_llama_config.h"
 #include "app/core/error.h"
+#include "app/model/hf_real_text.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -270,17 +271,6 @@ int hf_llama_config_read(const char *path, hf_llama_config *config, char *err, s
     return status;
 }
 
-/* the shortest %g text that reads back as the same value (as float when as_float: Python prints
- * 1e-05, not 9.99999974737875e-06, for the float32 epsilon our checkpoints carry) */
-static void shortest_text(double value, int as_float, char *text, size_t size) {
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(text, size, "%.*g", digits, value);
-        double back = strtod(text, NULL);
-        if (as_float ? (float)back == (float)value : back == value) break;
-    }
-    if (!strpbrk(text, ".eEn")) strncat(text, ".0", size - strlen(text) - 1); /* stay a JSON real */
-}
-
 /* LlamaConfig's keys, sorted as transformers' to_json_string(sort_keys=True, indent=2) writes them */
 static void write_llama(FILE *f, const hf_llama_config *c, const char *epsilon, const char *scaling,
                         const char *theta) {
@@ -322,7 +312,7 @@ static void write_llama(FILE *f, const hf_llama_config *c, const char *epsilon, 
 static void write_mixtral(FILE *f, const hf_llama_config *c, const char *epsilon, const char *scaling,
                           const char *theta) {
     char coefficient[64];
-    shortest_text(c->router_aux_loss_coef, 0, coefficient, sizeof coefficient);
+    hf_real_text(c->router_aux_loss_coef, 0, coefficient, sizeof coefficient);
     fprintf(f,
             "{\n"
             "  \"architectures\": [\n"
@@ -365,7 +355,7 @@ static void write_mixtral(FILE *f, const hf_llama_config *c, const char *epsilon
 static void write_qwen2_moe(FILE *f, const hf_llama_config *c, const char *epsilon, const char *scaling,
                             const char *theta) {
     char coefficient[64];
-    shortest_text(c->router_aux_loss_coef, 0, coefficient, sizeof coefficient);
+    hf_real_text(c->router_aux_loss_coef, 0, coefficient, sizeof coefficient);
     fprintf(f,
             "{\n"
             "  \"architectures\": [\n"
@@ -424,11 +414,11 @@ int hf_llama_config_write(const char *path, const hf_llama_config *c, char *err,
     FILE *f = fopen(path, "w");
     if (!f) return error_format(err, errlen, "%s: cannot create: %s", path, strerror(errno));
     char epsilon[64], theta[64], factor[64], scaling[512];
-    shortest_text(c->rms_norm_eps, 1, epsilon, sizeof epsilon);
-    shortest_text(c->rope_theta, 0, theta, sizeof theta);
+    hf_real_text(c->rms_norm_eps, 1, epsilon, sizeof epsilon);
+    hf_real_text(c->rope_theta, 0, theta, sizeof theta);
     snprintf(scaling, sizeof scaling, "null");
     if (c->rope_scaling) {
-        shortest_text(c->rope_scaling_factor, 0, factor, sizeof factor);
+        hf_real_text(c->rope_scaling_factor, 0, factor, sizeof factor);
         snprintf(scaling, sizeof scaling,
                  "{\n    \"factor\": %s,\n    \"high_freq_factor\": 4.0,\n    \"low_freq_factor\": 1.0,\n"
                  "    \"original_max_position_embeddings\": 8192,\n    \"rope_type\": \"llama3\"\n  }", factor);

@@ -169,33 +169,42 @@ void hf_llama_qkv_row(int64_t row, const llama_dims *m, int *part, int64_t *hf_r
     }
 }
 
+void hf_rows_copy(float *ours, float *hf, size_t bytes, int to_hf) {
+    if (to_hf) memcpy(hf, ours, bytes);
+    else memcpy(ours, hf, bytes);
+}
+
+void hf_rows_norm(float *ours, float *hf, int64_t n, float shift, int to_hf) {
+    for (int64_t i = 0; i < n; i++) {
+        if (to_hf) hf[i] = ours[i] + shift;
+        else ours[i] = hf[i] - shift;
+    }
+}
+
+void hf_rows_vocab(float *ours, float *hf, size_t kept_bytes, size_t our_bytes, int to_hf) {
+    hf_rows_copy(ours, hf, kept_bytes, to_hf);
+    if (!to_hf) memset((char *)ours + kept_bytes, 0, our_bytes - kept_bytes);
+}
+
+void hf_rows_split(float *ours, float *const *hf, int parts, size_t part_bytes, int to_hf) {
+    for (int p = 0; p < parts; p++)
+        hf_rows_copy((float *)((char *)ours + (size_t)p * part_bytes), hf[p], part_bytes, to_hf);
+}
+
 /* to_hf 1: ours -> hf; 0: hf -> ours. Every transform moves whole rows of `width` elements. */
 static void convert(const hf_llama_tensor *t, const llama_dims *m, float *ours, float *const *hf, int to_hf) {
     const int64_t rows = t->our_shape[0], width = t->ndim == 2 ? t->our_shape[1] : 1;
     const size_t row_bytes = sizeof(float) * (size_t)width;
     switch (t->transform) {
     case LLAMA_COPY:
-        if (to_hf) memcpy(hf[0], ours, row_bytes * (size_t)rows);
-        else memcpy(ours, hf[0], row_bytes * (size_t)rows);
+        hf_rows_copy(ours, hf[0], row_bytes * (size_t)rows, to_hf);
         break;
-    case LLAMA_NORM: {
-        const float shift = m->layernorm_1p ? 1.0f : 0.0f;  /* w = stored + 1 */
-        for (int64_t i = 0; i < rows * width; i++) {
-            if (to_hf) hf[0][i] = ours[i] + shift;
-            else ours[i] = hf[0][i] - shift;
-        }
+    case LLAMA_NORM:
+        hf_rows_norm(ours, hf[0], rows * width, m->layernorm_1p ? 1.0f : 0.0f, to_hf);
         break;
-    }
-    case LLAMA_VOCAB_ROWS: {
-        const size_t kept = row_bytes * (size_t)t->hf_shape[0][0];
-        if (to_hf) {
-            memcpy(hf[0], ours, kept);
-        } else {
-            memcpy(ours, hf[0], kept);
-            memset((char *)ours + kept, 0, row_bytes * (size_t)rows - kept);
-        }
+    case LLAMA_VOCAB_ROWS:
+        hf_rows_vocab(ours, hf[0], row_bytes * (size_t)t->hf_shape[0][0], row_bytes * (size_t)rows, to_hf);
         break;
-    }
     case LLAMA_QKV:
         for (int64_t r = 0; r < rows; r++) {
             int part;
@@ -205,14 +214,9 @@ static void convert(const hf_llama_tensor *t, const llama_dims *m, float *ours, 
             else memcpy(ours + r * width, hf[part] + hf_row * width, row_bytes);
         }
         break;
-    case LLAMA_GATE_UP: {  /* the dense MLP's F rows each, or an expert's Fm */
-        const size_t half = row_bytes * (size_t)(rows / 2);
-        for (int p = 0; p < 2; p++) {
-            if (to_hf) memcpy(hf[p], (char *)ours + (size_t)p * half, half);
-            else memcpy((char *)ours + (size_t)p * half, hf[p], half);
-        }
+    case LLAMA_GATE_UP:  /* the dense MLP's F rows each, or an expert's Fm */
+        hf_rows_split(ours, hf, 2, row_bytes * (size_t)(rows / 2), to_hf);
         break;
-    }
     }
 }
 

@@ -40,6 +40,7 @@
 #ifndef HF_LLAMA_LAYOUT_H
 #define HF_LLAMA_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct llama_dims {
@@ -96,5 +97,14 @@ void hf_llama_from_hf(const hf_llama_tensor *t, const llama_dims *dims, const fl
 
 /* where row r of our linear_qkv goes: part (0 q, 1 k, 2 v) and row within that HF tensor */
 void hf_llama_qkv_row(int64_t row, const llama_dims *dims, int *part, int64_t *hf_row);
+
+/* The row transforms the Hugging Face layouts share (this one, hf_t5_layout.c's); to_hf 1 moves
+ * ours -> hf, 0 hf -> ours. copy: the same bytes; norm: n weights, hf = ours + shift (1 with
+ * --apply-layernorm-1p); vocab: HF's first kept_bytes of our our_bytes (padding rows dropped, or
+ * zeros coming back); split: ours is `parts` blocks of part_bytes, HF one tensor each. */
+void hf_rows_copy(float *ours, float *hf, size_t bytes, int to_hf);
+void hf_rows_norm(float *ours, float *hf, int64_t n, float shift, int to_hf);
+void hf_rows_vocab(float *ours, float *hf, size_t kept_bytes, size_t our_bytes, int to_hf);
+void hf_rows_split(float *ours, float *const *hf, int parts, size_t part_bytes, int to_hf);
 
 #endif

@@ -2,6 +2,7 @@
 #include "app/model/hf_t5_config.h"
 
 #include "app/core/error.h"
+#include "app/model/hf_real_text.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -59,18 +60,20 @@ static int number_field(const json_t *root, const char *name, double fallback, d
     return 0;
 }
 
-/* why our model does not compute feed_forward_proj `proj`, or NULL; *gated is set when it does */
-static const char *feed_forward_refusal(const char *proj, int *gated) {
+/* why our model does not compute feed_forward_proj `proj`, or NULL; *gated and *gelu_erf are
+ * set when it does */
+static const char *feed_forward_refusal(const char *proj, int *gated, int *gelu_erf) {
     *gated = !strcmp(proj, "gated-silu") || !strcmp(proj, "gated-swish");
-    if (*gated || !strcmp(proj, "gelu_new") || !strcmp(proj, "gelu_pytorch_tanh")) return NULL;
+    *gelu_erf = !strcmp(proj, "gelu");
+    if (*gated || *gelu_erf || !strcmp(proj, "gelu_new") || !strcmp(proj, "gelu_pytorch_tanh")) return NULL;
     if (!strcmp(proj, "gated-gelu") || !strcmp(proj, "gated-gelu_new") || !strcmp(proj, "gated-gelu_pytorch_tanh"))
         return "its MLP is gated GeLU (T5 v1.1, Flan-T5: wo(gelu(wi_0 x) * wi_1 x)), which is not built here: the "
                "gated MLP here is Megatron's --swiglu (feed_forward_proj gated-silu)";
     if (!strcmp(proj, "relu"))
         return "its MLP is ReLU (the original T5), which is not built here: the MLPs here are GeLU (feed_forward_proj "
-               "gelu_new) and --swiglu (gated-silu)";
-    return "only feed_forward_proj gated-silu (--swiglu) and gelu_new or gelu_pytorch_tanh (GeLU's tanh approximation, "
-           "the default MLP) are computed here";
+               "gelu or gelu_new) and --swiglu (gated-silu)";
+    return "only feed_forward_proj gated-silu (--swiglu), gelu (the exact GeLU) and gelu_new or gelu_pytorch_tanh "
+           "(GeLU's tanh approximation) are computed here";
 }
 
 int hf_t5_config_read(const char *path, hf_t5_config *c, char *err, size_t errlen) {
@@ -96,7 +99,7 @@ int hf_t5_config_read(const char *path, hf_t5_config *c, char *err, size_t errle
         error_format(err, errlen, "%s: \"tie_word_embeddings\" is not true or false", path);
         goto done;
     }
-    why = feed_forward_refusal(projection, &c->gated);
+    why = feed_forward_refusal(projection, &c->gated, &c->gelu_erf);
     if (!why && (!tied || json_is_true(tied)))
         why = "its lm_head is tied to the embeddings (tie_word_embeddings, T5Config's default), which HF T5 computes "
               "as lm_head(d_model^-0.5 x) without a bias, and Megatron's tied T5LMHead adds a bias and no scaling: "
@@ -134,21 +137,12 @@ done:
     return rc;
 }
 
-/* the shortest text that reads back as the same float (our arguments are floats), kept a JSON real */
-static void real_text(double value, char *text, size_t size) {
-    for (int digits = 1; digits <= 17; digits++) {
-        snprintf(text, size, "%.*g", digits, value);
-        if ((float)strtod(text, NULL) == (float)value) break;
-    }
-    if (!strpbrk(text, ".eEn")) strncat(text, ".0", size - strlen(text) - 1);
-}
-
 int hf_t5_config_write(const char *path, const hf_t5_config *c, char *err, size_t errlen) {
     FILE *f = fopen(path, "w");
     if (!f) return error_format(err, errlen, "%s: cannot create: %s", path, strerror(errno));
     char epsilon[64], dropout[64];
-    real_text(c->layer_norm_epsilon, epsilon, sizeof epsilon);
-    real_text(c->dropout_rate, dropout, sizeof dropout);
+    hf_real_text(c->layer_norm_epsilon, 1, epsilon, sizeof epsilon);
+    hf_real_text(c->dropout_rate, 1, dropout, sizeof dropout);
     /* T5Config's keys, sorted as transformers' to_json_string(sort_keys=True, indent=2) writes them */
     fprintf(f,
             "{\n"
@@ -181,7 +175,8 @@ int hf_t5_config_write(const char *path, const hf_t5_config *c, char *err, size_
             "  \"vocab_size\": %lld\n"
             "}\n",
             (long long)c->d_ff, (long long)c->d_kv, (long long)c->d_model, (long long)c->decoder_start_token_id,
-            c->gated ? "silu" : "gelu_new", dropout, (long long)c->eos_token_id, c->gated ? "gated-silu" : "gelu_new",
+            c->gated ? "silu" : c->gelu_erf ? "gelu" : "gelu_new", dropout, (long long)c->eos_token_id,
+            c->gated ? "gated-silu" : c->gelu_erf ? "gelu" : "gelu_new",
             c->gated ? "true" : "false", epsilon, (long long)c->num_decoder_layers, (long long)c->num_heads,
             (long long)c->num_layers, (long long)c->pad_token_id, (long long)c->relative_attention_max_distance,
             (long long)c->relative_attention_num_buckets, c->torch_dtype, (long long)c->vocab_size);

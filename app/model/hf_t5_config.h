@@ -4,8 +4,10 @@
  * would give a bias), and written the way transformers writes it (sorted keys, indent 2).
  * What T5ForConditionalGeneration then computes is ours with --position-embedding-type relative,
  * --normalization RMSNorm, --disable-bias-linear, --untie-embeddings-and-output-weights, and
- * feed_forward_proj "gated-silu" (--swiglu) or "gelu_new" / "gelu_pytorch_tanh" (our GeLU, the
- * tanh approximation). HF's defaults fill what config.json leaves out (T5Config's). */
+ * feed_forward_proj "gated-silu" (--swiglu), "gelu" (the exact GeLU Megatron's MLP computes
+ * without linear biases, which turns the bias-GeLU fusion off) or "gelu_new" /
+ * "gelu_pytorch_tanh" (the tanh approximation: a checkpoint whose bias_gelu_fusion says so, kept
+ * by --use-checkpoint-args). HF's defaults fill what config.json leaves out (T5Config's). */
 #ifndef HF_T5_CONFIG_H
 #define HF_T5_CONFIG_H
 
@@ -17,7 +19,8 @@ typedef struct hf_t5_config {
     int64_t relative_attention_num_buckets, relative_attention_max_distance;
     int64_t pad_token_id, eos_token_id, decoder_start_token_id;
     double layer_norm_epsilon, dropout_rate;
-    int gated;                 /* feed_forward_proj gated-silu (else gelu_new) */
+    int gated;                 /* feed_forward_proj gated-silu (else GeLU) */
+    int gelu_erf;              /* not gated: "gelu", the exact form (else gelu_new, tanh) */
     char torch_dtype[16];      /* "float32", "bfloat16", ... */
 } hf_t5_config;
 

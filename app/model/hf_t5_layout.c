@@ -5,6 +5,7 @@
 #include "app/core/error.h"
 #include "app/model/gpt_model.h"
 #include "app/model/gpt_parameter_table.h"
+#include "app/model/hf_llama_layout.h"
 
 #include <limits.h>
 #include <math.h>
@@ -132,27 +133,14 @@ static void convert(const hf_t5_tensor *t, const t5_dims *d, float *ours, float 
     const float scale = (float)sqrt((double)d->head_dim);
     switch (t->transform) {
     case T5_COPY:
-        if (to_hf) memcpy(hf[0], ours, row_bytes * (size_t)rows);
-        else memcpy(ours, hf[0], row_bytes * (size_t)rows);
+        hf_rows_copy(ours, hf[0], row_bytes * (size_t)rows, to_hf);
         break;
-    case T5_NORM: {
-        const float shift = d->layernorm_1p ? 1.0f : 0.0f;  /* w = stored + 1 */
-        for (int64_t i = 0; i < rows * width; i++) {
-            if (to_hf) hf[0][i] = ours[i] + shift;
-            else ours[i] = hf[0][i] - shift;
-        }
+    case T5_NORM:
+        hf_rows_norm(ours, hf[0], rows * width, d->layernorm_1p ? 1.0f : 0.0f, to_hf);
         break;
-    }
-    case T5_VOCAB_ROWS: {
-        const size_t kept = row_bytes * (size_t)t->hf_shape[0][0];
-        if (to_hf) {
-            memcpy(hf[0], ours, kept);
-        } else {
-            memcpy(ours, hf[0], kept);
-            memset((char *)ours + kept, 0, row_bytes * (size_t)rows - kept);
-        }
+    case T5_VOCAB_ROWS:
+        hf_rows_vocab(ours, hf[0], row_bytes * (size_t)t->hf_shape[0][0], row_bytes * (size_t)rows, to_hf);
         break;
-    }
     case T5_CROSS_Q:
         for (int64_t i = 0; i < rows * width; i++) {
             if (to_hf) hf[0][i] = ours[i] / scale;
@@ -173,14 +161,9 @@ static void convert(const hf_t5_tensor *t, const t5_dims *d, float *ours, float 
             }
         }
         break;
-    case T5_GATE_UP: {  /* [gate; up] halves, or wi whole */
-        const size_t part_bytes = row_bytes * (size_t)(rows / t->parts);
-        for (int p = 0; p < t->parts; p++) {
-            if (to_hf) memcpy(hf[p], (char *)ours + (size_t)p * part_bytes, part_bytes);
-            else memcpy((char *)ours + (size_t)p * part_bytes, hf[p], part_bytes);
-        }
+    case T5_GATE_UP:  /* [gate; up] halves, or wi whole */
+        hf_rows_split(ours, hf, t->parts, row_bytes * (size_t)(rows / t->parts), to_hf);
         break;
-    }
     }
 }
 

@@ -2,7 +2,7 @@
  * shapes) map onto Hugging Face T5ForConditionalGeneration tensors, and the element permutations
  * between them; the list drives both directions of convert_checkpoint. Only the T5 our model
  * computes exactly as HF's has a layout (hf_t5_config.h refuses the others): relative positions,
- * RMSNorm without biases, no linear biases, an untied output layer, a GeLU (tanh) or SwiGLU MLP.
+ * RMSNorm without biases, no linear biases, an untied output layer, a GeLU or SwiGLU MLP.
  *   embedding.word_embeddings.weight [Vp, C]       shared.weight [V, C] (padding rows dropped)
  *   encoder_relative_pos_emb.relative_attention_bias.weight [buckets, H]
  *                                 encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight

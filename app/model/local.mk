@@ -9,7 +9,7 @@ app_model_libmodel_a_SOURCES = \
 	app/model/bert_task_head.c app/model/bert_task_head.h \
 	app/model/grad_first_write.c app/model/grad_first_write.h \
 	app/model/context_parallel.c app/model/context_parallel.h \
-	app/model/moe_layer.c app/model/moe_layer.h \
+	app/model/moe_layer.c app/model/moe_layer.h app/model/mlp_gelu.h \
 	app/model/layer_pattern.c app/model/layer_pattern.h \
 	app/model/window_attention.c app/model/window_attention.h \
 	app/model/moe_shared_expert.c app/model/moe_shared_expert.h \
@@ -22,6 +22,7 @@ app_model_libmodel_a_SOURCES = \
 	app/model/hf_gpt2_config.c app/model/hf_gpt2_config.h \
 	app/model/hf_llama_layout.c app/model/hf_llama_layout.h \
 	app/model/hf_llama_config.c app/model/hf_llama_config.h \
+	app/model/hf_real_text.c app/model/hf_real_text.h \
 	app/model/hf_bert_layout.c app/model/hf_bert_layout.h \
 	app/model/hf_bert_config.c app/model/hf_bert_config.h \
 	app/model/hf_t5_layout.c app/model/hf_t5_layout.h \

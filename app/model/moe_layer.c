@@ -8,6 +8,7 @@
 #include "app/model/moe_expert_bias.h"
 #include "app/model/moe_forced_routing.h"
 #include "app/model/moe_shared_expert.h"
+#include "app/model/mlp_gelu.h"
 
 #include "app/core/error.h"
 
@@ -293,7 +294,7 @@ void *moe_router_act(gpt_model *m, float *fp32) {
 static void expert_activation(gpt_model *m, void *out, const void *fc1_out, int rows) {
     moe_shapes s = shapes_of(m);
     if (m->config.swiglu) m->ops->swiglu_forward(out, fc1_out, rows, s.Fl);
-    else m->ops->gelu_forward(out, fc1_out, (size_t)rows * s.Fl);
+    else mlp_gelu_forward(m->ops, m->config.gelu_erf, out, fc1_out, (size_t)rows * s.Fl);
 }
 
 /* the global index of local expert le */
@@ -434,7 +435,7 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
     else
         ops->grouped_matmul_backward(scratch->d_activation, dw2, d_out, activation, w2, a->local_rows, s.El, s.Fl, s.C);
     if (c->swiglu) ops->swiglu_backward(scratch->d_fc1_out, a->fc1_out, scratch->d_activation, rows, s.Fl);
-    else ops->gelu_backward(scratch->d_fc1_out, a->fc1_out, scratch->d_activation, (size_t)rows * s.Fl);
+    else mlp_gelu_backward(ops, c->gelu_erf, scratch->d_fc1_out, a->fc1_out, scratch->d_activation, (size_t)rows * s.Fl);
     if (fp8_experts_in_fp8(m, layer))
         fp8_expert_backward(m, layer, 0, d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
     else

@@ -2,6 +2,7 @@
  * activation, fc2 and the optional sigmoid gate, forward and backward, through kernel_ops. */
 #include "app/model/moe_shared_expert.h"
 #include "app/model/fp8_linear.h"
+#include "app/model/mlp_gelu.h"
 
 #include "app/core/error.h"
 
@@ -109,7 +110,7 @@ static moe_router_spec gate_spec(void) {
 static void shared_activation(gpt_model *m, void *out, const void *fc1_out) {
     shared_shapes s = shared_shapes_of(m);
     if (m->config.swiglu) m->ops->swiglu_forward(out, fc1_out, s.N, s.Fl);
-    else m->ops->gelu_forward(out, fc1_out, (size_t)s.N * s.Fl);
+    else mlp_gelu_forward(m->ops, m->config.gelu_erf, out, fc1_out, (size_t)s.N * s.Fl);
 }
 
 void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
@@ -169,7 +170,8 @@ void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_vi
     fp8_matmul_backward(m, layer, FP8_GEMM_FC2, scratch->shared_d_activation, (float *)lg->shared_fc2_weight, NULL, d_out,
                         scratch->shared_activation, lw->shared_fc2_weight, s.N, s.Fl, s.C);
     if (c->swiglu) ops->swiglu_backward(scratch->shared_d_fc1_out, a->shared_fc1_out, scratch->shared_d_activation, s.N, s.Fl);
-    else ops->gelu_backward(scratch->shared_d_fc1_out, a->shared_fc1_out, scratch->shared_d_activation, (size_t)s.N * s.Fl);
+    else mlp_gelu_backward(ops, c->gelu_erf, scratch->shared_d_fc1_out, a->shared_fc1_out, scratch->shared_d_activation,
+                           (size_t)s.N * s.Fl);
     fp8_matmul_backward(m, layer, FP8_GEMM_FC1, scratch->shared_d_input, (float *)lg->shared_fc1_weight, NULL,
                         scratch->shared_d_fc1_out, x, lw->shared_fc1_weight, s.N, s.C, s.FC1l);
     ops->add(d_input, d_input, scratch->shared_d_input, NC);

@@ -33,6 +33,8 @@ typedef struct t5_state {
     int decoder;                 /* the stack in use */
     void *d_encoder;             /* dL/d(encoder_lnf) [N_enc, C], summed over the decoder layers */
     void *d_q, *d_kv;            /* cross-attention gradients [N_dec, HD/tp], [N_enc, 2HD/tp] */
+    void *cross_workspace;       /* selective recompute: every decoder layer's cross-attention
+                                  * workspace, made again in its backward; NULL without */
     /* relative positions (POSITION_RELATIVE; app/model/relative_position.h), per stack: the
      * buckets [T, T] (host), the bias of this rank's heads [H/tp, T, T] (fp32 backend memory)
      * made from the stack's table at each forward, and its gradient summed over the stack's

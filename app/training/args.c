@@ -52,7 +52,7 @@ static const option_spec specs[] = {
     {"swiglu", "network size", OPTION_FLAG, AT(swiglu), .help = "SwiGLU MLP: fc1 gives gate and up halves, silu(gate) * up (default --ffn-hidden-size: 4h*2/3 rounded down to 64)"},
     {"group-query-attention", "network size", OPTION_FLAG, AT(group_query_attention), .help = "grouped-query attention (with --num-query-groups)"},
     {"num-query-groups", "network size", OPTION_INT, AT(num_query_groups), "1", .range = "[1, inf)", .help = "key/value heads with --group-query-attention; the query heads share them in groups"},
-    {"disable-bias-linear", "network size", OPTION_FLAG, AT(disable_bias_linear), .help = "no biases in the linear layers (QKV, projection, MLP)"},
+    {"disable-bias-linear", "network size", OPTION_FLAG, AT(disable_bias_linear), .help = "no biases in the linear layers (QKV, projection, MLP); as in Megatron this turns the bias-GeLU fusion off: a GeLU MLP computes exact (erf) GeLU"},
     {"add-qkv-bias", "network size", OPTION_FLAG, AT(add_qkv_bias), .help = "a bias on the QKV projection even with --disable-bias-linear (Qwen2's attention, as Megatron-Core's add_qkv_bias)"},
     {"window-size", "network size", OPTION_STRING, AT(window_size), .metavar = "LEFT,RIGHT", .help = "sliding-window attention, as Megatron with Transformer Engine: a query at position i sees the keys at i - LEFT .. i (-1: unbounded); the attention is causal, so RIGHT must be 0 ((-1,-1) and a RIGHT other than 0 become 0 with Transformer Engine's warning); CPU backend only for now"},
     {"window-attn-skip-freq", "network size", OPTION_STRING, AT(window_attn_skip_freq), .metavar = "N|PATTERN", .help = "which layers --window-size applies to: an integer N makes layers N, 2N, ... (1-based) full attention, or a Python list expression of 0/1 per layer, 1 for the windowed layers, e.g. \"[1,1,1,0]*3\""},
@@ -72,8 +72,8 @@ static const option_spec specs[] = {
     {"recompute-activations", "training", OPTION_FLAG, AT(recompute_activations), .help = "recompute the attention core in the backward instead of keeping its state (same as --recompute-granularity selective)"},
     {"recompute-granularity", "training", OPTION_CHOICE, AT(recompute_granularity), .choices = "full|selective", .help = "selective: recompute the attention core (softmax, dropout) in the backward; full: keep only the inputs of checkpointed transformer layers and run their forward again (with --recompute-method and --recompute-num-layers)"},
     {"recompute-modules", "training", OPTION_LIST, AT(recompute_modules), "core_attn", .metavar = "MODULE ...", .help = "selective recompute: what it recomputes in the backward instead of keeping: core_attn (the attention core's state), layernorm (the outputs of both layer norms of each layer, the qkv and fc1 inputs: [micro-batch x sequence, hidden] twice per layer less, for one more norm pass each), moe_act (the experts' activation, fc2's input, computed again from fc1's output in the backward: what every MoE layer does without --keep-mlp-activation, and with it the MoE layers then keep only the dense layers' activation); moe (the whole MoE layer: only its input is kept, and the backward runs its forward again, all-to-alls included, into one set of buffers shared by the layers: the router logits, routing, fc1 and expert outputs of each layer and micro-batch less), shared_experts (the shared experts' fc1 output and gate values likewise: their forward runs again in the backward); mlp and the MLA modules are refused"},
-    {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole"},
-    {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block)"},
+    {"recompute-method", "training", OPTION_CHOICE, AT(recompute_method), .choices = "uniform|block", .help = "full recompute: uniform checkpoints every layer of a stage in groups of --recompute-num-layers layers (only each group's input kept); block checkpoints the first --recompute-num-layers layers of each stage (of each model chunk with virtual stages) and keeps the others whole; pretrain_t5: of each stack, encoder and decoder, as Megatron-Core's T5Model"},
+    {"recompute-num-layers", "training", OPTION_INT, AT(recompute_num_layers), .range = "[1, inf)", .help = "full recompute: layers per group (uniform) or layers recomputed per pipeline stage (block; pretrain_t5: per stack)"},
     {"keep-mlp-activation", "training", OPTION_FLAG, AT(keep_mlp_activation), .help = "keep the MLP's activation (GeLU or SwiGLU output, fc2's input) for the backward instead of computing it again there, as Megatron does: one pass less per layer, [micro-batch x sequence, ffn-hidden-size / tp] more activation memory per layer"},
     {"keep-mlp-activation-num-layers", "training", OPTION_INT, AT(keep_mlp_activation_num_layers), .range = "[1, inf)", .help = "keep the MLP's activation only in the first N layers of each pipeline stage (of each model chunk with virtual stages), as --recompute-method block counts layers: the memory of N layers for N/L of the gain"},
     {"memory-efficient-layer-norm", "training", OPTION_FLAG, AT(memory_efficient_layer_norm), .help = "the norms' backward from their outputs (kept anyway, the next GEMM's input) instead of their inputs, as Apex's memory-efficient kernels (norm = (y - bias) / weight, the weight clamped in magnitude to at least --layernorm-epsilon): the residual stream's values are not kept per layer, [micro-batch x sequence, hidden] twice per layer less (/ tp with --sequence-parallel); not with --recompute-modules layernorm"},
@@ -249,7 +249,7 @@ static const option_spec specs[] = {
     {"attention-backend", "Megatron-LM implementation switches", OPTION_CHOICE, .choices = "flash|fused|unfused|local|auto", .flags = OPTION_NO_EFFECT, .help = "attention is the CPU reference on --device cpu and flash attention on cuda, whatever this says (the same softmax(QK^T/sqrt(d))V)"},
     {"use-flash-attn", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the CUDA backend always uses flash attention"},
     {"no-masked-softmax-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
-    {"no-bias-gelu-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
+    {"no-bias-gelu-fusion", "Megatron-LM implementation switches", OPTION_FLAG, AT(no_bias_gelu_fusion), .help = "no bias-GeLU fusion (Megatron's bias_activation_fusion off): the MLP's GeLU (not --swiglu) is F.gelu's exact erf form instead of the fused kernel's tanh approximation; --disable-bias-linear switches the fusion off too"},
     {"no-bias-dropout-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "kernel fusion changes speed, not results, and the kernels here are fixed"},
     {"no-gradient-accumulation-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "weight gradients always accumulate into the fp32 gradient buffer; fusing that changes speed, not results"},
     {"cross-entropy-loss-fusion", "Megatron-LM implementation switches", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "the vocab-parallel cross-entropy is always one fused pass that never gathers the logits"},
@@ -391,6 +391,9 @@ static int validate_architecture(check_state *st, args *a) {
             return error_format(st->err, st->errlen, "rotary embeddings turn channel pairs: --kv-channels %d x --rotary-percent %g = %d channels is not an even number >= 2",
                         a->kv_channels, a->rotary_percent, rotary_dim);
     }
+    /* Megatron's validate_args: no bias-GeLU fusion without linear biases; the MLP's GeLU is then
+     * F.gelu (erf) rather than bias_gelu_impl (tanh). --use-checkpoint-args takes the checkpoint's. */
+    if (!a->bias_gelu_fusion_from_checkpoint) a->bias_gelu_fusion = !a->no_bias_gelu_fusion && !a->disable_bias_linear;
     if (!rope && (a->use_rope_scaling || given(st, "rope-scaling-factor")))
         return error_format(st->err, st->errlen, "--use-rope-scaling and --rope-scaling-factor scale rotary frequencies: they need --position-embedding-type rope");
     if (given(st, "rope-scaling-factor") && !a->use_rope_scaling)
@@ -699,6 +702,9 @@ static int validate_recompute_modules(check_state *st, const args *a) {
     for (char *save = NULL, *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
         if (!strcmp(w, "core_attn") || !strcmp(w, "layernorm")) continue;
         if (!strcmp(w, "moe_act") || !strcmp(w, "moe") || !strcmp(w, "shared_experts")) {
+            if (a->t5)
+                return error_format(st->err, st->errlen, "--recompute-modules %s: T5 (pretrain_t5) has no "
+                                    "mixture-of-experts layers (its modules: core_attn layernorm)", w);
             if (a->num_experts == 0)
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs --num-experts (a mixture-of-experts model)", w);
             if (!strcmp(w, "moe_act") && !a->moe_grouped_gemm)
@@ -724,7 +730,8 @@ static int validate_recompute_modules(check_state *st, const args *a) {
         for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++)
             if (!strcmp(w, absent[i][0]))
                 return error_format(st->err, st->errlen, "--recompute-modules %s needs %s, which this program does not build "
-                                    "(supported: core_attn layernorm moe_act moe shared_experts)", w, absent[i][1]);
+                                    "(supported: core_attn layernorm%s)", w, absent[i][1],
+                                    a->t5 ? " with T5" : " moe_act moe shared_experts");
         return error_format(st->err, st->errlen, "--recompute-modules: unknown module '%s' (Megatron's choices: core_attn "
                             "layernorm mlp moe_act moe shared_experts mla_up_proj ...; supported here: core_attn layernorm moe_act moe shared_experts)", w);
     }
@@ -843,7 +850,7 @@ static int validate_t5(check_state *st, args *a) {
     const char *refused = a->num_experts > 0 ? "--num-experts" : a->context_parallel_size > 1 ? "--context-parallel-size > 1"
                         : a->window_size[0] ? "--window-size"
                         : a->group_query_attention ? "--group-query-attention (Megatron-Core's CrossAttention refuses it)"
-                        : a->recompute_granularity[0] ? "--recompute-granularity" : a->fp8_format[0] ? "--fp8-format"
+                        : a->fp8_format[0] ? "--fp8-format"
                         : a->tp_comm_overlap ? "--tp-comm-overlap" : a->memory_efficient_layer_norm ? "--memory-efficient-layer-norm"
                         : strcmp(a->position_embedding_type, "learned_absolute") && strcmp(a->position_embedding_type, "relative")
                             ? "--position-embedding-type other than learned_absolute and relative"
@@ -1083,6 +1090,7 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->apply_layernorm_1p = a->apply_layernorm_1p;
     c->rmsnorm = !strcmp(a->normalization, "RMSNorm");
     c->swiglu = a->swiglu;
+    c->gelu_erf = !a->swiglu && !a->bias_gelu_fusion;
     c->num_query_groups = a->num_query_groups;
     c->disable_bias_linear = a->disable_bias_linear;
     c->add_qkv_bias = a->add_qkv_bias;

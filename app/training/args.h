@@ -46,6 +46,10 @@ typedef struct args {
     int num_query_groups;         /* derived: num_attention_heads without --group-query-attention */
     int disable_bias_linear;
     int add_qkv_bias;         /* --add-qkv-bias: the QKV projection keeps its bias */
+    int no_bias_gelu_fusion;  /* --no-bias-gelu-fusion */
+    int bias_gelu_fusion;     /* derived, Megatron's args.bias_gelu_fusion: no --no-bias-gelu-fusion and
+                               * linear biases; without it a GeLU MLP is exact (erf), with it tanh */
+    int bias_gelu_fusion_from_checkpoint; /* --use-checkpoint-args set bias_gelu_fusion (absent: 1) */
     char window_size[64];     /* --window-size "LEFT,RIGHT" ("": none; app/model/window_attention.h) */
     char window_attn_skip_freq[256]; /* --window-attn-skip-freq "N" or a Python list expression ("": none) */
 

@@ -123,6 +123,14 @@ int checkpoint_args_apply(args *a, const flag_marks *flags, char *err, size_t er
     set_int(&f, flags, &t, "untie_embeddings_and_output_weights", "untie-embeddings-and-output-weights", 1,
             &a->untie_embeddings_and_output_weights);
     set_string(&f, flags, &t, "normalization", "normalization", a->normalization, sizeof a->normalization);
+    /* the MLP's GeLU form (Megatron's args.bias_gelu_fusion: tanh with it, erf without), which
+     * Megatron derives again from the flags; here the checkpoint's, as the model's function. A
+     * checkpoint from before it was recorded computed the tanh form. */
+    a->bias_gelu_fusion = 1;
+    set_int(&f, flags, &t, "bias_gelu_fusion", "no-bias-gelu-fusion", 1, &a->bias_gelu_fusion);
+    a->bias_gelu_fusion = a->bias_gelu_fusion != 0;
+    a->no_bias_gelu_fusion = !a->bias_gelu_fusion;
+    a->bias_gelu_fusion_from_checkpoint = 1;
     /* mixture of experts, as Megatron's load_args_from_checkpoint forces them */
     int64_t experts;
     if (checkpoint_get_int(&f, "/args", "num_experts", &experts) == 0 && experts > 0) {

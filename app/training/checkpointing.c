@@ -114,6 +114,7 @@ static void put_args(checkpoint_file *f, const trainer *t) {
         /* the Llama family's options, under Megatron's argument names */
         {"num_query_groups", a->num_query_groups}, {"group_query_attention", a->group_query_attention},
         {"swiglu", a->swiglu}, {"add_bias_linear", !a->disable_bias_linear}, {"add_qkv_bias", a->add_qkv_bias},
+        {"bias_gelu_fusion", a->bias_gelu_fusion},  /* the MLP's GeLU: tanh, else exact (erf) */
         {"rotary_interleaved", a->rotary_interleaved}, {"use_rope_scaling", a->use_rope_scaling},
         {"apply_layernorm_1p", a->apply_layernorm_1p},
         /* T5's relative position bias (the flags' values, as Megatron's args keep them) */
@@ -399,6 +400,15 @@ static void check_checkpoint_args(checkpoint_file *f, const args *a) {
         if (stored != llama[i].value)
             conflict_add(&c, "%s = %lld (this run: %lld)", llama[i].flag, (long long)stored, (long long)llama[i].value);
     }
+    /* a GeLU MLP's form (SwiGLU has none); a checkpoint from before it was recorded computed the
+     * tanh form, which --use-checkpoint-args keeps */
+    int64_t fusion = 1;
+    checkpoint_get_int(f, "/args", "bias_gelu_fusion", &fusion);
+    if (!a->swiglu && (fusion != 0) != (a->bias_gelu_fusion != 0))
+        conflict_add(&c, "the MLP's GeLU = %s (bias_gelu_fusion %lld; this run: %s from %s; --use-checkpoint-args takes the checkpoint's)",
+                     fusion ? "tanh approximation" : "exact erf", (long long)fusion,
+                     a->bias_gelu_fusion ? "tanh approximation" : "exact erf",
+                     a->bias_gelu_fusion ? "the bias-GeLU fusion" : a->disable_bias_linear ? "--disable-bias-linear" : "--no-bias-gelu-fusion");
     struct { const char *name, *flag, *value, *absent; } strings[] = {
         {"normalization", "--normalization", a->normalization, "LayerNorm"},
         {"position_embedding_type", "--position-embedding-type", a->position_embedding_type, "learned_absolute"},

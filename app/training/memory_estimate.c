@@ -12,6 +12,26 @@
 
 enum { workspace_bytes = 256 << 20 };  /* staging buffers, kernels' scratch, MPI: a flat allowance */
 
+/* the 16-bit activation bytes of a stack of layers (vp model chunks of per_chunk layers each)
+ * of act16 bytes per layer and micro-batch, in16 its input: every layer kept per slot, or with
+ * full recompute each checkpointed group's input per slot and one group's activations for the
+ * backward (uniform: groups of N; block: the first N layers one by one, the rest kept); *kept:
+ * the layers kept whole */
+static double stack_activations(const args *a, double slots, double vp, double per_chunk, double act16, double in16,
+                                double *kept) {
+    double inputs = 0, group = 0;
+    *kept = vp * per_chunk;
+    if (!strcmp(a->recompute_granularity, "full")) {
+        double n = a->recompute_num_layers < per_chunk ? a->recompute_num_layers : per_chunk;
+        int uniform = strcmp(a->recompute_method, "block") != 0;
+        double groups = uniform ? ceil(per_chunk / n) : n;
+        *kept = vp * (per_chunk - (uniform ? per_chunk : n));
+        inputs = vp * groups * in16;
+        group = uniform ? n : 1;
+    }
+    return slots * (*kept * act16 + inputs) + group * act16;
+}
+
 memory_estimate memory_estimate_compute(const args *a, const topology *topo, const kernel_ops *ops) {
     memory_estimate m = {0};
     /* s: the tokens of a sequence this rank holds (1/cp of them with context parallelism) */
@@ -40,6 +60,10 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
     double params = layers_here * ((1 - moe_share) * layer + moe_share * moe_layer) / tp + vocab * h / tp +
                     positions * h + 2 * h;
     if (a->untie_embeddings_and_output_weights && pp == 1) params += vocab * h / tp;
+    /* T5: the decoder's layers, each with a cross-attention (queries, keys and values, output,
+     * its norm) besides a GPT layer's, and the decoder's final norm */
+    if (a->t5)
+        params += a->decoder_num_layers * (layer + 3 * heads * kv * (h + 1) + heads * kv * h + h + 2 * h) / tp + 2 * h;
     int mixed = ops->act_bytes == 2;
     double per_param = mixed ? (a->use_distributed_optimizer ? 6 + 12 / dp : 18)
                              : (a->use_distributed_optimizer ? 8 + 8 / dp : 16);
@@ -50,7 +74,7 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
      * keeps for its backward (its workspace: the T x T probabilities on the CPU, the softmax
      * statistics of flash attention on CUDA; Korthikanti's 5as^2b). Selective recompute keeps
      * no workspace per layer (one is shared). */
-    int selective = args_recompute_module(a, "core_attn"), full = !strcmp(a->recompute_granularity, "full");
+    int selective = args_recompute_module(a, "core_attn");
     /* 4sbh for the two norms: none with --recompute-modules layernorm (their outputs are made
      * again) or --memory-efficient-layer-norm (their inputs, the residual stream, are not kept) */
     int norms = args_recompute_module(a, "layernorm") || a->memory_efficient_layer_norm ? 0 : 4;
@@ -62,19 +86,32 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
                                              a->num_micro_batches > 0 ? a->num_micro_batches : 1);
     if (slots < 1) slots = 1;
     double logits = 2 * s * b * vocab / tp * 4;  /* fp32 logits and their gradient */
-    /* full recompute keeps each checkpointed group's input (2sbh bytes) per slot, and one group's
-     * activations for the backward */
+    /* the layers (full recompute: the groups' inputs, 2sbh bytes, and one group) */
     double vp = a->virtual_pipeline_model_parallel_size > 0 ? a->virtual_pipeline_model_parallel_size : 1;
-    double per_chunk = layers_here / vp, kept = layers_here, inputs = 0, group = 0;
-    if (full) {
-        double n = a->recompute_num_layers < per_chunk ? a->recompute_num_layers : per_chunk;
-        int uniform = strcmp(a->recompute_method, "block") != 0;
-        double groups = uniform ? ceil(per_chunk / n) : n;
-        kept = vp * (per_chunk - (uniform ? per_chunk : n));
-        inputs = vp * groups * 2 * s * b * h / tp;
-        group = uniform ? n : 1;
+    double per_chunk = layers_here / vp, kept;
+    double bytes16 = stack_activations(a, slots, vp, per_chunk, act16, 2 * s * b * h / tp, &kept);
+    if (a->t5) {
+        /* T5 (no pipeline, no experts): the layers above are the encoder's over s; the decoder's
+         * over sd (its own attention workspace), each with the cross-attention's: the gathered
+         * norm output, q, the attention's output, the output sum (sd b h each) and k, v over the
+         * encoder (2 s b h), and the probabilities [b, heads, sd, s] unless selective; each stack
+         * recomputed on its own (Megatron-Core's two TransformerBlocks); per slot the encoder's
+         * output and its final norm; the logits over the decoder's tokens */
+        double sd = a->decoder_seq_length;
+        double self_ws = (double)ops->attention_workspace_bytes(a->micro_batch_size, (int)sd, local_heads, (int)kv);
+        double cross_ws = ops->cross_attention_workspace_bytes
+                              ? (double)ops->cross_attention_workspace_bytes(a->micro_batch_size, (int)sd, (int)s, local_heads)
+                              : 0;
+        double dec16 = sd * b * h * (30 + norms + 8) / tp + 4 * s * b * h / tp +
+                       (selective ? 0 : (self_ws + cross_ws) * 2.0 / ops->act_bytes);
+        double dec_kept;
+        bytes16 += stack_activations(a, slots, 1, a->decoder_num_layers, dec16, 2 * sd * b * h / tp, &dec_kept) +
+                   slots * 4 * s * b * h / tp;
+        kept += dec_kept;
+        logits = 2 * sd * b * vocab / tp * 4;
+        if (selective) attention = (self_ws > attention ? self_ws : attention) + cross_ws;
     }
-    m.activations = (slots * (kept * act16 + inputs) + group * act16) * (ops->act_bytes / 2.0) + logits;
+    m.activations = bytes16 * (ops->act_bytes / 2.0) + logits;
     /* MoE layers keep per micro-batch their fc1 outputs and expert outputs for the rows they
      * compute on (up to ep x k sb of them), and share work buffers of about six times that */
     if (a->num_experts > 0) {

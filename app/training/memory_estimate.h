@@ -6,7 +6,9 @@
  * al. (Megatron's "Reducing Activation Recomputation": 34·s·b·h bytes per layer in 16-bit,
  * doubled in fp32) plus what the backend's attention keeps for its backward (its workspace, in
  * place of Korthikanti's 5·a·s²·b: the T x T probabilities on the CPU, flash attention's softmax
- * statistics on CUDA), times the micro-batches a pipeline stage holds, plus the logits and a
+ * statistics on CUDA), times the micro-batches a pipeline stage holds (T5: the encoder's layers
+ * over its length, the decoder's over its own with their cross-attention, each stack's
+ * recomputation on its own), plus the logits and a
  * fixed workspace (with --deterministic-mode's fixed tree its gradient buffers, with
  * --async-save on the CPU backend its snapshot of the checkpoint state). Available memory is the host's (the cgroup limit or MemAvailable, shared by
  * the ranks of a node) on the CPU backend and the device's free memory (cudaMemGetInfo) on

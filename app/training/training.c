@@ -790,8 +790,12 @@ static iteration_flops iteration_flops_of(const args *a, int64_t global_batch_si
     }
     if (a->t5) {  /* args: num_layers and seq_length are the encoder's */
         encoder_decoder_shape t5 = {shape, a->decoder_num_layers, a->decoder_seq_length};
-        if (recompute.granularity == RECOMPUTE_FULL && strcmp(a->recompute_method, "block") != 0)
-            recompute.num_layers = a->num_layers > a->decoder_num_layers ? a->num_layers : a->decoder_num_layers;
+        /* full: per stack (each a TransformerBlock), uniform all its layers, block the first
+         * --recompute-num-layers of each (t5_flops_per_iteration caps them at the stack's) */
+        if (recompute.granularity == RECOMPUTE_FULL)
+            recompute.num_layers = strcmp(a->recompute_method, "block") != 0
+                                       ? (a->num_layers > a->decoder_num_layers ? a->num_layers : a->decoder_num_layers)
+                                       : a->recompute_num_layers;
         return t5_flops_per_iteration(&t5, (double)global_batch_size, &recompute);
     }
     return flops_per_iteration(&shape, (double)global_batch_size, &recompute);

@@ -10,6 +10,9 @@
 #    with the norms recomputed; with --memory-efficient-layer-norm (alone and with the activation
 #    kept): losses within 1e-3, reruns bitwise, less memory; with the loss
 #    in chunks (--cross-entropy-chunk-rows): losses within 1e-3.
+#  - the MLP's exact GeLU (--no-bias-gelu-fusion, --disable-bias-linear: the plain GEMM and the
+#    erf GeLU kernels around cuBLASLt's epilogues): within 1% of the CPU's over 20 iterations,
+#    reruns bitwise, kept activation within 1e-3, TP2 + SP + --tp-comm-overlap within 1e-2.
 #  - on 2 and 4 GPUs (when present): TP2, PP2, DP2, TP2+SP, TP2+SP with --tp-comm-overlap,
 #    TP2xPP2, TP4+SP, TP2xPP2+SP (also interleaved) and TP2xDP2+SP with --tp-comm-overlap, DP4 with the
 #    distributed optimizer: losses within 1e-2 (relative) of the 1-GPU
@@ -137,6 +140,31 @@ ok $? "--memory-efficient-layer-norm on the GPU: peak memory lower, alone and wi
 # --cross-entropy-chunk-rows: the loss in chunks of 100 of the 256 rows, its backward in the same pass
 train rc_chunk 1 $RECOMPUTE --cross-entropy-chunk-rows 100
 compare_losses rc_none rc_chunk 1e-3 5 "--cross-entropy-chunk-rows 100 on the GPU: losses within 1e-3 of one pass"
+
+# the MLP's exact GeLU (--no-bias-gelu-fusion; --disable-bias-linear turns the fusion off too, as
+# in Megatron): the plain GEMM and the erf GeLU kernels of BERT's LM head instead of cuBLASLt's
+# GELU/DGELU epilogues (app/model/mlp_gelu.h); the fused tanh path is the one tested above
+train erf_cpu 1 --device cpu --no-bias-gelu-fusion
+ok $? "--no-bias-gelu-fusion: CPU reference run"
+train erf_gpu 1 --device cuda --no-bias-gelu-fusion
+ok $? "--no-bias-gelu-fusion: one-GPU run"
+compare_losses erf_cpu erf_gpu 1e-2 20 "--no-bias-gelu-fusion: bf16 GPU losses over 20 iterations within 1% of the fp32 CPU backend's exact GeLU"
+train nobias_cpu 1 --device cpu --disable-bias-linear
+train nobias_gpu 1 --device cuda --disable-bias-linear
+compare_losses nobias_cpu nobias_gpu 1e-2 20 "--disable-bias-linear (exact GeLU): bf16 GPU losses within 1% of the fp32 CPU backend"
+train erf_det1 1 $RECOMPUTE --no-bias-gelu-fusion
+train erf_det2 1 $RECOMPUTE --no-bias-gelu-fusion
+cmp -s "$WORK/erf_det1.loss" "$WORK/erf_det2.loss" && [ -s "$WORK/erf_det1.loss" ] && cmp -s "$WORK/erf_det1.bin" "$WORK/erf_det2.bin" &&
+    ! cmp -s "$WORK/rc_none.bin" "$WORK/erf_det1.bin"
+ok $? "--no-bias-gelu-fusion on the GPU: two --deterministic-mode runs bitwise identical, parameters other than the fused tanh GeLU's"
+compare_losses rc_none erf_det1 1e-2 5 "--no-bias-gelu-fusion on the GPU: losses within 1e-2 of the tanh GeLU's (the forms differ by < 5e-4)"
+train erf_keep 1 $RECOMPUTE --no-bias-gelu-fusion --keep-mlp-activation
+compare_losses erf_det1 erf_keep 1e-3 5 "--no-bias-gelu-fusion with --keep-mlp-activation on the GPU: losses within 1e-3 of making fc2's input again"
+if [ "$gpus" -ge 2 ]; then  # TP2 + SP + --tp-comm-overlap: fc2's backward by row blocks
+    train erf_tp2 2 --device cuda --no-bias-gelu-fusion --tensor-model-parallel-size 2 --sequence-parallel --tp-comm-overlap
+    ok $? "--no-bias-gelu-fusion: TP2 + SP + --tp-comm-overlap on 2 GPUs"
+    compare_losses erf_gpu erf_tp2 1e-2 20 "--no-bias-gelu-fusion: TP2 + SP + --tp-comm-overlap within 1e-2 of one GPU"
+fi
 
 # the Llama family (configs/llama-tiny.args: RoPE, RMSNorm, SwiGLU, 4 heads in 2 query groups,
 # no biases, untied): the CUDA kernels train like the CPU backend, and over TP2 when 2 GPUs exist

@@ -14,7 +14,8 @@
 # binary head, another activation. Our forward's logits (tests/tools/bert_logits) are those of a
 # plain-Python reference of transformers' MegatronBert forward on the export
 # (tests/tools/megatron_bert_reference.py; LM head with exact GeLU), also for the MaskedLM and
-# untied exports; the post-LN layer and swapped key/value projections fail it.
+# untied exports; the post-LN layer and swapped key/value projections fail it. With
+# --no-bias-gelu-fusion the MLP's GeLU is exact too: hidden_act "gelu", exact for both.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 PRETRAIN_GPT="$top_builddir/app/pretrain_bert"   # run_app's program
@@ -236,6 +237,28 @@ for variant in post-ln swap-key-value; do
     [ $? -eq 1 ] && grep -q '^FAIL' "$WORK/reference"
     ok $? "negative control: the reference with $variant differs: $(cat "$WORK/reference")"
 done
+
+# --no-bias-gelu-fusion: the MLP's GeLU is exact (F.gelu, Megatron without the fusion) as the LM
+# head's, so the export says hidden_act "gelu", exact for both: the reference as transformers
+# computes config.json; the same checkpoint run with the tanh MLP (without the flag) fails it;
+# the import records bias_gelu_fusion 0 and exports again byte for byte
+run_app 1 $MODEL --no-bias-gelu-fusion --train-iters 1 --save "$WORK/erf" --save-interval 1
+ok $? "a BERT with --no-bias-gelu-fusion trains and saves (bias_gelu_fusion $(args_attr "$WORK/erf/iter_0000001.h5" bias_gelu_fusion))"
+convert --to-hf --load "$WORK/erf" --output "$WORK/hf_erf" && [ "$(config "$WORK/hf_erf" hidden_act)" = '"gelu"' ] &&
+    [ "$(config "$WORK/hf" hidden_act)" = '"gelu_new"' ]
+ok $? "it exports with hidden_act gelu (the fused tanh MLP's export keeps gelu_new)"
+our_logits "$WORK/ours_erf" "$WORK/erf" --no-bias-gelu-fusion && reference "$WORK/hf_erf" "$WORK/ours_erf"
+ok $? "its logits are the reference's with config.json's gelu in the MLP and the LM head: $(cat "$WORK/reference")"
+our_logits "$WORK/ours_erf_tanh" "$WORK/erf" && reference "$WORK/hf_erf" "$WORK/ours_erf_tanh" --tol 1e-6
+[ $? -eq 1 ] && grep -q '^FAIL' "$WORK/reference"
+ok $? "negative control: its weights run with the tanh MLP differ: $(cat "$WORK/reference")"
+rm -rf "$WORK/imported_erf" "$WORK/hf_erf2"
+convert --from-hf --input "$WORK/hf_erf" --save "$WORK/imported_erf" --make-vocab-size-divisible-by 16 &&
+    [ "$(args_attr "$WORK/imported_erf/release.h5" bias_gelu_fusion)" = 0 ] &&
+    [ "$(args_attr "$WORK/imported/release.h5" bias_gelu_fusion)" = 1 ] &&
+    convert --to-hf --load "$WORK/imported_erf" --output "$WORK/hf_erf2" &&
+    cmp -s "$WORK/hf_erf/config.json" "$WORK/hf_erf2/config.json"
+ok $? "imported, hidden_act gelu is bias_gelu_fusion 0 (gelu_new 1), and exports again as gelu"
 
 # the import trains exactly as the original checkpoint, on TP2 and on one rank
 losses() { grep -o 'lm loss: [0-9.E+-]* | sop loss: [0-9.E+-]*' "$WORK/out"; }

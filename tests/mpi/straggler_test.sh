@@ -1,6 +1,6 @@
 #!/bin/sh
 # straggler_test.sh: --log-straggler (issue 45) names the slow rank. 4 ranks (DP 4) of gpt-tiny on
-# the CPU backend; MTC_FAULT_SLOW_RANK=2:150 sleeps rank 2 150 ms inside every step's compute.
+# the CPU backend; MTC_FAULT_SLOW_RANK=2:400 sleeps rank 2 400 ms inside every step's compute.
 #  - slowed: every report (its printed lines and the metrics line's "stragglers" field) names
 #    rank 2 as the slowest, with its host and device, at more than THRESHOLD times the median
 #    compute time (the other ranks wait for it in MPI, and those waits are not compute);
@@ -44,7 +44,7 @@ PY
 }
 
 # ---- one rank slowed ----
-MTC_FAULT_SLOW_RANK=2:150 run_app 4 $RUN --metrics-file "$WORK/slow.jsonl"; status=$?
+MTC_FAULT_SLOW_RANK=2:400 run_app 4 $RUN --metrics-file "$WORK/slow.jsonl"; status=$?
 result=$(check_reports "$WORK/slow.jsonl" rank2 1 2>&1); checked=$?
 echo "$result" | sed "s/^/# /"
 [ $status -eq 0 ] && [ $checked -eq 0 ]
@@ -58,7 +58,7 @@ ok $? "the printed report names rank 2 with host and device, Megatron's MxRtt/Rn
 
 # ---- the same with tensor parallelism (TP 2, DP 2): the TP peers' waits inside the forward and
 # backward are MPI waits too, so the report still names the one slow rank, not its TP group ----
-MTC_FAULT_SLOW_RANK=2:150 run_app 4 $RUN --tensor-model-parallel-size 2 --metrics-file "$WORK/tp.jsonl"; status=$?
+MTC_FAULT_SLOW_RANK=2:400 run_app 4 $RUN --tensor-model-parallel-size 2 --metrics-file "$WORK/tp.jsonl"; status=$?
 result=$(check_reports "$WORK/tp.jsonl" rank2 1 2>&1); checked=$?
 echo "$result" | sed "s/^/# /"
 [ $status -eq 0 ] && [ $checked -eq 0 ]
@@ -72,7 +72,7 @@ echo "$result" | sed "s/^/# /"
 ok $? "no rank slowed: no rank reaches ${THRESHOLD}x the median"
 
 # ---- --straggler-minmax-count 2, --straggler-ctrlr-port accepted ----
-MTC_FAULT_SLOW_RANK=2:150 run_app 4 $RUN --straggler-minmax-count 2 --straggler-ctrlr-port 65535 \
+MTC_FAULT_SLOW_RANK=2:400 run_app 4 $RUN --straggler-minmax-count 2 --straggler-ctrlr-port 65535 \
     --metrics-file "$WORK/two.jsonl"; status=$?
 result=$(check_reports "$WORK/two.jsonl" rank2 2 2>&1); checked=$?
 bottom=$(grep -c "^^^^^ Bottom 2 Ranks with lowest  Etpt(TF): [0-9.]*/2, [0-9.]*/[013],$" "$WORK/out")

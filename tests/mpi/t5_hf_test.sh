@@ -11,8 +11,9 @@
 # are those of HF's forward pass written out in float64 from modeling_t5.py
 # (tests/tools/hf_t5_reference.py) on the export, within 1e-4 of the largest logit (measured 9e-7;
 # leaving out HF's missing scaling there gives 0.8). The imported checkpoint fine-tunes
-# with the original's losses, bitwise. A GeLU variant (wi, gelu_new; its logits too) and a bfloat16
-# export follow, then what is refused both ways, each naming the missing feature.
+# with the original's losses, bitwise. A GeLU variant (wi; "gelu": Megatron's MLP without linear
+# biases computes the exact GeLU; its logits too; "gelu_new" from a checkpoint recording the
+# tanh form) and a bfloat16 export follow, then what is refused both ways, each naming the missing feature.
 . "${top_srcdir:-.}/tests/lib.sh"
 . "$top_srcdir/tests/mpi/bert_corpus.sh"
 CONVERT="$top_builddir/app/convert_checkpoint"
@@ -141,15 +142,35 @@ a=$(json_field "$WORK/a.jsonl" train lm_loss | tr '\n' ' ') b=$(json_field "$WOR
 [ -n "$a" ] && [ "$a" = "$b" ]
 ok $? "with the same losses, bitwise: $b"
 
-# GeLU (HF gelu_new, wi), and a bfloat16 export
+# GeLU (wi): without linear biases Megatron's MLP has no bias-GeLU fusion and computes the exact
+# GeLU (F.gelu), HF's "gelu"; a checkpoint recording the fusion's tanh form (bias_gelu_fusion 1,
+# forged on a copy; pretrain_t5 --use-checkpoint-args keeps it) exports as gelu_new; both
+# imports record their form, so the round trip gives the same feed_forward_proj
 run_app 1 $HF_T5 --train-iters 1 --global-batch-size 2 --save "$WORK/gelu" --save-interval 1
 convert --to-hf --load "$WORK/gelu" --output "$WORK/hf_gelu"
-[ $? -eq 0 ] && [ "$(config "$WORK/hf_gelu" feed_forward_proj)" = '"gelu_new"' ] &&
+[ $? -eq 0 ] && [ "$(config "$WORK/hf_gelu" feed_forward_proj)" = '"gelu"' ] &&
+    [ "$(config "$WORK/hf_gelu" dense_act_fn)" = '"gelu"' ] &&
     safetensors_header "$WORK/hf_gelu/model.safetensors" | grep -q "^encoder.block.2.layer.1.DenseReluDense.wi.weight F32 24,32$" &&
     ! safetensors_header "$WORK/hf_gelu/model.safetensors" | grep -q "wi_0"
-ok $? "a GeLU T5 exports as feed_forward_proj gelu_new with DenseReluDense.wi"
+ok $? "a GeLU T5 (exact GeLU: --disable-bias-linear turns the fusion off) exports as feed_forward_proj gelu with DenseReluDense.wi"
 logits "$WORK/gelu" "$WORK/ours_gelu" && python3 "$REFERENCE" "$WORK/hf_gelu" "$WORK/ours_gelu" > "$WORK/reference.out" 2>&1
 ok $? "its logits are HF's too: $(cut -c1-170 "$WORK/reference.out")"
+cp -r "$WORK/gelu" "$WORK/gelu_tanh"
+"$FIXTURE" set-arg "$WORK/gelu_tanh/iter_0000001.h5" bias_gelu_fusion int:1 > /dev/null 2>&1 &&
+    convert --to-hf --load "$WORK/gelu_tanh" --output "$WORK/hf_gelu_tanh" &&
+    [ "$(config "$WORK/hf_gelu_tanh" feed_forward_proj)" = '"gelu_new"' ]
+ok $? "a checkpoint recording the tanh form (bias_gelu_fusion 1) exports as gelu_new"
+logits "$WORK/gelu_tanh" "$WORK/ours_gelu_tanh" --use-checkpoint-args &&
+    python3 "$REFERENCE" "$WORK/hf_gelu_tanh" "$WORK/ours_gelu_tanh" > "$WORK/reference.out" 2>&1 &&
+    ! python3 "$REFERENCE" "$WORK/hf_gelu" "$WORK/ours_gelu_tanh" 1e-6 > "$WORK/other.out" 2>&1
+ok $? "with --use-checkpoint-args its logits are HF's gelu_new ones, not gelu's: $(cut -c1-120 "$WORK/reference.out")"
+for form in gelu gelu_tanh; do
+    rm -rf "$WORK/back_$form" "$WORK/hf_back_$form"
+    convert --from-hf --input "$WORK/hf_$form" --save "$WORK/back_$form" &&
+        convert --to-hf --load "$WORK/back_$form" --output "$WORK/hf_back_$form" &&
+        [ "$(config "$WORK/hf_back_$form" feed_forward_proj)" = "$(config "$WORK/hf_$form" feed_forward_proj)" ]
+    ok $? "import and export of the $form export keep feed_forward_proj $(config "$WORK/hf_$form" feed_forward_proj)"
+done
 convert --to-hf --load "$WORK/gelu" --output "$WORK/hf_bf16" --dtype bfloat16
 [ $? -eq 0 ] && [ "$(config "$WORK/hf_bf16" torch_dtype)" = '"bfloat16"' ] &&
     ! safetensors_header "$WORK/hf_bf16/model.safetensors" | grep -qv " BF16 "

@@ -3,7 +3,7 @@
 plain Python (float64, no torch), from transformers' modeling_t5.py, for the T5 configurations
 convert_checkpoint exports (relative position bias in block 0 of each stack shared by its
 layers, T5LayerNorm = RMSNorm without bias or mean, attention without 1/sqrt(d) scaling,
-feed_forward_proj gated-silu or gelu_new, untied lm_head without scaling). It reads an exported
+feed_forward_proj gated-silu, gelu (exact, erf) or gelu_new (tanh), untied lm_head without scaling). It reads an exported
 folder (config.json, model.safetensors, F32) and tests/tools/t5_logits' tokens, and compares
 the logits with ours: prints the largest |difference| relative to the largest |logit| and exits
 1 when it exceeds the limit (default 1e-4: ours are fp32, the reference float64).
@@ -97,15 +97,19 @@ def gelu_new(x):
     return 0.5 * x * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def gelu(x):
+    return 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
 def silu(x):
     return x / (1.0 + math.exp(-x))
 
 
-def feed_forward(x, w, prefix, gated):
+def feed_forward(x, w, prefix, gated, act=gelu_new):
     if gated:
         h = [silu(a) * b for a, b in zip(linear(x, w[prefix + "wi_0.weight"]), linear(x, w[prefix + "wi_1.weight"]))]
     else:
-        h = [gelu_new(a) for a in linear(x, w[prefix + "wi.weight"])]
+        h = [act(a) for a in linear(x, w[prefix + "wi.weight"])]
     return linear(h, w[prefix + "wo.weight"])
 
 
@@ -122,6 +126,7 @@ def add(a, b):
 def forward(w, c, enc, mask, dec):
     heads, d_kv, eps = c["num_heads"], c["d_kv"], c["layer_norm_epsilon"]
     gated = c["feed_forward_proj"] == "gated-silu"
+    act = {"gelu": gelu, "gelu_new": gelu_new, "gelu_pytorch_tanh": gelu_new}.get(c["feed_forward_proj"], gelu_new)
     shared = w["shared.weight"]
     def attn(prefix, kind):
         return {p: w[f"{prefix}.{kind}.{p}.weight"] for p in "qkvo"}
@@ -132,7 +137,7 @@ def forward(w, c, enc, mask, dec):
         n = [rms_norm(v, w[f"{b}.0.layer_norm.weight"], eps) for v in x]
         x = add(x, attention(n, n, attn(f"{b}.0", "SelfAttention"), heads, d_kv, bias, mask, False))
         n = [rms_norm(v, w[f"{b}.1.layer_norm.weight"], eps) for v in x]
-        x = add(x, [feed_forward(v, w, f"{b}.1.DenseReluDense.", gated) for v in n])
+        x = add(x, [feed_forward(v, w, f"{b}.1.DenseReluDense.", gated, act) for v in n])
     encoded = [rms_norm(v, w["encoder.final_layer_norm.weight"], eps) for v in x]
     y = [list(shared[t]) for t in dec]
     bias = position_bias(w["decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight"], heads, len(dec), False, c)
@@ -143,7 +148,7 @@ def forward(w, c, enc, mask, dec):
         n = [rms_norm(v, w[f"{b}.1.layer_norm.weight"], eps) for v in y]
         y = add(y, attention(n, encoded, attn(f"{b}.1", "EncDecAttention"), heads, d_kv, None, mask, False))
         n = [rms_norm(v, w[f"{b}.2.layer_norm.weight"], eps) for v in y]
-        y = add(y, [feed_forward(v, w, f"{b}.2.DenseReluDense.", gated) for v in n])
+        y = add(y, [feed_forward(v, w, f"{b}.2.DenseReluDense.", gated, act) for v in n])
     y = [rms_norm(v, w["decoder.final_layer_norm.weight"], eps) for v in y]
     return [linear(v, w["lm_head.weight"]) for v in y]
 

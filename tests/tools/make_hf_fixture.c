@@ -12,9 +12,10 @@
  *       transformers saves large models.
  *   make_hf_fixture get FILE.h5 DATASET I [J]     print /model/DATASET[I][J] (%.9g)
  *   make_hf_fixture set-attr FILE.h5 NAME VALUE   set a root int64 attribute
- *   make_hf_fixture set-arg FILE.h5 NAME int:V|real:V|str:V
+ *   make_hf_fixture set-arg FILE.h5 NAME int:V|real:V|str:V|delete
  *                                                 set the /args attribute NAME (forging what a
- *                                                 checkpoint was saved with)
+ *                                                 checkpoint was saved with), or remove it (one
+ *                                                 saved before NAME was recorded)
  *   make_hf_fixture same-values A B               same tensor names and shapes, and values
  *                                                 equal as float32, in two safetensors files */
 #include "app/model/hf_gpt2_config.h"
@@ -238,7 +239,7 @@ static int set_arg(char **argv) {
     if (!strncmp(value, "int:", 4)) hdf5_write_int_attribute(args, argv[3], atoll(value + 4));
     else if (!strncmp(value, "real:", 5)) hdf5_write_double_attribute(args, argv[3], atof(value + 5));
     else if (!strncmp(value, "str:", 4)) hdf5_write_string_attribute(args, argv[3], value + 4);
-    else status = 2;
+    else if (strcmp(value, "delete") != 0) status = 2;
     H5Gclose(args);
     return H5Fclose(file) < 0 ? 1 : status;
 }
@@ -283,6 +284,6 @@ int main(int argc, char **argv) {
     if (!strcmp(command, "same-values") && argc == 4) return same_values(argv);
     if (!strcmp(command, "set-arg") && argc == 5) return set_arg(argv);
     fprintf(stderr, "usage: make_hf_fixture write DIR [options] | get FILE.h5 DATASET I [J] | "
-                    "set-attr FILE.h5 NAME VALUE | same-values A B | set-arg FILE.h5 NAME int:V|real:V|str:V\n");
+                    "set-attr FILE.h5 NAME VALUE | same-values A B | set-arg FILE.h5 NAME int:V|real:V|str:V|delete\n");
     return 2;
 }

@@ -7,7 +7,11 @@
  * 4. Mixture-of-experts layers (moe_layer.h): gradients against finite differences of the loss
  *    plus the load-balancing and z losses, for each router variant, with shared experts (with
  *    and without their gate) and with an expert bias steering the top-k choice.
- * 5. The router's expert bias: it decides the choice, the weights stay the unbiased scores. */
+ * 5. The router's expert bias: it decides the choice, the weights stay the unbiased scores.
+ * 6. The MLP's exact GeLU (gpt_config.gelu_erf: Megatron without the bias-GeLU fusion): the kept
+ *    activation is x Phi(x) of fc1's output (computed here with erf, not the tanh form), and 1.
+ *    and 4. run with it too (the dense MLP with fc2's input kept and made again; GeLU experts and
+ *    shared experts). */
 #include "app/core/error.h"
 #include "app/parallel/comm.h"
 #include "app/model/gpt_model.h"
@@ -78,8 +82,10 @@ static double mean_loss(gpt_model *m, void *context) {
 }
 
 /* finite-difference check of d(mean loss)/d(param) on a sample of elements of each tensor */
-static void check_gradients(int untie, float dropout, int loss_chunk_rows) {
+static void check_gradients(int untie, float dropout, int loss_chunk_rows, int gelu_erf, int keep_activation) {
     gpt_config c = tiny_config(untie);
+    c.gelu_erf = gelu_erf;
+    c.keep_mlp_activation_layers = keep_activation;
     c.loss_chunk_rows = loss_chunk_rows;
     c.hidden_dropout = dropout;
     c.attention_dropout = dropout;
@@ -94,8 +100,9 @@ static void check_gradients(int untie, float dropout, int loss_chunk_rows) {
     gpt_chunk_backward(&m, 0, 0, rng);
     gpt_batch batch = {tokens, targets, rng, N};
     model_fd_result r = model_fd_check(&m, mean_loss, &batch, NULL);
-    tap_ok(r.bad_tensors == 0, "model gradients match finite differences (%s embeddings, dropout %.1f, loss in %s): %d elements of %d tensors, worst relative error %.2g",
-           untie ? "untied" : "tied", dropout, loss_chunk_rows ? "chunks of 3 of the 10 rows" : "one pass", r.checked,
+    tap_ok(r.bad_tensors == 0, "model gradients match finite differences (%s embeddings, dropout %.1f, loss in %s%s%s): %d elements of %d tensors, worst relative error %.2g",
+           untie ? "untied" : "tied", dropout, loss_chunk_rows ? "chunks of 3 of the 10 rows" : "one pass",
+           gelu_erf ? ", the MLP's exact GeLU" : "", keep_activation ? ", fc2's input kept" : "", r.checked,
            m.num_params, r.worst);
     gpt_model_free(&m);
 }
@@ -123,6 +130,7 @@ typedef struct moe_variant {
     int shared, gate;      /* shared experts of this width (0: none), with their sigmoid gate */
     int expert_bias;       /* an expert bias (+-0.3 per expert, per layer) steering the choice */
     int top1_probs_on_input; /* top-1 with the weight on the expert's input (--moe-apply-probs-on-input) */
+    int gelu_erf;          /* the GeLU experts' exact form (what Megatron computes with --disable-bias-linear) */
 } moe_variant;
 
 /* finite differences of the MoE objective for a sample of elements of every tensor. A step can
@@ -132,6 +140,7 @@ static void check_moe_gradients(moe_variant v) {
     gpt_config c = tiny_config(1);
     c.disable_bias_linear = 1;
     c.swiglu = v.swiglu;
+    c.gelu_erf = v.gelu_erf;
     c.num_experts = 4;
     c.moe_ffn_hidden_size = 6;
     for (int l = 0; l < c.num_layers; l++) c.moe_layer[l] = !v.every_other || l % 2 == 1;
@@ -227,6 +236,41 @@ static void check_expert_bias_routing(void) {
            expert[0], expert[1], weight[0], weight[1]);
 }
 
+/* the MLP's activation is F.gelu of fc1's output: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2 with
+ * gelu_erf, the tanh approximation without (read from the kept activation after a forward); the
+ * two forms differ by up to ~5e-4 at |x| ~ 2, so a bound of 1e-6 (1 + |x|) (float rounding)
+ * tells them apart */
+static void check_gelu_form(int gelu_erf) {
+    gpt_config c = tiny_config(0);
+    c.num_layers = 1;
+    c.gelu_erf = gelu_erf;
+    c.keep_mlp_activation_layers = 1;
+    c.init_method_std = 1.0f;  /* fc1's outputs spread over [-3, 3], where the forms differ */
+    gpt_model m;
+    create(&m, &c);
+    int N = c.micro_batch_size * c.seq_length;
+    int tokens[64], targets[64];
+    fixed_batch(tokens, targets, N, c.padded_vocab_size);
+    micro_batch_rng rng = {1, 0, 1};
+    forward_only(&m, tokens, targets, rng);
+    const layer_activations *la = &m.chunks[0].slots[0].layers[0];
+    const float *pre = la->fc1_out, *act = la->activation;
+    double worst_own = 0.0, worst_other = 0.0, spread = 0.0;
+    for (int i = 0; i < N * c.ffn_hidden_size; i++) {
+        double x = pre[i];
+        double exact = 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+        double tanh_form = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+        double own = gelu_erf ? exact : tanh_form, other = gelu_erf ? tanh_form : exact;
+        if (fabs(act[i] - own) / (1.0 + fabs(x)) > worst_own) worst_own = fabs(act[i] - own) / (1.0 + fabs(x));
+        if (fabs(act[i] - other) > worst_other) worst_other = fabs(act[i] - other);
+        if (fabs(x) > spread) spread = fabs(x);
+    }
+    tap_ok(act && worst_own < 1e-6 && worst_other > 1e-4,
+           "the MLP computes the %s GeLU: within %.2g (1 + |x|) of it, %.2g from the %s form (fc1's outputs up to %.2f)",
+           gelu_erf ? "exact (erf)" : "tanh-approximated", worst_own, worst_other, gelu_erf ? "tanh" : "exact", spread);
+    gpt_model_free(&m);
+}
+
 static void check_layout_independent_init(void) {
     gpt_config c = tiny_config(0);
     gpt_model m;
@@ -290,11 +334,15 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     kernels_set_error_handler(error_report_fatal);
     comm_group_create(&self_group, "self", MPI_COMM_SELF);
-    check_gradients(0, 0.0f, 0);
-    check_gradients(1, 0.0f, 0);
-    check_gradients(0, 0.2f, 0);
-    check_gradients(0, 0.0f, 3); /* the chunked loss: output layer, cross entropy and their backward 3 rows at a time */
-    check_gradients(1, 0.2f, 3);
+    check_gradients(0, 0.0f, 0, 0, 0);
+    check_gradients(1, 0.0f, 0, 0, 0);
+    check_gradients(0, 0.2f, 0, 0, 0);
+    check_gradients(0, 0.0f, 3, 0, 0); /* the chunked loss: output layer, cross entropy and their backward 3 rows at a time */
+    check_gradients(1, 0.2f, 3, 0, 0);
+    check_gradients(0, 0.0f, 0, 1, 0); /* the exact GeLU: fc2's input made again in the backward */
+    check_gradients(1, 0.2f, 0, 1, 1); /* ... and kept from the forward */
+    check_gelu_form(0);
+    check_gelu_form(1);
     /*                 name                                             score                 pre swi grp gtk balance                   every  scale cap  aux   z     jitter */
     check_moe_gradients((moe_variant){"softmax top-2, aux loss, z loss", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0.01f, 0, 0, 0, 0, 0});
     check_moe_gradients((moe_variant){"pre-softmax, SwiGLU experts, seq aux loss", MOE_SCORE_SOFTMAX, 1, 1, 0, 0, MOE_BALANCE_SEQ_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 0, 0, 0});
@@ -305,8 +353,9 @@ int main(int argc, char **argv) {
     check_moe_gradients((moe_variant){"shared experts (GeLU), softmax top-2, aux loss", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 10, 0, 0});
     check_moe_gradients((moe_variant){"gated shared experts (SwiGLU), every other layer MoE", MOE_SCORE_SOFTMAX, 0, 1, 0, 0, MOE_BALANCE_NONE, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0});
     check_moe_gradients((moe_variant){"sigmoid with an expert bias, group-limited, gated shared experts", MOE_SCORE_SIGMOID, 0, 0, 2, 1, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 6, 1, 1});
-    check_moe_gradients((moe_variant){"sigmoid top-1, weights on the experts' input, aux loss", MOE_SCORE_SIGMOID, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 0, 0, 0, 1});
-    check_moe_gradients((moe_variant){"pre-softmax top-1, SwiGLU, weights on the experts' input", MOE_SCORE_SOFTMAX, 1, 1, 0, 0, MOE_BALANCE_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+    check_moe_gradients((moe_variant){"sigmoid top-1, weights on the experts' input, aux loss", MOE_SCORE_SIGMOID, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 0, 0, 0, 1, 0});
+    check_moe_gradients((moe_variant){"pre-softmax top-1, SwiGLU, weights on the experts' input", MOE_SCORE_SOFTMAX, 1, 1, 0, 0, MOE_BALANCE_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0});
+    check_moe_gradients((moe_variant){"exact-GeLU experts and shared experts, softmax top-2, aux loss", MOE_SCORE_SOFTMAX, 0, 0, 0, 0, MOE_BALANCE_AUX_LOSS, 0, 0, 0, 0.1f, 0, 0, 0, 10, 0, 0, 0, 1});
     check_expert_bias_routing();
     check_layout_independent_init();
     check_overfit();
