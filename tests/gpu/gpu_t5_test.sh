@@ -8,7 +8,7 @@
 #    2% (relative) of the CPU backend's (same seed, the same dropout masks; bf16 against fp32);
 #    --fp16 (from a loss scale of 1024) likewise against the CPU's --fp16;
 #  - two --deterministic-mode runs on one GPU: bitwise-identical losses and parameters
-#    (--dump-parameters);
+#    (--dump-parameters); full recomputation bitwise the run without;
 #  - on 2 GPUs (when present): tensor-parallel 2, and tensor-parallel 2 with sequence parallelism,
 #    each within 2% of the CPU backend; pipeline parallelism refused as on the CPU (Megatron's
 #    pretrain_t5.py refuses it too).
@@ -64,6 +64,12 @@ cmp -s "$WORK/det1.loss" "$WORK/det2.loss" && [ "$(wc -l < "$WORK/det1.loss")" -
 ok $? "--deterministic-mode on one GPU: two runs give bitwise-identical losses"
 cmp -s "$WORK/det1.bin" "$WORK/det2.bin" && [ -s "$WORK/det1.bin" ]
 ok $? "--deterministic-mode on one GPU: two runs give bitwise-identical parameters"
+
+pretrain recompute 1 --device cuda --deterministic-mode --recompute-granularity full --recompute-method uniform \
+    --recompute-num-layers 1
+ok $? "full recomputation (uniform, 1 layer per group) on one GPU: run"
+cmp -s "$WORK/det1.loss" "$WORK/recompute.loss" && cmp -s "$WORK/det1.bin" "$WORK/recompute.bin"
+ok $? "full recomputation on one GPU: losses and parameters bitwise those without"
 
 if [ "$gpus" -ge 2 ]; then
     # the vocabulary is padded to a multiple of --make-vocab-size-divisible-by x tp (Megatron), and
