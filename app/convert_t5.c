@@ -235,6 +235,17 @@ void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_
     const safetensors_file *in;
     if (!hf_source_find(s, "shared.weight", &in) && hf_source_find(s, "encoder.embed_tokens.weight", &in))
         snprintf(list[0].hf[0], sizeof list[0].hf[0], "encoder.embed_tokens.weight");
+    /* no lm_head.weight: transformers (5.x) ties a new T5's lm_head to the shared embedding and
+     * saves the one tensor; with tie_word_embeddings false (checked above) HF computes the logits
+     * with that matrix and no d_model^-0.5 scaling, which is our untied output layer holding a copy */
+    if (!hf_source_find(s, "lm_head.weight", &in))
+        for (int i = 0; i < count; i++)
+            if (list[i].hf[0][0] && !strcmp(list[i].hf[0], "lm_head.weight")) {
+                snprintf(list[i].hf[0], sizeof list[i].hf[0], "%s", list[0].hf[0]);
+                printf("> %s: %s has no lm_head.weight (transformers saved the tied module once): the output layer "
+                       "is a copy of %s, unscaled, as HF computes it with tie_word_embeddings false\n",
+                       program_name, input, list[0].hf[0]);
+            }
     const safetensors_tensor **sources = calloc((size_t)count * HF_T5_MAX_PARTS, sizeof *sources);
     const safetensors_file **source_files = calloc((size_t)count * HF_T5_MAX_PARTS, sizeof *source_files);
     CHECK(sources && source_files, "out of memory");

@@ -28,16 +28,7 @@ mkdir -p "$logdir"
 logdir=$(cd "$logdir" && pwd)
 record=${RECORD:-$logdir/record.md}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-4}
-tool() {  # tool NAME: the executable from the build tree, else from PATH
-    for candidate in "$bin/app/$1" "$bin/tests/tools/$1" "$bin/$1"; do
-        [ -x "$candidate" ] && [ ! -d "$candidate" ] && { echo "$candidate"; return; }
-    done
-    command -v "$1" || { echo "bert_hf_parity: $1 is neither in $bin nor on PATH (make $1; or pack it)" >&2; exit 1; }
-}
-step() {  # step LOG COMMAND...: run it, output in LOG; on failure the command's last lines and exit 1
-    log=$1; shift
-    "$@" > "$log" 2>&1 || { echo "FAIL: $(basename "$log" .out) step failed ($log):"; tail -5 "$log"; exit 1; }
-}
+. "$top/perf/parity_tools.sh"
 PRETRAIN=$(tool pretrain_bert)
 PREPROCESS=$(tool preprocess_data)
 CONVERT=$(tool convert_checkpoint)

@@ -16,7 +16,7 @@
 #   perf/t5_hf_parity.sh            (from the built tree; LOGDIR keeps the files)
 #
 # Environment: BIN (the build tree holding app/ and tests/tools/; default the tree this script is
-# in), PYTHON (python3), LOGDIR (default a temporary folder), TRAIN_ITERS (default 40), PROMPTS
+# in; executables not found there are taken from PATH, as in a devpack), PYTHON (python3), LOGDIR (default a temporary folder), TRAIN_ITERS (default 40), PROMPTS
 # (default 3), GELU=1 (the GeLU MLP instead of SwiGLU). Without torch and transformers the steps
 # before the comparison run and the script ends with "SKIP" (exit 0).
 set -eu
@@ -27,6 +27,8 @@ logdir=${LOGDIR:-$(mktemp -d /tmp/t5-hf-parity.XXXXXX)}
 prompts=${PROMPTS:-3}
 mkdir -p "$logdir"
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-4}
+. "$top/perf/parity_tools.sh"
+preprocess=$(tool preprocess_data) pretrain=$(tool pretrain_t5) convert=$(tool convert_checkpoint) logits=$(tool t5_logits)
 echo "# t5_hf_parity, $(date -Is), commit ${COMMIT:-$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)}, files in $logdir"
 mlp=--swiglu
 [ "${GELU:-0}" = 1 ] && mlp=
@@ -42,7 +44,7 @@ awk -v docs=400 'BEGIN {
             for (k = 0; k < len; k++) line = line (k ? " " : "") w[1 + (d * 31 + s * 17 + k * 7 + k * k) % n];
             line = line (s + 1 < ns ? ". " : ".") }
         print line "\"}" } }' > "$logdir/corpus.jsonl"
-mpiexec -n 1 "$bin/app/preprocess_data" --input "$logdir/corpus.jsonl" --output-prefix "$logdir/corpus" \
+mpiexec -n 1 "$preprocess" --input "$logdir/corpus.jsonl" --output-prefix "$logdir/corpus" \
     --tokenizer-type BertWordPieceCase --vocab-file "$vocab_file" --split-sentences > "$logdir/preprocess.out" 2>&1
 MODEL="--encoder-num-layers 4 --decoder-num-layers 3 --hidden-size 256 --num-attention-heads 4 --kv-channels 64
        --ffn-hidden-size 512 --encoder-seq-length 128 --decoder-seq-length 32 --max-position-embeddings 128
@@ -52,16 +54,16 @@ MODEL="--encoder-num-layers 4 --decoder-num-layers 3 --hidden-size 256 --num-att
        --data-path $logdir/corpus_text_sentence.h5 --split 949,50,1 --hidden-dropout 0 --attention-dropout 0
        --init-method-std 0.05"
 rm -rf "$logdir/ck" "$logdir/hf" "$logdir/made" "$logdir/imported"
-mpiexec -n 1 "$bin/app/pretrain_t5" --device cpu $MODEL --micro-batch-size 4 --global-batch-size 8 \
+mpiexec -n 1 "$pretrain" --device cpu $MODEL --micro-batch-size 4 --global-batch-size 8 \
     --train-iters "${TRAIN_ITERS:-40}" --lr 3e-3 --min-lr 3e-4 --lr-warmup-iters 4 --lr-decay-style cosine --seed 1234 \
     --log-interval 10 --eval-iters 0 --save "$logdir/ck" --save-interval "${TRAIN_ITERS:-40}" > "$logdir/train.out" 2>&1
 echo "# trained: $(grep -o 'lm loss: [0-9.E+-]*' "$logdir/train.out" | head -1) -> $(grep -o 'lm loss: [0-9.E+-]*' "$logdir/train.out" | tail -1)"
-"$bin/app/convert_checkpoint" --to-hf --load "$logdir/ck" --output "$logdir/hf" > "$logdir/export.out" 2>&1
+step "$logdir/export.out" "$convert" --to-hf --load "$logdir/ck" --output "$logdir/hf"
 sed 's/^/# /' "$logdir/export.out"
 ours_logits() {  # ours_logits CKPT PREFIX : t5_logits of every prompt (seed 1000 + p)
     p=0
     while [ "$p" -lt "$prompts" ]; do
-        mpiexec -n 1 "$bin/tests/tools/t5_logits" "$2.$p" $MODEL --micro-batch-size 1 --global-batch-size 1 \
+        mpiexec -n 1 "$logits" "$2.$p" $MODEL --micro-batch-size 1 --global-batch-size 1 \
             --train-iters 1 --lr 0 --seed $((1000 + p)) --load "$1" --finetune > "$2.$p.out" 2>&1
         sed 's/^/# prompt '"$p"': /' "$2.$p.out" | grep t5_logits
         p=$((p + 1))
@@ -77,8 +79,8 @@ status=0
 "$python" "$top/perf/t5_hf_parity.py" compare "$logdir/hf" "$logdir/ours" "$prompts" || status=1
 # the other way: a T5 made by transformers, imported
 "$python" "$top/perf/t5_hf_parity.py" make "$logdir/made" "$logdir/hf/config.json"
-"$bin/app/convert_checkpoint" --from-hf --input "$logdir/made" --save "$logdir/imported" --make-vocab-size-divisible-by 1 \
-    > "$logdir/import.out" 2>&1
+step "$logdir/import.out" "$convert" --from-hf --input "$logdir/made" --save "$logdir/imported" \
+    --make-vocab-size-divisible-by 1
 sed 's/^/# /' "$logdir/import.out"
 ours_logits "$logdir/imported" "$logdir/ours_imported"
 "$python" "$top/perf/t5_hf_parity.py" compare "$logdir/made" "$logdir/ours_imported" "$prompts" || status=1

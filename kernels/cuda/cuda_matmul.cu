@@ -829,16 +829,17 @@ static void matmul_backward_gelu_t(E *dpre, float *dweight, const E *dout, E *x,
 
 /* the grouped GEMMs (kernels.h: grouped_matmul_forward / _backward): one GEMM per non-empty row
  * block, planned per size bucket (gemm_bucketed above). The blocks' GEMMs are independent: they
- * can run on grouped_lanes() lanes in turn (MTC_GROUPED_GEMM_LANES=2..4), so that one GEMM's
+ * run on grouped_lanes() lanes in turn (2 by default; MTC_GROUPED_GEMM_LANES=1..4), so that one GEMM's
  * last partial wave of tiles overlaps the next one's first (each GEMM alone leaves SMs idle in its
  * tail). Each GEMM's result does not depend on the lanes: the same algorithm, its own output rows
  * and weight gradient. */
 static int grouped_lanes(void) {
     static int lanes = 0;
     if (lanes == 0) {
-        /* one stream unless asked: the lanes' speed-up on an H200 is not measured yet */
+        /* two lanes: the small Mixtral's step on an H200 76.6 -> 74.4 ms; four gain nothing more
+         * (perf/results/peer/moe-vs-peer-h200-2026-11-29-d.md) */
         const char *env = getenv("MTC_GROUPED_GEMM_LANES");
-        lanes = env && *env ? atoi(env) : 1;
+        lanes = env && *env ? atoi(env) : 2;
         lanes = lanes < 1 ? 1 : lanes > CUDA_LANES_MAX ? CUDA_LANES_MAX : lanes;
     }
     return lanes;

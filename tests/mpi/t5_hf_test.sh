@@ -133,6 +133,32 @@ convert --to-hf --load "$WORK/back" --output "$WORK/hf2"
 cmp -s "$ST" "$WORK/hf2/model.safetensors" && cmp -s "$WORK/hf/config.json" "$WORK/hf2/config.json"
 ok $? "exported again, model.safetensors and config.json are the first export's, byte for byte"
 
+# transformers 5 saves a new T5's lm_head, tied to the shared embedding at creation, once (as
+# shared.weight): with tie_word_embeddings false that matrix is the unscaled output layer
+rm -rf "$WORK/hf_nohead" "$WORK/nohead"; cp -r "$WORK/hf" "$WORK/hf_nohead"
+python3 - "$WORK/hf_nohead/model.safetensors" <<'PY'
+import json, struct, sys
+path = sys.argv[1]
+data = open(path, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+body, kept, offset = data[8 + n:], {}, 0
+blobs = []
+for name, v in header.items():
+    if name == "lm_head.weight": continue
+    if name != "__metadata__":
+        b, e = v["data_offsets"]
+        blobs.append(body[b:e]); v = dict(v, data_offsets=[offset, offset + e - b]); offset += e - b
+    kept[name] = v
+text = json.dumps(kept).encode(); text += b" " * (-len(text) % 8)
+open(path, "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+PY
+convert --from-hf --input "$WORK/hf_nohead" --save "$WORK/nohead" --make-vocab-size-divisible-by 1 &&
+    grep -q "has no lm_head.weight" "$WORK/out" &&
+    [ "$(ours_value "$WORK/nohead/release.h5" lm_head.output_layer.weight 7 5)" = "$(ours_value "$CK" embedding.word_embeddings.weight 7 5)" ] &&
+    [ "$(ours_value "$WORK/nohead/release.h5" lm_head.output_layer.weight 40 31)" = "$(ours_value "$CK" embedding.word_embeddings.weight 40 31)" ]
+ok $? "an export without lm_head.weight (transformers 5's tied save) imports with the shared embedding as its output layer: $(grep -o 'has no lm_head.*' "$WORK/out" | cut -c1-90)"
+
 # the imported checkpoint trains as the original does
 run_app 2 $HF_T5 --swiglu --train-iters 2 --load "$WORK/ck" --finetune --metrics-file "$WORK/a.jsonl"
 ok $? "the original checkpoint fine-tunes on DP2"
