@@ -3,7 +3,9 @@
  * adds what the counters read since the last switch to the phase being left (PAPI_accum), so the
  * phases partition the counts. GPU events are PAPI's cuda component names ("cuda:::METRIC:stat=
  * sum"; the component reads them through CUPTI's profiler API, with the GPU's work ordered on
- * its streams); a component that is missing or disabled (no driver, no profiling permission)
+ * its streams); a GPU read is costly, so GPU counts are read only when a named phase other than
+ * data starts, and the GPU work queued in "other" and "data" counts with the phase before
+ * (papi_phases_enter in papi_phases.c); a component that is missing or disabled (no driver, no profiling permission)
  * drops its events with one line naming the reason. Built without PAPI (no HAVE_PAPI), opening
  * fails with one message and every other call is a no-op. */
 #ifndef PERF_PAPI_PHASES_H
