@@ -231,7 +231,7 @@ tests_gpu_cuda_t5_kernels_fp16_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(
 TESTS += tests/gpu/cuda_t5_kernels_test tests/gpu/cuda_t5_kernels_fp16_test
 endif
 TESTS += tests/gpu/gpu_train_test.sh tests/gpu/gpu_checkpoint_test.sh tests/gpu/gpu_moe_test.sh tests/gpu/gpu_cp_test.sh \
-	tests/gpu/gpu_fp8_test.sh tests/gpu/gpu_bert_test.sh tests/gpu/gpu_t5_test.sh
+	tests/gpu/gpu_fp8_test.sh tests/gpu/gpu_bert_test.sh tests/gpu/gpu_t5_test.sh tests/gpu/gpu_encoder_scripts_test.sh
 # --deterministic-mode bitwise across data-parallel sizes on GPUs (app/optim/fixed_tree_reduce.h)
 TESTS += tests/gpu/gpu_dp_bitwise_test.sh
 

@@ -5,14 +5,16 @@
 # tiny BERT: 4 layers, hidden 32, 4 heads, sequence 64; micro-batch 2, global batch 8; 10
 # iterations, decay over 9, logging, saving and evaluating every 5 with 2 evaluation batches),
 # the layout (tensor-parallel 2 x pipeline-parallel 2 on 4 ranks instead of 8 x 16), torchrun
-# replaced by mpiexec (MPIEXEC and PRETRAIN_BERT come from the environment) and the learning rate
-# x30 (so that 10 iterations show the loss falling).
+# replaced by mpiexec (MPIEXEC and PRETRAIN_BERT come from the environment, and for
+# tests/gpu/gpu_encoder_scripts_test.sh DEVICE, cpu unless given, and GPUS_PER_NODE,
+# TENSOR_PARALLEL, PIPELINE_PARALLEL, 4, 2, 2 unless given) and the learning rate x30 (so that 10
+# iterations show the loss falling).
 
 # Runs the "340M" parameter model (Bert - Large)
 
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 
-GPUS_PER_NODE=4
+GPUS_PER_NODE=${GPUS_PER_NODE:-4}
 # Change for multinode config
 MASTER_ADDR=localhost
 MASTER_PORT=29500
@@ -51,8 +53,8 @@ TRAINING_ARGS=(
 )
 
 MODEL_PARALLEL_ARGS=(
-	--tensor-model-parallel-size 2 
-	--pipeline-model-parallel-size 2 
+	--tensor-model-parallel-size ${TENSOR_PARALLEL:-2} 
+	--pipeline-model-parallel-size ${PIPELINE_PARALLEL:-2} 
 )
 
 DATA_ARGS=(
@@ -71,7 +73,7 @@ EVAL_AND_LOGGING_ARGS=(
     --tensorboard-dir $TENSORBOARD_LOGS_PATH 
 )
 
-"$MPIEXEC" -n $WORLD_SIZE "$PRETRAIN_BERT" \
+"$MPIEXEC" -n $WORLD_SIZE "$PRETRAIN_BERT" --device "${DEVICE:-cpu}" \
     ${BERT_MODEL_ARGS[@]} \
     ${TRAINING_ARGS[@]} \
     ${MODEL_PARALLEL_ARGS[@]} \
