@@ -859,8 +859,18 @@ static const int64_t *read_masked_sentences(gpt_datasets *ds, const split_part *
         int64_t n = c->sentence_lengths[s];
         ds->bert_lengths[s - first] = n;
         if (c->mm) mmap_indexed_read(c->mm, s, 0, n, ds->bert_tokens + filled);
-        else if (n > 0) hdf5_corpus_read_tokens(c->h5, c->sentence_tokens[s], n, ds->bert_tokens + filled);
         filled += n;
+    }
+    /* an HDF5 corpus: one read per run of sentences that lie back to back in the file (a
+     * document's do), not one per sentence: each read is an HDF5 (MPI-IO) call of tens of
+     * microseconds, and a 512-token sample holds dozens of sentences */
+    for (int64_t s = first, at = 0; !c->mm && s < last;) {
+        int64_t run_end = s + 1, n = c->sentence_lengths[s];
+        while (run_end < last && c->sentence_tokens[run_end] == c->sentence_tokens[s] + n)
+            n += c->sentence_lengths[run_end++];
+        if (n > 0) hdf5_corpus_read_tokens(c->h5, c->sentence_tokens[s], n, ds->bert_tokens + at);
+        at += n;
+        s = run_end;
     }
     *num_tokens = filled;
     return row;
