@@ -18,6 +18,7 @@ perf/t5_hf_parity.sh).
       direction.
 """
 import json
+import os
 import sys
 
 import numpy as np
@@ -69,9 +70,23 @@ def compare(hf_dir, prefix, prompts):
 
 def make(out_dir, like):
     config = T5Config(**{k: v for k, v in json.load(open(like)).items() if k not in ("architectures", "torch_dtype")})
+    # transformers 5 builds a T5 with its lm_head tied to the shared embedding and saves
+    # tie_word_embeddings true whatever the dict said: untie it (a matrix of its own, no
+    # d_model^-0.5 scaling) as the export's config.json says
+    config.tie_word_embeddings = False
     torch.manual_seed(0)
     model = T5ForConditionalGeneration(config).eval()
+    model.config.tie_word_embeddings = False
+    if model.lm_head.weight.data_ptr() == model.shared.weight.data_ptr():
+        model.lm_head.weight = torch.nn.Parameter(model.shared.weight.detach().clone())
+    torch.nn.init.normal_(model.lm_head.weight, std=0.05)
     model.save_pretrained(out_dir, safe_serialization=True)
+    path = os.path.join(out_dir, "config.json")
+    saved = json.load(open(path))
+    if saved.get("tie_word_embeddings", True):
+        saved["tie_word_embeddings"] = False
+        json.dump(saved, open(path, "w"), indent=2)
+        print("# config.json: tie_word_embeddings written false by hand (transformers saved it true)")
     print(f"# made a random T5ForConditionalGeneration like {like} in {out_dir}")
     return 0
 

@@ -21,13 +21,13 @@ require_gpus 2
 bert_corpus t5corpus 400 BertWordPieceCase     # T5: bert-large-cased, as upstream
 bert_corpus bertcorpus 400                    # BERT: the script's default tokenizer (lower case)
 lm_losses() { grep -o '] iteration .*| lm loss: [0-9.E+-]*' "$1" | sed 's/.*lm loss: //'; }
-run_script() {  # run_script NAME SCRIPT CORPUS [VAR=VALUE...]: the script's output in $WORK/NAME.out
-    name=$1 file=$2 corpus=$3; shift 3
-    rm -rf "$WORK/ck_$name"
-    env "$@" timeout 300 bash "$top_srcdir/tests/data/$file" "$WORK/ck_$name" "$WORK/tb_$name" "$BERT_VOCAB" \
-        "$WORK/${corpus}_text_sentence.h5" > "$WORK/$name.out" 2> "$WORK/$name.err"
+run_script() {  # run_script RUN SCRIPT CORPUS [VAR=VALUE...]: the script's output in $WORK/RUN.out
+    run=$1 file=$2 corpus=$3; shift 3
+    rm -rf "$WORK/ck_$run"
+    env "$@" timeout 300 bash "$top_srcdir/tests/data/$file" "$WORK/ck_$run" "$WORK/tb_$run" "$BERT_VOCAB" \
+        "$WORK/${corpus}_text_sentence.h5" > "$WORK/$run.out" 2> "$WORK/$run.err"
     status=$?
-    [ $status -eq 0 ] || sed 's/^/#   /' "$WORK/$name.err" | tail -5
+    [ $status -eq 0 ] || sed 's/^/#   /' "$WORK/$run.err" | tail -5
     return $status
 }
 check_pair() {  # check_pair GPU_NAME CPU_NAME WHAT [sop]
@@ -48,7 +48,7 @@ ok $? "the same on the CPU backend"
 check_pair t5_gpu t5_cpu "T5"
 
 for layout in "tp2|TENSOR_PARALLEL=2 PIPELINE_PARALLEL=1" "pp2|TENSOR_PARALLEL=1 PIPELINE_PARALLEL=2"; do
-    name=${layout%%|*} vars=${layout#*|}
+    name=${layout%%|*} vars=${layout#*|}   # (run_script's variables are others: sh has no locals)
     run_script "bert_${name}_gpu" train_bert_340m_tiny.sh bertcorpus DEVICE=cuda GPUS_PER_NODE=2 $vars
     ok $? "the BERT 340M example script trains on 2 GPUs ($vars, --fp16)"
     run_script "bert_${name}_cpu" train_bert_340m_tiny.sh bertcorpus DEVICE=cpu GPUS_PER_NODE=2 $vars
