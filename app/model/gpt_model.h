@@ -109,6 +109,9 @@ typedef struct gpt_config {
      * (0: none); with the gate its output is scaled by sigmoid(x . gate_weight) per token */
     int moe_shared_expert_intermediate_size;
     int moe_shared_expert_gate;
+    /* --moe-shared-expert-overlap: with expert parallelism the shared experts compute while the
+     * all-to-alls are in flight (moe_layer.c; the same results) */
+    int moe_shared_expert_overlap;
     /* aux-loss-free load balancing (app/model/moe_expert_bias.h): a per-layer expert bias for
      * the top-k choice, moved by update_rate towards balance after every training step */
     int moe_router_enable_expert_bias;

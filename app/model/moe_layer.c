@@ -252,26 +252,41 @@ static void scale_counts(const size_t *counts, size_t *out, int n, size_t by) {
     for (int p = 0; p < n; p++) out[p] = counts[p] * by;
 }
 
-/* this rank's permuted rows [N k, C] -> the rows its experts compute on, in the expert order */
-static void send_to_experts(gpt_model *m, const moe_activations *a, const void *mine, void *expert_order) {
+/* the all-to-all of the rows: to the experts (send_counts out, recv_counts in) or back to the
+ * sources (the reverse); blocking, or started with `request` (--moe-shared-expert-overlap:
+ * comm wait completes it) */
+static void exchange_rows(gpt_model *m, const moe_activations *a, int to_experts, const void *send, void *recv,
+                          comm_request *request) {
     moe_shapes s = shapes_of(m);
     size_t *counts = host_alloc(sizeof(size_t) * 4 * (size_t)s.ep);
     scale_counts(a->send_counts, counts, 4 * s.ep, (size_t)s.C);  /* the four arrays are one block */
-    m->comm->alltoallv(mine, counts, counts + s.ep, m->moe_scratch->received, counts + 2 * s.ep, counts + 3 * s.ep,
-                       m->act_dtype, m->config.ep_group);
-    m->ops->gather_rows(expert_order, m->moe_scratch->received, a->to_expert_order, a->received, s.C);
+    const size_t *out = to_experts ? counts : counts + 2 * s.ep, *in = to_experts ? counts + 2 * s.ep : counts;
+    if (request)
+        m->comm->ialltoallv(send, out, out + s.ep, recv, in, in + s.ep, m->act_dtype, m->config.ep_group, request);
+    else
+        m->comm->alltoallv(send, out, out + s.ep, recv, in, in + s.ep, m->act_dtype, m->config.ep_group);
     free(counts);
 }
 
-/* the reverse: rows in the expert order -> their tokens' ranks, in each one's permuted order */
-static void return_to_sources(gpt_model *m, const moe_activations *a, const void *expert_order, void *mine) {
+/* this rank's permuted rows [N k, C] -> the rows its experts compute on, in the expert order:
+ * the all-to-all into the received rows (started, or done when request is NULL), then, once it
+ * is complete, their gather into the expert order */
+static void send_to_experts_start(gpt_model *m, const moe_activations *a, const void *mine, comm_request *request) {
+    exchange_rows(m, a, 1, mine, m->moe_scratch->received, request);
+}
+static void send_to_experts_finish(gpt_model *m, const moe_activations *a, void *expert_order, comm_request *request) {
     moe_shapes s = shapes_of(m);
-    size_t *counts = host_alloc(sizeof(size_t) * 4 * (size_t)s.ep);
-    scale_counts(a->send_counts, counts, 4 * s.ep, (size_t)s.C);
+    m->comm->wait(request);
+    m->ops->gather_rows(expert_order, m->moe_scratch->received, a->to_expert_order, a->received, s.C);
+}
+
+/* the reverse: rows in the expert order -> their tokens' ranks, in each one's permuted order
+ * (`mine` is complete after comm wait on request, when one is given) */
+static void return_to_sources(gpt_model *m, const moe_activations *a, const void *expert_order, void *mine,
+                              comm_request *request) {
+    moe_shapes s = shapes_of(m);
     m->ops->gather_rows(m->moe_scratch->received, expert_order, a->to_source_order, a->received, s.C);
-    m->comm->alltoallv(m->moe_scratch->received, counts + 2 * s.ep, counts + 3 * s.ep, mine, counts, counts + s.ep,
-                       m->act_dtype, m->config.ep_group);
-    free(counts);
+    exchange_rows(m, a, 0, m->moe_scratch->received, mine, request);
 }
 
 /* ------------------------------------------------------------------ forward and backward */
@@ -371,9 +386,17 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     ops->gather_rows(permuted, expert_source(m, a, x), a->row_token, a->expert_rows[s.E], s.C);
     const void *in = permuted;
     void *out = a->expert_out;
+    /* --moe-shared-expert-overlap (Megatron's shared-expert overlap in its all-to-all token
+     * dispatcher): the shared experts' fc1 and activation compute while the tokens travel to the
+     * experts, their fc2 and gate while the outputs travel back; neither touches the rows in
+     * flight, and each buffer sees the kernels of the run without it in the same order */
+    const int overlap = moe_shared_expert_overlapped(&m->config);
+    comm_request request = {0};
     if (s.ep > 1) {
         plan_exchange(m, a);
-        send_to_experts(m, a, scratch->permuted, a->expert_input);
+        send_to_experts_start(m, a, scratch->permuted, overlap ? &request : NULL);
+        if (overlap) moe_shared_expert_forward_fc1(m, a, lw, x, layer);
+        send_to_experts_finish(m, a, a->expert_input, &request);
         in = a->expert_input;
         out = scratch->local_out;
     }
@@ -389,9 +412,14 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     ops->grouped_matmul_forward(out, fp8_expert_rows(m, layer, 1, FP8_ROLE_INPUT, activation, a->local_rows, s.El, s.Fl),
                                 fp8_expert_weights(m, layer, 1, w2, s.El, (size_t)s.C * s.Fl), a->local_rows, s.El, s.Fl,
                                 s.C);
-    if (s.ep > 1) return_to_sources(m, a, scratch->local_out, a->expert_out);
+    if (s.ep > 1) {
+        return_to_sources(m, a, scratch->local_out, a->expert_out, overlap ? &request : NULL);
+        if (overlap) moe_shared_expert_forward_fc2(m, a, lw, x, layer);
+        m->comm->wait(&request);
+    }
     ops->moe_combine(out_full, a->expert_out, a->slot_row, combine_weights(m, a), s.N, s.k, s.C);
-    if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full, layer);
+    if (overlap) moe_shared_expert_add_output(m, out_full);
+    else if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full, layer);
 }
 
 void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg, const void *x,
@@ -411,8 +439,14 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
      * forward) and output gradients (sent the way the outputs came) */
     const void *in = a->expert_input, *d_out = scratch->d_expert_out;
     void *d_in = scratch->d_permuted;
+    /* --moe-shared-expert-overlap: the shared experts' gate, fc2 and activation backward while
+     * the output gradients travel to the experts, fc1's while the input gradients come back */
+    const int overlap = moe_shared_expert_overlapped(c);
+    comm_request request = {0};
     if (s.ep > 1) {
-        send_to_experts(m, a, scratch->d_expert_out, scratch->d_local_out);
+        send_to_experts_start(m, a, scratch->d_expert_out, overlap ? &request : NULL);
+        if (overlap) moe_shared_expert_backward_fc2(m, a, lw, lg, x, d_full, layer);
+        send_to_experts_finish(m, a, scratch->d_local_out, &request);
         d_out = scratch->d_local_out;
         d_in = scratch->d_local_in;
     } else if (!a->expert_input) {
@@ -440,7 +474,11 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         fp8_expert_backward(m, layer, 0, d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
     else
         ops->grouped_matmul_backward(d_in, dw1, scratch->d_fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
-    if (s.ep > 1) return_to_sources(m, a, scratch->d_local_in, scratch->d_permuted);
+    if (s.ep > 1) {
+        return_to_sources(m, a, scratch->d_local_in, scratch->d_permuted, overlap ? &request : NULL);
+        if (overlap) moe_shared_expert_backward_fc1(m, lw, lg, x, layer);
+        m->comm->wait(&request);
+    }
     if (c->moe_apply_probs_on_input) {
         /* d(w x)[t] from the experts, then dx = w d(w x) and dw = d(w x) . x, a partial sum over
          * the tensor-parallel ranks (fc1's input gradient is) */
@@ -470,7 +508,8 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
                                 c->moe_input_jitter_eps, jitter);
         ops->add(scratch->d_input, scratch->d_input, scratch->d_router_input, (size_t)s.N * s.C);
     }
-    if (moe_has_shared_expert(c)) moe_shared_expert_backward(m, a, lw, lg, x, d_full, scratch->d_input, layer);
+    if (overlap) moe_shared_expert_add_input_gradient(m, scratch->d_input);
+    else if (moe_has_shared_expert(c)) moe_shared_expert_backward(m, a, lw, lg, x, d_full, scratch->d_input, layer);
     if (training) {
         moe_expert_bias_count(m, layer, a->expert_rows);
         int L = c->num_layers;

@@ -9,7 +9,9 @@
  * its tokens' rows reach their experts' ranks by an all-to-all over the expert-parallel group
  * (Megatron's alltoall dispatcher): the rows arrive grouped by source rank, are reordered by
  * local expert (then source rank, each in token order), computed, reordered back and returned by
- * the reverse all-to-all; the backward sends the output gradients the same way. Each expert's
+ * the reverse all-to-all; the backward sends the output gradients the same way. With
+ * --moe-shared-expert-overlap the all-to-alls are started (comm ialltoallv) and the shared
+ * experts compute while they are in flight (moe_shared_expert.h), the same bits. Each expert's
  * fc1 is split by output rows and fc2 by input columns over the tensor-parallel ranks like the
  * dense MLP (Megatron's expert tensor parallelism equal to the tensor-parallel size), so y is
  * this rank's partial sum, reduced as fc2's output is. The router is computed whole on every

@@ -113,16 +113,24 @@ static void shared_activation(gpt_model *m, void *out, const void *fc1_out) {
     else mlp_gelu_forward(m->ops, m->config.gelu_erf, out, fc1_out, (size_t)s.N * s.Fl);
 }
 
-void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
-                               int layer) {
+/* --moe-shared-expert-overlap: Megatron's SharedExpertMLP split in the steps its token
+ * dispatcher interleaves with the all-to-alls; run in a row they are the whole forward and
+ * backward, the same kernels in the same order on each buffer */
+
+void moe_shared_expert_forward_fc1(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, int layer) {
+    shared_shapes s = shared_shapes_of(m);
+    /* in an fp8 layer on fp8 operands (fp8_linear.h: the layer's linear_fc1/linear_fc2 slots) */
+    m->ops->matmul_forward(a->shared_fc1_out, NULL,
+                           fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_INPUT, x, (size_t)s.N * s.C),
+                           fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_WEIGHT, lw->shared_fc1_weight, (size_t)s.FC1l * s.C),
+                           NULL, s.N, s.C, s.FC1l);
+    shared_activation(m, m->moe_scratch->shared_activation, a->shared_fc1_out);
+}
+
+void moe_shared_expert_forward_fc2(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, int layer) {
     shared_shapes s = shared_shapes_of(m);
     const kernel_ops *ops = m->ops;
     moe_scratch *scratch = m->moe_scratch;
-    /* in an fp8 layer on fp8 operands (fp8_linear.h: the layer's linear_fc1/linear_fc2 slots) */
-    ops->matmul_forward(a->shared_fc1_out, NULL, fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_INPUT, x, (size_t)s.N * s.C),
-                        fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_WEIGHT, lw->shared_fc1_weight, (size_t)s.FC1l * s.C),
-                        NULL, s.N, s.C, s.FC1l);
-    shared_activation(m, scratch->shared_activation, a->shared_fc1_out);
     void *out = gated(m) ? a->shared_out : scratch->shared_out;
     ops->matmul_forward(out, NULL,
                         fp8_operand(m, layer, FP8_GEMM_FC2, FP8_ROLE_INPUT, scratch->shared_activation, (size_t)s.N * s.Fl),
@@ -136,16 +144,26 @@ void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_vie
                                gate_spec(), 0);
         ops->moe_combine(scratch->shared_out, a->shared_out, scratch->gate_rows, a->gate_score, s.N, 1, s.C);
     }
-    ops->add(out_full, out_full, scratch->shared_out, (size_t)s.N * s.C);
 }
 
-void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg,
-                                const void *x, const void *d_full, void *d_input, int layer) {
+void moe_shared_expert_add_output(gpt_model *m, void *out_full) {
+    shared_shapes s = shared_shapes_of(m);
+    m->ops->add(out_full, out_full, m->moe_scratch->shared_out, (size_t)s.N * s.C);
+}
+
+void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, void *out_full,
+                               int layer) {
+    moe_shared_expert_forward_fc1(m, a, lw, x, layer);
+    moe_shared_expert_forward_fc2(m, a, lw, x, layer);
+    moe_shared_expert_add_output(m, out_full);
+}
+
+void moe_shared_expert_backward_fc2(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg,
+                                    const void *x, const void *d_full, int layer) {
     shared_shapes s = shared_shapes_of(m);
     const kernel_ops *ops = m->ops;
     const gpt_config *c = &m->config;
     moe_scratch *scratch = m->moe_scratch;
-    size_t NC = (size_t)s.N * s.C;
     const void *d_out = d_full;
     /* --recompute-modules shared_experts: their forward again from the layer's input (its output
      * into forward_full, free in the backward); with moe the whole layer ran again already */
@@ -165,16 +183,47 @@ void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_vi
                              lw->shared_gate_weight, s.N, s.C, 1);
         d_out = scratch->shared_d_out;
     }
-    /* fc2, the activation (again from fc1's kept output), fc1 */
+    /* fc2, the activation (again from fc1's kept output) */
     shared_activation(m, scratch->shared_activation, a->shared_fc1_out);
     fp8_matmul_backward(m, layer, FP8_GEMM_FC2, scratch->shared_d_activation, (float *)lg->shared_fc2_weight, NULL, d_out,
                         scratch->shared_activation, lw->shared_fc2_weight, s.N, s.Fl, s.C);
     if (c->swiglu) ops->swiglu_backward(scratch->shared_d_fc1_out, a->shared_fc1_out, scratch->shared_d_activation, s.N, s.Fl);
     else mlp_gelu_backward(ops, c->gelu_erf, scratch->shared_d_fc1_out, a->shared_fc1_out, scratch->shared_d_activation,
                            (size_t)s.N * s.Fl);
+}
+
+void moe_shared_expert_backward_fc1(gpt_model *m, const layer_view *lw, const layer_view *lg, const void *x, int layer) {
+    shared_shapes s = shared_shapes_of(m);
+    moe_scratch *scratch = m->moe_scratch;
     fp8_matmul_backward(m, layer, FP8_GEMM_FC1, scratch->shared_d_input, (float *)lg->shared_fc1_weight, NULL,
                         scratch->shared_d_fc1_out, x, lw->shared_fc1_weight, s.N, s.C, s.FC1l);
-    ops->add(d_input, d_input, scratch->shared_d_input, NC);
+}
+
+void moe_shared_expert_add_input_gradient(gpt_model *m, void *d_input) {
+    shared_shapes s = shared_shapes_of(m);
+    moe_scratch *scratch = m->moe_scratch;
+    size_t NC = (size_t)s.N * s.C;
+    m->ops->add(d_input, d_input, scratch->shared_d_input, NC);
     /* every tensor-parallel rank computed the same gate gradient: one of them adds it */
-    if (gated(m) && c->tp_rank == 0) ops->add(d_input, d_input, scratch->gate_d_input, NC);
+    if (gated(m) && m->config.tp_rank == 0) m->ops->add(d_input, d_input, scratch->gate_d_input, NC);
+}
+
+void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg,
+                                const void *x, const void *d_full, void *d_input, int layer) {
+    moe_shared_expert_backward_fc2(m, a, lw, lg, x, d_full, layer);
+    moe_shared_expert_backward_fc1(m, lw, lg, x, layer);
+    moe_shared_expert_add_input_gradient(m, d_input);
+}
+
+int moe_shared_expert_overlapped(const gpt_config *c) {
+    return moe_has_shared_expert(c) && c->moe_shared_expert_overlap && c->ep_size > 1;
+}
+
+const char *moe_shared_expert_overlap_note(const gpt_config *c) {
+    if (moe_shared_expert_overlapped(c))
+        return "--moe-shared-expert-overlap: the shared experts' fc1 and activation compute while the dispatch "
+               "all-to-all is in flight, fc2 (and the gate) during the combine all-to-all; in the backward fc2's "
+               "gradients during the first all-to-all, fc1's during the second";
+    return "--moe-shared-expert-overlap: expert-parallel size 1, no all-to-all for the shared experts to overlap "
+           "(they compute in order)";
 }

@@ -43,4 +43,28 @@ void moe_shared_expert_forward(gpt_model *m, moe_activations *a, const layer_vie
 void moe_shared_expert_backward(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg,
                                 const void *x, const void *d_full, void *d_input, int layer);
 
+/* the same in the steps --moe-shared-expert-overlap interleaves with the expert-parallel
+ * all-to-alls (Megatron's SharedExpertMLP.linear_fc1_forward_and_act, linear_fc2_forward,
+ * get_output); the three in a row are moe_shared_expert_forward:
+ *   forward_fc1: fc1 and the activation of x (during the dispatch all-to-all)
+ *   forward_fc2: fc2 and the gate, the partial output into the MoE scratch (during the combine)
+ *   add_output: out_full += that output (after the routed experts' combination) */
+void moe_shared_expert_forward_fc1(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, int layer);
+void moe_shared_expert_forward_fc2(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, int layer);
+void moe_shared_expert_add_output(gpt_model *m, void *out_full);
+/* and the backward's (in a row moe_shared_expert_backward):
+ *   backward_fc2: the gate, fc2 and the activation from d_full (during the first all-to-all)
+ *   backward_fc1: fc1's weight and input gradients (during the second)
+ *   add_input_gradient: d_input += the shared experts' (and the gate's) input gradient */
+void moe_shared_expert_backward_fc2(gpt_model *m, moe_activations *a, const layer_view *lw, const layer_view *lg,
+                                    const void *x, const void *d_full, int layer);
+void moe_shared_expert_backward_fc1(gpt_model *m, const layer_view *lw, const layer_view *lg, const void *x, int layer);
+void moe_shared_expert_add_input_gradient(gpt_model *m, void *d_input);
+
+/* 1 when the MoE layers run the shared experts overlapped with the all-to-alls
+ * (--moe-shared-expert-overlap with shared experts and expert parallelism) */
+int moe_shared_expert_overlapped(const gpt_config *c);
+/* the start-up line saying what --moe-shared-expert-overlap does in this run */
+const char *moe_shared_expert_overlap_note(const gpt_config *c);
+
 #endif

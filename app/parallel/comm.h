@@ -32,7 +32,8 @@ typedef struct comm_group {
 typedef struct comm_request {
     MPI_Request mpi;
     int active;
-    void *scratch;       /* reduce-scatter result waiting to be copied into place */
+    void *scratch;       /* host memory held until completion: a reduce-scatter's result waiting
+                          * to be copied to destination, an all-to-all's counts (MPI) */
     void *destination;
     size_t bytes;
     void *backend;       /* the implementation's completion record (a CUDA event) */
@@ -64,6 +65,12 @@ typedef struct comm_ops {
      * recv + recv_offsets[p] (host arrays of group->size entries, in elements; backend memory) */
     void (*alltoallv)(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
                       const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype, const comm_group *group);
+    /* the same, not blocking (--moe-shared-expert-overlap: the shared experts compute while the
+     * tokens travel); wait completes it. Neither buffer may be touched before wait; the count
+     * and offset arrays may be freed as soon as it returns. */
+    void (*ialltoallv)(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
+                       const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype,
+                       const comm_group *group, comm_request *request);
     /* host memory: recv[p * bytes ..] = what peer p sent for this rank from its send[rank * bytes ..] */
     void (*alltoall_host)(const void *send, void *recv, size_t bytes, const comm_group *group);
 

@@ -114,10 +114,10 @@ static void mpi_allgather(const void *send, void *recv, size_t count, comm_dtype
     comm_timed_wait(&request, "all-gather", group->name, group->mpi);
 }
 
-static void mpi_alltoallv(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
-                          const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype,
-                          const comm_group *group) {
-    int n = group->size;
+/* MPI's int counts and displacements of an all-to-all, one block of 4 n (freed by the caller,
+ * or with a non-blocking one's request: MPI reads them until it completes) */
+static int *alltoallv_counts(const size_t *send_counts, const size_t *send_offsets, const size_t *recv_counts,
+                             const size_t *recv_offsets, int n) {
     int *counts = malloc(sizeof(int) * 4 * (size_t)n);
     CHECK(counts, "out of host memory for an all-to-all");
     for (int p = 0; p < n; p++) {
@@ -126,11 +126,34 @@ static void mpi_alltoallv(const void *send, const size_t *send_counts, const siz
         counts[2 * n + p] = as_count(recv_counts[p]);
         counts[3 * n + p] = as_count(recv_offsets[p]);
     }
+    return counts;
+}
+
+static void mpi_alltoallv(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
+                          const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype,
+                          const comm_group *group) {
+    int n = group->size;
+    int *counts = alltoallv_counts(send_counts, send_offsets, recv_counts, recv_offsets, n);
     MPI_Request request;
     CHECK_MPI(MPI_Ialltoallv(send, counts, counts + n, mpi_type(dtype), recv, counts + 2 * n, counts + 3 * n,
                              mpi_type(dtype), group->mpi, &request));
     comm_timed_wait(&request, "all-to-all", group->name, group->mpi);
     free(counts);
+}
+
+static void mpi_ialltoallv(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
+                           const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype,
+                           const comm_group *group, comm_request *request) {
+    int n = group->size;
+    int *counts = alltoallv_counts(send_counts, send_offsets, recv_counts, recv_offsets, n);
+    request->active = 1;
+    request->operation = "all-to-all (expert dispatch, overlapped)";
+    request->group = group;
+    request->scratch = counts; /* freed by wait */
+    request->destination = NULL;
+    request->bytes = 0;
+    CHECK_MPI(MPI_Ialltoallv(send, counts, counts + n, mpi_type(dtype), recv, counts + 2 * n, counts + 3 * n,
+                             mpi_type(dtype), group->mpi, &request->mpi));
 }
 
 static void mpi_alltoall_host(const void *send, void *recv, size_t bytes, const comm_group *group) {
@@ -243,10 +266,11 @@ static void mpi_fetch(void *dst, const void *src, size_t bytes, int peer, const 
     CHECK_MPI(MPI_Irecv(dst, as_count(bytes), MPI_BYTE, peer, WINDOW_TAG, group->mpi, &request->mpi));
 }
 
-/* after MPI has completed the request: move a reduce-scatter result into place */
+/* after MPI has completed the request: move a reduce-scatter result into place, free what the
+ * operation held */
 static void finish_request(comm_request *request) {
     if (request->scratch) {
-        memcpy(request->destination, request->scratch, request->bytes);
+        if (request->destination) memcpy(request->destination, request->scratch, request->bytes);
         free(request->scratch);
         request->scratch = NULL;
     }
@@ -278,6 +302,7 @@ const comm_ops *comm_mpi(void) {
         .barrier = mpi_barrier,
         .allgather = mpi_allgather,
         .alltoallv = mpi_alltoallv,
+        .ialltoallv = mpi_ialltoallv,
         .alltoall_host = mpi_alltoall_host,
         .reduce_scatter = mpi_reduce_scatter,
         .send = mpi_send,

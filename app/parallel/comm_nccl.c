@@ -10,7 +10,8 @@
  * group's side stream: it waits for an event recorded on the compute stream (the gradients are
  * complete), runs the collective, and records the request's completion event; comm wait makes
  * the compute stream wait for that event. So --overlap-grad-reduce really overlaps a bucket's
- * reduction with the rest of the backward.
+ * reduction with the rest of the backward, and --moe-shared-expert-overlap the expert dispatch's
+ * all-to-alls (ialltoallv) with the shared experts' GEMMs.
  *
  * Point-to-point. NCCL sends and receives complete only together, on streams that run in
  * order, so an eager send could block the stream while the peer's stream waits on something
@@ -226,7 +227,23 @@ static void nccl_reduce_scatter(const void *send, void *recv, size_t count, comm
 static void nccl_allreduce_double_host(double *buf, size_t count, comm_op op, const comm_group *group) {
     comm_mpi()->allreduce_double_host(buf, count, op, group);
 }
-/* grouped sends and receives, one pair per peer (NCCL has no all-to-all of its own) */
+/* grouped sends and receives on `stream`, one pair per peer (NCCL has no all-to-all of its own) */
+static void alltoallv_on(cudaStream_t stream, const void *send, const size_t *send_counts, const size_t *send_offsets,
+                         void *recv, const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype,
+                         const comm_group *group) {
+    size_t element = comm_dtype_bytes(dtype);
+    CHECK_NCCL(ncclGroupStart(), group);
+    for (int p = 0; p < group->size; p++) {
+        if (send_counts[p])
+            CHECK_NCCL(ncclSend((const char *)send + send_offsets[p] * element, send_counts[p], nccl_type(dtype), p,
+                                state(group)->comm, stream), group);
+        if (recv_counts[p])
+            CHECK_NCCL(ncclRecv((char *)recv + recv_offsets[p] * element, recv_counts[p], nccl_type(dtype), p,
+                                state(group)->comm, stream), group);
+    }
+    CHECK_NCCL(ncclGroupEnd(), group);
+}
+
 static void nccl_alltoallv(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
                            const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype,
                            const comm_group *group) {
@@ -239,16 +256,7 @@ static void nccl_alltoallv(const void *send, const size_t *send_counts, const si
         return;
     }
     nccl_watchdog_begin("all-to-all", group->name);
-    CHECK_NCCL(ncclGroupStart(), group);
-    for (int p = 0; p < group->size; p++) {
-        if (send_counts[p])
-            CHECK_NCCL(ncclSend((const char *)send + send_offsets[p] * element, send_counts[p], nccl_type(dtype), p,
-                                state(group)->comm, compute()), group);
-        if (recv_counts[p])
-            CHECK_NCCL(ncclRecv((char *)recv + recv_offsets[p] * element, recv_counts[p], nccl_type(dtype), p,
-                                state(group)->comm, compute()), group);
-    }
-    CHECK_NCCL(ncclGroupEnd(), group);
+    alltoallv_on(compute(), send, send_counts, send_offsets, recv, recv_counts, recv_offsets, dtype, group);
     nccl_watchdog_track(compute());
 }
 
@@ -428,6 +436,22 @@ static void nccl_iallreduce_into(void *buf, size_t count, comm_dtype dtype, cons
     side_done(group, request);
 }
 
+/* the expert dispatch overlapped with the shared experts: the side stream runs the grouped sends
+ * and receives after the compute stream's work so far (the rows to send are complete, the receive
+ * buffer free) while the compute stream goes on; a group of one rank copies on the compute stream */
+static void nccl_ialltoallv(const void *send, const size_t *send_counts, const size_t *send_offsets, void *recv,
+                            const size_t *recv_counts, const size_t *recv_offsets, comm_dtype dtype,
+                            const comm_group *group, comm_request *request) {
+    if (group->size == 1) {
+        nccl_alltoallv(send, send_counts, send_offsets, recv, recv_counts, recv_offsets, dtype, group);
+        request->active = 0;
+        return;
+    }
+    cudaStream_t stream = side_after_compute(group, "all-to-all (expert dispatch, overlapped)");
+    alltoallv_on(stream, send, send_counts, send_offsets, recv, recv_counts, recv_offsets, dtype, group);
+    side_done(group, request);
+}
+
 /* ---- completion ---- */
 
 static void complete(comm_request *request) {
@@ -486,6 +510,7 @@ const comm_ops *comm_nccl(void) {
         .allreduce_double_host = nccl_allreduce_double_host,
         .broadcast = nccl_broadcast,
         .alltoallv = nccl_alltoallv,
+        .ialltoallv = nccl_ialltoallv,
         .alltoall_host = nccl_alltoall_host,
         .barrier = nccl_barrier,
         .allgather = nccl_allgather,

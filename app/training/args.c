@@ -281,7 +281,7 @@ static const option_spec specs[] = {
     {"moe-router-fusion", "mixture of experts", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "fusing the router's kernels changes speed, not results"},
     {"moe-shared-expert-intermediate-size", "mixture of experts", OPTION_INT, AT(moe_shared_expert_intermediate_size), .range = "[1, inf)", .help = "shared experts: a dense MLP of this width (num_shared_experts x each one's) that every token of an MoE layer goes through, its output added to the routed experts' (none: no shared experts)"},
     {"moe-shared-expert-gate", "mixture of experts", OPTION_FLAG, AT(moe_shared_expert_gate), .help = "scale the shared experts' output per token by sigmoid(x . gate_weight) (a [1, hidden] weight, mlp.shared_experts.gate_weight)"},
-    {"moe-shared-expert-overlap", "mixture of experts", OPTION_FLAG, AT(moe_shared_expert_overlap), .help = "accepted with --moe-token-dispatcher-type alltoall (refused otherwise, as Megatron does): overlapping the shared experts with the dispatch's all-to-all changes no result here (the CPU backend runs them in order)"},
+    {"moe-shared-expert-overlap", "mixture of experts", OPTION_FLAG, AT(moe_shared_expert_overlap), .help = "with expert parallelism, compute the shared experts while the expert-parallel all-to-alls are in flight (as Megatron-Core: fc1 and the activation during the dispatch, fc2 and the gate during the combine; in the backward fc2's gradients during the first all-to-all, fc1's during the second; NCCL runs them on a side stream); the same results bit for bit. Needs --moe-token-dispatcher-type alltoall (refused otherwise, as Megatron does); with expert-parallel size 1 there is nothing to overlap"},
     {"moe-router-enable-expert-bias", "mixture of experts", OPTION_FLAG, AT(moe_router_enable_expert_bias), .help = "aux-loss-free load balancing: a per-layer expert bias added to the scores for the top-k choice only (not the weights), moved by --moe-router-bias-update-rate towards balance after every iteration from the global batch's tokens per expert (sigmoid or sqrtsoftplus score function)"},
     {"moe-router-bias-update-rate", "mixture of experts", OPTION_FLOAT, AT(moe_router_bias_update_rate), "1e-3", .range = "[0, inf)", .help = "the expert bias's step per iteration: + for experts with fewer tokens than the mean, - for those with more"},
     {"moe-layer-recompute", "mixture of experts", OPTION_FLAG, AT(moe_layer_recompute), .help = "deprecated in Megatron, kept: the same as --recompute-granularity selective with moe added to --recompute-modules (refused with --recompute-granularity full)"},
@@ -1120,6 +1120,7 @@ void gpt_config_set_architecture(gpt_config *c, const args *a) {
     c->moe_input_jitter_eps = a->moe_input_jitter_eps;
     c->moe_shared_expert_intermediate_size = a->num_experts ? a->moe_shared_expert_intermediate_size : 0;
     c->moe_shared_expert_gate = a->moe_shared_expert_gate;
+    c->moe_shared_expert_overlap = a->num_experts && a->moe_shared_expert_overlap;
     c->moe_router_enable_expert_bias = a->moe_router_enable_expert_bias;
     c->moe_router_bias_update_rate = a->moe_router_bias_update_rate;
     c->moe_pad_expert_input_to_capacity = a->moe_pad_expert_input_to_capacity;

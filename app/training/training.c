@@ -27,6 +27,7 @@
 #include "app/model/moe_expert_bias.h"
 #include "app/model/fp8_linear.h"
 #include "app/model/moe_layer.h"
+#include "app/model/moe_shared_expert.h"
 #include "perf/metrics/flops.h"
 #include "perf/metrics/papi_phases.h"
 
@@ -356,6 +357,8 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
         printf("> note: --deterministic-mode reproduces this run bitwise at data-parallel size %d only: %s\n",
                t->topo.dp_size, no_tree);
     gpt_model_create(&t->model, &config, ops, t->comm, &t->topo.tp);
+    if (config.moe_shared_expert_overlap && moe_has_shared_expert(&config) && t->topo.world_rank == 0)
+        printf("> %s\n", moe_shared_expert_overlap_note(&t->model.config));
     if (a->num_experts > 0) {
         t->moe_last = calloc(moe_log_length(&t->model.config), sizeof(double));
         CHECK(t->moe_last, "out of host memory for the MoE log");

@@ -14,7 +14,9 @@
 #  - Megatron's benchmark router (--moe-router-force-load-balancing: random logits from the
 #    samples' Philox draws) like the CPU;
 #  - on 2 GPUs (when present): EP2, TP2 + SP, EP2 with the distributed optimizer, PP2: losses
-#    within 1e-2 of one GPU (NCCL all-to-all for EP).
+#    within 1e-2 of one GPU (NCCL all-to-all for EP); EP2 with gated shared experts and
+#    --deterministic-mode: --moe-shared-expert-overlap (the all-to-alls on a side stream while the
+#    shared experts compute) gives the bits of the run without it.
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
 
@@ -92,7 +94,22 @@ if [ "$gpus" -ge 2 ]; then
         ok $? "2 GPUs, $case_name: run"
         compare_losses mixtral_gpu "$case_name" 1e-2 20 "2 GPUs, $case_name ($flags): losses within 1e-2 of one GPU"
     done
+    # --moe-shared-expert-overlap: the all-to-alls on the expert-parallel group's side stream
+    # (comm ialltoallv) while the compute stream runs the shared experts' GEMMs: the bits of the
+    # run without it
+    SHARED="$EP 2 --moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate --deterministic-mode"
+    train ep2_shared 2 --device cuda $SHARED
+    ok $? "2 GPUs, EP2 with gated shared experts, --deterministic-mode: run"
+    train ep2_shared_overlap 2 --device cuda $SHARED --moe-shared-expert-overlap
+    status=$?
+    grep -q "the shared experts' fc1 and activation compute while the dispatch all-to-all is in flight" \
+        "$WORK/ep2_shared_overlap.out"
+    ok $((status + $?)) "2 GPUs, EP2 with shared experts and --moe-shared-expert-overlap: run, the start-up line says it overlaps"
+    diag "$(grep 'iteration       20/' "$WORK/ep2_shared.out" "$WORK/ep2_shared_overlap.out" | sed 's/.*elapsed/elapsed/' | cut -c1-80)"
+    [ -s "$WORK/ep2_shared.loss" ] && cmp -s "$WORK/ep2_shared.loss" "$WORK/ep2_shared_overlap.loss" &&
+        cmp -s "$WORK/ep2_shared.bin" "$WORK/ep2_shared_overlap.bin"
+    ok $? "2 GPUs, EP2: --moe-shared-expert-overlap gives the losses and parameters without it, bit for bit"
 else
-    diag "one GPU: the 2-GPU layouts (EP2, TP2 + SP, EP2 with the distributed optimizer, PP2) are not run"
+    diag "one GPU: the 2-GPU layouts (EP2, TP2 + SP, EP2 with the distributed optimizer, PP2, EP2 shared-expert overlap) are not run"
 fi
 done_testing

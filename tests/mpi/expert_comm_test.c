@@ -1,8 +1,8 @@
 /* expert_comm_test.c: the expert-parallel groups of the topology (Megatron's expert rank
  * generator: data-parallel ranks split into expert-parallel, faster, and expert-data-parallel
- * ones) and the all-to-all of the comm interface that dispatches tokens to experts, over MPI
- * with the job's ranks. Usage: expert_comm_test TP EP (the data-parallel size is the rest).
- * Rank 0 prints the TAP lines; a check passes when it passes on every rank. */
+ * ones) and the all-to-alls of the comm interface that dispatch tokens to experts (blocking and
+ * non-blocking), over MPI with the job's ranks. Usage: expert_comm_test TP EP (the data-parallel
+ * size is the rest). Rank 0 prints the TAP lines; a check passes when it passes on every rank. */
 #include "app/core/error.h"
 #include "app/parallel/comm.h"
 #include "app/parallel/topology.h"
@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
     int tp = argc > 2 ? atoi(argv[1]) : 1, ep = argc > 2 ? atoi(argv[2]) : 2;
     CHECK(tp > 0 && ep > 0 && ranks % (tp * ep) == 0, "usage: expert_comm_test TP EP with TP x EP dividing the ranks");
     int dp = ranks / tp;
-    parallel_layout layout = {tp, 1, dp, "tp-cp-ep-dp-pp", ep, 0};
+    parallel_layout layout = {tp, 1, dp, "tp-cp-ep-dp-pp", ep, 0, 1};
     topology topo;
     topology_create(&topo, &layout);
     /* one node: the ordered rank is the world rank; rank = tp + TP (ep + EP edp) */
@@ -84,6 +84,50 @@ int main(int argc, char **argv) {
     for (int q = 0; q < n; q++)
         for (size_t i = 0; i < recv_counts[q]; i++) holds &= recv[recv_offsets[q] + i] == (float)(100 * q + 10 * me + (int)i);
     check(holds, "alltoallv: every peer's block arrives whole at its offset, sizes differing per peer");
+    /* the non-blocking one (--moe-shared-expert-overlap), the way back: rank r returns to peer q
+     * the block it got from q, plus 1000; its count arrays are overwritten as soon as it is
+     * started (they may be freed then), and the sent rows are read meanwhile (as the shared
+     * experts read the layer's input while the tokens travel) */
+    size_t *back = calloc(4 * (size_t)n, sizeof(size_t));
+    memcpy(back, recv_counts, sizeof(size_t) * (size_t)n);
+    memcpy(back + n, recv_offsets, sizeof(size_t) * (size_t)n);
+    memcpy(back + 2 * n, send_counts, sizeof(size_t) * (size_t)n);
+    memcpy(back + 3 * n, send_offsets, sizeof(size_t) * (size_t)n);
+    float *returned = malloc(sizeof(float) * send_total);
+    for (size_t i = 0; i < recv_total; i++) recv[i] += 1000.0f;
+    for (size_t i = 0; i < send_total; i++) returned[i] = -1.0f;
+    comm_request request;
+    memset(&request, 0, sizeof request);
+    comm->ialltoallv(recv, back, back + n, returned, back + 2 * n, back + 3 * n, COMM_FLOAT, g, &request);
+    for (int i = 0; i < 4 * n; i++) back[i] = (size_t)-1;
+    double meanwhile = 0;
+    for (size_t i = 0; i < recv_total; i++) meanwhile += recv[i];
+    comm->test(&request); /* may or may not be complete yet */
+    comm->wait(&request);
+    holds = request.active == 0 && comm->test(&request) == 1 && meanwhile > 0;
+    for (int p = 0; p < n; p++)
+        for (size_t i = 0; i < send_counts[p]; i++)
+            holds &= returned[send_offsets[p] + i] == send[send_offsets[p] + i] + 1000.0f;
+    check(holds, "ialltoallv: started, its count arrays overwritten, its send rows read meanwhile; after wait every block is back at its offset");
+    /* several in flight at once on one group, completed in the reverse order */
+    comm_request twice[2];
+    memset(twice, 0, sizeof twice);
+    float *again = malloc(sizeof(float) * recv_total);
+    comm->ialltoallv(send, send_counts, send_offsets, again, recv_counts, recv_offsets, COMM_FLOAT, g, &twice[0]);
+    memcpy(back, recv_counts, sizeof(size_t) * (size_t)n);
+    memcpy(back + n, recv_offsets, sizeof(size_t) * (size_t)n);
+    memcpy(back + 2 * n, send_counts, sizeof(size_t) * (size_t)n);
+    memcpy(back + 3 * n, send_offsets, sizeof(size_t) * (size_t)n);
+    for (size_t i = 0; i < send_total; i++) returned[i] = -1.0f;
+    comm->ialltoallv(recv, back, back + n, returned, back + 2 * n, back + 3 * n, COMM_FLOAT, g, &twice[1]);
+    comm->wait(&twice[1]);
+    comm->wait(&twice[0]);
+    holds = 1;
+    for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < recv_counts[q]; i++) holds &= again[recv_offsets[q] + i] == (float)(100 * q + 10 * me + (int)i);
+    for (size_t i = 0; i < send_total; i++) holds &= returned[i] == send[i] + 1000.0f;
+    check(holds, "ialltoallv: two in flight on one group, waited in the reverse order: both complete and right");
+    free(back); free(returned); free(again);
     int *host_send = malloc(sizeof(int) * (size_t)n), *host_recv = malloc(sizeof(int) * (size_t)n);
     for (int p = 0; p < n; p++) host_send[p] = 1000 * me + p;
     comm->alltoall_host(host_send, host_recv, sizeof(int), g);

@@ -17,7 +17,8 @@
 #  - --deterministic-mode reruns and a checkpoint save/resume are bitwise the unbroken run (the
 #    amax histories and scales come back from the checkpoint); bf16 <-> fp8 checkpoints load;
 #  - a mixture of experts in fp8 (each expert's GEMMs on its own scales): EP2 within 3e-4 of
-#    one rank, a save/resume under EP2 bitwise, the experts' _extra_state in the checkpoint;
+#    one rank, EP2 with --moe-shared-expert-overlap bitwise EP2 without, a save/resume under EP2
+#    bitwise, the experts' _extra_state in the checkpoint;
 #  - bad values are refused with one line; Megatron's Llama 3 fp8 example (tests/data/
 #    train_llama3_8b_tiny.sh with DTYPE=fp8: hybrid, history 1024, max, --fp8-param-gather) trains.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -161,6 +162,10 @@ ok $? "an MoE model trains in fp8 (experts, shared experts; the router in the co
 run_app 2 $MOE --expert-model-parallel-size 2; losses > "$WORK/moe_ep2"; moe_hash=$(hash_of)
 worst=$(within "$WORK/moe_ep1" "$WORK/moe_ep2" 3e-4)
 ok $? "expert parallelism 2: the one-rank losses within 3e-4 (largest difference $worst)"
+run_app 2 $MOE --expert-model-parallel-size 2 --moe-shared-expert-overlap; losses > "$WORK/moe_ep2_overlap"
+[ -n "$moe_hash" ] && [ "$(hash_of)" = "$moe_hash" ] && [ -s "$WORK/moe_ep2" ] && cmp -s "$WORK/moe_ep2" "$WORK/moe_ep2_overlap" &&
+    grep -q "the shared experts' fc1 and activation compute while the dispatch all-to-all is in flight" "$WORK/out"
+ok $? "EP2 with --moe-shared-expert-overlap (the shared experts' fp8 GEMMs while the all-to-alls are in flight): the losses and parameters without it, bit for bit"
 run_app 2 $MOE --expert-model-parallel-size 2 --save "$WORK/moe_ck" --save-interval 3 --exit-interval 3
 run_app 2 $MOE --expert-model-parallel-size 2 --load "$WORK/moe_ck"
 [ -n "$moe_hash" ] && [ "$(hash_of)" = "$moe_hash" ] &&

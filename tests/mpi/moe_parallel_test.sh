@@ -4,8 +4,9 @@
 # iterations match one rank within 1e-6 relative and every parameter after 5 steps within 1e-5
 # (as the dense tests: AdamW's first steps magnify rounding; fp32 CPU, dropout on), dropless and with a capacity that drops tokens; the expert tensors carry
 # Megatron-Core's names and global shapes, and a TP2 x DP2 checkpoint reshards into one rank;
-# the same for shared experts (gated) with the expert bias of aux-loss-free balancing; evaluate
-# loads the checkpoint.
+# the same for shared experts (gated) with the expert bias of aux-loss-free balancing, and
+# --moe-shared-expert-overlap on EP2, EP2 x TP2 + SP and EP2 x PP2 bitwise the run without it;
+# evaluate loads the checkpoint.
 # --keep-mlp-activation (the experts' activation kept for the backward, not computed again)
 # gives the reference's bits (EP2 with it: within the layouts' tolerance).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -84,6 +85,34 @@ ok $? "shared experts and expert biases in the MoE layers (0 and 2) only"
 layout "shared experts + expert bias: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel $SHARED
 layout "shared experts + expert bias: EP2" 2 $EP 2 $SHARED
 layout "shared experts + expert bias: PP2" 2 --pipeline-model-parallel-size 2 $SHARED
+# --moe-shared-expert-overlap: the shared experts compute while the expert-parallel all-to-alls
+# are in flight (comm ialltoallv): the losses, gradient norms and parameters of the run without
+# it, bit for bit, and the start-up line says that the layers overlap (with EP 1: that there is
+# nothing to overlap)
+OVERLAPS="the shared experts' fc1 and activation compute while the dispatch all-to-all is in flight"
+NOTHING="expert-parallel size 1, no all-to-all for the shared experts to overlap"
+overlap_same() {  # overlap_same NAME NRANKS LINE FLAGS...: with and without the overlap, LINE in its output
+    name=$1; n=$2; line=$3; shift 3
+    rm -f "$WORK/in_order.jsonl" "$WORK/overlap.jsonl"  # a metrics file is appended to
+    run_app "$n" $MODEL "$@" --metrics-file "$WORK/in_order.jsonl" --dump-parameters "$WORK/in_order.bin"
+    status=$?
+    run_app "$n" $MODEL "$@" --moe-shared-expert-overlap --metrics-file "$WORK/overlap.jsonl" \
+        --dump-parameters "$WORK/overlap.bin"
+    status=$((status + $?))
+    [ $status -eq 0 ] || sed 's/^/#   /' "$WORK/err" | tail -5
+    for run in in_order overlap; do
+        { losses "$WORK/$run.jsonl"; json_field "$WORK/$run.jsonl" train grad_norm; } > "$WORK/$run.values"
+    done
+    [ $status -eq 0 ] && [ "$(wc -l < "$WORK/overlap.values")" -eq 10 ] && cmp -s "$WORK/in_order.values" "$WORK/overlap.values" &&
+        cmp -s "$WORK/in_order.bin" "$WORK/overlap.bin" && grep -q "$line" "$WORK/out"
+    ok $? "--moe-shared-expert-overlap, $name: the losses, gradient norms and parameters without it, bit for bit ($(grep -c . "$WORK/overlap.values") values), and its start-up line"
+}
+overlap_same "EP2" 2 "$OVERLAPS" $EP 2 $SHARED
+overlap_same "EP2, ungated, --recompute-modules moe" 2 "$OVERLAPS" $EP 2 --moe-shared-expert-intermediate-size 32 \
+    --recompute-granularity selective --recompute-modules moe
+overlap_same "EP2 x TP2 + sequence parallel" 4 "$OVERLAPS" $EP 2 --tensor-model-parallel-size 2 --sequence-parallel $SHARED
+overlap_same "EP2 x PP2" 4 "$OVERLAPS" $EP 2 --pipeline-model-parallel-size 2 $SHARED
+overlap_same "one rank" 1 "$NOTHING" $SHARED
 run_app 2 $MODEL $SHARED --tensor-model-parallel-size 2 --sequence-parallel --train-iters 3 --save "$WORK/shared_tp2" \
     --dump-parameters "$WORK/shared_tp2.bin"
 result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/shared_tp2/iter_0000003.h5" "$WORK/shared_tp2.bin"); status=$?
