@@ -321,6 +321,11 @@ typedef struct kernel_ops {
                                    int IC, int OC);
     void (*grouped_matmul_backward)(void *dx, float *const *dweight, const void *dout, const void *x,
                                     const void *const *weight, const int *rows, int groups, int IC, int OC);
+    /* matmul_rows_vary(1) ... matmul_rows_vary(0) around linear layers whose row count N changes
+     * from call to call (BERT's LM head over the masked positions): the CUDA backend plans them per
+     * size bucket, as the grouped GEMMs, instead of planning (and timing) a new exact shape at
+     * almost every step. NULL where there is nothing to do (the CPU backend). */
+    void (*matmul_rows_vary)(int on);
     /* dweight[OC,IC] = dout^T x, written over what dweight held: matmul_backward's weight
      * gradient as a step's first write to it, so the gradient needs no clearing before (beta 0
      * on CUDA; on the CPU the bits of clearing it and accumulating) */

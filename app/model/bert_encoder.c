@@ -33,7 +33,6 @@ void bert_encoder_inputs(gpt_model *m, const model_chunk *ch, activation_slot *s
     for (int f = 0; f < 5; f++)
         for (size_t i = 0; i < N; i++) wide[f * N + i] = fields[f][i];
     bert_host_batch host = {wide, wide + N, wide + 2 * N, wide + 3 * N, wide + 4 * N, targets + 2 * N};
-    if (slot->bert.text) bert_batch_free(ops, &slot->bert);
     bert_batch_upload(ops, &host, B, T, c->padded_vocab_size, &slot->bert);
     free(wide);
 }

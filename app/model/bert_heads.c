@@ -11,22 +11,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int *upload_ints(const kernel_ops *ops, const int *host, size_t n) {
-    int *device = ops->alloc(sizeof(int) * (n ? n : 1));
-    if (n) ops->copy_from_host(device, host, sizeof(int) * n);
-    return device;
-}
+/* The micro-batch's index arrays live in one backend buffer of 7 [B T] and 2 [B] ints (the
+ * masked arrays at their largest, M <= B T), filled by one copy: a batch's upload allocates
+ * nothing when the buffer is there already (one per activation slot, kept from micro-batch to
+ * micro-batch), and each copy to a GPU waits for its queue. */
+#define BERT_BATCH_ROWS_ARRAYS 7
 
 void bert_batch_upload(const kernel_ops *ops, const bert_host_batch *host, int B, int T,
                        int padded_vocab_size, bert_batch *out) {
-    size_t N = (size_t)B * T;
-    int *text = malloc(sizeof(int) * N), *types = malloc(sizeof(int) * N),
-        *valid = malloc(sizeof(int) * N), *masked_rows = malloc(sizeof(int) * N),
-        *labels = malloc(sizeof(int) * N), *masked_slot = malloc(sizeof(int) * N),
-        *cls_rows = malloc(sizeof(int) * (size_t)B), *cls_slot = malloc(sizeof(int) * N),
-        *is_random = malloc(sizeof(int) * (size_t)B);
-    CHECK(text && types && valid && masked_rows && labels && masked_slot && cls_rows && cls_slot &&
-          is_random, "out of memory");
+    size_t N = (size_t)B * T, total = BERT_BATCH_ROWS_ARRAYS * N + 2 * (size_t)B;
+    if (out->text && (out->B != B || out->T != T)) bert_batch_free(ops, out);
+    int *staging = malloc(sizeof(int) * total);
+    CHECK(staging, "out of memory");
+    int *text = staging, *types = text + N, *valid = types + N, *masked_rows = valid + N,
+        *labels = masked_rows + N, *masked_slot = labels + N, *cls_slot = masked_slot + N,
+        *cls_rows = cls_slot + N, *is_random = cls_rows + B;
+    memset(staging, 0, sizeof(int) * total);
     int M = 0;
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
@@ -48,29 +48,57 @@ void bert_batch_upload(const kernel_ops *ops, const bert_host_batch *host, int B
         cls_rows[b] = b * T;
         is_random[b] = host->is_random[b];
     }
+    if (!out->text) out->text = ops->alloc(sizeof(int) * total);
+    ops->copy_from_host(out->text, staging, sizeof(int) * total);
+    free(staging);
     out->B = B;
     out->T = T;
     out->masked_count = M;
-    out->text = upload_ints(ops, text, N);
-    out->types = upload_ints(ops, types, N);
-    out->key_valid = upload_ints(ops, valid, N);
-    out->masked_rows = upload_ints(ops, masked_rows, (size_t)M);
-    out->masked_labels = upload_ints(ops, labels, (size_t)M);
-    out->masked_slot = upload_ints(ops, masked_slot, N);
-    out->cls_rows = upload_ints(ops, cls_rows, (size_t)B);
-    out->cls_slot = upload_ints(ops, cls_slot, N);
-    out->is_random = upload_ints(ops, is_random, (size_t)B);
-    free(text), free(types), free(valid), free(masked_rows), free(labels), free(masked_slot);
-    free(cls_rows), free(cls_slot), free(is_random);
+    out->types = out->text + N;
+    out->key_valid = out->types + N;
+    out->masked_rows = out->key_valid + N;
+    out->masked_labels = out->masked_rows + N;
+    out->masked_slot = out->masked_labels + N;
+    out->cls_slot = out->masked_slot + N;
+    out->cls_rows = out->cls_slot + N;
+    out->is_random = out->cls_rows + B;
 }
 
 void bert_batch_free(const kernel_ops *ops, bert_batch *batch) {
-    int *arrays[] = {batch->text, batch->types, batch->key_valid, batch->masked_rows,
-                     batch->masked_labels, batch->masked_slot, batch->cls_rows, batch->cls_slot,
-                     batch->is_random};
-    for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
-        if (arrays[i]) ops->release(arrays[i]);
+    if (batch->text) ops->release(batch->text);  /* every array is a slice of it */
     memset(batch, 0, sizeof *batch);
+}
+
+/* ---- the heads' scratch buffers: kept from call to call, grown when a call needs more (the
+ * masked count changes with every micro-batch), so that a step allocates and frees nothing:
+ * on a GPU each free waits for the queue and each allocation of the LM head's logits costs
+ * milliseconds. One set per process (the heads of one model run one at a time); another
+ * backend's call releases the set first. ---- */
+enum { WS_X, WS_PRE, WS_ACT, WS_NORMED, WS_LOGITS, WS_DX, WS_STATS, WS_CE_SCRATCH, WS_BIN_X, WS_BIN_PRE,
+       WS_BIN_POOLED, WS_BIN_LOGITS, WS_BIN_DPOOLED, WS_BIN_DX, WS_BIN_SCATTERED, WS_BIN_CE_SCRATCH, WS_COUNT };
+static struct {
+    const kernel_ops *ops;
+    void *buffer[WS_COUNT];
+    size_t bytes[WS_COUNT];
+} workspace;
+
+void bert_heads_workspace_release(void) {
+    for (int i = 0; i < WS_COUNT; i++)
+        if (workspace.buffer[i]) workspace.ops->release(workspace.buffer[i]);
+    memset(&workspace, 0, sizeof workspace);
+}
+
+/* buffer `which`, at least `bytes` long (its contents are not kept when it grows) */
+static void *scratch(const kernel_ops *ops, int which, size_t bytes) {
+    if (workspace.ops && workspace.ops != ops) bert_heads_workspace_release();
+    workspace.ops = ops;
+    if (bytes > workspace.bytes[which]) {
+        if (workspace.buffer[which]) ops->release(workspace.buffer[which]);
+        size_t grown = bytes + bytes / 8;  /* room for the next micro-batches' larger counts */
+        workspace.buffer[which] = ops->alloc(grown);
+        workspace.bytes[which] = grown;
+    }
+    return workspace.buffer[which];
 }
 
 void bert_tokentype_forward(const kernel_ops *ops, void *hidden, const bert_batch *batch,
@@ -109,10 +137,10 @@ static int tp_rank_of(const tensor_parallel_comm *tp) { return tp && tp->group ?
  * vocabulary rows from vocab_start): losses' mean returned, logits become the gradient scaled by
  * loss_scale / rows */
 static float cross_entropy(const kernel_ops *ops, const tensor_parallel_comm *tp, void *logits,
-                           const int *targets, int rows, int V, int vocab_start, float loss_scale) {
-    float *scratch = ops->alloc(sizeof(float) * 4 * (size_t)rows);
-    float *losses = scratch, *row_max = scratch + rows, *sum_exp = scratch + 2 * rows,
-          *target_logit = scratch + 3 * rows;
+                           const int *targets, int rows, int V, int vocab_start, float loss_scale, int ws) {
+    float *buffer = scratch(ops, ws, sizeof(float) * 4 * (size_t)rows);
+    float *losses = buffer, *row_max = buffer + rows, *sum_exp = buffer + 2 * rows,
+          *target_logit = buffer + 3 * rows;
     float grad_scale = loss_scale / (float)rows;
     if (tp_size_of(tp) == 1) {
         ops->cross_entropy_fused(losses, logits, row_max, sum_exp, target_logit, targets, rows, V, grad_scale);
@@ -124,9 +152,7 @@ static float cross_entropy(const kernel_ops *ops, const tensor_parallel_comm *tp
         ops->cross_entropy_loss_grad(losses, logits, row_max, sum_exp, target_logit, targets, rows, V,
                                      vocab_start, grad_scale);
     }
-    float mean = mean_loss(ops, losses, rows);
-    ops->release(scratch);
-    return mean;
+    return mean_loss(ops, losses, rows);
 }
 
 /* LM head over the M masked rows: dense, exact GeLU, layer norm, tied output + bias, loss;
@@ -141,10 +167,14 @@ static float lm_head(const kernel_ops *ops, const tensor_parallel_comm *tp, cons
         if (with_backward) ops->zero(dhidden, N * C * a);
         return 0.0f;
     }
-    void *x = ops->alloc((size_t)M * C * a), *pre = ops->alloc((size_t)M * C * a),
-         *act = ops->alloc((size_t)M * C * a), *normed = ops->alloc((size_t)M * C * a),
-         *logits = ops->alloc((size_t)M * V * a), *dx = ops->alloc((size_t)M * C * a);
-    float *stats = ops->alloc(sizeof(float) * 2 * (size_t)M);
+    size_t rows_bytes = (size_t)M * C * a;
+    void *x = scratch(ops, WS_X, rows_bytes), *pre = scratch(ops, WS_PRE, rows_bytes),
+         *act = scratch(ops, WS_ACT, rows_bytes), *normed = scratch(ops, WS_NORMED, rows_bytes),
+         *logits = scratch(ops, WS_LOGITS, (size_t)M * V * a), *dx = scratch(ops, WS_DX, rows_bytes);
+    float *stats = scratch(ops, WS_STATS, sizeof(float) * 2 * (size_t)M);
+    /* the masked count changes with every micro-batch: the GEMMs over its rows are planned per
+     * size bucket (kernels.h) */
+    if (ops->matmul_rows_vary) ops->matmul_rows_vary(1);
     ops->gather_rows(x, hidden, batch->masked_rows, M, C);
     ops->matmul_forward(pre, NULL, x, p->lm_dense_weight, p->lm_dense_bias, M, C, C);
     ops->gelu_erf_forward(act, pre, (size_t)M * C);
@@ -152,10 +182,10 @@ static float lm_head(const kernel_ops *ops, const tensor_parallel_comm *tp, cons
                            cfg->layernorm_epsilon);
     ops->matmul_forward(logits, NULL, normed, word_embeddings, p->output_bias, M, C, V);
     if (cfg->capture_lm_logits) ops->copy_to_host_float(cfg->capture_lm_logits, logits, (size_t)M * V);
-    float loss = cross_entropy(ops, tp, logits, batch->masked_labels, M, V, tp_rank_of(tp) * V, loss_scale);
-    void *buffers[] = {x, pre, act, normed, logits, dx, stats};
+    float loss = cross_entropy(ops, tp, logits, batch->masked_labels, M, V, tp_rank_of(tp) * V, loss_scale,
+                               WS_CE_SCRATCH);
     if (!with_backward) {
-        for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
+        if (ops->matmul_rows_vary) ops->matmul_rows_vary(0);
         return loss;
     }
     /* backward: logits now hold d loss / d logits; the output layer's input gradient summed over
@@ -170,8 +200,8 @@ static float lm_head(const kernel_ops *ops, const tensor_parallel_comm *tp, cons
     ops->gelu_erf_backward(dact, pre, dact, (size_t)M * C);
     ops->matmul_backward(dx, g->lm_dense_weight, g->lm_dense_bias, dact, x, p->lm_dense_weight, M,
                          C, C);
+    if (ops->matmul_rows_vary) ops->matmul_rows_vary(0);
     ops->moe_uncombine(dhidden, dx, batch->masked_slot, (int)N, 1, C);
-    for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
     return loss;
 }
 
@@ -181,21 +211,18 @@ static float binary_head(const kernel_ops *ops, const bert_heads_config *cfg,
                          const bert_heads_view *g, void *dhidden, float loss_scale, int with_backward) {
     int B = batch->B, C = cfg->hidden_size;
     size_t N = (size_t)B * batch->T, a = ops->act_bytes;
-    void *x = ops->alloc((size_t)B * C * a), *pre = ops->alloc((size_t)B * C * a),
-         *pooled = ops->alloc((size_t)B * C * a), *logits = ops->alloc((size_t)B * 2 * a),
-         *dpooled = ops->alloc((size_t)B * C * a), *dx = ops->alloc((size_t)B * C * a),
-         *scattered = ops->alloc(N * C * a);
+    size_t rows_bytes = (size_t)B * C * a;
+    void *x = scratch(ops, WS_BIN_X, rows_bytes), *pre = scratch(ops, WS_BIN_PRE, rows_bytes),
+         *pooled = scratch(ops, WS_BIN_POOLED, rows_bytes), *logits = scratch(ops, WS_BIN_LOGITS, (size_t)B * 2 * a),
+         *dpooled = scratch(ops, WS_BIN_DPOOLED, rows_bytes), *dx = scratch(ops, WS_BIN_DX, rows_bytes),
+         *scattered = scratch(ops, WS_BIN_SCATTERED, N * C * a);
     ops->gather_rows(x, hidden, batch->cls_rows, B, C);
     ops->matmul_forward(pre, NULL, x, p->pooler_weight, p->pooler_bias, B, C, C);
     ops->tanh_forward(pooled, pre, (size_t)B * C);
     ops->matmul_forward(logits, NULL, pooled, p->binary_weight, p->binary_bias, B, C, 2);
     if (cfg->capture_binary_logits) ops->copy_to_host_float(cfg->capture_binary_logits, logits, (size_t)B * 2);
-    float loss = cross_entropy(ops, NULL, logits, batch->is_random, B, 2, 0, loss_scale);
-    void *buffers[] = {x, pre, pooled, logits, dpooled, dx, scattered};
-    if (!with_backward) {
-        for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
-        return loss;
-    }
+    float loss = cross_entropy(ops, NULL, logits, batch->is_random, B, 2, 0, loss_scale, WS_BIN_CE_SCRATCH);
+    if (!with_backward) return loss;
     ops->matmul_backward(dpooled, g->binary_weight, g->binary_bias, logits, pooled,
                          p->binary_weight, B, C, 2);
     ops->tanh_backward(dpooled, pooled, dpooled, (size_t)B * C);
@@ -203,7 +230,6 @@ static float binary_head(const kernel_ops *ops, const bert_heads_config *cfg,
                          C);
     ops->moe_uncombine(scattered, dx, batch->cls_slot, (int)N, 1, C);
     ops->add(dhidden, dhidden, scattered, N * C);
-    for (size_t i = 0; i < sizeof buffers / sizeof *buffers; i++) ops->release(buffers[i]);
     return loss;
 }
 

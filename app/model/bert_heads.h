@@ -68,7 +68,8 @@ typedef struct bert_host_batch {
     const int *is_random;
 } bert_host_batch;
 
-/* copies a micro-batch of B samples of T tokens into backend memory; frees with
+/* copies a micro-batch of B samples of T tokens into backend memory, into out's buffer when it
+ * holds one of the same B and T (a zeroed bert_batch the first time); frees with
  * bert_batch_free. Labels must lie in [0, V) where loss_mask is 1 (checked: exits through
  * user_error naming the sample). */
 void bert_batch_upload(const kernel_ops *ops, const bert_host_batch *host, int B, int T,
@@ -95,5 +96,7 @@ void bert_heads_forward_backward(const kernel_ops *ops, const tensor_parallel_co
                                  const bert_heads_view *params, const bert_heads_view *grads,
                                  float *dword_embeddings, void *dhidden, float loss_scale,
                                  int with_backward, float *lm_loss, float *sop_loss);
+/* the heads' scratch buffers, kept from call to call (bert_heads.c), released: at the model's end */
+void bert_heads_workspace_release(void);
 
 #endif

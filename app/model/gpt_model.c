@@ -749,6 +749,7 @@ void gpt_model_create(gpt_model *m, const gpt_config *config, const kernel_ops *
 
 void gpt_model_free(gpt_model *m) {
     const kernel_ops *ops = m->ops;
+    if (m->config.bert) bert_heads_workspace_release();
     for (int k = 0; k < m->num_chunks; k++) {
         model_chunk *ch = &m->chunks[k];
         for (int s = 0; s < m->config.activation_slots; s++) free_slot(m, ch, &ch->slots[s]);

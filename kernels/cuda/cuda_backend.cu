@@ -452,6 +452,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.matmul_backward = A::matmul_backward;
     ops.grouped_matmul_forward = A::grouped_matmul_forward;
     ops.grouped_matmul_backward = A::grouped_matmul_backward;
+    ops.matmul_rows_vary = cuda_matmul_rows_vary;
     ops.matmul_backward_weight_overwrite = A::matmul_backward_weight_overwrite;
     ops.attention_workspace_bytes = cuda_attention_workspace_bytes;
     ops.attention_forward = A::attention_forward;

@@ -107,6 +107,8 @@ void cuda_grouped_matmul_forward(bf16 *out, const bf16 *x, const void *const *we
                                  int IC, int OC);
 void cuda_grouped_matmul_backward(bf16 *dx, float *const *dweight, const bf16 *dout, const bf16 *x,
                                   const void *const *weight, const int *rows, int groups, int IC, int OC);
+/* kernels.h's matmul_rows_vary (one switch for both compute dtypes) */
+void cuda_matmul_rows_vary(int on);
 
 /* ---- mixture of experts (cuda_moe.cu): the router in fp32, dispatch in the compute dtype ---- */
 void cuda_moe_route_forward(int *expert, float *weight, float *stats, const float *logits, int N,

@@ -858,6 +858,7 @@ static void grouped_forward_t(E *out, const E *x, const void *const *weight, con
                               int OC) {
     const int lanes = lanes_for(rows, groups);
     if (lanes > 1) cuda_lane_fork(lanes);
+    const bool was_bucketed = gemm_bucketed; /* inside a matmul_rows_vary scope, or not */
     gemm_bucketed = true;
     for (int g = 0, turn = 0; g < groups; g++) {
         int n = rows[g + 1] - rows[g];
@@ -866,7 +867,7 @@ static void grouped_forward_t(E *out, const E *x, const void *const *weight, con
         matmul_forward_t(out + (size_t)rows[g] * OC, (E *)NULL, x + (size_t)rows[g] * IC, (const E *)weight[g],
                          (const E *)NULL, n, IC, OC);
     }
-    gemm_bucketed = false;
+    gemm_bucketed = was_bucketed;
     if (lanes > 1) cuda_lane_join(lanes);
 }
 
@@ -875,6 +876,7 @@ static void grouped_backward_t(E *dx, float *const *dweight, const E *dout, cons
                                const int *rows, int groups, int IC, int OC) {
     const int lanes = lanes_for(rows, groups);
     if (lanes > 1) cuda_lane_fork(lanes);
+    const bool was_bucketed = gemm_bucketed; /* inside a matmul_rows_vary scope, or not */
     gemm_bucketed = true;
     for (int g = 0, turn = 0; g < groups; g++) {
         int n = rows[g + 1] - rows[g];
@@ -884,11 +886,14 @@ static void grouped_backward_t(E *dx, float *const *dweight, const E *dout, cons
                           (float *)NULL, dout + (size_t)rows[g] * OC, x + (size_t)rows[g] * IC, (const E *)weight[g], n,
                           IC, OC);
     }
-    gemm_bucketed = false;
+    gemm_bucketed = was_bucketed;
     if (lanes > 1) cuda_lane_join(lanes);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
+
+/* kernels.h's matmul_rows_vary: the GEMMs until the next call are planned per size bucket */
+extern "C" void cuda_matmul_rows_vary(int on) { gemm_bucketed = on != 0; }
 
 extern "C" void cuda_grouped_matmul_forward(bf16 *out, const bf16 *x, const void *const *weight, const int *rows,
                                             int groups, int IC, int OC) {

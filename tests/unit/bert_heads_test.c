@@ -118,7 +118,7 @@ static void run(const kernel_ops *ops, int binary) {
     bert_heads_view g = {NULL, grads + O_DW, grads + O_DB, grads + O_NW, grads + O_NB, grads + O_OB,
                          grads + O_PW, grads + O_PB, grads + O_BW, grads + O_BB};
     bert_host_batch host = {text, types, labels, padding, loss_mask, is_random};
-    bert_batch batch;
+    bert_batch batch = {0};
     bert_batch_upload(ops, &host, B, T, V, &batch);
     tap_ok(batch.masked_count == 3, "%s: 3 masked positions in the batch", tag);
     float lm = 0, sop = 0;

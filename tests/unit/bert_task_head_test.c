@@ -99,7 +99,7 @@ static void run_case(const kernel_ops *ops, const head_case *h, int with_backwar
     int64_t text[MAX_ROWS * T], types[MAX_ROWS * T], zeros[MAX_ROWS * T], padding[MAX_ROWS * T];
     for (int i = 0; i < N; i++) text[i] = 2 + i % 5, types[i] = i % T > 0, zeros[i] = 0, padding[i] = 1;
     bert_host_batch host = {text, types, zeros, padding, zeros, h->labels};
-    bert_batch batch;
+    bert_batch batch = {0};
     bert_batch_upload(ops, &host, h->rows, T, 16, &batch);
     bert_heads_view params = {0}, gradients = {0};
     params.pooler_weight = values + l.pw, params.pooler_bias = values + l.pb;
