@@ -6,9 +6,10 @@
 # iterations, decay over 9, logging, saving and evaluating every 5 with 2 evaluation batches),
 # the layout (tensor-parallel 2 x pipeline-parallel 2 on 4 ranks instead of 8 x 16), torchrun
 # replaced by mpiexec (MPIEXEC and PRETRAIN_BERT come from the environment, and for
-# tests/gpu/gpu_encoder_scripts_test.sh DEVICE, cpu unless given, and GPUS_PER_NODE,
-# TENSOR_PARALLEL, PIPELINE_PARALLEL, 4, 2, 2 unless given) and the learning rate x30 (so that 10
-# iterations show the loss falling).
+# tests/gpu/gpu_encoder_scripts_test.sh DEVICE, cpu unless given, GPUS_PER_NODE,
+# TENSOR_PARALLEL, PIPELINE_PARALLEL, 4, 2, 2 unless given, and EXTRA_ARGS appended: on a GPU
+# --fp16 starts at Megatron's loss scale 2^32, which overflows and skips all of 10 iterations) and
+# the learning rate x30 (so that 10 iterations show the loss falling).
 
 # Runs the "340M" parameter model (Bert - Large)
 
@@ -78,4 +79,5 @@ EVAL_AND_LOGGING_ARGS=(
     ${TRAINING_ARGS[@]} \
     ${MODEL_PARALLEL_ARGS[@]} \
     ${DATA_ARGS[@]} \
-    ${EVAL_AND_LOGGING_ARGS[@]}
+    ${EVAL_AND_LOGGING_ARGS[@]} \
+    ${EXTRA_ARGS:-}
