@@ -170,7 +170,7 @@ TESTS += tests/mpi/fatal_error_test.sh
 TESTS += tests/mpi/harness_test.sh
 # its plots: each kind of study in its own kind of plot (made-up records, no MPI, a few seconds);
 # it reads the default plot of every study
-TESTS += tests/unit/harness_plots_test.sh
+TESTS += tests/unit/harness_plots_test.sh tests/unit/harness_papi_test.sh
 EXTRA_DIST += $(wildcard $(srcdir)/perf/studies/*.study)
 EXTRA_DIST += perf/harness perf/perf_record.py perf/studies/strong-cpu.study perf/studies/weak-cpu.study \
 	perf/studies/strong-gpt-1.3b.study perf/studies/weak-gpt3.study

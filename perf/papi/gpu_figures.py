@@ -48,6 +48,87 @@ def fail(message):
     sys.exit("gpu_figures.py: error: " + message)
 
 
+def dram_peak_of(gpu_name):
+    """the peak DRAM bandwidth (TB/s) of a GPU named like nvidia-smi's "NVIDIA H200", or None"""
+    for name in sorted(DRAM_PEAK_TBPS, key=len, reverse=True):   # "H100 NVL" before "H100"
+        if name in (gpu_name or ""):
+            return DRAM_PEAK_TBPS[name]
+    return None
+
+
+def figures(train, skip=1):
+    """The derived figures of a run's logged training lines (metrics-file records with split
+    "train", in order), the first `skip` left out (warm-up). Returns None when no line after them
+    holds GPU counts; else a dict: "phases" (in the records' order), "per_phase" {phase: {figure:
+    value per GPU and iteration}} with figures dram_read, dram_write (bytes), tensor_ops (bf16
+    tensor-path operations), pipe_share (% of SM active cycles; pipes overlap, so up to several
+    hundred), "iterations" counted, "lines", "seconds_per_iteration", "dram_tbps" (read + write
+    over the step), "counted_tflops" and "model_tflops" (tflops_per_gpu) per GPU, "ratio"
+    (counted / model); a figure whose counters are missing is None."""
+    previous = 0
+    covered = []
+    for record in train:   # the iterations each line covers, before skipping
+        covered.append(record["iteration"] - previous)
+        previous = record["iteration"]
+    used = [(r, n) for r, n in list(zip(train, covered))[skip:] if isinstance(r.get("papi"), dict)]
+    if not used:
+        return None
+    phases = list(used[0][0]["papi"])
+    totals = {p: {} for p in phases}   # phase -> figure -> count summed over lines, per GPU
+    iterations = seconds = model_flops = 0.0
+    for r, covers in used:
+        ranks = r.get("papi_ranks", 1)
+        n = r.get("papi_iterations", covers)  # --papi-sample-interval: the counted ones
+        iterations += n
+        seconds += n * r["elapsed_ms_per_iteration"] / 1000.0
+        model_flops += n * r["elapsed_ms_per_iteration"] / 1000.0 * (r.get("tflops_per_gpu") or 0.0) * 1e12
+        for phase, counts in r["papi"].items():
+            for event, value in counts.items():
+                metric = metric_of(event)
+                for figure, names in METRICS.items():
+                    if metric in names:
+                        totals.setdefault(phase, {})
+                        totals[phase][figure] = totals[phase].get(figure, 0.0) + value / ranks
+    if not any(totals.values()) or iterations <= 0:
+        return None
+    # the bf16 tensor operations of a phase: the combined counter where there is one, else the parts
+    for counts in totals.values():
+        combined = counts.pop("tensor_ops_all", None)
+        parts = counts.pop("tensor_ops_parts", None)
+        if combined is not None or parts is not None:
+            counts["tensor_ops"] = combined if combined is not None else parts
+
+    def per_iteration(phase, figure):
+        value = totals[phase].get(figure)
+        return None if value is None else value / iterations
+
+    per_phase = {}
+    for phase in phases:
+        sm = per_iteration(phase, "sm_cycles")
+        pipes = per_iteration(phase, "tensor_cycles")
+        if pipes is None:
+            pipes = per_iteration(phase, "hmma_cycles")
+        per_phase[phase] = {"dram_read": per_iteration(phase, "dram_read"), "dram_write": per_iteration(phase, "dram_write"),
+                            "tensor_ops": per_iteration(phase, "tensor_ops"),
+                            "pipe_share": 100.0 * pipes / sm if sm and pipes is not None else None}
+
+    def summed(figure):
+        values = [totals[p][figure] for p in phases if figure in totals[p]]
+        return sum(values) if values else None
+
+    read, write, ops = summed("dram_read"), summed("dram_write"), summed("tensor_ops")
+    result = {"phases": phases, "per_phase": per_phase, "iterations": iterations, "lines": len(used),
+              "seconds_per_iteration": seconds / iterations, "dram_tbps": None, "counted_tflops": None,
+              "model_tflops": model_flops / seconds / 1e12 if seconds > 0 else None, "ratio": None}
+    if read is not None or write is not None:
+        result["dram_tbps"] = ((read or 0.0) + (write or 0.0)) / seconds / 1e12
+    if ops is not None:
+        result["counted_tflops"] = ops / seconds / 1e12
+        if result["model_tflops"]:
+            result["ratio"] = result["counted_tflops"] / result["model_tflops"]
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("metrics")
@@ -72,76 +153,29 @@ def main():
                 fail("%s:%d: not JSON: %s" % (a.metrics, number, e))
             if record.get("split") == "train":
                 train.append(record)
-    # the iterations each line covers, before skipping
-    previous = 0
-    for record in train:
-        record["_iterations"] = record["iteration"] - previous
-        previous = record["iteration"]
-    used = [r for r in train[a.skip:] if isinstance(r.get("papi"), dict)]
-    if not used:
+    if not any(isinstance(r.get("papi"), dict) for r in train[a.skip:]):
         fail("%s: no logged training iteration with PAPI counts after skipping %d" % (a.metrics, a.skip))
-
-    phases = list(used[0]["papi"])
-    totals = {p: {} for p in phases}   # phase -> figure -> count summed over lines, per GPU
-    iterations = seconds = model_flops = 0.0
-    for r in used:
-        ranks = r.get("papi_ranks", 1)
-        n = r.get("papi_iterations", r["_iterations"])  # --papi-sample-interval: the counted ones
-        iterations += n
-        seconds += n * r["elapsed_ms_per_iteration"] / 1000.0
-        model_flops += n * r["elapsed_ms_per_iteration"] / 1000.0 * r["tflops_per_gpu"] * 1e12
-        for phase, counts in r["papi"].items():
-            for event, value in counts.items():
-                metric = metric_of(event)
-                for figure, names in METRICS.items():
-                    if metric in names:
-                        totals.setdefault(phase, {})
-                        totals[phase][figure] = totals[phase].get(figure, 0.0) + value / ranks
-    found = {figure for p in totals.values() for figure in p}
-    if not found:
+    f = figures(train, a.skip)
+    if f is None:
         fail("%s: the PAPI counts hold none of the GPU metrics %s" % (a.metrics, ", ".join(ALL_METRICS)))
-    # the bf16 tensor operations of a phase: the combined counter where there is one, else the parts
-    for counts in totals.values():
-        combined = counts.pop("tensor_ops_all", None)
-        parts = counts.pop("tensor_ops_parts", None)
-        if combined is not None or parts is not None:
-            counts["tensor_ops"] = combined if combined is not None else parts
-
-    def per_iteration(phase, figure):
-        value = totals[phase].get(figure)
-        return None if value is None else value / iterations
 
     def cell(value, scale, digits=2):
         return "-" if value is None else "%.*f" % (digits, value / scale)
 
     print("GPU counts per GPU and iteration (%d iterations over %d logged lines, %.3f s per iteration)"
-          % (iterations, len(used), seconds / iterations))
+          % (f["iterations"], f["lines"], f["seconds_per_iteration"]))
     print("  %-12s %14s %14s %16s %14s" % ("phase", "DRAM read GB", "DRAM write GB", "tensor bf16 GOP", "tensor pipe %"))
-    for phase in phases:
-        sm = per_iteration(phase, "sm_cycles")
-        pipes = per_iteration(phase, "tensor_cycles")
-        if pipes is None:
-            pipes = per_iteration(phase, "hmma_cycles")
-        pipe_share = 100.0 * pipes / sm if sm and pipes is not None else None
-        print("  %-12s %14s %14s %16s %14s" % (phase, cell(per_iteration(phase, "dram_read"), 1e9),
-              cell(per_iteration(phase, "dram_write"), 1e9), cell(per_iteration(phase, "tensor_ops"), 1e9),
-              cell(pipe_share, 1.0, 1)))
-
-    def summed(figure):
-        values = [totals[p][figure] for p in phases if figure in totals[p]]
-        return sum(values) if values else None
-
-    read, write, ops = summed("dram_read"), summed("dram_write"), summed("tensor_ops")
-    if read is not None or write is not None:
-        tbps = ((read or 0.0) + (write or 0.0)) / seconds / 1e12
-        against = " = %.1f%% of the %.2f TB/s peak" % (100.0 * tbps / peak, peak) if peak else ""
-        print("DRAM bandwidth achieved per GPU (read + write over the step): %.3f TB/s%s" % (tbps, against))
-    if ops is not None:
-        counted = ops / seconds / 1e12
-        model = model_flops / seconds / 1e12
-        ratio = " (counted / model = %.3f)" % (counted / model) if model > 0 else ""
+    for phase in f["phases"]:
+        x = f["per_phase"][phase]
+        print("  %-12s %14s %14s %16s %14s" % (phase, cell(x["dram_read"], 1e9), cell(x["dram_write"], 1e9),
+              cell(x["tensor_ops"], 1e9), cell(x["pipe_share"], 1.0, 1)))
+    if f["dram_tbps"] is not None:
+        against = " = %.1f%% of the %.2f TB/s peak" % (100.0 * f["dram_tbps"] / peak, peak) if peak else ""
+        print("DRAM bandwidth achieved per GPU (read + write over the step): %.3f TB/s%s" % (f["dram_tbps"], against))
+    if f["counted_tflops"] is not None:
+        ratio = " (counted / model = %.3f)" % f["ratio"] if f["ratio"] is not None else ""
         print("tensor bf16 TFLOP/s per GPU from the counters: %.1f; the model's (tflops_per_gpu): %.1f%s"
-              % (counted, model, ratio))
+              % (f["counted_tflops"], f["model_tflops"], ratio))
 
 
 if __name__ == "__main__":
