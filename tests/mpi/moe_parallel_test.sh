@@ -8,10 +8,11 @@
 # --moe-shared-expert-overlap on EP2, EP2 x TP2 + SP and EP2 x PP2 bitwise the run without it;
 # evaluate loads the checkpoint.
 # --expert-tensor-parallel-size 1 with TP2 + SP (experts whole, Megatron's expert rank generator:
-# EP1, EP2, EP4 x DP2, the distributed optimizer, capacity, shared experts) matches one rank
-# likewise, its start-up lines name the expert groups, its checkpoints reshard into ETP2 and back
-# and resume with the same losses, and what is not built (ETP other than 1 or TP, ETP1 with PP or
-# local non-persistent checkpoints) is refused naming the flag (context parallelism with MoE is refused on its own).
+# EP1, EP2, EP4 x DP2, PP2, the distributed optimizer, capacity, probs on input, shared experts
+# and their overlap) matches one rank likewise; its start-up lines name the expert groups, its
+# checkpoints reshard into ETP2 and back and resume with the same losses, and what is not built
+# (ETP other than 1 or TP, ETP1 with local non-persistent checkpoints) is refused naming the flag
+# (context parallelism with MoE is refused on its own).
 # --keep-mlp-activation (the experts' activation kept for the backward, not computed again)
 # gives the reference's bits (EP2 with it: within the layouts' tolerance).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -88,6 +89,9 @@ ok $? "ETP1 x TP2 x DP2 x EP2: expert-parallel groups [0,1] [2,3], expert-data-p
 layout "ETP1 x TP2 + SP x DP2 x EP4 (bucketed overlapped reduction)" 4 $ETP1 $EP 4 --overlap-grad-reduce --ddp-bucket-size 20000
 layout "ETP1 x TP2 + SP x DP2 distributed optimizer (EP1: expert-data-parallel over 4)" 4 $ETP1 --use-distributed-optimizer \
     --ddp-bucket-size 30000
+layout "ETP1 x TP2 + SP x PP2 x EP2" 4 $ETP1 --pipeline-model-parallel-size 2 $EP 2
+layout "ETP1 x TP2 + SP x PP2 x DP2 x EP4 distributed optimizer" 8 $ETP1 --pipeline-model-parallel-size 2 $EP 4 \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
 
 CAPACITY="--moe-expert-capacity-factor 0.5 --moe-token-drop-policy probs --moe-router-pre-softmax"
 reference capacity $CAPACITY
@@ -95,6 +99,11 @@ layout "capacity 0.5: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 
 layout "capacity 0.5: PP2 x DP2 distributed optimizer" 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer $CAPACITY
 layout "capacity 0.5: EP4" 4 $EP 4 $CAPACITY
 layout "capacity 0.5: ETP1 x TP2 + SP x EP2" 2 $ETP1 $EP 2 $CAPACITY
+# --moe-apply-probs-on-input (top-1): each rank scales and sends its own tokens' rows
+PROBS="--moe-router-topk 1 --moe-apply-probs-on-input"
+reference probs $PROBS
+layout "probs on input: ETP1 x TP2 + SP x EP2" 2 $ETP1 $EP 2 $PROBS
+layout "probs on input: ETP1 x TP2 + SP (EP1)" 2 $ETP1 $PROBS
 
 # shared experts (Megatron-Core's SharedExpertMLP, with its sigmoid gate) and the expert bias of
 # aux-loss-free balancing (sigmoid scores): their tensors under Megatron's names, the same
@@ -142,6 +151,7 @@ overlap_same "EP2, ungated, --recompute-modules moe" 2 "$OVERLAPS" $EP 2 --moe-s
 overlap_same "EP2 x TP2 + sequence parallel" 4 "$OVERLAPS" $EP 2 --tensor-model-parallel-size 2 --sequence-parallel $SHARED
 overlap_same "EP2 x PP2" 4 "$OVERLAPS" $EP 2 --pipeline-model-parallel-size 2 $SHARED
 overlap_same "one rank" 1 "$NOTHING" $SHARED
+overlap_same "ETP1 x TP2 + SP x EP2" 2 "$OVERLAPS" $ETP1 $EP 2 $SHARED
 run_app 2 $MODEL $SHARED --tensor-model-parallel-size 2 --sequence-parallel --train-iters 3 --save "$WORK/shared_tp2" \
     --dump-parameters "$WORK/shared_tp2.bin"
 result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/shared_tp2/iter_0000003.h5" "$WORK/shared_tp2.bin"); status=$?
@@ -228,8 +238,6 @@ expect_etp_refused() {  # expect_etp_refused NAME NRANKS PATTERN FLAGS...
 }
 expect_etp_refused "ETP3 with TP2" 2 "--expert-tensor-parallel-size 3: each expert is split over all 2" \
     --expert-tensor-parallel-size 3 --tensor-model-parallel-size 2 --sequence-parallel
-expect_etp_refused "ETP1 with PP2" 4 "--expert-tensor-parallel-size 1 with --tensor-model-parallel-size 2 is not built with --pipeline-model-parallel-size 2" \
-    $ETP1 --pipeline-model-parallel-size 2
 expect_etp_refused "ETP1 with local non-persistent checkpoints" 2 "is not built with --non-persistent-ckpt-type local" \
     $ETP1 --non-persistent-ckpt-type local --non-persistent-local-ckpt-dir "$WORK/local" --non-persistent-save-interval 1
 expect_etp_refused "ETP1 x TP2 without SP" 2 "needs --sequence-parallel" --expert-tensor-parallel-size 1 --tensor-model-parallel-size 2
