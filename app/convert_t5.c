@@ -207,6 +207,31 @@ static int is_ignored_copy(const char *name) {
     return !strcmp(name, "encoder.embed_tokens.weight") || !strcmp(name, "decoder.embed_tokens.weight");
 }
 
+/* the encoder's and decoder's embed_tokens, where saved beside the shared embedding, must hold
+ * its values: Megatron's T5 has one embedding for both stacks (transformers 5 with
+ * tie_word_embeddings false gives each stack an embedding of its own) */
+static void copies_must_match(hf_source *s, const safetensors_tensor *shared, const safetensors_file *shared_file,
+                              const char *shared_name) {
+    static const char *const names[] = {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight"};
+    float *want = NULL;
+    for (int k = 0; k < 2; k++) {
+        if (!strcmp(names[k], shared_name)) continue;
+        for (int f = 0; f < s->num_files; f++) {
+            const safetensors_tensor *t = safetensors_find(&s->files[f], names[k]);
+            if (!t) continue;
+            if (!want) want = hf_source_read_float32(shared_file, shared);
+            float *got = t->num_elements == shared->num_elements ? hf_source_read_float32(&s->files[f], t) : NULL;
+            int same = got && !memcmp(got, want, sizeof(float) * (size_t)shared->num_elements);
+            free(got);
+            if (!same)
+                user_error("%s: '%s' differs from '%s': this T5 has untied input embeddings, and Megatron's T5 "
+                           "shares one embedding between the encoder and the decoder (save the model with "
+                           "its stacks' embed_tokens tied to shared)", s->files[f].path, names[k], shared_name);
+        }
+    }
+    free(want);
+}
+
 void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_t divisible_by, int overwrite) {
     char err[error_max];
     hf_t5_config c;
@@ -253,6 +278,7 @@ void t5_import_from_hf(hf_source *s, const char *input, const char *save, int64_
         for (int p = 0; p < list[i].parts; p++)
             sources[i * HF_T5_MAX_PARTS + p] = hf_source_checked(s, list[i].hf[p], list[i].ndim, list[i].hf_shape[p],
                                                                  summary, &source_files[i * HF_T5_MAX_PARTS + p]);
+    copies_must_match(s, sources[0], source_files[0], list[0].hf[0]);
     for (int f = 0; f < s->num_files; f++)
         for (int i = 0; i < s->files[f].num_tensors; i++)
             if (!s->used[f][i] && !is_ignored_copy(s->files[f].tensors[i].name))

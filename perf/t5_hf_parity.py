@@ -80,6 +80,13 @@ def make(out_dir, like):
     if model.lm_head.weight.data_ptr() == model.shared.weight.data_ptr():
         model.lm_head.weight = torch.nn.Parameter(model.shared.weight.detach().clone())
     torch.nn.init.normal_(model.lm_head.weight, std=0.05)
+    # transformers 5 with tie_word_embeddings false also gives the encoder and the decoder
+    # embeddings of their own (random, unlike shared.weight); Megatron's T5 has one embedding
+    # for both stacks, so they take shared.weight's values (kept as separate equal tensors)
+    with torch.no_grad():
+        for stack in (model.encoder, model.decoder):
+            if stack.embed_tokens.weight.data_ptr() != model.shared.weight.data_ptr():
+                stack.embed_tokens.weight.copy_(model.shared.weight)
     model.save_pretrained(out_dir, safe_serialization=True)
     path = os.path.join(out_dir, "config.json")
     saved = json.load(open(path))

@@ -159,6 +159,38 @@ convert --from-hf --input "$WORK/hf_nohead" --save "$WORK/nohead" --make-vocab-s
     [ "$(ours_value "$WORK/nohead/release.h5" lm_head.output_layer.weight 40 31)" = "$(ours_value "$CK" embedding.word_embeddings.weight 40 31)" ]
 ok $? "an export without lm_head.weight (transformers 5's tied save) imports with the shared embedding as its output layer: $(grep -o 'has no lm_head.*' "$WORK/out" | cut -c1-90)"
 
+# the stacks' embed_tokens saved beside shared.weight (transformers 4's tied save; 5's untied
+# one): equal copies import, a differing one (untied input embeddings) is refused by name
+add_embed_copies() {  # add_embed_copies DIR DECODER_DELTA
+    rm -rf "$WORK/$1" "$WORK/emb_$1"; cp -r "$WORK/hf" "$WORK/$1"
+    python3 - "$WORK/$1/model.safetensors" "$2" <<'PY'
+import json, struct, sys
+path, delta = sys.argv[1], float(sys.argv[2])
+data = open(path, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+body = data[8 + n:]
+b, e = header["shared.weight"]["data_offsets"]
+shared = body[b:e]
+decoder = bytearray(shared)
+if delta:
+    first = struct.unpack_from("<f", decoder, 0)[0]
+    struct.pack_into("<f", decoder, 0, first + delta)
+blobs, offset = [body], len(body)
+for name, blob in (("encoder.embed_tokens.weight", shared), ("decoder.embed_tokens.weight", bytes(decoder))):
+    header[name] = dict(header["shared.weight"], data_offsets=[offset, offset + len(blob)])
+    blobs.append(blob); offset += len(blob)
+text = json.dumps(header).encode(); text += b" " * (-len(text) % 8)
+open(path, "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+PY
+    convert --from-hf --input "$WORK/$1" --save "$WORK/emb_$1" --make-vocab-size-divisible-by 1
+}
+add_embed_copies hf_copies 0 && h5diff "$CK" "$WORK/emb_hf_copies/release.h5" /model /model > "$WORK/diff" 2>&1
+ok $? "encoder and decoder embed_tokens equal to shared.weight import (the same tensors as without them)"
+add_embed_copies hf_untied 0.5
+[ $? -ne 0 ] && grep -q "'decoder.embed_tokens.weight' differs from 'shared.weight'" "$WORK/err" && [ ! -e "$WORK/emb_hf_untied/release.h5" ]
+ok $? "a decoder embed_tokens unlike shared.weight (untied input embeddings) is refused: $(grep -o "differs from.*" "$WORK/err" | head -1 | cut -c1-100)"
+
 # the imported checkpoint trains as the original does
 run_app 2 $HF_T5 --swiglu --train-iters 2 --load "$WORK/ck" --finetune --metrics-file "$WORK/a.jsonl"
 ok $? "the original checkpoint fine-tunes on DP2"
