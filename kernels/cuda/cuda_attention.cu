@@ -745,9 +745,10 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
     const size_t rows = (size_t)B * H * Tq_pad;
 
     const int vec = attn_vector_io(D, dq, q) && attn_vector_io(D, dout, out) && attn_vector_io(D, dkv, kv);
-    bool sm90 = false; /* Hopper's wgmma kernels are bf16 and causal only */
+    bool sm90 = false; /* Hopper's wgmma kernels are bf16 and causal only; dropout in the one pass */
     if constexpr (!is_fp16<E>::value && !PADDED)
-        sm90 = !DROPOUT && vec && cuda_attention_sm90_applies(dq, q, D, rng.p);
+        sm90 = vec && cuda_attention_sm90_applies(dq, q, D, rng.p) &&
+               (!DROPOUT || cuda_attention_sm90_backward_fused(D));
     const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
@@ -755,12 +756,12 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
      * semaphores (one int per 64 rows) and its tile counter. Its fp32 dQ accumulator
      * [B*H, Tpad, D] has a buffer of its own (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape,
      * 134 MB at GPT 1.3B's). */
-    const size_t bits_bytes = DROPOUT ? rows * (size_t)Tk_pad / 8 : 0;
+    const size_t bits_bytes = DROPOUT && !sm90 ? rows * (size_t)Tk_pad / 8 : 0; /* Hopper draws in its pass */
     const size_t sems_bytes = fused ? (rows / 64 + 1) * sizeof(int) : 0; /* and the tile counter */
     const size_t stats_bytes = attn_align_256(2 * rows * sizeof(float));
     char *scratch = (char *)stream_scratch(stats_bytes + bits_bytes + sems_bytes);
     float *lse2 = (float *)scratch, *di = lse2 + rows;
-    uint32_t *keep_bits = DROPOUT ? reinterpret_cast<uint32_t *>(scratch + stats_bytes) : NULL;
+    uint32_t *keep_bits = DROPOUT && !sm90 ? reinterpret_cast<uint32_t *>(scratch + stats_bytes) : NULL;
     int *dq_sems = fused ? reinterpret_cast<int *>(scratch + stats_bytes + bits_bytes) : NULL;
     float *dq_accum = fused ? attn_dq_accum(rows * (size_t)D * sizeof(float)) : NULL;
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
@@ -776,7 +777,7 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
             CHECK_CUDA(cudaMemsetAsync(partials, 0, (size_t)partial_rows * qkv_columns * sizeof(float), compute_stream()));
         cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dq), reinterpret_cast<const bf16 *>(dout),
                                      reinterpret_cast<const bf16 *>(q), lse2, di, dq_accum, dq_sems, partials, B, T,
-                                     Tq_pad, H, G, D);
+                                     Tq_pad, H, G, D, head_start, total_heads, rng);
         if (partials) column_sum_accumulate(dbias, partials, partial_rows, qkv_columns);
         else if (dbias) bias_backward_e(dbias, dq, B * T, qkv_columns);
         return;
@@ -853,7 +854,7 @@ static void attention_forward_t(E *out, void *workspace, const E *qkv, const int
     if constexpr (!is_fp16<E>::value) { /* Hopper (cuda_attention_sm90.cu), bf16 and causal only */
         if (!key_valid && cuda_attention_sm90_applies(out, qkv, D, rng.p)) {
             cuda_attention_sm90_forward(reinterpret_cast<bf16 *>(out), lse, reinterpret_cast<const bf16 *>(qkv), B, T,
-                                        H, G, D);
+                                        H, G, D, head_start, total_heads, rng);
             return;
         }
     }
