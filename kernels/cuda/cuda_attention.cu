@@ -35,10 +35,13 @@
  * owns a query tile and walks the key tiles left of it (dQ), recomputing P and dP. With dropout
  * the dK/dV kernel also leaves its keep decisions as bits in the scratch buffer (one
  * __ballot_sync word per warp and fragment; B*H*T^2/8 bytes), so the dQ kernel reads them
- * instead of drawing every element's Philox number a second time. (Hopper without dropout runs
+ * instead of drawing every element's Philox number a second time. (Hopper runs
  * cuda_attention_sm90.cu's backward instead, after the same row kernel: at head dimension 64
  * and 128 one pass, whose dQ partials of the key tiles go through an fp32 accumulator, added in
- * a fixed order; its two wgmma passes under MTC_ATTENTION_FUSED_BACKWARD=0.)
+ * a fixed order; its two wgmma passes under MTC_ATTENTION_FUSED_BACKWARD=0. With dropout the
+ * one pass draws the same keep decisions itself, no bit buffer; the two passes have none, so
+ * dropout then runs here. MTC_ATTENTION_SM90_DROPOUT=0 keeps every dropout call, forward and
+ * backward, on the kernels of this file: the comparison issue 44 measured.)
  *
  * Tensor cores: every product is mma.sync.m16n8k16 (bf16 in, fp32 accumulate) on one warp's 16
  * rows; a warp never shares its rows, so the score tile, P, dP and dS live in its registers.

@@ -1,9 +1,19 @@
 /* cuda_attention_sm90.cu: the causal flash attention forward and backward on Hopper's warpgroup
  * tensor cores (wgmma, sm_90a), used by cuda_attention.cu where they apply (head dimension 64 or
- * 128, no attention dropout, 16-byte aligned rows, an sm_90 GPU running this file's sm_90a
- * code); the same contract as its mma.sync kernels: qkv[B,T,(H+2G)*D] bf16 in kernels.h's
- * grouped layout, out[B,T,H,D] bf16, lse = m + log(l) (fp32 [B,H,T], natural log of the scaled
- * scores). The backward at head dimension 64 and 128 is one pass (dK, dV and dQ from one
+ * 128, 16-byte aligned rows, an sm_90 GPU running this file's sm_90a code); the same contract as
+ * its mma.sync kernels: qkv[B,T,(H+2G)*D] bf16 in kernels.h's grouped layout, out[B,T,H,D] bf16,
+ * lse = m + log(l) (fp32 [B,H,T], natural log of the scaled scores).
+ *
+ * Attention dropout (issue 44) runs inside the warp-specialized forward and one-pass backward
+ * (template DROPOUT; p = 0 instantiates them without any dropout code: their SASS is byte for
+ * byte that of the kernels before), with the mma.sync kernels' semantics and keep decisions
+ * ("attention dropout" below): the forward's l sums the undropped P, the dropped P feeds P V,
+ * 1/(1-p) scales out at the end; the backward draws each element's decision again (no bit
+ * buffer), dV += (P keep)^T dO (times 1/(1-p) when stored), dS = P (dP keep/(1-p) - Di) with
+ * cuda_attention.cu's Di = dO.O (O already dropped and scaled), so dK and dQ see the mask
+ * through dS. MTC_ATTENTION_SM90_DROPOUT=0 sends dropout back to the mma.sync kernels; the
+ * two-pass backward (MTC_ATTENTION_FUSED_BACKWARD=0) has no dropout, cuda_attention.cu then
+ * runs the mma.sync backward. The backward at head dimension 64 and 128 is one pass (dK, dV and dQ from one
  * computation of P and dS per tile pair, five products), with dQ's partials summed in a fixed
  * order: see "the backward" below for the arithmetic and "the warp-specialized backward" for the
  * kernel that runs it (a TMA producer, mbarrier rings, a dQ-writing warp, a persistent grid; at
@@ -65,6 +75,34 @@ typedef __nv_bfloat16 nvbf16;
 #define SM90_LOG2E 1.4426950408889634f
 #define SM90_LN2 0.6931471805599453f
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention dropout (DROPOUT; cuda_attention.cu's semantics and numbering, so that the keep
+ * decisions are the CPU's and the mma.sync kernels'): element (i, j) of head head_index = b *
+ * total_heads + head_start + h is kept iff word (i % 2) * 2 + j % 2 of the Philox call at counter
+ * head_base + (i & ~1) T + (j & ~1) (head_base = rng.offset + head_index T T) passes
+ * (word >> 8) >= floor(p 2^24), which is exactly philox_keep_attention's ((word >> 8) + 1) / 2^24
+ * > p. The accumulator fragments of wgmma.m64nNk16 (PTX ISA, "wgmma" register fragments for D)
+ * are those of mma.m16n8k16 per warp: value 4n + e of lane 4g + t of warp w is row 16w + g +
+ * 8 (e >> 1), column 8n + 2t + (e & 1), so a thread's two neighbouring columns (forward: keys j,
+ * j + 1 of row i; backward: queries i, i + 1 of key j, S^T having keys as rows) are one 2 x 2
+ * block's and share a call; rows 16w + g + 8(e >> 1) have the parity of g. */
+struct sm90_dropout_args {
+    uint64_t seed, stream, offset; /* dropout_rng's */
+    uint32_t threshold;            /* floor(p 2^24) */
+    float keep_scale;              /* 1 / (1 - p) */
+    int head_start, total_heads;
+};
+static sm90_dropout_args sm90_dropout_of(dropout_rng rng, int head_start, int total_heads) {
+    sm90_dropout_args a;
+    a.seed = rng.seed;
+    a.stream = rng.stream;
+    a.offset = rng.offset;
+    a.threshold = rng.p > 0.0f ? (uint32_t)floorf(rng.p * 16777216.0f) : 0u;
+    a.keep_scale = rng.p > 0.0f ? 1.0f / (1.0f - rng.p) : 1.0f;
+    a.head_start = head_start;
+    a.total_heads = total_heads;
+    return a;
+}
 /* ---------------------------------------------------------------------------------------------- */
 /* PTX primitives (compiled for sm_90a only) */
 #ifdef SM90_WGMMA
@@ -215,35 +253,6 @@ static __device__ __forceinline__ float sm90_quad_sum(float v) {
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-/* ---------------------------------------------------------------------------------------------- */
-/* Attention dropout (DROPOUT; cuda_attention.cu's semantics and numbering, so that the keep
- * decisions are the CPU's and the mma.sync kernels'): element (i, j) of head head_index = b *
- * total_heads + head_start + h is kept iff word (i % 2) * 2 + j % 2 of the Philox call at counter
- * head_base + (i & ~1) T + (j & ~1) (head_base = rng.offset + head_index T T) passes
- * (word >> 8) >= floor(p 2^24), which is exactly philox_keep_attention's ((word >> 8) + 1) / 2^24
- * > p. The accumulator fragments of wgmma.m64nNk16 (PTX ISA, "wgmma" register fragments for D)
- * are those of mma.m16n8k16 per warp: value 4n + e of lane 4g + t of warp w is row 16w + g +
- * 8 (e >> 1), column 8n + 2t + (e & 1), so a thread's two neighbouring columns (forward: keys j,
- * j + 1 of row i; backward: queries i, i + 1 of key j, S^T having keys as rows) are one 2 x 2
- * block's and share a call; rows 16w + g + 8(e >> 1) have the parity of g. */
-struct sm90_dropout_args {
-    uint64_t seed, stream, offset; /* dropout_rng's */
-    uint32_t threshold;            /* floor(p 2^24) */
-    float keep_scale;              /* 1 / (1 - p) */
-    int head_start, total_heads;
-};
-static sm90_dropout_args sm90_dropout_of(dropout_rng rng, int head_start, int total_heads) {
-    sm90_dropout_args a;
-    a.seed = rng.seed;
-    a.stream = rng.stream;
-    a.offset = rng.offset;
-    a.threshold = rng.p > 0.0f ? (uint32_t)floorf(rng.p * 16777216.0f) : 0u;
-    a.keep_scale = rng.p > 0.0f ? 1.0f / (1.0f - rng.p) : 1.0f;
-    a.head_start = head_start;
-    a.total_heads = total_heads;
-    return a;
-}
-#ifdef SM90_WGMMA
 /* the counter of element (0, 0) of query head h of batch b */
 static __device__ __forceinline__ uint64_t sm90_head_base(const sm90_dropout_args &drop, int b, int h, int T) {
     const uint64_t head_index = (uint64_t)b * (uint64_t)drop.total_heads + (uint64_t)(drop.head_start + h);
@@ -329,7 +338,6 @@ static __device__ __forceinline__ uint32_t sm90_keep_bits_backward(const sm90_dr
         }
     return mine | __shfl_xor_sync(0xffffffffu, theirs, 4);
 }
-#endif
 
 /* ---------------------------------------------------------------------------------------------- */
 /* tiles and products */
