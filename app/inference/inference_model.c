@@ -152,7 +152,7 @@ static void parallel_setup(inference_model *im, gpt_config *c, const kernel_ops 
     if (c->num_layers % pp_size)
         user_error("--pipeline-model-parallel-size %d does not divide the %d layers", pp_size, c->num_layers);
     if (tp_size * pp_size * ep_size == 1) return;
-    parallel_layout layout = {tp_size, pp_size, ep_size, "tp-cp-ep-dp-pp", ep_size, 0, 1};
+    parallel_layout layout = {tp_size, pp_size, ep_size, "tp-cp-ep-dp-pp", ep_size, 0, 1, 0};
     topology_create(&im->topo, &layout);
     im->parallel = 1;
     im->comm = select_comm(ops);

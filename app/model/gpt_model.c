@@ -85,10 +85,14 @@ static void add_param(layout_builder *b, const global_parameter *g) {
     p->cols = g->cols;
     p->split = g->split;
     p->row_blocks = p->split == SHARD_ROWS && g->row_blocks > 1 ? g->row_blocks : 1;
-    p->local_rows = p->split == SHARD_ROWS ? p->rows / c->tp_size : p->rows;
-    p->local_cols = p->split == SHARD_COLS ? p->cols / c->tp_size : p->cols;
-    p->shard_start = p->split == SHARD_ROWS ? c->tp_rank * (p->local_rows / p->row_blocks)
-                   : p->split == SHARD_COLS ? c->tp_rank * p->local_cols : 0;
+    /* an expert is split over the expert tensor-parallel ranks (Megatron's
+     * --expert-tensor-parallel-size; 1: whole on every rank, held by no tensor-parallel peer) */
+    int split_size = c->tp_size, split_rank = c->tp_rank;
+    if (g->expert >= 0 && c->etp_size > 0) split_size = c->etp_size, split_rank = c->etp_rank;
+    p->local_rows = p->split == SHARD_ROWS ? p->rows / split_size : p->rows;
+    p->local_cols = p->split == SHARD_COLS ? p->cols / split_size : p->cols;
+    p->shard_start = p->split == SHARD_ROWS ? split_rank * (p->local_rows / p->row_blocks)
+                   : p->split == SHARD_COLS ? split_rank * p->local_cols : 0;
     p->numel = (size_t)p->local_rows * (size_t)(p->cols ? p->local_cols : 1);
     p->no_weight_decay = g->row->no_weight_decay;
     p->tp_replicated = p->split == SHARD_NONE;

@@ -193,6 +193,10 @@ typedef struct gpt_config {
     int pp_size, pp_rank, virtual_stages;   /* virtual_stages = model chunks per stage */
     int ep_size, ep_rank;      /* expert parallelism: this rank holds experts [ep_rank E/ep, +E/ep) */
     int expert_dp_rank;        /* this rank among those holding the same experts (0: writes them) */
+    int etp_size, etp_rank;    /* expert tensor parallelism: the ranks splitting each expert (0:
+                                * tp_size, tp_rank); with etp_size 1 < tp_size each expert is
+                                * whole here and each tensor-parallel rank dispatches its own
+                                * share of the tokens (moe_layer.h) */
     const struct comm_group *ep_group; /* the expert-parallel group (ep_size > 1) */
     /* context parallelism (app/model/context_parallel.h): cp_size ranks share each sequence,
      * this one holding pieces cp_rank and 2 cp_size - 1 - cp_rank of its 2 cp_size equal pieces;

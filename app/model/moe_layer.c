@@ -47,6 +47,9 @@ typedef struct moe_shapes {
     int ep, El, R;      /* expert-parallel ranks, experts per rank, R = ep M: the most rows one
                          * rank's experts can receive */
     int Fl, FC1l;       /* an expert's local fc2 inputs and fc1 outputs */
+    int t0, Nl;         /* the token rows this rank dispatches, [t0, t0 + Nl): all N, or with
+                         * experts whole on each of tp > 1 ranks (etp 1) its share of them */
+    int sliced;         /* Nl < N possible: etp 1 < tp */
 } moe_shapes;
 
 static moe_shapes shapes_of(const gpt_model *m) {
@@ -60,14 +63,27 @@ static moe_shapes shapes_of(const gpt_model *m) {
     s.ep = c->ep_size > 1 ? c->ep_size : 1;
     s.El = s.E / s.ep;
     s.R = s.ep * s.M;
-    s.Fl = c->moe_ffn_hidden_size / c->tp_size;
+    int etp = c->etp_size > 0 ? c->etp_size : c->tp_size;
+    s.Fl = c->moe_ffn_hidden_size / etp;
     s.FC1l = (c->swiglu ? 2 : 1) * s.Fl;
+    /* Megatron's alltoall dispatcher with --expert-tensor-parallel-size 1 under sequence
+     * parallelism: each tensor-parallel rank sends its own sequence share's tokens (the rows
+     * its reduce-scatter keeps) to the experts; the router still sees all N rows here, the same
+     * on every tensor-parallel rank, so routing, dropping and the losses are the whole batch's */
+    s.sliced = etp != c->tp_size;
+    s.t0 = s.sliced ? (int)((long)s.N * c->tp_rank / c->tp_size) : 0;
+    s.Nl = s.sliced ? (int)((long)s.N * (c->tp_rank + 1) / c->tp_size) - s.t0 : s.N;
     return s;
 }
 
 int moe_token_rows(const gpt_model *m) {
     const moe_scratch *x = m->moe_scratch;
     return x && x->inference_max_rows ? x->inference_rows : m->config.micro_batch_size * m->config.seq_length;
+}
+
+/* row `row` of a [*, cols] activation buffer */
+static void *act_row(const gpt_model *m, const void *buffer, int row, int cols) {
+    return (char *)buffer + m->ops->act_bytes * (size_t)row * (size_t)cols;
 }
 
 static void *acts(const gpt_model *m, size_t n) { return m->ops->alloc(m->ops->act_bytes * n); }
@@ -158,6 +174,7 @@ void moe_activations_allocate(gpt_model *m, moe_activations *a, int keep_activat
     a->slot_row = ops->alloc(sizeof(int) * M);
     a->row_token = ops->alloc(sizeof(int) * M);
     a->expert_rows = host_alloc(sizeof(int) * (size_t)(s.E + 1));
+    a->all_expert_rows = s.sliced ? host_alloc(sizeof(int) * (size_t)(s.E + 1)) : a->expert_rows;
     a->fc1_out = acts(m, R * (size_t)s.FC1l);
     a->activation = keep_activation ? acts(m, R * (size_t)s.Fl) : NULL;
     a->expert_out = acts(m, M * (size_t)s.C);
@@ -185,6 +202,7 @@ void moe_activations_release(gpt_model *m, moe_activations *a) {
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) m->ops->release(buffers[i]);
     moe_shared_activations_release(m, a);
+    if (a->all_expert_rows != a->expert_rows) free(a->all_expert_rows);
     free(a->expert_rows);
     free(a->stats);
     free(a->local_rows);
@@ -200,7 +218,13 @@ static void plan_permutation(gpt_model *m, moe_activations *a) {
     moe_shapes s = shapes_of(m);
     moe_scratch *x = m->moe_scratch;
     const kernel_ops *ops = m->ops;
-    ops->moe_permutation(x->rows, a->slot_row, a->row_token, a->expert, s.M, s.k, s.E);
+    if (s.sliced) {  /* every token's rows per expert (the log and the expert bias count them) */
+        ops->moe_permutation(x->rows, a->slot_row, a->row_token, a->expert, s.M, s.k, s.E);
+        ops->copy_to_host(a->all_expert_rows, x->rows, sizeof(int) * (size_t)(s.E + 1));
+    }
+    /* this rank's tokens' choices (row_token counts from t0) */
+    ops->moe_permutation(x->rows, a->slot_row + (size_t)s.t0 * s.k, a->row_token, a->expert + (size_t)s.t0 * s.k,
+                         s.Nl * s.k, s.k, s.E);
     ops->copy_to_host(a->expert_rows, x->rows, sizeof(int) * (size_t)(s.E + 1));
     ops->copy_to_host(a->stats, x->stats, sizeof(float) * MOE_ROUTER_STATS(s.E));
     if (s.ep == 1) memcpy(a->local_rows, a->expert_rows, sizeof(int) * (size_t)(s.E + 1));
@@ -383,7 +407,7 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     ops->moe_route_forward(a->expert, a->weight, scratch->stats, a->logits, s.N, spec, training);
     plan_permutation(m, a);
     void *permuted = s.ep == 1 && a->expert_input ? a->expert_input : scratch->permuted;
-    ops->gather_rows(permuted, expert_source(m, a, x), a->row_token, a->expert_rows[s.E], s.C);
+    ops->gather_rows(permuted, act_row(m, expert_source(m, a, x), s.t0, s.C), a->row_token, a->expert_rows[s.E], s.C);
     const void *in = permuted;
     void *out = a->expert_out;
     /* --moe-shared-expert-overlap (Megatron's shared-expert overlap in its all-to-all token
@@ -417,7 +441,11 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
         if (overlap) moe_shared_expert_forward_fc2(m, a, lw, x, layer);
         m->comm->wait(&request);
     }
-    ops->moe_combine(out_full, a->expert_out, a->slot_row, combine_weights(m, a), s.N, s.k, s.C);
+    /* sliced: the other ranks' tokens add zeros here (out_full is reduced over the tensor-parallel
+     * ranks as a row-parallel output) */
+    if (s.sliced) ops->zero(out_full, ops->act_bytes * (size_t)s.N * s.C);
+    ops->moe_combine(act_row(m, out_full, s.t0, s.C), a->expert_out, a->slot_row + (size_t)s.t0 * s.k,
+                     combine_weights(m, a) + (size_t)s.t0 * s.k, s.Nl, s.k, s.C);
     if (overlap) moe_shared_expert_add_output(m, out_full);
     else if (moe_has_shared_expert(&m->config)) moe_shared_expert_forward(m, a, lw, x, out_full, layer);
 }
@@ -430,8 +458,10 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
     moe_scratch *scratch = m->moe_scratch;
     /* combine: dL/d(expert outputs) and dL/d(weights); a weight's gradient needs the whole
      * expert output, here split in partial sums over the tensor-parallel ranks */
-    ops->moe_combine_backward(scratch->d_expert_out, scratch->d_weight, d_full, a->expert_out, a->slot_row,
-                              combine_weights(m, a), s.N, s.k, s.C);
+    if (s.sliced) ops->zero(scratch->d_weight, sizeof(float) * (size_t)s.N * s.k);
+    ops->moe_combine_backward(scratch->d_expert_out, scratch->d_weight + (size_t)s.t0 * s.k,
+                              act_row(m, d_full, s.t0, s.C), a->expert_out, a->slot_row + (size_t)s.t0 * s.k,
+                              combine_weights(m, a) + (size_t)s.t0 * s.k, s.Nl, s.k, s.C);
     if (c->tp_size > 1 && !c->moe_apply_probs_on_input)
         m->comm->allreduce(scratch->d_weight, (size_t)s.N * s.k, COMM_FLOAT, COMM_SUM, m->tp_group);
 
@@ -450,7 +480,8 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
         d_out = scratch->d_local_out;
         d_in = scratch->d_local_in;
     } else if (!a->expert_input) {
-        ops->gather_rows(scratch->permuted, expert_source(m, a, x), a->row_token, a->expert_rows[s.E], s.C);
+        ops->gather_rows(scratch->permuted, act_row(m, expert_source(m, a, x), s.t0, s.C), a->row_token,
+                         a->expert_rows[s.E], s.C);
         in = scratch->permuted;
     }
     /* fc2 (from the kept activation, or from it computed again), the activation, fc1: grouped
@@ -482,12 +513,16 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
     if (c->moe_apply_probs_on_input) {
         /* d(w x)[t] from the experts, then dx = w d(w x) and dw = d(w x) . x, a partial sum over
          * the tensor-parallel ranks (fc1's input gradient is) */
-        ops->moe_uncombine(scratch->scaled_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
+        if (s.sliced) ops->zero(scratch->scaled_input, ops->act_bytes * (size_t)s.N * s.C);
+        ops->moe_uncombine(act_row(m, scratch->scaled_input, s.t0, s.C), scratch->d_permuted,
+                           a->slot_row + (size_t)s.t0 * s.k, s.Nl, s.k, s.C);
         ops->moe_combine_backward(scratch->d_input, scratch->d_weight, scratch->scaled_input, x, scratch->identity_rows,
                                   a->weight, s.N, 1, s.C);
         if (c->tp_size > 1) m->comm->allreduce(scratch->d_weight, (size_t)s.N * s.k, COMM_FLOAT, COMM_SUM, m->tp_group);
     } else {
-        ops->moe_uncombine(scratch->d_input, scratch->d_permuted, a->slot_row, s.N, s.k, s.C);
+        if (s.sliced) ops->zero(scratch->d_input, ops->act_bytes * (size_t)s.N * s.C);
+        ops->moe_uncombine(act_row(m, scratch->d_input, s.t0, s.C), scratch->d_permuted,
+                           a->slot_row + (size_t)s.t0 * s.k, s.Nl, s.k, s.C);
     }
 
     /* the router: routing weights, load-balancing and z losses; the losses' gradients scaled as
@@ -511,12 +546,13 @@ void *moe_layer_backward(gpt_model *m, moe_activations *a, const layer_view *lw,
     if (overlap) moe_shared_expert_add_input_gradient(m, scratch->d_input);
     else if (moe_has_shared_expert(c)) moe_shared_expert_backward(m, a, lw, lg, x, d_full, scratch->d_input, layer);
     if (training) {
-        moe_expert_bias_count(m, layer, a->expert_rows);
+        moe_expert_bias_count(m, layer, a->all_expert_rows);
         int L = c->num_layers;
         double *log = scratch->log.values;
         log[layer] += a->stats[0];
         log[L + layer] += a->stats[1];
-        for (int e = 0; e < s.E; e++) log[2 * L + layer * s.E + e] += a->expert_rows[e + 1] - a->expert_rows[e];
+        for (int e = 0; e < s.E; e++)
+            log[2 * L + layer * s.E + e] += a->all_expert_rows[e + 1] - a->all_expert_rows[e];
     }
     return scratch->d_input;
 }

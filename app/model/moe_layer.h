@@ -16,6 +16,13 @@
  * dense MLP (Megatron's expert tensor parallelism equal to the tensor-parallel size), so y is
  * this rank's partial sum, reduced as fc2's output is. The router is computed whole on every
  * tensor-parallel rank from the gathered rows (its weight and gradient are the same on each).
+ * With --expert-tensor-parallel-size 1 < tp (Megatron's ETP 1: each expert whole on its rank)
+ * the router still runs on all gathered rows on every tensor-parallel rank, but each one
+ * dispatches only its own sequence share of the tokens ([tp_rank N/tp, +N/tp), the rows its
+ * reduce-scatter keeps) over the expert-parallel group, which then spans the tensor-parallel
+ * ranks; the combined output is zero on the other rows, so the tensor-parallel reduction of the
+ * output (and of the input gradient, and the routing weights' gradient) adds exact zeros, and
+ * each expert's gradient sums over the expert-data-parallel group.
  *
  * Tokens reach their experts by a permutation: the choices (t, j) that are not dropped, grouped
  * by expert in token order, are the rows of the experts' GEMMs (one GEMM per expert); combining
@@ -39,6 +46,8 @@ typedef struct moe_activations {
     int *slot_row;         /* [N,k] the permuted row of each choice, -1 where dropped */
     int *row_token;        /* [N k] the token of each permuted row */
     int *expert_rows;      /* host [E+1]: expert e's permuted rows are [expert_rows[e], expert_rows[e+1]) */
+    int *all_expert_rows;  /* host [E+1]: the same over every token row (expert_rows itself unless
+                            * each tensor-parallel rank dispatches its own share: etp 1 < tp) */
     void *fc1_out;         /* [R, FC1m/tp] the local experts' fc1 outputs (pre-activation) */
     void *activation;      /* [R, Fm/tp] their activation (fc2's input) kept for the backward
                             * (--keep-mlp-activation); NULL: computed again there */

@@ -62,8 +62,18 @@ static int layout_shape(const parallel_layout *layout, int size[NUM_DIMS], int o
 parallel_layout parallel_layout_experts(const parallel_layout *layout) {
     parallel_layout experts = *layout;
     int ep = layout->expert_model_parallel_size > 0 ? layout->expert_model_parallel_size : 1;
+    int etp = layout->expert_tensor_parallel_size > 0 ? layout->expert_tensor_parallel_size
+                                                      : layout->tensor_model_parallel_size;
     experts.ep_dimension = ep;
-    experts.data_parallel_size = layout->data_parallel_size / ep;
+    if (etp == layout->tensor_model_parallel_size) {
+        experts.data_parallel_size = layout->data_parallel_size / ep;
+        return experts;
+    }
+    /* Megatron's expert RankGenerator(tp=etp, ep, dp=world/(etp ep pp), cp=1, pp) */
+    int cp = layout->context_parallel_size > 0 ? layout->context_parallel_size : 1;
+    experts.tensor_model_parallel_size = etp;
+    experts.context_parallel_size = 1;
+    experts.data_parallel_size = layout->tensor_model_parallel_size * cp * layout->data_parallel_size / (etp * ep);
     return experts;
 }
 
@@ -169,16 +179,20 @@ void topology_create(topology *t, const parallel_layout *layout) {
     }
     /* the expert groups (Megatron's expert rank generator over the same ordered ranks) */
     parallel_layout experts = parallel_layout_experts(layout);
+    t->expert_layout = experts;
     int expert_coord[NUM_DIMS];
     parallel_layout_coords(&experts, t->ordered_rank, expert_coord);
     t->ep_size = experts.ep_dimension;
     t->ep_rank = expert_coord[DIM_EP];
     t->expert_dp_size = experts.data_parallel_size;
     t->expert_dp_rank = expert_coord[DIM_DP];
+    t->etp_size = experts.tensor_model_parallel_size;
+    t->etp_rank = expert_coord[DIM_TP];
     t->ep = NULL;
     t->expert_dp = &t->dp;
     t->expert_model_parallel = &t->model_parallel;
-    if (t->ep_size > 1) {
+    t->expert_groups_own = t->ep_size > 1 || t->etp_size != t->tp_size;
+    if (t->expert_groups_own) {
         make_group(t, &t->ep_own, "expert-parallel", DIM_BIT(DIM_EP), &experts, ranks);
         make_group(t, &t->expert_dp_own, "expert-data-parallel", DIM_BIT(DIM_DP), &experts, ranks);
         make_group(t, &t->expert_model_parallel_own, "expert-model-parallel",
@@ -211,11 +225,33 @@ void topology_free(topology *t) {
         comm_group_free(&t->cp_own);
         comm_group_free(&t->dp_cp_own);
     }
-    if (t->ep_size > 1) {
+    if (t->expert_groups_own) {
         comm_group_free(&t->ep_own);
         comm_group_free(&t->expert_dp_own);
         comm_group_free(&t->expert_model_parallel_own);
     }
+}
+
+/* the groups of one set of dimensions of the expert layout, as lists of world ranks */
+static void print_groups(const topology *t, const char *name, int dimension_mask) {
+    int *ranks = malloc(sizeof(int) * (size_t)t->world_size);
+    CHECK(ranks, "out of host memory for the rank table");
+    int size = parallel_layout_groups(&t->expert_layout, dimension_mask, ranks);
+    printf(">   %s groups (ordered ranks):", name);
+    for (int i = 0; i < t->world_size; i++) printf("%s%d%s", i % size ? "," : " [", ranks[i], i % size == size - 1 ? "]" : "");
+    printf("\n");
+    free(ranks);
+}
+
+/* Megatron's expert groups when the experts are split otherwise than the dense layers */
+static void print_expert_groups(const topology *t) {
+    printf("> expert layout: expert-tensor-parallel %d x expert-parallel %d x expert-data-parallel %d x pipeline-parallel %d "
+           "(Megatron's expert rank generator, order %s)\n",
+           t->etp_size, t->ep_size, t->expert_dp_size, t->pp_size, t->order);
+    print_groups(t, "expert-tensor-parallel", DIM_BIT(DIM_TP));
+    print_groups(t, "expert-parallel", DIM_BIT(DIM_EP));
+    print_groups(t, "expert-tensor-and-model-parallel", DIM_BIT(DIM_TP) | DIM_BIT(DIM_EP) | DIM_BIT(DIM_PP));
+    print_groups(t, "expert-data-parallel", DIM_BIT(DIM_DP));
 }
 
 void topology_print(const topology *t, const char *device) {
@@ -235,6 +271,7 @@ void topology_print(const topology *t, const char *device) {
                t->num_nodes, t->tp_size, t->pp_size, t->dp_size, t->cp_size, t->order);
         printf("   rank  host                 node  local  device   tp   pp   dp   cp\n");
         for (int r = 0; r < t->world_size; r++) printf("%s\n", all + (size_t)r * sizeof line);
+        if (t->etp_size != t->tp_size) print_expert_groups(t);
         if (t->tp_group_spans_nodes)
             printf("WARNING: a tensor-parallel group of %d ranks spans nodes (%d ranks per node): "
                    "tensor-parallel traffic will cross the network\n", t->tp_size, t->local_size);

@@ -22,11 +22,17 @@ typedef struct parallel_layout {
     int expert_model_parallel_size;  /* experts split over this many of the data-parallel ranks (0: 1) */
     int ep_dimension;                /* internal: > 0 in the expert layout (parallel_layout_experts) */
     int context_parallel_size;       /* ranks that split each sequence (0: 1) */
+    int expert_tensor_parallel_size; /* ranks that split each expert (0: the tensor-parallel size;
+                                      * Megatron's --expert-tensor-parallel-size) */
 } parallel_layout;
 
 /* The expert layout of a layout (Megatron-Core's expert RankGenerator): the data-parallel
  * dimension split into expert-parallel (ep, faster) and expert-data-parallel (dp / ep) ones over
- * the same ordered ranks, so an expert-parallel group is ep consecutive data-parallel ranks */
+ * the same ordered ranks, so an expert-parallel group is ep consecutive data-parallel ranks.
+ * With an expert tensor-parallel size etp other than tp (context parallelism 1), Megatron's
+ * generator over the same order with tp = etp, ep, dp = tp dp / (etp ep), pp: with etp 1 an
+ * expert-parallel group is ep consecutive ranks of the tp-dp order, spanning the tensor-parallel
+ * ranks, and the expert-data-parallel group the rest of them. */
 parallel_layout parallel_layout_experts(const parallel_layout *layout);
 
 /* The layout's arithmetic, pure (no MPI), over ordered ranks (positions in the node-by-node order,
@@ -54,11 +60,18 @@ typedef struct topology {
      * expert-data-parallel one (the replicas of those experts); ep_size 1: every rank holds every
      * expert and the expert groups are the dense ones */
     int ep_rank, ep_size, expert_dp_rank, expert_dp_size;
+    /* expert tensor parallelism (Megatron's --expert-tensor-parallel-size): the ranks that split
+     * each expert; etp_size == tp_size (etp_rank tp_rank) unless the layout asks otherwise */
+    int etp_rank, etp_size;
+    parallel_layout expert_layout; /* parallel_layout_experts of the layout */
+    int expert_groups_own;     /* 1 when ep_own, expert_dp_own, expert_model_parallel_own exist */
     int tp_group_spans_nodes;  /* 1 when some tensor-parallel group crosses a node boundary */
     comm_group world, tp, pp, dp, model_parallel, embedding; /* embedding.mpi is MPI_COMM_NULL off stage 0/last */
     /* with ep_size > 1: the expert-parallel group (token dispatch), the expert-data-parallel one
      * (expert gradients) and the expert-model-parallel one (tp x ep x pp: one copy of every
-     * expert); their pointers are those groups, or dp and model_parallel with ep_size 1 (ep NULL) */
+     * expert); their pointers are those groups, or dp and model_parallel with ep_size 1 (ep NULL).
+     * With etp_size != tp_size the three always exist (expert-model-parallel: etp x ep x pp) and
+     * ep is the expert-parallel group even of size 1 */
     comm_group ep_own, expert_dp_own, expert_model_parallel_own;
     const comm_group *ep, *expert_dp, *expert_model_parallel;
     /* context parallelism (cp_size > 1): the context-parallel group (the ring of ranks that share
@@ -75,7 +88,8 @@ typedef struct topology {
 void topology_create(topology *topo, const parallel_layout *layout);
 void topology_free(topology *topo);
 
-/* rank 0 prints the layout table (rank, host, node, local rank, device, tp/pp/dp coordinates) */
+/* rank 0 prints the layout table (rank, host, node, local rank, device, tp/pp/dp coordinates),
+ * and with an expert tensor-parallel size other than the tensor-parallel one the expert groups */
 void topology_print(const topology *topo, const char *device);
 
 #endif

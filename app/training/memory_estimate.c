@@ -45,7 +45,7 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
     double layer = 3 * heads * kv * (h + 1) + heads * kv * h + h + ffn * (h + 1) + ffn * h + h + 4 * h;
     double layers_here = (double)((a->num_layers + topo->pp_size - 1) / topo->pp_size);
     /* MoE layers: the router [E, h] and this rank's E/ep experts (fc1 of 1 or 2 Fm rows, fc2) in
-     * place of the dense MLP, and the shared experts (fc1 of 1 or 2 Fs rows, fc2; the gate [1, h]
+     * place of the dense MLP (split over the expert tensor-parallel ranks), and the shared experts (fc1 of 1 or 2 Fs rows, fc2; the gate [1, h]
      * whole on every rank); the share of MoE layers is the pattern's */
     double moe_share = 0, moe_layer = 0, k = a->moe_router_topk, ep = topo->ep_size > 0 ? topo->ep_size : 1;
     double fm = a->moe_ffn_hidden_size, fc1m = (a->swiglu ? 2 : 1) * fm;
@@ -54,7 +54,8 @@ memory_estimate memory_estimate_compute(const args *a, const topology *topo, con
         for (int l = 0; l < a->num_layers; l++) moe_share += a->moe_layer[l];
         moe_share /= a->num_layers;
         moe_layer = layer - (ffn * (h + 1) + ffn * h) + a->num_experts * h * tp +
-                    a->num_experts / ep * (fc1m * h + fm * h) + (fc1s * h + fs * h) +
+                    a->num_experts / ep * (fc1m * h + fm * h) * tp / (topo->etp_size > 0 ? topo->etp_size : tp) +
+                    (fc1s * h + fs * h) +
                     (fs > 0 && a->moe_shared_expert_gate ? h * tp : 0);
     }
     double params = layers_here * ((1 - moe_share) * layer + moe_share * moe_layer) / tp + vocab * h / tp +

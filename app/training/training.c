@@ -79,6 +79,8 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.ep_rank = topo->ep_rank;
     c.expert_dp_rank = topo->expert_dp_rank;
     c.ep_group = topo->ep;
+    c.etp_size = topo->etp_size;
+    c.etp_rank = topo->etp_rank;
     c.sequence_parallel = a->sequence_parallel;
     c.tp_comm_overlap = a->tp_comm_overlap;
     c.tp_comm_overlap_disable_ag = a->disable_tp_comm_overlap_ag;
@@ -88,7 +90,11 @@ static gpt_config config_from_args(const args *a, const topology *topo) {
     c.virtual_stages = a->virtual_pipeline_model_parallel_size;
     c.activation_slots = pipeline_activation_slots(topo->pp_size, c.virtual_stages, a->num_micro_batches);
     c.bucket_size = a->ddp_bucket_size;
+    /* buckets split evenly over the data-parallel ranks and the experts' over the
+     * expert-data-parallel ones (a divisor of them unless the experts' tensor-parallel size
+     * differs: then both) */
     c.bucket_alignment = topo->dp_cp->size;
+    while (c.bucket_alignment % topo->expert_dp_size) c.bucket_alignment += topo->dp_cp->size;
     c.cp_size = topo->cp_size;
     c.cp_rank = topo->cp_rank;
     c.cp_group = topo->cp;
@@ -158,7 +164,7 @@ static int topology_groups(topology *topo, comm_group **groups) {
         groups[count++] = &topo->cp_own;
         groups[count++] = &topo->dp_cp_own;
     }
-    if (topo->ep_size > 1) {  /* the expert groups of a mixture of experts over expert-parallel ranks */
+    if (topo->expert_groups_own) {  /* the expert groups of a mixture of experts over expert-parallel ranks */
         groups[count++] = &topo->ep_own;
         groups[count++] = &topo->expert_dp_own;
         groups[count++] = &topo->expert_model_parallel_own;
@@ -328,7 +334,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
     t->comm = select_comm(ops);
     parallel_layout layout = {a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
                               a->data_parallel_size, "", a->expert_model_parallel_size, 0,
-                              a->context_parallel_size};
+                              a->context_parallel_size, a->expert_tensor_parallel_size};
     snprintf(layout.order, sizeof layout.order, "%s", a->parallel_order);
     topology_create(&t->topo, &layout);
     topology_print(&t->topo, a->device);
@@ -372,7 +378,7 @@ void trainer_setup(trainer *t, const args *a, const kernel_ops *ops) {
                      a->adam_eps, a->weight_decay, a->clip_grad);
     /* expert parallelism without the distributed optimizer: the experts' squares add over the
      * expert-model-parallel ranks (one copy of every expert), an overflow is agreed by all */
-    if (t->topo.ep_size > 1 && !a->use_distributed_optimizer)
+    if (t->topo.expert_groups_own && !a->use_distributed_optimizer)
         optimizer_set_expert_groups(&t->opt, t->topo.expert_model_parallel, &t->topo.world);
     t->tree = NULL;
     if (!no_tree) {

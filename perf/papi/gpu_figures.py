@@ -73,7 +73,8 @@ def figures(train, skip=1):
     used = [(r, n) for r, n in list(zip(train, covered))[skip:] if isinstance(r.get("papi"), dict)]
     if not used:
         return None
-    phases = list(used[0][0]["papi"])
+    # a phase's counts are {event: count}; anything else (a flat object) has no phases to read
+    phases = [p for p, counts in used[0][0]["papi"].items() if isinstance(counts, dict)]
     totals = {p: {} for p in phases}   # phase -> figure -> count summed over lines, per GPU
     iterations = seconds = model_flops = 0.0
     for r, covers in used:
@@ -83,13 +84,17 @@ def figures(train, skip=1):
         seconds += n * r["elapsed_ms_per_iteration"] / 1000.0
         model_flops += n * r["elapsed_ms_per_iteration"] / 1000.0 * (r.get("tflops_per_gpu") or 0.0) * 1e12
         for phase, counts in r["papi"].items():
+            if not isinstance(counts, dict):
+                continue
             for event, value in counts.items():
+                if not isinstance(value, (int, float)):
+                    continue
                 metric = metric_of(event)
                 for figure, names in METRICS.items():
                     if metric in names:
                         totals.setdefault(phase, {})
                         totals[phase][figure] = totals[phase].get(figure, 0.0) + value / ranks
-    if not any(totals.values()) or iterations <= 0:
+    if not phases or not any(totals.values()) or iterations <= 0:
         return None
     # the bf16 tensor operations of a phase: the combined counter where there is one, else the parts
     for counts in totals.values():

@@ -13,8 +13,9 @@
 #    experts' grouped GEMMs on 1 and 4 streams (MTC_GROUPED_GEMM_LANES; 2 by default) the same bits;
 #  - Megatron's benchmark router (--moe-router-force-load-balancing: random logits from the
 #    samples' Philox draws) like the CPU;
-#  - on 2 GPUs (when present): EP2, TP2 + SP, EP2 with the distributed optimizer, PP2: losses
-#    within 1e-2 of one GPU (NCCL all-to-all for EP); EP2 with gated shared experts and
+#  - on 2 GPUs (when present): EP2, TP2 + SP, EP2 with the distributed optimizer, PP2, and
+#    --expert-tensor-parallel-size 1 with TP2 + SP (EP1 and EP2: experts whole, each GPU sending
+#    its own tokens): losses within 1e-2 of one GPU (NCCL all-to-all for EP); EP2 with gated shared experts and
 #    --deterministic-mode: --moe-shared-expert-overlap (the all-to-alls on a side stream while the
 #    shared experts compute) gives the bits of the run without it.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -88,7 +89,9 @@ if [ "$gpus" -ge 2 ]; then
     EP="--expert-model-parallel-size"
     for layout in "ep2|$EP 2" "tp2_sp|--tensor-model-parallel-size 2 --sequence-parallel" \
                   "ep2_distopt|$EP 2 --use-distributed-optimizer --overlap-grad-reduce" \
-                  "pp2|--pipeline-model-parallel-size 2"; do
+                  "pp2|--pipeline-model-parallel-size 2" \
+                  "etp1_tp2_sp|--expert-tensor-parallel-size 1 --tensor-model-parallel-size 2 --sequence-parallel" \
+                  "etp1_tp2_sp_ep2|--expert-tensor-parallel-size 1 --tensor-model-parallel-size 2 --sequence-parallel $EP 2"; do
         case_name=${layout%%|*}; flags=${layout#*|}
         train "$case_name" 2 --device cuda $flags
         ok $? "2 GPUs, $case_name: run"
@@ -110,6 +113,6 @@ if [ "$gpus" -ge 2 ]; then
         cmp -s "$WORK/ep2_shared.bin" "$WORK/ep2_shared_overlap.bin"
     ok $? "2 GPUs, EP2: --moe-shared-expert-overlap gives the losses and parameters without it, bit for bit"
 else
-    diag "one GPU: the 2-GPU layouts (EP2, TP2 + SP, EP2 with the distributed optimizer, PP2, EP2 shared-expert overlap) are not run"
+    diag "one GPU: the 2-GPU layouts (EP2, TP2 + SP, EP2 with the distributed optimizer, PP2, ETP1 x TP2 + SP with EP1 and EP2, EP2 shared-expert overlap) are not run"
 fi
 done_testing

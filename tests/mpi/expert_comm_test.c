@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
     int tp = argc > 2 ? atoi(argv[1]) : 1, ep = argc > 2 ? atoi(argv[2]) : 2;
     CHECK(tp > 0 && ep > 0 && ranks % (tp * ep) == 0, "usage: expert_comm_test TP EP with TP x EP dividing the ranks");
     int dp = ranks / tp;
-    parallel_layout layout = {tp, 1, dp, "tp-cp-ep-dp-pp", ep, 0, 1};
+    parallel_layout layout = {tp, 1, dp, "tp-cp-ep-dp-pp", ep, 0, 1, 0};
     topology topo;
     topology_create(&topo, &layout);
     /* one node: the ordered rank is the world rank; rank = tp + TP (ep + EP edp) */

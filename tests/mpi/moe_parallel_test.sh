@@ -7,6 +7,12 @@
 # the same for shared experts (gated) with the expert bias of aux-loss-free balancing, and
 # --moe-shared-expert-overlap on EP2, EP2 x TP2 + SP and EP2 x PP2 bitwise the run without it;
 # evaluate loads the checkpoint.
+# --expert-tensor-parallel-size 1 with TP2 + SP (experts whole, Megatron's expert rank generator:
+# EP1, EP2, EP4 x DP2, PP2, the distributed optimizer, capacity, probs on input, shared experts
+# and their overlap) matches one rank likewise; its start-up lines name the expert groups, its
+# checkpoints reshard into ETP2 and back and resume with the same losses, and what is not built
+# (ETP other than 1 or TP, ETP1 with local non-persistent checkpoints) is refused naming the flag
+# (context parallelism with MoE is refused on its own).
 # --keep-mlp-activation (the experts' activation kept for the backward, not computed again)
 # gives the reference's bits (EP2 with it: within the layouts' tolerance).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -62,11 +68,42 @@ layout "EP2 x PP2" 4 $EP 2 --pipeline-model-parallel-size 2
 layout "TP2xPP2xEP2 SP + distributed optimizer" 8 $EP 2 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 \
     --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
 
+# --expert-tensor-parallel-size 1 with TP2 + SP (Megatron's ETP 1: attention split over the
+# tensor-parallel ranks, each expert whole; Megatron's expert rank generator lays the expert
+# groups over the tp-dp ranks): the expert-data-parallel group is the TP group with EP1, the
+# expert-parallel group with EP2; with DP2 EP4 spans all four ranks
+ETP1="--expert-tensor-parallel-size 1 --tensor-model-parallel-size 2 --sequence-parallel"
+layout "ETP1 x TP2 + SP (experts whole, expert-data-parallel over the TP ranks)" 2 $ETP1
+grep -q "^> expert layout: expert-tensor-parallel 1 x expert-parallel 1 x expert-data-parallel 2 x pipeline-parallel 1" "$WORK/out" &&
+    grep -q "^>   expert-data-parallel groups (ordered ranks): \[0,1\]$" "$WORK/out"
+ok $? "ETP1 x TP2: the start-up lines name the expert groups (expert-data-parallel [0,1])"
+layout "ETP1 x TP2 + SP x EP2 (expert-parallel over the TP ranks)" 2 $ETP1 $EP 2
+grep -q "^>   expert-parallel groups (ordered ranks): \[0,1\]$" "$WORK/out" &&
+    grep -q "^>   expert-data-parallel groups (ordered ranks): \[0\] \[1\]$" "$WORK/out"
+ok $? "ETP1 x TP2 x EP2: expert-parallel group [0,1], expert-data-parallel [0] [1]"
+layout "ETP1 x TP2 + SP x DP2 x EP2 distributed optimizer" 4 $ETP1 $EP 2 --use-distributed-optimizer --overlap-grad-reduce \
+    --overlap-param-gather --ddp-bucket-size 30000
+grep -q "^>   expert-parallel groups (ordered ranks): \[0,1\] \[2,3\]$" "$WORK/out" &&
+    grep -q "^>   expert-data-parallel groups (ordered ranks): \[0,2\] \[1,3\]$" "$WORK/out"
+ok $? "ETP1 x TP2 x DP2 x EP2: expert-parallel groups [0,1] [2,3], expert-data-parallel [0,2] [1,3] (Megatron's)"
+layout "ETP1 x TP2 + SP x DP2 x EP4 (bucketed overlapped reduction)" 4 $ETP1 $EP 4 --overlap-grad-reduce --ddp-bucket-size 20000
+layout "ETP1 x TP2 + SP x DP2 distributed optimizer (EP1: expert-data-parallel over 4)" 4 $ETP1 --use-distributed-optimizer \
+    --ddp-bucket-size 30000
+layout "ETP1 x TP2 + SP x PP2 x EP2" 4 $ETP1 --pipeline-model-parallel-size 2 $EP 2
+layout "ETP1 x TP2 + SP x PP2 x DP2 x EP4 distributed optimizer" 8 $ETP1 --pipeline-model-parallel-size 2 $EP 4 \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+
 CAPACITY="--moe-expert-capacity-factor 0.5 --moe-token-drop-policy probs --moe-router-pre-softmax"
 reference capacity $CAPACITY
 layout "capacity 0.5: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel $CAPACITY
 layout "capacity 0.5: PP2 x DP2 distributed optimizer" 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer $CAPACITY
 layout "capacity 0.5: EP4" 4 $EP 4 $CAPACITY
+layout "capacity 0.5: ETP1 x TP2 + SP x EP2" 2 $ETP1 $EP 2 $CAPACITY
+# --moe-apply-probs-on-input (top-1): each rank scales and sends its own tokens' rows
+PROBS="--moe-router-topk 1 --moe-apply-probs-on-input"
+reference probs $PROBS
+layout "probs on input: ETP1 x TP2 + SP x EP2" 2 $ETP1 $EP 2 $PROBS
+layout "probs on input: ETP1 x TP2 + SP (EP1)" 2 $ETP1 $PROBS
 
 # shared experts (Megatron-Core's SharedExpertMLP, with its sigmoid gate) and the expert bias of
 # aux-loss-free balancing (sigmoid scores): their tensors under Megatron's names, the same
@@ -85,6 +122,7 @@ ok $? "shared experts and expert biases in the MoE layers (0 and 2) only"
 layout "shared experts + expert bias: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel $SHARED
 layout "shared experts + expert bias: EP2" 2 $EP 2 $SHARED
 layout "shared experts + expert bias: PP2" 2 --pipeline-model-parallel-size 2 $SHARED
+layout "shared experts + expert bias: ETP1 x TP2 + SP x EP2" 2 $ETP1 $EP 2 $SHARED
 # --moe-shared-expert-overlap: the shared experts compute while the expert-parallel all-to-alls
 # are in flight (comm ialltoallv): the losses, gradient norms and parameters of the run without
 # it, bit for bit, and the start-up line says that the layers overlap (with EP 1: that there is
@@ -113,6 +151,7 @@ overlap_same "EP2, ungated, --recompute-modules moe" 2 "$OVERLAPS" $EP 2 --moe-s
 overlap_same "EP2 x TP2 + sequence parallel" 4 "$OVERLAPS" $EP 2 --tensor-model-parallel-size 2 --sequence-parallel $SHARED
 overlap_same "EP2 x PP2" 4 "$OVERLAPS" $EP 2 --pipeline-model-parallel-size 2 $SHARED
 overlap_same "one rank" 1 "$NOTHING" $SHARED
+overlap_same "ETP1 x TP2 + SP x EP2" 2 "$OVERLAPS" $ETP1 $EP 2 $SHARED
 run_app 2 $MODEL $SHARED --tensor-model-parallel-size 2 --sequence-parallel --train-iters 3 --save "$WORK/shared_tp2" \
     --dump-parameters "$WORK/shared_tp2.bin"
 result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/shared_tp2/iter_0000003.h5" "$WORK/shared_tp2.bin"); status=$?
@@ -167,6 +206,43 @@ paste "$(losses "$WORK/ep1_resumed.jsonl" > "$WORK/a.loss"; echo "$WORK/a.loss")
       "$(losses "$WORK/ep4_resumed.jsonl" > "$WORK/b.loss"; echo "$WORK/b.loss")" |
     awk '{ n++; d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > w) w = d } END { printf "# resumed losses: worst relative difference %g over %d iterations\n", w, n; exit !(n == 2 && w < 1e-6) }'
 ok $? "checkpoint: resumed on EP4 and on one rank, iterations 4 and 5 give the same losses within 1e-6"
+# across expert tensor-parallel sizes: saved with ETP1 x TP2 x EP2, its file the global tensors;
+# loaded with ETP2 (= TP2, experts split) and saved again, then back into ETP1: the same
+# tensors; resumed on ETP1 and ETP2, iterations 4 and 5 give the same losses
+run_app 2 $MODEL $ETP1 $EP 2 --train-iters 3 --save "$WORK/etp1" --dump-parameters "$WORK/etp1.bin"
+ok $? "checkpoint: ETP1 x TP2 x EP2 saves iteration 3"
+result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/etp1/iter_0000003.h5" "$WORK/etp1.bin"); status=$?
+diag "$result"
+ok $status "checkpoint: an ETP1 x TP2 x EP2 file holds every expert's global tensor, bit for bit"
+run_app 2 $MODEL --tensor-model-parallel-size 2 --sequence-parallel --train-iters 3 --load "$WORK/etp1" --save "$WORK/etp2"
+status=$?
+same_tensors "$WORK/etp1/iter_0000003.h5" "$WORK/etp2/iter_0000003.h5"
+ok $((status + $?)) "checkpoint: ETP1 loaded into ETP2 (= TP2, experts split) and saved again: the same tensors"
+run_app 4 $MODEL $ETP1 --use-distributed-optimizer --train-iters 3 --load "$WORK/etp2" --save "$WORK/etp1_again"
+status=$?
+same_tensors "$WORK/etp2/iter_0000003.h5" "$WORK/etp1_again/iter_0000003.h5"
+ok $((status + $?)) "checkpoint: ETP2 loaded back into ETP1 (x DP2, distributed optimizer) and saved again: the same tensors"
+run_app 2 $MODEL $ETP1 $EP 2 --train-iters 5 --load "$WORK/etp2" --override-opt-param-scheduler --metrics-file "$WORK/etp1_resumed.jsonl"
+run_app 2 $MODEL --tensor-model-parallel-size 2 --sequence-parallel --train-iters 5 --load "$WORK/etp1" --override-opt-param-scheduler \
+    --metrics-file "$WORK/etp2_resumed.jsonl"
+losses "$WORK/etp1_resumed.jsonl" > "$WORK/etp1_resumed.loss"
+losses "$WORK/etp2_resumed.jsonl" > "$WORK/etp2_resumed.loss"
+losses_match "$WORK/etp2_resumed.loss" "$WORK/etp1_resumed.loss" 2 1e-6
+ok $? "checkpoint: resumed on ETP1 x EP2 and on ETP2, iterations 4 and 5 give the same losses within 1e-6"
+# what is not built is refused, naming the flag
+expect_etp_refused() {  # expect_etp_refused NAME NRANKS PATTERN FLAGS...
+    name=$1; n=$2; pattern=$3; shift 3
+    run_app "$n" $MODEL --train-iters 1 "$@"; status=$?
+    [ $status -ne 0 ] && grep -q -- "$pattern" "$WORK/err" && ! grep -q "iteration" "$WORK/out"
+    ok $? "refused: $name ($(grep -o 'error: .*' "$WORK/err" | head -1 | cut -c 1-110))"
+}
+expect_etp_refused "ETP3 with TP2" 2 "--expert-tensor-parallel-size 3: each expert is split over all 2" \
+    --expert-tensor-parallel-size 3 --tensor-model-parallel-size 2 --sequence-parallel
+expect_etp_refused "ETP1 with local non-persistent checkpoints" 2 "is not built with --non-persistent-ckpt-type local" \
+    $ETP1 --non-persistent-ckpt-type local --non-persistent-local-ckpt-dir "$WORK/local" --non-persistent-save-interval 1
+expect_etp_refused "ETP1 x TP2 without SP" 2 "needs --sequence-parallel" --expert-tensor-parallel-size 1 --tensor-model-parallel-size 2
+expect_etp_refused "EP3 on ETP1 x TP2 x DP2" 4 "--expert-model-parallel-size 3 does not divide --tensor-model-parallel-size 2 x the data-parallel size 2" \
+    $ETP1 $EP 3 --num-experts 3 --moe-router-topk 2
 run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --num-experts 8
 grep -q -e "--num-experts = 4 (this run: 8)" -e "router.weight has shape \[4, 64\], but this model's is \[8, 64\]" "$WORK/err"
 ok $? "checkpoint: loading into another number of experts is refused, naming both ($(grep -o 'error: .*' "$WORK/err" | cut -c 1-120))"

@@ -5,7 +5,8 @@
  * generate_masked_orthogonal_rank_groups with prefix_product, decompose, inner_product), for
  * several orders, tp 1,2,4,8 x pp 1,2,4 x dp 1..4 (up to 64 ranks) and every set of dimensions;
  * then the examples of Megatron's docstrings, checked by hand. Context parallelism of 1, 2 and 4
- * is compared where the order names cp; ep is 1 here (the expert layout has its own examples). */
+ * is compared where the order names cp; ep is 1 here (the expert layout has its own examples, with
+ * an expert tensor-parallel size of 1 as well). */
 #include "app/parallel/topology.h"
 #include "tests/tap.h"
 
@@ -132,7 +133,7 @@ static void check_order(const char *ours, const char *megatron, int max_cp, int 
             for (int cp = 1; cp <= max_cp; cp *= 2) {
                 int tp = tp_sizes[i], pp = pp_sizes[j], dp = dp_sizes[k], world_size = tp * pp * dp * cp;
                 if (world_size > MAX_WORLD) continue;
-                parallel_layout layout = {tp, pp, dp, "", 1, 0, cp};
+                parallel_layout layout = {tp, pp, dp, "", 1, 0, cp, 0};
                 snprintf(layout.order, sizeof layout.order, "%s", ours);
                 rank_generator generator;
                 if (!rank_generator_init(&generator, tp, 1, dp, pp, cp, megatron)) {
@@ -181,7 +182,7 @@ static void check_order(const char *ours, const char *megatron, int max_cp, int 
 /* one set of groups for a layout, written out by hand */
 static void check_example_ep(int tp, int pp, int dp, int ep, const char *order, int dimension_mask,
                              const char *expected, const char *source) {
-    parallel_layout dense = {tp, pp, dp, "", ep, 0};
+    parallel_layout dense = {tp, pp, dp, "", ep, 0, 1, 0};
     snprintf(dense.order, sizeof dense.order, "%s", order);
     parallel_layout layout = ep > 1 ? parallel_layout_experts(&dense) : dense;
     snprintf(layout.order, sizeof layout.order, "%s", order);
@@ -193,6 +194,24 @@ static void check_example_ep(int tp, int pp, int dp, int ep, const char *order, 
     if (!tap_ok(strcmp(text, expected) == 0, "%s: %d ranks, tp %d pp %d dp %d%s, order %s, %s groups %s", source,
                 tp * pp * dp, tp, pp, dp, ep > 1 ? " (expert layout, ep split off dp)" : "", order, token, expected))
         tap_diag("got %s", text);
+}
+
+/* the expert layout with an expert tensor-parallel size etp other than tp (Megatron's expert
+ * RankGenerator(tp=etp, ep, dp=tp dp/(etp ep), pp) over the dense order) */
+static void check_example_etp(int tp, int pp, int dp, int ep, int etp, int dimension_mask, const char *expected,
+                              const char *source) {
+    parallel_layout dense = {tp, pp, dp, "tp-cp-ep-dp-pp", ep, 0, 1, etp};
+    parallel_layout layout = parallel_layout_experts(&dense);
+    int ranks[MAX_WORLD];
+    char text[512], token[32];
+    int group_size = parallel_layout_groups(&layout, dimension_mask, ranks);
+    describe_groups(ranks, tp * pp * dp, group_size, text, sizeof text);
+    token_of(dimension_mask, token, sizeof token);
+    if (!tap_ok(strcmp(text, expected) == 0 && layout.tensor_model_parallel_size == etp &&
+                    layout.data_parallel_size == tp * dp / (etp * ep),
+                "%s: %d ranks, tp %d pp %d dp %d, expert layout etp %d ep %d (expert-dp %d), %s groups %s", source,
+                tp * pp * dp, tp, pp, dp, etp, ep, tp * dp / (etp * ep), token, expected))
+        tap_diag("got %s (expert layout tp %d dp %d)", text, layout.tensor_model_parallel_size, layout.data_parallel_size);
 }
 
 static void check_example(int tp, int pp, int dp, const char *order, int dimension_mask, const char *expected,
@@ -238,6 +257,18 @@ int main(void) {
     check_example_ep(2, 1, 4, 2, "tp-cp-ep-dp-pp", DIM_BIT(DIM_DP), "[0,4][1,5][2,6][3,7]", experts);
     check_example_ep(2, 1, 4, 2, "tp-cp-ep-dp-pp", DIM_BIT(DIM_TP) | DIM_BIT(DIM_EP) | DIM_BIT(DIM_PP),
                      "[0,1,2,3][4,5,6,7]", experts);
+    /* --expert-tensor-parallel-size 1 with tp 2 (Megatron's expert RankGenerator(tp=1, ep, dp=tp dp/ep,
+     * pp), order tp-ep-dp-pp): 8 ranks, tp 2 x dp 2 x pp 2, ep 2: rank = ep + 2 edp + 4 pp, so an
+     * expert-parallel group is a tensor-parallel pair; ep 4 on tp 2 x dp 2: all four ranks */
+    const char *etp = "expert rank generator with etp 1, by hand";
+    check_example_etp(2, 2, 2, 2, 1, DIM_BIT(DIM_EP), "[0,1][2,3][4,5][6,7]", etp);
+    check_example_etp(2, 2, 2, 2, 1, DIM_BIT(DIM_DP), "[0,2][1,3][4,6][5,7]", etp);
+    check_example_etp(2, 2, 2, 2, 1, DIM_BIT(DIM_TP), "[0][1][2][3][4][5][6][7]", etp);
+    check_example_etp(2, 2, 2, 2, 1, DIM_BIT(DIM_TP) | DIM_BIT(DIM_EP) | DIM_BIT(DIM_PP), "[0,1,4,5][2,3,6,7]", etp);
+    check_example_etp(2, 1, 2, 4, 1, DIM_BIT(DIM_EP), "[0,1,2,3]", etp);
+    check_example_etp(2, 1, 2, 1, 1, DIM_BIT(DIM_DP), "[0,1,2,3]", etp);
+    /* etp equal to tp: the expert layout of today (ep split off dp) */
+    check_example_etp(2, 1, 4, 2, 2, DIM_BIT(DIM_EP), "[0,2][1,3][4,6][5,7]", "expert rank generator with etp = tp, by hand");
     /* with pipeline stages: 16 ranks, tp 1, dp 4 = ep 4 x edp 1, pp 4: each stage's dp group
      * is its ep group, and the expert-data-parallel groups are single ranks */
     check_example_ep(1, 4, 4, 4, "tp-cp-ep-dp-pp", DIM_BIT(DIM_EP), "[0,1,2,3][4,5,6,7][8,9,10,11][12,13,14,15]", experts);
