@@ -35,10 +35,13 @@
  * owns a query tile and walks the key tiles left of it (dQ), recomputing P and dP. With dropout
  * the dK/dV kernel also leaves its keep decisions as bits in the scratch buffer (one
  * __ballot_sync word per warp and fragment; B*H*T^2/8 bytes), so the dQ kernel reads them
- * instead of drawing every element's Philox number a second time. (Hopper without dropout runs
+ * instead of drawing every element's Philox number a second time. (Hopper runs
  * cuda_attention_sm90.cu's backward instead, after the same row kernel: at head dimension 64
  * and 128 one pass, whose dQ partials of the key tiles go through an fp32 accumulator, added in
- * a fixed order; its two wgmma passes under MTC_ATTENTION_FUSED_BACKWARD=0.)
+ * a fixed order; its two wgmma passes under MTC_ATTENTION_FUSED_BACKWARD=0. With dropout the
+ * one pass draws the same keep decisions itself, no bit buffer; the two passes have none, so
+ * dropout then runs here. MTC_ATTENTION_SM90_DROPOUT=0 keeps every dropout call, forward and
+ * backward, on the kernels of this file: the comparison issue 44 measured.)
  *
  * Tensor cores: every product is mma.sync.m16n8k16 (bf16 in, fp32 accumulate) on one warp's 16
  * rows; a warp never shares its rows, so the score tile, P, dP and dS live in its registers.
@@ -745,9 +748,10 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
     const size_t rows = (size_t)B * H * Tq_pad;
 
     const int vec = attn_vector_io(D, dq, q) && attn_vector_io(D, dout, out) && attn_vector_io(D, dkv, kv);
-    bool sm90 = false; /* Hopper's wgmma kernels are bf16 and causal only */
+    bool sm90 = false; /* Hopper's wgmma kernels are bf16 and causal only; dropout in the one pass */
     if constexpr (!is_fp16<E>::value && !PADDED)
-        sm90 = !DROPOUT && vec && cuda_attention_sm90_applies(dq, q, D, rng.p);
+        sm90 = vec && cuda_attention_sm90_applies(dq, q, D, rng.p) &&
+               (!DROPOUT || cuda_attention_sm90_backward_fused(D));
     const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
@@ -755,12 +759,12 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
      * semaphores (one int per 64 rows) and its tile counter. Its fp32 dQ accumulator
      * [B*H, Tpad, D] has a buffer of its own (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape,
      * 134 MB at GPT 1.3B's). */
-    const size_t bits_bytes = DROPOUT ? rows * (size_t)Tk_pad / 8 : 0;
+    const size_t bits_bytes = DROPOUT && !sm90 ? rows * (size_t)Tk_pad / 8 : 0; /* Hopper draws in its pass */
     const size_t sems_bytes = fused ? (rows / 64 + 1) * sizeof(int) : 0; /* and the tile counter */
     const size_t stats_bytes = attn_align_256(2 * rows * sizeof(float));
     char *scratch = (char *)stream_scratch(stats_bytes + bits_bytes + sems_bytes);
     float *lse2 = (float *)scratch, *di = lse2 + rows;
-    uint32_t *keep_bits = DROPOUT ? reinterpret_cast<uint32_t *>(scratch + stats_bytes) : NULL;
+    uint32_t *keep_bits = DROPOUT && !sm90 ? reinterpret_cast<uint32_t *>(scratch + stats_bytes) : NULL;
     int *dq_sems = fused ? reinterpret_cast<int *>(scratch + stats_bytes + bits_bytes) : NULL;
     float *dq_accum = fused ? attn_dq_accum(rows * (size_t)D * sizeof(float)) : NULL;
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
@@ -776,7 +780,7 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
             CHECK_CUDA(cudaMemsetAsync(partials, 0, (size_t)partial_rows * qkv_columns * sizeof(float), compute_stream()));
         cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dq), reinterpret_cast<const bf16 *>(dout),
                                      reinterpret_cast<const bf16 *>(q), lse2, di, dq_accum, dq_sems, partials, B, T,
-                                     Tq_pad, H, G, D);
+                                     Tq_pad, H, G, D, head_start, total_heads, rng);
         if (partials) column_sum_accumulate(dbias, partials, partial_rows, qkv_columns);
         else if (dbias) bias_backward_e(dbias, dq, B * T, qkv_columns);
         return;
@@ -853,7 +857,7 @@ static void attention_forward_t(E *out, void *workspace, const E *qkv, const int
     if constexpr (!is_fp16<E>::value) { /* Hopper (cuda_attention_sm90.cu), bf16 and causal only */
         if (!key_valid && cuda_attention_sm90_applies(out, qkv, D, rng.p)) {
             cuda_attention_sm90_forward(reinterpret_cast<bf16 *>(out), lse, reinterpret_cast<const bf16 *>(qkv), B, T,
-                                        H, G, D);
+                                        H, G, D, head_start, total_heads, rng);
             return;
         }
     }

@@ -1,9 +1,19 @@
 /* cuda_attention_sm90.cu: the causal flash attention forward and backward on Hopper's warpgroup
  * tensor cores (wgmma, sm_90a), used by cuda_attention.cu where they apply (head dimension 64 or
- * 128, no attention dropout, 16-byte aligned rows, an sm_90 GPU running this file's sm_90a
- * code); the same contract as its mma.sync kernels: qkv[B,T,(H+2G)*D] bf16 in kernels.h's
- * grouped layout, out[B,T,H,D] bf16, lse = m + log(l) (fp32 [B,H,T], natural log of the scaled
- * scores). The backward at head dimension 64 and 128 is one pass (dK, dV and dQ from one
+ * 128, 16-byte aligned rows, an sm_90 GPU running this file's sm_90a code); the same contract as
+ * its mma.sync kernels: qkv[B,T,(H+2G)*D] bf16 in kernels.h's grouped layout, out[B,T,H,D] bf16,
+ * lse = m + log(l) (fp32 [B,H,T], natural log of the scaled scores).
+ *
+ * Attention dropout (issue 44) runs inside the warp-specialized forward and one-pass backward
+ * (template DROPOUT; p = 0 instantiates them without any dropout code: their SASS is byte for
+ * byte that of the kernels before), with the mma.sync kernels' semantics and keep decisions
+ * ("attention dropout" below): the forward's l sums the undropped P, the dropped P feeds P V,
+ * 1/(1-p) scales out at the end; the backward draws each element's decision again (no bit
+ * buffer), dV += (P keep)^T dO (times 1/(1-p) when stored), dS = P (dP keep/(1-p) - Di) with
+ * cuda_attention.cu's Di = dO.O (O already dropped and scaled), so dK and dQ see the mask
+ * through dS. MTC_ATTENTION_SM90_DROPOUT=0 sends dropout back to the mma.sync kernels; the
+ * two-pass backward (MTC_ATTENTION_FUSED_BACKWARD=0) has no dropout, cuda_attention.cu then
+ * runs the mma.sync backward. The backward at head dimension 64 and 128 is one pass (dK, dV and dQ from one
  * computation of P and dS per tile pair, five products), with dQ's partials summed in a fixed
  * order: see "the backward" below for the arithmetic and "the warp-specialized backward" for the
  * kernel that runs it (a TMA producer, mbarrier rings, a dQ-writing warp, a persistent grid; at
@@ -48,6 +58,7 @@
 #include <cuda.h> /* CUtensorMap (types only: the encoder comes through the runtime) */
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/philox.h"
 
 typedef __nv_bfloat16 nvbf16;
 
@@ -64,6 +75,34 @@ typedef __nv_bfloat16 nvbf16;
 #define SM90_LOG2E 1.4426950408889634f
 #define SM90_LN2 0.6931471805599453f
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention dropout (DROPOUT; cuda_attention.cu's semantics and numbering, so that the keep
+ * decisions are the CPU's and the mma.sync kernels'): element (i, j) of head head_index = b *
+ * total_heads + head_start + h is kept iff word (i % 2) * 2 + j % 2 of the Philox call at counter
+ * head_base + (i & ~1) T + (j & ~1) (head_base = rng.offset + head_index T T) passes
+ * (word >> 8) >= floor(p 2^24), which is exactly philox_keep_attention's ((word >> 8) + 1) / 2^24
+ * > p. The accumulator fragments of wgmma.m64nNk16 (PTX ISA, "wgmma" register fragments for D)
+ * are those of mma.m16n8k16 per warp: value 4n + e of lane 4g + t of warp w is row 16w + g +
+ * 8 (e >> 1), column 8n + 2t + (e & 1), so a thread's two neighbouring columns (forward: keys j,
+ * j + 1 of row i; backward: queries i, i + 1 of key j, S^T having keys as rows) are one 2 x 2
+ * block's and share a call; rows 16w + g + 8(e >> 1) have the parity of g. */
+struct sm90_dropout_args {
+    uint64_t seed, stream, offset; /* dropout_rng's */
+    uint32_t threshold;            /* floor(p 2^24) */
+    float keep_scale;              /* 1 / (1 - p) */
+    int head_start, total_heads;
+};
+static sm90_dropout_args sm90_dropout_of(dropout_rng rng, int head_start, int total_heads) {
+    sm90_dropout_args a;
+    a.seed = rng.seed;
+    a.stream = rng.stream;
+    a.offset = rng.offset;
+    a.threshold = rng.p > 0.0f ? (uint32_t)floorf(rng.p * 16777216.0f) : 0u;
+    a.keep_scale = rng.p > 0.0f ? 1.0f / (1.0f - rng.p) : 1.0f;
+    a.head_start = head_start;
+    a.total_heads = total_heads;
+    return a;
+}
 /* ---------------------------------------------------------------------------------------------- */
 /* PTX primitives (compiled for sm_90a only) */
 #ifdef SM90_WGMMA
@@ -212,6 +251,92 @@ static __device__ __forceinline__ float sm90_quad_max(float v) {
 static __device__ __forceinline__ float sm90_quad_sum(float v) {
     v += __shfl_xor_sync(0xffffffffu, v, 1);
     return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+/* the counter of element (0, 0) of query head h of batch b */
+static __device__ __forceinline__ uint64_t sm90_head_base(const sm90_dropout_args &drop, int b, int h, int T) {
+    const uint64_t head_index = (uint64_t)b * (uint64_t)drop.total_heads + (uint64_t)(drop.head_start + h);
+    return drop.offset + head_index * (uint64_t)T * (uint64_t)T;
+}
+static __device__ __forceinline__ bool sm90_keeps(uint32_t word, uint32_t threshold) {
+    return (word >> 8) >= threshold;
+}
+
+/* Lanes 4g + t and 4(g ^ 1) + t hold the two rows (forward: queries; backward: keys) of the same
+ * 2 x 2 blocks, so each draws half of them: the blocks of n8 column groups n with n % 2 == g % 2,
+ * keeping the two bits of its own row and handing the partner its two (one shuffle per tile).
+ * A thread's keep bits: bit 4n + e for accumulator value 4n + e, set where kept. */
+
+/* The forward's keep bits of a warp's 64 x BN tile of P (rows row0 + g (+8), keys k0 + 8n + 2t
+ * (+1)): only blocks with a visible element (key <= query, query inside the sequence) draw; the
+ * others hold zeros or rows never stored. Block (r, c) (r, c even) is word 0, 1 for row r (keys
+ * c, c + 1), 2, 3 for row r + 1. */
+template <int BN>
+static __device__ __forceinline__ uint32_t sm90_keep_bits_forward(const sm90_dropout_args &drop, uint64_t head_base,
+                                                                  int k0, int row0, int g, int t, int T) {
+    const int odd = g & 1;
+    uint32_t mine = 0, theirs = 0;
+#pragma unroll
+    for (int m = 0; m < BN / 16; m++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int n = 2 * m + odd, r = row0 + (g & ~1) + 8 * i, c = k0 + 8 * n + 2 * t; /* r, c even */
+            if (r < T && c <= r) {
+                const philox_out w =
+                    philox4x32(drop.seed, head_base + (uint64_t)r * (uint64_t)T + (uint64_t)c, drop.stream);
+                const uint32_t even_row = (uint32_t)sm90_keeps(w.v[0], drop.threshold) |
+                                          (uint32_t)sm90_keeps(w.v[1], drop.threshold) << 1;
+                const uint32_t odd_row = (uint32_t)sm90_keeps(w.v[2], drop.threshold) |
+                                         (uint32_t)sm90_keeps(w.v[3], drop.threshold) << 1;
+                mine |= (odd ? odd_row : even_row) << (4 * n + 2 * i);
+                theirs |= (odd ? even_row : odd_row) << (4 * n + 2 * i);
+            }
+        }
+    return mine | __shfl_xor_sync(0xffffffffu, theirs, 4);
+}
+
+/* The forward's dropout on a warp's P (64 x BN accumulator, after sm90_online_softmax summed the
+ * undropped values into l): P[i, j] = 0 where (i, j) is dropped */
+template <int BN>
+static __device__ __forceinline__ void sm90_drop_forward(float (&s)[BN / 2], const sm90_dropout_args &drop,
+                                                         uint64_t head_base, int k0, int row0, int g, int t, int T) {
+    static_assert(BN / 2 <= 64, "a thread's keep bits of a tile in two words");
+#pragma unroll
+    for (int half = 0; half < BN / 64; half++) {
+        /* n8 groups [8 half, 8 half + 8): bits 4 (n - 8 half) + e */
+        const uint32_t keep = sm90_keep_bits_forward<64>(drop, head_base, k0 + 64 * half, row0, g, t, T);
+#pragma unroll
+        for (int e = 0; e < 32; e++)
+            if (!((keep >> e) & 1u)) s[32 * half + e] = 0.0f;
+    }
+}
+
+/* The backward's keep bits of a warp's 64-query step of S^T (keys as rows: lane 4g + t holds
+ * keys krow0 + g (+8), queries q0 + 8n + 2t (+1)). Block (query q, key k) (q, k even) is word 0,
+ * 1 for query q (keys k, k + 1), 2, 3 for query q + 1: key k's are words 0 and 2, key k + 1's 1
+ * and 3. Only blocks with a visible element (q >= k, q inside the sequence) draw (elsewhere P is
+ * 0). */
+static __device__ __forceinline__ uint32_t sm90_keep_bits_backward(const sm90_dropout_args &drop, uint64_t head_base,
+                                                                   int q0, int krow0, int g, int t, int T) {
+    const int odd = g & 1;
+    uint32_t mine = 0, theirs = 0;
+#pragma unroll
+    for (int m = 0; m < 4; m++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int n = 2 * m + odd, k = krow0 + (g & ~1) + 8 * i, q = q0 + 8 * n + 2 * t; /* k, q even */
+            if (q >= k && q < T) {
+                const philox_out w =
+                    philox4x32(drop.seed, head_base + (uint64_t)q * (uint64_t)T + (uint64_t)k, drop.stream);
+                const uint32_t even_key = (uint32_t)sm90_keeps(w.v[0], drop.threshold) |
+                                          (uint32_t)sm90_keeps(w.v[2], drop.threshold) << 1;
+                const uint32_t odd_key = (uint32_t)sm90_keeps(w.v[1], drop.threshold) |
+                                         (uint32_t)sm90_keeps(w.v[3], drop.threshold) << 1;
+                mine |= (odd ? odd_key : even_key) << (4 * n + 2 * i);
+                theirs |= (odd ? even_key : odd_key) << (4 * n + 2 * i);
+            }
+        }
+    return mine | __shfl_xor_sync(0xffffffffu, theirs, 4);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -375,14 +500,16 @@ static __device__ __forceinline__ unsigned char *sm90_smem_base(unsigned char *r
 
 /* the forward's end for this thread's two rows (row0 + g, + 8): out = O / l in bf16 (out_base:
  * the head's column 0 of row 0, rows out_stride apart) and lse = m + log(l) (lse_base: the
- * head's row 0), l summed over the quad first; rows past T are not written */
-template <int D>
+ * head's row 0), l summed over the quad first; rows past T are not written. DROPOUT: out = O
+ * keep_scale / l (dropout's 1 / (1 - p) deferred to here, as in cuda_attention.cu) */
+template <int D, bool DROPOUT>
 static __device__ __forceinline__ void sm90_store_forward(nvbf16 *out_base, float *lse_base, const float (&o)[D / 2],
                                                           const float (&m_run)[2], const float (&l_run)[2], int row0,
-                                                          int g, int t, int T, size_t out_stride, float scale_log2) {
+                                                          int g, int t, int T, size_t out_stride, float scale_log2,
+                                                          float keep_scale) {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const float l = sm90_quad_sum(l_run[i]), factor = 1.0f / l;
+        const float l = sm90_quad_sum(l_run[i]), factor = DROPOUT ? keep_scale / l : 1.0f / l;
         const int row = row0 + g + 8 * i;
         if (row >= T) continue;
         /* m scale_log2 rounded before the add, as the kernels before computed it */
@@ -505,10 +632,10 @@ static __device__ __forceinline__ int sm90_ws_tile(int r, int block, int grid) {
 #define SM90_WS_SMEM(D, BN, NC, STAGES) \
     ((size_t)64 * (NC) * (D) * 2 + (size_t)(STAGES) * 2 * (BN) * (D) * 2 + 8 * (2 + 4 * (STAGES)) + 1024)
 
-template <int D, int BN, int NC, int STAGES>
+template <int D, int BN, int NC, int STAGES, bool DROPOUT>
 static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nvbf16 *out, float *lse, int B, int T,
-                                 int H, int G) {
+                                 int H, int G, const sm90_dropout_args drop) {
 #ifdef SM90_WGMMA
     constexpr int BM = 64 * NC, Q_TILE = BM * D * 2, TILE = BN * D * 2; /* bytes */
     extern __shared__ unsigned char sm90_smem_raw[];
@@ -577,6 +704,7 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
         const int q0 = (q_blocks - 1 - tile % q_blocks) * BM, kt_last = min(q0 + BM - 1, T - 1) / BN;
         const int row0 = q0 + 64 * wg + 16 * warp; /* this warp's first row */
         const bool last_tile = sm90_ws_tile(r + 1, block, grid) >= tiles;
+        const uint64_t head_base = DROPOUT ? sm90_head_base(drop, b, h, T) : 0;
         float o[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; i++) o[i] = 0.0f;
@@ -599,6 +727,7 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
             if (kt_last == 0) mbar_arrive(q_empty);
         }
         sm90_online_softmax<BN>(s, m_run, l_run, alpha, 0, row0, g, t, scale_log2);
+        if constexpr (DROPOUT) sm90_drop_forward<BN>(s, drop, head_base, 0, row0, g, t, T);
         sm90_pack_a<BN / 16>(p, s);
 
         /* round kt: S_kt, and P_{kt-1} V_{kt-1} under S_kt's softmax */
@@ -620,6 +749,8 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
                 if (kt == kt_last) mbar_arrive(q_empty);
             }
             sm90_online_softmax<BN>(s, m_run, l_run, alpha, kt * BN, row0, g, t, scale_log2);
+            /* dropout after the softmax's sums, still under P V */
+            if constexpr (DROPOUT) sm90_drop_forward<BN>(s, drop, head_base, kt * BN, row0, g, t, T);
             wgmma_wait<0>(); /* P V */
             fence_registers(o);
             fence_fragments(p);
@@ -648,15 +779,15 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
         fence_fragments(p);
         if (lane == 0) mbar_arrive(SM90_V_EMPTY(used % STAGES));
         used++;
-        sm90_store_forward<D>(out + (size_t)b * T * out_stride + (size_t)h * D, lse + (size_t)bh * T, o, m_run,
-                              l_run, row0, g, t, T, out_stride, scale_log2);
+        sm90_store_forward<D, DROPOUT>(out + (size_t)b * T * out_stride + (size_t)h * D, lse + (size_t)bh * T, o,
+                                       m_run, l_run, row0, g, t, T, out_stride, scale_log2, drop.keep_scale);
     }
 #undef SM90_K_FULL
 #undef SM90_V_FULL
 #undef SM90_K_EMPTY
 #undef SM90_V_EMPTY
 #else
-    (void)qkv_map; (void)out; (void)lse; (void)B; (void)T; (void)H; (void)G;
+    (void)qkv_map; (void)out; (void)lse; (void)B; (void)T; (void)H; (void)G; (void)drop;
 #endif
 }
 
@@ -808,11 +939,12 @@ static __device__ __forceinline__ void sm90_bias_rows(float *row, float (&frag)[
 }
 
 /* a lane's dK (times scale) and dV rows into dqkv as bf16: keys key and key + 8 of group grp,
- * columns 8n + 2t (+1) of its accumulator fragments; keys from T on are not written */
-template <int D>
+ * columns 8n + 2t (+1) of its accumulator fragments; keys from T on are not written. DROPOUT: dV
+ * times keep_scale (the 1 / (1 - p) of P's kept values, deferred to here) */
+template <int D, bool DROPOUT = false>
 static __device__ __forceinline__ void sm90_store_dkdv(nvbf16 *dqkv, const float (&dk)[D / 2], const float (&dv)[D / 2],
                                                        float scale, int b, int grp, int key, int t, int T, int H,
-                                                       int G) {
+                                                       int G, float keep_scale = 1.0f) {
     const size_t qkv_stride = (size_t)(H + 2 * G) * D;
     nvbf16 *dk_base = dqkv + (size_t)b * T * qkv_stride + qkv_key_offset(grp, H, G, D);
 #pragma unroll
@@ -824,8 +956,12 @@ static __device__ __forceinline__ void sm90_store_dkdv(nvbf16 *dqkv, const float
         for (int n = 0; n < D / 8; n++) {
             *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * n) =
                 __floats2bfloat162_rn(dk[4 * n + 2 * r] * scale, dk[4 * n + 2 * r + 1] * scale);
-            *reinterpret_cast<__nv_bfloat162 *>(dst + D + 8 * n) =
-                __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
+            if constexpr (DROPOUT)
+                *reinterpret_cast<__nv_bfloat162 *>(dst + D + 8 * n) =
+                    __floats2bfloat162_rn(dv[4 * n + 2 * r] * keep_scale, dv[4 * n + 2 * r + 1] * keep_scale);
+            else
+                *reinterpret_cast<__nv_bfloat162 *>(dst + D + 8 * n) =
+                    __floats2bfloat162_rn(dv[4 * n + 2 * r], dv[4 * n + 2 * r + 1]);
         }
     }
 }
@@ -978,11 +1114,12 @@ static __device__ __forceinline__ void sm90_named_sync(int id) {
 }
 #endif
 
-template <int D, int STAGES>
+template <int D, int STAGES, bool DROPOUT>
 static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
 attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                   nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
-                                  const float *di, float *bias_partials, int B, int T, int Tpad, int H, int G) {
+                                  const float *di, float *bias_partials, int B, int T, int Tpad, int H, int G,
+                                  const sm90_dropout_args drop) {
 #ifdef SM90_WGMMA
     static_assert(D == 128 || D == 64, "the warp-specialized backward is for head dimension 64 or 128");
     constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
@@ -1120,18 +1257,33 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             wgmma_commit();
             sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
             wgmma_commit();
+            /* dropout: the step's keep decisions, drawn while S^T and dP^T are computed */
+            uint32_t keep = 0;
+            if constexpr (DROPOUT)
+                keep = sm90_keep_bits_backward(drop, sm90_head_base(drop, b, grp * per + i / qt_count, T), q0, krow0, g,
+                                               t, T);
             wgmma_wait<1>();
             fence_registers(st);
             sm90_step_stats(di_pairs, stage_stats + SM90_BWD_STEP, t); /* in flight under P^T and dP^T's wait */
             sm90_probs(st, lse_pairs, q0, krow0, g, t, T, scale_log2);
             uint32_t frag_p[4][4], frag[4][4];
-            sm90_pack_a<4>(frag_p, st);
+            if constexpr (DROPOUT) { /* dV += (P keep)^T dO; keep_scale when dV is stored */
+                float kept[32];
+#pragma unroll
+                for (int e = 0; e < 32; e++) kept[e] = (keep >> e) & 1u ? st[e] : 0.0f;
+                sm90_pack_a<4>(frag_p, kept);
+            } else {
+                sm90_pack_a<4>(frag_p, st);
+            }
             fence_registers(dv);
             wgmma_fence();
             sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile);
             wgmma_commit();
             wgmma_wait<1>(); /* dP^T (dV's product runs on) */
             fence_registers(dpt);
+            if constexpr (DROPOUT) /* dP through the mask: dP keep / (1 - p) */
+#pragma unroll
+                for (int e = 0; e < 32; e++) dpt[e] = (keep >> e) & 1u ? dpt[e] * drop.keep_scale : 0.0f;
             sm90_ds(dpt, st, di_pairs);
             sm90_pack_a<4>(frag, dpt);
             unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
@@ -1215,12 +1367,12 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 }
             }
         }
-        sm90_store_dkdv<D>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G);
+        sm90_store_dkdv<D, DROPOUT>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G, drop.keep_scale);
         if (bias_partials != nullptr) { /* this warp's 16 keys, all columns of K and V */
             float *row = bias_partials + ((size_t)b * (key_tiles * 8) + (size_t)(krow0 / 16)) * qkv_stride +
                          qkv_key_offset(grp, H, G, D) + 2 * t;
             sm90_bias_rows<D / 8>(row, dk, krow0 + g < T, krow0 + g + 8 < T, scale, g);
-            sm90_bias_rows<D / 8>(row + D, dv, krow0 + g < T, krow0 + g + 8 < T, 1.0f, g);
+            sm90_bias_rows<D / 8>(row + D, dv, krow0 + g < T, krow0 + g + 8 < T, DROPOUT ? drop.keep_scale : 1.0f, g);
         }
     }
     /* no more partials: the dQ warp stops */
@@ -1234,7 +1386,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
 #undef SM90_DQ_EMPTY
 #else
     (void)qkv_map; (void)dout_map; (void)dqkv; (void)dq_accum; (void)dq_sems; (void)tile_counter; (void)lse2; (void)di; (void)B; (void)T;
-    (void)Tpad; (void)H; (void)G; (void)bias_partials;
+    (void)Tpad; (void)H; (void)G; (void)bias_partials; (void)drop;
 #endif
 }
 
@@ -1664,11 +1816,17 @@ extern "C" int cuda_attention_sm90_available(void) {
     return available;
 }
 
-/* whether the forward of this call runs here: MTC_ATTENTION_SM90=0 turns the path off */
+/* whether the forward of this call runs here: MTC_ATTENTION_SM90=0 turns the path off, and
+ * MTC_ATTENTION_SM90_DROPOUT=0 turns it off for attention dropout (p > 0) only, so that the
+ * mma.sync kernels run those calls as before (for comparisons) */
 extern "C" int cuda_attention_sm90_applies(const void *out, const void *qkv, int D, float dropout_p) {
     const char *env = getenv("MTC_ATTENTION_SM90");
     if (env != NULL && strcmp(env, "0") == 0) return 0;
-    return (D == 64 || D == 128) && dropout_p == 0.0f && aligned16(out) && aligned16(qkv) &&
+    if (dropout_p > 0.0f) {
+        const char *drop_env = getenv("MTC_ATTENTION_SM90_DROPOUT");
+        if (drop_env != NULL && strcmp(drop_env, "0") == 0) return 0;
+    }
+    return (D == 64 || D == 128) && dropout_p >= 0.0f && dropout_p < 1.0f && aligned16(out) && aligned16(qkv) &&
            cuda_attention_sm90_available();
 }
 
@@ -1724,33 +1882,42 @@ static int sm90_sm_count(void) {
 #define SM90_WS_STAGES 2
 
 /* persistent: one block per SM, or per tile where there are fewer tiles */
-template <int D>
-static void sm90_forward_ws_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H, int G) {
-    auto kernel = attention_forward_ws_sm90_kernel<D, SM90_WS_BN, SM90_WS_CONSUMERS, SM90_WS_STAGES>;
+template <int D, bool DROPOUT>
+static void sm90_forward_ws_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H, int G,
+                                   const sm90_dropout_args &drop) {
+    auto kernel = attention_forward_ws_sm90_kernel<D, SM90_WS_BN, SM90_WS_CONSUMERS, SM90_WS_STAGES, DROPOUT>;
     const size_t smem = SM90_WS_SMEM(D, SM90_WS_BN, SM90_WS_CONSUMERS, SM90_WS_STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const CUtensorMap map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
     const size_t tiles = (size_t)B * H * ceil_div((size_t)T, (size_t)64 * SM90_WS_CONSUMERS);
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
-    kernel<<<(unsigned int)grid, 128 * (SM90_WS_CONSUMERS + 1), smem, compute_stream()>>>(map, out, lse, B, T, H, G);
+    kernel<<<(unsigned int)grid, 128 * (SM90_WS_CONSUMERS + 1), smem, compute_stream()>>>(map, out, lse, B, T, H, G,
+                                                                                         drop);
     CHECK_LAUNCH();
 }
 
 extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G,
-                                            int D) {
-    if (D == 128) sm90_forward_ws_launch<128>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
-    else sm90_forward_ws_launch<64>(as_nv(out), lse, as_nv(qkv), B, T, H, G);
+                                            int D, int head_start, int total_heads, dropout_rng rng) {
+    const sm90_dropout_args drop = sm90_dropout_of(rng, head_start, total_heads);
+    const bool dropout = rng.p > 0.0f;
+    if (D == 128) {
+        if (dropout) sm90_forward_ws_launch<128, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
+        else sm90_forward_ws_launch<128, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
+    } else {
+        if (dropout) sm90_forward_ws_launch<64, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
+        else sm90_forward_ws_launch<64, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
+    }
 }
 
 /* the warp-specialized backward (D 64 or 128) after cuda_attention.cu's row kernel (lse2, Di:
  * [B*H, Tpad], Tpad a multiple of 128; dq_sems [B*H, Tpad/64] and the tile counter after them
  * zeroed by it; dq_accum [B*H, Tpad, D] fp32, any contents, 16-byte aligned): persistent, one
  * block per SM or per tile where there are fewer tiles */
-template <int D, int STAGES>
+template <int D, int STAGES, bool DROPOUT>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
                                     const float *lse2, const float *di, float *bias_partials, int B, int T, int Tpad,
-                                    int H, int G) {
-    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES>;
+                                    int H, int G, const sm90_dropout_args &drop) {
+    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES, DROPOUT>;
     const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
@@ -1759,7 +1926,7 @@ static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems,
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
     int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP; /* zeroed with the semaphores */
     kernel<<<(unsigned int)grid, SM90_WSB_THREADS, smem, compute_stream()>>>(
-        qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, bias_partials, B, T, Tpad, H, G);
+        qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, bias_partials, B, T, Tpad, H, G, drop);
     CHECK_LAUNCH();
 }
 
@@ -1802,18 +1969,31 @@ extern "C" int cuda_attention_sm90_backward_fused(int D) {
 
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                              const float *di, float *dq_accum, int *dq_sems, float *bias_partials,
-                                             int B, int T, int Tpad, int H, int G, int D) {
+                                             int B, int T, int Tpad, int H, int G, int D, int head_start,
+                                             int total_heads, dropout_rng rng) {
     const int fused = cuda_attention_sm90_backward_fused(D);
     if (!fused && bias_partials != NULL)
         KERNELS_FATAL("cuda_attention_sm90_backward: bias partials need the one-pass backward");
-    if (fused && D == 64)
-        sm90_backward_ws_launch<64, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, di,
-                                                     bias_partials, B, T, Tpad, H, G);
-    else if (fused)
-        sm90_backward_ws_launch<128, SM90_WSB_STAGES>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2,
-                                                      di, bias_partials, B, T, Tpad, H, G);
-    else if (D == 128) sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
-    else sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    const bool dropout = rng.p > 0.0f;
+    if (!fused && dropout)
+        KERNELS_FATAL("cuda_attention_sm90_backward: attention dropout needs the one-pass backward "
+                      "(MTC_ATTENTION_FUSED_BACKWARD=0 runs it on the mma.sync kernels)");
+    const sm90_dropout_args drop = sm90_dropout_of(rng, head_start, total_heads);
+#define SM90_BACKWARD_WS(DIM, DROP)                                                                                 \
+    sm90_backward_ws_launch<DIM, SM90_WSB_STAGES, DROP>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, \
+                                                        di, bias_partials, B, T, Tpad, H, G, drop)
+    if (fused && D == 64) {
+        if (dropout) SM90_BACKWARD_WS(64, true);
+        else SM90_BACKWARD_WS(64, false);
+    } else if (fused) {
+        if (dropout) SM90_BACKWARD_WS(128, true);
+        else SM90_BACKWARD_WS(128, false);
+    } else if (D == 128) {
+        sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    } else {
+        sm90_backward_two_pass<64>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
+    }
+#undef SM90_BACKWARD_WS
 }
 
 /* runs the two products on device copies of q, k, v (host [128][D] floats, rounded to bf16

@@ -206,11 +206,14 @@ void cuda_tanh_forward(bf16 *out, const bf16 *x, size_t n);
 void cuda_tanh_backward(bf16 *dx, const bf16 *y, const bf16 *dout, size_t n);
 
 /* ---- the forward on Hopper's wgmma (cuda_attention_sm90.cu), taken by cuda_attention_forward
- * where it applies: D 64 or 128, no dropout, 16-byte aligned, an sm_90 GPU running sm_90a code,
- * and MTC_ATTENTION_SM90 is not "0". lse is the workspace's fp32 [B,H,T]. */
+ * where it applies: D 64 or 128, 16-byte aligned, an sm_90 GPU running sm_90a code, and
+ * MTC_ATTENTION_SM90 is not "0"; with attention dropout (dropout_p > 0, the mma.sync kernels'
+ * keep decisions: head b * total_heads + head_start + h) unless MTC_ATTENTION_SM90_DROPOUT is
+ * "0". lse is the workspace's fp32 [B,H,T]. */
 int cuda_attention_sm90_available(void);
 int cuda_attention_sm90_applies(const void *out, const void *qkv, int D, float dropout_p);
-void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G, int D);
+void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G, int D,
+                                 int head_start, int total_heads, dropout_rng rng);
 /* the backward in one pass, dK, dV and dQ (where the forward applies and dout is 16-byte
  * aligned), after cuda_attention.cu's row kernel wrote lse2 = lse log2(e) and Di ([B*H, Tpad])
  * and zeroed dq_sems ([B*H, Tpad/64] ints, then one more: the D 128 kernel's tile counter);
@@ -220,10 +223,11 @@ void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, 
  * the sequence's 16-row blocks are left as they were (the caller zeroes them). */
 void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                   const float *di, float *dq_accum, int *dq_sems, float *bias_partials, int B, int T,
-                                  int Tpad, int H, int G, int D);
+                                  int Tpad, int H, int G, int D, int head_start, int total_heads, dropout_rng rng);
 /* 1 where that backward is the one-pass kernel (D 64 and 128, unless MTC_ATTENTION_FUSED_BACKWARD=0),
  * which needs dq_accum and dq_sems and can sum the bias partials; otherwise it runs the two-pass
- * dK/dV and dQ kernels and takes NULL for all three */
+ * dK/dV and dQ kernels and takes NULL for all three. Attention dropout (rng.p > 0) runs in the
+ * one-pass kernel only (the caller takes the mma.sync backward where this is 0). */
 int cuda_attention_sm90_backward_fused(int D);
 /* the two products of one block alone against double references (tests); -1 without sm_90a */
 int cuda_attention_sm90_selftest(int D, const float *q, const float *k, const float *v,

@@ -11,7 +11,11 @@
  * 1e-2; fp32 statistics computed from identical inputs must agree to 1e-5 (row max and target
  * logit exactly). The attention backward must be bitwise reproducible: the mma.sync one has no
  * atomics; the Hopper one sums dQ's partials of the key tiles in an order its semaphores fix,
- * which test_backward_reruns checks at shapes where a free order would show.
+ * which test_backward_reruns checks at shapes where a free order would show (with and without
+ * dropout). Attention dropout runs on both paths (the Hopper wgmma kernels draw it inside their
+ * passes since issue 44): besides the outputs and gradients against the CPU, test_dropout_mask
+ * reads the keep decisions of the forward and of the backward back out of the outputs and dV
+ * and compares them with the CPU's, element for element.
  * Exits 77 (SKIP) where there is no CUDA device. */
 #include <math.h>
 #include <stdint.h>
@@ -22,6 +26,7 @@
 #include "tests/gpu/cuda_test_util.h"
 #include "tests/gpu/attention_test_util.h"
 #include "kernels/kernels.h"
+#include "kernels/philox.h"
 #include "tests/tap.h"
 
 /* The qkv bias gradient (dbias += column sums of dqkv) against the sums of the GPU's own bf16 dqkv
@@ -146,6 +151,121 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     free(out); free(dqkv); free(got); free(want); free(raw1); free(raw2);
 }
 
+/* The dropout mask itself, element for element against the CPU's draw (philox_keep_attention
+ * at the CPU backend's counters): with q = 0 every visible score is 0, so P[i, j] = 1 / (i + 1)
+ * in the forward; key j's value row is 2^(j / D) in column j % D and 0 elsewhere (T <= 5D), so
+ *   out[i, c] (1 - p) (i + 1) = sum over kept j <= i with j % D == c of 2^(j / D)
+ * an integer of at most 5 bits that bf16 carries exactly enough to round back (every product
+ * and sum before the final scaling is exact). The backward is then run on a workspace of lse = 0
+ * (P[i, j] = exp(0) = 1 on the visible elements) with dO[i] = 2^(i / D) in column i % D of one
+ * query head per group (the others 0, the group's heads in turn), so that
+ *   dV[j, c] (1 - p) = sum over kept i >= j with i % D == c of 2^(i / D)
+ * gives the backward's keep decisions of that head. Any element whose decision differs from the
+ * CPU's changes one bit of one code. */
+static void test_dropout_mask(int B, int T, int H, int G, int D, int head_start, int total_heads) {
+    const float p = 0.1f;
+    const size_t row = (size_t)(H + 2 * G) * D, n_qkv = (size_t)B * T * row, n_out = (size_t)B * T * H * D;
+    const int per = H / G;
+    dropout_rng rng = {p, 4321u, 0x6a09e667u + (uint64_t)T, 99u};
+    char shape[160];
+    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d heads %d+%d/%d p=%.2f", path_label, B, T, H, G, D,
+             head_start, H, total_heads, (double)p);
+    if (T > 5 * D) {
+        fprintf(stderr, "test_dropout_mask: T=%d needs more than 5 value columns per key column (D=%d)\n", T, D);
+        exit(1);
+    }
+    /* the CPU's keep decisions, [B, H, T, T] */
+    unsigned char *keep = host_alloc((size_t)B * H * T * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const uint64_t head_base =
+                rng.offset + ((uint64_t)b * total_heads + (uint64_t)(head_start + h)) * (uint64_t)T * (uint64_t)T;
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j <= i; j++)
+                    keep[(((size_t)b * H + h) * T + i) * T + j] =
+                        (unsigned char)philox_keep_attention(rng.seed, rng.stream, head_base, T, i, j, p);
+        }
+
+    float *qkv = host_alloc(n_qkv * sizeof(float));
+    fill_random(qkv, n_qkv, 555u + (uint64_t)T, 1.0f); /* the keys: any values */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *r = qkv + ((size_t)b * T + t) * row;
+            for (int h = 0; h < H; h++) memset(r + qkv_query_offset(h, H, G, D), 0, (size_t)D * sizeof(float));
+            for (int grp = 0; grp < G; grp++) {
+                float *v = r + qkv_key_offset(grp, H, G, D) + D;
+                memset(v, 0, (size_t)D * sizeof(float));
+                v[t % D] = (float)(1 << (t / D));
+            }
+        }
+    round_to_bf16(qkv, n_qkv);
+    bf16 *d_qkv = upload_bf16(qkv, n_qkv);
+    bf16 *d_out = device_alloc(n_out * sizeof(bf16)), *d_dqkv = device_alloc(n_qkv * sizeof(bf16));
+    const size_t ws_bytes = cuda_attention_workspace_bytes(B, T, H, D);
+    void *d_ws = device_alloc(ws_bytes);
+    poison(d_out, n_out * sizeof(bf16));
+    device_sync();
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, rng);
+    float *out = download_bf16(d_out, n_out);
+    size_t wrong = 0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++)
+                for (int c = 0; c < D; c++) {
+                    long want = 0;
+                    for (int j = c; j <= i; j += D)
+                        if (keep[(((size_t)b * H + h) * T + i) * T + j]) want += 1L << (j / D);
+                    const float got = out[(((size_t)b * T + i) * H + h) * D + c];
+                    const double code = (double)got * (1.0 - (double)p) * (double)(i + 1);
+                    if (!isfinite(got) || fabs(code - (double)want) > 0.25) wrong++;
+                }
+    tap_diag("attention dropout mask %s: forward, %zu of %zu outputs off the CPU's mask", shape, wrong, n_out);
+    tap_ok(wrong == 0, "attention dropout mask %s: forward keeps what the CPU keeps", shape);
+
+    /* the backward on lse = 0, one query head of each group at a time */
+    float *zeros = host_alloc(ws_bytes), *dout = host_alloc(n_out * sizeof(float));
+    memset(zeros, 0, ws_bytes);
+    size_t wrong_bwd = 0, checked = 0;
+    for (int idx = 0; idx < per; idx++) {
+        memset(dout, 0, n_out * sizeof(float));
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int grp = 0; grp < G; grp++)
+                    dout[(((size_t)b * T + t) * H + grp * per + idx) * D + t % D] = (float)(1 << (t / D));
+        bf16 *d_dout = upload_bf16(dout, n_out);
+        TEST_CUDA(cudaMemcpy(d_ws, zeros, ws_bytes, cudaMemcpyHostToDevice));
+        poison(d_dqkv, n_qkv * sizeof(bf16));
+        device_sync();
+        cuda_attention_backward(d_dqkv, NULL, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start, total_heads, rng);
+        float *dqkv = download_bf16(d_dqkv, n_qkv);
+        for (int b = 0; b < B; b++)
+            for (int grp = 0; grp < G; grp++) {
+                const int h = grp * per + idx;
+                for (int j = 0; j < T; j++)
+                    for (int c = 0; c < D; c++) {
+                        long want = 0;
+                        for (int i = j + ((c - j % D) % D + D) % D; i < T; i += D) /* i >= j, i % D == c */
+                            if (keep[(((size_t)b * H + h) * T + i) * T + j]) want += 1L << (i / D);
+                        const float got = dqkv[((size_t)b * T + j) * row + qkv_key_offset(grp, H, G, D) + D + c];
+                        const double code = (double)got * (1.0 - (double)p);
+                        if (!isfinite(got) || fabs(code - (double)want) > 0.25) wrong_bwd++;
+                        checked++;
+                    }
+            }
+        TEST_CUDA(cudaFree(d_dout));
+        free(dqkv);
+    }
+    tap_diag("attention dropout mask %s: backward, %zu of %zu dV values off the CPU's mask", shape, wrong_bwd,
+             checked);
+    tap_ok(wrong_bwd == 0, "attention dropout mask %s: backward (dV) keeps what the CPU keeps", shape);
+
+    TEST_CUDA(cudaFree(d_qkv));
+    TEST_CUDA(cudaFree(d_out));
+    TEST_CUDA(cudaFree(d_dqkv));
+    TEST_CUDA(cudaFree(d_ws));
+    free(keep); free(qkv); free(out); free(zeros); free(dout);
+}
+
 /* The backward run RUNS times on the same inputs must give the same dqkv bits. On Hopper dQ_i is
  * the sum over key tiles of the partials dS K, added into fp32 one tile after another in the
  * order the semaphores fix (descending key tile). In another order the fp32 sums differ in their
@@ -155,12 +275,12 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
  * per partial, or a semaphore that let two key tiles add at once) would differ between runs; the
  * shapes have many key tiles per query tile, GQA (the dK/dV blocks walk 4 heads each) and more
  * blocks than SMs, so the blocks of one (batch, group) run concurrently with others'. */
-static void test_backward_reruns(int B, int T, int H, int G, int D) {
+static void test_backward_reruns(int B, int T, int H, int G, int D, float p) {
     enum { RUNS = 4 };
     const size_t n_qkv = (size_t)B * T * (H + 2 * G) * D, n_out = (size_t)B * T * H * D;
-    dropout_rng rng = {0.0f, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
+    dropout_rng rng = {p, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
     char shape[128];
-    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d", path_label, B, T, H, G, D);
+    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d p=%.2f", path_label, B, T, H, G, D, (double)p);
     float *qkv = host_alloc(n_qkv * sizeof(float)), *dout = host_alloc(n_out * sizeof(float));
     fill_random(qkv, n_qkv, 4242u + (uint64_t)D, 2.0f);
     fill_random(dout, n_out, 4343u + (uint64_t)D, 1.0f);
@@ -323,7 +443,7 @@ int main(void) {
 #endif
 
     /* every attention shape twice: the mma.sync forward, then the default (wgmma on Hopper for
-     * D 64 and 128 without dropout) */
+     * D 64 and 128, with or without dropout) */
     for (int pass = 0; pass < 2; pass++) {
     if (pass == 0) setenv("MTC_ATTENTION_SM90", "0", 1), path_label = "mma.sync ";
     else unsetenv("MTC_ATTENTION_SM90"), path_label = "";
@@ -361,11 +481,32 @@ int main(void) {
     test_attention(2, 200, 4, 2, 128, 0, 4, 0.0f);
     test_attention(1, 333, 2, 2, 64, 0, 2, 0.0f);
     test_attention(2, 200, 4, 2, 64, 0, 4, 0.0f);
+    /* attention dropout in the Hopper kernels: the same shapes with p = 0.1 (key-tile counts 1,
+     * 2, 3, 5, T off the tiles, grouped, local heads of a larger total) */
+    test_attention(1, 128, 2, 2, 64, 0, 2, 0.1f);
+    test_attention(1, 256, 2, 2, 128, 0, 2, 0.1f);
+    test_attention(1, 384, 2, 2, 64, 1, 4, 0.1f);
+    test_attention(2, 640, 1, 1, 128, 0, 1, 0.1f);
+    test_attention(1, 333, 2, 2, 128, 0, 2, 0.1f);
+    test_attention(2, 200, 4, 2, 128, 4, 12, 0.1f);
+    test_attention(1, 333, 2, 2, 64, 0, 2, 0.1f);
+    test_attention(2, 200, 4, 2, 64, 0, 4, 0.1f);
+    test_attention(1, 1024, 8, 2, 128, 0, 8, 0.1f);
+    /* the keep decisions element for element (T up to 5 D; off the tiles; grouped; local heads) */
+    test_dropout_mask(1, 64, 1, 1, 64, 0, 1);
+    test_dropout_mask(2, 200, 2, 2, 64, 1, 4);
+    test_dropout_mask(1, 320, 4, 2, 64, 0, 4);
+    test_dropout_mask(1, 128, 2, 2, 128, 0, 2);
+    test_dropout_mask(2, 333, 2, 1, 128, 2, 6);
+    test_dropout_mask(1, 640, 1, 1, 128, 0, 1);
     }
     /* bitwise reruns of the default backward (Hopper: dQ summed over the key tiles in a fixed
      * order, 16 of them here) */
-    test_backward_reruns(8, 2048, 8, 2, 64);
-    test_backward_reruns(8, 2048, 8, 2, 128);
+    test_backward_reruns(8, 2048, 8, 2, 64, 0.0f);
+    test_backward_reruns(8, 2048, 8, 2, 128, 0.0f);
+    /* and with attention dropout (Hopper: drawn inside the one pass) */
+    test_backward_reruns(8, 2048, 8, 2, 64, 0.1f);
+    test_backward_reruns(8, 2048, 8, 2, 128, 0.1f);
     /* the two-pass Hopper backward, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
      * perf/attention_bench compares the two so) */
     setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
@@ -376,7 +517,16 @@ int main(void) {
      * the tiles */
     test_attention(1, 1024, 8, 2, 64, 0, 8, 0.0f);
     test_attention(2, 333, 4, 2, 64, 0, 4, 0.0f);
+    /* with dropout the two-pass request takes the Hopper forward and the mma.sync backward */
+    test_attention(1, 1024, 8, 2, 128, 0, 8, 0.1f);
+    test_dropout_mask(2, 200, 2, 2, 64, 1, 4);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
+    /* MTC_ATTENTION_SM90_DROPOUT=0: dropout back on the mma.sync kernels, p = 0 still on Hopper */
+    setenv("MTC_ATTENTION_SM90_DROPOUT", "0", 1);
+    path_label = "sm90-dropout-off ";
+    test_attention(1, 333, 2, 2, 128, 0, 2, 0.1f);
+    test_attention(1, 333, 2, 2, 128, 0, 2, 0.0f);
+    unsetenv("MTC_ATTENTION_SM90_DROPOUT");
     path_label = "";
 
     static const int ce_rows[] = {1, 7, 64};
