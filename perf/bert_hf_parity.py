@@ -20,6 +20,10 @@ logits' largest difference; then one PASS/FAIL line per setting. The settings:
 Exits 1 on any FAIL.
 
 usage: bert_hf_parity.py HF_DIR OURS_PREFIX PROMPTS
+       bert_hf_parity.py make OUT_DIR LIKE_CONFIG
+  make: saves a random model of LIKE_CONFIG's architecture and sizes (the export's config.json)
+  with every parameter perturbed (LayerNorm weights not 1, biases not 0, so that each tensor's
+  mapping matters), for the import direction: convert_checkpoint --from-hf, then the comparison.
 """
 import json
 import sys
@@ -50,7 +54,25 @@ def load(hf_dir, architecture, device):
     return model.to(device).eval()
 
 
+def make(out_dir, like):
+    config_dict = json.load(open(like))
+    architecture = config_dict["architectures"][0]
+    config = transformers.MegatronBertConfig(**{k: v for k, v in config_dict.items()
+                                                if k not in ("architectures", "torch_dtype", "dtype")})
+    torch.manual_seed(0)
+    model = getattr(transformers, architecture)(config).eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name != "cls.predictions.decoder.weight":  # tied to the word embeddings
+                parameter.add_(torch.randn_like(parameter) * 0.05)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    print(f"# made a random {architecture} like {like} in {out_dir} (every parameter perturbed by N(0, 0.05))")
+    return 0
+
+
 def main():
+    if sys.argv[1] == "make":
+        sys.exit(make(sys.argv[2], sys.argv[3]))
     hf_dir, prefix, prompts = sys.argv[1], sys.argv[2], int(sys.argv[3])
     config = json.load(open(f"{hf_dir}/config.json"))
     vocab, architecture = config["vocab_size"], config["architectures"][0]

@@ -6,7 +6,10 @@
 # logits on PROMPTS samples with token types and padding (tests/tools/bert_logits, fp32), and
 # compares them with transformers' MegatronBertForPreTraining in float32 (perf/bert_hf_parity.py:
 # as transformers computes config.json, and with the LM head's GeLU exact, which is our model's
-# function: max |d logit|, max |d log-prob|, the binary logits, PASS/FAIL). Writes the record
+# function: max |d logit|, max |d log-prob|, the binary logits, PASS/FAIL). Then the import
+# direction: transformers makes a random model of the export's config.json with every parameter
+# perturbed (bert_hf_parity.py make), convert_checkpoint --from-hf imports it, and our logits of
+# it are compared with transformers' the same way. Writes the record
 # (date, commit, machine, versions, model, results) to RECORD.
 #
 #   perf/bert_hf_parity.sh      (from the built tree, or with the executables on PATH: a devpack)
@@ -83,12 +86,32 @@ echo "# peer: $peer"
 status=0
 "$python" "$top/perf/bert_hf_parity.py" "$logdir/hf" "$logdir/ours" "$prompts" > "$logdir/parity.out" 2>&1 || status=$?
 cat "$logdir/parity.out"
+# the other way: a model made by transformers (every parameter perturbed), imported, compared
+rm -rf "$logdir/made" "$logdir/imported"
+"$python" "$top/perf/bert_hf_parity.py" make "$logdir/made" "$logdir/hf/config.json" > "$logdir/import.out" 2>&1 &&
+    "$CONVERT" --from-hf --input "$logdir/made" --save "$logdir/imported" --make-vocab-size-divisible-by 16 \
+        >> "$logdir/import.out" 2>&1 || { echo "FAIL: the import step failed:"; tail -5 "$logdir/import.out"; status=1; }
+sed 's/^/# /' "$logdir/import.out"
+p=0
+while [ "$status" = 0 ] && [ "$p" -lt "$prompts" ]; do
+    step "$logdir/logits_imported.$p.out" mpiexec -n 1 "$LOGITS" "$logdir/ours_imported.$p" $MODEL --micro-batch-size 1 \
+        --global-batch-size 1 --train-iters 1 --lr 0 --seed $((1000 + p)) --load "$logdir/imported" --finetune
+    p=$((p + 1))
+done
+if [ "$status" = 0 ]; then
+    echo "# import direction: transformers' model made and saved, imported with --from-hf" >> "$logdir/parity.out"
+    "$python" "$top/perf/bert_hf_parity.py" "$logdir/made" "$logdir/ours_imported" "$prompts" > "$logdir/parity_import.out" 2>&1 ||
+        status=$?
+    cat "$logdir/parity_import.out" >> "$logdir/parity.out"
+    cat "$logdir/parity_import.out"
+fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 {
     echo "# BERT: our forward against transformers' $architecture ($(date +%F))"
     echo
     echo "Issue 46 item 4: a pretrain_bert checkpoint exported with \`convert_checkpoint --to-hf\`, our logits"
-    echo "against transformers' on the same inputs (token types, padding), float32."
+    echo "against transformers' on the same inputs (token types, padding), float32; then the other way: a"
+    echo "model made by transformers (every parameter perturbed) imported with \`--from-hf\`, compared the same way."
     echo
     echo "- machine: $(hostname)${gpu:+, $gpu}; $peer; commit $commit"
     echo "- command: \`perf/bert_hf_parity.sh\` (TRAIN_ITERS=$iters PROMPTS=$prompts NOBINARY=${NOBINARY:-0})"
