@@ -18,6 +18,11 @@ struct context_parallel_scratch {
      * the exchange's two sides; the packed keys and values of the blocks and their gradients are
      * kv[] and dkv[], which go around the ring of a2a+p2p */
     void *heads_qkv, *heads_out, *heads_dout, *heads_dqkv, *send, *received;
+    /* a2a with one ring member (the whole context-parallel group exchanges heads): the group's
+     * sequence in its natural order, [B, CP T, width], for one attention call over it (qkv,
+     * out, dout, the gradient of qkv); full_workspace: that call's workspace where the layer's
+     * (sized for [B, T] rows of every local head) cannot hold it (the CPU's probabilities) */
+    void *natural_qkv, *natural_out, *natural_dout, *natural_dqkv, *full_workspace;
 };
 
 typedef struct cp_shapes {
@@ -56,6 +61,33 @@ static cp_comm_kind comm_type(const gpt_model *m, int layer) {
     return (cp_comm_kind)m->config.cp_comm_type[layer < GPT_MAX_MOE_LAYERS ? layer : 0];
 }
 
+typedef struct cp_levels {
+    int a2a_size, ring_size;   /* A and R */
+    int a2a_index, ring_index; /* this rank's places: CP rank = ring_index x A + a2a_index */
+} cp_levels;
+
+static cp_levels levels_of(const gpt_model *m, int layer) {
+    const gpt_config *c = &m->config;
+    cp_levels L;
+    L.a2a_size = comm_type(m, layer) == CP_COMM_A2A_P2P ? c->cp_a2a_size : c->cp_size;
+    if (L.a2a_size < 1 || c->cp_size % L.a2a_size != 0)
+        FATAL("a2a+p2p: the a2a group size %d does not divide the context-parallel size %d", L.a2a_size, c->cp_size);
+    L.ring_size = c->cp_size / L.a2a_size;
+    L.a2a_index = c->cp_rank % L.a2a_size;
+    L.ring_index = c->cp_rank / L.a2a_size;
+    return L;
+}
+
+/* one attention call over the whole sequence of the context-parallel group (a2a with one ring
+ * member, 1/CP of the local heads) keeps what its backward needs in the layer's workspace when
+ * that is large enough (CUDA: a log-sum-exp per row and head, the same size); otherwise (the
+ * CPU's probabilities) in full_workspace, recomputed before the backward */
+static int full_call_fits(const gpt_model *m) {
+    cp_shapes s = shapes_of(m);
+    return m->ops->attention_workspace_bytes(s.B, s.T * s.cp, s.Hl / s.cp, s.D) <=
+           m->ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D);
+}
+
 void context_parallel_scratch_allocate(gpt_model *m) {
     const gpt_config *c = &m->config;
     if (c->cp_size <= 1) return;
@@ -71,9 +103,10 @@ void context_parallel_scratch_allocate(gpt_model *m) {
     size_t kv_bytes = ops->act_bytes * s.kv_count;
     int any[4] = {0, 0, 0, 0};
     for (int l = 0; l < c->num_layers; l++) any[comm_type(m, l)] = 1;
-    if (any[CP_COMM_A2A_P2P] && strcmp(ops->name, "cpu") != 0)
-        user_error("--cp-comm-type a2a+p2p (hierarchical context parallelism) is built on the CPU backend only: "
-                   "use p2p, allgather or a2a with --device %s", ops->name);
+    for (int l = 0; l < c->num_layers; l++) /* a ring of one is a2a (one attention call) */
+        if (comm_type(m, l) == CP_COMM_A2A_P2P && levels_of(m, l).ring_size > 1 && strcmp(ops->name, "cpu") != 0)
+            user_error("--cp-comm-type a2a+p2p (hierarchical context parallelism) is built on the CPU backend only: "
+                       "use p2p, allgather or a2a with --device %s", ops->name);
     int any_a2a = any[CP_COMM_A2A] || any[CP_COMM_A2A_P2P];
     int any_p2p = any[CP_COMM_P2P] || any_a2a, any_allgather = any[CP_COMM_ALLGATHER];
     for (int k = 0; k < 2; k++) {
@@ -93,6 +126,17 @@ void context_parallel_scratch_allocate(gpt_model *m) {
         for (size_t i = 0; i < sizeof qkv_sized / sizeof *qkv_sized; i++) *qkv_sized[i] = ops->alloc(qkv_bytes);
         x->heads_out = ops->alloc(out_bytes);
         x->heads_dout = ops->alloc(out_bytes);
+        int whole = 0; /* a layer whose a2a group is the whole context-parallel group */
+        for (int l = 0; l < c->num_layers; l++)
+            whole |= (comm_type(m, l) == CP_COMM_A2A || comm_type(m, l) == CP_COMM_A2A_P2P) && levels_of(m, l).ring_size == 1;
+        if (whole) {
+            x->natural_qkv = ops->alloc(qkv_bytes);
+            x->natural_dqkv = ops->alloc(qkv_bytes);
+            x->natural_out = ops->alloc(out_bytes);
+            x->natural_dout = ops->alloc(out_bytes);
+            if (!full_call_fits(m))
+                x->full_workspace = ops->alloc(ops->attention_workspace_bytes(s.B, s.T * s.cp, s.Hl / s.cp, s.D));
+        }
     }
     m->cp_scratch = x;
 }
@@ -101,7 +145,8 @@ void context_parallel_scratch_release(gpt_model *m) {
     struct context_parallel_scratch *x = m->cp_scratch;
     if (!x) return;
     void *buffers[] = {x->kv[0], x->kv[1], x->dkv[0], x->dkv[1], x->block_out, x->block_lse, x->kv_all, x->dkv_all,
-                       x->heads_qkv, x->heads_out, x->heads_dout, x->heads_dqkv, x->send, x->received};
+                       x->heads_qkv, x->heads_out, x->heads_dout, x->heads_dqkv, x->send, x->received,
+                       x->natural_qkv, x->natural_out, x->natural_dout, x->natural_dqkv, x->full_workspace};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         if (buffers[i]) m->ops->release(buffers[i]);
     free(x);
@@ -154,23 +199,6 @@ static void forward_block(gpt_model *m, int layer, const cp_shapes *s, int step,
  * (--hierarchical-context-parallel-sizes' first size), then the packed keys and values of the
  * group's A blocks go around a p2p ring of the R = CP / A ranks A apart (same share of the heads)
  * as in p2p's ring attention, their gradients following them in the backward. */
-
-typedef struct cp_levels {
-    int a2a_size, ring_size;   /* A and R */
-    int a2a_index, ring_index; /* this rank's places: CP rank = ring_index x A + a2a_index */
-} cp_levels;
-
-static cp_levels levels_of(const gpt_model *m, int layer) {
-    const gpt_config *c = &m->config;
-    cp_levels L;
-    L.a2a_size = comm_type(m, layer) == CP_COMM_A2A_P2P ? c->cp_a2a_size : c->cp_size;
-    if (L.a2a_size < 1 || c->cp_size % L.a2a_size != 0)
-        FATAL("a2a+p2p: the a2a group size %d does not divide the context-parallel size %d", L.a2a_size, c->cp_size);
-    L.ring_size = c->cp_size / L.a2a_size;
-    L.a2a_index = c->cp_rank % L.a2a_size;
-    L.ring_index = c->cp_rank / L.a2a_size;
-    return L;
-}
 
 /* the all-to-all among the a2a group (over the context-parallel group, nothing to or from the
  * ranks outside it) of equal blocks of `block` elements: block k of send goes to the group's
@@ -305,6 +333,95 @@ static void a2a_backward(gpt_model *m, int layer, void *dqkv, const void *dout, 
     sequence_to_heads(m, &L, dqkv, x->heads_dqkv, W);
 }
 
+/* ---- a2a over the whole context-parallel group: one attention call (Ulysses) ----
+ * With one ring member (--cp-comm-type a2a, or a2a+p2p of ring size 1) the all-to-all gives
+ * this rank every rank's rows for its 1/CP of the heads. Rank p's rows are the sequence's
+ * pieces p and 2 CP - 1 - p (context_parallel_span); put in their natural order, they are the
+ * whole sequence, and the backend's own causal attention runs over it in one call (on Hopper:
+ * the wgmma kernels), with the dropout numbering of the blocks (the same global positions and
+ * heads). */
+
+/* blocks [CP][B, T, width] (rank p's rows) <-> natural [B, CP T, width]; to_natural 0: back */
+static void natural_order(gpt_model *m, void *natural, void *blocks, int width, int to_natural) {
+    cp_shapes s = shapes_of(m);
+    const kernel_ops *ops = m->ops;
+    size_t piece = (size_t)s.T / 2, bytes = ops->act_bytes * piece * (size_t)width;
+    for (int p = 0; p < s.cp; p++)
+        for (int half = 0; half < 2; half++) {
+            size_t chunk = half == 0 ? (size_t)p : (size_t)(2 * s.cp - 1 - p);
+            for (int b = 0; b < s.B; b++) {
+                void *in_block = act_at(ops, block_at(m, blocks, p, width), ((size_t)b * s.T + half * piece) * width);
+                void *in_natural = act_at(ops, natural, ((size_t)b * s.T * s.cp + chunk * piece) * width);
+                if (to_natural) ops->copy(in_natural, in_block, bytes);
+                else ops->copy(in_block, in_natural, bytes);
+            }
+        }
+}
+
+typedef struct whole_call {
+    cp_levels L;
+    int Hh, Gh, W, O, T, head_start, window_left;
+} whole_call;
+
+static whole_call whole_call_of(const gpt_model *m, int layer) {
+    const gpt_config *c = &m->config;
+    cp_shapes s = shapes_of(m);
+    whole_call w;
+    w.L.a2a_size = s.cp, w.L.ring_size = 1, w.L.a2a_index = s.rank, w.L.ring_index = 0;
+    w.Hh = s.Hl / s.cp, w.Gh = s.Gl / s.cp;
+    w.W = (w.Hh + 2 * w.Gh) * s.D, w.O = w.Hh * s.D, w.T = s.T * s.cp;
+    w.head_start = c->tp_rank * s.Hl + s.rank * w.Hh;
+    w.window_left = gpt_layer_window(c, layer);
+    return w;
+}
+
+/* qkv (this rank's rows, every local head) -> natural_qkv (every rank's rows, this rank's heads) */
+static void gather_natural_qkv(gpt_model *m, const whole_call *w, const void *qkv) {
+    struct context_parallel_scratch *x = m->cp_scratch;
+    heads_to_sequence(m, &w->L, x->heads_qkv, qkv, w->W);
+    natural_order(m, x->natural_qkv, x->heads_qkv, w->W, 1);
+}
+
+static void whole_forward(gpt_model *m, int layer, void *out, void *workspace, const void *qkv, dropout_rng rng) {
+    struct context_parallel_scratch *x = m->cp_scratch;
+    cp_shapes s = shapes_of(m);
+    whole_call w = whole_call_of(m, layer);
+    gather_natural_qkv(m, &w, qkv);
+    m->ops->attention_forward(x->natural_out, full_call_fits(m) ? workspace : x->full_workspace, x->natural_qkv, s.B,
+                              w.T, w.Hh, w.Gh, s.D, w.head_start, m->config.num_attention_heads, w.window_left, rng);
+    natural_order(m, x->natural_out, x->heads_out, w.O, 0);
+    sequence_to_heads(m, &w.L, out, x->heads_out, w.O);
+}
+
+static void whole_backward(gpt_model *m, int layer, void *dqkv, const void *dout, const void *qkv, const void *out,
+                           const void *workspace, dropout_rng rng) {
+    struct context_parallel_scratch *x = m->cp_scratch;
+    cp_shapes s = shapes_of(m);
+    whole_call w = whole_call_of(m, layer);
+    int total_heads = m->config.num_attention_heads;
+    gather_natural_qkv(m, &w, qkv);
+    heads_to_sequence(m, &w.L, x->heads_dout, dout, w.O);
+    natural_order(m, x->natural_dout, x->heads_dout, w.O, 1);
+    const void *saved = workspace;
+    if (full_call_fits(m)) {
+        heads_to_sequence(m, &w.L, x->heads_out, out, w.O);
+        natural_order(m, x->natural_out, x->heads_out, w.O, 1);
+    } else { /* the forward again, for its workspace (the same bits as the forward's output) */
+        m->ops->attention_forward(x->natural_out, x->full_workspace, x->natural_qkv, s.B, w.T, w.Hh, w.Gh, s.D,
+                                  w.head_start, total_heads, w.window_left, rng);
+        saved = x->full_workspace;
+    }
+    m->ops->attention_backward(x->natural_dqkv, NULL, x->natural_dout, x->natural_qkv, x->natural_out, saved, s.B, w.T,
+                               w.Hh, w.Gh, s.D, w.head_start, total_heads, w.window_left, rng);
+    natural_order(m, x->natural_dqkv, x->heads_dqkv, w.W, 0);
+    sequence_to_heads(m, &w.L, dqkv, x->heads_dqkv, w.W);
+}
+
+static int whole_group_a2a(const gpt_model *m, int layer) {
+    cp_comm_kind kind = comm_type(m, layer);
+    return (kind == CP_COMM_A2A || kind == CP_COMM_A2A_P2P) && levels_of(m, layer).ring_size == 1;
+}
+
 /* ---- the attention ---- */
 
 void context_parallel_attention_forward(gpt_model *m, int layer, void *out, void *workspace, const void *qkv,
@@ -316,6 +433,10 @@ void context_parallel_attention_forward(gpt_model *m, int layer, void *out, void
     cp_shapes s = shapes_of(m);
     float *lse = workspace;
     size_t kv_bytes = ops->act_bytes * s.kv_count;
+    if (whole_group_a2a(m, layer)) {
+        whole_forward(m, layer, out, workspace, qkv, rng);
+        return;
+    }
     if (comm_type(m, layer) == CP_COMM_A2A || comm_type(m, layer) == CP_COMM_A2A_P2P) {
         a2a_forward(m, layer, out, lse, qkv, rng);
         return;
@@ -355,6 +476,10 @@ void context_parallel_attention_backward(gpt_model *m, int layer, void *dqkv, co
     cp_shapes s = shapes_of(m);
     const float *lse = workspace;
     size_t kv_bytes = ops->act_bytes * s.kv_count;
+    if (whole_group_a2a(m, layer)) {
+        whole_backward(m, layer, dqkv, dout, qkv, out, workspace, rng);
+        return;
+    }
     if (comm_type(m, layer) == CP_COMM_A2A || comm_type(m, layer) == CP_COMM_A2A_P2P) {
         a2a_backward(m, layer, dqkv, dout, qkv, out, lse, rng);
         return;
