@@ -15,8 +15,9 @@
 # than TP with local non-persistent checkpoints) is refused naming the flag (context parallelism
 # with MoE is refused on its own).
 # --expert-tensor-parallel-size 2 with TP4 + SP (each expert split over 2 of the 4 tensor-parallel
-# ranks: EP1, EP2, DP2 x EP2 with the distributed optimizer) and ETP1 x TP4 x EP4 match one rank
-# (4 query groups) likewise; their start-up lines name Megatron's expert groups, and an ETP2 x TP4
+# ranks: EP1, EP2, DP2 x EP2 and PP2 x EP2 with the distributed optimizer, capacity) and ETP1 x
+# TP4 x EP4 match one rank (4 query groups) likewise, --moe-shared-expert-overlap on ETP2 x TP4 x
+# EP2 bitwise the run without it; their start-up lines name Megatron's expert groups, and an ETP2 x TP4
 # checkpoint reshards into ETP4 (= TP4) and ETP1 and resumes on both with the same losses.
 # --keep-mlp-activation (the experts' activation kept for the backward, not computed again)
 # gives the reference's bits (EP2 with it: within the layouts' tolerance).
@@ -119,6 +120,8 @@ grep -q "^>   expert-tensor-parallel groups (ordered ranks): \[0,1\] \[2,3\] \[4
     grep -q "^>   expert-data-parallel groups (ordered ranks): \[0,4\] \[1,5\] \[2,6\] \[3,7\]$" "$WORK/out"
 ok $? "ETP2 x TP4 x DP2 x EP2: expert-tensor-parallel [0,1] [2,3] [4,5] [6,7], expert-parallel [0,2] [1,3] [4,6] [5,7], expert-data-parallel [0,4] [1,5] [2,6] [3,7] (Megatron's)"
 layout "ETP1 x TP4 + SP x EP4" 4 $TP4 --expert-tensor-parallel-size 1 $EP 4
+layout "ETP2 x TP4 + SP x PP2 x EP2 distributed optimizer" 8 $ETP2 --pipeline-model-parallel-size 2 $EP 2 \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
 
 CAPACITY="--moe-expert-capacity-factor 0.5 --moe-token-drop-policy probs --moe-router-pre-softmax"
 reference capacity $CAPACITY
@@ -126,6 +129,8 @@ layout "capacity 0.5: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 
 layout "capacity 0.5: PP2 x DP2 distributed optimizer" 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer $CAPACITY
 layout "capacity 0.5: EP4" 4 $EP 4 $CAPACITY
 layout "capacity 0.5: ETP1 x TP2 + SP x EP2" 2 $ETP1 $EP 2 $CAPACITY
+reference capacity_qg4 $QG4 $CAPACITY
+layout "capacity 0.5: ETP2 x TP4 + SP x EP2" 4 $ETP2 $EP 2 $CAPACITY
 # --moe-apply-probs-on-input (top-1): each rank scales and sends its own tokens' rows
 PROBS="--moe-router-topk 1 --moe-apply-probs-on-input"
 reference probs $PROBS
@@ -179,6 +184,7 @@ overlap_same "EP2 x TP2 + sequence parallel" 4 "$OVERLAPS" $EP 2 --tensor-model-
 overlap_same "EP2 x PP2" 4 "$OVERLAPS" $EP 2 --pipeline-model-parallel-size 2 $SHARED
 overlap_same "one rank" 1 "$NOTHING" $SHARED
 overlap_same "ETP1 x TP2 + SP x EP2" 2 "$OVERLAPS" $ETP1 $EP 2 $SHARED
+overlap_same "ETP2 x TP4 + SP x EP2" 4 "$OVERLAPS" $ETP2 $EP 2 $SHARED
 run_app 2 $MODEL $SHARED --tensor-model-parallel-size 2 --sequence-parallel --train-iters 3 --save "$WORK/shared_tp2" \
     --dump-parameters "$WORK/shared_tp2.bin"
 result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/shared_tp2/iter_0000003.h5" "$WORK/shared_tp2.bin"); status=$?
