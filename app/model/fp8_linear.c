@@ -134,7 +134,8 @@ void fp8_state_allocate(gpt_model *m) {
     for (int r = 0; r < FP8_ROLES; r++)  /* the dequantized copies are made on first use (fp8_operand) */
         if (f->copy_elements[r] > f->code_bytes) f->code_bytes = f->copy_elements[r];
     if (f->local_experts > 0) {
-        size_t EF = (size_t)c->moe_ffn_hidden_size / tp, EFC1 = c->swiglu ? 2 * EF : EF;
+        size_t etp = (size_t)(c->etp_size > 0 ? c->etp_size : c->tp_size);  /* an expert's split */
+        size_t EF = (size_t)c->moe_ffn_hidden_size / etp, EFC1 = c->swiglu ? 2 * EF : EF;
         f->expert_weight_elements = (EFC1 > EF ? EFC1 : EF) * C;
         f->expert_weights = calloc((size_t)f->local_experts, sizeof(void *));
         f->expert_weight_views = calloc((size_t)f->local_experts, sizeof(void *));
@@ -374,8 +375,14 @@ void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *
     const kernel_ops *ops = m->ops;
     size_t tensors = (size_t)f->num_linears * FP8_ROLES, layer_tensors = (size_t)f->num_layer_linears * FP8_ROLES;
     /* TE's reduce_amax: MAX over the amax reduction group (tensor x data x context parallel);
-     * the experts' over the ranks that hold the same experts */
-    if (m->config.tp_size > 1) m->comm->allreduce(f->amax, tensors, COMM_FLOAT, COMM_MAX, m->tp_group);
+     * the experts' over the ranks that hold the same experts: the tensor-parallel group and the
+     * expert-data-parallel one when the experts are split as the dense layers, else only
+     * expert_amax_group (the expert tensor-parallel group x the expert-data-parallel one: the
+     * tensor-parallel peers hold other experts, or other tokens' pieces of them) */
+    int experts_split_over_tp = m->config.etp_size <= 0 || m->config.etp_size == m->config.tp_size;
+    size_t tp_tensors = experts_split_over_tp ? tensors : layer_tensors;
+    if (m->config.tp_size > 1 && tp_tensors > 0)
+        m->comm->allreduce(f->amax, tp_tensors, COMM_FLOAT, COMM_MAX, m->tp_group);
     if (amax_group && amax_group->size > 1 && layer_tensors > 0)
         m->comm->allreduce(f->amax, layer_tensors, COMM_FLOAT, COMM_MAX, amax_group);
     if (expert_amax_group && expert_amax_group->size > 1 && tensors > layer_tensors)
@@ -435,7 +442,7 @@ void fp8_sharded_state(const gpt_model *m, int dp_rank, sharded_state *state) {
                 shard_block block = {(int64_t)global * FP8_ROLES, 0, (int64_t)f->record};
                 sharded_state_add(state, tensor, shard_range_part(&block, 0, per_linear),
                                   f->state + expert_linear(f, layer, e, which) * per_linear,
-                                  c->tp_rank == 0 && c->expert_dp_rank == 0);
+                                  (c->etp_size > 0 ? c->etp_rank : c->tp_rank) == 0 && c->expert_dp_rank == 0);
             }
         }
     }

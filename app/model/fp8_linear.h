@@ -25,7 +25,9 @@
  * recorded amaxes with MAX over the tensor-parallel group and then the data-parallel x
  * context-parallel group (Megatron's amax reduction group, TE's reduce_amax over fp8_group: all
  * ranks of a pipeline stage agree). The experts' amaxes reduce over the ranks that hold the same
- * experts (the expert-data-parallel group): TE reduces every tensor of the autocast region over
+ * experts (the expert-data-parallel group; with --expert-tensor-parallel-size other than the
+ * tensor-parallel size, the expert tensor-parallel x expert-data-parallel group in place of the
+ * tensor-parallel one, whose ranks then hold other experts or other tokens): TE reduces every tensor of the autocast region over
  * the one group, which with expert parallelism would meet other experts' amaxes. Then TE's update
  * (kernels/fp8_recipe.h): history roll, amax = max or most_recent, scale = fp8_max * 2^-margin /
  * amax. TE updates at every fp8_autocast exit, i.e. per micro-batch; here once per optimizer
@@ -42,7 +44,7 @@
  * Written by tensor- and data-parallel rank 0 of the stage. An MoE layer has
  * mlp.shared_experts.linear_fc1/2 (with a shared expert) and mlp.experts.linear_fc1/2
  * [3 x num_experts, 1 + history_len] (rows 3e.. expert e's), written by the expert-data-parallel
- * rank 0 holding each expert. */
+ * and expert tensor-parallel rank 0 holding each expert. */
 #ifndef FP8_LINEAR_H
 #define FP8_LINEAR_H
 
@@ -93,7 +95,9 @@ void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *co
 
 /* after a training step's backward: reduce the step's amaxes (MAX over the model's
  * tensor-parallel group, then amax_group, data x context parallel, or for the experts
- * expert_amax_group, the expert-data-parallel group) and update the scales (delayed); nothing
+ * expert_amax_group, the expert-data-parallel group, which with an expert tensor-parallel size
+ * other than tp replaces the tensor-parallel group for them and must be the expert
+ * tensor-parallel x expert-data-parallel group) and update the scales (delayed); nothing
  * without fp8 or with tensorwise scaling */
 void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *expert_amax_group);
 

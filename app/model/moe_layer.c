@@ -48,8 +48,9 @@ typedef struct moe_shapes {
                          * rank's experts can receive */
     int Fl, FC1l;       /* an expert's local fc2 inputs and fc1 outputs */
     int t0, Nl;         /* the token rows this rank dispatches, [t0, t0 + Nl): all N, or with
-                         * experts whole on each of tp > 1 ranks (etp 1) its share of them */
-    int sliced;         /* Nl < N possible: etp 1 < tp */
+                         * experts split over etp < tp ranks its expert tensor-parallel group's
+                         * share of them */
+    int sliced;         /* Nl < N possible: etp < tp */
 } moe_shapes;
 
 static moe_shapes shapes_of(const gpt_model *m) {
@@ -66,13 +67,19 @@ static moe_shapes shapes_of(const gpt_model *m) {
     int etp = c->etp_size > 0 ? c->etp_size : c->tp_size;
     s.Fl = c->moe_ffn_hidden_size / etp;
     s.FC1l = (c->swiglu ? 2 : 1) * s.Fl;
-    /* Megatron's alltoall dispatcher with --expert-tensor-parallel-size 1 under sequence
+    /* Megatron's alltoall dispatcher with --expert-tensor-parallel-size etp < tp under sequence
      * parallelism: each tensor-parallel rank sends its own sequence share's tokens (the rows
-     * its reduce-scatter keeps) to the experts; the router still sees all N rows here, the same
-     * on every tensor-parallel rank, so routing, dropping and the losses are the whole batch's */
+     * its reduce-scatter keeps) to the experts, and the expert tensor-parallel group all-gathers
+     * its members' rows before the experts (reduce-scatters after). Here the tensor-parallel
+     * ranks of one expert tensor-parallel group (etp consecutive tensor-parallel ranks: tp is
+     * first in the order, args.c) dispatch their joint share, the rows of tensor-parallel ranks
+     * [g etp, (g + 1) etp) with g = tp_rank / etp (etp 1: the rank's own share); the router
+     * still sees all N rows here, the same on every tensor-parallel rank, so routing, dropping
+     * and the losses are the whole batch's */
     s.sliced = etp != c->tp_size;
-    s.t0 = s.sliced ? (int)((long)s.N * c->tp_rank / c->tp_size) : 0;
-    s.Nl = s.sliced ? (int)((long)s.N * (c->tp_rank + 1) / c->tp_size) - s.t0 : s.N;
+    int groups = s.sliced ? c->tp_size / etp : 1, group = s.sliced ? c->tp_rank / etp : 0;
+    s.t0 = (int)((long)s.N * group / groups);
+    s.Nl = (int)((long)s.N * (group + 1) / groups) - s.t0;
     return s;
 }
 

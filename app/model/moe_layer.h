@@ -22,7 +22,11 @@
  * reduce-scatter keeps) over the expert-parallel group, which then spans the tensor-parallel
  * ranks; the combined output is zero on the other rows, so the tensor-parallel reduction of the
  * output (and of the input gradient, and the routing weights' gradient) adds exact zeros, and
- * each expert's gradient sums over the expert-data-parallel group.
+ * each expert's gradient sums over the expert-data-parallel group. With 1 < etp < tp (etp
+ * dividing tp) each expert is split over the etp ranks of its expert tensor-parallel group (etp
+ * consecutive tensor-parallel ranks) as the dense MLP is over tp, and those ranks dispatch their
+ * joint share ([g N etp/tp, +N etp/tp), g = tp_rank / etp: what Megatron's expert
+ * tensor-parallel all-gather after the all-to-all collects), each computing its partial sums.
  *
  * Tokens reach their experts by a permutation: the choices (t, j) that are not dropped, grouped
  * by expert in token order, are the rows of the experts' GEMMs (one GEMM per expert); combining
@@ -47,7 +51,7 @@ typedef struct moe_activations {
     int *row_token;        /* [N k] the token of each permuted row */
     int *expert_rows;      /* host [E+1]: expert e's permuted rows are [expert_rows[e], expert_rows[e+1]) */
     int *all_expert_rows;  /* host [E+1]: the same over every token row (expert_rows itself unless
-                            * each tensor-parallel rank dispatches its own share: etp 1 < tp) */
+                            * each tensor-parallel rank dispatches a share: etp < tp) */
     void *fc1_out;         /* [R, FC1m/tp] the local experts' fc1 outputs (pre-activation) */
     void *activation;      /* [R, Fm/tp] their activation (fc2's input) kept for the backward
                             * (--keep-mlp-activation); NULL: computed again there */

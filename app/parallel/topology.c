@@ -201,6 +201,13 @@ void topology_create(topology *t, const parallel_layout *layout) {
         t->expert_dp = &t->expert_dp_own;
         t->expert_model_parallel = &t->expert_model_parallel_own;
     }
+    t->expert_tp_dp = t->expert_dp;
+    t->expert_tp_dp_is_own = t->etp_size > 1 && t->etp_size != t->tp_size;
+    if (t->expert_tp_dp_is_own) {
+        make_group(t, &t->expert_tp_dp_own, "expert-tensor-and-data-parallel", DIM_BIT(DIM_TP) | DIM_BIT(DIM_DP),
+                   &experts, ranks);
+        t->expert_tp_dp = &t->expert_tp_dp_own;
+    }
     free(ranks);
 
     /* embedding group: first and last stage of one pipeline (tied word embeddings) */
@@ -230,6 +237,7 @@ void topology_free(topology *t) {
         comm_group_free(&t->expert_dp_own);
         comm_group_free(&t->expert_model_parallel_own);
     }
+    if (t->expert_tp_dp_is_own) comm_group_free(&t->expert_tp_dp_own);
 }
 
 /* the groups of one set of dimensions of the expert layout, as lists of world ranks */

@@ -74,6 +74,13 @@ typedef struct topology {
      * ep is the expert-parallel group even of size 1 */
     comm_group ep_own, expert_dp_own, expert_model_parallel_own;
     const comm_group *ep, *expert_dp, *expert_model_parallel;
+    /* the ranks holding the pieces and the replicas of the same experts (expert tensor x
+     * expert-data parallel: fp8 amaxes of the experts reduce over it): its own group when
+     * 1 < etp_size < tp_size (expert_tp_dp_own), else expert_dp (etp 1: nothing to add; etp = tp:
+     * the pieces are the tensor-parallel group's) */
+    comm_group expert_tp_dp_own;
+    int expert_tp_dp_is_own;
+    const comm_group *expert_tp_dp;
     /* context parallelism (cp_size > 1): the context-parallel group (the ring of ranks that share
      * one sequence) and Megatron's data-parallel group with context parallel (dp x cp: the
      * replicas whose gradients are summed and over which the distributed optimizer shards); with

@@ -217,7 +217,7 @@ static const option_spec specs[] = {
     {"cp-comm-type", "distributed and run time", OPTION_LIST, AT(cp_comm_type), "p2p", .metavar = "TYPE ...", .help = "context parallelism's attention: p2p (ring attention, keys and values passed around the ring while the attention computes), allgather (keys and values all-gathered, then local attention), a2a (heads exchanged for the sequence by all-to-all, Ulysses-style) or a2a+p2p (hierarchical: a2a inside groups of --hierarchical-context-parallel-sizes' first size, then a p2p ring over the second); one type for all layers or one per layer"},
     {"hierarchical-context-parallel-sizes", "distributed and run time", OPTION_LIST, AT(hierarchical_context_parallel_sizes), .metavar = "N ...", .help = "the two levels of --cp-comm-type a2a+p2p, inner first: N1 N2 with N1 x N2 = --context-parallel-size; the heads are exchanged by all-to-all among N1 consecutive context-parallel ranks, and the keys and values of the resulting longer sequences pass around a ring of the N2 ranks N1 apart (Megatron's hierarchical groups)"},
     {"expert-model-parallel-size", "distributed and run time", OPTION_INT, AT(expert_model_parallel_size), "1", .range = "[1, inf)", .help = "expert-parallel ranks: the experts of each MoE layer split over this many of the data-parallel ranks (it divides the data-parallel size and --num-experts); tokens reach them by an all-to-all"},
-    {"expert-tensor-parallel-size", "distributed and run time", OPTION_INT, AT(expert_tensor_parallel_size), .range = "[1, inf)", .help = "tensor-parallel ranks of each expert (default: --tensor-model-parallel-size): that size, or 1 (each expert whole on its rank; the expert-parallel group then spans the tensor-parallel ranks, as Megatron's expert rank generator lays it out; needs --sequence-parallel when the tensor-parallel size is above 1; not yet with context parallelism, --fp8-format or local non-persistent checkpoints)"},
+    {"expert-tensor-parallel-size", "distributed and run time", OPTION_INT, AT(expert_tensor_parallel_size), .range = "[1, inf)", .help = "tensor-parallel ranks of each expert (default: --tensor-model-parallel-size): that size or a divisor of it, down to 1 (each expert whole on its rank); below it the expert-parallel and expert-data-parallel groups span the tensor-parallel ranks, as Megatron's expert rank generator (tp = this size) lays them out, and each expert tensor-parallel group dispatches its members' sequence shares; needs --sequence-parallel when the tensor-parallel size is above 1, and tp first in --parallel-order between 1 and that size; with --fp8-format the experts' amaxes reduce over the expert tensor- and data-parallel ranks; not yet with context parallelism or local non-persistent checkpoints"},
     {"distributed-backend", "distributed and run time", OPTION_CHOICE, .choices = "nccl|gloo", .flags = OPTION_NO_EFFECT, .help = "the collectives follow --device: NCCL on cuda, MPI on cpu (MPI also bootstraps and carries host control everywhere)"},
     {"use-cpu-initialization", "distributed and run time", OPTION_FLAG, .flags = OPTION_NO_EFFECT, .help = "parameters are always initialized on the host from the counter-based generator (seed, name, element), the same on every backend and layout"},
     {"dump-parameters", "logging", OPTION_STRING, AT(dump_parameters), .help = "write every parameter in its global shape to PATH at the end (raw float32 with names)"},
@@ -475,22 +475,25 @@ static int validate_moe(check_state *st, args *a) {
                             a->num_experts, a->expert_model_parallel_size);
     int etp = a->expert_tensor_parallel_size > 0 ? a->expert_tensor_parallel_size : a->tensor_model_parallel_size;
     if (etp != a->tensor_model_parallel_size) {
-        /* Megatron's expert rank generator with tp = etp: built here for etp 1 */
-        if (etp != 1)
-            return error_format(st->err, st->errlen, "--expert-tensor-parallel-size %d: each expert is split over all %d tensor-parallel ranks (leave it out) or whole on each rank (1) here; other sizes are not built",
-                                etp, a->tensor_model_parallel_size);
+        /* Megatron's expert rank generator with tp = etp: built here for etp dividing tp */
+        int tp = a->tensor_model_parallel_size;
+        if (etp > tp || tp % etp != 0)
+            return error_format(st->err, st->errlen, "--expert-tensor-parallel-size %d does not divide --tensor-model-parallel-size %d: each expert is split over a divisor of the tensor-parallel ranks here (1, ..., %d; leave it out for %d)",
+                                etp, tp, tp, tp);
+        /* the ranks of an expert tensor-parallel group must be tensor-parallel ranks of one
+         * group (they dispatch the same tokens): etp consecutive ordered ranks, tp's first */
+        if (etp > 1 && strncmp(a->parallel_order, "tp-", 3) != 0)
+            return error_format(st->err, st->errlen, "--expert-tensor-parallel-size %d (between 1 and --tensor-model-parallel-size %d) needs tp first in --parallel-order (as Megatron's supported orders have it); this run's is %s",
+                                etp, tp, a->parallel_order);
         if (a->context_parallel_size > 1)
-            return error_format(st->err, st->errlen, "--expert-tensor-parallel-size 1 with --tensor-model-parallel-size %d is not built with --context-parallel-size %d yet (leave one out)",
-                                a->tensor_model_parallel_size, a->context_parallel_size);
-        if (a->fp8_format[0])
-            return error_format(st->err, st->errlen, "--expert-tensor-parallel-size 1 with --tensor-model-parallel-size %d is not built with --fp8-format yet (leave one out)",
-                                a->tensor_model_parallel_size);
+            return error_format(st->err, st->errlen, "--expert-tensor-parallel-size %d with --tensor-model-parallel-size %d is not built with --context-parallel-size %d yet (leave one out)",
+                                etp, tp, a->context_parallel_size);
         if (!strcmp(a->non_persistent_ckpt_type, "local"))
-            return error_format(st->err, st->errlen, "--expert-tensor-parallel-size 1 with --tensor-model-parallel-size %d is not built with --non-persistent-ckpt-type local yet (use global, or leave one out)",
-                                a->tensor_model_parallel_size);
-        if (a->tensor_model_parallel_size * a->data_parallel_size % a->expert_model_parallel_size != 0)
-            return error_format(st->err, st->errlen, "--expert-model-parallel-size %d does not divide --tensor-model-parallel-size %d x the data-parallel size %d: with --expert-tensor-parallel-size 1 the expert-parallel ranks are tensor- and data-parallel ranks",
-                                a->expert_model_parallel_size, a->tensor_model_parallel_size, a->data_parallel_size);
+            return error_format(st->err, st->errlen, "--expert-tensor-parallel-size %d with --tensor-model-parallel-size %d is not built with --non-persistent-ckpt-type local yet (use global, or leave one out)",
+                                etp, tp);
+        if (tp / etp * a->data_parallel_size % a->expert_model_parallel_size != 0)
+            return error_format(st->err, st->errlen, "--expert-model-parallel-size %d does not divide --tensor-model-parallel-size %d / --expert-tensor-parallel-size %d x the data-parallel size %d: with an expert tensor-parallel size below the tensor-parallel size the expert-parallel ranks are tensor- and data-parallel ranks",
+                                a->expert_model_parallel_size, tp, etp, a->data_parallel_size);
     } else if (a->data_parallel_size % a->expert_model_parallel_size != 0)
         return error_format(st->err, st->errlen, "--expert-model-parallel-size %d does not divide the data-parallel size %d (world %d / (tensor %d x pipeline %d)): expert-parallel ranks are data-parallel ranks",
                             a->expert_model_parallel_size, a->data_parallel_size, a->world_size,

@@ -154,7 +154,7 @@ static void open_datasets(trainer *t, const args *a) {
                    (long long)gpt_dataset_num_samples(t->data, SPLIT_TRAIN), (long long)needed[SPLIT_TRAIN]);
 }
 
-/* the topology's process groups (at most 11), for attaching and detaching the communication backend */
+/* the topology's process groups (at most 12), for attaching and detaching the communication backend */
 static int topology_groups(topology *topo, comm_group **groups) {
     int count = 0;
     comm_group *all[] = {&topo->world, &topo->tp, &topo->pp, &topo->dp, &topo->model_parallel, &topo->embedding};
@@ -169,6 +169,7 @@ static int topology_groups(topology *topo, comm_group **groups) {
         groups[count++] = &topo->expert_dp_own;
         groups[count++] = &topo->expert_model_parallel_own;
     }
+    if (topo->expert_tp_dp_is_own) groups[count++] = &topo->expert_tp_dp_own;
     return count;
 }
 
@@ -939,9 +940,10 @@ double trainer_train(trainer *t) {
          * batch's tokens per expert (also when an overflow skips the step) */
         moe_expert_bias_update(model, &t->topo.dp);
         /* fp8 delayed scaling: the step's amaxes reduced over tensor x data x context parallel
-         * ranks (Megatron's amax reduction group; the experts' over the ranks holding them), the
-         * scales updated (fp8_linear.h) */
-        fp8_step_end(model, t->topo.dp_cp, t->topo.expert_dp);
+         * ranks (Megatron's amax reduction group; the experts' over the ranks holding them: with
+         * an expert tensor-parallel size other than tp, its group x the expert-data-parallel
+         * one), the scales updated (fp8_linear.h) */
+        fp8_step_end(model, t->topo.dp_cp, t->topo.expert_tp_dp);
         if (t->moe_last) {
             moe_log_take(model, t->moe_last);
             t->moe_last_micro_batches = (int)num_micro_batches;

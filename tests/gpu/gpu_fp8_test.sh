@@ -12,7 +12,8 @@
 #  - the tiny Mixtral in fp8 (each expert on its own scales): within 1% of the CPU;
 #  - --deterministic-mode twice: bitwise-identical losses and parameters;
 #  - on 2 GPUs (when present): TP2 + SP and DP2 with the distributed optimizer within 1e-2 of one
-#    GPU (the amaxes reduced over the tensor- and data-parallel ranks through NCCL).
+#    GPU (the amaxes reduced over the tensor- and data-parallel ranks through NCCL); the tiny
+#    Mixtral with TP2 + SP and with --expert-tensor-parallel-size 1 x TP2 + SP x EP2 likewise.
 . "${top_srcdir:-.}/tests/lib.sh"
 PRETRAIN_GPT=${GPU_PRETRAIN_GPT:-$PRETRAIN_GPT}
 
@@ -53,8 +54,8 @@ train bf16_gpu 1 --device cuda
 ok $? "fp8 on the GPU is not bitwise bf16 (its operands are rounded to fp8)"
 case_pair tensorwise $FP8 --fp8-recipe tensorwise
 case_pair e4m3 --fp8-format e4m3 --fp8-amax-history-len 4
-case_pair moe --args-file "$top_srcdir/configs/mixtral-tiny.args" --train-iters 20 --log-interval 1 --eval-iters 0 \
-    --bf16 $FP8
+MOE="--args-file $top_srcdir/configs/mixtral-tiny.args --train-iters 20 --log-interval 1 --eval-iters 0 --bf16 $FP8"
+case_pair moe $MOE
 
 train det1 1 --device cuda $FP8 --deterministic-mode
 train det2 1 --device cuda $FP8 --deterministic-mode
@@ -69,7 +70,17 @@ if [ "$gpus" -ge 2 ]; then
         ok $? "2 GPUs, $case_name: run"
         compare_losses hybrid_gpu "$case_name" 1e-2 20 "2 GPUs, fp8 $case_name ($flags): losses within 1e-2 of one GPU"
     done
+    # the tiny Mixtral in fp8 with TP2 + SP: the experts split over both GPUs (ETP2 = TP2) and
+    # whole on each (--expert-tensor-parallel-size 1, EP2 over the tensor-parallel pair: the
+    # experts' amaxes reduced over their expert-data-parallel group through NCCL)
+    for layout in "moe_tp2_sp|--tensor-model-parallel-size 2 --sequence-parallel" \
+                  "moe_etp1_tp2_sp_ep2|--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 --expert-model-parallel-size 2"; do
+        case_name=${layout%%|*}; flags=${layout#*|}
+        train "$case_name" 2 --device cuda $MOE $flags
+        ok $? "2 GPUs, $case_name: run"
+        compare_losses moe_gpu "$case_name" 1e-2 20 "2 GPUs, fp8 MoE $case_name ($flags): losses within 1e-2 of one GPU"
+    done
 else
-    diag "one GPU: the 2-GPU layouts (TP2 + SP, DP2 with the distributed optimizer) are not run"
+    diag "one GPU: the 2-GPU layouts (TP2 + SP, DP2 with the distributed optimizer, the MoE's TP2 + SP and ETP1 x TP2 + SP x EP2) are not run"
 fi
 done_testing

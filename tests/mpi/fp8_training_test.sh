@@ -18,7 +18,11 @@
 #    amax histories and scales come back from the checkpoint); bf16 <-> fp8 checkpoints load;
 #  - a mixture of experts in fp8 (each expert's GEMMs on its own scales): EP2 within 3e-4 of
 #    one rank, EP2 with --moe-shared-expert-overlap bitwise EP2 without, a save/resume under EP2
-#    bitwise, the experts' _extra_state in the checkpoint;
+#    bitwise, the experts' _extra_state in the checkpoint; --expert-tensor-parallel-size 1 with
+#    TP2 + SP (EP2, EP1) and 2 with TP4 + SP (EP2) within 3e-4 of the run with the experts split
+#    over all tensor-parallel ranks, and after one step the same expert scaling state (the
+#    experts' amaxes reduced over the expert tensor- and data-parallel ranks), a save/resume of
+#    ETP1 x EP2 bitwise with every expert's scales in the checkpoint;
 #  - bad values are refused with one line; Megatron's Llama 3 fp8 example (tests/data/
 #    train_llama3_8b_tiny.sh with DTYPE=fp8: hybrid, history 1024, max, --fp8-param-gather) trains.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -172,6 +176,60 @@ run_app 2 $MOE --expert-model-parallel-size 2 --load "$WORK/moe_ck"
     h5dump -H -d /model/decoder.layers.1.mlp.experts.linear_fc2._extra_state "$WORK/moe_ck/iter_0000003.h5" | grep -q "( 12, 5 )" &&
     h5dump -H -d /model/decoder.layers.0.mlp.shared_experts.linear_fc1._extra_state "$WORK/moe_ck/iter_0000003.h5" | grep -q "( 3, 5 )"
 ok $? "EP2 saved at iteration 3 and resumed: bitwise the unbroken run; mlp.experts.linear_fc2._extra_state [3 x 4 experts, 5], shared_experts' [3, 5]"
+# --expert-tensor-parallel-size 1 with TP2 + SP: each expert whole on its rank, its amaxes reduced
+# over the expert-data-parallel group (the tensor-parallel peers hold other experts with EP2,
+# other tokens with EP1) in place of the tensor-parallel one: the losses of ETP2 (= TP2, experts
+# split) within the EP2 tolerance, and a save/resume bitwise (each expert's _extra_state written
+# by the rank holding it)
+TP2="--tensor-model-parallel-size 2 --sequence-parallel"
+ETP1="$TP2 --expert-tensor-parallel-size 1"
+run_app 2 $MOE $TP2; losses > "$WORK/moe_tp2"
+run_app 2 $MOE $ETP1 --expert-model-parallel-size 2; losses > "$WORK/moe_etp1_ep2"; etp1_hash=$(hash_of)
+worst=$(within "$WORK/moe_tp2" "$WORK/moe_etp1_ep2" 3e-4)
+ok $? "ETP1 x TP2 + SP x EP2: the ETP2 (= TP2) losses within 3e-4 (largest difference $worst)"
+run_app 2 $MOE $ETP1; losses > "$WORK/moe_etp1_ep1"
+worst=$(within "$WORK/moe_tp2" "$WORK/moe_etp1_ep1" 3e-4)
+ok $? "ETP1 x TP2 + SP (EP1: the amaxes of each rank's tokens reduced over the expert-data-parallel pair): the ETP2 losses within 3e-4 (largest difference $worst)"
+# after one step, every expert's scaling state as ETP2's: weight scales and histories bitwise (each
+# whole expert's amax; MAX over the tensor-parallel peers would meet other experts' weights), the
+# inputs' within 1e-6, the gradients' within 1e-3 (as TP2 x DP2 against TP1 above)
+same_expert_states() {  # same_expert_states A.h5 B.h5: the experts' _extra_state of both MoE layers
+    for layer in 0 1; do
+        for fc in 1 2; do
+            extra_state "$1" "decoder.layers.$layer.mlp.experts.linear_fc$fc" > "$WORK/s1"
+            extra_state "$2" "decoder.layers.$layer.mlp.experts.linear_fc$fc" > "$WORK/s2"
+            [ "$(wc -l < "$WORK/s1")" -eq 12 ] && [ "$(wc -l < "$WORK/s2")" -eq 12 ] &&
+                paste "$WORK/s1" "$WORK/s2" | awk '{ n = NF / 2; role = (NR - 1) % 3; t = role == 0 ? 1e-6 : role == 1 ? 0 : 1e-3
+                                                      for (i = 1; i <= n; i++) { d = $i - $(i + n); if (d < 0) d = -d;
+                                                      if (d > t * ($i < 0 ? -$i : $i)) exit 1 } }' ||
+                { diag "layer $layer experts' fc$fc: $(paste "$WORK/s1" "$WORK/s2" | tr '\n\t' '; ' | cut -c1-300)"; return 1; }
+        done
+    done
+}
+ONE_STEP="--train-iters 1 --lr-warmup-iters 1"
+run_app 2 $MOE $TP2 $ONE_STEP --save "$WORK/moe_tp2_ck"
+run_app 2 $MOE $ETP1 --expert-model-parallel-size 2 $ONE_STEP --save "$WORK/moe_etp1_ep2_ck"
+same_expert_states "$WORK/moe_tp2_ck/iter_0000001.h5" "$WORK/moe_etp1_ep2_ck/iter_0000001.h5"
+ok $? "after one step ETP1 x TP2 x EP2 holds ETP2's expert scaling state (weights bitwise, inputs within 1e-6, gradients within 1e-3)"
+run_app 2 $MOE $ETP1 $ONE_STEP --save "$WORK/moe_etp1_ck"
+same_expert_states "$WORK/moe_tp2_ck/iter_0000001.h5" "$WORK/moe_etp1_ck/iter_0000001.h5"
+ok $? "after one step ETP1 x TP2 (EP1: each rank's tokens, the amaxes reduced over the pair) holds ETP2's expert scaling state likewise"
+# --expert-tensor-parallel-size 2 with TP4 + SP (4 query groups): the experts' amaxes reduced
+# over the expert tensor- and data-parallel group ([0,1,2,3] with EP1, pairs [0,1] [2,3] with EP2)
+TP4="--tensor-model-parallel-size 4 --sequence-parallel --num-query-groups 4"
+run_app 4 $MOE $TP4; losses > "$WORK/moe_tp4"
+run_app 4 $MOE $TP4 --expert-tensor-parallel-size 2 --expert-model-parallel-size 2; losses > "$WORK/moe_etp2_tp4"
+worst=$(within "$WORK/moe_tp4" "$WORK/moe_etp2_tp4" 3e-4)
+ok $? "ETP2 x TP4 + SP x EP2: the ETP4 (= TP4) losses within 3e-4 (largest difference $worst)"
+run_app 4 $MOE $TP4 $ONE_STEP --save "$WORK/moe_tp4_ck"
+run_app 4 $MOE $TP4 --expert-tensor-parallel-size 2 $ONE_STEP --save "$WORK/moe_etp2_tp4_ck"
+same_expert_states "$WORK/moe_tp4_ck/iter_0000001.h5" "$WORK/moe_etp2_tp4_ck/iter_0000001.h5"
+ok $? "after one step ETP2 x TP4 (EP1: each pair's tokens, the amaxes reduced over the expert tensor- and data-parallel ranks) holds ETP4's expert scaling state"
+run_app 2 $MOE $ETP1 --expert-model-parallel-size 2 --save "$WORK/etp1_ck" --save-interval 3 --exit-interval 3
+run_app 2 $MOE $ETP1 --expert-model-parallel-size 2 --load "$WORK/etp1_ck"
+[ -n "$etp1_hash" ] && [ "$(hash_of)" = "$etp1_hash" ] &&
+    [ "$(extra_state "$WORK/etp1_ck/iter_0000003.h5" decoder.layers.1.mlp.experts.linear_fc1 | awk '$1 > 0' | wc -l)" -eq 12 ]
+ok $? "ETP1 x TP2 x EP2 saved at iteration 3 and resumed: bitwise the unbroken run; every expert's scales in the checkpoint"
 
 # ---- refused values -----------------------------------------------------------------------------
 refused() {  # refused "WHAT IS EXPECTED IN THE ERROR" FLAGS...

@@ -11,8 +11,14 @@
 # EP1, EP2, EP4 x DP2, PP2, the distributed optimizer, capacity, probs on input, shared experts
 # and their overlap) matches one rank likewise; its start-up lines name the expert groups, its
 # checkpoints reshard into ETP2 and back and resume with the same losses, and what is not built
-# (ETP other than 1 or TP, ETP1 with local non-persistent checkpoints) is refused naming the flag
-# (context parallelism with MoE is refused on its own).
+# (ETP that does not divide TP, ETP between 1 and TP without tp first in the order, ETP other
+# than TP with local non-persistent checkpoints) is refused naming the flag (context parallelism
+# with MoE is refused on its own).
+# --expert-tensor-parallel-size 2 with TP4 + SP (each expert split over 2 of the 4 tensor-parallel
+# ranks: EP1, EP2, DP2 x EP2 and PP2 x EP2 with the distributed optimizer, capacity) and ETP1 x
+# TP4 x EP4 match one rank (4 query groups) likewise, --moe-shared-expert-overlap on ETP2 x TP4 x
+# EP2 bitwise the run without it; their start-up lines name Megatron's expert groups, and an ETP2 x TP4
+# checkpoint reshards into ETP4 (= TP4) and ETP1 and resumes on both with the same losses.
 # --keep-mlp-activation (the experts' activation kept for the backward, not computed again)
 # gives the reference's bits (EP2 with it: within the layouts' tolerance).
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -93,12 +99,38 @@ layout "ETP1 x TP2 + SP x PP2 x EP2" 4 $ETP1 --pipeline-model-parallel-size 2 $E
 layout "ETP1 x TP2 + SP x PP2 x DP2 x EP4 distributed optimizer" 8 $ETP1 --pipeline-model-parallel-size 2 $EP 4 \
     --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
 
+# --expert-tensor-parallel-size 2 with TP4 + SP (each expert's fc1 rows and fc2 columns split over
+# an expert tensor-parallel pair of the four tensor-parallel ranks, which dispatch their joint
+# sequence share; Megatron's expert rank generator with tp = 2): 4 query groups for TP4, one
+# rank's reference of its own
+QG4="--num-query-groups 4"
+TP4="$QG4 --tensor-model-parallel-size 4 --sequence-parallel"
+ETP2="$TP4 --expert-tensor-parallel-size 2"
+reference qg4 $QG4
+layout "ETP2 x TP4 + SP (EP1: experts split over pairs, expert-data-parallel over the pairs)" 4 $ETP2
+grep -q "^> expert layout: expert-tensor-parallel 2 x expert-parallel 1 x expert-data-parallel 2 x pipeline-parallel 1" "$WORK/out" &&
+    grep -q "^>   expert-tensor-parallel groups (ordered ranks): \[0,1\] \[2,3\]$" "$WORK/out" &&
+    grep -q "^>   expert-data-parallel groups (ordered ranks): \[0,2\] \[1,3\]$" "$WORK/out"
+ok $? "ETP2 x TP4: the start-up lines name the expert groups (expert-tensor-parallel [0,1] [2,3], expert-data-parallel [0,2] [1,3])"
+layout "ETP2 x TP4 + SP x EP2 (expert-parallel across the pairs)" 4 $ETP2 $EP 2
+layout "ETP2 x TP4 + SP x DP2 x EP2 distributed optimizer" 8 $ETP2 $EP 2 --use-distributed-optimizer --overlap-grad-reduce \
+    --overlap-param-gather --ddp-bucket-size 30000
+grep -q "^>   expert-tensor-parallel groups (ordered ranks): \[0,1\] \[2,3\] \[4,5\] \[6,7\]$" "$WORK/out" &&
+    grep -q "^>   expert-parallel groups (ordered ranks): \[0,2\] \[1,3\] \[4,6\] \[5,7\]$" "$WORK/out" &&
+    grep -q "^>   expert-data-parallel groups (ordered ranks): \[0,4\] \[1,5\] \[2,6\] \[3,7\]$" "$WORK/out"
+ok $? "ETP2 x TP4 x DP2 x EP2: expert-tensor-parallel [0,1] [2,3] [4,5] [6,7], expert-parallel [0,2] [1,3] [4,6] [5,7], expert-data-parallel [0,4] [1,5] [2,6] [3,7] (Megatron's)"
+layout "ETP1 x TP4 + SP x EP4" 4 $TP4 --expert-tensor-parallel-size 1 $EP 4
+layout "ETP2 x TP4 + SP x PP2 x EP2 distributed optimizer" 8 $ETP2 --pipeline-model-parallel-size 2 $EP 2 \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 30000
+
 CAPACITY="--moe-expert-capacity-factor 0.5 --moe-token-drop-policy probs --moe-router-pre-softmax"
 reference capacity $CAPACITY
 layout "capacity 0.5: TP2 + sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel $CAPACITY
 layout "capacity 0.5: PP2 x DP2 distributed optimizer" 4 --pipeline-model-parallel-size 2 --use-distributed-optimizer $CAPACITY
 layout "capacity 0.5: EP4" 4 $EP 4 $CAPACITY
 layout "capacity 0.5: ETP1 x TP2 + SP x EP2" 2 $ETP1 $EP 2 $CAPACITY
+reference capacity_qg4 $QG4 $CAPACITY
+layout "capacity 0.5: ETP2 x TP4 + SP x EP2" 4 $ETP2 $EP 2 $CAPACITY
 # --moe-apply-probs-on-input (top-1): each rank scales and sends its own tokens' rows
 PROBS="--moe-router-topk 1 --moe-apply-probs-on-input"
 reference probs $PROBS
@@ -152,6 +184,7 @@ overlap_same "EP2 x TP2 + sequence parallel" 4 "$OVERLAPS" $EP 2 --tensor-model-
 overlap_same "EP2 x PP2" 4 "$OVERLAPS" $EP 2 --pipeline-model-parallel-size 2 $SHARED
 overlap_same "one rank" 1 "$NOTHING" $SHARED
 overlap_same "ETP1 x TP2 + SP x EP2" 2 "$OVERLAPS" $ETP1 $EP 2 $SHARED
+overlap_same "ETP2 x TP4 + SP x EP2" 4 "$OVERLAPS" $ETP2 $EP 2 $SHARED
 run_app 2 $MODEL $SHARED --tensor-model-parallel-size 2 --sequence-parallel --train-iters 3 --save "$WORK/shared_tp2" \
     --dump-parameters "$WORK/shared_tp2.bin"
 result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/shared_tp2/iter_0000003.h5" "$WORK/shared_tp2.bin"); status=$?
@@ -229,6 +262,30 @@ losses "$WORK/etp1_resumed.jsonl" > "$WORK/etp1_resumed.loss"
 losses "$WORK/etp2_resumed.jsonl" > "$WORK/etp2_resumed.loss"
 losses_match "$WORK/etp2_resumed.loss" "$WORK/etp1_resumed.loss" 2 1e-6
 ok $? "checkpoint: resumed on ETP1 x EP2 and on ETP2, iterations 4 and 5 give the same losses within 1e-6"
+# between: saved with ETP2 x TP4 x EP2 (experts split over pairs), its file the global tensors;
+# loaded into ETP4 (= TP4) and into ETP1 x TP4 x EP2 and saved again: the same tensors; resumed
+# on ETP2, ETP4 and ETP1, iterations 4 and 5 give the same losses
+run_app 4 $MODEL $ETP2 $EP 2 --train-iters 3 --save "$WORK/etp2of4" --dump-parameters "$WORK/etp2of4.bin"
+ok $? "checkpoint: ETP2 x TP4 x EP2 saves iteration 3"
+result=$("$top_builddir/tests/tools/checkpoint_vs_dump" "$WORK/etp2of4/iter_0000003.h5" "$WORK/etp2of4.bin"); status=$?
+diag "$result"
+ok $status "checkpoint: an ETP2 x TP4 x EP2 file holds every expert's global tensor, bit for bit"
+run_app 4 $MODEL $TP4 --train-iters 3 --load "$WORK/etp2of4" --save "$WORK/etp4of4"
+status=$?
+same_tensors "$WORK/etp2of4/iter_0000003.h5" "$WORK/etp4of4/iter_0000003.h5"
+ok $((status + $?)) "checkpoint: ETP2 x TP4 loaded into ETP4 (= TP4) and saved again: the same tensors"
+run_app 4 $MODEL $TP4 --expert-tensor-parallel-size 1 $EP 2 --train-iters 3 --load "$WORK/etp2of4" --save "$WORK/etp1of4"
+status=$?
+same_tensors "$WORK/etp2of4/iter_0000003.h5" "$WORK/etp1of4/iter_0000003.h5"
+ok $((status + $?)) "checkpoint: ETP2 x TP4 loaded into ETP1 x TP4 x EP2 and saved again: the same tensors"
+for etp in 2 4 1; do
+    run_app 4 $MODEL $TP4 --expert-tensor-parallel-size $etp --train-iters 5 --load "$WORK/etp2of4" --override-opt-param-scheduler \
+        --metrics-file "$WORK/etp${etp}of4_resumed.jsonl"
+    losses "$WORK/etp${etp}of4_resumed.jsonl" > "$WORK/etp${etp}of4_resumed.loss"
+done
+losses_match "$WORK/etp2of4_resumed.loss" "$WORK/etp4of4_resumed.loss" 2 1e-6 &&
+    losses_match "$WORK/etp2of4_resumed.loss" "$WORK/etp1of4_resumed.loss" 2 1e-6
+ok $? "checkpoint: the ETP2 x TP4 file resumed on ETP2, ETP4 and ETP1, iterations 4 and 5 give the same losses within 1e-6"
 # what is not built is refused, naming the flag
 expect_etp_refused() {  # expect_etp_refused NAME NRANKS PATTERN FLAGS...
     name=$1; n=$2; pattern=$3; shift 3
@@ -236,12 +293,16 @@ expect_etp_refused() {  # expect_etp_refused NAME NRANKS PATTERN FLAGS...
     [ $status -ne 0 ] && grep -q -- "$pattern" "$WORK/err" && ! grep -q "iteration" "$WORK/out"
     ok $? "refused: $name ($(grep -o 'error: .*' "$WORK/err" | head -1 | cut -c 1-110))"
 }
-expect_etp_refused "ETP3 with TP2" 2 "--expert-tensor-parallel-size 3: each expert is split over all 2" \
+expect_etp_refused "ETP3 with TP2" 2 "--expert-tensor-parallel-size 3 does not divide --tensor-model-parallel-size 2" \
     --expert-tensor-parallel-size 3 --tensor-model-parallel-size 2 --sequence-parallel
+expect_etp_refused "ETP3 with TP4" 4 "--expert-tensor-parallel-size 3 does not divide --tensor-model-parallel-size 4" \
+    $TP4 --expert-tensor-parallel-size 3
+expect_etp_refused "ETP2 x TP4 with dp before tp in the order" 4 "needs tp first in --parallel-order" \
+    $ETP2 --parallel-order dp-tp-cp-ep-pp
 expect_etp_refused "ETP1 with local non-persistent checkpoints" 2 "is not built with --non-persistent-ckpt-type local" \
     $ETP1 --non-persistent-ckpt-type local --non-persistent-local-ckpt-dir "$WORK/local" --non-persistent-save-interval 1
 expect_etp_refused "ETP1 x TP2 without SP" 2 "needs --sequence-parallel" --expert-tensor-parallel-size 1 --tensor-model-parallel-size 2
-expect_etp_refused "EP3 on ETP1 x TP2 x DP2" 4 "--expert-model-parallel-size 3 does not divide --tensor-model-parallel-size 2 x the data-parallel size 2" \
+expect_etp_refused "EP3 on ETP1 x TP2 x DP2" 4 "--expert-model-parallel-size 3 does not divide --tensor-model-parallel-size 2 / --expert-tensor-parallel-size 1 x the data-parallel size 2" \
     $ETP1 $EP 3 --num-experts 3 --moe-router-topk 2
 run_app 1 $MODEL --train-iters 3 --load "$WORK/ckpt" --num-experts 8
 grep -q -e "--num-experts = 4 (this run: 8)" -e "router.weight has shape \[4, 64\], but this model's is \[8, 64\]" "$WORK/err"

@@ -267,6 +267,21 @@ int main(void) {
     check_example_etp(2, 2, 2, 2, 1, DIM_BIT(DIM_TP) | DIM_BIT(DIM_EP) | DIM_BIT(DIM_PP), "[0,1,4,5][2,3,6,7]", etp);
     check_example_etp(2, 1, 2, 4, 1, DIM_BIT(DIM_EP), "[0,1,2,3]", etp);
     check_example_etp(2, 1, 2, 1, 1, DIM_BIT(DIM_DP), "[0,1,2,3]", etp);
+    /* --expert-tensor-parallel-size 2 with tp 4 (RankGenerator(tp=2, ep, dp=tp dp/(2 ep), pp)):
+     * 8 ranks, tp 4 x dp 2, ep 2: rank = etp + 2 ep + 4 edp, so each tensor-parallel group
+     * [0..3] holds two expert tensor-parallel pairs [0,1] [2,3] that are each other's
+     * expert-parallel peers, and the expert-data-parallel groups cross the data-parallel replicas;
+     * ep 1: rank = etp + 2 edp, the pairs of both replicas are expert-data-parallel peers */
+    const char *etp2 = "expert rank generator with etp 2 < tp 4, by hand";
+    check_example_etp(4, 1, 2, 2, 2, DIM_BIT(DIM_TP), "[0,1][2,3][4,5][6,7]", etp2);
+    check_example_etp(4, 1, 2, 2, 2, DIM_BIT(DIM_EP), "[0,2][1,3][4,6][5,7]", etp2);
+    check_example_etp(4, 1, 2, 2, 2, DIM_BIT(DIM_DP), "[0,4][1,5][2,6][3,7]", etp2);
+    check_example_etp(4, 1, 2, 2, 2, DIM_BIT(DIM_TP) | DIM_BIT(DIM_EP) | DIM_BIT(DIM_PP), "[0,1,2,3][4,5,6,7]", etp2);
+    check_example_etp(4, 1, 2, 1, 2, DIM_BIT(DIM_EP), "[0][1][2][3][4][5][6][7]", etp2);
+    check_example_etp(4, 1, 2, 1, 2, DIM_BIT(DIM_DP), "[0,2,4,6][1,3,5,7]", etp2);
+    /* with pipeline stages: tp 4 x pp 2, ep 2, etp 2: rank = etp + 2 ep + 4 pp */
+    check_example_etp(4, 2, 1, 2, 2, DIM_BIT(DIM_EP), "[0,2][1,3][4,6][5,7]", etp2);
+    check_example_etp(4, 2, 1, 2, 2, DIM_BIT(DIM_TP) | DIM_BIT(DIM_EP) | DIM_BIT(DIM_PP), "[0,1,2,3,4,5,6,7]", etp2);
     /* etp equal to tp: the expert layout of today (ep split off dp) */
     check_example_etp(2, 1, 4, 2, 2, DIM_BIT(DIM_EP), "[0,2][1,3][4,6][5,7]", "expert rank generator with etp = tp, by hand");
     /* with pipeline stages: 16 ranks, tp 1, dp 4 = ep 4 x edp 1, pp 4: each stage's dp group
