@@ -455,17 +455,23 @@ static __device__ __forceinline__ void sm90_add_pv(float (&o)[D / 2], uint32_t (
  * warp's rows start at row0; lane = 4g + t): mask keys past the row where the diagonal crosses
  * the warp's rows, raise the running row max m_run, return the factor alpha = exp2((m_old -
  * m_new) scale_log2) by which l_run (already scaled here) and O must shrink, and turn s into
- * P = exp2(s scale_log2 - m_new scale_log2), adding its row sums to this thread's l_run. */
+ * P = exp2(s scale_log2 - m_new scale_log2), adding its row sums to this thread's l_run.
+ * A sliding window (window < T: the row at r sees keys r - window .. r) masks the keys before
+ * it where its edge crosses the warp's rows; a row none of whose keys the tile shows then keeps
+ * max -inf (taken as 0 in the exponentials, all of them 0). Without one window is larger than
+ * any distance and windowed false: the tests fold away to the causal ones. */
 template <int BN>
 static __device__ __forceinline__ void sm90_online_softmax(float (&s)[BN / 2], float (&m_run)[2], float (&l_run)[2],
                                                            float (&alpha)[2], int k0, int row0, int g, int t,
-                                                           float scale_log2) {
-    if (k0 + BN - 1 > row0) { /* the diagonal crosses this warp's rows: causal mask */
+                                                           float scale_log2, int window, bool windowed) {
+    if (k0 + BN - 1 > row0 || k0 < row0 + 15 - window) { /* the diagonal or the window's edge crosses */
 #pragma unroll
         for (int n = 0; n < BN / 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                if (k0 + 8 * n + 2 * t + (e & 1) > row0 + g + 8 * (e >> 1)) s[4 * n + e] = -INFINITY;
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + 8 * n + 2 * t + (e & 1), row = row0 + g + 8 * (e >> 1);
+                if (key > row || key < row - window) s[4 * n + e] = -INFINITY;
+            }
     }
     float m_new[2] = {m_run[0], m_run[1]};
 #pragma unroll
@@ -477,9 +483,10 @@ static __device__ __forceinline__ void sm90_online_softmax(float (&s)[BN / 2], f
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         m_new[i] = sm90_quad_max(m_new[i]);
-        alpha[i] = sm90_exp2((m_run[i] - m_new[i]) * scale_log2);
+        const float m_use = windowed && m_new[i] == -INFINITY ? 0.0f : m_new[i];
+        alpha[i] = sm90_exp2((m_run[i] - m_use) * scale_log2);
         m_run[i] = m_new[i];
-        neg_m[i] = -m_new[i] * scale_log2;
+        neg_m[i] = -m_use * scale_log2;
         l_run[i] *= alpha[i];
     }
 #pragma unroll
@@ -635,7 +642,7 @@ static __device__ __forceinline__ int sm90_ws_tile(int r, int block, int grid) {
 template <int D, int BN, int NC, int STAGES, bool DROPOUT>
 static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nvbf16 *out, float *lse, int B, int T,
-                                 int H, int G, const sm90_dropout_args drop) {
+                                 int H, int G, int window, const sm90_dropout_args drop) {
 #ifdef SM90_WGMMA
     constexpr int BM = 64 * NC, Q_TILE = BM * D * 2, TILE = BN * D * 2; /* bytes */
     extern __shared__ unsigned char sm90_smem_raw[];
@@ -671,11 +678,12 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
             for (int r = 0, tile; (tile = sm90_ws_tile(r, block, grid)) < tiles; r++) {
                 const int bh = tile / q_blocks, b = bh / H, h = bh % H;
                 const int q0 = (q_blocks - 1 - tile % q_blocks) * BM, kt_last = min(q0 + BM - 1, T - 1) / BN;
+                const int kt_first = max(q0 - window, 0) / BN; /* the sliding window's first key tile */
                 const int q_col = (int)qkv_query_offset(h, H, G, D), k_col = (int)qkv_key_offset(h / (H / G), H, G, D);
                 if (r > 0) mbar_wait(q_empty, (uint32_t)(r - 1) & 1);
                 mbar_arrive_expect_tx(q_full, Q_TILE);
                 sm90_tma_tile<BM, D>(q_tile, &qkv_map, q_col, q0, b, q_full);
-                for (int kt = 0; kt <= kt_last; kt++, loaded++) {
+                for (int kt = kt_first; kt <= kt_last; kt++, loaded++) {
                     const int s = loaded % STAGES;
                     const uint32_t k_tile = kv_tiles + (uint32_t)s * 2 * TILE, refill = ((loaded / STAGES) & 1) ^ 1;
                     if (loaded >= STAGES) mbar_wait(SM90_K_EMPTY(s), refill);
@@ -697,11 +705,13 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
     const int g = lane / 4, t = lane % 4;
     const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
     const size_t out_stride = (size_t)H * D;
+    const bool windowed = window < T;
     if (wg == NC - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory"); /* warpgroup 0 first */
     int used = 0; /* K/V tiles consumed so far (as `loaded` above) */
     for (int r = 0, tile; (tile = sm90_ws_tile(r, block, grid)) < tiles; r++) {
         const int bh = tile / q_blocks, b = bh / H, h = bh % H;
         const int q0 = (q_blocks - 1 - tile % q_blocks) * BM, kt_last = min(q0 + BM - 1, T - 1) / BN;
+        const int kt_first = max(q0 - window, 0) / BN; /* the sliding window's first key tile */
         const int row0 = q0 + 64 * wg + 16 * warp; /* this warp's first row */
         const bool last_tile = sm90_ws_tile(r + 1, block, grid) >= tiles;
         const uint64_t head_base = DROPOUT ? sm90_head_base(drop, b, h, T) : 0;
@@ -724,14 +734,14 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
         fence_registers(s);
         if (lane == 0) {
             mbar_arrive(SM90_K_EMPTY(used % STAGES));
-            if (kt_last == 0) mbar_arrive(q_empty);
+            if (kt_last == kt_first) mbar_arrive(q_empty);
         }
-        sm90_online_softmax<BN>(s, m_run, l_run, alpha, 0, row0, g, t, scale_log2);
-        if constexpr (DROPOUT) sm90_drop_forward<BN>(s, drop, head_base, 0, row0, g, t, T);
+        sm90_online_softmax<BN>(s, m_run, l_run, alpha, kt_first * BN, row0, g, t, scale_log2, window, windowed);
+        if constexpr (DROPOUT) sm90_drop_forward<BN>(s, drop, head_base, kt_first * BN, row0, g, t, T);
         sm90_pack_a<BN / 16>(p, s);
 
         /* round kt: S_kt, and P_{kt-1} V_{kt-1} under S_kt's softmax */
-        for (int kt = 1; kt <= kt_last; kt++) {
+        for (int kt = kt_first + 1; kt <= kt_last; kt++) {
             const int s_now = (used + 1) % STAGES, s_prev = used % STAGES;
             mbar_wait(SM90_K_FULL(s_now), (uint32_t)((used + 1) / STAGES) & 1);
             mbar_wait(SM90_V_FULL(s_prev), (uint32_t)(used / STAGES) & 1);
@@ -748,7 +758,7 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
                 mbar_arrive(SM90_K_EMPTY(s_now));
                 if (kt == kt_last) mbar_arrive(q_empty);
             }
-            sm90_online_softmax<BN>(s, m_run, l_run, alpha, kt * BN, row0, g, t, scale_log2);
+            sm90_online_softmax<BN>(s, m_run, l_run, alpha, kt * BN, row0, g, t, scale_log2, window, windowed);
             /* dropout after the softmax's sums, still under P V */
             if constexpr (DROPOUT) sm90_drop_forward<BN>(s, drop, head_base, kt * BN, row0, g, t, T);
             wgmma_wait<0>(); /* P V */
@@ -787,7 +797,7 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
 #undef SM90_K_EMPTY
 #undef SM90_V_EMPTY
 #else
-    (void)qkv_map; (void)out; (void)lse; (void)B; (void)T; (void)H; (void)G; (void)drop;
+    (void)qkv_map; (void)out; (void)lse; (void)B; (void)T; (void)H; (void)G; (void)window; (void)drop;
 #endif
 }
 
@@ -1884,7 +1894,7 @@ static int sm90_sm_count(void) {
 /* persistent: one block per SM, or per tile where there are fewer tiles */
 template <int D, bool DROPOUT>
 static void sm90_forward_ws_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H, int G,
-                                   const sm90_dropout_args &drop) {
+                                   int window, const sm90_dropout_args &drop) {
     auto kernel = attention_forward_ws_sm90_kernel<D, SM90_WS_BN, SM90_WS_CONSUMERS, SM90_WS_STAGES, DROPOUT>;
     const size_t smem = SM90_WS_SMEM(D, SM90_WS_BN, SM90_WS_CONSUMERS, SM90_WS_STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -1892,20 +1902,22 @@ static void sm90_forward_ws_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, i
     const size_t tiles = (size_t)B * H * ceil_div((size_t)T, (size_t)64 * SM90_WS_CONSUMERS);
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
     kernel<<<(unsigned int)grid, 128 * (SM90_WS_CONSUMERS + 1), smem, compute_stream()>>>(map, out, lse, B, T, H, G,
-                                                                                         drop);
+                                                                                         window, drop);
     CHECK_LAUNCH();
 }
 
 extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G,
-                                            int D, int head_start, int total_heads, dropout_rng rng) {
+                                            int D, int head_start, int total_heads, int window_left, dropout_rng rng) {
     const sm90_dropout_args drop = sm90_dropout_of(rng, head_start, total_heads);
     const bool dropout = rng.p > 0.0f;
+    /* the kernel's window: window_left, or one past every distance (the unwindowed tests) */
+    const int window = window_left >= 0 && window_left < T ? window_left : 1 << 29;
     if (D == 128) {
-        if (dropout) sm90_forward_ws_launch<128, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
-        else sm90_forward_ws_launch<128, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
+        if (dropout) sm90_forward_ws_launch<128, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, window, drop);
+        else sm90_forward_ws_launch<128, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, window, drop);
     } else {
-        if (dropout) sm90_forward_ws_launch<64, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
-        else sm90_forward_ws_launch<64, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
+        if (dropout) sm90_forward_ws_launch<64, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, window, drop);
+        else sm90_forward_ws_launch<64, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, window, drop);
     }
 }
 
