@@ -25,8 +25,10 @@
  * start their key walk at the tile of key q0 - W and the dK/dV kernel ends its query walk at the
  * tile of query k0 + BN - 1 + W, so a layer's work is ~ T x W instead of T^2 / 2; the mask is a
  * per-tile decision (the diagonal tile, or a tile the window's edge crosses), so tiles inside both
- * bounds run unmasked as before. Hopper's wgmma kernels take the window too
- * (cuda_attention_sm90.cu); the padded and cross-attention kernels have none.
+ * bounds run unmasked as before. Hopper's wgmma forward and one-pass backward take the window too
+ * (cuda_attention_sm90.cu; MTC_ATTENTION_SM90_WINDOW=0 keeps windowed calls here, and the
+ * two-pass Hopper backward has none: a window then runs the backward here); the padded and
+ * cross-attention kernels have none.
  *
  * The normalizer l sums the UNDROPPED exponentials: dropout applies after the softmax, as on the
  * CPU. keep[i,j] is philox_keep_attention of element rng.offset + ((b*total_heads + head_start + h)*T + i)*T
@@ -779,7 +781,8 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
     const int vec = attn_vector_io(D, dq, q) && attn_vector_io(D, dout, out) && attn_vector_io(D, dkv, kv);
     bool sm90 = false; /* Hopper's wgmma kernels are bf16 and causal only; dropout in the one pass */
     if constexpr (!is_fp16<E>::value && !PADDED)
-        sm90 = vec && window == ATTN_NO_WINDOW && cuda_attention_sm90_applies(dq, q, D, rng.p) &&
+        sm90 = vec && cuda_attention_sm90_applies(dq, q, D, rng.p) &&
+               (window == ATTN_NO_WINDOW || (cuda_attention_sm90_window() && cuda_attention_sm90_backward_fused(D))) &&
                (!DROPOUT || cuda_attention_sm90_backward_fused(D));
     const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
 
@@ -809,7 +812,8 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
             CHECK_CUDA(cudaMemsetAsync(partials, 0, (size_t)partial_rows * qkv_columns * sizeof(float), compute_stream()));
         cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dq), reinterpret_cast<const bf16 *>(dout),
                                      reinterpret_cast<const bf16 *>(q), lse2, di, dq_accum, dq_sems, partials, B, T,
-                                     Tq_pad, H, G, D, head_start, total_heads, rng);
+                                     Tq_pad, H, G, D, head_start, total_heads, window == ATTN_NO_WINDOW ? -1 : window,
+                                     rng);
         if (partials) column_sum_accumulate(dbias, partials, partial_rows, qkv_columns);
         else if (dbias) bias_backward_e(dbias, dq, B * T, qkv_columns);
         return;
@@ -888,7 +892,8 @@ static void attention_forward_t(E *out, void *workspace, const E *qkv, const int
     float *lse = (float *)workspace;
     const int window = attn_window(window_left, T);
     if constexpr (!is_fp16<E>::value) { /* Hopper (cuda_attention_sm90.cu), bf16 and causal only */
-        if (!key_valid && cuda_attention_sm90_applies(out, qkv, D, rng.p)) {
+        if (!key_valid && cuda_attention_sm90_applies(out, qkv, D, rng.p) &&
+            (window == ATTN_NO_WINDOW || cuda_attention_sm90_window())) {
             cuda_attention_sm90_forward(reinterpret_cast<bf16 *>(out), lse, reinterpret_cast<const bf16 *>(qkv), B, T,
                                         H, G, D, head_start, total_heads, window == ATTN_NO_WINDOW ? -1 : window, rng);
             return;

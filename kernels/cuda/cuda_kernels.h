@@ -225,12 +225,17 @@ void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, 
  * the sequence's 16-row blocks are left as they were (the caller zeroes them). */
 void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                   const float *di, float *dq_accum, int *dq_sems, float *bias_partials, int B, int T,
-                                  int Tpad, int H, int G, int D, int head_start, int total_heads, dropout_rng rng);
+                                  int Tpad, int H, int G, int D, int head_start, int total_heads, int window_left,
+                                  dropout_rng rng);
 /* 1 where that backward is the one-pass kernel (D 64 and 128, unless MTC_ATTENTION_FUSED_BACKWARD=0),
  * which needs dq_accum and dq_sems and can sum the bias partials; otherwise it runs the two-pass
  * dK/dV and dQ kernels and takes NULL for all three. Attention dropout (rng.p > 0) runs in the
  * one-pass kernel only (the caller takes the mma.sync backward where this is 0). */
 int cuda_attention_sm90_backward_fused(int D);
+/* 1 unless MTC_ATTENTION_SM90_WINDOW=0: sliding-window calls (window_left >= 0 and < T) take the
+ * wgmma forward and the one-pass backward above (the two-pass one has no window); 0 keeps them
+ * on the mma.sync kernels */
+int cuda_attention_sm90_window(void);
 /* the two products of one block alone against double references (tests); -1 without sm_90a */
 int cuda_attention_sm90_selftest(int D, const float *q, const float *k, const float *v,
                                  double *s_error, double *o_error);

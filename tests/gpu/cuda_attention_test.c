@@ -359,12 +359,13 @@ static void test_dropout_mask(int B, int T, int H, int G, int D, int head_start,
  * per partial, or a semaphore that let two key tiles add at once) would differ between runs; the
  * shapes have many key tiles per query tile, GQA (the dK/dV blocks walk 4 heads each) and more
  * blocks than SMs, so the blocks of one (batch, group) run concurrently with others'. */
-static void test_backward_reruns(int B, int T, int H, int G, int D, float p) {
+static void test_backward_reruns(int B, int T, int H, int G, int D, float p, int window_left) {
     enum { RUNS = 4 };
     const size_t n_qkv = (size_t)B * T * (H + 2 * G) * D, n_out = (size_t)B * T * H * D;
     dropout_rng rng = {p, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
-    char shape[128];
-    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d p=%.2f", path_label, B, T, H, G, D, (double)p);
+    char shape[160];
+    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d p=%.2f window %d", path_label, B, T, H, G, D, (double)p,
+             window_left);
     float *qkv = host_alloc(n_qkv * sizeof(float)), *dout = host_alloc(n_out * sizeof(float));
     fill_random(qkv, n_qkv, 4242u + (uint64_t)D, 2.0f);
     fill_random(dout, n_out, 4343u + (uint64_t)D, 1.0f);
@@ -372,13 +373,13 @@ static void test_backward_reruns(int B, int T, int H, int G, int D, float p) {
     bf16 *d_out = device_alloc(n_out * sizeof(bf16)), *d_dqkv = device_alloc(n_qkv * sizeof(bf16));
     void *d_ws = device_alloc(cuda_attention_workspace_bytes(B, T, H, D));
     device_sync();
-    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, 0, H, -1, rng);
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, 0, H, window_left, rng);
     bf16 *first = host_alloc(n_qkv * sizeof(bf16)), *again = host_alloc(n_qkv * sizeof(bf16));
     int same = 1;
     for (int run = 0; run < RUNS; run++) {
         poison(d_dqkv, n_qkv * sizeof(bf16));
         device_sync();
-        cuda_attention_backward(d_dqkv, NULL, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, 0, H, -1, rng);
+        cuda_attention_backward(d_dqkv, NULL, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, 0, H, window_left, rng);
         download_raw(run == 0 ? first : again, d_dqkv, n_qkv * sizeof(bf16));
         if (run > 0 && memcmp(first, again, n_qkv * sizeof(bf16)) != 0) same = 0;
     }
@@ -583,16 +584,20 @@ int main(void) {
     test_dropout_mask(1, 128, 2, 2, 128, 0, 2);
     test_dropout_mask(2, 333, 2, 1, 128, 2, 6);
     test_dropout_mask(1, 640, 1, 1, 128, 0, 1);
-    /* sliding windows (the Hopper forward takes them; the backward then runs the mma.sync kernels) */
+    /* sliding windows (the mma.sync kernels, then Hopper's forward and one-pass backward) */
     test_windows();
     }
     /* bitwise reruns of the default backward (Hopper: dQ summed over the key tiles in a fixed
      * order, 16 of them here) */
-    test_backward_reruns(8, 2048, 8, 2, 64, 0.0f);
-    test_backward_reruns(8, 2048, 8, 2, 128, 0.0f);
+    test_backward_reruns(8, 2048, 8, 2, 64, 0.0f, -1);
+    test_backward_reruns(8, 2048, 8, 2, 128, 0.0f, -1);
     /* and with attention dropout (Hopper: drawn inside the one pass) */
-    test_backward_reruns(8, 2048, 8, 2, 64, 0.1f);
-    test_backward_reruns(8, 2048, 8, 2, 128, 0.1f);
+    test_backward_reruns(8, 2048, 8, 2, 64, 0.1f, -1);
+    test_backward_reruns(8, 2048, 8, 2, 128, 0.1f, -1);
+    /* and with a sliding window (Hopper: dQ's partials from the window's key tiles only, the
+     * lowest writing dQ; 5 key tiles per query step at window 600) */
+    test_backward_reruns(8, 2048, 8, 2, 64, 0.0f, 600);
+    test_backward_reruns(8, 2048, 8, 2, 128, 0.1f, 600);
     /* the two-pass Hopper backward, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
      * perf/attention_bench compares the two so) */
     setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
@@ -606,7 +611,14 @@ int main(void) {
     /* with dropout the two-pass request takes the Hopper forward and the mma.sync backward */
     test_attention(1, 1024, 8, 2, 128, 0, 8, 0.1f);
     test_dropout_mask(2, 200, 2, 2, 64, 1, 4);
+    /* a window with the two-pass request: the Hopper forward, the mma.sync backward */
+    test_attention_window(1, 1024, 8, 2, 128, 0, 8, 0.0f, 200);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
+    /* MTC_ATTENTION_SM90_WINDOW=0: windowed calls on the mma.sync kernels, unwindowed on Hopper */
+    setenv("MTC_ATTENTION_SM90_WINDOW", "0", 1);
+    path_label = "sm90-window-off ";
+    test_attention_window(2, 200, 4, 2, 128, 0, 4, 0.1f, 64);
+    unsetenv("MTC_ATTENTION_SM90_WINDOW");
     /* MTC_ATTENTION_SM90_DROPOUT=0: dropout back on the mma.sync kernels, p = 0 still on Hopper */
     setenv("MTC_ATTENTION_SM90_DROPOUT", "0", 1);
     path_label = "sm90-dropout-off ";
