@@ -21,7 +21,10 @@
  * --window LEFT times sliding-window attention (--window-size LEFT,0: query t sees keys
  * t - LEFT .. t) after the full causal attention of the same shape, and prints the speed-up; its
  * FLOPs count the window's score elements (T (LEFT + 1) - LEFT (LEFT + 1) / 2 per head, the whole
- * causal triangle where LEFT >= T). Without a dropout given, p = 0 only. E.g. the point of the
+ * causal triangle where LEFT >= T). It then times the window on the mma.sync kernels
+ * (MTC_ATTENTION_SM90_WINDOW=0; on Hopper the default is the wgmma forward and one-pass backward)
+ * and checks that the two agree (max |a - b| / max |b| over out, dq, dk, dv under 1e-2: AGREE).
+ * Without a dropout given, p = 0 only. E.g. the point of the
  * window: attention_bench --window 4096 1 16384 16 128 (--no-old and --bias are implied).
  *
  * Usage: attention_bench [--no-old] [--bias] [--padded] [--window LEFT] [--iters N] [--dropout P] [B T H D]...
@@ -185,6 +188,34 @@ static void bench_window_shape(int B, int T, int H, int D, float p, int iters, i
            "  (speed-up fwd %.2fx bwd %.2fx; work %.2f of the full)\n",
            window, B, T, H, D, (double)p, tw.fwd_ms, win_flop / tw.fwd_ms * 1e-9, tw.bwd_ms,
            2.5 * win_flop / tw.bwd_ms * 1e-9, tf.fwd_ms / tw.fwd_ms, tf.bwd_ms / tw.bwd_ms, win_flop / full_flop);
+    fflush(stdout);
+    /* the same window on the mma.sync kernels, into buffers of their own, and the agreement */
+    bf16 *out_m, *dqkv_m;
+    void *ws_m;
+    CHECK_CUDA(cudaMalloc(&out_m, n_out * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&dqkv_m, n_qkv * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&ws_m, cuda_attention_workspace_bytes(B, T, H, D)));
+    setenv("MTC_ATTENTION_SM90_WINDOW", "0", 1);
+    timing tm = bench_time(mha_forward, mha_backward, out_m, ws_m, dqkv_m, qkv, dout, B, T, H, D, rng, iters);
+    unsetenv("MTC_ATTENTION_SM90_WINDOW");
+    CHECK_CUDA(cudaStreamSynchronize(bench_stream));
+    uint16_t *h_a = (uint16_t *)malloc(n_qkv * 2), *h_b = (uint16_t *)malloc(n_qkv * 2);
+    CHECK_CUDA(cudaMemcpy(h_a, out, n_out * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(h_b, out_m, n_out * 2, cudaMemcpyDeviceToHost));
+    const double e_out = bench_rel_err(h_a, h_b, n_out, n_out, 0, n_out);
+    CHECK_CUDA(cudaMemcpy(h_a, dqkv, n_qkv * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(h_b, dqkv_m, n_qkv * 2, cudaMemcpyDeviceToHost));
+    const double e_dq = bench_rel_err(h_a, h_b, n_qkv, 3 * D, 0, D), e_dk = bench_rel_err(h_a, h_b, n_qkv, 3 * D, D, D);
+    const double e_dv = bench_rel_err(h_a, h_b, n_qkv, 3 * D, 2 * D, D);
+    printf("mma.sync    B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms  bwd %8.3f ms (the window on the mma.sync kernels)\n"
+           "     default vs mma.sync: out %.2e  dq %.2e  dk %.2e  dv %.2e  %s\n",
+           B, T, H, D, (double)p, tm.fwd_ms, tm.bwd_ms, e_out, e_dq, e_dk, e_dv,
+           e_out < 1e-2 && e_dq < 1e-2 && e_dk < 1e-2 && e_dv < 1e-2 ? "AGREE" : "DIFFER");
+    free(h_a);
+    free(h_b);
+    CHECK_CUDA(cudaFree(out_m));
+    CHECK_CUDA(cudaFree(dqkv_m));
+    CHECK_CUDA(cudaFree(ws_m));
     bench_window = -1;
     fflush(stdout);
     CHECK_CUDA(cudaFree(qkv));
