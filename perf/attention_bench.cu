@@ -18,7 +18,16 @@
  * case: FLOPs over the whole score matrix, twice the causal figures (BERT-large's shape:
  * --padded 32 512 16 64).
  *
- * Usage: attention_bench [--no-old] [--bias] [--padded] [--iters N] [--dropout P] [B T H D]...
+ * --window LEFT times sliding-window attention (--window-size LEFT,0: query t sees keys
+ * t - LEFT .. t) after the full causal attention of the same shape, and prints the speed-up; its
+ * FLOPs count the window's score elements (T (LEFT + 1) - LEFT (LEFT + 1) / 2 per head, the whole
+ * causal triangle where LEFT >= T). It then times the window on the mma.sync kernels
+ * (MTC_ATTENTION_SM90_WINDOW=0; on Hopper the default is the wgmma forward and one-pass backward)
+ * and checks that the two agree (max |a - b| / max |b| over out, dq, dk, dv under 1e-2: AGREE).
+ * Without a dropout given, p = 0 only. E.g. the point of the
+ * window: attention_bench --window 4096 1 16384 16 128 (--no-old and --bias are implied).
+ *
+ * Usage: attention_bench [--no-old] [--bias] [--padded] [--window LEFT] [--iters N] [--dropout P] [B T H D]...
  * Build: make perf/attention_bench (kernels/local.mk); the tile shapes of cuda_attention.cu can
  * be overridden with -D for variants (ATTN_FWD_WARPS, ...). Not a test: prints figures only. */
 #include <math.h>
@@ -66,15 +75,19 @@ static double bench_rel_err(const uint16_t *a, const uint16_t *b, size_t n, size
 
 typedef struct timing { double fwd_ms, bwd_ms; } timing;
 
+/* the sliding window the mha_ kernels run with (-1: none; --window) */
+static int bench_window = -1;
+
 /* the kernels with multi-head attention (one query head per group) */
 static void mha_forward(bf16 *out, void *ws, const bf16 *qkv, int B, int T, int H, int D,
                         int head_start, int total_heads, dropout_rng rng) {
-    cuda_attention_forward(out, ws, qkv, B, T, H, H, D, head_start, total_heads, rng);
+    cuda_attention_forward(out, ws, qkv, B, T, H, H, D, head_start, total_heads, bench_window, rng);
 }
 static void mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                          const void *ws, int B, int T, int H, int D, int head_start,
                          int total_heads, dropout_rng rng) {
-    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, bench_window,
+                            rng);
 }
 /* --padded: the bidirectional kernels, every key of bench_key_valid [B, T] visible */
 static int *bench_key_valid;
@@ -93,7 +106,7 @@ static void old_mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, cons
                              const void *ws, int B, int T, int H, int D, int head_start,
                              int total_heads, dropout_rng rng) {
     setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
-    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, -1, rng);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
 }
 
@@ -102,12 +115,12 @@ static float *bench_dbias;
 static void fused_bias_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                                 const void *ws, int B, int T, int H, int D, int head_start,
                                 int total_heads, dropout_rng rng) {
-    cuda_attention_backward(dqkv, bench_dbias, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+    cuda_attention_backward(dqkv, bench_dbias, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, -1, rng);
 }
 static void pass_bias_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                                const void *ws, int B, int T, int H, int D, int head_start,
                                int total_heads, dropout_rng rng) {
-    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, rng);
+    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, -1, rng);
     cuda_bias_backward(bench_dbias, dqkv, B * T, 3 * H * D);
 }
 
@@ -147,6 +160,69 @@ static timing bench_time(forward_fn fwd, backward_fn bwd, bf16 *out, void *ws, b
 static __global__ void bench_ones_kernel(int *x, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = 1;
+}
+
+/* --window: the full causal attention, then the window's, on the same inputs */
+static void bench_window_shape(int B, int T, int H, int D, float p, int iters, int window) {
+    const size_t n_qkv = (size_t)B * T * H * 3 * D, n_out = (size_t)B * T * H * D;
+    const double W = window < T ? window : T, pairs = (double)T * (W + 1.0) - W * (W + 1.0) / 2.0;
+    const double full_flop = 2.0 * B * H * (double)T * T * D, win_flop = 4.0 * B * H * pairs * D;
+    dropout_rng rng = {p, 1234u, 77u, 0u};
+    bf16 *qkv, *dout, *out, *dqkv;
+    void *ws;
+    CHECK_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&dqkv, n_qkv * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&dout, n_out * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&out, n_out * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&ws, cuda_attention_workspace_bytes(B, T, H, D)));
+    bench_fill_kernel<<<1024, 256, 0, bench_stream>>>(as_nv(qkv), n_qkv, 1u, 1.7f);
+    bench_fill_kernel<<<1024, 256, 0, bench_stream>>>(as_nv(dout), n_out, 2u, 1.0f);
+    CHECK_LAUNCH();
+    bench_window = -1;
+    timing tf = bench_time(mha_forward, mha_backward, out, ws, dqkv, qkv, dout, B, T, H, D, rng, iters);
+    printf("full        B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms %6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s\n", B, T, H,
+           D, (double)p, tf.fwd_ms, full_flop / tf.fwd_ms * 1e-9, tf.bwd_ms, 2.5 * full_flop / tf.bwd_ms * 1e-9);
+    bench_window = window;
+    timing tw = bench_time(mha_forward, mha_backward, out, ws, dqkv, qkv, dout, B, T, H, D, rng, iters);
+    printf("window %-4d B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms %6.1f TFLOP/s  bwd %8.3f ms %6.1f TFLOP/s"
+           "  (speed-up fwd %.2fx bwd %.2fx; work %.2f of the full)\n",
+           window, B, T, H, D, (double)p, tw.fwd_ms, win_flop / tw.fwd_ms * 1e-9, tw.bwd_ms,
+           2.5 * win_flop / tw.bwd_ms * 1e-9, tf.fwd_ms / tw.fwd_ms, tf.bwd_ms / tw.bwd_ms, win_flop / full_flop);
+    fflush(stdout);
+    /* the same window on the mma.sync kernels, into buffers of their own, and the agreement */
+    bf16 *out_m, *dqkv_m;
+    void *ws_m;
+    CHECK_CUDA(cudaMalloc(&out_m, n_out * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&dqkv_m, n_qkv * sizeof(bf16)));
+    CHECK_CUDA(cudaMalloc(&ws_m, cuda_attention_workspace_bytes(B, T, H, D)));
+    setenv("MTC_ATTENTION_SM90_WINDOW", "0", 1);
+    timing tm = bench_time(mha_forward, mha_backward, out_m, ws_m, dqkv_m, qkv, dout, B, T, H, D, rng, iters);
+    unsetenv("MTC_ATTENTION_SM90_WINDOW");
+    CHECK_CUDA(cudaStreamSynchronize(bench_stream));
+    uint16_t *h_a = (uint16_t *)malloc(n_qkv * 2), *h_b = (uint16_t *)malloc(n_qkv * 2);
+    CHECK_CUDA(cudaMemcpy(h_a, out, n_out * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(h_b, out_m, n_out * 2, cudaMemcpyDeviceToHost));
+    const double e_out = bench_rel_err(h_a, h_b, n_out, n_out, 0, n_out);
+    CHECK_CUDA(cudaMemcpy(h_a, dqkv, n_qkv * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(h_b, dqkv_m, n_qkv * 2, cudaMemcpyDeviceToHost));
+    const double e_dq = bench_rel_err(h_a, h_b, n_qkv, 3 * D, 0, D), e_dk = bench_rel_err(h_a, h_b, n_qkv, 3 * D, D, D);
+    const double e_dv = bench_rel_err(h_a, h_b, n_qkv, 3 * D, 2 * D, D);
+    printf("mma.sync    B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms  bwd %8.3f ms (the window on the mma.sync kernels)\n"
+           "     default vs mma.sync: out %.2e  dq %.2e  dk %.2e  dv %.2e  %s\n",
+           B, T, H, D, (double)p, tm.fwd_ms, tm.bwd_ms, e_out, e_dq, e_dk, e_dv,
+           e_out < 1e-2 && e_dq < 1e-2 && e_dk < 1e-2 && e_dv < 1e-2 ? "AGREE" : "DIFFER");
+    free(h_a);
+    free(h_b);
+    CHECK_CUDA(cudaFree(out_m));
+    CHECK_CUDA(cudaFree(dqkv_m));
+    CHECK_CUDA(cudaFree(ws_m));
+    bench_window = -1;
+    fflush(stdout);
+    CHECK_CUDA(cudaFree(qkv));
+    CHECK_CUDA(cudaFree(dqkv));
+    CHECK_CUDA(cudaFree(dout));
+    CHECK_CUDA(cudaFree(out));
+    CHECK_CUDA(cudaFree(ws));
 }
 
 static void bench_shape(int B, int T, int H, int D, float p, int iters, int with_old, int with_bias, int padded) {
@@ -231,7 +307,7 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
 }
 
 int main(int argc, char **argv) {
-    int with_old = 1, with_bias = 0, padded = 0, iters = 10, nshapes = 0;
+    int with_old = 1, with_bias = 0, padded = 0, iters = 10, nshapes = 0, window = -1;
     float dropout = -1.0f; /* default: both 0 and 0.1 */
     int shapes[16][4];
     for (int i = 1; i < argc; i++) {
@@ -239,16 +315,21 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--bias") == 0) with_bias = 1;
         else if (strcmp(argv[i], "--padded") == 0) padded = 1;
         else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc) window = atoi(argv[++i]);
         else if (strcmp(argv[i], "--dropout") == 0 && i + 1 < argc) dropout = (float)atof(argv[++i]);
         else if (i + 3 < argc && nshapes < 16) {
             for (int j = 0; j < 4; j++) shapes[nshapes][j] = atoi(argv[i + j]);
             nshapes++;
             i += 3;
         } else {
-            fprintf(stderr, "usage: %s [--no-old] [--bias] [--padded] [--iters N] [--dropout P] [B T H D]...\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--no-old] [--bias] [--padded] [--window LEFT] [--iters N] [--dropout P] "
+                            "[B T H D]...\n", argv[0]);
             return 2;
         }
+    }
+    if (window < -1 || (window >= 0 && padded)) {
+        fprintf(stderr, "%s: --window takes LEFT >= 0 (causal attention only, not with --padded)\n", argv[0]);
+        return 2;
     }
     if (nshapes == 0) {
         const int defaults[2][4] = {{32, 1024, 12, 64}, {8, 2048, 16, 128}};
@@ -264,7 +345,10 @@ int main(int argc, char **argv) {
            ATTN_FWD_BN, ATTN_DQ_WARPS_64, ATTN_DQ_WARPS_128, ATTN_DKDV_WARPS, ATTN_DKDV_BM_64,
            ATTN_DKDV_BM_128, iters);
     for (int s = 0; s < nshapes; s++) {
-        if (dropout < 0.0f) {
+        if (window >= 0) {
+            bench_window_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], dropout < 0.0f ? 0.0f : dropout,
+                               iters, window);
+        } else if (dropout < 0.0f) {
             bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.0f, iters, with_old, with_bias,
                         padded);
             bench_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0.1f, iters, with_old, with_bias,

@@ -19,6 +19,17 @@
  *
  *   s[i,j] = q_i.k_j / sqrt(D) (j <= i),  P = exp(s - lse),  out_i = sum_j P[i,j] keep[i,j]/(1-p) v_j
  *
+ * Sliding window (window_left W >= 0, kernels.h: Megatron's --window-size (W, 0)): query i sees
+ * keys i - W .. i only. The causal kernels take W as a runtime argument (attn_window(): without a
+ * window one larger than any T, so every test below reads the same): the forward and dQ kernels
+ * start their key walk at the tile of key q0 - W and the dK/dV kernel ends its query walk at the
+ * tile of query k0 + BN - 1 + W, so a layer's work is ~ T x W instead of T^2 / 2; the mask is a
+ * per-tile decision (the diagonal tile, or a tile the window's edge crosses), so tiles inside both
+ * bounds run unmasked as before. Hopper's wgmma forward and one-pass backward take the window too
+ * (cuda_attention_sm90.cu; MTC_ATTENTION_SM90_WINDOW=0 keeps windowed calls here, and the
+ * two-pass Hopper backward has none: a window then runs the backward here); the padded and
+ * cross-attention kernels have none.
+ *
  * The normalizer l sums the UNDROPPED exponentials: dropout applies after the softmax, as on the
  * CPU. keep[i,j] is philox_keep_attention of element rng.offset + ((b*total_heads + head_start + h)*T + i)*T
  * + j, exactly the CPU backend's counter, so both backends drop the same probabilities. With
@@ -133,6 +144,12 @@ static __device__ __forceinline__ uint64_t attn_row_counter(const dropout_rng &r
     return rng.offset + (head_index * (uint64_t)Tq + (uint64_t)i) * (uint64_t)Tk;
 }
 
+/* the window the kernels take: window_left, or (-1: none) one past any distance of positions */
+#define ATTN_NO_WINDOW (1 << 29)
+static int attn_window(int window_left, int T) {
+    return window_left >= 0 && window_left < T ? window_left : ATTN_NO_WINDOW;
+}
+
 /* Where the heads sit. Self-attention (CROSS false) reads q, k and v from one qkv row of
  * (H+2G)*D (kernels.h's grouped layout: qkv_query_offset, qkv_key_offset), Tq = Tk = T.
  * Cross-attention (CROSS: T5's decoder over the encoder, kernels.h's cross_attention_*) reads the
@@ -216,7 +233,7 @@ static __device__ __forceinline__ uint64_t attn_tile_key_bits(const int *valid_r
 template <int DP, int WARPS, int BN, bool DROPOUT, bool PADDED, bool CROSS, typename E>
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_FWD_MIN_BLOCKS_64 : 0)
 attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, const int *key_valid, int Tq, int Tk,
-                         int H, int G, int D, int head_start, int total_heads, dropout_rng rng, int vec) {
+                         int H, int G, int D, int head_start, int total_heads, int window, dropout_rng rng, int vec) {
     static_assert(PADDED || !CROSS, "cross-attention takes a key-padding mask");
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -236,13 +253,16 @@ attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, co
     const int *valid_row = PADDED ? key_valid + (size_t)b * Tk : NULL;
     const int kt_last = PADDED ? max(attn_key_extent<THREADS>(valid_row, Tk) - 1, 0) / BN
                                : min(q0 + BM - 1, Tq - 1) / BN;
+    const int kt_first = PADDED ? 0 : max(q0 - window, 0) / BN; /* the window's first key tile */
+    const bool windowed = !PADDED && window < Tq; /* a row may meet a tile wholly before its window */
     const uint32_t drop_threshold = attn_drop_threshold(rng.p);
     const uint64_t row_counter[2] = {attn_row_counter(rng, head_index, Tq, Tk, warp_row0 + g),
                                      attn_row_counter(rng, head_index, Tq, Tk, warp_row0 + g + 8)};
 
     attn_load_tile<DP, BM, THREADS>(q_s, q_base, q_stride, q0, Tq, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s, k_base, kv_stride, 0, Tk, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, kv_stride, 0, Tk, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + (kt_first & 1) * 2 * BN * LD, k_base, kv_stride, kt_first * BN, Tk, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + (kt_first & 1) * 2 * BN * LD + BN * LD, k_base + D, kv_stride,
+                                    kt_first * BN, Tk, D, vec);
     cp_async_commit();
 
     float o[DP / 8][4];
@@ -251,7 +271,7 @@ attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, co
     float m_run[2] = {-INFINITY, -INFINITY}; /* rows g, g + 8 (raw scores), same in the quad */
     float l_run[2] = {0.0f, 0.0f};           /* this lane's part of the row sums */
 
-    for (int kt = 0; kt <= kt_last; kt++) {
+    for (int kt = kt_first; kt <= kt_last; kt++) {
         const int k0 = kt * BN;
         const E *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (kt < kt_last) { /* prefetch the next K, V tiles into the other stage */
@@ -267,9 +287,12 @@ attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, co
          * k0 is at or left of every row (k0 and the warp's first row are multiples of 16), so
          * each row has an unmasked score and the running max becomes finite on the first tile.
          * PADDED: the tile's visible keys (none: nothing to do); a row's max stays -inf until
-         * it meets one, and is then taken as 0 in the exponentials (all of them 0 before). */
+         * it meets one, and is then taken as 0 in the exponentials (all of them 0 before).
+         * Window W: keys k0 + BN - 1 < warp_row0 - W are before every row's window: nothing to
+         * do; a tile the window's edge crosses is masked, and a row that sees none of its keys
+         * yet keeps max -inf, as PADDED's. */
         const uint64_t key_bits = PADDED ? attn_tile_key_bits<BN>(valid_row, k0, Tk, lane) : 0;
-        if (PADDED ? key_bits != 0 : k0 <= warp_row0 + 15) {
+        if (PADDED ? key_bits != 0 : k0 <= warp_row0 + 15 && k0 + BN - 1 >= warp_row0 - window) {
             float s[NT][4];
             warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
             if (PADDED) { /* the key-padding mask */
@@ -278,13 +301,15 @@ attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, co
 #pragma unroll
                     for (int e = 0; e < 4; e++)
                         if (!((key_bits >> (8 * n + 2 * t + (e & 1))) & 1u)) s[n][e] = -INFINITY;
-            } else if (k0 + BN - 1 > warp_row0) { /* the diagonal crosses this tile: causal mask */
+            } else if (k0 + BN - 1 > warp_row0 || k0 < warp_row0 + 15 - window) {
+                /* the diagonal or the window's edge crosses this tile: causal and window mask */
 #pragma unroll
                 for (int n = 0; n < NT; n++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        if (k0 + 8 * n + 2 * t + (e & 1) > warp_row0 + g + 8 * (e >> 1))
-                            s[n][e] = -INFINITY;
+                    for (int e = 0; e < 4; e++) {
+                        const int key = k0 + 8 * n + 2 * t + (e & 1), row = warp_row0 + g + 8 * (e >> 1);
+                        if (key > row || key < row - window) s[n][e] = -INFINITY;
+                    }
             }
             /* online softmax: new row max, rescale factor of what was accumulated so far */
             float m_new[2] = {m_run[0], m_run[1]};
@@ -297,7 +322,7 @@ attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, co
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 m_new[i] = quad_max(m_new[i]);
-                const float m_use = PADDED && m_new[i] == -INFINITY ? 0.0f : m_new[i];
+                const float m_use = (PADDED || windowed) && m_new[i] == -INFINITY ? 0.0f : m_new[i];
                 alpha[i] = fast_exp2((m_run[i] - m_use) * scale_log2);
                 m_run[i] = m_new[i];
                 neg_m[i] = -m_use * scale_log2;
@@ -428,7 +453,7 @@ static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN
 attention_backward_dkdv_kernel(E *dk_dst, uint32_t *keep_bits, const E *dout, const E *q_src, const E *kv_src,
                                const int *key_valid, const float *lse2, const float *di, int Tq, int Tk,
                                int Tq_pad, int Tk_pad, int H, int G, int D, int head_start, int total_heads,
-                               dropout_rng rng, int vec) {
+                               int window, dropout_rng rng, int vec) {
     static_assert(PADDED || !CROSS, "cross-attention takes a key-padding mask");
     constexpr int BN = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BM / 8;
     constexpr int STAGE = 2 * BM * LD + 2 * BM * 2; /* bf16 elements: Q, dO, then lse2, Di */
@@ -446,7 +471,10 @@ attention_backward_dkdv_kernel(E *dk_dst, uint32_t *keep_bits, const E *dout, co
     const E *k_base = kv_src + (size_t)b * Tk * kv_stride + attn_k_offset<CROSS>(group, H, G, D);
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
-    const int qt_first = PADDED ? 0 : k0 / BM, qt_last = (Tq - 1) / BM, tiles = qt_last - qt_first + 1;
+    /* the query tiles from the diagonal to the window's end (query k0 + BN - 1 + W) */
+    const int qt_first = PADDED ? 0 : k0 / BM;
+    const int qt_last = PADDED ? (Tq - 1) / BM : min(Tq - 1, k0 + BN - 1 + window) / BM;
+    const int tiles = qt_last - qt_first + 1;
     const uint32_t drop_threshold = attn_drop_threshold(rng.p);
     /* PADDED: the visible ones of the warp's 16 keys (bit j: key warp_key0 + j) */
     const uint32_t warp_key_bits =
@@ -497,13 +525,13 @@ attention_backward_dkdv_kernel(E *dk_dst, uint32_t *keep_bits, const E *dout, co
         cp_async_wait<1>();
         __syncthreads();
 
-        /* some query of the tile sees some key of the warp */
-        if (PADDED ? warp_key_bits != 0 : q0 + BM - 1 >= warp_key0) {
+        /* some query of the tile sees some key of the warp (within the window W: q0 <= key + W) */
+        if (PADDED ? warp_key_bits != 0 : q0 + BM - 1 >= warp_key0 && q0 <= warp_key0 + 15 + window) {
             float s[NT][4], dp[NT][4]; /* S^T, dP^T: row = key (g, g + 8), column = query */
             uint32_t my_keep_word = 0;
             warp_gemm_abt<DP, NT>(s, k_s + 16 * warp * LD, q_s, lane);
             warp_gemm_abt<DP, NT>(dp, v_s + 16 * warp * LD, do_s, lane);
-            const bool mask = PADDED || warp_key0 + 15 > q0 || q0 + BM > Tq;
+            const bool mask = PADDED || warp_key0 + 15 > q0 || q0 + BM > Tq || q0 + BM - 1 > warp_key0 + window;
             const bool key_visible[2] = {((warp_key_bits >> g) & 1u) != 0, ((warp_key_bits >> (g + 8)) & 1u) != 0};
 #pragma unroll
             for (int n = 0; n < NT; n++) {
@@ -516,7 +544,7 @@ attention_backward_dkdv_kernel(E *dk_dst, uint32_t *keep_bits, const E *dout, co
                     if ((e & 1) == 0) drawn = false; /* queries query, query + 1 of a key share a call */
                     const int key = warp_key0 + g + 8 * (e >> 1), query = q0 + 8 * n + 2 * t + (e & 1);
                     const bool visible = PADDED ? key_visible[e >> 1] && query < Tq
-                                                : !(mask && (key > query || query >= Tq));
+                                                : !(mask && (key > query || query >= Tq || query > key + window));
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
                     if (!visible) p = 0.0f;
                     float dpv = dp[n][e];
@@ -575,7 +603,7 @@ template <int DP, int WARPS, int BN, bool DROPOUT, bool PADDED, bool CROSS, type
 static __global__ void __launch_bounds__(WARPS * 32, DP <= 64 && !DROPOUT ? ATTN_DQ_MIN_BLOCKS_64 : 0)
 attention_backward_dq_kernel(E *dq_dst, const uint32_t *keep_bits, const E *dout, const E *q_src, const E *kv_src,
                              const int *key_valid, const float *lse2, const float *di, int Tq, int Tk, int Tq_pad,
-                             int Tk_pad, int H, int G, int D, dropout_rng rng, int vec) {
+                             int Tk_pad, int H, int G, int D, int window, dropout_rng rng, int vec) {
     static_assert(PADDED || !CROSS, "cross-attention takes a key-padding mask");
     constexpr int BM = 16 * WARPS, THREADS = 32 * WARPS, LD = ATTN_LD(DP), NT = BN / 8;
     extern __shared__ __align__(128) unsigned char attn_smem[];
@@ -596,6 +624,7 @@ attention_backward_dq_kernel(E *dq_dst, const uint32_t *keep_bits, const E *dout
     const int *valid_row = PADDED ? key_valid + (size_t)b * Tk : NULL;
     const int kt_last = PADDED ? max(attn_key_extent<THREADS>(valid_row, Tk) - 1, 0) / BN
                                : min(q0 + BM - 1, Tq - 1) / BN;
+    const int kt_first = PADDED ? 0 : max(q0 - window, 0) / BN; /* the window's first key tile */
 
     /* rows g and g + 8 of the warp (padded statistics: no bounds check) */
     const float *lse2_rows = lse2 + (size_t)bh * Tq_pad, *di_rows = di + (size_t)bh * Tq_pad;
@@ -605,15 +634,16 @@ attention_backward_dq_kernel(E *dq_dst, const uint32_t *keep_bits, const E *dout
     attn_load_tile<DP, BM, THREADS>(q_s, q_base, q_stride, q0, Tq, D, vec);
     attn_load_tile<DP, BM, THREADS>(do_s, dout + (size_t)b * Tq * out_stride + (size_t)h * D,
                                     out_stride, q0, Tq, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s, k_base, kv_stride, 0, Tk, D, vec);
-    attn_load_tile<DP, BN, THREADS>(kv_s + BN * LD, k_base + D, kv_stride, 0, Tk, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + (kt_first & 1) * 2 * BN * LD, k_base, kv_stride, kt_first * BN, Tk, D, vec);
+    attn_load_tile<DP, BN, THREADS>(kv_s + (kt_first & 1) * 2 * BN * LD + BN * LD, k_base + D, kv_stride,
+                                    kt_first * BN, Tk, D, vec);
     cp_async_commit();
 
     float dq[DP / 8][4];
 #pragma unroll
     for (int n = 0; n < DP / 8; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
 
-    for (int kt = 0; kt <= kt_last; kt++) {
+    for (int kt = kt_first; kt <= kt_last; kt++) {
         const int k0 = kt * BN;
         const E *k_s = kv_s + (kt & 1) * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (kt < kt_last) {
@@ -626,7 +656,7 @@ attention_backward_dq_kernel(E *dq_dst, const uint32_t *keep_bits, const E *dout
         __syncthreads();
 
         const uint64_t key_bits = PADDED ? attn_tile_key_bits<BN>(valid_row, k0, Tk, lane) : 0;
-        if (PADDED ? key_bits != 0 : k0 <= warp_row0 + 15) {
+        if (PADDED ? key_bits != 0 : k0 <= warp_row0 + 15 && k0 + BN - 1 >= warp_row0 - window) {
             /* keep bits of this lane's elements: for key block k0/16 + n/2 and query block
              * warp_row0/8 + e/2, the words (g & 1)*2 + {0, 1} (the second for odd n) */
             uint2 keep_words[DROPOUT ? NT / 2 : 1][2];
@@ -642,14 +672,14 @@ attention_backward_dq_kernel(E *dq_dst, const uint32_t *keep_bits, const E *dout
             float s[NT][4], dp[NT][4];
             warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
             warp_gemm_abt<DP, NT>(dp, do_s + 16 * warp * LD, v_s, lane);
-            const bool mask = k0 + BN - 1 > warp_row0;
+            const bool mask = k0 + BN - 1 > warp_row0 || k0 < warp_row0 + 15 - window; /* diagonal, window edge */
 #pragma unroll
             for (int n = 0; n < NT; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int row = warp_row0 + g + 8 * (e >> 1), key = k0 + 8 * n + 2 * t + (e & 1);
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -row_lse2[e >> 1]));
-                    if (PADDED ? !((key_bits >> (key - k0)) & 1u) : mask && key > row) p = 0.0f;
+                    if (PADDED ? !((key_bits >> (key - k0)) & 1u) : mask && (key > row || key < row - window)) p = 0.0f;
                     float dpv = dp[n][e];
                     if (DROPOUT) {
                         const uint2 words = keep_words[n >> 1][e >> 1];
@@ -700,7 +730,8 @@ static dim3 attn_grid(int B, int H, int T, int tile) {
  * (self-attention: q = kv = qkv, Tq = Tk) */
 template <int DP, bool DROPOUT, bool PADDED, bool CROSS, typename E>
 static void attn_forward_launch(E *out, float *lse, const E *q, const E *kv, const int *key_valid, int B, int Tq,
-                                int Tk, int H, int G, int D, int head_start, int total_heads, dropout_rng rng) {
+                                int Tk, int H, int G, int D, int head_start, int total_heads, int window,
+                                dropout_rng rng) {
     constexpr int WARPS = ATTN_FWD_WARPS, BN = ATTN_FWD_BN;
     static_assert(ATTN_T_PAD % (16 * WARPS) == 0 && BN % 16 == 0, "forward tile shape");
     static_assert(!PADDED || BN <= 64, "the padded kernels mask key tiles of at most 64");
@@ -709,7 +740,7 @@ static void attn_forward_launch(E *out, float *lse, const E *q, const E *kv, con
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const int vec = attn_vector_io(D, out, q) && attn_vector_io(D, kv, kv);
     kernel<<<attn_grid(B, H, Tq, 16 * WARPS), 32 * WARPS, smem, compute_stream()>>>(
-        out, lse, q, kv, key_valid, Tq, Tk, H, G, D, head_start, total_heads, rng, vec);
+        out, lse, q, kv, key_valid, Tq, Tk, H, G, D, head_start, total_heads, window, rng, vec);
     CHECK_LAUNCH();
 }
 
@@ -735,7 +766,7 @@ static float *attn_bias_partials(size_t bytes) {
 template <int DP, bool DROPOUT, bool PADDED, bool CROSS, typename E>
 static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, const E *q, const E *kv,
                                  const E *out, const int *key_valid, const float *lse, int B, int Tq, int Tk, int H,
-                                 int G, int D, int head_start, int total_heads, dropout_rng rng) {
+                                 int G, int D, int head_start, int total_heads, int window, dropout_rng rng) {
     constexpr int DQ_WARPS = DP <= 64 ? ATTN_DQ_WARPS_64 : ATTN_DQ_WARPS_128, DQ_BN = ATTN_DQ_BN;
     constexpr int KV_WARPS = ATTN_DKDV_WARPS;
     constexpr int KV_BM = DP <= 64 ? ATTN_DKDV_BM_64 : ATTN_DKDV_BM_128;
@@ -751,6 +782,7 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
     bool sm90 = false; /* Hopper's wgmma kernels are bf16 and causal only; dropout in the one pass */
     if constexpr (!is_fp16<E>::value && !PADDED)
         sm90 = vec && cuda_attention_sm90_applies(dq, q, D, rng.p) &&
+               (window == ATTN_NO_WINDOW || (cuda_attention_sm90_window() && cuda_attention_sm90_backward_fused(D))) &&
                (!DROPOUT || cuda_attention_sm90_backward_fused(D));
     const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
 
@@ -780,7 +812,8 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
             CHECK_CUDA(cudaMemsetAsync(partials, 0, (size_t)partial_rows * qkv_columns * sizeof(float), compute_stream()));
         cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dq), reinterpret_cast<const bf16 *>(dout),
                                      reinterpret_cast<const bf16 *>(q), lse2, di, dq_accum, dq_sems, partials, B, T,
-                                     Tq_pad, H, G, D, head_start, total_heads, rng);
+                                     Tq_pad, H, G, D, head_start, total_heads, window == ATTN_NO_WINDOW ? -1 : window,
+                                     rng);
         if (partials) column_sum_accumulate(dbias, partials, partial_rows, qkv_columns);
         else if (dbias) bias_backward_e(dbias, dq, B * T, qkv_columns);
         return;
@@ -792,14 +825,14 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
                                     (int)dkdv_smem));
     dkdv<<<attn_grid(B, G, Tk, 16 * KV_WARPS), 32 * KV_WARPS, dkdv_smem, compute_stream()>>>(
         dkv, keep_bits, dout, q, kv, key_valid, lse2, di, Tq, Tk, Tq_pad, Tk_pad, H, G, D, head_start, total_heads,
-        rng, vec);
+        window, rng, vec);
     CHECK_LAUNCH();
 
     auto dq_kernel = attention_backward_dq_kernel<DP, DQ_WARPS, DQ_BN, DROPOUT, PADDED, CROSS, E>;
     const size_t dq_smem = attn_dq_smem(DP, DQ_WARPS, DQ_BN);
     CHECK_CUDA(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem));
     dq_kernel<<<attn_grid(B, H, Tq, 16 * DQ_WARPS), 32 * DQ_WARPS, dq_smem, compute_stream()>>>(
-        dq, keep_bits, dout, q, kv, key_valid, lse2, di, Tq, Tk, Tq_pad, Tk_pad, H, G, D, rng, vec);
+        dq, keep_bits, dout, q, kv, key_valid, lse2, di, Tq, Tk, Tq_pad, Tk_pad, H, G, D, window, rng, vec);
     CHECK_LAUNCH();
     if (dbias && !CROSS) bias_backward_e(dbias, dq, B * Tq, qkv_columns);
 }
@@ -814,10 +847,12 @@ static int attn_padded_head_dim(int D) {
 /* the instantiation for D and the dropout probability */
 template <bool PADDED, bool CROSS, typename E>
 static void attn_forward_dispatch(E *out, float *lse, const E *q, const E *kv, const int *key_valid, int B, int Tq,
-                                  int Tk, int H, int G, int D, int head_start, int total_heads, dropout_rng rng) {
+                                  int Tk, int H, int G, int D, int head_start, int total_heads, int window,
+                                  dropout_rng rng) {
     const bool drop = rng.p > 0.0f, dp64 = attn_padded_head_dim(D) == 64;
 #define ATTN_FORWARD(DP, DROP) \
-    attn_forward_launch<DP, DROP, PADDED, CROSS>(out, lse, q, kv, key_valid, B, Tq, Tk, H, G, D, head_start, total_heads, rng)
+    attn_forward_launch<DP, DROP, PADDED, CROSS>(out, lse, q, kv, key_valid, B, Tq, Tk, H, G, D, head_start, total_heads, \
+                                                 window, rng)
     if (dp64) drop ? ATTN_FORWARD(64, true) : ATTN_FORWARD(64, false);
     else drop ? ATTN_FORWARD(128, true) : ATTN_FORWARD(128, false);
 #undef ATTN_FORWARD
@@ -826,11 +861,11 @@ static void attn_forward_dispatch(E *out, float *lse, const E *q, const E *kv, c
 template <bool PADDED, bool CROSS, typename E>
 static void attn_backward_dispatch(E *dq, E *dkv, float *dbias, const E *dout, const E *q, const E *kv, const E *out,
                                    const int *key_valid, const float *lse, int B, int Tq, int Tk, int H, int G, int D,
-                                   int head_start, int total_heads, dropout_rng rng) {
+                                   int head_start, int total_heads, int window, dropout_rng rng) {
     const bool drop = rng.p > 0.0f, dp64 = attn_padded_head_dim(D) == 64;
 #define ATTN_BACKWARD(DP, DROP)                                                                                 \
     attn_backward_launch<DP, DROP, PADDED, CROSS>(dq, dkv, dbias, dout, q, kv, out, key_valid, lse, B, Tq, Tk, H, G, \
-                                                  D, head_start, total_heads, rng)
+                                                  D, head_start, total_heads, window, rng)
     if (dp64) drop ? ATTN_BACKWARD(64, true) : ATTN_BACKWARD(64, false);
     else drop ? ATTN_BACKWARD(128, true) : ATTN_BACKWARD(128, false);
 #undef ATTN_BACKWARD
@@ -850,37 +885,41 @@ static void attn_check_groups(int H, int G) {
 /* key_valid NULL: causal attention; else bidirectional with that key-padding mask [B,T] */
 template <typename E>
 static void attention_forward_t(E *out, void *workspace, const E *qkv, const int *key_valid, int B, int T,
-                                int H, int G, int D, int head_start, int total_heads, dropout_rng rng) {
+                                int H, int G, int D, int head_start, int total_heads, int window_left,
+                                dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
     attn_check_groups(H, G);
     float *lse = (float *)workspace;
+    const int window = attn_window(window_left, T);
     if constexpr (!is_fp16<E>::value) { /* Hopper (cuda_attention_sm90.cu), bf16 and causal only */
-        if (!key_valid && cuda_attention_sm90_applies(out, qkv, D, rng.p)) {
+        if (!key_valid && cuda_attention_sm90_applies(out, qkv, D, rng.p) &&
+            (window == ATTN_NO_WINDOW || cuda_attention_sm90_window())) {
             cuda_attention_sm90_forward(reinterpret_cast<bf16 *>(out), lse, reinterpret_cast<const bf16 *>(qkv), B, T,
-                                        H, G, D, head_start, total_heads, rng);
+                                        H, G, D, head_start, total_heads, window == ATTN_NO_WINDOW ? -1 : window, rng);
             return;
         }
     }
     if (key_valid)
-        attn_forward_dispatch<true, false>(out, lse, qkv, qkv, key_valid, B, T, T, H, G, D, head_start, total_heads, rng);
+        attn_forward_dispatch<true, false>(out, lse, qkv, qkv, key_valid, B, T, T, H, G, D, head_start, total_heads,
+                                           ATTN_NO_WINDOW, rng);
     else
         attn_forward_dispatch<false, false>(out, lse, qkv, qkv, key_valid, B, T, T, H, G, D, head_start, total_heads,
-                                            rng);
+                                            window, rng);
 }
 
 template <typename E>
 static void attention_backward_t(E *dqkv, float *dbias, const E *dout, const E *qkv, const E *out,
                                  const int *key_valid, const void *workspace, int B, int T, int H, int G, int D,
-                                 int head_start, int total_heads, dropout_rng rng) {
+                                 int head_start, int total_heads, int window_left, dropout_rng rng) {
     if (B <= 0 || T <= 0 || H <= 0) return;
     attn_check_groups(H, G);
     const float *lse = (const float *)workspace;
     if (key_valid)
         attn_backward_dispatch<true, false>(dqkv, dqkv, dbias, dout, qkv, qkv, out, key_valid, lse, B, T, T, H, G, D,
-                                            head_start, total_heads, rng);
+                                            head_start, total_heads, ATTN_NO_WINDOW, rng);
     else
         attn_backward_dispatch<false, false>(dqkv, dqkv, dbias, dout, qkv, qkv, out, key_valid, lse, B, T, T, H, G, D,
-                                             head_start, total_heads, rng);
+                                             head_start, total_heads, attn_window(window_left, T), rng);
 }
 
 /* cross-attention (kernels.h's cross_attention_*): the padded kernels with CROSS; H query heads,
@@ -897,7 +936,7 @@ static void cross_attention_forward_t(E *out, void *workspace, const E *q, const
         return;
     }
     attn_forward_dispatch<true, true>(out, (float *)workspace, q, kv, key_valid, B, Tq, Tk, H, H, D, head_start,
-                                      total_heads, rng);
+                                      total_heads, ATTN_NO_WINDOW, rng);
 }
 
 template <typename E>
@@ -912,37 +951,40 @@ static void cross_attention_backward_t(E *dq, E *dkv, const E *dout, const E *q,
         return;
     }
     attn_backward_dispatch<true, true>(dq, dkv, (float *)NULL, dout, q, kv, out, key_valid,
-                                       (const float *)workspace, B, Tq, Tk, H, H, D, head_start, total_heads, rng);
+                                       (const float *)workspace, B, Tq, Tk, H, H, D, head_start, total_heads,
+                                       ATTN_NO_WINDOW, rng);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
 
 extern "C" void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T,
-                                       int H, int G, int D, int head_start, int total_heads,
+                                       int H, int G, int D, int head_start, int total_heads, int window_left,
                                        dropout_rng rng) {
-    attention_forward_t(as_nv(out), workspace, as_nv(qkv), NULL, B, T, H, G, D, head_start, total_heads, rng);
+    attention_forward_t(as_nv(out), workspace, as_nv(qkv), NULL, B, T, H, G, D, head_start, total_heads, window_left,
+                        rng);
 }
 
 extern "C" void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, int B, int T,
-                                       int H, int G, int D, int head_start, int total_heads,
+                                       int H, int G, int D, int head_start, int total_heads, int window_left,
                                        dropout_rng rng) {
-    attention_forward_t(as_half(out), workspace, as_half(qkv), NULL, B, T, H, G, D, head_start, total_heads, rng);
+    attention_forward_t(as_half(out), workspace, as_half(qkv), NULL, B, T, H, G, D, head_start, total_heads,
+                        window_left, rng);
 }
 
 extern "C" void cuda_attention_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv,
                                         const bf16 *out, const void *workspace, int B, int T,
-                                        int H, int G, int D, int head_start, int total_heads,
+                                        int H, int G, int D, int head_start, int total_heads, int window_left,
                                         dropout_rng rng) {
     attention_backward_t(as_nv(dqkv), dbias, as_nv(dout), as_nv(qkv), as_nv(out), NULL, workspace, B, T, H, G, D,
-                         head_start, total_heads, rng);
+                         head_start, total_heads, window_left, rng);
 }
 
 extern "C" void cuda_attention_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv,
                                         const fp16 *out, const void *workspace, int B, int T,
-                                        int H, int G, int D, int head_start, int total_heads,
+                                        int H, int G, int D, int head_start, int total_heads, int window_left,
                                         dropout_rng rng) {
     attention_backward_t(as_half(dqkv), dbias, as_half(dout), as_half(qkv), as_half(out), NULL, workspace, B, T, H,
-                         G, D, head_start, total_heads, rng);
+                         G, D, head_start, total_heads, window_left, rng);
 }
 
 /* bidirectional attention with a key-padding mask (BERT's encoder; kernels.h's attention_padded_*):
@@ -950,14 +992,14 @@ extern "C" void cuda_attention_backward_fp16(fp16 *dqkv, float *dbias, const fp1
 extern "C" void cuda_attention_padded_forward(bf16 *out, void *workspace, const bf16 *qkv, const int *key_valid,
                                               int B, int T, int H, int G, int D, int head_start, int total_heads,
                                               dropout_rng rng) {
-    attention_forward_t(as_nv(out), workspace, as_nv(qkv), key_valid, B, T, H, G, D, head_start, total_heads, rng);
+    attention_forward_t(as_nv(out), workspace, as_nv(qkv), key_valid, B, T, H, G, D, head_start, total_heads, -1, rng);
 }
 
 extern "C" void cuda_attention_padded_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, const int *key_valid,
                                                    int B, int T, int H, int G, int D, int head_start,
                                                    int total_heads, dropout_rng rng) {
     attention_forward_t(as_half(out), workspace, as_half(qkv), key_valid, B, T, H, G, D, head_start, total_heads,
-                        rng);
+                        -1, rng);
 }
 
 extern "C" void cuda_attention_padded_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv,
@@ -965,7 +1007,7 @@ extern "C" void cuda_attention_padded_backward(bf16 *dqkv, float *dbias, const b
                                                int T, int H, int G, int D, int head_start, int total_heads,
                                                dropout_rng rng) {
     attention_backward_t(as_nv(dqkv), dbias, as_nv(dout), as_nv(qkv), as_nv(out), key_valid, workspace, B, T, H, G,
-                         D, head_start, total_heads, rng);
+                         D, head_start, total_heads, -1, rng);
 }
 
 extern "C" void cuda_attention_padded_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv,
@@ -973,7 +1015,7 @@ extern "C" void cuda_attention_padded_backward_fp16(fp16 *dqkv, float *dbias, co
                                                     int B, int T, int H, int G, int D, int head_start,
                                                     int total_heads, dropout_rng rng) {
     attention_backward_t(as_half(dqkv), dbias, as_half(dout), as_half(qkv), as_half(out), key_valid, workspace, B, T,
-                         H, G, D, head_start, total_heads, rng);
+                         H, G, D, head_start, total_heads, -1, rng);
 }
 
 /* cross-attention (T5's decoder over the encoder output; kernels.h's cross_attention_*): the

@@ -27,6 +27,11 @@
  *     sums over blocks). No atomics: bitwise reproducible.
  * The mask is applied by global position: a tile (or a warp's 16 rows of it) that no query sees
  * is skipped, one every query sees whole takes no mask, others are masked element by element.
+ * With a sliding window (spec.windowed, window_left W >= 0) a key is visible only at positions
+ * pq - W .. (pq when causal): block_window() gives W (a huge value without one, so the same tests
+ * serve), the tile tests take the window's lower bound too (whole tiles before the window are
+ * skipped: a block's work ~ its rows x W), and a block no query sees at all (the ring's far
+ * blocks) walks nothing and gives out 0, lse -inf, gradients untouched.
  * Dropout draws one Philox call per kept-or-not element (no pair sharing yet). */
 #include <limits.h>
 #include <math.h>
@@ -96,39 +101,48 @@ static __device__ __forceinline__ void add_rows(E *dst, size_t stride, const flo
         }
 }
 
-/* a query tile [q_begin, q_end) that some key at or after position key_lo may be seen by (causal) */
+/* the sliding window W (a query at pq sees keys from pq - W): spec.window_left, or without a
+ * window one larger than any distance of positions (so pq - W never excludes a key) */
+#define NO_WINDOW (INT_MAX / 4)
+static __host__ __device__ __forceinline__ int block_window(const attention_block_spec &spec) {
+    return spec.windowed && spec.window_left >= 0 ? spec.window_left : NO_WINDOW;
+}
+
+/* a query tile [q_begin, q_end) that some key of positions key_lo .. key_hi may be seen by
+ * (causal: a query at or after key_lo; window W: one at or before key_hi + W) */
 static __device__ __forceinline__ bool queries_reach(const attention_block_spec &spec, int q_begin, int q_end,
-                                                     int key_lo) {
-    if (!spec.causal) return true;
+                                                     int key_lo, int key_hi) {
     int lo, hi;
     span_range(spec.q, q_begin, q_end - 1, lo, hi);
-    return hi >= key_lo;
+    return (!spec.causal || hi >= key_lo) && lo <= key_hi + block_window(spec);
 }
 
 /* the first step at or after `from` (step: query head from / tiles, query tile from % tiles) whose
  * queries some key of the block (positions from key_lo) meets */
 static __device__ __forceinline__ int next_query_step(const attention_block_spec &spec, int from, int steps, int tiles,
-                                                      int tile, int Tq, int key_lo) {
+                                                      int tile, int Tq, int key_lo, int key_hi) {
     int step = from;
-    while (step < steps && !queries_reach(spec, (step % tiles) * tile, min((step % tiles) * tile + tile, Tq), key_lo))
+    while (step < steps &&
+           !queries_reach(spec, (step % tiles) * tile, min((step % tiles) * tile + tile, Tq), key_lo, key_hi))
         step++;
     return step;
 }
 
-/* a key tile [k_begin, k_end) some query at or before position query_hi may see (causal) */
+/* a key tile [k_begin, k_end) some query of positions query_lo .. query_hi may see (causal: a key
+ * at or before query_hi; window W: one at or after query_lo - W) */
 static __device__ __forceinline__ bool keys_reach(const attention_block_spec &spec, int k_begin, int k_end,
-                                                  int query_hi) {
-    if (!spec.causal) return true;
+                                                  int query_lo, int query_hi) {
     int lo, hi;
     span_range(spec.k, k_begin, k_end - 1, lo, hi);
-    return lo <= query_hi;
+    return (!spec.causal || lo <= query_hi) && hi >= query_lo - block_window(spec);
 }
 
-/* the first key tile at or after `from` that some query of the block (positions up to query_hi) sees */
+/* the first key tile at or after `from` that some query of the block (positions query_lo ..
+ * query_hi) sees */
 static __device__ __forceinline__ int next_key_tile(const attention_block_spec &spec, int from, int key_tiles, int tile,
-                                                    int Tk, int query_hi) {
+                                                    int Tk, int query_lo, int query_hi) {
     int kt = from;
-    while (kt < key_tiles && !keys_reach(spec, kt * tile, min(kt * tile + tile, Tk), query_hi)) kt++;
+    while (kt < key_tiles && !keys_reach(spec, kt * tile, min(kt * tile + tile, Tk), query_lo, query_hi)) kt++;
     return kt;
 }
 
@@ -154,6 +168,7 @@ block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const uint64_t head_base = DROPOUT ? head_counter(rng, spec, b, h) : 0;
     const int key_tiles = (Tk + BN - 1) / BN;
+    const int W = block_window(spec);
 
     int row_pos[2]; /* positions of this lane's rows g, g + 8; -1 past Tq */
 #pragma unroll
@@ -167,8 +182,7 @@ block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G
 
     int block_lo, block_hi; /* the block has rows: q0 < Tq */
     span_range(spec.q, q0, min(q0 + BM, Tq) - 1, block_lo, block_hi);
-    (void)block_lo;
-    int kt = next_key_tile(spec, 0, key_tiles, BN, Tk, block_hi), buffer = 0;
+    int kt = next_key_tile(spec, 0, key_tiles, BN, Tk, block_lo, block_hi), buffer = 0;
     attn_load_tile<DP, BM, THREADS>(q_s, q_base, C3, q0, Tq, D, vec);
     if (kt < key_tiles) {
         attn_load_tile<DP, BN, THREADS>(kv_s, k_base, KV, kt * BN, Tk, D, vec);
@@ -184,7 +198,7 @@ block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G
 
     while (kt < key_tiles) { /* the key tiles some row of the block sees */
         const int k0 = kt * BN, k_end = min(k0 + BN, Tk);
-        const int next = next_key_tile(spec, kt + 1, key_tiles, BN, Tk, block_hi);
+        const int next = next_key_tile(spec, kt + 1, key_tiles, BN, Tk, block_lo, block_hi);
         const E *k_s = kv_s + buffer * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (next < key_tiles) {
             E *into = kv_s + (buffer ^ 1) * 2 * BN * LD;
@@ -197,8 +211,10 @@ block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G
 
         int key_lo, key_hi;
         span_range(spec.k, k0, k_end - 1, key_lo, key_hi);
-        if (warp_rows && (!spec.causal || key_lo <= warp_hi)) { /* some row of the warp sees some key */
-            const bool whole = warp_whole && k_end - k0 == BN && (!spec.causal || key_hi <= warp_lo);
+        /* some row of the warp sees some key */
+        if (warp_rows && (!spec.causal || key_lo <= warp_hi) && key_hi >= warp_lo - W) {
+            const bool whole = warp_whole && k_end - k0 == BN && (!spec.causal || key_hi <= warp_lo) &&
+                               key_lo >= warp_hi - W;
             float s[NT][4];
             warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
             if (!whole) {
@@ -207,7 +223,8 @@ block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         const int col = k0 + 8 * n + 2 * t + (e & 1), pq = row_pos[e >> 1];
-                        const bool visible = pq >= 0 && col < Tk && (!spec.causal || span_position(spec.k, col) <= pq);
+                        const int pk = col < Tk ? span_position(spec.k, col) : 0;
+                        const bool visible = pq >= 0 && col < Tk && (!spec.causal || pk <= pq) && pk >= pq - W;
                         if (!visible) s[n][e] = -INFINITY;
                     }
             }
@@ -256,6 +273,10 @@ block_forward_kernel(E *out, float *lse, const E *qkv, const E *kv, int H, int G
         kt = next;
         buffer ^= 1;
     }
+    /* a block no query of which sees a key (causal, or the window's far blocks) never waited for
+     * its Q copy: it must land before the rows below reuse q_s */
+    cp_async_wait<0>();
+    __syncthreads();
 
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
     float factor[2];
@@ -317,6 +338,7 @@ block_backward_dkdv_kernel(E *dkv, const E *dout, const E *qkv, const E *kv, con
     const float scale_log2 = attn_log2e / sqrtf((float)D);
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
     const int tiles = (Tq + BM - 1) / BM, steps = per * tiles;
+    const int W = block_window(spec);
 
     int key_pos[2]; /* this lane's keys g, g + 8; -1 past Tk */
 #pragma unroll
@@ -342,7 +364,7 @@ block_backward_dkdv_kernel(E *dkv, const E *dout, const E *qkv, const E *kv, con
         attn_load_floats<BM, THREADS>(stats_, lse2 + bh_ * Tpad + q_);                                                \
         attn_load_floats<BM, THREADS>(stats_ + BM, delta + bh_ * Tpad + q_);                                          \
     } while (0)
-    int it = next_query_step(spec, 0, steps, tiles, BM, Tq, block_lo), buffer = 0;
+    int it = next_query_step(spec, 0, steps, tiles, BM, Tq, block_lo, block_hi), buffer = 0;
     attn_load_tile<DP, BN, THREADS>(k_s, k_base, KV, k0, Tk, D, vec);
     attn_load_tile<DP, BN, THREADS>(v_s, k_base + D, KV, k0, Tk, D, vec);
     if (it < steps) DKDV_STAGE_LOAD(it, stages);
@@ -356,7 +378,7 @@ block_backward_dkdv_kernel(E *dkv, const E *dout, const E *qkv, const E *kv, con
 
     while (it < steps) {
         const int h = group * per + it / tiles, q0 = (it % tiles) * BM, q_end = min(q0 + BM, Tq);
-        const int next = next_query_step(spec, it + 1, steps, tiles, BM, Tq, block_lo);
+        const int next = next_query_step(spec, it + 1, steps, tiles, BM, Tq, block_lo, block_hi);
         const E *q_s = stages + buffer * STAGE, *do_s = q_s + BM * LD;
         const float *lse2_s = reinterpret_cast<const float *>(do_s + BM * LD), *delta_s = lse2_s + BM;
         if (next < steps) DKDV_STAGE_LOAD(next, stages + (buffer ^ 1) * STAGE);
@@ -366,8 +388,10 @@ block_backward_dkdv_kernel(E *dkv, const E *dout, const E *qkv, const E *kv, con
 
         int q_lo, q_hi;
         span_range(spec.q, q0, q_end - 1, q_lo, q_hi);
-        if (warp_keys && (!spec.causal || q_hi >= warp_lo)) { /* some query of the tile sees some key of the warp */
-            const bool whole = warp_whole && q_end - q0 == BM && (!spec.causal || q_lo >= warp_hi);
+        /* some query of the tile sees some key of the warp */
+        if (warp_keys && (!spec.causal || q_hi >= warp_lo) && q_lo <= warp_hi + W) {
+            const bool whole = warp_whole && q_end - q0 == BM && (!spec.causal || q_lo >= warp_hi) &&
+                               q_hi <= warp_lo + W;
             const uint64_t head_base = DROPOUT ? head_counter(rng, spec, b, h) : 0;
             float s[NT][4], dp[NT][4]; /* S^T, dP^T: row = key (g, g + 8), column = query */
             warp_gemm_abt<DP, NT>(s, k_s + 16 * warp * LD, q_s, lane);
@@ -382,7 +406,8 @@ block_backward_dkdv_kernel(E *dkv, const E *dout, const E *qkv, const E *kv, con
                     /* rows past Tq and rows that see nothing have lse2 +inf: p = 0 */
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -((e & 1) ? l2.y : l2.x)));
                     if (!whole) {
-                        const bool visible = pk >= 0 && query < Tq && (!spec.causal || pk <= span_position(spec.q, query));
+                        const int pq = query < Tq ? span_position(spec.q, query) : 0;
+                        const bool visible = pk >= 0 && query < Tq && (!spec.causal || pk <= pq) && pk >= pq - W;
                         if (!visible) p = 0.0f;
                     }
                     float dpv = dp[n][e], kept_p = p;
@@ -433,6 +458,7 @@ block_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const E *kv, cons
     const float keep_scale = DROPOUT ? 1.0f / (1.0f - rng.p) : 1.0f;
     const uint64_t head_base = DROPOUT ? head_counter(rng, spec, b, h) : 0;
     const int key_tiles = (Tk + BN - 1) / BN;
+    const int W = block_window(spec);
 
     /* rows g and g + 8 of the warp (padded statistics: no bounds check) */
     const float *lse2_rows = lse2 + (size_t)bh * Tpad, *delta_rows = delta + (size_t)bh * Tpad;
@@ -448,7 +474,6 @@ block_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const E *kv, cons
     span_range(spec.q, q0, q_end - 1, block_lo, block_hi); /* the block has rows: q0 < Tq */
     const bool warp_rows = warp_row0 < Tq, warp_whole = warp_row0 + 15 < Tq;
     if (warp_rows) span_range(spec.q, warp_row0, min(warp_row0 + 15, Tq - 1), warp_lo, warp_hi);
-    (void)block_lo;
 
 #define DQ_TILE_LOAD(tile, into)                                                                                      \
     do {                                                                                                              \
@@ -456,7 +481,7 @@ block_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const E *kv, cons
         attn_load_tile<DP, BN, THREADS>((into) + BN * LD, k_base + D, KV, (tile) * BN, Tk, D, vec);                  \
     } while (0)
 
-    int kt = next_key_tile(spec, 0, key_tiles, BN, Tk, block_hi), buffer = 0;
+    int kt = next_key_tile(spec, 0, key_tiles, BN, Tk, block_lo, block_hi), buffer = 0;
     attn_load_tile<DP, BM, THREADS>(q_s, q_base, C3, q0, Tq, D, vec);
     attn_load_tile<DP, BM, THREADS>(do_s, dout + (size_t)b * Tq * HD + (size_t)h * D, HD, q0, Tq, D, vec);
     if (kt < key_tiles) DQ_TILE_LOAD(kt, kv_s);
@@ -468,7 +493,7 @@ block_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const E *kv, cons
 
     while (kt < key_tiles) {
         const int k0 = kt * BN, k_end = min(k0 + BN, Tk);
-        const int next = next_key_tile(spec, kt + 1, key_tiles, BN, Tk, block_hi);
+        const int next = next_key_tile(spec, kt + 1, key_tiles, BN, Tk, block_lo, block_hi);
         const E *k_s = kv_s + buffer * 2 * BN * LD, *v_s = k_s + BN * LD;
         if (next < key_tiles) DQ_TILE_LOAD(next, kv_s + (buffer ^ 1) * 2 * BN * LD);
         cp_async_commit();
@@ -477,8 +502,9 @@ block_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const E *kv, cons
 
         int key_lo, key_hi;
         span_range(spec.k, k0, k_end - 1, key_lo, key_hi);
-        if (warp_rows && (!spec.causal || key_lo <= warp_hi)) {
-            const bool whole = warp_whole && k_end - k0 == BN && (!spec.causal || key_hi <= warp_lo);
+        if (warp_rows && (!spec.causal || key_lo <= warp_hi) && key_hi >= warp_lo - W) {
+            const bool whole = warp_whole && k_end - k0 == BN && (!spec.causal || key_hi <= warp_lo) &&
+                               key_lo >= warp_hi - W;
             float s[NT][4], dp[NT][4];
             warp_gemm_abt<DP, NT>(s, q_s + 16 * warp * LD, k_s, lane);
             warp_gemm_abt<DP, NT>(dp, do_s + 16 * warp * LD, v_s, lane);
@@ -489,7 +515,8 @@ block_backward_dq_kernel(E *dqkv, const E *dout, const E *qkv, const E *kv, cons
                     const int key = k0 + 8 * n + 2 * t + (e & 1), pq = row_pos[e >> 1];
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, -row_lse2[e >> 1]));
                     if (!whole) {
-                        const bool visible = pq >= 0 && key < Tk && (!spec.causal || span_position(spec.k, key) <= pq);
+                        const int pk = key < Tk ? span_position(spec.k, key) : 0;
+                        const bool visible = pq >= 0 && key < Tk && (!spec.causal || pk <= pq) && pk >= pq - W;
                         if (!visible) p = 0.0f;
                     }
                     float dpv = dp[n][e];
@@ -621,8 +648,6 @@ template <typename E>
 static void block_forward(void *out, float *lse, const void *qkv, const void *kv, int B, int H, int G, int D,
                           attention_block_spec spec, dropout_rng rng) {
     int DP = padded_head_dim("attention_block_forward", D);
-    if (spec.windowed)
-        KERNELS_FATAL("attention_block_forward: the CUDA ring-attention kernels have no sliding window yet; run on the CPU backend");
     check_groups("attention_block_forward", H, G);
     if ((size_t)B * H * span_rows(spec.q) == 0) return;
     E *o = (E *)out;
@@ -674,8 +699,6 @@ template <typename E>
 static void block_backward(void *dqkv, void *dkv, const void *dout, const void *qkv, const void *kv, const void *out,
                            const float *lse, int B, int H, int G, int D, attention_block_spec spec, dropout_rng rng) {
     int DP = padded_head_dim("attention_block_backward", D);
-    if (spec.windowed)
-        KERNELS_FATAL("attention_block_backward: the CUDA ring-attention kernels have no sliding window yet; run on the CPU backend");
     check_groups("attention_block_backward", H, G);
     int Tq = span_rows(spec.q), Tk = span_rows(spec.k);
     if ((size_t)B * H * Tq == 0 || Tk == 0) return;

@@ -21,6 +21,15 @@
  * (dK/dV, then dQ, recomputing P and dS: "the two-pass backward") run under
  * MTC_ATTENTION_FUSED_BACKWARD=0.
  *
+ * Sliding-window attention (window_left >= 0, --window-size): the forward's key walk of a
+ * query block starts at the tile of key q0 - window (producer and consumers count the same
+ * tiles), and sm90_online_softmax masks where the window's edge crosses a warp's rows; the
+ * one-pass backward's key tile walks the query steps up to its last key + window
+ * (sm90_qt_count), masks P^T where the edge crosses a warp's step (sm90_window_mask), and a
+ * query step's dQ partials come from its diagonal key tile down to sm90_kt_low, the last one
+ * writing dQ (key tile 0 without a window). The two-pass backward has no window (cuda_attention.cu
+ * runs the mma.sync backward then); MTC_ATTENTION_SM90_WINDOW=0 keeps every windowed call there.
+ *
  * The forward (FlashAttention-3's structure: "the warp-specialized forward" below) works on
  * tiles of 128 query rows with two consumer warpgroups of 4 warps (64 rows each) and a producer
  * warpgroup that loads Q, K and V with the tensor memory accelerator into a ring of buffers
@@ -455,17 +464,23 @@ static __device__ __forceinline__ void sm90_add_pv(float (&o)[D / 2], uint32_t (
  * warp's rows start at row0; lane = 4g + t): mask keys past the row where the diagonal crosses
  * the warp's rows, raise the running row max m_run, return the factor alpha = exp2((m_old -
  * m_new) scale_log2) by which l_run (already scaled here) and O must shrink, and turn s into
- * P = exp2(s scale_log2 - m_new scale_log2), adding its row sums to this thread's l_run. */
+ * P = exp2(s scale_log2 - m_new scale_log2), adding its row sums to this thread's l_run.
+ * A sliding window (window < T: the row at r sees keys r - window .. r) masks the keys before
+ * it where its edge crosses the warp's rows; a row none of whose keys the tile shows then keeps
+ * max -inf (taken as 0 in the exponentials, all of them 0). Without one window is larger than
+ * any distance and windowed false: the tests fold away to the causal ones. */
 template <int BN>
 static __device__ __forceinline__ void sm90_online_softmax(float (&s)[BN / 2], float (&m_run)[2], float (&l_run)[2],
                                                            float (&alpha)[2], int k0, int row0, int g, int t,
-                                                           float scale_log2) {
-    if (k0 + BN - 1 > row0) { /* the diagonal crosses this warp's rows: causal mask */
+                                                           float scale_log2, int window, bool windowed) {
+    if (k0 + BN - 1 > row0 || k0 < row0 + 15 - window) { /* the diagonal or the window's edge crosses */
 #pragma unroll
         for (int n = 0; n < BN / 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                if (k0 + 8 * n + 2 * t + (e & 1) > row0 + g + 8 * (e >> 1)) s[4 * n + e] = -INFINITY;
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + 8 * n + 2 * t + (e & 1), row = row0 + g + 8 * (e >> 1);
+                if (key > row || key < row - window) s[4 * n + e] = -INFINITY;
+            }
     }
     float m_new[2] = {m_run[0], m_run[1]};
 #pragma unroll
@@ -477,9 +492,10 @@ static __device__ __forceinline__ void sm90_online_softmax(float (&s)[BN / 2], f
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         m_new[i] = sm90_quad_max(m_new[i]);
-        alpha[i] = sm90_exp2((m_run[i] - m_new[i]) * scale_log2);
+        const float m_use = windowed && m_new[i] == -INFINITY ? 0.0f : m_new[i];
+        alpha[i] = sm90_exp2((m_run[i] - m_use) * scale_log2);
         m_run[i] = m_new[i];
-        neg_m[i] = -m_new[i] * scale_log2;
+        neg_m[i] = -m_use * scale_log2;
         l_run[i] *= alpha[i];
     }
 #pragma unroll
@@ -635,7 +651,7 @@ static __device__ __forceinline__ int sm90_ws_tile(int r, int block, int grid) {
 template <int D, int BN, int NC, int STAGES, bool DROPOUT>
 static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nvbf16 *out, float *lse, int B, int T,
-                                 int H, int G, const sm90_dropout_args drop) {
+                                 int H, int G, int window, const sm90_dropout_args drop) {
 #ifdef SM90_WGMMA
     constexpr int BM = 64 * NC, Q_TILE = BM * D * 2, TILE = BN * D * 2; /* bytes */
     extern __shared__ unsigned char sm90_smem_raw[];
@@ -671,11 +687,12 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
             for (int r = 0, tile; (tile = sm90_ws_tile(r, block, grid)) < tiles; r++) {
                 const int bh = tile / q_blocks, b = bh / H, h = bh % H;
                 const int q0 = (q_blocks - 1 - tile % q_blocks) * BM, kt_last = min(q0 + BM - 1, T - 1) / BN;
+                const int kt_first = max(q0 - window, 0) / BN; /* the sliding window's first key tile */
                 const int q_col = (int)qkv_query_offset(h, H, G, D), k_col = (int)qkv_key_offset(h / (H / G), H, G, D);
                 if (r > 0) mbar_wait(q_empty, (uint32_t)(r - 1) & 1);
                 mbar_arrive_expect_tx(q_full, Q_TILE);
                 sm90_tma_tile<BM, D>(q_tile, &qkv_map, q_col, q0, b, q_full);
-                for (int kt = 0; kt <= kt_last; kt++, loaded++) {
+                for (int kt = kt_first; kt <= kt_last; kt++, loaded++) {
                     const int s = loaded % STAGES;
                     const uint32_t k_tile = kv_tiles + (uint32_t)s * 2 * TILE, refill = ((loaded / STAGES) & 1) ^ 1;
                     if (loaded >= STAGES) mbar_wait(SM90_K_EMPTY(s), refill);
@@ -697,11 +714,13 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
     const int g = lane / 4, t = lane % 4;
     const float scale_log2 = SM90_LOG2E / sqrtf((float)D);
     const size_t out_stride = (size_t)H * D;
+    const bool windowed = window < T;
     if (wg == NC - 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory"); /* warpgroup 0 first */
     int used = 0; /* K/V tiles consumed so far (as `loaded` above) */
     for (int r = 0, tile; (tile = sm90_ws_tile(r, block, grid)) < tiles; r++) {
         const int bh = tile / q_blocks, b = bh / H, h = bh % H;
         const int q0 = (q_blocks - 1 - tile % q_blocks) * BM, kt_last = min(q0 + BM - 1, T - 1) / BN;
+        const int kt_first = max(q0 - window, 0) / BN; /* the sliding window's first key tile */
         const int row0 = q0 + 64 * wg + 16 * warp; /* this warp's first row */
         const bool last_tile = sm90_ws_tile(r + 1, block, grid) >= tiles;
         const uint64_t head_base = DROPOUT ? sm90_head_base(drop, b, h, T) : 0;
@@ -724,14 +743,14 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
         fence_registers(s);
         if (lane == 0) {
             mbar_arrive(SM90_K_EMPTY(used % STAGES));
-            if (kt_last == 0) mbar_arrive(q_empty);
+            if (kt_last == kt_first) mbar_arrive(q_empty);
         }
-        sm90_online_softmax<BN>(s, m_run, l_run, alpha, 0, row0, g, t, scale_log2);
-        if constexpr (DROPOUT) sm90_drop_forward<BN>(s, drop, head_base, 0, row0, g, t, T);
+        sm90_online_softmax<BN>(s, m_run, l_run, alpha, kt_first * BN, row0, g, t, scale_log2, window, windowed);
+        if constexpr (DROPOUT) sm90_drop_forward<BN>(s, drop, head_base, kt_first * BN, row0, g, t, T);
         sm90_pack_a<BN / 16>(p, s);
 
         /* round kt: S_kt, and P_{kt-1} V_{kt-1} under S_kt's softmax */
-        for (int kt = 1; kt <= kt_last; kt++) {
+        for (int kt = kt_first + 1; kt <= kt_last; kt++) {
             const int s_now = (used + 1) % STAGES, s_prev = used % STAGES;
             mbar_wait(SM90_K_FULL(s_now), (uint32_t)((used + 1) / STAGES) & 1);
             mbar_wait(SM90_V_FULL(s_prev), (uint32_t)(used / STAGES) & 1);
@@ -748,7 +767,7 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
                 mbar_arrive(SM90_K_EMPTY(s_now));
                 if (kt == kt_last) mbar_arrive(q_empty);
             }
-            sm90_online_softmax<BN>(s, m_run, l_run, alpha, kt * BN, row0, g, t, scale_log2);
+            sm90_online_softmax<BN>(s, m_run, l_run, alpha, kt * BN, row0, g, t, scale_log2, window, windowed);
             /* dropout after the softmax's sums, still under P V */
             if constexpr (DROPOUT) sm90_drop_forward<BN>(s, drop, head_base, kt * BN, row0, g, t, T);
             wgmma_wait<0>(); /* P V */
@@ -787,7 +806,7 @@ attention_forward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, nv
 #undef SM90_K_EMPTY
 #undef SM90_V_EMPTY
 #else
-    (void)qkv_map; (void)out; (void)lse; (void)B; (void)T; (void)H; (void)G; (void)drop;
+    (void)qkv_map; (void)out; (void)lse; (void)B; (void)T; (void)H; (void)G; (void)window; (void)drop;
 #endif
 }
 
@@ -886,6 +905,17 @@ static __device__ __forceinline__ void sm90_probs(float (&st)[32], const float2 
             st[4 * n + e] = (q < k || q >= T) ? 0.0f : sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
         }
     }
+}
+/* the sliding window on P^T (after sm90_probs): queries past key + window get P 0; called only
+ * where the window's edge crosses the warp's step (a warp-uniform test outside) */
+static __device__ __forceinline__ void sm90_window_mask(float (&st)[32], int q0, int krow0, int g, int t, int window) {
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
+            if (q - k > window) st[4 * n + e] = 0.0f;
+        }
 }
 static __device__ __forceinline__ void sm90_ds(float (&dpt)[32], const float (&st)[32], const float2 (&di_pairs)[8]) {
 #pragma unroll
@@ -1094,6 +1124,21 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
 
+/* The sliding window (window < T; without one window is 1 << 29, and these give the causal
+ * walks): key tile kt (128 keys) meets the query steps 2 kt .. (kt 128 + 127 + window) / 64, and
+ * query step qt is met by key tiles qt / 2 (its diagonal: the partial stored first) down to
+ * sm90_kt_low(qt) (the last partial, which writes dQ: key tile 0 without a window). Both sides
+ * count the same tiles, so the semaphores' order (descending key tile) and the no-deadlock
+ * argument below hold as before. */
+#ifdef SM90_WGMMA
+static __device__ __forceinline__ int sm90_qt_count(int kt, int q_tiles, int window) {
+    return min(q_tiles, (kt * 128 + 127 + window) / SM90_BWD_STEP + 1) - 2 * kt;
+}
+static __device__ __forceinline__ int sm90_kt_low(int qt, int window) {
+    return max(qt * SM90_BWD_STEP - window, 0) / 128;
+}
+#endif
+
 /* K, V, the stages' Q and dO, two dS^T tiles, two dQ staging tiles, the stages' lse2 and Di (64
  * fp32 each), the mbarriers (kv_full, kv_empty, per stage
  * full and empty, per staging tile dq_full and dq_empty), the alignment slack */
@@ -1119,7 +1164,7 @@ static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
 attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                   nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
                                   const float *di, float *bias_partials, int B, int T, int Tpad, int H, int G,
-                                  const sm90_dropout_args drop) {
+                                  int window, const sm90_dropout_args drop) {
 #ifdef SM90_WGMMA
     static_assert(D == 128 || D == 64, "the warp-specialized backward is for head dimension 64 or 128");
     constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
@@ -1171,7 +1216,8 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     break;
                 }
                 const int bg = tile / key_tiles, b = bg / G, grp = bg % G, k0 = (key_tiles - 1 - tile % key_tiles) * 128;
-                const int qt_first = k0 / SM90_BWD_STEP, qt_count = q_tiles - qt_first, steps = per * qt_count;
+                const int qt_first = k0 / SM90_BWD_STEP, qt_count = sm90_qt_count(k0 / 128, q_tiles, window);
+                const int steps = per * qt_count;
                 const int k_col = (int)qkv_key_offset(grp, H, G, D);
                 mbar_arrive_expect_tx(kv_full, 2 * KV_TILE);
                 sm90_tma_tile<128, D>(k_tile, &qkv_map, k_col, k0, b, kv_full);
@@ -1191,14 +1237,14 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     sm90_bulk_load(stage_stats + SM90_BWD_STEP * 4, di + row, SM90_BWD_STEP * 4, SM90_FULL(s));
                 }
             }
-        } else if (warp == 1 && lane == 0) { /* dQ's partials out (key tiles > 0) */
+        } else if (warp == 1 && lane == 0) { /* dQ's partials out (key tiles above the query step's lowest) */
             for (int flushed = 0;; flushed++) {
                     const int buf = flushed & 1;
                     mbar_wait(SM90_DQ_FULL(buf), (uint32_t)(flushed / 2) & 1);
                     const int tile = dq_header[2 * buf], j = dq_header[2 * buf + 1];
                     if (tile < 0) break;
                     const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
-                    const int qt_first = 2 * kt, qt_count = q_tiles - qt_first;
+                    const int qt_first = 2 * kt, qt_count = sm90_qt_count(kt, q_tiles, window);
                     const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt / 2;
                     const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
                     float *acc = dq_accum + tile_index * DQ_TILE;
@@ -1232,7 +1278,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
         if (tile >= tiles) break;
         const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
         const int k0 = kt * 128, krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
-        const int qt_first = 2 * kt, qt_count = q_tiles - qt_first, steps = per * qt_count;
+        const int qt_first = 2 * kt, qt_count = sm90_qt_count(kt, q_tiles, window), steps = per * qt_count;
         float dk[D / 2], dv[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
@@ -1266,6 +1312,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             fence_registers(st);
             sm90_step_stats(di_pairs, stage_stats + SM90_BWD_STEP, t); /* in flight under P^T and dP^T's wait */
             sm90_probs(st, lse_pairs, q0, krow0, g, t, T, scale_log2);
+            if (q0 + SM90_BWD_STEP - 1 > krow0 + window) sm90_window_mask(st, q0, krow0, g, t, window);
             uint32_t frag_p[4][4], frag[4][4];
             if constexpr (DROPOUT) { /* dV += (P keep)^T dO; keep_scale when dV is stored */
                 float kept[32];
@@ -1305,13 +1352,14 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
             if constexpr (D == 128) sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
             else sm90_issue_dq_half(dq, ds_tile, k_tile, wg);
             wgmma_commit();
-            /* key tile 0: the first half of the others' sum loads under the product */
-            const int h = grp * per + i / qt_count, kt_first = qt / 2;
+            /* the step's last key tile (0 without a window): the first half of the others' sum
+             * loads under the product */
+            const int h = grp * per + i / qt_count, kt_first = qt / 2, kt_low = sm90_kt_low(qt, window);
             const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
             const float *acc = dq_accum + tile_index * DQ_TILE + threadIdx.x;
             float early[16];
-            if (kt == 0 && kt_first > 0) {
-                if (lane == 0) sm90_sem_wait(dq_sems + tile_index, kt_first);
+            if (kt == kt_low && kt_first > kt_low) {
+                if (lane == 0) sm90_sem_wait(dq_sems + tile_index, kt_first - kt_low);
                 __syncwarp();
 #pragma unroll
                 for (int e = 0; e < 16; e++) early[e] = __ldcg(acc + e * SM90_THREADS);
@@ -1326,7 +1374,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 mbar_arrive(SM90_EMPTY(s)); /* Q, dO and the statistics read */
                 if (i == steps - 1) mbar_arrive(kv_empty); /* K and V too */
             }
-            if (kt > 0) { /* staged thread-major for the producer's bulk operation */
+            if (kt > kt_low) { /* staged thread-major for the producer's bulk operation */
                 const int buf = flushed & 1;
                 if (flushed >= 2) mbar_wait(SM90_DQ_EMPTY(buf), ((uint32_t)(flushed / 2) & 1) ^ 1);
                 float *stage_out = dq_stage_ptr + buf * DQ_TILE + threadIdx.x;
@@ -1346,7 +1394,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     float sum[16];
 #pragma unroll
                     for (int e = 0; e < 16; e++)
-                        sum[e] = kt_first == 0 ? dq[16 * half + e]
+                        sum[e] = kt_first == kt_low ? dq[16 * half + e]
                                  : (half == 0 ? early[e] : __ldcg(acc + (16 * half + e) * SM90_THREADS)) +
                                        dq[16 * half + e];
 #pragma unroll
@@ -1386,7 +1434,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
 #undef SM90_DQ_EMPTY
 #else
     (void)qkv_map; (void)dout_map; (void)dqkv; (void)dq_accum; (void)dq_sems; (void)tile_counter; (void)lse2; (void)di; (void)B; (void)T;
-    (void)Tpad; (void)H; (void)G; (void)bias_partials; (void)drop;
+    (void)Tpad; (void)H; (void)G; (void)bias_partials; (void)window; (void)drop;
 #endif
 }
 
@@ -1884,7 +1932,7 @@ static int sm90_sm_count(void) {
 /* persistent: one block per SM, or per tile where there are fewer tiles */
 template <int D, bool DROPOUT>
 static void sm90_forward_ws_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, int B, int T, int H, int G,
-                                   const sm90_dropout_args &drop) {
+                                   int window, const sm90_dropout_args &drop) {
     auto kernel = attention_forward_ws_sm90_kernel<D, SM90_WS_BN, SM90_WS_CONSUMERS, SM90_WS_STAGES, DROPOUT>;
     const size_t smem = SM90_WS_SMEM(D, SM90_WS_BN, SM90_WS_CONSUMERS, SM90_WS_STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -1892,20 +1940,22 @@ static void sm90_forward_ws_launch(nvbf16 *out, float *lse, const nvbf16 *qkv, i
     const size_t tiles = (size_t)B * H * ceil_div((size_t)T, (size_t)64 * SM90_WS_CONSUMERS);
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
     kernel<<<(unsigned int)grid, 128 * (SM90_WS_CONSUMERS + 1), smem, compute_stream()>>>(map, out, lse, B, T, H, G,
-                                                                                         drop);
+                                                                                         window, drop);
     CHECK_LAUNCH();
 }
 
 extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G,
-                                            int D, int head_start, int total_heads, dropout_rng rng) {
+                                            int D, int head_start, int total_heads, int window_left, dropout_rng rng) {
     const sm90_dropout_args drop = sm90_dropout_of(rng, head_start, total_heads);
     const bool dropout = rng.p > 0.0f;
+    /* the kernel's window: window_left, or one past every distance (the unwindowed tests) */
+    const int window = window_left >= 0 && window_left < T ? window_left : 1 << 29;
     if (D == 128) {
-        if (dropout) sm90_forward_ws_launch<128, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
-        else sm90_forward_ws_launch<128, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
+        if (dropout) sm90_forward_ws_launch<128, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, window, drop);
+        else sm90_forward_ws_launch<128, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, window, drop);
     } else {
-        if (dropout) sm90_forward_ws_launch<64, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
-        else sm90_forward_ws_launch<64, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, drop);
+        if (dropout) sm90_forward_ws_launch<64, true>(as_nv(out), lse, as_nv(qkv), B, T, H, G, window, drop);
+        else sm90_forward_ws_launch<64, false>(as_nv(out), lse, as_nv(qkv), B, T, H, G, window, drop);
     }
 }
 
@@ -1916,7 +1966,7 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
 template <int D, int STAGES, bool DROPOUT>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
                                     const float *lse2, const float *di, float *bias_partials, int B, int T, int Tpad,
-                                    int H, int G, const sm90_dropout_args &drop) {
+                                    int H, int G, int window, const sm90_dropout_args &drop) {
     auto kernel = attention_backward_ws_sm90_kernel<D, STAGES, DROPOUT>;
     const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -1926,7 +1976,8 @@ static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems,
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
     int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP; /* zeroed with the semaphores */
     kernel<<<(unsigned int)grid, SM90_WSB_THREADS, smem, compute_stream()>>>(
-        qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, bias_partials, B, T, Tpad, H, G, drop);
+        qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, bias_partials, B, T, Tpad, H, G, window,
+        drop);
     CHECK_LAUNCH();
 }
 
@@ -1961,6 +2012,14 @@ static void sm90_backward_two_pass(nvbf16 *dqkv, const nvbf16 *dout, const nvbf1
 /* whether the backward of head dimension D is a one-pass kernel (it needs dq_accum and dq_sems):
  * by default (the warp-specialized kernel, D 64 and 128); MTC_ATTENTION_FUSED_BACKWARD=0 takes
  * the two passes (perf/attention_bench times the two against each other so) */
+/* whether sliding-window calls take the wgmma kernels (forward and one-pass backward); 0 under
+ * MTC_ATTENTION_SM90_WINDOW=0, which keeps them on the mma.sync kernels (a comparison, and a way
+ * around) */
+extern "C" int cuda_attention_sm90_window(void) {
+    const char *env = getenv("MTC_ATTENTION_SM90_WINDOW");
+    return !(env != NULL && strcmp(env, "0") == 0);
+}
+
 extern "C" int cuda_attention_sm90_backward_fused(int D) {
     (void)D;
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
@@ -1970,8 +2029,12 @@ extern "C" int cuda_attention_sm90_backward_fused(int D) {
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                              const float *di, float *dq_accum, int *dq_sems, float *bias_partials,
                                              int B, int T, int Tpad, int H, int G, int D, int head_start,
-                                             int total_heads, dropout_rng rng) {
+                                             int total_heads, int window_left, dropout_rng rng) {
     const int fused = cuda_attention_sm90_backward_fused(D);
+    const int window = window_left >= 0 && window_left < T ? window_left : 1 << 29; /* as the forward's */
+    if (!fused && window_left >= 0 && window_left < T)
+        KERNELS_FATAL("cuda_attention_sm90_backward: a sliding window needs the one-pass backward "
+                      "(MTC_ATTENTION_FUSED_BACKWARD=0 runs it on the mma.sync kernels)");
     if (!fused && bias_partials != NULL)
         KERNELS_FATAL("cuda_attention_sm90_backward: bias partials need the one-pass backward");
     const bool dropout = rng.p > 0.0f;
@@ -1981,7 +2044,7 @@ extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const
     const sm90_dropout_args drop = sm90_dropout_of(rng, head_start, total_heads);
 #define SM90_BACKWARD_WS(DIM, DROP)                                                                                 \
     sm90_backward_ws_launch<DIM, SM90_WSB_STAGES, DROP>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, \
-                                                        di, bias_partials, B, T, Tpad, H, G, drop)
+                                                        di, bias_partials, B, T, Tpad, H, G, window, drop)
     if (fused && D == 64) {
         if (dropout) SM90_BACKWARD_WS(64, true);
         else SM90_BACKWARD_WS(64, false);

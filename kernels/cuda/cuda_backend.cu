@@ -11,14 +11,6 @@
 #include "kernels/cuda/cuda_attention_block.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 
-/* the CUDA attention kernels take no sliding window yet (ops.attention_window 0: the model
- * refuses --window-size before it gets here) */
-static void refuse_window(const char *op, int window_left) {
-    if (window_left >= 0)
-        KERNELS_FATAL("%s: the CUDA attention kernels have no sliding window (window_left %d); run on the CPU backend",
-                      op, window_left);
-}
-
 /* ---- memory ---- */
 
 static void *backend_alloc(size_t bytes) {
@@ -270,15 +262,14 @@ static void swiglu_backward(void *dx, const void *x, const void *dout, int N, in
 }                                                                                                                \
 static void attention_forward(void *out, void *workspace, const void *qkv, int B, int T_, int H, int G, int D,  \
                               int head_start, int total_heads, int window_left, dropout_rng rng) {               \
-    refuse_window("attention_forward", window_left);                                                             \
-    cuda_attention_forward##S((T *)out, workspace, (const T *)qkv, B, T_, H, G, D, head_start, total_heads, rng); \
+    cuda_attention_forward##S((T *)out, workspace, (const T *)qkv, B, T_, H, G, D, head_start, total_heads,       \
+                              window_left, rng);                                                                 \
 }                                                                                                                \
 static void attention_backward(void *dqkv, float *dbias, const void *dout, const void *qkv, const void *out,     \
                                const void *workspace, int B, int T_, int H, int G, int D, int head_start,         \
                                int total_heads, int window_left, dropout_rng rng) {                              \
-    refuse_window("attention_backward", window_left);                                                            \
     cuda_attention_backward##S((T *)dqkv, dbias, (const T *)dout, (const T *)qkv, (const T *)out, workspace, B, \
-                               T_, H, G, D, head_start, total_heads, rng);                                       \
+                               T_, H, G, D, head_start, total_heads, window_left, rng);                          \
 }                                                                                                                \
 static void attention_padded_forward(void *out, void *workspace, const void *qkv, const int *key_valid, int B,  \
                                      int T_, int H, int G, int D, int head_start, int total_heads,               \
@@ -318,9 +309,8 @@ static void tanh_backward(void *dx, const void *y, const void *dout, size_t n) {
 }                                                                                                                \
 static void decode_attention(void *out, void *k_cache, void *v_cache, const void *qkv, int B, int Tq, int H,    \
                              int G, int D, int past, int max_len, int window_left) {                             \
-    refuse_window("decode_attention", window_left);                                                              \
     cuda_decode_attention##S((T *)out, (T *)k_cache, (T *)v_cache, (const T *)qkv, B, Tq, H, G, D, past,          \
-                             max_len);                                                                           \
+                             max_len, window_left);                                                              \
 }                                                                                                                \
 static void gelu_forward(void *out, const void *x, size_t n) { cuda_gelu_forward##S((T *)out, (const T *)x, n); } \
 static void gelu_backward(void *dx, const void *x, const void *dout, size_t n) {                                \
@@ -415,6 +405,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.host_memory = 0;
     ops.act_bytes = sizeof(E);
     ops.act_dtype = act_dtype;
+    ops.attention_window = 1; /* every attention kernel takes window_left (and the CP blocks spec.windowed) */
     ops.alloc = backend_alloc;
     ops.release = backend_release;
     ops.zero = backend_zero;

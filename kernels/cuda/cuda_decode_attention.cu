@@ -5,7 +5,9 @@
  * [B,max_len,G,D], then one block per (sequence, new token, query head), reading its group's
  * cache in place, computes its scores against keys 0..past+t into shared memory
  * (fp32), the softmax with block reductions, and the weighted sum of values (fp32 accumulation,
- * bf16 output). No atomics: the result does not depend on scheduling.
+ * bf16 output). No atomics: the result does not depend on scheduling. With a sliding window
+ * (window_left >= 0, kernels.h's decode_attention) new token t sees keys past+t - window_left ..
+ * past+t only, the rest of the cache is not read.
  * A prefill from an empty cache (past 0) of PREFILL_FLASH_MIN tokens or more instead runs the
  * training's causal flash attention (cuda_attention.cu, tensor cores) over the new tokens, whose
  * keys and values are the whole context: a 32 x 131-token prefill otherwise launches 50,304
@@ -55,16 +57,17 @@ template <typename E>
 static __global__ void decode_attention_kernel(E *out, const E *k_cache,
                                                const E *v_cache,
                                                const E *qkv, int Tq, int H, int G,
-                                               int D, int past, int max_len, float scale) {
+                                               int D, int past, int max_len, int window_left, float scale) {
     extern __shared__ float scores[];
     __shared__ float scratch[DECODE_THREADS / 32];
     int h = blockIdx.x % H;
     int t = (blockIdx.x / H) % Tq;
     size_t b = blockIdx.x / ((unsigned)H * Tq);
     int keys = past + t + 1, g = h / (H / G);
+    const int first = window_left >= 0 && past + t > window_left ? past + t - window_left : 0; /* the window's */
     const E *q = qkv + (b * Tq + t) * (size_t)(H + 2 * G) * D + qkv_query_offset(h, H, G, D);
     float local_max = -INFINITY;
-    for (int j = threadIdx.x; j < keys; j += blockDim.x) {
+    for (int j = first + (int)threadIdx.x; j < keys; j += blockDim.x) {
         const E *k = k_cache + ((b * max_len + j) * G + g) * D;
         float dot = 0.0f;
         for (int d = 0; d < D; d++) dot += to_float(q[d]) * to_float(k[d]);
@@ -73,7 +76,7 @@ static __global__ void decode_attention_kernel(E *out, const E *k_cache,
     }
     float row_max = block_reduce(local_max, true, scratch);
     float local_sum = 0.0f;
-    for (int j = threadIdx.x; j < keys; j += blockDim.x) {
+    for (int j = first + (int)threadIdx.x; j < keys; j += blockDim.x) {
         float e = __expf(scores[j] - row_max);
         scores[j] = e;
         local_sum += e;
@@ -83,14 +86,15 @@ static __global__ void decode_attention_kernel(E *out, const E *k_cache,
     E *o = out + (b * Tq + t) * (size_t)H * D + (size_t)h * D;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float acc = 0.0f;
-        for (int j = 0; j < keys; j++)
+        for (int j = first; j < keys; j++)
             acc += scores[j] * to_float(v_cache[((b * max_len + j) * G + g) * D + d]);
         o[d] = from_float<E>(acc * inv_sum);
     }
 }
 
 template <typename E>
-static void decode_attention_t(E *out, E *k_cache, E *v_cache, const E *qkv, int B, int Tq, int H, int G, int D, int past, int max_len) {
+static void decode_attention_t(E *out, E *k_cache, E *v_cache, const E *qkv, int B, int Tq, int H, int G, int D, int past,
+                               int max_len, int window_left) {
     if (past + Tq > max_len)
         KERNELS_FATAL("decode attention: positions up to %d exceed the cache length %d", past + Tq, max_len);
     if (G <= 0 || H % G != 0)
@@ -107,10 +111,10 @@ static void decode_attention_t(E *out, E *k_cache, E *v_cache, const E *qkv, int
          * the mma.sync kernels) */
         if constexpr (is_fp16<E>::value)
             cuda_attention_forward_fp16(reinterpret_cast<fp16 *>(out), lse, reinterpret_cast<const fp16 *>(qkv),
-                                        B, Tq, H, G, D, 0, H, none);
+                                        B, Tq, H, G, D, 0, H, window_left, none);
         else
             cuda_attention_forward(reinterpret_cast<bf16 *>(out), lse, reinterpret_cast<const bf16 *>(qkv), B,
-                                   Tq, H, G, D, 0, H, none);
+                                   Tq, H, G, D, 0, H, window_left, none);
         return;
     }
     size_t shared = sizeof(float) * (size_t)(past + Tq);
@@ -119,7 +123,7 @@ static void decode_attention_t(E *out, E *k_cache, E *v_cache, const E *qkv, int
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
     unsigned int blocks = (unsigned int)((size_t)B * Tq * H);
     decode_attention_kernel<<<blocks, DECODE_THREADS, shared, compute_stream()>>>(
-        out, k_cache, v_cache, qkv, Tq, H, G, D, past, max_len,
+        out, k_cache, v_cache, qkv, Tq, H, G, D, past, max_len, window_left,
         1.0f / sqrtf((float)D));
     CHECK_LAUNCH();
 }
@@ -127,11 +131,13 @@ static void decode_attention_t(E *out, E *k_cache, E *v_cache, const E *qkv, int
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
 
 extern "C" void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *qkv,
-                                      int B, int Tq, int H, int G, int D, int past, int max_len) {
-    decode_attention_t(as_nv(out), as_nv(k_cache), as_nv(v_cache), as_nv(qkv), B, Tq, H, G, D, past, max_len);
+                                      int B, int Tq, int H, int G, int D, int past, int max_len, int window_left) {
+    decode_attention_t(as_nv(out), as_nv(k_cache), as_nv(v_cache), as_nv(qkv), B, Tq, H, G, D, past, max_len,
+                       window_left);
 }
 
 extern "C" void cuda_decode_attention_fp16(fp16 *out, fp16 *k_cache, fp16 *v_cache, const fp16 *qkv,
-                                      int B, int Tq, int H, int G, int D, int past, int max_len) {
-    decode_attention_t(as_half(out), as_half(k_cache), as_half(v_cache), as_half(qkv), B, Tq, H, G, D, past, max_len);
+                                      int B, int Tq, int H, int G, int D, int past, int max_len, int window_left) {
+    decode_attention_t(as_half(out), as_half(k_cache), as_half(v_cache), as_half(qkv), B, Tq, H, G, D, past, max_len,
+                       window_left);
 }

@@ -165,17 +165,19 @@ void cuda_matmul_backward_gelu(bf16 *dpre, float *dweight, const bf16 *dout, bf1
 /* ---- causal flash attention (cuda_attention.cu) ---- */
 /* qkv[B,T,(H+2G)*D] bf16 (G query groups, kernels.h's layout) -> out[B,T,H,D] bf16; tiles in
  * shared memory with an online softmax, the T x T scores never stored; K/V read in place. The workspace holds the per-row log-sum-exp (fp32 [B,H,T]) the
- * backward needs. Dropout on the probabilities uses the CPU backend's counters. */
+ * backward needs. Dropout on the probabilities uses the CPU backend's counters. window_left >= 0:
+ * sliding-window attention (kernels.h's attention_forward; -1 none), the key tiles outside the
+ * window skipped. */
 size_t cuda_attention_workspace_bytes(int B, int T, int H, int D);
 void cuda_attention_forward(bf16 *out, void *workspace, const bf16 *qkv, int B, int T, int H,
-                            int G, int D, int head_start, int total_heads, dropout_rng rng);
+                            int G, int D, int head_start, int total_heads, int window_left, dropout_rng rng);
 /* dqkv overwritten; deterministic (bitwise: mma.sync without atomics, dK/dV and dQ in separate
  * passes; Hopper in one pass, dQ's partials added in an order semaphores fix). dbias (may be NULL)
  * += the column sums of dqkv (the qkv bias gradient): Hopper's one pass sums its fp32 results per
  * 16 rows as it writes them, then one fixed-order pass; elsewhere a pass over dqkv. */
 void cuda_attention_backward(bf16 *dqkv, float *dbias, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                              const void *workspace, int B, int T, int H, int G, int D,
-                             int head_start, int total_heads, dropout_rng rng);
+                             int head_start, int total_heads, int window_left, dropout_rng rng);
 /* bidirectional attention with a key-padding mask (BERT's encoder, kernels.h's attention_padded_*;
  * key_valid [B,T] int32, 0 for a padding key): the same kernels with the invisible keys masked
  * instead of the later ones (the mma.sync kernels on every GPU); a query row that sees no key
@@ -213,7 +215,7 @@ void cuda_tanh_backward(bf16 *dx, const bf16 *y, const bf16 *dout, size_t n);
 int cuda_attention_sm90_available(void);
 int cuda_attention_sm90_applies(const void *out, const void *qkv, int D, float dropout_p);
 void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, int T, int H, int G, int D,
-                                 int head_start, int total_heads, dropout_rng rng);
+                                 int head_start, int total_heads, int window_left, dropout_rng rng);
 /* the backward in one pass, dK, dV and dQ (where the forward applies and dout is 16-byte
  * aligned), after cuda_attention.cu's row kernel wrote lse2 = lse log2(e) and Di ([B*H, Tpad])
  * and zeroed dq_sems ([B*H, Tpad/64] ints, then one more: the D 128 kernel's tile counter);
@@ -223,19 +225,24 @@ void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, 
  * the sequence's 16-row blocks are left as they were (the caller zeroes them). */
 void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
                                   const float *di, float *dq_accum, int *dq_sems, float *bias_partials, int B, int T,
-                                  int Tpad, int H, int G, int D, int head_start, int total_heads, dropout_rng rng);
+                                  int Tpad, int H, int G, int D, int head_start, int total_heads, int window_left,
+                                  dropout_rng rng);
 /* 1 where that backward is the one-pass kernel (D 64 and 128, unless MTC_ATTENTION_FUSED_BACKWARD=0),
  * which needs dq_accum and dq_sems and can sum the bias partials; otherwise it runs the two-pass
  * dK/dV and dQ kernels and takes NULL for all three. Attention dropout (rng.p > 0) runs in the
  * one-pass kernel only (the caller takes the mma.sync backward where this is 0). */
 int cuda_attention_sm90_backward_fused(int D);
+/* 1 unless MTC_ATTENTION_SM90_WINDOW=0: sliding-window calls (window_left >= 0 and < T) take the
+ * wgmma forward and the one-pass backward above (the two-pass one has no window); 0 keeps them
+ * on the mma.sync kernels */
+int cuda_attention_sm90_window(void);
 /* the two products of one block alone against double references (tests); -1 without sm_90a */
 int cuda_attention_sm90_selftest(int D, const float *q, const float *k, const float *v,
                                  double *s_error, double *o_error);
 
 /* ---- attention over a key/value cache (cuda_decode_attention.cu) ---- */
 void cuda_decode_attention(bf16 *out, bf16 *k_cache, bf16 *v_cache, const bf16 *qkv, int B, int Tq,
-                           int H, int G, int D, int past, int max_len);
+                           int H, int G, int D, int past, int max_len, int window_left);
 
 /* ---- vocab-parallel cross entropy over bf16 logits (cuda_cross_entropy.cu) ----
  * The three passes of kernels.h; the third computes the loss and overwrites the bf16 logits
@@ -335,10 +342,10 @@ void cuda_matmul_backward_weight_overwrite_fp16(float *dweight, const fp16 *dout
 void cuda_matmul_backward_gelu_fp16(fp16 *dpre, float *dweight, const fp16 *dout, fp16 *x,
                                     const fp16 *pre, const fp16 *weight, int N, int IC, int OC, int x_kept);
 void cuda_attention_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, int B, int T, int H,
-                                 int G, int D, int head_start, int total_heads, dropout_rng rng);
+                                 int G, int D, int head_start, int total_heads, int window_left, dropout_rng rng);
 void cuda_attention_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv, const fp16 *out,
                                   const void *workspace, int B, int T, int H, int G, int D,
-                                  int head_start, int total_heads, dropout_rng rng);
+                                  int head_start, int total_heads, int window_left, dropout_rng rng);
 void cuda_attention_padded_forward_fp16(fp16 *out, void *workspace, const fp16 *qkv, const int *key_valid, int B,
                                         int T, int H, int G, int D, int head_start, int total_heads, dropout_rng rng);
 void cuda_attention_padded_backward_fp16(fp16 *dqkv, float *dbias, const fp16 *dout, const fp16 *qkv,
@@ -355,7 +362,7 @@ void cuda_gelu_erf_backward_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, size
 void cuda_tanh_forward_fp16(fp16 *out, const fp16 *x, size_t n);
 void cuda_tanh_backward_fp16(fp16 *dx, const fp16 *y, const fp16 *dout, size_t n);
 void cuda_decode_attention_fp16(fp16 *out, fp16 *k_cache, fp16 *v_cache, const fp16 *qkv, int B,
-                                int Tq, int H, int G, int D, int past, int max_len);
+                                int Tq, int H, int G, int D, int past, int max_len, int window_left);
 void cuda_cross_entropy_max_fp16(float *row_max, const fp16 *logits, int N, int V);
 void cuda_logits_argmax_fp16(float *row_max, int *argmax, const fp16 *logits, int N, int V,
                              int valid);

@@ -13,6 +13,9 @@
  *   - attention_block_backward from the CPU's merged out and lse, accumulating into random dqkv
  *     and dkv: within ACT_TOL (the dropout mask must be the CPU's for this to hold), the key and
  *     value heads of dqkv untouched (exact), and a second run bitwise identical (no atomics).
+ * Sliding windows (spec.windowed, --window-size): the same comparisons for windows inside a piece,
+ * across the pieces, 0, and a block wholly outside every query's window (out 0, lse -inf; the
+ * backward adds nothing).
  * Built with -DTEST_FP16 for the fp16 kernels. Skips (exit 77) without a GPU. */
 #include "tests/gpu/cuda_test_util.h"
 #include "kernels/kernels.h"
@@ -258,6 +261,39 @@ int main(void) {
     flat.total_heads = 2;
     test_block("non-causal, Tq 50, Tk 70, H2 G1", 2, 2, 1, 64, flat, 0.0f);
     test_block("non-causal, Tq 50, Tk 70, H2 G1, dropout 0.1", 2, 2, 1, 64, flat, 0.1f);
+
+    /* sliding windows (query at pq sees keys pq - W .. pq): CP2 pieces of 300 rows (positions
+     * [0,300) [900,1200) on rank 0, [300,900) on rank 1) */
+    spec.total_T = 4 * 300;
+    spec.head_start = 0;
+    spec.total_heads = 4;
+    spec.windowed = 1;
+    spec.window_left = 100;
+    spec.q = cp_span(2, 1, 300);
+    spec.k = cp_span(2, 1, 300);
+    test_block("window 100, CP2 rank 1, own block, pieces of 300, H4 G2", 1, 4, 2, 64, spec, 0.0f);
+    test_block("window 100, CP2 rank 1, own block, pieces of 300, H4 G2, dropout 0.1", 1, 4, 2, 64, spec, 0.1f);
+    spec.k = cp_span(2, 0, 300);
+    test_block("window 100, CP2 rank 1, block of rank 0 (the window's edge in both pieces)", 2, 4, 2, 128, spec, 0.0f);
+    spec.window_left = 37;
+    spec.q = cp_span(2, 0, 300);
+    spec.k = cp_span(2, 1, 300);
+    test_block("window 37, CP2 rank 0, block of rank 1 (only the second piece's first rows see keys)", 1, 4, 4, 64,
+               spec, 0.1f);
+    spec.window_left = 0;
+    spec.k = cp_span(2, 0, 300);
+    test_block("window 0, CP2 rank 0, own block (the diagonal alone), D40", 1, 4, 2, 40, spec, 0.0f);
+    /* CP4, pieces of 24: rank 3 holds [72,96) and [96,120); rank 0's keys [0,24) and [168,192)
+     * are outside every window of 16 */
+    spec.total_T = 8 * 24;
+    spec.window_left = 16;
+    spec.q = cp_span(4, 3, 24);
+    spec.k = cp_span(4, 0, 24);
+    test_block("window 16, CP4 rank 3, block of rank 0 (no query sees a key)", 1, 4, 2, 64, spec, 0.1f);
+    spec.k = cp_span(4, 2, 24);
+    test_block("window 16, CP4 rank 3, block of rank 2, dropout 0.1", 2, 4, 2, 64, spec, 0.1f);
+    spec.windowed = 0;
+    spec.window_left = 0;
 
     test_merge(2, 37, 4, 64);
     test_merge(1, 16, 3, 40);

@@ -16,6 +16,11 @@
  * passes since issue 44): besides the outputs and gradients against the CPU, test_dropout_mask
  * reads the keep decisions of the forward and of the backward back out of the outputs and dV
  * and compares them with the CPU's, element for element.
+ * Sliding-window attention (window_left >= 0, --window-size) runs the same comparisons
+ * (test_attention_window) with the CPU's window, and also checks the forward's per-row
+ * log-sum-exp (the workspace's fp32 [B,H,T]) against one computed in double over the window; at
+ * window 0 dq and dk are 0 up to rounding (each query sees itself alone), checked as at most
+ * ACT_TOL of dv's scale.
  * Exits 77 (SKIP) where there is no CUDA device. */
 #include <math.h>
 #include <stdint.h>
@@ -59,15 +64,56 @@ static void check_bias_gradient(const char *shape, const float *d_dbias, const f
  * "mma.sync " with MTC_ATTENTION_SM90=0 */
 static const char *path_label = "";
 
-/* H query heads in G groups (G == H: multi-head attention) */
-static void test_attention(int B, int T, int H, int G, int D, int head_start, int total_heads, float p) {
+/* the forward's lse (GPU workspace, fp32 [B,H,T]) against log sum exp(q.k / sqrt(D)) over each
+ * query's keys (t - window_left .. t; window_left -1: 0 .. t) in double, from the same bf16-rounded
+ * qkv. Both sides sum the same scores (fp32 tensor-core products on the GPU), so they agree to
+ * rounding: an absolute error of 1e-4 (scores here are of order 1, lse of order log T) leaves a
+ * wrong window, which moves lse by far more, no room. */
+static void check_lse(const char *shape, const void *d_ws, const float *qkv, int B, int T, int H, int G, int D,
+                      int window_left) {
+    const size_t C3 = (size_t)(H + 2 * G) * D;
+    float *lse = host_alloc((size_t)B * H * T * sizeof(float));
+    download_raw(lse, d_ws, (size_t)B * H * T * sizeof(float));
+    double worst = 0.0;
+    int finite = 1;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * C3 + qkv_query_offset(h, H, G, D);
+                const int first = window_left >= 0 && t > window_left ? t - window_left : 0;
+                double m = -INFINITY, sum = 0.0;
+                double *score = (double *)malloc(sizeof(double) * (size_t)(t - first + 1));
+                for (int j = first; j <= t; j++) {
+                    const float *k = qkv + ((size_t)b * T + j) * C3 + qkv_key_offset(h / (H / G), H, G, D);
+                    double dot = 0.0;
+                    for (int d = 0; d < D; d++) dot += (double)q[d] * k[d];
+                    score[j - first] = dot / sqrt((double)D);
+                    if (score[j - first] > m) m = score[j - first];
+                }
+                for (int j = first; j <= t; j++) sum += exp(score[j - first] - m);
+                free(score);
+                const float got = lse[((size_t)b * H + h) * T + t];
+                if (!isfinite(got)) finite = 0;
+                worst = fmax(worst, fabs((double)got - (m + log(sum))));
+            }
+    tap_diag("attention forward %s: lse absolute error %.3e", shape, worst);
+    tap_ok(finite && worst < 1e-4, "attention forward %s: lse", shape);
+    free(lse);
+}
+
+/* H query heads in G groups (G == H: multi-head attention); window_left >= 0: a sliding window
+ * (the CPU reference takes the same), whose shapes also check lse */
+static void test_attention_window(int B, int T, int H, int G, int D, int head_start, int total_heads, float p,
+                                  int window_left) {
     const kernel_ops *cpu = kernels_cpu();
     const size_t n_qkv = (size_t)B * T * (H + 2 * G) * D, n_out = (size_t)B * T * H * D;
     const uint64_t seed = 1000u + 7u * B + 13u * T + 17u * H + 19u * D + 23u * G + (p > 0.0f ? 1u : 0u);
     dropout_rng rng = {p, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
-    char shape[160];
-    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d heads %d+%d/%d p=%.2f", path_label, B, T, H, G, D,
-             head_start, H, total_heads, (double)p);
+    char shape[192];
+    char window[32] = "";
+    if (window_left >= 0) snprintf(window, sizeof window, " window %d", window_left);
+    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d heads %d+%d/%d p=%.2f%s", path_label, B, T, H, G, D,
+             head_start, H, total_heads, (double)p, window);
 
     /* inputs, rounded to bf16 (scores of spread ~1.3 so the softmax is far from uniform) */
     float *qkv = host_alloc(n_qkv * sizeof(float)), *dout = host_alloc(n_out * sizeof(float));
@@ -79,8 +125,9 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     /* CPU reference */
     float *out_ref = host_alloc(n_out * sizeof(float)), *dqkv_ref = host_alloc(n_qkv * sizeof(float));
     void *ws_ref = host_alloc(cpu->attention_workspace_bytes(B, T, H, D));
-    cpu->attention_forward(out_ref, ws_ref, qkv, B, T, H, G, D, head_start, total_heads, -1, rng);
-    cpu->attention_backward(dqkv_ref, NULL, dout, qkv, out_ref, ws_ref, B, T, H, G, D, head_start, total_heads, -1, rng);
+    cpu->attention_forward(out_ref, ws_ref, qkv, B, T, H, G, D, head_start, total_heads, window_left, rng);
+    cpu->attention_backward(dqkv_ref, NULL, dout, qkv, out_ref, ws_ref, B, T, H, G, D, head_start, total_heads,
+                            window_left, rng);
 
     /* GPU forward */
     bf16 *d_qkv = upload_bf16(qkv, n_qkv), *d_dout = upload_bf16(dout, n_out);
@@ -90,17 +137,18 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     poison(d_out, n_out * sizeof(bf16));
     poison(d_ws, ws_bytes);
     device_sync();
-    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, rng);
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, window_left, rng);
     float *out = download_bf16(d_out, n_out);
     double err = relative_error(out, out_ref, n_out);
     tap_diag("attention forward %s: out relative error %.3e", shape, err);
     tap_ok(err < ACT_TOL, "attention forward %s", shape);
+    if (window_left >= 0) check_lse(shape, d_ws, qkv, B, T, H, G, D, window_left);
 
     bf16 *raw1 = host_alloc(n_qkv * sizeof(bf16)), *raw2 = host_alloc(n_qkv * sizeof(bf16));
     download_raw(raw1, d_out, n_out * sizeof(bf16));
     poison(d_out, n_out * sizeof(bf16));
     device_sync();
-    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, rng);
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, window_left, rng);
     download_raw(raw2, d_out, n_out * sizeof(bf16));
     tap_ok(memcmp(raw1, raw2, n_out * sizeof(bf16)) == 0,
            "attention forward %s: rerun bitwise identical", shape);
@@ -114,15 +162,28 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     poison(d_dqkv, n_qkv * sizeof(bf16));
     device_sync();
     cuda_attention_backward(d_dqkv, d_dbias, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start,
-                            total_heads, rng);
+                            total_heads, window_left, rng);
     float *dqkv = download_bf16(d_dqkv, n_qkv);
     check_bias_gradient(shape, d_dbias, bias_start, dqkv, (size_t)B * T, columns);
     float *got = host_alloc(n_out * sizeof(float)), *want = host_alloc(n_out * sizeof(float));
     const char *part_name[3] = {"dq", "dk", "dv"};
+    /* window 0: dq and dk are 0 up to rounding, so their error is measured against dv's scale */
+    double dv_scale = 0.0;
+    if (window_left == 0) {
+        size_t n_dv = gather_part(want, dqkv_ref, (size_t)B * T, H, G, D, 2);
+        for (size_t i = 0; i < n_dv; i++) dv_scale = fmax(dv_scale, fabs((double)want[i]));
+    }
     for (int part = 0; part < 3; part++) {
         size_t n_part = gather_part(got, dqkv, (size_t)B * T, H, G, D, part);
         gather_part(want, dqkv_ref, (size_t)B * T, H, G, D, part);
-        err = relative_error(got, want, n_part);
+        if (window_left == 0 && part < 2) {
+            double worst = 0.0;
+            for (size_t i = 0; i < n_part; i++)
+                worst = isfinite(got[i]) ? fmax(worst, fabs((double)got[i] - (double)want[i])) : INFINITY;
+            err = worst / dv_scale;
+        } else {
+            err = relative_error(got, want, n_part);
+        }
         tap_diag("attention backward %s: %s relative error %.3e", shape, part_name[part], err);
         tap_ok(err < ACT_TOL, "attention backward %s: %s", shape, part_name[part]);
     }
@@ -134,7 +195,7 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     TEST_CUDA(cudaMemcpy(d_dbias, bias_start, (size_t)columns * sizeof(float), cudaMemcpyHostToDevice));
     device_sync();
     cuda_attention_backward(d_dqkv, d_dbias, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start,
-                            total_heads, rng);
+                            total_heads, window_left, rng);
     download_raw(raw2, d_dqkv, n_qkv * sizeof(bf16));
     download_raw(bias2, d_dbias, (size_t)columns * sizeof(float));
     tap_ok(memcmp(raw1, raw2, n_qkv * sizeof(bf16)) == 0 && memcmp(bias1, bias2, (size_t)columns * sizeof(float)) == 0,
@@ -149,6 +210,30 @@ static void test_attention(int B, int T, int H, int G, int D, int head_start, in
     TEST_CUDA(cudaFree(d_ws));
     free(qkv); free(dout); free(out_ref); free(dqkv_ref); free(ws_ref);
     free(out); free(dqkv); free(got); free(want); free(raw1); free(raw2);
+}
+
+static void test_attention(int B, int T, int H, int G, int D, int head_start, int total_heads, float p) {
+    test_attention_window(B, T, H, G, D, head_start, total_heads, p, -1);
+}
+
+/* sliding windows (--window-size W,0) at head dimensions 64 and 128: W 0 (the diagonal alone),
+ * 1, 37 (inside a key tile), 64 and 128 (tile multiples), 300 (past T: the same as none), T off
+ * the tiles, GQA, local heads of a larger total, with and without dropout; T 1024 with W 100 and
+ * 200 has whole key tiles outside every window on both sides of each block's walk */
+static void test_windows(void) {
+    static const int windows[] = {0, 1, 37, 64, 128, 300};
+    for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
+        test_attention_window(1, 257, 2, 2, 64, 0, 2, 0.0f, windows[i]);
+        test_attention_window(2, 200, 4, 2, 128, 0, 4, 0.0f, windows[i]);
+    }
+    test_attention_window(1, 333, 4, 2, 64, 1, 8, 0.1f, 37);
+    /* (not window 0 with dropout: dq, dk are then 0 but for O's rounding to 16 bits, which the
+     * GPU's Di sees and the fp32 CPU's does not, a few 1e-3 of dv's scale) */
+    test_attention_window(1, 333, 2, 2, 128, 0, 2, 0.1f, 1);
+    test_attention_window(2, 200, 4, 2, 128, 4, 12, 0.1f, 64);
+    test_attention_window(1, 130, 3, 1, 40, 0, 3, 0.1f, 16); /* D padded to 64, multi-query */
+    test_attention_window(1, 1024, 8, 2, 128, 0, 8, 0.0f, 200);
+    test_attention_window(1, 1024, 8, 2, 64, 0, 8, 0.1f, 100);
 }
 
 /* The dropout mask itself, element for element against the CPU's draw (philox_keep_attention
@@ -205,7 +290,7 @@ static void test_dropout_mask(int B, int T, int H, int G, int D, int head_start,
     void *d_ws = device_alloc(ws_bytes);
     poison(d_out, n_out * sizeof(bf16));
     device_sync();
-    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, rng);
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, -1, rng);
     float *out = download_bf16(d_out, n_out);
     size_t wrong = 0;
     for (int b = 0; b < B; b++)
@@ -236,7 +321,8 @@ static void test_dropout_mask(int B, int T, int H, int G, int D, int head_start,
         TEST_CUDA(cudaMemcpy(d_ws, zeros, ws_bytes, cudaMemcpyHostToDevice));
         poison(d_dqkv, n_qkv * sizeof(bf16));
         device_sync();
-        cuda_attention_backward(d_dqkv, NULL, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start, total_heads, rng);
+        cuda_attention_backward(d_dqkv, NULL, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start, total_heads, -1,
+                                rng);
         float *dqkv = download_bf16(d_dqkv, n_qkv);
         for (int b = 0; b < B; b++)
             for (int grp = 0; grp < G; grp++) {
@@ -275,12 +361,13 @@ static void test_dropout_mask(int B, int T, int H, int G, int D, int head_start,
  * per partial, or a semaphore that let two key tiles add at once) would differ between runs; the
  * shapes have many key tiles per query tile, GQA (the dK/dV blocks walk 4 heads each) and more
  * blocks than SMs, so the blocks of one (batch, group) run concurrently with others'. */
-static void test_backward_reruns(int B, int T, int H, int G, int D, float p) {
+static void test_backward_reruns(int B, int T, int H, int G, int D, float p, int window_left) {
     enum { RUNS = 4 };
     const size_t n_qkv = (size_t)B * T * (H + 2 * G) * D, n_out = (size_t)B * T * H * D;
     dropout_rng rng = {p, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
-    char shape[128];
-    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d p=%.2f", path_label, B, T, H, G, D, (double)p);
+    char shape[160];
+    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d p=%.2f window %d", path_label, B, T, H, G, D, (double)p,
+             window_left);
     float *qkv = host_alloc(n_qkv * sizeof(float)), *dout = host_alloc(n_out * sizeof(float));
     fill_random(qkv, n_qkv, 4242u + (uint64_t)D, 2.0f);
     fill_random(dout, n_out, 4343u + (uint64_t)D, 1.0f);
@@ -288,13 +375,13 @@ static void test_backward_reruns(int B, int T, int H, int G, int D, float p) {
     bf16 *d_out = device_alloc(n_out * sizeof(bf16)), *d_dqkv = device_alloc(n_qkv * sizeof(bf16));
     void *d_ws = device_alloc(cuda_attention_workspace_bytes(B, T, H, D));
     device_sync();
-    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, 0, H, rng);
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, 0, H, window_left, rng);
     bf16 *first = host_alloc(n_qkv * sizeof(bf16)), *again = host_alloc(n_qkv * sizeof(bf16));
     int same = 1;
     for (int run = 0; run < RUNS; run++) {
         poison(d_dqkv, n_qkv * sizeof(bf16));
         device_sync();
-        cuda_attention_backward(d_dqkv, NULL, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, 0, H, rng);
+        cuda_attention_backward(d_dqkv, NULL, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, 0, H, window_left, rng);
         download_raw(run == 0 ? first : again, d_dqkv, n_qkv * sizeof(bf16));
         if (run > 0 && memcmp(first, again, n_qkv * sizeof(bf16)) != 0) same = 0;
     }
@@ -499,14 +586,20 @@ int main(void) {
     test_dropout_mask(1, 128, 2, 2, 128, 0, 2);
     test_dropout_mask(2, 333, 2, 1, 128, 2, 6);
     test_dropout_mask(1, 640, 1, 1, 128, 0, 1);
+    /* sliding windows (the mma.sync kernels, then Hopper's forward and one-pass backward) */
+    test_windows();
     }
     /* bitwise reruns of the default backward (Hopper: dQ summed over the key tiles in a fixed
      * order, 16 of them here) */
-    test_backward_reruns(8, 2048, 8, 2, 64, 0.0f);
-    test_backward_reruns(8, 2048, 8, 2, 128, 0.0f);
+    test_backward_reruns(8, 2048, 8, 2, 64, 0.0f, -1);
+    test_backward_reruns(8, 2048, 8, 2, 128, 0.0f, -1);
     /* and with attention dropout (Hopper: drawn inside the one pass) */
-    test_backward_reruns(8, 2048, 8, 2, 64, 0.1f);
-    test_backward_reruns(8, 2048, 8, 2, 128, 0.1f);
+    test_backward_reruns(8, 2048, 8, 2, 64, 0.1f, -1);
+    test_backward_reruns(8, 2048, 8, 2, 128, 0.1f, -1);
+    /* and with a sliding window (Hopper: dQ's partials from the window's key tiles only, the
+     * lowest writing dQ; 5 key tiles per query step at window 600) */
+    test_backward_reruns(8, 2048, 8, 2, 64, 0.0f, 600);
+    test_backward_reruns(8, 2048, 8, 2, 128, 0.1f, 600);
     /* the two-pass Hopper backward, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
      * perf/attention_bench compares the two so) */
     setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
@@ -520,7 +613,14 @@ int main(void) {
     /* with dropout the two-pass request takes the Hopper forward and the mma.sync backward */
     test_attention(1, 1024, 8, 2, 128, 0, 8, 0.1f);
     test_dropout_mask(2, 200, 2, 2, 64, 1, 4);
+    /* a window with the two-pass request: the Hopper forward, the mma.sync backward */
+    test_attention_window(1, 1024, 8, 2, 128, 0, 8, 0.0f, 200);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
+    /* MTC_ATTENTION_SM90_WINDOW=0: windowed calls on the mma.sync kernels, unwindowed on Hopper */
+    setenv("MTC_ATTENTION_SM90_WINDOW", "0", 1);
+    path_label = "sm90-window-off ";
+    test_attention_window(2, 200, 4, 2, 128, 0, 4, 0.1f, 64);
+    unsetenv("MTC_ATTENTION_SM90_WINDOW");
     /* MTC_ATTENTION_SM90_DROPOUT=0: dropout back on the mma.sync kernels, p = 0 still on Hopper */
     setenv("MTC_ATTENTION_SM90_DROPOUT", "0", 1);
     path_label = "sm90-dropout-off ";

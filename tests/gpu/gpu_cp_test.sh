@@ -8,7 +8,9 @@
 # block), hidden and attention dropout 0.1, 10 iterations: CP2 with the p2p ring, allgather and
 # a2a on 2 GPUs give the one-GPU (CP1) losses within 1e-3 relative (bf16; the one-GPU run takes
 # the fused flash attention, CP2 the block kernels, so the bits differ but not the model: the
-# dropout masks are the same), and the p2p ring with --fp16 the one-GPU --fp16 losses.
+# dropout masks are the same), and the p2p ring with --fp16 the one-GPU --fp16 losses. With a
+# sliding window (--window-size 100,0: the windowed block kernels, whole blocks outside the
+# window on the far ring steps) the same three layouts against one GPU with the window.
 # a2a+p2p (hierarchical) is built on the CPU backend only: CUDA refuses it with one message.
 # On the accelerator machine: GPU_PRETRAIN_GPT=path/to/pretrain_gpt.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -43,6 +45,7 @@ layouts() {  # layouts PREFIX FLAGS...: the one-GPU reference, then CP2 p2p, all
 }
 
 layouts gpt
+layouts gpt_window --window-size 100,0
 MODEL=$(echo "$MODEL" | sed "s|$TINY_ARGS|$top_srcdir/configs/llama-tiny.args|")
 layouts llama
 

@@ -7,6 +7,8 @@
 #    (documents that count upward): the server on one GPU gives the CPU server's greedy tokens
 #    for prompts of different lengths, log-probabilities within 0.05; so does a Llama trained
 #    with --apply-layernorm-1p and --use-rope-scaling (1 + w norm weights, Llama 3 frequencies);
+#    and by the tiny Llama trained with --window-size 4,0 (the window from the checkpoint's args:
+#    the flash prefill and the one-token decode read only the last 5 positions of the cache);
 #  - on 2 GPUs (when present): the Llama server as TP2 and as PP2 (rank 0 serving, the other
 #    following in lockstep over NCCL) gives the 1-GPU tokens and stops cleanly on SIGTERM;
 #  - evaluate --task WIKITEXT103 on one GPU: the CPU's perplexity within 1%;
@@ -33,6 +35,8 @@ ok $? "gpt-tiny trains on the CPU and saves"
 run_app 1 --args-file "$LLAMA_ARGS" --apply-layernorm-1p --use-rope-scaling --rotary-base 500000 --device cpu \
     --eval-iters 0 --train-iters 60 --save "$WORK/variants"
 ok $? "llama-tiny with --apply-layernorm-1p and --use-rope-scaling trains on the CPU and saves"
+run_app 1 --args-file "$LLAMA_ARGS" --window-size 4,0 --device cpu --eval-iters 0 --train-iters 60 --save "$WORK/window"
+ok $? "llama-tiny with --window-size 4,0 trains on the CPU and saves"
 run_app 1 --args-file "$top_srcdir/configs/mixtral-tiny.args" --device cpu --eval-iters 0 --train-iters 60 --save "$WORK/mixtral"
 ok $? "mixtral-tiny trains on the CPU and saves"
 
@@ -83,7 +87,7 @@ stop() {  # stop NAME RANKS: SIGTERM to rank 0 ends every rank cleanly
         [ "$(grep -c 'stopped after following' "$WORK/$1.out")" -eq $(($2 - 1)) ]
 }
 
-for model in gpt llama variants mixtral; do
+for model in gpt llama variants window mixtral; do
     serve ${model}_cpu 1 cpu "$WORK/$model"; greedy ${model}_cpu; stop ${model}_cpu 1
     serve ${model}_gpu 1 cuda "$WORK/$model"
     grep -q "cuda backend" "$WORK/${model}_gpu.out"; ok $? "$model: the server runs on the CUDA backend"
