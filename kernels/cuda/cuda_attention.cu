@@ -311,9 +311,10 @@ attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, co
             if constexpr (DROPOUT) {
 #pragma unroll
                 for (int c = 0; c < NT / KC; c++)
-                    keep[c] = attn_drop_keep_bits<KC, true>(drop, warp_row0, k0 + 8 * KC * c, lane, [&](int query, int key) {
-                        return query < Tq && (PADDED ? ((key_bits >> (key - k0)) & 0xfu) != 0 : key <= query + 1);
-                    });
+                    keep[c] = attn_drop_keep_bits<KC, true>(
+                        drop, warp_row0, k0 + 8 * KC * c, lane, [&](int query, int key) {
+                            return query < Tq && (PADDED ? ((key_bits >> (key - k0)) & 0xfu) != 0 : key <= query + 1);
+                        });
             }
 #pragma unroll
             for (int n = 0; n < NT; n++) {

@@ -260,7 +260,8 @@ static __device__ __forceinline__ uint64_t sm90_head_base(const sm90_dropout_arg
     return drop.offset + head_index * (uint64_t)T * (uint64_t)T;
 }
 /* the draws of head_base's head (T keys per row) */
-static __device__ __forceinline__ attn_drop_rng sm90_drop_rng(const sm90_dropout_args &drop, uint64_t head_base, int T) {
+static __device__ __forceinline__ attn_drop_rng sm90_drop_rng(const sm90_dropout_args &drop, uint64_t head_base,
+                                                              int T) {
     attn_drop_rng r;
     r.seed = drop.seed;
     r.stream = drop.stream;

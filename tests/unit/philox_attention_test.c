@@ -73,7 +73,7 @@ static void test_rule(void) {
                     }
             }
         }
-        tap_ok(wrong == 0, "%d x %d heads: philox_keep_attention is the 2 x 4 rule on every element (%zu of %zu differ)",
+        tap_ok(wrong == 0, "%d x %d heads: philox_keep_attention is the 2 x 4 rule on every element (%zu of %zu wrong)",
                rows, T, wrong, total);
     }
 }
