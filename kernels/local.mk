@@ -19,8 +19,7 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 # headers of the flash-attention tiles and context parallelism's ring attention, included by the objects named below only
 CUDA_RING_ATTENTION_INCLUDES = kernels/cuda/cuda_attention_block.cuh kernels/cuda/cuda_attention_tiles.cuh
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
-	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh \
-	kernels/cuda/cuda_attention_dropout.cuh
+	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh
 if HAVE_CUDA
 CUDA_OBJECT_FILES = $(CUDA_CU_FILES:.cu=.o)
 kernels_libkernels_a_SOURCES += $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES)
@@ -35,8 +34,10 @@ kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 kernels/cuda/cuda_attention.o kernels/cuda/cuda_attention_block.o kernels/cuda/cuda_backend.o: \
 		$(CUDA_RING_ATTENTION_INCLUDES:%=$(top_srcdir)/%)
+# the attention dropout's draw, shared by the mma.sync and the Hopper kernels
+kernels/cuda/cuda_attention.o kernels/cuda/cuda_attention_sm90.o: $(top_srcdir)/kernels/cuda/cuda_attention_dropout.cuh
 endif
-EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES)
+EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES) kernels/cuda/cuda_attention_dropout.cuh
 
 # the attention benchmark (perf/attention_bench.cu includes cuda_attention.cu itself; the library
 # supplies only kernels_fatal); built only on request:
@@ -44,6 +45,7 @@ EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLU
 if HAVE_CUDA
 perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu \
 		$(top_srcdir)/kernels/cuda/cuda_attention.cu $(top_srcdir)/kernels/cuda/cuda_attention_tiles.cuh $(top_srcdir)/kernels/philox.h \
+		$(top_srcdir)/kernels/cuda/cuda_attention_dropout.cuh \
 		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) kernels/libkernels.a
 	@$(MKDIR_P) perf
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $(ATTN_BENCH_FLAGS) $< kernels/libkernels.a -o $@
