@@ -34,8 +34,10 @@ kernels/cuda/%.o: $(top_srcdir)/kernels/cuda/%.cu $(top_srcdir)/kernels/kernels.
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 kernels/cuda/cuda_attention.o kernels/cuda/cuda_attention_block.o kernels/cuda/cuda_backend.o: \
 		$(CUDA_RING_ATTENTION_INCLUDES:%=$(top_srcdir)/%)
+# the attention dropout's draw, shared by the mma.sync and the Hopper kernels
+kernels/cuda/cuda_attention.o kernels/cuda/cuda_attention_sm90.o: $(top_srcdir)/kernels/cuda/cuda_attention_dropout.cuh
 endif
-EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES)
+EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES) kernels/cuda/cuda_attention_dropout.cuh
 
 # the attention benchmark (perf/attention_bench.cu includes cuda_attention.cu itself; the library
 # supplies only kernels_fatal); built only on request:
@@ -43,6 +45,7 @@ EXTRA_DIST += $(CUDA_CU_FILES) $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLU
 if HAVE_CUDA
 perf/attention_bench: $(top_srcdir)/perf/attention_bench.cu \
 		$(top_srcdir)/kernels/cuda/cuda_attention.cu $(top_srcdir)/kernels/cuda/cuda_attention_tiles.cuh $(top_srcdir)/kernels/philox.h \
+		$(top_srcdir)/kernels/cuda/cuda_attention_dropout.cuh \
 		$(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) kernels/libkernels.a
 	@$(MKDIR_P) perf
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $(ATTN_BENCH_FLAGS) $< kernels/libkernels.a -o $@

@@ -81,19 +81,34 @@ PHILOX_FN int philox_keep_next(philox_keep_run *run, uint64_t seed, uint64_t str
     return philox_uint_to_unit(run->words.v[index & 3]) > p;
 }
 
-/* Attention probabilities: element (i, j) of a head whose element (0, 0) is number `head_base`
- * (element (i, j) is number head_base + i*T + j) shares its call with its 2 x 2 block: the call at
- * the number of the block's top-left element, word (i % 2) * 2 + j % 2. So a GPU thread holding
- * two neighbouring keys of a query (forward) or two neighbouring queries of a key (backward)
- * draws once for both. */
+/* Attention probabilities: 16 bits per element, eight elements per call. Element (i, j) of a
+ * head whose element (0, 0) is number `head_base` (element (i, j) is number head_base + i*T + j,
+ * T the row length: the number of keys) belongs to the 2 x 4 block of rows i & ~1, (i & ~1) + 1
+ * and columns (j & ~3) .. (j & ~3) + 3, and takes the Philox call at the number of that block's
+ * top-left element, head_base + (i & ~1)*T + (j & ~3): word (i & 1)*2 + ((j & 3) >> 1) of it,
+ * its low 16 bits for even j and its high 16 bits for odd j. So word 0 holds (i0, j0) low and
+ * (i0, j0 + 1) high, word 1 (i0, j0 + 2), (i0, j0 + 3), words 2 and 3 the same for row i0 + 1.
+ * The element is kept iff that 16-bit value u satisfies u >= philox_attention_threshold(p) =
+ * ceil(p 65536) (clamped to [0, 65536]; p 65536 is exact in fp32, so the CPU and the GPU get the
+ * same integer), i.e. with probability 1 - ceil(p 65536)/65536 (within 2^-16 of 1 - p, never
+ * above it); kept values are scaled by 1/(1 - p) as for every dropout. A GPU thread holding two
+ * neighbouring keys of a query (forward) or two neighbouring queries of a key (backward) shares
+ * its call with the three other threads of the block (kernels/cuda/cuda_attention_dropout.cuh). */
 PHILOX_FN uint64_t philox_attention_counter(uint64_t head_base, int T, int i, int j) {
-    return head_base + (uint64_t)(i & ~1) * (uint64_t)T + (uint64_t)(j & ~1);
+    return head_base + (uint64_t)(i & ~1) * (uint64_t)T + (uint64_t)(j & ~3);
 }
-PHILOX_FN int philox_attention_word(int i, int j) { return (i & 1) * 2 + (j & 1); }
+PHILOX_FN int philox_attention_word(int i, int j) { return (i & 1) * 2 + ((j & 3) >> 1); }
+/* the 16-bit value of column j from its word */
+PHILOX_FN uint32_t philox_attention_half(uint32_t word, int j) { return (j & 1) ? word >> 16 : word & 0xffffu; }
+PHILOX_FN uint32_t philox_attention_threshold(float p) {
+    if (!(p > 0.0f)) return 0u;
+    if (p >= 1.0f) return 65536u;
+    return (uint32_t)ceilf(p * 65536.0f);
+}
 PHILOX_FN int philox_keep_attention(uint64_t seed, uint64_t stream, uint64_t head_base, int T, int i, int j,
                                     float p) {
     philox_out r = philox4x32(seed, philox_attention_counter(head_base, T, i, j), stream);
-    return philox_uint_to_unit(r.v[philox_attention_word(i, j)]) > p;
+    return philox_attention_half(r.v[philox_attention_word(i, j)], j) >= philox_attention_threshold(p);
 }
 
 /* 64-bit FNV-1a of a string, then mixed: turns a parameter name into a stream id */

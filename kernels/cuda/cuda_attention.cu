@@ -79,6 +79,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/cuda/cuda_attention_dropout.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/philox.h"
 
@@ -126,23 +127,26 @@
 #include "kernels/cuda/cuda_attention_tiles.cuh" /* ATTN_LD, the mma.sync/ldmatrix/cp.async tiles, quad reductions */
 
 /* Dropout: element (i, j) of head `head_index` (= b*total_heads + head_start + h) is kept iff
- * philox_keep_attention(seed, stream, offset + head_index*T*T, T, i, j, p), the CPU backend's
- * draw: word (i % 2) * 2 + j % 2 of the Philox call at the number of the 2 x 2 block's top-left
- * element. It tests ((x >> 8) + 1) / 2^24 > p on that word x, which is exactly
- * (x >> 8) >= floor(p 2^24) (every step is exact in fp32), the integer test below. A thread's
- * two neighbouring columns (forward: keys j, j+1; backward: queries i, i+1) share one call. The
- * kernels hoist the row part of the counter out of their loops. */
-static __device__ __forceinline__ uint32_t attn_drop_threshold(float p) {
-    return (uint32_t)floorf(p * 16777216.0f);
+ * philox_keep_attention(seed, stream, offset + head_index*Tq*Tk, Tk, i, j, p), the CPU backend's
+ * draw: 16 bits of the Philox call of its 2 x 4 block of (query, key). A warp draws a tile's
+ * calls before using them (cuda_attention_dropout.cuh: each of the four lanes holding a block
+ * draws a quarter of the tile's calls and shuffles the decisions to the others). */
+static __device__ __forceinline__ attn_drop_rng attn_drop_rng_of(const dropout_rng &rng, uint64_t head_index, int Tq,
+                                                                 int Tk) {
+    attn_drop_rng d;
+    d.seed = rng.seed;
+    d.stream = rng.stream;
+    d.head_base = rng.offset + head_index * (uint64_t)Tq * (uint64_t)Tk;
+    d.Tk = Tk;
+    d.threshold = philox_attention_threshold(rng.p);
+    return d;
 }
-static __device__ __forceinline__ bool attn_word_keeps(uint32_t word, uint32_t threshold) {
-    return (word >> 8) >= threshold;
-}
-/* offset + (head_index*Tq + i)*Tk: the counter of element (i, 0) (self-attention: Tq = Tk = T) */
-static __device__ __forceinline__ uint64_t attn_row_counter(const dropout_rng &rng, uint64_t head_index, int Tq,
-                                                            int Tk, int i) {
-    return rng.offset + (head_index * (uint64_t)Tq + (uint64_t)i) * (uint64_t)Tk;
-}
+/* a tile of NT n8 groups draws in chunks of at most 8 (one 32-bit word of keep bits each) */
+template <int NT>
+struct attn_drop_chunk {
+    static constexpr int N = NT < 8 ? NT : 8;
+    static_assert(NT % N == 0, "a tile of whole chunks");
+};
 
 /* the window the kernels take: window_left, or (-1: none) one past any distance of positions */
 #define ATTN_NO_WINDOW (1 << 29)
@@ -255,9 +259,7 @@ attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, co
                                : min(q0 + BM - 1, Tq - 1) / BN;
     const int kt_first = PADDED ? 0 : max(q0 - window, 0) / BN; /* the window's first key tile */
     const bool windowed = !PADDED && window < Tq; /* a row may meet a tile wholly before its window */
-    const uint32_t drop_threshold = attn_drop_threshold(rng.p);
-    const uint64_t row_counter[2] = {attn_row_counter(rng, head_index, Tq, Tk, warp_row0 + g),
-                                     attn_row_counter(rng, head_index, Tq, Tk, warp_row0 + g + 8)};
+    const attn_drop_rng drop = attn_drop_rng_of(rng, head_index, Tq, Tk);
 
     attn_load_tile<DP, BM, THREADS>(q_s, q_base, q_stride, q0, Tq, D, vec);
     attn_load_tile<DP, BN, THREADS>(kv_s + (kt_first & 1) * 2 * BN * LD, k_base, kv_stride, kt_first * BN, Tk, D, vec);
@@ -328,25 +330,24 @@ attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, co
                 neg_m[i] = -m_use * scale_log2;
                 l_run[i] *= alpha[i];
             }
+            /* the tile's keep bits: only 2 x 4 blocks with a visible element are drawn */
+            constexpr int KC = attn_drop_chunk<NT>::N;
+            uint32_t keep[NT / KC] = {};
+            if constexpr (DROPOUT) {
+#pragma unroll
+                for (int c = 0; c < NT / KC; c++)
+                    keep[c] = attn_drop_keep_bits<KC, true>(
+                        drop, warp_row0, k0 + 8 * KC * c, lane, [&](int query, int key) {
+                            return query < Tq && (PADDED ? ((key_bits >> (key - k0)) & 0xfu) != 0 : key <= query + 1);
+                        });
+            }
 #pragma unroll
             for (int n = 0; n < NT; n++) {
-                philox_out words = {{0, 0, 0, 0}};
-                bool drawn = false;
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     float p = fast_exp2(fmaf(s[n][e], scale_log2, neg_m[e >> 1]));
                     l_run[e >> 1] += p; /* the normalizer sums undropped probabilities */
-                    if ((e & 1) == 0) drawn = false; /* keys col, col + 1 of a row share a call */
-                    const int row = warp_row0 + g + 8 * (e >> 1);
-                    if (DROPOUT && p > 0.0f && row < Tq) {
-                        const int col = k0 + 8 * n + 2 * t + (e & 1);
-                        if (!drawn) {
-                            words = philox4x32(rng.seed, row_counter[e >> 1] - (uint64_t)(row & 1) * (uint64_t)Tk +
-                                                             (uint64_t)(col & ~1), rng.stream);
-                            drawn = true;
-                        }
-                        if (!attn_word_keeps(words.v[philox_attention_word(row, col)], drop_threshold)) p = 0.0f;
-                    }
+                    if (DROPOUT && !((keep[n / KC] >> (4 * (n % KC) + e)) & 1u)) p = 0.0f;
                     s[n][e] = p;
                 }
             }
@@ -475,7 +476,6 @@ attention_backward_dkdv_kernel(E *dk_dst, uint32_t *keep_bits, const E *dout, co
     const int qt_first = PADDED ? 0 : k0 / BM;
     const int qt_last = PADDED ? (Tq - 1) / BM : min(Tq - 1, k0 + BN - 1 + window) / BM;
     const int tiles = qt_last - qt_first + 1;
-    const uint32_t drop_threshold = attn_drop_threshold(rng.p);
     /* PADDED: the visible ones of the warp's 16 keys (bit j: key warp_key0 + j) */
     const uint32_t warp_key_bits =
         PADDED ? (uint32_t)attn_tile_key_bits<16>(key_valid + (size_t)b * Tk, warp_key0, Tk, lane) : 0xffffu;
@@ -508,10 +508,6 @@ attention_backward_dkdv_kernel(E *dk_dst, uint32_t *keep_bits, const E *dout, co
         const int h = first_head + it / tiles, qt = qt_first + it % tiles;
         const int q0 = qt * BM, i = it & 1;
         const size_t bh = (size_t)b * H + (size_t)h;
-        const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
-        /* counter of element (i, key) = offset + head_index*Tq*Tk + key + i*Tk */
-        const uint64_t key_counter[2] = {attn_row_counter(rng, head_index, Tq, Tk, 0) + warp_key0 + g,
-                                         attn_row_counter(rng, head_index, Tq, Tk, 0) + warp_key0 + g + 8};
         const E *q_s = stages + i * STAGE, *do_s = q_s + BM * LD;
         const float *lse2_s = reinterpret_cast<const float *>(do_s + BM * LD), *di_s = lse2_s + BM;
         if (it + 1 < steps) { /* prefetch the next step's query tile into the other stage */
@@ -533,15 +529,26 @@ attention_backward_dkdv_kernel(E *dk_dst, uint32_t *keep_bits, const E *dout, co
             warp_gemm_abt<DP, NT>(dp, v_s + 16 * warp * LD, do_s, lane);
             const bool mask = PADDED || warp_key0 + 15 > q0 || q0 + BM > Tq || q0 + BM - 1 > warp_key0 + window;
             const bool key_visible[2] = {((warp_key_bits >> g) & 1u) != 0, ((warp_key_bits >> (g + 8)) & 1u) != 0};
+            /* the step's keep bits (keys as rows): only 2 x 4 blocks with a visible element are drawn */
+            constexpr int KC = attn_drop_chunk<NT>::N;
+            uint32_t keep_tile[NT / KC] = {};
+            if constexpr (DROPOUT) {
+                const uint64_t head_index = (uint64_t)b * total_heads + (uint64_t)(head_start + h);
+                const attn_drop_rng drop = attn_drop_rng_of(rng, head_index, Tq, Tk);
+#pragma unroll
+                for (int c = 0; c < NT / KC; c++)
+                    keep_tile[c] = attn_drop_keep_bits<KC, false>(
+                        drop, warp_key0, q0 + 8 * KC * c, lane, [&](int query, int key) {
+                            return query < Tq &&
+                                   (PADDED ? ((warp_key_bits >> (key - warp_key0)) & 0xfu) != 0 : key <= query + 1);
+                        });
+            }
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 const float2 l2 = *reinterpret_cast<const float2 *>(lse2_s + 8 * n + 2 * t);
                 const float2 dd = *reinterpret_cast<const float2 *>(di_s + 8 * n + 2 * t);
-                philox_out words = {{0, 0, 0, 0}};
-                bool drawn = false;
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    if ((e & 1) == 0) drawn = false; /* queries query, query + 1 of a key share a call */
                     const int key = warp_key0 + g + 8 * (e >> 1), query = q0 + 8 * n + 2 * t + (e & 1);
                     const bool visible = PADDED ? key_visible[e >> 1] && query < Tq
                                                 : !(mask && (key > query || query >= Tq || query > key + window));
@@ -550,15 +557,7 @@ attention_backward_dkdv_kernel(E *dk_dst, uint32_t *keep_bits, const E *dout, co
                     float dpv = dp[n][e];
                     float kept_p = p;
                     if (DROPOUT) {
-                        bool keep = false;
-                        if (visible) {
-                            if (!drawn) {
-                                words = philox4x32(rng.seed, key_counter[e >> 1] - (uint64_t)(key & 1) +
-                                                                 (uint64_t)(query & ~1) * (uint64_t)Tk, rng.stream);
-                                drawn = true;
-                            }
-                            keep = attn_word_keeps(words.v[philox_attention_word(query, key)], drop_threshold);
-                        }
+                        const bool keep = visible && ((keep_tile[n / KC] >> (4 * (n % KC) + e)) & 1u);
                         dpv = keep ? dpv * keep_scale : 0.0f;
                         kept_p = keep ? p : 0.0f;
                         /* the warp's 32 draws of (n, e) form one word of the keep bits */

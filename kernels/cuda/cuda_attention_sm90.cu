@@ -66,6 +66,7 @@
 
 #include <cuda.h> /* CUtensorMap (types only: the encoder comes through the runtime) */
 
+#include "kernels/cuda/cuda_attention_dropout.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/philox.h"
 
@@ -87,17 +88,17 @@ typedef __nv_bfloat16 nvbf16;
 /* ---------------------------------------------------------------------------------------------- */
 /* Attention dropout (DROPOUT; cuda_attention.cu's semantics and numbering, so that the keep
  * decisions are the CPU's and the mma.sync kernels'): element (i, j) of head head_index = b *
- * total_heads + head_start + h is kept iff word (i % 2) * 2 + j % 2 of the Philox call at counter
- * head_base + (i & ~1) T + (j & ~1) (head_base = rng.offset + head_index T T) passes
- * (word >> 8) >= floor(p 2^24), which is exactly philox_keep_attention's ((word >> 8) + 1) / 2^24
- * > p. The accumulator fragments of wgmma.m64nNk16 (PTX ISA, "wgmma" register fragments for D)
- * are those of mma.m16n8k16 per warp: value 4n + e of lane 4g + t of warp w is row 16w + g +
- * 8 (e >> 1), column 8n + 2t + (e & 1), so a thread's two neighbouring columns (forward: keys j,
- * j + 1 of row i; backward: queries i, i + 1 of key j, S^T having keys as rows) are one 2 x 2
- * block's and share a call; rows 16w + g + 8(e >> 1) have the parity of g. */
+ * total_heads + head_start + h is kept iff philox_keep_attention(seed, stream, head_base, T, i, j,
+ * p) (head_base = rng.offset + head_index T T): 16 bits of the Philox call of its 2 x 4 block of
+ * (query, key), compared with philox_attention_threshold(p). The accumulator fragments of
+ * wgmma.m64nNk16 (PTX ISA, "wgmma" register fragments for D) are those of mma.m16n8k16 per warp:
+ * value 4n + e of lane 4g + t of warp w is row 16w + g + 8 (e >> 1), column 8n + 2t + (e & 1), so
+ * cuda_attention_dropout.cuh's draw serves both kernels: the four lanes holding a 2 x 4 block
+ * (forward: rows g, g ^ 1 and key pairs t, t ^ 1; backward, keys as rows: keys g .. g ^ 3 of one
+ * query pair) each draw a quarter of a tile's calls and exchange the decisions by shuffles. */
 struct sm90_dropout_args {
     uint64_t seed, stream, offset; /* dropout_rng's */
-    uint32_t threshold;            /* floor(p 2^24) */
+    uint32_t threshold;            /* philox_attention_threshold(p) */
     float keep_scale;              /* 1 / (1 - p) */
     int head_start, total_heads;
 };
@@ -106,7 +107,7 @@ static sm90_dropout_args sm90_dropout_of(dropout_rng rng, int head_start, int to
     a.seed = rng.seed;
     a.stream = rng.stream;
     a.offset = rng.offset;
-    a.threshold = rng.p > 0.0f ? (uint32_t)floorf(rng.p * 16777216.0f) : 0u;
+    a.threshold = philox_attention_threshold(rng.p);
     a.keep_scale = rng.p > 0.0f ? 1.0f / (1.0f - rng.p) : 1.0f;
     a.head_start = head_start;
     a.total_heads = total_heads;
@@ -267,41 +268,25 @@ static __device__ __forceinline__ uint64_t sm90_head_base(const sm90_dropout_arg
     const uint64_t head_index = (uint64_t)b * (uint64_t)drop.total_heads + (uint64_t)(drop.head_start + h);
     return drop.offset + head_index * (uint64_t)T * (uint64_t)T;
 }
-static __device__ __forceinline__ bool sm90_keeps(uint32_t word, uint32_t threshold) {
-    return (word >> 8) >= threshold;
+/* the draws of head_base's head (T keys per row) */
+static __device__ __forceinline__ attn_drop_rng sm90_drop_rng(const sm90_dropout_args &drop, uint64_t head_base,
+                                                              int T) {
+    attn_drop_rng r;
+    r.seed = drop.seed;
+    r.stream = drop.stream;
+    r.head_base = head_base;
+    r.Tk = T;
+    r.threshold = drop.threshold;
+    return r;
 }
 
-/* Lanes 4g + t and 4(g ^ 1) + t hold the two rows (forward: queries; backward: keys) of the same
- * 2 x 2 blocks, so each draws half of them: the blocks of n8 column groups n with n % 2 == g % 2,
- * keeping the two bits of its own row and handing the partner its two (one shuffle per tile).
- * A thread's keep bits: bit 4n + e for accumulator value 4n + e, set where kept. */
-
-/* The forward's keep bits of a warp's 64 x BN tile of P (rows row0 + g (+8), keys k0 + 8n + 2t
- * (+1)): only blocks with a visible element (key <= query, query inside the sequence) draw; the
- * others hold zeros or rows never stored. Block (r, c) (r, c even) is word 0, 1 for row r (keys
- * c, c + 1), 2, 3 for row r + 1. */
-template <int BN>
+/* The forward's keep bits of a warp's 16 x 64 piece of P (rows row0 + g (+8), keys k0 + 8n + 2t
+ * (+1); bit 4n + e): only blocks with a visible element (a key <= a query, the query inside the
+ * sequence) draw; the others hold zeros or rows never stored. */
 static __device__ __forceinline__ uint32_t sm90_keep_bits_forward(const sm90_dropout_args &drop, uint64_t head_base,
-                                                                  int k0, int row0, int g, int t, int T) {
-    const int odd = g & 1;
-    uint32_t mine = 0, theirs = 0;
-#pragma unroll
-    for (int m = 0; m < BN / 16; m++)
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int n = 2 * m + odd, r = row0 + (g & ~1) + 8 * i, c = k0 + 8 * n + 2 * t; /* r, c even */
-            if (r < T && c <= r) {
-                const philox_out w =
-                    philox4x32(drop.seed, head_base + (uint64_t)r * (uint64_t)T + (uint64_t)c, drop.stream);
-                const uint32_t even_row = (uint32_t)sm90_keeps(w.v[0], drop.threshold) |
-                                          (uint32_t)sm90_keeps(w.v[1], drop.threshold) << 1;
-                const uint32_t odd_row = (uint32_t)sm90_keeps(w.v[2], drop.threshold) |
-                                         (uint32_t)sm90_keeps(w.v[3], drop.threshold) << 1;
-                mine |= (odd ? odd_row : even_row) << (4 * n + 2 * i);
-                theirs |= (odd ? even_row : odd_row) << (4 * n + 2 * i);
-            }
-        }
-    return mine | __shfl_xor_sync(0xffffffffu, theirs, 4);
+                                                                  int k0, int row0, int lane, int T) {
+    return attn_drop_keep_bits<8, true>(sm90_drop_rng(drop, head_base, T), row0, k0, lane,
+                                        [&](int query, int key) { return query < T && key <= query + 1; });
 }
 
 /* The forward's dropout on a warp's P (64 x BN accumulator, after sm90_online_softmax summed the
@@ -313,7 +298,7 @@ static __device__ __forceinline__ void sm90_drop_forward(float (&s)[BN / 2], con
 #pragma unroll
     for (int half = 0; half < BN / 64; half++) {
         /* n8 groups [8 half, 8 half + 8): bits 4 (n - 8 half) + e */
-        const uint32_t keep = sm90_keep_bits_forward<64>(drop, head_base, k0 + 64 * half, row0, g, t, T);
+        const uint32_t keep = sm90_keep_bits_forward(drop, head_base, k0 + 64 * half, row0, 4 * g + t, T);
 #pragma unroll
         for (int e = 0; e < 32; e++)
             if (!((keep >> e) & 1u)) s[32 * half + e] = 0.0f;
@@ -321,31 +306,12 @@ static __device__ __forceinline__ void sm90_drop_forward(float (&s)[BN / 2], con
 }
 
 /* The backward's keep bits of a warp's 64-query step of S^T (keys as rows: lane 4g + t holds
- * keys krow0 + g (+8), queries q0 + 8n + 2t (+1)). Block (query q, key k) (q, k even) is word 0,
- * 1 for query q (keys k, k + 1), 2, 3 for query q + 1: key k's are words 0 and 2, key k + 1's 1
- * and 3. Only blocks with a visible element (q >= k, q inside the sequence) draw (elsewhere P is
- * 0). */
+ * keys krow0 + g (+8), queries q0 + 8n + 2t (+1); bit 4n + e). Only blocks with a visible element
+ * (a query >= a key, the query inside the sequence) draw (elsewhere P is 0). */
 static __device__ __forceinline__ uint32_t sm90_keep_bits_backward(const sm90_dropout_args &drop, uint64_t head_base,
                                                                    int q0, int krow0, int g, int t, int T) {
-    const int odd = g & 1;
-    uint32_t mine = 0, theirs = 0;
-#pragma unroll
-    for (int m = 0; m < 4; m++)
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int n = 2 * m + odd, k = krow0 + (g & ~1) + 8 * i, q = q0 + 8 * n + 2 * t; /* k, q even */
-            if (q >= k && q < T) {
-                const philox_out w =
-                    philox4x32(drop.seed, head_base + (uint64_t)q * (uint64_t)T + (uint64_t)k, drop.stream);
-                const uint32_t even_key = (uint32_t)sm90_keeps(w.v[0], drop.threshold) |
-                                          (uint32_t)sm90_keeps(w.v[2], drop.threshold) << 1;
-                const uint32_t odd_key = (uint32_t)sm90_keeps(w.v[1], drop.threshold) |
-                                         (uint32_t)sm90_keeps(w.v[3], drop.threshold) << 1;
-                mine |= (odd ? odd_key : even_key) << (4 * n + 2 * i);
-                theirs |= (odd ? even_key : odd_key) << (4 * n + 2 * i);
-            }
-        }
-    return mine | __shfl_xor_sync(0xffffffffu, theirs, 4);
+    return attn_drop_keep_bits<8, false>(sm90_drop_rng(drop, head_base, T), krow0, q0, 4 * g + t,
+                                         [&](int query, int key) { return query < T && key <= query + 1; });
 }
 
 /* ---------------------------------------------------------------------------------------------- */

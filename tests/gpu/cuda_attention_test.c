@@ -15,7 +15,9 @@
  * dropout). Attention dropout runs on both paths (the Hopper wgmma kernels draw it inside their
  * passes since issue 44): besides the outputs and gradients against the CPU, test_dropout_mask
  * reads the keep decisions of the forward and of the backward back out of the outputs and dV
- * and compares them with the CPU's, element for element.
+ * and compares them with the CPU's, element for element (philox_keep_attention: a Philox call per
+ * 2 x 4 block of (query, key), 16 bits per element, whose four GPU lanes each draw a quarter of
+ * a tile's calls; tests/unit/philox_attention_test decodes the rule from the raw words).
  * Sliding-window attention (window_left >= 0, --window-size) runs the same comparisons
  * (test_attention_window) with the CPU's window, and also checks the forward's per-row
  * log-sum-exp (the workspace's fp32 [B,H,T]) against one computed in double over the window; at
@@ -579,9 +581,11 @@ int main(void) {
     test_attention(1, 333, 2, 2, 64, 0, 2, 0.1f);
     test_attention(2, 200, 4, 2, 64, 0, 4, 0.1f);
     test_attention(1, 1024, 8, 2, 128, 0, 8, 0.1f);
-    /* the keep decisions element for element (T up to 5 D; off the tiles; grouped; local heads) */
+    /* the keep decisions element for element (T up to 5 D; off the tiles; grouped; local heads;
+     * T % 4 == 2 and odd: the 2 x 4 Philox blocks cut at the row ends) */
     test_dropout_mask(1, 64, 1, 1, 64, 0, 1);
     test_dropout_mask(2, 200, 2, 2, 64, 1, 4);
+    test_dropout_mask(1, 130, 3, 3, 64, 5, 9);
     test_dropout_mask(1, 320, 4, 2, 64, 0, 4);
     test_dropout_mask(1, 128, 2, 2, 128, 0, 2);
     test_dropout_mask(2, 333, 2, 1, 128, 2, 6);
@@ -626,6 +630,8 @@ int main(void) {
     path_label = "sm90-dropout-off ";
     test_attention(1, 333, 2, 2, 128, 0, 2, 0.1f);
     test_attention(1, 333, 2, 2, 128, 0, 2, 0.0f);
+    test_dropout_mask(2, 333, 2, 1, 128, 2, 6);
+    test_dropout_mask(1, 130, 3, 3, 64, 5, 9);
     unsetenv("MTC_ATTENTION_SM90_DROPOUT");
     path_label = "";
 

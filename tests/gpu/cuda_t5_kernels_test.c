@@ -302,7 +302,7 @@ int main(void) {
     test_cross_attention((cross_shape){4, 130, 257, 4, 64, 2, 8}, 0.1f);
     test_cross_attention((cross_shape){4, 33, 65, 2, 128, 6, 8}, 0.25f);
 
-    /* the dropout mask, element for element: Tq != Tk (odd ones: the 2 x 2 Philox blocks cross
+    /* the dropout mask, element for element: Tq != Tk (odd ones: the 2 x 4 Philox blocks cross
      * rows of odd length), and a tensor-parallel slice */
     test_cross_dropout_mask((cross_shape){4, 77, 100, 2, 128, 0, 2}, 0.1f);
     test_cross_dropout_mask((cross_shape){4, 120, 41, 3, 128, 0, 3}, 0.3f);
