@@ -1,6 +1,9 @@
 /* compare_params.c: compares two --dump-parameters files tensor by tensor.
  * usage: compare_params A B TOLERANCE [HEADS KV_CHANNELS [QUERY_GROUPS KEY_BIAS_BOUND]]
- * For each tensor of A's index: relative difference max|a - b| / max|a| (max over the tensor);
+ * For each tensor of A's index: relative difference max|a - b| / max(max|a|, FLOOR) (max over
+ * the tensor; FLOOR from the environment's COMPARE_PARAMS_FLOOR, default 1e-6: a test sets it to
+ * the scale its optimizer steps move a parameter, so that a tensor still near its zero
+ * initialization, a bias after a few steps, is not judged by its own tiny values);
  * prints the worst tensor; exits 1 when any tensor differs by more than TOLERANCE, 2 on bad
  * input (missing file, different index).
  * With HEADS and KV_CHANNELS, the key part of each QKV bias is held apart: its gradient is zero
@@ -34,6 +37,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     double tolerance = atof(argv[3]);
+    const char *floor_text = getenv("COMPARE_PARAMS_FLOOR");
+    double floor_scale = floor_text && *floor_text ? atof(floor_text) : 1e-6;
+    if (!(floor_scale > 0.0)) {
+        fprintf(stderr, "compare_params: COMPARE_PARAMS_FLOOR '%s' is not a positive number\n", floor_text);
+        return 2;
+    }
     int heads = argc >= 6 ? atoi(argv[4]) : 0, kv_channels = argc >= 6 ? atoi(argv[5]) : 0;
     int groups = argc == 8 ? atoi(argv[6]) : heads;
     double key_bias_bound = argc == 8 ? atof(argv[7]) : 1e-4;
@@ -72,7 +81,7 @@ int main(int argc, char **argv) {
             if (!(d <= max_diff)) max_diff = d; /* NaN counts as a difference */
             if (fabs(a[i]) > max_abs) max_abs = fabs(a[i]);
         }
-        double rel = max_diff / (max_abs > 1e-6 ? max_abs : 1e-6);
+        double rel = max_diff / (max_abs > floor_scale ? max_abs : floor_scale);
         if (!(rel <= tolerance)) bad++;
         if (!(rel <= worst)) { worst = rel; snprintf(worst_name, sizeof worst_name, "%s", name); }
         tensors++;
