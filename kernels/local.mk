@@ -61,6 +61,17 @@ CLEANFILES += perf/norm_bench
 endif
 EXTRA_DIST += perf/norm_bench.cu
 
+# the fp8 quantization benchmark (perf/fp8_quant_bench.cu: quantize and quantize_transpose against
+# the device's copy bandwidth, through the library's entry points); on request: make perf/fp8_quant_bench
+if HAVE_CUDA
+perf/fp8_quant_bench: $(top_srcdir)/perf/fp8_quant_bench.cu $(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) \
+		kernels/libkernels.a
+	@$(MKDIR_P) perf
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $< kernels/libkernels.a -lcublasLt -lcublas -o $@
+CLEANFILES += perf/fp8_quant_bench
+endif
+EXTRA_DIST += perf/fp8_quant_bench.cu
+
 # the optimizer-overlap benchmark (perf/optimizer_overlap_bench.cu: AdamW beside the forward's
 # GEMMs, through the library's entry points); built only on request: make perf/optimizer_overlap_bench
 if HAVE_CUDA

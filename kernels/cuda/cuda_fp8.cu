@@ -7,6 +7,9 @@
  *   amax         max |x| alone (current scaling);
  *   quantize_transpose  quantize with the codes also written transposed, in one pass (the
  *                backward's fp8 GEMM operands, TE's cast_transpose).
+ * The fast paths move 16 bytes a load and (quantize) 16 bytes a store, and the transposed stores
+ * are coalesced: consecutive threads write consecutive 16-byte pieces of one transposed row
+ * (perf/fp8_quant_bench measures them against the device's copy bandwidth).
  * The amax of a call is a per-block maximum (NaN elements ignored, as fmaxf ignores them) folded
  * into *amax with an integer atomicMax on the float's bits: for non-negative floats the bit order
  * is the value order, and a maximum does not depend on the order it is taken in, so the result
@@ -78,6 +81,23 @@ static __global__ void fp8_quantize_vec_kernel(uint8_t *out, float *amax, float 
     if (scale_inv && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
 }
 
+/* 16 elements a thread: two 16-byte loads, one 16-byte store of codes (n a multiple of 16, x and
+ * out 16-byte aligned); the same codes and amax as the 8-element kernel */
+template <typename E>
+static __global__ void fp8_quantize_vec16_kernel(uint8_t *out, float *amax, float *scale_inv, const E *x, size_t n16,
+                                                 const float *scale, int format) {
+    float s = *scale, local = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x) {
+        float v[8], w[8];
+        load8(v, x + 16 * i);
+        load8(w, x + 16 * i + 8);
+        uint2 lo = codes8(v, s, format, &local), hi = codes8(w, s, format, &local);
+        reinterpret_cast<uint4 *>(out)[i] = make_uint4(lo.x, lo.y, hi.x, hi.y);
+    }
+    if (amax) block_amax_into(amax, local);
+    if (scale_inv && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
+}
+
 template <typename E>
 static __global__ void fp8_quantize_kernel(uint8_t *out, float *amax, float *scale_inv, const E *x, size_t n,
                                            const float *scale, int format) {
@@ -111,6 +131,12 @@ static void fp8_quantize_t(uint8_t *out, float *amax, float *scale_inv, const E 
                            int format) {
     check_format(format);
     if (n == 0 && !scale_inv) return;
+    if (n % 16 == 0 && n > 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 15u) == 0) {
+        fp8_quantize_vec16_kernel<E><<<grid_stride_blocks(n / 16, FP8_THREADS), FP8_THREADS, 0, compute_stream()>>>(
+            out, amax, scale_inv, x, n / 16, scale, format);
+        CHECK_LAUNCH();
+        return;
+    }
     if (n % 8 == 0 && n > 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0) {
         fp8_quantize_vec_kernel<E><<<grid_stride_blocks(n / 8, FP8_THREADS), FP8_THREADS, 0, compute_stream()>>>(
             out, amax, scale_inv, x, n / 8, scale, format);
@@ -187,18 +213,25 @@ static __global__ void fp8_quantize_transpose_kernel(uint8_t *out, uint8_t *out_
     if (scale_inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
 }
 
-/* the vectorized tile: 64 x 64, a thread quantizing 8 consecutive elements of a row (8 threads a
- * row, 32 rows a pass) and writing 8 consecutive codes of a transposed row (8 rows of one
- * column); rows and cols multiples of 8, x 16-byte and the outputs 8-byte aligned */
+/* the vectorized tile: 128 x 128 elements, 256 threads. Phase 1 (16 tile rows a pass): a thread
+ * quantizes 8 consecutive elements of a row (one 16-byte load) and stores their 8 codes (16
+ * threads write a row's 128 contiguous bytes) and into the shared tile. Phase 2: a thread takes
+ * 4 columns x 16 rows of the tile (16 shared words), transposes them in registers (byte_perm)
+ * and writes 4 pieces of 16 bytes, one into each of 4 transposed rows: the 8 threads of a
+ * column write its 128 contiguous bytes. rows a multiple of 16, cols of 8; x and out_t 16-byte
+ * aligned, out 8-byte aligned. */
+#define QT_VEC_TILE 128
+#define QT_VEC_PITCH 33 /* words a tile row: 32 + 1 */
+
 template <typename E>
 static __global__ void fp8_quantize_transpose_vec_kernel(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv,
                                                          const E *x, int rows, int cols, const float *scale,
                                                          int format) {
-    __shared__ __align__(8) uint8_t tile[QT_TILE][QT_TILE + 8];
+    __shared__ uint32_t tile[QT_VEC_TILE * QT_VEC_PITCH];
     float s = *scale, local = 0.0f;
-    int r0 = blockIdx.y * QT_TILE, c0 = blockIdx.x * QT_TILE;
-    int part = threadIdx.x % 8, line = threadIdx.x / 8; /* 8 threads x 8 elements per tile row */
-    for (int dy = line; dy < QT_TILE; dy += FP8_THREADS / 8) {
+    int r0 = blockIdx.y * QT_VEC_TILE, c0 = blockIdx.x * QT_VEC_TILE;
+    int part = threadIdx.x % 16, line = threadIdx.x / 16; /* 16 threads x 8 elements per tile row */
+    for (int dy = line; dy < QT_VEC_TILE; dy += FP8_THREADS / 16) {
         int r = r0 + dy, c = c0 + part * 8;
         uint2 codes = make_uint2(0u, 0u);
         if (r < rows && c < cols) {
@@ -207,17 +240,25 @@ static __global__ void fp8_quantize_transpose_vec_kernel(uint8_t *out, uint8_t *
             codes = codes8(v, s, format, &local);
             *reinterpret_cast<uint2 *>(out + (size_t)r * cols + c) = codes;
         }
-        *reinterpret_cast<uint2 *>(&tile[dy][part * 8]) = codes;
+        tile[dy * QT_VEC_PITCH + 2 * part] = codes.x;
+        tile[dy * QT_VEC_PITCH + 2 * part + 1] = codes.y;
     }
     __syncthreads();
-    for (int item = threadIdx.x; item < QT_TILE * (QT_TILE / 8); item += FP8_THREADS) {
-        int dc = item % QT_TILE, group = item / QT_TILE; /* column dc, rows 8 group .. 8 group + 7 */
-        int c = c0 + dc, r = r0 + 8 * group;
-        if (c >= cols || r >= rows) continue;
-        uint32_t lo = 0, hi = 0;
-        for (int j = 0; j < 4; j++) lo |= (uint32_t)tile[8 * group + j][dc] << (8 * j);
-        for (int j = 0; j < 4; j++) hi |= (uint32_t)tile[8 * group + 4 + j][dc] << (8 * j);
-        *reinterpret_cast<uint2 *>(out_t + (size_t)c * rows + r) = make_uint2(lo, hi);
+    int piece = threadIdx.x % 8, group = threadIdx.x / 8; /* rows 16 piece .., columns 4 group .. */
+    int r = r0 + 16 * piece, c = c0 + 4 * group;
+    if (r < rows && c < cols) {
+        uint32_t w[16];
+        for (int j = 0; j < 16; j++) w[j] = tile[(16 * piece + j) * QT_VEC_PITCH + group];
+#pragma unroll
+        for (int k = 0; k < 4; k++) { /* all 4 columns exist: c is a multiple of 4, cols of 8 */
+            const unsigned pick = (unsigned)k | (unsigned)(k + 4) << 4; /* byte k of the first, of the second */
+            uint32_t q[4];
+#pragma unroll
+            for (int m = 0; m < 4; m++)
+                q[m] = __byte_perm(__byte_perm(w[4 * m], w[4 * m + 1], pick), __byte_perm(w[4 * m + 2], w[4 * m + 3], pick),
+                                   0x5410);
+            *reinterpret_cast<uint4 *>(out_t + (size_t)(c + k) * rows + r) = make_uint4(q[0], q[1], q[2], q[3]);
+        }
     }
     if (amax) block_amax_into(amax, local);
     if (scale_inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
@@ -231,14 +272,16 @@ static void fp8_quantize_transpose_t(uint8_t *out, uint8_t *out_t, float *amax, 
         if (scale_inv) fp8_quantize_t(out, NULL, scale_inv, x, 0, scale, format);
         return;
     }
-    dim3 grid((unsigned)ceil_div(cols, QT_TILE), (unsigned)ceil_div(rows, QT_TILE));
-    if (rows % 8 == 0 && cols % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0 &&
-        ((uintptr_t)out_t & 7u) == 0)
+    if (rows % 16 == 0 && cols % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0 &&
+        ((uintptr_t)out_t & 15u) == 0) {
+        dim3 grid((unsigned)ceil_div(cols, QT_VEC_TILE), (unsigned)ceil_div(rows, QT_VEC_TILE));
         fp8_quantize_transpose_vec_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x,
                                                                                          rows, cols, scale, format);
-    else
+    } else {
+        dim3 grid((unsigned)ceil_div(cols, QT_TILE), (unsigned)ceil_div(rows, QT_TILE));
         fp8_quantize_transpose_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x,
                                                                                      rows, cols, scale, format);
+    }
     CHECK_LAUNCH();
 }
 

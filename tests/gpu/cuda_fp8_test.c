@@ -5,10 +5,12 @@
  *     without a NaN element, which it ignores); scale_inv = 1 / scale;
  *   - fp8_dequantize: the CPU's fp32 values rounded once to the compute dtype;
  *   - fp8_amax: exactly the CPU's; sizes from 1 element to 2^20 + 3 (many blocks); sizes that are
- *     multiples of 8 take the vectorized quantization (the hardware's paired conversion);
+ *     multiples of 16 (8) take the vectorized quantization 16 (8) at a time (the hardware's
+ *     paired conversion);
  *   - fp8_transpose: the codes transposed exactly (edges of partial 32 x 32 tiles included);
  *   - fp8_quantize_transpose: bit for bit fp8_quantize's codes, amax and scale_inv, and the
- *     fp8_transpose of those codes (shapes with partial 64 x 64 tiles, odd widths included);
+ *     fp8_transpose of those codes (the vectorized kernel's 128 x 128 tiles, partial on both
+ *     edges, and the byte-wise kernel's partial 64 x 64 tiles, odd widths included);
  *   - fp8_linear_forward (fast accumulation, the bias and the residual fused): within 1e-2 of
  *     fp8_gemm's product plus the bias plus the residual computed on the host;
  *   - fp8_gemm (cuBLASLt) in a linear layer's three forms: forward x . W^T (E4M3 x E4M3, bf16
@@ -274,13 +276,20 @@ int main(void) {
     test_fp8(1000, FP8_E5M2, none);
     test_fp8((1u << 20) + 3, FP8_E4M3, 12345);
     test_fp8((1u << 20) + 3, FP8_E5M2, none);
-    test_fp8(1u << 20, FP8_E4M3, 4321); /* the vectorized path (8 at a time), a NaN inside */
+    test_fp8(1u << 20, FP8_E4M3, 4321); /* the vectorized path (16 at a time), a NaN inside */
+    test_fp8(1000, FP8_E4M3, 999);      /* 8 at a time (1000 is not a multiple of 16) */
     test_fp8(1u << 20, FP8_E5M2, none);
     test_gemm(256, 512, 384);
     test_gemm(80, 176, 208); /* partial transpose tiles, dimensions multiples of 16 */
     test_quantize_transpose(256, 512, FP8_E4M3);
     test_quantize_transpose(80, 208, FP8_E5M2);  /* partial tiles */
     test_quantize_transpose(37, 101, FP8_E4M3);  /* odd widths: byte stores */
+    /* the vectorized kernel's 128 x 128 tiles (rows multiples of 16, cols of 8): several tiles
+     * with partial ones on both edges; then rows a multiple of 8 only (the byte-wise kernel) */
+    test_quantize_transpose(304, 1032, FP8_E4M3);
+    test_quantize_transpose(1040, 136, FP8_E5M2);
+    test_quantize_transpose(16, 8, FP8_E4M3);
+    test_quantize_transpose(88, 200, FP8_E4M3);
     test_linear_forward(256, 512, 384);
     test_linear_forward(80, 176, 208);
     return tap_done();
