@@ -26,9 +26,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/fp8_format.h"
 
-/* the bench owns the stream the kernels run on (the library's kernels ask cuda_stream()) */
+/* the stream the kernels run on: the bench's own, selected in the library (cuda_stream_select) */
 static cudaStream_t bench_stream;
-extern "C" void *cuda_stream(void) { return (void *)bench_stream; }
 
 #define BENCH_CHECK(call)                                                                    \
     do {                                                                                     \
@@ -156,6 +155,7 @@ int main(int argc, char **argv) {
     }
     if (iters < 1) iters = 1;
     BENCH_CHECK(cudaStreamCreateWithFlags(&bench_stream, cudaStreamNonBlocking));
+    cuda_stream_select(bench_stream);
     BENCH_CHECK(cudaEventCreate(&start_event));
     BENCH_CHECK(cudaEventCreate(&stop_event));
     cudaDeviceProp prop;

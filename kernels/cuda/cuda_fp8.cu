@@ -14,10 +14,8 @@
  * into *amax with an integer atomicMax on the float's bits: for non-negative floats the bit order
  * is the value order, and a maximum does not depend on the order it is taken in, so the result
  * is exact and reproducible. Scales live in device memory (the recipe updates them there). */
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/fp8_format.h"
-
-#include <cuda_fp8.h>
+#include "kernels/cuda/cuda_fp8_out.cuh"
+#include "kernels/cuda/cuda_gelu.cuh"
 
 #define FP8_THREADS 256
 
@@ -41,13 +39,8 @@ static __device__ void block_amax_into(float *amax, float local) {
 }
 
 /* ---- the vectorized paths: 8 elements (16 bytes of bf16/fp16) per load, the hardware's
- * two-at-a-time conversion cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (the bits fp8_from_float gives:
- * tests/gpu/fp8_format_gpu_test.sh), 8 codes per store ---- */
-
-/* the codes of a and b, a in the low byte */
-static __device__ __forceinline__ uint32_t fp8x2_of(float a, float b, int format) {
-    return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, format == FP8_E5M2 ? __NV_E5M2 : __NV_E4M3);
-}
+ * two-at-a-time conversion cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (codes8, cuda_fp8_out.cuh: the
+ * bits fp8_from_float gives, tests/gpu/fp8_format_gpu_test.sh), 8 or 16 codes per store ---- */
 
 /* 8 elements at x as floats */
 template <typename E>
@@ -58,14 +51,6 @@ static __device__ __forceinline__ void load8(float *v, const E *x) {
     } u;
     u.raw = *reinterpret_cast<const uint4 *>(x);
     for (int j = 0; j < 8; j++) v[j] = to_float(u.e[j]);
-}
-
-/* the codes of v[0..8) * s, packed low byte first; |v| folded into *local (NaN ignored) */
-static __device__ __forceinline__ uint2 codes8(const float *v, float s, int format, float *local) {
-    uint32_t w[4];
-    for (int j = 0; j < 8; j++) *local = fmaxf(fabsf(v[j]), *local);
-    for (int j = 0; j < 4; j++) w[j] = fp8x2_of(v[2 * j] * s, v[2 * j + 1] * s, format);
-    return make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
 }
 
 template <typename E>
@@ -223,10 +208,14 @@ static __global__ void fp8_quantize_transpose_kernel(uint8_t *out, uint8_t *out_
 #define QT_VEC_TILE 128
 #define QT_VEC_PITCH 33 /* words a tile row: 32 + 1 */
 
-template <typename E>
+/* what the tile kernel quantizes: x itself; or a GeLU's value it writes first, dx = gelu'(x) dout
+ * (the backward, as gelu_backward_kernel) or dx = gelu(x) (as gelu_forward_kernel) */
+enum { QT_PLAIN, QT_GELU_BACKWARD, QT_GELU_FORWARD };
+
+template <typename E, int MODE>
 static __global__ void fp8_quantize_transpose_vec_kernel(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv,
                                                          const E *x, int rows, int cols, const float *scale,
-                                                         int format) {
+                                                         int format, E *dx, const E *dout) {
     __shared__ uint32_t tile[QT_VEC_TILE * QT_VEC_PITCH];
     float s = *scale, local = 0.0f;
     int r0 = blockIdx.y * QT_VEC_TILE, c0 = blockIdx.x * QT_VEC_TILE;
@@ -235,10 +224,27 @@ static __global__ void fp8_quantize_transpose_vec_kernel(uint8_t *out, uint8_t *
         int r = r0 + dy, c = c0 + part * 8;
         uint2 codes = make_uint2(0u, 0u);
         if (r < rows && c < cols) {
+            size_t at = (size_t)r * cols + c;
             float v[8];
-            load8(v, x + (size_t)r * cols + c);
-            codes = codes8(v, s, format, &local);
-            *reinterpret_cast<uint2 *>(out + (size_t)r * cols + c) = codes;
+            if constexpr (MODE == QT_GELU_BACKWARD) { /* gelu_backward_kernel's values, stored */
+                float d[8];
+                load_x8(v, x + at);
+                load_x8(d, dout + at);
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = gelu_grad(v[k]) * d[k];
+                store_x8(dx + at, v);
+                codes = stored_codes8<E>(v, s, format, &local);
+            } else if constexpr (MODE == QT_GELU_FORWARD) { /* gelu_forward_kernel's values, stored */
+                load_x8(v, x + at);
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = gelu_value(v[k]);
+                store_x8(dx + at, v);
+                codes = stored_codes8<E>(v, s, format, &local);
+            } else {
+                load8(v, x + at);
+                codes = codes8(v, s, format, &local);
+            }
+            *reinterpret_cast<uint2 *>(out + at) = codes;
         }
         tile[dy * QT_VEC_PITCH + 2 * part] = codes.x;
         tile[dy * QT_VEC_PITCH + 2 * part + 1] = codes.y;
@@ -264,6 +270,12 @@ static __global__ void fp8_quantize_transpose_vec_kernel(uint8_t *out, uint8_t *
     if (scale_inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
 }
 
+/* whether the vectorized tile kernel takes x [rows, cols] */
+static bool qt_vectorizable(const uint8_t *out, const uint8_t *out_t, const void *x, int rows, int cols) {
+    return rows % 16 == 0 && cols % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0 &&
+           ((uintptr_t)out_t & 15u) == 0;
+}
+
 template <typename E>
 static void fp8_quantize_transpose_t(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const E *x, int rows,
                                      int cols, const float *scale, int format) {
@@ -272,16 +284,52 @@ static void fp8_quantize_transpose_t(uint8_t *out, uint8_t *out_t, float *amax, 
         if (scale_inv) fp8_quantize_t(out, NULL, scale_inv, x, 0, scale, format);
         return;
     }
-    if (rows % 16 == 0 && cols % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0 &&
-        ((uintptr_t)out_t & 15u) == 0) {
+    if (qt_vectorizable(out, out_t, x, rows, cols)) {
         dim3 grid((unsigned)ceil_div(cols, QT_VEC_TILE), (unsigned)ceil_div(rows, QT_VEC_TILE));
-        fp8_quantize_transpose_vec_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x,
-                                                                                         rows, cols, scale, format);
+        fp8_quantize_transpose_vec_kernel<E, QT_PLAIN><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            out, out_t, amax, scale_inv, x, rows, cols, scale, format, (E *)NULL, (const E *)NULL);
     } else {
         dim3 grid((unsigned)ceil_div(cols, QT_TILE), (unsigned)ceil_div(rows, QT_TILE));
         fp8_quantize_transpose_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x,
                                                                                      rows, cols, scale, format);
     }
+    CHECK_LAUNCH();
+}
+
+/* ---- GeLU fused with quantize-and-transpose (kernels.h's gelu_backward_fp8: fc1's output
+ * gradient dx = gelu'(x) dout; gelu_forward_fp8_transpose: fc2's input made again in the
+ * backward), written with its codes and their transpose in one pass by the vectorized tile
+ * kernel; elsewhere the plain GeLU kernel then fp8_quantize_transpose ---- */
+
+static void gelu_plain(__nv_bfloat16 *dx, const __nv_bfloat16 *x, const __nv_bfloat16 *dout, size_t n) {
+    if (dout) cuda_gelu_backward((bf16 *)dx, (const bf16 *)x, (const bf16 *)dout, n);
+    else cuda_gelu_forward((bf16 *)dx, (const bf16 *)x, n);
+}
+static void gelu_plain(__half *dx, const __half *x, const __half *dout, size_t n) {
+    if (dout) cuda_gelu_backward_fp16((fp16 *)dx, (const fp16 *)x, (const fp16 *)dout, n);
+    else cuda_gelu_forward_fp16((fp16 *)dx, (const fp16 *)x, n);
+}
+
+/* dx = gelu'(x) dout (dout not NULL) or gelu(x) (dout NULL), with q's codes of dx and their
+ * transpose codes_t */
+template <typename E>
+static void gelu_fp8_transpose_t(E *dx, const E *x, const E *dout, int rows, int cols, const fp8_output *q,
+                                 uint8_t *codes_t) {
+    check_format(q->format);
+    bool vectorized = rows > 0 && cols > 0 && qt_vectorizable(q->codes, codes_t, x, rows, cols) &&
+                      ((uintptr_t)dx & 15u) == 0 && ((uintptr_t)dout & 15u) == 0;
+    if (!vectorized) {
+        gelu_plain(dx, x, dout, (size_t)rows * (size_t)cols);
+        fp8_quantize_transpose_t(q->codes, codes_t, q->amax, q->scale_inv, (const E *)dx, rows, cols, q->scale, q->format);
+        return;
+    }
+    dim3 grid((unsigned)ceil_div(cols, QT_VEC_TILE), (unsigned)ceil_div(rows, QT_VEC_TILE));
+    if (dout)
+        fp8_quantize_transpose_vec_kernel<E, QT_GELU_BACKWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            q->codes, codes_t, q->amax, q->scale_inv, x, rows, cols, q->scale, q->format, dx, dout);
+    else
+        fp8_quantize_transpose_vec_kernel<E, QT_GELU_FORWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            q->codes, codes_t, q->amax, q->scale_inv, x, rows, cols, q->scale, q->format, dx, (const E *)NULL);
     CHECK_LAUNCH();
 }
 
@@ -310,4 +358,20 @@ extern "C" void cuda_fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float 
 extern "C" void cuda_fp8_quantize_transpose_fp16(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv,
                                                  const fp16 *x, int rows, int cols, const float *scale, int format) {
     fp8_quantize_transpose_t(out, out_t, amax, scale_inv, as_half(x), rows, cols, scale, format);
+}
+extern "C" void cuda_gelu_backward_fp8(bf16 *dx, const bf16 *x, const bf16 *dout, int rows, int cols,
+                                       const fp8_output *q, uint8_t *codes_t) {
+    gelu_fp8_transpose_t(as_nv(dx), as_nv(x), as_nv(dout), rows, cols, q, codes_t);
+}
+extern "C" void cuda_gelu_backward_fp8_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, int rows, int cols,
+                                            const fp8_output *q, uint8_t *codes_t) {
+    gelu_fp8_transpose_t(as_half(dx), as_half(x), as_half(dout), rows, cols, q, codes_t);
+}
+extern "C" void cuda_gelu_forward_fp8_transpose(bf16 *out, const bf16 *x, int rows, int cols, const fp8_output *q,
+                                                uint8_t *codes_t) {
+    gelu_fp8_transpose_t(as_nv(out), as_nv(x), (const __nv_bfloat16 *)NULL, rows, cols, q, codes_t);
+}
+extern "C" void cuda_gelu_forward_fp8_transpose_fp16(fp16 *out, const fp16 *x, int rows, int cols,
+                                                     const fp8_output *q, uint8_t *codes_t) {
+    gelu_fp8_transpose_t(as_half(out), as_half(x), (const __half *)NULL, rows, cols, q, codes_t);
 }
