@@ -184,8 +184,8 @@ void fp8_state_allocate(gpt_model *m) {
 
 fp8_weight_cache fp8_weight_cache_mode(void) {
     const char *mode = getenv("MTC_FP8_WEIGHT_CACHE");
-    if (!mode || !*mode || strcmp(mode, "both") == 0) return FP8_WEIGHT_CACHE_BOTH;
-    if (strcmp(mode, "transposed") == 0) return FP8_WEIGHT_CACHE_TRANSPOSED;
+    if (!mode || !*mode || strcmp(mode, "transposed") == 0) return FP8_WEIGHT_CACHE_TRANSPOSED;
+    if (strcmp(mode, "both") == 0) return FP8_WEIGHT_CACHE_BOTH;
     if (strcmp(mode, "off") == 0) return FP8_WEIGHT_CACHE_OFF;
     user_error("MTC_FP8_WEIGHT_CACHE=%s: expected both, transposed or off", mode);
     return FP8_WEIGHT_CACHE_OFF;

@@ -12,7 +12,7 @@
 #  - the tiny Mixtral in fp8 (each expert on its own scales): within 1% of the CPU;
 #  - --deterministic-mode twice: bitwise-identical losses and parameters;
 #  - the fused producers (LayerNorm/RMSNorm and GeLU/SwiGLU writing the next fp8 linear's input
-#    codes) and the weight codes made once a step (MTC_FP8_WEIGHT_CACHE both, transposed), with
+#    codes) and the weight codes made once a step (MTC_FP8_WEIGHT_CACHE transposed, both), with
 #    4 micro-batches a step, full recompute and evaluation, GPT and the tiny Llama: bitwise the
 #    path that quantizes every operand at every use (MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off);
 #  - on 2 GPUs (when present): TP2 + SP and DP2 with the distributed optimizer within 1e-2 of one
@@ -74,10 +74,10 @@ same_bits() {  # same_bits A B WHAT: A's and B's losses and parameters bitwise
 }
 MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off train det_unfused 1 --device cuda $FP8 --deterministic-mode
 same_bits det1 det_unfused "fused producers and once-a-step weight codes: the unfused path's losses and parameters bitwise"
-MTC_FP8_WEIGHT_CACHE=transposed train det_transposed 1 --device cuda $FP8 --deterministic-mode
-same_bits det1 det_transposed "MTC_FP8_WEIGHT_CACHE=transposed (only the backward's codes kept): the same bits"
+MTC_FP8_WEIGHT_CACHE=both train det_both 1 --device cuda $FP8 --deterministic-mode
+same_bits det1 det_both "MTC_FP8_WEIGHT_CACHE=both (the forward's weight codes kept too): the same bits"
 RC="--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --eval-interval 5 --eval-iters 2"
-train det_rc 1 --device cuda $FP8 --deterministic-mode $RC
+MTC_FP8_WEIGHT_CACHE=both train det_rc 1 --device cuda $FP8 --deterministic-mode $RC
 MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off train det_rc_unfused 1 --device cuda $FP8 --deterministic-mode $RC
 same_bits det_rc det_rc_unfused "with full recompute and evaluation every 5 steps: fused and cached bitwise the unfused path"
 LLAMA="--args-file $top_srcdir/configs/llama-tiny.args --train-iters 20 --log-interval 1 --eval-iters 0 --bf16"
