@@ -632,6 +632,14 @@ typedef struct kernel_ops {
      * its weight gradient) */
     void (*gelu_forward_fp8_transpose)(void *out, const void *x, int rows, int cols, const fp8_output *q,
                                        uint8_t *codes_t);
+    /* the same for SwiGLU (NULL on the CPU): swiglu_backward of dx [N, 2F] (not aliasing x or
+     * dout) with the codes of dx and their transpose codes_t [2F, N], and swiglu_forward of
+     * out [N, F] with those of out and codes_t [F, N]: bit for bit the plain op followed by
+     * fp8_quantize_transpose */
+    void (*swiglu_backward_fp8)(void *dx, const void *x, const void *dout, int N, int F, const fp8_output *q,
+                                uint8_t *codes_t);
+    void (*swiglu_forward_fp8_transpose)(void *out, const void *x, int N, int F, const fp8_output *q,
+                                         uint8_t *codes_t);
 
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on

@@ -20,7 +20,7 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 CUDA_RING_ATTENTION_INCLUDES = kernels/cuda/cuda_attention_block.cuh kernels/cuda/cuda_attention_tiles.cuh
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
 	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh \
-	kernels/cuda/cuda_fp8_out.cuh kernels/cuda/cuda_gelu.cuh
+	kernels/cuda/cuda_fp8_out.cuh kernels/cuda/cuda_gelu.cuh kernels/cuda/cuda_swiglu.cuh
 if HAVE_CUDA
 CUDA_OBJECT_FILES = $(CUDA_CU_FILES:.cu=.o)
 kernels_libkernels_a_SOURCES += $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES)

@@ -142,12 +142,12 @@ void fp8_weights_changed(gpt_model *m);
  * (it checks that the backend has it first), and the next fp8_native_forward of that linear
  * with that x takes the codes as they are. The same codes and amax as quantizing after. */
 int fp8_input_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q);
-/* likewise for the output gradient dout [n] of `gemm` (the GeLU's backward before linear_fc1's),
+/* likewise for the output gradient dout [n] of `gemm` (the GeLU's or SwiGLU's backward before linear_fc1's),
  * its codes and their transpose (*codes_t): only where the weight gradient is in fp8 too (the
  * backward then reads both); the next fp8_native_backward of that linear with that dout takes them */
 int fp8_grad_output_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *dout, size_t n, fp8_output *q,
                           uint8_t **codes_t);
-/* likewise the backward's input x [n] of `gemm` with its transposed codes (the GeLU made again
+/* likewise the backward's input x [n] of `gemm` with its transposed codes (the activation made again
  * in the backward as fc2's input): the next fp8_native_backward of that linear with that x
  * takes them for the weight gradient */
 int fp8_input_transposed_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q,

@@ -1716,7 +1716,10 @@ static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_v
     uint8_t *codes_t;
     if (!x) {  /* made again, with fc2's input codes and their transpose where the backend fuses them */
         x = b->d_ffn_a;
-        if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
+        if (c->swiglu && ops->swiglu_forward_fp8_transpose &&
+            fp8_input_transposed_codes(m, layer, FP8_GEMM_FC2, x, n, &q, &codes_t))
+            ops->swiglu_forward_fp8_transpose(x, la->fc1_out, s.N, s.Fl, &q, codes_t);
+        else if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
         else if (!c->gelu_erf && ops->gelu_forward_fp8_transpose &&
                  fp8_input_transposed_codes(m, layer, FP8_GEMM_FC2, x, n, &q, &codes_t))
             ops->gelu_forward_fp8_transpose(x, la->fc1_out, s.N, s.Fl, &q, codes_t);
@@ -1725,7 +1728,10 @@ static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_v
     /* the weight gradient reads x before the input gradient overwrites it */
     fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
     void *d_pre = b->d_ffn_b ? b->d_ffn_b : x;
-    if (c->swiglu) ops->swiglu_backward(d_pre, la->fc1_out, x, s.N, s.Fl);
+    if (c->swiglu && d_pre != x && ops->swiglu_backward_fp8 &&
+        fp8_grad_output_codes(m, layer, FP8_GEMM_FC1, d_pre, 2 * n, &q, &codes_t))
+        ops->swiglu_backward_fp8(d_pre, la->fc1_out, x, s.N, s.Fl, &q, codes_t); /* with fc1's output-gradient codes */
+    else if (c->swiglu) ops->swiglu_backward(d_pre, la->fc1_out, x, s.N, s.Fl);
     else if (!c->gelu_erf && ops->gelu_backward_fp8 && fp8_grad_output_codes(m, layer, FP8_GEMM_FC1, d_pre, n, &q, &codes_t))
         ops->gelu_backward_fp8(d_pre, la->fc1_out, x, s.N, s.Fl, &q, codes_t); /* with fc1's output-gradient codes */
     else mlp_gelu_backward(ops, c->gelu_erf, d_pre, la->fc1_out, x, n);

@@ -194,6 +194,14 @@ static void gelu_forward_fp8_transpose(void *out, const void *x, int rows, int c
                                        uint8_t *codes_t) {                                                       \
     cuda_gelu_forward_fp8_transpose##S((T *)out, (const T *)x, rows, cols, q, codes_t);                          \
 }                                                                                                                \
+static void swiglu_backward_fp8(void *dx, const void *x, const void *dout, int N, int F, const fp8_output *q,   \
+                                uint8_t *codes_t) {                                                              \
+    cuda_swiglu_backward_fp8##S((T *)dx, (const T *)x, (const T *)dout, N, F, q, codes_t);                       \
+}                                                                                                                \
+static void swiglu_forward_fp8_transpose(void *out, const void *x, int N, int F, const fp8_output *q,            \
+                                         uint8_t *codes_t) {                                                     \
+    cuda_swiglu_forward_fp8_transpose##S((T *)out, (const T *)x, N, F, q, codes_t);                              \
+}                                                                                                                \
 static void fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const void *x,   \
                                    int rows, int cols, const float *scale, int format) {                         \
     cuda_fp8_quantize_transpose##S(out, out_t, amax, scale_inv, (const T *)x, rows, cols, scale, format);        \
@@ -532,6 +540,8 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.swiglu_forward_fp8 = A::swiglu_forward_fp8;
     ops.gelu_backward_fp8 = A::gelu_backward_fp8;
     ops.gelu_forward_fp8_transpose = A::gelu_forward_fp8_transpose;
+    ops.swiglu_backward_fp8 = A::swiglu_backward_fp8;
+    ops.swiglu_forward_fp8_transpose = A::swiglu_forward_fp8_transpose;
     ops.fp8_gemm = A::fp8_gemm;
     ops.fp8_linear_forward = A::fp8_linear_forward;
     ops.fp8_transpose = cuda_fp8_transpose;

@@ -16,6 +16,7 @@
  * is exact and reproducible. Scales live in device memory (the recipe updates them there). */
 #include "kernels/cuda/cuda_fp8_out.cuh"
 #include "kernels/cuda/cuda_gelu.cuh"
+#include "kernels/cuda/cuda_swiglu.cuh"
 
 #define FP8_THREADS 256
 
@@ -208,14 +209,16 @@ static __global__ void fp8_quantize_transpose_kernel(uint8_t *out, uint8_t *out_
 #define QT_VEC_TILE 128
 #define QT_VEC_PITCH 33 /* words a tile row: 32 + 1 */
 
-/* what the tile kernel quantizes: x itself; or a GeLU's value it writes first, dx = gelu'(x) dout
- * (the backward, as gelu_backward_kernel) or dx = gelu(x) (as gelu_forward_kernel) */
-enum { QT_PLAIN, QT_GELU_BACKWARD, QT_GELU_FORWARD };
+/* what the tile kernel quantizes: x itself; or an activation's value it writes first into dx
+ * [rows, cols]: dx = gelu'(x) dout (as gelu_backward_kernel), gelu(x) (as gelu_forward_kernel),
+ * SwiGLU's gradient [da | du] of x [rows, 2 half] = [a | u] and dout [rows, half] (cols = 2 half,
+ * as swiglu_backward_vec_kernel), or swiglu(x) (cols = half, as swiglu_forward_vec_kernel) */
+enum { QT_PLAIN, QT_GELU_BACKWARD, QT_GELU_FORWARD, QT_SWIGLU_BACKWARD, QT_SWIGLU_FORWARD };
 
 template <typename E, int MODE>
 static __global__ void fp8_quantize_transpose_vec_kernel(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv,
                                                          const E *x, int rows, int cols, const float *scale,
-                                                         int format, E *dx, const E *dout) {
+                                                         int format, E *dx, const E *dout, int half) {
     __shared__ uint32_t tile[QT_VEC_TILE * QT_VEC_PITCH];
     float s = *scale, local = 0.0f;
     int r0 = blockIdx.y * QT_VEC_TILE, c0 = blockIdx.x * QT_VEC_TILE;
@@ -238,6 +241,24 @@ static __global__ void fp8_quantize_transpose_vec_kernel(uint8_t *out, uint8_t *
                 load_x8(v, x + at);
 #pragma unroll
                 for (int k = 0; k < 8; k++) v[k] = gelu_value(v[k]);
+                store_x8(dx + at, v);
+                codes = stored_codes8<E>(v, s, format, &local);
+            } else if constexpr (MODE == QT_SWIGLU_BACKWARD) { /* da (c < half) or du, stored */
+                int f = c < half ? c : c - half;
+                float a[8], u[8], d[8];
+                load_x8(a, x + (size_t)r * 2 * half + f);
+                load_x8(u, x + (size_t)r * 2 * half + half + f);
+                load_x8(d, dout + (size_t)r * half + f);
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = c < half ? swiglu_grad_gate(a[k], u[k], d[k]) : swiglu_grad_up(a[k], d[k]);
+                store_x8(dx + at, v);
+                codes = stored_codes8<E>(v, s, format, &local);
+            } else if constexpr (MODE == QT_SWIGLU_FORWARD) { /* swiglu_forward_vec_kernel's values, stored */
+                float u[8];
+                load_x8(v, x + (size_t)r * 2 * half + c);
+                load_x8(u, x + (size_t)r * 2 * half + half + c);
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = swiglu_value(v[k], u[k]);
                 store_x8(dx + at, v);
                 codes = stored_codes8<E>(v, s, format, &local);
             } else {
@@ -287,7 +308,7 @@ static void fp8_quantize_transpose_t(uint8_t *out, uint8_t *out_t, float *amax, 
     if (qt_vectorizable(out, out_t, x, rows, cols)) {
         dim3 grid((unsigned)ceil_div(cols, QT_VEC_TILE), (unsigned)ceil_div(rows, QT_VEC_TILE));
         fp8_quantize_transpose_vec_kernel<E, QT_PLAIN><<<grid, FP8_THREADS, 0, compute_stream()>>>(
-            out, out_t, amax, scale_inv, x, rows, cols, scale, format, (E *)NULL, (const E *)NULL);
+            out, out_t, amax, scale_inv, x, rows, cols, scale, format, (E *)NULL, (const E *)NULL, 0);
     } else {
         dim3 grid((unsigned)ceil_div(cols, QT_TILE), (unsigned)ceil_div(rows, QT_TILE));
         fp8_quantize_transpose_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x,
@@ -326,10 +347,47 @@ static void gelu_fp8_transpose_t(E *dx, const E *x, const E *dout, int rows, int
     dim3 grid((unsigned)ceil_div(cols, QT_VEC_TILE), (unsigned)ceil_div(rows, QT_VEC_TILE));
     if (dout)
         fp8_quantize_transpose_vec_kernel<E, QT_GELU_BACKWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
-            q->codes, codes_t, q->amax, q->scale_inv, x, rows, cols, q->scale, q->format, dx, dout);
+            q->codes, codes_t, q->amax, q->scale_inv, x, rows, cols, q->scale, q->format, dx, dout, 0);
     else
         fp8_quantize_transpose_vec_kernel<E, QT_GELU_FORWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
-            q->codes, codes_t, q->amax, q->scale_inv, x, rows, cols, q->scale, q->format, dx, (const E *)NULL);
+            q->codes, codes_t, q->amax, q->scale_inv, x, rows, cols, q->scale, q->format, dx, (const E *)NULL, 0);
+    CHECK_LAUNCH();
+}
+
+/* ---- SwiGLU fused with quantize-and-transpose likewise (kernels.h's swiglu_backward_fp8: fc1's
+ * output gradient [da | du] [N, 2F]; swiglu_forward_fp8_transpose: fc2's input [N, F] made again
+ * in the backward); elsewhere the plain SwiGLU kernel then fp8_quantize_transpose ---- */
+
+static void swiglu_plain(__nv_bfloat16 *dx, const __nv_bfloat16 *x, const __nv_bfloat16 *dout, int N, int F) {
+    if (dout) cuda_swiglu_backward((bf16 *)dx, (const bf16 *)x, (const bf16 *)dout, N, F);
+    else cuda_swiglu_forward((bf16 *)dx, (const bf16 *)x, N, F);
+}
+static void swiglu_plain(__half *dx, const __half *x, const __half *dout, int N, int F) {
+    if (dout) cuda_swiglu_backward_fp16((fp16 *)dx, (const fp16 *)x, (const fp16 *)dout, N, F);
+    else cuda_swiglu_forward_fp16((fp16 *)dx, (const fp16 *)x, N, F);
+}
+
+/* dx [N, 2F] = SwiGLU's gradient (dout [N, F] not NULL) or dx [N, F] = swiglu(x) (dout NULL) of
+ * x [N, 2F], with q's codes of dx and their transpose codes_t */
+template <typename E>
+static void swiglu_fp8_transpose_t(E *dx, const E *x, const E *dout, int N, int F, const fp8_output *q,
+                                   uint8_t *codes_t) {
+    check_format(q->format);
+    int cols = dout ? 2 * F : F;
+    bool vectorized = N > 0 && F > 0 && F % 8 == 0 && qt_vectorizable(q->codes, codes_t, x, N, cols) &&
+                      ((uintptr_t)dx & 15u) == 0 && ((uintptr_t)dout & 15u) == 0;
+    if (!vectorized) {
+        swiglu_plain(dx, x, dout, N, F);
+        fp8_quantize_transpose_t(q->codes, codes_t, q->amax, q->scale_inv, (const E *)dx, N, cols, q->scale, q->format);
+        return;
+    }
+    dim3 grid((unsigned)ceil_div(cols, QT_VEC_TILE), (unsigned)ceil_div(N, QT_VEC_TILE));
+    if (dout)
+        fp8_quantize_transpose_vec_kernel<E, QT_SWIGLU_BACKWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            q->codes, codes_t, q->amax, q->scale_inv, x, N, cols, q->scale, q->format, dx, dout, F);
+    else
+        fp8_quantize_transpose_vec_kernel<E, QT_SWIGLU_FORWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            q->codes, codes_t, q->amax, q->scale_inv, x, N, cols, q->scale, q->format, dx, (const E *)NULL, F);
     CHECK_LAUNCH();
 }
 
@@ -374,4 +432,20 @@ extern "C" void cuda_gelu_forward_fp8_transpose(bf16 *out, const bf16 *x, int ro
 extern "C" void cuda_gelu_forward_fp8_transpose_fp16(fp16 *out, const fp16 *x, int rows, int cols,
                                                      const fp8_output *q, uint8_t *codes_t) {
     gelu_fp8_transpose_t(as_half(out), as_half(x), (const __half *)NULL, rows, cols, q, codes_t);
+}
+extern "C" void cuda_swiglu_backward_fp8(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int F, const fp8_output *q,
+                                         uint8_t *codes_t) {
+    swiglu_fp8_transpose_t(as_nv(dx), as_nv(x), as_nv(dout), N, F, q, codes_t);
+}
+extern "C" void cuda_swiglu_backward_fp8_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, int N, int F,
+                                              const fp8_output *q, uint8_t *codes_t) {
+    swiglu_fp8_transpose_t(as_half(dx), as_half(x), as_half(dout), N, F, q, codes_t);
+}
+extern "C" void cuda_swiglu_forward_fp8_transpose(bf16 *out, const bf16 *x, int N, int F, const fp8_output *q,
+                                                  uint8_t *codes_t) {
+    swiglu_fp8_transpose_t(as_nv(out), as_nv(x), (const __nv_bfloat16 *)NULL, N, F, q, codes_t);
+}
+extern "C" void cuda_swiglu_forward_fp8_transpose_fp16(fp16 *out, const fp16 *x, int N, int F, const fp8_output *q,
+                                                       uint8_t *codes_t) {
+    swiglu_fp8_transpose_t(as_half(out), as_half(x), (const __half *)NULL, N, F, q, codes_t);
 }

@@ -8,6 +8,7 @@
  * flat loop. */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_fp8_out.cuh"
+#include "kernels/cuda/cuda_swiglu.cuh"
 
 #define SWIGLU_VEC_THREADS 128
 
@@ -20,7 +21,7 @@ static __global__ void swiglu_forward_vec_kernel(E *out, const E *x, int N, int 
         load_x8(a, x + (size_t)n * 2 * F + c);
         load_x8(u, x + (size_t)n * 2 * F + F + c);
 #pragma unroll
-        for (int i = 0; i < 8; i++) o[i] = a[i] / (1.0f + expf(-a[i])) * u[i];
+        for (int i = 0; i < 8; i++) o[i] = swiglu_value(a[i], u[i]);
         store_x8(out + (size_t)n * F + c, o);
     }
 }
@@ -38,7 +39,7 @@ static __global__ void swiglu_forward_vec_fp8_kernel(E *out, const E *x, int N, 
             load_x8(a, x + (size_t)n * 2 * F + c);
             load_x8(u, x + (size_t)n * 2 * F + F + c);
 #pragma unroll
-            for (int i = 0; i < 8; i++) o[i] = a[i] / (1.0f + expf(-a[i])) * u[i];
+            for (int i = 0; i < 8; i++) o[i] = swiglu_value(a[i], u[i]);
             store_x8(out + (size_t)n * F + c, o);
             *reinterpret_cast<uint2 *>(q.codes + (size_t)n * F + c) = stored_codes8<E>(o, s, q.format, &local);
         }
@@ -57,9 +58,8 @@ static __global__ void swiglu_backward_vec_kernel(E *dx, const E *x, const E *do
         load_x8(d, dout + (size_t)n * F + c);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const float s = 1.0f / (1.0f + expf(-a[i]));
-            da[i] = d[i] * u[i] * s * (1.0f + a[i] * (1.0f - s));
-            du[i] = d[i] * a[i] * s;
+            da[i] = swiglu_grad_gate(a[i], u[i], d[i]);
+            du[i] = swiglu_grad_up(a[i], d[i]);
         }
         store_x8(dx + (size_t)n * 2 * F + c, da);
         store_x8(dx + (size_t)n * 2 * F + F + c, du);
@@ -83,7 +83,7 @@ static __global__ void swiglu_forward_kernel(E *out, const E *x, int F,
          idx += (size_t)gridDim.x * blockDim.x) {
         const size_t n = idx / F, f = idx % F;
         const float a = to_float(x[n * 2 * F + f]), u = to_float(x[n * 2 * F + F + f]);
-        out[idx] = from_float<E>(a / (1.0f + expf(-a)) * u);
+        out[idx] = from_float<E>(swiglu_value(a, u));
     }
 }
 
@@ -94,9 +94,9 @@ static __global__ void swiglu_backward_kernel(E *dx, const E *x,
          idx += (size_t)gridDim.x * blockDim.x) {
         const size_t n = idx / F, f = idx % F;
         const float a = to_float(x[n * 2 * F + f]), u = to_float(x[n * 2 * F + F + f]);
-        const float d = to_float(dout[idx]), s = 1.0f / (1.0f + expf(-a));
-        dx[n * 2 * F + f] = from_float<E>(d * u * s * (1.0f + a * (1.0f - s)));
-        dx[n * 2 * F + F + f] = from_float<E>(d * a * s);
+        const float d = to_float(dout[idx]);
+        dx[n * 2 * F + f] = from_float<E>(swiglu_grad_gate(a, u, d));
+        dx[n * 2 * F + F + f] = from_float<E>(swiglu_grad_up(a, d));
     }
 }
 

@@ -14,8 +14,8 @@
  *   - the fused producers (layernorm_forward_fp8, rmsnorm_forward_fp8, gelu_forward_fp8,
  *     swiglu_forward_fp8): bit for bit the plain op followed by fp8_quantize (output, norm
  *     statistics, codes, amax, scale_inv), on their fused and their fallback paths;
- *     gelu_backward_fp8 and gelu_forward_fp8_transpose likewise against gelu_backward or
- *     gelu_forward then fp8_quantize_transpose;
+ *     gelu_backward_fp8, gelu_forward_fp8_transpose, swiglu_backward_fp8 and
+ *     swiglu_forward_fp8_transpose likewise against the plain op then fp8_quantize_transpose;
  *   - fp8_linear_forward (fast accumulation, the bias and the residual fused): within 1e-2 of
  *     fp8_gemm's product plus the bias plus the residual computed on the host;
  *   - fp8_gemm (cuBLASLt) in a linear layer's three forms: forward x . W^T (E4M3 x E4M3, bf16
@@ -408,6 +408,35 @@ static void test_fused_gelu_backward(int rows, int cols, int in_place, int forma
     gpu->release(x), gpu->release(dout);
 }
 
+/* swiglu_backward_fp8 (backward 1: dx [N, 2F]) or swiglu_forward_fp8_transpose (0: out [N, F])
+ * of x [N, 2F] against the plain op then fp8_quantize_transpose, bit for bit */
+static void test_fused_swiglu_transpose(int N, int F, int backward, int format, float scale) {
+    size_t n = (size_t)N * (size_t)F, out_n = backward ? 2 * n : n;
+    int cols = backward ? 2 * F : F;
+    void *x = device_values(2 * n, 3800 + n, 4.0f), *dout = device_values(n, 3900 + n, 2.0f);
+    void *dx[2];
+    uint8_t *codes_t[2];
+    fused_side side[2];
+    for (int k = 0; k < 2; k++) {
+        dx[k] = gpu->alloc(gpu->act_bytes * out_n + 64);
+        codes_t[k] = (uint8_t *)gpu->alloc(out_n + 64);
+        side[k] = fused_side_make(out_n, 0, scale, format, 1);
+    }
+    if (backward) gpu->swiglu_backward(dx[0], x, dout, N, F);
+    else gpu->swiglu_forward(dx[0], x, N, F);
+    gpu->fp8_quantize_transpose(side[0].q.codes, codes_t[0], side[0].q.amax, side[0].q.scale_inv, dx[0], N, cols,
+                                side[0].q.scale, format);
+    if (backward) gpu->swiglu_backward_fp8(dx[1], x, dout, N, F, &side[1].q, codes_t[1]);
+    else gpu->swiglu_forward_fp8_transpose(dx[1], x, N, F, &side[1].q, codes_t[1]);
+    tap_ok(same_device_bytes(dx[0], dx[1], gpu->act_bytes * out_n) && same_sides(&side[0], &side[1], out_n) &&
+               same_device_bytes(codes_t[0], codes_t[1], out_n),
+           "%s %d x %d (%s): %s then fp8_quantize_transpose bit for bit",
+           backward ? "swiglu_backward_fp8" : "swiglu_forward_fp8_transpose", N, F, format == FP8_E5M2 ? "E5M2" : "E4M3",
+           backward ? "swiglu_backward" : "swiglu_forward");
+    for (int k = 0; k < 2; k++) gpu->release(dx[k]), gpu->release(codes_t[k]), fused_side_release(&side[k]);
+    gpu->release(x), gpu->release(dout);
+}
+
 /* fp8_linear_forward with bias and residual against fp8_gemm's product plus both on the host */
 static void test_linear_forward(int N, int IC, int OC) {
     size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, nd = (size_t)N * OC;
@@ -486,5 +515,11 @@ int main(void) {
     test_fused_gelu_backward(88, 200, 0, FP8_E4M3, 150.0f); /* rows not a multiple of 16: unfused */
     test_fused_gelu_backward(304, 1032, -1, FP8_E4M3, 150.0f); /* the forward made again */
     test_fused_gelu_backward(88, 200, -1, FP8_E4M3, 150.0f);
+    for (int backward = 0; backward < 2; backward++) {
+        test_fused_swiglu_transpose(256, 512, backward, backward ? FP8_E5M2 : FP8_E4M3, backward ? 3.7f : 150.0f);
+        test_fused_swiglu_transpose(304, 520, backward, FP8_E4M3, 150.0f); /* partial tiles */
+        test_fused_swiglu_transpose(88, 96, backward, FP8_E4M3, 150.0f);   /* rows not a multiple of 16: unfused */
+        test_fused_swiglu_transpose(64, 100, backward, FP8_E5M2, 3.7f);    /* F not a multiple of 8: unfused */
+    }
     return tap_done();
 }
