@@ -271,7 +271,9 @@ typedef struct fused_side {
 static fused_side fused_side_make(size_t n, size_t offset, float scale, int format, int with_amax) {
     fused_side f;
     f.codes_buffer = (uint8_t *)gpu->alloc(n + 64);
+    TEST_CUDA(cudaDeviceSynchronize()); /* the backend's stream-ordered allocation, then the default stream's memset */
     TEST_CUDA(cudaMemset(f.codes_buffer, 0x5a, n + 64));
+    TEST_CUDA(cudaDeviceSynchronize());
     f.q.codes = f.codes_buffer + offset;
     f.q.amax = with_amax ? device_float(1.5f) : NULL;
     f.q.scale_inv = device_float(0.0f);
@@ -310,7 +312,9 @@ static void test_fused_norm(int N, int C, int rms, int format, float scale, int 
         out[k] = gpu->alloc(gpu->act_bytes * n);
         mean[k] = (float *)gpu->alloc(sizeof(float) * (size_t)N);
         rstd[k] = (float *)gpu->alloc(sizeof(float) * (size_t)N);
+        TEST_CUDA(cudaDeviceSynchronize());
         TEST_CUDA(cudaMemset(mean[k], 0, sizeof(float) * (size_t)N));
+        TEST_CUDA(cudaDeviceSynchronize());
         side[k] = fused_side_make(n, 0, scale, format, with_amax);
     }
     if (rms) {
@@ -388,7 +392,11 @@ static void test_fused_gelu_backward(int rows, int cols, int in_place, int forma
     fused_side side[2];
     for (int k = 0; k < 2; k++) {
         dx[k] = gpu->alloc(gpu->act_bytes * n + 64);
-        if (in_place) TEST_CUDA(cudaMemcpy(dx[k], dout, gpu->act_bytes * n, cudaMemcpyDeviceToDevice));
+        if (in_place) {
+            TEST_CUDA(cudaDeviceSynchronize());
+            TEST_CUDA(cudaMemcpy(dx[k], dout, gpu->act_bytes * n, cudaMemcpyDeviceToDevice));
+            TEST_CUDA(cudaDeviceSynchronize());
+        }
         codes_t[k] = (uint8_t *)gpu->alloc(n + 64);
         side[k] = fused_side_make(n, 0, scale, format, 1);
     }
