@@ -152,6 +152,18 @@ typedef struct attention_block_spec {
 
 typedef enum kernel_dtype { KERNEL_FP32 = 0, KERNEL_BF16 = 1, KERNEL_FP16 = 2 } kernel_dtype;
 
+/* where a kernel that makes a tensor also writes its fp8 codes (issue 43: the producer of an fp8
+ * linear's operand, TE's fused cast; kernel_ops' *_fp8 ops): codes[i] = fp8_quantize's code of
+ * the output as stored (compute dtype) times *scale, *amax = fmaxf(*amax, max |out[i]|) and
+ * *scale_inv = 1 / *scale, each skipped when NULL: bit for bit the plain op followed by
+ * fp8_quantize(codes, amax, scale_inv, out, n, scale, format). All backend memory. */
+typedef struct fp8_output {
+    uint8_t *codes;
+    float *amax, *scale_inv;
+    const float *scale;
+    int format; /* FP8_E4M3 or FP8_E5M2 */
+} fp8_output;
+
 /* Mixture of experts: how a router turns its logits into routing decisions (Megatron-Core's
  * TopKRouter with topk_routing_with_score_function, apply_router_token_dropping and the
  * load-balancing and z losses of moe_utils.py). Per token row with logits l[E]:
@@ -600,6 +612,35 @@ typedef struct kernel_ops {
     void (*fp8_linear_forward)(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
                                const float *w_scale_inv, const void *bias, const void *residual, int N, int IC,
                                int OC);
+    /* the fp8 producers (NULL on the CPU, where the caller runs the plain op then fp8_quantize):
+     * layernorm_forward, rmsnorm_forward, gelu_forward (tanh) and swiglu_forward that also write
+     * the fp8 codes of their output `out` as *q says (fp8_output: the same bits as the plain op
+     * followed by fp8_quantize) */
+    void (*layernorm_forward_fp8)(void *out, float *mean, float *rstd, const void *x, const void *weight,
+                                  const void *bias, int N, int C, float eps, const fp8_output *q);
+    void (*rmsnorm_forward_fp8)(void *out, float *rstd, const void *x, const void *weight, int N, int C, float eps,
+                                const fp8_output *q);
+    void (*gelu_forward_fp8)(void *out, const void *x, size_t n, const fp8_output *q);
+    void (*swiglu_forward_fp8)(void *out, const void *x, int N, int F, const fp8_output *q);
+    /* gelu_backward (tanh) of dx, x, dout [rows, cols] that also writes the fp8 codes of dx as *q
+     * says and their transpose into codes_t [cols, rows] (NULL on the CPU): bit for bit
+     * gelu_backward then fp8_quantize_transpose (fc1's output gradient, the backward's operands;
+     * dx may be dout) */
+    void (*gelu_backward_fp8)(void *dx, const void *x, const void *dout, int rows, int cols, const fp8_output *q,
+                              uint8_t *codes_t);
+    /* gelu_forward (tanh) of x [rows, cols] with the codes of out and their transpose likewise
+     * (NULL on the CPU): gelu_forward then fp8_quantize_transpose (fc2's input made again for
+     * its weight gradient) */
+    void (*gelu_forward_fp8_transpose)(void *out, const void *x, int rows, int cols, const fp8_output *q,
+                                       uint8_t *codes_t);
+    /* the same for SwiGLU (NULL on the CPU): swiglu_backward of dx [N, 2F] (not aliasing x or
+     * dout) with the codes of dx and their transpose codes_t [2F, N], and swiglu_forward of
+     * out [N, F] with those of out and codes_t [F, N]: bit for bit the plain op followed by
+     * fp8_quantize_transpose */
+    void (*swiglu_backward_fp8)(void *dx, const void *x, const void *dout, int N, int F, const fp8_output *q,
+                                uint8_t *codes_t);
+    void (*swiglu_forward_fp8_transpose)(void *out, const void *x, int N, int F, const fp8_output *q,
+                                         uint8_t *codes_t);
 
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on

@@ -19,7 +19,8 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 # headers of the flash-attention tiles and context parallelism's ring attention, included by the objects named below only
 CUDA_RING_ATTENTION_INCLUDES = kernels/cuda/cuda_attention_block.cuh kernels/cuda/cuda_attention_tiles.cuh
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \
-	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh
+	kernels/cuda/cuda_common.cuh kernels/cuda/cuda_kernels_t.cuh kernels/cuda/cuda_norm_backward.cuh \
+	kernels/cuda/cuda_fp8_out.cuh kernels/cuda/cuda_gelu.cuh kernels/cuda/cuda_swiglu.cuh
 if HAVE_CUDA
 CUDA_OBJECT_FILES = $(CUDA_CU_FILES:.cu=.o)
 kernels_libkernels_a_SOURCES += $(CUDA_INCLUDE_FILES) $(CUDA_RING_ATTENTION_INCLUDES)
@@ -63,6 +64,17 @@ perf/norm_bench: $(top_srcdir)/perf/norm_bench.cu $(CUDA_INCLUDE_FILES:%=$(top_s
 CLEANFILES += perf/norm_bench
 endif
 EXTRA_DIST += perf/norm_bench.cu
+
+# the fp8 quantization benchmark (perf/fp8_quant_bench.cu: quantize and quantize_transpose against
+# the device's copy bandwidth, through the library's entry points); on request: make perf/fp8_quant_bench
+if HAVE_CUDA
+perf/fp8_quant_bench: $(top_srcdir)/perf/fp8_quant_bench.cu $(CUDA_INCLUDE_FILES:%=$(top_srcdir)/%) \
+		kernels/libkernels.a
+	@$(MKDIR_P) perf
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $< kernels/libkernels.a -lcublasLt -o $@
+CLEANFILES += perf/fp8_quant_bench
+endif
+EXTRA_DIST += perf/fp8_quant_bench.cu
 
 # the optimizer-overlap benchmark (perf/optimizer_overlap_bench.cu: AdamW beside the forward's
 # GEMMs, through the library's entry points); built only on request: make perf/optimizer_overlap_bench

@@ -44,6 +44,21 @@ typedef struct fp8_state {
     int native;                       /* fp8_native: the layers' GEMMs as fp8 GEMMs */
     uint8_t *native_codes[FP8_ROLES]; /* backend, with native: each role's codes [copy_elements] */
     uint8_t *native_transposed[FP8_ROLES]; /* and their transposes (the backward's operands) */
+    /* the step's weight codes (fp8_weight_cache): per layer linear [num_layer_linears], backend,
+     * made on first use; valid from the step's first training quantization until the step ends */
+    fp8_weight_cache weight_cache;
+    uint8_t **weight_codes, **weight_transposed;
+    size_t *weight_elements;
+    unsigned char *weight_valid; /* host */
+    /* the fused producers (fp8_input_codes): whether they run, and the input codes a producer
+     * wrote for the next forward of linear pending_linear from pending_x (-1: none) */
+    int fuse;
+    int pending_linear;
+    const void *pending_x;
+    int pending_grad_linear; /* likewise the output-gradient codes and transposed codes */
+    const void *pending_grad;
+    int pending_input_t_linear; /* and the backward's input codes and transposed codes */
+    const void *pending_input_t;
 } fp8_state;
 
 /* floats between two tensors' scale_inv: cuBLASLt takes a scale pointer only 256-byte aligned
@@ -152,7 +167,34 @@ void fp8_state_allocate(gpt_model *m) {
         f->native_codes[r] = ops->alloc(f->copy_elements[r]);
         f->native_transposed[r] = ops->alloc(f->copy_elements[r]);
     }
+    f->weight_cache = f->native && c->fp8.recipe == FP8_RECIPE_DELAYED ? fp8_weight_cache_mode() : FP8_WEIGHT_CACHE_OFF;
+    const char *fuse = getenv("MTC_FP8_FUSE");
+    f->fuse = f->native && c->fp8.recipe == FP8_RECIPE_DELAYED && !(fuse && strcmp(fuse, "0") == 0);
+    f->pending_linear = f->pending_grad_linear = f->pending_input_t_linear = -1;
+    if (f->weight_cache != FP8_WEIGHT_CACHE_OFF && f->num_layer_linears > 0) {
+        size_t count = (size_t)f->num_layer_linears;
+        f->weight_codes = calloc(count, sizeof(uint8_t *));
+        f->weight_transposed = calloc(count, sizeof(uint8_t *));
+        f->weight_elements = calloc(count, sizeof(size_t));
+        f->weight_valid = calloc(count, 1);
+        CHECK(f->weight_codes && f->weight_transposed && f->weight_elements && f->weight_valid,
+              "out of host memory for the fp8 weight codes");
+    }
     m->fp8 = f;
+}
+
+fp8_weight_cache fp8_weight_cache_mode(void) {
+    const char *mode = getenv("MTC_FP8_WEIGHT_CACHE");
+    if (!mode || !*mode || strcmp(mode, "transposed") == 0) return FP8_WEIGHT_CACHE_TRANSPOSED;
+    if (strcmp(mode, "both") == 0) return FP8_WEIGHT_CACHE_BOTH;
+    if (strcmp(mode, "off") == 0) return FP8_WEIGHT_CACHE_OFF;
+    user_error("MTC_FP8_WEIGHT_CACHE=%s: expected both, transposed or off", mode);
+    return FP8_WEIGHT_CACHE_OFF;
+}
+
+void fp8_weights_changed(gpt_model *m) {
+    fp8_state *f = m->fp8;
+    if (f && f->weight_valid) memset(f->weight_valid, 0, (size_t)f->num_layer_linears);
 }
 
 void fp8_state_release(gpt_model *m) {
@@ -165,6 +207,14 @@ void fp8_state_release(gpt_model *m) {
                        f->native_transposed[2]};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
     for (int e = 0; e < f->local_experts && f->expert_weights; e++) ops->release(f->expert_weights[e]);
+    for (int l = 0; l < f->num_layer_linears && f->weight_codes; l++) {
+        if (f->weight_codes[l]) ops->release(f->weight_codes[l]);
+        if (f->weight_transposed[l]) ops->release(f->weight_transposed[l]);
+    }
+    free(f->weight_codes);
+    free(f->weight_transposed);
+    free(f->weight_elements);
+    free(f->weight_valid);
     free(f->expert_weights);
     free(f->expert_weight_views);
     free(f->host_state);
@@ -317,6 +367,8 @@ static int native_codes(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, c
     const kernel_ops *ops = m->ops;
     size_t n = (size_t)rows * (size_t)cols, tensor = layer_tensor(f, layer, gemm, role);
     CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n, f->copy_elements[role]);
+    if (role == FP8_ROLE_INPUT) f->pending_linear = f->pending_input_t_linear = -1; /* a producer's codes are overwritten */
+    if (role == FP8_ROLE_GRAD_OUTPUT) f->pending_grad_linear = -1;
     if (!transposed || !ops->fp8_quantize_transpose || m->config.fp8.recipe == FP8_RECIPE_TENSORWISE) {
         int format = quantize_codes(m, tensor, role, x, n, f->native_codes[role]);
         if (transposed) ops->fp8_transpose(f->native_transposed[role], f->native_codes[role], rows, cols);
@@ -328,14 +380,110 @@ static int native_codes(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, c
     return format;
 }
 
+/* the weight's codes [OC, IC] (want_transposed 0) or transposed codes [IC, OC] (1) for the
+ * GEMM at hand. With the step's weight cache (training micro-batches, delayed scaling: the
+ * scale cannot change inside a step, nor the weights) the step's first call quantizes with the
+ * transpose in one pass, recording the amax, and later calls (micro-batches, recompute, the
+ * backward) reuse the codes: the same codes, and the amax, a max over identical values, the same.
+ * Mode "transposed" keeps only the transposed codes; the forward's are quantized each time. */
+static const uint8_t *weight_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *weight, int OC, int IC,
+                                   int want_transposed) {
+    fp8_state *f = m->fp8;
+    const kernel_ops *ops = m->ops;
+    if (f->weight_cache == FP8_WEIGHT_CACHE_OFF || !f->recording) {
+        native_codes(m, layer, gemm, FP8_ROLE_WEIGHT, weight, OC, IC, want_transposed);
+        return want_transposed ? f->native_transposed[FP8_ROLE_WEIGHT] : f->native_codes[FP8_ROLE_WEIGHT];
+    }
+    size_t linear = (size_t)(f->layer_linear[layer] + (int)gemm), n = (size_t)OC * (size_t)IC;
+    int both = f->weight_cache == FP8_WEIGHT_CACHE_BOTH;
+    if (f->weight_valid[linear]) {
+        if (want_transposed) return f->weight_transposed[linear];
+        if (both) return f->weight_codes[linear];
+        native_codes(m, layer, gemm, FP8_ROLE_WEIGHT, weight, OC, IC, 0);
+        return f->native_codes[FP8_ROLE_WEIGHT];
+    }
+    if (!f->weight_transposed[linear]) {
+        f->weight_transposed[linear] = ops->alloc(n);
+        if (both) f->weight_codes[linear] = ops->alloc(n);
+        f->weight_elements[linear] = n;
+    }
+    CHECK(f->weight_elements[linear] == n, "fp8 weight of linear %zu: %zu elements, its codes were made for %zu",
+          linear, n, f->weight_elements[linear]);
+    uint8_t *codes = both ? f->weight_codes[linear] : f->native_codes[FP8_ROLE_WEIGHT];
+    size_t tensor = layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT);
+    if (ops->fp8_quantize_transpose) {
+        ops->fp8_quantize_transpose(codes, f->weight_transposed[linear], f->amax + tensor, scale_inv_of(f, tensor), weight,
+                                    OC, IC, f->state + tensor * f->record, FP8_E4M3);
+    } else {
+        quantize_codes(m, tensor, FP8_ROLE_WEIGHT, weight, n, codes);
+        ops->fp8_transpose(f->weight_transposed[linear], codes, OC, IC);
+    }
+    f->weight_valid[linear] = 1;
+    return want_transposed ? f->weight_transposed[linear] : codes;
+}
+
+int fp8_input_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q) {
+    fp8_state *f = m->fp8;
+    if (!fp8_native(m, layer) || !f->fuse) return 0;
+    CHECK(n <= f->copy_elements[FP8_ROLE_INPUT], "fp8 input of %zu elements exceeds its scratch (%zu)", n,
+          f->copy_elements[FP8_ROLE_INPUT]);
+    size_t tensor = layer_tensor(f, layer, gemm, FP8_ROLE_INPUT);
+    q->codes = f->native_codes[FP8_ROLE_INPUT];
+    q->amax = f->recording ? f->amax + tensor : NULL;
+    q->scale_inv = scale_inv_of(f, tensor);
+    q->scale = f->state + tensor * f->record;
+    q->format = fp8_tensor_format(m->config.fp8.hybrid, 0);
+    f->pending_linear = f->layer_linear[layer] + (int)gemm;
+    f->pending_x = x;
+    return 1;
+}
+
+/* fp8_grad_output_codes and fp8_input_transposed_codes: role `role`'s codes and transposed codes
+ * of x [n] into *q and *codes_t, marked for the backward of `gemm` */
+static int backward_codes(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, size_t n,
+                          fp8_output *q, uint8_t **codes_t) {
+    fp8_state *f = m->fp8;
+    if (!fp8_native(m, layer) || !f->fuse || !fp8_wgrad_in_fp8(m) || !m->ops->fp8_quantize_transpose) return 0;
+    CHECK(n <= f->copy_elements[role], "fp8 backward operand of %zu elements exceeds its scratch (%zu)", n,
+          f->copy_elements[role]);
+    size_t tensor = layer_tensor(f, layer, gemm, role);
+    q->codes = f->native_codes[role];
+    q->amax = f->recording ? f->amax + tensor : NULL;
+    q->scale_inv = scale_inv_of(f, tensor);
+    q->scale = f->state + tensor * f->record;
+    q->format = fp8_tensor_format(m->config.fp8.hybrid, role == FP8_ROLE_GRAD_OUTPUT);
+    *codes_t = f->native_transposed[role];
+    if (role == FP8_ROLE_GRAD_OUTPUT) {
+        f->pending_grad_linear = f->layer_linear[layer] + (int)gemm;
+        f->pending_grad = x;
+    } else {
+        f->pending_linear = -1;
+        f->pending_input_t_linear = f->layer_linear[layer] + (int)gemm;
+        f->pending_input_t = x;
+    }
+    return 1;
+}
+
+int fp8_grad_output_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *dout, size_t n, fp8_output *q,
+                          uint8_t **codes_t) {
+    return backward_codes(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, n, q, codes_t);
+}
+
+int fp8_input_transposed_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q,
+                               uint8_t **codes_t) {
+    return backward_codes(m, layer, gemm, FP8_ROLE_INPUT, x, n, q, codes_t);
+}
+
 void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const void *x, const void *weight,
                         const void *bias, const void *residual, int N, int IC, int OC) {
     fp8_state *f = m->fp8;
-    native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 0);
-    native_codes(m, layer, gemm, FP8_ROLE_WEIGHT, weight, OC, IC, 0);
+    if (f->pending_linear == f->layer_linear[layer] + (int)gemm && f->pending_x == x)
+        f->pending_linear = -1; /* the producer of x wrote its codes (fp8_input_codes) */
+    else
+        native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 0);
+    const uint8_t *w_codes = weight_codes(m, layer, gemm, weight, OC, IC, 0);
     m->ops->fp8_linear_forward(out, f->native_codes[FP8_ROLE_INPUT],
-                               scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_INPUT)),
-                               f->native_codes[FP8_ROLE_WEIGHT],
+                               scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_INPUT)), w_codes,
                                scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT)), bias, residual, N, IC, OC);
 }
 
@@ -349,9 +497,16 @@ void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float
     const kernel_ops *ops = m->ops;
     int wgrad_fp8 = dweight && fp8_wgrad_in_fp8(m);
     const float *g_scale_inv = scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_GRAD_OUTPUT));
-    int g_format = native_codes(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, N, OC, wgrad_fp8);
+    int g_format = fp8_tensor_format(m->config.fp8.hybrid, 1);
+    if (wgrad_fp8 && f->pending_grad_linear == f->layer_linear[layer] + (int)gemm && f->pending_grad == dout)
+        f->pending_grad_linear = -1; /* its producer wrote the codes and their transpose (fp8_grad_output_codes) */
+    else
+        g_format = native_codes(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, N, OC, wgrad_fp8);
     if (wgrad_fp8) {
-        native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 1);
+        if (f->pending_input_t_linear == f->layer_linear[layer] + (int)gemm && f->pending_input_t == x)
+            f->pending_input_t_linear = -1; /* its producer wrote them (fp8_input_transposed_codes) */
+        else
+            native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 1);
         if (grad_first_write_take(m, dweight)) ops->zero(dweight, sizeof(float) * (size_t)OC * (size_t)IC);
         ops->fp8_gemm(dweight, 1, f->native_transposed[FP8_ROLE_GRAD_OUTPUT], g_format, g_scale_inv,
                       f->native_transposed[FP8_ROLE_INPUT], FP8_E4M3,
@@ -361,9 +516,8 @@ void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float
         else ops->matmul_backward(NULL, dweight, NULL, dout, x, weight, N, IC, OC);
     }
     if (dx) {
-        native_codes(m, layer, gemm, FP8_ROLE_WEIGHT, weight, OC, IC, 1);
-        ops->fp8_gemm(dx, 0, f->native_codes[FP8_ROLE_GRAD_OUTPUT], g_format, g_scale_inv,
-                      f->native_transposed[FP8_ROLE_WEIGHT], FP8_E4M3,
+        const uint8_t *w_transposed = weight_codes(m, layer, gemm, weight, OC, IC, 1);
+        ops->fp8_gemm(dx, 0, f->native_codes[FP8_ROLE_GRAD_OUTPUT], g_format, g_scale_inv, w_transposed, FP8_E4M3,
                       scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT)), N, OC, IC);
     }
     if (dbias) ops->matmul_backward(NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
@@ -399,6 +553,7 @@ void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *
     }
     ops->copy_from_host(f->state, f->host_state, sizeof(float) * tensors * f->record);
     ops->zero(f->amax, sizeof(float) * tensors);
+    fp8_weights_changed(m); /* new scales, and the optimizer moves the weights next */
 }
 
 /* whether layer `layer` has linear `gemm` (an MoE layer's fc1 and fc2 are its shared expert's) */

@@ -119,6 +119,44 @@ void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const
 void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
                          const void *dout, const void *x, const void *weight, int N, int IC, int OC);
 
+/* The weight codes once per step (delayed scaling with the fp8 GEMMs: TE's fp8 weight
+ * workspaces): a layer linear's weight is quantized with its transpose by the first training
+ * micro-batch of a step that uses it, and the later micro-batches' forwards, recomputed forwards
+ * and the backward reuse the codes (its scale cannot change inside a step; its amax, recorded
+ * once, is the same max). Valid until fp8_step_end or fp8_weights_changed (gpt_model_start_grads
+ * calls it at a step's start); evaluation quantizes afresh. MTC_FP8_WEIGHT_CACHE picks what is
+ * kept: transposed (the default: 1 byte a weight of the fp8 layers, the backward's transposed
+ * codes; the forward quantizes again at each later micro-batch of the step), both (2 bytes, TE's
+ * fp8 weight workspaces: the forward's codes too) or off (the weights quantized at every use). The
+ * default keeps the memory down (issue 43's target: fp8's peak no higher than bf16's): with one
+ * micro-batch a step both do the same work, with more "both" saves one weight quantization per
+ * layer linear and micro-batch. */
+typedef enum { FP8_WEIGHT_CACHE_OFF, FP8_WEIGHT_CACHE_TRANSPOSED, FP8_WEIGHT_CACHE_BOTH } fp8_weight_cache;
+/* the mode MTC_FP8_WEIGHT_CACHE names (one clear error for another value) */
+fp8_weight_cache fp8_weight_cache_mode(void);
+/* the weights (or their scales) changed: the next use quantizes them afresh */
+void fp8_weights_changed(gpt_model *m);
+
+/* The fused producers (TE's fused casts; kernel_ops' *_fp8 ops, kernels.h's fp8_output): the
+ * kernel that makes a layer linear's input (the norm before linear_qkv and linear_fc1, the
+ * activation before linear_fc2) writes its fp8 codes and records its amax too, instead of the
+ * linear quantizing it again. fp8_input_codes: whether the producer of x [n] (the input of
+ * `gemm` of layer `layer`) may (the fp8 GEMMs, delayed scaling: the scale is known before the
+ * tensor; not with MTC_FP8_FUSE=0), filling *q; the caller must then run the fused producer
+ * (it checks that the backend has it first), and the next fp8_native_forward of that linear
+ * with that x takes the codes as they are. The same codes and amax as quantizing after. */
+int fp8_input_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q);
+/* likewise for the output gradient dout [n] of `gemm` (the GeLU's or SwiGLU's backward before linear_fc1's),
+ * its codes and their transpose (*codes_t): only where the weight gradient is in fp8 too (the
+ * backward then reads both); the next fp8_native_backward of that linear with that dout takes them */
+int fp8_grad_output_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *dout, size_t n, fp8_output *q,
+                          uint8_t **codes_t);
+/* likewise the backward's input x [n] of `gemm` with its transposed codes (the activation made again
+ * in the backward as fc2's input): the next fp8_native_backward of that linear with that x
+ * takes them for the weight gradient */
+int fp8_input_transposed_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q,
+                               uint8_t **codes_t);
+
 /* the checkpoint name of a layer's linear's scaling state (an MoE layer's fc1/fc2: its shared expert's) */
 void fp8_extra_state_name(const gpt_config *c, int layer, fp8_gemm gemm, char *out, size_t size);
 /* declares the _extra_state tensor of every fp8 linear (in layer order) and adds those held

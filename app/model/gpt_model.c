@@ -871,6 +871,46 @@ static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rs
     else copy_to_tensor_parallel_region(&tp, normalized);
 }
 
+/* norm_and_gather before linear `gemm` of fp8 layer `layer`: where nothing lies between the norm
+ * and the fp8 GEMM (no sequence-parallel gather) and the backend has the fused norm, the norm
+ * writes the linear's input codes too (fp8_input_codes); otherwise norm_and_gather */
+static void fp8_norm_and_gather(gpt_model *m, int layer, fp8_gemm gemm, void *full_out, float *mean, float *rstd,
+                                const void *x, const void *weight, const void *bias) {
+    const gpt_config *c = &m->config;
+    const kernel_ops *ops = m->ops;
+    shapes s = model_shapes(m);
+    fp8_output q;
+    int fused = c->rmsnorm ? ops->rmsnorm_forward_fp8 != NULL : ops->layernorm_forward_fp8 != NULL;
+    if (c->sequence_parallel || overlapped_ag(m) || s.n != s.N || !fused ||
+        !fp8_input_codes(m, layer, gemm, full_out, (size_t)s.N * (size_t)s.C, &q)) {
+        norm_and_gather(m, full_out, mean, rstd, x, weight, bias);
+        return;
+    }
+    weight = norm_weight(m, weight);
+    if (c->rmsnorm) ops->rmsnorm_forward_fp8(full_out, rstd, x, weight, s.n, s.C, c->layernorm_epsilon, &q);
+    else ops->layernorm_forward_fp8(full_out, mean, rstd, x, weight, bias, s.n, s.C, c->layernorm_epsilon, &q);
+    tensor_parallel_comm tp = tensor_parallel_of(m);
+    copy_to_tensor_parallel_region(&tp, full_out);
+}
+
+/* the activation of fp8 layer `layer`'s MLP, fc2's input: out [N, width] = gelu(x) (swiglu 0) or
+ * swiglu(x) (x [N, 2 width]), writing fc2's input codes too where the backend has the fused op
+ * (fp8_input_codes); otherwise the plain op (fc2 quantizes it) */
+static void fp8_activation_forward(gpt_model *m, int layer, int swiglu, void *out, const void *x, int N, int width) {
+    const kernel_ops *ops = m->ops;
+    size_t n = (size_t)N * (size_t)width;
+    fp8_output q;
+    if (swiglu) {
+        if (ops->swiglu_forward_fp8 && fp8_input_codes(m, layer, FP8_GEMM_FC2, out, n, &q))
+            ops->swiglu_forward_fp8(out, x, N, width, &q);
+        else ops->swiglu_forward(out, x, N, width);
+        return;
+    }
+    if (!m->config.gelu_erf && ops->gelu_forward_fp8 && fp8_input_codes(m, layer, FP8_GEMM_FC2, out, n, &q))
+        ops->gelu_forward_fp8(out, x, n, &q);
+    else mlp_gelu_forward(ops, m->config.gelu_erf, out, x, n);
+}
+
 /* norm_and_gather before a column-parallel GEMM made by gathered_matmul_forward: with
  * --tp-comm-overlap only started (the GEMM waits for each block), otherwise whole */
 static void norm_and_gather_for_matmul(gpt_model *m, void *full_out, float *mean, float *rstd, const void *x,
@@ -888,7 +928,7 @@ static void gathered_matmul_forward(gpt_model *m, int layer, fp8_gemm gemm, void
     const kernel_ops *ops = m->ops;
     if (fp8_native(m, layer)) {  /* whole: the gathered rows are quantized at once */
         fp8_native_forward(m, layer, gemm, out, full_in, weight, bias, NULL, s.N, s.C, OC);
-        if (gelu_out) mlp_gelu_forward(ops, m->config.gelu_erf, gelu_out, out, (size_t)s.N * (size_t)OC);
+        if (gelu_out) fp8_activation_forward(m, layer, 0, gelu_out, out, s.N, OC);
         return;
     }
     if (whole || !overlapped_ag(m)) {
@@ -1435,8 +1475,8 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
      * column-parallel GEMMs do not start on the first blocks) */
     int fp8 = fp8_layer_in_fp8(c, layer);
     if (fp8)
-        norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
-                        lw->input_layernorm_bias);
+        fp8_norm_and_gather(m, layer, FP8_GEMM_QKV, la->ln1, la->ln1_mean, la->ln1_rstd, la->input,
+                            lw->input_layernorm_weight, lw->input_layernorm_bias);
     else
         norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                                    lw->input_layernorm_bias);
@@ -1476,8 +1516,8 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
         return;
     }
     if (fp8)
-        norm_and_gather(m, la->ln2, la->ln2_mean, la->ln2_rstd, mlp_input, lw->pre_mlp_layernorm_weight,
-                        lw->pre_mlp_layernorm_bias);
+        fp8_norm_and_gather(m, layer, FP8_GEMM_FC1, la->ln2, la->ln2_mean, la->ln2_rstd, mlp_input,
+                            lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
     else
         norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, mlp_input,
                                    lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
@@ -1485,7 +1525,8 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     linear_operands fc1_in = forward_operands(m, layer, FP8_GEMM_FC1, la->ln2, lw->fc1_weight, s.C, s.FC1l);
     if (c->swiglu) {
         gathered_matmul_forward(m, layer, FP8_GEMM_FC1, la->fc1_out, NULL, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.FC1l, fp8);
-        ops->swiglu_forward(activation, la->fc1_out, s.N, s.Fl);
+        if (fp8_native(m, layer)) fp8_activation_forward(m, layer, 1, activation, la->fc1_out, s.N, s.Fl);
+        else ops->swiglu_forward(activation, la->fc1_out, s.N, s.Fl);
     } else {
         gathered_matmul_forward(m, layer, FP8_GEMM_FC1, la->fc1_out, activation, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.Fl, fp8);
     }
@@ -1671,15 +1712,28 @@ static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_v
     size_t n = (size_t)s.N * (size_t)s.Fl;
     void *d_full = gather_rows(m, d_hidden, b->d_full);
     void *x = la->activation;
-    if (!x) {
+    fp8_output q;
+    uint8_t *codes_t;
+    if (!x) {  /* made again, with fc2's input codes and their transpose where the backend fuses them */
         x = b->d_ffn_a;
-        if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
+        if (c->swiglu && ops->swiglu_forward_fp8_transpose &&
+            fp8_input_transposed_codes(m, layer, FP8_GEMM_FC2, x, n, &q, &codes_t))
+            ops->swiglu_forward_fp8_transpose(x, la->fc1_out, s.N, s.Fl, &q, codes_t);
+        else if (c->swiglu) ops->swiglu_forward(x, la->fc1_out, s.N, s.Fl);
+        else if (!c->gelu_erf && ops->gelu_forward_fp8_transpose &&
+                 fp8_input_transposed_codes(m, layer, FP8_GEMM_FC2, x, n, &q, &codes_t))
+            ops->gelu_forward_fp8_transpose(x, la->fc1_out, s.N, s.Fl, &q, codes_t);
         else mlp_gelu_forward(ops, c->gelu_erf, x, la->fc1_out, n);
     }
     /* the weight gradient reads x before the input gradient overwrites it */
     fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
     void *d_pre = b->d_ffn_b ? b->d_ffn_b : x;
-    if (c->swiglu) ops->swiglu_backward(d_pre, la->fc1_out, x, s.N, s.Fl);
+    if (c->swiglu && d_pre != x && ops->swiglu_backward_fp8 &&
+        fp8_grad_output_codes(m, layer, FP8_GEMM_FC1, d_pre, 2 * n, &q, &codes_t))
+        ops->swiglu_backward_fp8(d_pre, la->fc1_out, x, s.N, s.Fl, &q, codes_t); /* with fc1's output-gradient codes */
+    else if (c->swiglu) ops->swiglu_backward(d_pre, la->fc1_out, x, s.N, s.Fl);
+    else if (!c->gelu_erf && ops->gelu_backward_fp8 && fp8_grad_output_codes(m, layer, FP8_GEMM_FC1, d_pre, n, &q, &codes_t))
+        ops->gelu_backward_fp8(d_pre, la->fc1_out, x, s.N, s.Fl, &q, codes_t); /* with fc1's output-gradient codes */
     else mlp_gelu_backward(ops, c->gelu_erf, d_pre, la->fc1_out, x, n);
     return d_pre;
 }

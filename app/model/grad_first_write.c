@@ -23,6 +23,7 @@
 #include "app/model/grad_first_write.h"
 
 #include "app/core/error.h"
+#include "app/model/fp8_linear.h"
 #include "app/model/gpt_parameter_table.h"
 
 #include <stdlib.h>
@@ -91,6 +92,7 @@ void gpt_model_start_grads(gpt_model *m) {
         else ops->zero(at, bytes);
     }
     for (int i = 0; i < m->num_first_write; i++) m->first_write[i].pending = 1;
+    fp8_weights_changed(m); /* a new step: its weights are quantized afresh */
 }
 
 static grad_first_write_entry *find(gpt_model *m, const float *grad) {

@@ -163,6 +163,37 @@ static void fp8_dequantize(void *out, const uint8_t *q, size_t n, const float *s
     cuda_fp8_dequantize##S((T *)out, q, n, scale_inv, format);                                                   \
 }                                                                                                                \
 static void fp8_amax(float *amax, const void *x, size_t n) { cuda_fp8_amax##S(amax, (const T *)x, n); }         \
+static void layernorm_forward_fp8(void *out, float *mean, float *rstd, const void *x, const void *weight,       \
+                                  const void *bias, int N, int C, float eps, const fp8_output *q) {              \
+    cuda_layernorm_forward_fp8##S((T *)out, mean, rstd, (const T *)x, (const T *)weight, (const T *)bias, N, C,  \
+                                  eps, q);                                                                       \
+}                                                                                                                \
+static void rmsnorm_forward_fp8(void *out, float *rstd, const void *x, const void *weight, int N, int C,         \
+                                float eps, const fp8_output *q) {                                                \
+    cuda_rmsnorm_forward_fp8##S((T *)out, rstd, (const T *)x, (const T *)weight, N, C, eps, q);                  \
+}                                                                                                                \
+static void gelu_forward_fp8(void *out, const void *x, size_t n, const fp8_output *q) {                         \
+    cuda_gelu_forward_fp8##S((T *)out, (const T *)x, n, q);                                                      \
+}                                                                                                                \
+static void swiglu_forward_fp8(void *out, const void *x, int N, int F, const fp8_output *q) {                   \
+    cuda_swiglu_forward_fp8##S((T *)out, (const T *)x, N, F, q);                                                 \
+}                                                                                                                \
+static void gelu_backward_fp8(void *dx, const void *x, const void *dout, int rows, int cols, const fp8_output *q, \
+                              uint8_t *codes_t) {                                                                \
+    cuda_gelu_backward_fp8##S((T *)dx, (const T *)x, (const T *)dout, rows, cols, q, codes_t);                   \
+}                                                                                                                \
+static void gelu_forward_fp8_transpose(void *out, const void *x, int rows, int cols, const fp8_output *q,        \
+                                       uint8_t *codes_t) {                                                       \
+    cuda_gelu_forward_fp8_transpose##S((T *)out, (const T *)x, rows, cols, q, codes_t);                          \
+}                                                                                                                \
+static void swiglu_backward_fp8(void *dx, const void *x, const void *dout, int N, int F, const fp8_output *q,   \
+                                uint8_t *codes_t) {                                                              \
+    cuda_swiglu_backward_fp8##S((T *)dx, (const T *)x, (const T *)dout, N, F, q, codes_t);                       \
+}                                                                                                                \
+static void swiglu_forward_fp8_transpose(void *out, const void *x, int N, int F, const fp8_output *q,            \
+                                         uint8_t *codes_t) {                                                     \
+    cuda_swiglu_forward_fp8_transpose##S((T *)out, (const T *)x, N, F, q, codes_t);                              \
+}                                                                                                                \
 static void fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const void *x,   \
                                    int rows, int cols, const float *scale, int format) {                         \
     cuda_fp8_quantize_transpose##S(out, out_t, amax, scale_inv, (const T *)x, rows, cols, scale, format);        \
@@ -494,6 +525,14 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.fp8_dequantize = A::fp8_dequantize;
     ops.fp8_amax = A::fp8_amax;
     ops.fp8_quantize_transpose = A::fp8_quantize_transpose;
+    ops.layernorm_forward_fp8 = A::layernorm_forward_fp8;
+    ops.rmsnorm_forward_fp8 = A::rmsnorm_forward_fp8;
+    ops.gelu_forward_fp8 = A::gelu_forward_fp8;
+    ops.swiglu_forward_fp8 = A::swiglu_forward_fp8;
+    ops.gelu_backward_fp8 = A::gelu_backward_fp8;
+    ops.gelu_forward_fp8_transpose = A::gelu_forward_fp8_transpose;
+    ops.swiglu_backward_fp8 = A::swiglu_backward_fp8;
+    ops.swiglu_forward_fp8_transpose = A::swiglu_forward_fp8_transpose;
     ops.fp8_gemm = A::fp8_gemm;
     ops.fp8_linear_forward = A::fp8_linear_forward;
     ops.fp8_transpose = cuda_fp8_transpose;

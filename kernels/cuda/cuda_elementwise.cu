@@ -13,28 +13,15 @@
  * bias_backward is a two-pass column sum (per-chunk partials, then a fixed-order pass): no
  * atomics, bitwise reproducible. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_fp8_out.cuh"
+#include "kernels/cuda/cuda_gelu.cuh"
 #include "kernels/philox.h"
-
-#define GELU_SCALING_FACTOR 0.7978845608028654f /* sqrt(2/pi) */
 
 static const int map_threads = 256;
 
 #define GRID_STRIDE_LOOP(i, count)                                                          \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(count);     \
          i += (size_t)gridDim.x * blockDim.x)
-
-static __device__ __forceinline__ float gelu_value(float x) {
-    float cube = 0.044715f * x * x * x;
-    return 0.5f * x * (1.0f + tanhf(GELU_SCALING_FACTOR * (x + cube)));
-}
-
-static __device__ __forceinline__ float gelu_grad(float x) {
-    float cube = 0.044715f * x * x * x;
-    float tanh_out = tanhf(GELU_SCALING_FACTOR * (x + cube));
-    float sech2 = 1.0f - tanh_out * tanh_out;
-    return 0.5f * (1.0f + tanh_out) +
-           x * 0.5f * sech2 * GELU_SCALING_FACTOR * (1.0f + 3.0f * 0.044715f * x * x);
-}
 
 /* launch geometry of a map over n elements, `vectorized` counting 8-element groups */
 static unsigned int map_blocks(size_t n, bool vectorized) {
@@ -115,6 +102,30 @@ static __global__ void gelu_forward_kernel(E *out, const E *x, size_t n,
     }
 }
 
+/* gelu_forward_kernel that also writes the fp8 codes of its output (kernels.h's fp8_output,
+ * cuda_fp8_out.cuh): fc2's input in an fp8 layer */
+template <typename E>
+static __global__ void gelu_forward_fp8_kernel(E *out, const E *x, size_t n, bool vectorized, fp8_output q) {
+    const float s = *q.scale;
+    float local = 0.0f;
+    size_t groups = vectorized ? n / 8 : 0;
+    GRID_STRIDE_LOOP(g, groups) {
+        float v[8];
+        load_x8(v, x + 8 * g);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = gelu_value(v[k]);
+        store_x8(out + 8 * g, v);
+        *reinterpret_cast<uint2 *>(q.codes + 8 * g) = stored_codes8<E>(v, s, q.format, &local);
+    }
+    GRID_STRIDE_LOOP(j, n - 8 * groups) {
+        size_t i = 8 * groups + j;
+        float v = gelu_value(to_float(x[i]));
+        out[i] = from_float<E>(v);
+        q.codes[i] = stored_code<E>(v, s, q.format, &local);
+    }
+    fp8_block_finish(q.amax, q.scale_inv, local, s);
+}
+
 template <typename E>
 static __global__ void gelu_backward_kernel(E *dx, const E *x,
                                             const E *dout, size_t n,
@@ -175,6 +186,18 @@ static void gelu_forward_t(E *out, const E *x, size_t n) {
     bool vectorized = aligned16(out) && aligned16(x);
     gelu_forward_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
         out, x, n, vectorized);
+    CHECK_LAUNCH();
+}
+
+template <typename E>
+static void gelu_forward_fp8_t(E *out, const E *x, size_t n, const fp8_output *q) {
+    if (n == 0) {
+        fp8_quantize_after(x, 0, q);
+        return;
+    }
+    bool vectorized = aligned16(out) && aligned16(x) && fp8_out_aligned(q);
+    gelu_forward_fp8_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(out, x, n, vectorized,
+                                                                                             *q);
     CHECK_LAUNCH();
 }
 
@@ -453,6 +476,14 @@ extern "C" void cuda_gelu_forward(bf16 *out, const bf16 *x, size_t n) {
 
 extern "C" void cuda_gelu_forward_fp16(fp16 *out, const fp16 *x, size_t n) {
     gelu_forward_t(as_half(out), as_half(x), n);
+}
+
+extern "C" void cuda_gelu_forward_fp8(bf16 *out, const bf16 *x, size_t n, const fp8_output *q) {
+    gelu_forward_fp8_t(as_nv(out), as_nv(x), n, q);
+}
+
+extern "C" void cuda_gelu_forward_fp8_fp16(fp16 *out, const fp16 *x, size_t n, const fp8_output *q) {
+    gelu_forward_fp8_t(as_half(out), as_half(x), n, q);
 }
 
 extern "C" void cuda_gelu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, size_t n) {

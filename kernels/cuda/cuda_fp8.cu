@@ -7,14 +7,16 @@
  *   amax         max |x| alone (current scaling);
  *   quantize_transpose  quantize with the codes also written transposed, in one pass (the
  *                backward's fp8 GEMM operands, TE's cast_transpose).
+ * The fast paths move 16 bytes a load and (quantize) 16 bytes a store, and the transposed stores
+ * are coalesced: consecutive threads write consecutive 16-byte pieces of one transposed row
+ * (perf/fp8_quant_bench measures them against the device's copy bandwidth).
  * The amax of a call is a per-block maximum (NaN elements ignored, as fmaxf ignores them) folded
  * into *amax with an integer atomicMax on the float's bits: for non-negative floats the bit order
  * is the value order, and a maximum does not depend on the order it is taken in, so the result
  * is exact and reproducible. Scales live in device memory (the recipe updates them there). */
-#include "kernels/cuda/cuda_common.cuh"
-#include "kernels/fp8_format.h"
-
-#include <cuda_fp8.h>
+#include "kernels/cuda/cuda_fp8_out.cuh"
+#include "kernels/cuda/cuda_gelu.cuh"
+#include "kernels/cuda/cuda_swiglu.cuh"
 
 #define FP8_THREADS 256
 
@@ -38,13 +40,8 @@ static __device__ void block_amax_into(float *amax, float local) {
 }
 
 /* ---- the vectorized paths: 8 elements (16 bytes of bf16/fp16) per load, the hardware's
- * two-at-a-time conversion cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (the bits fp8_from_float gives:
- * tests/gpu/fp8_format_gpu_test.sh), 8 codes per store ---- */
-
-/* the codes of a and b, a in the low byte */
-static __device__ __forceinline__ uint32_t fp8x2_of(float a, float b, int format) {
-    return (uint32_t)__nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, format == FP8_E5M2 ? __NV_E5M2 : __NV_E4M3);
-}
+ * two-at-a-time conversion cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (codes8, cuda_fp8_out.cuh: the
+ * bits fp8_from_float gives, tests/gpu/fp8_format_gpu_test.sh), 8 or 16 codes per store ---- */
 
 /* 8 elements at x as floats */
 template <typename E>
@@ -57,14 +54,6 @@ static __device__ __forceinline__ void load8(float *v, const E *x) {
     for (int j = 0; j < 8; j++) v[j] = to_float(u.e[j]);
 }
 
-/* the codes of v[0..8) * s, packed low byte first; |v| folded into *local (NaN ignored) */
-static __device__ __forceinline__ uint2 codes8(const float *v, float s, int format, float *local) {
-    uint32_t w[4];
-    for (int j = 0; j < 8; j++) *local = fmaxf(fabsf(v[j]), *local);
-    for (int j = 0; j < 4; j++) w[j] = fp8x2_of(v[2 * j] * s, v[2 * j + 1] * s, format);
-    return make_uint2(w[0] | w[1] << 16, w[2] | w[3] << 16);
-}
-
 template <typename E>
 static __global__ void fp8_quantize_vec_kernel(uint8_t *out, float *amax, float *scale_inv, const E *x, size_t n8,
                                                const float *scale, int format) {
@@ -73,6 +62,23 @@ static __global__ void fp8_quantize_vec_kernel(uint8_t *out, float *amax, float 
         float v[8];
         load8(v, x + 8 * i);
         reinterpret_cast<uint2 *>(out)[i] = codes8(v, s, format, &local);
+    }
+    if (amax) block_amax_into(amax, local);
+    if (scale_inv && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
+}
+
+/* 16 elements a thread: two 16-byte loads, one 16-byte store of codes (n a multiple of 16, x and
+ * out 16-byte aligned); the same codes and amax as the 8-element kernel */
+template <typename E>
+static __global__ void fp8_quantize_vec16_kernel(uint8_t *out, float *amax, float *scale_inv, const E *x, size_t n16,
+                                                 const float *scale, int format) {
+    float s = *scale, local = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x) {
+        float v[8], w[8];
+        load8(v, x + 16 * i);
+        load8(w, x + 16 * i + 8);
+        uint2 lo = codes8(v, s, format, &local), hi = codes8(w, s, format, &local);
+        reinterpret_cast<uint4 *>(out)[i] = make_uint4(lo.x, lo.y, hi.x, hi.y);
     }
     if (amax) block_amax_into(amax, local);
     if (scale_inv && blockIdx.x == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
@@ -111,6 +117,12 @@ static void fp8_quantize_t(uint8_t *out, float *amax, float *scale_inv, const E 
                            int format) {
     check_format(format);
     if (n == 0 && !scale_inv) return;
+    if (n % 16 == 0 && n > 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 15u) == 0) {
+        fp8_quantize_vec16_kernel<E><<<grid_stride_blocks(n / 16, FP8_THREADS), FP8_THREADS, 0, compute_stream()>>>(
+            out, amax, scale_inv, x, n / 16, scale, format);
+        CHECK_LAUNCH();
+        return;
+    }
     if (n % 8 == 0 && n > 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0) {
         fp8_quantize_vec_kernel<E><<<grid_stride_blocks(n / 8, FP8_THREADS), FP8_THREADS, 0, compute_stream()>>>(
             out, amax, scale_inv, x, n / 8, scale, format);
@@ -187,40 +199,102 @@ static __global__ void fp8_quantize_transpose_kernel(uint8_t *out, uint8_t *out_
     if (scale_inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
 }
 
-/* the vectorized tile: 64 x 64, a thread quantizing 8 consecutive elements of a row (8 threads a
- * row, 32 rows a pass) and writing 8 consecutive codes of a transposed row (8 rows of one
- * column); rows and cols multiples of 8, x 16-byte and the outputs 8-byte aligned */
-template <typename E>
+/* the vectorized tile: 128 x 128 elements, 256 threads. Phase 1 (16 tile rows a pass): a thread
+ * quantizes 8 consecutive elements of a row (one 16-byte load) and stores their 8 codes (16
+ * threads write a row's 128 contiguous bytes) and into the shared tile. Phase 2: a thread takes
+ * 4 columns x 16 rows of the tile (16 shared words), transposes them in registers (byte_perm)
+ * and writes 4 pieces of 16 bytes, one into each of 4 transposed rows: the 8 threads of a
+ * column write its 128 contiguous bytes. rows a multiple of 16, cols of 8; x and out_t 16-byte
+ * aligned, out 8-byte aligned. */
+#define QT_VEC_TILE 128
+#define QT_VEC_PITCH 33 /* words a tile row: 32 + 1 */
+
+/* what the tile kernel quantizes: x itself; or an activation's value it writes first into dx
+ * [rows, cols]: dx = gelu'(x) dout (as gelu_backward_kernel), gelu(x) (as gelu_forward_kernel),
+ * SwiGLU's gradient [da | du] of x [rows, 2 half] = [a | u] and dout [rows, half] (cols = 2 half,
+ * as swiglu_backward_vec_kernel), or swiglu(x) (cols = half, as swiglu_forward_vec_kernel) */
+enum { QT_PLAIN, QT_GELU_BACKWARD, QT_GELU_FORWARD, QT_SWIGLU_BACKWARD, QT_SWIGLU_FORWARD };
+
+template <typename E, int MODE>
 static __global__ void fp8_quantize_transpose_vec_kernel(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv,
                                                          const E *x, int rows, int cols, const float *scale,
-                                                         int format) {
-    __shared__ __align__(8) uint8_t tile[QT_TILE][QT_TILE + 8];
+                                                         int format, E *dx, const E *dout, int half) {
+    __shared__ uint32_t tile[QT_VEC_TILE * QT_VEC_PITCH];
     float s = *scale, local = 0.0f;
-    int r0 = blockIdx.y * QT_TILE, c0 = blockIdx.x * QT_TILE;
-    int part = threadIdx.x % 8, line = threadIdx.x / 8; /* 8 threads x 8 elements per tile row */
-    for (int dy = line; dy < QT_TILE; dy += FP8_THREADS / 8) {
+    int r0 = blockIdx.y * QT_VEC_TILE, c0 = blockIdx.x * QT_VEC_TILE;
+    int part = threadIdx.x % 16, line = threadIdx.x / 16; /* 16 threads x 8 elements per tile row */
+    for (int dy = line; dy < QT_VEC_TILE; dy += FP8_THREADS / 16) {
         int r = r0 + dy, c = c0 + part * 8;
         uint2 codes = make_uint2(0u, 0u);
         if (r < rows && c < cols) {
+            size_t at = (size_t)r * cols + c;
             float v[8];
-            load8(v, x + (size_t)r * cols + c);
-            codes = codes8(v, s, format, &local);
-            *reinterpret_cast<uint2 *>(out + (size_t)r * cols + c) = codes;
+            if constexpr (MODE == QT_GELU_BACKWARD) { /* gelu_backward_kernel's values, stored */
+                float d[8];
+                load_x8(v, x + at);
+                load_x8(d, dout + at);
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = gelu_grad(v[k]) * d[k];
+                store_x8(dx + at, v);
+                codes = stored_codes8<E>(v, s, format, &local);
+            } else if constexpr (MODE == QT_GELU_FORWARD) { /* gelu_forward_kernel's values, stored */
+                load_x8(v, x + at);
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = gelu_value(v[k]);
+                store_x8(dx + at, v);
+                codes = stored_codes8<E>(v, s, format, &local);
+            } else if constexpr (MODE == QT_SWIGLU_BACKWARD) { /* da (c < half) or du, stored */
+                int f = c < half ? c : c - half;
+                float a[8], u[8], d[8];
+                load_x8(a, x + (size_t)r * 2 * half + f);
+                load_x8(u, x + (size_t)r * 2 * half + half + f);
+                load_x8(d, dout + (size_t)r * half + f);
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = c < half ? swiglu_grad_gate(a[k], u[k], d[k]) : swiglu_grad_up(a[k], d[k]);
+                store_x8(dx + at, v);
+                codes = stored_codes8<E>(v, s, format, &local);
+            } else if constexpr (MODE == QT_SWIGLU_FORWARD) { /* swiglu_forward_vec_kernel's values, stored */
+                float u[8];
+                load_x8(v, x + (size_t)r * 2 * half + c);
+                load_x8(u, x + (size_t)r * 2 * half + half + c);
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = swiglu_value(v[k], u[k]);
+                store_x8(dx + at, v);
+                codes = stored_codes8<E>(v, s, format, &local);
+            } else {
+                load8(v, x + at);
+                codes = codes8(v, s, format, &local);
+            }
+            *reinterpret_cast<uint2 *>(out + at) = codes;
         }
-        *reinterpret_cast<uint2 *>(&tile[dy][part * 8]) = codes;
+        tile[dy * QT_VEC_PITCH + 2 * part] = codes.x;
+        tile[dy * QT_VEC_PITCH + 2 * part + 1] = codes.y;
     }
     __syncthreads();
-    for (int item = threadIdx.x; item < QT_TILE * (QT_TILE / 8); item += FP8_THREADS) {
-        int dc = item % QT_TILE, group = item / QT_TILE; /* column dc, rows 8 group .. 8 group + 7 */
-        int c = c0 + dc, r = r0 + 8 * group;
-        if (c >= cols || r >= rows) continue;
-        uint32_t lo = 0, hi = 0;
-        for (int j = 0; j < 4; j++) lo |= (uint32_t)tile[8 * group + j][dc] << (8 * j);
-        for (int j = 0; j < 4; j++) hi |= (uint32_t)tile[8 * group + 4 + j][dc] << (8 * j);
-        *reinterpret_cast<uint2 *>(out_t + (size_t)c * rows + r) = make_uint2(lo, hi);
+    int piece = threadIdx.x % 8, group = threadIdx.x / 8; /* rows 16 piece .., columns 4 group .. */
+    int r = r0 + 16 * piece, c = c0 + 4 * group;
+    if (r < rows && c < cols) {
+        uint32_t w[16];
+        for (int j = 0; j < 16; j++) w[j] = tile[(16 * piece + j) * QT_VEC_PITCH + group];
+#pragma unroll
+        for (int k = 0; k < 4; k++) { /* all 4 columns exist: c is a multiple of 4, cols of 8 */
+            const unsigned pick = (unsigned)k | (unsigned)(k + 4) << 4; /* byte k of the first, of the second */
+            uint32_t q[4];
+#pragma unroll
+            for (int m = 0; m < 4; m++)
+                q[m] = __byte_perm(__byte_perm(w[4 * m], w[4 * m + 1], pick), __byte_perm(w[4 * m + 2], w[4 * m + 3], pick),
+                                   0x5410);
+            *reinterpret_cast<uint4 *>(out_t + (size_t)(c + k) * rows + r) = make_uint4(q[0], q[1], q[2], q[3]);
+        }
     }
     if (amax) block_amax_into(amax, local);
     if (scale_inv && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = 1.0f / s;
+}
+
+/* whether the vectorized tile kernel takes x [rows, cols] */
+static bool qt_vectorizable(const uint8_t *out, const uint8_t *out_t, const void *x, int rows, int cols) {
+    return rows % 16 == 0 && cols % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0 &&
+           ((uintptr_t)out_t & 15u) == 0;
 }
 
 template <typename E>
@@ -231,14 +305,89 @@ static void fp8_quantize_transpose_t(uint8_t *out, uint8_t *out_t, float *amax, 
         if (scale_inv) fp8_quantize_t(out, NULL, scale_inv, x, 0, scale, format);
         return;
     }
-    dim3 grid((unsigned)ceil_div(cols, QT_TILE), (unsigned)ceil_div(rows, QT_TILE));
-    if (rows % 8 == 0 && cols % 8 == 0 && ((uintptr_t)x & 15u) == 0 && ((uintptr_t)out & 7u) == 0 &&
-        ((uintptr_t)out_t & 7u) == 0)
-        fp8_quantize_transpose_vec_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x,
-                                                                                         rows, cols, scale, format);
-    else
+    if (qt_vectorizable(out, out_t, x, rows, cols)) {
+        dim3 grid((unsigned)ceil_div(cols, QT_VEC_TILE), (unsigned)ceil_div(rows, QT_VEC_TILE));
+        fp8_quantize_transpose_vec_kernel<E, QT_PLAIN><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            out, out_t, amax, scale_inv, x, rows, cols, scale, format, (E *)NULL, (const E *)NULL, 0);
+    } else {
+        dim3 grid((unsigned)ceil_div(cols, QT_TILE), (unsigned)ceil_div(rows, QT_TILE));
         fp8_quantize_transpose_kernel<E><<<grid, FP8_THREADS, 0, compute_stream()>>>(out, out_t, amax, scale_inv, x,
                                                                                      rows, cols, scale, format);
+    }
+    CHECK_LAUNCH();
+}
+
+/* ---- GeLU fused with quantize-and-transpose (kernels.h's gelu_backward_fp8: fc1's output
+ * gradient dx = gelu'(x) dout; gelu_forward_fp8_transpose: fc2's input made again in the
+ * backward), written with its codes and their transpose in one pass by the vectorized tile
+ * kernel; elsewhere the plain GeLU kernel then fp8_quantize_transpose ---- */
+
+static void gelu_plain(__nv_bfloat16 *dx, const __nv_bfloat16 *x, const __nv_bfloat16 *dout, size_t n) {
+    if (dout) cuda_gelu_backward((bf16 *)dx, (const bf16 *)x, (const bf16 *)dout, n);
+    else cuda_gelu_forward((bf16 *)dx, (const bf16 *)x, n);
+}
+static void gelu_plain(__half *dx, const __half *x, const __half *dout, size_t n) {
+    if (dout) cuda_gelu_backward_fp16((fp16 *)dx, (const fp16 *)x, (const fp16 *)dout, n);
+    else cuda_gelu_forward_fp16((fp16 *)dx, (const fp16 *)x, n);
+}
+
+/* dx = gelu'(x) dout (dout not NULL) or gelu(x) (dout NULL), with q's codes of dx and their
+ * transpose codes_t */
+template <typename E>
+static void gelu_fp8_transpose_t(E *dx, const E *x, const E *dout, int rows, int cols, const fp8_output *q,
+                                 uint8_t *codes_t) {
+    check_format(q->format);
+    bool vectorized = rows > 0 && cols > 0 && qt_vectorizable(q->codes, codes_t, x, rows, cols) &&
+                      ((uintptr_t)dx & 15u) == 0 && ((uintptr_t)dout & 15u) == 0;
+    if (!vectorized) {
+        gelu_plain(dx, x, dout, (size_t)rows * (size_t)cols);
+        fp8_quantize_transpose_t(q->codes, codes_t, q->amax, q->scale_inv, (const E *)dx, rows, cols, q->scale, q->format);
+        return;
+    }
+    dim3 grid((unsigned)ceil_div(cols, QT_VEC_TILE), (unsigned)ceil_div(rows, QT_VEC_TILE));
+    if (dout)
+        fp8_quantize_transpose_vec_kernel<E, QT_GELU_BACKWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            q->codes, codes_t, q->amax, q->scale_inv, x, rows, cols, q->scale, q->format, dx, dout, 0);
+    else
+        fp8_quantize_transpose_vec_kernel<E, QT_GELU_FORWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            q->codes, codes_t, q->amax, q->scale_inv, x, rows, cols, q->scale, q->format, dx, (const E *)NULL, 0);
+    CHECK_LAUNCH();
+}
+
+/* ---- SwiGLU fused with quantize-and-transpose likewise (kernels.h's swiglu_backward_fp8: fc1's
+ * output gradient [da | du] [N, 2F]; swiglu_forward_fp8_transpose: fc2's input [N, F] made again
+ * in the backward); elsewhere the plain SwiGLU kernel then fp8_quantize_transpose ---- */
+
+static void swiglu_plain(__nv_bfloat16 *dx, const __nv_bfloat16 *x, const __nv_bfloat16 *dout, int N, int F) {
+    if (dout) cuda_swiglu_backward((bf16 *)dx, (const bf16 *)x, (const bf16 *)dout, N, F);
+    else cuda_swiglu_forward((bf16 *)dx, (const bf16 *)x, N, F);
+}
+static void swiglu_plain(__half *dx, const __half *x, const __half *dout, int N, int F) {
+    if (dout) cuda_swiglu_backward_fp16((fp16 *)dx, (const fp16 *)x, (const fp16 *)dout, N, F);
+    else cuda_swiglu_forward_fp16((fp16 *)dx, (const fp16 *)x, N, F);
+}
+
+/* dx [N, 2F] = SwiGLU's gradient (dout [N, F] not NULL) or dx [N, F] = swiglu(x) (dout NULL) of
+ * x [N, 2F], with q's codes of dx and their transpose codes_t */
+template <typename E>
+static void swiglu_fp8_transpose_t(E *dx, const E *x, const E *dout, int N, int F, const fp8_output *q,
+                                   uint8_t *codes_t) {
+    check_format(q->format);
+    int cols = dout ? 2 * F : F;
+    bool vectorized = N > 0 && F > 0 && F % 8 == 0 && qt_vectorizable(q->codes, codes_t, x, N, cols) &&
+                      ((uintptr_t)dx & 15u) == 0 && ((uintptr_t)dout & 15u) == 0;
+    if (!vectorized) {
+        swiglu_plain(dx, x, dout, N, F);
+        fp8_quantize_transpose_t(q->codes, codes_t, q->amax, q->scale_inv, (const E *)dx, N, cols, q->scale, q->format);
+        return;
+    }
+    dim3 grid((unsigned)ceil_div(cols, QT_VEC_TILE), (unsigned)ceil_div(N, QT_VEC_TILE));
+    if (dout)
+        fp8_quantize_transpose_vec_kernel<E, QT_SWIGLU_BACKWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            q->codes, codes_t, q->amax, q->scale_inv, x, N, cols, q->scale, q->format, dx, dout, F);
+    else
+        fp8_quantize_transpose_vec_kernel<E, QT_SWIGLU_FORWARD><<<grid, FP8_THREADS, 0, compute_stream()>>>(
+            q->codes, codes_t, q->amax, q->scale_inv, x, N, cols, q->scale, q->format, dx, (const E *)NULL, F);
     CHECK_LAUNCH();
 }
 
@@ -267,4 +416,36 @@ extern "C" void cuda_fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float 
 extern "C" void cuda_fp8_quantize_transpose_fp16(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv,
                                                  const fp16 *x, int rows, int cols, const float *scale, int format) {
     fp8_quantize_transpose_t(out, out_t, amax, scale_inv, as_half(x), rows, cols, scale, format);
+}
+extern "C" void cuda_gelu_backward_fp8(bf16 *dx, const bf16 *x, const bf16 *dout, int rows, int cols,
+                                       const fp8_output *q, uint8_t *codes_t) {
+    gelu_fp8_transpose_t(as_nv(dx), as_nv(x), as_nv(dout), rows, cols, q, codes_t);
+}
+extern "C" void cuda_gelu_backward_fp8_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, int rows, int cols,
+                                            const fp8_output *q, uint8_t *codes_t) {
+    gelu_fp8_transpose_t(as_half(dx), as_half(x), as_half(dout), rows, cols, q, codes_t);
+}
+extern "C" void cuda_gelu_forward_fp8_transpose(bf16 *out, const bf16 *x, int rows, int cols, const fp8_output *q,
+                                                uint8_t *codes_t) {
+    gelu_fp8_transpose_t(as_nv(out), as_nv(x), (const __nv_bfloat16 *)NULL, rows, cols, q, codes_t);
+}
+extern "C" void cuda_gelu_forward_fp8_transpose_fp16(fp16 *out, const fp16 *x, int rows, int cols,
+                                                     const fp8_output *q, uint8_t *codes_t) {
+    gelu_fp8_transpose_t(as_half(out), as_half(x), (const __half *)NULL, rows, cols, q, codes_t);
+}
+extern "C" void cuda_swiglu_backward_fp8(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int F, const fp8_output *q,
+                                         uint8_t *codes_t) {
+    swiglu_fp8_transpose_t(as_nv(dx), as_nv(x), as_nv(dout), N, F, q, codes_t);
+}
+extern "C" void cuda_swiglu_backward_fp8_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, int N, int F,
+                                              const fp8_output *q, uint8_t *codes_t) {
+    swiglu_fp8_transpose_t(as_half(dx), as_half(x), as_half(dout), N, F, q, codes_t);
+}
+extern "C" void cuda_swiglu_forward_fp8_transpose(bf16 *out, const bf16 *x, int N, int F, const fp8_output *q,
+                                                  uint8_t *codes_t) {
+    swiglu_fp8_transpose_t(as_nv(out), as_nv(x), (const __nv_bfloat16 *)NULL, N, F, q, codes_t);
+}
+extern "C" void cuda_swiglu_forward_fp8_transpose_fp16(fp16 *out, const fp16 *x, int N, int F, const fp8_output *q,
+                                                       uint8_t *codes_t) {
+    swiglu_fp8_transpose_t(as_half(out), as_half(x), (const __half *)NULL, N, F, q, codes_t);
 }

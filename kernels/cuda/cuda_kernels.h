@@ -127,6 +127,20 @@ void cuda_fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const bf16 *
                        int format);
 void cuda_fp8_dequantize(bf16 *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
 void cuda_fp8_amax(float *amax, const bf16 *x, size_t n);
+/* the fp8 producers (kernels.h's *_fp8 ops: the plain op that also writes the fp8 codes of its output) */
+void cuda_layernorm_forward_fp8(bf16 *out, float *mean, float *rstd, const bf16 *x, const bf16 *weight,
+                                const bf16 *bias, int N, int C, float eps, const fp8_output *q);
+void cuda_rmsnorm_forward_fp8(bf16 *out, float *rstd, const bf16 *x, const bf16 *weight, int N, int C, float eps,
+                              const fp8_output *q);
+void cuda_gelu_forward_fp8(bf16 *out, const bf16 *x, size_t n, const fp8_output *q);
+void cuda_swiglu_forward_fp8(bf16 *out, const bf16 *x, int N, int F, const fp8_output *q);
+void cuda_gelu_backward_fp8(bf16 *dx, const bf16 *x, const bf16 *dout, int rows, int cols, const fp8_output *q,
+                            uint8_t *codes_t);
+void cuda_gelu_forward_fp8_transpose(bf16 *out, const bf16 *x, int rows, int cols, const fp8_output *q,
+                                     uint8_t *codes_t);
+void cuda_swiglu_backward_fp8(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int F, const fp8_output *q,
+                              uint8_t *codes_t);
+void cuda_swiglu_forward_fp8_transpose(bf16 *out, const bf16 *x, int N, int F, const fp8_output *q, uint8_t *codes_t);
 void cuda_fp8_gemm(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                    const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
 void cuda_fp8_transpose(uint8_t *out, const uint8_t *in, int rows, int cols);
@@ -398,6 +412,20 @@ void cuda_fp8_quantize_fp16(uint8_t *out, float *amax, float *scale_inv, const f
                             int format);
 void cuda_fp8_dequantize_fp16(fp16 *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
 void cuda_fp8_amax_fp16(float *amax, const fp16 *x, size_t n);
+void cuda_layernorm_forward_fp8_fp16(fp16 *out, float *mean, float *rstd, const fp16 *x, const fp16 *weight,
+                                     const fp16 *bias, int N, int C, float eps, const fp8_output *q);
+void cuda_rmsnorm_forward_fp8_fp16(fp16 *out, float *rstd, const fp16 *x, const fp16 *weight, int N, int C,
+                                   float eps, const fp8_output *q);
+void cuda_gelu_forward_fp8_fp16(fp16 *out, const fp16 *x, size_t n, const fp8_output *q);
+void cuda_swiglu_forward_fp8_fp16(fp16 *out, const fp16 *x, int N, int F, const fp8_output *q);
+void cuda_gelu_backward_fp8_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, int rows, int cols, const fp8_output *q,
+                                 uint8_t *codes_t);
+void cuda_gelu_forward_fp8_transpose_fp16(fp16 *out, const fp16 *x, int rows, int cols, const fp8_output *q,
+                                          uint8_t *codes_t);
+void cuda_swiglu_backward_fp8_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, int N, int F, const fp8_output *q,
+                                   uint8_t *codes_t);
+void cuda_swiglu_forward_fp8_transpose_fp16(fp16 *out, const fp16 *x, int N, int F, const fp8_output *q,
+                                            uint8_t *codes_t);
 void cuda_fp8_quantize_transpose_fp16(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const fp16 *x,
                                       int rows, int cols, const float *scale, int format);
 void cuda_fp8_gemm_fp16(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,

@@ -25,6 +25,7 @@
  * cuda_common.cuh): no atomics on the sums, bitwise reproducible, no second launch. The per-row
  * and per-column summation orders are the same in both kernels. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_fp8_out.cuh"
 #include "kernels/cuda/cuda_norm_backward.cuh"
 
 /* threads of a row's block: one per work unit, a multiple of 32, at most 512 */
@@ -125,14 +126,17 @@ static __global__ void layernorm_forward_kernel(E *out, float *mean, float *rstd
 
 #define LN_WARP_ROWS 8 /* rows (warps) per block of the warp-per-row forward */
 
-/* one warp per row, the row's units u = lane, lane + 32, ... (at most UNITS of them) in registers */
-template <typename E, int UNITS>
+/* one warp per row, the row's units u = lane, lane + 32, ... (at most UNITS of them) in registers;
+ * with FP8 the fp8 codes of the output too (q, kernels.h's fp8_output; cuda_fp8_out.cuh) */
+template <typename E, int UNITS, bool FP8>
 static __global__ void __launch_bounds__(32 * LN_WARP_ROWS)
 layernorm_forward_warp_kernel(E *out, float *mean, float *rstd, const E *x, const E *weight,
-                              const E *bias, int N, int C, float eps) {
+                              const E *bias, int N, int C, float eps, fp8_output q) {
     const int lane = threadIdx.x % 32;
     const size_t n = (size_t)blockIdx.x * LN_WARP_ROWS + threadIdx.x / 32;
-    if (n >= (size_t)N) return;
+    const float fp8_scale = FP8 ? *q.scale : 0.0f;
+    float fp8_local = 0.0f;
+    if (n < (size_t)N) {
     const int units = C / 8;
     const E *x_row = x + n * C;
     uint4 raw[UNITS];
@@ -179,27 +183,42 @@ layernorm_forward_warp_kernel(E *out, float *mean, float *rstd, const E *x, cons
 #pragma unroll
             for (int k = 0; k < 8; k++) v[k] = (v[k] - row_mean) * row_rstd * w[k] + b[k];
             store_x8(out_row + 8 * u, v);
+            if constexpr (FP8)
+                *reinterpret_cast<uint2 *>(q.codes + n * C + 8 * u) = stored_codes8<E>(v, fp8_scale, q.format, &fp8_local);
         }
     }
     if (lane == 0) {
         mean[n] = row_mean;
         rstd[n] = row_rstd;
     }
+    }
+    if constexpr (FP8) fp8_block_finish(q.amax, q.scale_inv, fp8_local, fp8_scale);
 }
 
+/* the forward; with q (not NULL) the fp8 codes of the output too: fused into the warp kernel
+ * where it runs, otherwise fp8_quantize after (the same bits) */
 template <typename E>
 static void layernorm_forward_t(E *out, float *mean, float *rstd, const E *x,
                                        const E *weight, const E *bias, int N, int C,
-                                       float eps) {
-    if (N <= 0 || C <= 0) return;
+                                       float eps, const fp8_output *q = NULL) {
+    if (N <= 0 || C <= 0) {
+        if (q) fp8_quantize_after(x, 0, q);
+        return;
+    }
     bool vectorized = C % 8 == 0 && aligned16(out) && aligned16(x) && aligned16(weight) &&
                       aligned16(bias);
     const int units_per_lane = vectorized ? (C / 8 + 31) / 32 : 0;
     if (units_per_lane >= 1 && units_per_lane <= 8) {
         const unsigned int blocks = (unsigned int)(((size_t)N + LN_WARP_ROWS - 1) / LN_WARP_ROWS);
+        const bool fused = q && fp8_out_aligned(q);
+        const fp8_output none = {NULL, NULL, NULL, NULL, 0};
 #define LAYERNORM_WARP(U)                                                                          \
-    layernorm_forward_warp_kernel<E, U><<<blocks, 32 * LN_WARP_ROWS, 0, compute_stream()>>>(       \
-        out, mean, rstd, x, weight, bias, N, C, eps)
+    if (fused)                                                                                     \
+        layernorm_forward_warp_kernel<E, U, true><<<blocks, 32 * LN_WARP_ROWS, 0, compute_stream()>>>( \
+            out, mean, rstd, x, weight, bias, N, C, eps, *q);                                      \
+    else                                                                                           \
+        layernorm_forward_warp_kernel<E, U, false><<<blocks, 32 * LN_WARP_ROWS, 0, compute_stream()>>>( \
+            out, mean, rstd, x, weight, bias, N, C, eps, none)
         switch (units_per_lane) {
         case 1: LAYERNORM_WARP(1); break;
         case 2: LAYERNORM_WARP(2); break;
@@ -212,6 +231,7 @@ static void layernorm_forward_t(E *out, float *mean, float *rstd, const E *x,
         }
 #undef LAYERNORM_WARP
         CHECK_LAUNCH();
+        if (q && !fused) fp8_quantize_after(out, (size_t)N * (size_t)C, q);
         return;
     }
     int threads = row_threads(vectorized ? C / 8 : C);
@@ -221,6 +241,7 @@ static void layernorm_forward_t(E *out, float *mean, float *rstd, const E *x,
     layernorm_forward_kernel<<<(unsigned int)N, threads, shared_bytes, compute_stream()>>>(
         out, mean, rstd, x, weight, bias, C, eps, vectorized);
     CHECK_LAUNCH();
+    if (q) fp8_quantize_after(out, (size_t)N * (size_t)C, q);
 }
 
 /* ---- backward ---- */
@@ -407,6 +428,17 @@ extern "C" void cuda_layernorm_forward_fp16(fp16 *out, float *mean, float *rstd,
                                        const fp16 *weight, const fp16 *bias, int N, int C,
                                        float eps) {
     layernorm_forward_t(as_half(out), mean, rstd, as_half(x), as_half(weight), as_half(bias), N, C, eps);
+}
+
+extern "C" void cuda_layernorm_forward_fp8(bf16 *out, float *mean, float *rstd, const bf16 *x, const bf16 *weight,
+                                           const bf16 *bias, int N, int C, float eps, const fp8_output *q) {
+    layernorm_forward_t(as_nv(out), mean, rstd, as_nv(x), as_nv(weight), as_nv(bias), N, C, eps, q);
+}
+
+extern "C" void cuda_layernorm_forward_fp8_fp16(fp16 *out, float *mean, float *rstd, const fp16 *x,
+                                                const fp16 *weight, const fp16 *bias, int N, int C, float eps,
+                                                const fp8_output *q) {
+    layernorm_forward_t(as_half(out), mean, rstd, as_half(x), as_half(weight), as_half(bias), N, C, eps, q);
 }
 
 extern "C" void cuda_layernorm_backward(bf16 *dx, float *dweight, float *dbias, const bf16 *dout,

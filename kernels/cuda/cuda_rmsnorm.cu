@@ -17,6 +17,7 @@
  * shared memory. The per-block partials are added in a fixed order by the last blocks to finish
  * (column_sums_by_last_blocks, cuda_common.cuh): no atomics on the sums, bitwise reproducible. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_fp8_out.cuh"
 #include "kernels/cuda/cuda_norm_backward.cuh"
 
 static int rms_threads(int C) {
@@ -49,12 +50,14 @@ static __global__ void rmsnorm_forward_kernel(E *out, float *rstd,
 
 /* one warp per row, the row's units of 8 columns u = lane, lane + 32, ... (at most UNITS of
  * them) in registers between the sum of squares and the output */
-template <typename E, int UNITS>
+template <typename E, int UNITS, bool FP8>
 static __global__ void __launch_bounds__(32 * RMS_WARP_ROWS)
-rmsnorm_forward_warp_kernel(E *out, float *rstd, const E *x, const E *weight, int N, int C, float eps) {
+rmsnorm_forward_warp_kernel(E *out, float *rstd, const E *x, const E *weight, int N, int C, float eps, fp8_output q) {
     const int lane = threadIdx.x % 32;
     const size_t n = (size_t)blockIdx.x * RMS_WARP_ROWS + threadIdx.x / 32;
-    if (n >= (size_t)N) return;
+    const float fp8_scale = FP8 ? *q.scale : 0.0f;
+    float fp8_local = 0.0f;
+    if (n < (size_t)N) {
     const int units = C / 8;
     const E *x_row = x + n * C;
     uint4 raw[UNITS];
@@ -85,20 +88,36 @@ rmsnorm_forward_warp_kernel(E *out, float *rstd, const E *x, const E *weight, in
 #pragma unroll
             for (int k = 0; k < 8; k++) v[k] = v[k] * s * w[k];
             store_x8(out_row + 8 * u, v);
+            if constexpr (FP8)
+                *reinterpret_cast<uint2 *>(q.codes + n * C + 8 * u) = stored_codes8<E>(v, fp8_scale, q.format, &fp8_local);
         }
     }
     if (lane == 0) rstd[n] = s;
+    }
+    if constexpr (FP8) fp8_block_finish(q.amax, q.scale_inv, fp8_local, fp8_scale);
 }
 
+/* the forward; with q (not NULL) the fp8 codes of the output too: fused into the warp kernel
+ * where it runs, otherwise fp8_quantize after (the same bits) */
 template <typename E>
 static void rmsnorm_forward_t(E *out, float *rstd, const E *x, const E *weight,
-                                     int N, int C, float eps) {
-    if (N <= 0 || C <= 0) return;
+                                     int N, int C, float eps, const fp8_output *q = NULL) {
+    if (N <= 0 || C <= 0) {
+        if (q) fp8_quantize_after(x, 0, q);
+        return;
+    }
     const int units_per_lane = C % 8 == 0 && aligned16(out) && aligned16(x) && aligned16(weight) ? (C / 8 + 31) / 32 : 0;
     if (units_per_lane >= 1 && units_per_lane <= 8) {
         const unsigned int blocks = (unsigned int)(((size_t)N + RMS_WARP_ROWS - 1) / RMS_WARP_ROWS);
+        const bool fused = q && fp8_out_aligned(q);
+        const fp8_output none = {NULL, NULL, NULL, NULL, 0};
 #define RMSNORM_WARP(U)                                                                            \
-    rmsnorm_forward_warp_kernel<E, U><<<blocks, 32 * RMS_WARP_ROWS, 0, compute_stream()>>>(out, rstd, x, weight, N, C, eps)
+    if (fused)                                                                                     \
+        rmsnorm_forward_warp_kernel<E, U, true><<<blocks, 32 * RMS_WARP_ROWS, 0, compute_stream()>>>( \
+            out, rstd, x, weight, N, C, eps, *q);                                                  \
+    else                                                                                           \
+        rmsnorm_forward_warp_kernel<E, U, false><<<blocks, 32 * RMS_WARP_ROWS, 0, compute_stream()>>>( \
+            out, rstd, x, weight, N, C, eps, none)
         switch (units_per_lane) {
         case 1: RMSNORM_WARP(1); break;
         case 2: RMSNORM_WARP(2); break;
@@ -111,11 +130,13 @@ static void rmsnorm_forward_t(E *out, float *rstd, const E *x, const E *weight,
         }
 #undef RMSNORM_WARP
         CHECK_LAUNCH();
+        if (q && !fused) fp8_quantize_after(out, (size_t)N * (size_t)C, q);
         return;
     }
     rmsnorm_forward_kernel<<<(unsigned int)N, rms_threads(C), 0, compute_stream()>>>(
         out, rstd, x, weight, C, eps);
     CHECK_LAUNCH();
+    if (q) fp8_quantize_after(out, (size_t)N * (size_t)C, q);
 }
 
 /* blocks of the backward: one per 32 rows (as the LayerNorm's), at most one per row, partials of
@@ -211,6 +232,16 @@ static void rmsnorm_backward_t(E *dx, float *dweight, const E *dout, const E *x,
 extern "C" void cuda_rmsnorm_forward(bf16 *out, float *rstd, const bf16 *x, const bf16 *weight,
                                      int N, int C, float eps) {
     rmsnorm_forward_t(as_nv(out), rstd, as_nv(x), as_nv(weight), N, C, eps);
+}
+
+extern "C" void cuda_rmsnorm_forward_fp8(bf16 *out, float *rstd, const bf16 *x, const bf16 *weight, int N, int C,
+                                         float eps, const fp8_output *q) {
+    rmsnorm_forward_t(as_nv(out), rstd, as_nv(x), as_nv(weight), N, C, eps, q);
+}
+
+extern "C" void cuda_rmsnorm_forward_fp8_fp16(fp16 *out, float *rstd, const fp16 *x, const fp16 *weight, int N, int C,
+                                              float eps, const fp8_output *q) {
+    rmsnorm_forward_t(as_half(out), rstd, as_half(x), as_half(weight), N, C, eps, q);
 }
 
 extern "C" void cuda_rmsnorm_forward_fp16(fp16 *out, float *rstd, const fp16 *x, const fp16 *weight,

@@ -7,6 +7,8 @@
  * flat loop's 64-bit divide made a 32768 x 2816 forward 315 us on an H200); others through the
  * flat loop. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_fp8_out.cuh"
+#include "kernels/cuda/cuda_swiglu.cuh"
 
 #define SWIGLU_VEC_THREADS 128
 
@@ -19,9 +21,30 @@ static __global__ void swiglu_forward_vec_kernel(E *out, const E *x, int N, int 
         load_x8(a, x + (size_t)n * 2 * F + c);
         load_x8(u, x + (size_t)n * 2 * F + F + c);
 #pragma unroll
-        for (int i = 0; i < 8; i++) o[i] = a[i] / (1.0f + expf(-a[i])) * u[i];
+        for (int i = 0; i < 8; i++) o[i] = swiglu_value(a[i], u[i]);
         store_x8(out + (size_t)n * F + c, o);
     }
+}
+
+/* swiglu_forward_vec_kernel that also writes the fp8 codes of its output (kernels.h's
+ * fp8_output, cuda_fp8_out.cuh): fc2's input in an fp8 layer */
+template <typename E>
+static __global__ void swiglu_forward_vec_fp8_kernel(E *out, const E *x, int N, int F, fp8_output q) {
+    const float s = *q.scale;
+    float local = 0.0f;
+    int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (c < F) {
+        for (int n = blockIdx.y; n < N; n += gridDim.y) {
+            float a[8], u[8], o[8];
+            load_x8(a, x + (size_t)n * 2 * F + c);
+            load_x8(u, x + (size_t)n * 2 * F + F + c);
+#pragma unroll
+            for (int i = 0; i < 8; i++) o[i] = swiglu_value(a[i], u[i]);
+            store_x8(out + (size_t)n * F + c, o);
+            *reinterpret_cast<uint2 *>(q.codes + (size_t)n * F + c) = stored_codes8<E>(o, s, q.format, &local);
+        }
+    }
+    fp8_block_finish(q.amax, q.scale_inv, local, s);
 }
 
 template <typename E>
@@ -35,9 +58,8 @@ static __global__ void swiglu_backward_vec_kernel(E *dx, const E *x, const E *do
         load_x8(d, dout + (size_t)n * F + c);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const float s = 1.0f / (1.0f + expf(-a[i]));
-            da[i] = d[i] * u[i] * s * (1.0f + a[i] * (1.0f - s));
-            du[i] = d[i] * a[i] * s;
+            da[i] = swiglu_grad_gate(a[i], u[i], d[i]);
+            du[i] = swiglu_grad_up(a[i], d[i]);
         }
         store_x8(dx + (size_t)n * 2 * F + c, da);
         store_x8(dx + (size_t)n * 2 * F + F + c, du);
@@ -61,7 +83,7 @@ static __global__ void swiglu_forward_kernel(E *out, const E *x, int F,
          idx += (size_t)gridDim.x * blockDim.x) {
         const size_t n = idx / F, f = idx % F;
         const float a = to_float(x[n * 2 * F + f]), u = to_float(x[n * 2 * F + F + f]);
-        out[idx] = from_float<E>(a / (1.0f + expf(-a)) * u);
+        out[idx] = from_float<E>(swiglu_value(a, u));
     }
 }
 
@@ -72,9 +94,9 @@ static __global__ void swiglu_backward_kernel(E *dx, const E *x,
          idx += (size_t)gridDim.x * blockDim.x) {
         const size_t n = idx / F, f = idx % F;
         const float a = to_float(x[n * 2 * F + f]), u = to_float(x[n * 2 * F + F + f]);
-        const float d = to_float(dout[idx]), s = 1.0f / (1.0f + expf(-a));
-        dx[n * 2 * F + f] = from_float<E>(d * u * s * (1.0f + a * (1.0f - s)));
-        dx[n * 2 * F + F + f] = from_float<E>(d * a * s);
+        const float d = to_float(dout[idx]);
+        dx[n * 2 * F + f] = from_float<E>(swiglu_grad_gate(a, u, d));
+        dx[n * 2 * F + F + f] = from_float<E>(swiglu_grad_up(a, d));
     }
 }
 
@@ -89,6 +111,24 @@ static void swiglu_forward_t(E *out, const E *x, int N, int F) {
     }
     swiglu_forward_kernel<<<grid_stride_blocks(total, 256), 256, 0, compute_stream()>>>(
         out, x, F, total);
+    CHECK_LAUNCH();
+}
+
+/* the forward with the fp8 codes of its output: fused where the vectorized kernel runs (its rows
+ * over fewer blocks, so that fewer fold their amax), otherwise fp8_quantize after */
+template <typename E>
+static void swiglu_forward_fp8_t(E *out, const E *x, int N, int F, const fp8_output *q) {
+    const size_t total = (size_t)N * F;
+    if (total == 0 || !swiglu_vectorizable(out, x, F) || !fp8_out_aligned(q)) {
+        swiglu_forward_t(out, x, N, F);
+        fp8_quantize_after(out, total, q);
+        return;
+    }
+    dim3 grid = swiglu_vec_grid(N, F);
+    unsigned int rows = (unsigned int)device_sm_count() * 16 / grid.x;
+    if (rows < 1) rows = 1;
+    if (rows < grid.y) grid.y = rows;
+    swiglu_forward_vec_fp8_kernel<<<grid, SWIGLU_VEC_THREADS, 0, compute_stream()>>>(out, x, N, F, *q);
     CHECK_LAUNCH();
 }
 
@@ -111,6 +151,14 @@ static void swiglu_backward_t(E *dx, const E *x, const E *dout, int N, int F) {
 
 extern "C" void cuda_swiglu_forward(bf16 *out, const bf16 *x, int N, int F) {
     swiglu_forward_t(as_nv(out), as_nv(x), N, F);
+}
+
+extern "C" void cuda_swiglu_forward_fp8(bf16 *out, const bf16 *x, int N, int F, const fp8_output *q) {
+    swiglu_forward_fp8_t(as_nv(out), as_nv(x), N, F, q);
+}
+
+extern "C" void cuda_swiglu_forward_fp8_fp16(fp16 *out, const fp16 *x, int N, int F, const fp8_output *q) {
+    swiglu_forward_fp8_t(as_half(out), as_half(x), N, F, q);
 }
 
 extern "C" void cuda_swiglu_forward_fp16(fp16 *out, const fp16 *x, int N, int F) {

@@ -5,10 +5,17 @@
  *     without a NaN element, which it ignores); scale_inv = 1 / scale;
  *   - fp8_dequantize: the CPU's fp32 values rounded once to the compute dtype;
  *   - fp8_amax: exactly the CPU's; sizes from 1 element to 2^20 + 3 (many blocks); sizes that are
- *     multiples of 8 take the vectorized quantization (the hardware's paired conversion);
+ *     multiples of 16 (8) take the vectorized quantization 16 (8) at a time (the hardware's
+ *     paired conversion);
  *   - fp8_transpose: the codes transposed exactly (edges of partial 32 x 32 tiles included);
  *   - fp8_quantize_transpose: bit for bit fp8_quantize's codes, amax and scale_inv, and the
- *     fp8_transpose of those codes (shapes with partial 64 x 64 tiles, odd widths included);
+ *     fp8_transpose of those codes (the vectorized kernel's 128 x 128 tiles, partial on both
+ *     edges, and the byte-wise kernel's partial 64 x 64 tiles, odd widths included);
+ *   - the fused producers (layernorm_forward_fp8, rmsnorm_forward_fp8, gelu_forward_fp8,
+ *     swiglu_forward_fp8): bit for bit the plain op followed by fp8_quantize (output, norm
+ *     statistics, codes, amax, scale_inv), on their fused and their fallback paths;
+ *     gelu_backward_fp8, gelu_forward_fp8_transpose, swiglu_backward_fp8 and
+ *     swiglu_forward_fp8_transpose likewise against the plain op then fp8_quantize_transpose;
  *   - fp8_linear_forward (fast accumulation, the bias and the residual fused): within 1e-2 of
  *     fp8_gemm's product plus the bias plus the residual computed on the host;
  *   - fp8_gemm (cuBLASLt) in a linear layer's three forms: forward x . W^T (E4M3 x E4M3, bf16
@@ -232,6 +239,212 @@ static void test_quantize_transpose(int rows, int cols, int format) {
     free(x);
 }
 
+/* ---- the fused producers (kernels.h's *_fp8 ops): the plain op then fp8_quantize, bit for bit ---- */
+
+/* a device buffer holding n values of the compute dtype from a seed, spread by `scale` */
+static void *device_values(size_t n, uint64_t seed, float scale) {
+    float *x = (float *)malloc(sizeof(float) * n + 4);
+    fill_random(x, n, seed, scale);
+    void *d = gpu->alloc(gpu->act_bytes * n + 64);
+    gpu->copy_from_host_float(d, x, n);
+    free(x);
+    return d;
+}
+
+/* whether device buffers a and b hold the same bytes */
+static int same_device_bytes(const void *a, const void *b, size_t bytes) {
+    unsigned char *ha = (unsigned char *)malloc(bytes + 1), *hb = (unsigned char *)malloc(bytes + 1);
+    TEST_CUDA(cudaDeviceSynchronize());
+    gpu->copy_to_host(ha, a, bytes);
+    gpu->copy_to_host(hb, b, bytes);
+    int same = !memcmp(ha, hb, bytes);
+    free(ha), free(hb);
+    return same;
+}
+
+/* the fp8 side of a producer: codes [n] (+ `offset` bytes: an unaligned start), amax from 1.5 */
+typedef struct fused_side {
+    uint8_t *codes_buffer;
+    fp8_output q;
+} fused_side;
+
+static fused_side fused_side_make(size_t n, size_t offset, float scale, int format, int with_amax) {
+    fused_side f;
+    f.codes_buffer = (uint8_t *)gpu->alloc(n + 64);
+    TEST_CUDA(cudaDeviceSynchronize()); /* the backend's stream-ordered allocation, then the default stream's memset */
+    TEST_CUDA(cudaMemset(f.codes_buffer, 0x5a, n + 64));
+    TEST_CUDA(cudaDeviceSynchronize());
+    f.q.codes = f.codes_buffer + offset;
+    f.q.amax = with_amax ? device_float(1.5f) : NULL;
+    f.q.scale_inv = device_float(0.0f);
+    f.q.scale = device_float(scale);
+    f.q.format = format;
+    return f;
+}
+
+/* the codes, amax and scale_inv of two producers' sides equal */
+static int same_sides(const fused_side *a, const fused_side *b, size_t n) {
+    int same = same_device_bytes(a->q.codes, b->q.codes, n) && same_device_bytes(a->q.scale_inv, b->q.scale_inv, 4);
+    if (a->q.amax) same = same && same_device_bytes(a->q.amax, b->q.amax, 4);
+    return same;
+}
+
+static void fused_side_release(fused_side *f) {
+    gpu->release(f->codes_buffer), gpu->release((void *)f->q.scale), gpu->release(f->q.scale_inv);
+    if (f->q.amax) gpu->release(f->q.amax);
+}
+
+/* what the plain path does after the plain op: fp8_quantize of its output */
+static void quantize_side(fused_side *f, const void *out, size_t n) {
+    gpu->fp8_quantize(f->q.codes, f->q.amax, f->q.scale_inv, out, n, f->q.scale, f->q.format);
+}
+
+/* layernorm_forward_fp8 (rms 0) or rmsnorm_forward_fp8 (rms 1) of x [N, C] against the plain
+ * norm then fp8_quantize: output, statistics, codes, amax and scale_inv bit for bit */
+static void test_fused_norm(int N, int C, int rms, int format, float scale, int with_amax) {
+    size_t n = (size_t)N * (size_t)C;
+    void *x = device_values(n, 3100 + n + (uint64_t)rms, 3.0f), *w = device_values((size_t)C, 3200 + (uint64_t)C, 1.5f);
+    void *b = device_values((size_t)C, 3300 + (uint64_t)C, 0.5f);
+    void *out[2];
+    float *mean[2], *rstd[2];
+    fused_side side[2];
+    for (int k = 0; k < 2; k++) {
+        out[k] = gpu->alloc(gpu->act_bytes * n);
+        mean[k] = (float *)gpu->alloc(sizeof(float) * (size_t)N);
+        rstd[k] = (float *)gpu->alloc(sizeof(float) * (size_t)N);
+        TEST_CUDA(cudaDeviceSynchronize());
+        TEST_CUDA(cudaMemset(mean[k], 0, sizeof(float) * (size_t)N));
+        TEST_CUDA(cudaDeviceSynchronize());
+        side[k] = fused_side_make(n, 0, scale, format, with_amax);
+    }
+    if (rms) {
+        gpu->rmsnorm_forward(out[0], rstd[0], x, w, N, C, 1e-5f);
+        quantize_side(&side[0], out[0], n);
+        gpu->rmsnorm_forward_fp8(out[1], rstd[1], x, w, N, C, 1e-5f, &side[1].q);
+    } else {
+        gpu->layernorm_forward(out[0], mean[0], rstd[0], x, w, b, N, C, 1e-5f);
+        quantize_side(&side[0], out[0], n);
+        gpu->layernorm_forward_fp8(out[1], mean[1], rstd[1], x, w, b, N, C, 1e-5f, &side[1].q);
+    }
+    int same = same_device_bytes(out[0], out[1], gpu->act_bytes * n) &&
+               same_device_bytes(mean[0], mean[1], sizeof(float) * (size_t)N) &&
+               same_device_bytes(rstd[0], rstd[1], sizeof(float) * (size_t)N) && same_sides(&side[0], &side[1], n);
+    tap_ok(same, "%s_forward_fp8 %d x %d (%s%s): the plain norm then fp8_quantize bit for bit (output, statistics, "
+           "codes, amax, scale_inv)", rms ? "rmsnorm" : "layernorm", N, C, format == FP8_E5M2 ? "E5M2" : "E4M3",
+           with_amax ? "" : ", no amax");
+    for (int k = 0; k < 2; k++) {
+        gpu->release(out[k]), gpu->release(mean[k]), gpu->release(rstd[k]);
+        fused_side_release(&side[k]);
+    }
+    gpu->release(x), gpu->release(w), gpu->release(b);
+}
+
+/* gelu_forward_fp8 of n elements (x, out and the codes `offset` elements past aligned starts)
+ * against gelu_forward then fp8_quantize */
+static void test_fused_gelu(size_t n, size_t offset, int format, float scale) {
+    void *x = device_values(n + offset, 3400 + n, 4.0f);
+    void *xs = (char *)x + offset * gpu->act_bytes;
+    void *out[2];
+    fused_side side[2];
+    for (int k = 0; k < 2; k++) {
+        out[k] = gpu->alloc(gpu->act_bytes * (n + offset));
+        side[k] = fused_side_make(n, offset, scale, format, 1);
+    }
+    void *o0 = (char *)out[0] + offset * gpu->act_bytes, *o1 = (char *)out[1] + offset * gpu->act_bytes;
+    gpu->gelu_forward(o0, xs, n);
+    quantize_side(&side[0], o0, n);
+    gpu->gelu_forward_fp8(o1, xs, n, &side[1].q);
+    tap_ok(same_device_bytes(o0, o1, gpu->act_bytes * n) && same_sides(&side[0], &side[1], n),
+           "gelu_forward_fp8 n=%zu%s (%s): gelu_forward then fp8_quantize bit for bit", n,
+           offset ? " (unaligned: the scalar loop)" : "", format == FP8_E5M2 ? "E5M2" : "E4M3");
+    for (int k = 0; k < 2; k++) gpu->release(out[k]), fused_side_release(&side[k]);
+    gpu->release(x);
+}
+
+/* swiglu_forward_fp8 of x [N, 2F] against swiglu_forward then fp8_quantize */
+static void test_fused_swiglu(int N, int F, int format, float scale) {
+    size_t n = (size_t)N * (size_t)F;
+    void *x = device_values(2 * n, 3500 + n, 4.0f);
+    void *out[2];
+    fused_side side[2];
+    for (int k = 0; k < 2; k++) {
+        out[k] = gpu->alloc(gpu->act_bytes * n);
+        side[k] = fused_side_make(n, 0, scale, format, 1);
+    }
+    gpu->swiglu_forward(out[0], x, N, F);
+    quantize_side(&side[0], out[0], n);
+    gpu->swiglu_forward_fp8(out[1], x, N, F, &side[1].q);
+    tap_ok(same_device_bytes(out[0], out[1], gpu->act_bytes * n) && same_sides(&side[0], &side[1], n),
+           "swiglu_forward_fp8 %d x %d (%s): swiglu_forward then fp8_quantize bit for bit", N, F,
+           format == FP8_E5M2 ? "E5M2" : "E4M3");
+    for (int k = 0; k < 2; k++) gpu->release(out[k]), fused_side_release(&side[k]);
+    gpu->release(x);
+}
+
+/* gelu_backward_fp8 of [rows, cols] (in place: dx = dout) against gelu_backward then
+ * fp8_quantize_transpose: dx, codes, transposed codes, amax and scale_inv bit for bit; with
+ * in_place -1 gelu_forward_fp8_transpose against gelu_forward then fp8_quantize_transpose */
+static void test_fused_gelu_backward(int rows, int cols, int in_place, int format, float scale) {
+    size_t n = (size_t)rows * (size_t)cols;
+    void *x = device_values(n, 3600 + n, 4.0f), *dout = device_values(n, 3700 + n, 2.0f);
+    void *dx[2];
+    uint8_t *codes_t[2];
+    fused_side side[2];
+    for (int k = 0; k < 2; k++) {
+        dx[k] = gpu->alloc(gpu->act_bytes * n + 64);
+        if (in_place) {
+            TEST_CUDA(cudaDeviceSynchronize());
+            TEST_CUDA(cudaMemcpy(dx[k], dout, gpu->act_bytes * n, cudaMemcpyDeviceToDevice));
+            TEST_CUDA(cudaDeviceSynchronize());
+        }
+        codes_t[k] = (uint8_t *)gpu->alloc(n + 64);
+        side[k] = fused_side_make(n, 0, scale, format, 1);
+    }
+    int forward = in_place < 0;
+    if (forward) gpu->gelu_forward(dx[0], x, n);
+    else gpu->gelu_backward(dx[0], x, in_place ? dx[0] : dout, n);
+    gpu->fp8_quantize_transpose(side[0].q.codes, codes_t[0], side[0].q.amax, side[0].q.scale_inv, dx[0], rows, cols,
+                                side[0].q.scale, format);
+    if (forward) gpu->gelu_forward_fp8_transpose(dx[1], x, rows, cols, &side[1].q, codes_t[1]);
+    else gpu->gelu_backward_fp8(dx[1], x, in_place ? dx[1] : dout, rows, cols, &side[1].q, codes_t[1]);
+    tap_ok(same_device_bytes(dx[0], dx[1], gpu->act_bytes * n) && same_sides(&side[0], &side[1], n) &&
+               same_device_bytes(codes_t[0], codes_t[1], n),
+           "%s %d x %d%s (%s): %s then fp8_quantize_transpose bit for bit",
+           forward ? "gelu_forward_fp8_transpose" : "gelu_backward_fp8", rows, cols, in_place > 0 ? " in place" : "",
+           format == FP8_E5M2 ? "E5M2" : "E4M3", forward ? "gelu_forward" : "gelu_backward");
+    for (int k = 0; k < 2; k++) gpu->release(dx[k]), gpu->release(codes_t[k]), fused_side_release(&side[k]);
+    gpu->release(x), gpu->release(dout);
+}
+
+/* swiglu_backward_fp8 (backward 1: dx [N, 2F]) or swiglu_forward_fp8_transpose (0: out [N, F])
+ * of x [N, 2F] against the plain op then fp8_quantize_transpose, bit for bit */
+static void test_fused_swiglu_transpose(int N, int F, int backward, int format, float scale) {
+    size_t n = (size_t)N * (size_t)F, out_n = backward ? 2 * n : n;
+    int cols = backward ? 2 * F : F;
+    void *x = device_values(2 * n, 3800 + n, 4.0f), *dout = device_values(n, 3900 + n, 2.0f);
+    void *dx[2];
+    uint8_t *codes_t[2];
+    fused_side side[2];
+    for (int k = 0; k < 2; k++) {
+        dx[k] = gpu->alloc(gpu->act_bytes * out_n + 64);
+        codes_t[k] = (uint8_t *)gpu->alloc(out_n + 64);
+        side[k] = fused_side_make(out_n, 0, scale, format, 1);
+    }
+    if (backward) gpu->swiglu_backward(dx[0], x, dout, N, F);
+    else gpu->swiglu_forward(dx[0], x, N, F);
+    gpu->fp8_quantize_transpose(side[0].q.codes, codes_t[0], side[0].q.amax, side[0].q.scale_inv, dx[0], N, cols,
+                                side[0].q.scale, format);
+    if (backward) gpu->swiglu_backward_fp8(dx[1], x, dout, N, F, &side[1].q, codes_t[1]);
+    else gpu->swiglu_forward_fp8_transpose(dx[1], x, N, F, &side[1].q, codes_t[1]);
+    tap_ok(same_device_bytes(dx[0], dx[1], gpu->act_bytes * out_n) && same_sides(&side[0], &side[1], out_n) &&
+               same_device_bytes(codes_t[0], codes_t[1], out_n),
+           "%s %d x %d (%s): %s then fp8_quantize_transpose bit for bit",
+           backward ? "swiglu_backward_fp8" : "swiglu_forward_fp8_transpose", N, F, format == FP8_E5M2 ? "E5M2" : "E4M3",
+           backward ? "swiglu_backward" : "swiglu_forward");
+    for (int k = 0; k < 2; k++) gpu->release(dx[k]), gpu->release(codes_t[k]), fused_side_release(&side[k]);
+    gpu->release(x), gpu->release(dout);
+}
+
 /* fp8_linear_forward with bias and residual against fp8_gemm's product plus both on the host */
 static void test_linear_forward(int N, int IC, int OC) {
     size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, nd = (size_t)N * OC;
@@ -274,14 +487,47 @@ int main(void) {
     test_fp8(1000, FP8_E5M2, none);
     test_fp8((1u << 20) + 3, FP8_E4M3, 12345);
     test_fp8((1u << 20) + 3, FP8_E5M2, none);
-    test_fp8(1u << 20, FP8_E4M3, 4321); /* the vectorized path (8 at a time), a NaN inside */
+    test_fp8(1u << 20, FP8_E4M3, 4321); /* the vectorized path (16 at a time), a NaN inside */
+    test_fp8(1000, FP8_E4M3, 999);      /* 8 at a time (1000 is not a multiple of 16) */
     test_fp8(1u << 20, FP8_E5M2, none);
     test_gemm(256, 512, 384);
     test_gemm(80, 176, 208); /* partial transpose tiles, dimensions multiples of 16 */
     test_quantize_transpose(256, 512, FP8_E4M3);
     test_quantize_transpose(80, 208, FP8_E5M2);  /* partial tiles */
     test_quantize_transpose(37, 101, FP8_E4M3);  /* odd widths: byte stores */
+    /* the vectorized kernel's 128 x 128 tiles (rows multiples of 16, cols of 8): several tiles
+     * with partial ones on both edges; then rows a multiple of 8 only (the byte-wise kernel) */
+    test_quantize_transpose(304, 1032, FP8_E4M3);
+    test_quantize_transpose(1040, 136, FP8_E5M2);
+    test_quantize_transpose(16, 8, FP8_E4M3);
+    test_quantize_transpose(88, 200, FP8_E4M3);
     test_linear_forward(256, 512, 384);
     test_linear_forward(80, 176, 208);
+    /* the fused producers: the warp-per-row norms (a last block of fewer rows included), the
+     * block-per-row ones (C over 2048, C not a multiple of 8), saturating scales */
+    for (int rms = 0; rms < 2; rms++) {
+        test_fused_norm(64, 2048, rms, FP8_E4M3, 60.0f, 1);
+        test_fused_norm(37, 1024, rms, FP8_E4M3, 200.0f, 1);
+        test_fused_norm(13, 64, rms, FP8_E5M2, 3.7f, 0);
+        test_fused_norm(5, 8200, rms, FP8_E4M3, 60.0f, 1);
+        test_fused_norm(9, 100, rms, FP8_E4M3, 60.0f, 1);
+    }
+    test_fused_gelu((size_t)1 << 20, 0, FP8_E4M3, 150.0f);
+    test_fused_gelu(1000003, 0, FP8_E5M2, 3.7f);  /* a tail past the groups of 8 */
+    test_fused_gelu(4099, 1, FP8_E4M3, 150.0f);
+    test_fused_swiglu(64, 1024, FP8_E4M3, 150.0f);
+    test_fused_swiglu(4096, 1024, FP8_E4M3, 150.0f); /* fewer blocks than rows: each loops */
+    test_fused_swiglu(7, 100, FP8_E5M2, 3.7f);       /* F not a multiple of 8: quantized after */
+    test_fused_gelu_backward(256, 1024, 0, FP8_E5M2, 3.7f);
+    test_fused_gelu_backward(304, 1032, 1, FP8_E5M2, 3.7f); /* partial tiles, in place */
+    test_fused_gelu_backward(88, 200, 0, FP8_E4M3, 150.0f); /* rows not a multiple of 16: unfused */
+    test_fused_gelu_backward(304, 1032, -1, FP8_E4M3, 150.0f); /* the forward made again */
+    test_fused_gelu_backward(88, 200, -1, FP8_E4M3, 150.0f);
+    for (int backward = 0; backward < 2; backward++) {
+        test_fused_swiglu_transpose(256, 512, backward, backward ? FP8_E5M2 : FP8_E4M3, backward ? 3.7f : 150.0f);
+        test_fused_swiglu_transpose(304, 520, backward, FP8_E4M3, 150.0f); /* partial tiles */
+        test_fused_swiglu_transpose(88, 96, backward, FP8_E4M3, 150.0f);   /* rows not a multiple of 16: unfused */
+        test_fused_swiglu_transpose(64, 100, backward, FP8_E5M2, 3.7f);    /* F not a multiple of 8: unfused */
+    }
     return tap_done();
 }
