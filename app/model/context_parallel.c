@@ -78,6 +78,13 @@ static cp_levels levels_of(const gpt_model *m, int layer) {
     return L;
 }
 
+/* a layer whose a2a group is the whole context-parallel group (a ring of one): one attention
+ * call over the whole sequence (whole_forward) */
+static int whole_group_a2a(const gpt_model *m, int layer) {
+    cp_comm_kind kind = comm_type(m, layer);
+    return (kind == CP_COMM_A2A || kind == CP_COMM_A2A_P2P) && levels_of(m, layer).ring_size == 1;
+}
+
 /* one attention call over the whole sequence of the context-parallel group (a2a with one ring
  * member, 1/CP of the local heads) keeps what its backward needs in the layer's workspace when
  * that is large enough (CUDA: a log-sum-exp per row and head, the same size); otherwise (the
@@ -126,9 +133,8 @@ void context_parallel_scratch_allocate(gpt_model *m) {
         for (size_t i = 0; i < sizeof qkv_sized / sizeof *qkv_sized; i++) *qkv_sized[i] = ops->alloc(qkv_bytes);
         x->heads_out = ops->alloc(out_bytes);
         x->heads_dout = ops->alloc(out_bytes);
-        int whole = 0; /* a layer whose a2a group is the whole context-parallel group */
-        for (int l = 0; l < c->num_layers; l++)
-            whole |= (comm_type(m, l) == CP_COMM_A2A || comm_type(m, l) == CP_COMM_A2A_P2P) && levels_of(m, l).ring_size == 1;
+        int whole = 0;
+        for (int l = 0; l < c->num_layers; l++) whole |= whole_group_a2a(m, l);
         if (whole) {
             x->natural_qkv = ops->alloc(qkv_bytes);
             x->natural_dqkv = ops->alloc(qkv_bytes);
@@ -367,7 +373,7 @@ static whole_call whole_call_of(const gpt_model *m, int layer) {
     const gpt_config *c = &m->config;
     cp_shapes s = shapes_of(m);
     whole_call w;
-    w.L.a2a_size = s.cp, w.L.ring_size = 1, w.L.a2a_index = s.rank, w.L.ring_index = 0;
+    w.L = levels_of(m, layer); /* A = CP, a ring of one */
     w.Hh = s.Hl / s.cp, w.Gh = s.Gl / s.cp;
     w.W = (w.Hh + 2 * w.Gh) * s.D, w.O = w.Hh * s.D, w.T = s.T * s.cp;
     w.head_start = c->tp_rank * s.Hl + s.rank * w.Hh;
@@ -415,11 +421,6 @@ static void whole_backward(gpt_model *m, int layer, void *dqkv, const void *dout
                                w.Hh, w.Gh, s.D, w.head_start, total_heads, w.window_left, rng);
     natural_order(m, x->natural_dqkv, x->heads_dqkv, w.W, 0);
     sequence_to_heads(m, &w.L, dqkv, x->heads_dqkv, w.W);
-}
-
-static int whole_group_a2a(const gpt_model *m, int layer) {
-    cp_comm_kind kind = comm_type(m, layer);
-    return (kind == CP_COMM_A2A || kind == CP_COMM_A2A_P2P) && levels_of(m, layer).ring_size == 1;
 }
 
 /* ---- the attention ---- */

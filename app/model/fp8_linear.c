@@ -422,17 +422,26 @@ static const uint8_t *weight_codes(gpt_model *m, int layer, fp8_gemm gemm, const
     return want_transposed ? f->weight_transposed[linear] : codes;
 }
 
+/* where a fused producer writes role `role`'s codes of n elements for linear `gemm` of `layer`:
+ * the role's scratch, the tensor's amax (when recording), scale_inv, scale and format */
+static fp8_output role_output(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, size_t n) {
+    fp8_state *f = m->fp8;
+    CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n,
+          f->copy_elements[role]);
+    size_t tensor = layer_tensor(f, layer, gemm, role);
+    fp8_output q;
+    q.codes = f->native_codes[role];
+    q.amax = f->recording ? f->amax + tensor : NULL;
+    q.scale_inv = scale_inv_of(f, tensor);
+    q.scale = f->state + tensor * f->record;
+    q.format = fp8_tensor_format(m->config.fp8.hybrid, role == FP8_ROLE_GRAD_OUTPUT);
+    return q;
+}
+
 int fp8_input_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q) {
     fp8_state *f = m->fp8;
     if (!fp8_native(m, layer) || !f->fuse) return 0;
-    CHECK(n <= f->copy_elements[FP8_ROLE_INPUT], "fp8 input of %zu elements exceeds its scratch (%zu)", n,
-          f->copy_elements[FP8_ROLE_INPUT]);
-    size_t tensor = layer_tensor(f, layer, gemm, FP8_ROLE_INPUT);
-    q->codes = f->native_codes[FP8_ROLE_INPUT];
-    q->amax = f->recording ? f->amax + tensor : NULL;
-    q->scale_inv = scale_inv_of(f, tensor);
-    q->scale = f->state + tensor * f->record;
-    q->format = fp8_tensor_format(m->config.fp8.hybrid, 0);
+    *q = role_output(m, layer, gemm, FP8_ROLE_INPUT, n);
     f->pending_linear = f->layer_linear[layer] + (int)gemm;
     f->pending_x = x;
     return 1;
@@ -444,14 +453,7 @@ static int backward_codes(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role,
                           fp8_output *q, uint8_t **codes_t) {
     fp8_state *f = m->fp8;
     if (!fp8_native(m, layer) || !f->fuse || !fp8_wgrad_in_fp8(m) || !m->ops->fp8_quantize_transpose) return 0;
-    CHECK(n <= f->copy_elements[role], "fp8 backward operand of %zu elements exceeds its scratch (%zu)", n,
-          f->copy_elements[role]);
-    size_t tensor = layer_tensor(f, layer, gemm, role);
-    q->codes = f->native_codes[role];
-    q->amax = f->recording ? f->amax + tensor : NULL;
-    q->scale_inv = scale_inv_of(f, tensor);
-    q->scale = f->state + tensor * f->record;
-    q->format = fp8_tensor_format(m->config.fp8.hybrid, role == FP8_ROLE_GRAD_OUTPUT);
+    *q = role_output(m, layer, gemm, role, n);
     *codes_t = f->native_transposed[role];
     if (role == FP8_ROLE_GRAD_OUTPUT) {
         f->pending_grad_linear = f->layer_linear[layer] + (int)gemm;

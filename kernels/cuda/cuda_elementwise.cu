@@ -85,9 +85,12 @@ extern "C" void cuda_fp16_to_float(float *out, const fp16 *x, size_t n) { e_to_f
 
 /* ---- GeLU ---- */
 
-template <typename E>
-static __global__ void gelu_forward_kernel(E *out, const E *x, size_t n,
-                                           bool vectorized) {
+/* FP8: also the fp8 codes of the output (kernels.h's fp8_output, cuda_fp8_out.cuh): fc2's input
+ * in an fp8 layer; q unused otherwise */
+template <typename E, bool FP8>
+static __global__ void gelu_forward_kernel(E *out, const E *x, size_t n, bool vectorized, fp8_output q) {
+    float s = 0.0f, local = 0.0f;
+    if constexpr (FP8) s = *q.scale;
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float v[8];
@@ -95,35 +98,15 @@ static __global__ void gelu_forward_kernel(E *out, const E *x, size_t n,
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = gelu_value(v[k]);
         store_x8(out + 8 * g, v);
-    }
-    GRID_STRIDE_LOOP(j, n - 8 * groups) {
-        size_t i = 8 * groups + j;
-        out[i] = from_float<E>(gelu_value(to_float(x[i])));
-    }
-}
-
-/* gelu_forward_kernel that also writes the fp8 codes of its output (kernels.h's fp8_output,
- * cuda_fp8_out.cuh): fc2's input in an fp8 layer */
-template <typename E>
-static __global__ void gelu_forward_fp8_kernel(E *out, const E *x, size_t n, bool vectorized, fp8_output q) {
-    const float s = *q.scale;
-    float local = 0.0f;
-    size_t groups = vectorized ? n / 8 : 0;
-    GRID_STRIDE_LOOP(g, groups) {
-        float v[8];
-        load_x8(v, x + 8 * g);
-#pragma unroll
-        for (int k = 0; k < 8; k++) v[k] = gelu_value(v[k]);
-        store_x8(out + 8 * g, v);
-        *reinterpret_cast<uint2 *>(q.codes + 8 * g) = stored_codes8<E>(v, s, q.format, &local);
+        if constexpr (FP8) *reinterpret_cast<uint2 *>(q.codes + 8 * g) = stored_codes8<E>(v, s, q.format, &local);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
         float v = gelu_value(to_float(x[i]));
         out[i] = from_float<E>(v);
-        q.codes[i] = stored_code<E>(v, s, q.format, &local);
+        if constexpr (FP8) q.codes[i] = stored_code<E>(v, s, q.format, &local);
     }
-    fp8_block_finish(q.amax, q.scale_inv, local, s);
+    if constexpr (FP8) fp8_block_finish(q.amax, q.scale_inv, local, s);
 }
 
 template <typename E>
@@ -184,8 +167,8 @@ template <typename E>
 static void gelu_forward_t(E *out, const E *x, size_t n) {
     if (n == 0) return;
     bool vectorized = aligned16(out) && aligned16(x);
-    gelu_forward_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
-        out, x, n, vectorized);
+    gelu_forward_kernel<E, false><<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
+        out, x, n, vectorized, fp8_output{});
     CHECK_LAUNCH();
 }
 
@@ -196,8 +179,8 @@ static void gelu_forward_fp8_t(E *out, const E *x, size_t n, const fp8_output *q
         return;
     }
     bool vectorized = aligned16(out) && aligned16(x) && fp8_out_aligned(q);
-    gelu_forward_fp8_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(out, x, n, vectorized,
-                                                                                             *q);
+    gelu_forward_kernel<E, true><<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(out, x, n, vectorized,
+                                                                                                  *q);
     CHECK_LAUNCH();
 }
 

@@ -12,26 +12,12 @@
 
 #define SWIGLU_VEC_THREADS 128
 
-template <typename E>
-static __global__ void swiglu_forward_vec_kernel(E *out, const E *x, int N, int F) {
-    int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
-    if (c >= F) return;
-    for (int n = blockIdx.y; n < N; n += gridDim.y) {
-        float a[8], u[8], o[8];
-        load_x8(a, x + (size_t)n * 2 * F + c);
-        load_x8(u, x + (size_t)n * 2 * F + F + c);
-#pragma unroll
-        for (int i = 0; i < 8; i++) o[i] = swiglu_value(a[i], u[i]);
-        store_x8(out + (size_t)n * F + c, o);
-    }
-}
-
-/* swiglu_forward_vec_kernel that also writes the fp8 codes of its output (kernels.h's
- * fp8_output, cuda_fp8_out.cuh): fc2's input in an fp8 layer */
-template <typename E>
-static __global__ void swiglu_forward_vec_fp8_kernel(E *out, const E *x, int N, int F, fp8_output q) {
-    const float s = *q.scale;
-    float local = 0.0f;
+/* FP8: also the fp8 codes of the output (kernels.h's fp8_output, cuda_fp8_out.cuh): fc2's input
+ * in an fp8 layer; q unused otherwise */
+template <typename E, bool FP8>
+static __global__ void swiglu_forward_vec_kernel(E *out, const E *x, int N, int F, fp8_output q) {
+    float s = 0.0f, local = 0.0f;
+    if constexpr (FP8) s = *q.scale;
     int c = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (c < F) {
         for (int n = blockIdx.y; n < N; n += gridDim.y) {
@@ -41,10 +27,11 @@ static __global__ void swiglu_forward_vec_fp8_kernel(E *out, const E *x, int N, 
 #pragma unroll
             for (int i = 0; i < 8; i++) o[i] = swiglu_value(a[i], u[i]);
             store_x8(out + (size_t)n * F + c, o);
-            *reinterpret_cast<uint2 *>(q.codes + (size_t)n * F + c) = stored_codes8<E>(o, s, q.format, &local);
+            if constexpr (FP8)
+                *reinterpret_cast<uint2 *>(q.codes + (size_t)n * F + c) = stored_codes8<E>(o, s, q.format, &local);
         }
     }
-    fp8_block_finish(q.amax, q.scale_inv, local, s);
+    if constexpr (FP8) fp8_block_finish(q.amax, q.scale_inv, local, s);
 }
 
 template <typename E>
@@ -105,7 +92,8 @@ static void swiglu_forward_t(E *out, const E *x, int N, int F) {
     const size_t total = (size_t)N * F;
     if (total == 0) return;
     if (swiglu_vectorizable(out, x, F)) {
-        swiglu_forward_vec_kernel<<<swiglu_vec_grid(N, F), SWIGLU_VEC_THREADS, 0, compute_stream()>>>(out, x, N, F);
+        swiglu_forward_vec_kernel<E, false><<<swiglu_vec_grid(N, F), SWIGLU_VEC_THREADS, 0, compute_stream()>>>(out, x, N, F,
+                                                                                                     fp8_output{});
         CHECK_LAUNCH();
         return;
     }
@@ -128,7 +116,7 @@ static void swiglu_forward_fp8_t(E *out, const E *x, int N, int F, const fp8_out
     unsigned int rows = (unsigned int)device_sm_count() * 16 / grid.x;
     if (rows < 1) rows = 1;
     if (rows < grid.y) grid.y = rows;
-    swiglu_forward_vec_fp8_kernel<<<grid, SWIGLU_VEC_THREADS, 0, compute_stream()>>>(out, x, N, F, *q);
+    swiglu_forward_vec_kernel<E, true><<<grid, SWIGLU_VEC_THREADS, 0, compute_stream()>>>(out, x, N, F, *q);
     CHECK_LAUNCH();
 }
 
