@@ -161,8 +161,8 @@ void fp8_state_allocate(gpt_model *m) {
     }
     f->codes = ops->alloc(f->code_bytes);
     f->recording = 1;
-    const char *emulate = getenv("MTC_FP8_EMULATE");
-    f->native = ops->fp8_linear_forward && ops->fp8_gemm && ops->fp8_transpose && !(emulate && strcmp(emulate, "1") == 0);
+    f->native = ops->fp8_linear_forward && ops->fp8_gemm && ops->fp8_transpose &&
+                fp8_native_requested(strcmp(ops->name, "cpu") == 0);
     for (int r = 0; r < FP8_ROLES && f->native; r++) {
         f->native_codes[r] = ops->alloc(f->copy_elements[r]);
         f->native_transposed[r] = ops->alloc(f->copy_elements[r]);
@@ -181,6 +181,20 @@ void fp8_state_allocate(gpt_model *m) {
               "out of host memory for the fp8 weight codes");
     }
     m->fp8 = f;
+}
+
+/* an environment switch: unset, empty or "0" off, "1" on, another value one clear error */
+static int env_switch(const char *name) {
+    const char *value = getenv(name);
+    if (!value || !*value || strcmp(value, "0") == 0) return 0;
+    if (strcmp(value, "1") == 0) return 1;
+    user_error("%s=%s: expected 0 or 1", name, value);
+    return 0;
+}
+
+int fp8_native_requested(int cpu_backend) {
+    if (env_switch("MTC_FP8_EMULATE")) return 0;
+    return cpu_backend ? env_switch("MTC_FP8_NATIVE") : 1;
 }
 
 fp8_weight_cache fp8_weight_cache_mode(void) {

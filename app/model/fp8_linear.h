@@ -102,7 +102,10 @@ void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *co
 void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *expert_amax_group);
 
 /* The fp8 GEMMs themselves (a backend with kernel_ops.fp8_linear_forward, fp8_gemm and
- * fp8_transpose: CUDA; MTC_FP8_EMULATE=1 keeps the emulation there): the layers' linears
+ * fp8_transpose: CUDA, where they are the default and MTC_FP8_EMULATE=1 keeps the emulation;
+ * the CPU, whose fp8 GEMMs are the reference of CUDA's (kernels/cpu/cpu_fp8_gemm.c: the codes
+ * decoded exactly, fp32 sums, times the two scale_inv), takes them only with MTC_FP8_NATIVE=1 so
+ * that its default numbers stay the emulation's; MTC_FP8_EMULATE=1 wins): the layers' linears
  * quantize their operands to codes and run cuBLASLt fp8 GEMMs, the forward with the bias and the
  * residual fused, the input gradient with the weight's transposed codes, the weight gradient
  * with the transposed codes of the output gradient and the input (TE's three GEMMs; the input is
@@ -110,6 +113,10 @@ void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *
  * records the same amaxes as the emulation; the MoE experts and shared experts stay emulated.
  * fp8_native: whether layer `layer`'s own linears take this path. */
 int fp8_native(const gpt_model *m, int layer);
+/* whether the environment asks for the fp8 GEMMs on a backend that has them (cpu_backend: the
+ * CPU's, MTC_FP8_NATIVE=1; else unless MTC_FP8_EMULATE=1); one clear error for a value other than
+ * 0 or 1 */
+int fp8_native_requested(int cpu_backend);
 /* out [N,OC] = Q(x) Q(W)^T + bias + residual (each may be NULL) */
 void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const void *x, const void *weight,
                         const void *bias, const void *residual, int N, int IC, int OC);

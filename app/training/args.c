@@ -1266,12 +1266,16 @@ void args_print(const args *a) {
         gpt_config_set_architecture(&c, a);
         char line[512];
         fp8_describe(&c, line, sizeof line);
-        const char *emulate = getenv("MTC_FP8_EMULATE");
+        int cpu = strcmp(a->device, "cpu") == 0, native = fp8_native_requested(cpu);
         printf("> %s%s\n", line,
-               strcmp(a->device, "cpu") == 0 ? " (emulated on the CPU backend)"
-               : emulate && strcmp(emulate, "1") == 0 ? " (emulated: MTC_FP8_EMULATE=1)"
-                                                      : c.num_experts > 0 ? " (the layers' GEMMs as cuBLASLt fp8 GEMMs, the experts' emulated)"
-                                                                          : " (the GEMMs as cuBLASLt fp8 GEMMs)");
+               cpu ? (native ? (c.num_experts > 0 ? " (the layers' GEMMs as fp8 GEMMs on codes, the CPU's reference of "
+                                                     "them: MTC_FP8_NATIVE=1; the experts' emulated)"
+                                                   : " (the GEMMs as fp8 GEMMs on codes, the CPU's reference of them: "
+                                                     "MTC_FP8_NATIVE=1)")
+                             : " (emulated on the CPU backend)")
+               : !native ? " (emulated: MTC_FP8_EMULATE=1)"
+               : c.num_experts > 0 ? " (the layers' GEMMs as cuBLASLt fp8 GEMMs, the experts' emulated)"
+                                   : " (the GEMMs as cuBLASLt fp8 GEMMs)");
         if (a->fp8_param_gather)
             printf("> --fp8-param-gather: the distributed optimizer gathers the fp32 weights and the forward quantizes them with the weights' fp8 scales (the numbers of an fp8 gather)\n");
     }
