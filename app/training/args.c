@@ -1267,15 +1267,24 @@ void args_print(const args *a) {
         char line[512];
         fp8_describe(&c, line, sizeof line);
         int cpu = strcmp(a->device, "cpu") == 0, native = fp8_native_requested(cpu);
+        /* the experts' GEMMs as fp8 GEMMs where their widths allow (fp8_experts_native_shapes) */
+        int etp = a->expert_tensor_parallel_size > 0 ? a->expert_tensor_parallel_size : a->tensor_model_parallel_size;
+        int F = a->moe_ffn_hidden_size / (etp > 0 ? etp : 1), C = a->hidden_size;
+        int fc1 = fp8_experts_native_shapes(C, a->swiglu ? 2 * F : F), fc2 = fp8_experts_native_shapes(F, C);
+        const char *experts = c.num_experts == 0 ? ""
+                              : fp8_experts_emulation_requested() ? ", the experts' emulated (MTC_FP8_EXPERTS_EMULATE=1)"
+                              : fc1 && fc2 ? ", the experts' as one fp8 GEMM per expert"
+                              : fc1 ? ", the experts' fc1 as one fp8 GEMM per expert, their fc2 emulated (its widths are "
+                                      "not multiples of 16)"
+                              : fc2 ? ", the experts' fc2 as one fp8 GEMM per expert, their fc1 emulated (its widths are "
+                                      "not multiples of 16)"
+                                    : ", the experts' emulated (their widths are not multiples of 16)";
+        const char *gemms = cpu ? "fp8 GEMMs on codes (the CPU's reference of cuBLASLt's: MTC_FP8_NATIVE=1)"
+                                : "cuBLASLt fp8 GEMMs";
+        char path[320];
+        snprintf(path, sizeof path, " (the GEMMs as %s%s)", gemms, experts);
         printf("> %s%s\n", line,
-               cpu ? (native ? (c.num_experts > 0 ? " (the layers' GEMMs as fp8 GEMMs on codes, the CPU's reference of "
-                                                     "them: MTC_FP8_NATIVE=1; the experts' emulated)"
-                                                   : " (the GEMMs as fp8 GEMMs on codes, the CPU's reference of them: "
-                                                     "MTC_FP8_NATIVE=1)")
-                             : " (emulated on the CPU backend)")
-               : !native ? " (emulated: MTC_FP8_EMULATE=1)"
-               : c.num_experts > 0 ? " (the layers' GEMMs as cuBLASLt fp8 GEMMs, the experts' emulated)"
-                                   : " (the GEMMs as cuBLASLt fp8 GEMMs)");
+               native ? path : cpu ? " (emulated on the CPU backend)" : " (emulated: MTC_FP8_EMULATE=1)");
         if (a->fp8_param_gather)
             printf("> --fp8-param-gather: the distributed optimizer gathers the fp32 weights and the forward quantizes them with the weights' fp8 scales (the numbers of an fp8 gather)\n");
     }
