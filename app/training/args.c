@@ -682,6 +682,13 @@ static int validate_fp8(check_state *st, const args *a) {
     if (a->fp8_param_gather && !fp8)
         return error_format(st->err, st->errlen, "--fp8-param-gather needs --fp8-format (Megatron: fp8_param must be used together with fp8 mode)");
     if (!fp8) return 0;
+    /* the fp8 path's switches (fp8_linear.h), checked on every rank before any reads them */
+    const char *switches[] = {"MTC_FP8_NATIVE", "MTC_FP8_EMULATE", "MTC_FP8_EXPERTS_EMULATE"};
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
+        const char *value = getenv(switches[i]);
+        if (value && *value && strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+            return error_format(st->err, st->errlen, "%s=%s: expected 0 or 1", switches[i], value);
+    }
     const char *recipe = a->fp8_recipe;
     if (!strcmp(recipe, "blockwise"))
         return error_format(st->err, st->errlen, "--fp8-recipe blockwise (TE's Float8BlockScaling) is not supported here: use --fp8-recipe tensorwise (per-tensor current scaling) or delayed");
