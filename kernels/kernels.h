@@ -577,8 +577,9 @@ typedef struct kernel_ops {
     void (*uniform_jitter)(void *out, const void *x, size_t n, float eps, dropout_rng rng);
 
     /* ---- fp8 emulation (issue 43; kernels/fp8_format.h, the recipe in kernels/fp8_recipe.h) ----
-     * (CUDA: kernels/cuda/cuda_fp8.cu; the CPU emulates the fp8 GEMMs by running its GEMMs on the
-     * dequantized operands in the compute dtype, CUDA runs them as cuBLASLt fp8 GEMMs). fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
+     * (CUDA: kernels/cuda/cuda_fp8.cu; the CPU emulates the fp8 GEMMs by default by running its GEMMs on
+     * the dequantized operands in the compute dtype, CUDA runs them as cuBLASLt fp8 GEMMs; the CPU's
+     * fp8 GEMMs below are their reference, taken with MTC_FP8_NATIVE=1: app/model/fp8_linear.h). fp8_quantize: out[i] = the fp8 code (format FP8_E4M3 or FP8_E5M2) of
      * x[i] * *scale, rounded to nearest even and saturating to +-max as TE's cast; *amax =
      * fmaxf(*amax, max |x[i]|) (the unscaled input; NaN elements ignored; the caller zeroes it
      * first: TE's amax_history[0]) and *scale_inv = 1 / *scale, each skipped when NULL. amax,
@@ -591,8 +592,8 @@ typedef struct kernel_ops {
      * that per-tensor current scaling (--fp8-recipe tensorwise) takes the scale from before
      * fp8_quantize; amax is fp32 backend memory */
     void (*fp8_amax)(float *amax, const void *x, size_t n);
-    /* the fp8 GEMM (CUDA: kernels/cuda/cuda_fp8_gemm.cu, cuBLASLt; NULL on the CPU, which
-     * emulates it through fp8_dequantize and the GEMMs above): out[rows, cols] = *x_scale_inv
+    /* the fp8 GEMM (CUDA: kernels/cuda/cuda_fp8_gemm.cu, cuBLASLt; the CPU's reference
+     * kernels/cpu/cpu_fp8_gemm.c decodes the codes exactly and sums in fp32): out[rows, cols] = *x_scale_inv
      * *w_scale_inv (x . w^T) over fp8 codes x [rows, K] and w [cols, K], both K-contiguous
      * (formats as fp8_quantize; not both FP8_E5M2), fp32 accumulation; out in the compute dtype
      * (accumulate 0: overwritten) or fp32 added into (accumulate 1: weight gradients). The
@@ -602,10 +603,10 @@ typedef struct kernel_ops {
                      const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
     void (*fp8_transpose)(uint8_t *out, const uint8_t *in, int rows, int cols);
     /* fp8_quantize of x [rows, cols] with the codes written both into out [rows, cols] and
-     * transposed into out_t [cols, rows], in one pass (NULL on the CPU): the backward's operands */
+     * transposed into out_t [cols, rows], in one pass (on the CPU two): the backward's operands */
     void (*fp8_quantize_transpose)(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const void *x,
                                    int rows, int cols, const float *scale, int format);
-    /* a linear layer's forward as one fp8 GEMM (NULL on the CPU): out[N,OC] = *x_scale_inv
+    /* a linear layer's forward as one fp8 GEMM: out[N,OC] = *x_scale_inv
      * *w_scale_inv (x . w^T) + bias[OC] + residual[N,OC] over E4M3 codes x [N,IC] and w [OC,IC],
      * fp32 accumulation, the bias and the residual (each may be NULL; compute dtype) added in fp32
      * before out's one rounding to the compute dtype (out must not alias x or residual) */

@@ -4,7 +4,7 @@ kernels_libkernels_a_SOURCES = kernels/kernels.h kernels/philox.h kernels/moe_ro
 	kernels/cpu/cpu_backend.c kernels/cpu/cpu_memory.c kernels/cpu/cpu_init.c kernels/cpu/cpu_embedding.c \
 	kernels/cpu/cpu_layernorm.c kernels/cpu/cpu_matmul.c kernels/cpu/cpu_attention.c kernels/cpu/cpu_attention_padded.c kernels/cpu/cpu_attention_block.c \
 	kernels/cpu/cpu_decode_attention.c kernels/cpu/cpu_elementwise.c kernels/cpu/cpu_bert_elementwise.c kernels/cpu/cpu_cross_entropy.c kernels/cpu/cpu_adamw.c \
-	kernels/cpu/cpu_rmsnorm.c kernels/cpu/cpu_rope.c kernels/cpu/cpu_swiglu.c kernels/cpu/cpu_moe.c kernels/cpu/cpu_fp8.c \
+	kernels/cpu/cpu_rmsnorm.c kernels/cpu/cpu_rope.c kernels/cpu/cpu_swiglu.c kernels/cpu/cpu_moe.c kernels/cpu/cpu_fp8.c kernels/cpu/cpu_fp8_gemm.c \
 	kernels/cpu/cpu_kernels.h
 
 # the CUDA backend: one object per .cu file, compiled by nvcc and added to the library

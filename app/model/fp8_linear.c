@@ -42,8 +42,14 @@ typedef struct fp8_state {
     size_t expert_weight_elements;
     int recording;
     int native;                       /* fp8_native: the layers' GEMMs as fp8 GEMMs */
+    int experts_native;               /* and the experts' (unless MTC_FP8_EXPERTS_EMULATE=1) */
     uint8_t *native_codes[FP8_ROLES]; /* backend, with native: each role's codes [copy_elements] */
     uint8_t *native_transposed[FP8_ROLES]; /* and their transposes (the backward's operands) */
+    /* the experts' fp8 GEMMs (fp8_expert_forward/backward with native): one expert's operand
+     * codes and transposed codes at a time, by role (bytes: the weight's made with the state,
+     * the row blocks' grown on demand) */
+    uint8_t *expert_codes[FP8_ROLES], *expert_transposed[FP8_ROLES];
+    size_t expert_code_bytes[FP8_ROLES];
     /* the step's weight codes (fp8_weight_cache): per layer linear [num_layer_linears], backend,
      * made on first use; valid from the step's first training quantization until the step ends */
     fp8_weight_cache weight_cache;
@@ -161,11 +167,17 @@ void fp8_state_allocate(gpt_model *m) {
     }
     f->codes = ops->alloc(f->code_bytes);
     f->recording = 1;
-    const char *emulate = getenv("MTC_FP8_EMULATE");
-    f->native = ops->fp8_linear_forward && ops->fp8_gemm && ops->fp8_transpose && !(emulate && strcmp(emulate, "1") == 0);
+    f->native = ops->fp8_linear_forward && ops->fp8_gemm && ops->fp8_transpose &&
+                fp8_native_requested(strcmp(ops->name, "cpu") == 0);
     for (int r = 0; r < FP8_ROLES && f->native; r++) {
         f->native_codes[r] = ops->alloc(f->copy_elements[r]);
         f->native_transposed[r] = ops->alloc(f->copy_elements[r]);
+    }
+    f->experts_native = f->native && !fp8_experts_emulation_requested();
+    if (f->experts_native && f->local_experts > 0) {
+        f->expert_codes[FP8_ROLE_WEIGHT] = ops->alloc(f->expert_weight_elements);
+        f->expert_transposed[FP8_ROLE_WEIGHT] = ops->alloc(f->expert_weight_elements);
+        f->expert_code_bytes[FP8_ROLE_WEIGHT] = f->expert_weight_elements;
     }
     f->weight_cache = f->native && c->fp8.recipe == FP8_RECIPE_DELAYED ? fp8_weight_cache_mode() : FP8_WEIGHT_CACHE_OFF;
     const char *fuse = getenv("MTC_FP8_FUSE");
@@ -182,6 +194,22 @@ void fp8_state_allocate(gpt_model *m) {
     }
     m->fp8 = f;
 }
+
+/* an environment switch: unset, empty or "0" off, "1" on, another value one clear error */
+static int env_switch(const char *name) {
+    const char *value = getenv(name);
+    if (!value || !*value || strcmp(value, "0") == 0) return 0;
+    if (strcmp(value, "1") == 0) return 1;
+    user_error("%s=%s: expected 0 or 1", name, value);
+    return 0;
+}
+
+int fp8_native_requested(int cpu_backend) {
+    if (env_switch("MTC_FP8_EMULATE")) return 0;
+    return cpu_backend ? env_switch("MTC_FP8_NATIVE") : 1;
+}
+
+int fp8_experts_emulation_requested(void) { return env_switch("MTC_FP8_EXPERTS_EMULATE"); }
 
 fp8_weight_cache fp8_weight_cache_mode(void) {
     const char *mode = getenv("MTC_FP8_WEIGHT_CACHE");
@@ -204,7 +232,8 @@ void fp8_state_release(gpt_model *m) {
     void *buffers[] = {f->state, f->scale_inv, f->amax, f->current_amax, f->codes, f->copies[0], f->copies[1],
                        f->copies[2], f->expert_rows[0], f->expert_rows[1], f->expert_rows[2], f->native_codes[0],
                        f->native_codes[1], f->native_codes[2], f->native_transposed[0], f->native_transposed[1],
-                       f->native_transposed[2]};
+                       f->native_transposed[2], f->expert_codes[0], f->expert_codes[1], f->expert_codes[2],
+                       f->expert_transposed[0], f->expert_transposed[1], f->expert_transposed[2]};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) ops->release(buffers[i]);
     for (int e = 0; e < f->local_experts && f->expert_weights; e++) ops->release(f->expert_weights[e]);
     for (int l = 0; l < f->num_layer_linears && f->weight_codes; l++) {
@@ -317,25 +346,15 @@ const void *const *fp8_expert_weights(gpt_model *m, int layer, int which, const 
     return f->expert_weight_views;
 }
 
-void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *const *dweight, const void *dout,
-                         const void *x, const void *const *weight, const int *rows, int groups, int IC, int OC) {
-    const kernel_ops *ops = m->ops;
-    const void *dout_q = fp8_expert_rows(m, layer, which, FP8_ROLE_GRAD_OUTPUT, dout, rows, groups, OC);
-    const void *const *weight_q = fp8_expert_weights(m, layer, which, weight, groups, (size_t)OC * (size_t)IC);
-    if (fp8_wgrad_in_fp8(m)) {
-        const void *x_q = fp8_expert_rows(m, layer, which, FP8_ROLE_INPUT, x, rows, groups, IC);
-        ops->grouped_matmul_backward(dx, dweight, dout_q, x_q, weight_q, rows, groups, IC, OC);
-        return;
-    }
-    ops->grouped_matmul_backward(dx, NULL, dout_q, x, weight_q, rows, groups, IC, OC);
-    ops->grouped_matmul_backward(NULL, dweight, dout, x, weight, rows, groups, IC, OC);
-}
-
 void fp8_matmul_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
                          const void *dout, const void *x, const void *weight, int N, int IC, int OC) {
     const kernel_ops *ops = m->ops;
     if (!m->fp8 || layer < 0 || m->fp8->layer_linear[layer] < 0) {
         ops->matmul_backward(dx, dweight, dbias, dout, x, weight, N, IC, OC);
+        return;
+    }
+    if (fp8_native(m, layer)) {  /* the fp8 GEMMs (the shared experts' in an MoE layer) */
+        fp8_native_backward(m, layer, gemm, dx, dweight, dbias, dout, x, weight, N, IC, OC);
         return;
     }
     const void *dout_q = fp8_operand(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, (size_t)N * (size_t)OC);
@@ -359,25 +378,35 @@ static size_t layer_tensor(const fp8_state *f, int layer, fp8_gemm gemm, fp8_rol
     return (size_t)(f->layer_linear[layer] + (int)gemm) * FP8_ROLES + (size_t)role;
 }
 
-/* role `role`'s codes of x [rows, cols] (and their transpose [cols, rows] when asked, in the
- * same pass where the backend has fp8_quantize_transpose); returns the format */
+/* tensor `tensor` (role `role`) of x [rows, cols] quantized into codes [rows, cols] and, unless
+ * codes_t is NULL, their transpose codes_t [cols, rows] (in one pass where the backend has
+ * fp8_quantize_transpose and the scale is known before: delayed scaling); returns the format */
+static int quantize_rows(gpt_model *m, size_t tensor, fp8_role role, const void *x, int rows, int cols, uint8_t *codes,
+                         uint8_t *codes_t) {
+    fp8_state *f = m->fp8;
+    const kernel_ops *ops = m->ops;
+    size_t n = (size_t)rows * (size_t)cols;
+    if (!codes_t || !ops->fp8_quantize_transpose || m->config.fp8.recipe == FP8_RECIPE_TENSORWISE) {
+        int format = quantize_codes(m, tensor, role, x, n, codes);
+        if (codes_t) ops->fp8_transpose(codes_t, codes, rows, cols);
+        return format;
+    }
+    int format = fp8_tensor_format(m->config.fp8.hybrid, role == FP8_ROLE_GRAD_OUTPUT);
+    ops->fp8_quantize_transpose(codes, codes_t, f->recording ? f->amax + tensor : NULL, scale_inv_of(f, tensor), x, rows,
+                                cols, f->state + tensor * f->record, format);
+    return format;
+}
+
+/* role `role`'s codes of x [rows, cols] for linear `gemm` of layer `layer` into the role's
+ * scratch (and their transpose [cols, rows] when asked); returns the format */
 static int native_codes(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, const void *x, int rows, int cols,
                         int transposed) {
     fp8_state *f = m->fp8;
-    const kernel_ops *ops = m->ops;
     size_t n = (size_t)rows * (size_t)cols, tensor = layer_tensor(f, layer, gemm, role);
     CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n, f->copy_elements[role]);
     if (role == FP8_ROLE_INPUT) f->pending_linear = f->pending_input_t_linear = -1; /* a producer's codes are overwritten */
     if (role == FP8_ROLE_GRAD_OUTPUT) f->pending_grad_linear = -1;
-    if (!transposed || !ops->fp8_quantize_transpose || m->config.fp8.recipe == FP8_RECIPE_TENSORWISE) {
-        int format = quantize_codes(m, tensor, role, x, n, f->native_codes[role]);
-        if (transposed) ops->fp8_transpose(f->native_transposed[role], f->native_codes[role], rows, cols);
-        return format;
-    }
-    int format = fp8_tensor_format(m->config.fp8.hybrid, role == FP8_ROLE_GRAD_OUTPUT);
-    ops->fp8_quantize_transpose(f->native_codes[role], f->native_transposed[role], f->recording ? f->amax + tensor : NULL,
-                                scale_inv_of(f, tensor), x, rows, cols, f->state + tensor * f->record, format);
-    return format;
+    return quantize_rows(m, tensor, role, x, rows, cols, f->native_codes[role], transposed ? f->native_transposed[role] : NULL);
 }
 
 /* the weight's codes [OC, IC] (want_transposed 0) or transposed codes [IC, OC] (1) for the
@@ -523,6 +552,152 @@ void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float
                       scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT)), N, OC, IC);
     }
     if (dbias) ops->matmul_backward(NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
+}
+
+/* ---- the experts' fp8 GEMMs (Megatron with TE's GroupedLinear: one fp8 GEMM per expert) ---- */
+
+/* cuBLASLt's fp8 GEMMs read their operands K-contiguous with the leading dimension a multiple
+ * of 16 bytes (and 16-byte aligned row blocks): an expert GEMM's widths IC and OC (each a K of
+ * one of the three GEMMs, and the row pitch of a block's operands and output) must be multiples
+ * of 16, else that expert linear stays emulated (the whole grouped GEMM, forward and backward;
+ * fp8_experts_native_shapes). The third K, the weight gradient's, is a block's row count, any
+ * number: its transposed codes are padded with zero codes to a multiple of 16 (exact: a zero
+ * code is +0, its products add nothing), so every non-empty block runs as fp8 GEMMs. */
+#define FP8_GEMM_ALIGN 16
+
+int fp8_experts_native_shapes(int IC, int OC) { return IC % FP8_GEMM_ALIGN == 0 && OC % FP8_GEMM_ALIGN == 0; }
+
+/* whether the local experts' GEMM of width IC -> OC in layer `layer` runs as fp8 GEMMs */
+static int experts_native(const gpt_model *m, int layer, int IC, int OC) {
+    return fp8_native(m, layer) && m->fp8->experts_native && fp8_experts_in_fp8(m, layer) &&
+           fp8_experts_native_shapes(IC, OC);
+}
+
+static int round_up(int n, int to) { return (n + to - 1) / to * to; }
+
+/* the row blocks' code buffers of role `role` hold at least `bytes` */
+static void expert_codes_reserve(gpt_model *m, fp8_role role, size_t bytes) {
+    fp8_state *f = m->fp8;
+    const kernel_ops *ops = m->ops;
+    if (bytes <= f->expert_code_bytes[role]) return;
+    if (f->expert_codes[role]) ops->release(f->expert_codes[role]);
+    if (f->expert_transposed[role]) ops->release(f->expert_transposed[role]);
+    f->expert_codes[role] = ops->alloc(bytes);
+    f->expert_transposed[role] = ops->alloc(bytes);
+    f->expert_code_bytes[role] = bytes;
+}
+
+/* the largest row block of rows[0..groups], rounded up for the padded transposes */
+static int largest_block(const int *rows, int groups) {
+    int most = 0;
+    for (int g = 0; g < groups; g++) if (rows[g + 1] - rows[g] > most) most = rows[g + 1] - rows[g];
+    return round_up(most, FP8_GEMM_ALIGN);
+}
+
+/* block x [n, width] of tensor `tensor` into the role's codes, and with `transposed` its
+ * transpose [width, round_up(n)] with the padding rows' codes zero; returns the format */
+static int expert_block_codes(gpt_model *m, size_t tensor, fp8_role role, const void *x, int n, int width,
+                              int transposed) {
+    fp8_state *f = m->fp8;
+    const kernel_ops *ops = m->ops;
+    int padded = round_up(n, FP8_GEMM_ALIGN);
+    uint8_t *codes = f->expert_codes[role], *codes_t = f->expert_transposed[role];
+    if (!transposed || padded == n) return quantize_rows(m, tensor, role, x, n, width, codes, transposed ? codes_t : NULL);
+    int format = quantize_rows(m, tensor, role, x, n, width, codes, NULL);
+    ops->zero(codes + (size_t)n * (size_t)width, (size_t)(padded - n) * (size_t)width);
+    ops->fp8_transpose(codes_t, codes, padded, width);
+    return format;
+}
+
+/* out rows of expert g = Q(x rows) Q(W_g)^T, one fp8_linear_forward per non-empty block; every
+ * expert's weight quantized (its amax recorded even without tokens, as the emulation's) */
+static void expert_forward_native(gpt_model *m, int layer, int which, void *out, const void *x,
+                                  const void *const *weight, const int *rows, int groups, int IC, int OC) {
+    fp8_state *f = m->fp8;
+    const kernel_ops *ops = m->ops;
+    CHECK(groups <= f->local_experts && (size_t)OC * (size_t)IC <= f->expert_code_bytes[FP8_ROLE_WEIGHT],
+          "fp8 expert GEMM: %d experts of %d x %d exceed the scratch (%d of %zu)", groups, OC, IC, f->local_experts,
+          f->expert_code_bytes[FP8_ROLE_WEIGHT]);
+    expert_codes_reserve(m, FP8_ROLE_INPUT, (size_t)largest_block(rows, groups) * (size_t)IC);
+    for (int g = 0; g < groups; g++) {
+        size_t tensors = expert_linear(f, layer, g, which) * FP8_ROLES;
+        int n = rows[g + 1] - rows[g];
+        quantize_rows(m, tensors + FP8_ROLE_WEIGHT, FP8_ROLE_WEIGHT, weight[g], OC, IC, f->expert_codes[FP8_ROLE_WEIGHT],
+                      NULL);
+        if (n == 0) continue;
+        quantize_rows(m, tensors + FP8_ROLE_INPUT, FP8_ROLE_INPUT, act_at(ops, (void *)x, (size_t)rows[g] * (size_t)IC),
+                      n, IC, f->expert_codes[FP8_ROLE_INPUT], NULL);
+        ops->fp8_linear_forward(act_at(ops, out, (size_t)rows[g] * (size_t)OC), f->expert_codes[FP8_ROLE_INPUT],
+                                scale_inv_of(f, tensors + FP8_ROLE_INPUT), f->expert_codes[FP8_ROLE_WEIGHT],
+                                scale_inv_of(f, tensors + FP8_ROLE_WEIGHT), NULL, NULL, n, IC, OC);
+    }
+}
+
+/* fp8_native_backward's three GEMMs per non-empty block: dweight_g += Q(dout_g)^T Q(x_g) (fp32;
+ * the unquantized operands with --no-fp8-wgrad; the first write of a pending gradient
+ * overwrites, though the experts' never are: grad_first_write.c), dx_g = Q(dout_g) Q(W_g) */
+static void expert_backward_native(gpt_model *m, int layer, int which, void *dx, float *const *dweight,
+                                   const void *dout, const void *x, const void *const *weight, const int *rows,
+                                   int groups, int IC, int OC) {
+    fp8_state *f = m->fp8;
+    const kernel_ops *ops = m->ops;
+    int wgrad_fp8 = dweight && fp8_wgrad_in_fp8(m);
+    if (dweight && !wgrad_fp8) ops->grouped_matmul_backward(NULL, dweight, dout, x, weight, rows, groups, IC, OC);
+    size_t block = (size_t)largest_block(rows, groups);
+    expert_codes_reserve(m, FP8_ROLE_GRAD_OUTPUT, block * (size_t)OC);
+    if (wgrad_fp8) expert_codes_reserve(m, FP8_ROLE_INPUT, block * (size_t)IC);
+    for (int g = 0; g < groups; g++) {
+        size_t tensors = expert_linear(f, layer, g, which) * FP8_ROLES;
+        int n = rows[g + 1] - rows[g], padded = round_up(n, FP8_GEMM_ALIGN);
+        if (n == 0) continue;
+        const float *g_scale_inv = scale_inv_of(f, tensors + FP8_ROLE_GRAD_OUTPUT);
+        int g_format = expert_block_codes(m, tensors + FP8_ROLE_GRAD_OUTPUT, FP8_ROLE_GRAD_OUTPUT,
+                                          act_at(ops, (void *)dout, (size_t)rows[g] * (size_t)OC), n, OC, wgrad_fp8);
+        if (wgrad_fp8) {
+            expert_block_codes(m, tensors + FP8_ROLE_INPUT, FP8_ROLE_INPUT,
+                               act_at(ops, (void *)x, (size_t)rows[g] * (size_t)IC), n, IC, 1);
+            if (grad_first_write_take(m, dweight[g])) ops->zero(dweight[g], sizeof(float) * (size_t)OC * (size_t)IC);
+            ops->fp8_gemm(dweight[g], 1, f->expert_transposed[FP8_ROLE_GRAD_OUTPUT], g_format, g_scale_inv,
+                          f->expert_transposed[FP8_ROLE_INPUT], FP8_E4M3, scale_inv_of(f, tensors + FP8_ROLE_INPUT), OC,
+                          padded, IC);
+        }
+        if (dx) {
+            quantize_rows(m, tensors + FP8_ROLE_WEIGHT, FP8_ROLE_WEIGHT, weight[g], OC, IC,
+                          f->expert_codes[FP8_ROLE_WEIGHT], f->expert_transposed[FP8_ROLE_WEIGHT]);
+            ops->fp8_gemm(act_at(ops, dx, (size_t)rows[g] * (size_t)IC), 0, f->expert_codes[FP8_ROLE_GRAD_OUTPUT],
+                          g_format, g_scale_inv, f->expert_transposed[FP8_ROLE_WEIGHT], FP8_E4M3,
+                          scale_inv_of(f, tensors + FP8_ROLE_WEIGHT), n, OC, IC);
+        }
+    }
+}
+
+void fp8_expert_forward(gpt_model *m, int layer, int which, void *out, const void *x, const void *const *weight,
+                        const int *rows, int groups, int IC, int OC) {
+    if (experts_native(m, layer, IC, OC)) {
+        expert_forward_native(m, layer, which, out, x, weight, rows, groups, IC, OC);
+        return;
+    }
+    m->ops->grouped_matmul_forward(out, fp8_expert_rows(m, layer, which, FP8_ROLE_INPUT, x, rows, groups, IC),
+                                   fp8_expert_weights(m, layer, which, weight, groups, (size_t)OC * (size_t)IC), rows,
+                                   groups, IC, OC);
+}
+
+void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *const *dweight, const void *dout,
+                         const void *x, const void *const *weight, const int *rows, int groups, int IC, int OC) {
+    const kernel_ops *ops = m->ops;
+    if (experts_native(m, layer, IC, OC)) {
+        expert_backward_native(m, layer, which, dx, dweight, dout, x, weight, rows, groups, IC, OC);
+        return;
+    }
+    const void *dout_q = fp8_expert_rows(m, layer, which, FP8_ROLE_GRAD_OUTPUT, dout, rows, groups, OC);
+    const void *const *weight_q = fp8_expert_weights(m, layer, which, weight, groups, (size_t)OC * (size_t)IC);
+    if (fp8_wgrad_in_fp8(m)) {
+        const void *x_q = fp8_expert_rows(m, layer, which, FP8_ROLE_INPUT, x, rows, groups, IC);
+        ops->grouped_matmul_backward(dx, dweight, dout_q, x_q, weight_q, rows, groups, IC, OC);
+        return;
+    }
+    ops->grouped_matmul_backward(dx, NULL, dout_q, x, weight_q, rows, groups, IC, OC);
+    ops->grouped_matmul_backward(NULL, dweight, dout, x, weight, rows, groups, IC, OC);
 }
 
 void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *expert_amax_group) {

@@ -92,6 +92,17 @@ const void *const *fp8_expert_weights(gpt_model *m, int layer, int which, const 
                                       size_t numel);
 void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *const *dweight, const void *dout,
                          const void *x, const void *const *weight, const int *rows, int groups, int IC, int OC);
+/* kernel_ops.grouped_matmul_forward of the local experts' fc1/fc2 (which 0/1), x [rows[groups], IC]
+ * -> out [rows[groups], OC], on fp8 operands in an fp8 layer (the plain call otherwise). With the
+ * fp8 GEMMs (fp8_native) this and fp8_expert_backward run one fp8 GEMM per non-empty expert row
+ * block (forward, input gradient, weight gradient: the dense linears' three), each expert on its
+ * own scaling state (the tensors and amaxes the emulation records), where
+ * fp8_experts_native_shapes(IC, OC); otherwise the emulation above */
+void fp8_expert_forward(gpt_model *m, int layer, int which, void *out, const void *x, const void *const *weight,
+                        const int *rows, int groups, int IC, int OC);
+/* whether an expert GEMM of width IC -> OC meets cuBLASLt's fp8 layout rules (both multiples of
+ * 16; a row block's count is padded for the weight gradient): else that linear stays emulated */
+int fp8_experts_native_shapes(int IC, int OC);
 
 /* after a training step's backward: reduce the step's amaxes (MAX over the model's
  * tensor-parallel group, then amax_group, data x context parallel, or for the experts
@@ -102,14 +113,27 @@ void fp8_expert_backward(gpt_model *m, int layer, int which, void *dx, float *co
 void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *expert_amax_group);
 
 /* The fp8 GEMMs themselves (a backend with kernel_ops.fp8_linear_forward, fp8_gemm and
- * fp8_transpose: CUDA; MTC_FP8_EMULATE=1 keeps the emulation there): the layers' linears
+ * fp8_transpose: CUDA, where they are the default and MTC_FP8_EMULATE=1 keeps the emulation;
+ * the CPU, whose fp8 GEMMs are the reference of CUDA's (kernels/cpu/cpu_fp8_gemm.c: the codes
+ * decoded exactly, fp32 sums, times the two scale_inv), takes them only with MTC_FP8_NATIVE=1 so
+ * that its default numbers stay the emulation's; MTC_FP8_EMULATE=1 wins): the layers' linears
  * quantize their operands to codes and run cuBLASLt fp8 GEMMs, the forward with the bias and the
  * residual fused, the input gradient with the weight's transposed codes, the weight gradient
  * with the transposed codes of the output gradient and the input (TE's three GEMMs; the input is
  * quantized again in the backward with the same scale, so the same codes). The quantization
- * records the same amaxes as the emulation; the MoE experts and shared experts stay emulated.
+ * records the same amaxes as the emulation. In an MoE layer the shared expert's fc1/fc2 take
+ * this path too (fp8_matmul_backward dispatches to it), and so do the local experts' grouped
+ * GEMMs, one fp8 GEMM per non-empty expert (fp8_expert_forward, fp8_expert_backward; their
+ * weights are quantized at each use: the step's weight cache below is the layer linears').
  * fp8_native: whether layer `layer`'s own linears take this path. */
 int fp8_native(const gpt_model *m, int layer);
+/* whether the environment asks for the fp8 GEMMs on a backend that has them (cpu_backend: the
+ * CPU's, MTC_FP8_NATIVE=1; else unless MTC_FP8_EMULATE=1); one clear error for a value other than
+ * 0 or 1 */
+int fp8_native_requested(int cpu_backend);
+/* MTC_FP8_EXPERTS_EMULATE=1: with the fp8 GEMMs, the MoE experts' grouped GEMMs stay emulated
+ * (the path before they ran as fp8 GEMMs: an A/B of the two; the shared experts follow the layer) */
+int fp8_experts_emulation_requested(void);
 /* out [N,OC] = Q(x) Q(W)^T + bias + residual (each may be NULL) */
 void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const void *x, const void *weight,
                         const void *bias, const void *residual, int N, int IC, int OC);

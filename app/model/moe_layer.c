@@ -436,13 +436,9 @@ void moe_layer_forward(gpt_model *m, moe_activations *a, const layer_view *lw, c
     const void **w1 = expert_weights(m, lw, 1), **w2 = expert_weights(m, lw, 2);
     int rows = a->local_rows[s.El];
     void *activation = a->activation ? a->activation : scratch->activation;
-    ops->grouped_matmul_forward(a->fc1_out, fp8_expert_rows(m, layer, 0, FP8_ROLE_INPUT, in, a->local_rows, s.El, s.C),
-                                fp8_expert_weights(m, layer, 0, w1, s.El, (size_t)s.FC1l * s.C), a->local_rows, s.El,
-                                s.C, s.FC1l);
+    fp8_expert_forward(m, layer, 0, a->fc1_out, in, w1, a->local_rows, s.El, s.C, s.FC1l);
     expert_activation(m, activation, a->fc1_out, rows);
-    ops->grouped_matmul_forward(out, fp8_expert_rows(m, layer, 1, FP8_ROLE_INPUT, activation, a->local_rows, s.El, s.Fl),
-                                fp8_expert_weights(m, layer, 1, w2, s.El, (size_t)s.C * s.Fl), a->local_rows, s.El, s.Fl,
-                                s.C);
+    fp8_expert_forward(m, layer, 1, out, activation, w2, a->local_rows, s.El, s.Fl, s.C);
     if (s.ep > 1) {
         return_to_sources(m, a, scratch->local_out, a->expert_out, overlap ? &request : NULL);
         if (overlap) moe_shared_expert_forward_fc2(m, a, lw, x, layer);

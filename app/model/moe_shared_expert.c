@@ -119,11 +119,17 @@ static void shared_activation(gpt_model *m, void *out, const void *fc1_out) {
 
 void moe_shared_expert_forward_fc1(gpt_model *m, moe_activations *a, const layer_view *lw, const void *x, int layer) {
     shared_shapes s = shared_shapes_of(m);
-    /* in an fp8 layer on fp8 operands (fp8_linear.h: the layer's linear_fc1/linear_fc2 slots) */
-    m->ops->matmul_forward(a->shared_fc1_out, NULL,
-                           fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_INPUT, x, (size_t)s.N * s.C),
-                           fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_WEIGHT, lw->shared_fc1_weight, (size_t)s.FC1l * s.C),
-                           NULL, s.N, s.C, s.FC1l);
+    /* in an fp8 layer on fp8 operands (fp8_linear.h: the layer's linear_fc1/linear_fc2 slots),
+     * as fp8 GEMMs where the layer's linears are */
+    if (fp8_native(m, layer))
+        fp8_native_forward(m, layer, FP8_GEMM_FC1, a->shared_fc1_out, x, lw->shared_fc1_weight, NULL, NULL, s.N, s.C,
+                           s.FC1l);
+    else
+        m->ops->matmul_forward(a->shared_fc1_out, NULL,
+                               fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_INPUT, x, (size_t)s.N * s.C),
+                               fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_WEIGHT, lw->shared_fc1_weight,
+                                           (size_t)s.FC1l * s.C),
+                               NULL, s.N, s.C, s.FC1l);
     shared_activation(m, m->moe_scratch->shared_activation, a->shared_fc1_out);
 }
 
@@ -132,10 +138,15 @@ void moe_shared_expert_forward_fc2(gpt_model *m, moe_activations *a, const layer
     const kernel_ops *ops = m->ops;
     moe_scratch *scratch = m->moe_scratch;
     void *out = gated(m) ? a->shared_out : scratch->shared_out;
-    ops->matmul_forward(out, NULL,
-                        fp8_operand(m, layer, FP8_GEMM_FC2, FP8_ROLE_INPUT, scratch->shared_activation, (size_t)s.N * s.Fl),
-                        fp8_operand(m, layer, FP8_GEMM_FC2, FP8_ROLE_WEIGHT, lw->shared_fc2_weight, (size_t)s.C * s.Fl),
-                        NULL, s.N, s.Fl, s.C);
+    if (fp8_native(m, layer))
+        fp8_native_forward(m, layer, FP8_GEMM_FC2, out, scratch->shared_activation, lw->shared_fc2_weight, NULL, NULL,
+                           s.N, s.Fl, s.C);
+    else
+        ops->matmul_forward(out, NULL,
+                            fp8_operand(m, layer, FP8_GEMM_FC2, FP8_ROLE_INPUT, scratch->shared_activation,
+                                        (size_t)s.N * s.Fl),
+                            fp8_operand(m, layer, FP8_GEMM_FC2, FP8_ROLE_WEIGHT, lw->shared_fc2_weight, (size_t)s.C * s.Fl),
+                            NULL, s.N, s.Fl, s.C);
     if (gated(m)) {  /* score = sigmoid(x . gate_weight); out * score per token */
         void *logits_act = moe_router_act(m, a->gate_logits);
         ops->matmul_forward(logits_act, NULL, x, lw->shared_gate_weight, NULL, s.N, s.C, 1);

@@ -229,7 +229,7 @@ static const option_spec specs[] = {
     {"min-loss-scale", "mixed precision", OPTION_FLOAT, AT(min_loss_scale), "1.0", .range = "(0, inf)", .help = "the dynamic loss scale never backs off below this"},
     {"loss-scale-window", "mixed precision", OPTION_FLOAT, AT(loss_scale_window), "1000", .range = "(0, inf)", .help = "the dynamic loss scale doubles after this many consecutive steps without overflow"},
     {"hysteresis", "mixed precision", OPTION_INT, AT(hysteresis), "2", .range = "[1, inf)", .help = "the dynamic loss scale halves at the hysteresis-th overflow since the last growth (then at every further one)"},
-    {"fp8-format", "mixed precision", OPTION_CHOICE, AT(fp8_format), .choices = "e4m3|hybrid", .metavar = "FORMAT", .help = "FP8 training of the transformer layers' linear layers (linear_qkv, linear_proj, linear_fc1, linear_fc2, the experts' and shared experts'; attention, the router and the output layer stay in bf16), as Megatron with Transformer Engine: e4m3 everywhere, or hybrid (E4M3 forward, E5M2 gradients); needs --bf16. On --device cuda the layers' GEMMs are cuBLASLt fp8 GEMMs (the experts' are emulated; MTC_FP8_EMULATE=1 emulates all); on --device cpu they are emulated: the operands are rounded to fp8 with their scales and the GEMM runs on the dequantized values in fp32, as an fp8 GEMM computes"},
+    {"fp8-format", "mixed precision", OPTION_CHOICE, AT(fp8_format), .choices = "e4m3|hybrid", .metavar = "FORMAT", .help = "FP8 training of the transformer layers' linear layers (linear_qkv, linear_proj, linear_fc1, linear_fc2, the experts' and shared experts'; attention, the router and the output layer stay in bf16), as Megatron with Transformer Engine: e4m3 everywhere, or hybrid (E4M3 forward, E5M2 gradients); needs --bf16. On --device cuda the layers' GEMMs are cuBLASLt fp8 GEMMs, the experts' one per expert (MTC_FP8_EMULATE=1 emulates all, MTC_FP8_EXPERTS_EMULATE=1 the experts); on --device cpu they are emulated: the operands are rounded to fp8 with their scales and the GEMM runs on the dequantized values in fp32, as an fp8 GEMM computes (MTC_FP8_NATIVE=1: the CPU's reference of the fp8 GEMMs on codes instead)"},
     {"fp8-recipe", "mixed precision", OPTION_STRING, AT(fp8_recipe), "delayed", .metavar = "RECIPE", .help = "how --fp8-format scales its tensors: delayed (TE's DelayedScaling: a scale per tensor from the amax history of past steps) or tensorwise (TE's Float8CurrentScaling: each tensor's scale from its own amax); blockwise, mxfp8 and custom are refused"},
     {"fp8-margin", "mixed precision", OPTION_INT, AT(fp8_margin), "0", .help = "delayed scaling: scale = fp8_max * 2^-margin / amax"},
     {"fp8-interval", "mixed precision", OPTION_INT, AT(fp8_interval), "1", .help = "deprecated and ignored (as from Transformer Engine 1.8, with Megatron's warning when not 1)"},
@@ -682,6 +682,13 @@ static int validate_fp8(check_state *st, const args *a) {
     if (a->fp8_param_gather && !fp8)
         return error_format(st->err, st->errlen, "--fp8-param-gather needs --fp8-format (Megatron: fp8_param must be used together with fp8 mode)");
     if (!fp8) return 0;
+    /* the fp8 path's switches (fp8_linear.h), checked on every rank before any reads them */
+    const char *switches[] = {"MTC_FP8_NATIVE", "MTC_FP8_EMULATE", "MTC_FP8_EXPERTS_EMULATE"};
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
+        const char *value = getenv(switches[i]);
+        if (value && *value && strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+            return error_format(st->err, st->errlen, "%s=%s: expected 0 or 1", switches[i], value);
+    }
     const char *recipe = a->fp8_recipe;
     if (!strcmp(recipe, "blockwise"))
         return error_format(st->err, st->errlen, "--fp8-recipe blockwise (TE's Float8BlockScaling) is not supported here: use --fp8-recipe tensorwise (per-tensor current scaling) or delayed");
@@ -1266,12 +1273,25 @@ void args_print(const args *a) {
         gpt_config_set_architecture(&c, a);
         char line[512];
         fp8_describe(&c, line, sizeof line);
-        const char *emulate = getenv("MTC_FP8_EMULATE");
+        int cpu = strcmp(a->device, "cpu") == 0, native = fp8_native_requested(cpu);
+        /* the experts' GEMMs as fp8 GEMMs where their widths allow (fp8_experts_native_shapes) */
+        int etp = a->expert_tensor_parallel_size > 0 ? a->expert_tensor_parallel_size : a->tensor_model_parallel_size;
+        int F = a->moe_ffn_hidden_size / (etp > 0 ? etp : 1), C = a->hidden_size;
+        int fc1 = fp8_experts_native_shapes(C, a->swiglu ? 2 * F : F), fc2 = fp8_experts_native_shapes(F, C);
+        const char *experts = c.num_experts == 0 ? ""
+                              : fp8_experts_emulation_requested() ? ", the experts' emulated (MTC_FP8_EXPERTS_EMULATE=1)"
+                              : fc1 && fc2 ? ", the experts' as one fp8 GEMM per expert"
+                              : fc1 ? ", the experts' fc1 as one fp8 GEMM per expert, their fc2 emulated (its widths are "
+                                      "not multiples of 16)"
+                              : fc2 ? ", the experts' fc2 as one fp8 GEMM per expert, their fc1 emulated (its widths are "
+                                      "not multiples of 16)"
+                                    : ", the experts' emulated (their widths are not multiples of 16)";
+        const char *gemms = cpu ? "fp8 GEMMs on codes (the CPU's reference of cuBLASLt's: MTC_FP8_NATIVE=1)"
+                                : "cuBLASLt fp8 GEMMs";
+        char path[320];
+        snprintf(path, sizeof path, " (the GEMMs as %s%s)", gemms, experts);
         printf("> %s%s\n", line,
-               strcmp(a->device, "cpu") == 0 ? " (emulated on the CPU backend)"
-               : emulate && strcmp(emulate, "1") == 0 ? " (emulated: MTC_FP8_EMULATE=1)"
-                                                      : c.num_experts > 0 ? " (the layers' GEMMs as cuBLASLt fp8 GEMMs, the experts' emulated)"
-                                                                          : " (the GEMMs as cuBLASLt fp8 GEMMs)");
+               native ? path : cpu ? " (emulated on the CPU backend)" : " (emulated: MTC_FP8_EMULATE=1)");
         if (a->fp8_param_gather)
             printf("> --fp8-param-gather: the distributed optimizer gathers the fp32 weights and the forward quantizes them with the weights' fp8 scales (the numbers of an fp8 gather)\n");
     }

@@ -127,6 +127,19 @@ static void fp8_dequantize(void *out, const uint8_t *q, size_t n, const float *s
     cpu_fp8_dequantize(out, q, n, scale_inv, format);
 }
 static void fp8_amax(float *amax, const void *x, size_t n) { cpu_fp8_amax(amax, x, n); }
+static void fp8_gemm(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
+                     const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols) {
+    cpu_fp8_gemm(out, accumulate, x, x_format, x_scale_inv, w, w_format, w_scale_inv, rows, K, cols);
+}
+static void fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const void *x,
+                                   int rows, int cols, const float *scale, int format) {
+    cpu_fp8_quantize_transpose(out, out_t, amax, scale_inv, x, rows, cols, scale, format);
+}
+static void fp8_linear_forward(void *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
+                               const float *w_scale_inv, const void *bias, const void *residual, int N, int IC,
+                               int OC) {
+    cpu_fp8_linear_forward(out, x, x_scale_inv, w, w_scale_inv, bias, residual, N, IC, OC);
+}
 static void moe_combine(void *out, const void *y, const int *slot_row, const float *weight, int N, int k, int C) {
     cpu_moe_combine(out, y, slot_row, weight, N, k, C);
 }
@@ -400,6 +413,12 @@ static const kernel_ops cpu_ops = {
     .fp8_quantize = fp8_quantize,
     .fp8_dequantize = fp8_dequantize,
     .fp8_amax = fp8_amax,
+    /* the fp8 GEMMs on codes (cpu_fp8_gemm.c): fp8_linear.c takes them only with MTC_FP8_NATIVE=1
+     * here (the emulation stays the CPU's default); the fused producers (*_fp8) stay NULL */
+    .fp8_gemm = fp8_gemm,
+    .fp8_transpose = cpu_fp8_transpose,
+    .fp8_quantize_transpose = fp8_quantize_transpose,
+    .fp8_linear_forward = fp8_linear_forward,
 
     .adamw_update = adamw_update,
     .sum_squares = cpu_sum_squares,

@@ -63,6 +63,14 @@ void cpu_fp8_quantize(uint8_t *out, float *amax, float *scale_inv, const float *
                       const float *scale, int format);
 void cpu_fp8_dequantize(float *out, const uint8_t *q, size_t n, const float *scale_inv, int format);
 void cpu_fp8_amax(float *amax, const float *x, size_t n);
+/* cpu_fp8_gemm.c */
+void cpu_fp8_gemm(float *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
+                  const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
+void cpu_fp8_linear_forward(float *out, const uint8_t *x, const float *x_scale_inv, const uint8_t *w,
+                            const float *w_scale_inv, const float *bias, const float *residual, int N, int IC, int OC);
+void cpu_fp8_transpose(uint8_t *out, const uint8_t *in, int rows, int cols);
+void cpu_fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const float *x, int rows,
+                                int cols, const float *scale, int format);
 /* cpu_moe.c */
 void cpu_moe_route_forward(int *expert, float *weight, float *stats, const float *logits, int N,
                            moe_router_spec spec, int with_losses);

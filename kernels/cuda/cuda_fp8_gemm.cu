@@ -59,7 +59,7 @@ typedef struct fp8_plan {
     cublasLtMatmulAlgo_t algo;
 } fp8_plan;
 
-#define FP8_PLANS 256
+#define FP8_PLANS 1024
 static fp8_plan fp8_plans[FP8_PLANS];
 
 static cudaDataType_t fp8_type(int format) { return format == FP8_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
@@ -111,6 +111,16 @@ static void plan_create(fp8_plan *p, float *const *scales) {
     p->used = true;
 }
 
+static void plan_fill(fp8_plan *p, int rows, int K, int cols, int x_format, int w_format, int out_type, int accumulate,
+                      int has_bias, int has_residual, int fast_accum, float *const *scales) {
+    p->rows = rows, p->K = K, p->cols = cols, p->x_format = x_format, p->w_format = w_format;
+    p->out_type = out_type, p->accumulate = accumulate, p->has_bias = has_bias, p->has_residual = has_residual;
+    p->fast_accum = fast_accum;
+    plan_create(p, scales);
+}
+
+/* the plan for a shape, made on first use; with the table full (the MoE experts' GEMMs take a
+ * shape per expert row count, which changes every step) the hash's home slot is made over */
 static fp8_plan *plan_for(int rows, int K, int cols, int x_format, int w_format, int out_type, int accumulate,
                           int has_bias, int has_residual, int fast_accum, float *const *scales) {
     unsigned h = (unsigned)(rows * 73856093u) ^ (unsigned)(K * 19349663u) ^ (unsigned)(cols * 83492791u) ^
@@ -123,15 +133,20 @@ static fp8_plan *plan_for(int rows, int K, int cols, int x_format, int w_format,
             p->has_bias == has_bias && p->has_residual == has_residual && p->fast_accum == fast_accum)
             return p;
         if (!p->used) {
-            p->rows = rows, p->K = K, p->cols = cols, p->x_format = x_format, p->w_format = w_format;
-            p->out_type = out_type, p->accumulate = accumulate, p->has_bias = has_bias, p->has_residual = has_residual;
-            p->fast_accum = fast_accum;
-            plan_create(p, scales);
+            plan_fill(p, rows, K, cols, x_format, w_format, out_type, accumulate, has_bias, has_residual, fast_accum,
+                      scales);
             return p;
         }
     }
-    kernels_fatal(__FILE__, __LINE__, "more than %d fp8 GEMM shapes", FP8_PLANS);
-    return NULL;
+    fp8_plan *p = &fp8_plans[h % FP8_PLANS];
+    /* no wait for queued GEMMs: a launch takes what it needs from the descriptors (Transformer
+     * Engine's cublas_gemm destroys its descriptors right after each cublasLtMatmul) */
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(p->a_layout));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(p->b_layout));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(p->d_layout));
+    CHECK_CUBLAS(cublasLtMatmulDescDestroy(p->desc));
+    plan_fill(p, rows, K, cols, x_format, w_format, out_type, accumulate, has_bias, has_residual, fast_accum, scales);
+    return p;
 }
 
 /* two 256-byte-aligned device slots for the operands' scales (stream-ordered reuse) */

@@ -23,7 +23,8 @@
  *     dout^T . x added into fp32 (through both transposes): against the products of the CPU's
  *     dequantized values summed in double, within 1e-2 (bf16 output) and 1e-3 (fp32 output: Hopper's
  *     fp8 tensor cores accumulate with fewer bits than fp32 between cuBLASLt's promotions, 1.6e-4
- *     and 1.9e-4 measured on an H200 at these shapes).
+ *     and 1.9e-4 measured on an H200 at these shapes); over more shapes than the plan table holds
+ *     (its slots made over), against the CPU backend's reference fp8_gemm within 1e-3.
  * Skips (exit 77) without a GPU. */
 #include "tests/gpu/cuda_test_util.h"
 #include "kernels/fp8_format.h"
@@ -446,6 +447,40 @@ static void test_fused_swiglu_transpose(int N, int F, int backward, int format, 
 }
 
 /* fp8_linear_forward with bias and residual against fp8_gemm's product plus both on the host */
+/* more fp8 GEMM shapes than cuda_fp8_gemm.cu's plan table holds (the MoE experts' GEMMs take a
+ * shape per expert row count, new ones every step): rows 1 .. SHAPES with K 32 and 16 columns,
+ * then the first ones again (their plans made over), each against the CPU backend's fp8_gemm
+ * (kernels/cpu/cpu_fp8_gemm.c: the codes' exact products summed in fp32), fp32 accumulation */
+static void test_plan_eviction(void) {
+    enum { K = 32, COLS = 16, SHAPES = 1100, AGAIN = 8 };
+    size_t nx = (size_t)SHAPES * K, nw = (size_t)COLS * K, no = (size_t)SHAPES * COLS;
+    float *xv = (float *)malloc(sizeof(float) * nx), *wv = (float *)malloc(sizeof(float) * nw), sx, sw;
+    uint8_t *qx = random_codes(nx, 21, FP8_E5M2, 3000.0f, xv, &sx), *qw = random_codes(nw, 22, FP8_E4M3, 150.0f, wv, &sw);
+    uint8_t *d_qx = upload_codes(qx, nx), *d_qw = upload_codes(qw, nw);
+    float *d_sx = device_float(sx), *d_sw = device_float(sw), *d_out = (float *)gpu->alloc(sizeof(float) * no);
+    float *want = (float *)malloc(sizeof(float) * no), *got = (float *)malloc(sizeof(float) * no);
+    double worst = 0.0;
+    int shapes = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int rows = 1; rows <= (pass ? AGAIN : SHAPES); rows++, shapes++) {
+            size_t n = (size_t)rows * COLS;
+            gpu->zero(d_out, sizeof(float) * n);
+            gpu->fp8_gemm(d_out, 1, d_qx, FP8_E5M2, d_sx, d_qw, FP8_E4M3, d_sw, rows, K, COLS);
+            TEST_CUDA(cudaDeviceSynchronize());
+            gpu->copy_to_host(got, d_out, sizeof(float) * n);
+            memset(want, 0, sizeof(float) * n);
+            cpu->fp8_gemm(want, 1, qx, FP8_E5M2, &sx, qw, FP8_E4M3, &sw, rows, K, COLS);
+            double size = 0.0, err = 0.0;
+            for (size_t i = 0; i < n; i++) size = fmax(size, fabs(want[i]));
+            for (size_t i = 0; i < n; i++) err = fmax(err, fabs((double)got[i] - want[i]) / (size > 0 ? size : 1.0));
+            worst = fmax(worst, err);
+        }
+    expect_below(worst, 1e-3, "fp8_gemm over %d shapes (more than the plan table holds, the first %d again): the CPU "
+                 "backend's reference fp8_gemm", shapes, AGAIN);
+    gpu->release(d_qx), gpu->release(d_qw), gpu->release(d_sx), gpu->release(d_sw), gpu->release(d_out);
+    free(xv), free(wv), free(qx), free(qw), free(want), free(got);
+}
+
 static void test_linear_forward(int N, int IC, int OC) {
     size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, nd = (size_t)N * OC;
     float sx = 0.0f, sw = 0.0f;
@@ -503,6 +538,7 @@ int main(void) {
     test_quantize_transpose(88, 200, FP8_E4M3);
     test_linear_forward(256, 512, 384);
     test_linear_forward(80, 176, 208);
+    test_plan_eviction();
     /* the fused producers: the warp-per-row norms (a last block of fewer rows included), the
      * block-per-row ones (C over 2048, C not a multiple of 8), saturating scales */
     for (int rms = 0; rms < 2; rms++) {

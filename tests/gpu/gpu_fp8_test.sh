@@ -9,7 +9,10 @@
 #  - the fp8 GEMMs against the GPU's own emulation (MTC_FP8_EMULATE=1): within 1e-2, the start-up
 #    line naming the path each takes;
 #  - tensorwise (current) scaling and e4m3: the same;
-#  - the tiny Mixtral in fp8 (each expert on its own scales): within 1% of the CPU;
+#  - the tiny Mixtral in fp8 (each expert on its own scales): within 1% of the CPU; its experts
+#    as one cuBLASLt fp8 GEMM per expert (the start-up line says so) within 1e-2 of
+#    MTC_FP8_EMULATE=1 and of MTC_FP8_EXPERTS_EMULATE=1 (not bitwise the latter), and
+#    --deterministic-mode reruns bitwise;
 #  - --deterministic-mode twice: bitwise-identical losses and parameters;
 #  - the fused producers (LayerNorm/RMSNorm and GeLU/SwiGLU writing the next fp8 linear's input
 #    codes) and the weight codes made once a step (MTC_FP8_WEIGHT_CACHE transposed, both), with
@@ -60,6 +63,26 @@ case_pair tensorwise $FP8 --fp8-recipe tensorwise
 case_pair e4m3 --fp8-format e4m3 --fp8-amax-history-len 4
 MOE="--args-file $top_srcdir/configs/mixtral-tiny.args --train-iters 20 --log-interval 1 --eval-iters 0 --bf16 $FP8"
 case_pair moe $MOE
+# the experts as one cuBLASLt fp8 GEMM per expert row block (fp8_expert_forward/backward): the
+# log says so, within 1e-2 of the GPU's emulation (MTC_FP8_EMULATE=1) and of the experts alone
+# emulated (MTC_FP8_EXPERTS_EMULATE=1; the tolerance of the dense fp8 GEMMs against the emulation
+# above: the emulation rounds the dequantized operands to bf16 and the forward GEMM accumulates
+# fast), and not bitwise the latter (the experts' path changed)
+grep -q "the experts' as one fp8 GEMM per expert" "$WORK/out"
+ok $? "MoE on one GPU: the start-up line says the experts run as one fp8 GEMM per expert"
+MTC_FP8_EMULATE=1 train moe_emulated 1 --device cuda $MOE
+ok $? "MoE on one GPU, emulated (MTC_FP8_EMULATE=1): run"
+compare_losses moe_emulated moe_gpu 1e-2 20 "MoE: the fp8 GEMMs (the experts' too) within 1e-2 of the GPU's emulation over 20 iterations"
+MTC_FP8_EXPERTS_EMULATE=1 train moe_experts_emulated 1 --device cuda $MOE
+grep -q "the experts' emulated (MTC_FP8_EXPERTS_EMULATE=1)" "$WORK/out"
+ok $? "MoE with MTC_FP8_EXPERTS_EMULATE=1: run, the start-up line says the experts are emulated"
+compare_losses moe_experts_emulated moe_gpu 1e-2 20 "MoE: the experts' fp8 GEMMs within 1e-2 of the experts emulated over 20 iterations"
+! cmp -s "$WORK/moe_experts_emulated.bin" "$WORK/moe_gpu.bin"
+ok $? "MoE: the experts' fp8 GEMMs change the parameters (not bitwise the run with them emulated)"
+train moe_det1 1 --device cuda $MOE --deterministic-mode
+train moe_det2 1 --device cuda $MOE --deterministic-mode
+cmp -s "$WORK/moe_det1.loss" "$WORK/moe_det2.loss" && [ -s "$WORK/moe_det1.loss" ] && cmp -s "$WORK/moe_det1.bin" "$WORK/moe_det2.bin"
+ok $? "MoE with the experts' fp8 GEMMs, --deterministic-mode twice: bitwise-identical losses and parameters"
 
 train det1 1 --device cuda $FP8 --deterministic-mode
 train det2 1 --device cuda $FP8 --deterministic-mode
