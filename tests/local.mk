@@ -55,6 +55,8 @@ tests_unit_fp8_linear_test_LDADD = $(APP_LIBS)
 TESTS += tests/unit/fp8_linear_test tests/mpi/fp8_training_test.sh tests/mpi/fp8_convergence_script_test.sh
 # the fp8 GEMMs on codes (the CUDA path, the experts' too) on the CPU's reference of them (MTC_FP8_NATIVE=1)
 TESTS += tests/mpi/fp8_native_cpu_test.sh
+# the fp8 GEMMs keeping the norms' outputs as fp8 codes for the backward (CPU reference GEMMs)
+TESTS += tests/mpi/fp8_kept_codes_test.sh
 # BERT's heads (issue 46) against a double reference and finite differences
 check_PROGRAMS += tests/unit/bert_heads_test
 tests_unit_bert_heads_test_SOURCES = tests/unit/bert_heads_test.c

@@ -113,6 +113,24 @@ static void number_linears(gpt_model *m, fp8_state *f) {
             }
 }
 
+/* whether the fp8 layers run the fp8 GEMMs (fp8_native): the backend has them, and the
+ * environment asks for them (fp8_native_requested) */
+static int native_backend(const gpt_model *m) {
+    const kernel_ops *ops = m->ops;
+    return ops->fp8_linear_forward && ops->fp8_gemm && ops->fp8_transpose &&
+           fp8_native_requested(strcmp(ops->name, "cpu") == 0);
+}
+
+int fp8_keeps_input_codes(const gpt_model *m, int layer, fp8_gemm gemm) {
+    const gpt_config *c = &m->config;
+    if (!fp8_layer_in_fp8(c, layer) || !native_backend(m) || c->fp8.recipe != FP8_RECIPE_DELAYED || !c->fp8.wgrad)
+        return 0;
+    if (c->recompute_layernorm || c->memory_efficient_layer_norm || c->tp_comm_overlap) return 0;
+    if (gemm != FP8_GEMM_QKV && (gemm != FP8_GEMM_FC1 || gpt_layer_is_moe(c, layer))) return 0;
+    const char *keep = getenv("MTC_FP8_KEEP_CODES");
+    return !(keep && strcmp(keep, "0") == 0);
+}
+
 void fp8_state_allocate(gpt_model *m) {
     const gpt_config *c = &m->config;
     const kernel_ops *ops = m->ops;
@@ -148,9 +166,10 @@ void fp8_state_allocate(gpt_model *m) {
     size_t QKV = HD + 2 * groups * (size_t)c->kv_channels / tp, F = (size_t)c->ffn_hidden_size / tp;
     size_t SF = (size_t)c->moe_shared_expert_intermediate_size / tp;
     size_t FC1 = c->swiglu ? 2 * F : F, SFC1 = c->swiglu ? 2 * SF : SF;
-    size_t widths[] = {C, HD, F, QKV, FC1, SF, SFC1};
+    size_t input_widths[] = {C, HD, F, SF}, output_widths[] = {QKV, C, FC1, SFC1};
     size_t weights[] = {QKV * C, C * HD, FC1 * C, C * F, SFC1 * C, C * SF};
-    f->copy_elements[FP8_ROLE_INPUT] = f->copy_elements[FP8_ROLE_GRAD_OUTPUT] = N * max_size(widths, 7);
+    f->copy_elements[FP8_ROLE_INPUT] = N * max_size(input_widths, 4);
+    f->copy_elements[FP8_ROLE_GRAD_OUTPUT] = N * max_size(output_widths, 4);
     f->copy_elements[FP8_ROLE_WEIGHT] = max_size(weights, 6);
     for (int r = 0; r < FP8_ROLES; r++)  /* the dequantized copies are made on first use (fp8_operand) */
         if (f->copy_elements[r] > f->code_bytes) f->code_bytes = f->copy_elements[r];
@@ -165,10 +184,8 @@ void fp8_state_allocate(gpt_model *m) {
             f->expert_weights[e] = ops->alloc(ops->act_bytes * f->expert_weight_elements);
         if (f->expert_weight_elements > f->code_bytes) f->code_bytes = f->expert_weight_elements;
     }
-    f->codes = ops->alloc(f->code_bytes);
     f->recording = 1;
-    f->native = ops->fp8_linear_forward && ops->fp8_gemm && ops->fp8_transpose &&
-                fp8_native_requested(strcmp(ops->name, "cpu") == 0);
+    f->native = native_backend(m);  /* the emulation's code buffer is made on first use (quantize_into) */
     for (int r = 0; r < FP8_ROLES && f->native; r++) {
         f->native_codes[r] = ops->alloc(f->copy_elements[r]);
         f->native_transposed[r] = ops->alloc(f->copy_elements[r]);
@@ -284,6 +301,7 @@ static int quantize_codes(gpt_model *m, size_t tensor, fp8_role role, const void
 static void quantize_into(gpt_model *m, size_t tensor, fp8_role role, const void *x, size_t n, void *out) {
     fp8_state *f = m->fp8;
     CHECK(n <= f->code_bytes || n == 0, "fp8 operand of %zu elements exceeds the code buffer (%zu)", n, f->code_bytes);
+    if (!f->codes) f->codes = m->ops->alloc(f->code_bytes);
     int format = quantize_codes(m, tensor, role, x, n, f->codes);
     m->ops->fp8_dequantize(out, f->codes, n, scale_inv_of(f, tensor), format);
 }
@@ -317,8 +335,8 @@ const void *fp8_expert_rows(gpt_model *m, int layer, int which, fp8_role role, c
         f->expert_rows[role] = ops->alloc(ops->act_bytes * total);
         f->expert_row_elements[role] = total;
         if (total > f->code_bytes) {
-            ops->release(f->codes);
-            f->codes = ops->alloc(total);
+            if (f->codes) ops->release(f->codes);
+            f->codes = NULL; /* made again at the new size on first use */
             f->code_bytes = total;
         }
     }
@@ -354,7 +372,7 @@ void fp8_matmul_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float
         return;
     }
     if (fp8_native(m, layer)) {  /* the fp8 GEMMs (the shared experts' in an MoE layer) */
-        fp8_native_backward(m, layer, gemm, dx, dweight, dbias, dout, x, weight, N, IC, OC);
+        fp8_native_backward(m, layer, gemm, dx, dweight, dbias, dout, x, weight, N, IC, OC, NULL);
         return;
     }
     const void *dout_q = fp8_operand(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, (size_t)N * (size_t)OC);
@@ -453,13 +471,13 @@ static const uint8_t *weight_codes(gpt_model *m, int layer, fp8_gemm gemm, const
 
 /* where a fused producer writes role `role`'s codes of n elements for linear `gemm` of `layer`:
  * the role's scratch, the tensor's amax (when recording), scale_inv, scale and format */
-static fp8_output role_output(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, size_t n) {
+static fp8_output role_output(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role, size_t n, uint8_t *codes) {
     fp8_state *f = m->fp8;
     CHECK(n <= f->copy_elements[role], "fp8 operand of %zu elements exceeds its scratch (%zu)", n,
           f->copy_elements[role]);
     size_t tensor = layer_tensor(f, layer, gemm, role);
     fp8_output q;
-    q.codes = f->native_codes[role];
+    q.codes = codes ? codes : f->native_codes[role];
     q.amax = f->recording ? f->amax + tensor : NULL;
     q.scale_inv = scale_inv_of(f, tensor);
     q.scale = f->state + tensor * f->record;
@@ -467,10 +485,10 @@ static fp8_output role_output(gpt_model *m, int layer, fp8_gemm gemm, fp8_role r
     return q;
 }
 
-int fp8_input_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q) {
+int fp8_input_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q, uint8_t *x_codes) {
     fp8_state *f = m->fp8;
     if (!fp8_native(m, layer) || !f->fuse) return 0;
-    *q = role_output(m, layer, gemm, FP8_ROLE_INPUT, n);
+    *q = role_output(m, layer, gemm, FP8_ROLE_INPUT, n, x_codes);
     f->pending_linear = f->layer_linear[layer] + (int)gemm;
     f->pending_x = x;
     return 1;
@@ -482,7 +500,7 @@ static int backward_codes(gpt_model *m, int layer, fp8_gemm gemm, fp8_role role,
                           fp8_output *q, uint8_t **codes_t) {
     fp8_state *f = m->fp8;
     if (!fp8_native(m, layer) || !f->fuse || !fp8_wgrad_in_fp8(m) || !m->ops->fp8_quantize_transpose) return 0;
-    *q = role_output(m, layer, gemm, role, n);
+    *q = role_output(m, layer, gemm, role, n, NULL);
     *codes_t = f->native_transposed[role];
     if (role == FP8_ROLE_GRAD_OUTPUT) {
         f->pending_grad_linear = f->layer_linear[layer] + (int)gemm;
@@ -506,14 +524,19 @@ int fp8_input_transposed_codes(gpt_model *m, int layer, fp8_gemm gemm, const voi
 }
 
 void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const void *x, const void *weight,
-                        const void *bias, const void *residual, int N, int IC, int OC) {
+                        const void *bias, const void *residual, int N, int IC, int OC, uint8_t *x_codes) {
     fp8_state *f = m->fp8;
-    if (f->pending_linear == f->layer_linear[layer] + (int)gemm && f->pending_x == x)
+    if (f->pending_linear == f->layer_linear[layer] + (int)gemm && f->pending_x == x) {
         f->pending_linear = -1; /* the producer of x wrote its codes (fp8_input_codes) */
-    else
+    } else if (x_codes) {
+        f->pending_linear = f->pending_input_t_linear = -1;
+        quantize_codes(m, layer_tensor(f, layer, gemm, FP8_ROLE_INPUT), FP8_ROLE_INPUT, x, (size_t)N * (size_t)IC,
+                       x_codes);
+    } else {
         native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 0);
+    }
     const uint8_t *w_codes = weight_codes(m, layer, gemm, weight, OC, IC, 0);
-    m->ops->fp8_linear_forward(out, f->native_codes[FP8_ROLE_INPUT],
+    m->ops->fp8_linear_forward(out, x_codes ? x_codes : f->native_codes[FP8_ROLE_INPUT],
                                scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_INPUT)), w_codes,
                                scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT)), bias, residual, N, IC, OC);
 }
@@ -523,7 +546,8 @@ void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const
  * x^T [IC,N] (fp32 added into, or written over on the step's first write); dx [N,IC] =
  * Q(dout) . Q(W), the codes of dout [N,OC] with those of W^T [IC,OC] */
 void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
-                         const void *dout, const void *x, const void *weight, int N, int IC, int OC) {
+                         const void *dout, const void *x, const void *weight, int N, int IC, int OC,
+                         const uint8_t *x_codes) {
     fp8_state *f = m->fp8;
     const kernel_ops *ops = m->ops;
     int wgrad_fp8 = dweight && fp8_wgrad_in_fp8(m);
@@ -534,7 +558,9 @@ void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float
     else
         g_format = native_codes(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, N, OC, wgrad_fp8);
     if (wgrad_fp8) {
-        if (f->pending_input_t_linear == f->layer_linear[layer] + (int)gemm && f->pending_input_t == x)
+        if (x_codes) /* the forward's codes of x, kept (fp8_keeps_input_codes) */
+            ops->fp8_transpose(f->native_transposed[FP8_ROLE_INPUT], x_codes, N, IC);
+        else if (f->pending_input_t_linear == f->layer_linear[layer] + (int)gemm && f->pending_input_t == x)
             f->pending_input_t_linear = -1; /* its producer wrote them (fp8_input_transposed_codes) */
         else
             native_codes(m, layer, gemm, FP8_ROLE_INPUT, x, N, IC, 1);

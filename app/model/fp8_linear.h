@@ -119,12 +119,13 @@ void fp8_step_end(gpt_model *m, const comm_group *amax_group, const comm_group *
  * that its default numbers stay the emulation's; MTC_FP8_EMULATE=1 wins): the layers' linears
  * quantize their operands to codes and run cuBLASLt fp8 GEMMs, the forward with the bias and the
  * residual fused, the input gradient with the weight's transposed codes, the weight gradient
- * with the transposed codes of the output gradient and the input (TE's three GEMMs; the input is
- * quantized again in the backward with the same scale, so the same codes). The quantization
- * records the same amaxes as the emulation. In an MoE layer the shared expert's fc1/fc2 take
- * this path too (fp8_matmul_backward dispatches to it), and so do the local experts' grouped
- * GEMMs, one fp8 GEMM per non-empty expert (fp8_expert_forward, fp8_expert_backward; their
- * weights are quantized at each use: the step's weight cache below is the layer linears').
+ * with the transposed codes of the output gradient and the input (TE's three GEMMs; the input's
+ * codes kept from the forward where fp8_keeps_input_codes says so, else the input quantized
+ * again in the backward with the same scale: the same codes). The quantization records the same
+ * amaxes as the emulation. In an MoE layer the shared expert's fc1/fc2 take this path too
+ * (fp8_matmul_backward dispatches to it), and so do the local experts' grouped GEMMs, one fp8
+ * GEMM per non-empty expert (fp8_expert_forward, fp8_expert_backward; their weights are
+ * quantized at each use: the step's weight cache below is the layer linears').
  * fp8_native: whether layer `layer`'s own linears take this path. */
 int fp8_native(const gpt_model *m, int layer);
 /* whether the environment asks for the fp8 GEMMs on a backend that has them (cpu_backend: the
@@ -134,14 +135,32 @@ int fp8_native_requested(int cpu_backend);
 /* MTC_FP8_EXPERTS_EMULATE=1: with the fp8 GEMMs, the MoE experts' grouped GEMMs stay emulated
  * (the path before they ran as fp8 GEMMs: an A/B of the two; the shared experts follow the layer) */
 int fp8_experts_emulation_requested(void);
-/* out [N,OC] = Q(x) Q(W)^T + bias + residual (each may be NULL) */
+/* out [N,OC] = Q(x) Q(W)^T + bias + residual (each may be NULL); x_codes: where x's codes are
+ * kept for the backward (fp8_keeps_input_codes; written here unless x's producer wrote them
+ * there), NULL for the scratch */
 void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const void *x, const void *weight,
-                        const void *bias, const void *residual, int N, int IC, int OC);
+                        const void *bias, const void *residual, int N, int IC, int OC, uint8_t *x_codes);
 /* dx = Q(dout) Q(W) (overwritten; skipped when NULL), dweight += Q(dout)^T Q(x) (dout^T x with
  * --no-fp8-wgrad; the step's first write overwrites; skipped when NULL), dbias += column sums of
- * the unquantized dout (skipped when NULL) */
+ * the unquantized dout (skipped when NULL); with x_codes (the forward's kept codes of x) the
+ * weight gradient transposes them and x is not read */
 void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
-                         const void *dout, const void *x, const void *weight, int N, int IC, int OC);
+                         const void *dout, const void *x, const void *weight, int N, int IC, int OC,
+                         const uint8_t *x_codes);
+
+/* Kept input codes (TE's saved fp8 input of LayerNormLinear): with the fp8 GEMMs and delayed
+ * scaling, linear_qkv's and a dense linear_fc1's input (the norms' gathered outputs [N, C]) is
+ * kept for the backward as its fp8 codes, 1 byte an element, instead of in the compute dtype:
+ * the norm writes its output into one scratch the layers share and the codes into the layer's
+ * buffer (its fused producer, or the forward GEMM's quantization), and the backward's weight
+ * gradient transposes the codes instead of quantizing the output again (the same codes: the
+ * scale cannot change inside a step). It saves [N, C] bytes twice per layer and a quantization
+ * pass each. Not with --no-fp8-wgrad (the weight gradient reads the unquantized input),
+ * tensorwise scaling (its scale is the tensor's own, made again in the backward), --recompute-
+ * modules layernorm (nothing kept), --memory-efficient-layer-norm (its backward reads the
+ * outputs), --tp-comm-overlap (the outputs are the gather's windows), nor MTC_FP8_KEEP_CODES=0.
+ * Decided from the configuration and the backend alone, so before fp8_state_allocate. */
+int fp8_keeps_input_codes(const gpt_model *m, int layer, fp8_gemm gemm);
 
 /* The weight codes once per step (delayed scaling with the fp8 GEMMs: TE's fp8 weight
  * workspaces): a layer linear's weight is quantized with its transpose by the first training
@@ -168,8 +187,9 @@ void fp8_weights_changed(gpt_model *m);
  * `gemm` of layer `layer`) may (the fp8 GEMMs, delayed scaling: the scale is known before the
  * tensor; not with MTC_FP8_FUSE=0), filling *q; the caller must then run the fused producer
  * (it checks that the backend has it first), and the next fp8_native_forward of that linear
- * with that x takes the codes as they are. The same codes and amax as quantizing after. */
-int fp8_input_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q);
+ * with that x takes the codes as they are. The same codes and amax as quantizing after. x_codes:
+ * where they are kept (fp8_keeps_input_codes), NULL for the scratch. */
+int fp8_input_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q, uint8_t *x_codes);
 /* likewise for the output gradient dout [n] of `gemm` (the GeLU's or SwiGLU's backward before linear_fc1's),
  * its codes and their transpose (*codes_t): only where the weight gradient is in fp8 too (the
  * backward then reads both); the next fp8_native_backward of that linear with that dout takes them */

@@ -372,17 +372,30 @@ static int has_dense_mlp(const gpt_model *m) {
     return 0;
 }
 
+/* whether some layer keeps linear `gemm`'s input as fp8 codes (fp8_keeps_input_codes) */
+static int any_layer_keeps_codes(const gpt_model *m, fp8_gemm gemm) {
+    for (int layer = 0; layer < m->config.num_layers; layer++)
+        if (fp8_keeps_input_codes(m, layer, gemm)) return 1;
+    return 0;
+}
+
 /* the buffers of one layer's activations except its input; the attention workspace only when
  * own_workspace (selective recompute shares one), the MLP's activation only when keep; with
  * recompute_layernorm both norm outputs are the one shared scratch.norm_out; shared_mid: the
  * buffer for the sum after the attention block when no backward reads it
  * (memory_efficient_layer_norm), NULL to give the layer its own */
-static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspace, int keep, void *shared_mid) {
+static void allocate_layer(gpt_model *m, layer_activations *la, int layer, int own_workspace, int keep, void *shared_mid) {
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);
     size_t N = (size_t)s.N, n = (size_t)s.n, C = (size_t)s.C;
     int norms_kept = !m->config.recompute_layernorm;
-    la->ln1 = norms_kept ? alloc_acts(ops, N * C) : m->scratch.norm_out;
+    /* fp8 codes kept in place of the norms' outputs (a recompute group, layer -1, serves layers of
+     * either kind: it keeps both) */
+    int codes1 = layer >= 0 ? fp8_keeps_input_codes(m, layer, FP8_GEMM_QKV) : any_layer_keeps_codes(m, FP8_GEMM_QKV);
+    int codes2 = layer >= 0 ? fp8_keeps_input_codes(m, layer, FP8_GEMM_FC1) : any_layer_keeps_codes(m, FP8_GEMM_FC1);
+    la->ln1_codes = codes1 ? ops->alloc(N * C) : NULL;
+    la->ln2_codes = codes2 ? ops->alloc(N * C) : NULL;
+    la->ln1 = norms_kept && !(codes1 && layer >= 0) ? alloc_acts(ops, N * C) : m->scratch.norm_out;
     la->ln1_mean = alloc_floats(ops, n);
     la->ln1_rstd = alloc_floats(ops, n);
     la->qkv = alloc_acts(ops, N * (size_t)s.QKVl);
@@ -390,7 +403,7 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
     la->attention_workspace = own_workspace ? ops->alloc(ops->attention_workspace_bytes(s.B, s.T, s.Hl, s.D))
                                             : m->scratch.attention_workspace;
     la->residual_mid = shared_mid ? shared_mid : alloc_acts(ops, n * C);
-    la->ln2 = norms_kept ? alloc_acts(ops, N * C) : m->scratch.norm_out;
+    la->ln2 = norms_kept && !(codes2 && layer >= 0) ? alloc_acts(ops, N * C) : m->scratch.norm_out;
     la->ln2_mean = alloc_floats(ops, n);
     la->ln2_rstd = alloc_floats(ops, n);
     la->fc1_out = has_dense_mlp(m) ? alloc_acts(ops, N * (size_t)s.FC1l) : NULL;
@@ -409,11 +422,12 @@ static void allocate_layer(gpt_model *m, layer_activations *la, int own_workspac
 }
 
 static void release_layer(gpt_model *m, layer_activations *la, int own_workspace) {
-    int norms_kept = !m->config.recompute_layernorm;
     int own_mid = la->residual_mid != m->scratch.residual_rows[2];
-    void *buffers[] = {norms_kept ? la->ln1 : NULL, la->ln1_mean, la->ln1_rstd, la->qkv, la->attention_out,
+    void *shared_norm = m->scratch.norm_out;
+    void *buffers[] = {la->ln1 != shared_norm ? la->ln1 : NULL, la->ln1_mean, la->ln1_rstd, la->qkv, la->attention_out,
                        own_workspace ? la->attention_workspace : NULL, own_mid ? la->residual_mid : NULL,
-                       norms_kept ? la->ln2 : NULL, la->ln2_mean, la->ln2_rstd, la->fc1_out, la->activation};
+                       la->ln2 != shared_norm ? la->ln2 : NULL, la->ln2_mean, la->ln2_rstd, la->fc1_out, la->activation,
+                       la->ln1_codes, la->ln2_codes};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) if (buffers[i]) m->ops->release(buffers[i]);
     if (la->moe && la->moe != m->moe_recomputed) {
         moe_activations_release(m, la->moe);
@@ -483,8 +497,8 @@ static void allocate_slot(gpt_model *m, const model_chunk *ch, activation_slot *
          * the pipeline receives into it) */
         void **shared = m->config.memory_efficient_layer_norm ? m->scratch.residual_rows : NULL;
         la->input = shared && l > 0 ? shared[l % 2] : alloc_acts(ops, n * C);
-        allocate_layer(m, la, !m->config.recompute_selective, l < m->config.keep_mlp_activation_layers,
-                       shared ? shared[2] : NULL);
+        allocate_layer(m, la, ch->first_layer + l, !m->config.recompute_selective,
+                       l < m->config.keep_mlp_activation_layers, shared ? shared[2] : NULL);
         if (t5_decoder_layer(m, ch->first_layer + l)) la->cross = t5_cross_allocate(m, !m->config.recompute_selective);
     }
     if (m->t5) {  /* the encoder's tokens and padding mask; the decoder's output and loss */
@@ -603,7 +617,8 @@ static void allocate_recompute_scratch(gpt_model *m) {
     }
     t5_use_longer_stack(m);
     shapes s = model_shapes(m);
-    if (m->config.recompute_layernorm) b->norm_out = alloc_acts(m->ops, (size_t)s.N * s.C);
+    if (m->config.recompute_layernorm || any_layer_keeps_codes(m, FP8_GEMM_QKV) || any_layer_keeps_codes(m, FP8_GEMM_FC1))
+        b->norm_out = alloc_acts(m->ops, (size_t)s.N * s.C);
     if (m->config.memory_efficient_layer_norm)
         for (int k = 0; k < 3; k++) b->residual_rows[k] = alloc_acts(m->ops, (size_t)s.n * s.C);
     for (int stack = 0; stack < 2; stack++) {
@@ -618,7 +633,7 @@ static void allocate_recompute_scratch(gpt_model *m) {
         for (int j = 0; j < b->num_recompute_layers[stack]; j++) {
             layer_activations *la = &b->recompute_layers[stack][j];
             if (j > 0) la->input = alloc_acts(m->ops, (size_t)s.n * s.C);
-            allocate_layer(m, la, 1, m->config.keep_mlp_activation_layers > 0, NULL);
+            allocate_layer(m, la, -1, 1, m->config.keep_mlp_activation_layers > 0, NULL);
             if (stack == T5_DECODER && m->t5) la->cross = t5_cross_allocate(m, 1);
         }
     }
@@ -875,14 +890,14 @@ static void norm_and_gather(gpt_model *m, void *full_out, float *mean, float *rs
  * and the fp8 GEMM (no sequence-parallel gather) and the backend has the fused norm, the norm
  * writes the linear's input codes too (fp8_input_codes); otherwise norm_and_gather */
 static void fp8_norm_and_gather(gpt_model *m, int layer, fp8_gemm gemm, void *full_out, float *mean, float *rstd,
-                                const void *x, const void *weight, const void *bias) {
+                                const void *x, const void *weight, const void *bias, uint8_t *codes) {
     const gpt_config *c = &m->config;
     const kernel_ops *ops = m->ops;
     shapes s = model_shapes(m);
     fp8_output q;
     int fused = c->rmsnorm ? ops->rmsnorm_forward_fp8 != NULL : ops->layernorm_forward_fp8 != NULL;
     if (c->sequence_parallel || overlapped_ag(m) || s.n != s.N || !fused ||
-        !fp8_input_codes(m, layer, gemm, full_out, (size_t)s.N * (size_t)s.C, &q)) {
+        !fp8_input_codes(m, layer, gemm, full_out, (size_t)s.N * (size_t)s.C, &q, codes)) {
         norm_and_gather(m, full_out, mean, rstd, x, weight, bias);
         return;
     }
@@ -901,12 +916,12 @@ static void fp8_activation_forward(gpt_model *m, int layer, int swiglu, void *ou
     size_t n = (size_t)N * (size_t)width;
     fp8_output q;
     if (swiglu) {
-        if (ops->swiglu_forward_fp8 && fp8_input_codes(m, layer, FP8_GEMM_FC2, out, n, &q))
+        if (ops->swiglu_forward_fp8 && fp8_input_codes(m, layer, FP8_GEMM_FC2, out, n, &q, NULL))
             ops->swiglu_forward_fp8(out, x, N, width, &q);
         else ops->swiglu_forward(out, x, N, width);
         return;
     }
-    if (!m->config.gelu_erf && ops->gelu_forward_fp8 && fp8_input_codes(m, layer, FP8_GEMM_FC2, out, n, &q))
+    if (!m->config.gelu_erf && ops->gelu_forward_fp8 && fp8_input_codes(m, layer, FP8_GEMM_FC2, out, n, &q, NULL))
         ops->gelu_forward_fp8(out, x, n, &q);
     else mlp_gelu_forward(ops, m->config.gelu_erf, out, x, n);
 }
@@ -923,11 +938,12 @@ static void norm_and_gather_for_matmul(gpt_model *m, void *full_out, float *mean
  * after norm_and_gather_start: by row blocks as they arrive, this rank's first (bias and GeLU
  * apply per row, so per block); whole: full_in is complete already (norm_and_gather) */
 static void gathered_matmul_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, void *gelu_out,
-                                    const void *full_in, const void *weight, const void *bias, int OC, int whole) {
+                                    const void *full_in, const void *weight, const void *bias, int OC, int whole,
+                                    uint8_t *codes) {
     shapes s = model_shapes(m);
     const kernel_ops *ops = m->ops;
-    if (fp8_native(m, layer)) {  /* whole: the gathered rows are quantized at once */
-        fp8_native_forward(m, layer, gemm, out, full_in, weight, bias, NULL, s.N, s.C, OC);
+    if (fp8_native(m, layer)) {  /* whole: the gathered rows are quantized at once (codes: kept there) */
+        fp8_native_forward(m, layer, gemm, out, full_in, weight, bias, NULL, s.N, s.C, OC, codes);
         if (gelu_out) fp8_activation_forward(m, layer, 0, gelu_out, out, s.N, OC);
         return;
     }
@@ -1071,9 +1087,10 @@ static linear_operands forward_operands(gpt_model *m, int layer, fp8_gemm gemm, 
  * --no-fp8-wgrad; skipped when NULL), then dx = Q(dout) Q(W) (skipped when dx is NULL; it may
  * alias x), dbias += the column sums of the unquantized dout (TE's bgrad; skipped when NULL) */
 static void fp8_linear_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float *dweight, float *dbias,
-                                const void *dout, const void *x, const void *weight, int N, int IC, int OC) {
+                                const void *dout, const void *x, const void *weight, int N, int IC, int OC,
+                                const uint8_t *x_codes) {
     if (fp8_native(m, layer)) {
-        fp8_native_backward(m, layer, gemm, dx, dweight, dbias, dout, x, weight, N, IC, OC);
+        fp8_native_backward(m, layer, gemm, dx, dweight, dbias, dout, x, weight, N, IC, OC, x_codes);
         return;
     }
     const void *dout_q = fp8_operand(m, layer, gemm, FP8_ROLE_GRAD_OUTPUT, dout, (size_t)N * (size_t)OC);
@@ -1109,12 +1126,13 @@ static int tp_comm_overlap(void) {
 }
 
 static void *column_parallel_backward(gpt_model *m, int layer, fp8_gemm gemm, float *dweight, float *dbias,
-                                      const void *dout, const void *x, const void *weight, int OC) {
+                                      const void *dout, const void *x, const void *weight, int OC,
+                                      const uint8_t *x_codes) {
     shapes s = model_shapes(m);
     backward_scratch *b = &m->scratch;
     if (fp8_layer_in_fp8(&m->config, layer)) {  /* not by row blocks with --tp-comm-overlap */
         m->tp_last_step_rs = 0;
-        fp8_linear_backward(m, layer, gemm, b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC);
+        fp8_linear_backward(m, layer, gemm, b->d_full, dweight, dbias, dout, x, weight, s.N, s.C, OC, x_codes);
         return reduce_gathered_grad(m, b->d_full, b->d_hidden);
     }
     if (rs_by_blocks(m)) {  /* --tp-comm-overlap: input gradient by row blocks, peers' first */
@@ -1183,7 +1201,7 @@ static void *row_parallel_forward(gpt_model *m, int layer, fp8_gemm gemm, const 
     backward_scratch *b = &m->scratch;
     if (!rs_by_blocks(m) || fp8_native(m, layer)) {  /* fp8 GEMMs: not by row blocks */
         m->tp_last_step_rs = 0;
-        if (fp8_native(m, layer)) fp8_native_forward(m, layer, gemm, b->forward_full, in, weight, NULL, NULL, s.N, IC, s.C);
+        if (fp8_native(m, layer)) fp8_native_forward(m, layer, gemm, b->forward_full, in, weight, NULL, NULL, s.N, IC, s.C, NULL);
         else ops->matmul_forward(b->forward_full, NULL, in, weight, NULL, s.N, IC, s.C);
         return reduce_to_rows(m, b->forward_full, b->forward_rows);
     }
@@ -1215,7 +1233,7 @@ static void row_parallel_backward(gpt_model *m, int layer, fp8_gemm gemm, void *
     if (!overlapped_ag(m) || fp8_layer_in_fp8(&m->config, layer)) {
         void *d_full = gather_rows(m, d_rows, b->d_full);
         if (fp8_layer_in_fp8(&m->config, layer))
-            fp8_linear_backward(m, layer, gemm, dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
+            fp8_linear_backward(m, layer, gemm, dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C, NULL);
         else
             linear_backward(m, dx, dweight, NULL, d_full, x, weight, s.N, IC, s.C);
         return;
@@ -1474,21 +1492,24 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     /* attention block; an fp8 layer quantizes the gathered rows whole (with --tp-comm-overlap its
      * column-parallel GEMMs do not start on the first blocks) */
     int fp8 = fp8_layer_in_fp8(c, layer);
+    uint8_t *ln1_codes = fp8_keeps_input_codes(m, layer, FP8_GEMM_QKV) ? la->ln1_codes : NULL;
+    uint8_t *ln2_codes = fp8_keeps_input_codes(m, layer, FP8_GEMM_FC1) ? la->ln2_codes : NULL;
     if (fp8)
         fp8_norm_and_gather(m, layer, FP8_GEMM_QKV, la->ln1, la->ln1_mean, la->ln1_rstd, la->input,
-                            lw->input_layernorm_weight, lw->input_layernorm_bias);
+                            lw->input_layernorm_weight, lw->input_layernorm_bias, ln1_codes);
     else
         norm_and_gather_for_matmul(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                                    lw->input_layernorm_bias);
     linear_operands qkv_in = forward_operands(m, layer, FP8_GEMM_QKV, la->ln1, lw->qkv_weight, s.C, s.QKVl);
-    gathered_matmul_forward(m, layer, FP8_GEMM_QKV, la->qkv, NULL, qkv_in.input, qkv_in.weight, lw->qkv_bias, s.QKVl, fp8);
+    gathered_matmul_forward(m, layer, FP8_GEMM_QKV, la->qkv, NULL, qkv_in.input, qkv_in.weight, lw->qkv_bias, s.QKVl, fp8,
+                            ln1_codes);
     if (c->position_embedding_type == POSITION_ROPE) rope_rows(m, la->qkv, 0);
     attention_core_forward(m, la, layer, rng, layer_key_valid(m, slot, layer));
     dropout_rng out_rng = hidden_rng(m, rng, layer, SITE_ATTENTION_OUT);
     linear_operands proj_in = forward_operands(m, layer, FP8_GEMM_PROJ, la->attention_out, lw->proj_weight, s.HDl, s.C);
     if (residual_fused(m, out_rng) && fp8_native(m, layer)) {
         fp8_native_forward(m, layer, FP8_GEMM_PROJ, la->residual_mid, proj_in.input, proj_in.weight, lw->proj_bias,
-                           la->input, s.N, s.HDl, s.C);
+                           la->input, s.N, s.HDl, s.C, NULL);
     } else if (residual_fused(m, out_rng)) {
         ops->matmul_forward_residual(la->residual_mid, proj_in.input, proj_in.weight, lw->proj_bias, la->input,
                                      s.N, s.HDl, s.C);
@@ -1517,24 +1538,26 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     }
     if (fp8)
         fp8_norm_and_gather(m, layer, FP8_GEMM_FC1, la->ln2, la->ln2_mean, la->ln2_rstd, mlp_input,
-                            lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
+                            lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias, ln2_codes);
     else
         norm_and_gather_for_matmul(m, la->ln2, la->ln2_mean, la->ln2_rstd, mlp_input,
                                    lw->pre_mlp_layernorm_weight, lw->pre_mlp_layernorm_bias);
     void *activation = la->activation ? la->activation : m->scratch.d_ffn_a;
     linear_operands fc1_in = forward_operands(m, layer, FP8_GEMM_FC1, la->ln2, lw->fc1_weight, s.C, s.FC1l);
     if (c->swiglu) {
-        gathered_matmul_forward(m, layer, FP8_GEMM_FC1, la->fc1_out, NULL, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.FC1l, fp8);
+        gathered_matmul_forward(m, layer, FP8_GEMM_FC1, la->fc1_out, NULL, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.FC1l, fp8,
+                                ln2_codes);
         if (fp8_native(m, layer)) fp8_activation_forward(m, layer, 1, activation, la->fc1_out, s.N, s.Fl);
         else ops->swiglu_forward(activation, la->fc1_out, s.N, s.Fl);
     } else {
-        gathered_matmul_forward(m, layer, FP8_GEMM_FC1, la->fc1_out, activation, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.Fl, fp8);
+        gathered_matmul_forward(m, layer, FP8_GEMM_FC1, la->fc1_out, activation, fc1_in.input, fc1_in.weight, lw->fc1_bias, s.Fl, fp8,
+                                ln2_codes);
     }
     out_rng = hidden_rng(m, rng, layer, SITE_MLP_OUT);
     linear_operands fc2_in = forward_operands(m, layer, FP8_GEMM_FC2, activation, lw->fc2_weight, s.Fl, s.C);
     if (residual_fused(m, out_rng) && fp8_native(m, layer)) {
         fp8_native_forward(m, layer, FP8_GEMM_FC2, out, fc2_in.input, fc2_in.weight, lw->fc2_bias, mlp_input,
-                           s.N, s.Fl, s.C);
+                           s.N, s.Fl, s.C, NULL);
     } else if (residual_fused(m, out_rng)) {
         ops->matmul_forward_residual(out, fc2_in.input, fc2_in.weight, lw->fc2_bias, mlp_input, s.N, s.Fl, s.C);
     } else {
@@ -1639,7 +1662,7 @@ static void loss_backward(gpt_model *m, model_chunk *ch, activation_slot *slot) 
     void *d_rows = m->config.bert ? own_norm_rows(m, slot->d_lnf)
                  : slot->d_lnf ? reduce_gathered_grad(m, slot->d_lnf, b->d_hidden)
                                : column_parallel_backward(m, -1, FP8_GEMM_QKV, g->output_layer, g->lm_head_bias, slot->logits,
-                                                          slot->lnf, w->output_layer, s.Vl);
+                                                          slot->lnf, w->output_layer, s.Vl, NULL);
     ops->zero(b->d_residual, ops->act_bytes * (size_t)s.n * s.C);
     float *last_fc2_bias = ch->num_layers > 0 ? residual_bias_grad(m, g->layers[ch->num_layers - 1].fc2_bias) : NULL;
     norm_backward(m, b->d_residual, g->final_layernorm_weight, g->final_layernorm_bias, last_fc2_bias, d_rows,
@@ -1726,7 +1749,7 @@ static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_v
         else mlp_gelu_forward(ops, c->gelu_erf, x, la->fc1_out, n);
     }
     /* the weight gradient reads x before the input gradient overwrites it */
-    fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C);
+    fp8_linear_backward(m, layer, FP8_GEMM_FC2, x, lg->fc2_weight, NULL, d_full, x, lw->fc2_weight, s.N, s.Fl, s.C, NULL);
     void *d_pre = b->d_ffn_b ? b->d_ffn_b : x;
     if (c->swiglu && d_pre != x && ops->swiglu_backward_fp8 &&
         fp8_grad_output_codes(m, layer, FP8_GEMM_FC1, d_pre, 2 * n, &q, &codes_t))
@@ -1776,7 +1799,8 @@ static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *
     }
     pre_mlp_norm_again(m, la, lw);
     return column_parallel_backward(m, ch->first_layer + l, FP8_GEMM_FC1, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2,
-                                    lw->fc1_weight, s.FC1l);
+                                    lw->fc1_weight, s.FC1l,
+                                    fp8_keeps_input_codes(m, ch->first_layer + l, FP8_GEMM_FC1) ? la->ln2_codes : NULL);
 }
 
 /* the MoE MLP's backward (moe_layer.h), likewise */
@@ -1849,7 +1873,8 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
         norm_and_gather(m, la->ln1, la->ln1_mean, la->ln1_rstd, la->input, lw->input_layernorm_weight,
                         lw->input_layernorm_bias);
     d_rows = column_parallel_backward(m, layer, FP8_GEMM_QKV, lg->qkv_weight, qkv_bias_grad ? NULL : lg->qkv_bias,
-                                      b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl);
+                                      b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl,
+                                      fp8_keeps_input_codes(m, layer, FP8_GEMM_QKV) ? la->ln1_codes : NULL);
     /* the layer below's fc2 bias gradient (none below T5's first decoder layer: the embedding) */
     int below = l > 0 && !(c->t5 && layer == c->t5_encoder_layers);
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,

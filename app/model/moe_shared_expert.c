@@ -123,7 +123,7 @@ void moe_shared_expert_forward_fc1(gpt_model *m, moe_activations *a, const layer
      * as fp8 GEMMs where the layer's linears are */
     if (fp8_native(m, layer))
         fp8_native_forward(m, layer, FP8_GEMM_FC1, a->shared_fc1_out, x, lw->shared_fc1_weight, NULL, NULL, s.N, s.C,
-                           s.FC1l);
+                           s.FC1l, NULL);
     else
         m->ops->matmul_forward(a->shared_fc1_out, NULL,
                                fp8_operand(m, layer, FP8_GEMM_FC1, FP8_ROLE_INPUT, x, (size_t)s.N * s.C),
@@ -140,7 +140,7 @@ void moe_shared_expert_forward_fc2(gpt_model *m, moe_activations *a, const layer
     void *out = gated(m) ? a->shared_out : scratch->shared_out;
     if (fp8_native(m, layer))
         fp8_native_forward(m, layer, FP8_GEMM_FC2, out, scratch->shared_activation, lw->shared_fc2_weight, NULL, NULL,
-                           s.N, s.Fl, s.C);
+                           s.N, s.Fl, s.C, NULL);
     else
         ops->matmul_forward(out, NULL,
                             fp8_operand(m, layer, FP8_GEMM_FC2, FP8_ROLE_INPUT, scratch->shared_activation,

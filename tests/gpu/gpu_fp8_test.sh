@@ -15,9 +15,11 @@
 #    --deterministic-mode reruns bitwise;
 #  - --deterministic-mode twice: bitwise-identical losses and parameters;
 #  - the fused producers (LayerNorm/RMSNorm and GeLU/SwiGLU writing the next fp8 linear's input
-#    codes) and the weight codes made once a step (MTC_FP8_WEIGHT_CACHE transposed, both), with
-#    4 micro-batches a step, full recompute and evaluation, GPT and the tiny Llama: bitwise the
-#    path that quantizes every operand at every use (MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off);
+#    codes), the weight codes made once a step (MTC_FP8_WEIGHT_CACHE transposed, both) and the
+#    norms' outputs kept as fp8 codes for the backward (fp8_keeps_input_codes), with 4
+#    micro-batches a step, full recompute and evaluation, GPT and the tiny Llama: bitwise the path
+#    that quantizes every operand at every use (MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off
+#    MTC_FP8_KEEP_CODES=0);
 #  - on 2 GPUs (when present): TP2 + SP and DP2 with the distributed optimizer within 1e-2 of one
 #    GPU (the amaxes reduced over the tensor- and data-parallel ranks through NCCL); the tiny
 #    Mixtral with TP2 + SP and with --expert-tensor-parallel-size 1 x TP2 + SP x EP2 likewise.
@@ -96,17 +98,17 @@ same_bits() {  # same_bits A B WHAT: A's and B's losses and parameters bitwise
     cmp -s "$WORK/$1.loss" "$WORK/$2.loss" && [ -s "$WORK/$1.loss" ] && cmp -s "$WORK/$1.bin" "$WORK/$2.bin"
     ok $? "$3"
 }
-MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off train det_unfused 1 --device cuda $FP8 --deterministic-mode
+MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off MTC_FP8_KEEP_CODES=0 train det_unfused 1 --device cuda $FP8 --deterministic-mode
 same_bits det1 det_unfused "fused producers and once-a-step weight codes: the unfused path's losses and parameters bitwise"
 MTC_FP8_WEIGHT_CACHE=both train det_both 1 --device cuda $FP8 --deterministic-mode
 same_bits det1 det_both "MTC_FP8_WEIGHT_CACHE=both (the forward's weight codes kept too): the same bits"
 RC="--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 --eval-interval 5 --eval-iters 2"
 MTC_FP8_WEIGHT_CACHE=both train det_rc 1 --device cuda $FP8 --deterministic-mode $RC
-MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off train det_rc_unfused 1 --device cuda $FP8 --deterministic-mode $RC
+MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off MTC_FP8_KEEP_CODES=0 train det_rc_unfused 1 --device cuda $FP8 --deterministic-mode $RC
 same_bits det_rc det_rc_unfused "with full recompute and evaluation every 5 steps: fused and cached bitwise the unfused path"
 LLAMA="--args-file $top_srcdir/configs/llama-tiny.args --train-iters 20 --log-interval 1 --eval-iters 0 --bf16"
 train llama_fused 1 --device cuda $LLAMA $FP8 --deterministic-mode
-MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off train llama_unfused 1 --device cuda $LLAMA $FP8 --deterministic-mode
+MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off MTC_FP8_KEEP_CODES=0 train llama_unfused 1 --device cuda $LLAMA $FP8 --deterministic-mode
 same_bits llama_fused llama_unfused "the tiny Llama (RMSNorm, SwiGLU): fused and cached bitwise the unfused path"
 
 if [ "$gpus" -ge 2 ]; then
