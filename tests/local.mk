@@ -23,7 +23,7 @@ check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \
 	tests/unit/safetensors_test tests/unit/checkpoint_boxes_test tests/unit/checkpoint_format_test
 tests_unit_kernels_grad_test_SOURCES = tests/unit/kernels_grad_test.c
 tests_unit_kernels_grad_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
-# the attention dropout's numbering (kernels/philox.h: a Philox call per 2 x 4 block, 16 bits each)
+# the attention dropout's numbering (kernels/philox.h: a Philox4x32-7 call per 2 x 4 block, 16 bits each)
 check_PROGRAMS += tests/unit/philox_attention_test
 tests_unit_philox_attention_test_SOURCES = tests/unit/philox_attention_test.c
 tests_unit_philox_attention_test_LDADD = -lm

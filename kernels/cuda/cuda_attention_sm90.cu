@@ -89,7 +89,7 @@ typedef __nv_bfloat16 nvbf16;
 /* Attention dropout (DROPOUT; cuda_attention.cu's semantics and numbering, so that the keep
  * decisions are the CPU's and the mma.sync kernels'): element (i, j) of head head_index = b *
  * total_heads + head_start + h is kept iff philox_keep_attention(seed, stream, head_base, T, i, j,
- * p) (head_base = rng.offset + head_index T T): 16 bits of the Philox call of its 2 x 4 block of
+ * p) (head_base = rng.offset + head_index T T): 16 bits of the Philox4x32-7 call of its 2 x 4 block of
  * (query, key), compared with philox_attention_threshold(p). The accumulator fragments of
  * wgmma.m64nNk16 (PTX ISA, "wgmma" register fragments for D) are those of mma.m16n8k16 per warp:
  * value 4n + e of lane 4g + t of warp w is row 16w + g + 8 (e >> 1), column 8n + 2t + (e & 1), so
