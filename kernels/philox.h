@@ -79,28 +79,59 @@ PHILOX_FN float philox_normal(uint64_t seed, uint64_t stream, uint64_t index) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* Dropout draws share Philox calls: one call gives four 32-bit words, and four elements use
- * them. Element `index` of a dropout site (hidden dropout: flat indices) takes word index % 4 of
- * the call at counter index / 4. It is kept with probability 1 - p. */
-PHILOX_FN int philox_keep(uint64_t seed, uint64_t stream, uint64_t index, float p) {
-    philox_out r = philox4x32(seed, index >> 2, stream);
-    return philox_uint_to_unit(r.v[index & 3]) > p;
+/* A 16-bit dropout draw u (uniform on 0 .. 65535) keeps its element iff u >= philox_threshold16(p)
+ * = ceil(p 65536) (clamped to [0, 65536]; p 65536 is exact in fp32, so the CPU and the GPU get
+ * the same integer), i.e. with probability 1 - ceil(p 65536)/65536 (within 2^-16 of 1 - p, never
+ * above it); kept values are scaled by 1/(1 - p) as for every dropout. p <= 0 keeps everything,
+ * p >= 1 nothing. */
+PHILOX_FN uint32_t philox_threshold16(float p) {
+    if (!(p > 0.0f)) return 0u;
+    if (p >= 1.0f) return 65536u;
+    return (uint32_t)ceilf(p * 65536.0f);
 }
 
-/* consecutive draws of one site, one Philox call per group of four (the same bits as
- * philox_keep): start from PHILOX_KEEP_RUN_START */
+/* Hidden dropout (embedding, attention output, MLP output: flat indices): 16 bits per element,
+ * eight elements per Philox4x32-10 call. Element `index` of a site takes the call at counter
+ * index >> 3, word (index & 7) >> 1 of it, its low 16 bits for even index and its high 16 bits
+ * for odd index, and is kept iff that value >= philox_threshold16(p). */
+PHILOX_FN uint32_t philox_half16(philox_out w, uint64_t index) {
+    return (w.v[(index & 7) >> 1] >> (16 * (unsigned)(index & 1))) & 0xffffu;
+}
+PHILOX_FN int philox_keep(uint64_t seed, uint64_t stream, uint64_t index, float p) {
+    philox_out r = philox4x32(seed, index >> 3, stream);
+    return philox_half16(r, index) >= philox_threshold16(p);
+}
+
+/* the decisions of the eight elements first .. first + 7 (bit k: element first + k kept): one
+ * Philox call when first is a multiple of 8, two otherwise (the same bits as philox_keep) */
+PHILOX_FN uint32_t philox_keep8(uint64_t seed, uint64_t stream, uint64_t first, uint32_t threshold) {
+    const unsigned shift = (unsigned)(first & 7);
+    philox_out w = philox4x32(seed, first >> 3, stream);
+    uint32_t bits = 0;
+    for (unsigned k = 0; k < 8; k++) bits |= (philox_half16(w, k) >= threshold ? 1u : 0u) << k;
+    bits >>= shift;
+    if (shift != 0) {
+        w = philox4x32(seed, (first >> 3) + 1, stream);
+        for (unsigned k = 0; k < shift; k++) bits |= (philox_half16(w, k) >= threshold ? 1u : 0u) << (8 - shift + k);
+    }
+    return bits;
+}
+
+/* consecutive draws of one site, one Philox call per group of eight (the same bits as
+ * philox_keep): start from PHILOX_KEEP_RUN_START; threshold = philox_threshold16(p) */
 typedef struct philox_keep_run {
     uint64_t group;
     philox_out words;
 } philox_keep_run;
 #define PHILOX_KEEP_RUN_START {UINT64_MAX, {{0, 0, 0, 0}}}
 
-PHILOX_FN int philox_keep_next(philox_keep_run *run, uint64_t seed, uint64_t stream, uint64_t index, float p) {
-    if ((index >> 2) != run->group) {
-        run->group = index >> 2;
+PHILOX_FN int philox_keep_run_next(philox_keep_run *run, uint64_t seed, uint64_t stream, uint64_t index,
+                                   uint32_t threshold) {
+    if ((index >> 3) != run->group) {
+        run->group = index >> 3;
         run->words = philox4x32(seed, run->group, stream);
     }
-    return philox_uint_to_unit(run->words.v[index & 3]) > p;
+    return philox_half16(run->words, index) >= threshold;
 }
 
 /* Attention probabilities: 16 bits per element, eight elements per Philox4x32-7 call (the other
@@ -111,10 +142,8 @@ PHILOX_FN int philox_keep_next(philox_keep_run *run, uint64_t seed, uint64_t str
  * top-left element, head_base + (i & ~1)*T + (j & ~3): word (i & 1)*2 + ((j & 3) >> 1) of it,
  * its low 16 bits for even j and its high 16 bits for odd j. So word 0 holds (i0, j0) low and
  * (i0, j0 + 1) high, word 1 (i0, j0 + 2), (i0, j0 + 3), words 2 and 3 the same for row i0 + 1.
- * The element is kept iff that 16-bit value u satisfies u >= philox_attention_threshold(p) =
- * ceil(p 65536) (clamped to [0, 65536]; p 65536 is exact in fp32, so the CPU and the GPU get the
- * same integer), i.e. with probability 1 - ceil(p 65536)/65536 (within 2^-16 of 1 - p, never
- * above it); kept values are scaled by 1/(1 - p) as for every dropout. A GPU thread holding two
+ * The element is kept iff that 16-bit value u satisfies u >= philox_threshold16(p), as for the
+ * hidden dropout. A GPU thread holding two
  * neighbouring keys of a query (forward) or two neighbouring queries of a key (backward) shares
  * its call with the three other threads of the block (kernels/cuda/cuda_attention_dropout.cuh). */
 PHILOX_FN uint64_t philox_attention_counter(uint64_t head_base, int T, int i, int j) {
@@ -123,15 +152,10 @@ PHILOX_FN uint64_t philox_attention_counter(uint64_t head_base, int T, int i, in
 PHILOX_FN int philox_attention_word(int i, int j) { return (i & 1) * 2 + ((j & 3) >> 1); }
 /* the 16-bit value of column j from its word */
 PHILOX_FN uint32_t philox_attention_half(uint32_t word, int j) { return (j & 1) ? word >> 16 : word & 0xffffu; }
-PHILOX_FN uint32_t philox_attention_threshold(float p) {
-    if (!(p > 0.0f)) return 0u;
-    if (p >= 1.0f) return 65536u;
-    return (uint32_t)ceilf(p * 65536.0f);
-}
 PHILOX_FN int philox_keep_attention(uint64_t seed, uint64_t stream, uint64_t head_base, int T, int i, int j,
                                     float p) {
     philox_out r = philox4x32_7(seed, philox_attention_counter(head_base, T, i, j), stream);
-    return philox_attention_half(r.v[philox_attention_word(i, j)], j) >= philox_attention_threshold(p);
+    return philox_attention_half(r.v[philox_attention_word(i, j)], j) >= philox_threshold16(p);
 }
 
 /* 64-bit FNV-1a of a string, then mixed: turns a parameter name into a stream id */

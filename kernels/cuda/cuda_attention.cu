@@ -138,7 +138,7 @@ static __device__ __forceinline__ attn_drop_rng attn_drop_rng_of(const dropout_r
     d.stream = rng.stream;
     d.head_base = rng.offset + head_index * (uint64_t)Tq * (uint64_t)Tk;
     d.Tk = Tk;
-    d.threshold = philox_attention_threshold(rng.p);
+    d.threshold = philox_threshold16(rng.p);
     return d;
 }
 /* a tile of NT n8 groups draws in chunks of at most 8 (one 32-bit word of keep bits each) */

@@ -97,13 +97,13 @@ static void test_threshold(void) {
     };
     int bad = 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const uint32_t got = philox_attention_threshold(cases[k].p);
+        const uint32_t got = philox_threshold16(cases[k].p);
         if (got != cases[k].want) {
             tap_diag("threshold(%g) = %u, want %u", (double)cases[k].p, got, cases[k].want);
             bad++;
         }
     }
-    tap_ok(bad == 0, "philox_attention_threshold is ceil(65536 p) clamped to [0, 65536] (0.1: 6554)");
+    tap_ok(bad == 0, "philox_threshold16 is ceil(65536 p) clamped to [0, 65536] (0.1: 6554)");
     /* p = 0 keeps everything, p = 1 nothing (a 16-bit value is at most 65535) */
     int all = 1, none = 1;
     for (int i = 0; i < 6; i++)
@@ -123,7 +123,7 @@ static void test_rule(void) {
         const int rows = shapes[s][0], T = shapes[s][1];
         size_t wrong = 0, total = 0;
         for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
-            const uint32_t threshold = philox_attention_threshold(ps[k]);
+            const uint32_t threshold = philox_threshold16(ps[k]);
             for (uint64_t head = 0; head < 3; head++) {
                 const uint64_t head_base = 1000003ull + head * (uint64_t)rows * (uint64_t)T;
                 for (int i = 0; i < rows; i++)
@@ -182,7 +182,7 @@ static void test_rates(void) {
     const float ps[] = {0.1f, 0.5f};
     for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
         const float p = ps[k];
-        const double q = philox_attention_threshold(p) / 65536.0; /* drop probability */
+        const double q = philox_threshold16(p) / 65536.0; /* drop probability */
         long dropped = 0, pairs = 0, both_cols = 0, both_rows = 0;
         for (int i = 0; i < T; i += 2)
             for (int j = 0; j < T; j += 2) {
