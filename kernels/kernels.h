@@ -20,8 +20,8 @@
  *  - Vocab-parallel operations take the global id of their first local vocabulary row
  *    (vocab_start) so that tensor parallelism can split the vocabulary; with one rank it is 0.
  *  - Dropout masks come from the counter-based generator (kernels/philox.h): element i of a
- *    call is draw number offset + i under key (seed, stream) (four draws per Philox call, see
- *    philox_keep; attention probabilities in 2 x 4 blocks of (query, key), eight 16-bit
+ *    call is draw number offset + i under key (seed, stream) (eight 16-bit draws per Philox call,
+ *    see philox_keep; attention probabilities in 2 x 4 blocks of (query, key), eight 16-bit
  *    draws per call, see philox_keep_attention), so backward regenerates the mask instead of
  *    storing it, and masks do not depend on the parallel layout.
  */

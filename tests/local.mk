@@ -23,11 +23,16 @@ check_PROGRAMS += tests/unit/kernels_grad_test tests/unit/gpt_model_test \
 	tests/unit/safetensors_test tests/unit/checkpoint_boxes_test tests/unit/checkpoint_format_test
 tests_unit_kernels_grad_test_SOURCES = tests/unit/kernels_grad_test.c
 tests_unit_kernels_grad_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
-# the attention dropout's numbering (kernels/philox.h: a Philox call per 2 x 4 block, 16 bits each)
+# the attention dropout's numbering (kernels/philox.h: a Philox4x32-7 call per 2 x 4 block, 16 bits each)
 check_PROGRAMS += tests/unit/philox_attention_test
 tests_unit_philox_attention_test_SOURCES = tests/unit/philox_attention_test.c
 tests_unit_philox_attention_test_LDADD = -lm
 TESTS += tests/unit/philox_attention_test
+# the hidden dropout's numbering (kernels/philox.h: 16 bits per element, eight per Philox4x32-10 call)
+check_PROGRAMS += tests/unit/hidden_dropout_rule_test
+tests_unit_hidden_dropout_rule_test_SOURCES = tests/unit/hidden_dropout_rule_test.c
+tests_unit_hidden_dropout_rule_test_LDADD = kernels/libkernels.a $(BLAS_LIBS) $(CUDA_LIBS) -lm
+TESTS += tests/unit/hidden_dropout_rule_test
 # the GPU kernels' dropout draw (kernels/cuda/cuda_attention_dropout.cuh) on 32 host threads as
 # the lanes of a warp (shuffles through a barrier), against the CPU's decisions: no GPU needed
 check_PROGRAMS += tests/unit/attention_dropout_lanes_test

@@ -10,8 +10,8 @@
  *   out[t1]       = sum_t2 drop(att)[t1,t2] v[t2],  drop(a) = a * keep / (1 - p)
  * The keep bit of probability (b, head, t1, t2) is philox_keep_attention of element number
  * rng.offset + ((b*total_heads + head_start + h)*T + t1)*T + t2 (2 x 4 blocks of (t1, t2) share a
- * Philox call, 16 bits each, kernels/philox.h), i.e. indexed by the GLOBAL head, so the mask does not depend on
- * how heads are split over tensor-parallel ranks.
+ * Philox4x32-7 call, 16 bits each, kernels/philox.h), i.e. indexed by the GLOBAL head, so the
+ * mask does not depend on how heads are split over tensor-parallel ranks.
  * Backward (softmax Jacobian: d att_i / d preatt_j = att_i (delta_ij - att_j)):
  *   dv[t2] += drop(att)[t1,t2] dout[t1];  datt[t1,t2] = keep/(1-p) * dout[t1].v[t2]
  *   dpreatt = att * (datt - sum_t2 att*datt);  dq[t1] += dpreatt k[t2]/sqrt(D), dk[t2] += dpreatt q[t1]/sqrt(D)

@@ -1,8 +1,9 @@
 /* cpu_elementwise.c: GeLU (tanh approximation), inverted dropout, add and scale.
  *   gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
  *   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3*0.044715 x^2)
- * Dropout keeps element i iff philox_keep(seed, stream, offset + i, p) and scales kept values by
- * 1/(1-p); backward regenerates the same mask from the same rng. */
+ * Dropout keeps element i iff philox_keep(seed, stream, offset + i, p) (16 bits of a Philox4x32-10
+ * call per element, eight per call, kernels/philox.h) and scales kept values by 1/(1-p); backward
+ * regenerates the same mask from the same rng. */
 #include <math.h>
 #include <string.h>
 
@@ -38,9 +39,10 @@ static void dropout_apply(float *out, const float *in, size_t n, dropout_rng rng
         return;
     }
     float keep_scale = 1.0f / (1.0f - rng.p);
+    uint32_t threshold = philox_threshold16(rng.p);
     philox_keep_run run = PHILOX_KEEP_RUN_START;
     for (size_t i = 0; i < n; i++) {
-        int keep = philox_keep_next(&run, rng.seed, rng.stream, rng.offset + i, rng.p);
+        int keep = philox_keep_run_next(&run, rng.seed, rng.stream, rng.offset + i, threshold);
         out[i] = keep ? in[i] * keep_scale : 0.0f;
     }
 }
@@ -58,13 +60,15 @@ void cpu_dropout_backward(float *dx, const float *dout, size_t n, dropout_rng rn
 void cpu_bias_dropout_add(float *out, const float *residual, const float *x, const float *bias, int N, int C,
                           dropout_rng rng) {
     float keep_scale = rng.p > 0.0f ? 1.0f / (1.0f - rng.p) : 1.0f;
+    uint32_t threshold = philox_threshold16(rng.p);
     philox_keep_run run = PHILOX_KEEP_RUN_START;
     for (int n = 0; n < N; n++) {
         for (int c = 0; c < C; c++) {
             size_t i = (size_t)n * (size_t)C + (size_t)c;
             float v = x[i];
             if (bias) v += bias[c];
-            if (rng.p > 0.0f) v = philox_keep_next(&run, rng.seed, rng.stream, rng.offset + i, rng.p) ? v * keep_scale : 0.0f;
+            if (rng.p > 0.0f)
+                v = philox_keep_run_next(&run, rng.seed, rng.stream, rng.offset + i, threshold) ? v * keep_scale : 0.0f;
             out[i] = residual[i] + v;
         }
     }

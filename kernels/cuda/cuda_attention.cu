@@ -128,7 +128,7 @@
 
 /* Dropout: element (i, j) of head `head_index` (= b*total_heads + head_start + h) is kept iff
  * philox_keep_attention(seed, stream, offset + head_index*Tq*Tk, Tk, i, j, p), the CPU backend's
- * draw: 16 bits of the Philox call of its 2 x 4 block of (query, key). A warp draws a tile's
+ * draw: 16 bits of the Philox4x32-7 call of its 2 x 4 block of (query, key). A warp draws a tile's
  * calls before using them (cuda_attention_dropout.cuh: each of the four lanes holding a block
  * draws a quarter of the tile's calls and shuffles the decisions to the others). */
 static __device__ __forceinline__ attn_drop_rng attn_drop_rng_of(const dropout_rng &rng, uint64_t head_index, int Tq,
@@ -138,7 +138,7 @@ static __device__ __forceinline__ attn_drop_rng attn_drop_rng_of(const dropout_r
     d.stream = rng.stream;
     d.head_base = rng.offset + head_index * (uint64_t)Tq * (uint64_t)Tk;
     d.Tk = Tk;
-    d.threshold = philox_attention_threshold(rng.p);
+    d.threshold = philox_threshold16(rng.p);
     return d;
 }
 /* a tile of NT n8 groups draws in chunks of at most 8 (one 32-bit word of keep bits each) */

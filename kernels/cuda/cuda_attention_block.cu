@@ -32,7 +32,7 @@
  * serve), the tile tests take the window's lower bound too (whole tiles before the window are
  * skipped: a block's work ~ its rows x W), and a block no query sees at all (the ring's far
  * blocks) walks nothing and gives out 0, lse -inf, gradients untouched.
- * Dropout draws one Philox call per kept-or-not element (no pair sharing yet). */
+ * Dropout draws one Philox4x32-7 call per kept-or-not element (no pair sharing yet). */
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* cuda_attention_dropout.cuh: the attention dropout's keep decisions for one warp's tile of
  * scores, shared by the mma.sync kernels (cuda_attention.cu) and the Hopper wgmma kernels
  * (cuda_attention_sm90.cu). The numbering is kernels/philox.h's (philox_keep_attention, the
- * CPU's): one Philox call per 2 x 4 block of (query, key) elements, 16 bits per element, kept iff
- * that value is >= philox_attention_threshold(p).
+ * CPU's): one Philox4x32-7 call per 2 x 4 block of (query, key) elements, 16 bits per element, kept iff
+ * that value is >= philox_threshold16(p).
  *
  * The tile is an accumulator in the mma.m16n8k16 layout (also wgmma's, per warp): lane 4g + t
  * holds value 4n + e at row row0 + g + 8 (e >> 1), column col0 + 8n + 2t + (e & 1), n < NT.
@@ -35,7 +35,7 @@ struct attn_drop_rng {
     uint64_t seed, stream;
     uint64_t head_base; /* the counter of element (0, 0) of the head */
     int Tk;             /* keys per query row of the numbering */
-    uint32_t threshold; /* philox_attention_threshold(p) */
+    uint32_t threshold; /* philox_threshold16(p) */
 };
 
 static __device__ __forceinline__ uint32_t attn_drop_keeps(uint32_t value16, uint32_t threshold) {
@@ -75,7 +75,7 @@ static __device__ __forceinline__ uint32_t attn_drop_keep_bits(const attn_drop_r
         const int query = QUERY_ROWS ? row0 + (g & ~1) + 8 * i : col0 + 8 * n + 2 * t;
         const int key = QUERY_ROWS ? col0 + 8 * n + 4 * (t >> 1) : row0 + (g & ~3) + 8 * i;
         if (visible(query, key)) {
-            const philox_out w = philox4x32(
+            const philox_out w = philox4x32_7(
                 rng.seed, rng.head_base + (uint64_t)query * (uint64_t)rng.Tk + (uint64_t)key, rng.stream);
             drawn |= attn_drop_byte<QUERY_ROWS>(w, rng.threshold) << (8 * m);
         }

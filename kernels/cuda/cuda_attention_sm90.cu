@@ -89,8 +89,8 @@ typedef __nv_bfloat16 nvbf16;
 /* Attention dropout (DROPOUT; cuda_attention.cu's semantics and numbering, so that the keep
  * decisions are the CPU's and the mma.sync kernels'): element (i, j) of head head_index = b *
  * total_heads + head_start + h is kept iff philox_keep_attention(seed, stream, head_base, T, i, j,
- * p) (head_base = rng.offset + head_index T T): 16 bits of the Philox call of its 2 x 4 block of
- * (query, key), compared with philox_attention_threshold(p). The accumulator fragments of
+ * p) (head_base = rng.offset + head_index T T): 16 bits of the Philox4x32-7 call of its 2 x 4 block of
+ * (query, key), compared with philox_threshold16(p). The accumulator fragments of
  * wgmma.m64nNk16 (PTX ISA, "wgmma" register fragments for D) are those of mma.m16n8k16 per warp:
  * value 4n + e of lane 4g + t of warp w is row 16w + g + 8 (e >> 1), column 8n + 2t + (e & 1), so
  * cuda_attention_dropout.cuh's draw serves both kernels: the four lanes holding a 2 x 4 block
@@ -98,7 +98,7 @@ typedef __nv_bfloat16 nvbf16;
  * query pair) each draw a quarter of a tile's calls and exchange the decisions by shuffles. */
 struct sm90_dropout_args {
     uint64_t seed, stream, offset; /* dropout_rng's */
-    uint32_t threshold;            /* philox_attention_threshold(p) */
+    uint32_t threshold;            /* philox_threshold16(p) */
     float keep_scale;              /* 1 / (1 - p) */
     int head_start, total_heads;
 };
@@ -107,7 +107,7 @@ static sm90_dropout_args sm90_dropout_of(dropout_rng rng, int head_start, int to
     a.seed = rng.seed;
     a.stream = rng.stream;
     a.offset = rng.offset;
-    a.threshold = philox_attention_threshold(rng.p);
+    a.threshold = philox_threshold16(rng.p);
     a.keep_scale = rng.p > 0.0f ? 1.0f / (1.0f - rng.p) : 1.0f;
     a.head_start = head_start;
     a.total_heads = total_heads;

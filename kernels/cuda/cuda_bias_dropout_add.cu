@@ -3,7 +3,8 @@
  * the element type, cuda_kernels_t.cuh):
  *   out[n,c] = residual[n,c] + dropout(x[n,c] + bias[c])
  * where element i = n*C + c keeps iff philox_keep(seed, stream, offset + i, p) and is scaled by
- * 1/(1-p), the mask of dropout_forward over the same rows (kernels/philox.h). The arithmetic is
+ * 1/(1-p), the mask of dropout_forward over the same rows (kernels/philox.h: 16 bits per
+ * element, one Philox call per 8-element group when offset is a multiple of 8, philox_keep8). The arithmetic is
  * fp32 with one rounding to bf16 (fp16) at the end; the unfused bias_add, dropout_forward and
  * add (three passes, three roundings) stay for the backward's needs. One read of
  * x and of the residual, one write, instead of three reads and writes more. */
@@ -12,20 +13,19 @@
 
 #define BDA_THREADS 256
 
-static __device__ __forceinline__ float bda_value(float x, float bias, float residual, bool dropout,
-                                                  philox_keep_run *run, uint64_t seed, uint64_t stream,
-                                                  uint64_t counter, float p, float keep_scale) {
+static __device__ __forceinline__ float bda_value(float x, float bias, float residual, bool dropout, bool keep,
+                                                  float keep_scale) {
     float v = x + bias;
-    if (dropout) v = philox_keep_next(run, seed, stream, counter, p) ? v * keep_scale : 0.0f;
+    if (dropout) v = keep ? v * keep_scale : 0.0f;
     return residual + v;
 }
 
 template <typename E>
 static __global__ void bias_dropout_add_kernel(E *out, const E *residual,
                                                const E *x, const E *bias, size_t n,
-                                               int C, uint64_t seed, uint64_t stream, uint64_t offset, float p,
-                                               float keep_scale, bool vectorized) {
-    const bool dropout = p > 0.0f;
+                                               int C, uint64_t seed, uint64_t stream, uint64_t offset,
+                                               uint32_t threshold, float keep_scale, bool vectorized) {
+    const bool dropout = threshold > 0u;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     const size_t groups = vectorized ? n / 8 : 0; /* C % 8 == 0: a group never crosses a row */
     for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
@@ -33,17 +33,17 @@ static __global__ void bias_dropout_add_kernel(E *out, const E *residual,
         load_x8(xv, x + 8 * g);
         load_x8(rv, residual + 8 * g);
         if (bias != NULL) load_x8(bv, bias + (8 * g) % (size_t)C);
-        philox_keep_run run = PHILOX_KEEP_RUN_START; /* two or three Philox calls for the eight */
+        /* one Philox call for the eight (two when offset is not a multiple of 8) */
+        const uint32_t keep = dropout ? philox_keep8(seed, stream, offset + 8 * g, threshold) : 0xffu;
 #pragma unroll
-        for (int k = 0; k < 8; k++)
-            ov[k] = bda_value(xv[k], bv[k], rv[k], dropout, &run, seed, stream, offset + 8 * g + k, p, keep_scale);
+        for (int k = 0; k < 8; k++) ov[k] = bda_value(xv[k], bv[k], rv[k], dropout, (keep >> k) & 1u, keep_scale);
         store_x8(out + 8 * g, ov);
     }
     for (size_t i = 8 * groups + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float b = bias != NULL ? to_float(bias[i % (size_t)C]) : 0.0f;
         philox_keep_run run = PHILOX_KEEP_RUN_START;
-        out[i] = from_float<E>(bda_value(to_float(x[i]), b, to_float(residual[i]), dropout, &run,
-                                         seed, stream, offset + i, p, keep_scale));
+        const bool keep = dropout && philox_keep_run_next(&run, seed, stream, offset + i, threshold);
+        out[i] = from_float<E>(bda_value(to_float(x[i]), b, to_float(residual[i]), dropout, keep, keep_scale));
     }
 }
 
@@ -58,7 +58,8 @@ static void bias_dropout_add_t(E *out, const E *residual, const E *x, const E *b
     float keep_scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
     bias_dropout_add_kernel<<<grid_stride_blocks(vectorized ? n / 8 + n % 8 : n, BDA_THREADS), BDA_THREADS, 0,
                               compute_stream()>>>(out, residual, x, bias, n, C,
-                                                  rng.seed, rng.stream, rng.offset, p, keep_scale, vectorized);
+                                                  rng.seed, rng.stream, rng.offset, philox_threshold16(p), keep_scale,
+                                                  vectorized);
     CHECK_LAUNCH();
 }
 

@@ -9,7 +9,9 @@
  * (kernels/cpu/cpu_elementwise.c):
  *   gelu(x)  = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
  *   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh(u)^2) sqrt(2/pi) (1 + 3*0.044715 x^2)
- * Dropout keeps element i of a call iff philox_keep(seed, stream, offset + i, p), as on the CPU.
+ * Dropout keeps element i of a call iff philox_keep(seed, stream, offset + i, p), as on the CPU:
+ * 16 bits per element, so an 8-element group whose first counter offset + 8 g is a multiple of 8
+ * (the model's sites at hidden sizes that are multiples of 8) takes one Philox call (philox_keep8).
  * bias_backward is a two-pass column sum (per-chunk partials, then a fixed-order pass): no
  * atomics, bitwise reproducible. */
 #include "kernels/cuda/cuda_common.cuh"
@@ -197,23 +199,22 @@ static void gelu_backward_t(E *dx, const E *x, const E *dout, size_t n) {
 
 template <typename E>
 static __global__ void dropout_kernel(E *out, const E *in, size_t n,
-                                      uint64_t seed, uint64_t stream, uint64_t offset, float p,
+                                      uint64_t seed, uint64_t stream, uint64_t offset, uint32_t threshold,
                                       float keep_scale, bool vectorized) {
     size_t groups = vectorized ? n / 8 : 0;
     GRID_STRIDE_LOOP(g, groups) {
         float v[8];
         load_x8(v, in + 8 * g);
-        philox_keep_run run = PHILOX_KEEP_RUN_START; /* two or three calls for the eight */
+        /* one Philox call for the eight (two when offset is not a multiple of 8) */
+        const uint32_t keep = philox_keep8(seed, stream, offset + 8 * g, threshold);
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            int keep = philox_keep_next(&run, seed, stream, offset + 8 * g + k, p);
-            v[k] = keep ? v[k] * keep_scale : 0.0f;
-        }
+        for (int k = 0; k < 8; k++) v[k] = (keep >> k) & 1u ? v[k] * keep_scale : 0.0f;
         store_x8(out + 8 * g, v);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
-        int keep = philox_keep(seed, stream, offset + i, p);
+        philox_keep_run run = PHILOX_KEEP_RUN_START;
+        int keep = philox_keep_run_next(&run, seed, stream, offset + i, threshold);
         out[i] = from_float<E>(keep ? to_float(in[i]) * keep_scale : 0.0f);
     }
 }
@@ -230,7 +231,7 @@ static void dropout_apply(E *out, const E *in, size_t n, dropout_rng rng) {
     float keep_scale = 1.0f / (1.0f - rng.p);
     bool vectorized = aligned16(out) && aligned16(in);
     dropout_kernel<<<map_blocks(n, vectorized), map_threads, 0, compute_stream()>>>(
-        out, in, n, rng.seed, rng.stream, rng.offset, rng.p, keep_scale,
+        out, in, n, rng.seed, rng.stream, rng.offset, philox_threshold16(rng.p), keep_scale,
         vectorized);
     CHECK_LAUNCH();
 }

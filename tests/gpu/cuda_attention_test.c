@@ -15,9 +15,9 @@
  * dropout). Attention dropout runs on both paths (the Hopper wgmma kernels draw it inside their
  * passes since issue 44): besides the outputs and gradients against the CPU, test_dropout_mask
  * reads the keep decisions of the forward and of the backward back out of the outputs and dV
- * and compares them with the CPU's, element for element (philox_keep_attention: a Philox call per
- * 2 x 4 block of (query, key), 16 bits per element, whose four GPU lanes each draw a quarter of
- * a tile's calls; tests/unit/philox_attention_test decodes the rule from the raw words).
+ * and compares them with the CPU's, element for element (philox_keep_attention: a Philox4x32-7
+ * call per 2 x 4 block of (query, key), 16 bits per element, whose four GPU lanes each draw a
+ * quarter of a tile's calls; tests/unit/philox_attention_test decodes the rule from the raw words).
  * Sliding-window attention (window_left >= 0, --window-size) runs the same comparisons
  * (test_attention_window) with the CPU's window, and also checks the forward's per-row
  * log-sum-exp (the workspace's fp32 [B,H,T]) against one computed in double over the window; at

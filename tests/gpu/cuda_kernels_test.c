@@ -191,10 +191,22 @@ static void test_gelu(size_t n, int shift) {
     cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(b4);
 }
 
-/* bias-dropout-add against the CPU's (the unfused order): the same mask, values within bf16 */
-static void test_bias_dropout_add(int N, int C, int with_bias, int shift, float p) {
+/* The hidden dropout's rule (kernels/philox.h), written out from the raw Philox4x32-10 words:
+ * element `index` of a site takes the call at counter floor(index / 8), word floor((index mod 8)
+ * / 2), the low 16 bits for even index and the high 16 for odd, and is kept iff that value >=
+ * ceil(65536 p). */
+static int keep_by_rule(uint64_t seed, uint64_t stream, uint64_t index, float p) {
+    const philox_out w = philox4x32(seed, index / 8, stream);
+    const uint32_t word = w.v[(index % 8) / 2];
+    const uint32_t value = index % 2 == 0 ? word % 65536u : word / 65536u;
+    return value >= (uint32_t)ceil((double)p * 65536.0);
+}
+
+/* bias-dropout-add against the CPU's (the unfused order): the same mask (the rule's), values
+ * within bf16; offset a multiple of 8 takes the kernel's one-call-per-group path, others two */
+static void test_bias_dropout_add(int N, int C, int with_bias, int shift, float p, uint64_t offset) {
     size_t n = (size_t)N * C;
-    dropout_rng rng = {p, 4321, 0x51ed27ull ^ n, 77 + 5 * n};
+    dropout_rng rng = {p, 4321, 0x51ed27ull ^ n, offset};
     float *x = host_random(n, 310 + n, 2.0f), *residual = host_random(n, 311 + n, 3.0f);
     float *bias = with_bias ? host_random((size_t)C, 312 + C, 1.0f) : NULL;
     float *want = host_alloc(n);
@@ -212,13 +224,13 @@ static void test_bias_dropout_add(int N, int C, int with_bias, int shift, float 
     float *r16 = download_bf16(d_residual, n);
     size_t mismatched = 0, dropped = 0; /* a dropped element is the residual, exactly */
     for (size_t i = 0; p > 0.0f && i < n; i++) {
-        if (philox_keep(rng.seed, rng.stream, rng.offset + i, p)) continue;
+        if (keep_by_rule(rng.seed, rng.stream, rng.offset + i, p)) continue;
         dropped++;
         mismatched += got[i] != r16[i];
     }
     tap_ok(mismatched == 0 && (p == 0.0f || dropped > 0),
-           "bias_dropout_add N=%d C=%d p=%.2f: the CPU's mask (%zu dropped, %zu not the residual)", N, C, p, dropped,
-           mismatched);
+           "bias_dropout_add N=%d C=%d p=%.2f offset %% 8 = %d: the rule's mask (%zu dropped, %zu not the residual)", N,
+           C, p, (int)(offset % 8), dropped, mismatched);
     free(r16);
     cuda_bias_dropout_add(d_residual, d_residual, d_x, d_bias, N, C, rng); /* out aliasing the residual */
     float *got_alias = download_bf16(d_residual, n);
@@ -243,15 +255,18 @@ static void test_dropout(size_t n, int shift, float p) {
     float *got = download_bf16(d_out, n);
     expect_below(relative_error(got, want, n), ACT_TOL, "dropout_forward n=%zu shift=%d p=%.2f", n,
                  shift, p);
-    size_t zeros_got = 0, zeros_want = 0, mismatched = 0;
+    size_t zeros_got = 0, zeros_want = 0, mismatched = 0, off_rule = 0;
     for (size_t i = 0; i < n; i++) {
         zeros_got += got[i] == 0.0f;
         zeros_want += want[i] == 0.0f;
         mismatched += (got[i] == 0.0f) != (want[i] == 0.0f);
+        /* dropped iff 0 (a kept nonzero input stays nonzero; an input of exactly 0 says nothing) */
+        if (x[i] != 0.0f) off_rule += (got[i] == 0.0f) == keep_by_rule(rng.seed, rng.stream, rng.offset + i, p);
     }
     tap_diag("dropout n=%zu: %zu dropped on the GPU, %zu on the CPU", n, zeros_got, zeros_want);
-    tap_ok(mismatched == 0, "dropout_forward n=%zu shift=%d p=%.2f: same mask as the CPU", n, shift,
-           p);
+    tap_ok(mismatched == 0 && off_rule == 0,
+           "dropout_forward n=%zu shift=%d p=%.2f offset %% 8 = %d: the CPU's mask, the rule's (%zu off it)", n, shift,
+           p, (int)(rng.offset % 8), off_rule);
     /* backward in place (dx aliases dout) */
     cuda_dropout_backward(d_dout, d_dout, n, rng);
     float *got_dx = download_bf16(d_dout, n);
@@ -1056,10 +1071,12 @@ int main(void) {
     test_dropout(64 * 768, 0, 0.1f);
     test_dropout(100003, 1, 0.3f);
     test_dropout(1000, 0, 0.0f);
-    test_bias_dropout_add(64, 768, 1, 0, 0.1f);
-    test_bias_dropout_add(33, 768, 0, 0, 0.1f);
-    test_bias_dropout_add(17, 100, 1, 1, 0.3f);   /* unaligned, C % 8 != 0: the scalar loop */
-    test_bias_dropout_add(64, 2048, 1, 0, 0.0f);
+    test_dropout(4101, 0, 0.1f); /* offset 70717: groups across two Philox calls, and a tail */
+    test_bias_dropout_add(64, 768, 1, 0, 0.1f, 77 + 5 * 64 * 768);   /* offset % 8 = 5: two calls a group */
+    test_bias_dropout_add(64, 768, 1, 0, 0.1f, 8 * 64 * 768 * 3);    /* the model's case: one call a group */
+    test_bias_dropout_add(33, 768, 0, 0, 0.1f, 77 + 5 * 33 * 768);
+    test_bias_dropout_add(17, 100, 1, 1, 0.3f, 77 + 5 * 17 * 100);   /* unaligned, C % 8 != 0: the scalar loop */
+    test_bias_dropout_add(64, 2048, 1, 0, 0.0f, 77 + 5 * 64 * 2048);
     test_add_scale(7 * 33, 0);
     test_add_scale(64 * 768, 0);
     test_add_scale(100003, 1);

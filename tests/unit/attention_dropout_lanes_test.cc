@@ -43,7 +43,7 @@ static long check_tile(int lane, int T, int row0, int col0, float p, uint64_t he
     rng.stream = 0xa4093822299f31d0ull + (uint64_t)T;
     rng.head_base = head_base;
     rng.Tk = T;
-    rng.threshold = philox_attention_threshold(p);
+    rng.threshold = philox_threshold16(p);
     /* causal: the kernels' own mask (a block is drawn if some key <= some query inside T) */
     const uint32_t bits = attn_drop_keep_bits<NT, QUERY_ROWS>(rng, row0, col0, lane, [&](int query, int key) {
         return query < T && key <= query + 1;

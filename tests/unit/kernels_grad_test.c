@@ -1092,11 +1092,19 @@ typedef struct {
     dropout_rng rng;
 } drop_ctx;
 
+/* the hidden dropout's rule from the raw Philox4x32-10 words (kernels/philox.h): element `index`
+ * takes the call at floor(index / 8), word floor((index mod 8) / 2), low 16 bits for even index
+ * and high 16 for odd, kept iff that value >= ceil(65536 p) */
+static int hidden_keep_by_rule(dropout_rng rng, uint64_t index) {
+    const philox_out w = philox4x32(rng.seed, index / 8, rng.stream);
+    const uint32_t word = w.v[(index % 8) / 2];
+    return (index % 2 == 0 ? word % 65536u : word / 65536u) >= (uint32_t)ceil((double)rng.p * 65536.0);
+}
+
 static void ref_dropout(drop_ctx *c) {
     for (size_t i = 0; i < c->n; i++)
         c->out[i] = c->rng.p <= 0.0f ? c->x[i]
-                  : philox_keep(c->rng.seed, c->rng.stream, c->rng.offset + i, c->rng.p)
-                        ? c->x[i] / (1.0 - (double)c->rng.p) : 0.0;
+                  : hidden_keep_by_rule(c->rng, c->rng.offset + i) ? c->x[i] / (1.0 - (double)c->rng.p) : 0.0;
 }
 
 static double obj_dropout(void *p) {

@@ -1,7 +1,9 @@
 /* philox_attention_test.c: the attention dropout's numbering (kernels/philox.h,
  * philox_keep_attention), which the CPU kernels, the mma.sync and the Hopper wgmma kernels all
  * follow (the GPU tests compare their decisions with it element for element): decoded here from
- * raw Philox4x32-10 words, written out independently (division and remainder, no bit tricks):
+ * raw Philox4x32-7 words (FlashAttention-2's generator: 7 rounds, pinned against Random123's
+ * known answers and a round function written out here, and unlike 10 rounds), written out
+ * independently (division and remainder, no bit tricks):
  * element (i, j) of a head with T keys per row takes the call at head_base + 2 floor(i / 2) T +
  * 4 floor(j / 4), word 2 (i mod 2) + floor((j mod 4) / 2), the low 16 bits for even j and the high
  * 16 for odd j, and is kept iff that value >= ceil(65536 p). Then: every 2 x 4 block has a call
@@ -23,10 +25,69 @@
 /* the decision by the documented rule, from the raw words */
 static int keep_by_rule(uint64_t head_base, int T, int i, int j, uint32_t threshold) {
     const uint64_t counter = head_base + (uint64_t)(2 * (i / 2)) * (uint64_t)T + (uint64_t)(4 * (j / 4));
-    const philox_out w = philox4x32(SEED, counter, STREAM);
+    const philox_out w = philox4x32_7(SEED, counter, STREAM);
     const uint32_t word = w.v[2 * (i % 2) + (j % 4) / 2];
     const uint32_t value = j % 2 == 0 ? word % 65536u : word / 65536u;
     return value >= threshold;
+}
+
+/* Philox4x32 by the paper's round function, written out on its own: the counter (c0, c1, c2, c3)
+ * becomes (mulhi(B, c2) ^ c1 ^ k0, B c2, mulhi(A, c0) ^ c3 ^ k1, A c0) with A = 0xD2511F53,
+ * B = 0xCD9E8D57; the key adds (0x9E3779B9, 0xBB67AE85) between rounds */
+static void philox_by_hand(uint32_t c[4], uint32_t k0, uint32_t k1, int rounds) {
+    for (int r = 0; r < rounds; r++) {
+        const uint64_t a = 0xD2511F53ull * c[0], b = 0xCD9E8D57ull * c[2];
+        const uint32_t n[4] = {(uint32_t)(b / 4294967296ull) ^ c[1] ^ k0, (uint32_t)(b % 4294967296ull),
+                               (uint32_t)(a / 4294967296ull) ^ c[3] ^ k1, (uint32_t)(a % 4294967296ull)};
+        memcpy(c, n, sizeof n);
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+}
+
+static int same(philox_out got, const uint32_t want[4]) {
+    return got.v[0] == want[0] && got.v[1] == want[1] && got.v[2] == want[2] && got.v[3] == want[3];
+}
+
+/* the attention's generator is Philox4x32-7: Random123's known answers (kat_vectors, "philox4x32
+ * 7" and "10" on counter 0, all ones, and the digits of pi), with philox4x32_7's arguments packed
+ * as counter_lo = c0 + 2^32 c1, counter_hi = c2 + 2^32 c3, seed = k0 + 2^32 k1 */
+static void test_rounds(void) {
+    const struct { uint32_t c[4], k[2], want7[4], want10[4]; } kat[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x5f6fb709u, 0x0d893f64u, 0x4f121f81u, 0x4f730a48u},
+         {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
+        {{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, {0xffffffffu, 0xffffffffu},
+         {0x5207ddc2u, 0x45165e59u, 0x4d8ee751u, 0x8c52f662u}, {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}},
+        {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}, {0xa4093822u, 0x299f31d0u},
+         {0x4dfccabau, 0x190a87f0u, 0xc47362bau, 0xb6b5242au}, {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
+    };
+    int bad7 = 0, bad10 = 0, differ = 1;
+    for (size_t n = 0; n < sizeof kat / sizeof kat[0]; n++) {
+        const uint64_t lo = kat[n].c[0] | (uint64_t)kat[n].c[1] << 32, hi = kat[n].c[2] | (uint64_t)kat[n].c[3] << 32;
+        const uint64_t seed = kat[n].k[0] | (uint64_t)kat[n].k[1] << 32;
+        bad7 += !same(philox4x32_7(seed, lo, hi), kat[n].want7);
+        bad10 += !same(philox4x32(seed, lo, hi), kat[n].want10);
+        differ &= !same(philox4x32_7(seed, lo, hi), kat[n].want10);
+    }
+    tap_ok(bad7 == 0, "philox4x32_7 gives Random123's Philox4x32-7 known answers (%d of 3 wrong)", bad7);
+    tap_ok(bad10 == 0 && differ, "philox4x32 stays Philox4x32-10 (%d of 3 wrong), and 7 rounds differ from it", bad10);
+    /* and against the round function written out above, on counters of the attention's kind */
+    int wrong = 0;
+    for (uint64_t i = 0; i < 1000; i++) {
+        const uint64_t counter = 1000003ull + 2654435761ull * i;
+        uint32_t c[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), (uint32_t)STREAM, (uint32_t)(STREAM >> 32)};
+        philox_by_hand(c, (uint32_t)SEED, (uint32_t)(SEED >> 32), 7);
+        wrong += !same(philox4x32_7(SEED, counter, STREAM), c);
+    }
+    tap_ok(wrong == 0, "philox4x32_7 is seven rounds of the round function on 1000 counters (%d wrong)", wrong);
+    /* philox_keep_attention draws from the 7-round words: the element (0, 0) of head_base 0 keeps
+     * iff the low half of word 0 of philox4x32_7(seed, 0, stream) is >= the threshold */
+    uint32_t c[4] = {0, 0, (uint32_t)STREAM, (uint32_t)(STREAM >> 32)};
+    philox_by_hand(c, (uint32_t)SEED, (uint32_t)(SEED >> 32), 7);
+    const float p = (float)(c[0] % 65536u) / 65536.0f; /* its own value: kept at p, dropped just above */
+    tap_ok(philox_keep_attention(SEED, STREAM, 0, 4, 0, 0, p) &&
+               !philox_keep_attention(SEED, STREAM, 0, 4, 0, 0, p + 1.0f / 65536.0f),
+           "element (0, 0) is decided by the low 16 bits (%u) of the 7-round call's word 0", c[0] % 65536u);
 }
 
 static void test_threshold(void) {
@@ -36,13 +97,13 @@ static void test_threshold(void) {
     };
     int bad = 0;
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const uint32_t got = philox_attention_threshold(cases[k].p);
+        const uint32_t got = philox_threshold16(cases[k].p);
         if (got != cases[k].want) {
             tap_diag("threshold(%g) = %u, want %u", (double)cases[k].p, got, cases[k].want);
             bad++;
         }
     }
-    tap_ok(bad == 0, "philox_attention_threshold is ceil(65536 p) clamped to [0, 65536] (0.1: 6554)");
+    tap_ok(bad == 0, "philox_threshold16 is ceil(65536 p) clamped to [0, 65536] (0.1: 6554)");
     /* p = 0 keeps everything, p = 1 nothing (a 16-bit value is at most 65535) */
     int all = 1, none = 1;
     for (int i = 0; i < 6; i++)
@@ -62,7 +123,7 @@ static void test_rule(void) {
         const int rows = shapes[s][0], T = shapes[s][1];
         size_t wrong = 0, total = 0;
         for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
-            const uint32_t threshold = philox_attention_threshold(ps[k]);
+            const uint32_t threshold = philox_threshold16(ps[k]);
             for (uint64_t head = 0; head < 3; head++) {
                 const uint64_t head_base = 1000003ull + head * (uint64_t)rows * (uint64_t)T;
                 for (int i = 0; i < rows; i++)
@@ -121,7 +182,7 @@ static void test_rates(void) {
     const float ps[] = {0.1f, 0.5f};
     for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
         const float p = ps[k];
-        const double q = philox_attention_threshold(p) / 65536.0; /* drop probability */
+        const double q = philox_threshold16(p) / 65536.0; /* drop probability */
         long dropped = 0, pairs = 0, both_cols = 0, both_rows = 0;
         for (int i = 0; i < T; i += 2)
             for (int j = 0; j < T; j += 2) {
@@ -151,12 +212,13 @@ static void test_pinned(void) {
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 16; j++)
             bits |= (uint64_t)philox_keep_attention(1234u, 77u, 4096u, 16, i, j, 0.25f) << (16 * i + j);
-    const uint64_t want = 0xaddfbfe7fb16dff7ull;
+    const uint64_t want = 0xefd9fef78bfdff5bull; /* Philox4x32-7 (10 rounds gave 0xaddfbfe7fb16dff7) */
     tap_ok(bits == want, "pinned decisions (seed 1234, stream 77, head_base 4096, T 16, p 0.25): %016llx, want %016llx",
            (unsigned long long)bits, (unsigned long long)want);
 }
 
 int main(void) {
+    test_rounds();
     test_threshold();
     test_rule();
     test_blocks();
