@@ -230,7 +230,8 @@ int fp8_experts_emulation_requested(void) { return env_switch("MTC_FP8_EXPERTS_E
 
 fp8_weight_cache fp8_weight_cache_mode(void) {
     const char *mode = getenv("MTC_FP8_WEIGHT_CACHE");
-    if (!mode || !*mode || strcmp(mode, "transposed") == 0) return FP8_WEIGHT_CACHE_TRANSPOSED;
+    if (!mode || !*mode || strcmp(mode, "off") == 0) return FP8_WEIGHT_CACHE_OFF; /* the default (fp8_linear.h) */
+    if (strcmp(mode, "transposed") == 0) return FP8_WEIGHT_CACHE_TRANSPOSED;
     if (strcmp(mode, "both") == 0) return FP8_WEIGHT_CACHE_BOTH;
     if (strcmp(mode, "off") == 0) return FP8_WEIGHT_CACHE_OFF;
     user_error("MTC_FP8_WEIGHT_CACHE=%s: expected both, transposed or off", mode);

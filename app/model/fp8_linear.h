@@ -168,12 +168,14 @@ int fp8_keeps_input_codes(const gpt_model *m, int layer, fp8_gemm gemm);
  * and the backward reuse the codes (its scale cannot change inside a step; its amax, recorded
  * once, is the same max). Valid until fp8_step_end or fp8_weights_changed (gpt_model_start_grads
  * calls it at a step's start); evaluation quantizes afresh. MTC_FP8_WEIGHT_CACHE picks what is
- * kept: transposed (the default: 1 byte a weight of the fp8 layers, the backward's transposed
- * codes; the forward quantizes again at each later micro-batch of the step), both (2 bytes, TE's
- * fp8 weight workspaces: the forward's codes too) or off (the weights quantized at every use). The
- * default keeps the memory down (issue 43's target: fp8's peak no higher than bf16's): with one
- * micro-batch a step both do the same work, with more "both" saves one weight quantization per
- * layer linear and micro-batch. */
+ * kept: off (the default: the weights quantized at every use), transposed (1 byte a weight of the
+ * fp8 layers, the backward's transposed codes; the forward quantizes again at each later
+ * micro-batch of the step) or both (2 bytes, TE's fp8 weight workspaces: the forward's codes too).
+ * Off is the default for issue 43's memory target (fp8's peak no higher than bf16's): on one H200
+ * with one micro-batch a step the cache saved 0.75% of the GPT 1.3B step (199.3 against 200.8 ms)
+ * and 0.6% of the Llama-3.2-1B one, and cost 1.1 and 0.9 GB, which put both above bf16's peak
+ * (perf/results/peer/fp8-vs-bf16-h200-2026-11-30-c.md); with gradient accumulation "both" saves
+ * one weight quantization per layer linear and micro-batch. */
 typedef enum { FP8_WEIGHT_CACHE_OFF, FP8_WEIGHT_CACHE_TRANSPOSED, FP8_WEIGHT_CACHE_BOTH } fp8_weight_cache;
 /* the mode MTC_FP8_WEIGHT_CACHE names (one clear error for another value) */
 fp8_weight_cache fp8_weight_cache_mode(void);

@@ -86,8 +86,8 @@ train moe_det2 1 --device cuda $MOE --deterministic-mode
 cmp -s "$WORK/moe_det1.loss" "$WORK/moe_det2.loss" && [ -s "$WORK/moe_det1.loss" ] && cmp -s "$WORK/moe_det1.bin" "$WORK/moe_det2.bin"
 ok $? "MoE with the experts' fp8 GEMMs, --deterministic-mode twice: bitwise-identical losses and parameters"
 
-train det1 1 --device cuda $FP8 --deterministic-mode
-train det2 1 --device cuda $FP8 --deterministic-mode
+MTC_FP8_WEIGHT_CACHE=transposed train det1 1 --device cuda $FP8 --deterministic-mode
+MTC_FP8_WEIGHT_CACHE=transposed train det2 1 --device cuda $FP8 --deterministic-mode
 cmp -s "$WORK/det1.loss" "$WORK/det2.loss" && [ -s "$WORK/det1.loss" ] && cmp -s "$WORK/det1.bin" "$WORK/det2.bin"
 ok $? "--deterministic-mode with fp8: two runs give bitwise-identical losses and parameters"
 
@@ -107,7 +107,7 @@ MTC_FP8_WEIGHT_CACHE=both train det_rc 1 --device cuda $FP8 --deterministic-mode
 MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off MTC_FP8_KEEP_CODES=0 train det_rc_unfused 1 --device cuda $FP8 --deterministic-mode $RC
 same_bits det_rc det_rc_unfused "with full recompute and evaluation every 5 steps: fused and cached bitwise the unfused path"
 LLAMA="--args-file $top_srcdir/configs/llama-tiny.args --train-iters 20 --log-interval 1 --eval-iters 0 --bf16"
-train llama_fused 1 --device cuda $LLAMA $FP8 --deterministic-mode
+MTC_FP8_WEIGHT_CACHE=transposed train llama_fused 1 --device cuda $LLAMA $FP8 --deterministic-mode
 MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off MTC_FP8_KEEP_CODES=0 train llama_unfused 1 --device cuda $LLAMA $FP8 --deterministic-mode
 same_bits llama_fused llama_unfused "the tiny Llama (RMSNorm, SwiGLU): fused and cached bitwise the unfused path"
 
