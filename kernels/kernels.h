@@ -514,6 +514,11 @@ typedef struct kernel_ops {
                              dropout_rng rng);
     /* dbias[C] += column sums of dout[N,C] */
     void (*bias_backward)(float *dbias, const void *dout, int N, int C);
+    /* dx[N,C] = dropout_backward(dout) (the mask of rng over the N*C elements), then dbias[C] +=
+     * column sums of dx: the bits of dropout_backward and bias_backward in turn (dx may alias
+     * dout), in one pass where the backend fuses them (the row-parallel linear's bias gradient
+     * under hidden dropout). */
+    void (*dropout_bias_backward)(void *dx, float *dbias, const void *dout, int N, int C, dropout_rng rng);
 
     /* ---- vocab-parallel softmax cross-entropy over logits[N,V] (V local columns) ----
      * Three passes so that tensor parallelism can reduce across ranks between them:

@@ -1377,11 +1377,25 @@ static void dropout_backward_runs(gpt_model *m, void *dx, const void *dout, drop
 }
 
 /* dropout's backward into scratch; at p = 0 it is the identity, and the gradient is used where
- * it is (read-only until the next norm_backward accumulates into it) */
-static void *dropout_backward_rows(gpt_model *m, void *scratch, void *dout, size_t n, dropout_rng rng) {
+ * it is (read-only until the next norm_backward accumulates into it). bias_grad (NULL: none
+ * here) is the bias gradient of the row-parallel linear below the dropout: += the column sums
+ * of the result. With dropout and this rank's rows in one run, both in one pass
+ * (kernel_ops.dropout_bias_backward, the bits of the two passes). */
+static void *dropout_backward_rows(gpt_model *m, void *scratch, void *dout, size_t n, dropout_rng rng,
+                                   float *bias_grad) {
     (void)n;  /* this rank's rows [n,C] */
-    if (rng.p == 0.0f) return dout;
+    shapes s = model_shapes(m);
+    if (rng.p == 0.0f) {
+        if (bias_grad) m->ops->bias_backward(bias_grad, dout, s.n, s.C);
+        return dout;
+    }
+    if (bias_grad && m->ops->dropout_bias_backward && m->num_row_runs == 1 && m->row_runs[0].local_row == 0 &&
+        m->row_runs[0].rows == s.n) {
+        m->ops->dropout_bias_backward(scratch, bias_grad, dout, s.n, s.C, run_rng(m, rng, 0));
+        return scratch;
+    }
     dropout_backward_runs(m, scratch, dout, rng);
+    if (bias_grad) m->ops->bias_backward(bias_grad, scratch, s.n, s.C);
     return scratch;
 }
 
@@ -1762,7 +1776,8 @@ static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_v
 }
 
 /* the dense MLP's backward from d_hidden (dL/d(MLP output) on this rank's rows, after the
- * dropout): fc2, the activation, fc1; returns dL/d(norm output) on this rank's rows */
+ * dropout, whose backward also made fc2's bias gradient): fc2, the activation, fc1; returns
+ * dL/d(norm output) on this rank's rows */
 static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *slot, int l, void *d_hidden) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
@@ -1770,7 +1785,6 @@ static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *
     backward_scratch *b = &m->scratch;
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l], *lg = &ch->grads.layers[l];
-    if (lg->fc2_bias && !fc2_bias_by_norm(m, ch, l)) ops->bias_backward(lg->fc2_bias, d_hidden, s.n, s.C);
     void *d_pre = b->d_ffn_b;  /* dL/d(fc1_out) */
     if (fp8_layer_in_fp8(c, ch->first_layer + l)) {
         d_pre = fp8_fc2_backward(m, la, lw, lg, ch->first_layer + l, d_hidden);
@@ -1830,7 +1844,11 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     size_t rows_size = (size_t)s.n * s.C;
 
     /* MLP block: y = x' + dropout(reduce(act(fc1(gather(LN(x')))) W2^T) + b2), or the experts */
-    void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_MLP_OUT));
+    /* the dense fc2's bias gradient with the dropout's backward, unless the norm above sums it */
+    float *fc2_bias_grad =
+        !gpt_layer_is_moe(c, layer) && lg->fc2_bias && !fc2_bias_by_norm(m, ch, l) ? lg->fc2_bias : NULL;
+    void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size,
+                                           hidden_rng(m, rng, layer, SITE_MLP_OUT), fc2_bias_grad);
     void *d_rows = gpt_layer_is_moe(c, layer) ? moe_mlp_backward(m, ch, slot, l, d_hidden, rng)
                                               : dense_mlp_backward(m, ch, slot, l, d_hidden);
     /* the MLP block's input: after the attention block, or in T5's decoder the cross-attention's */
@@ -1843,8 +1861,9 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     if (la->cross) t5_cross_backward(m, slot, la->cross, lw, lg, la->residual_mid, layer, rng, core_again);
 
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
-    d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size, hidden_rng(m, rng, layer, SITE_ATTENTION_OUT));
-    if (lg->proj_bias && !residual_bias_grad(m, lg->proj_bias)) ops->bias_backward(lg->proj_bias, d_hidden, s.n, s.C);
+    d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size,
+                                     hidden_rng(m, rng, layer, SITE_ATTENTION_OUT),
+                                     lg->proj_bias && !residual_bias_grad(m, lg->proj_bias) ? lg->proj_bias : NULL);
     row_parallel_backward(m, layer, FP8_GEMM_PROJ, b->d_attention, lg->proj_weight, d_hidden, la->attention_out,
                           lw->proj_weight, s.HDl);
     const int *key_valid = layer_key_valid(m, slot, layer);

@@ -280,6 +280,11 @@ static void bias_dropout_add(void *out, const void *residual, const void *x, con
 static void bias_backward(float *dbias, const void *dout, int N, int C) {
     cpu_bias_backward(dbias, dout, N, C);
 }
+/* dropout_backward, then bias_backward over its result: the bits of the two ops */
+static void dropout_bias_backward(void *dx, float *dbias, const void *dout, int N, int C, dropout_rng rng) {
+    cpu_dropout_backward(dx, dout, (size_t)N * (size_t)C, rng);
+    cpu_bias_backward(dbias, dx, N, C);
+}
 
 static void cross_entropy_fused(float *losses, void *logits, float *row_max, float *sum_exp, float *target_logit,
                                 const int *targets, int N, int V, float grad_scale) {
@@ -403,6 +408,7 @@ static const kernel_ops cpu_ops = {
     .bias_add = bias_add,
     .bias_dropout_add = bias_dropout_add,
     .bias_backward = bias_backward,
+    .dropout_bias_backward = dropout_bias_backward,
 
     .cross_entropy_max = cross_entropy_max,
     .logits_argmax = logits_argmax,

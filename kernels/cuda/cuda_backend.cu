@@ -366,6 +366,9 @@ static void bias_add(void *out, const void *bias, int N, int C) {               
 static void bias_backward(float *dbias, const void *dout, int N, int C) {                                       \
     cuda_bias_backward##S(dbias, (const T *)dout, N, C);                                                         \
 }                                                                                                                \
+static void dropout_bias_backward(void *dx, float *dbias, const void *dout, int N, int C, dropout_rng rng) {     \
+    cuda_dropout_bias_backward##S((T *)dx, dbias, (const T *)dout, N, C, rng);                                   \
+}                                                                                                                \
 static void logits_argmax(float *row_max, int *argmax, const void *logits, int N, int V, int valid) {           \
     cuda_logits_argmax##S(row_max, argmax, (const T *)logits, N, V, valid);                                      \
 }                                                                                                                \
@@ -503,6 +506,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.cross_entropy_fused = A::cross_entropy_fused;
     ops.bias_add = A::bias_add;
     ops.bias_backward = A::bias_backward;
+    ops.dropout_bias_backward = A::dropout_bias_backward;
     ops.cross_entropy_max = A::cross_entropy_max;
     ops.logits_argmax = A::logits_argmax;
     ops.cross_entropy_sum_exp = A::cross_entropy_sum_exp;

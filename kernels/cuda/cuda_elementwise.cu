@@ -1,6 +1,7 @@
 /* cuda_elementwise.cu: 16-bit <-> fp32 conversion, GeLU (tanh approximation), inverted dropout,
  * add, sum_blocks (the rank-ordered sum of --tp-comm-overlap's reduce-scatter), scale, and the
- * bias halves of a linear layer (bias_add, bias_backward), on bf16 or fp16 tensors (templates on
+ * bias halves of a linear layer (bias_add, bias_backward, and dropout_bias_backward: the hidden
+ * dropout's backward and the bias gradient in one pass), on bf16 or fp16 tensors (templates on
  * the element type E, cuda_kernels_t.cuh).
  *
  * Every map is a grid-stride loop over 8-element groups loaded and stored as one 128-bit access
@@ -371,7 +372,11 @@ static void bias_add_t(E *out, const E *bias, int N, int C) {
  * chunk of rows; thread row y sums rows y, y+8, ... of the chunk in order (loading four rows
  * ahead, so that four loads are in flight, then adding them in that order), the 8 sums are added
  * in order, and the block writes partials[chunk, columns]. Pass 2: column_sum_accumulate. The
- * split depends only on N and C, never on the device, so the result is reproducible. */
+ * split depends only on N and C, never on the device, so the result is reproducible.
+ * dropout_bias_backward runs the same passes over dx = dropout_backward(dout) made on the way
+ * (DROP: each load of dout is masked, scaled, rounded to E and stored to dx, and that rounded
+ * value is added): the bits of dropout_backward's dx and of bias_backward over it, with one read
+ * of the gradient fewer. */
 
 #define BIAS_ROWS_PER_CHUNK 64
 /* at most 128 chunks, 64 from 2048 columns on: fewer partial rows to write and add again once
@@ -381,10 +386,43 @@ static void bias_add_t(E *out, const E *bias, int N, int C) {
 #define BIAS_MAX_CHUNKS(C) ((C) >= 2048 ? 64 : 128)
 #define BIAS_THREADS_Y 8
 
-template <typename E>
+/* the dropout of dropout_bias_backward: element i = r C + c of dout at counter offset + i */
+struct bias_drop {
+    uint64_t seed, stream, offset;
+    uint32_t threshold;
+    float keep_scale;
+};
+
+/* eight elements of row r from column c0 (16-byte aligned): dout's, or under DROP dx's (written) */
+template <typename E, bool DROP>
+static __device__ __forceinline__ void bias_load8(float v[8], const E *dout, E *dx, size_t at, const bias_drop &d) {
+    load_x8(v, dout + at);
+    if (DROP) {
+        const uint32_t keep = philox_keep8(d.seed, d.stream, d.offset + at, d.threshold);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = (keep >> k) & 1u ? v[k] * d.keep_scale : 0.0f;
+        store_x8(dx + at, v);
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = to_float(from_float<E>(v[k])); /* the stored value */
+    }
+}
+template <typename E, bool DROP>
+static __device__ __forceinline__ float bias_load1(const E *dout, E *dx, size_t at, const bias_drop &d) {
+    float v = to_float(dout[at]);
+    if (DROP) {
+        philox_keep_run run = PHILOX_KEEP_RUN_START;
+        const E stored = from_float<E>(philox_keep_run_next(&run, d.seed, d.stream, d.offset + at, d.threshold)
+                                           ? v * d.keep_scale : 0.0f);
+        dx[at] = stored;
+        v = to_float(stored);
+    }
+    return v;
+}
+
+template <typename E, bool DROP>
 static __global__ void bias_backward_partials_kernel(float *partials,
                                                      const E *dout, int N, int C,
-                                                     int rows_per_chunk, bool vectorized) {
+                                                     int rows_per_chunk, bool vectorized, E *dx, bias_drop drop) {
     __shared__ float sums[BIAS_THREADS_Y][32 * 8];
     const int per_thread = vectorized ? 8 : 1;
     int c0 = (blockIdx.x * 32 + threadIdx.x) * per_thread;
@@ -397,7 +435,8 @@ static __global__ void bias_backward_partials_kernel(float *partials,
             for (; r + 3 * BIAS_THREADS_Y < row_end; r += 4 * BIAS_THREADS_Y) {
                 float v[4][8];
 #pragma unroll
-                for (int j = 0; j < 4; j++) load_x8(v[j], dout + (size_t)(r + j * BIAS_THREADS_Y) * C + c0);
+                for (int j = 0; j < 4; j++)
+                    bias_load8<E, DROP>(v[j], dout, dx, (size_t)(r + j * BIAS_THREADS_Y) * C + c0, drop);
 #pragma unroll
                 for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -405,14 +444,13 @@ static __global__ void bias_backward_partials_kernel(float *partials,
             }
         }
         for (; r < row_end; r += BIAS_THREADS_Y) {
-            const E *row = dout + (size_t)r * C;
             if (vectorized) {
                 float v[8];
-                load_x8(v, row + c0);
+                bias_load8<E, DROP>(v, dout, dx, (size_t)r * C + c0, drop);
 #pragma unroll
                 for (int k = 0; k < 8; k++) acc[k] += v[k];
             } else {
-                acc[0] += to_float(row[c0]);
+                acc[0] += bias_load1<E, DROP>(dout, dx, (size_t)r * C + c0, drop);
             }
         }
     }
@@ -427,10 +465,12 @@ static __global__ void bias_backward_partials_kernel(float *partials,
     }
 }
 
+/* dbias += column sums of dout, or with dx (dropout_bias_backward) of dx = dropout(dout) */
 template <typename E>
-static void bias_backward_t(float *dbias, const E *dout, int N, int C) {
+static void bias_backward_t(float *dbias, const E *dout, int N, int C, E *dx = NULL, dropout_rng rng = dropout_rng()) {
     if (N <= 0 || C <= 0) return;
-    bool vectorized = C % 8 == 0 && aligned16(dout);
+    const bool drop = dx != NULL;
+    bool vectorized = C % 8 == 0 && aligned16(dout) && (!drop || aligned16(dx));
     int chunks = (int)ceil_div((size_t)N, BIAS_ROWS_PER_CHUNK);
     if (chunks > BIAS_MAX_CHUNKS(C)) chunks = BIAS_MAX_CHUNKS(C);
     int rows_per_chunk = (int)ceil_div((size_t)N, (size_t)chunks);
@@ -438,10 +478,29 @@ static void bias_backward_t(float *dbias, const E *dout, int N, int C) {
     float *partials = (float *)stream_scratch((size_t)chunks * C * sizeof(float));
     int columns_per_block = 32 * (vectorized ? 8 : 1);
     dim3 grid(ceil_div((size_t)C, (size_t)columns_per_block), (unsigned int)chunks);
-    bias_backward_partials_kernel<<<grid, dim3(32, BIAS_THREADS_Y), 0, compute_stream()>>>(
-        partials, dout, N, C, rows_per_chunk, vectorized);
+    if (drop) {
+        const bias_drop d = {rng.seed, rng.stream, rng.offset, philox_threshold16(rng.p), 1.0f / (1.0f - rng.p)};
+        bias_backward_partials_kernel<E, true><<<grid, dim3(32, BIAS_THREADS_Y), 0, compute_stream()>>>(
+            partials, dout, N, C, rows_per_chunk, vectorized, dx, d);
+    } else {
+        bias_backward_partials_kernel<E, false><<<grid, dim3(32, BIAS_THREADS_Y), 0, compute_stream()>>>(
+            partials, dout, N, C, rows_per_chunk, vectorized, (E *)NULL, bias_drop());
+    }
     CHECK_LAUNCH();
     column_sum_accumulate(dbias, partials, chunks, C);
+}
+
+/* dx = dropout_backward(dout), dbias += column sums of dx, in bias_backward's passes (p > 0;
+ * at p <= 0 dropout_backward's copy, then bias_backward) */
+template <typename E>
+static void dropout_bias_backward_t(E *dx, float *dbias, const E *dout, int N, int C, dropout_rng rng) {
+    if (N <= 0 || C <= 0) return;
+    if (rng.p <= 0.0f) {
+        dropout_apply(dx, dout, (size_t)N * C, rng);
+        bias_backward_t(dbias, dx, N, C);
+        return;
+    }
+    bias_backward_t(dbias, dout, N, C, dx, rng);
 }
 
 /* ---- the C entry points: bf16 (cuda_X) and fp16 (cuda_X_fp16), cuda_kernels.h ---- */
@@ -533,4 +592,13 @@ extern "C" void cuda_bias_backward(float *dbias, const bf16 *dout, int N, int C)
 
 extern "C" void cuda_bias_backward_fp16(float *dbias, const fp16 *dout, int N, int C) {
     bias_backward_t(dbias, as_half(dout), N, C);
+}
+
+extern "C" void cuda_dropout_bias_backward(bf16 *dx, float *dbias, const bf16 *dout, int N, int C, dropout_rng rng) {
+    dropout_bias_backward_t(as_nv(dx), dbias, as_nv(dout), N, C, rng);
+}
+
+extern "C" void cuda_dropout_bias_backward_fp16(fp16 *dx, float *dbias, const fp16 *dout, int N, int C,
+                                                dropout_rng rng) {
+    dropout_bias_backward_t(as_half(dx), dbias, as_half(dout), N, C, rng);
 }

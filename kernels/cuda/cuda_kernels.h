@@ -60,6 +60,8 @@ void cuda_bias_dropout_add(bf16 *out, const bf16 *residual, const bf16 *x, const
 void cuda_scale(bf16 *x, float s, size_t n);
 void cuda_bias_add(bf16 *out, const bf16 *bias, int N, int C);
 void cuda_bias_backward(float *dbias, const bf16 *dout, int N, int C);  /* dbias += colsum */
+/* dx = dropout_backward(dout), dbias += colsum(dx) in bias_backward's passes (the bits of the two) */
+void cuda_dropout_bias_backward(bf16 *dx, float *dbias, const bf16 *dout, int N, int C, dropout_rng rng);
 
 /* ---- embeddings (cuda_embedding.cu) ---- */
 void cuda_embedding_forward(bf16 *out, const int *tokens, const bf16 *table, int N, int C,
@@ -318,6 +320,7 @@ void cuda_sum_blocks_fp16(fp16 *out, const fp16 *own, const fp16 *received, int 
 void cuda_scale_fp16(fp16 *x, float s, size_t n);
 void cuda_bias_add_fp16(fp16 *out, const fp16 *bias, int N, int C);
 void cuda_bias_backward_fp16(float *dbias, const fp16 *dout, int N, int C);
+void cuda_dropout_bias_backward_fp16(fp16 *dx, float *dbias, const fp16 *dout, int N, int C, dropout_rng rng);
 void cuda_embedding_forward_fp16(fp16 *out, const int *tokens, const fp16 *table, int N, int C,
                                  int vocab_start, int vocab_rows);
 void cuda_embedding_backward_fp16(float *dtable, const fp16 *dout, const int *tokens, int N, int C,

@@ -30,6 +30,7 @@
 #define cuda_scale cuda_scale_fp16
 #define cuda_bias_add cuda_bias_add_fp16
 #define cuda_bias_backward cuda_bias_backward_fp16
+#define cuda_dropout_bias_backward cuda_dropout_bias_backward_fp16
 #define cuda_embedding_forward cuda_embedding_forward_fp16
 #define cuda_embedding_backward cuda_embedding_backward_fp16
 #define cuda_position_embedding_forward cuda_position_embedding_forward_fp16

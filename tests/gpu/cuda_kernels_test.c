@@ -355,6 +355,44 @@ static void test_bias(int N, int C, int shift) {
     cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(d_dbias);
 }
 
+/* dropout_bias_backward: the bits of dropout_backward then bias_backward on the GPU (dx and
+ * dbias), the rule's mask, and dbias against the CPU's two ops; in place (dx aliasing dout) too */
+static void test_dropout_bias_backward(int N, int C, int shift, float p, uint64_t offset) {
+    size_t n = (size_t)N * C;
+    dropout_rng rng = {p, 97531, 0x2545f4914f6cdd1dull ^ n, offset};
+    float *dout = host_random(n, 520 + n, 1.0f), *dbias = host_random_fp32((size_t)C, 521 + C, 1.0f);
+    float *want_dx = host_alloc(n), *want_dbias = host_copy(dbias, (size_t)C);
+    cpu->dropout_bias_backward(want_dx, want_dbias, dout, N, C, rng);
+    void *b1, *b2, *b3;
+    bf16 *d_dout = upload_bf16_shifted(dout, n, shift, &b1);
+    bf16 *d_dx = alloc_bf16_shifted(n, shift, &b2), *d_dx2 = alloc_bf16_shifted(n, shift, &b3);
+    float *d_dbias = upload_float(dbias, (size_t)C), *d_dbias2 = upload_float(dbias, (size_t)C);
+    poison(d_dx, n * sizeof(bf16));
+    cuda_dropout_bias_backward(d_dx, d_dbias, d_dout, N, C, rng);
+    cuda_dropout_backward(d_dx2, d_dout, n, rng);
+    cuda_bias_backward(d_dbias2, d_dx2, N, C);
+    float *dx = download_bf16(d_dx, n), *dx2 = download_bf16(d_dx2, n);
+    float *got = download_float(d_dbias, (size_t)C), *got2 = download_float(d_dbias2, (size_t)C);
+    size_t off_rule = 0;
+    for (size_t i = 0; i < n; i++)
+        if (dout[i] != 0.0f) off_rule += (dx[i] == 0.0f) == keep_by_rule(rng.seed, rng.stream, rng.offset + i, p);
+    tap_ok(memcmp(dx, dx2, n * sizeof(float)) == 0 && memcmp(got, got2, (size_t)C * sizeof(float)) == 0 &&
+               off_rule == 0,
+           "dropout_bias_backward N=%d C=%d shift=%d p=%.2f offset %% 8 = %d: dropout_backward's and bias_backward's "
+           "bits, the rule's mask (%zu off it)", N, C, shift, p, (int)(offset % 8), off_rule);
+    expect_below(relative_error(dx, want_dx, n), ACT_TOL, "dropout_bias_backward dx N=%d C=%d p=%.2f", N, C, p);
+    expect_below(relative_error(got, want_dbias, (size_t)C), 1e-2,
+                 "dropout_bias_backward dbias N=%d C=%d p=%.2f against the CPU (bf16 dx summed)", N, C, p);
+    set_float(d_dbias2, dbias, (size_t)C);
+    cuda_dropout_bias_backward(d_dout, d_dbias2, d_dout, N, C, rng); /* in place */
+    float *dx3 = download_bf16(d_dout, n), *got3 = download_float(d_dbias2, (size_t)C);
+    tap_ok(memcmp(dx3, dx, n * sizeof(float)) == 0 && memcmp(got3, got, (size_t)C * sizeof(float)) == 0,
+           "dropout_bias_backward N=%d C=%d p=%.2f in place: the same bits", N, C, p);
+    free(dout); free(dbias); free(want_dx); free(want_dbias); free(dx); free(dx2); free(got); free(got2);
+    free(dx3); free(got3);
+    cudaFree(b1); cudaFree(b2); cudaFree(b3); cudaFree(d_dbias); cudaFree(d_dbias2);
+}
+
 /* ---- embeddings ---- */
 
 static void test_embedding(int N, int C, int vocab_start, int vocab_rows, int token_range,
@@ -1093,6 +1131,10 @@ int main(void) {
     test_bias(20000, 768, 0);  /* at most 128 chunks: 128 of 157 rows, a partial batch of eight rows ahead */
     test_bias(16384, 2048, 0); /* at most 64 chunks from 2048 columns: 64 of 256 rows */
     test_bias(2000, 100, 1);   /* unaligned, C % 8 != 0: the scalar tiles */
+    test_dropout_bias_backward(4096, 768, 0, 0.1f, 3 * 4096 * 768);   /* the model's case: offset % 8 = 0 */
+    test_dropout_bias_backward(20000, 768, 0, 0.1f, 77 + 4096);       /* offset % 8 = 5: two calls a group */
+    test_dropout_bias_backward(2000, 100, 1, 0.3f, 1000);             /* unaligned, C % 8 != 0: scalar tiles */
+    test_dropout_bias_backward(64, 2048, 0, 0.0f, 0);                 /* p = 0: a copy, then the sums */
 
     test_embedding(7, 33, 5, 10, 20, 0, 0);
     test_embedding(64, 768, 0, 50, 50, 0, 0);
