@@ -2,7 +2,8 @@
  * initialization and dropout: Philox4x32-10 everywhere but the attention probabilities' dropout,
  * which draws from Philox4x32-7 (FlashAttention-2's). A draw is a pure function of (seed,
  * stream, counter): no state is carried between draws, so any rank and any backend computes the
- * same value for the same global element, whatever the parallel layout. Header-only so CUDA kernels can use it too. */
+ * same value for the same global element, whatever the parallel layout. Header-only so CUDA
+ * kernels can use it too. */
 #ifndef PHILOX_H
 #define PHILOX_H
 
@@ -93,27 +94,31 @@ PHILOX_FN uint32_t philox_threshold16(float p) {
 /* Hidden dropout (embedding, attention output, MLP output: flat indices): 16 bits per element,
  * eight elements per Philox4x32-10 call. Element `index` of a site takes the call at counter
  * index >> 3, word (index & 7) >> 1 of it, its low 16 bits for even index and its high 16 bits
- * for odd index, and is kept iff that value >= philox_threshold16(p). */
+ * for odd index, and is kept iff that value >= philox_threshold16(p). (The word is selected, not
+ * indexed, so that a GPU thread keeps the words in registers whatever the index.) */
 PHILOX_FN uint32_t philox_half16(philox_out w, uint64_t index) {
-    return (w.v[(index & 7) >> 1] >> (16 * (unsigned)(index & 1))) & 0xffffu;
+    const unsigned q = (unsigned)(index & 7) >> 1;
+    const uint32_t word = q == 0 ? w.v[0] : q == 1 ? w.v[1] : q == 2 ? w.v[2] : w.v[3];
+    return (word >> (16 * (unsigned)(index & 1))) & 0xffffu;
 }
 PHILOX_FN int philox_keep(uint64_t seed, uint64_t stream, uint64_t index, float p) {
     philox_out r = philox4x32(seed, index >> 3, stream);
     return philox_half16(r, index) >= philox_threshold16(p);
 }
 
+/* the eight decisions of one call's elements (bit k: element 8 c + k of the call at counter c) */
+PHILOX_FN uint32_t philox_keep_bits8(philox_out w, uint32_t threshold) {
+    uint32_t bits = 0;
+    for (unsigned k = 0; k < 8; k++) bits |= (philox_half16(w, k) >= threshold ? 1u : 0u) << k;
+    return bits;
+}
 /* the decisions of the eight elements first .. first + 7 (bit k: element first + k kept): one
  * Philox call when first is a multiple of 8, two otherwise (the same bits as philox_keep) */
 PHILOX_FN uint32_t philox_keep8(uint64_t seed, uint64_t stream, uint64_t first, uint32_t threshold) {
     const unsigned shift = (unsigned)(first & 7);
-    philox_out w = philox4x32(seed, first >> 3, stream);
-    uint32_t bits = 0;
-    for (unsigned k = 0; k < 8; k++) bits |= (philox_half16(w, k) >= threshold ? 1u : 0u) << k;
-    bits >>= shift;
-    if (shift != 0) {
-        w = philox4x32(seed, (first >> 3) + 1, stream);
-        for (unsigned k = 0; k < shift; k++) bits |= (philox_half16(w, k) >= threshold ? 1u : 0u) << (8 - shift + k);
-    }
+    uint32_t bits = philox_keep_bits8(philox4x32(seed, first >> 3, stream), threshold) >> shift;
+    if (shift != 0)
+        bits |= (philox_keep_bits8(philox4x32(seed, (first >> 3) + 1, stream), threshold) << (8 - shift)) & 0xffu;
     return bits;
 }
 
@@ -143,9 +148,9 @@ PHILOX_FN int philox_keep_run_next(philox_keep_run *run, uint64_t seed, uint64_t
  * its low 16 bits for even j and its high 16 bits for odd j. So word 0 holds (i0, j0) low and
  * (i0, j0 + 1) high, word 1 (i0, j0 + 2), (i0, j0 + 3), words 2 and 3 the same for row i0 + 1.
  * The element is kept iff that 16-bit value u satisfies u >= philox_threshold16(p), as for the
- * hidden dropout. A GPU thread holding two
- * neighbouring keys of a query (forward) or two neighbouring queries of a key (backward) shares
- * its call with the three other threads of the block (kernels/cuda/cuda_attention_dropout.cuh). */
+ * hidden dropout. A GPU thread holding two neighbouring keys of a query (forward) or two
+ * neighbouring queries of a key (backward) shares its call with the three other threads of the
+ * block (kernels/cuda/cuda_attention_dropout.cuh). */
 PHILOX_FN uint64_t philox_attention_counter(uint64_t head_base, int T, int i, int j) {
     return head_base + (uint64_t)(i & ~1) * (uint64_t)T + (uint64_t)(j & ~3);
 }

@@ -6,6 +6,7 @@
  * copies to or from the host wait for it, so host code sees the results of everything queued
  * before. cuda_context_init(device) must have run first. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/cuda_attention_block.cuh"
@@ -506,7 +507,10 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.cross_entropy_fused = A::cross_entropy_fused;
     ops.bias_add = A::bias_add;
     ops.bias_backward = A::bias_backward;
-    ops.dropout_bias_backward = A::dropout_bias_backward;
+    /* MTC_DROPOUT_BIAS_FUSED=0: the model runs dropout_backward and bias_backward apart (the same
+     * bits; for timing comparisons) */
+    const char *fused_env = getenv("MTC_DROPOUT_BIAS_FUSED");
+    ops.dropout_bias_backward = fused_env != NULL && strcmp(fused_env, "0") == 0 ? NULL : A::dropout_bias_backward;
     ops.cross_entropy_max = A::cross_entropy_max;
     ops.logits_argmax = A::logits_argmax;
     ops.cross_entropy_sum_exp = A::cross_entropy_sum_exp;

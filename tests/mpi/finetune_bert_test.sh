@@ -7,7 +7,9 @@
 # upper case, a test file's 10-column header). Bad inputs stop with one message naming file and
 # line. Training: a tiny BERT pretrained for a few iterations is fine-tuned on the synthetic MNLI
 # (its encoder, tokentype embeddings and pooler loaded, the classification head random with
-# Megatron's warning) and reaches >= 80% validation accuracy in 4 epochs (chance: 33%); RACE from
+# Megatron's warning) and reaches >= 80% validation accuracy in 8 epochs (chance: 33%; the run
+# sits at 66.7% for one to five epochs before it jumps to 100%, how long depending on the seed and
+# the dropout draws: 8 epochs reached 100% at each of 13 seeds, 4 epochs failed at 2 of 6); RACE from
 # scratch >= 80% (chance: 25%). TP2, PP2 and DP2 fine-tune with the losses of one rank within 1e-6;
 # a run saved after epoch 1 and resumed ends bitwise as 2 straight epochs.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -76,18 +78,18 @@ timeout 300 "$MPIEXEC" -n 1 "$top_builddir/app/pretrain_bert" $MODEL --micro-bat
 ok $? "pretrain_bert: 10 iterations of a tiny BERT saved"
 
 MNLI="--task MNLI --train-data $MNLI_TRAIN --valid-data $MNLI_DEV --micro-batch-size 4 --lr 1e-3 --log-interval 1"
-finetune 1 $MNLI --epochs 4 --pretrained-checkpoint "$WORK/pretrained" --metrics-file "$WORK/four_epochs.jsonl"
+finetune 1 $MNLI --epochs 8 --pretrained-checkpoint "$WORK/pretrained" --metrics-file "$WORK/eight_epochs.jsonl"
 status=$?
 [ $status -eq 0 ] || sed 's/^/#   /' "$WORK/err" | tail -5
-ok $status "MNLI: 4 epochs from the pretrained checkpoint"
+ok $status "MNLI: 8 epochs from the pretrained checkpoint"
 grep -q "loaded checkpoint .*(weights only" "$WORK/out" &&
     grep -q 'WARNING.* could not find /model/classification_head.weight in the pretrained checkpoint' "$WORK/out" &&
     ! grep -q 'could not find /model/encoder\|could not find /model/pooler\|could not find /model/embedding' "$WORK/out"
 ok $? "the encoder, tokentype embeddings and pooler come from the checkpoint; the classification head starts random (Megatron's warning)"
-grep -c '>> |epoch: [0-3]| overall: correct / total = [0-9]* / 60 = ' "$WORK/out" | grep -qx 4
-ok $? "an accuracy line after each of the 4 epochs, as tasks/eval_utils.py prints it"
+grep -c '>> |epoch: [0-7]| overall: correct / total = [0-9]* / 60 = ' "$WORK/out" | grep -qx 8
+ok $? "an accuracy line after each of the 8 epochs, as tasks/eval_utils.py prints it"
 accuracy=$(last_accuracy)
-diag "MNLI validation accuracy after 4 epochs: $accuracy %"
+diag "MNLI validation accuracy after 8 epochs: $accuracy %"
 awk -v a="$accuracy" 'BEGIN { exit !(a >= 80) }'
 ok $? "MNLI: validation accuracy $accuracy % >= 80 % (3 classes)"
 

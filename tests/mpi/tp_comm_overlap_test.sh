@@ -69,7 +69,11 @@ ok $? "GPT TP4 SP: trains with and without --tp-comm-overlap"
 losses "$WORK/tp4.on.jsonl" > "$WORK/tp4.on.loss"
 losses "$WORK/tp4.off.jsonl" > "$WORK/tp4.off.loss"
 compare_losses tp4.off tp4.on 1e-5 4 "GPT TP4 SP: losses with --tp-comm-overlap within 1e-5 of without"
-result=$("$COMPARE" "$WORK/tp4.off.bin" "$WORK/tp4.on.bin" 1e-5 4 16); status=$?
+# relative to at least 1e-2, the scale 4 Adam steps at lr 3e-3 move a parameter (as
+# parallel_compare.sh): a norm bias still near its zero initialization is not judged by its own
+# tiny values (with the hidden dropout's 16-bit draws its rounding noise at TP4 came to 1.19e-5 of
+# its largest value, 6.8e-6 of 1e-2)
+result=$(COMPARE_PARAMS_FLOOR=1e-2 "$COMPARE" "$WORK/tp4.off.bin" "$WORK/tp4.on.bin" 1e-5 4 16); status=$?
 diag "$result"
 ok $status "GPT TP4 SP: every parameter with --tp-comm-overlap within 1e-5 of without"
 
