@@ -13,8 +13,10 @@
 #    --make-vocab-size-divisible-by 64) and pipeline-parallel 2, each within the same tolerances of
 #    the CPU backend;
 #  - finetune_bert on one GPU from a BERT pretrained on it (--save, then --pretrained-checkpoint):
-#    the first 10 MNLI fine-tuning losses within 2% of the CPU's from the same checkpoint, and 4
-#    epochs reach >= 80% validation accuracy (3 classes; the CPU test's target); RACE from scratch
+#    the first 10 MNLI fine-tuning losses within 2% of the CPU's from the same checkpoint, and 8
+#    epochs reach >= 80% validation accuracy (3 classes; the CPU test's target and epochs: the
+#    tiny run sits at 66.7% for a few epochs before it jumps, how long depending on the dropout
+#    draws); RACE from scratch
 #    >= 80% in 3 epochs (4 choices).
 # On the accelerator machine: GPU_PRETRAIN_BERT, GPU_FINETUNE_BERT and PREPROCESS_DATA (default:
 # the build's app/pretrain_bert, app/finetune_bert, app/preprocess_data) with top_srcdir holding
@@ -114,12 +116,12 @@ ok $? "finetune_bert MNLI on the CPU: 10 iterations from the GPU's checkpoint"
 finetune mnli_gpu --device cuda $MNLI --epochs 1 --exit-interval 10 --pretrained-checkpoint "$WORK/pretrained"
 ok $? "finetune_bert MNLI on one GPU: 10 iterations"
 compare_losses mnli_cpu mnli_gpu 2e-2 10 "MNLI: the GPU's first 10 fine-tuning losses within 2% of the CPU's"
-finetune mnli_epochs --device cuda $MNLI --epochs 4 --pretrained-checkpoint "$WORK/pretrained"
+finetune mnli_epochs --device cuda $MNLI --epochs 8 --pretrained-checkpoint "$WORK/pretrained"
 status=$?
 accuracy=$(last_accuracy mnli_epochs)
-diag "MNLI validation accuracy after 4 epochs on the GPU: $accuracy %"
+diag "MNLI validation accuracy after 8 epochs on the GPU: $accuracy %"
 [ $status -eq 0 ] && awk -v a="$accuracy" 'BEGIN { exit !(a >= 80) }'
-ok $? "MNLI on one GPU: 4 epochs from the pretrained checkpoint, validation accuracy $accuracy % >= 80 % (3 classes)"
+ok $? "MNLI on one GPU: 8 epochs from the pretrained checkpoint, validation accuracy $accuracy % >= 80 % (3 classes)"
 finetune race --device cuda --task RACE --train-data "$DATA/race_tiny/train" --valid-data "$DATA/race_tiny/dev" \
     --micro-batch-size 4 --lr 1e-3 --epochs 3 --log-interval 10
 status=$?
