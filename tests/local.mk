@@ -182,7 +182,7 @@ TESTS += tests/mpi/dp_bitwise_test.sh
 TESTS += tests/mpi/moe_test.sh
 TESTS += tests/mpi/expert_comm_test.sh
 TESTS += tests/mpi/mixtral_script_test.sh
-EXTRA_DIST += tests/mpi/parallel_compare.sh
+EXTRA_DIST += tests/mpi/parallel_compare.sh tests/mpi/fp8_corpus.sh
 
 # a failure inside the kernels ends the whole job through the application's handler
 TESTS += tests/mpi/fatal_error_test.sh

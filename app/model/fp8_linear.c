@@ -529,8 +529,7 @@ void fp8_native_forward(gpt_model *m, int layer, fp8_gemm gemm, void *out, const
     fp8_state *f = m->fp8;
     if (f->pending_linear == f->layer_linear[layer] + (int)gemm && f->pending_x == x) {
         f->pending_linear = -1; /* the producer of x wrote its codes (fp8_input_codes) */
-    } else if (x_codes) {
-        f->pending_linear = f->pending_input_t_linear = -1;
+    } else if (x_codes) { /* the scratch, and a producer's codes in it, untouched */
         quantize_codes(m, layer_tensor(f, layer, gemm, FP8_ROLE_INPUT), FP8_ROLE_INPUT, x, (size_t)N * (size_t)IC,
                        x_codes);
     } else {

@@ -1381,9 +1381,7 @@ static void dropout_backward_runs(gpt_model *m, void *dx, const void *dout, drop
  * here) is the bias gradient of the row-parallel linear below the dropout: += the column sums
  * of the result. With dropout and this rank's rows in one run, both in one pass
  * (kernel_ops.dropout_bias_backward, the bits of the two passes). */
-static void *dropout_backward_rows(gpt_model *m, void *scratch, void *dout, size_t n, dropout_rng rng,
-                                   float *bias_grad) {
-    (void)n;  /* this rank's rows [n,C] */
+static void *dropout_backward_rows(gpt_model *m, void *scratch, void *dout, dropout_rng rng, float *bias_grad) {
     shapes s = model_shapes(m);
     if (rng.p == 0.0f) {
         if (bias_grad) m->ops->bias_backward(bias_grad, dout, s.n, s.C);
@@ -1506,8 +1504,7 @@ static void layer_forward(gpt_model *m, model_chunk *ch, activation_slot *slot, 
     /* attention block; an fp8 layer quantizes the gathered rows whole (with --tp-comm-overlap its
      * column-parallel GEMMs do not start on the first blocks) */
     int fp8 = fp8_layer_in_fp8(c, layer);
-    uint8_t *ln1_codes = fp8_keeps_input_codes(m, layer, FP8_GEMM_QKV) ? la->ln1_codes : NULL;
-    uint8_t *ln2_codes = fp8_keeps_input_codes(m, layer, FP8_GEMM_FC1) ? la->ln2_codes : NULL;
+    uint8_t *ln1_codes = la->ln1_codes, *ln2_codes = la->ln2_codes; /* NULL unless kept (allocate_layer) */
     if (fp8)
         fp8_norm_and_gather(m, layer, FP8_GEMM_QKV, la->ln1, la->ln1_mean, la->ln1_rstd, la->input,
                             lw->input_layernorm_weight, lw->input_layernorm_bias, ln1_codes);
@@ -1814,7 +1811,7 @@ static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *
     pre_mlp_norm_again(m, la, lw);
     return column_parallel_backward(m, ch->first_layer + l, FP8_GEMM_FC1, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2,
                                     lw->fc1_weight, s.FC1l,
-                                    fp8_keeps_input_codes(m, ch->first_layer + l, FP8_GEMM_FC1) ? la->ln2_codes : NULL);
+                                    la->ln2_codes);
 }
 
 /* the MoE MLP's backward (moe_layer.h), likewise */
@@ -1841,13 +1838,12 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l], *lg = &ch->grads.layers[l];
     int layer = ch->first_layer + l;
-    size_t rows_size = (size_t)s.n * s.C;
 
     /* MLP block: y = x' + dropout(reduce(act(fc1(gather(LN(x')))) W2^T) + b2), or the experts */
     /* the dense fc2's bias gradient with the dropout's backward, unless the norm above sums it */
     float *fc2_bias_grad =
         !gpt_layer_is_moe(c, layer) && lg->fc2_bias && !fc2_bias_by_norm(m, ch, l) ? lg->fc2_bias : NULL;
-    void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size,
+    void *d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual,
                                            hidden_rng(m, rng, layer, SITE_MLP_OUT), fc2_bias_grad);
     void *d_rows = gpt_layer_is_moe(c, layer) ? moe_mlp_backward(m, ch, slot, l, d_hidden, rng)
                                               : dense_mlp_backward(m, ch, slot, l, d_hidden);
@@ -1861,7 +1857,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
     if (la->cross) t5_cross_backward(m, slot, la->cross, lw, lg, la->residual_mid, layer, rng, core_again);
 
     /* attention block: x' = x + dropout(reduce(attention(rope(gather(LN(x)) Wqkv^T)) Wproj^T) + b) */
-    d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual, rows_size,
+    d_hidden = dropout_backward_rows(m, b->d_hidden, b->d_residual,
                                      hidden_rng(m, rng, layer, SITE_ATTENTION_OUT),
                                      lg->proj_bias && !residual_bias_grad(m, lg->proj_bias) ? lg->proj_bias : NULL);
     row_parallel_backward(m, layer, FP8_GEMM_PROJ, b->d_attention, lg->proj_weight, d_hidden, la->attention_out,
@@ -1893,7 +1889,7 @@ static void layer_backward(gpt_model *m, model_chunk *ch, activation_slot *slot,
                         lw->input_layernorm_bias);
     d_rows = column_parallel_backward(m, layer, FP8_GEMM_QKV, lg->qkv_weight, qkv_bias_grad ? NULL : lg->qkv_bias,
                                       b->d_qkv, la->ln1, lw->qkv_weight, s.QKVl,
-                                      fp8_keeps_input_codes(m, layer, FP8_GEMM_QKV) ? la->ln1_codes : NULL);
+                                      la->ln1_codes);
     /* the layer below's fc2 bias gradient (none below T5's first decoder layer: the embedding) */
     int below = l > 0 && !(c->t5 && layer == c->t5_encoder_layers);
     norm_backward(m, b->d_residual, lg->input_layernorm_weight, lg->input_layernorm_bias,

@@ -305,7 +305,9 @@ typedef struct layer_activations {
     void *input;                  /* residual stream entering the layer [n,C] */
     void *ln1;                     /* ln1 gathered [N,C] (where its fp8 codes are kept: the shared scratch) */
     uint8_t *ln1_codes, *ln2_codes; /* [N,C] the fp8 codes of ln1 and ln2 kept for the backward
-                                   * (fp8_keeps_input_codes), else NULL */
+                                   * (fp8_keeps_input_codes), else NULL; only fp8 GEMMs read them
+                                   * (a recompute group's, made when any layer keeps codes, go
+                                   * unread by its other layers) */
     float *ln1_mean, *ln1_rstd;    /* fp32 statistics [n] (mean unused by RMSNorm) */
     void *qkv;                    /* [N,(H+2G)D/tp], q and k rotated with RoPE */
     void *attention_out;          /* [N,HD/tp] */
