@@ -647,6 +647,22 @@ typedef struct kernel_ops {
                                 uint8_t *codes_t);
     void (*swiglu_forward_fp8_transpose)(void *out, const void *x, int N, int F, const fp8_output *q,
                                          uint8_t *codes_t);
+    /* the fp8 MLP backward's elementwise pass in one (NULL on the CPU; TE's dgelu_cast_transpose_dbias
+     * with fc2's input made again; app/model/fp8_linear.h's fp8_mlp_backward_fused): from fc1's
+     * output pre [rows, F] (swiglu: [rows, 2F], the gate half then the up half) and fc2's input
+     * gradient dact [rows, F]:
+     *   x = gelu (tanh) of pre (swiglu: swiglu_forward): only its transposed codes act_t [F, rows]
+     *     as *qa says (its amax and scale_inv; qa->codes is not written);
+     *   dpre = gelu_backward of pre and dact (swiglu: swiglu_backward, [rows, 2F]): its codes
+     *     qg->codes and their transpose grad_t [F or 2F, rows] as *qg says, and with dbias
+     *     (fp32 [F or 2F]; may be NULL) dbias += the column sums of dpre as the compute dtype
+     *     stores it;
+     * bit for bit gelu_forward_fp8_transpose (x's codes, amax, scale_inv), gelu_backward_fp8 and
+     * bias_backward over its dpre (the swiglu_* ops likewise). dpre [rows, F or 2F] is
+     * compute-dtype scratch (not aliasing pre or dact) that shapes the fused kernel does not take
+     * use for those passes; its contents afterwards are unspecified. */
+    void (*mlp_backward_fp8)(void *dpre, float *dbias, const void *pre, const void *dact, int rows, int F, int swiglu,
+                             const fp8_output *qa, uint8_t *act_t, const fp8_output *qg, uint8_t *grad_t);
 
     /* ---- optimizer ---- */
     /* Fused AdamW over n elements (Megatron/PyTorch AdamW, bias-corrected at `step` >= 1) on

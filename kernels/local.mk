@@ -14,8 +14,8 @@ CUDA_CU_FILES = kernels/cuda/cuda_device.cu kernels/cuda/cuda_context.cu \
 	kernels/cuda/cuda_attention.cu kernels/cuda/cuda_attention_sm90.cu kernels/cuda/cuda_decode_attention.cu kernels/cuda/cuda_cross_entropy.cu \
 	kernels/cuda/cuda_backend.cu kernels/cuda/cuda_rmsnorm.cu kernels/cuda/cuda_rope.cu \
 	kernels/cuda/cuda_swiglu.cu kernels/cuda/cuda_init.cu kernels/cuda/cuda_moe.cu \
-	kernels/cuda/cuda_fp8.cu kernels/cuda/cuda_fp8_gemm.cu kernels/cuda/cuda_attention_block.cu \
-	kernels/cuda/cuda_fixed_tree.cu kernels/cuda/cuda_bert_elementwise.cu
+	kernels/cuda/cuda_fp8.cu kernels/cuda/cuda_fp8_mlp.cu kernels/cuda/cuda_fp8_gemm.cu \
+	kernels/cuda/cuda_attention_block.cu kernels/cuda/cuda_fixed_tree.cu kernels/cuda/cuda_bert_elementwise.cu
 # headers of the flash-attention tiles and context parallelism's ring attention, included by the objects named below only
 CUDA_RING_ATTENTION_INCLUDES = kernels/cuda/cuda_attention_block.cuh kernels/cuda/cuda_attention_tiles.cuh
 CUDA_INCLUDE_FILES = kernels/cuda/cuda_check.h kernels/cuda/cuda_kernels.h \

@@ -65,6 +65,7 @@ typedef struct fp8_state {
     const void *pending_grad;
     int pending_input_t_linear; /* and the backward's input codes and transposed codes */
     const void *pending_input_t;
+    int mlp_fused; /* fp8_mlp_backward_fused: with fuse, unless MTC_FP8_MLP_FUSED=0 */
 } fp8_state;
 
 /* floats between two tensors' scale_inv: cuBLASLt takes a scale pointer only 256-byte aligned
@@ -199,6 +200,8 @@ void fp8_state_allocate(gpt_model *m) {
     f->weight_cache = f->native && c->fp8.recipe == FP8_RECIPE_DELAYED ? fp8_weight_cache_mode() : FP8_WEIGHT_CACHE_OFF;
     const char *fuse = getenv("MTC_FP8_FUSE");
     f->fuse = f->native && c->fp8.recipe == FP8_RECIPE_DELAYED && !(fuse && strcmp(fuse, "0") == 0);
+    const char *mlp_fused = getenv("MTC_FP8_MLP_FUSED");
+    f->mlp_fused = f->fuse && !(mlp_fused && strcmp(mlp_fused, "0") == 0);
     f->pending_linear = f->pending_grad_linear = f->pending_input_t_linear = -1;
     if (f->weight_cache != FP8_WEIGHT_CACHE_OFF && f->num_layer_linears > 0) {
         size_t count = (size_t)f->num_layer_linears;
@@ -578,6 +581,44 @@ void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float
                       scale_inv_of(f, layer_tensor(f, layer, gemm, FP8_ROLE_WEIGHT)), N, OC, IC);
     }
     if (dbias) ops->matmul_backward(NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
+}
+
+int fp8_mlp_backward_fused(gpt_model *m, int layer, int swiglu, float *fc2_dweight, float *fc1_dbias, void *dact,
+                           void *dpre, const void *pre, const void *dout, const void *fc2_weight, int N, int F, int C) {
+    fp8_state *f = m->fp8;
+    const kernel_ops *ops = m->ops;
+    if (!fp8_native(m, layer) || !f->mlp_fused || !fp8_wgrad_in_fp8(m) || !ops->mlp_backward_fp8 ||
+        !ops->fp8_quantize_transpose)
+        return 0;
+    size_t nc = (size_t)N * (size_t)C, nf = (size_t)N * (size_t)F;
+    CHECK(nc <= f->copy_elements[FP8_ROLE_INPUT] && nc <= f->copy_elements[FP8_ROLE_GRAD_OUTPUT],
+          "fp8 MLP backward: fc2's output gradient of %zu elements exceeds the scratch (%zu, %zu)", nc,
+          f->copy_elements[FP8_ROLE_INPUT], f->copy_elements[FP8_ROLE_GRAD_OUTPUT]);
+    /* fc2's output-gradient codes, their transpose aside in the input role's row codes (free: the
+     * weight gradient needs only x's transposed codes, and fc1's backward makes its own after) */
+    uint8_t *dout_t = f->native_codes[FP8_ROLE_INPUT];
+    f->pending_linear = f->pending_grad_linear = -1;
+    size_t g_tensor = layer_tensor(f, layer, FP8_GEMM_FC2, FP8_ROLE_GRAD_OUTPUT);
+    int g_format = quantize_rows(m, g_tensor, FP8_ROLE_GRAD_OUTPUT, dout, N, C, f->native_codes[FP8_ROLE_GRAD_OUTPUT],
+                                 dout_t);
+    /* fc2's input gradient dact = Q(dout) Q(W) */
+    const uint8_t *w_transposed = weight_codes(m, layer, FP8_GEMM_FC2, fc2_weight, C, F, 1);
+    ops->fp8_gemm(dact, 0, f->native_codes[FP8_ROLE_GRAD_OUTPUT], g_format, scale_inv_of(f, g_tensor), w_transposed,
+                  FP8_E4M3, scale_inv_of(f, layer_tensor(f, layer, FP8_GEMM_FC2, FP8_ROLE_WEIGHT)), N, C, F);
+    /* the pass: x's transposed codes (fc2's input role), fc1's output-gradient codes and their
+     * transpose (taken by fc1's fp8_native_backward with dout dpre), fc1's bias gradient */
+    fp8_output qa = role_output(m, layer, FP8_GEMM_FC2, FP8_ROLE_INPUT, nf, NULL);
+    fp8_output qg = role_output(m, layer, FP8_GEMM_FC1, FP8_ROLE_GRAD_OUTPUT, swiglu ? 2 * nf : nf, NULL);
+    ops->mlp_backward_fp8(dpre, fc1_dbias, pre, dact, N, F, swiglu, &qa, f->native_transposed[FP8_ROLE_INPUT], &qg,
+                          f->native_transposed[FP8_ROLE_GRAD_OUTPUT]);
+    f->pending_input_t_linear = -1;
+    f->pending_grad_linear = f->layer_linear[layer] + (int)FP8_GEMM_FC1;
+    f->pending_grad = dpre;
+    /* fc2's weight gradient dweight (+)= Q(dout)^T Q(x), fp8_native_backward's GEMM */
+    if (grad_first_write_take(m, fc2_dweight)) ops->zero(fc2_dweight, sizeof(float) * (size_t)C * (size_t)F);
+    ops->fp8_gemm(fc2_dweight, 1, dout_t, g_format, scale_inv_of(f, g_tensor), f->native_transposed[FP8_ROLE_INPUT],
+                  FP8_E4M3, scale_inv_of(f, layer_tensor(f, layer, FP8_GEMM_FC2, FP8_ROLE_INPUT)), C, N, F);
+    return 1;
 }
 
 /* ---- the experts' fp8 GEMMs (Megatron with TE's GroupedLinear: one fp8 GEMM per expert) ---- */

@@ -203,6 +203,23 @@ int fp8_grad_output_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *do
 int fp8_input_transposed_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q,
                                uint8_t **codes_t);
 
+/* The MLP backward's elementwise pass fused (kernel_ops.mlp_backward_fp8, TE's
+ * dgelu_cast_transpose_dbias): fc2's backward from dout [N, C] with the activation's backward
+ * between its GEMMs, where the unfused path ran fc2's input x [N, F] made again with its codes
+ * and transposed codes, fc2's weight gradient, fc2's input gradient written over x, the
+ * activation's backward with fc1's output-gradient codes, and fc1's bias gradient over dpre.
+ * Here: dout's codes and transposed codes; fc2's input gradient into dact [N, F]; one pass over
+ * pre (fc1's output, [N, F], SwiGLU [N, 2F]) and dact writing only x's transposed codes (its amax
+ * recorded as the remake's), fc1's output-gradient codes and transposed codes and, with
+ * fc1_dbias, fc1's bias gradient; then fc2's weight gradient (fc2_dweight, the step's first write
+ * overwrites). The next fp8_native_backward of fc1 with dout dpre takes the codes; dpre [N, F or
+ * 2F] is scratch (not written where the backend's fused kernel takes the shape). The same codes,
+ * amaxes, GEMMs and bias sums as the unfused path, so the same bits. Returns 0, having done
+ * nothing, unless the fp8 GEMMs run with fp8 wgrad and the fused producers (delayed scaling;
+ * not with MTC_FP8_FUSE=0 nor MTC_FP8_MLP_FUSED=0) and the backend has the op (not the CPU). */
+int fp8_mlp_backward_fused(gpt_model *m, int layer, int swiglu, float *fc2_dweight, float *fc1_dbias, void *dact,
+                           void *dpre, const void *pre, const void *dout, const void *fc2_weight, int N, int F, int C);
+
 /* the checkpoint name of a layer's linear's scaling state (an MoE layer's fc1/fc2: its shared expert's) */
 void fp8_extra_state_name(const gpt_config *c, int layer, fp8_gemm gemm, char *out, size_t size);
 /* declares the _extra_state tensor of every fp8 linear (in layer order) and adds those held

@@ -1736,15 +1736,25 @@ static void pre_mlp_norm_again(gpt_model *m, layer_activations *la, const layer_
 /* fc2 and the activation's backward of a layer in fp8 from d_hidden (dense_mlp_backward's first
  * part): fc2's weight gradient from its input (kept, or made again in d_ffn_a), then its input
  * gradient written over that input (its last reader), then the activation's backward; returns
- * dL/d(fc1_out) (d_ffn_b, or the kept GeLU output in place when every layer keeps it) */
+ * dL/d(fc1_out) (d_ffn_b, or the kept GeLU output in place when every layer keeps it). Where the
+ * activation is made again and the backend fuses the pass (fp8_mlp_backward_fused; not the exact
+ * GeLU), fc2's input gradient first into d_ffn_a, then one pass writing only the codes the GEMMs
+ * read and fc1's bias gradient (*fc1_bias then NULL: done), then fc2's weight gradient; dL/d(fc1_out)
+ * is then only in its codes (d_ffn_b names it for fc1's backward). */
 static void *fp8_fc2_backward(gpt_model *m, layer_activations *la, const layer_view *lw, const layer_view *lg,
-                              int layer, void *d_hidden) {
+                              int layer, void *d_hidden, float **fc1_bias) {
     shapes s = model_shapes(m);
     const gpt_config *c = &m->config;
     const kernel_ops *ops = m->ops;
     backward_scratch *b = &m->scratch;
     size_t n = (size_t)s.N * (size_t)s.Fl;
     void *d_full = gather_rows(m, d_hidden, b->d_full);
+    if (!la->activation && b->d_ffn_a && b->d_ffn_b && (c->swiglu || !c->gelu_erf) &&
+        fp8_mlp_backward_fused(m, layer, c->swiglu, lg->fc2_weight, *fc1_bias, b->d_ffn_a, b->d_ffn_b, la->fc1_out,
+                               d_full, lw->fc2_weight, s.N, s.Fl, s.C)) {
+        *fc1_bias = NULL;
+        return b->d_ffn_b;
+    }
     void *x = la->activation;
     fp8_output q;
     uint8_t *codes_t;
@@ -1783,8 +1793,9 @@ static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *
     layer_activations *la = &slot->layers[l];
     const layer_view *lw = &ch->weights.layers[l], *lg = &ch->grads.layers[l];
     void *d_pre = b->d_ffn_b;  /* dL/d(fc1_out) */
+    float *fc1_bias = lg->fc1_bias;  /* NULL once the fused fp8 pass has summed it */
     if (fp8_layer_in_fp8(c, ch->first_layer + l)) {
-        d_pre = fp8_fc2_backward(m, la, lw, lg, ch->first_layer + l, d_hidden);
+        d_pre = fp8_fc2_backward(m, la, lw, lg, ch->first_layer + l, d_hidden, &fc1_bias);
     } else if (overlapped_ag(m)) {
         fc2_backward_by_blocks(m, la, lw, lg, d_hidden);
     } else {
@@ -1809,7 +1820,7 @@ static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *
     }
     }
     pre_mlp_norm_again(m, la, lw);
-    return column_parallel_backward(m, ch->first_layer + l, FP8_GEMM_FC1, lg->fc1_weight, lg->fc1_bias, d_pre, la->ln2,
+    return column_parallel_backward(m, ch->first_layer + l, FP8_GEMM_FC1, lg->fc1_weight, fc1_bias, d_pre, la->ln2,
                                     lw->fc1_weight, s.FC1l,
                                     la->ln2_codes);
 }

@@ -195,6 +195,12 @@ static void swiglu_forward_fp8_transpose(void *out, const void *x, int N, int F,
                                          uint8_t *codes_t) {                                                     \
     cuda_swiglu_forward_fp8_transpose##S((T *)out, (const T *)x, N, F, q, codes_t);                              \
 }                                                                                                                \
+static void mlp_backward_fp8(void *dpre, float *dbias, const void *pre, const void *dact, int rows, int F,       \
+                             int swiglu, const fp8_output *qa, uint8_t *act_t, const fp8_output *qg,           \
+                             uint8_t *grad_t) {                                                                \
+    cuda_mlp_backward_fp8##S((T *)dpre, dbias, (const T *)pre, (const T *)dact, rows, F, swiglu, qa, act_t, qg,   \
+                             grad_t);                                                                          \
+}                                                                                                                \
 static void fp8_quantize_transpose(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const void *x,   \
                                    int rows, int cols, const float *scale, int format) {                         \
     cuda_fp8_quantize_transpose##S(out, out_t, amax, scale_inv, (const T *)x, rows, cols, scale, format);        \
@@ -541,6 +547,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.gelu_forward_fp8_transpose = A::gelu_forward_fp8_transpose;
     ops.swiglu_backward_fp8 = A::swiglu_backward_fp8;
     ops.swiglu_forward_fp8_transpose = A::swiglu_forward_fp8_transpose;
+    ops.mlp_backward_fp8 = A::mlp_backward_fp8;
     ops.fp8_gemm = A::fp8_gemm;
     ops.fp8_linear_forward = A::fp8_linear_forward;
     ops.fp8_transpose = cuda_fp8_transpose;

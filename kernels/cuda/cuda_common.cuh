@@ -298,6 +298,25 @@ static __global__ void column_sum_accumulate_kernel(float *out, const float *par
         out[c] += total;
     }
 }
+/* bias_backward's split of dout [N, C] (cuda_elementwise.cu): chunks of rows_per_chunk rows (the
+ * last maybe fewer), each summed by BIAS_THREADS_Y row sums (thread row y: rows y, y + 8, ... of
+ * the chunk, in order) added in order y = 0, 1, ...; then column_sum_accumulate over the chunks.
+ * At most 128 chunks, 64 from 2048 columns on: fewer partial rows to write and add again once
+ * the columns alone fill the GPU (on an H100, at [16384, 8192] 105.3 us with 256 chunks, 100.0
+ * with 64; at [32768, 2304] 64.5 against 59; at [32768, 768] 26.0 against 25.3 with 128;
+ * perf/results/kernels/layernorm-backward-blocks-h100-2026-11-27.md). A function of N and C only,
+ * never of the device, so the sums are reproducible; the fp8 MLP backward's fused bias gradient
+ * (cuda_fp8_mlp.cu) sums in this same order for the same bits. Returns the number of chunks. */
+#define BIAS_ROWS_PER_CHUNK 64
+#define BIAS_MAX_CHUNKS(C) ((C) >= 2048 ? 64 : 128)
+#define BIAS_THREADS_Y 8
+static inline int bias_backward_chunks(int N, int C, int *rows_per_chunk) {
+    int chunks = (int)ceil_div((size_t)N, BIAS_ROWS_PER_CHUNK);
+    if (chunks > BIAS_MAX_CHUNKS(C)) chunks = BIAS_MAX_CHUNKS(C);
+    *rows_per_chunk = (int)ceil_div((size_t)N, (size_t)chunks);
+    return (int)ceil_div((size_t)N, (size_t)*rows_per_chunk);
+}
+
 /* dbias[C] += the column sums of dout[N,C] (cuda_elementwise.cu's bias gradient), per element type */
 static inline void bias_backward_e(float *dbias, const __nv_bfloat16 *dout, int N, int C) {
     cuda_bias_backward(dbias, reinterpret_cast<const bf16 *>(dout), N, C);

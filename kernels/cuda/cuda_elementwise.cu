@@ -378,13 +378,8 @@ static void bias_add_t(E *out, const E *bias, int N, int C) {
  * value is added): the bits of dropout_backward's dx and of bias_backward over it, with one read
  * of the gradient fewer. */
 
-#define BIAS_ROWS_PER_CHUNK 64
-/* at most 128 chunks, 64 from 2048 columns on: fewer partial rows to write and add again once
- * the columns alone fill the GPU (on an H100, at [16384, 8192] 105.3 us with 256 chunks, 100.0
- * with 64; at [32768, 2304] 64.5 against 59; at [32768, 768] 26.0 against 25.3 with 128;
- * perf/results/kernels/layernorm-backward-blocks-h100-2026-11-27.md). A function of C only. */
-#define BIAS_MAX_CHUNKS(C) ((C) >= 2048 ? 64 : 128)
-#define BIAS_THREADS_Y 8
+/* the split into chunks of rows and BIAS_THREADS_Y: bias_backward_chunks (cuda_common.cuh, shared
+ * with the fp8 MLP backward's fused bias gradient, kernels/cuda/cuda_fp8_mlp.cu) */
 
 /* the dropout of dropout_bias_backward: element i = r C + c of dout at counter offset + i */
 struct bias_drop {
@@ -471,10 +466,7 @@ static void bias_backward_t(float *dbias, const E *dout, int N, int C, E *dx = N
     if (N <= 0 || C <= 0) return;
     const bool drop = dx != NULL;
     bool vectorized = C % 8 == 0 && aligned16(dout) && (!drop || aligned16(dx));
-    int chunks = (int)ceil_div((size_t)N, BIAS_ROWS_PER_CHUNK);
-    if (chunks > BIAS_MAX_CHUNKS(C)) chunks = BIAS_MAX_CHUNKS(C);
-    int rows_per_chunk = (int)ceil_div((size_t)N, (size_t)chunks);
-    chunks = (int)ceil_div((size_t)N, (size_t)rows_per_chunk);
+    int rows_per_chunk = 0, chunks = bias_backward_chunks(N, C, &rows_per_chunk);
     float *partials = (float *)stream_scratch((size_t)chunks * C * sizeof(float));
     int columns_per_block = 32 * (vectorized ? 8 : 1);
     dim3 grid(ceil_div((size_t)C, (size_t)columns_per_block), (unsigned int)chunks);

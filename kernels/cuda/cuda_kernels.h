@@ -143,6 +143,9 @@ void cuda_gelu_forward_fp8_transpose(bf16 *out, const bf16 *x, int rows, int col
 void cuda_swiglu_backward_fp8(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int F, const fp8_output *q,
                               uint8_t *codes_t);
 void cuda_swiglu_forward_fp8_transpose(bf16 *out, const bf16 *x, int N, int F, const fp8_output *q, uint8_t *codes_t);
+/* the fp8 MLP backward's elementwise pass in one kernel (cuda_fp8_mlp.cu; kernels.h's mlp_backward_fp8) */
+void cuda_mlp_backward_fp8(bf16 *dpre, float *dbias, const bf16 *pre, const bf16 *dact, int rows, int F, int swiglu,
+                           const fp8_output *qa, uint8_t *act_t, const fp8_output *qg, uint8_t *grad_t);
 void cuda_fp8_gemm(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
                    const uint8_t *w, int w_format, const float *w_scale_inv, int rows, int K, int cols);
 void cuda_fp8_transpose(uint8_t *out, const uint8_t *in, int rows, int cols);
@@ -429,6 +432,9 @@ void cuda_swiglu_backward_fp8_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, in
                                    uint8_t *codes_t);
 void cuda_swiglu_forward_fp8_transpose_fp16(fp16 *out, const fp16 *x, int N, int F, const fp8_output *q,
                                             uint8_t *codes_t);
+void cuda_mlp_backward_fp8_fp16(fp16 *dpre, float *dbias, const fp16 *pre, const fp16 *dact, int rows, int F,
+                                int swiglu, const fp8_output *qa, uint8_t *act_t, const fp8_output *qg,
+                                uint8_t *grad_t);
 void cuda_fp8_quantize_transpose_fp16(uint8_t *out, uint8_t *out_t, float *amax, float *scale_inv, const fp16 *x,
                                       int rows, int cols, const float *scale, int format);
 void cuda_fp8_gemm_fp16(void *out, int accumulate, const uint8_t *x, int x_format, const float *x_scale_inv,
