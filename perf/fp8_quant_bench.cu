@@ -9,6 +9,8 @@
  *   quantize            read x (2 bytes an element), write the codes (1): 3 bytes an element
  *   quantize_transpose  read x, write the codes and their transpose: 4 bytes an element
  *   quant+transpose     fp8_quantize then fp8_transpose (what the tensorwise path runs; 5 bytes)
+ *   gelu/swiglu unfused, fused  the fp8 MLP backward's elementwise pass (bench_mlp), its rows and
+ *                       F columns: the bytes an element of [rows, F] that must move as said there
  * and the share of the copy bandwidth. Each line also checks one call's outputs against
  * fp8_quantize followed by fp8_transpose (same codes, same amax) and prints a hash of the codes,
  * so that two builds of the library can be compared bit for bit.
@@ -133,6 +135,84 @@ static void bench(int rows, int cols) {
     cudaFree(scale), cudaFree(amax), cudaFree(amax2), cudaFree(scale_inv);
 }
 
+/* the fp8 MLP backward's elementwise pass at pre [rows, F] (SwiGLU [rows, 2F]), dact [rows, F]:
+ * the unfused passes (activation made again with codes and transpose, its backward with codes and
+ * transpose, with a bias bias_backward over the gradient) against cuda_mlp_backward_fp8, which
+ * writes only x's transposed codes, the gradient's codes and transpose and the bias gradient.
+ * Bytes an element of [rows, F] that must move: GeLU unfused 6 + 8 (+ 2 bias) and fused 2 + 2 + 1
+ * + 2 = 7; SwiGLU (gradient [rows, 2F]) unfused 4 + 4 + 14 (+ 4) and fused 4 + 2 + 1 + 4 = 11.
+ * The fused line's check: its outputs (codes, transposes, amaxes, bias gradient from zero)
+ * against the unfused passes' bit for bit. */
+static void bench_mlp(int rows, int F, int swiglu, int bias) {
+    size_t n = (size_t)rows * F, G = swiglu ? 2 * (size_t)F : (size_t)F, ng = (size_t)rows * G;
+    __nv_bfloat16 *pre, *dact, *x, *dpre;
+    uint8_t *xq, *xt[2], *gq[2], *gt[2];
+    float *scales, *dbias[2];
+    BENCH_CHECK(cudaMalloc((void **)&pre, (swiglu ? 2 : 1) * n * 2));
+    BENCH_CHECK(cudaMalloc((void **)&dact, n * 2));
+    BENCH_CHECK(cudaMalloc((void **)&x, n * 2));
+    BENCH_CHECK(cudaMalloc((void **)&dpre, ng * 2));
+    BENCH_CHECK(cudaMalloc((void **)&xq, n));
+    for (int j = 0; j < 2; j++) {
+        BENCH_CHECK(cudaMalloc((void **)&xt[j], n));
+        BENCH_CHECK(cudaMalloc((void **)&gq[j], ng));
+        BENCH_CHECK(cudaMalloc((void **)&gt[j], ng));
+        BENCH_CHECK(cudaMalloc((void **)&dbias[j], G * 4));
+        BENCH_CHECK(cudaMemsetAsync(dbias[j], 0, G * 4, bench_stream));
+    }
+    BENCH_CHECK(cudaMalloc((void **)&scales, 64 * 4)); /* side j at 32 j: the scales of x and g at 0 and 4, x's amax and scale_inv at 8 and 12, g's at 16 and 20 */
+    BENCH_CHECK(cudaMemsetAsync(scales, 0, 64 * 4, bench_stream));
+    bench_fill_kernel<<<1024, 256, 0, bench_stream>>>(pre, (swiglu ? 2 : 1) * n, 29u, 3.0f);
+    bench_fill_kernel<<<1024, 256, 0, bench_stream>>>(dact, n, 31u, 0.05f);
+    BENCH_CHECK(cudaGetLastError());
+    const float sx = 64.0f, sg = 4096.0f;
+    fp8_output qx[2], qg[2];
+    for (int j = 0; j < 2; j++) {
+        float *base = scales + 32 * j;
+        BENCH_CHECK(cudaMemcpyAsync(base, &sx, 4, cudaMemcpyHostToDevice, bench_stream));
+        BENCH_CHECK(cudaMemcpyAsync(base + 4, &sg, 4, cudaMemcpyHostToDevice, bench_stream));
+        qx[j] = fp8_output{xq, base + 8, base + 12, base, FP8_E4M3};
+        qg[j] = fp8_output{gq[j], base + 16, base + 20, base + 4, FP8_E5M2};
+    }
+    const bf16 *preb = (const bf16 *)pre, *dactb = (const bf16 *)dact;
+    auto unfused = [&] {
+        if (swiglu) {
+            cuda_swiglu_forward_fp8_transpose((bf16 *)x, preb, rows, F, &qx[0], xt[0]);
+            cuda_swiglu_backward_fp8((bf16 *)dpre, preb, dactb, rows, F, &qg[0], gt[0]);
+        } else {
+            cuda_gelu_forward_fp8_transpose((bf16 *)x, preb, rows, F, &qx[0], xt[0]);
+            cuda_gelu_backward_fp8((bf16 *)dpre, preb, dactb, rows, F, &qg[0], gt[0]);
+        }
+        if (bias) cuda_bias_backward(dbias[0], (const bf16 *)dpre, rows, (int)G);
+    };
+    auto fused = [&] {
+        cuda_mlp_backward_fp8((bf16 *)dpre, bias ? dbias[1] : NULL, preb, dactb, rows, F, swiglu, &qx[1], xt[1], &qg[1],
+                              gt[1]);
+    };
+    unfused();
+    fused();
+    int same = 1;
+    const void *pairs[][2] = {{xt[0], xt[1]}, {gq[0], gq[1]}, {gt[0], gt[1]}, {dbias[0], dbias[1]},
+                              {scales + 8, scales + 32 + 8}, {scales + 16, scales + 32 + 16}};
+    size_t sizes[] = {n, ng, ng, bias ? G * 4 : 0, 4, 4};
+    uint32_t hash = 2166136261u;
+    for (int p = 0; p < 6; p++) {
+        unsigned char *a = to_host(pairs[p][0], sizes[p] + 1), *b = to_host(pairs[p][1], sizes[p] + 1);
+        same = same && !memcmp(a, b, sizes[p]);
+        hash = hash_bytes(b, sizes[p], hash);
+        free(a), free(b);
+    }
+    char name[32];
+    double unfused_bytes = swiglu ? 22.0 + (bias ? 4.0 : 0.0) : 14.0 + (bias ? 2.0 : 0.0);
+    double fused_bytes = swiglu ? 11.0 : 7.0;
+    snprintf(name, sizeof name, "%s%s unfused", swiglu ? "swiglu" : "gelu", bias ? "+bias" : "");
+    line(name, rows, F, time_us(unfused), unfused_bytes * n, hash, 1);
+    snprintf(name, sizeof name, "%s%s fused", swiglu ? "swiglu" : "gelu", bias ? "+bias" : "");
+    line(name, rows, F, time_us(fused), fused_bytes * n, hash, same);
+    cudaFree(pre), cudaFree(dact), cudaFree(x), cudaFree(dpre), cudaFree(xq), cudaFree(scales);
+    for (int j = 0; j < 2; j++) cudaFree(xt[j]), cudaFree(gq[j]), cudaFree(gt[j]), cudaFree(dbias[j]);
+}
+
 /* device-to-device copy of 1 GiB: bytes read + written per second */
 static double copy_bandwidth(void) {
     size_t bytes = (size_t)1 << 30;
@@ -167,5 +247,10 @@ int main(int argc, char **argv) {
            "vs quantize+transpose");
     static const int shapes[][2] = {{16384, 2048}, {16384, 8192}, {8192, 2048}, {2048, 6144}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) bench(shapes[s][0], shapes[s][1]);
+    /* the fp8 MLP backward's elementwise pass: GPT 1.3B's [16384 x 8192] (GeLU, fc1 bias) and
+     * Llama-3.2-1B's [16384 x 8192] (SwiGLU, no bias) */
+    bench_mlp(16384, 8192, 0, 1);
+    bench_mlp(16384, 8192, 0, 0);
+    bench_mlp(16384, 8192, 1, 0);
     return 0;
 }

@@ -16,6 +16,10 @@
  *     statistics, codes, amax, scale_inv), on their fused and their fallback paths;
  *     gelu_backward_fp8, gelu_forward_fp8_transpose, swiglu_backward_fp8 and
  *     swiglu_forward_fp8_transpose likewise against the plain op then fp8_quantize_transpose;
+ *   - mlp_backward_fp8 (the fp8 MLP backward's elementwise pass in one kernel): bit for bit the
+ *     passes it replaces (the activation made again, its backward with the gradient's codes, the
+ *     bias gradient), GeLU and SwiGLU, with and without a bias, E4M3 and E5M2 gradients, on the
+ *     fused kernel's shapes and the fallback's, bf16 and fp16;
  *   - fp8_linear_forward (fast accumulation, the bias and the residual fused): within 1e-2 of
  *     fp8_gemm's product plus the bias plus the residual computed on the host;
  *   - fp8_gemm (cuBLASLt) in a linear layer's three forms: forward x . W^T (E4M3 x E4M3, bf16
@@ -446,6 +450,76 @@ static void test_fused_swiglu_transpose(int N, int F, int backward, int format, 
     gpu->release(x), gpu->release(dout);
 }
 
+/* mlp_backward_fp8 (the fp8 MLP backward's elementwise pass in one kernel, cuda_fp8_mlp.cu) of
+ * pre [rows, F] (swiglu: [rows, 2F]) and dact [rows, F] against the passes it replaces: the
+ * activation made again with its codes and transposed codes (gelu/swiglu_forward_fp8_transpose),
+ * the activation's backward with its codes and transposed codes (gelu/swiglu_backward_fp8), and
+ * with a bias bias_backward over that gradient: x's transposed codes, amax and scale_inv, the
+ * gradient's codes, transposed codes, amax and scale_inv and the bias gradient (added into the
+ * same prior values) bit for bit, and qa's row codes left untouched. x's codes E4M3 (fc2's
+ * input), the gradient's in grad_format. */
+static void test_mlp_backward(const kernel_ops *k, int rows, int F, int swiglu, int with_bias, int grad_format) {
+    const kernel_ops *saved = gpu;
+    gpu = k; /* the helpers allocate and copy through gpu */
+    size_t n = (size_t)rows * (size_t)F, G = swiglu ? 2 * (size_t)F : (size_t)F, ng = (size_t)rows * G;
+    void *pre = device_values(swiglu ? 2 * n : n, 4100 + n + (uint64_t)swiglu, 4.0f);
+    void *dact = device_values(n, 4200 + n, 2.0f);
+    float *prior = (float *)malloc(sizeof(float) * G);
+    fill_random(prior, G, 4300 + G, 1.0f);
+    void *x = k->alloc(k->act_bytes * n + 64), *dpre[2];
+    uint8_t *act_t[2], *grad_t[2];
+    float *dbias[2];
+    fused_side xs[2], gs[2];
+    for (int j = 0; j < 2; j++) {
+        dpre[j] = k->alloc(k->act_bytes * ng + 64);
+        act_t[j] = (uint8_t *)k->alloc(n + 64);
+        grad_t[j] = (uint8_t *)k->alloc(ng + 64);
+        dbias[j] = (float *)k->alloc(sizeof(float) * G);
+        k->copy_from_host(dbias[j], prior, sizeof(float) * G);
+        xs[j] = fused_side_make(n, 0, 150.0f, FP8_E4M3, 1);
+        gs[j] = fused_side_make(ng, 0, grad_format == FP8_E5M2 ? 3.7f : 150.0f, grad_format, 1);
+    }
+    float *bias0 = with_bias ? dbias[0] : NULL, *bias1 = with_bias ? dbias[1] : NULL;
+    if (swiglu) {
+        k->swiglu_forward_fp8_transpose(x, pre, rows, F, &xs[0].q, act_t[0]);
+        k->swiglu_backward_fp8(dpre[0], pre, dact, rows, F, &gs[0].q, grad_t[0]);
+    } else {
+        k->gelu_forward_fp8_transpose(x, pre, rows, F, &xs[0].q, act_t[0]);
+        k->gelu_backward_fp8(dpre[0], pre, dact, rows, F, &gs[0].q, grad_t[0]);
+    }
+    if (bias0) k->bias_backward(bias0, dpre[0], rows, (int)G);
+    k->mlp_backward_fp8(dpre[1], bias1, pre, dact, rows, F, swiglu, &xs[1].q, act_t[1], &gs[1].q, grad_t[1]);
+    int x_side = same_device_bytes(act_t[0], act_t[1], n) && same_device_bytes(xs[0].q.amax, xs[1].q.amax, 4) &&
+                 same_device_bytes(xs[0].q.scale_inv, xs[1].q.scale_inv, 4);
+    int g_side = same_sides(&gs[0], &gs[1], ng) && same_device_bytes(grad_t[0], grad_t[1], ng);
+    int bias_same = same_device_bytes(dbias[0], dbias[1], sizeof(float) * G);
+    uint8_t *untouched = (uint8_t *)malloc(n), *pattern = (uint8_t *)malloc(n);
+    TEST_CUDA(cudaDeviceSynchronize());
+    k->copy_to_host(untouched, xs[1].q.codes, n);
+    memset(pattern, 0x5a, n);
+    int rows_untouched = !memcmp(untouched, pattern, n);
+    int fused = rows % 16 == 0 && F % 8 == 0;
+    if (fused && with_bias) { /* bias_backward's chunks must be whole multiples of 16 rows */
+        int chunks = (rows + 63) / 64, most = G >= 2048 ? 64 : 128;
+        if (chunks > most) chunks = most;
+        fused = ((rows + chunks - 1) / chunks) % 16 == 0;
+    }
+    tap_ok(x_side && g_side && bias_same && rows_untouched,
+           "mlp_backward_fp8 %s %d x %d%s (%s, %s; %s): x's transposed codes %s, the gradient's codes %s, the bias "
+           "gradient %s, qa's row codes %s",
+           swiglu ? "SwiGLU" : "GeLU", rows, F, with_bias ? " with bias" : "", k == kernels_cuda_fp16() ? "fp16" : "bf16",
+           grad_format == FP8_E5M2 ? "E5M2 gradient" : "E4M3 gradient", fused ? "the fused kernel" : "the fallback",
+           x_side ? "same" : "DIFFER", g_side ? "same" : "DIFFER", with_bias ? (bias_same ? "same" : "DIFFERS") : "untouched",
+           rows_untouched ? "untouched" : "WRITTEN");
+    free(untouched), free(pattern), free(prior);
+    for (int j = 0; j < 2; j++) {
+        k->release(dpre[j]), k->release(act_t[j]), k->release(grad_t[j]), k->release(dbias[j]);
+        fused_side_release(&xs[j]), fused_side_release(&gs[j]);
+    }
+    k->release(x), k->release(pre), k->release(dact);
+    gpu = saved;
+}
+
 /* fp8_linear_forward with bias and residual against fp8_gemm's product plus both on the host */
 /* more fp8 GEMM shapes than cuda_fp8_gemm.cu's plan table holds (the MoE experts' GEMMs take a
  * shape per expert row count, new ones every step): rows 1 .. SHAPES with K 32 and 16 columns,
@@ -565,5 +639,21 @@ int main(void) {
         test_fused_swiglu_transpose(88, 96, backward, FP8_E4M3, 150.0f);   /* rows not a multiple of 16: unfused */
         test_fused_swiglu_transpose(64, 100, backward, FP8_E5M2, 3.7f);    /* F not a multiple of 8: unfused */
     }
+    /* the fp8 MLP backward's fused pass (mlp_backward_fp8), GeLU and SwiGLU, with and without the
+     * bias gradient, hybrid (E5M2 gradient) and e4m3: one tile a chunk (256 rows: 4 chunks of 64),
+     * several (9216 rows of 2048 gradient columns: 64 chunks of 144 rows, a tile of 128 then one
+     * of 16), partial column tiles (320 x 1032: 5 chunks of 64 rows), and the fallback's shapes: rows not a multiple of 16
+     * (88), F not of 8 (100), and with a bias chunks of 40 rows (80 rows; fused without it) */
+    for (int swiglu = 0; swiglu < 2; swiglu++)
+        for (int bias = 0; bias < 2; bias++) {
+            test_mlp_backward(gpu, 256, 1024, swiglu, bias, FP8_E5M2);
+            test_mlp_backward(gpu, 320, 1032, swiglu, bias, FP8_E4M3);
+            test_mlp_backward(gpu, 9216, swiglu ? 1024 : 2048, swiglu, bias, FP8_E5M2);
+            test_mlp_backward(gpu, 88, 200, swiglu, bias, FP8_E5M2);
+            test_mlp_backward(gpu, 64, 100, swiglu, bias, FP8_E4M3);
+            test_mlp_backward(gpu, 80, 256, swiglu, bias, FP8_E5M2);
+        }
+    test_mlp_backward(kernels_cuda_fp16(), 256, 1024, 0, 1, FP8_E5M2); /* the fp16 instantiation */
+    test_mlp_backward(kernels_cuda_fp16(), 320, 1032, 1, 1, FP8_E4M3);
     return tap_done();
 }

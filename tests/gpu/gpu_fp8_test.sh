@@ -20,6 +20,8 @@
 #    micro-batches a step, full recompute and evaluation, GPT and the tiny Llama: bitwise the path
 #    that quantizes every operand at every use (MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off
 #    MTC_FP8_KEEP_CODES=0);
+#  - the MLP backward's elementwise pass fused (fp8_mlp_backward_fused): bitwise MTC_FP8_MLP_FUSED=0,
+#    GPT (GeLU with fc1's bias), the tiny Llama (SwiGLU) and GPT with --swiglu (SwiGLU with a bias);
 #  - on 2 GPUs (when present): TP2 + SP and DP2 with the distributed optimizer within 1e-2 of one
 #    GPU (the amaxes reduced over the tensor- and data-parallel ranks through NCCL); the tiny
 #    Mixtral with TP2 + SP and with --expert-tensor-parallel-size 1 x TP2 + SP x EP2 likewise.
@@ -110,6 +112,17 @@ LLAMA="--args-file $top_srcdir/configs/llama-tiny.args --train-iters 20 --log-in
 MTC_FP8_WEIGHT_CACHE=transposed train llama_fused 1 --device cuda $LLAMA $FP8 --deterministic-mode
 MTC_FP8_FUSE=0 MTC_FP8_WEIGHT_CACHE=off MTC_FP8_KEEP_CODES=0 train llama_unfused 1 --device cuda $LLAMA $FP8 --deterministic-mode
 same_bits llama_fused llama_unfused "the tiny Llama (RMSNorm, SwiGLU): fused and cached bitwise the unfused path"
+# the MLP backward's elementwise pass in one kernel (fp8_mlp_backward_fused, kernels.h's
+# mlp_backward_fp8: fc2's input gradient first, then x's transposed codes, fc1's output-gradient
+# codes and fc1's bias gradient from one pass): bitwise the separate passes (MTC_FP8_MLP_FUSED=0),
+# GPT (GeLU, fc1 bias), the tiny Llama (SwiGLU, no bias) and GPT with SwiGLU (SwiGLU and a bias)
+MTC_FP8_WEIGHT_CACHE=transposed MTC_FP8_MLP_FUSED=0 train det_mlp_unfused 1 --device cuda $FP8 --deterministic-mode
+same_bits det1 det_mlp_unfused "GPT: the fused MLP backward pass bitwise MTC_FP8_MLP_FUSED=0 (losses and parameters)"
+MTC_FP8_WEIGHT_CACHE=transposed MTC_FP8_MLP_FUSED=0 train llama_mlp_unfused 1 --device cuda $LLAMA $FP8 --deterministic-mode
+same_bits llama_fused llama_mlp_unfused "the tiny Llama: the fused MLP backward pass bitwise MTC_FP8_MLP_FUSED=0"
+train gpt_swiglu_fused 1 --device cuda $FP8 --swiglu --deterministic-mode
+MTC_FP8_MLP_FUSED=0 train gpt_swiglu_unfused 1 --device cuda $FP8 --swiglu --deterministic-mode
+same_bits gpt_swiglu_fused gpt_swiglu_unfused "GPT with SwiGLU (and fc1's bias): the fused MLP backward pass bitwise MTC_FP8_MLP_FUSED=0"
 
 if [ "$gpus" -ge 2 ]; then
     for layout in "tp2_sp|--tensor-model-parallel-size 2 --sequence-parallel" \
