@@ -266,13 +266,10 @@ template <typename E, bool SWIGLU, bool BIAS>
 static void launch_fused(const E *pre, const E *dact, int rows, int F, int rows_per_block, int row_blocks,
                          const fp8_output *qa, uint8_t *act_t, const fp8_output *qg, uint8_t *grad_t,
                          float *partials) {
-    static bool attribute_set = false; /* SwiGLU's tiles take more than the default 48 KB */
     size_t shared = mlp_shared_bytes(SWIGLU);
-    if (!attribute_set) {
+    if (shared > 48 * 1024) /* SwiGLU's three tiles: above the default limit (per device, so each call) */
         CHECK_CUDA(cudaFuncSetAttribute(fp8_mlp_backward_kernel<E, SWIGLU, BIAS>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-        attribute_set = true;
-    }
     dim3 grid(ceil_div((size_t)F, MLP_TILE), (unsigned)row_blocks);
     fp8_mlp_backward_kernel<E, SWIGLU, BIAS><<<grid, MLP_THREADS, shared, compute_stream()>>>(
         pre, dact, rows, F, rows_per_block, *qa, act_t, *qg, grad_t, partials);
