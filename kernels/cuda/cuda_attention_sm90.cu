@@ -1086,7 +1086,30 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  * 0.951 against 0.924 at D 128; skipping the causal mask in warps wholly below the diagonal
  * (warp-uniform branch): 0.539 against 0.534 (D 128: 0.920-0.925 against 0.927-0.934, noise);
  * issuing the next step's S^T and dP^T behind the dQ product (loop peeled so that the wait
- * counts are static): ptxas serializes every wgmma of the kernel (C7514), not run. */
+ * counts are static): ptxas serializes every wgmma of the kernel (C7514), not run.
+ *
+ * The 128-query step (template STEP 128, D 64 only; MTC_SM90_BWD_STEP=128, see
+ * cuda_attention_sm90_backward_step). At D 64 a 64 x 128 step has little tensor work (about 1280
+ * clocks of the five products) against its fixed costs (mbarrier waits, the named barrier, the
+ * statistics, the dQ staging and semaphore turn, the latency of each dependent product), so a
+ * step of 128 queries (FlashAttention-3's kBlockM at hdim 64) halves those per FLOP and gives
+ * each ss-wgmma of S^T and dP^T an n of 128 (m64n128k16: the same A bytes per twice the work).
+ * Per warpgroup (64 keys) S^T and dP^T are 64 x 128 (64 fp32 each per thread); P^T is computed
+ * under dP^T's product, then dS^T, then both are packed (eight k-slices each) and dV += P^T dO,
+ * dK += dS^T Q issued together (the 64-query step's overlap of dV's product with dP^T's would
+ * keep P^T's fragments beside S^T and dP^T: 224 live values). dS^T goes to one [128 keys][128
+ * queries] tile (two 64-query blocks, 32 KB, the size of the two tiles of the 64-query step;
+ * the staging buffers grow to 2 x 32 KB: 195 KB of shared memory) guarded by a second named
+ * barrier before its stores (the other warpgroup's dQ product of the step before has read it).
+ * dQ = dS K: warpgroup w computes its query block w (64 queries) x all 64 columns over the 128
+ * keys (eight m64n64k16, as at D 128). dq_accum tiles are 128 x 64 (same workspace), the
+ * semaphores the first half of dq_sems, the fixed order unchanged (key tile qt down to
+ * sm90_kt_low). The causal mask runs only on steps that meet the diagonal (qt == kt), T or the
+ * window's edge: below the diagonal every element of a 128-query step is visible (a block- or
+ * warp-uniform branch; the exponential of a masked element may be inf, the mask replaces it).
+ * Dropout draws the two 64-query halves' keep words per step. ptxas -v: 168 registers per thread
+ * at launch (240 after setmaxnreg), 8 bytes of spills (with and without dropout). Not yet
+ * measured on a GPU when written. */
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
 
