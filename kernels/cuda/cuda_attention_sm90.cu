@@ -1095,9 +1095,9 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  * step of 128 queries (FlashAttention-3's kBlockM at hdim 64) halves those per FLOP and gives
  * each ss-wgmma of S^T and dP^T an n of 128 (m64n128k16: the same A bytes per twice the work).
  * Per warpgroup (64 keys) S^T and dP^T are 64 x 128 (64 fp32 each per thread); P^T is computed
- * under dP^T's product, then dS^T, then both are packed (eight k-slices each) and dV += P^T dO,
- * dK += dS^T Q issued together (the 64-query step's overlap of dV's product with dP^T's would
- * keep P^T's fragments beside S^T and dP^T: 224 live values). dS^T goes to one [128 keys][128
+ * under dP^T's product, then dS^T, then both are packed (eight k-slices each); dV += P^T dO is
+ * issued, dS^T stored, dK += dS^T Q issued (the 64-query step's overlap of dV's product with
+ * dP^T's would keep P^T's fragments beside S^T and dP^T: 224 live values). dS^T goes to one [128 keys][128
  * queries] tile (two 64-query blocks, 32 KB, the size of the two tiles of the 64-query step;
  * the staging buffers grow to 2 x 32 KB: 195 KB of shared memory) guarded by a second named
  * barrier before its stores (the other warpgroup's dQ product of the step before has read it).
@@ -1419,12 +1419,12 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 sm90_pack_a<8>(frag_p, st);
                 sm90_pack_a<8>(frag, dpt);
                 fence_registers(dv);
-                fence_registers(dk);
                 wgmma_fence();
                 sm90_issue_ab<D, 8, STEP>(dv, frag_p, do_tile);
-                sm90_issue_ab<D, 8, STEP>(dk, frag, q_tile);
                 wgmma_commit();
-                /* one dS^T tile: the other warpgroup's dQ product of the previous step has read it */
+                /* dS^T into its tile before dK's product is issued (an A fragment in flight may
+                 * not be read). One dS^T tile: the other warpgroup's dQ product of the previous
+                 * step has read it */
                 sm90_named_sync(2);
                 unsigned char *ds_rows = smem + (ds_tiles - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
 #pragma unroll
@@ -1433,6 +1433,10 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     for (int j = 0; j < 4; j++)
                         *reinterpret_cast<uint32_t *>(ds_rows + (kk / 4) * 128 * 128 + (j & 1) * 8 * 128 +
                                                       (((2 * (kk % 4) + (j >> 1)) ^ g) << 4) + 4 * t) = frag[kk][j];
+                fence_registers(dk);
+                wgmma_fence();
+                sm90_issue_ab<D, 8, STEP>(dk, frag, q_tile);
+                wgmma_commit();
                 fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
                 sm90_named_sync(1);
                 /* dQ of the warpgroup's 64 queries (dS^T's query block wg), all 64 columns */
