@@ -86,11 +86,6 @@ static double bench_rel_err(const uint16_t *a, const uint16_t *b, size_t n, size
 
 typedef struct timing { double fwd_ms, bwd_ms; } timing;
 
-/* bench_rel_err of the dq, dk and dv parts of two dqkv: per group (per + 2) D values, its per query
- * heads, then its key head and value head */
-static void bench_part_errors(const uint16_t *a, const uint16_t *b, size_t n_qkv, int H, int D, double *e_dq,
-                              double *e_dk, double *e_dv);
-
 /* the sliding window the mha_ kernels run with (-1: none; --window) */
 static int bench_window = -1;
 /* the key/value groups of the shapes (--groups; 0: as many as query heads) */
@@ -99,7 +94,7 @@ static int groups_of(int H) { return bench_groups > 0 ? bench_groups : H; }
 /* bf16 values of qkv [B, T, (H + 2G) D] */
 static size_t qkv_count(int B, int T, int H, int D) { return (size_t)B * T * (H + 2 * groups_of(H)) * D; }
 
-/* the kernels with multi-head attention (one query head per group) */
+/* the kernels with multi-head attention (one query head per group), or --groups' grouped-query */
 static void mha_forward(bf16 *out, void *ws, const bf16 *qkv, int B, int T, int H, int D,
                         int head_start, int total_heads, dropout_rng rng) {
     cuda_attention_forward(out, ws, qkv, B, T, H, groups_of(H), D, head_start, total_heads, bench_window, rng);
@@ -196,6 +191,8 @@ static timing bench_time(forward_fn fwd, backward_fn bwd, bf16 *out, void *ws, b
     return tm;
 }
 
+/* bench_rel_err of the dq, dk and dv parts of two dqkv: per group (per + 2) D values, its per query
+ * heads, then its key head and value head */
 static void bench_part_errors(const uint16_t *a, const uint16_t *b, size_t n_qkv, int H, int D, double *e_dq,
                               double *e_dk, double *e_dv) {
     const int per = H / groups_of(H);
