@@ -1108,8 +1108,11 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  * window's edge: below the diagonal every element of a 128-query step is visible (a block- or
  * warp-uniform branch; the exponential of a masked element may be inf, the mask replaces it).
  * Dropout draws the two 64-query halves' keep words per step. ptxas -v: 168 registers per thread
- * at launch (240 after setmaxnreg), 8 bytes of spills (with and without dropout). Not yet
- * measured on a GPU when written. */
+ * at launch (240 after setmaxnreg), 8 bytes of spills (with and without dropout). The default
+ * at D 64 since its first run (one H200, perf/attention_bench --groups 8, Llama-3.2-1B's heads
+ * H=32 G=8): B=4 T=4096 1.957 against 2.436 ms (351 against 282 TFLOP/s, 1.24x), B=1 T=16384
+ * 7.36 against 9.48 ms (1.29x), dropout 0.1 at 4096 1.11x; dq, dk, dv the same as the 64-query
+ * step's; perf/results/kernels/attention-backward-d64-h200-2026-11-30.md. */
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
 
@@ -2121,7 +2124,7 @@ extern "C" int cuda_attention_sm90_window(void) {
  * step") or 64 (the kernel as at D 128), MTC_SM90_BWD_STEP=64 or 128 choosing; the default
  * SM90_BWD_STEP_64_DEFAULT (D 128 always steps 64) */
 #ifndef SM90_BWD_STEP_64_DEFAULT
-#define SM90_BWD_STEP_64_DEFAULT 64
+#define SM90_BWD_STEP_64_DEFAULT 128
 #endif
 extern "C" int cuda_attention_sm90_backward_step(int D) {
     if (D != 64) return SM90_BWD_STEP;
