@@ -13,6 +13,16 @@
  * --bias also times the backward with the qkv bias gradient summed inside it against the
  * backward followed by a pass over dqkv (cuda_bias_backward), alternating, twice.
  *
+ * --groups G times grouped-query attention: every B T H D shape given runs with its H query heads
+ * in G groups (G divides H; kernels.h's grouped qkv layout; without it G = H), e.g. Llama-3.2-1B's
+ * attention: --groups 8 4 4096 32 64 1 16384 32 64.
+ *
+ * At head dimension 64 the Hopper one-pass backward has two step sizes (MTC_SM90_BWD_STEP=64 or
+ * 128 query rows per step): each shape's "new" line is followed by the backward timed with each
+ * ("step 64", "step 128", in this order, alternating twice) and their agreement (max |a - b| /
+ * max |b| over dq, dk, dv: AGREE under 1e-2); elsewhere (no sm_90a, or the two-pass request)
+ * both lines run the same code.
+ *
  * --padded times BERT's bidirectional attention with a key-padding mask instead
  * (cuda_attention_padded_*, the mma.sync kernels on every GPU) with every key visible, the worst
  * case: FLOPs over the whole score matrix, twice the causal figures (BERT-large's shape:
@@ -27,7 +37,8 @@
  * Without a dropout given, p = 0 only. E.g. the point of the
  * window: attention_bench --window 4096 1 16384 16 128 (--no-old and --bias are implied).
  *
- * Usage: attention_bench [--no-old] [--bias] [--padded] [--window LEFT] [--iters N] [--dropout P] [B T H D]...
+ * Usage: attention_bench [--no-old] [--bias] [--padded] [--window LEFT] [--groups G] [--iters N] [--dropout P]
+ *        [B T H D]...
  * Build: make perf/attention_bench (kernels/local.mk); the tile shapes of cuda_attention.cu can
  * be overridden with -D for variants (ATTN_FWD_WARPS, ...). Not a test: prints figures only. */
 #include <math.h>
@@ -77,17 +88,37 @@ typedef struct timing { double fwd_ms, bwd_ms; } timing;
 
 /* the sliding window the mha_ kernels run with (-1: none; --window) */
 static int bench_window = -1;
+/* the key/value groups of the shapes (--groups; 0: as many as query heads) */
+static int bench_groups = 0;
+static int groups_of(int H) { return bench_groups > 0 ? bench_groups : H; }
+/* bf16 values of qkv [B, T, (H + 2G) D] */
+static size_t qkv_count(int B, int T, int H, int D) { return (size_t)B * T * (H + 2 * groups_of(H)) * D; }
 
-/* the kernels with multi-head attention (one query head per group) */
+/* the kernels with multi-head attention (one query head per group), or --groups' grouped-query */
 static void mha_forward(bf16 *out, void *ws, const bf16 *qkv, int B, int T, int H, int D,
                         int head_start, int total_heads, dropout_rng rng) {
-    cuda_attention_forward(out, ws, qkv, B, T, H, H, D, head_start, total_heads, bench_window, rng);
+    cuda_attention_forward(out, ws, qkv, B, T, H, groups_of(H), D, head_start, total_heads, bench_window, rng);
 }
 static void mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                          const void *ws, int B, int T, int H, int D, int head_start,
                          int total_heads, dropout_rng rng) {
-    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, bench_window,
-                            rng);
+    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, groups_of(H), D, head_start, total_heads,
+                            bench_window, rng);
+}
+/* the backward with the Hopper one pass's step size at D 64 forced (MTC_SM90_BWD_STEP) */
+static void step_backward(const char *step, bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
+                          const void *ws, int B, int T, int H, int D, int head_start, int total_heads, dropout_rng rng) {
+    setenv("MTC_SM90_BWD_STEP", step, 1);
+    mha_backward(dqkv, dout, qkv, out, ws, B, T, H, D, head_start, total_heads, rng);
+    unsetenv("MTC_SM90_BWD_STEP");
+}
+static void step64_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out, const void *ws, int B,
+                            int T, int H, int D, int head_start, int total_heads, dropout_rng rng) {
+    step_backward("64", dqkv, dout, qkv, out, ws, B, T, H, D, head_start, total_heads, rng);
+}
+static void step128_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out, const void *ws, int B,
+                             int T, int H, int D, int head_start, int total_heads, dropout_rng rng) {
+    step_backward("128", dqkv, dout, qkv, out, ws, B, T, H, D, head_start, total_heads, rng);
 }
 /* --padded: the bidirectional kernels, every key of bench_key_valid [B, T] visible */
 static int *bench_key_valid;
@@ -106,7 +137,8 @@ static void old_mha_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, cons
                              const void *ws, int B, int T, int H, int D, int head_start,
                              int total_heads, dropout_rng rng) {
     setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
-    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, -1, rng);
+    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, groups_of(H), D, head_start, total_heads, -1,
+                            rng);
     unsetenv("MTC_ATTENTION_FUSED_BACKWARD");
 }
 
@@ -115,13 +147,15 @@ static float *bench_dbias;
 static void fused_bias_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                                 const void *ws, int B, int T, int H, int D, int head_start,
                                 int total_heads, dropout_rng rng) {
-    cuda_attention_backward(dqkv, bench_dbias, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, -1, rng);
+    cuda_attention_backward(dqkv, bench_dbias, dout, qkv, out, ws, B, T, H, groups_of(H), D, head_start, total_heads,
+                            -1, rng);
 }
 static void pass_bias_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out,
                                const void *ws, int B, int T, int H, int D, int head_start,
                                int total_heads, dropout_rng rng) {
-    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, H, D, head_start, total_heads, -1, rng);
-    cuda_bias_backward(bench_dbias, dqkv, B * T, 3 * H * D);
+    cuda_attention_backward(dqkv, NULL, dout, qkv, out, ws, B, T, H, groups_of(H), D, head_start, total_heads, -1,
+                            rng);
+    cuda_bias_backward(bench_dbias, dqkv, B * T, (H + 2 * groups_of(H)) * D);
 }
 
 typedef void (*forward_fn)(bf16 *, void *, const bf16 *, int, int, int, int, int, int, dropout_rng);
@@ -157,6 +191,17 @@ static timing bench_time(forward_fn fwd, backward_fn bwd, bf16 *out, void *ws, b
     return tm;
 }
 
+/* bench_rel_err of the dq, dk and dv parts of two dqkv: per group (per + 2) D values, its per query
+ * heads, then its key head and value head */
+static void bench_part_errors(const uint16_t *a, const uint16_t *b, size_t n_qkv, int H, int D, double *e_dq,
+                              double *e_dk, double *e_dv) {
+    const int per = H / groups_of(H);
+    const size_t stride = (size_t)(per + 2) * D;
+    *e_dq = bench_rel_err(a, b, n_qkv, stride, 0, (size_t)per * D);
+    *e_dk = bench_rel_err(a, b, n_qkv, stride, (size_t)per * D, D);
+    *e_dv = bench_rel_err(a, b, n_qkv, stride, (size_t)(per + 1) * D, D);
+}
+
 static __global__ void bench_ones_kernel(int *x, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = 1;
@@ -164,7 +209,7 @@ static __global__ void bench_ones_kernel(int *x, size_t n) {
 
 /* --window: the full causal attention, then the window's, on the same inputs */
 static void bench_window_shape(int B, int T, int H, int D, float p, int iters, int window) {
-    const size_t n_qkv = (size_t)B * T * H * 3 * D, n_out = (size_t)B * T * H * D;
+    const size_t n_qkv = qkv_count(B, T, H, D), n_out = (size_t)B * T * H * D;
     const double W = window < T ? window : T, pairs = (double)T * (W + 1.0) - W * (W + 1.0) / 2.0;
     const double full_flop = 2.0 * B * H * (double)T * T * D, win_flop = 4.0 * B * H * pairs * D;
     dropout_rng rng = {p, 1234u, 77u, 0u};
@@ -205,8 +250,8 @@ static void bench_window_shape(int B, int T, int H, int D, float p, int iters, i
     const double e_out = bench_rel_err(h_a, h_b, n_out, n_out, 0, n_out);
     CHECK_CUDA(cudaMemcpy(h_a, dqkv, n_qkv * 2, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(h_b, dqkv_m, n_qkv * 2, cudaMemcpyDeviceToHost));
-    const double e_dq = bench_rel_err(h_a, h_b, n_qkv, 3 * D, 0, D), e_dk = bench_rel_err(h_a, h_b, n_qkv, 3 * D, D, D);
-    const double e_dv = bench_rel_err(h_a, h_b, n_qkv, 3 * D, 2 * D, D);
+    double e_dq, e_dk, e_dv;
+    bench_part_errors(h_a, h_b, n_qkv, H, D, &e_dq, &e_dk, &e_dv);
     printf("mma.sync    B=%d T=%d H=%d D=%d p=%.2f  fwd %8.3f ms  bwd %8.3f ms (the window on the mma.sync kernels)\n"
            "     default vs mma.sync: out %.2e  dq %.2e  dk %.2e  dv %.2e  %s\n",
            B, T, H, D, (double)p, tm.fwd_ms, tm.bwd_ms, e_out, e_dq, e_dk, e_dv,
@@ -226,7 +271,7 @@ static void bench_window_shape(int B, int T, int H, int D, float p, int iters, i
 }
 
 static void bench_shape(int B, int T, int H, int D, float p, int iters, int with_old, int with_bias, int padded) {
-    const size_t n_qkv = (size_t)B * T * H * 3 * D, n_out = (size_t)B * T * H * D;
+    const size_t n_qkv = qkv_count(B, T, H, D), n_out = (size_t)B * T * H * D;
     const double fwd_flop = (padded ? 4.0 : 2.0) * B * H * (double)T * T * D, bwd_flop = 2.5 * fwd_flop;
     dropout_rng rng = {p, 1234u, 77u, 0u};
     bf16 *qkv, *dout, *out, *dqkv, *out_old = NULL, *dqkv_old = NULL;
@@ -256,9 +301,38 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
         CHECK_CUDA(cudaFree(bench_key_valid));
         bench_key_valid = NULL;
     }
+    if (!padded && D == 64) { /* the one pass's two step sizes, alternating twice, into buffers of their own */
+        bf16 *dqkv_64, *dqkv_128;
+        CHECK_CUDA(cudaMalloc(&dqkv_64, n_qkv * sizeof(bf16)));
+        CHECK_CUDA(cudaMalloc(&dqkv_128, n_qkv * sizeof(bf16)));
+        for (int round = 0; round < 2; round++) {
+            timing t64 = bench_time(mha_forward, step64_backward, out, ws, dqkv_64, qkv, dout, B, T, H, D, rng, iters);
+            timing t128 =
+                bench_time(mha_forward, step128_backward, out, ws, dqkv_128, qkv, dout, B, T, H, D, rng, iters);
+            printf("step 64  B=%d T=%d H=%d D=%d p=%.2f  bwd %8.3f ms %6.1f TFLOP/s\n", B, T, H, D, (double)p,
+                   t64.bwd_ms, bwd_flop / t64.bwd_ms * 1e-9);
+            printf("step 128 B=%d T=%d H=%d D=%d p=%.2f  bwd %8.3f ms %6.1f TFLOP/s  (speed-up over step 64 %.2fx)\n", B,
+                   T, H, D, (double)p, t128.bwd_ms, bwd_flop / t128.bwd_ms * 1e-9, t64.bwd_ms / t128.bwd_ms);
+            fflush(stdout);
+        }
+        CHECK_CUDA(cudaStreamSynchronize(bench_stream));
+        uint16_t *h_a = (uint16_t *)malloc(n_qkv * 2), *h_b = (uint16_t *)malloc(n_qkv * 2);
+        CHECK_CUDA(cudaMemcpy(h_a, dqkv_128, n_qkv * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(h_b, dqkv_64, n_qkv * 2, cudaMemcpyDeviceToHost));
+        double e_dq, e_dk, e_dv;
+        bench_part_errors(h_a, h_b, n_qkv, H, D, &e_dq, &e_dk, &e_dv);
+        printf("     step 128 vs step 64: dq %.2e  dk %.2e  dv %.2e  %s\n", e_dq, e_dk, e_dv,
+               e_dq < 1e-2 && e_dk < 1e-2 && e_dv < 1e-2 ? "AGREE" : "DIFFER");
+        free(h_a);
+        free(h_b);
+        CHECK_CUDA(cudaFree(dqkv_64));
+        CHECK_CUDA(cudaFree(dqkv_128));
+        fflush(stdout);
+    }
     if (with_bias) { /* alternating, twice */
-        CHECK_CUDA(cudaMalloc(&bench_dbias, (size_t)3 * H * D * sizeof(float)));
-        CHECK_CUDA(cudaMemsetAsync(bench_dbias, 0, (size_t)3 * H * D * sizeof(float), bench_stream));
+        const size_t columns = (size_t)(H + 2 * groups_of(H)) * D;
+        CHECK_CUDA(cudaMalloc(&bench_dbias, columns * sizeof(float)));
+        CHECK_CUDA(cudaMemsetAsync(bench_dbias, 0, columns * sizeof(float), bench_stream));
         for (int round = 0; round < 2; round++) {
             timing tf = bench_time(mha_forward, fused_bias_backward, out, ws, dqkv, qkv, dout, B, T, H, D, rng, iters);
             timing tp = bench_time(mha_forward, pass_bias_backward, out, ws, dqkv, qkv, dout, B, T, H, D, rng, iters);
@@ -287,9 +361,8 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
         double e_out = bench_rel_err(h_new, h_old, n_out, n_out, 0, n_out);
         CHECK_CUDA(cudaMemcpy(h_new, dqkv, n_qkv * 2, cudaMemcpyDeviceToHost));
         CHECK_CUDA(cudaMemcpy(h_old, dqkv_old, n_qkv * 2, cudaMemcpyDeviceToHost));
-        double e_dq = bench_rel_err(h_new, h_old, n_qkv, 3 * D, 0, D);
-        double e_dk = bench_rel_err(h_new, h_old, n_qkv, 3 * D, D, D);
-        double e_dv = bench_rel_err(h_new, h_old, n_qkv, 3 * D, 2 * D, D);
+        double e_dq, e_dk, e_dv;
+        bench_part_errors(h_new, h_old, n_qkv, H, D, &e_dq, &e_dk, &e_dv);
         printf("     new vs old: out %.2e  dq %.2e  dk %.2e  dv %.2e  %s\n", e_out, e_dq, e_dk,
                e_dv, e_out < 1e-2 && e_dq < 1e-2 && e_dk < 1e-2 && e_dv < 1e-2 ? "AGREE" : "DIFFER");
         free(h_new);
@@ -316,19 +389,24 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--padded") == 0) padded = 1;
         else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) iters = atoi(argv[++i]);
         else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc) window = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--groups") == 0 && i + 1 < argc) bench_groups = atoi(argv[++i]);
         else if (strcmp(argv[i], "--dropout") == 0 && i + 1 < argc) dropout = (float)atof(argv[++i]);
         else if (i + 3 < argc && nshapes < 16) {
             for (int j = 0; j < 4; j++) shapes[nshapes][j] = atoi(argv[i + j]);
             nshapes++;
             i += 3;
         } else {
-            fprintf(stderr, "usage: %s [--no-old] [--bias] [--padded] [--window LEFT] [--iters N] [--dropout P] "
-                            "[B T H D]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [--no-old] [--bias] [--padded] [--window LEFT] [--groups G] [--iters N] "
+                            "[--dropout P] [B T H D]...\n", argv[0]);
             return 2;
         }
     }
     if (window < -1 || (window >= 0 && padded)) {
         fprintf(stderr, "%s: --window takes LEFT >= 0 (causal attention only, not with --padded)\n", argv[0]);
+        return 2;
+    }
+    if (bench_groups < 0 || (bench_groups > 0 && padded)) {
+        fprintf(stderr, "%s: --groups takes G > 0 (causal attention only, not with --padded)\n", argv[0]);
         return 2;
     }
     if (nshapes == 0) {
@@ -337,13 +415,20 @@ int main(int argc, char **argv) {
         nshapes = 2;
     }
     if (iters < 1) iters = 1;
+    for (int s = 0; s < nshapes; s++)
+        if (bench_groups > 0 && shapes[s][2] % bench_groups != 0) {
+            fprintf(stderr, "%s: --groups %d does not divide H = %d\n", argv[0], bench_groups, shapes[s][2]);
+            return 2;
+        }
     CHECK_CUDA(cudaStreamCreateWithFlags(&bench_stream, cudaStreamNonBlocking));
     cudaDeviceProp prop;
     CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
     printf("# attention_bench on %s (%d SMs), fwd-warps %d fwd-bn %d dq-warps %d/%d dkdv-warps %d "
-           "dkdv-bm %d/%d, %d iterations\n", prop.name, prop.multiProcessorCount, ATTN_FWD_WARPS,
+           "dkdv-bm %d/%d, %d iterations", prop.name, prop.multiProcessorCount, ATTN_FWD_WARPS,
            ATTN_FWD_BN, ATTN_DQ_WARPS_64, ATTN_DQ_WARPS_128, ATTN_DKDV_WARPS, ATTN_DKDV_BM_64,
            ATTN_DKDV_BM_128, iters);
+    if (bench_groups > 0) printf(", %d key/value groups (GQA)", bench_groups);
+    printf(", D 64 one-pass step %d by default\n", cuda_attention_sm90_backward_step(64));
     for (int s = 0; s < nshapes; s++) {
         if (window >= 0) {
             bench_window_shape(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], dropout < 0.0f ? 0.0f : dropout,

@@ -1086,7 +1086,33 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  * 0.951 against 0.924 at D 128; skipping the causal mask in warps wholly below the diagonal
  * (warp-uniform branch): 0.539 against 0.534 (D 128: 0.920-0.925 against 0.927-0.934, noise);
  * issuing the next step's S^T and dP^T behind the dQ product (loop peeled so that the wait
- * counts are static): ptxas serializes every wgmma of the kernel (C7514), not run. */
+ * counts are static): ptxas serializes every wgmma of the kernel (C7514), not run.
+ *
+ * The 128-query step (template STEP 128, D 64 only; MTC_SM90_BWD_STEP=128, see
+ * cuda_attention_sm90_backward_step). At D 64 a 64 x 128 step has little tensor work (about 1280
+ * clocks of the five products) against its fixed costs (mbarrier waits, the named barrier, the
+ * statistics, the dQ staging and semaphore turn, the latency of each dependent product), so a
+ * step of 128 queries (FlashAttention-3's kBlockM at hdim 64) halves those per FLOP and gives
+ * each ss-wgmma of S^T and dP^T an n of 128 (m64n128k16: the same A bytes per twice the work).
+ * Per warpgroup (64 keys) S^T and dP^T are 64 x 128 (64 fp32 each per thread); P^T is computed
+ * under dP^T's product, then dS^T, then both are packed (eight k-slices each); dV += P^T dO is
+ * issued, dS^T stored, dK += dS^T Q issued (the 64-query step's overlap of dV's product with
+ * dP^T's would keep P^T's fragments beside S^T and dP^T: 224 live values). dS^T goes to one [128 keys][128
+ * queries] tile (two 64-query blocks, 32 KB, the size of the two tiles of the 64-query step;
+ * the staging buffers grow to 2 x 32 KB: 195 KB of shared memory) guarded by a second named
+ * barrier before its stores (the other warpgroup's dQ product of the step before has read it).
+ * dQ = dS K: warpgroup w computes its query block w (64 queries) x all 64 columns over the 128
+ * keys (eight m64n64k16, as at D 128). dq_accum tiles are 128 x 64 (same workspace), the
+ * semaphores the first half of dq_sems, the fixed order unchanged (key tile qt down to
+ * sm90_kt_low). The causal mask runs only on steps that meet the diagonal (qt == kt), T or the
+ * window's edge: below the diagonal every element of a 128-query step is visible (a block- or
+ * warp-uniform branch; the exponential of a masked element may be inf, the mask replaces it).
+ * Dropout draws the two 64-query halves' keep words per step. ptxas -v: 168 registers per thread
+ * at launch (240 after setmaxnreg), 8 bytes of spills (with and without dropout). The default
+ * at D 64 since its first run (one H200, perf/attention_bench --groups 8, Llama-3.2-1B's heads
+ * H=32 G=8): B=4 T=4096 1.957 against 2.436 ms (351 against 282 TFLOP/s, 1.24x), B=1 T=16384
+ * 7.36 against 9.48 ms (1.29x), dropout 0.1 at 4096 1.11x; dq, dk, dv the same as the 64-query
+ * step's; perf/results/kernels/attention-backward-d64-h200-2026-11-30.md. */
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
 
@@ -1097,20 +1123,22 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  * count the same tiles, so the semaphores' order (descending key tile) and the no-deadlock
  * argument below hold as before. */
 #ifdef SM90_WGMMA
+template <int STEP>
 static __device__ __forceinline__ int sm90_qt_count(int kt, int q_tiles, int window) {
-    return min(q_tiles, (kt * 128 + 127 + window) / SM90_BWD_STEP + 1) - 2 * kt;
+    return min(q_tiles, (kt * 128 + 127 + window) / STEP + 1) - kt * (128 / STEP);
 }
+template <int STEP>
 static __device__ __forceinline__ int sm90_kt_low(int qt, int window) {
-    return max(qt * SM90_BWD_STEP - window, 0) / 128;
+    return max(qt * STEP - window, 0) / 128;
 }
 #endif
 
 /* K, V, the stages' Q and dO, two dS^T tiles, two dQ staging tiles, the stages' lse2 and Di (64
  * fp32 each), the mbarriers (kv_full, kv_empty, per stage
  * full and empty, per staging tile dq_full and dq_empty), the alignment slack */
-static size_t sm90_backward_ws_smem_bytes(int D, int stages) {
-    return (size_t)2 * 128 * D * 2 + stages * (size_t)2 * SM90_BWD_STEP * D * 2 + 2 * 128 * 64 * 2 +
-           (size_t)SM90_DQ_TILE(D) * 8 + stages * 2 * SM90_BWD_STEP * 4 + 8 * (2 + 2 * stages + 4) + 32 + 1024;
+static size_t sm90_backward_ws_smem_bytes(int D, int stages, int step) {
+    return (size_t)2 * 128 * D * 2 + stages * (size_t)2 * step * D * 2 + 2 * 128 * 64 * 2 +
+           (size_t)step * D * 4 * 2 + stages * 2 * step * 4 + 8 * (2 + 2 * stages + 4) + 32 + 1024;
 }
 
 #ifdef SM90_WGMMA
@@ -1123,9 +1151,44 @@ static __device__ __forceinline__ void sm90_bulk_load(uint32_t dst, const void *
 static __device__ __forceinline__ void sm90_named_sync(int id) {
     asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
 }
+
+/* The 128-query step (STEP 128, D 64; "the 128-query step" below): a lane's S^T and dP^T
+ * fragments (64 keys x 128 queries per warpgroup) hold keys krow0 + g (+8) and queries q0 + 8n +
+ * 2t (+1), n < 16, value 4n + e. P^T = exp2(S^T scale log2(e) - lse2) without any mask (lse at
+ * the stage's 128 lse2 in shared memory): sm90_mask128 follows where the step needs one */
+static __device__ __forceinline__ void sm90_probs128(float (&st)[64], const float *lse, int t, float scale_log2) {
+#pragma unroll
+    for (int n = 0; n < 16; n++) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(lse + 8 * n + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            st[4 * n + e] = sm90_exp2(fmaf(st[4 * n + e], scale_log2, -((e & 1) ? l2.y : l2.x)));
+    }
+}
+/* P^T 0 above the diagonal, for queries from T on and past the window (the values it replaces
+ * may be inf: a select, no product) */
+static __device__ __forceinline__ void sm90_mask128(float (&st)[64], int q0, int krow0, int g, int t, int T,
+                                                    int window) {
+#pragma unroll
+    for (int n = 0; n < 16; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int q = q0 + 8 * n + 2 * t + (e & 1), k = krow0 + g + 8 * (e >> 1);
+            if (q < k || q >= T || q - k > window) st[4 * n + e] = 0.0f;
+        }
+}
+/* dS^T = P^T (dP^T - Di) into dpt (di at the stage's 128 Di in shared memory) */
+static __device__ __forceinline__ void sm90_ds128(float (&dpt)[64], const float (&st)[64], const float *di, int t) {
+#pragma unroll
+    for (int n = 0; n < 16; n++) {
+        const float2 d2 = *reinterpret_cast<const float2 *>(di + 8 * n + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; e++) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - ((e & 1) ? d2.y : d2.x));
+    }
+}
 #endif
 
-template <int D, int STAGES, bool DROPOUT>
+template <int D, int STAGES, bool DROPOUT, int STEP>
 static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
 attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                   nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
@@ -1133,9 +1196,11 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                                   int window, const sm90_dropout_args drop) {
 #ifdef SM90_WGMMA
     static_assert(D == 128 || D == 64, "the warp-specialized backward is for head dimension 64 or 128");
-    constexpr int KV_TILE = 128 * D * 2, Q_TILE = SM90_BWD_STEP * D * 2;
-    constexpr int STAGE = 2 * Q_TILE, STATS = 2 * SM90_BWD_STEP * 4; /* Q and dO; lse2 and Di */
-    constexpr int DQ_TILE = SM90_DQ_TILE(D), DQ_VALUES = DQ_TILE / SM90_THREADS; /* D / 4 per thread */
+    static_assert(STEP == SM90_BWD_STEP || (STEP == 128 && D == 64), "128-query steps at D 64 only");
+    constexpr int KV_TILE = 128 * D * 2, Q_TILE = STEP * D * 2;
+    constexpr int STAGE = 2 * Q_TILE, STATS = 2 * STEP * 4; /* Q and dO; lse2 and Di */
+    /* D / 4 per thread (STEP 64), 32 (STEP 128) */
+    constexpr int DQ_TILE = STEP * D, DQ_VALUES = DQ_TILE / SM90_THREADS;
     extern __shared__ unsigned char sm90_smem_raw[];
     unsigned char *smem = sm90_smem_base(sm90_smem_raw);
     const uint32_t k_tile = sm90_smem_addr(smem), v_tile = k_tile + KV_TILE, stages = v_tile + KV_TILE;
@@ -1152,7 +1217,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
     volatile int *dq_header = tile_slot + 2; /* buffer j: tile at 2j, step at 2j + 1 */
 
     const int key_tiles = (T + 127) / 128, tiles = B * G * key_tiles, per = H / G;
-    const int q_tiles = (T + SM90_BWD_STEP - 1) / SM90_BWD_STEP, tiles_per_row = Tpad / SM90_BWD_STEP;
+    const int q_tiles = (T + STEP - 1) / STEP, tiles_per_row = Tpad / STEP;
     const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
         mbar_init(kv_full, 1);
@@ -1182,7 +1247,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     break;
                 }
                 const int bg = tile / key_tiles, b = bg / G, grp = bg % G, k0 = (key_tiles - 1 - tile % key_tiles) * 128;
-                const int qt_first = k0 / SM90_BWD_STEP, qt_count = sm90_qt_count(k0 / 128, q_tiles, window);
+                const int qt_first = k0 / STEP, qt_count = sm90_qt_count<STEP>(k0 / 128, q_tiles, window);
                 const int steps = per * qt_count;
                 const int k_col = (int)qkv_key_offset(grp, H, G, D);
                 mbar_arrive_expect_tx(kv_full, 2 * KV_TILE);
@@ -1190,17 +1255,16 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 sm90_tma_tile<128, D>(v_tile, &qkv_map, k_col + D, k0, b, kv_full);
                 for (int i = 0; i < steps; i++, loaded++) {
                     const int s = loaded % STAGES, h = grp * per + i / qt_count;
-                    const int q0 = (qt_first + i % qt_count) * SM90_BWD_STEP;
+                    const int q0 = (qt_first + i % qt_count) * STEP;
                     const uint32_t stage = stages + (uint32_t)s * STAGE;
                     if (loaded >= STAGES) mbar_wait(SM90_EMPTY(s), ((uint32_t)(loaded / STAGES) & 1) ^ 1);
-                    mbar_arrive_expect_tx(SM90_FULL(s), 2 * Q_TILE + 2 * SM90_BWD_STEP * 4);
-                    sm90_tma_tile<SM90_BWD_STEP, D>(stage, &qkv_map, (int)qkv_query_offset(h, H, G, D), q0, b,
-                                                    SM90_FULL(s));
-                    sm90_tma_tile<SM90_BWD_STEP, D>(stage + Q_TILE, &dout_map, h * D, q0, b, SM90_FULL(s));
+                    mbar_arrive_expect_tx(SM90_FULL(s), 2 * Q_TILE + 2 * STEP * 4);
+                    sm90_tma_tile<STEP, D>(stage, &qkv_map, (int)qkv_query_offset(h, H, G, D), q0, b, SM90_FULL(s));
+                    sm90_tma_tile<STEP, D>(stage + Q_TILE, &dout_map, h * D, q0, b, SM90_FULL(s));
                     const size_t row = ((size_t)b * H + (size_t)h) * (size_t)Tpad + (size_t)q0;
                     const uint32_t stage_stats = stats + (uint32_t)s * STATS;
-                    sm90_bulk_load(stage_stats, lse2 + row, SM90_BWD_STEP * 4, SM90_FULL(s));
-                    sm90_bulk_load(stage_stats + SM90_BWD_STEP * 4, di + row, SM90_BWD_STEP * 4, SM90_FULL(s));
+                    sm90_bulk_load(stage_stats, lse2 + row, STEP * 4, SM90_FULL(s));
+                    sm90_bulk_load(stage_stats + STEP * 4, di + row, STEP * 4, SM90_FULL(s));
                 }
             }
         } else if (warp == 1 && lane == 0) { /* dQ's partials out (key tiles above the query step's lowest) */
@@ -1210,8 +1274,8 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     const int tile = dq_header[2 * buf], j = dq_header[2 * buf + 1];
                     if (tile < 0) break;
                     const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
-                    const int qt_first = 2 * kt, qt_count = sm90_qt_count(kt, q_tiles, window);
-                    const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt / 2;
+                    const int qt_first = kt * (128 / STEP), qt_count = sm90_qt_count<STEP>(kt, q_tiles, window);
+                    const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt * STEP / 128;
                     const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
                     float *acc = dq_accum + tile_index * DQ_TILE;
                     int *sem = dq_sems + tile_index;
@@ -1244,83 +1308,149 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
         if (tile >= tiles) break;
         const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
         const int k0 = kt * 128, krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
-        const int qt_first = 2 * kt, qt_count = sm90_qt_count(kt, q_tiles, window), steps = per * qt_count;
+        const int qt_first = kt * (128 / STEP), qt_count = sm90_qt_count<STEP>(kt, q_tiles, window);
+        const int steps = per * qt_count;
         float dk[D / 2], dv[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
         for (int i = 0; i < steps; i++, used++) {
-            const int s = used % STAGES, qt = qt_first + i % qt_count, q0 = qt * SM90_BWD_STEP;
+            const int s = used % STAGES, qt = qt_first + i % qt_count, q0 = qt * STEP;
             const uint32_t q_tile = stages + (uint32_t)s * STAGE, do_tile = q_tile + Q_TILE;
             const float *stage_stats = stats_smem + (size_t)s * (STATS / 4);
-            /* dS^T alternates between two tiles: the one written here was last read by the dQ
-             * products of two steps ago, which both warpgroups waited for before the named
-             * barrier of the step between */
-            const uint32_t ds_tile = ds_tiles + (uint32_t)(used & 1) * 128 * 64 * 2;
-            mbar_wait(SM90_FULL(s), (uint32_t)(used / STAGES) & 1);
-            /* the step's statistics into registers before the products: read after them, the
-             * loads wait behind the products' operand reads of shared memory */
-            float2 lse_pairs[8], di_pairs[8];
-            sm90_step_stats(lse_pairs, stage_stats, t);
-
-            /* S^T, then dP^T in its own group: P^T and dV's product run under dP^T's */
-            float st[32], dpt[32];
-            wgmma_fence();
-            sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
-            wgmma_commit();
-            sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
-            wgmma_commit();
-            /* dropout: the step's keep decisions, drawn while S^T and dP^T are computed */
-            uint32_t keep = 0;
-            if constexpr (DROPOUT)
-                keep = sm90_keep_bits_backward(drop, sm90_head_base(drop, b, grp * per + i / qt_count, T), q0, krow0, g,
-                                               t, T);
-            wgmma_wait<1>();
-            fence_registers(st);
-            sm90_step_stats(di_pairs, stage_stats + SM90_BWD_STEP, t); /* in flight under P^T and dP^T's wait */
-            sm90_probs(st, lse_pairs, q0, krow0, g, t, T, scale_log2);
-            if (q0 + SM90_BWD_STEP - 1 > krow0 + window) sm90_window_mask(st, q0, krow0, g, t, window);
-            uint32_t frag_p[4][4], frag[4][4];
-            if constexpr (DROPOUT) { /* dV += (P keep)^T dO; keep_scale when dV is stored */
-                float kept[32];
-#pragma unroll
-                for (int e = 0; e < 32; e++) kept[e] = (keep >> e) & 1u ? st[e] : 0.0f;
-                sm90_pack_a<4>(frag_p, kept);
-            } else {
-                sm90_pack_a<4>(frag_p, st);
-            }
-            fence_registers(dv);
-            wgmma_fence();
-            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile);
-            wgmma_commit();
-            wgmma_wait<1>(); /* dP^T (dV's product runs on) */
-            fence_registers(dpt);
-            if constexpr (DROPOUT) /* dP through the mask: dP keep / (1 - p) */
-#pragma unroll
-                for (int e = 0; e < 32; e++) dpt[e] = (keep >> e) & 1u ? dpt[e] * drop.keep_scale : 0.0f;
-            sm90_ds(dpt, st, di_pairs);
-            sm90_pack_a<4>(frag, dpt);
-            unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    *reinterpret_cast<uint32_t *>(ds_rows + (j & 1) * 8 * 128 + (((2 * kk + (j >> 1)) ^ g) << 4) +
-                                                  4 * t) = frag[kk][j];
-            fence_registers(dk);
-            wgmma_fence();
-            sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
-            wgmma_commit();
-            fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
-            sm90_named_sync(1);
-
+            uint32_t frag_p[STEP / 16][4], frag[STEP / 16][4]; /* A operands of dV's and dK's products */
             float dq[DQ_VALUES];
-            wgmma_fence();
-            if constexpr (D == 128) sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
-            else sm90_issue_dq_half(dq, ds_tile, k_tile, wg);
-            wgmma_commit();
+            if constexpr (STEP == 64) {
+                /* dS^T alternates between two tiles: the one written here was last read by the dQ
+                 * products of two steps ago, which both warpgroups waited for before the named
+                 * barrier of the step between */
+                const uint32_t ds_tile = ds_tiles + (uint32_t)(used & 1) * 128 * 64 * 2;
+                mbar_wait(SM90_FULL(s), (uint32_t)(used / STAGES) & 1);
+                /* the step's statistics into registers before the products: read after them, the
+                 * loads wait behind the products' operand reads of shared memory */
+                float2 lse_pairs[8], di_pairs[8];
+                sm90_step_stats(lse_pairs, stage_stats, t);
+
+                /* S^T, then dP^T in its own group: P^T and dV's product run under dP^T's */
+                float st[32], dpt[32];
+                wgmma_fence();
+                sm90_issue_abt<SM90_BWD_STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+                wgmma_commit();
+                sm90_issue_abt<SM90_BWD_STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+                wgmma_commit();
+                /* dropout: the step's keep decisions, drawn while S^T and dP^T are computed */
+                uint32_t keep = 0;
+                if constexpr (DROPOUT)
+                    keep = sm90_keep_bits_backward(drop, sm90_head_base(drop, b, grp * per + i / qt_count, T), q0, krow0, g,
+                                                   t, T);
+                wgmma_wait<1>();
+                fence_registers(st);
+                sm90_step_stats(di_pairs, stage_stats + SM90_BWD_STEP, t); /* in flight under P^T and dP^T's wait */
+                sm90_probs(st, lse_pairs, q0, krow0, g, t, T, scale_log2);
+                if (q0 + SM90_BWD_STEP - 1 > krow0 + window) sm90_window_mask(st, q0, krow0, g, t, window);
+                if constexpr (DROPOUT) { /* dV += (P keep)^T dO; keep_scale when dV is stored */
+                    float kept[32];
+    #pragma unroll
+                    for (int e = 0; e < 32; e++) kept[e] = (keep >> e) & 1u ? st[e] : 0.0f;
+                    sm90_pack_a<4>(frag_p, kept);
+                } else {
+                    sm90_pack_a<4>(frag_p, st);
+                }
+                fence_registers(dv);
+                wgmma_fence();
+                sm90_issue_ab<D, 4, SM90_BWD_STEP>(dv, frag_p, do_tile);
+                wgmma_commit();
+                wgmma_wait<1>(); /* dP^T (dV's product runs on) */
+                fence_registers(dpt);
+                if constexpr (DROPOUT) /* dP through the mask: dP keep / (1 - p) */
+    #pragma unroll
+                    for (int e = 0; e < 32; e++) dpt[e] = (keep >> e) & 1u ? dpt[e] * drop.keep_scale : 0.0f;
+                sm90_ds(dpt, st, di_pairs);
+                sm90_pack_a<4>(frag, dpt);
+                unsigned char *ds_rows = smem + (ds_tile - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
+    #pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+    #pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        *reinterpret_cast<uint32_t *>(ds_rows + (j & 1) * 8 * 128 + (((2 * kk + (j >> 1)) ^ g) << 4) +
+                                                      4 * t) = frag[kk][j];
+                fence_registers(dk);
+                wgmma_fence();
+                sm90_issue_ab<D, 4, SM90_BWD_STEP>(dk, frag, q_tile);
+                wgmma_commit();
+                fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
+                sm90_named_sync(1);
+
+                wgmma_fence();
+                if constexpr (D == 128) sm90_issue_dq<8>(dq, ds_tile, k_tile, 0, wg);
+                else sm90_issue_dq_half(dq, ds_tile, k_tile, wg);
+                wgmma_commit();
+            } else { /* the 128-query step (D 64) */
+                mbar_wait(SM90_FULL(s), (uint32_t)(used / STAGES) & 1);
+                float st[64], dpt[64];
+                wgmma_fence();
+                sm90_issue_abt<STEP, D, 128>(st, k_tile, 64 * wg, q_tile, true);
+                wgmma_commit();
+                sm90_issue_abt<STEP, D, 128>(dpt, v_tile, 64 * wg, do_tile, true);
+                wgmma_commit();
+                /* dropout: the keep decisions of the two 64-query halves (values 0-31, 32-63) */
+                uint32_t keep[2] = {0u, 0u};
+                if constexpr (DROPOUT) {
+                    const uint64_t head_base = sm90_head_base(drop, b, grp * per + i / qt_count, T);
+                    keep[0] = sm90_keep_bits_backward(drop, head_base, q0, krow0, g, t, T);
+                    keep[1] = sm90_keep_bits_backward(drop, head_base, q0 + 64, krow0, g, t, T);
+                }
+                wgmma_wait<1>();
+                fence_registers(st);
+                sm90_probs128(st, stage_stats, t, scale_log2); /* under dP^T's product */
+                /* the mask only where the step meets the diagonal, T or the window's edge (block-
+                 * or warp-uniform): below the diagonal every element is visible */
+                if (qt == kt || q0 + STEP > T || q0 + STEP - 1 > krow0 + window)
+                    sm90_mask128(st, q0, krow0, g, t, T, window);
+                wgmma_wait<0>();
+                fence_registers(dpt);
+                if constexpr (DROPOUT) { /* dP through the mask: dP keep / (1 - p) */
+#pragma unroll
+                    for (int e = 0; e < 64; e++)
+                        dpt[e] = (keep[e / 32] >> (e % 32)) & 1u ? dpt[e] * drop.keep_scale : 0.0f;
+                }
+                sm90_ds128(dpt, st, stage_stats + STEP, t);
+                if constexpr (DROPOUT) { /* dV += (P keep)^T dO; keep_scale when dV is stored */
+#pragma unroll
+                    for (int e = 0; e < 64; e++)
+                        if (!((keep[e / 32] >> (e % 32)) & 1u)) st[e] = 0.0f;
+                }
+                sm90_pack_a<8>(frag_p, st);
+                sm90_pack_a<8>(frag, dpt);
+                fence_registers(dv);
+                wgmma_fence();
+                sm90_issue_ab<D, 8, STEP>(dv, frag_p, do_tile);
+                wgmma_commit();
+                /* dS^T into its tile before dK's product is issued (an A fragment in flight may
+                 * not be read). One dS^T tile: the other warpgroup's dQ product of the previous
+                 * step has read it */
+                sm90_named_sync(2);
+                unsigned char *ds_rows = smem + (ds_tiles - k_tile) + (size_t)(64 * wg + 16 * warp + g) * 128;
+#pragma unroll
+                for (int kk = 0; kk < 8; kk++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        *reinterpret_cast<uint32_t *>(ds_rows + (kk / 4) * 128 * 128 + (j & 1) * 8 * 128 +
+                                                      (((2 * (kk % 4) + (j >> 1)) ^ g) << 4) + 4 * t) = frag[kk][j];
+                fence_registers(dk);
+                wgmma_fence();
+                sm90_issue_ab<D, 8, STEP>(dk, frag, q_tile);
+                wgmma_commit();
+                fence_proxy_async(); /* dS^T written by st.shared, read by wgmma */
+                sm90_named_sync(1);
+                /* dQ of the warpgroup's 64 queries (dS^T's query block wg), all 64 columns */
+                wgmma_fence();
+                sm90_issue_dq<8>(dq, ds_tiles + (uint32_t)wg * 128 * 128, k_tile, 0, 0);
+                wgmma_commit();
+            }
+
             /* the step's last key tile (0 without a window): the first half of the others' sum
              * loads under the product */
-            const int h = grp * per + i / qt_count, kt_first = qt / 2, kt_low = sm90_kt_low(qt, window);
+            const int h = grp * per + i / qt_count, kt_first = qt * STEP / 128, kt_low = sm90_kt_low<STEP>(qt, window);
             const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
             const float *acc = dq_accum + tile_index * DQ_TILE + threadIdx.x;
             float early[16];
@@ -1354,7 +1484,10 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 mbar_arrive(SM90_DQ_FULL(buf));
                 flushed++;
             } else { /* the last partial: the sum of the others plus this one, as bf16 into dqkv */
-                nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D) + wg * (D / 2) + 2 * t;
+                /* the warpgroup's dQ: STEP 64 all queries, columns [wg D / 2, + D / 2); STEP 128
+                 * queries [q0 + 64 wg, + 64), all columns */
+                const int qrow0 = STEP == 128 ? q0 + 64 * wg : q0, col0 = STEP == 128 ? 0 : wg * (D / 2);
+                nvbf16 *dq_base = dqkv + (size_t)b * T * qkv_stride + qkv_query_offset(h, H, G, D) + col0 + 2 * t;
 #pragma unroll
                 for (int half = 0; half < DQ_VALUES / 16; half++) {
                     float sum[16];
@@ -1365,7 +1498,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                                        dq[16 * half + e];
 #pragma unroll
                     for (int rr = 0; rr < 2; rr++) {
-                        const int q = q0 + 16 * warp + g + 8 * rr;
+                        const int q = qrow0 + 16 * warp + g + 8 * rr;
                         if (q >= T) continue;
 #pragma unroll
                         for (int n = 0; n < 4; n++)
@@ -1373,9 +1506,9 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                                 __floats2bfloat162_rn(sum[4 * n + 2 * rr] * scale, sum[4 * n + 2 * rr + 1] * scale);
                     }
                     if (bias_partials != nullptr) { /* this warp's 16 query rows of the wg's columns */
-                        const int q = q0 + 16 * warp + g;
-                        float *row = bias_partials + ((size_t)b * (key_tiles * 8) + (size_t)(q0 / 16 + warp)) * qkv_stride +
-                                     qkv_query_offset(h, H, G, D) + wg * (D / 2) + 8 * (4 * half) + 2 * t;
+                        const int q = qrow0 + 16 * warp + g;
+                        float *row = bias_partials + ((size_t)b * (key_tiles * 8) + (size_t)(qrow0 / 16 + warp)) * qkv_stride +
+                                     qkv_query_offset(h, H, G, D) + col0 + 8 * (4 * half) + 2 * t;
                         sm90_bias_rows<4>(row, sum, q < T, q + 8 < T, scale, g);
                     }
                 }
@@ -1929,18 +2062,19 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
  * [B*H, Tpad], Tpad a multiple of 128; dq_sems [B*H, Tpad/64] and the tile counter after them
  * zeroed by it; dq_accum [B*H, Tpad, D] fp32, any contents, 16-byte aligned): persistent, one
  * block per SM or per tile where there are fewer tiles */
-template <int D, int STAGES, bool DROPOUT>
+template <int D, int STAGES, bool DROPOUT, int STEP>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
                                     const float *lse2, const float *di, float *bias_partials, int B, int T, int Tpad,
                                     int H, int G, int window, const sm90_dropout_args &drop) {
-    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES, DROPOUT>;
-    const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES);
+    auto kernel = attention_backward_ws_sm90_kernel<D, STAGES, DROPOUT, STEP>;
+    const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES, STEP);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
     const CUtensorMap dout_map = sm90_rows_tensor_map(dout, B, T, (size_t)H * D);
     const size_t tiles = (size_t)B * G * ceil_div((size_t)T, 128);
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
-    int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP; /* zeroed with the semaphores */
+    /* zeroed with the semaphores (dq_sems [B*H, Tpad/64]; 128-query steps use the first half) */
+    int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP;
     kernel<<<(unsigned int)grid, SM90_WSB_THREADS, smem, compute_stream()>>>(
         qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, bias_partials, B, T, Tpad, H, G, window,
         drop);
@@ -1986,6 +2120,20 @@ extern "C" int cuda_attention_sm90_window(void) {
     return !(env != NULL && strcmp(env, "0") == 0);
 }
 
+/* the query rows per step of the one-pass backward at head dimension 64: 128 ("the 128-query
+ * step") or 64 (the kernel as at D 128), MTC_SM90_BWD_STEP=64 or 128 choosing; the default
+ * SM90_BWD_STEP_64_DEFAULT (D 128 always steps 64) */
+#ifndef SM90_BWD_STEP_64_DEFAULT
+#define SM90_BWD_STEP_64_DEFAULT 128
+#endif
+extern "C" int cuda_attention_sm90_backward_step(int D) {
+    if (D != 64) return SM90_BWD_STEP;
+    const char *env = getenv("MTC_SM90_BWD_STEP");
+    if (env != NULL && strcmp(env, "128") == 0) return 128;
+    if (env != NULL && strcmp(env, "64") == 0) return 64;
+    return SM90_BWD_STEP_64_DEFAULT;
+}
+
 extern "C" int cuda_attention_sm90_backward_fused(int D) {
     (void)D;
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
@@ -2008,15 +2156,18 @@ extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const
         KERNELS_FATAL("cuda_attention_sm90_backward: attention dropout needs the one-pass backward "
                       "(MTC_ATTENTION_FUSED_BACKWARD=0 runs it on the mma.sync kernels)");
     const sm90_dropout_args drop = sm90_dropout_of(rng, head_start, total_heads);
-#define SM90_BACKWARD_WS(DIM, DROP)                                                                                 \
-    sm90_backward_ws_launch<DIM, SM90_WSB_STAGES, DROP>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), lse2, \
-                                                        di, bias_partials, B, T, Tpad, H, G, window, drop)
-    if (fused && D == 64) {
-        if (dropout) SM90_BACKWARD_WS(64, true);
-        else SM90_BACKWARD_WS(64, false);
+#define SM90_BACKWARD_WS(DIM, DROP, STEP)                                                                         \
+    sm90_backward_ws_launch<DIM, SM90_WSB_STAGES, DROP, STEP>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), \
+                                                              lse2, di, bias_partials, B, T, Tpad, H, G, window, drop)
+    if (fused && D == 64 && cuda_attention_sm90_backward_step(64) == 128) {
+        if (dropout) SM90_BACKWARD_WS(64, true, 128);
+        else SM90_BACKWARD_WS(64, false, 128);
+    } else if (fused && D == 64) {
+        if (dropout) SM90_BACKWARD_WS(64, true, 64);
+        else SM90_BACKWARD_WS(64, false, 64);
     } else if (fused) {
-        if (dropout) SM90_BACKWARD_WS(128, true);
-        else SM90_BACKWARD_WS(128, false);
+        if (dropout) SM90_BACKWARD_WS(128, true, 64);
+        else SM90_BACKWARD_WS(128, false, 64);
     } else if (D == 128) {
         sm90_backward_two_pass<128>(as_nv(dqkv), as_nv(dout), as_nv(qkv), lse2, di, B, T, Tpad, H, G);
     } else {

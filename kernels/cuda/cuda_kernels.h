@@ -251,6 +251,9 @@ void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv,
  * dK/dV and dQ kernels and takes NULL for all three. Attention dropout (rng.p > 0) runs in the
  * one-pass kernel only (the caller takes the mma.sync backward where this is 0). */
 int cuda_attention_sm90_backward_fused(int D);
+/* the query rows per step of that one-pass backward: 64 at D 128; at D 64 128 under
+ * MTC_SM90_BWD_STEP=128, 64 under MTC_SM90_BWD_STEP=64, else the build's default (64) */
+int cuda_attention_sm90_backward_step(int D);
 /* 1 unless MTC_ATTENTION_SM90_WINDOW=0: sliding-window calls (window_left >= 0 and < T) take the
  * wgmma forward and the one-pass backward above (the two-pass one has no window); 0 keeps them
  * on the mma.sync kernels */

@@ -22,7 +22,8 @@
  * (test_attention_window) with the CPU's window, and also checks the forward's per-row
  * log-sum-exp (the workspace's fp32 [B,H,T]) against one computed in double over the window; at
  * window 0 dq and dk are 0 up to rounding (each query sees itself alone), checked as at most
- * ACT_TOL of dv's scale.
+ * ACT_TOL of dv's scale. The Hopper one-pass backward at D 64 runs both its step sizes
+ * (MTC_SM90_BWD_STEP=128 and 64) on a set of its own (GQA, dropout, windows, bias, reruns).
  * Exits 77 (SKIP) where there is no CUDA device. */
 #include <math.h>
 #include <stdint.h>
@@ -612,6 +613,42 @@ int main(void) {
      * lowest writing dQ; 5 key tiles per query step at window 600) */
     test_backward_reruns(8, 2048, 8, 2, 64, 0.0f, 600);
     test_backward_reruns(8, 2048, 8, 2, 128, 0.1f, 600);
+    /* the one-pass backward's two step sizes at D 64 (MTC_SM90_BWD_STEP: 128 queries per step,
+     * then 64, whichever the default): T at, off and across the 128-query steps, grouped (Llama
+     * 3.2 1B's 32 heads in 8 groups), local heads, dropout (two keep words per step), sliding
+     * windows (the mask only on steps that meet the diagonal, T or the window's edge), the bias
+     * gradient (every test_attention_window shape), bitwise reruns with 16 key tiles (bf16 only:
+     * fp16 runs the mma.sync kernels) */
+#ifndef TEST_FP16
+    static const char *const steps[] = {"128", "64"};
+    for (int k = 0; k < 2; k++) {
+        setenv("MTC_SM90_BWD_STEP", steps[k], 1);
+        path_label = k == 0 ? "step-128 " : "step-64 ";
+        test_attention(1, 1024, 8, 2, 64, 0, 8, 0.0f);
+        test_attention(1, 512, 32, 8, 64, 0, 32, 0.0f);
+        test_attention(1, 128, 2, 2, 64, 0, 2, 0.0f);
+        test_attention(1, 333, 2, 2, 64, 0, 2, 0.0f);
+        test_attention(2, 200, 4, 2, 64, 0, 4, 0.0f);
+        test_attention(1, 640, 4, 1, 64, 0, 4, 0.0f);
+        test_attention(1, 1024, 8, 2, 64, 0, 8, 0.1f);
+        test_attention(1, 384, 2, 2, 64, 1, 4, 0.1f);
+        test_attention(2, 257, 4, 2, 64, 4, 16, 0.1f);
+        test_dropout_mask(1, 64, 1, 1, 64, 0, 1);
+        test_dropout_mask(2, 200, 2, 2, 64, 1, 4);
+        test_dropout_mask(1, 320, 4, 2, 64, 0, 4);
+        static const int step_windows[] = {0, 1, 37, 64, 128, 300};
+        for (size_t i = 0; i < sizeof step_windows / sizeof step_windows[0]; i++)
+            test_attention_window(1, 257, 2, 2, 64, 0, 2, 0.0f, step_windows[i]);
+        test_attention_window(1, 1024, 8, 2, 64, 0, 8, 0.0f, 200);
+        test_attention_window(1, 1024, 8, 2, 64, 0, 8, 0.1f, 100);
+        test_attention_window(1, 333, 4, 2, 64, 1, 8, 0.1f, 37);
+        test_backward_reruns(8, 2048, 8, 2, 64, 0.0f, -1);
+        test_backward_reruns(8, 2048, 8, 2, 64, 0.1f, -1);
+        test_backward_reruns(8, 2048, 8, 2, 64, 0.0f, 600);
+    }
+    unsetenv("MTC_SM90_BWD_STEP");
+    path_label = "";
+#endif
     /* the two-pass Hopper backward, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
      * perf/attention_bench compares the two so) */
     setenv("MTC_ATTENTION_FUSED_BACKWARD", "0", 1);
