@@ -490,6 +490,10 @@ typedef struct kernel_ops {
     void (*swiglu_forward)(void *out, const void *x, int N, int F);
     /* dx[N,2F] (overwritten) = [dout * up * silu'(gate), dout * silu(gate)] */
     void (*swiglu_backward)(void *dx, const void *x, const void *dout, int N, int F);
+    /* swiglu_backward, then out[N,F] = swiglu_forward(x) made again in the same pass (fc2's
+     * input for its weight gradient when the activation is not kept); out may alias dout (each
+     * element read before it is written); bitwise the two ops in turn */
+    void (*swiglu_backward_remake)(void *dx, void *out, const void *x, const void *dout, int N, int F);
     /* out = x * mask / (1 - p), mask drawn from rng (inverted dropout; out may alias x). */
     void (*dropout_forward)(void *out, const void *x, size_t n, dropout_rng rng);
     /* dx = dout * mask / (1 - p) with the same mask (dx may alias dout). */

@@ -1805,10 +1805,10 @@ static void *dense_mlp_backward(gpt_model *m, model_chunk *ch, activation_slot *
         linear_backward(m, NULL, lg->fc2_weight, NULL, d_full, la->activation, lw->fc2_weight, s.N, s.Fl, s.C);
         linear_backward(m, la->activation, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
         ops->swiglu_backward(d_pre, la->fc1_out, la->activation, s.N, s.Fl);
-    } else if (c->swiglu) {  /* fc2's input gradient, the SwiGLU's backward, then its output again for fc2's weight */
+    } else if (c->swiglu) {  /* fc2's input gradient, the SwiGLU's backward, then its output again for fc2's weight
+                              * (in the same pass, over the input gradient it has read) */
         linear_backward(m, b->d_ffn_a, NULL, NULL, d_full, NULL, lw->fc2_weight, s.N, s.Fl, s.C);
-        ops->swiglu_backward(d_pre, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
-        ops->swiglu_forward(b->d_ffn_a, la->fc1_out, s.N, s.Fl);
+        ops->swiglu_backward_remake(d_pre, b->d_ffn_a, la->fc1_out, b->d_ffn_a, s.N, s.Fl);
         linear_backward(m, NULL, lg->fc2_weight, NULL, d_full, b->d_ffn_a, lw->fc2_weight, s.N, s.Fl, s.C);
     } else if (la->activation) {  /* the kept gelu(fc1_out) receives dL/d(fc1_out) once fc2's weight gradient has read it */
         d_pre = la->activation;

@@ -156,6 +156,9 @@ static void uniform_jitter(void *out, const void *x, size_t n, float eps, dropou
 static void swiglu_backward(void *dx, const void *x, const void *dout, int N, int F) {
     cpu_swiglu_backward(dx, x, dout, N, F);
 }
+static void swiglu_backward_remake(void *dx, void *out, const void *x, const void *dout, int N, int F) {
+    cpu_swiglu_backward_remake(dx, out, x, dout, N, F);
+}
 
 static void attention_forward(void *out, void *workspace, const void *qkv, int B, int T, int H,
                               int G, int D, int head_start, int total_heads, int window_left, dropout_rng rng) {
@@ -399,6 +402,7 @@ static const kernel_ops cpu_ops = {
     .uniform_jitter = uniform_jitter,
     .swiglu_forward = swiglu_forward,
     .swiglu_backward = swiglu_backward,
+    .swiglu_backward_remake = swiglu_backward_remake,
     .dropout_forward = dropout_forward,
     .dropout_backward = dropout_backward,
     .add = add,

@@ -89,6 +89,7 @@ void cpu_uniform_jitter(float *out, const float *x, size_t n, float eps, dropout
 /* cpu_swiglu.c */
 void cpu_swiglu_forward(float *out, const float *x, int N, int F);
 void cpu_swiglu_backward(float *dx, const float *x, const float *dout, int N, int F);
+void cpu_swiglu_backward_remake(float *dx, float *out, const float *x, const float *dout, int N, int F);
 
 /* cpu_matmul.c */
 void cpu_matmul_forward(float *out, const float *x, const float *weight, const float *bias,

@@ -298,6 +298,9 @@ static void swiglu_forward(void *out, const void *x, int N, int F) {            
 static void swiglu_backward(void *dx, const void *x, const void *dout, int N, int F) {                          \
     cuda_swiglu_backward##S((T *)dx, (const T *)x, (const T *)dout, N, F);                                       \
 }                                                                                                                \
+static void swiglu_backward_remake(void *dx, void *out, const void *x, const void *dout, int N, int F) {        \
+    cuda_swiglu_backward_remake##S((T *)dx, (T *)out, (const T *)x, (const T *)dout, N, F);                      \
+}                                                                                                                \
 static void attention_forward(void *out, void *workspace, const void *qkv, int B, int T_, int H, int G, int D,  \
                               int head_start, int total_heads, int window_left, dropout_rng rng) {               \
     cuda_attention_forward##S((T *)out, workspace, (const T *)qkv, B, T_, H, G, D, head_start, total_heads,       \
@@ -480,6 +483,7 @@ static kernel_ops make_cuda_ops(int act_dtype) {
     ops.rope_backward = A::rope_backward;
     ops.swiglu_forward = A::swiglu_forward;
     ops.swiglu_backward = A::swiglu_backward;
+    ops.swiglu_backward_remake = A::swiglu_backward_remake;
     ops.matmul_forward = A::matmul_forward;
     ops.matmul_backward = A::matmul_backward;
     ops.grouped_matmul_forward = A::grouped_matmul_forward;

@@ -157,6 +157,7 @@ void cuda_fp8_linear_forward(void *out, const uint8_t *x, const float *x_scale_i
 /* ---- SwiGLU on [gate | up] rows (cuda_swiglu.cu) ---- */
 void cuda_swiglu_forward(bf16 *out, const bf16 *x, int N, int F);
 void cuda_swiglu_backward(bf16 *dx, const bf16 *x, const bf16 *dout, int N, int F);
+void cuda_swiglu_backward_remake(bf16 *dx, bf16 *out, const bf16 *x, const bf16 *dout, int N, int F);
 
 /* ---- linear layers through cuBLASLt (cuda_matmul.cu) ---- */
 void cuda_matmul_set_tuning(int on);  /* GEMM algorithm tuning on first use (kernels.h) */
@@ -356,6 +357,7 @@ void cuda_rope_forward_fp16(fp16 *qkv, int B, int T, int H, int G, int D, rope_s
 void cuda_rope_backward_fp16(fp16 *dqkv, int B, int T, int H, int G, int D, rope_spec rope);
 void cuda_swiglu_forward_fp16(fp16 *out, const fp16 *x, int N, int F);
 void cuda_swiglu_backward_fp16(fp16 *dx, const fp16 *x, const fp16 *dout, int N, int F);
+void cuda_swiglu_backward_remake_fp16(fp16 *dx, fp16 *out, const fp16 *x, const fp16 *dout, int N, int F);
 void cuda_matmul_forward_fp16(fp16 *out, fp16 *gelu_out, const fp16 *x, const fp16 *weight,
                               const fp16 *bias, int N, int IC, int OC);
 void cuda_matmul_backward_fp16(fp16 *dx, float *dweight, float *dbias, const fp16 *dout,

@@ -700,8 +700,16 @@ static void test_swiglu(int N, int F) {
     float *got = download_bf16(d_out, n), *got_dx = download_bf16(d_dx, nx);
     expect_below(relative_error(got, want, n), ACT_TOL, "swiglu_forward N=%d F=%d", N, F);
     expect_below(relative_error(got_dx, want_dx, nx), ACT_TOL, "swiglu_backward N=%d F=%d", N, F);
-    free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx);
-    cudaFree(d_x); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dx);
+    /* the backward with the output made again over its dout (fc2's input gradient): bitwise the
+     * two kernels above */
+    bf16 *d_dx2 = (bf16 *)device_alloc(nx * sizeof(bf16)), *d_both = upload_bf16(dout, n);
+    poison(d_dx2, nx * sizeof(bf16));
+    cuda_swiglu_backward_remake(d_dx2, d_both, d_x, d_both, N, F);
+    float *got_dx2 = download_bf16(d_dx2, nx), *got_both = download_bf16(d_both, n);
+    tap_ok(memcmp(got_dx2, got_dx, nx * sizeof(float)) == 0 && memcmp(got_both, got, n * sizeof(float)) == 0,
+                "swiglu_backward_remake N=%d F=%d: bitwise swiglu_backward then swiglu_forward", N, F);
+    free(x); free(dout); free(want); free(want_dx); free(got); free(got_dx); free(got_dx2); free(got_both);
+    cudaFree(d_x); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dx); cudaFree(d_dx2); cudaFree(d_both);
 }
 
 /* the greedy decoder's row argmax against the CPU's on the same bf16 values: the same ids (the

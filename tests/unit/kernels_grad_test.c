@@ -1002,7 +1002,13 @@ static void test_swiglu(void) {
     float *dx = fill(nx, -9, 9); /* garbage: overwritten */
     K->swiglu_backward(dx, x, R, N, F);
     check_grad("swiglu dx (gate and up halves, overwritten)", dx, g, nx);
-    free(x); free(R); free(out); free(dx); free(g); free(c.x); free(c.out);
+    /* the backward with the forward's output made again over its dout: bitwise the two ops */
+    float *dx2 = fill(nx, -9, 9), *remade = malloc(sizeof(float) * nout);
+    memcpy(remade, R, sizeof(float) * nout);
+    K->swiglu_backward_remake(dx2, remade, x, remade, N, F);
+    tap_ok(memcmp(dx2, dx, sizeof(float) * nx) == 0 && memcmp(remade, out, sizeof(float) * nout) == 0,
+          "swiglu_backward_remake: dx and the output made again over dout bitwise swiglu_backward's and swiglu_forward's");
+    free(x); free(R); free(out); free(dx); free(g); free(c.x); free(c.out); free(dx2); free(remade);
 }
 
 /* ------------------------------------------------------------------ gelu */
