@@ -15,7 +15,11 @@
  *
  * --groups G times grouped-query attention: every B T H D shape given runs with its H query heads
  * in G groups (G divides H; kernels.h's grouped qkv layout; without it G = H), e.g. Llama-3.2-1B's
- * attention: --groups 8 4 4096 32 64 1 16384 32 64.
+ * attention: --groups 8 4 4096 32 64 1 16384 32 64. There each shape's "new" line is followed by
+ * the backward with the Hopper one pass's head chunks (a group's query heads split over work
+ * tiles, the default) and with whole groups (MTC_SM90_BWD_HEAD_SPLIT=0), in this order,
+ * alternating twice, and their agreement (dq must be identical: 0.00e+00; dk, dv differ by fp32
+ * reassociation before their rounding to bf16, a few 1e-3 at most: AGREE under 1e-2).
  *
  * At head dimension 64 the Hopper one-pass backward has two step sizes (MTC_SM90_BWD_STEP=64 or
  * 128 query rows per step): each shape's "new" line is followed by the backward timed with each
@@ -119,6 +123,13 @@ static void step64_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const
 static void step128_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out, const void *ws, int B,
                              int T, int H, int D, int head_start, int total_heads, dropout_rng rng) {
     step_backward("128", dqkv, dout, qkv, out, ws, B, T, H, D, head_start, total_heads, rng);
+}
+/* the backward with whole groups per work tile (MTC_SM90_BWD_HEAD_SPLIT=0: no head chunks) */
+static void whole_group_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out, const void *ws, int B,
+                                 int T, int H, int D, int head_start, int total_heads, dropout_rng rng) {
+    setenv("MTC_SM90_BWD_HEAD_SPLIT", "0", 1);
+    mha_backward(dqkv, dout, qkv, out, ws, B, T, H, D, head_start, total_heads, rng);
+    unsetenv("MTC_SM90_BWD_HEAD_SPLIT");
 }
 /* --padded: the bidirectional kernels, every key of bench_key_valid [B, T] visible */
 static int *bench_key_valid;
@@ -327,6 +338,35 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
         free(h_b);
         CHECK_CUDA(cudaFree(dqkv_64));
         CHECK_CUDA(cudaFree(dqkv_128));
+        fflush(stdout);
+    }
+    if (!padded && groups_of(H) < H) { /* GQA: head chunks against whole groups, alternating twice */
+        bf16 *dqkv_split, *dqkv_whole;
+        CHECK_CUDA(cudaMalloc(&dqkv_split, n_qkv * sizeof(bf16)));
+        CHECK_CUDA(cudaMalloc(&dqkv_whole, n_qkv * sizeof(bf16)));
+        for (int round = 0; round < 2; round++) {
+            timing ts = bench_time(mha_forward, mha_backward, out, ws, dqkv_split, qkv, dout, B, T, H, D, rng, iters);
+            timing tw =
+                bench_time(mha_forward, whole_group_backward, out, ws, dqkv_whole, qkv, dout, B, T, H, D, rng, iters);
+            printf("chunks   B=%d T=%d H=%d G=%d D=%d p=%.2f  bwd %8.3f ms %6.1f TFLOP/s  (speed-up over whole groups "
+                   "%.2fx)\n", B, T, H, groups_of(H), D, (double)p, ts.bwd_ms, bwd_flop / ts.bwd_ms * 1e-9,
+                   tw.bwd_ms / ts.bwd_ms);
+            printf("groups   B=%d T=%d H=%d G=%d D=%d p=%.2f  bwd %8.3f ms %6.1f TFLOP/s  (MTC_SM90_BWD_HEAD_SPLIT=0)\n",
+                   B, T, H, groups_of(H), D, (double)p, tw.bwd_ms, bwd_flop / tw.bwd_ms * 1e-9);
+            fflush(stdout);
+        }
+        CHECK_CUDA(cudaStreamSynchronize(bench_stream));
+        uint16_t *h_a = (uint16_t *)malloc(n_qkv * 2), *h_b = (uint16_t *)malloc(n_qkv * 2);
+        CHECK_CUDA(cudaMemcpy(h_a, dqkv_split, n_qkv * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(h_b, dqkv_whole, n_qkv * 2, cudaMemcpyDeviceToHost));
+        double e_dq, e_dk, e_dv;
+        bench_part_errors(h_a, h_b, n_qkv, H, D, &e_dq, &e_dk, &e_dv);
+        printf("     chunks vs whole groups: dq %.2e  dk %.2e  dv %.2e  %s\n", e_dq, e_dk, e_dv,
+               e_dq < 1e-2 && e_dk < 1e-2 && e_dv < 1e-2 ? "AGREE" : "DIFFER");
+        free(h_a);
+        free(h_b);
+        CHECK_CUDA(cudaFree(dqkv_split));
+        CHECK_CUDA(cudaFree(dqkv_whole));
         fflush(stdout);
     }
     if (with_bias) { /* alternating, twice */

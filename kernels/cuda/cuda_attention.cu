@@ -384,12 +384,13 @@ attention_forward_kernel(E *out, float *lse, const E *q_src, const E *kv_src, co
 /* ---------------------------------------------------------------------------------------------- */
 /* backward, step 0: per row (b, h, t) of the padded [B*H, Tpad] layout, lse2 = lse * log2(e) and
  * Di = dO_t . O_t (zero for t >= T); for the Hopper backward it also zeroes the dQ semaphore of
- * each 64-row tile (dq_sems [B*H, Tpad/64], NULL otherwise) and the tile counter after them.
+ * each 64-row tile (dq_sems [B*H, Tpad/64], NULL otherwise) and the tile counter after them, and
+ * with head chunks the kv_sem_count dK/dV semaphores (kv_sems; at most B*H*Tpad/128 of them).
  * G = DP / 8 lanes per row, each taking 8 columns (16-byte loads with vec, else a strided walk),
  * then a fixed-order xor-shuffle sum over the G lanes. */
 template <int DP, typename E>
-static __global__ void attention_backward_rows_kernel(float *lse2, float *di, int *dq_sems,
-                                                      const E *dout, const E *out, const float *lse,
+static __global__ void attention_backward_rows_kernel(float *lse2, float *di, int *dq_sems, int *kv_sems,
+                                                      int kv_sem_count, const E *dout, const E *out, const float *lse,
                                                       int B, int T, int Tpad, int H, int D,
                                                       int vec) {
     constexpr int G = DP / 8;
@@ -422,6 +423,7 @@ static __global__ void attention_backward_rows_kernel(float *lse2, float *di, in
         di[row] = sum;
         if (dq_sems != NULL && t % 64 == 0) dq_sems[row / 64] = 0; /* Tpad is a multiple of 64 */
         if (dq_sems != NULL && row == 0) dq_sems[(size_t)B * H * Tpad / 64] = 0; /* the tile counter after them */
+        if (row < (size_t)kv_sem_count) kv_sems[row] = 0;
     }
 }
 
@@ -784,22 +786,30 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
                (window == ATTN_NO_WINDOW || (cuda_attention_sm90_window() && cuda_attention_sm90_backward_fused(D))) &&
                (!DROPOUT || cuda_attention_sm90_backward_fused(D));
     const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
+    /* GQA's head chunks in the one pass (H / G > 1 unless MTC_SM90_BWD_HEAD_SPLIT=0): the dK/dV
+     * partials of a key unit (b, group, 128 keys) summed through a workspace and a semaphore */
+    const int head_chunk = fused ? cuda_attention_sm90_backward_head_chunk(H, G) : H / G;
+    const size_t kv_units = head_chunk < H / G ? (size_t)B * G * ceil_div((size_t)Tq, 128) : 0;
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
      * element of the padded Tq x Tk rectangle of every head); for the Hopper backward its dQ
-     * semaphores (one int per 64 rows) and its tile counter. Its fp32 dQ accumulator
-     * [B*H, Tpad, D] has a buffer of its own (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape,
-     * 134 MB at GPT 1.3B's). */
+     * semaphores (one int per 64 rows), its tile counter and with head chunks one dK/dV semaphore
+     * per key unit. Its fp32 dQ accumulator [B*H, Tpad, D] has a buffer of its own
+     * (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape, 134 MB at GPT 1.3B's), followed with
+     * head chunks by the dK/dV sums [key units, 2*128*D] (B*G*ceil(T/128)*128*D*8 bytes: 2G/H of
+     * the dQ accumulator, 67 MB at Llama-3.2-1B's heads, B=4 T=4096). */
     const size_t bits_bytes = DROPOUT && !sm90 ? rows * (size_t)Tk_pad / 8 : 0; /* Hopper draws in its pass */
-    const size_t sems_bytes = fused ? (rows / 64 + 1) * sizeof(int) : 0; /* and the tile counter */
+    const size_t sems_bytes = fused ? (rows / 64 + 1 + kv_units) * sizeof(int) : 0; /* and the tile counter */
     const size_t stats_bytes = attn_align_256(2 * rows * sizeof(float));
     char *scratch = (char *)stream_scratch(stats_bytes + bits_bytes + sems_bytes);
     float *lse2 = (float *)scratch, *di = lse2 + rows;
     uint32_t *keep_bits = DROPOUT && !sm90 ? reinterpret_cast<uint32_t *>(scratch + stats_bytes) : NULL;
     int *dq_sems = fused ? reinterpret_cast<int *>(scratch + stats_bytes + bits_bytes) : NULL;
-    float *dq_accum = fused ? attn_dq_accum(rows * (size_t)D * sizeof(float)) : NULL;
+    int *kv_sems = kv_units ? dq_sems + rows / 64 + 1 : NULL;
+    float *dq_accum = fused ? attn_dq_accum((rows + kv_units * 2 * 128) * (size_t)D * sizeof(float)) : NULL;
+    float *kv_accum = kv_units ? dq_accum + rows * (size_t)D : NULL;
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
-        lse2, di, dq_sems, dout, out, lse, B, Tq, Tq_pad, H, D, vec);
+        lse2, di, dq_sems, kv_sems, (int)kv_units, dout, out, lse, B, Tq, Tq_pad, H, D, vec);
     CHECK_LAUNCH();
     const int qkv_columns = (H + 2 * G) * D;
     if (sm90) { /* self-attention: T = Tq, dqkv = dq */
@@ -810,9 +820,9 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
         if (partials && ceil_div((size_t)T, 64) * 4 != (size_t)partial_rows / B) /* dQ's last 64 rows unwritten */
             CHECK_CUDA(cudaMemsetAsync(partials, 0, (size_t)partial_rows * qkv_columns * sizeof(float), compute_stream()));
         cuda_attention_sm90_backward(reinterpret_cast<bf16 *>(dq), reinterpret_cast<const bf16 *>(dout),
-                                     reinterpret_cast<const bf16 *>(q), lse2, di, dq_accum, dq_sems, partials, B, T,
-                                     Tq_pad, H, G, D, head_start, total_heads, window == ATTN_NO_WINDOW ? -1 : window,
-                                     rng);
+                                     reinterpret_cast<const bf16 *>(q), lse2, di, dq_accum, dq_sems, kv_accum, kv_sems,
+                                     head_chunk, partials, B, T, Tq_pad, H, G, D, head_start, total_heads,
+                                     window == ATTN_NO_WINDOW ? -1 : window, rng);
         if (partials) column_sum_accumulate(dbias, partials, partial_rows, qkv_columns);
         else if (dbias) bias_backward_e(dbias, dq, B * T, qkv_columns);
         return;

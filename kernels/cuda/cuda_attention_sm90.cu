@@ -1112,7 +1112,37 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  * at D 64 since its first run (one H200, perf/attention_bench --groups 8, Llama-3.2-1B's heads
  * H=32 G=8): B=4 T=4096 1.957 against 2.436 ms (351 against 282 TFLOP/s, 1.24x), B=1 T=16384
  * 7.36 against 9.48 ms (1.29x), dropout 0.1 at 4096 1.11x; dq, dk, dv the same as the 64-query
- * step's; perf/results/kernels/attention-backward-d64-h200-2026-11-30.md. */
+ * step's; perf/results/kernels/attention-backward-d64-h200-2026-11-30.md.
+ *
+ * GQA's head chunks (issue 44; H / G = per > 1). A tile walking every query head of its group
+ * made the grid end on a long tile: dQ's order makes each group's key tile 0 (per x T / STEP
+ * steps, the most) its last, and the other SMs idled while it ran (one H200, 64-query step,
+ * Llama-3.2-1B's heads: 2.403 ms with 8 groups against 2.102 with 32 at B=4 T=4096, 9.70 against
+ * 7.72 at B=1 T=16384; the same FLOPs). A work tile is now (batch, group, key tile, head chunk):
+ * head_chunk query heads (1 where per > 1, cuda_attention_sm90_backward_head_chunk;
+ * MTC_SM90_BWD_HEAD_SPLIT=0 keeps whole groups, head_chunk = per, one chunk: the kernel as
+ * before, bitwise), so the longest tile is per times shorter. Tiles are numbered by key unit
+ * (batch, group, key tile: the order above), within a unit by chunk, so that a unit's chunks
+ * are taken one after another and run side by side (the same steps each). Each chunk computes
+ * its heads' partial dK and dV of the unit's 128 keys; they are summed in chunk order, in fp32,
+ * through kv_accum (a [2 * 128 * D] tile per unit, thread-major: a consumer thread's dK and dV
+ * fragments interleaved) and a semaphore per unit (kv_sems, zeroed by the row kernel with dQ's):
+ * chunk 0 stores its partial, chunk c waits for the count c, adds the stored sum to its own (sum
+ * + own: ((p0 + p1) + p2) ...), and stores the result and releases (count c + 1), or as the last
+ * chunk writes dK and dV as bf16 and the bias partials, as the whole-group tile did. The
+ * consumers do this themselves after the step loop (plain loads and stores, named barrier 3
+ * between the thread that waits or releases and the others): only dK and dV are live there, and
+ * the producer loads the next tile's K, V and first steps meanwhile. No deadlock: a chunk waits
+ * only for the chunks of its unit before it, taken earlier from the counter, and every wait of
+ * the kernel (dQ's turns, the chunks' turns) is for a tile taken earlier; the earliest tile not
+ * done waits for nothing unfinished, so it completes. dQ is unchanged: each head's dQ partials
+ * come from the tiles of its own chunk, in descending key tile order as before (bitwise the
+ * same dq); dK and dV differ from the whole-group tiles' by fp32 reassociation (each chunk's
+ * products start at 0), deterministically. kv_accum is 2G/H of dq_accum's size (cuda_attention.cu
+ * allocates it after it). ptxas -v spills as before without dropout (D 128 36 bytes, D 64 0 at
+ * the 64-query step, 8 at the 128-query step), with dropout 48, 16 and 24 (32 before). Not yet
+ * measured (no GPU where this was written): perf/attention_bench --groups 8 times it against
+ * MTC_SM90_BWD_HEAD_SPLIT=0. */
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
 
@@ -1130,6 +1160,26 @@ static __device__ __forceinline__ int sm90_qt_count(int kt, int q_tiles, int win
 template <int STEP>
 static __device__ __forceinline__ int sm90_kt_low(int qt, int window) {
     return max(qt * STEP - window, 0) / 128;
+}
+/* work tile number -> (batch, group, key tile, head chunk) and its key unit (b, grp, key tile):
+ * units group by group, within a group the last key tile first; a unit's chunks consecutive
+ * ("GQA's head chunks" above; chunks == 1 without them) */
+struct sm90_bwd_tile {
+    int b, grp, kt, chunk, unit;
+};
+static __device__ __forceinline__ sm90_bwd_tile sm90_bwd_decode(int tile, int key_tiles, int chunks, int G) {
+    sm90_bwd_tile w;
+    w.unit = tile / chunks;
+    w.chunk = tile - w.unit * chunks;
+    const int bg = w.unit / key_tiles;
+    w.b = bg / G;
+    w.grp = bg % G;
+    w.kt = key_tiles - 1 - w.unit % key_tiles;
+    return w;
+}
+/* a chunk's dK/dV partial handed on: every consumer thread's stores before one release */
+static __device__ __forceinline__ void sm90_kv_release(int *sem) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
 }
 #endif
 
@@ -1192,8 +1242,9 @@ template <int D, int STAGES, bool DROPOUT, int STEP>
 static __global__ void __launch_bounds__(SM90_WSB_THREADS, 1)
 attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                   nvbf16 *dqkv, float *dq_accum, int *dq_sems, int *tile_counter, const float *lse2,
-                                  const float *di, float *bias_partials, int B, int T, int Tpad, int H, int G,
-                                  int window, const sm90_dropout_args drop) {
+                                  const float *di, float *bias_partials, float *kv_accum, int *kv_sems, int B,
+                                  int T, int Tpad, int H, int G, int head_chunk, int chunks, int window,
+                                  const sm90_dropout_args drop) {
 #ifdef SM90_WGMMA
     static_assert(D == 128 || D == 64, "the warp-specialized backward is for head dimension 64 or 128");
     static_assert(STEP == SM90_BWD_STEP || (STEP == 128 && D == 64), "128-query steps at D 64 only");
@@ -1216,7 +1267,10 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
     volatile int *tile_slot = reinterpret_cast<volatile int *>(smem + (kv_full - k_tile) + 8 * (2 + 2 * STAGES + 4));
     volatile int *dq_header = tile_slot + 2; /* buffer j: tile at 2j, step at 2j + 1 */
 
-    const int key_tiles = (T + 127) / 128, tiles = B * G * key_tiles, per = H / G;
+    /* head_chunk query heads per work tile (H / G: the group's all), chunks = H / G / head_chunk
+     * per key unit (a parameter: computed here, it took a register through the steps, 4 bytes
+     * more spills at D 128 and at D 64 without dropout) */
+    const int per = H / G, key_tiles = (T + 127) / 128, tiles = B * G * key_tiles * chunks;
     const int q_tiles = (T + STEP - 1) / STEP, tiles_per_row = Tpad / STEP;
     const int wg = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     if (threadIdx.x == 0) {
@@ -1246,15 +1300,16 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     mbar_arrive(kv_full);
                     break;
                 }
-                const int bg = tile / key_tiles, b = bg / G, grp = bg % G, k0 = (key_tiles - 1 - tile % key_tiles) * 128;
-                const int qt_first = k0 / STEP, qt_count = sm90_qt_count<STEP>(k0 / 128, q_tiles, window);
-                const int steps = per * qt_count;
+                const sm90_bwd_tile w = sm90_bwd_decode(tile, key_tiles, chunks, G);
+                const int b = w.b, grp = w.grp, k0 = w.kt * 128, h0 = grp * per + w.chunk * head_chunk;
+                const int qt_first = k0 / STEP, qt_count = sm90_qt_count<STEP>(w.kt, q_tiles, window);
+                const int steps = head_chunk * qt_count;
                 const int k_col = (int)qkv_key_offset(grp, H, G, D);
                 mbar_arrive_expect_tx(kv_full, 2 * KV_TILE);
                 sm90_tma_tile<128, D>(k_tile, &qkv_map, k_col, k0, b, kv_full);
                 sm90_tma_tile<128, D>(v_tile, &qkv_map, k_col + D, k0, b, kv_full);
                 for (int i = 0; i < steps; i++, loaded++) {
-                    const int s = loaded % STAGES, h = grp * per + i / qt_count;
+                    const int s = loaded % STAGES, h = h0 + i / qt_count;
                     const int q0 = (qt_first + i % qt_count) * STEP;
                     const uint32_t stage = stages + (uint32_t)s * STAGE;
                     if (loaded >= STAGES) mbar_wait(SM90_EMPTY(s), ((uint32_t)(loaded / STAGES) & 1) ^ 1);
@@ -1273,9 +1328,11 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                     mbar_wait(SM90_DQ_FULL(buf), (uint32_t)(flushed / 2) & 1);
                     const int tile = dq_header[2 * buf], j = dq_header[2 * buf + 1];
                     if (tile < 0) break;
-                    const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
+                    const sm90_bwd_tile w = sm90_bwd_decode(tile, key_tiles, chunks, G);
+                    const int b = w.b, kt = w.kt;
                     const int qt_first = kt * (128 / STEP), qt_count = sm90_qt_count<STEP>(kt, q_tiles, window);
-                    const int h = grp * per + j / qt_count, qt = qt_first + j % qt_count, kt_first = qt * STEP / 128;
+                    const int h = w.grp * per + w.chunk * head_chunk + j / qt_count, qt = qt_first + j % qt_count;
+                    const int kt_first = qt * STEP / 128;
                     const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
                     float *acc = dq_accum + tile_index * DQ_TILE;
                     int *sem = dq_sems + tile_index;
@@ -1306,10 +1363,12 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
         mbar_wait(kv_full, (uint32_t)r & 1);
         const int tile = tile_slot[r & 1];
         if (tile >= tiles) break;
-        const int bg = tile / key_tiles, b = bg / G, grp = bg % G, kt = key_tiles - 1 - tile % key_tiles;
+        /* (decoded again after the steps, from the slot: fewer values live through them) */
+        const sm90_bwd_tile w = sm90_bwd_decode(tile, key_tiles, chunks, G);
+        const int b = w.b, kt = w.kt, h0 = w.grp * per + w.chunk * head_chunk;
         const int k0 = kt * 128, krow0 = k0 + 64 * wg + 16 * warp; /* this warp's first key */
         const int qt_first = kt * (128 / STEP), qt_count = sm90_qt_count<STEP>(kt, q_tiles, window);
-        const int steps = per * qt_count;
+        const int steps = head_chunk * qt_count;
         float dk[D / 2], dv[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; i++) dk[i] = dv[i] = 0.0f;
@@ -1340,7 +1399,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 /* dropout: the step's keep decisions, drawn while S^T and dP^T are computed */
                 uint32_t keep = 0;
                 if constexpr (DROPOUT)
-                    keep = sm90_keep_bits_backward(drop, sm90_head_base(drop, b, grp * per + i / qt_count, T), q0, krow0, g,
+                    keep = sm90_keep_bits_backward(drop, sm90_head_base(drop, b, h0 + i / qt_count, T), q0, krow0, g,
                                                    t, T);
                 wgmma_wait<1>();
                 fence_registers(st);
@@ -1395,7 +1454,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 /* dropout: the keep decisions of the two 64-query halves (values 0-31, 32-63) */
                 uint32_t keep[2] = {0u, 0u};
                 if constexpr (DROPOUT) {
-                    const uint64_t head_base = sm90_head_base(drop, b, grp * per + i / qt_count, T);
+                    const uint64_t head_base = sm90_head_base(drop, b, h0 + i / qt_count, T);
                     keep[0] = sm90_keep_bits_backward(drop, head_base, q0, krow0, g, t, T);
                     keep[1] = sm90_keep_bits_backward(drop, head_base, q0 + 64, krow0, g, t, T);
                 }
@@ -1450,7 +1509,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
 
             /* the step's last key tile (0 without a window): the first half of the others' sum
              * loads under the product */
-            const int h = grp * per + i / qt_count, kt_first = qt * STEP / 128, kt_low = sm90_kt_low<STEP>(qt, window);
+            const int h = h0 + i / qt_count, kt_first = qt * STEP / 128, kt_low = sm90_kt_low<STEP>(qt, window);
             const size_t tile_index = ((size_t)b * H + (size_t)h) * (size_t)tiles_per_row + (size_t)qt;
             const float *acc = dq_accum + tile_index * DQ_TILE + threadIdx.x;
             float early[16];
@@ -1514,6 +1573,31 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                 }
             }
         }
+        const sm90_bwd_tile w_end = sm90_bwd_decode(tile_slot[r & 1], key_tiles, chunks, G);
+        const int grp = w_end.grp;
+        if (chunks > 1) { /* the unit's partials summed in chunk order ("GQA's head chunks") */
+            float *kv_acc = kv_accum + (size_t)w_end.unit * (2 * 128 * D) + threadIdx.x;
+            if (w_end.chunk > 0) { /* dK, dV = (the sum of chunks 0 .. chunk - 1) + this chunk's */
+                if (threadIdx.x == 0) sm90_sem_wait(kv_sems + w_end.unit, w_end.chunk);
+                sm90_named_sync(3);
+#pragma unroll
+                for (int e = 0; e < D / 2; e++) {
+                    dk[e] = __ldcg(kv_acc + (2 * e) * SM90_THREADS) + dk[e];
+                    dv[e] = __ldcg(kv_acc + (2 * e + 1) * SM90_THREADS) + dv[e];
+                }
+            }
+            if (w_end.chunk < chunks - 1) { /* the sum so far, for the next chunk; no dK, dV yet */
+#pragma unroll
+                for (int e = 0; e < D / 2; e++) {
+                    __stcg(kv_acc + (2 * e) * SM90_THREADS, dk[e]);
+                    __stcg(kv_acc + (2 * e + 1) * SM90_THREADS, dv[e]);
+                }
+                __threadfence();
+                sm90_named_sync(3);
+                if (threadIdx.x == 0) sm90_kv_release(kv_sems + w_end.unit);
+                continue;
+            }
+        }
         sm90_store_dkdv<D, DROPOUT>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G, drop.keep_scale);
         if (bias_partials != nullptr) { /* this warp's 16 keys, all columns of K and V */
             float *row = bias_partials + ((size_t)b * (key_tiles * 8) + (size_t)(krow0 / 16)) * qkv_stride +
@@ -1533,7 +1617,8 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
 #undef SM90_DQ_EMPTY
 #else
     (void)qkv_map; (void)dout_map; (void)dqkv; (void)dq_accum; (void)dq_sems; (void)tile_counter; (void)lse2; (void)di; (void)B; (void)T;
-    (void)Tpad; (void)H; (void)G; (void)bias_partials; (void)window; (void)drop;
+    (void)Tpad; (void)H; (void)G; (void)bias_partials; (void)kv_accum; (void)kv_sems; (void)head_chunk; (void)chunks; (void)window;
+    (void)drop;
 #endif
 }
 
@@ -2060,24 +2145,26 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
 
 /* the warp-specialized backward (D 64 or 128) after cuda_attention.cu's row kernel (lse2, Di:
  * [B*H, Tpad], Tpad a multiple of 128; dq_sems [B*H, Tpad/64] and the tile counter after them
- * zeroed by it; dq_accum [B*H, Tpad, D] fp32, any contents, 16-byte aligned): persistent, one
- * block per SM or per tile where there are fewer tiles */
+ * zeroed by it, and kv_sems; dq_accum [B*H, Tpad, D] fp32, any contents, 16-byte aligned; with
+ * head chunks (head_chunk < H / G) kv_accum [B*G*ceil(T/128), 2*128*D] fp32, any contents):
+ * persistent, one block per SM or per tile where there are fewer tiles */
 template <int D, int STAGES, bool DROPOUT, int STEP>
-static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, const nvbf16 *dout, const nvbf16 *qkv,
-                                    const float *lse2, const float *di, float *bias_partials, int B, int T, int Tpad,
-                                    int H, int G, int window, const sm90_dropout_args &drop) {
+static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, float *kv_accum, int *kv_sems,
+                                    const nvbf16 *dout, const nvbf16 *qkv, const float *lse2, const float *di,
+                                    float *bias_partials, int B, int T, int Tpad, int H, int G, int head_chunk,
+                                    int window, const sm90_dropout_args &drop) {
     auto kernel = attention_backward_ws_sm90_kernel<D, STAGES, DROPOUT, STEP>;
     const size_t smem = sm90_backward_ws_smem_bytes(D, STAGES, STEP);
     CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const CUtensorMap qkv_map = sm90_qkv_tensor_map(qkv, B, T, H, G, D);
     const CUtensorMap dout_map = sm90_rows_tensor_map(dout, B, T, (size_t)H * D);
-    const size_t tiles = (size_t)B * G * ceil_div((size_t)T, 128);
+    const size_t tiles = (size_t)B * G * ceil_div((size_t)T, 128) * (size_t)(H / G / head_chunk);
     const size_t grid = tiles < (size_t)sm90_sm_count() ? tiles : (size_t)sm90_sm_count();
     /* zeroed with the semaphores (dq_sems [B*H, Tpad/64]; 128-query steps use the first half) */
     int *tile_counter = dq_sems + (size_t)B * H * Tpad / SM90_BWD_STEP;
     kernel<<<(unsigned int)grid, SM90_WSB_THREADS, smem, compute_stream()>>>(
-        qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, bias_partials, B, T, Tpad, H, G, window,
-        drop);
+        qkv_map, dout_map, dqkv, dq_accum, dq_sems, tile_counter, lse2, di, bias_partials, kv_accum, kv_sems, B, T,
+        Tpad, H, G, head_chunk, H / G / head_chunk, window, drop);
     CHECK_LAUNCH();
 }
 
@@ -2134,6 +2221,16 @@ extern "C" int cuda_attention_sm90_backward_step(int D) {
     return SM90_BWD_STEP_64_DEFAULT;
 }
 
+/* the query heads per work tile of the one-pass backward ("GQA's head chunks" above): 1 where a
+ * group has several (H / G > 1), unless MTC_SM90_BWD_HEAD_SPLIT=0; else H / G (whole groups).
+ * Head chunks need kv_accum and kv_sems (cuda_attention_sm90_backward). */
+extern "C" int cuda_attention_sm90_backward_head_chunk(int H, int G) {
+    const int per = H / G;
+    const char *env = getenv("MTC_SM90_BWD_HEAD_SPLIT");
+    if (per <= 1 || (env != NULL && strcmp(env, "0") == 0)) return per;
+    return 1;
+}
+
 extern "C" int cuda_attention_sm90_backward_fused(int D) {
     (void)D;
     const char *env = getenv("MTC_ATTENTION_FUSED_BACKWARD");
@@ -2141,10 +2238,15 @@ extern "C" int cuda_attention_sm90_backward_fused(int D) {
 }
 
 extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
-                                             const float *di, float *dq_accum, int *dq_sems, float *bias_partials,
-                                             int B, int T, int Tpad, int H, int G, int D, int head_start,
-                                             int total_heads, int window_left, dropout_rng rng) {
+                                             const float *di, float *dq_accum, int *dq_sems, float *kv_accum,
+                                             int *kv_sems, int head_chunk, float *bias_partials, int B, int T,
+                                             int Tpad, int H, int G, int D, int head_start, int total_heads,
+                                             int window_left, dropout_rng rng) {
     const int fused = cuda_attention_sm90_backward_fused(D);
+    if (fused && (head_chunk <= 0 || (H / G) % head_chunk != 0 ||
+                  (head_chunk < H / G && (kv_accum == NULL || kv_sems == NULL))))
+        KERNELS_FATAL("cuda_attention_sm90_backward: head chunks of %d of %d heads need whole chunks, kv_accum "
+                      "and kv_sems", head_chunk, H / G);
     const int window = window_left >= 0 && window_left < T ? window_left : 1 << 29; /* as the forward's */
     if (!fused && window_left >= 0 && window_left < T)
         KERNELS_FATAL("cuda_attention_sm90_backward: a sliding window needs the one-pass backward "
@@ -2157,8 +2259,9 @@ extern "C" void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const
                       "(MTC_ATTENTION_FUSED_BACKWARD=0 runs it on the mma.sync kernels)");
     const sm90_dropout_args drop = sm90_dropout_of(rng, head_start, total_heads);
 #define SM90_BACKWARD_WS(DIM, DROP, STEP)                                                                         \
-    sm90_backward_ws_launch<DIM, SM90_WSB_STAGES, DROP, STEP>(as_nv(dqkv), dq_accum, dq_sems, as_nv(dout), as_nv(qkv), \
-                                                              lse2, di, bias_partials, B, T, Tpad, H, G, window, drop)
+    sm90_backward_ws_launch<DIM, SM90_WSB_STAGES, DROP, STEP>(as_nv(dqkv), dq_accum, dq_sems, kv_accum, kv_sems,     \
+                                                              as_nv(dout), as_nv(qkv), lse2, di, bias_partials, B, T, \
+                                                              Tpad, H, G, head_chunk, window, drop)
     if (fused && D == 64 && cuda_attention_sm90_backward_step(64) == 128) {
         if (dropout) SM90_BACKWARD_WS(64, true, 128);
         else SM90_BACKWARD_WS(64, false, 128);

@@ -239,22 +239,29 @@ void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, 
 /* the backward in one pass, dK, dV and dQ (where the forward applies and dout is 16-byte
  * aligned), after cuda_attention.cu's row kernel wrote lse2 = lse log2(e) and Di ([B*H, Tpad])
  * and zeroed dq_sems ([B*H, Tpad/64] ints, then one more: the D 128 kernel's tile counter);
- * dq_accum is fp32 [B*H, Tpad, D] scratch. With bias_partials (the one-pass kernel only; NULL
+ * dq_accum is fp32 [B*H, Tpad, D] scratch. head_chunk: query heads per work tile, dividing H / G
+ * (cuda_attention_sm90_backward_head_chunk; H / G: whole groups); below H / G (the one-pass kernel)
+ * kv_accum is fp32 [B*G*ceil(T/128), 2*128*D] scratch and kv_sems B*G*ceil(T/128) zeroed ints
+ * (NULL otherwise). With bias_partials (the one-pass kernel only; NULL
  * otherwise) it also writes, for every 16 rows of every sequence, their fp32 sums per column of
  * dqkv: bias_partials[B * ceil(T/128) * 8, (H+2G)*D], row b * ceil(T/128) * 8 + t/16; rows past
  * the sequence's 16-row blocks are left as they were (the caller zeroes them). */
 void cuda_attention_sm90_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const float *lse2,
-                                  const float *di, float *dq_accum, int *dq_sems, float *bias_partials, int B, int T,
-                                  int Tpad, int H, int G, int D, int head_start, int total_heads, int window_left,
-                                  dropout_rng rng);
+                                  const float *di, float *dq_accum, int *dq_sems, float *kv_accum, int *kv_sems,
+                                  int head_chunk, float *bias_partials, int B, int T, int Tpad, int H, int G, int D,
+                                  int head_start, int total_heads, int window_left, dropout_rng rng);
 /* 1 where that backward is the one-pass kernel (D 64 and 128, unless MTC_ATTENTION_FUSED_BACKWARD=0),
  * which needs dq_accum and dq_sems and can sum the bias partials; otherwise it runs the two-pass
  * dK/dV and dQ kernels and takes NULL for all three. Attention dropout (rng.p > 0) runs in the
  * one-pass kernel only (the caller takes the mma.sync backward where this is 0). */
 int cuda_attention_sm90_backward_fused(int D);
 /* the query rows per step of that one-pass backward: 64 at D 128; at D 64 128 under
- * MTC_SM90_BWD_STEP=128, 64 under MTC_SM90_BWD_STEP=64, else the build's default (64) */
+ * MTC_SM90_BWD_STEP=128, 64 under MTC_SM90_BWD_STEP=64, else the build's default (128) */
 int cuda_attention_sm90_backward_step(int D);
+/* the query heads per work tile of that one-pass backward (GQA's head chunks: a group's heads
+ * split over work tiles whose dK/dV partials are summed in a fixed order): 1 where H / G > 1,
+ * unless MTC_SM90_BWD_HEAD_SPLIT=0 (then, and for H == G, H / G: one tile walks the whole group) */
+int cuda_attention_sm90_backward_head_chunk(int H, int G);
 /* 1 unless MTC_ATTENTION_SM90_WINDOW=0: sliding-window calls (window_left >= 0 and < T) take the
  * wgmma forward and the one-pass backward above (the two-pass one has no window); 0 keeps them
  * on the mma.sync kernels */

@@ -24,6 +24,9 @@
  * window 0 dq and dk are 0 up to rounding (each query sees itself alone), checked as at most
  * ACT_TOL of dv's scale. The Hopper one-pass backward at D 64 runs both its step sizes
  * (MTC_SM90_BWD_STEP=128 and 64) on a set of its own (GQA, dropout, windows, bias, reruns).
+ * Its GQA head chunks (the default where H / G > 1: every grouped shape above runs them) are also
+ * compared with whole-group tiles (MTC_SM90_BWD_HEAD_SPLIT=0) on the same inputs
+ * (test_head_chunks: dq bitwise, dk and dv within fp32 reassociation).
  * Exits 77 (SKIP) where there is no CUDA device. */
 #include <math.h>
 #include <stdint.h>
@@ -405,6 +408,118 @@ static void test_backward_reruns(int B, int T, int H, int G, int D, float p, int
     free(qkv); free(dout); free(first); free(again);
 }
 
+#ifndef TEST_FP16
+/* GQA's head chunks in the Hopper one-pass backward (a group's query heads split over work
+ * tiles, their dK/dV partials summed in a fixed order) against whole-group tiles
+ * (MTC_SM90_BWD_HEAD_SPLIT=0) on the same inputs: dq and the bias gradient of its columns are
+ * the same tiles' sums in the same order (bitwise equal); dk and dv are sums of the same fp32
+ * products in another order, so before their rounding to bf16 they differ by fp32 rounding
+ * (~1e-7 of the partials' size): each bf16 element within one unit in the last place of the
+ * larger of the two (the two roundings) plus 1e-5 of the part's largest |value| (the fp32
+ * difference, generously), and the bias gradient's fp32 column sums of dk and dv within 1e-5 of
+ * the column's mass (sum of |dqkv|). A partial lost, counted twice or summed into the wrong unit
+ * moves dk or dv by a good fraction of their scale. Where the chunks do not apply (no sm_90a, D
+ * not 64 or 128) both runs are the same kernels. */
+static int within_bf16_ulp(float a, float b, double slack) {
+    if (!isfinite(a) || !isfinite(b)) return 0;
+    const double big = fmax(fabs((double)a), fabs((double)b));
+    int e;
+    frexp(big, &e); /* big = m 2^e, m in [0.5, 1): bf16's 8 significant bits step by 2^(e - 8) */
+    return fabs((double)a - (double)b) <= (big > 0.0 ? ldexp(1.0, e - 8) : 0.0) + slack;
+}
+static float bf16_bits_to_float(uint16_t x) {
+    const uint32_t u = (uint32_t)x << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static void test_head_chunks(int B, int T, int H, int G, int D, int head_start, int total_heads, float p,
+                             int window_left) {
+    const size_t n_qkv = (size_t)B * T * (H + 2 * G) * D, n_out = (size_t)B * T * H * D;
+    const int columns = (H + 2 * G) * D;
+    dropout_rng rng = {p, 1234u, 0x5eed0000u + (uint64_t)T, 777u};
+    char shape[192];
+    snprintf(shape, sizeof shape, "%sB=%d T=%d H=%d G=%d D=%d heads %d+%d/%d p=%.2f window %d", path_label, B, T, H,
+             G, D, head_start, H, total_heads, (double)p, window_left);
+    float *qkv = host_alloc(n_qkv * sizeof(float)), *dout = host_alloc(n_out * sizeof(float));
+    fill_random(qkv, n_qkv, 5151u + (uint64_t)T + (uint64_t)D, 2.0f);
+    fill_random(dout, n_out, 5252u + (uint64_t)T + (uint64_t)D, 1.0f);
+    bf16 *d_qkv = upload_bf16(qkv, n_qkv), *d_dout = upload_bf16(dout, n_out);
+    bf16 *d_out = device_alloc(n_out * sizeof(bf16)), *d_dqkv = device_alloc(n_qkv * sizeof(bf16));
+    void *d_ws = device_alloc(cuda_attention_workspace_bytes(B, T, H, D));
+    float *zeros = host_alloc((size_t)columns * sizeof(float));
+    memset(zeros, 0, (size_t)columns * sizeof(float));
+    float *d_dbias = upload_float(zeros, (size_t)columns);
+    device_sync();
+    cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, window_left, rng);
+    bf16 *raw[2];
+    float *bias[2];
+    for (int run = 0; run < 2; run++) { /* 0: head chunks (the default), 1: whole groups */
+        if (run == 1) setenv("MTC_SM90_BWD_HEAD_SPLIT", "0", 1);
+        poison(d_dqkv, n_qkv * sizeof(bf16));
+        TEST_CUDA(cudaMemcpy(d_dbias, zeros, (size_t)columns * sizeof(float), cudaMemcpyHostToDevice));
+        device_sync();
+        cuda_attention_backward(d_dqkv, d_dbias, d_dout, d_qkv, d_out, d_ws, B, T, H, G, D, head_start, total_heads,
+                                window_left, rng);
+        raw[run] = host_alloc(n_qkv * sizeof(bf16));
+        bias[run] = host_alloc((size_t)columns * sizeof(float));
+        download_raw(raw[run], d_dqkv, n_qkv * sizeof(bf16));
+        download_raw(bias[run], d_dbias, (size_t)columns * sizeof(float));
+    }
+    unsetenv("MTC_SM90_BWD_HEAD_SPLIT");
+    /* per group: per query heads (dq), then its key head and value head */
+    const int per = H / G;
+    const size_t qcols = (size_t)per * D, gcols = (size_t)(per + 2) * D;
+    const uint16_t *chunked = (const uint16_t *)raw[0], *whole = (const uint16_t *)raw[1];
+    double scale[2] = {0.0, 0.0}; /* the largest |dk| and |dv| of the whole-group run */
+    for (size_t i = 0; i < n_qkv; i++) {
+        const size_t c = (i % (size_t)columns) % gcols;
+        if (c >= qcols) {
+            const size_t part = (c - qcols) / (size_t)D; /* 0: dk, 1: dv */
+            scale[part] = fmax(scale[part], fabs((double)bf16_bits_to_float(whole[i])));
+        }
+    }
+    size_t dq_diff = 0, kv_off = 0, kv_diff = 0;
+    for (size_t i = 0; i < n_qkv; i++) {
+        const size_t c = (i % (size_t)columns) % gcols;
+        const float fa = bf16_bits_to_float(chunked[i]), fb = bf16_bits_to_float(whole[i]);
+        if (c < qcols) {
+            dq_diff += chunked[i] != whole[i] || !isfinite(fa);
+        } else {
+            kv_diff += chunked[i] != whole[i];
+            kv_off += !within_bf16_ulp(fa, fb, 1e-5 * scale[(c - qcols) / (size_t)D]);
+        }
+    }
+    /* the bias gradient, column by column against the column's mass in the whole-group dqkv */
+    double worst = 0.0;
+    size_t bias_dq_diff = 0;
+    for (int j = 0; j < columns; j++) {
+        if ((size_t)j % gcols < qcols) {
+            bias_dq_diff += memcmp(&bias[0][j], &bias[1][j], sizeof(float)) != 0;
+            continue;
+        }
+        double mass = 0.0;
+        for (size_t r = 0; r < (size_t)B * T; r++)
+            mass += fabs((double)bf16_bits_to_float(whole[r * (size_t)columns + (size_t)j]));
+        const double diff = fabs((double)bias[0][j] - (double)bias[1][j]);
+        worst = isfinite(bias[0][j]) ? fmax(worst, mass > 0.0 ? diff / mass : diff) : INFINITY;
+    }
+    tap_diag("attention backward head chunks %s: dq %zu differing; dk, dv %zu differing, %zu by more than one "
+             "bf16 ulp + 1e-5 of scale; bias: dq columns %zu differing, dk/dv columns %.3e of their mass",
+             shape, dq_diff, kv_diff, kv_off, bias_dq_diff, worst);
+    tap_ok(dq_diff == 0 && kv_off == 0 && bias_dq_diff == 0 && worst < 1e-5,
+           "attention backward head chunks %s: as whole groups (dq bitwise, dk dv within fp32 reassociation)", shape);
+    TEST_CUDA(cudaFree(d_qkv));
+    TEST_CUDA(cudaFree(d_dout));
+    TEST_CUDA(cudaFree(d_out));
+    TEST_CUDA(cudaFree(d_dqkv));
+    TEST_CUDA(cudaFree(d_ws));
+    TEST_CUDA(cudaFree(d_dbias));
+    free(qkv); free(dout); free(zeros);
+    for (int run = 0; run < 2; run++) free(raw[run]), free(bias[run]);
+}
+#endif
+
 static void test_cross_entropy(int N, int V, int vocab_start) {
     const kernel_ops *cpu = kernels_cpu();
     const size_t n = (size_t)N * V;
@@ -645,9 +760,20 @@ int main(void) {
         test_backward_reruns(8, 2048, 8, 2, 64, 0.0f, -1);
         test_backward_reruns(8, 2048, 8, 2, 64, 0.1f, -1);
         test_backward_reruns(8, 2048, 8, 2, 64, 0.0f, 600);
+        /* GQA's head chunks against whole groups (Llama 3.2 1B's heads, T off the steps with
+         * dropout, a window with local heads, 1024 tiles of 4 chunks) */
+        test_head_chunks(1, 512, 32, 8, 64, 0, 32, 0.0f, -1);
+        test_head_chunks(2, 333, 8, 2, 64, 0, 8, 0.1f, -1);
+        test_head_chunks(1, 1024, 8, 2, 64, 2, 16, 0.0f, 200);
+        test_head_chunks(4, 2048, 32, 8, 64, 0, 32, 0.0f, -1);
     }
     unsetenv("MTC_SM90_BWD_STEP");
     path_label = "";
+    /* and at D 128 (the same with multi-query attention: 4 chunks of one head per key unit) */
+    test_head_chunks(1, 1024, 8, 2, 128, 0, 8, 0.0f, -1);
+    test_head_chunks(2, 200, 4, 2, 128, 4, 12, 0.1f, 64);
+    test_head_chunks(1, 640, 4, 1, 128, 0, 4, 0.1f, -1);
+    test_head_chunks(8, 2048, 8, 2, 128, 0, 8, 0.0f, -1);
 #endif
     /* the two-pass Hopper backward, on request (MTC_ATTENTION_FUSED_BACKWARD=0:
      * perf/attention_bench compares the two so) */
