@@ -17,7 +17,8 @@
  * in G groups (G divides H; kernels.h's grouped qkv layout; without it G = H), e.g. Llama-3.2-1B's
  * attention: --groups 8 4 4096 32 64 1 16384 32 64. There each shape's "new" line is followed by
  * the backward with the Hopper one pass's head chunks (a group's query heads split over work
- * tiles, the default) and with whole groups (MTC_SM90_BWD_HEAD_SPLIT=0), in this order,
+ * tiles, MTC_SM90_BWD_HEAD_SPLIT=1) and with whole groups (=0), in this order (the "new" line
+ * is the shape's default, cuda_attention_sm90_backward_head_chunk),
  * alternating twice, and their agreement (dq must be identical: 0.00e+00; dk, dv differ by fp32
  * reassociation before their rounding to bf16, a few 1e-3 at most: AGREE under 1e-2).
  *
@@ -123,6 +124,13 @@ static void step64_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const
 static void step128_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out, const void *ws, int B,
                              int T, int H, int D, int head_start, int total_heads, dropout_rng rng) {
     step_backward("128", dqkv, dout, qkv, out, ws, B, T, H, D, head_start, total_heads, rng);
+}
+/* the backward with head chunks (MTC_SM90_BWD_HEAD_SPLIT=1, whatever the default for the shape) */
+static void head_chunk_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out, const void *ws, int B,
+                                int T, int H, int D, int head_start, int total_heads, dropout_rng rng) {
+    setenv("MTC_SM90_BWD_HEAD_SPLIT", "1", 1);
+    mha_backward(dqkv, dout, qkv, out, ws, B, T, H, D, head_start, total_heads, rng);
+    unsetenv("MTC_SM90_BWD_HEAD_SPLIT");
 }
 /* the backward with whole groups per work tile (MTC_SM90_BWD_HEAD_SPLIT=0: no head chunks) */
 static void whole_group_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out, const void *ws, int B,
@@ -345,7 +353,8 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
         CHECK_CUDA(cudaMalloc(&dqkv_split, n_qkv * sizeof(bf16)));
         CHECK_CUDA(cudaMalloc(&dqkv_whole, n_qkv * sizeof(bf16)));
         for (int round = 0; round < 2; round++) {
-            timing ts = bench_time(mha_forward, mha_backward, out, ws, dqkv_split, qkv, dout, B, T, H, D, rng, iters);
+            timing ts =
+                bench_time(mha_forward, head_chunk_backward, out, ws, dqkv_split, qkv, dout, B, T, H, D, rng, iters);
             timing tw =
                 bench_time(mha_forward, whole_group_backward, out, ws, dqkv_whole, qkv, dout, B, T, H, D, rng, iters);
             printf("chunks   B=%d T=%d H=%d G=%d D=%d p=%.2f  bwd %8.3f ms %6.1f TFLOP/s  (speed-up over whole groups "

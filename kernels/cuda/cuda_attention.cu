@@ -788,7 +788,7 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
     const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
     /* GQA's head chunks in the one pass (H / G > 1 unless MTC_SM90_BWD_HEAD_SPLIT=0): the dK/dV
      * partials of a key unit (b, group, 128 keys) summed through a workspace and a semaphore */
-    const int head_chunk = fused ? cuda_attention_sm90_backward_head_chunk(H, G) : H / G;
+    const int head_chunk = fused ? cuda_attention_sm90_backward_head_chunk(B, Tq, H, G, D) : H / G;
     const size_t kv_units = head_chunk < H / G ? (size_t)B * G * ceil_div((size_t)Tq, 128) : 0;
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
