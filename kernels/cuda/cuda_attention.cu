@@ -787,17 +787,20 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
                (!DROPOUT || cuda_attention_sm90_backward_fused(D));
     const bool fused = sm90 && cuda_attention_sm90_backward_fused(D); /* needs semaphores, dQ accumulator */
     /* GQA's head chunks in the one pass (H / G > 1 unless MTC_SM90_BWD_HEAD_SPLIT=0): the dK/dV
-     * partials of a key unit (b, group, 128 keys) summed through a workspace and a semaphore */
+     * partials of a key unit (b, group, 128 keys) stored each in a slot of a workspace and
+     * summed by the unit's last finisher (a counter per unit) */
     const int head_chunk = fused ? cuda_attention_sm90_backward_head_chunk(B, Tq, H, G, D) : H / G;
     const size_t kv_units = head_chunk < H / G ? (size_t)B * G * ceil_div((size_t)Tq, 128) : 0;
+    const size_t kv_slots = kv_units * (size_t)(H / G / head_chunk); /* one per (unit, chunk) */
 
     /* in this file's scratch buffer: lse2 and Di, padded; with dropout the keep bits (one per
      * element of the padded Tq x Tk rectangle of every head); for the Hopper backward its dQ
-     * semaphores (one int per 64 rows), its tile counter and with head chunks one dK/dV semaphore
+     * semaphores (one int per 64 rows), its tile counter and with head chunks one dK/dV counter
      * per key unit. Its fp32 dQ accumulator [B*H, Tpad, D] has a buffer of its own
      * (B*H*Tpad*D*4 bytes: 100 MB at GPT-2 124M's shape, 134 MB at GPT 1.3B's), followed with
-     * head chunks by the dK/dV sums [key units, 2*128*D] (B*G*ceil(T/128)*128*D*8 bytes: 2G/H of
-     * the dQ accumulator, 67 MB at Llama-3.2-1B's heads, B=4 T=4096). */
+     * head chunks by the chunks' dK/dV partials [key units, chunks, 2*128*D]
+     * (B*G*ceil(T/128)*chunks*128*D*8 bytes: with one head a chunk, twice the dQ accumulator,
+     * 268 MB at Llama-3.2-1B's heads, B=4 T=4096). */
     const size_t bits_bytes = DROPOUT && !sm90 ? rows * (size_t)Tk_pad / 8 : 0; /* Hopper draws in its pass */
     const size_t sems_bytes = fused ? (rows / 64 + 1 + kv_units) * sizeof(int) : 0; /* and the tile counter */
     const size_t stats_bytes = attn_align_256(2 * rows * sizeof(float));
@@ -806,7 +809,7 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
     uint32_t *keep_bits = DROPOUT && !sm90 ? reinterpret_cast<uint32_t *>(scratch + stats_bytes) : NULL;
     int *dq_sems = fused ? reinterpret_cast<int *>(scratch + stats_bytes + bits_bytes) : NULL;
     int *kv_sems = kv_units ? dq_sems + rows / 64 + 1 : NULL;
-    float *dq_accum = fused ? attn_dq_accum((rows + kv_units * 2 * 128) * (size_t)D * sizeof(float)) : NULL;
+    float *dq_accum = fused ? attn_dq_accum((rows + kv_slots * 2 * 128) * (size_t)D * sizeof(float)) : NULL;
     float *kv_accum = kv_units ? dq_accum + rows * (size_t)D : NULL;
     attention_backward_rows_kernel<DP><<<ceil_div(rows * (DP / 8), 256), 256, 0, compute_stream()>>>(
         lse2, di, dq_sems, kv_sems, (int)kv_units, dout, out, lse, B, Tq, Tq_pad, H, D, vec);

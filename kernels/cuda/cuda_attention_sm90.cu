@@ -1124,24 +1124,28 @@ static __device__ __forceinline__ void sm90_bulk_commit(void) {
  * before, bitwise), so the longest tile is per times shorter. Tiles are numbered by key unit
  * (batch, group, key tile: the order above), within a unit by chunk, so that a unit's chunks
  * are taken one after another and run side by side (the same steps each). Each chunk computes
- * its heads' partial dK and dV of the unit's 128 keys; they are summed in chunk order, in fp32,
- * through kv_accum (a [2 * 128 * D] tile per unit, thread-major: a consumer thread's dK and dV
- * fragments interleaved) and a semaphore per unit (kv_sems, zeroed by the row kernel with dQ's):
- * chunk 0 stores its partial, chunk c waits for the count c, adds the stored sum to its own (sum
- * + own: ((p0 + p1) + p2) ...), and stores the result and releases (count c + 1), or as the last
- * chunk writes dK and dV as bf16 and the bias partials, as the whole-group tile did. The
- * consumers do this themselves after the step loop (plain loads and stores, named barrier 3
- * between the thread that waits or releases and the others): only dK and dV are live there, and
- * the producer loads the next tile's K, V and first steps meanwhile. No deadlock: a chunk waits
- * only for the chunks of its unit before it, taken earlier from the counter, and every wait of
- * the kernel (dQ's turns, the chunks' turns) is for a tile taken earlier; the earliest tile not
- * done waits for nothing unfinished, so it completes. dQ is unchanged: each head's dQ partials
- * come from the tiles of its own chunk, in descending key tile order as before (bitwise the
- * same dq); dK and dV differ from the whole-group tiles' by fp32 reassociation (each chunk's
- * products start at 0), deterministically. kv_accum is 2G/H of dq_accum's size (cuda_attention.cu
- * allocates it after it). ptxas -v spills as before without dropout (D 128 36 bytes, D 64 0 at
- * the 64-query step, 8 at the 128-query step), with dropout 48, 16 and 24 (32 before). Not yet
- * measured (no GPU where this was written): perf/attention_bench --groups 8 times it against
+ * its heads' partial dK and dV of the unit's 128 keys and stores them, in fp32, in its own slot
+ * of kv_accum (a [2 * 128 * D] tile per (unit, chunk), i.e. per work tile, thread-major: a
+ * consumer thread's dK and dV fragments interleaved), then arrives on the unit's counter
+ * (kv_sems, zeroed by the row kernel with dQ's semaphores; one atomic add, acq_rel, that
+ * returns the count before it). The chunk that sees chunks - 1 is the last to finish: it reads
+ * every slot and sums them in chunk order, ((p0 + p1) + p2) + ..., its own read back as stored
+ * (in registers where it is chunk 0), so the bits do not depend on which chunk finished last;
+ * then it writes dK and dV as bf16 and the bias partials, as the whole-group tile did. The
+ * others go on to their next tile at once: no chunk waits for another (an earlier version
+ * chained them, chunk c waiting for c - 1's sum: 2.06 ms against 1.99 whole at B=4 T=4096 on
+ * one H200, 4096 chunk tiles paying some 5-9 us each). The consumers do this themselves after
+ * the step loop (plain loads and stores; named barrier 3 between the stores and the one
+ * thread's arrival, and again after it wrote whether the chunk is the last to a shared word):
+ * only dK and dV are live there, and the producer loads the next tile's K, V and first steps
+ * meanwhile. No chunk waits, so the chunks add nothing to the no-deadlock argument. dQ is
+ * unchanged: each head's dQ partials come from the tiles of its own chunk, in descending key
+ * tile order as before (bitwise the same dq); dK and dV differ from the whole-group tiles' by
+ * fp32 reassociation (each chunk's products start at 0), deterministically. kv_accum is
+ * chunks x 2G/H of dq_accum's size (twice it with one head a chunk; cuda_attention.cu allocates
+ * it after it). ptxas -v spills as before (D 128 36 bytes, 48 with dropout; D 64 at the
+ * 128-query step 8 and 24, at the 64-query step 0 and 0, 16 before). Not yet measured (no GPU
+ * where this was written): perf/attention_bench --groups 8 times it against
  * MTC_SM90_BWD_HEAD_SPLIT=0. */
 #define SM90_WSB_STAGES 2
 #define SM90_WSB_THREADS 384
@@ -1177,15 +1181,20 @@ static __device__ __forceinline__ sm90_bwd_tile sm90_bwd_decode(int tile, int ke
     w.kt = key_tiles - 1 - w.unit % key_tiles;
     return w;
 }
-/* a chunk's dK/dV partial handed on: every consumer thread's stores before one release */
-static __device__ __forceinline__ void sm90_kv_release(int *sem) {
-    asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(sem) : "memory");
+/* a chunk's dK/dV partial stored (every consumer thread's stores, then fenced, before this one
+ * thread's arrival): the unit's count before it; the chunk that sees chunks - 1 is the last,
+ * and its acquire makes the others' partials visible to it (then to its threads, by the barrier) */
+static __device__ __forceinline__ int sm90_kv_arrive(int *sem) {
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(sem) : "memory");
+    return old;
 }
 #endif
 
 /* K, V, the stages' Q and dO, two dS^T tiles, two dQ staging tiles, the stages' lse2 and Di (64
  * fp32 each), the mbarriers (kv_full, kv_empty, per stage
- * full and empty, per staging tile dq_full and dq_empty), the alignment slack */
+ * full and empty, per staging tile dq_full and dq_empty), 32 bytes of words (the tile slots, the
+ * dQ headers, head chunks' last-finisher flag), the alignment slack */
 static size_t sm90_backward_ws_smem_bytes(int D, int stages, int step) {
     return (size_t)2 * 128 * D * 2 + stages * (size_t)2 * step * D * 2 + 2 * 128 * 64 * 2 +
            (size_t)step * D * 4 * 2 + stages * 2 * step * 4 + 8 * (2 + 2 * stages + 4) + 32 + 1024;
@@ -1200,6 +1209,56 @@ static __device__ __forceinline__ void sm90_bulk_load(uint32_t dst, const void *
 }
 static __device__ __forceinline__ void sm90_named_sync(int id) {
     asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory");
+}
+/* the last finisher's sum of a unit's dK/dV partials, ((p0 + p1) + p2) + ..., into x and y (a
+ * consumer thread's dK and dV fragments, holding chunk's partial as stored; p: their first
+ * values in chunk 0's slot, interleaved x, y, x ... SM90_THREADS apart; the slots 2 N
+ * SM90_THREADS apart). HOLD: chunk's own partial taken from the registers at its index, the
+ * sum of the chunks before it in two more arrays (D 64); else (D 128, where those arrays
+ * spilled some 400 bytes) read back from its slot. The same bits either way, and whoever is
+ * last: an fp32 sum in chunk order of the same values (a + b is b + a). */
+template <bool HOLD, int N>
+static __device__ __forceinline__ void sm90_kv_sum(float (&x)[N], float (&y)[N], const float *p, int chunk, int chunks) {
+    const size_t slot = 2 * N * SM90_THREADS;
+    int c = 1; /* the next chunk to add */
+    if (chunk != 0) {
+        if constexpr (HOLD) {
+            float a[N], b[N];
+#pragma unroll
+            for (int e = 0; e < N; e++) {
+                a[e] = __ldcg(p + 2 * e * SM90_THREADS);
+                b[e] = __ldcg(p + (2 * e + 1) * SM90_THREADS);
+            }
+#pragma unroll 1
+            for (; c < chunk; c++) {
+#pragma unroll
+                for (int e = 0; e < N; e++) {
+                    a[e] += __ldcg(p + c * slot + 2 * e * SM90_THREADS);
+                    b[e] += __ldcg(p + c * slot + (2 * e + 1) * SM90_THREADS);
+                }
+            }
+#pragma unroll
+            for (int e = 0; e < N; e++) {
+                x[e] = a[e] + x[e];
+                y[e] = b[e] + y[e];
+            }
+            c = chunk + 1;
+        } else {
+#pragma unroll
+            for (int e = 0; e < N; e++) {
+                x[e] = __ldcg(p + 2 * e * SM90_THREADS);
+                y[e] = __ldcg(p + (2 * e + 1) * SM90_THREADS);
+            }
+        }
+    }
+#pragma unroll 1
+    for (; c < chunks; c++) {
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+            x[e] += __ldcg(p + c * slot + 2 * e * SM90_THREADS);
+            y[e] += __ldcg(p + c * slot + (2 * e + 1) * SM90_THREADS);
+        }
+    }
 }
 
 /* The 128-query step (STEP 128, D 64; "the 128-query step" below): a lane's S^T and dP^T
@@ -1266,6 +1325,7 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
      * completes), and per staging buffer the (tile, step) of the partial in it (-1: no more) */
     volatile int *tile_slot = reinterpret_cast<volatile int *>(smem + (kv_full - k_tile) + 8 * (2 + 2 * STAGES + 4));
     volatile int *dq_header = tile_slot + 2; /* buffer j: tile at 2j, step at 2j + 1 */
+    volatile int *kv_last = tile_slot + 6; /* head chunks: whether this tile's chunk is its unit's last */
 
     /* head_chunk query heads per work tile (H / G: the group's all), chunks = H / G / head_chunk
      * per key unit (a parameter: computed here, it took a register through the steps, 4 bytes
@@ -1575,28 +1635,24 @@ attention_backward_ws_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
         }
         const sm90_bwd_tile w_end = sm90_bwd_decode(tile_slot[r & 1], key_tiles, chunks, G);
         const int grp = w_end.grp;
-        if (chunks > 1) { /* the unit's partials summed in chunk order ("GQA's head chunks") */
-            float *kv_acc = kv_accum + (size_t)w_end.unit * (2 * 128 * D) + threadIdx.x;
-            if (w_end.chunk > 0) { /* dK, dV = (the sum of chunks 0 .. chunk - 1) + this chunk's */
-                if (threadIdx.x == 0) sm90_sem_wait(kv_sems + w_end.unit, w_end.chunk);
-                sm90_named_sync(3);
+        if (chunks > 1) { /* the unit's partials summed in chunk order by its last finisher ("GQA's head chunks") */
+            /* this chunk's slot: (unit, chunk) is the tile number */
+            float *slot = kv_accum + ((size_t)w_end.unit * chunks + w_end.chunk) * (2 * 128 * D) + threadIdx.x;
 #pragma unroll
-                for (int e = 0; e < D / 2; e++) {
-                    dk[e] = __ldcg(kv_acc + (2 * e) * SM90_THREADS) + dk[e];
-                    dv[e] = __ldcg(kv_acc + (2 * e + 1) * SM90_THREADS) + dv[e];
-                }
+            for (int e = 0; e < D / 2; e++) {
+                __stcg(slot + (2 * e) * SM90_THREADS, dk[e]);
+                __stcg(slot + (2 * e + 1) * SM90_THREADS, dv[e]);
             }
-            if (w_end.chunk < chunks - 1) { /* the sum so far, for the next chunk; no dK, dV yet */
-#pragma unroll
-                for (int e = 0; e < D / 2; e++) {
-                    __stcg(kv_acc + (2 * e) * SM90_THREADS, dk[e]);
-                    __stcg(kv_acc + (2 * e + 1) * SM90_THREADS, dv[e]);
-                }
-                __threadfence();
-                sm90_named_sync(3);
-                if (threadIdx.x == 0) sm90_kv_release(kv_sems + w_end.unit);
-                continue;
-            }
+            __threadfence();
+            sm90_named_sync(3); /* all 256 threads' partials stored before the one arrival */
+            /* which of the 256 is told through a spare word after dq_header (a barrier that
+             * reduced the flag, bar.red.or, spilled some 100 bytes more at D 64 and 128) */
+            if (threadIdx.x == 0) kv_last[0] = sm90_kv_arrive(kv_sems + w_end.unit) == chunks - 1;
+            sm90_named_sync(3);
+            if (!kv_last[0]) continue; /* another chunk sums */
+            /* the last: dK, dV = ((p0 + p1) + p2) ..., the same bits whoever it is */
+            const float *p = slot - (size_t)w_end.chunk * (2 * 128 * D);
+            sm90_kv_sum<D == 64>(dk, dv, p, w_end.chunk, chunks);
         }
         sm90_store_dkdv<D, DROPOUT>(dqkv, dk, dv, scale, b, grp, krow0 + g, t, T, H, G, drop.keep_scale);
         if (bias_partials != nullptr) { /* this warp's 16 keys, all columns of K and V */
@@ -2146,7 +2202,7 @@ extern "C" void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *q
 /* the warp-specialized backward (D 64 or 128) after cuda_attention.cu's row kernel (lse2, Di:
  * [B*H, Tpad], Tpad a multiple of 128; dq_sems [B*H, Tpad/64] and the tile counter after them
  * zeroed by it, and kv_sems; dq_accum [B*H, Tpad, D] fp32, any contents, 16-byte aligned; with
- * head chunks (head_chunk < H / G) kv_accum [B*G*ceil(T/128), 2*128*D] fp32, any contents):
+ * head chunks (head_chunk < H / G) kv_accum [B*G*ceil(T/128), H/G/head_chunk, 2*128*D] fp32, any contents):
  * persistent, one block per SM or per tile where there are fewer tiles */
 template <int D, int STAGES, bool DROPOUT, int STEP>
 static void sm90_backward_ws_launch(nvbf16 *dqkv, float *dq_accum, int *dq_sems, float *kv_accum, int *kv_sems,
@@ -2221,10 +2277,8 @@ extern "C" int cuda_attention_sm90_backward_step(int D) {
     return SM90_BWD_STEP_64_DEFAULT;
 }
 
-/* the query heads per work tile of the one-pass backward ("GQA's head chunks" above): 1 where a
- * group has several (H / G > 1), unless MTC_SM90_BWD_HEAD_SPLIT=0; else H / G (whole groups).
- * Head chunks need kv_accum and kv_sems (cuda_attention_sm90_backward). */
-/* Chunks pay a chain of dK/dV sums per key unit (a few microseconds a tile), whole groups a
+/* the query heads per work tile of the one-pass backward ("GQA's head chunks" above); head
+ * chunks need kv_accum and kv_sems (cuda_attention_sm90_backward). Chunks pay a chain of dK/dV sums per key unit (a few microseconds a tile), whole groups a
  * tail: the grid ends on a group's key tile 0, H / G times longer than a chunk's. Measured on an
  * H200 at H=32 G=8 D=64 (128-query steps; perf/results/kernels/attention-backward-d64-h200-2026-11-30.md):
  * B=4 T=4096 (32 query steps, 1024 units) chunks 2.06-2.08 ms against whole groups 1.98-1.99;

@@ -241,7 +241,8 @@ void cuda_attention_sm90_forward(bf16 *out, float *lse, const bf16 *qkv, int B, 
  * and zeroed dq_sems ([B*H, Tpad/64] ints, then one more: the D 128 kernel's tile counter);
  * dq_accum is fp32 [B*H, Tpad, D] scratch. head_chunk: query heads per work tile, dividing H / G
  * (cuda_attention_sm90_backward_head_chunk; H / G: whole groups); below H / G (the one-pass kernel)
- * kv_accum is fp32 [B*G*ceil(T/128), 2*128*D] scratch and kv_sems B*G*ceil(T/128) zeroed ints
+ * kv_accum is fp32 [B*G*ceil(T/128), H/G/head_chunk, 2*128*D] scratch (a slot per key unit and
+ * chunk) and kv_sems B*G*ceil(T/128) zeroed ints
  * (NULL otherwise). With bias_partials (the one-pass kernel only; NULL
  * otherwise) it also writes, for every 16 rows of every sequence, their fp32 sums per column of
  * dqkv: bias_partials[B * ceil(T/128) * 8, (H+2G)*D], row b * ceil(T/128) * 8 + t/16; rows past

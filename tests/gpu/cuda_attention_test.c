@@ -373,8 +373,10 @@ static void test_dropout_mask(int B, int T, int H, int G, int D, int head_start,
  * reaches the bf16 result when the sum lies near a bf16 rounding boundary, about 2^-16 of the
  * values per fp32 ulp of difference: hundreds of the 8 to 17 million here. So a backward whose adds raced (say an atomicAdd
  * per partial, or a semaphore that let two key tiles add at once) would differ between runs; the
- * shapes have many key tiles per query tile, GQA (the dK/dV blocks walk 4 heads each) and more
- * blocks than SMs, so the blocks of one (batch, group) run concurrently with others'. */
+ * shapes have many key tiles per query tile, GQA (4 query heads a group: by default 4 head
+ * chunks per 128 keys, run side by side, whose dK/dV partials the one that finishes last sums:
+ * summed in finishing order rather than chunk order they would differ between runs too) and
+ * more blocks than SMs, so the blocks of one (batch, group) run concurrently with others'. */
 static void test_backward_reruns(int B, int T, int H, int G, int D, float p, int window_left) {
     enum { RUNS = 4 };
     const size_t n_qkv = (size_t)B * T * (H + 2 * G) * D, n_out = (size_t)B * T * H * D;
