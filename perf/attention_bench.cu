@@ -17,8 +17,7 @@
  * in G groups (G divides H; kernels.h's grouped qkv layout; without it G = H), e.g. Llama-3.2-1B's
  * attention: --groups 8 4 4096 32 64 1 16384 32 64. There each shape's "new" line is followed by
  * the backward with the Hopper one pass's head chunks (a group's query heads split over work
- * tiles, MTC_SM90_BWD_HEAD_SPLIT=1) and with whole groups (=0), in this order (the "new" line
- * is the shape's default, cuda_attention_sm90_backward_head_chunk),
+ * tiles, the default) and with whole groups (MTC_SM90_BWD_HEAD_SPLIT=0), in this order,
  * alternating twice, and their agreement (dq must be identical: 0.00e+00; dk, dv differ by fp32
  * reassociation before their rounding to bf16, a few 1e-3 at most: AGREE under 1e-2).
  *
@@ -125,7 +124,8 @@ static void step128_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, cons
                              int T, int H, int D, int head_start, int total_heads, dropout_rng rng) {
     step_backward("128", dqkv, dout, qkv, out, ws, B, T, H, D, head_start, total_heads, rng);
 }
-/* the backward with head chunks (MTC_SM90_BWD_HEAD_SPLIT=1, whatever the default for the shape) */
+/* the backward with head chunks (the default; set here so that an MTC_SM90_BWD_HEAD_SPLIT=0 in the
+ * environment does not turn both lines into whole groups) */
 static void head_chunk_backward(bf16 *dqkv, const bf16 *dout, const bf16 *qkv, const bf16 *out, const void *ws, int B,
                                 int T, int H, int D, int head_start, int total_heads, dropout_rng rng) {
     setenv("MTC_SM90_BWD_HEAD_SPLIT", "1", 1);

@@ -789,7 +789,7 @@ static void attn_backward_launch(E *dq, E *dkv, float *dbias, const E *dout, con
     /* GQA's head chunks in the one pass (H / G > 1 unless MTC_SM90_BWD_HEAD_SPLIT=0): the dK/dV
      * partials of a key unit (b, group, 128 keys) stored each in a slot of a workspace and
      * summed by the unit's last finisher (a counter per unit) */
-    const int head_chunk = fused ? cuda_attention_sm90_backward_head_chunk(B, Tq, H, G, D) : H / G;
+    const int head_chunk = fused ? cuda_attention_sm90_backward_head_chunk(H, G) : H / G;
     const size_t kv_units = head_chunk < H / G ? (size_t)B * G * ceil_div((size_t)Tq, 128) : 0;
     const size_t kv_slots = kv_units * (size_t)(H / G / head_chunk); /* one per (unit, chunk) */
 

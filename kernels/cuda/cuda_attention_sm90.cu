@@ -2277,23 +2277,18 @@ extern "C" int cuda_attention_sm90_backward_step(int D) {
     return SM90_BWD_STEP_64_DEFAULT;
 }
 
-/* the query heads per work tile of the one-pass backward ("GQA's head chunks" above); head
- * chunks need kv_accum and kv_sems (cuda_attention_sm90_backward). Chunks pay a chain of dK/dV sums per key unit (a few microseconds a tile), whole groups a
- * tail: the grid ends on a group's key tile 0, H / G times longer than a chunk's. Measured on an
- * H200 at H=32 G=8 D=64 (128-query steps; perf/results/kernels/attention-backward-d64-h200-2026-11-30.md):
- * B=4 T=4096 (32 query steps, 1024 units) chunks 2.06-2.08 ms against whole groups 1.98-1.99;
- * B=1 T=16384 (128 steps, 1024 units) 6.58-6.64 against 7.39-7.43; at D 128, H=8 G=2, B=8
- * T=2048 (32 steps, 256 units on 132 SMs) 0.635 against 0.769. Hence chunks for long tiles or
- * few of them. */
-extern "C" int cuda_attention_sm90_backward_head_chunk(int B, int T, int H, int G, int D) {
+/* the query heads per work tile of the one-pass backward ("GQA's head chunks" above): 1 where a
+ * group has several (H / G > 1), unless MTC_SM90_BWD_HEAD_SPLIT=0; else H / G (whole groups).
+ * Head chunks need kv_accum and kv_sems (cuda_attention_sm90_backward). On an H200 the chunks
+ * win at every shape measured (perf/results/kernels/attention-backward-d64-h200-2026-11-30.md):
+ * H=32 G=8 D=64 B=4 T=4096 1.80 against 2.00 ms, B=2 T=8192 1.15x, B=1 T=16384 1.16-1.18x; D 128
+ * H=32 G=8 B=1 T=8192 1.35-1.42x, H=8 G=2 B=8 T=2048 1.43x. (The first version chained the sums,
+ * each chunk waiting for the one before it: slower than whole groups at B=4 T=4096.) */
+extern "C" int cuda_attention_sm90_backward_head_chunk(int H, int G) {
     const int per = H / G;
-    if (per <= 1) return per;
     const char *env = getenv("MTC_SM90_BWD_HEAD_SPLIT");
-    if (env != NULL && strcmp(env, "0") == 0) return per;
-    if (env != NULL && strcmp(env, "1") == 0) return 1;
-    const long steps = (T + cuda_attention_sm90_backward_step(D) - 1) / cuda_attention_sm90_backward_step(D);
-    const long units = (long)B * G * ((T + 127) / 128);
-    return steps >= 64 || units < 4L * device_sm_count() ? 1 : per;
+    if (per <= 1 || (env != NULL && strcmp(env, "0") == 0)) return per;
+    return 1;
 }
 
 extern "C" int cuda_attention_sm90_backward_fused(int D) {

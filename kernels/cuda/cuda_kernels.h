@@ -260,11 +260,9 @@ int cuda_attention_sm90_backward_fused(int D);
  * MTC_SM90_BWD_STEP=128, 64 under MTC_SM90_BWD_STEP=64, else the build's default (128) */
 int cuda_attention_sm90_backward_step(int D);
 /* the query heads per work tile of that one-pass backward (GQA's head chunks: a group's heads
- * split over work tiles whose dK/dV partials are summed in a fixed order): 1 where H / G > 1 and
- * the whole-group tiles would leave a tail (long tiles: T at least 64 query steps, or fewer than
- * 4 tiles per SM), H / G otherwise (one tile walks the whole group); MTC_SM90_BWD_HEAD_SPLIT=0
- * or 1 forces whole groups or chunks */
-int cuda_attention_sm90_backward_head_chunk(int B, int T, int H, int G, int D);
+ * split over work tiles whose dK/dV partials are summed in a fixed order): 1 where H / G > 1,
+ * unless MTC_SM90_BWD_HEAD_SPLIT=0 (then, and for H == G, H / G: one tile walks the whole group) */
+int cuda_attention_sm90_backward_head_chunk(int H, int G);
 /* 1 unless MTC_ATTENTION_SM90_WINDOW=0: sliding-window calls (window_left >= 0 and < T) take the
  * wgmma forward and the one-pass backward above (the two-pass one has no window); 0 keeps them
  * on the mma.sync kernels */

@@ -456,7 +456,7 @@ static void test_head_chunks(int B, int T, int H, int G, int D, int head_start, 
     cuda_attention_forward(d_out, d_ws, d_qkv, B, T, H, G, D, head_start, total_heads, window_left, rng);
     bf16 *raw[2];
     float *bias[2];
-    for (int run = 0; run < 2; run++) { /* 0: head chunks, 1: whole groups */
+    for (int run = 0; run < 2; run++) { /* 0: head chunks (the default, set against the environment), 1: whole groups */
         setenv("MTC_SM90_BWD_HEAD_SPLIT", run == 1 ? "0" : "1", 1);
         poison(d_dqkv, n_qkv * sizeof(bf16));
         TEST_CUDA(cudaMemcpy(d_dbias, zeros, (size_t)columns * sizeof(float), cudaMemcpyHostToDevice));
