@@ -43,6 +43,7 @@
 #define cuda_rope_backward cuda_rope_backward_fp16
 #define cuda_swiglu_forward cuda_swiglu_forward_fp16
 #define cuda_swiglu_backward cuda_swiglu_backward_fp16
+#define cuda_swiglu_backward_remake cuda_swiglu_backward_remake_fp16
 #define cuda_matmul_forward cuda_matmul_forward_fp16
 #define cuda_matmul_backward cuda_matmul_backward_fp16
 #define cuda_matmul_backward_gelu cuda_matmul_backward_gelu_fp16
