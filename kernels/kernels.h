@@ -630,6 +630,7 @@ typedef struct kernel_ops {
                                   const void *bias, int N, int C, float eps, const fp8_output *q);
     void (*rmsnorm_forward_fp8)(void *out, float *rstd, const void *x, const void *weight, int N, int C, float eps,
                                 const fp8_output *q);
+    /* (gelu_forward_fp8's out may be NULL: the codes, amax and scale_inv only) */
     void (*gelu_forward_fp8)(void *out, const void *x, size_t n, const fp8_output *q);
     void (*swiglu_forward_fp8)(void *out, const void *x, int N, int F, const fp8_output *q);
     /* gelu_backward (tanh) of dx, x, dout [rows, cols] that also writes the fp8 codes of dx as *q

@@ -583,6 +583,10 @@ void fp8_native_backward(gpt_model *m, int layer, fp8_gemm gemm, void *dx, float
     if (dbias) ops->matmul_backward(NULL, NULL, dbias, dout, NULL, weight, N, IC, OC);
 }
 
+int fp8_activation_codes_only(gpt_model *m, int layer) {
+    return fp8_native(m, layer) && m->fp8->mlp_fused;
+}
+
 int fp8_mlp_backward_fused(gpt_model *m, int layer, int swiglu, float *fc2_dweight, float *fc1_dbias, void *dact,
                            void *dpre, const void *pre, const void *dout, const void *fc2_weight, int N, int F, int C) {
     fp8_state *f = m->fp8;

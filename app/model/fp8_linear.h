@@ -203,6 +203,11 @@ int fp8_grad_output_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *do
 int fp8_input_transposed_codes(gpt_model *m, int layer, fp8_gemm gemm, const void *x, size_t n, fp8_output *q,
                                uint8_t **codes_t);
 
+/* whether fp8 layer `layer`'s MLP activation (fc2's input) may be written in the forward as its
+ * fp8 codes only, where it lives in scratch: the fp8 GEMM reads the codes, and the MLP backward
+ * makes it again from fc1's output (with the fused MLP passes, unless MTC_FP8_MLP_FUSED=0) */
+int fp8_activation_codes_only(gpt_model *m, int layer);
+
 /* The MLP backward's elementwise pass fused (kernel_ops.mlp_backward_fp8, TE's
  * dgelu_cast_transpose_dbias): fc2's backward from dout [N, C] with the activation's backward
  * between its GEMMs, where the unfused path ran fc2's input x [N, F] made again with its codes

@@ -921,8 +921,10 @@ static void fp8_activation_forward(gpt_model *m, int layer, int swiglu, void *ou
         else ops->swiglu_forward(out, x, N, width);
         return;
     }
+    /* in scratch (not kept for the backward) the GeLU writes only the codes: nothing reads its
+     * bf16 values (fc2's GEMM takes the codes, the backward makes them again from fc1_out) */
     if (!m->config.gelu_erf && ops->gelu_forward_fp8 && fp8_input_codes(m, layer, FP8_GEMM_FC2, out, n, &q, NULL))
-        ops->gelu_forward_fp8(out, x, n, &q);
+        ops->gelu_forward_fp8(out == m->scratch.d_ffn_a && fp8_activation_codes_only(m, layer) ? NULL : out, x, n, &q);
     else mlp_gelu_forward(ops, m->config.gelu_erf, out, x, n);
 }
 

@@ -89,7 +89,8 @@ extern "C" void cuda_fp16_to_float(float *out, const fp16 *x, size_t n) { e_to_f
 /* ---- GeLU ---- */
 
 /* FP8: also the fp8 codes of the output (kernels.h's fp8_output, cuda_fp8_out.cuh): fc2's input
- * in an fp8 layer; q unused otherwise */
+ * in an fp8 layer, and out may then be NULL (only the codes: fc2's input in scratch, which the
+ * fp8 GEMM reads as codes and the backward makes again); q unused otherwise */
 template <typename E, bool FP8>
 static __global__ void gelu_forward_kernel(E *out, const E *x, size_t n, bool vectorized, fp8_output q) {
     float s = 0.0f, local = 0.0f;
@@ -100,13 +101,13 @@ static __global__ void gelu_forward_kernel(E *out, const E *x, size_t n, bool ve
         load_x8(v, x + 8 * g);
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = gelu_value(v[k]);
-        store_x8(out + 8 * g, v);
+        if (!FP8 || out != nullptr) store_x8(out + 8 * g, v);
         if constexpr (FP8) *reinterpret_cast<uint2 *>(q.codes + 8 * g) = stored_codes8<E>(v, s, q.format, &local);
     }
     GRID_STRIDE_LOOP(j, n - 8 * groups) {
         size_t i = 8 * groups + j;
         float v = gelu_value(to_float(x[i]));
-        out[i] = from_float<E>(v);
+        if (!FP8 || out != nullptr) out[i] = from_float<E>(v);
         if constexpr (FP8) q.codes[i] = stored_code<E>(v, s, q.format, &local);
     }
     if constexpr (FP8) fp8_block_finish(q.amax, q.scale_inv, local, s);

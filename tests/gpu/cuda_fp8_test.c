@@ -345,24 +345,30 @@ static void test_fused_norm(int N, int C, int rms, int format, float scale, int 
 }
 
 /* gelu_forward_fp8 of n elements (x, out and the codes `offset` elements past aligned starts)
- * against gelu_forward then fp8_quantize */
+ * against gelu_forward then fp8_quantize; and with out NULL (the codes only: fc2's input in
+ * scratch) the same codes, amax and scale_inv */
 static void test_fused_gelu(size_t n, size_t offset, int format, float scale) {
     void *x = device_values(n + offset, 3400 + n, 4.0f);
     void *xs = (char *)x + offset * gpu->act_bytes;
     void *out[2];
-    fused_side side[2];
+    fused_side side[3];
     for (int k = 0; k < 2; k++) {
         out[k] = gpu->alloc(gpu->act_bytes * (n + offset));
         side[k] = fused_side_make(n, offset, scale, format, 1);
     }
+    side[2] = fused_side_make(n, offset, scale, format, 1);
     void *o0 = (char *)out[0] + offset * gpu->act_bytes, *o1 = (char *)out[1] + offset * gpu->act_bytes;
     gpu->gelu_forward(o0, xs, n);
     quantize_side(&side[0], o0, n);
     gpu->gelu_forward_fp8(o1, xs, n, &side[1].q);
+    gpu->gelu_forward_fp8(NULL, xs, n, &side[2].q);
     tap_ok(same_device_bytes(o0, o1, gpu->act_bytes * n) && same_sides(&side[0], &side[1], n),
            "gelu_forward_fp8 n=%zu%s (%s): gelu_forward then fp8_quantize bit for bit", n,
            offset ? " (unaligned: the scalar loop)" : "", format == FP8_E5M2 ? "E5M2" : "E4M3");
+    tap_ok(same_sides(&side[0], &side[2], n), "gelu_forward_fp8 n=%zu%s (%s) with out NULL: the same codes, amax and "
+           "scale_inv", n, offset ? " (unaligned: the scalar loop)" : "", format == FP8_E5M2 ? "E5M2" : "E4M3");
     for (int k = 0; k < 2; k++) gpu->release(out[k]), fused_side_release(&side[k]);
+    fused_side_release(&side[2]);
     gpu->release(x);
 }
 
