@@ -221,6 +221,21 @@ static void bench_part_errors(const uint16_t *a, const uint16_t *b, size_t n_qkv
     *e_dv = bench_rel_err(a, b, n_qkv, stride, (size_t)(per + 1) * D, D);
 }
 
+/* "     WHAT: dq .. dk .. dv ..  AGREE" (each part under 1e-2) or DIFFER, for two device dqkv
+ * made by two variants of the backward on the same inputs */
+static void bench_print_agreement(const char *what, const bf16 *d_a, const bf16 *d_b, size_t n_qkv, int H, int D) {
+    CHECK_CUDA(cudaStreamSynchronize(bench_stream));
+    uint16_t *h_a = (uint16_t *)malloc(n_qkv * 2), *h_b = (uint16_t *)malloc(n_qkv * 2);
+    CHECK_CUDA(cudaMemcpy(h_a, d_a, n_qkv * 2, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(h_b, d_b, n_qkv * 2, cudaMemcpyDeviceToHost));
+    double e_dq, e_dk, e_dv;
+    bench_part_errors(h_a, h_b, n_qkv, H, D, &e_dq, &e_dk, &e_dv);
+    printf("     %s: dq %.2e  dk %.2e  dv %.2e  %s\n", what, e_dq, e_dk, e_dv,
+           e_dq < 1e-2 && e_dk < 1e-2 && e_dv < 1e-2 ? "AGREE" : "DIFFER");
+    free(h_a);
+    free(h_b);
+}
+
 static __global__ void bench_ones_kernel(int *x, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = 1;
@@ -334,16 +349,7 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
                    T, H, D, (double)p, t128.bwd_ms, bwd_flop / t128.bwd_ms * 1e-9, t64.bwd_ms / t128.bwd_ms);
             fflush(stdout);
         }
-        CHECK_CUDA(cudaStreamSynchronize(bench_stream));
-        uint16_t *h_a = (uint16_t *)malloc(n_qkv * 2), *h_b = (uint16_t *)malloc(n_qkv * 2);
-        CHECK_CUDA(cudaMemcpy(h_a, dqkv_128, n_qkv * 2, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(h_b, dqkv_64, n_qkv * 2, cudaMemcpyDeviceToHost));
-        double e_dq, e_dk, e_dv;
-        bench_part_errors(h_a, h_b, n_qkv, H, D, &e_dq, &e_dk, &e_dv);
-        printf("     step 128 vs step 64: dq %.2e  dk %.2e  dv %.2e  %s\n", e_dq, e_dk, e_dv,
-               e_dq < 1e-2 && e_dk < 1e-2 && e_dv < 1e-2 ? "AGREE" : "DIFFER");
-        free(h_a);
-        free(h_b);
+        bench_print_agreement("step 128 vs step 64", dqkv_128, dqkv_64, n_qkv, H, D);
         CHECK_CUDA(cudaFree(dqkv_64));
         CHECK_CUDA(cudaFree(dqkv_128));
         fflush(stdout);
@@ -364,16 +370,7 @@ static void bench_shape(int B, int T, int H, int D, float p, int iters, int with
                    B, T, H, groups_of(H), D, (double)p, tw.bwd_ms, bwd_flop / tw.bwd_ms * 1e-9);
             fflush(stdout);
         }
-        CHECK_CUDA(cudaStreamSynchronize(bench_stream));
-        uint16_t *h_a = (uint16_t *)malloc(n_qkv * 2), *h_b = (uint16_t *)malloc(n_qkv * 2);
-        CHECK_CUDA(cudaMemcpy(h_a, dqkv_split, n_qkv * 2, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(h_b, dqkv_whole, n_qkv * 2, cudaMemcpyDeviceToHost));
-        double e_dq, e_dk, e_dv;
-        bench_part_errors(h_a, h_b, n_qkv, H, D, &e_dq, &e_dk, &e_dv);
-        printf("     chunks vs whole groups: dq %.2e  dk %.2e  dv %.2e  %s\n", e_dq, e_dk, e_dv,
-               e_dq < 1e-2 && e_dk < 1e-2 && e_dv < 1e-2 ? "AGREE" : "DIFFER");
-        free(h_a);
-        free(h_b);
+        bench_print_agreement("chunks vs whole groups", dqkv_split, dqkv_whole, n_qkv, H, D);
         CHECK_CUDA(cudaFree(dqkv_split));
         CHECK_CUDA(cudaFree(dqkv_whole));
         fflush(stdout);

@@ -37,10 +37,10 @@ void cpu_swiglu_backward_remake(float *dx, float *out, const float *x, const flo
         const float *dout_n = dout + (size_t)n * F;
         float *dgate = dx + (size_t)n * 2 * F, *dup = dgate + F, *out_n = out + (size_t)n * F;
         for (int f = 0; f < F; f++) {
-            float a = gate[f], s = 1.0f / (1.0f + expf(-a)), d = dout_n[f];
+            float a = gate[f], e = expf(-a), s = 1.0f / (1.0f + e), d = dout_n[f];
             dgate[f] = d * up[f] * s * (1.0f + a * (1.0f - s));
             dup[f] = d * a * s;
-            out_n[f] = a / (1.0f + expf(-a)) * up[f];
+            out_n[f] = a / (1.0f + e) * up[f]; /* cpu_swiglu_forward's expression */
         }
     }
 }

@@ -80,16 +80,8 @@ static __device__ __forceinline__ void store_transposed(uint8_t *out_t, const ui
     uint32_t w[16];
 #pragma unroll
     for (int j = 0; j < 16; j++) w[j] = tile[(16 * piece + j) * MLP_PITCH + group];
-#pragma unroll
-    for (int k = 0; k < 4; k++) { /* all 4 columns exist: c is a multiple of 4, cols of 8 */
-        const unsigned pick = (unsigned)k | (unsigned)(k + 4) << 4; /* byte k of the first, of the second */
-        uint32_t q[4];
-#pragma unroll
-        for (int m = 0; m < 4; m++)
-            q[m] = __byte_perm(__byte_perm(w[4 * m], w[4 * m + 1], pick), __byte_perm(w[4 * m + 2], w[4 * m + 3], pick),
-                               0x5410);
-        *reinterpret_cast<uint4 *>(out_t + (size_t)(base + c + k) * rows + r) = make_uint4(q[0], q[1], q[2], q[3]);
-    }
+    /* all 4 columns exist: c is a multiple of 4, cols of 8 */
+    store_codes_transposed_16x4(out_t + (size_t)(base + c) * rows + r, (size_t)rows, w);
 }
 
 /* every thread: the block's largest |x| (a) and |dpre| (g) folded into qa's and qg's amax (each

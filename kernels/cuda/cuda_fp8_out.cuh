@@ -65,6 +65,22 @@ static __device__ void fp8_block_finish(float *amax, float *scale_inv, float loc
     }
 }
 
+/* a thread's 16 rows x 4 columns of codes (w[j]: row j's 4 bytes) transposed in registers
+ * (byte_perm) and stored as 4 x 16 bytes: column k's 16 rows at dst + k ld (the transposed
+ * stores of fp8_quantize_transpose_vec_kernel and the fp8 MLP backward) */
+static __device__ __forceinline__ void store_codes_transposed_16x4(uint8_t *dst, size_t ld, const uint32_t (&w)[16]) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const unsigned pick = (unsigned)k | (unsigned)(k + 4) << 4; /* byte k of the first, of the second */
+        uint32_t q[4];
+#pragma unroll
+        for (int m = 0; m < 4; m++)
+            q[m] = __byte_perm(__byte_perm(w[4 * m], w[4 * m + 1], pick), __byte_perm(w[4 * m + 2], w[4 * m + 3], pick),
+                               0x5410);
+        *reinterpret_cast<uint4 *>(dst + (size_t)k * ld) = make_uint4(q[0], q[1], q[2], q[3]);
+    }
+}
+
 /* the fallback of a producer whose fused path does not apply: fp8_quantize of what it stored */
 static inline void fp8_quantize_after(const __nv_bfloat16 *x, size_t n, const fp8_output *q) {
     cuda_fp8_quantize(q->codes, q->amax, q->scale_inv, reinterpret_cast<const bf16 *>(x), n, q->scale, q->format);
